@@ -1,0 +1,1 @@
+"""greenslurm: acceptance layer."""

@@ -1,0 +1,1 @@
+"""greenslurm: greenslurm layer."""

@@ -1,0 +1,1 @@
+"""greenslurm: slurm_plugin layer."""

@@ -1,0 +1,1 @@
+"""greenslurm: traces layer."""
