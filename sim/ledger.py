@@ -1,0 +1,130 @@
+"""The energy ledger: exact integrals of power over a replay.
+
+Power is constant between events, so the ledger integrates the cluster's total power as
+sum P * dt over event intervals, and keeps the power series.  Independently, each job is
+charged its share of node power (``clustermodel.power.job_share_power_w``) times its run time,
+and nodes are charged their unallocated power.  With the linear node model the two ways must
+agree: total = jobs + unallocated = sum over nodes (tests check this).
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+from clustermodel import Cluster
+from clustermodel.cluster import CPU, GPU
+from sim.machine import PendingJob
+from sim.result import EnergyTotals
+
+
+class EnergyLedger:
+    def __init__(self, cluster: Cluster, start_s: float) -> None:
+        self.cluster = cluster
+        cpus = cluster.capacity[:, CPU]
+        self._node_cpus = cpus
+        self._busy_per_cpu_w = np.where(cpus > 0, cluster.busy_w / np.where(cpus > 0, cpus, 1), 0.0)
+        self._idle_per_cpu_w = np.where(cpus > 0, cluster.idle_w / np.where(cpus > 0, cpus, 1), 0.0)
+        self._delta_per_cpu_w = self._busy_per_cpu_w - self._idle_per_cpu_w
+        self._delta_per_gpu_w = cluster.gpu_max_w - cluster.gpu_idle_w
+        # Power right now: every node idle.
+        self.power_w = float(cluster.idle_w.sum() + (cluster.gpu_idle_w * cluster.capacity[:, GPU]).sum())
+        self.busy_cpus = 0.0
+        self.last_s = start_s
+        self.start_s = start_s
+        self.total_j = 0.0
+        self.jobs_j = 0.0
+        self.peak_power_w = self.power_w
+        # Per node: job energy charged to it, allocated CPU- and GPU-seconds, idle-node seconds.
+        n = cluster.size
+        self.node_jobs_j = np.zeros(n)
+        self.node_cpu_seconds = np.zeros(n)
+        self.node_gpu_seconds = np.zeros(n)
+        self._jobs_on_node = np.zeros(n, dtype=np.int64)
+        self._idle_since_s = np.full(n, start_s)
+        self._idle_node_seconds = np.zeros(n)
+        self.times_s = array("d")
+        self.series_power_w = array("d")
+        self.series_busy_cpus = array("d")
+
+    # -- the integral ------------------------------------------------------------------------
+    def advance(self, now_s: float) -> None:
+        """Integrate the current power up to ``now_s`` (power is constant since the last event)."""
+        dt = now_s - self.last_s
+        if dt > 0:
+            self.times_s.append(self.last_s)
+            self.series_power_w.append(self.power_w)
+            self.series_busy_cpus.append(self.busy_cpus)
+            self.total_j += self.power_w * dt
+            self.last_s = now_s
+
+    def _job_delta_w(self, job: PendingJob) -> float:
+        """Power added to the cluster by running ``job``: (busy - idle) per CPU + (max - idle) per GPU."""
+        nodes = job.node_indices
+        cpus, gpus = job.demand[CPU], job.demand[GPU]
+        delta = cpus * self._delta_per_cpu_w[nodes].sum()
+        if gpus:
+            delta += gpus * self._delta_per_gpu_w[nodes].sum()
+        return float(delta)
+
+    def job_share_w(self, job: PendingJob) -> np.ndarray:
+        """Per node power charged to ``job``: busy power per CPU times its CPUs, plus max GPU power."""
+        nodes = job.node_indices
+        share = job.demand[CPU] * self._busy_per_cpu_w[nodes]
+        if job.demand[GPU]:
+            share += job.demand[GPU] * self.cluster.gpu_max_w[nodes]
+        return share
+
+    # -- listeners on the machine ---------------------------------------------------------------
+    def on_start(self, job: PendingJob, now_s: float) -> None:
+        self.advance(now_s)
+        job.extra["delta_w"] = delta = self._job_delta_w(job)
+        self.power_w += delta
+        self.busy_cpus += job.cpus_total
+        if self.power_w > self.peak_power_w:
+            self.peak_power_w = self.power_w
+        nodes = job.node_indices
+        was_idle = nodes[self._jobs_on_node[nodes] == 0]
+        self._idle_node_seconds[was_idle] += now_s - self._idle_since_s[was_idle]
+        self._jobs_on_node[nodes] += 1
+
+    def on_end(self, job: PendingJob, now_s: float) -> float:
+        """Close the job's account; returns the energy charged to it in joules."""
+        self.advance(now_s)
+        self.power_w -= job.extra.pop("delta_w")
+        self.busy_cpus -= job.cpus_total
+        run_s = now_s - job.start_s
+        nodes = job.node_indices
+        share = self.job_share_w(job) * run_s
+        # a job's nodes are distinct, so plain fancy-index addition is exact here
+        self.node_jobs_j[nodes] += share
+        self.node_cpu_seconds[nodes] += job.demand[CPU] * run_s
+        if job.demand[GPU]:
+            self.node_gpu_seconds[nodes] += job.demand[GPU] * run_s
+        energy = float(share.sum())
+        self.jobs_j += energy
+        self._jobs_on_node[nodes] -= 1
+        now_idle = nodes[self._jobs_on_node[nodes] == 0]
+        self._idle_since_s[now_idle] = now_s
+        return energy
+
+    # -- the closing -----------------------------------------------------------------------------
+    def close(self, end_s: float) -> EnergyTotals:
+        self.advance(end_s)
+        span = end_s - self.start_s
+        cluster = self.cluster
+        idle_node_seconds = self._idle_node_seconds + np.where(self._jobs_on_node == 0,
+                                                               end_s - self._idle_since_s, 0.0)
+        # Unallocated power integrated per node: idle power per CPU times free CPU-seconds,
+        # plus idle GPU power times free GPU-seconds.
+        free_cpu_seconds = self._node_cpus * span - self.node_cpu_seconds
+        free_gpu_seconds = cluster.capacity[:, GPU] * span - self.node_gpu_seconds
+        unallocated = self._idle_per_cpu_w * free_cpu_seconds + cluster.gpu_idle_w * free_gpu_seconds
+        # A node without CPUs in the model draws its idle power whole.
+        unallocated = np.where(self._node_cpus > 0, unallocated, cluster.idle_w * span)
+        idle_nodes = idle_node_seconds * (cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU])
+        per_node = self.node_jobs_j + unallocated
+        return EnergyTotals(total_j=self.total_j, jobs_j=self.jobs_j, unallocated_j=float(unallocated.sum()),
+                            idle_nodes_j=float(idle_nodes.sum()), per_node_j=per_node,
+                            peak_power_w=self.peak_power_w, start_s=self.start_s, end_s=end_s)

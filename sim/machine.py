@@ -1,0 +1,113 @@
+"""Run state of a replay: which resources are free on each node, which jobs run where.
+
+The machine knows nothing of queues or time-keeping; strategies ask it whether and where a job
+fits, and tell it to start jobs.  Resources per node are a row (CPUs, MiB, GPUs) of numpy arrays
+so fit checks are vectorised over nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from clustermodel import Cluster, JobSpec
+from clustermodel.cluster import CPU
+
+# Picks ``count`` node indices out of the candidate indices (ascending) that fit a job.
+NodeChooser = Callable[[np.ndarray, int], np.ndarray]
+
+
+def first_fit(candidates: np.ndarray, count: int) -> np.ndarray:
+    """The lowest-numbered fitting nodes, as Slurm's default node ordering does.
+
+    >>> first_fit(np.array([1, 4, 7]), 2)
+    array([1, 4])
+    """
+    return candidates[:count]
+
+
+@dataclass(slots=True, eq=False)
+class PendingJob:
+    """A job in a replay, with its shape on this cluster resolved once."""
+
+    index: int                  # position in the replayed job list: the FCFS order
+    job: JobSpec
+    nodes: int
+    demand: np.ndarray          # per node (CPUs, MiB, GPUs)
+    cpus_total: float
+    requested_s: float
+    start_s: float = -1.0
+    node_indices: np.ndarray | None = None
+    end_event: tuple | None = None
+    first_reservation_s: float | None = None      # EASY: start promised when first at the head
+    reservation_s: float | None = None            # conservative: current reserved start
+    extra: dict = field(default_factory=dict)
+    cpu_only: bool = False
+
+    def __post_init__(self) -> None:
+        self.cpu_only = not self.demand[1:].any()
+
+    @property
+    def planned_end_s(self) -> float:
+        return self.start_s + self.requested_s
+
+
+class Machine:
+    """Free resources per node and the set of running jobs."""
+
+    def __init__(self, cluster: Cluster, chooser: NodeChooser = first_fit) -> None:
+        self.cluster = cluster
+        self.free = cluster.capacity.copy()
+        self.free_cpus_total = float(cluster.capacity[:, CPU].sum())
+        self.running: dict[int, PendingJob] = {}
+        self.chooser = chooser
+        self.start_listeners: list[Callable[[PendingJob, float], None]] = []
+        self.end_listeners: list[Callable[[PendingJob, float], None]] = []
+
+    # -- fit ---------------------------------------------------------------------------------
+    def fitting_nodes(self, job: PendingJob, free: np.ndarray | None = None) -> np.ndarray:
+        """Indices of nodes whose free resources hold one node's share of ``job``."""
+        free = self.free if free is None else free
+        if job.cpu_only:     # memory and GPUs are never negative, so only CPUs can fail to fit
+            return (free[:, CPU] >= job.demand[CPU]).nonzero()[0]
+        return (free >= job.demand).all(axis=1).nonzero()[0]
+
+    def place(self, job: PendingJob, free: np.ndarray | None = None) -> np.ndarray | None:
+        """Nodes for ``job`` in ``free`` (default: now), or None if it does not fit."""
+        if free is None and job.cpus_total > self.free_cpus_total:
+            return None
+        candidates = self.fitting_nodes(job, free)
+        if candidates.size < job.nodes:
+            return None
+        return self.chooser(candidates, job.nodes)
+
+    # -- state changes -----------------------------------------------------------------------
+    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+        free_rows = self.free[nodes]
+        if np.any(free_rows < job.demand - 1e-9):
+            raise RuntimeError(f"job {job.job.job_id} over-allocates nodes {nodes.tolist()}")
+        self.free[nodes] = free_rows - job.demand
+        self.free_cpus_total -= job.cpus_total
+        job.start_s = now_s
+        job.node_indices = nodes
+        self.running[job.index] = job
+        for listener in self.start_listeners:
+            listener(job, now_s)
+
+    def finish(self, job: PendingJob, now_s: float) -> None:
+        del self.running[job.index]
+        self.free[job.node_indices] += job.demand
+        self.free_cpus_total += job.cpus_total
+        for listener in self.end_listeners:
+            listener(job, now_s)
+
+    def _check(self) -> None:
+        """Invariant: free = capacity - sum of running demands, never below zero or above capacity."""
+        used = np.zeros_like(self.free)
+        for job in self.running.values():
+            np.add.at(used, job.node_indices, job.demand)
+        assert np.allclose(self.free, self.cluster.capacity - used), "free resources drifted"
+        assert (self.free >= -1e-9).all(), "a node is over-allocated"
+        assert np.isclose(self.free_cpus_total, self.free[:, CPU].sum())

@@ -1,0 +1,115 @@
+"""The plan profile: free resources per node as a step function of future time.
+
+Breakpoint times live in a ``sortedcontainers.SortedList``; beside them a numpy array
+``free[k, node, resource]`` holds what is free on each node from breakpoint k until the next
+(the last breakpoint holds until forever).  It answers "earliest start >= t at which ``nodes``
+nodes each hold ``demand`` for ``duration``", vectorised over candidate start times:
+
+a node fits a window iff it fits at every breakpoint in the window, so with
+``bad[k, node] = not fits(free[k, node])`` and its running sum ``B`` along time, a node fits the
+window of breakpoints [i, j) iff ``B[j] - B[i] == 0``.  Counting fitting nodes for every candidate
+start i at once is one array expression.
+
+>>> import numpy as np
+>>> p = PlanProfile(np.array([[4.0, 0, 0], [4.0, 0, 0]]), now_s=0.0)
+>>> p.reserve(0.0, 10.0, np.array([0, 1]), np.array([3.0, 0, 0]))   # 3 CPUs on both until t=10
+>>> p.earliest_start(2, np.array([2.0, 0, 0]), duration_s=5.0, after_s=0.0)
+(10.0, array([0, 1]))
+>>> p.earliest_start(2, np.array([1.0, 0, 0]), duration_s=5.0, after_s=0.0)   # 1 CPU left now
+(0.0, array([0, 1]))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sortedcontainers import SortedList
+
+from sim.machine import NodeChooser, first_fit
+
+
+class PlanProfile:
+    def __init__(self, free_now: np.ndarray, now_s: float, chooser: NodeChooser = first_fit) -> None:
+        self.times = SortedList([now_s])
+        self.free = free_now[np.newaxis].astype(float).copy()
+        self.chooser = chooser
+
+    # -- structure -------------------------------------------------------------------------------
+    def _ensure_breakpoint(self, t_s: float) -> int:
+        """Index of a breakpoint at ``t_s``, splitting the step that contains it if needed."""
+        i = self.times.bisect_left(t_s)
+        if i < len(self.times) and self.times[i] == t_s:
+            return i
+        if i == 0:
+            raise ValueError(f"time {t_s} is before the profile's start {self.times[0]}")
+        self.times.add(t_s)
+        self.free = np.insert(self.free, i, self.free[i - 1], axis=0)
+        return i
+
+    def advance(self, now_s: float) -> None:
+        """Forget the past: the profile starts at ``now_s``."""
+        i = self.times.bisect_right(now_s) - 1
+        if i > 0:
+            del self.times[:i]
+            self.free = self.free[i:]
+        if self.times[0] < now_s:
+            self.times.pop(0)
+            self.times.add(now_s)
+
+    def _span(self, start_s: float, end_s: float) -> tuple[int, int]:
+        i = self._ensure_breakpoint(start_s)
+        j = self._ensure_breakpoint(end_s) if end_s != float("inf") else len(self.times)
+        return i, j
+
+    def reserve(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
+        """Take ``demand`` on each of ``nodes`` during [start_s, end_s)."""
+        i, j = self._span(start_s, end_s)
+        self.free[i:j, nodes] -= demand
+
+    def release(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
+        """Give back ``demand`` on each of ``nodes`` during [start_s, end_s)."""
+        i, j = self._span(start_s, end_s)
+        self.free[i:j, nodes] += demand
+        self._merge_equal_neighbours(i, j)
+
+    def _merge_equal_neighbours(self, i: int, j: int) -> None:
+        """Drop breakpoints at i and j when the step before carries the same free resources."""
+        for k in sorted({j, i}, reverse=True):
+            if 0 < k < len(self.times) and np.array_equal(self.free[k], self.free[k - 1]):
+                del self.times[k]
+                self.free = np.delete(self.free, k, axis=0)
+
+    # -- the query -------------------------------------------------------------------------------
+    def earliest_start(self, nodes: int, demand: np.ndarray, duration_s: float,
+                       after_s: float) -> tuple[float, np.ndarray] | None:
+        """Earliest breakpoint time >= ``after_s`` at which ``nodes`` nodes hold ``demand`` for
+        ``duration_s``; with the chosen nodes.  None if even the empty tail cannot hold it."""
+        times = np.fromiter(self.times, dtype=float, count=len(self.times))
+        first = max(int(np.searchsorted(times, after_s, side="right")) - 1, 0)
+        fits = (self.free[first:] >= demand).all(axis=2)                 # [k, node]
+        bad_running = np.zeros((fits.shape[0] + 1, fits.shape[1]), dtype=np.int32)
+        np.cumsum(~fits, axis=0, out=bad_running[1:])
+        starts = times[first:].copy()
+        starts[0] = max(starts[0], after_s)
+        # window of candidate i: breakpoints i .. j-1 with times < start_i + duration
+        ends = np.searchsorted(times[first:], starts + duration_s, side="left")
+        ends = np.maximum(ends, np.arange(1, len(starts) + 1))   # a window holds its own start
+        window_bad = bad_running[ends] - bad_running[np.arange(len(starts))]
+        counts = (window_bad == 0).sum(axis=1)
+        ok = np.flatnonzero(counts >= nodes)
+        if ok.size == 0:
+            return None
+        i = int(ok[0])
+        candidates = np.flatnonzero(window_bad[i] == 0)
+        return float(starts[i]), self.chooser(candidates, nodes)
+
+    def free_at(self, t_s: float) -> np.ndarray:
+        i = self.times.bisect_right(t_s) - 1
+        return self.free[max(i, 0)]
+
+    def _check(self, capacity: np.ndarray | None = None) -> None:
+        """Invariants: times sorted and aligned with the array; nothing below zero or above capacity."""
+        self.times._check()
+        assert len(self.times) == self.free.shape[0]
+        assert (self.free >= -1e-9).all(), "a reservation over-allocates a node"
+        if capacity is not None:
+            assert (self.free <= capacity + 1e-9).all(), "more free than the node has"

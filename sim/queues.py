@@ -1,0 +1,241 @@
+"""Queue strategies: which waiting jobs start now.  FCFS, EASY and conservative backfilling.
+
+All three plan with the *requested* time (the limit the user gave); jobs really run their actual
+runtime (killed at the limit), which is how real schedulers meet inaccurate estimates.
+
+- FCFS: start jobs in arrival order while the first one fits; never skip the first.
+- EASY backfilling (Lifka 1995; Mu'alem & Feitelson 2001): only the first waiting job (the head)
+  holds a reservation, at the shadow time: the earliest time, given running jobs' requested ends,
+  at which it fits.  A later job may start now if it fits now and either ends (by its request)
+  before the shadow time, or uses only resources the head does not need at the shadow time.
+- Conservative backfilling (Mu'alem & Feitelson 2001): every waiting job gets, on arrival, the
+  earliest reservation that delays no earlier reservation.  When a job ends before its requested
+  time, the schedule is compressed: jobs are reconsidered in arrival order and each moves to its
+  earliest slot, which is never later than its previous one.
+
+Each strategy is a small class with a ``name``, registered in ``QUEUES``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Protocol
+
+import numpy as np
+from sortedcontainers import SortedList
+
+from sim.machine import Machine, PendingJob
+from sim.profile import PlanProfile
+
+
+class QueueStrategy(Protocol):
+    name: str
+
+    def submit(self, job: PendingJob, now_s: float) -> None: ...
+
+    def job_ended(self, job: PendingJob, now_s: float) -> None: ...
+
+    def schedule(self, now_s: float) -> None: ...
+
+    def next_wake_s(self) -> float | None: ...
+
+    def waiting(self) -> int: ...
+
+
+class Fcfs:
+    name = "fcfs"
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.queue: deque[PendingJob] = deque()
+
+    def submit(self, job: PendingJob, now_s: float) -> None:
+        self.queue.append(job)
+
+    def job_ended(self, job: PendingJob, now_s: float) -> None:
+        pass
+
+    def schedule(self, now_s: float) -> None:
+        machine, queue = self.machine, self.queue
+        while queue:
+            nodes = machine.place(queue[0])
+            if nodes is None:
+                return
+            machine.start(queue.popleft(), nodes, now_s)
+
+    def next_wake_s(self) -> float | None:
+        return None
+
+    def waiting(self) -> int:
+        return len(self.queue)
+
+
+class Easy:
+    name = "easy"
+
+    def __init__(self, machine: Machine, record_reservations: bool = False) -> None:
+        self.machine = machine
+        # Tests ask for each head's first shadow time, to check it is never broken; it costs a
+        # shadow computation per new head, which scheduling itself does not need.
+        self.record_reservations = record_reservations
+        self.queue: list[PendingJob] = []
+        self.running_by_end: SortedList = SortedList()   # (requested end, index)
+
+    def submit(self, job: PendingJob, now_s: float) -> None:
+        self.queue.append(job)
+
+    def job_ended(self, job: PendingJob, now_s: float) -> None:
+        self.running_by_end.remove((job.planned_end_s, job.index))
+
+    def _start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+        self.machine.start(job, nodes, now_s)
+        self.running_by_end.add((job.planned_end_s, job.index))
+
+    def shadow(self, head: PendingJob) -> tuple[float, np.ndarray, np.ndarray]:
+        """Shadow time of ``head``, the nodes it will take then, and what is free then.
+
+        Running jobs are released in order of their requested end until the head fits.
+        """
+        machine = self.machine
+        available = machine.free.copy()
+        available_cpus = machine.free_cpus_total
+        running = machine.running
+        released: list[PendingJob] = []
+        for end_s, index in self.running_by_end:
+            job = running[index]
+            released.append(job)
+            available_cpus += job.cpus_total
+            if available_cpus < head.cpus_total:
+                continue          # not enough CPUs in all: no need to look at nodes yet
+            for job in released:
+                available[job.node_indices] += job.demand
+            released.clear()
+            nodes = machine.place(head, available)
+            if nodes is not None:
+                return end_s, nodes, available
+        raise RuntimeError(f"job {head.job.job_id} fits nowhere even on an empty cluster")
+
+    def schedule(self, now_s: float) -> None:
+        machine, queue = self.machine, self.queue
+        while queue:
+            nodes = machine.place(queue[0])
+            if nodes is None:
+                break
+            self._start(queue.pop(0), nodes, now_s)
+        if not queue:
+            return
+        head = queue[0]
+        reservation = None
+        if self.record_reservations and head.first_reservation_s is None:
+            reservation = self._reservation(head)
+            head.first_reservation_s = reservation[0]
+        both = None
+        i = 1
+        while i < len(queue) and machine.free_cpus_total > 0:
+            job = queue[i]
+            if job.cpus_total > machine.free_cpus_total or (nodes := machine.place(job)) is None:
+                i += 1
+                continue                 # does not even fit now
+            if reservation is None:      # computed only once some job could start now
+                reservation = self._reservation(head)
+            shadow_s, extra = reservation
+            ends_by_shadow = now_s + job.requested_s <= shadow_s
+            if not ends_by_shadow:
+                if both is None:
+                    both = np.minimum(machine.free, extra)
+                nodes = machine.place(job, both)
+                if nodes is None:
+                    i += 1
+                    continue
+            del queue[i]
+            self._start(job, nodes, now_s)
+            if not ends_by_shadow:
+                extra[nodes] -= job.demand
+            both = None
+
+    def _reservation(self, head: PendingJob) -> tuple[float, np.ndarray]:
+        """The head's shadow time and what may be taken beyond it: free then, less the head's share."""
+        shadow_s, head_nodes, free_at_shadow = self.shadow(head)
+        free_at_shadow[head_nodes] -= head.demand
+        return shadow_s, free_at_shadow
+
+    def next_wake_s(self) -> float | None:
+        return None
+
+    def waiting(self) -> int:
+        return len(self.queue)
+
+
+class Conservative:
+    name = "conservative"
+
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
+        self.profile: PlanProfile | None = None
+        self.by_arrival: SortedList = SortedList(key=lambda job: job.index)
+        self.by_reservation: SortedList = SortedList(key=lambda job: (job.reservation_s, job.index))
+        self._compress = False
+
+    def _profile(self, now_s: float) -> PlanProfile:
+        if self.profile is None:
+            self.profile = PlanProfile(self.machine.free, now_s, self.machine.chooser)
+        self.profile.advance(now_s)
+        return self.profile
+
+    def _reserve(self, job: PendingJob, now_s: float) -> None:
+        profile = self.profile
+        found = profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s)
+        if found is None:
+            raise RuntimeError(f"job {job.job.job_id} fits nowhere even on an empty cluster")
+        start_s, nodes = found
+        profile.reserve(start_s, start_s + job.requested_s, nodes, job.demand)
+        job.reservation_s = start_s
+        job.node_indices = nodes
+        if job.first_reservation_s is None:
+            job.first_reservation_s = start_s
+
+    def submit(self, job: PendingJob, now_s: float) -> None:
+        self._profile(now_s)
+        self._reserve(job, now_s)
+        self.by_arrival.add(job)
+        self.by_reservation.add(job)
+
+    def job_ended(self, job: PendingJob, now_s: float) -> None:
+        profile = self._profile(now_s)
+        if now_s < job.planned_end_s:
+            profile.release(now_s, job.planned_end_s, job.node_indices, job.demand)
+            self._compress = True
+
+    def _compress_schedule(self, now_s: float) -> None:
+        """Move every waiting job, in arrival order, to its earliest slot (never later)."""
+        profile = self.profile
+        for job in self.by_arrival:
+            old_start = job.reservation_s
+            if old_start <= now_s:
+                continue
+            profile.release(old_start, old_start + job.requested_s, job.node_indices, job.demand)
+            self.by_reservation.remove(job)
+            self._reserve(job, now_s)
+            self.by_reservation.add(job)
+            assert job.reservation_s <= old_start + 1e-9, "compression delayed a job"
+
+    def schedule(self, now_s: float) -> None:
+        if self.profile is None:
+            return
+        self._profile(now_s)
+        if self._compress:
+            self._compress = False
+            self._compress_schedule(now_s)
+        while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
+            job = self.by_reservation.pop(0)
+            self.by_arrival.remove(job)
+            self.machine.start(job, job.node_indices, now_s)
+
+    def next_wake_s(self) -> float | None:
+        return self.by_reservation[0].reservation_s if self.by_reservation else None
+
+    def waiting(self) -> int:
+        return len(self.by_arrival)
+
+
+QUEUES: dict[str, type] = {strategy.name: strategy for strategy in (Fcfs, Easy, Conservative)}

@@ -1,0 +1,151 @@
+"""The replay loop: feed a trace's jobs through a queue strategy on a cluster, event by event.
+
+Events are taken in the total order of :mod:`sim.events`.  All events at one time are handled
+before the strategy schedules once for that time.  Submissions are pushed one at a time (the next
+job's arrival is the only submission in the queue), so memory stays flat on long traces.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Callable, Sequence
+
+import numpy as np
+
+from clustermodel import Cluster, JobSpec
+from clustermodel.cluster import CPU, GPU
+from sim.events import EventKind, EventQueue
+from sim.ledger import EnergyLedger
+from sim.machine import Machine, NodeChooser, PendingJob, first_fit
+from sim.queues import QUEUES
+from sim.result import JobRecord, ReplayResult
+
+log = logging.getLogger(__name__)
+
+SKIP_TOO_BIG = "asks for more than the cluster has"
+PROGRESS_EVERY = 2000
+
+
+def resolve(jobs: Sequence[JobSpec], cluster: Cluster) -> tuple[list[PendingJob], Counter]:
+    """Shape every job on ``cluster``; jobs that can never fit are counted, not run."""
+    pending: list[PendingJob] = []
+    skipped: Counter = Counter()
+    shapes: dict[tuple, object] = {}
+    for job in jobs:
+        key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node)
+        shape = shapes.get(key, False)
+        if shape is False:
+            shape = shapes[key] = cluster.shape_of(job)
+        if shape is None:
+            skipped[SKIP_TOO_BIG] += 1
+            log.debug("job %s skipped: %s", job.job_id, SKIP_TOO_BIG)
+            continue
+        demand = np.array(shape.per_node, dtype=float)
+        pending.append(PendingJob(index=len(pending), job=job, nodes=shape.nodes, demand=demand,
+                                  cpus_total=shape.per_node[CPU] * shape.nodes,
+                                  requested_s=job.requested_time_s))
+    return pending, skipped
+
+
+class Replay:
+    """One run.  Construct, then :meth:`run`; the pieces stay inspectable for tests."""
+
+    def __init__(self, jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
+                 chooser: NodeChooser = first_fit,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        if queue not in QUEUES:
+            raise ValueError(f"unknown queue strategy {queue!r}; choose from {', '.join(QUEUES)}")
+        ordered = sorted(jobs, key=lambda job: job.submit_s)      # stable: equal times keep trace order
+        self.jobs_total = len(ordered)
+        self.pending, self.skipped = resolve(ordered, cluster)
+        self.cluster = cluster
+        self.machine = Machine(cluster, chooser)
+        self.strategy = QUEUES[queue](self.machine)
+        self.events = EventQueue()
+        start_s = self.pending[0].job.submit_s if self.pending else 0.0
+        self.ledger = EnergyLedger(cluster, start_s)
+        self.machine.start_listeners.append(self._on_start)
+        self.records: list[JobRecord] = []
+        self.progress = progress
+        self._wake: tuple | None = None
+        self.now_s = start_s
+
+    def _on_start(self, job: PendingJob, now_s: float) -> None:
+        self.ledger.on_start(job, now_s)
+        job.end_event = self.events.push(now_s + job.job.run_for_s, EventKind.END, job)
+
+    def _finish(self, job: PendingJob, now_s: float) -> None:
+        self.machine.finish(job, now_s)
+        energy = self.ledger.on_end(job, now_s)
+        self.strategy.job_ended(job, now_s)
+        spec = job.job
+        self.records.append(JobRecord(
+            job_id=spec.job_id, submit_s=spec.submit_s, start_s=job.start_s, end_s=now_s,
+            requested_time_s=spec.requested_time_s, nodes=job.nodes, cpus=job.cpus_total,
+            gpus=float(job.demand[GPU] * job.nodes), killed_at_limit=spec.killed_at_limit,
+            energy_j=energy, node_indices=tuple(job.node_indices.tolist()),
+            deadline_s=spec.deadline_s, user=spec.user, partition=spec.partition))
+        if self.progress is not None and len(self.records) % PROGRESS_EVERY == 0:
+            self.progress(len(self.records), len(self.pending))
+
+    def _set_wake(self) -> None:
+        wake_s = self.strategy.next_wake_s()
+        if self._wake is not None and (wake_s is None or self._wake[0] != wake_s):
+            self.events.cancel(self._wake)
+            self._wake = None
+        if wake_s is not None and self._wake is None and wake_s > self.now_s:
+            self._wake = self.events.push(wake_s, EventKind.WAKE, None)
+
+    def step(self) -> None:
+        """Handle every event at the next event time, then schedule once."""
+        events = self.events
+        now_s = self.now_s = events.peek_time()
+        while len(events) and events.peek_time() == now_s:
+            _, kind, payload = events.pop()
+            if kind is EventKind.END:
+                self._finish(payload, now_s)
+            elif kind is EventKind.SUBMIT:
+                self.strategy.submit(payload, now_s)
+                self._push_submit(payload.index + 1)
+            else:
+                self._wake = None
+        self.strategy.schedule(now_s)
+        self._set_wake()
+
+    def _push_submit(self, index: int) -> None:
+        if index < len(self.pending):
+            job = self.pending[index]
+            self.events.push(job.job.submit_s, EventKind.SUBMIT, job)
+
+    def run(self) -> ReplayResult:
+        self._push_submit(0)
+        while len(self.events):
+            self.step()
+        if self.strategy.waiting():
+            raise RuntimeError(f"{self.strategy.waiting()} jobs still waiting after the last event")
+        end_s = max((r.end_s for r in self.records), default=self.ledger.start_s)
+        energy = self.ledger.close(end_s)
+        if self.progress is not None:
+            self.progress(len(self.records), len(self.pending))
+        ledger = self.ledger
+        return ReplayResult(
+            records=self.records, cluster=self.cluster, queue=self.strategy.name, energy=energy,
+            power_times_s=np.frombuffer(ledger.times_s, dtype=float).copy(),
+            power_w=np.frombuffer(ledger.series_power_w, dtype=float).copy(),
+            busy_cpus=np.frombuffer(ledger.series_busy_cpus, dtype=float).copy(),
+            skipped=self.skipped, jobs_total=self.jobs_total)
+
+
+def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
+           progress: Callable[[int, int], None] | None = None,
+           chooser: NodeChooser = first_fit) -> ReplayResult:
+    """Replay ``jobs`` on ``cluster`` under the queue strategy ``queue`` (see ``sim.queues.QUEUES``).
+
+    >>> from clustermodel import Cluster, JobSpec
+    >>> jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=2), JobSpec("b", 0.0, 5.0, runtime_s=5.0, cpus=1)]
+    >>> result = replay(jobs, Cluster.homogeneous(1, cpus=2), queue="fcfs")
+    >>> [(r.job_id, r.start_s, r.end_s) for r in result.records]
+    [('a', 0.0, 10.0), ('b', 10.0, 15.0)]
+    """
+    return Replay(jobs, cluster, queue, chooser, progress).run()
