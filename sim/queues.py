@@ -45,7 +45,7 @@ class QueueStrategy(Protocol):
 class Fcfs:
     name = "fcfs"
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, **_options) -> None:
         self.machine = machine
         self.queue: deque[PendingJob] = deque()
 
@@ -169,7 +169,7 @@ class Easy:
 class Conservative:
     name = "conservative"
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, **_options) -> None:
         self.machine = machine
         self.profile: PlanProfile | None = None
         self.by_arrival: SortedList = SortedList(key=lambda job: job.index)

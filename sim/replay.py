@@ -53,7 +53,8 @@ class Replay:
 
     def __init__(self, jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
                  chooser: NodeChooser = first_fit,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None,
+                 strategy_options: dict | None = None) -> None:
         if queue not in QUEUES:
             raise ValueError(f"unknown queue strategy {queue!r}; choose from {', '.join(QUEUES)}")
         ordered = sorted(jobs, key=lambda job: job.submit_s)      # stable: equal times keep trace order
@@ -61,7 +62,7 @@ class Replay:
         self.pending, self.skipped = resolve(ordered, cluster)
         self.cluster = cluster
         self.machine = Machine(cluster, chooser)
-        self.strategy = QUEUES[queue](self.machine)
+        self.strategy = QUEUES[queue](self.machine, **(strategy_options or {}))
         self.events = EventQueue()
         start_s = self.pending[0].job.submit_s if self.pending else 0.0
         self.ledger = EnergyLedger(cluster, start_s)
@@ -119,9 +120,16 @@ class Replay:
             self.events.push(job.job.submit_s, EventKind.SUBMIT, job)
 
     def run(self) -> ReplayResult:
-        self._push_submit(0)
+        self.begin()
         while len(self.events):
             self.step()
+        return self.close()
+
+    def begin(self) -> None:
+        """Queue the first arrival; then :meth:`step` until no event is left, then :meth:`close`."""
+        self._push_submit(0)
+
+    def close(self) -> ReplayResult:
         if self.strategy.waiting():
             raise RuntimeError(f"{self.strategy.waiting()} jobs still waiting after the last event")
         end_s = max((r.end_s for r in self.records), default=self.ledger.start_s)

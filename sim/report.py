@@ -1,0 +1,197 @@
+"""The terminal report: rich tables built from a summary dict (see :func:`sim.metrics.summarize`).
+
+Tables are built by pure functions and printed by :func:`render_report`, so the same summary can go
+to a terminal, a file or a recording console in tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+MISSING = "-"
+
+
+def human_duration(seconds: float | None) -> str:
+    """A short human reading of a duration.
+
+    >>> [human_duration(s) for s in (42, 750, 3 * 3600, 10 * 86400 + 43200, None)]
+    ['42 s', '12.5 min', '3.0 h', '10.5 d', '-']
+    """
+    if seconds is None:
+        return MISSING
+    s = float(seconds)
+    if abs(s) < 60:
+        return f"{s:.0f} s"
+    if abs(s) < 3600:
+        return f"{s / 60:.1f} min"
+    if abs(s) < 86400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    """Seconds with thousands separators and a human reading.
+
+    >>> fmt_seconds(5400.0)
+    '5,400 s (1.5 h)'
+    >>> fmt_seconds(12.25)
+    '12.2 s'
+    """
+    if seconds is None:
+        return MISSING
+    if abs(seconds) < 60:
+        return f"{seconds:.1f} s"
+    return f"{seconds:,.0f} s ({human_duration(seconds)})"
+
+
+def fmt_number(value: float | None, digits: int = 2) -> str:
+    """A number with thousands separators.
+
+    >>> fmt_number(1234.5678), fmt_number(None), fmt_number(3, 0)
+    ('1,234.57', '-', '3')
+    """
+    if value is None:
+        return MISSING
+    return f"{value:,.{digits}f}"
+
+
+def fmt_percent(ratio: float | None) -> str:
+    """A ratio as a percentage.
+
+    >>> fmt_percent(0.4567), fmt_percent(None)
+    ('45.67 %', '-')
+    """
+    if ratio is None:
+        return MISSING
+    return f"{100.0 * ratio:.2f} %"
+
+
+def fmt_power(watts: float | None) -> str:
+    """Watts, kilowatts or megawatts.
+
+    >>> fmt_power(850.0), fmt_power(12345.0), fmt_power(2.5e6)
+    ('850 W', '12.35 kW', '2.50 MW')
+    """
+    if watts is None:
+        return MISSING
+    if abs(watts) >= 1e6:
+        return f"{watts / 1e6:.2f} MW"
+    if abs(watts) >= 1e3:
+        return f"{watts / 1e3:.2f} kW"
+    return f"{watts:.0f} W"
+
+
+def _table(title: str) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+    table.add_column("metric", style="cyan", no_wrap=True)
+    table.add_column("value", justify="right")
+    return table
+
+
+def summary_table(summary: Mapping[str, Any]) -> Table:
+    """Jobs, waits, slowdowns, utilisation and makespan."""
+    table = _table("Scheduling")
+    cluster = summary.get("cluster") or {}
+    if cluster:
+        table.add_row("cluster", f"{cluster.get('name')} ({cluster.get('nodes')} nodes, "
+                                 f"{cluster.get('cpus')} CPUs, {cluster.get('gpus', 0)} GPUs)")
+    if summary.get("queue"):
+        table.add_row("queue", str(summary["queue"]))
+    table.add_row("jobs total", f"{summary['jobs_total']:,}")
+    table.add_row("jobs completed", f"{summary['jobs_completed']:,}")
+    table.add_row("jobs skipped", f"{summary['jobs_skipped']:,}")
+    if summary.get("jobs_adjusted"):
+        table.add_row("jobs adjusted", f"{summary['jobs_adjusted']:,}")
+    table.add_row("killed at time limit", f"{summary.get('killed_at_limit', 0):,}")
+    if summary.get("deadline_jobs"):
+        table.add_row("deadlines missed", f"{summary['deadline_missed']:,} of {summary['deadline_jobs']:,}")
+    table.add_row("mean wait", fmt_seconds(summary.get("mean_wait_s")))
+    table.add_row("p50 / p95 wait", f"{fmt_seconds(summary.get('p50_wait_s'))} / "
+                                    f"{fmt_seconds(summary.get('p95_wait_s'))}")
+    table.add_row("mean slowdown", fmt_number(summary.get("mean_slowdown")))
+    floor = summary.get("bsld_floor_s", 10.0)
+    table.add_row(f"mean bounded slowdown ({floor:g} s)", fmt_number(summary.get("mean_bounded_slowdown")))
+    table.add_row("utilisation", fmt_percent(summary.get("utilization")))
+    table.add_row("makespan", fmt_seconds(summary.get("makespan_s")))
+    return table
+
+
+def energy_table(summary: Mapping[str, Any]) -> Table:
+    """Energy in kWh (total and its split) and power."""
+    table = _table("Energy")
+    table.add_row("total", f"{fmt_number(summary.get('energy_kwh'))} kWh")
+    table.add_row("  jobs", f"{fmt_number(summary.get('energy_jobs_kwh'))} kWh")
+    table.add_row("  unallocated capacity", f"{fmt_number(summary.get('energy_unallocated_kwh'))} kWh")
+    table.add_row("    of which idle nodes", f"{fmt_number(summary.get('energy_idle_nodes_kwh'))} kWh")
+    table.add_row("peak power", fmt_power(summary.get("peak_power_w")))
+    table.add_row("mean power", fmt_power(summary.get("mean_power_w")))
+    return table
+
+
+def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
+                  adjusted: Mapping[str, int] | None = None) -> Table | None:
+    """Skipped jobs by source and reason, then adjusted jobs by reason; None when nothing was
+    skipped or adjusted."""
+    rows = [("skipped", source, reason, count)
+            for source, reasons in sorted((skipped or {}).items())
+            for reason, count in sorted(reasons.items()) if count]
+    rows += [("adjusted", "reader", reason, count) for reason, count in sorted((adjusted or {}).items()) if count]
+    if not rows:
+        return None
+    table = Table(title="Skipped and adjusted records", box=box.SIMPLE_HEAVY, title_justify="left",
+                  title_style="bold")
+    table.add_column("what", style="cyan")
+    table.add_column("by")
+    table.add_column("reason")
+    table.add_column("jobs", justify="right")
+    for what, source, reason, count in rows:
+        table.add_row(what, source, reason, f"{count:,}", style="yellow" if what == "skipped" else None)
+    return table
+
+
+def render_report(summary: Mapping[str, Any], console: Console, title: str | None = None) -> None:
+    """Print the whole replay report to ``console``."""
+    if title:
+        console.rule(title, style="green")
+    console.print(summary_table(summary))
+    console.print(energy_table(summary))
+    reasons = reasons_table(summary.get("skipped_by_reason"), summary.get("adjusted_by_reason"))
+    if reasons is not None:
+        console.print(reasons)
+
+
+def trace_info_table(info: Mapping[str, Any]) -> Table:
+    """What a trace holds (for ``greenslurm traces info``): ``info`` has the reader's counts
+    (``path``, ``format``, ``records_read``) merged with :func:`sim.metrics.workload_stats`."""
+    table = _table(f"Trace {info.get('path', '')}")
+    table.add_row("format", str(info.get("format", MISSING)))
+    table.add_row("records read", f"{info.get('records_read', 0):,}")
+    table.add_row("jobs kept", f"{info.get('jobs', 0):,}")
+    table.add_row("records skipped", f"{sum((info.get('skipped') or {}).values()):,}")
+    table.add_row("jobs adjusted", f"{sum((info.get('adjusted') or {}).values()):,}")
+    if info.get("jobs"):
+        table.add_row("first / last submit", f"{fmt_number(info['first_submit_s'], 0)} s / "
+                                             f"{fmt_number(info['last_submit_s'], 0)} s")
+        table.add_row("submit span", fmt_seconds(info["submit_span_s"]))
+        table.add_row("CPUs per job (min / mean / max)",
+                      f"{info['cpus_min']:,} / {info['cpus_mean']:,.1f} / {info['cpus_max']:,}")
+        table.add_row("jobs with GPUs", f"{info['gpu_jobs']:,}")
+        table.add_row("GPUs per job (min / max)", f"{info['gpus_min']:g} / {info['gpus_max']:g}")
+        table.add_row("runtime (min / max)", f"{fmt_seconds(info['runtime_min_s'])} / "
+                                             f"{fmt_seconds(info['runtime_max_s'])}")
+        table.add_row("time limit (min / max)", f"{fmt_seconds(info['requested_min_s'])} / "
+                                                f"{fmt_seconds(info['requested_max_s'])}")
+        table.add_row("ran past their limit", f"{info['over_limit']:,}")
+        table.add_row("requested CPU-hours", fmt_number(info["cpu_hours_requested"], 1))
+        if info.get("users"):
+            table.add_row("users", f"{info['users']:,}")
+        if info.get("partitions"):
+            table.add_row("partitions", f"{info['partitions']:,}")
+    hint = info.get("cluster_hint")
+    if hint:
+        table.add_row("cluster from header", hint)
+    return table
