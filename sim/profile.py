@@ -31,6 +31,7 @@ class PlanProfile:
     def __init__(self, free_now: np.ndarray, now_s: float, chooser: NodeChooser = first_fit) -> None:
         self.times = SortedList([now_s])
         self.free = free_now[np.newaxis].astype(float).copy()
+        self.free_cpus = self.free[:, :, 0].sum(axis=1)       # [k]: free CPUs over all nodes
         self.chooser = chooser
 
     # -- structure -------------------------------------------------------------------------------
@@ -43,6 +44,7 @@ class PlanProfile:
             raise ValueError(f"time {t_s} is before the profile's start {self.times[0]}")
         self.times.add(t_s)
         self.free = np.insert(self.free, i, self.free[i - 1], axis=0)
+        self.free_cpus = np.insert(self.free_cpus, i, self.free_cpus[i - 1])
         return i
 
     def advance(self, now_s: float) -> None:
@@ -51,9 +53,11 @@ class PlanProfile:
         if i > 0:
             del self.times[:i]
             self.free = self.free[i:]
+            self.free_cpus = self.free_cpus[i:]
         if self.times[0] < now_s:
             self.times.pop(0)
             self.times.add(now_s)
+        self.compact()
 
     def _span(self, start_s: float, end_s: float) -> tuple[int, int]:
         i = self._ensure_breakpoint(start_s)
@@ -64,43 +68,73 @@ class PlanProfile:
         """Take ``demand`` on each of ``nodes`` during [start_s, end_s)."""
         i, j = self._span(start_s, end_s)
         self.free[i:j, nodes] -= demand
+        self.free_cpus[i:j] -= demand[0] * len(nodes)
 
     def release(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
-        """Give back ``demand`` on each of ``nodes`` during [start_s, end_s)."""
+        """Give back ``demand`` on each of ``nodes`` during [start_s, end_s).  Breakpoints that no
+        longer change anything stay until :meth:`compact` (called by :meth:`advance`)."""
         i, j = self._span(start_s, end_s)
         self.free[i:j, nodes] += demand
-        self._merge_equal_neighbours(i, j)
+        self.free_cpus[i:j] += demand[0] * len(nodes)
 
-    def _merge_equal_neighbours(self, i: int, j: int) -> None:
-        """Drop breakpoints at i and j when the step before carries the same free resources."""
-        for k in sorted({j, i}, reverse=True):
-            if 0 < k < len(self.times) and np.array_equal(self.free[k], self.free[k - 1]):
-                del self.times[k]
-                self.free = np.delete(self.free, k, axis=0)
+    def compact(self) -> None:
+        """Drop breakpoints whose step carries the same free resources as the step before."""
+        if len(self.times) < 2:
+            return
+        same = (self.free[1:] == self.free[:-1]).all(axis=(1, 2))
+        if same.any():
+            keep = np.concatenate(([True], ~same))
+            self.free = self.free[keep]
+            self.free_cpus = self.free_cpus[keep]
+            self.times = SortedList(np.fromiter(self.times, dtype=float)[keep].tolist())
+
+    def may_start_before(self, cpus_total: float, after_s: float, before_s: float) -> bool:
+        """A cheap necessary test for an earlier start: at some breakpoint in [after_s, before_s)
+        enough CPUs are free over the whole cluster (a job must at least fit where it starts)."""
+        first = max(self.times.bisect_right(after_s) - 1, 0)
+        last = self.times.bisect_left(before_s)
+        return bool(last > first and (self.free_cpus[first:last] >= cpus_total).any())
 
     # -- the query -------------------------------------------------------------------------------
-    def earliest_start(self, nodes: int, demand: np.ndarray, duration_s: float,
-                       after_s: float) -> tuple[float, np.ndarray] | None:
-        """Earliest breakpoint time >= ``after_s`` at which ``nodes`` nodes hold ``demand`` for
-        ``duration_s``; with the chosen nodes.  None if even the empty tail cannot hold it."""
+    def earliest_start(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
+                       before_s: float = np.inf) -> tuple[float, np.ndarray] | None:
+        """Earliest breakpoint time in [``after_s``, ``before_s``) at which ``nodes`` nodes hold
+        ``demand`` for ``duration_s``; with the chosen nodes.  None if there is no such time."""
         times = np.fromiter(self.times, dtype=float, count=len(self.times))
         first = max(int(np.searchsorted(times, after_s, side="right")) - 1, 0)
-        fits = (self.free[first:] >= demand).all(axis=2)                 # [k, node]
+        # breakpoints that can matter: those before the last candidate's window ends
+        last = len(times) if before_s == np.inf else int(np.searchsorted(times, before_s + duration_s, side="left"))
+        last = max(last, first + 1)
+        times = times[first:last]
+        starts = times.copy()
+        starts[0] = max(starts[0], after_s)
+        candidates = np.flatnonzero(starts < before_s)
+        # window of candidate i: breakpoints i .. j-1 with times < start_i + duration
+        ends = np.searchsorted(times, starts[candidates] + duration_s, side="left")
+        ends = np.minimum(np.maximum(ends, candidates + 1), len(times))   # a window holds its start
+        # First a cheap filter on the cluster-wide CPU count: a window can only hold the job if
+        # enough CPUs are free over the whole cluster at every breakpoint in it.
+        short = np.zeros(len(times) + 1, dtype=np.int32)
+        np.cumsum(self.free_cpus[first:last] < demand[0] * nodes - 1e-9, out=short[1:])
+        keep = short[ends] == short[candidates]
+        candidates, ends = candidates[keep], ends[keep]
+        if candidates.size == 0:
+            return None
+        lo, hi = first + int(candidates[0]), first + int(ends.max())
+        if demand[1] == 0 and demand[2] == 0:       # memory and GPUs never go negative
+            fits = self.free[lo:hi, :, 0] >= demand[0]
+        else:
+            fits = (self.free[lo:hi] >= demand).all(axis=2)                  # [k, node]
         bad_running = np.zeros((fits.shape[0] + 1, fits.shape[1]), dtype=np.int32)
         np.cumsum(~fits, axis=0, out=bad_running[1:])
-        starts = times[first:].copy()
-        starts[0] = max(starts[0], after_s)
-        # window of candidate i: breakpoints i .. j-1 with times < start_i + duration
-        ends = np.searchsorted(times[first:], starts + duration_s, side="left")
-        ends = np.maximum(ends, np.arange(1, len(starts) + 1))   # a window holds its own start
-        window_bad = bad_running[ends] - bad_running[np.arange(len(starts))]
+        offset = int(candidates[0])
+        window_bad = bad_running[ends - offset] - bad_running[candidates - offset]
         counts = (window_bad == 0).sum(axis=1)
         ok = np.flatnonzero(counts >= nodes)
         if ok.size == 0:
             return None
         i = int(ok[0])
-        candidates = np.flatnonzero(window_bad[i] == 0)
-        return float(starts[i]), self.chooser(candidates, nodes)
+        return float(starts[candidates[i]]), self.chooser(np.flatnonzero(window_bad[i] == 0), nodes)
 
     def free_at(self, t_s: float) -> np.ndarray:
         i = self.times.bisect_right(t_s) - 1
@@ -109,7 +143,8 @@ class PlanProfile:
     def _check(self, capacity: np.ndarray | None = None) -> None:
         """Invariants: times sorted and aligned with the array; nothing below zero or above capacity."""
         self.times._check()
-        assert len(self.times) == self.free.shape[0]
+        assert len(self.times) == self.free.shape[0] == self.free_cpus.shape[0]
+        assert np.allclose(self.free_cpus, self.free[:, :, 0].sum(axis=1))
         assert (self.free >= -1e-9).all(), "a reservation over-allocates a node"
         if capacity is not None:
             assert (self.free <= capacity + 1e-9).all(), "more free than the node has"

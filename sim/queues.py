@@ -213,11 +213,19 @@ class Conservative:
             old_start = job.reservation_s
             if old_start <= now_s:
                 continue
-            profile.release(old_start, old_start + job.requested_s, job.node_indices, job.demand)
+            if not profile.may_start_before(job.cpus_total, now_s, old_start):
+                continue
+            old_end = old_start + job.requested_s
+            profile.release(old_start, old_end, job.node_indices, job.demand)
+            found = profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s, before_s=old_start)
+            if found is None:        # no earlier slot: the job keeps the one it has
+                profile.reserve(old_start, old_end, job.node_indices, job.demand)
+                continue
+            start_s, nodes = found
+            profile.reserve(start_s, start_s + job.requested_s, nodes, job.demand)
             self.by_reservation.remove(job)
-            self._reserve(job, now_s)
+            job.reservation_s, job.node_indices = start_s, nodes
             self.by_reservation.add(job)
-            assert job.reservation_s <= old_start + 1e-9, "compression delayed a job"
 
     def schedule(self, now_s: float) -> None:
         if self.profile is None:
