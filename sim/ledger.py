@@ -28,6 +28,10 @@ class EnergyLedger:
         self._idle_per_cpu_w = np.where(cpus > 0, cluster.idle_w / np.where(cpus > 0, cpus, 1), 0.0)
         self._delta_per_cpu_w = self._busy_per_cpu_w - self._idle_per_cpu_w
         self._delta_per_gpu_w = cluster.gpu_max_w - cluster.gpu_idle_w
+        # On a cluster whose nodes all draw the same per CPU and per GPU, a job's power is a
+        # scalar times its size: no per-node lookups on the hot path.
+        self._uniform = all(np.ptp(a) == 0 for a in (self._busy_per_cpu_w, self._idle_per_cpu_w,
+                                                      cluster.gpu_max_w, cluster.gpu_idle_w))
         # Power right now: every node idle.
         self.power_w = float(cluster.idle_w.sum() + (cluster.gpu_idle_w * cluster.capacity[:, GPU]).sum())
         self.busy_cpus = 0.0
@@ -63,6 +67,8 @@ class EnergyLedger:
         """Power added to the cluster by running ``job``: (busy - idle) per CPU + (max - idle) per GPU."""
         nodes = job.node_indices
         cpus, gpus = job.demand[CPU], job.demand[GPU]
+        if self._uniform:
+            return float(job.nodes * (cpus * self._delta_per_cpu_w[0] + gpus * self._delta_per_gpu_w[0]))
         delta = cpus * self._delta_per_cpu_w[nodes].sum()
         if gpus:
             delta += gpus * self._delta_per_gpu_w[nodes].sum()
@@ -71,6 +77,9 @@ class EnergyLedger:
     def job_share_w(self, job: PendingJob) -> np.ndarray:
         """Per node power charged to ``job``: busy power per CPU times its CPUs, plus max GPU power."""
         nodes = job.node_indices
+        if self._uniform:
+            return np.full(len(nodes), job.demand[CPU] * self._busy_per_cpu_w[0]
+                           + job.demand[GPU] * self.cluster.gpu_max_w[0])
         share = job.demand[CPU] * self._busy_per_cpu_w[nodes]
         if job.demand[GPU]:
             share += job.demand[GPU] * self.cluster.gpu_max_w[nodes]

@@ -45,9 +45,11 @@ class PendingJob:
     reservation_s: float | None = None            # conservative: current reserved start
     extra: dict = field(default_factory=dict)
     cpu_only: bool = False
+    shape_key: tuple = ()
 
     def __post_init__(self) -> None:
         self.cpu_only = not self.demand[1:].any()
+        self.shape_key = (self.nodes, *self.demand.tolist())
 
     @property
     def planned_end_s(self) -> float:
@@ -63,6 +65,9 @@ class Machine:
         self.free_cpus_total = float(cluster.capacity[:, CPU].sum())
         self.running: dict[int, PendingJob] = {}
         self.chooser = chooser
+        # Shapes known not to fit the current free resources; forgotten at every start or end.
+        self._no_fit_now: set[tuple] = set()
+        self.finished_count = 0          # jobs ended so far: a cheap version of "something freed"
         self.start_listeners: list[Callable[[PendingJob, float], None]] = []
         self.end_listeners: list[Callable[[PendingJob, float], None]] = []
 
@@ -76,8 +81,14 @@ class Machine:
 
     def place(self, job: PendingJob, free: np.ndarray | None = None) -> np.ndarray | None:
         """Nodes for ``job`` in ``free`` (default: now), or None if it does not fit."""
-        if free is None and job.cpus_total > self.free_cpus_total:
-            return None
+        if free is None:
+            if job.cpus_total > self.free_cpus_total or job.shape_key in self._no_fit_now:
+                return None
+            candidates = self.fitting_nodes(job)
+            if candidates.size < job.nodes:
+                self._no_fit_now.add(job.shape_key)
+                return None
+            return self.chooser(candidates, job.nodes)
         candidates = self.fitting_nodes(job, free)
         if candidates.size < job.nodes:
             return None
@@ -85,11 +96,19 @@ class Machine:
 
     # -- state changes -----------------------------------------------------------------------
     def start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
-        free_rows = self.free[nodes]
-        if np.any(free_rows < job.demand - 1e-9):
-            raise RuntimeError(f"job {job.job.job_id} over-allocates nodes {nodes.tolist()}")
-        self.free[nodes] = free_rows - job.demand
+        if job.cpu_only:
+            column = self.free[:, CPU]
+            free_cpus = column[nodes]
+            if (free_cpus < job.demand[CPU] - 1e-9).any():
+                raise RuntimeError(f"job {job.job.job_id} over-allocates nodes {nodes.tolist()}")
+            column[nodes] = free_cpus - job.demand[CPU]
+        else:
+            free_rows = self.free[nodes]
+            if (free_rows < job.demand - 1e-9).any():
+                raise RuntimeError(f"job {job.job.job_id} over-allocates nodes {nodes.tolist()}")
+            self.free[nodes] = free_rows - job.demand
         self.free_cpus_total -= job.cpus_total
+        self._no_fit_now.clear()
         job.start_s = now_s
         job.node_indices = nodes
         self.running[job.index] = job
@@ -98,8 +117,10 @@ class Machine:
 
     def finish(self, job: PendingJob, now_s: float) -> None:
         del self.running[job.index]
+        self.finished_count += 1
         self.free[job.node_indices] += job.demand
         self.free_cpus_total += job.cpus_total
+        self._no_fit_now.clear()
         for listener in self.end_listeners:
             listener(job, now_s)
 

@@ -78,6 +78,7 @@ class Easy:
         # Tests ask for each head's first shadow time, to check it is never broken; it costs a
         # shadow computation per new head, which scheduling itself does not need.
         self.record_reservations = record_reservations
+        self._cached: tuple | None = None
         self.queue: list[PendingJob] = []
         self.running_by_end: SortedList = SortedList()   # (requested end, index)
 
@@ -125,11 +126,18 @@ class Easy:
         if not queue:
             return
         head = queue[0]
+        # The head's reservation holds while no job has ended since it was computed (backfilled
+        # starts are accounted in it as they happen), so it is reused across arrivals.
         reservation = None
-        if self.record_reservations and head.first_reservation_s is None:
+        if self._cached is not None and self._cached[0] == (head.index, machine.finished_count):
+            reservation = self._cached[1]
+        elif self.record_reservations and head.first_reservation_s is None:
             reservation = self._reservation(head)
+        if self.record_reservations and head.first_reservation_s is None:
             head.first_reservation_s = reservation[0]
         both = None
+        both_cpus = 0.0
+        no_fit_later: set[tuple] = set()       # shapes that do not fit beyond the shadow time
         i = 1
         while i < len(queue) and machine.free_cpus_total > 0:
             job = queue[i]
@@ -143,15 +151,19 @@ class Easy:
             if not ends_by_shadow:
                 if both is None:
                     both = np.minimum(machine.free, extra)
-                nodes = machine.place(job, both)
-                if nodes is None:
+                    both_cpus = float(both[:, 0].sum())
+                if (job.cpus_total > both_cpus or job.shape_key in no_fit_later
+                        or (nodes := machine.place(job, both)) is None):
+                    no_fit_later.add(job.shape_key)
                     i += 1
                     continue
             del queue[i]
             self._start(job, nodes, now_s)
             if not ends_by_shadow:
                 extra[nodes] -= job.demand
-            both = None
+            both = None                  # shapes in no_fit_later still do not fit: less is free now
+        if reservation is not None:
+            self._cached = ((head.index, machine.finished_count), reservation)
 
     def _reservation(self, head: PendingJob) -> tuple[float, np.ndarray]:
         """The head's shadow time and what may be taken beyond it: free then, less the head's share."""

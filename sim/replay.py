@@ -102,7 +102,7 @@ class Replay:
         """Handle every event at the next event time, then schedule once."""
         events = self.events
         now_s = self.now_s = events.peek_time()
-        while len(events) and events.peek_time() == now_s:
+        while events.peek_time() == now_s:
             _, kind, payload = events.pop()
             if kind is EventKind.END:
                 self._finish(payload, now_s)

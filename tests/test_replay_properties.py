@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from clustermodel import Cluster, JobSpec
+from clustermodel import Cluster, JobSpec, NodeSpec
 from sim.replay import Replay
 
 QUEUES = ["fcfs", "easy", "conservative"]
@@ -17,8 +17,16 @@ def workloads(draw):
     nodes = draw(st.integers(1, 4))
     cpus = draw(st.integers(1, 4))
     gpus = draw(st.integers(0, 2))
-    cluster = Cluster.homogeneous(nodes, cpus=cpus, memory_mb=1000, gpus=gpus,
-                                  idle_w=draw(st.floats(0, 200)), busy_w=300.0)
+    if draw(st.booleans()):
+        cluster = Cluster.homogeneous(nodes, cpus=cpus, memory_mb=1000, gpus=gpus,
+                                      idle_w=draw(st.floats(0, 200)), busy_w=300.0)
+    else:   # mixed node sizes and power profiles
+        cluster = Cluster([NodeSpec(f"n{i}", cpus=draw(st.integers(1, 4)), memory_mb=1000,
+                                    gpus=draw(st.integers(0, 2)), idle_w=draw(st.floats(0, 200)),
+                                    busy_w=draw(st.floats(200, 500)), gpu_model=draw(st.sampled_from(["T4", "G3"])))
+                           for i in range(nodes)])
+        cpus = int(cluster.capacity[:, 0].max())
+        gpus = int(cluster.capacity[:, 2].max())
     jobs = []
     for i in range(draw(st.integers(1, 25))):
         requested = draw(st.integers(1, 30))
