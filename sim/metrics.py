@@ -190,7 +190,7 @@ def summarize(result: ReplayResult, *, reader_skipped: Mapping[str, int] | None 
         "jobs_total": handed + sum(read_skipped.values()),
         "jobs_completed": len(records),
         "jobs_skipped": skipped_total,
-        "jobs_adjusted": sum(adjusted.values()),
+        "adjustments": sum(adjusted.values()),     # a job may be adjusted for several reasons
         "skipped_by_reason": {"reader": read_skipped, "replay": replay_skipped},
         "adjusted_by_reason": adjusted,
         "killed_at_limit": sum(1 for r in records if r.killed_at_limit),

@@ -6,6 +6,7 @@ to a terminal, a file or a recording console in tests.
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from rich import box
@@ -46,6 +47,23 @@ def fmt_seconds(seconds: float | None) -> str:
     if abs(seconds) < 60:
         return f"{seconds:.1f} s"
     return f"{seconds:,.0f} s ({human_duration(seconds)})"
+
+
+def fmt_instant(seconds: float | None) -> str:
+    """A point in trace time; values past 2001-09-09 (1e9 s) are taken as Unix time and dated.
+
+    >>> fmt_instant(599850.0)
+    '599,850 s'
+    >>> fmt_instant(1482390912.0)
+    '1,482,390,912 s (2016-12-22 07:15 UTC)'
+    """
+    if seconds is None:
+        return MISSING
+    text = f"{seconds:,.0f} s"
+    if seconds >= 1e9:
+        moment = datetime.fromtimestamp(seconds, tz=timezone.utc)
+        text += f" ({moment:%Y-%m-%d %H:%M} UTC)"
+    return text
 
 
 def fmt_number(value: float | None, digits: int = 2) -> str:
@@ -97,15 +115,15 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table = _table("Scheduling")
     cluster = summary.get("cluster") or {}
     if cluster:
-        table.add_row("cluster", f"{cluster.get('name')} ({cluster.get('nodes')} nodes, "
-                                 f"{cluster.get('cpus')} CPUs, {cluster.get('gpus', 0)} GPUs)")
+        table.add_row("cluster", f"{cluster.get('name')} ({cluster.get('nodes', 0):,} nodes, "
+                                 f"{cluster.get('cpus', 0):,} CPUs, {cluster.get('gpus', 0):,} GPUs)")
     if summary.get("queue"):
         table.add_row("queue", str(summary["queue"]))
     table.add_row("jobs total", f"{summary['jobs_total']:,}")
     table.add_row("jobs completed", f"{summary['jobs_completed']:,}")
     table.add_row("jobs skipped", f"{summary['jobs_skipped']:,}")
-    if summary.get("jobs_adjusted"):
-        table.add_row("jobs adjusted", f"{summary['jobs_adjusted']:,}")
+    if summary.get("adjustments"):
+        table.add_row("adjustments by the reader", f"{summary['adjustments']:,}")
     table.add_row("killed at time limit", f"{summary.get('killed_at_limit', 0):,}")
     if summary.get("deadline_jobs"):
         table.add_row("deadlines missed", f"{summary['deadline_missed']:,} of {summary['deadline_jobs']:,}")
@@ -172,10 +190,10 @@ def trace_info_table(info: Mapping[str, Any]) -> Table:
     table.add_row("records read", f"{info.get('records_read', 0):,}")
     table.add_row("jobs kept", f"{info.get('jobs', 0):,}")
     table.add_row("records skipped", f"{sum((info.get('skipped') or {}).values()):,}")
-    table.add_row("jobs adjusted", f"{sum((info.get('adjusted') or {}).values()):,}")
+    table.add_row("adjustments", f"{sum((info.get('adjusted') or {}).values()):,}")
     if info.get("jobs"):
-        table.add_row("first / last submit", f"{fmt_number(info['first_submit_s'], 0)} s / "
-                                             f"{fmt_number(info['last_submit_s'], 0)} s")
+        table.add_row("first submit", fmt_instant(info["first_submit_s"]))
+        table.add_row("last submit", fmt_instant(info["last_submit_s"]))
         table.add_row("submit span", fmt_seconds(info["submit_span_s"]))
         table.add_row("CPUs per job (min / mean / max)",
                       f"{info['cpus_min']:,} / {info['cpus_mean']:,.1f} / {info['cpus_max']:,}")
@@ -193,5 +211,5 @@ def trace_info_table(info: Mapping[str, Any]) -> Table:
             table.add_row("partitions", f"{info['partitions']:,}")
     hint = info.get("cluster_hint")
     if hint:
-        table.add_row("cluster from header", hint)
+        table.add_row("cluster in the header", hint)
     return table

@@ -102,7 +102,7 @@ def test_skipped_counts_from_reader_and_replay_add_up():
     assert s["skipped_by_reason"] == {"reader": {"bad runtime": 3, "step record": 1},
                                       "replay": {"too big": 2}}
     assert s["adjusted_by_reason"] == {"limit raised to runtime": 2}
-    assert s["jobs_adjusted"] == 2
+    assert s["adjustments"] == 2
 
 
 def test_jobs_total_defaults_to_records_plus_replay_skips():

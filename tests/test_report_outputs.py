@@ -98,14 +98,14 @@ def test_trace_info_table():
             "cpus_min": 1, "cpus_max": 64, "cpus_mean": 17.5, "gpu_jobs": 0, "gpus_min": 0.0, "gpus_max": 0.0,
             "runtime_min_s": 10.0, "runtime_max_s": 3600.0, "requested_min_s": 60.0, "requested_max_s": 7200.0,
             "over_limit": 0, "cpu_hours_requested": 12.0, "users": 0, "partitions": 0,
-            "cluster_hint": "t: 100 nodes x 1 CPUs"}
+            "cluster_hint": "t, 100 x 1-CPU nodes"}
     console = Console(file=io.StringIO(), width=120, record=True)
     console.print(trace_info_table(info))
     text = console.export_text()
     assert "records read" in text and "jobs kept" in text
     assert "1 / 17.5 / 64" in text
     assert "7,200 s (2.0 h)" in text
-    assert "t: 100 nodes x 1 CPUs" in text
+    assert "t, 100 x 1-CPU nodes" in text
 
 
 def test_jobs_frame_rows_and_values(result):
