@@ -1,0 +1,100 @@
+"""One entry point for every trace format: :func:`read_trace` (with :func:`detect_format`).
+
+The shared machinery lives in small modules this one gathers: :mod:`traces.source` (opening and
+decoding files: missing, directory, empty, gzip, not UTF-8), :mod:`traces.records` (:class:`TraceResult`
+and :class:`RecordLog`, the skip/adjust accounting with strict mode).  They are separate modules so
+that the readers (:mod:`traces.swf`, :mod:`traces.sacct`, :mod:`traces.sacct_json`,
+:mod:`traces.alibaba`) use them without importing this dispatcher, which imports the readers.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+
+from clustermodel.errors import InputError
+from traces.alibaba import read_pods
+from traces.records import RecordLog, TraceResult
+from traces.sacct import read_sacct
+from traces.sacct_json import read_sacct_json
+from traces.source import SNIFF_BYTES, read_bytes
+from traces.swf import read_swf
+
+FORMATS: dict[str, str] = {
+    "swf": "Standard Workload Format (Parallel Workloads Archive), 18 numbers a line",
+    "sacct": "sacct --parsable2 export, '|'-separated, with or without header",
+    "sacct-json": "sacct --json output ({\"jobs\": [...]}, Slurm 22.05 and later)",
+    "alibaba": "Alibaba GPU trace 2023 (openb) pod list CSV",
+}
+_READERS = {"swf": read_swf, "sacct": read_sacct, "sacct-json": read_sacct_json, "alibaba": read_pods}
+_EXTENSIONS = {".swf": "swf", ".json": "sacct-json", ".csv": "alibaba"}
+_NUMBER = re.compile(r"-?\d+(?:\.\d*)?")
+
+__all__ = ["FORMATS", "RecordLog", "TraceResult", "detect_format", "read_trace"]
+
+
+def detect_format(path: str) -> str:
+    """The format of ``path``: by extension (``.swf``, ``.json``, ``.csv``, also under ``.gz``), else by
+    the first lines.  InputError when the file cannot be read or the format cannot be told."""
+    head = read_bytes(path, SNIFF_BYTES)          # also checks: exists, is a file, readable
+    if not head.strip():
+        raise InputError("empty file" if not head else "file holds only white space", path=path)
+    suffixes = [s.lower() for s in PurePath(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes.pop()
+    if suffixes and suffixes[-1] in _EXTENSIONS:
+        return _EXTENSIONS[suffixes[-1]]
+    fmt = sniff_format(head.decode("utf-8", errors="replace"))
+    if fmt is None:
+        raise InputError(f"cannot tell the trace format from the name or the first lines; "
+                         f"pass the format explicitly (one of {', '.join(FORMATS)})", path=path, field="format")
+    return fmt
+
+
+def sniff_format(text: str) -> str | None:
+    """The format the first meaningful line of ``text`` suggests, or None.
+
+    >>> sniff_format("; Version: 2.2\\n1 0 1 5 1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\\n")
+    'swf'
+    >>> sniff_format("\\n# a comment\\nCOMPLETED|12|1|...\\n"), sniff_format('{"jobs": []}')
+    ('sacct', 'sacct-json')
+    >>> sniff_format("name,cpu_milli,memory_mib,num_gpu,gpu_milli\\n"), sniff_format("hello world")
+    ('alibaba', None)
+    """
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(";"):
+            return "swf"
+        if line.startswith(("{", "[")):
+            return "sacct-json"
+        if "|" in line:
+            return "sacct"
+        if "," in line and "cpu_milli" in line.lower():
+            return "alibaba"
+        tokens = line.split()
+        if len(tokens) == 18 and all(_NUMBER.fullmatch(t) for t in tokens):
+            return "swf"
+        return None
+    return None
+
+
+def read_trace(path: str, fmt: str | None = None, *, strict: bool = False,
+               columns: list[str] | None = None) -> TraceResult:
+    """Read a trace of any supported format (``fmt`` None = :func:`detect_format`).
+
+    ``strict=True`` raises :class:`InputError` at the first record that would be skipped or
+    adjusted; otherwise such records are counted in the result.  ``columns`` gives the sacct column
+    order for an export without a header line.
+    """
+    path = str(path)
+    if fmt is None:
+        fmt = detect_format(path)
+    elif fmt not in FORMATS:
+        raise InputError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}", path=path, field="format")
+    if columns is not None and fmt != "sacct":
+        raise InputError(f"columns= only applies to sacct exports, not {fmt}", path=path, field="columns")
+    if fmt == "sacct":
+        return read_sacct(path, strict=strict, columns=columns)
+    return _READERS[fmt](path, strict=strict)

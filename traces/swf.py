@@ -1,0 +1,205 @@
+"""Standard Workload Format (Parallel Workloads Archive) logs: 18 white-space separated numbers a job.
+
+Header lines ``; Key: value`` fill :attr:`TraceResult.header`; a repeated key (``Queue``, ``Note``,
+``Partition``) and indented continuation lines are joined with newlines.  ``-1`` means unknown in any
+column; floats are accepted where integers are expected (LANL-CM5 has ``489.00``).
+
+Mapping to :class:`JobSpec` (see the archive's format definition for the fields):
+
+* ``job_id`` = job number, ``submit_s`` = submit time as is, ``runtime_s`` = run time (0 allowed);
+* ``cpus`` = requested processors when > 0, else allocated processors; ``nodes = 0`` (the cluster
+  decides the shape);
+* ``requested_time_s`` = requested time when > 0, else the run time (adjusted
+  ``"requested time unknown: runtime used"``);
+* ``user`` / ``partition`` = user id / partition number as strings (``""`` when -1);
+  ``state`` from the status code (1 COMPLETED, 0 FAILED, 5 CANCELLED, 2-4 partial executions);
+* ``extra`` keeps every other column under its name, as float values as read (-1 kept): nothing lost.
+  Memory columns are KB per processor in SWF; they stay in ``extra`` (``memory_mb_per_node`` is 0)
+  because the node count is not known here.
+
+Skipped: a line without 18 fields (``"wrong field count"``), a job field that is not a number or is
+negative other than -1 (``"bad field <name>"``), submit time -1 (``"submit time unknown"``), run time
+-1 (``"runtime unknown"``), no processor count (``"no processor count"``).  A bad value in a column
+that only goes to ``extra`` keeps the job: it is set to -1 (adjusted ``"bad field <name>: set to -1"``).
+
+Speed: the normal path is one ``str.split`` and 18 ``float`` calls a line, no exception raised.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from operator import itemgetter
+
+from clustermodel.job import JobSpec
+from traces.records import RecordLog, TraceResult
+from traces.source import read_text, split_lines
+
+FIELDS = ("job_number", "submit_time", "wait_time", "run_time", "allocated_procs", "avg_cpu_time",
+          "used_memory", "requested_procs", "requested_time", "requested_memory", "status", "user_id",
+          "group_id", "executable", "queue", "partition", "preceding_job", "think_time")
+N_FIELDS = len(FIELDS)
+# Columns the job is built from: a bad value here skips the record.
+JOB_FIELDS = frozenset({"job_number", "submit_time", "run_time", "allocated_procs", "requested_procs",
+                        "requested_time"})
+# Columns kept as labels (strings): any token is fine.
+LABEL_FIELDS = frozenset({"user_id", "partition"})
+# extra key for each column that is not a JobSpec attribute of its own.
+EXTRA_KEYS = {"wait_time": "wait_s", "allocated_procs": "allocated_procs", "avg_cpu_time": "avg_cpu_time_s",
+              "used_memory": "used_memory_kb", "requested_procs": "requested_procs",
+              "requested_time": "requested_time_s", "requested_memory": "requested_memory_kb",
+              "status": "status", "group_id": "group", "executable": "executable", "queue": "queue",
+              "preceding_job": "preceding_job", "think_time": "think_time_s"}
+_EXTRA_INDEX = tuple(i for i, name in enumerate(FIELDS) if name in EXTRA_KEYS)
+_EXTRA_NAMES = tuple(EXTRA_KEYS[FIELDS[i]] for i in _EXTRA_INDEX)
+_pick_extra = itemgetter(*_EXTRA_INDEX)
+STATUS_NAMES = {1: "COMPLETED", 0: "FAILED", 5: "CANCELLED", 2: "PARTIAL", 3: "PARTIAL_COMPLETED",
+                4: "PARTIAL_FAILED"}
+_HEADER_KEY = re.compile(r";\s?([A-Za-z][A-Za-z0-9_]*):(.*)$")
+
+
+def read_swf(path: str, *, strict: bool = False) -> TraceResult:
+    """Read an SWF file (plain or gzip)."""
+    return parse_swf(read_text(path), path, strict=strict)
+
+
+def parse_swf(text: str, path: str = "<swf>", *, strict: bool = False) -> TraceResult:
+    """Parse SWF text.
+
+    >>> r = parse_swf("; MaxProcs: 64\\n1 0 5 100 4 -1 -1 8 -1 -1 1 3 -1 -1 -1 -1 -1 -1\\n")
+    >>> j = r.jobs[0]
+    >>> (j.job_id, j.cpus, j.runtime_s, j.requested_time_s, j.user, r.adjusted)
+    ('1', 8, 100.0, 100.0, '3', Counter({'requested time unknown: runtime used': 1}))
+    """
+    log = RecordLog(path, strict)
+    header: dict[str, str] = {}
+    last_key: str | None = None
+    jobs: list[JobSpec] = []
+    for lineno, line in enumerate(split_lines(text), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0][0] == ";":
+            last_key = _header_line(line.strip(), header, last_key)
+            continue
+        log.records += 1
+        if len(parts) != N_FIELDS:
+            log.skip("wrong field count", lineno, None,
+                     f"{len(parts)} fields, an SWF record has {N_FIELDS} (truncated or merged line?)")
+            continue
+        values = _numbers(parts) if "_" not in line else None
+        if values is None:
+            values = _checked_numbers(parts, lineno, log)
+            if values is None:
+                continue
+        job = _job(parts, values, lineno, log)
+        if job is not None:
+            jobs.append(job)
+    return log.result(jobs, "swf", header)
+
+
+def _header_line(line: str, header: dict[str, str], last_key: str | None) -> str | None:
+    """Store one ``;`` line; return the key later continuation lines belong to."""
+    match = _HEADER_KEY.match(line)
+    if match:
+        key, value = match.group(1), match.group(2).strip()
+        header[key] = f"{header[key]}\n{value}" if key in header else value
+        return key
+    rest = line[1:].strip()
+    if not rest:                 # a bare ";" ends a continuation block
+        return None
+    if last_key is not None:     # indented continuation of the previous key
+        header[last_key] = f"{header[last_key]}\n{rest}"
+    return last_key
+
+
+def _numbers(parts: list[str]) -> list[float] | None:
+    """All 18 tokens as finite numbers >= -1, or None when any is not (then the slow path explains)."""
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        return None
+    if not math.isfinite(sum(values)) or min(values) < -1:
+        return None
+    return values
+
+
+def _checked_numbers(parts: list[str], lineno: int, log: RecordLog) -> list[float] | None:
+    """Field-by-field check naming the bad field; None when the record is skipped."""
+    values: list[float] = []
+    for name, token in zip(FIELDS, parts):
+        problem = _number_problem(token)
+        if name in LABEL_FIELDS:     # any token is a fine label; NaN marks a non-numeric one
+            values.append(float(token) if problem is None or "negative" in problem else math.nan)
+        elif problem is None:
+            values.append(float(token))
+        elif name in JOB_FIELDS:
+            log.skip(f"bad field {name}", lineno, name, f"{token!r} {problem}")
+            return None
+        else:
+            log.adjust(f"bad field {name}: set to -1", lineno, name, f"{token!r} {problem}")
+            values.append(-1.0)
+    return values
+
+
+def _number_problem(token: str) -> str | None:
+    if "_" in token:           # float() would read "1_0" as 10
+        return "is not a number"
+    try:
+        value = float(token)
+    except ValueError:
+        return "is not a number"
+    if not math.isfinite(value):
+        return "is not a finite number"
+    if value < -1:
+        return "is negative (only -1, meaning unknown, is allowed)"
+    return None
+
+
+def _job(parts: list[str], v: list[float], lineno: int, log: RecordLog) -> JobSpec | None:
+    submit, run_time, alloc, req_procs, req_time = v[1], v[3], v[4], v[7], v[8]
+    if submit < 0:
+        log.skip("submit time unknown", lineno, "submit_time", "submit time is -1")
+        return None
+    if run_time < 0:
+        log.skip("runtime unknown", lineno, "run_time", "run time is -1")
+        return None
+    procs = req_procs if req_procs > 0 else alloc
+    if procs <= 0:
+        log.skip("no processor count", lineno, "requested_procs",
+                 "neither requested nor allocated processors are known (both <= 0)")
+        return None
+    if procs != int(procs):
+        name = "requested_procs" if req_procs > 0 else "allocated_procs"
+        log.skip(f"bad field {name}", lineno, name, f"{procs} processors is not a whole number")
+        return None
+    if req_time > 0:
+        requested = req_time
+    else:
+        log.adjust("requested time unknown: runtime used", lineno, "requested_time",
+                   f"requested time is {parts[8]}; using the run time {parts[3]}")
+        requested = run_time
+    extra = dict(zip(_EXTRA_NAMES, _pick_extra(v)))
+    status = int(v[10]) if v[10] == int(v[10]) else -1
+    return JobSpec(job_id=parts[0] if parts[0].isdigit() else str(_plain(v[0])), submit_s=submit,
+                   requested_time_s=requested, runtime_s=run_time, cpus=int(procs), nodes=0,
+                   user=_label(parts[11], v[11]), partition=_label(parts[15], v[15]),
+                   state=STATUS_NAMES.get(status, ""), source_line=lineno, extra=extra)
+
+
+def _plain(value: float) -> int | float:
+    """An integral float as int (so ``extra`` shows 489, not 489.0)."""
+    return int(value) if value == int(value) else value
+
+
+def _label(token: str, value: float) -> str:
+    """A categorical column as a string: '' for -1 (unknown), '12' for '12' or '12.00', else the token.
+
+    >>> _label("-1", -1.0), _label("12.00", 12.0), _label("alice", math.nan)
+    ('', '12', 'alice')
+    """
+    if value == -1:
+        return ""
+    if value == value and value == int(value):
+        return str(int(value))
+    return token
