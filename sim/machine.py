@@ -44,6 +44,8 @@ class PendingJob:
     first_reservation_s: float | None = None      # EASY: start promised when first at the head
     reservation_s: float | None = None            # conservative: current reserved start
     extra: dict = field(default_factory=dict)
+    plan_nodes: np.ndarray | None = None          # nodes held in a plan profile (conservative)
+    plan_demand: np.ndarray | None = None
     cpu_only: bool = False
     shape_key: tuple = ()
 
@@ -67,6 +69,11 @@ class Machine:
         self.chooser = chooser
         # Shapes known not to fit the current free resources; forgotten at every start or end.
         self._no_fit_now: set[tuple] = set()
+        # Identical single-CPU nodes without memory or GPUs are interchangeable processors: plans
+        # may count processors instead of naming nodes (the textbook model of SWF traces).
+        capacity = cluster.capacity
+        self.is_processor_pool = bool((capacity == capacity[0]).all() and capacity[0, CPU] == 1
+                                      and not capacity[0, 1:].any())
         self.finished_count = 0          # jobs ended so far: a cheap version of "something freed"
         self.start_listeners: list[Callable[[PendingJob, float], None]] = []
         self.end_listeners: list[Callable[[PendingJob, float], None]] = []
@@ -79,8 +86,12 @@ class Machine:
             return (free[:, CPU] >= job.demand[CPU]).nonzero()[0]
         return (free >= job.demand).all(axis=1).nonzero()[0]
 
-    def place(self, job: PendingJob, free: np.ndarray | None = None) -> np.ndarray | None:
-        """Nodes for ``job`` in ``free`` (default: now), or None if it does not fit."""
+    def place(self, job: PendingJob, free: np.ndarray | None = None,
+              prefer: np.ndarray | None = None) -> np.ndarray | None:
+        """Nodes for ``job`` in ``free`` (default: now), or None if it does not fit.
+
+        ``prefer`` (a mask over nodes) puts those nodes first before the chooser picks.
+        """
         if free is None:
             if job.cpus_total > self.free_cpus_total or job.shape_key in self._no_fit_now:
                 return None
@@ -88,10 +99,13 @@ class Machine:
             if candidates.size < job.nodes:
                 self._no_fit_now.add(job.shape_key)
                 return None
-            return self.chooser(candidates, job.nodes)
-        candidates = self.fitting_nodes(job, free)
-        if candidates.size < job.nodes:
-            return None
+        else:
+            candidates = self.fitting_nodes(job, free)
+            if candidates.size < job.nodes:
+                return None
+        if prefer is not None:
+            first = prefer[candidates]
+            candidates = np.concatenate((candidates[first], candidates[~first]))
         return self.chooser(candidates, job.nodes)
 
     # -- state changes -----------------------------------------------------------------------

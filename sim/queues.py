@@ -111,7 +111,11 @@ class Easy:
             for job in released:
                 available[job.node_indices] += job.demand
             released.clear()
-            nodes = machine.place(head, available)
+            # Reserve, for the head, nodes that are busy now before nodes that are free now, so
+            # that as much as possible of what is free now stays usable by backfilled jobs: on
+            # single-CPU nodes this makes the rule exactly the textbook's processor count.
+            busy_now = ~(machine.free >= head.demand).all(axis=1)
+            nodes = machine.place(head, available, prefer=busy_now)
             if nodes is not None:
                 return end_s, nodes, available
         raise RuntimeError(f"job {head.job.job_id} fits nowhere even on an empty cluster")
@@ -148,7 +152,10 @@ class Easy:
                 reservation = self._reservation(head)
             shadow_s, extra = reservation
             ends_by_shadow = now_s + job.requested_s <= shadow_s
-            if not ends_by_shadow:
+            if ends_by_shadow:
+                # a job that ends by the shadow time goes first where a longer job could not go
+                nodes = machine.place(job, prefer=~(extra >= job.demand).all(axis=1))
+            else:
                 if both is None:
                     both = np.minimum(machine.free, extra)
                     both_cpus = float(both[:, 0].sum())
@@ -179,10 +186,15 @@ class Easy:
 
 
 class Conservative:
+    """Conservative backfilling.  On a processor pool (identical single-CPU nodes) the plan counts
+    processors, as the textbook does, and nodes are picked when a job starts; otherwise every
+    reservation names its nodes."""
+
     name = "conservative"
 
     def __init__(self, machine: Machine, **_options) -> None:
         self.machine = machine
+        self.pooled = machine.is_processor_pool
         self.profile: PlanProfile | None = None
         self.by_arrival: SortedList = SortedList(key=lambda job: job.index)
         self.by_reservation: SortedList = SortedList(key=lambda job: (job.reservation_s, job.index))
@@ -190,32 +202,37 @@ class Conservative:
 
     def _profile(self, now_s: float) -> PlanProfile:
         if self.profile is None:
-            self.profile = PlanProfile(self.machine.free, now_s, self.machine.chooser)
+            machine = self.machine
+            free = np.array([[machine.free_cpus_total, 0.0, 0.0]]) if self.pooled else machine.free
+            self.profile = PlanProfile(free, now_s, machine.chooser)
         self.profile.advance(now_s)
         return self.profile
 
-    def _reserve(self, job: PendingJob, now_s: float) -> None:
-        profile = self.profile
-        found = profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s)
-        if found is None:
-            raise RuntimeError(f"job {job.job.job_id} fits nowhere even on an empty cluster")
-        start_s, nodes = found
-        profile.reserve(start_s, start_s + job.requested_s, nodes, job.demand)
-        job.reservation_s = start_s
-        job.node_indices = nodes
+    def _find(self, job: PendingJob, now_s: float, before_s: float = np.inf):
+        if job.plan_demand is None:
+            job.plan_demand = np.array([job.cpus_total, 0.0, 0.0]) if self.pooled else job.demand
+        nodes = 1 if self.pooled else job.nodes
+        return self.profile.earliest_start(nodes, job.plan_demand, job.requested_s, now_s, before_s=before_s)
+
+    def _hold(self, job: PendingJob, start_s: float, nodes: np.ndarray) -> None:
+        self.profile.reserve(start_s, start_s + job.requested_s, nodes, job.plan_demand)
+        job.reservation_s, job.plan_nodes = start_s, nodes
         if job.first_reservation_s is None:
             job.first_reservation_s = start_s
 
     def submit(self, job: PendingJob, now_s: float) -> None:
         self._profile(now_s)
-        self._reserve(job, now_s)
+        found = self._find(job, now_s)
+        if found is None:
+            raise RuntimeError(f"job {job.job.job_id} fits nowhere even on an empty cluster")
+        self._hold(job, *found)
         self.by_arrival.add(job)
         self.by_reservation.add(job)
 
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         profile = self._profile(now_s)
         if now_s < job.planned_end_s:
-            profile.release(now_s, job.planned_end_s, job.node_indices, job.demand)
+            profile.release(now_s, job.planned_end_s, job.plan_nodes, job.plan_demand)
             self._compress = True
 
     def _compress_schedule(self, now_s: float) -> None:
@@ -223,20 +240,16 @@ class Conservative:
         profile = self.profile
         for job in self.by_arrival:
             old_start = job.reservation_s
-            if old_start <= now_s:
-                continue
-            if not profile.may_start_before(job.cpus_total, now_s, old_start):
+            if old_start <= now_s or not profile.may_start_before(job.cpus_total, now_s, old_start):
                 continue
             old_end = old_start + job.requested_s
-            profile.release(old_start, old_end, job.node_indices, job.demand)
-            found = profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s, before_s=old_start)
+            profile.release(old_start, old_end, job.plan_nodes, job.plan_demand)
+            found = self._find(job, now_s, before_s=old_start)
             if found is None:        # no earlier slot: the job keeps the one it has
-                profile.reserve(old_start, old_end, job.node_indices, job.demand)
+                profile.reserve(old_start, old_end, job.plan_nodes, job.plan_demand)
                 continue
-            start_s, nodes = found
-            profile.reserve(start_s, start_s + job.requested_s, nodes, job.demand)
             self.by_reservation.remove(job)
-            job.reservation_s, job.node_indices = start_s, nodes
+            self._hold(job, *found)
             self.by_reservation.add(job)
 
     def schedule(self, now_s: float) -> None:
@@ -246,10 +259,13 @@ class Conservative:
         if self._compress:
             self._compress = False
             self._compress_schedule(now_s)
+        machine = self.machine
         while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
             job = self.by_reservation.pop(0)
             self.by_arrival.remove(job)
-            self.machine.start(job, job.node_indices, now_s)
+            # the plan guarantees the job fits now; on a pool any free processors will do
+            nodes = machine.place(job) if self.pooled else job.plan_nodes
+            machine.start(job, nodes, now_s)
 
     def next_wake_s(self) -> float | None:
         return self.by_reservation[0].reservation_s if self.by_reservation else None
