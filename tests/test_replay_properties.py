@@ -18,7 +18,8 @@ def workloads(draw):
     cpus = draw(st.integers(1, 4))
     gpus = draw(st.integers(0, 2))
     if draw(st.booleans()):
-        cluster = Cluster.homogeneous(nodes, cpus=cpus, memory_mb=1000, gpus=gpus,
+        # memory 0 with 1 CPU and no GPUs is a processor pool: the counting paths run
+        cluster = Cluster.homogeneous(nodes, cpus=cpus, memory_mb=draw(st.sampled_from([0, 1000])), gpus=gpus,
                                       idle_w=draw(st.floats(0, 200)), busy_w=300.0)
     else:   # mixed node sizes and power profiles
         cluster = Cluster([NodeSpec(f"n{i}", cpus=draw(st.integers(1, 4)), memory_mb=1000,
