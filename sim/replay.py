@@ -8,6 +8,7 @@ job's arrival is the only submission in the queue), so memory stays flat on long
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter
 from typing import Callable, Sequence
 
@@ -24,6 +25,7 @@ from sim.result import JobRecord, ReplayResult
 log = logging.getLogger(__name__)
 
 SKIP_TOO_BIG = "asks for more than the cluster has"
+SKIP_ENDLESS = "no finite runtime (would run forever)"
 PROGRESS_EVERY = 2000
 
 
@@ -33,6 +35,10 @@ def resolve(jobs: Sequence[JobSpec], cluster: Cluster) -> tuple[list[PendingJob]
     skipped: Counter = Counter()
     shapes: dict[tuple, object] = {}
     for job in jobs:
+        if not math.isfinite(job.run_for_s) or not math.isfinite(job.submit_s):
+            skipped[SKIP_ENDLESS] += 1
+            log.debug("job %s skipped: %s", job.job_id, SKIP_ENDLESS)
+            continue
         key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node)
         shape = shapes.get(key, False)
         if shape is False:

@@ -3,7 +3,7 @@
 import pytest
 
 from clustermodel import Cluster, JobSpec
-from sim.replay import SKIP_TOO_BIG, replay
+from sim.replay import SKIP_ENDLESS, SKIP_TOO_BIG, replay
 
 
 def job(job_id, submit, cpus, requested, runtime=None, **kw):
@@ -103,3 +103,12 @@ def test_gpu_and_memory_shapes_are_respected():
 def test_unknown_queue_is_refused():
     with pytest.raises(ValueError, match="unknown queue strategy"):
         replay([job("A", 0, 1, 5)], Cluster.homogeneous(1, cpus=1), queue="lifo")
+
+
+@pytest.mark.parametrize("queue", ["fcfs", "easy", "conservative"])
+def test_job_without_finite_runtime_is_skipped_and_counted(queue):
+    # e.g. Alibaba pods with no time columns: they would hold their node forever
+    jobs = [job("A", 0, 1, 5), JobSpec("forever", 0.0, float("inf"), runtime_s=float("inf"), cpus=1)]
+    result = replay(jobs, Cluster.homogeneous(1, cpus=1), queue=queue)
+    assert [r.job_id for r in result.records] == ["A"]
+    assert result.skipped == {SKIP_ENDLESS: 1}
