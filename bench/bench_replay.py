@@ -96,7 +96,7 @@ def main() -> int:
         table.add_row(row["trace"], row["queue"], f"{row['jobs']:,}", f"{row['replay_s']:.2f}",
                       f"{row['jobs_per_s']:,.0f}", f"{row['jobs_per_s'] / baseline[row['trace']]:.2f}",
                       f"{row['peak_rss_mb']:,.0f}", f"{row['mean_wait_s']:,.0f}")
-    console = Console()
+    console = Console(width=120)
     console.print(table)
     easy_kth = next(r for r in rows if r["trace"] == "kth" and r["queue"] == "easy")
     console.print(f"EASY on KTH-SP2: {easy_kth['jobs_per_s']:,.0f} jobs/s (target >= 20,000)")

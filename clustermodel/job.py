@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
+
+_NO_EXTRA: Mapping = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +47,8 @@ class JobSpec:
     partition: str = ""
     state: str = ""
     source_line: int = 0
-    extra: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # Reader-specific fields kept for reference (e.g. SWF columns); one shared empty mapping by default.
+    extra: Mapping = field(default_factory=lambda: _NO_EXTRA, compare=False, hash=False, repr=False)
 
     @property
     def run_for_s(self) -> float:

@@ -88,7 +88,7 @@ class EnergyLedger:
     # -- listeners on the machine ---------------------------------------------------------------
     def on_start(self, job: PendingJob, now_s: float) -> None:
         self.advance(now_s)
-        job.extra["delta_w"] = delta = self._job_delta_w(job)
+        job.delta_w = delta = self._job_delta_w(job)
         self.power_w += delta
         self.busy_cpus += job.cpus_total
         if self.power_w > self.peak_power_w:
@@ -101,7 +101,7 @@ class EnergyLedger:
     def on_end(self, job: PendingJob, now_s: float) -> float:
         """Close the job's account; returns the energy charged to it in joules."""
         self.advance(now_s)
-        self.power_w -= job.extra.pop("delta_w")
+        self.power_w -= job.delta_w
         self.busy_cpus -= job.cpus_total
         run_s = now_s - job.start_s
         nodes = job.node_indices

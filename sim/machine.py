@@ -7,7 +7,7 @@ so fit checks are vectorised over nodes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -43,7 +43,7 @@ class PendingJob:
     end_event: tuple | None = None
     first_reservation_s: float | None = None      # EASY: start promised when first at the head
     reservation_s: float | None = None            # conservative: current reserved start
-    extra: dict = field(default_factory=dict)
+    delta_w: float = 0.0                          # power the job adds while it runs (ledger)
     plan_nodes: np.ndarray | None = None          # nodes held in a plan profile (conservative)
     plan_demand: np.ndarray | None = None
     cpu_only: bool = False

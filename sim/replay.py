@@ -29,48 +29,63 @@ SKIP_ENDLESS = "no finite runtime (would run forever)"
 PROGRESS_EVERY = 2000
 
 
-def resolve(jobs: Sequence[JobSpec], cluster: Cluster) -> tuple[list[PendingJob], Counter]:
-    """Shape every job on ``cluster``; jobs that can never fit are counted, not run."""
-    pending: list[PendingJob] = []
-    skipped: Counter = Counter()
-    shapes: dict[tuple, object] = {}
-    for job in jobs:
+class Shaper:
+    """Shapes jobs on a cluster as they arrive; a job that can never run is counted, not run.
+
+    Jobs of the same shape share one (read-only) demand array, so a million-job replay holds
+    one array per distinct shape rather than one per job.
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.skipped: Counter = Counter()
+        self._shapes: dict[tuple, tuple | None] = {}
+
+    def __call__(self, job: JobSpec, index: int) -> PendingJob | None:
         if not math.isfinite(job.run_for_s) or not math.isfinite(job.submit_s):
-            skipped[SKIP_ENDLESS] += 1
-            log.debug("job %s skipped: %s", job.job_id, SKIP_ENDLESS)
-            continue
+            return self._skip(job, SKIP_ENDLESS)
         key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node)
-        shape = shapes.get(key, False)
-        if shape is False:
-            shape = shapes[key] = cluster.shape_of(job)
-        if shape is None:
-            skipped[SKIP_TOO_BIG] += 1
-            log.debug("job %s skipped: %s", job.job_id, SKIP_TOO_BIG)
-            continue
-        demand = np.array(shape.per_node, dtype=float)
-        pending.append(PendingJob(index=len(pending), job=job, nodes=shape.nodes, demand=demand,
-                                  cpus_total=shape.per_node[CPU] * shape.nodes,
-                                  requested_s=job.requested_time_s))
-    return pending, skipped
+        known = self._shapes.get(key, False)
+        if known is False:
+            shape = self.cluster.shape_of(job)
+            known = self._shapes[key] = None if shape is None else (
+                shape.nodes, np.array(shape.per_node, dtype=float), shape.per_node[CPU] * shape.nodes)
+        if known is None:
+            return self._skip(job, SKIP_TOO_BIG)
+        nodes, demand, cpus_total = known
+        return PendingJob(index=index, job=job, nodes=nodes, demand=demand, cpus_total=cpus_total,
+                          requested_s=job.requested_time_s)
+
+    def _skip(self, job: JobSpec, reason: str) -> None:
+        self.skipped[reason] += 1
+        log.debug("job %s skipped: %s", job.job_id, reason)
+        return None
 
 
 class Replay:
-    """One run.  Construct, then :meth:`run`; the pieces stay inspectable for tests."""
+    """One run.  Construct, then :meth:`run`; the pieces stay inspectable for tests.
+
+    ``keep_jobs`` keeps every job's run state in ``self.pending`` (tests read the reservations);
+    by default a job's state is dropped once it has ended.
+    """
 
     def __init__(self, jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
                  chooser: NodeChooser = first_fit,
                  progress: Callable[[int, int], None] | None = None,
-                 strategy_options: dict | None = None) -> None:
+                 strategy_options: dict | None = None, keep_jobs: bool = False) -> None:
         if queue not in QUEUES:
             raise ValueError(f"unknown queue strategy {queue!r}; choose from {', '.join(QUEUES)}")
-        ordered = sorted(jobs, key=lambda job: job.submit_s)      # stable: equal times keep trace order
-        self.jobs_total = len(ordered)
-        self.pending, self.skipped = resolve(ordered, cluster)
+        self.ordered = sorted(jobs, key=lambda job: job.submit_s)   # stable: equal times keep trace order
+        self.jobs_total = len(self.ordered)
+        self.shaper = Shaper(cluster)
+        self.skipped = self.shaper.skipped
+        self.pending: list[PendingJob] = []
+        self.keep_jobs = keep_jobs
         self.cluster = cluster
         self.machine = Machine(cluster, chooser)
         self.strategy = QUEUES[queue](self.machine, **(strategy_options or {}))
         self.events = EventQueue()
-        start_s = self.pending[0].job.submit_s if self.pending else 0.0
+        start_s = self.ordered[0].submit_s if self.ordered and math.isfinite(self.ordered[0].submit_s) else 0.0
         self.ledger = EnergyLedger(cluster, start_s)
         self.machine.start_listeners.append(self._on_start)
         self.records: list[JobRecord] = []
@@ -94,7 +109,7 @@ class Replay:
             energy_j=energy, node_indices=tuple(job.node_indices.tolist()),
             deadline_s=spec.deadline_s, user=spec.user, partition=spec.partition))
         if self.progress is not None and len(self.records) % PROGRESS_EVERY == 0:
-            self.progress(len(self.records), len(self.pending))
+            self.progress(len(self.records), self.jobs_total)
 
     def _set_wake(self) -> None:
         wake_s = self.strategy.next_wake_s()
@@ -121,9 +136,16 @@ class Replay:
         self._set_wake()
 
     def _push_submit(self, index: int) -> None:
-        if index < len(self.pending):
-            job = self.pending[index]
-            self.events.push(job.job.submit_s, EventKind.SUBMIT, job)
+        """Queue the arrival of the next job that can run, from position ``index`` on."""
+        ordered = self.ordered
+        while index < len(ordered):
+            job = self.shaper(ordered[index], index)
+            if job is not None:
+                if self.keep_jobs:
+                    self.pending.append(job)
+                self.events.push(job.job.submit_s, EventKind.SUBMIT, job)
+                return
+            index += 1
 
     def run(self) -> ReplayResult:
         self.begin()
@@ -141,14 +163,15 @@ class Replay:
         end_s = max((r.end_s for r in self.records), default=self.ledger.start_s)
         energy = self.ledger.close(end_s)
         if self.progress is not None:
-            self.progress(len(self.records), len(self.pending))
+            self.progress(len(self.records), self.jobs_total)
         ledger = self.ledger
         return ReplayResult(
             records=self.records, cluster=self.cluster, queue=self.strategy.name, energy=energy,
             power_times_s=np.frombuffer(ledger.times_s, dtype=float).copy(),
             power_w=np.frombuffer(ledger.series_power_w, dtype=float).copy(),
             busy_cpus=np.frombuffer(ledger.series_busy_cpus, dtype=float).copy(),
-            skipped=self.skipped, jobs_total=self.jobs_total)
+            skipped=self.skipped, jobs_total=self.jobs_total,
+            rejected=list(getattr(self.strategy, "rejected", ())))
 
 
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",

@@ -41,7 +41,8 @@ def workloads(draw):
 
 def run_checked(cluster, jobs, queue):
     """Step the replay by hand, checking the machine's and the profile's invariants at each time."""
-    replay = Replay(jobs, cluster, queue, strategy_options={"record_reservations": True} if queue == "easy" else None)
+    replay = Replay(jobs, cluster, queue, strategy_options={"record_reservations": True} if queue == "easy" else None,
+                    keep_jobs=True)
     replay.begin()
     while len(replay.events):
         replay.step()
