@@ -42,6 +42,20 @@ class JobRecord:
         return self.deadline_s is not None and self.end_s > self.deadline_s + 1e-9
 
 
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A job that admission control turned away at submission (see ``sim.deadline_queue``)."""
+
+    job_id: str
+    submit_s: float
+    policy: str              # the policy that rejected it (the first rejection of a chain)
+    reason: str              # short and stable: rejections are counted by it
+    detail: str = ""         # the numbers, as the user would read them
+    cpus: float = 0.0        # CPUs it asked for in total
+    run_s: float = 0.0       # how long it would have run: cpus * run_s is the load turned away
+    deadline_s: float | None = None
+
+
 @dataclass(slots=True)
 class EnergyTotals:
     """The ledger's exact integrals.  ``total_j == jobs_j + unallocated_j`` up to float rounding,
@@ -67,4 +81,5 @@ class ReplayResult:
     power_w: np.ndarray                # power on [t_i, t_i+1)
     busy_cpus: np.ndarray              # allocated CPUs on [t_i, t_i+1)
     skipped: Counter = field(default_factory=Counter)   # reason -> jobs the replay could not run
-    jobs_total: int = 0                # jobs handed to the replay (records + skipped)
+    jobs_total: int = 0                # jobs handed to the replay (records + skipped + rejected)
+    rejected: list[Rejection] = field(default_factory=list)   # jobs admission control turned away
