@@ -139,11 +139,17 @@ class _JsonJob:
             node = node.get(part)
         return node
 
+    # Fields where Slurm's "infinite" has a meaning; anywhere else it makes the record unusable.
+    INFINITE_ALLOWED = frozenset({"time.limit", "deadline", "array.task_id", "het.job_offset",
+                                  "required.memory_per_cpu", "required.memory_per_node", "required.CPUs"})
+
     def number(self, dotted: str) -> float | None:
         try:
             value = _number(self.get(dotted), dotted)
         except ValueError as exc:
             raise self.skip(f"bad field {dotted}", dotted, str(exc)) from None
+        if value == math.inf and dotted not in self.INFINITE_ALLOWED:
+            raise self.skip(f"bad field {dotted}", dotted, f"{dotted} is infinite")
         if value is not None and value < 0:
             raise self.skip(f"bad field {dotted}", dotted, f"{dotted} is negative ({value:g})")
         return value
