@@ -324,3 +324,4 @@ class Conservative:
 
 
 QUEUES: dict[str, type] = {strategy.name: strategy for strategy in (Fcfs, Easy, Conservative)}
+import sim.deadline_queue  # noqa: E402,F401  (registers the "deadline" queue of seed 003 in QUEUES)

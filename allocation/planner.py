@@ -1,0 +1,171 @@
+"""The planner: an allocation rule on a plan of reservations, optionally under a power budget.
+
+It answers the two questions of admission control, for one job at a time:
+
+- ``earliest_finish(request)``: the earliest end of any placement the planner could make, which is
+  what Greedy acceptance compares with the deadline (None when the job can never be placed);
+- ``place(request)``: the rule's placement (see :mod:`allocation.placement`), then ``commit`` to
+  reserve it.
+
+The plan is anything with the :class:`Plan` methods: the simulator adapts its plan profile, a
+live service builds one from the cluster's state.  The planner never asks which.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from allocation.budget import PowerBudget
+from allocation.placement import Placement, Request, Rule, choose_append, choose_windows
+from clustermodel.renewable import job_power_bound_w
+
+
+class Plan(Protocol):
+    """Free resources per node over future time, with reservations."""
+
+    @property
+    def now_s(self) -> float: ...
+
+    def tails(self, demand: np.ndarray) -> np.ndarray: ...
+
+    def breakpoints(self) -> np.ndarray: ...
+
+    def windows(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray: ...
+
+    def reserve(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None: ...
+
+    def release(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None: ...
+
+
+class _Candidates:
+    """Every start at which the request could begin, with the data the rule needs to choose."""
+
+    __slots__ = ("starts", "ok", "tails", "fits", "green")
+
+    def __init__(self, starts, ok, tails, fits, green) -> None:
+        self.starts, self.ok, self.tails, self.fits, self.green = starts, ok, tails, fits, green
+
+
+class Planner:
+    def __init__(self, plan: Plan, rule: Rule, *, backfill: bool = False,
+                 budget: PowerBudget | None = None) -> None:
+        self.plan = plan
+        self.rule = rule
+        self.backfill = backfill
+        self.budget = budget
+        self._cached: tuple | None = None
+
+    @property
+    def name(self) -> str:
+        return self.rule.name + ("+backfill" if self.backfill else "")
+
+    @property
+    def now_s(self) -> float:
+        return self.plan.now_s
+
+    def advance(self, now_s: float) -> None:
+        """The plan itself is advanced by its owner; the budget follows here."""
+        self._cached = None
+        if self.budget is not None:
+            self.budget.advance(now_s)
+
+    # -- candidates ------------------------------------------------------------------------------
+    def _candidates(self, request: Request, backfill: bool) -> _Candidates:
+        cached = self._cached
+        if cached is not None and cached[0] is request and cached[1] == backfill:
+            return cached[2]
+        plan, budget = self.plan, self.budget
+        now_s = plan.now_s
+        tails = plan.tails(request.demand)
+        starts = plan.breakpoints() if backfill else tails[np.isfinite(tails)]
+        if budget is not None:
+            starts = np.concatenate((starts, budget.breakpoints()))
+        starts = np.unique(starts[starts >= now_s])
+        fits = None
+        if backfill:
+            fits = plan.windows(request.demand, request.duration_s, starts)
+            ok = fits.sum(axis=1) >= request.nodes
+        else:
+            ok = np.searchsorted(np.sort(tails), starts, side="right") >= request.nodes
+        green = None
+        if budget is not None:
+            if budget.mode == "cap":
+                ok &= budget.window_ok(starts, request.duration_s, request.power_w)
+            else:
+                green = budget.green_j(starts, request.duration_s, request.power_w)
+        found = _Candidates(starts, ok, tails, fits, green)
+        self._cached = (request, backfill, found)
+        return found
+
+    def earliest_finish(self, request: Request) -> float | None:
+        """The earliest end of any placement (ignoring the rule), None if there is none."""
+        found = self._candidates(request, self.backfill)
+        if not found.ok.any():
+            return None
+        return float(found.starts[found.ok][0]) + request.duration_s
+
+    def place(self, request: Request, *, latest_start_s: float | None = None,
+              earliest: bool = False, backfill: bool | None = None) -> Placement | None:
+        """The rule's placement: among candidates that end by the deadline (and start by
+        ``latest_start_s``), or only at the earliest start when ``earliest``, when the request has
+        no deadline, or when no candidate meets it.  None when it cannot be placed at all."""
+        found = self._candidates(request, self.backfill if backfill is None else backfill)
+        ok = found.ok
+        if latest_start_s is not None:
+            ok = ok & (found.starts <= latest_start_s)
+        rows = np.flatnonzero(ok)
+        if rows.size == 0:
+            return None
+        starts = found.starts[rows]
+        duration = request.duration_s
+        keep = None
+        if request.deadline_s is not None and not earliest:
+            keep = starts + duration <= request.deadline_s
+        if keep is None or not keep.any():
+            keep = starts == starts[0]
+        rows, starts = rows[keep], starts[keep]
+        green = None if found.green is None else found.green[rows]
+        now_s = self.plan.now_s
+        if found.fits is None:
+            row, nodes = choose_append(self.rule, request.nodes, found.tails, now_s, starts, green)
+        else:
+            row, nodes = choose_windows(self.rule, request.nodes, found.tails, now_s, starts,
+                                        found.fits[rows], green)
+        start_s = float(starts[row])
+        return Placement(start_s, start_s + duration, nodes)
+
+    # -- changes ---------------------------------------------------------------------------------
+    def commit(self, request: Request, placement: Placement) -> None:
+        self._cached = None
+        self.plan.reserve(placement.start_s, placement.end_s, placement.nodes, request.demand)
+        if self.budget is not None:
+            self.budget.reserve(placement.start_s, placement.end_s, request.power_w)
+
+    def release(self, request: Request, start_s: float, end_s: float, nodes: np.ndarray) -> None:
+        """Give back [start_s, end_s) of a committed placement (a job ended early, or is moved)."""
+        self._cached = None
+        if end_s <= start_s:
+            return
+        self.plan.release(start_s, end_s, nodes, request.demand)
+        if self.budget is not None:
+            self.budget.release(start_s, end_s, request.power_w)
+
+
+def request_for(job, cluster) -> Request | None:
+    """The allocation request of a job spec on ``cluster`` (None when it can never fit), planned
+    with its requested time, with the power it may add above idle (see
+    :func:`clustermodel.renewable.job_power_bound_w`).
+
+    >>> from clustermodel import Cluster, JobSpec
+    >>> r = request_for(JobSpec("a", 0.0, 60.0, cpus=6, deadline_s=100.0), Cluster.homogeneous(2, cpus=4))
+    >>> r.nodes, r.demand.tolist(), r.duration_s, r.deadline_s, r.power_w    # 2 x 3 CPUs x 250/4 W
+    (2, [3.0, 0.0, 0.0], 60.0, 100.0, 375.0)
+    """
+    shape = cluster.shape_of(job)
+    if shape is None:
+        return None
+    demand = np.array(shape.per_node, dtype=float)
+    return Request(shape.nodes, demand, job.requested_time_s, job.deadline_s,
+                   job_power_bound_w(cluster, shape.nodes, demand))

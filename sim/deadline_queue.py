@@ -1,0 +1,172 @@
+"""The deadline queue: admission control at submission, then every accepted job holds a reservation.
+
+At its submission a job goes through an acceptance policy (``acceptance.registry``) that sees the
+plan through a read-only view; a rejected job is recorded with its reason and never runs.  An
+accepted job is placed by an allocation rule (``allocation.placement``) and holds its reservation
+in the plan profile, as in conservative backfilling; it starts at the reserved time on the reserved
+nodes.  Planning uses requested times, so an accepted job ends by its planned end, and Greedy's
+jobs end by their deadlines, however long they really run (a job past its limit is killed).
+
+When a job ends before its planned end, its rest is given back and, with ``compress`` (the
+default), waiting jobs are moved, in arrival order, to their earliest start (gaps included), never
+later than their current one: deadlines still hold.
+
+With a renewable supply, ``renewable="only"`` caps the power: a job is planned only where the
+cluster's power (idle plus every planned job's bound) stays within the supply S(t); ``"green"``
+prefers, among placements that meet the deadline, the one with the most renewable headroom;
+``"grid"`` (default) plans as without a supply (the report still splits the energy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sortedcontainers import SortedList
+
+from acceptance.admission import Admission
+from acceptance.base import AcceptancePolicy
+from acceptance.registry import build as build_acceptance
+from allocation import windows
+from allocation.budget import PowerBudget
+from allocation.placement import Request, parse_allocation
+from allocation.planner import Planner, request_for
+from clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
+from sim import queues
+from sim.machine import Machine, PendingJob
+from sim.profile import PlanProfile
+from sim.result import Rejection
+
+RENEWABLE_MODES = ("grid", "green", "only")
+
+
+class ProfilePlan:
+    """The replay's plan profile seen as an allocation plan (``allocation.planner.Plan``)."""
+
+    def __init__(self, profile: PlanProfile) -> None:
+        self.profile = profile
+
+    @property
+    def now_s(self) -> float:
+        return self.profile.times[0]
+
+    def breakpoints(self) -> np.ndarray:
+        times = self.profile.times
+        return np.fromiter(times, dtype=float, count=len(times))
+
+    def tails(self, demand: np.ndarray) -> np.ndarray:
+        return windows.tails(self.breakpoints(), self.profile.free, demand)
+
+    def windows(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray:
+        return windows.window_fits(self.breakpoints(), self.profile.free, demand, duration_s, starts)
+
+    def reserve(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
+        self.profile.reserve(start_s, end_s, nodes, demand)
+
+    def release(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
+        self.profile.release(start_s, end_s, nodes, demand)
+
+
+class DeadlineQueue:
+    name = "deadline"
+
+    def __init__(self, machine: Machine, acceptance: str | AcceptancePolicy = "greedy",
+                 allocation: str = "bestfit", supply: SupplySeries | None = None, renewable: str = "grid",
+                 compress: bool = True, acceptance_options: dict | None = None, **_options) -> None:
+        if renewable not in RENEWABLE_MODES:
+            raise ValueError(f"unknown renewable mode {renewable!r}; choose from {', '.join(RENEWABLE_MODES)}")
+        if renewable != "grid" and supply is None:
+            raise ValueError(f"renewable mode {renewable!r} needs a supply series")
+        self.machine = machine
+        self.acceptance = (build_acceptance(acceptance, **(acceptance_options or {}))
+                           if isinstance(acceptance, str) else acceptance)
+        self.rule, self.backfill = parse_allocation(allocation)
+        self.supply = supply
+        self.renewable = renewable
+        self.compress = compress
+        self.profile: PlanProfile | None = None
+        self.admission: Admission | None = None
+        self.rejected: list[Rejection] = []
+        self.by_arrival: SortedList = SortedList(key=lambda job: job.index)
+        self.by_reservation: SortedList = SortedList(key=lambda job: (job.reservation_s, job.index))
+        self._requests: dict[int, Request] = {}        # accepted jobs not yet ended, by index
+        self._compress = False
+
+    @property
+    def planner(self) -> Planner:
+        return self.admission.planner
+
+    def _advance(self, now_s: float) -> None:
+        """Start the plan at the first submission; afterwards forget the past."""
+        if self.profile is None:
+            cluster = self.machine.cluster
+            self.profile = PlanProfile(self.machine.free, now_s)
+            budget = None
+            if self.renewable != "grid":
+                budget = PowerBudget(self.supply, idle_power_w(cluster), now_s,
+                                     mode="cap" if self.renewable == "only" else "green")
+            planner = Planner(ProfilePlan(self.profile), self.rule, backfill=self.backfill, budget=budget)
+            self.admission = Admission(self.acceptance, planner, lambda spec: request_for(spec, cluster))
+        self.profile.advance(now_s)
+        self.planner.advance(now_s)
+
+    def submit(self, job: PendingJob, now_s: float) -> None:
+        self._advance(now_s)
+        request = Request(job.nodes, job.demand, job.requested_s, job.job.deadline_s,
+                          job_power_bound_w(self.machine.cluster, job.nodes, job.demand))
+        outcome = self.admission.submit(job.job, now_s, request)
+        decision = outcome.decision
+        if not decision.accepted:
+            spec = job.job
+            self.rejected.append(Rejection(spec.job_id, spec.submit_s, decision.policy, decision.reason,
+                                           decision.detail, job.cpus_total, spec.run_for_s, spec.deadline_s))
+            return
+        self._requests[job.index] = request
+        job.reservation_s = job.first_reservation_s = outcome.placement.start_s
+        job.node_indices = outcome.placement.nodes
+        self.by_arrival.add(job)
+        self.by_reservation.add(job)
+
+    def job_ended(self, job: PendingJob, now_s: float) -> None:
+        self._advance(now_s)
+        request = self._requests.pop(job.index)
+        if now_s < job.planned_end_s:
+            self.planner.release(request, now_s, job.planned_end_s, job.node_indices)
+            self._compress = self.compress
+
+    def _compress_schedule(self, now_s: float) -> None:
+        """Move every waiting job, in arrival order, to its earliest placement (never later)."""
+        planner, profile = self.planner, self.profile
+        green = self.renewable == "green"
+        for job in list(self.by_arrival):
+            old_start = job.reservation_s
+            if old_start <= now_s or not profile.may_start_before(job.cpus_total, now_s, old_start):
+                continue
+            request = self._requests[job.index]
+            planner.release(request, old_start, old_start + job.requested_s, job.node_indices)
+            placement = planner.place(request, latest_start_s=old_start, earliest=not green, backfill=True)
+            planner.commit(request, placement)      # the old slot is free again: never None
+            if placement.start_s != old_start:
+                self.by_reservation.remove(job)
+                job.reservation_s = placement.start_s
+                self.by_reservation.add(job)
+            job.node_indices = placement.nodes
+
+    def schedule(self, now_s: float) -> None:
+        if self.profile is None:
+            return
+        self._advance(now_s)
+        if self._compress:
+            self._compress = False
+            self._compress_schedule(now_s)
+        while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
+            job = self.by_reservation.pop(0)
+            self.by_arrival.remove(job)
+            self.machine.start(job, job.node_indices, now_s)
+
+    def next_wake_s(self) -> float | None:
+        return self.by_reservation[0].reservation_s if self.by_reservation else None
+
+    def waiting(self) -> int:
+        return len(self.by_arrival)
+
+
+queues.QUEUES[DeadlineQueue.name] = DeadlineQueue
