@@ -49,9 +49,14 @@ def run_checked(cluster, jobs, queue):
         replay.machine._check()
         profile = getattr(replay.strategy, "profile", None)
         if profile is not None:
-            profile._check(cluster.capacity)
+            if replay.strategy.pooled:     # a processor pool is planned as one pool of CPUs
+                capacity = np.array([[cluster.total_cpus, 0.0, 0.0]])
+                free_now = np.array([[replay.machine.free_cpus_total, 0.0, 0.0]])
+            else:
+                capacity, free_now = cluster.capacity, replay.machine.free
+            profile._check(capacity)
             # the plan now must equal the machine's real state
-            assert np.allclose(profile.free_at(replay.now_s), replay.machine.free)
+            assert np.allclose(profile.free_at(replay.now_s), free_now)
         replay.events._check()
     pending = {p.job.job_id: p for p in replay.pending}
     return replay, replay.close(), pending
