@@ -28,7 +28,7 @@ import greenslurm
 from clustermodel import Cluster, InputError
 from sim.metrics import summarize, workload_stats
 from sim.outputs import summary_json_text, write_outputs
-from sim.queues import QUEUES
+from sim.strategies import QUEUES
 from sim.replay import replay
 from sim.report import render_report, reasons_table, trace_info_table
 from traces import FORMATS, read_trace

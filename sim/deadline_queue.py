@@ -30,7 +30,6 @@ from allocation.budget import PowerBudget
 from allocation.placement import Request, parse_allocation
 from allocation.planner import Planner, request_for
 from clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
-from sim import queues
 from sim.machine import Machine, PendingJob
 from sim.profile import PlanProfile
 from sim.result import Rejection
@@ -169,4 +168,3 @@ class DeadlineQueue:
         return len(self.by_arrival)
 
 
-queues.QUEUES[DeadlineQueue.name] = DeadlineQueue

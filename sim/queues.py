@@ -13,7 +13,7 @@ runtime (killed at the limit), which is how real schedulers meet inaccurate esti
   time, the schedule is compressed: jobs are reconsidered in arrival order and each moves to its
   earliest slot, which is never later than its previous one.
 
-Each strategy is a small class with a ``name``, registered in ``QUEUES``.
+Each strategy is a small class with a ``name``, registered in ``sim.strategies.QUEUES``.
 """
 
 from __future__ import annotations
@@ -322,6 +322,3 @@ class Conservative:
     def waiting(self) -> int:
         return len(self.by_arrival)
 
-
-QUEUES: dict[str, type] = {strategy.name: strategy for strategy in (Fcfs, Easy, Conservative)}
-import sim.deadline_queue  # noqa: E402,F401  (registers the "deadline" queue of seed 003 in QUEUES)

@@ -19,7 +19,7 @@ from clustermodel.cluster import CPU, GPU
 from sim.events import EventKind, EventQueue
 from sim.ledger import EnergyLedger
 from sim.machine import Machine, NodeChooser, PendingJob, first_fit
-from sim.queues import QUEUES
+from sim.strategies import QUEUES
 from sim.result import JobRecord, ReplayResult
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ class Replay:
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
            progress: Callable[[int, int], None] | None = None,
            chooser: NodeChooser = first_fit) -> ReplayResult:
-    """Replay ``jobs`` on ``cluster`` under the queue strategy ``queue`` (see ``sim.queues.QUEUES``).
+    """Replay ``jobs`` on ``cluster`` under the queue strategy ``queue`` (see ``sim.strategies.QUEUES``).
 
     >>> from clustermodel import Cluster, JobSpec
     >>> jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=2), JobSpec("b", 0.0, 5.0, runtime_s=5.0, cpus=1)]
