@@ -156,10 +156,22 @@ class DeadlineQueue:
         if self._compress:
             self._compress = False
             self._compress_schedule(now_s)
+        due = []
         while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
-            job = self.by_reservation.pop(0)
+            due.append(self.by_reservation.pop(0))
+        # A job planned for no time holds nothing in the plan but holds its nodes for an instant in
+        # the machine: such jobs start first; a job whose nodes one of them holds starts right after
+        # it ends, at the same instant (its end event comes next).
+        machine = self.machine
+        for job in sorted(due, key=lambda job: job.requested_s > 0):
+            nodes = job.node_indices
+            if not (machine.free[nodes] >= job.demand).all():
+                nodes = machine.place(job) if job.requested_s <= 0 else None
+                if nodes is None:
+                    self.by_reservation.add(job)
+                    continue
             self.by_arrival.remove(job)
-            self.machine.start(job, job.node_indices, now_s)
+            machine.start(job, nodes, now_s)
 
     def next_wake_s(self) -> float | None:
         return self.by_reservation[0].reservation_s if self.by_reservation else None
