@@ -25,6 +25,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 import greenslurm
+from greenslurm import cmd_inflate
 from clustermodel import Cluster, InputError
 from sim.metrics import summarize, workload_stats
 from sim.outputs import summary_json_text, write_outputs
@@ -140,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON ('-' for stdout)")
     _verbosity(info, argparse.SUPPRESS)
     info.set_defaults(handler=cmd_traces_info)
+    cmd_inflate.add_parser(commands)
     return parser
 
 

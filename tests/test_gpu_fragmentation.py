@@ -7,7 +7,7 @@ import pytest
 
 from clustermodel.fragmentation import (TargetWorkload, fragmentation_by_class_milli, node_fragmentation_milli,
                                         target_workload)
-from tests.gpu_fixtures import small_workload
+from gpu_fixtures import small_workload
 
 FRAG_CASES = [
     # cpu free, GPU free per GPU, F per class (m0: 500 milli, m1: 1 GPU, m2: CPU only), F(M) = .5 .3 .2

@@ -9,7 +9,7 @@ from clustermodel.gpu_power import (XEON_E5_2682_V4, CpuPackage, cpu_packages, c
                                     gpu_power_w, node_power_w)
 from clustermodel.gpu_state import GpuNodes
 from traces.alibaba import read_nodes
-from tests.gpu_fixtures import alibaba
+from gpu_fixtures import alibaba
 
 CPU_CASES = [
     # capacity vCPUs, free vCPUs, watts (Xeon E5-2682 v4: 16 cores = 32 vCPUs, 15 W idle, 120 W busy)

@@ -19,7 +19,7 @@ from allocation.framework import ScoringFramework
 from allocation.scorers import make_policy, parse_policy, policy_label
 from clustermodel.errors import InputError
 from clustermodel.gpu_state import GpuState, GpuTask
-from tests.gpu_fixtures import CPU_ONLY, SHARE, WHOLE, abc_state, small_workload, t4_cluster
+from gpu_fixtures import CPU_ONLY, SHARE, WHOLE, abc_state, small_workload, t4_cluster
 
 CASES = [
     # scorer, task, points of A, B, C (before rescaling), normalised A, B, C, chosen (node, GPUs)

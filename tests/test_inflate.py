@@ -9,7 +9,7 @@ from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
 from sim.inflate import (SUMMARY_LEVELS_PCT, RunSpec, TaskPool, default_levels, draw_sequence, inflate, mean_by_level,
                          run_many)
 from traces.alibaba import parse_nodes, read_pods
-from tests.gpu_fixtures import alibaba
+from gpu_fixtures import alibaba
 
 
 @pytest.fixture(scope="module")

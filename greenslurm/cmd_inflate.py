@@ -1,0 +1,187 @@
+"""``greenslurm inflate``: the GPU papers' Monte Carlo workload inflation (seeds 000 and 002).
+
+Reads an Alibaba openb node list and pod list, runs every ``--score`` policy for ``--seeds`` seeds in
+parallel on the local cores, writes one CSV row per (policy, seed, arrived-demand level), prints a
+summary table per policy and, with ``--plot``, a PNG.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from allocation.framework import NORMALIZATIONS, TIE_BREAKS
+from allocation.scorers import SCORERS, parse_policy, policy_label
+from clustermodel import InputError
+from clustermodel.fragmentation import COVERAGE
+from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+from sim.inflate import SAMPLINGS, RunSpec, TaskPool, default_levels, run_many
+from sim.inflate_report import plot, summary_tables, write_csv
+from traces.alibaba import read_nodes, read_pods
+
+log = logging.getLogger("greenslurm")
+
+EPILOG = f"""\
+scorers (--score NAME or a weighted mix NAME=W,NAME=W): {', '.join(sorted(SCORERS))}
+
+examples:
+  greenslurm inflate --nodes openb_node_list_gpu_node.csv --pods openb_pod_list_default.csv --score fgd
+  greenslurm inflate --nodes N.csv --pods P.csv --score fgd --score pwr=0.1,fgd=0.9 --seeds 10 --plot out.png
+
+CSV columns: trace, policy, normalization, ties, seed, arrived_pct (arrived GPU demand, % of capacity),
+arrived_gpu, allocated_gpu, grar (allocated / arrived GPU), allocated_gpu_pct, unallocated_gpu_pct,
+eopc_w (all nodes, idle included), eopc_cpu_w, eopc_gpu_w, frag_gpu (sum of F_n(M)), frag_pct_of_free,
+tasks (arrived), failed_tasks.  The formulas and choices: docs/gpu-scoring.md."""
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number > 0, not {text}")
+    return value
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "inflate", help="GPU cluster Monte Carlo inflation: power, allocation and fragmentation per scorer",
+        description="Draw tasks of an Alibaba openb pod list with replacement and place them (no departures)\n"
+                    "with a GPU scoring policy until the arrived GPU demand reaches --until times the\n"
+                    "capacity; report EOPC (W), GRAR, allocated and unallocated GPU and fragmentation\n"
+                    "against the arrived demand, averaged over --seeds runs.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", required=True, metavar="CSV", help="openb node list (sn,cpu_milli,memory_mib,gpu,model)")
+    parser.add_argument("--pods", required=True, metavar="CSV", help="openb pod list (the tasks to draw from)")
+    parser.add_argument("--score", action="append", metavar="POLICY",
+                        help="scorer or weighted mix, e.g. fgd, pwr=0.1,fgd=0.9 (repeat to compare; default fgd)")
+    parser.add_argument("--seeds", type=positive_int, default=10, help="runs per policy (default: %(default)s)")
+    parser.add_argument("--first-seed", type=int, default=42, help="seeds are FIRST, FIRST+1, ... (default: 42)")
+    parser.add_argument("--until", type=positive_float, default=1.3,
+                        help="stop when arrived GPU demand reaches this multiple of capacity (default: %(default)s)")
+    parser.add_argument("--normalization", choices=NORMALIZATIONS, default="paper",
+                        help="paper: the authors' simulator (integer points, their NormalizeScore); "
+                             "clean: raw scores min-max normalised to [0, 1] (default: %(default)s)")
+    parser.add_argument("--ties", choices=TIE_BREAKS, default=None,
+                        help="equal best scores: first node in list order, or a seeded random one "
+                             "(default: first with paper, random with clean)")
+    parser.add_argument("--sampling", choices=SAMPLINGS, default="replacement",
+                        help="replacement: draw tasks with replacement; simulator: every trace task topped up "
+                             "with draws, shuffled (the FGD simulator's tuning) (default: %(default)s)")
+    parser.add_argument("--fgd-coverage", type=positive_float, default=COVERAGE, metavar="FRACTION",
+                        help="FGD target workload: most popular task classes covering this fraction of the "
+                             "tasks (default: %(default)s, the authors' 95 %% threshold; 1 = every class)")
+    parser.add_argument("--step", type=positive_float, default=1.0, metavar="PCT",
+                        help="CSV rows every PCT %% of arrived demand (default: %(default)s)")
+    parser.add_argument("--workers", type=positive_int, default=None,
+                        help="processes (default: the local cores)")
+    parser.add_argument("--csv", metavar="FILE", default="inflate.csv", help="CSV output (default: %(default)s)")
+    parser.add_argument("--plot", metavar="PNG", default=None, help="also plot the curves to PNG (needs matplotlib)")
+    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="log what happens to stderr (-v info, -vv debug)")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def _check_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise InputError("no such file", path=path)
+    if os.path.isdir(path):
+        raise InputError("is a directory, not a CSV file", path=path)
+
+
+def _check_output(path: str | None, flag: str) -> None:
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise InputError(f"is a directory ({flag} wants a file name)", path=path)
+    parent = os.path.dirname(path) or "."
+    if not os.path.isdir(parent):
+        raise InputError(f"cannot write: no directory {parent}", path=path)
+
+
+def load(nodes_path: str, pods_path: str) -> tuple[GpuNodes, TaskPool]:
+    """The GPU cluster of a node list and the tasks of a pod list (InputError on anything unusable)."""
+    for path in (nodes_path, pods_path):
+        _check_file(path)
+    try:
+        nodes = GpuNodes.from_cluster(read_nodes(nodes_path))
+        trace = read_pods(pods_path)
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", path=pods_path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=exc.filename or nodes_path) from None
+    if nodes.gpu_capacity_milli <= 0:
+        raise InputError("the node list has no GPUs", path=nodes_path)
+    if not trace.jobs:
+        raise InputError(f"no usable pods ({trace.records_read} records read)", path=pods_path)
+    pool = TaskPool.from_tasks([gpu_task_from_job(job) for job in trace.jobs])
+    if not pool.demand_milli.any():
+        raise InputError("no pod asks for a GPU: GPU demand can never reach the target", path=pods_path)
+    skipped = sum(trace.skipped.values())
+    log.info("%d nodes (%d GPUs) from %s; %d pods (%d skipped) of %d shapes from %s", nodes.size,
+             nodes.gpu_capacity_milli // 1000, nodes_path, pool.size, skipped, len(pool.shapes), pods_path)
+    return nodes, pool
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    policies = [policy_label(spec) for spec in (args.score or ["fgd"])]
+    for spec in policies:
+        parse_policy(spec)
+    if len(set(policies)) != len(policies):
+        raise InputError("the same policy is given twice", path="--score")
+    if args.fgd_coverage > 1:
+        raise InputError("must be a fraction in (0, 1]", path="--fgd-coverage")
+    _check_output(args.csv, "--csv")
+    _check_output(args.plot, "--plot")
+    nodes, pool = load(args.nodes, args.pods)
+    trace = Path(args.pods).stem.removeprefix("openb_pod_list_")
+    specs = [RunSpec(policy, args.first_seed + i, args.normalization, trace, args.ties)
+             for policy in policies for i in range(args.seeds)]
+    started = time.perf_counter()
+    show = not args.no_progress and console.is_terminal
+    with _progress(console, show, len(specs)) as progress:
+        rows = run_many(nodes, {trace: pool}, specs, until=args.until, sampling=args.sampling,
+                        levels=default_levels(args.until, args.step), workers=args.workers, progress=progress,
+                        coverage=args.fgd_coverage)
+    elapsed = time.perf_counter() - started
+    log.info("%d runs in %.1f s", len(specs), elapsed)
+    for table in summary_tables(rows):
+        console.print(table)
+    console.print(f"{len(specs)} runs ({len(policies)} polic{'ies' if len(policies) > 1 else 'y'} x {args.seeds} "
+                  f"seeds) on {nodes.size} nodes, {nodes.gpu_capacity_milli // 1000} GPUs in {elapsed:.1f} s",
+                  style="dim")
+    try:
+        console.print(f"wrote {escape(str(write_csv(rows, args.csv)))}", style="dim")
+        if args.plot:
+            console.print(f"wrote {escape(str(plot(rows, args.plot)))}", style="dim")
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", path=exc.filename or args.csv) from None
+    except ImportError as exc:
+        raise InputError(str(exc), path="--plot") from None
+    return 0
+
+
+@contextlib.contextmanager
+def _progress(console: Console, enabled: bool, runs: int):
+    if not enabled:
+        yield None
+        return
+    with Progress(TextColumn(f"inflating ({runs} runs)"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("inflate", total=1.0)
+        yield lambda fraction: progress.update(task, completed=fraction)
