@@ -1,0 +1,261 @@
+"""A real Slurm cluster on this machine, for tests and benchmarks: munged, slurmctld and one slurmd
+per node, all on loopback with their own ports, all state under one directory.
+
+Debian 12 / Slurm 22.05 facts this relies on (see DESIGN.md, "Real Slurm, on one machine"):
+daemons run under their plain argv[0] names (Slurm silently drops node GRES otherwise), GPUs are
+``Gres=gpu:N`` with ``File=`` pointing at character devices made by ``mknod``, one ``slurmd -N``
+per node with its own ``Port=``, ``SlurmdParameters=config_overrides``, ``SlurmUser=root``,
+``proctrack/linuxproc`` and ``task/none``, no accounting.  munged gets its own socket (``AuthInfo``)
+so that clusters of different tests, or another munged on the machine, never meet.
+
+Everything started is stopped by :meth:`SlurmCluster.stop` (also on a failed start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("greenslurm.tests.slurm")
+
+SBIN = Path("/usr/sbin")
+BINARIES = ("munged", "slurmctld", "slurmd", "slurmstepd", "sbatch", "squeue", "sinfo", "scontrol")
+LUA_SOCKET = Path("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so")
+JOB_SUBMIT_LUA_SO = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/job_submit_lua.so")
+
+
+def missing_binaries() -> list[str]:
+    """What is missing to start a real cluster here (empty: all present)."""
+    missing = [name for name in BINARIES if shutil.which(name, path=f"/usr/sbin:/usr/bin:{os.environ.get('PATH', '')}") is None]
+    if not JOB_SUBMIT_LUA_SO.exists():
+        missing.append(str(JOB_SUBMIT_LUA_SO))
+    if not LUA_SOCKET.exists() and not any(Path(p).exists() for p in ("/usr/lib/lua/5.1/socket/unix.so",)):
+        missing.append("lua-socket (socket/unix.so)")
+    return missing
+
+
+def skip_reason() -> str | None:
+    """Why real-Slurm tests cannot run here, or None."""
+    missing = missing_binaries()
+    if missing:
+        return ("real Slurm not installed (missing: " + ", ".join(missing) +
+                "); scripts/test installs munge slurmctld slurmd slurm-client lua-socket with apt")
+    if os.geteuid() != 0:
+        return "real-Slurm tests start slurmctld/slurmd with SlurmUser=root and need root"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class NodeDef:
+    name: str
+    cpus: int = 4
+    memory_mb: int = 4000
+    gpus: int = 0
+
+
+DEFAULT_NODES = (NodeDef("n1", 4, 4000, 2), NodeDef("n2", 4, 4000, 2), NodeDef("n3", 4, 4000), NodeDef("n4", 4, 4000))
+
+
+class SlurmCluster:
+    def __init__(self, root: Path, nodes=DEFAULT_NODES, job_submit_lua: str | None = None,
+                 cli_filter_lua: str | None = None) -> None:
+        self.root = Path(root)
+        self.nodes = tuple(nodes)
+        self.job_submit_lua = job_submit_lua
+        self.cli_filter_lua = cli_filter_lua
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.munged_pid: int | None = None
+        self.etc = self.root / "etc"
+        self.conf = self.etc / "slurm.conf"
+        self.munge_socket = self.root / "munge" / "munge.socket"
+        self.env = dict(os.environ, SLURM_CONF=str(self.conf))
+        self.env["PATH"] = "/usr/sbin:/usr/bin:" + os.environ.get("PATH", "")
+
+    # -- files -----------------------------------------------------------------------------------
+    def _write_config(self) -> None:
+        for sub in ("etc", "state", "spool", "log", "munge", "dev", "run"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        self.ctld_port = free_port()
+        lines = [
+            "ClusterName=greenslurm-test",
+            "SlurmctldHost=localhost",
+            f"SlurmctldPort={self.ctld_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={self.munge_socket}",
+            f"StateSaveLocation={self.root / 'state'}",
+            f"SlurmdSpoolDir={self.root / 'spool'}/%n",
+            f"SlurmctldPidFile={self.root / 'run' / 'slurmctld.pid'}",
+            f"SlurmdPidFile={self.root / 'run'}/slurmd-%n.pid",
+            f"SlurmctldLogFile={self.root / 'log' / 'slurmctld.log'}",
+            f"SlurmdLogFile={self.root / 'log'}/slurmd-%n.log",
+            "SlurmctldDebug=info",
+            "SlurmdDebug=info",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "ReturnToService=2",
+            "SlurmdParameters=config_overrides",
+            "MpiDefault=none",
+            "SwitchType=switch/none",
+            "JobCompType=jobcomp/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "GresTypes=gpu",
+            "MinJobAge=300",
+            "SchedulerParameters=sched_interval=1,bf_interval=1",
+        ]
+        if self.job_submit_lua is not None:
+            lines.append("JobSubmitPlugins=lua")
+            (self.etc / "job_submit.lua").write_text(self.job_submit_lua)
+        if self.cli_filter_lua is not None:
+            lines.append("CliFilterPlugins=lua")
+            (self.etc / "cli_filter.lua").write_text(self.cli_filter_lua)
+        gres = []
+        for node in self.nodes:
+            port = free_port()
+            spec = f"NodeName={node.name} NodeHostname=localhost Port={port} CPUs={node.cpus} RealMemory={node.memory_mb}"
+            if node.gpus:
+                spec += f" Gres=gpu:{node.gpus}"
+                files = []
+                for i in range(node.gpus):
+                    dev = self.root / "dev" / f"{node.name}-gpu{i}"
+                    if not dev.exists():
+                        os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))   # a character device, like /dev/null
+                    files.append(str(dev))
+                gres.append(f"NodeName={node.name} Name=gpu File={','.join(files)}")
+            lines.append(spec + " State=UNKNOWN")
+        lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+        self.conf.write_text("\n".join(lines) + "\n")
+        (self.etc / "gres.conf").write_text("\n".join(gres) + "\n")
+        (self.etc / "cgroup.conf").write_text("")
+
+    # -- daemons ---------------------------------------------------------------------------------
+    def _spawn(self, name: str, argv0: str, args: list[str]) -> subprocess.Popen:
+        out = open(self.root / "log" / f"{name}.out", "ab")
+        proc = subprocess.Popen([argv0, *args], executable=str(SBIN / argv0), env=self.env, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        out.close()
+        self.procs.append((name, proc))
+        return proc
+
+    def start(self, timeout_s: float = 30.0) -> "SlurmCluster":
+        try:
+            self._write_config()
+            self._start_munged()
+            self._spawn("slurmctld", "slurmctld", ["-D", "-i", "-f", str(self.conf)])
+            for node in self.nodes:
+                self._spawn(f"slurmd-{node.name}", "slurmd", ["-D", "-N", node.name, "-f", str(self.conf)])
+            self.wait_idle(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_munged(self) -> None:
+        munge_dir = self.root / "munge"
+        os.chmod(munge_dir, 0o700)
+        subprocess.run([str(SBIN / "munged"), "--force", f"--socket={self.munge_socket}",
+                        f"--pid-file={munge_dir / 'munged.pid'}", f"--log-file={munge_dir / 'munged.log'}",
+                        f"--seed-file={munge_dir / 'munged.seed'}"], check=True, env=self.env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
+        self.munged_pid = int((munge_dir / "munged.pid").read_text().strip())
+
+    def run(self, *args: str, check: bool = True, timeout: float = 30.0, env: dict | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(list(args), env=env or self.env, capture_output=True, text=True, check=check,
+                              timeout=timeout, input=input)
+
+    def wait_idle(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            for name, proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited with {proc.returncode}; see {self.root / 'log'}")
+            result = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False, timeout=10)
+            last = result.stdout + result.stderr
+            states = dict(line.split() for line in result.stdout.splitlines() if line.strip())
+            if len(states) == len(self.nodes) and all(s == "idle" for s in states.values()):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"nodes not idle after {timeout_s} s: {last.strip()}")
+
+    def sbatch(self, *args: str, script: str = "#!/bin/sh\ntrue\n", check: bool = False,
+               env: dict | None = None, timeout: float = 30.0) -> subprocess.CompletedProcess:
+        return self.run("sbatch", "--parsable", *args, check=check, input=script, env=env, timeout=timeout)
+
+    def job(self, job_id: str) -> dict[str, str]:
+        """``scontrol -o show job`` as a dict (values as strings)."""
+        out = self.run("scontrol", "-o", "show", "job", str(job_id)).stdout.strip()
+        fields: dict[str, str] = {}
+        for token in out.split(" "):
+            key, sep, value = token.partition("=")
+            if sep:
+                fields[key] = value
+            elif fields:
+                last = next(reversed(fields))
+                fields[last] += " " + token
+        return fields
+
+    def wait_job_state(self, job_id: str, states=("COMPLETED",), timeout_s: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout_s
+        state = ""
+        while time.monotonic() < deadline:
+            state = self.job(job_id).get("JobState", "")
+            if state in states:
+                return state
+            time.sleep(0.1)
+        raise AssertionError(f"job {job_id} is {state}, not {states} after {timeout_s} s")
+
+    def squeue_json(self) -> dict:
+        return json.loads(self.run("squeue", "--json").stdout)
+
+    def log_text(self) -> str:
+        path = self.root / "log" / "slurmctld.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        for name, proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for name, proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop; killing it", name)
+                proc.kill()
+                proc.wait(timeout=5)
+        self.procs.clear()
+        # slurmstepd processes of jobs still running belong to the nodes' sessions; end them by pid
+        for pid_file in (self.root / "run").glob("*.pid"):
+            pid_file.unlink(missing_ok=True)
+        if self.munged_pid is not None:
+            try:
+                os.kill(self.munged_pid, 15)
+            except ProcessLookupError:
+                pass
+            for _ in range(50):
+                try:
+                    os.kill(self.munged_pid, 0)
+                except ProcessLookupError:
+                    break
+                time.sleep(0.05)
+            self.munged_pid = None
