@@ -25,6 +25,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 import greenslurm
+from greenslurm import cmd_sweep
 from greenslurm import cmd_inflate
 from clustermodel import Cluster, InputError
 from sim.metrics import summarize, workload_stats
@@ -142,6 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(info, argparse.SUPPRESS)
     info.set_defaults(handler=cmd_traces_info)
     cmd_inflate.add_parser(commands)
+    for study_command in (cmd_sweep,):
+        _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
     return parser
 
 

@@ -1,0 +1,104 @@
+"""``greenslurm sweep SPEC.toml``: run a grid of replays in parallel, resumable (see :mod:`greenslurm.sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from clustermodel import InputError
+from greenslurm.sweep import PARAMETERS, load_spec, run_sweep
+
+EPILOG = """\
+examples:
+  greenslurm sweep study.toml                         local processes, one per core
+  greenslurm sweep study.toml --dask local            a Dask LocalCluster on 127.0.0.1 for this run
+  greenslurm sweep study.toml --dask tcp://10.0.0.5:8786   an existing Dask scheduler
+  greenslurm sweep study.toml --max-cells 100         stop after 100 new cells; rerun to continue
+
+Finished cells are kept in RESULTS/cells/<id>.json (id = hash of the cell); a rerun skips them.
+All finished cells are combined into RESULTS/results.parquet.
+
+parameters ([grid] keys):
+""" + "\n".join(f"  {k:<17} {v}" for k, v in PARAMETERS.items()) + \
+    "\n  option.NAME       a queue option, e.g. option.allocation = [\"bestfit\", \"minidle\"]"
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "sweep", help="run a grid of traces x policies x parameters x seeds (local cores or Dask), resumable",
+        description="Replay every cell of the grid described in SPEC (TOML) and write one Parquet table\n"
+                    "of results. Cells run in parallel on local cores, or on a Dask cluster.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("spec", metavar="SPEC", help="the sweep spec (TOML)")
+    parser.add_argument("--results", metavar="DIR", default=None,
+                        help="results directory (default: [sweep] results, else SPEC's name + '-results' "
+                             "next to SPEC)")
+    parser.add_argument("--workers", "-j", type=int, default=None,
+                        help="local processes, or Dask workers with --dask local (default: CPU count)")
+    parser.add_argument("--dask", metavar="ADDRESS", default=None,
+                        help="run on a Dask cluster: tcp://HOST:PORT, or 'local' for a LocalCluster on loopback")
+    parser.add_argument("--max-cells", type=int, default=None, metavar="N",
+                        help="run at most N new cells, then stop (a rerun continues)")
+    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def results_dir(args: argparse.Namespace, spec) -> Path:
+    if args.results:
+        return Path(args.results)
+    if spec.results:
+        return Path(spec.base_dir) / spec.results
+    return Path(args.spec).with_name(Path(args.spec).stem + "-results")
+
+
+@contextlib.contextmanager
+def _bar(console: Console, enabled: bool):
+    if not enabled:
+        yield None
+        return
+    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False) as progress:
+        task = progress.add_task("sweep", total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield update
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    spec = load_spec(args.spec)
+    out = results_dir(args, spec)
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a directory", path=str(out))
+    if args.dask and args.dask != "local" and "://" not in args.dask:
+        raise InputError("--dask wants tcp://HOST:PORT or 'local'", path="<command line>", field="dask")
+
+    def started(total: int, skipped: int, where: str) -> None:
+        console.print(f"sweep {escape(spec.name)}: {total} cells, {skipped} already done, "
+                      f"{total - skipped} to run on {where}", highlight=False)
+
+    with _bar(console, not args.no_progress and console.is_terminal) as progress:
+        outcome = run_sweep(spec, out, workers=args.workers, dask=args.dask, max_cells=args.max_cells,
+                            progress=progress, on_start=started)
+    console.print(f"ran {outcome.ran} cells in {outcome.elapsed_s:.1f} s; {outcome.skipped + outcome.ran} of "
+                  f"{outcome.total} done", highlight=False)
+    for cid, error in sorted(outcome.failed.items()):
+        console.print(f"cell {cid} failed: {escape(error)}", style="red", highlight=False)
+    console.print(f"wrote {escape(str(outcome.results))}", style="dim")
+    if outcome.interrupted:
+        console.print("interrupted: rerun the same command to continue", style="yellow")
+        return 130
+    if outcome.failed:
+        return 1
+    if not outcome.complete:
+        console.print(f"{outcome.total - outcome.skipped - outcome.ran} cells left: rerun to continue",
+                      style="yellow")
+    return 0

@@ -1,0 +1,527 @@
+"""Sweeps: a grid of traces x policies x parameters x seeds, one replay per cell, resumable.
+
+A *cell* is a plain, JSON-ready dict ``{"trace": ..., "policy": ..., "params": ..., "seed": ...}``;
+:func:`run_cell` turns one cell into one flat row of figures (the replay's summary plus the cell's
+identity).  Nothing else runs a replay, so a policy that registers itself in ``sim.strategies.QUEUES``
+(with its constructor options) is available to sweeps, ``whatif`` and ``report`` without any change
+here.
+
+Resuming: every finished cell is written to ``RESULTS/cells/<cell_id>.json`` (atomically: a temporary
+file renamed into place) and one line is appended to ``RESULTS/ledger.jsonl``.  ``cell_id`` is a stable
+hash of the cell (sorted-key JSON, SHA-256), so a rerun of the same spec skips every cell with a file
+and runs only the rest.  At the end all finished cells of the spec are combined into
+``RESULTS/results.parquet`` (one row per cell, ordered by trace, policy, parameters, seed).
+
+Spec file (TOML; paths are relative to the spec file)::
+
+    [sweep]
+    name = "loads"
+    seeds = 3                      # or a list: [0, 1, 2]
+
+    [[trace]]
+    name = "synthetic"
+    synthetic = { jobs = 100 }     # seeded per cell (traces.synthetic.synthetic_jobs)
+    cluster = { nodes = 8, cpus = 4 }   # or a cluster TOML file: cluster = "cluster.toml"
+
+    [[trace]]
+    name = "kth"
+    path = "KTH.swf"               # any trace format; format = "swf" to say so; limit = 500 (first jobs)
+
+    [[policy]]
+    name = "easy"
+    queue = "easy"
+
+    [[policy]]
+    name = "greedy-bestfit"
+    queue = "deadline"
+    options = { acceptance = "greedy", allocation = "bestfit" }
+
+    [grid]                         # every combination of the values (see PARAMETERS)
+    load = [0.5, 0.9]
+    slack = [0.5, 1.0]
+
+>>> spec = parse_spec('''
+... [sweep]
+... seeds = 2
+... [[trace]]
+... name = "s"
+... synthetic = { jobs = 20 }
+... cluster = { nodes = 2, cpus = 4 }
+... [[policy]]
+... name = "fcfs"
+... queue = "fcfs"
+... [[policy]]
+... name = "easy"
+... queue = "easy"
+... [grid]
+... load = [0.5, 0.9]
+... ''')
+>>> len(spec.cells())          # 1 trace x 2 policies x 2 loads x 2 seeds
+8
+>>> row = run_cell(spec.cells()[0])
+>>> row["policy"], row["seed"], row["load"], row["jobs_completed"]
+('fcfs', 0, 0.5, 20)
+>>> cell_id(spec.cells()[0]) == cell_id(parse_spec(spec.text).cells()[0])
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+import math
+import os
+import time
+import tomllib
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from clustermodel import Cluster, InputError, JobSpec
+
+CELLS_DIR = "cells"
+LEDGER = "ledger.jsonl"
+RESULTS_PARQUET = "results.parquet"
+FAILED_DIR = "failed"
+
+# Parameters a [grid] (or a trace's or policy's `params`) may vary, with what they do.
+PARAMETERS: dict[str, str] = {
+    "jobs": "synthetic traces: number of jobs",
+    "load": "synthetic traces: offered load (arrival rate x mean work / CPUs)",
+    "runtime_median_s": "synthetic traces: median runtime (s)",
+    "limit": "any trace: keep only the first N jobs (by submit time)",
+    "slack": "deadlines: geometric mean slack eps, d = r + (1 + eps_j) p, eps_j log-normal (seed 003)",
+    "slack_sigma": "deadlines: log-scale deviation of the slack (default eps / 2.5)",
+    "supply": "renewable supply: 'solar' or 'wind' (synthetic, seeded), for the energy split and renewable modes",
+    "supply_peak": "renewable supply peak as a share of the cluster's maximum power (default 0.5)",
+}
+OPTION_PREFIX = "option."     # grid keys "option.NAME" vary a queue option (e.g. option.allocation)
+
+
+# -- the spec ---------------------------------------------------------------------------------------
+@dataclass
+class SweepSpec:
+    name: str
+    traces: list[dict]
+    policies: list[dict]
+    grid: dict[str, list]
+    seeds: list[int]
+    base_dir: str = "."
+    text: str = ""
+    results: str | None = None
+
+    def cells(self) -> list[dict]:
+        """Every cell, in a stable order: trace, policy, grid values (in key order), seed."""
+        keys = list(self.grid)
+        combos = list(itertools.product(*(self.grid[k] for k in keys))) or [()]
+        cells = []
+        for trace in self.traces:
+            for policy in self.policies:
+                for combo in combos:
+                    params = {**trace.get("params", {}), **policy.get("params", {}), **dict(zip(keys, combo))}
+                    options = dict(policy.get("options", {}))
+                    for key in [k for k in params if k.startswith(OPTION_PREFIX)]:
+                        options[key[len(OPTION_PREFIX):]] = params[key]
+                    for seed in self.seeds:
+                        cells.append({"trace": {k: v for k, v in trace.items() if k != "params"},
+                                      "policy": {"name": policy["name"], "queue": policy["queue"],
+                                                 "options": options},
+                                      "params": params, "seed": seed})
+        return cells
+
+
+def _fail(message: str, path: str, field: str | None = None):
+    raise InputError(message, path=path, field=field)
+
+
+def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> SweepSpec:
+    """A sweep spec from its TOML text; every mistake is an InputError naming the field."""
+    from sim.strategies import QUEUES
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        _fail(f"not valid TOML: {exc}", path)
+    head = data.get("sweep", {})
+    seeds = head.get("seeds", 1)
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        if seeds < 1:
+            _fail("seeds must be >= 1", path, "sweep.seeds")
+        seeds = list(range(seeds))
+    elif not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)):
+        _fail("seeds must be a count or a list of integers", path, "sweep.seeds")
+    traces = data.get("trace")
+    if not isinstance(traces, list) or not traces:
+        _fail("no [[trace]] table", path, "trace")
+    resolved_traces = []
+    for i, trace in enumerate(traces):
+        where = f"trace[{i}]"
+        trace = dict(trace)
+        trace.setdefault("name", Path(trace["path"]).stem if "path" in trace else f"trace{i}")
+        if ("path" in trace) == ("synthetic" in trace):
+            _fail("give either path = FILE or synthetic = {...}", path, where)
+        if "path" in trace:
+            trace["path"] = str((Path(base_dir) / trace["path"]).resolve())
+        cluster = trace.get("cluster")
+        if isinstance(cluster, str):
+            trace["cluster"] = str((Path(base_dir) / cluster).resolve())
+        elif cluster is None and "synthetic" in trace:
+            _fail("a synthetic trace needs cluster = {nodes = N, cpus = C} or a cluster file", path, where)
+        for key in trace.get("params", {}):
+            _check_param(key, path, f"{where}.params")
+        resolved_traces.append(trace)
+    policies = data.get("policy")
+    if not isinstance(policies, list) or not policies:
+        _fail("no [[policy]] table", path, "policy")
+    resolved_policies = []
+    for i, policy in enumerate(policies):
+        where = f"policy[{i}]"
+        policy = dict(policy)
+        queue = policy.get("queue", policy.get("name"))
+        if queue not in QUEUES:
+            _fail(f"unknown queue {queue!r}; choose from {', '.join(QUEUES)}", path, f"{where}.queue")
+        policy["queue"] = queue
+        policy.setdefault("name", queue)
+        policy.setdefault("options", {})
+        for key in policy.get("params", {}):
+            _check_param(key, path, f"{where}.params")
+        resolved_policies.append(policy)
+    names = [p["name"] for p in resolved_policies]
+    if len(set(names)) != len(names):
+        _fail(f"policy names must differ: {names}", path, "policy")
+    grid = data.get("grid", {})
+    for key, values in grid.items():
+        _check_param(key, path, "grid")
+        if not isinstance(values, list) or not values:
+            _fail(f"grid {key} must be a non-empty list", path, f"grid.{key}")
+    return SweepSpec(name=str(head.get("name", Path(path).stem)), traces=resolved_traces,
+                     policies=resolved_policies, grid={k: list(v) for k, v in grid.items()}, seeds=list(seeds),
+                     base_dir=base_dir, text=text, results=head.get("results"))
+
+
+def _check_param(key: str, path: str, where: str) -> None:
+    if key not in PARAMETERS and not key.startswith(OPTION_PREFIX):
+        _fail(f"unknown parameter {key!r}; known: {', '.join(PARAMETERS)} or option.NAME", path, where)
+
+
+def load_spec(path: str) -> SweepSpec:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        _fail("no such file", path)
+    except IsADirectoryError:
+        _fail("is a directory, not a sweep spec", path)
+    except OSError as exc:
+        _fail(f"cannot read: {exc.strerror or exc}", path)
+    return parse_spec(text, path=path, base_dir=str(Path(path).resolve().parent))
+
+
+def cell_id(cell: Mapping) -> str:
+    """A stable hash of the cell: the same cell has the same id in any process, on any day.
+
+    >>> cell_id({"seed": 1, "params": {}}) == cell_id({"params": {}, "seed": 1})
+    True
+    """
+    text = json.dumps(cell, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+# -- one cell -------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _read(path: str, fmt: str | None, columns: tuple | None):
+    from traces import read_trace
+    return read_trace(path, fmt, columns=list(columns) if columns else None)
+
+
+@functools.lru_cache(maxsize=16)
+def _cluster_file(path: str) -> Cluster:
+    return Cluster.from_toml_file(path)
+
+
+def build_cluster(spec: Any) -> Cluster:
+    """A cluster from a TOML file path or an inline table ``{nodes, cpus, gpus?, memory_mb?, idle_w?, busy_w?}``."""
+    if isinstance(spec, str):
+        return _cluster_file(spec)
+    spec = dict(spec)
+    count = int(spec.pop("nodes"))
+    cpus = int(spec.pop("cpus"))
+    name = str(spec.pop("name", f"{count}x{cpus}"))
+    return Cluster.homogeneous(count, cpus=cpus, name=name, **spec)
+
+
+def cell_workload(cell: Mapping) -> tuple[list[JobSpec], Cluster, Any]:
+    """The jobs, the cluster and the renewable supply (or None) of a cell."""
+    trace, params, seed = cell["trace"], cell["params"], int(cell["seed"])
+    cluster = build_cluster(trace["cluster"]) if trace.get("cluster") is not None else None
+    if "synthetic" in trace:
+        from traces.synthetic import synthetic_jobs
+        options = {**trace["synthetic"]}
+        count = int(params.get("jobs", options.pop("jobs", 100)))
+        options.pop("jobs", None)
+        for key in ("load", "runtime_median_s"):
+            if key in params:
+                options[key] = params[key]
+        jobs = synthetic_jobs(count, total_cpus=cluster.total_cpus, seed=seed,
+                              **{"max_job_cpus": cluster.max_node_cpus * cluster.size, **options})
+    else:
+        columns = trace.get("columns")
+        result = _read(trace["path"], trace.get("format"), tuple(columns) if columns else None)
+        jobs = sorted(result.jobs, key=lambda job: job.submit_s)
+        if cluster is None:
+            cluster = result.cluster_hint()
+            if cluster is None:
+                raise InputError("the trace does not describe its cluster; give cluster = FILE", path=trace["path"])
+    limit = params.get("limit", trace.get("limit"))
+    if limit is not None:
+        jobs = jobs[:int(limit)]
+    if "slack" in params:
+        from traces.deadlines import with_deadlines
+        jobs = with_deadlines(jobs, eps=float(params["slack"]), sigma=params.get("slack_sigma"), seed=seed)
+    supply = make_supply(params, jobs, cluster, seed)
+    return jobs, cluster, supply
+
+
+def make_supply(params: Mapping, jobs: Sequence[JobSpec], cluster: Cluster, seed: int):
+    kind = params.get("supply")
+    if not kind or not jobs:
+        return None
+    from clustermodel.renewable import max_power_w, solar_supply, wind_supply
+    start = min(j.submit_s for j in jobs)
+    end = max(j.submit_s for j in jobs) + 4 * max(j.requested_time_s for j in jobs) + 86400.0
+    peak = float(params.get("supply_peak", 0.5)) * max_power_w(cluster)
+    if kind == "solar":
+        return solar_supply(start, end, peak, seed=seed)
+    if kind == "wind":
+        return wind_supply(start, end, peak, seed=seed)
+    raise ValueError(f"unknown supply {kind!r}; choose solar or wind")
+
+
+def replay_policy(jobs: Sequence[JobSpec], cluster: Cluster, queue: str, options: Mapping | None = None,
+                  supply=None, progress: Callable[[int, int], None] | None = None):
+    """Replay under a queue strategy with its options (a supply is handed to strategies that take one)."""
+    import inspect
+
+    from sim.replay import Replay
+    from sim.strategies import QUEUES
+    options = dict(options or {})
+    strategy = QUEUES[queue]
+    accepted = inspect.signature(strategy).parameters
+    if supply is not None and "supply" in accepted:
+        options.setdefault("supply", supply)
+    return Replay(jobs, cluster, queue, progress=progress, strategy_options=options).run()
+
+
+def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dict:
+    """The replay's summary as one flat row of numbers (what sweeps, what-if and reports compare)."""
+    from sim.metrics import summarize
+    summary = summarize(result, **summary_args)
+    row = {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
+    row["cluster_name"] = summary["cluster"]["name"]
+    row["cluster_nodes"] = summary["cluster"]["nodes"]
+    row["cluster_cpus"] = summary["cluster"]["cpus"]
+    rejected = list(getattr(result, "rejected", ()) or ())
+    row["rejected"] = len(rejected)
+    offered = math.fsum(j.cpus * j.run_for_s for j in jobs if math.isfinite(j.run_for_s))
+    ran = {r.job_id for r in result.records}
+    accepted = math.fsum(j.cpus * j.run_for_s for j in jobs if j.job_id in ran and math.isfinite(j.run_for_s))
+    row["offered_cpu_hours"] = offered / 3600.0
+    row["accepted_load_share"] = accepted / offered if offered > 0 else None
+    # Performance ratio (seed 003) with the total offered load as the upper bound on acceptable load.
+    row["performance_ratio"] = offered / accepted if accepted > 0 else None
+    row["deadline_miss_share"] = (row["deadline_missed"] / row["deadline_jobs"]) if row.get("deadline_jobs") else None
+    if supply is not None and len(result.power_w):
+        from clustermodel.power import joules_to_kwh
+        from clustermodel.renewable import split_energy
+        split = split_energy(result.power_times_s[:len(result.power_w)], result.power_w, result.energy.end_s, supply)
+        row["renewable_kwh"] = joules_to_kwh(split.renewable_j)
+        row["grid_kwh"] = joules_to_kwh(split.grid_j)
+        row["curtailed_kwh"] = joules_to_kwh(split.curtailed_j)
+        row["renewable_share"] = split.renewable_share
+    return row
+
+
+def run_cell(cell: Mapping) -> dict:
+    """Run one cell: ``(trace, policy and its options, parameters, seed) -> one flat row``."""
+    started = time.perf_counter()
+    jobs, cluster, supply = cell_workload(cell)
+    policy = cell["policy"]
+    result = replay_policy(jobs, cluster, policy["queue"], policy.get("options"), supply)
+    row = {"cell_id": cell_id(cell), "trace": cell["trace"]["name"], "policy": policy["name"],
+           "queue_name": policy["queue"], "options": json.dumps(policy.get("options", {}), sort_keys=True),
+           "seed": int(cell["seed"]), **cell["params"]}
+    row.update(figures(result, jobs, supply))
+    row["elapsed_s"] = time.perf_counter() - started
+    return row
+
+
+def _safe_run(cell: Mapping) -> tuple[str, dict | None, str | None]:
+    try:
+        return cell_id(cell), run_cell(cell), None
+    except Exception as exc:       # a failed cell is reported and retried on the next run
+        return cell_id(cell), None, f"{type(exc).__name__}: {exc}"
+
+
+# -- the store ------------------------------------------------------------------------------------
+class ResultStore:
+    """One JSON file per finished cell, a ledger of finished cells, the combined Parquet table."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.dir = Path(directory)
+        self.cells_dir = self.dir / CELLS_DIR
+        self.cells_dir.mkdir(parents=True, exist_ok=True)
+
+    def done(self) -> set[str]:
+        return {p.stem for p in self.cells_dir.glob("*.json")}
+
+    def save(self, cid: str, cell: Mapping, row: Mapping) -> None:
+        path = self.cells_dir / f"{cid}.json"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"cell": cell, "row": row}, sort_keys=True, default=_json_default))
+        os.replace(tmp, path)
+        with open(self.dir / LEDGER, "a", encoding="utf-8") as ledger:
+            ledger.write(json.dumps({"cell_id": cid, "pid": os.getpid(), "time": time.time()}) + "\n")
+        failed = self.dir / FAILED_DIR / f"{cid}.json"
+        if failed.exists():
+            failed.unlink()
+
+    def save_failure(self, cid: str, cell: Mapping, error: str) -> None:
+        folder = self.dir / FAILED_DIR
+        folder.mkdir(exist_ok=True)
+        (folder / f"{cid}.json").write_text(json.dumps({"cell": cell, "error": error}, sort_keys=True))
+
+    def rows(self, ids: Iterable[str] | None = None) -> list[dict]:
+        wanted = None if ids is None else set(ids)
+        rows = []
+        for path in sorted(self.cells_dir.glob("*.json")):
+            if wanted is not None and path.stem not in wanted:
+                continue
+            rows.append(json.loads(path.read_text())["row"])
+        return rows
+
+    def combine(self, cells: Sequence[Mapping]) -> Path:
+        order = {cell_id(c): i for i, c in enumerate(cells)}
+        rows = sorted(self.rows(order), key=lambda r: order[r["cell_id"]])
+        frame = pd.DataFrame(rows)
+        path = self.dir / RESULTS_PARQUET
+        frame.to_parquet(path, index=False)
+        return path
+
+
+def _json_default(value):
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+# -- running a sweep ------------------------------------------------------------------------------
+@dataclass
+class SweepOutcome:
+    total: int
+    skipped: int                       # already finished before this run
+    ran: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    interrupted: bool = False
+    results: Path | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.skipped + self.ran == self.total
+
+
+def run_sweep(spec: SweepSpec, results_dir: str | Path, *, workers: int | None = None, dask: str | None = None,
+              max_cells: int | None = None,
+              progress: Callable[[int, int], None] | None = None,
+              on_start: Callable[[int, int, str], None] | None = None) -> SweepOutcome:
+    """Run the cells of ``spec`` not yet in ``results_dir``; combine all finished cells at the end.
+
+    ``workers``: local processes (default: CPU count; 1 runs in this process).  ``dask``: a scheduler
+    address ``tcp://host:port``, or ``"local"`` for a LocalCluster on loopback for this run only.
+    ``max_cells``: stop after this many new cells (the rest is left for the next run).
+    ``progress(done, total)`` is called as cells finish (done counts skipped cells too).
+    """
+    started = time.perf_counter()
+    store = ResultStore(results_dir)
+    cells = spec.cells()
+    by_id = {cell_id(c): c for c in cells}
+    finished = store.done() & set(by_id)
+    todo = [c for c in cells if cell_id(c) not in finished]
+    if max_cells is not None:
+        todo = todo[:max(0, max_cells)]
+    outcome = SweepOutcome(total=len(by_id), skipped=len(finished))
+    if on_start is not None:
+        on_start(len(by_id), len(finished), "dask" if dask else f"{_workers(workers)} local processes")
+    done = len(finished)
+    if progress is not None:
+        progress(done, len(by_id))
+
+    def finish(cid: str, row: dict | None, error: str | None) -> None:
+        nonlocal done
+        if row is None:
+            outcome.failed[cid] = error or "failed"
+            store.save_failure(cid, by_id[cid], outcome.failed[cid])
+        else:
+            store.save(cid, by_id[cid], row)
+            outcome.ran += 1
+        done += 1
+        if progress is not None:
+            progress(done, len(by_id))
+
+    try:
+        if dask:
+            _run_dask(todo, dask, workers, finish)
+        elif _workers(workers) <= 1 or len(todo) <= 1:
+            for cell in todo:
+                finish(*_safe_run(cell))
+        else:
+            _run_local(todo, _workers(workers), finish)
+    except KeyboardInterrupt:
+        outcome.interrupted = True
+    finally:
+        outcome.results = store.combine(cells)
+        outcome.elapsed_s = time.perf_counter() - started
+    return outcome
+
+
+def _workers(workers: int | None) -> int:
+    return max(1, workers if workers else (os.cpu_count() or 1))
+
+
+def _run_local(todo: Sequence[Mapping], workers: int, finish) -> None:
+    pool = ProcessPoolExecutor(max_workers=workers)
+    try:
+        pending = {pool.submit(_safe_run, cell) for cell in todo}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                finish(*future.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _run_dask(todo: Sequence[Mapping], address: str, workers: int | None, finish) -> None:
+    from distributed import Client, LocalCluster, as_completed
+    cluster = None
+    if address == "local":
+        cluster = LocalCluster(n_workers=_workers(workers), threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None)
+        client = Client(cluster)
+    else:
+        client = Client(address)
+    try:
+        if not todo:
+            return
+        futures = client.map(_safe_run, list(todo), pure=False)
+        try:
+            for future in as_completed(futures):
+                finish(*future.result())
+        finally:
+            client.cancel(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()

