@@ -27,6 +27,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 import greenslurm
 from greenslurm import cmd_sweep
 from greenslurm import cmd_inflate
+from greenslurm import cmd_hook
 from clustermodel import Cluster, InputError
 from sim.metrics import summarize, workload_stats
 from sim.outputs import summary_json_text, write_outputs
@@ -145,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_inflate.add_parser(commands)
     for study_command in (cmd_sweep,):
         _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
+    cmd_hook.add_parser(commands)
     return parser
 
 

@@ -125,9 +125,6 @@ class SlurmCluster:
         if self.job_submit_lua is not None:
             lines.append("JobSubmitPlugins=lua")
             (self.etc / "job_submit.lua").write_text(self.job_submit_lua)
-        if self.cli_filter_lua is not None:
-            lines.append("CliFilterPlugins=lua")
-            (self.etc / "cli_filter.lua").write_text(self.cli_filter_lua)
         gres = []
         for node in self.nodes:
             port = free_port()
@@ -144,8 +141,17 @@ class SlurmCluster:
             lines.append(spec + " State=UNKNOWN")
         lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
-        (self.etc / "gres.conf").write_text("\n".join(gres) + "\n")
-        (self.etc / "cgroup.conf").write_text("")
+        if self.cli_filter_lua is not None:
+            # a second client configuration, the same cluster plus the cli_filter: clients that use it
+            # (SLURM_CONF=self.cli_filter_conf) pass --deadline to the hook, the others do not
+            client = self.root / "etc-cli-filter"
+            client.mkdir(exist_ok=True)
+            self.cli_filter_conf = client / "slurm.conf"
+            self.cli_filter_conf.write_text("\n".join(lines) + "\nCliFilterPlugins=lua\n")
+            (client / "cli_filter.lua").write_text(self.cli_filter_lua)
+        for folder in [self.etc] + ([self.root / "etc-cli-filter"] if self.cli_filter_lua is not None else []):
+            (folder / "gres.conf").write_text("\n".join(gres) + "\n")
+            (folder / "cgroup.conf").write_text("")
 
     # -- daemons ---------------------------------------------------------------------------------
     def _spawn(self, name: str, argv0: str, args: list[str]) -> subprocess.Popen:
@@ -181,7 +187,7 @@ class SlurmCluster:
     def run(self, *args: str, check: bool = True, timeout: float = 30.0, env: dict | None = None,
             input: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(list(args), env=env or self.env, capture_output=True, text=True, check=check,
-                              timeout=timeout, input=input)
+                              timeout=timeout, input=input, cwd=self.root)
 
     def wait_idle(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s

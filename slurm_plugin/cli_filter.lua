@@ -1,0 +1,33 @@
+--[[
+greenslurm cli_filter.lua (optional): pass the job's --deadline to the job_submit hook.
+
+Slurm does not show job_desc.deadline to job_submit.lua.  This filter runs inside sbatch, salloc
+and srun (slurm.conf: CliFilterPlugins=lua; the file sits beside slurm.conf), where --deadline is
+visible from the command line and from #SBATCH lines, and puts it in the job's environment as
+GREENSLURM_DEADLINE (through --export), where job_submit.lua reads it.
+--]]
+
+function slurm_cli_setup_defaults(options, early_pass)
+    return slurm.SUCCESS
+end
+
+function slurm_cli_pre_submit(options, pack_offset)
+    local deadline = options["deadline"]
+    if deadline == nil or deadline == "" then
+        return slurm.SUCCESS
+    end
+    local export = options["export"]
+    local entry = "GREENSLURM_DEADLINE=" .. deadline
+    if export == nil or export == "" then
+        options["export"] = "ALL," .. entry
+    elseif string.upper(export) == "NONE" then
+        options["export"] = "NONE," .. entry
+    elseif not string.find(export, "GREENSLURM_DEADLINE=", 1, true) then
+        options["export"] = export .. "," .. entry
+    end
+    return slurm.SUCCESS
+end
+
+function slurm_cli_post_submit(offset, jobid, stepid)
+    return slurm.SUCCESS
+end

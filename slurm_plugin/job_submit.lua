@@ -1,0 +1,243 @@
+--[[
+greenslurm job_submit.lua: ask the greenslurm decision service about every submission.
+
+Installed as Slurm's job_submit.lua (slurm.conf: JobSubmitPlugins=lua; the file sits beside
+slurm.conf).  For each submission it sends the job description as one JSON line over a UNIX
+socket (lua-socket's socket.unix) and applies the answer: accept; reject with a message the user
+sees (slurm.log_user) and an error code; or modify (comment, required nodes, begin time).
+
+When the service is down, slow (more than TIMEOUT_MS for the whole exchange) or answers
+something unusable, the hook FAILS OPEN (accepts, the default) or FAILS CLOSED (rejects), and
+always logs one line in slurmctld's log.  It never blocks slurmctld longer than the timeout.
+
+The deadline: job_desc.deadline is not visible to Lua.  The hook sends, in this order of
+preference, GREENSLURM_DEADLINE from the job's environment (set by the shipped cli_filter.lua from
+--deadline on the command line or in #SBATCH lines) and the last "#SBATCH --deadline" of the batch
+script.  Jobs submitted another way are reconciled by the service from squeue --json.
+
+Rendered by `greenslurm hook install`; the three settings below come from hook.toml.
+--]]
+
+local SOCKET_PATH = "@SOCKET@"
+local TIMEOUT_MS = @TIMEOUT_MS@
+local FAIL_OPEN = @FAIL_OPEN@
+
+local have_socket, socket = pcall(require, "socket")
+local have_unix, unix = pcall(require, "socket.unix")
+local sequence = 0
+
+local function log_info(fmt, ...) slurm.log_info("greenslurm: " .. fmt, ...) end
+local function log_error(fmt, ...) slurm.log_error("greenslurm: " .. fmt, ...) end
+
+-- JSON ---------------------------------------------------------------------------------------------
+local escapes = { ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n',
+                  ['\r'] = '\\r', ['\t'] = '\\t' }
+
+local function json_string(s)
+    return '"' .. string.gsub(s, '[%c"\\]', function(c)
+        return escapes[c] or string.format("\\u%04x", string.byte(c))
+    end) .. '"'
+end
+
+local function json_object(t)
+    local parts = {}
+    for k, v in pairs(t) do
+        local tv = type(v)
+        if tv == "string" then
+            parts[#parts + 1] = json_string(k) .. ":" .. json_string(v)
+        elseif tv == "number" and v == v and v ~= math.huge and v ~= -math.huge then
+            parts[#parts + 1] = json_string(k) .. ":" .. string.format("%.17g", v)
+        elseif tv == "boolean" then
+            parts[#parts + 1] = json_string(k) .. ":" .. tostring(v)
+        end
+    end
+    table.sort(parts)
+    return "{" .. table.concat(parts, ",") .. "}"
+end
+
+-- A flat JSON object (string, number, true/false/null values): all the service ever answers.
+local function json_decode_flat(s)
+    local pos, out = 1, {}
+    local function skip() pos = string.find(s, "[^%s]", pos) or (#s + 1) end
+    local function str()
+        local buf = {}
+        pos = pos + 1
+        while pos <= #s do
+            local c = string.sub(s, pos, pos)
+            if c == '"' then pos = pos + 1; return table.concat(buf) end
+            if c == "\\" then
+                local e = string.sub(s, pos + 1, pos + 1)
+                if e == "u" then
+                    local code = tonumber(string.sub(s, pos + 2, pos + 5), 16) or 63
+                    buf[#buf + 1] = code < 128 and string.char(code) or "?"
+                    pos = pos + 6
+                else
+                    buf[#buf + 1] = ({ n = "\n", t = "\t", r = "\r", b = "\b", f = "\f" })[e] or e
+                    pos = pos + 2
+                end
+            else
+                buf[#buf + 1] = c
+                pos = pos + 1
+            end
+        end
+        return nil
+    end
+    skip()
+    if string.sub(s, pos, pos) ~= "{" then return nil end
+    pos = pos + 1
+    while true do
+        skip()
+        local c = string.sub(s, pos, pos)
+        if c == "}" then return out end
+        if c == "," then pos = pos + 1; skip(); c = string.sub(s, pos, pos) end
+        if c ~= '"' then return nil end
+        local key = str()
+        if key == nil then return nil end
+        skip()
+        if string.sub(s, pos, pos) ~= ":" then return nil end
+        pos = pos + 1
+        skip()
+        c = string.sub(s, pos, pos)
+        if c == '"' then
+            out[key] = str()
+        elseif string.sub(s, pos, pos + 3) == "true" then
+            out[key] = true; pos = pos + 4
+        elseif string.sub(s, pos, pos + 4) == "false" then
+            out[key] = false; pos = pos + 5
+        elseif string.sub(s, pos, pos + 3) == "null" then
+            pos = pos + 4
+        else
+            local num = string.match(s, "^-?[%d.eE+-]+", pos)
+            if num == nil then return nil end
+            out[key] = tonumber(num)
+            pos = pos + #num
+        end
+    end
+end
+
+-- The deadline ------------------------------------------------------------------------------------
+local function deadline_from_script(script)
+    if type(script) ~= "string" then return nil end
+    local found, first = nil, true
+    for line in string.gmatch(script, "([^\n]*)\n?") do
+        if first then
+            first = false
+        else
+            local s = string.match(line, "^%s*(.-)%s*$")
+            if s ~= "" then
+                if string.sub(s, 1, 1) ~= "#" then break end
+                local d = string.match(s, "^#SBATCH%s.-%-%-deadline[=%s]%s*([^%s]+)")
+                if d then found = string.gsub(d, "^['\"](.-)['\"]$", "%1") end
+            end
+        end
+    end
+    return found
+end
+
+local function environment_value(env, name)
+    if type(env) ~= "table" then return nil end
+    local v = env[name]
+    if type(v) == "string" and v ~= "" then return v end
+    for _, entry in pairs(env) do       -- some Slurm versions give a list of "NAME=value"
+        if type(entry) == "string" then
+            local k, val = string.match(entry, "^([^=]+)=(.*)$")
+            if k == name and val ~= "" then return val end
+        end
+    end
+    return nil
+end
+
+-- The exchange ------------------------------------------------------------------------------------
+local function ask(request)
+    if not have_socket or not have_unix then
+        return nil, "lua-socket (socket.unix) is not installed"
+    end
+    local deadline = socket.gettime() + TIMEOUT_MS / 1000.0
+    local client = (type(unix) == "table" and unix.stream) and unix.stream() or unix()
+    if not client then return nil, "cannot create a UNIX socket" end
+    local function remaining()
+        local left = deadline - socket.gettime()
+        if left <= 0 then return nil end
+        client:settimeout(left)
+        return left
+    end
+    remaining()
+    local ok, err = client:connect(SOCKET_PATH)
+    if not ok then client:close(); return nil, "connect " .. SOCKET_PATH .. ": " .. tostring(err) end
+    if not remaining() then client:close(); return nil, "timeout" end
+    ok, err = client:send(json_object(request) .. "\n")
+    if not ok then client:close(); return nil, "send: " .. tostring(err) end
+    if not remaining() then client:close(); return nil, "timeout" end
+    local line
+    line, err = client:receive("*l")
+    client:close()
+    if not line then return nil, "receive: " .. tostring(err) end
+    local answer = json_decode_flat(line)
+    if answer == nil then return nil, "unreadable answer" end
+    return answer, nil
+end
+
+local function fail(reason)
+    if FAIL_OPEN then
+        log_error("decision service unavailable (%s); failing open: job accepted unchecked", reason)
+        return slurm.SUCCESS
+    end
+    log_error("decision service unavailable (%s); failing closed: job rejected", reason)
+    slurm.log_user("%s", "greenslurm: the job admission service is unavailable; try again later")
+    return slurm.ERROR
+end
+
+local function describe(job_desc, submit_uid)
+    sequence = sequence + 1
+    local deadline, source = environment_value(job_desc.environment, "GREENSLURM_DEADLINE"), "cli_filter"
+    if deadline == nil then
+        deadline, source = deadline_from_script(job_desc.script), "script"
+    end
+    return {
+        op = "submit", id = sequence, uid = submit_uid, user = job_desc.user_name,
+        partition = job_desc.partition, min_cpus = job_desc.min_cpus, num_tasks = job_desc.num_tasks,
+        cpus_per_task = job_desc.cpus_per_task, min_nodes = job_desc.min_nodes, max_nodes = job_desc.max_nodes,
+        pn_min_memory = job_desc.pn_min_memory, tres_per_node = job_desc.tres_per_node, gres = job_desc.gres,
+        time_limit = job_desc.time_limit, begin_time = job_desc.begin_time, comment = job_desc.comment,
+        features = job_desc.features, deadline = deadline, deadline_source = deadline and source or nil,
+        submit_time = os.time(),
+    }
+end
+
+function slurm_job_submit(job_desc, part_list, submit_uid)
+    local ok, result = pcall(function()
+        local answer, err = ask(describe(job_desc, submit_uid))
+        if answer == nil then return fail(err) end
+        local action = answer.action
+        if action == "accept" then
+            return slurm.SUCCESS
+        elseif action == "modify" then
+            if answer.comment ~= nil then job_desc.comment = answer.comment end
+            if answer.req_nodes ~= nil then job_desc.req_nodes = answer.req_nodes end
+            if answer.begin_time ~= nil then job_desc.begin_time = answer.begin_time end
+            return slurm.SUCCESS
+        elseif action == "reject" then
+            log_info("rejected a job of uid %s: %s", tostring(submit_uid), tostring(answer.message))
+            slurm.log_user("%s", answer.message or "greenslurm: job rejected")
+            local code = answer.error_code and slurm[answer.error_code]
+            return code or slurm.ERROR
+        end
+        return fail("service error: " .. tostring(answer.message))
+    end)
+    if ok then return result end
+    return fail("hook error: " .. tostring(result))
+end
+
+function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    return slurm.SUCCESS
+end
+
+local codes = {}
+for k, _ in pairs(slurm) do
+    if type(k) == "string" and string.sub(k, 1, 7) == "ESLURM_" then codes[#codes + 1] = k end
+end
+table.sort(codes)
+slurm.log_debug("greenslurm: error codes known to this Slurm: %s", table.concat(codes, " "))
+log_info("job_submit.lua loaded (socket %s, timeout %d ms, fail %s)", SOCKET_PATH, TIMEOUT_MS,
+         FAIL_OPEN and "open" or "closed")
+return slurm.SUCCESS

@@ -1,0 +1,291 @@
+"""The hook's wire protocol and the job description it carries.
+
+One request per line, one answer per line, both JSON objects (UTF-8), at most
+:data:`MAX_REQUEST_BYTES` per request line.  ``job_submit.lua`` sends what Slurm shows it, numbers
+as Slurm has them (unset numbers are NO_VAL); everything is checked and turned into a
+:class:`clustermodel.JobSpec` here, so that the Lua side stays a thin pipe.
+
+Request (``op`` = ``submit``): ``id`` (echoed), ``user``, ``uid``, ``partition``, ``min_cpus``,
+``num_tasks``, ``cpus_per_task``, ``min_nodes``, ``max_nodes``, ``pn_min_memory`` (MiB, the
+mem-per-CPU flag in the top bit), ``tres_per_node`` / ``gres`` (``gres:gpu:2``), ``time_limit``
+(minutes), ``begin_time`` (epoch), ``submit_time`` (epoch, the controller's clock), ``comment``,
+``features``, ``deadline`` (the raw ``--deadline`` text) and ``deadline_source``.
+``op`` = ``ping`` answers ``{"ok": true}``.
+
+Answer: ``action`` = ``accept`` | ``reject`` | ``modify`` | ``error``; ``message`` (what the user
+sees); for ``modify``, any of ``comment``, ``begin_time``, ``req_nodes``; ``error_code`` (the name
+of a Slurm error the hook returns on a rejection).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time as _time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from clustermodel import InputError, JobSpec
+
+MAX_REQUEST_BYTES = 64 * 1024
+PROTOCOL_VERSION = 1
+NO_VAL = 0xFFFFFFFE            # 4294967294
+INFINITE = 0xFFFFFFFF
+NO_VAL16 = 0xFFFE              # 65534
+INFINITE16 = 0xFFFF
+MEM_PER_CPU = 2 ** 63
+# Strings longer than this are refused (comment, features, script lines are short in practice).
+MAX_STRING = 4096
+
+_NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
+                  "pn_min_memory", "time_limit", "begin_time", "submit_time", "id")
+_STRING_FIELDS = ("user", "partition", "tres_per_node", "gres", "comment", "features", "deadline",
+                  "deadline_source", "op")
+
+
+class ProtocolError(ValueError):
+    """A request the service cannot use; its text goes back in an ``error`` answer."""
+
+
+def unset(value: float | None, bits: int = 32) -> bool:
+    """Slurm's "not set" numbers (NO_VAL/INFINITE of the field's width), or absent.
+
+    >>> unset(4294967294), unset(65534, bits=16), unset(0), unset(None)
+    (True, True, False, True)
+    """
+    if value is None:
+        return True
+    if bits == 16:
+        return value >= NO_VAL16
+    if bits == 64:
+        return value >= 1.8e19
+    return value >= NO_VAL
+
+
+def parse_request(line: bytes) -> dict:
+    """Decode and check one request line.
+
+    >>> parse_request(b'{"op": "ping", "id": 3}')["op"]
+    'ping'
+    >>> parse_request(b'[1, 2]')
+    Traceback (most recent call last):
+    ...
+    slurm_plugin.protocol.ProtocolError: a request must be a JSON object
+    """
+    if len(line) > MAX_REQUEST_BYTES:
+        raise ProtocolError(f"request too large ({len(line)} bytes > {MAX_REQUEST_BYTES})")
+    try:
+        request = json.loads(line)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise ProtocolError("a request must be a JSON object")
+    op = request.get("op", "submit")
+    if op not in ("submit", "ping"):
+        raise ProtocolError(f"unknown op {op!r}")
+    for name in _NUMBER_FIELDS:
+        value = request.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value) or value < 0):
+            raise ProtocolError(f"field {name} must be a number >= 0, got {value!r}")
+    for name in _STRING_FIELDS:
+        value = request.get(name)
+        if value is not None and not isinstance(value, str):
+            raise ProtocolError(f"field {name} must be a string, got {type(value).__name__}")
+        if isinstance(value, str) and len(value) > MAX_STRING:
+            raise ProtocolError(f"field {name} is longer than {MAX_STRING} characters")
+    request["op"] = op
+    return request
+
+
+def encode(answer: dict) -> bytes:
+    return (json.dumps(answer, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
+
+
+# -- Slurm's time formats -------------------------------------------------------------------------
+_UNITS = {"": 1, "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "m": 60, "min": 60, "mins": 60,
+          "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600, "d": 86400, "day": 86400,
+          "days": 86400, "w": 604800, "week": 604800, "weeks": 604800}
+_RELATIVE = re.compile(r"now\s*\+\s*(\d+)\s*([a-z]*)$")
+_CLOCK = re.compile(r"(\d{1,2}):(\d{2})(?::(\d{2}))?\s*(am|pm)?$")
+_DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{1,2}):(\d{2})(?::(\d{2}))?)?$")
+_US_DATE = re.compile(r"(\d{1,2})/(\d{1,2})(?:/(\d{2}))?$")
+
+
+def parse_slurm_time(text: str, now_s: float) -> float:
+    """An absolute epoch time from Slurm's ``--begin``/``--deadline`` syntax, in local time:
+    ``now+N[units]``, ``YYYY-MM-DD[THH:MM[:SS]]``, ``HH:MM[:SS][am|pm]`` (today, or tomorrow if
+    past), ``MM/DD[/YY]``, ``today``, ``tomorrow``, ``midnight``, ``noon``, or epoch seconds.
+
+    >>> parse_slurm_time("now+90", 1000.0), parse_slurm_time("now+2hours", 0.0)
+    (1090.0, 7200.0)
+    >>> parse_slurm_time("2026-11-22T00:44:46", 0.0) == datetime(2026, 11, 22, 0, 44, 46).timestamp()
+    True
+    >>> parse_slurm_time("soon", 0.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    clustermodel.errors.InputError: ...field deadline: not a Slurm time: 'soon'
+    """
+    raw = text
+    text = text.strip().lower()
+    match = _RELATIVE.match(text)
+    if match:
+        unit = _UNITS.get(match.group(2))
+        if unit is None:
+            raise InputError(f"unknown time unit {match.group(2)!r} in {raw!r}", field="deadline")
+        return now_s + int(match.group(1)) * unit
+    if text.isdigit() and len(text) >= 9:
+        return float(text)
+    now = datetime.fromtimestamp(now_s)
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if text == "now":
+        return now_s
+    if text in ("today", "midnight"):
+        return (today + timedelta(days=1 if text == "midnight" else 0)).timestamp()
+    if text == "tomorrow":
+        return (today + timedelta(days=1)).timestamp()
+    if text in ("noon", "teatime", "fika", "elevenses"):
+        hour = {"noon": 12, "teatime": 16, "fika": 15, "elevenses": 11}[text]
+        t = today.replace(hour=hour)
+        return (t if t > now else t + timedelta(days=1)).timestamp()
+    try:
+        match = _DATE.match(text)
+        if match:
+            y, mo, d, h, mi, s = (int(g) if g else 0 for g in match.groups())
+            return datetime(y, mo, d, h, mi, s).timestamp()
+        match = _CLOCK.match(text)
+        if match:
+            h, mi, s = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+            if match.group(4) == "pm" and h < 12:
+                h += 12
+            elif match.group(4) == "am" and h == 12:
+                h = 0
+            t = today.replace(hour=h, minute=mi, second=s)
+            return (t if t > now else t + timedelta(days=1)).timestamp()
+        match = _US_DATE.match(text)
+        if match:
+            mo, d = int(match.group(1)), int(match.group(2))
+            y = 2000 + int(match.group(3)) if match.group(3) else now.year
+            t = datetime(y, mo, d)
+            if not match.group(3) and t < today:
+                t = t.replace(year=y + 1)
+            return t.timestamp()
+    except ValueError as exc:
+        raise InputError(f"not a Slurm time: {raw!r} ({exc})", field="deadline") from None
+    raise InputError(f"not a Slurm time: {raw!r}", field="deadline")
+
+
+_SBATCH_DEADLINE = re.compile(r"^#SBATCH\s+.*?--deadline[=\s]\s*(\S+)", re.MULTILINE)
+
+
+def deadline_from_script(script: str) -> str | None:
+    """The ``--deadline`` of a batch script's ``#SBATCH`` lines (those before the first command),
+    as sbatch reads them; the last one wins.  (job_submit.lua does the same in Lua.)
+
+    >>> deadline_from_script("#!/bin/sh\\n#SBATCH -t 5\\n#SBATCH --deadline=now+1hour\\nsrun x\\n")
+    'now+1hour'
+    >>> deadline_from_script("#!/bin/sh\\necho\\n#SBATCH --deadline=now+1\\n") is None
+    True
+    """
+    found = None
+    for line in script.splitlines()[1:]:
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break
+        match = _SBATCH_DEADLINE.match(stripped)
+        if match:
+            found = match.group(1).strip("'\"")
+    return found
+
+
+# -- the job ---------------------------------------------------------------------------------------
+_GPU = re.compile(r"(?:^|[,/:])gpu(?::[^:,]+)?:(\d+)(?=$|,|\()")
+
+
+def gpus_per_node(*tres: str | None) -> int:
+    """GPUs per node from Slurm's ``tres_per_node`` / ``gres`` strings.
+
+    >>> gpus_per_node("gres:gpu:2"), gpus_per_node("gres:gpu:a100:3"), gpus_per_node("gres/gpu:1,gres:nic:1")
+    (2, 3, 1)
+    >>> gpus_per_node("gres:gpu"), gpus_per_node(None, "")
+    (1, 0)
+    """
+    for text in tres:
+        if not text:
+            continue
+        for part in text.split(","):
+            part = part.strip()
+            match = _GPU.search(part)
+            if match:
+                return int(match.group(1))
+            if part.rstrip(")").split("(")[0] in ("gres:gpu", "gres/gpu", "gpu"):
+                return 1
+    return 0
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submission as the service plans it."""
+
+    job: JobSpec
+    begin_s: float | None
+    features: tuple[str, ...] = ()
+    deadline_text: str | None = None
+    deadline_source: str | None = None
+    comment: str = ""
+    max_nodes: int = 0
+    raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+def submission_from_request(request: dict, *, now_s: float | None = None,
+                            default_time_limit_s: float = 3600.0) -> Submission:
+    """The job of a ``submit`` request (checked by :func:`parse_request`).
+
+    >>> s = submission_from_request({"id": 1, "user": "ana", "min_cpus": 2, "num_tasks": 2,
+    ...     "cpus_per_task": 65534, "min_nodes": 4294967294, "pn_min_memory": 1000,
+    ...     "tres_per_node": "gres:gpu:1", "time_limit": 10, "submit_time": 100,
+    ...     "deadline": "now+3600"}, now_s=100.0)
+    >>> j = s.job
+    >>> (j.cpus, j.nodes, j.memory_mb_per_node, j.gpus_per_node, j.requested_time_s, j.deadline_s)
+    (2, 0, 1000.0, 1.0, 600.0, 3700.0)
+    """
+    now = float(request.get("submit_time") or (now_s if now_s is not None else _time.time()))
+    tasks = request.get("num_tasks")
+    tasks = 1 if unset(tasks) or tasks == 0 else int(tasks)
+    per_task = request.get("cpus_per_task")
+    per_task = 1 if unset(per_task, 16) or per_task == 0 else int(per_task)
+    min_cpus = request.get("min_cpus")
+    min_cpus = 0 if unset(min_cpus) else int(min_cpus)
+    cpus = max(min_cpus, tasks * per_task, 1)
+    nodes = request.get("min_nodes")
+    nodes = 0 if unset(nodes) else int(nodes)
+    max_nodes = request.get("max_nodes")
+    max_nodes = 0 if unset(max_nodes) else int(max_nodes)
+    limit = request.get("time_limit")
+    limit_s = default_time_limit_s if unset(limit) or limit == 0 else float(limit) * 60.0
+    gpus = gpus_per_node(request.get("tres_per_node"), request.get("gres"))
+    memory = request.get("pn_min_memory")
+    if unset(memory, 64) or not memory:
+        memory_mb = 0.0
+    elif memory >= MEM_PER_CPU:
+        per_node_cpus = math.ceil(cpus / nodes) if nodes else cpus
+        memory_mb = float(memory - MEM_PER_CPU) * per_node_cpus
+    else:
+        memory_mb = float(memory)
+    begin = request.get("begin_time")
+    begin_s = None if unset(begin) or not begin or begin <= now else float(begin)
+    deadline_text = request.get("deadline") or None
+    deadline_s = None
+    if deadline_text:
+        deadline_s = parse_slurm_time(deadline_text, now)
+    features_text = request.get("features") or ""
+    features = tuple(sorted(f for f in re.split(r"[&,]", features_text) if f)) if re.fullmatch(
+        r"[\w.\-&,]*", features_text) else ()
+    job = JobSpec(f"submit-{request.get('id', 0)}", submit_s=now, requested_time_s=limit_s, cpus=cpus,
+                  nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gpus), deadline_s=deadline_s,
+                  user=request.get("user") or "", partition=request.get("partition") or "")
+    return Submission(job, begin_s, features, deadline_text, request.get("deadline_source"),
+                      request.get("comment") or "", max_nodes, request)

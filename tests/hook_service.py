@@ -1,0 +1,61 @@
+"""Start and stop the real decision service (``greenslurm hook serve``) as a process, for tests and
+benchmarks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from slurm_plugin.install import ping
+
+
+def write_config(path: Path, **settings) -> Path:
+    lines = ["[hook]"]
+    for key, value in settings.items():
+        if isinstance(value, bool):
+            lines.append(f"{key} = {'true' if value else 'false'}")
+        elif isinstance(value, (int, float)):
+            lines.append(f"{key} = {value}")
+        else:
+            lines.append(f'{key} = "{value}"')
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class ServiceProcess:
+    def __init__(self, config: Path, socket_path: str, log_path: Path, env: dict | None = None) -> None:
+        self.config, self.socket_path, self.log_path = config, socket_path, log_path
+        self.env = dict(env or os.environ)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 20.0) -> "ServiceProcess":
+        out = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "greenslurm", "-vv", "hook", "serve", "--config",
+                                      str(self.config)], stdout=out, stderr=subprocess.STDOUT, env=self.env,
+                                     stdin=subprocess.DEVNULL)
+        out.close()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hook service exited with {self.proc.returncode}: {self.log_path.read_text()[-2000:]}")
+            try:
+                if ping(self.socket_path, 0.5).get("view"):
+                    return self
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"hook service not ready after {timeout_s} s: {self.log_path.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
