@@ -25,7 +25,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 import greenslurm
-from greenslurm import cmd_sweep
+from greenslurm import cmd_report, cmd_sweep
 from greenslurm import cmd_inflate
 from greenslurm import cmd_hook
 from clustermodel import Cluster, InputError
@@ -144,9 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(info, argparse.SUPPRESS)
     info.set_defaults(handler=cmd_traces_info)
     cmd_inflate.add_parser(commands)
-    for study_command in (cmd_sweep,):
-        _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
     cmd_hook.add_parser(commands)
+    for study_command in (cmd_sweep, cmd_report):
+        _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
     return parser
 
 
