@@ -13,7 +13,8 @@ end
 
 function slurm_cli_pre_submit(options, pack_offset)
     local deadline = options["deadline"]
-    if deadline == nil or deadline == "" then
+    -- unset, sbatch shows "Unknown" (or "0"/"N/A" in some versions)
+    if deadline == nil or deadline == "" or deadline == "Unknown" or deadline == "0" or deadline == "N/A" then
         return slurm.SUCCESS
     end
     local export = options["export"]

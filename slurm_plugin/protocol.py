@@ -278,6 +278,8 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     begin = request.get("begin_time")
     begin_s = None if unset(begin) or not begin or begin <= now else float(begin)
     deadline_text = request.get("deadline") or None
+    if deadline_text is not None and deadline_text.strip().lower() in ("unknown", "none", "n/a", "0"):
+        deadline_text = None
     deadline_s = None
     if deadline_text:
         deadline_s = parse_slurm_time(deadline_text, now)

@@ -38,6 +38,7 @@ log = logging.getLogger("greenslurm.hook")
 
 RECONCILE_ACTIONS = ("none", "annotate", "hold", "cancel")
 TAG = "greenslurm#"
+DEADLINE_CHECKED = "deadline checked:"
 
 
 @dataclass
@@ -187,6 +188,7 @@ class DecisionService:
 
     def decide(self, request: dict) -> dict:
         started = time.perf_counter()
+        log.debug("request %s", request)
         sub = submission_from_request(request, default_time_limit_s=self.config.default_time_limit_s)
         job = sub.job
         decision_id = self.next_id
@@ -205,7 +207,8 @@ class DecisionService:
             sets = {}
             if self.config.annotate_comment:
                 note = (f"{TAG}{decision_id}: planned start {_when(placement.start_s)} on {','.join(names)},"
-                        f" est. {energy_j / 3.6e6:.3f} kWh above idle")
+                        f" est. {energy_j / 3.6e6:.3f} kWh above idle"
+                        + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
                 sets["comment"] = f"{sub.comment} | {note}" if sub.comment else note
             if self.config.set_required_nodes:
                 sets["req_nodes"] = ",".join(names)
@@ -252,7 +255,7 @@ class DecisionService:
         done = self.record.reconciled()
         out = []
         for item in deadlines:
-            if item.job_id in done or TAG in item.comment or item.held:
+            if item.job_id in done or DEADLINE_CHECKED in item.comment or item.held:
                 continue
             job = item.job
             earliest = self.view.planner.earliest_finish(self.view.request(job, item.begin_s)) if self.view else None
