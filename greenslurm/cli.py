@@ -26,7 +26,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 
 import greenslurm
 from greenslurm import cmd_report, cmd_sweep
-from greenslurm import cmd_inflate
+from greenslurm import cmd_gpu_replay, cmd_inflate
 from greenslurm import cmd_hook
 from clustermodel import Cluster, InputError
 from sim.metrics import summarize, workload_stats
@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("trace", nargs="?", metavar="TRACE", help="the trace file (default: the demo trace)")
     _trace_options(replay)
     _replay_options(replay)
+    cmd_gpu_replay.add_replay_options(replay)
     _verbosity(replay, argparse.SUPPRESS)
     replay.set_defaults(handler=cmd_replay)
 
@@ -292,6 +293,8 @@ def write_text(path: str, text: str, stdout: Console) -> None:
 
 # -- commands -------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    if getattr(args, "score", None):
+        return cmd_gpu_replay.run(args, console)
     with contextlib.ExitStack() as stack:
         if args.trace is None:
             args.trace = stack.enter_context(demo_file(DEMO_TRACE))

@@ -32,9 +32,9 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from allocation.scorers import make_policy, needs_workload, policy_label
-from clustermodel.fragmentation import COVERAGE, TargetWorkload, node_fragmentation_milli, target_workload
-from clustermodel.gpu_power import cpu_power_w, gpu_power_w
+from clustermodel.fragmentation import COVERAGE, TargetWorkload, target_workload
 from clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
+from sim.gpu_meter import GpuMeter
 
 SAMPLINGS = ("replacement", "simulator")
 SUMMARY_LEVELS_PCT = (50, 80, 90, 100, 110, 120, 130)
@@ -169,12 +169,7 @@ def inflate(nodes: GpuNodes, pool: TaskPool, workload: TargetWorkload | None, po
         raise ValueError("no task of the trace asks for a GPU: the demand can never reach the target")
     framework = make_policy(policy, workload, normalization, seed=[seed, 2], tie_break=tie_break)
     state = GpuState(nodes)
-    package = nodes.cpu_package
-    cpu_w = cpu_power_w(nodes.cpu_milli, state.cpu_free_milli, package)
-    gpu_w = gpu_power_w(state.gpu_free_milli, nodes.gpu_idle_w, nodes.gpu_max_w)
-    frag = (node_fragmentation_milli(state.cpu_free_milli, state.gpu_free_milli, nodes.model_index, workload)
-            if workload is not None else np.zeros(nodes.size))
-    cpu_total, gpu_total, frag_total = float(cpu_w.sum()), float(gpu_w.sum()), float(frag.sum())
+    meter = GpuMeter(state, workload)
     trajectory: list[tuple[int, int, float, float, float, int]] = []
     arrived = allocated = failed = 0
     target = until * capacity
@@ -186,21 +181,10 @@ def inflate(nodes: GpuNodes, pool: TaskPool, workload: TargetWorkload | None, po
         if placement is None:
             failed += 1
         else:
-            n = placement.node
-            state.place(n, task, placement.gpus)
+            state.place(placement.node, task, placement.gpus)
             allocated += task.gpu_demand_milli
-            one = np.array([n])
-            new_cpu = float(cpu_power_w(nodes.cpu_milli[one], state.cpu_free_milli[one], package)[0])
-            new_gpu = float(gpu_power_w(state.gpu_free_milli[one], nodes.gpu_idle_w[one], nodes.gpu_max_w[one])[0])
-            cpu_total += new_cpu - cpu_w[n]
-            gpu_total += new_gpu - gpu_w[n]
-            cpu_w[n], gpu_w[n] = new_cpu, new_gpu
-            if workload is not None:
-                new_frag = float(node_fragmentation_milli(state.cpu_free_milli[one], state.gpu_free_milli[one],
-                                                          nodes.model_index[one], workload)[0])
-                frag_total += new_frag - frag[n]
-                frag[n] = new_frag
-        trajectory.append((arrived, allocated, cpu_total, gpu_total, frag_total, failed))
+            meter.update(placement.node)
+        trajectory.append((arrived, allocated, meter.cpu_total_w, meter.gpu_total_w, meter.frag_total_milli, failed))
         if check_every and count % check_every == 0:
             state.check()
         if progress is not None and count % PROGRESS_EVERY == 0:
