@@ -250,4 +250,32 @@ class PyslurmBackend:
         self.pyslurm.Job(int(job_id)).modify(self.pyslurm.JobSubmitDescription(comment=comment))
 
 
-BACKENDS = {"cli": CliBackend, "pyslurm": PyslurmBackend}
+class FilesBackend:
+    """Recorded state: ``sinfo.json`` and ``squeue.json`` (the outputs of ``sinfo --json`` and
+    ``squeue --json``) in a folder, read again at every sync.  For trying policies on a copy of a
+    cluster's state without touching it (and for the service's tests on machines without Slurm);
+    reconciliation actions are only logged."""
+
+    name = "files"
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def snapshot(self) -> tuple[Snapshot, list[PendingDeadline]]:
+        data = []
+        for name in ("sinfo.json", "squeue.json"):
+            path = os.path.join(self.folder, name)
+            try:
+                with open(path) as handle:
+                    data.append(json.load(handle))
+            except (OSError, ValueError) as exc:
+                raise BackendError(f"{path}: {exc}") from None
+        return snapshot_from_json(data[0], data[1], time.time())
+
+    def hold(self, job_id: str, comment: str) -> None:
+        log.info("files backend: would hold job %s (%s)", job_id, comment)
+
+    cancel = annotate = hold
+
+
+BACKENDS = {"cli": CliBackend, "pyslurm": PyslurmBackend, "files": FilesBackend}

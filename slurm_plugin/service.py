@@ -56,6 +56,7 @@ class HookConfig:
     sync_interval_s: float = 10.0
     backend: str = "cli"
     slurm_conf: str = ""
+    state_dir: str = ""                  # the files backend: folder with sinfo.json and squeue.json
     annotate_comment: bool = True
     set_required_nodes: bool = False
     set_begin_time: bool = False
@@ -125,6 +126,8 @@ class HookConfig:
         for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s"):
             if getattr(self, key) <= 0:
                 raise bad(f"must be > 0, got {getattr(self, key)}", key)
+        if self.backend == "files" and not self.state_dir:
+            raise bad("the files backend needs state_dir (a folder with sinfo.json and squeue.json)", "state_dir")
         if not self.socket.startswith("/"):
             raise bad("must be an absolute path", "socket")
 
@@ -282,8 +285,12 @@ class HookServer:
         self.sync_count = 0
 
     def _make_backend(self):
-        cls = BACKENDS[self.config.backend]
-        return cls(self.config.slurm_conf or None) if cls is BACKENDS["cli"] else cls()
+        name = self.config.backend
+        if name == "cli":
+            return BACKENDS[name](self.config.slurm_conf or None)
+        if name == "files":
+            return BACKENDS[name](self.config.state_dir)
+        return BACKENDS[name]()
 
     # -- socket ---------------------------------------------------------------------------------
     async def start(self) -> None:

@@ -26,14 +26,16 @@ def write_config(path: Path, **settings) -> Path:
 
 
 class ServiceProcess:
-    def __init__(self, config: Path, socket_path: str, log_path: Path, env: dict | None = None) -> None:
+    def __init__(self, config: Path, socket_path: str, log_path: Path, env: dict | None = None,
+                 verbosity: str = "-vv") -> None:
         self.config, self.socket_path, self.log_path = config, socket_path, log_path
         self.env = dict(env or os.environ)
+        self.verbosity = verbosity
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 20.0) -> "ServiceProcess":
         out = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "greenslurm", "-vv", "hook", "serve", "--config",
+        self.proc = subprocess.Popen([sys.executable, "-m", "greenslurm", *([self.verbosity] if self.verbosity else []), "hook", "serve", "--config",
                                       str(self.config)], stdout=out, stderr=subprocess.STDOUT, env=self.env,
                                      stdin=subprocess.DEVNULL)
         out.close()
