@@ -81,8 +81,23 @@ class Planner:
         tails = plan.tails(request.demand)
         starts = plan.breakpoints() if backfill else tails[np.isfinite(tails)]
         if budget is not None:
-            starts = np.concatenate((starts, budget.breakpoints()))
-        starts = np.unique(starts[starts >= now_s])
+            # A supply series may reach far ahead; first look only up to the last tail (or the
+            # latest start that meets the deadline), which holds every useful start unless the job
+            # must wait for power beyond it: then look at them all.
+            extra = budget.breakpoints()
+            limit = max(float(starts.max(initial=now_s)), -np.inf if request.deadline_s is None
+                        else request.deadline_s - request.duration_s)
+            found = self._evaluate(request, backfill, tails, np.concatenate((starts, extra[extra <= limit])))
+            if not found.ok.any() and extra[-1] > limit:
+                found = self._evaluate(request, backfill, tails, np.concatenate((starts, extra)))
+        else:
+            found = self._evaluate(request, backfill, tails, starts)
+        self._cached = (request, backfill, found)
+        return found
+
+    def _evaluate(self, request: Request, backfill: bool, tails: np.ndarray, starts: np.ndarray) -> _Candidates:
+        plan, budget = self.plan, self.budget
+        starts = np.unique(starts[starts >= plan.now_s])
         fits = None
         if backfill:
             fits = plan.windows(request.demand, request.duration_s, starts)
@@ -95,9 +110,7 @@ class Planner:
                 ok &= budget.window_ok(starts, request.duration_s, request.power_w)
             else:
                 green = budget.green_j(starts, request.duration_s, request.power_w)
-        found = _Candidates(starts, ok, tails, fits, green)
-        self._cached = (request, backfill, found)
-        return found
+        return _Candidates(starts, ok, tails, fits, green)
 
     def earliest_finish(self, request: Request) -> float | None:
         """The earliest end of any placement (ignoring the rule), None if there is none."""

@@ -27,12 +27,13 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
 import greenslurm
 from greenslurm import cmd_report, cmd_sweep
 from greenslurm import cmd_gpu_replay, cmd_inflate
+from greenslurm import cmd_compare
 from greenslurm import cmd_hook
 from clustermodel import Cluster, InputError
 from sim.metrics import summarize, workload_stats
 from sim.outputs import summary_json_text, write_outputs
 from sim.strategies import QUEUES
-from sim.replay import replay
+from sim.replay import Replay
 from sim.report import render_report, reasons_table, trace_info_table
 from traces import FORMATS, read_trace
 
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     _trace_options(replay)
     _replay_options(replay)
     cmd_gpu_replay.add_replay_options(replay)
+    cmd_compare.add_replay_options(replay)
     _verbosity(replay, argparse.SUPPRESS)
     replay.set_defaults(handler=cmd_replay)
 
@@ -145,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(info, argparse.SUPPRESS)
     info.set_defaults(handler=cmd_traces_info)
     cmd_inflate.add_parser(commands)
+    _verbosity(cmd_compare.add_parser(commands), argparse.SUPPRESS)
     cmd_hook.add_parser(commands)
     for study_command in (cmd_sweep, cmd_report):
         _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
@@ -316,7 +319,8 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         started = time.perf_counter()
         show = not args.no_progress and console.is_terminal and len(trace.jobs) >= PROGRESS_MIN_JOBS
         with progress_bar(console, len(trace.jobs), show) as progress:
-            result = replay(trace.jobs, cluster, queue=args.queue, progress=progress)
+            jobs, args.queue, options, supply = cmd_compare.prepare_replay(args, trace.jobs, cluster)
+            result = Replay(jobs, cluster, args.queue, progress=progress, strategy_options=options).run()
         log.info("replayed %d jobs (%s) in %.2f s", len(result.records), args.queue, time.perf_counter() - started)
         for reason, count in sorted(result.skipped.items()):
             log.info("replay skipped %d jobs: %s", count, reason)
@@ -325,6 +329,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         summary["trace"] = {"path": str(trace.path), "format": trace.format, "records_read": trace.records_read}
         title = f"{Path(str(trace.path)).name} ({trace.format}) on {cluster.name}, {args.queue} queue"
         render_report(summary, console, title=title)
+        cmd_compare.report_replay(result, supply, summary, console)
 
         if args.out is not None:
             try:

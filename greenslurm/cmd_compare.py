@@ -1,0 +1,313 @@
+"""Deadline-aware admission on the command line (seed 003): the options ``greenslurm replay`` gains
+(``--acceptance``, ``--allocation``, ``--slack-mean``, ``--renewable`` ...) and ``greenslurm compare``,
+which replays a trace for every acceptance x allocation x slack and prints one table (and a CSV).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from acceptance.registry import build as build_acceptance
+from allocation.placement import ALLOCATIONS
+from clustermodel import Cluster, InputError, JobSpec
+from sim.deadline_compare import COLUMNS, make_scenario, run_grid
+from sim.deadline_metrics import admission_summary
+from sim.deadline_queue import RENEWABLE_MODES
+from sim.renewable import load_supply
+from sim.report import fmt_number, fmt_percent, fmt_seconds
+from traces.deadlines import exact_runtimes, with_deadlines
+
+log = logging.getLogger("greenslurm")
+
+ACCEPTANCE_HELP = ("greedy (reject only what cannot meet its deadline), threshold (also reject what cannot "
+                   "end within --threshold-share of its slack, or has slack below --threshold-slack), all, "
+                   "or a chain such as threshold,greedy (the first rejection wins)")
+
+
+def _number(low: float, strict: bool):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (value > low if strict else value >= low) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a number {'>' if strict else '>='} {low:g}, not {text}")
+        return value
+    return parse
+
+
+positive = _number(0.0, strict=True)
+non_negative = _number(0.0, strict=False)
+
+
+def _acceptance(text: str) -> str:
+    try:
+        build_acceptance(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _share(text: str) -> float:
+    value = non_negative(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], not {text}")
+    return value
+
+
+def _common_options(group) -> None:
+    group.add_argument("--slack-sigma", type=non_negative, default=None, metavar="SIGMA",
+                       help="deviation of ln(slack) of drawn deadlines (default: EPS / 2.5, as in the paper)")
+    group.add_argument("--slack-seed", type=int, default=0, help="seed of the drawn slacks (default: 0)")
+    group.add_argument("--threshold-share", type=_share, default=None, metavar="F",
+                       help="threshold: a job must be able to end within this share of its slack (default 0.5)")
+    group.add_argument("--threshold-slack", type=non_negative, default=None, metavar="S",
+                       help="threshold: also reject jobs whose slack is below S")
+    group.add_argument("--renewable", default=None, metavar="FILE|solar|wind",
+                       help="renewable supply: a CSV of time_s,watts or a synthetic seeded model")
+    group.add_argument("--renewable-mode", choices=RENEWABLE_MODES, default="grid",
+                       help="grid: plan as usual, split the energy; green: move jobs into greener hours while "
+                            "their deadline holds; only: never draw more than the supply while jobs run "
+                            "(default: %(default)s)")
+    group.add_argument("--renewable-scale", type=positive, default=1.0, metavar="X",
+                       help="synthetic peak = X times the cluster's full power; a CSV is multiplied by X (default 1)")
+    group.add_argument("--renewable-seed", type=int, default=0, help="seed of the synthetic supply (default: 0)")
+
+
+def add_replay_options(parser: argparse.ArgumentParser) -> None:
+    """The deadline and renewable options of ``greenslurm replay``."""
+    group = parser.add_argument_group("deadlines and renewable power (seed 003; --acceptance or --allocation "
+                                      "selects the deadline queue)")
+    group.add_argument("--acceptance", type=_acceptance, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
+    group.add_argument("--allocation", choices=ALLOCATIONS, default=None,
+                       help="where and when accepted jobs run (default: bestfit)")
+    group.add_argument("--slack-mean", type=positive, default=None, metavar="EPS",
+                       help="draw deadlines d = r + (1 + eps) p, log-normal eps with geometric mean EPS, "
+                            "for jobs the trace gives none")
+    group.add_argument("--exact-runtimes", action="store_true",
+                       help="plan with the real runtimes instead of the time limits (the paper's setting)")
+    _common_options(group)
+
+
+def acceptance_options(args: argparse.Namespace) -> dict:
+    return {"share": getattr(args, "threshold_share", None), "min_slack": getattr(args, "threshold_slack", None)}
+
+
+def prepare_replay(args: argparse.Namespace, jobs: Sequence[JobSpec], cluster: Cluster):
+    """Jobs (deadlines drawn, runtimes exact as asked), the queue, its options and the supply."""
+    jobs = list(jobs)
+    if getattr(args, "exact_runtimes", False):
+        jobs = exact_runtimes(jobs)
+    if getattr(args, "slack_mean", None) is not None:
+        jobs = with_deadlines(jobs, args.slack_mean, args.slack_sigma, seed=args.slack_seed)
+    supply = None
+    if getattr(args, "renewable", None) is not None:
+        supply = load_supply(args.renewable, jobs, cluster, args.renewable_scale, args.renewable_seed)
+    deadline = getattr(args, "acceptance", None) is not None or getattr(args, "allocation", None) is not None
+    if not deadline and getattr(args, "renewable_mode", "grid") != "grid":
+        deadline = True          # planning under a supply needs the deadline queue
+    if not deadline and args.queue != "deadline":
+        return jobs, args.queue, {}, supply
+    if args.queue not in ("deadline", "easy"):
+        log.info("--acceptance/--allocation: the deadline queue replaces --queue %s", args.queue)
+    if supply is None and getattr(args, "renewable_mode", "grid") != "grid":
+        raise InputError(f"--renewable-mode {args.renewable_mode} needs --renewable", path="<command line>")
+    options = dict(acceptance=getattr(args, "acceptance", None) or "greedy",
+                   allocation=getattr(args, "allocation", None) or "bestfit",
+                   acceptance_options=acceptance_options(args), supply=supply,
+                   renewable=getattr(args, "renewable_mode", "grid"))
+    return jobs, "deadline", options, supply
+
+
+def _table(title: str) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+    table.add_column("metric", style="cyan", no_wrap=True)
+    table.add_column("value", justify="right")
+    return table
+
+
+def admission_tables(admission: Mapping[str, Any]) -> list[Table]:
+    """The admission table and, with a supply, the renewable energy table."""
+    table = _table("Admission and deadlines")
+    table.add_row("jobs accepted", f"{admission['jobs_accepted']:,}")
+    table.add_row("jobs rejected", f"{admission['jobs_rejected']:,}")
+    for reason, count in admission["rejected_by_reason"].items():
+        table.add_row(f"  {reason}", f"{count:,}", style="yellow")
+    table.add_row("accepted load", f"{fmt_number(admission['accepted_load_cpu_h'], 1)} CPU-h")
+    table.add_row("rejected load", f"{fmt_number(admission['rejected_load_cpu_h'], 1)} CPU-h")
+    table.add_row("accepted share of the load", fmt_percent(admission["accepted_load_share"]))
+    if admission.get("deadline_jobs"):
+        table.add_row("deadlines missed", f"{admission['deadline_missed']:,} of {admission['deadline_jobs']:,}",
+                      style="red" if admission["deadline_missed"] else None)
+    if "performance_ratio" in admission:
+        table.add_row("performance ratio (bound / accepted)", fmt_number(admission["performance_ratio"], 3))
+    tables = [table]
+    if "renewable_share" in admission:
+        energy = _table(f"Renewable energy ({admission['renewable_source']})")
+        energy.add_row("renewable share of the energy used", fmt_percent(admission["renewable_share"]))
+        energy.add_row("renewable used", f"{fmt_number(admission['renewable_kwh'])} kWh")
+        energy.add_row("grid", f"{fmt_number(admission['grid_kwh'])} kWh")
+        energy.add_row("curtailed (supplied, not used)", f"{fmt_number(admission['curtailed_kwh'])} kWh")
+        energy.add_row("supplied", f"{fmt_number(admission['supplied_kwh'])} kWh")
+        tables.append(energy)
+    return tables
+
+
+def report_replay(result, supply, summary: dict, console: Console) -> None:
+    """Add the admission figures to ``summary`` (for the JSON) and print their tables."""
+    if result.queue != "deadline" and supply is None:
+        return
+    summary["admission"] = admission = admission_summary(result, supply)
+    for table in admission_tables(admission):
+        console.print(table)
+
+
+# -- greenslurm compare ------------------------------------------------------------------------------
+EPILOG = """\
+examples:
+  greenslurm compare log.swf --slack-mean 0.1 0.5 2 5
+  greenslurm compare log.swf --cores 64 --parallelism-limit 8 --allocation bestfit balanced --csv out.csv
+  greenslurm compare jobs.txt --format sacct --cluster c.toml --renewable solar --renewable-mode green
+
+performance ratio = upper bound on the load any schedule could accept / load accepted (1 is best);
+the bound is an LP relaxation solved with HiGHS (docs/deadlines.md).  CSV columns: """ + ", ".join(COLUMNS)
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "compare", help="acceptance x allocation x slack on one trace: accepted load, performance ratio, misses",
+        description="Replay TRACE in the deadline queue for every acceptance policy, allocation and slack\n"
+                    "value; print one table and optionally write it as CSV.  Deadlines are drawn for jobs\n"
+                    "without one; time limits are set to the real runtimes unless --planned-limits.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace", metavar="TRACE", help="the trace file")
+    parser.add_argument("--format", choices=("swf", "sacct", "sacct-json", "alibaba"), default=None,
+                        help="trace format (default: guessed)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="FILE", default=None, help="cluster TOML (default: the SWF header)")
+    where.add_argument("--cores", type=int, default=None, metavar="N",
+                       help="N single-core nodes: the paper's machine model")
+    parser.add_argument("--acceptance", nargs="+", type=_acceptance, default=["greedy", "threshold"],
+                        metavar="POLICY", help="policies to compare (default: greedy threshold); " + ACCEPTANCE_HELP)
+    parser.add_argument("--allocation", nargs="+", choices=ALLOCATIONS,
+                        default=["balanced", "bestfit", "minidle", "backfill"], metavar="RULE",
+                        help=f"allocations to compare, of {', '.join(ALLOCATIONS)} "
+                             "(default: balanced bestfit minidle backfill)")
+    parser.add_argument("--slack-mean", nargs="+", type=positive, default=[0.2, 1.0, 5.0], metavar="EPS",
+                        help="slack values (default: 0.2 1 5)")
+    parser.add_argument("--parallelism-limit", type=int, default=None, metavar="N",
+                        help="cut every job to at most N CPUs (the paper's parallelism limit)")
+    parser.add_argument("--first-jobs", type=int, default=None, metavar="N", help="only the first N jobs")
+    parser.add_argument("--planned-limits", action="store_true",
+                        help="plan with the trace's time limits instead of the real runtimes")
+    parser.add_argument("--bound", choices=("lp", "total", "none"), default="lp",
+                        help="upper bound for the performance ratio (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=1, metavar="N", help="replays in parallel processes")
+    parser.add_argument("--csv", metavar="FILE", default=None, help="write every row as CSV")
+    _common_options(parser)
+    parser.set_defaults(handler=cmd_compare)
+    return parser
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from greenslurm.cli import check_input_file, cluster_from_trace, load_cluster, read   # the CLI's own helpers
+
+    args.columns, args.strict = None, False
+    if args.csv is not None and Path(args.csv).is_dir():
+        raise InputError("is a directory (--csv wants a file name)", path=args.csv)
+    if args.cores is not None:
+        if args.cores < 1:
+            raise InputError("--cores must be >= 1", path="<command line>")
+        cluster = Cluster.homogeneous(args.cores, cpus=1, name=f"{args.cores} cores")
+    else:
+        cluster = load_cluster(args.cluster) if args.cluster is not None else None
+    check_input_file(args.trace)
+    trace = read(args, console)
+    cluster = cluster or cluster_from_trace(trace)
+    jobs = trace.jobs[:args.first_jobs] if args.first_jobs else trace.jobs
+    if not jobs:
+        raise InputError("no jobs to replay", path=trace.path)
+    supply = None
+    if args.renewable is not None:
+        supply = load_supply(args.renewable, jobs, cluster, args.renewable_scale, args.renewable_seed)
+    elif args.renewable_mode != "grid":
+        raise InputError(f"--renewable-mode {args.renewable_mode} needs --renewable", path="<command line>")
+    started = time.perf_counter()
+    label = Path(str(trace.path)).name
+    scenarios = [make_scenario(label, jobs, cluster, slack_mean=eps, slack_sigma=args.slack_sigma,
+                               seed=args.slack_seed, exact=not args.planned_limits,
+                               parallelism_limit=args.parallelism_limit, bound=args.bound, supply=supply)
+                 for eps in args.slack_mean]
+    status = console.status("replaying") if console.is_terminal else None
+
+    def progress(done: int, total: int) -> None:
+        if status is not None:
+            status.update(f"replaying {done}/{total}")
+
+    if status is not None:
+        status.start()
+    try:
+        rows = run_grid(scenarios, args.acceptance, args.allocation, args.renewable_mode,
+                        acceptance_options(args), workers=args.workers, progress=progress)
+    finally:
+        if status is not None:
+            status.stop()
+    log.info("%d replays in %.1f s", len(rows), time.perf_counter() - started)
+    console.print(compare_table(rows, f"{label} on {cluster.name} ({cluster.total_cpus:,} CPUs), "
+                                      f"{len(jobs):,} jobs"))
+    if args.csv is not None:
+        write_csv(rows, args.csv)
+        console.print(f"wrote {escape(args.csv)}", style="dim")
+    return 0
+
+
+def compare_table(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
+    """One row per run; the best performance ratio of each slack value in bold."""
+    renewable = any(row.get("renewable_share") is not None for row in rows)
+    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+    for name, justify in (("slack", "right"), ("acceptance", "left"), ("allocation", "left"),
+                          ("accepted", "right"), ("rejected", "right"), ("accepted CPU-h", "right"),
+                          ("bound CPU-h", "right"), ("ratio", "right"), ("missed", "right"), ("mean wait", "right")):
+        table.add_column(name, justify=justify)
+    if renewable:
+        for name in ("renewable", "grid kWh", "curtailed kWh"):
+            table.add_column(name, justify="right")
+    best: dict = {}
+    for row in rows:
+        ratio = row["performance_ratio"]
+        if ratio is not None:
+            best[row["slack_mean"]] = min(best.get(row["slack_mean"], ratio), ratio)
+    for row in rows:
+        ratio = row["performance_ratio"]
+        cells = [fmt_number(row["slack_mean"], 2), row["acceptance"], row["allocation"], f"{row['accepted']:,}",
+                 f"{row['rejected']:,}", fmt_number(row["accepted_load_cpu_h"], 1),
+                 fmt_number(row["load_bound_cpu_h"], 1),
+                 f"[bold]{ratio:.3f}[/]" if ratio is not None and ratio == best.get(row["slack_mean"])
+                 else fmt_number(ratio, 3),
+                 f"{row['deadline_missed']:,}", fmt_seconds(row["mean_wait_s"])]
+        if renewable:
+            cells += [fmt_percent(row["renewable_share"]), fmt_number(row["grid_kwh"], 1),
+                      fmt_number(row["curtailed_kwh"], 1)]
+        table.add_row(*cells)
+    return table
+
+
+def write_csv(rows: Sequence[Mapping[str, Any]], path: str) -> None:
+    try:
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in COLUMNS})
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", path=path) from None
