@@ -176,7 +176,11 @@ class DecisionService:
         except ProtocolError as exc:
             log.warning("bad request: %s", exc)
             return {"action": "error", "message": f"greenslurm: bad request: {exc}"}
-        if request["op"] == "ping":
+        return self.handle_request(request)
+
+    def handle_request(self, request: dict) -> dict:
+        """One checked request (see :func:`~slurm_plugin.protocol.parse_request`) -> one answer."""
+        if request.get("op", "submit") == "ping":
             return {"ok": True, "id": request.get("id"), "view": self.view is not None,
                     "shadow": self.config.shadow}
         try:

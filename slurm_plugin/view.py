@@ -179,8 +179,10 @@ class ClassedPlanner:
         if local is None:
             return None
         start = max(local.start_s, request.begin_s)
+        if start != local.start_s:          # later than the rule's start (a begin time): same nodes
+            local = Placement(start, start + sub.duration_s, local.nodes)
         placement = Placement(start, start + sub.duration_s, np.sort(cls.nodes[local.nodes]))
-        self._last = (placement, c, Placement(start, start + sub.duration_s, local.nodes), sub)
+        self._last = (placement, c, local, sub)
         return placement
 
     def commit(self, request: LiveRequest, placement: Placement) -> None:
@@ -203,7 +205,10 @@ class LiveView:
         if not self.nodes:
             raise ValueError("the cluster has no nodes")
         self.planner = ClassedPlanner(self.nodes, allocation, snapshot.now_s)
-        self.cluster = Cluster([NodeSpec(n.name, max(n.cpus, 1), n.memory_mb, n.gpus) for n in self.nodes])
+        # the power bound of a job takes maxima over nodes; one node per class gives the same maxima
+        self.cluster = Cluster([NodeSpec(n.name, max(n.cpus, 1), n.memory_mb, n.gpus)
+                                for n in (self.nodes[int(cls.nodes[0])] for cls in self.planner.classes)]
+                               or [NodeSpec("none", 1)])
         self.admission = Admission(acceptance, self.planner, self.request)
         busy: dict[int, float] = {}
         for job in snapshot.running:
