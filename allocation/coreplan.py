@@ -90,6 +90,9 @@ class CorePlanner:
     def _least_idle_end(self, m: int, k: int) -> int:
         """The end e <= k of the window [e - m, e) with the least idle m * T[e-1] - sum(T), over ends
         of runs of equal tails; ties to the earliest start."""
+        idle_now = int(np.searchsorted(self.tails, self.now_s, side="right"))
+        if idle_now >= m:       # m nodes are idle now: no idle added, and no earlier start
+            return idle_now
         tails = self.tails[:k] - self.now_s
         cum = np.concatenate(([0.0], np.cumsum(tails)))
         ends = np.arange(m, k + 1)
@@ -109,8 +112,9 @@ class CorePlanner:
         if placement.end_s <= placement.start_s:      # a job of no length holds nothing
             return
         moved = np.sort(self.nodes[positions])
-        tails = np.delete(self.tails, positions)
-        nodes = np.delete(self.nodes, positions)
+        keep = np.ones(len(self.tails), dtype=bool)
+        keep[positions] = False
+        tails, nodes = self.tails[keep], self.nodes[keep]
         end = placement.end_s
         lo = int(np.searchsorted(tails, end, side="left"))
         hi = int(np.searchsorted(tails, end, side="right"))
