@@ -25,7 +25,7 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, 
                            TimeRemainingColumn)
 
 import greenslurm
-from greenslurm import cmd_report, cmd_sweep
+from greenslurm import cmd_report, cmd_sweep, cmd_whatif
 from greenslurm import cmd_gpu_replay, cmd_inflate
 from greenslurm import cmd_compare
 from greenslurm import cmd_hook
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_inflate.add_parser(commands)
     _verbosity(cmd_compare.add_parser(commands), argparse.SUPPRESS)
     cmd_hook.add_parser(commands)
-    for study_command in (cmd_sweep, cmd_report):
+    for study_command in (cmd_sweep, cmd_report, cmd_whatif):
         _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
     return parser
 

@@ -1,0 +1,353 @@
+"""``greenslurm whatif SACCT_EXPORT``: the site's own jobs under its current policy and candidate policies.
+
+The cluster comes from Slurm (``--cluster-from-slurm FILE`` holding ``sinfo --json`` or ``scontrol show
+nodes --json`` output, or ``live`` to run ``sinfo --json`` here) or from a cluster TOML (``--cluster``).
+Every policy replays the same jobs (with the same drawn deadlines and the same renewable supply) through
+:func:`greenslurm.sweep.replay_policy`, so a queue strategy registered in ``sim.strategies`` is a
+candidate with no change here.  The report is one page: a row per figure, a column per policy, the
+difference against the current policy in green (better) or red (worse).
+
+A policy is ``QUEUE[:NAME=VALUE...]``, e.g. ``easy``, ``conservative``,
+``deadline:acceptance=greedy:allocation=bestfit``, ``deadline:acceptance=threshold,greedy:renewable=green``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from rich import box
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+
+from clustermodel import InputError
+from greenslurm.sweep import figures, make_supply, replay_policy
+
+# conservative is left out of the defaults: on long-limit exports its compression is slow (32 s on the
+# 4,285 jobs of xdmod-phillips); ask for it with --candidate conservative.
+DEFAULT_CANDIDATES = ("fcfs", "deadline:acceptance=greedy:allocation=bestfit")
+# (row key, label, lower is better, how to show)
+ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected", True, "int"),
+        ("jobs_skipped", "jobs skipped", True, "int"),
+        ("deadline_missed", "deadline misses", True, "int"),
+        ("energy_kwh", "energy (kWh)", True, "num"), ("peak_power_w", "peak power (kW)", True, "kw"),
+        ("mean_power_w", "mean power (kW)", True, "kw"),
+        ("renewable_share", "renewable share", False, "pct"), ("grid_kwh", "grid energy (kWh)", True, "num"),
+        ("mean_wait_s", "mean wait", True, "time"), ("p95_wait_s", "p95 wait", True, "time"),
+        ("max_wait_s", "max wait", True, "time"), ("mean_bounded_slowdown", "mean bounded slowdown", True, "num"),
+        ("utilization", "utilisation", False, "pct"), ("makespan_s", "makespan", True, "time"))
+
+
+def parse_policy(text: str) -> tuple[str, str, dict]:
+    """``'deadline:acceptance=greedy:allocation=bestfit'`` -> (label, queue, options).
+
+    >>> parse_policy("deadline:acceptance=threshold,greedy:compress=false:share=0.8")[1:]
+    ('deadline', {'acceptance': 'threshold,greedy', 'compress': False, 'share': 0.8})
+    >>> parse_policy("green=deadline:renewable=green")
+    ('green', 'deadline', {'renewable': 'green'})
+    """
+    from sim.strategies import QUEUES
+    label = text
+    name, sep, rest = text.partition("=")
+    if sep and ":" not in name:            # NAME=QUEUE[:...]
+        label, text = name, rest
+    queue, *items = text.split(":")
+    if queue not in QUEUES:
+        raise InputError(f"unknown queue {queue!r} in {text!r}; choose from {', '.join(QUEUES)}",
+                         path="<command line>", field="policy")
+    options = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"policy option {item!r} is not NAME=VALUE", path="<command line>", field="policy")
+        options[key] = _value(value)
+    return label, queue, options
+
+
+def _value(text: str):
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _acceptance_options(options: dict) -> dict:
+    """Options the deadline queue's acceptance policies take go into ``acceptance_options``."""
+    options = dict(options)
+    moved = {k: options.pop(k) for k in ("share", "min_slack") if k in options}
+    if moved:
+        options["acceptance_options"] = {**options.get("acceptance_options", {}), **moved}
+    return options
+
+
+# -- inputs -------------------------------------------------------------------------------------
+def slurm_json_text(source: str) -> tuple[str, str]:
+    """(text, where it came from): a file, or ``live`` = ``sinfo --json`` on this machine."""
+    if source != "live":
+        path = Path(source)
+        if not path.is_file():
+            raise InputError("no such file" if not path.exists() else "not a file", path=source)
+        return path.read_text(encoding="utf-8"), source
+    if shutil.which("sinfo") is None:
+        raise InputError("'live' needs sinfo on PATH (or give a file with sinfo --json output)",
+                         path="<command line>", field="cluster-from-slurm")
+    try:
+        done = subprocess.run(["sinfo", "--json"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        raise InputError("sinfo --json did not answer within 30 s", path="sinfo") from None
+    if done.returncode != 0:
+        raise InputError(f"sinfo --json failed: {done.stderr.strip().splitlines()[-1:] or done.returncode}",
+                         path="sinfo")
+    return done.stdout, "sinfo --json (live)"
+
+
+def load_cluster(args: argparse.Namespace):
+    if args.cluster:
+        from greenslurm.sweep import build_cluster
+        from greenslurm.cli import check_input_file
+        check_input_file(args.cluster, "cluster")
+        return build_cluster(str(Path(args.cluster).resolve())), args.cluster, ""
+    from traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
+    text, where = slurm_json_text(args.cluster_from_slurm)
+    nodes = parse_slurm_nodes(text, path=where)
+    unavailable = [n for n in nodes if not n.available]
+    cluster = cluster_from_slurm_nodes(nodes, name=Path(where).stem if where != "sinfo --json (live)" else "live",
+                                       exclude_unavailable=args.exclude_unavailable,
+                                       idle_w=args.node_idle_w, busy_w=args.node_busy_w)
+    note = ""
+    if unavailable:
+        names = ", ".join(f"{n.name} ({n.state})" for n in unavailable[:4]) + (" ..." if len(unavailable) > 4 else "")
+        note = (f"{len(unavailable)} nodes down or drained: {names}; "
+                + ("left out" if args.exclude_unavailable else "counted (--exclude-unavailable to leave them out)"))
+    return cluster, where, note
+
+
+# -- running -----------------------------------------------------------------------------------
+def _run_one(task: tuple) -> tuple[str, dict, float]:
+    label, queue, options, jobs, cluster, supply, reader_skipped = task
+    started = time.perf_counter()
+    result = replay_policy(jobs, cluster, queue, _acceptance_options(options), supply)
+    row = figures(result, jobs, supply, reader_skipped=reader_skipped)
+    return label, row, time.perf_counter() - started
+
+
+def run_policies(policies, jobs, cluster, supply, reader_skipped, workers: int) -> dict[str, tuple[dict, float]]:
+    tasks = [(label, queue, options, jobs, cluster, supply, reader_skipped) for label, queue, options in policies]
+    if workers <= 1 or len(tasks) == 1:
+        done = map(_run_one, tasks)
+        return {label: (row, seconds) for label, row, seconds in done}
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        return {label: (row, seconds) for label, row, seconds in pool.map(_run_one, tasks)}
+
+
+# -- the report --------------------------------------------------------------------------------
+def _show(value, how: str) -> str:
+    if value is None:
+        return "-"
+    if how == "int":
+        return f"{int(value):,}"
+    if how == "pct":
+        return f"{100.0 * value:.1f}%"
+    if how == "kw":
+        return f"{value / 1000.0:,.2f}"
+    if how == "time":
+        return _duration(value)
+    return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as s, min, h or d.
+
+    >>> _duration(42.0), _duration(600.0), _duration(9000.0), _duration(3 * 86400.0)
+    ('42 s', '10.0 min', '2.5 h', '3.0 d')
+    """
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def difference(current, value, lower: bool | None, how: str) -> str:
+    """The change against the current policy, green when better, red when worse.
+
+    >>> difference(100.0, 90.0, True, "num"), difference(0.5, 0.6, False, "pct"), difference(3, 3, True, "int")
+    ('[green]-10.0%[/]', '[green]+10.0 pts[/]', '[dim]=[/]')
+    """
+    if current is None or value is None or lower is None:
+        return ""
+    delta = value - current
+    if abs(delta) <= 1e-12 * max(1.0, abs(current)):
+        return "[dim]=[/]"
+    better = (delta < 0) == lower
+    if how == "pct":
+        text = f"{100.0 * delta:+.1f} pts"
+    elif how == "int" or current == 0:
+        text = f"{delta:+,.0f}" if how == "int" else f"{delta:+,.3g}"
+    elif abs(delta) >= 10 * abs(current):
+        text = f"x{value / current:.0f}"
+    else:
+        text = f"{100.0 * delta / abs(current):+.1f}%"
+    if text.lstrip("+-").startswith(("0.0%", "0.0 pts")):
+        return "[dim]≈[/]"
+    return f"[{'green' if better else 'red'}]{text}[/]"
+
+
+SHORT_LABEL = 14
+
+
+def legend(labels) -> str:
+    """Long policy names are numbered in the table and spelled out under it."""
+    return "; ".join(f"#{i} = {label}" for i, label in enumerate(labels) if len(label) > SHORT_LABEL)
+
+
+def report_table(results: dict[str, tuple[dict, float]], current: str) -> Table:
+    labels = list(results)
+    table = Table(box=box.SIMPLE_HEAVY, title_justify="left", pad_edge=False)
+    table.add_column("", no_wrap=True)
+    for number, label in enumerate(labels):
+        heading = label if len(label) <= SHORT_LABEL else f"#{number}"
+        table.add_column(("current\n" if label == current else "\n") + heading, justify="right", no_wrap=True)
+    base = results[current][0]
+    for key, name, lower, how in ROWS:
+        values = [results[label][0].get(key) for label in labels]
+        if all(v is None for v in values) or (key in ("rejected", "deadline_missed") and not any(values)
+                                              and key not in ("rejected",)):
+            continue
+        if key == "deadline_missed" and not base.get("deadline_jobs"):
+            continue
+        cells = []
+        for label, value in zip(labels, values):
+            text = _show(value, how)
+            if label != current:
+                diff = difference(base.get(key), value, lower, how)
+                text = f"{text} {diff}" if diff else text
+            cells.append(text)
+        table.add_row(name, *cells)
+    table.add_row("replay time", *(f"{results[label][1]:.2f} s" for label in labels), style="dim")
+    return table
+
+
+def add_parser(commands) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "whatif", help="admin what-if: the site's own sacct jobs under the current and candidate policies",
+        description="Replay SACCT_EXPORT on the site's cluster (from Slurm's node JSON or a TOML file) under\n"
+                    "the current policy and each candidate, and print a one-page comparison: energy, peak\n"
+                    "power, renewable share, waits, deadline misses, rejections; green better, red worse.",
+        epilog="examples:\n"
+               "  greenslurm whatif jobs.txt --cluster-from-slurm sinfo.json\n"
+               "  greenslurm whatif jobs.txt --cluster-from-slurm live --candidate conservative \\\n"
+               "      --candidate deadline:acceptance=greedy:allocation=bestfit --slack 1.0 --supply solar\n"
+               "  greenslurm whatif jobs.txt --cluster cluster.toml --current fcfs --json whatif.json\n\n"
+               "policies: QUEUE[:NAME=VALUE...]; options of the deadline queue: acceptance (greedy, threshold,\n"
+               "all, or a chain a,b), allocation (bestfit, balanced, minidle, firstfit, +backfill), renewable\n"
+               "(grid, green, only: needs --supply), share and min_slack (threshold).",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("trace", metavar="SACCT_EXPORT", help="the site's jobs (sacct text or JSON; any trace format)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--cluster-from-slurm", metavar="FILE|live",
+                        help="sinfo --json / scontrol show nodes --json output, or 'live' to run sinfo --json")
+    source.add_argument("--cluster", metavar="FILE", help="cluster TOML instead")
+    parser.add_argument("--format", default=None, help="trace format (default: guessed)")
+    parser.add_argument("--columns", default=None, metavar="NAMES",
+                        help="field names of a headerless sacct export, '|'- or ','-separated")
+    parser.add_argument("--current", default="easy", metavar="POLICY",
+                        help="the policy the site runs now (default: easy, Slurm's backfill)")
+    parser.add_argument("--candidate", action="append", default=None, metavar="POLICY",
+                        help="a policy to compare (repeat; default: " + ", ".join(DEFAULT_CANDIDATES) + ")")
+    parser.add_argument("--slack", type=float, default=None, metavar="EPS",
+                        help="draw deadlines d = r + (1 + eps_j) p with log-normal slack of geometric mean EPS "
+                             "(the export has none); the same for every policy")
+    parser.add_argument("--exact-runtimes", action="store_true",
+                        help="plan with the real runtimes as time limits (seed 003's setting); by default the "
+                             "users' own limits are planned with, as Slurm would")
+    parser.add_argument("--seed", type=int, default=0, help="seed of drawn deadlines and synthetic supply")
+    parser.add_argument("--supply", default=None, metavar="solar|wind|FILE.csv",
+                        help="renewable supply: synthetic solar or wind, or a CSV (time_s, watts)")
+    parser.add_argument("--supply-peak", type=float, default=0.5, metavar="SHARE",
+                        help="synthetic supply peak as a share of the cluster's maximum power (default 0.5)")
+    parser.add_argument("--exclude-unavailable", action="store_true",
+                        help="leave out nodes that are down, drained or failing")
+    parser.add_argument("--node-idle-w", type=float, default=None, help="node idle power (W; Slurm has none)")
+    parser.add_argument("--node-busy-w", type=float, default=None, help="node power with every CPU busy (W)")
+    parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N jobs by submit time")
+    parser.add_argument("--workers", "-j", type=int, default=None, help="policies replayed in parallel (default: cores)")
+    parser.add_argument("--json", metavar="FILE", default=None, help="also write every figure as JSON")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    import os
+
+    from greenslurm.cli import parse_columns
+    from greenslurm.sweep import _read
+    started = time.perf_counter()
+    current = parse_policy(args.current)
+    candidates = [parse_policy(p) for p in (args.candidate or DEFAULT_CANDIDATES)]
+    policies = [current] + [c for c in candidates if c[0] != current[0]]
+    cluster, cluster_source, cluster_note = load_cluster(args)
+    from greenslurm.cli import check_input_file
+    check_input_file(args.trace)
+    columns = parse_columns(args.columns)
+    trace = _read(str(Path(args.trace).resolve()), args.format, tuple(columns) if columns else None)
+    jobs = sorted(trace.jobs, key=lambda j: j.submit_s)
+    if args.limit is not None:
+        jobs = jobs[:args.limit]
+    if not jobs:
+        raise InputError("no jobs to replay", path=args.trace)
+    if args.exact_runtimes:
+        from traces.deadlines import exact_runtimes
+        jobs = exact_runtimes(jobs)
+    if args.slack is not None:
+        from traces.deadlines import with_deadlines
+        jobs = with_deadlines(jobs, eps=args.slack, seed=args.seed)
+    supply = None
+    if args.supply in ("solar", "wind"):
+        supply = make_supply({"supply": args.supply, "supply_peak": args.supply_peak}, jobs, cluster, args.seed)
+    elif args.supply is not None:
+        from clustermodel.renewable import parse_supply_csv
+        check_input_file(args.supply, "supply")
+        supply = parse_supply_csv(Path(args.supply).read_text(encoding="utf-8"), path=args.supply)
+    results = run_policies(policies, jobs, cluster, supply, dict(trace.skipped), args.workers or os.cpu_count() or 1)
+    elapsed = time.perf_counter() - started
+
+    span_d = (jobs[-1].submit_s - jobs[0].submit_s) / 86400.0
+    head = (f"[bold]{escape(Path(args.trace).name)}[/]: {len(jobs):,} jobs over {span_d:.1f} days"
+            f"{f', deadlines drawn with slack {args.slack:g}' if args.slack is not None else ''}\n"
+            f"cluster {escape(cluster.name)} from {escape(cluster_source)}: {cluster.size} nodes, "
+            f"{cluster.total_cpus:,} CPUs, {cluster.total_gpus} GPUs"
+            f"{f'; supply {escape(args.supply)}' if supply is not None else ''}")
+    notes = ["partitions are not modelled: a job may use any node it fits on"]
+    if cluster_note:
+        notes.insert(0, cluster_note)
+    if any(n.idle_w == 100.0 and n.busy_w == 350.0 for n in cluster.nodes) and args.cluster is None \
+            and args.node_idle_w is None:
+        notes.append("node power assumed (100 W idle, 350 W busy): give --node-idle-w/--node-busy-w")
+    body = Group(head, report_table(results, current[0]), escape(legend(results)),
+                 "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
+    console.print(Panel(body, title="what if", title_align="left", expand=False))
+    if args.json is not None:
+        data = {"trace": str(args.trace), "jobs": len(jobs), "cluster": cluster_source, "current": current[0],
+                "policies": {label: row for label, (row, _) in results.items()}}
+        text = json.dumps(data, indent=2, default=str) + "\n"     # policies in the report's order
+        if args.json == "-":
+            print(text, end="")
+        else:
+            Path(args.json).write_text(text, encoding="utf-8")
+            console.print(f"wrote {escape(args.json)}", style="dim")
+    return 0
