@@ -76,11 +76,12 @@ def _slurm_conf_settings(path: Path) -> dict[str, str]:
     return settings
 
 
-def ping(socket_path: str, timeout_s: float = 1.0) -> dict:
+def exchange(socket_path: str, payload: bytes, timeout_s: float = 1.0) -> dict:
+    """Send one request line to the service and read its answer line."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
         s.connect(socket_path)
-        s.sendall(b'{"op":"ping","id":0}\n')
+        s.sendall(payload)
         data = b""
         while not data.endswith(b"\n"):
             chunk = s.recv(65536)
@@ -88,6 +89,10 @@ def ping(socket_path: str, timeout_s: float = 1.0) -> dict:
                 break
             data += chunk
     return json.loads(data)
+
+
+def ping(socket_path: str, timeout_s: float = 1.0) -> dict:
+    return exchange(socket_path, b'{"op":"ping","id":0}\n', timeout_s)
 
 
 def check(config: HookConfig, slurm_conf: Path) -> list[Check]:

@@ -17,7 +17,7 @@ import pytest
 
 from clustermodel import InputError
 from hook_service import ServiceProcess, write_config
-from slurm_plugin import backend, protocol, service
+from slurm_plugin import backend, install, protocol
 from slurm_plugin.protocol import MAX_REQUEST_BYTES, ProtocolError, parse_request, submission_from_request
 from slurm_plugin.service import HookConfig
 
@@ -31,17 +31,7 @@ def test_doctests(module):
 
 
 def exchange(path: str, payload: bytes, timeout_s: float = 5.0) -> dict:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        s.connect(path)
-        s.sendall(payload)
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    return json.loads(data)
+    return install.exchange(path, payload, timeout_s)
 
 
 def submit(i: int, deadline: str | None, now: float) -> bytes:
