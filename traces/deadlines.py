@@ -82,3 +82,33 @@ def limit_parallelism(jobs: Sequence[JobSpec], max_cpus: int) -> list[JobSpec]:
     return [job if job.cpus <= max_cpus
             else job.with_changes(cpus=max_cpus, nodes=min(job.nodes, max_cpus))
             for job in jobs]
+
+
+def with_offered_load(jobs: Sequence[JobSpec], total_cpus: float, load: float) -> list[JobSpec]:
+    """The jobs with their submit times stretched or squeezed about the first one, so that they
+    offer ``load`` times what ``total_cpus`` CPUs can run over their submission span (work =
+    CPUs x run time).  Shapes and runtimes are kept; deadlines, if any, move with their jobs.
+
+    Two 1-CPU jobs of 100 s submitted 100 s apart offer 200 CPU-s over 100 s on 2 CPUs: load 1.
+    At load 2 they come 50 s apart:
+
+    >>> jobs = [JobSpec("a", 10.0, 100.0, runtime_s=100.0), JobSpec("b", 110.0, 100.0, runtime_s=100.0, deadline_s=300.0)]
+    >>> [(j.submit_s, j.deadline_s) for j in with_offered_load(jobs, 2, 2.0)]
+    [(10.0, None), (60.0, 250.0)]
+    """
+    if not jobs:
+        return []
+    first = min(j.submit_s for j in jobs)
+    span = max(j.submit_s for j in jobs) - first
+    work = math.fsum(j.cpus * j.run_for_s for j in jobs)
+    if span <= 0 or work <= 0:
+        return list(jobs)
+    factor = work / (total_cpus * span * load)
+
+    def moved(t: float) -> float:
+        return first + (t - first) * factor
+
+    return [job.with_changes(submit_s=moved(job.submit_s),
+                             deadline_s=None if job.deadline_s is None
+                             else moved(job.submit_s) + job.deadline_s - job.submit_s)
+            for job in jobs]
