@@ -275,10 +275,13 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
     """One row per run; the best performance ratio of each slack value in bold."""
     renewable = any(row.get("renewable_share") is not None for row in rows)
     table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
-    for name, justify in (("slack", "right"), ("acceptance", "left"), ("allocation", "left"),
-                          ("accepted", "right"), ("rejected", "right"), ("accepted CPU-h", "right"),
-                          ("bound CPU-h", "right"), ("ratio", "right"), ("missed", "right"), ("mean wait", "right")):
-        table.add_column(name, justify=justify)
+    table.add_column("slack", justify="right")
+    for name in ("acceptance", "allocation"):        # policy names are never cut
+        table.add_column(name, no_wrap=True, min_width=max(len(name), *(len(str(row[name])) for row in rows)))
+    for name in ("in", "out", "CPU-h in", "bound", "ratio", "missed", "mean wait"):
+        table.add_column(name, justify="right", min_width=len(name))
+    table.caption = ("in / out: jobs accepted / rejected; CPU-h in: load accepted; bound: upper bound on the load "
+                     "any schedule could accept (CPU-h); ratio = bound / load accepted, best of each slack in bold")
     if renewable:
         for name in ("renewable", "grid kWh", "curtailed kWh"):
             table.add_column(name, justify="right")

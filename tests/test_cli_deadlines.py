@@ -1,0 +1,88 @@
+"""``greenslurm replay`` with deadline options and ``greenslurm compare``, end to end in-process."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from greenslurm.cli import main
+from test_cli import TINY_SWF
+
+# test_cli's 2 x 1-CPU machine and its jobs 1-3 (job 1 holds both CPUs on [0, 100)), plus a wide
+# job 4 at 30 and a job 5 long after.
+SWF = TINY_SWF + """\
+4   30 -1 200 2 -1 -1 2 200 -1 1 2 1 -1 -1 -1 -1 -1
+5 4000 -1  30 1 -1 -1 1  30 -1 1 2 1 -1 -1 -1 -1 -1
+"""
+
+
+@pytest.fixture
+def swf(tmp_path):
+    path = tmp_path / "tiny.swf"
+    path.write_text(SWF, encoding="utf-8")
+    return path
+
+
+def run(argv, capsys):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_replay_with_greedy_and_drawn_deadlines(swf, capsys):
+    # slack 0 for every job (sigma 0): d = r + p.  Job 1 holds both CPUs on [0, 100): jobs 2 and 3
+    # cannot end on time; job 4 (2 CPUs) neither; job 5 at 4000 starts at once.
+    code, out, err = run(["replay", str(swf), "--acceptance", "greedy", "--slack-mean", "0.0001",
+                          "--slack-sigma", "0", "--exact-runtimes", "--json", "-"], capsys)
+    assert code == 0, err
+    admission = json.loads(out)["admission"]
+    assert (admission["jobs_accepted"], admission["jobs_rejected"], admission["deadline_missed"]) == (2, 3, 0)
+    assert admission["rejected_by_reason"] == {"greedy: cannot end by its deadline": 3}
+    assert "Admission and deadlines" in err and "jobs rejected" in err
+
+
+def test_replay_with_renewable_only(swf, capsys):
+    code, out, err = run(["replay", str(swf), "--allocation", "backfill", "--renewable", "solar",
+                          "--renewable-mode", "only", "--json", "-"], capsys)
+    assert code == 0, err
+    admission = json.loads(out)["admission"]
+    assert admission["renewable_source"] == "solar"
+    assert admission["renewable_kwh"] + admission["grid_kwh"] == pytest.approx(json.loads(out)["energy_kwh"])
+    assert "Renewable energy (solar)" in err
+
+
+def test_replay_supply_from_csv_and_its_errors(swf, tmp_path, capsys):
+    supply = tmp_path / "supply.csv"
+    supply.write_text("time_s,watts\n0,100000\n", encoding="utf-8")
+    code, out, _ = run(["replay", str(swf), "--renewable", str(supply), "--json", "-"], capsys)
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["queue"] == "easy"                     # a supply alone keeps the queue
+    assert summary["admission"]["renewable_share"] == pytest.approx(1.0)
+    supply.write_text("0,1\n0,2\n", encoding="utf-8")
+    code, _, err = run(["replay", str(swf), "--renewable", str(supply)], capsys)
+    assert code == 2 and err.strip().startswith("greenslurm: error: ") and "supply.csv:2" in err
+    code, _, err = run(["replay", str(swf), "--renewable-mode", "only"], capsys)
+    assert code == 2 and "needs --renewable" in err
+
+
+def test_bad_acceptance_is_a_usage_error(swf, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["replay", str(swf), "--acceptance", "maybe"])
+    assert exit_info.value.code == 2
+    assert "unknown acceptance policy 'maybe'" in capsys.readouterr().err
+
+
+def test_compare_table_and_csv(swf, tmp_path, capsys):
+    out_csv = tmp_path / "grid.csv"
+    code, out, err = run(["compare", str(swf), "--cores", "2", "--slack-mean", "0.5", "2",
+                          "--acceptance", "greedy", "threshold,greedy", "--allocation", "bestfit", "backfill",
+                          "--csv", str(out_csv)], capsys)
+    assert code == 0, err
+    assert "tiny.swf on 2 cores" in out and "threshold,greedy" in out
+    rows = list(csv.DictReader(out_csv.open(encoding="utf-8")))
+    assert len(rows) == 2 * 2 * 2
+    assert {r["allocation"] for r in rows} == {"bestfit", "backfill"}
+    assert all(r["deadline_missed"] == "0" and float(r["performance_ratio"]) >= 1 - 1e-9 for r in rows)
