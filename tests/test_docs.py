@@ -1,0 +1,72 @@
+"""The documentation's examples run: ```sh blocks of the user guide, ```python blocks of the developer guide."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
+CLUSTER_TOML = """name = "site"
+[[node_group]]
+name = "cpn"
+count = 8
+cpus = 8
+memory_mb = 24000
+idle_w = 90.0
+busy_w = 280.0
+[[node_group]]
+name = "gpu"
+count = 2
+cpus = 12
+memory_mb = 64000
+gpus = 2
+gpu_model = "P100"
+"""
+
+
+def blocks(name: str, language: str) -> list[str]:
+    return [body for lang, body in FENCE.findall((DOCS / name).read_text()) if lang == language]
+
+
+@pytest.fixture
+def site(tmp_path, shared_data):
+    lines = (shared_data / "sacct" / "xdmod-phillips.log").read_text().splitlines(keepends=True)
+    (tmp_path / "jobs.txt").write_text("".join(lines[:300]))
+    shutil.copy(ROOT / "tests" / "data" / "sinfo-json-v0.0.38.json", tmp_path / "sinfo.json")
+    (tmp_path / "cluster.toml").write_text(CLUSTER_TOML)
+    return tmp_path
+
+
+def test_the_guides_link_the_other_docs():
+    text = (DOCS / "user-guide.md").read_text()
+    for page in ("deadlines.md", "gpu-scoring.md", "hook.md", "power-and-colocation.md", "cli.md",
+                 "replay-engine.md"):
+        assert f"({page}" in text
+    assert blocks("user-guide.md", "sh") and blocks("developer-guide.md", "python")
+
+
+def test_user_guide_commands_run(site):
+    script = "set -e\nexport COLUMNS=120\n" + "\n".join(blocks("user-guide.md", "sh"))
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", MPLBACKEND="Agg")
+    done = subprocess.run(["bash", "-c", script], cwd=site, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (site / "first" / "jobs.csv").exists() and (site / "whatif.json").exists()
+    assert (site / "study-results" / "results.parquet").exists()
+    assert "ran 10 cells" in done.stdout and "skipped:" in done.stdout
+    assert (site / "replay-figures" / "gantt.png").stat().st_size > 5000
+    assert any(p.name.endswith("-vs-slack.png") for p in (site / "figures").iterdir())
+
+
+def test_developer_guide_python_runs(tmp_path):
+    code = "\n\n".join(blocks("developer-guide.md", "python"))
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
