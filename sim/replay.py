@@ -72,7 +72,8 @@ class Replay:
     def __init__(self, jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
                  chooser: NodeChooser = first_fit,
                  progress: Callable[[int, int], None] | None = None,
-                 strategy_options: dict | None = None, keep_jobs: bool = False) -> None:
+                 strategy_options: dict | None = None, keep_jobs: bool = False,
+                 machine_factory: Callable[[Cluster, NodeChooser], Machine] | None = None) -> None:
         if queue not in QUEUES:
             raise ValueError(f"unknown queue strategy {queue!r}; choose from {', '.join(QUEUES)}")
         self.ordered = sorted(jobs, key=lambda job: job.submit_s)   # stable: equal times keep trace order
@@ -82,7 +83,7 @@ class Replay:
         self.pending: list[PendingJob] = []
         self.keep_jobs = keep_jobs
         self.cluster = cluster
-        self.machine = Machine(cluster, chooser)
+        self.machine = (machine_factory or Machine)(cluster, chooser)
         self.strategy = QUEUES[queue](self.machine, **(strategy_options or {}))
         self.events = EventQueue()
         start_s = self.ordered[0].submit_s if self.ordered and math.isfinite(self.ordered[0].submit_s) else 0.0
@@ -92,6 +93,11 @@ class Replay:
         self.progress = progress
         self._wake: tuple | None = None
         self.now_s = start_s
+        # Called with the time after the strategy scheduled (e.g. power actions, sim.power_states).
+        self.after_schedule: list[Callable[[float], None]] = []
+        attach = getattr(self.machine, "attach", None)    # a machine that needs the replay's events
+        if attach is not None:
+            attach(self)
 
     def _on_start(self, job: PendingJob, now_s: float) -> None:
         self.ledger.on_start(job, now_s)
@@ -130,9 +136,13 @@ class Replay:
             elif kind is EventKind.SUBMIT:
                 self.strategy.submit(payload, now_s)
                 self._push_submit(payload.index + 1)
+            elif payload is not None:     # a timer with its own handler (e.g. a node finished booting)
+                payload(now_s)
             else:
                 self._wake = None
         self.strategy.schedule(now_s)
+        for hook in self.after_schedule:
+            hook(now_s)
         self._set_wake()
 
     def _push_submit(self, index: int) -> None:

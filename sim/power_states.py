@@ -1,0 +1,531 @@
+"""Node power states, a peak power budget and power phases for the rigid-job replay (seed 004, pVOCL,
+and Slurm's power_save).
+
+A node is ON (idle power plus its jobs), OFF (``off_w``) or BOOTING (``boot_w`` for ``boot_s``).
+An ON node with no job for ``suspend_after_s`` is powered down (Slurm's SuspendTime), unless jobs
+are waiting.  After the strategy schedules, if the waiting jobs need more CPUs than the ON nodes
+have free (and the BOOTING nodes will bring), OFF nodes are woken (Slurm's ResumeTimeout is the
+boot delay), picked by the phase-balance scorer, as long as the budget allows.
+
+The peak budget holds at every instant: a job starts only if the cluster's power plus the job's
+power (an upper bound over the ON nodes) plus the idle power still to come from booting nodes stays
+within the budget; otherwise the queue waits.  A node is woken only under the same test.
+
+Integration with the replay is a subclass of :class:`sim.machine.Machine` (``place`` sees only ON
+nodes and the budget; ``start`` refuses anything else) plus two small hooks in ``sim.replay``:
+WAKE events may carry a handler, and ``after_schedule`` callbacks.  The ledger is extended
+(:class:`PowerStateLedger`) so that off and boot energy are integrated exactly and the identity
+``total = jobs + unallocated = sum over nodes`` still holds.
+
+Works with the ``fcfs`` and ``easy`` queues (they ask ``place`` before every start).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from clustermodel import Cluster
+from clustermodel.cluster import CPU, GPU
+from sim.ledger import EnergyLedger
+from sim.machine import Machine, NodeChooser, PendingJob, first_fit
+from sim.result import EnergyTotals
+
+ON, OFF, BOOTING = 0, 1, 2
+STATE_NAMES = ("on", "off", "booting")
+SUPPORTED_QUEUES = ("fcfs", "easy")
+
+
+@dataclass(frozen=True, slots=True)
+class PowerStateConfig:
+    """Power management settings.  ``suspend_after_s`` None: never power down (budget/phases only).
+
+    ``boot_w`` None: a booting node draws its idle power.  Nodes sit in cabinets of
+    ``nodes_per_cabinet`` and on ``phases`` power phases, node i on phase i mod phases.
+    """
+
+    suspend_after_s: float | None = 600.0
+    boot_s: float = 300.0
+    boot_w: float | None = None
+    off_w: float = 10.0
+    budget_w: float | None = None
+    phases: int = 3
+    nodes_per_cabinet: int = 48
+
+    def __post_init__(self) -> None:
+        if self.suspend_after_s is not None and self.suspend_after_s < 0:
+            raise ValueError("suspend_after_s must be >= 0")
+        if self.boot_s < 0 or self.off_w < 0 or (self.boot_w is not None and self.boot_w < 0):
+            raise ValueError("boot_s, boot_w and off_w must be >= 0")
+        if self.phases < 1 or self.nodes_per_cabinet < 1:
+            raise ValueError("phases and nodes_per_cabinet must be >= 1")
+        if self.budget_w is not None and not self.budget_w > 0:
+            raise ValueError("budget_w must be > 0")
+
+    @classmethod
+    def from_mapping(cls, table: dict) -> "PowerStateConfig":
+        """From a TOML ``[power_states]`` table (keys as the field names)."""
+        known = set(cls.__dataclass_fields__)
+        unknown = set(table) - known
+        if unknown:
+            raise ValueError(f"unknown power_states keys: {', '.join(sorted(unknown))}")
+        return cls(**table)
+
+
+# -- power phases -----------------------------------------------------------------------------
+def phase_of_nodes(size: int, phases: int, nodes_per_cabinet: int) -> tuple[np.ndarray, np.ndarray]:
+    """(cabinet, phase) of each node: cabinets fill in node order, phases round robin in a cabinet.
+
+    >>> phase_of_nodes(5, 3, 4)
+    (array([0, 0, 0, 0, 1]), array([0, 1, 2, 0, 0]))
+    """
+    index = np.arange(size)
+    return index // nodes_per_cabinet, (index % nodes_per_cabinet) % phases
+
+
+def phase_loads_w(node_power_w: np.ndarray, phase: np.ndarray, phases: int) -> np.ndarray:
+    """Power on each phase.
+
+    >>> phase_loads_w(np.array([100.0, 200.0, 300.0, 50.0]), np.array([0, 1, 2, 0]), 3)
+    array([150., 200., 300.])
+    """
+    return np.bincount(phase, weights=node_power_w, minlength=phases)
+
+
+def phase_imbalance(loads_w: np.ndarray) -> float:
+    """Largest deviation from the mean phase load over the mean (0 when nothing draws power).
+
+    >>> phase_imbalance(np.array([150.0, 200.0, 300.0]))   # mean 650/3; max |dev| = 300 - 216.67
+    0.3846153846153847
+    >>> phase_imbalance(np.array([0.0, 0.0, 0.0]))
+    0.0
+    """
+    mean = float(loads_w.mean())
+    if mean <= 0:
+        return 0.0
+    return float(np.abs(loads_w - mean).max() / mean)
+
+
+def phase_balance_order(candidates: np.ndarray, added_w: np.ndarray, node_power_w: np.ndarray,
+                        phase: np.ndarray, phases: int) -> np.ndarray:
+    """Candidates ordered by the phase imbalance after adding ``added_w`` on that node (best first;
+    ties by node index).  The phase-balance scorer used to pick nodes to wake.
+
+    >>> phase_balance_order(np.array([0, 1, 2]), np.array([100.0, 100.0, 100.0]),
+    ...                     np.array([100.0, 0.0, 50.0]), np.array([0, 1, 2]), 3)
+    array([1, 2, 0])
+    """
+    loads = phase_loads_w(node_power_w, phase, phases)
+    scores = []
+    for node, extra in zip(candidates.tolist(), added_w.tolist()):
+        after = loads.copy()
+        after[phase[node]] += extra
+        scores.append((phase_imbalance(after), node))
+    return np.array([node for _, node in sorted(scores)], dtype=int)
+
+
+# -- the planner (pVOCL optimisation 1 and 2) ---------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class PowerPlan:
+    """A cheapest sequence of actions from ``start`` to ``target`` (ON counts per group)."""
+
+    start: tuple[int, ...]
+    target: tuple[int, ...]
+    actions: tuple[tuple[str, int], ...]      # ("on" | "off", group)
+    cost: float                               # sum of action costs (seconds or joules)
+    target_power_w: float
+    peak_power_w: float                       # highest power of any configuration on the way
+
+
+def plan_power_actions(start: tuple[int, ...], capacity: tuple[int, ...], on_w: tuple[float, ...],
+                       off_w: tuple[float, ...], demand_nodes: int, budget_w: float,
+                       on_cost: tuple[float, ...], off_cost: tuple[float, ...],
+                       group_phase: tuple[int, ...] | None = None, phases: int = 3,
+                       imbalance_loss: float = 0.0) -> PowerPlan | None:
+    """Cheapest way (Dijkstra) from ON counts ``start`` to a least-power configuration that keeps at
+    least ``demand_nodes`` nodes ON, never exceeding ``budget_w`` on the way (pVOCL Eq. 1-8).
+
+    A configuration is a tuple of ON-node counts per group (a group: nodes of one cabinet phase);
+    its power is sum(count * on_w + (capacity - count) * off_w), times (1 + imbalance_loss *
+    phase imbalance) when ``group_phase`` is given (the loss of an unbalanced three-phase load).
+    Edges turn one node of a group on or off at ``on_cost``/``off_cost``.  The targets are the
+    feasible configurations of least power (Optimisation 1); the path minimises total cost
+    (Optimisation 2).  None if no target can be reached under the budget.
+
+    Three groups of 2 nodes (phases 0, 1, 2), 400 W on, 10 W off, two nodes ON on phase 0, one
+    node needed: the target turns one node off; 2 nodes ON draw 2*400 + 4*10 = 840 W, the target
+    1*400 + 5*10 = 450 W.
+
+    >>> plan = plan_power_actions((2, 0, 0), (2, 2, 2), (400.0,) * 3, (10.0,) * 3, 1, 1000.0,
+    ...                           (300.0,) * 3, (60.0,) * 3)
+    >>> plan.actions, plan.cost, plan.target_power_w
+    ((('off', 0),), 60.0, 450.0)
+    """
+    groups = len(start)
+    if group_phase is not None and len(group_phase) != groups:
+        raise ValueError("group_phase needs one phase per group")
+
+    def power(config: tuple[int, ...]) -> float:
+        total = 0.0
+        loads = np.zeros(phases)
+        for g, count in enumerate(config):
+            watts = count * on_w[g] + (capacity[g] - count) * off_w[g]
+            total += watts
+            if group_phase is not None:
+                loads[group_phase[g]] += watts
+        if group_phase is not None and imbalance_loss:
+            total *= 1.0 + imbalance_loss * phase_imbalance(loads)
+        return total
+
+    start_power = power(start)
+    if start_power > budget_w + 1e-9:
+        return None
+    best: dict[tuple[int, ...], float] = {start: 0.0}
+    back: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[str, int]] | None] = {start: None}
+    peak: dict[tuple[int, ...], float] = {start: start_power}
+    heap = [(0.0, start)]
+    reached: list[tuple[float, float, tuple[int, ...]]] = []     # (power, cost, config)
+    while heap:
+        cost, config = heapq.heappop(heap)
+        if cost > best[config]:
+            continue
+        if sum(config) >= demand_nodes:
+            reached.append((round(power(config), 9), cost, config))
+        for g in range(groups):
+            for step, action, edge in ((1, "on", on_cost[g]), (-1, "off", off_cost[g])):
+                count = config[g] + step
+                if not 0 <= count <= capacity[g]:
+                    continue
+                nxt = config[:g] + (count,) + config[g + 1:]
+                if sum(nxt) < demand_nodes and sum(nxt) < sum(config):
+                    continue        # never drop below the demand on the way (Eq. 4/8)
+                watts = power(nxt)
+                if watts > budget_w + 1e-9:
+                    continue
+                new_cost = cost + edge
+                if new_cost < best.get(nxt, math.inf):
+                    best[nxt] = new_cost
+                    back[nxt] = (config, (action, g))
+                    peak[nxt] = max(peak[config], watts)
+                    heapq.heappush(heap, (new_cost, nxt))
+    if not reached:
+        return None
+    target_power, cost, target = min(reached)
+    actions = []
+    node = target
+    while back[node] is not None:
+        node, action = back[node]
+        actions.append(action)
+    return PowerPlan(start=start, target=target, actions=tuple(reversed(actions)), cost=cost,
+                     target_power_w=target_power, peak_power_w=peak[target])
+
+
+# -- the extended ledger ------------------------------------------------------------------------
+@dataclass(slots=True)
+class PowerStateTotals:
+    """What power states added to a replay's energy account (joules, seconds)."""
+
+    off_j: float               # energy drawn by nodes while off
+    boot_j: float              # energy drawn by nodes while booting
+    saved_vs_idle_j: float     # idle energy the off and booting time would have cost, less off + boot
+    off_node_s: float
+    boot_node_s: float
+    boots: int
+    suspends: int
+    peak_power_w: float
+    budget_w: float | None
+    refused_starts: int        # times a fitting job was held back by the budget
+    imbalance_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    imbalance: np.ndarray = field(default_factory=lambda: np.zeros(0))   # phase imbalance from each time on
+    mean_imbalance: float = 0.0  # time-weighted
+
+
+class PowerStateLedger(EnergyLedger):
+    """The energy ledger with node power states: OFF nodes draw ``off_w``, BOOTING ``boot_w``.
+
+    The base ledger charges every unallocated node-second at idle power; at the close the off and
+    booting seconds are re-priced, so total = jobs + unallocated = sum of per-node energy still holds.
+    """
+
+    def __init__(self, cluster: Cluster, start_s: float, off_w: float, boot_w: np.ndarray) -> None:
+        super().__init__(cluster, start_s)
+        self.idle_full_w = cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU]
+        self.off_w = off_w
+        self.boot_w = boot_w
+        n = cluster.size
+        self.state = np.full(n, ON)
+        self._since_s = np.full(n, start_s)
+        self.off_s = np.zeros(n)
+        self.boot_s = np.zeros(n)
+
+    def state_power_w(self, node: int, state: int) -> float:
+        return float((self.idle_full_w[node], self.off_w, self.boot_w[node])[state])
+
+    def on_state(self, node: int, state: int, now_s: float) -> None:
+        """Node ``node`` (with no job) changes power state at ``now_s``."""
+        self.advance(now_s)
+        old = int(self.state[node])
+        self._account(node, old, now_s)
+        self.power_w += self.state_power_w(node, state) - self.state_power_w(node, old)
+        self.state[node] = state
+        self._since_s[node] = now_s
+        if self.power_w > self.peak_power_w:
+            self.peak_power_w = self.power_w
+
+    def _account(self, node: int, state: int, now_s: float) -> None:
+        if state == OFF:
+            self.off_s[node] += now_s - self._since_s[node]
+        elif state == BOOTING:
+            self.boot_s[node] += now_s - self._since_s[node]
+
+    def close(self, end_s: float) -> EnergyTotals:
+        for node in np.nonzero(self.state != ON)[0].tolist():
+            self._account(node, int(self.state[node]), end_s)
+            self._since_s[node] = end_s
+        totals = super().close(end_s)
+        # The base ledger priced these seconds at idle power (the nodes had no job): re-price.
+        repriced = (self.off_w - self.idle_full_w) * self.off_s + (self.boot_w - self.idle_full_w) * self.boot_s
+        totals.per_node_j = totals.per_node_j + repriced
+        totals.unallocated_j += float(repriced.sum())
+        totals.idle_nodes_j -= float((self.idle_full_w * (self.off_s + self.boot_s)).sum())
+        return totals
+
+    @property
+    def off_j(self) -> float:
+        return float(self.off_w * self.off_s.sum())
+
+    @property
+    def boot_j(self) -> float:
+        return float((self.boot_w * self.boot_s).sum())
+
+
+# -- the machine --------------------------------------------------------------------------------
+class PowerManagedMachine(Machine):
+    """A machine whose nodes can be off or booting, under a peak power budget.
+
+    Build with :func:`power_machine_factory` and hand that to ``Replay(machine_factory=...)``.
+    """
+
+    def __init__(self, cluster: Cluster, chooser: NodeChooser = first_fit,
+                 config: PowerStateConfig | None = None) -> None:
+        super().__init__(cluster, chooser)
+        self.config = config = config or PowerStateConfig()
+        self.is_processor_pool = False     # every start goes through place(): the budget is checked
+        n = cluster.size
+        self.state = np.full(n, ON)
+        self.cabinet, self.phase = phase_of_nodes(n, config.phases, config.nodes_per_cabinet)
+        idle_full = cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU]
+        self.boot_w = idle_full.copy() if config.boot_w is None else np.full(n, float(config.boot_w))
+        self.idle_full_w = idle_full
+        cpus = cluster.capacity[:, CPU]
+        safe = np.where(cpus > 0, cpus, 1)
+        self._delta_per_cpu_w = np.where(cpus > 0, (cluster.busy_w - cluster.idle_w) / safe, 0.0)
+        self._delta_per_gpu_w = cluster.gpu_max_w - cluster.gpu_idle_w
+        self.node_power_w = idle_full.copy()          # per node, for the phase loads
+        self._idle_since = np.full(n, math.nan)
+        self._jobs_on = np.zeros(n, dtype=np.int64)
+        self.replay = None
+        self.ledger: PowerStateLedger | None = None
+        self._timers = 0
+        self.boots = self.suspends = self.refused_starts = 0
+        self._imbalance_t: list[float] = []
+        self._imbalance: list[float] = []
+
+    # -- wiring ------------------------------------------------------------------------------
+    def attach(self, replay) -> None:
+        if replay.strategy.name not in SUPPORTED_QUEUES:
+            raise ValueError(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, "
+                             f"not {replay.strategy.name!r}")
+        self.replay = replay
+        start_s = replay.ledger.start_s
+        self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
+        replay.after_schedule.append(self._power_actions)
+        self._record_imbalance(start_s)
+        if self.config.suspend_after_s is not None:
+            self._idle_since[:] = start_s
+            for node in range(self.cluster.size):
+                self._arm(node, start_s)
+
+    def _push(self, time_s: float, handler: Callable[[float], None]) -> None:
+        from sim.events import EventKind
+        self._timers += 1
+        self.replay.events.push(time_s, EventKind.WAKE, handler)
+
+    def _other_work(self) -> bool:
+        """Anything left besides our own timers: jobs running or waiting, events to come."""
+        return bool(self.running) or self.replay.strategy.waiting() > 0 or len(self.replay.events) > self._timers
+
+    def _arm(self, node: int, idle_since: float, retry_s: float | None = None) -> None:
+        def fire(now_s: float) -> None:
+            self._timers -= 1
+            if self.state[node] != ON or self._idle_since[node] != idle_since or not self._other_work():
+                return
+            waiting = getattr(self.replay.strategy, "queue", ())
+            if waiting and sum(job.cpus_total for job in waiting) > self._cpus_coming(exclude=node):
+                # waiting jobs need this node: keep it on, look again later if anything can change
+                if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
+                    self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
+                return
+            self._set_state(node, OFF, now_s)
+            self.suspends += 1
+        at_s = max(idle_since + self.config.suspend_after_s, self.replay.now_s) if retry_s is None else retry_s
+        self._push(at_s, fire)
+
+    def _set_state(self, node: int, state: int, now_s: float) -> None:
+        self.state[node] = state
+        self.ledger.on_state(node, state, now_s)
+        self.node_power_w[node] = self.ledger.state_power_w(node, state)
+        self._no_fit_now.clear()
+        self._record_imbalance(now_s)
+
+    def _record_imbalance(self, now_s: float) -> None:
+        value = phase_imbalance(phase_loads_w(self.node_power_w, self.phase, self.config.phases))
+        if self._imbalance_t and self._imbalance_t[-1] == now_s:
+            self._imbalance[-1] = value
+        elif not self._imbalance or self._imbalance[-1] != value:
+            self._imbalance_t.append(now_s)
+            self._imbalance.append(value)
+
+    # -- budget ------------------------------------------------------------------------------
+    def reserved_w(self) -> float:
+        """Power still to come from booting nodes when they are up (idle above boot power)."""
+        booting = self.state == BOOTING
+        return float(np.maximum(self.idle_full_w[booting] - self.boot_w[booting], 0.0).sum())
+
+    def job_bound_w(self, job: PendingJob) -> float:
+        """An upper bound of the power ``job`` adds on any ON nodes (exact on uniform clusters)."""
+        on = self.state == ON
+        if not on.any():
+            return math.inf
+        per_node = job.demand[CPU] * self._delta_per_cpu_w[on] + job.demand[GPU] * self._delta_per_gpu_w[on]
+        return float(job.nodes * per_node.max())
+
+    def within_budget(self, added_w: float) -> bool:
+        budget = self.config.budget_w
+        return budget is None or self.ledger.power_w + self.reserved_w() + added_w <= budget + 1e-6
+
+    # -- placement ---------------------------------------------------------------------------
+    def place(self, job: PendingJob, free: np.ndarray | None = None,
+              prefer: np.ndarray | None = None) -> np.ndarray | None:
+        if free is not None and prefer is not None:
+            # EASY's shadow: a plan for later, when off nodes can have been woken
+            return super().place(job, free, prefer)
+        base = self.free if free is None else free
+        usable = np.where((self.state == ON)[:, None], base, 0.0)
+        if not self.running and self.replay is not None:
+            # Nothing runs and the head waits for booting nodes: EASY has no end to reserve at, so
+            # no job passes the head until the nodes are up (no starvation, no shadow without end).
+            queue = getattr(self.replay.strategy, "queue", ())
+            if queue and queue[0] is not job and super().place(queue[0], usable) is None:
+                return None
+        nodes = super().place(job, usable, prefer)
+        if nodes is None:
+            return None
+        if not self.within_budget(self.job_bound_w(job)):
+            self.refused_starts += 1
+            return None
+        return nodes
+
+    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+        if (self.state[nodes] != ON).any():
+            raise RuntimeError(f"job {job.job.job_id} started on a node that is not on")
+        if not self.within_budget(self.job_bound_w(job)):
+            raise RuntimeError(f"job {job.job.job_id} would exceed the power budget")
+        super().start(job, nodes, now_s)
+        self._jobs_on[nodes] += 1
+        self._idle_since[nodes] = math.nan
+        self.node_power_w[nodes] += (job.demand[CPU] * self._delta_per_cpu_w[nodes]
+                                     + job.demand[GPU] * self._delta_per_gpu_w[nodes])
+        self._record_imbalance(now_s)
+
+    def finish(self, job: PendingJob, now_s: float) -> None:
+        super().finish(job, now_s)
+        nodes = job.node_indices
+        self._jobs_on[nodes] -= 1
+        self.node_power_w[nodes] -= (job.demand[CPU] * self._delta_per_cpu_w[nodes]
+                                     + job.demand[GPU] * self._delta_per_gpu_w[nodes])
+        for node in nodes[self._jobs_on[nodes] == 0].tolist():
+            self.node_power_w[node] = self.idle_full_w[node]
+            self._idle_since[node] = now_s
+            if self.config.suspend_after_s is not None:
+                self._arm(node, now_s)
+        self._record_imbalance(now_s)
+
+    # -- waking ------------------------------------------------------------------------------
+    def _cpus_coming(self, exclude: int = -1) -> float:
+        """Free CPUs on ON nodes plus the CPUs of booting nodes (without node ``exclude``)."""
+        on = self.state == ON
+        have = float(self.free[on, CPU].sum()) + float(self.cluster.capacity[self.state == BOOTING, CPU].sum())
+        if exclude >= 0 and on[exclude]:
+            have -= float(self.free[exclude, CPU])
+        return have
+
+    def _power_actions(self, now_s: float) -> None:
+        waiting = getattr(self.replay.strategy, "queue", ())
+        if not waiting:
+            return
+        off = np.nonzero(self.state == OFF)[0]
+        if off.size == 0:
+            return
+        need = sum(job.cpus_total for job in waiting) - self._cpus_coming()
+        if need <= 0:
+            return
+        added = np.maximum(self.boot_w[off], self.idle_full_w[off]) - self.config.off_w
+        order = phase_balance_order(off, added, self.node_power_w, self.phase, self.config.phases)
+        for node in order.tolist():
+            if need <= 0:
+                break
+            if not self.within_budget(max(self.boot_w[node], self.idle_full_w[node]) - self.config.off_w):
+                break
+            self._wake(node, now_s)
+            need -= self.cluster.capacity[node, CPU]
+
+    def _wake(self, node: int, now_s: float) -> None:
+        self._set_state(node, BOOTING, now_s)
+        self.boots += 1
+
+        def booted(t: float) -> None:
+            self._timers -= 1
+            self._set_state(node, ON, t)
+            self.finished_count += 1          # invalidates EASY's cached reservation: more is free
+            self._idle_since[node] = t
+            if self.config.suspend_after_s is not None:
+                self._arm(node, t)
+        self._push(now_s + self.config.boot_s, booted)
+
+    # -- results -----------------------------------------------------------------------------
+    def power_totals(self, end_s: float | None = None) -> PowerStateTotals:
+        """The power-state figures; call after the replay closed."""
+        ledger = self.ledger
+        times = np.array(self._imbalance_t)
+        values = np.array(self._imbalance)
+        end_s = ledger.last_s if end_s is None else end_s
+        mean = 0.0
+        if times.size:
+            widths = np.diff(np.append(times, max(end_s, times[-1])))
+            span = widths.sum()
+            mean = float((widths * values).sum() / span) if span > 0 else float(values[-1])
+        off_j, boot_j = ledger.off_j, ledger.boot_j
+        saved = float((self.idle_full_w * (ledger.off_s + ledger.boot_s)).sum()) - off_j - boot_j
+        return PowerStateTotals(off_j=off_j, boot_j=boot_j, saved_vs_idle_j=saved,
+                                off_node_s=float(ledger.off_s.sum()), boot_node_s=float(ledger.boot_s.sum()),
+                                boots=self.boots, suspends=self.suspends, peak_power_w=ledger.peak_power_w,
+                                budget_w=self.config.budget_w, refused_starts=self.refused_starts,
+                                imbalance_times_s=times, imbalance=values, mean_imbalance=mean)
+
+    def _check(self) -> None:
+        super()._check()
+        assert not self._jobs_on[self.state != ON].any(), "a job runs on a node that is off or booting"
+        if self.config.budget_w is not None:
+            assert self.ledger.power_w <= self.config.budget_w + 1e-6, "power above the budget"
+
+
+def power_machine_factory(config: PowerStateConfig) -> Callable[[Cluster, NodeChooser], PowerManagedMachine]:
+    """What ``Replay(machine_factory=...)`` takes to replay with power states."""
+    def build(cluster: Cluster, chooser: NodeChooser = first_fit) -> PowerManagedMachine:
+        return PowerManagedMachine(cluster, chooser, config)
+    return build

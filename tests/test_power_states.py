@@ -1,0 +1,167 @@
+"""Power states, peak budget and phases in the rigid-job replay (sim.power_states): exact small
+cases with the arithmetic in comments, and hypothesis invariants checked at every step."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from clustermodel import Cluster, JobSpec
+from sim.power_states import (BOOTING, OFF, ON, PowerStateConfig, phase_imbalance, plan_power_actions,
+                              power_machine_factory)
+from sim.replay import Replay
+
+
+def one_cpu_nodes(count: int) -> Cluster:
+    # 1 CPU, no GPUs: idle 100 W, busy 300 W; a job adds 200 W per node
+    return Cluster.homogeneous(count, cpus=1, idle_w=100.0, busy_w=300.0)
+
+
+def run(jobs, cluster, config, queue="fcfs"):
+    replay = Replay(jobs, cluster, queue, machine_factory=power_machine_factory(config))
+    result = replay.run()
+    return replay, result
+
+
+def test_suspend_boot_and_off_energy_exact():
+    # A runs 0-10 (300 W: 3000 J); idle 10-110 (100 W: 10000 J); off 110-1000 (10 W: 8900 J);
+    # B arrives at 1000, the node boots 1000-1050 (200 W: 10000 J); B runs 1050-1060 (3000 J).
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=1), JobSpec("b", 1000.0, 10.0, runtime_s=10.0, cpus=1)]
+    config = PowerStateConfig(suspend_after_s=100.0, boot_s=50.0, boot_w=200.0, off_w=10.0)
+    replay, result = run(jobs, one_cpu_nodes(1), config)
+    b = [r for r in result.records if r.job_id == "b"][0]
+    assert (b.start_s, b.end_s, b.wait_s) == (1050.0, 1060.0, 50.0)
+    energy = result.energy
+    assert energy.total_j == pytest.approx(3000 + 10000 + 8900 + 10000 + 3000)
+    assert energy.jobs_j == pytest.approx(6000.0)
+    assert energy.unallocated_j == pytest.approx(10000 + 8900 + 10000)
+    assert energy.per_node_j.sum() == pytest.approx(energy.total_j)
+    totals = replay.machine.power_totals()
+    assert (totals.boots, totals.suspends) == (1, 1)
+    assert totals.off_j == pytest.approx(8900.0) and totals.boot_j == pytest.approx(10000.0)
+    # idle would have cost 100 W over 890 + 50 s = 94000 J; off + boot cost 18900 J
+    assert totals.saved_vs_idle_j == pytest.approx(94000 - 18900)
+
+
+def test_budget_makes_the_second_job_wait_exact():
+    # Two idle nodes: 200 W.  Each job adds 200 W; budget 500 W admits one at a time.
+    # 0-10: 400 W, 10-20: 400 W -> 8000 J, peak 400 W; b waits 10 s.
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=1), JobSpec("b", 0.0, 10.0, runtime_s=10.0, cpus=1)]
+    replay, result = run(jobs, one_cpu_nodes(2), PowerStateConfig(suspend_after_s=None, budget_w=500.0), "easy")
+    starts = sorted(r.start_s for r in result.records)
+    assert starts == [0.0, 10.0]
+    assert result.energy.total_j == pytest.approx(8000.0)
+    assert result.energy.peak_power_w == pytest.approx(400.0)
+    # without the budget both run at once: 0-10 at 600 W = 6000 J
+    plain = Replay(jobs, one_cpu_nodes(2), "easy").run()
+    assert plain.energy.total_j == pytest.approx(6000.0)
+
+
+def test_power_down_frees_budget_for_a_job():
+    # Budget 350 W on two idle nodes (200 W): a job (+200 W) fits only once the idle second node
+    # is off (100 -> 10 W: 110 + 300 = 310 W).  The replay starts at the first arrival (1 s), nodes
+    # are idle from then, suspend after 5 s: node 0 goes off at 6 (node 1 is kept for the job), a starts at 6.
+    jobs = [JobSpec("a", 1.0, 10.0, runtime_s=10.0, cpus=1)]
+    replay, result = run(jobs, one_cpu_nodes(2), PowerStateConfig(suspend_after_s=5.0, budget_w=350.0, off_w=10.0))
+    assert result.records[0].start_s == 6.0
+    assert replay.machine.state.tolist() == [OFF, ON]
+    assert result.energy.peak_power_w <= 350.0
+
+
+@pytest.mark.parametrize("loads, expected", [
+    ([100.0, 100.0, 100.0], 0.0),           # balanced
+    ([300.0, 0.0, 0.0], 2.0),               # mean 100, max deviation 200 -> 2
+    ([150.0, 100.0, 50.0], 0.5),            # mean 100, deviation 50 -> 0.5
+])
+def test_phase_imbalance_table(loads, expected):
+    assert phase_imbalance(np.array(loads)) == pytest.approx(expected)
+
+
+def test_planner_keeps_demand_and_budget_on_the_way():
+    # One group per phase, 2 nodes each, 400 W on, 10 W off, need 2 ON, loss 0.5 * imbalance.
+    # Start (2,0,0): loads 800, 20, 20 (840 W, mean 280, max deviation 520): 840 + 0.5*520*3 = 1620 W.
+    # Target (1,0,1): loads 410, 20, 410: 840 + 0.5*260*3 = 1230 W (the least; (1,1,0) ties, later).
+    # The demand must hold in every intermediate configuration (pVOCL Eq. 4/8), so the node on phase 2
+    # must come up before the one on phase 0 goes down: (2,0,1) has loads 800, 20, 410 = 1230 W, mean
+    # 410, deviation 390: 1230 + 0.5*390*3 = 1815 W.  Budget 1900: on (300 s) then off (60 s), cost 360.
+    plan = plan_power_actions((2, 0, 0), (2, 2, 2), (400.0,) * 3, (10.0,) * 3, 2, 1900.0,
+                              (300.0,) * 3, (60.0,) * 3, group_phase=(0, 1, 2), imbalance_loss=0.5)
+    assert plan.target == (1, 0, 1)
+    assert plan.actions == (("on", 2), ("off", 0))
+    assert plan.cost == pytest.approx(360.0)
+    assert plan.target_power_w == pytest.approx(1230.0)
+    assert plan.peak_power_w == pytest.approx(1815.0)
+    # Budget 1700 W forbids the intermediate 1815 W: the start is the best reachable configuration
+    stuck = plan_power_actions((2, 0, 0), (2, 2, 2), (400.0,) * 3, (10.0,) * 3, 2, 1700.0,
+                               (300.0,) * 3, (60.0,) * 3, group_phase=(0, 1, 2), imbalance_loss=0.5)
+    assert stuck.target == (2, 0, 0) and stuck.actions == ()
+    # a budget below the start's 1620 W: nothing is feasible
+    assert plan_power_actions((2, 0, 0), (2, 2, 2), (400.0,) * 3, (10.0,) * 3, 2, 1000.0,
+                              (300.0,) * 3, (60.0,) * 3, group_phase=(0, 1, 2), imbalance_loss=0.5) is None
+    # without the loss term the start is already a least-power configuration (840 W): no action
+    calm = plan_power_actions((2, 0, 0), (2, 2, 2), (400.0,) * 3, (10.0,) * 3, 2, 900.0,
+                              (300.0,) * 3, (60.0,) * 3)
+    assert calm.actions == () and calm.target_power_w == pytest.approx(840.0)
+
+
+def test_conservative_is_refused():
+    with pytest.raises(ValueError):
+        Replay([JobSpec("a", 0.0, 1.0, runtime_s=1.0, cpus=1)], one_cpu_nodes(1), "conservative",
+               machine_factory=power_machine_factory(PowerStateConfig()))
+
+
+@st.composite
+def scenarios(draw):
+    nodes = draw(st.integers(1, 5))
+    cpus = draw(st.integers(1, 3))
+    cluster = Cluster.homogeneous(nodes, cpus=cpus, idle_w=100.0, busy_w=draw(st.sampled_from([200.0, 400.0])))
+    jobs = []
+    for i in range(draw(st.integers(1, 15))):
+        size = draw(st.integers(1, cpus * nodes))
+        runtime = float(draw(st.integers(0, 40)))
+        jobs.append(JobSpec(str(i), submit_s=float(draw(st.integers(0, 300))), requested_time_s=runtime + 5,
+                            runtime_s=runtime, cpus=size))
+    per_cpu = (float(cluster.busy_w[0]) - 100.0) / cpus
+    biggest = max(shape.nodes * shape.per_node[0] for shape in map(cluster.shape_of, jobs))
+    # a budget every job can meet alone with every other node idle (CPUs as the cluster shapes the job)
+    floor = biggest * per_cpu + nodes * 100.0
+    budget = draw(st.one_of(st.none(), st.floats(floor, floor * 2)))
+    config = PowerStateConfig(suspend_after_s=draw(st.one_of(st.none(), st.sampled_from([0.0, 5.0, 30.0]))),
+                              boot_s=draw(st.sampled_from([0.0, 7.0, 20.0])),
+                              boot_w=draw(st.one_of(st.none(), st.sampled_from([50.0, 150.0]))),
+                              off_w=draw(st.sampled_from([0.0, 10.0])), budget_w=budget,
+                              phases=draw(st.integers(1, 3)), nodes_per_cabinet=draw(st.integers(1, 4)))
+    return cluster, jobs, config, draw(st.sampled_from(["fcfs", "easy"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenarios())
+def test_invariants_at_every_step(scenario):
+    cluster, jobs, config, queue = scenario
+    replay = Replay(jobs, cluster, queue, machine_factory=power_machine_factory(config))
+    machine = replay.machine
+    replay.begin()
+    while len(replay.events):
+        replay.step()
+        machine._check()           # no job on an off/booting node; power within the budget
+        if config.budget_w is not None:
+            assert machine.ledger.power_w + machine.reserved_w() <= config.budget_w + 1e-6
+        for job in machine.running.values():
+            assert (machine.state[job.node_indices] == ON).all()
+    result = replay.close()
+    energy = result.energy
+    assert len(result.records) == len(jobs)
+    assert energy.total_j == pytest.approx(energy.jobs_j + energy.unallocated_j, rel=1e-9, abs=1e-6)
+    assert energy.total_j == pytest.approx(energy.per_node_j.sum(), rel=1e-9, abs=1e-6)
+    if config.budget_w is not None:
+        assert energy.peak_power_w <= config.budget_w + 1e-6
+        assert (result.power_w <= config.budget_w + 1e-6).all()
+    # the integral of the power series is the total, and boot energy is inside it
+    span = np.diff(np.append(result.power_times_s, energy.end_s))
+    assert float((span * result.power_w).sum()) == pytest.approx(energy.total_j, rel=1e-9, abs=1e-6)
+    totals = machine.power_totals()
+    assert totals.boot_j <= energy.unallocated_j + 1e-6
+    assert totals.boots <= totals.suspends
+    assert math.isfinite(totals.mean_imbalance)
+    assert set(np.unique(machine.state)) <= {ON, OFF, BOOTING}
