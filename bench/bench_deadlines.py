@@ -18,7 +18,7 @@ limits "low" (--low-limit cores) and "high" (the whole machine), greedy x {balan
 minidle, backfill (conservative), bestfit+backfill}.  Ratios are averaged over the windows of a
 trace; a finding is judged per trace, from the table printed.
 
-    python bench/bench_deadlines.py                      # KTH-SP2, NASA-iPSC, LANL-CM5; ~10 min on 2 cores
+    python bench/bench_deadlines.py                      # KTH-SP2, NASA-iPSC, LANL-CM5: 270 replays, ~5 min on 2 cores
     python bench/bench_deadlines.py --traces KTH-SP2-1996-2.1-cln.swf --windows 1 --csv out.csv
 """
 
@@ -146,7 +146,7 @@ def judge(rows, console: Console, slacks) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--traces", nargs="+", default=list(TRACES))
-    parser.add_argument("--windows", type=int, default=2, help="windows per trace (default 2)")
+    parser.add_argument("--windows", type=int, default=3, help="windows per trace (default 3)")
     parser.add_argument("--window-jobs", type=int, default=1500, help="jobs per window (default 1500)")
     parser.add_argument("--overload", type=float, default=1.5, help="offered / capacity (default 1.5)")
     parser.add_argument("--cores", type=int, default=None, help="machine size (default: the trace's)")
