@@ -28,7 +28,8 @@ METRICS = (("energy_kwh", "energy kWh", True), ("peak_power_w", "peak W", True),
            ("mean_wait_s", "mean wait s", True), ("mean_bounded_slowdown", "mean BSLD", True),
            ("utilization", "utilisation", False), ("rejected", "rejected", True),
            ("deadline_missed", "deadline misses", True), ("performance_ratio", "perf. ratio", True),
-           ("renewable_share", "renewable share", False))
+           ("renewable_share", "renewable share", False), ("failed_tasks", "failed tasks", True),
+           ("mean_frag_gpu", "mean frag. GPU", True), ("mean_gpu_allocated_pct", "GPU alloc. %", False))
 ENERGY_METRICS = {"energy_kwh", "peak_power_w", "renewable_share", "utilization"}
 CELL_COLUMNS = {"cell_id", "trace", "policy", "queue_name", "options", "seed"}
 KINDS = ("sweep", "inflate", "compare", "jobs", "power")

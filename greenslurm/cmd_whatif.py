@@ -136,15 +136,67 @@ def load_cluster(args: argparse.Namespace):
 
 # -- running -----------------------------------------------------------------------------------
 def _run_one(task: tuple) -> tuple[str, dict, float]:
-    label, queue, options, jobs, cluster, supply, reader_skipped = task
+    label, queue, options, jobs, cluster, supply, reader_skipped, out = task
     started = time.perf_counter()
     result = replay_policy(jobs, cluster, queue, _acceptance_options(options), supply)
     row = figures(result, jobs, supply, reader_skipped=reader_skipped)
+    if out is not None:
+        write_policy_outputs(result, supply, Path(out), reader_skipped)
     return label, row, time.perf_counter() - started
 
 
-def run_policies(policies, jobs, cluster, supply, reader_skipped, workers: int) -> dict[str, tuple[dict, float]]:
-    tasks = [(label, queue, options, jobs, cluster, supply, reader_skipped) for label, queue, options in policies]
+def write_policy_outputs(result, supply, folder: Path, reader_skipped) -> None:
+    """``replay --out`` files of one policy; with a supply, ``power.csv`` gains ``supply_w`` (the supply at
+    the start of each interval) for ``greenslurm report``'s renewable figure."""
+    import pandas as pd
+
+    from sim.metrics import summarize
+    from sim.outputs import POWER_CSV, write_outputs
+    write_outputs(result, summarize(result, reader_skipped=reader_skipped), folder)
+    if supply is not None:
+        power = with_supply(pd.read_csv(folder / POWER_CSV), supply)
+        power.to_csv(folder / POWER_CSV, index=False)
+
+
+def with_supply(power, supply):
+    """Power intervals cut where the supply changes, with the supply on each (``supply_w``); energy kept.
+
+    >>> import numpy as np, pandas as pd
+    >>> from clustermodel.renewable import SupplySeries
+    >>> p = pd.DataFrame({"start_s": [0.0], "end_s": [10.0], "power_w": [5.0], "busy_cpus": [1.0], "energy_j": [50.0]})
+    >>> with_supply(p, SupplySeries(np.array([0.0, 4.0]), np.array([1.0, 9.0]))).to_dict("list")
+    {'start_s': [0.0, 4.0], 'end_s': [4.0, 10.0], 'power_w': [5.0, 5.0], 'busy_cpus': [1.0, 1.0], 'energy_j': [20.0, 30.0], 'supply_w': [1.0, 9.0]}
+    """
+    import numpy as np
+    import pandas as pd
+    if power.empty:
+        return power.assign(supply_w=[])
+    starts = power["start_s"].to_numpy()
+    end = float(power["end_s"].iloc[-1])
+    cuts = supply.times_s[(supply.times_s > starts[0]) & (supply.times_s < end)]
+    edges = np.union1d(np.append(starts, end), cuts)
+    left, right = edges[:-1], edges[1:]
+    row = np.searchsorted(starts, left, side="right") - 1
+    out = pd.DataFrame({"start_s": left, "end_s": right, "power_w": power["power_w"].to_numpy()[row],
+                        "busy_cpus": power["busy_cpus"].to_numpy()[row]})
+    out["energy_j"] = out["power_w"] * (right - left)
+    out["supply_w"] = supply.at(left)
+    return out
+
+
+def _slug(label: str) -> str:
+    """A folder name for a policy label.
+
+    >>> _slug("deadline:acceptance=greedy:allocation=bestfit")
+    'deadline_acceptance-greedy_allocation-bestfit'
+    """
+    return "".join(c if c.isalnum() or c in "-_.," else "_" if c == ":" else "-" for c in label)
+
+
+def run_policies(policies, jobs, cluster, supply, reader_skipped, workers: int,
+                 out: str | None = None) -> dict[str, tuple[dict, float]]:
+    tasks = [(label, queue, options, jobs, cluster, supply, reader_skipped,
+              None if out is None else str(Path(out) / _slug(label))) for label, queue, options in policies]
     if workers <= 1 or len(tasks) == 1:
         done = map(_run_one, tasks)
         return {label: (row, seconds) for label, row, seconds in done}
@@ -287,6 +339,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N jobs by submit time")
     parser.add_argument("--workers", "-j", type=int, default=None, help="policies replayed in parallel (default: cores)")
     parser.add_argument("--json", metavar="FILE", default=None, help="also write every figure as JSON")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="write each policy's jobs.csv, power.csv (with supply_w), summary.json into DIR/POLICY "
+                             "(for greenslurm report)")
     parser.set_defaults(handler=run)
     return parser
 
@@ -323,7 +378,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         from clustermodel.renewable import parse_supply_csv
         check_input_file(args.supply, "supply")
         supply = parse_supply_csv(Path(args.supply).read_text(encoding="utf-8"), path=args.supply)
-    results = run_policies(policies, jobs, cluster, supply, dict(trace.skipped), args.workers or os.cpu_count() or 1)
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError("exists and is not a directory (--out wants a directory)", path=args.out)
+    results = run_policies(policies, jobs, cluster, supply, dict(trace.skipped), args.workers or os.cpu_count() or 1,
+                           args.out)
     elapsed = time.perf_counter() - started
 
     span_d = (jobs[-1].submit_s - jobs[0].submit_s) / 86400.0
@@ -341,6 +399,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     body = Group(head, report_table(results, current[0]), escape(legend(results)),
                  "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
     console.print(Panel(body, title="what if", title_align="left", expand=False))
+    if args.out is not None:
+        console.print(f"wrote {escape(args.out)}/{{{', '.join(escape(_slug(label)) for label in results)}}}", style="dim")
     if args.json is not None:
         data = {"trace": str(args.trace), "jobs": len(jobs), "cluster": cluster_source, "current": current[0],
                 "policies": {label: row for label, (row, _) in results.items()}}

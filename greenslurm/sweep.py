@@ -99,6 +99,7 @@ PARAMETERS: dict[str, str] = {
     "slack_sigma": "deadlines: log-scale deviation of the slack (default eps / 2.5)",
     "supply": "renewable supply: 'solar' or 'wind' (synthetic, seeded), for the energy split and renewable modes",
     "supply_peak": "renewable supply peak as a share of the cluster's maximum power (default 0.5)",
+    "arrival_scale": "GPU scoring policies: time between arrivals multiplied by this (< 1: a busier cluster)",
 }
 OPTION_PREFIX = "option."     # grid keys "option.NAME" vary a queue option (e.g. option.allocation)
 
@@ -128,9 +129,9 @@ class SweepSpec:
                     for key in [k for k in params if k.startswith(OPTION_PREFIX)]:
                         options[key[len(OPTION_PREFIX):]] = params[key]
                     for seed in self.seeds:
+                        kind = {"score": policy["score"]} if "score" in policy else {"queue": policy["queue"]}
                         cells.append({"trace": {k: v for k, v in trace.items() if k != "params"},
-                                      "policy": {"name": policy["name"], "queue": policy["queue"],
-                                                 "options": options},
+                                      "policy": {"name": policy["name"], **kind, "options": options},
                                       "params": params, "seed": seed})
         return cells
 
@@ -166,6 +167,8 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
             _fail("give either path = FILE or synthetic = {...}", path, where)
         if "path" in trace:
             trace["path"] = str((Path(base_dir) / trace["path"]).resolve())
+        if isinstance(trace.get("nodes"), str):          # an openb node list, for GPU scoring policies
+            trace["nodes"] = str((Path(base_dir) / trace["nodes"]).resolve())
         cluster = trace.get("cluster")
         if isinstance(cluster, str):
             trace["cluster"] = str((Path(base_dir) / cluster).resolve())
@@ -181,6 +184,12 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
     for i, policy in enumerate(policies):
         where = f"policy[{i}]"
         policy = dict(policy)
+        if "score" in policy:                           # a GPU scoring policy (seeds 000, 002): sim.gpu_replay
+            _check_score(policy["score"], path, f"{where}.score")
+            policy.setdefault("name", policy["score"])
+            policy.setdefault("options", {})
+            resolved_policies.append(policy)
+            continue
         queue = policy.get("queue", policy.get("name"))
         if queue not in QUEUES:
             _fail(f"unknown queue {queue!r}; choose from {', '.join(QUEUES)}", path, f"{where}.queue")
@@ -201,6 +210,16 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
     return SweepSpec(name=str(head.get("name", Path(path).stem)), traces=resolved_traces,
                      policies=resolved_policies, grid={k: list(v) for k, v in grid.items()}, seeds=list(seeds),
                      base_dir=base_dir, text=text, results=head.get("results"))
+
+
+def _check_score(spec: str, path: str, where: str) -> None:
+    from allocation.scorers import SCORERS, parse_policy as parse_score
+    try:
+        unknown = [name for name, _ in parse_score(spec) if name not in SCORERS]
+    except (ValueError, InputError) as exc:
+        _fail(f"bad score {spec!r}: {exc}", path, where)
+    if unknown:
+        _fail(f"unknown scorer {unknown[0]!r}; choose from {', '.join(SCORERS)}", path, where)
 
 
 def _check_param(key: str, path: str, where: str) -> None:
@@ -347,6 +366,8 @@ def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dic
 def run_cell(cell: Mapping) -> dict:
     """Run one cell: ``(trace, policy and its options, parameters, seed) -> one flat row``."""
     started = time.perf_counter()
+    if "score" in cell["policy"]:
+        return run_gpu_cell(cell, started)
     jobs, cluster, supply = cell_workload(cell)
     policy = cell["policy"]
     result = replay_policy(jobs, cluster, policy["queue"], policy.get("options"), supply)
@@ -354,6 +375,55 @@ def run_cell(cell: Mapping) -> dict:
            "queue_name": policy["queue"], "options": json.dumps(policy.get("options", {}), sort_keys=True),
            "seed": int(cell["seed"]), **cell["params"]}
     row.update(figures(result, jobs, supply))
+    row["elapsed_s"] = time.perf_counter() - started
+    return row
+
+
+@functools.lru_cache(maxsize=4)
+def _node_list(path: str):
+    from traces.alibaba import read_nodes
+    return read_nodes(path)
+
+
+def run_gpu_cell(cell: Mapping, started: float) -> dict:
+    """A GPU scoring cell: the pods of an openb trace replayed with departures by ``sim.gpu_replay``."""
+    from allocation.scorers import needs_workload
+    from clustermodel.fragmentation import COVERAGE
+    from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+    from sim.gpu_replay import gpu_replay
+    from sim.inflate import TaskPool
+    trace, policy, params, seed = cell["trace"], cell["policy"], cell["params"], int(cell["seed"])
+    if "nodes" in trace:
+        cluster = _node_list(trace["nodes"])
+    elif trace.get("cluster") is not None:
+        cluster = build_cluster(trace["cluster"])
+    else:
+        raise InputError("a GPU scoring policy needs nodes = NODE_LIST.csv or cluster = ...", path=trace.get("path", ""))
+    nodes = GpuNodes.from_cluster(cluster)
+    result = _read(trace["path"], trace.get("format", "alibaba"), None)
+    jobs = sorted(result.jobs, key=lambda job: job.submit_s)
+    limit = params.get("limit", trace.get("limit"))
+    if limit is not None:
+        jobs = jobs[:int(limit)]
+    options = dict(policy.get("options", {}))
+    workload = None
+    if needs_workload(policy["score"]):
+        tasks = []
+        for job in jobs:
+            try:
+                tasks.append(gpu_task_from_job(job))
+            except ValueError:
+                pass
+        workload = TaskPool.from_tasks(tasks).workload(nodes.models, options.pop("coverage", COVERAGE))
+    replayed = gpu_replay(jobs, nodes, policy["score"], workload, options.get("normalization", "paper"),
+                          options.get("ties"), seed=seed, arrival_scale=float(params.get("arrival_scale", 1.0)))
+    summary = replayed.summary()
+    row = {"cell_id": cell_id(cell), "trace": trace["name"], "policy": policy["name"], "queue_name": "gpu-score",
+           "options": json.dumps(policy.get("options", {}), sort_keys=True), "seed": seed, **params}
+    row.update({k: v for k, v in summary.items() if not isinstance(v, (dict, list)) and k != "policy"})
+    row["jobs_total"] = len(jobs)
+    row["jobs_completed"] = summary["tasks"] - summary["failed_tasks"]
+    row["jobs_skipped"] = sum(summary["skipped"].values())
     row["elapsed_s"] = time.perf_counter() - started
     return row
 

@@ -182,3 +182,34 @@ supply = ["solar", "tidal"]
     assert "unknown supply 'tidal'" in capsys.readouterr().out
     frame = pd.read_parquet(tmp_path / "study-results" / RESULTS_PARQUET)
     assert list(frame["supply"]) == ["solar"] and 0 <= frame["renewable_share"][0] <= 1
+
+
+def test_gpu_scoring_cells(shared_data, tmp_path):
+    """Policies of issue 4 (GPU scorers, sim.gpu_replay) are sweep cells too."""
+    pods = shared_data / "alibaba-gpu-2023" / "openb_pod_list_default.csv"
+    spec = parse_spec(f"""
+[sweep]
+seeds = 2
+[[trace]]
+name = "openb"
+path = "{pods}"
+cluster = {{ nodes = 6, cpus = 96, gpus = 8, gpu_model = "G2", memory_mb = 786432 }}
+limit = 300
+[[policy]]
+name = "fgd"
+score = "fgd"
+[[policy]]
+name = "pwr-fgd"
+score = "pwr=0.1,fgd=0.9"
+[grid]
+arrival_scale = [0.001, 0.01]
+""")
+    outcome = run_sweep(spec, tmp_path / "gpu", workers=1)
+    assert (outcome.ran, outcome.failed) == (8, {})
+    frame = pd.read_parquet(tmp_path / "gpu" / RESULTS_PARQUET)
+    assert set(frame["queue_name"]) == {"gpu-score"} and set(frame["policy"]) == {"fgd", "pwr-fgd"}
+    assert (frame["jobs_completed"] + frame["failed_tasks"] + frame["jobs_skipped"] == 300).all()
+    busy = frame[frame["arrival_scale"] == 0.001]
+    assert (busy["failed_tasks"] > 0).any() and (frame["energy_kwh"] > 0).all()
+    with pytest.raises(InputError, match="unknown scorer 'gravity'"):
+        parse_spec(f'[[trace]]\npath = "{pods}"\n[[policy]]\nscore = "gravity"\n')

@@ -117,3 +117,23 @@ def test_whatif_errors(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["whatif", str(SINFO), "--cluster-from-slurm", "live"]) == 2
     assert "needs sinfo on PATH" in capsys.readouterr().err
+
+
+def test_whatif_out_feeds_the_renewable_figure(shared_data, tmp_path, capsys):
+    import pandas as pd
+
+    from greenslurm import plots
+    out = tmp_path / "whatif"
+    assert main(["whatif", str(shared_data / "sacct" / "xdmod-phillips.log"), "--cluster-from-slurm", str(SINFO),
+                 "--limit", "400", "--supply", "wind", "--candidate", "fcfs", "--out", str(out), "-j", "1"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["easy", "fcfs"]
+    power = pd.read_csv(out / "easy" / "power.csv")
+    summary = json.loads((out / "easy" / "summary.json").read_text())
+    assert power["energy_j"].sum() / 3.6e6 == pytest.approx(summary["energy_kwh"], rel=1e-9)
+    assert (power["end_s"] > power["start_s"]).all() and (power["supply_w"] >= 0).all()
+    figure = plots.power_over_time(power)
+    assert "with renewable supply" in figure.axes[0].get_title()
+    capsys.readouterr()
+    assert main(["report", str(out / "easy"), "--plots", str(tmp_path / "figures")]) == 0
+    text = capsys.readouterr().out
+    assert "power-energy-over-time.png" in text and "renewable supply vs demand" not in text
