@@ -152,12 +152,9 @@ def choose_append(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: n
     load = np.where(np.isfinite(ordered), ordered - now_s, 0.0)
     cum = np.concatenate(([0.0], np.cumsum(load)))
     count = np.searchsorted(ordered, starts, side="right")
-    if rule.pick == "low":
-        tail_sum = np.full(len(starts), cum[m])
-        idle = m * (starts - now_s) - tail_sum
-    else:
-        tail_sum = cum[count] - cum[count - m]
-        idle = m * (starts - now_s) - tail_sum
+    # "low": always the m smallest tails; otherwise the m largest tails <= t
+    tail_sum = np.full(len(starts), cum[m]) if rule.pick == "low" else cum[count] - cum[count - m]
+    idle = m * (starts - now_s) - tail_sum          # every chosen tail is <= t in this view
     row = best_row(starts, rule.score(starts, tail_sum, idle), green)
     if rule.pick == "index":
         return row, np.flatnonzero(tails <= starts[row])[:m]
@@ -179,9 +176,7 @@ def choose_windows(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: 
     >>> choose_windows(BestFit(), 1, np.array([20.0, 4.0]), 0.0, np.array([0.0, 4.0]), fits)
     (0, array([0]))
     """
-    order = node_order(tails, "high" if rule.pick == "high" else "low")
-    if rule.pick == "index":
-        order = np.arange(len(tails))
+    order = np.arange(len(tails)) if rule.pick == "index" else node_order(tails, rule.pick)
     fitting = fits[:, order]
     rank = np.cumsum(fitting, axis=1)
     if rule.pick == "high":
