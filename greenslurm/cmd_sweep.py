@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 from pathlib import Path
 
 from rich.console import Console
@@ -73,6 +74,10 @@ def _bar(console: Console, enabled: bool):
         yield update
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     spec = load_spec(args.spec)
     out = results_dir(args, spec)
@@ -85,9 +90,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"sweep {escape(spec.name)}: {total} cells, {skipped} already done, "
                       f"{total - skipped} to run on {where}", highlight=False)
 
-    with _bar(console, not args.no_progress and console.is_terminal) as progress:
-        outcome = run_sweep(spec, out, workers=args.workers, dask=args.dask, max_cells=args.max_cells,
-                            progress=progress, on_start=started)
+    previous = signal.signal(signal.SIGTERM, _terminate)     # a batch system's stop: like Ctrl-C
+    try:
+        with _bar(console, not args.no_progress and console.is_terminal) as progress:
+            outcome = run_sweep(spec, out, workers=args.workers, dask=args.dask, max_cells=args.max_cells,
+                                progress=progress, on_start=started)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     console.print(f"ran {outcome.ran} cells in {outcome.elapsed_s:.1f} s; {outcome.skipped + outcome.ran} of "
                   f"{outcome.total} done", highlight=False)
     for cid, error in sorted(outcome.failed.items()):

@@ -107,8 +107,10 @@ def test_200_cells_resume_after_a_cell_limit_losing_nothing(tmp_path):
     assert (third.ran, third.skipped) == (0, 200) and len(ledger_ids(results)) == 200
 
 
-def test_a_killed_sweep_resumes(tmp_path):
-    """Kill the command half way (SIGKILL: no clean-up at all), rerun it, check the union."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_sweep_resumes(tmp_path, sig):
+    """Kill the command half way (SIGKILL: no clean-up at all; SIGTERM: a clean stop, exit 130), rerun it,
+    check the union."""
     spec_path = write_spec(tmp_path, SPEC_200.replace("jobs = 30 }", "jobs = 150 }"))
     results = tmp_path / "killed"
     command = [sys.executable, "-m", "greenslurm", "sweep", str(spec_path), "--results", str(results),
@@ -121,8 +123,8 @@ def test_a_killed_sweep_resumes(tmp_path):
             break
         time.sleep(0.02)
     assert process.poll() is None, process.stderr.read().decode()
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    process.send_signal(sig)
+    assert process.wait(timeout=60) == (130 if sig == signal.SIGTERM else -signal.SIGKILL)
     kept = len(list(cells.glob("*.json")))
     assert 40 <= kept < 200
     assert not list(cells.glob("*.tmp*")) or True      # a half-written temporary file is never read
