@@ -29,8 +29,9 @@ METRICS = (("energy_kwh", "energy kWh", True), ("peak_power_w", "peak W", True),
            ("utilization", "utilisation", False), ("rejected", "rejected", True),
            ("deadline_missed", "deadline misses", True), ("performance_ratio", "perf. ratio", True),
            ("renewable_share", "renewable share", False), ("failed_tasks", "failed tasks", True),
-           ("mean_frag_gpu", "mean frag. GPU", True), ("mean_gpu_allocated_pct", "GPU alloc. %", False))
-ENERGY_METRICS = {"energy_kwh", "peak_power_w", "renewable_share", "utilization"}
+           ("mean_frag_gpu", "mean frag. GPU", True), ("mean_gpu_allocated_pct", "GPU alloc. %", False),
+           ("saved_vs_idle_kwh", "saved kWh", False), ("boots", "boots", True))
+ENERGY_METRICS = {"energy_kwh", "peak_power_w", "renewable_share", "utilization", "saved_vs_idle_kwh", "boots"}
 CELL_COLUMNS = {"cell_id", "trace", "policy", "queue_name", "options", "seed"}
 KINDS = ("sweep", "inflate", "compare", "jobs", "power")
 

@@ -42,7 +42,9 @@ ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected
         ("renewable_share", "renewable share", False, "pct"), ("grid_kwh", "grid energy (kWh)", True, "num"),
         ("mean_wait_s", "mean wait", True, "time"), ("p95_wait_s", "p95 wait", True, "time"),
         ("max_wait_s", "max wait", True, "time"), ("mean_bounded_slowdown", "mean bounded slowdown", True, "num"),
-        ("utilization", "utilisation", False, "pct"), ("makespan_s", "makespan", True, "time"))
+        ("utilization", "utilisation", False, "pct"), ("makespan_s", "makespan", True, "time"),
+        ("saved_vs_idle_kwh", "saved by powering down (kWh)", False, "num"), ("boots", "node boots", True, "int"),
+        ("refused_starts", "starts held by the power budget", True, "int"))
 
 
 def parse_policy(text: str) -> tuple[str, str, dict]:
@@ -138,8 +140,9 @@ def load_cluster(args: argparse.Namespace):
 def _run_one(task: tuple) -> tuple[str, dict, float]:
     label, queue, options, jobs, cluster, supply, reader_skipped, out = task
     started = time.perf_counter()
-    result = replay_policy(jobs, cluster, queue, _acceptance_options(options), supply)
-    row = figures(result, jobs, supply, reader_skipped=reader_skipped)
+    extras: dict = {}
+    result = replay_policy(jobs, cluster, queue, _acceptance_options(options), supply, extras=extras)
+    row = {**figures(result, jobs, supply, reader_skipped=reader_skipped), **extras}
     if out is not None:
         write_policy_outputs(result, supply, Path(out), reader_skipped)
     return label, row, time.perf_counter() - started
@@ -307,7 +310,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
                "  greenslurm whatif jobs.txt --cluster cluster.toml --current fcfs --json whatif.json\n\n"
                "policies: QUEUE[:NAME=VALUE...]; options of the deadline queue: acceptance (greedy, threshold,\n"
                "all, or a chain a,b), allocation (bestfit, balanced, minidle, firstfit, +backfill), renewable\n"
-               "(grid, green, only: needs --supply), share and min_slack (threshold).",
+               "(grid, green, only: needs --supply), share and min_slack (threshold); node power states\n"
+               "(fcfs, easy): power_states.suspend_after_s, .boot_s, .boot_w, .off_w, .budget_w, .phases.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", metavar="SACCT_EXPORT", help="the site's jobs (sacct text or JSON; any trace format)")
     source = parser.add_mutually_exclusive_group(required=True)

@@ -319,19 +319,55 @@ def make_supply(params: Mapping, jobs: Sequence[JobSpec], cluster: Cluster, seed
     raise ValueError(f"unknown supply {kind!r}; choose solar or wind")
 
 
+POWER_STATES = "power_states"      # option (a table, or power_states.KEY = value): sim.power_states
+
+
+def power_state_options(options: Mapping) -> tuple[dict, dict | None]:
+    """Split the power-state settings (issue 6) off a policy's options.
+
+    >>> power_state_options({"acceptance": "greedy", "power_states.boot_s": 60, "power_states": {"off_w": 5}})
+    ({'acceptance': 'greedy'}, {'boot_s': 60, 'off_w': 5})
+    >>> power_state_options({"x": 1})
+    ({'x': 1}, None)
+    """
+    rest, power = {}, None
+    for key, value in options.items():
+        if key == POWER_STATES:
+            power = {**(power or {}), **dict(value)}
+        elif key.startswith(POWER_STATES + "."):
+            power = {**(power or {}), key[len(POWER_STATES) + 1:]: value}
+        else:
+            rest[key] = value
+    return rest, power
+
+
 def replay_policy(jobs: Sequence[JobSpec], cluster: Cluster, queue: str, options: Mapping | None = None,
-                  supply=None, progress: Callable[[int, int], None] | None = None):
-    """Replay under a queue strategy with its options (a supply is handed to strategies that take one)."""
+                  supply=None, progress: Callable[[int, int], None] | None = None, extras: dict | None = None):
+    """Replay under a queue strategy with its options (a supply is handed to strategies that take one).
+
+    ``power_states`` options (``{"suspend_after_s": 600, "boot_s": 300, "budget_w": ...}``) replay with
+    node power states (``sim.power_states``); their figures go into ``extras`` when given."""
     import inspect
 
     from sim.replay import Replay
     from sim.strategies import QUEUES
-    options = dict(options or {})
+    options, power = power_state_options(dict(options or {}))
     strategy = QUEUES[queue]
     accepted = inspect.signature(strategy).parameters
     if supply is not None and "supply" in accepted:
         options.setdefault("supply", supply)
-    return Replay(jobs, cluster, queue, progress=progress, strategy_options=options).run()
+    factory = None
+    if power is not None:
+        from sim.power_states import PowerStateConfig, power_machine_factory
+        factory = power_machine_factory(PowerStateConfig.from_mapping(power))
+    run = Replay(jobs, cluster, queue, progress=progress, strategy_options=options, machine_factory=factory)
+    result = run.run()
+    if power is not None and extras is not None:
+        totals = run.machine.power_totals()
+        extras.update(boots=totals.boots, suspends=totals.suspends, off_node_h=totals.off_node_s / 3600.0,
+                      boot_node_h=totals.boot_node_s / 3600.0, saved_vs_idle_kwh=totals.saved_vs_idle_j / 3.6e6,
+                      refused_starts=totals.refused_starts, mean_phase_imbalance=totals.mean_imbalance)
+    return result
 
 
 def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dict:
@@ -370,11 +406,13 @@ def run_cell(cell: Mapping) -> dict:
         return run_gpu_cell(cell, started)
     jobs, cluster, supply = cell_workload(cell)
     policy = cell["policy"]
-    result = replay_policy(jobs, cluster, policy["queue"], policy.get("options"), supply)
+    extras: dict = {}
+    result = replay_policy(jobs, cluster, policy["queue"], policy.get("options"), supply, extras=extras)
     row = {"cell_id": cell_id(cell), "trace": cell["trace"]["name"], "policy": policy["name"],
            "queue_name": policy["queue"], "options": json.dumps(policy.get("options", {}), sort_keys=True),
            "seed": int(cell["seed"]), **cell["params"]}
     row.update(figures(result, jobs, supply))
+    row.update(extras)
     row["elapsed_s"] = time.perf_counter() - started
     return row
 

@@ -215,3 +215,33 @@ arrival_scale = [0.001, 0.01]
     assert (busy["failed_tasks"] > 0).any() and (frame["energy_kwh"] > 0).all()
     with pytest.raises(InputError, match="unknown scorer 'gravity'"):
         parse_spec(f'[[trace]]\npath = "{pods}"\n[[policy]]\nscore = "gravity"\n')
+
+
+def test_power_state_options_in_cells(tmp_path):
+    """Issue 6's node power states are policy options: a table, or option.power_states.KEY in the grid."""
+    spec = parse_spec("""
+[sweep]
+seeds = 2
+[[trace]]
+name = "small"
+synthetic = { jobs = 40, load = 0.3 }
+cluster = { nodes = 8, cpus = 4 }
+[[policy]]
+name = "easy"
+queue = "easy"
+[[policy]]
+name = "easy-off"
+queue = "easy"
+options = { power_states = { boot_s = 120.0, off_w = 5.0 } }
+[grid]
+"option.power_states.suspend_after_s" = [60.0, 3600.0]
+""")
+    frame = pd.DataFrame([run_cell(c) for c in spec.cells()])
+    plain = frame[frame.policy == "easy"]
+    managed = frame[frame.policy == "easy-off"]
+    assert plain["boots"].notna().all()           # the grid key reaches every policy, the plain one too
+    short = managed[managed["option.power_states.suspend_after_s"] == 60.0]
+    assert (short["suspends"] > 0).all() and (short["saved_vs_idle_kwh"] > 0).all()
+    long = managed[managed["option.power_states.suspend_after_s"] == 3600.0]
+    assert (short["energy_kwh"].to_numpy() < long["energy_kwh"].to_numpy()).all()
+    assert (frame["jobs_completed"] == 40).all()

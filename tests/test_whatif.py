@@ -95,9 +95,13 @@ def test_whatif_from_a_toml_cluster_and_live_sinfo(shared_data, tmp_path, capsys
     toml.write_text('name = "phillips"\n[[node_group]]\nname = "cpn"\ncount = 8\ncpus = 8\nmemory_mb = 24000\n'
                     '[[node_group]]\nname = "gpu"\ncount = 2\ncpus = 12\nmemory_mb = 64000\ngpus = 2\n')
     assert main(["whatif", trace, "--cluster", str(toml), "--limit", "500", "--candidate", "fcfs",
-                 "--candidate", "greedy=deadline:acceptance=greedy", "--slack", "2", "--json", "-"]) == 0
+                 "--candidate", "greedy=deadline:acceptance=greedy", "--slack", "2",
+                 "--candidate", "off=easy:power_states.suspend_after_s=600:power_states.boot_s=120",
+                 "--json", "-"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert list(data["policies"]) == ["easy", "fcfs", "greedy"] and data["jobs"] == 500
+    assert list(data["policies"]) == ["easy", "fcfs", "greedy", "off"] and data["jobs"] == 500
+    off, easy = data["policies"]["off"], data["policies"]["easy"]
+    assert off["boots"] > 0 and off["saved_vs_idle_kwh"] > 0 and off["energy_kwh"] < easy["energy_kwh"]
     # live: a stand-in sinfo on PATH answering with the fixture
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
