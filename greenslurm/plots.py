@@ -67,6 +67,9 @@ def metric_vs_param(frame: pd.DataFrame, param: str, metric: str, series: Sequen
         if points:
             xs, ms, hs = zip(*points)
             _band(axes, xs, ms, hs, label, linestyle=styles[number // 10 % len(styles)])
+    xs_all = pd.to_numeric(frame[param], errors="coerce").dropna()
+    if len(xs_all) and xs_all.min() > 0 and xs_all.max() >= 10 * xs_all.min():
+        axes.set_xscale("log")                     # e.g. slack 0.1 ... 10, as the papers plot it
     axes.set_xlabel(param)
     axes.set_ylabel(ylabel or metric)
     axes.set_title(title or f"{metric} vs {param}")

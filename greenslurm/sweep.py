@@ -612,7 +612,12 @@ def _run_local(todo: Sequence[Mapping], workers: int, finish) -> None:
 
 
 def _run_dask(todo: Sequence[Mapping], address: str, workers: int | None, finish) -> None:
+    import logging
+
     from distributed import Client, LocalCluster, as_completed
+    if logging.getLogger().getEffectiveLevel() >= logging.WARNING:     # quiet unless -v
+        for name in ("distributed", "dask"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     cluster = None
     if address == "local":
         cluster = LocalCluster(n_workers=_workers(workers), threads_per_worker=1, processes=True,
@@ -628,7 +633,9 @@ def _run_dask(todo: Sequence[Mapping], address: str, workers: int | None, finish
             for future in as_completed(futures):
                 finish(*future.result())
         finally:
-            client.cancel(futures)
+            unfinished = [f for f in futures if not f.done()]
+            if unfinished:
+                client.cancel(unfinished)
     finally:
         client.close()
         if cluster is not None:
