@@ -14,6 +14,7 @@ from clustermodel.renewable import SupplySeries
 from sim.deadline_queue import ProfilePlan
 from sim.profile import PlanProfile
 from sim.replay import Replay
+from traces import read_trace
 
 CPU = np.array([1.0, 0.0, 0.0])
 
@@ -244,3 +245,20 @@ def test_bad_options_are_refused():
         run([job("a", 0, 1)], GREEN_NODE, renewable="only")
     with pytest.raises(ValueError, match="unknown acceptance"):
         run([job("a", 0, 1)], GREEN_NODE, acceptance="maybe")
+
+
+def test_deadlines_from_a_sacct_export_are_used(tmp_path):
+    # Two 1-CPU jobs on one 1-CPU node, 1 h limits.  a: deadline 2 h after submission: runs [0, 1 h).
+    # b, submitted with a: its 1 h 30 min deadline needs it to start by 30 min, but the core is
+    # planned busy until 1 h: rejected; the deadline came from the export, none was drawn.
+    header = "JobID|Submit|Start|End|Elapsed|State|NCPUS|NNodes|Timelimit|Deadline"
+    rows = ["1|2024-03-01T10:00:00|2024-03-01T10:00:00|2024-03-01T11:00:00|01:00:00|COMPLETED|1|1|01:00:00|"
+            "2024-03-01T12:00:00",
+            "2|2024-03-01T10:00:00|2024-03-01T11:00:00|2024-03-01T12:00:00|01:00:00|COMPLETED|1|1|01:00:00|"
+            "2024-03-01T11:30:00"]
+    path = tmp_path / "jobs.txt"
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    jobs = read_trace(str(path), "sacct").jobs
+    assert [j.deadline_s - j.submit_s for j in jobs] == [7200.0, 5400.0]
+    placed, rejected, _ = run(jobs, Cluster.homogeneous(1, cpus=1))
+    assert list(placed) == ["1"] and rejected == {"2": ("greedy", MISSES_DEADLINE)}
