@@ -25,6 +25,7 @@ from sim.deadline_metrics import admission_summary
 from sim.deadline_queue import RENEWABLE_MODES
 from sim.renewable import load_supply
 from sim.report import fmt_number, fmt_percent, fmt_seconds
+from traces import FORMATS
 from traces.deadlines import exact_runtimes, with_deadlines
 
 log = logging.getLogger("greenslurm")
@@ -191,7 +192,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                     "without one; time limits are set to the real runtimes unless --planned-limits.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", metavar="TRACE", help="the trace file")
-    parser.add_argument("--format", choices=("swf", "sacct", "sacct-json", "alibaba"), default=None,
+    parser.add_argument("--format", choices=tuple(FORMATS), default=None,
                         help="trace format (default: guessed)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--cluster", metavar="FILE", default=None, help="cluster TOML (default: the SWF header)")
