@@ -67,7 +67,16 @@ def _read_table(path: Path) -> pd.DataFrame:
         raise InputError(f"cannot read as a table: {exc}", path=str(path)) from None
 
 
+def _tables_in(folder: Path) -> list[Path]:
+    if (folder / RESULTS_PARQUET).exists():
+        return [folder / RESULTS_PARQUET]
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".csv", ".parquet") and p.is_file())
+    return [p for p in files if not (p.name == "jobs.parquet" and (folder / "jobs.csv").exists())]
+
+
 def load_results(paths: list[str]) -> Results:
+    """Tables from files and folders; a folder without tables is searched one level down (the
+    ``whatif --out DIR`` layout: one folder per policy)."""
     results = Results()
     for name in paths:
         path = Path(name)
@@ -75,17 +84,17 @@ def load_results(paths: list[str]) -> Results:
             raise InputError("no such file or directory", path=name)
         files: list[Path]
         if path.is_dir():
-            if (path / RESULTS_PARQUET).exists():
-                files = [path / RESULTS_PARQUET]
-            else:
-                files = sorted(p for p in path.iterdir() if p.suffix in (".csv", ".parquet"))
-                files = [p for p in files if not (p.name == "jobs.parquet" and (path / "jobs.csv").exists())]
-            summary = path / "summary.json"
-            if summary.exists():
-                try:
-                    results.cluster_nodes = json.loads(summary.read_text())["cluster"]["nodes"]
-                except (ValueError, KeyError, TypeError):
-                    pass
+            files = _tables_in(path)
+            folders = [path] if files else sorted(p for p in path.iterdir() if p.is_dir())
+            if not files:
+                files = [f for folder in folders for f in _tables_in(folder)]
+            for folder in folders:
+                summary = folder / "summary.json"
+                if summary.exists():
+                    try:
+                        results.cluster_nodes = json.loads(summary.read_text())["cluster"]["nodes"]
+                    except (ValueError, KeyError, TypeError):
+                        pass
         else:
             files = [path]
         found = False
@@ -179,6 +188,10 @@ def make_plots(results: Results, out: Path, fmt: str, gantt_jobs: int, baseline:
     def emit(figure, name: str) -> None:
         log.written.append(plots.save(figure, out / f"{_slug(name)}.{fmt}"))
 
+    def named(source: str, kind: str, name: str) -> str:
+        """Several replays (e.g. whatif --out): the figure takes its folder's name."""
+        return f"{Path(source).parent.name}-{name}" if len(results.frames[kind]) > 1 else name
+
     for source, frame in results.frames["sweep"]:
         params = [p for p in param_columns(frame) if pd.to_numeric(frame[p], errors="coerce").notna().all()
                   and frame[p].nunique() > 1]
@@ -212,13 +225,13 @@ def make_plots(results: Results, out: Path, fmt: str, gantt_jobs: int, baseline:
         if frame.empty:
             log.skipped.append(f"power over time ({source}): no intervals")
             continue
-        emit(plots.power_over_time(frame), "power-energy-over-time")
+        emit(plots.power_over_time(frame), named(source, "power", "power-energy-over-time"))
         if plots.supply_column(frame) is None:
             log.skipped.append(f"renewable supply vs demand ({source}): no supply column "
                                f"({', '.join(plots.SUPPLY_COLUMNS)})")
     for source, frame in results.frames["jobs"]:
-        emit(plots.active_nodes_over_time(frame, results.cluster_nodes), "active-nodes-over-time")
-        emit(plots.gantt(frame, gantt_jobs), "gantt")
+        emit(plots.active_nodes_over_time(frame, results.cluster_nodes), named(source, "jobs", "active-nodes-over-time"))
+        emit(plots.gantt(frame, gantt_jobs), named(source, "jobs", "gantt"))
     if not results.frames["inflate"]:
         log.skipped.append("power saving and GRAR vs arrived demand: no inflate results given")
     if not results.frames["jobs"]:

@@ -141,3 +141,7 @@ def test_whatif_out_feeds_the_renewable_figure(shared_data, tmp_path, capsys):
     assert main(["report", str(out / "easy"), "--plots", str(tmp_path / "figures")]) == 0
     text = capsys.readouterr().out
     assert "power-energy-over-time.png" in text and "renewable supply vs demand" not in text
+    assert main(["report", str(out), "--plots", str(tmp_path / "all")]) == 0     # every policy's folder
+    names = sorted(p.name for p in (tmp_path / "all").iterdir())
+    assert names == sorted(f"{policy}-{figure}.png" for policy in ("easy", "fcfs")
+                           for figure in ("power-energy-over-time", "active-nodes-over-time", "gantt"))
