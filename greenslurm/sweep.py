@@ -101,6 +101,7 @@ PARAMETERS: dict[str, str] = {
     "supply_peak": "renewable supply peak as a share of the cluster's maximum power (default 0.5)",
     "arrival_scale": "GPU scoring policies: time between arrivals multiplied by this (< 1: a busier cluster)",
 }
+LP_MAX_JOBS = 2000            # the LP load bound for the performance ratio up to this many jobs
 OPTION_PREFIX = "option."     # grid keys "option.NAME" vary a queue option (e.g. option.allocation)
 
 
@@ -385,8 +386,15 @@ def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dic
     accepted = math.fsum(j.cpus * j.run_for_s for j in jobs if j.job_id in ran and math.isfinite(j.run_for_s))
     row["offered_cpu_hours"] = offered / 3600.0
     row["accepted_load_share"] = accepted / offered if offered > 0 else None
-    # Performance ratio (seed 003) with the total offered load as the upper bound on acceptable load.
-    row["performance_ratio"] = offered / accepted if accepted > 0 else None
+    # Performance ratio (seed 003): an upper bound on the acceptable load / the accepted load.  With
+    # deadlines, issue 3's bound (sim.deadline_metrics: the LP relaxation up to LP_MAX_JOBS jobs, else the
+    # load of the jobs that could meet their deadline alone); without, the offered load.
+    bound, row["load_bound"] = offered, "offered load"
+    if any(j.deadline_s is not None for j in jobs):
+        from sim.deadline_metrics import upper_bound, work_of
+        bound, row["load_bound"] = upper_bound(work_of(jobs), result.cluster.total_cpus, lp=len(jobs) <= LP_MAX_JOBS)
+    row["load_bound_cpu_hours"] = bound / 3600.0
+    row["performance_ratio"] = bound / accepted if accepted > 0 else None
     row["deadline_miss_share"] = (row["deadline_missed"] / row["deadline_jobs"]) if row.get("deadline_jobs") else None
     if supply is not None and len(result.power_w):
         from clustermodel.power import joules_to_kwh
