@@ -2,8 +2,8 @@
 and Slurm's power_save).
 
 A node is ON (idle power plus its jobs), OFF (``off_w``) or BOOTING (``boot_w`` for ``boot_s``).
-An ON node with no job for ``suspend_after_s`` is powered down (Slurm's SuspendTime), unless jobs
-are waiting.  After the strategy schedules, if the waiting jobs need more CPUs than the ON nodes
+An ON node with no job for ``suspend_after_s`` is powered down (Slurm's SuspendTime), unless the
+first waiting job needs it.  After the strategy schedules, if the waiting jobs need more CPUs than the ON nodes
 have free (and the BOOTING nodes will bring), OFF nodes are woken (Slurm's ResumeTimeout is the
 boot delay), picked by the phase-balance scorer, as long as the budget allows.
 
@@ -365,7 +365,7 @@ class PowerManagedMachine(Machine):
             if self.state[node] != ON or self._idle_since[node] != idle_since or not self._other_work():
                 return
             waiting = getattr(self.replay.strategy, "queue", ())
-            if waiting and sum(job.cpus_total for job in waiting) > self._cpus_coming(exclude=node):
+            if waiting and waiting[0].cpus_total > self._cpus_coming(exclude=node):
                 # waiting jobs need this node: keep it on, look again later if anything can change
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
                     self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
@@ -420,7 +420,8 @@ class PowerManagedMachine(Machine):
             # Nothing runs and the head waits for booting nodes: EASY has no end to reserve at, so
             # no job passes the head until the nodes are up (no starvation, no shadow without end).
             queue = getattr(self.replay.strategy, "queue", ())
-            if queue and queue[0] is not job and super().place(queue[0], usable) is None:
+            if queue and queue[0] is not job and (super().place(queue[0], usable) is None
+                                                  or not self.within_budget(self.job_bound_w(queue[0]))):
                 return None
         nodes = super().place(job, usable, prefer)
         if nodes is None:
