@@ -30,9 +30,12 @@ from rich.table import Table
 from clustermodel import InputError
 from greenslurm.sweep import figures, make_supply, replay_policy
 
-# conservative is left out of the defaults: on long-limit exports its compression is slow (32 s on the
-# 4,285 jobs of xdmod-phillips); ask for it with --candidate conservative.
-DEFAULT_CANDIDATES = ("fcfs", "deadline:acceptance=greedy:allocation=bestfit")
+# Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (issue 6), and, when the jobs
+# have deadlines (--slack), Greedy BestFit admission (issue 3).  Conservative is left out: on exports with
+# generous time limits its compression is slow (32 s on the 4,285 jobs of xdmod-phillips), and so is the
+# deadline queue without deadlines; ask for them with --candidate.
+DEFAULT_CANDIDATES = ("fcfs", "easy+suspend=easy:power_states.suspend_after_s=600")
+DEADLINE_CANDIDATES = ("greedy-bestfit=deadline:acceptance=greedy:allocation=bestfit",)
 # (row key, label, lower is better, how to show)
 ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected", True, "int"),
         ("jobs_skipped", "jobs skipped", True, "int"),
@@ -324,7 +327,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--current", default="easy", metavar="POLICY",
                         help="the policy the site runs now (default: easy, Slurm's backfill)")
     parser.add_argument("--candidate", action="append", default=None, metavar="POLICY",
-                        help="a policy to compare (repeat; default: " + ", ".join(DEFAULT_CANDIDATES) + ")")
+                        help="a policy to compare (repeat; default: " + ", ".join(DEFAULT_CANDIDATES) + ", and with --slack "
+                             + ", ".join(DEADLINE_CANDIDATES) + ")")
     parser.add_argument("--slack", type=float, default=None, metavar="EPS",
                         help="draw deadlines d = r + (1 + eps_j) p with log-normal slack of geometric mean EPS "
                              "(the export has none); the same for every policy")
@@ -357,7 +361,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.sweep import _read
     started = time.perf_counter()
     current = parse_policy(args.current)
-    candidates = [parse_policy(p) for p in (args.candidate or DEFAULT_CANDIDATES)]
+    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if args.slack is not None else ())
+    candidates = [parse_policy(p) for p in (args.candidate or defaults)]
     policies = [current] + [c for c in candidates if c[0] != current[0]]
     cluster, cluster_source, cluster_note = load_cluster(args)
     from greenslurm.cli import check_input_file
@@ -400,7 +405,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if any(n.idle_w == 100.0 and n.busy_w == 350.0 for n in cluster.nodes) and args.cluster is None \
             and args.node_idle_w is None:
         notes.append("node power assumed (100 W idle, 350 W busy): give --node-idle-w/--node-busy-w")
-    body = Group(head, report_table(results, current[0]), escape(legend(results)),
+    parts = [head, report_table(results, current[0])] + ([escape(legend(results))] if legend(results) else [])
+    body = Group(*parts,
                  "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
     console.print(Panel(body, title="what if", title_align="left", expand=False))
     if args.out is not None:

@@ -82,9 +82,10 @@ def test_whatif_on_phillips_in_under_30_s(shared_data, tmp_path, capsys):
         assert row in text
     data = json.loads(out.read_text())
     policies = data["policies"]
-    assert list(policies) == ["easy", "fcfs", "deadline:acceptance=greedy:allocation=bestfit"]
+    assert list(policies) == ["easy", "fcfs", "easy+suspend", "greedy-bestfit"]    # the defaults with --slack
     assert policies["easy"]["jobs_completed"] == 4285 and policies["easy"]["rejected"] == 0
-    greedy = policies["deadline:acceptance=greedy:allocation=bestfit"]
+    assert policies["easy+suspend"]["energy_kwh"] < policies["easy"]["energy_kwh"]
+    greedy = policies["greedy-bestfit"]
     assert greedy["deadline_missed"] == 0 and greedy["jobs_completed"] + greedy["rejected"] == 4285
     assert all(0 < p["renewable_share"] < 1 for p in policies.values())
 
