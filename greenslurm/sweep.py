@@ -489,6 +489,28 @@ class ResultStore:
         self.dir = Path(directory)
         self.cells_dir = self.dir / CELLS_DIR
         self.cells_dir.mkdir(parents=True, exist_ok=True)
+        self._repair_ledger()
+
+    def _repair_ledger(self) -> None:
+        """Make the ledger agree with the cell files after a hard kill.
+
+        A cell file is renamed into place before its ledger line is appended, so a kill between
+        the two leaves a finished cell without a line, and a kill during the append leaves half a
+        line.  The half line is cut off; each finished cell without a line gets one, marked
+        ``recovered``.  The cell is not run again, and no cell appears twice.
+        """
+        path = self.dir / LEDGER
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        if text and not text.endswith("\n"):
+            text = text[: text.rfind("\n") + 1]
+            path.write_text(text, encoding="utf-8")
+        listed = {json.loads(line)["cell_id"] for line in text.splitlines() if line}
+        missing = sorted(self.done() - listed)
+        if missing:
+            with open(path, "a", encoding="utf-8") as ledger:
+                for cid in missing:
+                    ledger.write(json.dumps({"cell_id": cid, "pid": os.getpid(), "time": time.time(),
+                                             "recovered": True}) + "\n")
 
     def done(self) -> set[str]:
         return {p.stem for p in self.cells_dir.glob("*.json")}

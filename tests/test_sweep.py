@@ -245,3 +245,18 @@ options = { power_states = { boot_s = 120.0, off_w = 5.0 } }
     long = managed[managed["option.power_states.suspend_after_s"] == 3600.0]
     assert (short["energy_kwh"].to_numpy() < long["energy_kwh"].to_numpy()).all()
     assert (frame["jobs_completed"] == 40).all()
+
+
+def test_ledger_is_repaired_after_a_kill_between_cell_file_and_ledger_line(tmp_path):
+    """A hard kill can land after a cell file is in place but before (or during) its ledger line."""
+    spec = parse_spec(SPEC_200.replace("seeds = 5", "seeds = 1"))
+    results = tmp_path / "results"
+    run_sweep(spec, results, workers=1, max_cells=3)
+    ledger = results / LEDGER
+    lines = ledger.read_text().splitlines()
+    # the kill: the last finished cell lost its ledger line, and half of a line was written
+    ledger.write_text("\n".join(lines[:2]) + "\n" + lines[2][:15])
+    outcome = run_sweep(spec, results, workers=1)
+    assert outcome.skipped == 3                     # the three finished cells are not run again
+    ids = ledger_ids(results)
+    assert len(ids) == len(set(ids)) == len(spec.cells())
