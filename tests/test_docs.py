@@ -55,8 +55,14 @@ def test_the_guides_link_the_other_docs():
 
 def test_user_guide_commands_run(site):
     script = "set -e\nexport COLUMNS=120\n" + "\n".join(blocks("user-guide.md", "sh"))
-    bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", MPLBACKEND="Agg")
+    # `greenslurm` is this checkout's code, whatever an installed console script points at
+    bin_dir = site / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "greenslurm"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m greenslurm "$@"\n')
+    shim.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", MPLBACKEND="Agg",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     done = subprocess.run(["bash", "-c", script], cwd=site, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (site / "first" / "jobs.csv").exists() and (site / "whatif.json").exists()
