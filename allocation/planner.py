@@ -72,27 +72,30 @@ class Planner:
             self.budget.advance(now_s)
 
     # -- candidates ------------------------------------------------------------------------------
-    def _candidates(self, request: Request, backfill: bool) -> _Candidates:
+    def _candidates(self, request: Request, backfill: bool, latest_s: float = np.inf) -> _Candidates:
+        """Candidate starts up to ``latest_s``."""
         cached = self._cached
-        if cached is not None and cached[0] is request and cached[1] == backfill:
+        if cached is not None and cached[0] is request and cached[1] == (backfill, latest_s):
             return cached[2]
         plan, budget = self.plan, self.budget
         now_s = plan.now_s
         tails = plan.tails(request.demand)
         starts = plan.breakpoints() if backfill else tails[np.isfinite(tails)]
+        starts = starts[starts <= latest_s]
         if budget is not None:
             # A supply series may reach far ahead; first look only up to the last tail (or the
             # latest start that meets the deadline), which holds every useful start unless the job
             # must wait for power beyond it: then look at them all.
             extra = budget.breakpoints()
-            limit = max(float(starts.max(initial=now_s)), -np.inf if request.deadline_s is None
-                        else request.deadline_s - request.duration_s)
+            limit = min(latest_s, max(float(starts.max(initial=now_s)), -np.inf if request.deadline_s is None
+                                      else request.deadline_s - request.duration_s))
             found = self._evaluate(request, backfill, tails, np.concatenate((starts, extra[extra <= limit])))
-            if not found.ok.any() and extra[-1] > limit:
-                found = self._evaluate(request, backfill, tails, np.concatenate((starts, extra)))
+            if not found.ok.any() and extra[-1] > limit and latest_s > limit:
+                found = self._evaluate(request, backfill, tails,
+                                       np.concatenate((starts, extra[extra <= latest_s])))
         else:
             found = self._evaluate(request, backfill, tails, starts)
-        self._cached = (request, backfill, found)
+        self._cached = (request, (backfill, latest_s), found)
         return found
 
     def _evaluate(self, request: Request, backfill: bool, tails: np.ndarray, starts: np.ndarray) -> _Candidates:
@@ -124,11 +127,9 @@ class Planner:
         """The rule's placement: among candidates that end by the deadline (and start by
         ``latest_start_s``), or only at the earliest start when ``earliest``, when the request has
         no deadline, or when no candidate meets it.  None when it cannot be placed at all."""
-        found = self._candidates(request, self.backfill if backfill is None else backfill)
-        ok = found.ok
-        if latest_start_s is not None:
-            ok = ok & (found.starts <= latest_start_s)
-        rows = np.flatnonzero(ok)
+        found = self._candidates(request, self.backfill if backfill is None else backfill,
+                                 np.inf if latest_start_s is None else latest_start_s)
+        rows = np.flatnonzero(found.ok)
         if rows.size == 0:
             return None
         starts = found.starts[rows]

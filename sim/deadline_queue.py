@@ -27,7 +27,7 @@ from acceptance.base import AcceptancePolicy
 from acceptance.registry import build as build_acceptance
 from allocation import windows
 from allocation.budget import PowerBudget
-from allocation.placement import Request, parse_allocation
+from allocation.placement import Placement, Request, parse_allocation
 from allocation.planner import Planner, request_for
 from clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
 from sim.machine import Machine, PendingJob
@@ -140,7 +140,12 @@ class DeadlineQueue:
             if old_start <= now_s or not profile.may_start_before(job.cpus_total, now_s, old_start):
                 continue
             request = self._requests[job.index]
-            planner.release(request, old_start, old_start + job.requested_s, job.node_indices)
+            old = Placement(old_start, old_start + job.requested_s, job.node_indices)
+            planner.release(request, old.start_s, old.end_s, old.nodes)
+            # the plan profile's own query says cheaply whether any earlier slot exists at all
+            if profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s, before_s=old_start) is None:
+                planner.commit(request, old)
+                continue
             placement = planner.place(request, latest_start_s=old_start, earliest=not green, backfill=True)
             planner.commit(request, placement)      # the old slot is free again: never None
             if placement.start_s != old_start:
