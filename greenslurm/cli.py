@@ -28,6 +28,7 @@ import greenslurm
 from greenslurm import cmd_report, cmd_sweep, cmd_whatif
 from greenslurm import cmd_gpu_replay, cmd_inflate
 from greenslurm import cmd_compare
+from greenslurm import cmd_power
 from greenslurm import cmd_hook
 from clustermodel import Cluster, InputError
 from sim.metrics import summarize, workload_stats
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     _replay_options(replay)
     cmd_gpu_replay.add_replay_options(replay)
     cmd_compare.add_replay_options(replay)
+    cmd_power.add_replay_options(replay)
     _verbosity(replay, argparse.SUPPRESS)
     replay.set_defaults(handler=cmd_replay)
 
@@ -147,7 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(info, argparse.SUPPRESS)
     info.set_defaults(handler=cmd_traces_info)
     cmd_inflate.add_parser(commands)
-    _verbosity(cmd_compare.add_parser(commands), argparse.SUPPRESS)
+    compare = cmd_compare.add_parser(commands)
+    cmd_power.add_compare_options(compare)
+    _verbosity(compare, argparse.SUPPRESS)
     cmd_hook.add_parser(commands)
     for study_command in (cmd_sweep, cmd_report, cmd_whatif):
         _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
@@ -315,12 +319,17 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
             raise InputError(f"no jobs to replay ({trace.records_read} records read; {reasons})", path=trace.path)
         if args.strict:
             check_strict_fit(trace, cluster)
+        if getattr(args, "colocation", None):
+            return cmd_power.cmd_replay_colocation(args, console, trace.jobs, cluster)
 
         started = time.perf_counter()
         show = not args.no_progress and console.is_terminal and len(trace.jobs) >= PROGRESS_MIN_JOBS
         with progress_bar(console, len(trace.jobs), show) as progress:
             jobs, args.queue, options, supply = cmd_compare.prepare_replay(args, trace.jobs, cluster)
-            result = Replay(jobs, cluster, args.queue, progress=progress, strategy_options=options).run()
+            jobs = cmd_power.budget_jobs(args, jobs, cluster, console)
+            replay_run = Replay(jobs, cluster, args.queue, progress=progress, strategy_options=options,
+                                machine_factory=cmd_power.machine_factory(args, args.queue))
+            result = replay_run.run()
         log.info("replayed %d jobs (%s) in %.2f s", len(result.records), args.queue, time.perf_counter() - started)
         for reason, count in sorted(result.skipped.items()):
             log.info("replay skipped %d jobs: %s", count, reason)
@@ -330,6 +339,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         title = f"{Path(str(trace.path)).name} ({trace.format}) on {cluster.name}, {args.queue} queue"
         render_report(summary, console, title=title)
         cmd_compare.report_replay(result, supply, summary, console)
+        cmd_power.report_power(replay_run, console, summary)
 
         if args.out is not None:
             try:

@@ -415,3 +415,29 @@ def synthetic_dlt_jobs(count: int, seed: int = 0, arrivals_per_h: float = 6.0,
         deadline = math.inf if rng.random() < no_deadline else t + rng.uniform(*slack) * jct
         out.append(DLTJob(f"dlt{i}", round(t, 3), model, gpus, n, deadline))
     return out
+
+
+def dlt_jobs_from_specs(jobs, seed: int = 0) -> list[DLTJob]:
+    """Training jobs from a trace's jobs: GPUs = the job's GPUs (at least 1) rounded up to 1, 2, 4 or 8;
+    model drawn (seeded) from the paper's four; epochs = runtime / the model's epoch time (at least 1);
+    the job's deadline if it has one.  Jobs without a finite runtime are left out.
+
+    >>> from clustermodel import JobSpec
+    >>> [(j.gpus, j.epochs) for j in dlt_jobs_from_specs([JobSpec("a", 0.0, 1e4, runtime_s=3 * 1440.0,
+    ...                                                           nodes=1, gpus_per_node=3)])]
+    [(4, 3)]
+    """
+    rng = random.Random(seed)
+    names = sorted(MODELS)
+    out = []
+    for job in jobs:
+        runtime = job.run_for_s
+        if not (math.isfinite(runtime) and math.isfinite(job.submit_s)):
+            continue
+        gpus = max(1.0, float(job.gpus_per_node) * max(job.nodes, 1))
+        size = next((g for g in (1, 2, 4, 8) if g >= gpus), 8)
+        model = rng.choice(names)
+        epochs = max(1, round(runtime / MODELS[model].epoch_s))
+        deadline = job.deadline_s if job.deadline_s is not None else math.inf
+        out.append(DLTJob(str(job.job_id), float(job.submit_s), model, size, epochs, deadline))
+    return out

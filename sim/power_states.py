@@ -3,9 +3,10 @@ and Slurm's power_save).
 
 A node is ON (idle power plus its jobs), OFF (``off_w``) or BOOTING (``boot_w`` for ``boot_s``).
 An ON node with no job for ``suspend_after_s`` is powered down (Slurm's SuspendTime), unless the
-first waiting job needs it.  After the strategy schedules, if the waiting jobs need more CPUs than the ON nodes
+first waiting job needs it.  After the strategy schedules, if the first waiting job needs more CPUs than the ON nodes
 have free (and the BOOTING nodes will bring), OFF nodes are woken (Slurm's ResumeTimeout is the
-boot delay), picked by the phase-balance scorer, as long as the budget allows.
+boot delay), picked by the phase-balance scorer, as long as the budget allows.  Only the first
+waiting job's need wakes nodes and keeps idle nodes on (other jobs use nodes that are on).
 
 The peak budget holds at every instant: a job starts only if the cluster's power plus the job's
 power (an upper bound over the ON nodes) plus the idle power still to come from booting nodes stays
@@ -472,7 +473,9 @@ class PowerManagedMachine(Machine):
         off = np.nonzero(self.state == OFF)[0]
         if off.size == 0:
             return
-        need = sum(job.cpus_total for job in waiting) - self._cpus_coming()
+        # Wake for the first waiting job only: nodes woken for jobs that then cannot start (budget,
+        # backfill rule) would sit idle, be suspended and woken again in a loop.
+        need = waiting[0].cpus_total - self._cpus_coming()
         if need <= 0:
             return
         added = np.maximum(self.boot_w[off], self.idle_full_w[off]) - self.config.off_w
@@ -523,6 +526,40 @@ class PowerManagedMachine(Machine):
         assert not self._jobs_on[self.state != ON].any(), "a job runs on a node that is off or booting"
         if self.config.budget_w is not None:
             assert self.ledger.power_w <= self.config.budget_w + 1e-6, "power above the budget"
+
+
+def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list, int]:
+    """The jobs that can ever run under ``config.budget_w`` (alone, every other node off when
+    power-down is on, else idle), and how many cannot.  Run only those: the others would wait forever.
+
+    >>> from clustermodel import JobSpec
+    >>> c = Cluster.homogeneous(4, cpus=1, idle_w=100.0, busy_w=300.0)
+    >>> jobs = [JobSpec("a", 0.0, 1.0, runtime_s=1.0, cpus=1), JobSpec("b", 0.0, 1.0, runtime_s=1.0, cpus=3)]
+    >>> kept, dropped = fits_budget(jobs, c, PowerStateConfig(suspend_after_s=None, budget_w=800.0))
+    >>> [j.job_id for j in kept], dropped     # b: 3 * 300 + 100 = 1000 W > 800 W
+    (['a'], 1)
+    """
+    if config.budget_w is None:
+        return list(jobs), 0
+    idle_full = cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU]
+    per_cpu = np.where(cluster.capacity[:, CPU] > 0, (cluster.busy_w - cluster.idle_w)
+                       / np.where(cluster.capacity[:, CPU] > 0, cluster.capacity[:, CPU], 1), 0.0)
+    per_gpu = cluster.gpu_max_w - cluster.gpu_idle_w
+    rest_w = config.off_w if config.suspend_after_s is not None else float(idle_full.max())
+    kept, dropped = [], 0
+    for job in jobs:
+        shape = cluster.shape_of(job)
+        if shape is None:
+            kept.append(job)          # the replay skips and counts it
+            continue
+        cpus, _, gpus = shape.per_node
+        node_w = float((idle_full + cpus * per_cpu + gpus * per_gpu).max())
+        need = shape.nodes * node_w + (cluster.size - shape.nodes) * rest_w
+        if need <= config.budget_w + 1e-6:
+            kept.append(job)
+        else:
+            dropped += 1
+    return kept, dropped
 
 
 def power_machine_factory(config: PowerStateConfig) -> Callable[[Cluster, NodeChooser], PowerManagedMachine]:

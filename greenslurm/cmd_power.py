@@ -1,0 +1,252 @@
+"""Power states, peak budget (seed 004) and GPU co-location (seed 001) on the command line.
+
+``greenslurm replay`` gains ``--power-down-after``, ``--power-budget`` ... (the replay runs on a
+:class:`sim.power_states.PowerManagedMachine`) and ``--colocation POLICY`` (the trace's jobs become
+training jobs for :mod:`sim.colocation`).  ``greenslurm compare`` gains ``--colocation POLICY ...``
+(one row per policy) and ``--power-budget W ...`` (one row per budget, plus no management).  Both
+read a TOML profile with ``--power-config FILE``: tables ``[power_states]`` (the fields of
+``PowerStateConfig``) and ``[colocation]`` (``policy``, ``gpu_nodes``, ``max_jobs``,
+``util_threshold_pct``, ``mem_threshold_pct``, ``idle_node_w``, ``beta``, ``jitter``, ``seed``);
+command-line options win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from allocation.colocation import COLOCATION_POLICIES, ColocationSettings, Interference
+from clustermodel import InputError
+from clustermodel.cluster import GPU
+from sim.colocation import ColocationSim, dlt_jobs_from_specs
+from sim.power_states import SUPPORTED_QUEUES, PowerStateConfig, fits_budget, power_machine_factory
+
+POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet")
+COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem_threshold_pct", "idle_node_w",
+                   "beta", "jitter", "seed")
+
+
+def _power_group(parser: argparse.ArgumentParser, many: bool) -> None:
+    group = parser.add_argument_group("power states and co-location (seeds 001, 004)")
+    group.add_argument("--power-config", metavar="FILE", default=None,
+                       help="TOML profile with [power_states] and [colocation] tables")
+    group.add_argument("--power-down-after", type=float, default=None, metavar="S",
+                       help="power idle nodes down after S seconds (Slurm SuspendTime)")
+    group.add_argument("--boot-s", type=float, default=None, metavar="S", help="boot time of a node (default 300)")
+    group.add_argument("--boot-w", type=float, default=None, metavar="W", help="power while booting (default: idle)")
+    group.add_argument("--off-w", type=float, default=None, metavar="W", help="power of an off node (default 10)")
+    group.add_argument("--power-budget", type=float, default=None, nargs="+" if many else None, metavar="W",
+                       help="peak power no instant may exceed; jobs wait instead"
+                            + (" (several: one row each)" if many else ""))
+    group.add_argument("--phases", type=int, default=None, metavar="N", help="power phases (default 3)")
+    group.add_argument("--nodes-per-cabinet", type=int, default=None, metavar="N", help="default 48")
+    group.add_argument("--colocation", nargs="+" if many else None, default=None, metavar="POLICY",
+                       choices=tuple(COLOCATION_POLICIES),
+                       help=f"simulate the trace's jobs as training jobs sharing GPUs: {', '.join(COLOCATION_POLICIES)}")
+    group.add_argument("--gpu-nodes", type=int, default=None, metavar="N",
+                       help="8-GPU nodes for --colocation (default: the cluster's GPUs / 8, at least 1)")
+    group.add_argument("--max-jobs-per-set", type=int, default=None, metavar="K", help="co-location limit (default 4)")
+    group.add_argument("--idle-node-w", type=float, default=None, metavar="W",
+                       help="power of an 8-GPU node without jobs under --colocation (default 0: powered down)")
+
+
+def add_replay_options(parser: argparse.ArgumentParser) -> None:
+    _power_group(parser, many=False)
+
+
+def add_compare_options(parser: argparse.ArgumentParser) -> None:
+    """Add the options to ``compare``; with any of them set, compare runs our table instead."""
+    _power_group(parser, many=True)
+    original = parser.get_default("handler")
+
+    def handler(args: argparse.Namespace, console: Console) -> int:
+        if args.colocation or args.power_budget or args.power_down_after is not None or args.power_config:
+            return cmd_compare_power(args, console)
+        return original(args, console)
+    parser.set_defaults(handler=handler)
+
+
+# -- configuration ---------------------------------------------------------------------------------
+def _profile(args: argparse.Namespace) -> dict[str, Any]:
+    path = getattr(args, "power_config", None)
+    if path is None:
+        return {}
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"bad TOML: {exc}", path=path) from None
+    unknown = set(data) - {"power_states", "colocation"}
+    if unknown:
+        raise InputError(f"unknown tables: {', '.join(sorted(unknown))}", path=path)
+    bad = set(data.get("colocation", {})) - set(COLOCATION_KEYS)
+    if bad:
+        raise InputError(f"unknown [colocation] keys: {', '.join(sorted(bad))}", path=path)
+    return data
+
+
+def power_config(args: argparse.Namespace, budget_w: float | None = None, use_budget: bool = True) -> PowerStateConfig | None:
+    """The power-state settings of a replay, or None when nothing asks for them."""
+    table = dict(_profile(args).get("power_states", {}))
+    option = lambda name: getattr(args, name, None)     # noqa: E731  (a namespace from elsewhere may lack them)
+    cli = {"suspend_after_s": option("power_down_after"), "boot_s": option("boot_s"), "boot_w": option("boot_w"),
+           "off_w": option("off_w"), "phases": option("phases"), "nodes_per_cabinet": option("nodes_per_cabinet")}
+    if use_budget:
+        budget = option("power_budget")
+        cli["budget_w"] = budget_w if budget_w is not None else (budget if not isinstance(budget, list) else None)
+    if not table and all(value is None for value in cli.values()):
+        return None
+    table.setdefault("suspend_after_s", None)       # no power-down unless asked for
+    table.update({key: value for key, value in cli.items() if value is not None})
+    try:
+        return PowerStateConfig.from_mapping(table)
+    except (TypeError, ValueError) as exc:
+        raise InputError(str(exc), path=getattr(args, "power_config", None) or "<command line>") from None
+
+
+def budget_jobs(args: argparse.Namespace, jobs, cluster, console: Console):
+    """The jobs a replay with a budget can run (the others would wait forever; they are counted)."""
+    config = power_config(args)
+    if config is None or config.budget_w is None:
+        return jobs
+    kept, dropped = fits_budget(jobs, cluster, config)
+    if dropped:
+        console.print(f"{dropped:,} jobs need more power than the budget ({config.budget_w:,.0f} W) even alone: "
+                      "left out")
+    return kept
+
+
+def machine_factory(args: argparse.Namespace, queue: str):
+    config = power_config(args)
+    if config is None:
+        return None
+    if queue not in SUPPORTED_QUEUES:
+        raise InputError(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, not {queue}",
+                         path="<command line>")
+    return power_machine_factory(config)
+
+
+def colocation_settings(args: argparse.Namespace, cluster) -> dict[str, Any]:
+    table = dict(_profile(args).get("colocation", {}))
+    gpu_nodes = args.gpu_nodes or table.get("gpu_nodes") or max(1, int(cluster.capacity[:, GPU].sum()) // 8)
+    settings = ColocationSettings(
+        util_threshold_pct=table.get("util_threshold_pct", 80.0), mem_threshold_pct=table.get("mem_threshold_pct", 100.0),
+        max_jobs=args.max_jobs_per_set or table.get("max_jobs", 4))
+    interference = Interference(beta=table.get("beta", 0.10), jitter=table.get("jitter", 0.5), seed=table.get("seed", 0))
+    idle = args.idle_node_w if args.idle_node_w is not None else table.get("idle_node_w", 0.0)
+    return dict(nodes=gpu_nodes, settings=settings, interference=interference, idle_node_w=idle,
+                seed=table.get("seed", 0), policy=table.get("policy"))
+
+
+# -- output ------------------------------------------------------------------------------------------
+def report_power(replay, console: Console, summary: dict | None = None) -> None:
+    """After a replay on a power-managed machine: what the power states saved and cost."""
+    totals = getattr(replay.machine, "power_totals", None)
+    if totals is None:
+        return
+    t = totals()
+    table = Table(title="power states", box=box.SIMPLE_HEAVY, title_justify="left")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [("boots / suspends", f"{t.boots:,} / {t.suspends:,}"),
+            ("energy while off (kWh)", f"{t.off_j / 3.6e6:,.2f}"),
+            ("energy while booting (kWh)", f"{t.boot_j / 3.6e6:,.2f}"),
+            ("saved vs. idle (kWh)", f"{t.saved_vs_idle_j / 3.6e6:,.2f}"),
+            ("peak power (W)", f"{t.peak_power_w:,.0f}"),
+            ("budget (W)", "-" if t.budget_w is None else f"{t.budget_w:,.0f}"),
+            ("mean phase imbalance", f"{t.mean_imbalance:.3f}")]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if summary is not None:
+        summary["power_states"] = {"boots": t.boots, "suspends": t.suspends, "off_j": t.off_j, "boot_j": t.boot_j,
+                                   "saved_vs_idle_j": t.saved_vs_idle_j, "peak_power_w": t.peak_power_w,
+                                   "budget_w": t.budget_w, "mean_phase_imbalance": t.mean_imbalance}
+
+
+def _colocation_table(title: str) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left")
+    for name in ("policy", "energy kWh", "vs first", "avg JCT h", "avg JTT h", "misses", "undone",
+                 "co-located", "active nodes"):
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    return table
+
+
+def run_colocation(args: argparse.Namespace, console: Console, jobs, cluster, policies: list[str]) -> list[dict]:
+    options = colocation_settings(args, cluster)
+    dlt = dlt_jobs_from_specs(jobs, seed=options["seed"])
+    if not dlt:
+        raise InputError("no jobs with a finite runtime to simulate", path="<trace>")
+    rows = []
+    table = _colocation_table(f"{len(dlt):,} training jobs on {options['nodes']} nodes of 8 GPUs")
+    first = None
+    for policy in policies:
+        sim = ColocationSim(dlt, options["nodes"], policy, interference=options["interference"],
+                            settings=options["settings"], idle_node_w=options["idle_node_w"])
+        r = sim.run()
+        first = first or r
+        rows.append(dict(policy=policy, energy_j=r.energy_j, avg_jct_s=r.avg_jct_s, avg_jtt_s=r.avg_jtt_s,
+                         deadline_misses=r.deadline_misses, undone=r.undone, mean_active_nodes=r.mean_active_nodes))
+        table.add_row(policy, f"{r.energy_j / 3.6e6:,.1f}", f"{r.energy_j / first.energy_j:.3f}",
+                      f"{r.avg_jct_s / 3600:,.2f}", f"{r.avg_jtt_s / 3600:,.2f}", f"{r.deadline_misses:,}",
+                      f"{r.undone:,}", f"{r.colocated_starts:,}", f"{r.mean_active_nodes:.1f}")
+    console.print(table)
+    return rows
+
+
+def cmd_replay_colocation(args: argparse.Namespace, console: Console, jobs, cluster) -> int:
+    run_colocation(args, console, jobs, cluster, [args.colocation])
+    return 0
+
+
+def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
+    from greenslurm.cli import check_input_file, cluster_from_trace, load_cluster, read   # the CLI's own helpers
+    from sim.replay import Replay
+
+    args.columns, args.strict = None, False
+    check_input_file(args.trace)
+    cluster = load_cluster(args.cluster) if getattr(args, "cluster", None) is not None else None
+    trace = read(args, console)
+    cluster = cluster or cluster_from_trace(trace)
+    jobs = trace.jobs[:args.first_jobs] if getattr(args, "first_jobs", None) else trace.jobs
+    if not jobs:
+        raise InputError("no jobs to replay", path=trace.path)
+    if args.colocation:
+        run_colocation(args, console, jobs, cluster, list(args.colocation))
+        return 0
+    budgets = [None] + list(args.power_budget or [])
+    table = Table(title=f"power states on {cluster.name}, {len(jobs):,} jobs, easy", box=box.SIMPLE_HEAVY,
+                  title_justify="left")
+    for name in ("run", "energy kWh", "saved", "peak W", "mean wait h", "boots", "off kWh", "boot kWh", "imbalance"):
+        table.add_column(name, justify="left" if name == "run" else "right")
+    # every row replays the same jobs: those that can run under the lowest budget
+    lowest = power_config(args, budget_w=min(args.power_budget)) if args.power_budget else None
+    run_jobs, dropped = fits_budget(jobs, cluster, lowest) if lowest is not None else (list(jobs), 0)
+    if dropped:
+        console.print(f"{dropped:,} jobs need more power than {lowest.budget_w:,.0f} W even alone: left out of every row")
+    base = None
+    runs = [("no management", None)]
+    for budget in budgets:
+        config = power_config(args, budget_w=budget)
+        if config is not None:
+            runs.append((f"budget {budget:,.0f} W" if budget is not None else "power-down", config))
+    for label, config in runs:
+        factory = None if config is None else power_machine_factory(config)
+        replay = Replay(run_jobs, cluster, "easy", machine_factory=factory)
+        result = replay.run()
+        energy = result.energy.total_j
+        base = base or energy
+        wait = sum(r.wait_s for r in result.records) / max(len(result.records), 1) / 3600
+        t = replay.machine.power_totals() if config is not None else None
+        table.add_row(label, f"{energy / 3.6e6:,.1f}", f"{1 - energy / base:.1%}", f"{result.energy.peak_power_w:,.0f}",
+                      f"{wait:.2f}", f"{t.boots:,}" if t else "0", f"{t.off_j / 3.6e6:,.1f}" if t else "0",
+                      f"{t.boot_j / 3.6e6:,.1f}" if t else "0", f"{t.mean_imbalance:.3f}" if t else "-")
+    console.print(table)
+    return 0

@@ -1,0 +1,58 @@
+"""greenslurm replay/compare with power states, a peak budget (seed 004) and GPU co-location (seed 001)."""
+
+from __future__ import annotations
+
+import json
+
+from greenslurm.cli import main
+
+SWF = """; MaxNodes: 4
+; MaxProcs: 4
+1 0 0 100 2 -1 -1 2 200 -1 1 1 1 -1 -1 -1 -1 -1
+2 50 0 100 1 -1 -1 1 200 -1 1 1 1 -1 -1 -1 -1 -1
+3 5000 0 100 4 -1 -1 4 200 -1 1 1 1 -1 -1 -1 -1 -1
+4 5000 0 300 1 -1 -1 1 400 -1 1 1 1 -1 -1 -1 -1 -1
+"""
+
+
+def trace(tmp_path):
+    path = tmp_path / "small.swf"
+    path.write_text(SWF)
+    return str(path)
+
+
+def test_replay_power_down_and_budget_json(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    # 4 nodes, 100 W idle, 350 W busy: the 4-node job alone needs 1400 W; budget 1500 W
+    code = main(["replay", trace(tmp_path), "--power-down-after", "600", "--boot-s", "60", "--power-budget", "1500",
+                 "--no-progress", "--json", str(out)])
+    assert code == 0
+    summary = json.loads(out.read_text())
+    power = summary["power_states"]
+    assert power["peak_power_w"] <= 1500 and power["boots"] >= 1 and power["suspends"] >= 1
+    assert "power states" in capsys.readouterr().out
+
+
+def test_replay_power_config_toml_and_bad_queue(tmp_path, capsys):
+    profile = tmp_path / "p.toml"
+    profile.write_text("[power_states]\nsuspend_after_s = 100\noff_w = 5\n")
+    assert main(["replay", trace(tmp_path), "--power-config", str(profile), "--no-progress"]) == 0
+    assert main(["replay", trace(tmp_path), "--power-config", str(profile), "--queue", "conservative",
+                 "--no-progress"]) == 2
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[power_states]\nsuspend_after = 100\n")
+    assert main(["replay", trace(tmp_path), "--power-config", str(bad), "--no-progress"]) == 2
+
+
+def test_replay_and_compare_colocation(tmp_path, capsys):
+    assert main(["replay", trace(tmp_path), "--colocation", "eaco", "--gpu-nodes", "1"]) == 0
+    assert "training jobs on 1 nodes" in capsys.readouterr().out
+    assert main(["compare", trace(tmp_path), "--colocation", "fifo", "eaco", "--gpu-nodes", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "fifo" in text and "eaco" in text
+
+
+def test_compare_power_budgets(tmp_path, capsys):
+    assert main(["compare", trace(tmp_path), "--power-down-after", "600", "--power-budget", "1500", "1450"]) == 0
+    text = capsys.readouterr().out
+    assert "budget 1,500 W" in text and "budget 1,450 W" in text and "power-down" in text
