@@ -3,10 +3,10 @@ and Slurm's power_save).
 
 A node is ON (idle power plus its jobs), OFF (``off_w``) or BOOTING (``boot_w`` for ``boot_s``).
 An ON node with no job for ``suspend_after_s`` is powered down (Slurm's SuspendTime), unless the
-first waiting job needs it.  After the strategy schedules, if the first waiting job needs more CPUs than the ON nodes
+waiting jobs need it.  After the strategy schedules, if the waiting jobs need more CPUs than the ON nodes
 have free (and the BOOTING nodes will bring), OFF nodes are woken (Slurm's ResumeTimeout is the
-boot delay), picked by the phase-balance scorer, as long as the budget allows.  Only the first
-waiting job's need wakes nodes and keeps idle nodes on (other jobs use nodes that are on).
+boot delay), picked by the phase-balance scorer, as long as the budget allows.  Under a budget only
+the first waiting job's need wakes nodes and keeps idle nodes on.
 
 The peak budget holds at every instant: a job starts only if the cluster's power plus the job's
 power (an upper bound over the ON nodes) plus the idle power still to come from booting nodes stays
@@ -366,7 +366,7 @@ class PowerManagedMachine(Machine):
             if self.state[node] != ON or self._idle_since[node] != idle_since or not self._other_work():
                 return
             waiting = getattr(self.replay.strategy, "queue", ())
-            if waiting and waiting[0].cpus_total > self._cpus_coming(exclude=node):
+            if waiting and self._wanted_cpus(waiting) > self._cpus_coming(exclude=node):
                 # waiting jobs need this node: keep it on, look again later if anything can change
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
                     self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
@@ -458,6 +458,14 @@ class PowerManagedMachine(Machine):
         self._record_imbalance(now_s)
 
     # -- waking ------------------------------------------------------------------------------
+    def _wanted_cpus(self, waiting) -> float:
+        """CPUs the waiting jobs want on: all of them without a budget; under a budget the first job's
+        only (nodes woken for jobs the budget then holds back would sit idle, be suspended and woken
+        again in a loop)."""
+        if self.config.budget_w is None:
+            return sum(job.cpus_total for job in waiting)
+        return waiting[0].cpus_total
+
     def _cpus_coming(self, exclude: int = -1) -> float:
         """Free CPUs on ON nodes plus the CPUs of booting nodes (without node ``exclude``)."""
         on = self.state == ON
@@ -473,9 +481,7 @@ class PowerManagedMachine(Machine):
         off = np.nonzero(self.state == OFF)[0]
         if off.size == 0:
             return
-        # Wake for the first waiting job only: nodes woken for jobs that then cannot start (budget,
-        # backfill rule) would sit idle, be suspended and woken again in a loop.
-        need = waiting[0].cpus_total - self._cpus_coming()
+        need = self._wanted_cpus(waiting) - self._cpus_coming()
         if need <= 0:
             return
         added = np.maximum(self.boot_w[off], self.idle_full_w[off]) - self.config.off_w
