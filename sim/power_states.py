@@ -560,6 +560,8 @@ def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list,
             continue
         cpus, _, gpus = shape.per_node
         node_w = float((idle_full + cpus * per_cpu + gpus * per_gpu).max())
+        if config.suspend_after_s is not None and config.boot_w is not None:
+            node_w = max(node_w, config.boot_w)      # its nodes may have to boot first
         need = shape.nodes * node_w + (cluster.size - shape.nodes) * rest_w
         if need <= config.budget_w + 1e-6:
             kept.append(job)

@@ -124,12 +124,14 @@ def scenarios(draw):
                             runtime_s=runtime, cpus=size))
     per_cpu = (float(cluster.busy_w[0]) - 100.0) / cpus
     biggest = max(shape.nodes * shape.per_node[0] for shape in map(cluster.shape_of, jobs))
-    # a budget every job can meet alone with every other node idle (CPUs as the cluster shapes the job)
-    floor = biggest * per_cpu + nodes * 100.0
+    boot_w = draw(st.one_of(st.none(), st.sampled_from([50.0, 150.0])))
+    # a budget every job can meet alone with every other node idle (CPUs as the cluster shapes the job),
+    # and under which every node can boot (a node booting at 150 W needs 50 W more than idle)
+    floor = biggest * per_cpu + nodes * max(100.0, boot_w or 0.0)
     budget = draw(st.one_of(st.none(), st.floats(floor, floor * 2)))
     config = PowerStateConfig(suspend_after_s=draw(st.one_of(st.none(), st.sampled_from([0.0, 5.0, 30.0]))),
                               boot_s=draw(st.sampled_from([0.0, 7.0, 20.0])),
-                              boot_w=draw(st.one_of(st.none(), st.sampled_from([50.0, 150.0]))),
+                              boot_w=boot_w,
                               off_w=draw(st.sampled_from([0.0, 10.0])), budget_w=budget,
                               phases=draw(st.integers(1, 3)), nodes_per_cabinet=draw(st.integers(1, 4)))
     return cluster, jobs, config, draw(st.sampled_from(["fcfs", "easy"]))
