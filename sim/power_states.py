@@ -482,17 +482,28 @@ class PowerManagedMachine(Machine):
         if off.size == 0:
             return
         need = self._wanted_cpus(waiting) - self._cpus_coming()
-        if need <= 0:
+        # CPUs in all are not enough: the first job needs ``nodes`` distinct nodes of its shape.
+        # Without this, a wide job facing one big free node saw "enough CPUs" and no node was
+        # woken for it until some other event came (days, on xdmod-phillips).
+        head = waiting[0]
+        coming = np.where((self.state == BOOTING)[:, None], self.cluster.capacity,
+                          np.where((self.state == ON)[:, None], self.free, 0.0))
+        head_short = head.nodes - int(np.count_nonzero((coming >= head.demand).all(axis=1)))
+        if need <= 0 and head_short <= 0:
             return
+        head_fits = (self.cluster.capacity >= head.demand).all(axis=1)
         added = np.maximum(self.boot_w[off], self.idle_full_w[off]) - self.config.off_w
         order = phase_balance_order(off, added, self.node_power_w, self.phase, self.config.phases)
+        if head_short > 0:    # nodes the first job can use first
+            order = np.concatenate((order[head_fits[order]], order[~head_fits[order]]))
         for node in order.tolist():
-            if need <= 0:
+            if need <= 0 and head_short <= 0:
                 break
             if not self.within_budget(max(self.boot_w[node], self.idle_full_w[node]) - self.config.off_w):
                 break
             self._wake(node, now_s)
             need -= self.cluster.capacity[node, CPU]
+            head_short -= int(head_fits[node])
 
     def _wake(self, node: int, now_s: float) -> None:
         self._set_state(node, BOOTING, now_s)

@@ -167,3 +167,16 @@ def test_invariants_at_every_step(scenario):
     assert totals.boots <= totals.suspends
     assert math.isfinite(totals.mean_imbalance)
     assert set(np.unique(machine.state)) <= {ON, OFF, BOOTING}
+
+
+@pytest.mark.parametrize("queue", ["fcfs", "easy"])
+def test_a_wide_job_wakes_nodes_even_when_cpus_in_all_would_do(queue):
+    """Two nodes of 4 CPUs; node 1 idles and is off at t=10.  B (t=20) wants 2 nodes x 1 CPU: node 0
+    has 3 CPUs free, enough CPUs in all but one node only, so node 1 must be woken at 20 and B
+    starts when it is up, 20 + boot 5 = 25 (it used to wait for A to end at 100 and beyond)."""
+    cluster = Cluster.homogeneous(2, cpus=4)
+    jobs = [JobSpec("A", 0.0, 100.0, 100.0, cpus=1, nodes=1),
+            JobSpec("B", 20.0, 10.0, 10.0, cpus=2, nodes=2)]
+    _, result = run(jobs, cluster, PowerStateConfig(suspend_after_s=10.0, boot_s=5.0), queue)
+    starts = {r.job_id: r.start_s for r in result.records}
+    assert starts == {"A": 0.0, "B": 25.0}
