@@ -258,8 +258,6 @@ class Conservative:
         return self.profile
 
     def _find(self, job: PendingJob, now_s: float, before_s: float = np.inf):
-        if job.plan_demand is None:
-            job.plan_demand = np.array([job.cpus_total, 0.0, 0.0]) if self.pooled else job.demand
         nodes = 1 if self.pooled else job.nodes
         return self.profile.earliest_start(nodes, job.plan_demand, job.requested_s, now_s, before_s=before_s)
 
@@ -271,6 +269,8 @@ class Conservative:
 
     def submit(self, job: PendingJob, now_s: float) -> None:
         self._profile(now_s)
+        # what the plan holds for the job: its CPU count on a pool, its per-node demand otherwise
+        job.plan_demand = np.array([job.cpus_total, 0.0, 0.0]) if self.pooled else job.demand
         found = self._find(job, now_s)
         if found is None:
             raise RuntimeError(f"job {job.job.job_id} fits nowhere even on an empty cluster")

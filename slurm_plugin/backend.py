@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from clustermodel import JobSpec
 from slurm_plugin.protocol import gpus_per_node, unset
 from slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot
+from traces.slurm_nodes import slurm_json_number
 
 log = logging.getLogger("greenslurm.hook.backend")
 
@@ -70,16 +71,8 @@ class PendingDeadline:
 
 
 def _number(value, default=0.0) -> float:
-    if isinstance(value, dict):          # newer OpenAPI versions: {"set": true, "infinite": false, "number": n}
-        if not value.get("set", True) or value.get("infinite"):
-            return default
-        value = value.get("number", default)
-    if value is None or isinstance(value, bool):
-        return default
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        return default
+    """A Slurm JSON number, with Slurm's NO_VAL / INFINITE markers also read as unset."""
+    value = slurm_json_number(value, default)
     return default if unset(value) else value
 
 

@@ -54,7 +54,15 @@ class SlurmNode:
         return not any(part in UNAVAILABLE for part in self.state.split("+"))
 
 
-def _number(value, default: float = 0.0) -> float:
+def slurm_json_number(value, default: float = 0.0) -> float:
+    """A number from Slurm's JSON: plain, or ``{"set", "infinite", "number"}`` in newer versions;
+    ``default`` when unset, infinite or not a number.
+
+    >>> slurm_json_number(8), slurm_json_number({"set": True, "infinite": False, "number": 4})
+    (8.0, 4.0)
+    >>> slurm_json_number({"set": False, "number": 0}, default=-1.0), slurm_json_number("x")
+    (-1.0, 0.0)
+    """
     if isinstance(value, dict):
         if not value.get("set", True) or value.get("infinite"):
             return default
@@ -99,14 +107,15 @@ def _from_node(node: dict) -> SlurmNode | None:
     features = tuple(f for f in re.split(r"[,&]", node.get("active_features") or node.get("features") or "") if f)
     if isinstance(node.get("features"), list):
         features = tuple(str(f) for f in node["features"])
-    return SlurmNode(str(name), int(_number(node.get("cpus"))), _number(node.get("real_memory")), gpus, model,
+    cpus, memory = int(slurm_json_number(node.get("cpus"))), slurm_json_number(node.get("real_memory"))
+    return SlurmNode(str(name), cpus, memory, gpus, model,
                      tuple(node.get("partitions") or ()), _state(node.get("state"), node.get("state_flags")), features)
 
 
 def _from_sinfo_entry(entry: dict) -> list[SlurmNode]:
     names = (entry.get("nodes") or {}).get("nodes") or []
-    cpus = int(_number((entry.get("cpus") or {}).get("maximum")))
-    memory = _number((entry.get("memory") or {}).get("maximum"))
+    cpus = int(slurm_json_number((entry.get("cpus") or {}).get("maximum")))
+    memory = slurm_json_number((entry.get("memory") or {}).get("maximum"))
     gpus, model = parse_gres((entry.get("gres") or {}).get("total"))
     partition = (entry.get("partition") or {}).get("name")
     state = _state((entry.get("node") or {}).get("state"))
