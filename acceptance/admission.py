@@ -1,7 +1,7 @@
 """Admission control: an acceptance policy, then an allocation, for each job as it is submitted.
 
-The same object serves the replay (``sim.deadline_queue``), the live hook and the benchmarks: it
-is given a planner (``allocation.planner.Planner`` or ``allocation.coreplan.CorePlanner``) and a
+The same object serves the replay (``greenslurm.sim.engine.deadline_queue``), the live hook and the benchmarks: it
+is given a planner (``greenslurm.allocation.planner.Planner`` or ``greenslurm.allocation.coreplan.CorePlanner``) and a
 way to turn a job spec into an allocation request; it returns the decision and, for an accepted
 job, the committed placement.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from acceptance.base import AcceptancePolicy, Decision
-from acceptance.policies import NEVER_FITS
-from allocation.placement import Placement, Request
-from clustermodel import JobSpec
+from greenslurm.acceptance.base import AcceptancePolicy, Decision
+from greenslurm.acceptance.policies import NEVER_FITS
+from greenslurm.allocation.placement import Placement, Request
+from greenslurm.clustermodel import JobSpec
 
 ALLOCATION = "allocation"
 TOO_BIG = "larger than the cluster"

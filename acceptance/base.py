@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
-from clustermodel import JobSpec
+from greenslurm.clustermodel import JobSpec
 
 
 class PlanView(Protocol):
@@ -55,7 +55,7 @@ class AcceptancePolicy(Protocol):
 class Chain:
     """Policies asked in order; the first rejection wins (later policies are not asked).
 
-    >>> from acceptance.policies import AcceptAll, Threshold
+    >>> from greenslurm.acceptance.policies import AcceptAll, Threshold
     >>> chain = Chain([AcceptAll(), Threshold(min_slack=1.0, share=None)])
     >>> chain.name
     'all,threshold'

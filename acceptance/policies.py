@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from acceptance.base import ACCEPT, Decision, PlanView
-from clustermodel import JobSpec
+from greenslurm.acceptance.base import ACCEPT, Decision, PlanView
+from greenslurm.clustermodel import JobSpec
 
 NEVER_FITS = "never fits"
 MISSES_DEADLINE = "cannot end by its deadline"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import inspect
 
-from acceptance.base import AcceptancePolicy, Chain
-from acceptance.policies import AcceptAll, Greedy, Threshold
+from greenslurm.acceptance.base import AcceptancePolicy, Chain
+from greenslurm.acceptance.policies import AcceptAll, Greedy, Threshold
 
 ACCEPTANCE: dict[str, type] = {policy.name: policy for policy in (AcceptAll, Greedy, Threshold)}
 

@@ -8,7 +8,7 @@ accepted job reserves the power it adds above idle over its planned window.  Two
 - ``green``: nothing is forbidden, but among placements that meet the deadline the one whose
   window has the most renewable headroom for the job, integral of clip(H, 0, power), is preferred.
 
->>> from clustermodel.renewable import SupplySeries
+>>> from greenslurm.clustermodel.renewable import SupplySeries
 >>> b = PowerBudget(SupplySeries(np.array([0.0, 100.0]), np.array([500.0, 0.0])), base_w=100.0, now_s=0.0)
 >>> b.window_ok(np.array([0.0, 50.0, 60.0]), 50.0, 400.0).tolist()   # H = 400 on [0,100), -100 after
 [True, True, False]
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustermodel.renewable import SupplySeries
+from greenslurm.clustermodel.renewable import SupplySeries
 
 MODES = ("cap", "green")
 

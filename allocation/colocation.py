@@ -266,7 +266,7 @@ class EaCO:
     whose predicted JCT keeps every job on it within its deadline is chosen (a free set on a node
     that already runs something counts above one on an idle node).  If no candidate keeps the
     deadlines, the job runs alone on a free set if there is one, else waits.  The re-check after the
-    first epoch and the undo are done by the simulation (``sim.colocation``), with :meth:`keeps_deadlines`.
+    first epoch and the undo are done by the simulation (``greenslurm.sim.machines.colocation``), with :meth:`keeps_deadlines`.
     """
 
     name = "eaco"

@@ -3,7 +3,7 @@
 Each node runs one job at a time, and a job is appended after the jobs already planned on its
 nodes (no backfilling into enclosed idle time), so a node's state is one number, its tail.  The
 tails are kept sorted (by tail, then node index), which answers every rule of
-:mod:`allocation.placement` without looking at all nodes:
+:mod:`greenslurm.allocation.placement` without looking at all nodes:
 
 - earliest start of an m-node job: the m-th smallest tail;
 - Balanced: the first m; BestFit: the m largest tails <= d - p;
@@ -12,7 +12,7 @@ tails are kept sorted (by tail, then node index), which answers every rule of
 
 A decision costs O(log N + m) plus one O(N) memory move to keep the arrays sorted (and O(N) for
 MinIdle), against O(breakpoints x N) for the general plan profile.  The choices are the same as
-:class:`allocation.planner.Planner` on a plan of single-CPU nodes in the append view, ties
+:class:`greenslurm.allocation.planner.Planner` on a plan of single-CPU nodes in the append view, ties
 included (tests check it); power budgets and backfilling need that general planner.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocation.placement import SCORE_DECIMALS, Placement, Request, Rule
+from greenslurm.allocation.placement import SCORE_DECIMALS, Placement, Request, Rule
 
 
 class CorePlanner:

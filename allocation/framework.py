@@ -2,7 +2,7 @@
 
 The shape of the Kubernetes scheduling framework, as the GPU papers use it (seeds 000 and 002):
 
-1. **Filter**: the nodes where the task fits now (:func:`clustermodel.gpu_state.fits`: CPU, memory,
+1. **Filter**: the nodes where the task fits now (:func:`greenslurm.clustermodel.gpu_state.fits`: CPU, memory,
    GPU model, and GPUs with enough free share).  No node left: the task fails.
 2. **Score**: every scorer gives each feasible node a raw score in its own units (watts saved,
    milli-GPU of fragmentation avoided, ...).  A scorer with ``per_gpu`` scores a share task on each
@@ -45,7 +45,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from clustermodel.gpu_state import GpuState, GpuTask, best_fit_gpu, exclusive_gpus, fits
+from greenslurm.clustermodel.gpu_state import GpuState, GpuTask, best_fit_gpu, exclusive_gpus, fits
 
 NORMALIZATIONS = ("paper", "clean")
 TIE_BREAKS = ("first", "random")
@@ -77,7 +77,7 @@ class Filter(Protocol):
 
 
 class FitFilter:
-    """The fit rule of :func:`clustermodel.gpu_state.fits`, with the per-spec model mask cached."""
+    """The fit rule of :func:`greenslurm.clustermodel.gpu_state.fits`, with the per-spec model mask cached."""
 
     name = "fit"
 
@@ -150,9 +150,9 @@ class _Entry:
 class ScoringFramework:
     """One scheduling policy: scorers with weights, a normalisation mode, a seeded tie-breaker.
 
-    >>> from clustermodel import Cluster, NodeSpec
-    >>> from clustermodel.gpu_state import GpuNodes
-    >>> from allocation.scorers import make_policy
+    >>> from greenslurm.clustermodel import Cluster, NodeSpec
+    >>> from greenslurm.clustermodel.gpu_state import GpuNodes
+    >>> from greenslurm.allocation.scorers import make_policy
     >>> nodes = GpuNodes.from_cluster(Cluster([NodeSpec("a", cpus=32, memory_mb=100, gpus=2, gpu_model="T4"),
     ...                                        NodeSpec("b", cpus=32, memory_mb=100, gpus=2, gpu_model="T4")]))
     >>> state = GpuState(nodes)

@@ -4,7 +4,7 @@ It answers the two questions of admission control, for one job at a time:
 
 - ``earliest_finish(request)``: the earliest end of any placement the planner could make, which is
   what Greedy acceptance compares with the deadline (None when the job can never be placed);
-- ``place(request)``: the rule's placement (see :mod:`allocation.placement`), then ``commit`` to
+- ``place(request)``: the rule's placement (see :mod:`greenslurm.allocation.placement`), then ``commit`` to
   reserve it.
 
 The plan is anything with the :class:`Plan` methods: the simulator adapts its plan profile, a
@@ -17,9 +17,9 @@ from typing import Protocol
 
 import numpy as np
 
-from allocation.budget import PowerBudget
-from allocation.placement import Placement, Request, Rule, choose_append, choose_windows
-from clustermodel.renewable import job_power_bound_w
+from greenslurm.allocation.budget import PowerBudget
+from greenslurm.allocation.placement import Placement, Request, Rule, choose_append, choose_windows
+from greenslurm.clustermodel.renewable import job_power_bound_w
 
 
 class Plan(Protocol):
@@ -170,9 +170,9 @@ class Planner:
 def request_for(job, cluster) -> Request | None:
     """The allocation request of a job spec on ``cluster`` (None when it can never fit), planned
     with its requested time, with the power it may add above idle (see
-    :func:`clustermodel.renewable.job_power_bound_w`).
+    :func:`greenslurm.clustermodel.renewable.job_power_bound_w`).
 
-    >>> from clustermodel import Cluster, JobSpec
+    >>> from greenslurm.clustermodel import Cluster, JobSpec
     >>> r = request_for(JobSpec("a", 0.0, 60.0, cpus=6, deadline_s=100.0), Cluster.homogeneous(2, cpus=4))
     >>> r.nodes, r.demand.tolist(), r.duration_s, r.deadline_s, r.power_w    # 2 x 3 CPUs x 250/4 W
     (2, [3.0, 0.0, 0.0], 60.0, 100.0, 375.0)

@@ -6,7 +6,7 @@ planner for the earliest end, and an accepted job's placement is committed.  Run
 and deadlines drawn log-normal (eps, eps / 2.5), so the plan stays full and rejections happen.
 
 Two planners:
-- ``core``: allocation.coreplan.CorePlanner, exclusive cores in the append view, O(log N + m) a
+- ``core``: greenslurm.allocation.coreplan.CorePlanner, exclusive cores in the append view, O(log N + m) a
   decision: the target (issue 3) is 100,000 decisions on 10,000 cores in under 10 s;
 - ``profile``: the general planner on the replay's plan profile (any node shapes, backfilling,
   power budgets): O(breakpoints x nodes) a decision, measured on fewer jobs.
@@ -27,15 +27,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from acceptance.admission import Admission  # noqa: E402
-from acceptance.registry import build  # noqa: E402
-from allocation.coreplan import CorePlanner  # noqa: E402
-from allocation.placement import Request, parse_allocation  # noqa: E402
-from allocation.planner import Planner  # noqa: E402
-from sim.deadline_queue import ProfilePlan  # noqa: E402
-from sim.profile import PlanProfile  # noqa: E402
-from traces.deadlines import exact_runtimes, with_deadlines  # noqa: E402
-from traces.synthetic import synthetic_jobs  # noqa: E402
+from greenslurm.acceptance.admission import Admission  # noqa: E402
+from greenslurm.acceptance.registry import build  # noqa: E402
+from greenslurm.allocation.coreplan import CorePlanner  # noqa: E402
+from greenslurm.allocation.placement import Request, parse_allocation  # noqa: E402
+from greenslurm.allocation.planner import Planner  # noqa: E402
+from greenslurm.sim.engine.deadline_queue import ProfilePlan  # noqa: E402
+from greenslurm.sim.engine.profile import PlanProfile  # noqa: E402
+from greenslurm.traces.deadlines import exact_runtimes, with_deadlines  # noqa: E402
+from greenslurm.traces.synthetic import synthetic_jobs  # noqa: E402
 
 CPU = np.array([1.0, 0.0, 0.0])
 

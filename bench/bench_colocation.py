@@ -1,6 +1,6 @@
 """EaCO against FIFO, FIFO packed and Gandiva on a synthetic deep-learning training workload (seed 001).
 
-Workload (``sim.colocation.synthetic_dlt_jobs``, seeded): Poisson arrivals (6 per hour by default),
+Workload (``greenslurm.sim.machines.colocation.synthetic_dlt_jobs``, seeded): Poisson arrivals (6 per hour by default),
 the paper's four models uniformly (AlexNet 712 W, ResNet-18 959 W, ResNet-50 1330 W, VGG-16 1533 W
 per 8xV100 node; epochs of 0.39-0.40 h, Table 1; peak memory and GPU utilisation, Table 2), 1, 2,
 4 or 8 GPUs (55/15/15/15 %), 10-90 epochs, a deadline of submit + U(1.2, 3.0) x the job's
@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from allocation.colocation import COLOCATION_POLICIES, ColocationSettings, Interference  # noqa: E402
-from sim.colocation import simulate, synthetic_dlt_jobs  # noqa: E402
+from greenslurm.allocation.colocation import COLOCATION_POLICIES, ColocationSettings, Interference  # noqa: E402
+from greenslurm.sim.machines.colocation import simulate, synthetic_dlt_jobs  # noqa: E402
 
 POLICIES = ("fifo", "fifo-packed", "gandiva", "eaco")
 

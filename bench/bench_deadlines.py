@@ -39,10 +39,10 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from clustermodel import Cluster  # noqa: E402
-from sim.deadline_compare import make_scenario, run_grid  # noqa: E402
-from traces import read_trace  # noqa: E402
-from traces.deadlines import limit_parallelism, with_offered_load  # noqa: E402
+from greenslurm.clustermodel import Cluster  # noqa: E402
+from greenslurm.sim.studies.deadline_compare import make_scenario, run_grid  # noqa: E402
+from greenslurm.traces import read_trace  # noqa: E402
+from greenslurm.traces.deadlines import limit_parallelism, with_offered_load  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "swf"
 TRACES = ("KTH-SP2-1996-2.1-cln.swf", "NASA-iPSC-1993-3.1-cln.swf", "LANL-CM5-1994-4.1-cln.swf")

@@ -30,8 +30,8 @@ from rich.console import Console          # noqa: E402
 from rich.table import Table              # noqa: E402
 
 from greenslurm.cmd_inflate import load   # noqa: E402
-from sim.inflate import RunSpec, mean_by_level, run_many  # noqa: E402
-from sim.inflate_report import write_csv  # noqa: E402
+from greenslurm.sim.studies.inflate import RunSpec, mean_by_level, run_many  # noqa: E402
+from greenslurm.sim.reporting.inflate_report import write_csv  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "alibaba-gpu-2023"
 TRACES = ("default", "multigpu50", "gpushare100", "gpuspec33")

@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from clustermodel import JobSpec  # noqa: E402
-from slurm_plugin.record import DecisionRecord  # noqa: E402
-from slurm_plugin.service import DecisionService, HookConfig  # noqa: E402
-from slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot  # noqa: E402
+from greenslurm.clustermodel import JobSpec  # noqa: E402
+from greenslurm.slurm_plugin.record import DecisionRecord  # noqa: E402
+from greenslurm.slurm_plugin.service import DecisionService, HookConfig  # noqa: E402
+from greenslurm.slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot  # noqa: E402
 
 
 def stats_ms(samples: list[float]) -> tuple[float, float]:
@@ -52,7 +52,7 @@ def sbatch_times(cluster, jobs: int) -> list[float]:
 def bench_sbatch(jobs: int) -> None:
     from hook_service import ServiceProcess, write_config
     from slurm_cluster import SlurmCluster, skip_reason
-    from slurm_plugin.install import render_job_submit
+    from greenslurm.slurm_plugin.install import render_job_submit
 
     reason = skip_reason()
     if reason:

@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clustermodel import Cluster  # noqa: E402
-from sim.power_states import PowerStateConfig, fits_budget, power_machine_factory  # noqa: E402
-from sim.replay import Replay  # noqa: E402
-from traces import read_trace  # noqa: E402
+from greenslurm.clustermodel import Cluster  # noqa: E402
+from greenslurm.sim.machines.power_states import PowerStateConfig, fits_budget, power_machine_factory  # noqa: E402
+from greenslurm.sim.engine.replay import Replay  # noqa: E402
+from greenslurm.traces import read_trace  # noqa: E402
 
 KTH = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf" / "KTH-SP2-1996-2.1-cln.swf"
 

@@ -29,17 +29,17 @@ KTH = ROOT.parent / "shared" / "data" / "swf" / "KTH-SP2-1996-2.1-cln.swf"
 def measure(trace: str, queue: str, jobs: int) -> dict:
     """Runs inside the child: read or generate, replay, report."""
     sys.path.insert(0, str(ROOT))
-    from clustermodel import Cluster
-    from sim.replay import replay
+    from greenslurm.clustermodel import Cluster
+    from greenslurm.sim.engine.replay import replay
 
     started = time.perf_counter()
     if trace == "kth":
-        from traces import read_trace
+        from greenslurm.traces import read_trace
 
         result = read_trace(str(KTH))
         workload, cluster = result.jobs, result.cluster_hint()
     else:
-        from traces.synthetic import synthetic_jobs
+        from greenslurm.traces.synthetic import synthetic_jobs
 
         cluster = Cluster.homogeneous(128, cpus=32)
         workload = synthetic_jobs(jobs, total_cpus=cluster.total_cpus, seed=1, load=0.7)

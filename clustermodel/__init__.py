@@ -5,9 +5,9 @@ text that the caller has read, no clocks.  Every other package may import it; it
 of them.  Times are float seconds, power watts, energy joules, memory MiB (units in names).
 """
 
-from clustermodel.errors import InputError
-from clustermodel.job import JobSpec
-from clustermodel.node import NodeSpec
-from clustermodel.cluster import Cluster
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.clustermodel.node import NodeSpec
+from greenslurm.clustermodel.cluster import Cluster
 
 __all__ = ["InputError", "JobSpec", "NodeSpec", "Cluster"]

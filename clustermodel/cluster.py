@@ -13,9 +13,9 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from clustermodel.errors import InputError
-from clustermodel.job import JobSpec
-from clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W, NodeSpec
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W, NodeSpec
 
 # Column order of the resource matrices: CPUs, memory (MiB), GPUs.
 CPU, MEM, GPU = 0, 1, 2

@@ -23,7 +23,7 @@ One more corner case, of the plugin this time: a node with an odd number of vCPU
 allocated would count its half core as busy; here a node with nothing allocated is idle.
 
 GPU (Eq. 2).  A GPU with any allocation draws its maximum (TDP), a free one its idle power.  The
-paper's table (DESIGN.md) is :data:`clustermodel.node.GPU_POWER_W`.
+paper's table (DESIGN.md) is :data:`greenslurm.clustermodel.node.GPU_POWER_W`.
 
 Node and cluster (Eq. 3).  p(n) = p_cpu(n) + p_gpu(n); the cluster's estimated overall power
 consumption (EOPC) is the sum over all nodes, idle ones included.

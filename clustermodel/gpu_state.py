@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from clustermodel.cluster import Cluster
-from clustermodel.gpu_power import XEON_E5_2682_V4, CpuPackage
-from clustermodel.job import JobSpec
+from greenslurm.clustermodel.cluster import Cluster
+from greenslurm.clustermodel.gpu_power import XEON_E5_2682_V4, CpuPackage
+from greenslurm.clustermodel.job import JobSpec
 
 MILLI = 1000
 NO_GPU = -1
@@ -104,7 +104,7 @@ def gpu_task_from_job(job: JobSpec) -> GpuTask:
 class GpuNodes:
     """The static side of a GPU cluster, one entry per node.
 
-    >>> from clustermodel.node import NodeSpec
+    >>> from greenslurm.clustermodel.node import NodeSpec
     >>> c = Cluster([NodeSpec("a", cpus=96, memory_mb=1000, gpus=8, gpu_model="G2"),
     ...              NodeSpec("b", cpus=64, memory_mb=500, gpus=2, gpu_model="P100")])
     >>> n = GpuNodes.from_cluster(c)
@@ -162,7 +162,7 @@ class GpuState:
 
     ``version[n]`` grows whenever node n changes, so that scores cached per node can be checked.
 
-    >>> from clustermodel.node import NodeSpec
+    >>> from greenslurm.clustermodel.node import NodeSpec
     >>> s = GpuState(GpuNodes.from_cluster(Cluster([NodeSpec("a", cpus=8, memory_mb=100, gpus=2, gpu_model="T4")])))
     >>> t = GpuTask(cpu_milli=2000, memory_mib=10, num_gpu=1, gpu_milli=300)
     >>> fits(s, t).tolist()

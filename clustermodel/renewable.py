@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from clustermodel.cluster import CPU, GPU, Cluster
-from clustermodel.errors import InputError
+from greenslurm.clustermodel.cluster import CPU, GPU, Cluster
+from greenslurm.clustermodel.errors import InputError
 
 DAY_S = 86400.0
 
@@ -215,7 +215,7 @@ def parse_supply_csv(text: str, path: str = "<supply.csv>") -> SupplySeries:
     >>> parse_supply_csv("0,1\\n0,2\\n")
     Traceback (most recent call last):
     ...
-    clustermodel.errors.InputError: <supply.csv>:2: time 0 does not come after the previous sample (0)
+    greenslurm.clustermodel.errors.InputError: <supply.csv>:2: time 0 does not come after the previous sample (0)
     """
     times: list[float] = []
     watts: list[float] = []
@@ -263,7 +263,7 @@ def max_power_w(cluster: Cluster) -> float:
 def job_power_bound_w(cluster: Cluster, nodes: int, per_node: np.ndarray) -> float:
     """An upper bound on the power a job adds above idle, whichever nodes it gets: per node, its
     CPUs times the largest (busy - idle) per CPU plus its GPUs times the largest (max - idle) per
-    GPU.  Exact on a cluster whose nodes all draw alike (the linear model of clustermodel.power).
+    GPU.  Exact on a cluster whose nodes all draw alike (the linear model of greenslurm.clustermodel.power).
 
     >>> c = Cluster.homogeneous(2, cpus=4, idle_w=100.0, busy_w=300.0)
     >>> job_power_bound_w(c, 2, np.array([2.0, 0.0, 0.0]))      # 2 nodes * 2 CPUs * (300-100)/4

@@ -30,13 +30,13 @@ from greenslurm import cmd_gpu_replay, cmd_inflate
 from greenslurm import cmd_compare
 from greenslurm import cmd_power
 from greenslurm import cmd_hook
-from clustermodel import Cluster, InputError
-from sim.metrics import summarize, workload_stats
-from sim.outputs import summary_json_text, write_outputs
-from sim.strategies import QUEUES
-from sim.replay import Replay
-from sim.report import render_report, reasons_table, trace_info_table
-from traces import FORMATS, read_trace
+from greenslurm.clustermodel import Cluster, InputError
+from greenslurm.sim.accounting.metrics import summarize, workload_stats
+from greenslurm.sim.reporting.outputs import summary_json_text, write_outputs
+from greenslurm.sim.engine.strategies import QUEUES
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.reporting.report import render_report, reasons_table, trace_info_table
+from greenslurm.traces import FORMATS, read_trace
 
 log = logging.getLogger("greenslurm")
 

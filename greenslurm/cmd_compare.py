@@ -17,16 +17,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from acceptance.registry import build as build_acceptance
-from allocation.placement import ALLOCATIONS
-from clustermodel import Cluster, InputError, JobSpec
-from sim.deadline_compare import COLUMNS, make_scenario, run_grid
-from sim.deadline_metrics import admission_summary
-from sim.deadline_queue import RENEWABLE_MODES
-from sim.renewable import load_supply
-from sim.report import fmt_number, fmt_percent, fmt_seconds
-from traces import FORMATS
-from traces.deadlines import exact_runtimes, with_deadlines
+from greenslurm.acceptance.registry import build as build_acceptance
+from greenslurm.allocation.placement import ALLOCATIONS
+from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.sim.studies.deadline_compare import COLUMNS, make_scenario, run_grid
+from greenslurm.sim.accounting.deadline_metrics import admission_summary
+from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
+from greenslurm.sim.renewable import load_supply
+from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
+from greenslurm.traces import FORMATS
+from greenslurm.traces.deadlines import exact_runtimes, with_deadlines
 
 log = logging.getLogger("greenslurm")
 

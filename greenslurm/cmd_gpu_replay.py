@@ -1,4 +1,4 @@
-"""``greenslurm replay TRACE --score POLICY``: replay a GPU pod trace with the GPU scorers (sim.gpu_replay).
+"""``greenslurm replay TRACE --score POLICY``: replay a GPU pod trace with the GPU scorers (greenslurm.sim.studies.gpu_replay).
 
 Added to the ``replay`` command as options; with ``--score`` the replay runs at GPU level (shares of
 GPUs, whole GPUs, GPU models) instead of the queueing replay: a task is placed when it arrives or
@@ -19,13 +19,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from allocation.framework import NORMALIZATIONS, TIE_BREAKS
-from allocation.scorers import needs_workload, parse_policy, policy_label
-from clustermodel import InputError
-from clustermodel.fragmentation import COVERAGE
-from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
-from sim.gpu_replay import GpuReplayResult, gpu_replay
-from sim.inflate import TaskPool
+from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
+from greenslurm.allocation.scorers import needs_workload, parse_policy, policy_label
+from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.fragmentation import COVERAGE
+from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+from greenslurm.sim.studies.gpu_replay import GpuReplayResult, gpu_replay
+from greenslurm.sim.studies.inflate import TaskPool
 
 log = logging.getLogger("greenslurm")
 
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise InputError("must be > 0", path="--arrival-scale")
     check_output_paths(args.out, args.json)
     if args.nodes is not None:
-        from traces.alibaba import read_nodes
+        from greenslurm.traces.alibaba import read_nodes
         check_input_file(args.nodes, "node list")
         cluster = read_nodes(args.nodes)
     else:

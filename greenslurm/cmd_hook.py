@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 
 log = logging.getLogger("greenslurm")
 
@@ -48,7 +48,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def load_config(path: str | None):
-    from slurm_plugin.service import HookConfig
+    from greenslurm.slurm_plugin.service import HookConfig
     if path is None:
         config = HookConfig()
         config.check()
@@ -57,8 +57,8 @@ def load_config(path: str | None):
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    from slurm_plugin import install as hook_install
-    from slurm_plugin.service import serve
+    from greenslurm.slurm_plugin import install as hook_install
+    from greenslurm.slurm_plugin.service import serve
 
     config = load_config(args.config)
     if args.hook_command == "serve":

@@ -18,14 +18,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from allocation.framework import NORMALIZATIONS, TIE_BREAKS
-from allocation.scorers import SCORERS, parse_policy, policy_label
-from clustermodel import InputError
-from clustermodel.fragmentation import COVERAGE
-from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
-from sim.inflate import SAMPLINGS, RunSpec, TaskPool, default_levels, run_many
-from sim.inflate_report import plot, summary_tables, write_csv
-from traces.alibaba import read_nodes, read_pods
+from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
+from greenslurm.allocation.scorers import SCORERS, parse_policy, policy_label
+from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.fragmentation import COVERAGE
+from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+from greenslurm.sim.studies.inflate import SAMPLINGS, RunSpec, TaskPool, default_levels, run_many
+from greenslurm.sim.reporting.inflate_report import plot, summary_tables, write_csv
+from greenslurm.traces.alibaba import read_nodes, read_pods
 
 log = logging.getLogger("greenslurm")
 

@@ -20,11 +20,11 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from allocation.colocation import COLOCATION_POLICIES, ColocationSettings, Interference
-from clustermodel import InputError
-from clustermodel.cluster import GPU
-from sim.colocation import ColocationSim, dlt_jobs_from_specs
-from sim.power_states import SUPPORTED_QUEUES, PowerStateConfig, fits_budget, power_machine_factory
+from greenslurm.allocation.colocation import COLOCATION_POLICIES, ColocationSettings, Interference
+from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.cluster import GPU
+from greenslurm.sim.machines.colocation import ColocationSim, dlt_jobs_from_specs
+from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES, PowerStateConfig, fits_budget, power_machine_factory
 
 POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet")
 COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem_threshold_pct", "idle_node_w",
@@ -208,7 +208,7 @@ def cmd_replay_colocation(args: argparse.Namespace, console: Console, jobs, clus
 
 def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.cli import check_input_file, cluster_from_trace, load_cluster, read   # the CLI's own helpers
-    from sim.replay import Replay
+    from greenslurm.sim.engine.replay import Replay
 
     args.columns, args.strict = None, False
     check_input_file(args.trace)

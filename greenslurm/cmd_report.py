@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 from greenslurm.stats import aggregate
 from greenslurm.sweep import PARAMETERS, RESULTS_PARQUET
 

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 from greenslurm.sweep import PARAMETERS, load_spec, run_sweep
 
 EPILOG = """\

@@ -3,7 +3,7 @@
 The cluster comes from Slurm (``--cluster-from-slurm FILE`` holding ``sinfo --json`` or ``scontrol show
 nodes --json`` output, or ``live`` to run ``sinfo --json`` here) or from a cluster TOML (``--cluster``).
 Every policy replays the same jobs (with the same drawn deadlines and the same renewable supply) through
-:func:`greenslurm.sweep.replay_policy`, so a queue strategy registered in ``sim.strategies`` is a
+:func:`greenslurm.sweep.replay_policy`, so a queue strategy registered in ``greenslurm.sim.engine.strategies`` is a
 candidate with no change here.  The report is one page: a row per figure, a column per policy, the
 difference against the current policy in green (better) or red (worse).
 
@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 from greenslurm.sweep import figures, make_supply, replay_policy
 
 # Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (issue 6), and, when the jobs
@@ -58,7 +58,7 @@ def parse_policy(text: str) -> tuple[str, str, dict]:
     >>> parse_policy("green=deadline:renewable=green")
     ('green', 'deadline', {'renewable': 'green'})
     """
-    from sim.strategies import QUEUES
+    from greenslurm.sim.engine.strategies import QUEUES
     label = text
     name, sep, rest = text.partition("=")
     if sep and ":" not in name:            # NAME=QUEUE[:...]
@@ -124,7 +124,7 @@ def load_cluster(args: argparse.Namespace):
         from greenslurm.cli import check_input_file
         check_input_file(args.cluster, "cluster")
         return build_cluster(str(Path(args.cluster).resolve())), args.cluster, ""
-    from traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
+    from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
     text, where = slurm_json_text(args.cluster_from_slurm)
     nodes = parse_slurm_nodes(text, path=where)
     unavailable = [n for n in nodes if not n.available]
@@ -156,8 +156,8 @@ def write_policy_outputs(result, supply, folder: Path, reader_skipped) -> None:
     the start of each interval) for ``greenslurm report``'s renewable figure."""
     import pandas as pd
 
-    from sim.metrics import summarize
-    from sim.outputs import POWER_CSV, write_outputs
+    from greenslurm.sim.accounting.metrics import summarize
+    from greenslurm.sim.reporting.outputs import POWER_CSV, write_outputs
     write_outputs(result, summarize(result, reader_skipped=reader_skipped), folder)
     if supply is not None:
         power = with_supply(pd.read_csv(folder / POWER_CSV), supply)
@@ -168,7 +168,7 @@ def with_supply(power, supply):
     """Power intervals cut where the supply changes, with the supply on each (``supply_w``); energy kept.
 
     >>> import numpy as np, pandas as pd
-    >>> from clustermodel.renewable import SupplySeries
+    >>> from greenslurm.clustermodel.renewable import SupplySeries
     >>> p = pd.DataFrame({"start_s": [0.0], "end_s": [10.0], "power_w": [5.0], "busy_cpus": [1.0], "energy_j": [50.0]})
     >>> with_supply(p, SupplySeries(np.array([0.0, 4.0]), np.array([1.0, 9.0]))).to_dict("list")
     {'start_s': [0.0, 4.0], 'end_s': [4.0, 10.0], 'power_w': [5.0, 5.0], 'busy_cpus': [1.0, 1.0], 'energy_j': [20.0, 30.0], 'supply_w': [1.0, 9.0]}
@@ -375,16 +375,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not jobs:
         raise InputError("no jobs to replay", path=args.trace)
     if args.exact_runtimes:
-        from traces.deadlines import exact_runtimes
+        from greenslurm.traces.deadlines import exact_runtimes
         jobs = exact_runtimes(jobs)
     if args.slack is not None:
-        from traces.deadlines import with_deadlines
+        from greenslurm.traces.deadlines import with_deadlines
         jobs = with_deadlines(jobs, eps=args.slack, seed=args.seed)
     supply = None
     if args.supply in ("solar", "wind"):
         supply = make_supply({"supply": args.supply, "supply_peak": args.supply_peak}, jobs, cluster, args.seed)
     elif args.supply is not None:
-        from clustermodel.renewable import parse_supply_csv
+        from greenslurm.clustermodel.renewable import parse_supply_csv
         check_input_file(args.supply, "supply")
         supply = parse_supply_csv(Path(args.supply).read_text(encoding="utf-8"), path=args.supply)
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():

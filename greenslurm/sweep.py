@@ -2,7 +2,7 @@
 
 A *cell* is a plain, JSON-ready dict ``{"trace": ..., "policy": ..., "params": ..., "seed": ...}``;
 :func:`run_cell` turns one cell into one flat row of figures (the replay's summary plus the cell's
-identity).  Nothing else runs a replay, so a policy that registers itself in ``sim.strategies.QUEUES``
+identity).  Nothing else runs a replay, so a policy that registers itself in ``greenslurm.sim.engine.strategies.QUEUES``
 (with its constructor options) is available to sweeps, ``whatif`` and ``report`` without any change
 here.
 
@@ -20,7 +20,7 @@ Spec file (TOML; paths are relative to the spec file)::
 
     [[trace]]
     name = "synthetic"
-    synthetic = { jobs = 100 }     # seeded per cell (traces.synthetic.synthetic_jobs)
+    synthetic = { jobs = 100 }     # seeded per cell (greenslurm.traces.synthetic.synthetic_jobs)
     cluster = { nodes = 8, cpus = 4 }   # or a cluster TOML file: cluster = "cluster.toml"
 
     [[trace]]
@@ -82,7 +82,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from clustermodel import Cluster, InputError, JobSpec
+from greenslurm.clustermodel import Cluster, InputError, JobSpec
 
 CELLS_DIR = "cells"
 LEDGER = "ledger.jsonl"
@@ -143,7 +143,7 @@ def _fail(message: str, path: str, field: str | None = None):
 
 def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> SweepSpec:
     """A sweep spec from its TOML text; every mistake is an InputError naming the field."""
-    from sim.strategies import QUEUES
+    from greenslurm.sim.engine.strategies import QUEUES
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -185,7 +185,7 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
     for i, policy in enumerate(policies):
         where = f"policy[{i}]"
         policy = dict(policy)
-        if "score" in policy:                           # a GPU scoring policy (seeds 000, 002): sim.gpu_replay
+        if "score" in policy:                           # a GPU scoring policy (seeds 000, 002): greenslurm.sim.studies.gpu_replay
             _check_score(policy["score"], path, f"{where}.score")
             policy.setdefault("name", policy["score"])
             policy.setdefault("options", {})
@@ -214,7 +214,7 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
 
 
 def _check_score(spec: str, path: str, where: str) -> None:
-    from allocation.scorers import SCORERS, parse_policy as parse_score
+    from greenslurm.allocation.scorers import SCORERS, parse_policy as parse_score
     try:
         unknown = [name for name, _ in parse_score(spec) if name not in SCORERS]
     except (ValueError, InputError) as exc:
@@ -253,7 +253,7 @@ def cell_id(cell: Mapping) -> str:
 # -- one cell -------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
 def _read(path: str, fmt: str | None, columns: tuple | None):
-    from traces import read_trace
+    from greenslurm.traces import read_trace
     return read_trace(path, fmt, columns=list(columns) if columns else None)
 
 
@@ -278,7 +278,7 @@ def cell_workload(cell: Mapping) -> tuple[list[JobSpec], Cluster, Any]:
     trace, params, seed = cell["trace"], cell["params"], int(cell["seed"])
     cluster = build_cluster(trace["cluster"]) if trace.get("cluster") is not None else None
     if "synthetic" in trace:
-        from traces.synthetic import synthetic_jobs
+        from greenslurm.traces.synthetic import synthetic_jobs
         options = {**trace["synthetic"]}
         count = int(params.get("jobs", options.pop("jobs", 100)))
         options.pop("jobs", None)
@@ -299,7 +299,7 @@ def cell_workload(cell: Mapping) -> tuple[list[JobSpec], Cluster, Any]:
     if limit is not None:
         jobs = jobs[:int(limit)]
     if "slack" in params:
-        from traces.deadlines import with_deadlines
+        from greenslurm.traces.deadlines import with_deadlines
         jobs = with_deadlines(jobs, eps=float(params["slack"]), sigma=params.get("slack_sigma"), seed=seed)
     supply = make_supply(params, jobs, cluster, seed)
     return jobs, cluster, supply
@@ -309,7 +309,7 @@ def make_supply(params: Mapping, jobs: Sequence[JobSpec], cluster: Cluster, seed
     kind = params.get("supply")
     if not kind or not jobs:
         return None
-    from clustermodel.renewable import max_power_w, solar_supply, wind_supply
+    from greenslurm.clustermodel.renewable import max_power_w, solar_supply, wind_supply
     start = min(j.submit_s for j in jobs)
     end = max(j.submit_s for j in jobs) + 4 * max(j.requested_time_s for j in jobs) + 86400.0
     peak = float(params.get("supply_peak", 0.5)) * max_power_w(cluster)
@@ -320,7 +320,7 @@ def make_supply(params: Mapping, jobs: Sequence[JobSpec], cluster: Cluster, seed
     raise ValueError(f"unknown supply {kind!r}; choose solar or wind")
 
 
-POWER_STATES = "power_states"      # option (a table, or power_states.KEY = value): sim.power_states
+POWER_STATES = "power_states"      # option (a table, or power_states.KEY = value): greenslurm.sim.machines.power_states
 
 
 def power_state_options(options: Mapping) -> tuple[dict, dict | None]:
@@ -347,11 +347,11 @@ def replay_policy(jobs: Sequence[JobSpec], cluster: Cluster, queue: str, options
     """Replay under a queue strategy with its options (a supply is handed to strategies that take one).
 
     ``power_states`` options (``{"suspend_after_s": 600, "boot_s": 300, "budget_w": ...}``) replay with
-    node power states (``sim.power_states``); their figures go into ``extras`` when given."""
+    node power states (``greenslurm.sim.machines.power_states``); their figures go into ``extras`` when given."""
     import inspect
 
-    from sim.replay import Replay
-    from sim.strategies import QUEUES
+    from greenslurm.sim.engine.replay import Replay
+    from greenslurm.sim.engine.strategies import QUEUES
     options, power = power_state_options(dict(options or {}))
     strategy = QUEUES[queue]
     accepted = inspect.signature(strategy).parameters
@@ -359,7 +359,7 @@ def replay_policy(jobs: Sequence[JobSpec], cluster: Cluster, queue: str, options
         options.setdefault("supply", supply)
     factory = None
     if power is not None:
-        from sim.power_states import PowerStateConfig, power_machine_factory
+        from greenslurm.sim.machines.power_states import PowerStateConfig, power_machine_factory
         factory = power_machine_factory(PowerStateConfig.from_mapping(power))
     run = Replay(jobs, cluster, queue, progress=progress, strategy_options=options, machine_factory=factory)
     result = run.run()
@@ -373,7 +373,7 @@ def replay_policy(jobs: Sequence[JobSpec], cluster: Cluster, queue: str, options
 
 def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dict:
     """The replay's summary as one flat row of numbers (what sweeps, what-if and reports compare)."""
-    from sim.metrics import summarize
+    from greenslurm.sim.accounting.metrics import summarize
     summary = summarize(result, **summary_args)
     row = {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
     row["cluster_name"] = summary["cluster"]["name"]
@@ -387,18 +387,18 @@ def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dic
     row["offered_cpu_hours"] = offered / 3600.0
     row["accepted_load_share"] = accepted / offered if offered > 0 else None
     # Performance ratio (seed 003): an upper bound on the acceptable load / the accepted load.  With
-    # deadlines, issue 3's bound (sim.deadline_metrics: the LP relaxation up to LP_MAX_JOBS jobs, else the
+    # deadlines, issue 3's bound (greenslurm.sim.accounting.deadline_metrics: the LP relaxation up to LP_MAX_JOBS jobs, else the
     # load of the jobs that could meet their deadline alone); without, the offered load.
     bound, row["load_bound"] = offered, "offered load"
     if any(j.deadline_s is not None for j in jobs):
-        from sim.deadline_metrics import upper_bound, work_of
+        from greenslurm.sim.accounting.deadline_metrics import upper_bound, work_of
         bound, row["load_bound"] = upper_bound(work_of(jobs), result.cluster.total_cpus, lp=len(jobs) <= LP_MAX_JOBS)
     row["load_bound_cpu_hours"] = bound / 3600.0
     row["performance_ratio"] = bound / accepted if accepted > 0 else None
     row["deadline_miss_share"] = (row["deadline_missed"] / row["deadline_jobs"]) if row.get("deadline_jobs") else None
     if supply is not None and len(result.power_w):
-        from clustermodel.power import joules_to_kwh
-        from clustermodel.renewable import split_energy
+        from greenslurm.clustermodel.power import joules_to_kwh
+        from greenslurm.clustermodel.renewable import split_energy
         split = split_energy(result.power_times_s[:len(result.power_w)], result.power_w, result.energy.end_s, supply)
         row["renewable_kwh"] = joules_to_kwh(split.renewable_j)
         row["grid_kwh"] = joules_to_kwh(split.grid_j)
@@ -427,17 +427,17 @@ def run_cell(cell: Mapping) -> dict:
 
 @functools.lru_cache(maxsize=4)
 def _node_list(path: str):
-    from traces.alibaba import read_nodes
+    from greenslurm.traces.alibaba import read_nodes
     return read_nodes(path)
 
 
 def run_gpu_cell(cell: Mapping, started: float) -> dict:
-    """A GPU scoring cell: the pods of an openb trace replayed with departures by ``sim.gpu_replay``."""
-    from allocation.scorers import needs_workload
-    from clustermodel.fragmentation import COVERAGE
-    from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
-    from sim.gpu_replay import gpu_replay
-    from sim.inflate import TaskPool
+    """A GPU scoring cell: the pods of an openb trace replayed with departures by ``greenslurm.sim.studies.gpu_replay``."""
+    from greenslurm.allocation.scorers import needs_workload
+    from greenslurm.clustermodel.fragmentation import COVERAGE
+    from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+    from greenslurm.sim.studies.gpu_replay import gpu_replay
+    from greenslurm.sim.studies.inflate import TaskPool
     trace, policy, params, seed = cell["trace"], cell["policy"], cell["params"], int(cell["seed"])
     if "nodes" in trace:
         cluster = _node_list(trace["nodes"])

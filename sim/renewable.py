@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from clustermodel import Cluster, JobSpec
-from clustermodel.renewable import SupplySeries, max_power_w, parse_supply_csv, solar_supply, wind_supply
-from traces.source import read_text
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.renewable import SupplySeries, max_power_w, parse_supply_csv, solar_supply, wind_supply
+from greenslurm.traces.source import read_text
 
 SYNTHETIC = ("solar", "wind")
 MARGIN_S = 30 * 86400.0
@@ -21,7 +21,7 @@ def load_supply(spec: str, jobs: Sequence[JobSpec], cluster: Cluster, scale: flo
                 seed: int = 0) -> SupplySeries:
     """The supply named by ``spec``: "solar", "wind" or a CSV path (InputError when unreadable).
 
-    >>> from clustermodel import JobSpec
+    >>> from greenslurm.clustermodel import JobSpec
     >>> s = load_supply("solar", [JobSpec("a", 0.0, 60.0)], Cluster.homogeneous(2, cpus=4, busy_w=300.0))
     >>> s.name, s.peak_w <= 600.0, bool(s.times_s[-1] >= 30 * 86400)
     ('solar', True, True)

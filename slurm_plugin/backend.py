@@ -2,7 +2,7 @@
 Slurm 22.05 and later: ``sinfo --json``, ``squeue --json``), or pyslurm where the site's Slurm
 matches a pyslurm release (PyPI's pyslurm 25.11 builds only against Slurm 25.11).
 
-A backend returns a :class:`slurm_plugin.view.Snapshot` plus the pending jobs' deadlines (for the
+A backend returns a :class:`greenslurm.slurm_plugin.view.Snapshot` plus the pending jobs' deadlines (for the
 reconciliation of jobs whose deadline the hook could not see), and carries out the few actions
 reconciliation takes (hold, release, cancel, update a comment).
 """
@@ -17,10 +17,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from clustermodel import JobSpec
-from slurm_plugin.protocol import gpus_per_node, unset
-from slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot
-from traces.slurm_nodes import slurm_json_number
+from greenslurm.clustermodel import JobSpec
+from greenslurm.slurm_plugin.protocol import gpus_per_node, unset
+from greenslurm.slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot
+from greenslurm.traces.slurm_nodes import slurm_json_number
 
 log = logging.getLogger("greenslurm.hook.backend")
 

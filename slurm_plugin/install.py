@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from slurm_plugin.service import HookConfig
+from greenslurm.slurm_plugin.service import HookConfig
 
 LUA_SOCKET_PATHS = ("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so", "/usr/lib/aarch64-linux-gnu/lua/5.1/socket/unix.so",
                     "/usr/lib/lua/5.1/socket/unix.so", "/usr/local/lib/lua/5.1/socket/unix.so")
@@ -20,7 +20,7 @@ JOB_SUBMIT_LUA_SO = ("/usr/lib/x86_64-linux-gnu/slurm-wlm/job_submit_lua.so", "/
 
 
 def template(name: str) -> str:
-    return resources.files("slurm_plugin").joinpath(name).read_text()
+    return resources.files("greenslurm.slurm_plugin").joinpath(name).read_text()
 
 
 def render_job_submit(config: HookConfig) -> str:

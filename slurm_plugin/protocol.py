@@ -26,7 +26,7 @@ import time as _time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from clustermodel import InputError, JobSpec
+from greenslurm.clustermodel import InputError, JobSpec
 
 MAX_REQUEST_BYTES = 64 * 1024
 PROTOCOL_VERSION = 1
@@ -71,7 +71,7 @@ def parse_request(line: bytes) -> dict:
     >>> parse_request(b'[1, 2]')
     Traceback (most recent call last):
     ...
-    slurm_plugin.protocol.ProtocolError: a request must be a JSON object
+    greenslurm.slurm_plugin.protocol.ProtocolError: a request must be a JSON object
     """
     if len(line) > MAX_REQUEST_BYTES:
         raise ProtocolError(f"request too large ({len(line)} bytes > {MAX_REQUEST_BYTES})")
@@ -125,7 +125,7 @@ def parse_slurm_time(text: str, now_s: float) -> float:
     >>> parse_slurm_time("soon", 0.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    clustermodel.errors.InputError: ...field deadline: not a Slurm time: 'soon'
+    greenslurm.clustermodel.errors.InputError: ...field deadline: not a Slurm time: 'soon'
     """
     raw = text
     text = text.strip().lower()

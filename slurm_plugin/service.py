@@ -1,11 +1,11 @@
 """The decision service behind ``job_submit.lua`` (``greenslurm hook serve --config hook.toml``).
 
 One asyncio process listens on a UNIX socket.  Each connection sends JSON lines (see
-:mod:`slurm_plugin.protocol`); each line gets one JSON answer line.  A request larger than
-:data:`~slurm_plugin.protocol.MAX_REQUEST_BYTES` or not valid gets an ``error`` answer (the hook
+:mod:`greenslurm.slurm_plugin.protocol`); each line gets one JSON answer line.  A request larger than
+:data:`~greenslurm.slurm_plugin.protocol.MAX_REQUEST_BYTES` or not valid gets an ``error`` answer (the hook
 then fails open or closed as configured) and never stops the service.
 
-The cluster view (:mod:`slurm_plugin.view`) is rebuilt from Slurm every ``sync_interval_s`` in a
+The cluster view (:mod:`greenslurm.slurm_plugin.view`) is rebuilt from Slurm every ``sync_interval_s`` in a
 worker thread, then swapped in; decisions taken while it was being built are planned again on the
 new view.  Every decision goes to the SQLite record.  Pending jobs whose deadline the hook never
 saw (submitted without the shipped cli_filter and without ``#SBATCH --deadline``) are reconciled
@@ -25,14 +25,14 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
-from acceptance.registry import build as build_acceptance
-from allocation.placement import parse_allocation
-from clustermodel import InputError
-from slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline
-from slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, parse_request,
+from greenslurm.acceptance.registry import build as build_acceptance
+from greenslurm.allocation.placement import parse_allocation
+from greenslurm.clustermodel import InputError
+from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline
+from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, parse_request,
                                    submission_from_request)
-from slurm_plugin.record import DecisionRecord
-from slurm_plugin.view import LiveView, Snapshot
+from greenslurm.slurm_plugin.record import DecisionRecord
+from greenslurm.slurm_plugin.view import LiveView, Snapshot
 
 log = logging.getLogger("greenslurm.hook")
 
@@ -179,7 +179,7 @@ class DecisionService:
         return self.handle_request(request)
 
     def handle_request(self, request: dict) -> dict:
-        """One checked request (see :func:`~slurm_plugin.protocol.parse_request`) -> one answer."""
+        """One checked request (see :func:`~greenslurm.slurm_plugin.protocol.parse_request`) -> one answer."""
         if request.get("op", "submit") == "ping":
             return {"ok": True, "id": request.get("id"), "view": self.view is not None,
                     "shadow": self.config.shadow}

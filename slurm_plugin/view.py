@@ -1,7 +1,7 @@
 """The live service's view of the cluster: what Slurm says (nodes, running and pending jobs) turned
 into a plan that the acceptance policies and allocation rules of the replay decide on.
 
-The plan is the paper's exclusive-node append view (:class:`allocation.coreplan.CorePlanner`): a
+The plan is the paper's exclusive-node append view (:class:`greenslurm.allocation.coreplan.CorePlanner`): a
 node runs one planned job at a time, and each node's state is its tail, the time from which it is
 free for ever.  Slurm's nodes are grouped into *classes* of equal shape (CPUs, memory, GPUs,
 features, partitions); each class has its own core planner, so a decision costs O(log N + m) per
@@ -29,12 +29,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from acceptance.admission import Admission, Outcome
-from acceptance.base import AcceptancePolicy
-from allocation.coreplan import CorePlanner
-from allocation.placement import Placement, Request, parse_allocation
-from clustermodel import Cluster, JobSpec, NodeSpec
-from clustermodel.renewable import job_power_bound_w
+from greenslurm.acceptance.admission import Admission, Outcome
+from greenslurm.acceptance.base import AcceptancePolicy
+from greenslurm.allocation.coreplan import CorePlanner
+from greenslurm.allocation.placement import Placement, Request, parse_allocation
+from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.clustermodel.renewable import job_power_bound_w
 
 log = logging.getLogger("greenslurm.hook.view")
 
@@ -275,8 +275,8 @@ class LiveView:
         return self.admission.submit(job, now_s, request)
 
     def _dry(self, job: JobSpec, request: LiveRequest | None) -> Outcome:
-        from acceptance.admission import _View, TOO_BIG, ALLOCATION
-        from acceptance.base import Decision
+        from greenslurm.acceptance.admission import _View, TOO_BIG, ALLOCATION
+        from greenslurm.acceptance.base import Decision
         if request is None:
             return Outcome(Decision(False, ALLOCATION, TOO_BIG, "asks for more than the cluster has"))
         decision = self.admission.acceptance.decide(job, _View(self.admission, job, request))

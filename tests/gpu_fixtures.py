@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clustermodel import Cluster, NodeSpec
-from clustermodel.fragmentation import TargetWorkload
-from clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
+from greenslurm.clustermodel import Cluster, NodeSpec
+from greenslurm.clustermodel.fragmentation import TargetWorkload
+from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
 
 ALIBABA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-2023"
 

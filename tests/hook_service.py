@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from slurm_plugin.install import ping
+from greenslurm.slurm_plugin.install import ping
 
 
 def write_config(path: Path, **settings) -> Path:

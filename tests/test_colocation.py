@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from allocation.colocation import (COLOCATION_POLICIES, MODELS, Candidate, ColocationSettings, EaCO, History,
+from greenslurm.allocation.colocation import (COLOCATION_POLICIES, MODELS, Candidate, ColocationSettings, EaCO, History,
                                    Interference, JobView)
-from sim.colocation import ColocationSim, DLTJob, simulate, synthetic_dlt_jobs
+from greenslurm.sim.machines.colocation import ColocationSim, DLTJob, simulate, synthetic_dlt_jobs
 
 H = 3600.0
 EPOCH = 0.39 * H          # AlexNet and ResNet-18 epoch (Table 1)

@@ -4,17 +4,17 @@ backfilling, the paper's Greedy BestFit (Algorithm 1), and the renewable power c
 import numpy as np
 import pytest
 
-from acceptance.policies import BELOW_SLACK, MISSES_DEADLINE, MISSES_THRESHOLD, NEVER_FITS, AcceptAll, Greedy, Threshold
-from acceptance.registry import build
-from allocation.coreplan import CorePlanner
-from allocation.placement import Request, parse_allocation
-from allocation.planner import Planner
-from clustermodel import Cluster, JobSpec
-from clustermodel.renewable import SupplySeries
-from sim.deadline_queue import ProfilePlan
-from sim.profile import PlanProfile
-from sim.replay import Replay
-from traces import read_trace
+from greenslurm.acceptance.policies import BELOW_SLACK, MISSES_DEADLINE, MISSES_THRESHOLD, NEVER_FITS, AcceptAll, Greedy, Threshold
+from greenslurm.acceptance.registry import build
+from greenslurm.allocation.coreplan import CorePlanner
+from greenslurm.allocation.placement import Request, parse_allocation
+from greenslurm.allocation.planner import Planner
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.renewable import SupplySeries
+from greenslurm.sim.engine.deadline_queue import ProfilePlan
+from greenslurm.sim.engine.profile import PlanProfile
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.traces import read_trace
 
 CPU = np.array([1.0, 0.0, 0.0])
 

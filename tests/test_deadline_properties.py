@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from allocation.coreplan import CorePlanner
-from allocation.placement import ALLOCATIONS, Request, parse_allocation
-from allocation.planner import Planner
-from clustermodel import Cluster, JobSpec
-from clustermodel.renewable import SupplySeries, split_energy
-from sim.deadline_queue import ProfilePlan
-from sim.profile import PlanProfile
-from sim.replay import Replay
+from greenslurm.allocation.coreplan import CorePlanner
+from greenslurm.allocation.placement import ALLOCATIONS, Request, parse_allocation
+from greenslurm.allocation.planner import Planner
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.renewable import SupplySeries, split_energy
+from greenslurm.sim.engine.deadline_queue import ProfilePlan
+from greenslurm.sim.engine.profile import PlanProfile
+from greenslurm.sim.engine.replay import Replay
 
 CPU = np.array([1.0, 0.0, 0.0])
 

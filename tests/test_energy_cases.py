@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from clustermodel import Cluster, JobSpec
-from sim.replay import replay
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.sim.engine.replay import replay
 
 NODE = dict(idle_w=100.0, busy_w=300.0)
 

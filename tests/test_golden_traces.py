@@ -5,8 +5,8 @@ job, on prefixes of real SWF logs; and a few summary figures are pinned."""
 import pytest
 
 import reference_schedulers as reference
-from sim.replay import Replay, replay
-from traces import read_trace
+from greenslurm.sim.engine.replay import Replay, replay
+from greenslurm.traces import read_trace
 
 CASES = [
     # (file, jobs taken from the start of the log, queues); the conservative reference is

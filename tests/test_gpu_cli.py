@@ -7,7 +7,7 @@ import csv
 import pytest
 
 from greenslurm.cli import main
-from sim.inflate import COLUMNS
+from greenslurm.sim.studies.inflate import COLUMNS
 from gpu_fixtures import alibaba
 
 

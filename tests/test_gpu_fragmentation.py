@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clustermodel.fragmentation import (TargetWorkload, fragmentation_by_class_milli, node_fragmentation_milli,
+from greenslurm.clustermodel.fragmentation import (TargetWorkload, fragmentation_by_class_milli, node_fragmentation_milli,
                                         target_workload)
 from gpu_fixtures import small_workload
 

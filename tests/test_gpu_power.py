@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clustermodel.gpu_power import (XEON_E5_2682_V4, CpuPackage, cpu_packages, cpu_power_eq1_w, cpu_power_w,
+from greenslurm.clustermodel.gpu_power import (XEON_E5_2682_V4, CpuPackage, cpu_packages, cpu_power_eq1_w, cpu_power_w,
                                     gpu_power_w, node_power_w)
-from clustermodel.gpu_state import GpuNodes
-from traces.alibaba import read_nodes
+from greenslurm.clustermodel.gpu_state import GpuNodes
+from greenslurm.traces.alibaba import read_nodes
 from gpu_fixtures import alibaba
 
 CPU_CASES = [

@@ -12,10 +12,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from allocation.scorers import SCORERS, make_policy
-from clustermodel import Cluster, NodeSpec
-from clustermodel.fragmentation import node_fragmentation_milli, target_workload
-from clustermodel.gpu_state import MILLI, GpuNodes, GpuState, GpuTask
+from greenslurm.allocation.scorers import SCORERS, make_policy
+from greenslurm.clustermodel import Cluster, NodeSpec
+from greenslurm.clustermodel.fragmentation import node_fragmentation_milli, target_workload
+from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, GpuState, GpuTask
 
 MODELS = ("T4", "G2", "V100M16")
 

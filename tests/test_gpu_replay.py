@@ -1,4 +1,4 @@
-"""GPU-level replay with departures (sim.gpu_replay) and ``greenslurm replay --score``."""
+"""GPU-level replay with departures (greenslurm.sim.studies.gpu_replay) and ``greenslurm replay --score``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from clustermodel import JobSpec
-from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+from greenslurm.clustermodel import JobSpec
+from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
 from greenslurm.cli import main
-from sim.gpu_replay import SKIP_ENDLESS, SKIP_NEVER_FITS, gpu_replay
-from sim.inflate import TaskPool
-from traces.alibaba import parse_nodes, read_pods
+from greenslurm.sim.studies.gpu_replay import SKIP_ENDLESS, SKIP_NEVER_FITS, gpu_replay
+from greenslurm.sim.studies.inflate import TaskPool
+from greenslurm.traces.alibaba import parse_nodes, read_pods
 from gpu_fixtures import alibaba, t4_cluster
 
 

@@ -15,10 +15,10 @@ import math
 import numpy as np
 import pytest
 
-from allocation.framework import ScoringFramework
-from allocation.scorers import make_policy, parse_policy, policy_label
-from clustermodel.errors import InputError
-from clustermodel.gpu_state import GpuState, GpuTask
+from greenslurm.allocation.framework import ScoringFramework
+from greenslurm.allocation.scorers import make_policy, parse_policy, policy_label
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 from gpu_fixtures import CPU_ONLY, SHARE, WHOLE, abc_state, small_workload, t4_cluster
 
 CASES = [
@@ -105,7 +105,7 @@ def test_gpu_chosen_by_largest_weight():
     """One node, GPUs [550, 1000], a 100-milli task, workload = only 500-milli tasks.  FGD wants GPU 1
     (GPU 0 would keep 450 < 500 as fragment; GPU 1 leaves 550 and 900, both usable: 0 fragment); PWR wants
     the already busy GPU 0 (no extra watts).  The scorer with the larger weight decides."""
-    from clustermodel.fragmentation import TargetWorkload
+    from greenslurm.clustermodel.fragmentation import TargetWorkload
     halves = TargetWorkload(cpu_milli=np.array([0]), gpu_milli=np.array([500]), num_gpu=np.array([1]),
                             access=np.ones((1, 1), bool), popularity=np.array([1.0]), models=("T4",))
     state = GpuState(t4_cluster(1))
@@ -118,8 +118,8 @@ def test_gpu_chosen_by_largest_weight():
 
 def test_no_preference_scorers_take_best_fitting_gpu():
     """BestFit has no GPU preference: a 300-milli task on GPUs [1000, 400, 350] goes to GPU 2."""
-    from clustermodel import Cluster, NodeSpec
-    from clustermodel.gpu_state import GpuNodes
+    from greenslurm.clustermodel import Cluster, NodeSpec
+    from greenslurm.clustermodel.gpu_state import GpuNodes
     nodes = GpuNodes.from_cluster(Cluster([NodeSpec("a", cpus=16, memory_mb=10, gpus=3, gpu_model="T4")]))
     state = GpuState(nodes)
     state.place(0, GpuTask(0, num_gpu=1, gpu_milli=600), (1,))
@@ -164,8 +164,8 @@ def test_infeasible_everywhere_returns_none():
 
 
 def test_model_constraint_filters_nodes():
-    from clustermodel import Cluster, NodeSpec
-    from clustermodel.gpu_state import GpuNodes
+    from greenslurm.clustermodel import Cluster, NodeSpec
+    from greenslurm.clustermodel.gpu_state import GpuNodes
     nodes = GpuNodes.from_cluster(Cluster([NodeSpec("t", cpus=16, memory_mb=10, gpus=2, gpu_model="T4"),
                                            NodeSpec("v", cpus=16, memory_mb=10, gpus=2, gpu_model="V100M16")]))
     task = GpuTask(1000, num_gpu=1, gpu_milli=1000, gpu_spec=("V100M16", "V100M32"))

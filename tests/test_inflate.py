@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clustermodel.gpu_state import GpuNodes, gpu_task_from_job
-from sim.inflate import (SUMMARY_LEVELS_PCT, RunSpec, TaskPool, default_levels, draw_sequence, inflate, mean_by_level,
+from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+from greenslurm.sim.studies.inflate import (SUMMARY_LEVELS_PCT, RunSpec, TaskPool, default_levels, draw_sequence, inflate, mean_by_level,
                          run_many)
-from traces.alibaba import parse_nodes, read_pods
+from greenslurm.traces.alibaba import parse_nodes, read_pods
 from gpu_fixtures import alibaba
 
 
@@ -77,7 +77,7 @@ def test_pwr_saves_power_half_full(sample):
 
 
 def test_simulator_sampling_keeps_every_trace_task():
-    from clustermodel.gpu_state import GpuTask
+    from greenslurm.clustermodel.gpu_state import GpuTask
     pool = TaskPool.from_tasks([GpuTask(1000, num_gpu=1, gpu_milli=500)] * 10 + [GpuTask(1000)] * 5)
     rng = np.random.default_rng(0)
     order = list(draw_sequence(pool, capacity_milli=4000, until=2.0, sampling="simulator", rng=rng))
@@ -88,7 +88,7 @@ def test_simulator_sampling_keeps_every_trace_task():
 
 
 def test_errors():
-    from clustermodel.gpu_state import GpuTask
+    from greenslurm.clustermodel.gpu_state import GpuTask
     pool = TaskPool.from_tasks([GpuTask(1000)])
     with pytest.raises(ValueError):
         list(draw_sequence(pool, 1000, 1.0, "bogus", np.random.default_rng(0)))

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from clustermodel import Cluster, JobSpec
-from sim.metrics import (bounded_slowdown, cpu_seconds, makespan_s, mean, percentile, slowdown,
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.sim.accounting.metrics import (bounded_slowdown, cpu_seconds, makespan_s, mean, percentile, slowdown,
                          summarize, utilization, wait_s, workload_stats)
-from sim.result import EnergyTotals, JobRecord, ReplayResult
+from greenslurm.sim.accounting.result import EnergyTotals, JobRecord, ReplayResult
 
 
 def rec(submit_s: float, start_s: float, end_s: float, cpus: float = 1.0, *, job_id: str = "j",

@@ -1,4 +1,4 @@
-"""Power states, peak budget and phases in the rigid-job replay (sim.power_states): exact small
+"""Power states, peak budget and phases in the rigid-job replay (greenslurm.sim.machines.power_states): exact small
 cases with the arithmetic in comments, and hypothesis invariants checked at every step."""
 
 import math
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from clustermodel import Cluster, JobSpec
-from sim.power_states import (BOOTING, OFF, ON, PowerStateConfig, phase_imbalance, plan_power_actions,
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.sim.machines.power_states import (BOOTING, OFF, ON, PowerStateConfig, phase_imbalance, plan_power_actions,
                               power_machine_factory)
-from sim.replay import Replay
+from greenslurm.sim.engine.replay import Replay
 
 
 def one_cpu_nodes(count: int) -> Cluster:

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from sim.profile import PlanProfile
+from greenslurm.sim.engine.profile import PlanProfile
 
 
 def brute_free(capacity, spans, t):

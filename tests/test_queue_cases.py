@@ -2,8 +2,8 @@
 
 import pytest
 
-from clustermodel import Cluster, JobSpec
-from sim.replay import SKIP_ENDLESS, SKIP_TOO_BIG, replay
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.sim.engine.replay import SKIP_ENDLESS, SKIP_TOO_BIG, replay
 
 
 def job(job_id, submit, cpus, requested, runtime=None, **kw):

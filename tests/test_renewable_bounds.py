@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from clustermodel import Cluster, InputError, JobSpec
-from clustermodel.renewable import SupplySeries, parse_supply_csv, solar_supply, split_energy, wind_supply
-from sim.deadline_metrics import Work, lp_upper_bound, total_load, upper_bound, work_of
-from sim.renewable import load_supply
-from sim.replay import Replay
-from traces.deadlines import lognormal_slacks, with_deadlines, with_offered_load
+from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.clustermodel.renewable import SupplySeries, parse_supply_csv, solar_supply, split_energy, wind_supply
+from greenslurm.sim.accounting.deadline_metrics import Work, lp_upper_bound, total_load, upper_bound, work_of
+from greenslurm.sim.renewable import load_supply
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.traces.deadlines import lognormal_slacks, with_deadlines, with_offered_load
 
 
 # -- energy split -------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from clustermodel import Cluster, JobSpec, NodeSpec
-from sim.replay import Replay
+from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.sim.engine.replay import Replay
 
 QUEUES = ["fcfs", "easy", "conservative"]
 

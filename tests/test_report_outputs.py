@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from clustermodel import Cluster
-from sim.metrics import summarize
-from sim.outputs import JOB_COLUMNS, jobs_frame, power_frame, summary_json_text, write_outputs
-from sim.report import reasons_table, render_report, trace_info_table
-from sim.result import EnergyTotals, JobRecord, ReplayResult
+from greenslurm.clustermodel import Cluster
+from greenslurm.sim.accounting.metrics import summarize
+from greenslurm.sim.reporting.outputs import JOB_COLUMNS, jobs_frame, power_frame, summary_json_text, write_outputs
+from greenslurm.sim.reporting.report import reasons_table, render_report, trace_info_table
+from greenslurm.sim.accounting.result import EnergyTotals, JobRecord, ReplayResult
 
 
 def small_result() -> ReplayResult:

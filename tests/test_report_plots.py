@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 from greenslurm import plots, stats
 from greenslurm.cli import main
 from greenslurm.cmd_report import classify, load_results, make_plots, sweep_tables

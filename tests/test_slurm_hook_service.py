@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 from hook_service import ServiceProcess, write_config
-from slurm_plugin import backend, install, protocol
-from slurm_plugin.protocol import MAX_REQUEST_BYTES, ProtocolError, parse_request, submission_from_request
-from slurm_plugin.service import HookConfig
+from greenslurm.slurm_plugin import backend, install, protocol
+from greenslurm.slurm_plugin.protocol import MAX_REQUEST_BYTES, ProtocolError, parse_request, submission_from_request
+from greenslurm.slurm_plugin.service import HookConfig
 
 STATE = Path(__file__).parent / "data" / "slurm-hook"
 

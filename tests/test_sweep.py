@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 from greenslurm.cli import main
 from greenslurm.sweep import LEDGER, RESULTS_PARQUET, cell_id, load_spec, parse_spec, run_cell, run_sweep
 
@@ -187,7 +187,7 @@ supply = ["solar", "tidal"]
 
 
 def test_gpu_scoring_cells(shared_data, tmp_path):
-    """Policies of issue 4 (GPU scorers, sim.gpu_replay) are sweep cells too."""
+    """Policies of issue 4 (GPU scorers, greenslurm.sim.studies.gpu_replay) are sweep cells too."""
     pods = shared_data / "alibaba-gpu-2023" / "openb_pod_list_default.csv"
     spec = parse_spec(f"""
 [sweep]

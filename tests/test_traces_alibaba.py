@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from clustermodel.errors import InputError
-from traces import read_trace
-from traces.alibaba import parse_pods, read_nodes
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.traces import read_trace
+from greenslurm.traces.alibaba import parse_pods, read_nodes
 
 NO_LIMIT = "requested time unknown: runtime used"
 NEVER_SCHEDULED = "never scheduled: runtime = deletion - creation"

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clustermodel.errors import InputError
-from traces import FORMATS, detect_format, read_trace
-from traces.alibaba import parse_pods
-from traces.sacct import parse_sacct
-from traces.sacct_json import parse_sacct_json
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.traces import FORMATS, detect_format, read_trace
+from greenslurm.traces.alibaba import parse_pods
+from greenslurm.traces.sacct import parse_sacct
+from greenslurm.traces.sacct_json import parse_sacct_json
 
 SWF_OK = "1 0 5 100 4 -1 -1 4 200 -1 1 3 -1 -1 -1 -1 -1 -1"
 SACCT_HEADER = "JobID|Submit|Start|End|Elapsed|State|NCPUS|NNodes|ReqMem|Timelimit"

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from clustermodel.errors import InputError
-from traces import read_trace
-from traces.sacct import parse_sacct
-from traces.sacct_json import parse_sacct_json
-from traces.slurm_fields import parse_tres, tres_gpus
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.traces import read_trace
+from greenslurm.traces.sacct import parse_sacct
+from greenslurm.traces.sacct_json import parse_sacct_json
+from greenslurm.traces.slurm_fields import parse_tres, tres_gpus
 
 STEP = "job step (.batch/.extern/.N)"
 LEAK = "ReqMem per-CPU flag leaked into the value: decoded"

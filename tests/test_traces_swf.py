@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clustermodel.errors import InputError
-from traces import read_trace
-from traces.swf import FIELDS, parse_swf, read_swf
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.traces import read_trace
+from greenslurm.traces.swf import FIELDS, parse_swf, read_swf
 
 ADJ_REQ = "requested time unknown: runtime used"
 

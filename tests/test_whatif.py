@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from clustermodel import InputError
+from greenslurm.clustermodel import InputError
 from greenslurm.cli import main
 from greenslurm.cmd_whatif import difference, parse_policy
-from traces.slurm_nodes import cluster_from_slurm_nodes, parse_gres, parse_slurm_nodes
+from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_gres, parse_slurm_nodes
 
 DATA = Path(__file__).parent / "data"
 SINFO = DATA / "sinfo-json-v0.0.38.json"

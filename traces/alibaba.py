@@ -32,12 +32,12 @@ import csv
 import math
 from pathlib import Path
 
-from clustermodel.cluster import Cluster
-from clustermodel.errors import InputError
-from clustermodel.job import JobSpec
-from clustermodel.node import NodeSpec
-from traces.records import RecordLog, TraceResult
-from traces.source import read_text, split_lines
+from greenslurm.clustermodel.cluster import Cluster
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.clustermodel.node import NodeSpec
+from greenslurm.traces.records import RecordLog, TraceResult
+from greenslurm.traces.source import read_text, split_lines
 
 POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TIME_COLUMNS = ("creation_time", "deletion_time")
@@ -202,7 +202,7 @@ def read_nodes(path: str) -> Cluster:
 
     A node list is the machine, not a sample: any bad row raises :class:`InputError` (file, line,
     column) instead of being skipped.  ``cpus`` = cpu_milli // 1000 (a value that is not a whole number
-    of CPUs is an error); GPU power per ``model`` from :data:`clustermodel.node.GPU_POWER_W` (unknown
+    of CPUs is an error); GPU power per ``model`` from :data:`greenslurm.clustermodel.node.GPU_POWER_W` (unknown
     models get the default there).  CPU power follows the PWR paper (seed 000, Eq. 1) and its Kubernetes
     plugin: the vCPUs sit on Xeon E5-2682 v4 packages of 16 cores = 32 vCPUs, 15 W idle / 120 W TDP
     each, so with ``k = ceil(cpus / 32)`` packages a node has ``idle_w = 15 k`` and ``busy_w = 120 k``

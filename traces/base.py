@@ -1,10 +1,10 @@
 """One entry point for every trace format: :func:`read_trace` (with :func:`detect_format`).
 
-The shared machinery lives in small modules this one gathers: :mod:`traces.source` (opening and
-decoding files: missing, directory, empty, gzip, not UTF-8), :mod:`traces.records` (:class:`TraceResult`
+The shared machinery lives in small modules this one gathers: :mod:`greenslurm.traces.source` (opening and
+decoding files: missing, directory, empty, gzip, not UTF-8), :mod:`greenslurm.traces.records` (:class:`TraceResult`
 and :class:`RecordLog`, the skip/adjust accounting with strict mode).  They are separate modules so
-that the readers (:mod:`traces.swf`, :mod:`traces.sacct`, :mod:`traces.sacct_json`,
-:mod:`traces.alibaba`) use them without importing this dispatcher, which imports the readers.
+that the readers (:mod:`greenslurm.traces.swf`, :mod:`greenslurm.traces.sacct`, :mod:`greenslurm.traces.sacct_json`,
+:mod:`greenslurm.traces.alibaba`) use them without importing this dispatcher, which imports the readers.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
-from clustermodel.errors import InputError
-from traces.alibaba import read_pods
-from traces.records import RecordLog, TraceResult
-from traces.sacct import read_sacct
-from traces.sacct_json import read_sacct_json
-from traces.source import SNIFF_BYTES, read_bytes
-from traces.swf import read_swf
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.traces.alibaba import read_pods
+from greenslurm.traces.records import RecordLog, TraceResult
+from greenslurm.traces.sacct import read_sacct
+from greenslurm.traces.sacct_json import read_sacct_json
+from greenslurm.traces.source import SNIFF_BYTES, read_bytes
+from greenslurm.traces.swf import read_swf
 
 FORMATS: dict[str, str] = {
     "swf": "Standard Workload Format (Parallel Workloads Archive), 18 numbers a line",

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from clustermodel import JobSpec
+from greenslurm.clustermodel import JobSpec
 
 
 def lognormal_slacks(count: int, eps: float, sigma: float, seed: int = 0) -> np.ndarray:

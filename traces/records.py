@@ -17,9 +17,9 @@ import collections
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from clustermodel.cluster import Cluster
-from clustermodel.errors import InputError
-from clustermodel.job import JobSpec
+from greenslurm.clustermodel.cluster import Cluster
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.job import JobSpec
 
 
 @dataclass
@@ -65,7 +65,7 @@ class RecordLog:
     >>> RecordLog("t.swf", strict=True).skip("runtime unknown", 3, "run_time", "run time is -1")
     Traceback (most recent call last):
     ...
-    clustermodel.errors.InputError: t.swf:3: field run_time: run time is -1 (strict mode: the record would be skipped as 'runtime unknown')
+    greenslurm.clustermodel.errors.InputError: t.swf:3: field run_time: run time is -1 (strict mode: the record would be skipped as 'runtime unknown')
     """
 
     def __init__(self, path: str, strict: bool = False) -> None:

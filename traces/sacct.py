@@ -14,7 +14,7 @@ Lines starting with ``#`` and blank lines are comments.  One record = one line.
 Mapping to :class:`JobSpec`:
 
 * ``submit_s`` = Submit as epoch seconds (naive timestamps read as UTC; see
-  :mod:`traces.slurm_fields`); absolute times are kept, the engine accepts any origin;
+  :mod:`greenslurm.traces.slurm_fields`); absolute times are kept, the engine accepts any origin;
 * ``runtime_s`` = Elapsed, else End - Start (adjusted ``"runtime from End - Start (no Elapsed)"``);
 * ``requested_time_s`` = Timelimit; UNLIMITED / Partition_Limit / INVALID / unknown / 0 -> the
   runtime, adjusted ``"requested time <token>: runtime used"``;
@@ -46,11 +46,11 @@ import math
 import re
 from dataclasses import dataclass
 
-from clustermodel.errors import InputError
-from clustermodel.job import JobSpec
-from traces import slurm_fields as sf
-from traces.records import RecordLog, TraceResult
-from traces.source import read_text, split_lines
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.traces import slurm_fields as sf
+from greenslurm.traces.records import RecordLog, TraceResult
+from greenslurm.traces.source import read_text, split_lines
 
 XDMOD_COLUMNS = ("JobID|JobIDRaw|Cluster|Partition|QOS|Account|Group|GID|User|UID|Submit|Eligible|Start|End|"
                  "Elapsed|ExitCode|State|NNodes|NCPUS|ReqCPUS|ReqMem|ReqTRES|AllocTRES|Timelimit|NodeList|"

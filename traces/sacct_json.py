@@ -14,7 +14,7 @@ Fields used: ``job_id``, ``array.job_id``/``array.task_id``, ``het.job_id``/``he
 ``allocation_nodes``, ``required.CPUs``, ``tres.allocated``/``tres.requested`` (``cpu``, ``node``,
 ``mem`` in MiB, ``gres`` named ``gpu`` or ``gpu:MODEL``), ``user``, ``partition``, ``deadline``.
 Steps (``steps``) are nested in their job and are not records.  Mapping, skip and adjust reasons are
-those of :mod:`traces.sacct`.  Each job's ``source_line`` is the line where its object starts.
+those of :mod:`greenslurm.traces.sacct`.  Each job's ``source_line`` is the line where its object starts.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import json
 import math
 import re
 
-from clustermodel.errors import InputError
-from clustermodel.job import JobSpec
-from traces import slurm_fields as sf
-from traces.records import RecordLog, TraceResult
-from traces.source import read_text
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.traces import slurm_fields as sf
+from greenslurm.traces.records import RecordLog, TraceResult
+from greenslurm.traces.source import read_text
 
 NO_VAL32 = 4294967294        # Slurm's "not set" for 32-bit fields; INFINITE is one more
 _NO_VALS = frozenset({NO_VAL32, NO_VAL32 + 1, 2**64 - 2, 2**64 - 1})   # NO_VAL/INFINITE, 32 and 64 bit

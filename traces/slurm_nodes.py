@@ -12,7 +12,7 @@ Shapes read:
   partitions is counted once.
 
 GPUs come from the generic resources (``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:k80:2,gpu:t4:1``); the GPU
-model is the GRES type (its power from ``clustermodel.node.GPU_POWER_W`` when known).  Slurm knows no
+model is the GRES type (its power from ``greenslurm.clustermodel.node.GPU_POWER_W`` when known).  Slurm knows no
 power figures: node power is given by the caller (default: ``NodeSpec``'s).
 
 >>> text = '{"nodes": [{"name": "n1", "cpus": 8, "real_memory": 1000, "gres": "gpu:t4:2(S:0)", "state": "idle"},'
@@ -30,8 +30,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from clustermodel import Cluster, InputError, NodeSpec
-from clustermodel.node import GPU_POWER_W
+from greenslurm.clustermodel import Cluster, InputError, NodeSpec
+from greenslurm.clustermodel.node import GPU_POWER_W
 
 UNAVAILABLE = ("down", "drain", "drained", "draining", "fail", "failing", "future", "maint", "not_responding",
                "power_down", "powered_down", "reboot_requested", "unknown")

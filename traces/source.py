@@ -14,7 +14,7 @@ from __future__ import annotations
 import gzip
 import zlib
 
-from clustermodel.errors import InputError
+from greenslurm.clustermodel.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 64 * 1024
@@ -56,7 +56,7 @@ def decode_text(data: bytes, path: str) -> str:
     >>> decode_text(b"ok\\nbad \\xff here\\n", "t.txt")
     Traceback (most recent call last):
     ...
-    clustermodel.errors.InputError: t.txt:2: not UTF-8 text (byte 0xff at column 5)
+    greenslurm.clustermodel.errors.InputError: t.txt:2: not UTF-8 text (byte 0xff at column 5)
     """
     try:
         return data.decode("utf-8-sig")

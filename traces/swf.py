@@ -31,9 +31,9 @@ import math
 import re
 from operator import itemgetter
 
-from clustermodel.job import JobSpec
-from traces.records import RecordLog, TraceResult
-from traces.source import read_text, split_lines
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.traces.records import RecordLog, TraceResult
+from greenslurm.traces.source import read_text, split_lines
 
 FIELDS = ("job_number", "submit_time", "wait_time", "run_time", "allocated_procs", "avg_cpu_time",
           "used_memory", "requested_procs", "requested_time", "requested_memory", "status", "user_id",

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from clustermodel import JobSpec
+from greenslurm.clustermodel import JobSpec
 
 
 def synthetic_jobs(count: int, total_cpus: int, *, seed: int = 0, load: float = 0.8,

@@ -15,16 +15,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from allocation.framework import NORMALIZATIONS, TIE_BREAKS, ScoringFramework, Scorer
-from allocation.scorers.bestfit import BestFitScorer
-from allocation.scorers.dotprod import DotProdScorer
-from allocation.scorers.fgd import FgdScorer
-from allocation.scorers.gpuclustering import GpuClusteringScorer
-from allocation.scorers.gpupacking import GpuPackingScorer
-from allocation.scorers.pwr import PwrScorer
-from allocation.scorers.randomfit import RandomScorer
-from clustermodel.errors import InputError
-from clustermodel.fragmentation import TargetWorkload
+from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS, ScoringFramework, Scorer
+from greenslurm.allocation.scorers.bestfit import BestFitScorer
+from greenslurm.allocation.scorers.dotprod import DotProdScorer
+from greenslurm.allocation.scorers.fgd import FgdScorer
+from greenslurm.allocation.scorers.gpuclustering import GpuClusteringScorer
+from greenslurm.allocation.scorers.gpupacking import GpuPackingScorer
+from greenslurm.allocation.scorers.pwr import PwrScorer
+from greenslurm.allocation.scorers.randomfit import RandomScorer
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.fragmentation import TargetWorkload
 
 # name -> factory(workload) -> Scorer.  FGD is the only one that needs the target workload.
 SCORERS: dict[str, Callable[[TargetWorkload | None], Scorer]] = {

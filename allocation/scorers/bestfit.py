@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustermodel.gpu_state import GpuState, GpuTask, total_free_milli
+from greenslurm.clustermodel.gpu_state import GpuState, GpuTask, total_free_milli
 
 MAX_SPEC_CPU_MILLI = 128000    # the simulator's MaxSpecCpu
 MAX_SPEC_GPU_MILLI = 8000      # MaxSpecGpu

@@ -1,7 +1,7 @@
 """FGD, fragmentation gradient descent (Weng et al., ATC'23; seed 002).
 
 Raw score = F_n(M) before - F_n(M) after placing the task (milli-GPU of expected fragmentation the
-placement avoids; usually negative), with F from :mod:`clustermodel.fragmentation` and the target
+placement avoids; usually negative), with F from :mod:`greenslurm.clustermodel.fragmentation` and the target
 workload M of the trace.  A share task is scored on each GPU that can hold it, so FGD also picks
 the GPU (the one that adds the least fragmentation, lowest index on ties); a whole-GPU task takes
 the lowest-indexed fully free GPUs.  The authors' plugin turns the raw score into
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustermodel.fragmentation import TargetWorkload, node_fragmentation_milli
-from clustermodel.gpu_state import MILLI, GpuState, GpuTask
+from greenslurm.clustermodel.fragmentation import TargetWorkload, node_fragmentation_milli
+from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask
 
 
 def after_exclusive(gpu_free_milli: np.ndarray, count: int) -> np.ndarray:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from allocation.scorers.bestfit import MAX_SPEC_GPU_MILLI
-from clustermodel.gpu_state import GpuState, GpuTask, total_free_milli
+from greenslurm.allocation.scorers.bestfit import MAX_SPEC_GPU_MILLI
+from greenslurm.clustermodel.gpu_state import GpuState, GpuTask, total_free_milli
 
 
 class GpuClusteringScorer:

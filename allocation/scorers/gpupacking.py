@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustermodel.gpu_state import MILLI, GpuState, GpuTask
+from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask
 
 
 class GpuPackingScorer:

@@ -1,7 +1,7 @@
 """PWR, power-aware scoring (Lettich et al.; seed 000).
 
 Raw score = p(n) before - p(n) after placing the task (watts; minus the power increase), with the
-node power model of :mod:`clustermodel.gpu_power`.  A share task is scored on each GPU that can
+node power model of :mod:`greenslurm.clustermodel.gpu_power`.  A share task is scored on each GPU that can
 hold it, so PWR also picks the GPU (one already busy, when there is one: no extra power; lowest
 index on ties).  The authors' plugin keeps ``int64(raw)`` and min-max normalises it over the
 feasible nodes to [0, 100], all equal -> 100 (``paper_points = "trunc"``,
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustermodel.gpu_power import cpu_power_w
-from clustermodel.gpu_state import MILLI, GpuState, GpuTask
+from greenslurm.clustermodel.gpu_power import cpu_power_w
+from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask
 
 
 class PwrScorer:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustermodel.gpu_state import GpuState, GpuTask
+from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 
 
 class RandomScorer:

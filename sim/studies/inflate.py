@@ -31,10 +31,10 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from allocation.scorers import make_policy, needs_workload, policy_label
-from clustermodel.fragmentation import COVERAGE, TargetWorkload, target_workload
-from clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
-from sim.gpu_meter import GpuMeter
+from greenslurm.allocation.scorers import make_policy, needs_workload, policy_label
+from greenslurm.clustermodel.fragmentation import COVERAGE, TargetWorkload, target_workload
+from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
+from greenslurm.sim.accounting.gpu_meter import GpuMeter
 
 SAMPLINGS = ("replacement", "simulator")
 SUMMARY_LEVELS_PCT = (50, 80, 90, 100, 110, 120, 130)

@@ -2,8 +2,8 @@
 
 Jobs train for a number of epochs on a GPU set (an aligned block of 1, 2, 4 or 8 GPUs of an
 8-GPU node).  A set may hold up to four jobs; each then advances at 1 / slowdown of its mix
-(:class:`allocation.colocation.Interference`).  Events are taken from the shared
-:class:`sim.events.EventQueue`: ``SUBMIT`` for arrivals, ``END`` for the end of a job's epoch
+(:class:`greenslurm.allocation.colocation.Interference`).  Events are taken from the shared
+:class:`greenslurm.sim.engine.events.EventQueue`: ``SUBMIT`` for arrivals, ``END`` for the end of a job's epoch
 (an epoch end frees resources before an arrival at the same time).  When a set's membership
 changes, the epoch ends of its jobs are cancelled and pushed again at the new rate; progress
 within an epoch is kept as a fraction.
@@ -28,9 +28,9 @@ from typing import Sequence
 
 import numpy as np
 
-from allocation.colocation import (COLOCATION_POLICIES, GPUS_PER_NODE, MODELS, Candidate, ColocationSettings,
+from greenslurm.allocation.colocation import (COLOCATION_POLICIES, GPUS_PER_NODE, MODELS, Candidate, ColocationSettings,
                                    History, Interference, JobView)
-from sim.events import EventKind, EventQueue
+from greenslurm.sim.engine.events import EventKind, EventQueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,7 +422,7 @@ def dlt_jobs_from_specs(jobs, seed: int = 0) -> list[DLTJob]:
     model drawn (seeded) from the paper's four; epochs = runtime / the model's epoch time (at least 1);
     the job's deadline if it has one.  Jobs without a finite runtime are left out.
 
-    >>> from clustermodel import JobSpec
+    >>> from greenslurm.clustermodel import JobSpec
     >>> [(j.gpus, j.epochs) for j in dlt_jobs_from_specs([JobSpec("a", 0.0, 1e4, runtime_s=3 * 1440.0,
     ...                                                           nodes=1, gpus_per_node=3)])]
     [(4, 3)]

@@ -1,6 +1,6 @@
 """The replay loop: feed a trace's jobs through a queue strategy on a cluster, event by event.
 
-Events are taken in the total order of :mod:`sim.events`.  All events at one time are handled
+Events are taken in the total order of :mod:`greenslurm.sim.engine.events`.  All events at one time are handled
 before the strategy schedules once for that time.  Submissions are pushed one at a time (the next
 job's arrival is the only submission in the queue), so memory stays flat on long traces.
 """
@@ -14,13 +14,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from clustermodel import Cluster, JobSpec
-from clustermodel.cluster import CPU, GPU
-from sim.events import EventKind, EventQueue
-from sim.ledger import EnergyLedger
-from sim.machine import Machine, NodeChooser, PendingJob, first_fit
-from sim.strategies import QUEUES
-from sim.result import JobRecord, ReplayResult
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.sim.engine.events import EventKind, EventQueue
+from greenslurm.sim.accounting.ledger import EnergyLedger
+from greenslurm.sim.machines.machine import Machine, NodeChooser, PendingJob, first_fit
+from greenslurm.sim.engine.strategies import QUEUES
+from greenslurm.sim.accounting.result import JobRecord, ReplayResult
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class Replay:
         self.progress = progress
         self._wake: tuple | None = None
         self.now_s = start_s
-        # Called with the time after the strategy scheduled (e.g. power actions, sim.power_states).
+        # Called with the time after the strategy scheduled (e.g. power actions, greenslurm.sim.machines.power_states).
         self.after_schedule: list[Callable[[float], None]] = []
         attach = getattr(self.machine, "attach", None)    # a machine that needs the replay's events
         if attach is not None:
@@ -187,9 +187,9 @@ class Replay:
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
            progress: Callable[[int, int], None] | None = None,
            chooser: NodeChooser = first_fit) -> ReplayResult:
-    """Replay ``jobs`` on ``cluster`` under the queue strategy ``queue`` (see ``sim.strategies.QUEUES``).
+    """Replay ``jobs`` on ``cluster`` under the queue strategy ``queue`` (see ``greenslurm.sim.engine.strategies.QUEUES``).
 
-    >>> from clustermodel import Cluster, JobSpec
+    >>> from greenslurm.clustermodel import Cluster, JobSpec
     >>> jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=2), JobSpec("b", 0.0, 5.0, runtime_s=5.0, cpus=1)]
     >>> result = replay(jobs, Cluster.homogeneous(1, cpus=2), queue="fcfs")
     >>> [(r.job_id, r.start_s, r.end_s) for r in result.records]

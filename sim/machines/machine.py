@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from clustermodel import Cluster, JobSpec
-from clustermodel.cluster import CPU
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.cluster import CPU
 
 # Picks ``count`` node indices out of the candidate indices (ascending) that fit a job.
 NodeChooser = Callable[[np.ndarray, int], np.ndarray]

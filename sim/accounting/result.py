@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from clustermodel import Cluster
+from greenslurm.clustermodel import Cluster
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class JobRecord:
     cpus: float              # CPUs allocated in total (nodes x CPUs per node)
     gpus: float              # GPUs allocated in total
     killed_at_limit: bool
-    energy_j: float          # this job's share of node power over its run (see clustermodel.power)
+    energy_j: float          # this job's share of node power over its run (see greenslurm.clustermodel.power)
     node_indices: tuple[int, ...]
     deadline_s: float | None = None
     user: str = ""
@@ -44,7 +44,7 @@ class JobRecord:
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """A job that admission control turned away at submission (see ``sim.deadline_queue``)."""
+    """A job that admission control turned away at submission (see ``greenslurm.sim.engine.deadline_queue``)."""
 
     job_id: str
     submit_s: float

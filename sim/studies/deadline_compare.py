@@ -15,12 +15,12 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from clustermodel import Cluster, JobSpec
-from clustermodel.renewable import SupplySeries
-from sim.deadline_metrics import admission_summary, upper_bound, work_of
-from sim.metrics import mean, wait_s
-from sim.replay import Replay
-from traces.deadlines import exact_runtimes, limit_parallelism, with_deadlines
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.renewable import SupplySeries
+from greenslurm.sim.accounting.deadline_metrics import admission_summary, upper_bound, work_of
+from greenslurm.sim.accounting.metrics import mean, wait_s
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.traces.deadlines import exact_runtimes, limit_parallelism, with_deadlines
 
 COLUMNS = ("workload", "slack_mean", "slack_sigma", "acceptance", "allocation", "renewable", "jobs",
            "accepted", "rejected", "accepted_load_cpu_h", "load_bound_cpu_h", "bound", "performance_ratio",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from sortedcontainers import SortedList
 
-from sim.machine import NodeChooser, first_fit
+from greenslurm.sim.machines.machine import NodeChooser, first_fit
 
 
 class PlanProfile:

@@ -2,7 +2,7 @@
 
 Power is constant between events, so the ledger integrates the cluster's total power as
 sum P * dt over event intervals, and keeps the power series.  Independently, each job is
-charged its share of node power (``clustermodel.power.job_share_power_w``) times its run time,
+charged its share of node power (``greenslurm.clustermodel.power.job_share_power_w``) times its run time,
 and nodes are charged their unallocated power.  With the linear node model the two ways must
 agree: total = jobs + unallocated = sum over nodes (tests check this).
 """
@@ -13,10 +13,10 @@ from array import array
 
 import numpy as np
 
-from clustermodel import Cluster
-from clustermodel.cluster import CPU, GPU
-from sim.machine import PendingJob
-from sim.result import EnergyTotals
+from greenslurm.clustermodel import Cluster
+from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.sim.machines.machine import PendingJob
+from greenslurm.sim.accounting.result import EnergyTotals
 
 
 class EnergyLedger:

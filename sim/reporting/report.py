@@ -1,4 +1,4 @@
-"""The terminal report: rich tables built from a summary dict (see :func:`sim.metrics.summarize`).
+"""The terminal report: rich tables built from a summary dict (see :func:`greenslurm.sim.accounting.metrics.summarize`).
 
 Tables are built by pure functions and printed by :func:`render_report`, so the same summary can go
 to a terminal, a file or a recording console in tests.
@@ -184,7 +184,7 @@ def render_report(summary: Mapping[str, Any], console: Console, title: str | Non
 
 def trace_info_table(info: Mapping[str, Any]) -> Table:
     """What a trace holds (for ``greenslurm traces info``): ``info`` has the reader's counts
-    (``path``, ``format``, ``records_read``) merged with :func:`sim.metrics.workload_stats`."""
+    (``path``, ``format``, ``records_read``) merged with :func:`greenslurm.sim.accounting.metrics.workload_stats`."""
     table = _table(f"Trace {info.get('path', '')}")
     table.add_row("format", str(info.get("format", MISSING)))
     table.add_row("records read", f"{info.get('records_read', 0):,}")

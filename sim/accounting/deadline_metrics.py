@@ -29,11 +29,11 @@ from typing import Sequence
 
 import numpy as np
 
-from clustermodel import JobSpec
-from clustermodel.power import joules_to_kwh
-from clustermodel.renewable import SupplySeries, split_energy
-from sim.metrics import cpu_seconds
-from sim.result import ReplayResult
+from greenslurm.clustermodel import JobSpec
+from greenslurm.clustermodel.power import joules_to_kwh
+from greenslurm.clustermodel.renewable import SupplySeries, split_energy
+from greenslurm.sim.accounting.metrics import cpu_seconds
+from greenslurm.sim.accounting.result import ReplayResult
 
 GRID_POINTS = 80          # release and deadline times the LP uses when there are more of them
 

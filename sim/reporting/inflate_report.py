@@ -11,7 +11,7 @@ from typing import Sequence
 
 from rich.table import Table
 
-from sim.inflate import COLUMNS, SUMMARY_LEVELS_PCT, mean_by_level
+from greenslurm.sim.studies.inflate import COLUMNS, SUMMARY_LEVELS_PCT, mean_by_level
 
 
 def write_csv(rows: Sequence[dict], path: str | Path) -> Path:

@@ -1,10 +1,10 @@
 """Replay a timed GPU task trace (the Alibaba openb pod list) with a GPU scoring policy, with departures.
 
 Each task arrives at its submit time and is placed at once by the policy (per-GPU shares, whole GPUs,
-GPU model constraints: :mod:`allocation.framework`) or fails if it fits nowhere, as in the GPU papers:
+GPU model constraints: :mod:`greenslurm.allocation.framework`) or fails if it fits nowhere, as in the GPU papers:
 there is no queue and no retry.  It holds its node and GPUs for its runtime (openb: deletion -
-scheduled time), then leaves.  Events come from :class:`sim.events.EventQueue` (a departure before an
-arrival at the same time).  This is a separate engine from :mod:`sim.replay`, whose machine counts
+scheduled time), then leaves.  Events come from :class:`greenslurm.sim.engine.events.EventQueue` (a departure before an
+arrival at the same time).  This is a separate engine from :mod:`greenslurm.sim.engine.replay`, whose machine counts
 GPUs per node and cannot hold shares of one GPU.
 
 Power is constant between events, so the energy is exactly sum(P_i x (t_{i+1} - t_i)) over the
@@ -20,12 +20,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from allocation.scorers import make_policy, policy_label
-from clustermodel.fragmentation import TargetWorkload
-from clustermodel.gpu_state import GpuNodes, GpuState, GpuTask, fits, gpu_task_from_job
-from clustermodel.job import JobSpec
-from sim.events import EventKind, EventQueue
-from sim.gpu_meter import GpuMeter
+from greenslurm.allocation.scorers import make_policy, policy_label
+from greenslurm.clustermodel.fragmentation import TargetWorkload
+from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask, fits, gpu_task_from_job
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.sim.engine.events import EventKind, EventQueue
+from greenslurm.sim.accounting.gpu_meter import GpuMeter
 
 SKIP_ENDLESS = "no finite submit time or runtime"
 SKIP_DEMAND = "demand not expressible on GPUs (see GpuTask)"

@@ -12,8 +12,8 @@ The peak budget holds at every instant: a job starts only if the cluster's power
 power (an upper bound over the ON nodes) plus the idle power still to come from booting nodes stays
 within the budget; otherwise the queue waits.  A node is woken only under the same test.
 
-Integration with the replay is a subclass of :class:`sim.machine.Machine` (``place`` sees only ON
-nodes and the budget; ``start`` refuses anything else) plus two small hooks in ``sim.replay``:
+Integration with the replay is a subclass of :class:`greenslurm.sim.machines.machine.Machine` (``place`` sees only ON
+nodes and the budget; ``start`` refuses anything else) plus two small hooks in ``greenslurm.sim.engine.replay``:
 WAKE events may carry a handler, and ``after_schedule`` callbacks.  The ledger is extended
 (:class:`PowerStateLedger`) so that off and boot energy are integrated exactly and the identity
 ``total = jobs + unallocated = sum over nodes`` still holds.
@@ -30,11 +30,11 @@ from typing import Callable
 
 import numpy as np
 
-from clustermodel import Cluster
-from clustermodel.cluster import CPU, GPU
-from sim.ledger import EnergyLedger
-from sim.machine import Machine, NodeChooser, PendingJob, first_fit
-from sim.result import EnergyTotals
+from greenslurm.clustermodel import Cluster
+from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.sim.accounting.ledger import EnergyLedger
+from greenslurm.sim.machines.machine import Machine, NodeChooser, PendingJob, first_fit
+from greenslurm.sim.accounting.result import EnergyTotals
 
 ON, OFF, BOOTING = 0, 1, 2
 STATE_NAMES = ("on", "off", "booting")
@@ -352,7 +352,7 @@ class PowerManagedMachine(Machine):
                 self._arm(node, start_s)
 
     def _push(self, time_s: float, handler: Callable[[float], None]) -> None:
-        from sim.events import EventKind
+        from greenslurm.sim.engine.events import EventKind
         self._timers += 1
         self.replay.events.push(time_s, EventKind.WAKE, handler)
 
@@ -549,7 +549,7 @@ def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list,
     """The jobs that can ever run under ``config.budget_w`` (alone, every other node off when
     power-down is on, else idle), and how many cannot.  Run only those: the others would wait forever.
 
-    >>> from clustermodel import JobSpec
+    >>> from greenslurm.clustermodel import JobSpec
     >>> c = Cluster.homogeneous(4, cpus=1, idle_w=100.0, busy_w=300.0)
     >>> jobs = [JobSpec("a", 0.0, 1.0, runtime_s=1.0, cpus=1), JobSpec("b", 0.0, 1.0, runtime_s=1.0, cpus=3)]
     >>> kept, dropped = fits_budget(jobs, c, PowerStateConfig(suspend_after_s=None, budget_w=800.0))

@@ -20,9 +20,9 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from clustermodel import JobSpec
-from clustermodel.power import joules_to_kwh
-from sim.result import JobRecord, ReplayResult
+from greenslurm.clustermodel import JobSpec
+from greenslurm.clustermodel.power import joules_to_kwh
+from greenslurm.sim.accounting.result import JobRecord, ReplayResult
 
 BSLD_FLOOR_S = 10.0
 
@@ -155,8 +155,8 @@ def summarize(result: ReplayResult, *, reader_skipped: Mapping[str, int] | None 
     Three jobs on a 2-CPU cluster, submitted at 0, started at 0, 5 and 10, each running 10 s on
     1 CPU:
 
-    >>> from sim.result import EnergyTotals
-    >>> from clustermodel import Cluster
+    >>> from greenslurm.sim.accounting.result import EnergyTotals
+    >>> from greenslurm.clustermodel import Cluster
     >>> recs = [_record(submit_s=0.0, start_s=s, end_s=s + 10.0) for s in (0.0, 5.0, 10.0)]
     >>> energy = EnergyTotals(total_j=7.2e6, jobs_j=3.6e6, unallocated_j=3.6e6, idle_nodes_j=0.0,
     ...                       per_node_j=np.zeros(2), peak_power_w=500.0, start_s=0.0, end_s=20.0)

@@ -1,7 +1,7 @@
 """Cluster-wide power and fragmentation of a GPU cluster, kept up to date node by node.
 
 After each placement or release only the changed node is recomputed (pure functions of
-:mod:`clustermodel.gpu_power` and :mod:`clustermodel.fragmentation`), so the totals cost O(1)
+:mod:`greenslurm.clustermodel.gpu_power` and :mod:`greenslurm.clustermodel.fragmentation`), so the totals cost O(1)
 nodes per event.
 """
 
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from clustermodel.fragmentation import TargetWorkload, node_fragmentation_milli
-from clustermodel.gpu_power import cpu_power_w, gpu_power_w
-from clustermodel.gpu_state import GpuState
+from greenslurm.clustermodel.fragmentation import TargetWorkload, node_fragmentation_milli
+from greenslurm.clustermodel.gpu_power import cpu_power_w, gpu_power_w
+from greenslurm.clustermodel.gpu_state import GpuState
 
 
 class GpuMeter:
     """EOPC split into CPU and GPU watts, and the cluster's fragmentation (milli-GPU; zero without a
     target workload).
 
-    >>> from clustermodel import Cluster, NodeSpec
-    >>> from clustermodel.gpu_state import GpuNodes, GpuTask
+    >>> from greenslurm.clustermodel import Cluster, NodeSpec
+    >>> from greenslurm.clustermodel.gpu_state import GpuNodes, GpuTask
     >>> state = GpuState(GpuNodes.from_cluster(Cluster([NodeSpec("a", cpus=32, gpus=2, gpu_model="T4")])))
     >>> meter = GpuMeter(state)
     >>> meter.cpu_total_w, meter.gpu_total_w                   # one idle package, two idle T4

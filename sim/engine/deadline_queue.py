@@ -1,8 +1,8 @@
 """The deadline queue: admission control at submission, then every accepted job holds a reservation.
 
-At its submission a job goes through an acceptance policy (``acceptance.registry``) that sees the
+At its submission a job goes through an acceptance policy (``greenslurm.acceptance.registry``) that sees the
 plan through a read-only view; a rejected job is recorded with its reason and never runs.  An
-accepted job is placed by an allocation rule (``allocation.placement``) and holds its reservation
+accepted job is placed by an allocation rule (``greenslurm.allocation.placement``) and holds its reservation
 in the plan profile, as in conservative backfilling; it starts at the reserved time on the reserved
 nodes.  Planning uses requested times, so an accepted job ends by its planned end, and Greedy's
 jobs end by their deadlines, however long they really run (a job past its limit is killed).
@@ -22,23 +22,23 @@ from __future__ import annotations
 import numpy as np
 from sortedcontainers import SortedList
 
-from acceptance.admission import Admission
-from acceptance.base import AcceptancePolicy
-from acceptance.registry import build as build_acceptance
-from allocation import windows
-from allocation.budget import PowerBudget
-from allocation.placement import Placement, Request, parse_allocation
-from allocation.planner import Planner, request_for
-from clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
-from sim.machine import Machine, PendingJob
-from sim.profile import PlanProfile
-from sim.result import Rejection
+from greenslurm.acceptance.admission import Admission
+from greenslurm.acceptance.base import AcceptancePolicy
+from greenslurm.acceptance.registry import build as build_acceptance
+from greenslurm.allocation import windows
+from greenslurm.allocation.budget import PowerBudget
+from greenslurm.allocation.placement import Placement, Request, parse_allocation
+from greenslurm.allocation.planner import Planner, request_for
+from greenslurm.clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
+from greenslurm.sim.machines.machine import Machine, PendingJob
+from greenslurm.sim.engine.profile import PlanProfile
+from greenslurm.sim.accounting.result import Rejection
 
 RENEWABLE_MODES = ("grid", "green", "only")
 
 
 class ProfilePlan:
-    """The replay's plan profile seen as an allocation plan (``allocation.planner.Plan``)."""
+    """The replay's plan profile seen as an allocation plan (``greenslurm.allocation.planner.Plan``)."""
 
     def __init__(self, profile: PlanProfile) -> None:
         self.profile = profile

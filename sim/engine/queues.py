@@ -13,7 +13,7 @@ runtime (killed at the limit), which is how real schedulers meet inaccurate esti
   time, the schedule is compressed: jobs are reconsidered in arrival order and each moves to its
   earliest slot, which is never later than its previous one.
 
-Each strategy is a small class with a ``name``, registered in ``sim.strategies.QUEUES``.
+Each strategy is a small class with a ``name``, registered in ``greenslurm.sim.engine.strategies.QUEUES``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Protocol
 import numpy as np
 from sortedcontainers import SortedList
 
-from sim.machine import Machine, PendingJob
-from sim.profile import PlanProfile
+from greenslurm.sim.machines.machine import Machine, PendingJob
+from greenslurm.sim.engine.profile import PlanProfile
 
 
 class QueueStrategy(Protocol):

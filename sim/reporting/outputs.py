@@ -13,8 +13,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from sim.metrics import BSLD_FLOOR_S, bounded_slowdown, slowdown, wait_s
-from sim.result import JobRecord, ReplayResult
+from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S, bounded_slowdown, slowdown, wait_s
+from greenslurm.sim.accounting.result import JobRecord, ReplayResult
 
 JOBS_CSV = "jobs.csv"
 JOBS_PARQUET = "jobs.parquet"
@@ -32,7 +32,7 @@ def jobs_frame(records: list[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> 
     ``node_indices`` is a space-separated list of node positions in the cluster; ``slowdown`` is
     empty for jobs that ran for no time.
 
-    >>> from sim.metrics import _record
+    >>> from greenslurm.sim.accounting.metrics import _record
     >>> df = jobs_frame([_record(submit_s=5.0, start_s=9.0, end_s=13.0, job_id="b"),
     ...                  _record(submit_s=1.0, start_s=1.0, end_s=3.0, job_id="a")])
     >>> df[["job_id", "wait_s", "run_s", "slowdown", "bounded_slowdown"]].to_dict("list")

@@ -1,0 +1,1 @@
+"""Accounting: the energy ledger, job records, metrics."""

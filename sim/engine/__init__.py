@@ -1,0 +1,1 @@
+"""The event engine: the event order, the loop, queue strategies and the plan profile."""

@@ -1,0 +1,1 @@
+"""Machine models: cluster state (CPUs, memory, GPUs and GPU shares), power states, co-location."""

@@ -1,0 +1,1 @@
+"""Reporting: the rich terminal report and the files a replay writes."""
