@@ -97,9 +97,10 @@ class PlanProfile:
 
     # -- the query -------------------------------------------------------------------------------
     def earliest_start(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
-                       before_s: float = np.inf) -> tuple[float, np.ndarray] | None:
+                       before_s: float = np.inf, chooser: NodeChooser | None = None) -> tuple[float, np.ndarray] | None:
         """Earliest breakpoint time in [``after_s``, ``before_s``) at which ``nodes`` nodes hold
-        ``demand`` for ``duration_s``; with the chosen nodes.  None if there is no such time."""
+        ``demand`` for ``duration_s``; with the nodes ``chooser`` (default: the profile's) picks
+        among those free over the whole window.  None if there is no such time."""
         times = np.fromiter(self.times, dtype=float, count=len(self.times))
         first = max(int(np.searchsorted(times, after_s, side="right")) - 1, 0)
         # breakpoints that can matter: those before the last candidate's window ends
@@ -134,7 +135,7 @@ class PlanProfile:
         if ok.size == 0:
             return None
         i = int(ok[0])
-        return float(starts[candidates[i]]), self.chooser(np.flatnonzero(window_bad[i] == 0), nodes)
+        return float(starts[candidates[i]]), (chooser or self.chooser)(np.flatnonzero(window_bad[i] == 0), nodes)
 
     def free_at(self, t_s: float) -> np.ndarray:
         i = self.times.bisect_right(t_s) - 1

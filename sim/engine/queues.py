@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 from sortedcontainers import SortedList
 
+from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.engine.profile import PlanProfile
 
@@ -68,6 +69,48 @@ class Fcfs:
 
     def waiting(self) -> int:
         return len(self.queue)
+
+
+class PlaceOrFail:
+    """The GPU papers' model (seeds 000, 002): a job is placed when it arrives, or it fails; no queue,
+    no retry.  A failed job is recorded as rejected with the reason ``fits nowhere at arrival``.
+
+    >>> from greenslurm.clustermodel import Cluster, JobSpec
+    >>> from greenslurm.sim.engine.replay import replay
+    >>> jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=2), JobSpec("b", 1.0, 5.0, runtime_s=5.0, cpus=1),
+    ...         JobSpec("c", 10.0, 5.0, runtime_s=5.0, cpus=2)]
+    >>> result = replay(jobs, Cluster.homogeneous(1, cpus=2), queue="none")
+    >>> [(r.job_id, r.start_s) for r in result.records], [r.job_id for r in result.rejected]
+    ([('a', 0.0), ('c', 10.0)], ['b'])
+    """
+
+    name = "none"
+    REASON = "fits nowhere at arrival"
+
+    def __init__(self, machine: Machine, **_options) -> None:
+        self.machine = machine
+        self.rejected: list[Rejection] = []
+
+    def submit(self, job: PendingJob, now_s: float) -> None:
+        nodes = self.machine.place(job)
+        if nodes is None:
+            spec = job.job
+            self.rejected.append(Rejection(spec.job_id, spec.submit_s, self.name, self.REASON, "",
+                                           job.cpus_total, spec.run_for_s, spec.deadline_s))
+            return
+        self.machine.start(job, nodes, now_s)
+
+    def job_ended(self, job: PendingJob, now_s: float) -> None:
+        pass
+
+    def schedule(self, now_s: float) -> None:
+        pass
+
+    def next_wake_s(self) -> float | None:
+        return None
+
+    def waiting(self) -> int:
+        return 0
 
 
 class Easy:
@@ -253,13 +296,15 @@ class Conservative:
         if self.profile is None:
             machine = self.machine
             free = np.array([[machine.free_cpus_total, 0.0, 0.0]]) if self.pooled else machine.free
-            self.profile = PlanProfile(free, now_s, machine.chooser)
+            self.profile = PlanProfile(free, now_s)
         self.profile.advance(now_s)
         return self.profile
 
     def _find(self, job: PendingJob, now_s: float, before_s: float = np.inf):
-        nodes = 1 if self.pooled else job.nodes
-        return self.profile.earliest_start(nodes, job.plan_demand, job.requested_s, now_s, before_s=before_s)
+        if self.pooled:
+            return self.profile.earliest_start(1, job.plan_demand, job.requested_s, now_s, before_s=before_s)
+        return self.profile.earliest_start(job.nodes, job.plan_demand, job.requested_s, now_s, before_s=before_s,
+                                           chooser=self.machine.chooser_for(job))
 
     def _hold(self, job: PendingJob, start_s: float, nodes: np.ndarray) -> None:
         self.profile.reserve(start_s, start_s + job.requested_s, nodes, job.plan_demand)
@@ -309,12 +354,29 @@ class Conservative:
             self._compress = False
             self._compress_schedule(now_s)
         machine = self.machine
+        late = []
         while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
             job = self.by_reservation.pop(0)
+            if self.pooled:      # the plan guarantees the job fits now; any free processors will do
+                self.by_arrival.remove(job)
+                machine.start(job, machine.place(job), now_s)
+                continue
+            # The plan counts GPUs as amounts per node: a job asking for GPU shares may find them
+            # split over GPUs at its reserved time.  It then waits for its nodes (they free up as
+            # their jobs end), and its reservation moves to its real start.
+            if machine.gpus is not None and not machine.fits_on(job, job.plan_nodes):
+                late.append(job)
+                continue
+            if job.reservation_s < now_s:
+                planned_end = job.reservation_s + job.requested_s
+                if planned_end > now_s:
+                    self.profile.release(now_s, planned_end, job.plan_nodes, job.plan_demand)
+                self.profile.reserve(now_s, now_s + job.requested_s, job.plan_nodes, job.plan_demand)
+                job.reservation_s = now_s
             self.by_arrival.remove(job)
-            # the plan guarantees the job fits now; on a pool any free processors will do
-            nodes = machine.place(job) if self.pooled else job.plan_nodes
-            machine.start(job, nodes, now_s)
+            machine.start(job, job.plan_nodes, now_s)
+        for job in late:
+            self.by_reservation.add(job)
 
     def next_wake_s(self) -> float | None:
         return self.by_reservation[0].reservation_s if self.by_reservation else None

@@ -18,7 +18,9 @@ from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.sim.engine.events import EventKind, EventQueue
 from greenslurm.sim.accounting.ledger import EnergyLedger
-from greenslurm.sim.machines.machine import Machine, NodeChooser, PendingJob, first_fit
+from greenslurm.allocation.selection import NodeSelection
+from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask, fits
+from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.engine.strategies import QUEUES
 from greenslurm.sim.accounting.result import JobRecord, ReplayResult
 
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 
 SKIP_TOO_BIG = "asks for more than the cluster has"
 SKIP_ENDLESS = "no finite runtime (would run forever)"
+SKIP_GPU_MODEL = "fits on no node of the cluster even when empty (GPU model or GPU share)"
 PROGRESS_EVERY = 2000
 
 
@@ -36,30 +39,71 @@ class Shaper:
     one array per distinct shape rather than one per job.
     """
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, gpus: GpuState | None = None) -> None:
         self.cluster = cluster
         self.skipped: Counter = Counter()
         self._shapes: dict[tuple, tuple | None] = {}
+        self._empty_gpus = gpus.copy() if gpus is not None else None     # never changed: the empty cluster
 
     def __call__(self, job: JobSpec, index: int) -> PendingJob | None:
         if not math.isfinite(job.run_for_s) or not math.isfinite(job.submit_s):
             return self._skip(job, SKIP_ENDLESS)
-        key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node)
+        cpu_milli = job.extra.get("cpu_milli") if self._empty_gpus is not None and job.extra else None
+        key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node,
+               job.gpu_model if self._empty_gpus is not None else None, cpu_milli)
         known = self._shapes.get(key, False)
         if known is False:
-            shape = self.cluster.shape_of(job)
-            known = self._shapes[key] = None if shape is None else (
-                shape.nodes, np.array(shape.per_node, dtype=float), shape.per_node[CPU] * shape.nodes)
+            known = self._shapes[key] = self._shape(job, cpu_milli)
         if known is None:
             return self._skip(job, SKIP_TOO_BIG)
-        nodes, demand, cpus_total = known
+        if known == SKIP_GPU_MODEL:
+            return self._skip(job, SKIP_GPU_MODEL)
+        nodes, demand, cpus_total, task = known
         return PendingJob(index=index, job=job, nodes=nodes, demand=demand, cpus_total=cpus_total,
-                          requested_s=job.requested_time_s)
+                          requested_s=job.requested_time_s, task=task)
+
+    def _shape(self, job: JobSpec, cpu_milli) -> tuple | str | None:
+        shape = self.cluster.shape_of(job)
+        if shape is None:
+            return None
+        demand = np.array(shape.per_node, dtype=float)
+        task = None
+        if self._empty_gpus is not None:
+            # A pod of the GPU traces asks for exact milli-CPUs (5.5 CPUs); the cluster state counts
+            # CPUs in milli-units, so the per-node demand is taken from that when given.
+            if cpu_milli is not None and shape.nodes == 1:
+                demand[CPU] = float(cpu_milli) / MILLI
+            task = per_node_task(job, demand)
+            if task is None or not fits(self._empty_gpus, task).sum() >= shape.nodes:
+                return SKIP_GPU_MODEL
+        return shape.nodes, demand, demand[CPU] * shape.nodes, task
 
     def _skip(self, job: JobSpec, reason: str) -> None:
         self.skipped[reason] += 1
         log.debug("job %s skipped: %s", job.job_id, reason)
         return None
+
+
+def per_node_task(job: JobSpec, demand: np.ndarray) -> GpuTask | None:
+    """One node's demand in GPU terms: milli-CPUs, MiB, and a share of one GPU or whole GPUs
+    (None when it cannot be expressed: a share above one GPU that is not a whole number).
+
+    >>> per_node_task(JobSpec("p", 0.0, 1.0, gpu_model="T4|P100"), np.array([5.5, 1024.0, 0.25]))
+    GpuTask(cpu_milli=5500, memory_mib=1024.0, num_gpu=1, gpu_milli=250, gpu_spec=('T4', 'P100'))
+    >>> per_node_task(JobSpec("q", 0.0, 1.0), np.array([8.0, 0.0, 2.0])).num_gpu
+    2
+    """
+    gpus = float(demand[2])
+    if gpus <= 0:
+        num_gpu, gpu_milli = 0, 0
+    elif gpus < 1:
+        num_gpu, gpu_milli = 1, int(round(gpus * MILLI))
+    elif gpus == int(gpus):
+        num_gpu, gpu_milli = int(gpus), MILLI
+    else:
+        return None
+    spec = tuple(m for m in (job.gpu_model or "").split("|") if m and m.lower() != "nan")
+    return GpuTask(int(round(float(demand[CPU]) * MILLI)), float(demand[1]), num_gpu, gpu_milli, spec)
 
 
 class Replay:
@@ -70,20 +114,20 @@ class Replay:
     """
 
     def __init__(self, jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
-                 chooser: NodeChooser = first_fit,
+                 selection: NodeSelection | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  strategy_options: dict | None = None, keep_jobs: bool = False,
-                 machine_factory: Callable[[Cluster, NodeChooser], Machine] | None = None) -> None:
+                 machine_factory: Callable[[Cluster, NodeSelection | None], Machine] | None = None) -> None:
         if queue not in QUEUES:
             raise ValueError(f"unknown queue strategy {queue!r}; choose from {', '.join(QUEUES)}")
         self.ordered = sorted(jobs, key=lambda job: job.submit_s)   # stable: equal times keep trace order
         self.jobs_total = len(self.ordered)
-        self.shaper = Shaper(cluster)
-        self.skipped = self.shaper.skipped
         self.pending: list[PendingJob] = []
         self.keep_jobs = keep_jobs
         self.cluster = cluster
-        self.machine = (machine_factory or Machine)(cluster, chooser)
+        self.machine = (machine_factory or Machine)(cluster, selection)
+        self.shaper = Shaper(cluster, self.machine.gpus)
+        self.skipped = self.shaper.skipped
         self.strategy = QUEUES[queue](self.machine, **(strategy_options or {}))
         self.events = EventQueue()
         start_s = self.ordered[0].submit_s if self.ordered and math.isfinite(self.ordered[0].submit_s) else 0.0
@@ -101,7 +145,45 @@ class Replay:
 
     def _on_start(self, job: PendingJob, now_s: float) -> None:
         self.ledger.on_start(job, now_s)
-        job.end_event = self.events.push(now_s + job.job.run_for_s, EventKind.END, job)
+        job.work_left_s = job.job.run_for_s
+        job.rate_since_s = now_s
+        if job.rate == 1.0:
+            job.end_event = self.events.push(now_s + job.work_left_s, EventKind.END, job)
+        else:
+            self._push_end(job, now_s)
+
+    # -- rates -----------------------------------------------------------------------------------
+    def set_rate(self, job: PendingJob, rate: float, now_s: float) -> None:
+        """Let a running job progress at ``rate`` seconds of work per second from ``now_s`` on (below 1
+        while it shares a GPU set, 0 to pause it).  Work done so far at the old rate is kept, and the
+        job's END event moves: remaining work / new rate from now.
+
+        >>> from greenslurm.clustermodel import Cluster, JobSpec
+        >>> run = Replay([JobSpec("a", 0.0, 100.0, runtime_s=10.0, cpus=1)], Cluster.homogeneous(1, cpus=1), "fcfs")
+        >>> run.begin(); run.step()                 # t=0: a starts, 10 s of work
+        >>> job = next(iter(run.machine.running.values()))
+        >>> run.events.push(4.0, EventKind.WAKE, lambda t: run.set_rate(job, 0.5, t))
+        ... # doctest: +ELLIPSIS
+        (...)
+        >>> run.step(); run.step()                  # t=4: 6 s of work left at half speed -> ends at 16
+        >>> run.records[0].end_s
+        16.0
+        """
+        if not rate >= 0:
+            raise ValueError(f"a rate must be >= 0, not {rate}")
+        if job.rate == rate:
+            return
+        job.work_left_s = max(job.work_left_s - (now_s - job.rate_since_s) * job.rate, 0.0)
+        job.rate_since_s = now_s
+        job.rate = rate
+        if job.end_event is not None:
+            self.events.cancel(job.end_event)
+            job.end_event = None
+        self._push_end(job, now_s)
+
+    def _push_end(self, job: PendingJob, now_s: float) -> None:
+        if job.rate > 0:
+            job.end_event = self.events.push(now_s + job.work_left_s / job.rate, EventKind.END, job)
 
     def _finish(self, job: PendingJob, now_s: float) -> None:
         self.machine.finish(job, now_s)
@@ -128,7 +210,7 @@ class Replay:
     def step(self) -> None:
         """Handle every event at the next event time, then schedule once."""
         events = self.events
-        now_s = self.now_s = events.peek_time()
+        now_s = self.now_s = self.machine.now_s = events.peek_time()
         while events.peek_time() == now_s:
             _, kind, payload = events.pop()
             if kind is EventKind.END:
@@ -186,7 +268,7 @@ class Replay:
 
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
            progress: Callable[[int, int], None] | None = None,
-           chooser: NodeChooser = first_fit) -> ReplayResult:
+           selection: NodeSelection | None = None) -> ReplayResult:
     """Replay ``jobs`` on ``cluster`` under the queue strategy ``queue`` (see ``greenslurm.sim.engine.strategies.QUEUES``).
 
     >>> from greenslurm.clustermodel import Cluster, JobSpec
@@ -195,4 +277,4 @@ def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
     >>> [(r.job_id, r.start_s, r.end_s) for r in result.records]
     [('a', 0.0, 10.0), ('b', 10.0, 15.0)]
     """
-    return Replay(jobs, cluster, queue, chooser, progress).run()
+    return Replay(jobs, cluster, queue, selection, progress).run()

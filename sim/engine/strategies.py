@@ -5,6 +5,6 @@ deadline-aware admission of seed 003) and know nothing of this registry, so impo
 """
 
 from greenslurm.sim.engine.deadline_queue import DeadlineQueue
-from greenslurm.sim.engine.queues import Conservative, Easy, Fcfs
+from greenslurm.sim.engine.queues import Conservative, Easy, Fcfs, PlaceOrFail
 
-QUEUES: dict[str, type] = {strategy.name: strategy for strategy in (Fcfs, Easy, Conservative, DeadlineQueue)}
+QUEUES: dict[str, type] = {strategy.name: strategy for strategy in (Fcfs, Easy, Conservative, DeadlineQueue, PlaceOrFail)}

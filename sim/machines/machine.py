@@ -1,8 +1,15 @@
-"""Run state of a replay: which resources are free on each node, which jobs run where.
+"""The one cluster state of the engine: which resources are free on each node, which jobs run where.
 
 The machine knows nothing of queues or time-keeping; strategies ask it whether and where a job
 fits, and tell it to start jobs.  Resources per node are a row (CPUs, MiB, GPUs) of numpy arrays
-so fit checks are vectorised over nodes.
+so fit checks are vectorised over nodes.  On a cluster with GPUs the machine also holds every
+GPU's free share (:class:`~greenslurm.clustermodel.gpu_state.GpuState`, milli-GPU), so jobs may
+ask for a share of one GPU, whole GPUs or a GPU model, and fitting *now* follows the GPU papers'
+rule (a share needs one GPU with enough free share; k whole GPUs need k fully free GPUs).  Plans
+for later (EASY's shadow time, conservative reservations) count GPUs per node as amounts.
+
+Which fitting nodes a job gets is the node selection's choice
+(:mod:`greenslurm.allocation.selection`), the one seam every queue strategy goes through.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from typing import Callable
 
 import numpy as np
 
+from greenslurm.allocation.selection import FirstFit, NodeSelection
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU
+from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask, fits
 
 # Picks ``count`` node indices out of the candidate indices (ascending) that fit a job.
 NodeChooser = Callable[[np.ndarray, int], np.ndarray]
@@ -48,10 +57,15 @@ class PendingJob:
     plan_demand: np.ndarray | None = None
     cpu_only: bool = False
     shape_key: tuple = ()
+    task: GpuTask | None = None                   # per-node demand in GPU terms (clusters with GPUs)
+    gpu_indices: tuple = ()                       # per node of node_indices: the GPUs it holds
+    rate: float = 1.0                             # progress per second (below 1 while sharing GPUs)
+    work_left_s: float = 0.0                      # work still to do at ``rate_since_s`` (running jobs)
+    rate_since_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.cpu_only = not self.demand[1:].any()
-        self.shape_key = (self.nodes, *self.demand.tolist())
+        self.shape_key = (self.nodes, *self.demand.tolist(), self.task)
 
     @property
     def planned_end_s(self) -> float:
@@ -61,12 +75,16 @@ class PendingJob:
 class Machine:
     """Free resources per node and the set of running jobs."""
 
-    def __init__(self, cluster: Cluster, chooser: NodeChooser = first_fit) -> None:
+    def __init__(self, cluster: Cluster, selection: NodeSelection | None = None) -> None:
         self.cluster = cluster
         self.free = cluster.capacity.copy()
         self.free_cpus_total = float(cluster.capacity[:, CPU].sum())
         self.running: dict[int, PendingJob] = {}
-        self.chooser = chooser
+        self.selection: NodeSelection = selection if selection is not None else FirstFit()
+        self._first_fit = type(self.selection) is FirstFit
+        # Per-GPU free shares, on a cluster with GPUs: the authority on fitting now.
+        self.gpus: GpuState | None = GpuState(GpuNodes.from_cluster(cluster)) if cluster.total_gpus > 0 else None
+        self.now_s = 0.0
         # Shapes known not to fit the current free resources; forgotten at every start or end.
         self._no_fit_now: set[tuple] = set()
         # Identical single-CPU nodes without memory or GPUs are interchangeable processors: plans
@@ -78,19 +96,52 @@ class Machine:
         self.start_listeners: list[Callable[[PendingJob, float], None]] = []
         self.end_listeners: list[Callable[[PendingJob, float], None]] = []
 
+    # -- the selection's view -----------------------------------------------------------------
+    def tails_s(self, now_s: float) -> np.ndarray:
+        """Per node: the latest planned end (start + requested time) of its running jobs, or
+        ``now_s`` for a node with none (seed 003's tail T_n)."""
+        tails = np.full(self.cluster.size, now_s)
+        for job in self.running.values():
+            np.maximum.at(tails, job.node_indices, job.planned_end_s)
+        return tails
+
+    def choose(self, job: PendingJob, candidates: np.ndarray, count: int, now_s: float | None = None) -> np.ndarray:
+        """``count`` of the fitting ``candidates`` (ascending), as the node selection ranks them."""
+        if self._first_fit:
+            return candidates[:count]
+        ranked = self.selection.rank(self, job.task, candidates, count, self.now_s if now_s is None else now_s)
+        return np.sort(ranked[:count]) if count > 1 else ranked[:count]
+
+    def chooser_for(self, job: PendingJob) -> Callable[[np.ndarray, int], np.ndarray]:
+        """The selection as a plan's node chooser for ``job`` (candidates, count) -> nodes."""
+        if self._first_fit:
+            return first_fit
+        return lambda candidates, count: self.choose(job, candidates, count)
+
     # -- fit ---------------------------------------------------------------------------------
-    def fitting_nodes(self, job: PendingJob, free: np.ndarray | None = None) -> np.ndarray:
-        """Indices of nodes whose free resources hold one node's share of ``job``."""
+    def fitting_nodes(self, job: PendingJob, free: np.ndarray | None = None, now: bool | None = None) -> np.ndarray:
+        """Indices of nodes whose free resources hold one node's share of ``job``.
+
+        ``now`` (default: when ``free`` is not given): also check every GPU's free share and the
+        GPU model (the per-GPU state); otherwise GPUs count as amounts per node."""
+        if now is None:
+            now = free is None
         free = self.free if free is None else free
+        if job.task is not None and now and self.gpus is not None:
+            ok = fits(self.gpus, job.task)
+            if free is not self.free:
+                ok &= (free >= job.demand).all(axis=1)
+            return ok.nonzero()[0]
         if job.cpu_only:     # memory and GPUs are never negative, so only CPUs can fail to fit
             return (free[:, CPU] >= job.demand[CPU]).nonzero()[0]
         return (free >= job.demand).all(axis=1).nonzero()[0]
 
     def place(self, job: PendingJob, free: np.ndarray | None = None,
-              prefer: np.ndarray | None = None) -> np.ndarray | None:
+              prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
         """Nodes for ``job`` in ``free`` (default: now), or None if it does not fit.
 
-        ``prefer`` (a mask over nodes) puts those nodes first before the chooser picks.
+        ``prefer`` (a mask over nodes) puts those nodes first before the node selection picks.
+        ``now``: ``free`` is what is usable now (per-GPU shares are checked too).
         """
         if free is None:
             if job.cpus_total > self.free_cpus_total or job.shape_key in self._no_fit_now:
@@ -100,13 +151,27 @@ class Machine:
                 self._no_fit_now.add(job.shape_key)
                 return None
         else:
-            candidates = self.fitting_nodes(job, free)
+            candidates = self.fitting_nodes(job, free, now)
             if candidates.size < job.nodes:
                 return None
         if prefer is not None:
             first = prefer[candidates]
-            candidates = np.concatenate((candidates[first], candidates[~first]))
-        return self.chooser(candidates, job.nodes)
+            if self._first_fit:
+                return np.concatenate((candidates[first], candidates[~first]))[:job.nodes]
+            preferred = candidates[first]
+            if preferred.size >= job.nodes:
+                return self.choose(job, preferred, job.nodes)
+            rest = self.choose(job, candidates[~first], job.nodes - preferred.size)
+            return np.sort(np.concatenate((preferred, rest)))
+        return self.choose(job, candidates, job.nodes)
+
+    def fits_on(self, job: PendingJob, nodes: np.ndarray) -> bool:
+        """Can ``job`` start now on exactly ``nodes``?"""
+        if not (self.free[nodes] >= job.demand - 1e-9).all():
+            return False
+        if job.task is not None and self.gpus is not None:
+            return bool(fits(self.gpus, job.task)[nodes].all())
+        return True
 
     # -- state changes -----------------------------------------------------------------------
     def start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
@@ -121,6 +186,13 @@ class Machine:
             if (free_rows < job.demand - 1e-9).any():
                 raise RuntimeError(f"job {job.job.job_id} over-allocates nodes {nodes.tolist()}")
             self.free[nodes] = free_rows - job.demand
+        if job.task is not None and self.gpus is not None:
+            picks = []
+            for node in nodes.tolist():
+                gpus = self.selection.gpus(self, job.task, node) if job.task.num_gpu else ()
+                self.gpus.place(node, job.task, gpus)
+                picks.append(gpus)
+            job.gpu_indices = tuple(picks)
         self.free_cpus_total -= job.cpus_total
         self._no_fit_now.clear()
         job.start_s = now_s
@@ -133,6 +205,9 @@ class Machine:
         del self.running[job.index]
         self.finished_count += 1
         self.free[job.node_indices] += job.demand
+        if job.gpu_indices:
+            for node, gpus in zip(job.node_indices.tolist(), job.gpu_indices):
+                self.gpus.release(node, job.task, gpus)
         self.free_cpus_total += job.cpus_total
         self._no_fit_now.clear()
         for listener in self.end_listeners:
@@ -146,3 +221,5 @@ class Machine:
         assert np.allclose(self.free, self.cluster.capacity - used), "free resources drifted"
         assert (self.free >= -1e-9).all(), "a node is over-allocated"
         assert np.isclose(self.free_cpus_total, self.free[:, CPU].sum())
+        if self.gpus is not None:
+            self.gpus.check()

@@ -33,7 +33,8 @@ import numpy as np
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.sim.accounting.ledger import EnergyLedger
-from greenslurm.sim.machines.machine import Machine, NodeChooser, PendingJob, first_fit
+from greenslurm.allocation.selection import NodeSelection
+from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.accounting.result import EnergyTotals
 
 ON, OFF, BOOTING = 0, 1, 2
@@ -311,9 +312,9 @@ class PowerManagedMachine(Machine):
     Build with :func:`power_machine_factory` and hand that to ``Replay(machine_factory=...)``.
     """
 
-    def __init__(self, cluster: Cluster, chooser: NodeChooser = first_fit,
+    def __init__(self, cluster: Cluster, selection: NodeSelection | None = None,
                  config: PowerStateConfig | None = None) -> None:
-        super().__init__(cluster, chooser)
+        super().__init__(cluster, selection)
         self.config = config = config or PowerStateConfig()
         self.is_processor_pool = False     # every start goes through place(): the budget is checked
         n = cluster.size
@@ -421,10 +422,10 @@ class PowerManagedMachine(Machine):
             # Nothing runs and the head waits for booting nodes: EASY has no end to reserve at, so
             # no job passes the head until the nodes are up (no starvation, no shadow without end).
             queue = getattr(self.replay.strategy, "queue", ())
-            if queue and queue[0] is not job and (super().place(queue[0], usable) is None
+            if queue and queue[0] is not job and (super().place(queue[0], usable, now=True) is None
                                                   or not self.within_budget(self.job_bound_w(queue[0]))):
                 return None
-        nodes = super().place(job, usable, prefer)
+        nodes = super().place(job, usable, prefer, now=True)
         if nodes is None:
             return None
         if not self.within_budget(self.job_bound_w(job)):
@@ -581,8 +582,8 @@ def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list,
     return kept, dropped
 
 
-def power_machine_factory(config: PowerStateConfig) -> Callable[[Cluster, NodeChooser], PowerManagedMachine]:
+def power_machine_factory(config: PowerStateConfig) -> Callable[[Cluster, NodeSelection | None], PowerManagedMachine]:
     """What ``Replay(machine_factory=...)`` takes to replay with power states."""
-    def build(cluster: Cluster, chooser: NodeChooser = first_fit) -> PowerManagedMachine:
-        return PowerManagedMachine(cluster, chooser, config)
+    def build(cluster: Cluster, selection: NodeSelection | None = None) -> PowerManagedMachine:
+        return PowerManagedMachine(cluster, selection, config)
     return build
