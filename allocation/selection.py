@@ -27,8 +27,9 @@ GPU scorers run in the :class:`~greenslurm.allocation.framework.ScoringFramework
 several nodes takes the best ``count`` nodes by combined score (ties: the framework's tie-break);
 for one node that is exactly the framework's choice.
 
-To add a selection: a class with ``name``, ``rank`` and ``gpus`` (see :class:`NodeSelection`), and one
-line in :data:`SELECTIONS`.
+To add a selection: a class with ``name``, ``rank`` and ``gpus`` (see :class:`NodeSelection`) in a
+small module, and one line in :data:`SELECTIONS`.  A GPU scorer that should mix with weights goes
+into ``allocation/scorers/`` and its registry ``SCORERS`` instead; every scorer there is a selection.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Callable, Protocol, runtime_checkable
 import numpy as np
 
 from greenslurm.allocation.framework import ScoringFramework
-from greenslurm.allocation.placement import RULES, parse_allocation
+from greenslurm.allocation.placement import RULES
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.fragmentation import TargetWorkload
 from greenslurm.clustermodel.gpu_state import GpuState, GpuTask, best_fit_gpu, exclusive_gpus
@@ -176,29 +177,58 @@ class Scored:
 
 
 # -- the one registry ------------------------------------------------------------------------------
+# name -> factory(backfill: bool) -> NodeSelection.  Add a selection here with one line.
+SELECTIONS: dict[str, Callable[[bool], NodeSelection]] = {
+    "firstfit": lambda backfill: LoadRule("firstfit", backfill) if backfill else FirstFit(),
+    "balanced": lambda backfill: LoadRule("balanced", backfill),
+    "bestfit": lambda backfill: LoadRule("bestfit", backfill),
+    "minidle": lambda backfill: LoadRule("minidle", backfill),
+}
+# Selections whose planner may use enclosed idle gaps (the deadline queue's seed-003 backfilling).
+BACKFILLING = {"firstfit", "balanced", "bestfit", "minidle"}
 LOAD_RULES = ("firstfit", "balanced", "bestfit", "minidle")
-# The GPU papers' BestFit baseline is named apart from seed 003's BestFit.
-GPU_SCORER_NAMES = {"gpubestfit": "bestfit", "pwr": "pwr", "fgd": "fgd", "dotprod": "dotprod",
-                    "gpupacking": "gpupacking", "gpuclustering": "gpuclustering", "random": "random"}
-SELECTIONS: dict[str, str] = {**{name: "load rule (seed 003)" for name in LOAD_RULES},
-                              **{name: "GPU scorer (seeds 000/002)" for name in GPU_SCORER_NAMES}}
+
+
+def gpu_scorer_names() -> dict[str, str]:
+    """Selection name -> GPU scorer (``greenslurm.allocation.scorers.SCORERS``): every GPU scorer is
+    a selection, and they mix with weights.  The GPU papers' BestFit is ``gpubestfit`` here, apart
+    from seed 003's BestFit.
+
+    >>> gpu_scorer_names()["gpubestfit"], gpu_scorer_names()["fgd"]
+    ('bestfit', 'fgd')
+    """
+    from greenslurm.allocation.scorers import SCORERS
+
+    return {("gpubestfit" if name == "bestfit" else name): name for name in SCORERS}
+
+
+def selection_names() -> list[str]:
+    return [*SELECTIONS, *sorted(gpu_scorer_names())]
+
+
 ALIASES = {"first-fit": "firstfit", "best-fit": "bestfit", "min-idle": "minidle", "gpu-bestfit": "gpubestfit",
            "backfill": "firstfit+backfill"}
 
 
 @dataclass(frozen=True)
 class SelectionSpec:
-    """A parsed ``--select`` value: one load rule (with or without backfill) or GPU scorer terms."""
+    """A parsed ``--select`` value: one registered selection (with or without ``+backfill``) or GPU
+    scorer terms with weights."""
 
     text: str
-    rule: str | None = None
+    name: str | None = None
     backfill: bool = False
     terms: tuple[tuple[str, float], ...] = ()
 
     @property
+    def rule(self) -> str | None:
+        """The seed-003 load rule, if this is one."""
+        return self.name if self.name in LOAD_RULES else None
+
+    @property
     def label(self) -> str:
-        if self.rule is not None:
-            return self.rule + ("+backfill" if self.backfill else "")
+        if self.name is not None:
+            return self.name + ("+backfill" if self.backfill else "")
         if len(self.terms) == 1:
             return self.terms[0][0]
         return ",".join(f"{name}={weight:g}" for name, weight in self.terms)
@@ -224,31 +254,30 @@ def parse_selection(text: str, where: str = "--select") -> SelectionSpec:
     >>> parse_selection("bestfit,pwr")
     Traceback (most recent call last):
     ...
-    greenslurm.clustermodel.errors.InputError: --select: a load rule (bestfit) cannot be mixed with GPU scorers; mix GPU scorers only (e.g. pwr=0.1,fgd=0.9)
+    greenslurm.clustermodel.errors.InputError: --select: bestfit is not a GPU scorer; only GPU scorers mix (e.g. pwr=0.1,fgd=0.9)
     """
     raw = (text or "").strip().lower()
     raw = ALIASES.get(raw, raw)
+    choices = ", ".join(selection_names())
     if not raw:
-        raise InputError("empty node selection; choose from " + ", ".join(SELECTIONS), path=where)
+        raise InputError(f"empty node selection; choose from {choices}", path=where)
+    scorers = gpu_scorer_names()
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if len(parts) == 1 and "=" not in parts[0]:
-        base = ALIASES.get(parts[0], parts[0])
-        rule_name, _, modifier = base.partition("+")
-        if rule_name in LOAD_RULES or rule_name == "backfill":
-            try:
-                rule, backfill = parse_allocation(base)
-            except ValueError as exc:
-                raise InputError(str(exc), path=where) from None
-            return SelectionSpec(text, rule=rule.name, backfill=backfill)
+        name, plus, modifier = ALIASES.get(parts[0], parts[0]).partition("+")
+        if name in SELECTIONS:
+            if plus and (modifier != "backfill" or name not in BACKFILLING):
+                raise InputError(f"{parts[0]!r}: only {', '.join(sorted(BACKFILLING))} take '+backfill'", path=where)
+            return SelectionSpec(text, name=name, backfill=bool(plus))
     terms: list[tuple[str, float]] = []
     for part in parts:
         name, _, weight_text = part.partition("=")
         name = ALIASES.get(name.strip(), name.strip())
-        if name in LOAD_RULES or name.partition("+")[0] in LOAD_RULES:
-            raise InputError(f"a load rule ({name}) cannot be mixed with GPU scorers; mix GPU scorers only "
-                             "(e.g. pwr=0.1,fgd=0.9)", path=where)
-        if name not in GPU_SCORER_NAMES:
-            raise InputError(f"unknown node selection {name!r}; choose from {', '.join(SELECTIONS)}", path=where)
+        if name not in scorers:
+            if name.partition("+")[0] in SELECTIONS:
+                raise InputError(f"{name} is not a GPU scorer; only GPU scorers mix (e.g. pwr=0.1,fgd=0.9)",
+                                 path=where)
+            raise InputError(f"unknown node selection {name!r}; choose from {choices}", path=where)
         try:
             weight = float(weight_text) if weight_text.strip() else 1.0
         except ValueError:
@@ -263,14 +292,20 @@ def parse_selection(text: str, where: str = "--select") -> SelectionSpec:
 
 def make_selection(spec: SelectionSpec | str, workload: TargetWorkload | None = None, *,
                    normalization: str = "paper", seed=None, tie_break: str | None = None) -> NodeSelection:
-    """The selection object for a spec (``seed``: anything numpy's default_rng takes)."""
+    """The selection object for a spec (``seed``: anything numpy's default_rng takes; ``workload``:
+    the FGD target workload of the trace, needed by ``fgd``).
+
+    >>> make_selection("firstfit").name, make_selection("minidle+backfill").name, make_selection("pwr").name
+    ('firstfit', 'minidle+backfill', 'pwr')
+    """
     from greenslurm.allocation.scorers import make_policy
 
     if isinstance(spec, str):
         spec = parse_selection(spec)
-    if spec.rule is not None:
-        return FirstFit() if spec.rule == "firstfit" and not spec.backfill else LoadRule(spec.rule, spec.backfill)
-    policy = ",".join(f"{GPU_SCORER_NAMES[name]}={weight!r}" for name, weight in spec.terms)
+    if spec.name is not None:
+        return SELECTIONS[spec.name](spec.backfill)
+    scorers = gpu_scorer_names()
+    policy = ",".join(f"{scorers[name]}={weight!r}" for name, weight in spec.terms)
     framework = make_policy(policy, workload, normalization, seed=seed, tie_break=tie_break)
     framework.label = spec.label
     return Scored(framework)
