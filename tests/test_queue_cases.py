@@ -112,3 +112,35 @@ def test_job_without_finite_runtime_is_skipped_and_counted(queue):
     result = replay(jobs, Cluster.homogeneous(1, cpus=1), queue=queue)
     assert [r.job_id for r in result.records] == ["A"]
     assert result.skipped == {SKIP_ENDLESS: 1}
+
+
+# A job planned for no time (requested time 0) holds nothing in conservative's plan: its
+# reservation [t, t) is empty.  Yet the machine holds its CPUs for an instant.  LLNL-Atlas job 1707
+# (0 s, 8 CPUs) and job 1708 (8160 CPUs) once started at the same time on the same nodes and the
+# replay died with "job 1708 over-allocates nodes".
+#   A t=0 2 CPUs req 10         runs [0, 10) on all 2 CPUs
+#   B t=1 1 CPU  req 0 (run 0)  earliest slot: 10 (nothing is free before A ends); the plan holds
+#                               nothing for it, so at 10 the plan still shows 2 free CPUs
+#   C t=2 2 CPUs req 5          earliest slot: 10 with 2 CPUs ([10, 15) in the plan)
+# At 10, B starts first (planned for no time) and holds 1 CPU for an instant; C finds 1 free CPU,
+# waits for B's END at the same instant 10, then starts: C [10, 15), nobody is late.
+# The same on one node of 2 CPUs (nodes named in the plan) and on a pool of 2 single-CPU nodes
+# (the plan counts processors).
+@pytest.mark.parametrize("cluster", [Cluster.homogeneous(1, cpus=2), Cluster.homogeneous(2, cpus=1)],
+                         ids=["one-node-2-cpus", "pool-of-2"])
+def test_conservative_job_planned_for_no_time(cluster):
+    jobs = [job("A", 0, 2, 10), job("B", 1, 1, 0), job("C", 2, 2, 5)]
+    result = replay(jobs, cluster, queue="conservative")
+    assert starts(result) == {"A": (0.0, 10.0), "B": (10.0, 10.0), "C": (10.0, 15.0)}
+
+
+# Two jobs planned for no time on the same CPU, due together with a longer one:
+#   A t=0 1 CPU req 10 on a 1-CPU node: [0, 10)
+#   B, C t=1 1 CPU req 0: both planned at 10 (empty reservations); D t=2 1 CPU req 4: planned at 10
+# At 10: B starts (zero-time first, arrival order), C and D wait for B's END at 10; then C starts,
+# D waits for C's END at 10; then D starts: B, C at (10, 10), D [10, 14).
+@pytest.mark.parametrize("queue", ["conservative", "easy", "fcfs", "deadline"])
+def test_jobs_planned_for_no_time_queue_at_one_instant(queue):
+    jobs = [job("A", 0, 1, 10), job("B", 1, 1, 0), job("C", 1, 1, 0), job("D", 2, 1, 4)]
+    result = replay(jobs, Cluster.homogeneous(1, cpus=1), queue=queue)
+    assert starts(result) == {"A": (0.0, 10.0), "B": (10.0, 10.0), "C": (10.0, 10.0), "D": (10.0, 14.0)}

@@ -354,17 +354,31 @@ class Conservative:
             self._compress = False
             self._compress_schedule(now_s)
         machine = self.machine
-        late = []
+        due = []
         while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
-            job = self.by_reservation.pop(0)
-            if self.pooled:      # the plan guarantees the job fits now; any free processors will do
+            due.append(self.by_reservation.pop(0))
+        if len(due) > 1 and any(job.requested_s <= 0 for job in due):
+            # A job planned for no time (a requested time of 0) holds nothing in the plan, since
+            # its reservation [t, t) is empty, yet it holds its nodes in the machine for an instant:
+            # the plan may put another job on the same nodes at the same t.  Jobs planned for no
+            # time start first (they are on time then); a job that finds its nodes held waits
+            # below for their end, at this same instant (their END events come next).
+            due.sort(key=lambda job: job.requested_s > 0)
+        late = []
+        for job in due:
+            if self.pooled:      # the plan guarantees the processors, but for jobs planned for no time
+                nodes = machine.place(job)
+                if nodes is None:
+                    late.append(job)
+                    continue
                 self.by_arrival.remove(job)
-                machine.start(job, machine.place(job), now_s)
+                machine.start(job, nodes, now_s)
                 continue
-            # The plan counts GPUs as amounts per node: a job asking for GPU shares may find them
-            # split over GPUs at its reserved time.  It then waits for its nodes (they free up as
-            # their jobs end), and its reservation moves to its real start.
-            if machine.gpus is not None and not machine.fits_on(job, job.plan_nodes):
+            # Besides jobs planned for no time, the plan counts GPUs as amounts per node: a job
+            # asking for GPU shares may find them split over GPUs at its reserved time.  It then
+            # waits for its nodes (they free up as their jobs end), and its reservation moves to
+            # its real start.
+            if not machine.fits_on(job, job.plan_nodes):
                 late.append(job)
                 continue
             if job.reservation_s < now_s:
