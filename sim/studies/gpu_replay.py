@@ -1,11 +1,12 @@
 """Replay a timed GPU task trace (the Alibaba openb pod list) with a GPU scoring policy, with departures.
 
-Each task arrives at its submit time and is placed at once by the policy (per-GPU shares, whole GPUs,
-GPU model constraints: :mod:`greenslurm.allocation.framework`) or fails if it fits nowhere, as in the GPU papers:
-there is no queue and no retry.  It holds its node and GPUs for its runtime (openb: deletion -
-scheduled time), then leaves.  Events come from :class:`greenslurm.sim.engine.events.EventQueue` (a departure before an
-arrival at the same time).  This is a separate engine from :mod:`greenslurm.sim.engine.replay`, whose machine counts
-GPUs per node and cannot hold shares of one GPU.
+A thin driver of the one engine: :class:`~greenslurm.sim.engine.replay.Replay` under the queue
+``none`` (:class:`~greenslurm.sim.engine.queues.PlaceOrFail`: each task is placed when it arrives or
+fails, as in the GPU papers; no queue, no retry), the node selection of
+:mod:`greenslurm.allocation.selection` (per-GPU shares, whole GPUs, GPU model constraints) and the
+GPU accounting of :mod:`greenslurm.sim.accounting.gpu_accounting` (PWR power model, FGD fragmentation,
+one step per event time).  A task holds its node and GPUs for its runtime (openb: deletion -
+scheduled time), then leaves; a departure comes before an arrival at the same time.
 
 Power is constant between events, so the energy is exactly sum(P_i x (t_{i+1} - t_i)) over the
 recorded steps; the same steps give the GPU allocation and fragmentation over time.
@@ -13,24 +14,27 @@ recorded steps; the same steps give the GPU allocation and fragmentation over ti
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
-from greenslurm.allocation.scorers import make_policy, policy_label
+from greenslurm.allocation.scorers import parse_policy, policy_label
+from greenslurm.allocation.selection import SelectionSpec, gpu_scorer_names, make_selection, parse_selection
+from greenslurm.clustermodel import Cluster, NodeSpec
+from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.fragmentation import TargetWorkload
-from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask, fits, gpu_task_from_job
+from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, GpuState
 from greenslurm.clustermodel.job import JobSpec
-from greenslurm.sim.engine.events import EventKind, EventQueue
-from greenslurm.sim.accounting.gpu_meter import GpuMeter
+from greenslurm.sim.accounting.gpu_accounting import GpuAccounting, GpuSeries
+from greenslurm.sim.engine import replay as engine
+from greenslurm.sim.machines.machine import Machine
 
-SKIP_ENDLESS = "no finite submit time or runtime"
-SKIP_DEMAND = "demand not expressible on GPUs (see GpuTask)"
+SKIP_ENDLESS = engine.SKIP_ENDLESS
 SKIP_NEVER_FITS = "fits on no node of the cluster even when empty"
-PROGRESS_EVERY = 1000
+# The engine's reasons for a job that can never run, as this study has always counted them.
+_SKIPS = {engine.SKIP_TOO_BIG: SKIP_NEVER_FITS, engine.SKIP_GPU_MODEL: SKIP_NEVER_FITS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,64 +70,92 @@ class GpuReplayResult:
     skipped: Counter = field(default_factory=Counter)
 
     @property
+    def series(self) -> GpuSeries:
+        return GpuSeries(self.capacity_milli, self.times_s, self.cpu_w, self.gpu_w, self.allocated_milli,
+                         self.frag_milli, self.running)
+
+    @property
     def power_w(self) -> np.ndarray:
         return self.cpu_w + self.gpu_w
 
     @property
     def span_s(self) -> float:
-        return float(self.times_s[-1] - self.times_s[0]) if len(self.times_s) else 0.0
+        return self.series.span_s
 
     def energy_j(self) -> tuple[float, float, float]:
         """(total, CPU, GPU) joules: the exact integral of the step series."""
-        dt = np.diff(self.times_s)
-        return (float(self.power_w[:-1] @ dt), float(self.cpu_w[:-1] @ dt), float(self.gpu_w[:-1] @ dt))
+        return self.series.energy_j()
 
     def time_mean(self, values: np.ndarray) -> float:
-        dt = np.diff(self.times_s)
-        return float(values[:-1] @ dt / dt.sum()) if dt.sum() > 0 else float(values[0])
+        return self.series.time_mean(values)
 
     def summary(self) -> dict:
-        total_j, cpu_j, gpu_j = self.energy_j()
         failed = [r for r in self.records if r.failed]
         asked = sum(r.gpu_demand_milli for r in self.records)
         return {
             "policy": self.policy, "normalization": self.normalization, "ties": self.ties,
             "tasks": len(self.records), "failed_tasks": len(failed),
             "failed_gpu_demand_pct": 100.0 * sum(r.gpu_demand_milli for r in failed) / asked if asked else 0.0,
-            "span_s": self.span_s, "energy_kwh": total_j / 3.6e6, "cpu_energy_kwh": cpu_j / 3.6e6,
-            "gpu_energy_kwh": gpu_j / 3.6e6, "mean_power_w": self.time_mean(self.power_w),
-            "peak_power_w": float(self.power_w.max()) if len(self.power_w) else 0.0,
-            "mean_gpu_allocated_pct": 100.0 * self.time_mean(self.allocated_milli) / self.capacity_milli,
-            "peak_gpu_allocated_pct": 100.0 * float(self.allocated_milli.max()) / self.capacity_milli,
-            "mean_frag_gpu": self.time_mean(self.frag_milli) / 1000.0,
+            **self.series.summary(),
             "skipped": dict(self.skipped),
         }
 
 
-def _tasks(jobs: Sequence[JobSpec], nodes: GpuNodes) -> tuple[list[tuple[JobSpec, GpuTask]], Counter]:
-    kept, skipped = [], Counter()
-    empty = GpuState(nodes)
-    for job in sorted(jobs, key=lambda j: j.submit_s):              # stable: equal times keep trace order
-        if not (math.isfinite(job.submit_s) and math.isfinite(job.run_for_s)):
-            skipped[SKIP_ENDLESS] += 1
-            continue
-        try:
-            task = gpu_task_from_job(job)
-        except ValueError:
-            skipped[SKIP_DEMAND] += 1
-            continue
-        if not fits(empty, task).any():
-            skipped[SKIP_NEVER_FITS] += 1
-            continue
-        kept.append((job, task))
-    return kept, skipped
+def gpu_selection(policy: str) -> tuple[SelectionSpec, str]:
+    """A policy as a node selection, and its label.  The GPU papers' scorer family is read first
+    (``bestfit`` there is their BestFit, the selection ``gpubestfit``); anything else is a selection name.
+
+    >>> gpu_selection("bestfit")[0].label, gpu_selection("bestfit")[1]
+    ('gpubestfit', 'bestfit')
+    >>> gpu_selection("PWR=0.1, fgd=0.9")[0].label
+    'pwr=0.1,fgd=0.9'
+    >>> gpu_selection("gpubestfit")[0].label
+    'gpubestfit'
+    """
+    try:
+        terms = parse_policy(policy)
+    except InputError:
+        spec = parse_selection(policy)
+        return spec, spec.label
+    # The GPU papers' scorer names -> node selection names (their BestFit is named apart from seed 003's).
+    selection_of = {scorer: name for name, scorer in gpu_scorer_names().items()}
+    text = ",".join(f"{selection_of[name]}={weight!r}" for name, weight in terms)
+    return parse_selection(text), policy_label(policy)
 
 
-def gpu_replay(jobs: Sequence[JobSpec], nodes: GpuNodes, policy: str, workload: TargetWorkload | None = None,
+def engine_cluster(nodes: GpuNodes) -> Cluster:
+    """The cluster the engine replays for a GPU node table (CPUs, MiB, GPUs, model, GPU power).
+
+    >>> from greenslurm.clustermodel import NodeSpec
+    >>> c = Cluster([NodeSpec("a", cpus=96, memory_mb=10, gpus=8, gpu_model="G2"), NodeSpec("b", cpus=4)])
+    >>> back = engine_cluster(GpuNodes.from_cluster(c))
+    >>> [(n.name, n.cpus, n.memory_mb, n.gpus, n.gpu_model, n.gpu_max_w) for n in back.nodes]
+    [('a', 96, 10.0, 8, 'G2', 150.0), ('b', 4, 0.0, 0, None, 300.0)]
+    """
+    specs = []
+    for i, name in enumerate(nodes.names):
+        milli = int(nodes.cpu_milli[i])
+        model = nodes.models[int(nodes.model_index[i])] or None
+        specs.append(NodeSpec(name, cpus=milli // MILLI if milli % MILLI == 0 else milli / MILLI,
+                              memory_mb=float(nodes.memory_mib[i]), gpus=int(nodes.gpu_count[i]), gpu_model=model,
+                              gpu_idle_w=float(nodes.gpu_idle_w[i]), gpu_max_w=float(nodes.gpu_max_w[i])))
+    return Cluster(specs)
+
+
+def gpu_machine(nodes: GpuNodes, cluster: Cluster | None = None, selection=None) -> Machine:
+    """A machine on ``nodes`` whose per-GPU state keeps ``nodes`` itself (and so its CPU package)."""
+    machine = Machine(cluster if cluster is not None else engine_cluster(nodes), selection)
+    machine.gpus = GpuState(nodes)
+    return machine
+
+
+def gpu_replay(jobs: Sequence[JobSpec], nodes: GpuNodes | Cluster, policy: str,
+               workload: TargetWorkload | None = None,
                normalization: str = "paper", tie_break: str | None = None, seed: int = 0,
                arrival_scale: float = 1.0,
                progress: Callable[[int, int], None] | None = None) -> GpuReplayResult:
-    """Replay ``jobs`` (one node each) on ``nodes`` under ``policy`` (see the module notes).
+    """Replay ``jobs`` on ``nodes`` under ``policy`` (a GPU scorer mix such as ``fgd`` or
+    ``pwr=0.1,fgd=0.9``, or a node selection name; see the module notes).
 
     ``arrival_scale`` < 1 compresses the time between arrivals (runtimes unchanged): the real openb
     trace keeps at most about 66 of the 6,212 GPUs busy at once, so a scale of 0.01 is a what-if with
@@ -133,51 +165,35 @@ def gpu_replay(jobs: Sequence[JobSpec], nodes: GpuNodes, policy: str, workload: 
     if arrival_scale != 1.0 and jobs:
         first = min(job.submit_s for job in jobs)
         jobs = [job.with_changes(submit_s=first + (job.submit_s - first) * arrival_scale) for job in jobs]
-    framework = make_policy(policy, workload, normalization, seed=[seed, 2], tie_break=tie_break)
-    state = GpuState(nodes)
-    meter = GpuMeter(state, workload)
-    kept, skipped = _tasks(jobs, nodes)
-    events = EventQueue()
-    records: list[GpuTaskRecord] = []
-    steps: list[tuple[float, float, float, int, float, int]] = []
-    allocated = running = 0
-    if kept:
-        events.push(kept[0][0].submit_s, EventKind.SUBMIT, 0)
-    while len(events):
-        now = events.peek_time()
-        while events.peek_time() == now:
-            _, kind, payload = events.pop()
-            if kind is EventKind.END:
-                node, task, gpus = payload
-                state.release(node, task, gpus)
-                meter.update(node)
-                allocated -= task.gpu_demand_milli
-                running -= 1
-                continue
-            job, task = kept[payload]
-            if payload + 1 < len(kept):
-                events.push(kept[payload + 1][0].submit_s, EventKind.SUBMIT, payload + 1)
-            placement = framework.choose(state, task)
-            if placement is None:
-                records.append(GpuTaskRecord(job.job_id, now, now, -1, (), task.cpu_milli, task.gpu_demand_milli))
-            else:
-                state.place(placement.node, task, placement.gpus)
-                meter.update(placement.node)
-                allocated += task.gpu_demand_milli
-                running += 1
-                end = now + job.run_for_s
-                events.push(end, EventKind.END, (placement.node, task, placement.gpus))
-                records.append(GpuTaskRecord(job.job_id, now, end, placement.node, placement.gpus, task.cpu_milli,
-                                             task.gpu_demand_milli))
-            if progress is not None and len(records) % PROGRESS_EVERY == 0:
-                progress(len(records), len(kept))
-        steps.append((now, meter.cpu_total_w, meter.gpu_total_w, allocated, meter.frag_total_milli, running))
-    if progress is not None:
-        progress(len(records), len(kept))
-    columns = list(zip(*steps)) if steps else [()] * 6
-    return GpuReplayResult(policy=policy_label(policy), normalization=normalization, ties=framework.tie_break,
-                           capacity_milli=nodes.gpu_capacity_milli, times_s=np.array(columns[0], dtype=float),
-                           cpu_w=np.array(columns[1], dtype=float), gpu_w=np.array(columns[2], dtype=float),
-                           allocated_milli=np.array(columns[3], dtype=np.int64),
-                           frag_milli=np.array(columns[4], dtype=float), running=np.array(columns[5], dtype=np.int64),
-                           records=records, skipped=skipped)
+    spec, label = gpu_selection(policy)
+    selection = make_selection(spec, workload, normalization=normalization, seed=[seed, 2], tie_break=tie_break)
+    if isinstance(nodes, Cluster):
+        cluster, factory = nodes, None
+    else:
+        cluster = engine_cluster(nodes)
+        factory = lambda c, s: gpu_machine(nodes, c, s)          # noqa: E731
+    run = engine.Replay(jobs, cluster, "none", selection=selection, progress=progress, keep_jobs=True,
+                        machine_factory=factory)
+    accounting = GpuAccounting.attach(run, workload)
+    if accounting is None:
+        raise ValueError("the cluster has no GPUs")
+    run.run()
+    records = []
+    for job in run.pending:                      # every task that could run, in arrival order
+        spec_job, task = job.job, job.task
+        if job.node_indices is None:
+            records.append(GpuTaskRecord(spec_job.job_id, spec_job.submit_s, spec_job.submit_s, -1, (),
+                                         task.cpu_milli, task.gpu_demand_milli))
+        else:
+            records.append(GpuTaskRecord(spec_job.job_id, job.start_s, job.start_s + spec_job.run_for_s,
+                                         int(job.node_indices[0]), tuple(job.gpu_indices[0]), task.cpu_milli,
+                                         task.gpu_demand_milli))
+    skipped = Counter()
+    for reason, count in run.skipped.items():
+        skipped[_SKIPS.get(reason, reason)] += count
+    series = accounting.series()
+    ties = getattr(getattr(selection, "framework", None), "tie_break", "first")
+    return GpuReplayResult(policy=label, normalization=normalization, ties=ties,
+                           capacity_milli=series.capacity_milli, times_s=series.times_s, cpu_w=series.cpu_w,
+                           gpu_w=series.gpu_w, allocated_milli=series.allocated_milli, frag_milli=series.frag_milli,
+                           running=series.running, records=records, skipped=skipped)
