@@ -8,9 +8,13 @@ The pieces a co-location policy needs, all pure (no clock, no I/O):
   (paper: +3-5 % epoch time for 2 jobs, +7-9 % for 3, +19 % JCT for 4), and the power of a shared
   set (``max P + beta * (sum P - max P)``, ``beta`` fitted to Table 3).
 * :class:`History`: observed slowdowns per job mix, the prediction for a candidate set.
-* The policies behind :class:`ColocationPolicy` (a ``name``, ``strict_fifo`` and ``choose``),
-  registered once in :data:`COLOCATION_POLICIES`: ``fifo`` (exclusive), ``fifo-packed`` (pack only
-  when nothing is free), ``gandiva`` (greedy, packs onto the least utilised set), ``eaco``.
+* The policies behind :class:`ColocationPolicy`, registered once in :data:`COLOCATION_POLICIES`:
+  ``fifo`` (exclusive), ``fifo-packed`` (pack only when nothing is free), ``gandiva`` (greedy, packs
+  onto the least utilised set), ``eaco``.  A policy is the node selection of the co-location machine
+  (:class:`greenslurm.sim.machines.colocation.ColocationMachine`): the engine's FCFS queue asks the
+  machine to place a job, and the machine asks the policy which GPU set (a :class:`Candidate`: node,
+  first GPU, size, the jobs on it) the job takes.  GPU sets, not nodes, are what a policy weighs, so
+  its question is :meth:`ColocationPolicy.choose` rather than a node ranking.
 """
 
 from __future__ import annotations
@@ -207,10 +211,19 @@ def can_share(candidate: Candidate, job: JobView, settings: ColocationSettings) 
 
 
 class ColocationPolicy(Protocol):
+    """The GPU-set selection of the co-location machine."""
+
     name: str
     strict_fifo: bool       # True: a job that cannot be placed blocks the ones behind it
+    recheck: bool           # True: re-check deadlines after the first epoch on a shared set (EaCO)
+    history: "History | None"     # learned slowdowns the machine feeds (None: the policy needs none)
 
-    def choose(self, job: JobView, candidates: Sequence[Candidate], now_s: float) -> Candidate | None: ...
+    def choose(self, job: JobView, candidates: Sequence[Candidate], now_s: float) -> Candidate | None:
+        """The set ``job`` takes among ``candidates`` (free sets and shared sets of its size, by node
+        and first GPU), or None: the job waits."""
+        ...
+
+    def keeps_deadlines(self, jobs: Sequence[JobView], mix: tuple[str, ...], now_s: float) -> bool: ...
 
 
 def _first_free(candidates: Sequence[Candidate]) -> Candidate | None:
@@ -222,9 +235,14 @@ class FifoExclusive:
 
     name = "fifo"
     strict_fifo = True
+    recheck = False
 
     def __init__(self, settings: ColocationSettings | None = None, history: History | None = None) -> None:
         self.settings = settings or ColocationSettings()
+        self.history = history
+
+    def keeps_deadlines(self, jobs, mix, now_s) -> bool:
+        return True
 
     def choose(self, job, candidates, now_s):
         return _first_free(candidates)
@@ -266,11 +284,13 @@ class EaCO:
     whose predicted JCT keeps every job on it within its deadline is chosen (a free set on a node
     that already runs something counts above one on an idle node).  If no candidate keeps the
     deadlines, the job runs alone on a free set if there is one, else waits.  The re-check after the
-    first epoch and the undo are done by the simulation (``greenslurm.sim.machines.colocation``), with :meth:`keeps_deadlines`.
+    first epoch and the undo are done by the co-location machine (``greenslurm.sim.machines.colocation``),
+    with :meth:`keeps_deadlines`.
     """
 
     name = "eaco"
     strict_fifo = False
+    recheck = True
 
     def __init__(self, settings: ColocationSettings | None = None, history: History | None = None) -> None:
         self.settings = settings or ColocationSettings()

@@ -44,11 +44,17 @@ class QueueStrategy(Protocol):
 
 
 class Fcfs:
+    """First come, first served.  ``skip_blocked``: a job that cannot start now does not hold back
+    the ones behind it; every waiting job is tried once per pass, in arrival order (the list
+    scheduling of Gandiva and EaCO, seed 001)."""
+
     name = "fcfs"
 
-    def __init__(self, machine: Machine, **_options) -> None:
+    def __init__(self, machine: Machine, skip_blocked: bool = False, **options) -> None:
+        refuse_options(self.name, options, ("skip_blocked",))
         self.machine = machine
         self.queue: deque[PendingJob] = deque()
+        self.skip_blocked = skip_blocked
 
     def submit(self, job: PendingJob, now_s: float) -> None:
         self.queue.append(job)
@@ -58,6 +64,17 @@ class Fcfs:
 
     def schedule(self, now_s: float) -> None:
         machine, queue = self.machine, self.queue
+        if self.skip_blocked:
+            if queue:
+                kept: deque[PendingJob] = deque()
+                for job in queue:
+                    nodes = machine.place(job)
+                    if nodes is None:
+                        kept.append(job)
+                    else:
+                        machine.start(job, nodes, now_s)
+                self.queue = kept
+            return
         while queue:
             nodes = machine.place(queue[0])
             if nodes is None:

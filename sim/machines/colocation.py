@@ -1,22 +1,42 @@
-"""An event-driven simulation of deep-learning training jobs sharing GPU sets (seed 001, EaCO).
+"""Deep-learning training jobs sharing GPU sets (seed 001, EaCO): a machine model of the one engine.
 
-Jobs train for a number of epochs on a GPU set (an aligned block of 1, 2, 4 or 8 GPUs of an
-8-GPU node).  A set may hold up to four jobs; each then advances at 1 / slowdown of its mix
-(:class:`greenslurm.allocation.colocation.Interference`).  Events are taken from the shared
-:class:`greenslurm.sim.engine.events.EventQueue`: ``SUBMIT`` for arrivals, ``END`` for the end of a job's epoch
-(an epoch end frees resources before an arrival at the same time).  When a set's membership
-changes, the epoch ends of its jobs are cancelled and pushed again at the new rate; progress
-within an epoch is kept as a fraction.
+Jobs train for a number of epochs on a GPU set (an aligned block of 1, 2, 4 or 8 GPUs of an 8-GPU
+node).  A set may hold up to ``max_jobs`` jobs; each then advances at ``1 / slowdown`` of its mix
+(:class:`greenslurm.allocation.colocation.Interference`).  The loop is the engine's
+(:class:`greenslurm.sim.engine.replay.Replay`): arrivals are its ``SUBMIT`` events, a job's end its
+``END`` event (runtime = epochs x the model's exclusive epoch time, so at rate 1 it is right), and
+:class:`ColocationMachine` changes running jobs' rates with ``Replay.set_rate`` whenever a set's
+membership changes.  Epoch boundaries before the last are ``WAKE`` events carrying a handler: there
+the history observes slowdowns and EaCO re-checks a co-location after its first epoch.
 
-After the first epoch of a job co-located by EaCO, the simulation observes the slowdown (the
-history learns it), re-predicts the completion of every job on the set and, if a deadline would
-be missed, takes the new job off the set at that epoch boundary (no completed epoch is lost) and
-puts it back at the head of the queue to run alone.
+The queue is the engine's ``fcfs`` strategy: it asks the machine to place a job, the machine asks the
+policy (:data:`greenslurm.allocation.colocation.COLOCATION_POLICIES`) which GPU set the job takes.
+Gandiva and EaCO try every waiting job (a job that cannot be placed does not block the ones behind);
+the machine sets the FCFS queue's ``skip_blocked`` for them when attached.  Waiting jobs are
+re-examined only at times where something changed (an arrival, an end, an undo): between those only
+epochs pass, and a co-location decision is the scheduler's reaction to an event.
+
+After the first epoch of a job co-located by EaCO, the machine records the observed slowdown,
+re-predicts the completion of every job on the set and, if a deadline would be missed, takes the job
+off the set at that epoch boundary (no completed epoch is lost: its rate is 0 while it waits) and
+puts it before the queue: it runs alone on the next free set.
 
 Energy is exact: power is constant between events; each set draws ``Interference.set_power_w``,
 split among its jobs in proportion to their models' power; nodes with no job draw ``idle_node_w``
 (0 by default: idle nodes in a low-power state, as the paper's accounting of active nodes).
 Total = jobs + idle nodes (checked by tests).
+
+API (for the command line and scenarios)::
+
+    machine_factory, selection = build_colocation("eaco", settings=ColocationSettings(max_jobs=4),
+                                                  interference=Interference(seed=0), idle_node_w=0.0)
+    run = Replay(jobs, colocation_cluster(28), "fcfs", selection=selection, machine_factory=machine_factory)
+    run.run()
+    result = colocation_result(run)          # a ColocationResult: energy, JCT, JTT, misses, undone...
+
+``jobs`` are training jobs (:func:`training_job`, :func:`synthetic_dlt_jobs`, or a trace's jobs through
+:func:`dlt_jobs_from_specs`).  Build a fresh pair per run: EaCO's history learns during a run.
+:func:`simulate` does all of it in one call.
 """
 
 from __future__ import annotations
@@ -24,50 +44,513 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from greenslurm.allocation.colocation import (COLOCATION_POLICIES, GPUS_PER_NODE, MODELS, Candidate, ColocationSettings,
-                                   History, Interference, JobView)
-from greenslurm.sim.engine.events import EventKind, EventQueue
+from greenslurm.allocation.colocation import (COLOCATION_POLICIES, GPUS_PER_NODE, MODELS, Candidate,
+                                              ColocationPolicy, ColocationSettings, History, Interference,
+                                              JobView, ModelProfile)
+from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.sim.engine.events import EventKind
+from greenslurm.sim.machines.machine import Machine, PendingJob
+
+GPU_SET_SIZES = (1, 2, 4, 8)
 
 
-@dataclass(frozen=True, slots=True)
-class DLTJob:
-    """A training job: ``epochs`` epochs of ``model`` on ``gpus`` GPUs, submitted at ``submit_s``."""
+# -- training jobs --------------------------------------------------------------------------------
+def training_job(job_id: str, submit_s: float, model: str, gpus: int, epochs: int,
+                 deadline_s: float = math.inf) -> JobSpec:
+    """A training job: ``epochs`` epochs of ``model`` on ``gpus`` GPUs of one node.
 
-    job_id: str
-    submit_s: float
-    model: str
-    gpus: int
+    Its runtime (and requested time) is its exclusive JCT: epochs x the model's epoch time.
+
+    >>> job = training_job("a", 0.0, "alexnet", 2, 3)      # 3 epochs of 0.39 h
+    >>> job.runtime_s, job.gpus_per_node, job.nodes, job.deadline_s
+    (4212.0, 2, 1, None)
+    """
+    if model not in MODELS:
+        raise InputError(f"job {job_id}: unknown model {model!r}; choose from {', '.join(sorted(MODELS))}",
+                         path="<jobs>", field="model")
+    if gpus not in GPU_SET_SIZES:
+        raise InputError(f"job {job_id}: gpus must be 1, 2, 4 or 8, not {gpus!r}", path="<jobs>", field="gpus")
+    if not (isinstance(epochs, int) and epochs >= 1):
+        raise InputError(f"job {job_id}: epochs must be a whole number >= 1, not {epochs!r}",
+                         path="<jobs>", field="epochs")
+    runtime_s = epochs * MODELS[model].epoch_s
+    return JobSpec(str(job_id), float(submit_s), runtime_s, runtime_s=runtime_s, cpus=gpus, nodes=1,
+                   gpus_per_node=gpus, deadline_s=None if math.isinf(deadline_s) else float(deadline_s),
+                   epochs=epochs, model=model)
+
+
+def check_training_job(job: JobSpec) -> None:
+    """A job the co-location machine can run: a known model, epochs >= 1, 1, 2, 4 or 8 GPUs on one node."""
+    if job.model not in MODELS or job.epochs < 1 or job.gpus_per_node not in GPU_SET_SIZES or job.nodes != 1:
+        raise InputError(f"job {job.job_id}: not a training job (model one of {', '.join(sorted(MODELS))}, "
+                         "epochs >= 1, 1, 2, 4 or 8 GPUs on one node)", path="<jobs>", field="model")
+
+
+def synthetic_dlt_jobs(count: int, seed: int = 0, arrivals_per_h: float = 6.0,
+                       gpu_mix: Sequence[tuple[int, float]] = ((1, 0.55), (2, 0.15), (4, 0.15), (8, 0.15)),
+                       epochs: tuple[int, int] = (10, 90), slack: tuple[float, float] = (1.2, 3.0),
+                       no_deadline: float = 0.2) -> list[JobSpec]:
+    """A seeded deep-learning training workload: Poisson arrivals, models uniform over the paper's four
+    (Table 1 power and epoch time), GPU counts from ``gpu_mix``, epochs uniform in ``epochs``;
+    deadline = submit + slack * exclusive JCT (slack uniform), none for a ``no_deadline`` share.
+
+    >>> jobs = synthetic_dlt_jobs(3, seed=1)
+    >>> [(j.model, j.gpus_per_node) for j in jobs] == [(j.model, j.gpus_per_node) for j in synthetic_dlt_jobs(3, seed=1)]
+    True
+    """
+    rng = random.Random(seed)
+    names = sorted(MODELS)
+    sizes, weights = zip(*gpu_mix)
+    t = 0.0
+    out = []
+    for i in range(count):
+        t += rng.expovariate(arrivals_per_h / 3600.0)
+        model = rng.choice(names)
+        gpus = rng.choices(sizes, weights)[0]
+        n = rng.randint(*epochs)
+        jct = n * MODELS[model].epoch_s
+        deadline = math.inf if rng.random() < no_deadline else t + rng.uniform(*slack) * jct
+        out.append(training_job(f"dlt{i}", round(t, 3), model, gpus, n, deadline))
+    return out
+
+
+def dlt_jobs_from_specs(jobs, seed: int = 0) -> list[JobSpec]:
+    """Training jobs from a trace's jobs: GPUs = the job's GPUs (at least 1) rounded up to 1, 2, 4 or 8;
+    model drawn (seeded) from the paper's four; epochs = runtime / the model's epoch time (at least 1);
+    the job's deadline if it has one.  Jobs without a finite runtime are left out.
+
+    >>> [(j.gpus_per_node, j.epochs) for j in dlt_jobs_from_specs([JobSpec("a", 0.0, 1e4, runtime_s=3 * 1440.0,
+    ...                                                                      nodes=1, gpus_per_node=3)])]
+    [(4, 3)]
+    """
+    rng = random.Random(seed)
+    names = sorted(MODELS)
+    out = []
+    for job in jobs:
+        runtime = job.run_for_s
+        if not (math.isfinite(runtime) and math.isfinite(job.submit_s)):
+            continue
+        gpus = max(1.0, float(job.gpus_per_node) * max(job.nodes, 1))
+        size = next((g for g in GPU_SET_SIZES if g >= gpus), 8)
+        model = rng.choice(names)
+        epochs = max(1, round(runtime / MODELS[model].epoch_s))
+        deadline = job.deadline_s if job.deadline_s is not None else math.inf
+        out.append(training_job(str(job.job_id), float(job.submit_s), model, size, epochs, deadline))
+    return out
+
+
+def colocation_cluster(nodes: int) -> Cluster:
+    """``nodes`` nodes of 8 GPUs (and 8 CPUs, one per GPU) for the co-location machine.
+
+    >>> colocation_cluster(3).total_gpus
+    24
+    """
+    if nodes < 1:
+        raise InputError(f"co-location needs at least one 8-GPU node, not {nodes}", path="<command line>",
+                         field="gpu_nodes")
+    return Cluster.homogeneous(nodes, cpus=GPUS_PER_NODE, gpus=GPUS_PER_NODE, name="gpu-sets")
+
+
+# -- the machine ------------------------------------------------------------------------------------
+@dataclass(slots=True, eq=False)
+class TrainingRun:
+    """The co-location state of one training job (its engine state is ``job``)."""
+
+    job: PendingJob
+    model: ModelProfile
     epochs: int
-    deadline_s: float = math.inf
-
-
-@dataclass(slots=True)
-class _Run:
-    job: DLTJob
-    view_model: object
+    deadline_s: float
     epochs_done: int = 0
-    fraction: float = 0.0            # of the current epoch
-    since_s: float = 0.0             # when fraction was last brought up to date
+    known_left_s: float = 0.0        # exclusive seconds of work left when last brought up to date
     epoch_started_s: float = 0.0
     epoch_stable: bool = True        # the set did not change during this epoch
     slowdown: float = 1.0
     share_w: float = 0.0
     energy_j: float = 0.0
     energy_since_s: float = 0.0
-    set_key: tuple | None = None
-    event: tuple | None = None
-    first_start_s: float = math.nan
-    end_s: float = math.nan
+    set_key: tuple | None = None     # (node, first GPU, GPUs)
+    epoch_event: tuple | None = None
     check_pending: bool = False      # EaCO: re-check after the first epoch on a shared set
     exclusive_only: bool = False
     undone: int = 0
-    epochs_run: float = 0.0          # epochs trained in total (undo loses none: equals epochs)
+    epochs_run: int = 0              # epochs trained in total (undo loses none: equals epochs)
+    end_s: float = math.nan
+    _view: JobView | None = None
+
+    @property
+    def job_id(self) -> str:
+        return self.job.job.job_id
+
+    def work_left_s(self, now_s: float) -> float:
+        """Exclusive seconds of training left at ``now_s`` (the engine's progress at the job's rate)."""
+        job = self.job
+        return max(job.work_left_s - (now_s - job.rate_since_s) * job.rate, 0.0)
+
+    def view(self) -> JobView:
+        """The job as a policy sees it; progress as of the last change of its set or its last epoch end."""
+        view = self._view
+        remaining = self.known_left_s / self.model.epoch_s
+        if view is None or view.remaining_epochs != remaining or view.exclusive_only != self.exclusive_only:
+            view = self._view = JobView(self.job_id, self.model, int(self.job.job.gpus_per_node), remaining,
+                                        self.deadline_s, self.exclusive_only)
+        return view
 
 
+class ColocationMachine(Machine):
+    """Nodes of 8 GPUs whose aligned GPU sets may hold up to ``settings.max_jobs`` training jobs.
+
+    ``selection`` is a co-location policy (:class:`~greenslurm.allocation.colocation.ColocationPolicy`):
+    the machine asks it which GPU set a job takes.  Build with :func:`build_colocation`.
+    """
+
+    def __init__(self, cluster: Cluster, selection: ColocationPolicy | None = None,
+                 settings: ColocationSettings | None = None, interference: Interference | None = None,
+                 idle_node_w: float = 0.0) -> None:
+        super().__init__(cluster, selection)
+        if selection is None or not hasattr(selection, "choose"):
+            raise ValueError("the co-location machine needs a co-location policy as its selection "
+                             f"({', '.join(COLOCATION_POLICIES)}); see build_colocation")
+        if not (cluster.capacity[:, 2] == GPUS_PER_NODE).all():
+            raise InputError(f"co-location runs on nodes of {GPUS_PER_NODE} GPUs", path="<cluster>", field="gpus")
+        self.policy: ColocationPolicy = selection
+        self.gpus = None                 # the GPU sets below replace per-GPU shares
+        self.is_processor_pool = False
+        self.settings = settings or ColocationSettings()
+        self.interference = interference or Interference()
+        self.history: History = getattr(selection, "history", None) or History(self.interference)
+        self.idle_node_w = idle_node_w
+        n = self.nodes = cluster.size
+        self.runs: dict[int, TrainingRun] = {}           # by the engine's job index
+        self.sets: dict[tuple, list[TrainingRun]] = {}   # (node, first gpu, gpus) -> jobs, in joining order
+        self.gpu_busy: list[list[bool]] = [[False] * GPUS_PER_NODE for _ in range(n)]   # held by a set
+        self.set_power_w: dict[tuple, float] = {}
+        self.parked: list[TrainingRun] = []              # undone by EaCO, waiting for a free set: newest first
+        self.replay = None
+        self.start_s = 0.0
+        self.power_w = n * idle_node_w
+        self.total_j = 0.0
+        self.idle_j = 0.0
+        self.last_s = 0.0
+        self.undone = 0
+        self.colocated_starts = 0
+        self._active = np.zeros(n, dtype=np.int64)       # sets per node
+        self.active_count = 0                            # nodes with a set
+        self.active_t: list[float] = [0.0]
+        self.active_n: list[int] = [0]
+        self.finished: list[TrainingRun] = []
+        self._chosen: dict[int, Candidate] = {}
+        self._dirty_s = math.nan        # time of the last end or undo
+        self._pass_s = math.nan         # time of the current placement pass
+        self._pass_open = False
+        self._replace_event: tuple | None = None
+
+    # -- wiring ------------------------------------------------------------------------------
+    def attach(self, replay) -> None:
+        if replay.strategy.name != "fcfs":
+            raise ValueError(f"co-location runs on the fcfs queue (as seed 001), not {replay.strategy.name!r}")
+        replay.strategy.skip_blocked = not self.policy.strict_fifo
+        self.replay = replay
+        self.start_s = self.last_s = replay.ledger.start_s
+        self.active_t = [self.start_s]
+
+    def _push(self, time_s: float, handler: Callable[[float], None]) -> tuple:
+        return self.replay.events.push(time_s, EventKind.WAKE, handler)
+
+    # -- energy ------------------------------------------------------------------------------
+    def _advance(self, now_s: float) -> None:
+        dt = now_s - self.last_s
+        if dt > 0:
+            self.total_j += self.power_w * dt
+            self.idle_j += (self.nodes - self.active_count) * self.idle_node_w * dt
+            self.last_s = now_s
+
+    def _charge(self, run: TrainingRun, now_s: float) -> None:
+        run.energy_j += run.share_w * (now_s - run.energy_since_s)
+        run.energy_since_s = now_s
+
+    def _set_active(self, node: int, delta: int, now_s: float) -> None:
+        before = self._active[node] > 0
+        self._active[node] += delta
+        after = self._active[node] > 0
+        if before != after:
+            # an idle node draws idle_node_w; an active one only its sets
+            self.power_w += (-self.idle_node_w) if after else self.idle_node_w
+            count = self.active_count = self.active_count + (1 if after else -1)
+            if self.active_t[-1] == now_s:
+                self.active_n[-1] = count
+            else:
+                self.active_t.append(now_s)
+                self.active_n.append(count)
+
+    # -- rates and epochs --------------------------------------------------------------------
+    def _running(self, run: TrainingRun) -> bool:
+        return run.job.index in self.running
+
+    def _retune(self, key: tuple, now_s: float) -> None:
+        """The set ``key`` changed: new slowdown (rate 1 / slowdown), new power split, new epoch ends."""
+        members = self.sets.get(key, ())
+        for run in members:
+            if self._running(run):
+                run.known_left_s = run.work_left_s(now_s)
+                self._charge(run, now_s)
+            run.epoch_stable = False
+        old = self.set_power_w.pop(key, 0.0)
+        if not members:
+            self.power_w -= old
+            return
+        slowdown = self.interference.true_slowdown(self._mix(members))
+        models = [r.model for r in members]
+        power = self.interference.set_power_w(models, key[2])
+        self.set_power_w[key] = power
+        self.power_w += power - old
+        total_model_w = sum(m.power_w for m in models)
+        for run in members:
+            run.slowdown = slowdown
+            run.share_w = power * run.model.power_w / total_model_w
+            if self._running(run):
+                self.replay.set_rate(run.job, 1.0 / slowdown, now_s)
+                self._schedule_epoch(run, now_s)
+            else:
+                run.job.rate = 1.0 / slowdown       # a newcomer: the engine pushes its END at this rate
+
+    def _schedule_epoch(self, run: TrainingRun, now_s: float) -> None:
+        """A WAKE at the end of the current epoch, unless it is the last (the job's END is)."""
+        if run.epoch_event is not None:
+            self.replay.events.cancel(run.epoch_event)
+            run.epoch_event = None
+        after = run.epochs - run.epochs_done - 1        # epochs left once this one ends
+        rate = run.job.rate
+        if after <= 0 or rate <= 0:
+            return
+        to_go_s = max(run.work_left_s(now_s) - after * run.model.epoch_s, 0.0)
+        run.epoch_event = self._push(now_s + to_go_s / rate, lambda t, run=run: self._epoch_end(run, t))
+
+    def _observe_epoch(self, run: TrainingRun, now_s: float) -> None:
+        """An epoch of ``run`` ended: count it, and let the history learn the slowdown of an epoch spent
+        wholly on an unchanged shared set."""
+        run.epochs_done += 1
+        run.epochs_run += 1
+        run.known_left_s = (run.epochs - run.epochs_done) * run.model.epoch_s
+        members = self.sets[run.set_key]
+        if run.epoch_stable and len(members) > 1:
+            self.history.observe(self._mix(members), (now_s - run.epoch_started_s) / run.model.epoch_s)
+        run.epoch_started_s = now_s
+        run.epoch_stable = True
+
+    @staticmethod
+    def _mix(members: Sequence[TrainingRun]) -> tuple[str, ...]:
+        """A set's job mix: its models' names, sorted."""
+        return tuple(sorted(r.model.name for r in members))
+
+    def _epoch_end(self, run: TrainingRun, now_s: float) -> None:
+        run.epoch_event = None
+        self._advance(now_s)
+        self._observe_epoch(run, now_s)
+        if run.check_pending:
+            run.check_pending = False
+            mix = self._mix(self.sets[run.set_key])
+            self.history.observe(mix, run.slowdown)     # profiled over the first epoch
+            views = [r.view() for r in self.sets[run.set_key]]
+            if not self.policy.keeps_deadlines(views, mix, now_s):
+                # undo at this epoch boundary: nothing trained is lost; the job runs alone later
+                self.replay.set_rate(run.job, 0.0, now_s)
+                self._remove(run, now_s)
+                run.exclusive_only = True
+                run.undone += 1
+                self.undone += 1
+                self.parked.insert(0, run)
+                self._changed(now_s)
+                return
+        self._schedule_epoch(run, now_s)
+
+    # -- sets --------------------------------------------------------------------------------
+    def _join(self, run: TrainingRun, candidate: Candidate, now_s: float) -> None:
+        key = (candidate.node, candidate.first_gpu, candidate.gpus)
+        if key not in self.sets:
+            self.sets[key] = []
+            self.gpu_busy[candidate.node][candidate.first_gpu:candidate.first_gpu + candidate.gpus] = \
+                [True] * candidate.gpus
+            self._set_active(candidate.node, 1, now_s)
+        else:
+            self.colocated_starts += 1
+            if self.policy.recheck:
+                run.check_pending = True
+        self.sets[key].append(run)
+        run.set_key = key
+        run.energy_since_s = run.epoch_started_s = now_s
+        self._retune(key, now_s)
+        run.epoch_stable = True           # the newcomer's own epoch starts clean
+
+    def _remove(self, run: TrainingRun, now_s: float) -> None:
+        key = run.set_key
+        run.known_left_s = run.work_left_s(now_s)
+        self._charge(run, now_s)
+        if run.epoch_event is not None:
+            self.replay.events.cancel(run.epoch_event)
+            run.epoch_event = None
+        self.sets[key].remove(run)
+        run.set_key = None
+        run.share_w = 0.0
+        if not self.sets[key]:
+            del self.sets[key]
+            self.gpu_busy[key[0]][key[1]:key[1] + key[2]] = [False] * key[2]
+            self._set_active(key[0], -1, now_s)
+        self._retune(key, now_s)
+
+    def candidates(self, gpus: int) -> list[Candidate]:
+        """The sets a job of ``gpus`` GPUs could take: free aligned blocks and shared sets of that size,
+        by node and first GPU."""
+        out = []
+        sets = self.sets
+        active_nodes = self._active.tolist()
+        for node, busy in enumerate(self.gpu_busy):
+            active = active_nodes[node] > 0
+            for first in range(0, GPUS_PER_NODE, gpus):
+                members = sets.get((node, first, gpus))
+                if members is not None:
+                    out.append(Candidate(node, first, gpus, tuple([r.view() for r in members]), active))
+                elif not any(busy[first:first + gpus]):
+                    out.append(Candidate(node, first, gpus, (), active))
+        return out
+
+    def _ask(self, run: TrainingRun, now_s: float) -> Candidate | None:
+        """The policy's set for ``run``, or None."""
+        candidates = self.candidates(int(run.job.job.gpus_per_node))
+        if run.exclusive_only:
+            candidates = [c for c in candidates if not c.jobs]
+        return self.policy.choose(run.view(), candidates, now_s) if candidates else None
+
+    def _changed(self, now_s: float) -> None:
+        """Something freed capacity: waiting jobs are re-examined; undone jobs first, at this time."""
+        self._dirty_s = now_s
+        if self.parked and self._replace_event is None:
+            self._replace_event = self._push(now_s, self._place_parked)
+
+    def _place_parked(self, now_s: float) -> None:
+        """Undone jobs (newest first) take free sets before the queue is tried, as the head of the queue."""
+        self._replace_event = None
+        self._advance(now_s)
+        i = 0
+        while i < len(self.parked):
+            run = self.parked[i]
+            choice = self._ask(run, now_s)
+            if choice is None:
+                if self.policy.strict_fifo:
+                    return
+                i += 1
+                continue
+            del self.parked[i]
+            self._join(run, choice, now_s)       # it is running (at rate 0): this sets its rate and epoch
+
+    # -- the engine's questions --------------------------------------------------------------
+    def _open(self, now_s: float) -> bool:
+        """Whether waiting jobs are examined at ``now_s``: only when something changed (an arrival, an
+        end, an undo).  Decided once per time, at the first question."""
+        if now_s != self._pass_s:
+            self._pass_s = now_s
+            queue = getattr(self.replay.strategy, "queue", None) if self.replay is not None else None
+            arrived = bool(queue) and queue[-1].job.submit_s == now_s
+            self._pass_open = self._dirty_s == now_s or arrived
+        return self._pass_open
+
+    def place(self, job: PendingJob, free: np.ndarray | None = None,
+              prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
+        """The node of the GPU set the policy gives ``job`` now, or None (it waits)."""
+        if free is not None:
+            raise ValueError("the co-location machine places jobs now only (the fcfs queue)")
+        now_s = self.now_s
+        run = self.runs.get(job.index)
+        if run is None:
+            check_training_job(job.job)
+            spec = job.job
+            run = self.runs[job.index] = TrainingRun(
+                job, MODELS[spec.model], spec.epochs, math.inf if spec.deadline_s is None else spec.deadline_s,
+                known_left_s=spec.epochs * MODELS[spec.model].epoch_s)
+        if not self._open(now_s):
+            return None
+        choice = self._ask(run, now_s)
+        if choice is None:
+            return None
+        self._chosen[job.index] = choice
+        return np.array([choice.node])
+
+    def fits_on(self, job: PendingJob, nodes: np.ndarray) -> bool:
+        return False
+
+    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+        choice = self._chosen.pop(job.index)
+        run = self.runs[job.index]
+        self._advance(now_s)
+        self._join(run, choice, now_s)
+        job.start_s = now_s
+        job.node_indices = nodes
+        job.gpu_indices = (tuple(range(choice.first_gpu, choice.first_gpu + choice.gpus)),)
+        self.running[job.index] = job
+        for listener in self.start_listeners:      # the engine pushes the END at the job's rate
+            listener(job, now_s)
+        self._schedule_epoch(run, now_s)
+
+    def finish(self, job: PendingJob, now_s: float) -> None:
+        """The job's last epoch ended (its END)."""
+        run = self.runs[job.index]
+        self._advance(now_s)
+        self._observe_epoch(run, now_s)
+        self._remove(run, now_s)
+        run.end_s = now_s
+        self.finished.append(run)
+        del self.running[job.index]
+        self.finished_count += 1
+        self._changed(now_s)
+        for listener in self.end_listeners:
+            listener(job, now_s)
+
+    def _check(self) -> None:
+        """Invariants: GPU owners match the sets; set sizes within limits; rates match the sets;
+        power = sum of sets + idle nodes."""
+        owned = sum(map(sum, self.gpu_busy))
+        assert owned == sum(key[2] for key in self.sets)
+        for key, members in self.sets.items():
+            assert 1 <= len(members) <= self.settings.max_jobs
+            assert sum(r.model.mem_peak_pct for r in members) <= self.settings.mem_threshold_pct + 1e-9 \
+                or len(members) == 1
+            for run in members:
+                assert run.set_key == key and math.isclose(run.job.rate, 1.0 / run.slowdown)
+        for run in self.parked:
+            assert run.set_key is None and run.job.rate == 0.0 and self._running(run)
+        idle = self.nodes - int((self._active > 0).sum())
+        assert idle == self.nodes - self.active_count
+        assert math.isclose(self.power_w, sum(self.set_power_w.values()) + idle * self.idle_node_w,
+                            rel_tol=1e-9, abs_tol=1e-6)
+
+
+def build_colocation(policy: str, *, settings: ColocationSettings | None = None,
+                     interference: Interference | None = None, idle_node_w: float = 0.0
+                     ) -> tuple[Callable[[Cluster, ColocationPolicy | None], ColocationMachine], ColocationPolicy]:
+    """The machine factory and the selection (the policy) for ``Replay(..., "fcfs", selection=...,
+    machine_factory=...)``.  A fresh pair per run: EaCO's history learns during the run.
+
+    >>> factory, selection = build_colocation("gandiva")
+    >>> selection.name, factory(colocation_cluster(2), selection).nodes
+    ('gandiva', 2)
+    """
+    if policy not in COLOCATION_POLICIES:
+        raise InputError(f"unknown co-location policy {policy!r}; choose from {', '.join(COLOCATION_POLICIES)}",
+                         path="<command line>", field="colocation")
+    settings = settings or ColocationSettings()
+    interference = interference or Interference()
+    selection = COLOCATION_POLICIES[policy](settings, History(interference))
+
+    def factory(cluster: Cluster, chosen: ColocationPolicy | None = None) -> ColocationMachine:
+        return ColocationMachine(cluster, chosen if chosen is not None else selection, settings, interference,
+                                 idle_node_w)
+    return factory, selection
+
+
+# -- results ----------------------------------------------------------------------------------------
 @dataclass(slots=True)
 class ColocationResult:
     policy: str
@@ -89,296 +572,59 @@ class ColocationResult:
     per_job: list = field(default_factory=list)      # (job_id, submit, first start, end, energy_j, missed)
 
 
-class ColocationSim:
-    """One run of a co-location policy on ``nodes`` nodes of 8 GPUs."""
+def colocation_result(replay) -> ColocationResult:
+    """The figures of a finished replay on a :class:`ColocationMachine`."""
+    machine = replay.machine
+    if not isinstance(machine, ColocationMachine):
+        raise TypeError("colocation_result needs a replay on a ColocationMachine (see build_colocation)")
+    if machine.parked:
+        raise RuntimeError(f"{len(machine.parked)} undone jobs still waiting after the last event")
+    done = machine.finished
+    end_s = max((r.end_s for r in done), default=machine.start_s)
+    machine._advance(end_s)
+    makespan = end_s - machine.start_s
+    times = np.array(machine.active_t)
+    counts = np.array(machine.active_n, dtype=float)
+    widths = np.diff(np.append(times, end_s))
+    mean_active = float((widths * counts).sum() / makespan) if makespan > 0 else 0.0
+    n = max(len(done), 1)
 
-    def __init__(self, jobs: Sequence[DLTJob], nodes: int, policy: str = "eaco",
-                 interference: Interference | None = None, settings: ColocationSettings | None = None,
-                 idle_node_w: float = 0.0) -> None:
-        if policy not in COLOCATION_POLICIES:
-            raise ValueError(f"unknown co-location policy {policy!r}; choose from {', '.join(COLOCATION_POLICIES)}")
-        for job in jobs:
-            if job.gpus not in (1, 2, 4, 8) or job.model not in MODELS or job.epochs < 1:
-                raise ValueError(f"job {job.job_id}: gpus must be 1, 2, 4 or 8, model one of "
-                                 f"{', '.join(MODELS)}, epochs >= 1")
-        self.interference = interference or Interference()
-        self.settings = settings or ColocationSettings()
-        self.history = History(self.interference)
-        self.policy = COLOCATION_POLICIES[policy](self.settings, self.history)
-        self.nodes = nodes
-        self.idle_node_w = idle_node_w
-        self.events = EventQueue()
-        self.jobs = sorted(jobs, key=lambda j: j.submit_s)
-        self.runs: dict[str, _Run] = {}
-        self.sets: dict[tuple, list[str]] = {}          # (node, first gpu, gpus) -> job ids
-        self.gpu_owner = np.full((nodes, GPUS_PER_NODE), -1, dtype=np.int64)   # set slot id or -1
-        self.set_power_w: dict[tuple, float] = {}
-        self.queue: list[str] = []
-        self.now_s = self.jobs[0].submit_s if self.jobs else 0.0
-        self.start_s = self.now_s
-        self.power_w = nodes * idle_node_w
-        self.total_j = 0.0
-        self.idle_j = 0.0
-        self.last_s = self.now_s
-        self.undone = 0
-        self.colocated_starts = 0
-        self._active = np.zeros(nodes, dtype=np.int64)     # sets per node
-        self.active_t: list[float] = [self.now_s]
-        self.active_n: list[int] = [0]
-        self.finished: list[_Run] = []
-        self._changed = False
+    def missed(r: TrainingRun) -> bool:
+        return r.end_s > r.deadline_s + 1e-6
 
-    # -- energy -----------------------------------------------------------------------------
-    def _advance(self, now_s: float) -> None:
-        dt = now_s - self.last_s
-        if dt > 0:
-            self.total_j += self.power_w * dt
-            idle_nodes = self.nodes - int((self._active > 0).sum())
-            self.idle_j += idle_nodes * self.idle_node_w * dt
-            self.last_s = now_s
-
-    def _charge(self, run: _Run, now_s: float) -> None:
-        run.energy_j += run.share_w * (now_s - run.energy_since_s)
-        run.energy_since_s = now_s
-
-    # -- progress -----------------------------------------------------------------------------
-    def _bring_up_to_date(self, run: _Run, now_s: float) -> None:
-        epoch_s = MODELS[run.job.model].epoch_s * run.slowdown
-        run.fraction += (now_s - run.since_s) / epoch_s
-        run.since_s = now_s
-
-    def _schedule_epoch_end(self, run: _Run, now_s: float) -> None:
-        if run.event is not None:
-            self.events.cancel(run.event)
-        epoch_s = MODELS[run.job.model].epoch_s * run.slowdown
-        remaining = max(1.0 - run.fraction, 0.0) * epoch_s
-        run.event = self.events.push(now_s + remaining, EventKind.END, run.job.job_id)
-
-    def _retune(self, key: tuple, now_s: float) -> None:
-        """The set ``key`` changed: new slowdown, new power split, new epoch ends for its jobs."""
-        members = [self.runs[j] for j in self.sets.get(key, ())]
-        for run in members:
-            self._bring_up_to_date(run, now_s)
-            self._charge(run, now_s)
-            run.epoch_stable = False
-        old = self.set_power_w.pop(key, 0.0)
-        if not members:
-            self.power_w -= old
-            return
-        mix = tuple(sorted(r.job.model for r in members))
-        slowdown = self.interference.true_slowdown(mix)
-        models = [MODELS[r.job.model] for r in members]
-        power = self.interference.set_power_w(models, key[2])
-        self.set_power_w[key] = power
-        self.power_w += power - old
-        total_model_w = sum(m.power_w for m in models)
-        for run, model in zip(members, models):
-            run.slowdown = slowdown
-            run.share_w = power * model.power_w / total_model_w
-            self._schedule_epoch_end(run, now_s)
-
-    def _set_active(self, node: int, delta: int, now_s: float) -> None:
-        before = self._active[node] > 0
-        self._active[node] += delta
-        after = self._active[node] > 0
-        if before != after:
-            # an idle node draws idle_node_w; an active one only its sets (and idle GPUs' share)
-            self.power_w += (-self.idle_node_w) if after else self.idle_node_w
-            count = int((self._active > 0).sum())
-            if self.active_t[-1] == now_s:
-                self.active_n[-1] = count
-            else:
-                self.active_t.append(now_s)
-                self.active_n.append(count)
-
-    # -- placement ----------------------------------------------------------------------------
-    def _view(self, run: _Run) -> JobView:
-        return JobView(run.job.job_id, MODELS[run.job.model], run.job.gpus,
-                       run.job.epochs - run.epochs_done - run.fraction, run.job.deadline_s, run.exclusive_only)
-
-    def _candidates(self, gpus: int) -> list[Candidate]:
-        out = []
-        for node in range(self.nodes):
-            owners = self.gpu_owner[node]
-            active = bool(self._active[node])
-            for first in range(0, GPUS_PER_NODE, gpus):
-                key = (node, first, gpus)
-                block = owners[first:first + gpus]
-                if key in self.sets:
-                    out.append(Candidate(node, first, gpus, tuple(self._view(self.runs[j]) for j in self.sets[key]),
-                                         active))
-                elif (block == -1).all():
-                    out.append(Candidate(node, first, gpus, (), active))
-        return out
-
-    def _place(self, run: _Run, candidate: Candidate, now_s: float) -> None:
-        key = (candidate.node, candidate.first_gpu, candidate.gpus)
-        shared = key in self.sets
-        if not shared:
-            self.sets[key] = []
-            self.gpu_owner[candidate.node, candidate.first_gpu:candidate.first_gpu + candidate.gpus] = 1
-            self._set_active(candidate.node, 1, now_s)
-        else:
-            self.colocated_starts += 1
-            if self.policy.name == "eaco":
-                run.check_pending = True
-        self.sets[key].append(run.job.job_id)
-        run.set_key = key
-        run.since_s = run.energy_since_s = run.epoch_started_s = now_s
-        run.epoch_stable = True
-        if math.isnan(run.first_start_s):
-            run.first_start_s = now_s
-        self._retune(key, now_s)
-        run.epoch_stable = True           # the newcomer's own first epoch starts clean
-        self._changed = True
-
-    def _remove(self, run: _Run, now_s: float) -> None:
-        key = run.set_key
-        self._bring_up_to_date(run, now_s)
-        self._charge(run, now_s)
-        if run.event is not None:
-            self.events.cancel(run.event)
-            run.event = None
-        self.sets[key].remove(run.job.job_id)
-        run.set_key = None
-        run.share_w = 0.0
-        if not self.sets[key]:
-            del self.sets[key]
-            self.gpu_owner[key[0], key[1]:key[1] + key[2]] = -1
-            self._set_active(key[0], -1, now_s)
-        self._retune(key, now_s)
-
-    def _schedule(self, now_s: float) -> None:
-        i = 0
-        while i < len(self.queue):
-            run = self.runs[self.queue[i]]
-            view = self._view(run)
-            candidates = self._candidates(run.job.gpus)
-            if run.exclusive_only:
-                candidates = [c for c in candidates if not c.jobs]
-            choice = self.policy.choose(view, candidates, now_s) if candidates else None
-            if choice is None:
-                if self.policy.strict_fifo:
-                    return
-                i += 1
-                continue
-            del self.queue[i]
-            self._place(run, choice, now_s)
-
-    # -- events -------------------------------------------------------------------------------
-    def _epoch_end(self, job_id: str, now_s: float) -> None:
-        run = self.runs[job_id]
-        run.event = None
-        self._bring_up_to_date(run, now_s)
-        run.fraction = 0.0
-        run.epochs_done += 1
-        run.epochs_run += 1
-        key = run.set_key
-        members = self.sets[key]
-        mix = tuple(sorted(self.runs[j].job.model for j in members))
-        if run.epoch_stable and len(members) > 1:
-            observed = (now_s - run.epoch_started_s) / MODELS[run.job.model].epoch_s
-            self.history.observe(mix, observed)
-        run.epoch_started_s = now_s
-        run.epoch_stable = True
-        if run.epochs_done >= run.job.epochs:
-            self._charge(run, now_s)
-            self._remove(run, now_s)
-            run.end_s = now_s
-            self.finished.append(run)
-            self._changed = True
-            return
-        if run.check_pending:
-            run.check_pending = False
-            self.history.observe(mix, run.slowdown)     # profiled over the first epoch
-            views = [self._view(self.runs[j]) for j in members]
-            if not self.policy.keeps_deadlines(views, mix, now_s):
-                # undo at this epoch boundary: nothing trained is lost; the job runs alone later
-                self._remove(run, now_s)
-                run.exclusive_only = True
-                run.undone += 1
-                self.undone += 1
-                self.queue.insert(0, job_id)
-                self._changed = True
-                return
-        self._schedule_epoch_end(run, now_s)
-
-    def run(self) -> ColocationResult:
-        self.begin()
-        while len(self.events):
-            self.step()
-        return self.close()
-
-    def begin(self) -> None:
-        """Queue the arrivals; then :meth:`step` until no event is left, then :meth:`close`."""
-        for job in self.jobs:
-            self.events.push(job.submit_s, EventKind.SUBMIT, job)
-
-    def step(self) -> None:
-        """Handle every event at the next event time, then place waiting jobs."""
-        events = self.events
-        now_s = self.now_s = events.peek_time()
-        self._advance(now_s)
-        while events.peek_time() == now_s:
-            _, kind, payload = events.pop()
-            if kind is EventKind.END:
-                self._epoch_end(payload, now_s)
-            else:
-                self.runs[payload.job_id] = _Run(payload, MODELS[payload.model])
-                self.queue.append(payload.job_id)
-                self._changed = True
-        if self._changed and self.queue:     # only an arrival, an end or an undo can admit a job
-            self._schedule(now_s)
-            self._changed = False
-
-    def close(self) -> ColocationResult:
-        if self.queue:
-            raise RuntimeError(f"{len(self.queue)} jobs still waiting after the last event")
-        return self._result()
-
-    def _check(self) -> None:
-        """Invariants: GPU owners match the sets; set sizes within limits; power = sum of sets + idle."""
-        owned = (self.gpu_owner >= 0).sum()
-        assert owned == sum(key[2] for key in self.sets)
-        for key, members in self.sets.items():
-            assert 1 <= len(members) <= self.settings.max_jobs
-            assert sum(MODELS[self.runs[j].job.model].mem_peak_pct for j in members) <= \
-                self.settings.mem_threshold_pct + 1e-9 or len(members) == 1
-        idle = self.nodes - int((self._active > 0).sum())
-        assert math.isclose(self.power_w, sum(self.set_power_w.values()) + idle * self.idle_node_w,
-                            rel_tol=1e-9, abs_tol=1e-6)
-
-    def _result(self) -> ColocationResult:
-        done = self.finished
-        end_s = max((r.end_s for r in done), default=self.start_s)
-        self._advance(end_s)
-        makespan = end_s - self.start_s
-        times = np.array(self.active_t)
-        counts = np.array(self.active_n, dtype=float)
-        widths = np.diff(np.append(times, end_s))
-        mean_active = float((widths * counts).sum() / makespan) if makespan > 0 else 0.0
-        jobs_j = sum(r.energy_j for r in done)
-        n = max(len(done), 1)
-        return ColocationResult(
-            policy=self.policy.name, nodes=self.nodes, jobs=len(done), energy_j=self.total_j, jobs_energy_j=jobs_j,
-            idle_energy_j=self.idle_j,
-            avg_jct_s=sum(r.end_s - r.first_start_s for r in done) / n,
-            avg_jtt_s=sum(r.end_s - r.job.submit_s for r in done) / n,
-            avg_wait_s=sum(r.first_start_s - r.job.submit_s for r in done) / n,
-            makespan_s=makespan, deadline_misses=sum(r.end_s > r.job.deadline_s + 1e-6 for r in done),
-            undone=self.undone, colocated_starts=self.colocated_starts, mean_active_nodes=mean_active,
-            active_times_s=times, active_nodes=counts,
-            per_job=[(r.job.job_id, r.job.submit_s, r.first_start_s, r.end_s, r.energy_j,
-                      r.end_s > r.job.deadline_s + 1e-6) for r in done])
+    return ColocationResult(
+        policy=machine.policy.name, nodes=machine.nodes, jobs=len(done), energy_j=machine.total_j,
+        jobs_energy_j=sum(r.energy_j for r in done), idle_energy_j=machine.idle_j,
+        avg_jct_s=sum(r.end_s - r.job.start_s for r in done) / n,
+        avg_jtt_s=sum(r.end_s - r.job.job.submit_s for r in done) / n,
+        avg_wait_s=sum(r.job.start_s - r.job.job.submit_s for r in done) / n,
+        makespan_s=makespan, deadline_misses=sum(missed(r) for r in done),
+        undone=machine.undone, colocated_starts=machine.colocated_starts, mean_active_nodes=mean_active,
+        active_times_s=times, active_nodes=counts,
+        per_job=[(r.job_id, r.job.job.submit_s, r.job.start_s, r.end_s, r.energy_j, missed(r)) for r in done])
 
 
-def simulate(jobs: Sequence[DLTJob], nodes: int, policy: str = "eaco", **options) -> ColocationResult:
-    """Run ``jobs`` on ``nodes`` 8-GPU nodes under ``policy`` (see ``COLOCATION_POLICIES``).
+def colocation_replay(jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", *,
+                      settings: ColocationSettings | None = None, interference: Interference | None = None,
+                      idle_node_w: float = 0.0):
+    """A :class:`~greenslurm.sim.engine.replay.Replay` of training ``jobs`` on ``nodes`` 8-GPU nodes
+    under ``policy``, not yet run (tests step it)."""
+    from greenslurm.sim.engine.replay import Replay     # the engine imports machines, not the reverse
+    for job in jobs:
+        check_training_job(job)
+    factory, selection = build_colocation(policy, settings=settings, interference=interference,
+                                          idle_node_w=idle_node_w)
+    return Replay(jobs, colocation_cluster(nodes), "fcfs", selection=selection, machine_factory=factory)
+
+
+def simulate(jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", **options) -> ColocationResult:
+    """Run training ``jobs`` on ``nodes`` 8-GPU nodes under ``policy`` (see ``COLOCATION_POLICIES``);
+    ``options``: ``settings``, ``interference``, ``idle_node_w``.
 
     Two AlexNet jobs of 2 epochs on one node: FIFO runs them side by side on two free sets; EaCO
     shares one set (slowdown 1.04, power 712 + 0.1 * 712 on 1 GPU of 8).
 
-    >>> jobs = [DLTJob("a", 0.0, "alexnet", 1, 2), DLTJob("b", 0.0, "alexnet", 1, 2)]
+    >>> jobs = [training_job("a", 0.0, "alexnet", 1, 2), training_job("b", 0.0, "alexnet", 1, 2)]
     >>> fifo = simulate(jobs, 1, "fifo", interference=Interference(jitter=0.0))
     >>> round(fifo.avg_jct_s / 3600, 4), round(fifo.energy_j / 3.6e6, 4)   # 2 * 0.39 h; 2 * 89 W * 0.78 h
     (0.78, 0.1388)
@@ -386,58 +632,18 @@ def simulate(jobs: Sequence[DLTJob], nodes: int, policy: str = "eaco", **options
     >>> round(eaco.avg_jct_s / 3600, 4), round(eaco.energy_j / 3.6e6, 4)   # 0.78 * 1.04 h; 97.9 W
     (0.8112, 0.0794)
     """
-    return ColocationSim(jobs, nodes, policy, **options).run()
+    run = colocation_replay(jobs, nodes, policy, **options)
+    run.run()
+    return colocation_result(run)
 
 
-def synthetic_dlt_jobs(count: int, seed: int = 0, arrivals_per_h: float = 6.0,
-                       gpu_mix: Sequence[tuple[int, float]] = ((1, 0.55), (2, 0.15), (4, 0.15), (8, 0.15)),
-                       epochs: tuple[int, int] = (10, 90), slack: tuple[float, float] = (1.2, 3.0),
-                       no_deadline: float = 0.2) -> list[DLTJob]:
-    """A seeded deep-learning training workload: Poisson arrivals, models uniform over the paper's four
-    (Table 1 power and epoch time), GPU counts from ``gpu_mix``, epochs uniform in ``epochs``;
-    deadline = submit + slack * exclusive JCT (slack uniform), none for a ``no_deadline`` share.
+class ColocationSim:
+    """The old entry point, kept for callers not yet moved to :func:`build_colocation`: one run on the
+    engine (no loop of its own)."""
 
-    >>> jobs = synthetic_dlt_jobs(3, seed=1)
-    >>> [(j.model, j.gpus) for j in jobs] == [(j.model, j.gpus) for j in synthetic_dlt_jobs(3, seed=1)]
-    True
-    """
-    rng = random.Random(seed)
-    names = sorted(MODELS)
-    sizes, weights = zip(*gpu_mix)
-    t = 0.0
-    out = []
-    for i in range(count):
-        t += rng.expovariate(arrivals_per_h / 3600.0)
-        model = rng.choice(names)
-        gpus = rng.choices(sizes, weights)[0]
-        n = rng.randint(*epochs)
-        jct = n * MODELS[model].epoch_s
-        deadline = math.inf if rng.random() < no_deadline else t + rng.uniform(*slack) * jct
-        out.append(DLTJob(f"dlt{i}", round(t, 3), model, gpus, n, deadline))
-    return out
+    def __init__(self, jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", **options) -> None:
+        self.replay = colocation_replay(jobs, nodes, policy, **options)
 
-
-def dlt_jobs_from_specs(jobs, seed: int = 0) -> list[DLTJob]:
-    """Training jobs from a trace's jobs: GPUs = the job's GPUs (at least 1) rounded up to 1, 2, 4 or 8;
-    model drawn (seeded) from the paper's four; epochs = runtime / the model's epoch time (at least 1);
-    the job's deadline if it has one.  Jobs without a finite runtime are left out.
-
-    >>> from greenslurm.clustermodel import JobSpec
-    >>> [(j.gpus, j.epochs) for j in dlt_jobs_from_specs([JobSpec("a", 0.0, 1e4, runtime_s=3 * 1440.0,
-    ...                                                           nodes=1, gpus_per_node=3)])]
-    [(4, 3)]
-    """
-    rng = random.Random(seed)
-    names = sorted(MODELS)
-    out = []
-    for job in jobs:
-        runtime = job.run_for_s
-        if not (math.isfinite(runtime) and math.isfinite(job.submit_s)):
-            continue
-        gpus = max(1.0, float(job.gpus_per_node) * max(job.nodes, 1))
-        size = next((g for g in (1, 2, 4, 8) if g >= gpus), 8)
-        model = rng.choice(names)
-        epochs = max(1, round(runtime / MODELS[model].epoch_s))
-        deadline = job.deadline_s if job.deadline_s is not None else math.inf
-        out.append(DLTJob(str(job.job_id), float(job.submit_s), model, size, epochs, deadline))
-    return out
+    def run(self) -> ColocationResult:
+        self.replay.run()
+        return colocation_result(self.replay)
