@@ -20,7 +20,8 @@ the placement is the candidate with the lowest (score, t) among those ending by 
 - MinIdle: the m most-loaded fitting nodes; score = the enclosed idle time the job adds,
   sum of (t - T_n) over its nodes with T_n < t.
 - FirstFit: the lowest-numbered fitting nodes at the earliest start (conservative backfilling
-  when used with the backfill view).
+  when used with the backfill view).  Its ``order`` hook may rank the fitting nodes otherwise (a GPU
+  scorer's rank: the deadline queue under a GPU node selection), the start stays the earliest.
 
 Ties between nodes of equal tail go to the lower node index.  On single-core nodes in the append
 view, Greedy + BestFit is the paper's Algorithm 1: accept iff the least-loaded core ends j by d_j,
@@ -33,7 +34,7 @@ give the job) before the score: a job moves into greener hours only while it sti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -50,6 +51,21 @@ class Request:
     duration_s: float            # planned run time (the time limit)
     deadline_s: float | None = None
     power_w: float = 0.0         # power it adds above idle (for power budgets)
+    task: object = None          # per-node demand in GPU terms, for a rule's ``order`` hook
+
+
+# Ranks fitting nodes for a request: (candidates ascending, count, request) -> node indices, best
+# first (at least ``count``).
+NodeOrder = Callable[[np.ndarray, int, Request], np.ndarray]
+
+
+def lowest_index(candidates: np.ndarray, count: int, request: Request) -> np.ndarray:
+    """Slurm's default node order: the lowest-numbered fitting nodes.
+
+    >>> lowest_index(np.array([3, 5, 8]), 2, Request(2, np.zeros(3), 1.0)).tolist()
+    [3, 5]
+    """
+    return candidates[:count]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -88,7 +104,19 @@ class MinIdle:
 
 
 class FirstFit:
+    """The earliest start; at it, the fitting nodes ranked by ``order`` (default: lowest index).
+
+    >>> rule = FirstFit(order=lambda candidates, count, request: candidates[::-1], name="last")
+    >>> rule.name, choose_append(rule, 2, np.array([0.0, 0.0, 0.0, 9.0]), 0.0, np.array([0.0]))
+    ('last', (0, array([1, 2])))
+    """
+
     name, pick = "firstfit", "index"
+
+    def __init__(self, order: NodeOrder | None = None, name: str | None = None) -> None:
+        self.order = order or lowest_index
+        if name is not None:
+            self.name = name
 
     def score(self, start_s, tail_sum, idle_s):
         return np.zeros_like(start_s)
@@ -135,7 +163,7 @@ def best_row(starts: np.ndarray, score: np.ndarray, green: np.ndarray | None) ->
 
 
 def choose_append(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: np.ndarray,
-                  green: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+                  green: np.ndarray | None = None, request: Request | None = None) -> tuple[int, np.ndarray]:
     """The best of the candidate ``starts`` in the append view (each must have >= m tails <= it):
     its position in ``starts`` and the nodes.
 
@@ -157,7 +185,7 @@ def choose_append(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: n
     idle = m * (starts - now_s) - tail_sum          # every chosen tail is <= t in this view
     row = best_row(starts, rule.score(starts, tail_sum, idle), green)
     if rule.pick == "index":
-        return row, np.flatnonzero(tails <= starts[row])[:m]
+        return row, np.sort(rule.order(np.flatnonzero(tails <= starts[row]), m, request)[:m])
     if rule.pick == "low":
         return row, np.sort(order[:m])
     k = int(count[row])
@@ -165,7 +193,8 @@ def choose_append(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: n
 
 
 def choose_windows(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: np.ndarray,
-                   fits: np.ndarray, green: np.ndarray | None = None) -> tuple[int, np.ndarray]:
+                   fits: np.ndarray, green: np.ndarray | None = None,
+                   request: Request | None = None) -> tuple[int, np.ndarray]:
     """The best of the candidate ``starts`` in the backfill view; ``fits[c, n]``: node n is free over
     the window of start c (each row must have >= m).
 
@@ -187,4 +216,6 @@ def choose_windows(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: 
     tail_sum = np.where(chosen, ordered - now_s, 0.0).sum(axis=1)
     idle = np.where(chosen, np.maximum(starts[:, None] - ordered, 0.0), 0.0).sum(axis=1)
     row = best_row(starts, rule.score(starts, tail_sum, idle), green)
+    if rule.pick == "index":      # the score is 0 for any nodes: the row is the same, the nodes ranked
+        return row, np.sort(rule.order(order[fitting[row]], m, request)[:m])
     return row, np.sort(order[chosen[row]])

@@ -143,10 +143,10 @@ class Planner:
         green = None if found.green is None else found.green[rows]
         now_s = self.plan.now_s
         if found.fits is None:
-            row, nodes = choose_append(self.rule, request.nodes, found.tails, now_s, starts, green)
+            row, nodes = choose_append(self.rule, request.nodes, found.tails, now_s, starts, green, request)
         else:
             row, nodes = choose_windows(self.rule, request.nodes, found.tails, now_s, starts,
-                                        found.fits[rows], green)
+                                        found.fits[rows], green, request)
         start_s = float(starts[row])
         return Placement(start_s, start_s + duration, nodes)
 

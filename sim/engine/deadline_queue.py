@@ -4,7 +4,13 @@ At its submission a job goes through an acceptance policy (``greenslurm.acceptan
 plan through a read-only view; a rejected job is recorded with its reason and never runs.  An
 accepted job is placed by an allocation rule (``greenslurm.allocation.placement``) and holds its reservation
 in the plan profile, as in conservative backfilling; it starts at the reserved time on the reserved
-nodes.  Planning uses requested times, so an accepted job ends by its planned end, and Greedy's
+nodes.
+
+The rule is the machine's node selection (:mod:`greenslurm.allocation.selection`): seed 003's load
+rules (``balanced``, ``bestfit``, ``minidle``, ``firstfit``, each optionally ``+backfill``) plan as
+their names say; a GPU scorer (PWR, FGD, ...) plans with FirstFit at the earliest start and ranks the
+nodes that fit then by its score (on the GPU state at planning time).  The ``allocation`` option
+names a load rule directly (an alias of the selection); without either, seed 003's BestFit.  Planning uses requested times, so an accepted job ends by its planned end, and Greedy's
 jobs end by their deadlines, however long they really run (a job past its limit is killed).
 
 When a job ends before its planned end, its rest is given back and, with ``compress`` (the
@@ -27,7 +33,8 @@ from greenslurm.acceptance.base import AcceptancePolicy
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation import windows
 from greenslurm.allocation.budget import PowerBudget
-from greenslurm.allocation.placement import Placement, Request, parse_allocation
+from greenslurm.allocation.placement import RULES, FirstFit, Placement, Request, Rule, parse_allocation
+from greenslurm.allocation.selection import FirstFit as FirstFitSelection
 from greenslurm.allocation.planner import Planner, request_for
 from greenslurm.clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
 from greenslurm.sim.machines.machine import Machine, PendingJob
@@ -64,12 +71,51 @@ class ProfilePlan:
         self.profile.release(start_s, end_s, nodes, demand)
 
 
+DEFAULT_ALLOCATION = "bestfit"
+
+
+def planner_rule(machine: Machine, allocation: str | None = None) -> tuple[Rule, bool]:
+    """The planner's rule and whether it backfills, from the ``allocation`` option or the machine's
+    node selection (see the module text).  A node selection other than the default first fit that
+    disagrees with ``allocation`` is an error: give one of them.
+
+    >>> from greenslurm.clustermodel import Cluster
+    >>> from greenslurm.allocation.selection import make_selection
+    >>> [(r.name, b) for r, b in (planner_rule(Machine(Cluster.homogeneous(2, cpus=1))),
+    ...                            planner_rule(Machine(Cluster.homogeneous(2, cpus=1), make_selection("minidle+backfill"))),
+    ...                            planner_rule(Machine(Cluster.homogeneous(2, cpus=1)), "balanced"))]
+    [('bestfit', False), ('minidle', True), ('balanced', False)]
+    """
+    selection = machine.selection if machine.selection_given else None
+    if allocation is not None:
+        rule, backfill = parse_allocation(allocation)
+        if selection is not None and type(selection) is not FirstFitSelection and selection.name != rule.name + (
+                "+backfill" if backfill else ""):
+            raise ValueError(f"the deadline queue's allocation {allocation!r} and the node selection "
+                             f"{selection.name!r} disagree; give only one of them")
+        return rule, backfill
+    if selection is None:
+        return parse_allocation(DEFAULT_ALLOCATION)
+    backfill = bool(getattr(selection, "backfill", False))
+    name = getattr(selection, "rule", None) or (selection.name if type(selection) is FirstFitSelection else None)
+    if name is not None:
+        return RULES[name](), backfill
+    # A GPU scorer: the earliest start (FirstFit), the nodes that fit then in the scorer's order.
+    def order(candidates: np.ndarray, count: int, request) -> np.ndarray:
+        task = getattr(request, "task", None)
+        return selection.rank(machine, task, candidates, count, machine.now_s)
+    return FirstFit(order=order, name=selection.name), backfill
+
+
 class DeadlineQueue:
     name = "deadline"
 
     def __init__(self, machine: Machine, acceptance: str | AcceptancePolicy = "greedy",
-                 allocation: str = "bestfit", supply: SupplySeries | None = None, renewable: str = "grid",
-                 compress: bool = True, acceptance_options: dict | None = None, **_options) -> None:
+                 allocation: str | None = None, supply: SupplySeries | None = None, renewable: str = "grid",
+                 compress: bool = True, acceptance_options: dict | None = None, **options) -> None:
+        if options:
+            raise ValueError(f"the deadline queue has no option {', '.join(map(repr, sorted(options)))}; "
+                             f"it takes acceptance, allocation, supply, renewable, compress, acceptance_options")
         if renewable not in RENEWABLE_MODES:
             raise ValueError(f"unknown renewable mode {renewable!r}; choose from {', '.join(RENEWABLE_MODES)}")
         if renewable != "grid" and supply is None:
@@ -77,7 +123,7 @@ class DeadlineQueue:
         self.machine = machine
         self.acceptance = (build_acceptance(acceptance, **(acceptance_options or {}))
                            if isinstance(acceptance, str) else acceptance)
-        self.rule, self.backfill = parse_allocation(allocation)
+        self.rule, self.backfill = planner_rule(machine, allocation)
         self.supply = supply
         self.renewable = renewable
         self.compress = compress
@@ -110,7 +156,7 @@ class DeadlineQueue:
     def submit(self, job: PendingJob, now_s: float) -> None:
         self._advance(now_s)
         request = Request(job.nodes, job.demand, job.requested_s, job.job.deadline_s,
-                          job_power_bound_w(self.machine.cluster, job.nodes, job.demand))
+                          job_power_bound_w(self.machine.cluster, job.nodes, job.demand), job.task)
         outcome = self.admission.submit(job.job, now_s, request)
         decision = outcome.decision
         if not decision.accepted:
@@ -167,14 +213,22 @@ class DeadlineQueue:
         # A job planned for no time holds nothing in the plan but holds its nodes for an instant in
         # the machine: such jobs start first; a job whose nodes one of them holds starts right after
         # it ends, at the same instant (its end event comes next).
+        # The plan also counts GPUs as amounts per node: a job asking for a GPU share may find the
+        # free share split over GPUs at its reserved time; it waits on its nodes for their jobs to
+        # end, and its reservation moves to its real start.
         machine = self.machine
         for job in sorted(due, key=lambda job: job.requested_s > 0):
             nodes = job.node_indices
-            if not (machine.free[nodes] >= job.demand).all():
+            if not machine.fits_on(job, nodes):
                 nodes = machine.place(job) if job.requested_s <= 0 else None
                 if nodes is None:
                     self.by_reservation.add(job)
                     continue
+            if job.reservation_s < now_s and job.requested_s > 0:
+                request = self._requests[job.index]
+                self.planner.release(request, now_s, job.reservation_s + job.requested_s, job.node_indices)
+                self.planner.commit(request, Placement(now_s, now_s + job.requested_s, nodes))
+                job.reservation_s = now_s
             self.by_arrival.remove(job)
             machine.start(job, nodes, now_s)
 

@@ -29,6 +29,27 @@ from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.engine.profile import PlanProfile
 
 
+# Options only the deadline queue (seed 003's admission control) takes.
+DEADLINE_OPTIONS = ("acceptance", "acceptance_options", "allocation", "supply", "renewable", "compress")
+
+
+def refuse_options(queue: str, options: dict, takes: tuple[str, ...] = ()) -> None:
+    """A one-line ValueError for options a queue does not take (never silently ignored).
+
+    >>> refuse_options("fcfs", {})
+    >>> refuse_options("easy", {"renewable": "green"}, ("record_reservations",))
+    Traceback (most recent call last):
+    ...
+    ValueError: renewable= is an option of the deadline queue (admission control and planning under a supply), not of the easy queue
+    """
+    for key in options:
+        if key in DEADLINE_OPTIONS:
+            raise ValueError(f"{key}= is an option of the deadline queue (admission control and planning under "
+                             f"a supply), not of the {queue} queue")
+        raise ValueError(f"the {queue} queue has no option {key!r}"
+                         + (f"; it takes {', '.join(takes)}" if takes else "; it takes none"))
+
+
 class QueueStrategy(Protocol):
     name: str
 
@@ -104,7 +125,8 @@ class PlaceOrFail:
     name = "none"
     REASON = "fits nowhere at arrival"
 
-    def __init__(self, machine: Machine, **_options) -> None:
+    def __init__(self, machine: Machine, **options) -> None:
+        refuse_options(self.name, options)
         self.machine = machine
         self.rejected: list[Rejection] = []
 
@@ -133,7 +155,9 @@ class PlaceOrFail:
 class Easy:
     name = "easy"
 
-    def __init__(self, machine: Machine, record_reservations: bool = False, count_processors: bool = True) -> None:
+    def __init__(self, machine: Machine, record_reservations: bool = False, count_processors: bool = True,
+                 **options) -> None:
+        refuse_options(self.name, options, ("record_reservations", "count_processors"))
         self.machine = machine
         # On a processor pool the same rule runs on counts (no per-node arrays): much faster, and
         # what the textbook states.  Tests switch it off to check the per-node rule agrees.
@@ -301,7 +325,8 @@ class Conservative:
 
     name = "conservative"
 
-    def __init__(self, machine: Machine, **_options) -> None:
+    def __init__(self, machine: Machine, **options) -> None:
+        refuse_options(self.name, options)
         self.machine = machine
         self.pooled = machine.is_processor_pool
         self.profile: PlanProfile | None = None

@@ -81,6 +81,7 @@ class Machine:
         self.free_cpus_total = float(cluster.capacity[:, CPU].sum())
         self.running: dict[int, PendingJob] = {}
         self.selection: NodeSelection = selection if selection is not None else FirstFit()
+        self.selection_given = selection is not None     # else strategies may keep their own default
         self._first_fit = type(self.selection) is FirstFit
         # Per-GPU free shares, on a cluster with GPUs: the authority on fitting now.
         self.gpus: GpuState | None = GpuState(GpuNodes.from_cluster(cluster)) if cluster.total_gpus > 0 else None
