@@ -12,6 +12,10 @@ slowdown of each job mix drawn +-50 % around that (so the history has something 
     python bench/bench_colocation.py --jobs 1000 --seeds 3 --max-jobs 2 --json out.json
     python bench/bench_colocation.py --idle-node-w 300  # idle nodes draw 300 W instead of being off
 
+Each run is the engine's replay (``greenslurm.sim.engine.replay.Replay``, FCFS queue) on the co-location
+machine (``greenslurm.sim.machines.colocation.ColocationMachine``) with the policy as its GPU-set
+selection, built by ``build_colocation`` and read by ``colocation_result`` (``simulate`` wraps both).
+
 Prints energy and average JCT normalised to FIFO (the paper's Figure 3), average JTT (wait + run),
 deadline misses, undone co-locations and the mean number of active nodes (Figure 4).
 """
