@@ -250,7 +250,7 @@ class Easy:
                     both = np.minimum(machine.free, extra)
                     both_cpus = float(both[:, 0].sum())
                 if (job.cpus_total > both_cpus or job.shape_key in no_fit_later
-                        or (nodes := machine.place(job, both)) is None):
+                        or (nodes := machine.place(job, both, now=True)) is None):
                     no_fit_later.add(job.shape_key)
                     i += 1
                     continue
