@@ -12,53 +12,42 @@ import argparse
 import contextlib
 import logging
 import os
-import sys
-import time
-from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Sequence
 
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
 
 import greenslurm
-from greenslurm import cmd_report, cmd_sweep, cmd_whatif
-from greenslurm import cmd_gpu_replay, cmd_inflate
-from greenslurm import cmd_compare
-from greenslurm import cmd_power
-from greenslurm import cmd_hook
-from greenslurm.clustermodel import Cluster, InputError
-from greenslurm.sim.accounting.metrics import summarize, workload_stats
-from greenslurm.sim.reporting.outputs import summary_json_text, write_outputs
+from greenslurm import cmd_compare, cmd_gpu_replay, cmd_hook, cmd_inflate, cmd_power, cmd_report, cmd_sweep, cmd_whatif
+from greenslurm.clustermodel import InputError
+from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, progress_bar,
+                                setup_logging, write_text)
+from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
+from greenslurm.scenario import Acceptance, ClusterSource, Deadlines, Scenario, Selection, Supply, TraceSource
+from greenslurm.sim.accounting.metrics import workload_stats
 from greenslurm.sim.engine.strategies import QUEUES
-from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.reporting.outputs import summary_json_text, write_outputs
 from greenslurm.sim.reporting.report import render_report, reasons_table, trace_info_table
-from greenslurm.traces import FORMATS, read_trace
+from greenslurm.traces import FORMATS
 
 log = logging.getLogger("greenslurm")
 
-PROG = "greenslurm"
-EXIT_OK, EXIT_INPUT = 0, 2
-DEMO_TRACE = "KTH-SP2-1996-2.1-cln-first2000.swf"
-DEMO_CLUSTER = "kth-sp2.toml"
-# Show a progress bar (on a terminal) when a replay has at least this many jobs.
-PROGRESS_MIN_JOBS = 1000
-# Report width when stdout is not a terminal (rich would use 80).
-PIPE_WIDTH = 110
+__all__ = ["main", "build_parser", "DEMO_TRACE", "DEMO_CLUSTER", "PROG", "EXIT_OK", "EXIT_INPUT"]
 
 DESCRIPTION = """\
 Replay HPC job traces (SWF, Slurm sacct text or JSON, Alibaba GPU) on a described cluster under a
-queue strategy (FCFS, EASY or conservative backfilling) and report waits, slowdowns, utilisation
-and energy."""
+queue strategy (FCFS, EASY or conservative backfilling, the deadline queue, or place-or-fail) with a
+node selection (first fit, seed 003's load rules, the GPU papers' PWR, FGD and baselines) and report
+waits, slowdowns, utilisation and energy."""
 
 EPILOG = """\
 examples:
   greenslurm demo                                   bundled KTH-SP2 trace (2,000 jobs) on 100 nodes
   greenslurm replay log.swf --queue conservative    cluster taken from the SWF header
   greenslurm replay jobs.txt --format sacct --cluster cluster.toml --out results/ --json summary.json
+  greenslurm replay pods.csv --nodes nodes.csv --queue none --select fgd   the GPU papers' model
+  greenslurm replay log.swf --save-scenario s.toml  and later: greenslurm run s.toml
   greenslurm traces info jobs.txt                   what a trace holds, what the reader skipped
 
 exit codes: 0 success, 2 bad input or usage (one line 'greenslurm: error: ...'), 130 interrupted."""
@@ -71,6 +60,19 @@ output files in --out DIR:
                           CPUs, GPUs, nodes, energy
   power.csv               cluster power on intervals of constant power
   summary.json            the summary (the same as --json FILE)"""
+SELECT_HELP = """\
+node selection (--select NAME): which of the nodes where a job fits it gets
+  firstfit       the lowest-numbered nodes (Slurm's node order); the default, except in the deadline queue
+  balanced       seed 003's Balanced: the least-loaded nodes (their jobs end first)
+  bestfit        seed 003's BestFit: the most-loaded nodes that fit; the deadline queue's default
+  minidle        seed 003's MinIdle: the least idle time left before the start
+  NAME+backfill  the deadline queue's planner may use enclosed idle gaps (seed 003's backfilling)
+  pwr            PWR: the node whose estimated power grows least (GPU clusters)
+  fgd            FGD: the node whose expected GPU fragmentation grows least (GPU clusters)
+  gpubestfit, dotprod, gpupacking, gpuclustering, random   the GPU papers' baselines
+  pwr=0.1,fgd=0.9  a weighted mix of GPU scorers
+GPU scorers take --normalization, --ties and (FGD) --fgd-coverage; options that do not apply to the
+chosen queue, selection or machine model are an error, never ignored."""
 
 
 # -- argument parsing ---------------------------------------------------------------------------
@@ -89,17 +91,42 @@ def _trace_options(parser: argparse.ArgumentParser) -> None:
                              "(e.g. 'JobID|Submit|Start|End|NCPUS|Timelimit|State')")
 
 
-def _replay_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster", metavar="FILE", default=None,
-                        help="cluster description (TOML, [[node_group]] tables); default: from the SWF "
-                             "header when the trace has one")
-    parser.add_argument("--queue", choices=tuple(QUEUES), default="easy",
-                        help="queue strategy (default: %(default)s)")
+def _output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="write jobs.csv, jobs.parquet, power.csv and summary.json into DIR")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="write the JSON summary to FILE ('-' for stdout; the report then goes to stderr)")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+
+
+def _replay_options(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="FILE", default=None,
+                       help="cluster description (TOML, [[node_group]] tables); default: from the SWF "
+                            "header when the trace has one")
+    where.add_argument("--nodes", metavar="CSV", default=None,
+                       help="an openb node list (the GPU papers' clusters) as the cluster")
+    parser.add_argument("--queue", choices=tuple(QUEUES), default=None,
+                        help="queue strategy: fcfs, easy, conservative, deadline (seed 003's admission) or none "
+                             "(place at arrival or fail: the GPU papers' model); default: easy, or deadline with "
+                             "--acceptance")
+    parser.add_argument("--select", metavar="NAME", default=None,
+                        help="node selection (see below): firstfit, balanced, bestfit, minidle, pwr, fgd, "
+                             "gpubestfit, ... or a mix pwr=0.1,fgd=0.9")
+    parser.add_argument("--arrival-scale", type=cmd_compare.positive, default=None, metavar="F",
+                        help="multiply the time between arrivals by F (0.01 = 100 x the arrival rate)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="seed of random node selections and ties (default: 0)")
+    _output_options(parser)
+    parser.add_argument("--save-scenario", metavar="FILE", default=None,
+                        help="write the scenario this replay ran as TOML (run it again with 'greenslurm run FILE')")
+
+
+def _all_replay_options(parser: argparse.ArgumentParser) -> None:
+    _replay_options(parser)
+    cmd_gpu_replay.add_replay_options(parser)
+    cmd_compare.add_replay_options(parser)
+    cmd_power.add_replay_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,16 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = commands.add_parser(
         "replay", help="replay a trace and report waits, slowdowns, utilisation and energy",
-        description="Replay the jobs of TRACE on a cluster under a queue strategy; print a report and\n"
-                    "optionally write per-job results (CSV, Parquet), the power series and a JSON summary.\n"
-                    "Without TRACE, replays the bundled demo trace.",
-        epilog=FORMATS_HELP + "\n\n" + OUTPUTS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        description="Replay the jobs of TRACE on a cluster under a queue strategy and node selection; print a\n"
+                    "report and optionally write per-job results (CSV, Parquet), the power series and a JSON\n"
+                    "summary.  Without TRACE, replays the bundled demo trace.",
+        epilog=SELECT_HELP + "\n\n" + FORMATS_HELP + "\n\n" + OUTPUTS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     replay.add_argument("trace", nargs="?", metavar="TRACE", help="the trace file (default: the demo trace)")
     _trace_options(replay)
-    _replay_options(replay)
-    cmd_gpu_replay.add_replay_options(replay)
-    cmd_compare.add_replay_options(replay)
-    cmd_power.add_replay_options(replay)
+    _all_replay_options(replay)
     _verbosity(replay, argparse.SUPPRESS)
     replay.set_defaults(handler=cmd_replay)
 
@@ -129,10 +154,26 @@ def build_parser() -> argparse.ArgumentParser:
         "demo", help="replay the bundled KTH-SP2 trace (2,000 jobs) on its 100-node cluster",
         description="Replay the first 2,000 jobs of the KTH-SP2 log (Parallel Workloads Archive, shipped "
                     "with greenslurm) on a 100 x 1-CPU cluster with assumed node power (100 W idle, "
-                    "200 W busy). The same as 'greenslurm replay' without a trace.")
-    _replay_options(demo)
+                    "200 W busy). The same as 'greenslurm replay' without a trace.",
+        epilog=SELECT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _all_replay_options(demo)
     _verbosity(demo, argparse.SUPPRESS)
     demo.set_defaults(handler=cmd_replay, trace=None, format=None, strict=False, columns=None)
+
+    run = commands.add_parser(
+        "run", help="run a saved scenario (TOML): the same report and files as replay",
+        description="Read SCENARIO (a TOML file, as written by 'greenslurm replay --save-scenario') and replay\n"
+                    "it: the same report, --out files and --json summary as the replay that wrote it.\n"
+                    "File names in the scenario are relative to its folder.",
+        epilog="scenario keys: queue, seed, arrival_scale and the tables [trace], [cluster], [selection],\n"
+               "[acceptance], [deadlines], [power_states], [colocation], [supply]; see docs/cli.md.\n"
+               "An unknown key, a value of the wrong type or an option that does not apply is an error\n"
+               "naming the file and the key.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("scenario", metavar="SCENARIO", help="the scenario file (TOML)")
+    _output_options(run)
+    _verbosity(run, argparse.SUPPRESS)
+    run.set_defaults(handler=cmd_run)
 
     traces = commands.add_parser("traces", help="look at trace files",
                                  description="Commands that read trace files without replaying them.")
@@ -158,204 +199,130 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# -- helpers --------------------------------------------------------------------------------------
-_HANDLER_TAG = "_greenslurm_cli"
+# -- options -> scenario ----------------------------------------------------------------------------
+# Scenario keys -> the options that set them (for the error messages).
+OPTION_NAMES = {
+    "queue": "--queue", "arrival_scale": "--arrival-scale", "selection.name": "--select",
+    "selection.normalization": "--normalization", "selection.ties": "--ties", "selection.fgd_coverage": "--fgd-coverage",
+    "acceptance": "--acceptance", "acceptance.policy": "--acceptance", "acceptance.threshold_share": "--threshold-share",
+    "acceptance.threshold_slack": "--threshold-slack", "deadlines.slack_mean": "--slack-mean",
+    "deadlines.slack_sigma": "--slack-sigma", "supply.source": "--renewable", "supply.mode": "--renewable-mode", "supply.scale": "--renewable-scale",
+    "supply.seed": "--renewable-seed", "power_states": "power states (--power-down-after, --power-budget, ...)",
+    "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
+}
+COMMAND_LINE = "<command line>"
 
 
-def setup_logging(verbose: int, console: Console) -> None:
-    """One rich handler on the root logger (replacing an earlier one of ours, leaving others)."""
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        if getattr(handler, _HANDLER_TAG, False):
-            root.removeHandler(handler)
-    handler = RichHandler(console=console, show_time=False, show_path=verbose > 1, markup=False,
-                          rich_tracebacks=True)
-    setattr(handler, _HANDLER_TAG, True)
-    root.addHandler(handler)
-    root.setLevel(logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG)
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else os.path.abspath(path)
 
 
-def error_line(console: Console, message: str) -> None:
-    console.print(f"{PROG}: error: {message}", style="bold red", markup=False, highlight=False,
-                  soft_wrap=True)
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario the options describe; an option that does not apply is an InputError."""
+    def given(name: str):
+        return getattr(args, name, None)
 
+    def refuse(message: str, option: str) -> None:
+        raise InputError(message, path=COMMAND_LINE, field=option)
 
-def check_input_file(path: str, what: str = "trace") -> None:
-    """Fail early, with the reader's wording, on what is not a readable file."""
-    if not os.path.exists(path):
-        raise InputError("no such file", path=path)
-    if os.path.isdir(path):
-        raise InputError(f"is a directory, not a {what} file", path=path)
-    if not os.access(path, os.R_OK):
-        raise InputError("cannot read: permission denied", path=path)
-
-
-def check_output_paths(out_dir: str | None, json_file: str | None) -> None:
-    """Catch an output path that cannot work before a long replay, not after it."""
-    if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise InputError("exists and is not a directory (--out wants a directory)", path=out_dir)
-    if json_file is not None and json_file != "-":
-        if os.path.isdir(json_file):
-            raise InputError("is a directory (--json wants a file name)", path=json_file)
-        parent = os.path.dirname(json_file) or "."
-        if not os.path.isdir(parent):
-            raise InputError(f"cannot write: no directory {parent}", path=json_file)
-
-
-def parse_columns(text: str | None) -> list[str] | None:
-    """``'JobID|Submit, End'`` -> ``['JobID', 'Submit', 'End']``.
-
-    >>> parse_columns("JobID|Submit, End")
-    ['JobID', 'Submit', 'End']
-    >>> parse_columns(None) is None
-    True
-    """
-    if text is None:
-        return None
-    names = [n.strip() for n in text.replace(",", "|").split("|")]
-    if not all(names):
-        raise InputError(f"--columns has an empty name: {text!r}", path="<command line>", field="columns")
-    return names
-
-
-@contextlib.contextmanager
-def demo_file(name: str) -> Iterator[str]:
-    """A path to a file bundled in greenslurm/data."""
-    with resources.as_file(resources.files("greenslurm") / "data" / name) as path:
-        yield str(path)
-
-
-def read(args: argparse.Namespace, console: Console):
-    """Read the trace named in ``args``; every failure is an InputError."""
-    check_input_file(args.trace)
-    columns = parse_columns(args.columns)
-    started = time.perf_counter()
-    status = console.status(f"reading {escape(args.trace)}") if console.is_terminal else contextlib.nullcontext()
-    try:
-        with status:
-            trace = read_trace(args.trace, args.format, strict=args.strict, columns=columns)
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", path=args.trace) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=args.trace) from None
-    log.info("read %s (%s): %d records, %d jobs kept, %d skipped, %d adjusted in %.2f s", trace.path,
-             trace.format, trace.records_read, len(trace.jobs), sum(trace.skipped.values()),
-             sum(trace.adjusted.values()), time.perf_counter() - started)
-    for reason, count in sorted(trace.skipped.items()):
-        log.info("reader skipped %d: %s", count, reason)
-    return trace
-
-
-def load_cluster(path: str) -> Cluster:
-    check_input_file(path, "cluster")
-    cluster = Cluster.from_toml_file(path)
-    log.info("cluster %s from %s: %d nodes, %d CPUs, %d GPUs", cluster.name, path, cluster.size,
-             cluster.total_cpus, cluster.total_gpus)
-    return cluster
-
-
-def cluster_from_trace(trace) -> Cluster:
-    cluster = trace.cluster_hint()
-    if cluster is None:
-        raise InputError("the trace does not describe its cluster; pass --cluster FILE", path=trace.path)
-    log.info("cluster %s from the trace header: %d nodes, %d CPUs", cluster.name, cluster.size, cluster.total_cpus)
-    return cluster
-
-
-def check_strict_fit(trace, cluster: Cluster) -> None:
-    """Under --strict, a job the cluster can never hold is an error, not a skipped job."""
-    for job in trace.jobs:
-        if cluster.shape_of(job) is None:
-            raise InputError(f"job {job.job_id} asks for more than cluster {cluster.name!r} has "
-                             f"({job.cpus} CPUs, {job.nodes or 'any'} nodes, {job.total_gpus:g} GPUs)",
-                             path=trace.path, line=job.source_line or None)
-
-
-@contextlib.contextmanager
-def progress_bar(console: Console, total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    if not enabled:
-        yield None
-        return
-    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
-        task = progress.add_task("replay", total=total)
-
-        def update(done: int, of: int) -> None:
-            progress.update(task, completed=done, total=of)
-
-        yield update
-
-
-def write_text(path: str, text: str, stdout: Console) -> None:
-    if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror or exc}", path=path) from None
-    stdout.print(f"wrote {escape(path)}", style="dim")
+    acceptance = None
+    if given("acceptance") is not None or given("threshold_share") is not None or given("threshold_slack") is not None:
+        if given("acceptance") is None:
+            refuse("applies to the threshold acceptance policy: give --acceptance threshold (or a chain with it)",
+                   "--threshold-share" if given("threshold_share") is not None else "--threshold-slack")
+        acceptance = Acceptance(args.acceptance, given("threshold_share"), given("threshold_slack"))
+    mode = given("renewable_mode")
+    profile = cmd_power.profile(given("power_config"))
+    power = cmd_power.power_states(args, profile)
+    colocation = cmd_power.colocation(args, profile)
+    queue = given("queue")
+    if queue is None:
+        # The deadline options choose the deadline queue, co-location the fcfs queue, when no queue is named.
+        queue = ("deadline" if acceptance is not None or (mode is not None and mode != "grid")
+                 else "fcfs" if colocation is not None else "easy")
+    deadlines = None
+    if given("slack_mean") is not None:
+        deadlines = Deadlines(args.slack_mean, given("slack_sigma"), given("slack_seed") or 0)
+    else:
+        for option, name in (("slack_sigma", "--slack-sigma"), ("slack_seed", "--slack-seed")):
+            if given(option) is not None:
+                refuse("applies to drawn deadlines: give --slack-mean EPS", name)
+    supply = Supply(given("renewable"), mode or "grid", given("renewable_scale"), given("renewable_seed"))
+    trace = TraceSource(path=_absolute(args.trace), format=given("format"), strict=bool(given("strict")),
+                        columns=tuple(parse_columns(given("columns"))) if given("columns") else None,
+                        exact_runtimes=bool(given("exact_runtimes")))
+    cluster = ClusterSource(file=_absolute(given("cluster")), node_list=_absolute(given("nodes")))
+    selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
+    scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
+                        deadlines=deadlines, power_states=power, colocation=colocation, supply=supply,
+                        arrival_scale=given("arrival_scale") or 1.0, seed=given("seed") or 0)
+    return scenario.check(COMMAND_LINE, OPTION_NAMES)
 
 
 # -- commands -------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace, console: Console) -> int:
-    if getattr(args, "score", None):
-        return cmd_gpu_replay.run(args, console)
     with contextlib.ExitStack() as stack:
         if args.trace is None:
             args.trace = stack.enter_context(demo_file(DEMO_TRACE))
-            if args.cluster is None:
+            if args.cluster is None and getattr(args, "nodes", None) is None:
                 args.cluster = stack.enter_context(demo_file(DEMO_CLUSTER))
             log.info("no trace given: the bundled demo %s", args.trace)
-        check_output_paths(args.out, args.json)
-        # A bad cluster file fails before a long read.
-        cluster = load_cluster(args.cluster) if args.cluster is not None else None
-        trace = read(args, console)
-        if cluster is None:
-            cluster = cluster_from_trace(trace)
-        if not trace.jobs:
-            reasons = ", ".join(f"{r}: {n}" for r, n in sorted(trace.skipped.items())) or "no job records"
-            raise InputError(f"no jobs to replay ({trace.records_read} records read; {reasons})", path=trace.path)
-        if args.strict:
-            check_strict_fit(trace, cluster)
-        if getattr(args, "colocation", None):
-            return cmd_power.cmd_replay_colocation(args, console, trace.jobs, cluster)
+        scenario = scenario_from_args(args)
+        return run_scenario(scenario, console, args.out, args.json, args.no_progress, args.save_scenario)
 
-        started = time.perf_counter()
-        show = not args.no_progress and console.is_terminal and len(trace.jobs) >= PROGRESS_MIN_JOBS
-        with progress_bar(console, len(trace.jobs), show) as progress:
-            jobs, args.queue, options, supply = cmd_compare.prepare_replay(args, trace.jobs, cluster)
-            jobs = cmd_power.budget_jobs(args, jobs, cluster, console)
-            replay_run = Replay(jobs, cluster, args.queue, progress=progress, strategy_options=options,
-                                machine_factory=cmd_power.machine_factory(args, args.queue))
-            result = replay_run.run()
-        log.info("replayed %d jobs (%s) in %.2f s", len(result.records), args.queue, time.perf_counter() - started)
-        for reason, count in sorted(result.skipped.items()):
-            log.info("replay skipped %d jobs: %s", count, reason)
 
-        summary = summarize(result, reader_skipped=trace.skipped, reader_adjusted=trace.adjusted)
-        summary["trace"] = {"path": str(trace.path), "format": trace.format, "records_read": trace.records_read}
-        title = f"{Path(str(trace.path)).name} ({trace.format}) on {cluster.name}, {args.queue} queue"
-        render_report(summary, console, title=title)
-        cmd_compare.report_replay(result, supply, summary, console)
-        cmd_power.report_power(replay_run, console, summary)
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    scenario = Scenario.from_file(args.scenario)
+    return run_scenario(scenario, console, args.out, args.json, args.no_progress, None)
 
-        if args.out is not None:
-            try:
-                paths = write_outputs(result, summary, args.out)
-            except OSError as exc:
-                raise InputError(f"cannot write results: {exc.strerror or exc}", path=args.out) from None
-            for path in paths.values():
-                console.print(f"wrote {escape(str(path))}", style="dim")
-        if args.json is not None:
-            write_text(args.json, summary_json_text(summary), console)
+
+def run_scenario(scenario: Scenario, console: Console, out: str | None, json_file: str | None,
+                 no_progress: bool, save_scenario: str | None) -> int:
+    """Replay ``scenario``; print the report, write --out, --json and --save-scenario."""
+    from greenslurm import scenario_run
+
+    check_output_paths(out, json_file)
+    if save_scenario is not None:
+        check_output_paths(None, save_scenario)
+    inputs = scenario_run.load_inputs(scenario, status=console.status if console.is_terminal else None)
+    show = not no_progress and console.is_terminal and len(inputs.jobs) >= PROGRESS_MIN_JOBS
+    with progress_bar(console, len(inputs.jobs), show) as progress:
+        outcome = scenario_run.replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace, progress=progress)
+    for reason, count in sorted(outcome.result.skipped.items()):
+        log.info("replay skipped %d jobs: %s", count, reason)
+    summary = outcome.summary
+    if outcome.left_out_by_budget:
+        console.print(f"{outcome.left_out_by_budget:,} jobs need more power than the budget "
+                      f"({scenario.power_states.budget_w:,.0f} W) even alone: left out")
+    trace = outcome.trace
+    what = f"{Path(str(trace.path)).name} ({trace.format})" if trace is not None else "synthetic trace"
+    selection = "" if scenario.selection_name == "firstfit" else f", {scenario.selection_name}"
+    title = f"{what} on {outcome.cluster.name}, {scenario.queue} queue{selection}"
+    render_report(summary, console, title=title)
+    if "admission" in summary:
+        for table in cmd_compare.admission_tables(summary["admission"]):
+            console.print(table)
+    cmd_power.report_power(summary, console)
+    cmd_power.report_colocation(summary, console)
+    cmd_gpu_replay.report_gpu(summary, console)
+    if out is not None:
+        try:
+            paths = write_outputs(outcome.result, summary, out)
+        except OSError as exc:
+            raise InputError(f"cannot write results: {exc.strerror or exc}", path=out) from None
+        for path in paths.values():
+            console.print(f"wrote {escape(str(path))}", style="dim")
+    if json_file is not None:
+        write_text(json_file, summary_json_text(summary), console)
+    if save_scenario is not None:
+        write_text(save_scenario, scenario.to_toml(), console)
     return EXIT_OK
 
 
 def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
     check_output_paths(None, args.json)
-    trace = read(args, console)
+    trace = read(args.trace, args.format, strict=args.strict, columns=parse_columns(args.columns),
+                 status=console.status if console.is_terminal else None)
     info = {"path": str(trace.path), "format": trace.format, "records_read": trace.records_read,
             "skipped": dict(sorted(trace.skipped.items())), "adjusted": dict(sorted(trace.adjusted.items())),
             **workload_stats(trace.jobs)}

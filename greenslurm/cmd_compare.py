@@ -1,6 +1,7 @@
 """Deadline-aware admission on the command line (seed 003): the options ``greenslurm replay`` gains
-(``--acceptance``, ``--allocation``, ``--slack-mean``, ``--renewable`` ...) and ``greenslurm compare``,
-which replays a trace for every acceptance x allocation x slack and prints one table (and a CSV).
+(``--acceptance``, ``--slack-mean``, ``--renewable`` ...; the node selection is ``--select``) and
+``greenslurm compare``, which replays a trace for every acceptance x selection x slack and prints one
+table (and a CSV).
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from rich.table import Table
 
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.placement import ALLOCATIONS
-from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.clustermodel import Cluster, InputError
+from greenslurm.inputs import check_input_file, cluster_from_trace, load_cluster, read
 from greenslurm.sim.studies.deadline_compare import COLUMNS, make_scenario, run_grid
-from greenslurm.sim.accounting.deadline_metrics import admission_summary
 from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
 from greenslurm.sim.renewable import load_supply
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
-from greenslurm.traces.deadlines import exact_runtimes, with_deadlines
 
 log = logging.getLogger("greenslurm")
 
@@ -66,68 +66,43 @@ def _share(text: str) -> float:
     return value
 
 
-def _common_options(group) -> None:
+def _common_options(group, single: bool) -> None:
+    # replay: None defaults, so that an option that does not apply can be told apart and refused
     group.add_argument("--slack-sigma", type=non_negative, default=None, metavar="SIGMA",
                        help="deviation of ln(slack) of drawn deadlines (default: EPS / 2.5, as in the paper)")
-    group.add_argument("--slack-seed", type=int, default=0, help="seed of the drawn slacks (default: 0)")
+    group.add_argument("--slack-seed", type=int, default=None if single else 0,
+                       help="seed of the drawn slacks (default: 0)")
     group.add_argument("--threshold-share", type=_share, default=None, metavar="F",
                        help="threshold: a job must be able to end within this share of its slack (default 0.5)")
     group.add_argument("--threshold-slack", type=non_negative, default=None, metavar="S",
                        help="threshold: also reject jobs whose slack is below S")
     group.add_argument("--renewable", default=None, metavar="FILE|solar|wind",
                        help="renewable supply: a CSV of time_s,watts or a synthetic seeded model")
-    group.add_argument("--renewable-mode", choices=RENEWABLE_MODES, default="grid",
+    group.add_argument("--renewable-mode", choices=RENEWABLE_MODES, default=None if single else "grid",
                        help="grid: plan as usual, split the energy; green: move jobs into greener hours while "
                             "their deadline holds; only: never draw more than the supply while jobs run "
-                            "(default: %(default)s)")
-    group.add_argument("--renewable-scale", type=positive, default=1.0, metavar="X",
+                            "(default: grid; green and only use the deadline queue)")
+    group.add_argument("--renewable-scale", type=positive, default=None if single else 1.0, metavar="X",
                        help="synthetic peak = X times the cluster's full power; a CSV is multiplied by X (default 1)")
-    group.add_argument("--renewable-seed", type=int, default=0, help="seed of the synthetic supply (default: 0)")
+    group.add_argument("--renewable-seed", type=int, default=None if single else 0,
+                       help="seed of the synthetic supply (default: 0)")
 
 
 def add_replay_options(parser: argparse.ArgumentParser) -> None:
     """The deadline and renewable options of ``greenslurm replay``."""
-    group = parser.add_argument_group("deadlines and renewable power (seed 003; --acceptance or --allocation "
-                                      "selects the deadline queue)")
+    group = parser.add_argument_group("deadlines and renewable power (seed 003; --acceptance selects the "
+                                      "deadline queue when --queue is not given)")
     group.add_argument("--acceptance", type=_acceptance, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
-    group.add_argument("--allocation", choices=ALLOCATIONS, default=None,
-                       help="where and when accepted jobs run (default: bestfit)")
     group.add_argument("--slack-mean", type=positive, default=None, metavar="EPS",
                        help="draw deadlines d = r + (1 + eps) p, log-normal eps with geometric mean EPS, "
                             "for jobs the trace gives none")
     group.add_argument("--exact-runtimes", action="store_true",
                        help="plan with the real runtimes instead of the time limits (the paper's setting)")
-    _common_options(group)
+    _common_options(group, single=True)
 
 
 def acceptance_options(args: argparse.Namespace) -> dict:
     return {"share": getattr(args, "threshold_share", None), "min_slack": getattr(args, "threshold_slack", None)}
-
-
-def prepare_replay(args: argparse.Namespace, jobs: Sequence[JobSpec], cluster: Cluster):
-    """Jobs (deadlines drawn, runtimes exact as asked), the queue, its options and the supply."""
-    jobs = list(jobs)
-    if getattr(args, "exact_runtimes", False):
-        jobs = exact_runtimes(jobs)
-    if getattr(args, "slack_mean", None) is not None:
-        jobs = with_deadlines(jobs, args.slack_mean, args.slack_sigma, seed=args.slack_seed)
-    supply = None
-    if getattr(args, "renewable", None) is not None:
-        supply = load_supply(args.renewable, jobs, cluster, args.renewable_scale, args.renewable_seed)
-    deadline = getattr(args, "acceptance", None) is not None or getattr(args, "allocation", None) is not None
-    if not deadline and getattr(args, "renewable_mode", "grid") != "grid":
-        deadline = True          # planning under a supply needs the deadline queue
-    if not deadline and args.queue != "deadline":
-        return jobs, args.queue, {}, supply
-    if args.queue not in ("deadline", "easy"):
-        log.info("--acceptance/--allocation: the deadline queue replaces --queue %s", args.queue)
-    if supply is None and getattr(args, "renewable_mode", "grid") != "grid":
-        raise InputError(f"--renewable-mode {args.renewable_mode} needs --renewable", path="<command line>")
-    options = dict(acceptance=getattr(args, "acceptance", None) or "greedy",
-                   allocation=getattr(args, "allocation", None) or "bestfit",
-                   acceptance_options=acceptance_options(args), supply=supply,
-                   renewable=getattr(args, "renewable_mode", "grid"))
-    return jobs, "deadline", options, supply
 
 
 def _table(title: str) -> Table:
@@ -164,20 +139,11 @@ def admission_tables(admission: Mapping[str, Any]) -> list[Table]:
     return tables
 
 
-def report_replay(result, supply, summary: dict, console: Console) -> None:
-    """Add the admission figures to ``summary`` (for the JSON) and print their tables."""
-    if result.queue != "deadline" and supply is None:
-        return
-    summary["admission"] = admission = admission_summary(result, supply)
-    for table in admission_tables(admission):
-        console.print(table)
-
-
 # -- greenslurm compare ------------------------------------------------------------------------------
 EPILOG = """\
 examples:
   greenslurm compare log.swf --slack-mean 0.1 0.5 2 5
-  greenslurm compare log.swf --cores 64 --parallelism-limit 8 --allocation bestfit balanced --csv out.csv
+  greenslurm compare log.swf --cores 64 --parallelism-limit 8 --select bestfit balanced --csv out.csv
   greenslurm compare jobs.txt --format sacct --cluster c.toml --renewable solar --renewable-mode green
 
 performance ratio = upper bound on the load any schedule could accept / load accepted (1 is best);
@@ -186,8 +152,8 @@ the bound is an LP relaxation solved with HiGHS (docs/deadlines.md).  CSV column
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "compare", help="acceptance x allocation x slack on one trace: accepted load, performance ratio, misses",
-        description="Replay TRACE in the deadline queue for every acceptance policy, allocation and slack\n"
+        "compare", help="acceptance x node selection x slack on one trace: accepted load, performance ratio, misses",
+        description="Replay TRACE in the deadline queue for every acceptance policy, node selection and slack\n"
                     "value; print one table and optionally write it as CSV.  Deadlines are drawn for jobs\n"
                     "without one; time limits are set to the real runtimes unless --planned-limits.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -200,9 +166,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
                        help="N single-core nodes: the paper's machine model")
     parser.add_argument("--acceptance", nargs="+", type=_acceptance, default=["greedy", "threshold"],
                         metavar="POLICY", help="policies to compare (default: greedy threshold); " + ACCEPTANCE_HELP)
-    parser.add_argument("--allocation", nargs="+", choices=ALLOCATIONS,
+    parser.add_argument("--select", nargs="+", choices=ALLOCATIONS,
                         default=["balanced", "bestfit", "minidle", "backfill"], metavar="RULE",
-                        help=f"allocations to compare, of {', '.join(ALLOCATIONS)} "
+                        help=f"node selections (seed 003's load rules) to compare, of {', '.join(ALLOCATIONS)} "
                              "(default: balanced bestfit minidle backfill)")
     parser.add_argument("--slack-mean", nargs="+", type=positive, default=[0.2, 1.0, 5.0], metavar="EPS",
                         help="slack values (default: 0.2 1 5)")
@@ -215,15 +181,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="upper bound for the performance ratio (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="replays in parallel processes")
     parser.add_argument("--csv", metavar="FILE", default=None, help="write every row as CSV")
-    _common_options(parser)
+    _common_options(parser, single=False)
     parser.set_defaults(handler=cmd_compare)
     return parser
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from greenslurm.cli import check_input_file, cluster_from_trace, load_cluster, read   # the CLI's own helpers
-
-    args.columns, args.strict = None, False
     if args.csv is not None and Path(args.csv).is_dir():
         raise InputError("is a directory (--csv wants a file name)", path=args.csv)
     if args.cores is not None:
@@ -233,7 +196,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     else:
         cluster = load_cluster(args.cluster) if args.cluster is not None else None
     check_input_file(args.trace)
-    trace = read(args, console)
+    trace = read(args.trace, args.format, status=console.status if console.is_terminal else None)
     cluster = cluster or cluster_from_trace(trace)
     jobs = trace.jobs[:args.first_jobs] if args.first_jobs else trace.jobs
     if not jobs:
@@ -258,7 +221,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if status is not None:
         status.start()
     try:
-        rows = run_grid(scenarios, args.acceptance, args.allocation, args.renewable_mode,
+        rows = run_grid(scenarios, args.acceptance, args.select, args.renewable_mode,
                         acceptance_options(args), workers=args.workers, progress=progress)
     finally:
         if status is not None:

@@ -23,8 +23,10 @@ from rich.table import Table
 from greenslurm.allocation.colocation import COLOCATION_POLICIES, ColocationSettings, Interference
 from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.cluster import GPU
+from greenslurm.inputs import check_input_file, cluster_from_trace, load_cluster, read
+from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config
 from greenslurm.sim.machines.colocation import ColocationSim, dlt_jobs_from_specs
-from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES, PowerStateConfig, fits_budget, power_machine_factory
+from greenslurm.sim.machines.power_states import fits_budget
 
 POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet")
 COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem_threshold_pct", "idle_node_w",
@@ -72,8 +74,8 @@ def add_compare_options(parser: argparse.ArgumentParser) -> None:
 
 
 # -- configuration ---------------------------------------------------------------------------------
-def _profile(args: argparse.Namespace) -> dict[str, Any]:
-    path = getattr(args, "power_config", None)
+def profile(path: str | None) -> dict[str, Any]:
+    """The ``--power-config`` TOML profile (empty without one)."""
     if path is None:
         return {}
     try:
@@ -86,55 +88,66 @@ def _profile(args: argparse.Namespace) -> dict[str, Any]:
     unknown = set(data) - {"power_states", "colocation"}
     if unknown:
         raise InputError(f"unknown tables: {', '.join(sorted(unknown))}", path=path)
-    bad = set(data.get("colocation", {})) - set(COLOCATION_KEYS)
-    if bad:
-        raise InputError(f"unknown [colocation] keys: {', '.join(sorted(bad))}", path=path)
+    for table, keys in (("power_states", POWER_FIELDS), ("colocation", COLOCATION_KEYS)):
+        bad = set(data.get(table, {})) - set(keys)
+        if bad:
+            raise InputError(f"unknown [{table}] keys: {', '.join(sorted(bad))}", path=path)
+    try:
+        power = data.get("power_states")
+        if power is not None:
+            from_mapping({"trace": {"path": "-"}, "power_states": power}, path)
+        coloc = data.get("colocation")
+        if coloc is not None:
+            from_mapping({"trace": {"path": "-"}, "colocation": {"policy": "eaco", **coloc}}, path)
+    except InputError:
+        raise
+    data["_path"] = path
     return data
 
 
-def power_config(args: argparse.Namespace, budget_w: float | None = None, use_budget: bool = True) -> PowerStateConfig | None:
-    """The power-state settings of a replay, or None when nothing asks for them."""
-    table = dict(_profile(args).get("power_states", {}))
-    option = lambda name: getattr(args, name, None)     # noqa: E731  (a namespace from elsewhere may lack them)
+def power_states(args: argparse.Namespace, table: dict[str, Any], budget_w: float | None = None,
+                 use_budget: bool = True) -> PowerStates | None:
+    """The power-state settings the options and the profile give, or None when nothing asks for them
+    (command-line options win over the profile)."""
+    values = dict(table.get("power_states", {}))
+    option = lambda name: getattr(args, name, None)     # noqa: E731
     cli = {"suspend_after_s": option("power_down_after"), "boot_s": option("boot_s"), "boot_w": option("boot_w"),
            "off_w": option("off_w"), "phases": option("phases"), "nodes_per_cabinet": option("nodes_per_cabinet")}
     if use_budget:
         budget = option("power_budget")
         cli["budget_w"] = budget_w if budget_w is not None else (budget if not isinstance(budget, list) else None)
-    if not table and all(value is None for value in cli.values()):
+    if "power_states" not in table and all(value is None for value in cli.values()):
         return None
-    table.setdefault("suspend_after_s", None)       # no power-down unless asked for
-    table.update({key: value for key, value in cli.items() if value is not None})
-    try:
-        return PowerStateConfig.from_mapping(table)
-    except (TypeError, ValueError) as exc:
-        raise InputError(str(exc), path=getattr(args, "power_config", None) or "<command line>") from None
+    values.update({key: value for key, value in cli.items() if value is not None})
+    values = {k: float(v) if k not in ("phases", "nodes_per_cabinet") and isinstance(v, int) else v
+              for k, v in values.items()}
+    return PowerStates(**values)
 
 
-def budget_jobs(args: argparse.Namespace, jobs, cluster, console: Console):
-    """The jobs a replay with a budget can run (the others would wait forever; they are counted)."""
-    config = power_config(args)
-    if config is None or config.budget_w is None:
-        return jobs
-    kept, dropped = fits_budget(jobs, cluster, config)
-    if dropped:
-        console.print(f"{dropped:,} jobs need more power than the budget ({config.budget_w:,.0f} W) even alone: "
-                      "left out")
-    return kept
-
-
-def machine_factory(args: argparse.Namespace, queue: str):
-    config = power_config(args)
-    if config is None:
+def colocation(args: argparse.Namespace, table: dict[str, Any]) -> Colocation | None:
+    """The co-location settings (``--colocation POLICY`` and the profile's ``[colocation]``)."""
+    values = dict(table.get("colocation", {}))
+    cli = {"gpu_nodes": getattr(args, "gpu_nodes", None), "max_jobs": getattr(args, "max_jobs_per_set", None),
+           "idle_node_w": getattr(args, "idle_node_w", None)}
+    policy = getattr(args, "colocation", None)
+    if isinstance(policy, list):
+        policy = None
+    policy = policy or values.pop("policy", None)
+    values.pop("policy", None)
+    if policy is None:
+        names = {"gpu_nodes": "--gpu-nodes", "max_jobs": "--max-jobs-per-set", "idle_node_w": "--idle-node-w"}
+        for key, value in cli.items():
+            if value is not None:
+                raise InputError("applies to GPU co-location: give --colocation POLICY", path="<command line>",
+                                 field=names[key])
         return None
-    if queue not in SUPPORTED_QUEUES:
-        raise InputError(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, not {queue}",
-                         path="<command line>")
-    return power_machine_factory(config)
+    values.update({key: value for key, value in cli.items() if value is not None})
+    return Colocation(policy, **values)
 
 
-def colocation_settings(args: argparse.Namespace, cluster) -> dict[str, Any]:
-    table = dict(_profile(args).get("colocation", {}))
+def legacy_settings(args: argparse.Namespace, cluster) -> dict[str, Any]:
+    """Settings of the separate co-location loop that ``compare --colocation`` still runs."""
+    table = dict(profile(getattr(args, "power_config", None)).get("colocation", {}))
     gpu_nodes = args.gpu_nodes or table.get("gpu_nodes") or max(1, int(cluster.capacity[:, GPU].sum()) // 8)
     settings = ColocationSettings(
         util_threshold_pct=table.get("util_threshold_pct", 80.0), mem_threshold_pct=table.get("mem_threshold_pct", 100.0),
@@ -146,29 +159,36 @@ def colocation_settings(args: argparse.Namespace, cluster) -> dict[str, Any]:
 
 
 # -- output ------------------------------------------------------------------------------------------
-def report_power(replay, console: Console, summary: dict | None = None) -> None:
+def report_power(summary: dict, console: Console) -> None:
     """After a replay on a power-managed machine: what the power states saved and cost."""
-    totals = getattr(replay.machine, "power_totals", None)
-    if totals is None:
+    t = summary.get("power_states")
+    if t is None:
         return
-    t = totals()
     table = Table(title="power states", box=box.SIMPLE_HEAVY, title_justify="left")
     table.add_column("figure")
     table.add_column("value", justify="right")
-    rows = [("boots / suspends", f"{t.boots:,} / {t.suspends:,}"),
-            ("energy while off (kWh)", f"{t.off_j / 3.6e6:,.2f}"),
-            ("energy while booting (kWh)", f"{t.boot_j / 3.6e6:,.2f}"),
-            ("saved vs. idle (kWh)", f"{t.saved_vs_idle_j / 3.6e6:,.2f}"),
-            ("peak power (W)", f"{t.peak_power_w:,.0f}"),
-            ("budget (W)", "-" if t.budget_w is None else f"{t.budget_w:,.0f}"),
-            ("mean phase imbalance", f"{t.mean_imbalance:.3f}")]
+    rows = [("boots / suspends", f"{t['boots']:,} / {t['suspends']:,}"),
+            ("energy while off (kWh)", f"{t['off_j'] / 3.6e6:,.2f}"),
+            ("energy while booting (kWh)", f"{t['boot_j'] / 3.6e6:,.2f}"),
+            ("saved vs. idle (kWh)", f"{t['saved_vs_idle_j'] / 3.6e6:,.2f}"),
+            ("peak power (W)", f"{t['peak_power_w']:,.0f}"),
+            ("budget (W)", "-" if t["budget_w"] is None else f"{t['budget_w']:,.0f}"),
+            ("mean phase imbalance", f"{t['mean_phase_imbalance']:.3f}")]
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    if summary is not None:
-        summary["power_states"] = {"boots": t.boots, "suspends": t.suspends, "off_j": t.off_j, "boot_j": t.boot_j,
-                                   "saved_vs_idle_j": t.saved_vs_idle_j, "peak_power_w": t.peak_power_w,
-                                   "budget_w": t.budget_w, "mean_phase_imbalance": t.mean_imbalance}
+
+
+def report_colocation(summary: dict, console: Console) -> None:
+    """After a replay on the co-location machine: energy, completion and transfer times, misses."""
+    c = summary.get("colocation")
+    if c is None:
+        return
+    table = _colocation_table(f"{c['jobs']:,} training jobs on {c['gpu_nodes']} nodes of 8 GPUs")
+    table.add_row(c["policy"], f"{c['energy_j'] / 3.6e6:,.1f}", "1.000", f"{c['avg_jct_s'] / 3600:,.2f}",
+                  f"{c['avg_jtt_s'] / 3600:,.2f}", f"{c['deadline_misses']:,}", f"{c['undone']:,}",
+                  f"{c['colocated_starts']:,}", f"{c['mean_active_nodes']:.1f}")
+    console.print(table)
 
 
 def _colocation_table(title: str) -> Table:
@@ -180,7 +200,7 @@ def _colocation_table(title: str) -> Table:
 
 
 def run_colocation(args: argparse.Namespace, console: Console, jobs, cluster, policies: list[str]) -> list[dict]:
-    options = colocation_settings(args, cluster)
+    options = legacy_settings(args, cluster)
     dlt = dlt_jobs_from_specs(jobs, seed=options["seed"])
     if not dlt:
         raise InputError("no jobs with a finite runtime to simulate", path="<trace>")
@@ -201,19 +221,15 @@ def run_colocation(args: argparse.Namespace, console: Console, jobs, cluster, po
     return rows
 
 
-def cmd_replay_colocation(args: argparse.Namespace, console: Console, jobs, cluster) -> int:
-    run_colocation(args, console, jobs, cluster, [args.colocation])
-    return 0
-
-
 def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
-    from greenslurm.cli import check_input_file, cluster_from_trace, load_cluster, read   # the CLI's own helpers
-    from greenslurm.sim.engine.replay import Replay
+    """``compare --power-budget W ...``: no management, power-down, and one row per budget, each a
+    scenario replayed on the engine (the same jobs in every row)."""
+    from greenslurm import scenario_run
+    from greenslurm.scenario import ClusterSource, Scenario, TraceSource
 
-    args.columns, args.strict = None, False
     check_input_file(args.trace)
     cluster = load_cluster(args.cluster) if getattr(args, "cluster", None) is not None else None
-    trace = read(args, console)
+    trace = read(args.trace, args.format, status=console.status if console.is_terminal else None)
     cluster = cluster or cluster_from_trace(trace)
     jobs = trace.jobs[:args.first_jobs] if getattr(args, "first_jobs", None) else trace.jobs
     if not jobs:
@@ -221,30 +237,34 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     if args.colocation:
         run_colocation(args, console, jobs, cluster, list(args.colocation))
         return 0
+    table_data = profile(args.power_config)
     budgets = [None] + list(args.power_budget or [])
     table = Table(title=f"power states on {cluster.name}, {len(jobs):,} jobs, easy", box=box.SIMPLE_HEAVY,
                   title_justify="left")
     for name in ("run", "energy kWh", "saved", "peak W", "mean wait h", "boots", "off kWh", "boot kWh", "imbalance"):
         table.add_column(name, justify="left" if name == "run" else "right")
     # every row replays the same jobs: those that can run under the lowest budget
-    lowest = power_config(args, budget_w=min(args.power_budget)) if args.power_budget else None
-    run_jobs, dropped = fits_budget(jobs, cluster, lowest) if lowest is not None else (list(jobs), 0)
+    lowest = power_states(args, table_data, budget_w=min(args.power_budget)) if args.power_budget else None
+    run_jobs, dropped = (fits_budget(jobs, cluster, power_config(lowest)) if lowest is not None
+                         else (list(jobs), 0))
     if dropped:
         console.print(f"{dropped:,} jobs need more power than {lowest.budget_w:,.0f} W even alone: left out of every row")
     base = None
     runs = [("no management", None)]
     for budget in budgets:
-        config = power_config(args, budget_w=budget)
+        config = power_states(args, table_data, budget_w=budget)
         if config is not None:
             runs.append((f"budget {budget:,.0f} W" if budget is not None else "power-down", config))
+    trace_source = TraceSource(path=str(trace.path), format=trace.format)
     for label, config in runs:
-        factory = None if config is None else power_machine_factory(config)
-        replay = Replay(run_jobs, cluster, "easy", machine_factory=factory)
-        result = replay.run()
+        scenario = Scenario(trace=trace_source, cluster=ClusterSource(), queue="easy", power_states=config)
+        scenario.check("<command line>")
+        outcome = scenario_run.replay_jobs(scenario, run_jobs, cluster, trace=trace, prepared=True)
+        result = outcome.result
         energy = result.energy.total_j
         base = base or energy
         wait = sum(r.wait_s for r in result.records) / max(len(result.records), 1) / 3600
-        t = replay.machine.power_totals() if config is not None else None
+        t = outcome.replay.machine.power_totals() if config is not None else None
         table.add_row(label, f"{energy / 3.6e6:,.1f}", f"{1 - energy / base:.1%}", f"{result.energy.peak_power_w:,.0f}",
                       f"{wait:.2f}", f"{t.boots:,}" if t else "0", f"{t.off_j / 3.6e6:,.1f}" if t else "0",
                       f"{t.boot_j / 3.6e6:,.1f}" if t else "0", f"{t.mean_imbalance:.3f}" if t else "-")

@@ -2,13 +2,14 @@
 
 The cluster comes from Slurm (``--cluster-from-slurm FILE`` holding ``sinfo --json`` or ``scontrol show
 nodes --json`` output, or ``live`` to run ``sinfo --json`` here) or from a cluster TOML (``--cluster``).
-Every policy replays the same jobs (with the same drawn deadlines and the same renewable supply) through
-:func:`greenslurm.sweep.replay_policy`, so a queue strategy registered in ``greenslurm.sim.engine.strategies`` is a
-candidate with no change here.  The report is one page: a row per figure, a column per policy, the
+Every policy is a :class:`~greenslurm.scenario.Scenario` (:func:`greenslurm.sweep.policy_scenario`) over the
+same jobs, with the same drawn deadlines and the same renewable supply, replayed by
+:func:`greenslurm.scenario_run.replay_jobs`.  The report is one page: a row per figure, a column per policy, the
 difference against the current policy in green (better) or red (worse).
 
 A policy is ``QUEUE[:NAME=VALUE...]``, e.g. ``easy``, ``conservative``,
-``deadline:acceptance=greedy:allocation=bestfit``, ``deadline:acceptance=threshold,greedy:renewable=green``.
+``deadline:acceptance=greedy:select=bestfit``, ``deadline:acceptance=threshold,greedy:renewable=green``,
+``easy:select=balanced``.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from rich.panel import Panel
 from rich.table import Table
 
 from greenslurm.clustermodel import InputError
-from greenslurm.sweep import figures, make_supply, replay_policy
+from greenslurm.inputs import check_input_file, parse_columns
+from greenslurm.sweep import outcome_row, policy_scenario
 
 # Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (issue 6), and, when the jobs
 # have deadlines (--slack), Greedy BestFit admission (issue 3).  Conservative is left out: on exports with
 # generous time limits its compression is slow (32 s on the 4,285 jobs of xdmod-phillips), and so is the
 # deadline queue without deadlines; ask for them with --candidate.
 DEFAULT_CANDIDATES = ("fcfs", "easy+suspend=easy:power_states.suspend_after_s=600")
-DEADLINE_CANDIDATES = ("greedy-bestfit=deadline:acceptance=greedy:allocation=bestfit",)
+DEADLINE_CANDIDATES = ("greedy-bestfit=deadline:acceptance=greedy:select=bestfit",)
 # (row key, label, lower is better, how to show)
 ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected", True, "int"),
         ("jobs_skipped", "jobs skipped", True, "int"),
@@ -51,7 +53,7 @@ ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected
 
 
 def parse_policy(text: str) -> tuple[str, str, dict]:
-    """``'deadline:acceptance=greedy:allocation=bestfit'`` -> (label, queue, options).
+    """``'deadline:acceptance=greedy:select=bestfit'`` -> (label, queue, options).
 
     >>> parse_policy("deadline:acceptance=threshold,greedy:compress=false:share=0.8")[1:]
     ('deadline', {'acceptance': 'threshold,greedy', 'compress': False, 'share': 0.8})
@@ -88,15 +90,6 @@ def _value(text: str):
     return text
 
 
-def _acceptance_options(options: dict) -> dict:
-    """Options the deadline queue's acceptance policies take go into ``acceptance_options``."""
-    options = dict(options)
-    moved = {k: options.pop(k) for k in ("share", "min_slack") if k in options}
-    if moved:
-        options["acceptance_options"] = {**options.get("acceptance_options", {}), **moved}
-    return options
-
-
 # -- inputs -------------------------------------------------------------------------------------
 def slurm_json_text(source: str) -> tuple[str, str]:
     """(text, where it came from): a file, or ``live`` = ``sinfo --json`` on this machine."""
@@ -121,7 +114,6 @@ def slurm_json_text(source: str) -> tuple[str, str]:
 def load_cluster(args: argparse.Namespace):
     if args.cluster:
         from greenslurm.sweep import build_cluster
-        from greenslurm.cli import check_input_file
         check_input_file(args.cluster, "cluster")
         return build_cluster(str(Path(args.cluster).resolve())), args.cluster, ""
     from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
@@ -141,13 +133,13 @@ def load_cluster(args: argparse.Namespace):
 
 # -- running -----------------------------------------------------------------------------------
 def _run_one(task: tuple) -> tuple[str, dict, float]:
-    label, queue, options, jobs, cluster, supply, reader_skipped, out = task
+    label, scenario, jobs, cluster, trace, out = task
+    from greenslurm.scenario_run import replay_jobs
     started = time.perf_counter()
-    extras: dict = {}
-    result = replay_policy(jobs, cluster, queue, _acceptance_options(options), supply, extras=extras)
-    row = {**figures(result, jobs, supply, reader_skipped=reader_skipped), **extras}
+    outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
+    row = outcome_row(outcome, reader_skipped=dict(trace.skipped))
     if out is not None:
-        write_policy_outputs(result, supply, Path(out), reader_skipped)
+        write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
     return label, row, time.perf_counter() - started
 
 
@@ -199,10 +191,10 @@ def _slug(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.," else "_" if c == ":" else "-" for c in label)
 
 
-def run_policies(policies, jobs, cluster, supply, reader_skipped, workers: int,
+def run_policies(scenarios, jobs, cluster, trace, workers: int,
                  out: str | None = None) -> dict[str, tuple[dict, float]]:
-    tasks = [(label, queue, options, jobs, cluster, supply, reader_skipped,
-              None if out is None else str(Path(out) / _slug(label))) for label, queue, options in policies]
+    tasks = [(label, scenario, jobs, cluster, trace, None if out is None else str(Path(out) / _slug(label)))
+             for label, scenario in scenarios]
     if workers <= 1 or len(tasks) == 1:
         done = map(_run_one, tasks)
         return {label: (row, seconds) for label, row, seconds in done}
@@ -309,12 +301,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  greenslurm whatif jobs.txt --cluster-from-slurm sinfo.json\n"
                "  greenslurm whatif jobs.txt --cluster-from-slurm live --candidate conservative \\\n"
-               "      --candidate deadline:acceptance=greedy:allocation=bestfit --slack 1.0 --supply solar\n"
+               "      --candidate deadline:acceptance=greedy:select=bestfit --slack 1.0 --supply solar\n"
                "  greenslurm whatif jobs.txt --cluster cluster.toml --current fcfs --json whatif.json\n\n"
-               "policies: QUEUE[:NAME=VALUE...]; options of the deadline queue: acceptance (greedy, threshold,\n"
-               "all, or a chain a,b), allocation (bestfit, balanced, minidle, firstfit, +backfill), renewable\n"
-               "(grid, green, only: needs --supply), share and min_slack (threshold); node power states\n"
-               "(fcfs, easy): power_states.suspend_after_s, .boot_s, .boot_w, .off_w, .budget_w, .phases.",
+               "policies: QUEUE[:NAME=VALUE...]; every queue: select (the node selection, as replay --select);\n"
+               "the deadline queue: acceptance (greedy, threshold, all, or a chain a,b), select (bestfit,\n"
+               "balanced, minidle, firstfit, +backfill), renewable (grid, green, only: needs --supply), share\n"
+               "and min_slack (threshold); node power states (fcfs, easy): power_states.suspend_after_s,\n"
+               ".boot_s, .boot_w, .off_w, .budget_w, .phases.  An option that does not apply is an error.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", metavar="SACCT_EXPORT", help="the site's jobs (sacct text or JSON; any trace format)")
     source = parser.add_mutually_exclusive_group(required=True)
@@ -357,7 +350,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, console: Console) -> int:
     import os
 
-    from greenslurm.cli import parse_columns
+    from greenslurm.scenario import ClusterSource, TraceSource
+    from greenslurm.scenario_run import prepared_jobs
     from greenslurm.sweep import _read
     started = time.perf_counter()
     current = parse_policy(args.current)
@@ -365,32 +359,29 @@ def run(args: argparse.Namespace, console: Console) -> int:
     candidates = [parse_policy(p) for p in (args.candidate or defaults)]
     policies = [current] + [c for c in candidates if c[0] != current[0]]
     cluster, cluster_source, cluster_note = load_cluster(args)
-    from greenslurm.cli import check_input_file
     check_input_file(args.trace)
     columns = parse_columns(args.columns)
-    trace = _read(str(Path(args.trace).resolve()), args.format, tuple(columns) if columns else None)
-    jobs = sorted(trace.jobs, key=lambda j: j.submit_s)
-    if args.limit is not None:
-        jobs = jobs[:args.limit]
-    if not jobs:
-        raise InputError("no jobs to replay", path=args.trace)
-    if args.exact_runtimes:
-        from greenslurm.traces.deadlines import exact_runtimes
-        jobs = exact_runtimes(jobs)
-    if args.slack is not None:
-        from greenslurm.traces.deadlines import with_deadlines
-        jobs = with_deadlines(jobs, eps=args.slack, seed=args.seed)
-    supply = None
-    if args.supply in ("solar", "wind"):
-        supply = make_supply({"supply": args.supply, "supply_peak": args.supply_peak}, jobs, cluster, args.seed)
-    elif args.supply is not None:
-        from greenslurm.clustermodel.renewable import parse_supply_csv
+    path = str(Path(args.trace).resolve())
+    trace = _read(path, args.format, tuple(columns) if columns else None)
+    if args.supply not in (None, "solar", "wind"):
         check_input_file(args.supply, "supply")
-        supply = parse_supply_csv(Path(args.supply).read_text(encoding="utf-8"), path=args.supply)
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError("exists and is not a directory (--out wants a directory)", path=args.out)
-    results = run_policies(policies, jobs, cluster, supply, dict(trace.skipped), args.workers or os.cpu_count() or 1,
-                           args.out)
+    source = TraceSource(path=path, format=args.format, columns=tuple(columns) if columns else None,
+                         limit=args.limit, exact_runtimes=args.exact_runtimes)
+    cluster_file = ClusterSource(file=str(Path(args.cluster).resolve())) if args.cluster else ClusterSource()
+    params = {k: v for k, v in (("slack", args.slack), ("supply", args.supply), ("supply_peak", args.supply_peak))
+              if v is not None}
+    scenarios = [(label, policy_scenario(queue, options, trace=source, cluster=cluster_file, params=params,
+                                         seed=args.seed, where=f"policy {label}"))
+                 for label, queue, options in policies]
+    jobs = sorted(trace.jobs, key=lambda j: j.submit_s)
+    shown = prepared_jobs(scenarios[0][1], jobs)     # the jobs every policy replays (for the header)
+    if not shown:
+        raise InputError("no jobs to replay", path=args.trace)
+    supply = scenarios[0][1].supply.source
+    results = run_policies(scenarios, jobs, cluster, trace, args.workers or os.cpu_count() or 1, args.out)
+    jobs = shown
     elapsed = time.perf_counter() - started
 
     span_d = (jobs[-1].submit_s - jobs[0].submit_s) / 86400.0

@@ -196,7 +196,9 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
             _fail(f"unknown queue {queue!r}; choose from {', '.join(QUEUES)}", path, f"{where}.queue")
         policy["queue"] = queue
         policy.setdefault("name", queue)
-        policy.setdefault("options", {})
+        policy["options"] = dict(policy.get("options", {}))
+        if "select" in policy:                          # the node selection (greenslurm.allocation.selection)
+            policy["options"]["select"] = policy.pop("select")
         for key in policy.get("params", {}):
             _check_param(key, path, f"{where}.params")
         resolved_policies.append(policy)
@@ -208,9 +210,20 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
         _check_param(key, path, "grid")
         if not isinstance(values, list) or not values:
             _fail(f"grid {key} must be a non-empty list", path, f"grid.{key}")
-    return SweepSpec(name=str(head.get("name", Path(path).stem)), traces=resolved_traces,
+    spec = SweepSpec(name=str(head.get("name", Path(path).stem)), traces=resolved_traces,
                      policies=resolved_policies, grid={k: list(v) for k, v in grid.items()}, seeds=list(seeds),
                      base_dir=base_dir, text=text, results=head.get("results"))
+    seen = set()
+    for cell in spec.cells():                           # every cell is a valid scenario before anything runs
+        key = json.dumps([cell["policy"], cell["params"]], sort_keys=True, default=str)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            cell_scenario(cell)
+        except InputError as exc:
+            _fail(exc.reason, path, f"policy {cell['policy']['name']}" + (f": {exc.field}" if exc.field else ""))
+    return spec
 
 
 def _check_score(spec: str, path: str, where: str) -> None:
@@ -250,81 +263,48 @@ def cell_id(cell: Mapping) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-# -- one cell -------------------------------------------------------------------------------------
+# -- one cell: a scenario ----------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
 def _read(path: str, fmt: str | None, columns: tuple | None):
     from greenslurm.traces import read_trace
     return read_trace(path, fmt, columns=list(columns) if columns else None)
 
 
-@functools.lru_cache(maxsize=16)
-def _cluster_file(path: str) -> Cluster:
-    return Cluster.from_toml_file(path)
-
-
 def build_cluster(spec: Any) -> Cluster:
     """A cluster from a TOML file path or an inline table ``{nodes, cpus, gpus?, memory_mb?, idle_w?, busy_w?}``."""
+    from greenslurm.scenario import ClusterSource
+    from greenslurm.scenario_run import build_cluster as build
+    return build(_scenario_stub(cluster_source(spec) if not isinstance(spec, ClusterSource) else spec), cache=True)
+
+
+def _scenario_stub(cluster):
+    from greenslurm.scenario import Scenario, TraceSource
+    return Scenario(trace=TraceSource(path="-"), cluster=cluster)
+
+
+def cluster_source(spec: Any, node_list: str | None = None):
+    from greenslurm.scenario import ClusterSource, Homogeneous
+    if node_list is not None:
+        return ClusterSource(node_list=node_list)
+    if spec is None:
+        return ClusterSource()
     if isinstance(spec, str):
-        return _cluster_file(spec)
-    spec = dict(spec)
-    count = int(spec.pop("nodes"))
-    cpus = int(spec.pop("cpus"))
-    name = str(spec.pop("name", f"{count}x{cpus}"))
-    return Cluster.homogeneous(count, cpus=cpus, name=name, **spec)
-
-
-def cell_workload(cell: Mapping) -> tuple[list[JobSpec], Cluster, Any]:
-    """The jobs, the cluster and the renewable supply (or None) of a cell."""
-    trace, params, seed = cell["trace"], cell["params"], int(cell["seed"])
-    cluster = build_cluster(trace["cluster"]) if trace.get("cluster") is not None else None
-    if "synthetic" in trace:
-        from greenslurm.traces.synthetic import synthetic_jobs
-        options = {**trace["synthetic"]}
-        count = int(params.get("jobs", options.pop("jobs", 100)))
-        options.pop("jobs", None)
-        for key in ("load", "runtime_median_s"):
-            if key in params:
-                options[key] = params[key]
-        jobs = synthetic_jobs(count, total_cpus=cluster.total_cpus, seed=seed,
-                              **{"max_job_cpus": cluster.max_node_cpus * cluster.size, **options})
-    else:
-        columns = trace.get("columns")
-        result = _read(trace["path"], trace.get("format"), tuple(columns) if columns else None)
-        jobs = sorted(result.jobs, key=lambda job: job.submit_s)
-        if cluster is None:
-            cluster = result.cluster_hint()
-            if cluster is None:
-                raise InputError("the trace does not describe its cluster; give cluster = FILE", path=trace["path"])
-    limit = params.get("limit", trace.get("limit"))
-    if limit is not None:
-        jobs = jobs[:int(limit)]
-    if "slack" in params:
-        from greenslurm.traces.deadlines import with_deadlines
-        jobs = with_deadlines(jobs, eps=float(params["slack"]), sigma=params.get("slack_sigma"), seed=seed)
-    supply = make_supply(params, jobs, cluster, seed)
-    return jobs, cluster, supply
-
-
-def make_supply(params: Mapping, jobs: Sequence[JobSpec], cluster: Cluster, seed: int):
-    kind = params.get("supply")
-    if not kind or not jobs:
-        return None
-    from greenslurm.clustermodel.renewable import max_power_w, solar_supply, wind_supply
-    start = min(j.submit_s for j in jobs)
-    end = max(j.submit_s for j in jobs) + 4 * max(j.requested_time_s for j in jobs) + 86400.0
-    peak = float(params.get("supply_peak", 0.5)) * max_power_w(cluster)
-    if kind == "solar":
-        return solar_supply(start, end, peak, seed=seed)
-    if kind == "wind":
-        return wind_supply(start, end, peak, seed=seed)
-    raise ValueError(f"unknown supply {kind!r}; choose solar or wind")
+        return ClusterSource(file=spec)
+    table = dict(spec)
+    try:
+        return ClusterSource(homogeneous=Homogeneous(**table))
+    except TypeError as exc:
+        raise InputError(f"bad inline cluster {table}: {exc}", path="<sweep>", field="cluster") from None
 
 
 POWER_STATES = "power_states"      # option (a table, or power_states.KEY = value): greenslurm.sim.machines.power_states
+SELECT_OPTIONS = ("select", "allocation")            # the deadline queue's name for the node selection
+ACCEPTANCE_OPTIONS = {"share": "threshold_share", "min_slack": "threshold_slack"}
+GPU_OPTIONS = {"normalization": "normalization", "ties": "ties", "coverage": "fgd_coverage"}
 
 
 def power_state_options(options: Mapping) -> tuple[dict, dict | None]:
-    """Split the power-state settings (issue 6) off a policy's options.
+    """Split the power-state settings off a policy's options.
 
     >>> power_state_options({"acceptance": "greedy", "power_states.boot_s": 60, "power_states": {"off_w": 5}})
     ({'acceptance': 'greedy'}, {'boot_s': 60, 'off_w': 5})
@@ -342,33 +322,122 @@ def power_state_options(options: Mapping) -> tuple[dict, dict | None]:
     return rest, power
 
 
-def replay_policy(jobs: Sequence[JobSpec], cluster: Cluster, queue: str, options: Mapping | None = None,
-                  supply=None, progress: Callable[[int, int], None] | None = None, extras: dict | None = None):
-    """Replay under a queue strategy with its options (a supply is handed to strategies that take one).
+def gpu_select(score: str) -> str:
+    """A sweep's ``score`` (the GPU papers' scorer names) as a node selection: their BestFit is
+    ``gpubestfit`` (``bestfit`` is seed 003's load rule).
 
-    ``power_states`` options (``{"suspend_after_s": 600, "boot_s": 300, "budget_w": ...}``) replay with
-    node power states (``greenslurm.sim.machines.power_states``); their figures go into ``extras`` when given."""
-    import inspect
+    >>> gpu_select("bestfit"), gpu_select("pwr=0.1, bestfit=0.9")
+    ('gpubestfit', 'pwr=0.1,gpubestfit=0.9')
+    """
+    parts = []
+    for part in score.split(","):
+        name, sep, weight = part.strip().partition("=")
+        name = "gpubestfit" if name.strip().lower() == "bestfit" else name.strip()
+        parts.append(name + (sep + weight.strip() if sep else ""))
+    return ",".join(parts)
 
-    from greenslurm.sim.engine.replay import Replay
-    from greenslurm.sim.engine.strategies import QUEUES
+
+def policy_scenario(queue: str, options: Mapping | None, *, trace, cluster=None, params: Mapping | None = None,
+                    seed: int = 0, where: str = "<policy>"):
+    """A policy (queue and options, as in sweep specs and what-if) on a trace as a Scenario.
+
+    Options: ``acceptance``, ``select`` (or ``allocation``), ``share``/``min_slack`` (threshold),
+    ``compress``, ``renewable`` (grid, green, only), ``normalization``/``ties``/``coverage`` (GPU
+    scorers), ``power_states`` (a table or ``power_states.KEY``); parameters: ``slack``,
+    ``slack_sigma``, ``supply``, ``supply_peak``, ``arrival_scale``."""
+    import dataclasses as dc
+
+    from greenslurm.scenario import Acceptance, Deadlines, PowerStates, Scenario, Selection, Supply
     options, power = power_state_options(dict(options or {}))
-    strategy = QUEUES[queue]
-    accepted = inspect.signature(strategy).parameters
-    if supply is not None and "supply" in accepted:
-        options.setdefault("supply", supply)
-    factory = None
+    params = dict(params or {})
+    select = None
+    for key in SELECT_OPTIONS:
+        if key in options:
+            select = str(options.pop(key))
+    accept = {new: options.pop(old) for old, new in ACCEPTANCE_OPTIONS.items() if old in options}
+    for old, new in ACCEPTANCE_OPTIONS.items():
+        if old in options.get("acceptance_options", {}):
+            accept[new] = options["acceptance_options"][old]
+    options.pop("acceptance_options", None)
+    acceptance = None
+    if "acceptance" in options or accept or "compress" in options:
+        acceptance = Acceptance(str(options.pop("acceptance", "greedy")), compress=options.pop("compress", None),
+                                **{k: float(v) for k, v in accept.items()})
+    gpu = {new: options.pop(old) for old, new in GPU_OPTIONS.items() if old in options}
+    mode = str(options.pop("renewable", "grid"))
+    if options:
+        raise InputError(f"unknown policy options: {', '.join(sorted(options))}", path=where, field="options")
+    deadlines = None
+    if "slack" in params:
+        deadlines = Deadlines(float(params["slack"]), params.get("slack_sigma"), seed=seed)
+    supply = Supply(mode=mode)
+    if params.get("supply"):
+        synthetic = params["supply"] in ("solar", "wind")
+        if not synthetic and not Path(str(params["supply"])).suffix:
+            raise InputError(f"unknown supply {params['supply']!r}; choose solar, wind or a CSV file", path=where,
+                             field="supply")
+        supply = Supply(str(params["supply"]), mode, float(params.get("supply_peak", 0.5)) if synthetic else None,
+                        seed if synthetic else None, horizon="limits" if synthetic else None)
+    power_states = None
     if power is not None:
-        from greenslurm.sim.machines.power_states import PowerStateConfig, power_machine_factory
-        factory = power_machine_factory(PowerStateConfig.from_mapping(power))
-    run = Replay(jobs, cluster, queue, progress=progress, strategy_options=options, machine_factory=factory)
-    result = run.run()
-    if power is not None and extras is not None:
-        totals = run.machine.power_totals()
-        extras.update(boots=totals.boots, suspends=totals.suspends, off_node_h=totals.off_node_s / 3600.0,
-                      boot_node_h=totals.boot_node_s / 3600.0, saved_vs_idle_kwh=totals.saved_vs_idle_j / 3.6e6,
-                      refused_starts=totals.refused_starts, mean_phase_imbalance=totals.mean_imbalance)
-    return result
+        fields = {f.name for f in dc.fields(PowerStates)}
+        unknown = set(power) - fields
+        if unknown:
+            raise InputError(f"unknown power_states keys: {', '.join(sorted(unknown))}", path=where, field="options")
+        power_states = PowerStates(**{k: (float(v) if k not in ("phases", "nodes_per_cabinet") and isinstance(v, int)
+                                          else v) for k, v in power.items()})
+    if gpu.get("fgd_coverage") is not None:
+        gpu["fgd_coverage"] = float(gpu["fgd_coverage"])
+    scenario = Scenario(trace=trace, cluster=cluster or _default_cluster(), queue=queue,
+                        selection=Selection(select, **gpu), acceptance=acceptance, deadlines=deadlines,
+                        power_states=power_states, supply=supply,
+                        arrival_scale=float(params.get("arrival_scale", 1.0)), seed=seed)
+    return scenario.check(where)
+
+
+def _default_cluster():
+    from greenslurm.scenario import ClusterSource
+    return ClusterSource()
+
+
+def cell_scenario(cell: Mapping):
+    """The scenario of a cell (its id stays the hash of the cell itself)."""
+    from greenslurm.scenario import Synthetic, TraceSource
+    trace, params, policy, seed = cell["trace"], dict(cell["params"]), cell["policy"], int(cell["seed"])
+    limit = params.get("limit", trace.get("limit"))
+    if "synthetic" in trace:
+        table = {**trace["synthetic"], **{k: params[k] for k in ("jobs", "load", "runtime_median_s") if k in params}}
+        try:
+            synthetic = Synthetic(**table)
+        except TypeError as exc:
+            raise InputError(f"bad synthetic trace: {exc}", path="<sweep>", field=f"trace {trace['name']}") from None
+        source = TraceSource(synthetic=synthetic, limit=int(limit) if limit is not None else None)
+    else:
+        columns = trace.get("columns")
+        fmt = trace.get("format", "alibaba" if "score" in policy else None)
+        source = TraceSource(path=trace["path"], format=fmt, columns=tuple(columns) if columns else None,
+                             limit=int(limit) if limit is not None else None)
+    cluster = cluster_source(trace.get("cluster"), trace.get("nodes"))
+    options = dict(policy.get("options", {}))
+    queue = policy.get("queue", "none")
+    if "score" in policy:                       # the GPU papers' model: place at arrival or fail
+        options["select"] = gpu_select(policy["score"])
+    return policy_scenario(queue, options, trace=source, cluster=cluster, params=params, seed=seed,
+                           where=f"policy {policy['name']}")
+
+
+def outcome_row(outcome, reader_skipped=None) -> dict:
+    """The flat row of a replayed scenario: :func:`figures`, power states, GPU figures."""
+    row = figures(outcome.result, outcome.jobs, outcome.supply, reader_skipped=reader_skipped)
+    power = outcome.summary.get("power_states")
+    if power is not None:
+        row.update(boots=power["boots"], suspends=power["suspends"], off_node_h=power["off_node_h"],
+                   boot_node_h=power["boot_node_h"], saved_vs_idle_kwh=power["saved_vs_idle_j"] / 3.6e6,
+                   refused_starts=power["refused_starts"], mean_phase_imbalance=power["mean_phase_imbalance"])
+    for key, value in (outcome.summary.get("gpu") or {}).items():
+        if not isinstance(value, (dict, list)):
+            row[f"gpu_{key}"] = value
+    return row
 
 
 def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dict:
@@ -387,8 +456,9 @@ def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dic
     row["offered_cpu_hours"] = offered / 3600.0
     row["accepted_load_share"] = accepted / offered if offered > 0 else None
     # Performance ratio (seed 003): an upper bound on the acceptable load / the accepted load.  With
-    # deadlines, issue 3's bound (greenslurm.sim.accounting.deadline_metrics: the LP relaxation up to LP_MAX_JOBS jobs, else the
-    # load of the jobs that could meet their deadline alone); without, the offered load.
+    # deadlines, the bound of greenslurm.sim.accounting.deadline_metrics (the LP relaxation up to
+    # LP_MAX_JOBS jobs, else the load of the jobs that could meet their deadline alone); without, the
+    # offered load.
     bound, row["load_bound"] = offered, "offered load"
     if any(j.deadline_s is not None for j in jobs):
         from greenslurm.sim.accounting.deadline_metrics import upper_bound, work_of
@@ -408,68 +478,18 @@ def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dic
 
 
 def run_cell(cell: Mapping) -> dict:
-    """Run one cell: ``(trace, policy and its options, parameters, seed) -> one flat row``."""
+    """Run one cell: ``(trace, policy and its options, parameters, seed) -> one flat row``; the cell
+    is a :class:`~greenslurm.scenario.Scenario` replayed by :func:`greenslurm.scenario_run.run`."""
+    from greenslurm import scenario_run
     started = time.perf_counter()
-    if "score" in cell["policy"]:
-        return run_gpu_cell(cell, started)
-    jobs, cluster, supply = cell_workload(cell)
+    scenario = cell_scenario(cell)
+    outcome = scenario_run.run(scenario, cache=True)
     policy = cell["policy"]
-    extras: dict = {}
-    result = replay_policy(jobs, cluster, policy["queue"], policy.get("options"), supply, extras=extras)
     row = {"cell_id": cell_id(cell), "trace": cell["trace"]["name"], "policy": policy["name"],
-           "queue_name": policy["queue"], "options": json.dumps(policy.get("options", {}), sort_keys=True),
+           "queue_name": scenario.queue, "select": scenario.selection_name,
+           "options": json.dumps(policy.get("options", {}), sort_keys=True),
            "seed": int(cell["seed"]), **cell["params"]}
-    row.update(figures(result, jobs, supply))
-    row.update(extras)
-    row["elapsed_s"] = time.perf_counter() - started
-    return row
-
-
-@functools.lru_cache(maxsize=4)
-def _node_list(path: str):
-    from greenslurm.traces.alibaba import read_nodes
-    return read_nodes(path)
-
-
-def run_gpu_cell(cell: Mapping, started: float) -> dict:
-    """A GPU scoring cell: the pods of an openb trace replayed with departures by ``greenslurm.sim.studies.gpu_replay``."""
-    from greenslurm.allocation.scorers import needs_workload
-    from greenslurm.clustermodel.fragmentation import COVERAGE
-    from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
-    from greenslurm.sim.studies.gpu_replay import gpu_replay
-    from greenslurm.sim.studies.inflate import TaskPool
-    trace, policy, params, seed = cell["trace"], cell["policy"], cell["params"], int(cell["seed"])
-    if "nodes" in trace:
-        cluster = _node_list(trace["nodes"])
-    elif trace.get("cluster") is not None:
-        cluster = build_cluster(trace["cluster"])
-    else:
-        raise InputError("a GPU scoring policy needs nodes = NODE_LIST.csv or cluster = ...", path=trace.get("path", ""))
-    nodes = GpuNodes.from_cluster(cluster)
-    result = _read(trace["path"], trace.get("format", "alibaba"), None)
-    jobs = sorted(result.jobs, key=lambda job: job.submit_s)
-    limit = params.get("limit", trace.get("limit"))
-    if limit is not None:
-        jobs = jobs[:int(limit)]
-    options = dict(policy.get("options", {}))
-    workload = None
-    if needs_workload(policy["score"]):
-        tasks = []
-        for job in jobs:
-            try:
-                tasks.append(gpu_task_from_job(job))
-            except ValueError:
-                pass
-        workload = TaskPool.from_tasks(tasks).workload(nodes.models, options.pop("coverage", COVERAGE))
-    replayed = gpu_replay(jobs, nodes, policy["score"], workload, options.get("normalization", "paper"),
-                          options.get("ties"), seed=seed, arrival_scale=float(params.get("arrival_scale", 1.0)))
-    summary = replayed.summary()
-    row = {"cell_id": cell_id(cell), "trace": trace["name"], "policy": policy["name"], "queue_name": "gpu-score",
-           "options": json.dumps(policy.get("options", {}), sort_keys=True), "seed": seed, **params}
-    row.update({k: v for k, v in summary.items() if not isinstance(v, (dict, list)) and k != "policy"})
-    row["jobs_total"] = len(jobs)
-    row["jobs_completed"] = summary["tasks"] - summary["failed_tasks"]
-    row["jobs_skipped"] = sum(summary["skipped"].values())
+    row.update(outcome_row(outcome))
     row["elapsed_s"] = time.perf_counter() - started
     return row
 

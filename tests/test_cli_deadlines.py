@@ -44,7 +44,7 @@ def test_replay_with_greedy_and_drawn_deadlines(swf, capsys):
 
 
 def test_replay_with_renewable_only(swf, capsys):
-    code, out, err = run(["replay", str(swf), "--allocation", "backfill", "--renewable", "solar",
+    code, out, err = run(["replay", str(swf), "--select", "backfill", "--renewable", "solar",
                           "--renewable-mode", "only", "--json", "-"], capsys)
     assert code == 0, err
     admission = json.loads(out)["admission"]
@@ -78,7 +78,7 @@ def test_bad_acceptance_is_a_usage_error(swf, capsys):
 def test_compare_table_and_csv(swf, tmp_path, capsys):
     out_csv = tmp_path / "grid.csv"
     code, out, err = run(["compare", str(swf), "--cores", "2", "--slack-mean", "0.5", "2",
-                          "--acceptance", "greedy", "threshold,greedy", "--allocation", "bestfit", "backfill",
+                          "--acceptance", "greedy", "threshold,greedy", "--select", "bestfit", "backfill",
                           "--csv", str(out_csv)], capsys)
     assert code == 0, err
     assert "tiny.swf on 2 cores" in out and "threshold,greedy" in out

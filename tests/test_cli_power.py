@@ -47,6 +47,10 @@ def test_replay_power_config_toml_and_bad_queue(tmp_path, capsys):
 def test_replay_and_compare_colocation(tmp_path, capsys):
     assert main(["replay", trace(tmp_path), "--colocation", "eaco", "--gpu-nodes", "1"]) == 0
     assert "training jobs on 1 nodes" in capsys.readouterr().out
+    assert main(["replay", trace(tmp_path), "--colocation", "eaco", "--queue", "easy"]) == 2
+    assert "field --queue: co-location runs its training jobs under the fcfs queue" in capsys.readouterr().err
+    assert main(["replay", trace(tmp_path), "--gpu-nodes", "1"]) == 2       # an option that does not apply
+    assert "field --gpu-nodes: applies to GPU co-location" in capsys.readouterr().err
     assert main(["compare", trace(tmp_path), "--colocation", "fifo", "eaco", "--gpu-nodes", "1"]) == 0
     text = capsys.readouterr().out
     assert "fifo" in text and "eaco" in text

@@ -171,23 +171,34 @@ def test_bad_specs(text, message):
 
 
 def test_a_failing_cell_is_reported_and_retried(tmp_path, capsys):
+    # a supply the sweep does not know is caught when the spec is read (every cell is a valid scenario) ...
+    with pytest.raises(InputError, match="field policy easy: supply: unknown supply 'tidal'"):
+        parse_spec('[[trace]]\nsynthetic = { jobs = 5 }\ncluster = { nodes = 1, cpus = 2 }\n'
+                   '[[policy]]\nqueue = "easy"\n[grid]\nsupply = ["solar", "tidal"]\n')
+    # ... a trace file that is gone only when its cell runs: that cell fails, the other is kept
+    (tmp_path / "gone.swf").write_text("1 0 0 10 1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n")
     spec_path = write_spec(tmp_path, """
 [[trace]]
 synthetic = { jobs = 5 }
 cluster = { nodes = 1, cpus = 2 }
+[[trace]]
+path = "gone.swf"
+cluster = { nodes = 1, cpus = 2 }
 [[policy]]
 queue = "easy"
 [grid]
-supply = ["solar", "tidal"]
+supply = ["solar"]
 """)
+    (tmp_path / "gone.swf").unlink()
     assert main(["sweep", str(spec_path), "-j", "1", "--no-progress"]) == 1
-    assert "unknown supply 'tidal'" in capsys.readouterr().out
+    assert "gone.swf: no such file" in capsys.readouterr().out
     frame = pd.read_parquet(tmp_path / "study-results" / RESULTS_PARQUET)
     assert list(frame["supply"]) == ["solar"] and 0 <= frame["renewable_share"][0] <= 1
 
 
 def test_gpu_scoring_cells(shared_data, tmp_path):
-    """Policies of issue 4 (GPU scorers, greenslurm.sim.studies.gpu_replay) are sweep cells too."""
+    """GPU scorer policies (the PWR and FGD papers: score = ...) are sweep cells too: scenarios with the
+    place-or-fail queue (none) and the scorer as node selection."""
     pods = shared_data / "alibaba-gpu-2023" / "openb_pod_list_default.csv"
     spec = parse_spec(f"""
 [sweep]
@@ -209,10 +220,11 @@ arrival_scale = [0.001, 0.01]
     outcome = run_sweep(spec, tmp_path / "gpu", workers=1)
     assert (outcome.ran, outcome.failed) == (8, {})
     frame = pd.read_parquet(tmp_path / "gpu" / RESULTS_PARQUET)
-    assert set(frame["queue_name"]) == {"gpu-score"} and set(frame["policy"]) == {"fgd", "pwr-fgd"}
-    assert (frame["jobs_completed"] + frame["failed_tasks"] + frame["jobs_skipped"] == 300).all()
+    assert set(frame["queue_name"]) == {"none"} and set(frame["policy"]) == {"fgd", "pwr-fgd"}
+    assert set(frame["select"]) == {"fgd", "pwr=0.1,fgd=0.9"}
+    assert (frame["jobs_completed"] + frame["rejected"] + frame["jobs_skipped"] == 300).all()
     busy = frame[frame["arrival_scale"] == 0.001]
-    assert (busy["failed_tasks"] > 0).any() and (frame["energy_kwh"] > 0).all()
+    assert (busy["rejected"] > 0).any() and (frame["energy_kwh"] > 0).all()
     with pytest.raises(InputError, match="unknown scorer 'gravity'"):
         parse_spec(f'[[trace]]\npath = "{pods}"\n[[policy]]\nscore = "gravity"\n')
 

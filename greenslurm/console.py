@@ -1,0 +1,73 @@
+"""What every command shows on the terminal: the error line, logging through rich, the progress bar
+and writing a text file or stdout.  Imported by the CLI and by every ``cmd_*`` module (never the other
+way round)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from pathlib import Path
+from typing import Callable, Iterator
+
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
+
+from greenslurm.clustermodel import InputError
+
+PROG = "greenslurm"
+EXIT_OK, EXIT_INPUT = 0, 2
+# Show a progress bar (on a terminal) when a replay has at least this many jobs.
+PROGRESS_MIN_JOBS = 1000
+# Report width when stdout is not a terminal (rich would use 80).
+PIPE_WIDTH = 110
+_HANDLER_TAG = "_greenslurm_cli"
+
+
+def setup_logging(verbose: int, console: Console) -> None:
+    """One rich handler on the root logger (replacing an earlier one of ours, leaving others)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if getattr(handler, _HANDLER_TAG, False):
+            root.removeHandler(handler)
+    handler = RichHandler(console=console, show_time=False, show_path=verbose > 1, markup=False,
+                          rich_tracebacks=True)
+    setattr(handler, _HANDLER_TAG, True)
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG)
+
+
+def error_line(console: Console, message: str) -> None:
+    console.print(f"{PROG}: error: {message}", style="bold red", markup=False, highlight=False,
+                  soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress_bar(console: Console, total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    if not enabled:
+        yield None
+        return
+    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("replay", total=total)
+
+        def update(done: int, of: int) -> None:
+            progress.update(task, completed=done, total=of)
+
+        yield update
+
+
+def write_text(path: str, text: str, stdout: Console) -> None:
+    """``text`` into ``path`` (``-``: stdout); a failure is an InputError naming the path."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror or exc}", path=path) from None
+    stdout.print(f"wrote {escape(path)}", style="dim")

@@ -1,0 +1,122 @@
+"""Reading what the user names: trace files, cluster files, node lists, output paths.  Every failure
+is an :class:`~greenslurm.clustermodel.InputError` naming the file.  Used by the CLI, every ``cmd_*``
+module and :mod:`greenslurm.scenario_run`; imports none of them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from importlib import resources
+from typing import Iterator
+
+from greenslurm.clustermodel import Cluster, InputError
+
+log = logging.getLogger("greenslurm")
+
+DEMO_TRACE = "KTH-SP2-1996-2.1-cln-first2000.swf"
+DEMO_CLUSTER = "kth-sp2.toml"
+
+
+def check_input_file(path: str, what: str = "trace") -> None:
+    """Fail early, with the reader's wording, on what is not a readable file."""
+    if not os.path.exists(path):
+        raise InputError("no such file", path=path)
+    if os.path.isdir(path):
+        raise InputError(f"is a directory, not a {what} file", path=path)
+    if not os.access(path, os.R_OK):
+        raise InputError("cannot read: permission denied", path=path)
+
+
+def check_output_paths(out_dir: str | None, json_file: str | None) -> None:
+    """Catch an output path that cannot work before a long replay, not after it."""
+    if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise InputError("exists and is not a directory (--out wants a directory)", path=out_dir)
+    if json_file is not None and json_file != "-":
+        if os.path.isdir(json_file):
+            raise InputError("is a directory (--json wants a file name)", path=json_file)
+        parent = os.path.dirname(json_file) or "."
+        if not os.path.isdir(parent):
+            raise InputError(f"cannot write: no directory {parent}", path=json_file)
+
+
+def parse_columns(text: str | None) -> list[str] | None:
+    """``'JobID|Submit, End'`` -> ``['JobID', 'Submit', 'End']``.
+
+    >>> parse_columns("JobID|Submit, End")
+    ['JobID', 'Submit', 'End']
+    >>> parse_columns(None) is None
+    True
+    """
+    if text is None:
+        return None
+    names = [n.strip() for n in text.replace(",", "|").split("|")]
+    if not all(names):
+        raise InputError(f"--columns has an empty name: {text!r}", path="<command line>", field="columns")
+    return names
+
+
+@contextlib.contextmanager
+def demo_file(name: str) -> Iterator[str]:
+    """A path to a file bundled in greenslurm/data."""
+    with resources.as_file(resources.files("greenslurm") / "data" / name) as path:
+        yield str(path)
+
+
+def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=None, status=None):
+    """Read the trace ``path``; every failure is an InputError.  ``status``: a context manager
+    factory taking a message (a terminal spinner), or None."""
+    from greenslurm.traces import read_trace
+
+    check_input_file(path)
+    started = time.perf_counter()
+    shown = status(f"reading {path}") if status is not None else contextlib.nullcontext()
+    try:
+        with shown:
+            trace = read_trace(path, fmt, strict=strict, columns=list(columns) if columns else None)
+    except UnicodeDecodeError:
+        raise InputError("not UTF-8 text", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+    log.info("read %s (%s): %d records, %d jobs kept, %d skipped, %d adjusted in %.2f s", trace.path,
+             trace.format, trace.records_read, len(trace.jobs), sum(trace.skipped.values()),
+             sum(trace.adjusted.values()), time.perf_counter() - started)
+    for reason, count in sorted(trace.skipped.items()):
+        log.info("reader skipped %d: %s", count, reason)
+    return trace
+
+
+def load_cluster(path: str) -> Cluster:
+    check_input_file(path, "cluster")
+    cluster = Cluster.from_toml_file(path)
+    log.info("cluster %s from %s: %d nodes, %d CPUs, %d GPUs", cluster.name, path, cluster.size,
+             cluster.total_cpus, cluster.total_gpus)
+    return cluster
+
+
+def load_node_list(path: str) -> Cluster:
+    """An openb node list (the GPU papers' clusters) as a cluster."""
+    from greenslurm.traces.alibaba import read_nodes
+
+    check_input_file(path, "node list")
+    cluster = read_nodes(path)
+    log.info("cluster %s from %s: %d nodes, %d GPUs", cluster.name, path, cluster.size, cluster.total_gpus)
+    return cluster
+
+
+def cluster_from_trace(trace) -> Cluster:
+    cluster = trace.cluster_hint()
+    if cluster is None:
+        raise InputError("the trace does not describe its cluster; pass --cluster FILE", path=trace.path)
+    log.info("cluster %s from the trace header: %d nodes, %d CPUs", cluster.name, cluster.size, cluster.total_cpus)
+    return cluster
+
+
+def check_strict_fit(trace, cluster: Cluster) -> None:
+    """Under --strict, a job the cluster can never hold is an error, not a skipped job."""
+    for job in trace.jobs:
+        if cluster.shape_of(job) is None:
+            raise InputError(f"job {job.job_id} asks for more than cluster {cluster.name!r} has "
+                             f"({job.cpus} CPUs, {job.nodes or 'any'} nodes, {job.total_gpus:g} GPUs)",
+                             path=trace.path, line=job.source_line or None)

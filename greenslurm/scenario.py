@@ -1,0 +1,503 @@
+"""One replay, described in full: the :class:`Scenario` (typed, frozen) and its TOML form.
+
+A scenario says which jobs (a trace file or a synthetic trace), on which cluster (a cluster TOML,
+an openb node list, an inline homogeneous cluster, or the trace's own header), under which queue
+strategy, node selection, acceptance chain and machine model (node power states or GPU
+co-location), with which drawn deadlines and renewable supply.  ``greenslurm replay`` builds one
+from its options, ``greenslurm run FILE`` reads one from TOML, and a sweep cell is one; all of them
+replay it through :func:`greenslurm.scenario_run.run`.
+
+The TOML form (every key optional except a trace; unknown keys are errors)::
+
+    queue = "easy"                 # fcfs | easy | conservative | deadline | none
+    seed = 0                       # synthetic traces and random node selections
+    arrival_scale = 1.0            # time between arrivals multiplied by this
+
+    [trace]
+    path = "log.swf"               # or: synthetic = { jobs = 100, load = 0.8 }
+    format = "swf"                 # default: guessed
+    strict = false
+    columns = ["JobID", "Submit"]  # a headerless sacct export
+    limit = 500                    # the first N jobs by submit time
+    exact_runtimes = false         # time limits := runtimes (seed 003's setting)
+
+    [cluster]
+    file = "cluster.toml"          # or node_list = "openb_node_list.csv",
+                                   # or homogeneous = { nodes = 8, cpus = 4 }; none: the trace's header
+
+    [selection]
+    name = "firstfit"              # see greenslurm.allocation.selection (pwr, fgd, pwr=0.1,fgd=0.9, ...)
+    normalization = "paper"        # GPU scorers only
+    ties = "first"                 # GPU scorers only
+    fgd_coverage = 0.95            # FGD only
+
+    [acceptance]                   # the deadline queue only
+    policy = "threshold,greedy"
+    threshold_share = 0.5
+    threshold_slack = 60.0
+
+    [deadlines]                    # draw d = r + (1 + eps) p for jobs without one
+    slack_mean = 1.0
+    slack_sigma = 0.4
+    seed = 0
+
+    [power_states]                 # node power states (fcfs, easy): fields of PowerStateConfig
+    suspend_after_s = 600.0
+
+    [colocation]                   # GPU co-location (seed 001)
+    policy = "eaco"
+
+    [supply]
+    source = "solar"               # solar | wind | a CSV of time_s,watts
+    mode = "grid"                  # grid | green | only (green and only: the deadline queue)
+    scale = 1.0
+    seed = 0
+
+>>> s = Scenario.from_toml('queue = "none"\\n[trace]\\npath = "p.csv"\\n[selection]\\nname = "fgd"\\n', "s.toml")
+>>> s.queue, s.selection.name, s.trace.path.endswith("p.csv")
+('none', 'fgd', True)
+>>> Scenario.from_toml(s.to_toml(), "s.toml") == s
+True
+>>> Scenario.from_toml('[trace]\\npath = "a"\\n[selection]\\nnam = "fgd"\\n', "s.toml")
+Traceback (most recent call last):
+...
+greenslurm.clustermodel.errors.InputError: s.toml: field selection.nam: unknown key; known: name, normalization, ties, fgd_coverage
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from greenslurm.clustermodel import InputError
+
+QUEUE_DEFAULT = "easy"
+DEADLINE_DEFAULT_SELECTION = "bestfit"       # seed 003's choice for the deadline queue
+DEFAULT_SELECTION = "firstfit"               # Slurm's node order, every other queue
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    """A seeded synthetic trace (greenslurm.traces.synthetic.synthetic_jobs)."""
+
+    jobs: int = 100
+    load: float | None = None
+    runtime_median_s: float | None = None
+    runtime_sigma: float | None = None
+    max_overestimate: float | None = None
+    power_of_two_share: float | None = None
+    underestimate_share: float | None = None
+    max_job_cpus: int | None = None
+
+
+@dataclass(frozen=True)
+class TraceSource:
+    path: str | None = None
+    format: str | None = None
+    strict: bool = False
+    columns: tuple[str, ...] | None = None
+    synthetic: Synthetic | None = None
+    limit: int | None = None
+    exact_runtimes: bool = False
+
+
+@dataclass(frozen=True)
+class Homogeneous:
+    nodes: int
+    cpus: int
+    gpus: int = 0
+    memory_mb: float = 0.0
+    idle_w: float | None = None
+    busy_w: float | None = None
+    gpu_model: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class ClusterSource:
+    """At most one of ``file`` (cluster TOML), ``node_list`` (openb CSV), ``homogeneous``; none: the
+    trace's header."""
+
+    file: str | None = None
+    node_list: str | None = None
+    homogeneous: Homogeneous | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    name: str | None = None              # None: the queue's default (bestfit in the deadline queue, else firstfit)
+    normalization: str | None = None     # GPU scorers: paper (default) or clean
+    ties: str | None = None              # GPU scorers: first or random
+    fgd_coverage: float | None = None    # FGD: target workload coverage (default 0.95)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    policy: str = "greedy"
+    threshold_share: float | None = None
+    threshold_slack: float | None = None
+    compress: bool | None = None         # re-plan accepted jobs earlier when one ends early (default true)
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    slack_mean: float
+    slack_sigma: float | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class PowerStates:
+    """Fields of :class:`greenslurm.sim.machines.power_states.PowerStateConfig`; None: its default
+    (``suspend_after_s`` None: never power down)."""
+
+    suspend_after_s: float | None = None
+    boot_s: float | None = None
+    boot_w: float | None = None
+    off_w: float | None = None
+    budget_w: float | None = None
+    phases: int | None = None
+    nodes_per_cabinet: int | None = None
+
+
+@dataclass(frozen=True)
+class Colocation:
+    policy: str
+    gpu_nodes: int | None = None
+    max_jobs: int | None = None
+    util_threshold_pct: float | None = None
+    mem_threshold_pct: float | None = None
+    idle_node_w: float | None = None
+    beta: float | None = None
+    jitter: float | None = None
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Supply:
+    source: str | None = None            # solar | wind | CSV path
+    mode: str = "grid"
+    scale: float | None = None           # synthetic peak = scale x the cluster's full power (default 1)
+    seed: int | None = None
+    # how far a synthetic supply reaches: None, 30 days past the last arrival; "limits": 4 x the
+    # longest time limit and a day past it (sweeps and what-if)
+    horizon: str | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    trace: TraceSource
+    cluster: ClusterSource = field(default_factory=ClusterSource)
+    queue: str = QUEUE_DEFAULT
+    selection: Selection = field(default_factory=Selection)
+    acceptance: Acceptance | None = None
+    deadlines: Deadlines | None = None
+    power_states: PowerStates | None = None
+    colocation: Colocation | None = None
+    supply: Supply = field(default_factory=Supply)
+    arrival_scale: float = 1.0
+    seed: int = 0
+
+    # -- what the run uses ------------------------------------------------------------------------
+    @property
+    def selection_name(self) -> str:
+        """The node selection in force (the queue's default when none is named)."""
+        if self.selection.name is not None:
+            return self.selection.name
+        return DEADLINE_DEFAULT_SELECTION if self.queue == "deadline" else DEFAULT_SELECTION
+
+    def check(self, where: str = "<scenario>", names: Mapping[str, str] | None = None) -> "Scenario":
+        """Every value valid and every option applying to this combination, or an InputError naming
+        ``where`` and the key (``names`` maps keys to command-line options for the CLI's messages)."""
+        check(self, where, names or {})
+        return self
+
+    # -- TOML -------------------------------------------------------------------------------------
+    @classmethod
+    def from_toml(cls, text: str, path: str = "<scenario.toml>") -> "Scenario":
+        """Read a scenario; relative file names are taken from the scenario file's folder."""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InputError(f"not valid TOML: {exc}", path=path) from None
+        scenario = from_mapping(data, path)
+        base = Path(path).resolve().parent if not path.startswith("<") else Path.cwd()
+        scenario = scenario.resolved(base)
+        return scenario.check(path)
+
+    @classmethod
+    def from_file(cls, path: str) -> "Scenario":
+        p = Path(path)
+        if not p.exists():
+            raise InputError("no such file", path=path)
+        if p.is_dir():
+            raise InputError("is a directory, not a scenario file", path=path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", path=path) from None
+        return cls.from_toml(text, path)
+
+    def resolved(self, base: Path) -> "Scenario":
+        """File names made absolute against ``base`` (a saved scenario runs from any folder)."""
+        def absolute(name: str | None, keep: tuple[str, ...] = ()) -> str | None:
+            if name is None or name in keep:
+                return name
+            return str((base / name).resolve()) if not Path(name).is_absolute() else name
+        trace = dataclasses.replace(self.trace, path=absolute(self.trace.path))
+        cluster = dataclasses.replace(self.cluster, file=absolute(self.cluster.file),
+                                      node_list=absolute(self.cluster.node_list))
+        supply = dataclasses.replace(self.supply, source=absolute(self.supply.source, ("solar", "wind")))
+        return dataclasses.replace(self, trace=trace, cluster=cluster, supply=supply)
+
+    def to_toml(self) -> str:
+        """The TOML text of this scenario (``from_toml`` of it gives the same scenario)."""
+        return to_toml(self)
+
+
+# -- reading: types and unknown keys ------------------------------------------------------------------
+SECTIONS = {name: f for name, f in ((f.name, f) for f in dataclasses.fields(Scenario))}
+
+
+def _hints(cls) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _kind(hint) -> tuple[Any, bool]:
+    """(the type inside ``X | None``, whether None is allowed)."""
+    args = typing.get_args(hint)
+    if args and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return inner[0], True
+    return hint, False
+
+
+def _value(hint, value, path: str, key: str):
+    kind, optional = _kind(hint)
+    if dataclasses.is_dataclass(kind):
+        if not isinstance(value, dict):
+            raise InputError(f"must be a table, not {_show(value)}", path=path, field=key)
+        return _table(kind, value, path, key)
+    if typing.get_origin(kind) is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InputError(f"must be a list of strings, not {_show(value)}", path=path, field=key)
+        return tuple(value)
+    if kind is bool:
+        ok = isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif kind is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok:
+            value = float(value)
+            if not math.isfinite(value):
+                raise InputError(f"must be a finite number, not {value}", path=path, field=key)
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        name = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(kind, kind.__name__)
+        raise InputError(f"must be {name}, not {_show(value)}", path=path, field=key)
+    return value
+
+
+def _show(value) -> str:
+    return json.dumps(value) if isinstance(value, (str, int, float, bool, list)) else type(value).__name__
+
+
+def _table(cls, data: Mapping, path: str, prefix: str):
+    hints = _hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    values = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else key
+        if key not in hints:
+            raise InputError(f"unknown key; known: {', '.join(names)}", path=path, field=full)
+        values[key] = _value(hints[key], value, path, full)
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and f.name not in values:
+            raise InputError("missing", path=path, field=f"{prefix}.{f.name}" if prefix else f.name)
+    return cls(**values)
+
+
+def from_mapping(data: Mapping, path: str = "<scenario>") -> Scenario:
+    """A scenario from a parsed TOML table (types checked, unknown keys refused; no resolution)."""
+    return _table(Scenario, data, path, "")
+
+
+# -- writing ----------------------------------------------------------------------------------------
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)       # a TOML basic string
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if dataclasses.is_dataclass(value):
+        items = _items(value)
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in items) + " }"
+    raise TypeError(f"cannot write {value!r} as TOML")
+
+
+def _items(obj) -> list[tuple[str, Any]]:
+    """Fields that differ from None (defaults are written too, so the file says what ran)."""
+    return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj) if getattr(obj, f.name) is not None]
+
+
+def to_toml(scenario: Scenario) -> str:
+    lines = ["# greenslurm scenario: run it with 'greenslurm run FILE'"]
+    tables = []
+    for name, value in _items(scenario):
+        if dataclasses.is_dataclass(value):
+            tables.append((name, value))
+        else:
+            lines.append(f"{name} = {_toml_value(value)}")
+    for name, value in tables:
+        items = _items(value)
+        if not items:
+            continue
+        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in items]
+    return "\n".join(lines) + "\n"
+
+
+# -- which options apply ------------------------------------------------------------------------------
+def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
+    """Refuse values out of range and options that do not apply (never ignore them silently)."""
+    from greenslurm.acceptance.registry import build as build_acceptance
+    from greenslurm.allocation.colocation import COLOCATION_POLICIES
+    from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
+    from greenslurm.allocation.selection import parse_selection
+    from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
+    from greenslurm.sim.engine.strategies import QUEUES
+    from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES
+
+    def name(key: str) -> str:
+        return names.get(key, key)
+
+    def fail(message: str, key: str) -> None:
+        raise InputError(message, path=where, field=name(key))
+
+    t = s.trace
+    if (t.path is None) == (t.synthetic is None):
+        fail("give either path or synthetic", "trace.path")
+    if t.synthetic is not None and (t.format or t.columns or t.strict):
+        fail("format, columns and strict are for trace files, not synthetic traces", "trace.synthetic")
+    if t.limit is not None and t.limit < 1:
+        fail("must be >= 1", "trace.limit")
+    if t.synthetic is not None and t.synthetic.jobs < 1:
+        fail("must be >= 1", "trace.synthetic.jobs")
+    if t.format is not None:
+        from greenslurm.traces import FORMATS
+        if t.format not in FORMATS:
+            fail(f"unknown format {t.format!r}; choose from {', '.join(FORMATS)}", "trace.format")
+    c = s.cluster
+    if sum(x is not None for x in (c.file, c.node_list, c.homogeneous)) > 1:
+        fail("give at most one of file, node_list, homogeneous", "cluster")
+    if t.synthetic is not None and c.file is None and c.node_list is None and c.homogeneous is None:
+        fail("a synthetic trace needs a cluster", "cluster")
+    if s.queue not in QUEUES:
+        fail(f"unknown queue {s.queue!r}; choose from {', '.join(QUEUES)}", "queue")
+    if not s.arrival_scale > 0:
+        fail("must be > 0", "arrival_scale")
+
+    try:
+        spec = parse_selection(s.selection_name)
+    except InputError as exc:
+        fail(exc.reason, "selection.name")
+    sel = s.selection
+    if spec.scores_gpus:
+        if s.queue == "deadline":
+            fail(f"the deadline queue plans with the load rules (firstfit, balanced, bestfit, minidle), "
+                 f"not the GPU scorer {spec.label}", "selection.name")
+        if sel.normalization is not None and sel.normalization not in NORMALIZATIONS:
+            fail(f"choose from {', '.join(NORMALIZATIONS)}", "selection.normalization")
+        if sel.ties is not None and sel.ties not in TIE_BREAKS:
+            fail(f"choose from {', '.join(TIE_BREAKS)}", "selection.ties")
+    else:
+        for key in ("normalization", "ties"):
+            if getattr(sel, key) is not None:
+                fail(f"applies to GPU scorers (pwr, fgd, ...), not to {spec.label}", f"selection.{key}")
+        if spec.backfill and s.queue != "deadline":
+            fail(f"+backfill applies to the deadline queue's planner; the {s.queue} queue backfills by itself "
+                 "or not at all", "selection.name")
+    if sel.fgd_coverage is not None:
+        if not spec.needs_workload:
+            fail(f"applies to FGD only, not to {spec.label}", "selection.fgd_coverage")
+        if not 0 < sel.fgd_coverage <= 1:
+            fail("must be a fraction in (0, 1]", "selection.fgd_coverage")
+
+    deadline_modes = s.supply.mode != "grid"
+    if s.acceptance is not None:
+        if s.queue != "deadline":
+            fail(f"applies to the deadline queue, not to the {s.queue} queue", "acceptance")
+        try:
+            build_acceptance(s.acceptance.policy)
+        except ValueError as exc:
+            fail(str(exc), "acceptance.policy")
+        chain = {p.strip() for p in s.acceptance.policy.split(",")}
+        a = s.acceptance
+        if (a.threshold_share is not None or a.threshold_slack is not None) and "threshold" not in chain:
+            fail("applies to the threshold acceptance policy only", "acceptance.threshold_share"
+                 if a.threshold_share is not None else "acceptance.threshold_slack")
+        if a.threshold_share is not None and not 0 <= a.threshold_share <= 1:
+            fail("must be in [0, 1]", "acceptance.threshold_share")
+        if a.threshold_slack is not None and a.threshold_slack < 0:
+            fail("must be >= 0", "acceptance.threshold_slack")
+    d = s.deadlines
+    if d is not None:
+        if not d.slack_mean > 0:
+            fail("must be > 0", "deadlines.slack_mean")
+        if d.slack_sigma is not None and d.slack_sigma < 0:
+            fail("must be >= 0", "deadlines.slack_sigma")
+    sup = s.supply
+    if sup.mode not in RENEWABLE_MODES:
+        fail(f"choose from {', '.join(RENEWABLE_MODES)}", "supply.mode")
+    if sup.source is None:
+        for key in ("scale", "seed", "horizon"):
+            if getattr(sup, key) is not None:
+                fail("applies with a supply source (solar, wind or a CSV)", f"supply.{key}")
+        if deadline_modes:
+            fail(f"renewable mode {sup.mode} needs {name('supply.source')} (solar, wind or a CSV)",
+                 "supply.mode")
+    if deadline_modes and s.queue != "deadline":
+        fail(f"renewable mode {sup.mode} plans with the deadline queue, not the {s.queue} queue", "supply.mode")
+    if sup.horizon not in (None, "limits"):
+        fail("choose limits (or leave it out)", "supply.horizon")
+    if sup.scale is not None and not sup.scale > 0:
+        fail("must be > 0", "supply.scale")
+
+    if s.power_states is not None:
+        if s.queue not in SUPPORTED_QUEUES:
+            fail(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, not {s.queue}",
+                 "power_states")
+        try:
+            power_config(s.power_states)
+        except (TypeError, ValueError) as exc:
+            fail(str(exc), "power_states")
+    if s.colocation is not None:
+        if s.power_states is not None:
+            fail("co-location and power states are two machine models; choose one", "colocation")
+        if s.colocation.policy not in COLOCATION_POLICIES:
+            fail(f"unknown policy {s.colocation.policy!r}; choose from {', '.join(COLOCATION_POLICIES)}",
+                 "colocation.policy")
+        if s.queue != "fcfs":
+            fail(f"co-location runs its training jobs under the fcfs queue, not {s.queue}", "queue")
+        if s.selection.name is not None:
+            fail("the co-location policy chooses the GPU sets; a node selection does not apply", "selection.name")
+        if s.colocation.gpu_nodes is not None and s.colocation.gpu_nodes < 1:
+            fail("must be >= 1", "colocation.gpu_nodes")
+
+
+def power_config(p: PowerStates):
+    """The engine's PowerStateConfig (None fields: its defaults; suspend_after_s None: never)."""
+    from greenslurm.sim.machines.power_states import PowerStateConfig
+    values = {f.name: getattr(p, f.name) for f in dataclasses.fields(p)
+              if getattr(p, f.name) is not None or f.name == "suspend_after_s"}
+    return PowerStateConfig.from_mapping(values)

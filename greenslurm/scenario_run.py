@@ -1,0 +1,315 @@
+"""Run a :class:`~greenslurm.scenario.Scenario` on the one replay engine.
+
+``run(scenario)`` reads the trace (or draws the synthetic one), builds the cluster, draws deadlines,
+builds the supply, the node selection (FGD gets the target workload of the trace's own tasks), the
+machine model (plain, node power states, or GPU co-location) and the queue strategy, and replays
+with :class:`greenslurm.sim.engine.replay.Replay`.  ``replay_jobs(scenario, jobs, cluster)`` does the
+same for jobs already read (what-if and sweeps share one read among many scenarios).  Nothing here
+parses command-line arguments; the CLI, ``greenslurm run`` and sweeps all come through here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.scenario import Scenario, power_config
+
+log = logging.getLogger("greenslurm")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class Inputs:
+    """What a scenario's replay starts from: the jobs (as read), the cluster, and the read's account."""
+
+    jobs: list[JobSpec]
+    cluster: Cluster
+    trace: Any = None                 # the TraceResult of a trace file (None: synthetic)
+
+
+@dataclass
+class Outcome:
+    scenario: Scenario
+    jobs: list[JobSpec]               # the jobs replayed (deadlines drawn, arrivals scaled, budget applied)
+    cluster: Cluster
+    replay: Any
+    result: Any
+    supply: Any = None
+    trace: Any = None
+    workload: Any = None
+    left_out_by_budget: int = 0
+    elapsed_s: float = 0.0
+    summary: dict = field(default_factory=dict)
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _read_cached(path: str, fmt: str | None, strict: bool, columns: tuple | None):
+    from greenslurm.inputs import read
+    return read(path, fmt, strict=strict, columns=columns)
+
+
+@functools.lru_cache(maxsize=16)
+def _cluster_cached(kind: str, path: str) -> Cluster:
+    from greenslurm.inputs import load_cluster, load_node_list
+    return load_cluster(path) if kind == "file" else load_node_list(path)
+
+
+def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluster | None:
+    """The scenario's cluster (None: it comes from the trace's header, not read yet)."""
+    from greenslurm.inputs import cluster_from_trace, load_cluster, load_node_list
+    c = scenario.cluster
+    if c.file is not None:
+        return _cluster_cached("file", c.file) if cache else load_cluster(c.file)
+    if c.node_list is not None:
+        return _cluster_cached("nodes", c.node_list) if cache else load_node_list(c.node_list)
+    if c.homogeneous is not None:
+        h = c.homogeneous
+        extra = {k: getattr(h, k) for k in ("idle_w", "busy_w", "gpu_model") if getattr(h, k) is not None}
+        return Cluster.homogeneous(h.nodes, cpus=h.cpus, gpus=h.gpus, memory_mb=h.memory_mb,
+                                   name=h.name or f"{h.nodes}x{h.cpus}", **extra)
+    if trace is None:
+        return None
+    return cluster_from_trace(trace)
+
+
+def load_inputs(scenario: Scenario, status=None, cache: bool = False) -> Inputs:
+    """Read the trace and the cluster (a bad cluster file fails before a long read)."""
+    from greenslurm.inputs import check_strict_fit, read
+    t = scenario.trace
+    cluster = build_cluster(scenario, cache=cache)
+    if t.synthetic is not None:
+        from greenslurm.traces.synthetic import synthetic_jobs
+        options = {k: v for k, v in dataclasses.asdict(t.synthetic).items() if v is not None and k != "jobs"}
+        options.setdefault("max_job_cpus", cluster.max_node_cpus * cluster.size)
+        jobs = synthetic_jobs(t.synthetic.jobs, total_cpus=cluster.total_cpus, seed=scenario.seed, **options)
+        return Inputs(sorted(jobs, key=lambda job: job.submit_s), cluster)
+    columns = tuple(t.columns) if t.columns else None
+    trace = (_read_cached(t.path, t.format, t.strict, columns) if cache
+             else read(t.path, t.format, strict=t.strict, columns=columns, status=status))
+    if cluster is None:
+        cluster = build_cluster(scenario, trace)
+    if not trace.jobs:
+        reasons = ", ".join(f"{r}: {n}" for r, n in sorted(trace.skipped.items())) or "no job records"
+        raise InputError(f"no jobs to replay ({trace.records_read} records read; {reasons})", path=trace.path)
+    if t.strict:
+        check_strict_fit(trace, cluster)
+    return Inputs(sorted(trace.jobs, key=lambda job: job.submit_s), cluster, trace)
+
+
+def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
+    """The first ``limit`` jobs, exact runtimes when asked, drawn deadlines, scaled arrivals.
+
+    >>> from greenslurm.scenario import TraceSource
+    >>> s = Scenario(TraceSource(path="x", limit=2), arrival_scale=0.5)
+    >>> [j.submit_s for j in prepared_jobs(s, [JobSpec(str(i), 10.0 * i, 5.0) for i in range(3)])]
+    [0.0, 5.0]
+    """
+    jobs = list(jobs)
+    t = scenario.trace
+    if t.limit is not None:
+        jobs = jobs[:t.limit]
+    if t.exact_runtimes:
+        from greenslurm.traces.deadlines import exact_runtimes
+        jobs = exact_runtimes(jobs)
+    if scenario.deadlines is not None:
+        from greenslurm.traces.deadlines import with_deadlines
+        d = scenario.deadlines
+        jobs = with_deadlines(jobs, d.slack_mean, d.slack_sigma, seed=d.seed)
+    if scenario.arrival_scale != 1.0 and jobs:
+        # arrivals t0 + (t - t0) x scale; runtimes unchanged (the GPU papers' busier what-ifs)
+        first = min(job.submit_s for job in jobs)
+        jobs = [job.with_changes(submit_s=first + (job.submit_s - first) * scenario.arrival_scale) for job in jobs]
+    return jobs
+
+
+def build_supply(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
+    """The renewable supply (None without a source)."""
+    s = scenario.supply
+    if s.source is None or not jobs:
+        return None
+    scale = s.scale if s.scale is not None else 1.0
+    seed = s.seed if s.seed is not None else 0
+    if s.horizon == "limits" and s.source in ("solar", "wind"):
+        from greenslurm.clustermodel.renewable import max_power_w, solar_supply, wind_supply
+        start = min(j.submit_s for j in jobs)
+        end = max(j.submit_s for j in jobs) + 4 * max(j.requested_time_s for j in jobs) + 86400.0
+        model = solar_supply if s.source == "solar" else wind_supply
+        return model(start, end, scale * max_power_w(cluster), seed=seed)
+    from greenslurm.sim.renewable import load_supply
+    return load_supply(s.source, jobs, cluster, scale, seed)
+
+
+def target_workload(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
+    """FGD's target workload: the trace's own GPU tasks, by popularity, up to ``fgd_coverage``."""
+    from greenslurm.allocation.selection import parse_selection
+    if not parse_selection(scenario.selection_name).needs_workload:
+        return None
+    from greenslurm.clustermodel.fragmentation import COVERAGE
+    from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+    from greenslurm.sim.studies.inflate import TaskPool
+    tasks = []
+    for job in jobs:
+        try:
+            tasks.append(gpu_task_from_job(job))
+        except ValueError:
+            pass
+    coverage = scenario.selection.fgd_coverage if scenario.selection.fgd_coverage is not None else COVERAGE
+    return TaskPool.from_tasks(tasks).workload(GpuNodes.from_cluster(cluster).models, coverage)
+
+
+# -- the engine ------------------------------------------------------------------------------------
+def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=None,
+          progress: Progress | None = None, workload=None):
+    """``Replay(jobs, cluster, queue, selection=..., strategy_options=..., machine_factory=...)`` for
+    jobs already prepared (:func:`prepared_jobs`)."""
+    from greenslurm.allocation.selection import make_selection, parse_selection
+    from greenslurm.sim.engine.replay import Replay
+
+    spec = parse_selection(scenario.selection_name)
+    if spec.scores_gpus and cluster.total_gpus <= 0:
+        raise InputError(f"the GPU scorer {spec.label} needs a cluster with GPUs; {cluster.name} has none",
+                         path="<scenario>", field="selection")
+    options: dict = {}
+    selection = None
+    if scenario.queue == "deadline":
+        a = scenario.acceptance
+        options = dict(acceptance=a.policy if a else "greedy", allocation=spec.label,
+                       acceptance_options={"share": a.threshold_share if a else None,
+                                           "min_slack": a.threshold_slack if a else None},
+                       supply=supply, renewable=scenario.supply.mode)
+        if a is not None and a.compress is not None:
+            options["compress"] = a.compress
+    else:
+        sel = scenario.selection
+        selection = make_selection(spec, workload, normalization=sel.normalization or "paper",
+                                   seed=[scenario.seed, 2], tie_break=sel.ties)
+    factory = None
+    if scenario.power_states is not None:
+        from greenslurm.sim.machines.power_states import power_machine_factory
+        factory = power_machine_factory(power_config(scenario.power_states))
+    elif scenario.colocation is not None:
+        factory, selection = colocation_machine(scenario)
+    return Replay(jobs, cluster, scenario.queue, selection=selection, progress=progress, strategy_options=options,
+                  machine_factory=factory)
+
+
+def colocation_machine(scenario: Scenario):
+    """The co-location machine factory and its policy (seed 001) for the scenario's settings."""
+    from greenslurm.allocation.colocation import ColocationSettings, Interference
+    from greenslurm.sim.machines.colocation import build_colocation
+    c = scenario.colocation
+
+    def given(*names: str) -> dict:
+        return {name: getattr(c, name) for name in names if getattr(c, name) is not None}
+    settings = ColocationSettings(**given("util_threshold_pct", "mem_threshold_pct", "max_jobs"))
+    interference = Interference(**given("beta", "jitter", "seed"))
+    return build_colocation(c.policy, settings=settings, interference=interference,
+                            idle_node_w=c.idle_node_w if c.idle_node_w is not None else 0.0)
+
+
+def colocation_inputs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
+    """The trace's jobs as training jobs (GPUs rounded up to a GPU set, model drawn, epochs from the
+    runtime) on ``gpu_nodes`` nodes of 8 GPUs (default: the cluster's GPUs / 8, at least 1)."""
+    from greenslurm.sim.machines.colocation import colocation_cluster, dlt_jobs_from_specs
+    c = scenario.colocation
+    training = dlt_jobs_from_specs(jobs, seed=c.seed if c.seed is not None else 0)
+    if not training:
+        raise InputError("no jobs with a finite runtime to simulate", path=scenario.trace.path or "<trace>")
+    nodes = c.gpu_nodes if c.gpu_nodes is not None else max(1, cluster.total_gpus // 8)
+    return training, colocation_cluster(nodes)
+
+
+def gpu_accounting(replay, workload):
+    """The GPU accounting (the PWR paper's power, GPU allocation, FGD fragmentation) of a replay on a
+    cluster with GPUs (None without GPUs, and on the co-location machine, which accounts itself)."""
+    from greenslurm.sim.accounting.gpu_accounting import GpuAccounting
+    from greenslurm.sim.machines.colocation import ColocationMachine
+    if isinstance(replay.machine, ColocationMachine):
+        return None
+    return GpuAccounting.attach(replay, workload)
+
+
+def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *, trace=None, supply=None,
+                progress: Progress | None = None, prepared: bool = False) -> Outcome:
+    """Replay ``jobs`` (as read) under ``scenario``; ``supply`` given: used instead of building one
+    (what-if shares one supply among its policies); ``prepared``: the jobs already are."""
+    started = time.perf_counter()
+    if not prepared:
+        jobs = prepared_jobs(scenario, jobs)
+    if not jobs:
+        raise InputError("no jobs to replay", path=scenario.trace.path or "<synthetic trace>")
+    if supply is None:
+        supply = build_supply(scenario, jobs, cluster)
+    left_out = 0
+    if scenario.colocation is not None:
+        jobs, cluster = colocation_inputs(scenario, jobs, cluster)
+    if scenario.power_states is not None and scenario.power_states.budget_w is not None:
+        from greenslurm.sim.machines.power_states import fits_budget
+        jobs, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states))
+    workload = target_workload(scenario, jobs, cluster)
+    replay = build(scenario, jobs, cluster, supply, progress, workload)
+    meter = gpu_accounting(replay, workload)
+    result = replay.run()
+    outcome = Outcome(scenario, list(jobs), cluster, replay, result, supply, trace, workload, left_out)
+    outcome.elapsed_s = time.perf_counter() - started
+    log.info("replayed %d jobs (%s) in %.2f s", len(result.records), scenario.queue, outcome.elapsed_s)
+    outcome.summary = summary_of(outcome, meter)
+    return outcome
+
+
+def run(scenario: Scenario, progress: Progress | None = None, status=None, cache: bool = False) -> Outcome:
+    """Read, build and replay ``scenario``; the outcome carries the JSON summary."""
+    inputs = load_inputs(scenario, status=status, cache=cache)
+    return replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace, progress=progress)
+
+
+# -- the summary ------------------------------------------------------------------------------------
+def summary_of(outcome: Outcome, meter=None) -> dict:
+    """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
+    from greenslurm.sim.accounting.deadline_metrics import admission_summary
+    from greenslurm.sim.accounting.metrics import summarize
+
+    trace = outcome.trace
+    summary = summarize(outcome.result, reader_skipped=trace.skipped if trace is not None else None,
+                        reader_adjusted=trace.adjusted if trace is not None else None)
+    s = outcome.scenario
+    if trace is not None:
+        summary["trace"] = {"path": str(trace.path), "format": trace.format, "records_read": trace.records_read}
+    elif s.trace.synthetic is not None:
+        summary["trace"] = {"synthetic": dataclasses.asdict(s.trace.synthetic), "seed": s.seed}
+    else:
+        summary["trace"] = {"path": s.trace.path}
+    summary["selection"] = s.selection_name
+    if outcome.left_out_by_budget:
+        summary["left_out_by_budget"] = outcome.left_out_by_budget
+    if outcome.result.queue == "deadline" or outcome.supply is not None:
+        summary["admission"] = admission_summary(outcome.result, outcome.supply)
+    totals = getattr(outcome.replay.machine, "power_totals", None)
+    if totals is not None:
+        t = totals()
+        summary["power_states"] = {"boots": t.boots, "suspends": t.suspends, "off_j": t.off_j, "boot_j": t.boot_j,
+                                   "saved_vs_idle_j": t.saved_vs_idle_j, "peak_power_w": t.peak_power_w,
+                                   "budget_w": t.budget_w, "mean_phase_imbalance": t.mean_imbalance,
+                                   "off_node_h": t.off_node_s / 3600.0, "boot_node_h": t.boot_node_s / 3600.0,
+                                   "refused_starts": t.refused_starts}
+    if meter is not None:
+        summary["gpu"] = meter.summary()
+    if s.colocation is not None:
+        from greenslurm.sim.machines.colocation import colocation_result
+        r = colocation_result(outcome.replay)
+        summary["colocation"] = {"policy": r.policy, "gpu_nodes": r.nodes, "jobs": r.jobs, "energy_j": r.energy_j,
+                                 "jobs_energy_j": r.jobs_energy_j, "idle_energy_j": r.idle_energy_j,
+                                 "avg_jct_s": r.avg_jct_s, "avg_jtt_s": r.avg_jtt_s, "avg_wait_s": r.avg_wait_s,
+                                 "makespan_s": r.makespan_s, "deadline_misses": r.deadline_misses,
+                                 "undone": r.undone, "colocated_starts": r.colocated_starts,
+                                 "mean_active_nodes": r.mean_active_nodes}
+    return summary
+
