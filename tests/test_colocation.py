@@ -130,6 +130,31 @@ def test_eaco_undoes_at_an_epoch_boundary_and_loses_nothing():
     assert record.start_s == 0.0 and record.end_s == pytest.approx(1.755 * H)
 
 
+@dataclass(frozen=True)
+class Mild(Interference):
+    """Two jobs really cost only 1 %; the prior for three is 1.08."""
+
+    def true_slowdown(self, mix):
+        return 1.01 if len(mix) == 2 else self.prior(len(mix))
+
+
+def test_eaco_reexamines_waiting_jobs_only_when_something_changes():
+    # One node, AlexNet on all 8 GPUs, 3 epochs each (e = 1404 s), all at t = 0.  A (deadline 3.2 e)
+    # takes the free set; B (no deadline) shares it: A's prediction 3 e x 1.04 = 3.12 e <= 3.2 e.
+    # C would make three: A's prediction 3 e x 1.08 = 3.24 e > 3.2 e, and no set is free: C waits.
+    # At A's first epoch end (1.01 e) a fresh look would admit C (1.01 e + 2 e x 1.08 = 3.17 e), but an
+    # epoch end changes nothing in the machine: C is looked at again when A and B end, at
+    # 3 e x 1.01 = 4254.12 s, and runs alone: 4254.12 + 3 x 1404 = 8466.12 s.
+    e = EPOCH
+    jobs = [training_job("a", 0.0, "alexnet", 8, 3, deadline_s=3.2 * e), training_job("b", 0.0, "alexnet", 8, 3),
+            training_job("c", 0.0, "alexnet", 8, 3)]
+    run = colocation_replay(jobs, 1, "eaco", interference=Mild())
+    run.run()
+    records = {r.job_id: r for r in run.records}
+    assert records["c"].start_s == pytest.approx(4254.12) and records["c"].end_s == pytest.approx(8466.12)
+    assert records["a"].end_s == pytest.approx(4254.12) and colocation_result(run).colocated_starts == 1
+
+
 @pytest.mark.parametrize("mix, deadline_h, keeps", [
     # remaining 10 epochs of 0.4 h (ResNet-50) at the prior for 2 jobs (1.04): 4.16 h
     (("resnet50", "vgg16"), 4.2, True),
