@@ -273,4 +273,5 @@ def test_trace_jobs_become_training_jobs():
     assert len(jobs) == 1                      # t2 has no finite runtime
     job = jobs[0]
     assert (job.job_id, job.submit_s, job.gpus_per_node, job.deadline_s) == ("t1", 5.0, 4, None)
-    assert job.epochs == round(1e4 / MODELS[job.model].epoch_s) and job.runtime_s == job.epochs * MODELS[job.model].epoch_s
+    epoch_s = MODELS[job.model].epoch_s
+    assert job.epochs == round(1e4 / epoch_s) and job.runtime_s == job.epochs * epoch_s

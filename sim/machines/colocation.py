@@ -98,9 +98,8 @@ def synthetic_dlt_jobs(count: int, seed: int = 0, arrivals_per_h: float = 6.0,
     (Table 1 power and epoch time), GPU counts from ``gpu_mix``, epochs uniform in ``epochs``;
     deadline = submit + slack * exclusive JCT (slack uniform), none for a ``no_deadline`` share.
 
-    >>> jobs = synthetic_dlt_jobs(3, seed=1)
-    >>> [(j.model, j.gpus_per_node) for j in jobs] == [(j.model, j.gpus_per_node) for j in synthetic_dlt_jobs(3, seed=1)]
-    True
+    >>> [(j.job_id, j.model, j.gpus_per_node, j.epochs) for j in synthetic_dlt_jobs(2, seed=0)]
+    [('dlt0', 'vgg16', 1, 75), ('dlt1', 'vgg16', 1, 37)]
     """
     rng = random.Random(seed)
     names = sorted(MODELS)
