@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from gpu_fixtures import small_workload
 from greenslurm.allocation.selection import make_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.clustermodel.gpu_state import GpuNodes
 from greenslurm.clustermodel.renewable import SupplySeries, idle_power_w, solar_supply
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.machines.power_states import PowerStateConfig, power_machine_factory
@@ -187,6 +188,25 @@ def test_deadline_queue_gpu_scorer_ranks_the_nodes_that_fit_at_the_earliest_star
             assert (record.start_s, record.node_indices) == (0.0, (node,)), (queue, selection)
 
 
+@pytest.mark.parametrize("queue", QUEUES)
+def test_plans_keep_a_job_on_nodes_of_its_gpu_model(queue):
+    """Node 0 has two T4, node 1 two V100.  Three jobs ask for V100: a (t=0, 1 GPU), b (t=1, 1 GPU),
+    c (t=2, 2 GPUs), each 50 s of a 100 s request.  Only node 1 may host them: a and b share it from
+    0 and 1; c needs both V100 and starts when a and b have ended, at 51 (place-or-fail rejects it).
+    A plan that counted node 0's two free GPUs put c there and it never started."""
+    cluster = Cluster([NodeSpec("t4", cpus=8, gpus=2, gpu_model="T4"), NodeSpec("v100", cpus=8, gpus=2, gpu_model="V100")])
+    jobs = [JobSpec("a", 0.0, 100.0, runtime_s=50.0, cpus=2, gpus_per_node=1.0, gpu_model="V100"),
+            JobSpec("b", 1.0, 100.0, runtime_s=50.0, cpus=2, gpus_per_node=1.0, gpu_model="V100"),
+            JobSpec("c", 2.0, 100.0, runtime_s=50.0, cpus=2, gpus_per_node=2.0, gpu_model="V100")]
+    result = run_checked(Replay(jobs, cluster, queue))
+    started = {r.job_id: (r.start_s, r.node_indices) for r in result.records}
+    expected = {"a": (0.0, (1,)), "b": (1.0, (1,)), "c": (51.0, (1,))}
+    if queue == "none":
+        del expected["c"]
+        assert [r.job_id for r in result.rejected] == ["c"]
+    assert started == expected
+
+
 def test_a_queue_refuses_options_it_does_not_take():
     with pytest.raises(ValueError, match=r"^the easy queue has no option 'shadow'; it takes record_reservations, "
                                          r"count_processors$"):
@@ -200,7 +220,7 @@ def test_a_queue_refuses_options_it_does_not_take():
 def gpu_workloads(draw):
     nodes = draw(st.integers(1, 4))
     cluster = Cluster([NodeSpec(f"n{i}", cpus=draw(st.integers(2, 8)), memory_mb=4000, gpus=draw(st.integers(0, 2)),
-                                gpu_model="T4") for i in range(nodes)])
+                                gpu_model=draw(st.sampled_from(["T4", "V100"]))) for i in range(nodes)])
     if cluster.total_gpus == 0:       # the GPU scorers need GPUs somewhere
         cluster = Cluster([*cluster.nodes, NodeSpec("g", cpus=4, memory_mb=4000, gpus=1, gpu_model="T4")])
     jobs = []
@@ -211,6 +231,7 @@ def gpu_workloads(draw):
             str(i), submit, requested, runtime_s=float(draw(st.integers(0, 50))), cpus=draw(st.integers(1, 10)),
             nodes=draw(st.integers(0, 2)), memory_mb_per_node=float(draw(st.sampled_from([0, 1000]))),
             gpus_per_node=draw(st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0, 2.0])),
+            gpu_model=draw(st.sampled_from([None, None, "T4", "V100"])),
             deadline_s=draw(st.one_of(st.none(), st.just(submit + 2 * requested + 5)))))
     return cluster, jobs
 
@@ -220,7 +241,9 @@ def gpu_workloads(draw):
        st.sampled_from(["firstfit", "balanced", "bestfit+backfill", "minidle", "pwr", "gpubestfit", "fgd"]))
 def test_any_queue_and_selection_keep_the_invariants(workload, queue, selection):
     cluster, jobs = workload
-    replay = Replay(jobs, cluster, queue, selection=make_selection(selection, small_workload(), seed=0))
+    # FGD's target workload names the cluster's GPU models, in the cluster's order
+    models = GpuNodes.from_cluster(cluster).models
+    replay = Replay(jobs, cluster, queue, selection=make_selection(selection, small_workload(models), seed=0))
     result = run_checked(replay)
     assert_accounted(result, len(jobs))
     # the ledger's energy identity over time, too: the power series integrates to the total

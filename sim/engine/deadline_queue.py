@@ -38,7 +38,7 @@ from greenslurm.allocation.selection import FirstFit as FirstFitSelection
 from greenslurm.allocation.planner import Planner, request_for
 from greenslurm.clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
 from greenslurm.sim.machines.machine import Machine, PendingJob
-from greenslurm.sim.engine.profile import PlanProfile
+from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 from greenslurm.sim.accounting.result import Rejection
 
 RENEWABLE_MODES = ("grid", "green", "only")
@@ -49,6 +49,9 @@ class ProfilePlan:
 
     def __init__(self, profile: PlanProfile) -> None:
         self.profile = profile
+        # Nodes the job being planned may use at all (its GPU model; None: all): set by the queue
+        # around each placement, since the plan counts GPUs as amounts without models.
+        self.allowed: np.ndarray | None = None
 
     @property
     def now_s(self) -> float:
@@ -59,10 +62,12 @@ class ProfilePlan:
         return np.fromiter(times, dtype=float, count=len(times))
 
     def tails(self, demand: np.ndarray) -> np.ndarray:
-        return windows.tails(self.breakpoints(), self.profile.free, demand)
+        tails = windows.tails(self.breakpoints(), self.profile.free, demand)
+        return tails if self.allowed is None else np.where(self.allowed, tails, np.inf)
 
     def windows(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray:
-        return windows.window_fits(self.breakpoints(), self.profile.free, demand, duration_s, starts)
+        fits = windows.window_fits(self.breakpoints(), self.profile.free, demand, duration_s, starts)
+        return fits if self.allowed is None else fits & self.allowed
 
     def reserve(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
         self.profile.reserve(start_s, end_s, nodes, demand)
@@ -148,7 +153,8 @@ class DeadlineQueue:
             if self.renewable != "grid":
                 budget = PowerBudget(self.supply, idle_power_w(cluster), now_s,
                                      mode="cap" if self.renewable == "only" else "green")
-            planner = Planner(ProfilePlan(self.profile), self.rule, backfill=self.backfill, budget=budget)
+            self.plan = ProfilePlan(self.profile)
+            planner = Planner(self.plan, self.rule, backfill=self.backfill, budget=budget)
             self.admission = Admission(self.acceptance, planner, lambda spec: request_for(spec, cluster))
         self.profile.advance(now_s)
         self.planner.advance(now_s)
@@ -157,7 +163,11 @@ class DeadlineQueue:
         self._advance(now_s)
         request = Request(job.nodes, job.demand, job.requested_s, job.job.deadline_s,
                           job_power_bound_w(self.machine.cluster, job.nodes, job.demand), job.task)
-        outcome = self.admission.submit(job.job, now_s, request)
+        self.plan.allowed = nodes_allowed(self.machine, job)
+        try:
+            outcome = self.admission.submit(job.job, now_s, request)
+        finally:
+            self.plan.allowed = None
         decision = outcome.decision
         if not decision.accepted:
             spec = job.job
@@ -189,10 +199,16 @@ class DeadlineQueue:
             old = Placement(old_start, old_start + job.requested_s, job.node_indices)
             planner.release(request, old.start_s, old.end_s, old.nodes)
             # the plan profile's own query says cheaply whether any earlier slot exists at all
-            if profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s, before_s=old_start) is None:
+            allowed = nodes_allowed(self.machine, job)
+            if profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s, before_s=old_start,
+                                      allowed=allowed) is None:
                 planner.commit(request, old)
                 continue
-            placement = planner.place(request, latest_start_s=old_start, earliest=not green, backfill=True)
+            self.plan.allowed = allowed
+            try:
+                placement = planner.place(request, latest_start_s=old_start, earliest=not green, backfill=True)
+            finally:
+                self.plan.allowed = None
             planner.commit(request, placement)      # the old slot is free again: never None
             if placement.start_s != old_start:
                 self.by_reservation.remove(job)

@@ -24,7 +24,18 @@ from __future__ import annotations
 import numpy as np
 from sortedcontainers import SortedList
 
-from greenslurm.sim.machines.machine import NodeChooser, first_fit
+from greenslurm.sim.machines.machine import Machine, NodeChooser, PendingJob, first_fit
+
+
+def nodes_allowed(machine: Machine, job: PendingJob) -> np.ndarray | None:
+    """Per node: may ``job`` ever run there, beyond the amounts a plan counts?  A plan counts GPUs
+    as amounts per node and knows no GPU models: a job asking for a model may only be planned on
+    nodes with that model.  None: every node (no model asked)."""
+    task, gpus = job.task, machine.gpus
+    if task is None or gpus is None or task.num_gpu == 0 or not task.gpu_spec:
+        return None
+    nodes = gpus.nodes
+    return nodes.model_allowed(task.gpu_spec)[nodes.model_index] & (nodes.gpu_count > 0)
 
 
 class PlanProfile:
@@ -97,10 +108,12 @@ class PlanProfile:
 
     # -- the query -------------------------------------------------------------------------------
     def earliest_start(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
-                       before_s: float = np.inf, chooser: NodeChooser | None = None) -> tuple[float, np.ndarray] | None:
+                       before_s: float = np.inf, chooser: NodeChooser | None = None,
+                       allowed: np.ndarray | None = None) -> tuple[float, np.ndarray] | None:
         """Earliest breakpoint time in [``after_s``, ``before_s``) at which ``nodes`` nodes hold
         ``demand`` for ``duration_s``; with the nodes ``chooser`` (default: the profile's) picks
-        among those free over the whole window.  None if there is no such time."""
+        among those free over the whole window.  ``allowed``: a mask of the nodes that may be
+        used at all (default: all).  None if there is no such time."""
         times = np.fromiter(self.times, dtype=float, count=len(self.times))
         first = max(int(np.searchsorted(times, after_s, side="right")) - 1, 0)
         # breakpoints that can matter: those before the last candidate's window ends
@@ -126,6 +139,8 @@ class PlanProfile:
             fits = self.free[lo:hi, :, 0] >= demand[0]
         else:
             fits = (self.free[lo:hi] >= demand).all(axis=2)                  # [k, node]
+        if allowed is not None:
+            fits &= allowed
         bad_running = np.zeros((fits.shape[0] + 1, fits.shape[1]), dtype=np.int32)
         np.cumsum(~fits, axis=0, out=bad_running[1:])
         offset = int(candidates[0])

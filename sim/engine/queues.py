@@ -26,7 +26,7 @@ from sortedcontainers import SortedList
 
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.machines.machine import Machine, PendingJob
-from greenslurm.sim.engine.profile import PlanProfile
+from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 
 
 # Options only the deadline queue (seed 003's admission control) takes.
@@ -346,7 +346,8 @@ class Conservative:
         if self.pooled:
             return self.profile.earliest_start(1, job.plan_demand, job.requested_s, now_s, before_s=before_s)
         return self.profile.earliest_start(job.nodes, job.plan_demand, job.requested_s, now_s, before_s=before_s,
-                                           chooser=self.machine.chooser_for(job))
+                                           chooser=self.machine.chooser_for(job),
+                                           allowed=nodes_allowed(self.machine, job))
 
     def _hold(self, job: PendingJob, start_s: float, nodes: np.ndarray) -> None:
         self.profile.reserve(start_s, start_s + job.requested_s, nodes, job.plan_demand)
