@@ -67,7 +67,8 @@ NOT_SUPPORTED = [
      "supply= is an option of the deadline queue (admission control and planning under a supply), "
      "not of the {queue} queue"),
     (lambda q, power, renewable, acceptance: power and q not in ("fcfs", "easy"),
-     "power states work with the fcfs and easy queues, not '{queue}'"),
+     "power states work with the fcfs and easy queues (they ask for nodes that are on at every start), "
+     "not '{queue}' (its plan or placement does not know nodes that are off or booting)"),
 ]
 
 

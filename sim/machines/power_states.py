@@ -340,8 +340,9 @@ class PowerManagedMachine(Machine):
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
         if replay.strategy.name not in SUPPORTED_QUEUES:
-            raise ValueError(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, "
-                             f"not {replay.strategy.name!r}")
+            raise ValueError(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues (they ask for "
+                             f"nodes that are on at every start), not {replay.strategy.name!r} (its plan or "
+                             f"placement does not know nodes that are off or booting)")
         self.replay = replay
         start_s = replay.ledger.start_s
         self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
