@@ -1,7 +1,7 @@
 """``greenslurm inflate``: the GPU papers' Monte Carlo workload inflation (seeds 000 and 002).
 
-Reads an Alibaba openb node list and pod list, runs every ``--score`` policy for ``--seeds`` seeds in
-parallel on the local cores, writes one CSV row per (policy, seed, arrived-demand level), prints a
+Reads an Alibaba openb node list and pod list, runs every ``--select`` node selection for ``--seeds``
+seeds in parallel on the local cores, writes one CSV row per (policy, seed, arrived-demand level), prints a
 summary table per policy and, with ``--plot``, a PNG.
 """
 
@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
-from greenslurm.allocation.scorers import SCORERS, parse_policy, policy_label
+from greenslurm.allocation.selection import parse_selection, selection_names
 from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.fragmentation import COVERAGE
 from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
@@ -30,11 +30,12 @@ from greenslurm.traces.alibaba import read_nodes, read_pods
 log = logging.getLogger("greenslurm")
 
 EPILOG = f"""\
-scorers (--score NAME or a weighted mix NAME=W,NAME=W): {', '.join(sorted(SCORERS))}
+node selections (--select NAME, or a weighted mix of GPU scorers NAME=W,NAME=W): {', '.join(selection_names())}
+(the GPU papers' BestFit is gpubestfit; bestfit is seed 003's load rule)
 
 examples:
-  greenslurm inflate --nodes openb_node_list_gpu_node.csv --pods openb_pod_list_default.csv --score fgd
-  greenslurm inflate --nodes N.csv --pods P.csv --score fgd --score pwr=0.1,fgd=0.9 --seeds 10 --plot out.png
+  greenslurm inflate --nodes openb_node_list_gpu_node.csv --pods openb_pod_list_default.csv --select fgd
+  greenslurm inflate --nodes N.csv --pods P.csv --select fgd --select pwr=0.1,fgd=0.9 --seeds 10 --plot out.png
 
 CSV columns: trace, policy, normalization, ties, seed, arrived_pct (arrived GPU demand, % of capacity),
 arrived_gpu, allocated_gpu, grar (allocated / arrived GPU), allocated_gpu_pct, unallocated_gpu_pct,
@@ -58,16 +59,17 @@ def positive_float(text: str) -> float:
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "inflate", help="GPU cluster Monte Carlo inflation: power, allocation and fragmentation per scorer",
+        "inflate", help="GPU cluster Monte Carlo inflation: power, allocation and fragmentation per node selection",
         description="Draw tasks of an Alibaba openb pod list with replacement and place them (no departures)\n"
-                    "with a GPU scoring policy until the arrived GPU demand reaches --until times the\n"
+                    "with a node selection until the arrived GPU demand reaches --until times the\n"
                     "capacity; report EOPC (W), GRAR, allocated and unallocated GPU and fragmentation\n"
                     "against the arrived demand, averaged over --seeds runs.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", required=True, metavar="CSV", help="openb node list (sn,cpu_milli,memory_mib,gpu,model)")
     parser.add_argument("--pods", required=True, metavar="CSV", help="openb pod list (the tasks to draw from)")
-    parser.add_argument("--score", action="append", metavar="POLICY",
-                        help="scorer or weighted mix, e.g. fgd, pwr=0.1,fgd=0.9 (repeat to compare; default fgd)")
+    parser.add_argument("--select", action="append", metavar="SELECTION",
+                        help="node selection or weighted mix of GPU scorers, e.g. fgd, gpubestfit, pwr=0.1,fgd=0.9 "
+                             "(repeat to compare; default fgd)")
     parser.add_argument("--seeds", type=positive_int, default=10, help="runs per policy (default: %(default)s)")
     parser.add_argument("--first-seed", type=int, default=42, help="seeds are FIRST, FIRST+1, ... (default: 42)")
     parser.add_argument("--until", type=positive_float, default=1.3,
@@ -139,11 +141,9 @@ def load(nodes_path: str, pods_path: str) -> tuple[GpuNodes, TaskPool]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    policies = [policy_label(spec) for spec in (args.score or ["fgd"])]
-    for spec in policies:
-        parse_policy(spec)
+    policies = [parse_selection(text, "--select").label for text in (args.select or ["fgd"])]
     if len(set(policies)) != len(policies):
-        raise InputError("the same policy is given twice", path="--score")
+        raise InputError("the same selection is given twice", path="--select")
     if args.fgd_coverage > 1:
         raise InputError("must be a fraction in (0, 1]", path="--fgd-coverage")
     _check_output(args.csv, "--csv")

@@ -24,7 +24,7 @@ def test_inflate_writes_csv_and_summary(small_lists, tmp_path, capsys, monkeypat
     monkeypatch.setenv("COLUMNS", "200")                 # one line per table row
     nodes, pods = small_lists
     out = tmp_path / "runs.csv"
-    code = main(["inflate", "--nodes", str(nodes), "--pods", str(pods), "--score", "fgd", "--score",
+    code = main(["inflate", "--nodes", str(nodes), "--pods", str(pods), "--select", "fgd", "--select",
                  "pwr=0.1,fgd=0.9", "--seeds", "2", "--workers", "2", "--csv", str(out), "--no-progress"])
     assert code == 0
     with out.open() as handle:
@@ -45,14 +45,16 @@ def test_inflate_plot(small_lists, tmp_path):
     pytest.importorskip("matplotlib")
     nodes, pods = small_lists
     png = tmp_path / "curves.png"
-    assert main(["inflate", "--nodes", str(nodes), "--pods", str(pods), "--score", "bestfit", "--seeds", "1",
+    assert main(["inflate", "--nodes", str(nodes), "--pods", str(pods), "--select", "gpubestfit", "--seeds", "1",
                  "--until", "0.6", "--csv", str(tmp_path / "x.csv"), "--plot", str(png), "--no-progress"]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--score", "nope"], "unknown scorer 'nope'"),
-    (["--score", "fgd=-1"], "must be a finite number > 0"),
+    (["--select", "nope"], "unknown node selection 'nope'"),
+    (["--select", "fgd=-1"], "must be a finite number > 0"),
+    (["--select", "bestfit,fgd"], "bestfit is not a GPU scorer"),
+    (["--select", "fgd", "--select", "FGD"], "given twice"),
     (["--fgd-coverage", "2"], "fraction"),
     (["--csv", "/no/such/dir/x.csv"], "no directory"),
 ])
@@ -62,6 +64,14 @@ def test_inflate_bad_input_is_one_red_line(small_lists, extra, message, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "greenslurm: error:" in err and message in err
     assert "Traceback" not in err
+
+
+def test_inflate_takes_no_score_option(small_lists, capsys):
+    """One option family: --select; the old --score is gone, not an alias."""
+    nodes, pods = small_lists
+    with pytest.raises(SystemExit) as stop:
+        main(["inflate", "--nodes", str(nodes), "--pods", str(pods), "--score", "fgd"])
+    assert stop.value.code == 2 and "unrecognized arguments: --score" in capsys.readouterr().err
 
 
 def test_inflate_missing_file(tmp_path, capsys):

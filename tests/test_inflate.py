@@ -45,7 +45,7 @@ def test_same_seed_same_run_and_same_arrivals_for_every_policy(sample):
     nodes, pool, workload = sample
     a = inflate(nodes, pool, workload, "pwr=0.1,fgd=0.9", seed=7, until=0.8)
     b = inflate(nodes, pool, workload, "pwr=0.1,fgd=0.9", seed=7, until=0.8)
-    c = inflate(nodes, pool, workload, "bestfit", seed=7, until=0.8)
+    c = inflate(nodes, pool, workload, "gpubestfit", seed=7, until=0.8)
     d = inflate(nodes, pool, workload, "pwr=0.1,fgd=0.9", seed=8, until=0.8)
     assert np.array_equal(a.gpu_w, b.gpu_w) and np.array_equal(a.frag_milli, b.frag_milli)
     assert np.array_equal(a.arrived_milli, c.arrived_milli)          # common random numbers
@@ -95,7 +95,7 @@ def test_errors():
     lines = alibaba("openb_node_list_gpu_node.csv").read_text().splitlines()
     nodes = GpuNodes.from_cluster(parse_nodes("\n".join(lines[:3]) + "\n"))
     with pytest.raises(ValueError, match="no task"):
-        inflate(nodes, pool, None, "bestfit", seed=0)
+        inflate(nodes, pool, None, "gpubestfit", seed=0)
 
 
 def test_default_levels():

@@ -87,6 +87,27 @@ class GpuSeries:
         dt = np.diff(self.times_s)
         return float(values[:-1] @ dt / dt.sum()) if dt.sum() > 0 else float(values[0])
 
+    def window(self, start_s: float, end_s: float) -> "GpuSeries":
+        """The series between ``start_s`` and ``end_s`` (e.g. while tasks arrive): the state in force
+        at ``start_s``, the steps strictly inside, and a last entry at ``end_s`` that ends it.
+
+        >>> s = GpuSeries(1000, np.array([0.0, 10.0, 30.0]), np.array([1.0, 2.0, 3.0]), np.zeros(3),
+        ...               np.array([0, 1000, 0]), np.zeros(3), np.array([0, 1, 0]))
+        >>> w = s.window(5.0, 20.0)
+        >>> w.times_s.tolist(), w.allocated_milli.tolist(), w.time_mean(w.allocated_milli)   # (0 x 5 + 1000 x 10) / 15
+        ([5.0, 10.0, 20.0], [0, 1000, 1000], 666.6666666666666)
+        """
+        if not len(self.times_s) or end_s < start_s:
+            return self
+        times = self.times_s
+        first = max(int(np.searchsorted(times, start_s, side="right")) - 1, 0)
+        last = max(int(np.searchsorted(times, end_s, side="left")) - 1, first)
+        rows = list(range(first, last + 1)) + [last]
+        new_times = times[rows].copy()
+        new_times[0], new_times[-1] = max(start_s, times[0]), end_s
+        return GpuSeries(self.capacity_milli, new_times, *(column[rows] for column in (
+            self.cpu_w, self.gpu_w, self.allocated_milli, self.frag_milli, self.running)))
+
     def summary(self) -> dict:
         total_j, cpu_j, gpu_j = self.energy_j()
         capacity = self.capacity_milli or 1

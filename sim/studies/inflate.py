@@ -1,8 +1,15 @@
 """Monte Carlo workload inflation (the FGD and PWR papers' experiment, seeds 000 and 002).
 
-Tasks are drawn from a trace and placed one after another, with no departures, by one scoring
-policy, until the GPU demand of the tasks that arrived reaches ``until`` times the cluster's GPU
-capacity.  A task that fits nowhere fails and is not retried.  After every task the run records,
+Tasks are drawn from a trace and placed one after another, with no departures, by one node
+selection (:mod:`greenslurm.allocation.selection`: ``fgd``, ``pwr``, ``gpubestfit``, mixes such as
+``pwr=0.1,fgd=0.9``, ...), until the GPU demand of the tasks that arrived reaches ``until`` times the
+cluster's GPU capacity.  A task that fits nowhere fails and is not retried.
+
+It runs on the engine's parts: the machine (:class:`~greenslurm.sim.machines.machine.Machine`, per-GPU
+shares), the place-or-fail strategy (:class:`~greenslurm.sim.engine.queues.PlaceOrFail`, ``--queue
+none``) and the GPU accounting (:class:`~greenslurm.sim.accounting.gpu_accounting.GpuAccounting`);
+each drawn task is shaped into a job by the replay's :class:`~greenslurm.sim.engine.replay.Shaper`
+and submitted in turn.  Inflation has no time, so there is no event queue.  After every task the run records,
 against the arrived GPU demand: EOPC (estimated overall power of all nodes, W), GRAR (GPU resource
 allocation ratio = GPU allocated to scheduled tasks / GPU requested by arrived tasks), allocated and
 unallocated GPU (% of capacity) and the cluster's GPU fragmentation F = sum_n F_n(M).
@@ -15,7 +22,7 @@ Two ways to draw (``sampling``):
   drawn with replacement while the total stays within the target (or trimmed at random when the
   trace alone is above it), then shuffled.
 
-Seeds: the draws come from ``default_rng([seed, 1])`` and the policy's tie-breaking from
+Seeds: the draws come from ``default_rng([seed, 1])`` and the selection's tie-breaking from
 ``default_rng([seed, 2])``, so a seed gives the same task sequence to every policy (paired
 comparisons) and the same result in any process.  :func:`run_many` runs (policy, seed) pairs on
 local cores with a process pool.  Nothing here does I/O.
@@ -31,10 +38,14 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from greenslurm.allocation.scorers import make_policy, needs_workload, policy_label
+from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel.fragmentation import COVERAGE, TargetWorkload, target_workload
-from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
-from greenslurm.sim.accounting.gpu_meter import GpuMeter
+from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, GpuTask
+from greenslurm.clustermodel.job import JobSpec
+from greenslurm.sim.accounting.gpu_accounting import GpuAccounting
+from greenslurm.sim.engine.queues import PlaceOrFail
+from greenslurm.sim.engine.replay import Shaper
+from greenslurm.sim.studies.gpu_replay import engine_cluster, gpu_machine
 
 SAMPLINGS = ("replacement", "simulator")
 SUMMARY_LEVELS_PCT = (50, 80, 90, 100, 110, 120, 130)
@@ -154,12 +165,24 @@ def draw_sequence(pool: TaskPool, capacity_milli: int, until: float, sampling: s
         raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}")
 
 
+def task_job(task: GpuTask, name: str = "task") -> JobSpec:
+    """A task shape as a one-node job the engine shapes back into the same task (it never ends:
+    inflation has no departures, the runtime is only there to make the job valid).
+
+    >>> task_job(GpuTask(5500, 1024.0, num_gpu=1, gpu_milli=460, gpu_spec=("T4", "P100"))).extra
+    {'cpu_milli': 5500}
+    """
+    return JobSpec(name, 0.0, 1.0, runtime_s=1.0, cpus=-(-task.cpu_milli // MILLI), nodes=1,
+                   memory_mb_per_node=task.memory_mib, gpus_per_node=task.gpu_demand_milli / MILLI,
+                   gpu_model="|".join(task.gpu_spec) or None, extra={"cpu_milli": task.cpu_milli})
+
+
 def inflate(nodes: GpuNodes, pool: TaskPool, workload: TargetWorkload | None, policy: str, seed: int,
             until: float = 1.3, sampling: str = "replacement", normalization: str = "paper",
             tie_break: str | None = None, progress: Callable[[float], None] | None = None,
             check_every: int = 0) -> InflationRun:
-    """One Monte Carlo run (see the module notes).  ``check_every`` > 0 checks the state's
-    invariants every that many tasks (tests)."""
+    """One Monte Carlo run of the node selection ``policy`` (see the module notes).  ``check_every``
+    > 0 checks the machine's invariants every that many tasks (tests)."""
     if not until > 0:
         raise ValueError("until must be > 0")
     capacity = nodes.gpu_capacity_milli
@@ -167,32 +190,39 @@ def inflate(nodes: GpuNodes, pool: TaskPool, workload: TargetWorkload | None, po
         raise ValueError("the cluster has no GPUs")
     if sampling == "replacement" and not pool.demand_milli.any():
         raise ValueError("no task of the trace asks for a GPU: the demand can never reach the target")
-    framework = make_policy(policy, workload, normalization, seed=[seed, 2], tie_break=tie_break)
-    state = GpuState(nodes)
-    meter = GpuMeter(state, workload)
+    spec = parse_selection(policy)
+    selection = make_selection(spec, workload, normalization=normalization, seed=[seed, 2], tie_break=tie_break)
+    machine = gpu_machine(nodes, engine_cluster(nodes), selection)
+    shaper = Shaper(machine.cluster, machine.gpus)
+    strategy = PlaceOrFail(machine)
+    accounting = GpuAccounting(machine, workload)
+    meter = accounting.meter
+    shape_jobs = [task_job(shape, f"shape{k}") for k, shape in enumerate(pool.shapes)]
     trajectory: list[tuple[int, int, float, float, float, int]] = []
-    arrived = allocated = failed = 0
+    arrived = failed = 0
     target = until * capacity
     rng = np.random.default_rng([seed, 1])
     for count, i in enumerate(draw_sequence(pool, capacity, until, sampling, rng), start=1):
-        task = pool.shapes[pool.shape_of[i]]
-        arrived += task.gpu_demand_milli
-        placement = framework.choose(state, task)
-        if placement is None:
+        k = pool.shape_of[i]
+        arrived += pool.shapes[k].gpu_demand_milli
+        job = shaper(shape_jobs[k], count)           # None: fits no node even when the cluster is empty
+        if job is None:
             failed += 1
         else:
-            state.place(placement.node, task, placement.gpus)
-            allocated += task.gpu_demand_milli
-            meter.update(placement.node)
-        trajectory.append((arrived, allocated, meter.cpu_total_w, meter.gpu_total_w, meter.frag_total_milli, failed))
+            strategy.submit(job, 0.0)
+            if job.node_indices is None:
+                failed += 1
+        trajectory.append((arrived, accounting.allocated_milli, meter.cpu_total_w, meter.gpu_total_w,
+                           meter.frag_total_milli, failed))
         if check_every and count % check_every == 0:
-            state.check()
+            machine._check()
         if progress is not None and count % PROGRESS_EVERY == 0:
             progress(min(arrived / target, 1.0))
     if progress is not None:
         progress(1.0)
     columns = list(zip(*trajectory)) if trajectory else [()] * 6
-    return InflationRun(policy=policy_label(policy), normalization=normalization, ties=framework.tie_break, seed=seed,
+    ties = getattr(getattr(selection, "framework", None), "tie_break", "first")
+    return InflationRun(policy=spec.label, normalization=normalization, ties=ties, seed=seed,
                         capacity_milli=capacity,
                         arrived_milli=np.array(columns[0], dtype=np.int64),
                         allocated_milli=np.array(columns[1], dtype=np.int64),
@@ -260,7 +290,7 @@ def run_many(nodes: GpuNodes, traces: dict[str, TaskPool], specs: Sequence[RunSp
         raise ValueError(f"sampling must be one of {', '.join(SAMPLINGS)}")
     data = {}
     for name, pool in traces.items():
-        wants_fgd = any(needs_workload(spec.policy) for spec in specs if spec.trace == name)
+        wants_fgd = any(parse_selection(spec.policy).needs_workload for spec in specs if spec.trace == name)
         data[name] = {"pool": pool, "workload": pool.workload(nodes.models, coverage) if wants_fgd else None}
     context = {"nodes": nodes, "traces": data, "until": until, "sampling": sampling,
                "levels": list(levels) if levels is not None else default_levels(until)}
