@@ -29,6 +29,12 @@ def add_replay_options(parser: argparse.ArgumentParser) -> None:
                        help=f"FGD target workload: the most frequent task shapes up to this share (default: {COVERAGE})")
 
 
+LABELS = {"span_s": "span (s)", "energy_kwh": "energy (kWh)", "cpu_energy_kwh": "  CPU packages (kWh)",
+          "gpu_energy_kwh": "  GPUs (kWh)", "mean_power_w": "mean power (W)", "peak_power_w": "peak power (W)",
+          "mean_gpu_allocated_pct": "mean GPU allocation (%)", "peak_gpu_allocated_pct": "peak GPU allocation (%)",
+          "mean_frag_gpu": "mean fragmentation (GPUs)"}
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
@@ -42,10 +48,11 @@ def report_gpu(summary: Mapping[str, Any], console: Console) -> None:
     gpu = summary.get("gpu")
     if not gpu:
         return
-    table = Table(title="GPUs", box=box.SIMPLE_HEAVY, title_justify="left")
+    table = Table(title="GPUs (the PWR paper's power model; FGD's fragmentation of the trace's own tasks)",
+                  box=box.SIMPLE_HEAVY, title_justify="left")
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in gpu.items():
         if not isinstance(value, (dict, list)):
-            table.add_row(key.replace("_", " "), _fmt(value))
+            table.add_row(LABELS.get(key, key.replace("_", " ")), _fmt(value))
     console.print(table)

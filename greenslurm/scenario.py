@@ -359,10 +359,8 @@ def to_toml(scenario: Scenario) -> str:
             tables.append((name, value))
         else:
             lines.append(f"{name} = {_toml_value(value)}")
-    for name, value in tables:
+    for name, value in tables:          # an empty table still says "this machine model, its defaults"
         items = _items(value)
-        if not items:
-            continue
         lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in items]
     return "\n".join(lines) + "\n"
 

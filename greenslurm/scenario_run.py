@@ -290,7 +290,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     summary["selection"] = s.selection_name
     if outcome.left_out_by_budget:
         summary["left_out_by_budget"] = outcome.left_out_by_budget
-    if outcome.result.queue == "deadline" or outcome.supply is not None:
+    if outcome.result.queue in ("deadline", "none") or outcome.supply is not None:
         summary["admission"] = admission_summary(outcome.result, outcome.supply)
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:
