@@ -208,6 +208,27 @@ def test_plans_keep_a_job_on_nodes_of_its_gpu_model(queue):
     assert started == expected
 
 
+def test_easy_reserves_the_head_on_nodes_of_its_gpu_model():
+    """Node 0: 8 CPUs, two T4; node 1: 8 CPUs, two V100.
+      X t=0 1 CPU, both V100, 100 s      -> node 1 [0, 100)
+      Y t=0 1 CPU, both T4, 50 s         -> node 0 [0, 50)
+      H t=1 8 CPUs on one node, both V100, 10 s: the head; only node 1 can hold it, when X ends:
+            shadow time 100 on node 1, nothing of node 1 left beyond it (8 - 8 CPUs)
+      B t=2 4 CPUs, 200 s, no GPU: ends at 202 > 100, so it may only use what H leaves: node 0
+            (free at the shadow time once Y has ended).  B [2, 202) on node 0, H [100, 110).
+    A shadow that counted node 0's two free GPUs at 50 put B on node 1 and H waited until 202."""
+    cluster = Cluster([NodeSpec("t4", cpus=8, gpus=2, gpu_model="T4"), NodeSpec("v100", cpus=8, gpus=2, gpu_model="V100")])
+    jobs = [JobSpec("X", 0.0, 100.0, runtime_s=100.0, cpus=1, gpus_per_node=2.0, gpu_model="V100"),
+            JobSpec("Y", 0.0, 50.0, runtime_s=50.0, cpus=1, gpus_per_node=2.0, gpu_model="T4"),
+            JobSpec("H", 1.0, 10.0, runtime_s=10.0, cpus=8, nodes=1, gpus_per_node=2.0, gpu_model="V100"),
+            JobSpec("B", 2.0, 200.0, runtime_s=200.0, cpus=4, nodes=1)]
+    replay = Replay(jobs, cluster, "easy", strategy_options={"record_reservations": True}, keep_jobs=True)
+    result = run_checked(replay)
+    assert {r.job_id: (r.start_s, r.node_indices) for r in result.records} == {
+        "X": (0.0, (1,)), "Y": (0.0, (0,)), "H": (100.0, (1,)), "B": (2.0, (0,))}
+    assert next(p for p in replay.pending if p.job.job_id == "H").first_reservation_s == 100.0
+
+
 def test_a_queue_refuses_options_it_does_not_take():
     with pytest.raises(ValueError, match=r"^the easy queue has no option 'shadow'; it takes record_reservations, "
                                          r"count_processors$"):

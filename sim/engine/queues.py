@@ -189,6 +189,9 @@ class Easy:
         available_cpus = machine.free_cpus_total
         running = machine.running
         released: list[PendingJob] = []
+        # The plan counts GPUs as amounts: a head asking for a GPU model may only be reserved on
+        # nodes with that model (-1: nothing fits on the others).
+        allowed = nodes_allowed(machine, head)
         for end_s, index in self.running_by_end:
             job = running[index]
             released.append(job)
@@ -202,7 +205,8 @@ class Easy:
             # that as much as possible of what is free now stays usable by backfilled jobs: on
             # single-CPU nodes this makes the rule exactly the textbook's processor count.
             busy_now = ~(machine.free >= head.demand).all(axis=1)
-            nodes = machine.place(head, available, prefer=busy_now)
+            usable = available if allowed is None else np.where(allowed[:, None], available, -1.0)
+            nodes = machine.place(head, usable, prefer=busy_now)
             if nodes is not None:
                 return end_s, nodes, available
         raise RuntimeError(f"job {head.job.job_id} fits nowhere even on an empty cluster")
