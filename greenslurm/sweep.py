@@ -426,6 +426,17 @@ def cell_scenario(cell: Mapping):
                            where=f"policy {policy['name']}")
 
 
+def replay_policy(jobs: Sequence[JobSpec], cluster: Cluster, queue: str, options: Mapping | None = None,
+                  supply=None, progress: Callable[[int, int], None] | None = None):
+    """Replay ``jobs`` on ``cluster`` under a queue strategy and policy options (as in sweep specs): the
+    policy becomes a :class:`~greenslurm.scenario.Scenario` replayed by
+    :func:`greenslurm.scenario_run.replay_jobs`; returns the engine's ReplayResult."""
+    from greenslurm.scenario import TraceSource
+    from greenslurm.scenario_run import replay_jobs
+    scenario = policy_scenario(queue, options, trace=TraceSource(path="<jobs>"), where=f"policy {queue}")
+    return replay_jobs(scenario, jobs, cluster, supply=supply, progress=progress).result
+
+
 def outcome_row(outcome, reader_skipped=None) -> dict:
     """The flat row of a replayed scenario: :func:`figures`, power states, GPU figures."""
     row = figures(outcome.result, outcome.jobs, outcome.supply, reader_skipped=reader_skipped)
