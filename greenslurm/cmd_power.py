@@ -1,13 +1,14 @@
 """Power states, peak budget (seed 004) and GPU co-location (seed 001) on the command line.
 
-``greenslurm replay`` gains ``--power-down-after``, ``--power-budget`` ... (the replay runs on a
-:class:`sim.power_states.PowerManagedMachine`) and ``--colocation POLICY`` (the trace's jobs become
-training jobs for :mod:`sim.colocation`).  ``greenslurm compare`` gains ``--colocation POLICY ...``
-(one row per policy) and ``--power-budget W ...`` (one row per budget, plus no management).  Both
-read a TOML profile with ``--power-config FILE``: tables ``[power_states]`` (the fields of
-``PowerStateConfig``) and ``[colocation]`` (``policy``, ``gpu_nodes``, ``max_jobs``,
-``util_threshold_pct``, ``mem_threshold_pct``, ``idle_node_w``, ``beta``, ``jitter``, ``seed``);
-command-line options win.
+``greenslurm replay`` gains ``--power-down-after``, ``--power-budget`` ... (the scenario's machine model
+is :class:`greenslurm.sim.machines.power_states.PowerManagedMachine`) and ``--colocation POLICY`` (the
+trace's jobs become training jobs on the co-location machine of
+:mod:`greenslurm.sim.machines.colocation`, under the fcfs queue).  ``greenslurm compare`` gains
+``--colocation POLICY ...`` (one row per policy) and ``--power-budget W ...`` (one row per budget,
+plus no management); every row is a scenario.  Both read a TOML profile with ``--power-config FILE``:
+tables ``[power_states]`` (the fields of ``PowerStateConfig``) and ``[colocation]`` (``policy``,
+``gpu_nodes``, ``max_jobs``, ``util_threshold_pct``, ``mem_threshold_pct``, ``idle_node_w``, ``beta``,
+``jitter``, ``seed``); command-line options win.
 """
 
 from __future__ import annotations
@@ -20,12 +21,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from greenslurm.allocation.colocation import COLOCATION_POLICIES, ColocationSettings, Interference
+from greenslurm.allocation.colocation import COLOCATION_POLICIES
 from greenslurm.clustermodel import InputError
-from greenslurm.clustermodel.cluster import GPU
 from greenslurm.inputs import check_input_file, cluster_from_trace, load_cluster, read
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config
-from greenslurm.sim.machines.colocation import ColocationSim, dlt_jobs_from_specs
 from greenslurm.sim.machines.power_states import fits_budget
 
 POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet")
@@ -92,16 +91,11 @@ def profile(path: str | None) -> dict[str, Any]:
         bad = set(data.get(table, {})) - set(keys)
         if bad:
             raise InputError(f"unknown [{table}] keys: {', '.join(sorted(bad))}", path=path)
-    try:
-        power = data.get("power_states")
-        if power is not None:
-            from_mapping({"trace": {"path": "-"}, "power_states": power}, path)
-        coloc = data.get("colocation")
-        if coloc is not None:
-            from_mapping({"trace": {"path": "-"}, "colocation": {"policy": "eaco", **coloc}}, path)
-    except InputError:
-        raise
-    data["_path"] = path
+    # the scenario's types: a value of the wrong type fails here, naming the profile and the key
+    if data.get("power_states") is not None:
+        from_mapping({"trace": {"path": "-"}, "power_states": data["power_states"]}, path)
+    if data.get("colocation") is not None:
+        from_mapping({"trace": {"path": "-"}, "colocation": {"policy": "eaco", **data["colocation"]}}, path)
     return data
 
 
@@ -145,19 +139,6 @@ def colocation(args: argparse.Namespace, table: dict[str, Any]) -> Colocation | 
     return Colocation(policy, **values)
 
 
-def legacy_settings(args: argparse.Namespace, cluster) -> dict[str, Any]:
-    """Settings of the separate co-location loop that ``compare --colocation`` still runs."""
-    table = dict(profile(getattr(args, "power_config", None)).get("colocation", {}))
-    gpu_nodes = args.gpu_nodes or table.get("gpu_nodes") or max(1, int(cluster.capacity[:, GPU].sum()) // 8)
-    settings = ColocationSettings(
-        util_threshold_pct=table.get("util_threshold_pct", 80.0), mem_threshold_pct=table.get("mem_threshold_pct", 100.0),
-        max_jobs=args.max_jobs_per_set or table.get("max_jobs", 4))
-    interference = Interference(beta=table.get("beta", 0.10), jitter=table.get("jitter", 0.5), seed=table.get("seed", 0))
-    idle = args.idle_node_w if args.idle_node_w is not None else table.get("idle_node_w", 0.0)
-    return dict(nodes=gpu_nodes, settings=settings, interference=interference, idle_node_w=idle,
-                seed=table.get("seed", 0), policy=table.get("policy"))
-
-
 # -- output ------------------------------------------------------------------------------------------
 def report_power(summary: dict, console: Console) -> None:
     """After a replay on a power-managed machine: what the power states saved and cost."""
@@ -199,24 +180,28 @@ def _colocation_table(title: str) -> Table:
     return table
 
 
-def run_colocation(args: argparse.Namespace, console: Console, jobs, cluster, policies: list[str]) -> list[dict]:
-    options = legacy_settings(args, cluster)
-    dlt = dlt_jobs_from_specs(jobs, seed=options["seed"])
-    if not dlt:
-        raise InputError("no jobs with a finite runtime to simulate", path="<trace>")
-    rows = []
-    table = _colocation_table(f"{len(dlt):,} training jobs on {options['nodes']} nodes of 8 GPUs")
-    first = None
+def run_colocation(args: argparse.Namespace, console: Console, trace, jobs, cluster, policies: list[str]) -> list[dict]:
+    """One co-location scenario per policy (the fcfs queue on the co-location machine), one table."""
+    from greenslurm import scenario_run
+    from greenslurm.scenario import Scenario, TraceSource
+
+    table_data = profile(getattr(args, "power_config", None))
+    rows, table, first = [], None, None
     for policy in policies:
-        sim = ColocationSim(dlt, options["nodes"], policy, interference=options["interference"],
-                            settings=options["settings"], idle_node_w=options["idle_node_w"])
-        r = sim.run()
-        first = first or r
-        rows.append(dict(policy=policy, energy_j=r.energy_j, avg_jct_s=r.avg_jct_s, avg_jtt_s=r.avg_jtt_s,
-                         deadline_misses=r.deadline_misses, undone=r.undone, mean_active_nodes=r.mean_active_nodes))
-        table.add_row(policy, f"{r.energy_j / 3.6e6:,.1f}", f"{r.energy_j / first.energy_j:.3f}",
-                      f"{r.avg_jct_s / 3600:,.2f}", f"{r.avg_jtt_s / 3600:,.2f}", f"{r.deadline_misses:,}",
-                      f"{r.undone:,}", f"{r.colocated_starts:,}", f"{r.mean_active_nodes:.1f}")
+        args.colocation = policy
+        settings = colocation(args, table_data)
+        scenario = Scenario(trace=TraceSource(path=str(trace.path), format=trace.format), queue="fcfs",
+                            colocation=settings).check("<command line>")
+        c = scenario_run.replay_jobs(scenario, jobs, cluster, trace=trace, prepared=True).summary["colocation"]
+        if table is None:
+            table = _colocation_table(f"{c['jobs']:,} training jobs on {c['gpu_nodes']} nodes of 8 GPUs")
+        first = first or c
+        rows.append(dict(policy=policy, energy_j=c["energy_j"], avg_jct_s=c["avg_jct_s"], avg_jtt_s=c["avg_jtt_s"],
+                         deadline_misses=c["deadline_misses"], undone=c["undone"],
+                         mean_active_nodes=c["mean_active_nodes"]))
+        table.add_row(policy, f"{c['energy_j'] / 3.6e6:,.1f}", f"{c['energy_j'] / first['energy_j']:.3f}",
+                      f"{c['avg_jct_s'] / 3600:,.2f}", f"{c['avg_jtt_s'] / 3600:,.2f}", f"{c['deadline_misses']:,}",
+                      f"{c['undone']:,}", f"{c['colocated_starts']:,}", f"{c['mean_active_nodes']:.1f}")
     console.print(table)
     return rows
 
@@ -235,7 +220,7 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     if not jobs:
         raise InputError("no jobs to replay", path=trace.path)
     if args.colocation:
-        run_colocation(args, console, jobs, cluster, list(args.colocation))
+        run_colocation(args, console, trace, jobs, cluster, list(args.colocation))
         return 0
     table_data = profile(args.power_config)
     budgets = [None] + list(args.power_budget or [])
