@@ -27,7 +27,7 @@ All finished cells are combined into RESULTS/results.parquet.
 
 parameters ([grid] keys):
 """ + "\n".join(f"  {k:<17} {v}" for k, v in PARAMETERS.items()) + \
-    "\n  option.NAME       a queue option, e.g. option.allocation = [\"bestfit\", \"minidle\"]"
+    "\n  option.NAME       a policy option, e.g. option.select = [\"bestfit\", \"minidle\"] (the node selection)"
 
 
 def add_parser(commands) -> argparse.ArgumentParser:

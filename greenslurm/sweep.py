@@ -1,10 +1,12 @@
 """Sweeps: a grid of traces x policies x parameters x seeds, one replay per cell, resumable.
 
 A *cell* is a plain, JSON-ready dict ``{"trace": ..., "policy": ..., "params": ..., "seed": ...}``;
-:func:`run_cell` turns one cell into one flat row of figures (the replay's summary plus the cell's
-identity).  Nothing else runs a replay, so a policy that registers itself in ``greenslurm.sim.engine.strategies.QUEUES``
-(with its constructor options) is available to sweeps, ``whatif`` and ``report`` without any change
-here.
+:func:`cell_scenario` turns it into a :class:`~greenslurm.scenario.Scenario` (the one ``greenslurm run``
+reads) and :func:`run_cell` replays that through :func:`greenslurm.scenario_run.run` into one flat row
+of figures (the replay's summary plus the cell's identity).  A queue strategy registered in
+``greenslurm.sim.engine.strategies.QUEUES`` and a node selection of
+``greenslurm.allocation.selection`` are available to sweeps, ``whatif`` and ``report`` without any
+change here.
 
 Resuming: every finished cell is written to ``RESULTS/cells/<cell_id>.json`` (atomically: a temporary
 file renamed into place) and one line is appended to ``RESULTS/ledger.jsonl``.  ``cell_id`` is a stable
@@ -34,7 +36,13 @@ Spec file (TOML; paths are relative to the spec file)::
     [[policy]]
     name = "greedy-bestfit"
     queue = "deadline"
-    options = { acceptance = "greedy", allocation = "bestfit" }
+    select = "bestfit"             # the node selection (greenslurm.allocation.selection)
+    options = { acceptance = "greedy" }
+
+    [[policy]]
+    name = "fgd"
+    queue = "none"                 # the GPU papers' model on an openb pod list (nodes = "node_list.csv")
+    select = "fgd"                 # or score = "fgd" with the papers' names (their bestfit = gpubestfit)
 
     [grid]                         # every combination of the values (see PARAMETERS)
     load = [0.5, 0.9]
@@ -99,7 +107,7 @@ PARAMETERS: dict[str, str] = {
     "slack_sigma": "deadlines: log-scale deviation of the slack (default eps / 2.5)",
     "supply": "renewable supply: 'solar' or 'wind' (synthetic, seeded), for the energy split and renewable modes",
     "supply_peak": "renewable supply peak as a share of the cluster's maximum power (default 0.5)",
-    "arrival_scale": "GPU scoring policies: time between arrivals multiplied by this (< 1: a busier cluster)",
+    "arrival_scale": "time between arrivals multiplied by this (< 1: a busier cluster; the GPU papers' what-ifs)",
 }
 LP_MAX_JOBS = 2000            # the LP load bound for the performance ratio up to this many jobs
 OPTION_PREFIX = "option."     # grid keys "option.NAME" vary a queue option (e.g. option.allocation)
