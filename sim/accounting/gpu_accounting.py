@@ -160,24 +160,21 @@ class GpuAccounting:
         return accounting
 
     def _on_start(self, job, now_s: float) -> None:
-        task = job.task
-        if task is None:
-            return
-        update = self.meter.update
-        for node in job.node_indices.tolist():
-            update(node)
-        self.allocated_milli += task.gpu_demand_milli * len(job.node_indices)
-        self.running += 1
+        self._changed(job, +1)
 
     def _on_end(self, job, now_s: float) -> None:
+        self._changed(job, -1)
+
+    def _changed(self, job, sign: int) -> None:
+        """Recompute the job's nodes after it started (``sign`` +1) or ended (-1)."""
         task = job.task
         if task is None:
             return
         update = self.meter.update
         for node in job.node_indices.tolist():
             update(node)
-        self.allocated_milli -= task.gpu_demand_milli * len(job.node_indices)
-        self.running -= 1
+        self.allocated_milli += sign * task.gpu_demand_milli * len(job.node_indices)
+        self.running += sign
 
     def record(self, now_s: float) -> None:
         """Append the state at ``now_s`` (called once per event time, after scheduling)."""

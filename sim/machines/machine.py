@@ -88,6 +88,7 @@ class Machine:
         self.now_s = 0.0
         # Shapes known not to fit the current free resources; forgotten at every start or end.
         self._no_fit_now: set[tuple] = set()
+        self._model_allowed: dict[tuple, np.ndarray] = {}     # (GPU table, GPU models asked) -> per model
         # Identical single-CPU nodes without memory or GPUs are interchangeable processors: plans
         # may count processors instead of naming nodes (the textbook model of SWF traces).
         capacity = cluster.capacity
@@ -129,7 +130,11 @@ class Machine:
             now = free is None
         free = self.free if free is None else free
         if job.task is not None and now and self.gpus is not None:
-            ok = fits(self.gpus, job.task)
+            key = (id(self.gpus.nodes), job.task.gpu_spec)
+            allowed = self._model_allowed.get(key)
+            if allowed is None:
+                allowed = self._model_allowed[key] = self.gpus.nodes.model_allowed(job.task.gpu_spec)
+            ok = fits(self.gpus, job.task, allowed)
             if free is not self.free:
                 ok &= (free >= job.demand).all(axis=1)
             return ok.nonzero()[0]

@@ -40,11 +40,12 @@ import numpy as np
 
 from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel.fragmentation import COVERAGE, TargetWorkload, target_workload
-from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, GpuTask
+from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, GpuTask, gpu_task_from_job
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.sim.accounting.gpu_accounting import GpuAccounting
 from greenslurm.sim.engine.queues import PlaceOrFail
 from greenslurm.sim.engine.replay import Shaper
+from greenslurm.sim.machines.machine import PendingJob
 from greenslurm.sim.studies.gpu_replay import engine_cluster, gpu_machine
 
 SAMPLINGS = ("replacement", "simulator")
@@ -77,6 +78,18 @@ class TaskPool:
         index: dict[GpuTask, int] = {}
         shape_of = np.array([index.setdefault(t, len(index)) for t in tasks], dtype=np.int64)
         return cls(tuple(index), shape_of)
+
+    @classmethod
+    def from_jobs(cls, jobs: Iterable[JobSpec]) -> "TaskPool":
+        """The tasks of a trace's jobs (one node's demand each); jobs whose demand is not expressible
+        on GPUs are left out (see :func:`~greenslurm.clustermodel.gpu_state.gpu_task_from_job`)."""
+        tasks = []
+        for job in jobs:
+            try:
+                tasks.append(gpu_task_from_job(job))
+            except ValueError:
+                pass
+        return cls.from_tasks(tasks)
 
     @property
     def size(self) -> int:
@@ -197,7 +210,9 @@ def inflate(nodes: GpuNodes, pool: TaskPool, workload: TargetWorkload | None, po
     strategy = PlaceOrFail(machine)
     accounting = GpuAccounting(machine, workload)
     meter = accounting.meter
-    shape_jobs = [task_job(shape, f"shape{k}") for k, shape in enumerate(pool.shapes)]
+    # Each shape is shaped once by the replay's Shaper (None: it fits no node even when the cluster
+    # is empty); an arrival is a new job of that shape.
+    shaped = [shaper(task_job(shape, f"shape{k}"), -1) for k, shape in enumerate(pool.shapes)]
     trajectory: list[tuple[int, int, float, float, float, int]] = []
     arrived = failed = 0
     target = until * capacity
@@ -205,10 +220,12 @@ def inflate(nodes: GpuNodes, pool: TaskPool, workload: TargetWorkload | None, po
     for count, i in enumerate(draw_sequence(pool, capacity, until, sampling, rng), start=1):
         k = pool.shape_of[i]
         arrived += pool.shapes[k].gpu_demand_milli
-        job = shaper(shape_jobs[k], count)           # None: fits no node even when the cluster is empty
-        if job is None:
+        shape = shaped[k]
+        if shape is None:
             failed += 1
         else:
+            job = PendingJob(index=count, job=shape.job, nodes=shape.nodes, demand=shape.demand,
+                             cpus_total=shape.cpus_total, requested_s=shape.requested_s, task=shape.task)
             strategy.submit(job, 0.0)
             if job.node_indices is None:
                 failed += 1
