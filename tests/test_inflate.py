@@ -101,3 +101,35 @@ def test_errors():
 def test_default_levels():
     assert default_levels(1.3)[:3] == [1.0, 2.0, 3.0] and default_levels(1.3)[-1] == 130.0
     assert 50.0 in default_levels(0.5, step_pct=7)
+
+
+# The separate inflation loop the project had before the engine (seed 3 on the first 100 openb nodes,
+# default pod list): tasks drawn, failed, allocated milli-GPU at the end, sha256 (16 hex digits) of the
+# allocated and failed trajectories (int64 bytes), EOPC (W) and fragmentation (milli-GPU) at the end.
+GOLDEN = {"fgd": (963, 225, 516920, "ec3a3d6b3f93c979", 130750.0, 26996.69842904946),
+          "pwr=0.1,fgd=0.9": (963, 233, 506100, "32fb653ad75e6fc5", 127105.0, 37849.86608292533),
+          "gpubestfit": (963, 226, 510010, "99e8cfd90c160ac0", 129490.0, 33938.26680401706),
+          "random": (963, 248, 468750, "528a1c4b61d5a46b", 124585.0, 75163.26937934573)}
+
+
+@pytest.mark.parametrize("selection", list(GOLDEN))
+def test_engine_inflation_equals_the_papers_loop(sample, selection):
+    import hashlib
+    nodes, pool, workload = sample
+    run = inflate(nodes, pool, workload, selection, seed=3)
+    tasks, failed, allocated, digest, eopc_w, frag_milli = GOLDEN[selection]
+    assert (len(run.arrived_milli), int(run.failed[-1]), int(run.allocated_milli[-1])) == (tasks, failed, allocated)
+    assert hashlib.sha256(run.allocated_milli.tobytes() + run.failed.tobytes()).hexdigest()[:16] == digest
+    assert run.cpu_w[-1] + run.gpu_w[-1] == eopc_w
+    assert run.frag_milli[-1] == pytest.approx(frag_milli, rel=1e-12)
+    assert run.policy == selection
+
+
+def test_load_rules_inflate_too(sample):
+    """Every node selection runs: seed 003's firstfit packs the lowest-numbered nodes, and with no
+    departures it places exactly what fits (GRAR 1 until the first failure)."""
+    nodes, pool, workload = sample
+    run = inflate(nodes, pool, None, "firstfit", seed=3, until=0.5, check_every=100)
+    assert run.policy == "firstfit" and run.ties == "first"
+    first_fail = int(np.argmax(run.failed > 0)) if run.failed[-1] else len(run.failed)
+    assert np.array_equal(run.allocated_milli[:first_fail], run.arrived_milli[:first_fail])
