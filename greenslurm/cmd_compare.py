@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -20,11 +22,14 @@ from rich.table import Table
 
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.placement import ALLOCATIONS
-from greenslurm.clustermodel import Cluster, InputError
-from greenslurm.inputs import check_input_file, cluster_from_trace, load_cluster, read
-from greenslurm.sim.studies.deadline_compare import COLUMNS, make_scenario, run_grid
+from greenslurm.clustermodel import InputError
+from greenslurm.inputs import check_input_file, cluster_from_trace, read
+from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
+                                 TraceSource)
+from greenslurm.scenario_run import build_cluster, build_supply
+from greenslurm.sim.accounting.deadline_metrics import admission_summary
+from greenslurm.sim.studies.deadline_compare import COLUMNS, make_scenario
 from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
-from greenslurm.sim.renewable import load_supply
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
 
@@ -186,43 +191,95 @@ def add_parser(commands) -> argparse.ArgumentParser:
     return parser
 
 
+def compare_scenarios(args: argparse.Namespace, trace_path: str) -> list[list[Scenario]]:
+    """Per slack value, one scenario per acceptance x node selection (threshold options go to the
+    chains with the threshold policy)."""
+    cluster = (ClusterSource(homogeneous=Homogeneous(args.cores, 1, name=f"{args.cores} cores"))
+               if args.cores is not None else ClusterSource(file=args.cluster and os.path.abspath(args.cluster)))
+    trace = TraceSource(path=trace_path, format=args.format, limit=args.first_jobs,
+                        exact_runtimes=not args.planned_limits, parallelism_limit=args.parallelism_limit)
+    supply = Supply(args.renewable, args.renewable_mode if args.renewable is not None else "grid",
+                    args.renewable_scale if args.renewable is not None else None,
+                    args.renewable_seed if args.renewable is not None else None)
+    grid = []
+    for eps in args.slack_mean:
+        row = []
+        for acceptance in args.acceptance:
+            threshold = "threshold" in {p.strip() for p in acceptance.split(",")}
+            accept = Acceptance(acceptance, args.threshold_share if threshold else None,
+                                args.threshold_slack if threshold else None)
+            for select in args.select:
+                row.append(Scenario(trace=trace, cluster=cluster, queue="deadline", selection=Selection(select),
+                                    acceptance=accept, deadlines=Deadlines(eps, args.slack_sigma, args.slack_seed),
+                                    supply=supply).check("<command line>"))
+        grid.append(row)
+    return grid
+
+
+def compare_row(task: tuple) -> dict:
+    """One replay of the grid: a flat row (see ``COLUMNS``)."""
+    from greenslurm.scenario_run import replay_jobs
+    from greenslurm.sim.accounting.metrics import mean, wait_s
+    scenario, workload, supply = task
+    started = time.perf_counter()
+    outcome = replay_jobs(scenario, workload.jobs, workload.cluster, supply=supply, prepared=True)
+    summary = admission_summary(outcome.result, supply, workload.bound_cpu_s)
+    d = scenario.deadlines
+    return {
+        "workload": workload.label, "slack_mean": d.slack_mean, "slack_sigma": workload.slack_sigma,
+        "acceptance": scenario.acceptance.policy, "allocation": scenario.selection.name,
+        "renewable": scenario.supply.mode if supply is not None else "",
+        "jobs": len(workload.jobs), "accepted": summary["jobs_accepted"], "rejected": summary["jobs_rejected"],
+        "accepted_load_cpu_h": summary["accepted_load_cpu_h"],
+        "load_bound_cpu_h": summary.get("load_bound_cpu_h"), "bound": workload.bound_name,
+        "performance_ratio": summary.get("performance_ratio"), "deadline_missed": summary["deadline_missed"],
+        "mean_wait_s": mean(wait_s(r) for r in outcome.result.records),
+        "renewable_share": summary.get("renewable_share"), "grid_kwh": summary.get("grid_kwh"),
+        "curtailed_kwh": summary.get("curtailed_kwh"), "seconds": time.perf_counter() - started,
+    }
+
+
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if args.csv is not None and Path(args.csv).is_dir():
         raise InputError("is a directory (--csv wants a file name)", path=args.csv)
-    if args.cores is not None:
-        if args.cores < 1:
-            raise InputError("--cores must be >= 1", path="<command line>")
-        cluster = Cluster.homogeneous(args.cores, cpus=1, name=f"{args.cores} cores")
-    else:
-        cluster = load_cluster(args.cluster) if args.cluster is not None else None
+    if args.cores is not None and args.cores < 1:
+        raise InputError("--cores must be >= 1", path="<command line>")
+    if args.renewable is None and args.renewable_mode != "grid":
+        raise InputError(f"--renewable-mode {args.renewable_mode} needs --renewable", path="<command line>")
     check_input_file(args.trace)
+    grid = compare_scenarios(args, os.path.abspath(args.trace))
+    first = grid[0][0]
+    cluster = build_cluster(first)
     trace = read(args.trace, args.format, status=console.status if console.is_terminal else None)
     cluster = cluster or cluster_from_trace(trace)
     jobs = trace.jobs[:args.first_jobs] if args.first_jobs else trace.jobs
     if not jobs:
         raise InputError("no jobs to replay", path=trace.path)
-    supply = None
-    if args.renewable is not None:
-        supply = load_supply(args.renewable, jobs, cluster, args.renewable_scale, args.renewable_seed)
-    elif args.renewable_mode != "grid":
-        raise InputError(f"--renewable-mode {args.renewable_mode} needs --renewable", path="<command line>")
+    supply = build_supply(first, jobs, cluster)
     started = time.perf_counter()
     label = Path(str(trace.path)).name
-    scenarios = [make_scenario(label, jobs, cluster, slack_mean=eps, slack_sigma=args.slack_sigma,
+    # one workload per slack: the jobs prepared as the scenarios say and the load bound, computed once
+    workloads = [make_scenario(label, jobs, cluster, slack_mean=eps, slack_sigma=args.slack_sigma,
                                seed=args.slack_seed, exact=not args.planned_limits,
                                parallelism_limit=args.parallelism_limit, bound=args.bound, supply=supply)
                  for eps in args.slack_mean]
+    tasks = [(scenario, workload, supply) for workload, row in zip(workloads, grid) for scenario in row]
     status = console.status("replaying") if console.is_terminal else None
-
-    def progress(done: int, total: int) -> None:
-        if status is not None:
-            status.update(f"replaying {done}/{total}")
-
     if status is not None:
         status.start()
+    rows: list[dict] = []
     try:
-        rows = run_grid(scenarios, args.acceptance, args.select, args.renewable_mode,
-                        acceptance_options(args), workers=args.workers, progress=progress)
+        if args.workers <= 1:
+            done = map(compare_row, tasks)
+        else:
+            pool = ProcessPoolExecutor(max_workers=args.workers)
+            done = pool.map(compare_row, tasks)
+        for row in done:
+            rows.append(row)
+            if status is not None:
+                status.update(f"replaying {len(rows)}/{len(tasks)}")
+        if args.workers > 1:
+            pool.shutdown()
     finally:
         if status is not None:
             status.stop()

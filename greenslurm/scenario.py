@@ -19,6 +19,7 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     strict = false
     columns = ["JobID", "Submit"]  # a headerless sacct export
     limit = 500                    # the first N jobs by submit time
+    parallelism_limit = 64         # jobs cut to at most 64 CPUs (seed 003)
     exact_runtimes = false         # time limits := runtimes (seed 003's setting)
 
     [cluster]
@@ -105,6 +106,7 @@ class TraceSource:
     synthetic: Synthetic | None = None
     limit: int | None = None
     exact_runtimes: bool = False
+    parallelism_limit: int | None = None  # cut jobs to at most N CPUs (seed 003's parallelism limit)
 
 
 @dataclass(frozen=True)
@@ -389,6 +391,8 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail("format, columns and strict are for trace files, not synthetic traces", "trace.synthetic")
     if t.limit is not None and t.limit < 1:
         fail("must be >= 1", "trace.limit")
+    if t.parallelism_limit is not None and t.parallelism_limit < 1:
+        fail("must be >= 1", "trace.parallelism_limit")
     if t.synthetic is not None and t.synthetic.jobs < 1:
         fail("must be >= 1", "trace.synthetic.jobs")
     if t.format is not None:

@@ -105,7 +105,8 @@ def load_inputs(scenario: Scenario, status=None, cache: bool = False) -> Inputs:
 
 
 def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
-    """The first ``limit`` jobs, exact runtimes when asked, drawn deadlines, scaled arrivals.
+    """The first ``limit`` jobs, cut to the parallelism limit, exact runtimes when asked, drawn
+    deadlines, scaled arrivals.
 
     >>> from greenslurm.scenario import TraceSource
     >>> s = Scenario(TraceSource(path="x", limit=2), arrival_scale=0.5)
@@ -116,6 +117,9 @@ def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
     t = scenario.trace
     if t.limit is not None:
         jobs = jobs[:t.limit]
+    if t.parallelism_limit is not None:
+        from greenslurm.traces.deadlines import limit_parallelism
+        jobs = limit_parallelism(jobs, t.parallelism_limit)
     if t.exact_runtimes:
         from greenslurm.traces.deadlines import exact_runtimes
         jobs = exact_runtimes(jobs)
