@@ -272,3 +272,21 @@ def test_ledger_is_repaired_after_a_kill_between_cell_file_and_ledger_line(tmp_p
     assert outcome.skipped == 3                     # the three finished cells are not run again
     ids = ledger_ids(results)
     assert len(ids) == len(set(ids)) == len(spec.cells())
+
+
+def test_select_in_policies_and_the_grid(tmp_path):
+    """A policy's node selection: ``select = ...`` in the policy, or ``option.select`` in the grid; under
+    EASY on 2 x 2-CPU nodes (test_cli_select's case) Balanced spreads and the 2-CPU job waits."""
+    (tmp_path / "t.swf").write_text("1 0 -1 100 1 -1 -1 1 100 -1 1 1 1 -1 -1 -1 -1 -1\n"
+                                    "2 10 -1 100 1 -1 -1 1 100 -1 1 1 1 -1 -1 -1 -1 -1\n"
+                                    "3 20 -1 10 2 -1 -1 2 10 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    head = f'[[trace]]\nname = "t"\npath = "{tmp_path / "t.swf"}"\ncluster = {{ nodes = 2, cpus = 2 }}\n'
+    policy = parse_spec(head + '[[policy]]\nname = "b"\nqueue = "easy"\nselect = "balanced"\n')
+    grid = parse_spec(head + '[[policy]]\nname = "g"\nqueue = "easy"\n[grid]\n"option.select" = ["firstfit", "bestfit"]\n')
+    rows = {(row["policy"], row["select"]): row for row in map(run_cell, policy.cells() + grid.cells())}
+    # waits: a 0, b 0, c: 0 when b packs beside a, 100 - 20 = 80 when Balanced puts b on the other node
+    assert {key: row["mean_wait_s"] for key, row in rows.items()} == {
+        ("b", "balanced"): 80 / 3, ("g", "firstfit"): 0.0, ("g", "bestfit"): 0.0}
+    with pytest.raises(InputError, match="policy p: selection.name: unknown node selection 'closest'"):
+        parse_spec(f'[[trace]]\npath = "{tmp_path / "t.swf"}"\n[[policy]]\nname = "p"\nqueue = "easy"\n'
+                   'select = "closest"\n')
