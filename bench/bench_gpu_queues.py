@@ -16,7 +16,7 @@ and selection: jobs, failed (rejected at arrival: ``none`` only), mean and max w
 the trace's target workload, while tasks arrive), energy of the whole run by the PWR paper's power
 model (kWh), and the ratio of each to firstfit's in the same queue and run.
 
-    python bench/bench_gpu_queues.py                       # both parts (about 10 min on 2 shared cores)
+    python bench/bench_gpu_queues.py                       # both parts (about 6 min on 2 shared cores)
     python bench/bench_gpu_queues.py --scales 1e-5 --no-sacct --select firstfit --select fgd
 """
 
