@@ -86,3 +86,24 @@ def test_compare_table_and_csv(swf, tmp_path, capsys):
     assert len(rows) == 2 * 2 * 2
     assert {r["allocation"] for r in rows} == {"bestfit", "backfill"}
     assert all(r["deadline_missed"] == "0" and float(r["performance_ratio"]) >= 1 - 1e-9 for r in rows)
+
+
+def test_a_compare_row_is_the_replay_of_its_scenario(shared_data, tmp_path, capsys):
+    """compare and replay run the same scenario: one row of the grid equals the replay with the same
+    acceptance, selection, drawn deadlines and exact runtimes (KTH, first 300 jobs)."""
+    kth = str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf")
+    out_csv, summary = tmp_path / "row.csv", tmp_path / "s.json"
+    assert main(["compare", kth, "--first-jobs", "300", "--slack-mean", "0.5", "--acceptance", "threshold,greedy",
+                 "--threshold-share", "0.7", "--select", "minidle+backfill", "--csv", str(out_csv)]) == 0
+    (row,) = list(csv.DictReader(out_csv.open(encoding="utf-8")))
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'queue = "deadline"\n[trace]\npath = "{kth}"\nlimit = 300\nexact_runtimes = true\n'
+                        '[selection]\nname = "minidle+backfill"\n'
+                        '[acceptance]\npolicy = "threshold,greedy"\nthreshold_share = 0.7\n'
+                        '[deadlines]\nslack_mean = 0.5\n')
+    assert main(["run", str(scenario), "--json", str(summary)]) == 0
+    capsys.readouterr()
+    admission = json.loads(summary.read_text())["admission"]
+    assert (int(row["accepted"]), int(row["rejected"])) == (admission["jobs_accepted"], admission["jobs_rejected"])
+    assert float(row["accepted_load_cpu_h"]) == pytest.approx(admission["accepted_load_cpu_h"], rel=1e-12)
+    assert int(row["accepted"]) + int(row["rejected"]) == 300 and int(row["rejected"]) > 0
