@@ -413,7 +413,8 @@ class PowerManagedMachine(Machine):
 
     # -- placement ---------------------------------------------------------------------------
     def place(self, job: PendingJob, free: np.ndarray | None = None,
-              prefer: np.ndarray | None = None) -> np.ndarray | None:
+              prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
+        # ``free`` without ``prefer`` is always what is usable now (on nodes only), as ``now=True`` says
         if free is not None and prefer is not None:
             # EASY's shadow: a plan for later, when off nodes can have been woken
             return super().place(job, free, prefer)
