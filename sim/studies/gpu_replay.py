@@ -18,8 +18,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-import numpy as np
-
 from greenslurm.allocation.scorers import parse_policy, policy_label
 from greenslurm.allocation.selection import SelectionSpec, gpu_scorer_names, make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, NodeSpec
@@ -53,41 +51,15 @@ class GpuTaskRecord:
 
 
 @dataclass
-class GpuReplayResult:
-    """Step series: the state from ``times_s[i]`` until ``times_s[i + 1]`` (the last entry ends the run)."""
+class GpuReplayResult(GpuSeries):
+    """The step series of :class:`~greenslurm.sim.accounting.gpu_accounting.GpuSeries` (the state from
+    ``times_s[i]`` until ``times_s[i + 1]``; the last entry ends the run), the policy and every task's fate."""
 
-    policy: str
-    normalization: str
-    ties: str
-    capacity_milli: int
-    times_s: np.ndarray
-    cpu_w: np.ndarray
-    gpu_w: np.ndarray
-    allocated_milli: np.ndarray
-    frag_milli: np.ndarray
-    running: np.ndarray
-    records: list[GpuTaskRecord]
+    policy: str = ""
+    normalization: str = "paper"
+    ties: str = "first"
+    records: list[GpuTaskRecord] = field(default_factory=list)
     skipped: Counter = field(default_factory=Counter)
-
-    @property
-    def series(self) -> GpuSeries:
-        return GpuSeries(self.capacity_milli, self.times_s, self.cpu_w, self.gpu_w, self.allocated_milli,
-                         self.frag_milli, self.running)
-
-    @property
-    def power_w(self) -> np.ndarray:
-        return self.cpu_w + self.gpu_w
-
-    @property
-    def span_s(self) -> float:
-        return self.series.span_s
-
-    def energy_j(self) -> tuple[float, float, float]:
-        """(total, CPU, GPU) joules: the exact integral of the step series."""
-        return self.series.energy_j()
-
-    def time_mean(self, values: np.ndarray) -> float:
-        return self.series.time_mean(values)
 
     def summary(self) -> dict:
         failed = [r for r in self.records if r.failed]
@@ -96,7 +68,7 @@ class GpuReplayResult:
             "policy": self.policy, "normalization": self.normalization, "ties": self.ties,
             "tasks": len(self.records), "failed_tasks": len(failed),
             "failed_gpu_demand_pct": 100.0 * sum(r.gpu_demand_milli for r in failed) / asked if asked else 0.0,
-            **self.series.summary(),
+            **super().summary(),
             "skipped": dict(self.skipped),
         }
 
@@ -191,9 +163,6 @@ def gpu_replay(jobs: Sequence[JobSpec], nodes: GpuNodes | Cluster, policy: str,
     skipped = Counter()
     for reason, count in run.skipped.items():
         skipped[_SKIPS.get(reason, reason)] += count
-    series = accounting.series()
     ties = getattr(getattr(selection, "framework", None), "tie_break", "first")
-    return GpuReplayResult(policy=label, normalization=normalization, ties=ties,
-                           capacity_milli=series.capacity_milli, times_s=series.times_s, cpu_w=series.cpu_w,
-                           gpu_w=series.gpu_w, allocated_milli=series.allocated_milli, frag_milli=series.frag_milli,
-                           running=series.running, records=records, skipped=skipped)
+    return GpuReplayResult(**vars(accounting.series()), policy=label, normalization=normalization, ties=ties,
+                           records=records, skipped=skipped)
