@@ -43,7 +43,7 @@ from greenslurm.allocation.framework import ScoringFramework
 from greenslurm.allocation.placement import RULES
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.fragmentation import TargetWorkload
-from greenslurm.clustermodel.gpu_state import GpuState, GpuTask, best_fit_gpu, exclusive_gpus
+from greenslurm.clustermodel.gpu_state import GpuState, GpuTask, best_fit_gpu, exclusive_gpus, fits
 
 
 @runtime_checkable
@@ -156,6 +156,14 @@ class Scored:
         if state is None or task is None:
             return candidates[:count]
         total, _ = framework.scores(state, task, candidates)
+        if not np.isfinite(total).all():
+            # A plan for later (EASY's shadow, conservative's reservations) offers nodes where the
+            # task does not fit now; their GPU scores are undefined (-inf points, NaN after min-max).
+            # Those that fit now go first, by score; the others follow in node order.
+            now = fits(state, task)[candidates]
+            if now.all() or not now.any():
+                return candidates
+            return np.concatenate((self.rank(view, task, candidates[now], count, now_s), candidates[~now]))
         if count == 1:          # exactly ScoringFramework.choose: best total, ties first or seeded-random
             best = np.flatnonzero(total == total.max())
             if len(best) == 1 or framework.tie_break == "first":
