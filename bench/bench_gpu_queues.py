@@ -5,7 +5,7 @@ under place-or-fail, on the one engine with its GPU accounting.
    arrivals compressed by ``--scales`` (runtimes unchanged): under ``--queue easy`` a task that does
    not fit waits, under ``--queue none`` (the GPU papers' model) it fails.  The real arrival rate
    keeps at most about 1 % of the GPUs busy, so only a strong compression (1e-5: the 8,152 arrivals
-   within about two minutes) makes tasks meet a full cluster.
+   within about 100 s) makes tasks meet a full cluster.
 2. The public sacct export xdmod-phillips.log (4,285 jobs, two of them asking gres/gpu=2) at its real
    arrival times on bench/phillips-gpu.toml (30 CPU nodes, 5 nodes with 2 K80 GPUs).
 
