@@ -65,7 +65,9 @@ class PendingJob:
 
     def __post_init__(self) -> None:
         self.cpu_only = not self.demand[1:].any()
-        self.shape_key = (self.nodes, *self.demand.tolist(), self.task)
+        # the task's amounts follow from the demand; only its GPU models add to the shape (a flat
+        # tuple hashes in C: queues test shapes millions of times)
+        self.shape_key = (self.nodes, *self.demand.tolist(), self.task.gpu_spec if self.task is not None else None)
 
     @property
     def planned_end_s(self) -> float:
