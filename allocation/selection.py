@@ -129,6 +129,7 @@ class LoadRule:
         self.name = name + ("+backfill" if backfill else "")
         self.rule = name
         self.backfill = backfill
+        self.uses_tails = name != "firstfit"      # the machine then keeps every node's tail up to date
 
     def rank(self, view, task, candidates, count, now_s):
         if self.rule == "firstfit":
@@ -155,7 +156,8 @@ class Scored:
         framework, state = self.framework, view.gpus
         if state is None or task is None:
             return candidates[:count]
-        total, _ = framework.scores(state, task, candidates)
+        with np.errstate(invalid="ignore", divide="ignore"):      # undefined scores: see below
+            total, _ = framework.scores(state, task, candidates)
         if not np.isfinite(total).all():
             # A plan for later (EASY's shadow, conservative's reservations) offers nodes where the
             # task does not fit now; their GPU scores are undefined (-inf points, NaN after min-max).

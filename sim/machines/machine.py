@@ -85,6 +85,7 @@ class Machine:
         self.selection: NodeSelection = selection if selection is not None else FirstFit()
         self.selection_given = selection is not None     # else strategies may keep their own default
         self._first_fit = type(self.selection) is FirstFit
+        self._tail_end: np.ndarray | None = None       # per node: latest planned end (load rules only)
         # Per-GPU free shares, on a cluster with GPUs: the authority on fitting now.
         self.gpus: GpuState | None = GpuState(GpuNodes.from_cluster(cluster)) if cluster.total_gpus > 0 else None
         self.now_s = 0.0
@@ -103,11 +104,31 @@ class Machine:
     # -- the selection's view -----------------------------------------------------------------
     def tails_s(self, now_s: float) -> np.ndarray:
         """Per node: the latest planned end (start + requested time) of its running jobs, or
-        ``now_s`` for a node with none (seed 003's tail T_n)."""
-        tails = np.full(self.cluster.size, now_s)
+        ``now_s`` for a node with none or whose jobs are past their planned end (seed 003's tail
+        T_n).  Kept up to date at every start and end when the node selection uses tails."""
+        if self._tail_end is None:
+            self._track_tails()
+        return np.maximum(self._tail_end, now_s)
+
+    def _track_tails(self) -> None:
+        self._tail_end = np.full(self.cluster.size, -np.inf)
+        self._jobs_on_node: list[set[int]] = [set() for _ in range(self.cluster.size)]
         for job in self.running.values():
-            np.maximum.at(tails, job.node_indices, job.planned_end_s)
-        return tails
+            self._add_tail(job)
+
+    def _add_tail(self, job: PendingJob) -> None:
+        nodes = job.node_indices
+        np.maximum.at(self._tail_end, nodes, job.planned_end_s)
+        for node in nodes.tolist():
+            self._jobs_on_node[node].add(job.index)
+
+    def _drop_tail(self, job: PendingJob) -> None:
+        running = self.running
+        for node in job.node_indices.tolist():
+            on = self._jobs_on_node[node]
+            on.discard(job.index)
+            if self._tail_end[node] <= job.planned_end_s:       # it held the tail: the next latest
+                self._tail_end[node] = max((running[i].planned_end_s for i in on), default=-np.inf)
 
     def choose(self, job: PendingJob, candidates: np.ndarray, count: int, now_s: float | None = None) -> np.ndarray:
         """``count`` of the fitting ``candidates`` (ascending), as the node selection ranks them."""
@@ -175,6 +196,8 @@ class Machine:
 
     def fits_on(self, job: PendingJob, nodes: np.ndarray) -> bool:
         """Can ``job`` start now on exactly ``nodes``?"""
+        if len(nodes) != job.nodes:
+            return False
         if not (self.free[nodes] >= job.demand - 1e-9).all():
             return False
         if job.task is not None and self.gpus is not None:
@@ -206,11 +229,15 @@ class Machine:
         job.start_s = now_s
         job.node_indices = nodes
         self.running[job.index] = job
+        if self._tail_end is not None:
+            self._add_tail(job)
         for listener in self.start_listeners:
             listener(job, now_s)
 
     def finish(self, job: PendingJob, now_s: float) -> None:
         del self.running[job.index]
+        if self._tail_end is not None:
+            self._drop_tail(job)
         self.finished_count += 1
         self.free[job.node_indices] += job.demand
         if job.gpu_indices:
@@ -231,3 +258,8 @@ class Machine:
         assert np.isclose(self.free_cpus_total, self.free[:, CPU].sum())
         if self.gpus is not None:
             self.gpus.check()
+        if self._tail_end is not None:
+            ends = np.full(self.cluster.size, -np.inf)
+            for job in self.running.values():
+                np.maximum.at(ends, job.node_indices, job.planned_end_s)
+            assert np.array_equal(ends, self._tail_end), "a node's tail drifted"
