@@ -24,7 +24,8 @@ from greenslurm.clustermodel import InputError
 from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, progress_bar,
                                 setup_logging, write_text)
 from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
-from greenslurm.scenario import Acceptance, ClusterSource, Deadlines, Scenario, Selection, Supply, TraceSource
+from greenslurm.scenario import (RUN_WHERE, Acceptance, ClusterSource, Deadlines, Scenario, Selection, Supply,
+                                 TraceSource)
 from greenslurm.sim.accounting.metrics import workload_stats
 from greenslurm.sim.engine.strategies import QUEUES
 from greenslurm.sim.reporting.outputs import summary_json_text, write_outputs
@@ -209,6 +210,12 @@ OPTION_NAMES = {
     "deadlines.slack_sigma": "--slack-sigma", "supply.source": "--renewable", "supply.mode": "--renewable-mode", "supply.scale": "--renewable-scale",
     "supply.seed": "--renewable-seed", "power_states": "power states (--power-down-after, --power-budget, ...)",
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
+    "seed": "--seed", "deadlines.seed": "--slack-seed",
+    "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
+    "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
+    "power_states.phases": "--phases", "power_states.nodes_per_cabinet": "--nodes-per-cabinet",
+    "colocation.gpu_nodes": "--gpu-nodes", "colocation.max_jobs": "--max-jobs-per-set",
+    "colocation.idle_node_w": "--idle-node-w",
 }
 COMMAND_LINE = "<command line>"
 
@@ -268,12 +275,27 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
                 args.cluster = stack.enter_context(demo_file(DEMO_CLUSTER))
             log.info("no trace given: the bundled demo %s", args.trace)
         scenario = scenario_from_args(args)
-        return run_scenario(scenario, console, args.out, args.json, args.no_progress, args.save_scenario)
+        with _pointing_at(COMMAND_LINE, OPTION_NAMES):
+            return run_scenario(scenario, console, args.out, args.json, args.no_progress, args.save_scenario)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     scenario = Scenario.from_file(args.scenario)
-    return run_scenario(scenario, console, args.out, args.json, args.no_progress, None)
+    with _pointing_at(args.scenario, {}):
+        return run_scenario(scenario, console, args.out, args.json, args.no_progress, None)
+
+
+@contextlib.contextmanager
+def _pointing_at(where: str, names: dict[str, str]):
+    """Errors the replay finds in the scenario's values (a GPU scorer on a cluster without GPUs, deadlines
+    beyond a float's range) name the scenario file or the command line, and the key or the option."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.path != RUN_WHERE:
+            raise
+        raise InputError(exc.reason, path=where, line=exc.line,
+                         field=names.get(exc.field, exc.field) if exc.field else None) from None
 
 
 def run_scenario(scenario: Scenario, console: Console, out: str | None, json_file: str | None,

@@ -200,7 +200,7 @@ def compare_scenarios(args: argparse.Namespace, trace_path: str) -> list[list[Sc
                         exact_runtimes=not args.planned_limits, parallelism_limit=args.parallelism_limit)
     supply = Supply(args.renewable, args.renewable_mode if args.renewable is not None else "grid",
                     args.renewable_scale if args.renewable is not None else None,
-                    args.renewable_seed if args.renewable is not None else None)
+                    args.renewable_seed if args.renewable in ("solar", "wind") else None)
     grid = []
     for eps in args.slack_mean:
         row = []

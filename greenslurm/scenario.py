@@ -81,6 +81,10 @@ from greenslurm.clustermodel import InputError
 QUEUE_DEFAULT = "easy"
 DEADLINE_DEFAULT_SELECTION = "bestfit"       # seed 003's choice for the deadline queue
 DEFAULT_SELECTION = "firstfit"               # Slurm's node order, every other queue
+MAX_BOOT_S = 86400.0                         # a node boots within a day
+MAX_NODES = 1_000_000                        # more nodes than any machine has (the largest: ~10^5)
+# Where errors found while a scenario replays point (the CLI puts the scenario file or the options there).
+RUN_WHERE = "<scenario>"
 
 
 @dataclass(frozen=True)
@@ -384,6 +388,17 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     def fail(message: str, key: str) -> None:
         raise InputError(message, path=where, field=name(key))
 
+    # every number finite: the TOML reader refuses nan and inf, but the command line's floats come here as
+    # argparse made them (a nan boot time compared false everywhere and the replay never ended)
+    for key, value in _numbers(s, ""):
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(f"must be a finite number, not {value}", key)
+    # numpy's and Python's generators take seeds >= 0 (numpy raised on a negative one mid-replay)
+    for key, value in (("seed", s.seed), ("deadlines.seed", s.deadlines and s.deadlines.seed),
+                       ("supply.seed", s.supply.seed), ("colocation.seed", s.colocation and s.colocation.seed)):
+        if isinstance(value, int) and value < 0:
+            fail("must be >= 0 (a random seed)", key)
+
     t = s.trace
     if (t.path is None) == (t.synthetic is None):
         fail("give either path or synthetic", "trace.path")
@@ -393,8 +408,8 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail("must be >= 1", "trace.limit")
     if t.parallelism_limit is not None and t.parallelism_limit < 1:
         fail("must be >= 1", "trace.parallelism_limit")
-    if t.synthetic is not None and t.synthetic.jobs < 1:
-        fail("must be >= 1", "trace.synthetic.jobs")
+    if t.synthetic is not None:
+        check_synthetic(t.synthetic, fail)
     if t.format is not None:
         from greenslurm.traces import FORMATS
         if t.format not in FORMATS:
@@ -402,6 +417,8 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     c = s.cluster
     if sum(x is not None for x in (c.file, c.node_list, c.homogeneous)) > 1:
         fail("give at most one of file, node_list, homogeneous", "cluster")
+    if c.homogeneous is not None:
+        check_homogeneous(c.homogeneous, fail)
     if t.synthetic is not None and c.file is None and c.node_list is None and c.homogeneous is None:
         fail("a synthetic trace needs a cluster", "cluster")
     if s.queue not in QUEUES:
@@ -470,6 +487,11 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
                  "supply.mode")
     if deadline_modes and s.queue != "deadline":
         fail(f"renewable mode {sup.mode} plans with the deadline queue, not the {s.queue} queue", "supply.mode")
+    if sup.source is not None and sup.source not in ("solar", "wind"):
+        # a CSV supply is read as it is: a seed or a horizon would be ignored
+        for key in ("seed", "horizon"):
+            if getattr(sup, key) is not None:
+                fail("applies to the synthetic supplies (solar or wind), not to a CSV", f"supply.{key}")
     if sup.horizon not in (None, "limits"):
         fail("choose limits (or leave it out)", "supply.horizon")
     if sup.scale is not None and not sup.scale > 0:
@@ -483,6 +505,10 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             power_config(s.power_states)
         except (TypeError, ValueError) as exc:
             fail(str(exc), "power_states")
+        if s.power_states.boot_s is not None and s.power_states.boot_s > MAX_BOOT_S:
+            # the machine looks again every max(suspend_after_s, 60) s while a node boots: a boot of years
+            # is millions of events, and no node takes that long
+            fail(f"must be at most {MAX_BOOT_S:.0f} s (a day)", "power_states.boot_s")
     if s.colocation is not None:
         if s.power_states is not None:
             fail("co-location and power states are two machine models; choose one", "colocation")
@@ -493,8 +519,73 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             fail(f"co-location runs its training jobs under the fcfs queue, not {s.queue}", "queue")
         if s.selection.name is not None:
             fail("the co-location policy chooses the GPU sets; a node selection does not apply", "selection.name")
-        if s.colocation.gpu_nodes is not None and s.colocation.gpu_nodes < 1:
-            fail("must be >= 1", "colocation.gpu_nodes")
+        check_colocation(s.colocation, fail)
+
+
+def _numbers(obj, prefix: str):
+    """(key, value) of every field below ``obj``, tables flattened to dotted keys."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        if dataclasses.is_dataclass(value):
+            yield from _numbers(value, key)
+        else:
+            yield key, value
+
+
+def _needing(fail, prefix: str):
+    """``need(ok, key, message)``: fail with ``message`` on ``prefix.key`` unless ``ok``."""
+    def need(ok: bool, key: str, message: str) -> None:
+        if not ok:
+            fail(message, f"{prefix}.{key}")
+    return need
+
+
+def check_synthetic(syn: Synthetic, fail) -> None:
+    """The domains of :func:`greenslurm.traces.synthetic.synthetic_jobs`'s settings."""
+    need = _needing(fail, "trace.synthetic")
+    need(syn.jobs >= 1, "jobs", "must be >= 1")
+    need(syn.load is None or syn.load > 0, "load", "must be > 0 (the offered load, 0.8 = 80 %)")
+    need(syn.runtime_median_s is None or syn.runtime_median_s > 0, "runtime_median_s", "must be > 0")
+    need(syn.runtime_sigma is None or syn.runtime_sigma >= 0, "runtime_sigma", "must be >= 0")
+    need(syn.max_overestimate is None or syn.max_overestimate >= 1, "max_overestimate",
+         "must be >= 1 (time limit / runtime)")
+    for key in ("power_of_two_share", "underestimate_share"):
+        value = getattr(syn, key)
+        need(value is None or 0 <= value <= 1, key, "must be a fraction in [0, 1]")
+    need(syn.max_job_cpus is None or syn.max_job_cpus >= 1, "max_job_cpus", "must be >= 1")
+
+
+def check_homogeneous(h: Homogeneous, fail) -> None:
+    """The same limits as a cluster TOML's node group, plus a size the replay can hold."""
+    from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
+    need = _needing(fail, "cluster.homogeneous")
+    need(h.nodes >= 1, "nodes", "must be >= 1")
+    need(h.nodes <= MAX_NODES, "nodes", f"must be at most {MAX_NODES:,} (the replay holds every node)")
+    need(h.cpus >= 1, "cpus", "must be >= 1")
+    need(h.gpus >= 0, "gpus", "must be >= 0")
+    need(h.memory_mb >= 0, "memory_mb", "must be >= 0")
+    for key in ("idle_w", "busy_w"):
+        need(getattr(h, key) is None or getattr(h, key) >= 0, key, "must be >= 0")
+    idle = h.idle_w if h.idle_w is not None else DEFAULT_NODE_IDLE_W
+    busy = h.busy_w if h.busy_w is not None else DEFAULT_NODE_BUSY_W
+    need(busy >= idle, "busy_w", f"busy_w ({busy:g} W) is below idle_w ({idle:g} W)")
+    need(h.gpu_model is None or h.gpus > 0, "gpu_model", "applies to nodes with gpus > 0")
+
+
+def check_colocation(c: Colocation, fail) -> None:
+    """The ranges of the co-location settings (seed 001's EaCO and its baselines)."""
+    need = _needing(fail, "colocation")
+    need(c.gpu_nodes is None or c.gpu_nodes >= 1, "gpu_nodes", "must be >= 1")
+    need(c.max_jobs is None or c.max_jobs >= 1, "max_jobs", "must be >= 1 (jobs sharing one GPU set)")
+    for key in ("util_threshold_pct", "mem_threshold_pct"):
+        value = getattr(c, key)
+        need(value is None or 0 < value <= 100, key, "must be a percentage in (0, 100]")
+    need(c.idle_node_w is None or c.idle_node_w >= 0, "idle_node_w", "must be >= 0")
+    # a shared set draws max P + beta (sum P - max P): beta < 0 would draw less than its biggest job,
+    # beta > 1 more than its jobs apart
+    need(c.beta is None or 0 <= c.beta <= 1, "beta", "must be in [0, 1]")
+    need(c.jitter is None or c.jitter >= 0, "jitter", "must be >= 0")
 
 
 def power_config(p: PowerStates):

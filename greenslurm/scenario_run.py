@@ -13,16 +13,21 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
-from greenslurm.scenario import Scenario, power_config
+from greenslurm.scenario import RUN_WHERE, Scenario, power_config
 
 log = logging.getLogger("greenslurm")
 
 Progress = Callable[[int, int], None]
+# Longest arrival span a scaled trace may have: float seconds keep ~0.1 ms steps up to 1e12 s.
+MAX_SPAN_S = 1e12
 
 
 @dataclass
@@ -89,7 +94,13 @@ def load_inputs(scenario: Scenario, status=None, cache: bool = False) -> Inputs:
         from greenslurm.traces.synthetic import synthetic_jobs
         options = {k: v for k, v in dataclasses.asdict(t.synthetic).items() if v is not None and k != "jobs"}
         options.setdefault("max_job_cpus", cluster.max_node_cpus * cluster.size)
-        jobs = synthetic_jobs(t.synthetic.jobs, total_cpus=cluster.total_cpus, seed=scenario.seed, **options)
+        try:
+            with np.errstate(all="raise"):
+                jobs = synthetic_jobs(t.synthetic.jobs, total_cpus=cluster.total_cpus, seed=scenario.seed, **options)
+        except (ArithmeticError, ValueError) as exc:
+            # e.g. lognormal runtimes with a huge sigma: infinite work, an arrival rate of 0
+            raise InputError(f"its figures are not finite with these settings ({exc})", path=RUN_WHERE,
+                             field="trace.synthetic") from None
         return Inputs(sorted(jobs, key=lambda job: job.submit_s), cluster)
     columns = tuple(t.columns) if t.columns else None
     trace = (_read_cached(t.path, t.format, t.strict, columns) if cache
@@ -126,10 +137,21 @@ def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
     if scenario.deadlines is not None:
         from greenslurm.traces.deadlines import with_deadlines
         d = scenario.deadlines
-        jobs = with_deadlines(jobs, d.slack_mean, d.slack_sigma, seed=d.seed)
+        with np.errstate(over="ignore"):
+            jobs = with_deadlines(jobs, d.slack_mean, d.slack_sigma, seed=d.seed)
+        if not all(math.isfinite(job.deadline_s) for job in jobs if job.deadline_s is not None):
+            # d = r + (1 + eps) p with eps drawn around slack_mean: beyond a float's range
+            # blame the mean when it overflows alone, else the spread of the drawn slacks
+            mean_alone = math.isfinite((1.0 + d.slack_mean) * max(job.requested_time_s for job in jobs) * 2.0)
+            raise InputError("drawn deadlines are not finite numbers; choose a smaller slack", path=RUN_WHERE,
+                             field="deadlines.slack_sigma" if mean_alone else "deadlines.slack_mean")
     if scenario.arrival_scale != 1.0 and jobs:
         # arrivals t0 + (t - t0) x scale; runtimes unchanged (the GPU papers' busier what-ifs)
         first = min(job.submit_s for job in jobs)
+        last = max(job.submit_s for job in jobs)
+        if (last - first) * scenario.arrival_scale > MAX_SPAN_S:
+            raise InputError(f"stretches the arrivals over more than {MAX_SPAN_S:g} s (about 31,700 years); "
+                             "times that long lose the runtimes to rounding", path=RUN_WHERE, field="arrival_scale")
         jobs = [job.with_changes(submit_s=first + (job.submit_s - first) * scenario.arrival_scale) for job in jobs]
     return jobs
 
@@ -141,6 +163,18 @@ def build_supply(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
         return None
     scale = s.scale if s.scale is not None else 1.0
     seed = s.seed if s.seed is not None else 0
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):      # an inf peak: the series refuses it below
+            return _supply(s, scale, seed, jobs, cluster)
+    except ValueError as exc:
+        if isinstance(exc, InputError):
+            raise
+        # the series refuses infinite watts: scale x the cluster's full power beyond a float's range
+        raise InputError(f"the supply is not finite with this scale ({exc})", path=RUN_WHERE,
+                         field="supply.scale") from None
+
+
+def _supply(s, scale: float, seed: int, jobs: Sequence[JobSpec], cluster: Cluster):
     if s.horizon == "limits" and s.source in ("solar", "wind"):
         from greenslurm.clustermodel.renewable import max_power_w, solar_supply, wind_supply
         start = min(j.submit_s for j in jobs)
@@ -180,7 +214,7 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
     spec = parse_selection(scenario.selection_name)
     if spec.scores_gpus and cluster.total_gpus <= 0:
         raise InputError(f"the GPU scorer {spec.label} needs a cluster with GPUs; {cluster.name} has none",
-                         path="<scenario>", field="selection")
+                         path=RUN_WHERE, field="selection.name")
     options: dict = {}
     selection = None
     if scenario.queue == "deadline":

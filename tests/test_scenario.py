@@ -50,11 +50,14 @@ scenarios = st.builds(
                     st.builds(TraceSource, synthetic=st.builds(Synthetic, jobs=st.integers(1, 10**5),
                                                                load=st.none() | positive))),
     cluster=st.builds(ClusterSource, homogeneous=st.builds(Homogeneous, nodes=st.integers(1, 64),
-                                                           cpus=st.integers(1, 128), idle_w=st.none() | positive)),
+                                                           cpus=st.integers(1, 128),
+                                                           # at most the default busy power (350 W): check()
+                                                           # refuses a node whose busy power is below its idle one
+                                                           idle_w=st.none() | st.floats(0.01, 350.0))),
     queue=st.sampled_from(["fcfs", "easy"]),
     selection=st.builds(Selection, name=st.sampled_from([None, "firstfit", "balanced", "pwr", "pwr=0.1,fgd=0.9"])),
     deadlines=st.none() | st.builds(Deadlines, positive, st.none() | positive, st.integers(0, 99)),
-    power_states=st.none() | st.builds(PowerStates, suspend_after_s=st.none() | positive, boot_s=st.none() | positive,
+    power_states=st.none() | st.builds(PowerStates, suspend_after_s=st.none() | positive, boot_s=st.none() | st.floats(0.01, 86400.0),
                                        phases=st.none() | st.integers(1, 3)),
     supply=st.builds(Supply, source=st.sampled_from([None, "solar"]), mode=st.just("grid")),
     arrival_scale=positive, seed=st.integers(0, 2**31))

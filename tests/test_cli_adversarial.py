@@ -1,0 +1,173 @@
+"""Hostile and careless input to ``greenslurm run`` and ``greenslurm replay``: values that cannot be
+physical (negative seeds, non-finite numbers from the command line, negative node sizes and powers,
+synthetic-trace settings outside their domain, co-location settings out of range) end as one line
+naming the file (or the option) and the field, exit code 2, never a traceback, a hang or a silently
+changed result."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from greenslurm.cli import main
+from test_cli import TINY_SWF, assert_one_line_error
+from test_cli_select import NODES, PODS
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "tiny.swf").write_text(TINY_SWF)
+    (tmp_path / "pods.csv").write_text(PODS)
+    (tmp_path / "nodes.csv").write_text(NODES)
+    return tmp_path
+
+
+def run_file(folder, body: str, capsys) -> tuple[int, str]:
+    path = folder / "s.toml"
+    path.write_text(body)
+    code = main(["run", str(path), "--json", str(folder / "out.json"), "--no-progress"])
+    return code, capsys.readouterr().err
+
+
+TINY = '[trace]\npath = "tiny.swf"\n'
+GPU = '[trace]\npath = "pods.csv"\n[cluster]\nnode_list = "nodes.csv"\n'
+SYNTH = '[trace]\nsynthetic = {{ jobs = 20, {} }}\n[cluster]\nhomogeneous = {{ nodes = 4, cpus = 2 }}\n'
+
+
+# -- seeds: numpy's generators take no negative seed (was a ValueError traceback) ---------------------
+@pytest.mark.parametrize("body, field", [
+    ('seed = -1\nqueue = "none"\n' + GPU + '[selection]\nname = "random"\n', "field seed"),
+    ('queue = "deadline"\n' + TINY + '[deadlines]\nslack_mean = 1.0\nseed = -5\n', "field deadlines.seed"),
+    (TINY + '[supply]\nsource = "wind"\nseed = -1\n', "field supply.seed"),
+    ('queue = "fcfs"\n' + TINY + '[colocation]\npolicy = "eaco"\nseed = -1\n', "field colocation.seed"),
+])
+def test_a_negative_seed_is_refused(folder, capsys, body, field):
+    code, err = run_file(folder, body, capsys)
+    assert_one_line_error(code, err, "s.toml", field, ">= 0")
+
+
+def test_a_negative_seed_on_the_command_line_is_refused(folder, capsys):
+    code = main(["replay", str(folder / "pods.csv"), "--nodes", str(folder / "nodes.csv"), "--queue", "none",
+                 "--select", "random", "--seed", "-1"])
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", "--seed", ">= 0")
+
+
+# -- non-finite numbers from the command line (the TOML reader refuses them; argparse's float takes them)
+@pytest.mark.parametrize("extra, option", [
+    (["--power-down-after", "nan"], "--power-down-after"),        # was a hang: every comparison with nan is false
+    (["--power-down-after", "60", "--boot-s", "nan"], "--boot-s"),   # was a hang
+    (["--power-down-after", "60", "--off-w", "nan"], "--off-w"),    # was energy nan, exit 0
+    (["--power-down-after", "60", "--boot-w", "inf"], "--boot-w"),
+    (["--power-budget", "inf"], "--power-budget"),
+    (["--colocation", "eaco", "--idle-node-w", "nan"], "--idle-node-w"),
+])
+def test_a_non_finite_number_on_the_command_line_is_refused(folder, capsys, extra, option):
+    code = main(["replay", str(folder / "tiny.swf"), *extra, "--json", str(folder / "o.json")])
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", option, "finite")
+    assert not (folder / "o.json").exists()
+
+
+# -- a homogeneous cluster of impossible nodes (was replayed: every job skipped, exit 0) ----------------
+@pytest.mark.parametrize("table, field, message", [
+    ("nodes = 0, cpus = 1", "cluster.homogeneous.nodes", ">= 1"),      # was '<input>: a cluster needs ...'
+    ("nodes = 2, cpus = -1", "cluster.homogeneous.cpus", ">= 1"),
+    ("nodes = 2, cpus = 1, gpus = -1", "cluster.homogeneous.gpus", ">= 0"),
+    ("nodes = 2, cpus = 1, memory_mb = -5.0", "cluster.homogeneous.memory_mb", ">= 0"),
+    ("nodes = 2, cpus = 1, idle_w = -300.0", "cluster.homogeneous.idle_w", ">= 0"),
+    ("nodes = 2, cpus = 1, idle_w = 300.0, busy_w = 100.0", "cluster.homogeneous.busy_w", "below idle_w"),
+    ("nodes = 2, cpus = 1, gpu_model = \"T4\"", "cluster.homogeneous.gpu_model", "gpus"),
+    # more nodes than any machine has: the replay would hold every node in memory (was an endless build)
+    ("nodes = 100000000000, cpus = 1", "cluster.homogeneous.nodes", "at most"),
+])
+def test_an_impossible_homogeneous_cluster_is_refused(folder, capsys, table, field, message):
+    code, err = run_file(folder, TINY + f"[cluster]\nhomogeneous = {{ {table} }}\n", capsys)
+    assert_one_line_error(code, err, "s.toml", field, message)
+
+
+# -- synthetic traces outside their domain (were ZeroDivisionError, math domain error, numpy ValueError) --
+@pytest.mark.parametrize("setting, field", [
+    ("load = -1.0", "trace.synthetic.load"),
+    ("load = 0.0", "trace.synthetic.load"),
+    ("runtime_median_s = -1.0", "trace.synthetic.runtime_median_s"),
+    ("runtime_sigma = -1.0", "trace.synthetic.runtime_sigma"),
+    ("max_overestimate = 0.5", "trace.synthetic.max_overestimate"),
+    ("power_of_two_share = 2.0", "trace.synthetic.power_of_two_share"),
+    ("underestimate_share = -2.0", "trace.synthetic.underestimate_share"),
+    ("max_job_cpus = 0", "trace.synthetic.max_job_cpus"),
+])
+def test_a_synthetic_trace_outside_its_domain_is_refused(folder, capsys, setting, field):
+    code, err = run_file(folder, SYNTH.format(setting), capsys)
+    assert_one_line_error(code, err, "s.toml", field)
+
+
+def test_a_synthetic_trace_whose_runtimes_overflow_is_refused(folder, capsys):
+    # lognormal runtimes with sigma 1e300 are infinite: the mean work and the arrival rate were inf and 0
+    code, err = run_file(folder, SYNTH.format("runtime_sigma = 1e300"), capsys)
+    assert_one_line_error(code, err, "s.toml", "trace.synthetic", "finite")
+
+
+# -- co-location settings out of range (were replayed as given) -----------------------------------------
+@pytest.mark.parametrize("setting, field", [
+    ("max_jobs = 0", "colocation.max_jobs"),
+    ("util_threshold_pct = 500.0", "colocation.util_threshold_pct"),
+    ("mem_threshold_pct = -5.0", "colocation.mem_threshold_pct"),
+    ("idle_node_w = -100.0", "colocation.idle_node_w"),
+    ("beta = -1.0", "colocation.beta"),          # a shared set would draw less than its biggest job
+    ("jitter = -1.0", "colocation.jitter"),
+])
+def test_colocation_settings_out_of_range_are_refused(folder, capsys, setting, field):
+    code, err = run_file(folder, 'queue = "fcfs"\n' + TINY + f'[colocation]\npolicy = "eaco"\n{setting}\n', capsys)
+    assert_one_line_error(code, err, "s.toml", field)
+
+
+# -- power states: a boot longer than a day (was a replay retrying every 10 minutes for 31 years) ---------
+def test_a_boot_time_beyond_a_day_is_refused(folder, capsys):
+    code, err = run_file(folder, TINY + "[power_states]\nsuspend_after_s = 600.0\nboot_s = 1e9\n", capsys)
+    assert_one_line_error(code, err, "s.toml", "power_states.boot_s", "86400")
+
+
+# -- the supply ------------------------------------------------------------------------------------------
+def test_a_supply_scale_that_overflows_is_refused(folder, capsys):
+    # scale x the cluster's full power = inf watts (was a ValueError traceback from the supply series)
+    code, err = run_file(folder, TINY + '[supply]\nsource = "solar"\nscale = 1e308\n', capsys)
+    assert_one_line_error(code, err, "s.toml", "supply.scale", "finite")
+
+
+@pytest.mark.parametrize("setting, field", [("seed = 3", "supply.seed"), ('horizon = "limits"', "supply.horizon")])
+def test_supply_settings_of_synthetic_supplies_do_not_apply_to_a_csv(folder, capsys, setting, field):
+    # a CSV supply is read as it is: a seed or a horizon was silently ignored
+    (folder / "supply.csv").write_text("time_s,watts\n0,100\n1000,50\n")
+    code, err = run_file(folder, TINY + f'[supply]\nsource = "supply.csv"\n{setting}\n', capsys)
+    assert_one_line_error(code, err, "s.toml", field, "solar or wind")
+
+
+# -- values that overflow the replay's clock ---------------------------------------------------------------
+def test_an_arrival_scale_that_overflows_the_clock_is_refused(folder, capsys):
+    # 20 s of arrivals x 1e300: energy was inf (written as null) with exit 0
+    code, err = run_file(folder, "arrival_scale = 1e300\n" + TINY, capsys)
+    assert_one_line_error(code, err, "s.toml", "arrival_scale")
+
+
+def test_drawn_deadlines_that_overflow_are_refused(folder, capsys):
+    # d = r + (1 + eps) p with eps = 1e308 x exp(...) is inf (was a numpy overflow warning and exit 0)
+    code, err = run_file(folder, 'queue = "deadline"\n' + TINY + "[deadlines]\nslack_mean = 1e308\n", capsys)
+    assert_one_line_error(code, err, "s.toml", "deadlines.slack_mean", "finite")
+
+
+# -- errors found while replaying name the scenario file, not '<scenario>' --------------------------------
+def test_a_gpu_scorer_on_a_cpu_cluster_names_the_scenario_file(folder, capsys):
+    code, err = run_file(folder, TINY + '[selection]\nname = "pwr"\n', capsys)
+    assert_one_line_error(code, err, "s.toml", "field selection.name", "needs a cluster with GPUs")
+
+
+def test_a_gpu_scorer_on_a_cpu_cluster_names_the_option(folder, capsys):
+    code = main(["replay", str(folder / "tiny.swf"), "--select", "pwr"])
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", "--select", "needs a cluster with GPUs")
+
+
+def test_a_sane_synthetic_scenario_still_runs(folder, capsys):
+    # the new range checks keep a plain synthetic replay: 20 jobs on 4 x 2 CPUs, all completed
+    code, err = run_file(folder, SYNTH.format("load = 0.5"), capsys)
+    assert code == 0, err
+    assert json.loads((folder / "out.json").read_text())["jobs_completed"] == 20
