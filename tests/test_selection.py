@@ -189,3 +189,12 @@ def test_selection_classes():
     assert isinstance(make_selection("firstfit"), FirstFit)
     assert isinstance(make_selection("balanced"), LoadRule)
     assert isinstance(make_selection("pwr"), Scored)
+
+
+def test_fgd_workload_of_another_cluster_is_a_clear_error():
+    # The workload knows one model (T4); the cluster has two (P100, T4): its access columns would
+    # index the wrong models, so the scorer refuses it instead of failing with an IndexError.
+    cluster = Cluster([NodeSpec("p", cpus=8, gpus=1, gpu_model="P100"), NodeSpec("t", cpus=8, gpus=1, gpu_model="T4")])
+    run = Replay([job("a", 0.0, 10.0, gpus=0.5)], cluster, "fcfs", selection=make_selection("fgd", _tiny_workload()))
+    with pytest.raises(ValueError, match=r"built for GPU models \['T4'\], but the cluster has \['P100', 'T4'\]"):
+        run.run()

@@ -51,6 +51,10 @@ class FgdScorer:
         self.workload = workload
 
     def raw(self, state: GpuState, task: GpuTask, nodes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if state.nodes.models != self.workload.models:
+            # The workload's model access columns follow the cluster's model list (GpuNodes.models).
+            raise ValueError(f"the FGD target workload was built for GPU models {list(self.workload.models)}, "
+                             f"but the cluster has {list(state.nodes.models)}: build it for this cluster")
         cpu = state.cpu_free_milli[nodes]
         gpu = state.gpu_free_milli[nodes]
         model = state.nodes.model_index[nodes]
