@@ -21,8 +21,8 @@ from rich.markup import escape
 import greenslurm
 from greenslurm import cmd_compare, cmd_gpu_replay, cmd_hook, cmd_inflate, cmd_power, cmd_report, cmd_sweep, cmd_whatif
 from greenslurm.clustermodel import InputError
-from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, progress_bar,
-                                setup_logging, write_text)
+from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, printable,
+                                progress_bar, setup_logging, write_text)
 from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
 from greenslurm.scenario import (RUN_WHERE, Acceptance, ClusterSource, Deadlines, Scenario, Selection, Supply,
                                  TraceSource)
@@ -304,8 +304,16 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     from greenslurm import scenario_run
 
     check_output_paths(out, json_file)
+    scenario_text = None
     if save_scenario is not None:
         check_output_paths(None, save_scenario)
+        scenario_text = scenario.to_toml()
+        try:
+            scenario_text.encode("utf-8")
+        except UnicodeEncodeError:
+            # a file name with bytes that are not UTF-8 (Linux allows any): TOML is UTF-8 text
+            raise InputError("cannot hold the scenario's file names: one is not UTF-8, and a TOML file is",
+                             path=printable(save_scenario)) from None
     inputs = scenario_run.load_inputs(scenario, status=console.status if console.is_terminal else None)
     show = not no_progress and console.is_terminal and len(inputs.jobs) >= PROGRESS_MIN_JOBS
     with progress_bar(console, len(inputs.jobs), show) as progress:
@@ -317,7 +325,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         console.print(f"{outcome.left_out_by_budget:,} jobs need more power than the budget "
                       f"({scenario.power_states.budget_w:,.0f} W) even alone: left out")
     trace = outcome.trace
-    what = f"{Path(str(trace.path)).name} ({trace.format})" if trace is not None else "synthetic trace"
+    what = f"{printable(Path(str(trace.path)).name)} ({trace.format})" if trace is not None else "synthetic trace"
     selection = "" if scenario.selection_name == "firstfit" else f", {scenario.selection_name}"
     title = f"{what} on {outcome.cluster.name}, {scenario.queue} queue{selection}"
     render_report(summary, console, title=title)
@@ -333,11 +341,11 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         except OSError as exc:
             raise InputError(f"cannot write results: {exc.strerror or exc}", path=out) from None
         for path in paths.values():
-            console.print(f"wrote {escape(str(path))}", style="dim")
+            console.print(f"wrote {escape(printable(str(path)))}", style="dim")
     if json_file is not None:
         write_text(json_file, summary_json_text(summary), console)
     if save_scenario is not None:
-        write_text(save_scenario, scenario.to_toml(), console)
+        write_text(save_scenario, scenario_text, console)
     return EXIT_OK
 
 

@@ -60,6 +60,16 @@ def progress_bar(console: Console, total: int, enabled: bool) -> Iterator[Callab
         yield update
 
 
+def printable(text: str) -> str:
+    r"""``text`` with the bytes of a file name that are not UTF-8 shown as ``\xNN`` (Python keeps them as
+    lone surrogates, which a strict UTF-8 terminal refuses to print).
+
+    >>> printable("raw\udcffname.swf")
+    'raw\\xffname.swf'
+    """
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def write_text(path: str, text: str, stdout: Console) -> None:
     """``text`` into ``path`` (``-``: stdout); a failure is an InputError naming the path."""
     if path == "-":
@@ -70,4 +80,4 @@ def write_text(path: str, text: str, stdout: Console) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write: {exc.strerror or exc}", path=path) from None
-    stdout.print(f"wrote {escape(path)}", style="dim")
+    stdout.print(f"wrote {escape(printable(path))}", style="dim")

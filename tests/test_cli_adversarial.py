@@ -7,6 +7,7 @@ changed result."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -171,3 +172,34 @@ def test_a_sane_synthetic_scenario_still_runs(folder, capsys):
     code, err = run_file(folder, SYNTH.format("load = 0.5"), capsys)
     assert code == 0, err
     assert json.loads((folder / "out.json").read_text())["jobs_completed"] == 20
+
+
+# -- file names that are not UTF-8 (Linux allows any bytes; a TOML file and pyarrow need UTF-8) ------------
+@pytest.fixture
+def raw_folder(folder):
+    raw = folder / os.fsdecode(b"raw\xffname")         # the byte 0xff, kept by Python as the surrogate \udcff
+    raw.mkdir()
+    (raw / "tiny.swf").write_text(TINY_SWF)
+    return raw
+
+
+def test_save_scenario_of_a_trace_whose_name_is_not_utf8_is_refused_before_the_replay(folder, raw_folder, capsys):
+    # was a UnicodeEncodeError traceback after the replay, leaving an empty scenario file behind
+    saved = folder / "s.toml"
+    code = main(["replay", str(raw_folder / "tiny.swf"), "--save-scenario", str(saved), "--json",
+                 str(folder / "o.json")])
+    assert_one_line_error(code, capsys.readouterr().err, str(saved), "UTF-8")
+    assert not saved.exists() and not (folder / "o.json").exists()
+
+
+def test_out_into_a_folder_whose_name_is_not_utf8_is_one_line(raw_folder, capsys):
+    # pyarrow cannot name a Parquet file that is not UTF-8 (was a UnicodeEncodeError traceback)
+    code = main(["replay", str(raw_folder / "tiny.swf"), "--out", str(raw_folder / "out")])
+    assert_one_line_error(code, capsys.readouterr().err, "UTF-8")
+
+
+def test_a_trace_whose_name_is_not_utf8_replays(raw_folder, capsys):
+    # only the outputs that must hold the name need UTF-8: the replay itself and --json work
+    code = main(["replay", str(raw_folder / "tiny.swf"), "--json", str(raw_folder / "o.json")])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((raw_folder / "o.json").read_text())["jobs_completed"] == 3
