@@ -306,7 +306,10 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     check_output_paths(out, json_file)
     scenario_text = None
     if save_scenario is not None:
-        check_output_paths(None, save_scenario)
+        check_output_paths(None, save_scenario, "--save-scenario")
+        if save_scenario == "-" and json_file == "-":
+            raise InputError("--save-scenario - and --json - would both write to stdout; send one to a file",
+                             path=COMMAND_LINE, field="--save-scenario")
         scenario_text = scenario.to_toml()
         try:
             scenario_text.encode("utf-8")
@@ -378,7 +381,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     stderr = Console(stderr=True)
     setup_logging(getattr(args, "verbose", 0), stderr)
-    console = stderr if getattr(args, "json", None) == "-" else Console()
+    # a JSON summary or a scenario on stdout: the report goes to stderr
+    to_stdout = "-" in (getattr(args, "json", None), getattr(args, "save_scenario", None))
+    console = stderr if to_stdout else Console()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPE_WIDTH        # files and CI logs: wide enough that rows do not wrap
     try:

@@ -29,8 +29,13 @@ def check_input_file(path: str, what: str = "trace") -> None:
         raise InputError("cannot read: permission denied", path=path)
 
 
-def check_output_paths(out_dir: str | None, json_file: str | None) -> None:
-    """Catch an output path that cannot work before a long replay, not after it."""
+def check_output_paths(out_dir: str | None, json_file: str | None, option: str = "--json") -> None:
+    """Catch an output path that cannot work before a long replay, not after it (``option``: the option
+    that named ``json_file``, for the messages)."""
+    for name, value in (("--out", out_dir), (option, json_file)):
+        if value == "":
+            # an empty --out was the current folder: four files written where nobody asked
+            raise InputError("empty file name", path="<command line>", field=name)
     if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError("exists and is not a directory (--out wants a directory)", path=out_dir)
     if out_dir is not None:
@@ -43,10 +48,12 @@ def check_output_paths(out_dir: str | None, json_file: str | None) -> None:
                              path=shown) from None
     if json_file is not None and json_file != "-":
         if os.path.isdir(json_file):
-            raise InputError("is a directory (--json wants a file name)", path=json_file)
+            raise InputError(f"is a directory ({option} wants a file name)", path=json_file)
         parent = os.path.dirname(json_file) or "."
         if not os.path.isdir(parent):
             raise InputError(f"cannot write: no directory {parent}", path=json_file)
+        if not os.access(json_file if os.path.exists(json_file) else parent, os.W_OK):
+            raise InputError("cannot write: permission denied", path=json_file)
 
 
 def parse_columns(text: str | None) -> list[str] | None:

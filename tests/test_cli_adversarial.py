@@ -203,3 +203,35 @@ def test_a_trace_whose_name_is_not_utf8_replays(raw_folder, capsys):
     code = main(["replay", str(raw_folder / "tiny.swf"), "--json", str(raw_folder / "o.json")])
     assert code == 0, capsys.readouterr().err
     assert json.loads((raw_folder / "o.json").read_text())["jobs_completed"] == 3
+
+
+# -- output paths ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("option", ["--out", "--json", "--save-scenario"])
+def test_an_empty_output_path_is_refused_before_the_replay(folder, capsys, monkeypatch, option):
+    # --out "" wrote jobs.csv, jobs.parquet, power.csv and summary.json into the current folder, exit 0
+    monkeypatch.chdir(folder)
+    code = main(["replay", "tiny.swf", option, ""])
+    assert_one_line_error(code, capsys.readouterr().err, option, "empty")
+    assert not (folder / "jobs.csv").exists()
+
+
+def test_save_scenario_to_a_folder_names_its_option(folder, capsys):
+    code = main(["replay", str(folder / "tiny.swf"), "--save-scenario", str(folder)])
+    assert_one_line_error(code, capsys.readouterr().err, "is a directory (--save-scenario wants a file name)")
+
+
+def test_save_scenario_to_stdout_sends_the_report_to_stderr(folder, capsys, monkeypatch):
+    # the report and the TOML both went to stdout: what came out was not a scenario
+    monkeypatch.chdir(folder)
+    code = main(["replay", "tiny.swf", "--save-scenario", "-"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith("# greenslurm scenario") and "Scheduling" in err
+    (folder / "again.toml").write_text(out)
+    assert main(["run", str(folder / "again.toml"), "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["jobs_completed"] == 3
+
+
+def test_json_and_save_scenario_cannot_both_be_stdout(folder, capsys):
+    code = main(["replay", str(folder / "tiny.swf"), "--save-scenario", "-", "--json", "-"])
+    assert_one_line_error(code, capsys.readouterr().err, "--save-scenario", "--json", "stdout")
