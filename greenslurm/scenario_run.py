@@ -265,6 +265,16 @@ def colocation_inputs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Clus
     return training, colocation_cluster(nodes)
 
 
+def _kept_mask(jobs: Sequence[JobSpec], kept: Sequence[JobSpec]) -> list[bool]:
+    """Which of ``jobs`` are in ``kept`` (a subsequence of them, in order)."""
+    mask, i = [], 0
+    for job in jobs:
+        hit = i < len(kept) and kept[i] is job
+        mask.append(hit)
+        i += hit
+    return mask
+
+
 def gpu_accounting(replay, workload):
     """The GPU accounting (the PWR paper's power, GPU allocation, FGD fragmentation) of a replay on a
     cluster with GPUs (None without GPUs, and on the co-location machine, which accounts itself)."""
@@ -291,7 +301,17 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
         jobs, cluster = colocation_inputs(scenario, jobs, cluster)
     if scenario.power_states is not None and scenario.power_states.budget_w is not None:
         from greenslurm.sim.machines.power_states import fits_budget
-        jobs, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states))
+        budget_w = scenario.power_states.budget_w
+        kept, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states))
+        if left_out and scenario.trace.strict:
+            first = next(job for job, fits in zip(jobs, _kept_mask(jobs, kept)) if not fits)
+            raise InputError(f"job {first.job_id} needs more power than the budget ({budget_w:,.0f} W) even alone "
+                             f"(strict mode: it would be left out, as {left_out:,} jobs in all)", path=RUN_WHERE,
+                             field="power_states.budget_w")
+        if not kept:
+            raise InputError(f"all {len(jobs):,} jobs need more power than the budget ({budget_w:,.0f} W) even "
+                             "alone: nothing to replay", path=RUN_WHERE, field="power_states.budget_w")
+        jobs = kept
     workload = target_workload(scenario, jobs, cluster)
     replay = build(scenario, jobs, cluster, supply, progress, workload)
     meter = gpu_accounting(replay, workload)

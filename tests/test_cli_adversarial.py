@@ -235,3 +235,21 @@ def test_save_scenario_to_stdout_sends_the_report_to_stderr(folder, capsys, monk
 def test_json_and_save_scenario_cannot_both_be_stdout(folder, capsys):
     code = main(["replay", str(folder / "tiny.swf"), "--save-scenario", "-", "--json", "-"])
     assert_one_line_error(code, capsys.readouterr().err, "--save-scenario", "--json", "stdout")
+
+
+# -- the power budget ----------------------------------------------------------------------------------------
+# tiny.swf on its header's 2 x 1-CPU nodes (100 W idle, 350 W busy): job 1 takes both nodes, 2 x 350 = 700 W
+# alone; jobs 2 and 3 take one node, 350 + 100 = 450 W.
+def test_strict_fails_on_a_job_the_power_budget_leaves_out(folder, capsys):
+    # without --strict job 1 is left out (reported); --strict turns every left-out job into a failure
+    code = main(["replay", str(folder / "tiny.swf"), "--power-budget", "500", "--json", str(folder / "o.json")])
+    assert code == 0 and json.loads((folder / "o.json").read_text())["left_out_by_budget"] == 1
+    capsys.readouterr()
+    code = main(["replay", str(folder / "tiny.swf"), "--power-budget", "500", "--strict"])
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", "--power-budget", "job 1", "500 W")
+
+
+def test_a_power_budget_that_leaves_no_job_is_an_error(folder, capsys):
+    # 449 W < 450 W: every job is left out (was a replay of nothing, exit 0)
+    code, err = run_file(folder, TINY + "[power_states]\nbudget_w = 449.0\n", capsys)
+    assert_one_line_error(code, err, "s.toml", "power_states.budget_w", "all 3 jobs")
