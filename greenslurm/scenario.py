@@ -213,10 +213,15 @@ class Scenario:
     # -- what the run uses ------------------------------------------------------------------------
     @property
     def selection_name(self) -> str:
-        """The node selection in force (the queue's default when none is named)."""
-        if self.selection.name is not None:
-            return self.selection.name
-        return DEADLINE_DEFAULT_SELECTION if self.queue == "deadline" else DEFAULT_SELECTION
+        """The node selection in force (the queue's default when none is named), as parsed: lower case,
+        no spaces, weights as numbers (``" PWR=0.10, FGD=0.90"`` -> ``pwr=0.1,fgd=0.9``)."""
+        from greenslurm.allocation.selection import parse_selection
+        if self.selection.name is None:
+            return DEADLINE_DEFAULT_SELECTION if self.queue == "deadline" else DEFAULT_SELECTION
+        try:
+            return parse_selection(self.selection.name).label
+        except InputError:
+            return self.selection.name          # check() names the bad text
 
     def check(self, where: str = "<scenario>", names: Mapping[str, str] | None = None) -> "Scenario":
         """Every value valid and every option applying to this combination, or an InputError naming

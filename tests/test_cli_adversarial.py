@@ -253,3 +253,12 @@ def test_a_power_budget_that_leaves_no_job_is_an_error(folder, capsys):
     # 449 W < 450 W: every job is left out (was a replay of nothing, exit 0)
     code, err = run_file(folder, TINY + "[power_states]\nbudget_w = 449.0\n", capsys)
     assert_one_line_error(code, err, "s.toml", "power_states.budget_w", "all 3 jobs")
+
+
+@pytest.mark.parametrize("select, label", [(" FGD ", "fgd"), ("PWR=0.10, FGD=0.90", "pwr=0.1,fgd=0.9")])
+def test_the_summary_names_the_selection_as_parsed(folder, capsys, select, label):
+    # parse_selection takes any case and spacing; the summary said ' FGD ' (not what ran: fgd)
+    code = main(["replay", str(folder / "pods.csv"), "--nodes", str(folder / "nodes.csv"), "--queue", "none",
+                 "--select", select, "--json", str(folder / "o.json")])
+    assert code == 0, capsys.readouterr().err
+    assert json.loads((folder / "o.json").read_text())["selection"] == label
