@@ -634,15 +634,3 @@ def simulate(jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", **option
     run = colocation_replay(jobs, nodes, policy, **options)
     run.run()
     return colocation_result(run)
-
-
-class ColocationSim:
-    """The old entry point, kept for callers not yet moved to :func:`build_colocation`: one run on the
-    engine (no loop of its own)."""
-
-    def __init__(self, jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", **options) -> None:
-        self.replay = colocation_replay(jobs, nodes, policy, **options)
-
-    def run(self) -> ColocationResult:
-        self.replay.run()
-        return colocation_result(self.replay)
