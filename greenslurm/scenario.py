@@ -510,6 +510,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             power_config(s.power_states)
         except (TypeError, ValueError) as exc:
             fail(str(exc), "power_states")
+        if s.power_states.suspend_after_s is None:
+            # nodes start on and go off only after suspend_after_s idle: without it these change nothing
+            for key in ("boot_s", "boot_w", "off_w"):
+                if getattr(s.power_states, key) is not None:
+                    fail(f"applies when idle nodes power down: give {name('power_states.suspend_after_s')}",
+                         f"power_states.{key}")
         if s.power_states.boot_s is not None and s.power_states.boot_s > MAX_BOOT_S:
             # the machine looks again every max(suspend_after_s, 60) s while a node boots: a boot of years
             # is millions of events, and no node takes that long

@@ -262,3 +262,16 @@ def test_the_summary_names_the_selection_as_parsed(folder, capsys, select, label
                  "--select", select, "--json", str(folder / "o.json")])
     assert code == 0, capsys.readouterr().err
     assert json.loads((folder / "o.json").read_text())["selection"] == label
+
+
+# -- power-state settings that only act when nodes power down (nodes start on and stay on without it) ------
+@pytest.mark.parametrize("option", ["--boot-s", "--boot-w", "--off-w"])
+def test_boot_and_off_settings_without_power_down_are_refused(folder, capsys, option):
+    # --boot-s 100 alone replayed exactly as without it, exit 0
+    code = main(["replay", str(folder / "tiny.swf"), option, "100"])
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", f"field {option}", "--power-down-after")
+
+
+def test_boot_time_without_power_down_in_a_scenario_is_refused(folder, capsys):
+    code, err = run_file(folder, TINY + "[power_states]\nboot_s = 100.0\nbudget_w = 5000.0\n", capsys)
+    assert_one_line_error(code, err, "s.toml", "field power_states.boot_s", "power_states.suspend_after_s")

@@ -57,8 +57,10 @@ scenarios = st.builds(
     queue=st.sampled_from(["fcfs", "easy"]),
     selection=st.builds(Selection, name=st.sampled_from([None, "firstfit", "balanced", "pwr", "pwr=0.1,fgd=0.9"])),
     deadlines=st.none() | st.builds(Deadlines, positive, st.none() | positive, st.integers(0, 99)),
-    power_states=st.none() | st.builds(PowerStates, suspend_after_s=st.none() | positive, boot_s=st.none() | st.floats(0.01, 86400.0),
-                                       phases=st.none() | st.integers(1, 3)),
+    # a boot time acts only when nodes power down (check() refuses it without suspend_after_s)
+    power_states=st.none() | st.builds(PowerStates, suspend_after_s=positive, boot_s=st.none() | st.floats(0.01, 86400.0),
+                                       phases=st.none() | st.integers(1, 3))
+    | st.builds(PowerStates, phases=st.none() | st.integers(1, 3)),
     supply=st.builds(Supply, source=st.sampled_from([None, "solar"]), mode=st.just("grid")),
     arrival_scale=positive, seed=st.integers(0, 2**31))
 
