@@ -1,4 +1,4 @@
-"""Acceptance policies (seed 003): AcceptAll, Greedy and Threshold.
+"""Acceptance policies (Nileshwar & Schwiegelshohn): AcceptAll, Greedy and Threshold.
 
 Slack is planned with the job's requested time p (what a live scheduler knows):
 eps = (d - r) / p - 1.  A job without a deadline is always accepted.

@@ -1,4 +1,4 @@
-"""GPU co-location of deep-learning training jobs (seed 001, EaCO) and its baselines.
+"""GPU co-location of deep-learning training jobs (EaCO) and its baselines.
 
 The pieces a co-location policy needs, all pure (no clock, no I/O):
 
@@ -28,7 +28,7 @@ GPUS_PER_NODE = 8
 
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
-    """A training model measured alone on one 8xV100 node (seed 001, Tables 1-2)."""
+    """A training model measured alone on one 8xV100 node (EaCO paper, Tables 1-2)."""
 
     name: str
     power_w: float          # average node power while training (Table 1)
@@ -56,7 +56,7 @@ MODELS: dict[str, ModelProfile] = {m.name: m for m in (
     ModelProfile("vgg16", 1533.0, 0.40 * H, 36.13 * H, 51.29, 48.01, 81.5),
 )}
 
-# Slowdown of every job on a set with k jobs (epoch-time growth, seed 001 section 6.1): 2 jobs
+# Slowdown of every job on a set with k jobs (epoch-time growth, the EaCO paper section 6.1): 2 jobs
 # +3-5 % (Table 3: J1&J3 +3.0 %, J2&J4 +4.1 %), 3 jobs +7-9 % (J1&J2&J3 +8.1 %), 4 jobs +19 % JCT.
 DEFAULT_SLOWDOWN = {1: 1.0, 2: 1.04, 3: 1.08, 4: 1.19}
 # Power of a shared set: max P + beta * (sum P - max P).  Fitted to Table 3 (six job sets,
@@ -277,7 +277,7 @@ class Gandiva(FifoExclusive):
 
 
 class EaCO:
-    """Energy-aware co-allocation (seed 001, Algorithms 1-2).
+    """Energy-aware co-allocation (EaCO paper, Algorithms 1-2).
 
     Candidates (Alg. 2): free sets, and shared sets whose GPUs are all below the utilisation
     threshold and where the peak memory of all jobs fits.  The candidate of highest utilisation

@@ -1,6 +1,6 @@
 """Filter -> Score -> Normalize -> weighted Combine: choosing a node (and its GPUs) for one task.
 
-The shape of the Kubernetes scheduling framework, as the GPU papers use it (seeds 000 and 002):
+The shape of the Kubernetes scheduling framework, as the GPU papers use it (the PWR and FGD papers):
 
 1. **Filter**: the nodes where the task fits now (:func:`greenslurm.clustermodel.gpu_state.fits`: CPU, memory,
    GPU model, and GPUs with enough free share).  No node left: the task fails.

@@ -1,4 +1,4 @@
-"""Allocation rules for rigid parallel jobs (seed 003, Nileshwar & Schwiegelshohn): where and when
+"""Allocation rules for rigid parallel jobs (Nileshwar & Schwiegelshohn): where and when
 an accepted job runs, given the plan of every job accepted before it.
 
 A job asks for ``m`` nodes (the paper's cores) for ``p`` seconds and should end by its deadline d.

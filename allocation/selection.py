@@ -8,18 +8,18 @@ scenario file):
 
 ============== ====================================================================================
 ``firstfit``   the lowest-numbered fitting nodes (Slurm's default node order); the default
-``balanced``   seed 003's Balanced: the least-loaded nodes (earliest tail: when their jobs end)
-``bestfit``    seed 003's BestFit: the most-loaded nodes that fit (latest tail)
-``minidle``    seed 003's MinIdle: the nodes whose tail leaves the least idle time before the start
-``pwr``        PWR (seed 000): the node whose estimated power grows least
-``fgd``        FGD (seed 002): the node whose expected GPU fragmentation grows least
+``balanced``   Nileshwar & Schwiegelshohn's Balanced: the least-loaded nodes (earliest tail: when their jobs end)
+``bestfit``    Nileshwar & Schwiegelshohn's BestFit: the most-loaded nodes that fit (latest tail)
+``minidle``    Nileshwar & Schwiegelshohn's MinIdle: the nodes whose tail leaves the least idle time before the start
+``pwr``        PWR (Lettich et al.): the node whose estimated power grows least
+``fgd``        FGD (Weng et al.): the node whose expected GPU fragmentation grows least
 ``gpubestfit`` the GPU papers' BestFit baseline (least weighted CPU and GPU left)
 ``dotprod``, ``gpupacking``, ``gpuclustering``, ``random``: the GPU papers' other baselines
 mixes         ``pwr=0.1,fgd=0.9``: weighted sums of GPU scorers (the framework normalises and weighs)
 ============== ====================================================================================
 
 The load rules (``balanced``, ``bestfit``, ``minidle``, ``firstfit``) may carry ``+backfill``: that
-only matters to the deadline queue, whose planner may then use enclosed idle gaps (seed 003's
+only matters to the deadline queue, whose planner may then use enclosed idle gaps (Nileshwar & Schwiegelshohn's
 backfilling); the EASY and conservative queues backfill by themselves.
 
 GPU scorers run in the :class:`~greenslurm.allocation.framework.ScoringFramework`
@@ -108,7 +108,7 @@ class FirstFit:
 
 
 class LoadRule:
-    """Seed 003's rules at one start time: nodes ordered by their tail (when their jobs end).
+    """Nileshwar & Schwiegelshohn's rules at one start time: nodes ordered by their tail (when their jobs end).
 
     ``balanced`` takes the smallest tails (lower index first on ties); ``bestfit`` and ``minidle``
     the largest (lower index first on ties): for a job starting now, the nodes whose jobs run
@@ -194,7 +194,7 @@ SELECTIONS: dict[str, Callable[[bool], NodeSelection]] = {
     "bestfit": lambda backfill: LoadRule("bestfit", backfill),
     "minidle": lambda backfill: LoadRule("minidle", backfill),
 }
-# Selections whose planner may use enclosed idle gaps (the deadline queue's seed-003 backfilling).
+# Selections whose planner may use enclosed idle gaps (the deadline queue's backfilling of Nileshwar & Schwiegelshohn).
 BACKFILLING = {"firstfit", "balanced", "bestfit", "minidle"}
 LOAD_RULES = ("firstfit", "balanced", "bestfit", "minidle")
 
@@ -202,7 +202,7 @@ LOAD_RULES = ("firstfit", "balanced", "bestfit", "minidle")
 def gpu_scorer_names() -> dict[str, str]:
     """Selection name -> GPU scorer (``greenslurm.allocation.scorers.SCORERS``): every GPU scorer is
     a selection, and they mix with weights.  The GPU papers' BestFit is ``gpubestfit`` here, apart
-    from seed 003's BestFit.
+    from Nileshwar & Schwiegelshohn's BestFit.
 
     >>> gpu_scorer_names()["gpubestfit"], gpu_scorer_names()["fgd"]
     ('bestfit', 'fgd')
@@ -232,7 +232,7 @@ class SelectionSpec:
 
     @property
     def rule(self) -> str | None:
-        """The seed-003 load rule, if this is one."""
+        """Nileshwar & Schwiegelshohn's load rule, if this is one."""
         return self.name if self.name in LOAD_RULES else None
 
     @property

@@ -1,4 +1,4 @@
-"""Admission-decision throughput (seed 003): acceptance + allocation for a stream of submissions.
+"""Admission-decision throughput (Nileshwar & Schwiegelshohn): acceptance + allocation for a stream of submissions.
 
 Every job of a seeded synthetic workload is decided at its submission time, as the live hook or the
 replay's deadline queue decides it: the plan advances to now, the acceptance policy asks the

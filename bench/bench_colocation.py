@@ -1,4 +1,4 @@
-"""EaCO against FIFO, FIFO packed and Gandiva on a synthetic deep-learning training workload (seed 001).
+"""EaCO against FIFO, FIFO packed and Gandiva on a synthetic deep-learning training workload (EaCO).
 
 Workload (``greenslurm.sim.machines.colocation.synthetic_dlt_jobs``, seeded): Poisson arrivals (6 per hour by default),
 the paper's four models uniformly (AlexNet 712 W, ResNet-18 959 W, ResNet-50 1330 W, VGG-16 1533 W

@@ -1,4 +1,4 @@
-"""The four findings of Nileshwar & Schwiegelshohn (seed 003), replayed on real traces.
+"""The four findings of Nileshwar & Schwiegelshohn, replayed on real traces.
 
   1. the acceptance method matters for small slack values, the allocation method for large ones;
   2. Greedy beats Threshold for small slack values;
@@ -162,7 +162,7 @@ def main() -> None:
     console.print(f"{len(rows)} replays in {time.perf_counter() - started:.0f} s; deadline misses of accepted "
                   f"jobs in all of them: {sum(r['deadline_missed'] for r in rows)}")
     verdicts = judge(rows, console, args.slacks)
-    table = Table(title="Findings of seed 003: held on how many traces")
+    table = Table(title="Findings of Nileshwar & Schwiegelshohn: held on how many traces")
     table.add_column("finding")
     table.add_column("held", justify="right")
     for finding, held in verdicts.items():

@@ -9,7 +9,7 @@ under place-or-fail, on the one engine with its GPU accounting.
 2. The public sacct export xdmod-phillips.log (4,285 jobs, two of them asking gres/gpu=2) at its real
    arrival times on bench/phillips-gpu.toml (30 CPU nodes, 5 nodes with 2 K80 GPUs).
 
-Selections: firstfit (the engine's default), fgd (FGD, seed 002), pwr (PWR, seed 000) and
+Selections: firstfit (the engine's default), fgd (FGD, Weng et al.), pwr (PWR, Lettich et al.) and
 pwr=0.1,fgd=0.9 (the PWR paper's mix), paper normalisation, first-node ties, seed 0.  Per queue
 and selection: jobs, failed (rejected at arrival: ``none`` only), mean and max wait, GPU allocation
 (% of capacity: time mean while tasks arrive, and peak), mean fragmentation (GPUs, FGD's F against

@@ -1,4 +1,4 @@
-"""The GPU papers' experiment (seeds 000 and 002): every scorer, and PWR-FGD mixes, on four openb traces.
+"""The GPU papers' experiment (the PWR and FGD papers): every scorer, and PWR-FGD mixes, on four openb traces.
 
 For each trace (default, multigpu50, gpushare100, gpuspec33) and seed (10 by default) the Monte Carlo
 inflation runs to 130 % arrived GPU demand on the 1213-node openb cluster, for the node selections

@@ -1,4 +1,4 @@
-"""Power states and a peak budget on a real trace (seed 004, pVOCL; Slurm power_save).
+"""Power states and a peak budget on a real trace (pVOCL; Slurm power_save).
 
 Replays the first jobs of KTH-SP2 (100 single-CPU nodes from the SWF header; 100 W idle, 350 W
 busy per node) under EASY: without power management; with power-down of idle nodes (suspend after

@@ -1,4 +1,4 @@
-"""GPU fragmentation as the FGD paper measures it (Weng et al., ATC'23; seed 002), vectorised over nodes.
+"""GPU fragmentation as the FGD paper measures it (Weng et al., ATC'23), vectorised over nodes.
 
 Target workload M: task classes m = (milli-CPU, milli-GPU per GPU, number of GPUs, allowed GPU models)
 with popularity p_m, the share of the trace's tasks in class m.  Like the authors' simulator

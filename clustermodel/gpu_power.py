@@ -1,4 +1,4 @@
-"""Estimated power of GPU-datacenter nodes: the PWR paper's model (seed 000, Eq. 1-3), vectorised.
+"""Estimated power of GPU-datacenter nodes: the PWR paper's model (Lettich et al., Eq. 1-3), vectorised.
 
 Every function takes numpy arrays with one entry (or row) per node and returns watts per node.
 Amounts are in milli-units, as in the Alibaba trace and the authors' Kubernetes simulator:

@@ -4,7 +4,7 @@ Amounts are milli-units (1000 = one vCPU or one whole GPU) held as integers, mem
 A node's GPUs are a row of ``gpu_free_milli`` (shape ``[nodes, max_gpus]``): the free share of each
 GPU in milli-GPU, ``-1`` where the node has fewer GPUs than ``max_gpus``.
 
-Task demand (the FGD simulator's model, seeds 000/002): ``num_gpu`` GPUs of ``gpu_milli`` each.
+Task demand (the FGD simulator's model, the PWR and FGD papers): ``num_gpu`` GPUs of ``gpu_milli`` each.
 A share task has ``num_gpu == 1`` and ``gpu_milli < 1000``; a whole-GPU task ``gpu_milli == 1000``;
 a CPU-only task ``num_gpu == 0``.  Fit rule (:func:`fits`): CPU <= free CPU, memory <= free memory,
 the GPU model allowed by ``gpu_spec`` (empty = any model), and ``num_gpu`` GPUs with free >= ``gpu_milli``

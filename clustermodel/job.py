@@ -47,7 +47,7 @@ class JobSpec:
     partition: str = ""
     state: str = ""
     source_line: int = 0
-    # Training jobs (seed 001, EaCO): the model trained and the number of epochs; 0 and "" otherwise.
+    # Training jobs (EaCO): the model trained and the number of epochs; 0 and "" otherwise.
     epochs: int = 0
     model: str = ""
     # Reader-specific fields kept for reference (e.g. SWF columns); one shared empty mapping by default.

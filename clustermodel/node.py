@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# GPU idle and maximum power in watts per model (PWR paper, seed 000, Table of GPU models).
+# GPU idle and maximum power in watts per model (PWR paper, Table of GPU models).
 GPU_POWER_W: dict[str, tuple[float, float]] = {
     "V100M16": (30.0, 300.0),
     "V100M32": (30.0, 300.0),

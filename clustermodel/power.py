@@ -1,7 +1,7 @@
 """Pure power and energy functions.  Watts in, watts or joules out; no state.
 
 The node model is linear in the allocated share of CPUs, and per GPU binary (a GPU with any
-allocation draws its maximum, otherwise its idle power), as in the PWR paper (seed 000, Eq. 1-3)
+allocation draws its maximum, otherwise its idle power), as in the PWR paper (Eq. 1-3)
 at GPU granularity.  Because power is constant between scheduler events, energy is exactly the
 sum of power times the length of each interval.
 """

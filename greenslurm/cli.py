@@ -39,7 +39,7 @@ __all__ = ["main", "build_parser", "DEMO_TRACE", "DEMO_CLUSTER", "PROG", "EXIT_O
 DESCRIPTION = """\
 Replay HPC job traces (SWF, Slurm sacct text or JSON, Alibaba GPU) on a described cluster under a
 queue strategy (FCFS, EASY or conservative backfilling, the deadline queue, or place-or-fail) with a
-node selection (first fit, seed 003's load rules, the GPU papers' PWR, FGD and baselines) and report
+node selection (first fit, Nileshwar & Schwiegelshohn's load rules, the GPU papers' PWR, FGD and baselines) and report
 waits, slowdowns, utilisation and energy."""
 
 EPILOG = """\
@@ -64,10 +64,10 @@ output files in --out DIR:
 SELECT_HELP = """\
 node selection (--select NAME): which of the nodes where a job fits it gets
   firstfit       the lowest-numbered nodes (Slurm's node order); the default, except in the deadline queue
-  balanced       seed 003's Balanced: the least-loaded nodes (their jobs end first)
-  bestfit        seed 003's BestFit: the most-loaded nodes that fit; the deadline queue's default
-  minidle        seed 003's MinIdle: the least idle time left before the start
-  NAME+backfill  the deadline queue's planner may use enclosed idle gaps (seed 003's backfilling)
+  balanced       Nileshwar & Schwiegelshohn's Balanced: the least-loaded nodes (their jobs end first)
+  bestfit        Nileshwar & Schwiegelshohn's BestFit: the most-loaded nodes that fit; the deadline queue's default
+  minidle        Nileshwar & Schwiegelshohn's MinIdle: the least idle time left before the start
+  NAME+backfill  the deadline queue's planner may use enclosed idle gaps (Nileshwar & Schwiegelshohn's backfilling)
   pwr            PWR: the node whose estimated power grows least (GPU clusters)
   fgd            FGD: the node whose expected GPU fragmentation grows least (GPU clusters)
   gpubestfit, dotprod, gpupacking, gpuclustering, random   the GPU papers' baselines
@@ -108,7 +108,7 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--nodes", metavar="CSV", default=None,
                        help="an openb node list (the GPU papers' clusters) as the cluster")
     parser.add_argument("--queue", choices=tuple(QUEUES), default=None,
-                        help="queue strategy: fcfs, easy, conservative, deadline (seed 003's admission) or none "
+                        help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission) or none "
                              "(place at arrival or fail: the GPU papers' model); default: easy, or deadline with "
                              "--acceptance")
     parser.add_argument("--select", metavar="NAME", default=None,

@@ -1,4 +1,4 @@
-"""Deadline-aware admission on the command line (seed 003): the options ``greenslurm replay`` gains
+"""Deadline-aware admission on the command line (Nileshwar & Schwiegelshohn): the options ``greenslurm replay`` gains
 (``--acceptance``, ``--slack-mean``, ``--renewable`` ...; the node selection is ``--select``) and
 ``greenslurm compare``, which replays a trace for every acceptance x selection x slack and prints one
 table (and a CSV).
@@ -95,7 +95,7 @@ def _common_options(group, single: bool) -> None:
 
 def add_replay_options(parser: argparse.ArgumentParser) -> None:
     """The deadline and renewable options of ``greenslurm replay``."""
-    group = parser.add_argument_group("deadlines and renewable power (seed 003; --acceptance selects the "
+    group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn; --acceptance selects the "
                                       "deadline queue when --queue is not given)")
     group.add_argument("--acceptance", type=_acceptance, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
     group.add_argument("--slack-mean", type=positive, default=None, metavar="EPS",
@@ -173,7 +173,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         metavar="POLICY", help="policies to compare (default: greedy threshold); " + ACCEPTANCE_HELP)
     parser.add_argument("--select", nargs="+", choices=ALLOCATIONS,
                         default=["balanced", "bestfit", "minidle", "backfill"], metavar="RULE",
-                        help=f"node selections (seed 003's load rules) to compare, of {', '.join(ALLOCATIONS)} "
+                        help=f"node selections (Nileshwar & Schwiegelshohn's load rules) to compare, of {', '.join(ALLOCATIONS)} "
                              "(default: balanced bestfit minidle backfill)")
     parser.add_argument("--slack-mean", nargs="+", type=positive, default=[0.2, 1.0, 5.0], metavar="EPS",
                         help="slack values (default: 0.2 1 5)")

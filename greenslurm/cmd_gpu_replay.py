@@ -1,4 +1,4 @@
-"""The GPU scorers on the command line (seeds 000 and 002): the options of ``--select pwr``,
+"""The GPU scorers on the command line (the PWR and FGD papers): the options of ``--select pwr``,
 ``--select fgd`` and mixes, and the GPU table of the replay report.
 
 A GPU scorer is one node selection among others (``--select``); the GPU papers' model (a task is

@@ -1,4 +1,4 @@
-"""``greenslurm inflate``: the GPU papers' Monte Carlo workload inflation (seeds 000 and 002).
+"""``greenslurm inflate``: the GPU papers' Monte Carlo workload inflation (the PWR and FGD papers).
 
 Reads an Alibaba openb node list and pod list, runs every ``--select`` node selection for ``--seeds``
 seeds in parallel on the local cores, writes one CSV row per (policy, seed, arrived-demand level), prints a
@@ -31,7 +31,7 @@ log = logging.getLogger("greenslurm")
 
 EPILOG = f"""\
 node selections (--select NAME, or a weighted mix of GPU scorers NAME=W,NAME=W): {', '.join(selection_names())}
-(the GPU papers' BestFit is gpubestfit; bestfit is seed 003's load rule)
+(the GPU papers' BestFit is gpubestfit; bestfit is Nileshwar & Schwiegelshohn's load rule)
 
 examples:
   greenslurm inflate --nodes openb_node_list_gpu_node.csv --pods openb_pod_list_default.csv --select fgd

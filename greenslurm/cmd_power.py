@@ -1,4 +1,4 @@
-"""Power states, peak budget (seed 004) and GPU co-location (seed 001) on the command line.
+"""Power states, peak budget (pVOCL) and GPU co-location (EaCO) on the command line.
 
 ``greenslurm replay`` gains ``--power-down-after``, ``--power-budget`` ... (the scenario's machine model
 is :class:`greenslurm.sim.machines.power_states.PowerManagedMachine`) and ``--colocation POLICY`` (the
@@ -33,7 +33,7 @@ COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem
 
 
 def _power_group(parser: argparse.ArgumentParser, many: bool) -> None:
-    group = parser.add_argument_group("power states and co-location (seeds 001, 004)")
+    group = parser.add_argument_group("power states and co-location (pVOCL, EaCO)")
     group.add_argument("--power-config", metavar="FILE", default=None,
                        help="TOML profile with [power_states] and [colocation] tables")
     group.add_argument("--power-down-after", type=float, default=None, metavar="S",

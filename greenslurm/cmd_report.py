@@ -1,7 +1,7 @@
 """``greenslurm report RESULTS...``: comparison tables (mean and 95 % CI over seeds) and plots.
 
 RESULTS may be a sweep's results directory or ``results.parquet``, a ``replay --out`` directory
-(``jobs.csv``, ``power.csv``), an ``inflate`` CSV (seeds 000/002) or a ``compare`` CSV (seed 003); the
+(``jobs.csv``, ``power.csv``), an ``inflate`` CSV (the PWR and FGD papers) or a ``compare`` CSV (Nileshwar & Schwiegelshohn); the
 kind of each table is told from its columns.  Only what the results contain is plotted; what is
 skipped is said, with the reason.
 """
@@ -213,7 +213,7 @@ def make_plots(results: Results, out: Path, fmt: str, gantt_jobs: int, baseline:
         slack = "slack_mean" if "slack_mean" in frame else "slack"
         series = [c for c in ("workload", "acceptance", "allocation", "renewable") if c in frame and frame[c].nunique() > 1]
         emit(plots.metric_vs_param(frame, slack, "performance_ratio", series=series or ["acceptance"],
-                                   title="Performance ratio vs slack (seed 003)", ylabel="performance ratio"),
+                                   title="Performance ratio vs slack (Nileshwar & Schwiegelshohn)", ylabel="performance ratio"),
              f"compare-performance-ratio-vs-{slack}")
     for source, frame in results.frames["inflate"]:
         if frame["policy"].nunique() > 1:

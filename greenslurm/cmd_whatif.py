@@ -326,7 +326,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="draw deadlines d = r + (1 + eps_j) p with log-normal slack of geometric mean EPS "
                              "(the export has none); the same for every policy")
     parser.add_argument("--exact-runtimes", action="store_true",
-                        help="plan with the real runtimes as time limits (seed 003's setting); by default the "
+                        help="plan with the real runtimes as time limits (Nileshwar & Schwiegelshohn's setting); by default the "
                              "users' own limits are planned with, as Slurm would")
     parser.add_argument("--seed", type=int, default=0, help="seed of drawn deadlines and synthetic supply")
     parser.add_argument("--supply", default=None, metavar="solar|wind|FILE.csv",

@@ -5,8 +5,8 @@ before anything is saved); :func:`save` writes PNG or SVG.  Figures are built on
 not ``pyplot``, so nothing global is touched and workers may plot in parallel.
 
 - :func:`metric_vs_param`: a sweep metric (mean and 95 % CI over seeds) against a grid parameter, one
-  line per policy: e.g. performance ratio vs slack (seed 003), energy vs load.
-- :func:`power_saving_vs_demand`, :func:`grar_vs_demand`: the GPU papers' figures (seeds 000/002) from
+  line per policy: e.g. performance ratio vs slack (Nileshwar & Schwiegelshohn), energy vs load.
+- :func:`power_saving_vs_demand`, :func:`grar_vs_demand`: the GPU papers' figures (the PWR and FGD papers) from
   ``greenslurm inflate`` rows: power saving against a baseline policy, and the GPU allocation ratio,
   against the arrived GPU demand.
 - :func:`power_over_time`: cluster power and cumulative energy of a replay; with a supply column,
@@ -79,7 +79,7 @@ def metric_vs_param(frame: pd.DataFrame, param: str, metric: str, series: Sequen
     return figure
 
 
-# -- GPU inflation (seeds 000, 002) -----------------------------------------------------------------
+# -- GPU inflation (the PWR and FGD papers) -----------------------------------------------------------------
 def _inflate_series(frame: pd.DataFrame) -> list[str]:
     return [c for c in ("trace", "policy", "normalization", "ties") if c in frame and frame[c].nunique() > 1] or ["policy"]
 

@@ -240,7 +240,7 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
 
 
 def colocation_machine(scenario: Scenario):
-    """The co-location machine factory and its policy (seed 001) for the scenario's settings."""
+    """The co-location machine factory and its policy (EaCO) for the scenario's settings."""
     from greenslurm.allocation.colocation import ColocationSettings, Interference
     from greenslurm.sim.machines.colocation import build_colocation
     c = scenario.colocation

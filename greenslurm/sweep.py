@@ -103,7 +103,7 @@ PARAMETERS: dict[str, str] = {
     "load": "synthetic traces: offered load (arrival rate x mean work / CPUs)",
     "runtime_median_s": "synthetic traces: median runtime (s)",
     "limit": "any trace: keep only the first N jobs (by submit time)",
-    "slack": "deadlines: geometric mean slack eps, d = r + (1 + eps_j) p, eps_j log-normal (seed 003)",
+    "slack": "deadlines: geometric mean slack eps, d = r + (1 + eps_j) p, eps_j log-normal (Nileshwar & Schwiegelshohn)",
     "slack_sigma": "deadlines: log-scale deviation of the slack (default eps / 2.5)",
     "supply": "renewable supply: 'solar' or 'wind' (synthetic, seeded), for the energy split and renewable modes",
     "supply_peak": "renewable supply peak as a share of the cluster's maximum power (default 0.5)",
@@ -193,7 +193,7 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
     for i, policy in enumerate(policies):
         where = f"policy[{i}]"
         policy = dict(policy)
-        if "score" in policy:                           # a GPU scoring policy (seeds 000, 002): greenslurm.sim.studies.gpu_replay
+        if "score" in policy:                           # a GPU scoring policy (the PWR and FGD papers): greenslurm.sim.studies.gpu_replay
             _check_score(policy["score"], path, f"{where}.score")
             policy.setdefault("name", policy["score"])
             policy.setdefault("options", {})
@@ -332,7 +332,7 @@ def power_state_options(options: Mapping) -> tuple[dict, dict | None]:
 
 def gpu_select(score: str) -> str:
     """A sweep's ``score`` (the GPU papers' scorer names) as a node selection: their BestFit is
-    ``gpubestfit`` (``bestfit`` is seed 003's load rule).
+    ``gpubestfit`` (``bestfit`` is Nileshwar & Schwiegelshohn's load rule).
 
     >>> gpu_select("bestfit"), gpu_select("pwr=0.1, bestfit=0.9")
     ('gpubestfit', 'pwr=0.1,gpubestfit=0.9')
@@ -474,7 +474,7 @@ def figures(result, jobs: Sequence[JobSpec], supply=None, **summary_args) -> dic
     accepted = math.fsum(j.cpus * j.run_for_s for j in jobs if j.job_id in ran and math.isfinite(j.run_for_s))
     row["offered_cpu_hours"] = offered / 3600.0
     row["accepted_load_share"] = accepted / offered if offered > 0 else None
-    # Performance ratio (seed 003): an upper bound on the acceptable load / the accepted load.  With
+    # Performance ratio (Nileshwar & Schwiegelshohn): an upper bound on the acceptable load / the accepted load.  With
     # deadlines, the bound of greenslurm.sim.accounting.deadline_metrics (the LP relaxation up to
     # LP_MAX_JOBS jobs, else the load of the jobs that could meet their deadline alone); without, the
     # offered load.

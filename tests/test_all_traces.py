@@ -6,7 +6,7 @@ fixture that holds job records (sacct/fixtures/*.log, *.txt; the JSON TRES sampl
 SWF logs run on the machine their header describes; sacct exports on the 35-node Slurm cluster of
 tests/data/sinfo-json-v0.0.38.json (30 x 8 CPUs, 5 x 12 CPUs with 2 GPUs: GPU jobs, memory, and
 jobs too big for it are counted as skipped).  Queues: fcfs, easy, conservative, deadline (its
-defaults: Greedy acceptance, seed 003's BestFit; jobs without deadlines are all admitted), none
+defaults: Greedy acceptance, Nileshwar & Schwiegelshohn's BestFit; jobs without deadlines are all admitted), none
 (place at arrival or fail).
 
 At the end: the machine's invariants (free = capacity, nothing over-allocated, GPU shares intact),

@@ -1,4 +1,4 @@
-"""greenslurm replay/compare with power states, a peak budget (seed 004) and GPU co-location (seed 001)."""
+"""greenslurm replay/compare with power states, a peak budget (pVOCL) and GPU co-location (EaCO)."""
 
 from __future__ import annotations
 

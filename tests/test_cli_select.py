@@ -42,7 +42,7 @@ def placements(folder: Path) -> dict[str, tuple[str, float]]:
         return {row["job_id"]: (row["node_indices"], float(row["start_s"])) for row in csv.DictReader(handle)}
 
 
-# Packers put b on n0 beside a: firstfit (lowest node), seed 003's BestFit (the most-loaded node: n0's
+# Packers put b on n0 beside a: firstfit (lowest node), Nileshwar & Schwiegelshohn's BestFit (the most-loaded node: n0's
 # tail is 1000, n1's is now), the GPU papers' BestFit (least CPU and GPU left), PWR (n0's GPU already
 # draws its maximum: b adds no GPU power there, idle -> max on n1), FGD (b on n1 would leave both GPUs
 # half used: c-shaped tasks could not run anywhere), and a PWR/FGD mix.
@@ -66,7 +66,7 @@ def test_select_packs_under_easy(gpu_trace, capsys, select):
 
 
 def test_balanced_spreads_and_c_waits_under_easy_or_fails_under_none(gpu_trace, capsys):
-    # seed 003's Balanced takes the least-loaded node: b goes to n1, so c (a whole GPU) finds none free
+    # Nileshwar & Schwiegelshohn's Balanced takes the least-loaded node: b goes to n1, so c (a whole GPU) finds none free
     common = [str(gpu_trace / "pods.csv"), "--nodes", str(gpu_trace / "nodes.csv"), "--select", "balanced",
               "--no-progress"]
     code, _, err = run(["replay", *common, "--queue", "easy", "--out", str(gpu_trace / "easy")], capsys)

@@ -1,4 +1,4 @@
-"""GPU co-location of training jobs (seed 001, EaCO) on the engine: exact small cases with the
+"""GPU co-location of training jobs (EaCO) on the engine: exact small cases with the
 arithmetic in comments, and hypothesis invariants checked at every step of the replay."""
 
 import math

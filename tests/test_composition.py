@@ -152,7 +152,7 @@ def test_the_table_covers_runs_and_errors():
 # -- the deadline queue plans with the machine's node selection -----------------------------------
 @pytest.mark.parametrize("rule", ["firstfit", "balanced", "bestfit", "minidle", "bestfit+backfill", "minidle+backfill"])
 def test_deadline_queue_load_rule_selection_is_the_allocation_option(rule):
-    """A seed-003 load rule given as the node selection plans exactly as the same name given as the
+    """A Nileshwar & Schwiegelshohn load rule given as the node selection plans exactly as the same name given as the
     deadline queue's ``allocation`` option (its alias)."""
     by_selection = Replay(JOBS, GPU4, "deadline", selection=make_selection(rule)).run()
     by_option = Replay(JOBS, GPU4, "deadline", strategy_options={"allocation": rule}).run()
@@ -177,7 +177,7 @@ def test_deadline_queue_allocation_and_selection_must_agree():
 def test_deadline_queue_gpu_scorer_ranks_the_nodes_that_fit_at_the_earliest_start():
     """Node 0: 16 CPUs, 2 T4; node 1: 4 CPUs, 1 T4.  A job of 2 CPUs and one whole GPU fits both at
     t=0.  The GPU papers' BestFit leaves the least weighted CPU and GPU: node 1 (2 CPUs, 0 GPUs left)
-    against node 0 (14 CPUs, 1 GPU left).  First fit and seed 003's BestFit (both idle: equal tails,
+    against node 0 (14 CPUs, 1 GPU left).  First fit and Nileshwar & Schwiegelshohn's BestFit (both idle: equal tails,
     lower index) take node 0.  The deadline queue agrees with FCFS under each selection."""
     cluster = Cluster([NodeSpec("big", cpus=16, gpus=2, gpu_model="T4"),
                        NodeSpec("small", cpus=4, gpus=1, gpu_model="T4")])

@@ -1,4 +1,4 @@
-"""Hand-checked admission cases (seed 003): acceptance policies, allocation rules with and without
+"""Hand-checked admission cases (Nileshwar & Schwiegelshohn): acceptance policies, allocation rules with and without
 backfilling, the paper's Greedy BestFit (Algorithm 1), and the renewable power cap, arithmetic in comments."""
 
 import numpy as np

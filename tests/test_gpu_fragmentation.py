@@ -1,4 +1,4 @@
-"""FGD's fragmentation measure (seed 002) and target workload, by hand."""
+"""FGD's fragmentation measure (Weng et al.) and target workload, by hand."""
 
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ def test_placements_equal_the_papers_loop(sample, policy):
 
 
 def test_scorer_names_map_to_selections(sample):
-    """The GPU papers' ``bestfit`` is the selection ``gpubestfit`` (seed 003's bestfit is another rule);
+    """The GPU papers' ``bestfit`` is the selection ``gpubestfit`` (Nileshwar & Schwiegelshohn's bestfit is another rule);
     the label stays the name the caller gave."""
     nodes, jobs, workload = sample
     old = gpu_replay(jobs[:300], nodes, "bestfit", workload, arrival_scale=1e-6)

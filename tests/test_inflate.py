@@ -126,7 +126,7 @@ def test_engine_inflation_equals_the_papers_loop(sample, selection):
 
 
 def test_load_rules_inflate_too(sample):
-    """Every node selection runs: seed 003's firstfit packs the lowest-numbered nodes, and with no
+    """Every node selection runs: Nileshwar & Schwiegelshohn's firstfit packs the lowest-numbered nodes, and with no
     departures it places exactly what fits (GRAR 1 until the first failure)."""
     nodes, pool, workload = sample
     run = inflate(nodes, pool, None, "firstfit", seed=3, until=0.5, check_every=100)

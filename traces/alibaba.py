@@ -43,7 +43,7 @@ POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TIME_COLUMNS = ("creation_time", "deletion_time")
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 MILLI = 1000
-# CPU power: Intel Xeon E5-2682 v4 (PWR paper, seed 000): 16 cores = 32 vCPUs a package.
+# CPU power: Intel Xeon E5-2682 v4 (PWR paper): 16 cores = 32 vCPUs a package.
 CPU_MODEL = "Xeon E5-2682 v4"
 CPU_IDLE_W, CPU_TDP_W, VCPUS_PER_PACKAGE = 15.0, 120.0, 32
 
@@ -203,7 +203,7 @@ def read_nodes(path: str) -> Cluster:
     A node list is the machine, not a sample: any bad row raises :class:`InputError` (file, line,
     column) instead of being skipped.  ``cpus`` = cpu_milli // 1000 (a value that is not a whole number
     of CPUs is an error); GPU power per ``model`` from :data:`greenslurm.clustermodel.node.GPU_POWER_W` (unknown
-    models get the default there).  CPU power follows the PWR paper (seed 000, Eq. 1) and its Kubernetes
+    models get the default there).  CPU power follows the PWR paper (Eq. 1) and its Kubernetes
     plugin: the vCPUs sit on Xeon E5-2682 v4 packages of 16 cores = 32 vCPUs, 15 W idle / 120 W TDP
     each, so with ``k = ceil(cpus / 32)`` packages a node has ``idle_w = 15 k`` and ``busy_w = 120 k``
     (a 96-vCPU G2 node: 45 W / 360 W).  The paper's power is a step per package; the cluster model is

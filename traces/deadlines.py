@@ -1,4 +1,4 @@
-"""Deadlines for a workload: kept from the trace when it has them, otherwise drawn (seed 003).
+"""Deadlines for a workload: kept from the trace when it has them, otherwise drawn (Nileshwar & Schwiegelshohn).
 
 The paper characterises a workload by its slack: for job j with submission r_j, processing time p_j
 and deadline d_j, eps_j = (d_j - r_j) / p_j - 1.  Slacks are drawn log-normal with geometric mean

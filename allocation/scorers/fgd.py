@@ -1,4 +1,4 @@
-"""FGD, fragmentation gradient descent (Weng et al., ATC'23; seed 002).
+"""FGD, fragmentation gradient descent (Weng et al., ATC'23).
 
 Raw score = F_n(M) before - F_n(M) after placing the task (milli-GPU of expected fragmentation the
 placement avoids; usually negative), with F from :mod:`greenslurm.clustermodel.fragmentation` and the target

@@ -1,4 +1,4 @@
-"""PWR, power-aware scoring (Lettich et al.; seed 000).
+"""PWR, power-aware scoring (Lettich et al.).
 
 Raw score = p(n) before - p(n) after placing the task (watts; minus the power increase), with the
 node power model of :mod:`greenslurm.clustermodel.gpu_power`.  A share task is scored on each GPU that can

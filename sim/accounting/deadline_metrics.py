@@ -1,4 +1,4 @@
-"""Metrics of admission control (seed 003): accepted and rejected load, deadline misses, the
+"""Metrics of admission control (Nileshwar & Schwiegelshohn): accepted and rejected load, deadline misses, the
 renewable split, and the paper's performance ratio against a valid upper bound.
 
 Load is work: a job's CPUs times the time it runs (CPU-seconds).  The performance ratio of a run is

@@ -21,9 +21,9 @@ per-GPU state (``machine.gpus``), listens to the machine's job starts and ends (
 After the queue strategy has scheduled at an event time (``Replay.after_schedule``) it records one
 step: (time, CPU package W, GPU W, allocated milli-GPU, fragmentation milli-GPU, running jobs).
 
-Power model (PWR paper, seed 000): per node one CPU package power between idle and TDP by the share
+Power model (PWR paper): per node one CPU package power between idle and TDP by the share
 of its vCPUs allocated, plus each GPU at its idle power when free and at its maximum when any share
-of it is allocated.  Fragmentation (FGD paper, seed 002): F = sum over nodes of F_n(M), the GPU
+of it is allocated.  Fragmentation (FGD paper): F = sum over nodes of F_n(M), the GPU
 share the target workload M expects to be unusable (milli-GPU).  Power is constant between events,
 so the energy is exactly sum_i P_i x (t_{i+1} - t_i) over the steps; the last step ends the run.
 

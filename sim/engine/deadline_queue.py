@@ -6,11 +6,11 @@ accepted job is placed by an allocation rule (``greenslurm.allocation.placement`
 in the plan profile, as in conservative backfilling; it starts at the reserved time on the reserved
 nodes.
 
-The rule is the machine's node selection (:mod:`greenslurm.allocation.selection`): seed 003's load
+The rule is the machine's node selection (:mod:`greenslurm.allocation.selection`): Nileshwar & Schwiegelshohn's load
 rules (``balanced``, ``bestfit``, ``minidle``, ``firstfit``, each optionally ``+backfill``) plan as
 their names say; a GPU scorer (PWR, FGD, ...) plans with FirstFit at the earliest start and ranks the
 nodes that fit then by its score (on the GPU state at planning time).  The ``allocation`` option
-names a load rule directly (an alias of the selection); without either, seed 003's BestFit.  Planning uses requested times, so an accepted job ends by its planned end, and Greedy's
+names a load rule directly (an alias of the selection); without either, Nileshwar & Schwiegelshohn's BestFit.  Planning uses requested times, so an accepted job ends by its planned end, and Greedy's
 jobs end by their deadlines, however long they really run (a job past its limit is killed).
 
 When a job ends before its planned end, its rest is given back and, with ``compress`` (the

@@ -29,7 +29,7 @@ from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 
 
-# Options only the deadline queue (seed 003's admission control) takes.
+# Options only the deadline queue (Nileshwar & Schwiegelshohn's admission control) takes.
 DEADLINE_OPTIONS = ("acceptance", "acceptance_options", "allocation", "supply", "renewable", "compress")
 
 
@@ -67,7 +67,7 @@ class QueueStrategy(Protocol):
 class Fcfs:
     """First come, first served.  ``skip_blocked``: a job that cannot start now does not hold back
     the ones behind it; every waiting job is tried once per pass, in arrival order (the list
-    scheduling of Gandiva and EaCO, seed 001)."""
+    scheduling of Gandiva and EaCO, the EaCO paper)."""
 
     name = "fcfs"
 
@@ -110,7 +110,7 @@ class Fcfs:
 
 
 class PlaceOrFail:
-    """The GPU papers' model (seeds 000, 002): a job is placed when it arrives, or it fails; no queue,
+    """The GPU papers' model (the PWR and FGD papers): a job is placed when it arrives, or it fails; no queue,
     no retry.  A failed job is recorded as rejected with the reason ``fits nowhere at arrival``.
 
     >>> from greenslurm.clustermodel import Cluster, JobSpec

@@ -1,7 +1,7 @@
 """The one place queue strategies are registered: name -> class.
 
 Strategies live in their own modules (``greenslurm.sim.engine.queues``: FCFS, EASY, conservative; ``greenslurm.sim.engine.deadline_queue``:
-deadline-aware admission of seed 003) and know nothing of this registry, so imports point one way.
+deadline-aware admission of Nileshwar & Schwiegelshohn) and know nothing of this registry, so imports point one way.
 """
 
 from greenslurm.sim.engine.deadline_queue import DeadlineQueue

@@ -1,4 +1,4 @@
-"""Deep-learning training jobs sharing GPU sets (seed 001, EaCO): a machine model of the one engine.
+"""Deep-learning training jobs sharing GPU sets (EaCO): a machine model of the one engine.
 
 Jobs train for a number of epochs on a GPU set (an aligned block of 1, 2, 4 or 8 GPUs of an 8-GPU
 node).  A set may hold up to ``max_jobs`` jobs; each then advances at ``1 / slowdown`` of its mix
@@ -250,7 +250,7 @@ class ColocationMachine(Machine):
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
         if replay.strategy.name != "fcfs":
-            raise ValueError(f"co-location runs on the fcfs queue (as seed 001), not {replay.strategy.name!r}")
+            raise ValueError(f"co-location runs on the fcfs queue (as the EaCO paper), not {replay.strategy.name!r}")
         replay.strategy.skip_blocked = not self.policy.strict_fifo
         self.replay = replay
         self.start_s = self.last_s = replay.ledger.start_s

@@ -104,7 +104,7 @@ class Machine:
     # -- the selection's view -----------------------------------------------------------------
     def tails_s(self, now_s: float) -> np.ndarray:
         """Per node: the latest planned end (start + requested time) of its running jobs, or
-        ``now_s`` for a node with none or whose jobs are past their planned end (seed 003's tail
+        ``now_s`` for a node with none or whose jobs are past their planned end (Nileshwar & Schwiegelshohn's tail
         T_n).  Kept up to date at every start and end when the node selection uses tails."""
         if self._tail_end is None:
             self._track_tails()

@@ -1,4 +1,4 @@
-"""Node power states, a peak power budget and power phases for the rigid-job replay (seed 004, pVOCL,
+"""Node power states, a peak power budget and power phases for the rigid-job replay (pVOCL,
 and Slurm's power_save).
 
 A node is ON (idle power plus its jobs), OFF (``off_w``) or BOOTING (``boot_w`` for ``boot_s``).

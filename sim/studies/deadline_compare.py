@@ -1,4 +1,4 @@
-"""Grids of admission-control runs (seed 003): workloads (a trace at a slack) x acceptance x allocation.
+"""Grids of admission-control runs (Nileshwar & Schwiegelshohn): workloads (a trace at a slack) x acceptance x allocation.
 
 A :class:`Scenario` is one workload: the trace's jobs with deadlines (kept from the trace or drawn
 at slack eps, sigma), optionally cut to a parallelism limit and planned with exact runtimes, on a

@@ -89,7 +89,7 @@ def gpu_selection(policy: str) -> tuple[SelectionSpec, str]:
     except InputError:
         spec = parse_selection(policy)
         return spec, spec.label
-    # The GPU papers' scorer names -> node selection names (their BestFit is named apart from seed 003's).
+    # The GPU papers' scorer names -> node selection names (their BestFit is named apart from Nileshwar & Schwiegelshohn's).
     selection_of = {scorer: name for name, scorer in gpu_scorer_names().items()}
     text = ",".join(f"{selection_of[name]}={weight!r}" for name, weight in terms)
     return parse_selection(text), policy_label(policy)

@@ -1,4 +1,4 @@
-"""Monte Carlo workload inflation (the FGD and PWR papers' experiment, seeds 000 and 002).
+"""Monte Carlo workload inflation (the FGD and PWR papers' experiment, the PWR and FGD papers).
 
 Tasks are drawn from a trace and placed one after another, with no departures, by one node
 selection (:mod:`greenslurm.allocation.selection`: ``fgd``, ``pwr``, ``gpubestfit``, mixes such as
