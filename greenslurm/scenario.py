@@ -19,8 +19,8 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     strict = false
     columns = ["JobID", "Submit"]  # a headerless sacct export
     limit = 500                    # the first N jobs by submit time
-    parallelism_limit = 64         # jobs cut to at most 64 CPUs (seed 003)
-    exact_runtimes = false         # time limits := runtimes (seed 003's setting)
+    parallelism_limit = 64         # jobs cut to at most 64 CPUs (Nileshwar & Schwiegelshohn)
+    exact_runtimes = false         # time limits := runtimes (Nileshwar & Schwiegelshohn's setting)
 
     [cluster]
     file = "cluster.toml"          # or node_list = "openb_node_list.csv",
@@ -45,7 +45,7 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     [power_states]                 # node power states (fcfs, easy): fields of PowerStateConfig
     suspend_after_s = 600.0
 
-    [colocation]                   # GPU co-location (seed 001)
+    [colocation]                   # GPU co-location (EaCO)
     policy = "eaco"
 
     [supply]
@@ -79,7 +79,7 @@ from typing import Any, Mapping
 from greenslurm.clustermodel import InputError
 
 QUEUE_DEFAULT = "easy"
-DEADLINE_DEFAULT_SELECTION = "bestfit"       # seed 003's choice for the deadline queue
+DEADLINE_DEFAULT_SELECTION = "bestfit"       # Nileshwar & Schwiegelshohn's choice for the deadline queue
 DEFAULT_SELECTION = "firstfit"               # Slurm's node order, every other queue
 MAX_BOOT_S = 86400.0                         # a node boots within a day
 MAX_NODES = 1_000_000                        # more nodes than any machine has (the largest: ~10^5)
@@ -110,7 +110,7 @@ class TraceSource:
     synthetic: Synthetic | None = None
     limit: int | None = None
     exact_runtimes: bool = False
-    parallelism_limit: int | None = None  # cut jobs to at most N CPUs (seed 003's parallelism limit)
+    parallelism_limit: int | None = None  # cut jobs to at most N CPUs (Nileshwar & Schwiegelshohn's parallelism limit)
 
 
 @dataclass(frozen=True)
@@ -585,7 +585,7 @@ def check_homogeneous(h: Homogeneous, fail) -> None:
 
 
 def check_colocation(c: Colocation, fail) -> None:
-    """The ranges of the co-location settings (seed 001's EaCO and its baselines)."""
+    """The ranges of the co-location settings (the EaCO paper's EaCO and its baselines)."""
     need = _needing(fail, "colocation")
     need(c.gpu_nodes is None or c.gpu_nodes >= 1, "gpu_nodes", "must be >= 1")
     need(c.max_jobs is None or c.max_jobs >= 1, "max_jobs", "must be >= 1 (jobs sharing one GPU set)")
