@@ -7,7 +7,7 @@ and deadlines drawn log-normal (eps, eps / 2.5), so the plan stays full and reje
 
 Two planners:
 - ``core``: greenslurm.allocation.coreplan.CorePlanner, exclusive cores in the append view, O(log N + m) a
-  decision: the target (issue 3) is 100,000 decisions on 10,000 cores in under 10 s;
+  decision: the target is 100,000 decisions on 10,000 cores in under 10 s;
 - ``profile``: the general planner on the replay's plan profile (any node shapes, backfilling,
   power budgets): O(breakpoints x nodes) a decision, measured on fewer jobs.
 

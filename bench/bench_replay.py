@@ -8,7 +8,7 @@ baseline is FCFS on the same trace in the same run: every line prints its ratio 
     python bench/bench_replay.py --synthetic 200000 --conservative-synthetic
     python bench/bench_replay.py --json bench-replay.json
 
-Targets (issue 2): EASY >= 20,000 jobs/s on KTH-SP2 on one core; the million-job run < 2 GB.
+Targets: EASY >= 20,000 jobs/s on KTH-SP2 on one core; the million-job run < 2 GB.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ from greenslurm.clustermodel import InputError
 from greenslurm.inputs import check_input_file, parse_columns
 from greenslurm.sweep import outcome_row, policy_scenario
 
-# Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (issue 6), and, when the jobs
-# have deadlines (--slack), Greedy BestFit admission (issue 3).  Conservative is left out: on exports with
+# Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (power states), and, when the jobs
+# have deadlines (--slack), Greedy BestFit admission (deadlines).  Conservative is left out: on exports with
 # generous time limits its compression is slow (32 s on the 4,285 jobs of xdmod-phillips), and so is the
 # deadline queue without deadlines; ask for them with --candidate.
 DEFAULT_CANDIDATES = ("fcfs", "easy+suspend=easy:power_states.suspend_after_s=600")

@@ -230,7 +230,7 @@ arrival_scale = [0.001, 0.01]
 
 
 def test_power_state_options_in_cells(tmp_path):
-    """Issue 6's node power states are policy options: a table, or option.power_states.KEY in the grid."""
+    """Node power states are policy options: a table, or option.power_states.KEY in the grid."""
     spec = parse_spec("""
 [sweep]
 seeds = 2
