@@ -244,13 +244,10 @@ class Scenario:
 
     @classmethod
     def from_file(cls, path: str) -> "Scenario":
-        p = Path(path)
-        if not p.exists():
-            raise InputError("no such file", path=path)
-        if p.is_dir():
-            raise InputError("is a directory, not a scenario file", path=path)
+        from greenslurm.inputs import check_input_file
+        check_input_file(path, "scenario")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8-sig")      # a byte-order mark (Windows editors) dropped
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read: {getattr(exc, 'strerror', None) or exc}", path=path) from None
         return cls.from_toml(text, path)
@@ -437,9 +434,6 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail(exc.reason, "selection.name")
     sel = s.selection
     if spec.scores_gpus:
-        if s.queue == "deadline":
-            fail(f"the deadline queue plans with the load rules (firstfit, balanced, bestfit, minidle), "
-                 f"not the GPU scorer {spec.label}", "selection.name")
         if sel.normalization is not None and sel.normalization not in NORMALIZATIONS:
             fail(f"choose from {', '.join(NORMALIZATIONS)}", "selection.normalization")
         if sel.ties is not None and sel.ties not in TIE_BREAKS:

@@ -216,19 +216,19 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         raise InputError(f"the GPU scorer {spec.label} needs a cluster with GPUs; {cluster.name} has none",
                          path=RUN_WHERE, field="selection.name")
     options: dict = {}
-    selection = None
+    sel = scenario.selection
+    # Every queue takes the node selection from the machine; the deadline queue's planner plans with a
+    # load rule itself, or first fit with a GPU scorer ranking the nodes that fit.
+    selection = make_selection(spec, workload, normalization=sel.normalization or "paper",
+                               seed=[scenario.seed, 2], tie_break=sel.ties)
     if scenario.queue == "deadline":
         a = scenario.acceptance
-        options = dict(acceptance=a.policy if a else "greedy", allocation=spec.label,
+        options = dict(acceptance=a.policy if a else "greedy",
                        acceptance_options={"share": a.threshold_share if a else None,
                                            "min_slack": a.threshold_slack if a else None},
                        supply=supply, renewable=scenario.supply.mode)
         if a is not None and a.compress is not None:
             options["compress"] = a.compress
-    else:
-        sel = scenario.selection
-        selection = make_selection(spec, workload, normalization=sel.normalization or "paper",
-                                   seed=[scenario.seed, 2], tie_break=sel.ties)
     factory = None
     if scenario.power_states is not None:
         from greenslurm.sim.machines.power_states import power_machine_factory

@@ -81,6 +81,32 @@ def test_balanced_spreads_and_c_waits_under_easy_or_fails_under_none(gpu_trace, 
     assert summary["admission"]["rejected_by_reason"] == {"none: fits nowhere at arrival": 1}
 
 
+# a (a whole GPU, 0-2) takes n0; b (half a GPU, 1-1000) then finds only n1; c (half a GPU, 3-1000) has both:
+# n0 idle again since 2, n1 half used by b.
+DEADLINE_PODS = """\
+name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+a,1000,1024,1,1000,,LS,Running,0,2,0
+b,1000,1024,1,500,,LS,Running,1,1000,1
+c,1000,1024,1,500,,LS,Running,3,1000,3
+"""
+
+
+@pytest.mark.parametrize("select, c_node", [("firstfit", "0"), ("pwr", "1"), ("fgd", "1")])
+def test_the_deadline_queue_plans_with_the_selection(tmp_path, capsys, select, c_node):
+    # The deadline queue (Greedy, slack 10: every pod admitted) takes its node choice from --select:
+    # first fit puts c on the lowest node that fits (n0); PWR ranks the nodes that fit by the power
+    # they add: on n0 c wakes an idle GPU (10 W -> 70 W for a T4), on n1 the GPU already draws its
+    # maximum, so n1; FGD: c on n1 fills b's GPU and leaves n0 whole, on n0 it would leave two half GPUs.
+    (tmp_path / "pods.csv").write_text(DEADLINE_PODS)
+    (tmp_path / "nodes.csv").write_text(NODES)
+    out = tmp_path / "out"
+    code, _, err = run(["replay", str(tmp_path / "pods.csv"), "--nodes", str(tmp_path / "nodes.csv"),
+                        "--queue", "deadline", "--select", select, "--slack-mean", "10", "--out", str(out),
+                        "--no-progress"], capsys)
+    assert code == 0, err
+    assert placements(out) == {"a": ("0", 0.0), "b": ("1", 1.0), "c": (c_node, 3.0)}
+
+
 def test_load_rules_under_easy_on_a_cpu_cluster(tmp_path, capsys):
     # 2 nodes x 2 CPUs.  a: 1 CPU on [0, 100); b: 1 CPU at 10 for 100 s; c: 2 CPUs on one node at 20.
     # firstfit/bestfit put b beside a on n0 -> c takes n1 at once; balanced puts b on n1 -> c waits for
@@ -113,7 +139,6 @@ def test_the_old_option_families_are_gone(tmp_path, capsys, removed):
      "field --normalization: applies to GPU scorers (pwr, fgd, ...), not to bestfit"),
     (["--select", "pwr", "--fgd-coverage", "0.9"], "field --fgd-coverage: applies to FGD only, not to pwr"),
     (["--acceptance", "greedy", "--queue", "easy"], "field --acceptance: applies to the deadline queue, not to the easy"),
-    (["--queue", "deadline", "--select", "pwr"], "field --select: the deadline queue plans with the load rules"),
     (["--select", "bestfit+backfill"], "field --select: +backfill applies to the deadline queue's planner"),
     (["--slack-sigma", "0.5"], "field --slack-sigma: applies to drawn deadlines: give --slack-mean EPS"),
     (["--acceptance", "greedy", "--threshold-share", "0.5"],
