@@ -77,6 +77,7 @@ def profile(path: str | None) -> dict[str, Any]:
     """The ``--power-config`` TOML profile (empty without one)."""
     if path is None:
         return {}
+    check_input_file(path, "power profile")
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)

@@ -25,6 +25,9 @@ def check_input_file(path: str, what: str = "trace") -> None:
         raise InputError("no such file", path=path)
     if os.path.isdir(path):
         raise InputError(f"is a directory, not a {what} file", path=path)
+    if not os.path.isfile(path):
+        # /dev/zero never ends (it was read until memory ran out), a FIFO blocks until someone writes
+        raise InputError(f"not a regular file (a device, pipe or socket), not a {what} file", path=path)
     if not os.access(path, os.R_OK):
         raise InputError("cannot read: permission denied", path=path)
 

@@ -275,3 +275,33 @@ def test_boot_and_off_settings_without_power_down_are_refused(folder, capsys, op
 def test_boot_time_without_power_down_in_a_scenario_is_refused(folder, capsys):
     code, err = run_file(folder, TINY + "[power_states]\nboot_s = 100.0\nbudget_w = 5000.0\n", capsys)
     assert_one_line_error(code, err, "s.toml", "field power_states.boot_s", "power_states.suspend_after_s")
+
+
+# -- files that are not regular files: /dev/zero was read until memory ran out (16 GB), a FIFO blocked --------
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return str(path)
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+@pytest.mark.parametrize("where", ["trace", "cluster", "nodes", "supply", "power-config", "scenario"])
+def test_a_device_or_pipe_is_refused_without_reading_it(folder, capsys, request, special, where):
+    path = request.getfixturevalue("fifo") if special == "fifo" else special
+    trace = str(folder / "tiny.swf")
+    argv = {"trace": ["replay", path, "--format", "swf"],
+            "cluster": ["replay", trace, "--cluster", path],
+            "nodes": ["replay", str(folder / "pods.csv"), "--nodes", path],
+            "supply": ["replay", trace, "--renewable", path],
+            "power-config": ["replay", trace, "--power-config", path],
+            "scenario": ["run", path]}[where]
+    code = main(argv)
+    assert_one_line_error(code, capsys.readouterr().err, path, "not a regular file")
+
+
+def test_a_scenario_saved_with_a_byte_order_mark_runs(folder, capsys):
+    # Windows editors write UTF-8 with a BOM; the trace readers drop it, the scenario reader said "not valid TOML"
+    code, err = run_file(folder, "\ufeff" + TINY, capsys)
+    assert code == 0, err
+    assert json.loads((folder / "out.json").read_text())["jobs_completed"] == 3

@@ -12,6 +12,7 @@ and would shift every later line number.
 from __future__ import annotations
 
 import gzip
+import os
 import zlib
 
 from greenslurm.clustermodel.errors import InputError
@@ -22,6 +23,8 @@ SNIFF_BYTES = 64 * 1024
 
 def read_bytes(path: str, limit: int | None = None) -> bytes:
     """The raw bytes of ``path`` (at most ``limit`` of them), gunzipped when the file is gzip data."""
+    if os.path.exists(path) and not os.path.isdir(path) and not os.path.isfile(path):
+        raise InputError("not a regular file (a device, pipe or socket)", path=path)   # /dev/zero never ends
     try:
         with open(path, "rb") as handle:
             data = handle.read() if limit is None else handle.read(limit)
