@@ -191,16 +191,10 @@ def target_workload(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluste
     if not parse_selection(scenario.selection_name).needs_workload:
         return None
     from greenslurm.clustermodel.fragmentation import COVERAGE
-    from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
+    from greenslurm.clustermodel.gpu_state import GpuNodes
     from greenslurm.sim.studies.inflate import TaskPool
-    tasks = []
-    for job in jobs:
-        try:
-            tasks.append(gpu_task_from_job(job))
-        except ValueError:
-            pass
     coverage = scenario.selection.fgd_coverage if scenario.selection.fgd_coverage is not None else COVERAGE
-    return TaskPool.from_tasks(tasks).workload(GpuNodes.from_cluster(cluster).models, coverage)
+    return TaskPool.from_jobs(jobs).workload(GpuNodes.from_cluster(cluster).models, coverage)
 
 
 # -- the engine ------------------------------------------------------------------------------------
