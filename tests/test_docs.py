@@ -42,6 +42,10 @@ def site(tmp_path, shared_data):
     (tmp_path / "jobs.txt").write_text("".join(lines[:300]))
     shutil.copy(ROOT / "tests" / "data" / "sinfo-json-v0.0.38.json", tmp_path / "sinfo.json")
     (tmp_path / "cluster.toml").write_text(CLUSTER_TOML)
+    gpu = shared_data / "alibaba-gpu-2023"
+    pods = (gpu / "openb_pod_list_default.csv").read_text().splitlines(keepends=True)
+    (tmp_path / "pods.csv").write_text("".join(pods[:201]))          # the header and 200 tasks
+    shutil.copy(gpu / "openb_node_list_gpu_node.csv", tmp_path / "nodes.csv")
     return tmp_path
 
 
@@ -66,6 +70,12 @@ def test_user_guide_commands_run(site):
     done = subprocess.run(["bash", "-c", script], cwd=site, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (site / "first" / "jobs.csv").exists() and (site / "whatif.json").exists()
+    # the composed GPU replay ran every task, with power states and the renewable split in its summary
+    import json
+    composed = json.loads((site / "gpu-easy.json").read_text())
+    assert composed["jobs_completed"] == 200 and composed["selection"] == "pwr=0.1,fgd=0.9"
+    assert composed["power_states"]["suspends"] > 0 and composed["gpu"]["peak_gpu_allocated_pct"] > 0
+    assert (site / "inflate.csv").exists() and json.loads((site / "eaco.json").read_text())
     assert (site / "study-results" / "results.parquet").exists()
     assert "ran 10 cells" in done.stdout and "skipped:" in done.stdout
     assert (site / "replay-figures" / "gantt.png").stat().st_size > 5000
