@@ -19,10 +19,11 @@ from typing import Callable
 
 import numpy as np
 
+from greenslurm.allocation.framework import FitFilter
 from greenslurm.allocation.selection import FirstFit, NodeSelection
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU
-from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask, fits
+from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
 
 # Picks ``count`` node indices out of the candidate indices (ascending) that fit a job.
 NodeChooser = Callable[[np.ndarray, int], np.ndarray]
@@ -91,7 +92,7 @@ class Machine:
         self.now_s = 0.0
         # Shapes known not to fit the current free resources; forgotten at every start or end.
         self._no_fit_now: set[tuple] = set()
-        self._model_allowed: dict[tuple, np.ndarray] = {}     # (GPU table, GPU models asked) -> per model
+        self._fit = FitFilter()          # the GPU papers' fit rule, its GPU-model masks cached
         # Identical single-CPU nodes without memory or GPUs are interchangeable processors: plans
         # may count processors instead of naming nodes (the textbook model of SWF traces).
         capacity = cluster.capacity
@@ -153,11 +154,7 @@ class Machine:
             now = free is None
         free = self.free if free is None else free
         if job.task is not None and now and self.gpus is not None:
-            key = (id(self.gpus.nodes), job.task.gpu_spec)
-            allowed = self._model_allowed.get(key)
-            if allowed is None:
-                allowed = self._model_allowed[key] = self.gpus.nodes.model_allowed(job.task.gpu_spec)
-            ok = fits(self.gpus, job.task, allowed)
+            ok = self._fit.mask(self.gpus, job.task)
             if free is not self.free:
                 ok &= (free >= job.demand).all(axis=1)
             return ok.nonzero()[0]
@@ -201,7 +198,7 @@ class Machine:
         if not (self.free[nodes] >= job.demand - 1e-9).all():
             return False
         if job.task is not None and self.gpus is not None:
-            return bool(fits(self.gpus, job.task)[nodes].all())
+            return bool(self._fit.mask(self.gpus, job.task)[nodes].all())
         return True
 
     # -- state changes -----------------------------------------------------------------------
