@@ -39,6 +39,7 @@ from greenslurm.allocation.planner import Planner, request_for
 from greenslurm.clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
+from greenslurm.sim.engine.queues import pop_due
 from greenslurm.sim.accounting.result import Rejection
 
 RENEWABLE_MODES = ("grid", "green", "only")
@@ -223,17 +224,12 @@ class DeadlineQueue:
         if self._compress:
             self._compress = False
             self._compress_schedule(now_s)
-        due = []
-        while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
-            due.append(self.by_reservation.pop(0))
-        # A job planned for no time holds nothing in the plan but holds its nodes for an instant in
-        # the machine: such jobs start first; a job whose nodes one of them holds starts right after
-        # it ends, at the same instant (its end event comes next).
-        # The plan also counts GPUs as amounts per node: a job asking for a GPU share may find the
-        # free share split over GPUs at its reserved time; it waits on its nodes for their jobs to
-        # end, and its reservation moves to its real start.
+        # Jobs planned for no time start first (see pop_due).  The plan also counts GPUs as amounts
+        # per node: a job asking for a GPU share may find the free share split over GPUs at its
+        # reserved time; it waits on its nodes for their jobs to end, and its reservation moves to
+        # its real start.
         machine = self.machine
-        for job in sorted(due, key=lambda job: job.requested_s > 0):
+        for job in pop_due(self.by_reservation, now_s):
             nodes = job.node_indices
             if not machine.fits_on(job, nodes):
                 nodes = machine.place(job) if job.requested_s <= 0 else None

@@ -50,6 +50,24 @@ def refuse_options(queue: str, options: dict, takes: tuple[str, ...] = ()) -> No
                          + (f"; it takes {', '.join(takes)}" if takes else "; it takes none"))
 
 
+def pop_due(by_reservation: SortedList, now_s: float) -> list[PendingJob]:
+    """Take the jobs reserved to start by ``now_s`` off ``by_reservation`` (sorted by reserved start),
+    those planned for no time first.
+
+    A job planned for no time (a requested time of 0) holds nothing in a plan, since its reservation
+    [t, t) is empty, yet it holds its nodes in the machine for an instant: the plan may put another
+    job on the same nodes at the same t.  Jobs planned for no time start first (they are on time
+    then); a job that finds its nodes held waits for their end, at this same instant (their END events
+    come next).  The sort is stable: otherwise the reservation order is kept.
+    """
+    due = []
+    while by_reservation and by_reservation[0].reservation_s <= now_s:
+        due.append(by_reservation.pop(0))
+    if len(due) > 1:
+        due.sort(key=lambda job: job.requested_s > 0)
+    return due
+
+
 class QueueStrategy(Protocol):
     name: str
 
@@ -401,18 +419,8 @@ class Conservative:
             self._compress = False
             self._compress_schedule(now_s)
         machine = self.machine
-        due = []
-        while self.by_reservation and self.by_reservation[0].reservation_s <= now_s:
-            due.append(self.by_reservation.pop(0))
-        if len(due) > 1 and any(job.requested_s <= 0 for job in due):
-            # A job planned for no time (a requested time of 0) holds nothing in the plan, since
-            # its reservation [t, t) is empty, yet it holds its nodes in the machine for an instant:
-            # the plan may put another job on the same nodes at the same t.  Jobs planned for no
-            # time start first (they are on time then); a job that finds its nodes held waits
-            # below for their end, at this same instant (their END events come next).
-            due.sort(key=lambda job: job.requested_s > 0)
         late = []
-        for job in due:
+        for job in pop_due(self.by_reservation, now_s):
             if self.pooled:      # the plan guarantees the processors, but for jobs planned for no time
                 nodes = machine.place(job)
                 if nodes is None:
