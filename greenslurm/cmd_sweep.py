@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import signal
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
 
 from greenslurm.clustermodel import InputError
+from greenslurm.console import progress_bar
 from greenslurm.sweep import PARAMETERS, load_spec, run_sweep
 
 EPILOG = """\
@@ -59,21 +57,6 @@ def results_dir(args: argparse.Namespace, spec) -> Path:
     return Path(args.spec).with_name(Path(args.spec).stem + "-results")
 
 
-@contextlib.contextmanager
-def _bar(console: Console, enabled: bool):
-    if not enabled:
-        yield None
-        return
-    with Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False) as progress:
-        task = progress.add_task("sweep", total=None)
-
-        def update(done: int, total: int) -> None:
-            progress.update(task, completed=done, total=total)
-
-        yield update
-
-
 def _terminate(signum, frame):
     raise KeyboardInterrupt
 
@@ -92,7 +75,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     previous = signal.signal(signal.SIGTERM, _terminate)     # a batch system's stop: like Ctrl-C
     try:
-        with _bar(console, not args.no_progress and console.is_terminal) as progress:
+        with progress_bar(console, None, not args.no_progress and console.is_terminal, doing="sweep",
+                          unit="cells", transient=False) as progress:
             outcome = run_sweep(spec, out, workers=args.workers, dask=args.dask, max_cells=args.max_cells,
                                 progress=progress, on_start=started)
     finally:

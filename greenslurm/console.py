@@ -46,13 +46,15 @@ def error_line(console: Console, message: str) -> None:
 
 
 @contextlib.contextmanager
-def progress_bar(console: Console, total: int, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+def progress_bar(console: Console, total: int | None, enabled: bool, *, doing: str = "replaying",
+                 unit: str = "jobs", transient: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich bar ``doing [####] done/total unit``; yields ``update(done, total)`` (None when disabled)."""
     if not enabled:
         yield None
         return
-    with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
-        task = progress.add_task("replay", total=total)
+    with Progress(TextColumn(doing), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=transient) as progress:
+        task = progress.add_task(doing, total=total)
 
         def update(done: int, of: int) -> None:
             progress.update(task, completed=done, total=of)
