@@ -147,10 +147,7 @@ class Replay:
         self.ledger.on_start(job, now_s)
         job.work_left_s = job.job.run_for_s
         job.rate_since_s = now_s
-        if job.rate == 1.0:
-            job.end_event = self.events.push(now_s + job.work_left_s, EventKind.END, job)
-        else:
-            self._push_end(job, now_s)
+        self._push_end(job, now_s)
 
     # -- rates -----------------------------------------------------------------------------------
     def set_rate(self, job: PendingJob, rate: float, now_s: float) -> None:
