@@ -300,6 +300,19 @@ def parse_selection(text: str, where: str = "--select") -> SelectionSpec:
     return SelectionSpec(text, terms=tuple(terms))
 
 
+def from_gpu_papers(policy: str) -> SelectionSpec:
+    """A policy written in the GPU papers' scorer names (``greenslurm inflate`` before ``--select``,
+    sweeps' ``score =``), where ``bestfit`` is their BestFit, as a selection (``gpubestfit`` here).
+
+    >>> from_gpu_papers("bestfit").label, from_gpu_papers("pwr=0.1, bestfit=0.9").label
+    ('gpubestfit', 'pwr=0.1,gpubestfit=0.9')
+    """
+    from greenslurm.allocation.scorers import parse_policy
+
+    selection_of = {scorer: name for name, scorer in gpu_scorer_names().items()}
+    return parse_selection(",".join(f"{selection_of[name]}={weight!r}" for name, weight in parse_policy(policy)))
+
+
 def make_selection(spec: SelectionSpec | str, workload: TargetWorkload | None = None, *,
                    normalization: str = "paper", seed=None, tie_break: str | None = None) -> NodeSelection:
     """The selection object for a spec (``seed``: anything numpy's default_rng takes; ``workload``:

@@ -337,12 +337,8 @@ def gpu_select(score: str) -> str:
     >>> gpu_select("bestfit"), gpu_select("pwr=0.1, bestfit=0.9")
     ('gpubestfit', 'pwr=0.1,gpubestfit=0.9')
     """
-    parts = []
-    for part in score.split(","):
-        name, sep, weight = part.strip().partition("=")
-        name = "gpubestfit" if name.strip().lower() == "bestfit" else name.strip()
-        parts.append(name + (sep + weight.strip() if sep else ""))
-    return ",".join(parts)
+    from greenslurm.allocation.selection import from_gpu_papers
+    return from_gpu_papers(score).label
 
 
 def policy_scenario(queue: str, options: Mapping | None, *, trace, cluster=None, params: Mapping | None = None,

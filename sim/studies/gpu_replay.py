@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from greenslurm.allocation.scorers import parse_policy, policy_label
-from greenslurm.allocation.selection import SelectionSpec, gpu_scorer_names, make_selection, parse_selection
+from greenslurm.allocation.scorers import policy_label
+from greenslurm.allocation.selection import SelectionSpec, from_gpu_papers, make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, NodeSpec
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.fragmentation import TargetWorkload
@@ -85,14 +85,10 @@ def gpu_selection(policy: str) -> tuple[SelectionSpec, str]:
     'gpubestfit'
     """
     try:
-        terms = parse_policy(policy)
+        return from_gpu_papers(policy), policy_label(policy)
     except InputError:
         spec = parse_selection(policy)
         return spec, spec.label
-    # The GPU papers' scorer names -> node selection names (their BestFit is named apart from Nileshwar & Schwiegelshohn's).
-    selection_of = {scorer: name for name, scorer in gpu_scorer_names().items()}
-    text = ",".join(f"{selection_of[name]}={weight!r}" for name, weight in terms)
-    return parse_selection(text), policy_label(policy)
 
 
 def engine_cluster(nodes: GpuNodes) -> Cluster:
