@@ -4,27 +4,49 @@ greenslurm job_submit.lua: ask the greenslurm decision service about every submi
 Installed as Slurm's job_submit.lua (slurm.conf: JobSubmitPlugins=lua; the file sits beside
 slurm.conf).  For each submission it sends the job description as one JSON line over a UNIX
 socket (lua-socket's socket.unix) and applies the answer: accept; reject with a message the user
-sees (slurm.log_user) and an error code; or modify (comment, required nodes, begin time).
+sees (slurm.log_user) and an error code; or modify (append to the comment, required nodes, begin
+time).
+
+The job's comment, name, script body and environment are NOT sent (the service never needs them);
+the strings that are sent are cut to MAX_FIELD bytes, and the cut is said, so nothing a user writes
+can make a request the service cannot read.
 
 When the service is down, slow (more than TIMEOUT_MS for the whole exchange) or answers
-something unusable, the hook FAILS OPEN (accepts, the default) or FAILS CLOSED (rejects), and
-always logs one line in slurmctld's log.  It never blocks slurmctld longer than the timeout.
+something unusable, the hook FAILS OPEN (accepts) or FAILS CLOSED (rejects): FAIL_OPEN for jobs
+without a deadline, FAIL_DEADLINE_OPEN for jobs that carry one.  Every failure is one line in
+slurmctld's log with a running count, and the count (with the request numbers) is reported to the
+service with the next request it answers.  After 3 failures in a row the hook stops asking for
+RETRY_AFTER_S seconds (each submission then fails at once), so a stopped service never stalls
+slurmctld for longer than TIMEOUT_MS per submission, and only for 3 submissions in a row.
 
-The deadline: job_desc.deadline is not visible to Lua.  The hook sends, in this order of
-preference, GREENSLURM_DEADLINE from the job's environment (set by the shipped cli_filter.lua from
---deadline on the command line or in #SBATCH lines) and the last "#SBATCH --deadline" of the batch
-script.  Jobs submitted another way are reconciled by the service from squeue --json.
+The deadline: job_desc.deadline is not visible to Lua.  The hook sends GREENSLURM_DEADLINE from the
+job's environment (set by the shipped cli_filter.lua from --deadline) and the last "#SBATCH
+--deadline" of the batch script; the service checks the earlier one, and later compares what it
+checked with the deadline Slurm really holds (reconciliation from squeue --json).
 
-Rendered by `greenslurm hook install`; the three settings below come from hook.toml.
+Rendered by `greenslurm hook install`; the settings below come from hook.toml.
 --]]
 
 local SOCKET_PATH = "@SOCKET@"
 local TIMEOUT_MS = @TIMEOUT_MS@
 local FAIL_OPEN = @FAIL_OPEN@
+local FAIL_DEADLINE_OPEN = @FAIL_DEADLINE_OPEN@
+local RETRY_AFTER_S = @RETRY_AFTER_S@
+local MAX_FIELD = 4096
+local FAILURES_BEFORE_PAUSE = 3
 
 local have_socket, socket = pcall(require, "socket")
 local have_unix, unix = pcall(require, "socket.unix")
 local sequence = 0
+local failed_open, failed_ids = 0, {}      -- not yet reported to the service
+local failures_in_a_row, paused_until = 0, 0
+local total_failures = 0
+math.randomseed(os.time() + math.floor((os.clock() * 1e6) % 1e6))
+local function clock()
+    if have_socket then return socket.gettime() end
+    return os.time()
+end
+local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 
 local function log_info(fmt, ...) slurm.log_info("greenslurm: " .. fmt, ...) end
 local function log_error(fmt, ...) slurm.log_error("greenslurm: " .. fmt, ...) end
@@ -177,42 +199,87 @@ local function ask(request)
     return answer, nil
 end
 
-local function fail(reason)
-    if FAIL_OPEN then
-        log_error("decision service unavailable (%s); failing open: job accepted unchecked", reason)
+local function fail(reason, has_deadline, request_id)
+    total_failures = total_failures + 1
+    failures_in_a_row = failures_in_a_row + 1
+    if failures_in_a_row >= FAILURES_BEFORE_PAUSE and paused_until <= clock() then
+        paused_until = clock() + RETRY_AFTER_S
+        log_error("%d failures in a row; not asking the service for %g s", failures_in_a_row, RETRY_AFTER_S)
+    end
+    failed_open = failed_open + 1
+    if request_id ~= nil and #failed_ids < 200 then failed_ids[#failed_ids + 1] = tostring(request_id) end
+    local open = FAIL_OPEN
+    if has_deadline then open = FAIL_DEADLINE_OPEN end
+    if open then
+        log_error("decision service unavailable (%s); failing open: job accepted unchecked (failure %d)",
+                  reason, total_failures)
         return slurm.SUCCESS
     end
-    log_error("decision service unavailable (%s); failing closed: job rejected", reason)
+    log_error("decision service unavailable (%s); failing closed: job rejected (failure %d)", reason, total_failures)
     slurm.log_user("%s", "greenslurm: the job admission service is unavailable; try again later")
     return slurm.ERROR
 end
 
+local function cut(request, key, value)
+    if type(value) ~= "string" then return end
+    if #value > MAX_FIELD then
+        value = string.sub(value, 1, MAX_FIELD)
+        request.truncated = (request.truncated and (request.truncated .. ",") or "") .. key
+    end
+    request[key] = value
+end
+
 local function describe(job_desc, submit_uid)
     sequence = sequence + 1
-    local deadline, source = environment_value(job_desc.environment, "GREENSLURM_DEADLINE"), "cli_filter"
-    if deadline == nil then
-        deadline, source = deadline_from_script(job_desc.script), "script"
-    end
-    return {
-        op = "submit", id = sequence, uid = submit_uid, user = job_desc.user_name,
-        partition = job_desc.partition, min_cpus = job_desc.min_cpus, num_tasks = job_desc.num_tasks,
-        cpus_per_task = job_desc.cpus_per_task, min_nodes = job_desc.min_nodes, max_nodes = job_desc.max_nodes,
-        pn_min_memory = job_desc.pn_min_memory, tres_per_node = job_desc.tres_per_node, gres = job_desc.gres,
-        time_limit = job_desc.time_limit, begin_time = job_desc.begin_time, comment = job_desc.comment,
-        features = job_desc.features, deadline = deadline, deadline_source = deadline and source or nil,
-        submit_time = os.time(),
+    local request = {
+        op = "submit", id = sequence, hook_instance = INSTANCE, uid = submit_uid,
+        min_cpus = job_desc.min_cpus, num_tasks = job_desc.num_tasks, cpus_per_task = job_desc.cpus_per_task,
+        min_nodes = job_desc.min_nodes, max_nodes = job_desc.max_nodes, pn_min_memory = job_desc.pn_min_memory,
+        time_limit = job_desc.time_limit, begin_time = job_desc.begin_time, submit_time = os.time(),
     }
+    cut(request, "user", job_desc.user_name)
+    cut(request, "partition", job_desc.partition)
+    cut(request, "tres_per_node", job_desc.tres_per_node)
+    cut(request, "gres", job_desc.gres)
+    cut(request, "features", job_desc.features)
+    cut(request, "array_inx", job_desc.array_inx)
+    cut(request, "deadline_env", environment_value(job_desc.environment, "GREENSLURM_DEADLINE"))
+    cut(request, "deadline_script", deadline_from_script(job_desc.script))
+    if failed_open > 0 then
+        request.failed_open = failed_open
+        request.failed_ids = table.concat(failed_ids, ",")
+    end
+    return request
+end
+
+local function append_comment(job_desc, text)
+    local old = job_desc.comment
+    if type(old) == "string" and old ~= "" then
+        job_desc.comment = old .. " | " .. text
+    else
+        job_desc.comment = text
+    end
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
+    local has_deadline = false
+    local request_id = nil
     local ok, result = pcall(function()
-        local answer, err = ask(describe(job_desc, submit_uid))
-        if answer == nil then return fail(err) end
+        local request = describe(job_desc, submit_uid)
+        request_id = request.id
+        has_deadline = request.deadline_env ~= nil or request.deadline_script ~= nil
+        if paused_until > clock() then return fail("paused after repeated failures", has_deadline, request_id) end
+        local answer, err = ask(request)
+        if answer == nil then return fail(err, has_deadline, request_id) end
         local action = answer.action
+        if action == "accept" or action == "modify" or action == "reject" then
+            failures_in_a_row, paused_until = 0, 0
+            if request.failed_open ~= nil then failed_open, failed_ids = 0, {} end
+        end
         if action == "accept" then
             return slurm.SUCCESS
         elseif action == "modify" then
-            if answer.comment ~= nil then job_desc.comment = answer.comment end
+            if answer.comment_append ~= nil then append_comment(job_desc, answer.comment_append) end
             if answer.req_nodes ~= nil then job_desc.req_nodes = answer.req_nodes end
             if answer.begin_time ~= nil then job_desc.begin_time = answer.begin_time end
             return slurm.SUCCESS
@@ -222,10 +289,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
             local code = answer.error_code and slurm[answer.error_code]
             return code or slurm.ERROR
         end
-        return fail("service error: " .. tostring(answer.message))
+        return fail("service error: " .. tostring(answer.message), has_deadline, request_id)
     end)
     if ok then return result end
-    return fail("hook error: " .. tostring(result))
+    return fail("hook error: " .. tostring(result), has_deadline, request_id)
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
@@ -238,6 +305,6 @@ for k, _ in pairs(slurm) do
 end
 table.sort(codes)
 slurm.log_debug("greenslurm: error codes known to this Slurm: %s", table.concat(codes, " "))
-log_info("job_submit.lua loaded (socket %s, timeout %d ms, fail %s)", SOCKET_PATH, TIMEOUT_MS,
-         FAIL_OPEN and "open" or "closed")
+log_info("job_submit.lua %s loaded (socket %s, timeout %d ms, fail %s, deadline jobs fail %s)", INSTANCE,
+         SOCKET_PATH, TIMEOUT_MS, FAIL_OPEN and "open" or "closed", FAIL_DEADLINE_OPEN and "open" or "closed")
 return slurm.SUCCESS

@@ -1,20 +1,33 @@
 """The hook's wire protocol and the job description it carries.
 
-One request per line, one answer per line, both JSON objects (UTF-8), at most
-:data:`MAX_REQUEST_BYTES` per request line.  ``job_submit.lua`` sends what Slurm shows it, numbers
-as Slurm has them (unset numbers are NO_VAL); everything is checked and turned into a
-:class:`clustermodel.JobSpec` here, so that the Lua side stays a thin pipe.
+One request per line, one answer per line, both JSON objects, at most :data:`MAX_REQUEST_BYTES` per
+request line.  ``job_submit.lua`` sends what Slurm shows it, numbers as Slurm has them (unset
+numbers are NO_VAL); everything is checked and turned into a :class:`clustermodel.JobSpec` here, so
+that the Lua side stays a thin pipe.
 
-Request (``op`` = ``submit``): ``id`` (echoed), ``user``, ``uid``, ``partition``, ``min_cpus``,
+Strings come from users and may hold any bytes: the line is decoded as UTF-8 with undecodable bytes
+kept apart (``surrogateescape``), and :func:`parse_request` lists every string field that is not
+valid UTF-8, longer than :data:`MAX_STRING`, or cut short by the hook (``truncated``) in
+``request["untrusted"]``.  The service then rejects the job naming the field, or checks it
+without that field (``undecodable`` in hook.toml); such a field never turns into an error that
+would let the hook fail open.
+
+Request (``op`` = ``submit``): ``id`` (the hook's request number, echoed), ``hook_instance`` (a
+random name of this load of job_submit.lua), ``uid``, ``user``, ``partition``, ``min_cpus``,
 ``num_tasks``, ``cpus_per_task``, ``min_nodes``, ``max_nodes``, ``pn_min_memory`` (MiB, the
 mem-per-CPU flag in the top bit), ``tres_per_node`` / ``gres`` (``gres:gpu:2``), ``time_limit``
-(minutes), ``begin_time`` (epoch), ``submit_time`` (epoch, the controller's clock), ``comment``,
-``features``, ``deadline`` (the raw ``--deadline`` text) and ``deadline_source``.
-``op`` = ``ping`` answers ``{"ok": true}``.
+(minutes), ``begin_time`` (epoch), ``submit_time`` (epoch, the controller's clock), ``features``,
+``array_inx`` (``0-99%10``), ``deadline_env`` (GREENSLURM_DEADLINE of the job's environment, set by
+the shipped cli_filter from ``--deadline``), ``deadline_script`` (the script's last ``#SBATCH
+--deadline``), ``truncated`` (fields the hook cut to :data:`MAX_STRING` bytes), ``failed_open``
+and ``failed_ids`` (requests whose answer the hook stopped waiting for since its last answer).
+The job's comment, name, script and environment are not sent: the service never needs them.
+``op`` = ``ping`` answers ``{"ok": true, ...}``.
 
 Answer: ``action`` = ``accept`` | ``reject`` | ``modify`` | ``error``; ``message`` (what the user
-sees); for ``modify``, any of ``comment``, ``begin_time``, ``req_nodes``; ``error_code`` (the name
-of a Slurm error the hook returns on a rejection).
+sees); ``decision`` (the record's id); for ``modify``, any of ``comment_append`` (the hook appends it
+to the job's comment), ``begin_time``, ``req_nodes``; ``error_code`` (the name of a Slurm error the
+hook returns on a rejection).
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from greenslurm.clustermodel import InputError, JobSpec
+from greenslurm.traces.slurm_fields import array_tasks
 
 MAX_REQUEST_BYTES = 64 * 1024
 PROTOCOL_VERSION = 1
@@ -35,13 +49,15 @@ INFINITE = 0xFFFFFFFF
 NO_VAL16 = 0xFFFE              # 65534
 INFINITE16 = 0xFFFF
 MEM_PER_CPU = 2 ** 63
-# Strings longer than this are refused (comment, features, script lines are short in practice).
+# User strings longer than this are untrusted (features, deadlines, partitions are short in practice).
 MAX_STRING = 4096
 
 _NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
-                  "pn_min_memory", "time_limit", "begin_time", "submit_time", "id")
-_STRING_FIELDS = ("user", "partition", "tres_per_node", "gres", "comment", "features", "deadline",
-                  "deadline_source", "op")
+                  "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open")
+# Strings a user controls (directly or through the job's environment and script).
+_USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "features", "deadline", "deadline_env",
+                 "deadline_script", "array_inx")
+_HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids")
 
 
 class ProtocolError(ValueError):
@@ -64,10 +80,13 @@ def unset(value: float | None, bits: int = 32) -> bool:
 
 
 def parse_request(line: bytes) -> dict:
-    """Decode and check one request line.
+    """Decode and check one request line; user strings that cannot be trusted as text are listed in
+    ``request["untrusted"]`` (field -> why), not raised.
 
     >>> parse_request(b'{"op": "ping", "id": 3}')["op"]
     'ping'
+    >>> parse_request(b'{"id": 1, "features": "gpu' + bytes([0xff]) + b'", "partition": "debug"}')["untrusted"]
+    {'features': 'not valid UTF-8'}
     >>> parse_request(b'[1, 2]')
     Traceback (most recent call last):
     ...
@@ -76,8 +95,8 @@ def parse_request(line: bytes) -> dict:
     if len(line) > MAX_REQUEST_BYTES:
         raise ProtocolError(f"request too large ({len(line)} bytes > {MAX_REQUEST_BYTES})")
     try:
-        request = json.loads(line)
-    except (UnicodeDecodeError, ValueError) as exc:
+        request = json.loads(line.decode("utf-8", "surrogateescape"))
+    except ValueError as exc:
         raise ProtocolError(f"not JSON: {exc}") from None
     if not isinstance(request, dict):
         raise ProtocolError("a request must be a JSON object")
@@ -89,14 +108,45 @@ def parse_request(line: bytes) -> dict:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or value < 0):
             raise ProtocolError(f"field {name} must be a number >= 0, got {value!r}")
-    for name in _STRING_FIELDS:
+    for name in _HOOK_STRINGS:
         value = request.get(name)
-        if value is not None and not isinstance(value, str):
+        if value is not None and (not isinstance(value, str) or not _is_text(value) or len(value) > MAX_STRING):
+            raise ProtocolError(f"field {name} must be a short UTF-8 string")
+    untrusted: dict[str, str] = {}
+    cut = set((request.get("truncated") or "").split(","))
+    for name in _USER_STRINGS:
+        value = request.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
             raise ProtocolError(f"field {name} must be a string, got {type(value).__name__}")
-        if isinstance(value, str) and len(value) > MAX_STRING:
-            raise ProtocolError(f"field {name} is longer than {MAX_STRING} characters")
+        if not _is_text(value):
+            untrusted[name] = "not valid UTF-8"
+        elif name in cut or len(value.encode()) > MAX_STRING:
+            untrusted[name] = f"longer than {MAX_STRING} bytes"
+        elif any(ord(c) < 32 for c in value):
+            untrusted[name] = "holds control characters"
     request["op"] = op
+    request["untrusted"] = untrusted
     return request
+
+
+def _is_text(value: str) -> bool:
+    """False when decoding left undecodable bytes (lone surrogates) in the string."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def failed_ids(request: dict) -> list[int]:
+    """The hook's request numbers it gave up waiting for (``failed_ids`` = "12,13").
+
+    >>> failed_ids({"failed_ids": "12,13,x"}), failed_ids({})
+    ([12, 13], [])
+    """
+    return [int(t) for t in (request.get("failed_ids") or "").split(",") if t.isdigit()][:1000]
 
 
 def encode(answer: dict) -> bytes:
@@ -234,10 +284,58 @@ class Submission:
     begin_s: float | None
     features: tuple[str, ...] = ()
     deadline_text: str | None = None
-    deadline_source: str | None = None
-    comment: str = ""
+    deadline_source: str | None = None     # which field carried the deadline checked
+    array_tasks: int = 1
+    array_throttle: int = 0                 # at most this many tasks at once (0: no limit)
     max_nodes: int = 0
     raw: dict = field(default_factory=dict, compare=False, repr=False)
+
+
+DEADLINE_FIELDS = (("deadline", "request"), ("deadline_env", "cli_filter"), ("deadline_script", "script"))
+_NO_DEADLINE = ("", "unknown", "none", "n/a", "0")
+
+
+def deadline_of(request: dict, now_s: float) -> tuple[float | None, str | None, str | None]:
+    """(deadline, its text, the field it came from): the EARLIEST of the deadlines the request carries.
+
+    The job's environment and its script are both the user's; the strictest one is checked here, and
+    reconciliation later compares it with the deadline Slurm really holds.
+
+    >>> deadline_of({"deadline_env": "now+600", "deadline_script": "now+60"}, 0.0)
+    (60.0, 'now+60', 'script')
+    >>> deadline_of({"deadline_env": "Unknown"}, 0.0)
+    (None, None, None)
+    """
+    best: tuple[float | None, str | None, str | None] = (None, None, None)
+    for name, source in DEADLINE_FIELDS:
+        text = request.get(name)
+        if not isinstance(text, str) or text.strip().lower() in _NO_DEADLINE:
+            continue
+        try:
+            when = parse_slurm_time(text, now_s)
+        except InputError as exc:
+            raise InputError(exc.reason, field=name) from None
+        if best[0] is None or when < best[0]:
+            best = (when, text, source)
+    return best
+
+
+def array_size(text: str | None) -> tuple[int, int]:
+    """(tasks, throttle) of Slurm's ``--array`` text (``0-99%10``: 100 tasks, 10 at once).
+
+    >>> array_size("0-99%10"), array_size("1,3,5-7"), array_size(None)
+    ((100, 10), (5, 0), (1, 0))
+    """
+    if not text:
+        return 1, 0
+    body, _, throttle = text.partition("%")
+    try:
+        tasks = len(array_tasks(body))
+    except ValueError as exc:
+        raise InputError(str(exc), field="array_inx") from None
+    if throttle and not throttle.isdigit():
+        raise InputError(f"throttle {throttle!r} is not a whole number", field="array_inx")
+    return tasks, int(throttle or 0)
 
 
 def submission_from_request(request: dict, *, now_s: float | None = None,
@@ -247,10 +345,12 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     >>> s = submission_from_request({"id": 1, "user": "ana", "min_cpus": 2, "num_tasks": 2,
     ...     "cpus_per_task": 65534, "min_nodes": 4294967294, "pn_min_memory": 1000,
     ...     "tres_per_node": "gres:gpu:1", "time_limit": 10, "submit_time": 100,
-    ...     "deadline": "now+3600"}, now_s=100.0)
+    ...     "deadline_env": "now+3600", "array_inx": "0-3%2"}, now_s=100.0)
     >>> j = s.job
     >>> (j.cpus, j.nodes, j.memory_mb_per_node, j.gpus_per_node, j.requested_time_s, j.deadline_s)
     (2, 0, 1000.0, 1.0, 600.0, 3700.0)
+    >>> s.deadline_source, s.array_tasks, s.array_throttle
+    ('cli_filter', 4, 2)
     """
     now = float(request.get("submit_time") or (now_s if now_s is not None else _time.time()))
     tasks = request.get("num_tasks")
@@ -277,17 +377,13 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
         memory_mb = float(memory)
     begin = request.get("begin_time")
     begin_s = None if unset(begin) or not begin or begin <= now else float(begin)
-    deadline_text = request.get("deadline") or None
-    if deadline_text is not None and deadline_text.strip().lower() in ("unknown", "none", "n/a", "0"):
-        deadline_text = None
-    deadline_s = None
-    if deadline_text:
-        deadline_s = parse_slurm_time(deadline_text, now)
+    deadline_s, deadline_text, deadline_source = deadline_of(request, now)
+    array_tasks_count, throttle = array_size(request.get("array_inx"))
     features_text = request.get("features") or ""
     features = tuple(sorted(f for f in re.split(r"[&,]", features_text) if f)) if re.fullmatch(
         r"[\w.\-&,]*", features_text) else ()
     job = JobSpec(f"submit-{request.get('id', 0)}", submit_s=now, requested_time_s=limit_s, cpus=cpus,
                   nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gpus), deadline_s=deadline_s,
                   user=request.get("user") or "", partition=request.get("partition") or "")
-    return Submission(job, begin_s, features, deadline_text, request.get("deadline_source"),
-                      request.get("comment") or "", max_nodes, request)
+    return Submission(job, begin_s, features, deadline_text, deadline_source, array_tasks_count, throttle,
+                      max_nodes, request)

@@ -1,83 +1,139 @@
 """Every decision the service takes (or, in shadow mode, would have taken), in SQLite.
 
-Rows are kept in memory as decisions are made and written in batches by :meth:`DecisionRecord.flush`
-(the service flushes every 0.2 s, off the decision path; WAL journal), so recording costs
-microseconds per submission.  The record lets the service continue after a restart: decision
-numbers go on from the last one, and jobs already reconciled are not acted on twice.
+A decision is committed before its answer leaves the service (:meth:`DecisionRecord.add`), so
+whatever answer job_submit.lua applied is in the record, even if the service is killed the next
+instant; with ``record_sync = "full"`` (the default) the commit is also fsynced, so a power cut
+loses nothing either.  Decision ids are the table's primary key and go on from the highest one on
+disk: they never repeat across restarts.  Each decision also carries a random token; the service
+writes ``greenslurm#ID.TOKEN`` into the job's comment, and reconciliation trusts a comment's tag only
+when the record holds that id with that token, for that user, not yet claimed by another job.
+
+The file (and SQLite's -wal/-shm beside it) is created 0600.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
+
+log = logging.getLogger("greenslurm.hook.record")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY,
+    token TEXT NOT NULL DEFAULT '',
     time_s REAL NOT NULL,
-    user TEXT, partition TEXT, cpus INTEGER, nodes INTEGER, gpus_per_node REAL,
+    uid INTEGER, user TEXT, partition TEXT, cpus INTEGER, nodes INTEGER, gpus_per_node REAL,
     time_limit_s REAL, deadline_s REAL, deadline_source TEXT,
-    action TEXT NOT NULL,            -- accept | reject | modify (what the service answered)
+    array_tasks INTEGER NOT NULL DEFAULT 1,   -- a job array: its number of tasks, all checked
+    action TEXT NOT NULL,            -- accept | reject | modify | error (what the service answered)
     would_action TEXT NOT NULL,      -- what the policy decided (differs from action in shadow mode)
     policy TEXT, reason TEXT, message TEXT,
     planned_start_s REAL, planned_end_s REAL, planned_nodes TEXT, energy_j REAL,
-    shadow INTEGER NOT NULL, decide_us REAL
+    shadow INTEGER NOT NULL, decide_us REAL,
+    view_age_s REAL,                 -- how old the cluster view was when deciding
+    hook_instance TEXT, request_id INTEGER,   -- which job_submit.lua load and which of its requests
+    applied INTEGER NOT NULL DEFAULT 1,       -- 0: the hook reported it gave up waiting for this answer
+    job_id TEXT                      -- the Slurm job that carries this decision's tag (set by reconciliation)
 );
 CREATE TABLE IF NOT EXISTS reconciled (
-    job_id TEXT PRIMARY KEY, time_s REAL NOT NULL, action TEXT NOT NULL, message TEXT
+    job_id TEXT NOT NULL, deadline_s REAL NOT NULL, time_s REAL NOT NULL, action TEXT NOT NULL, message TEXT,
+    PRIMARY KEY (job_id, deadline_s)
+);
+CREATE TABLE IF NOT EXISTS events (
+    time_s REAL NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, detail TEXT
 );
 """
 
-COLUMNS = ("id", "time_s", "user", "partition", "cpus", "nodes", "gpus_per_node", "time_limit_s", "deadline_s",
-           "deadline_source", "action", "would_action", "policy", "reason", "message", "planned_start_s",
-           "planned_end_s", "planned_nodes", "energy_j", "shadow", "decide_us")
+COLUMNS = ("id", "token", "time_s", "uid", "user", "partition", "cpus", "nodes", "gpus_per_node", "time_limit_s",
+           "deadline_s", "deadline_source", "array_tasks", "action", "would_action", "policy", "reason", "message",
+           "planned_start_s", "planned_end_s", "planned_nodes", "energy_j", "shadow", "decide_us", "view_age_s",
+           "hook_instance", "request_id")
+
+
+def create_private(path: str) -> None:
+    """Create ``path`` 0600 if it does not exist; tighten it (and SQLite's -wal/-shm) if it does."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for name in (path, path + "-wal", path + "-shm"):
+        try:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+        except FileNotFoundError:
+            continue
+        if mode & 0o077:
+            log.warning("%s was mode %04o; made 0600", name, mode)
+            os.chmod(name, 0o600)
 
 
 class DecisionRecord:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, sync: str = "full") -> None:
         self.path = str(path)
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.executescript(SCHEMA)
-        self.buffer: list[tuple] = []
-        self.pending_rows = 0
-        self.last_flush = time.monotonic()
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            create_private(self.path)
+        old_umask = os.umask(0o077)              # SQLite's -wal and -shm files too
+        try:
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
+            self.db.executescript(SCHEMA)
+        finally:
+            os.umask(old_umask)
+        self._insert = (f"INSERT INTO decisions ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})")
 
     def next_id(self) -> int:
         row = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM decisions").fetchone()
         return int(row[0]) + 1
 
     def add(self, row: dict) -> None:
-        self.buffer.append(tuple(row.get(c) for c in COLUMNS))
-        self.pending_rows += 1
+        """Commit one decision (before its answer is sent)."""
+        self.db.execute(self._insert, tuple(row.get(c) for c in COLUMNS))
 
-    def reconciled(self) -> set[str]:
-        self.flush()
-        return {r[0] for r in self.db.execute("SELECT job_id FROM reconciled")}
+    def mark_not_applied(self, hook_instance: str, request_ids: list[int]) -> int:
+        """The hook gave up waiting for these answers: their decisions were not applied."""
+        if not request_ids:
+            return 0
+        marks = ",".join("?" * len(request_ids))
+        cursor = self.db.execute(f"UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id IN ({marks})",
+                                 (hook_instance, *request_ids))
+        return cursor.rowcount
 
-    def add_reconciled(self, job_id: str, action: str, message: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO reconciled VALUES (?, ?, ?, ?)", (job_id, time.time(), action, message))
+    def event(self, kind: str, count: int, detail: str = "") -> None:
+        self.db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", (time.time(), kind, count, detail))
 
-    def flush(self) -> None:
-        """Write the buffered rows in one transaction."""
-        if self.buffer:
-            rows, self.buffer = self.buffer, []
-            with self.db:
-                self.db.execute("BEGIN")
-                self.db.executemany(f"INSERT INTO decisions ({','.join(COLUMNS)}) VALUES "
-                                    f"({','.join('?' * len(COLUMNS))})", rows)
-        self.pending_rows = 0
-        self.last_flush = time.monotonic()
+    def events(self, kind: str) -> int:
+        row = self.db.execute("SELECT COALESCE(SUM(count), 0) FROM events WHERE kind = ?", (kind,)).fetchone()
+        return int(row[0])
+
+    # -- reconciliation ---------------------------------------------------------------------------
+    def tagged(self, ids: list[int]) -> dict[int, dict]:
+        """The decisions with these ids (for checking a comment's tags)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        cursor = self.db.execute(f"SELECT id, token, uid, user, deadline_s, time_limit_s, cpus, array_tasks, job_id, "
+                                 f"would_action FROM decisions WHERE id IN ({marks})", ids)
+        names = ("id", "token", "uid", "user", "deadline_s", "time_limit_s", "cpus", "array_tasks", "job_id",
+                 "would_action")
+        return {r[0]: dict(zip(names, r)) for r in cursor}
+
+    def claim(self, decision_id: int, job_id: str) -> None:
+        self.db.execute("UPDATE decisions SET job_id = ? WHERE id = ? AND job_id IS NULL", (job_id, decision_id))
+
+    def reconciled(self) -> set[tuple[str, float]]:
+        return {(r[0], r[1]) for r in self.db.execute("SELECT job_id, deadline_s FROM reconciled")}
+
+    def add_reconciled(self, job_id: str, deadline_s: float, action: str, message: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO reconciled VALUES (?, ?, ?, ?, ?)",
+                        (job_id, deadline_s, time.time(), action, message))
 
     def rows(self, where: str = "", args: tuple = ()) -> list[dict]:
-        self.flush()
-        cursor = self.db.execute(f"SELECT {','.join(COLUMNS)} FROM decisions {where} ORDER BY id", args)
-        return [dict(zip(COLUMNS, r)) for r in cursor]
+        cursor = self.db.execute(f"SELECT {','.join(COLUMNS)}, applied, job_id FROM decisions {where} ORDER BY id", args)
+        return [dict(zip(COLUMNS + ("applied", "job_id"), r)) for r in cursor]
 
     def close(self) -> None:
-        self.flush()
         self.db.close()

@@ -3,143 +3,59 @@
 One asyncio process listens on a UNIX socket.  Each connection sends JSON lines (see
 :mod:`greenslurm.slurm_plugin.protocol`); each line gets one JSON answer line.  A request larger than
 :data:`~greenslurm.slurm_plugin.protocol.MAX_REQUEST_BYTES` or not valid gets an ``error`` answer (the hook
-then fails open or closed as configured) and never stops the service.
+then fails open or closed as configured) and never stops the service.  Strings a user controls never
+reach that path: the service rejects the job naming the field, or checks it without the field.
+
+Every decision is committed to the record (:mod:`greenslurm.slurm_plugin.record`) before its answer is
+sent.  One service runs per socket: it holds ``<socket>.lock`` for its whole life, and a second one
+exits with a one-line error.
 
 The cluster view (:mod:`greenslurm.slurm_plugin.view`) is rebuilt from Slurm every ``sync_interval_s`` in a
-worker thread, then swapped in; decisions taken while it was being built are planned again on the
-new view.  Every decision goes to the SQLite record.  Pending jobs whose deadline the hook never
-saw (submitted without the shipped cli_filter and without ``#SBATCH --deadline``) are reconciled
-from ``squeue --json`` after each sync: annotated, held or cancelled, with a comment saying why.
+worker thread, then swapped in; jobs accepted while it was being built are planned again on the
+new view.  A view older than ``max_view_age_s`` is stale: the ``stale`` setting says whether jobs are
+then checked on it anyway, accepted unchecked or rejected.
+
+Reconciliation (after each sync) checks the deadline Slurm really holds for every pending job
+against the record: a job is left alone only if its comment carries a tag (``greenslurm#ID.TOKEN``)
+that the record issued, to the same user, not claimed by another job, for a deadline no later than
+the one Slurm now holds.  Any other pending job with a deadline (submitted without the shipped
+cli_filter, a spoofed or forged deadline, a deadline tightened after submission) is checked on the
+view and annotated, held or cancelled (``reconcile``) when it cannot end in time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import grp
 import logging
+import math
 import os
 import pwd
+import re
+import secrets
+import stat
 import time
-import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
 from greenslurm.acceptance.registry import build as build_acceptance
-from greenslurm.allocation.placement import parse_allocation
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline
-from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, parse_request,
-                                   submission_from_request)
+from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, failed_ids, parse_request,
+                                              submission_from_request)
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.view import LiveView, Snapshot
 
+__all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
+
 log = logging.getLogger("greenslurm.hook")
 
-RECONCILE_ACTIONS = ("none", "annotate", "hold", "cancel")
 TAG = "greenslurm#"
+TAG_PATTERN = re.compile(r"greenslurm#(\d{1,15})\.([0-9a-f]{8})")
 DEADLINE_CHECKED = "deadline checked:"
-
-
-@dataclass
-class HookConfig:
-    socket: str = "/run/greenslurm/hook.sock"
-    socket_owner: str = "slurm"          # SlurmUser; the socket is chowned to it
-    socket_group: str = ""               # optional group allowed to connect (mode becomes 0660)
-    database: str = "/var/lib/greenslurm/hook.sqlite"
-    shadow: bool = False
-    acceptance: str = "greedy"
-    allocation: str = "bestfit"
-    min_slack: float | None = None
-    share: float | None = None
-    default_time_limit_s: float = 3600.0
-    sync_interval_s: float = 10.0
-    backend: str = "cli"
-    slurm_conf: str = ""
-    state_dir: str = ""                  # the files backend: folder with sinfo.json and squeue.json
-    annotate_comment: bool = True
-    set_required_nodes: bool = False
-    set_begin_time: bool = False
-    reconcile: str = "hold"
-    reject_error: str = "ESLURM_ACCESS_DENIED"
-    max_connections: int = 256
-    # for the Lua side (``greenslurm hook install`` renders them into job_submit.lua)
-    timeout_ms: float = 20.0
-    fail: str = "open"
-    path: str = field(default="<defaults>", repr=False)
-
-    @classmethod
-    def from_toml(cls, path: str | Path) -> "HookConfig":
-        path = str(path)
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise InputError("no such file", path=path) from None
-        except IsADirectoryError:
-            raise InputError("is a directory, not a config file", path=path) from None
-        except PermissionError:
-            raise InputError("cannot read: permission denied", path=path) from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"not valid TOML: {exc}", path=path) from None
-        section = data.get("hook", data)
-        if not isinstance(section, dict):
-            raise InputError("[hook] must be a table", path=path)
-        known = {f.name: f for f in fields(cls) if f.name != "path"}
-        values = {}
-        for key, value in section.items():
-            if key not in known:
-                raise InputError(f"unknown setting {key!r}; known: {', '.join(sorted(known))}", path=path, field=key)
-            default = getattr(cls, key, None) if not callable(getattr(cls, key, None)) else None
-            expected = type(default) if default is not None else (float, int)
-            if isinstance(default, float):
-                expected = (int, float)
-            if isinstance(value, bool) and not isinstance(default, bool):
-                raise InputError(f"must be {_kind(default)}, got {value!r}", path=path, field=key)
-            if not isinstance(value, expected):
-                raise InputError(f"must be {_kind(default)}, got {value!r}", path=path, field=key)
-            values[key] = float(value) if isinstance(default, float) or default is None else value
-        config = cls(**values, path=path)
-        config.check()
-        return config
-
-    def check(self) -> None:
-        path = self.path
-
-        def bad(message: str, key: str) -> InputError:
-            return InputError(message, path=path, field=key)
-        try:
-            build_acceptance(self.acceptance, min_slack=self.min_slack, share=self.share)
-        except ValueError as exc:
-            raise bad(str(exc), "acceptance") from None
-        try:
-            _, backfill = parse_allocation(self.allocation)
-        except ValueError as exc:
-            raise bad(str(exc), "allocation") from None
-        if backfill:
-            raise bad("the live view plans without backfilling; use balanced, bestfit, minidle or firstfit", "allocation")
-        if self.backend not in BACKENDS:
-            raise bad(f"unknown backend {self.backend!r}; choose from {', '.join(BACKENDS)}", "backend")
-        if self.reconcile not in RECONCILE_ACTIONS:
-            raise bad(f"unknown reconcile action {self.reconcile!r}; choose from {', '.join(RECONCILE_ACTIONS)}", "reconcile")
-        if self.fail not in ("open", "closed"):
-            raise bad(f"fail must be 'open' or 'closed', got {self.fail!r}", "fail")
-        for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s"):
-            if getattr(self, key) <= 0:
-                raise bad(f"must be > 0, got {getattr(self, key)}", key)
-        if self.backend == "files" and not self.state_dir:
-            raise bad("the files backend needs state_dir (a folder with sinfo.json and squeue.json)", "state_dir")
-        if not self.socket.startswith("/"):
-            raise bad("must be an absolute path", "socket")
-
-
-def _kind(default) -> str:
-    if isinstance(default, bool):
-        return "true or false"
-    if isinstance(default, float) or default is None:
-        return "a number"
-    if isinstance(default, int):
-        return "a whole number"
-    return "a string"
 
 
 def _when(t: float) -> str:
@@ -157,17 +73,22 @@ class DecisionService:
         self.next_id = record.next_id()
         self.since_snapshot: list[tuple[float, object]] = []     # (time, submission) accepted since the sync began
         self.decisions = 0
+        self.fail_opens = record.events("fail_open")
 
     def install_view(self, snapshot: Snapshot, started_s: float) -> LiveView:
-        view = LiveView(snapshot, self.acceptance, self.config.allocation)
-        return view
+        return LiveView(snapshot, self.acceptance, self.config.select)
 
     def swap_view(self, view: LiveView, started_s: float) -> None:
-        replay = [s for t, s in self.since_snapshot if t >= started_s]
-        for sub in replay:
-            view.plan_existing(sub.job, sub.begin_s, sub.features)
         self.since_snapshot = [(t, s) for t, s in self.since_snapshot if t >= started_s]
+        for _, sub in self.since_snapshot:
+            for _ in range(min(sub.array_tasks, self.config.max_array_tasks)):
+                view.plan_existing(sub.job, sub.begin_s, sub.features)
         self.view = view
+
+    def view_age_s(self, now_s: float | None = None) -> float | None:
+        if self.view is None:
+            return None
+        return max(0.0, (time.time() if now_s is None else now_s) - self.view.snapshot_time_s)
 
     def handle(self, line: bytes) -> dict:
         """One request line -> one answer (never raises on bad input)."""
@@ -180,136 +101,276 @@ class DecisionService:
 
     def handle_request(self, request: dict) -> dict:
         """One checked request (see :func:`~greenslurm.slurm_plugin.protocol.parse_request`) -> one answer."""
+        try:
+            self._note_fail_opens(request)
+        except Exception:                # the count must not cost the decision
+            log.exception("cannot record the hook's fail-opens")
         if request.get("op", "submit") == "ping":
+            age = self.view_age_s()
             return {"ok": True, "id": request.get("id"), "view": self.view is not None,
-                    "shadow": self.config.shadow}
+                    "view_age_s": None if age is None else round(age, 3),
+                    "skipped": getattr(self.view, "skipped", 0) if self.view is not None else 0,
+                    "shadow": self.config.shadow, "decisions": self.decisions, "fail_opens": self.fail_opens,
+                    "next_id": self.next_id}
         try:
             return self.decide(request)
-        except InputError as exc:
-            log.info("request %s: %s", request.get("id"), exc)
-            return {"id": request.get("id"), "action": "reject" if not self.config.shadow else "accept",
-                    "message": f"greenslurm: {exc.reason}", "error_code": "ESLURM_INVALID_TIME_VALUE"}
         except Exception:            # a bug must not take the service down; the hook fails open/closed
             log.exception("request %s: decision failed", request.get("id"))
             return {"id": request.get("id"), "action": "error", "message": "greenslurm: internal error"}
 
+    def _note_fail_opens(self, request: dict) -> None:
+        count = int(request.get("failed_open") or 0)
+        if count <= 0:
+            return
+        instance = request.get("hook_instance") or ""
+        ids = failed_ids(request)
+        marked = self.record.mark_not_applied(instance, ids)
+        self.record.event("fail_open", count, f"hook {instance}: requests {','.join(map(str, ids))}")
+        self.fail_opens += count
+        log.warning("job_submit.lua %s reports %d submission(s) it let through unchecked or rejected without an "
+                    "answer since its last answer (%d of them had decisions here, now marked not applied)",
+                    instance or "?", count, marked)
+
+    # -- one decision -------------------------------------------------------------------------------
     def decide(self, request: dict) -> dict:
         started = time.perf_counter()
-        log.debug("request %s", request)
-        sub = submission_from_request(request, default_time_limit_s=self.config.default_time_limit_s)
-        job = sub.job
+        config = self.config
         decision_id = self.next_id
         self.next_id += 1
-        if self.view is None:
-            return {"id": request.get("id"), "action": "error", "message": "greenslurm: no cluster view yet"}
-        now = max(job.submit_s, time.time()) if not request.get("submit_time") else job.submit_s
-        outcome = self.view.decide(job, now, sub.begin_s, sub.features)
-        decision, placement = outcome.decision, outcome.placement
-        answer: dict = {"id": request.get("id")}
-        energy_j = None
-        if decision.accepted and placement is not None:
+        token = secrets.token_hex(4)
+        now = time.time()
+        row: dict = {"id": decision_id, "token": token, "time_s": now, "uid": request.get("uid"),
+                     "user": _text(request.get("user")), "shadow": int(config.shadow),
+                     "hook_instance": request.get("hook_instance"), "request_id": request.get("id")}
+        answer: dict = {"id": request.get("id"), "decision": decision_id}
+
+        def finish(would: str, message: str, *, policy: str = "greenslurm", reason: str = "",
+                   error_code: str | None = None, sets: dict | None = None) -> dict:
+            if would == "reject":
+                answer["error_code"] = error_code or config.reject_error
+            answer["message"] = message
+            answer.update(sets or {})
+            if config.shadow and would != "error":
+                shown = {"id": answer["id"], "decision": decision_id, "action": "accept", "shadow": would}
+            else:
+                shown = dict(answer, action=would)
+            row.update(action=shown["action"], would_action=would, policy=policy, reason=reason, message=message,
+                       decide_us=(time.perf_counter() - started) * 1e6)
+            self.record.add(row)                 # committed before the answer leaves
+            self.decisions += 1
+            log.info("decision %d (%s): %s%s", decision_id, row.get("user") or "?", would,
+                     " (shadow: answered accept)" if config.shadow and would != "error" else "")
+            return shown
+
+        untrusted = request.get("untrusted") or {}
+        if untrusted:
+            named = "; ".join(f"{name}: {why}" for name, why in sorted(untrusted.items()))
+            if config.undecodable == "reject":
+                return finish("reject", f"greenslurm: cannot check this job: {named}; fix it and resubmit",
+                              reason="untrusted input")
+            for name in untrusted:
+                request.pop(name, None)
+            log.info("request %s: checked without %s", request.get("id"), named)
+        try:
+            sub = submission_from_request(request, now_s=now, default_time_limit_s=config.default_time_limit_s)
+        except InputError as exc:
+            where = f" ({exc.field})" if exc.field else ""
+            return finish("reject", f"greenslurm: {exc.reason}{where}", reason="bad input",
+                          error_code="ESLURM_INVALID_TIME_VALUE" if exc.field and "deadline" in exc.field else None)
+        job = sub.job
+        row.update(partition=job.partition, cpus=job.cpus, nodes=job.nodes, gpus_per_node=job.gpus_per_node,
+                   time_limit_s=job.requested_time_s, deadline_s=job.deadline_s,
+                   deadline_source=sub.deadline_source, array_tasks=sub.array_tasks)
+        age = self.view_age_s(now)
+        row["view_age_s"] = age
+        if age is None or age > config.max_view_age_s:
+            why = "no cluster view yet" if age is None else f"the cluster view is {age:.0f} s old"
+            if config.stale == "open":
+                return finish("accept", f"greenslurm: accepted unchecked ({why})", reason="stale view")
+            if config.stale == "closed":
+                return finish("reject", f"greenslurm: cannot check jobs now ({why}); try again later",
+                              reason="stale view")
+            if age is None:
+                return finish("error", f"greenslurm: {why}", reason="stale view")
+            log.warning("deciding on a stale view (%s)", why)
+        tasks, duration_factor = sub.array_tasks, 1
+        if tasks > config.max_array_tasks:
+            # plan max_array_tasks slots, each running ceil(tasks / slots) tasks back to back
+            duration_factor = math.ceil(tasks / config.max_array_tasks)
+            tasks = math.ceil(tasks / duration_factor)
+        planned_job = job if duration_factor == 1 else replace(job, requested_time_s=job.requested_time_s * duration_factor)
+        outcome = self.view.decide(planned_job, max(now, job.submit_s), sub.begin_s, sub.features,
+                                   tasks=tasks, throttle=sub.array_throttle)
+        decision = outcome.decision
+        if decision.accepted and outcome.start_s is not None:
             self.since_snapshot.append((time.time(), sub))
-            energy_j = outcome.request.power_w * (placement.end_s - placement.start_s)
-            names = self.view.planner.names(placement.nodes)
-            sets = {}
-            if self.config.annotate_comment:
-                note = (f"{TAG}{decision_id}: planned start {_when(placement.start_s)} on {','.join(names)},"
-                        f" est. {energy_j / 3.6e6:.3f} kWh above idle"
-                        + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
-                sets["comment"] = f"{sub.comment} | {note}" if sub.comment else note
-            if self.config.set_required_nodes:
+            names = list(outcome.nodes)
+            row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
+                       energy_j=outcome.energy_j)
+            sets: dict = {}
+            if config.annotate_comment:
+                what = f"array of {sub.array_tasks} tasks, " if sub.array_tasks > 1 else ""
+                energy = f", est. {outcome.energy_j / 3.6e6:.3f} kWh above idle" if outcome.energy_j else ""
+                sets["comment_append"] = (
+                    f"{TAG}{decision_id}.{token}: {what}planned start {_when(outcome.start_s)} on {','.join(names)}"
+                    + energy + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
+            if config.set_required_nodes and sub.array_tasks == 1:
                 sets["req_nodes"] = ",".join(names)
-            if self.config.set_begin_time and placement.start_s > now + 1.0:
-                sets["begin_time"] = int(placement.start_s)
-            would = "modify" if sets else "accept"
-            answer.update(sets)
-            answer["message"] = decision.message
-        elif decision.accepted:
-            would = "accept"
-        else:
-            would = "reject"
-            earliest = (self.view.planner.earliest_finish(outcome.request)
-                        if outcome.request is not None else None)
-            when = [f"earliest end {_when(earliest)}"] if earliest is not None else []
-            if job.deadline_s is not None:
-                when.append(f"deadline {_when(job.deadline_s)}")
-            answer["message"] = f"greenslurm: job {decision.message}" + (f" [{', '.join(when)}]" if when else "")
-            answer["error_code"] = self.config.reject_error
-        if self.config.shadow:
-            answer = {"id": request.get("id"), "action": "accept", "shadow": would}
-        else:
-            answer["action"] = would
-        took_us = (time.perf_counter() - started) * 1e6
-        self.record.add({
-            "id": decision_id, "time_s": now, "user": job.user, "partition": job.partition, "cpus": job.cpus,
-            "nodes": job.nodes, "gpus_per_node": job.gpus_per_node, "time_limit_s": job.requested_time_s,
-            "deadline_s": job.deadline_s, "deadline_source": sub.deadline_source if sub.deadline_text else None,
-            "action": answer["action"], "would_action": would, "policy": decision.policy,
-            "reason": decision.reason, "message": decision.message,
-            "planned_start_s": placement.start_s if placement is not None else None,
-            "planned_end_s": placement.end_s if placement is not None else None,
-            "planned_nodes": ",".join(self.view.planner.names(placement.nodes)) if placement is not None else None,
-            "energy_j": energy_j, "shadow": int(self.config.shadow), "decide_us": took_us})
-        self.decisions += 1
-        log.info("decision %d (%s, %d CPUs, %s): %s%s", decision_id, job.user or "?", job.cpus,
-                 "deadline " + _when(job.deadline_s) if job.deadline_s else "no deadline", would,
-                 " (shadow: answered accept)" if self.config.shadow else "")
-        return answer
+            if config.set_begin_time and outcome.start_s > now + 1.0:
+                sets["begin_time"] = int(outcome.start_s)
+            return finish("modify" if sets else "accept", decision.message, policy=decision.policy,
+                          reason=decision.reason, sets=sets)
+        if decision.accepted:
+            return finish("accept", decision.message, policy=decision.policy, reason=decision.reason)
+        when = [f"earliest end {_when(outcome.earliest_end_s)}"] if outcome.earliest_end_s is not None else []
+        if job.deadline_s is not None:
+            when.append(f"deadline {_when(job.deadline_s)} from {sub.deadline_source}")
+        what = f"array of {sub.array_tasks} tasks " if sub.array_tasks > 1 else ""
+        return finish("reject", f"greenslurm: job {what}{decision.message}" + (f" [{', '.join(when)}]" if when else ""),
+                      policy=decision.policy, reason=decision.reason)
 
     # -- reconciliation ---------------------------------------------------------------------------
-    def to_reconcile(self, deadlines: list[PendingDeadline]) -> list[tuple[PendingDeadline, str]]:
-        """Pending jobs with a deadline the hook did not decide on and that cannot meet it."""
-        done = self.record.reconciled()
-        out = []
+    def checked_jobs(self, deadlines: list[PendingDeadline]) -> set[str]:
+        """Pending jobs whose deadline a decision of the record already covers (see the module text).
+
+        A tag counts only if the record issued it (id and token), to the job's user, and no other job
+        claimed it first (the lowest job id wins a tag several jobs carry)."""
+        tags: dict[str, list[tuple[int, str]]] = {}
         for item in deadlines:
-            if item.job_id in done or DEADLINE_CHECKED in item.comment or item.held:
+            found = [(int(i), t) for i, t in TAG_PATTERN.findall(item.comment or "")]
+            if found:
+                tags[item.job_id] = found
+        records = self.record.tagged(sorted({i for found in tags.values() for i, _ in found}))
+        claimed = {r["id"]: r["job_id"] for r in records.values() if r["job_id"] is not None}
+        checked: set[str] = set()
+        for item in sorted(deadlines, key=lambda d: _job_order(d.job_id)):
+            for decision_id, token in tags.get(item.job_id, ()):
+                rec = records.get(decision_id)
+                if rec is None or not secrets.compare_digest(rec["token"], token):
+                    continue
+                if not _same_user(rec, item) or claimed.get(decision_id, item.job_id) != item.job_id:
+                    continue
+                if decision_id not in claimed:
+                    self.record.claim(decision_id, item.job_id)
+                    claimed[decision_id] = item.job_id
+                covered = (rec["would_action"] in ("accept", "modify") and rec["deadline_s"] is not None
+                           and item.deadline_s >= rec["deadline_s"] - 1.0
+                           and (item.time_limit_s is None or rec["time_limit_s"] is None
+                                or item.time_limit_s <= rec["time_limit_s"] + 1.0))
+                if covered:
+                    checked.add(item.job_id)
+                break
+        return checked
+
+    def to_reconcile(self, deadlines: list[PendingDeadline]) -> list[tuple[PendingDeadline, str | None]]:
+        """Pending jobs with a deadline that no decision covers, each with what is wrong (None: it can
+        still end in time; recorded so it is not checked again for the same deadline)."""
+        if self.view is None:
+            return []
+        done = self.record.reconciled()
+        checked = self.checked_jobs(deadlines)
+        out: list[tuple[PendingDeadline, str | None]] = []
+        for item in deadlines:
+            if item.job_id in checked or item.held or (item.job_id, item.deadline_s) in done:
                 continue
-            job = item.job
-            earliest = self.view.planner.earliest_finish(self.view.request(job, item.begin_s)) if self.view else None
-            if earliest is not None and earliest > item.deadline_s:
-                out.append((item, f"greenslurm: cannot end by its deadline {_when(item.deadline_s)}"
-                                  f" (earliest end {_when(earliest)})"))
-            elif earliest is None:
+            end = self.view.planned_end_s(item.job_id)
+            if end is None:
                 out.append((item, "greenslurm: fits no node of the cluster"))
+            elif end > item.deadline_s:
+                out.append((item, f"greenslurm: cannot end by its deadline {_when(item.deadline_s)}"
+                                  f" (earliest end {_when(end)})"))
+            else:
+                out.append((item, None))
         return out
 
 
+def _text(value) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def _same_user(rec: dict, item: PendingDeadline) -> bool:
+    uid = getattr(item, "uid", None)
+    if uid is not None and rec.get("uid") is not None:
+        return int(uid) == int(rec["uid"])
+    return bool(item.user) and item.user == rec.get("user")
+
+
+def _job_order(job_id: str) -> tuple:
+    head = job_id.split("_", 1)[0]
+    return (int(head), job_id) if head.isdigit() else (math.inf, job_id)
+
+
+class ServiceLock:
+    """``<socket>.lock``, held (flock) for the service's life: one service per socket."""
+
+    def __init__(self, path: str, config_path: str) -> None:
+        self.path = path
+        try:
+            self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise InputError(f"cannot open the lock {path}: {exc.strerror}", path=config_path, field="socket") from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(self.fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            raise InputError(f"another `greenslurm hook serve` (pid {holder}) already serves this socket "
+                             f"(it holds {path}); stop it first", path=config_path, field="socket") from None
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, f"{os.getpid()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)             # closing releases the flock; the file stays (no unlink race)
+            self.fd = None
+
+
 class HookServer:
-    """The socket, the sync loop and the record's flushes around a :class:`DecisionService`."""
+    """The socket, the lock, the record and the sync loop around a :class:`DecisionService`."""
 
     def __init__(self, config: HookConfig, backend=None) -> None:
         self.config = config
-        self.backend = backend if backend is not None else self._make_backend()
-        self.record = DecisionRecord(config.database)
-        self.service = DecisionService(config, self.record)
+        self.backend = backend if backend is not None else make_backend(config)
+        self.lock: ServiceLock | None = None
+        self.record: DecisionRecord | None = None
+        self.service: DecisionService | None = None
         self.server: asyncio.AbstractServer | None = None
+        self.socket_inode: tuple[int, int] | None = None
         self.connections = 0
         self.synced = asyncio.Event()
         self._stop = asyncio.Event()
         self.sync_count = 0
 
-    def _make_backend(self):
-        name = self.config.backend
-        if name == "cli":
-            return BACKENDS[name](self.config.slurm_conf or None)
-        if name == "files":
-            return BACKENDS[name](self.config.state_dir)
-        return BACKENDS[name]()
-
     # -- socket ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        path = Path(self.config.socket)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        config = self.config
+        path = Path(config.socket)
+        if not path.parent.is_dir():
+            raise InputError(f"the runtime directory {path.parent} does not exist (the systemd unit's "
+                             f"RuntimeDirectory= makes it; or create it owned by the service's user)",
+                             path=config.path, field="socket")
+        self.lock = ServiceLock(config.lock_path, config.path)
+        try:
+            self.record = DecisionRecord(config.database, sync=config.record_sync)
+        except (OSError, Exception) as exc:
+            self.lock.release()
+            raise InputError(f"cannot open the record: {exc}", path=config.path, field="database") from None
+        self.service = DecisionService(config, self.record)
         if path.exists() or path.is_symlink():
-            path.unlink()
+            path.unlink()                 # a socket left by a killed service: we hold the lock, it is ours
         old_umask = os.umask(0o177)
         try:
             self.server = await asyncio.start_unix_server(self._client, path=str(path), limit=MAX_REQUEST_BYTES + 1)
         finally:
             os.umask(old_umask)
         self._secure(path)
-        log.info("listening on %s (%s%s)", path, "shadow mode, " if self.config.shadow else "",
-                 f"acceptance {self.config.acceptance}, allocation {self.config.allocation}")
+        st = path.stat()
+        self.socket_inode = (st.st_dev, st.st_ino)
+        log.info("listening on %s (%sacceptance %s, select %s, backend %s, next decision %d)", path,
+                 "shadow mode, " if config.shadow else "", config.acceptance, config.select,
+                 getattr(self.backend, "name", "?"), self.service.next_id)
 
     def _secure(self, path: Path) -> None:
         uid, gid, mode = -1, -1, 0o600
@@ -317,8 +378,8 @@ class HookServer:
             try:
                 uid = pwd.getpwnam(self.config.socket_owner).pw_uid
             except KeyError:
-                log.warning("socket owner %r is not a user here; the socket stays owned by uid %d",
-                            self.config.socket_owner, os.getuid())
+                raise InputError(f"no user {self.config.socket_owner!r}", path=self.config.path,
+                                 field="socket_owner") from None
         if self.config.socket_group:
             try:
                 gid = grp.getgrnam(self.config.socket_group).gr_gid
@@ -326,12 +387,14 @@ class HookServer:
             except KeyError:
                 raise InputError(f"no group {self.config.socket_group!r}", path=self.config.path,
                                  field="socket_group") from None
+        os.chmod(path, mode)
         if uid != -1 or gid != -1:
             try:
                 os.chown(path, uid, gid)
             except PermissionError:
-                log.warning("cannot chown %s (not root); it stays owned by uid %d", path, os.getuid())
-        os.chmod(path, mode)
+                raise InputError(f"cannot give the socket to {self.config.socket_owner or '-'}:"
+                                 f"{self.config.socket_group or '-'} (the service is not root)",
+                                 path=self.config.path, field="socket_owner") from None
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.connections >= self.config.max_connections:
@@ -375,16 +438,25 @@ class HookServer:
         except (BackendError, ValueError) as exc:
             log.warning("cannot sync with Slurm: %s", exc)
             return False
+        except Exception:
+            log.exception("cannot build the cluster view")
+            return False
         self.service.swap_view(view, started)
         self.sync_count += 1
+        skipped = getattr(snapshot, "skipped", 0)
+        if skipped:
+            log.warning("sync: skipped %d record(s) of Slurm's state that could not be read", skipped)
         log.debug("synced: %d nodes, %d running, %d pending (%.0f ms)", len(snapshot.nodes), len(snapshot.running),
                   len(snapshot.pending), (time.time() - started) * 1e3)
         self.synced.set()
         if self.config.reconcile != "none":
             for item, message in self.service.to_reconcile(deadlines):
+                if message is None:
+                    self.record.add_reconciled(item.job_id, item.deadline_s, "ok", "can end in time")
+                    continue
                 action = await loop.run_in_executor(None, self._reconcile, item, message)
                 if action is not None:
-                    self.record.add_reconciled(item.job_id, action, message)
+                    self.record.add_reconciled(item.job_id, item.deadline_s, action, message)
         return True
 
     def _reconcile(self, item: PendingDeadline, message: str) -> str | None:
@@ -406,25 +478,21 @@ class HookServer:
 
     async def run(self) -> None:
         await self.start()
-        await self.sync_once()
-        tasks = [asyncio.create_task(self._sync_loop()), asyncio.create_task(self._flush_loop())]
         try:
-            await self._stop.wait()
+            await self.sync_once()
+            tasks = [asyncio.create_task(self._sync_loop())]
+            try:
+                await self._stop.wait()
+            finally:
+                for task in tasks:
+                    task.cancel()
         finally:
-            for task in tasks:
-                task.cancel()
             await self.close()
 
     async def _sync_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.sync_interval_s)
             await self.sync_once()
-
-    async def _flush_loop(self) -> None:
-        while True:
-            await asyncio.sleep(0.2)
-            if self.record.pending_rows:
-                self.record.flush()
 
     def stop(self) -> None:
         self._stop.set()
@@ -434,9 +502,41 @@ class HookServer:
             self.server.close()
             await self.server.wait_closed()
             self.server = None
-        Path(self.config.socket).unlink(missing_ok=True)
-        self.record.close()
-        log.info("stopped after %d decisions", self.service.decisions)
+        path = Path(self.config.socket)
+        try:
+            st = path.stat()
+            if self.socket_inode == (st.st_dev, st.st_ino):
+                path.unlink()             # only the socket this service made
+        except FileNotFoundError:
+            pass
+        if self.record is not None:
+            self.record.close()
+            self.record = None
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+        if self.service is not None:
+            log.info("stopped after %d decisions", self.service.decisions)
+
+
+def make_backend(config: HookConfig):
+    """The backend the config names; ``auto`` is pyslurm when it imports and matches this Slurm, else
+    Slurm's JSON commands."""
+    name = config.backend
+    if name == "auto":
+        try:
+            from greenslurm.slurm_plugin.install import resolve_backend
+            name, _ = resolve_backend(config)
+        except ImportError:
+            name = "cli"
+    try:
+        if name == "cli":
+            return BACKENDS[name](config.slurm_conf or None)
+        if name == "files":
+            return BACKENDS[name](config.state_dir)
+        return BACKENDS[name]()
+    except BackendError as exc:
+        raise InputError(str(exc), path=config.path, field="backend") from None
 
 
 def serve(config: HookConfig) -> int:

@@ -73,8 +73,9 @@ def test_socket_is_private(served):
     (b"[1, 2]\n", "must be a JSON object"),
     (b'{"op": "launch"}\n', "unknown op"),
     (b'{"op": "submit", "min_cpus": -3}\n', "min_cpus must be a number >= 0"),
-    (b'{"op": "submit", "comment": 7}\n', "comment must be a string"),
+    (b'{"op": "submit", "features": 7}\n', "features must be a string"),
     (b'{"op": "submit", "deadline": "whenever"}\n', "not a Slurm time"),
+    (b'{"op": "submit", "hook_instance": "\xff"}\n', "short UTF-8 string"),
     (b"\xff\xfe\n", "not JSON"),
 ])
 def test_bad_requests_get_an_error_answer_and_the_service_lives(served, payload, expected):
@@ -84,7 +85,7 @@ def test_bad_requests_get_an_error_answer_and_the_service_lives(served, payload,
 
 
 def test_an_oversized_request_is_refused(served):
-    answer = exchange(served.socket_path, b'{"comment": "' + b"x" * (MAX_REQUEST_BYTES + 10) + b'"}\n')
+    answer = exchange(served.socket_path, b'{"features": "' + b"x" * (MAX_REQUEST_BYTES + 10) + b'"}\n')
     assert answer["action"] == "error" and "larger than" in answer["message"]
     assert exchange(served.socket_path, b'{"op":"ping"}\n')["ok"] is True
 
@@ -150,8 +151,16 @@ def test_load_2000_requests_from_8_clients_none_lost_none_wrong_memory_flat(serv
 # -- config and parsing ----------------------------------------------------------------------------
 @pytest.mark.parametrize("text, expected", [
     ("[hook]\nacceptance = \"lifo\"\n", "unknown acceptance policy 'lifo'"),
-    ("[hook]\nallocation = \"backfill\"\n", "without backfilling"),
-    ("[hook]\nfail = \"maybe\"\n", "fail must be 'open' or 'closed'"),
+    ("[hook]\nallocation = \"bestfit\"\n", "renamed to 'select'"),
+    ("[hook]\nselect = \"fastest\"\n", "field select"),
+    ("[hook]\nfail = \"maybe\"\n", "'maybe' is not one of open, closed"),
+    ("[hook]\nfail_deadline = \"never\"\n", "'never' is not one of open, closed"),
+    ("[hook]\nstale = \"ignore\"\n", "'ignore' is not one of check, open, closed"),
+    ("[hook]\nundecodable = \"keep\"\n", "'keep' is not one of reject, drop"),
+    ("[hook]\nmax_array_tasks = 0\n", "must be >= 1"),
+    ("[hook]\nmax_array_tasks = 2.5\n", "must be a whole number"),
+    ("[hook]\nsync_interval_s = 30\nmax_view_age_s = 20\n", "at least sync_interval_s"),
+    ("[hook]\ndatabase = \"hook.sqlite\"\n", "must be an absolute path"),
     ("[hook]\ntimeout_ms = 0\n", "must be > 0"),
     ("[hook]\ntimeout_ms = \"fast\"\n", "must be a number"),
     ("[hook]\nshadow = 1\n", "must be true or false"),
@@ -173,7 +182,7 @@ def test_cli_bad_config_exits_2_with_one_line(tmp_path, capsys):
     path.write_text("[hook]\nreconcile = \"sometimes\"\n")
     assert main(["hook", "check", "--config", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "unknown reconcile action" in err and len(err.strip().splitlines()) == 1
+    assert "'sometimes' is not one of none, annotate, hold, cancel" in err and len(err.strip().splitlines()) == 1
 
 
 def test_no_val_fields_are_unset_and_mem_per_cpu_is_multiplied():
@@ -186,5 +195,198 @@ def test_no_val_fields_are_unset_and_mem_per_cpu_is_multiplied():
 def test_parse_request_limits():
     with pytest.raises(ProtocolError, match="too large"):
         parse_request(b"{" + b" " * MAX_REQUEST_BYTES + b"}")
-    with pytest.raises(ProtocolError, match="longer than"):
-        parse_request(json.dumps({"comment": "x" * 5000}).encode())
+    # a long user string is not an error (that would let the hook fail open): it is listed as untrusted
+    assert parse_request(json.dumps({"features": "x" * 5000}).encode())["untrusted"] == {
+        "features": "longer than 4096 bytes"}
+    assert parse_request(json.dumps({"features": "a", "truncated": "features"}).encode())["untrusted"] == {
+        "features": "longer than 4096 bytes"}
+
+
+# -- what a user controls never decides; the record is durable; one service per socket ------------
+def start_service(root: Path, **settings) -> ServiceProcess:
+    sock = str(root / "hook.sock")
+    base = dict(socket=sock, database=str(root / "db.sqlite"), backend="files", state_dir=str(STATE),
+                sync_interval_s=1.0)
+    base.update(settings)
+    config = write_config(root / "hook.toml", **base)
+    return ServiceProcess(config, sock, root / "service.log").start()
+
+
+def rows(root: Path) -> list[dict]:
+    import sqlite3
+    db = sqlite3.connect(root / "db.sqlite")
+    db.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in db.execute("SELECT * FROM decisions ORDER BY id")]
+    finally:
+        db.close()
+
+
+def request(i: int, **fields) -> bytes:
+    body = {"op": "submit", "id": i, "uid": 1000, "user": "ana", "min_cpus": 1, "time_limit": 10,
+            "submit_time": int(time.time())}
+    body.update(fields)
+    return json.dumps(body).encode() + b"\n"
+
+
+BAD_BYTES = [b"\xff", b"\x80", b"\xc0\xaf", b"\xed\xa0\x80"]     # lone byte, continuation, overlong '/', surrogate
+
+
+@pytest.mark.parametrize("bad", BAD_BYTES)
+@pytest.mark.parametrize("field", ["deadline_env", "deadline_script", "features", "partition", "array_inx"])
+def test_undecodable_user_bytes_reject_by_default_naming_the_field(served, field, bad):
+    # the raw bytes exactly as lua's json encoder sends them: high bytes are not escaped
+    line = request(7, **{field: "X"}).replace(b'"X"', b'"now+60' + bad + b'"')
+    answer = exchange(served.socket_path, line)
+    assert answer["action"] == "reject", answer
+    assert f"{field}: not valid UTF-8" in answer["message"]
+
+
+def test_undecodable_field_dropped_when_configured_and_recorded(tmp_path):
+    proc = start_service(tmp_path, undecodable="drop")
+    try:
+        # an undecodable deadline is dropped: the job is checked without it (reconciliation later sees
+        # Slurm's own deadline); a readable earlier deadline still counts
+        line = request(1, deadline_env="X", deadline_script="now+60").replace(b'"X"', b'"now+1year\xff"')
+        answer = exchange(proc.socket_path, line)
+        # 10 minutes cannot end within 60 s: rejected on the script's deadline
+        assert answer["action"] == "reject" and "from script" in answer["message"], answer
+        line = request(2, features="X").replace(b'"X"', b'"gpu\xff"')
+        assert exchange(proc.socket_path, line)["action"] in ("accept", "modify")
+    finally:
+        proc.stop()
+    recorded = rows(tmp_path)
+    assert [r["action"] for r in recorded][0] == "reject" and recorded[0]["deadline_source"] == "script"
+
+
+def test_the_earliest_of_the_deadlines_a_request_carries_is_checked(served):
+    # GREENSLURM_DEADLINE says a year, the script says a minute: 10 minutes of work is rejected
+    answer = exchange(served.socket_path, request(3, deadline_env="now+1year", deadline_script="now+60"))
+    assert answer["action"] == "reject" and "from script" in answer["message"]
+    answer = exchange(served.socket_path, request(4, deadline_env="now+60", deadline_script="now+1year"))
+    assert answer["action"] == "reject" and "from cli_filter" in answer["message"]
+
+
+def test_every_answer_is_in_the_record_before_it_is_sent(tmp_path):
+    proc = start_service(tmp_path)
+    try:
+        for i in range(30):
+            answer = exchange(proc.socket_path, request(i, deadline_env="now+60" if i % 2 else "now+1day"))
+            # read the database from another connection right after the answer: the row is there
+            assert rows(tmp_path)[-1]["id"] == answer["decision"]
+    finally:
+        proc.stop()
+    assert os.stat(tmp_path / "db.sqlite").st_mode & 0o777 == 0o600
+
+
+def test_kill_9_loses_no_answered_decision_and_ids_never_repeat(tmp_path):
+    proc = start_service(tmp_path)
+    answered: list[int] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def client(c: int) -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                answer = exchange(proc.socket_path, request(c * 100000 + i), timeout_s=2.0)
+            except (OSError, ValueError) as exc:
+                errors.append(str(exc))
+                return
+            if "decision" in answer:
+                answered.append(answer["decision"])
+            i += 1
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+    for t in threads:
+        t.start()
+    while len(answered) < 300:
+        time.sleep(0.01)
+    proc.proc.kill()                       # SIGKILL mid-load
+    proc.proc.wait()
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    recorded = {r["id"] for r in rows(tmp_path)}
+    assert set(answered) <= recorded, sorted(set(answered) - recorded)[:5]
+    proc = start_service(tmp_path)         # the stale socket and lock of the killed one do not stop it
+    try:
+        answer = exchange(proc.socket_path, request(1))
+    finally:
+        proc.stop()
+    assert answer["decision"] == max(recorded) + 1
+
+
+def test_a_second_service_on_the_same_socket_exits_with_one_line_and_the_first_keeps_it(tmp_path):
+    import subprocess
+    import sys
+    first = start_service(tmp_path)
+    try:
+        inode = os.stat(first.socket_path).st_ino
+        second = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "serve", "--config",
+                                 str(tmp_path / "hook.toml")], capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        err = second.stderr.strip().splitlines()
+        assert len(err) == 1 and "already serves this socket" in err[0] and str(first.proc.pid) in err[0]
+        assert os.stat(first.socket_path).st_ino == inode
+        assert exchange(first.socket_path, b'{"op":"ping"}\n')["ok"] is True
+    finally:
+        first.stop()
+    assert not os.path.exists(first.socket_path)     # the first removes its own socket on exit
+
+
+def test_the_service_does_not_make_its_runtime_directory(tmp_path):
+    from greenslurm.cli import main
+    config = write_config(tmp_path / "hook.toml", socket=str(tmp_path / "missing" / "hook.sock"),
+                          database=str(tmp_path / "db.sqlite"), backend="files", state_dir=str(STATE))
+    assert main(["hook", "serve", "--config", str(config)]) == 2
+    assert not (tmp_path / "missing").exists()
+
+
+def test_fail_opens_reported_by_the_hook_are_counted_and_mark_decisions_not_applied(tmp_path):
+    proc = start_service(tmp_path)
+    try:
+        first = exchange(proc.socket_path, request(1, hook_instance="h1"))
+        second = exchange(proc.socket_path, request(2, hook_instance="h1"))
+        # the hook gave up on request 2 (timeout) and says so with its next request
+        exchange(proc.socket_path, request(3, hook_instance="h1", failed_open=2, failed_ids="2,99"))
+        ping = exchange(proc.socket_path, b'{"op":"ping"}\n')
+    finally:
+        proc.stop()
+    assert ping["fail_opens"] == 2
+    applied = {r["id"]: r["applied"] for r in rows(tmp_path)}
+    assert applied[first["decision"]] == 1 and applied[second["decision"]] == 0
+
+
+@pytest.mark.parametrize("stale, action", [("open", "accept"), ("closed", "reject"), ("check", "error")])
+def test_no_view_is_the_configured_outcome(tmp_path, stale, action):
+    empty = tmp_path / "state"
+    empty.mkdir()                          # no sinfo.json: the service never gets a view
+    sock = str(tmp_path / "hook.sock")
+    config = write_config(tmp_path / "hook.toml", socket=sock, database=str(tmp_path / "db.sqlite"),
+                          backend="files", state_dir=str(empty), sync_interval_s=1.0, stale=stale)
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-m", "greenslurm", "hook", "serve", "--config", str(config)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(400):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.05)
+        answer = exchange(sock, request(1, deadline_env="now+1day"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert answer["action"] == action
+    assert rows(tmp_path)[0]["reason"] == "stale view"
+
+
+def test_a_job_array_is_checked_as_its_tasks_and_recorded_so(served):
+    # 100 tasks of 10 minutes, deadline in 1 hour, on the recorded 4-node cluster: cannot all end
+    answer = exchange(served.socket_path, request(11, array_inx="0-99", deadline_env="now+3600", min_cpus=4))
+    assert answer["action"] == "reject" and "array of 100 tasks" in answer["message"]
+    # 3 tasks of 10 minutes easily can
+    answer = exchange(served.socket_path, request(12, array_inx="0-2", deadline_env="now+3600"))
+    assert answer["action"] in ("accept", "modify")
+    assert "array of 3 tasks" in answer["comment_append"] and "req_nodes" not in answer

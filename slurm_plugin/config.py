@@ -1,0 +1,144 @@
+"""The hook's settings (``[hook]`` in hook.toml; every key is documented in the shipped template
+``slurm_plugin/hook.toml``).  The service reads them all; ``greenslurm hook install`` renders the
+Lua-side ones (socket, timeout, failure modes) into job_submit.lua."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from greenslurm.acceptance.registry import build as build_acceptance
+from greenslurm.allocation.selection import parse_selection
+from greenslurm.clustermodel import InputError
+
+RECONCILE_ACTIONS = ("none", "annotate", "hold", "cancel")
+STALE_OUTCOMES = ("check", "open", "closed")
+UNDECODABLE_OUTCOMES = ("reject", "drop")
+RECORD_SYNC = ("full", "normal")
+BACKEND_NAMES = ("auto", "cli", "pyslurm", "files")
+FAIL_MODES = ("open", "closed")
+RENAMED = {"allocation": "select"}
+
+
+@dataclass
+class HookConfig:
+    socket: str = "/run/greenslurm/hook.sock"
+    socket_owner: str = ""               # "" = the service's own user (the SlurmUser under systemd)
+    socket_group: str = ""               # a group allowed to connect: the socket becomes 0660
+    database: str = "/var/lib/greenslurm/hook.sqlite"
+    record_sync: str = "full"            # full: fsync every decision before its answer; normal: survives kill -9
+    shadow: bool = False
+    acceptance: str = "greedy"
+    select: str = "bestfit"
+    min_slack: float | None = None
+    share: float | None = None
+    default_time_limit_s: float = 3600.0
+    sync_interval_s: float = 10.0
+    max_view_age_s: float = 120.0
+    stale: str = "check"
+    backend: str = "auto"
+    slurm_conf: str = ""
+    state_dir: str = ""                  # the files backend: folder with sinfo.json and squeue.json
+    annotate_comment: bool = True
+    set_required_nodes: bool = True
+    set_begin_time: bool = False
+    reconcile: str = "hold"
+    undecodable: str = "reject"
+    max_array_tasks: int = 1000
+    reject_error: str = "ESLURM_ACCESS_DENIED"
+    max_connections: int = 256
+    # for the Lua side (``greenslurm hook install`` renders them into job_submit.lua)
+    timeout_ms: float = 20.0
+    fail: str = "open"
+    fail_deadline: str = "closed"
+    retry_after_s: float = 5.0
+    path: str = field(default="<defaults>", repr=False)
+
+    @property
+    def lock_path(self) -> str:
+        """The file whose lock makes one service per socket."""
+        return self.socket + ".lock"
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "HookConfig":
+        path = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise InputError("no such file", path=path) from None
+        except IsADirectoryError:
+            raise InputError("is a directory, not a config file", path=path) from None
+        except PermissionError:
+            raise InputError("cannot read: permission denied", path=path) from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"not valid TOML: {exc}", path=path) from None
+        section = data.get("hook", data)
+        if not isinstance(section, dict):
+            raise InputError("[hook] must be a table", path=path)
+        known = {f.name: f for f in fields(cls) if f.name != "path"}
+        values = {}
+        for key, value in section.items():
+            if key in RENAMED:
+                raise InputError(f"renamed to {RENAMED[key]!r} (any node selection name)", path=path, field=key)
+            if key not in known:
+                raise InputError(f"unknown setting {key!r}; known: {', '.join(sorted(known))}", path=path, field=key)
+            default = getattr(cls, key)
+            if isinstance(value, bool) and not isinstance(default, bool):
+                raise InputError(f"must be {_kind(default)}, got {value!r}", path=path, field=key)
+            if isinstance(default, bool) or isinstance(default, str):
+                ok = isinstance(value, type(default))
+            elif isinstance(default, int):
+                ok = isinstance(value, int)
+            else:                            # a number (float, or an unset option)
+                ok = isinstance(value, (int, float))
+            if not ok:
+                raise InputError(f"must be {_kind(default)}, got {value!r}", path=path, field=key)
+            values[key] = float(value) if isinstance(default, float) or default is None else value
+        config = cls(**values, path=path)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        def bad(message: str, key: str) -> InputError:
+            return InputError(message, path=self.path, field=key)
+
+        def one_of(key: str, allowed: tuple[str, ...]) -> None:
+            if getattr(self, key) not in allowed:
+                raise bad(f"{getattr(self, key)!r} is not one of {', '.join(allowed)}", key)
+        try:
+            build_acceptance(self.acceptance, min_slack=self.min_slack, share=self.share)
+        except ValueError as exc:
+            raise bad(str(exc), "acceptance") from None
+        try:
+            parse_selection(self.select, where="select")
+        except (ValueError, InputError) as exc:
+            raise bad(getattr(exc, "reason", str(exc)), "select") from None
+        for key, allowed in (("backend", BACKEND_NAMES), ("reconcile", RECONCILE_ACTIONS), ("stale", STALE_OUTCOMES),
+                             ("undecodable", UNDECODABLE_OUTCOMES), ("record_sync", RECORD_SYNC),
+                             ("fail", FAIL_MODES), ("fail_deadline", FAIL_MODES)):
+            one_of(key, allowed)
+        for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s", "max_view_age_s", "retry_after_s"):
+            if not getattr(self, key) > 0:
+                raise bad(f"must be > 0, got {getattr(self, key)}", key)
+        for key in ("max_array_tasks", "max_connections"):
+            if getattr(self, key) < 1:
+                raise bad(f"must be >= 1, got {getattr(self, key)}", key)
+        if self.max_view_age_s < self.sync_interval_s:
+            raise bad(f"must be at least sync_interval_s ({self.sync_interval_s:g}), or every view is stale",
+                      "max_view_age_s")
+        if self.backend == "files" and not self.state_dir:
+            raise bad("the files backend needs state_dir (a folder with sinfo.json and squeue.json)", "state_dir")
+        for key in ("socket", "database"):
+            if not getattr(self, key).startswith("/"):
+                raise bad("must be an absolute path", key)
+
+
+def _kind(default) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, float) or default is None:
+        return "a number"
+    if isinstance(default, int):
+        return "a whole number"
+    return "a string"
