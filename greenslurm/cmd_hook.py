@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from greenslurm.clustermodel import InputError
 
@@ -16,10 +17,15 @@ log = logging.getLogger("greenslurm")
 EPILOG = """\
 examples:
   greenslurm hook serve --config /etc/greenslurm/hook.toml        run the decision service
-  greenslurm hook install --config hook.toml --dest /etc/slurm      write job_submit.lua, cli_filter.lua
-  greenslurm hook check --config hook.toml --slurm-conf /etc/slurm/slurm.conf
+  greenslurm hook install --write-config /etc/greenslurm/hook.toml  the commented settings template
+  greenslurm hook install --config /etc/greenslurm/hook.toml --dest /etc/slurm --unit-dir /etc/systemd/system
+                                                                    job_submit.lua, cli_filter.lua, the unit
+  greenslurm hook check --config /etc/greenslurm/hook.toml --slurm-conf /etc/slurm/slurm.conf
 
-See docs/hook.md."""
+See docs/hook.md and docs/hook-install.md."""
+
+PRINTABLE = ("job_submit", "unit", "config", "snippet")
+LEVEL_STYLE = {"ok": "[green]ok[/]", "warn": "[yellow]WARN[/]", "fail": "[red]FAIL[/]"}
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
@@ -30,14 +36,29 @@ def add_parser(commands) -> argparse.ArgumentParser:
     sub = hook.add_subparsers(dest="hook_command", metavar="ACTION")
     sub.required = True
     for name, text in (("serve", "run the decision service on its UNIX socket"),
-                       ("install", "render job_submit.lua (and cli_filter.lua) and the slurm.conf lines"),
-                       ("check", "say whether the hook is wired: slurm.conf, Lua files, lua-socket, socket, service")):
+                       ("install", "write job_submit.lua, cli_filter.lua, the slurm.conf lines, the systemd unit "
+                                   "and the hook.toml template"),
+                       ("check", "say whether the hook is wired: slurm.conf (with its Include files), the Lua files, "
+                                 "lua-socket, the backend, the runtime folder, lock, socket, record and service")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("--config", metavar="FILE", default=None, help="hook.toml (default: built-in defaults)")
         if name == "install":
             p.add_argument("--dest", metavar="DIR", default=None,
-                           help="write the files into DIR (the folder of slurm.conf); default: print job_submit.lua")
+                           help="write job_submit.lua, cli_filter.lua and greenslurm-slurm.conf.snippet into DIR "
+                                "(the folder of slurm.conf)")
             p.add_argument("--no-cli-filter", action="store_true", help="do not install cli_filter.lua")
+            p.add_argument("--unit-dir", metavar="DIR", default=None,
+                           help="write greenslurm-hook.service into DIR (e.g. /etc/systemd/system)")
+            p.add_argument("--service-user", metavar="USER", default="slurm",
+                           help="the unit's User= and Group=: Slurm's SlurmUser (default: %(default)s)")
+            p.add_argument("--greenslurm", metavar="PATH", default="/usr/bin/env greenslurm",
+                           help="the greenslurm the unit runs, e.g. a virtual environment's bin/greenslurm "
+                                "(default: %(default)s, found on PATH)")
+            p.add_argument("--write-config", metavar="FILE", default=None,
+                           help="write the commented hook.toml template to FILE (never over an existing file)")
+            p.add_argument("--print", dest="print_what", choices=PRINTABLE, default=None,
+                           help="print one file instead (default without --dest, --unit-dir or --write-config: "
+                                "job_submit)")
         if name == "check":
             p.add_argument("--slurm-conf", metavar="FILE", default="/etc/slurm/slurm.conf",
                            help="slurm.conf to inspect (default: %(default)s)")
@@ -48,7 +69,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def load_config(path: str | None):
-    from greenslurm.slurm_plugin.service import HookConfig
+    from greenslurm.slurm_plugin.config import HookConfig
     if path is None:
         config = HookConfig()
         config.check()
@@ -57,28 +78,75 @@ def load_config(path: str | None):
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    if args.hook_command == "serve":
+        from greenslurm.slurm_plugin.service import serve
+        return serve(load_config(args.config))
+    if args.hook_command == "install":
+        return run_install(args, console)
+    return run_check(args, console)
+
+
+def _unit_options(args: argparse.Namespace) -> dict:
     from greenslurm.slurm_plugin import install as hook_install
-    from greenslurm.slurm_plugin.service import serve
+    config_path = str(Path(args.config).resolve()) if args.config else hook_install.UNIT_CONFIG
+    return {"config_path": config_path, "user": args.service_user, "executable": args.greenslurm}
+
+
+def run_install(args: argparse.Namespace, console: Console) -> int:
+    from greenslurm.slurm_plugin import install as hook_install
 
     config = load_config(args.config)
-    if args.hook_command == "serve":
-        return serve(config)
-    if args.hook_command == "install":
-        if args.dest is None:
-            console.print(hook_install.render_job_submit(config), markup=False, highlight=False, end="")
-            return 0
-        try:
-            written = hook_install.install(config, Path(args.dest), with_cli_filter=not args.no_cli_filter)
-        except OSError as exc:
-            raise InputError(f"cannot write: {exc.strerror or exc}", path=args.dest) from None
-        for path in written:
-            console.print(f"wrote {escape(str(path))}")
-        console.print("add to slurm.conf (then `scontrol reconfigure`):\n"
-                      + hook_install.slurm_conf_snippet(not args.no_cli_filter), markup=False, highlight=False)
+    try:
+        unit = hook_install.render_unit(**_unit_options(args))
+    except ValueError as exc:
+        raise InputError(str(exc), path="<command line>", field="--greenslurm/--service-user/--config") from None
+    what = args.print_what or (None if args.dest or args.unit_dir or args.write_config else "job_submit")
+    if what is not None:
+        text = {"job_submit": lambda: hook_install.render_job_submit(config), "unit": lambda: unit,
+                "config": lambda: hook_install.template("hook.toml"),
+                "snippet": lambda: hook_install.slurm_conf_snippet(not args.no_cli_filter)}[what]()
+        console.print(text, markup=False, highlight=False, end="", soft_wrap=True)
         return 0
+    written = []
+    for option, action in (("--write-config", lambda: [hook_install.install_config_template(Path(args.write_config))]
+                            if args.write_config else []),
+                           ("--dest", lambda: hook_install.install(config, Path(args.dest), not args.no_cli_filter)
+                            if args.dest else []),
+                           ("--unit-dir", lambda: [hook_install.install_unit(Path(args.unit_dir), **_unit_options(args))]
+                            if args.unit_dir else [])):
+        try:
+            written += action()
+        except FileExistsError:
+            raise InputError("exists; the template is never written over a site's settings",
+                             path=args.write_config) from None
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror or exc}", path=getattr(exc, "filename", None) or option,
+                             field=option) from None
+    for path in written:
+        console.print(f"wrote {escape(str(path))}")
+    if args.dest:
+        console.print("add to slurm.conf (or `Include greenslurm-slurm.conf.snippet`), then `scontrol reconfigure`:\n"
+                      + hook_install.slurm_conf_snippet(not args.no_cli_filter), markup=False, highlight=False)
+    if args.unit_dir:
+        console.print("then: systemctl daemon-reload && systemctl enable --now greenslurm-hook", markup=False,
+                      highlight=False)
+    return 0
+
+
+def run_check(args: argparse.Namespace, console: Console) -> int:
+    from greenslurm.slurm_plugin import install as hook_install
+
+    config = load_config(args.config)
     checks = hook_install.check(config, Path(args.slurm_conf))
+    table = Table(title=f"greenslurm hook check ({escape(config.path)})", title_justify="left")
+    table.add_column("", no_wrap=True)
+    table.add_column("check", no_wrap=True)
+    table.add_column("found", overflow="fold")
     for item in checks:
-        mark = "[green]ok[/]  " if item.ok else "[red]FAIL[/]"
-        console.print(f"{mark} {escape(item.name)}: {escape(item.detail)}")
-    required = [c for c in checks if "optional" not in c.name]
-    return 0 if all(c.ok for c in required) else 1
+        table.add_row(LEVEL_STYLE[item.level], escape(item.name), escape(item.detail))
+    console.print(table)
+    fails = sum(item.level == "fail" for item in checks)
+    warns = sum(item.level == "warn" for item in checks)
+    console.print(f"{fails} failed, {warns} warning{'s' if warns != 1 else ''}, "
+                  f"{len(checks) - fails - warns} ok")
+    return 1 if fails else 0

@@ -18,8 +18,10 @@ import time
 from dataclasses import dataclass
 
 from greenslurm.clustermodel import JobSpec
-from greenslurm.slurm_plugin.protocol import gpus_per_node, unset
-from greenslurm.slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot
+from greenslurm.clustermodel.gres import gpu_count, shard_count
+from greenslurm.slurm_plugin.protocol import unset
+from greenslurm.clustermodel.gpu_state import MILLI
+from greenslurm.slurm_plugin.view import SHARDS, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 from greenslurm.traces.slurm_nodes import slurm_json_number
 
 log = logging.getLogger("greenslurm.hook.backend")
@@ -62,12 +64,17 @@ def expand_hostlist(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class PendingDeadline:
+    """A pending job that carries a Slurm deadline (``--deadline``), for reconciliation."""
+
     job_id: str
     deadline_s: float
     job: JobSpec
     begin_s: float | None
     comment: str
     held: bool
+    user: str = ""
+    time_limit_s: float | None = None        # None: no time limit (Slurm's INFINITE)
+    uid: int | None = None
 
 
 def _number(value, default=0.0) -> float:
@@ -82,24 +89,81 @@ def _state(value) -> str:
     return str(value or "")
 
 
-def nodes_from_sinfo(data: dict) -> list[LiveNode]:
-    nodes: dict[str, LiveNode] = {}
-    for node in data.get("nodes", []):
-        name = node.get("name") or node.get("hostname")
-        if not name or name in nodes:
+_HELD = re.compile(r"(gpu|shard)(?::[^:(),]+)?:(\d+)\(IDX:([^)]*)\)")
+
+
+def gpus_held(detail: str, shards_per_gpu: int) -> tuple[tuple[int, int], ...]:
+    """(GPU index, milli-GPU) a running job holds on one node, from one ``gres_detail`` entry of
+    ``squeue --json``: whole GPUs hold 1000, K shards of a GPU with S shards hold K * 1000 / S.
+
+    >>> gpus_held("gpu:2(IDX:0-1)", 0)
+    ((0, 1000), (1, 1000))
+    >>> gpus_held("gpu:a100:1(IDX:3),shard:3(IDX:0)", 4)      # 3 of 4 shards of GPU 0
+    ((3, 1000), (0, 750))
+    >>> gpus_held("shard:2(IDX:N/A)", 4), gpus_held("", 4)
+    ((), ())
+    """
+    held: list[tuple[int, int]] = []
+    for kind, count, indices in _HELD.findall(detail or ""):
+        gpus = [g for g in _indices(indices)]
+        if not gpus:
             continue
-        features = tuple(sorted(f for f in re.split(r"[,&]", node.get("active_features") or node.get("features") or "") if f))
-        state = _state(node.get("state")).lower()
-        flags = node.get("state_flags") or []
-        if flags:
-            state += "+" + "+".join(str(f).lower() for f in flags)
-        nodes[name] = LiveNode(name, int(_number(node.get("cpus"), 0)), _number(node.get("real_memory"), 0.0),
-                               gpus_per_node(node.get("gres")), features, tuple(node.get("partitions") or ()), state)
+        if kind == "gpu":
+            held.extend((g, MILLI) for g in gpus)
+        elif shards_per_gpu > 0:
+            # K shards over the listed GPUs, evenly
+            share = int(round(int(count) * MILLI / shards_per_gpu / len(gpus)))
+            held.extend((g, min(share, MILLI)) for g in gpus)
+    return tuple(held)
+
+
+def _indices(text: str) -> list[int]:
+    """``0-1,3`` -> [0, 1, 3]; anything else (``N/A``) -> []."""
+    out: list[int] = []
+    for item in text.split(","):
+        lo, _, hi = item.strip().partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            return []
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _node_from_sinfo(node: dict) -> LiveNode:
+    name = node.get("name") or node.get("hostname")
+    if not isinstance(name, str) or not name:
+        raise ValueError("no node name")
+    features = tuple(sorted(f for f in re.split(r"[,&]", node.get("active_features") or node.get("features") or "") if f))
+    state = _state(node.get("state")).lower()
+    flags = node.get("state_flags") or []
+    if flags:
+        state += "+" + "+".join(str(f).lower() for f in flags)
+    gres = node.get("gres") or ""
+    return LiveNode(name, int(_number(node.get("cpus"), 0)), _number(node.get("real_memory"), 0.0),
+                    gpu_count(gres), features, tuple(str(p) for p in node.get("partitions") or ()), state,
+                    shard_count(gres))
+
+
+def nodes_from_sinfo(data: dict, problems: list[str] | None = None) -> list[LiveNode]:
+    """The nodes of ``sinfo --json``; a node record that cannot be read is left out (and noted in
+    ``problems``)."""
+    nodes: dict[str, LiveNode] = {}
+    for record in data.get("nodes", []):
+        try:
+            node = _node_from_sinfo(record)
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            if problems is not None:
+                problems.append(f"node {_label(record, 'name')}: {exc}")
+            continue
+        nodes.setdefault(node.name, node)
     return [nodes[name] for name in sorted(nodes, key=_natural)]
 
 
+def _label(record, key: str) -> str:
+    return repr(record.get(key)) if isinstance(record, dict) else "?"
+
+
 def _natural(name: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
+    return tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", name))
 
 
 def job_spec_from_squeue(job: dict) -> JobSpec:
@@ -111,36 +175,113 @@ def job_spec_from_squeue(job: dict) -> JobSpec:
     if not memory and per_cpu:
         memory = per_cpu * (cpus / max(node_count, 1))
     deadline = _number(job.get("deadline"), 0.0)
+    tres = job.get("tres_per_node")
+    shards = shard_count(tres)
     return JobSpec(str(job.get("job_id")), submit_s=_number(job.get("submit_time"), 0.0),
                    requested_time_s=(limit * 60.0) if limit else 365 * 86400.0, cpus=cpus, nodes=node_count,
-                   memory_mb_per_node=memory, gpus_per_node=float(gpus_per_node(job.get("tres_per_node"))),
+                   memory_mb_per_node=memory, gpus_per_node=float(gpu_count(tres)),
                    deadline_s=deadline or None, user=str(job.get("user_name") or ""),
-                   partition=str(job.get("partition") or ""), state=_state(job.get("job_state")))
+                   partition=str(job.get("partition") or ""), state=_state(job.get("job_state")),
+                   extra={SHARDS: shards} if shards else {})
+
+
+def _uses(job: dict, nodes: dict[str, LiveNode]) -> tuple[NodeUse, ...]:
+    """What a running job holds on each node (``job_resources``, ``gres_detail``); () when Slurm
+    does not say (the view then counts its nodes as wholly busy)."""
+    resources = job.get("job_resources")
+    allocated = resources.get("allocated_nodes") if isinstance(resources, dict) else None
+    if not allocated:
+        return ()
+    cores = []
+    for entry in allocated:
+        sockets = entry.get("sockets") or {}
+        cores.append(sum(1 for socket in sockets.values() for state in (socket.get("cores") or {}).values()
+                         if "alloc" in str(state).lower()))
+    total_cores = sum(cores)
+    cpus = _number(job.get("cpus"), 0.0)
+    detail = job.get("gres_detail") or []
+    per_node_memory = _number(job.get("memory_per_node"), 0.0)
+    per_cpu_memory = _number(job.get("memory_per_cpu"), 0.0)
+    uses = []
+    for k, entry in enumerate(allocated):
+        name = str(entry["nodename"])
+        # the job's CPUs spread as its allocated cores are (a core may hold several CPUs)
+        node_cpus = cpus * cores[k] / total_cores if total_cores and cpus else float(cores[k])
+        memory = _number(entry.get("memory_allocated"), 0.0) or per_node_memory or per_cpu_memory * node_cpus
+        node = nodes.get(name)
+        gpus = gpus_held(detail[k], node.shards_per_gpu if node else 0) if k < len(detail) and len(detail) == len(allocated) else ()
+        whole = 0
+        if not gpus and not detail:
+            whole = gpu_count(job.get("tres_per_node"))
+        uses.append(NodeUse(name, node_cpus, memory, gpus, whole))
+    return tuple(uses)
 
 
 def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float) -> tuple[Snapshot, list[PendingDeadline]]:
-    nodes = nodes_from_sinfo(sinfo)
+    """The snapshot of ``sinfo --json`` and ``squeue --json`` output.  A node or job record that
+    cannot be used is skipped and counted (``Snapshot.skipped``), logged once for the sync."""
+    problems: list[str] = []
+    node_list = nodes_from_sinfo(sinfo, problems)
+    nodes = {node.name: node for node in node_list}
     running: list[RunningJob] = []
     pending: list[PendingJob] = []
     deadlines: list[PendingDeadline] = []
     for job in squeue.get("jobs", []):
-        state = _state(job.get("job_state")).upper()
-        job_id = str(job.get("job_id"))
-        if any(s in state for s in RUNNING_STATES):
-            end = _number(job.get("end_time"), 0.0)
-            if not end:
-                end = now_s + 365 * 86400.0
-            running.append(RunningJob(job_id, tuple(expand_hostlist(job.get("nodes") or "")), end))
-        elif "PENDING" in state:
-            spec = job_spec_from_squeue(job)
-            begin = _number(job.get("eligible_time"), 0.0) or None
-            features = tuple(sorted(f for f in re.split(r"[&,]", job.get("features") or "") if f))
-            pending.append(PendingJob(job_id, spec, begin if begin and begin > now_s else None, features))
-            if spec.deadline_s is not None:
-                held = _number(job.get("priority"), 1.0) == 0 or "held" in str(job.get("state_reason", "")).lower()
-                deadlines.append(PendingDeadline(job_id, spec.deadline_s, spec, begin if begin and begin > now_s else None,
-                                                 str(job.get("comment") or ""), held))
-    return Snapshot(now_s, nodes, running, pending), deadlines
+        try:
+            _add_job(job, nodes, now_s, running, pending, deadlines)
+        except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
+            problems.append(f"job {_label(job, 'job_id')}: {type(exc).__name__}: {exc}")
+    if problems:
+        log.warning("sync: skipped %d record(s) Slurm's JSON gave that could not be used (first: %s)",
+                    len(problems), problems[0])
+    return Snapshot(now_s, node_list, running, pending, len(problems)), deadlines
+
+
+def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list, pending: list,
+             deadlines: list) -> None:
+    state = _state(job.get("job_state")).upper()
+    job_id = str(job["job_id"])
+    if any(s in state for s in RUNNING_STATES):
+        end = _number(job.get("end_time"), 0.0)
+        if not end:
+            end = now_s + 365 * 86400.0
+        running.append(RunningJob(job_id, tuple(expand_hostlist(job.get("nodes") or "")), end, _uses(job, nodes)))
+    elif "PENDING" in state:
+        spec = job_spec_from_squeue(job)
+        begin = _number(job.get("eligible_time"), 0.0) or None
+        begin = begin if begin and begin > now_s else None
+        features = tuple(sorted(f for f in re.split(r"[&,]", job.get("features") or "") if f))
+        held = _number(job.get("priority"), 1.0) == 0 or "held" in str(job.get("state_reason") or "").lower()
+        pending.append(PendingJob(job_id, spec, begin, features, held))
+        if spec.deadline_s is not None:
+            limit = _number(job.get("time_limit"), 0.0)
+            deadlines.append(PendingDeadline(job_id, spec.deadline_s, spec, begin, str(job.get("comment") or ""),
+                                             held, spec.user, limit * 60.0 if limit else None, _uid(job)))
+
+
+def _uid(job: dict) -> int | None:
+    value = job.get("user_id")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or unset(value):
+        return None
+    return int(value)
+
+
+def decode_json(data: bytes, what: str) -> dict:
+    """Slurm's JSON output as a dict.  Bytes that are not UTF-8 (a user's comment or job name may
+    hold any byte) are kept as surrogate escapes, so they never stop a sync and go back to Slurm
+    unchanged.
+
+    >>> comment = decode_json(b'{"jobs": [{"comment": "a\\xffb"}]}', "squeue")["jobs"][0]["comment"]
+    >>> comment, comment.encode("utf-8", "surrogateescape")
+    ('a\\udcffb', b'a\\xffb')
+    """
+    try:
+        parsed = json.loads(data.decode("utf-8", errors="surrogateescape"))
+    except ValueError as exc:
+        raise BackendError(f"{what} --json: not JSON ({exc})") from None
+    if not isinstance(parsed, dict):
+        raise BackendError(f"{what} --json: not a JSON object")
+    return parsed
 
 
 class CliBackend:
@@ -158,25 +299,20 @@ class CliBackend:
     def _cmd(self, name: str) -> str:
         return os.path.join(self.bin_dir, name) if self.bin_dir else name
 
-    def _run(self, *argv: str) -> str:
+    def _run(self, *argv: str) -> bytes:
+        """The command's output as bytes (Slurm prints users' bytes as they are)."""
         try:
-            result = subprocess.run([self._cmd(argv[0]), *argv[1:]], env=self.env, capture_output=True, text=True,
+            result = subprocess.run([self._cmd(argv[0]), *argv[1:]], env=self.env, capture_output=True,
                                     timeout=self.timeout_s)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise BackendError(f"{argv[0]}: {exc}") from None
         if result.returncode != 0:
-            raise BackendError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()[:300]}")
+            stderr = result.stderr.decode("utf-8", errors="replace").strip()[:300]
+            raise BackendError(f"{' '.join(argv)} failed ({result.returncode}): {stderr}")
         return result.stdout
 
     def _json(self, *argv: str) -> dict:
-        text = self._run(*argv)
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise BackendError(f"{argv[0]} --json: not JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise BackendError(f"{argv[0]} --json: not a JSON object")
-        return data
+        return decode_json(self._run(*argv), argv[0])
 
     def snapshot(self) -> tuple[Snapshot, list[PendingDeadline]]:
         now = time.time()
@@ -259,10 +395,10 @@ class FilesBackend:
         for name in ("sinfo.json", "squeue.json"):
             path = os.path.join(self.folder, name)
             try:
-                with open(path) as handle:
-                    data.append(json.load(handle))
-            except (OSError, ValueError) as exc:
-                raise BackendError(f"{path}: {exc}") from None
+                with open(path, "rb") as handle:
+                    data.append(decode_json(handle.read(), path))
+            except OSError as exc:
+                raise BackendError(f"{path}: {exc.strerror}") from None
         return snapshot_from_json(data[0], data[1], time.time())
 
     def hold(self, job_id: str, comment: str) -> None:

@@ -4,7 +4,10 @@ greenslurm cli_filter.lua (optional): pass the job's --deadline to the job_submi
 Slurm does not show job_desc.deadline to job_submit.lua.  This filter runs inside sbatch, salloc
 and srun (slurm.conf: CliFilterPlugins=lua; the file sits beside slurm.conf), where --deadline is
 visible from the command line and from #SBATCH lines, and puts it in the job's environment as
-GREENSLURM_DEADLINE (through --export), where job_submit.lua reads it.
+GREENSLURM_DEADLINE (through --export), where job_submit.lua reads it.  A GREENSLURM_DEADLINE the
+user wrote into --export is replaced by the real one.  This filter runs on the user's side and can be
+bypassed (another slurm.conf, the REST API): the service also checks the earliest deadline the
+script carries and, after submission, the deadline Slurm really holds.
 --]]
 
 function slurm_cli_setup_defaults(options, early_pass)
@@ -23,8 +26,14 @@ function slurm_cli_pre_submit(options, pack_offset)
         options["export"] = "ALL," .. entry
     elseif string.upper(export) == "NONE" then
         options["export"] = "NONE," .. entry
-    elseif not string.find(export, "GREENSLURM_DEADLINE=", 1, true) then
-        options["export"] = export .. "," .. entry
+    else
+        -- the job's real --deadline replaces any GREENSLURM_DEADLINE the user put in --export
+        local kept = {}
+        for item in string.gmatch(export, "[^,]+") do
+            if not string.find(item, "^%s*GREENSLURM_DEADLINE=") then kept[#kept + 1] = item end
+        end
+        kept[#kept + 1] = entry
+        options["export"] = table.concat(kept, ",")
     end
     return slurm.SUCCESS
 end

@@ -27,7 +27,7 @@ class HookConfig:
     socket_owner: str = ""               # "" = the service's own user (the SlurmUser under systemd)
     socket_group: str = ""               # a group allowed to connect: the socket becomes 0660
     database: str = "/var/lib/greenslurm/hook.sqlite"
-    record_sync: str = "full"            # full: fsync every decision before its answer; normal: survives kill -9
+    record_sync: str = "normal"          # normal: committed before the answer (survives kill -9); full: also fsynced
     shadow: bool = False
     acceptance: str = "greedy"
     select: str = "bestfit"

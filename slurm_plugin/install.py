@@ -1,79 +1,373 @@
-"""``greenslurm hook install`` and ``greenslurm hook check``: render the Lua hook for a config, and
-tell an admin whether every part is wired."""
+"""``greenslurm hook install`` and ``greenslurm hook check``: render the Lua hook, the systemd unit and
+the hook.toml template for a site, and tell an admin whether every part is wired.
+
+The shipped files (package data of :mod:`greenslurm.slurm_plugin`): ``job_submit.lua`` and
+``cli_filter.lua`` (Slurm's Lua plugins), ``greenslurm-hook.service`` (the systemd unit that runs
+``greenslurm hook serve`` as SlurmUser) and ``hook.toml`` (every setting, commented, at its default).
+"""
 
 from __future__ import annotations
 
+import glob
+import grp
+import importlib
+import importlib.util
 import json
 import os
+import pwd
+import re
+import shutil
 import socket
 import stat
-from dataclasses import dataclass
+import subprocess
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from greenslurm.slurm_plugin.service import HookConfig
+from greenslurm.clustermodel import InputError
+from greenslurm.slurm_plugin.config import HookConfig
 
 LUA_SOCKET_PATHS = ("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so", "/usr/lib/aarch64-linux-gnu/lua/5.1/socket/unix.so",
                     "/usr/lib/lua/5.1/socket/unix.so", "/usr/local/lib/lua/5.1/socket/unix.so")
 JOB_SUBMIT_LUA_SO = ("/usr/lib/x86_64-linux-gnu/slurm-wlm/job_submit_lua.so", "/usr/lib64/slurm/job_submit_lua.so",
                      "/usr/lib/slurm/job_submit_lua.so", "/usr/lib/aarch64-linux-gnu/slurm-wlm/job_submit_lua.so")
+UNIT_NAME = "greenslurm-hook.service"
+UNIT_CONFIG = "/etc/greenslurm/hook.toml"         # the --config the shipped unit passes
+UNIT_EXECUTABLE = "/usr/bin/env greenslurm"       # the greenslurm the shipped unit runs (found on PATH)
+UNIT_USER = "slurm"                               # Debian's SlurmUser
+JOB_SUBMIT_MARK = "greenslurm job_submit.lua"
+CLI_FILTER_MARK = "greenslurm cli_filter.lua"
 
 
 def template(name: str) -> str:
     return resources.files("greenslurm.slurm_plugin").joinpath(name).read_text()
 
 
+# -- rendering ----------------------------------------------------------------------------------------
 def render_job_submit(config: HookConfig) -> str:
-    """job_submit.lua with the config's socket, timeout and failure mode filled in."""
+    """job_submit.lua with the config's socket, timeout and failure modes filled in."""
     text = template("job_submit.lua")
     socket_path = config.socket.replace("\\", "\\\\").replace('"', '\\"')
     return (text.replace("@SOCKET@", socket_path).replace("@TIMEOUT_MS@", f"{config.timeout_ms:g}")
-            .replace("@FAIL_OPEN@", "true" if config.fail == "open" else "false"))
+            .replace("@FAIL_OPEN@", "true" if config.fail == "open" else "false")
+            .replace("@FAIL_DEADLINE_OPEN@", "true" if config.fail_deadline == "open" else "false")
+            .replace("@RETRY_AFTER_S@", f"{config.retry_after_s:g}"))
+
+
+_LUA_SETTING = re.compile(r"^local ([A-Z_]+) = (.*?)\s*$", re.MULTILINE)
+
+
+def lua_settings(text: str) -> dict[str, str]:
+    """The ``local NAME = value`` lines of a Lua file whose NAME is upper case: the settings
+    ``render_job_submit`` fills in (and the template's other constants).
+
+    >>> lua_settings('local SOCKET_PATH = "/run/x.sock"\\nlocal TIMEOUT_MS = 20\\nlocal json = nil\\n')
+    {'SOCKET_PATH': '"/run/x.sock"', 'TIMEOUT_MS': '20'}
+    """
+    return dict(_LUA_SETTING.findall(text))
+
+
+def rendered_settings() -> tuple[str, ...]:
+    """The names of job_submit.lua's settings that come from hook.toml (their template value is @...@)."""
+    return tuple(name for name, value in lua_settings(template("job_submit.lua")).items() if "@" in value)
 
 
 def slurm_conf_snippet(with_cli_filter: bool) -> str:
-    lines = ["# greenslurm: ask the decision service about every submission (job_submit.lua beside slurm.conf)",
+    lines = ["# greenslurm: ask the decision service about every submission (job_submit.lua beside slurm.conf).",
+             "# Slurm keeps the last value of a key: if slurm.conf sets JobSubmitPlugins (or CliFilterPlugins)",
+             "# already, add lua to that line (JobSubmitPlugins=require_timelimit,lua) instead.",
              "JobSubmitPlugins=lua"]
     if with_cli_filter:
-        lines += ["# greenslurm: pass --deadline to the hook (cli_filter.lua beside slurm.conf)", "CliFilterPlugins=lua"]
+        lines += ["# greenslurm: pass --deadline to the hook (cli_filter.lua beside slurm.conf on submit hosts)",
+                  "CliFilterPlugins=lua"]
     return "\n".join(lines) + "\n"
+
+
+def render_unit(config_path: str = UNIT_CONFIG, user: str = UNIT_USER, group: str | None = None,
+                executable: str = UNIT_EXECUTABLE) -> str:
+    """The systemd unit for a config file, service user (and group: the user's primary group by default) and
+    greenslurm executable (a virtual environment's ``bin/greenslurm``, or ``/usr/bin/env greenslurm``).
+
+    >>> unit = render_unit("/etc/gs/hook.toml", "slurmadm", executable="/opt/gs/bin/greenslurm")
+    >>> [line for line in unit.splitlines() if line.startswith(("User=", "Group=", "ExecStart="))]
+    ['User=slurmadm', 'Group=slurmadm', 'ExecStart=/opt/gs/bin/greenslurm hook serve --config /etc/gs/hook.toml']
+    """
+    for what, value in (("config path", config_path), ("user", user), ("group", group or user),
+                        ("executable", executable)):
+        if not value or "\n" in value or "%" in value:
+            raise ValueError(f"the unit's {what} {value!r} is empty or holds a newline or '%'")
+    if not config_path.startswith("/"):
+        raise ValueError(f"the unit's config path {config_path!r} must be absolute")
+    if group is None:
+        try:
+            group = grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
+        except KeyError:
+            group = user                      # not a user here (yet): its own group, as useradd makes it
+    text = template(UNIT_NAME)
+    exec_line = f"ExecStart={UNIT_EXECUTABLE} hook serve --config {UNIT_CONFIG}"
+    assert exec_line in text, "the shipped unit's ExecStart line changed"
+    return (text.replace(exec_line, f"ExecStart={executable} hook serve --config {config_path}")
+            .replace(f"\nUser={UNIT_USER}\n", f"\nUser={user}\n")
+            .replace(f"\nGroup={UNIT_USER}\n", f"\nGroup={group}\n"))
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> Path:
+    """Write ``text`` to a temporary name beside ``path`` and rename it: a reader (slurmctld, systemd)
+    sees the old file or the new one, never half of one."""
+    tmp = path.parent / f".{path.name}.tmp"
+    tmp.write_text(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+    return path
 
 
 def install(config: HookConfig, dest: Path, with_cli_filter: bool = True) -> list[Path]:
     """Write job_submit.lua (and cli_filter.lua) into ``dest`` (the folder of slurm.conf) and the
-    slurm.conf lines into ``dest/greenslurm-slurm.conf.snippet``; return what was written.  The Lua
-    files are written to a temporary name and renamed, so slurmctld never reads a half-written one."""
+    slurm.conf lines into ``dest/greenslurm-slurm.conf.snippet`` (ready for an ``Include`` line); return
+    what was written."""
     dest.mkdir(parents=True, exist_ok=True)
-    written = []
     files = {"job_submit.lua": render_job_submit(config), "greenslurm-slurm.conf.snippet": slurm_conf_snippet(with_cli_filter)}
     if with_cli_filter:
         files["cli_filter.lua"] = template("cli_filter.lua")
-    for name, text in files.items():
-        path = dest / name
-        tmp = dest / f".{name}.tmp"
-        tmp.write_text(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        written.append(path)
-    return written
+    return [write_atomic(dest / name, text) for name, text in files.items()]
+
+
+def install_unit(unit_dir: Path, **unit) -> Path:
+    """Write the systemd unit (:func:`render_unit` with ``unit``'s options) into ``unit_dir``."""
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    return write_atomic(unit_dir / UNIT_NAME, render_unit(**unit))
+
+
+def install_config_template(path: Path) -> Path:
+    """Write the commented hook.toml template to ``path``; an existing file is never replaced
+    (FileExistsError): it is the site's configuration."""
+    if path.exists() or path.is_symlink():
+        raise FileExistsError(f"{path} exists; the template is not written over a site's settings")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_atomic(path, template("hook.toml"))
+
+
+# -- Slurm and pyslurm versions -----------------------------------------------------------------------
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def release(version: str | None) -> tuple[int, int] | None:
+    """The (major, minor) release of a Slurm or pyslurm version: pyslurm numbers its releases after
+    Slurm's (pyslurm 22.5.x is for Slurm 22.05, 25.11.x for 25.11).
+
+    >>> release("22.05.8"), release("22.5.1"), release("slurm-wlm 23.11.4"), release("x")
+    ((22, 5), (22, 5), (23, 11), None)
+    """
+    match = _VERSION.search(version or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def slurm_version(slurm_conf: str = "") -> str | None:
+    """This host's Slurm version from ``slurmctld -V`` (no configuration needed), else ``sinfo
+    --version`` (reads slurm.conf: ``slurm_conf`` when given); None when neither answers."""
+    env = dict(os.environ, SLURM_CONF=slurm_conf) if slurm_conf else None
+    for argv in (["slurmctld", "-V"], ["sinfo", "--version"]):
+        if shutil.which(argv[0]) is None:
+            continue
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=5, env=env, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        match = _VERSION.search(done.stdout)
+        if done.returncode == 0 and match:
+            return match.group(0)
+    return None
+
+
+def pyslurm_version() -> tuple[str | None, str | None]:
+    """(pyslurm's version, None) when it imports; (None, why not) otherwise, in one line."""
+    if importlib.util.find_spec("pyslurm") is None:
+        return None, "pyslurm is not installed"
+    try:
+        module = importlib.import_module("pyslurm")
+    except Exception as exc:                 # a pyslurm built for another libslurm fails in many ways
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None, f"pyslurm does not import ({first})"
+    version = getattr(module, "__version__", None)
+    if version is None:
+        try:
+            from importlib.metadata import version as dist_version
+            version = dist_version("pyslurm")
+        except Exception:
+            return None, "pyslurm imports but does not say its version"
+    return str(version), None
+
+
+def resolve_backend(config: HookConfig) -> tuple[str, str]:
+    """The backend ``hook serve`` uses for ``config`` and why, in one line: ``auto`` is pyslurm only
+    when it imports and its release matches this Slurm's, else cli.  ``backend = "pyslurm"`` that
+    cannot work is an InputError naming the file and the key (exit code 2)."""
+    name = config.backend
+    if name == "cli":
+        return "cli", "cli: Slurm's JSON commands (sinfo --json, squeue --json; scontrol, scancel to act)"
+    if name == "files":
+        return "files", f"files: sinfo.json and squeue.json in {config.state_dir} (actions only logged)"
+    version, problem = pyslurm_version()
+    slurm = slurm_version(config.slurm_conf) if problem is None or name == "pyslurm" else None
+    if problem is None and slurm is not None and release(version) != release(slurm):
+        problem = f"pyslurm {version} is built for another Slurm release than this Slurm {slurm}"
+    if name == "pyslurm":
+        if problem is not None:
+            needs = f" (needs a pyslurm {release(slurm)[0]}.{release(slurm)[1]}.x for this Slurm {slurm})" if slurm else ""
+            raise InputError(f'backend = "pyslurm": {problem}{needs}; use backend = "auto" or "cli"',
+                             path=config.path, field="backend")
+        return "pyslurm", f"pyslurm {version}" + (f" for Slurm {slurm}" if slurm else " (Slurm's version unknown here)")
+    if problem is not None:
+        return "cli", f"auto -> cli: {problem}; Slurm's JSON commands are used"
+    if slurm is None:
+        return "cli", (f"auto -> cli: pyslurm {version} imports but this Slurm's version is unknown "
+                       "(no slurmctld -V or sinfo --version); Slurm's JSON commands are used")
+    return "pyslurm", f"auto -> pyslurm {version}, matching Slurm {slurm}"
+
+
+# -- slurm.conf as Slurm reads it ----------------------------------------------------------------------
+OK, WARN, FAIL = "ok", "warn", "fail"
+LINE_KEYS = {"nodename", "partitionname", "nodeset", "downnodes", "frontendname"}   # the rest of the line is theirs
+MAX_INCLUDE_DEPTH = 32
+_INCLUDE = re.compile(r"include\s+(\S+)", re.IGNORECASE)
+_PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*[-*+/]?=\s*(?:"([^"]*)"|(\S+))(?=\s|$)')
 
 
 @dataclass(frozen=True)
+class Setting:
+    value: str
+    path: Path
+    line: int
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass
+class SlurmConf:
+    """The settings of a slurm.conf with its Include files (key in lower case -> the last value,
+    as Slurm keeps it), the files read in order, and the problems met, each (level, message)."""
+
+    path: Path
+    settings: dict[str, Setting] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def get(self, key: str) -> str | None:
+        found = self.settings.get(key.lower())
+        return found.value if found else None
+
+
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """slurm.conf's lines as Slurm's parser sees them, each with its first line number: ``#`` starts a
+    comment unless escaped (``\\#``), a line ending in an odd number of backslashes continues on the
+    next, and a backslash escapes the character after it.
+
+    >>> logical_lines('A=1 # note\\nB=x\\\\\\n  y\\nC=a\\\\#b\\n')
+    [(1, 'A=1 '), (2, 'B=x  y'), (4, 'C=a#b')]
+    """
+    out: list[tuple[int, str]] = []
+    pending, start = "", None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line, backslashes = raw, 0
+        for i, char in enumerate(raw):
+            if char == "#" and backslashes % 2 == 0:
+                line = raw[:i]
+                break
+            backslashes = backslashes + 1 if char == "\\" else 0
+        stripped = line.rstrip()
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if start is None:
+            start = number
+        if trailing % 2 == 1:
+            pending += stripped[:-1]
+            continue
+        out.append((start, re.sub(r"\\(.)", r"\1", pending + line)))
+        pending, start = "", None
+    if pending:
+        out.append((start, re.sub(r"\\(.)", r"\1", pending)))
+    return [(n, line) for n, line in out if line.strip()]
+
+
+def read_slurm_conf(path: Path, *, relative_to_includer: bool = False) -> SlurmConf:
+    """slurm.conf and the files its ``Include`` lines name, in order, the last value of a key winning.
+
+    A relative Include name is looked up beside slurm.conf (Slurm 23.02 and later), or beside the file
+    holding the Include line when ``relative_to_includer`` (Slurm 22.05 and earlier; the same for
+    Include lines in slurm.conf itself).  ``%c`` is the ClusterName in lower case.  Slurm expands no
+    wildcards (an Include with ``*`` fails there): such a line is reported and not followed.  A missing or unreadable file and a
+    cycle (a file that includes itself, directly or not) are reported and not followed."""
+    conf = SlurmConf(path)
+    _read_into(conf, path, (), relative_to_includer)
+    return conf
+
+
+def _read_into(conf: SlurmConf, path: Path, stack: tuple[Path, ...], relative_to_includer: bool) -> None:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        conf.problems.append((FAIL, f"{path}: no such file"))
+        return
+    except OSError as exc:
+        conf.problems.append((FAIL, f"{path}: cannot read: {exc.strerror or exc}"))
+        return
+    real = Path(os.path.realpath(path))
+    stack = stack + (real,)
+    conf.files.append(path)
+    for number, line in logical_lines(text):
+        include = _INCLUDE.match(line)
+        if include:
+            _follow(conf, include.group(1), path, number, stack, relative_to_includer)
+            continue
+        pairs = list(_PAIR.finditer(line))
+        if pairs and pairs[0].group(1).lower() in LINE_KEYS:
+            continue
+        for pair in pairs:
+            value = pair.group(2) if pair.group(2) is not None else pair.group(3)
+            conf.settings[pair.group(1).lower()] = Setting(value, path, number)
+
+
+def _follow(conf: SlurmConf, name: str, includer: Path, number: int, stack: tuple[Path, ...],
+            relative_to_includer: bool) -> None:
+    where = f"{includer}:{number}: Include {name}"
+    if "%c" in name:
+        cluster = conf.get("clustername")
+        if cluster is None:
+            conf.problems.append((FAIL, f"{where}: %c needs ClusterName set before this line"))
+            return
+        name = name.replace("%c", cluster.lower())
+    if glob.has_magic(name):
+        conf.problems.append((FAIL, f"{where}: Slurm expands no wildcards, so this Include fails (Slurm 22.05 "
+                                    "waits 60 s for a file of that very name; later releases refuse it: 'Slurm "
+                                    "does not support glob parsing'); name each file"))
+        return
+    base = includer.parent if relative_to_includer else conf.path.parent
+    target = Path(name) if name.startswith("/") else base / name
+    if Path(os.path.realpath(target)) in stack:
+        chain = " -> ".join(p.name for p in stack) + f" -> {target.name}"
+        conf.problems.append((FAIL, f"{where}: an Include cycle ({chain}); Slurm would never finish reading"))
+        return
+    if len(stack) >= MAX_INCLUDE_DEPTH:
+        conf.problems.append((FAIL, f"{where}: more than {MAX_INCLUDE_DEPTH} nested Include levels"))
+        return
+    if not target.exists():
+        conf.problems.append((FAIL, f"{where}: {target}: no such file"))
+        return
+    _read_into(conf, target, stack, relative_to_includer)
+
+
+# -- the checks ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
 class Check:
+    """One line of ``hook check``: ok, warn (works, with a limit the detail names) or fail."""
+
     name: str
-    ok: bool
+    level: str
     detail: str
 
-
-def _slurm_conf_settings(path: Path) -> dict[str, str]:
-    settings: dict[str, str] = {}
-    for line in path.read_text(errors="replace").splitlines():
-        line = line.split("#", 1)[0].strip()
-        for token in line.split():
-            key, sep, value = token.partition("=")
-            if sep:
-                settings.setdefault(key.lower(), value)
-    return settings
+    @property
+    def ok(self) -> bool:
+        return self.level != FAIL
 
 
 def exchange(socket_path: str, payload: bytes, timeout_s: float = 1.0) -> dict:
@@ -95,49 +389,241 @@ def ping(socket_path: str, timeout_s: float = 1.0) -> dict:
     return exchange(socket_path, b'{"op":"ping","id":0}\n', timeout_s)
 
 
-def check(config: HookConfig, slurm_conf: Path) -> list[Check]:
-    """Every part the hook needs, each with what was found."""
-    checks = []
-    conf_dir = slurm_conf.parent
-    if slurm_conf.is_file():
-        settings = _slurm_conf_settings(slurm_conf)
-        plugins = settings.get("jobsubmitplugins", "")
-        checks.append(Check("slurm.conf has JobSubmitPlugins=lua", "lua" in plugins.split(","),
-                            f"{slurm_conf}: JobSubmitPlugins={plugins or '(not set)'}"))
-        cli = settings.get("clifilterplugins", "")
-        checks.append(Check("slurm.conf has CliFilterPlugins=lua (optional, for --deadline)", "lua" in cli.split(","),
-                            f"CliFilterPlugins={cli or '(not set)'}"))
-    else:
-        checks.append(Check("slurm.conf has JobSubmitPlugins=lua", False, f"{slurm_conf}: no such file"))
-    lua = conf_dir / "job_submit.lua"
-    if lua.is_file():
-        text = lua.read_text(errors="replace")
-        mine = "greenslurm job_submit.lua" in text
-        points = f'"{config.socket}"' in text
-        checks.append(Check("job_submit.lua is greenslurm's and uses this socket", mine and points,
-                            f"{lua}: " + ("ok" if mine and points else "not greenslurm's" if not mine
-                                          else f"renders another socket than {config.socket}")))
-    else:
-        checks.append(Check("job_submit.lua is greenslurm's and uses this socket", False, f"{lua}: missing"))
-    so = next((p for p in JOB_SUBMIT_LUA_SO if Path(p).exists()), None)
-    checks.append(Check("Slurm's job_submit/lua plugin is installed", so is not None, so or "job_submit_lua.so not found"))
-    lua_socket = next((p for p in LUA_SOCKET_PATHS if Path(p).exists()), None)
-    checks.append(Check("lua-socket (socket.unix for Lua 5.1) is installed", lua_socket is not None,
-                        lua_socket or "socket/unix.so not found (apt install lua-socket)"))
-    path = Path(config.socket)
+def lock_holder(lock_path: str) -> int | None:
+    """The pid holding a flock on ``lock_path``, read from /proc/locks (the lock is not touched, so a
+    service starting at the same moment is not disturbed); None when nobody holds it."""
     try:
-        st = path.stat()
+        st = os.stat(lock_path)
+        locks = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    for line in locks.splitlines():
+        parts = line.split()
+        if len(parts) < 6 or parts[1] == "->" or parts[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = parts[5].split(":")
+            if (int(major, 16), int(minor, 16), int(inode)) == (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino):
+                return int(parts[4])
+        except ValueError:
+            continue
+    return None
+
+
+def _process_uid(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return f"gid {gid}"
+
+
+def _uid_of(name: str) -> int | None:
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return int(name) if name.isdigit() else None
+
+
+def _in_group(uid: int, gid: int) -> bool:
+    try:
+        user = pwd.getpwuid(uid)
+        return user.pw_gid == gid or user.pw_name in grp.getgrgid(gid).gr_mem
+    except KeyError:
+        return False
+
+
+def _can_reach(uid: int, st: os.stat_result, bits: int) -> bool:
+    """Whether user ``uid`` has the permission ``bits`` (octal rwx of one class, e.g. 0o6) on ``st``."""
+    if uid == 0:
+        return True
+    mode = stat.S_IMODE(st.st_mode)
+    if uid == st.st_uid:
+        return (mode >> 6) & bits == bits
+    if _in_group(uid, st.st_gid):
+        return (mode >> 3) & bits == bits
+    return mode & bits == bits
+
+
+def check(config: HookConfig, slurm_conf: Path) -> list[Check]:
+    """Every part the hook needs, each with what was found and a level (ok, warn, fail)."""
+    checks: list[Check] = []
+    add = lambda name, level, detail: checks.append(Check(name, level, detail))   # noqa: E731
+    version = slurm_version(str(slurm_conf))
+    relative_to_includer = release(version) is not None and release(version) <= (22, 5)
+    conf = read_slurm_conf(slurm_conf, relative_to_includer=relative_to_includer)
+    conf_dir = slurm_conf.parent
+    if conf.files:
+        add("slurm.conf", OK, "read " + ", ".join(str(p) for p in conf.files) + (f" (Slurm {version})" if version else ""))
+        for level, message in conf.problems:
+            add("slurm.conf Include", level, message)
+    else:
+        add("slurm.conf", FAIL, conf.problems[0][1])
+
+    def plugin_setting(key: str) -> tuple[bool, str]:
+        found = conf.settings.get(key.lower())
+        value = found.value if found else ""
+        where = f" ({found.where()})" if found else ""
+        return "lua" in [v.strip() for v in value.split(",")], f"{key}={value or '(not set)'}{where}"
+    if conf.files:
+        has, detail = plugin_setting("JobSubmitPlugins")
+        add("JobSubmitPlugins=lua", OK if has else FAIL, detail + ("" if has else ": Slurm never calls the hook"))
+        has_filter, detail = plugin_setting("CliFilterPlugins")
+        add("CliFilterPlugins=lua", OK if has_filter else WARN,
+            detail + ("" if has_filter else ": the hook still decides every job, but sees --deadline only from "
+                      "#SBATCH lines; other deadlines are checked by reconciliation after submission"))
+    else:
+        has_filter = False
+
+    # job_submit.lua: greenslurm's, not writable by others, rendered from this config
+    lua = conf_dir / "job_submit.lua"
+    if not lua.is_file():
+        add("job_submit.lua", FAIL, f"{lua}: missing (greenslurm hook install --dest {conf_dir})")
+    else:
+        text = lua.read_text(errors="replace")
+        mode = stat.S_IMODE(lua.stat().st_mode)
+        if JOB_SUBMIT_MARK not in text:
+            add("job_submit.lua", FAIL, f"{lua}: not greenslurm's")
+        elif mode & 0o022:
+            add("job_submit.lua", FAIL, f"{lua}: mode {mode:04o}: writable by others, who could then run code in slurmctld")
+        else:
+            rendered = render_job_submit(config)
+            want, have = lua_settings(rendered), lua_settings(text)
+            wrong = [f"{name} = {have.get(name, '(missing)')} there, {want[name]} from {config.path}"
+                     for name in rendered_settings() if have.get(name) != want.get(name)]
+            if wrong:
+                add("job_submit.lua", FAIL, f"{lua}: " + "; ".join(wrong) + " (run greenslurm hook install again)")
+            elif text != rendered:
+                add("job_submit.lua", WARN, f"{lua}: settings match, but it comes from another greenslurm version "
+                                            "(run greenslurm hook install again)")
+            else:
+                add("job_submit.lua", OK, f"{lua}: settings match {config.path}")
+    if has_filter:
+        filt = conf_dir / "cli_filter.lua"
+        if not filt.is_file():
+            add("cli_filter.lua", FAIL, f"{filt}: missing, but CliFilterPlugins=lua (client commands fail)")
+        elif CLI_FILTER_MARK not in filt.read_text(errors="replace"):
+            add("cli_filter.lua", WARN, f"{filt}: not greenslurm's; it must put --deadline into GREENSLURM_DEADLINE")
+        else:
+            add("cli_filter.lua", OK, str(filt))
+
+    so = next((p for p in JOB_SUBMIT_LUA_SO if Path(p).exists()), None)
+    add("Slurm's job_submit/lua plugin", OK if so else FAIL, so or "job_submit_lua.so not found")
+    lua_socket = next((p for p in LUA_SOCKET_PATHS if Path(p).exists()), None)
+    add("lua-socket for Lua 5.1", OK if lua_socket else FAIL, lua_socket or "socket/unix.so not found (apt install lua-socket)")
+
+    try:
+        name, detail = resolve_backend(config)
+        missing = [c for c in ("sinfo", "squeue", "scontrol") if name == "cli" and shutil.which(c) is None]
+        add("backend", FAIL if missing else OK, detail + (f"; not on PATH: {', '.join(missing)}" if missing else ""))
+    except InputError as exc:
+        add("backend", FAIL, exc.reason)
+
+    checks += _runtime_checks(config, conf)
+    return checks
+
+
+def _runtime_checks(config: HookConfig, conf: SlurmConf) -> list[Check]:
+    """The runtime folder, the lock, the socket, the record and the service itself."""
+    checks: list[Check] = []
+    add = lambda name, level, detail: checks.append(Check(name, level, detail))   # noqa: E731
+    sock, lock = Path(config.socket), Path(config.lock_path)
+    holder = lock_holder(str(lock))
+    holder_uid = _process_uid(holder) if holder is not None else None
+    slurm_user = conf.get("slurmuser") or "root"          # Slurm's default SlurmUser
+    slurm_uid = _uid_of(slurm_user)
+    if holder_uid is not None:
+        service_uid, whose = holder_uid, "the running service"
+    elif config.socket_owner and _uid_of(config.socket_owner) is not None:
+        service_uid, whose = _uid_of(config.socket_owner), "socket_owner"
+    else:
+        service_uid, whose = slurm_uid, f"SlurmUser={slurm_user}, as the systemd unit runs it"
+
+    runtime = sock.parent
+    try:
+        st = runtime.stat()
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o022:
+            add("runtime folder", FAIL, f"{runtime}: mode {mode:04o}: others can replace the socket")
+        elif service_uid is not None and st.st_uid != service_uid:
+            add("runtime folder", FAIL, f"{runtime}: owned by {_user(st.st_uid)}, the service runs as "
+                                        f"{_user(service_uid)} ({whose})")
+        else:
+            add("runtime folder", OK, f"{runtime}: mode {mode:04o}, owner {_user(st.st_uid)}")
+    except FileNotFoundError:
+        add("runtime folder", FAIL, f"{runtime}: missing (the unit's RuntimeDirectory= makes it when the service starts)")
+
+    if holder is None:
+        add("lock", FAIL, f"{lock}: no service holds it (is greenslurm-hook running?)")
+    else:
+        mode = stat.S_IMODE(lock.stat().st_mode)
+        add("lock", OK if mode & 0o077 == 0 else FAIL,
+            f"{lock}: held by pid {holder}" + (f", user {_user(holder_uid)}" if holder_uid is not None else "")
+            + ("" if mode & 0o077 == 0 else f"; mode {mode:04o}, expected 0600"))
+
+    try:
+        st = sock.stat()
         if not stat.S_ISSOCK(st.st_mode):
             raise FileNotFoundError
         mode = stat.S_IMODE(st.st_mode)
-        checks.append(Check("socket is private (0600, or 0660 with socket_group)", mode in (0o600, 0o660)
-                            and not mode & 0o007, f"{path}: mode {mode:04o}, uid {st.st_uid}, gid {st.st_gid}"))
+        want = 0o660 if config.socket_group else 0o600
+        problems = []
+        if mode != want:
+            problems.append(f"mode {mode:04o}, expected {want:04o}" + (" (socket_group is set)" if config.socket_group else ""))
+        if config.socket_group:
+            try:
+                if st.st_gid != grp.getgrnam(config.socket_group).gr_gid:
+                    problems.append(f"group {_group(st.st_gid)}, expected {config.socket_group}")
+            except KeyError:
+                problems.append(f"socket_group {config.socket_group!r} is not a group here")
+        add("socket", FAIL if problems else OK,
+            f"{sock}: " + ("; ".join(problems) if problems else f"mode {mode:04o}, owner {_user(st.st_uid)}, group {_group(st.st_gid)}"))
+        if slurm_uid is None:
+            add("slurmctld can connect", FAIL, f"SlurmUser={slurm_user} is not a user here")
+        else:
+            reach = all(_can_reach(slurm_uid, folder.stat(), 0o1) for folder in sock.parents) and _can_reach(slurm_uid, st, 0o6)
+            add("slurmctld can connect", OK if reach else FAIL,
+                f"slurmctld runs as SlurmUser {_user(slurm_uid)}" + ("" if reach else
+                    f": it cannot open {sock} (run the service as that user, or set socket_group to one of its groups)"))
         try:
             answer = ping(config.socket)
-            checks.append(Check("decision service answers", bool(answer.get("ok")),
-                                f"view loaded: {answer.get('view')}, shadow: {answer.get('shadow')}"))
+            add("decision service answers", OK if answer.get("ok") else FAIL,
+                f"view loaded: {answer.get('view')}, shadow: {answer.get('shadow')}")
         except (OSError, ValueError) as exc:
-            checks.append(Check("decision service answers", False, f"{path}: {exc}"))
+            add("decision service answers", FAIL, f"{sock}: {exc}")
     except FileNotFoundError:
-        checks.append(Check("decision service answers", False, f"{path}: no socket (is `greenslurm hook serve` running?)"))
+        add("decision service answers", FAIL, f"{sock}: no socket (is `greenslurm hook serve` running?)")
+
+    database = Path(config.database)
+    found = [p for p in (database, Path(f"{database}-wal"), Path(f"{database}-shm")) if p.exists()]
+    if not found:
+        add("record", WARN, f"{database}: not created yet (the service creates it, 0600, when it starts)")
+    else:
+        loose = [f"{p.name} {stat.S_IMODE(p.stat().st_mode):04o}" for p in found if stat.S_IMODE(p.stat().st_mode) != 0o600]
+        owners = {p.stat().st_uid for p in found}
+        foreign = service_uid is not None and owners != {service_uid}
+        detail = f"{database}: " + ", ".join(p.name for p in found)
+        if loose:
+            add("record", FAIL, f"{detail}: not 0600: {', '.join(loose)} (users' job details are readable)")
+        elif foreign:
+            add("record", FAIL, f"{detail}: owned by {', '.join(_user(u) for u in sorted(owners))}, the service runs as "
+                                f"{_user(service_uid)} ({whose})")
+        else:
+            add("record", OK, f"{detail}: mode 0600")
     return checks

@@ -236,6 +236,7 @@ local function describe(job_desc, submit_uid)
         min_cpus = job_desc.min_cpus, num_tasks = job_desc.num_tasks, cpus_per_task = job_desc.cpus_per_task,
         min_nodes = job_desc.min_nodes, max_nodes = job_desc.max_nodes, pn_min_memory = job_desc.pn_min_memory,
         time_limit = job_desc.time_limit, begin_time = job_desc.begin_time, submit_time = os.time(),
+        overcommit = job_desc.overcommit,
     }
     cut(request, "user", job_desc.user_name)
     cut(request, "partition", job_desc.partition)
@@ -281,6 +282,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         elseif action == "modify" then
             if answer.comment_append ~= nil then append_comment(job_desc, answer.comment_append) end
             if answer.req_nodes ~= nil then job_desc.req_nodes = answer.req_nodes end
+            if answer.min_nodes ~= nil then job_desc.min_nodes = answer.min_nodes end
+            if answer.max_nodes ~= nil then job_desc.max_nodes = answer.max_nodes end
             if answer.begin_time ~= nil then job_desc.begin_time = answer.begin_time end
             return slurm.SUCCESS
         elseif action == "reject" then

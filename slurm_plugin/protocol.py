@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from greenslurm.clustermodel import InputError, JobSpec
+from greenslurm.clustermodel.gres import Gres, parse_gres
+from greenslurm.slurm_plugin.view import SHARDS
 from greenslurm.traces.slurm_fields import array_tasks
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -52,7 +54,7 @@ MEM_PER_CPU = 2 ** 63
 # User strings longer than this are untrusted (features, deadlines, partitions are short in practice).
 MAX_STRING = 4096
 
-_NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
+_NUMBER_FIELDS = ("overcommit", "uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
                   "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open")
 # Strings a user controls (directly or through the job's environment and script).
 _USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "features", "deadline", "deadline_env",
@@ -252,28 +254,22 @@ def deadline_from_script(script: str) -> str | None:
 
 
 # -- the job ---------------------------------------------------------------------------------------
-_GPU = re.compile(r"(?:^|[,/:])gpu(?::[^:,]+)?:(\d+)(?=$|,|\()")
+def gres_of(request: dict) -> Gres:
+    """The GRES a job asks per node: ``tres_per_node`` (``gres:gpu:a100:2``), else ``gres``; one parser
+    for the whole project (:mod:`greenslurm.clustermodel.gres`).
 
-
-def gpus_per_node(*tres: str | None) -> int:
-    """GPUs per node from Slurm's ``tres_per_node`` / ``gres`` strings.
-
-    >>> gpus_per_node("gres:gpu:2"), gpus_per_node("gres:gpu:a100:3"), gpus_per_node("gres/gpu:1,gres:nic:1")
-    (2, 3, 1)
-    >>> gpus_per_node("gres:gpu"), gpus_per_node(None, "")
-    (1, 0)
+    >>> g = gres_of({"tres_per_node": "gres:gpu:k80:2,gres:gpu:t4:1"})
+    >>> g.gpus, g.models, gres_of({"gres": "gres:shard:4"}).shards
+    (3, ('k80', 't4'), 4)
     """
-    for text in tres:
-        if not text:
-            continue
-        for part in text.split(","):
-            part = part.strip()
-            match = _GPU.search(part)
-            if match:
-                return int(match.group(1))
-            if part.rstrip(")").split("(")[0] in ("gres:gpu", "gres/gpu", "gpu"):
-                return 1
-    return 0
+    for name in ("tres_per_node", "gres"):
+        text = request.get(name)
+        if text:
+            try:
+                return parse_gres(text)
+            except ValueError as exc:
+                raise InputError(str(exc), field=name) from None
+    return parse_gres(None)
 
 
 @dataclass(frozen=True)
@@ -366,7 +362,10 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     max_nodes = 0 if unset(max_nodes) else int(max_nodes)
     limit = request.get("time_limit")
     limit_s = default_time_limit_s if unset(limit) or limit == 0 else float(limit) * 60.0
-    gpus = gpus_per_node(request.get("tres_per_node"), request.get("gres"))
+    gres = gres_of(request)
+    if request.get("overcommit") and not unset(request.get("overcommit"), 16):
+        # --overcommit: Slurm gives the job one CPU per node, whatever its task count
+        cpus = max(nodes or 1, 1)
     memory = request.get("pn_min_memory")
     if unset(memory, 64) or not memory:
         memory_mb = 0.0
@@ -383,7 +382,9 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     features = tuple(sorted(f for f in re.split(r"[&,]", features_text) if f)) if re.fullmatch(
         r"[\w.\-&,]*", features_text) else ()
     job = JobSpec(f"submit-{request.get('id', 0)}", submit_s=now, requested_time_s=limit_s, cpus=cpus,
-                  nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gpus), deadline_s=deadline_s,
-                  user=request.get("user") or "", partition=request.get("partition") or "")
+                  nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gres.gpus), deadline_s=deadline_s,
+                  user=request.get("user") or "", partition=request.get("partition") or "",
+                  gpu_model="|".join(gres.models).upper() or None,
+                  extra={SHARDS: gres.shards} if gres.shards else {})
     return Submission(job, begin_s, features, deadline_text, deadline_source, array_tasks_count, throttle,
                       max_nodes, request)

@@ -54,6 +54,8 @@ COLUMNS = ("id", "token", "time_s", "uid", "user", "partition", "cpus", "nodes",
            "planned_start_s", "planned_end_s", "planned_nodes", "energy_j", "shadow", "decide_us", "view_age_s",
            "hook_instance", "request_id")
 
+ROW_DEFAULTS = {"token": "", "array_tasks": 1, "shadow": 0}
+
 
 def create_private(path: str) -> None:
     """Create ``path`` 0600 if it does not exist; tighten it (and SQLite's -wal/-shm) if it does."""
@@ -91,6 +93,7 @@ class DecisionRecord:
 
     def add(self, row: dict) -> None:
         """Commit one decision (before its answer is sent)."""
+        row = {**ROW_DEFAULTS, **{k: v for k, v in row.items() if v is not None}}
         self.db.execute(self._insert, tuple(row.get(c) for c in COLUMNS))
 
     def mark_not_applied(self, hook_instance: str, request_ids: list[int]) -> int:

@@ -215,7 +215,9 @@ class DecisionService:
                     f"{TAG}{decision_id}.{token}: {what}planned start {_when(outcome.start_s)} on {','.join(names)}"
                     + energy + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
             if config.set_required_nodes and sub.array_tasks == 1:
+                # the nodes, and their number: Slurm may add nodes to a required list otherwise
                 sets["req_nodes"] = ",".join(names)
+                sets["min_nodes"] = sets["max_nodes"] = len(names)
             if config.set_begin_time and outcome.start_s > now + 1.0:
                 sets["begin_time"] = int(outcome.start_s)
             return finish("modify" if sets else "accept", decision.message, policy=decision.policy,
@@ -522,13 +524,9 @@ class HookServer:
 def make_backend(config: HookConfig):
     """The backend the config names; ``auto`` is pyslurm when it imports and matches this Slurm, else
     Slurm's JSON commands."""
-    name = config.backend
-    if name == "auto":
-        try:
-            from greenslurm.slurm_plugin.install import resolve_backend
-            name, _ = resolve_backend(config)
-        except ImportError:
-            name = "cli"
+    from greenslurm.slurm_plugin.install import resolve_backend
+    name, detail = resolve_backend(config)
+    log.info("backend: %s", detail)
     try:
         if name == "cli":
             return BACKENDS[name](config.slurm_conf or None)

@@ -1,24 +1,28 @@
-"""The live service's view of the cluster: what Slurm says (nodes, running and pending jobs) turned
-into a plan that the acceptance policies and allocation rules of the replay decide on.
+"""The live service's view of the cluster: what Slurm says (nodes, running and pending jobs) loaded
+into the replay's own engine kit, so that the hook decides exactly as the deadline queue of a replay
+(:mod:`greenslurm.sim.engine.deadline_queue`) would on the same state.
 
-The plan is the paper's exclusive-node append view (:class:`greenslurm.allocation.coreplan.CorePlanner`): a
-node runs one planned job at a time, and each node's state is its tail, the time from which it is
-free for ever.  Slurm's nodes are grouped into *classes* of equal shape (CPUs, memory, GPUs,
-features, partitions); each class has its own core planner, so a decision costs O(log N + m) per
-class and stays far below a millisecond with ten thousand nodes and ten thousand pending jobs.
+- The cluster state is a :class:`~greenslurm.sim.machines.machine.Machine`: per-node CPUs, memory
+  and GPUs, and every GPU's free share (``machine.gpus``, milli-GPU).  A running job holds what
+  Slurm says it holds on each of its nodes (the CPUs, memory and GPUs of ``squeue --json``'s
+  ``job_resources`` and ``gres_detail``; whole nodes when Slurm does not say), so a node shared by
+  several jobs keeps its free part.
+- The plan is the deadline queue's: a :class:`~greenslurm.sim.engine.profile.PlanProfile` (free
+  resources per node over future time) under the queue's
+  :class:`~greenslurm.allocation.planner.Planner`, with the rule of the node selection
+  (:func:`~greenslurm.sim.engine.deadline_queue.planner_rule`).  Running jobs are reserved on their
+  nodes until Slurm's ``end_time``; pending jobs are planned at their earliest start in submission
+  order, without an acceptance test (Slurm already holds them); held jobs are left out.
+- A new submission goes through :class:`~greenslurm.acceptance.admission.Admission`: the acceptance
+  policy, then the planner's placement, committed to the plan.  Partitions, features and node
+  states restrict the nodes (with the GPU-model mask of the deadline queue); a begin time moves the
+  earliest start.  The node selection (``select``: any ``--select`` name) ranks the nodes and picks
+  the GPUs of a job that can start now.
+- GPU shares: a job asking ``--gres=shard:K`` on a node with ``S`` shards per GPU asks ``K/S`` of
+  one GPU (``JobSpec.extra["shards"] = K``); it may only use nodes with shards.
 
-- A running job holds its nodes until its start plus its time limit (Slurm's ``end_time``).
-- Pending jobs are planned in submission order at their earliest start (as Slurm's backfill
-  would), then new submissions are decided one by one against that plan.
-- A job fits a class when its per-node demand fits the class's node; it runs inside one class.
-  Among the classes whose earliest end meets its deadline (all classes when none or no deadline),
-  it goes to the one with the fewest GPUs per node, then the earliest end (GPU nodes are kept for
-  GPU jobs), and the class's rule picks the nodes.
-
-The view is conservative for nodes shared by several jobs (a shared node counts as busy until the
-last of its jobs ends): it may reject a deadline that Slurm could have met by packing jobs onto one
-node, never accept one it cannot.  Sites with exclusive nodes (``OverSubscribe=EXCLUSIVE``, most GPU
-and HPC partitions) get the exact paper model.
+The cost of a decision is the plan profile's: O(breakpoints x nodes) numpy work (see
+docs/hook-placement.md for measured numbers).
 """
 
 from __future__ import annotations
@@ -28,19 +32,34 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from sortedcontainers import SortedList
 
-from greenslurm.acceptance.admission import Admission, Outcome
-from greenslurm.acceptance.base import AcceptancePolicy
-from greenslurm.allocation.coreplan import CorePlanner
-from greenslurm.allocation.placement import Placement, Request, parse_allocation
+from greenslurm.acceptance.admission import ALLOCATION, TOO_BIG, Admission
+from greenslurm.acceptance.base import AcceptancePolicy, Decision
+from greenslurm.acceptance.policies import NEVER_FITS
+from greenslurm.allocation.placement import Placement, Request
+from greenslurm.allocation.planner import Planner
+from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.clustermodel.cluster import CPU, GPU, MEM
+from greenslurm.clustermodel.fragmentation import target_workload
+from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
 from greenslurm.clustermodel.renewable import job_power_bound_w
+from greenslurm.sim.engine.deadline_queue import ProfilePlan, planner_rule
+from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
+from greenslurm.sim.engine.replay import per_node_task
+from greenslurm.sim.machines.machine import Machine
+from greenslurm.sim.machines.machine import PendingJob as EngineJob
 
 log = logging.getLogger("greenslurm.hook.view")
 
 # Node states (sinfo --json "state") in which the view plans nothing on a node.
 UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "future", "unknown",
                    "power_down", "powered_down", "not_responding")
+# A running job past its end_time is being killed or completing: it holds its resources this long.
+OVERDUE_HOLD_S = 60.0
+# The JobSpec.extra key of a job's gres/shard count per node.
+SHARDS = "shards"
 
 
 @dataclass(frozen=True)
@@ -52,10 +71,31 @@ class LiveNode:
     features: tuple[str, ...] = ()
     partitions: tuple[str, ...] = ()
     state: str = "idle"
+    shards: int = 0                  # gres/shard count of the node, spread evenly over its GPUs
 
     @property
     def usable(self) -> bool:
         return not any(part in UNUSABLE_STATES for part in self.state.replace("+", " ").split())
+
+    @property
+    def shards_per_gpu(self) -> int:
+        """``S``: a job's K shards on this node are K/S of one GPU.
+
+        >>> LiveNode("n1", 4, gpus=2, shards=8).shards_per_gpu
+        4
+        """
+        return self.shards // self.gpus if self.gpus else 0
+
+
+@dataclass(frozen=True)
+class NodeUse:
+    """What a running job holds on one node."""
+
+    node: str
+    cpus: float
+    memory_mb: float = 0.0
+    gpus: tuple[tuple[int, int], ...] = ()     # (GPU index, milli-GPU held): whole GPUs 1000, shards K*1000/S
+    whole_gpus: int = 0                        # GPUs held whose indices Slurm did not say
 
 
 @dataclass(frozen=True)
@@ -63,6 +103,7 @@ class RunningJob:
     job_id: str
     nodes: tuple[str, ...]
     end_s: float
+    uses: tuple[NodeUse, ...] = ()             # empty: the job holds its nodes whole
 
 
 @dataclass(frozen=True)
@@ -71,220 +112,369 @@ class PendingJob:
     job: JobSpec
     begin_s: float | None = None
     features: tuple[str, ...] = ()
+    held: bool = False
 
 
 @dataclass
 class Snapshot:
-    """The cluster as Slurm described it at ``now_s``."""
+    """The cluster as Slurm described it at ``now_s``; ``skipped``: records that could not be used."""
 
     now_s: float
     nodes: list[LiveNode]
     running: list[RunningJob] = field(default_factory=list)
     pending: list[PendingJob] = field(default_factory=list)
+    skipped: int = 0
 
 
-@dataclass(frozen=True, eq=False)
-class LiveRequest:
-    """A job's demand, per class it may run in (``per_class[c]`` is None where it cannot)."""
+@dataclass(frozen=True)
+class LiveOutcome:
+    """A decision and, for an accepted job, its plan.  ``gpus``: per node, the GPUs the node
+    selection picks for a job that starts now (empty for one that waits: the GPUs free then are not
+    known yet).  ``earliest_end_s``: set on rejections, the earliest end any placement could have
+    (None when the job fits nowhere)."""
 
-    job: JobSpec
-    per_class: tuple[Request | None, ...]
-    begin_s: float
-    duration_s: float
-    deadline_s: float | None
-    power_w: float = 0.0
+    decision: Decision
+    start_s: float | None = None
+    end_s: float | None = None
+    nodes: tuple[str, ...] = ()
+    gpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    energy_j: float = 0.0
+    earliest_end_s: float | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.decision.accepted
 
 
-class _Class:
-    __slots__ = ("key", "nodes", "planner", "cpus", "memory_mb", "gpus", "features", "partitions")
+class LivePlan(ProfilePlan):
+    """The deadline queue's plan, plus the earliest start a job may have (its begin time)."""
 
-    def __init__(self, key, nodes: np.ndarray, planner: CorePlanner, sample: LiveNode) -> None:
-        self.key, self.nodes, self.planner = key, nodes, planner
-        self.cpus, self.memory_mb, self.gpus = sample.cpus, sample.memory_mb, sample.gpus
-        self.features, self.partitions = set(sample.features), set(sample.partitions)
+    def __init__(self, profile: PlanProfile) -> None:
+        super().__init__(profile)
+        self.not_before_s: float | None = None
+
+    @property
+    def now_s(self) -> float:
+        start = self.profile.times[0]
+        return start if self.not_before_s is None else max(start, self.not_before_s)
+
+    def breakpoints(self) -> np.ndarray:
+        times = super().breakpoints()
+        if self.not_before_s is None or self.not_before_s <= times[0]:
+            return times
+        return np.unique(np.maximum(times, self.not_before_s))
+
+    def tails(self, demand: np.ndarray) -> np.ndarray:
+        tails = super().tails(demand)
+        return tails if self.not_before_s is None else np.maximum(tails, self.not_before_s)
 
 
-class ClassedPlanner:
-    """Core planners over classes of equal nodes, with the planner methods ``Admission`` uses."""
+@dataclass(frozen=True)
+class _Shaped:
+    """A job's shape on the nodes it may use."""
 
-    def __init__(self, nodes: list[LiveNode], rule_name: str, now_s: float) -> None:
-        rule, backfill = parse_allocation(rule_name)
-        if backfill:
-            raise ValueError(f"the live view plans in the append view; {rule_name!r} backfills")
-        self.now_s = now_s
-        self.node_names = [n.name for n in nodes]
-        self.index = {name: i for i, name in enumerate(self.node_names)}
-        groups: dict[tuple, list[int]] = {}
-        for i, node in enumerate(nodes):
-            if node.usable:
-                key = (node.cpus, node.memory_mb, node.gpus, node.features, node.partitions)
-                groups.setdefault(key, []).append(i)
-        self.classes: list[_Class] = []
-        for key in sorted(groups, key=lambda k: (k[2], k[0], k[1], k[3], k[4])):
-            members = np.array(groups[key])
-            self.classes.append(_Class(key, members, CorePlanner(len(members), rule, now_s), nodes[members[0]]))
-        self.position = {}               # global node index -> (class, local index)
-        for c, cls in enumerate(self.classes):
-            for local, node in enumerate(cls.nodes):
-                self.position[int(node)] = (c, local)
-        self._last: tuple | None = None
-
-    def set_busy_until(self, busy_until: dict[int, float]) -> None:
-        """Start the plan: node i is busy until ``busy_until[i]`` (running jobs)."""
-        for c, cls in enumerate(self.classes):
-            tails = np.full(len(cls.nodes), self.now_s)
-            for local, node in enumerate(cls.nodes):
-                tails[local] = max(self.now_s, busy_until.get(int(node), self.now_s))
-            order = np.lexsort((np.arange(len(tails)), tails))
-            cls.planner.tails = tails[order]
-            cls.planner.nodes = order
-
-    # -- what Admission calls ---------------------------------------------------------------------
-    def advance(self, now_s: float) -> None:
-        if now_s > self.now_s:
-            self.now_s = now_s
-            for cls in self.classes:
-                cls.planner.advance(now_s)
-
-    def _class_finish(self, c: int, request: LiveRequest) -> float | None:
-        sub = request.per_class[c]
-        if sub is None:
-            return None
-        tails = self.classes[c].planner.tails
-        if sub.nodes > len(tails):
-            return None
-        return max(float(tails[sub.nodes - 1]), request.begin_s) + sub.duration_s
-
-    def earliest_finish(self, request: LiveRequest) -> float | None:
-        finishes = [f for c in range(len(self.classes)) if (f := self._class_finish(c, request)) is not None]
-        return min(finishes) if finishes else None
-
-    def place(self, request: LiveRequest, **_ignored) -> Placement | None:
-        finishes = [(c, f) for c in range(len(self.classes)) if (f := self._class_finish(c, request)) is not None]
-        if not finishes:
-            return None
-        if request.deadline_s is not None and any(f <= request.deadline_s for _, f in finishes):
-            finishes = [(c, f) for c, f in finishes if f <= request.deadline_s]
-        else:
-            best = min(f for _, f in finishes)
-            finishes = [(c, f) for c, f in finishes if f == best]
-        c = min(finishes, key=lambda cf: (self.classes[cf[0]].gpus, cf[1], cf[0]))[0]
-        cls, sub = self.classes[c], request.per_class[c]
-        if request.begin_s > self.now_s:
-            # the rule chooses among nodes free by the begin time: plan as if the job came then
-            sub = Request(sub.nodes, sub.demand, sub.duration_s,
-                          None if sub.deadline_s is None else max(sub.deadline_s, request.begin_s + sub.duration_s),
-                          sub.power_w)
-        local = cls.planner.place(sub)
-        if local is None:
-            return None
-        start = max(local.start_s, request.begin_s)
-        if start != local.start_s:          # later than the rule's start (a begin time): same nodes
-            local = Placement(start, start + sub.duration_s, local.nodes)
-        placement = Placement(start, start + sub.duration_s, np.sort(cls.nodes[local.nodes]))
-        self._last = (placement, c, local, sub)
-        return placement
-
-    def commit(self, request: LiveRequest, placement: Placement) -> None:
-        if self._last is None or self._last[0] is not placement:
-            raise ValueError("commit a placement right after place()")
-        _, c, local, sub = self._last
-        self._last = None
-        self.classes[c].planner.commit(sub, local)
-
-    def names(self, nodes: np.ndarray) -> list[str]:
-        return [self.node_names[int(i)] for i in nodes]
+    nodes: int
+    demand: np.ndarray
+    task: object
+    allowed: np.ndarray | None
 
 
 class LiveView:
     """The plan built from a snapshot, and decisions on new submissions."""
 
-    def __init__(self, snapshot: Snapshot, acceptance: AcceptancePolicy, allocation: str = "bestfit") -> None:
-        self.snapshot_time_s = snapshot.now_s
-        self.nodes = list(snapshot.nodes)
+    def __init__(self, snapshot: Snapshot, acceptance: AcceptancePolicy, select: str = "bestfit") -> None:
+        self.snapshot_time_s = now = snapshot.now_s
+        self.skipped = snapshot.skipped
+        self.nodes = [node for node in snapshot.nodes if node.usable]
         if not self.nodes:
-            raise ValueError("the cluster has no nodes")
-        self.planner = ClassedPlanner(self.nodes, allocation, snapshot.now_s)
-        # the power bound of a job takes maxima over nodes; one node per class gives the same maxima
-        self.cluster = Cluster([NodeSpec(n.name, max(n.cpus, 1), n.memory_mb, n.gpus)
-                                for n in (self.nodes[int(cls.nodes[0])] for cls in self.planner.classes)]
-                               or [NodeSpec("none", 1)])
-        self.admission = Admission(acceptance, self.planner, self.request)
-        busy: dict[int, float] = {}
-        for job in snapshot.running:
-            for name in job.nodes:
-                i = self.planner.index.get(name)
-                if i is not None:
-                    busy[i] = max(busy.get(i, 0.0), job.end_s)
-        self.planner.set_busy_until(busy)
+            raise ValueError("the cluster has no usable nodes")
+        self.index = {node.name: i for i, node in enumerate(self.nodes)}
+        self.cluster = Cluster(NodeSpec(n.name, max(n.cpus, 1), n.memory_mb, n.gpus) for n in self.nodes)
+        self._shards_per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
+        self._partitions = [set(n.partitions) for n in self.nodes]
+        self._features = [set(n.features) for n in self.nodes]
+        self._masks: dict[tuple, np.ndarray | None] = {}
+        self._clusters: dict[bytes, Cluster | None] = {}
+        spec = parse_selection(select, "select")
+        self.selection = make_selection(spec, self._workload(snapshot) if spec.needs_workload else None)
+        self.machine = Machine(self.cluster, self.selection)
+        self.machine.now_s = now
+        rule, backfill = planner_rule(self.machine)
+        profile = PlanProfile(self.cluster.capacity, now)
+        self._hold_running(snapshot.running, profile)
+        self.plan = LivePlan(profile)
+        self.planner = Planner(self.plan, rule, backfill=backfill)
+        self.admission = Admission(acceptance, self.planner, lambda spec: None)
+        self._planned_end: dict[str, float] = {}
         self.pending_planned = 0
         for pending in sorted(snapshot.pending, key=lambda p: (p.job.submit_s, _job_order(p.job_id))):
-            self.plan_existing(pending.job, pending.begin_s, pending.features)
+            if pending.held:
+                continue
+            self.plan_existing(pending.job, pending.begin_s, pending.features, pending.job_id)
 
-    def request(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = ()) -> LiveRequest | None:
-        per_class: list[Request | None] = []
-        for cls in self.planner.classes:
-            per_class.append(self._class_request(job, cls, features))
-        if all(r is None for r in per_class):
-            return None
-        first = next(r for r in per_class if r is not None)
-        return LiveRequest(job, tuple(per_class), max(begin_s or 0.0, self.planner.now_s), job.requested_time_s,
-                           job.deadline_s, first.power_w)
+    # -- building ---------------------------------------------------------------------------------
+    def _workload(self, snapshot: Snapshot):
+        """FGD's target workload: the GPU tasks of the jobs Slurm holds (one whole GPU when none)."""
+        models = GpuNodes.from_cluster(self.cluster).models
+        classes = []
+        for pending in snapshot.pending:
+            gpus = pending.job.gpus_per_node
+            if gpus > 0 and (gpus < 1 or gpus == int(gpus)):
+                cpus = pending.job.cpus_per_node or math.ceil(pending.job.cpus / max(pending.job.nodes, 1))
+                classes.append((cpus * MILLI, int(round(min(gpus, 1.0) * MILLI)), max(int(gpus), 1), ()))
+        return target_workload(classes or [(MILLI, MILLI, 1, ())], models)
 
-    def _class_request(self, job: JobSpec, cls: _Class, features: tuple[str, ...]) -> Request | None:
-        if job.partition and cls.partitions and not set(job.partition.split(",")) & cls.partitions:
-            return None
-        if features and not set(features) <= cls.features:
-            return None
-        if job.nodes > 0:
-            nodes = job.nodes
-            cpus = job.cpus_per_node or math.ceil(job.cpus / nodes)
-        else:
-            nodes = max(1, math.ceil(job.cpus / max(cls.cpus, 1)))
-            cpus = math.ceil(job.cpus / nodes)
-        memory = job.memory_mb_per_node
-        if nodes > len(cls.nodes) or cpus > cls.cpus or job.gpus_per_node > cls.gpus or (
-                cls.memory_mb > 0 and memory > cls.memory_mb):
-            return None
-        demand = np.array([cpus, memory, job.gpus_per_node], dtype=float)
-        return Request(nodes, demand, job.requested_time_s, job.deadline_s,
-                       job_power_bound_w(self.cluster, nodes, demand))
+    def _hold_running(self, running: list[RunningJob], profile: PlanProfile) -> None:
+        """Take what each running job holds off the machine now and off the plan until its end.
 
-    def plan_existing(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = ()) -> bool:
-        """Put a job Slurm already holds into the plan at its earliest start (no acceptance test)."""
-        request = self.request(job, begin_s, features)
-        if request is None:
-            log.debug("pending job %s fits no node class; left out of the plan", job.job_id)
-            return False
-        unbounded = LiveRequest(job, request.per_class, request.begin_s, request.duration_s, None, request.power_w)
-        placement = self.planner.place(unbounded)
-        if placement is None:
-            return False
-        self.planner.commit(unbounded, placement)
-        self.pending_planned += 1
-        return True
+        The plan is built in one pass: ``used[k]`` = what the jobs still running at breakpoint k
+        hold = (all running) - (cumulative sum of what ends at breakpoints 0..k)."""
+        now = self.snapshot_time_s
+        capacity = self.cluster.capacity
+        holds: list[tuple[int, np.ndarray, float]] = []
+        for job in running:
+            end = max(job.end_s, now + OVERDUE_HOLD_S)
+            for use in job.uses or tuple(NodeUse(name, math.inf, math.inf) for name in job.nodes):
+                i = self.index.get(use.node)
+                if i is None:                 # a node the view does not plan (down, drained, unknown)
+                    continue
+                holds.append((i, self._hold_now(i, use), end))
+        times = sorted({end for _, _, end in holds})
+        step = {end: k + 1 for k, end in enumerate(times)}      # breakpoint 0 is now
+        ends_at = np.zeros((len(times) + 1, *capacity.shape))
+        used = np.zeros_like(capacity)
+        for i, held, end in holds:
+            used[i] += held
+            ends_at[step[end], i] += held
+        used_over_time = used[np.newaxis] - np.cumsum(ends_at, axis=0)
+        profile.times = SortedList([now, *times])
+        profile.free = np.maximum(capacity[np.newaxis] - used_over_time, 0.0)
+        profile.free_cpus = profile.free[:, :, CPU].sum(axis=1)
+        profile.compact()
 
-    def decide(self, job: JobSpec, now_s: float, begin_s: float | None = None,
-               features: tuple[str, ...] = (), commit: bool = True) -> Outcome:
-        """Acceptance then allocation for a new submission; ``commit=False`` plans nothing (shadow
-        mode decides on the same plan without changing it)."""
+    def _hold_now(self, i: int, use: NodeUse) -> np.ndarray:
+        """Take ``use`` off node i of the machine now (never below zero; infinite CPUs: the whole
+        node); returns the (CPUs, MiB, GPUs) row taken."""
+        machine, capacity = self.machine, self.cluster.capacity[i]
+        state = machine.gpus
+        gpu_taken = 0.0
+        if use.cpus == math.inf:
+            if state is not None:
+                state.gpu_free_milli[i][: int(capacity[GPU])] = 0
+            gpu_taken = math.inf
+        elif state is not None and (use.gpus or use.whole_gpus):
+            row = state.gpu_free_milli[i]
+            real = int(capacity[GPU])
+            for g, milli in use.gpus:
+                if 0 <= g < real:
+                    taken = min(int(row[g]), int(milli))
+                    row[g] -= taken
+                    gpu_taken += taken / MILLI
+            for _ in range(use.whole_gpus):
+                free = np.flatnonzero(row[:real] == MILLI)
+                if free.size == 0:
+                    break
+                row[free[0]] = 0
+                gpu_taken += 1.0
+        elif use.gpus:
+            gpu_taken = sum(milli for _, milli in use.gpus) / MILLI
+        wanted = np.array([use.cpus, use.memory_mb, gpu_taken], dtype=float)
+        taken = np.minimum(np.maximum(wanted, 0.0), machine.free[i])
+        machine.free[i] -= taken
+        machine.free_cpus_total -= taken[CPU]
+        if state is not None:
+            state.cpu_free_milli[i] -= int(round(taken[CPU] * MILLI))
+            state.mem_free_mib[i] -= taken[MEM]
+            state._refresh(i)
+        return taken
+
+    # -- shapes -----------------------------------------------------------------------------------
+    def _mask(self, partition: str, features: tuple[str, ...], shards: int) -> np.ndarray | None:
+        key = (partition, features, shards)
+        if key not in self._masks:
+            ok = np.ones(len(self.nodes), dtype=bool)
+            if partition:
+                wanted = set(p for p in partition.split(",") if p)
+                ok &= np.array([not parts or bool(wanted & parts) for parts in self._partitions])
+            if features:
+                wanted = set(features)
+                ok &= np.array([wanted <= have for have in self._features])
+            if shards:
+                ok &= self._shards_per_gpu >= shards
+            self._masks[key] = None if ok.all() else ok
+        return self._masks[key]
+
+    def _cluster_of(self, mask: np.ndarray | None) -> Cluster | None:
+        """The nodes a job may use, as a cluster (its shape: as few nodes as the largest allows)."""
+        if mask is None:
+            return self.cluster
+        key = mask.tobytes()
+        if key not in self._clusters:
+            nodes = [self.cluster.nodes[i] for i in np.flatnonzero(mask)]
+            self._clusters[key] = Cluster(nodes) if nodes else None
+        return self._clusters[key]
+
+    def _shape(self, job: JobSpec, features: tuple[str, ...]) -> _Shaped | None:
+        shards = int(job.extra.get(SHARDS, 0) or 0) if job.extra else 0
+        mask = self._mask(job.partition, tuple(features), shards)
+        if shards:
+            # K shards on a node with S per GPU are K/S of one GPU; with several S, the largest share
+            per_gpu = self._shards_per_gpu if mask is None else self._shards_per_gpu[mask]
+            if per_gpu.size == 0:
+                return None
+            job = job.with_changes(gpus_per_node=max(shards / float(s) for s in set(per_gpu.tolist())))
+        cluster = self._cluster_of(mask)
+        shape = cluster.shape_of(job) if cluster is not None else None
+        if shape is None:
+            return None
+        demand = np.array(shape.per_node, dtype=float)
+        if not self.cluster.memory_known:
+            demand[MEM] = 0.0
+        task = None
+        if self.machine.gpus is not None:
+            task = per_node_task(job, demand)
+            if task is None:
+                return None
+        engine_job = EngineJob(index=0, job=job, nodes=shape.nodes, demand=demand,
+                               cpus_total=demand[CPU] * shape.nodes, requested_s=job.requested_time_s, task=task)
+        models = nodes_allowed(self.machine, engine_job)
+        if models is not None:
+            mask = models if mask is None else (mask & models)
+        return _Shaped(shape.nodes, demand, task, mask)
+
+    def _request(self, job: JobSpec, shaped: _Shaped, deadline_s: float | None) -> Request:
+        return Request(shaped.nodes, shaped.demand, job.requested_time_s, deadline_s,
+                       job_power_bound_w(self.cluster, shaped.nodes, shaped.demand), shaped.task)
+
+    # -- time -------------------------------------------------------------------------------------
+    def _advance(self, now_s: float) -> None:
+        """Forget the past, as the deadline queue does at every submission."""
+        if now_s > self.plan.profile.times[0]:
+            self.plan.profile.advance(now_s)
+            self.machine.now_s = now_s
         self.planner.advance(now_s)
-        request = self.request(job, begin_s, features)
-        if not commit:
-            return self._dry(job, request)
-        return self.admission.submit(job, now_s, request)
 
-    def _dry(self, job: JobSpec, request: LiveRequest | None) -> Outcome:
-        from greenslurm.acceptance.admission import _View, TOO_BIG, ALLOCATION
-        from greenslurm.acceptance.base import Decision
-        if request is None:
-            return Outcome(Decision(False, ALLOCATION, TOO_BIG, "asks for more than the cluster has"))
-        decision = self.admission.acceptance.decide(job, _View(self.admission, job, request))
-        if not decision.accepted:
-            return Outcome(decision, request=request)
-        placement = self.planner.place(request)
-        self.planner._last = None
-        return Outcome(decision, placement, request)
+    # -- decisions --------------------------------------------------------------------------------
+    def _admit(self, job: JobSpec, now_s: float, request: Request, shaped: _Shaped,
+               begin_s: float | None, acceptance: bool) -> tuple[Decision, Placement | None, float | None]:
+        """One task through acceptance (or none) and the placement; committed when placed."""
+        plan = self.plan
+        plan.allowed, plan.not_before_s = shaped.allowed, begin_s
+        try:
+            if acceptance:
+                outcome = self.admission.submit(job, now_s, request)
+                decision, placement = outcome.decision, outcome.placement
+            else:
+                placement = self.planner.place(request)
+                if placement is not None:
+                    self.planner.commit(request, placement)
+                decision = Decision(placement is not None, ALLOCATION, "" if placement else NEVER_FITS)
+            earliest = None
+            if placement is None:
+                earliest = self.planner.earliest_finish(request)      # nothing was committed: still cached
+            return decision, placement, earliest
+        finally:
+            plan.allowed = plan.not_before_s = None
+
+    def decide(self, job: JobSpec, now_s: float, begin_s: float | None = None, features: tuple[str, ...] = (), *,
+               commit: bool = True, tasks: int = 1, throttle: int = 0) -> LiveOutcome:
+        """Acceptance then allocation for a new submission of ``tasks`` equal tasks (a job array; at
+        most ``throttle`` at once when > 0).  Accepted only when every task is; on a rejection
+        nothing stays reserved.  ``commit=False`` decides the same and reserves nothing (shadow
+        mode)."""
+        self._advance(now_s)
+        shaped = self._shape(job, features)
+        if shaped is None:
+            return LiveOutcome(Decision(False, ALLOCATION, TOO_BIG, "asks for more than the cluster has"))
+        placed: list[tuple[Request, Placement]] = []
+        try:
+            for i in range(max(tasks, 1)):
+                begin = self._task_begin(begin_s, placed, i, throttle)
+                request = self._request(job, shaped, job.deadline_s)
+                decision, placement, earliest = self._admit(job, now_s, request, shaped, begin, True)
+                if placement is None:
+                    self._release(placed)
+                    placed = []
+                    return LiveOutcome(decision, earliest_end_s=earliest)
+                placed.append((request, placement))
+            return self._outcome(decision, placed, now_s)
+        finally:
+            if not commit:
+                self._release(placed)
+
+    def plan_existing(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = (),
+                      job_id: str | None = None) -> LiveOutcome | None:
+        """Put a job Slurm already holds into the plan at its earliest start (no acceptance test);
+        None when it fits on no node."""
+        shaped = self._shape(job, features)
+        if shaped is None:
+            log.debug("pending job %s fits no node; left out of the plan", job_id or job.job_id)
+            return None
+        request = self._request(job, shaped, None)
+        decision, placement, _ = self._admit(job, self.plan.now_s, request, shaped,
+                                             begin_s if begin_s is not None and begin_s > self.plan.now_s else None,
+                                             False)
+        if placement is None:
+            return None
+        self.pending_planned += 1
+        if job_id is not None:
+            self._planned_end[str(job_id)] = placement.end_s
+        return self._outcome(decision, [(request, placement)], self.plan.now_s)
+
+    def planned_end_s(self, job_id: str) -> float | None:
+        """The planned end of a pending job of the snapshot (None if it was not planned)."""
+        return self._planned_end.get(str(job_id))
+
+    def earliest_end_s(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = ()) -> float | None:
+        """The earliest end any placement of ``job`` could have on the plan now (no change to it)."""
+        shaped = self._shape(job, features)
+        if shaped is None:
+            return None
+        plan = self.plan
+        plan.allowed, plan.not_before_s = shaped.allowed, begin_s
+        try:
+            self.planner.advance(plan.now_s)          # a fresh evaluation (cached candidates belong to others)
+            return self.planner.earliest_finish(self._request(job, shaped, None))
+        finally:
+            plan.allowed = plan.not_before_s = None
+
+    def node_names(self, indices) -> tuple[str, ...]:
+        return tuple(self.nodes[int(i)].name for i in indices)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    @staticmethod
+    def _task_begin(begin_s: float | None, placed: list, i: int, throttle: int) -> float | None:
+        """Task i of an array with at most ``throttle`` running at once starts no earlier than the
+        task before it and than the end of task i - throttle (starts in index order, as Slurm
+        starts array tasks; with equal durations no more than ``throttle`` then overlap)."""
+        if throttle <= 0 or i == 0:
+            return begin_s
+        bounds = [placed[i - 1][1].start_s] + ([placed[i - throttle][1].end_s] if i >= throttle else [])
+        return max([b for b in (begin_s, *bounds) if b is not None])
+
+    def _release(self, placed: list[tuple[Request, Placement]]) -> None:
+        for request, placement in reversed(placed):
+            self.planner.release(request, placement.start_s, placement.end_s, placement.nodes)
+
+    def _outcome(self, decision: Decision, placed: list[tuple[Request, Placement]], now_s: float) -> LiveOutcome:
+        nodes = np.unique(np.concatenate([p.nodes for _, p in placed]))
+        gpus: dict[str, tuple[int, ...]] = {}
+        state = self.machine.gpus
+        for request, placement in placed:
+            task = request.task
+            if state is None or task is None or not task.num_gpu:
+                continue
+            now = placement.start_s <= now_s
+            fit_now = fits(state, task) if now else None
+            for node in placement.nodes.tolist():
+                name = self.nodes[node].name
+                if name in gpus:
+                    continue
+                gpus[name] = tuple(int(g) for g in self.selection.gpus(self.machine, task, node)) \
+                    if now and fit_now[node] else ()
+        energy = sum(r.power_w * (p.end_s - p.start_s) for r, p in placed)
+        return LiveOutcome(decision, min(p.start_s for _, p in placed), max(p.end_s for _, p in placed),
+                           self.node_names(nodes), gpus, energy)
 
 
 def _job_order(job_id: str) -> tuple:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pwd
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,9 +66,58 @@ class NodeDef:
     cpus: int = 4
     memory_mb: int = 4000
     gpus: int = 0
+    shards: int = 0     # gres/shard count of the node (Slurm 22.05 GPU sharing), spread over its GPUs
 
 
 DEFAULT_NODES = (NodeDef("n1", 4, 4000, 2), NodeDef("n2", 4, 4000, 2), NodeDef("n3", 4, 4000), NodeDef("n4", 4, 4000))
+
+
+# -- ordinary (non-root) users ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ClientUser:
+    """An ordinary user that runs client commands (sbatch, squeue, scontrol, scancel) on a cluster,
+    through ``setpriv`` (real uid, gid and supplementary groups of that user, no capabilities),
+    in ``workdir``: a folder under /tmp it owns (its jobs write their output there)."""
+    name: str
+    uid: int
+    gid: int
+    workdir: Path
+
+    def argv(self, args) -> list[str]:
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--", *args]
+
+    def environ(self, env: dict) -> dict:
+        return dict(env, HOME=str(self.workdir), USER=self.name, LOGNAME=self.name)
+
+
+def ensure_user(name: str = "greenslurm-user") -> pwd.struct_passwd:
+    """The account ``name``, created (``useradd``, own group, no home, no login shell) if missing.
+    Idempotent, also when two test processes create it at once (useradd exit 9: it exists)."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    result = subprocess.run(["useradd", "--user-group", "--no-create-home", "--home-dir", "/nonexistent",
+                             "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True, timeout=30)
+    if result.returncode not in (0, 9):
+        raise RuntimeError(f"useradd {name} failed ({result.returncode}): {result.stderr.strip()}")
+    return pwd.getpwnam(name)
+
+
+def shared_root(prefix: str = "greenslurm-slurm-") -> Path:
+    """A fresh folder under /tmp, mode 0755, for a cluster whose clients include ordinary users: they
+    must reach slurm.conf and munged's socket, which pytest's own tmp folders (0700 root) hide."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    os.chmod(root, 0o755)
+    return root
+
+
+def _blocked_for_others(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` that users other than its owner cannot traverse."""
+    for folder in reversed(path.parents):
+        if not os.stat(folder).st_mode & 0o001:
+            return folder
+    return None
 
 
 class SlurmCluster:
@@ -77,6 +128,7 @@ class SlurmCluster:
         self.job_submit_lua = job_submit_lua
         self.cli_filter_lua = cli_filter_lua
         self.procs: list[tuple[str, subprocess.Popen]] = []
+        self.users: list[ClientUser] = []
         self.munged_pid: int | None = None
         self.etc = self.root / "etc"
         self.conf = self.etc / "slurm.conf"
@@ -118,7 +170,7 @@ class SlurmCluster:
             "JobCompType=jobcomp/none",
             "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none",
-            "GresTypes=gpu",
+            "GresTypes=gpu,shard" if any(node.shards for node in self.nodes) else "GresTypes=gpu",
             "MinJobAge=300",
             "SchedulerParameters=sched_interval=1,bf_interval=1",
         ]
@@ -130,7 +182,7 @@ class SlurmCluster:
             port = free_port()
             spec = f"NodeName={node.name} NodeHostname=localhost Port={port} CPUs={node.cpus} RealMemory={node.memory_mb}"
             if node.gpus:
-                spec += f" Gres=gpu:{node.gpus}"
+                spec += f" Gres=gpu:{node.gpus}" + (f",shard:{node.shards}" if node.shards else "")
                 files = []
                 for i in range(node.gpus):
                     dev = self.root / "dev" / f"{node.name}-gpu{i}"
@@ -138,6 +190,8 @@ class SlurmCluster:
                         os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))   # a character device, like /dev/null
                     files.append(str(dev))
                 gres.append(f"NodeName={node.name} Name=gpu File={','.join(files)}")
+                if node.shards:
+                    gres.append(f"NodeName={node.name} Name=shard Count={node.shards}")
             lines.append(spec + " State=UNKNOWN")
         lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
@@ -177,17 +231,41 @@ class SlurmCluster:
 
     def _start_munged(self) -> None:
         munge_dir = self.root / "munge"
-        os.chmod(munge_dir, 0o700)
+        # 0755 like Debian's /run/munge: any local user may reach the socket (munged authenticates
+        # the caller by its peer credentials); its seed file is 0600 anyway
+        os.chmod(munge_dir, 0o755)
         subprocess.run([str(SBIN / "munged"), "--force", f"--socket={self.munge_socket}",
                         f"--pid-file={munge_dir / 'munged.pid'}", f"--log-file={munge_dir / 'munged.log'}",
                         f"--seed-file={munge_dir / 'munged.seed'}"], check=True, env=self.env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
         self.munged_pid = int((munge_dir / "munged.pid").read_text().strip())
 
+    def add_user(self, name: str = "greenslurm-user") -> ClientUser:
+        """An ordinary user (created if missing) that can run client commands here: ``run(..., user=)``.
+        Raises if slurm.conf or munged's socket is out of its reach (use :func:`shared_root`)."""
+        for path in (self.conf, self.munge_socket):
+            blocked = _blocked_for_others(path)
+            if blocked is not None:
+                raise RuntimeError(f"{blocked} (mode {os.stat(blocked).st_mode & 0o777:04o}) hides {path} from "
+                                   f"user {name}; start the cluster under tests.slurm_cluster.shared_root()")
+        account = ensure_user(name)
+        workdir = Path(tempfile.mkdtemp(prefix=f"{name}-", dir="/tmp"))
+        os.chown(workdir, account.pw_uid, account.pw_gid)
+        user = ClientUser(name, account.pw_uid, account.pw_gid, workdir)
+        self.users.append(user)
+        return user
+
     def run(self, *args: str, check: bool = True, timeout: float = 30.0, env: dict | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(list(args), env=env or self.env, capture_output=True, text=True, check=check,
-                              timeout=timeout, input=input, cwd=self.root)
+            input: str | bytes | None = None, user: ClientUser | None = None) -> subprocess.CompletedProcess:
+        """A client command, as root in the cluster's folder or as ``user`` in its workdir.
+        ``input`` as bytes gives bytes out (for scripts that are not UTF-8)."""
+        env = env or self.env
+        argv, cwd = list(args), self.root
+        if user is not None:
+            argv, env, cwd = user.argv(argv), user.environ(env), user.workdir
+        text = not isinstance(input, bytes)
+        return subprocess.run(argv, env=env, capture_output=True, text=text, errors="replace" if text else None,
+                              check=check, timeout=timeout, input=input, cwd=cwd)
 
     def wait_idle(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -204,9 +282,11 @@ class SlurmCluster:
             time.sleep(0.1)
         raise RuntimeError(f"nodes not idle after {timeout_s} s: {last.strip()}")
 
-    def sbatch(self, *args: str, script: str = "#!/bin/sh\ntrue\n", check: bool = False,
-               env: dict | None = None, timeout: float = 30.0) -> subprocess.CompletedProcess:
-        return self.run("sbatch", "--parsable", *args, check=check, input=script, env=env, timeout=timeout)
+    def sbatch(self, *args: str, script: str | bytes = "#!/bin/sh\ntrue\n", check: bool = False,
+               env: dict | None = None, timeout: float = 30.0,
+               user: ClientUser | None = None) -> subprocess.CompletedProcess:
+        return self.run("sbatch", "--parsable", *args, check=check, input=script, env=env, timeout=timeout,
+                        user=user)
 
     def job(self, job_id: str) -> dict[str, str]:
         """``scontrol -o show job`` as a dict (values as strings)."""
@@ -250,6 +330,9 @@ class SlurmCluster:
                 proc.kill()
                 proc.wait(timeout=5)
         self.procs.clear()
+        for user in self.users:
+            shutil.rmtree(user.workdir, ignore_errors=True)
+        self.users.clear()
         # slurmstepd processes of jobs still running belong to the nodes' sessions; end them by pid
         for pid_file in (self.root / "run").glob("*.pid"):
             pid_file.unlink(missing_ok=True)

@@ -247,7 +247,7 @@ def test_undecodable_field_dropped_when_configured_and_recorded(tmp_path):
     try:
         # an undecodable deadline is dropped: the job is checked without it (reconciliation later sees
         # Slurm's own deadline); a readable earlier deadline still counts
-        line = request(1, deadline_env="X", deadline_script="now+60").replace(b'"X"', b'"now+1year\xff"')
+        line = request(1, deadline_env="X", deadline_script="now+60").replace(b'"X"', b'"now+365days\xff"')
         answer = exchange(proc.socket_path, line)
         # 10 minutes cannot end within 60 s: rejected on the script's deadline
         assert answer["action"] == "reject" and "from script" in answer["message"], answer
@@ -261,9 +261,9 @@ def test_undecodable_field_dropped_when_configured_and_recorded(tmp_path):
 
 def test_the_earliest_of_the_deadlines_a_request_carries_is_checked(served):
     # GREENSLURM_DEADLINE says a year, the script says a minute: 10 minutes of work is rejected
-    answer = exchange(served.socket_path, request(3, deadline_env="now+1year", deadline_script="now+60"))
+    answer = exchange(served.socket_path, request(3, deadline_env="now+365days", deadline_script="now+60"))
     assert answer["action"] == "reject" and "from script" in answer["message"]
-    answer = exchange(served.socket_path, request(4, deadline_env="now+60", deadline_script="now+1year"))
+    answer = exchange(served.socket_path, request(4, deadline_env="now+60", deadline_script="now+365days"))
     assert answer["action"] == "reject" and "from cli_filter" in answer["message"]
 
 

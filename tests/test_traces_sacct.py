@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.gres import from_tres
 from greenslurm.traces import read_trace
 from greenslurm.traces.sacct import parse_sacct
 from greenslurm.traces.sacct_json import parse_sacct_json
-from greenslurm.traces.slurm_fields import parse_tres, tres_gpus
+from greenslurm.traces.slurm_fields import parse_tres
 
 STEP = "job step (.batch/.extern/.N)"
 LEAK = "ReqMem per-CPU flag leaked into the value: decoded"
@@ -143,8 +144,9 @@ def test_tres_gpu_count_table(shared_data):
     table = json.loads((shared_data / "sacct" / "fixtures" / "xdmod_alloc-tres-gpu-count.json").read_text())
     assert len(table) == 9
     for tres, expected in table:
-        assert tres_gpus(parse_tres(tres))[0] == expected, tres
-    assert tres_gpus(parse_tres("billing=1,cpu=1,gres/gpu:p100=1,mem=125G,node=1")) == (1.0, "p100")
+        assert from_tres(parse_tres(tres)).gpus == expected, tres
+    found = from_tres(parse_tres("billing=1,cpu=1,gres/gpu:p100=1,mem=125G,node=1"))
+    assert (found.gpus, found.model) == (1, "p100")
 
 
 def test_the_tres_json_fixture_is_not_a_trace(shared_data):

@@ -11,7 +11,7 @@ import pytest
 from greenslurm.clustermodel import InputError
 from greenslurm.cli import main
 from greenslurm.cmd_whatif import difference, parse_policy
-from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_gres, parse_slurm_nodes
+from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
 
 DATA = Path(__file__).parent / "data"
 SINFO = DATA / "sinfo-json-v0.0.38.json"
@@ -58,7 +58,8 @@ def test_bad_node_json(text, message):
 
 
 def test_gres_and_policies():
-    assert parse_gres("gpu:tesla:2(S:0),gpu:1") == (3, "TESLA")
+    (node,) = parse_slurm_nodes('{"nodes": [{"name": "g1", "cpus": 8, "gres": "gpu:tesla:2(S:0),gpu:1"}]}')
+    assert (node.gpus, node.gpu_model) == (3, "TESLA")          # typed 2 + untyped 1
     assert parse_policy("easy") == ("easy", "easy", {})
     with pytest.raises(InputError, match="unknown queue"):
         parse_policy("sjf")

@@ -46,6 +46,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from greenslurm.clustermodel import gres
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.traces import slurm_fields as sf
@@ -350,12 +351,10 @@ class _Record:
 
     def _gpus(self, nodes: int) -> tuple[float, str | None]:
         for key in ("alloctres", "reqtres"):
-            tres = self.parsed(key, sf.parse_tres)
-            if not tres:
+            found = self.parsed(key, lambda text: gres.from_tres(sf.parse_tres(text)))
+            if found is None or found.gpus <= 0:
                 continue
-            count, model = sf.tres_gpus(tres)
-            if count <= 0:
-                continue
+            count, model = float(found.gpus), found.model
             per_node = count / max(nodes, 1)
             if per_node != int(per_node):
                 self.adjust("GPUs not divisible by nodes: rounded up per node", key,

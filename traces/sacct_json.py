@@ -23,6 +23,7 @@ import json
 import math
 import re
 
+from greenslurm.clustermodel import gres
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.traces import slurm_fields as sf
@@ -268,7 +269,12 @@ class _JsonJob:
 
     def _gpus(self, nodes: int) -> tuple[float, str | None]:
         for kind in ("allocated", "requested"):
-            count, model = sf.tres_gpus(self._tres_dict(kind))
+            tres = self._tres_dict(kind)
+            try:
+                found = gres.from_tres(tres)
+            except ValueError as exc:
+                raise self.skip(f"bad field tres.{kind}", f"tres.{kind}", str(exc)) from None
+            count, model = float(found.gpus), found.model
             if count > 0:
                 per_node = count / max(nodes, 1)
                 if per_node != int(per_node):

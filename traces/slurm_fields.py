@@ -183,22 +183,6 @@ def parse_tres(text: str) -> dict[str, float]:
     return result
 
 
-def tres_gpus(tres: dict[str, float]) -> tuple[float, str | None]:
-    """GPU count and model(s) in a parsed TRES dict: ``gres/gpu`` (count), ``gres/gpu:MODEL`` (typed).
-
-    When only typed entries exist their counts add up; several models are joined with ``|``.
-
-    >>> tres_gpus(parse_tres("gres/gpu=4,gres/gpu:a100=4,node=1"))
-    (4.0, 'a100')
-    >>> tres_gpus(parse_tres("gres/gpu:volta=2,mem=125G")), tres_gpus({"cpu": 2.0})
-    ((2.0, 'volta'), (0.0, None))
-    """
-    typed = {name[len("gres/gpu:"):]: count for name, count in tres.items() if name.startswith("gres/gpu:")}
-    count = float(tres.get("gres/gpu", sum(typed.values())))
-    models = sorted(model for model, n in typed.items() if n > 0)
-    return count, ("|".join(models) if models else None)
-
-
 # -- job ids ------------------------------------------------------------------------------------
 _ARRAY_TASK = re.compile(r"(\d+)_(\d+)")
 _ARRAY_RANGE = re.compile(r"(\d+)_\[([0-9,\-:%]+)\]")

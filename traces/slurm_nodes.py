@@ -11,8 +11,8 @@ Shapes read:
   "node": {"state": [...]}}]}``: one entry per group of like nodes; a node listed in several
   partitions is counted once.
 
-GPUs come from the generic resources (``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:k80:2,gpu:t4:1``); the GPU
-model is the GRES type (its power from ``greenslurm.clustermodel.node.GPU_POWER_W`` when known).  Slurm knows no
+GPUs come from the generic resources (``gpu:4``, ``gpu:a100:4(S:0-1)``, ``gpu:k80:2,gpu:t4:1``, read by
+:mod:`greenslurm.clustermodel.gres`); the GPU model is the GRES type (upper case) (its power from ``greenslurm.clustermodel.node.GPU_POWER_W`` when known).  Slurm knows no
 power figures: node power is given by the caller (default: ``NodeSpec``'s).
 
 >>> text = '{"nodes": [{"name": "n1", "cpus": 8, "real_memory": 1000, "gres": "gpu:t4:2(S:0)", "state": "idle"},'
@@ -30,12 +30,11 @@ import json
 import re
 from dataclasses import dataclass
 
-from greenslurm.clustermodel import Cluster, InputError, NodeSpec
+from greenslurm.clustermodel import Cluster, InputError, NodeSpec, gres
 from greenslurm.clustermodel.node import GPU_POWER_W
 
 UNAVAILABLE = ("down", "drain", "drained", "draining", "fail", "failing", "future", "maint", "not_responding",
                "power_down", "powered_down", "reboot_requested", "unknown")
-_GRES = re.compile(r"^gpu(?::([^:(]+))?:(\d+)")
 
 
 @dataclass(frozen=True)
@@ -81,29 +80,24 @@ def _state(value, flags=()) -> str:
     return "+".join(p.lower() for p in parts if p)
 
 
-def parse_gres(text: str | None) -> tuple[int, str | None]:
-    """GPU count and model (GRES type, upper case; several types joined with '|').
+class _BadGres(ValueError):
+    """Internal: a node's Gres that cannot be read (turned into an InputError naming the file)."""
 
-    >>> parse_gres("gpu:a100:4(S:0-1)"), parse_gres("gpu:2"), parse_gres("gpu:k80:2,gpu:t4:1,mps:100")
-    ((4, 'A100'), (2, None), (3, 'K80|T4'))
-    >>> parse_gres(""), parse_gres("(null)")
-    ((0, None), (0, None))
-    """
-    count, models = 0, []
-    for item in re.split(r",(?![^(]*\))", text or ""):
-        match = _GRES.match(item.strip())
-        if match:
-            count += int(match.group(2))
-            if match.group(1) and match.group(1).upper() not in models:
-                models.append(match.group(1).upper())
-    return count, ("|".join(models) if models else None)
+
+def _gpus(gres_text, node: str) -> tuple[int, str | None]:
+    """GPU count and model of a node's Gres (GRES types upper case, several joined with '|')."""
+    try:
+        found = gres.parse_gres(gres_text if isinstance(gres_text, str) else None)
+    except ValueError as exc:
+        raise _BadGres(f"node {node}: {exc}") from None
+    return found.gpus, "|".join(dict.fromkeys(m.upper() for m in found.models)) or None
 
 
 def _from_node(node: dict) -> SlurmNode | None:
     name = node.get("name") or node.get("hostname")
     if not name:
         return None
-    gpus, model = parse_gres(node.get("gres"))
+    gpus, model = _gpus(node.get("gres"), str(name))
     features = tuple(f for f in re.split(r"[,&]", node.get("active_features") or node.get("features") or "") if f)
     if isinstance(node.get("features"), list):
         features = tuple(str(f) for f in node["features"])
@@ -116,7 +110,7 @@ def _from_sinfo_entry(entry: dict) -> list[SlurmNode]:
     names = (entry.get("nodes") or {}).get("nodes") or []
     cpus = int(slurm_json_number((entry.get("cpus") or {}).get("maximum")))
     memory = slurm_json_number((entry.get("memory") or {}).get("maximum"))
-    gpus, model = parse_gres((entry.get("gres") or {}).get("total"))
+    gpus, model = _gpus((entry.get("gres") or {}).get("total"), ",".join(map(str, names)))
     partition = (entry.get("partition") or {}).get("name")
     state = _state((entry.get("node") or {}).get("state"))
     features = (entry.get("features") or {}).get("active") or (entry.get("features") or {}).get("total") or ""
@@ -134,11 +128,14 @@ def parse_slurm_nodes(text: str, path: str = "<sinfo --json>") -> list[SlurmNode
         raise InputError("neither 'nodes' (sinfo --json of 22.05, scontrol show nodes --json) nor 'sinfo' "
                          "(sinfo --json of 23.02+) at the top level", path=path)
     found: list[SlurmNode] = []
-    if isinstance(data.get("nodes"), list):
-        found += [n for n in map(_from_node, data["nodes"]) if n is not None]
-    if isinstance(data.get("sinfo"), list):
-        for entry in data["sinfo"]:
-            found += _from_sinfo_entry(entry)
+    try:
+        if isinstance(data.get("nodes"), list):
+            found += [n for n in map(_from_node, data["nodes"]) if n is not None]
+        if isinstance(data.get("sinfo"), list):
+            for entry in data["sinfo"]:
+                found += _from_sinfo_entry(entry)
+    except _BadGres as exc:
+        raise InputError(str(exc), path=path, field="gres") from None
     nodes: dict[str, SlurmNode] = {}
     for node in found:
         if node.name in nodes:

@@ -14,7 +14,7 @@ dofile(arg[1])
 local cases = dofile(arg[2])
 local function show(s)
   if s == nil then return "" end
-  return (string.gsub(s, "[\128-\255\t\n]", function(c) return string.format("\\x%02x", string.byte(c)) end))
+  return (string.gsub(s, "[%z\1-\31\127-\255]", function(c) return string.format("\\x%02x", string.byte(c)) end))
 end
 for _, case in ipairs(cases) do
   local rc = slurm_job_submit(case.job_desc, {}, case.uid or 1000)

@@ -1,0 +1,383 @@
+"""Shipping the hook like a Slurm plugin: the systemd unit, the hook.toml template, the package data,
+``greenslurm hook install`` and ``greenslurm hook check`` (slurm.conf with its Include files, levels,
+the backend, the runtime folder, lock, socket and record of a real running service)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tomllib
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from greenslurm.cli import main
+from greenslurm.clustermodel import InputError
+from greenslurm.slurm_plugin import install as hook_install
+from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.install import FAIL, OK, WARN, check, read_slurm_conf, resolve_backend
+
+from hook_service import ServiceProcess, write_config
+from slurm_cluster import shared_root
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = ROOT / "slurm_plugin"
+HOOK_STATE = Path(__file__).parent / "data" / "slurm-hook"       # a recorded sinfo.json / squeue.json
+
+
+def levels(checks) -> dict[str, str]:
+    return {c.name: c.level for c in checks}
+
+
+# -- slurm.conf and its Include files ------------------------------------------------------------------
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_nested_relative_includes_follow_the_slurm_release(tmp_path):
+    conf = write(tmp_path / "slurm.conf", "ClusterName=Blue\nInclude sub/a.conf\nInclude %c.conf\n")
+    write(tmp_path / "sub" / "a.conf", "Include b.conf\n")
+    write(tmp_path / "sub" / "b.conf", "JobSubmitPlugins=lua        # beside a.conf: Slurm 22.05\n")
+    write(tmp_path / "b.conf", "JobSubmitPlugins=require_timelimit   # beside slurm.conf: Slurm 23.02+\n")
+    write(tmp_path / "blue.conf", "CliFilterPlugins=lua\n")          # %c: the ClusterName, lower case
+    old = read_slurm_conf(conf, relative_to_includer=True)
+    new = read_slurm_conf(conf, relative_to_includer=False)
+    assert [p.relative_to(tmp_path).as_posix() for p in old.files] == ["slurm.conf", "sub/a.conf", "sub/b.conf", "blue.conf"]
+    assert (old.get("jobsubmitplugins"), new.get("JobSubmitPlugins")) == ("lua", "require_timelimit")
+    assert old.get("clifilterplugins") == "lua" and not old.problems and not new.problems
+    assert old.settings["jobsubmitplugins"].where() == f"{tmp_path / 'sub' / 'b.conf'}:1"
+
+
+def test_the_last_value_wins_as_in_slurm(tmp_path):
+    write(tmp_path / "site.conf", "JobSubmitPlugins=require_timelimit\n")
+    conf = write(tmp_path / "slurm.conf", "JobSubmitPlugins=lua\nInclude site.conf\n"
+                                          "PartitionName=p Nodes=ALL Default=YES\n")
+    found = read_slurm_conf(conf)
+    assert found.get("jobsubmitplugins") == "require_timelimit"       # the Include came later
+    assert found.get("nodes") is None and found.get("default") is None  # a partition line's keys are its own
+    assert levels(check(HookConfig(), conf))["JobSubmitPlugins=lua"] == FAIL
+    write(tmp_path / "slurm.conf", "Include site.conf\nJobSubmitPlugins = \"require_timelimit,lua\"\n")
+    assert levels(check(HookConfig(), conf))["JobSubmitPlugins=lua"] == OK
+
+
+def test_an_include_cycle_is_reported_and_reading_ends(tmp_path):
+    conf = write(tmp_path / "slurm.conf", "Include a.conf\nJobSubmitPlugins=lua\n")
+    write(tmp_path / "a.conf", "Include b.conf\n")
+    write(tmp_path / "b.conf", "Include a.conf\nInclude slurm.conf\nCliFilterPlugins=lua\n")
+    found = read_slurm_conf(conf)
+    assert [p.name for p in found.files] == ["slurm.conf", "a.conf", "b.conf"]
+    assert [level for level, _ in found.problems] == [FAIL, FAIL]
+    assert "slurm.conf -> a.conf -> b.conf -> a.conf" in found.problems[0][1]
+    assert found.get("clifilterplugins") == "lua" and found.get("jobsubmitplugins") == "lua"
+
+
+def test_wildcards_and_missing_files_fail_as_in_slurm(tmp_path):
+    conf = write(tmp_path / "slurm.conf", "JobSubmitPlugins=lua\nInclude conf.d/*.conf\nInclude gone.conf\n")
+    write(tmp_path / "conf.d" / "filter.conf", "CliFilterPlugins=lua\n")
+    found = read_slurm_conf(conf)
+    assert found.get("clifilterplugins") is None            # Slurm does not read conf.d/filter.conf either
+    (wild, wild_text), (gone, gone_text) = found.problems
+    assert (wild, gone) == (FAIL, FAIL)
+    assert "expands no wildcards" in wild_text and f"{tmp_path / 'gone.conf'}: no such file" in gone_text
+    result = levels(check(HookConfig(), conf))
+    assert result["slurm.conf Include"] == FAIL and result["CliFilterPlugins=lua"] == WARN
+
+
+@pytest.mark.skipif(shutil.which("sinfo") is None, reason="Slurm's client commands are not installed")
+def test_real_slurm_reads_nested_includes_as_we_do(tmp_path):
+    """This host's Slurm parses the same files: a nested relative Include resolved the way
+    read_slurm_conf resolves it for this release loads (sinfo --version reads slurm.conf whole)."""
+    version = hook_install.slurm_version()
+    includer_relative = hook_install.release(version) <= (22, 5)
+    conf = write(tmp_path / "slurm.conf", "ClusterName=t\nSlurmctldHost=localhost\nInclude sub/a.conf\n")
+    write(tmp_path / "sub" / "a.conf", "Include b.conf\n")
+    write((tmp_path / "sub" if includer_relative else tmp_path) / "b.conf", "JobSubmitPlugins=lua\n")
+    found = read_slurm_conf(conf, relative_to_includer=includer_relative)
+    assert not found.problems and found.get("jobsubmitplugins") == "lua"
+    done = subprocess.run(["sinfo", "--version"], env=dict(os.environ, SLURM_CONF=str(conf)), capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0 and version in done.stdout, done.stderr
+
+
+def test_comments_continuations_and_quotes():
+    assert hook_install.logical_lines("Include a.conf # x\n  \n#JobSubmitPlugins=lua\nA=\\\nB\n") == [
+        (1, "Include a.conf "), (4, "A=B")]
+
+
+# -- levels and exit codes --------------------------------------------------------------------------------
+def test_a_missing_cli_filter_warns_and_a_missing_job_submit_plugin_fails(tmp_path):
+    conf = write(tmp_path / "slurm.conf", "JobSubmitPlugins=lua\n")
+    result = levels(check(HookConfig(), conf))
+    assert (result["JobSubmitPlugins=lua"], result["CliFilterPlugins=lua"]) == (OK, WARN)
+    write(tmp_path / "slurm.conf", "JobSubmitPlugins=require_timelimit\nCliFilterPlugins=lua\n")
+    result = levels(check(HookConfig(), conf))
+    assert (result["JobSubmitPlugins=lua"], result["CliFilterPlugins=lua"]) == (FAIL, OK)
+    assert result["cli_filter.lua"] == FAIL                   # CliFilterPlugins=lua needs the file
+    assert levels(check(HookConfig(), tmp_path / "nope.conf"))["slurm.conf"] == FAIL
+
+
+# -- the backend ----------------------------------------------------------------------------------------------
+def test_auto_without_pyslurm_is_cli_in_one_line():
+    assert resolve_backend(HookConfig()) == ("cli", "auto -> cli: pyslurm is not installed; Slurm's JSON commands are used")
+    assert resolve_backend(HookConfig(backend="cli"))[0] == "cli"
+
+
+def test_pyslurm_requested_but_absent_is_one_line_exit_2(tmp_path, capsys):
+    path = write_config(tmp_path / "hook.toml", backend="pyslurm", socket=str(tmp_path / "s.sock"),
+                        database=str(tmp_path / "r.sqlite"))
+    with pytest.raises(InputError, match=r'backend = "pyslurm": pyslurm is not installed') as info:
+        resolve_backend(HookConfig.from_toml(path))
+    assert info.value.path == str(path) and info.value.field == "backend" and "\n" not in str(info.value)
+    assert main(["hook", "serve", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "pyslurm" in err and "Traceback" not in err
+    assert main(["hook", "check", "--config", str(path), "--slurm-conf", str(tmp_path / "slurm.conf")]) == 1
+    assert 'backend = "pyslurm": pyslurm is not installed' in capsys.readouterr().out.replace("\n", " ").replace("│", "")
+
+
+@pytest.fixture
+def fake_pyslurm(tmp_path, monkeypatch):
+    """FAKE pyslurm (a stub package on sys.path) to inject what this host cannot give on demand: a
+    pyslurm of a chosen version, or one that fails to import.  The Slurm version is the real one."""
+    def make(version: str | None = None, error: str | None = None) -> None:
+        package = tmp_path / "fake-pyslurm" / "pyslurm"
+        package.mkdir(parents=True, exist_ok=True)
+        body = f"raise ImportError({error!r})\n" if error else f"__version__ = {version!r}\n"
+        (package / "__init__.py").write_text(body)
+        monkeypatch.syspath_prepend(str(package.parent))
+        sys.modules.pop("pyslurm", None)
+    yield make
+    sys.modules.pop("pyslurm", None)
+
+
+@pytest.mark.skipif(hook_install.slurm_version() is None, reason="slurmctld and sinfo are not installed")
+def test_auto_takes_pyslurm_only_for_this_slurm_release(fake_pyslurm):
+    slurm = hook_install.slurm_version()
+    major, minor = hook_install.release(slurm)
+    fake_pyslurm(f"{major}.{minor}.0")
+    assert resolve_backend(HookConfig()) == ("pyslurm", f"auto -> pyslurm {major}.{minor}.0, matching Slurm {slurm}")
+    fake_pyslurm(f"{major + 3}.11.0")
+    name, detail = resolve_backend(HookConfig())
+    assert name == "cli" and detail == (f"auto -> cli: pyslurm {major + 3}.11.0 is built for another Slurm release "
+                                        f"than this Slurm {slurm}; Slurm's JSON commands are used")
+    with pytest.raises(InputError, match=f"needs a pyslurm {major}.{minor}.x"):
+        resolve_backend(HookConfig(backend="pyslurm"))
+    fake_pyslurm(error="libslurm.so.38: cannot open shared object file")
+    assert resolve_backend(HookConfig()) == (
+        "cli", "auto -> cli: pyslurm does not import (libslurm.so.38: cannot open shared object file); "
+               "Slurm's JSON commands are used")
+
+
+# -- the systemd unit ----------------------------------------------------------------------------------------
+def unit_settings(text: str) -> dict[tuple[str, str], list[str]]:
+    """A unit file as {(section, key): [values]}; a line outside a section or without '=' is an error."""
+    settings: dict[tuple[str, str], list[str]] = {}
+    section = None
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if re.fullmatch(r"\[[A-Za-z]+\]", line):
+            section = line[1:-1]
+            continue
+        key, sep, value = line.partition("=")
+        assert section is not None and sep and re.fullmatch(r"[A-Za-z]+", key), f"line {number}: {line!r}"
+        settings.setdefault((section, key), []).append(value)
+    return settings
+
+
+REQUIRED_UNIT = {("Service", "User"): "slurm", ("Service", "Group"): "slurm", ("Service", "Restart"): "on-failure",
+                 ("Service", "RuntimeDirectory"): "greenslurm", ("Service", "RuntimeDirectoryMode"): "0750",
+                 ("Service", "StateDirectory"): "greenslurm", ("Service", "StateDirectoryMode"): "0700",
+                 ("Service", "NoNewPrivileges"): "yes", ("Service", "ProtectSystem"): "strict",
+                 ("Service", "ProtectHome"): "yes", ("Service", "PrivateTmp"): "yes",
+                 ("Service", "ExecStart"): "/usr/bin/env greenslurm hook serve --config /etc/greenslurm/hook.toml",
+                 ("Install", "WantedBy"): "multi-user.target"}
+
+
+def unit_problems(text: str) -> list[str]:
+    settings = unit_settings(text)
+    problems = [f"{key}={settings.get(key)}, expected {value}" for key, value in REQUIRED_UNIT.items()
+                if settings.get(key) != [value]]
+    families = set(" ".join(settings.get(("Service", "RestrictAddressFamilies"), [""])).split())
+    if "AF_UNIX" not in families or families - {"AF_UNIX", "AF_INET", "AF_INET6"}:
+        problems.append(f"RestrictAddressFamilies={families}")
+    config = HookConfig()
+    # the unit's folders are the ones hook.toml's defaults use, and the service may write there
+    if Path(config.socket).parent != Path("/run") / settings[("Service", "RuntimeDirectory")][0]:
+        problems.append("RuntimeDirectory is not the default socket's folder")
+    if Path(config.database).parent != Path("/var/lib") / settings[("Service", "StateDirectory")][0]:
+        problems.append("StateDirectory is not the default record's folder")
+    writable = " ".join(settings.get(("Service", "ReadWritePaths"), [""])).split()
+    if str(Path(config.database).parent) not in writable:
+        problems.append("ReadWritePaths lacks the record's folder")
+    return problems
+
+
+def test_the_shipped_unit_has_every_setting():
+    assert unit_problems((PLUGIN / "greenslurm-hook.service").read_text()) == []
+
+
+def test_the_unit_check_catches_a_broken_unit():
+    good = (PLUGIN / "greenslurm-hook.service").read_text()
+    assert unit_problems(good.replace("RuntimeDirectory=greenslurm\n", "RuntimeDirectory=hook\n")) != []
+    assert unit_problems(good.replace("RestrictAddressFamilies=AF_UNIX", "RestrictAddressFamilies=AF_PACKET AF_UNIX"))
+    with pytest.raises(AssertionError, match="line"):
+        unit_settings("[Service]\nUser slurm\n")
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+@pytest.mark.parametrize("options", [{}, {"user": "root", "executable": sys.executable + " -m greenslurm",
+                                          "config_path": "/srv/gs/hook.toml"}])
+def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path, options):
+    unit = tmp_path / hook_install.UNIT_NAME
+    unit.write_text(hook_install.render_unit(**options))
+    done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    # unknown keys and bad values are warnings on stderr with exit code 0: both must be clean
+    assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
+    bad = tmp_path / "bad" / hook_install.UNIT_NAME
+    write(bad, unit.read_text().replace("ProtectHome=yes", "ProtectHome=sometimes"))
+    done = subprocess.run(["systemd-analyze", "verify", str(bad)], capture_output=True, text=True, timeout=60)
+    assert "sometimes" in done.stderr                  # the verification can fail
+
+
+# -- the hook.toml template ---------------------------------------------------------------------------------------
+def documented_defaults(text: str) -> dict:
+    """The template's commented-out settings (``#key = value``) read as TOML."""
+    lines = [line[1:] for line in text.splitlines() if re.match(r"#[a-z_]+ = ", line)]
+    return tomllib.loads("\n".join(lines))
+
+
+def test_the_template_loads_and_documents_every_setting_at_its_default(tmp_path):
+    text = (PLUGIN / "hook.toml").read_text()
+    HookConfig.from_toml(PLUGIN / "hook.toml")
+    documented = documented_defaults(text)
+    keys = {f.name for f in fields(HookConfig) if f.name != "path"}
+    assert keys - set(documented) == set(), "settings without a line in slurm_plugin/hook.toml"
+    assert set(documented) - keys == set()
+    # every line uncommented: still a valid config, and (for settings that have one) the real default
+    loaded = HookConfig.from_toml(write(tmp_path / "all.toml", "[hook]\n" + "\n".join(
+        line[1:] for line in text.splitlines() if re.match(r"#[a-z_]+ = ", line))))
+    for key in keys:
+        if getattr(HookConfig(), key) is not None:
+            assert getattr(loaded, key) == getattr(HookConfig(), key), key
+
+
+def test_every_shipped_file_is_package_data():
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "greenslurm.slurm_plugin"]
+    shipped = [p.name for p in PLUGIN.iterdir() if p.is_file() and p.suffix not in (".py", ".pyc")]
+    assert {"greenslurm-hook.service", "hook.toml", "job_submit.lua", "cli_filter.lua"} <= set(shipped)
+    for name in shipped:
+        assert any(fnmatch.fnmatch(name, pattern) for pattern in patterns), name
+
+
+# -- hook install ------------------------------------------------------------------------------------------------
+def test_install_writes_every_file_and_never_replaces_a_config(tmp_path, capsys):
+    config = write_config(tmp_path / "hook.toml", timeout_ms=35, fail="closed")
+    assert main(["hook", "install", "--config", str(config), "--dest", str(tmp_path / "etc"),
+                 "--unit-dir", str(tmp_path / "units"), "--service-user", "root",
+                 "--write-config", str(tmp_path / "new" / "hook.toml")]) == 0
+    lua = hook_install.lua_settings((tmp_path / "etc" / "job_submit.lua").read_text())
+    assert (lua["TIMEOUT_MS"], lua["FAIL_OPEN"]) == ("35", "false")
+    unit = unit_settings((tmp_path / "units" / hook_install.UNIT_NAME).read_text())
+    assert unit[("Service", "ExecStart")] == [f"/usr/bin/env greenslurm hook serve --config {config}"]
+    assert unit[("Service", "User")] == ["root"] and unit[("Service", "Group")] == ["root"]
+    assert (tmp_path / "new" / "hook.toml").read_text() == (PLUGIN / "hook.toml").read_text()
+    assert not list(tmp_path.rglob(".*.tmp"))                  # written through a temporary name, renamed
+    capsys.readouterr()
+    assert main(["hook", "install", "--write-config", str(tmp_path / "new" / "hook.toml")]) == 2
+    assert "never written over" in capsys.readouterr().err
+    assert main(["hook", "install", "--print", "unit"]) == 0
+    assert capsys.readouterr().out == hook_install.render_unit()
+
+
+# -- hook check on a running service ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def site():
+    """A real `greenslurm hook serve` (files backend on a recorded cluster) in folders laid out as the
+    unit lays them out: runtime folder 0750, state folder 0700; job_submit.lua rendered by hook install."""
+    root = shared_root("greenslurm-pack-")
+    run, state, etc = root / "run", root / "state", root / "etc"
+    for folder, mode in ((run, 0o750), (state, 0o700), (etc, 0o755)):
+        folder.mkdir()
+        os.chmod(folder, mode)
+    config = write_config(root / "hook.toml", socket=str(run / "hook.sock"), database=str(state / "hook.sqlite"),
+                          backend="files", state_dir=str(HOOK_STATE))
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    write(etc / "slurm.conf", "ClusterName=t\nSlurmUser=root\nInclude greenslurm-slurm.conf.snippet\n")
+    service = ServiceProcess(config, str(run / "hook.sock"), root / "service.log").start()
+    try:
+        yield root, config, etc / "slurm.conf", service
+    finally:
+        service.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_check_of_a_wired_site_is_ok_with_one_warning(site, capsys):
+    root, config, conf, service = site
+    checks = check(HookConfig.from_toml(config), conf)
+    assert {c.name for c in checks if c.level != OK} == {"CliFilterPlugins=lua"}, checks
+    assert f"held by pid {service.proc.pid}" in next(c.detail for c in checks if c.name == "lock")
+    assert main(["hook", "check", "--config", str(config), "--slurm-conf", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "WARN" in out and "FAIL" not in out and "0 failed, 1 warning" in out
+
+
+@pytest.mark.parametrize("path, mode, failing", [("state/hook.sqlite", 0o644, "record"),
+                                                  ("run/hook.sock", 0o666, "socket"),
+                                                  ("run", 0o770, "runtime folder"),
+                                                  ("etc/job_submit.lua", 0o666, "job_submit.lua")])
+def test_a_loose_mode_fails(site, path, mode, failing):
+    root, config, conf, _ = site
+    target = root / path
+    before = stat.S_IMODE(target.stat().st_mode)
+    os.chmod(target, mode)
+    try:
+        result = levels(check(HookConfig.from_toml(config), conf))
+        assert result[failing] == FAIL
+        assert main(["hook", "check", "--config", str(config), "--slurm-conf", str(conf)]) == 1
+    finally:
+        os.chmod(target, before)
+
+
+def test_a_runtime_folder_of_another_user_fails(site):
+    root, config, conf, _ = site
+    slurm = pwd.getpwnam("slurm") if "slurm" in {p.pw_name for p in pwd.getpwall()} else None
+    if slurm is None:
+        pytest.skip("no slurm user (Slurm's packages are not installed)")
+    os.chown(root / "run", slurm.pw_uid, -1)
+    try:
+        found = next(c for c in check(HookConfig.from_toml(config), conf) if c.name == "runtime folder")
+        assert found.level == FAIL and "owned by slurm" in found.detail and "the running service" in found.detail
+    finally:
+        os.chown(root / "run", 0, -1)
+
+
+def test_slurmctld_as_slurm_user_cannot_reach_a_root_socket(site, tmp_path):
+    root, config, conf, _ = site
+    if "slurm" not in {p.pw_name for p in pwd.getpwall()}:
+        pytest.skip("no slurm user (Slurm's packages are not installed)")
+    other = write(conf.parent / "slurm-as-slurm.conf", conf.read_text().replace("SlurmUser=root", "SlurmUser=slurm"))
+    try:
+        found = next(c for c in check(HookConfig.from_toml(config), other) if c.name == "slurmctld can connect")
+        assert found.level == FAIL and "set socket_group" in found.detail    # root's socket, mode 0600
+    finally:
+        other.unlink()
+
+
+def test_job_submit_lua_rendered_from_another_config_fails(site, tmp_path):
+    root, config, conf, _ = site
+    changed = write(tmp_path / "hook.toml", config.read_text() + "timeout_ms = 50\nfail_deadline = \"open\"\n")
+    found = next(c for c in check(HookConfig.from_toml(changed), conf) if c.name == "job_submit.lua")
+    assert found.level == FAIL
+    assert "TIMEOUT_MS = 20 there, 50 from" in found.detail and "FAIL_DEADLINE_OPEN = false there, true" in found.detail

@@ -1,0 +1,101 @@
+"""Reconciliation trusts the record, never the text of a comment: which pending jobs with a Slurm
+deadline the service leaves alone, table-driven, on the real service objects over a cluster state
+recorded from the real daemons (tests/data/slurm-hook)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from greenslurm.clustermodel import JobSpec
+from greenslurm.slurm_plugin.backend import FilesBackend, PendingDeadline
+from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.protocol import parse_request
+from greenslurm.slurm_plugin.record import DecisionRecord
+from greenslurm.slurm_plugin.service import DecisionService
+
+import json
+from pathlib import Path
+
+STATE = Path(__file__).parent / "data" / "slurm-hook"
+
+
+@pytest.fixture
+def service(tmp_path):
+    service = DecisionService(HookConfig(database=str(tmp_path / "db.sqlite")), DecisionRecord(tmp_path / "db.sqlite"))
+    snapshot, _ = FilesBackend(str(STATE)).snapshot()
+    service.swap_view(service.install_view(snapshot, time.time()), time.time())
+    return service
+
+
+def submit(service: DecisionService, uid: int, deadline: str, minutes: int = 10) -> tuple[dict, float]:
+    now = time.time()
+    line = json.dumps({"id": 1, "uid": uid, "user": f"u{uid}", "min_cpus": 1, "time_limit": minutes,
+                       "submit_time": int(now), "deadline_env": deadline}).encode()
+    answer = service.handle_request(parse_request(line))
+    assert answer["action"] == "modify", answer
+    return answer, service.record.rows("WHERE id = ?", (answer["decision"],))[0]["deadline_s"]
+
+
+def pending(job_id: str, uid: int, deadline_s: float, comment: str, limit_s: float = 600.0) -> PendingDeadline:
+    job = JobSpec(job_id, submit_s=time.time(), requested_time_s=limit_s, cpus=1, deadline_s=deadline_s)
+    return PendingDeadline(job_id, deadline_s, job, None, comment, False, f"u{uid}", limit_s, uid)
+
+
+def reconciled(service: DecisionService, items: list[PendingDeadline]) -> list[str]:
+    return sorted(item.job_id for item, _ in service.to_reconcile(items))
+
+
+def test_a_job_carrying_its_own_tag_and_deadline_is_left_alone(service):
+    answer, checked = submit(service, 1000, "now+1day")
+    assert reconciled(service, [pending("101", 1000, checked, answer["comment_append"])]) == []
+
+
+@pytest.mark.parametrize("case", [
+    "forged token", "unknown id", "other user", "deadline tightened", "time limit raised", "text only",
+])
+def test_anything_else_is_checked(service, case):
+    answer, checked = submit(service, 1000, "now+1day")
+    tag = answer["comment_append"]
+    decision, token = tag.split(":")[0].removeprefix("greenslurm#").split(".")
+    comment, uid, deadline, limit = tag, 1000, checked, 600.0
+    if case == "forged token":
+        comment = tag.replace(token, "deadbeef" if token != "deadbeef" else "feedface")
+    elif case == "unknown id":
+        comment = tag.replace(f"#{decision}.", f"#{int(decision) + 1000}.")
+    elif case == "other user":
+        uid = 1001
+    elif case == "deadline tightened":
+        deadline = checked - 3600.0            # root moved it an hour earlier after the check
+    elif case == "time limit raised":
+        limit = 3600.0                          # 10 minutes were checked, the job now asks an hour
+    elif case == "text only":
+        comment = "greenslurm#7: planned start ... deadline checked: 2030-01-01T00:00:00"
+    assert reconciled(service, [pending("101", uid, deadline, comment, limit)]) == ["101"]
+
+
+def test_a_copied_tag_is_claimed_by_the_first_job_only(service):
+    answer, checked = submit(service, 1000, "now+1day")
+    original = pending("101", 1000, checked, answer["comment_append"])
+    copy = pending("102", 1000, checked, "my note " + answer["comment_append"])
+    assert reconciled(service, [copy, original]) == ["102"]
+    # the claim is in the record: in a later sync the copy alone still does not get it
+    assert reconciled(service, [copy]) == ["102"]
+    assert service.record.rows("WHERE id = ?", (answer["decision"],))[0]["job_id"] == "101"
+
+
+def test_a_deadline_loosened_after_the_check_is_still_covered(service):
+    answer, checked = submit(service, 1000, "now+1day")
+    assert reconciled(service, [pending("101", 1000, checked + 3600.0, answer["comment_append"])]) == []
+
+
+def test_a_rejected_decision_covers_nothing(service):
+    now = time.time()
+    line = json.dumps({"id": 2, "uid": 1000, "user": "u1000", "min_cpus": 1, "time_limit": 10,
+                       "submit_time": int(now), "deadline_env": "now+60"}).encode()
+    answer = service.handle_request(parse_request(line))
+    assert answer["action"] == "reject"
+    token = service.record.rows("WHERE id = ?", (answer["decision"],))[0]["token"]
+    comment = f"greenslurm#{answer['decision']}.{token}: planned"
+    assert reconciled(service, [pending("101", 1000, now + 60, comment)]) == ["101"]
