@@ -1,22 +1,32 @@
-"""What the live hook costs.
+"""What the live hook costs, and how long its timeout must be.
 
-1. sbatch round trip on a real Slurm cluster (munged, slurmctld, 4 slurmd on loopback), median and
-   p99 over N submissions, without the hook and with job_submit.lua + the decision service.
-2. The service's own decision time with 10,000 nodes and 10,000 pending jobs in its view
-   (in process, record included), median and p99 over 2,000 decisions, and the time to build the
-   view from the snapshot.
+1. sbatch round trip on real Slurm (munged, slurmctld, 4 slurmd on loopback), without the hook and with
+   job_submit.lua + ``greenslurm hook serve``, side by side: median, p99, p99.9, and the ratio to the
+   no-hook baseline measured in the same run.  Twice: on an idle machine with one submitter, and with
+   every core busy (one busy-loop process per core) and several concurrent submitters.
+2. The service's answer time as job_submit.lua sees it (connect, one request line, the answer line,
+   close), from concurrent clients on the socket while every core is busy: median, p99, p99.9, max.
+   ``timeout_ms`` must cover that with room: the suggestion is 3 x p99.9, rounded up to 10 ms.
+3. (``--view``) the service's decision time with 10,000 nodes and 10,000 pending jobs in its view.
 
-    python bench/bench_hook_latency.py [--jobs 200] [--decisions 2000] [--skip-slurm]
+The hook is rendered with a long timeout (``--hook-timeout-ms``, 10 s) so that sbatch round trips are
+measured, not cut at the default timeout; fail-opens (slurmctld's log) are counted and printed.
 
-Targets: the hook adds under 5 ms median to sbatch; decisions take under 2 ms p99.
+    python bench/bench_hook_latency.py [--jobs 1000] [--requests 20000] [--submitters 4] [--view]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import multiprocessing
 import os
+import shutil
+import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -26,88 +36,210 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from greenslurm.clustermodel import JobSpec  # noqa: E402
-from greenslurm.slurm_plugin.record import DecisionRecord  # noqa: E402
-from greenslurm.slurm_plugin.service import DecisionService, HookConfig  # noqa: E402
-from greenslurm.slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot  # noqa: E402
+
+def percentiles_ms(samples: list[float]) -> dict[str, float]:
+    """Median, p99, p99.9 and max of durations in seconds, in milliseconds.
+
+    >>> percentiles_ms([0.001] * 999 + [0.5])["max"]
+    500.0
+    """
+    a = np.asarray(samples) * 1e3
+    return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)),
+            "p99.9": float(np.percentile(a, 99.9)), "max": float(a.max())}
 
 
-def stats_ms(samples: list[float]) -> tuple[float, float]:
-    a = np.array(samples) * 1e3
-    return float(np.median(a)), float(np.percentile(a, 99))
+def suggest_timeout_ms(p999_ms: float) -> int:
+    """3 x the loaded p99.9 answer time, rounded up to 10 ms (at least 10 ms).
+
+    >>> suggest_timeout_ms(4.2), suggest_timeout_ms(0.5), suggest_timeout_ms(31.0)
+    (20, 10, 100)
+    """
+    return max(10, int(math.ceil(3 * p999_ms / 10.0)) * 10)
 
 
-def sbatch_times(cluster, jobs: int) -> list[float]:
-    times = []
-    for _ in range(jobs):
-        started = time.perf_counter()
-        result = cluster.sbatch("-t", "5", "--hold", "--deadline=now+86400")
-        times.append(time.perf_counter() - started)
-        if result.returncode != 0:
-            raise RuntimeError(result.stderr)
-    cluster.run("scancel", "--user=root", check=False)
+def _spin() -> None:
+    while True:
+        pass
+
+
+class BusyCores:
+    """One busy-loop process per core (or ``count``), for as long as the ``with`` lasts."""
+
+    def __init__(self, count: int | None = None) -> None:
+        self.count = count or os.cpu_count() or 2
+        self.procs: list[multiprocessing.Process] = []
+
+    def __enter__(self) -> "BusyCores":
+        for _ in range(self.count):
+            proc = multiprocessing.Process(target=_spin, daemon=True)
+            proc.start()
+            self.procs.append(proc)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.join(5)
+
+
+def sbatch_round_trips(cluster, jobs: int, submitters: int, user=None) -> list[float]:
+    """Round trips of ``jobs`` held submissions (``--hold``: nothing runs) from ``submitters``
+    concurrent threads, each running sbatch one after the other."""
+    times: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    per = [jobs // submitters + (1 if k < jobs % submitters else 0) for k in range(submitters)]
+
+    def submit(count: int) -> None:
+        for _ in range(count):
+            started = time.perf_counter()
+            result = cluster.sbatch("-t", "5", "--hold", "--deadline=now+86400", user=user)
+            took = time.perf_counter() - started
+            with lock:
+                times.append(took)
+                if result.returncode != 0:
+                    errors.append(result.stderr.strip())
+    threads = [threading.Thread(target=submit, args=(n,)) for n in per]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cluster.run("scancel", "--state=PENDING", check=False, timeout=120)
+    if errors:
+        raise RuntimeError(f"{len(errors)} submissions failed, e.g. {errors[0]}")
     return times
 
 
-def bench_sbatch(jobs: int) -> None:
+def answer_times(socket_path: str, requests: int, clients: int) -> list[float]:
+    """Connect, send one submit request, read the answer, close: as job_submit.lua does, from
+    ``clients`` concurrent threads."""
+    times: list[float] = []
+    lock = threading.Lock()
+    now = int(time.time())
+
+    def client(k: int, count: int) -> None:
+        local = []
+        for i in range(count):
+            request = {"op": "submit", "id": i, "uid": 1000 + k, "user": f"bench{k}", "partition": "debug",
+                       "min_cpus": 1 + (i % 4), "num_tasks": 1, "time_limit": 5 + (i % 50),
+                       "deadline_env": "now+86400" if i % 3 == 0 else None, "submit_time": now,
+                       "failed_open": 0}
+            line = (json.dumps({k2: v for k2, v in request.items() if v is not None}) + "\n").encode()
+            started = time.perf_counter()
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(30)
+                s.connect(socket_path)
+                s.sendall(line)
+                data = b""
+                while not data.endswith(b"\n"):
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        raise RuntimeError("the service closed the connection without an answer")
+                    data += chunk
+            local.append(time.perf_counter() - started)
+        with lock:
+            times.extend(local)
+    per = requests // clients
+    threads = [threading.Thread(target=client, args=(k, per)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return times
+
+
+def row(label: str, stats: dict[str, float], base: dict[str, float] | None = None) -> str:
+    cells = [f"{stats[k]:8.2f}" for k in ("median", "p99", "p99.9", "max")]
+    ratio = ("  " + "  ".join(f"x{stats[k] / base[k]:.2f}" for k in ("median", "p99", "p99.9"))) if base else ""
+    return f"  {label:<34}" + " ".join(cells) + ratio
+
+
+def bench_live(jobs: int, requests: int, submitters: int, hook_timeout_ms: int) -> None:
     from hook_service import ServiceProcess, write_config
-    from slurm_cluster import SlurmCluster, skip_reason
-    from greenslurm.slurm_plugin.install import render_job_submit
+    from slurm_cluster import SlurmCluster, shared_root, skip_reason
+    import subprocess
 
     reason = skip_reason()
     if reason:
-        print(f"sbatch round trip: skipped ({reason})")
+        print(f"live hook: not measured ({reason})")
         return
-    root = Path(tempfile.mkdtemp(prefix="gs-bench-hook-"))
-    plain = SlurmCluster(root / "plain").start()
+    root = shared_root("greenslurm-bench-hook-")
+    results: dict[str, dict] = {}
     try:
-        sbatch_times(plain, 10)
-        without = sbatch_times(plain, jobs)
-    finally:
-        plain.stop()
-    sock = str(root / "hook.sock")
-    config = HookConfig(socket=sock, socket_owner="root", timeout_ms=50)
-    hooked = SlurmCluster(root / "hooked", job_submit_lua=render_job_submit(config)).start()
-    service = None
-    try:
-        cfg = write_config(root / "hook.toml", socket=sock, socket_owner="root", database=str(root / "hook.sqlite"),
-                           slurm_conf=str(hooked.conf), sync_interval_s=10.0, timeout_ms=50)
-        service = ServiceProcess(cfg, sock, root / "service.log", env=hooked.env, verbosity="").start()
-        sbatch_times(hooked, 10)
-        with_hook = sbatch_times(hooked, jobs)
-        failed_open = hooked.log_text().count("failing open")
-    finally:
-        if service is not None:
+        plain = SlurmCluster(root / "plain").start()
+        try:
+            user = plain.add_user("greenslurm-user")
+            sbatch_round_trips(plain, 20, 1, user)
+            results["plain idle"] = percentiles_ms(sbatch_round_trips(plain, jobs, 1, user))
+            with BusyCores():
+                results["plain loaded"] = percentiles_ms(sbatch_round_trips(plain, jobs, submitters, user))
+        finally:
+            plain.stop()
+        (root / "run").mkdir(mode=0o755)
+        (root / "lib").mkdir(mode=0o700)
+        sock = str(root / "run" / "hook.sock")
+        hooked = SlurmCluster(root / "hooked")
+        config = write_config(root / "hook.toml", socket=sock, database=str(root / "lib" / "hook.sqlite"),
+                              slurm_conf=str(hooked.conf), timeout_ms=hook_timeout_ms)
+        subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(config), "--dest",
+                        str(root / "rendered")], check=True, capture_output=True, timeout=60)
+        hooked.job_submit_lua = (root / "rendered" / "job_submit.lua").read_text()
+        hooked.start()
+        service = ServiceProcess(config, sock, root / "service.log", env=hooked.env, verbosity="")
+        try:
+            service.start(timeout_s=60)
+            user = hooked.add_user("greenslurm-user")
+            sbatch_round_trips(hooked, 20, 1, user)
+            results["hook idle"] = percentiles_ms(sbatch_round_trips(hooked, jobs, 1, user))
+            with BusyCores():
+                results["hook loaded"] = percentiles_ms(sbatch_round_trips(hooked, jobs, submitters, user))
+                answer_times(sock, 200, 1)
+                results["answer loaded"] = percentiles_ms(answer_times(sock, requests, submitters))
+            results["answer idle"] = percentiles_ms(answer_times(sock, requests // 4, 1))
+            failed_open = hooked.log_text().count("failing open")
+            failed_closed = hooked.log_text().count("failing closed")
+        finally:
             service.stop()
-        hooked.stop()
-    m0, p0 = stats_ms(without)
-    m1, p1 = stats_ms(with_hook)
-    print(f"sbatch round trip over {jobs} jobs: without hook median {m0:.2f} ms, p99 {p0:.2f} ms; "
-          f"with hook median {m1:.2f} ms, p99 {p1:.2f} ms; added median {m1 - m0:.2f} ms "
-          f"(target < 5 ms); fail-open events {failed_open}")
+            hooked.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    cores = os.cpu_count()
+    print(f"sbatch round trip, ms ({jobs} held submissions each; loaded = {cores} busy-loop processes on "
+          f"{cores} CPUs and {submitters} concurrent submitters; hook timeout {hook_timeout_ms} ms):")
+    print(f"  {'':<34}{'median':>8} {'p99':>8} {'p99.9':>8} {'max':>8}  ratios to no hook (median p99 p99.9)")
+    print(row("without hook, idle", results["plain idle"]))
+    print(row("with hook, idle", results["hook idle"], results["plain idle"]))
+    print(row("without hook, loaded", results["plain loaded"]))
+    print(row("with hook, loaded", results["hook loaded"], results["plain loaded"]))
+    print(f"  fail-open events {failed_open}, fail-closed events {failed_closed} (slurmctld log)")
+    print(f"service answer time (connect, request, answer, close), ms:")
+    print(row(f"idle, 1 client, {requests // 4} requests", results["answer idle"]))
+    print(row(f"loaded, {submitters} clients, {requests} requests", results["answer loaded"]))
+    suggestion = suggest_timeout_ms(results["answer loaded"]["p99.9"])
+    print(f"suggested timeout_ms = {suggestion} (3 x loaded p99.9 {results['answer loaded']['p99.9']:.2f} ms, "
+          f"rounded up to 10 ms)")
 
 
-def big_snapshot(nodes: int, pending: int, running: int, now: float, seed: int = 1) -> Snapshot:
-    rng = np.random.default_rng(seed)
-    live = []
-    for i in range(nodes):
-        gpu = i % 5 == 0                                   # a fifth of the nodes have 8 GPUs
-        live.append(LiveNode(f"node{i:05d}", 128 if gpu else 64, 512000.0 if gpu else 256000.0, 8 if gpu else 0,
-                             (), ("batch",), "idle"))
-    run = [RunningJob(str(j), (f"node{int(rng.integers(nodes)):05d}",), now + float(rng.uniform(60, 86400)))
-           for j in range(running)]
+def bench_view(decisions: int, nodes: int, pending: int) -> None:
+    """Decision time on a big view, in process (the service's own API)."""
+    from greenslurm.clustermodel import JobSpec
+    from greenslurm.slurm_plugin.record import DecisionRecord
+    from greenslurm.slurm_plugin.service import DecisionService, HookConfig
+    from greenslurm.slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot
+
+    now = time.time()
+    rng = np.random.default_rng(1)
+    live = [LiveNode(f"node{i:05d}", 128 if i % 5 == 0 else 64, 512000.0 if i % 5 == 0 else 256000.0,
+                     8 if i % 5 == 0 else 0, (), ("batch",), "idle") for i in range(nodes)]
+    running = [RunningJob(str(j), (f"node{int(rng.integers(nodes)):05d}",), now + float(rng.uniform(60, 86400)))
+               for j in range(nodes // 2)]
     jobs = []
     for j in range(pending):
         n = int(rng.choice([1, 1, 1, 2, 4, 8, 16]))
-        jobs.append(PendingJob(str(running + j), JobSpec(str(running + j), now - 1.0, float(rng.uniform(600, 86400)),
-                                                         cpus=n * 32, nodes=n,
-                                                         gpus_per_node=float(rng.choice([0, 0, 0, 1, 8])))))
-    return Snapshot(now, live, run, jobs)
-
-
-def bench_decisions(decisions: int, nodes: int, pending: int) -> None:
-    now = time.time()
-    snapshot = big_snapshot(nodes, pending, nodes // 2, now)
+        jid = str(nodes // 2 + j)
+        jobs.append(PendingJob(jid, JobSpec(jid, now - 1.0, float(rng.uniform(600, 86400)), cpus=n * 32, nodes=n,
+                                            gpus_per_node=float(rng.choice([0, 0, 0, 1, 8])))))
+    snapshot = Snapshot(now, live, running, jobs)
     with tempfile.TemporaryDirectory() as tmp:
         config = HookConfig(socket=f"{tmp}/x.sock", database=f"{tmp}/db.sqlite")
         record = DecisionRecord(config.database)
@@ -115,43 +247,37 @@ def bench_decisions(decisions: int, nodes: int, pending: int) -> None:
         started = time.perf_counter()
         svc.swap_view(svc.install_view(snapshot, now), now)
         build_s = time.perf_counter() - started
-        rng = np.random.default_rng(7)
-        times, cpu = [], []     # wall time, and this thread's CPU time (not inflated by other processes)
-        rejected = 0
+        times = []
         for i in range(decisions):
             n = int(rng.choice([1, 1, 2, 4]))
             request = {"op": "submit", "id": i, "user": "bench", "min_cpus": 32 * n, "min_nodes": n,
                        "time_limit": int(rng.integers(10, 600)), "submit_time": now,
-                       "tres_per_node": "gres:gpu:1" if i % 4 == 0 else "",
-                       "deadline": f"now+{int(rng.integers(3600, 7 * 86400))}"}
-            t0, c0 = time.perf_counter(), time.thread_time()
-            answer = svc.handle_request(request)
+                       "deadline_env": f"now+{int(rng.integers(3600, 7 * 86400))}"}
+            t0 = time.perf_counter()
+            svc.handle_request(request)
             times.append(time.perf_counter() - t0)
-            cpu.append(time.thread_time() - c0)
-            rejected += answer["action"] == "reject"
-        t0 = time.perf_counter()
-        record.flush()
-        flush_s = time.perf_counter() - t0
         record.close()
-    m, p = stats_ms(times)
-    cm, cp = stats_ms(cpu)
-    print(f"decisions with {nodes:,} nodes, {pending:,} pending and {nodes // 2:,} running jobs in view: "
-          f"wall median {m:.3f} ms, p99 {p:.3f} ms; CPU median {cm:.3f} ms, p99 {cp:.3f} ms over {decisions:,} "
-          f"(target p99 < 2 ms; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs); {rejected} rejected; "
-          f"view built in {build_s:.2f} s; record flush {flush_s * 1e6 / decisions:.1f} us per decision (batched)")
+    s = percentiles_ms(times)
+    print(f"decisions with {nodes:,} nodes, {pending:,} pending, {nodes // 2:,} running in view: median "
+          f"{s['median']:.3f} ms, p99 {s['p99']:.3f} ms, p99.9 {s['p99.9']:.3f} ms over {decisions:,}; "
+          f"view built in {build_s:.2f} s")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=200)
+    parser.add_argument("--jobs", type=int, default=1000, help="sbatch submissions per condition")
+    parser.add_argument("--requests", type=int, default=20000, help="direct socket requests under load")
+    parser.add_argument("--submitters", type=int, default=4, help="concurrent submitters under load")
+    parser.add_argument("--hook-timeout-ms", type=int, default=10000)
+    parser.add_argument("--view", action="store_true", help="also time decisions on a 10,000-node view")
     parser.add_argument("--decisions", type=int, default=2000)
-    parser.add_argument("--nodes", type=int, default=10_000)
-    parser.add_argument("--pending", type=int, default=10_000)
-    parser.add_argument("--skip-slurm", action="store_true")
     args = parser.parse_args()
-    bench_decisions(args.decisions, args.nodes, args.pending)
-    if not args.skip_slurm:
-        bench_sbatch(args.jobs)
+    for name in ("jobs", "requests", "submitters", "hook_timeout_ms", "decisions"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be > 0")
+    bench_live(args.jobs, args.requests, args.submitters, args.hook_timeout_ms)
+    if args.view:
+        bench_view(args.decisions, 10_000, 10_000)
 
 
 if __name__ == "__main__":

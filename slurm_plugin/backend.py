@@ -252,7 +252,8 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
         begin = begin if begin and begin > now_s else None
         features = tuple(sorted(f for f in re.split(r"[&,]", job.get("features") or "") if f))
         held = _number(job.get("priority"), 1.0) == 0 or "held" in str(job.get("state_reason") or "").lower()
-        pending.append(PendingJob(job_id, spec, begin, features, held))
+        required = tuple(expand_hostlist(job.get("required_nodes") or ""))
+        pending.append(PendingJob(job_id, spec, begin, features, held, required))
         if spec.deadline_s is not None:
             limit = _number(job.get("time_limit"), 0.0)
             deadlines.append(PendingDeadline(job_id, spec.deadline_s, spec, begin, str(job.get("comment") or ""),

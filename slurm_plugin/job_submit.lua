@@ -236,7 +236,6 @@ local function describe(job_desc, submit_uid)
         min_cpus = job_desc.min_cpus, num_tasks = job_desc.num_tasks, cpus_per_task = job_desc.cpus_per_task,
         min_nodes = job_desc.min_nodes, max_nodes = job_desc.max_nodes, pn_min_memory = job_desc.pn_min_memory,
         time_limit = job_desc.time_limit, begin_time = job_desc.begin_time, submit_time = os.time(),
-        overcommit = job_desc.overcommit,
     }
     cut(request, "user", job_desc.user_name)
     cut(request, "partition", job_desc.partition)

@@ -54,7 +54,7 @@ MEM_PER_CPU = 2 ** 63
 # User strings longer than this are untrusted (features, deadlines, partitions are short in practice).
 MAX_STRING = 4096
 
-_NUMBER_FIELDS = ("overcommit", "uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
+_NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
                   "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open")
 # Strings a user controls (directly or through the job's environment and script).
 _USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "features", "deadline", "deadline_env",
@@ -100,6 +100,8 @@ def parse_request(line: bytes) -> dict:
         request = json.loads(line.decode("utf-8", "surrogateescape"))
     except ValueError as exc:
         raise ProtocolError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("not JSON: nested too deeply") from None
     if not isinstance(request, dict):
         raise ProtocolError("a request must be a JSON object")
     op = request.get("op", "submit")
@@ -355,7 +357,9 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     per_task = 1 if unset(per_task, 16) or per_task == 0 else int(per_task)
     min_cpus = request.get("min_cpus")
     min_cpus = 0 if unset(min_cpus) else int(min_cpus)
-    cpus = max(min_cpus, tasks * per_task, 1)
+    # sbatch sends min_cpus = tasks x CPUs per task, or one per node with --overcommit (Slurm's count
+    # wins); a client that leaves it unset asks tasks x CPUs per task
+    cpus = min_cpus if min_cpus > 0 else max(tasks * per_task, 1)
     nodes = request.get("min_nodes")
     nodes = 0 if unset(nodes) else int(nodes)
     max_nodes = request.get("max_nodes")
@@ -363,9 +367,6 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     limit = request.get("time_limit")
     limit_s = default_time_limit_s if unset(limit) or limit == 0 else float(limit) * 60.0
     gres = gres_of(request)
-    if request.get("overcommit") and not unset(request.get("overcommit"), 16):
-        # --overcommit: Slurm gives the job one CPU per node, whatever its task count
-        cpus = max(nodes or 1, 1)
     memory = request.get("pn_min_memory")
     if unset(memory, 64) or not memory:
         memory_mb = 0.0

@@ -71,7 +71,8 @@ class DecisionService:
         self.acceptance = build_acceptance(config.acceptance, min_slack=config.min_slack, share=config.share)
         self.view = view
         self.next_id = record.next_id()
-        self.since_snapshot: list[tuple[float, object]] = []     # (time, submission) accepted since the sync began
+        # (time, submission, nodes it was pinned to) accepted since the sync began
+        self.since_snapshot: list[tuple[float, object, tuple[str, ...]]] = []
         self.decisions = 0
         self.fail_opens = record.events("fail_open")
 
@@ -79,10 +80,10 @@ class DecisionService:
         return LiveView(snapshot, self.acceptance, self.config.select)
 
     def swap_view(self, view: LiveView, started_s: float) -> None:
-        self.since_snapshot = [(t, s) for t, s in self.since_snapshot if t >= started_s]
-        for _, sub in self.since_snapshot:
+        self.since_snapshot = [entry for entry in self.since_snapshot if entry[0] >= started_s]
+        for _, sub, pinned in self.since_snapshot:
             for _ in range(min(sub.array_tasks, self.config.max_array_tasks)):
-                view.plan_existing(sub.job, sub.begin_s, sub.features)
+                view.plan_existing(sub.job, sub.begin_s, sub.features, required_nodes=pinned)
         self.view = view
 
     def view_age_s(self, now_s: float | None = None) -> float | None:
@@ -203,8 +204,9 @@ class DecisionService:
                                    tasks=tasks, throttle=sub.array_throttle)
         decision = outcome.decision
         if decision.accepted and outcome.start_s is not None:
-            self.since_snapshot.append((time.time(), sub))
             names = list(outcome.nodes)
+            pinned = tuple(names) if config.set_required_nodes and sub.array_tasks == 1 and not config.shadow else ()
+            self.since_snapshot.append((time.time(), sub, pinned))
             row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
                        energy_j=outcome.energy_j)
             sets: dict = {}

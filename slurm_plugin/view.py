@@ -113,6 +113,7 @@ class PendingJob:
     begin_s: float | None = None
     features: tuple[str, ...] = ()
     held: bool = False
+    required_nodes: tuple[str, ...] = ()       # Slurm's ReqNodeList (the hook pins accepted jobs)
 
 
 @dataclass
@@ -210,7 +211,8 @@ class LiveView:
         for pending in sorted(snapshot.pending, key=lambda p: (p.job.submit_s, _job_order(p.job_id))):
             if pending.held:
                 continue
-            self.plan_existing(pending.job, pending.begin_s, pending.features, pending.job_id)
+            self.plan_existing(pending.job, pending.begin_s, pending.features, pending.job_id,
+                               pending.required_nodes)
 
     # -- building ---------------------------------------------------------------------------------
     def _workload(self, snapshot: Snapshot):
@@ -403,13 +405,20 @@ class LiveView:
                 self._release(placed)
 
     def plan_existing(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = (),
-                      job_id: str | None = None) -> LiveOutcome | None:
-        """Put a job Slurm already holds into the plan at its earliest start (no acceptance test);
-        None when it fits on no node."""
+                      job_id: str | None = None, required_nodes: tuple[str, ...] = ()) -> LiveOutcome | None:
+        """Put a job Slurm already holds into the plan at its earliest start (no acceptance test),
+        on its required nodes if it has some (Slurm runs it only there); None when it fits on no node."""
         shaped = self._shape(job, features)
         if shaped is None:
             log.debug("pending job %s fits no node; left out of the plan", job_id or job.job_id)
             return None
+        if required_nodes:
+            pinned = np.zeros(len(self.nodes), dtype=bool)
+            for name in required_nodes:
+                if name in self.index:
+                    pinned[self.index[name]] = True
+            allowed = pinned if shaped.allowed is None else (shaped.allowed & pinned)
+            shaped = _Shaped(shaped.nodes, shaped.demand, shaped.task, allowed)
         request = self._request(job, shaped, None)
         decision, placement, _ = self._admit(job, self.plan.now_s, request, shaped,
                                              begin_s if begin_s is not None and begin_s > self.plan.now_s else None,

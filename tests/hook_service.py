@@ -27,17 +27,24 @@ def write_config(path: Path, **settings) -> Path:
 
 class ServiceProcess:
     def __init__(self, config: Path, socket_path: str, log_path: Path, env: dict | None = None,
-                 verbosity: str = "-vv") -> None:
+                 verbosity: str = "-vv", user=None) -> None:
+        """``user``: a :class:`slurm_cluster.ClientUser` to run the service as (as the systemd unit runs it
+        as SlurmUser); its socket and database folders must be writable by that user."""
         self.config, self.socket_path, self.log_path = config, socket_path, log_path
         self.env = dict(env or os.environ)
+        self.user = user
+        if user is not None:
+            self.env = user.environ(self.env)
         self.verbosity = verbosity
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 20.0) -> "ServiceProcess":
         out = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "greenslurm", *([self.verbosity] if self.verbosity else []), "hook", "serve", "--config",
-                                      str(self.config)], stdout=out, stderr=subprocess.STDOUT, env=self.env,
-                                     stdin=subprocess.DEVNULL)
+        argv = [sys.executable, "-m", "greenslurm", *([self.verbosity] if self.verbosity else []), "hook", "serve",
+                "--config", str(self.config)]
+        if self.user is not None:
+            argv = self.user.argv(argv)
+        self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, stdin=subprocess.DEVNULL)
         out.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -309,7 +309,9 @@ class SlurmCluster:
             if state in states:
                 return state
             time.sleep(0.1)
-        raise AssertionError(f"job {job_id} is {state}, not {states} after {timeout_s} s")
+        job = self.job(job_id)
+        detail = {k: job.get(k) for k in ("Reason", "ReqNodeList", "NumNodes", "NumCPUs", "TRES", "Comment")}
+        raise AssertionError(f"job {job_id} is {state}, not {states} after {timeout_s} s: {detail}")
 
     def squeue_json(self) -> dict:
         return json.loads(self.run("squeue", "--json").stdout)

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ NODES = (NodeDef("n1", 4, 4000), NodeDef("n2", 4, 4000), NodeDef("n3", 4, 4000, 
          NodeDef("n4", 4, 4000, 2, shards=8))
 SLEEP = "#!/bin/sh\nsleep 120\n"
 PLANNED_ON = re.compile(r"greenslurm#\S+: planned start \S+ on (\S+?)(?:, |$)")
+PLANNED_START = re.compile(r"greenslurm#\S+: planned start (\S+) on ")
 
 
 class Placement:
@@ -70,15 +72,22 @@ class Placement:
             time.sleep(0.2)
 
     def submit_running(self, *args: str) -> tuple[list[str], list[str]]:
-        """Submit, wait until it runs; (nodes its comment plans, nodes Slurm runs it on)."""
+        """Submit, wait until it runs; (nodes its comment plans, nodes Slurm runs it on).  A job
+        planned to start later (the nodes it fits on are busy) is pinned there: (planned nodes, the
+        nodes Slurm holds it to, which must also be its whole node count)."""
         result = self.cluster.sbatch("-t", "5", *args, script=SLEEP)
         assert result.returncode == 0, result.stderr
         job_id = result.stdout.strip()
-        self.cluster.wait_job_state(job_id, ("RUNNING",), timeout_s=30)
         job = self.cluster.job(job_id)
         planned = PLANNED_ON.search(job.get("Comment", ""))
         assert planned, job.get("Comment")
-        return planned.group(1).split(","), expand_hostlist(job["NodeList"])
+        start = datetime.strptime(PLANNED_START.search(job["Comment"]).group(1), "%Y-%m-%dT%H:%M:%S").timestamp()
+        if start > time.time() + 10:
+            pinned = expand_hostlist(job["ReqNodeList"])
+            assert job["NumNodes"].split("-")[0] == str(len(pinned)), job
+            return planned.group(1).split(","), pinned
+        self.cluster.wait_job_state(job_id, ("RUNNING",), timeout_s=30)
+        return planned.group(1).split(","), expand_hostlist(self.cluster.job(job_id)["NodeList"])
 
 
 @pytest.fixture(scope="module")
