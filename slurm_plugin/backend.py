@@ -21,7 +21,8 @@ from greenslurm.clustermodel import JobSpec
 from greenslurm.clustermodel.gres import gpu_count, shard_count
 from greenslurm.slurm_plugin.protocol import unset
 from greenslurm.clustermodel.gpu_state import MILLI
-from greenslurm.slurm_plugin.view import SHARDS, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.clustermodel.gres import SHARDS_KEY as SHARDS
+from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 from greenslurm.traces.slurm_nodes import slurm_json_number
 
 log = logging.getLogger("greenslurm.hook.backend")
@@ -349,6 +350,12 @@ class PyslurmBackend:
             raise BackendError("the pyslurm backend needs pyslurm built for this Slurm "
                                f"(pip install 'greenslurm[slurm]' on Slurm 25.11): {exc}") from None
         self.pyslurm = pyslurm
+
+    def __getstate__(self) -> dict:
+        return {}                        # a module does not pickle; the worker process imports it again
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__()
 
     def snapshot(self) -> tuple[Snapshot, list[PendingDeadline]]:
         pyslurm = self.pyslurm

@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from greenslurm.clustermodel import InputError, JobSpec
-from greenslurm.clustermodel.gres import Gres, parse_gres
-from greenslurm.slurm_plugin.view import SHARDS
+from greenslurm.clustermodel.gres import SHARDS_KEY as SHARDS, Gres, parse_gres
 from greenslurm.traces.slurm_fields import array_tasks
 
 MAX_REQUEST_BYTES = 64 * 1024

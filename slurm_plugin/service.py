@@ -26,6 +26,7 @@ view and annotated, held or cancelled (``reconcile``) when it cannot end in time
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import fcntl
 import grp
 import logging
@@ -35,7 +36,10 @@ import pwd
 import re
 import secrets
 import stat
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -346,6 +350,7 @@ class HookServer:
         self.synced = asyncio.Event()
         self._stop = asyncio.Event()
         self.sync_count = 0
+        self._pool: ProcessPoolExecutor | None = None
 
     # -- socket ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -433,15 +438,22 @@ class HookServer:
     async def sync_once(self) -> bool:
         started = time.time()
         loop = asyncio.get_running_loop()
-
-        def build():
-            snapshot, deadlines = self.backend.snapshot()
-            return self.service.install_view(snapshot, started), deadlines, snapshot
         try:
-            view, deadlines, snapshot = await loop.run_in_executor(None, build)
+            # Slurm's JSON is read and parsed in a worker process: decoding megabytes of JSON holds
+            # the interpreter lock for tens of milliseconds, which would delay every answer meanwhile
+            snapshot, deadlines = await loop.run_in_executor(self._fetcher(), fetch_snapshot, self.backend)
         except (BackendError, ValueError) as exc:
             log.warning("cannot sync with Slurm: %s", exc)
             return False
+        except BrokenProcessPool:
+            log.warning("the worker that reads Slurm's state died; starting another")
+            self._pool = None
+            return False
+        except Exception:
+            log.exception("cannot read Slurm's state")
+            return False
+        try:
+            view = await loop.run_in_executor(None, self.service.install_view, snapshot, started)
         except Exception:
             log.exception("cannot build the cluster view")
             return False
@@ -480,6 +492,11 @@ class HookServer:
             return None
         return action
 
+    def _fetcher(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("forkserver"))
+        return self._pool
+
     async def run(self) -> None:
         await self.start()
         try:
@@ -513,6 +530,9 @@ class HookServer:
                 path.unlink()             # only the socket this service made
         except FileNotFoundError:
             pass
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
         if self.record is not None:
             self.record.close()
             self.record = None
@@ -521,6 +541,11 @@ class HookServer:
             self.lock = None
         if self.service is not None:
             log.info("stopped after %d decisions", self.service.decisions)
+
+
+def fetch_snapshot(backend) -> tuple[Snapshot, list[PendingDeadline]]:
+    """Slurm's state through ``backend`` (run in the worker process)."""
+    return backend.snapshot()
 
 
 def make_backend(config: HookConfig):
@@ -542,6 +567,9 @@ def make_backend(config: HookConfig):
 def serve(config: HookConfig) -> int:
     """Run until SIGTERM/SIGINT."""
     import signal
+
+    # hand the interpreter lock to the answering thread within 1 ms while a view is being built
+    sys.setswitchinterval(0.001)
 
     async def main() -> None:
         server = HookServer(config)

@@ -43,6 +43,7 @@ from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
 from greenslurm.clustermodel.fragmentation import target_workload
+from greenslurm.clustermodel.gres import SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
 from greenslurm.clustermodel.renewable import job_power_bound_w
 from greenslurm.sim.engine.deadline_queue import ProfilePlan, planner_rule
@@ -58,8 +59,7 @@ UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "f
                    "power_down", "powered_down", "not_responding")
 # A running job past its end_time is being killed or completing: it holds its resources this long.
 OVERDUE_HOLD_S = 60.0
-# The JobSpec.extra key of a job's gres/shard count per node.
-SHARDS = "shards"
+SHARDS = SHARDS_KEY
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,13 @@ def write_config(path: Path, **settings) -> Path:
 
 class ServiceProcess:
     def __init__(self, config: Path, socket_path: str, log_path: Path, env: dict | None = None,
-                 verbosity: str = "-vv", user=None) -> None:
+                 verbosity: str = "-vv", user=None, nice: int = 0) -> None:
         """``user``: a :class:`slurm_cluster.ClientUser` to run the service as (as the systemd unit runs it
         as SlurmUser); its socket and database folders must be writable by that user."""
         self.config, self.socket_path, self.log_path = config, socket_path, log_path
         self.env = dict(env or os.environ)
         self.user = user
+        self.nice = nice                 # the shipped systemd unit runs the service at Nice=-5
         if user is not None:
             self.env = user.environ(self.env)
         self.verbosity = verbosity
@@ -44,6 +45,8 @@ class ServiceProcess:
                 "--config", str(self.config)]
         if self.user is not None:
             argv = self.user.argv(argv)
+        if self.nice:
+            argv = ["nice", "-n", str(self.nice), *argv]
         self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, stdin=subprocess.DEVNULL)
         out.close()
         deadline = time.monotonic() + timeout_s
