@@ -9,6 +9,11 @@ Two questions, both vectorised over nodes:
   A node fits a window iff it fits at every step the window overlaps, so with ``B`` the running
   count of steps where it does not fit, it fits iff ``B[j] - B[i] == 0``.
 
+These are the plain definitions on whole arrays.  The plan profile
+(:class:`greenslurm.sim.engine.profile.PlanProfile`) answers the same questions without looking at
+every step: it reads only the steps a window spans (:func:`window_span`, :func:`fits_in_windows`) and
+keeps per node the suffix minima that tails are read from (:func:`suffix_levels`).
+
 >>> times = np.array([0.0, 10.0, 20.0])
 >>> free = np.array([[[0.0]], [[1.0]], [[1.0]]]).repeat(2, axis=1)   # 2 nodes, busy until 10
 >>> free[1, 1, 0] = 0.0                                             # node 1 busy again on [10, 20)
@@ -23,9 +28,14 @@ from __future__ import annotations
 import numpy as np
 
 
+def cpu_only(demand: np.ndarray) -> bool:
+    """Only the first resource (CPUs) is asked for: a fit then reads only that column."""
+    return not demand[1:].any()
+
+
 def _fits(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """[k, node]: the step holds ``demand`` on the node (only CPUs checked when nothing else is asked)."""
-    if not demand[1:].any():
+    if cpu_only(demand):
         return free[:, :, 0] >= demand[0]
     return (free >= demand).all(axis=2)
 
@@ -40,15 +50,75 @@ def tails(times: np.ndarray, free: np.ndarray, demand: np.ndarray) -> np.ndarray
     return np.where(bad[-1], np.inf, out)
 
 
-def window_fits(times: np.ndarray, free: np.ndarray, demand: np.ndarray, duration_s: float,
-                starts: np.ndarray) -> np.ndarray:
-    """[start, node]: the node holds ``demand`` over all of [start, start + duration_s).  Starts must
-    be >= ``times[0]``; a window of no length still needs its start step."""
+def suffix_levels(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The suffix minima of one node's free amounts over the steps, ``m[k] = min(column[k:])``, as
+    the steps where ``m`` changes and its value from there on.  ``m`` never decreases, so the node
+    holds ``d`` from step k on for ever iff ``m[k] >= d``: its tail for ``d`` is the first level
+    holding ``d`` (none holds it when the last step does not).  A NaN counts as too little
+    everywhere it reaches, as in a comparison.
+
+    >>> steps, values = suffix_levels(np.array([3.0, 1.0, 4.0, 2.0, 5.0]))
+    >>> steps.tolist(), values.tolist()       # m = [1, 1, 2, 2, 5]
+    ([0, 2, 4], [1.0, 2.0, 5.0])
+    """
+    minima = np.minimum.accumulate(column[::-1])[::-1]
+    starts = np.ones(len(minima), dtype=bool)
+    starts[1:] = minima[1:] != minima[:-1]
+    steps = np.flatnonzero(starts)
+    return steps, minima[steps]
+
+
+def window_span(times: np.ndarray, duration_s: float, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """For each start (>= ``times[0]``): the steps its window of ``duration_s`` overlaps, ``first``
+    to ``end - 1`` (a window of no length still needs its start step); and ``lo``, ``hi``: the
+    steps any window overlaps.
+
+    >>> first, end, lo, hi = window_span(np.array([0.0, 10.0, 20.0]), 10.0, np.array([5.0, 20.0]))
+    >>> first.tolist(), end.tolist(), lo, hi     # [5, 15) overlaps steps 0 and 1; [20, 30) step 2
+    ([0, 2], [2, 3], 0, 3)
+    """
     k = len(times)
     first = np.searchsorted(times, starts, side="right") - 1
     end = np.searchsorted(times, starts + duration_s, side="left")
     end = np.minimum(np.maximum(end, first + 1), k)
-    lo, hi = int(first.min()), int(end.max())
-    bad = np.zeros((hi - lo + 1, free.shape[1]), dtype=np.int32)
-    np.cumsum(~_fits(free[lo:hi], demand), axis=0, out=bad[1:])
-    return bad[end - lo] == bad[first - lo]
+    return first, end, int(first.min()), int(end.max())
+
+
+def fits_in_windows(fits: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """[window, node]: the node fits at every step ``first[w]`` .. ``end[w] - 1``, given ``fits[k,
+    node]`` for the steps (counted from the first one ``fits`` holds).
+
+    >>> fits = np.array([[True], [False], [True]])
+    >>> fits_in_windows(fits, np.array([0, 2, 0]), np.array([1, 3, 3])).tolist()
+    [[True], [True], [False]]
+    """
+    bad = running_count(~fits)
+    return bad[end] == bad[first]
+
+
+WIDE = 256          # nodes from which a running count row by row beats np.cumsum down the columns
+
+
+def running_count(flags: np.ndarray) -> np.ndarray:
+    """[k, node]: how many of the rows before row k are set (row 0: none), i.e. ``np.cumsum`` along
+    time with a row of zeros first.  On many nodes, summed row by row: ``np.cumsum`` along the first
+    axis of a wide array walks each column through memory, several times slower.
+
+    >>> running_count(np.array([[True, False], [True, True]])).tolist()
+    [[0, 0], [1, 0], [2, 1]]
+    """
+    count = np.zeros((flags.shape[0] + 1, flags.shape[1]), dtype=np.int32)
+    if flags.shape[1] < WIDE:
+        np.cumsum(flags, axis=0, out=count[1:])
+    else:
+        for k in range(flags.shape[0]):
+            np.add(count[k], flags[k], out=count[k + 1])
+    return count
+
+
+def window_fits(times: np.ndarray, free: np.ndarray, demand: np.ndarray, duration_s: float,
+                starts: np.ndarray) -> np.ndarray:
+    """[start, node]: the node holds ``demand`` over all of [start, start + duration_s).  Starts must
+    be >= ``times[0]``; a window of no length still needs its start step."""
+    first, end, lo, hi = window_span(times, duration_s, starts)
+    return fits_in_windows(_fits(free[lo:hi], demand), first - lo, end - lo)

@@ -31,7 +31,6 @@ from sortedcontainers import SortedList
 from greenslurm.acceptance.admission import Admission
 from greenslurm.acceptance.base import AcceptancePolicy
 from greenslurm.acceptance.registry import build as build_acceptance
-from greenslurm.allocation import windows
 from greenslurm.allocation.budget import PowerBudget
 from greenslurm.allocation.placement import RULES, FirstFit, Placement, Request, Rule, parse_allocation
 from greenslurm.allocation.selection import FirstFit as FirstFitSelection
@@ -59,15 +58,15 @@ class ProfilePlan:
         return self.profile.times[0]
 
     def breakpoints(self) -> np.ndarray:
-        times = self.profile.times
-        return np.fromiter(times, dtype=float, count=len(times))
+        """The profile's breakpoint times (its own array, read-only)."""
+        return self.profile.breakpoints()
 
     def tails(self, demand: np.ndarray) -> np.ndarray:
-        tails = windows.tails(self.breakpoints(), self.profile.free, demand)
+        tails = self.profile.tails(demand)
         return tails if self.allowed is None else np.where(self.allowed, tails, np.inf)
 
     def windows(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray:
-        fits = windows.window_fits(self.breakpoints(), self.profile.free, demand, duration_s, starts)
+        fits = self.profile.window_fits(demand, duration_s, starts)
         return fits if self.allowed is None else fits & self.allowed
 
     def reserve(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:

@@ -1,14 +1,25 @@
 """The plan profile: free resources per node as a step function of future time.
 
-Breakpoint times live in a ``sortedcontainers.SortedList``; beside them a numpy array
-``free[k, node, resource]`` holds what is free on each node from breakpoint k until the next
-(the last breakpoint holds until forever).  It answers "earliest start >= t at which ``nodes``
-nodes each hold ``demand`` for ``duration``", vectorised over candidate start times:
+Breakpoint times live in a ``sortedcontainers.SortedList``; beside them each breakpoint k has a row
+``free[k, node, resource]``: what is free on each node from breakpoint k until the next (the last
+breakpoint holds until forever).  It answers "earliest start >= t at which ``nodes`` nodes each
+hold ``demand`` for ``duration``", vectorised over candidate start times:
 
 a node fits a window iff it fits at every breakpoint in the window, so with
 ``bad[k, node] = not fits(free[k, node])`` and its running sum ``B`` along time, a node fits the
 window of breakpoints [i, j) iff ``B[j] - B[i] == 0``.  Counting fitting nodes for every candidate
 start i at once is one array expression.
+
+Kept so that a plan of thousands of breakpoints on thousands of nodes changes and answers in
+milliseconds (the live hook replans on every submission):
+
+- rows are stored unordered, one slot each in a buffer with spare slots (doubled when full), and
+  ``_order`` lists the slots in time order: a new breakpoint copies one row and inserts one index
+  instead of moving every row after it.  One array per resource, so a CPU-only fit reads one
+  contiguous column per row.
+- tails (from when on a node holds a demand for ever) are read from each node's suffix minima
+  (:func:`greenslurm.allocation.windows.suffix_levels`), rebuilt only for the nodes a change touched.
+- :meth:`compact` compares only the rows a change may have made equal to the row before.
 
 >>> import numpy as np
 >>> p = PlanProfile(np.array([[4.0, 0, 0], [4.0, 0, 0]]), now_s=0.0)
@@ -17,6 +28,8 @@ start i at once is one array expression.
 (10.0, array([0, 1]))
 >>> p.earliest_start(2, np.array([1.0, 0, 0]), duration_s=5.0, after_s=0.0)   # 1 CPU left now
 (0.0, array([0, 1]))
+>>> p.tails(np.array([2.0, 0, 0])).tolist()
+[10.0, 10.0]
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 from sortedcontainers import SortedList
 
+from greenslurm.allocation import windows
 from greenslurm.sim.machines.machine import Machine, NodeChooser, PendingJob, first_fit
 
 
@@ -38,75 +52,252 @@ def nodes_allowed(machine: Machine, job: PendingJob) -> np.ndarray | None:
     return nodes.model_allowed(task.gpu_spec)[nodes.model_index] & (nodes.gpu_count > 0)
 
 
+def _inserted(values: np.ndarray, i: int, value) -> np.ndarray:
+    """A copy of ``values`` with ``value`` inserted before index i (``np.insert`` without its
+    generality, which costs more than the copy on short arrays)."""
+    out = np.empty(len(values) + 1, dtype=values.dtype)
+    out[:i] = values[:i]
+    out[i] = value
+    out[i + 1:] = values[i:]
+    return out
+
+
+class _Levels:
+    """One resource's suffix-minimum levels of every node, flat and sorted by node: ``node[e]``,
+    ``value[e]``, ``start_s[e]`` (the first level of a node starts at -inf: "from the profile's
+    start"), ``seg[n]:seg[n + 1]`` the entries of node n.  Levels before the profile's start may
+    remain (a node untouched since the profile advanced); their values are no more than the level in
+    force at the start (suffix minima never decrease), so reading a tail as ``max(level start,
+    profile start)`` is unaffected."""
+
+    __slots__ = ("node", "value", "start_s", "seg")
+
+    def __init__(self, node: np.ndarray, value: np.ndarray, start_s: np.ndarray, nodes: int) -> None:
+        self.node, self.value, self.start_s = node, value, start_s
+        self.seg = np.searchsorted(node, np.arange(nodes + 1))
+
+
 class PlanProfile:
     def __init__(self, free_now: np.ndarray, now_s: float, chooser: NodeChooser = first_fit) -> None:
-        self.times = SortedList([now_s])
-        self.free = free_now[np.newaxis].astype(float).copy()
-        self.free_cpus = self.free[:, :, 0].sum(axis=1)       # [k]: free CPUs over all nodes
+        free = free_now[np.newaxis].astype(float).copy()
         self.chooser = chooser
+        self._set_rows(free)
+        self.free_cpus = free[:, :, 0].sum(axis=1)       # [k]: free CPUs over all nodes
+        self.times = SortedList([now_s])
+
+    # -- storage ---------------------------------------------------------------------------------
+    def _set_rows(self, free: np.ndarray) -> None:
+        """Store ``free[k, node, resource]`` as the rows in time order, with as many spare slots."""
+        count, nodes, resources = free.shape
+        capacity = max(2 * count, 8)
+        self._cols = np.empty((resources, capacity, nodes))     # [resource, slot, node]
+        self._cols[:, :count] = np.moveaxis(free, 2, 0)
+        self._cpus = np.empty(capacity)                          # [slot]: free CPUs over all nodes
+        self._cpus[:count] = free[:, :, 0].sum(axis=1)
+        self._order = np.arange(count)                           # slots in time order
+        self._spare: list[int] = []                              # slots given back, below _top
+        self._top = count                                        # slots from here on never used
+        self._levels: list[_Levels | None] = [None] * resources
+        self._stale: list[set[int]] = [set() for _ in range(resources)]
+        self._maybe_same: set[float] = set()                     # breakpoints compact() must look at
+        self._compact_all = True
+
+    def _new_slot(self) -> int:
+        if self._spare:
+            return self._spare.pop()
+        if self._top == self._cols.shape[1]:
+            cols = np.empty((self._cols.shape[0], 2 * self._top, self._cols.shape[2]))
+            cols[:, :self._top] = self._cols
+            cpus = np.empty(2 * self._top)
+            cpus[:self._top] = self._cpus
+            self._cols, self._cpus = cols, cpus
+        self._top += 1
+        return self._top - 1
+
+    @property
+    def times(self) -> SortedList:
+        """The breakpoint times (read them; change the profile through its methods)."""
+        return self._times
+
+    @times.setter
+    def times(self, times: SortedList) -> None:
+        self._times = times
+        self._t = np.fromiter(times, dtype=float, count=len(times))
+        self._t.flags.writeable = False
+        self._compact_all = True
+        self._levels = [None] * len(self._levels)
+
+    @property
+    def free(self) -> np.ndarray:
+        """A read-only copy of ``free[k, node, resource]``, rows in time order."""
+        free = np.ascontiguousarray(np.moveaxis(self._cols[:, self._order], 0, 2))
+        free.flags.writeable = False
+        return free
+
+    @free.setter
+    def free(self, free: np.ndarray) -> None:
+        self._set_rows(np.asarray(free, dtype=float))
+
+    @property
+    def free_cpus(self) -> np.ndarray:
+        """A copy of the free CPUs over all nodes, per breakpoint."""
+        return self._cpus[self._order]
+
+    @free_cpus.setter
+    def free_cpus(self, free_cpus: np.ndarray) -> None:
+        self._cpus[self._order] = free_cpus
+
+    def breakpoints(self) -> np.ndarray:
+        """The breakpoint times as a (read-only) array."""
+        return self._t
 
     # -- structure -------------------------------------------------------------------------------
     def _ensure_breakpoint(self, t_s: float) -> int:
         """Index of a breakpoint at ``t_s``, splitting the step that contains it if needed."""
-        i = self.times.bisect_left(t_s)
-        if i < len(self.times) and self.times[i] == t_s:
+        i = self._times.bisect_left(t_s)
+        if i < len(self._times) and self._times[i] == t_s:
             return i
         if i == 0:
-            raise ValueError(f"time {t_s} is before the profile's start {self.times[0]}")
-        self.times.add(t_s)
-        self.free = np.insert(self.free, i, self.free[i - 1], axis=0)
-        self.free_cpus = np.insert(self.free_cpus, i, self.free_cpus[i - 1])
+            raise ValueError(f"time {t_s} is before the profile's start {self._times[0]}")
+        slot, before = self._new_slot(), self._order[i - 1]
+        self._cols[:, slot] = self._cols[:, before]
+        self._cpus[slot] = self._cpus[before]
+        self._order = _inserted(self._order, i, slot)
+        self._times.add(t_s)
+        self._t = _inserted(self._t, i, t_s)
+        self._t.flags.writeable = False
         return i
 
     def advance(self, now_s: float) -> None:
         """Forget the past: the profile starts at ``now_s``."""
-        i = self.times.bisect_right(now_s) - 1
+        i = self._times.bisect_right(now_s) - 1
         if i > 0:
-            del self.times[:i]
-            self.free = self.free[i:]
-            self.free_cpus = self.free_cpus[i:]
-        if self.times[0] < now_s:
-            self.times.pop(0)
-            self.times.add(now_s)
+            del self._times[:i]
+            self._t = self._t[i:]
+            self._spare.extend(self._order[:i].tolist())
+            self._order = self._order[i:]
+        if self._times[0] < now_s:
+            self._times.pop(0)
+            self._times.add(now_s)
+            self._t = self._t.copy()
+            self._t[0] = now_s
+            self._t.flags.writeable = False
         self.compact()
 
     def _span(self, start_s: float, end_s: float) -> tuple[int, int]:
         i = self._ensure_breakpoint(start_s)
-        j = self._ensure_breakpoint(end_s) if end_s != float("inf") else len(self.times)
+        j = self._ensure_breakpoint(end_s) if end_s != float("inf") else len(self._times)
         return i, j
+
+    def _change(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray, sign: float) -> None:
+        """Add ``sign * demand`` to each of ``nodes`` during [start_s, end_s)."""
+        i, j = self._span(start_s, end_s)
+        order, times, maybe_same = self._order, self._t, self._maybe_same
+        slots = order[i:j]
+        nodes = np.asarray(nodes)
+        # Whether the rows at the bounds (i against i - 1, j against j - 1) may now equal the row
+        # before: only if the cells changed are equal, since elsewhere they were unequal (or
+        # already marked) before.  A new breakpoint copies the row before: unchanged, it is equal.
+        same_at_i, same_at_j = i > 0, j < len(times)
+        if j > i:
+            rows = slots[:, np.newaxis]
+            for r, amount in enumerate(np.asarray(demand).tolist()):
+                if amount == 0:                 # x - 0 is x: a resource not asked stays as it is
+                    continue
+                column = self._cols[r]
+                before = column[rows, nodes]
+                after = before - amount if sign < 0 else before + amount
+                column[rows, nodes] = after
+                if same_at_i:
+                    same_at_i = bool((column[order[i - 1], nodes] == after[0]).all())
+                if same_at_j:
+                    same_at_j = bool((column[order[j], nodes] == after[-1]).all())
+                if j - i > 1:
+                    # Rows inside the span all moved together, but rounding may make two
+                    # different rows equal: mark a row whose changed cells became equal to the
+                    # row before's.
+                    equal = (after[1:] == after[:-1]).all(axis=1)
+                    if equal.any():
+                        became = equal & ~(before[1:] == before[:-1]).all(axis=1)
+                        maybe_same.update(times[i + 1:j][became].tolist())
+                self._stale[r].update(nodes.ravel().tolist())
+        if same_at_i:
+            maybe_same.add(times.item(i))
+        if same_at_j:
+            maybe_same.add(times.item(j))
+        if sign < 0:
+            self._cpus[slots] -= demand[0] * len(nodes)
+        else:
+            self._cpus[slots] += demand[0] * len(nodes)
 
     def reserve(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
         """Take ``demand`` on each of ``nodes`` during [start_s, end_s)."""
-        i, j = self._span(start_s, end_s)
-        self.free[i:j, nodes] -= demand
-        self.free_cpus[i:j] -= demand[0] * len(nodes)
+        self._change(start_s, end_s, nodes, demand, -1.0)
 
     def release(self, start_s: float, end_s: float, nodes: np.ndarray, demand: np.ndarray) -> None:
         """Give back ``demand`` on each of ``nodes`` during [start_s, end_s).  Breakpoints that no
         longer change anything stay until :meth:`compact` (called by :meth:`advance`)."""
-        i, j = self._span(start_s, end_s)
-        self.free[i:j, nodes] += demand
-        self.free_cpus[i:j] += demand[0] * len(nodes)
+        self._change(start_s, end_s, nodes, demand, +1.0)
 
     def compact(self) -> None:
-        """Drop breakpoints whose step carries the same free resources as the step before."""
-        if len(self.times) < 2:
+        """Drop breakpoints whose step carries the same free resources as the step before.
+
+        Only the rows that a change may have made equal to the row before are compared (see
+        :meth:`_change`): after a compaction no row equals the one before, and a change moves
+        only the cells it changes."""
+        count = len(self._times)
+        if count < 2:
+            self._maybe_same.clear()
+            self._compact_all = False
             return
-        same = (self.free[1:] == self.free[:-1]).all(axis=(1, 2))
-        if same.any():
-            keep = np.concatenate(([True], ~same))
-            self.free = self.free[keep]
-            self.free_cpus = self.free_cpus[keep]
-            self.times = SortedList(np.fromiter(self.times, dtype=float)[keep].tolist())
+        if self._compact_all:
+            rows = np.arange(1, count)
+        elif self._maybe_same:
+            times = self._times
+            marked = set()
+            for t in self._maybe_same:
+                k = times.bisect_left(t)
+                if 0 < k < count and times[k] == t:         # still a breakpoint, not the first
+                    marked.add(k)
+            rows = np.array(sorted(marked), dtype=np.intp)
+        else:
+            return
+        self._maybe_same.clear()
+        self._compact_all = False
+        if rows.size == 0:
+            return
+        here, there = self._order[rows], self._order[rows - 1]
+        same = np.ones(rows.size, dtype=bool)
+        for column in self._cols:
+            same &= (column[here] == column[there]).all(axis=1)
+        if not same.any():
+            return
+        keep = np.ones(count, dtype=bool)
+        keep[rows[same]] = False
+        self._spare.extend(self._order[~keep].tolist())
+        self._order = self._order[keep]
+        self._t = self._t[keep]
+        self._t.flags.writeable = False
+        self._times = SortedList(self._t.tolist())
 
     def may_start_before(self, cpus_total: float, after_s: float, before_s: float) -> bool:
         """A cheap necessary test for an earlier start: at some breakpoint in [after_s, before_s)
         enough CPUs are free over the whole cluster (a job must at least fit where it starts)."""
-        first = max(self.times.bisect_right(after_s) - 1, 0)
-        last = self.times.bisect_left(before_s)
-        return bool(last > first and (self.free_cpus[first:last] >= cpus_total).any())
+        first = max(self._times.bisect_right(after_s) - 1, 0)
+        last = self._times.bisect_left(before_s)
+        return bool(last > first and (self._cpus[self._order[first:last]] >= cpus_total).any())
 
-    # -- the query -------------------------------------------------------------------------------
+    # -- the queries -----------------------------------------------------------------------------
+    def _fits(self, lo: int, hi: int, demand: np.ndarray) -> np.ndarray:
+        """[k, node]: breakpoint lo + k holds ``demand`` on the node (CPUs alone when only they are
+        asked for), as :func:`greenslurm.allocation.windows._fits` on the rows lo .. hi - 1."""
+        slots = self._order[lo:hi]
+        fits = self._cols[0][slots] >= demand[0]
+        if not windows.cpu_only(demand):
+            for r in range(1, len(self._cols)):
+                fits &= self._cols[r][slots] >= demand[r]
+        return fits
+
     def earliest_start(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
                        before_s: float = np.inf, chooser: NodeChooser | None = None,
                        allowed: np.ndarray | None = None) -> tuple[float, np.ndarray] | None:
@@ -114,7 +305,7 @@ class PlanProfile:
         ``demand`` for ``duration_s``; with the nodes ``chooser`` (default: the profile's) picks
         among those free over the whole window.  ``allowed``: a mask of the nodes that may be
         used at all (default: all).  None if there is no such time."""
-        times = np.fromiter(self.times, dtype=float, count=len(self.times))
+        times = self._t
         first = max(int(np.searchsorted(times, after_s, side="right")) - 1, 0)
         # breakpoints that can matter: those before the last candidate's window ends
         last = len(times) if before_s == np.inf else int(np.searchsorted(times, before_s + duration_s, side="left"))
@@ -129,38 +320,99 @@ class PlanProfile:
         # First a cheap filter on the cluster-wide CPU count: a window can only hold the job if
         # enough CPUs are free over the whole cluster at every breakpoint in it.
         short = np.zeros(len(times) + 1, dtype=np.int32)
-        np.cumsum(self.free_cpus[first:last] < demand[0] * nodes - 1e-9, out=short[1:])
+        np.cumsum(self._cpus[self._order[first:last]] < demand[0] * nodes - 1e-9, out=short[1:])
         keep = short[ends] == short[candidates]
         candidates, ends = candidates[keep], ends[keep]
         if candidates.size == 0:
             return None
         lo, hi = first + int(candidates[0]), first + int(ends.max())
-        if demand[1] == 0 and demand[2] == 0:       # memory and GPUs never go negative
-            fits = self.free[lo:hi, :, 0] >= demand[0]
-        else:
-            fits = (self.free[lo:hi] >= demand).all(axis=2)                  # [k, node]
+        fits = self._fits(lo, hi, demand)                                     # [k, node]
         if allowed is not None:
             fits &= allowed
-        bad_running = np.zeros((fits.shape[0] + 1, fits.shape[1]), dtype=np.int32)
-        np.cumsum(~fits, axis=0, out=bad_running[1:])
         offset = int(candidates[0])
-        window_bad = bad_running[ends - offset] - bad_running[candidates - offset]
-        counts = (window_bad == 0).sum(axis=1)
+        window_ok = windows.fits_in_windows(fits, candidates - offset, ends - offset)
+        counts = window_ok.sum(axis=1)
         ok = np.flatnonzero(counts >= nodes)
         if ok.size == 0:
             return None
         i = int(ok[0])
-        return float(starts[candidates[i]]), (chooser or self.chooser)(np.flatnonzero(window_bad[i] == 0), nodes)
+        return float(starts[candidates[i]]), (chooser or self.chooser)(np.flatnonzero(window_ok[i]), nodes)
+
+    def window_fits(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray:
+        """[start, node]: the node holds ``demand`` over all of [start, start + duration_s), as
+        :func:`greenslurm.allocation.windows.window_fits` on the whole profile."""
+        first, end, lo, hi = windows.window_span(self._t, duration_s, starts)
+        return windows.fits_in_windows(self._fits(lo, hi, demand), first - lo, end - lo)
+
+    def tails(self, demand: np.ndarray) -> np.ndarray:
+        """Per node, from when on it holds ``demand`` for ever (the profile's start when it always
+        does, inf when it never will), as :func:`greenslurm.allocation.windows.tails` on the whole
+        profile: the latest over the resources checked of the first suffix-minimum level that
+        holds the amount asked."""
+        resources = (0,) if windows.cpu_only(demand) else range(len(self._cols))
+        out = None
+        for r in resources:
+            levels = self._levels_of(r)
+            short = np.zeros(len(levels.value) + 1, dtype=np.intp)
+            np.cumsum(~(levels.value >= demand[r]), out=short[1:])
+            seg = levels.seg
+            below = short[seg[1:]] - short[seg[:-1]]          # per node: its levels short of demand
+            at = np.minimum(seg[:-1] + below, len(levels.value) - 1)
+            tail = np.where(below == seg[1:] - seg[:-1], np.inf, levels.start_s[at])
+            out = tail if out is None else np.maximum(out, tail)
+        return np.maximum(out, self._t[0])
+
+    def _levels_of(self, r: int) -> _Levels:
+        """Resource r's levels, rebuilt for the nodes changed since they were last read."""
+        levels, stale = self._levels[r], self._stale[r]
+        nodes = self._cols.shape[2]
+        if levels is not None and not stale:
+            return levels
+        changed = np.arange(nodes) if levels is None else np.fromiter(sorted(stale), dtype=np.intp, count=len(stale))
+        stale.clear()
+        column = self._cols[r][np.ix_(self._order, changed)]                 # [k, changed node]
+        minima = np.minimum.accumulate(column[::-1], axis=0)[::-1]
+        starts = np.ones(minima.shape, dtype=bool)
+        starts[1:] = minima[1:] != minima[:-1]
+        which, step = np.nonzero(starts.T)                                  # by node, then time
+        node, value = changed[which], minima[step, which]
+        start_s = np.where(step == 0, -np.inf, self._t[step])
+        if levels is not None:
+            kept = np.ones(nodes, dtype=bool)
+            kept[changed] = False
+            kept = kept[levels.node]
+            old = levels.node[kept]
+            at = np.searchsorted(old, node)
+            node = np.insert(old, at, node)
+            value = np.insert(levels.value[kept], at, value)
+            start_s = np.insert(levels.start_s[kept], at, start_s)
+        self._levels[r] = levels = _Levels(node, value, start_s, nodes)
+        return levels
 
     def free_at(self, t_s: float) -> np.ndarray:
-        i = self.times.bisect_right(t_s) - 1
-        return self.free[max(i, 0)]
+        i = self._times.bisect_right(t_s) - 1
+        return self._cols[:, self._order[max(i, 0)]].T.copy()
 
     def _check(self, capacity: np.ndarray | None = None) -> None:
-        """Invariants: times sorted and aligned with the array; nothing below zero or above capacity."""
-        self.times._check()
-        assert len(self.times) == self.free.shape[0] == self.free_cpus.shape[0]
-        assert np.allclose(self.free_cpus, self.free[:, :, 0].sum(axis=1))
-        assert (self.free >= -1e-9).all(), "a reservation over-allocates a node"
+        """Invariants: times sorted and aligned with the rows; every slot either in use once or
+        spare; nothing below zero or above capacity; every row equal to the one before marked
+        for compaction; tails read from the levels as from the rows."""
+        self._times._check()
+        assert len(self._times) == len(self._t) == len(self._order)
+        assert self._t.tolist() == list(self._times)
+        used = self._order.tolist()
+        assert len(set(used)) == len(used) and not set(used) & set(self._spare)
+        assert sorted(used + self._spare) == list(range(self._top))
+        free = self.free
+        assert np.allclose(self.free_cpus, free[:, :, 0].sum(axis=1))
+        assert (free >= -1e-9).all(), "a reservation over-allocates a node"
         if capacity is not None:
-            assert (self.free <= capacity + 1e-9).all(), "more free than the node has"
+            assert (free <= capacity + 1e-9).all(), "more free than the node has"
+        if not self._compact_all:
+            same = np.flatnonzero((free[1:] == free[:-1]).all(axis=(1, 2))) + 1
+            assert set(self._t[same].tolist()) <= self._maybe_same, "a row equal to the one before, unmarked"
+        for r in range(free.shape[2]):
+            for amount in np.unique(free[:, :, r])[:8]:
+                demand = np.zeros(free.shape[2])
+                demand[0], demand[r] = (amount, amount) if r == 0 else (0.0, amount)
+                assert np.array_equal(self.tails(demand), windows.tails(self._t, free, demand))
