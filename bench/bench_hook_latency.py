@@ -37,6 +37,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 
+from greenslurm.slurm_plugin.config import HookConfig  # noqa: E402
+
+DEFAULT_TIMEOUT_MS = HookConfig().timeout_ms
+
+
 def percentiles_ms(samples: list[float]) -> dict[str, float]:
     """Median, p99, p99.9 and max of durations in seconds, in milliseconds.
 
@@ -45,7 +50,12 @@ def percentiles_ms(samples: list[float]) -> dict[str, float]:
     """
     a = np.asarray(samples) * 1e3
     return {"median": float(np.median(a)), "p99": float(np.percentile(a, 99)),
-            "p99.9": float(np.percentile(a, 99.9)), "max": float(a.max())}
+            "p99.9": float(np.percentile(a, 99.9)), "max": float(a.max()),
+            "over_default": int((a > DEFAULT_TIMEOUT_MS).sum()), "count": int(a.size)}
+
+
+def over_default(stats: dict) -> str:
+    return f"{stats['over_default']} of {stats['count']} over the default timeout_ms ({DEFAULT_TIMEOUT_MS:g} ms)"
 
 
 def suggest_timeout_ms(p999_ms: float) -> int:
@@ -214,8 +224,10 @@ def bench_live(jobs: int, requests: int, submitters: int, hook_timeout_ms: int) 
     print(row("with hook, loaded", results["hook loaded"], results["plain loaded"]))
     print(f"  fail-open events {failed_open}, fail-closed events {failed_closed} (slurmctld log)")
     print(f"service answer time (connect, request, answer, close), ms:")
-    print(row(f"idle, 1 client, {requests // 4} requests", results["answer idle"]))
-    print(row(f"loaded, {submitters} clients, {requests} requests", results["answer loaded"]))
+    print(row(f"idle, 1 client, {requests // 4} requests", results["answer idle"]) + "  "
+          + over_default(results["answer idle"]))
+    print(row(f"loaded, {submitters} clients, {requests} requests", results["answer loaded"]) + "  "
+          + over_default(results["answer loaded"]))
     suggestion = suggest_timeout_ms(results["answer loaded"]["p99.9"])
     print(f"suggested timeout_ms = {suggestion} (3 x loaded p99.9 {results['answer loaded']['p99.9']:.2f} ms, "
           f"rounded up to 10 ms)")

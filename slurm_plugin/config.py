@@ -49,7 +49,7 @@ class HookConfig:
     reject_error: str = "ESLURM_ACCESS_DENIED"
     max_connections: int = 256
     # for the Lua side (``greenslurm hook install`` renders them into job_submit.lua)
-    timeout_ms: float = 20.0
+    timeout_ms: float = 300.0
     fail: str = "open"
     fail_deadline: str = "closed"
     retry_after_s: float = 5.0
