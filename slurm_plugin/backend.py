@@ -23,6 +23,7 @@ from greenslurm.slurm_plugin.protocol import unset
 from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import SHARDS_KEY as SHARDS
 from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.traces.slurm_fields import array_tasks
 from greenslurm.traces.slurm_nodes import slurm_json_number
 
 log = logging.getLogger("greenslurm.hook.backend")
@@ -76,6 +77,7 @@ class PendingDeadline:
     user: str = ""
     time_limit_s: float | None = None        # None: no time limit (Slurm's INFINITE)
     uid: int | None = None
+    array_tasks: int = 1                      # a pending job array: the tasks still pending
 
 
 def _number(value, default=0.0) -> float:
@@ -254,11 +256,27 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
         features = tuple(sorted(f for f in re.split(r"[&,]", job.get("features") or "") if f))
         held = _number(job.get("priority"), 1.0) == 0 or "held" in str(job.get("state_reason") or "").lower()
         required = tuple(expand_hostlist(job.get("required_nodes") or ""))
-        pending.append(PendingJob(job_id, spec, begin, features, held, required))
+        tasks, throttle = pending_array(job)
+        pending.append(PendingJob(job_id, spec, begin, features, held, required, tasks, throttle))
         if spec.deadline_s is not None:
             limit = _number(job.get("time_limit"), 0.0)
             deadlines.append(PendingDeadline(job_id, spec.deadline_s, spec, begin, str(job.get("comment") or ""),
-                                             held, spec.user, limit * 60.0 if limit else None, _uid(job)))
+                                             held, spec.user, limit * 60.0 if limit else None, _uid(job), tasks))
+
+
+def pending_array(job: dict) -> tuple[int, int]:
+    """(tasks, throttle) of a pending record of ``squeue --json``: a job array's tasks not yet started
+    are one record whose ``array_task_string`` lists them (``16-99%4``); any other job is one task.
+
+    >>> pending_array({"array_task_string": "16-99%4", "array_max_tasks": 4}), pending_array({"job_id": 7})
+    ((84, 4), (1, 0))
+    """
+    text = job.get("array_task_string") or ""
+    if not isinstance(text, str) or not text:
+        return 1, 0
+    tasks = len(array_tasks(text))
+    throttle = int(_number(job.get("array_max_tasks"), 0.0))
+    return max(tasks, 1), max(throttle, 0)
 
 
 def _uid(job: dict) -> int | None:

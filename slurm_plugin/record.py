@@ -115,14 +115,15 @@ class DecisionRecord:
     # -- reconciliation ---------------------------------------------------------------------------
     def tagged(self, ids: list[int]) -> dict[int, dict]:
         """The decisions with these ids (for checking a comment's tags)."""
-        if not ids:
-            return {}
-        marks = ",".join("?" * len(ids))
-        cursor = self.db.execute(f"SELECT id, token, uid, user, deadline_s, time_limit_s, cpus, array_tasks, job_id, "
-                                 f"would_action FROM decisions WHERE id IN ({marks})", ids)
         names = ("id", "token", "uid", "user", "deadline_s", "time_limit_s", "cpus", "array_tasks", "job_id",
-                 "would_action")
-        return {r[0]: dict(zip(names, r)) for r in cursor}
+                 "would_action", "time_s", "nodes", "gpus_per_node", "planned_nodes")
+        found: dict[int, dict] = {}
+        for start in range(0, len(ids), 500):        # SQLite caps the number of parameters of a statement
+            chunk = ids[start:start + 500]
+            cursor = self.db.execute(f"SELECT {','.join(names)} FROM decisions WHERE id IN ({','.join('?' * len(chunk))})",
+                                     chunk)
+            found.update((r[0], dict(zip(names, r))) for r in cursor)
+        return found
 
     def claim(self, decision_id: int, job_id: str) -> None:
         self.db.execute("UPDATE decisions SET job_id = ? WHERE id = ? AND job_id IS NULL", (job_id, decision_id))

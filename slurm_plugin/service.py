@@ -60,6 +60,8 @@ log = logging.getLogger("greenslurm.hook")
 TAG = "greenslurm#"
 TAG_PATTERN = re.compile(r"greenslurm#(\d{1,15})\.([0-9a-f]{8})")
 DEADLINE_CHECKED = "deadline checked:"
+TAGS_PER_COMMENT = 4         # only the last few tags of a comment are looked up
+TAG_CLOCK_SLACK_S = 5.0      # a decision and its job's Slurm submit time are this close (same host's clock)
 
 
 def _when(t: float) -> str:
@@ -245,7 +247,8 @@ class DecisionService:
         claimed it first (the lowest job id wins a tag several jobs carry)."""
         tags: dict[str, list[tuple[int, str]]] = {}
         for item in deadlines:
-            found = [(int(i), t) for i, t in TAG_PATTERN.findall(item.comment or "")]
+            # the hook appends its tag last; tags a user piled up before it cost lookups and cover nothing
+            found = [(int(i), t) for i, t in TAG_PATTERN.findall(item.comment or "")][-TAGS_PER_COMMENT:]
             if found:
                 tags[item.job_id] = found
         records = self.record.tagged(sorted({i for found in tags.values() for i, _ in found}))
@@ -264,7 +267,8 @@ class DecisionService:
                 covered = (rec["would_action"] in ("accept", "modify") and rec["deadline_s"] is not None
                            and item.deadline_s >= rec["deadline_s"] - 1.0
                            and (item.time_limit_s is None or rec["time_limit_s"] is None
-                                or item.time_limit_s <= rec["time_limit_s"] + 1.0))
+                                or item.time_limit_s <= rec["time_limit_s"] + 1.0)
+                           and _same_job(rec, item))
                 if covered:
                     checked.add(item.job_id)
                 break
@@ -292,6 +296,26 @@ class DecisionService:
         return out
 
 
+SLURM_MAX_COMMENT = 1024      # bytes; Slurm refuses a longer comment ("Pathname ... too long")
+
+
+def reconcile_comment(comment: str, message: str, limit: int = SLURM_MAX_COMMENT) -> str:
+    """The job's comment with reconciliation's reason appended, cut from the user's part so that it
+    fits Slurm's limit (a comment Slurm refuses would leave the job without its reason).
+
+    >>> reconcile_comment("", "held"), reconcile_comment("mine", "held")
+    ('held', 'mine | held')
+    >>> cut = reconcile_comment("x" * 1020, "greenslurm: cannot end by its deadline")
+    >>> len(cut.encode()), cut.endswith(" | greenslurm: cannot end by its deadline")
+    (1024, True)
+    """
+    if not comment:
+        return message
+    room = limit - len(message.encode("utf-8", "surrogateescape")) - 3
+    kept = comment.encode("utf-8", "surrogateescape")[:max(room, 0)].decode("utf-8", "ignore")
+    return f"{kept} | {message}" if kept else message
+
+
 def _text(value) -> str | None:
     if not isinstance(value, str):
         return None
@@ -303,6 +327,20 @@ def _same_user(rec: dict, item: PendingDeadline) -> bool:
     if uid is not None and rec.get("uid") is not None:
         return int(uid) == int(rec["uid"])
     return bool(item.user) and item.user == rec.get("user")
+
+
+def _same_job(rec: dict, item: PendingDeadline) -> bool:
+    """The decision was taken for this job's submission, and the job asks no more than was checked:
+    Slurm stamps a job's submit time right after job_submit.lua's answer, so a tag issued minutes
+    before it (of a job cancelled, or run, before any sync claimed it) is not this job's; and a
+    user may raise the CPUs, tasks or nodes of a pending job after the check."""
+    job = item.job
+    if job.submit_s and not rec["time_s"] - TAG_CLOCK_SLACK_S <= job.submit_s <= rec["time_s"] + TAG_CLOCK_SLACK_S:
+        return False
+    planned = len([n for n in (rec.get("planned_nodes") or "").split(",") if n])
+    return (job.cpus <= (rec["cpus"] or 0) and job.nodes <= max(rec["nodes"] or 0, planned, 1)
+            and job.gpus_per_node <= (rec["gpus_per_node"] or 0.0)
+            and getattr(item, "array_tasks", 1) <= (rec["array_tasks"] or 1))
 
 
 def _job_order(job_id: str) -> tuple:
@@ -441,13 +479,19 @@ class HookServer:
         try:
             # Slurm's JSON is read and parsed in a worker process: decoding megabytes of JSON holds
             # the interpreter lock for tens of milliseconds, which would delay every answer meanwhile
-            snapshot, deadlines = await loop.run_in_executor(self._fetcher(), fetch_snapshot, self.backend)
+            snapshot, deadlines = await asyncio.wait_for(
+                loop.run_in_executor(self._fetcher(), fetch_snapshot, self.backend), self.fetch_timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("the worker that reads Slurm's state gave no answer in %.0f s; starting another",
+                        self.fetch_timeout_s)
+            self._discard_fetcher()
+            return False
         except (BackendError, ValueError) as exc:
             log.warning("cannot sync with Slurm: %s", exc)
             return False
         except BrokenProcessPool:
             log.warning("the worker that reads Slurm's state died; starting another")
-            self._pool = None
+            self._discard_fetcher()
             return False
         except Exception:
             log.exception("cannot read Slurm's state")
@@ -478,7 +522,7 @@ class HookServer:
     def _reconcile(self, item: PendingDeadline, message: str) -> str | None:
         """Act on one job (in a worker thread); the action taken, None if it failed."""
         action = "shadow" if self.config.shadow else self.config.reconcile
-        comment = f"{item.comment} | {message}" if item.comment else message
+        comment = reconcile_comment(item.comment, message)
         log.info("job %s: %s -> %s", item.job_id, message, action)
         try:
             if action == "hold":
@@ -492,6 +536,24 @@ class HookServer:
             return None
         return action
 
+    @property
+    def fetch_timeout_s(self) -> float:
+        """A read of Slurm's state taking longer than half the age at which a view is stale is stuck
+        (a stopped or hung worker): it is abandoned so that the next sync can still make the view
+        fresh in time."""
+        return self.config.max_view_age_s / 2
+
+    def _discard_fetcher(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for process in list(getattr(pool, "_processes", {}).values()):   # a stopped worker ignores SIGTERM
+            try:
+                process.kill()
+            except (OSError, AttributeError):
+                pass
+        pool.shutdown(wait=False, cancel_futures=True)
+
     def _fetcher(self) -> ProcessPoolExecutor:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("forkserver"))
@@ -500,7 +562,7 @@ class HookServer:
     async def run(self) -> None:
         await self.start()
         try:
-            await self.sync_once()
+            await self.guarded_sync()
             tasks = [asyncio.create_task(self._sync_loop())]
             try:
                 await self._stop.wait()
@@ -513,7 +575,16 @@ class HookServer:
     async def _sync_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.sync_interval_s)
-            await self.sync_once()
+            await self.guarded_sync()
+
+    async def guarded_sync(self) -> bool:
+        """One sync; a failure is logged and the next sync runs as planned (an exception escaping
+        here would end the loop: no fresh view and no reconciliation until a restart)."""
+        try:
+            return await self.sync_once()
+        except Exception:
+            log.exception("sync failed")
+            return False
 
     def stop(self) -> None:
         self._stop.set()

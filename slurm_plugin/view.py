@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from sortedcontainers import SortedList
@@ -59,6 +59,8 @@ UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "f
                    "power_down", "powered_down", "not_responding")
 # A running job past its end_time is being killed or completing: it holds its resources this long.
 OVERDUE_HOLD_S = 60.0
+# A pending job array larger than this is planned as this many slots of tasks back to back.
+MAX_PLANNED_TASKS = 1000
 SHARDS = SHARDS_KEY
 
 
@@ -114,6 +116,8 @@ class PendingJob:
     features: tuple[str, ...] = ()
     held: bool = False
     required_nodes: tuple[str, ...] = ()       # Slurm's ReqNodeList (the hook pins accepted jobs)
+    tasks: int = 1                             # a pending job array: its tasks not yet started
+    throttle: int = 0                          # ... at most this many at once (0: no limit)
 
 
 @dataclass
@@ -211,8 +215,7 @@ class LiveView:
         for pending in sorted(snapshot.pending, key=lambda p: (p.job.submit_s, _job_order(p.job_id))):
             if pending.held:
                 continue
-            self.plan_existing(pending.job, pending.begin_s, pending.features, pending.job_id,
-                               pending.required_nodes)
+            self._plan_pending(pending)
 
     # -- building ---------------------------------------------------------------------------------
     def _workload(self, snapshot: Snapshot):
@@ -429,6 +432,26 @@ class LiveView:
         if job_id is not None:
             self._planned_end[str(job_id)] = placement.end_s
         return self._outcome(decision, [(request, placement)], self.plan.now_s)
+
+    def _plan_pending(self, pending: PendingJob) -> None:
+        """A pending job, or every pending task of a job array (in slots of tasks back to back above
+        MAX_PLANNED_TASKS, as the service plans a submission), at their earliest starts; its planned
+        end is its last task's."""
+        tasks, job = pending.tasks, pending.job
+        if tasks > MAX_PLANNED_TASKS:
+            factor = math.ceil(tasks / MAX_PLANNED_TASKS)
+            tasks, job = math.ceil(tasks / factor), replace(job, requested_time_s=job.requested_time_s * factor)
+        ends: list[float] = []
+        for i in range(max(tasks, 1)):
+            begin = pending.begin_s
+            if pending.throttle and i >= pending.throttle:      # task i waits for task i - throttle to end
+                begin = max(begin or 0.0, ends[i - pending.throttle])
+            outcome = self.plan_existing(job, begin, pending.features, None if tasks > 1 else pending.job_id,
+                                         pending.required_nodes)
+            if outcome is None:
+                return
+            ends.append(outcome.end_s)
+        self._planned_end[str(pending.job_id)] = max(ends)
 
     def planned_end_s(self, job_id: str) -> float | None:
         """The planned end of a pending job of the snapshot (None if it was not planned)."""

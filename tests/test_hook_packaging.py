@@ -380,4 +380,5 @@ def test_job_submit_lua_rendered_from_another_config_fails(site, tmp_path):
     changed = write(tmp_path / "hook.toml", config.read_text() + "timeout_ms = 50\nfail_deadline = \"open\"\n")
     found = next(c for c in check(HookConfig.from_toml(changed), conf) if c.name == "job_submit.lua")
     assert found.level == FAIL
-    assert "TIMEOUT_MS = 20 there, 50 from" in found.detail and "FAIL_DEADLINE_OPEN = false there, true" in found.detail
+    default = f"{HookConfig().timeout_ms:g}"                     # the site's job_submit.lua has the default
+    assert f"TIMEOUT_MS = {default} there, 50 from" in found.detail and "FAIL_DEADLINE_OPEN = false there, true" in found.detail

@@ -38,8 +38,10 @@ def submit(service: DecisionService, uid: int, deadline: str, minutes: int = 10)
     return answer, service.record.rows("WHERE id = ?", (answer["decision"],))[0]["deadline_s"]
 
 
-def pending(job_id: str, uid: int, deadline_s: float, comment: str, limit_s: float = 600.0) -> PendingDeadline:
-    job = JobSpec(job_id, submit_s=time.time(), requested_time_s=limit_s, cpus=1, deadline_s=deadline_s)
+def pending(job_id: str, uid: int, deadline_s: float, comment: str, limit_s: float = 600.0, cpus: int = 1,
+            submit_s: float | None = None) -> PendingDeadline:
+    job = JobSpec(job_id, submit_s=time.time() if submit_s is None else submit_s, requested_time_s=limit_s, cpus=cpus,
+                  deadline_s=deadline_s)
     return PendingDeadline(job_id, deadline_s, job, None, comment, False, f"u{uid}", limit_s, uid)
 
 
@@ -54,12 +56,13 @@ def test_a_job_carrying_its_own_tag_and_deadline_is_left_alone(service):
 
 @pytest.mark.parametrize("case", [
     "forged token", "unknown id", "other user", "deadline tightened", "time limit raised", "text only",
+    "cpus raised", "tag issued before the job was submitted",
 ])
 def test_anything_else_is_checked(service, case):
     answer, checked = submit(service, 1000, "now+1day")
     tag = answer["comment_append"]
     decision, token = tag.split(":")[0].removeprefix("greenslurm#").split(".")
-    comment, uid, deadline, limit = tag, 1000, checked, 600.0
+    comment, uid, deadline, limit, cpus, submitted = tag, 1000, checked, 600.0, 1, None
     if case == "forged token":
         comment = tag.replace(token, "deadbeef" if token != "deadbeef" else "feedface")
     elif case == "unknown id":
@@ -72,7 +75,24 @@ def test_anything_else_is_checked(service, case):
         limit = 3600.0                          # 10 minutes were checked, the job now asks an hour
     elif case == "text only":
         comment = "greenslurm#7: planned start ... deadline checked: 2030-01-01T00:00:00"
-    assert reconciled(service, [pending("101", uid, deadline, comment, limit)]) == ["101"]
+    elif case == "cpus raised":
+        cpus = 16                               # 1 CPU was checked; the user then ran scontrol update NumCPUs=16
+    elif case == "tag issued before the job was submitted":
+        # the tag of a job cancelled (or run) before any sync claimed it, copied into a job submitted
+        # 10 minutes later: its deadline was never checked on the cluster as it is now
+        submitted = time.time() + 600.0
+    assert reconciled(service, [pending("101", uid, deadline, comment, limit, cpus, submitted)]) == ["101"]
+
+
+def test_a_comment_stuffed_with_tags_costs_a_few_lookups_and_covers_nothing(service):
+    answer, checked = submit(service, 1000, "now+1day")
+    # 300,000 distinct ids: more than SQLite takes as parameters of one statement (250,000 here)
+    stuffed = " ".join(f"greenslurm#{i}.deadbeef" for i in range(10**6, 10**6 + 300_000))
+    items = [pending("101", 1000, checked, answer["comment_append"]),
+             pending("102", 1000, checked, stuffed)]
+    assert reconciled(service, items) == ["102"]
+    # the real tag before the pile is not looked at: only the last 4 tags of a comment are
+    assert reconciled(service, [pending("103", 1000, checked, answer["comment_append"] + " " + stuffed)]) == ["103"]
 
 
 def test_a_copied_tag_is_claimed_by_the_first_job_only(service):
@@ -99,3 +119,28 @@ def test_a_rejected_decision_covers_nothing(service):
     token = service.record.rows("WHERE id = ?", (answer["decision"],))[0]["token"]
     comment = f"greenslurm#{answer['decision']}.{token}: planned"
     assert reconciled(service, [pending("101", 1000, now + 60, comment)]) == ["101"]
+
+
+@pytest.mark.parametrize("array, stopped", [("", False), ("0-99", True), ("0-1%1", False), ("0-9%1", True)])
+def test_a_pending_job_array_is_checked_as_its_pending_tasks(tmp_path, array, stopped):
+    # the recorded pending job as a job array whose deadline only Slurm holds: 60-minute one-CPU tasks
+    # due in 2 hours on 16 CPUs.  One task ends in time; 100 tasks are 7 rounds (7 h); 2 tasks one at a
+    # time end after 2 h (just in time); 10 one at a time take 10 h
+    now = time.time()
+    squeue = json.loads((STATE / "squeue.json").read_text())
+    job = next(j for j in squeue["jobs"] if j["job_state"] == "PENDING")
+    job.update(deadline=int(now) + 7200 + 120, time_limit=60, array_task_string=array,
+               array_max_tasks=int(array.partition("%")[2] or 0), submit_time=int(now), eligible_time=int(now))
+    for j in squeue["jobs"]:
+        if j["job_state"] == "RUNNING":
+            j["end_time"] = int(now)                 # the running job ends now
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "sinfo.json").write_bytes((STATE / "sinfo.json").read_bytes())
+    (state / "squeue.json").write_text(json.dumps(squeue))
+    service = DecisionService(HookConfig(database=str(tmp_path / "db.sqlite")), DecisionRecord(tmp_path / "db.sqlite"))
+    snapshot, deadlines = FilesBackend(str(state)).snapshot()
+    service.swap_view(service.install_view(snapshot, now), now)
+    verdicts = {item.job_id: message for item, message in service.to_reconcile(deadlines)}
+    assert list(verdicts) == [str(job["job_id"])]
+    assert (verdicts[str(job["job_id"])] is not None) == stopped, verdicts

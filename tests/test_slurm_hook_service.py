@@ -390,3 +390,82 @@ def test_a_job_array_is_checked_as_its_tasks_and_recorded_so(served):
     answer = exchange(served.socket_path, request(12, array_inx="0-2", deadline_env="now+3600"))
     assert answer["action"] in ("accept", "modify")
     assert "array of 3 tasks" in answer["comment_append"] and "req_nodes" not in answer
+
+
+def _descendants(pid: int) -> dict[int, int]:
+    """pid -> parent pid of every process below ``pid``."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    below, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in below:
+                below[child] = parent
+                frontier.append(child)
+    return below
+
+
+def wait_fresh_view(sock: str, after_s: float, max_age_s: float, limit_s: float = 60.0) -> dict:
+    """The first ping, ``after_s`` from now, whose view is at most ``max_age_s`` old (or the last one)."""
+    time.sleep(after_s)
+    deadline = time.monotonic() + limit_s
+    ping = {}
+    while time.monotonic() < deadline:
+        ping = exchange(sock, b'{"op":"ping"}\n')
+        if ping.get("view_age_s") is not None and ping["view_age_s"] <= max_age_s:
+            return ping
+        time.sleep(0.2)
+    return ping
+
+
+@pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL"])
+def test_a_stopped_or_killed_state_reader_does_not_end_the_syncs(tmp_path, sig):
+    import signal
+    # max_view_age_s = 4: a read of Slurm's state is abandoned after 2 s
+    proc = start_service(tmp_path, max_view_age_s=4.0)
+    try:
+        # the worker: forked by the forkserver, itself a child of the service
+        below = _descendants(proc.proc.pid)
+        workers = [pid for pid, parent in below.items() if parent != proc.proc.pid]
+        assert workers, below
+        for pid in workers:
+            os.kill(pid, getattr(signal, sig))
+        # at sync_interval_s = 1 the view stays at most ~1 s old while syncs go on; a sync loop stuck on the
+        # stopped worker lets it age without end
+        ping = wait_fresh_view(proc.socket_path, after_s=5.0, max_age_s=1.5)
+        assert ping.get("view_age_s") is not None and ping["view_age_s"] <= 1.5, ping
+        answer = exchange(proc.socket_path, request(1, deadline_env="now+1day"))
+        assert answer["action"] in ("accept", "modify"), answer
+    finally:
+        for pid in workers if "workers" in dir() else ():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.stop()
+
+
+def test_pending_jobs_stuffed_with_tags_do_not_stop_the_syncs(tmp_path):
+    # a copy of the recorded state whose pending deadline job carries 300,000 distinct tags: more than
+    # SQLite takes as parameters of one statement (Slurm caps a comment at 1 KiB, but 7,000 jobs
+    # of 45 tags each add up the same)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "sinfo.json").write_bytes((STATE / "sinfo.json").read_bytes())
+    squeue = json.loads((STATE / "squeue.json").read_text())
+    job = next(j for j in squeue["jobs"] if j["job_state"] == "PENDING")
+    job["deadline"] = int(time.time()) + 86400
+    job["comment"] = " ".join(f"greenslurm#{i}.deadbeef" for i in range(10**6, 10**6 + 300_000))
+    (state / "squeue.json").write_text(json.dumps(squeue))
+    proc = start_service(tmp_path, state_dir=str(state))
+    try:
+        ping = wait_fresh_view(proc.socket_path, after_s=3.0, max_age_s=1.5)
+        assert ping.get("view_age_s") is not None and ping["view_age_s"] <= 1.5, ping
+    finally:
+        proc.stop()
