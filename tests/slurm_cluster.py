@@ -122,11 +122,20 @@ def _blocked_for_others(path: Path) -> Path | None:
 
 class SlurmCluster:
     def __init__(self, root: Path, nodes=DEFAULT_NODES, job_submit_lua: str | None = None,
-                 cli_filter_lua: str | None = None) -> None:
+                 cli_filter_lua: str | None = None, extra_conf=(), partitions=None, node_lines=None) -> None:
+        """``extra_conf``: slurm.conf lines ``Key=value``; one whose key is already set replaces that
+        line (``SchedulerType=sched/builtin``), the others are added.  ``partitions``: the
+        ``PartitionName=...`` lines instead of the one default partition ``debug`` of all nodes.
+        ``node_lines``: the ``NodeName=...`` lines instead of one per node of ``nodes`` (which still names
+        the slurmd daemons and writes gres.conf); each node needs ``NodeHostname=localhost`` and a
+        ``Port=`` of its own (``Port=[p-q]`` for a range of names)."""
         self.root = Path(root)
         self.nodes = tuple(nodes)
         self.job_submit_lua = job_submit_lua
         self.cli_filter_lua = cli_filter_lua
+        self.extra_conf = tuple(extra_conf)
+        self.partitions = None if partitions is None else tuple(partitions)
+        self.node_lines = None if node_lines is None else tuple(node_lines)
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.users: list[ClientUser] = []
         self.munged_pid: int | None = None
@@ -174,6 +183,13 @@ class SlurmCluster:
             "MinJobAge=300",
             "SchedulerParameters=sched_interval=1,bf_interval=1",
         ]
+        for extra in self.extra_conf:
+            key = extra.split("=", 1)[0].strip().lower()
+            same = [i for i, line in enumerate(lines) if line.split("=", 1)[0].lower() == key]
+            if same:
+                lines[same[0]] = extra
+            else:
+                lines.append(extra)
         if self.job_submit_lua is not None:
             lines.append("JobSubmitPlugins=lua")
             (self.etc / "job_submit.lua").write_text(self.job_submit_lua)
@@ -192,8 +208,10 @@ class SlurmCluster:
                 gres.append(f"NodeName={node.name} Name=gpu File={','.join(files)}")
                 if node.shards:
                     gres.append(f"NodeName={node.name} Name=shard Count={node.shards}")
-            lines.append(spec + " State=UNKNOWN")
-        lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+            if self.node_lines is None:
+                lines.append(spec + " State=UNKNOWN")
+        lines.extend(self.node_lines or ())
+        lines.extend(self.partitions or ("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",))
         self.conf.write_text("\n".join(lines) + "\n")
         if self.cli_filter_lua is not None:
             # a second client configuration, the same cluster plus the cli_filter: clients that use it
@@ -320,7 +338,38 @@ class SlurmCluster:
         path = self.root / "log" / "slurmctld.log"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def _cancel_all_jobs(self, timeout_s: float = 10.0) -> None:
+        """Cancel every job while slurmctld still runs, so that their steps end cleanly."""
+        if not any(name == "slurmctld" and proc.poll() is None for name, proc in self.procs):
+            return
+        try:
+            ids = self.run("squeue", "-h", "-o", "%i", check=False, timeout=10).stdout.split()
+            if not ids:
+                return
+            self.run("scancel", *ids, check=False, timeout=10)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline and self.run("squeue", "-h", "-o", "%i", check=False,
+                                                           timeout=10).stdout.strip():
+                time.sleep(0.2)
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+    def _kill_step_daemons(self) -> None:
+        marker = f"SLURM_CONF={self.conf}".encode()
+        for proc_dir in Path("/proc").iterdir():
+            if not proc_dir.name.isdigit():
+                continue
+            try:
+                if not (proc_dir / "cmdline").read_bytes().startswith(b"slurmstepd"):
+                    continue
+                if marker not in (proc_dir / "environ").read_bytes().split(b"\0"):
+                    continue
+                os.kill(int(proc_dir.name), 9)
+            except (OSError, ValueError):
+                continue
+
     def stop(self) -> None:
+        self._cancel_all_jobs()
         for name, proc in reversed(self.procs):
             if proc.poll() is None:
                 proc.terminate()
@@ -335,7 +384,9 @@ class SlurmCluster:
         for user in self.users:
             shutil.rmtree(user.workdir, ignore_errors=True)
         self.users.clear()
-        # slurmstepd processes of jobs still running belong to the nodes' sessions; end them by pid
+        # slurmstepd processes of jobs still running are in their own sessions and outlive slurmd:
+        # end every one that runs under this cluster's slurm.conf
+        self._kill_step_daemons()
         for pid_file in (self.root / "run").glob("*.pid"):
             pid_file.unlink(missing_ok=True)
         if self.munged_pid is not None:
