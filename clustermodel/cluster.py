@@ -113,9 +113,11 @@ class Cluster:
         ... cpus = 32
         ... gpus = 4
         ... gpu_model = "T4"
+        ... partitions = ["gpu", "all"]
+        ... features = ["ib"]
         ... ''')
-        >>> [n.name for n in c.nodes], c.total_gpus
-        (['cpu0', 'cpu1', 'gpu0'], 4)
+        >>> [n.name for n in c.nodes], c.total_gpus, c.nodes[2].partitions
+        (['cpu0', 'cpu1', 'gpu0'], 4, ('gpu', 'all'))
         """
         try:
             data = tomllib.loads(text)
@@ -125,7 +127,7 @@ class Cluster:
         if not isinstance(groups, list) or not groups:
             raise InputError("no [[node_group]] table", path=path, field="node_group")
         known = {"name", "count", "cpus", "memory_mb", "gpus", "gpu_model", "cpu_model", "idle_w",
-                 "busy_w", "gpu_idle_w", "gpu_max_w"}
+                 "busy_w", "gpu_idle_w", "gpu_max_w", "partitions", "features"}
         nodes: list[NodeSpec] = []
         for index, group in enumerate(groups):
             where = f"node_group[{index}]"
@@ -143,6 +145,8 @@ class Cluster:
                 busy_w=_non_negative(group.get("busy_w", DEFAULT_NODE_BUSY_W), path, f"{where}.busy_w"),
                 gpu_idle_w=float(group.get("gpu_idle_w", -1.0)), gpu_max_w=float(group.get("gpu_max_w", -1.0)),
                 node_type=group_name,
+                partitions=_names(group.get("partitions", []), path, f"{where}.partitions"),
+                features=_names(group.get("features", []), path, f"{where}.features"),
             )
             if fields["busy_w"] < fields["idle_w"]:
                 raise InputError("busy_w is below idle_w", path=path, field=f"{where}.busy_w")
@@ -206,6 +210,19 @@ class Cluster:
         if fitting < nodes:
             return None
         return JobShape(nodes, (float(per_cpu), float(memory), float(job.gpus_per_node)))
+
+
+def _names(value, path: str, field: str) -> tuple[str, ...]:
+    """A list of names (partitions, features) from TOML: ``["cpu", "all"]`` or ``"cpu,all"``.
+
+    >>> _names(["cpu", "all"], "c.toml", "partitions"), _names("ib,k80", "c.toml", "features")
+    (('cpu', 'all'), ('ib', 'k80'))
+    """
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) and item.strip() and "," not in item
+                                              for item in items):
+        raise InputError(f"must be a list of names, got {value!r}", path=path, field=field)
+    return tuple(dict.fromkeys(item.strip() for item in items))
 
 
 def _positive_int(value, path: str, field: str) -> int:

@@ -50,6 +50,8 @@ class JobSpec:
     # Training jobs (EaCO): the model trained and the number of epochs; 0 and "" otherwise.
     epochs: int = 0
     model: str = ""
+    # The features the job asks for (Slurm's --constraint as sacct prints it, "ib&k80"); "" for none.
+    constraint: str = ""
     # Reader-specific fields kept for reference (e.g. SWF columns); one shared empty mapping by default.
     extra: Mapping = field(default_factory=lambda: _NO_EXTRA, compare=False, hash=False, repr=False)
 

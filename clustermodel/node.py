@@ -44,6 +44,11 @@ class NodeSpec:
     gpu_idle_w: float = -1.0
     gpu_max_w: float = -1.0
     node_type: str = "default"
+    # Slurm partitions the node belongs to and its features (``--constraint`` matches them); () when
+    # not described: a job's partition or constraint then does not restrict it (see
+    # :mod:`greenslurm.clustermodel.eligibility`).
+    partitions: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.gpu_idle_w < 0 or self.gpu_max_w < 0:

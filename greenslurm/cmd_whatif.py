@@ -390,7 +390,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"cluster {escape(cluster.name)} from {escape(cluster_source)}: {cluster.size} nodes, "
             f"{cluster.total_cpus:,} CPUs, {cluster.total_gpus} GPUs"
             f"{f'; supply {escape(args.supply)}' if supply is not None else ''}")
-    notes = ["partitions are not modelled: a job may use any node it fits on"]
+    notes = ["jobs run only on nodes of their partition (and with their --constraint features)"
+             if any(n.partitions or n.features for n in cluster.nodes)
+             else "the cluster names no partitions: a job may use any node it fits on"]
     if cluster_note:
         notes.insert(0, cluster_note)
     if any(n.idle_w == 100.0 and n.busy_w == 350.0 for n in cluster.nodes) and args.cluster is None \

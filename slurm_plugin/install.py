@@ -8,7 +8,6 @@ The shipped files (package data of :mod:`greenslurm.slurm_plugin`): ``job_submit
 
 from __future__ import annotations
 
-import glob
 import grp
 import importlib
 import importlib.util
@@ -20,12 +19,15 @@ import shutil
 import socket
 import stat
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
+# the Include-following reader, re-exported under the names hook check has always used
+from greenslurm.traces.slurm_conf import FAIL, LINE_KEYS, MAX_INCLUDE_DEPTH, Setting, logical_lines, read_slurm_conf
+from greenslurm.traces.slurm_conf import SlurmConfFiles as SlurmConf
 
 LUA_SOCKET_PATHS = ("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so", "/usr/lib/aarch64-linux-gnu/lua/5.1/socket/unix.so",
                     "/usr/lib/lua/5.1/socket/unix.so", "/usr/local/lib/lua/5.1/socket/unix.so")
@@ -225,137 +227,8 @@ def resolve_backend(config: HookConfig) -> tuple[str, str]:
     return "pyslurm", f"auto -> pyslurm {version}, matching Slurm {slurm}"
 
 
-# -- slurm.conf as Slurm reads it ----------------------------------------------------------------------
-OK, WARN, FAIL = "ok", "warn", "fail"
-LINE_KEYS = {"nodename", "partitionname", "nodeset", "downnodes", "frontendname"}   # the rest of the line is theirs
-MAX_INCLUDE_DEPTH = 32
-_INCLUDE = re.compile(r"include\s+(\S+)", re.IGNORECASE)
-_PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*[-*+/]?=\s*(?:"([^"]*)"|(\S+))(?=\s|$)')
-
-
-@dataclass(frozen=True)
-class Setting:
-    value: str
-    path: Path
-    line: int
-
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass
-class SlurmConf:
-    """The settings of a slurm.conf with its Include files (key in lower case -> the last value,
-    as Slurm keeps it), the files read in order, and the problems met, each (level, message)."""
-
-    path: Path
-    settings: dict[str, Setting] = field(default_factory=dict)
-    files: list[Path] = field(default_factory=list)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-    def get(self, key: str) -> str | None:
-        found = self.settings.get(key.lower())
-        return found.value if found else None
-
-
-def logical_lines(text: str) -> list[tuple[int, str]]:
-    """slurm.conf's lines as Slurm's parser sees them, each with its first line number: ``#`` starts a
-    comment unless escaped (``\\#``), a line ending in an odd number of backslashes continues on the
-    next, and a backslash escapes the character after it.
-
-    >>> logical_lines('A=1 # note\\nB=x\\\\\\n  y\\nC=a\\\\#b\\n')
-    [(1, 'A=1 '), (2, 'B=x  y'), (4, 'C=a#b')]
-    """
-    out: list[tuple[int, str]] = []
-    pending, start = "", None
-    for number, raw in enumerate(text.splitlines(), 1):
-        line, backslashes = raw, 0
-        for i, char in enumerate(raw):
-            if char == "#" and backslashes % 2 == 0:
-                line = raw[:i]
-                break
-            backslashes = backslashes + 1 if char == "\\" else 0
-        stripped = line.rstrip()
-        trailing = len(stripped) - len(stripped.rstrip("\\"))
-        if start is None:
-            start = number
-        if trailing % 2 == 1:
-            pending += stripped[:-1]
-            continue
-        out.append((start, re.sub(r"\\(.)", r"\1", pending + line)))
-        pending, start = "", None
-    if pending:
-        out.append((start, re.sub(r"\\(.)", r"\1", pending)))
-    return [(n, line) for n, line in out if line.strip()]
-
-
-def read_slurm_conf(path: Path, *, relative_to_includer: bool = False) -> SlurmConf:
-    """slurm.conf and the files its ``Include`` lines name, in order, the last value of a key winning.
-
-    A relative Include name is looked up beside slurm.conf (Slurm 23.02 and later), or beside the file
-    holding the Include line when ``relative_to_includer`` (Slurm 22.05 and earlier; the same for
-    Include lines in slurm.conf itself).  ``%c`` is the ClusterName in lower case.  Slurm expands no
-    wildcards (an Include with ``*`` fails there): such a line is reported and not followed.  A missing or unreadable file and a
-    cycle (a file that includes itself, directly or not) are reported and not followed."""
-    conf = SlurmConf(path)
-    _read_into(conf, path, (), relative_to_includer)
-    return conf
-
-
-def _read_into(conf: SlurmConf, path: Path, stack: tuple[Path, ...], relative_to_includer: bool) -> None:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        conf.problems.append((FAIL, f"{path}: no such file"))
-        return
-    except OSError as exc:
-        conf.problems.append((FAIL, f"{path}: cannot read: {exc.strerror or exc}"))
-        return
-    real = Path(os.path.realpath(path))
-    stack = stack + (real,)
-    conf.files.append(path)
-    for number, line in logical_lines(text):
-        include = _INCLUDE.match(line)
-        if include:
-            _follow(conf, include.group(1), path, number, stack, relative_to_includer)
-            continue
-        pairs = list(_PAIR.finditer(line))
-        if pairs and pairs[0].group(1).lower() in LINE_KEYS:
-            continue
-        for pair in pairs:
-            value = pair.group(2) if pair.group(2) is not None else pair.group(3)
-            conf.settings[pair.group(1).lower()] = Setting(value, path, number)
-
-
-def _follow(conf: SlurmConf, name: str, includer: Path, number: int, stack: tuple[Path, ...],
-            relative_to_includer: bool) -> None:
-    where = f"{includer}:{number}: Include {name}"
-    if "%c" in name:
-        cluster = conf.get("clustername")
-        if cluster is None:
-            conf.problems.append((FAIL, f"{where}: %c needs ClusterName set before this line"))
-            return
-        name = name.replace("%c", cluster.lower())
-    if glob.has_magic(name):
-        conf.problems.append((FAIL, f"{where}: Slurm expands no wildcards, so this Include fails (Slurm 22.05 "
-                                    "waits 60 s for a file of that very name; later releases refuse it: 'Slurm "
-                                    "does not support glob parsing'); name each file"))
-        return
-    base = includer.parent if relative_to_includer else conf.path.parent
-    target = Path(name) if name.startswith("/") else base / name
-    if Path(os.path.realpath(target)) in stack:
-        chain = " -> ".join(p.name for p in stack) + f" -> {target.name}"
-        conf.problems.append((FAIL, f"{where}: an Include cycle ({chain}); Slurm would never finish reading"))
-        return
-    if len(stack) >= MAX_INCLUDE_DEPTH:
-        conf.problems.append((FAIL, f"{where}: more than {MAX_INCLUDE_DEPTH} nested Include levels"))
-        return
-    if not target.exists():
-        conf.problems.append((FAIL, f"{where}: {target}: no such file"))
-        return
-    _read_into(conf, target, stack, relative_to_includer)
-
-
+# -- slurm.conf as Slurm reads it (the reader lives with the typed slurm.conf model) ---------------------
+OK, WARN = "ok", "warn"
 # -- the checks ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Check:

@@ -42,6 +42,7 @@ from greenslurm.allocation.planner import Planner
 from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
+from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.clustermodel.fragmentation import target_workload
 from greenslurm.clustermodel.gres import SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
@@ -194,14 +195,15 @@ class LiveView:
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
-        self.cluster = Cluster(NodeSpec(n.name, max(n.cpus, 1), n.memory_mb, n.gpus) for n in self.nodes)
+        self.cluster = Cluster(NodeSpec(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
+                                        features=tuple(n.features)) for n in self.nodes)
+        # which nodes a job may ever use (partition, --constraint): the replay's one rule
+        self._eligibility = Eligibility(self.cluster)
         self._shards_per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
-        self._partitions = [set(n.partitions) for n in self.nodes]
-        self._features = [set(n.features) for n in self.nodes]
         self._masks: dict[tuple, np.ndarray | None] = {}
         self._clusters: dict[bytes, Cluster | None] = {}
         spec = parse_selection(select, "select")
-        self.selection = make_selection(spec, self._workload(snapshot) if spec.needs_workload else None)
+        self.selection = make_selection(spec, self._workload(snapshot) if spec.needs_workload else None, seed=[0, 2])
         self.machine = Machine(self.cluster, self.selection)
         self.machine.now_s = now
         rule, backfill = planner_rule(self.machine)
@@ -297,13 +299,11 @@ class LiveView:
     def _mask(self, partition: str, features: tuple[str, ...], shards: int) -> np.ndarray | None:
         key = (partition, features, shards)
         if key not in self._masks:
-            ok = np.ones(len(self.nodes), dtype=bool)
-            if partition:
-                wanted = set(p for p in partition.split(",") if p)
-                ok &= np.array([not parts or bool(wanted & parts) for parts in self._partitions])
-            if features:
-                wanted = set(features)
-                ok &= np.array([wanted <= have for have in self._features])
+            eligible = self._eligibility.mask(partition, "&".join(features))
+            if isinstance(eligible, str):           # no node ever: the job fits nowhere
+                ok = np.zeros(len(self.nodes), dtype=bool)
+            else:
+                ok = np.ones(len(self.nodes), dtype=bool) if eligible is None else eligible.copy()
             if shards:
                 ok &= self._shards_per_gpu >= shards
             self._masks[key] = None if ok.all() else ok

@@ -4,8 +4,9 @@ accounted for.
 Files: every SWF log (swf/*.swf), every sacct export (sacct/*.log, sacct/*.txt) and every sacct
 fixture that holds job records (sacct/fixtures/*.log, *.txt; the JSON TRES sample is not a job list).
 SWF logs run on the machine their header describes; sacct exports on the 35-node Slurm cluster of
-tests/data/sinfo-json-v0.0.38.json (30 x 8 CPUs, 5 x 12 CPUs with 2 GPUs: GPU jobs, memory, and
-jobs too big for it are counted as skipped).  Queues: fcfs, easy, conservative, deadline (its
+tests/data/sinfo-json-v0.0.38.json (30 x 8 CPUs, 5 x 12 CPUs with 2 GPUs, in partitions crumpet,
+focaccia, black; features IB, k80: GPU jobs, memory, jobs too big for their partition, jobs of
+partitions it lacks and constraints no node has are counted as skipped).  Queues: fcfs, easy, conservative, deadline (its
 defaults: Greedy acceptance, Nileshwar & Schwiegelshohn's BestFit; jobs without deadlines are all admitted), none
 (place at arrival or fail).
 
@@ -52,7 +53,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from greenslurm.sim.engine.replay import SKIP_ENDLESS, SKIP_GPU_MODEL, SKIP_TOO_BIG, Replay
+from greenslurm.clustermodel.eligibility import CONSTRAINT_FORM, NO_FEATURES, NO_PARTITION
+from greenslurm.sim.engine.replay import SKIP_ENDLESS, SKIP_GPU_MODEL, SKIP_TOO_BIG, SKIP_TOO_BIG_FOR_PARTITION, Replay
 from greenslurm.traces import read_trace
 from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
 
@@ -135,7 +137,8 @@ def test_trace_replays_under_queue(shared_data, traces, path, queue):
     assert replay.strategy.waiting() == 0
     skipped = sum(result.skipped.values())
     assert len(result.records) + len(result.rejected) + skipped == len(jobs) == result.jobs_total
-    assert set(result.skipped) <= {SKIP_TOO_BIG, SKIP_ENDLESS, SKIP_GPU_MODEL}
+    assert set(result.skipped) <= {SKIP_TOO_BIG, SKIP_ENDLESS, SKIP_GPU_MODEL, SKIP_TOO_BIG_FOR_PARTITION,
+                                   NO_PARTITION, NO_FEATURES, CONSTRAINT_FORM}
     assert all(r.reason for r in result.rejected)
     if queue in ("fcfs", "easy", "conservative"):
         assert not result.rejected              # they never refuse a job that fits the empty cluster

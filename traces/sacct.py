@@ -25,7 +25,9 @@ Mapping to :class:`JobSpec`:
   leaked into the number) decoded as 3000 MiB per CPU, adjusted; without ReqMem, TRES ``mem`` / nodes;
 * ``gpus_per_node`` / ``gpu_model`` from AllocTRES (else ReqTRES) ``gres/gpu[:MODEL]`` / nodes (a
   count not divisible by the nodes is rounded up per node, adjusted);
-* ``deadline_s`` from a ``Deadline`` column when present; ``state`` without ``by UID``.
+* ``deadline_s`` from a ``Deadline`` column when present; ``state`` without ``by UID``;
+* ``partition`` = Partition, ``constraint`` = Constraints (the replay runs a job only on its
+  partition's nodes with those features, on a cluster that names them).
 
 Skipped, by reason: ``"job step (.batch/.extern/.N)"``; ``"state PENDING (never started)"`` and the
 like for states that never ran or had not finished (RUNNING, SUSPENDED...); ``"unknown state"`` (a
@@ -284,7 +286,7 @@ class _Record:
         spec = JobSpec(job_id=base, submit_s=submit, requested_time_s=requested, runtime_s=runtime, cpus=cpus,
                        nodes=nodes, memory_mb_per_node=memory, gpus_per_node=gpus, gpu_model=gpu_model,
                        deadline_s=deadline, user=self.text("user") or "", partition=self.text("partition") or "",
-                       state=state, source_line=self.line, extra=extra)
+                       state=state, source_line=self.line, constraint=self.text("constraints") or "", extra=extra)
         if tasks is None:
             return [spec]
         if len(tasks) > 1:

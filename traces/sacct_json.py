@@ -12,7 +12,7 @@ Both generations of the data parser are read:
 Fields used: ``job_id``, ``array.job_id``/``array.task_id``, ``het.job_id``/``het.job_offset``,
 ``state.current``, ``time.submission|start|end|elapsed`` (seconds; ``time.limit`` in minutes),
 ``allocation_nodes``, ``required.CPUs``, ``tres.allocated``/``tres.requested`` (``cpu``, ``node``,
-``mem`` in MiB, ``gres`` named ``gpu`` or ``gpu:MODEL``), ``user``, ``partition``, ``deadline``.
+``mem`` in MiB, ``gres`` named ``gpu`` or ``gpu:MODEL``), ``user``, ``partition``, ``constraints``, ``deadline``.
 Steps (``steps``) are nested in their job and are not records.  Mapping, skip and adjust reasons are
 those of :mod:`greenslurm.traces.sacct`.  Each job's ``source_line`` is the line where its object starts.
 """
@@ -188,7 +188,8 @@ class _JsonJob:
                         cpus=cpus, nodes=nodes_int, memory_mb_per_node=memory, gpus_per_node=gpus,
                         gpu_model=model, deadline_s=deadline if deadline != math.inf else None,
                         user=str(self.data.get("user") or ""), partition=str(self.data.get("partition") or ""),
-                        state=state, source_line=self.line or 0, extra=extra)]
+                        constraint=str(self.data.get("constraints") or ""), state=state, source_line=self.line or 0,
+                        extra=extra)]
 
     def _job_id(self) -> str:
         job_id = self.number("job_id")

@@ -171,4 +171,4 @@ def cluster_from_slurm_nodes(nodes: list[SlurmNode], name: str = "slurm", *, exc
         raise InputError("no available node (all are down, drained or failing)", path=name)
     return Cluster([NodeSpec(n.name, cpus=n.cpus, memory_mb=n.memory_mb, gpus=n.gpus,
                              gpu_model=_power_model(n.gpu_model), node_type=(n.partitions or ("default",))[0],
-                             **power) for n in kept], name=name)
+                             partitions=n.partitions, features=n.features, **power) for n in kept], name=name)

@@ -42,14 +42,16 @@ from greenslurm.sim.machines.machine import Machine, NodeChooser, PendingJob, fi
 
 
 def nodes_allowed(machine: Machine, job: PendingJob) -> np.ndarray | None:
-    """Per node: may ``job`` ever run there, beyond the amounts a plan counts?  A plan counts GPUs
-    as amounts per node and knows no GPU models: a job asking for a model may only be planned on
-    nodes with that model.  None: every node (no model asked)."""
+    """Per node: may ``job`` ever run there, beyond the amounts a plan counts?  Only on the nodes
+    of its partition and constraint (``job.allowed``); and since a plan counts GPUs as amounts per
+    node and knows no GPU models, a job asking for a model only on nodes with that model.  None:
+    every node."""
     task, gpus = job.task, machine.gpus
     if task is None or gpus is None or task.num_gpu == 0 or not task.gpu_spec:
-        return None
+        return job.allowed
     nodes = gpus.nodes
-    return nodes.model_allowed(task.gpu_spec)[nodes.model_index] & (nodes.gpu_count > 0)
+    models = nodes.model_allowed(task.gpu_spec)[nodes.model_index] & (nodes.gpu_count > 0)
+    return models if job.allowed is None else models & job.allowed
 
 
 def _inserted(values: np.ndarray, i: int, value) -> np.ndarray:

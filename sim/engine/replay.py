@@ -16,6 +16,7 @@ import numpy as np
 
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.sim.engine.events import EventKind, EventQueue
 from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 SKIP_TOO_BIG = "asks for more than the cluster has"
 SKIP_ENDLESS = "no finite runtime (would run forever)"
 SKIP_GPU_MODEL = "fits on no node of the cluster even when empty (GPU model or GPU share)"
+SKIP_TOO_BIG_FOR_PARTITION = "asks for more than the nodes of its partition have"
 PROGRESS_EVERY = 2000
 
 
@@ -37,33 +39,53 @@ class Shaper:
 
     Jobs of the same shape share one (read-only) demand array, so a million-job replay holds
     one array per distinct shape rather than one per job.
+
+    A job restricted to some nodes (its partition, its constraint: ``eligibility``) is shaped on
+    those nodes only, and carries their mask (``PendingJob.allowed``) for every fit and plan.
     """
 
-    def __init__(self, cluster: Cluster, gpus: GpuState | None = None) -> None:
+    def __init__(self, cluster: Cluster, gpus: GpuState | None = None, eligibility: Eligibility | None = None) -> None:
         self.cluster = cluster
         self.skipped: Counter = Counter()
         self._shapes: dict[tuple, tuple | None] = {}
         self._empty_gpus = gpus.copy() if gpus is not None else None     # never changed: the empty cluster
+        self.eligibility = eligibility if eligibility is not None and eligibility.restricts else None
+        self._clusters: dict[int, Cluster] = {}         # by id of a shared mask: its nodes as a cluster
 
     def __call__(self, job: JobSpec, index: int) -> PendingJob | None:
         if not math.isfinite(job.run_for_s) or not math.isfinite(job.submit_s):
             return self._skip(job, SKIP_ENDLESS)
+        allowed = None
+        if self.eligibility is not None:
+            allowed = self.eligibility.mask(job.partition, job.constraint)
+            if isinstance(allowed, str):          # the reason no node may ever hold it
+                return self._skip(job, allowed)
         cpu_milli = job.extra.get("cpu_milli") if self._empty_gpus is not None and job.extra else None
         key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node,
                job.gpu_model if self._empty_gpus is not None else None, cpu_milli)
+        if allowed is not None:
+            key += (id(allowed),)
         known = self._shapes.get(key, False)
         if known is False:
-            known = self._shapes[key] = self._shape(job, cpu_milli)
+            known = self._shapes[key] = self._shape(job, cpu_milli, allowed)
         if known is None:
-            return self._skip(job, SKIP_TOO_BIG)
+            return self._skip(job, SKIP_TOO_BIG if allowed is None else SKIP_TOO_BIG_FOR_PARTITION)
         if known == SKIP_GPU_MODEL:
             return self._skip(job, SKIP_GPU_MODEL)
         nodes, demand, cpus_total, task = known
         return PendingJob(index=index, job=job, nodes=nodes, demand=demand, cpus_total=cpus_total,
-                          requested_s=job.requested_time_s, task=task)
+                          requested_s=job.requested_time_s, task=task, allowed=allowed)
 
-    def _shape(self, job: JobSpec, cpu_milli) -> tuple | str | None:
-        shape = self.cluster.shape_of(job)
+    def _nodes_of(self, allowed: np.ndarray) -> Cluster:
+        """The nodes of a mask as a cluster (a job's shape on them: as few nodes as the largest allows)."""
+        cluster = self._clusters.get(id(allowed))
+        if cluster is None:
+            nodes = [self.cluster.nodes[i] for i in np.flatnonzero(allowed)]
+            cluster = self._clusters[id(allowed)] = Cluster(nodes, name=self.cluster.name)
+        return cluster
+
+    def _shape(self, job: JobSpec, cpu_milli, allowed: np.ndarray | None = None) -> tuple | str | None:
+        shape = (self.cluster if allowed is None else self._nodes_of(allowed)).shape_of(job)
         if shape is None:
             return None
         demand = np.array(shape.per_node, dtype=float)
@@ -74,7 +96,10 @@ class Shaper:
             if cpu_milli is not None and shape.nodes == 1:
                 demand[CPU] = float(cpu_milli) / MILLI
             task = per_node_task(job, demand)
-            if task is None or not fits(self._empty_gpus, task).sum() >= shape.nodes:
+            if task is None:
+                return SKIP_GPU_MODEL
+            fitting = fits(self._empty_gpus, task)
+            if not (fitting if allowed is None else fitting & allowed).sum() >= shape.nodes:
                 return SKIP_GPU_MODEL
         return shape.nodes, demand, demand[CPU] * shape.nodes, task
 
@@ -126,7 +151,7 @@ class Replay:
         self.keep_jobs = keep_jobs
         self.cluster = cluster
         self.machine = (machine_factory or Machine)(cluster, selection)
-        self.shaper = Shaper(cluster, self.machine.gpus)
+        self.shaper = Shaper(cluster, self.machine.gpus, self.machine.eligibility)
         self.skipped = self.shaper.skipped
         self.strategy = QUEUES[queue](self.machine, **(strategy_options or {}))
         self.events = EventQueue()

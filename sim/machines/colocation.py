@@ -419,6 +419,8 @@ class ColocationMachine(Machine):
     def _ask(self, run: TrainingRun, now_s: float) -> Candidate | None:
         """The policy's set for ``run``, or None."""
         candidates = self.candidates(int(run.job.job.gpus_per_node))
+        if run.job.allowed is not None:       # only the nodes of its partition and constraint
+            candidates = [c for c in candidates if run.job.allowed[c.node]]
         if run.exclusive_only:
             candidates = [c for c in candidates if not c.jobs]
         return self.policy.choose(run.view(), candidates, now_s) if candidates else None

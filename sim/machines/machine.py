@@ -23,6 +23,7 @@ from greenslurm.allocation.framework import FitFilter
 from greenslurm.allocation.selection import FirstFit, NodeSelection
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU
+from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
 
 # Picks ``count`` node indices out of the candidate indices (ascending) that fit a job.
@@ -63,12 +64,17 @@ class PendingJob:
     rate: float = 1.0                             # progress per second (below 1 while sharing GPUs)
     work_left_s: float = 0.0                      # work still to do at ``rate_since_s`` (running jobs)
     rate_since_s: float = 0.0
+    # The nodes the job may ever use (its partition and constraint; a shared read-only mask, see
+    # greenslurm.clustermodel.eligibility), None: every node.
+    allowed: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.cpu_only = not self.demand[1:].any()
         # the task's amounts follow from the demand; only its GPU models add to the shape (a flat
         # tuple hashes in C: queues test shapes millions of times)
         self.shape_key = (self.nodes, *self.demand.tolist(), self.task.gpu_spec if self.task is not None else None)
+        if self.allowed is not None:          # masks are shared: one identity per node set
+            self.shape_key += (id(self.allowed),)
 
     @property
     def planned_end_s(self) -> float:
@@ -93,11 +99,15 @@ class Machine:
         # Shapes known not to fit the current free resources; forgotten at every start or end.
         self._no_fit_now: set[tuple] = set()
         self._fit = FitFilter()          # the GPU papers' fit rule, its GPU-model masks cached
+        # Which nodes a job may ever use (partitions, features): the shaper sets each job's mask,
+        # every fit below and every plan (greenslurm.sim.engine.profile.nodes_allowed) honours it.
+        self.eligibility = Eligibility(cluster)
         # Identical single-CPU nodes without memory or GPUs are interchangeable processors: plans
-        # may count processors instead of naming nodes (the textbook model of SWF traces).
+        # may count processors instead of naming nodes (the textbook model of SWF traces), unless
+        # partitions or features make some nodes unusable for some jobs.
         capacity = cluster.capacity
         self.is_processor_pool = bool((capacity == capacity[0]).all() and capacity[0, CPU] == 1
-                                      and not capacity[0, 1:].any())
+                                      and not capacity[0, 1:].any() and not self.eligibility.restricts)
         self.finished_count = 0          # jobs ended so far: a cheap version of "something freed"
         self.start_listeners: list[Callable[[PendingJob, float], None]] = []
         self.end_listeners: list[Callable[[PendingJob, float], None]] = []
@@ -146,7 +156,8 @@ class Machine:
 
     # -- fit ---------------------------------------------------------------------------------
     def fitting_nodes(self, job: PendingJob, free: np.ndarray | None = None, now: bool | None = None) -> np.ndarray:
-        """Indices of nodes whose free resources hold one node's share of ``job``.
+        """Indices of nodes the job may use (``job.allowed``) whose free resources hold one node's
+        share of ``job``.
 
         ``now`` (default: when ``free`` is not given): also check every GPU's free share and the
         GPU model (the per-GPU state); otherwise GPUs count as amounts per node."""
@@ -157,10 +168,13 @@ class Machine:
             ok = self._fit.mask(self.gpus, job.task)
             if free is not self.free:
                 ok &= (free >= job.demand).all(axis=1)
-            return ok.nonzero()[0]
-        if job.cpu_only:     # memory and GPUs are never negative, so only CPUs can fail to fit
-            return (free[:, CPU] >= job.demand[CPU]).nonzero()[0]
-        return (free >= job.demand).all(axis=1).nonzero()[0]
+        elif job.cpu_only:     # memory and GPUs are never negative, so only CPUs can fail to fit
+            ok = free[:, CPU] >= job.demand[CPU]
+        else:
+            ok = (free >= job.demand).all(axis=1)
+        if job.allowed is not None:
+            ok &= job.allowed
+        return ok.nonzero()[0]
 
     def place(self, job: PendingJob, free: np.ndarray | None = None,
               prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
@@ -194,6 +208,8 @@ class Machine:
     def fits_on(self, job: PendingJob, nodes: np.ndarray) -> bool:
         """Can ``job`` start now on exactly ``nodes``?"""
         if len(nodes) != job.nodes:
+            return False
+        if job.allowed is not None and not job.allowed[nodes].all():
             return False
         if not (self.free[nodes] >= job.demand - 1e-9).all():
             return False

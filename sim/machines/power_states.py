@@ -491,10 +491,15 @@ class PowerManagedMachine(Machine):
         head = waiting[0]
         coming = np.where((self.state == BOOTING)[:, None], self.cluster.capacity,
                           np.where((self.state == ON)[:, None], self.free, 0.0))
-        head_short = head.nodes - int(np.count_nonzero((coming >= head.demand).all(axis=1)))
+        # Only nodes of the head's partition and constraint count for it (``allowed``).
+        head_fits = (self.cluster.capacity >= head.demand).all(axis=1)
+        head_can = (coming >= head.demand).all(axis=1)
+        if head.allowed is not None:
+            head_fits &= head.allowed
+            head_can &= head.allowed
+        head_short = head.nodes - int(np.count_nonzero(head_can))
         if need <= 0 and head_short <= 0:
             return
-        head_fits = (self.cluster.capacity >= head.demand).all(axis=1)
         added = np.maximum(self.boot_w[off], self.idle_full_w[off]) - self.config.off_w
         order = phase_balance_order(off, added, self.node_power_w, self.phase, self.config.phases)
         if head_short > 0:    # nodes the first job can use first

@@ -206,7 +206,7 @@ def inflate(nodes: GpuNodes, pool: TaskPool, workload: TargetWorkload | None, po
     spec = parse_selection(policy)
     selection = make_selection(spec, workload, normalization=normalization, seed=[seed, 2], tie_break=tie_break)
     machine = gpu_machine(nodes, engine_cluster(nodes), selection)
-    shaper = Shaper(machine.cluster, machine.gpus)
+    shaper = Shaper(machine.cluster, machine.gpus, machine.eligibility)
     strategy = PlaceOrFail(machine)
     accounting = GpuAccounting(machine, workload)
     meter = accounting.meter

@@ -1,0 +1,857 @@
+"""A site's slurm.conf read the way Slurm 22.05 reads it, into a frozen, typed :class:`SlurmConf`: nodes,
+partitions, priority weights, the scheduler and its SchedulerParameters, and the select plugin.
+
+Two steps:
+
+- :func:`read_slurm_conf` follows ``Include`` lines (Slurm's relative-path rule of the release, a cycle
+  guard) and gives every logical line with its file and line number, plus the last value of every plain
+  setting (what ``greenslurm hook check`` needs).  Missing files and cycles are *problems*, not errors:
+  ``hook check`` reports them.
+- :func:`parse_slurm_conf` builds the typed model from those lines and refuses what Slurm refuses
+  (``InputError`` naming file, line and field): a key a NodeName or PartitionName line does not know,
+  a negative count, a time limit Slurm cannot read, a partition naming a node that is not defined.
+
+Slurm's rules followed here: keys are case-insensitive; ``#`` starts a comment (``\\#`` does not); a
+trailing backslash continues the line; ``NodeName=DEFAULT`` / ``PartitionName=DEFAULT`` lines set
+defaults for the lines after them (each adds to the previous defaults); a node defined twice keeps its
+first definition (Slurm ignores the later one); time limits are minutes, ``MM:SS``, ``HH:MM:SS``,
+``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS`` or ``UNLIMITED``, seconds rounded up to the next minute.
+
+>>> conf = parse_slurm_conf_text('''
+... NodeName=DEFAULT CPUs=8 RealMemory=16000
+... NodeName=n[1-3]
+... NodeName=g1 Gres=gpu:a100:4 Features=fast,ib
+... PartitionName=cpu Nodes=n[1-3] Default=YES MaxTime=2-00:00:00
+... PartitionName=all Nodes=ALL MaxTime=30 PriorityTier=2
+... ''')
+>>> [(n.name, n.cpus, n.gpus, n.partitions) for n in conf.nodes]
+[('n1', 8, 0, ('cpu', 'all')), ('n2', 8, 0, ('cpu', 'all')), ('n3', 8, 0, ('cpu', 'all')), ('g1', 8, 4, ('all',))]
+>>> conf.partition("cpu").max_time_s, conf.partition("all").max_time_s, conf.default_partition.name
+(172800.0, 1800.0, 'cpu')
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from greenslurm.clustermodel import Cluster, InputError, NodeSpec, gres
+from greenslurm.clustermodel.node import GPU_POWER_W
+
+# -- reading the files: Include lines, comments, continuations ------------------------------------------
+FAIL = "fail"                 # the level of a reading problem (``hook check`` prints it as a failed check)
+LINE_KEYS = {"nodename", "partitionname", "nodeset", "downnodes", "frontendname"}   # the rest of the line is theirs
+MAX_INCLUDE_DEPTH = 32
+_INCLUDE = re.compile(r"include\s+(\S+)", re.IGNORECASE)
+# KEY=VALUE as Slurm's s_p parser matches it: spaces may surround '=', a value is quoted or runs to the
+# next space, and an empty value is allowed only at the end of the line ("Nodes=" for no nodes)
+_PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*[-*+/]?=\s*(?:"([^"]*)"|(\S+)|(?=\s*$))(?=\s|$)')
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: str
+    path: Path
+    line: int
+
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class ConfLine:
+    """One logical line (Include lines excluded): its file, its first physical line number, its text."""
+
+    path: Path
+    line: int
+    text: str
+
+
+@dataclass
+class SlurmConfFiles:
+    """slurm.conf with its Include files as read: every plain setting (key in lower case -> the last
+    value, as Slurm keeps it), every logical line in order, the files read in order, and the problems
+    met, each (level, message)."""
+
+    path: Path
+    settings: dict[str, Setting] = field(default_factory=dict)
+    lines: list[ConfLine] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def get(self, key: str) -> str | None:
+        found = self.settings.get(key.lower())
+        return found.value if found else None
+
+
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """slurm.conf's lines as Slurm's parser sees them, each with its first line number: ``#`` starts a
+    comment unless escaped (``\\#``), a line ending in an odd number of backslashes continues on the
+    next, and a backslash escapes the character after it.
+
+    >>> logical_lines('A=1 # note\\nB=x\\\\\\n  y\\nC=a\\\\#b\\n')
+    [(1, 'A=1 '), (2, 'B=x  y'), (4, 'C=a#b')]
+    """
+    out: list[tuple[int, str]] = []
+    pending, start = "", None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line, backslashes = raw, 0
+        for i, char in enumerate(raw):
+            if char == "#" and backslashes % 2 == 0:
+                line = raw[:i]
+                break
+            backslashes = backslashes + 1 if char == "\\" else 0
+        stripped = line.rstrip()
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if start is None:
+            start = number
+        if trailing % 2 == 1:
+            pending += stripped[:-1]
+            continue
+        out.append((start, re.sub(r"\\(.)", r"\1", pending + line)))
+        pending, start = "", None
+    if pending:
+        out.append((start, re.sub(r"\\(.)", r"\1", pending)))
+    return [(n, line) for n, line in out if line.strip()]
+
+
+def read_slurm_conf(path: Path, *, relative_to_includer: bool = False) -> SlurmConfFiles:
+    """slurm.conf and the files its ``Include`` lines name, in order, the last value of a key winning.
+
+    A relative Include name is looked up beside slurm.conf (Slurm 23.02 and later), or beside the file
+    holding the Include line when ``relative_to_includer`` (Slurm 22.05 and earlier; the same for
+    Include lines in slurm.conf itself).  ``%c`` is the ClusterName in lower case.  Slurm expands no
+    wildcards (an Include with ``*`` fails there): such a line is reported and not followed.  A missing or unreadable file and a
+    cycle (a file that includes itself, directly or not) are reported and not followed."""
+    conf = SlurmConfFiles(Path(path))
+    _read_into(conf, Path(path), (), relative_to_includer)
+    return conf
+
+
+def _read_into(conf: SlurmConfFiles, path: Path, stack: tuple[Path, ...], relative_to_includer: bool) -> None:
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        conf.problems.append((FAIL, f"{path}: no such file"))
+        return
+    except OSError as exc:
+        conf.problems.append((FAIL, f"{path}: cannot read: {exc.strerror or exc}"))
+        return
+    real = Path(os.path.realpath(path))
+    stack = stack + (real,)
+    conf.files.append(path)
+    for number, line in logical_lines(text):
+        include = _INCLUDE.match(line.lstrip())
+        if include:
+            _follow(conf, include.group(1), path, number, stack, relative_to_includer)
+            continue
+        conf.lines.append(ConfLine(path, number, line))
+        pairs = list(_PAIR.finditer(line))
+        if pairs and pairs[0].group(1).lower() in LINE_KEYS:
+            continue
+        for pair in pairs:
+            value = pair.group(2) if pair.group(2) is not None else (pair.group(3) or "")
+            conf.settings[pair.group(1).lower()] = Setting(value, path, number)
+
+
+def _follow(conf: SlurmConfFiles, name: str, includer: Path, number: int, stack: tuple[Path, ...],
+            relative_to_includer: bool) -> None:
+    where = f"{includer}:{number}: Include {name}"
+    if "%c" in name:
+        cluster = conf.get("clustername")
+        if cluster is None:
+            conf.problems.append((FAIL, f"{where}: %c needs ClusterName set before this line"))
+            return
+        name = name.replace("%c", cluster.lower())
+    if glob.has_magic(name):
+        conf.problems.append((FAIL, f"{where}: Slurm expands no wildcards, so this Include fails (Slurm 22.05 "
+                                    "waits 60 s for a file of that very name; later releases refuse it: 'Slurm "
+                                    "does not support glob parsing'); name each file"))
+        return
+    base = includer.parent if relative_to_includer else conf.path.parent
+    target = Path(name) if name.startswith("/") else base / name
+    if Path(os.path.realpath(target)) in stack:
+        chain = " -> ".join(p.name for p in stack) + f" -> {target.name}"
+        conf.problems.append((FAIL, f"{where}: an Include cycle ({chain}); Slurm would never finish reading"))
+        return
+    if len(stack) >= MAX_INCLUDE_DEPTH:
+        conf.problems.append((FAIL, f"{where}: more than {MAX_INCLUDE_DEPTH} nested Include levels"))
+        return
+    if not target.exists():
+        conf.problems.append((FAIL, f"{where}: {target}: no such file"))
+        return
+    _read_into(conf, target, stack, relative_to_includer)
+
+
+# -- values as Slurm reads them -----------------------------------------------------------------------------
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's hostlist syntax expanded, in order: comma-separated names, each with bracketed ranges
+    (``n[1-3,7]``; leading zeros fix the width; several bracket groups multiply out).
+
+    >>> expand_hostlist("n[1-3,7],gpu[01-02],login")
+    ['n1', 'n2', 'n3', 'n7', 'gpu01', 'gpu02', 'login']
+    >>> expand_hostlist("r[0-1]b[8-9]"), expand_hostlist("")
+    (['r0b8', 'r0b9', 'r1b8', 'r1b9'], [])
+    >>> expand_hostlist("n[3-1]")
+    Traceback (most recent call last):
+    ...
+    ValueError: hostlist 'n[3-1]': range 3-1 goes down
+    """
+    names: list[str] = []
+    for item in re.split(r",(?![^\[]*\])", text.strip()):
+        item = item.strip()
+        if not item:
+            continue
+        if item.count("[") != item.count("]") or re.search(r"\[[^\]]*\[", item):
+            raise ValueError(f"hostlist {item!r}: unbalanced brackets")
+        expanded = [""]
+        for literal, ranges in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item):
+            choices = [literal]
+            if ranges:
+                choices = [literal + suffix for suffix in _bracket(ranges, item)]
+            expanded = [head + choice for head in expanded for choice in choices]
+        names += [name for name in expanded if name]
+    return names
+
+
+def _bracket(ranges: str, item: str) -> list[str]:
+    out: list[str] = []
+    for part in ranges.split(","):
+        low, sep, high = part.strip().partition("-")
+        if not low.isdigit() or (sep and not high.isdigit()):
+            raise ValueError(f"hostlist {item!r}: {part!r} is not a number or a range N-M")
+        first, last = int(low), int(high) if sep else int(low)
+        if last < first:
+            raise ValueError(f"hostlist {item!r}: range {first}-{last} goes down")
+        if last - first >= 1_000_000:
+            raise ValueError(f"hostlist {item!r}: range {first}-{last} names more than a million hosts")
+        out += [f"{i:0{len(low)}d}" for i in range(first, last + 1)]
+    return out
+
+
+INFINITE = math.inf
+
+
+def parse_time_limit_s(text: str) -> float:
+    """A Slurm time limit in seconds, as Slurm 22.05 reads MaxTime and DefaultTime (``time_str2mins``):
+    minutes, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``; seconds rounded up to the next
+    minute; ``UNLIMITED``, ``INFINITE`` and ``-1`` are ``math.inf``.  ValueError otherwise.
+
+    >>> [parse_time_limit_s(t) for t in ("30", "1:30", "1:00:00", "2-12", "1-2:30", "1-00:00:01", "UNLIMITED")]
+    [1800.0, 120.0, 3600.0, 216000.0, 95400.0, 86460.0, inf]
+    >>> parse_time_limit_s("1:2:3:4")
+    Traceback (most recent call last):
+    ...
+    ValueError: '1:2:3:4' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)
+    """
+    seconds = _time_str2secs(text)
+    return seconds if seconds == INFINITE else float(math.ceil(seconds / 60) * 60)
+
+
+def _time_str2secs(text: str) -> float:
+    value = text.strip()
+    if value.upper() in ("-1", "INFINITE", "UNLIMITED"):
+        return INFINITE
+    bad = ValueError(f"{text!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS "
+                     "or UNLIMITED)")
+    # Slurm's _is_valid_timespec: digits, at most one '-' (before any ':'), at most two ':', and
+    # enough digit groups for the separators; then sscanf("%d-%d:%d:%d") or ("%d:%d:%d")
+    match = re.fullmatch(r"(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)-|(\d+)(?::(\d+)(?::(\d+))?)?", value)
+    if not match:
+        raise bad
+    days, d_hours, d_min, d_sec, days_only, first, second, third = match.groups()
+    if days is not None:
+        return float(int(days) * 86400 + int(d_hours) * 3600 + int(d_min or 0) * 60 + int(d_sec or 0))
+    if days_only is not None:
+        return float(int(days_only) * 86400)
+    if third is not None:                       # HH:MM:SS
+        return float(int(first) * 3600 + int(second) * 60 + int(third))
+    return float(int(first) * 60 + int(second or 0))   # minutes[:seconds]
+
+
+def _yes_no(value: str, path: str, line: int, key: str) -> bool:
+    upper = value.upper()
+    if upper in ("YES", "Y", "1", "TRUE"):
+        return True
+    if upper in ("NO", "N", "0", "FALSE"):
+        return False
+    raise InputError(f"{value!r} is neither YES nor NO", path=path, line=line, field=key)
+
+
+def _integer(value: str, path: str, line: int, key: str, low: int = 0, high: int = 2 ** 32 - 2) -> int:
+    if not re.fullmatch(r"[-+]?\d+", value.strip()):
+        raise InputError(f"{value!r} is not a whole number", path=path, line=line, field=key)
+    number = int(value)
+    if number < low:
+        raise InputError(f"{number} is less than {low}", path=path, line=line, field=key)
+    if number > high:
+        raise InputError(f"{number} is greater than {high}", path=path, line=line, field=key)
+    return number
+
+
+# -- the model ---------------------------------------------------------------------------------------------
+NODE_STATES = ("CLOUD", "DOWN", "DRAIN", "FAIL", "FAILING", "FUTURE", "UNKNOWN", "IDLE")
+UNAVAILABLE_NODE_STATES = ("CLOUD", "DOWN", "DRAIN", "FAIL", "FAILING", "FUTURE")
+PARTITION_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
+# every key Slurm 22.05 accepts on a NodeName line (lower case); others are fatal there
+NODE_KEYS = {"nodename", "nodehostname", "nodeaddr", "bcastaddr", "boards", "corespeccount", "corespersocket",
+             "cpubind", "cpus", "cpuspeclist", "feature", "features", "gres", "memspeclimit", "port", "procs",
+             "realmemory", "reason", "sockets", "socketsperboard", "state", "threadspercore", "tmpdisk", "weight",
+             "tresweights"}
+# keys that are another name of one key: the later of the two wins, as in Slurm
+_ALIASES = {"feature": "features", "procs": "cpus", "shared": "oversubscribe"}
+# every key Slurm 22.05 accepts on a PartitionName line (lower case)
+PARTITION_KEYS = {"partitionname", "allocnodes", "allowaccounts", "allowgroups", "allowqos", "alternate", "cpubind",
+                  "default", "defaulttime", "defcpupergpu", "defmempercpu", "defmempergpu", "defmempernode",
+                  "denyaccounts", "denyqos", "disablerootjobs", "exclusiveuser", "gracetime", "hidden", "lln",
+                  "maxcpuspernode", "maxmempercpu", "maxmempernode", "maxnodes", "maxtime", "minnodes", "nodes",
+                  "oversubscribe", "overtimelimit", "powerdownonidle", "preemptmode", "priorityjobfactor",
+                  "prioritytier", "qos", "reqresv", "resumetimeout", "rootonly", "selecttypeparameters", "shared",
+                  "state", "suspendtime", "suspendtimeout", "tresbillingweights"}
+
+
+@dataclass(frozen=True)
+class NodeConf:
+    """One node as slurm.conf defines it.  ``cpus`` is CPUs= or, when absent, Boards x Sockets x
+    CoresPerSocket x ThreadsPerCore; memory in MiB (Slurm's default RealMemory is 1)."""
+
+    name: str
+    cpus: int
+    boards: int = 1
+    sockets: int = 1
+    cores_per_socket: int = 1
+    threads_per_core: int = 1
+    real_memory_mb: int = 1
+    gres: str = ""
+    gpus: int = 0
+    gpu_models: tuple[str, ...] = ()
+    shards: int = 0
+    features: tuple[str, ...] = ()
+    weight: int = 1
+    state: str = "UNKNOWN"
+    partitions: tuple[str, ...] = ()
+    where: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.state not in UNAVAILABLE_NODE_STATES
+
+
+@dataclass(frozen=True)
+class OverSubscribe:
+    """A partition's OverSubscribe: NO, EXCLUSIVE, YES:n or FORCE:n (n jobs per resource, default 4).
+
+    >>> str(OverSubscribe("FORCE", 4)), str(OverSubscribe("NO", 1))
+    ('FORCE:4', 'NO')
+    """
+
+    mode: str = "NO"
+    jobs_per_resource: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.mode}:{self.jobs_per_resource}" if self.mode in ("YES", "FORCE") else self.mode
+
+
+@dataclass(frozen=True)
+class PartitionConf:
+    """One partition.  Times in seconds, ``math.inf`` for UNLIMITED; ``default_time_s`` None when not
+    set (jobs without a limit then get ``max_time_s``); ``max_nodes`` None for UNLIMITED."""
+
+    name: str
+    nodes: tuple[str, ...]
+    default: bool = False
+    max_time_s: float = INFINITE
+    default_time_s: float | None = None
+    max_nodes: int | None = None
+    min_nodes: int = 0
+    priority_tier: int = 1
+    priority_job_factor: int = 1
+    oversubscribe: OverSubscribe = OverSubscribe()
+    exclusive_user: bool = False
+    state: str = "UP"
+    where: str = ""
+
+    @property
+    def job_default_time_s(self) -> float:
+        """The limit a job that asks for none gets: DefaultTime, else MaxTime."""
+        return self.max_time_s if self.default_time_s is None else self.default_time_s
+
+
+@dataclass(frozen=True)
+class PriorityConf:
+    """PriorityType and the multifactor settings (times in seconds)."""
+
+    type: str = "priority/basic"
+    weight_age: int = 0
+    weight_fairshare: int = 0
+    weight_job_size: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    weight_tres: str = ""
+    max_age_s: float = 7 * 86400.0
+    decay_half_life_s: float = 7 * 86400.0
+    favor_small: bool = False
+    calc_period_s: float = 300.0
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SchedulerConf:
+    """SchedulerType and the SchedulerParameters a replay needs, at Slurm 22.05's defaults (man
+    slurm.conf); every other parameter kept as written in ``other`` (name, value or None for a flag)."""
+
+    type: str = "sched/backfill"
+    bf_window_min: int = 1440
+    bf_resolution_s: int = 60
+    bf_max_job_test: int = 500
+    bf_max_job_user: int = 0          # 0: no limit
+    bf_max_job_part: int = 0
+    bf_max_job_start: int = 0
+    bf_continue: bool = False
+    bf_interval_s: int = 30           # -1: the backfill loop is disabled
+    default_queue_depth: int = 100
+    sched_interval_s: int = 60        # -1: the main loop is disabled
+    other: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class SelectConf:
+    """SelectType and SelectTypeParameters (upper case).  ``memory_consumable``: jobs' memory is
+    allocated (CR_*_Memory, CR_Memory); ``unit``: what a job gets a whole of (CPU, CORE, SOCKET, BOARD,
+    or NODE for select/linear without CR_Memory)."""
+
+    type: str = "select/cons_tres"
+    parameters: tuple[str, ...] = ("CR_CORE_MEMORY",)
+
+    @property
+    def memory_consumable(self) -> bool:
+        return any(p == "CR_MEMORY" or (p.startswith("CR_") and p.endswith("_MEMORY")) for p in self.parameters)
+
+    @property
+    def unit(self) -> str:
+        for p in self.parameters:
+            for unit in ("CPU", "CORE", "SOCKET", "BOARD"):
+                if p in (f"CR_{unit}", f"CR_{unit}_MEMORY"):
+                    return unit
+        return "NODE" if self.type == "select/linear" else "CORE"
+
+
+@dataclass(frozen=True)
+class SlurmConf:
+    """A slurm.conf as Slurm would load it.  ``settings``: every other plain setting, (lower-case key,
+    last value), in the order first set; ``warnings``: what Slurm would log and go on (a node defined
+    twice, a SchedulerParameters value out of range)."""
+
+    path: str
+    cluster_name: str | None
+    nodes: tuple[NodeConf, ...]
+    partitions: tuple[PartitionConf, ...]
+    priority: PriorityConf
+    scheduler: SchedulerConf
+    select: SelectConf
+    settings: tuple[tuple[str, str], ...] = ()
+    files: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def node(self, name: str) -> NodeConf:
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def partition(self, name: str) -> PartitionConf:
+        for partition in self.partitions:
+            if partition.name == name:
+                return partition
+        raise KeyError(name)
+
+    @property
+    def default_partition(self) -> PartitionConf | None:
+        """The partition a job naming none goes to (the last Default=YES, as Slurm keeps it)."""
+        defaults = [p for p in self.partitions if p.default]
+        return defaults[-1] if defaults else None
+
+    def get(self, key: str) -> str | None:
+        return dict(self.settings).get(key.lower())
+
+
+# -- parsing -----------------------------------------------------------------------------------------------
+def _pairs(line: ConfLine) -> list[tuple[str, str]]:
+    """(lower-case key, value) of a line; InputError when some text is not KEY=VALUE (fatal in Slurm)."""
+    pairs, position = [], 0
+    for match in _PAIR.finditer(line.text):
+        if line.text[position:match.start()].strip():
+            break
+        value = match.group(2) if match.group(2) is not None else (match.group(3) or "")
+        pairs.append((match.group(1).lower(), value))
+        position = match.end()
+    rest = line.text[position:].strip()
+    if rest:
+        raise InputError(f"{rest[:60]!r} is not KEY=VALUE (Slurm stops at this line)", path=str(line.path),
+                         line=line.line)
+    return pairs
+
+
+def parse_slurm_conf(path: str | Path, *, relative_to_includer: bool = True) -> SlurmConf:
+    """The typed model of the slurm.conf at ``path`` with its Include files (relative Include names
+    beside the including file, as Slurm 22.05 does, unless ``relative_to_includer`` is False: beside
+    slurm.conf, as 23.02 and later).  InputError on a missing file, an Include that cannot be followed,
+    or a value Slurm refuses."""
+    files = read_slurm_conf(Path(path), relative_to_includer=relative_to_includer)
+    if files.problems:
+        message = files.problems[0][1]
+        raise InputError(message.removeprefix(f"{path}: "), path=str(path))
+    return _build(files)
+
+
+def parse_slurm_conf_text(text: str, path: str = "<slurm.conf>") -> SlurmConf:
+    """The typed model of a slurm.conf text without Include lines (an Include is an InputError)."""
+    files = SlurmConfFiles(Path(path), files=[Path(path)])
+    for number, line in logical_lines(text):
+        if _INCLUDE.match(line.lstrip()):
+            raise InputError("an Include line needs a file on disk: use parse_slurm_conf", path=path, line=number)
+        files.lines.append(ConfLine(Path(path), number, line))
+    return _build(files)
+
+
+def _build(files: SlurmConfFiles) -> SlurmConf:
+    nodes: dict[str, NodeConf] = {}
+    partitions: dict[str, PartitionConf] = {}
+    nodesets: dict[str, tuple[str, ...]] = {}
+    node_defaults: dict[str, tuple[str, ConfLine]] = {}
+    partition_defaults: dict[str, tuple[str, ConfLine]] = {}
+    partition_lines: list[tuple[ConfLine, dict[str, tuple[str, ConfLine]]]] = []
+    down: list[tuple[ConfLine, dict[str, str]]] = []
+    settings: dict[str, tuple[str, ConfLine]] = {}
+    warnings: list[str] = []
+    for line in files.lines:
+        pairs = _pairs(line)
+        if not pairs:
+            continue
+        first = pairs[0][0]
+        if first == "nodename":
+            _check_keys(pairs, NODE_KEYS, line, "NodeName")
+            values = {_ALIASES.get(k, k): (v, line) for k, v in pairs[1:]}
+            if pairs[0][1].upper() == "DEFAULT":
+                for key in ("nodehostname", "nodeaddr"):       # per node by nature: Slurm refuses them here
+                    if key in values:
+                        raise InputError("not allowed with NodeName=DEFAULT (Slurm stops at this line)",
+                                         path=str(line.path), line=line.line, field=key)
+                node_defaults.update(values)
+                continue
+            for node in _nodes_of(pairs[0][1], {**node_defaults, **values}, line, warnings):
+                if node.name in nodes:
+                    warnings.append(f"{line.path}:{line.line}: node {node.name} is defined again; Slurm keeps "
+                                    f"its first definition ({nodes[node.name].where})")
+                else:
+                    nodes[node.name] = node
+        elif first == "partitionname":
+            _check_keys(pairs, PARTITION_KEYS, line, "PartitionName")
+            values = {_ALIASES.get(k, k): (v, line) for k, v in pairs[1:]}
+            if pairs[0][1].upper() == "DEFAULT":
+                partition_defaults.update(values)
+                continue
+            partition_lines.append((line, {"partitionname": (pairs[0][1], line), **partition_defaults, **values}))
+        elif first == "nodeset":
+            nodesets[pairs[0][1]] = ()          # filled below, once every node is known
+            partition_lines.append((line, {"nodeset": (pairs[0][1], line), **{k: (v, line) for k, v in pairs[1:]}}))
+        elif first == "downnodes":
+            down.append((line, dict(pairs)))
+        elif first == "frontendname":
+            continue
+        else:
+            for key, value in pairs:
+                settings[key] = (value, line)
+    for line, values in down:
+        state = values.get("state", "DOWN").upper()
+        if state not in NODE_STATES:
+            raise InputError(f"{state!r} is not a node state ({', '.join(NODE_STATES)})", path=str(line.path),
+                             line=line.line, field="State")
+        for name in _hostlist(values["downnodes"], line, "DownNodes"):
+            if name not in nodes:
+                raise InputError(f"node {name} is not defined by a NodeName line", path=str(line.path),
+                                 line=line.line, field="DownNodes")
+            nodes[name] = replace(nodes[name], state=state)
+    for line, values in partition_lines:
+        if "nodeset" in values:
+            nodesets[values["nodeset"][0]] = _nodeset(values, nodes, line)
+        else:
+            part = _partition(values, nodes, nodesets)
+            if part.name in partitions:
+                raise InputError(f"partition {part.name} is defined twice (first at {partitions[part.name].where})",
+                                 path=str(line.path), line=line.line, field="PartitionName")
+            partitions[part.name] = part
+    in_partitions: dict[str, list[str]] = {name: [] for name in nodes}
+    for part in partitions.values():
+        for name in part.nodes:
+            in_partitions[name].append(part.name)
+    node_list = tuple(replace(n, partitions=tuple(in_partitions[n.name])) for n in nodes.values())
+    scheduler, more = _scheduler(settings)
+    return SlurmConf(
+        path=str(files.path), cluster_name=_value(settings, "clustername"), nodes=node_list,
+        partitions=tuple(partitions.values()), priority=_priority(settings), scheduler=scheduler,
+        select=_select(settings), settings=tuple((k, v) for k, (v, _) in settings.items()),
+        files=tuple(str(p) for p in files.files), warnings=tuple(warnings + more))
+
+
+def _check_keys(pairs: list[tuple[str, str]], known: set[str], line: ConfLine, kind: str) -> None:
+    for key, _ in pairs:
+        if key not in known:
+            raise InputError(f"{kind} lines know no key {key!r} (Slurm stops at this line)", path=str(line.path),
+                             line=line.line, field=key)
+
+
+def _hostlist(text: str, line: ConfLine, key: str) -> list[str]:
+    try:
+        return expand_hostlist(text)
+    except ValueError as exc:
+        raise InputError(str(exc), path=str(line.path), line=line.line, field=key) from None
+
+
+def _value(settings: dict[str, tuple[str, ConfLine]], key: str) -> str | None:
+    found = settings.get(key)
+    return found[0] if found else None
+
+
+def _nodes_of(names: str, values: dict[str, tuple[str, ConfLine]], line: ConfLine,
+              warnings: list[str]) -> list[NodeConf]:
+    def number(key: str, default: int, low: int = 0, high: int = 2 ** 32 - 2) -> tuple[int, bool]:
+        if key not in values:
+            return default, False
+        value, at = values[key]
+        return _integer(value, str(at.path), at.line, key, low, high), True
+
+    boards, _ = number("boards", 1, 1, 65535)
+    cores, _ = number("corespersocket", 1, 1, 65535)
+    threads, _ = number("threadspercore", 1, 1, 65535)
+    sockets, has_sockets = number("sockets", 1, 1, 65535)
+    per_board, has_per_board = number("socketsperboard", 1, 1, 65535)
+    cpus, has_cpus = number("cpus", 0, 0, 65535)
+    if has_per_board:
+        sockets, has_sockets = per_board * boards, True
+    elif has_sockets and "boards" in values:
+        sockets = sockets * boards            # with Boards, Sockets means sockets per board
+    if has_cpus and cpus and not has_sockets:      # Sockets inferred from CPUs
+        sockets = max(1, cpus // (cores * threads))
+    if not has_cpus or cpus == 0:
+        cpus = sockets * cores * threads
+    if cpus not in (sockets, sockets * cores, sockets * cores * threads):
+        # Slurm logs "CPUs=... match no Sockets, Sockets*CoresPerSocket or Sockets*CoresPerSocket*
+        # ThreadsPerCore" and resets CPUs to the product
+        warnings.append(f"{line.path}:{line.line}: NodeName={names} CPUs={cpus} matches no Sockets, "
+                        f"Sockets*CoresPerSocket or Sockets*CoresPerSocket*ThreadsPerCore; Slurm resets it to "
+                        f"{sockets * cores * threads}")
+        cpus = sockets * cores * threads
+    memory, _ = number("realmemory", 1, 0, 2 ** 64 - 2)
+    weight, _ = number("weight", 1, 0)
+    gres_text = values.get("gres", ("", line))[0]
+    try:
+        parsed = gres.parse_gres(gres_text)
+    except ValueError as exc:
+        at = values["gres"][1]
+        raise InputError(str(exc), path=str(at.path), line=at.line, field="Gres") from None
+    feature_text = values.get("features", ("", line))[0]
+    features = tuple(f for f in feature_text.split(",") if f)
+    state = values.get("state", ("UNKNOWN", line))
+    state_name = state[0].upper().split("+")[0]
+    if state_name not in NODE_STATES:
+        raise InputError(f"{state[0]!r} is not a node state ({', '.join(NODE_STATES)})", path=str(state[1].path),
+                         line=state[1].line, field="State")
+    return [NodeConf(name, cpus, boards, sockets, cores, threads, memory,
+                     gres_text, parsed.gpus, parsed.models, parsed.shards, features, weight,
+                     "UNKNOWN" if state_name == "IDLE" else state_name, where=f"{line.path}:{line.line}")
+            for name in _hostlist(names, line, "NodeName")]
+
+
+def _members(text: str, nodes: dict[str, NodeConf], nodesets: dict[str, tuple[str, ...]], line: ConfLine,
+             key: str) -> tuple[str, ...]:
+    """The node names of a Nodes= value: ``ALL``, hostlists, nodeset names; each node once, in order."""
+    if text.strip().upper() == "ALL":
+        return tuple(nodes)
+    found: dict[str, None] = {}
+    for name in _hostlist(text, line, key):
+        if name in nodesets:
+            found.update(dict.fromkeys(nodesets[name]))
+        elif name.upper() == "ALL":
+            found.update(dict.fromkeys(nodes))
+        elif name in nodes:
+            found[name] = None
+        else:
+            raise InputError(f"node {name} is not defined by a NodeName line", path=str(line.path),
+                             line=line.line, field=key)
+    return tuple(found)
+
+
+def _nodeset(values: dict[str, tuple[str, ConfLine]], nodes: dict[str, NodeConf], line: ConfLine) -> tuple[str, ...]:
+    members: dict[str, None] = {}
+    if "nodes" in values:
+        members.update(dict.fromkeys(_members(values["nodes"][0], nodes, {}, line, "Nodes")))
+    if "feature" in values:
+        members.update(dict.fromkeys(n.name for n in nodes.values() if values["feature"][0] in n.features))
+    return tuple(members)
+
+
+def _partition(values: dict[str, tuple[str, ConfLine]], nodes: dict[str, NodeConf],
+               nodesets: dict[str, tuple[str, ...]]) -> PartitionConf:
+    name, line = values["partitionname"]
+
+    def raw(key: str) -> tuple[str, ConfLine] | None:
+        return values.get(key)
+
+    def time(key: str) -> float | None:
+        found = raw(key)
+        if found is None:
+            return None
+        try:
+            return parse_time_limit_s(found[0])
+        except ValueError as exc:
+            raise InputError(str(exc), path=str(found[1].path), line=found[1].line, field=key) from None
+
+    def number(key: str, default: int, high: int = 2 ** 32 - 2) -> int:
+        found = raw(key)
+        return default if found is None else _integer(found[0], str(found[1].path), found[1].line, key, 0, high)
+
+    members = _members(raw("nodes")[0], nodes, nodesets, raw("nodes")[1], "Nodes") if raw("nodes") else ()
+    max_nodes = None
+    if raw("maxnodes") and raw("maxnodes")[0].upper() not in ("UNLIMITED", "INFINITE", "-1"):
+        max_nodes = number("maxnodes", 0)
+    state = (raw("state") or ("UP", line))
+    if state[0].upper() not in PARTITION_STATES:
+        raise InputError(f"{state[0]!r} is not a partition state ({', '.join(PARTITION_STATES)})",
+                         path=str(state[1].path), line=state[1].line, field="State")
+    over = raw("oversubscribe")
+    return PartitionConf(
+        name=name, nodes=members,
+        default=_yes_no(raw("default")[0], str(raw("default")[1].path), raw("default")[1].line, "Default")
+        if raw("default") else False,
+        max_time_s=INFINITE if time("maxtime") is None else time("maxtime"),
+        default_time_s=time("defaulttime"), max_nodes=max_nodes, min_nodes=number("minnodes", 0),
+        priority_tier=number("prioritytier", 1, 65535), priority_job_factor=number("priorityjobfactor", 1, 65535),
+        oversubscribe=_oversubscribe(*over) if over else OverSubscribe(),
+        exclusive_user=_yes_no(raw("exclusiveuser")[0], str(raw("exclusiveuser")[1].path),
+                               raw("exclusiveuser")[1].line, "ExclusiveUser") if raw("exclusiveuser") else False,
+        state=state[0].upper(), where=f"{line.path}:{line.line}")
+
+
+def _oversubscribe(value: str, line: ConfLine) -> OverSubscribe:
+    """OverSubscribe=NO|EXCLUSIVE|YES[:n]|FORCE[:n] (n defaults to 4, Slurm's count)."""
+    mode, _, count = value.upper().partition(":")
+    if mode in ("NO", "EXCLUSIVE") and not count:
+        return OverSubscribe(mode, 1)
+    if mode in ("YES", "FORCE"):
+        if not count:
+            return OverSubscribe(mode, 4)
+        return OverSubscribe(mode, _integer(count, str(line.path), line.line, "OverSubscribe", 1, 65535))
+    raise InputError(f"{value!r} is not NO, EXCLUSIVE, YES[:n] or FORCE[:n]", path=str(line.path), line=line.line,
+                     field="OverSubscribe")
+
+
+def _priority(settings: dict[str, tuple[str, ConfLine]]) -> PriorityConf:
+    def weight(key: str) -> int:
+        found = settings.get(key)
+        return 0 if found is None else _integer(found[0], str(found[1].path), found[1].line, key, 0)
+
+    def time(key: str, default_s: float) -> float:
+        found = settings.get(key)
+        if found is None:
+            return default_s
+        try:
+            return parse_time_limit_s(found[0])
+        except ValueError as exc:
+            raise InputError(str(exc), path=str(found[1].path), line=found[1].line, field=key) from None
+
+    favor = settings.get("priorityfavorsmall")
+    flags = _value(settings, "priorityflags") or ""
+    return PriorityConf(
+        type=(_value(settings, "prioritytype") or "priority/basic").lower(),
+        weight_age=weight("priorityweightage"), weight_fairshare=weight("priorityweightfairshare"),
+        weight_job_size=weight("priorityweightjobsize"), weight_partition=weight("priorityweightpartition"),
+        weight_qos=weight("priorityweightqos"), weight_tres=_value(settings, "priorityweighttres") or "",
+        max_age_s=time("prioritymaxage", 7 * 86400.0), decay_half_life_s=time("prioritydecayhalflife", 7 * 86400.0),
+        favor_small=_yes_no(favor[0], str(favor[1].path), favor[1].line, "PriorityFavorSmall") if favor else False,
+        calc_period_s=time("prioritycalcperiod", 300.0),
+        flags=tuple(f.strip().upper() for f in flags.split(",") if f.strip()))
+
+
+# SchedulerParameters this model reads: name -> (field, Slurm 22.05 default, lowest, highest) from man
+# slurm.conf; an out-of-range value is logged by Slurm, which then uses the default: the same here.
+_SCHED_NUMBERS = {
+    "bf_window": ("bf_window_min", 1440, 1, 43200),
+    "bf_resolution": ("bf_resolution_s", 60, 1, 3600),
+    "bf_max_job_test": ("bf_max_job_test", 500, 1, 1_000_000),
+    "bf_max_job_user": ("bf_max_job_user", 0, 0, 1_000_000),
+    "bf_max_job_part": ("bf_max_job_part", 0, 0, 1_000_000),
+    "bf_max_job_start": ("bf_max_job_start", 0, 0, 10000),
+    "bf_interval": ("bf_interval_s", 30, -1, 10800),
+    "default_queue_depth": ("default_queue_depth", 100, 0, 2 ** 31 - 1),
+    "sched_interval": ("sched_interval_s", 60, -1, 2 ** 31 - 1),
+}
+
+
+def _scheduler(settings: dict[str, tuple[str, ConfLine]]) -> tuple[SchedulerConf, list[str]]:
+    found: dict[str, object] = {}
+    other: list[tuple[str, str | None]] = []
+    warnings: list[str] = []
+    params = settings.get("schedulerparameters")
+    for item in (params[0].split(",") if params else []):
+        key, sep, value = item.strip().partition("=")
+        key = key.strip().lower()
+        if not key:
+            continue
+        if key == "bf_continue":
+            found["bf_continue"] = True
+        elif key in _SCHED_NUMBERS:
+            name, default, low, high = _SCHED_NUMBERS[key]
+            number = int(value) if re.fullmatch(r"-?\d+", value.strip()) else None
+            if number is None or not low <= number <= high or (number == 0 and key in ("bf_interval", "sched_interval")):
+                warnings.append(f"{params[1].path}:{params[1].line}: SchedulerParameters {key}={value!r} is not a "
+                                f"whole number in [{low}, {high}]; Slurm logs it and uses {default}")
+                number = default
+            found[name] = number
+        else:
+            other.append((key, value if sep else None))
+    sched_type = (_value(settings, "schedulertype") or "sched/backfill").lower()
+    return SchedulerConf(type=sched_type, other=tuple(other), **found), warnings
+
+
+def _select(settings: dict[str, tuple[str, ConfLine]]) -> SelectConf:
+    select_type = (_value(settings, "selecttype") or "select/cons_tres").lower()
+    params = _value(settings, "selecttypeparameters")
+    if params is None:
+        default = () if select_type == "select/linear" else ("CR_CORE_MEMORY",)
+        return SelectConf(select_type, default)
+    return SelectConf(select_type, tuple(p.strip().upper() for p in params.split(",") if p.strip()))
+
+
+# -- the replay's cluster ------------------------------------------------------------------------------------
+def _power_model(models: tuple[str, ...]) -> str | None:
+    """The first GRES type as a model of ``GPU_POWER_W`` when one matches (``v100`` -> ``V100M16``)."""
+    if not models:
+        return None
+    model = models[0].upper()
+    return next((known for known in GPU_POWER_W if known == model or known.startswith(model)), model)
+
+
+def cluster_from_slurm_conf(conf: SlurmConf, name: str | None = None, *, exclude_unavailable: bool = False,
+                            idle_w: float | None = None, busy_w: float | None = None) -> Cluster:
+    """The replay's cluster: one NodeSpec per node, in slurm.conf's order, with its CPUs, memory, GPUs
+    (model: the first GRES type), features and partitions (``node_type``: its first partition).
+    Slurm knows no power figures: node power is given by the caller (default: NodeSpec's).
+    ``exclude_unavailable`` leaves out nodes whose configured state is DOWN, DRAIN, FAIL, FUTURE ...
+
+    >>> conf = parse_slurm_conf_text("NodeName=a[1-2] CPUs=4 RealMemory=100 Gres=gpu:t4:2\\nPartitionName=p Nodes=ALL")
+    >>> [(n.name, n.cpus, n.memory_mb, n.gpus, n.gpu_model, n.partitions) for n in cluster_from_slurm_conf(conf).nodes]
+    [('a1', 4, 100.0, 2, 'T4', ('p',)), ('a2', 4, 100.0, 2, 'T4', ('p',))]
+    """
+    power = {k: v for k, v in (("idle_w", idle_w), ("busy_w", busy_w)) if v is not None}
+    kept = [n for n in conf.nodes if n.available or not exclude_unavailable]
+    if not kept:
+        raise InputError("no available node (all are down, drained, failing or future)", path=conf.path)
+    return Cluster([NodeSpec(n.name, cpus=n.cpus, memory_mb=float(n.real_memory_mb), gpus=n.gpus,
+                             gpu_model=_power_model(n.gpu_models), node_type=(n.partitions or ("default",))[0],
+                             partitions=n.partitions, features=n.features, **power) for n in kept],
+                   name=name or conf.cluster_name or "slurm")
