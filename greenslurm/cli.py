@@ -107,6 +107,9 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
                             "header when the trace has one")
     where.add_argument("--nodes", metavar="CSV", default=None,
                        help="an openb node list (the GPU papers' clusters) as the cluster")
+    where.add_argument("--slurm-conf", metavar="FILE", default=None,
+                       help="a site's slurm.conf (Include lines followed) as the cluster: its nodes, GRES, "
+                            "features and partitions (a job runs only on its partition's nodes)")
     parser.add_argument("--queue", choices=tuple(QUEUES), default=None,
                         help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission) or none "
                              "(place at arrival or fail: the GPU papers' model); default: easy, or deadline with "
@@ -210,6 +213,7 @@ OPTION_NAMES = {
     "deadlines.slack_sigma": "--slack-sigma", "supply.source": "--renewable", "supply.mode": "--renewable-mode", "supply.scale": "--renewable-scale",
     "supply.seed": "--renewable-seed", "power_states": "power states (--power-down-after, --power-budget, ...)",
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
+    "cluster.slurm_conf": "--slurm-conf",
     "seed": "--seed", "deadlines.seed": "--slack-seed",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
@@ -258,7 +262,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     trace = TraceSource(path=_absolute(args.trace), format=given("format"), strict=bool(given("strict")),
                         columns=tuple(parse_columns(given("columns"))) if given("columns") else None,
                         exact_runtimes=bool(given("exact_runtimes")))
-    cluster = ClusterSource(file=_absolute(given("cluster")), node_list=_absolute(given("nodes")))
+    cluster = ClusterSource(file=_absolute(given("cluster")), node_list=_absolute(given("nodes")),
+                            slurm_conf=_absolute(given("slurm_conf")))
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
                         deadlines=deadlines, power_states=power, colocation=colocation, supply=supply,

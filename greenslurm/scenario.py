@@ -23,7 +23,7 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     exact_runtimes = false         # time limits := runtimes (Nileshwar & Schwiegelshohn's setting)
 
     [cluster]
-    file = "cluster.toml"          # or node_list = "openb_node_list.csv",
+    file = "cluster.toml"          # or slurm_conf = "/etc/slurm/slurm.conf", node_list = "openb_node_list.csv",
                                    # or homogeneous = { nodes = 8, cpus = 4 }; none: the trace's header
 
     [selection]
@@ -127,11 +127,12 @@ class Homogeneous:
 
 @dataclass(frozen=True)
 class ClusterSource:
-    """At most one of ``file`` (cluster TOML), ``node_list`` (openb CSV), ``homogeneous``; none: the
-    trace's header."""
+    """At most one of ``file`` (cluster TOML), ``node_list`` (openb CSV), ``slurm_conf`` (a site's
+    slurm.conf: its nodes and partitions), ``homogeneous``; none: the trace's header."""
 
     file: str | None = None
     node_list: str | None = None
+    slurm_conf: str | None = None
     homogeneous: Homogeneous | None = None
 
 
@@ -260,7 +261,8 @@ class Scenario:
             return str((base / name).resolve()) if not Path(name).is_absolute() else name
         trace = dataclasses.replace(self.trace, path=absolute(self.trace.path))
         cluster = dataclasses.replace(self.cluster, file=absolute(self.cluster.file),
-                                      node_list=absolute(self.cluster.node_list))
+                                      node_list=absolute(self.cluster.node_list),
+                                      slurm_conf=absolute(self.cluster.slurm_conf))
         supply = dataclasses.replace(self.supply, source=absolute(self.supply.source, ("solar", "wind")))
         return dataclasses.replace(self, trace=trace, cluster=cluster, supply=supply)
 
@@ -417,11 +419,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         if t.format not in FORMATS:
             fail(f"unknown format {t.format!r}; choose from {', '.join(FORMATS)}", "trace.format")
     c = s.cluster
-    if sum(x is not None for x in (c.file, c.node_list, c.homogeneous)) > 1:
-        fail("give at most one of file, node_list, homogeneous", "cluster")
+    if sum(x is not None for x in (c.file, c.node_list, c.slurm_conf, c.homogeneous)) > 1:
+        fail("give at most one of file, node_list, slurm_conf, homogeneous", "cluster")
     if c.homogeneous is not None:
         check_homogeneous(c.homogeneous, fail)
-    if t.synthetic is not None and c.file is None and c.node_list is None and c.homogeneous is None:
+    if t.synthetic is not None and c.file is None and c.node_list is None and c.slurm_conf is None \
+            and c.homogeneous is None:
         fail("a synthetic trace needs a cluster", "cluster")
     if s.queue not in QUEUES:
         fail(f"unknown queue {s.queue!r}; choose from {', '.join(QUEUES)}", "queue")

@@ -63,18 +63,20 @@ def _read_cached(path: str, fmt: str | None, strict: bool, columns: tuple | None
 
 @functools.lru_cache(maxsize=16)
 def _cluster_cached(kind: str, path: str) -> Cluster:
-    from greenslurm.inputs import load_cluster, load_node_list
-    return load_cluster(path) if kind == "file" else load_node_list(path)
+    from greenslurm.inputs import load_cluster, load_node_list, load_slurm_conf
+    return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path)
 
 
 def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluster | None:
     """The scenario's cluster (None: it comes from the trace's header, not read yet)."""
-    from greenslurm.inputs import cluster_from_trace, load_cluster, load_node_list
+    from greenslurm.inputs import cluster_from_trace, load_cluster, load_node_list, load_slurm_conf
     c = scenario.cluster
     if c.file is not None:
         return _cluster_cached("file", c.file) if cache else load_cluster(c.file)
     if c.node_list is not None:
         return _cluster_cached("nodes", c.node_list) if cache else load_node_list(c.node_list)
+    if c.slurm_conf is not None:
+        return _cluster_cached("slurm_conf", c.slurm_conf) if cache else load_slurm_conf(c.slurm_conf)
     if c.homogeneous is not None:
         h = c.homogeneous
         extra = {k: getattr(h, k) for k in ("idle_w", "busy_w", "gpu_model") if getattr(h, k) is not None}

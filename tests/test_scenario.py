@@ -73,7 +73,7 @@ def test_to_toml_round_trips(scenario):
 
 @pytest.mark.parametrize("text, message", [
     ('[trace]\npath = "a"\n[cluster]\nfile = "c.toml"\nnode_list = "n.csv"\n',
-     "s.toml: field cluster: give at most one of file, node_list, homogeneous"),
+     "s.toml: field cluster: give at most one of file, node_list, slurm_conf, homogeneous"),
     ('[trace]\nsynthetic = { jobs = 5 }\n', "s.toml: field cluster: a synthetic trace needs a cluster"),
     ('queue = "fcfs"\n[trace]\npath = "a"\n[power_states]\nphases = 0\n',
      "s.toml: field power_states: phases and nodes_per_cabinet must be >= 1"),

@@ -1,0 +1,52 @@
+"""``greenslurm replay TRACE --slurm-conf slurm.conf``: the site's own slurm.conf as the cluster (nodes,
+GRES, features, partitions), through the CLI, a saved scenario, and bad files."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from greenslurm.cli import main
+
+DATA = Path(__file__).parent / "data" / "slurm-conf"
+
+
+def placed(out: Path) -> dict[str, tuple[str, str]]:
+    with open(out / "jobs.csv", newline="") as handle:
+        return {row["job_id"]: (row["partition"], row["node_indices"]) for row in csv.DictReader(handle)}
+
+
+def test_jobs_run_on_their_partitions_nodes(tmp_path):
+    # slurm.conf: c1, c2, c3 (indices 0-2) are partition 1, g1 (index 3) is partition 2.  Three jobs of
+    # 4 CPUs at time 0, partitions 1, 2, 1: job 2 can only run on g1 and the others on c-nodes; with
+    # no partitions first fit would put job 2 on c2 (index 1).
+    assert main(["replay", str(DATA / "jobs.swf"), "--slurm-conf", str(DATA / "slurm.conf"), "--no-progress",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert placed(tmp_path / "out") == {"1": ("1", "0"), "2": ("2", "3"), "3": ("1", "1")}
+
+
+def test_a_saved_scenario_keeps_the_slurm_conf(tmp_path):
+    scenario = tmp_path / "s.toml"
+    assert main(["replay", str(DATA / "jobs.swf"), "--slurm-conf", str(DATA / "slurm.conf"), "--no-progress",
+                 "--save-scenario", str(scenario), "--out", str(tmp_path / "a")]) == 0
+    assert f'slurm_conf = {json.dumps(str(DATA / "slurm.conf"))}' in scenario.read_text()
+    assert main(["run", str(scenario), "--no-progress", "--out", str(tmp_path / "b")]) == 0
+    assert placed(tmp_path / "a") == placed(tmp_path / "b")
+
+
+def test_a_bad_slurm_conf_is_one_line_naming_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "slurm.conf"
+    bad.write_text("NodeName=c1 CPUs=four\nPartitionName=p Nodes=c1\n")
+    assert main(["replay", str(DATA / "jobs.swf"), "--slurm-conf", str(bad), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{bad}:1: field cpus: 'four' is not a whole number" in err[0]
+
+
+def test_slurm_conf_and_cluster_are_exclusive(capsys):
+    code = None
+    try:
+        code = main(["replay", str(DATA / "jobs.swf"), "--slurm-conf", str(DATA / "slurm.conf"), "--cluster", "x.toml"])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and "not allowed with argument" in capsys.readouterr().err
