@@ -42,11 +42,13 @@ class Cluster:
     JobShape(nodes=2, per_node=(6.0, 0.0, 0.0))
     """
 
-    def __init__(self, nodes: Iterable[NodeSpec], name: str = "cluster") -> None:
+    def __init__(self, nodes: Iterable[NodeSpec], name: str = "cluster", default_partition: str = "") -> None:
         self.nodes: tuple[NodeSpec, ...] = tuple(nodes)
         if not self.nodes:
             raise InputError("a cluster needs at least one node")
         self.name = name
+        # where a job naming no partition runs (slurm.conf's Default=YES); "": anywhere
+        self.default_partition = default_partition
         self.capacity = np.array([[n.cpus, n.memory_mb, n.gpus] for n in self.nodes], dtype=float)
         self.idle_w = np.array([n.idle_w for n in self.nodes], dtype=float)
         self.busy_w = np.array([n.busy_w for n in self.nodes], dtype=float)

@@ -4,7 +4,8 @@ Slurm runs a job only on nodes of its partition (one of a comma-separated list, 
 and only on nodes that have every feature its ``--constraint`` asks (``ib&k80``).  The rule here:
 
 - a cluster that names no partitions (SWF headers, TOML files without ``partitions``) does not
-  restrict by partition; nor does a job that names none;
+  restrict by partition; nor does a job that names none, unless the cluster has a default partition
+  (slurm.conf's ``Default=YES``), where Slurm puts such a job;
 - a partition that is a bare number (the partition number of an SWF log) is a partition only on a
   cluster that names a partition by a number; elsewhere it does not restrict;
 - a job naming partitions may use the nodes of any of them; a node listed in no partition of a
@@ -77,6 +78,7 @@ class Eligibility:
         self.describes_features = any(self._features)
         # Nothing to restrict by: every job may use every node (the engine's behaviour without partitions).
         self.restricts = bool(named) or self.describes_features
+        self.default_partition = cluster.default_partition if cluster.default_partition in named else ""
         self._cache: dict[tuple[str, str], np.ndarray | str | None] = {}
         self._masks: dict[bytes, np.ndarray] = {}
 
@@ -91,6 +93,8 @@ class Eligibility:
     def _mask(self, partition: str, constraint: str) -> np.ndarray | str | None:
         ok = np.ones(len(self._partitions), dtype=bool)
         wanted = job_partitions(partition) if self.partitions else ()
+        if not wanted and self.default_partition:
+            wanted = (self.default_partition,)      # Slurm puts a job naming none in the default partition
         if wanted and not self._numbered and all(p.isdigit() for p in wanted):
             wanted = ()               # SWF partition numbers on a cluster whose partitions have names
         if wanted:

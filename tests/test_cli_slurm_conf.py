@@ -50,3 +50,19 @@ def test_slurm_conf_and_cluster_are_exclusive(capsys):
     except SystemExit as exc:
         code = exc.code
     assert code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_job_naming_no_partition_runs_in_the_default_partition(tmp_path):
+    # one job of 8 CPUs naming no partition (SWF field 16 = -1).  Only g1 has 8 CPUs, so anywhere it
+    # would run there (index 3); Slurm puts it in the Default=YES partition, 1 = c1-c3 of 4 CPUs:
+    # 2 nodes x 4 CPUs, c1 and c2 (indices 0 and 1).
+    trace = tmp_path / "one.swf"
+    trace.write_text("1 0 -1 100 8 -1 -1 8 100 -1 1 1 1 -1 1 -1 -1 -1\n")
+    assert main(["replay", str(trace), "--slurm-conf", str(DATA / "slurm.conf"), "--no-progress",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert placed(tmp_path / "out") == {"1": ("", "0 1")}
+    no_default = tmp_path / "slurm.conf"
+    no_default.write_text((DATA / "slurm.conf").read_text().replace(" Default=YES", ""))
+    assert main(["replay", str(trace), "--slurm-conf", str(no_default), "--no-progress",
+                 "--out", str(tmp_path / "anywhere")]) == 0
+    assert placed(tmp_path / "anywhere") == {"1": ("", "3")}

@@ -854,4 +854,5 @@ def cluster_from_slurm_conf(conf: SlurmConf, name: str | None = None, *, exclude
     return Cluster([NodeSpec(n.name, cpus=n.cpus, memory_mb=float(n.real_memory_mb), gpus=n.gpus,
                              gpu_model=_power_model(n.gpu_models), node_type=(n.partitions or ("default",))[0],
                              partitions=n.partitions, features=n.features, **power) for n in kept],
-                   name=name or conf.cluster_name or "slurm")
+                   name=name or conf.cluster_name or "slurm",
+                   default_partition=conf.default_partition.name if conf.default_partition else "")
