@@ -1,7 +1,8 @@
 """``greenslurm whatif SACCT_EXPORT``: the site's own jobs under its current policy and candidate policies.
 
 The cluster comes from Slurm (``--cluster-from-slurm FILE`` holding ``sinfo --json`` or ``scontrol show
-nodes --json`` output, or ``live`` to run ``sinfo --json`` here) or from a cluster TOML (``--cluster``).
+nodes --json`` output, or ``live`` to run ``sinfo --json`` here), from the site's slurm.conf
+(``--slurm-conf``) or from a cluster TOML (``--cluster``).
 Every policy is a :class:`~greenslurm.scenario.Scenario` (:func:`greenslurm.sweep.policy_scenario`) over the
 same jobs, with the same drawn deadlines and the same renewable supply, replayed by
 :func:`greenslurm.scenario_run.replay_jobs`.  The report is one page: a row per figure, a column per policy, the
@@ -112,6 +113,13 @@ def slurm_json_text(source: str) -> tuple[str, str]:
 
 
 def load_cluster(args: argparse.Namespace):
+    if args.slurm_conf:
+        from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf
+        check_input_file(args.slurm_conf, "slurm.conf")
+        conf = parse_slurm_conf(args.slurm_conf)
+        cluster = cluster_from_slurm_conf(conf, exclude_unavailable=args.exclude_unavailable,
+                                          idle_w=args.node_idle_w, busy_w=args.node_busy_w)
+        return cluster, args.slurm_conf, "; ".join(conf.warnings)
     if args.cluster:
         from greenslurm.sweep import build_cluster
         check_input_file(args.cluster, "cluster")
@@ -314,6 +322,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     source.add_argument("--cluster-from-slurm", metavar="FILE|live",
                         help="sinfo --json / scontrol show nodes --json output, or 'live' to run sinfo --json")
     source.add_argument("--cluster", metavar="FILE", help="cluster TOML instead")
+    source.add_argument("--slurm-conf", metavar="FILE",
+                        help="the site's slurm.conf (Include lines followed): nodes, GRES, features, partitions")
     parser.add_argument("--format", default=None, help="trace format (default: guessed)")
     parser.add_argument("--columns", default=None, metavar="NAMES",
                         help="field names of a headerless sacct export, '|'- or ','-separated")
@@ -369,7 +379,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise InputError("exists and is not a directory (--out wants a directory)", path=args.out)
     source = TraceSource(path=path, format=args.format, columns=tuple(columns) if columns else None,
                          limit=args.limit, exact_runtimes=args.exact_runtimes)
-    cluster_file = ClusterSource(file=str(Path(args.cluster).resolve())) if args.cluster else ClusterSource()
+    cluster_file = (ClusterSource(file=str(Path(args.cluster).resolve())) if args.cluster
+                    else ClusterSource(slurm_conf=str(Path(args.slurm_conf).resolve())) if args.slurm_conf
+                    else ClusterSource())
     params = {k: v for k, v in (("slack", args.slack), ("supply", args.supply), ("supply_peak", args.supply_peak))
               if v is not None}
     scenarios = [(label, policy_scenario(queue, options, trace=source, cluster=cluster_file, params=params,

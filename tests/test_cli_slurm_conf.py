@@ -66,3 +66,14 @@ def test_a_job_naming_no_partition_runs_in_the_default_partition(tmp_path):
     assert main(["replay", str(trace), "--slurm-conf", str(no_default), "--no-progress",
                  "--out", str(tmp_path / "anywhere")]) == 0
     assert placed(tmp_path / "anywhere") == {"1": ("", "3")}
+
+
+def test_whatif_takes_the_slurm_conf(tmp_path):
+    out = tmp_path / "whatif.json"
+    assert main(["whatif", str(DATA / "jobs.swf"), "--slurm-conf", str(DATA / "slurm.conf"), "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["cluster"] == str(DATA / "slurm.conf") and data["jobs"] == 3
+    # every policy ran the three jobs on the slurm.conf's cluster: 4 nodes, 3 x 4 + 8 = 20 CPUs
+    for policy in data["policies"].values():
+        assert (policy["jobs_completed"], policy["jobs_skipped"], policy["cluster_name"], policy["cluster_cpus"]) \
+            == (3, 0, "tiny", 20)
