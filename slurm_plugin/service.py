@@ -35,12 +35,10 @@ import os
 import pwd
 import re
 import secrets
-import stat
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -83,13 +81,13 @@ class DecisionService:
         self.fail_opens = record.events("fail_open")
 
     def install_view(self, snapshot: Snapshot, started_s: float) -> LiveView:
-        return LiveView(snapshot, self.acceptance, self.config.select)
+        return LiveView(snapshot, self.acceptance, self.config.select, self.config.max_array_tasks)
 
     def swap_view(self, view: LiveView, started_s: float) -> None:
         self.since_snapshot = [entry for entry in self.since_snapshot if entry[0] >= started_s]
         for _, sub, pinned in self.since_snapshot:
-            for _ in range(min(sub.array_tasks, self.config.max_array_tasks)):
-                view.plan_existing(sub.job, sub.begin_s, sub.features, required_nodes=pinned)
+            view.plan_held(sub.job, sub.begin_s, sub.features, tasks=sub.array_tasks, throttle=sub.array_throttle,
+                           required_nodes=pinned)
         self.view = view
 
     def view_age_s(self, now_s: float | None = None) -> float | None:
@@ -200,14 +198,8 @@ class DecisionService:
             if age is None:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
-        tasks, duration_factor = sub.array_tasks, 1
-        if tasks > config.max_array_tasks:
-            # plan max_array_tasks slots, each running ceil(tasks / slots) tasks back to back
-            duration_factor = math.ceil(tasks / config.max_array_tasks)
-            tasks = math.ceil(tasks / duration_factor)
-        planned_job = job if duration_factor == 1 else replace(job, requested_time_s=job.requested_time_s * duration_factor)
-        outcome = self.view.decide(planned_job, max(now, job.submit_s), sub.begin_s, sub.features,
-                                   tasks=tasks, throttle=sub.array_throttle)
+        outcome = self.view.decide(job, max(now, job.submit_s), sub.begin_s, sub.features,
+                                   tasks=sub.array_tasks, throttle=sub.array_throttle)
         decision = outcome.decision
         if decision.accepted and outcome.start_s is not None:
             names = list(outcome.nodes)

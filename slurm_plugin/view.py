@@ -60,9 +60,20 @@ UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "f
                    "power_down", "powered_down", "not_responding")
 # A running job past its end_time is being killed or completing: it holds its resources this long.
 OVERDUE_HOLD_S = 60.0
-# A pending job array larger than this is planned as this many slots of tasks back to back.
-MAX_PLANNED_TASKS = 1000
 SHARDS = SHARDS_KEY
+
+
+def array_slots(tasks: int, max_tasks: int) -> tuple[int, int]:
+    """(slots planned, tasks each slot runs back to back) for a job array of ``tasks`` tasks when at
+    most ``max_tasks`` are planned one by one (``max_array_tasks`` in hook.toml).
+
+    >>> array_slots(1, 1000), array_slots(100, 1000), array_slots(2500, 1000)
+    ((1, 1), (100, 1), (834, 3))
+    """
+    if tasks <= max_tasks:
+        return max(tasks, 1), 1
+    per_slot = math.ceil(tasks / max_tasks)
+    return math.ceil(tasks / per_slot), per_slot
 
 
 @dataclass(frozen=True)
@@ -188,8 +199,10 @@ class _Shaped:
 class LiveView:
     """The plan built from a snapshot, and decisions on new submissions."""
 
-    def __init__(self, snapshot: Snapshot, acceptance: AcceptancePolicy, select: str = "bestfit") -> None:
+    def __init__(self, snapshot: Snapshot, acceptance: AcceptancePolicy, select: str = "bestfit",
+                 max_array_tasks: int = 1000) -> None:
         self.snapshot_time_s = now = snapshot.now_s
+        self.max_array_tasks = max_array_tasks
         self.skipped = snapshot.skipped
         self.nodes = [node for node in snapshot.nodes if node.usable]
         if not self.nodes:
@@ -217,7 +230,8 @@ class LiveView:
         for pending in sorted(snapshot.pending, key=lambda p: (p.job.submit_s, _job_order(p.job_id))):
             if pending.held:
                 continue
-            self._plan_pending(pending)
+            self.plan_held(pending.job, pending.begin_s, pending.features, tasks=pending.tasks,
+                           throttle=pending.throttle, required_nodes=pending.required_nodes, job_id=pending.job_id)
 
     # -- building ---------------------------------------------------------------------------------
     def _workload(self, snapshot: Snapshot):
@@ -384,17 +398,21 @@ class LiveView:
     def decide(self, job: JobSpec, now_s: float, begin_s: float | None = None, features: tuple[str, ...] = (), *,
                commit: bool = True, tasks: int = 1, throttle: int = 0) -> LiveOutcome:
         """Acceptance then allocation for a new submission of ``tasks`` equal tasks (a job array; at
-        most ``throttle`` at once when > 0).  Accepted only when every task is; on a rejection
-        nothing stays reserved.  ``commit=False`` decides the same and reserves nothing (shadow
-        mode)."""
+        most ``throttle`` at once when > 0; in slots of tasks back to back above ``max_array_tasks``).
+        Accepted only when every task is; on a rejection nothing stays reserved.  ``commit=False``
+        decides the same and reserves nothing (shadow mode)."""
         self._advance(now_s)
         shaped = self._shape(job, features)
         if shaped is None:
             return LiveOutcome(Decision(False, ALLOCATION, TOO_BIG, "asks for more than the cluster has"))
+        slots, per_slot = array_slots(tasks, self.max_array_tasks)
+        if per_slot > 1:
+            job = replace(job, requested_time_s=job.requested_time_s * per_slot)
         placed: list[tuple[Request, Placement]] = []
+        spans: list[tuple[float, float]] = []
         try:
-            for i in range(max(tasks, 1)):
-                begin = self._task_begin(begin_s, placed, i, throttle)
+            for i in range(slots):
+                begin = _task_begin(begin_s, spans, i, throttle)
                 request = self._request(job, shaped, job.deadline_s)
                 decision, placement, earliest = self._admit(job, now_s, request, shaped, begin, True)
                 if placement is None:
@@ -402,18 +420,19 @@ class LiveView:
                     placed = []
                     return LiveOutcome(decision, earliest_end_s=earliest)
                 placed.append((request, placement))
+                spans.append((placement.start_s, placement.end_s))
             return self._outcome(decision, placed, now_s)
         finally:
             if not commit:
                 self._release(placed)
 
     def plan_existing(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = (),
-                      job_id: str | None = None, required_nodes: tuple[str, ...] = ()) -> LiveOutcome | None:
+                      required_nodes: tuple[str, ...] = ()) -> LiveOutcome | None:
         """Put a job Slurm already holds into the plan at its earliest start (no acceptance test),
         on its required nodes if it has some (Slurm runs it only there); None when it fits on no node."""
         shaped = self._shape(job, features)
         if shaped is None:
-            log.debug("pending job %s fits no node; left out of the plan", job_id or job.job_id)
+            log.debug("pending job %s fits no node; left out of the plan", job.job_id)
             return None
         if required_nodes:
             pinned = np.zeros(len(self.nodes), dtype=bool)
@@ -429,29 +448,28 @@ class LiveView:
         if placement is None:
             return None
         self.pending_planned += 1
-        if job_id is not None:
-            self._planned_end[str(job_id)] = placement.end_s
         return self._outcome(decision, [(request, placement)], self.plan.now_s)
 
-    def _plan_pending(self, pending: PendingJob) -> None:
-        """A pending job, or every pending task of a job array (in slots of tasks back to back above
-        MAX_PLANNED_TASKS, as the service plans a submission), at their earliest starts; its planned
-        end is its last task's."""
-        tasks, job = pending.tasks, pending.job
-        if tasks > MAX_PLANNED_TASKS:
-            factor = math.ceil(tasks / MAX_PLANNED_TASKS)
-            tasks, job = math.ceil(tasks / factor), replace(job, requested_time_s=job.requested_time_s * factor)
-        ends: list[float] = []
-        for i in range(max(tasks, 1)):
-            begin = pending.begin_s
-            if pending.throttle and i >= pending.throttle:      # task i waits for task i - throttle to end
-                begin = max(begin or 0.0, ends[i - pending.throttle])
-            outcome = self.plan_existing(job, begin, pending.features, None if tasks > 1 else pending.job_id,
-                                         pending.required_nodes)
+    def plan_held(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = (), *,
+                  tasks: int = 1, throttle: int = 0, required_nodes: tuple[str, ...] = (),
+                  job_id: str | None = None) -> float | None:
+        """Plan a job Slurm holds (a pending job of the snapshot, or one accepted since it was taken):
+        every task of an array, with the same slots and throttle as :meth:`decide`, each at its
+        earliest start.  Its planned end (the last task's; None when it fits nowhere) is kept under
+        ``job_id`` for :meth:`planned_end_s`."""
+        slots, per_slot = array_slots(tasks, self.max_array_tasks)
+        if per_slot > 1:
+            job = replace(job, requested_time_s=job.requested_time_s * per_slot)
+        spans: list[tuple[float, float]] = []
+        for i in range(slots):
+            outcome = self.plan_existing(job, _task_begin(begin_s, spans, i, throttle), features, required_nodes)
             if outcome is None:
-                return
-            ends.append(outcome.end_s)
-        self._planned_end[str(pending.job_id)] = max(ends)
+                return None
+            spans.append((outcome.start_s, outcome.end_s))
+        end = max(end for _, end in spans)
+        if job_id is not None:
+            self._planned_end[str(job_id)] = end
+        return end
 
     def planned_end_s(self, job_id: str) -> float | None:
         """The planned end of a pending job of the snapshot (None if it was not planned)."""
@@ -474,16 +492,6 @@ class LiveView:
         return tuple(self.nodes[int(i)].name for i in indices)
 
     # -- helpers ----------------------------------------------------------------------------------
-    @staticmethod
-    def _task_begin(begin_s: float | None, placed: list, i: int, throttle: int) -> float | None:
-        """Task i of an array with at most ``throttle`` running at once starts no earlier than the
-        task before it and than the end of task i - throttle (starts in index order, as Slurm
-        starts array tasks; with equal durations no more than ``throttle`` then overlap)."""
-        if throttle <= 0 or i == 0:
-            return begin_s
-        bounds = [placed[i - 1][1].start_s] + ([placed[i - throttle][1].end_s] if i >= throttle else [])
-        return max([b for b in (begin_s, *bounds) if b is not None])
-
     def _release(self, placed: list[tuple[Request, Placement]]) -> None:
         for request, placement in reversed(placed):
             self.planner.release(request, placement.start_s, placement.end_s, placement.nodes)
@@ -507,6 +515,21 @@ class LiveView:
         energy = sum(r.power_w * (p.end_s - p.start_s) for r, p in placed)
         return LiveOutcome(decision, min(p.start_s for _, p in placed), max(p.end_s for _, p in placed),
                            self.node_names(nodes), gpus, energy)
+
+
+def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int, throttle: int) -> float | None:
+    """Task i of an array with at most ``throttle`` running at once starts no earlier than the task
+    before it and than the end of task i - throttle (``spans``: the (start, end) of the tasks planned
+    so far; starts in index order, as Slurm starts array tasks; with equal durations no more than
+    ``throttle`` then overlap).
+
+    >>> _task_begin(None, [(0.0, 10.0), (0.0, 10.0)], 2, 2), _task_begin(5.0, [(0.0, 10.0)], 1, 0)
+    (10.0, 5.0)
+    """
+    if throttle <= 0 or i == 0:
+        return begin_s
+    bounds = [spans[i - 1][0]] + ([spans[i - throttle][1]] if i >= throttle else [])
+    return max([b for b in (begin_s, *bounds) if b is not None])
 
 
 def _job_order(job_id: str) -> tuple:
