@@ -24,6 +24,19 @@ runtime_s,user,account,qos,nice`` (times in trace seconds; ``nodes`` 0 lets Slur
 account, qos and nice may be empty).  Output per variant: ``schedule.json`` (the settings, the
 slurm.conf text and one record per job), ``schedule.csv`` (the same records, flat) and
 ``slurm.conf`` (exactly the file slurmctld read).  Needs root and the Debian Slurm packages.
+
+Slurm's lines are read with the project's own parsers: node lists with
+:func:`greenslurm.traces.slurm_conf.expand_hostlist`, jobcomp/filetxt and ``scontrol -o`` records
+with ``scontrol_fields`` of ``tests/slurm_cluster.py``:
+
+>>> expand_hostlist("n[1-3,5],m2")
+['n1', 'n2', 'n3', 'n5', 'm2']
+>>> expand_hostlist("n07")
+['n07']
+>>> expand_hostlist("")
+[]
+>>> scontrol_fields("JobId=3 Partition=b NodeList=n[3-4] WorkDir=/tmp/a b ExitCode=0:0")["WorkDir"]
+'/tmp/a b'
 """
 
 from __future__ import annotations
@@ -35,7 +48,6 @@ import math
 import re
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,7 +55,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason  # noqa: E402
+from slurm_cluster import NodeDef, SlurmCluster, scontrol_fields, shared_root, skip_reason  # noqa: E402
+from greenslurm.traces.slurm_conf import expand_hostlist  # noqa: E402  (Slurm's hostlist syntax)
 
 FIELDS = ("name", "submit_s", "partition", "nodes", "tasks", "cpus_per_task", "time_limit_s", "runtime_s",
           "user", "account", "qos", "nice")
@@ -122,47 +135,6 @@ def real_limit_minutes(limit_s: float, speedup: float) -> int:
     1
     """
     return max(1, math.ceil(limit_s / speedup / 60 - 1e-9))
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Slurm's compact node list as names.
-
-    >>> expand_hostlist("n[1-3,5],m2")
-    ['n1', 'n2', 'n3', 'n5', 'm2']
-    >>> expand_hostlist("n07")
-    ['n07']
-    >>> expand_hostlist("")
-    []
-    """
-    names: list[str] = []
-    for prefix, ranges, plain in re.findall(r"([^,\[]*)\[([^\]]*)\]|([^,\[\]]+)", text):
-        if plain:
-            names.append(plain)
-            continue
-        for part in ranges.split(","):
-            low, _, high = part.partition("-")
-            width = len(low)
-            names.extend(f"{prefix}{i:0{width}d}" for i in range(int(low), int(high or low) + 1))
-    return names
-
-
-def parse_fields(line: str) -> dict[str, str]:
-    """``Key=value`` tokens of one jobcomp/filetxt or ``scontrol -o`` line; a value with spaces
-    continues until the next ``Key=``.
-
-    >>> parse_fields("JobId=3 Partition=b NodeList=n[3-4] WorkDir=/tmp/a b ExitCode=0:0")["WorkDir"]
-    '/tmp/a b'
-    """
-    fields: dict[str, str] = {}
-    last = None
-    for token in line.strip().split(" "):
-        key, sep, value = token.partition("=")
-        if sep and re.fullmatch(r"[A-Za-z_:/]+", key):
-            fields[key] = value
-            last = key
-        elif last is not None:
-            fields[last] += " " + token
-    return fields
 
 
 def slurm_epoch(stamp: str) -> int | None:
@@ -347,15 +319,15 @@ def _sample_priorities(cluster: SlurmCluster, last_pending: dict[str, dict]) -> 
 def _all_done(cluster: SlurmCluster, jobcomp: Path, ids: set[str]) -> bool:
     if not jobcomp.exists():
         return not ids
-    done = {parse_fields(line).get("JobId") for line in jobcomp.read_text().splitlines()}
+    done = {scontrol_fields(line).get("JobId") for line in jobcomp.read_text().splitlines()}
     return ids <= done
 
 
 def _collect(cluster, jobcomp: Path, jobs, ids, last_pending, t0: float, speedup: float) -> list[dict]:
-    comp = {f["JobId"]: f for f in map(parse_fields, jobcomp.read_text().splitlines()) if "JobId" in f}
+    comp = {f["JobId"]: f for f in map(scontrol_fields, jobcomp.read_text().splitlines()) if "JobId" in f}
     shown = {}
     for line in cluster.run("scontrol", "-o", "-d", "show", "job").stdout.splitlines():
-        fields = parse_fields(line)
+        fields = scontrol_fields(line)
         if "JobId" in fields:
             fields["_cpus_per_node"] = _cpus_per_node(line)
             shown[fields["JobId"]] = fields

@@ -24,6 +24,7 @@ from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import SHARDS_KEY as SHARDS
 from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 from greenslurm.traces.slurm_fields import array_tasks
+from greenslurm.traces.slurm_conf import expand_hostlist
 from greenslurm.traces.slurm_nodes import slurm_json_number
 
 log = logging.getLogger("greenslurm.hook.backend")
@@ -33,35 +34,6 @@ RUNNING_STATES = ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "STAGE_OU
 
 class BackendError(RuntimeError):
     """Slurm could not be asked (a command failed, timed out, or answered something unreadable)."""
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """Slurm's hostlist syntax expanded.
-
-    >>> expand_hostlist("n[1-3,7],gpu[01-02],login")
-    ['n1', 'n2', 'n3', 'n7', 'gpu01', 'gpu02', 'login']
-    >>> expand_hostlist("")
-    []
-    """
-    names: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", text or ""):
-        match = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
-        if not match:
-            names.append(part)
-            continue
-        prefix, ranges, rest = match.groups()
-        tails = expand_hostlist(rest) if "[" in rest else [rest]
-        for item in ranges.split(","):
-            lo, _, hi = item.partition("-")
-            if hi:
-                width = len(lo)
-                for k in range(int(lo), int(hi) + 1):
-                    for tail in tails:
-                        names.append(f"{prefix}{k:0{width}d}{tail}")
-            else:
-                for tail in tails:
-                    names.append(f"{prefix}{lo}{tail}")
-    return names
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import pwd
 import shutil
 import socket
@@ -52,6 +53,27 @@ def skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "real-Slurm tests start slurmctld/slurmd with SlurmUser=root and need root"
     return None
+
+
+def scontrol_fields(line: str) -> dict[str, str]:
+    """``Key=value`` tokens of one ``scontrol -o show ...`` or jobcomp/filetxt line as a dict; a value
+    holding blanks (or a ``=`` after a token that is no key) continues until the next ``Key=``.
+
+    >>> scontrol_fields("JobId=7 JobName=a b Reason=None")
+    {'JobId': '7', 'JobName': 'a b', 'Reason': 'None'}
+    >>> scontrol_fields("JobId=3 WorkDir=/tmp/a b.c=1 ExitCode=0:0")["WorkDir"]
+    '/tmp/a b.c=1'
+    """
+    fields: dict[str, str] = {}
+    last = None
+    for token in line.strip().split(" "):
+        key, sep, value = token.partition("=")
+        if sep and re.fullmatch(r"[A-Za-z_:/]+", key):
+            fields[key] = value
+            last = key
+        elif last is not None:
+            fields[last] += " " + token
+    return fields
 
 
 def free_port() -> int:
@@ -308,16 +330,7 @@ class SlurmCluster:
 
     def job(self, job_id: str) -> dict[str, str]:
         """``scontrol -o show job`` as a dict (values as strings)."""
-        out = self.run("scontrol", "-o", "show", "job", str(job_id)).stdout.strip()
-        fields: dict[str, str] = {}
-        for token in out.split(" "):
-            key, sep, value = token.partition("=")
-            if sep:
-                fields[key] = value
-            elif fields:
-                last = next(reversed(fields))
-                fields[last] += " " + token
-        return fields
+        return scontrol_fields(self.run("scontrol", "-o", "show", "job", str(job_id)).stdout.strip())
 
     def wait_job_state(self, job_id: str, states=("COMPLETED",), timeout_s: float = 30.0) -> str:
         deadline = time.monotonic() + timeout_s

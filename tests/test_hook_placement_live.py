@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from greenslurm.slurm_plugin.backend import expand_hostlist
+from greenslurm.traces.slurm_conf import expand_hostlist
 from hook_service import ServiceProcess, write_config
 from slurm_cluster import NodeDef, SlurmCluster, skip_reason
 

@@ -10,7 +10,6 @@ The cluster of the exact cases: 8 nodes of 2 CPUs in two partitions of 4, and a 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -161,7 +160,7 @@ def pozidriv_cluster(jobs) -> tuple[Cluster, dict[str, set[str]]]:
     evenly over its nodes).  105 nodes: 55 in one partition, 50 in two."""
     import math
 
-    from greenslurm.slurm_plugin.backend import expand_hostlist
+    from greenslurm.traces.slurm_conf import expand_hostlist
 
     partitions: dict[str, set[str]] = {}
     cpus: dict[str, int] = {}

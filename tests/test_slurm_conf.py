@@ -19,7 +19,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.traces.slurm_conf import (OverSubscribe, cluster_from_slurm_conf, expand_hostlist, parse_slurm_conf,
                                           parse_slurm_conf_text, parse_time_limit_s)
 
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
+from slurm_cluster import NodeDef, SlurmCluster, scontrol_fields, shared_root, skip_reason
 
 DEBIAN_EXAMPLE = Path("/usr/share/doc/slurmctld/examples/slurm.conf.simple.gz")
 
@@ -307,13 +307,7 @@ def scontrol_records(cluster, *what) -> dict[str, dict[str, str]]:
     """``scontrol -o show ...``: one record per line, by its first value."""
     out = {}
     for line in cluster.run("scontrol", "-o", "show", *what).stdout.splitlines():
-        fields: dict[str, str] = {}
-        for token in line.split(" "):
-            key, sep, value = token.partition("=")
-            if sep:
-                fields[key] = value
-            elif fields:
-                fields[next(reversed(fields))] += " " + token
+        fields = scontrol_fields(line)
         if fields:
             out[next(iter(fields.values()))] = {key: value.strip() for key, value in fields.items()}
     return out
