@@ -4,12 +4,29 @@ benchmarks."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from greenslurm.slurm_plugin.install import ping
+
+
+def open_record(database: str | Path) -> sqlite3.Connection:
+    """The service's record, read-only (the service keeps writing it meanwhile), rows as dicts' source."""
+    db = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10)
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def recorded_decisions(database: str | Path) -> list[dict]:
+    """Every row of the record's ``decisions`` table, by id."""
+    db = open_record(database)
+    try:
+        return [dict(r) for r in db.execute("SELECT * FROM decisions ORDER BY id")]
+    finally:
+        db.close()
 
 
 def write_config(path: Path, **settings) -> Path:

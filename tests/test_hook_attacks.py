@@ -31,7 +31,6 @@ import re
 import shutil
 import signal
 import socket
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -43,7 +42,7 @@ from pathlib import Path
 import pytest
 
 from greenslurm.slurm_plugin.install import ping
-from hook_service import ServiceProcess, write_config
+from hook_service import ServiceProcess, open_record, recorded_decisions, write_config
 from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
 
 REASON = skip_reason()
@@ -147,17 +146,8 @@ class Attack:
             time.sleep(0.2)
 
     # -- the record -----------------------------------------------------------------------------
-    def _db(self) -> sqlite3.Connection:
-        db = sqlite3.connect(f"file:{self.database}?mode=ro", uri=True, timeout=10)
-        db.row_factory = sqlite3.Row
-        return db
-
     def decisions(self) -> list[dict]:
-        db = self._db()
-        try:
-            return [dict(r) for r in db.execute("SELECT * FROM decisions ORDER BY id")]
-        finally:
-            db.close()
+        return recorded_decisions(self.database)
 
     def last_decision_id(self) -> int:
         rows = self.decisions()
@@ -175,7 +165,7 @@ class Attack:
 
     def rows_naming_job(self, job_id: str) -> list[tuple[str, dict]]:
         """Every row of any record table with a job_id column that names ``job_id``."""
-        db = self._db()
+        db = open_record(self.database)
         try:
             found = []
             for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.install import render_job_submit
-from hook_service import ServiceProcess, write_config
+from hook_service import ServiceProcess, recorded_decisions, write_config
 
 LUA = shutil.which("lua5.1")
 HERE = Path(__file__).parent
@@ -75,15 +74,6 @@ def service(tmp_path):
         proc.stop()
 
 
-def decisions(tmp_path: Path) -> list[dict]:
-    db = sqlite3.connect(tmp_path / "db.sqlite")
-    db.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in db.execute("SELECT * FROM decisions ORDER BY id")]
-    finally:
-        db.close()
-
-
 ALL_BYTES = bytes(range(256))
 
 
@@ -105,7 +95,7 @@ def test_every_byte_in_comment_name_and_environment_never_fails_open(tmp_path, s
     # the user's own bytes stay, the service's tag is appended after " | "
     assert "\\xff" in lines[6][1] and re.search(r" \| greenslurm#\d+\.[0-9a-f]{8}: planned start", lines[6][1])
     assert "failing open" not in log
-    rows = decisions(tmp_path)
+    rows = recorded_decisions(tmp_path / "db.sqlite")
     assert [r["action"] for r in rows] == ["reject"] * 6 + ["modify"]
 
 

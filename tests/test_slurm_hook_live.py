@@ -8,7 +8,6 @@ installs them with apt.
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from hook_service import ServiceProcess, write_config
+from hook_service import ServiceProcess, recorded_decisions, write_config
 from slurm_cluster import NodeDef, SlurmCluster, skip_reason
 
 REASON = skip_reason()
@@ -67,12 +66,7 @@ class Live:
         return dict(self.cluster.env, SLURM_CONF=str(self.cluster.cli_filter_conf))
 
     def decisions(self) -> list[dict]:
-        db = sqlite3.connect(self.database)
-        db.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in db.execute("SELECT * FROM decisions ORDER BY id")]
-        finally:
-            db.close()
+        return recorded_decisions(self.database)
 
     def wait_decisions(self, count: int, timeout_s: float = 5.0) -> list[dict]:
         deadline = time.monotonic() + timeout_s

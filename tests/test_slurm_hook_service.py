@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from greenslurm.clustermodel import InputError
-from hook_service import ServiceProcess, write_config
+from hook_service import ServiceProcess, recorded_decisions, write_config
 from greenslurm.slurm_plugin import backend, install, protocol
 from greenslurm.slurm_plugin.protocol import MAX_REQUEST_BYTES, ProtocolError, parse_request, submission_from_request
 from greenslurm.slurm_plugin.service import HookConfig
@@ -213,13 +213,7 @@ def start_service(root: Path, **settings) -> ServiceProcess:
 
 
 def rows(root: Path) -> list[dict]:
-    import sqlite3
-    db = sqlite3.connect(root / "db.sqlite")
-    db.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in db.execute("SELECT * FROM decisions ORDER BY id")]
-    finally:
-        db.close()
+    return recorded_decisions(root / "db.sqlite")
 
 
 def request(i: int, **fields) -> bytes:
