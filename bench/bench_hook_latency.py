@@ -23,7 +23,6 @@ import math
 import multiprocessing
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -38,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 
 from greenslurm.slurm_plugin.config import HookConfig  # noqa: E402
+from greenslurm.slurm_plugin.install import exchange  # noqa: E402
 
 DEFAULT_TIMEOUT_MS = HookConfig().timeout_ms
 
@@ -136,16 +136,7 @@ def answer_times(socket_path: str, requests: int, clients: int) -> list[float]:
                        "failed_open": 0}
             line = (json.dumps({k2: v for k2, v in request.items() if v is not None}) + "\n").encode()
             started = time.perf_counter()
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(30)
-                s.connect(socket_path)
-                s.sendall(line)
-                data = b""
-                while not data.endswith(b"\n"):
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        raise RuntimeError("the service closed the connection without an answer")
-                    data += chunk
+            exchange(socket_path, line, timeout_s=30)       # the answer parsed, as job_submit.lua does
             local.append(time.perf_counter() - started)
         with lock:
             times.extend(local)
@@ -223,7 +214,7 @@ def bench_live(jobs: int, requests: int, submitters: int, hook_timeout_ms: int) 
     print(row("without hook, loaded", results["plain loaded"]))
     print(row("with hook, loaded", results["hook loaded"], results["plain loaded"]))
     print(f"  fail-open events {failed_open}, fail-closed events {failed_closed} (slurmctld log)")
-    print(f"service answer time (connect, request, answer, close), ms:")
+    print("service answer time (connect, request, answer, close), ms:")
     print(row(f"idle, 1 client, {requests // 4} requests", results["answer idle"]) + "  "
           + over_default(results["answer idle"]))
     print(row(f"loaded, {submitters} clients, {requests} requests", results["answer loaded"]) + "  "

@@ -25,9 +25,7 @@ from pathlib import Path
 
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
-# the Include-following reader, re-exported under the names hook check has always used
-from greenslurm.traces.slurm_conf import FAIL, LINE_KEYS, MAX_INCLUDE_DEPTH, Setting, logical_lines, read_slurm_conf
-from greenslurm.traces.slurm_conf import SlurmConfFiles as SlurmConf
+from greenslurm.traces.slurm_conf import FAIL, SlurmConfFiles, read_slurm_conf
 
 LUA_SOCKET_PATHS = ("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so", "/usr/lib/aarch64-linux-gnu/lua/5.1/socket/unix.so",
                     "/usr/lib/lua/5.1/socket/unix.so", "/usr/local/lib/lua/5.1/socket/unix.so")
@@ -412,7 +410,7 @@ def check(config: HookConfig, slurm_conf: Path) -> list[Check]:
     return checks
 
 
-def _runtime_checks(config: HookConfig, conf: SlurmConf) -> list[Check]:
+def _runtime_checks(config: HookConfig, conf: SlurmConfFiles) -> list[Check]:
     """The runtime folder, the lock, the socket, the record and the service itself."""
     checks: list[Check] = []
     add = lambda name, level, detail: checks.append(Check(name, level, detail))   # noqa: E731

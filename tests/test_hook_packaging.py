@@ -22,7 +22,8 @@ from greenslurm.cli import main
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin import install as hook_install
 from greenslurm.slurm_plugin.config import HookConfig
-from greenslurm.slurm_plugin.install import FAIL, OK, WARN, check, read_slurm_conf, resolve_backend
+from greenslurm.slurm_plugin.install import FAIL, OK, WARN, check, resolve_backend
+from greenslurm.traces.slurm_conf import logical_lines, read_slurm_conf
 
 from hook_service import ServiceProcess, write_config
 from slurm_cluster import shared_root
@@ -109,7 +110,7 @@ def test_real_slurm_reads_nested_includes_as_we_do(tmp_path):
 
 
 def test_comments_continuations_and_quotes():
-    assert hook_install.logical_lines("Include a.conf # x\n  \n#JobSubmitPlugins=lua\nA=\\\nB\n") == [
+    assert logical_lines("Include a.conf # x\n  \n#JobSubmitPlugins=lua\nA=\\\nB\n") == [
         (1, "Include a.conf "), (4, "A=B")]
 
 
