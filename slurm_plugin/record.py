@@ -117,19 +117,25 @@ class DecisionRecord:
         """The decisions with these ids (for checking a comment's tags)."""
         names = ("id", "token", "uid", "user", "deadline_s", "time_limit_s", "cpus", "array_tasks", "job_id",
                  "would_action", "time_s", "nodes", "gpus_per_node", "planned_nodes")
-        found: dict[int, dict] = {}
-        for start in range(0, len(ids), 500):        # SQLite caps the number of parameters of a statement
-            chunk = ids[start:start + 500]
-            cursor = self.db.execute(f"SELECT {','.join(names)} FROM decisions WHERE id IN ({','.join('?' * len(chunk))})",
-                                     chunk)
-            found.update((r[0], dict(zip(names, r))) for r in cursor)
-        return found
+        return {r[0]: dict(zip(names, r)) for r in self._select_in("decisions", names, "id", ids)}
+
+    def _select_in(self, table: str, columns: tuple[str, ...], key: str, values: list) -> list[tuple]:
+        """Rows of ``table`` whose ``key`` is one of ``values``, in statements of at most 500
+        parameters (SQLite caps the number of parameters of a statement)."""
+        rows: list[tuple] = []
+        for start in range(0, len(values), 500):
+            chunk = values[start:start + 500]
+            rows += self.db.execute(f"SELECT {','.join(columns)} FROM {table} WHERE {key} IN "
+                                    f"({','.join('?' * len(chunk))})", chunk).fetchall()
+        return rows
 
     def claim(self, decision_id: int, job_id: str) -> None:
         self.db.execute("UPDATE decisions SET job_id = ? WHERE id = ? AND job_id IS NULL", (job_id, decision_id))
 
-    def reconciled(self) -> set[tuple[str, float]]:
-        return {(r[0], r[1]) for r in self.db.execute("SELECT job_id, deadline_s FROM reconciled")}
+    def reconciled(self, job_ids: list[str]) -> set[tuple[str, float]]:
+        """The (job, deadline) pairs already acted on, among these jobs (not the whole table, which
+        grows with every job ever reconciled)."""
+        return set(self._select_in("reconciled", ("job_id", "deadline_s"), "job_id", job_ids))
 
     def add_reconciled(self, job_id: str, deadline_s: float, action: str, message: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO reconciled VALUES (?, ?, ?, ?, ?)",

@@ -271,7 +271,7 @@ class DecisionService:
         still end in time; recorded so it is not checked again for the same deadline)."""
         if self.view is None:
             return []
-        done = self.record.reconciled()
+        done = self.record.reconciled([item.job_id for item in deadlines])
         checked = self.checked_jobs(deadlines)
         out: list[tuple[PendingDeadline, str | None]] = []
         for item in deadlines:
