@@ -220,6 +220,38 @@ def default_workload() -> list[RefJob]:
     return jobs
 
 
+def validation_workload(count: int = 300, seed: int = 12) -> list[RefJob]:
+    """``count`` jobs for the validation site (:data:`VALIDATION_PARTITIONS`: ``batch`` n1-n4,
+    ``express`` n5-n6 with twice the partition factor, ``all`` n1-n6 overlapping both), in trace
+    seconds at speedup 60.  Arrivals 0-3 trace minutes apart (a queue builds: about 27 CPUs offered
+    on 24), sizes 1-8 CPUs with one job in eight a whole-partition job pinned to its nodes (``-N``),
+    runtimes 2-20 trace minutes under limits of 1-4 trace hours (whole hours stay exact at speedup
+    60), one job in six with a nice value.  Deterministic for a seed."""
+    import random
+    rng = random.Random(seed)
+    jobs, t = [], 0.0
+    for i in range(count):
+        t += 60.0 * rng.choice((0, 1, 1, 2, 2, 3))
+        partition = rng.choices(("batch", "express", "all"), weights=(6, 3, 2))[0]
+        node_count = {"batch": 4, "express": 2, "all": 6}[partition]
+        if rng.random() < 1 / 8:
+            nodes = rng.randint(2, node_count)
+            tasks = 4 * nodes
+        else:
+            nodes = 0
+            tasks = rng.choice((1, 1, 2, 2, 3, 4, 6, 8))
+        jobs.append(RefJob(name=f"v{i:03d}", submit_s=t, partition=partition, tasks=tasks, nodes=nodes,
+                           time_limit_s=3600.0 * rng.choice((1, 1, 2, 3, 4)),
+                           runtime_s=60.0 * rng.randint(2, 20), user=f"u{rng.randint(0, 5)}",
+                           account=f"a{rng.randint(0, 2)}",
+                           nice=rng.choice((0, 0, 0, 0, 0, 50, 200)) if rng.random() < 0.3 else 0))
+    return jobs
+
+
+VALIDATION_PARTITIONS = (*DEFAULT_PARTITIONS,
+                         "PartitionName=all Nodes=n[1-6] MaxTime=INFINITE State=UP PriorityJobFactor=1")
+
+
 # -- running it -----------------------------------------------------------------------------------
 @dataclass
 class Recording:
@@ -373,6 +405,10 @@ def _cpus_per_node(line: str) -> dict[str, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workload", type=Path, help="workload CSV (default: the built-in 40 jobs)")
+    parser.add_argument("--validation", type=int, metavar="N", default=0,
+                        help="instead: N jobs of the validation workload on the validation site "
+                             "(three partitions, one overlapping the others)")
+    parser.add_argument("--seed", type=int, default=12, help="seed of the validation workload")
     parser.add_argument("--variant", default="backfill-fine", choices=[*VARIANTS, "all"])
     parser.add_argument("--speedup", type=float, default=60.0, help="trace seconds per real second")
     parser.add_argument("--out", type=Path, required=True, help="folder for schedule.json/.csv and slurm.conf")
@@ -382,11 +418,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slurm_reference: --speedup must be a positive number: {args.speedup}", file=sys.stderr)
         return 2
     try:
-        jobs = read_workload(args.workload) if args.workload else default_workload()
+        jobs = (read_workload(args.workload) if args.workload else
+                validation_workload(args.validation, args.seed) if args.validation > 0 else default_workload())
     except WorkloadError as error:
         print(f"slurm_reference: {error}", file=sys.stderr)
         return 2
-    known = {re.search(r"PartitionName=(\S+)", p).group(1) for p in DEFAULT_PARTITIONS}
+    partitions = VALIDATION_PARTITIONS if args.validation > 0 else DEFAULT_PARTITIONS
+    known = {re.search(r"PartitionName=(\S+)", p).group(1) for p in partitions}
     for job in jobs:
         if job.partition not in known:
             print(f"slurm_reference: {args.workload}: job {job.name}: field partition: {job.partition!r} "
@@ -397,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
     variants = list(VARIANTS.values()) if args.variant == "all" else [VARIANTS[args.variant]]
     for variant in variants:
         out = args.out / variant.name if args.variant == "all" else args.out
-        rec = record(jobs, variant, out, speedup=args.speedup)
+        rec = record(jobs, variant, out, speedup=args.speedup, partitions=partitions,
+                     timeout_s=max(600.0, 3 * sum(j.runtime_s for j in jobs) / args.speedup))
         print(f"{variant.name}: {len(rec.jobs)} jobs in {rec.wall_s:.1f} s wall -> {out}")
         for r in rec.jobs:
             print(f"  {r['name']:>6} {r['partition']:>8} id={r['job_id']:<3} submit={r['submit_trace_s']:>6} "

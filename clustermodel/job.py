@@ -52,6 +52,10 @@ class JobSpec:
     model: str = ""
     # The features the job asks for (Slurm's --constraint as sacct prints it, "ib&k80"); "" for none.
     constraint: str = ""
+    # What Slurm's priority reads beyond the request: the account, QOS name and nice value (--nice).
+    account: str = ""
+    qos: str = ""
+    nice: int = 0
     # Reader-specific fields kept for reference (e.g. SWF columns); one shared empty mapping by default.
     extra: Mapping = field(default_factory=lambda: _NO_EXTRA, compare=False, hash=False, repr=False)
 

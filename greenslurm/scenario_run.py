@@ -225,6 +225,8 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
                        supply=supply, renewable=scenario.supply.mode)
         if a is not None and a.compress is not None:
             options["compress"] = a.compress
+    elif scenario.queue == "slurm":
+        options = {"scheduling": slurm_scheduling(scenario)}
     factory = None
     if scenario.power_states is not None:
         from greenslurm.sim.machines.power_states import power_machine_factory
@@ -233,6 +235,21 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         factory, selection = colocation_machine(scenario)
     return Replay(jobs, cluster, scenario.queue, selection=selection, progress=progress, strategy_options=options,
                   machine_factory=factory)
+
+
+def slurm_scheduling(scenario: Scenario):
+    """The Slurm queue's settings: the scenario's slurm.conf (its SchedulerType, SchedulerParameters,
+    priority and partitions), or Slurm 22.05's defaults without one."""
+    from greenslurm.sim.engine.slurm_model import SlurmScheduling
+    from greenslurm.traces.slurm_conf import parse_slurm_conf
+
+    path = scenario.cluster.slurm_conf
+    if path is None:
+        return SlurmScheduling()
+    try:
+        return SlurmScheduling.from_conf(parse_slurm_conf(path))
+    except ValueError as error:
+        raise InputError(str(error), path=path, field="SchedulerType/PriorityType") from None
 
 
 def colocation_machine(scenario: Scenario):

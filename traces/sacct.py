@@ -286,7 +286,8 @@ class _Record:
         spec = JobSpec(job_id=base, submit_s=submit, requested_time_s=requested, runtime_s=runtime, cpus=cpus,
                        nodes=nodes, memory_mb_per_node=memory, gpus_per_node=gpus, gpu_model=gpu_model,
                        deadline_s=deadline, user=self.text("user") or "", partition=self.text("partition") or "",
-                       state=state, source_line=self.line, constraint=self.text("constraints") or "", extra=extra)
+                       state=state, source_line=self.line, constraint=self.text("constraints") or "",
+                       account=self.text("account") or "", qos=self.text("qos") or "", extra=extra)
         if tasks is None:
             return [spec]
         if len(tasks) > 1:

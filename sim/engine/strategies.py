@@ -6,5 +6,6 @@ deadline-aware admission of Nileshwar & Schwiegelshohn) and know nothing of this
 
 from greenslurm.sim.engine.deadline_queue import DeadlineQueue
 from greenslurm.sim.engine.queues import Conservative, Easy, Fcfs, PlaceOrFail
+from greenslurm.sim.engine.slurm_queue import SlurmQueue
 
-QUEUES: dict[str, type] = {strategy.name: strategy for strategy in (Fcfs, Easy, Conservative, DeadlineQueue, PlaceOrFail)}
+QUEUES: dict[str, type] = {strategy.name: strategy for strategy in (Fcfs, Easy, Conservative, DeadlineQueue, PlaceOrFail, SlurmQueue)}

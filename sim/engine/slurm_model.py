@@ -1,0 +1,149 @@
+"""The settings of the Slurm queue: what slurm.conf says about scheduling, in the replay's seconds.
+
+One typed value, built from a parsed slurm.conf (:meth:`SlurmScheduling.from_conf`) or given
+directly; ``time_scale`` multiplies every duration Slurm counts in real time (intervals, the backfill
+resolution and window, PriorityMaxAge, PriorityCalcPeriod), for replaying a workload whose time
+was compressed (trace seconds per real second).
+
+Modelled (Slurm 22.05, ``src/slurmctld/job_scheduler.c`` and ``src/plugins/sched/backfill/backfill.c``):
+
+==========================  ==============================================================
+setting                      effect in the replay
+==========================  ==============================================================
+SchedulerType               sched/builtin: the main scheduler only; sched/backfill: also backfill
+sched_interval              a full pass of the main scheduler every so many seconds
+default_queue_depth         jobs a pass tests when triggered by a submission or an end
+bf_interval                 a backfill cycle every so many seconds
+bf_resolution               backfill plans in steps of this many seconds
+bf_window                   backfill plans (and reserves) this many minutes ahead
+bf_max_job_test             jobs a backfill cycle tests at most
+bf_max_job_user / _part     jobs of one user / one partition a cycle tests at most
+bf_max_job_start            jobs a cycle starts at most
+PriorityType, Weight*       priority/basic or priority/multifactor (see ``slurm_priority``)
+PriorityMaxAge, CalcPeriod  the age factor's cap; priorities are recomputed every CalcPeriod
+PriorityTier                orders jobs before their priority (higher tier first)
+PriorityJobFactor           the partition factor
+MaxTime, MaxNodes           a job over its partition's limit never starts (rejected, counted)
+==========================  ==============================================================
+
+Left out: bf_continue (a simulated cycle is never interrupted, so continuing changes nothing),
+bf_max_time and max_sched_time (cycles take no time here), preemption, reservations, licenses,
+fair-share and QOS limits (they need slurmdbd's records), heterogeneous jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from greenslurm.sim.engine.slurm_priority import BASIC, MULTIFACTOR, PriorityWeights
+
+BUILTIN = "builtin"
+BACKFILL = "backfill"
+
+
+@dataclass(frozen=True)
+class PartitionRules:
+    """What the queue needs of one partition."""
+    tier: int = 1
+    job_factor: int = 1
+    max_time_s: float = math.inf
+    max_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class SlurmScheduling:
+    """Slurm's scheduling settings in the replay's seconds.
+
+    >>> s = SlurmScheduling(scheduler="backfill", bf_interval_s=1, bf_resolution_s=1, sched_interval_s=1)
+    >>> t = s.scaled(60)                 # a workload compressed 60x: one real second is 60 trace seconds
+    >>> t.bf_interval_s, t.bf_resolution_s, t.bf_window_s, t.sched_interval_s
+    (60.0, 60.0, 5184000.0, 60.0)
+    """
+
+    scheduler: str = BACKFILL
+    sched_interval_s: float = 60.0
+    default_queue_depth: int = 100
+    bf_interval_s: float = 30.0
+    bf_resolution_s: float = 60.0
+    bf_window_s: float = 1440 * 60.0
+    bf_max_job_test: int = 500
+    bf_max_job_user: int = 0
+    bf_max_job_part: int = 0
+    bf_max_job_start: int = 0
+    # cons_tres's will-run test frees running jobs in groups whose window starts at 30 s and doubles
+    will_run_window_s: float = 30.0
+    priority: PriorityWeights = field(default_factory=PriorityWeights)
+    partitions: dict[str, PartitionRules] = field(default_factory=dict)
+    time_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.scheduler not in (BUILTIN, BACKFILL):
+            raise ValueError(f"scheduler must be {BUILTIN} or {BACKFILL}, not {self.scheduler!r}")
+        for name in ("sched_interval_s", "bf_interval_s", "bf_resolution_s", "bf_window_s", "will_run_window_s"):
+            value = getattr(self, name)
+            if not (value > 0 or (value == -1 and name in ("sched_interval_s", "bf_interval_s"))) \
+                    or not math.isfinite(value):
+                raise ValueError(f"{name} must be a positive number of seconds (or -1: off), not {value}")
+        for name in ("default_queue_depth", "bf_max_job_test"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if not self.time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, not {self.time_scale}")
+
+    @property
+    def backfills(self) -> bool:
+        return self.scheduler == BACKFILL and self.bf_interval_s > 0
+
+    def scaled(self, factor: float) -> "SlurmScheduling":
+        """The same settings with every real-time duration multiplied by ``factor`` (a workload
+        replayed in trace seconds that ran compressed ``factor`` times on real Slurm)."""
+        if not factor > 0:
+            raise ValueError(f"a time scale must be > 0, not {factor}")
+
+        def times(value: float) -> float:
+            return value if value == -1 else value * factor
+
+        priority = replace(self.priority, max_age_s=self.priority.max_age_s * factor,
+                           calc_period_s=self.priority.calc_period_s * factor)
+        return replace(self, sched_interval_s=times(self.sched_interval_s), bf_interval_s=times(self.bf_interval_s),
+                       bf_resolution_s=self.bf_resolution_s * factor, bf_window_s=self.bf_window_s * factor,
+                       will_run_window_s=self.will_run_window_s * factor, priority=priority,
+                       time_scale=self.time_scale * factor)
+
+    @classmethod
+    def from_conf(cls, conf) -> "SlurmScheduling":
+        """The settings of a parsed slurm.conf (:class:`greenslurm.traces.slurm_conf.SlurmConf`).
+        A SchedulerType or PriorityType the replay does not model is a ValueError naming it.
+
+        >>> from greenslurm.traces.slurm_conf import parse_slurm_conf_text
+        >>> conf = parse_slurm_conf_text("NodeName=n[1-2] CPUs=4\\n"
+        ...     "PartitionName=a Nodes=n1 PriorityTier=2 MaxTime=60\\nPartitionName=b Nodes=n2 PriorityJobFactor=3\\n"
+        ...     "SchedulerType=sched/builtin\\nSchedulerParameters=sched_interval=5\\n"
+        ...     "PriorityType=priority/multifactor\\nPriorityWeightJobSize=1000\\n")
+        >>> s = SlurmScheduling.from_conf(conf)
+        >>> s.scheduler, s.sched_interval_s, s.priority.type, s.priority.job_size, s.partitions["a"]
+        ('builtin', 5.0, 'priority/multifactor', 1000, PartitionRules(tier=2, job_factor=1, max_time_s=3600.0, max_nodes=None))
+        """
+        sched, prio = conf.scheduler, conf.priority
+        kind = sched.type.removeprefix("sched/")
+        if kind not in (BUILTIN, BACKFILL):
+            raise ValueError(f"SchedulerType={sched.type} is not modelled; the replay models "
+                             f"sched/builtin and sched/backfill")
+        if prio.type not in (BASIC, MULTIFACTOR):
+            raise ValueError(f"PriorityType={prio.type} is not modelled; the replay models "
+                             f"{BASIC} and {MULTIFACTOR}")
+        partitions = {p.name: PartitionRules(tier=p.priority_tier, job_factor=p.priority_job_factor,
+                                             max_time_s=p.max_time_s, max_nodes=p.max_nodes)
+                      for p in conf.partitions}
+        weights = PriorityWeights(
+            type=prio.type, age=prio.weight_age, fairshare=prio.weight_fairshare, job_size=prio.weight_job_size,
+            partition=prio.weight_partition, qos=prio.weight_qos, max_age_s=prio.max_age_s,
+            calc_period_s=prio.calc_period_s, favor_small=prio.favor_small,
+            partition_job_factor={name: rules.job_factor for name, rules in partitions.items()})
+        return cls(scheduler=kind, sched_interval_s=float(sched.sched_interval_s),
+                   default_queue_depth=max(sched.default_queue_depth, 1),
+                   bf_interval_s=float(sched.bf_interval_s), bf_resolution_s=float(sched.bf_resolution_s),
+                   bf_window_s=60.0 * sched.bf_window_min, bf_max_job_test=sched.bf_max_job_test,
+                   bf_max_job_user=sched.bf_max_job_user, bf_max_job_part=sched.bf_max_job_part,
+                   bf_max_job_start=sched.bf_max_job_start, priority=weights, partitions=partitions)

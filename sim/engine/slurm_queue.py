@@ -1,0 +1,394 @@
+"""The Slurm queue: Slurm 22.05's main scheduler and backfill, as the ``slurm`` queue strategy.
+
+Settings come from :class:`greenslurm.sim.engine.slurm_model.SlurmScheduling` (a site's slurm.conf);
+priorities from :mod:`greenslurm.sim.engine.slurm_priority`; node choice from the machine's node
+selection, as with every queue.
+
+**Order.**  Pending jobs are taken by partition PriorityTier (higher first), priority (higher first),
+submit time, then arrival (Slurm's job id).
+
+**Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run after every submission
+and job end (testing at most ``default_queue_depth`` jobs) and every ``sched_interval`` (all jobs):
+jobs are tried in order; a job that cannot start now marks its partition as failed: no later job of
+that partition is tried, and the partition's nodes are taken from every later job, in any partition
+(so a blocked job in an overlapping partition also holds back the others on its nodes).
+
+**Backfill** (``_attempt_backfill`` in ``src/plugins/sched/backfill/backfill.c``), every
+``bf_interval`` while jobs wait: jobs are tried in order, at most ``bf_max_job_test``; for each, the
+nodes of its partition not reserved for a higher job over [start, start + limit] (a
+:class:`~greenslurm.sim.engine.slurm_node_space.NodeSpace`) go to the will-run test
+(:func:`will_run`), which frees running jobs in order of their expected end (start + limit).  A job
+that can start now starts; otherwise, if it can start within ``bf_window``, its nodes are reserved
+from its expected start to its expected end, rounded down to ``bf_resolution``.  Where the slots
+after the tested start offer other nodes, the job is tried again from there (Slurm's TRY_LATER).
+
+A cycle in which nothing changed since the last one (no submission, end or priority change) is
+skipped: it would decide the same.
+
+>>> from greenslurm.clustermodel import Cluster, JobSpec
+>>> from greenslurm.sim.engine.replay import Replay
+>>> from greenslurm.sim.engine.slurm_model import SlurmScheduling
+>>> jobs = [JobSpec("a", 0.0, 100.0, runtime_s=100.0, cpus=2), JobSpec("wide", 1.0, 100.0, runtime_s=50.0, cpus=4),
+...         JobSpec("short", 2.0, 20.0, runtime_s=20.0, cpus=1)]
+>>> def starts(scheduler):
+...     run = Replay(jobs, Cluster.homogeneous(1, cpus=4), "slurm",
+...                  strategy_options={"scheduling": SlurmScheduling(scheduler=scheduler)})
+...     return sorted((r.job_id, r.start_s) for r in run.run().records)
+>>> starts("builtin")       # "short" fits beside "a" but waits behind "wide", which needs all 4 CPUs
+[('a', 0.0), ('short', 150.0), ('wide', 100.0)]
+>>> starts("backfill")      # the first backfill cycle (t=30) starts it: it ends (50) before wide's start (100)
+[('a', 0.0), ('short', 30.0), ('wide', 100.0)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from sortedcontainers import SortedList
+
+from greenslurm.clustermodel.eligibility import job_partitions
+from greenslurm.sim.accounting.result import Rejection
+from greenslurm.sim.engine.queues import refuse_options
+from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
+from greenslurm.sim.engine.slurm_node_space import NodeSpace
+from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
+from greenslurm.sim.machines.machine import Machine, PendingJob
+
+MAIN = "main"
+BACKFILL = "backfill"
+TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
+
+
+@dataclass(slots=True, eq=False)
+class Waiting:
+    """A pending job and what orders it."""
+    job: PendingJob
+    partition: str                # the partition it runs in (its first, or the default)
+    tier: int
+    priority: int
+    eligible_s: float
+
+    @property
+    def key(self) -> tuple:
+        return (-self.tier, -self.priority, self.job.job.submit_s, self.job.index)
+
+
+def group_ends(ends: list[float], window_s: float) -> list[int]:
+    """How cons_tres's will-run test groups running jobs by their end (sorted): the index after
+    each group.  The first job's end, rounded up to the next multiple of the window, is a fixed
+    barrier E; a group takes jobs while the next ends by E + window; the window then doubles (at
+    least once) until the next job ends by E + window.  The pending job is tested after each group,
+    and its start is the last freed job's end.
+
+    >>> # E = 30; window 30: ends <= 60 (10, 20); doubled to 60: <= 90 (70); 120: <= 150 (100);
+    >>> # 240 is not enough for 500 (> 270), 480 is: <= 510 (500)
+    >>> group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0)
+    [2, 3, 4, 5]
+    >>> group_ends([], 30.0)
+    []
+    """
+    if not ends:
+        return []
+    barrier = ends[0] + (window_s - math.fmod(ends[0], window_s))
+    window = window_s
+    cuts, i = [], 0
+    while i < len(ends):
+        i += 1
+        while i < len(ends) and ends[i] <= barrier + window:
+            i += 1
+        cuts.append(i)
+        window *= 2
+        while i < len(ends) and ends[i] > barrier + window:
+            window *= 2
+    return cuts
+
+
+class SlurmQueue:
+    name = "slurm"
+
+    def __init__(self, machine: Machine, scheduling: SlurmScheduling | None = None, **options) -> None:
+        refuse_options(self.name, options, ("scheduling",))
+        self.machine = machine
+        self.settings = settings = scheduling if scheduling is not None else SlurmScheduling()
+        cluster = machine.cluster
+        self.priority = JobPriority(settings.priority, cluster.size, float(cluster.total_cpus))
+        self.waiting_jobs: dict[int, Waiting] = {}
+        self.running_by_end: SortedList = SortedList()       # (expected end, index)
+        self.rejected: list[Rejection] = []
+        self.started_by: dict[str, str] = {}                 # job id -> "main" or "backfill"
+        self.priority_at_start: dict[str, int] = {}
+        self._origin: float | None = None                    # timers count from the first submission
+        self._version = 0                                    # bumped by every change a pass could see
+        self._main_seen = -1
+        self._backfill_seen = -1
+        self._main_limited = False                           # the last event pass stopped at its depth
+        self._next_main = self._next_backfill = self._next_calc = math.inf
+        self._partition_masks: dict[str, np.ndarray | None] = {}
+
+    # -- the strategy protocol ------------------------------------------------------------------
+    def submit(self, job: PendingJob, now_s: float) -> None:
+        if self._origin is None:
+            self._start_timers(now_s)
+        spec = job.job
+        partition = self._partition_of(spec.partition)
+        rules = self.settings.partitions.get(partition, PartitionRules())
+        over = self._over_limit(job, rules, partition)
+        if over:
+            self.rejected.append(Rejection(spec.job_id, spec.submit_s, self.name, *over,
+                                           job.cpus_total, spec.run_for_s, spec.deadline_s))
+            return
+        waiting = Waiting(job, partition, rules.tier, 0, now_s)
+        waiting.priority = self._priority(waiting, now_s)
+        self.waiting_jobs[job.index] = waiting
+        self._version += 1
+
+    def job_ended(self, job: PendingJob, now_s: float) -> None:
+        self.running_by_end.discard((job.planned_end_s, job.index))
+        self._version += 1
+
+    def schedule(self, now_s: float) -> None:
+        if not self.waiting_jobs:
+            return
+        settings = self.settings
+        if now_s >= self._next_calc:
+            self._next_calc = self._next_tick(now_s, settings.priority.calc_period_s)
+            self._recalculate(now_s)
+        periodic = now_s >= self._next_main
+        if periodic:
+            self._next_main = self._next_tick(now_s, settings.sched_interval_s)
+        if self._version != self._main_seen or (periodic and self._main_limited):
+            self._main_pass(now_s, full=periodic)
+        if settings.backfills and now_s >= self._next_backfill:
+            self._next_backfill = self._next_tick(now_s, settings.bf_interval_s)
+            if self._version != self._backfill_seen and self.waiting_jobs:
+                self._backfill_cycle(now_s)
+                self._backfill_seen = self._version
+
+    def next_wake_s(self) -> float | None:
+        if not self.waiting_jobs:
+            return None
+        wake = min(self._next_backfill if self.settings.backfills else math.inf,
+                   self._next_calc if self.settings.priority.ages else math.inf,
+                   self._next_main if self._main_limited else math.inf)
+        return None if wake == math.inf else wake
+
+    def waiting(self) -> int:
+        return len(self.waiting_jobs)
+
+    # -- timers and priorities ------------------------------------------------------------------
+    def _start_timers(self, now_s: float) -> None:
+        s = self._origin = now_s
+        settings = self.settings
+        self._next_main = s + settings.sched_interval_s if settings.sched_interval_s > 0 else math.inf
+        self._next_backfill = s + settings.bf_interval_s if settings.backfills else math.inf
+        self._next_calc = s + settings.priority.calc_period_s if settings.priority.ages else math.inf
+
+    def _next_tick(self, now_s: float, interval_s: float) -> float:
+        """The first tick (origin + k x interval) after ``now_s``."""
+        if interval_s <= 0:
+            return math.inf
+        return self._origin + (math.floor((now_s - self._origin) / interval_s) + 1) * interval_s
+
+    def _priority(self, waiting: Waiting, now_s: float) -> int:
+        weights = self.settings.priority
+        if weights.type != MULTIFACTOR:
+            return self.priority.at_submit()
+        job = waiting.job
+        spec = job.job
+        min_nodes = spec.nodes if spec.nodes > 0 else 1
+        return self.priority.multifactor(min_nodes, job.cpus_total, waiting.partition, spec.qos, spec.nice,
+                                         waiting.eligible_s, now_s)
+
+    def _recalculate(self, now_s: float) -> None:
+        changed = False
+        for waiting in self.waiting_jobs.values():
+            new = self._priority(waiting, now_s)
+            if new != waiting.priority:
+                waiting.priority = new
+                changed = True
+        if changed:
+            self._version += 1
+
+    def _ordered(self) -> list[Waiting]:
+        return sorted(self.waiting_jobs.values(), key=lambda w: w.key)
+
+    # -- partitions ----------------------------------------------------------------------------
+    def _partition_of(self, text: str) -> str:
+        names = job_partitions(text)
+        if names:
+            return names[0]
+        return self.machine.eligibility.default_partition
+
+    def _partition_mask(self, partition: str) -> np.ndarray | None:
+        if partition not in self._partition_masks:
+            mask = self.machine.eligibility.mask(partition, "")
+            self._partition_masks[partition] = mask if isinstance(mask, np.ndarray) else None
+        return self._partition_masks[partition]
+
+    def _over_limit(self, job: PendingJob, rules: PartitionRules, partition: str) -> tuple[str, str] | None:
+        """(reason, detail) for a job its partition never runs (Slurm leaves it pending for ever
+        with PartitionTimeLimit or PartitionNodeLimit), None otherwise."""
+        if job.requested_s > rules.max_time_s:
+            return ("over partition MaxTime",
+                    f"time limit {job.requested_s:g} s > MaxTime {rules.max_time_s:g} s of partition {partition}")
+        if rules.max_nodes is not None and job.nodes > rules.max_nodes:
+            return ("over partition MaxNodes", f"{job.nodes} nodes > MaxNodes {rules.max_nodes} of partition {partition}")
+        return None
+
+    # -- starting --------------------------------------------------------------------------------
+    def _place_now(self, job: PendingJob, usable: np.ndarray | None) -> np.ndarray | None:
+        machine = self.machine
+        if usable is None:
+            return machine.place(job)
+        if job.cpus_total > machine.free_cpus_total:
+            return None
+        free = np.where(usable[:, None], machine.free, -np.inf)
+        return machine.place(job, free, now=True)
+
+    def _start(self, waiting: Waiting, nodes: np.ndarray, now_s: float, by: str) -> None:
+        job = waiting.job
+        del self.waiting_jobs[job.index]
+        self.machine.start(job, nodes, now_s)
+        self.running_by_end.add((job.planned_end_s, job.index))
+        self.started_by[job.job.job_id] = by
+        self.priority_at_start[job.job.job_id] = waiting.priority
+        self._version += 1
+
+    # -- the main scheduler ------------------------------------------------------------------------
+    def _main_pass(self, now_s: float, full: bool) -> None:
+        size = self.machine.cluster.size
+        available = np.ones(size, dtype=bool)
+        all_available = True
+        failed: set[str] = set()
+        depth = self.settings.default_queue_depth
+        tested = 0
+        self._main_limited = False
+        for waiting in self._ordered():
+            if not full and tested > depth:
+                self._main_limited = True
+                break
+            tested += 1
+            if waiting.partition in failed:
+                continue
+            job = waiting.job
+            allowed = job.allowed
+            if all_available:
+                usable = allowed
+            else:
+                usable = available if allowed is None else (allowed & available)
+            nodes = None
+            if usable is None or int(usable.sum()) >= job.nodes:
+                nodes = self._place_now(job, usable)
+            if nodes is not None:
+                self._start(waiting, nodes, now_s, MAIN)
+                continue
+            # No later job of this partition, and no later job at all on its nodes.
+            failed.add(waiting.partition)
+            part = self._partition_mask(waiting.partition)
+            if part is None:
+                break                      # the partition is every node: nothing else may start
+            available &= ~part
+            all_available = False
+        self._main_seen = self._version
+
+    # -- backfill ----------------------------------------------------------------------------------
+    def _backfill_cycle(self, now_s: float) -> None:
+        s = self.settings
+        machine = self.machine
+        size = machine.cluster.size
+        resolution = s.bf_resolution_s
+        begin = math.floor(now_s / resolution) * resolution
+        window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
+        space = NodeSpace(begin, window_end, np.ones(size, dtype=bool), resolution)
+        everywhere = np.ones(size, dtype=bool)
+        tried = started = 0
+        per_user: Counter = Counter()
+        per_part: Counter = Counter()
+        for waiting in self._ordered():
+            if tried >= s.bf_max_job_test:
+                break
+            job = waiting.job
+            if job.index not in self.waiting_jobs:
+                continue
+            user = job.job.user
+            if s.bf_max_job_user and per_user[user] >= s.bf_max_job_user:
+                continue
+            if s.bf_max_job_part and per_part[waiting.partition] >= s.bf_max_job_part:
+                continue
+            per_user[user] += 1
+            per_part[waiting.partition] += 1
+            partition_nodes = job.allowed if job.allowed is not None else everywhere
+            counted = False
+            start_from = now_s
+            for _ in range(TRY_LATER_LIMIT):
+                end_s = max(start_from, now_s) + job.requested_s
+                usable, later = space.walk(start_from, end_s, partition_nodes)
+                if int(usable.sum()) < job.nodes:
+                    if later:
+                        start_from = later
+                        continue
+                    break
+                if not counted:
+                    tried += 1
+                    counted = True
+                found = self.will_run(job, usable, now_s)
+                if found is None:
+                    break
+                start_s, nodes = found
+                start_s = max(start_s, start_from)
+                if start_s <= now_s:
+                    placed = self._place_now(job, usable)
+                    if placed is not None:
+                        self._start(waiting, placed, now_s, BACKFILL)
+                        started += 1
+                    break
+                if later and start_s > later:
+                    start_from = later
+                    continue
+                if start_s > now_s + s.bf_window_s:
+                    break
+                reserve_from = math.floor(start_s / resolution) * resolution
+                reserve_to = math.floor((start_s + job.requested_s) / resolution) * resolution
+                held = np.zeros(size, dtype=bool)
+                held[nodes] = True
+                if space.overlaps(held, reserve_from, reserve_to):
+                    if start_s <= start_from:
+                        break
+                    start_from = start_s
+                    continue
+                space.reserve(reserve_from, reserve_to, held)
+                break
+            if s.bf_max_job_start and started >= s.bf_max_job_start:
+                break
+
+    def will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
+        """When and where ``job`` could start on the ``usable`` nodes, given the running jobs and
+        their expected ends (start + limit): now if it fits now, else after freeing running jobs
+        in the groups of :func:`group_ends`; None if it never fits there."""
+        machine = self.machine
+        free = np.where(usable[:, None], machine.free, -np.inf)
+        nodes = machine.place(job, free, now=True)
+        if nodes is not None:
+            return now_s, nodes
+        running = machine.running
+        ending = [(end, running[index]) for end, index in self.running_by_end
+                  if usable[running[index].node_indices].any()]
+        if not ending:
+            return None
+        cuts = group_ends([end for end, _ in ending], self.settings.will_run_window_s)
+        first = 0
+        free_cpus = float(free[usable, 0].sum())
+        for cut in cuts:
+            for _, other in ending[first:cut]:
+                free[other.node_indices] += other.demand
+                free_cpus += float(other.demand[0]) * int(usable[other.node_indices].sum())
+            first = cut
+            if free_cpus < job.cpus_total - 1e-9:
+                continue
+            nodes = machine.place(job, free)
+            if nodes is not None:
+                return max(ending[cut - 1][0], now_s), nodes
+        return None

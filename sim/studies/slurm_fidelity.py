@@ -1,0 +1,90 @@
+"""How close a replayed schedule is to the one real Slurm made: per-job start error, start order and
+mean wait.
+
+Both schedules are given per job as (submit, start) in the same seconds.  Start times recorded by
+Slurm are whole seconds, so two starts within ``tolerance_s`` of each other count as simultaneous.
+
+- **start error**: replayed start - recorded start, per job;
+- **mean wait**: mean of start - submit, each schedule with its own submit times; the difference
+  relative to the recorded mean;
+- **start order agreement**: the share of jobs whose order against every other job is the same in
+  both schedules, where a pair started within ``tolerance_s`` of each other (in either schedule)
+  is in no particular order;
+- **pair concordance**: the share of job pairs whose order is the same (Kendall's, with the same ties).
+
+>>> recorded = {"a": (0, 0), "b": (0, 60), "c": (0, 120), "d": (0, 600)}
+>>> replayed = {"a": (0, 0), "b": (0, 130), "c": (0, 70), "d": (0, 600)}
+>>> f = compare_schedules(recorded, replayed, tolerance_s=30)
+>>> f.jobs, f.order_agreement, round(f.pair_concordance, 3)   # b and c swapped: 2 of 4 jobs disagree
+(4, 0.5, 0.833)
+>>> f.mean_wait_recorded_s, f.mean_wait_replayed_s, f.mean_wait_difference
+(195.0, 200.0, 0.02564102564102564)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    jobs: int
+    mean_wait_recorded_s: float
+    mean_wait_replayed_s: float
+    mean_wait_difference: float          # (replayed - recorded) / recorded; 0 when both are 0
+    start_error_mean_abs_s: float
+    start_error_median_abs_s: float
+    start_error_p90_abs_s: float
+    start_error_max_abs_s: float
+    within_tolerance: float              # share of jobs started within the tolerance of the record
+    order_agreement: float
+    pair_concordance: float
+    disagreeing: tuple[str, ...]         # jobs whose order differs
+
+    def as_dict(self) -> dict:
+        out = dict(self.__dict__)
+        out["disagreeing"] = list(self.disagreeing)
+        return out
+
+
+def order_relation(starts: np.ndarray, tolerance_s: float) -> np.ndarray:
+    """[i, j]: +1 if job i started more than ``tolerance_s`` before job j, -1 after, 0 within.
+
+    >>> order_relation(np.array([0.0, 10.0, 100.0]), 30.0).tolist()
+    [[0, 0, 1], [0, 0, 1], [-1, -1, 0]]
+    """
+    gap = starts[None, :] - starts[:, None]
+    return np.where(gap > tolerance_s, 1, np.where(gap < -tolerance_s, -1, 0)).astype(np.int8)
+
+
+def compare_schedules(recorded: dict[str, tuple[float, float]], replayed: dict[str, tuple[float, float]],
+                      tolerance_s: float) -> Fidelity:
+    """Compare two schedules given as job -> (submit, start); only jobs in both count."""
+    names = sorted(set(recorded) & set(replayed))
+    if not names:
+        raise ValueError("the two schedules have no job in common")
+    rec = np.array([recorded[n] for n in names], dtype=float)
+    rep = np.array([replayed[n] for n in names], dtype=float)
+    wait_rec = float((rec[:, 1] - rec[:, 0]).mean())
+    wait_rep = float((rep[:, 1] - rep[:, 0]).mean())
+    if wait_rec == 0:
+        difference = 0.0 if wait_rep == 0 else float("inf")
+    else:
+        difference = (wait_rep - wait_rec) / wait_rec
+    error = np.abs(rep[:, 1] - rec[:, 1])
+    a = order_relation(rec[:, 1], tolerance_s)
+    b = order_relation(rep[:, 1], tolerance_s)
+    # a pair is in conflict when the two schedules order it oppositely, each by more than the tolerance
+    conflict = (a * b < 0)
+    agree = ~conflict.any(axis=1)
+    n = len(names)
+    pairs = n * (n - 1) / 2
+    concordance = 1.0 - (float(np.triu(conflict, 1).sum()) / pairs) if pairs else 1.0
+    return Fidelity(
+        jobs=n, mean_wait_recorded_s=wait_rec, mean_wait_replayed_s=wait_rep, mean_wait_difference=difference,
+        start_error_mean_abs_s=float(error.mean()), start_error_median_abs_s=float(np.median(error)),
+        start_error_p90_abs_s=float(np.percentile(error, 90)), start_error_max_abs_s=float(error.max()),
+        within_tolerance=float((error <= tolerance_s).mean()), order_agreement=float(agree.mean()),
+        pair_concordance=concordance, disagreeing=tuple(n_ for n_, ok in zip(names, agree) if not ok))

@@ -1,0 +1,276 @@
+"""The ``slurm`` queue: Slurm 22.05's priority order, main scheduler and backfill in the one engine.
+
+Exact small cases with the arithmetic in comments, property tests for the invariants, and a seeded
+stress test of the backfill plan (NodeSpace) against a plain per-time reference.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
+from greenslurm.sim.engine.slurm_node_space import NodeSpace
+from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
+from greenslurm.sim.engine.slurm_queue import group_ends
+from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
+
+
+def job(name, submit, limit, runtime=None, cpus=1, nodes=0, partition="", user="", nice=0):
+    return JobSpec(name, float(submit), float(limit), runtime_s=float(limit if runtime is None else runtime),
+                   cpus=cpus, nodes=nodes, partition=partition, user=user, nice=nice)
+
+
+def run(jobs, cluster, **settings):
+    replay = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": SlurmScheduling(**settings)})
+    result = replay.run()
+    return {r.job_id: r for r in result.records}, replay.strategy, result
+
+
+def two_partitions(overlap: bool = False) -> Cluster:
+    """n0 n1 in partition a, n2 n3 in b (4 CPUs each); with ``overlap`` all four also in "all"."""
+    extra = ("all",) if overlap else ()
+    return Cluster([NodeSpec(f"n{i}", cpus=4, partitions=("a" if i < 2 else "b", *extra)) for i in range(4)],
+                   default_partition="a")
+
+
+SIZE_AND_PARTITION = PriorityWeights(type=MULTIFACTOR, job_size=1000, partition=1000,
+                                     partition_job_factor={"a": 1, "b": 1, "all": 1})
+
+
+# -- priority order ------------------------------------------------------------------------------
+def test_basic_priority_is_first_come_first_served_and_holds_back_its_partition_only():
+    # a1 fills n0 and n1 (8 CPUs) until 100; a2 (1 CPU) waits; a3 (1 CPU) would fit nowhere either.
+    # b1 in b starts at once: a's blocked head does not hold back partition b.
+    jobs = [job("a1", 0, 100, cpus=8, nodes=2, partition="a"), job("a2", 1, 50, cpus=1, partition="a"),
+            job("b1", 2, 10, cpus=4, partition="b")]
+    starts, strategy, _ = run(jobs, two_partitions(), scheduler="builtin")
+    assert (starts["a1"].start_s, starts["a2"].start_s, starts["b1"].start_s) == (0.0, 100.0, 2.0)
+    assert set(strategy.started_by.values()) == {"main"}
+
+
+def test_multifactor_size_orders_the_wide_job_first_and_nice_lowers_it():
+    # One partition a (n0, n1: 8 CPUs); "run" holds 8 CPUs until 100.  Then three jobs wait:
+    #   small: 1 CPU, size = (1/4 + 1/16) / 2 = 0.15625 -> 156 (+1000 partition) = 1156
+    #   wide:  8 CPUs on 2 nodes, size = (2/4 + 8/16) / 2 = 0.5 -> 500 + 1000 = 1500, nice 400 -> 1100
+    #   mid:   4 CPUs, size = (1/4 + 4/16) / 2 = 0.25 -> 250 + 1000 = 1250
+    # Order at t=100: mid (1250), small (1156), wide (1100): mid and small start, wide waits to 150.
+    jobs = [job("run", 0, 100, cpus=8, nodes=2, partition="a"), job("small", 1, 50, cpus=1, partition="a"),
+            job("wide", 2, 50, cpus=8, nodes=2, partition="a", nice=400), job("mid", 3, 50, cpus=4, partition="a")]
+    starts, strategy, _ = run(jobs, two_partitions(), scheduler="builtin", priority=SIZE_AND_PARTITION)
+    assert strategy.priority_at_start == {"run": 1500, "mid": 1250, "small": 1156, "wide": 1100}
+    assert (starts["mid"].start_s, starts["small"].start_s, starts["wide"].start_s) == (100.0, 100.0, 150.0)
+
+
+def test_partition_priority_tier_comes_before_the_priority_number():
+    # Partition b has tier 2: its 1-CPU job goes before a's wider (higher priority) job on the
+    # shared "all" nodes.  Everything runs on "all"'s 4 nodes via two partitions over them.
+    cluster = Cluster([NodeSpec(f"n{i}", cpus=4, partitions=("a", "b")) for i in range(1)], default_partition="a")
+    jobs = [job("hold", 0, 100, cpus=4, partition="a"), job("wide", 1, 10, cpus=4, partition="a"),
+            job("tiny", 2, 10, cpus=4, partition="b")]
+    weights = PriorityWeights(type=MULTIFACTOR, job_size=1000)
+    starts, strategy, _ = run(jobs, cluster, scheduler="builtin", priority=weights,
+                              partitions={"a": PartitionRules(tier=1), "b": PartitionRules(tier=2)})
+    # wide has size (1/1 + 4/4)/2 = 1 -> 1000; tiny the same: equal numbers, but b's tier is higher
+    assert starts["tiny"].start_s == 100.0 and starts["wide"].start_s == 110.0
+
+
+def test_a_blocked_job_in_an_overlapping_partition_holds_back_other_partitions_on_its_nodes():
+    # "big" in partition all (n0-n3) wants all 16 CPUs and is first in line (FIFO); a1 runs on n0.
+    # Main scheduler: big fails -> partition all failed -> its nodes (every node) are off limits for
+    # every later job, so b2 (1 CPU, partition b) does not start although n2 is idle.
+    cluster = two_partitions(overlap=True)
+    jobs = [job("a1", 0, 100, cpus=1, partition="a"), job("big", 1, 10, cpus=16, nodes=4, partition="all"),
+            job("b2", 2, 10, cpus=1, partition="b")]
+    starts, _, _ = run(jobs, cluster, scheduler="builtin")
+    assert starts["big"].start_s == 100.0 and starts["b2"].start_s == 110.0
+
+
+def test_partition_max_time_rejects_with_a_counted_reason():
+    conf = parse_slurm_conf_text("NodeName=n[1-2] CPUs=4\nPartitionName=short Nodes=n[1-2] Default=YES MaxTime=10\n"
+                                 "SchedulerType=sched/builtin\n")
+    cluster = cluster_from_slurm_conf(conf)
+    replay = Replay([job("ok", 0, 600), job("long", 0, 601)], cluster, "slurm",
+                    strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
+    result = replay.run()
+    assert [r.job_id for r in result.records] == ["ok"]
+    assert [(r.job_id, r.reason) for r in result.rejected] == [("long", "over partition MaxTime")]
+
+
+# -- backfill -------------------------------------------------------------------------------------
+def test_backfill_starts_a_job_that_ends_before_the_reservation_and_not_one_that_does_not():
+    # One node of 4 CPUs.  hold: 2 CPUs until 100.  wide: 4 CPUs, reserved at 100.
+    # short (1 CPU, limit 50): starts at the first cycle (t=30), ends by 80 < 100.
+    # long (1 CPU, limit 200): would reach past 100 on the only node: waits until wide is done.
+    cluster = Cluster.homogeneous(1, cpus=4)
+    jobs = [job("hold", 0, 100, cpus=2), job("wide", 1, 100, cpus=4), job("short", 2, 50, cpus=1),
+            job("long", 3, 200, cpus=1)]
+    starts, strategy, _ = run(jobs, cluster, scheduler="backfill", bf_resolution_s=1)
+    assert starts["short"].start_s == 30.0 and strategy.started_by["short"] == "backfill"
+    assert starts["wide"].start_s == 100.0 and starts["long"].start_s == 200.0
+
+
+def test_backfill_reserves_whole_nodes_for_a_waiting_job():
+    # Two nodes of 4 CPUs.  busy: 3 CPUs on n0 until 100.  head: 4 CPUs as 2 on each of 2 nodes,
+    # blocked (n0 has 1 CPU free) and reserved on n0 and n1 from t=100.  tiny (1 CPU, limit 500)
+    # would fit beside the head on n1 (2 + 1 <= 4 CPUs), but backfill reserves *whole* nodes, so it
+    # may not start before the head; it starts with it at t=100 (main scheduler, n1 has 2 CPUs left).
+    # A plan by CPUs would have started it at the first cycle, t=30.
+    cluster = Cluster.homogeneous(2, cpus=4)
+    jobs = [job("busy", 0, 100, cpus=3), job("head", 1, 50, cpus=4, nodes=2), job("tiny", 2, 500, cpus=1)]
+    starts, strategy, _ = run(jobs, cluster, scheduler="backfill", bf_resolution_s=1)
+    assert starts["head"].start_s == 100.0 and starts["tiny"].start_s == 100.0
+    assert strategy.started_by["tiny"] == "main"
+
+
+def test_coarse_resolution_rounds_reservations_down():
+    # As the first backfill case, but bf_resolution 60: wide's reservation starts at floor(100/60)*60 = 60.
+    # short (limit 50) at t=30 would end at 80 > 60: it may not start before wide.
+    cluster = Cluster.homogeneous(1, cpus=4)
+    jobs = [job("hold", 0, 100, cpus=2), job("wide", 1, 100, cpus=4), job("short", 2, 50, cpus=1)]
+    starts, _, _ = run(jobs, cluster, scheduler="backfill", bf_resolution_s=60)
+    assert starts["wide"].start_s == 100.0 and starts["short"].start_s == 200.0
+
+
+def test_backfill_tests_at_most_bf_max_job_test_jobs_a_cycle():
+    # With bf_max_job_test=1 only the head (wide) is tested each cycle: short never backfills.
+    cluster = Cluster.homogeneous(1, cpus=4)
+    jobs = [job("hold", 0, 100, cpus=2), job("wide", 1, 100, cpus=4), job("short", 2, 50, cpus=1)]
+    starts, _, _ = run(jobs, cluster, scheduler="backfill", bf_resolution_s=1, bf_max_job_test=1)
+    assert starts["short"].start_s == 200.0
+
+
+def test_a_job_beyond_the_window_gets_no_reservation():
+    # bf_window 60 s: wide's start (100) is beyond now + 60 at the first cycle (t=30): no reservation,
+    # so "long" (limit 200) backfills at t=30 and wide waits for it (to 230).
+    cluster = Cluster.homogeneous(1, cpus=4)
+    jobs = [job("hold", 0, 100, cpus=2), job("wide", 1, 100, cpus=4), job("long", 3, 200, cpus=1)]
+    starts, _, _ = run(jobs, cluster, scheduler="backfill", bf_resolution_s=1, bf_window_s=60)
+    assert starts["long"].start_s == 30.0 and starts["wide"].start_s == 230.0
+
+
+def test_will_run_groups_running_jobs_by_a_doubling_window():
+    assert group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0) == [2, 3, 4, 5]
+    assert group_ends([30.0], 30.0) == [1]            # an end on the barrier: E = 60
+    assert group_ends([0.0, 59.0, 61.0], 30.0) == [2, 3]   # E = 30: <= 60, then 61 <= 90
+
+
+def test_the_time_scale_multiplies_every_real_time_setting():
+    s = SlurmScheduling(bf_interval_s=1, bf_resolution_s=1, sched_interval_s=1, bf_window_s=180,
+                        priority=PriorityWeights(type=MULTIFACTOR, age=10, max_age_s=60, calc_period_s=60))
+    t = s.scaled(60)
+    assert (t.bf_interval_s, t.bf_resolution_s, t.bf_window_s, t.will_run_window_s) == (60, 60, 10800, 1800)
+    assert (t.priority.max_age_s, t.priority.calc_period_s, t.time_scale) == (3600, 3600, 60)
+
+
+@pytest.mark.parametrize("bad", [dict(scheduler="wiki"), dict(bf_resolution_s=0), dict(bf_max_job_test=0),
+                                 dict(sched_interval_s=math.nan)])
+def test_settings_that_cannot_be_are_refused(bad):
+    with pytest.raises(ValueError):
+        SlurmScheduling(**bad)
+
+
+# -- invariants -------------------------------------------------------------------------------------
+JOB = st.tuples(st.integers(0, 300), st.integers(1, 200), st.integers(1, 200), st.integers(1, 8),
+                st.sampled_from(["a", "b", "all"]), st.integers(0, 3), st.sampled_from([0, 0, 100]))
+
+
+def jobs_of(rows):
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, user, nice) in enumerate(rows):
+        if partition != "all":
+            cpus = min(cpus, 8)
+        jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, partition=partition,
+                        user=f"u{user}", nice=nice))
+    return jobs
+
+
+@settings(max_examples=60)
+@given(st.lists(JOB, min_size=1, max_size=25), st.sampled_from(["builtin", "backfill"]),
+       st.sampled_from([1, 60]))
+def test_every_job_runs_on_its_partition_without_over_allocation(rows, scheduler, resolution):
+    cluster = two_partitions(overlap=True)
+    jobs = jobs_of(rows)
+    replay = Replay(jobs, cluster, "slurm", keep_jobs=True, strategy_options={"scheduling": SlurmScheduling(
+        scheduler=scheduler, bf_resolution_s=resolution, priority=SIZE_AND_PARTITION)})
+    replay.begin()
+    while len(replay.events):
+        replay.step()
+        replay.machine._check()
+    result = replay.close()
+    assert len(result.records) == len(jobs)
+    part = {"a": {0, 1}, "b": {2, 3}, "all": {0, 1, 2, 3}}
+    for record in result.records:
+        spec = next(j for j in jobs if j.job_id == record.job_id)
+        assert set(record.node_indices) <= part[spec.partition]
+        assert record.start_s >= spec.submit_s
+
+
+@settings(max_examples=60)
+@given(st.lists(JOB, min_size=1, max_size=25))
+def test_builtin_never_starts_a_job_while_a_better_one_of_its_partition_waits(rows):
+    """Under sched/builtin the main scheduler fails a partition at its first blocked job, so a job
+    starts only when no job of its partition ahead of it in the order is waiting."""
+    cluster = two_partitions(overlap=True)
+    replay = Replay(jobs_of(rows), cluster, "slurm", strategy_options={"scheduling": SlurmScheduling(
+        scheduler="builtin", priority=SIZE_AND_PARTITION)})
+    strategy = replay.strategy
+    violations = []
+    original = strategy._start
+
+    def checked(waiting, nodes, now_s, by):
+        better = [w for w in strategy.waiting_jobs.values()
+                  if w.partition == waiting.partition and w.key < waiting.key]
+        if better:
+            violations.append((waiting.job.job.job_id, [w.job.job.job_id for w in better]))
+        original(waiting, nodes, now_s, by)
+
+    strategy._start = checked
+    replay.run()
+    assert violations == []
+
+
+def test_the_same_inputs_give_the_same_schedule():
+    rng = random.Random(5)
+    rows = [(rng.randint(0, 500), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+             rng.choice("ab"), rng.randint(0, 3), 0) for _ in range(200)]
+    first = run(jobs_of(rows), two_partitions(), priority=SIZE_AND_PARTITION)[0]
+    second = run(jobs_of(rows), two_partitions(), priority=SIZE_AND_PARTITION)[0]
+    assert {k: (r.start_s, r.node_indices) for k, r in first.items()} == \
+           {k: (r.start_s, r.node_indices) for k, r in second.items()}
+
+
+# -- the backfill plan -------------------------------------------------------------------------------
+def reference_mask(reservations, t, size):
+    """Nodes free at time t under reservations (start, end, nodes), each at least `res` long."""
+    free = np.ones(size, dtype=bool)
+    for start, end, nodes in reservations:
+        if start <= t < end:
+            free &= ~nodes
+    return free
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_node_space_matches_a_per_time_reference(seed):
+    rng = random.Random(seed)
+    size, end = 6, 1000.0
+    space = NodeSpace(0.0, end, np.ones(size, dtype=bool), resolution_s=10.0)
+    kept = []
+    for _ in range(30):
+        start = float(rng.randrange(0, 1100, 10))
+        stop = start + float(rng.randrange(0, 400, 10))
+        nodes = np.array([rng.random() < 0.3 for _ in range(size)])
+        space.reserve(start, stop, nodes)
+        space._check()
+        stop = max(stop, start + 10.0)
+        if start < end:
+            kept.append((start, min(stop, end), nodes))
+        for t in range(0, 1000, 10):
+            i = max(k for k, s in enumerate(space.starts) if s <= t)
+            assert (space.masks[i] == reference_mask(kept, t, size)).all(), (seed, t)
