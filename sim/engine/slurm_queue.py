@@ -45,6 +45,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from sortedcontainers import SortedList
@@ -106,12 +107,41 @@ def group_ends(ends: list[float], window_s: float) -> list[int]:
     return cuts
 
 
+class JobLimits(Protocol):
+    """Accounting limits (QOS, associations) that keep a job pending although resources are free.
+    Slurm skips such a job in both schedulers (it does not block its partition) and plans nothing
+    for it in backfill."""
+
+    def blocked(self, waiting: Waiting, now_s: float) -> str | None:
+        """Why ``waiting`` may not start now (None: it may)."""
+        ...
+
+    def started(self, waiting: Waiting, now_s: float) -> None: ...
+
+    def ended(self, job: PendingJob, now_s: float) -> None: ...
+
+
+class NoLimits:
+    """No accounting limits (Slurm without slurmdbd)."""
+
+    def blocked(self, waiting: Waiting, now_s: float) -> str | None:
+        return None
+
+    def started(self, waiting: Waiting, now_s: float) -> None:
+        pass
+
+    def ended(self, job: PendingJob, now_s: float) -> None:
+        pass
+
+
 class SlurmQueue:
     name = "slurm"
 
-    def __init__(self, machine: Machine, scheduling: SlurmScheduling | None = None, **options) -> None:
-        refuse_options(self.name, options, ("scheduling",))
+    def __init__(self, machine: Machine, scheduling: SlurmScheduling | None = None,
+                 limits: JobLimits | None = None, **options) -> None:
+        refuse_options(self.name, options, ("scheduling", "limits"))
         self.machine = machine
+        self.limits: JobLimits = limits if limits is not None else NoLimits()
         self.settings = settings = scheduling if scheduling is not None else SlurmScheduling()
         cluster = machine.cluster
         self.priority = JobPriority(settings.priority, cluster.size, float(cluster.total_cpus))
@@ -147,6 +177,7 @@ class SlurmQueue:
 
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         self.running_by_end.discard((job.planned_end_s, job.index))
+        self.limits.ended(job, now_s)
         self._version += 1
 
     def schedule(self, now_s: float) -> None:
@@ -255,6 +286,7 @@ class SlurmQueue:
         self.running_by_end.add((job.planned_end_s, job.index))
         self.started_by[job.job.job_id] = by
         self.priority_at_start[job.job.job_id] = waiting.priority
+        self.limits.started(waiting, now_s)
         self._version += 1
 
     # -- the main scheduler ------------------------------------------------------------------------
@@ -271,7 +303,7 @@ class SlurmQueue:
                 self._main_limited = True
                 break
             tested += 1
-            if waiting.partition in failed:
+            if waiting.partition in failed or self.limits.blocked(waiting, now_s) is not None:
                 continue
             job = waiting.job
             allowed = job.allowed
@@ -317,6 +349,8 @@ class SlurmQueue:
             if s.bf_max_job_user and per_user[user] >= s.bf_max_job_user:
                 continue
             if s.bf_max_job_part and per_part[waiting.partition] >= s.bf_max_job_part:
+                continue
+            if self.limits.blocked(waiting, now_s) is not None:
                 continue
             per_user[user] += 1
             per_part[waiting.partition] += 1
