@@ -8,6 +8,8 @@ scenario file):
 
 ============== ====================================================================================
 ``firstfit``   the lowest-numbered fitting nodes (Slurm's default node order); the default
+``consecutive`` Slurm's select/cons_tres choice: the best fit among runs of consecutive nodes; the
+               default of the Slurm queue
 ``balanced``   Nileshwar & Schwiegelshohn's Balanced: the least-loaded nodes (earliest tail: when their jobs end)
 ``bestfit``    Nileshwar & Schwiegelshohn's BestFit: the most-loaded nodes that fit (latest tail)
 ``minidle``    Nileshwar & Schwiegelshohn's MinIdle: the nodes whose tail leaves the least idle time before the start
@@ -39,6 +41,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from greenslurm.allocation.consecutive import best_fit_consecutive
 from greenslurm.allocation.framework import ScoringFramework
 from greenslurm.allocation.placement import RULES
 from greenslurm.clustermodel.errors import InputError
@@ -102,6 +105,31 @@ class FirstFit:
 
     def rank(self, view, task, candidates, count, now_s):
         return candidates[:count]
+
+    def gpus(self, view, task, node):
+        return default_gpus(view.gpus, task, node)
+
+
+class Consecutive:
+    """Slurm's own node choice (select/cons_tres, :mod:`greenslurm.allocation.consecutive`): the best fit
+    among runs of consecutive nodes, made here of the candidates and the other nodes with a free CPU.
+    The Slurm queue applies the same rule with the exact runs (its job's partition).
+
+    >>> class View:
+    ...     free = np.array([[4.0], [1.0], [0.0], [4.0], [2.0], [4.0]])
+    >>> Consecutive().rank(View(), None, np.array([0, 3, 4, 5]), 1, 0.0)[:1].tolist()   # run n0-n1: 5 CPUs
+    [0]
+    """
+
+    name = "consecutive"
+    backfill = False
+
+    def rank(self, view, task, candidates, count, now_s):
+        free_cpus = view.free[:, 0]
+        chosen = best_fit_consecutive(free_cpus, free_cpus >= 1, candidates, count, 0.0)
+        if chosen is None:
+            return candidates[:count]
+        return np.concatenate((chosen, np.setdiff1d(candidates, chosen)))
 
     def gpus(self, view, task, node):
         return default_gpus(view.gpus, task, node)
@@ -193,6 +221,7 @@ SELECTIONS: dict[str, Callable[[bool], NodeSelection]] = {
     "balanced": lambda backfill: LoadRule("balanced", backfill),
     "bestfit": lambda backfill: LoadRule("bestfit", backfill),
     "minidle": lambda backfill: LoadRule("minidle", backfill),
+    "consecutive": lambda backfill: Consecutive(),
 }
 # Selections whose planner may use enclosed idle gaps (the deadline queue's backfilling of Nileshwar & Schwiegelshohn).
 BACKFILLING = {"firstfit", "balanced", "bestfit", "minidle"}

@@ -2,8 +2,8 @@
 
 One typed value, built from a parsed slurm.conf (:meth:`SlurmScheduling.from_conf`) or given
 directly; ``time_scale`` multiplies every duration Slurm counts in real time (intervals, the backfill
-resolution and window, PriorityMaxAge, PriorityCalcPeriod), for replaying a workload whose time
-was compressed (trace seconds per real second).
+resolution and window, PriorityMaxAge, PriorityCalcPeriod, PriorityDecayHalfLife), for replaying a
+workload whose time was compressed (trace seconds per real second).
 
 Modelled (Slurm 22.05, ``src/slurmctld/job_scheduler.c`` and ``src/plugins/sched/backfill/backfill.c``):
 
@@ -28,7 +28,8 @@ MaxTime, MaxNodes           a job over its partition's limit never starts (rejec
 
 Left out: bf_continue (a simulated cycle is never interrupted, so continuing changes nothing),
 bf_max_time and max_sched_time (cycles take no time here), preemption, reservations, licenses,
-fair-share and QOS limits (they need slurmdbd's records), heterogeneous jobs.
+heterogeneous jobs.  Fair-share and QOS limits need slurmdbd's records: see
+:mod:`greenslurm.sim.engine.slurm_accounting`.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ class SlurmScheduling:
     bf_max_job_start: int = 0
     # cons_tres's will-run test frees running jobs in groups whose window starts at 30 s and doubles
     will_run_window_s: float = 30.0
+    # from a job's end until Slurm may give its resources again (completion messages, epilog);
+    # about half a second on one machine: nothing at a site's time scale, 30 trace seconds at 60x
+    release_delay_s: float = 0.0
+    # from a batch job's submission until a scheduling pass first tries it (Slurm never starts a
+    # batch job in the submission call itself; a later pass does, within about a second)
+    submit_delay_s: float = 0.0
     priority: PriorityWeights = field(default_factory=PriorityWeights)
     partitions: dict[str, PartitionRules] = field(default_factory=dict)
     time_scale: float = 1.0
@@ -85,6 +92,9 @@ class SlurmScheduling:
             if not (value > 0 or (value == -1 and name in ("sched_interval_s", "bf_interval_s"))) \
                     or not math.isfinite(value):
                 raise ValueError(f"{name} must be a positive number of seconds (or -1: off), not {value}")
+        for name in ("release_delay_s", "submit_delay_s"):
+            if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
+                raise ValueError(f"{name} must be >= 0 s, not {getattr(self, name)}")
         for name in ("default_queue_depth", "bf_max_job_test"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
@@ -100,15 +110,19 @@ class SlurmScheduling:
         replayed in trace seconds that ran compressed ``factor`` times on real Slurm)."""
         if not factor > 0:
             raise ValueError(f"a time scale must be > 0, not {factor}")
+        factor = float(factor)
 
         def times(value: float) -> float:
             return value if value == -1 else value * factor
 
         priority = replace(self.priority, max_age_s=self.priority.max_age_s * factor,
-                           calc_period_s=self.priority.calc_period_s * factor)
+                           calc_period_s=self.priority.calc_period_s * factor,
+                           decay_half_life_s=self.priority.decay_half_life_s * factor)
         return replace(self, sched_interval_s=times(self.sched_interval_s), bf_interval_s=times(self.bf_interval_s),
                        bf_resolution_s=self.bf_resolution_s * factor, bf_window_s=self.bf_window_s * factor,
-                       will_run_window_s=self.will_run_window_s * factor, priority=priority,
+                       will_run_window_s=self.will_run_window_s * factor,
+                       release_delay_s=self.release_delay_s * factor,
+                       submit_delay_s=self.submit_delay_s * factor, priority=priority,
                        time_scale=self.time_scale * factor)
 
     @classmethod
@@ -140,6 +154,7 @@ class SlurmScheduling:
             type=prio.type, age=prio.weight_age, fairshare=prio.weight_fairshare, job_size=prio.weight_job_size,
             partition=prio.weight_partition, qos=prio.weight_qos, max_age_s=prio.max_age_s,
             calc_period_s=prio.calc_period_s, favor_small=prio.favor_small,
+            decay_half_life_s=prio.decay_half_life_s, fair_tree="NO_FAIR_TREE" not in prio.flags,
             partition_job_factor={name: rules.job_factor for name, rules in partitions.items()})
         return cls(scheduler=kind, sched_interval_s=float(sched.sched_interval_s),
                    default_queue_depth=max(sched.default_queue_depth, 1),

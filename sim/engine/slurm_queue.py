@@ -50,6 +50,7 @@ from typing import Protocol
 import numpy as np
 from sortedcontainers import SortedList
 
+from greenslurm.allocation.consecutive import best_fit_consecutive
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
@@ -58,6 +59,7 @@ from greenslurm.sim.engine.slurm_node_space import NodeSpace
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
 from greenslurm.sim.machines.machine import Machine, PendingJob
 
+CPU = 0
 MAIN = "main"
 BACKFILL = "backfill"
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
@@ -110,15 +112,24 @@ def group_ends(ends: list[float], window_s: float) -> list[int]:
 class JobLimits(Protocol):
     """Accounting limits (QOS, associations) that keep a job pending although resources are free.
     Slurm skips such a job in both schedulers (it does not block its partition) and plans nothing
-    for it in backfill."""
+    for it in backfill.  The same records give the fair-share factor (see
+    :mod:`greenslurm.sim.engine.slurm_accounting`)."""
 
     def blocked(self, waiting: Waiting, now_s: float) -> str | None:
         """Why ``waiting`` may not start now (None: it may)."""
         ...
 
+    def refused(self, job: PendingJob) -> tuple[str, str] | None:
+        """(reason, detail) for a job the limits never let start (Slurm leaves it pending for ever)."""
+        ...
+
     def started(self, waiting: Waiting, now_s: float) -> None: ...
 
     def ended(self, job: PendingJob, now_s: float) -> None: ...
+
+    def fairshare(self, user: str, account: str, now_s: float) -> float:
+        """The fair-share factor in [0, 1] of (user, account) now."""
+        ...
 
 
 class NoLimits:
@@ -127,11 +138,17 @@ class NoLimits:
     def blocked(self, waiting: Waiting, now_s: float) -> str | None:
         return None
 
+    def refused(self, job: PendingJob) -> tuple[str, str] | None:
+        return None
+
     def started(self, waiting: Waiting, now_s: float) -> None:
         pass
 
     def ended(self, job: PendingJob, now_s: float) -> None:
         pass
+
+    def fairshare(self, user: str, account: str, now_s: float) -> float:
+        return 0.0
 
 
 class SlurmQueue:
@@ -144,7 +161,8 @@ class SlurmQueue:
         self.limits: JobLimits = limits if limits is not None else NoLimits()
         self.settings = settings = scheduling if scheduling is not None else SlurmScheduling()
         cluster = machine.cluster
-        self.priority = JobPriority(settings.priority, cluster.size, float(cluster.total_cpus))
+        self.priority = JobPriority(settings.priority, cluster.size, float(cluster.total_cpus),
+                                    self.limits.fairshare)
         self.waiting_jobs: dict[int, Waiting] = {}
         self.running_by_end: SortedList = SortedList()       # (expected end, index)
         self.rejected: list[Rejection] = []
@@ -157,6 +175,13 @@ class SlurmQueue:
         self._main_limited = False                           # the last event pass stopped at its depth
         self._next_main = self._next_backfill = self._next_calc = math.inf
         self._partition_masks: dict[str, np.ndarray | None] = {}
+        self._will_run_cache: dict = {}
+        # Slurm's node choice unless the run names a node selection (then that selection's)
+        self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
+        self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
+        self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
+        self._held: np.ndarray | None = None
+        self._running_cache: tuple | None = None
 
     # -- the strategy protocol ------------------------------------------------------------------
     def submit(self, job: PendingJob, now_s: float) -> None:
@@ -165,27 +190,64 @@ class SlurmQueue:
         spec = job.job
         partition = self._partition_of(spec.partition)
         rules = self.settings.partitions.get(partition, PartitionRules())
-        over = self._over_limit(job, rules, partition)
+        over = self._over_limit(job, rules, partition) or self.limits.refused(job)
         if over:
             self.rejected.append(Rejection(spec.job_id, spec.submit_s, self.name, *over,
                                            job.cpus_total, spec.run_for_s, spec.deadline_s))
             return
         waiting = Waiting(job, partition, rules.tier, 0, now_s)
         waiting.priority = self._priority(waiting, now_s)
+        if self.settings.submit_delay_s > 0:
+            # Slurm tries a batch job at the next scheduling pass after submission, not at once
+            self._arriving.append((now_s + self.settings.submit_delay_s, waiting))
+            return
         self.waiting_jobs[job.index] = waiting
         self._version += 1
+
+    def _admit_arrived(self, now_s: float) -> None:
+        while self._arriving and self._arriving[0][0] <= now_s:
+            waiting = self._arriving.pop(0)[1]
+            self.waiting_jobs[waiting.job.index] = waiting
+            self._version += 1
 
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         self.running_by_end.discard((job.planned_end_s, job.index))
         self.limits.ended(job, now_s)
+        delay = self.settings.release_delay_s
+        if delay > 0:
+            # Slurm gives the resources again only once the job has completed (epilog, messages):
+            # until then the queue counts them as held.
+            if self._held is None:
+                self._held = np.zeros_like(self.machine.free)
+            self._held[job.node_indices] += job.demand
+            self._completing.append((now_s + delay, job))
         self._version += 1
 
+    def _release_completed(self, now_s: float) -> None:
+        done = [entry for entry in self._completing if entry[0] <= now_s]
+        if not done:
+            return
+        self._completing = [entry for entry in self._completing if entry[0] > now_s]
+        for _, job in done:
+            self._held[job.node_indices] -= job.demand
+        if not self._completing:
+            self._held.fill(0.0)          # no rounding left behind
+        self._version += 1
+
+    def _free(self) -> np.ndarray:
+        """What the queue may give now: the machine's free resources less those of completing jobs."""
+        return self.machine.free - self._held if self._completing else self.machine.free
+
     def schedule(self, now_s: float) -> None:
+        if self._arriving:
+            self._admit_arrived(now_s)
+        if self._completing:
+            self._release_completed(now_s)
         if not self.waiting_jobs:
             return
         settings = self.settings
         if now_s >= self._next_calc:
-            self._next_calc = self._next_tick(now_s, settings.priority.calc_period_s)
+            self._next_calc = settings.priority.next_calc_after(now_s, self._origin)
             self._recalculate(now_s)
         periodic = now_s >= self._next_main
         if periodic:
@@ -199,15 +261,19 @@ class SlurmQueue:
                 self._backfill_seen = self._version
 
     def next_wake_s(self) -> float | None:
+        if self._arriving and not self.waiting_jobs:
+            return self._arriving[0][0]
         if not self.waiting_jobs:
             return None
-        wake = min(self._next_backfill if self.settings.backfills else math.inf,
-                   self._next_calc if self.settings.priority.ages else math.inf,
+        wake = min(self._completing[0][0] if self._completing else math.inf,
+                   self._arriving[0][0] if self._arriving else math.inf,
+                   self._next_backfill if self.settings.backfills else math.inf,
+                   self._next_calc if self.settings.priority.recalculated else math.inf,
                    self._next_main if self._main_limited else math.inf)
         return None if wake == math.inf else wake
 
     def waiting(self) -> int:
-        return len(self.waiting_jobs)
+        return len(self.waiting_jobs) + len(self._arriving)
 
     # -- timers and priorities ------------------------------------------------------------------
     def _start_timers(self, now_s: float) -> None:
@@ -215,7 +281,7 @@ class SlurmQueue:
         settings = self.settings
         self._next_main = s + settings.sched_interval_s if settings.sched_interval_s > 0 else math.inf
         self._next_backfill = s + settings.bf_interval_s if settings.backfills else math.inf
-        self._next_calc = s + settings.priority.calc_period_s if settings.priority.ages else math.inf
+        self._next_calc = settings.priority.next_calc_after(s, s) if settings.priority.recalculated else math.inf
 
     def _next_tick(self, now_s: float, interval_s: float) -> float:
         """The first tick (origin + k x interval) after ``now_s``."""
@@ -231,7 +297,7 @@ class SlurmQueue:
         spec = job.job
         min_nodes = spec.nodes if spec.nodes > 0 else 1
         return self.priority.multifactor(min_nodes, job.cpus_total, waiting.partition, spec.qos, spec.nice,
-                                         waiting.eligible_s, now_s)
+                                         waiting.eligible_s, now_s, spec.user, spec.account)
 
     def _recalculate(self, now_s: float) -> None:
         changed = False
@@ -272,12 +338,29 @@ class SlurmQueue:
     # -- starting --------------------------------------------------------------------------------
     def _place_now(self, job: PendingJob, usable: np.ndarray | None) -> np.ndarray | None:
         machine = self.machine
-        if usable is None:
+        if usable is None and not self._completing and not self._slurm_choice:
             return machine.place(job)
         if job.cpus_total > machine.free_cpus_total:
             return None
-        free = np.where(usable[:, None], machine.free, -np.inf)
-        return machine.place(job, free, now=True)
+        free = self._free()
+        if usable is None:
+            usable = job.allowed
+        if usable is not None:
+            free = np.where(usable[:, None], free, -np.inf)
+        return self._place(job, free, now=True)
+
+    def _place(self, job: PendingJob, free: np.ndarray, now: bool) -> np.ndarray | None:
+        """Nodes for ``job`` in ``free`` (rows of nodes it may not use: -inf): Slurm's own choice
+        (:func:`~greenslurm.allocation.consecutive.best_fit_consecutive` over the nodes with a free
+        CPU) unless the run names another node selection."""
+        machine = self.machine
+        if not self._slurm_choice:
+            return machine.place(job, free, now=now)
+        candidates = machine.fitting_nodes(job, free, now)
+        if candidates.size < job.nodes:
+            return None
+        cpus = free[:, CPU]
+        return best_fit_consecutive(cpus, cpus >= 1, candidates, job.nodes, float(job.demand[CPU]))
 
     def _start(self, waiting: Waiting, nodes: np.ndarray, now_s: float, by: str) -> None:
         job = waiting.job
@@ -401,28 +484,58 @@ class SlurmQueue:
     def will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
         """When and where ``job`` could start on the ``usable`` nodes, given the running jobs and
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
-        in the groups of :func:`group_ends`; None if it never fits there."""
+        in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
+        the next start or end (jobs of one shape on the same nodes get the same answer)."""
+        key = (job.shape_key, usable.tobytes())
+        cache = self._will_run_cache
+        if cache.get(None) != self._version:
+            cache.clear()
+            cache[None] = self._version
+        if key not in cache:
+            cache[key] = self._will_run(job, usable, now_s)
+        return cache[key]
+
+    def _running_index(self) -> tuple[np.ndarray, np.ndarray, list[PendingJob]]:
+        """The running jobs in order of expected end: their ends, a [job, node] membership matrix
+        and the jobs (rebuilt after every start or end)."""
+        if self._running_cache is None or self._running_cache[0] != self._version:
+            running = self.machine.running
+            # completing jobs free their resources when released; then the running ones as they end
+            pairs = sorted([(release, job.index, job) for release, job in self._completing]
+                           + [(end, index, running[index]) for end, index in self.running_by_end],
+                           key=lambda pair: pair[:2])
+            jobs = [job for _, _, job in pairs]
+            ends = np.array([end for end, _, _ in pairs], dtype=float)
+            member = np.zeros((len(jobs), self.machine.cluster.size), dtype=bool)
+            for row, other in enumerate(jobs):
+                member[row, other.node_indices] = True
+            self._running_cache = (self._version, ends, member, jobs)
+        return self._running_cache[1:]
+
+    def _will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
         machine = self.machine
-        free = np.where(usable[:, None], machine.free, -np.inf)
-        nodes = machine.place(job, free, now=True)
+        free = np.where(usable[:, None], self._free(), -np.inf)
+        nodes = self._place(job, free, now=True)
         if nodes is not None:
             return now_s, nodes
-        running = machine.running
-        ending = [(end, running[index]) for end, index in self.running_by_end
-                  if usable[running[index].node_indices].any()]
-        if not ending:
+        ends, member, jobs = self._running_index()
+        if not jobs:
             return None
-        cuts = group_ends([end for end, _ in ending], self.settings.will_run_window_s)
+        rows = np.flatnonzero(member[:, usable].any(axis=1))    # running jobs holding usable nodes
+        if rows.size == 0:
+            return None
+        cuts = group_ends(ends[rows].tolist(), self.settings.will_run_window_s)
         first = 0
         free_cpus = float(free[usable, 0].sum())
         for cut in cuts:
-            for _, other in ending[first:cut]:
+            for row in rows[first:cut].tolist():
+                other = jobs[row]
                 free[other.node_indices] += other.demand
                 free_cpus += float(other.demand[0]) * int(usable[other.node_indices].sum())
             first = cut
             if free_cpus < job.cpus_total - 1e-9:
                 continue
-            nodes = machine.place(job, free)
+            nodes = self._place(job, free, now=False)
             if nodes is not None:
-                return max(ending[cut - 1][0], now_s), nodes
+                return max(float(ends[rows[cut - 1]]), now_s), nodes
         return None

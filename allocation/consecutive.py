@@ -1,0 +1,79 @@
+"""Slurm's node choice (select/cons_tres ``_eval_nodes``): the best fit among sets of consecutive nodes.
+
+Slurm 22.05 without topology, in node order: the nodes a job could use (of its partition, with at
+least one free CPU) form runs of consecutive nodes ("sets").  The best set is the *sufficient* one
+(enough free CPUs and enough nodes that hold the job's share) with the fewest free CPUs, the first
+on ties; if none is sufficient, the one with the most, and then the next best, until the job has its
+nodes.  In the chosen set a one-node job takes the node with the fewest free CPUs that holds it
+(best fit, the first on ties); a job on several nodes takes them in node order.
+
+The replay's jobs ask the same share on each node (a rigid shape); Slurm may spread a job that
+names no node count unevenly.  That difference is left.
+
+>>> free = np.array([4.0, 1.0, 0.0, 4.0, 2.0, 4.0])     # CPUs free on n0..n5; n2 is full
+>>> in_map = free >= 1                                   # sets: n0-n1 (5 CPUs), n3-n5 (10 CPUs)
+>>> fits = free >= 2                                     # a job of 2 CPUs: n0, n3, n4, n5
+>>> best_fit_consecutive(free, in_map, np.flatnonzero(fits), 1, 2.0).tolist()   # set n0-n1, node n0
+[0]
+>>> best_fit_consecutive(free, in_map, np.flatnonzero(free >= 3), 1, 3.0).tolist()  # n0-n1 suffices (5 >= 3)
+[0]
+>>> best_fit_consecutive(free, in_map, np.flatnonzero(fits), 2, 2.0).tolist()   # 2 nodes: only n3-n5 has 2 that fit
+[3, 4]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+CPU = 0
+
+
+def consecutive_runs(in_map: np.ndarray) -> list[tuple[int, int]]:
+    """The runs of True in ``in_map`` as (first, last) indices.
+
+    >>> consecutive_runs(np.array([True, True, False, True, False, False, True]))
+    [(0, 1), (3, 3), (6, 6)]
+    """
+    runs: list[tuple[int, int]] = []
+    edges = np.diff(np.concatenate(([0], in_map.astype(np.int8), [0])))
+    starts = np.flatnonzero(edges == 1)
+    ends = np.flatnonzero(edges == -1) - 1
+    runs.extend(zip(starts.tolist(), ends.tolist()))
+    return runs
+
+
+def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: np.ndarray, count: int,
+                         cpus_per_node: float) -> np.ndarray | None:
+    """``count`` of the ``candidates`` (nodes that hold the job's share, ascending) chosen as Slurm's
+    cons_tres does, ``in_map``: the nodes Slurm considers (usable, with a free CPU), which make the
+    consecutive sets; None if the candidates are too few."""
+    if candidates.size < count:
+        return None
+    is_candidate = np.zeros(len(in_map), dtype=bool)
+    is_candidate[candidates] = True
+    in_map = in_map | is_candidate
+    need_cpus = count * cpus_per_node
+    sets = []
+    for first, last in consecutive_runs(in_map):
+        members = np.flatnonzero(is_candidate[first:last + 1]) + first
+        if members.size:
+            sets.append((float(free_cpus[first:last + 1][in_map[first:last + 1]].sum()), first, members))
+    chosen: list[int] = []
+    while sets and len(chosen) < count:
+        remaining = count - len(chosen)
+        sufficient = [s for s in sets if s[0] >= need_cpus and s[2].size >= remaining]
+        if sufficient:
+            best = min(sufficient, key=lambda s: (s[0], s[1]))
+        else:
+            best = max(sets, key=lambda s: (s[0], -s[1]))
+        sets.remove(best)
+        members = best[2]
+        if remaining == 1:
+            # best fit single node: the fewest free CPUs that hold the share, the first on ties
+            chosen.append(int(members[np.argmin(free_cpus[members])]))
+        else:
+            chosen.extend(members[:remaining].tolist())
+    if len(chosen) < count:
+        return None
+    return np.array(sorted(chosen), dtype=candidates.dtype)
+
