@@ -55,7 +55,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from slurm_cluster import NodeDef, SlurmCluster, scontrol_fields, shared_root, skip_reason  # noqa: E402
+from slurm_cluster import (Accounting, NodeDef, SlurmCluster, accounting_skip_reason, scontrol_fields,  # noqa: E402
+                           shared_root, skip_reason)
 from greenslurm.traces.slurm_conf import expand_hostlist  # noqa: E402  (Slurm's hostlist syntax)
 
 FIELDS = ("name", "submit_s", "partition", "nodes", "tasks", "cpus_per_task", "time_limit_s", "runtime_s",
@@ -78,9 +79,9 @@ class RefJob:
     runtime_s: float
     nodes: int = 0                # 0: Slurm chooses (as few as fit)
     cpus_per_task: int = 1
-    user: str = ""                # recorded only: without slurmdbd it has no effect on scheduling
+    user: str = ""                # without slurmdbd recorded only; with it the (Unix) user that submits
     account: str = ""             # passed with -A (accepted unchecked without accounting)
-    qos: str = ""                 # recorded only: without slurmdbd Slurm drops it (QOS=(null))
+    qos: str = ""                 # with slurmdbd passed with --qos; without, recorded only (Slurm drops it)
     nice: int = 0                 # --nice, subtracted from the priority
 
 
@@ -261,12 +262,18 @@ class Recording:
     wall_s: float
     slurm_conf: str
     jobs: list[dict] = field(default_factory=list)
+    # with slurmdbd: 'sacctmgr show assoc tree -P' and 'sacctmgr show qos -P' at the end, and the
+    # passes of the fair-share (decay) thread: when (trace seconds, whole Slurm seconds) and each
+    # association's level fair-share then ("account/user": value, as slurmctld logged it)
+    sacctmgr_assoc: str = ""
+    sacctmgr_qos: str = ""
+    fairshare_passes: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def _sbatch_args(job: RefJob, speedup: float) -> list[str]:
+def _sbatch_args(job: RefJob, speedup: float, qos: bool = False) -> list[str]:
     args = ["--job-name", job.name, "-p", job.partition, "-n", str(job.tasks), "-c", str(job.cpus_per_task),
             "-t", str(real_limit_minutes(job.time_limit_s, speedup)), "-o", "/dev/null", "-e", "/dev/null"]
     if job.nodes:
@@ -275,15 +282,20 @@ def _sbatch_args(job: RefJob, speedup: float) -> list[str]:
         args += ["-A", job.account]
     if job.nice:
         args += [f"--nice={job.nice}"]
+    if qos and job.qos:
+        args += [f"--qos={job.qos}"]
     return args
 
 
 def record(jobs: list[RefJob], variant: Variant, out: Path, speedup: float = 60.0, nodes=DEFAULT_NODES,
            partitions=DEFAULT_PARTITIONS, priority=PRIORITY_LINES, timeout_s: float = 600.0,
-           poll_s: float = 0.25) -> Recording:
+           poll_s: float = 0.25, accounting: Accounting | None = None) -> Recording:
     """Run ``jobs`` on real daemons under ``variant``; write schedule.json, schedule.csv and
-    slurm.conf into ``out`` and return the recording."""
-    reason = skip_reason()
+    slurm.conf into ``out`` and return the recording.  With ``accounting`` (users, accounts, QOS set
+    up with sacctmgr, see ``tests/slurm_cluster.py``) the cluster has slurmdbd, every job with a user
+    is submitted by that ordinary Unix user with its QOS, slurmctld logs its fair-share passes
+    (DebugFlags=Priority), and the sacctmgr dumps (also as assoc.txt, qos.txt) are recorded."""
+    reason = skip_reason() if accounting is None else accounting_skip_reason()
     if reason:
         raise RuntimeError(reason)
     out = Path(out)
@@ -291,14 +303,16 @@ def record(jobs: list[RefJob], variant: Variant, out: Path, speedup: float = 60.
     root = shared_root("greenslurm-ref-")
     jobcomp = root / "jobcomp.txt"
     extra = [*variant.conf_lines(), *priority, "JobCompType=jobcomp/filetxt", f"JobCompLoc={jobcomp}",
-             "MinJobAge=3600"]
-    cluster = SlurmCluster(root / "slurm", nodes, extra_conf=extra, partitions=partitions)
+             "MinJobAge=3600", *(["DebugFlags=Priority"] if accounting is not None else [])]
+    cluster = SlurmCluster(root / "slurm", nodes, extra_conf=extra, partitions=partitions, accounting=accounting)
     order = sorted(range(len(jobs)), key=lambda i: (jobs[i].submit_s, i))   # stable: file order at ties
     ids: dict[str, str] = {}
     last_pending: dict[str, dict] = {}
     started = time.monotonic()
     try:
         cluster.start()
+        submitters = {name: cluster.add_user(name) for name in sorted({j.user for j in jobs if j.user})} \
+            if accounting is not None else {}
         t0 = time.time()
         t0_mono = time.monotonic()
         deadline = t0_mono + timeout_s
@@ -308,7 +322,8 @@ def record(jobs: list[RefJob], variant: Variant, out: Path, speedup: float = 60.
             while pending_submits and jobs[pending_submits[0]].submit_s / speedup <= now:
                 job = jobs[pending_submits.pop(0)]
                 script = f"#!/bin/sh\nexec sleep {job.runtime_s / speedup:.3f}\n"
-                result = cluster.sbatch(*_sbatch_args(job, speedup), script=script)
+                result = cluster.sbatch(*_sbatch_args(job, speedup, qos=accounting is not None), script=script,
+                                        user=submitters.get(job.user))
                 if result.returncode != 0:
                     raise RuntimeError(f"sbatch of {job.name} failed: {result.stderr.strip()}")
                 ids[job.name] = result.stdout.strip().split(";")[0]
@@ -322,10 +337,16 @@ def record(jobs: list[RefJob], variant: Variant, out: Path, speedup: float = 60.
         wall = time.monotonic() - started
         conf_text = cluster.conf.read_text()
         records = _collect(cluster, jobcomp, jobs, ids, last_pending, t0, speedup)
+        dumps = ((cluster.run("sacctmgr", "show", "assoc", "tree", "-P").stdout,
+                  cluster.run("sacctmgr", "show", "qos", "-P").stdout) if accounting is not None else ("", ""))
+        passes = fairshare_passes(cluster.log_text(), t0, speedup) if accounting is not None else []
     finally:
         cluster.stop()
-    recording = Recording(variant.name, speedup, t0, wall, conf_text, records)
+    recording = Recording(variant.name, speedup, t0, wall, conf_text, records, *dumps, passes)
     (out / "slurm.conf").write_text(conf_text)
+    if accounting is not None:
+        (out / "assoc.txt").write_text(dumps[0])
+        (out / "qos.txt").write_text(dumps[1])
     (out / "schedule.json").write_text(json.dumps(recording.to_json(), indent=1) + "\n")
     with open(out / "schedule.csv", "w", newline="") as handle:
         flat = [{k: (" ".join(v) if isinstance(v, list) else json.dumps(v) if isinstance(v, dict) else v)
@@ -335,6 +356,47 @@ def record(jobs: list[RefJob], variant: Variant, out: Path, speedup: float = 60.
         writer.writerows(flat)
     shutil.rmtree(root, ignore_errors=True)
     return recording
+
+
+_FT_LINE = re.compile(r"^\[([0-9T:-]+)(?:\.\d+)?\] priority/multifactor: _ft_debug:( +)=?(\S+) \((\S+)\):\s+(\S+)$")
+
+
+def fairshare_passes(log: str, t0: float, speedup: float) -> list[dict]:
+    """The fair-tree passes slurmctld logged (DebugFlags=Priority): one per run of consecutive
+    ``_ft_debug`` lines, with its time (Slurm's whole second, as the decay thread counts it: epoch
+    and trace seconds since the whole second ``t0`` is in) and each association's level fair-share
+    (``account/user``, ``account/`` for an account; ``parent`` for FairShare=parent).  slurmctld
+    indents a line by 4 blanks per level below root and writes ``name (account)``: a user's account
+    is the account line one level up (root's own users: ``(root)`` at the first level).
+
+    >>> log = ("[2024-01-01T00:00:10.500] priority/multifactor: _ft_debug:     root (root):  inf\\n"
+    ...        "[2024-01-01T00:00:10.500] priority/multifactor: _ft_debug:     =a (a):  0.5\\n"
+    ...        "[2024-01-01T00:00:10.500] priority/multifactor: _ft_debug:         a (a):  2.0\\n"
+    ...        "[2024-01-01T00:00:11.000] other\\n")
+    >>> passes = fairshare_passes(log, slurm_epoch("2024-01-01T00:00:11"), 60.0)
+    >>> passes[0]["trace_s"], passes[0]["level_fs"]
+    (-60, {'root/root': 'inf', 'a/': '0.5', 'a/a': '2.0'})
+    """
+    passes: list[dict] = []
+    accounts: dict[int, str] = {}             # indent -> the last account line there
+    previous = False
+    for line in log.splitlines():
+        found = _FT_LINE.match(line)
+        if not found:
+            previous = False
+            continue
+        stamp, blanks, name, account, value = found.groups()
+        if not previous:
+            epoch = slurm_epoch(stamp)
+            passes.append({"epoch": epoch, "trace_s": round((epoch - int(t0)) * speedup), "level_fs": {}})
+            accounts = {}
+        previous = True
+        indent = len(blanks) - 1         # the log line's own blank, then 4 per level
+        is_user = (indent == 4 and account == "root") or accounts.get(indent - 4) == account
+        if not is_user:
+            accounts[indent] = account
+        passes[-1]["level_fs"][f"{account}/{name if is_user else ''}"] = value
+    return passes
 
 
 def _sample_priorities(cluster: SlurmCluster, last_pending: dict[str, dict]) -> None:

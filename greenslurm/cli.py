@@ -110,6 +110,12 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--slurm-conf", metavar="FILE", default=None,
                        help="a site's slurm.conf (Include lines followed) as the cluster: its nodes, GRES, "
                             "features and partitions (a job runs only on its partition's nodes)")
+    parser.add_argument("--sacctmgr-assoc", metavar="FILE", default=None,
+                        help="the slurm queue: the site's 'sacctmgr show assoc tree -P' (accounts, users, "
+                             "shares: the fair-share factor)")
+    parser.add_argument("--sacctmgr-qos", metavar="FILE", default=None,
+                        help="the slurm queue: the site's 'sacctmgr show qos -P' (QOS priorities, MaxJobsPU, "
+                             "GrpTRES cpu)")
     parser.add_argument("--queue", choices=tuple(QUEUES), default=None,
                         help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission) or none "
                              "(place at arrival or fail: the GPU papers' model); default: easy, or deadline with "
@@ -213,7 +219,8 @@ OPTION_NAMES = {
     "deadlines.slack_sigma": "--slack-sigma", "supply.source": "--renewable", "supply.mode": "--renewable-mode", "supply.scale": "--renewable-scale",
     "supply.seed": "--renewable-seed", "power_states": "power states (--power-down-after, --power-budget, ...)",
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
-    "cluster.slurm_conf": "--slurm-conf",
+    "cluster.slurm_conf": "--slurm-conf", "cluster.sacctmgr_assoc": "--sacctmgr-assoc",
+    "cluster.sacctmgr_qos": "--sacctmgr-qos",
     "seed": "--seed", "deadlines.seed": "--slack-seed",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
@@ -263,7 +270,9 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                         columns=tuple(parse_columns(given("columns"))) if given("columns") else None,
                         exact_runtimes=bool(given("exact_runtimes")))
     cluster = ClusterSource(file=_absolute(given("cluster")), node_list=_absolute(given("nodes")),
-                            slurm_conf=_absolute(given("slurm_conf")))
+                            slurm_conf=_absolute(given("slurm_conf")),
+                            sacctmgr_assoc=_absolute(given("sacctmgr_assoc")),
+                            sacctmgr_qos=_absolute(given("sacctmgr_qos")))
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
                         deadlines=deadlines, power_states=power, colocation=colocation, supply=supply,

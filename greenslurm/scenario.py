@@ -25,6 +25,8 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     [cluster]
     file = "cluster.toml"          # or slurm_conf = "/etc/slurm/slurm.conf", node_list = "openb_node_list.csv",
                                    # or homogeneous = { nodes = 8, cpus = 4 }; none: the trace's header
+    sacctmgr_assoc = "assoc.txt"   # the slurm queue: 'sacctmgr show assoc tree -P' (shares, fair-share)
+    sacctmgr_qos = "qos.txt"       # the slurm queue: 'sacctmgr show qos -P' (QOS priority and limits)
 
     [selection]
     name = "firstfit"              # see greenslurm.allocation.selection (pwr, fgd, pwr=0.1,fgd=0.9, ...)
@@ -128,12 +130,15 @@ class Homogeneous:
 @dataclass(frozen=True)
 class ClusterSource:
     """At most one of ``file`` (cluster TOML), ``node_list`` (openb CSV), ``slurm_conf`` (a site's
-    slurm.conf: its nodes and partitions), ``homogeneous``; none: the trace's header."""
+    slurm.conf: its nodes and partitions), ``homogeneous``; none: the trace's header.  For the slurm
+    queue, the site's ``sacctmgr`` dumps (:mod:`greenslurm.traces.slurm_accounts`)."""
 
     file: str | None = None
     node_list: str | None = None
     slurm_conf: str | None = None
     homogeneous: Homogeneous | None = None
+    sacctmgr_assoc: str | None = None
+    sacctmgr_qos: str | None = None
 
 
 @dataclass(frozen=True)
@@ -262,7 +267,9 @@ class Scenario:
         trace = dataclasses.replace(self.trace, path=absolute(self.trace.path))
         cluster = dataclasses.replace(self.cluster, file=absolute(self.cluster.file),
                                       node_list=absolute(self.cluster.node_list),
-                                      slurm_conf=absolute(self.cluster.slurm_conf))
+                                      slurm_conf=absolute(self.cluster.slurm_conf),
+                                      sacctmgr_assoc=absolute(self.cluster.sacctmgr_assoc),
+                                      sacctmgr_qos=absolute(self.cluster.sacctmgr_qos))
         supply = dataclasses.replace(self.supply, source=absolute(self.supply.source, ("solar", "wind")))
         return dataclasses.replace(self, trace=trace, cluster=cluster, supply=supply)
 
@@ -428,6 +435,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail("a synthetic trace needs a cluster", "cluster")
     if s.queue not in QUEUES:
         fail(f"unknown queue {s.queue!r}; choose from {', '.join(QUEUES)}", "queue")
+    for key in ("sacctmgr_assoc", "sacctmgr_qos"):
+        if getattr(c, key) is not None and s.queue != "slurm":
+            fail(f"applies to the slurm queue (Slurm's QOS and fair-share), not to the {s.queue} queue",
+                 f"cluster.{key}")
+    if c.sacctmgr_qos is not None and c.sacctmgr_assoc is None:
+        fail("give the associations too: a QOS applies to a user's association", "cluster.sacctmgr_qos")
     if not s.arrival_scale > 0:
         fail("must be > 0", "arrival_scale")
 

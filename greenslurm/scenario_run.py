@@ -226,7 +226,11 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         if a is not None and a.compress is not None:
             options["compress"] = a.compress
     elif scenario.queue == "slurm":
-        options = {"scheduling": slurm_scheduling(scenario)}
+        from greenslurm.sim.engine.slurm_accounting import strategy_options
+        accounts = slurm_accounts(scenario)
+        options = strategy_options(slurm_scheduling(scenario), accounts)
+        if accounts is not None:         # Slurm's default account and QOS for jobs that name none
+            jobs = [accounts.complete(job) for job in jobs]
     factory = None
     if scenario.power_states is not None:
         from greenslurm.sim.machines.power_states import power_machine_factory
@@ -250,6 +254,22 @@ def slurm_scheduling(scenario: Scenario):
         return SlurmScheduling.from_conf(parse_slurm_conf(path))
     except ValueError as error:
         raise InputError(str(error), path=path, field="SchedulerType/PriorityType") from None
+
+
+def slurm_accounts(scenario: Scenario):
+    """The site's associations and QOS from its sacctmgr dumps, or None (Slurm without slurmdbd)."""
+    c = scenario.cluster
+    if c.sacctmgr_assoc is None:
+        return None
+    from greenslurm.inputs import check_input_file
+    from greenslurm.traces.slurm_accounts import read_accounts
+    for path, what in ((c.sacctmgr_assoc, "sacctmgr show assoc"), (c.sacctmgr_qos, "sacctmgr show qos")):
+        if path is not None:
+            check_input_file(path, what)
+    accounts = read_accounts(c.sacctmgr_assoc, c.sacctmgr_qos)
+    for note in accounts.not_modelled:
+        log.warning("not modelled, ignored: %s", note)
+    return accounts
 
 
 def colocation_machine(scenario: Scenario):

@@ -8,6 +8,14 @@ per node with its own ``Port=``, ``SlurmdParameters=config_overrides``, ``SlurmU
 ``proctrack/linuxproc`` and ``task/none``, no accounting.  munged gets its own socket (``AuthInfo``)
 so that clusters of different tests, or another munged on the machine, never meet.
 
+With ``accounting=`` (opt-in, :class:`Accounting`) the cluster also gets a private database and
+slurmdbd: ``mariadb-install-db`` into the cluster's folder, ``mariadbd`` on a free loopback port,
+``slurmdbd`` (it has no ``-f``: it reads ``slurmdbd.conf``, mode 0600, from the folder of
+``SLURM_CONF``; ``StorageHost=127.0.0.1`` with ``StoragePort``, since ``localhost`` means the default
+socket), then ``sacctmgr -i`` registers the cluster and runs the given commands (accounts, users,
+shares, QOS) before slurmctld starts with ``AccountingStorageType=accounting_storage/slurmdbd``.
+Clients reach slurmdbd through the cluster's own munged: ``AccountingStoragePass`` names its socket.
+
 Everything started is stopped by :meth:`SlurmCluster.stop` (also on a failed start).
 """
 
@@ -34,6 +42,10 @@ LUA_SOCKET = Path("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so")
 JOB_SUBMIT_LUA_SO = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/job_submit_lua.so")
 
 
+ACCOUNTING_BINARIES = ("mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "sacctmgr", "sshare")
+ACCOUNTING_MYSQL_SO = Path("/usr/lib/x86_64-linux-gnu/slurm-wlm/accounting_storage_mysql.so")
+
+
 def missing_binaries() -> list[str]:
     """What is missing to start a real cluster here (empty: all present)."""
     missing = [name for name in BINARIES if shutil.which(name, path=f"/usr/sbin:/usr/bin:{os.environ.get('PATH', '')}") is None]
@@ -52,6 +64,21 @@ def skip_reason() -> str | None:
                 "); scripts/test installs munge slurmctld slurmd slurm-client lua-socket with apt")
     if os.geteuid() != 0:
         return "real-Slurm tests start slurmctld/slurmd with SlurmUser=root and need root"
+    return None
+
+
+def accounting_skip_reason() -> str | None:
+    """Why real-Slurm tests with slurmdbd cannot run here, or None."""
+    reason = skip_reason()
+    if reason:
+        return reason
+    path = f"/usr/sbin:/usr/bin:{os.environ.get('PATH', '')}"
+    missing = [name for name in ACCOUNTING_BINARIES if shutil.which(name, path=path) is None]
+    if not ACCOUNTING_MYSQL_SO.exists():
+        missing.append(str(ACCOUNTING_MYSQL_SO))
+    if missing:
+        return ("slurmdbd and its database are not installed (missing: " + ", ".join(missing) +
+                "); scripts/test installs mariadb-server slurmdbd with apt")
     return None
 
 
@@ -92,6 +119,18 @@ class NodeDef:
 
 
 DEFAULT_NODES = (NodeDef("n1", 4, 4000, 2), NodeDef("n2", 4, 4000, 2), NodeDef("n3", 4, 4000), NodeDef("n4", 4, 4000))
+
+
+@dataclass(frozen=True)
+class Accounting:
+    """slurmdbd for a cluster (see the module's docstring).  ``users``: ordinary Unix users created
+    (if missing) before anything reads the associations: Slurm maps association user names to uids
+    when it loads them, so a user made later could not submit.  ``commands``: ``sacctmgr -i``
+    argument lists run in order once the cluster is registered (``("add", "qos", "high",
+    "Priority=100")``).  ``enforce``: AccountingStorageEnforce (limits and QOS need ``limits,qos``)."""
+    users: tuple[str, ...] = ()
+    commands: tuple[tuple[str, ...], ...] = ()
+    enforce: str = "associations,limits,qos"
 
 
 # -- ordinary (non-root) users ------------------------------------------------------------------------
@@ -144,13 +183,15 @@ def _blocked_for_others(path: Path) -> Path | None:
 
 class SlurmCluster:
     def __init__(self, root: Path, nodes=DEFAULT_NODES, job_submit_lua: str | None = None,
-                 cli_filter_lua: str | None = None, extra_conf=(), partitions=None, node_lines=None) -> None:
+                 cli_filter_lua: str | None = None, extra_conf=(), partitions=None, node_lines=None,
+                 accounting: Accounting | None = None) -> None:
         """``extra_conf``: slurm.conf lines ``Key=value``; one whose key is already set replaces that
         line (``SchedulerType=sched/builtin``), the others are added.  ``partitions``: the
         ``PartitionName=...`` lines instead of the one default partition ``debug`` of all nodes.
         ``node_lines``: the ``NodeName=...`` lines instead of one per node of ``nodes`` (which still names
         the slurmd daemons and writes gres.conf); each node needs ``NodeHostname=localhost`` and a
-        ``Port=`` of its own (``Port=[p-q]`` for a range of names)."""
+        ``Port=`` of its own (``Port=[p-q]`` for a range of names).  ``accounting``: also a database
+        and slurmdbd, set up before slurmctld starts (:class:`Accounting`)."""
         self.root = Path(root)
         self.nodes = tuple(nodes)
         self.job_submit_lua = job_submit_lua
@@ -158,6 +199,8 @@ class SlurmCluster:
         self.extra_conf = tuple(extra_conf)
         self.partitions = None if partitions is None else tuple(partitions)
         self.node_lines = None if node_lines is None else tuple(node_lines)
+        self.accounting = accounting
+        self.cluster_name = "greenslurm-test"
         self.procs: list[tuple[str, subprocess.Popen]] = []
         self.users: list[ClientUser] = []
         self.munged_pid: int | None = None
@@ -173,7 +216,7 @@ class SlurmCluster:
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self.ctld_port = free_port()
         lines = [
-            "ClusterName=greenslurm-test",
+            f"ClusterName={self.cluster_name}",
             "SlurmctldHost=localhost",
             f"SlurmctldPort={self.ctld_port}",
             "SlurmUser=root",
@@ -205,6 +248,14 @@ class SlurmCluster:
             "MinJobAge=300",
             "SchedulerParameters=sched_interval=1,bf_interval=1",
         ]
+        if self.accounting is not None:
+            self.db_port, self.dbd_port = free_port(), free_port()
+            lines[lines.index("AccountingStorageType=accounting_storage/none")] = \
+                "AccountingStorageType=accounting_storage/slurmdbd"
+            lines += ["AccountingStorageHost=localhost", f"AccountingStoragePort={self.dbd_port}",
+                      f"AccountingStoragePass={self.munge_socket}",
+                      f"AccountingStorageEnforce={self.accounting.enforce}"]
+            self._write_slurmdbd_conf()
         for extra in self.extra_conf:
             key = extra.split("=", 1)[0].strip().lower()
             same = [i for i, line in enumerate(lines) if line.split("=", 1)[0].lower() == key]
@@ -247,6 +298,17 @@ class SlurmCluster:
             (folder / "gres.conf").write_text("\n".join(gres) + "\n")
             (folder / "cgroup.conf").write_text("")
 
+    def _write_slurmdbd_conf(self) -> None:
+        (self.root / "db").mkdir(exist_ok=True)
+        conf = self.etc / "slurmdbd.conf"
+        conf.write_text("\n".join([
+            "AuthType=auth/munge", f"AuthInfo=socket={self.munge_socket}", "DbdHost=localhost",
+            "DbdAddr=127.0.0.1", f"DbdPort={self.dbd_port}", "SlurmUser=root",
+            "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1", f"StoragePort={self.db_port}",
+            "StorageUser=root", "StorageLoc=slurm_acct_db", f"LogFile={self.root / 'log' / 'slurmdbd.log'}",
+            f"PidFile={self.root / 'run' / 'slurmdbd.pid'}", "DebugLevel=info"]) + "\n")
+        os.chmod(conf, 0o600)            # slurmdbd refuses a slurmdbd.conf others can read
+
     # -- daemons ---------------------------------------------------------------------------------
     def _spawn(self, name: str, argv0: str, args: list[str]) -> subprocess.Popen:
         out = open(self.root / "log" / f"{name}.out", "ab")
@@ -260,6 +322,8 @@ class SlurmCluster:
         try:
             self._write_config()
             self._start_munged()
+            if self.accounting is not None:
+                self._start_accounting(timeout_s)
             self._spawn("slurmctld", "slurmctld", ["-D", "-i", "-f", str(self.conf)])
             for node in self.nodes:
                 self._spawn(f"slurmd-{node.name}", "slurmd", ["-D", "-N", node.name, "-f", str(self.conf)])
@@ -279,6 +343,52 @@ class SlurmCluster:
                         f"--seed-file={munge_dir / 'munged.seed'}"], check=True, env=self.env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=10)
         self.munged_pid = int((munge_dir / "munged.pid").read_text().strip())
+
+    def _start_accounting(self, timeout_s: float) -> None:
+        """mariadbd, slurmdbd, then the cluster and the :class:`Accounting` commands in the database."""
+        for name in self.accounting.users:
+            ensure_user(name)
+        data = self.root / "db" / "data"
+        install = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+                                  "--auth-root-authentication-method=normal", "--skip-test-db",
+                                  "--skip-name-resolve"], env=self.env, capture_output=True, text=True,
+                                 timeout=120)
+        if install.returncode != 0:
+            raise RuntimeError(f"mariadb-install-db failed ({install.returncode}): {install.stderr.strip()[-500:]}")
+        db = self.root / "db"
+        self._spawn("mariadbd", "mariadbd", [
+            "--no-defaults", f"--datadir={data}", "--user=root", f"--port={self.db_port}",
+            "--bind-address=127.0.0.1", f"--socket={db / 'mysqld.sock'}", f"--pid-file={db / 'mysqld.pid'}",
+            "--skip-name-resolve", "--innodb-buffer-pool-size=32M",
+            f"--log-error={self.root / 'log' / 'mariadbd.log'}"])
+        self._wait_for("mariadbd", ["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.db_port}", "-uroot",
+                                    "-e", "select 1"], timeout_s)
+        self._spawn("slurmdbd", "slurmdbd", ["-D"])
+        self._wait_for("slurmdbd", ["sacctmgr", "-n", "show", "cluster"], timeout_s)
+        self.sacctmgr("add", "cluster", self.cluster_name)
+        for command in self.accounting.commands:
+            self.sacctmgr(*command)
+
+    def _wait_for(self, name: str, probe: list[str], timeout_s: float) -> None:
+        """Until ``probe`` succeeds (the daemon answers); an exited daemon or the timeout raises."""
+        deadline = time.monotonic() + timeout_s
+        last = ""
+        while time.monotonic() < deadline:
+            self._raise_if_a_daemon_exited()
+            result = self.run(*probe, check=False, timeout=10)
+            if result.returncode == 0:
+                return
+            last = (result.stdout + result.stderr).strip()
+            time.sleep(0.1)
+        raise RuntimeError(f"{name} did not answer within {timeout_s} s: {last[-300:]}")
+
+    def sacctmgr(self, *args: str) -> str:
+        """``sacctmgr -i ARGS`` (no confirmation), its output; a failure raises with sacctmgr's message."""
+        result = self.run("sacctmgr", "-i", *args, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(f"sacctmgr {' '.join(args)} failed ({result.returncode}): "
+                               f"{(result.stderr or result.stdout).strip()}")
+        return result.stdout
 
     def add_user(self, name: str = "greenslurm-user") -> ClientUser:
         """An ordinary user (created if missing) that can run client commands here: ``run(..., user=)``.
@@ -307,13 +417,16 @@ class SlurmCluster:
         return subprocess.run(argv, env=env, capture_output=True, text=text, errors="replace" if text else None,
                               check=check, timeout=timeout, input=input, cwd=cwd)
 
+    def _raise_if_a_daemon_exited(self) -> None:
+        for name, proc in self.procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}; see {self.root / 'log'}")
+
     def wait_idle(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
         last = ""
         while time.monotonic() < deadline:
-            for name, proc in self.procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {proc.returncode}; see {self.root / 'log'}")
+            self._raise_if_a_daemon_exited()
             result = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False, timeout=10)
             last = result.stdout + result.stderr
             states = dict(line.split() for line in result.stdout.splitlines() if line.strip())

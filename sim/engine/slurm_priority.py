@@ -13,10 +13,12 @@ truncated to a whole number, at least 1 (0 means held).  The factors:
   with PriorityFavorSmall = ((nodes - min nodes) / nodes + (CPUs - job CPUs) / CPUs) / 2;
 - partition = the partition's PriorityJobFactor / the largest PriorityJobFactor of any partition;
 - qos = the QOS's priority / the largest QOS priority;
-- fairshare: needs slurmdbd's usage records; 0 without them (Slurm ignores its weight then).
+- fairshare: from the job's association and the usage records (``fairshare``: a function of user,
+  account and time, see :mod:`greenslurm.sim.engine.slurm_fairshare`); 0 without them (Slurm
+  without slurmdbd ignores its weight).
 
 Slurm recomputes every pending job's priority every PriorityCalcPeriod (and once at submission), so
-between two recomputations the age factor does not move.
+between two recomputations the age and fair-share factors do not move.
 
 priority/basic gives each job a priority that falls by one per submission: first come, first served.
 Jobs are then ordered by their partition's PriorityTier (higher first), priority (higher first),
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 
 BASIC = "priority/basic"
 MULTIFACTOR = "priority/multifactor"
@@ -54,7 +57,7 @@ def size_factor(min_nodes: int, cpus: float, cluster_nodes: int, cluster_cpus: f
     >>> size_factor(1, 1, 6, 24)         # (1/6 + 1/24) / 2
     0.10416666666666666
     >>> size_factor(1, 1, 6, 24, favor_small=True)   # ((6-1)/6 + (24-1)/24) / 2
-    0.8958333333333333
+    0.8958333333333334
     """
     if favor_small:
         value = (cluster_nodes - min_nodes) / cluster_nodes
@@ -93,6 +96,11 @@ class PriorityWeights:
     qos: int = 0
     max_age_s: float = 7 * 86400.0
     calc_period_s: float = 300.0
+    # when slurmctld's decay thread first ran (its passes: origin + k x calc_period_s), in the
+    # replay's seconds; None: at the first submission
+    calc_origin_s: float | None = None
+    decay_half_life_s: float = 7 * 86400.0      # PriorityDecayHalfLife (0: no decay)
+    fair_tree: bool = True                      # PriorityFlags without NO_FAIR_TREE
     favor_small: bool = False
     # PriorityJobFactor per partition and QOS priority per QOS name
     partition_job_factor: dict[str, int] = field(default_factory=dict)
@@ -108,17 +116,32 @@ class PriorityWeights:
             raise ValueError(f"PriorityCalcPeriod must be > 0 s, not {self.calc_period_s}")
 
     @property
-    def ages(self) -> bool:
-        """Whether priorities change while jobs wait (the age factor has a weight)."""
-        return self.type == MULTIFACTOR and self.age > 0
+    def recalculated(self) -> bool:
+        """Whether priorities change while jobs wait (the age or fair-share factor has a weight)."""
+        return self.type == MULTIFACTOR and (self.age > 0 or self.fairshare > 0)
+
+    def next_calc_after(self, now_s: float, origin_s: float) -> float:
+        """The first recomputation after ``now_s``: passes run at ``calc_origin_s`` (``origin_s``, the
+        first submission, if None) plus whole periods.
+
+        >>> PriorityWeights(calc_period_s=60).next_calc_after(61.0, origin_s=0.0)
+        120.0
+        >>> PriorityWeights(calc_period_s=60, calc_origin_s=-20.0).next_calc_after(0.0, origin_s=0.0)
+        40.0
+        """
+        anchor = origin_s if self.calc_origin_s is None else self.calc_origin_s
+        return anchor + (math.floor((now_s - anchor) / self.calc_period_s) + 1) * self.calc_period_s
 
 
 class JobPriority:
     """Priorities of one replay's jobs.  ``cluster_nodes`` and ``cluster_cpus``: the whole cluster,
-    as Slurm's ``node_record_count`` and ``cluster_cpus``."""
+    as Slurm's ``node_record_count`` and ``cluster_cpus``; ``fairshare(user, account, now_s)``: the
+    fair-share factor (None: 0)."""
 
-    def __init__(self, weights: PriorityWeights, cluster_nodes: int, cluster_cpus: float) -> None:
+    def __init__(self, weights: PriorityWeights, cluster_nodes: int, cluster_cpus: float,
+                 fairshare: Callable[[str, str, float], float] | None = None) -> None:
         self.weights = weights
+        self.fairshare = fairshare
         self.cluster_nodes = cluster_nodes
         self.cluster_cpus = cluster_cpus
         self._max_part = max(weights.partition_job_factor.values(), default=1) or 1
@@ -131,22 +154,23 @@ class JobPriority:
         return self._basic_next
 
     def factors(self, min_nodes: int, cpus: float, partition: str, qos: str, eligible_s: float,
-                now_s: float) -> dict[str, float]:
-        """The weighted factors of a job now (what ``sprio`` shows)."""
+                now_s: float, user: str = "", account: str = "") -> dict[str, float]:
+        """The weighted factors of a job now (what ``sprio`` shows), in Slurm's order of summing."""
         w = self.weights
         part = w.partition_job_factor.get(partition, 1) / self._max_part if w.partition else 0.0
         qos_factor = (w.qos_priority.get(qos, 0) / self._max_qos) if (w.qos and self._max_qos > 0) else 0.0
         return {
             "age": w.age * age_factor(now_s - eligible_s, w.max_age_s) if w.age else 0.0,
+            "fairshare": w.fairshare * self.fairshare(user, account, now_s)
+            if (w.fairshare and self.fairshare is not None) else 0.0,
             "jobsize": w.job_size * size_factor(min_nodes, cpus, self.cluster_nodes, self.cluster_cpus,
                                                 w.favor_small) if w.job_size else 0.0,
             "partition": w.partition * part,
             "qos": w.qos * qos_factor,
-            "fairshare": 0.0,
         }
 
     def multifactor(self, min_nodes: int, cpus: float, partition: str, qos: str, nice: int,
-                    eligible_s: float, now_s: float) -> int:
+                    eligible_s: float, now_s: float, user: str = "", account: str = "") -> int:
         """A job's priority/multifactor number now."""
-        return multifactor_priority(sum(self.factors(min_nodes, cpus, partition, qos, eligible_s, now_s).values()),
-                                    nice)
+        return multifactor_priority(sum(self.factors(min_nodes, cpus, partition, qos, eligible_s, now_s,
+                                                     user, account).values()), nice)
