@@ -13,7 +13,7 @@ Time is compressed 60 times as in ``bench/slurm_reference.py`` (a trace hour is 
 the fair-share passes run every real minute from slurmctld's start, so the workloads are laid out
 in real seconds around them: usage made before a pass orders the jobs that wait across it.
 
-    python bench/slurm_reference_accounts.py --out /tmp/acct-check                  # the test's 27 jobs, ~85 s
+    python bench/slurm_reference_accounts.py --out /tmp/acct-check                  # the test's 21 jobs, ~90 s
     python bench/slurm_reference_accounts.py --validation 150 --out /tmp/acct-v150   # about 7 min
     python bench/bench_slurm_fidelity.py /tmp/acct-v150
 
@@ -66,7 +66,7 @@ def job(name: str, real_submit: float, partition: str, user: str, tasks: int, re
 
 
 def check_workload() -> list[ref.RefJob]:
-    """21 jobs, about 77 real seconds, each group showing one effect (real seconds; the first
+    """21 jobs, about 70 real seconds, each group showing one effect (real seconds; the first
     fair-share pass after slurmctld's start comes about 59 s after the first submission).  Events
     that must keep their order are 2 s apart: Slurm stamps whole seconds, so 1 s apart could look
     simultaneous.
@@ -79,9 +79,9 @@ def check_workload() -> list[ref.RefJob]:
       g1 and g2 hold the 4 CPUs; g3 and g4 wait although 4 CPUs are free, and the normal g5 behind
       them starts at once (a blocked job does not hold back its partition).
     - Fair-share (fs partition): u1 (gsa-p1, 4 CPUs x 40 s), u2 (gsa-c1, 2 x 20 s), u3 (gsa-c2,
-      1 x 10 s) make usage from 0 s; fb (gsa-ops) holds both fs nodes 48-63 s; f-p1, f-p2, f-c1, f-c2
-      (both nodes each), submitted in that order at 50 s with equal priority (no usage at the first
-      pass), are ranked at the pass at ~59 s by fair tree: chem used less than phys, so c2, c1
+      1 x 10 s) make usage from 0 s; fb (gsa-ops) holds both fs nodes 48-61 s; f-p1, f-p2, f-c1, f-c2
+      (both nodes each, 2 s), submitted in that order at 50 s with equal priority (no usage at the
+      first pass), are ranked at the pass at ~59 s by fair tree: chem used less than phys, so c2, c1
       (chem's users by their usage) start before p2 (no usage at all) and p1.
     """
     q1, q2 = "gsa-q1", "gsa-q2"
@@ -95,8 +95,8 @@ def check_workload() -> list[ref.RefJob]:
         job("g3", 31, "qos", q1, 2, 3, "capped"), job("g4", 31, "qos", q2, 1, 3, "capped"),
         job("g5", 31, "qos", q2, 4, 3),
         job("u1", 0, "fs", "gsa-p1", 4, 40), job("u2", 0, "fs", "gsa-c1", 2, 20), job("u3", 0, "fs", "gsa-c2", 1, 10),
-        job("fb", 48, "fs", "gsa-ops", 8, 15, nodes=2),
-        *(job(f"f-{user[-2:]}", 50, "fs", user, 8, 3, nodes=2) for user in ("gsa-p1", "gsa-p2", "gsa-c1", "gsa-c2")),
+        job("fb", 48, "fs", "gsa-ops", 8, 13, nodes=2),
+        *(job(f"f-{user[-2:]}", 50, "fs", user, 8, 2, nodes=2) for user in ("gsa-p1", "gsa-p2", "gsa-c1", "gsa-c2")),
     ]
 
 
