@@ -6,7 +6,11 @@ nodes --json`` output, or ``live`` to run ``sinfo --json`` here), from the site'
 Every policy is a :class:`~greenslurm.scenario.Scenario` (:func:`greenslurm.sweep.policy_scenario`) over the
 same jobs, with the same drawn deadlines and the same renewable supply, replayed by
 :func:`greenslurm.scenario_run.replay_jobs`.  The report is one page: a row per figure, a column per policy, the
-difference against the current policy in green (better) or red (worse).
+difference against the current policy in green (better) or red (worse).  Before the policies, the
+**recorded** column: the schedule the export itself recorded (each job's own start and end), measured
+with the same metric code, and above the table how far the current policy's replay is from it
+(:mod:`greenslurm.whatif_baseline`).  With ``--slurm-conf`` the current policy is ``slurm`` (Slurm's own
+priorities, main scheduler and backfill, with the site's settings).
 
 A policy is ``QUEUE[:NAME=VALUE...]``, e.g. ``easy``, ``conservative``,
 ``deadline:acceptance=greedy:select=bestfit``, ``deadline:acceptance=threshold,greedy:renewable=green``,
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import time
@@ -32,6 +37,7 @@ from rich.table import Table
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import check_input_file, parse_columns
 from greenslurm.sweep import outcome_row, policy_scenario
+from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 
 # Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (power states), and, when the jobs
 # have deadlines (--slack), Greedy BestFit admission (deadlines).  Conservative is left out: on exports with
@@ -140,15 +146,18 @@ def load_cluster(args: argparse.Namespace):
 
 
 # -- running -----------------------------------------------------------------------------------
-def _run_one(task: tuple) -> tuple[str, dict, float]:
-    label, scenario, jobs, cluster, trace, out = task
+def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
+    """One policy's row, replay time and, when asked, its job id -> (submit, start)."""
+    label, scenario, jobs, cluster, trace, out, want_starts = task
     from greenslurm.scenario_run import replay_jobs
+    from greenslurm.sim.accounting.recorded_schedule import submit_and_start
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
     row = outcome_row(outcome, reader_skipped=dict(trace.skipped))
     if out is not None:
         write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
-    return label, row, time.perf_counter() - started
+    starts = submit_and_start(outcome.result.records) if want_starts else None
+    return label, row, time.perf_counter() - started, starts
 
 
 def write_policy_outputs(result, supply, folder: Path, reader_skipped) -> None:
@@ -199,15 +208,18 @@ def _slug(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.," else "_" if c == ":" else "-" for c in label)
 
 
-def run_policies(scenarios, jobs, cluster, trace, workers: int,
-                 out: str | None = None) -> dict[str, tuple[dict, float]]:
-    tasks = [(label, scenario, jobs, cluster, trace, None if out is None else str(Path(out) / _slug(label)))
-             for label, scenario in scenarios]
+def run_policies(scenarios, jobs, cluster, trace, workers: int, out: str | None = None,
+                 starts_of: str | None = None) -> tuple[dict[str, tuple[dict, float]], dict | None]:
+    """Each policy's (row, replay time) in order, and the job id -> (submit, start) of ``starts_of``."""
+    tasks = [(label, scenario, jobs, cluster, trace, None if out is None else str(Path(out) / _slug(label)),
+              label == starts_of) for label, scenario in scenarios]
     if workers <= 1 or len(tasks) == 1:
-        done = map(_run_one, tasks)
-        return {label: (row, seconds) for label, row, seconds in done}
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-        return {label: (row, seconds) for label, row, seconds in pool.map(_run_one, tasks)}
+        done = list(map(_run_one, tasks))
+    else:
+        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+            done = list(pool.map(_run_one, tasks))
+    starts = next((found for label, _, _, found in done if label == starts_of), None)
+    return {label: (row, seconds) for label, row, seconds, _ in done}, starts
 
 
 # -- the report --------------------------------------------------------------------------------
@@ -273,10 +285,13 @@ def legend(labels) -> str:
     return "; ".join(f"#{i} = {label}" for i, label in enumerate(labels) if len(label) > SHORT_LABEL)
 
 
-def report_table(results: dict[str, tuple[dict, float]], current: str) -> Table:
+def report_table(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None = None) -> Table:
+    """A row per figure, a column per policy (and first the recorded one, without differences)."""
     labels = list(results)
     table = Table(box=box.SIMPLE_HEAVY, title_justify="left", pad_edge=False)
     table.add_column("", no_wrap=True)
+    if recorded is not None:
+        table.add_column("export's\nrecord", justify="right", no_wrap=True)
     for number, label in enumerate(labels):
         heading = label if len(label) <= SHORT_LABEL else f"#{number}"
         table.add_column(("current\n" if label == current else "\n") + heading, justify="right", no_wrap=True)
@@ -295,23 +310,31 @@ def report_table(results: dict[str, tuple[dict, float]], current: str) -> Table:
                 diff = difference(base.get(key), value, lower, how)
                 text = f"{text} {diff}" if diff else text
             cells.append(text)
+        if recorded is not None:
+            cells.insert(0, _show(recorded.get(key), how))
         table.add_row(name, *cells)
-    table.add_row("replay time", *(f"{results[label][1]:.2f} s" for label in labels), style="dim")
+    table.add_row("replay time", *(["-"] if recorded is not None else []),
+                  *(f"{results[label][1]:.2f} s" for label in labels), style="dim")
     return table
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "whatif", help="admin what-if: the site's own sacct jobs under the current and candidate policies",
-        description="Replay SACCT_EXPORT on the site's cluster (from Slurm's node JSON or a TOML file) under\n"
-                    "the current policy and each candidate, and print a one-page comparison: energy, peak\n"
-                    "power, renewable share, waits, deadline misses, rejections; green better, red worse.",
+        description="Replay SACCT_EXPORT on the site's cluster (from Slurm's node JSON, slurm.conf or a TOML\n"
+                    "file) under the current policy and each candidate, and print a one-page comparison: energy,\n"
+                    "peak power, renewable share, waits, deadline misses, rejections; green better, red worse.\n"
+                    "The first column is the export's own record (each job's Start and End), and the report\n"
+                    "first says how far the current policy's replay is from it.",
         epilog="examples:\n"
                "  greenslurm whatif jobs.txt --cluster-from-slurm sinfo.json\n"
                "  greenslurm whatif jobs.txt --cluster-from-slurm live --candidate conservative \\\n"
                "      --candidate deadline:acceptance=greedy:select=bestfit --slack 1.0 --supply solar\n"
-               "  greenslurm whatif jobs.txt --cluster cluster.toml --current fcfs --json whatif.json\n\n"
-               "policies: QUEUE[:NAME=VALUE...]; every queue: select (the node selection, as replay --select);\n"
+               "  greenslurm whatif jobs.txt --cluster cluster.toml --current fcfs --json whatif.json\n"
+               "  greenslurm whatif jobs.txt --slurm-conf /etc/slurm/slurm.conf --candidate slurm:select=balanced\n\n"
+               "policies: QUEUE[:NAME=VALUE...]; queues: fcfs, easy, conservative, deadline, none, and slurm\n"
+               "(Slurm 22.05's priorities, main scheduler and backfill, set by --slurm-conf's slurm.conf, else\n"
+               "Slurm's defaults); every queue: select (the node selection, as replay --select);\n"
                "the deadline queue: acceptance (greedy, threshold, all, or a chain a,b), select (bestfit,\n"
                "balanced, minidle, firstfit, +backfill), renewable (grid, green, only: needs --supply), share\n"
                "and min_slack (threshold); node power states (fcfs, easy): power_states.suspend_after_s,\n"
@@ -327,8 +350,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--format", default=None, help="trace format (default: guessed)")
     parser.add_argument("--columns", default=None, metavar="NAMES",
                         help="field names of a headerless sacct export, '|'- or ','-separated")
-    parser.add_argument("--current", default="easy", metavar="POLICY",
-                        help="the policy the site runs now (default: easy, Slurm's backfill)")
+    parser.add_argument("--current", default=None, metavar="POLICY",
+                        help="the policy the site runs now (default: slurm, Slurm's own scheduling with the "
+                             "slurm.conf's settings, with --slurm-conf; else easy, textbook EASY backfilling)")
     parser.add_argument("--candidate", action="append", default=None, metavar="POLICY",
                         help="a policy to compare (repeat; default: " + ", ".join(DEFAULT_CANDIDATES) + ", and with --slack "
                              + ", ".join(DEADLINE_CANDIDATES) + ")")
@@ -349,7 +373,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--node-busy-w", type=float, default=None, help="node power with every CPU busy (W)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N jobs by submit time")
     parser.add_argument("--workers", "-j", type=int, default=None, help="policies replayed in parallel (default: cores)")
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write every figure as JSON")
+    parser.add_argument("--start-tolerance", type=float, default=DEFAULT_TOLERANCE_S, metavar="SECONDS",
+                        help="starts this close count as simultaneous when the current policy's start order is "
+                             f"compared with the record's (default {DEFAULT_TOLERANCE_S:g})")
+    parser.add_argument("--json", metavar="FILE", default=None,
+                        help="also write every figure as JSON (the policies, the recorded column, the distance)")
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="write each policy's jobs.csv, power.csv (with supply_w), summary.json into DIR/POLICY "
                              "(for greenslurm report)")
@@ -361,13 +389,20 @@ def run(args: argparse.Namespace, console: Console) -> int:
     import os
 
     from greenslurm.scenario import ClusterSource, TraceSource
-    from greenslurm.scenario_run import prepared_jobs
+    from greenslurm.scenario_run import build_supply, prepared_jobs
     from greenslurm.sweep import _read
+    from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
     started = time.perf_counter()
-    current = parse_policy(args.current)
+    current = parse_policy(args.current if args.current is not None else "slurm" if args.slurm_conf else "easy")
     defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if args.slack is not None else ())
     candidates = [parse_policy(p) for p in (args.candidate or defaults)]
     policies = [current] + [c for c in candidates if c[0] != current[0]]
+    if any(label == RECORDED for label, _, _ in policies):
+        raise InputError(f"{RECORDED!r} names the export's own schedule; give the policy another name "
+                         f"(NAME=QUEUE...)", path="<command line>", field="policy")
+    if not (args.start_tolerance >= 0 and math.isfinite(args.start_tolerance)):
+        raise InputError(f"--start-tolerance must be a number of seconds >= 0, not {args.start_tolerance:g}",
+                         path="<command line>", field="start-tolerance")
     cluster, cluster_source, cluster_note = load_cluster(args)
     check_input_file(args.trace)
     columns = parse_columns(args.columns)
@@ -392,8 +427,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not shown:
         raise InputError("no jobs to replay", path=args.trace)
     supply = scenarios[0][1].supply.source
-    results = run_policies(scenarios, jobs, cluster, trace, args.workers or os.cpu_count() or 1, args.out)
+    results, current_starts = run_policies(scenarios, jobs, cluster, trace, args.workers or os.cpu_count() or 1,
+                                           args.out, starts_of=current[0])
     jobs = shown
+    reader_skipped = dict(trace.skipped)
+    recorded = recorded_column(jobs, cluster, build_supply(scenarios[0][1], jobs, cluster), reader_skipped)
+    far = distance(recorded, current[0], current_starts, jobs, args.start_tolerance)
     elapsed = time.perf_counter() - started
 
     span_d = (jobs[-1].submit_s - jobs[0].submit_s) / 86400.0
@@ -407,10 +446,13 @@ def run(args: argparse.Namespace, console: Console) -> int:
              else "the cluster names no partitions: a job may use any node it fits on"]
     if cluster_note:
         notes.insert(0, cluster_note)
+    if any(queue == "slurm" for _, queue, _ in policies) and not args.slurm_conf:
+        notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
     if any(n.idle_w == 100.0 and n.busy_w == 350.0 for n in cluster.nodes) and args.cluster is None \
             and args.node_idle_w is None:
         notes.append("node power assumed (100 W idle, 350 W busy): give --node-idle-w/--node-busy-w")
-    parts = [head, report_table(results, current[0])] + ([escape(legend(results))] if legend(results) else [])
+    parts = [head, "", baseline_text(recorded, far, reader_skipped, _duration),
+             report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])
     body = Group(*parts,
                  "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
     console.print(Panel(body, title="what if", title_align="left", expand=False))
@@ -418,7 +460,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"wrote {escape(args.out)}/{{{', '.join(escape(_slug(label)) for label in results)}}}", style="dim")
     if args.json is not None:
         data = {"trace": str(args.trace), "jobs": len(jobs), "cluster": cluster_source, "current": current[0],
-                "policies": {label: row for label, (row, _) in results.items()}}
+                "policies": {label: row for label, (row, _) in results.items()},
+                RECORDED: recorded_json(recorded, reader_skipped), "fidelity": far.as_dict()}
         text = json.dumps(data, indent=2, default=str) + "\n"     # policies in the report's order
         if args.json == "-":
             print(text, end="")

@@ -68,6 +68,11 @@ def test_hostlists():
     for bad in ("n[1-", "n[a-b]", "n[3-1]", "n[[1]]"):
         with pytest.raises(ValueError):
             expand_hostlist(bad)
+    # a limit on the names in all, checked before they are built: 3 + 1 = 4 names
+    assert len(expand_hostlist("n[1-3],m", limit=4)) == 4
+    for bad in ("n[1-3],m", "a[1-2]b[1-2]"):               # 4 names; 2 x 2 = 4 names
+        with pytest.raises(ValueError, match="more than 3 hosts"):
+            expand_hostlist(bad, limit=3)
 
 
 # -- nodes ---------------------------------------------------------------------------------------------------

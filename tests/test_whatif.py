@@ -85,6 +85,13 @@ def test_whatif_on_phillips(shared_data, tmp_path, capsys):
     greedy = policies["greedy-bestfit"]
     assert greedy["deadline_missed"] == 0 and greedy["jobs_completed"] + greedy["rejected"] == 4285
     assert all(0 < p["renewable_share"] < 1 for p in policies.values())
+    # the export's own record: 239 jobs were cancelled while pending; the sinfo fixture has 35 of the
+    # 46 nodes the jobs ran on, so the record's energy is not known
+    recorded = data["recorded"]
+    assert recorded["jobs"] == 4046 and recorded["unusable_by_reason"] == {"cancelled before it started": 239}
+    assert not recorded["energy_available"] and "which the cluster lacks" in recorded["energy_missing"]
+    assert recorded["figures"]["energy_kwh"] is None and recorded["figures"]["mean_wait_s"] > 0
+    assert (data["fidelity"]["policy"], data["fidelity"]["jobs"]) == ("easy", 4046)
 
 
 def test_whatif_from_a_toml_cluster_and_live_sinfo(shared_data, tmp_path, capsys, monkeypatch):

@@ -12,7 +12,8 @@ Both generations of the data parser are read:
 Fields used: ``job_id``, ``array.job_id``/``array.task_id``, ``het.job_id``/``het.job_offset``,
 ``state.current``, ``time.submission|start|end|elapsed`` (seconds; ``time.limit`` in minutes),
 ``allocation_nodes``, ``required.CPUs``, ``tres.allocated``/``tres.requested`` (``cpu``, ``node``,
-``mem`` in MiB, ``gres`` named ``gpu`` or ``gpu:MODEL``), ``user``, ``partition``, ``constraints``, ``deadline``.
+``mem`` in MiB, ``gres`` named ``gpu`` or ``gpu:MODEL``), ``user``, ``partition``, ``constraints``, ``deadline``;
+``nodes`` (the hostlist it ran on) is kept as ``extra["node_list"]``, as the text reader keeps NodeList.
 Steps (``steps``) are nested in their job and are not records.  Mapping, skip and adjust reasons are
 those of :mod:`greenslurm.traces.sacct`.  Each job's ``source_line`` is the line where its object starts.
 """
@@ -181,9 +182,9 @@ class _JsonJob:
         extra = {"start_s": start, "wait_s": start - submit}
         if end:
             extra["end_s"] = end
-        for key in ("account", "qos", "name"):
+        for key, name in (("account", "account"), ("qos", "qos"), ("name", "job_name"), ("nodes", "node_list")):
             if isinstance(self.data.get(key), str) and self.data[key]:
-                extra["job_name" if key == "name" else key] = self.data[key]
+                extra[name] = self.data[key]
         return [JobSpec(job_id=job_id, submit_s=submit, requested_time_s=requested, runtime_s=runtime,
                         cpus=cpus, nodes=nodes_int, memory_mb_per_node=memory, gpus_per_node=gpus,
                         gpu_model=model, deadline_s=deadline if deadline != math.inf else None,

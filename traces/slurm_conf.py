@@ -188,9 +188,11 @@ def _follow(conf: SlurmConfFiles, name: str, includer: Path, number: int, stack:
 
 
 # -- values as Slurm reads them -----------------------------------------------------------------------------
-def expand_hostlist(text: str) -> list[str]:
+def expand_hostlist(text: str, limit: int = 1_000_000) -> list[str]:
     """Slurm's hostlist syntax expanded, in order: comma-separated names, each with bracketed ranges
-    (``n[1-3,7]``; leading zeros fix the width; several bracket groups multiply out).
+    (``n[1-3,7]``; leading zeros fix the width; several bracket groups multiply out).  More than
+    ``limit`` names in all is a ValueError, found before they are built (``r[0-99999]b[0-99999]``
+    would be ten billion).
 
     >>> expand_hostlist("n[1-3,7],gpu[01-02],login")
     ['n1', 'n2', 'n3', 'n7', 'gpu01', 'gpu02', 'login']
@@ -200,6 +202,10 @@ def expand_hostlist(text: str) -> list[str]:
     Traceback (most recent call last):
     ...
     ValueError: hostlist 'n[3-1]': range 3-1 goes down
+    >>> expand_hostlist("r[0-99999]b[0-99999]")
+    Traceback (most recent call last):
+    ...
+    ValueError: hostlist 'r[0-99999]b[0-99999]': names more than 1,000,000 hosts
     """
     names: list[str] = []
     for item in re.split(r",(?![^\[]*\])", text.strip()):
@@ -208,8 +214,14 @@ def expand_hostlist(text: str) -> list[str]:
             continue
         if item.count("[") != item.count("]") or re.search(r"\[[^\]]*\[", item):
             raise ValueError(f"hostlist {item!r}: unbalanced brackets")
+        groups = re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item)
+        total = 1                           # names of this item: the groups' sizes multiply
+        for _, ranges in groups:
+            total *= _bracket_size(ranges, item) if ranges else 1
+            if len(names) + total > limit:
+                raise ValueError(f"hostlist {item!r}: names more than {limit:,} hosts")
         expanded = [""]
-        for literal, ranges in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item):
+        for literal, ranges in groups:
             choices = [literal]
             if ranges:
                 choices = [literal + suffix for suffix in _bracket(ranges, item)]
@@ -218,8 +230,9 @@ def expand_hostlist(text: str) -> list[str]:
     return names
 
 
-def _bracket(ranges: str, item: str) -> list[str]:
-    out: list[str] = []
+def _bracket_ranges(ranges: str, item: str) -> list[tuple[int, int, int]]:
+    """(first, last, width) of each part of a bracket."""
+    out = []
     for part in ranges.split(","):
         low, sep, high = part.strip().partition("-")
         if not low.isdigit() or (sep and not high.isdigit()):
@@ -227,10 +240,16 @@ def _bracket(ranges: str, item: str) -> list[str]:
         first, last = int(low), int(high) if sep else int(low)
         if last < first:
             raise ValueError(f"hostlist {item!r}: range {first}-{last} goes down")
-        if last - first >= 1_000_000:
-            raise ValueError(f"hostlist {item!r}: range {first}-{last} names more than a million hosts")
-        out += [f"{i:0{len(low)}d}" for i in range(first, last + 1)]
+        out.append((first, last, len(low)))
     return out
+
+
+def _bracket_size(ranges: str, item: str) -> int:
+    return sum(last - first + 1 for first, last, _ in _bracket_ranges(ranges, item))
+
+
+def _bracket(ranges: str, item: str) -> list[str]:
+    return [f"{i:0{width}d}" for first, last, width in _bracket_ranges(ranges, item) for i in range(first, last + 1)]
 
 
 INFINITE = math.inf

@@ -61,7 +61,11 @@ def order_relation(starts: np.ndarray, tolerance_s: float) -> np.ndarray:
 
 def compare_schedules(recorded: dict[str, tuple[float, float]], replayed: dict[str, tuple[float, float]],
                       tolerance_s: float) -> Fidelity:
-    """Compare two schedules given as job -> (submit, start); only jobs in both count."""
+    """Compare two schedules given as job -> (submit, start); only jobs in both count.
+
+    Order is judged without the n x n relation of :func:`order_relation` (whose memory grows with the
+    square of the jobs: 3.5 GB for 11,704): in O(n log n), the same figures.
+    """
     names = sorted(set(recorded) & set(replayed))
     if not names:
         raise ValueError("the two schedules have no job in common")
@@ -74,17 +78,50 @@ def compare_schedules(recorded: dict[str, tuple[float, float]], replayed: dict[s
     else:
         difference = (wait_rep - wait_rec) / wait_rec
     error = np.abs(rep[:, 1] - rec[:, 1])
-    a = order_relation(rec[:, 1], tolerance_s)
-    b = order_relation(rep[:, 1], tolerance_s)
-    # a pair is in conflict when the two schedules order it oppositely, each by more than the tolerance
-    conflict = (a * b < 0)
-    agree = ~conflict.any(axis=1)
+    agree, conflicts = order_conflicts(rec[:, 1], rep[:, 1], tolerance_s)
     n = len(names)
     pairs = n * (n - 1) / 2
-    concordance = 1.0 - (float(np.triu(conflict, 1).sum()) / pairs) if pairs else 1.0
+    concordance = 1.0 - (conflicts / pairs) if pairs else 1.0
     return Fidelity(
         jobs=n, mean_wait_recorded_s=wait_rec, mean_wait_replayed_s=wait_rep, mean_wait_difference=difference,
         start_error_mean_abs_s=float(error.mean()), start_error_median_abs_s=float(np.median(error)),
         start_error_p90_abs_s=float(np.percentile(error, 90)), start_error_max_abs_s=float(error.max()),
         within_tolerance=float((error <= tolerance_s).mean()), order_agreement=float(agree.mean()),
         pair_concordance=concordance, disagreeing=tuple(n_ for n_, ok in zip(names, agree) if not ok))
+
+
+def order_conflicts(a: np.ndarray, b: np.ndarray, tolerance_s: float) -> tuple[np.ndarray, int]:
+    """Per job, whether no other job is ordered oppositely in the two schedules of starts ``a`` and
+    ``b`` (each by more than ``tolerance_s``); and how many pairs are.
+
+    A pair (i, j) conflicts when a_j > a_i + tol and b_j < b_i - tol (or the same with i and j
+    swapped).  Sorted by a, the jobs j with a_j > a_i + tol are a suffix, those with a_j < a_i - tol a
+    prefix: job i conflicts with some job iff the suffix's least b is below b_i - tol or the prefix's
+    greatest b above b_i + tol.  Conflicting pairs are counted by a sweep in decreasing a, with the b of
+    the suffix in a sorted list.
+
+    >>> agree, pairs = order_conflicts(np.array([0.0, 60.0, 120.0, 600.0]), np.array([0.0, 130.0, 70.0, 600.0]), 30.0)
+    >>> agree.tolist(), pairs            # the second and third jobs swapped (by more than 30 s both ways)
+    ([True, False, False, True], 1)
+    >>> order_conflicts(np.array([0.0, 10.0]), np.array([10.0, 0.0]), 30.0)[1]   # within the tolerance
+    0
+    """
+    from sortedcontainers import SortedList
+
+    order = np.argsort(a, kind="stable")
+    a_sorted, b_sorted = a[order], b[order]
+    n = len(a)
+    after = np.searchsorted(a_sorted, a_sorted + tolerance_s, side="right")    # first of the suffix
+    before = np.searchsorted(a_sorted, a_sorted - tolerance_s, side="left")    # end of the prefix
+    suffix_min = np.append(np.minimum.accumulate(b_sorted[::-1])[::-1], np.inf)
+    prefix_max = np.insert(np.maximum.accumulate(b_sorted), 0, -np.inf)
+    conflict = (suffix_min[after] < b_sorted - tolerance_s) | (prefix_max[before] > b_sorted + tolerance_s)
+    agree = np.empty(n, dtype=bool)
+    agree[order] = ~conflict
+    pairs, suffix, added = 0, SortedList(), n
+    for i in range(n - 1, -1, -1):                  # decreasing a: the suffix only grows
+        while added > after[i]:
+            added -= 1
+            suffix.add(b_sorted[added])
+        pairs += suffix.bisect_left(b_sorted[i] - tolerance_s)
+    return agree, pairs
