@@ -105,6 +105,14 @@ def test_bad_dumps_name_the_file_line_and_field(parse, text, where):
     assert str(error.value).startswith(where), str(error.value)
 
 
+def test_accounts_nested_deeper_than_64_levels_are_refused():
+    # 65 accounts each one blank deeper than the last: the 65th is 65 levels below root
+    rows = ["Account|User|Share", "root||1"] + [f"{' ' * depth}a{depth}||1" for depth in range(1, 66)]
+    with pytest.raises(InputError, match=r"^t:67: field Account: account a65 is nested 65 levels deep"):
+        parse_associations_text("\n".join(rows), "t")
+    assert len(parse_associations_text("\n".join(rows[:-1]), "t")) == 65
+
+
 def test_read_accounts_refuses_a_qos_the_qos_dump_does_not_define(tmp_path):
     (tmp_path / "a.txt").write_text(assoc_dump("c|root|||1|normal|", "c| root|ann||1|normal,gold|"))
     (tmp_path / "q.txt").write_text(QOS_DUMP)
@@ -297,6 +305,42 @@ def test_fairshare_parent_user_ranks_first_in_its_account():
     fs.advance(60.0)
     # pat used 100 of 110, yet FairShare=parent gives him level inf: rank 2/2; ann (1/1)/(10/110) = 11: 1/2
     assert (fs.level_fs("a", "pat"), fs.factor("pat", "a", 60.0), fs.factor("ann", "a", 60.0)) == (math.inf, 1.0, 0.5)
+
+
+FLAT_TREES = st.lists(st.tuples(st.integers(0, 5), st.lists(st.integers(0, 4), min_size=1, max_size=3)),
+                      min_size=1, max_size=4)       # per account: its shares, its users' shares
+
+
+@settings(max_examples=80)
+@given(FLAT_TREES, st.data())
+def test_fair_tree_factors_are_ranks_and_more_usage_never_raises_a_users_factor(accounts_spec, data):
+    tree = [Association("root", "", "", 1), Association("root", "root", "root", 1)]
+    users = []
+    for i, (shares, user_shares) in enumerate(accounts_spec):
+        tree.append(Association(f"a{i}", "", "root", shares))
+        for j, us in enumerate(user_shares):
+            tree.append(Association(f"a{i}", f"u{i}{j}", f"a{i}", us))
+            users.append((f"u{i}{j}", f"a{i}"))
+    usage = {u: data.draw(st.integers(0, 50)) for u in users}
+    extra_user = data.draw(st.sampled_from(users))
+    extra = data.draw(st.integers(1, 50))
+
+    def factors(added: int) -> dict:
+        fs = FairShareTree(tree, half_life_s=0, calc_period_s=60.0, origin_s=0.0)
+        for (user, account), cpu_s in usage.items():
+            cpus = cpu_s + (added if (user, account) == extra_user else 0)
+            if cpus:
+                fs.job_started(user, user, account, cpus=cpus, usage_factor=1.0, now_s=0.0)
+                fs.job_ended(user, 1.0)
+        return {u: fs.factor(u[0], u[1], 60.0) for u in [("root", "root"), *users]}
+
+    before, after = factors(0), factors(extra)
+    n = len(users) + 1
+    # every factor is a rank over the number of user associations, the best rank n
+    assert all(0 < f <= 1 and math.isclose(f * n, round(f * n)) for f in before.values())
+    assert max(before.values()) == 1.0
+    # using more never moves a user up
+    assert after[extra_user] <= before[extra_user]
 
 
 def test_classic_factor_is_two_to_the_minus_effective_usage_over_shares():

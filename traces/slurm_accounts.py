@@ -48,6 +48,7 @@ from greenslurm.clustermodel import InputError, JobSpec
 ROOT = "root"
 USE_PARENT = None             # Share "parent": the association takes its parent's fair-share place
 MAX_SHARES = 2 ** 32 - 2      # Slurm keeps shares in 32 bits (NO_VAL and INFINITE above)
+MAX_DEPTH = 64                # accounts nested deeper are refused (sites nest a handful of levels)
 TREE_COMMAND = "sacctmgr show assoc tree -P"
 # Names as Slurm stores them: no blanks, no '|' (the field separator), no control characters.
 _NAME = re.compile(r"^[^\s|,=\x00-\x1f\x7f]{1,256}$")
@@ -209,6 +210,7 @@ def parse_associations_text(text: str, path: str = "<sacctmgr show assoc>") -> t
                          f"'{TREE_COMMAND} cluster=NAME'", path=path, field="Cluster")
     out: list[Association] = []
     seen: dict[tuple[str, str], int] = {}
+    depth_of: dict[str, int] = {}               # account -> levels below root
     stack: list[str] = []                       # tree output: the account at each depth so far
     for number, fields in rows:
         raw_account = fields[col["Account"]]
@@ -247,6 +249,10 @@ def parse_associations_text(text: str, path: str = "<sacctmgr show assoc>") -> t
             raise InputError(f"cannot tell the parent of account {account}: dump the tree with '{TREE_COMMAND}' "
                              f"or add ParentName to format=", path=path, line=number, field="Account")
         if not user:
+            depth_of[account] = depth_of[parent] + 1 if parent else 0
+            if depth_of[account] > MAX_DEPTH:
+                raise InputError(f"account {account} is nested {depth_of[account]} levels deep (at most {MAX_DEPTH})",
+                                 path=path, line=number, field="Account")
             if account == ROOT:
                 stack = [ROOT]
             elif tree:

@@ -48,7 +48,8 @@ class QosLimits:
     """The QOS limits of one replay: what each QOS's running jobs hold, per QOS and per user."""
 
     def __init__(self, qos: Mapping[str, Qos]) -> None:
-        self.qos = dict(qos)
+        # only QOS with a limit are looked at (the schedulers ask about every waiting job, often)
+        self.qos = {name: q for name, q in qos.items() if q.max_jobs_per_user is not None or q.grp_cpus is not None}
         self.user_jobs: Counter = Counter()        # (QOS, user) -> running jobs
         self.cpus: Counter = Counter()             # QOS -> CPUs its running jobs hold
         self._held: dict[int, tuple[str, str, float]] = {}     # job index -> (QOS, user, CPUs)
