@@ -77,3 +77,50 @@ def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: 
         return None
     return np.array(sorted(chosen), dtype=candidates.dtype)
 
+
+
+def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Nodes and CPUs on each for a job of ``cpus`` CPUs that names no node count (Slurm: at least
+    one node, no maximum), as cons_tres chooses: in the best set (as :func:`best_fit_consecutive`),
+    the best-fit single node if one holds what is left, else the set's nodes in order, each giving
+    its free CPUs (the last what is left); then the next best set.  None if the nodes in ``in_map``
+    hold too few CPUs.
+
+    >>> free = np.array([4.0, 2.0, 2.0, 0.0, 4.0, 4.0])
+    >>> nodes, cpus = spread_consecutive(free, free >= 1, 4)      # sets n0-n2 (8 CPUs), n4-n5 (8): the first
+    >>> nodes.tolist(), cpus.tolist()                             # n0 holds 4: best fit single node
+    ([0], [4.0])
+    >>> nodes, cpus = spread_consecutive(free, free >= 1, 6)      # no node holds 6: n0 then n1
+    >>> nodes.tolist(), cpus.tolist()
+    ([0, 1], [4.0, 2.0])
+    >>> spread_consecutive(free, free >= 1, 17) is None
+    True
+    """
+    in_map = in_map & (free_cpus >= 1)
+    if float(free_cpus[in_map].sum()) < cpus:
+        return None
+    sets = [(float(free_cpus[a:b + 1].sum()), a, b) for a, b in consecutive_runs(in_map)]
+    taken: dict[int, float] = {}
+    left = float(cpus)
+    while sets and left > 0:
+        sufficient = [s for s in sets if s[0] >= left]
+        best = min(sufficient, key=lambda s: (s[0], s[1])) if sufficient else max(sets, key=lambda s: (s[0], -s[1]))
+        sets.remove(best)
+        _, first, last = best
+        members = np.arange(first, last + 1)
+        holds = members[free_cpus[members] >= left]
+        if holds.size:
+            node = int(holds[np.argmin(free_cpus[holds])])
+            taken[node] = left
+            left = 0.0
+            break
+        for node in members.tolist():
+            give = min(float(free_cpus[node]), left)
+            taken[node] = give
+            left -= give
+            if left <= 0:
+                break
+    if left > 0:
+        return None
+    nodes = np.array(sorted(taken), dtype=np.int64)
+    return nodes, np.array([taken[n] for n in nodes.tolist()])

@@ -17,7 +17,7 @@ from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.eligibility import CONSTRAINT_FORM, NO_FEATURES, NO_PARTITION
 from greenslurm.sim.engine.replay import SKIP_TOO_BIG_FOR_PARTITION, Replay
 
-QUEUES = ["fcfs", "easy", "conservative", "deadline", "none"]
+QUEUES = ["fcfs", "easy", "conservative", "deadline", "none", "slurm"]
 FEATURES = {5: ("ib",), 7: ("ib", "big")}
 
 
@@ -52,6 +52,9 @@ JOBS = ([job(f"a{i}", 0, 10, "a") for i in range(1, 5)] + [job(f"b{i}", 0, 20, "
 #        = latest planned end): ib at 7 on n7; wide at 10 on the two a-nodes free from 10.
 #  none: a job that does not fit on arrival is rejected: a5 (partition a full), ib (n5, n7 busy at 3),
 #        wide (no two free nodes at 4).
+#  slurm (first come first served, Slurm's main scheduler): at 7 (ab ends) a5 is blocked, so
+#        partition a fails and its nodes n0-n3 are closed for later jobs; ib still starts on n7 (in
+#        b and all); at 10 a5 takes n0 and wide the next two free nodes of "all", n1 and n2.
 COMMON = {**{f"a{i}": (0.0, (i - 1,)) for i in range(1, 5)}, **{f"b{i}": (0.0, (i + 3,)) for i in range(1, 4)},
           "a5": (10.0, (0,)), "ab": (2.0, (7,))}
 EXPECTED = {
@@ -60,6 +63,7 @@ EXPECTED = {
     "conservative": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
     "deadline": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
     "none": {k: v for k, v in COMMON.items() if k != "a5"},
+    "slurm": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
 }
 REJECTED = {"none": ["a5", "ib", "wide"]}
 SKIPPED = {NO_FEATURES: 1, NO_PARTITION: 1, SKIP_TOO_BIG_FOR_PARTITION: 1}
@@ -151,7 +155,7 @@ def test_no_job_starts_outside_its_allowed_nodes(parts, feature_picks, specs, qu
 
 # -- a real export: xdmod-pozidriv (sacct, 11,704 jobs in 7 partitions) -------------------------------
 
-POZIDRIV_WINDOWS = {"easy": [(0, 4000)], "conservative": [(0, 1000), (2800, 4000)]}
+POZIDRIV_WINDOWS = {"easy": [(0, 4000)], "conservative": [(0, 1000), (2800, 4000)], "slurm": [(0, 4000)]}
 
 
 def pozidriv_cluster(jobs) -> tuple[Cluster, dict[str, set[str]]]:
@@ -176,7 +180,7 @@ def pozidriv_cluster(jobs) -> tuple[Cluster, dict[str, set[str]]]:
     return Cluster(nodes, name="pozidriv"), partitions
 
 
-@pytest.mark.parametrize("queue", ["easy", "conservative"])
+@pytest.mark.parametrize("queue", ["easy", "conservative", "slurm"])
 def test_pozidriv_jobs_run_only_on_their_partitions(shared_data, queue):
     from greenslurm.traces import read_trace
 

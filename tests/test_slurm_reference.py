@@ -197,3 +197,25 @@ def test_limits_round_up_to_whole_real_minutes():
     assert ref.real_limit_minutes(3 * H + 1, 60) == 4
     # speedup 30: one trace hour is 120 real seconds
     assert ref.real_limit_minutes(H, 30) == 2
+
+
+# -- the replay of the recordings: the small version of bench/bench_slurm_fidelity.py --------------
+@live
+@pytest.mark.parametrize("variant, textbook", [("builtin", "easy"), ("backfill-fine", "fcfs")])
+def test_the_slurm_queue_replays_what_real_slurm_did(recorded, variant, textbook):
+    """The recorded workload replayed by the ``slurm`` queue on the recorded slurm.conf (times scaled
+    by the speedup, Slurm's reaction latencies estimated from the recording) starts every job within
+    two real seconds of the real start (Slurm's stamps are whole seconds and its passes come about a
+    second apart) and in the same order; the textbook queue of the other kind does not."""
+    import json
+
+    import bench_slurm_fidelity as fidelity
+
+    out, _ = recorded
+    recording = json.loads((out / variant / "schedule.json").read_text())
+    row = fidelity.fidelity(recording, "slurm", **fidelity.latencies(recording))
+    assert row["jobs"] == len(WORKLOAD) and row["skipped"] == row["rejected"] == 0
+    assert row["start_error_max_abs_s"] <= 2 * 60, row
+    assert row["pair_concordance"] == 1.0, row
+    other = fidelity.fidelity(recording, textbook)
+    assert other["pair_concordance"] < 1.0, other

@@ -66,6 +66,9 @@ class EnergyLedger:
     def _job_delta_w(self, job: PendingJob) -> float:
         """Power added to the cluster by running ``job``: (busy - idle) per CPU + (max - idle) per GPU."""
         nodes = job.node_indices
+        if job.demand.ndim == 2:           # spread unevenly: one row per node
+            return float((job.demand[:, CPU] * self._delta_per_cpu_w[nodes]).sum()
+                         + (job.demand[:, GPU] * self._delta_per_gpu_w[nodes]).sum())
         cpus, gpus = job.demand[CPU], job.demand[GPU]
         if self._uniform:
             return float(job.nodes * (cpus * self._delta_per_cpu_w[0] + gpus * self._delta_per_gpu_w[0]))
@@ -77,6 +80,9 @@ class EnergyLedger:
     def job_share_w(self, job: PendingJob) -> np.ndarray:
         """Per node power charged to ``job``: busy power per CPU times its CPUs, plus max GPU power."""
         nodes = job.node_indices
+        if job.demand.ndim == 2:
+            return (job.demand[:, CPU] * self._busy_per_cpu_w[nodes]
+                    + job.demand[:, GPU] * self.cluster.gpu_max_w[nodes])
         if self._uniform:
             return np.full(len(nodes), job.demand[CPU] * self._busy_per_cpu_w[0]
                            + job.demand[GPU] * self.cluster.gpu_max_w[0])
@@ -108,9 +114,9 @@ class EnergyLedger:
         share = self.job_share_w(job) * run_s
         # a job's nodes are distinct, so plain fancy-index addition is exact here
         self.node_jobs_j[nodes] += share
-        self.node_cpu_seconds[nodes] += job.demand[CPU] * run_s
-        if job.demand[GPU]:
-            self.node_gpu_seconds[nodes] += job.demand[GPU] * run_s
+        self.node_cpu_seconds[nodes] += job.demand[..., CPU] * run_s
+        if job.total(GPU):
+            self.node_gpu_seconds[nodes] += job.demand[..., GPU] * run_s
         energy = float(share.sum())
         self.jobs_j += energy
         self._jobs_on_node[nodes] -= 1

@@ -215,7 +215,7 @@ class Replay:
         self.records.append(JobRecord(
             job_id=spec.job_id, submit_s=spec.submit_s, start_s=job.start_s, end_s=now_s,
             requested_time_s=spec.requested_time_s, nodes=job.nodes, cpus=job.cpus_total,
-            gpus=float(job.demand[GPU] * job.nodes), killed_at_limit=spec.killed_at_limit,
+            gpus=job.total(GPU), killed_at_limit=spec.killed_at_limit,
             energy_j=energy, node_indices=tuple(job.node_indices.tolist()),
             deadline_s=spec.deadline_s, user=spec.user, partition=spec.partition))
         if self.progress is not None and len(self.records) % PROGRESS_EVERY == 0:

@@ -50,7 +50,7 @@ from typing import Protocol
 import numpy as np
 from sortedcontainers import SortedList
 
-from greenslurm.allocation.consecutive import best_fit_consecutive
+from greenslurm.allocation.consecutive import best_fit_consecutive, spread_consecutive
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
@@ -61,6 +61,7 @@ from greenslurm.sim.machines.machine import Machine, PendingJob
 
 CPU = 0
 MAIN = "main"
+Placement = tuple  # (nodes, per-node amounts for a job spread unevenly, or None)
 BACKFILL = "backfill"
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
 
@@ -178,6 +179,9 @@ class SlurmQueue:
         self._will_run_cache: dict = {}
         # Slurm's node choice unless the run names a node selection (then that selection's)
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
+        # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
+        # states and co-location keep every job's rigid shape)
+        self._spreading = self._slurm_choice and type(machine) is Machine
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
@@ -336,10 +340,11 @@ class SlurmQueue:
         return None
 
     # -- starting --------------------------------------------------------------------------------
-    def _place_now(self, job: PendingJob, usable: np.ndarray | None) -> np.ndarray | None:
+    def _place_now(self, job: PendingJob, usable: np.ndarray | None) -> Placement | None:
         machine = self.machine
         if usable is None and not self._completing and not self._slurm_choice:
-            return machine.place(job)
+            nodes = machine.place(job)
+            return None if nodes is None else (nodes, None)
         if job.cpus_total > machine.free_cpus_total:
             return None
         free = self._free()
@@ -349,23 +354,42 @@ class SlurmQueue:
             free = np.where(usable[:, None], free, -np.inf)
         return self._place(job, free, now=True)
 
-    def _place(self, job: PendingJob, free: np.ndarray, now: bool) -> np.ndarray | None:
-        """Nodes for ``job`` in ``free`` (rows of nodes it may not use: -inf): Slurm's own choice
-        (:func:`~greenslurm.allocation.consecutive.best_fit_consecutive` over the nodes with a free
-        CPU) unless the run names another node selection."""
+    def _spreads(self, job: PendingJob) -> bool:
+        """Whether Slurm may spread ``job`` unevenly: a CPU job that names no node count (at least
+        one node, no maximum), on a plain machine with Slurm's node choice."""
+        return self._spreading and job.cpu_only and job.job.nodes == 0 and job.demand.ndim == 1
+
+    def _min_nodes(self, job: PendingJob) -> int:
+        return 1 if self._spreads(job) else job.nodes
+
+    def _place(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
+        """Nodes for ``job`` in ``free`` (rows of nodes it may not use: -inf), and what it holds on
+        each when spread unevenly (else None): Slurm's own choice
+        (:mod:`greenslurm.allocation.consecutive`, over the nodes with a free CPU) unless the run
+        names another node selection."""
         machine = self.machine
         if not self._slurm_choice:
-            return machine.place(job, free, now=now)
+            nodes = machine.place(job, free, now=now)
+            return None if nodes is None else (nodes, None)
+        cpus = free[:, CPU]
+        if self._spreads(job):
+            found = spread_consecutive(cpus, cpus >= 1, job.cpus_total)
+            if found is None:
+                return None
+            nodes, per_node = found
+            amounts = np.zeros((len(nodes), free.shape[1]))
+            amounts[:, CPU] = per_node
+            return nodes, amounts
         candidates = machine.fitting_nodes(job, free, now)
         if candidates.size < job.nodes:
             return None
-        cpus = free[:, CPU]
-        return best_fit_consecutive(cpus, cpus >= 1, candidates, job.nodes, float(job.demand[CPU]))
+        nodes = best_fit_consecutive(cpus, cpus >= 1, candidates, job.nodes, float(job.demand[CPU]))
+        return None if nodes is None else (nodes, None)
 
-    def _start(self, waiting: Waiting, nodes: np.ndarray, now_s: float, by: str) -> None:
+    def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
         del self.waiting_jobs[job.index]
-        self.machine.start(job, nodes, now_s)
+        self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
         self.started_by[job.job.job_id] = by
         self.priority_at_start[job.job.job_id] = waiting.priority
@@ -394,11 +418,11 @@ class SlurmQueue:
                 usable = allowed
             else:
                 usable = available if allowed is None else (allowed & available)
-            nodes = None
-            if usable is None or int(usable.sum()) >= job.nodes:
-                nodes = self._place_now(job, usable)
-            if nodes is not None:
-                self._start(waiting, nodes, now_s, MAIN)
+            placement = None
+            if usable is None or int(usable.sum()) >= self._min_nodes(job):
+                placement = self._place_now(job, usable)
+            if placement is not None:
+                self._start(waiting, placement, now_s, MAIN)
                 continue
             # No later job of this partition, and no later job at all on its nodes.
             failed.add(waiting.partition)
@@ -443,7 +467,7 @@ class SlurmQueue:
             for _ in range(TRY_LATER_LIMIT):
                 end_s = max(start_from, now_s) + job.requested_s
                 usable, later = space.walk(start_from, end_s, partition_nodes)
-                if int(usable.sum()) < job.nodes:
+                if int(usable.sum()) < self._min_nodes(job):
                     if later:
                         start_from = later
                         continue
@@ -515,9 +539,9 @@ class SlurmQueue:
     def _will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
         machine = self.machine
         free = np.where(usable[:, None], self._free(), -np.inf)
-        nodes = self._place(job, free, now=True)
-        if nodes is not None:
-            return now_s, nodes
+        placed = self._place(job, free, now=True)
+        if placed is not None:
+            return now_s, placed[0]
         ends, member, jobs = self._running_index()
         if not jobs:
             return None
@@ -531,11 +555,12 @@ class SlurmQueue:
             for row in rows[first:cut].tolist():
                 other = jobs[row]
                 free[other.node_indices] += other.demand
-                free_cpus += float(other.demand[0]) * int(usable[other.node_indices].sum())
+                held = np.broadcast_to(other.demand[..., CPU], other.node_indices.shape)
+                free_cpus += float(held[usable[other.node_indices]].sum())
             first = cut
             if free_cpus < job.cpus_total - 1e-9:
                 continue
-            nodes = self._place(job, free, now=False)
-            if nodes is not None:
-                return max(float(ends[rows[cut - 1]]), now_s), nodes
+            placed = self._place(job, free, now=False)
+            if placed is not None:
+                return max(float(ends[rows[cut - 1]]), now_s), placed[0]
         return None

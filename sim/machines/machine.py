@@ -80,6 +80,12 @@ class PendingJob:
     def planned_end_s(self) -> float:
         return self.start_s + self.requested_s
 
+    def total(self, resource: int) -> float:
+        """What the job holds of ``resource`` over all its nodes (``demand`` is one row per node
+        once a job spread unevenly has started, see :meth:`Machine.start`)."""
+        demand = self.demand
+        return float(demand[resource] * self.nodes) if demand.ndim == 1 else float(demand[:, resource].sum())
+
 
 class Machine:
     """Free resources per node and the set of running jobs."""
@@ -218,7 +224,16 @@ class Machine:
         return True
 
     # -- state changes -----------------------------------------------------------------------
-    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float, amounts: np.ndarray | None = None) -> None:
+        """Start ``job`` on ``nodes``; ``amounts``: what it holds on each of them (rows aligned with
+        ``nodes``) when it is spread unevenly (Slurm's jobs that name no node count); the job's
+        ``demand`` then becomes those rows."""
+        if amounts is not None:
+            if job.task is not None or amounts.shape != (len(nodes), self.free.shape[1]):
+                raise ValueError(f"job {job.job.job_id}: uneven amounts are for CPU jobs, one row per node")
+            job.demand = amounts
+            job.nodes = len(nodes)
+            job.cpu_only = False
         if job.cpu_only:
             column = self.free[:, CPU]
             free_cpus = column[nodes]
