@@ -249,6 +249,25 @@ def test_time_scale_gives_the_decay_slurm_applied_in_real_seconds():
     assert scaled.usage("b", "bob") == pytest.approx(plain.usage("b", "bob"), rel=1e-12)
 
 
+def test_classic_effective_usage_follows_slurms_pass_and_lazy_user_order():
+    # NO_FAIR_TREE, no decay, passes every 60 s from 0.  ann: 10 CPUs 0-30 -> a 300 at its end.
+    # bob: 2 CPUs 50-100.  Pass 60: the accounts' E first, from the usage before the pass's new usage:
+    # root 300, E_a = 1, E_b = 0; then bob's 10 s x 2 = 20 -> root 320.  Users' E when first needed:
+    fs = FairShareTree(flat_tree(), half_life_s=0, calc_period_s=60.0, origin_s=0.0, fair_tree=False)
+    fs.job_started("a1", "ann", "a", cpus=10, usage_factor=1.0, now_s=0.0)
+    fs.job_ended("a1", 30.0)
+    fs.job_started("b1", "bob", "b", cpus=2, usage_factor=1.0, now_s=50.0)
+    # ann at 61: u = 300/320 = 0.9375, E = u + (1 - u) x 1/2 = 0.96875, N = 1/3 x 1/2 -> 2^(-5.8125)
+    assert fs.factor("ann", "a", 61.0) == pytest.approx(2 ** -5.8125)
+    # bob at 61: u = 20/320, E = u + (0 - u) x 1/1 = 0 -> 1
+    assert fs.factor("bob", "b", 61.0) == 1.0
+    fs.job_ended("b1", 100.0)                       # + 40 s x 2 = 80: bob 100, root 400
+    # bob's E stays until the next pass; amy's is first needed now: u = 0, E = 0.5 x E_a = 0.5 -> 2^(-3)
+    assert (fs.factor("bob", "b", 110.0), fs.factor("amy", "a", 110.0)) == (1.0, 2 ** -3)
+    # pass 120: E_b = 100/400 = 0.25; bob u = 0.25 -> E = 0.25, N = 1/3 -> 2^(-0.75)
+    assert fs.factor("bob", "b", 120.0) == pytest.approx(2 ** -0.75)
+
+
 def test_usage_factor_of_the_qos_scales_the_usage():
     fs = FairShareTree(flat_tree(), half_life_s=0, calc_period_s=60.0, origin_s=0.0)
     fs.job_started("j", "ann", "a", cpus=2, usage_factor=0.5, now_s=0.0)

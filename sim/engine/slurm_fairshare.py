@@ -30,9 +30,11 @@ children to its nearest ancestor with shares of its own.
 
 **Classic** (NO_FAIR_TREE): factor = 2^(-E / N), with N the product of S along the path from root
 and E the effective usage ``u + (E_parent - u) x S_raw / S_level`` (u: usage / root's usage; E =
-u under root), computed for every user at each pass.  Slurm computes it lazily (after each pass, at
-a job's next priority computation, with the usage added by then): ends between passes count at
-once there and only from the next pass here.  FairShareDampeningFactor is 1 here.
+u under root).  As Slurm's pass does it, the accounts' E are computed first, from the usage before
+the pass's decay and new usage (``_set_children_usage_efctv``), and the users' E are cleared; a
+user's E is computed when a job of it next needs a priority, with the usage then, and kept until the
+next pass.  Slurm adds the running jobs' new usage job by job in job-id order, interleaved with the
+pending jobs' priorities; here all of it comes first.  FairShareDampeningFactor is 1 here.
 
 Times come in the replay's seconds and are divided by ``time_scale`` (a compressed workload's
 speedup) before Slurm's arithmetic, so that the decay is the one Slurm applied in real seconds.
@@ -100,7 +102,7 @@ class _Assoc:
     usage_raw: float = 0.0
     level_fs: float = 0.0
     factor: float = 0.0
-    usage_efctv: float = 0.0
+    usage_efctv: float | None = 0.0       # classic: None until computed after a pass (Slurm's NO_VAL)
 
     @property
     def shares_norm(self) -> float:
@@ -187,7 +189,11 @@ class FairShareTree:
         association: Slurm's "has no association, unable to compute fairshare")."""
         self.advance(now_s)
         node = self._nodes.get((account, user))
-        return node.factor if node is not None else 0.0
+        if node is None:
+            return 0.0
+        if not self.fair_tree and node.usage_efctv is None:
+            self._classic_factor(node)
+        return node.factor
 
     def usage(self, account: str, user: str = "") -> float:
         """An association's raw usage now (Slurm's CPU-seconds, decayed: sshare's RawUsage)."""
@@ -213,17 +219,16 @@ class FairShareTree:
         if now_s >= self._last_s + self.period_s:
             count = math.floor((now_s - self._last_s) / self.period_s)
             if not self._running:
+                if not self.fair_tree:
+                    self._classic_accounts()
                 self._decay((count * self.period_s) / self.scale)
                 self._last_s += count * self.period_s
             else:
                 for _ in range(count):
                     self._usage_pass(self._last_s + self.period_s)
             due.append(self._last_s)
-        if due:
-            if self.fair_tree:
-                self._fair_tree()
-            else:
-                self._classic()
+        if due and self.fair_tree:
+            self._fair_tree()
 
     def _decay(self, seconds: float) -> None:
         if seconds > 0 and self.decay != 1.0:
@@ -232,7 +237,10 @@ class FairShareTree:
                 node.usage_raw *= real_decay
 
     def _usage_pass(self, t: float) -> None:
-        """Steps 1 and 2 of a pass at ``t``: decay, then the running jobs' new usage."""
+        """Steps 1 and 2 of a pass at ``t``: decay, then the running jobs' new usage (classic: the
+        accounts' effective usage before either)."""
+        if not self.fair_tree:
+            self._classic_accounts()
         if self._last_s is not None:
             self._decay((t - self._last_s) / self.scale)
         for job in self._running.values():
@@ -278,25 +286,34 @@ class FairShareTree:
                 self._rank_children(node.fs_children, tied)
             previous = node.level_fs
 
-    def _classic(self) -> None:
-        root_usage = self.root.usage_raw
+    def _classic_accounts(self) -> None:
+        """The accounts' effective usage from the usage now, top down; every user's cleared."""
         self.root.usage_efctv = 1.0
         stack = list(reversed(self.root.fs_children))
         while stack:
             node = stack.pop()
-            usage_norm = min(node.usage_raw / root_usage, 1.0) if root_usage else 0.0
-            parent = node.fs_parent
-            if parent is self.root:
-                node.usage_efctv = usage_norm
-            elif node.shares is None:
-                node.usage_efctv = parent.usage_efctv
-            elif node.level_shares:
-                node.usage_efctv = usage_norm + (parent.usage_efctv - usage_norm) * node.shares / node.level_shares
-            else:
-                node.usage_efctv = parent.usage_efctv
-            norm = self._classic_shares(node)
-            node.factor = 2.0 ** (-(node.usage_efctv / norm)) if norm > 0 else 0.0
+            if node.user:
+                node.usage_efctv = None
+                continue
+            self._set_usage_efctv(node)
             stack.extend(reversed(node.fs_children))
+
+    def _set_usage_efctv(self, node: _Assoc) -> None:
+        """``priority_p_set_assoc_usage``: usage over root's, mixed with the parent's effective usage."""
+        root_usage = self.root.usage_raw
+        usage_norm = min(node.usage_raw / root_usage, 1.0) if root_usage else 0.0
+        parent = node.fs_parent
+        if parent is self.root:
+            node.usage_efctv = usage_norm
+        elif node.shares is None or not node.level_shares:
+            node.usage_efctv = parent.usage_efctv
+        else:
+            node.usage_efctv = usage_norm + (parent.usage_efctv - usage_norm) * node.shares / node.level_shares
+
+    def _classic_factor(self, node: _Assoc) -> None:
+        self._set_usage_efctv(node)
+        norm = self._classic_shares(node)
+        node.factor = 2.0 ** (-(node.usage_efctv / norm)) if norm > 0 else 0.0
 
     def _classic_shares(self, node: _Assoc) -> float:
         """``_normalize_assoc_shares_traditional``: the product of shares / level shares up to root."""
