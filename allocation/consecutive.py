@@ -97,30 +97,40 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     True
     """
     in_map = in_map & (free_cpus >= 1)
-    if float(free_cpus[in_map].sum()) < cpus:
+    usable = np.where(in_map, free_cpus, 0.0)
+    if float(usable.sum()) < cpus:
         return None
-    sets = [(float(free_cpus[a:b + 1].sum()), a, b) for a, b in consecutive_runs(in_map)]
-    taken: dict[int, float] = {}
+    cumulative = np.concatenate(([0.0], np.cumsum(usable)))
+    sets = [(float(cumulative[b + 1] - cumulative[a]), a, b) for a, b in consecutive_runs(in_map)]
+    nodes_taken: list[np.ndarray] = []
+    cpus_taken: list[np.ndarray] = []
     left = float(cpus)
     while sets and left > 0:
         sufficient = [s for s in sets if s[0] >= left]
         best = min(sufficient, key=lambda s: (s[0], s[1])) if sufficient else max(sets, key=lambda s: (s[0], -s[1]))
         sets.remove(best)
         _, first, last = best
-        members = np.arange(first, last + 1)
-        holds = members[free_cpus[members] >= left]
-        if holds.size:
-            node = int(holds[np.argmin(free_cpus[holds])])
-            taken[node] = left
+        here = usable[first:last + 1]
+        holds = np.flatnonzero(here >= left)
+        if holds.size:                   # best fit single node: the fewest free CPUs, the first on ties
+            node = int(holds[np.argmin(here[holds])])
+            nodes_taken.append(np.array([first + node]))
+            cpus_taken.append(np.array([left]))
             left = 0.0
             break
-        for node in members.tolist():
-            give = min(float(free_cpus[node]), left)
-            taken[node] = give
-            left -= give
-            if left <= 0:
-                break
-    if left > 0:
+        # the set's nodes in order, each giving its free CPUs, until the job has enough
+        running = np.cumsum(here)
+        k = int(np.searchsorted(running, left - 1e-9))
+        k = min(k, len(here) - 1)
+        give = here[:k + 1].copy()
+        give[-1] -= max(float(running[k]) - left, 0.0)
+        nodes_taken.append(np.arange(first, first + k + 1))
+        cpus_taken.append(give)
+        left -= float(give.sum())
+    if left > 1e-9:
         return None
-    nodes = np.array(sorted(taken), dtype=np.int64)
-    return nodes, np.array([taken[n] for n in nodes.tolist()])
+    nodes = np.concatenate(nodes_taken)
+    amounts = np.concatenate(cpus_taken)
+    keep = amounts > 0
+    order = np.argsort(nodes[keep], kind="stable")
+    return nodes[keep][order].astype(np.int64), amounts[keep][order]

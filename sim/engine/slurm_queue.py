@@ -316,6 +316,21 @@ class SlurmQueue:
     def _ordered(self) -> list[Waiting]:
         return sorted(self.waiting_jobs.values(), key=lambda w: w.key)
 
+    @staticmethod
+    def _smallest_from(ordered: list[Waiting]) -> list[float]:
+        """Per position: the fewest CPUs any job from there on asks.  Once fewer CPUs than that
+        are free, no later job can start now, and a pass can stop: what it would still do
+        (fail partitions, plan reservations) only holds back jobs that cannot start anyway."""
+        smallest, out = math.inf, [0.0] * len(ordered)
+        for i in range(len(ordered) - 1, -1, -1):
+            smallest = min(smallest, ordered[i].job.cpus_total)
+            out[i] = smallest
+        return out
+
+    def _free_cpus_now(self) -> float:
+        held = float(self._held[:, CPU].sum()) if self._completing else 0.0
+        return self.machine.free_cpus_total - held
+
     # -- partitions ----------------------------------------------------------------------------
     def _partition_of(self, text: str) -> str:
         names = job_partitions(text)
@@ -405,7 +420,11 @@ class SlurmQueue:
         depth = self.settings.default_queue_depth
         tested = 0
         self._main_limited = False
-        for waiting in self._ordered():
+        ordered = self._ordered()
+        smallest = self._smallest_from(ordered)
+        for position, waiting in enumerate(ordered):
+            if self._free_cpus_now() < smallest[position] - 1e-9:
+                break
             if not full and tested > depth:
                 self._main_limited = True
                 break
@@ -446,8 +465,10 @@ class SlurmQueue:
         tried = started = 0
         per_user: Counter = Counter()
         per_part: Counter = Counter()
-        for waiting in self._ordered():
-            if tried >= s.bf_max_job_test:
+        ordered = self._ordered()
+        smallest = self._smallest_from(ordered)
+        for position, waiting in enumerate(ordered):
+            if tried >= s.bf_max_job_test or self._free_cpus_now() < smallest[position] - 1e-9:
                 break
             job = waiting.job
             if job.index not in self.waiting_jobs:
@@ -519,32 +540,60 @@ class SlurmQueue:
             cache[key] = self._will_run(job, usable, now_s)
         return cache[key]
 
-    def _running_index(self) -> tuple[np.ndarray, np.ndarray, list[PendingJob]]:
-        """The running jobs in order of expected end: their ends, a [job, node] membership matrix
-        and the jobs (rebuilt after every start or end)."""
+    def _running_index(self) -> tuple:
+        """The running (and completing) jobs in order of expected end, flattened for array tests:
+        their ends, and per (job, node) entry the job's row, the node and what it holds there
+        (rebuilt after every start or end)."""
         if self._running_cache is None or self._running_cache[0] != self._version:
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
             pairs = sorted([(release, job.index, job) for release, job in self._completing]
                            + [(end, index, running[index]) for end, index in self.running_by_end],
                            key=lambda pair: pair[:2])
-            jobs = [job for _, _, job in pairs]
             ends = np.array([end for end, _, _ in pairs], dtype=float)
-            member = np.zeros((len(jobs), self.machine.cluster.size), dtype=bool)
-            for row, other in enumerate(jobs):
-                member[row, other.node_indices] = True
-            self._running_cache = (self._version, ends, member, jobs)
+            width = self.machine.free.shape[1]
+            if pairs:
+                owner = np.concatenate([np.full(len(job.node_indices), row) for row, (_, _, job) in enumerate(pairs)])
+                nodes = np.concatenate([job.node_indices for _, _, job in pairs])
+                held = np.concatenate([np.broadcast_to(job.demand, (len(job.node_indices), width))
+                                       for _, _, job in pairs])
+            else:
+                owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
+            self._running_cache = (self._version, ends, owner, nodes, held)
         return self._running_cache[1:]
 
     def _will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
-        machine = self.machine
         free = np.where(usable[:, None], self._free(), -np.inf)
         placed = self._place(job, free, now=True)
         if placed is not None:
             return now_s, placed[0]
-        ends, member, jobs = self._running_index()
-        if not jobs:
+        ends, owner, nodes, held = self._running_index()
+        if not len(ends):
             return None
+        on_usable = usable[nodes]
+        count = len(ends)
+        touches = np.bincount(owner[on_usable], minlength=count) > 0   # jobs holding usable nodes
+        rows = np.flatnonzero(touches)
+        if rows.size == 0:
+            return None
+        cuts = group_ends(ends[rows].tolist(), self.settings.will_run_window_s)
+        # CPUs each job gives back on usable nodes, and from which group on there can be enough
+        gives = np.bincount(owner[on_usable], weights=held[on_usable, CPU], minlength=count)[rows]
+        enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
+        position = np.full(count, len(rows))
+        position[rows] = np.arange(len(rows))
+        entry_position = position[owner]
+        freed = 0
+        for cut in cuts:
+            if not enough[cut - 1]:
+                continue
+            take = (entry_position >= freed) & (entry_position < cut) & on_usable
+            np.add.at(free, nodes[take], held[take])
+            freed = cut
+            placed = self._place(job, free, now=False)
+            if placed is not None:
+                return max(float(ends[rows[cut - 1]]), now_s), placed[0]
+        return None
         rows = np.flatnonzero(member[:, usable].any(axis=1))    # running jobs holding usable nodes
         if rows.size == 0:
             return None
