@@ -117,9 +117,10 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
                         help="the slurm queue: the site's 'sacctmgr show qos -P' (QOS priorities, MaxJobsPU, "
                              "GrpTRES cpu)")
     parser.add_argument("--queue", choices=tuple(QUEUES), default=None,
-                        help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission) or none "
-                             "(place at arrival or fail: the GPU papers' model); default: easy, or deadline with "
-                             "--acceptance")
+                        help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission), "
+                             "none (place at arrival or fail: the GPU papers' model) or slurm (Slurm 22.05's "
+                             "priorities, main scheduler and backfill, set by --slurm-conf); default: easy, or "
+                             "deadline with --acceptance")
     parser.add_argument("--select", metavar="NAME", default=None,
                         help="node selection (see below): firstfit, balanced, bestfit, minidle, pwr, fgd, "
                              "gpubestfit, ... or a mix pwr=0.1,fgd=0.9")

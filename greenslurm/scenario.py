@@ -82,6 +82,7 @@ from greenslurm.clustermodel import InputError
 
 QUEUE_DEFAULT = "easy"
 DEADLINE_DEFAULT_SELECTION = "bestfit"       # Nileshwar & Schwiegelshohn's choice for the deadline queue
+SLURM_DEFAULT_SELECTION = "consecutive"      # Slurm's own choice (select/cons_tres) for the slurm queue
 DEFAULT_SELECTION = "firstfit"               # Slurm's node order, every other queue
 MAX_BOOT_S = 86400.0                         # a node boots within a day
 MAX_NODES = 1_000_000                        # more nodes than any machine has (the largest: ~10^5)
@@ -223,7 +224,8 @@ class Scenario:
         no spaces, weights as numbers (``" PWR=0.10, FGD=0.90"`` -> ``pwr=0.1,fgd=0.9``)."""
         from greenslurm.allocation.selection import parse_selection
         if self.selection.name is None:
-            return DEADLINE_DEFAULT_SELECTION if self.queue == "deadline" else DEFAULT_SELECTION
+            return {"deadline": DEADLINE_DEFAULT_SELECTION, "slurm": SLURM_DEFAULT_SELECTION}.get(self.queue,
+                                                                                             DEFAULT_SELECTION)
         try:
             return parse_selection(self.selection.name).label
         except InputError:

@@ -253,7 +253,8 @@ def slurm_scheduling(scenario: Scenario):
     try:
         return SlurmScheduling.from_conf(parse_slurm_conf(path))
     except ValueError as error:
-        raise InputError(str(error), path=path, field="SchedulerType/PriorityType") from None
+        field = str(error).partition("=")[0]          # the setting the message is about
+        raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None
 
 
 def slurm_accounts(scenario: Scenario):

@@ -80,3 +80,19 @@ def test_whatif_takes_the_slurm_conf(tmp_path):
     for policy in data["policies"].values():
         assert (policy["jobs_completed"], policy["jobs_skipped"], policy["cluster_name"], policy["cluster_cpus"]) \
             == (3, 0, "tiny", 20)
+
+
+def test_the_slurm_queue_reads_its_scheduler_from_the_slurm_conf(tmp_path):
+    # The fixture says SchedulerType=sched/backfill and nothing of priorities (priority/basic): the
+    # same three jobs, first come first served, on their partitions' nodes, with Slurm's own node
+    # choice (the best fit among runs of consecutive nodes: job 3 goes to c2, next to job 1 on c1).
+    assert main(["replay", str(DATA / "jobs.swf"), "--slurm-conf", str(DATA / "slurm.conf"), "--queue", "slurm",
+                 "--no-progress", "--out", str(tmp_path / "out")]) == 0
+    assert placed(tmp_path / "out") == {"1": ("1", "0"), "2": ("2", "3"), "3": ("1", "1")}
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["queue"] == "slurm" and summary["selection"] == "consecutive"
+    # a SchedulerType the replay does not model is one line naming the file, exit 2
+    odd = tmp_path / "slurm.conf"
+    odd.write_text((DATA / "slurm.conf").read_text().replace("sched/backfill", "sched/wiki2"))
+    assert main(["replay", str(DATA / "jobs.swf"), "--slurm-conf", str(odd), "--queue", "slurm",
+                 "--no-progress"]) == 2

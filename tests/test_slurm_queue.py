@@ -161,6 +161,25 @@ def test_will_run_groups_running_jobs_by_a_doubling_window():
     assert group_ends([0.0, 59.0, 61.0], 30.0) == [2, 3]   # E = 30: <= 60, then 61 <= 90
 
 
+def test_jobs_without_a_node_count_spread_over_free_cpus_as_slurm_does():
+    # Three nodes of 4 CPUs; "one" holds 3 CPUs of n0 and "two" 3 of n1 until 100.  "six" (6 CPUs, no
+    # node count) does not fit on one node: Slurm takes the run n0-n2 (1 + 1 + 4 = 6 free) in node
+    # order, 1 on n0, 1 on n1 and 4 on n2, and starts at once; a rigid shape (2 nodes x 3 CPUs) waits.
+    cluster = Cluster.homogeneous(3, cpus=4)
+    jobs = [job("one", 0, 100, cpus=3), job("two", 0, 100, cpus=3), job("six", 1, 50, cpus=6)]
+    replay = Replay(jobs, cluster, "slurm", keep_jobs=True,
+                    strategy_options={"scheduling": SlurmScheduling(scheduler="builtin")})
+    result = {r.job_id: r for r in replay.run().records}
+    six = next(j for j in replay.pending if j.job.job_id == "six")
+    assert result["six"].start_s == 1.0 and result["six"].node_indices == (0, 1, 2)
+    assert six.demand[:, 0].tolist() == [1.0, 1.0, 4.0] and result["six"].cpus == 6
+    # on a cluster with GPUs every job keeps its rigid shape: "six" waits for two nodes of 3 CPUs
+    gpu_cluster = Cluster([NodeSpec(f"n{i}", cpus=4, gpus=1) for i in range(3)])
+    rigid = {r.job_id: r for r in Replay(jobs, gpu_cluster, "slurm", strategy_options={
+        "scheduling": SlurmScheduling(scheduler="builtin")}).run().records}
+    assert rigid["six"].start_s == 100.0 and len(rigid["six"].node_indices) == 2
+
+
 def test_the_time_scale_multiplies_every_real_time_setting():
     s = SlurmScheduling(bf_interval_s=1, bf_resolution_s=1, sched_interval_s=1, bf_window_s=180,
                         priority=PriorityWeights(type=MULTIFACTOR, age=10, max_age_s=60, calc_period_s=60))

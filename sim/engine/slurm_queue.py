@@ -371,8 +371,10 @@ class SlurmQueue:
 
     def _spreads(self, job: PendingJob) -> bool:
         """Whether Slurm may spread ``job`` unevenly: a CPU job that names no node count (at least
-        one node, no maximum), on a plain machine with Slurm's node choice."""
-        return self._spreading and job.cpu_only and job.job.nodes == 0 and job.demand.ndim == 1
+        one node, no maximum), on a plain machine with Slurm's node choice.  On a cluster with GPUs
+        every job keeps its rigid shape (the per-GPU state places one share per node)."""
+        return (self._spreading and job.cpu_only and job.task is None and job.job.nodes == 0
+                and job.demand.ndim == 1)
 
     def _min_nodes(self, job: PendingJob) -> int:
         return 1 if self._spreads(job) else job.nodes
