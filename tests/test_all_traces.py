@@ -58,7 +58,7 @@ from greenslurm.sim.engine.replay import SKIP_ENDLESS, SKIP_GPU_MODEL, SKIP_TOO_
 from greenslurm.traces import read_trace
 from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
 
-QUEUES = ["fcfs", "easy", "conservative", "deadline", "none"]
+QUEUES = ["fcfs", "easy", "conservative", "deadline", "none", "slurm"]
 SINFO = Path(__file__).parent / "data" / "sinfo-json-v0.0.38.json"
 CHECK_EVERY = 500            # steps between invariant checks during a replay (and once at the end)
 
@@ -77,6 +77,14 @@ WINDOWS: dict[tuple[str, str], int] = {
     ("swf/LLNL-Atlas-2006-2.1-cln.swf", "deadline"): 5000,
     ("swf/LANL-CM5-1994-4.1-cln.swf", "conservative"): 5000,
     ("swf/LANL-CM5-1994-4.1-cln.swf", "deadline"): 3000,
+    # Slurm's backfill tests up to 500 jobs a cycle, every 30 s: long queues are slow (see slurm-replay.md)
+    ("sacct/xdmod-phillips.log", "slurm"): 1000,
+    ("sacct/xdmod-pozidriv.log", "slurm"): 1000,
+    ("swf/lublin_256_est.swf", "slurm"): 500,
+    ("swf/lublin_256_new2_est.swf", "slurm"): 500,
+    ("swf/KTH-SP2-1996-2.1-cln.swf", "slurm"): 1000,
+    ("swf/LLNL-Atlas-2006-2.1-cln.swf", "slurm"): 5000,
+    ("swf/LANL-CM5-1994-4.1-cln.swf", "slurm"): 2000,
 }
 
 FILES = [
