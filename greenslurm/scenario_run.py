@@ -382,7 +382,9 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     summary["selection"] = s.selection_name
     if outcome.left_out_by_budget:
         summary["left_out_by_budget"] = outcome.left_out_by_budget
-    if outcome.result.queue in ("deadline", "none") or outcome.supply is not None:
+    # any queue that turns jobs away (the slurm queue: over a partition's MaxTime/MaxNodes or a QOS
+    # cap) reports them, so that completed + skipped + rejected is every job handed to the replay
+    if outcome.result.queue in ("deadline", "none") or outcome.supply is not None or outcome.result.rejected:
         summary["admission"] = admission_summary(outcome.result, outcome.supply)
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:

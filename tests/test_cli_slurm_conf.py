@@ -96,3 +96,24 @@ def test_the_slurm_queue_reads_its_scheduler_from_the_slurm_conf(tmp_path):
     odd.write_text((DATA / "slurm.conf").read_text().replace("sched/backfill", "sched/wiki2"))
     assert main(["replay", str(DATA / "jobs.swf"), "--slurm-conf", str(odd), "--queue", "slurm",
                  "--no-progress"]) == 2
+
+
+def test_jobs_over_a_partitions_limits_are_counted_as_rejected(tmp_path, capsys):
+    # partition 1 (the default) has MaxTime=1 (60 s) and MaxNodes=1.  Job 1 asks 120 s > 60 s, job 2
+    # asks 2 nodes x 4 CPUs > MaxNodes 1, job 3 asks 60 s on one node and runs: 3 jobs = 1 completed
+    # + 0 skipped + 2 rejected, and the summary says so with each reason.
+    conf = tmp_path / "slurm.conf"
+    conf.write_text((DATA / "slurm.conf").read_text().replace(
+        "Default=YES MaxTime=UNLIMITED", "Default=YES MaxTime=1 MaxNodes=1"))
+    trace = tmp_path / "t.swf"
+    trace.write_text("1 0 -1 100 4 -1 -1 4 120 -1 1 1 1 -1 1 1 -1 -1\n"
+                     "2 0 -1 50 8 -1 -1 8 60 -1 1 1 1 -1 1 1 -1 -1\n"
+                     "3 0 -1 50 4 -1 -1 4 60 -1 1 1 1 -1 1 1 -1 -1\n")
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--no-progress",
+                 "--out", str(tmp_path / "out")]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert (summary["jobs_total"], summary["jobs_completed"], summary["jobs_skipped"]) == (3, 1, 0)
+    assert summary["admission"]["jobs_rejected"] == 2
+    assert summary["admission"]["rejected_by_reason"] == {"slurm: over partition MaxNodes": 1,
+                                                          "slurm: over partition MaxTime": 1}
+    assert "over partition MaxTime" in capsys.readouterr().out
