@@ -68,6 +68,23 @@ def test_multifactor_size_orders_the_wide_job_first_and_nice_lowers_it():
     assert (starts["mid"].start_s, starts["small"].start_s, starts["wide"].start_s) == (100.0, 100.0, 150.0)
 
 
+@pytest.mark.parametrize("age_weight, first", [(1000, "old"), (0, "new")])
+def test_age_lets_a_long_waiting_job_overtake_a_larger_one(age_weight, first):
+    # One node of 4 CPUs, busy with "hold" until t=1000.  Job size weight 1000 on a cluster of 1 node
+    # and 4 CPUs: old (3 CPUs, waiting since t=1): (1/1 + 3/4)/2 -> 875; new (4 CPUs, since t=600):
+    # (1/1 + 4/4)/2 -> 1000.  Age weight 1000 over PriorityMaxAge 1000 s, recomputed every 100 s
+    # from the first submission: at t=1000 old has 999 and new 400, so old (1874) goes before new
+    # (1400); without the age weight new (1000) goes before old (875).  Each runs 100 s.
+    weights = PriorityWeights(type=MULTIFACTOR, job_size=1000, age=age_weight, max_age_s=1000.0,
+                              calc_period_s=100.0)
+    jobs = [job("hold", 0, 1000, cpus=4), job("old", 1, 100, cpus=3), job("new", 600, 100, cpus=4)]
+    starts, strategy, _ = run(jobs, Cluster.homogeneous(1, cpus=4), scheduler="builtin", priority=weights)
+    second = "new" if first == "old" else "old"
+    assert (starts[first].start_s, starts[second].start_s) == (1000.0, 1100.0)
+    # old's priority when it started: 875 + 999 with age (t=1000), 875 without (at t=1100 too)
+    assert strategy.priority_at_start["old"] == (1874 if age_weight else 875)
+
+
 def test_partition_priority_tier_comes_before_the_priority_number():
     # Partition b has tier 2: its 1-CPU job goes before a's wider (higher priority) job on the
     # shared "all" nodes.  Everything runs on "all"'s 4 nodes via two partitions over them.
@@ -102,6 +119,24 @@ def test_partition_max_time_rejects_with_a_counted_reason():
     assert [r.job_id for r in result.records] == ["ok"]
     assert [(r.job_id, r.reason) for r in result.rejected] == [("long", "over partition MaxTime")]
 
+
+
+def test_a_job_naming_several_partitions_runs_in_one_whose_limits_it_meets():
+    # short = n1 (MaxTime=1: 60 s), long = n2 (no limit).  "busy" (long) holds n2 until 100.
+    #   "both" (short,long, 120 s) is over short's MaxTime but not long's: it waits for n2 (starts
+    #   at 100), not rejected, and not on n1 where its time is over the limit;
+    #   "fits" (short,long, 60 s) meets both: it starts at 0 on n1 (n2 is busy);
+    #   "never" (short, 120 s) names only short: rejected.
+    conf = parse_slurm_conf_text("NodeName=n[1-2] CPUs=4\nPartitionName=short Nodes=n1 Default=YES MaxTime=1\n"
+                                 "PartitionName=long Nodes=n2\nSchedulerType=sched/builtin\n")
+    cluster = cluster_from_slurm_conf(conf)
+    jobs = [job("busy", 0, 100, cpus=4, partition="long"), job("both", 1, 120, cpus=4, partition="short,long"),
+            job("fits", 2, 60, cpus=4, partition="short,long"), job("never", 3, 120, cpus=4, partition="short")]
+    replay = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
+    result = replay.run()
+    placed = {r.job_id: (r.start_s, tuple(r.node_indices)) for r in result.records}
+    assert placed == {"busy": (0.0, (1,)), "both": (100.0, (1,)), "fits": (2.0, (0,))}
+    assert [(r.job_id, r.reason) for r in result.rejected] == [("never", "over partition MaxTime")]
 
 # -- backfill -------------------------------------------------------------------------------------
 def test_backfill_starts_a_job_that_ends_before_the_reservation_and_not_one_that_does_not():
