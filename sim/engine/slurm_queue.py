@@ -192,9 +192,8 @@ class SlurmQueue:
         if self._origin is None:
             self._start_timers(now_s)
         spec = job.job
-        partition = self._partition_of(spec.partition)
-        rules = self.settings.partitions.get(partition, PartitionRules())
-        over = self._over_limit(job, rules, partition) or self.limits.refused(job)
+        partition, rules, over = self._partition_for(job)
+        over = over or self.limits.refused(job)
         if over:
             self.rejected.append(Rejection(spec.job_id, spec.submit_s, self.name, *over,
                                            job.cpus_total, spec.run_for_s, spec.deadline_s))
@@ -332,11 +331,27 @@ class SlurmQueue:
         return self.machine.free_cpus_total - held
 
     # -- partitions ----------------------------------------------------------------------------
-    def _partition_of(self, text: str) -> str:
-        names = job_partitions(text)
-        if names:
-            return names[0]
-        return self.machine.eligibility.default_partition
+    def _partition_for(self, job: PendingJob) -> tuple[str, PartitionRules, tuple[str, str] | None]:
+        """The partition ``job`` is queued in, its rules, and why it may never start (None: it may).
+
+        A job naming several partitions (``--partition=a,b``) may run in any of them whose MaxTime
+        and MaxNodes it meets: it is queued in the first such one, its nodes are those partitions'
+        only, and it is refused only when it is over the limits of every one (the first's reason)."""
+        spec = job.job
+        names = job_partitions(spec.partition) or (self.machine.eligibility.default_partition,)
+        limits = self.settings.partitions
+        fitting = [name for name in names if self._over_limit(job, limits.get(name, PartitionRules()), name) is None]
+        first = limits.get(names[0], PartitionRules())
+        if len(fitting) < len(names) and fitting:
+            # only the nodes of the partitions it fits, with its constraint (the replay gave it all)
+            mask = self.machine.eligibility.mask(",".join(fitting), spec.constraint)
+            if isinstance(mask, str):         # it fits only partitions the cluster lacks
+                fitting = []
+            elif mask is not None:
+                job.restrict_to(mask)
+        if not fitting:
+            return names[0], first, self._over_limit(job, first, names[0])
+        return fitting[0], limits.get(fitting[0], PartitionRules()), None
 
     def _partition_mask(self, partition: str) -> np.ndarray | None:
         if partition not in self._partition_masks:

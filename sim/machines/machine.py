@@ -72,9 +72,14 @@ class PendingJob:
         self.cpu_only = not self.demand[1:].any()
         # the task's amounts follow from the demand; only its GPU models add to the shape (a flat
         # tuple hashes in C: queues test shapes millions of times)
+        self.restrict_to(self.allowed)
+
+    def restrict_to(self, allowed: np.ndarray | None) -> None:
+        """Let the job use only the ``allowed`` nodes (a shared read-only mask; None: every node)."""
+        self.allowed = allowed
         self.shape_key = (self.nodes, *self.demand.tolist(), self.task.gpu_spec if self.task is not None else None)
-        if self.allowed is not None:          # masks are shared: one identity per node set
-            self.shape_key += (id(self.allowed),)
+        if allowed is not None:               # masks are shared: one identity per node set
+            self.shape_key += (id(allowed),)
 
     @property
     def planned_end_s(self) -> float:
