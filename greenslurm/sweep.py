@@ -28,6 +28,8 @@ Spec file (TOML; paths are relative to the spec file)::
     [[trace]]
     name = "kth"
     path = "KTH.swf"               # any trace format; format = "swf" to say so; limit = 500 (first jobs)
+                                   # slurm_conf = "slurm.conf": the site's cluster, and Slurm's settings
+                                   # for policies with queue = "slurm"
 
     [[policy]]
     name = "easy"
@@ -178,10 +180,14 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
             trace["path"] = str((Path(base_dir) / trace["path"]).resolve())
         if isinstance(trace.get("nodes"), str):          # an openb node list, for GPU scoring policies
             trace["nodes"] = str((Path(base_dir) / trace["nodes"]).resolve())
+        if isinstance(trace.get("slurm_conf"), str):     # a site's slurm.conf: cluster and Slurm's settings
+            if trace.get("cluster") is not None or trace.get("nodes") is not None:
+                _fail("give one of cluster, nodes, slurm_conf", path, where)
+            trace["slurm_conf"] = str((Path(base_dir) / trace["slurm_conf"]).resolve())
         cluster = trace.get("cluster")
         if isinstance(cluster, str):
             trace["cluster"] = str((Path(base_dir) / cluster).resolve())
-        elif cluster is None and "synthetic" in trace:
+        elif cluster is None and "synthetic" in trace and "slurm_conf" not in trace:
             _fail("a synthetic trace needs cluster = {nodes = N, cpus = C} or a cluster file", path, where)
         for key in trace.get("params", {}):
             _check_param(key, path, f"{where}.params")
@@ -290,8 +296,10 @@ def _scenario_stub(cluster):
     return Scenario(trace=TraceSource(path="-"), cluster=cluster)
 
 
-def cluster_source(spec: Any, node_list: str | None = None):
+def cluster_source(spec: Any, node_list: str | None = None, slurm_conf: str | None = None):
     from greenslurm.scenario import ClusterSource, Homogeneous
+    if slurm_conf is not None:
+        return ClusterSource(slurm_conf=slurm_conf)
     if node_list is not None:
         return ClusterSource(node_list=node_list)
     if spec is None:
@@ -421,7 +429,7 @@ def cell_scenario(cell: Mapping):
         fmt = trace.get("format", "alibaba" if "score" in policy else None)
         source = TraceSource(path=trace["path"], format=fmt, columns=tuple(columns) if columns else None,
                              limit=int(limit) if limit is not None else None)
-    cluster = cluster_source(trace.get("cluster"), trace.get("nodes"))
+    cluster = cluster_source(trace.get("cluster"), trace.get("nodes"), trace.get("slurm_conf"))
     options = dict(policy.get("options", {}))
     queue = policy.get("queue", "none")
     if "score" in policy:                       # the GPU papers' model: place at arrival or fail

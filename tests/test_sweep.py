@@ -292,3 +292,18 @@ def test_select_in_policies_and_the_grid(tmp_path):
     with pytest.raises(InputError, match="policy p: selection.name: unknown node selection 'closest'"):
         parse_spec(f'[[trace]]\npath = "{tmp_path / "t.swf"}"\n[[policy]]\nname = "p"\nqueue = "easy"\n'
                    'select = "closest"\n')
+
+
+def test_a_sweep_trace_takes_the_sites_slurm_conf(tmp_path):
+    """``slurm_conf = FILE`` in a trace table: the cluster from the site's slurm.conf, and the slurm
+    queue with its scheduler settings.  The fixture's three 4-CPU jobs at t=0 (partitions 1, 2, 1)
+    each find a node of their partition at once: no wait under either policy."""
+    data = Path(__file__).parent / "data" / "slurm-conf"
+    spec = parse_spec(f'[[trace]]\nname = "t"\npath = "{data / "jobs.swf"}"\nslurm_conf = "{data / "slurm.conf"}"\n'
+                      '[[policy]]\nname = "slurm"\nqueue = "slurm"\n[[policy]]\nname = "easy"\nqueue = "easy"\n')
+    rows = {row["policy"]: row for row in map(run_cell, spec.cells())}
+    assert {name: (row["jobs_completed"], row["mean_wait_s"], row["cluster_name"]) for name, row in rows.items()} == {
+        "slurm": (3, 0.0, "tiny"), "easy": (3, 0.0, "tiny")}
+    with pytest.raises(InputError, match="give one of cluster, nodes, slurm_conf"):
+        parse_spec(f'[[trace]]\npath = "{data / "jobs.swf"}"\nslurm_conf = "{data / "slurm.conf"}"\n'
+                   'cluster = { nodes = 1, cpus = 1 }\n[[policy]]\nqueue = "slurm"\n')
