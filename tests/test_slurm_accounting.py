@@ -91,8 +91,10 @@ ASSOC, QOS = parse_associations_text, parse_qos_text
     (ASSOC, "Account|User|Share\n a||1\n", "t:2: field Account: account a indented 1 blanks under 0 levels"),
     (ASSOC, "Account|User|Share\n", "t: field Account: no root account"),
     (QOS, "Name|Priority\nhi|high\n", "t:2: field Priority: not a count"),
-    (QOS, "Name|UsageFactor\nhi|nan\n", "t:2: field UsageFactor: not a number >= 0"),
-    (QOS, "Name|UsageFactor\nhi|-1\n", "t:2: field UsageFactor: not a number >= 0"),
+    (QOS, "Name|UsageFactor\nhi|nan\n", "t:2: field UsageFactor: not a number from 0 to 1e+06"),
+    (QOS, "Name|UsageFactor\nhi|-1\n", "t:2: field UsageFactor: not a number from 0 to 1e+06"),
+    # 1e308 x any CPU-seconds is inf, and inf / inf usage made every fair-share ratio NaN
+    (QOS, "Name|UsageFactor\nhi|1e308\n", "t:2: field UsageFactor: not a number from 0 to 1e+06"),
     (QOS, "Name|GrpTRES\nhi|cpu\n", "t:2: field GrpTRES: not a TRES list"),
     (QOS, "Name|GrpTRES\nhi|cpu=x\n", "t:2: field GrpTRES: not a count"),
     (QOS, "Name|MaxJobsPU\nhi|1.5\n", "t:2: field MaxJobsPU: not a count"),

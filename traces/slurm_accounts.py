@@ -48,6 +48,9 @@ from greenslurm.clustermodel import InputError, JobSpec
 ROOT = "root"
 USE_PARENT = None             # Share "parent": the association takes its parent's fair-share place
 MAX_SHARES = 2 ** 32 - 2      # Slurm keeps shares in 32 bits (NO_VAL and INFINITE above)
+# a QOS's UsageFactor multiplies every CPU-second of usage; far above any site's (0 to a few), and low
+# enough that years of a large cluster's usage stay finite (beyond it the fair-share ratios were NaN)
+MAX_USAGE_FACTOR = 1e6
 MAX_DEPTH = 64                # accounts nested deeper are refused (sites nest a handful of levels)
 TREE_COMMAND = "sacctmgr show assoc tree -P"
 # Names as Slurm stores them: no blanks, no '|' (the field separator), no control characters.
@@ -298,8 +301,9 @@ def parse_qos_text(text: str, path: str = "<sacctmgr show qos>") -> dict[str, Qo
             usage_factor = float(factor_text)
         except ValueError:
             usage_factor = math.nan
-        if not (math.isfinite(usage_factor) and usage_factor >= 0):
-            raise InputError(f"not a number >= 0: {factor_text!r}", path=path, line=number, field="UsageFactor")
+        if not 0 <= usage_factor <= MAX_USAGE_FACTOR:        # NaN fails both
+            raise InputError(f"not a number from 0 to {MAX_USAGE_FACTOR:g}: {factor_text!r}", path=path, line=number,
+                             field="UsageFactor")
         jobs_text = cell(fields, "MaxJobsPU")
         max_jobs = _count(jobs_text, path, number, "MaxJobsPU") if jobs_text else None
         ignored = []
