@@ -138,6 +138,20 @@ def test_a_job_naming_several_partitions_runs_in_one_whose_limits_it_meets():
     assert placed == {"busy": (0.0, (1,)), "both": (100.0, (1,)), "fits": (2.0, (0,))}
     assert [(r.job_id, r.reason) for r in result.rejected] == [("never", "over partition MaxTime")]
 
+
+def test_a_job_too_big_for_the_partitions_whose_limits_it_meets_is_rejected_not_left_waiting():
+    # small = n1 (4 CPUs), wide = n1, n2 with MaxNodes=1.  "both" (small,wide) asks 2 nodes x 4 CPUs:
+    # over wide's MaxNodes (2 > 1), and small's one node has 4 < 8 CPUs, so it can never start.
+    # It is rejected for wide's limit (it was left waiting for ever: no event would ever start it).
+    conf = parse_slurm_conf_text("NodeName=n[1-2] CPUs=4\nPartitionName=small Nodes=n1 Default=YES\n"
+                                 "PartitionName=wide Nodes=n[1-2] MaxNodes=1\nSchedulerType=sched/builtin\n")
+    jobs = [job("both", 0, 60, cpus=8, nodes=2, partition="small,wide"), job("ok", 1, 60, cpus=4, partition="small")]
+    replay = Replay(jobs, cluster_from_slurm_conf(conf), "slurm",
+                    strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
+    result = replay.run()
+    assert [(r.job_id, r.start_s) for r in result.records] == [("ok", 1.0)]
+    assert [(r.job_id, r.reason) for r in result.rejected] == [("both", "over partition MaxNodes")]
+
 # -- backfill -------------------------------------------------------------------------------------
 def test_backfill_starts_a_job_that_ends_before_the_reservation_and_not_one_that_does_not():
     # One node of 4 CPUs.  hold: 2 CPUs until 100.  wide: 4 CPUs, reserved at 100.

@@ -341,17 +341,26 @@ class SlurmQueue:
         names = job_partitions(spec.partition) or (self.machine.eligibility.default_partition,)
         limits = self.settings.partitions
         fitting = [name for name in names if self._over_limit(job, limits.get(name, PartitionRules()), name) is None]
-        first = limits.get(names[0], PartitionRules())
         if len(fitting) < len(names) and fitting:
-            # only the nodes of the partitions it fits, with its constraint (the replay gave it all)
+            # only the nodes of the partitions it fits, with its constraint (the replay gave it all);
+            # if its shape never fits on them, only partitions over their limits could hold it
             mask = self.machine.eligibility.mask(",".join(fitting), spec.constraint)
-            if isinstance(mask, str):         # it fits only partitions the cluster lacks
+            if isinstance(mask, str) or (mask is not None and not self._ever_fits(job, mask)):
                 fitting = []
             elif mask is not None:
                 job.restrict_to(mask)
         if not fitting:
-            return names[0], first, self._over_limit(job, first, names[0])
+            over = next(name for name in names if name not in fitting and
+                        self._over_limit(job, limits.get(name, PartitionRules()), name) is not None)
+            return over, limits.get(over, PartitionRules()), self._over_limit(job, limits.get(over, PartitionRules()), over)
         return fitting[0], limits.get(fitting[0], PartitionRules()), None
+
+    def _ever_fits(self, job: PendingJob, mask: np.ndarray) -> bool:
+        """Whether ``job``'s shape fits on the empty ``mask`` nodes (spread: their CPUs suffice)."""
+        capacity = self.machine.cluster.capacity[mask]
+        if self._spreads(job):
+            return float(capacity[:, CPU].sum()) >= job.cpus_total - 1e-9
+        return int((capacity >= job.demand - 1e-9).all(axis=1).sum()) >= job.nodes
 
     def _partition_mask(self, partition: str) -> np.ndarray | None:
         if partition not in self._partition_masks:
