@@ -204,6 +204,23 @@ def test_a_job_beyond_the_window_gets_no_reservation():
     assert starts["long"].start_s == 30.0 and starts["wide"].start_s == 230.0
 
 
+@pytest.mark.parametrize("depth, b1_start", [(0, 150.0), (1, 2.0)])
+def test_an_event_pass_tests_default_queue_depth_plus_one_jobs(depth, b1_start):
+    # Slurm's _schedule breaks on job_depth++ > default_queue_depth: an event pass tests depth + 1
+    # jobs.  a = n0, b = n1; "hold" fills n0 until 100; a2 (a, at 1) waits; b1 (b, at 2) comes after
+    # a2 in the order.  The pass at b1's submission tests a2 (fails), then b1 only if depth >= 1
+    # (starts at 2).  With depth 0 it is not tested: at 100 (hold's end) the pass starts a2 and
+    # stops; at 150 (a2's end) b1 starts.  No full pass in between (sched_interval 10^6 s).
+    conf = parse_slurm_conf_text("NodeName=n[0-1] CPUs=4\nPartitionName=a Nodes=n0 Default=YES\n"
+                                 f"PartitionName=b Nodes=n1\nSchedulerType=sched/builtin\n"
+                                 f"SchedulerParameters=default_queue_depth={depth},sched_interval=1000000\n")
+    jobs = [job("hold", 0, 100, cpus=4, partition="a"), job("a2", 1, 50, partition="a"),
+            job("b1", 2, 10, partition="b")]
+    replay = Replay(jobs, cluster_from_slurm_conf(conf), "slurm",
+                    strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
+    starts = {r.job_id: r.start_s for r in replay.run().records}
+    assert (starts["a2"], starts["b1"]) == (100.0, b1_start)
+
 def test_will_run_groups_running_jobs_by_a_doubling_window():
     assert group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0) == [2, 3, 4, 5]
     assert group_ends([30.0], 30.0) == [1]            # an end on the barrier: E = 60
@@ -238,7 +255,7 @@ def test_the_time_scale_multiplies_every_real_time_setting():
 
 
 @pytest.mark.parametrize("bad", [dict(scheduler="wiki"), dict(bf_resolution_s=0), dict(bf_max_job_test=0),
-                                 dict(sched_interval_s=math.nan)])
+                                 dict(sched_interval_s=math.nan), dict(default_queue_depth=-1)])
 def test_settings_that_cannot_be_are_refused(bad):
     with pytest.raises(ValueError):
         SlurmScheduling(**bad)

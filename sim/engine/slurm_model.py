@@ -12,7 +12,7 @@ setting                      effect in the replay
 ==========================  ==============================================================
 SchedulerType               sched/builtin: the main scheduler only; sched/backfill: also backfill
 sched_interval              a full pass of the main scheduler every so many seconds
-default_queue_depth         jobs a pass tests when triggered by a submission or an end
+default_queue_depth         a pass triggered by a submission or an end tests this many jobs + 1
 bf_interval                 a backfill cycle every so many seconds
 bf_resolution               backfill plans in steps of this many seconds
 bf_window                   backfill plans (and reserves) this many minutes ahead
@@ -95,9 +95,10 @@ class SlurmScheduling:
         for name in ("release_delay_s", "submit_delay_s"):
             if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
                 raise ValueError(f"{name} must be >= 0 s, not {getattr(self, name)}")
-        for name in ("default_queue_depth", "bf_max_job_test"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if self.default_queue_depth < 0:
+            raise ValueError(f"default_queue_depth must be at least 0, not {self.default_queue_depth}")
+        if self.bf_max_job_test < 1:
+            raise ValueError(f"bf_max_job_test must be at least 1, not {self.bf_max_job_test}")
         if not self.time_scale > 0:
             raise ValueError(f"time_scale must be > 0, not {self.time_scale}")
 
@@ -157,7 +158,7 @@ class SlurmScheduling:
             decay_half_life_s=prio.decay_half_life_s, fair_tree="NO_FAIR_TREE" not in prio.flags,
             partition_job_factor={name: rules.job_factor for name, rules in partitions.items()})
         return cls(scheduler=kind, sched_interval_s=float(sched.sched_interval_s),
-                   default_queue_depth=max(sched.default_queue_depth, 1),
+                   default_queue_depth=sched.default_queue_depth,
                    bf_interval_s=float(sched.bf_interval_s), bf_resolution_s=float(sched.bf_resolution_s),
                    bf_window_s=60.0 * sched.bf_window_min, bf_max_job_test=sched.bf_max_job_test,
                    bf_max_job_user=sched.bf_max_job_user, bf_max_job_part=sched.bf_max_job_part,

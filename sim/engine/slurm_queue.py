@@ -8,7 +8,7 @@ selection, as with every queue.
 submit time, then arrival (Slurm's job id).
 
 **Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run after every submission
-and job end (testing at most ``default_queue_depth`` jobs) and every ``sched_interval`` (all jobs):
+and job end (testing at most ``default_queue_depth`` + 1 jobs, as Slurm counts) and every ``sched_interval`` (all jobs):
 jobs are tried in order; a job that cannot start now marks its partition as failed: no later job of
 that partition is tried, and the partition's nodes are taken from every later job, in any partition
 (so a blocked job in an overlapping partition also holds back the others on its nodes).
