@@ -7,8 +7,8 @@ on ties; if none is sufficient, the one with the most, and then the next best, u
 nodes.  In the chosen set a one-node job takes the node with the fewest free CPUs that holds it
 (best fit, the first on ties); a job on several nodes takes them in node order.
 
-The replay's jobs ask the same share on each node (a rigid shape); Slurm may spread a job that
-names no node count unevenly.  That difference is left.
+A job asks the same share on each node (a rigid shape), except one that names no node count, which
+Slurm spreads unevenly (:func:`spread_consecutive`).
 
 >>> free = np.array([4.0, 1.0, 0.0, 4.0, 2.0, 4.0])     # CPUs free on n0..n5; n2 is full
 >>> in_map = free >= 1                                   # sets: n0-n1 (5 CPUs), n3-n5 (10 CPUs)

@@ -246,6 +246,27 @@ def test_jobs_without_a_node_count_spread_over_free_cpus_as_slurm_does():
     assert rigid["six"].start_s == 100.0 and len(rigid["six"].node_indices) == 2
 
 
+def test_a_job_without_a_node_count_spreads_over_at_most_its_partitions_max_nodes():
+    # Three nodes of 4 CPUs in a partition with MaxNodes=2; "one" and "two" hold 3 CPUs of n0 and
+    # n1 until 100.  "six" (6 CPUs, no node count) would spread 1 + 1 + 4 over three nodes: over
+    # MaxNodes, so it does not start at 1 (two nodes give at most 4 + 1 = 5 CPUs); at 100 it takes
+    # n0 and n1 (4 + 2).  It used to start at 1 on all three nodes.
+    conf = parse_slurm_conf_text("NodeName=n[0-2] CPUs=4\nPartitionName=p Nodes=n[0-2] Default=YES MaxNodes=2\n"
+                                 "SchedulerType=sched/builtin\n")
+    jobs = [job("one", 0, 100, cpus=3), job("two", 0, 100, cpus=3), job("six", 1, 50, cpus=6)]
+    replay = Replay(jobs, cluster_from_slurm_conf(conf), "slurm",
+                    strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
+    six = next(r for r in replay.run().records if r.job_id == "six")
+    assert (six.start_s, six.node_indices) == (100.0, (0, 1))
+    # nodes of 1, 8, 8 CPUs: "ten" would spread 1 + 8 + 1 over three nodes; within MaxNodes=2 it
+    # takes its rigid shape, 5 + 5 on n1 and n2, at once (it never waits for a spread that cannot be)
+    conf = parse_slurm_conf_text("NodeName=n0 CPUs=1\nNodeName=n[1-2] CPUs=8\n"
+                                 "PartitionName=p Nodes=n[0-2] Default=YES MaxNodes=2\nSchedulerType=sched/builtin\n")
+    replay = Replay([job("ten", 0, 50, cpus=10)], cluster_from_slurm_conf(conf), "slurm",
+                    strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
+    ten = replay.run().records[0]
+    assert (ten.start_s, ten.node_indices, ten.cpus) == (0.0, (1, 2), 10)
+
 def test_the_time_scale_multiplies_every_real_time_setting():
     s = SlurmScheduling(bf_interval_s=1, bf_resolution_s=1, sched_interval_s=1, bf_window_s=180,
                         priority=PriorityWeights(type=MULTIFACTOR, age=10, max_age_s=60, calc_period_s=60))

@@ -176,6 +176,7 @@ class SlurmQueue:
         self._main_limited = False                           # the last event pass stopped at its depth
         self._next_main = self._next_backfill = self._next_calc = math.inf
         self._partition_masks: dict[str, np.ndarray | None] = {}
+        self._node_caps: dict[int, int] = {}        # job index -> its partition's MaxNodes (where set)
         self._will_run_cache: dict = {}
         # Slurm's node choice unless the run names a node selection (then that selection's)
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
@@ -198,6 +199,8 @@ class SlurmQueue:
             self.rejected.append(Rejection(spec.job_id, spec.submit_s, self.name, *over,
                                            job.cpus_total, spec.run_for_s, spec.deadline_s))
             return
+        if rules.max_nodes is not None:
+            self._node_caps[job.index] = rules.max_nodes
         waiting = Waiting(job, partition, rules.tier, 0, now_s)
         waiting.priority = self._priority(waiting, now_s)
         if self.settings.submit_delay_s > 0:
@@ -418,9 +421,12 @@ class SlurmQueue:
             if found is None:
                 return None
             nodes, per_node = found
-            amounts = np.zeros((len(nodes), free.shape[1]))
-            amounts[:, CPU] = per_node
-            return nodes, amounts
+            # Slurm spreads a job over at most its partition's MaxNodes; past it, the rigid shape
+            # (no more nodes than MaxNodes, or the job was rejected) stands for its other choices
+            if len(nodes) <= self._node_caps.get(job.index, len(nodes)):
+                amounts = np.zeros((len(nodes), free.shape[1]))
+                amounts[:, CPU] = per_node
+                return nodes, amounts
         candidates = machine.fitting_nodes(job, free, now)
         if candidates.size < job.nodes:
             return None
@@ -429,6 +435,7 @@ class SlurmQueue:
 
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
+        self._node_caps.pop(job.index, None)
         del self.waiting_jobs[job.index]
         self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
@@ -557,7 +564,7 @@ class SlurmQueue:
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        key = (job.shape_key, usable.tobytes())
+        key = (job.shape_key, usable.tobytes(), self._node_caps.get(job.index))
         cache = self._will_run_cache
         if cache.get(None) != self._version:
             cache.clear()
@@ -616,25 +623,6 @@ class SlurmQueue:
             take = (entry_position >= freed) & (entry_position < cut) & on_usable
             np.add.at(free, nodes[take], held[take])
             freed = cut
-            placed = self._place(job, free, now=False)
-            if placed is not None:
-                return max(float(ends[rows[cut - 1]]), now_s), placed[0]
-        return None
-        rows = np.flatnonzero(member[:, usable].any(axis=1))    # running jobs holding usable nodes
-        if rows.size == 0:
-            return None
-        cuts = group_ends(ends[rows].tolist(), self.settings.will_run_window_s)
-        first = 0
-        free_cpus = float(free[usable, 0].sum())
-        for cut in cuts:
-            for row in rows[first:cut].tolist():
-                other = jobs[row]
-                free[other.node_indices] += other.demand
-                held = np.broadcast_to(other.demand[..., CPU], other.node_indices.shape)
-                free_cpus += float(held[usable[other.node_indices]].sum())
-            first = cut
-            if free_cpus < job.cpus_total - 1e-9:
-                continue
             placed = self._place(job, free, now=False)
             if placed is not None:
                 return max(float(ends[rows[cut - 1]]), now_s), placed[0]
