@@ -52,6 +52,10 @@ def recorded_column(jobs: Sequence[JobSpec], cluster: Cluster, supply=None,
     row = figures(schedule.result, jobs, supply if with_energy else None, reader_skipped=reader_skipped)
     for key in NOT_RECORDED + (() if with_energy else ENERGY_KEYS + SUPPLY_KEYS):
         row[key] = None
+    if (row.get("utilization") or 0.0) > 1.0 + 1e-9:
+        # the record holds more CPUs than this cluster has (it ran elsewhere, or the cluster file is
+        # not the site's): a share of this cluster's capacity means nothing then
+        row["utilization"] = None
     return Recorded(row, None, len(schedule.result.records), schedule.unusable, schedule.energy_missing,
                     schedule.starts())
 

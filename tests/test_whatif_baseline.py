@@ -134,6 +134,18 @@ def test_node_lists_that_cannot_be_charged(tmp_path, capsys, node_list, missing)
     assert "energy: not available" in flat(capsys.readouterr().out)
 
 
+def test_a_record_larger_than_the_cluster_has_no_utilisation(tmp_path):
+    # job 2 recorded with 64 CPUs on n1 and n2, which have 8: busy CPU-seconds over the capacity
+    # would read 303% (4 x 600 + 64 x 300 + 2 x 120 CPU-s over 8 CPUs x 900 s); not a share of this cluster
+    export = EXPORT.replace("|COMPLETED|2|8|00:10:00|n[1-2]", "|COMPLETED|2|64|00:10:00|n[1-2]")
+    code, data = whatif(tmp_path, export)
+    assert code == 0
+    figures = data["recorded"]["figures"]
+    assert figures["utilization"] is None and figures["energy_kwh"] is None
+    assert "hold 32 CPUs of n1" in data["recorded"]["energy_missing"]
+    assert figures["mean_wait_s"] == 200.0                    # the times are still the record's
+
+
 def test_jobs_the_record_cannot_place(tmp_path):
     # job 3's start before its submit; job 2 and a second job 2: they share an id
     export = EXPORT.replace(f"{DAY}02:00|{DAY}03:00", f"{DAY}02:00|{DAY}01:30") + \
