@@ -10,6 +10,11 @@ same nodes.  The textbook queues (FCFS, EASY) on the same input are shown for co
     python bench/slurm_reference.py --validation 300 --variant all --out /tmp/v300   # about 35 min
     python bench/bench_slurm_fidelity.py /tmp/v300/builtin /tmp/v300/backfill-fine /tmp/v300/backfill-coarse
 
+The recordings behind the figures in docs/slurm-replay.md are in ``bench/data/slurm-v300/``:
+
+    python bench/bench_slurm_fidelity.py bench/data/slurm-v300/{builtin,backfill-fine,backfill-coarse}.json.gz \
+        --repeat bench/data/slurm-v300/builtin-again.json.gz --repeat bench/data/slurm-v300/backfill-fine-again.json.gz
+
 The replay is fed what a sacct log of the run would give: Slurm's submit stamps, the time limit it
 held and each job's elapsed time (end - start), all in trace seconds.  A recording made with slurmdbd
 also gives the associations and QOS (its sacctmgr dumps) and when the fair-share passes ran: the
@@ -19,6 +24,7 @@ replay then has the QOS priorities and limits and the fair-share factor, its pas
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 from dataclasses import replace
@@ -36,11 +42,18 @@ from greenslurm.traces.slurm_accounts import SlurmAccounts, parse_associations_t
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
 
 
-def load_recording(folder: Path) -> dict:
-    path = Path(folder) / "schedule.json"
+def load_recording(where: Path) -> dict:
+    """A recording: a folder written by ``bench/slurm_reference.py`` (its schedule.json), or such a
+    file itself, plain or gzipped (the recordings published in ``bench/data/slurm-v300/``)."""
+    path = Path(where)
+    if path.is_dir():
+        path = path / "schedule.json"
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as error:
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        return json.loads(raw)
+    except (OSError, ValueError, EOFError) as error:
         raise SystemExit(f"bench_slurm_fidelity: {path}: cannot read a recording: {error}") from None
 
 
@@ -176,7 +189,8 @@ def _pct(value) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("recordings", nargs="+", type=Path, help="folders written by bench/slurm_reference.py")
+    parser.add_argument("recordings", nargs="+", type=Path,
+                        help="folders written by bench/slurm_reference.py, or their schedule.json (plain or gzipped)")
     parser.add_argument("--contrast", default="fcfs,easy", help="textbook queues to show beside (comma list, or '')")
     parser.add_argument("--repeat", type=Path, action="append", default=[], metavar="FOLDER",
                         help="a second recording of the same workload and setting: real Slurm against itself")
