@@ -10,7 +10,8 @@ idle cluster are left out of every run (counted), so every run replays the same 
     python bench/bench_power_states.py --jobs 10000 --trace /work/shared/data/swf/lublin_256_est.swf
 
 Prints energy, saving vs. no power management, peak power, mean wait and the added wait, boots,
-energy spent off and booting, and the time-averaged phase imbalance (3 phases).
+energy spent off and booting, and the time-averaged phase imbalance (3 phases); "power-down, index"
+wakes the lowest-numbered off node instead of one on the phase with the fewest powered nodes.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def main(argv=None) -> int:
     runs = [("none", None)]
     runs.append(("power-down", PowerStateConfig(suspend_after_s=args.suspend_after_s, boot_s=args.boot_s,
                                                 off_w=args.off_w)))
+    # the control for phase-aware waking: the lowest-numbered off node first
+    runs.append(("power-down, index", PowerStateConfig(suspend_after_s=args.suspend_after_s, boot_s=args.boot_s,
+                                                       off_w=args.off_w, wake_order="index")))
     for fraction in args.budgets:
         runs.append((f"down+budget {fraction:.0%}", PowerStateConfig(
             suspend_after_s=args.suspend_after_s, boot_s=args.boot_s, off_w=args.off_w, budget_w=fraction * peak)))
