@@ -119,24 +119,6 @@ def phase_imbalance(loads_w: np.ndarray) -> float:
     return float(np.abs(loads_w - mean).max() / mean)
 
 
-def phase_balance_order(candidates: np.ndarray, added_w: np.ndarray, node_power_w: np.ndarray,
-                        phase: np.ndarray, phases: int) -> np.ndarray:
-    """Candidates ordered by the phase imbalance after adding ``added_w`` on that node (best first;
-    ties by node index).  The phase-balance scorer used to pick nodes to wake.
-
-    >>> phase_balance_order(np.array([0, 1, 2]), np.array([100.0, 100.0, 100.0]),
-    ...                     np.array([100.0, 0.0, 50.0]), np.array([0, 1, 2]), 3)
-    array([1, 2, 0])
-    """
-    loads = phase_loads_w(node_power_w, phase, phases)
-    scores = []
-    for node, extra in zip(candidates.tolist(), added_w.tolist()):
-        after = loads.copy()
-        after[phase[node]] += extra
-        scores.append((phase_imbalance(after), node))
-    return np.array([node for _, node in sorted(scores)], dtype=int)
-
-
 def wake_next(off: np.ndarray, phase: np.ndarray, powered: np.ndarray) -> int:
     """The off node to wake next: on the phase with the fewest powered (ON or BOOTING) nodes, the
     lowest-numbered on it.  Counting powered nodes, not watts, is what keeps the phases even over
