@@ -7,6 +7,7 @@ stress test of the backfill plan (NodeSpace) against a plain per-time reference.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 import random
 
 import numpy as np
@@ -380,3 +381,12 @@ def test_node_space_matches_a_per_time_reference(seed):
         for t in range(0, 1000, 10):
             i = max(k for k, s in enumerate(space.starts) if s <= t)
             assert (space.masks[i] == reference_mask(kept, t, size)).all(), (seed, t)
+
+
+def test_the_queues_defaults_are_those_of_a_slurm_conf_that_says_nothing():
+    # Slurm 22.05's defaults are stated twice: where slurm.conf is read (SchedulerConf, PriorityConf)
+    # and in the queue's settings, which the engine builds without importing the reader.  They agree.
+    conf = parse_slurm_conf_text("NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n")
+    from_conf = SlurmScheduling.from_conf(conf)
+    assert replace(from_conf, partitions={}, priority=replace(from_conf.priority, partition_job_factor={})) == \
+        SlurmScheduling()
