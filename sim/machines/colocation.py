@@ -48,9 +48,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from greenslurm.allocation.colocation import (COLOCATION_POLICIES, GPUS_PER_NODE, MODELS, Candidate,
+from greenslurm.allocation.colocation import (ACCOUNTINGS, COLOCATION_POLICIES, GPUS_PER_NODE, MODELS, Candidate,
                                               ColocationPolicy, ColocationSettings, History, Interference,
-                                              JobView, ModelProfile)
+                                              JobView, ModelProfile, PowerAccounting)
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
 from greenslurm.sim.engine.events import EventKind
 from greenslurm.sim.machines.machine import Machine, PendingJob
@@ -117,15 +117,36 @@ def synthetic_dlt_jobs(count: int, seed: int = 0, arrivals_per_h: float = 6.0,
     return out
 
 
-def dlt_jobs_from_specs(jobs, seed: int = 0) -> list[JobSpec]:
-    """Training jobs from a trace's jobs: GPUs = the job's GPUs (at least 1) rounded up to 1, 2, 4 or 8;
-    model drawn (seeded) from the paper's four; epochs = runtime / the model's epoch time (at least 1);
-    the job's deadline if it has one.  Jobs without a finite runtime are left out.
+MODEL_BY = ("seed", "share")
+LIGHT_MODELS, HEAVY_MODELS = ("alexnet", "resnet18"), ("resnet50", "vgg16")
+
+
+def dlt_jobs_from_specs(jobs, seed: int = 0, *, model_by: str = "seed", gpu_only: bool = False,
+                        slack: tuple[float, float] | None = None, no_deadline: float = 0.2) -> list[JobSpec]:
+    """Training jobs from a trace's jobs.
+
+    * GPUs: the job's GPUs (at least 1; a share of one GPU counts as 1) rounded up to 1, 2, 4 or 8;
+      ``gpu_only``: jobs without GPUs are left out (else they become 1-GPU jobs);
+    * model, ``model_by="seed"``: drawn (seeded) from the paper's four; ``"share"``: a job asking a
+      fraction of one GPU gets one of the light models (AlexNet, ResNet-18: 5-11 % GPU utilisation,
+      Table 2), a job of whole GPUs one of the heavy ones (ResNet-50, VGG-16: 37-48 %), seeded within;
+    * epochs = runtime / the model's epoch time, rounded, at least 1;
+    * deadline: the job's own if it has one; with ``slack`` = (lo, hi) a job without one gets
+      submit + U(lo, hi) x its exclusive JCT, except a ``no_deadline`` share (as
+      :func:`synthetic_dlt_jobs`).
+    Jobs without a finite runtime are left out.
 
     >>> [(j.gpus_per_node, j.epochs) for j in dlt_jobs_from_specs([JobSpec("a", 0.0, 1e4, runtime_s=3 * 1440.0,
     ...                                                                      nodes=1, gpus_per_node=3)])]
     [(4, 3)]
+    >>> [j.model for j in dlt_jobs_from_specs([JobSpec("a", 0.0, 1e4, runtime_s=1e4, gpus_per_node=0.25),
+    ...                                        JobSpec("b", 0.0, 1e4, runtime_s=1e4, gpus_per_node=2)],
+    ...                                       model_by="share")]
+    ['resnet18', 'vgg16']
     """
+    if model_by not in MODEL_BY:
+        raise InputError(f"model_by must be one of {', '.join(MODEL_BY)}, not {model_by!r}", path="<command line>",
+                         field="model_by")
     rng = random.Random(seed)
     names = sorted(MODELS)
     out = []
@@ -133,11 +154,19 @@ def dlt_jobs_from_specs(jobs, seed: int = 0) -> list[JobSpec]:
         runtime = job.run_for_s
         if not (math.isfinite(runtime) and math.isfinite(job.submit_s)):
             continue
-        gpus = max(1.0, float(job.gpus_per_node) * max(job.nodes, 1))
+        asked = float(job.gpus_per_node or 0.0) * max(job.nodes, 1)
+        if gpu_only and asked <= 0:
+            continue
+        gpus = max(1.0, asked)
         size = next((g for g in GPU_SET_SIZES if g >= gpus), 8)
-        model = rng.choice(names)
+        if model_by == "share":
+            model = rng.choice(LIGHT_MODELS if asked < 1.0 else HEAVY_MODELS)
+        else:
+            model = rng.choice(names)
         epochs = max(1, round(runtime / MODELS[model].epoch_s))
         deadline = job.deadline_s if job.deadline_s is not None else math.inf
+        if slack is not None and job.deadline_s is None and rng.random() >= no_deadline:
+            deadline = job.submit_s + rng.uniform(*slack) * epochs * MODELS[model].epoch_s
         out.append(training_job(str(job.job_id), float(job.submit_s), model, size, epochs, deadline))
     return out
 
@@ -178,7 +207,16 @@ class TrainingRun:
     undone: int = 0
     epochs_run: int = 0              # epochs trained in total (undo loses none: equals epochs)
     end_s: float = math.nan
+    resume_s: float = -math.inf      # paused (rate 0) until then: a migration's checkpoint and restore
+    migrations: int = 0
+    state: object = None             # 1..4: packed with that many jobs; "sliced"; "paused" (parked, migrating)
+    state_since_s: float = 0.0
+    time_in: dict = field(default_factory=dict)     # seconds spent in each state
+    work_in: dict = field(default_factory=dict)     # exclusive seconds of training done in each state
     _view: JobView | None = None
+
+    def paused(self, now_s: float) -> bool:
+        return self.resume_s > now_s + 1e-9
 
     @property
     def job_id(self) -> str:
@@ -208,7 +246,7 @@ class ColocationMachine(Machine):
 
     def __init__(self, cluster: Cluster, selection: ColocationPolicy | None = None,
                  settings: ColocationSettings | None = None, interference: Interference | None = None,
-                 idle_node_w: float = 0.0) -> None:
+                 idle_node_w: float = 0.0, accounting: str = "active-nodes") -> None:
         super().__init__(cluster, selection)
         if selection is None or not hasattr(selection, "choose"):
             raise ValueError("the co-location machine needs a co-location policy as its selection "
@@ -221,10 +259,13 @@ class ColocationMachine(Machine):
         self.settings = settings or ColocationSettings()
         self.interference = interference or Interference()
         self.history: History = getattr(selection, "history", None) or History(self.interference)
+        self.accounting = PowerAccounting(accounting, idle_node_w=idle_node_w)
         self.idle_node_w = idle_node_w
+        self.static_w = self.accounting.node_static_w
         n = self.nodes = cluster.size
         self.runs: dict[int, TrainingRun] = {}           # by the engine's job index
         self.sets: dict[tuple, list[TrainingRun]] = {}   # (node, first gpu, gpus) -> jobs, in joining order
+        self.sliced: set[tuple] = set()                  # sets whose jobs train in turn (Gandiva)
         self.gpu_busy: list[list[bool]] = [[False] * GPUS_PER_NODE for _ in range(n)]   # held by a set
         self.set_power_w: dict[tuple, float] = {}
         self.parked: list[TrainingRun] = []              # undone by EaCO, waiting for a free set: newest first
@@ -233,8 +274,10 @@ class ColocationMachine(Machine):
         self.power_w = n * idle_node_w
         self.total_j = 0.0
         self.idle_j = 0.0
+        self.static_j = 0.0
         self.last_s = 0.0
         self.undone = 0
+        self.migrations = 0
         self.colocated_starts = 0
         self._active = np.zeros(n, dtype=np.int64)       # sets per node
         self.active_count = 0                            # nodes with a set
@@ -255,6 +298,8 @@ class ColocationMachine(Machine):
         self.replay = replay
         self.start_s = self.last_s = replay.ledger.start_s
         self.active_t = [self.start_s]
+        if getattr(self.policy, "migrates", False):
+            replay.after_schedule.append(self._rebalance)
 
     def _push(self, time_s: float, handler: Callable[[float], None]) -> tuple:
         return self.replay.events.push(time_s, EventKind.WAKE, handler)
@@ -265,19 +310,31 @@ class ColocationMachine(Machine):
         if dt > 0:
             self.total_j += self.power_w * dt
             self.idle_j += (self.nodes - self.active_count) * self.idle_node_w * dt
+            self.static_j += self.active_count * self.static_w * dt
             self.last_s = now_s
 
     def _charge(self, run: TrainingRun, now_s: float) -> None:
         run.energy_j += run.share_w * (now_s - run.energy_since_s)
         run.energy_since_s = now_s
 
+    def _tally(self, run: TrainingRun, now_s: float, state) -> None:
+        """``run`` enters ``state`` at ``now_s``: the time (and the training done) in its previous state
+        is counted; the JCT of a job is the sum of its times, its work the sum of its works."""
+        if run.state is not None:
+            dt = now_s - run.state_since_s
+            run.time_in[run.state] = run.time_in.get(run.state, 0.0) + dt
+            run.work_in[run.state] = run.work_in.get(run.state, 0.0) + dt * run.job.rate
+        run.state = state
+        run.state_since_s = now_s
+
     def _set_active(self, node: int, delta: int, now_s: float) -> None:
         before = self._active[node] > 0
         self._active[node] += delta
         after = self._active[node] > 0
         if before != after:
-            # an idle node draws idle_node_w; an active one only its sets
-            self.power_w += (-self.idle_node_w) if after else self.idle_node_w
+            # an idle node draws idle_node_w; an active one its static power and its sets
+            step = self.static_w - self.idle_node_w
+            self.power_w += step if after else -step
             count = self.active_count = self.active_count + (1 if after else -1)
             if self.active_t[-1] == now_s:
                 self.active_n[-1] = count
@@ -289,8 +346,20 @@ class ColocationMachine(Machine):
     def _running(self, run: TrainingRun) -> bool:
         return run.job.index in self.running
 
+    def _slices(self, members: Sequence[TrainingRun], packed_slowdown: float) -> bool:
+        """Whether a set's jobs train in turn: their peak memory does not fit together, or packing
+        them would cost more than time-slicing (k jobs: k / efficiency), Gandiva's introspection."""
+        if len(members) < 2:
+            return False
+        if sum(r.model.mem_peak_pct for r in members) > self.settings.mem_threshold_pct + 1e-9:
+            return True
+        return packed_slowdown >= len(members) / self.settings.slice_efficiency
+
     def _retune(self, key: tuple, now_s: float) -> None:
-        """The set ``key`` changed: new slowdown (rate 1 / slowdown), new power split, new epoch ends."""
+        """The set ``key`` changed: new slowdown (rate 1 / slowdown), new power split, new epoch ends.
+
+        Packed: every job at 1 / slowdown(mix), the set at the mix's power.  Time-sliced (k jobs):
+        every job at efficiency / k, the set at the mean of its jobs' powers (one trains at a time)."""
         members = self.sets.get(key, ())
         for run in members:
             if self._running(run):
@@ -298,23 +367,36 @@ class ColocationMachine(Machine):
                 self._charge(run, now_s)
             run.epoch_stable = False
         old = self.set_power_w.pop(key, 0.0)
+        self.sliced.discard(key)
         if not members:
             self.power_w -= old
             return
-        slowdown = self.interference.true_slowdown(self._mix(members))
-        models = [r.model for r in members]
-        power = self.interference.set_power_w(models, key[2])
+        mix = self._mix(members)
+        packed = self.interference.true_slowdown(mix)
+        if self._slices(members, packed):
+            self.sliced.add(key)
+            slowdown = len(members) / self.settings.slice_efficiency
+            node_w = sum(r.model.power_w for r in members) / len(members)
+            state = "sliced"
+        else:
+            slowdown = packed
+            node_w = self.interference.mix_power_w(mix)
+            state = len(members)
+        power = self.accounting.set_w(node_w, key[2])
         self.set_power_w[key] = power
         self.power_w += power - old
-        total_model_w = sum(m.power_w for m in models)
+        total_model_w = sum(r.model.power_w for r in members)
         for run in members:
+            paused = run.paused(now_s)
+            rate = 0.0 if paused else 1.0 / slowdown
+            self._tally(run, now_s, "paused" if paused else state)
             run.slowdown = slowdown
             run.share_w = power * run.model.power_w / total_model_w
             if self._running(run):
-                self.replay.set_rate(run.job, 1.0 / slowdown, now_s)
+                self.replay.set_rate(run.job, rate, now_s)
                 self._schedule_epoch(run, now_s)
             else:
-                run.job.rate = 1.0 / slowdown       # a newcomer: the engine pushes its END at this rate
+                run.job.rate = rate                 # a newcomer: the engine pushes its END at this rate
 
     def _schedule_epoch(self, run: TrainingRun, now_s: float) -> None:
         """A WAKE at the end of the current epoch, unless it is the last (the job's END is)."""
@@ -328,17 +410,19 @@ class ColocationMachine(Machine):
         to_go_s = max(run.work_left_s(now_s) - after * run.model.epoch_s, 0.0)
         run.epoch_event = self._push(now_s + to_go_s / rate, lambda t, run=run: self._epoch_end(run, t))
 
-    def _observe_epoch(self, run: TrainingRun, now_s: float) -> None:
+    def _observe_epoch(self, run: TrainingRun, now_s: float) -> bool:
         """An epoch of ``run`` ended: count it, and let the history learn the slowdown of an epoch spent
         wholly on an unchanged shared set."""
         run.epochs_done += 1
         run.epochs_run += 1
         run.known_left_s = (run.epochs - run.epochs_done) * run.model.epoch_s
         members = self.sets[run.set_key]
-        if run.epoch_stable and len(members) > 1:
+        observed = run.epoch_stable and len(members) > 1 and run.set_key not in self.sliced
+        if observed:
             self.history.observe(self._mix(members), (now_s - run.epoch_started_s) / run.model.epoch_s)
         run.epoch_started_s = now_s
         run.epoch_stable = True
+        return observed
 
     @staticmethod
     def _mix(members: Sequence[TrainingRun]) -> tuple[str, ...]:
@@ -348,16 +432,17 @@ class ColocationMachine(Machine):
     def _epoch_end(self, run: TrainingRun, now_s: float) -> None:
         run.epoch_event = None
         self._advance(now_s)
-        self._observe_epoch(run, now_s)
+        observed = self._observe_epoch(run, now_s)
         if run.check_pending:
             run.check_pending = False
             mix = self._mix(self.sets[run.set_key])
-            self.history.observe(mix, run.slowdown)     # profiled over the first epoch
+            if not observed and run.set_key not in self.sliced:
+                self.history.observe(mix, run.slowdown)     # profiled over the end of the first epoch
             views = [r.view() for r in self.sets[run.set_key]]
             if not self.policy.keeps_deadlines(views, mix, now_s):
                 # undo at this epoch boundary: nothing trained is lost; the job runs alone later
-                self.replay.set_rate(run.job, 0.0, now_s)
                 self._remove(run, now_s)
+                self.replay.set_rate(run.job, 0.0, now_s)
                 run.exclusive_only = True
                 run.undone += 1
                 self.undone += 1
@@ -392,6 +477,7 @@ class ColocationMachine(Machine):
             self.replay.events.cancel(run.epoch_event)
             run.epoch_event = None
         self.sets[key].remove(run)
+        self._tally(run, now_s, "paused")            # at rate 0 until it joins a set again (or ends)
         run.set_key = None
         run.share_w = 0.0
         if not self.sets[key]:
@@ -411,7 +497,8 @@ class ColocationMachine(Machine):
             for first in range(0, GPUS_PER_NODE, gpus):
                 members = sets.get((node, first, gpus))
                 if members is not None:
-                    out.append(Candidate(node, first, gpus, tuple([r.view() for r in members]), active))
+                    out.append(Candidate(node, first, gpus, tuple([r.view() for r in members]), active,
+                                         (node, first, gpus) in self.sliced))
                 elif not any(busy[first:first + gpus]):
                     out.append(Candidate(node, first, gpus, (), active))
         return out
@@ -446,6 +533,63 @@ class ColocationMachine(Machine):
                 continue
             del self.parked[i]
             self._join(run, choice, now_s)       # it is running (at rate 0): this sets its rate and epoch
+
+    # -- migration (Gandiva) -----------------------------------------------------------------
+    def _free_blocks(self) -> dict[int, list[tuple[int, int]]]:
+        """Free aligned blocks by size: (node, first GPU), by node and first GPU."""
+        out: dict[int, list[tuple[int, int]]] = {g: [] for g in GPU_SET_SIZES}
+        for node, busy in enumerate(self.gpu_busy):
+            for g in GPU_SET_SIZES:
+                for first in range(0, GPUS_PER_NODE, g):
+                    if not any(busy[first:first + g]):
+                        out[g].append((node, first))
+        return out
+
+    def _rebalance(self, now_s: float) -> None:
+        """After the queue had its turn at a time when something freed: while a free block fits a job
+        of a shared set, the most loaded shared set (time-sliced first, then most jobs) gives its last
+        joined, unpaused job to it (Gandiva's migration)."""
+        if self._dirty_s != now_s:
+            return
+        while True:
+            free = self._free_blocks()
+            donors = sorted((key for key, members in self.sets.items() if len(members) > 1 and free[key[2]]),
+                            key=lambda key: (key not in self.sliced, -len(self.sets[key]), key))
+            for key in donors:
+                movable = [r for r in self.sets[key] if not r.paused(now_s) and not r.check_pending]
+                run = movable[-1] if movable else None
+                allowed = run.job.allowed if run is not None else None
+                target = next(((node, first) for node, first in free[key[2]]
+                               if allowed is None or allowed[node]), None) if run is not None else None
+                if target is not None:
+                    self._migrate(run, Candidate(target[0], target[1], key[2], (), self._active[target[0]] > 0),
+                                  now_s)
+                    break
+            else:
+                return
+
+    def _migrate(self, run: TrainingRun, target: Candidate, now_s: float) -> None:
+        """Move ``run`` to the free set ``target``: it checkpoints, moves and restores (``migration_s`` at
+        rate 0 on the new set) and goes on from where it was; the set it left speeds up at once."""
+        self._advance(now_s)
+        self._remove(run, now_s)
+        run.resume_s = now_s + self.settings.migration_s
+        run.migrations += 1
+        self.migrations += 1
+        self._join(run, target, now_s)
+        run.epoch_stable = False                 # a partial epoch: not an observation
+        self._push(run.resume_s, lambda t, run=run: self._resume(run, t))
+        job = run.job
+        old_nodes = job.node_indices
+        job.node_indices = np.array([target.node])
+        job.gpu_indices = (tuple(range(target.first_gpu, target.first_gpu + target.gpus)),)
+        for listener in getattr(self, "move_listeners", ()):   # the engine's ledger follows the job
+            listener(job, old_nodes, now_s)
+
+    def _resume(self, run: TrainingRun, now_s: float) -> None:
+        if run.set_key is not None and not run.paused(now_s) and self._running(run):
+            self._advance(now_s)
+            self._retune(run.set_key, now_s)
 
     # -- the engine's questions --------------------------------------------------------------
     def _open(self, now_s: float) -> bool:
@@ -501,6 +645,7 @@ class ColocationMachine(Machine):
         self._advance(now_s)
         self._observe_epoch(run, now_s)
         self._remove(run, now_s)
+        self._tally(run, now_s, None)
         run.end_s = now_s
         self.finished.append(run)
         del self.running[job.index]
@@ -510,27 +655,28 @@ class ColocationMachine(Machine):
             listener(job, now_s)
 
     def _check(self) -> None:
-        """Invariants: GPU owners match the sets; set sizes within limits; rates match the sets;
-        power = sum of sets + idle nodes."""
+        """Invariants: GPU owners match the sets; set sizes within limits; rates match the sets (0 while
+        paused); power = sum of sets + static power of active nodes + idle nodes."""
         owned = sum(map(sum, self.gpu_busy))
         assert owned == sum(key[2] for key in self.sets)
         for key, members in self.sets.items():
             assert 1 <= len(members) <= self.settings.max_jobs
             assert sum(r.model.mem_peak_pct for r in members) <= self.settings.mem_threshold_pct + 1e-9 \
-                or len(members) == 1
+                or len(members) == 1 or key in self.sliced      # only Gandiva time-slices what does not fit
             for run in members:
-                assert run.set_key == key and math.isclose(run.job.rate, 1.0 / run.slowdown)
+                expected = 0.0 if run.paused(self.now_s) else 1.0 / run.slowdown
+                assert run.set_key == key and math.isclose(run.job.rate, expected)
         for run in self.parked:
             assert run.set_key is None and run.job.rate == 0.0 and self._running(run)
         idle = self.nodes - int((self._active > 0).sum())
         assert idle == self.nodes - self.active_count
-        assert math.isclose(self.power_w, sum(self.set_power_w.values()) + idle * self.idle_node_w,
-                            rel_tol=1e-9, abs_tol=1e-6)
+        assert math.isclose(self.power_w, sum(self.set_power_w.values()) + idle * self.idle_node_w
+                            + self.active_count * self.static_w, rel_tol=1e-9, abs_tol=1e-6)
 
 
 def build_colocation(policy: str, *, settings: ColocationSettings | None = None,
-                     interference: Interference | None = None, idle_node_w: float = 0.0
-                     ) -> tuple[Callable[[Cluster, ColocationPolicy | None], ColocationMachine], ColocationPolicy]:
+                     interference: Interference | None = None, idle_node_w: float = 0.0,
+                     accounting: str = "active-nodes") -> tuple[Callable[[Cluster, ColocationPolicy | None], ColocationMachine], ColocationPolicy]:
     """The machine factory and the selection (the policy) for ``Replay(..., "fcfs", selection=...,
     machine_factory=...)``.  A fresh pair per run: EaCO's history learns during the run.
 
@@ -541,13 +687,16 @@ def build_colocation(policy: str, *, settings: ColocationSettings | None = None,
     if policy not in COLOCATION_POLICIES:
         raise InputError(f"unknown co-location policy {policy!r}; choose from {', '.join(COLOCATION_POLICIES)}",
                          path="<command line>", field="colocation")
+    if accounting not in ACCOUNTINGS:
+        raise InputError(f"unknown power accounting {accounting!r}; choose from {', '.join(ACCOUNTINGS)}",
+                         path="<command line>", field="accounting")
     settings = settings or ColocationSettings()
     interference = interference or Interference()
     selection = COLOCATION_POLICIES[policy](settings, History(interference))
 
     def factory(cluster: Cluster, chosen: ColocationPolicy | None = None) -> ColocationMachine:
         return ColocationMachine(cluster, chosen if chosen is not None else selection, settings, interference,
-                                 idle_node_w)
+                                 idle_node_w, accounting)
     return factory, selection
 
 
@@ -568,9 +717,20 @@ class ColocationResult:
     undone: int
     colocated_starts: int
     mean_active_nodes: float
+    static_energy_j: float = 0.0     # active nodes' static power (active-node accounting)
+    migrations: int = 0
+    exclusive_s: float = 0.0         # sum of the jobs' exclusive JCTs (epochs x epoch time)
+    time_in: dict = field(default_factory=dict)   # state -> job-seconds (1..4 packed, "sliced", "paused")
+    work_in: dict = field(default_factory=dict)   # state -> exclusive seconds of training done in it
     active_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     active_nodes: np.ndarray = field(default_factory=lambda: np.zeros(0))
     per_job: list = field(default_factory=list)      # (job_id, submit, first start, end, energy_j, missed)
+
+    def added_jct_by_state(self) -> dict:
+        """How much each state adds to the mean JCT, as a share of the mean exclusive JCT: (time in the
+        state - training done in it) / exclusive time.  They sum to avg JCT / exclusive JCT - 1."""
+        return {state: (self.time_in[state] - self.work_in.get(state, 0.0)) / self.exclusive_s
+                for state in self.time_in} if self.exclusive_s else {}
 
 
 def colocation_result(replay) -> ColocationResult:
@@ -593,8 +753,16 @@ def colocation_result(replay) -> ColocationResult:
     def missed(r: TrainingRun) -> bool:
         return r.end_s > r.deadline_s + 1e-6
 
+    time_in: dict = {}
+    work_in: dict = {}
+    for r in done:
+        for state, t in r.time_in.items():
+            time_in[state] = time_in.get(state, 0.0) + t
+            work_in[state] = work_in.get(state, 0.0) + r.work_in.get(state, 0.0)
     return ColocationResult(
         policy=machine.policy.name, nodes=machine.nodes, jobs=len(done), energy_j=machine.total_j,
+        static_energy_j=machine.static_j, migrations=machine.migrations,
+        exclusive_s=sum(r.epochs * r.model.epoch_s for r in done), time_in=time_in, work_in=work_in,
         jobs_energy_j=sum(r.energy_j for r in done), idle_energy_j=machine.idle_j,
         avg_jct_s=sum(r.end_s - r.job.start_s for r in done) / n,
         avg_jtt_s=sum(r.end_s - r.job.job.submit_s for r in done) / n,
@@ -607,31 +775,33 @@ def colocation_result(replay) -> ColocationResult:
 
 def colocation_replay(jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", *,
                       settings: ColocationSettings | None = None, interference: Interference | None = None,
-                      idle_node_w: float = 0.0):
+                      idle_node_w: float = 0.0, accounting: str = "active-nodes"):
     """A :class:`~greenslurm.sim.engine.replay.Replay` of training ``jobs`` on ``nodes`` 8-GPU nodes
     under ``policy``, not yet run (tests step it)."""
     from greenslurm.sim.engine.replay import Replay     # the engine imports machines, not the reverse
     for job in jobs:
         check_training_job(job)
     factory, selection = build_colocation(policy, settings=settings, interference=interference,
-                                          idle_node_w=idle_node_w)
+                                          idle_node_w=idle_node_w, accounting=accounting)
     return Replay(jobs, colocation_cluster(nodes), "fcfs", selection=selection, machine_factory=factory)
 
 
 def simulate(jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", **options) -> ColocationResult:
     """Run training ``jobs`` on ``nodes`` 8-GPU nodes under ``policy`` (see ``COLOCATION_POLICIES``);
-    ``options``: ``settings``, ``interference``, ``idle_node_w``.
+    ``options``: ``settings``, ``interference``, ``idle_node_w``, ``accounting``.
 
-    Two AlexNet jobs of 2 epochs on one node: FIFO runs them side by side on two free sets; EaCO
-    shares one set (slowdown 1.04, power 712 + 0.1 * 712 on 1 GPU of 8).
+    ResNet-50 and AlexNet, one epoch each on 8 GPUs, two nodes.  FIFO runs them on a node each:
+    1330 W x 1440 s + 712 W x 1404 s.  EaCO shares one node (Table 3, J1&J3: 1390 W, slowdown
+    36.63 / 35.385 = 1.03518): AlexNet ends at 1404 x 1.03518 = 1453.4 s, ResNet-50 has then done
+    1404 s of its 1440 s and runs the last 36 s alone at 1330 W.
 
-    >>> jobs = [training_job("a", 0.0, "alexnet", 1, 2), training_job("b", 0.0, "alexnet", 1, 2)]
-    >>> fifo = simulate(jobs, 1, "fifo", interference=Interference(jitter=0.0))
-    >>> round(fifo.avg_jct_s / 3600, 4), round(fifo.energy_j / 3.6e6, 4)   # 2 * 0.39 h; 2 * 89 W * 0.78 h
-    (0.78, 0.1388)
-    >>> eaco = simulate(jobs, 1, "eaco", interference=Interference(jitter=0.0))
-    >>> round(eaco.avg_jct_s / 3600, 4), round(eaco.energy_j / 3.6e6, 4)   # 0.78 * 1.04 h; 97.9 W
-    (0.8112, 0.0794)
+    >>> jobs = [training_job("r", 0.0, "resnet50", 8, 1), training_job("a", 0.0, "alexnet", 8, 1)]
+    >>> fifo = simulate(jobs, 2, "fifo")
+    >>> round(fifo.avg_jct_s, 1), round(fifo.energy_j / 3.6e6, 4)     # (1440 + 1404) / 2; 2,914,848 J
+    (1422.0, 0.8097)
+    >>> eaco = simulate(jobs, 2, "eaco")
+    >>> round(eaco.avg_jct_s, 1), round(eaco.energy_j / 3.6e6, 4)     # (1453.4 + 1489.4) / 2; 2,068,106 J
+    (1471.4, 0.5745)
     """
     run = colocation_replay(jobs, nodes, policy, **options)
     run.run()
