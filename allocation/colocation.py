@@ -113,9 +113,10 @@ def slowdown_features(mix: Sequence[str]) -> tuple[float, float]:
 def fit_slowdown_model(measured: dict = MEASURED_MIXES) -> tuple[float, float]:
     """Least squares of ``slowdown - 1 = a (k - 1) + b (k - 1) (U / 100)^2`` over the measured mixes.
 
-    On Table 3: a = 0.0210, b = 0.0597; largest error on a measured mix 0.0095 (J1&J2&J3&J4: model
-    1.2356, measured 1.2451); leaving one mix out, the mean error on it is 0.022 (largest 0.088, the
-    four-job mix, which the others extrapolate to).
+    On Table 3: a = 0.0210, b = 0.0597; errors on the measured mixes 0.0013-0.0095 in slowdown (the
+    largest J1&J2&J3: model 1.0749, measured 1.0844; the four-job mix 1.2438 against 1.2451); leaving
+    one mix out, the mean error on it is 0.022 (largest 0.088, the four-job mix, which the other five
+    extrapolate to).
 
     >>> a, b = fit_slowdown_model(); round(a, 4), round(b, 4)
     (0.021, 0.0597)

@@ -320,8 +320,8 @@ class ColocationMachine(Machine):
     def _tally(self, run: TrainingRun, now_s: float, state) -> None:
         """``run`` enters ``state`` at ``now_s``: the time (and the training done) in its previous state
         is counted; the JCT of a job is the sum of its times, its work the sum of its works."""
-        if run.state is not None:
-            dt = now_s - run.state_since_s
+        dt = now_s - run.state_since_s
+        if run.state is not None and dt > 0:
             run.time_in[run.state] = run.time_in.get(run.state, 0.0) + dt
             run.work_in[run.state] = run.work_in.get(run.state, 0.0) + dt * run.job.rate
         run.state = state
