@@ -27,7 +27,9 @@ from greenslurm.inputs import check_input_file, cluster_from_trace, load_cluster
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config
 from greenslurm.sim.machines.power_states import fits_budget
 
-POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet")
+POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet",
+                "phase_layout", "wake_order", "consolidate_every_s", "topology_aware", "migrate_s", "movable",
+                "imbalance_loss")
 COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem_threshold_pct", "idle_node_w",
                    "beta", "jitter", "seed")
 
@@ -46,6 +48,9 @@ def _power_group(parser: argparse.ArgumentParser, many: bool) -> None:
                             + (" (several: one row each)" if many else ""))
     group.add_argument("--phases", type=int, default=None, metavar="N", help="power phases (default 3)")
     group.add_argument("--nodes-per-cabinet", type=int, default=None, metavar="N", help="default 48")
+    group.add_argument("--consolidate-every", type=float, default=None, metavar="S",
+                       help="pVOCL consolidation: move GPU jobs off lightly loaded nodes and turn those off, "
+                            "checked when jobs end and at least every S seconds")
     group.add_argument("--colocation", nargs="+" if many else None, default=None, metavar="POLICY",
                        choices=tuple(COLOCATION_POLICIES),
                        help=f"simulate the trace's jobs as training jobs sharing GPUs: {', '.join(COLOCATION_POLICIES)}")
@@ -107,14 +112,15 @@ def power_states(args: argparse.Namespace, table: dict[str, Any], budget_w: floa
     values = dict(table.get("power_states", {}))
     option = lambda name: getattr(args, name, None)     # noqa: E731
     cli = {"suspend_after_s": option("power_down_after"), "boot_s": option("boot_s"), "boot_w": option("boot_w"),
-           "off_w": option("off_w"), "phases": option("phases"), "nodes_per_cabinet": option("nodes_per_cabinet")}
+           "off_w": option("off_w"), "phases": option("phases"), "nodes_per_cabinet": option("nodes_per_cabinet"),
+           "consolidate_every_s": option("consolidate_every")}
     if use_budget:
         budget = option("power_budget")
         cli["budget_w"] = budget_w if budget_w is not None else (budget if not isinstance(budget, list) else None)
     if "power_states" not in table and all(value is None for value in cli.values()):
         return None
     values.update({key: value for key, value in cli.items() if value is not None})
-    values = {k: float(v) if k not in ("phases", "nodes_per_cabinet") and isinstance(v, int) else v
+    values = {k: float(v) if k not in ("phases", "nodes_per_cabinet") and type(v) is int else v
               for k, v in values.items()}
     return PowerStates(**values)
 
@@ -155,7 +161,9 @@ def report_power(summary: dict, console: Console) -> None:
             ("saved vs. idle (kWh)", f"{t['saved_vs_idle_j'] / 3.6e6:,.2f}"),
             ("peak power (W)", f"{t['peak_power_w']:,.0f}"),
             ("budget (W)", "-" if t["budget_w"] is None else f"{t['budget_w']:,.0f}"),
-            ("mean phase imbalance", f"{t['mean_phase_imbalance']:.3f}")]
+            ("mean phase imbalance", f"{t['mean_phase_imbalance']:.3f}"),
+            ("phase imbalance loss (kWh)", f"{t.get('phase_loss_j', 0.0) / 3.6e6:,.2f}"),
+            ("job moves / jobs moved", f"{t.get('migrations', 0):,} / {t.get('moved_jobs', 0):,}")]
     for row in rows:
         table.add_row(*row)
     console.print(table)

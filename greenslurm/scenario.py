@@ -177,6 +177,13 @@ class PowerStates:
     budget_w: float | None = None
     phases: int | None = None
     nodes_per_cabinet: int | None = None
+    phase_layout: str | None = None
+    wake_order: str | None = None
+    consolidate_every_s: float | None = None
+    topology_aware: bool | None = None
+    migrate_s: float | None = None
+    movable: str | None = None
+    imbalance_loss: float | None = None
 
 
 @dataclass(frozen=True)

@@ -393,7 +393,8 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
                                    "saved_vs_idle_j": t.saved_vs_idle_j, "peak_power_w": t.peak_power_w,
                                    "budget_w": t.budget_w, "mean_phase_imbalance": t.mean_imbalance,
                                    "off_node_h": t.off_node_s / 3600.0, "boot_node_h": t.boot_node_s / 3600.0,
-                                   "refused_starts": t.refused_starts}
+                                   "refused_starts": t.refused_starts, "migrations": t.migrations,
+                                   "moved_jobs": t.moved_jobs, "phase_loss_j": t.phase_loss_j}
     if meter is not None:
         summary["gpu"] = meter.summary()
     if s.colocation is not None:

@@ -148,6 +148,7 @@ class GpuAccounting:
         self._steps: list[tuple[float, float, float, int, float, int]] = []
         machine.start_listeners.append(self._on_start)
         machine.end_listeners.append(self._on_end)
+        machine.move_listeners.append(self._on_move)
 
     @classmethod
     def attach(cls, replay, workload: TargetWorkload | None = None) -> "GpuAccounting | None":
@@ -164,6 +165,11 @@ class GpuAccounting:
 
     def _on_end(self, job, now_s: float) -> None:
         self._changed(job, -1)
+
+    def _on_move(self, job, old_nodes, now_s: float) -> None:
+        if job.task is not None:
+            for node in (*old_nodes.tolist(), *job.node_indices.tolist()):
+                self.meter.update(node)
 
     def _changed(self, job, sign: int) -> None:
         """Recompute the job's nodes after it started (``sign`` +1) or ended (-1)."""

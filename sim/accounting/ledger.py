@@ -77,9 +77,10 @@ class EnergyLedger:
             delta += gpus * self._delta_per_gpu_w[nodes].sum()
         return float(delta)
 
-    def job_share_w(self, job: PendingJob) -> np.ndarray:
-        """Per node power charged to ``job``: busy power per CPU times its CPUs, plus max GPU power."""
-        nodes = job.node_indices
+    def job_share_w(self, job: PendingJob, nodes: np.ndarray | None = None) -> np.ndarray:
+        """Per node power charged to ``job`` on its nodes (or ``nodes``): busy power per CPU times
+        its CPUs, plus max GPU power."""
+        nodes = job.node_indices if nodes is None else nodes
         if job.demand.ndim == 2:
             return (job.demand[:, CPU] * self._busy_per_cpu_w[nodes]
                     + job.demand[:, GPU] * self.cluster.gpu_max_w[nodes])
@@ -94,24 +95,33 @@ class EnergyLedger:
     # -- listeners on the machine ---------------------------------------------------------------
     def on_start(self, job: PendingJob, now_s: float) -> None:
         self.advance(now_s)
+        job.charged_since_s = now_s
+        job.charged_j = 0.0
         job.delta_w = delta = self._job_delta_w(job)
         self.power_w += delta
         self.busy_cpus += job.cpus_total
         if self.power_w > self.peak_power_w:
             self.peak_power_w = self.power_w
-        nodes = job.node_indices
+        self._occupy(job.node_indices, now_s)
+
+    def _occupy(self, nodes: np.ndarray, now_s: float) -> None:
+        """``nodes`` gain a job at ``now_s`` (an idle node stops counting idle time)."""
         was_idle = nodes[self._jobs_on_node[nodes] == 0]
         self._idle_node_seconds[was_idle] += now_s - self._idle_since_s[was_idle]
         self._jobs_on_node[nodes] += 1
 
     def on_end(self, job: PendingJob, now_s: float) -> float:
-        """Close the job's account; returns the energy charged to it in joules."""
+        """Close the job's account; returns the energy charged to it in joules (every stay, when
+        it moved)."""
         self.advance(now_s)
         self.power_w -= job.delta_w
         self.busy_cpus -= job.cpus_total
-        run_s = now_s - job.start_s
-        nodes = job.node_indices
-        share = self.job_share_w(job) * run_s
+        return self._settle(job, job.node_indices, now_s) + job.charged_j
+
+    def _settle(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> float:
+        """Charge the job's stay on ``nodes`` since ``job.charged_since_s``; they lose the job."""
+        run_s = now_s - job.charged_since_s
+        share = self.job_share_w(job, nodes) * run_s
         # a job's nodes are distinct, so plain fancy-index addition is exact here
         self.node_jobs_j[nodes] += share
         self.node_cpu_seconds[nodes] += job.demand[..., CPU] * run_s
@@ -123,6 +133,18 @@ class EnergyLedger:
         now_idle = nodes[self._jobs_on_node[nodes] == 0]
         self._idle_since_s[now_idle] = now_s
         return energy
+
+    def on_move(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
+        """``job`` left ``old_nodes`` for ``job.node_indices`` at ``now_s``: settle the stay on the
+        old nodes (priced at their power per CPU and GPU), start one on the new nodes."""
+        self.advance(now_s)
+        job.charged_j += self._settle(job, old_nodes, now_s)
+        job.charged_since_s = now_s
+        old_delta_w, job.delta_w = job.delta_w, self._job_delta_w(job)
+        self.power_w += job.delta_w - old_delta_w
+        if self.power_w > self.peak_power_w:
+            self.peak_power_w = self.power_w
+        self._occupy(job.node_indices, now_s)
 
     # -- the closing -----------------------------------------------------------------------------
     def close(self, end_s: float) -> EnergyTotals:

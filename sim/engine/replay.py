@@ -158,6 +158,7 @@ class Replay:
         start_s = self.ordered[0].submit_s if self.ordered and math.isfinite(self.ordered[0].submit_s) else 0.0
         self.ledger = EnergyLedger(cluster, start_s)
         self.machine.start_listeners.append(self._on_start)
+        self.machine.move_listeners.append(lambda job, old, now_s: self.ledger.on_move(job, old, now_s))
         self.records: list[JobRecord] = []
         self.progress = progress
         self._wake: tuple | None = None

@@ -26,6 +26,10 @@ from greenslurm.clustermodel.cluster import CPU
 from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
 
+# Amounts added and taken back in floating point (shares of GPUs, fractional CPUs) may miss a
+# whole number by rounding; a fit test forgives that much.
+FIT_TOLERANCE = 1e-9
+
 # Picks ``count`` node indices out of the candidate indices (ascending) that fit a job.
 NodeChooser = Callable[[np.ndarray, int], np.ndarray]
 
@@ -64,6 +68,8 @@ class PendingJob:
     rate: float = 1.0                             # progress per second (below 1 while sharing GPUs)
     work_left_s: float = 0.0                      # work still to do at ``rate_since_s`` (running jobs)
     rate_since_s: float = 0.0
+    charged_since_s: float = 0.0                  # ledger: start of the job's current stay on its nodes
+    charged_j: float = 0.0                        # ledger: energy charged for earlier stays (moved jobs)
     # The nodes the job may ever use (its partition and constraint; a shared read-only mask, see
     # greenslurm.clustermodel.eligibility), None: every node.
     allowed: np.ndarray | None = None
@@ -122,6 +128,8 @@ class Machine:
         self.finished_count = 0          # jobs ended so far: a cheap version of "something freed"
         self.start_listeners: list[Callable[[PendingJob, float], None]] = []
         self.end_listeners: list[Callable[[PendingJob, float], None]] = []
+        # called with (job, nodes it left, time) after a running job moved (see :meth:`move`)
+        self.move_listeners: list[Callable[[PendingJob, np.ndarray, float], None]] = []
 
     # -- the selection's view -----------------------------------------------------------------
     def tails_s(self, now_s: float) -> np.ndarray:
@@ -178,11 +186,12 @@ class Machine:
         if job.task is not None and now and self.gpus is not None:
             ok = self._fit.mask(self.gpus, job.task)
             if free is not self.free:
-                ok &= (free >= job.demand).all(axis=1)
+                ok &= (free >= job.demand - FIT_TOLERANCE).all(axis=1)
         elif job.cpu_only:     # memory and GPUs are never negative, so only CPUs can fail to fit
-            ok = free[:, CPU] >= job.demand[CPU]
+            ok = free[:, CPU] >= job.demand[CPU] - FIT_TOLERANCE
         else:
-            ok = (free >= job.demand).all(axis=1)
+            # shares of a GPU (0.81 + 0.32 + ...) given back leave 7.999999999 of 8 GPUs: a tolerance
+            ok = (free >= job.demand - FIT_TOLERANCE).all(axis=1)
         if job.allowed is not None:
             ok &= job.allowed
         return ok.nonzero()[0]
@@ -251,12 +260,7 @@ class Machine:
                 raise RuntimeError(f"job {job.job.job_id} over-allocates nodes {nodes.tolist()}")
             self.free[nodes] = free_rows - job.demand
         if job.task is not None and self.gpus is not None:
-            picks = []
-            for node in nodes.tolist():
-                gpus = self.selection.gpus(self, job.task, node) if job.task.num_gpu else ()
-                self.gpus.place(node, job.task, gpus)
-                picks.append(gpus)
-            job.gpu_indices = tuple(picks)
+            self._take_gpus(job, nodes)
         self.free_cpus_total -= job.cpus_total
         self._no_fit_now.clear()
         job.start_s = now_s
@@ -266,6 +270,15 @@ class Machine:
             self._add_tail(job)
         for listener in self.start_listeners:
             listener(job, now_s)
+
+    def _take_gpus(self, job: PendingJob, nodes: np.ndarray) -> None:
+        """Place the job's per-GPU shares on ``nodes``, the GPUs chosen by the node selection."""
+        picks = []
+        for node in nodes.tolist():
+            gpus = self.selection.gpus(self, job.task, node) if job.task.num_gpu else ()
+            self.gpus.place(node, job.task, gpus)
+            picks.append(gpus)
+        job.gpu_indices = tuple(picks)
 
     def finish(self, job: PendingJob, now_s: float) -> None:
         del self.running[job.index]
@@ -280,6 +293,44 @@ class Machine:
         self._no_fit_now.clear()
         for listener in self.end_listeners:
             listener(job, now_s)
+
+    def move(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+        """Move running ``job`` to ``nodes`` (as many as it has; each must hold one node's share now,
+        counting what the job itself frees): its resources leave the old nodes and are taken on the
+        new ones at ``now_s``; GPUs are chosen on the new nodes by the node selection.  The move
+        listeners (the ledger) settle the stay on the old nodes.
+
+        >>> from greenslurm.clustermodel import Cluster, JobSpec
+        >>> m = Machine(Cluster.homogeneous(3, cpus=4))
+        >>> job = PendingJob(0, JobSpec("a", 0.0, 10.0, cpus=3), 1, np.array([3.0, 0.0, 0.0]), 3.0, 10.0)
+        >>> m.start(job, np.array([0]), 0.0); m.move(job, np.array([2]), 5.0)
+        >>> m.free[:, 0].tolist(), job.node_indices.tolist()
+        ([4.0, 4.0, 1.0], [2])
+        """
+        nodes = np.asarray(nodes, dtype=np.int64)
+        old = job.node_indices
+        if job.index not in self.running or len(nodes) != len(old) or job.demand.ndim != 1:
+            raise ValueError(f"job {job.job.job_id}: only a running job spread evenly moves, to as many nodes")
+        if self._tail_end is not None:
+            self._drop_tail(job)
+        self.free[old] += job.demand
+        if job.gpu_indices:
+            for node, gpus in zip(old.tolist(), job.gpu_indices):
+                self.gpus.release(node, job.task, gpus)
+        job.node_indices = old            # put back below if the new nodes do not fit
+        fits = self.fits_on(job, nodes) and (job.allowed is None or bool(job.allowed[nodes].all()))
+        target = nodes if fits else old
+        self.free[target] -= job.demand
+        if job.task is not None and self.gpus is not None:
+            self._take_gpus(job, target)
+        job.node_indices = target
+        if self._tail_end is not None:
+            self._add_tail(job)
+        self._no_fit_now.clear()
+        if not fits:
+            raise RuntimeError(f"job {job.job.job_id} does not fit on nodes {nodes.tolist()}")
+        for listener in self.move_listeners:
+            listener(job, old, now_s)
 
     def _check(self) -> None:
         """Invariant: free = capacity - sum of running demands, never below zero or above capacity."""

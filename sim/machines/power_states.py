@@ -25,23 +25,24 @@ Works with the ``fcfs`` and ``easy`` queues (they ask ``place`` before every sta
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
+from greenslurm.allocation.power_actions import PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.clustermodel.phases import PHASE_LAYOUTS, phase_imbalance, phase_loads_w, phase_of_nodes
 from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.sim.machines.machine import Machine, PendingJob
+from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: F401  (re-exported)
 from greenslurm.sim.accounting.result import EnergyTotals
 
-ON, OFF, BOOTING = 0, 1, 2
-STATE_NAMES = ("on", "off", "booting")
 SUPPORTED_QUEUES = ("fcfs", "easy")
+MOVABLE = ("gpu", "single-node", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +60,38 @@ class PowerStateConfig:
     budget_w: float | None = None
     phases: int = 3
     nodes_per_cabinet: int = 48
+    phase_layout: str = "round-robin"       # or "banks" (see clustermodel.phases.phase_of_nodes)
     # which off node to wake next: "phase" (on the phase with the fewest powered nodes, the
     # lowest-numbered on it) or "index" (the lowest-numbered)
     wake_order: str = "phase"
+    # pVOCL's consolidation (greenslurm.sim.machines.consolidation): every ``consolidate_every_s``
+    # (None: never) movable jobs leave lightly loaded nodes, which are turned off, along the
+    # planner's cheapest sequence of actions under the budget; per phase (``topology_aware``) or
+    # over all nodes as one group.
+    consolidate_every_s: float | None = None
+    topology_aware: bool = True
+    # a move pauses the job this long (checkpoint, transfer, restore); pVOCL measured a few hundred
+    # milliseconds to a few seconds per virtual GPU (its Figure 9)
+    migrate_s: float = 5.0
+    # which running jobs may move: "gpu" (single-node jobs holding GPUs: virtualised GPU work, as
+    # pVOCL's), "single-node" (any single-node job: checkpoint and restart) or "none"
+    movable: str = "gpu"
+    # power lost in the distribution per unit of phase imbalance (see clustermodel.phases.phase_loss_w;
+    # 0.041: pVOCL's 7.6 % between an unbalanced and a balanced placement); counted beside the
+    # nodes' energy and weighed by the planner
+    imbalance_loss: float = 0.0
 
     def __post_init__(self) -> None:
         if self.wake_order not in ("phase", "index"):
             raise ValueError(f"wake_order must be phase or index, not {self.wake_order!r}")
+        if self.phase_layout not in PHASE_LAYOUTS:
+            raise ValueError(f"phase_layout must be one of {', '.join(PHASE_LAYOUTS)}, not {self.phase_layout!r}")
+        if self.movable not in MOVABLE:
+            raise ValueError(f"movable must be one of {', '.join(MOVABLE)}, not {self.movable!r}")
+        if self.consolidate_every_s is not None and not self.consolidate_every_s > 0:
+            raise ValueError("consolidate_every_s must be > 0")
+        if not (0 <= self.migrate_s <= 86400.0) or not (0 <= self.imbalance_loss <= 1.0):
+            raise ValueError("migrate_s must be within [0, 86400] and imbalance_loss within [0, 1]")
         if self.suspend_after_s is not None and self.suspend_after_s < 0:
             raise ValueError("suspend_after_s must be >= 0")
         if self.boot_s < 0 or self.off_w < 0 or (self.boot_w is not None and self.boot_w < 0):
@@ -85,40 +111,6 @@ class PowerStateConfig:
         return cls(**table)
 
 
-# -- power phases -----------------------------------------------------------------------------
-def phase_of_nodes(size: int, phases: int, nodes_per_cabinet: int) -> tuple[np.ndarray, np.ndarray]:
-    """(cabinet, phase) of each node: cabinets fill in node order, phases round robin in a cabinet.
-
-    >>> phase_of_nodes(5, 3, 4)
-    (array([0, 0, 0, 0, 1]), array([0, 1, 2, 0, 0]))
-    """
-    index = np.arange(size)
-    return index // nodes_per_cabinet, (index % nodes_per_cabinet) % phases
-
-
-def phase_loads_w(node_power_w: np.ndarray, phase: np.ndarray, phases: int) -> np.ndarray:
-    """Power on each phase.
-
-    >>> phase_loads_w(np.array([100.0, 200.0, 300.0, 50.0]), np.array([0, 1, 2, 0]), 3)
-    array([150., 200., 300.])
-    """
-    return np.bincount(phase, weights=node_power_w, minlength=phases)
-
-
-def phase_imbalance(loads_w: np.ndarray) -> float:
-    """Largest deviation from the mean phase load over the mean (0 when nothing draws power).
-
-    >>> phase_imbalance(np.array([150.0, 200.0, 300.0]))   # mean 650/3; max |dev| = 300 - 216.67
-    0.3846153846153847
-    >>> phase_imbalance(np.array([0.0, 0.0, 0.0]))
-    0.0
-    """
-    mean = float(loads_w.mean())
-    if mean <= 0:
-        return 0.0
-    return float(np.abs(loads_w - mean).max() / mean)
-
-
 def wake_next(off: np.ndarray, phase: np.ndarray, powered: np.ndarray) -> int:
     """The off node to wake next: on the phase with the fewest powered (ON or BOOTING) nodes, the
     lowest-numbered on it.  Counting powered nodes, not watts, is what keeps the phases even over
@@ -130,102 +122,6 @@ def wake_next(off: np.ndarray, phase: np.ndarray, powered: np.ndarray) -> int:
     4
     """
     return int(off[np.lexsort((off, powered[phase[off]]))[0]])
-
-
-# -- the planner (pVOCL optimisation 1 and 2) ---------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class PowerPlan:
-    """A cheapest sequence of actions from ``start`` to ``target`` (ON counts per group)."""
-
-    start: tuple[int, ...]
-    target: tuple[int, ...]
-    actions: tuple[tuple[str, int], ...]      # ("on" | "off", group)
-    cost: float                               # sum of action costs (seconds or joules)
-    target_power_w: float
-    peak_power_w: float                       # highest power of any configuration on the way
-
-
-def plan_power_actions(start: tuple[int, ...], capacity: tuple[int, ...], on_w: tuple[float, ...],
-                       off_w: tuple[float, ...], demand_nodes: int, budget_w: float,
-                       on_cost: tuple[float, ...], off_cost: tuple[float, ...],
-                       group_phase: tuple[int, ...] | None = None, phases: int = 3,
-                       imbalance_loss: float = 0.0) -> PowerPlan | None:
-    """Cheapest way (Dijkstra) from ON counts ``start`` to a least-power configuration that keeps at
-    least ``demand_nodes`` nodes ON, never exceeding ``budget_w`` on the way (pVOCL Eq. 1-8).
-
-    A configuration is a tuple of ON-node counts per group (a group: nodes of one cabinet phase);
-    its power is sum(count * on_w + (capacity - count) * off_w), times (1 + imbalance_loss *
-    phase imbalance) when ``group_phase`` is given (the loss of an unbalanced three-phase load).
-    Edges turn one node of a group on or off at ``on_cost``/``off_cost``.  The targets are the
-    feasible configurations of least power (Optimisation 1); the path minimises total cost
-    (Optimisation 2).  None if no target can be reached under the budget.
-
-    Three groups of 2 nodes (phases 0, 1, 2), 400 W on, 10 W off, two nodes ON on phase 0, one
-    node needed: the target turns one node off; 2 nodes ON draw 2*400 + 4*10 = 840 W, the target
-    1*400 + 5*10 = 450 W.
-
-    >>> plan = plan_power_actions((2, 0, 0), (2, 2, 2), (400.0,) * 3, (10.0,) * 3, 1, 1000.0,
-    ...                           (300.0,) * 3, (60.0,) * 3)
-    >>> plan.actions, plan.cost, plan.target_power_w
-    ((('off', 0),), 60.0, 450.0)
-    """
-    groups = len(start)
-    if group_phase is not None and len(group_phase) != groups:
-        raise ValueError("group_phase needs one phase per group")
-
-    def power(config: tuple[int, ...]) -> float:
-        total = 0.0
-        loads = np.zeros(phases)
-        for g, count in enumerate(config):
-            watts = count * on_w[g] + (capacity[g] - count) * off_w[g]
-            total += watts
-            if group_phase is not None:
-                loads[group_phase[g]] += watts
-        if group_phase is not None and imbalance_loss:
-            total *= 1.0 + imbalance_loss * phase_imbalance(loads)
-        return total
-
-    start_power = power(start)
-    if start_power > budget_w + 1e-9:
-        return None
-    best: dict[tuple[int, ...], float] = {start: 0.0}
-    back: dict[tuple[int, ...], tuple[tuple[int, ...], tuple[str, int]] | None] = {start: None}
-    peak: dict[tuple[int, ...], float] = {start: start_power}
-    heap = [(0.0, start)]
-    reached: list[tuple[float, float, tuple[int, ...]]] = []     # (power, cost, config)
-    while heap:
-        cost, config = heapq.heappop(heap)
-        if cost > best[config]:
-            continue
-        if sum(config) >= demand_nodes:
-            reached.append((round(power(config), 9), cost, config))
-        for g in range(groups):
-            for step, action, edge in ((1, "on", on_cost[g]), (-1, "off", off_cost[g])):
-                count = config[g] + step
-                if not 0 <= count <= capacity[g]:
-                    continue
-                nxt = config[:g] + (count,) + config[g + 1:]
-                if sum(nxt) < demand_nodes and sum(nxt) < sum(config):
-                    continue        # never drop below the demand on the way (Eq. 4/8)
-                watts = power(nxt)
-                if watts > budget_w + 1e-9:
-                    continue
-                new_cost = cost + edge
-                if new_cost < best.get(nxt, math.inf):
-                    best[nxt] = new_cost
-                    back[nxt] = (config, (action, g))
-                    peak[nxt] = max(peak[config], watts)
-                    heapq.heappush(heap, (new_cost, nxt))
-    if not reached:
-        return None
-    target_power, cost, target = min(reached)
-    actions = []
-    node = target
-    while back[node] is not None:
-        node, action = back[node]
-        actions.append(action)
-    return PowerPlan(start=start, target=target, actions=tuple(reversed(actions)), cost=cost,
-                     target_power_w=target_power, peak_power_w=peak[target])
 
 
 # -- the extended ledger ------------------------------------------------------------------------
@@ -246,6 +142,10 @@ class PowerStateTotals:
     imbalance_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
     imbalance: np.ndarray = field(default_factory=lambda: np.zeros(0))   # phase imbalance from each time on
     mean_imbalance: float = 0.0  # time-weighted
+    phase_loss_j: float = 0.0    # lost in the distribution to phase imbalance (beside total_j)
+    migrations: int = 0          # job moves (consolidation)
+    moved_jobs: int = 0          # distinct jobs moved
+    migration_pause_s: float = 0.0   # job-seconds paused by moves
 
 
 class PowerStateLedger(EnergyLedger):
@@ -321,7 +221,7 @@ class PowerManagedMachine(Machine):
         self.is_processor_pool = False     # every start goes through place(): the budget is checked
         n = cluster.size
         self.state = np.full(n, ON)
-        self.cabinet, self.phase = phase_of_nodes(n, config.phases, config.nodes_per_cabinet)
+        self.cabinet, self.phase = phase_of_nodes(n, config.phases, config.nodes_per_cabinet, config.phase_layout)
         idle_full = cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU]
         self.boot_w = idle_full.copy() if config.boot_w is None else np.full(n, float(config.boot_w))
         self.idle_full_w = idle_full
@@ -338,6 +238,9 @@ class PowerManagedMachine(Machine):
         self.boots = self.suspends = self.refused_starts = 0
         self._imbalance_t: list[float] = []
         self._imbalance: list[float] = []
+        self.migrating: set[int] = set()               # jobs paused by a move
+        self.migrations: list[tuple[float, str, int, int]] = []    # (time, job, from node, to node)
+        self.consolidation = None
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
@@ -349,6 +252,10 @@ class PowerManagedMachine(Machine):
         start_s = replay.ledger.start_s
         self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
         replay.after_schedule.append(self._power_actions)
+        if self.config.consolidate_every_s is not None:
+            from greenslurm.sim.machines.consolidation import Consolidation
+            self.consolidation = Consolidation(self)
+            replay.after_schedule.append(self.consolidation.after_schedule)
         self._record_imbalance(start_s)
         if self.config.suspend_after_s is not None:
             self._idle_since[:] = start_s
@@ -462,6 +369,71 @@ class PowerManagedMachine(Machine):
                 self._arm(node, now_s)
         self._record_imbalance(now_s)
 
+    # -- moving work and turning nodes off (consolidation) ------------------------------------
+    def jobs_on_nodes(self) -> np.ndarray:
+        """Per node: how many jobs run there."""
+        return self._jobs_on.copy()
+
+    def jobs_on(self, node: int) -> int:
+        return int(self._jobs_on[node])
+
+    def movable(self, job: PendingJob) -> bool:
+        """May ``job`` move now?  Single-node jobs only (spread evenly, not moving already), of the
+        kind ``config.movable`` names."""
+        kind = self.config.movable
+        if kind == "none" or job.nodes != 1 or job.demand.ndim != 1 or job.index in self.migrating:
+            return False
+        return kind == "single-node" or bool(job.demand[GPU] > 0)
+
+    def move_job(self, job: PendingJob, node: int, now_s: float) -> bool:
+        """Move single-node ``job`` to ON ``node`` if it fits there now and the budget allows; it
+        pauses for ``migrate_s``.  False (nothing changed) otherwise."""
+        target = np.array([node])
+        old = int(job.node_indices[0])
+        if node == old or self.state[node] != ON or not self.movable(job) or not self.fits_on(job, target):
+            return False
+        added_w = float(job.demand[CPU] * (self._delta_per_cpu_w[node] - self._delta_per_cpu_w[old])
+                        + job.demand[GPU] * (self._delta_per_gpu_w[node] - self._delta_per_gpu_w[old]))
+        if added_w > 0 and not self.within_budget(added_w):
+            return False
+        self.move(job, target, now_s)
+        per_node_w = (job.demand[CPU] * self._delta_per_cpu_w + job.demand[GPU] * self._delta_per_gpu_w)
+        self._jobs_on[old] -= 1
+        self._jobs_on[node] += 1
+        self.node_power_w[old] -= per_node_w[old]
+        self.node_power_w[node] += per_node_w[node]
+        self._idle_since[node] = math.nan
+        if self._jobs_on[old] == 0:
+            self.node_power_w[old] = self.idle_full_w[old]
+            self._idle_since[old] = now_s
+            if self.config.suspend_after_s is not None:
+                self._arm(old, now_s)
+        self.migrations.append((now_s, job.job.job_id, old, node))
+        self._record_imbalance(now_s)
+        if self.config.migrate_s > 0:
+            self.migrating.add(job.index)
+            self.replay.set_rate(job, 0.0, now_s)
+
+            def resume(t: float) -> None:
+                self._timers -= 1
+                self.migrating.discard(job.index)
+                self.replay.set_rate(job, 1.0, t)
+            self._push(now_s + self.config.migrate_s, resume)
+        return True
+
+    def power_off(self, node: int, now_s: float) -> None:
+        """Turn an ON node without jobs off now."""
+        if self.state[node] != ON or self._jobs_on[node]:
+            raise RuntimeError(f"node {node} is not an empty ON node")
+        self._set_state(node, OFF, now_s)
+        self.suspends += 1
+
+    def wake(self, node: int, now_s: float) -> None:
+        """Boot an OFF node now (it is ON after ``boot_s``)."""
+        if self.state[node] != OFF:
+            raise RuntimeError(f"node {node} is not off")
+        self._wake(node, now_s)
+
     # -- waking ------------------------------------------------------------------------------
     def _wanted_cpus(self, waiting) -> float:
         """CPUs the waiting jobs want on: all of them without a budget; under a budget the first job's
@@ -543,7 +515,16 @@ class PowerManagedMachine(Machine):
             mean = float((widths * values).sum() / span) if span > 0 else float(values[-1])
         off_j, boot_j = ledger.off_j, ledger.boot_j
         saved = float((self.idle_full_w * (ledger.off_s + ledger.boot_s)).sum()) - off_j - boot_j
-        return PowerStateTotals(off_j=off_j, boot_j=boot_j, saved_vs_idle_j=saved,
+        loss = self.config.imbalance_loss
+        phase_loss = 0.0
+        if loss and times.size:
+            phase_loss = loss * step_product_integral(np.frombuffer(ledger.times_s, dtype=float),
+                                                      np.frombuffer(ledger.series_power_w, dtype=float),
+                                                      times, values, end_s)
+        return PowerStateTotals(phase_loss_j=phase_loss, migrations=len(self.migrations),
+                                moved_jobs=len({m[1] for m in self.migrations}),
+                                migration_pause_s=len(self.migrations) * self.config.migrate_s,
+                                off_j=off_j, boot_j=boot_j, saved_vs_idle_j=saved,
                                 off_node_s=float(ledger.off_s.sum()), boot_node_s=float(ledger.boot_s.sum()),
                                 boots=self.boots, suspends=self.suspends, peak_power_w=ledger.peak_power_w,
                                 budget_w=self.config.budget_w, refused_starts=self.refused_starts,
@@ -554,6 +535,27 @@ class PowerManagedMachine(Machine):
         assert not self._jobs_on[self.state != ON].any(), "a job runs on a node that is off or booting"
         if self.config.budget_w is not None:
             assert self.ledger.power_w <= self.config.budget_w + 1e-6, "power above the budget"
+
+
+def step_product_integral(a_times_s: np.ndarray, a_values: np.ndarray, b_times_s: np.ndarray,
+                          b_values: np.ndarray, end_s: float) -> float:
+    """Integral up to ``end_s`` of the product of two step functions (each value holds from its
+    time to the next; nothing before a function's first time).
+
+    >>> step_product_integral(np.array([0.0, 10.0]), np.array([100.0, 200.0]),
+    ...                       np.array([5.0]), np.array([0.5]), 20.0)    # 100*0.5*5 + 200*0.5*10
+    1250.0
+    """
+    if a_times_s.size == 0 or b_times_s.size == 0:
+        return 0.0
+    edges = np.unique(np.concatenate((a_times_s, b_times_s, [end_s])))
+    edges = edges[edges <= end_s]
+    left = edges[:-1]
+    ia = np.searchsorted(a_times_s, left, side="right") - 1
+    ib = np.searchsorted(b_times_s, left, side="right") - 1
+    ok = (ia >= 0) & (ib >= 0)
+    product = np.where(ok, a_values[np.maximum(ia, 0)] * b_values[np.maximum(ib, 0)], 0.0)
+    return float((product * np.diff(edges)).sum())
 
 
 def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list, int]:
