@@ -18,6 +18,7 @@ The pieces a co-location policy needs, all pure (no clock, no I/O):
 * The policies behind :class:`ColocationPolicy`, registered once in :data:`COLOCATION_POLICIES`:
   ``fifo`` (exclusive), ``fifo-packed`` (pack only when nothing is free), ``gandiva`` (Gandiva's
   reactive mode: free set, else packing, else time-slicing; migration to freed sets by the machine),
+  ``gandiva-gavel`` (Gandiva as Gavel's simulator has it: random pairs once the cluster is full),
   ``eaco``.  A policy is the node selection of the co-location machine
   (:class:`greenslurm.sim.machines.colocation.ColocationMachine`): the engine's FCFS queue asks the
   machine to place a job, and the machine asks the policy which GPU set (a :class:`Candidate`: node,
@@ -564,6 +565,31 @@ class Gandiva(FifoExclusive):
         return min(crowded, key=lambda c: len(c.jobs), default=None)
 
 
+class GandivaGavel(Gandiva):
+    """Gandiva as Gavel's simulator implements it (its ``Gandiva_Packing`` policy, the one the EaCO paper
+    ran): when the jobs no longer fit, every job is paired at random with another job of the same size
+    and the pairs time-share the GPUs; no migration.  Here: a free set; else a random set holding
+    exactly one job where memory fits (a pair; seeded, so runs repeat); else Gandiva's rule (pack,
+    else time-slice)."""
+
+    name = "gandiva-gavel"
+    migrates = False
+
+    def __init__(self, settings: ColocationSettings | None = None, history: History | None = None) -> None:
+        super().__init__(settings, history)
+        import random
+        self._rng = random.Random(0)
+
+    def choose(self, job, candidates, now_s):
+        free = _first_free(candidates)
+        if free is not None:
+            return free
+        singles = [c for c in candidates if len(c.jobs) == 1 and can_share(c, job, self.settings)]
+        if singles:
+            return self._rng.choice(singles)
+        return super().choose(job, candidates, now_s)
+
+
 class EaCO:
     """Energy-aware co-allocation (EaCO paper, Algorithms 1-2).
 
@@ -602,7 +628,8 @@ class EaCO:
         return next((c for c in ranked if not c.jobs), None)
 
 
-COLOCATION_POLICIES: dict[str, type] = {policy.name: policy for policy in (FifoExclusive, FifoPacked, Gandiva, EaCO)}
+COLOCATION_POLICIES: dict[str, type] = {policy.name: policy for policy in (FifoExclusive, FifoPacked, Gandiva,
+                                                                          GandivaGavel, EaCO)}
 
 
 def finite_or_inf(value: float | None) -> float:

@@ -25,8 +25,11 @@ plus its sets; unused nodes are in a low-power state at ``--idle-node-w``, 0 W) 
     python bench/bench_colocation.py --accounting jobs       # the sets' power only
     python bench/bench_colocation.py --trace openb --seeds 1 --time-scale 20
 
-Prints energy and average JCT normalised to FIFO (Figure 3), JTT (wait + run), deadline misses, undone
-co-locations, migrations, mean active nodes (Figure 4); then where each policy's added JCT comes from
+Policies: ``fifo``, ``fifo-packed``, ``gandiva`` (Gandiva's own mechanisms: packing, time-slicing,
+migration), ``gandiva-gavel`` (Gandiva as Gavel's simulator has it: random pairs), ``eaco``.
+
+Prints energy (and the active nodes' static part) and average JCT normalised to FIFO (Figure 3), JTT
+(wait + run), deadline misses, undone co-locations, migrations, mean active nodes (Figure 4); then where each policy's added JCT comes from
 (time on sets of k jobs, time-sliced, paused), and the error of EaCO's history on the mixes Table 3 did
 not measure as it observes more epochs.
 """
@@ -48,7 +51,7 @@ from greenslurm.clustermodel import InputError  # noqa: E402
 from greenslurm.sim.machines.colocation import (colocation_replay, colocation_result,  # noqa: E402
                                                 dlt_jobs_from_specs, synthetic_dlt_jobs)
 
-POLICIES = ("fifo", "fifo-packed", "gandiva", "eaco")
+POLICIES = ("fifo", "fifo-packed", "gandiva", "gandiva-gavel", "eaco")
 OPENB = "/work/shared/data/alibaba-gpu-2023/openb_pod_list_default.csv"
 STATES = (2, 3, 4, "sliced", "paused")
 CHECKPOINTS = (0, 10, 30, 100, 300, 1000, 3000, 10000)
@@ -98,6 +101,7 @@ def run(args) -> tuple[list[dict], list]:
                 base = base or r
                 added = r.added_jct_by_state()
                 rows.append(dict(nodes=nodes, seed=seed, policy=policy, jobs=r.jobs, energy_mwh=r.energy_j / 3.6e9,
+                                 static_mwh=r.static_energy_j / 3.6e9,
                                  energy_vs_fifo=r.energy_j / base.energy_j, avg_jct_h=r.avg_jct_s / 3600,
                                  jct_vs_fifo=r.avg_jct_s / base.avg_jct_s, avg_jtt_h=r.avg_jtt_s / 3600,
                                  jtt_vs_fifo=r.avg_jtt_s / base.avg_jtt_s, misses=r.deadline_misses,
@@ -148,24 +152,25 @@ def main(argv=None) -> int:
         return 2
     print(f"{args.trace} ({rows[0]['jobs']} jobs), {args.seeds} seeds, max {args.max_jobs} jobs per set, "
           f"accounting {args.accounting}, idle nodes {args.idle_node_w} W; means over seeds (ratios to FIFO)")
-    print(f"{'nodes':>5} {'policy':<12} {'energy MWh':>10} {'vs FIFO':>8} {'JCT h':>7} {'vs FIFO':>8} "
+    print(f"{'nodes':>5} {'policy':<13} {'energy MWh':>10} {'static':>7} {'vs FIFO':>8} {'JCT h':>7} {'vs FIFO':>8} "
           f"{'JTT h':>7} {'vs FIFO':>8} {'misses':>7} {'undone':>7} {'coloc':>6} {'migr':>6} {'active':>7} {'vs FIFO':>8}")
     for nodes in args.nodes:
         for policy in POLICIES:
             m = means(rows, nodes, policy)
-            print(f"{nodes:>5} {policy:<12} {m['energy_mwh']:>10.2f} {m['energy_vs_fifo']:>8.3f} {m['avg_jct_h']:>7.2f} "
+            print(f"{nodes:>5} {policy:<13} {m['energy_mwh']:>10.2f} {m['static_mwh']:>7.2f} {m['energy_vs_fifo']:>8.3f} "
+                  f"{m['avg_jct_h']:>7.2f} "
                   f"{m['jct_vs_fifo']:>8.3f} {m['avg_jtt_h']:>7.2f} {m['jtt_vs_fifo']:>8.3f} {m['misses']:>7.1f} "
                   f"{m['undone']:>7.1f} {m['colocated']:>6.0f} {m['migrations']:>6.0f} {m['active_nodes']:>7.1f} "
                   f"{m['active_vs_fifo']:>8.3f}")
     print("\nadded JCT by state, % of the exclusive JCT (time in the state - training done in it), and the share "
           "of training done there")
-    print(f"{'nodes':>5} {'policy':<12} " + " ".join(f"{'+' + str(s):>8}" for s in STATES) + f" {'total':>7}   "
+    print(f"{'nodes':>5} {'policy':<13} " + " ".join(f"{'+' + str(s):>8}" for s in STATES) + f" {'total':>7}   "
           + " ".join(f"{'work ' + str(s):>11}" for s in (1, 2, 3, 4, "sliced")))
     for nodes in args.nodes:
         for policy in POLICIES[1:]:
             m = means(rows, nodes, policy)
             added = [100 * m[f"added_{s}"] for s in STATES]
-            print(f"{nodes:>5} {policy:<12} " + " ".join(f"{a:>8.2f}" for a in added) + f" {sum(added):>7.2f}   "
+            print(f"{nodes:>5} {policy:<13} " + " ".join(f"{a:>8.2f}" for a in added) + f" {sum(added):>7.2f}   "
                   + " ".join(f"{100 * m['work_' + str(s)]:>10.1f}%" for s in (1, 2, 3, 4, "sliced")))
     print("\nEaCO's history (seed 0): mean absolute slowdown error on the mixes Table 3 did not measure, "
           "after n observations")

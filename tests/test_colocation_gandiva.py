@@ -102,3 +102,20 @@ def test_gandiva_time_slices_and_migrates_without_losing_work(case):
         assert state.epochs_run == state.epochs_done == state.epochs
         assert state.time_in.get("paused", 0.0) >= state.migrations * migration_s - 1e-6
         assert sum(state.work_in.values()) == pytest.approx(state.epochs * state.model.epoch_s)
+
+
+def test_gavels_gandiva_pairs_at_random_and_does_not_migrate():
+    # Gavel's Gandiva_Packing: once nothing is free, a job pairs with a set holding exactly one job.
+    # One node of four 2-GPU blocks, AlexNet jobs of 2 GPUs and 2 epochs: four take the blocks, the
+    # next four pair with them (each block once: a pair is never chosen again), the ninth finds no
+    # single and packs by Gandiva's rule onto the least utilised pair (a third job).
+    jobs = [training_job(str(i), 0.0, "alexnet", 2, 2) for i in range(9)]
+    run = colocation_replay(jobs, 1, "gandiva-gavel", interference=CALM)
+    run.begin()
+    run.step()
+    sizes = sorted(len(m) for m in run.machine.sets.values())
+    assert sizes == [2, 2, 2, 3] and not run.machine.sliced
+    while len(run.events):
+        run.step()
+    run.close()
+    assert colocation_result(run).migrations == 0 and colocation_result(run).jobs == 9

@@ -2,7 +2,7 @@
 
 Jobs train for a number of epochs on a GPU set (an aligned block of 1, 2, 4 or 8 GPUs of an 8-GPU
 node).  A set may hold up to ``max_jobs`` jobs; each then advances at ``1 / slowdown`` of its mix
-(:class:`greenslurm.allocation.colocation.Interference`).  The loop is the engine's
+(:class:`greenslurm.allocation.colocation.Interference`: Table 3 of the EaCO paper where measured).  The loop is the engine's
 (:class:`greenslurm.sim.engine.replay.Replay`): arrivals are its ``SUBMIT`` events, a job's end its
 ``END`` event (runtime = epochs x the model's exclusive epoch time, so at rate 1 it is right), and
 :class:`ColocationMachine` changes running jobs' rates with ``Replay.set_rate`` whenever a set's
@@ -21,15 +21,24 @@ re-predicts the completion of every job on the set and, if a deadline would be m
 off the set at that epoch boundary (no completed epoch is lost: its rate is 0 while it waits) and
 puts it before the queue: it runs alone on the next free set.
 
-Energy is exact: power is constant between events; each set draws ``Interference.set_power_w``,
-split among its jobs in proportion to their models' power; nodes with no job draw ``idle_node_w``
-(0 by default: idle nodes in a low-power state, as the paper's accounting of active nodes).
-Total = jobs + idle nodes (checked by tests).
+Gandiva (``migrates``): a job that can neither take a free set nor pack joins a set whose jobs then
+train in turn (time-sliced: each at efficiency / k, the set at the mean of their powers); after the
+queue had its turn at a time when something freed, jobs move from the most loaded shared sets onto
+free sets (``_rebalance``), each paused ``migration_s`` on its new set, its progress kept.
+
+Energy is exact: power is constant between events.  ``accounting="active-nodes"`` (default, the
+paper's): a node with any set draws the static power (``NODE_STATIC_W``) plus, per set, its dynamic
+power (P_mix - static) x g/8; ``"jobs"``: a set draws P_mix x g/8 and nothing else.  A set's power is
+split among its jobs in proportion to their models' power; nodes with no job draw ``idle_node_w`` (0 by
+default: a low-power state).  Total = jobs + static + idle nodes (checked by tests).  Each job's time is
+tallied by state (1-4 jobs packed, time-sliced, paused) with the training done in it, so the added JCT
+splits by cause (``ColocationResult.added_jct_by_state``).
 
 API (for the command line and scenarios)::
 
     machine_factory, selection = build_colocation("eaco", settings=ColocationSettings(max_jobs=4),
-                                                  interference=Interference(seed=0), idle_node_w=0.0)
+                                                  interference=Interference(seed=0), idle_node_w=0.0,
+                                                  accounting="active-nodes")
     run = Replay(jobs, colocation_cluster(28), "fcfs", selection=selection, machine_factory=machine_factory)
     run.run()
     result = colocation_result(run)          # a ColocationResult: energy, JCT, JTT, misses, undone...
