@@ -193,7 +193,7 @@ def figures(out: Path, table1: list[dict], openb: list[dict]) -> list[Path]:
             axes.plot(xs, ys, color=color, linestyle=line, marker="o", label=technique)
         hw = next(row for row in openb if row["run"] == "h/w-pm")
         axes.axhline(hw["pdu_kwh"], color=styles["h/w-pm"][0], linestyle=":", label="h/w-pm (no budget)")
-        axes.set_xlabel("peak power budget (kW); rightmost: none")
+        axes.set_xlabel("peak power budget (kW); the run without a budget at its own peak")
         axes.set_ylabel("energy at the PDU (kWh)")
         axes.set_title("openb GPU pods, one cabinet: energy against the peak budget")
         axes.legend()
