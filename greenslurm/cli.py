@@ -355,7 +355,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     cmd_gpu_replay.report_gpu(summary, console)
     if out is not None:
         try:
-            paths = write_outputs(outcome.result, summary, out)
+            paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
         except OSError as exc:
             raise InputError(f"cannot write results: {exc.strerror or exc}", path=out) from None
         for path in paths.values():

@@ -3,6 +3,7 @@ never break the budget, the energy account of a moved job, and phase awareness o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -212,3 +213,36 @@ def test_phase_aware_consolidation_balances_a_real_trace():
         assert totals[aware].migrations > 0
     assert totals[True].mean_imbalance < totals[False].mean_imbalance - 0.1
     assert totals[True].phase_loss_j < totals[False].phase_loss_j
+
+
+def test_replay_command_consolidates_and_writes_the_phases_and_the_moves(tmp_path, capsys):
+    import pandas as pd
+
+    from greenslurm.cli import main
+
+    source = (DATA / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    g2 = [line for line in source[1:] if line.endswith(",8,G2")][:12]
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("\n".join([source[0], *g2]) + "\n")
+    pods = (DATA / "openb_pod_list_default.csv").read_text().splitlines()
+    trace = tmp_path / "pods.csv"
+    trace.write_text("\n".join([pods[0], *pods[-500:]]) + "\n")
+    profile = tmp_path / "pvocl.toml"
+    profile.write_text('[power_states]\nconsolidate_every_s = 60\nphase_layout = "banks"\nnodes_per_cabinet = 12\n'
+                       'imbalance_loss = 0.041\nboot_s = 60\n')
+    out = tmp_path / "out"
+    assert main(["replay", str(trace), "--nodes", str(nodes), "--power-down-after", "1", "--power-config",
+                 str(profile), "--no-progress", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())["power_states"]
+    moves = pd.read_csv(out / "moves.csv")
+    phases = pd.read_csv(out / "phases.csv")
+    assert summary["migrations"] == len(moves) > 0 and summary["phase_loss_j"] > 0
+    assert (moves["from_node"] != moves["to_node"]).all() and moves["time_s"].is_monotonic_increasing
+    assert (phases["end_s"] >= phases["start_s"]).all() and phases["phase_imbalance"].between(0, 2).all()
+    # a profile with a value that cannot be: one line, exit 2
+    profile.write_text('[power_states]\nconsolidate_every_s = 60\nmovable = "everything"\n')
+    capsys.readouterr()
+    assert main(["replay", str(trace), "--nodes", str(nodes), "--power-down-after", "1", "--power-config",
+                 str(profile), "--no-progress"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "movable" in error and len(error.splitlines()) == 1 and "Traceback" not in error

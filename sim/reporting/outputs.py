@@ -19,6 +19,8 @@ from greenslurm.sim.accounting.result import JobRecord, ReplayResult
 JOBS_CSV = "jobs.csv"
 JOBS_PARQUET = "jobs.parquet"
 POWER_CSV = "power.csv"
+PHASES_CSV = "phases.csv"
+MOVES_CSV = "moves.csv"
 SUMMARY_JSON = "summary.json"
 
 JOB_COLUMNS = ("job_id", "user", "partition", "submit_s", "start_s", "end_s", "wait_s", "run_s",
@@ -113,10 +115,24 @@ def write_summary_json(summary: Mapping[str, Any], path: str | Path) -> Path:
     return path
 
 
+def phases_frame(totals, end_s: float) -> pd.DataFrame:
+    """Phase imbalance over time as intervals of constant imbalance (power-managed machines).
+
+    >>> from types import SimpleNamespace
+    >>> t = SimpleNamespace(imbalance_times_s=np.array([0.0, 5.0]), imbalance=np.array([0.5, 0.0]))
+    >>> phases_frame(t, 8.0).values.tolist()
+    [[0.0, 5.0, 0.5], [5.0, 8.0, 0.0]]
+    """
+    times = np.asarray(totals.imbalance_times_s, dtype=float)
+    ends = np.append(times[1:], max(end_s, times[-1])) if times.size else times
+    return pd.DataFrame({"start_s": times, "end_s": ends, "phase_imbalance": np.asarray(totals.imbalance)})
+
+
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
-                  bsld_floor_s: float = BSLD_FLOOR_S) -> dict[str, Path]:
+                  bsld_floor_s: float = BSLD_FLOOR_S, machine=None) -> dict[str, Path]:
     """Write jobs.csv, jobs.parquet, power.csv and summary.json into ``out_dir`` (created if
-    needed); return the paths by kind."""
+    needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
+    moves.csv (the jobs consolidation moved); return the paths by kind."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     jobs = jobs_frame(result.records, bsld_floor_s)
@@ -126,4 +142,11 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
     jobs.to_parquet(paths["jobs_parquet"], index=False, engine="pyarrow")
     power_frame(result).to_csv(paths["power_csv"], index=False, lineterminator="\n")
     write_summary_json(summary, paths["summary_json"])
+    totals = getattr(machine, "power_totals", None)
+    if totals is not None:
+        paths["phases_csv"] = out / PHASES_CSV
+        phases_frame(totals(), result.energy.end_s).to_csv(paths["phases_csv"], index=False, lineterminator="\n")
+        paths["moves_csv"] = out / MOVES_CSV
+        pd.DataFrame(machine.migrations, columns=["time_s", "job_id", "from_node", "to_node"]).to_csv(
+            paths["moves_csv"], index=False, lineterminator="\n")
     return paths
