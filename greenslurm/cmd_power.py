@@ -29,7 +29,7 @@ from greenslurm.sim.machines.power_states import fits_budget
 
 POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet",
                 "phase_layout", "wake_order", "consolidate_every_s", "topology_aware", "migrate_s", "movable",
-                "imbalance_loss")
+                "imbalance_loss", "start_off")
 COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem_threshold_pct", "idle_node_w",
                    "beta", "jitter", "seed")
 

@@ -184,6 +184,7 @@ class PowerStates:
     migrate_s: float | None = None
     movable: str | None = None
     imbalance_loss: float | None = None
+    start_off: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -346,6 +346,13 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
             raise InputError(f"all {len(jobs):,} jobs need more power than the budget ({budget_w:,.0f} W) even "
                              "alone: nothing to replay", path=RUN_WHERE, field="power_states.budget_w")
         jobs = kept
+        from greenslurm.clustermodel.cluster import GPU
+        idle_w = float((cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU]).sum())
+        if not scenario.power_states.start_off and idle_w > budget_w + 1e-6:
+            raise InputError(f"the budget ({budget_w:,.0f} W) is below the idle power of every node on "
+                             f"({idle_w:,.0f} W), where the replay begins: start with the nodes off "
+                             "(power_states.start_off = true) or raise the budget", path=RUN_WHERE,
+                             field="power_states.budget_w")
     workload = target_workload(scenario, jobs, cluster)
     replay = build(scenario, jobs, cluster, supply, progress, workload)
     meter = gpu_accounting(replay, workload)

@@ -246,3 +246,32 @@ def test_replay_command_consolidates_and_writes_the_phases_and_the_moves(tmp_pat
                  str(profile), "--no-progress"]) == 2
     error = capsys.readouterr().err.strip()
     assert "movable" in error and len(error.splitlines()) == 1 and "Traceback" not in error
+
+
+def test_a_budget_below_the_idle_cabinet_needs_the_nodes_off_at_the_start():
+    # 4 nodes of 2 GPUs idle at 150 + 2 * 30 = 210 W: 840 W with every node on.  A budget of 700 W
+    # is broken at the first instant unless the replay begins with the nodes off (4 * 10 W = 40 W).
+    jobs = [JobSpec(f"j{k}", 10.0 * k, 100.0, runtime_s=100.0, cpus=1, gpus_per_node=1.0) for k in range(6)]
+    with pytest.raises(ValueError, match="below the idle power"):
+        Replay(jobs, two_gpu_nodes(4), "easy",
+               machine_factory=power_machine_factory(PowerStateConfig(budget_w=700.0, boot_s=10.0)))
+    config = PowerStateConfig(budget_w=700.0, boot_s=10.0, start_off=True, suspend_after_s=5.0)
+    run = Replay(jobs, two_gpu_nodes(4), "easy", machine_factory=power_machine_factory(config))
+    result = run.run()
+    assert len(result.records) == 6
+    assert result.energy.peak_power_w <= 700.0 + 1e-6
+    # every job waited at least for a boot: the nodes began off
+    assert min(r.start_s - r.submit_s for r in result.records) >= 0.0
+    assert result.records[0].start_s == 10.0          # j0 submitted at 0, its node booted 10 s
+
+
+def test_the_command_line_refuses_a_budget_below_the_idle_cabinet(tmp_path, capsys):
+    from greenslurm.cli import main
+
+    swf = tmp_path / "t.swf"
+    swf.write_text("; MaxProcs: 4\n; MaxNodes: 4\n1 0 0 10 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n")
+    # 4 single-CPU nodes, 100 W idle, 350 W busy: the job alone needs 350 + 3 * 10 W (others off) =
+    # 380 W, under 390 W; every node on idles at 400 W, over it
+    assert main(["replay", str(swf), "--power-down-after", "60", "--power-budget", "390", "--no-progress"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "below the idle power" in error and len(error.splitlines()) == 1

@@ -37,6 +37,7 @@ from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.phases import PHASE_LAYOUTS, phase_imbalance, phase_loads_w, phase_of_nodes
 from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
+from greenslurm.sim.machines.consolidation import Consolidation
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: F401  (re-exported)
 from greenslurm.sim.accounting.result import EnergyTotals
@@ -80,6 +81,9 @@ class PowerStateConfig:
     # 0.041: pVOCL's 7.6 % between an unbalanced and a balanced placement); counted beside the
     # nodes' energy and weighed by the planner
     imbalance_loss: float = 0.0
+    # nodes off when the replay begins (they are woken for the first jobs): a steady state for a
+    # long trace, and budgets below the idle power of the whole cluster; False: every node on
+    start_off: bool = False
 
     def __post_init__(self) -> None:
         if self.wake_order not in ("phase", "index"):
@@ -253,11 +257,17 @@ class PowerManagedMachine(Machine):
         self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
         replay.after_schedule.append(self._power_actions)
         if self.config.consolidate_every_s is not None:
-            from greenslurm.sim.machines.consolidation import Consolidation
             self.consolidation = Consolidation(self)
             replay.after_schedule.append(self.consolidation.after_schedule)
+        if self.config.start_off:
+            for node in range(self.cluster.size):
+                self._set_state(node, OFF, start_s)
+            self.ledger.peak_power_w = self.ledger.power_w     # no instant had every node on
+        elif self.config.budget_w is not None and self.ledger.power_w > self.config.budget_w + 1e-6:
+            raise ValueError(f"the budget ({self.config.budget_w:,.0f} W) is below the idle power of every node on "
+                             f"({self.ledger.power_w:,.0f} W): start with the nodes off (start_off) or raise it")
         self._record_imbalance(start_s)
-        if self.config.suspend_after_s is not None:
+        if self.config.suspend_after_s is not None and not self.config.start_off:
             self._idle_since[:] = start_s
             for node in range(self.cluster.size):
                 self._arm(node, start_s)
