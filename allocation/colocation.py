@@ -29,7 +29,8 @@ The pieces a co-location policy needs, all pure (no clock, no I/O):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol, Sequence
 
 GPUS_PER_NODE = 8
@@ -322,6 +323,7 @@ class History:
         self._sum: dict[tuple[str, ...], float] = {}
         self._count: dict[tuple[str, ...], int] = {}
         self.log: list[tuple[tuple[str, ...], float]] = []    # every observation, in order
+        self._predicted: dict[tuple[str, ...], float] = {}    # until the next observation
 
     @staticmethod
     def shares(mix: Sequence[str]) -> list[float]:
@@ -332,6 +334,7 @@ class History:
         if len(mix) < 2:
             return
         self.log.append((mix, slowdown))
+        self._predicted.clear()
         self._sum[mix] = self._sum.get(mix, 0.0) + slowdown
         self._count[mix] = self._count.get(mix, 0) + 1
         if mix in MEASURED_MIXES:
@@ -370,10 +373,14 @@ class History:
         return max(1.0, 1.0 + (prior - 1.0) * (1.0 + r))
 
     def predict(self, mix: tuple[str, ...]) -> float:
+        cached = self._predicted.get(mix)
+        if cached is not None:
+            return cached
         model = self.model_predict(mix)
         count = self._count.get(mix)
         if count:
-            return (self._sum[mix] + self.blend * model) / (count + self.blend)
+            model = (self._sum[mix] + self.blend * model) / (count + self.blend)
+        self._predicted[mix] = model
         return model
 
     @property
@@ -415,6 +422,21 @@ class JobView:
     exclusive_only: bool = False       # EaCO undid a co-location of it: run it alone
 
 
+@lru_cache(maxsize=None)
+def set_util(mix: tuple[str, ...], sliced: bool = False) -> float:
+    """GPU utilisation of a set running ``mix`` (sorted names): Table 4 for a measured mix, else the sum
+    of the jobs' average utilisation; time-sliced, their mean.
+
+    >>> set_util(("alexnet", "vgg16")), set_util(("vgg16", "vgg16"), sliced=True)
+    (55.16, 48.01)
+    """
+    utils = [MODELS[name].util_avg_pct for name in mix]
+    if sliced:
+        return sum(utils) / len(utils)
+    measured = MEASURED_MIXES.get(mix)
+    return measured.util_avg_pct if measured is not None else sum(utils)
+
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A GPU set a job could take: free (no job) or shared with ``jobs`` (time-sliced if ``sliced``)."""
@@ -425,6 +447,7 @@ class Candidate:
     jobs: tuple[JobView, ...]
     node_active: bool                  # the node runs something already (a free set on a busy node)
     sliced: bool = False
+    util_known: float = math.nan       # util_pct worked out already (the machine passes it)
 
     @property
     def util_pct(self) -> float:
@@ -435,13 +458,11 @@ class Candidate:
         >>> Candidate(0, 0, 1, (job, JobView("y", MODELS["vgg16"], 1, 1, math.inf)), True).util_pct
         55.16
         """
+        if self.util_known == self.util_known:          # not NaN
+            return self.util_known
         if not self.jobs:
             return 0.0
-        utils = [job.model.util_avg_pct for job in self.jobs]
-        if self.sliced:
-            return sum(utils) / len(utils)
-        measured = MEASURED_MIXES.get(tuple(sorted(job.model.name for job in self.jobs)))
-        return measured.util_avg_pct if measured is not None else sum(utils)
+        return set_util(tuple(sorted(job.model.name for job in self.jobs)), self.sliced)
 
     @property
     def mem_pct(self) -> float:

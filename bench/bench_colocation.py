@@ -10,9 +10,11 @@ Workloads:
   (default list, 8,152 pods; the 7,064 with GPUs), read by ``greenslurm.traces.alibaba`` and mapped by
   ``dlt_jobs_from_specs(model_by="share", gpu_only=True, slack=(1.2, 3.0))``: GPUs rounded up to a set
   size (a GPU share to 1), a light model (AlexNet, ResNet-18) for a pod asking a share of a GPU and a
-  heavy one (ResNet-50, VGG-16) for whole GPUs, epochs = runtime / epoch time (at least 1), the same
-  deadline rule as the synthetic workload.  ``--time-scale F`` divides submit times by F (denser
-  arrivals: the trace as-is keeps 17 GPUs busy on average).
+  heavy one (ResNet-50, VGG-16) for whole GPUs, epochs = runtime / epoch time (at least 1, at most
+  ``--max-epochs``, 90: the paper's trainings run 89-90 epochs; the 68 pods above it, 63 of them still
+  running when the trace ends, would otherwise hold 87 % of all epochs), the same deadline rule as the
+  synthetic workload.  As-is the trace keeps 3.2 GPUs busy on average; ``--time-scale F`` divides
+  submit times by F (100: 321 GPUs, the synthetic workload's 314).
 
 Clusters of 28 and 64 nodes of 8 GPUs, as in the paper's Figure 3.  Interference and power per mix from
 Table 3 where measured, else the model fitted to it (``greenslurm.allocation.colocation``).  Energy by
@@ -23,7 +25,7 @@ plus its sets; unused nodes are in a low-power state at ``--idle-node-w``, 0 W) 
     python bench/bench_colocation.py                         # 600 jobs, 3 seeds, 28 and 64 nodes
     python bench/bench_colocation.py --max-jobs 2            # at most two jobs per GPU set
     python bench/bench_colocation.py --accounting jobs       # the sets' power only
-    python bench/bench_colocation.py --trace openb --seeds 1 --time-scale 20
+    python bench/bench_colocation.py --trace openb --seeds 1 --time-scale 100
 
 Policies: ``fifo``, ``fifo-packed``, ``gandiva`` (Gandiva's own mechanisms: packing, time-slicing,
 migration), ``gandiva-gavel`` (Gandiva as Gavel's simulator has it: random pairs), ``eaco``.
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -57,13 +60,20 @@ STATES = (2, 3, 4, "sliced", "paused")
 CHECKPOINTS = (0, 10, 30, 100, 300, 1000, 3000, 10000)
 
 
-def workload(trace: str, jobs: int, seed: int, arrivals_per_h: float, time_scale: float):
+def offered_gpus(jobs) -> float:
+    """GPUs the workload keeps busy on average if run alone: GPU-seconds / the span of its arrivals."""
+    span = max(j.submit_s for j in jobs) - min(j.submit_s for j in jobs)
+    return sum(j.runtime_s * j.gpus_per_node for j in jobs) / span if span > 0 else math.inf
+
+
+def workload(trace: str, jobs: int, seed: int, arrivals_per_h: float, time_scale: float, max_epochs: int):
     if trace == "synthetic":
         return synthetic_dlt_jobs(jobs, seed=seed, arrivals_per_h=arrivals_per_h)
     from greenslurm.traces.alibaba import read_pods
     from dataclasses import replace
     pods = read_pods(OPENB if trace == "openb" else trace).jobs
-    out = dlt_jobs_from_specs(pods, seed=seed, model_by="share", gpu_only=True, slack=(1.2, 3.0))
+    out = dlt_jobs_from_specs(pods, seed=seed, model_by="share", gpu_only=True, slack=(1.2, 3.0),
+                              max_epochs=max_epochs)
     if time_scale != 1.0:
         out = [replace(j, submit_s=j.submit_s / time_scale,
                        deadline_s=None if j.deadline_s is None else j.submit_s / time_scale + (j.deadline_s - j.submit_s))
@@ -88,7 +98,7 @@ def run(args) -> tuple[list[dict], list]:
     rows, curves = [], []
     for nodes in args.nodes:
         for seed in range(args.seeds):
-            jobs = workload(args.trace, args.jobs, seed, args.arrivals_per_h, args.time_scale)
+            jobs = workload(args.trace, args.jobs, seed, args.arrivals_per_h, args.time_scale, args.max_epochs)
             interference = Interference(seed=seed)
             settings = ColocationSettings(max_jobs=args.max_jobs)
             base = None
@@ -100,7 +110,8 @@ def run(args) -> tuple[list[dict], list]:
                 r = colocation_result(replay)
                 base = base or r
                 added = r.added_jct_by_state()
-                rows.append(dict(nodes=nodes, seed=seed, policy=policy, jobs=r.jobs, energy_mwh=r.energy_j / 3.6e9,
+                rows.append(dict(nodes=nodes, seed=seed, policy=policy, jobs=r.jobs, offered_gpus=offered_gpus(jobs),
+                                 energy_mwh=r.energy_j / 3.6e9,
                                  static_mwh=r.static_energy_j / 3.6e9,
                                  energy_vs_fifo=r.energy_j / base.energy_j, avg_jct_h=r.avg_jct_s / 3600,
                                  jct_vs_fifo=r.avg_jct_s / base.avg_jct_s, avg_jtt_h=r.avg_jtt_s / 3600,
@@ -138,19 +149,23 @@ def main(argv=None) -> int:
     parser.add_argument("--idle-node-w", type=float, default=0.0, help="power of a node without jobs")
     parser.add_argument("--arrivals-per-h", type=float, default=6.0)
     parser.add_argument("--time-scale", type=float, default=1.0, help="divide a trace's submit times by this")
+    parser.add_argument("--max-epochs", type=int, default=90,
+                        help="a trace job's epochs at most (the paper's trainings: 89-90 epochs)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     assert set(POLICIES) == set(COLOCATION_POLICIES)
-    if not (args.time_scale > 0 and args.max_jobs >= 1 and args.idle_node_w >= 0 and args.seeds >= 1):
-        print("bench_colocation: --time-scale must be > 0, --max-jobs >= 1, --idle-node-w >= 0, --seeds >= 1",
-              file=sys.stderr)
+    if not (args.time_scale > 0 and args.max_jobs >= 1 and args.idle_node_w >= 0 and args.seeds >= 1
+            and args.max_epochs >= 1):
+        print("bench_colocation: --time-scale must be > 0, --max-jobs, --seeds and --max-epochs >= 1, "
+              "--idle-node-w >= 0", file=sys.stderr)
         return 2
     try:
         rows, curves = run(args)
     except (InputError, OSError) as error:
         print(f"bench_colocation: {error}", file=sys.stderr)
         return 2
-    print(f"{args.trace} ({rows[0]['jobs']} jobs), {args.seeds} seeds, max {args.max_jobs} jobs per set, "
+    offered = statistics.fmean(r["offered_gpus"] for r in rows)
+    print(f"{args.trace} ({rows[0]['jobs']} jobs, {offered:.1f} GPUs busy on average if run alone), {args.seeds} seeds, max {args.max_jobs} jobs per set, "
           f"accounting {args.accounting}, idle nodes {args.idle_node_w} W; means over seeds (ratios to FIFO)")
     print(f"{'nodes':>5} {'policy':<13} {'energy MWh':>10} {'static':>7} {'vs FIFO':>8} {'JCT h':>7} {'vs FIFO':>8} "
           f"{'JTT h':>7} {'vs FIFO':>8} {'misses':>7} {'undone':>7} {'coloc':>6} {'migr':>6} {'active':>7} {'vs FIFO':>8}")

@@ -147,4 +147,8 @@ def test_openb_pods_become_training_jobs():
         assert job.deadline_s is None or job.submit_s + 1.2 * job.runtime_s - 1e-6 <= job.deadline_s \
             <= job.submit_s + 3.0 * job.runtime_s + 1e-6
     assert 0.1 < sum(j.deadline_s is None for j in jobs) / len(jobs) < 0.3         # 20 % without
+    # at most 90 epochs (the paper's trainings): 68 pods are longer, together 119,963 of 137,693 epochs
+    capped = dlt_jobs_from_specs(pods, seed=0, model_by="share", gpu_only=True, slack=(1.2, 3.0), max_epochs=90)
+    assert sum(j.epochs > 90 for j in jobs) == 68 and max(j.epochs for j in capped) == 90
+    assert sum(j.epochs for j in capped) == 137693 - 119963 + 68 * 90
     assert not math.isnan(sum(j.runtime_s for j in jobs))

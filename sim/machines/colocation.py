@@ -59,7 +59,7 @@ import numpy as np
 
 from greenslurm.allocation.colocation import (ACCOUNTINGS, COLOCATION_POLICIES, GPUS_PER_NODE, MODELS, Candidate,
                                               ColocationPolicy, ColocationSettings, History, Interference,
-                                              JobView, ModelProfile, PowerAccounting)
+                                              JobView, ModelProfile, PowerAccounting, set_util)
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
 from greenslurm.sim.engine.events import EventKind
 from greenslurm.sim.machines.machine import Machine, PendingJob
@@ -131,7 +131,8 @@ LIGHT_MODELS, HEAVY_MODELS = ("alexnet", "resnet18"), ("resnet50", "vgg16")
 
 
 def dlt_jobs_from_specs(jobs, seed: int = 0, *, model_by: str = "seed", gpu_only: bool = False,
-                        slack: tuple[float, float] | None = None, no_deadline: float = 0.2) -> list[JobSpec]:
+                        slack: tuple[float, float] | None = None, no_deadline: float = 0.2,
+                        max_epochs: int | None = None) -> list[JobSpec]:
     """Training jobs from a trace's jobs.
 
     * GPUs: the job's GPUs (at least 1; a share of one GPU counts as 1) rounded up to 1, 2, 4 or 8;
@@ -139,7 +140,7 @@ def dlt_jobs_from_specs(jobs, seed: int = 0, *, model_by: str = "seed", gpu_only
     * model, ``model_by="seed"``: drawn (seeded) from the paper's four; ``"share"``: a job asking a
       fraction of one GPU gets one of the light models (AlexNet, ResNet-18: 5-11 % GPU utilisation,
       Table 2), a job of whole GPUs one of the heavy ones (ResNet-50, VGG-16: 37-48 %), seeded within;
-    * epochs = runtime / the model's epoch time, rounded, at least 1;
+    * epochs = runtime / the model's epoch time, rounded, at least 1 (and at most ``max_epochs``);
     * deadline: the job's own if it has one; with ``slack`` = (lo, hi) a job without one gets
       submit + U(lo, hi) x its exclusive JCT, except a ``no_deadline`` share (as
       :func:`synthetic_dlt_jobs`).
@@ -173,6 +174,8 @@ def dlt_jobs_from_specs(jobs, seed: int = 0, *, model_by: str = "seed", gpu_only
         else:
             model = rng.choice(names)
         epochs = max(1, round(runtime / MODELS[model].epoch_s))
+        if max_epochs is not None:
+            epochs = min(epochs, max_epochs)
         deadline = job.deadline_s if job.deadline_s is not None else math.inf
         if slack is not None and job.deadline_s is None and rng.random() >= no_deadline:
             deadline = job.submit_s + rng.uniform(*slack) * epochs * MODELS[model].epoch_s
@@ -298,6 +301,9 @@ class ColocationMachine(Machine):
         self._pass_s = math.nan         # time of the current placement pass
         self._pass_open = False
         self._replace_event: tuple | None = None
+        self._version = 0                # bumped whenever what a policy sees changes
+        self._candidates: dict[int, tuple[int, list[Candidate]]] = {}
+        self._set_candidates: dict[tuple, Candidate] = {}     # a shared set as policies see it, until it changes
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
@@ -369,6 +375,8 @@ class ColocationMachine(Machine):
 
         Packed: every job at 1 / slowdown(mix), the set at the mix's power.  Time-sliced (k jobs):
         every job at efficiency / k, the set at the mean of its jobs' powers (one trains at a time)."""
+        self._version += 1
+        self._set_candidates.pop(key, None)
         members = self.sets.get(key, ())
         for run in members:
             if self._running(run):
@@ -422,6 +430,8 @@ class ColocationMachine(Machine):
     def _observe_epoch(self, run: TrainingRun, now_s: float) -> bool:
         """An epoch of ``run`` ended: count it, and let the history learn the slowdown of an epoch spent
         wholly on an unchanged shared set."""
+        self._version += 1
+        self._set_candidates.pop(run.set_key, None)
         run.epochs_done += 1
         run.epochs_run += 1
         run.known_left_s = (run.epochs - run.epochs_done) * run.model.epoch_s
@@ -453,6 +463,7 @@ class ColocationMachine(Machine):
                 self._remove(run, now_s)
                 self.replay.set_rate(run.job, 0.0, now_s)
                 run.exclusive_only = True
+                self._version += 1
                 run.undone += 1
                 self.undone += 1
                 self.parked.insert(0, run)
@@ -497,7 +508,11 @@ class ColocationMachine(Machine):
 
     def candidates(self, gpus: int) -> list[Candidate]:
         """The sets a job of ``gpus`` GPUs could take: free aligned blocks and shared sets of that size,
-        by node and first GPU."""
+        by node and first GPU.  Kept until a set or a job's recorded progress changes (``_version``):
+        a pass over a long queue asks the same question many times."""
+        cached = self._candidates.get(gpus)
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
         out = []
         sets = self.sets
         active_nodes = self._active.tolist()
@@ -506,10 +521,17 @@ class ColocationMachine(Machine):
             for first in range(0, GPUS_PER_NODE, gpus):
                 members = sets.get((node, first, gpus))
                 if members is not None:
-                    out.append(Candidate(node, first, gpus, tuple([r.view() for r in members]), active,
-                                         (node, first, gpus) in self.sliced))
+                    key = (node, first, gpus)
+                    candidate = self._set_candidates.get(key)
+                    if candidate is None:
+                        sliced = key in self.sliced
+                        candidate = self._set_candidates[key] = Candidate(
+                            node, first, gpus, tuple([r.view() for r in members]), True, sliced,
+                            set_util(self._mix(members), sliced))
+                    out.append(candidate)
                 elif not any(busy[first:first + gpus]):
                     out.append(Candidate(node, first, gpus, (), active))
+        self._candidates[gpus] = (self._version, out)
         return out
 
     def _ask(self, run: TrainingRun, now_s: float) -> Candidate | None:
