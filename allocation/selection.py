@@ -13,6 +13,8 @@ scenario file):
 ``balanced``   Nileshwar & Schwiegelshohn's Balanced: the least-loaded nodes (earliest tail: when their jobs end)
 ``bestfit``    Nileshwar & Schwiegelshohn's BestFit: the most-loaded nodes that fit (latest tail)
 ``minidle``    Nileshwar & Schwiegelshohn's MinIdle: the nodes whose tail leaves the least idle time before the start
+``phase``      pVOCL's topology-aware placement: a node on the phase drawing least, the fullest
+               there (needs power states)
 ``pwr``        PWR (Lettich et al.): the node whose estimated power grows least
 ``fgd``        FGD (Weng et al.): the node whose expected GPU fragmentation grows least
 ``gpubestfit`` the GPU papers' BestFit baseline (least weighted CPU and GPU left)
@@ -43,6 +45,7 @@ import numpy as np
 
 from greenslurm.allocation.consecutive import best_fit_consecutive
 from greenslurm.allocation.framework import ScoringFramework
+from greenslurm.allocation.phase_balance import PhaseBalance
 from greenslurm.allocation.placement import RULES
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.fragmentation import TargetWorkload
@@ -222,6 +225,7 @@ SELECTIONS: dict[str, Callable[[bool], NodeSelection]] = {
     "bestfit": lambda backfill: LoadRule("bestfit", backfill),
     "minidle": lambda backfill: LoadRule("minidle", backfill),
     "consecutive": lambda backfill: Consecutive(),
+    "phase": lambda backfill: PhaseBalance(),
 }
 # Selections whose planner may use enclosed idle gaps (the deadline queue's backfilling of Nileshwar & Schwiegelshohn).
 BACKFILLING = {"firstfit", "balanced", "bestfit", "minidle"}

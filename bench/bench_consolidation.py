@@ -13,9 +13,10 @@ Two experiments, each a replay on the one engine with the power-managed machine
   8-GPU nodes of the trace's own node list (its most common model, G2; 3 phases, one
   outlet bank per phase), EASY.  Pods are containers on shared,
   virtualised GPUs, single-node: they may move (``movable = "gpu"``), as pVOCL's virtual GPUs.
-  Techniques as above, pVOCL both without phase awareness (one group, index wake order) and with it
-  (planner per phase, phase wake order), and power-down and pVOCL under budgets (fractions of the
-  unmanaged peak).  Every run charges the same distribution loss for phase imbalance.
+  Techniques as above, h/w-pm and static-pm also with phase placement (new jobs on the phase that
+  draws least: the ``phase`` selection), pVOCL both without phase awareness (one group, index wake
+  order) and with it (planner per phase, phase wake order), and power-down and pVOCL under budgets
+  (fractions of the unmanaged peak).  Every run charges the same distribution loss for phase imbalance.
 
     python bench/bench_consolidation.py                        # both, figures into bench-consolidation/
     python bench/bench_consolidation.py --pods 4000 --nodes 48 --out /tmp/consolidation
@@ -38,6 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from greenslurm.allocation.selection import SELECTIONS  # noqa: E402
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec  # noqa: E402
 from greenslurm.sim.engine.replay import Replay  # noqa: E402
 from greenslurm.sim.machines.power_states import PowerStateConfig, fits_budget, power_machine_factory  # noqa: E402
@@ -85,6 +87,9 @@ def techniques(budgets: list[float] | None, peak_w: float, phases: int,
         ("pVOCL, phase-unaware", PowerStateConfig(**unaware)),
         ("pVOCL", PowerStateConfig(**aware)),
     ]
+    if phases > 1:
+        runs[2:2] = [("h/w-pm, phase placement", PowerStateConfig(suspend_after_s=None, **common)),
+                     ("static-pm, phase placement", PowerStateConfig(**static))]
     for fraction in budgets or ():
         runs.append((f"static-pm, budget {fraction:.0%}", PowerStateConfig(**static, budget_w=fraction * peak_w)))
         runs.append((f"pVOCL, budget {fraction:.0%}", PowerStateConfig(**aware, budget_w=fraction * peak_w)))
@@ -93,7 +98,9 @@ def techniques(budgets: list[float] | None, peak_w: float, phases: int,
 
 def run_one(label: str, jobs, cluster, config: PowerStateConfig, queue: str) -> dict:
     started = time.perf_counter()
-    replay = Replay(jobs, cluster, queue, machine_factory=power_machine_factory(config))
+    # "phase placement": new jobs go to the phase drawing least (the phase selection)
+    selection = SELECTIONS["phase"](False) if label.endswith("phase placement") else None
+    replay = Replay(jobs, cluster, queue, selection=selection, machine_factory=power_machine_factory(config))
     result = replay.run()
     totals = replay.machine.power_totals()
     energy = result.energy
@@ -126,12 +133,12 @@ def experiment(name: str, jobs, cluster, queue: str, budgets, phases: int, start
         print(f"{skipped} jobs the cluster cannot hold were skipped in every run: {dict(plain.skipped)}")
     hw = rows[0]["pdu_kwh"]
     static = rows[1]["pdu_kwh"]
-    print(f"{'run':<24} {'PDU kWh':>9} {'IT kWh':>9} {'loss kWh':>8} {'vs h/w-pm':>9} {'vs static':>9} "
+    print(f"{'run':<27} {'PDU kWh':>9} {'IT kWh':>9} {'loss kWh':>8} {'vs h/w-pm':>9} {'vs static':>9} "
           f"{'peak W':>8} {'wait s':>8} {'run s':>8} {'moves':>6} {'imbal':>6}")
     for row in rows:
         row["vs_hw_pm"] = row["pdu_kwh"] / hw - 1
         row["vs_static_pm"] = row["pdu_kwh"] / static - 1
-        print(f"{row['run']:<24} {row['pdu_kwh']:>9.2f} {row['it_kwh']:>9.2f} {row['phase_loss_kwh']:>8.2f} "
+        print(f"{row['run']:<27} {row['pdu_kwh']:>9.2f} {row['it_kwh']:>9.2f} {row['phase_loss_kwh']:>8.2f} "
               f"{row['vs_hw_pm']:>+9.1%} {row['vs_static_pm']:>+9.1%} {row['peak_w']:>8,.0f} "
               f"{row['mean_wait_s']:>8.1f} {row['mean_run_s']:>8.1f} {row['moves']:>6} {row['mean_imbalance']:>6.3f}")
     return rows
@@ -160,7 +167,8 @@ def figures(out: Path, table1: list[dict], openb: list[dict]) -> list[Path]:
 
     written = []
     styles = {"h/w-pm": ("tab:gray", "-"), "static-pm": ("tab:blue", "--"),
-              "pVOCL, phase-unaware": ("tab:orange", "-."), "pVOCL": ("tab:green", "-")}
+              "pVOCL, phase-unaware": ("tab:orange", "-."), "pVOCL": ("tab:green", "-"),
+              "static-pm, phase placement": ("tab:purple", ":")}
 
     def save(figure, stem: str) -> None:
         for suffix in ("png", "svg"):
@@ -172,7 +180,7 @@ def figures(out: Path, table1: list[dict], openb: list[dict]) -> list[Path]:
     # Figure 12(b): instantaneous power of the three techniques on Table I
     figure, axes = plt.subplots(figsize=(7, 4))
     for row in table1:
-        if row["run"] not in styles or row["run"] == "pVOCL, phase-unaware":
+        if row["run"] not in ("h/w-pm", "static-pm", "pVOCL"):
             continue
         color, line = styles[row["run"]]
         t = np.array(row["power_t"] + [row["power_t"][-1]])
@@ -212,9 +220,9 @@ def figures(out: Path, table1: list[dict], openb: list[dict]) -> list[Path]:
         save(figure, "openb-saving-vs-budget")
 
     # Figure 16(a): phase imbalance over time, with and without phase awareness
-    figure, axes = plt.subplots(figsize=(7, 4))
+    figure, axes = plt.subplots(figsize=(7, 4.6))
     for row in openb:
-        if row["run"] not in ("pVOCL, phase-unaware", "pVOCL", "static-pm"):
+        if row["run"] not in ("pVOCL, phase-unaware", "pVOCL", "static-pm", "static-pm, phase placement"):
             continue
         color, line = styles[row["run"]]
         hours, mean = hourly_means(np.array(row["imbalance_t"]), np.array(row["imbalance"]))
@@ -223,7 +231,7 @@ def figures(out: Path, table1: list[dict], openb: list[dict]) -> list[Path]:
     axes.set_xlabel("time (h)")
     axes.set_ylabel("phase imbalance, hourly mean (max dev. / mean)")
     axes.set_title("openb GPU pods, one cabinet: phase imbalance over time")
-    axes.legend()
+    axes.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     axes.grid(alpha=0.3)
     save(figure, "openb-phase-imbalance")
     return written

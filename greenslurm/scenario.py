@@ -459,6 +459,11 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     except InputError as exc:
         fail(exc.reason, "selection.name")
     sel = s.selection
+    if spec.label == "phase" and s.power_states is None:
+        fail("the phase selection places by the power of each phase: give power states "
+             f"({name('power_states.suspend_after_s')} or a power profile)", "selection.name")
+    if spec.label == "phase" and s.queue not in ("fcfs", "easy"):
+        fail(f"the phase selection works with the power states' queues (fcfs, easy), not {s.queue}", "selection.name")
     if spec.scores_gpus:
         if sel.normalization is not None and sel.normalization not in NORMALIZATIONS:
             fail(f"choose from {', '.join(NORMALIZATIONS)}", "selection.normalization")

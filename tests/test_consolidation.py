@@ -12,9 +12,8 @@ from hypothesis import given, settings, strategies as st
 
 from greenslurm.allocation.power_actions import _PowerModel, exhaustive_plan_cost, plan_power_actions
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
-from greenslurm.clustermodel.cluster import GPU
 from greenslurm.sim.engine.replay import Replay
-from greenslurm.sim.machines.power_states import OFF, PowerStateConfig, power_machine_factory
+from greenslurm.sim.machines.power_states import PowerStateConfig, power_machine_factory
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "alibaba-gpu-2023"
 
@@ -275,3 +274,35 @@ def test_the_command_line_refuses_a_budget_below_the_idle_cabinet(tmp_path, caps
     assert main(["replay", str(swf), "--power-down-after", "60", "--power-budget", "390", "--no-progress"]) == 2
     error = capsys.readouterr().err.strip()
     assert "below the idle power" in error and len(error.splitlines()) == 1
+
+
+def test_phase_placement_balances_power_down_on_a_real_trace():
+    # static power-down on 12 G2 nodes (outlet banks per phase), the last 600 openb GPU pods: placing
+    # new jobs on the phase drawing least lowers the mean imbalance against first fit, whose lowest
+    # numbered nodes are all on phase 0
+    from greenslurm.allocation.selection import SELECTIONS
+    from greenslurm.traces.alibaba import read_nodes, read_pods
+
+    pods = read_pods(str(DATA / "openb_pod_list_default.csv")).jobs
+    nodes = read_nodes(str(DATA / "openb_node_list_gpu_node.csv")).nodes
+    cluster = Cluster([n for n in nodes if n.gpus == 8 and n.gpu_model == "G2"][:12])
+    jobs = sorted((j for j in pods if j.gpus_per_node > 0), key=lambda j: j.submit_s)[-600:]
+    config = PowerStateConfig(suspend_after_s=1.0, boot_s=60.0, phase_layout="banks", nodes_per_cabinet=12,
+                              imbalance_loss=0.041, start_off=True)
+    imbalance = {}
+    for name in ("firstfit", "phase"):
+        run = Replay(jobs, cluster, "easy", selection=SELECTIONS[name](False),
+                     machine_factory=power_machine_factory(config))
+        run.run()
+        imbalance[name] = run.machine.power_totals().mean_imbalance
+    assert imbalance["phase"] < 0.8 * imbalance["firstfit"]
+
+
+def test_the_phase_selection_needs_power_states(tmp_path, capsys):
+    from greenslurm.cli import main
+
+    swf = tmp_path / "t.swf"
+    swf.write_text("; MaxProcs: 4\n; MaxNodes: 4\n1 0 0 10 1 -1 -1 1 20 -1 1 1 1 -1 1 -1 -1 -1\n")
+    assert main(["replay", str(swf), "--select", "phase", "--no-progress"]) == 2
+    assert "power states" in capsys.readouterr().err
+    assert main(["replay", str(swf), "--select", "phase", "--power-down-after", "60", "--no-progress"]) == 0

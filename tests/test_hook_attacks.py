@@ -214,9 +214,14 @@ class Attack:
                                  f"comment {job.get('Comment')!r}\nservice log:\n{self.service_log()}")
         assert "greenslurm" in job.get("Comment", ""), f"job {job_id} stopped without a reason: {job}"
         tags = [int(t) for t in TAG.findall(job.get("Comment", ""))]
-        decided = {r["id"] for r in self.decisions()}
-        assert self.rows_naming_job(job_id) or any(t in decided and t > before_id for t in tags), \
-            f"job {job_id} was stopped but the record has no row for it"
+        # the service records a reconciliation right after acting on it: give the row a moment
+        settle = time.monotonic() + SETTLE_S
+        while True:
+            decided = {r["id"] for r in self.decisions()}
+            if self.rows_naming_job(job_id) or any(t in decided and t > before_id for t in tags):
+                break
+            assert time.monotonic() < settle, f"job {job_id} was stopped but the record has no row for it"
+            time.sleep(0.25)
         return "held" if job.get("JobState") == "PENDING" else "cancelled"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import math
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -106,17 +105,6 @@ def test_lublin_header_without_maxprocs(shared_data):
 def test_no_header_no_hint():
     result = parse_swf("1 0 0 10 1 -1 -1 1 20 -1 1 1 1 -1 -1 -1 -1 -1\n")
     assert result.header == {} and result.cluster_hint() is None
-
-
-def test_speed(shared_data):
-    start = time.perf_counter()
-    read_swf(str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf"))
-    kth_s = time.perf_counter() - start
-    start = time.perf_counter()
-    read_swf(str(shared_data / "swf" / "LANL-CM5-1994-4.1-cln.swf"))
-    lanl_s = time.perf_counter() - start
-    assert kth_s < 1.0, kth_s      # about 0.2 s here
-    assert lanl_s < 5.0, lanl_s    # about 0.9 s here
 
 
 def test_gzip_file_reads_the_same(tmp_path, shared_data):
