@@ -14,7 +14,7 @@ Workloads:
   ``--max-epochs``, 90: the paper's trainings run 89-90 epochs; the 68 pods above it, 63 of them still
   running when the trace ends, would otherwise hold 87 % of all epochs), the same deadline rule as the
   synthetic workload.  As-is the trace keeps 3.2 GPUs busy on average; ``--time-scale F`` divides
-  submit times by F (100: 321 GPUs, the synthetic workload's 314).
+  submit times by F (100: 321 GPUs, as the synthetic workload's 322).
 
 Clusters of 28 and 64 nodes of 8 GPUs, as in the paper's Figure 3.  Interference and power per mix from
 Table 3 where measured, else the model fitted to it (``greenslurm.allocation.colocation``).  Energy by
@@ -71,9 +71,11 @@ def workload(trace: str, jobs: int, seed: int, arrivals_per_h: float, time_scale
         return synthetic_dlt_jobs(jobs, seed=seed, arrivals_per_h=arrivals_per_h)
     from greenslurm.traces.alibaba import read_pods
     from dataclasses import replace
-    pods = read_pods(OPENB if trace == "openb" else trace).jobs
-    out = dlt_jobs_from_specs(pods, seed=seed, model_by="share", gpu_only=True, slack=(1.2, 3.0),
+    path = OPENB if trace == "openb" else trace
+    out = dlt_jobs_from_specs(read_pods(path).jobs, seed=seed, model_by="share", gpu_only=True, slack=(1.2, 3.0),
                               max_epochs=max_epochs)
+    if not out:
+        raise InputError("no pod with GPUs and a finite runtime to train", path=path)
     if time_scale != 1.0:
         out = [replace(j, submit_s=j.submit_s / time_scale,
                        deadline_s=None if j.deadline_s is None else j.submit_s / time_scale + (j.deadline_s - j.submit_s))

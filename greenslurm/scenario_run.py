@@ -408,7 +408,8 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
         from greenslurm.sim.machines.colocation import colocation_result
         r = colocation_result(outcome.replay)
         summary["colocation"] = {"policy": r.policy, "gpu_nodes": r.nodes, "jobs": r.jobs, "energy_j": r.energy_j,
-                                 "jobs_energy_j": r.jobs_energy_j, "idle_energy_j": r.idle_energy_j,
+                                 "jobs_energy_j": r.jobs_energy_j, "static_energy_j": r.static_energy_j,
+                                 "idle_energy_j": r.idle_energy_j, "migrations": r.migrations,
                                  "avg_jct_s": r.avg_jct_s, "avg_jtt_s": r.avg_jtt_s, "avg_wait_s": r.avg_wait_s,
                                  "makespan_s": r.makespan_s, "deadline_misses": r.deadline_misses,
                                  "undone": r.undone, "colocated_starts": r.colocated_starts,
