@@ -17,7 +17,10 @@ configuration (the state space of a few hundred nodes per group is 10^7 and more
 enumerated first by power level, and Dijkstra runs, level by level from the least, inside the box
 spanned by the start and the level's targets widened by one node per group: a cheapest path has no
 reason to turn a node on and off again outside that box (every such detour costs two actions and
-raises power on the way).  The tests check the result against an exhaustive search.
+raises power on the way).  When the best target only needs nodes turned off, no search is needed:
+every order of those actions costs the same, and one order that keeps the budget is taken (the
+common case of consolidation, and what keeps a plan over hundreds of nodes fast).  The tests check
+the result against an exhaustive search.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import numpy as np
 
 ENUMERATION_LIMIT = 2_000_000      # configurations enumerated at once when looking for targets
 LEVELS_TRIED = 64                  # power levels tried before staying where we are
+BOX_LIMIT = 200_000                # configurations Dijkstra may search (else only power-off sequences)
+MAX_PHASES = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +61,11 @@ class _PowerModel:
     imbalance_loss: float
     fixed_w: float
 
+    def linear_w(self, configs: np.ndarray) -> np.ndarray:
+        """Power of each configuration without the imbalance term."""
+        configs = np.atleast_2d(configs).astype(float)
+        return (configs * self.on_w + (self.capacity - configs) * self.off_w).sum(axis=1) + self.fixed_w
+
     def power_w(self, configs: np.ndarray) -> np.ndarray:
         """Power of each configuration (one per row)."""
         configs = np.atleast_2d(configs).astype(float)
@@ -77,24 +87,71 @@ class _PowerModel:
         return total * (1.0 + self.imbalance_loss * imbalance)
 
 
-def _configurations(capacity: np.ndarray, low_sum: int, high_sum: int) -> np.ndarray:
-    """Every configuration (ON counts within capacity) whose total lies in [low_sum, high_sum].
+def _configurations(capacity: np.ndarray, floor: np.ndarray, total: int) -> np.ndarray:
+    """Every configuration (ON counts from ``floor`` to capacity) with ``total`` nodes on.
 
-    >>> _configurations(np.array([1, 2]), 2, 2).tolist()
+    >>> _configurations(np.array([1, 2]), np.array([0, 0]), 2).tolist()
     [[0, 2], [1, 1]]
     """
     groups = len(capacity)
-    head = capacity[:-1] + 1
-    if int(np.prod(head, dtype=float)) > ENUMERATION_LIMIT:
+    top = np.minimum(capacity, floor + max(total - int(floor.sum()), 0))
+    spans = top - floor + 1
+    if float(np.prod(spans[:-1], dtype=float)) > ENUMERATION_LIMIT:
         raise ValueError(f"too many configurations to enumerate ({groups} groups): plan over fewer groups")
-    grid = np.indices(head).reshape(groups - 1, -1).T if groups > 1 else np.zeros((1, 0), dtype=int)
-    rows = []
-    for total in range(low_sum, high_sum + 1):
-        last = total - grid.sum(axis=1)
-        keep = (last >= 0) & (last <= capacity[-1])
-        rows.append(np.column_stack((grid[keep], last[keep])))
-    found = np.concatenate(rows) if rows else np.zeros((0, groups), dtype=int)
+    grid = (np.indices(spans[:-1]).reshape(groups - 1, -1).T + floor[:-1]) if groups > 1 \
+        else np.zeros((1, 0), dtype=np.int64)
+    last = total - grid.sum(axis=1)
+    keep = (last >= floor[-1]) & (last <= top[-1])
+    found = np.column_stack((grid[keep], last[keep])).astype(np.int64)
     return found[np.lexsort(found.T[::-1])] if len(found) else found
+
+
+def _least_configurations(model: "_PowerModel", floor: np.ndarray, low: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate targets and their powers: every configuration with ``low`` nodes on, then with one
+    more, and so on while a configuration with that many could still draw less than the best so far
+    (its power is at least its power without the imbalance term, which grows with every node on)."""
+    found, powers = [], []
+    best = math.inf
+    for total in range(low, int(model.capacity.sum()) + 1):
+        configs = _configurations(model.capacity, floor, total)
+        if not len(configs):
+            continue
+        if float(model.linear_w(configs).min()) > best + 1e-9:
+            break
+        watts = np.round(model.power_w(configs), 9)
+        best = min(best, float(watts.min()))
+        found.append(configs)
+        powers.append(watts)
+    if not found:
+        return np.zeros((0, len(floor)), dtype=np.int64), np.zeros(0)
+    return np.concatenate(found), np.concatenate(powers)
+
+
+def _check_inputs(start, capacity, on_w, off_w, budget_w, on_cost, off_cost, group_phase, phases,
+                  imbalance_loss, fixed_w, floor) -> None:
+    """Refuse what no cabinet can be: the planner would answer nonsense (NaN powers, negative
+    costs break Dijkstra, on below off inverts the optimum)."""
+    groups = len(start)
+    if not (len(capacity) == len(on_w) == len(off_w) == len(on_cost) == len(off_cost) == groups) or groups == 0:
+        raise ValueError("capacity, powers and costs need one value per group (at least one group)")
+    if floor is not None and len(floor) != groups:
+        raise ValueError("floor needs one count per group")
+    counts = [*start, *capacity, *(floor or ())]
+    if any(int(c) != c or c < 0 for c in counts):
+        raise ValueError("counts (start, capacity, floor) must be whole numbers >= 0")
+    if any(not 0 <= s <= c for s, c in zip(start, capacity)):
+        raise ValueError("a start count is outside its group's capacity")
+    values = [*on_w, *off_w, *on_cost, *off_cost, fixed_w, imbalance_loss]
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise ValueError("powers, costs, fixed_w and imbalance_loss must be finite and >= 0")
+    if any(on < off for on, off in zip(on_w, off_w)):
+        raise ValueError("a node on must draw at least what it draws off (on_w >= off_w)")
+    if math.isnan(budget_w):
+        raise ValueError("the budget must be a number (inf: none)")
+    if not 1 <= int(phases) <= MAX_PHASES:
+        raise ValueError(f"phases must be within 1..{MAX_PHASES}")
+    if group_phase is not None and (len(group_phase) != groups or any(not 0 <= g < phases for g in group_phase)):
+        raise ValueError("group_phase needs one phase in 0..phases-1 per group")
 
 
 def plan_power_actions(start: tuple[int, ...], capacity: tuple[int, ...], on_w: tuple[float, ...],
@@ -117,13 +174,9 @@ def plan_power_actions(start: tuple[int, ...], capacity: tuple[int, ...], on_w: 
     >>> plan.actions, plan.cost, plan.target_power_w
     ((('off', 0),), 60.0, 450.0)
     """
+    _check_inputs(start, capacity, on_w, off_w, budget_w, on_cost, off_cost, group_phase, phases,
+                  imbalance_loss, fixed_w, floor)
     groups = len(start)
-    if not (len(capacity) == len(on_w) == len(off_w) == len(on_cost) == len(off_cost) == groups):
-        raise ValueError("capacity, powers and costs need one value per group")
-    if group_phase is not None and len(group_phase) != groups:
-        raise ValueError("group_phase needs one phase per group")
-    if any(not 0 <= s <= c for s, c in zip(start, capacity)):
-        raise ValueError("a start count is outside its group's capacity")
     model = _PowerModel(np.array(capacity, dtype=np.int64), np.array(on_w, dtype=float),
                         np.array(off_w, dtype=float), None if group_phase is None else np.array(group_phase),
                         phases, float(imbalance_loss), float(fixed_w))
@@ -136,11 +189,10 @@ def plan_power_actions(start: tuple[int, ...], capacity: tuple[int, ...], on_w: 
     low = max(int(demand_nodes), int(floor.sum()), 0)
     if low > total:
         return PowerPlan(start, start, (), 0.0, start_power, start_power)
-    # Candidates: totals from the demand up to a few above it (a balancing node may pay for itself
-    # when the imbalance costs much), and the start; none above the budget or the start's power.
-    candidates = _configurations(model.capacity, low, min(total, low + max(phases, 1)))
-    candidates = candidates[(candidates >= floor).all(axis=1)]
-    powers = np.round(model.power_w(candidates), 9) if len(candidates) else np.zeros(0)
+    # Candidates: totals from the demand up, while more nodes on could still draw less (balancing
+    # nodes may pay for themselves when the imbalance costs much); none above the budget or the
+    # start's power.
+    candidates, powers = _least_configurations(model, floor, low)
     serves = sum(start) >= low
     keep = powers <= (min(budget_w + 1e-9, round(start_power, 9)) if serves else budget_w + 1e-9)
     candidates, powers = candidates[keep], powers[keep]
@@ -149,10 +201,52 @@ def plan_power_actions(start: tuple[int, ...], capacity: tuple[int, ...], on_w: 
         if serves and level >= round(start_power, 9):
             break                                     # the start is as good: stay
         targets = {tuple(row) for row in candidates[powers == level].tolist()}
-        found = _cheapest_path(model, start, targets, low, budget_w, on_cost, off_cost, floor)
+        found = _only_off(model, start, targets, budget_w, on_cost, off_cost)
+        if found is None:
+            found = _cheapest_path(model, start, targets, low, budget_w, on_cost, off_cost, floor)
         if found is not None:
             return found
     return PowerPlan(start, start, (), 0.0, start_power, start_power)
+
+
+def _only_off(model: _PowerModel, start: tuple[int, ...], targets: set[tuple[int, ...]],
+              budget_w: float, on_cost, off_cost) -> PowerPlan | None:
+    """The cheapest plan when it only turns nodes off, or None to search.
+
+    A lower bound of any path's cost to a target T is sum(max(0, start - T) x off + max(0, T -
+    start) x on).  When the target of least bound needs no "on", every order of its "off" actions
+    costs exactly that bound, so it is optimal if one order stays within the budget: the greedy
+    order, each time the "off" that leaves the least power.  (The demand holds: T serves it and
+    every configuration on the way has more nodes on than T.)
+    """
+    on_cost_a, off_cost_a = np.array(on_cost, dtype=float), np.array(off_cost, dtype=float)
+    start_a = np.array(start)
+
+    def bound(target: tuple[int, ...]) -> float:
+        t = np.array(target)
+        return float((np.maximum(start_a - t, 0) * off_cost_a).sum() + (np.maximum(t - start_a, 0) * on_cost_a).sum())
+
+    best = min(targets, key=lambda t: (bound(t), t))
+    if any(t > s for t, s in zip(best, start)):
+        return None
+    config = list(start)
+    left = [s - t for s, t in zip(start, best)]
+    actions: list[tuple[str, int]] = []
+    peak = float(model.power_w(np.array(start))[0])
+    while any(left):
+        options = [g for g in range(len(config)) if left[g]]
+        trial = np.array([config[:g] + [config[g] - 1] + config[g + 1:] for g in options])
+        watts = model.power_w(trial)
+        pick = int(np.argmin(watts))
+        if watts[pick] > budget_w + 1e-9:
+            return None
+        g = options[pick]
+        config[g] -= 1
+        left[g] -= 1
+        actions.append(("off", g))
+        peak = max(peak, float(watts[pick]))
+    return PowerPlan(start=start, target=best, actions=tuple(actions), cost=bound(best),
+                     target_power_w=float(model.power_w(np.array(best))[0]), peak_power_w=peak)
 
 
 def _cheapest_path(model: _PowerModel, start: tuple[int, ...], targets: set[tuple[int, ...]], demand: int,
@@ -163,6 +257,8 @@ def _cheapest_path(model: _PowerModel, start: tuple[int, ...], targets: set[tupl
     hi = np.minimum(np.maximum(corner.max(axis=0), start) + 1, model.capacity)
     # the power of every configuration in the box, computed at once
     shape = hi - lo + 1
+    if float(np.prod(shape, dtype=float)) > BOX_LIMIT:
+        return None             # too wide to search: this level is out of reach for the planner
     box = np.indices(shape).reshape(len(shape), -1).T + lo
     box_w = model.power_w(box).reshape(tuple(shape))
     offset = tuple(lo.tolist())

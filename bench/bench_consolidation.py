@@ -85,6 +85,9 @@ def techniques(budgets: list[float] | None, peak_w: float, phases: int,
         ("h/w-pm", PowerStateConfig(suspend_after_s=None, **common)),
         ("static-pm", PowerStateConfig(**static)),
         ("pVOCL, phase-unaware", PowerStateConfig(**unaware)),
+        # the two halves of phase awareness apart: the planner per phase, the waking by phase
+        ("pVOCL, per-phase plan only", PowerStateConfig(**dict(unaware, topology_aware=True))),
+        ("pVOCL, phase waking only", PowerStateConfig(**dict(aware, topology_aware=False))),
         ("pVOCL", PowerStateConfig(**aware)),
     ]
     if phases > 1:

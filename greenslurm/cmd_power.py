@@ -24,7 +24,7 @@ from rich.table import Table
 from greenslurm.allocation.colocation import COLOCATION_POLICIES
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import check_input_file, cluster_from_trace, load_cluster, read
-from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config
+from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config, power_states_key
 from greenslurm.sim.machines.power_states import fits_budget
 
 POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet",
@@ -99,7 +99,11 @@ def profile(path: str | None) -> dict[str, Any]:
             raise InputError(f"unknown [{table}] keys: {', '.join(sorted(bad))}", path=path)
     # the scenario's types: a value of the wrong type fails here, naming the profile and the key
     if data.get("power_states") is not None:
-        from_mapping({"trace": {"path": "-"}, "power_states": data["power_states"]}, path)
+        states = from_mapping({"trace": {"path": "-"}, "power_states": data["power_states"]}, path).power_states
+        try:
+            power_config(states)       # the engine's ranges, named in the profile
+        except (TypeError, ValueError) as exc:
+            raise InputError(str(exc), path=path, field=power_states_key(str(exc))) from None
     if data.get("colocation") is not None:
         from_mapping({"trace": {"path": "-"}, "colocation": {"policy": "eaco", **data["colocation"]}}, path)
     return data

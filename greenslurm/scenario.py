@@ -534,7 +534,7 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         try:
             power_config(s.power_states)
         except (TypeError, ValueError) as exc:
-            fail(str(exc), "power_states")
+            fail(str(exc), power_states_key(str(exc)))
         if s.power_states.suspend_after_s is None:
             # nodes start on and go off only after suspend_after_s idle: without it these change nothing
             for key in ("boot_s", "boot_w", "off_w"):
@@ -622,6 +622,19 @@ def check_colocation(c: Colocation, fail) -> None:
     # beta > 1 more than its jobs apart
     need(c.beta is None or 0 <= c.beta <= 1, "beta", "must be in [0, 1]")
     need(c.jitter is None or c.jitter >= 0, "jitter", "must be >= 0")
+
+
+def power_states_key(message: str) -> str:
+    """The scenario key an engine message about power states refuses: the engine's messages begin
+    with the field's name.
+
+    >>> power_states_key("movable must be one of gpu, single-node, none, not 'x'")
+    'power_states.movable'
+    >>> power_states_key("something else")
+    'power_states'
+    """
+    key = next((f.name for f in dataclasses.fields(PowerStates) if message.startswith(f.name + " ")), None)
+    return "power_states" if key is None else f"power_states.{key}"
 
 
 def power_config(p: PowerStates):

@@ -76,7 +76,7 @@ def test_to_toml_round_trips(scenario):
      "s.toml: field cluster: give at most one of file, node_list, slurm_conf, homogeneous"),
     ('[trace]\nsynthetic = { jobs = 5 }\n', "s.toml: field cluster: a synthetic trace needs a cluster"),
     ('queue = "fcfs"\n[trace]\npath = "a"\n[power_states]\nphases = 0\n',
-     "s.toml: field power_states: phases and nodes_per_cabinet must be >= 1"),
+     "s.toml: field power_states.phases: phases must be within 1..12"),
     ('queue = "fcfs"\n[trace]\npath = "a"\n[power_states]\n[colocation]\npolicy = "eaco"\n',
      "s.toml: field colocation: co-location and power states are two machine models; choose one"),
     ('queue = "fcfs"\n[trace]\npath = "a"\n[colocation]\npolicy = "tetris"\n',

@@ -51,7 +51,7 @@ class Consolidation:
         self._next_s = -math.inf
         self._timer_at: float | None = None
         self._seen_ended = 0
-        self.steps = self.plans = self.turned_off = self.turned_on = 0
+        self.steps = self.plans = self.turned_off = self.turned_on = self.ticks = 0
         self.last_plan: PowerPlan | None = None
 
     # -- the loop ----------------------------------------------------------------------------
@@ -59,15 +59,15 @@ class Consolidation:
         # a check when work ended (the demand fell, as pVOCL reacts at once) and at least every interval
         ended = self.machine.finished_count != self._seen_ended
         if now_s < self._next_s and not ended:
-            self._keep_ticking(self._next_s)
+            self._check_later(self._next_s)
             return
         self._seen_ended = self.machine.finished_count
         self._next_s = now_s + self.interval_s
         self.step(now_s)
-        self._keep_ticking(self._next_s)
 
-    def _keep_ticking(self, at_s: float) -> None:
-        """One timer at the next control time while jobs run (they will end and leave room)."""
+    def _check_later(self, at_s: float) -> None:
+        """A check skipped by the interval is made up at the next control time (one timer; the
+        state changes only at events, so the timers are never more than the events)."""
         machine = self.machine
         if self._timer_at is not None or not machine.running:
             return
@@ -75,12 +75,13 @@ class Consolidation:
 
         def tick(now_s: float) -> None:
             machine._timers -= 1
+            self.ticks += 1
             self._timer_at = None       # the engine schedules and calls after_schedule next
         machine._push(at_s, tick)
 
     def step(self, now_s: float) -> None:
         machine = self.machine
-        if getattr(machine.replay.strategy, "queue", ()) or not machine.running:
+        if getattr(machine.replay.strategy, "queue", ()):
             return                       # waiting jobs: waking, not consolidation, is what they need
         self.steps += 1
         offable, moves = self.offable_nodes()

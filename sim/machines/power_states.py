@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from greenslurm.allocation.power_actions import PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
+from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.phases import PHASE_LAYOUTS, phase_imbalance, phase_loads_w, phase_of_nodes
@@ -92,16 +92,20 @@ class PowerStateConfig:
             raise ValueError(f"phase_layout must be one of {', '.join(PHASE_LAYOUTS)}, not {self.phase_layout!r}")
         if self.movable not in MOVABLE:
             raise ValueError(f"movable must be one of {', '.join(MOVABLE)}, not {self.movable!r}")
-        if self.consolidate_every_s is not None and not self.consolidate_every_s > 0:
-            raise ValueError("consolidate_every_s must be > 0")
-        if not (0 <= self.migrate_s <= 86400.0) or not (0 <= self.imbalance_loss <= 1.0):
-            raise ValueError("migrate_s must be within [0, 86400] and imbalance_loss within [0, 1]")
+        if self.consolidate_every_s is not None and not 1.0 <= self.consolidate_every_s <= 86400.0:
+            raise ValueError("consolidate_every_s must be within [1, 86400] seconds")
+        if not 1 <= self.phases <= MAX_PHASES:
+            raise ValueError(f"phases must be within 1..{MAX_PHASES}")
+        if not 0 <= self.migrate_s <= 86400.0:
+            raise ValueError("migrate_s must be within [0, 86400] seconds")
+        if not 0 <= self.imbalance_loss <= 1.0:
+            raise ValueError("imbalance_loss must be within [0, 1]")
         if self.suspend_after_s is not None and self.suspend_after_s < 0:
             raise ValueError("suspend_after_s must be >= 0")
         if self.boot_s < 0 or self.off_w < 0 or (self.boot_w is not None and self.boot_w < 0):
             raise ValueError("boot_s, boot_w and off_w must be >= 0")
-        if self.phases < 1 or self.nodes_per_cabinet < 1:
-            raise ValueError("phases and nodes_per_cabinet must be >= 1")
+        if self.nodes_per_cabinet < 1:
+            raise ValueError("nodes_per_cabinet must be >= 1")
         if self.budget_w is not None and not self.budget_w > 0:
             raise ValueError("budget_w must be > 0")
 
