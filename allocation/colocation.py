@@ -571,18 +571,23 @@ class Gandiva(FifoExclusive):
     name = "gandiva"
     strict_fifo = False
     migrates = True
+    _full: Sequence[Candidate] | None = None      # the last candidate list with every set at max_jobs
 
     def choose(self, job, candidates, now_s):
+        if candidates is self._full:       # the same sets as a moment ago, all full: no job fits
+            return None
         free = _first_free(candidates)
         if free is not None:
             return free
         shared = [c for c in candidates if c.jobs and can_share(c, job, self.settings)]
         if shared:
             return min(shared, key=lambda c: (c.util_pct, len(c.jobs)))
-        if job.exclusive_only:
-            return None
         crowded = [c for c in candidates if c.jobs and len(c.jobs) < self.settings.max_jobs
                    and not any(j.exclusive_only for j in c.jobs)]
+        if not crowded and all(len(c.jobs) >= self.settings.max_jobs for c in candidates):
+            self._full = candidates
+        if job.exclusive_only:
+            return None
         return min(crowded, key=lambda c: len(c.jobs), default=None)
 
 
@@ -638,15 +643,40 @@ class EaCO:
         factor = self.history.predict(mix) if slowdown is None else slowdown
         return all(now_s + j.remaining_epochs * j.model.epoch_s * factor <= j.deadline_s + 1e-6 for j in jobs)
 
+    def _ranked(self, job: JobView, candidates: Sequence[Candidate], now_s: float) -> list[tuple[Candidate, float]]:
+        """Algorithm 2's candidates for ``job``, highest utilisation first, each with the predicted
+        slowdown of its mix, keeping only those where the jobs already there keep their deadlines.
+        That depends on the job's model only, so it is worked out once per model while the candidate
+        list is the same object (the machine keeps it until something changes), the time and the
+        history are the same: a pass over a long queue asks the same question many times."""
+        stamp = (now_s, self.history.observations)
+        if candidates is not self._ranked_for or stamp != self._ranked_stamp:
+            self._ranked_for, self._ranked_stamp, self._ranked_cache = candidates, stamp, {}
+        key = (job.model.name, job.exclusive_only)
+        ranked = self._ranked_cache.get(key)
+        if ranked is None:
+            settings = self.settings
+            eligible = [c for c in candidates if not c.jobs
+                        or (c.util_pct < settings.util_threshold_pct and can_share(c, job, settings))]
+            eligible.sort(key=lambda c: (-c.util_pct, not c.node_active, c.node, c.first_gpu))
+            ranked = []
+            for c in eligible:
+                factor = self.history.predict(c.mix_with(job))
+                if self.keeps_deadlines(c.jobs, (), now_s, factor):
+                    ranked.append((c, factor))
+            self._ranked_cache[key] = ranked
+        return ranked
+
+    _ranked_for: Sequence[Candidate] | None = None
+    _ranked_stamp: tuple = ()
+
     def choose(self, job, candidates, now_s):
-        settings = self.settings
-        eligible = [c for c in candidates if not c.jobs
-                    or (c.util_pct < settings.util_threshold_pct and can_share(c, job, settings))]
-        ranked = sorted(eligible, key=lambda c: (-c.util_pct, not c.node_active, c.node, c.first_gpu))
-        for candidate in ranked:
-            if self.keeps_deadlines(candidate.jobs + (job,), candidate.mix_with(job), now_s):
+        own_s = job.remaining_epochs * job.model.epoch_s
+        ranked = self._ranked(job, candidates, now_s)
+        for candidate, factor in ranked:
+            if now_s + own_s * factor <= job.deadline_s + 1e-6:      # the job's own deadline, too
                 return candidate
-        return next((c for c in ranked if not c.jobs), None)
+        return next((c for c, _ in ranked if not c.jobs), None)     # else alone on a free set (all kept)
 
 
 COLOCATION_POLICIES: dict[str, type] = {policy.name: policy for policy in (FifoExclusive, FifoPacked, Gandiva,
