@@ -8,7 +8,7 @@ trace's jobs become training jobs on the co-location machine of
 plus no management); every row is a scenario.  Both read a TOML profile with ``--power-config FILE``:
 tables ``[power_states]`` (the fields of ``PowerStateConfig``) and ``[colocation]`` (``policy``,
 ``gpu_nodes``, ``max_jobs``, ``util_threshold_pct``, ``mem_threshold_pct``, ``idle_node_w``, ``beta``,
-``jitter``, ``seed``); command-line options win.
+``jitter``, ``seed``, ``accounting``); command-line options win.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "pha
                 "phase_layout", "wake_order", "consolidate_every_s", "topology_aware", "migrate_s", "movable",
                 "imbalance_loss", "start_off")
 COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem_threshold_pct", "idle_node_w",
-                   "beta", "jitter", "seed")
+                   "beta", "jitter", "seed", "accounting")
 
 
 def _power_group(parser: argparse.ArgumentParser, many: bool) -> None:

@@ -198,6 +198,7 @@ class Colocation:
     beta: float | None = None
     jitter: float | None = None
     seed: int | None = None
+    accounting: str | None = None        # active-nodes (the EaCO paper's) or jobs
 
 
 @dataclass(frozen=True)
@@ -622,6 +623,8 @@ def check_colocation(c: Colocation, fail) -> None:
     # beta > 1 more than its jobs apart
     need(c.beta is None or 0 <= c.beta <= 1, "beta", "must be in [0, 1]")
     need(c.jitter is None or c.jitter >= 0, "jitter", "must be >= 0")
+    from greenslurm.allocation.colocation import ACCOUNTINGS
+    need(c.accounting is None or c.accounting in ACCOUNTINGS, "accounting", f"choose from {', '.join(ACCOUNTINGS)}")
 
 
 def power_states_key(message: str) -> str:

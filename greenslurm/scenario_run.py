@@ -284,7 +284,8 @@ def colocation_machine(scenario: Scenario):
     settings = ColocationSettings(**given("util_threshold_pct", "mem_threshold_pct", "max_jobs"))
     interference = Interference(**given("beta", "jitter", "seed"))
     return build_colocation(c.policy, settings=settings, interference=interference,
-                            idle_node_w=c.idle_node_w if c.idle_node_w is not None else 0.0)
+                            idle_node_w=c.idle_node_w if c.idle_node_w is not None else 0.0,
+                            **given("accounting"))
 
 
 def colocation_inputs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):

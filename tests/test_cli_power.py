@@ -60,3 +60,24 @@ def test_compare_power_budgets(tmp_path, capsys):
     assert main(["compare", trace(tmp_path), "--power-down-after", "600", "--power-budget", "1500", "1450"]) == 0
     text = capsys.readouterr().out
     assert "budget 1,500 W" in text and "budget 1,450 W" in text and "power-down" in text
+
+
+def test_colocation_accounting_from_the_profile(tmp_path, capsys):
+    # the EaCO paper's accounting (a node with a job draws its static power) against the sets' power
+    # only: the same schedule, more energy by exactly the static part
+    energy = {}
+    for accounting in ("active-nodes", "jobs"):
+        profile = tmp_path / f"{accounting}.toml"
+        profile.write_text(f'[colocation]\npolicy = "eaco"\ngpu_nodes = 1\naccounting = "{accounting}"\n')
+        out = tmp_path / f"{accounting}.json"
+        assert main(["replay", trace(tmp_path), "--power-config", str(profile), "--no-progress",
+                     "--json", str(out)]) == 0
+        energy[accounting] = json.loads(out.read_text())["colocation"]
+    assert energy["jobs"]["static_energy_j"] == 0.0 and energy["active-nodes"]["static_energy_j"] > 0
+    assert energy["active-nodes"]["energy_j"] > energy["jobs"]["energy_j"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[colocation]\npolicy = "eaco"\naccounting = "watts"\n')
+    capsys.readouterr()
+    assert main(["replay", trace(tmp_path), "--power-config", str(bad), "--no-progress"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "colocation.accounting" in error and len(error.splitlines()) == 1
