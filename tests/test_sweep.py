@@ -91,13 +91,11 @@ def test_cell_row_is_a_replay_summary():
 def test_200_cells_resume_after_a_cell_limit_losing_nothing(tmp_path):
     spec = load_spec(str(write_spec(tmp_path)))
     results = tmp_path / "results"
-    started = time.perf_counter()
     first = run_sweep(spec, results, workers=2, max_cells=100)
     assert (first.ran, first.skipped, first.complete) == (100, 0, False)
     assert len(pd.read_parquet(results / RESULTS_PARQUET)) == 100
     second = run_sweep(spec, results, workers=2)
     assert (second.ran, second.skipped, second.complete) == (100, 100, True)
-    assert time.perf_counter() - started < 60
     ids = ledger_ids(results)
     assert sorted(ids) == sorted(cell_id(c) for c in spec.cells())      # every cell ran, none twice
     frame = pd.read_parquet(results / RESULTS_PARQUET)

@@ -200,6 +200,23 @@ def test_json_structure_errors(tmp_path):
 
 
 # -- any garbage: only InputError ----------------------------------------------------------------
+def assert_one_line_naming(exc: InputError, path: str) -> None:
+    """A reader's refusal is one line that names the file."""
+    message = str(exc)
+    assert path in message and "\n" not in message, message
+
+
+def assert_kept_and_skipped_add_up(result) -> None:
+    """Nothing silently dropped: every record read is a job or a counted skip (an sacct array range
+    gives one job per task, counted as adjusted), and every job can be physical."""
+    counted = len(result.jobs) + sum(result.skipped.values())
+    if "array range expanded" in result.adjusted:
+        assert counted >= result.records_read          # a range record gave a job per task
+    else:
+        assert counted == result.records_read
+    assert all(job.runtime_s >= 0 and job.cpus >= 1 and job.requested_time_s > 0 for job in result.jobs)
+
+
 text_lines = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60)
 sacct_like = st.lists(st.sampled_from(["7", "7.batch", "7_[1-3]", "7_2", "COMPLETED", "CANCELLED by 3", "PENDING",
                                        "2024-01-01T00:00:00", "Unknown", "None", "00:10:00", "1-00:00:00",
@@ -227,9 +244,11 @@ def test_sacct_garbage_only_input_error(lines, strict, header):
                       min_size=1, max_size=6), strict=st.booleans())
 def test_pods_garbage_only_input_error(lines, strict):
     try:
-        parse_pods(POD_HEADER + "\n" + "\n".join(lines) + "\n", "g.csv", strict=strict)
-    except InputError:
-        pass
+        result = parse_pods(POD_HEADER + "\n" + "\n".join(lines) + "\n", "g.csv", strict=strict)
+    except InputError as exc:
+        assert_one_line_naming(exc, "g.csv")
+        return
+    assert_kept_and_skipped_add_up(result)
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
@@ -246,9 +265,11 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats
 def test_json_garbage_only_input_error(jobs, strict):
     import json
     try:
-        parse_sacct_json(json.dumps({"jobs": jobs}), "g.json", strict=strict)
-    except InputError:
-        pass
+        result = parse_sacct_json(json.dumps({"jobs": jobs}), "g.json", strict=strict)
+    except InputError as exc:
+        assert_one_line_naming(exc, "g.json")
+        return
+    assert_kept_and_skipped_add_up(result)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -256,6 +277,8 @@ def test_json_garbage_only_input_error(jobs, strict):
 def test_random_bytes_only_input_error(tmp_path, data, fmt):
     path = write(tmp_path, "random.bin", data)
     try:
-        read_trace(path, fmt)
-    except InputError:
-        pass
+        result = read_trace(path, fmt)
+    except InputError as exc:
+        assert_one_line_naming(exc, str(path))
+        return
+    assert_kept_and_skipped_add_up(result)
