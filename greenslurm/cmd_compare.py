@@ -11,7 +11,6 @@ import csv
 import logging
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -32,6 +31,7 @@ from greenslurm.sim.studies.deadline_compare import COLUMNS, make_scenario
 from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
+from greenslurm.workers import worker_pool
 
 log = logging.getLogger("greenslurm")
 
@@ -272,7 +272,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         if args.workers <= 1:
             done = map(compare_row, tasks)
         else:
-            pool = ProcessPoolExecutor(max_workers=args.workers)
+            pool = worker_pool(args.workers)
             done = pool.map(compare_row, tasks)
         for row in done:
             rows.append(row)

@@ -25,7 +25,6 @@ import math
 import shutil
 import subprocess
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from rich import box
@@ -38,6 +37,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.inputs import check_input_file, parse_columns
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
+from greenslurm.workers import worker_pool
 
 # Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (power states), and, when the jobs
 # have deadlines (--slack), Greedy BestFit admission (deadlines).  Conservative is left out: on exports with
@@ -216,7 +216,7 @@ def run_policies(scenarios, jobs, cluster, trace, workers: int, out: str | None 
     if workers <= 1 or len(tasks) == 1:
         done = list(map(_run_one, tasks))
     else:
-        with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        with worker_pool(min(workers, len(tasks))) as pool:
             done = list(pool.map(_run_one, tasks))
     starts = next((found for label, _, _, found in done if label == starts_of), None)
     return {label: (row, seconds) for label, row, seconds, _ in done}, starts

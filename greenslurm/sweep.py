@@ -85,7 +85,7 @@ import math
 import os
 import time
 import tomllib
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -93,6 +93,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.workers import worker_pool
 
 CELLS_DIR = "cells"
 LEDGER = "ledger.jsonl"
@@ -673,7 +674,7 @@ def _workers(workers: int | None) -> int:
 
 
 def _run_local(todo: Sequence[Mapping], workers: int, finish) -> None:
-    pool = ProcessPoolExecutor(max_workers=workers)
+    pool = worker_pool(workers)
     try:
         pending = {pool.submit(_safe_run, cell) for cell in todo}
         while pending:
