@@ -55,6 +55,9 @@ COLUMNS = ("id", "token", "time_s", "uid", "user", "partition", "cpus", "nodes",
            "hook_instance", "request_id")
 
 ROW_DEFAULTS = {"token": "", "array_tasks": 1, "shadow": 0}
+# reconciliation's rows: written before acting with this suffix, replaced by the outcome after
+IN_PROGRESS = " (in progress)"
+FAILED = "failed"
 
 
 def create_private(path: str) -> None:
@@ -134,10 +137,15 @@ class DecisionRecord:
 
     def reconciled(self, job_ids: list[str]) -> set[tuple[str, float]]:
         """The (job, deadline) pairs already acted on, among these jobs (not the whole table, which
-        grows with every job ever reconciled)."""
-        return set(self._select_in("reconciled", ("job_id", "deadline_s"), "job_id", job_ids))
+        grows with every job ever reconciled).  A row of an action begun but not known done
+        (``IN_PROGRESS``: the service may have died between the two writes) or that failed does not
+        count: the job is looked at again."""
+        rows = self._select_in("reconciled", ("job_id", "deadline_s", "action"), "job_id", job_ids)
+        return {(job_id, deadline_s) for job_id, deadline_s, action in rows
+                if action != FAILED and not action.endswith(IN_PROGRESS)}
 
     def add_reconciled(self, job_id: str, deadline_s: float, action: str, message: str) -> None:
+        """Record what reconciliation did (or, ``action + IN_PROGRESS``, is about to do) to a job."""
         self.db.execute("INSERT OR REPLACE INTO reconciled VALUES (?, ?, ?, ?, ?)",
                         (job_id, deadline_s, time.time(), action, message))
 

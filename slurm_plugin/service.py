@@ -48,7 +48,7 @@ from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadl
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, failed_ids, parse_request,
                                               submission_from_request)
-from greenslurm.slurm_plugin.record import DecisionRecord
+from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.view import LiveView, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
@@ -506,14 +506,21 @@ class HookServer:
                 if message is None:
                     self.record.add_reconciled(item.job_id, item.deadline_s, "ok", "can end in time")
                     continue
+                # the record first, then the action, then its outcome: a service killed between the
+                # action and its row still leaves the row (a held job is not looked at again)
+                self.record.add_reconciled(item.job_id, item.deadline_s, self.reconcile_action + IN_PROGRESS, message)
                 action = await loop.run_in_executor(None, self._reconcile, item, message)
-                if action is not None:
-                    self.record.add_reconciled(item.job_id, item.deadline_s, action, message)
+                self.record.add_reconciled(item.job_id, item.deadline_s, action or FAILED, message)
         return True
+
+    @property
+    def reconcile_action(self) -> str:
+        """What reconciliation does to a job that cannot end in time (shadow: nothing, recorded)."""
+        return "shadow" if self.config.shadow else self.config.reconcile
 
     def _reconcile(self, item: PendingDeadline, message: str) -> str | None:
         """Act on one job (in a worker thread); the action taken, None if it failed."""
-        action = "shadow" if self.config.shadow else self.config.reconcile
+        action = self.reconcile_action
         comment = reconcile_comment(item.comment, message)
         log.info("job %s: %s -> %s", item.job_id, message, action)
         try:

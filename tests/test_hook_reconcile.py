@@ -144,3 +144,20 @@ def test_a_pending_job_array_is_checked_as_its_pending_tasks(tmp_path, array, st
     verdicts = {item.job_id: message for item, message in service.to_reconcile(deadlines)}
     assert list(verdicts) == [str(job["job_id"])]
     assert (verdicts[str(job["job_id"])] is not None) == stopped, verdicts
+
+
+def test_a_reconciliation_begun_or_failed_is_looked_at_again(tmp_path):
+    # the service writes "hold (in progress)" before it acts and the outcome after: a service killed
+    # in between leaves a row naming the job, and the job is not taken as done
+    from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS
+
+    record = DecisionRecord(tmp_path / "db.sqlite")
+    record.add_reconciled("7", 100.0, "hold" + IN_PROGRESS, "cannot end by its deadline")
+    record.add_reconciled("8", 100.0, FAILED, "cannot end by its deadline")
+    record.add_reconciled("9", 100.0, "hold", "cannot end by its deadline")
+    record.add_reconciled("10", 100.0, "ok", "can end in time")
+    assert record.reconciled(["7", "8", "9", "10"]) == {("9", 100.0), ("10", 100.0)}
+    record.add_reconciled("7", 100.0, "hold", "cannot end by its deadline")     # the outcome replaces the row
+    assert ("7", 100.0) in record.reconciled(["7"])
+    rows = record.db.execute("SELECT job_id, action FROM reconciled ORDER BY job_id").fetchall()
+    assert sorted(rows) == [("10", "ok"), ("7", "hold"), ("8", FAILED), ("9", "hold")]
