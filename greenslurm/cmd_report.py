@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenslurm.clustermodel import InputError
+from greenslurm.inputs import require_module
 from greenslurm.stats import aggregate
 from greenslurm.sweep import PARAMETERS, RESULTS_PARQUET
 
@@ -275,6 +276,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.plots is None:
         console.print("no plots drawn (use --plots DIR)", style="dim")
         return 0
+    require_module("matplotlib", "plot", "--plots")
     log = make_plots(results, Path(args.plots), args.format, args.gantt_jobs, args.baseline)
     for path in log.written:
         console.print(f"wrote {escape(str(path))}", style="dim")

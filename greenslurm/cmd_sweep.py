@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from greenslurm.clustermodel import InputError
 from greenslurm.console import progress_bar
+from greenslurm.inputs import require_module
 from greenslurm.sweep import PARAMETERS, load_spec, run_sweep
 
 EPILOG = """\
@@ -68,6 +69,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise InputError("exists and is not a directory", path=str(out))
     if args.dask and args.dask != "local" and "://" not in args.dask:
         raise InputError("--dask wants tcp://HOST:PORT or 'local'", path="<command line>", field="dask")
+    if args.dask:
+        require_module("distributed", "dask", "--dask")
 
     def started(total: int, skipped: int, where: str) -> None:
         console.print(f"sweep {escape(spec.name)}: {total} cells, {skipped} already done, "

@@ -59,6 +59,23 @@ def check_output_paths(out_dir: str | None, json_file: str | None, option: str =
             raise InputError("cannot write: permission denied", path=json_file)
 
 
+def require_module(module: str, extra: str, option: str) -> None:
+    """Refuse in one line an option whose optional package is not installed (instead of a
+    traceback from deep inside the run).
+
+    >>> require_module("json", "plot", "--plots")
+    >>> require_module("no_such_module_here", "plot", "--plots")
+    Traceback (most recent call last):
+    ...
+    greenslurm.clustermodel.errors.InputError: <command line>: field --plots: needs no_such_module_here, which is not installed: pip install 'greenslurm[plot]' (or pip install no_such_module_here)
+    """
+    try:
+        __import__(module)
+    except ImportError:
+        raise InputError(f"needs {module}, which is not installed: pip install 'greenslurm[{extra}]' "
+                         f"(or pip install {module})", path="<command line>", field=option) from None
+
+
 def parse_columns(text: str | None) -> list[str] | None:
     """``'JobID|Submit, End'`` -> ``['JobID', 'Submit', 'End']``.
 
