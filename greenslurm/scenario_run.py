@@ -372,6 +372,9 @@ def run(scenario: Scenario, progress: Progress | None = None, status=None, cache
 
 
 # -- the summary ------------------------------------------------------------------------------------
+BUDGET_REASON = "needs more power than the budget even alone"
+
+
 def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
     from greenslurm.sim.accounting.deadline_metrics import admission_summary
@@ -389,7 +392,13 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
     if outcome.left_out_by_budget:
-        summary["left_out_by_budget"] = outcome.left_out_by_budget
+        # jobs that no instant under the budget can run were never handed to the replay: they are
+        # skipped records, counted with the others (completed + skipped is every job read)
+        left_out = outcome.left_out_by_budget
+        summary["left_out_by_budget"] = left_out
+        summary["jobs_total"] = summary.get("jobs_total", 0) + left_out
+        summary["jobs_skipped"] = summary.get("jobs_skipped", 0) + left_out
+        summary.setdefault("skipped_by_reason", {})["budget"] = {BUDGET_REASON: left_out}
     # any queue that turns jobs away (the slurm queue: over a partition's MaxTime/MaxNodes or a QOS
     # cap) reports them, so that completed + skipped + rejected is every job handed to the replay
     if outcome.result.queue in ("deadline", "none") or outcome.supply is not None or outcome.result.rejected:

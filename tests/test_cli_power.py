@@ -81,3 +81,16 @@ def test_colocation_accounting_from_the_profile(tmp_path, capsys):
     assert main(["replay", trace(tmp_path), "--power-config", str(bad), "--no-progress"]) == 2
     error = capsys.readouterr().err.strip()
     assert "colocation.accounting" in error and len(error.splitlines()) == 1
+
+
+def test_jobs_left_out_by_the_budget_are_counted_as_skipped(tmp_path, capsys):
+    # 4 single-CPU nodes, 100 W idle, 350 W busy, 10 W off: the 4-node job alone needs 4 * 350 =
+    # 1,400 W > 800 W and is left out; the others run (the 2-node job: 2 * 350 + 2 * 10 = 720 W).
+    # 4 jobs read = 3 completed + 1 skipped.
+    out = tmp_path / "s.json"
+    assert main(["replay", trace(tmp_path), "--power-down-after", "60", "--power-budget", "800",
+                 "--no-progress", "--json", str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert (summary["jobs_total"], summary["jobs_completed"], summary["jobs_skipped"]) == (4, 3, 1)
+    assert summary["skipped_by_reason"]["budget"] == {"needs more power than the budget even alone": 1}
+    assert summary["left_out_by_budget"] == 1
