@@ -13,6 +13,17 @@ from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 
 
+def used_share(capacity: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """How full each node is: the share of its GPUs in use, or of its CPUs on a node without GPUs.
+
+    >>> used_share(np.array([[8.0, 0.0, 4.0], [8.0, 0.0, 0.0]]), np.array([[8.0, 0.0, 1.0], [2.0, 0.0, 0.0]]))
+    array([0.75, 0.75])
+    """
+    used = capacity - free
+    return np.where(capacity[:, GPU] > 0, used[:, GPU] / np.maximum(capacity[:, GPU], 1e-9),
+                    used[:, CPU] / np.maximum(capacity[:, CPU], 1e-9))
+
+
 def phase_balance_order(candidates: np.ndarray, phase: np.ndarray, node_power_w: np.ndarray,
                         used_share: np.ndarray, count: int = 1, added_w: np.ndarray | None = None) -> np.ndarray:
     """The first ``count`` of ``candidates``, one at a time: from the phase that draws least
@@ -52,9 +63,7 @@ class PhaseBalance:
         if phase is None or power is None:
             raise ValueError("the phase selection needs power phases: a replay with power states")
         capacity = view.cluster.capacity
-        used = capacity - view.free
-        share = np.where(capacity[:, GPU] > 0, used[:, GPU] / np.maximum(capacity[:, GPU], 1e-9),
-                         used[:, CPU] / np.maximum(capacity[:, CPU], 1e-9))
+        share = used_share(capacity, view.free)
         cluster = view.cluster
         # a node's worth of work: what it adds at full load (CPUs busy, GPUs at their maximum)
         full_w = cluster.busy_w - cluster.idle_w + (cluster.gpu_max_w - cluster.gpu_idle_w) * capacity[:, GPU]

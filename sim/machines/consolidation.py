@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from greenslurm.allocation.phase_balance import used_share
 from greenslurm.allocation.power_actions import PowerPlan, plan_power_actions
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.sim.machines.machine import FIT_TOLERANCE
@@ -94,8 +95,7 @@ class Consolidation:
         if can_go.sum() == 0:
             return
         size = np.bincount(self.group_of, minlength=groups)
-        on_w = np.maximum(machine.idle_full_w, machine.boot_w)
-        mean_on_w = np.bincount(self.group_of, weights=on_w, minlength=groups) / np.maximum(size, 1)
+        mean_on_w = np.bincount(self.group_of, weights=machine.powered_w, minlength=groups) / np.maximum(size, 1)
         jobs_w = float(sum(job.delta_w for job in machine.running.values()))
         budget = machine.config.budget_w
         # the planner's power must not undercount the ledger's: booting nodes at their on power
@@ -113,8 +113,7 @@ class Consolidation:
         for action, group in plan.actions:
             if action == "on":
                 off = np.flatnonzero((state == OFF) & (self.group_of == group))
-                added_w = max(machine.boot_w[off[0]], machine.idle_full_w[off[0]]) - self.config.off_w if off.size else 0
-                if off.size == 0 or not machine.within_budget(added_w):
+                if off.size == 0 or not machine.within_budget(machine.powered_w[off[0]] - self.config.off_w):
                     return
                 machine.wake(int(off[0]), now_s)
                 self.turned_on += 1
@@ -127,7 +126,8 @@ class Consolidation:
             self.turned_off += 1
 
     def _empty(self, node: int, planned: tuple, now_s: float) -> bool:
-        """Move every job off ``node`` (to its planned node, else any kept node it fits on now)."""
+        """Move every job off ``node`` to the node planned for it; False when a move fails (the job no
+        longer fits there or the budget forbids it)."""
         machine = self.machine
         for job, target in planned:
             if job.index not in machine.running or job.node_indices[0] != node:
@@ -148,11 +148,8 @@ class Consolidation:
         for job in machine.running.values():
             for node in job.node_indices.tolist():
                 by_node.setdefault(node, []).append(job)
-        capacity = machine.cluster.capacity
-        # load: the share of the node's GPUs (then CPUs) in use; the least loaded are emptied first
-        gpus = np.maximum(capacity[:, GPU], 1e-9)
-        used = capacity - machine.free
-        load = np.where(capacity[:, GPU] > 0, used[:, GPU] / gpus, used[:, CPU] / np.maximum(capacity[:, CPU], 1e-9))
+        # the least loaded nodes are emptied first
+        load = used_share(machine.cluster.capacity, machine.free)
         candidates = [n for n in np.flatnonzero(on & (jobs_on > 0)).tolist()
                       if all(machine.movable(job) for job in by_node[n])]
         # topology aware: empty the phases with the most powered nodes first, fill the others

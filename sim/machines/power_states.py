@@ -233,6 +233,7 @@ class PowerManagedMachine(Machine):
         idle_full = cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU]
         self.boot_w = idle_full.copy() if config.boot_w is None else np.full(n, float(config.boot_w))
         self.idle_full_w = idle_full
+        self.powered_w = np.maximum(idle_full, self.boot_w)     # the most a node without jobs draws once woken
         cpus = cluster.capacity[:, CPU]
         safe = np.where(cpus > 0, cpus, 1)
         self._delta_per_cpu_w = np.where(cpus > 0, (cluster.busy_w - cluster.idle_w) / safe, 0.0)
@@ -488,7 +489,7 @@ class PowerManagedMachine(Machine):
         head_short = head.nodes - int(np.count_nonzero(head_can))
         if need <= 0 and head_short <= 0:
             return
-        added_w = np.maximum(self.boot_w, self.idle_full_w) - self.config.off_w
+        added_w = self.powered_w - self.config.off_w
         powered = np.bincount(self.phase[self.state != OFF], minlength=self.config.phases)
         by_phase = self.config.wake_order == "phase"
         while (need > 0 or head_short > 0) and off.size:
