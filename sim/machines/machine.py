@@ -318,7 +318,7 @@ class Machine:
             for node, gpus in zip(old.tolist(), job.gpu_indices):
                 self.gpus.release(node, job.task, gpus)
         job.node_indices = old            # put back below if the new nodes do not fit
-        fits = self.fits_on(job, nodes) and (job.allowed is None or bool(job.allowed[nodes].all()))
+        fits = self.fits_on(job, nodes)          # the job's own share is free again here
         target = nodes if fits else old
         self.free[target] -= job.demand
         if job.task is not None and self.gpus is not None:
