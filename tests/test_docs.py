@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```\s*$", re.S | re.M)
+FENCE = re.compile(r"^```(\w+)([^\n]*\n.*?)^```\s*$", re.S | re.M)
 CLUSTER_TOML = """name = "site"
 [[node_group]]
 name = "cpn"
@@ -33,7 +33,9 @@ gpu_model = "P100"
 
 
 def blocks(name: str, language: str) -> list[str]:
-    return [body for lang, body in FENCE.findall((DOCS / name).read_text()) if lang == language]
+    # a fence ```sh no-run: REASON is a command a test cannot run (tests/test_doc_commands.py lists them)
+    found = [(lang, *body.split("\n", 1)) for lang, body in FENCE.findall((DOCS / name).read_text())]
+    return [body for lang, info, body in found if lang == language and "no-run" not in info]
 
 
 @pytest.fixture
