@@ -209,3 +209,33 @@ def test_readme_python_runs(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, MPLBACKEND="Agg"))
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# what a user reads names features and papers, never the project's own bookkeeping
+BOOKKEEPING = re.compile(r"\bissue\s*#?\d+\b|\bseed\s+0\d\d\b|shared/seeds|\bseeds/\d|\bsession\b", re.I)
+
+
+def _help_texts() -> dict[str, str]:
+    """Every command's --help, as a user sees it."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import cli_reference
+    finally:
+        sys.path.pop(0)
+    return {"--help of every command": cli_reference.render()}
+
+
+def test_user_text_speaks_of_features_not_bookkeeping():
+    texts = {page.relative_to(ROOT).as_posix(): page.read_text(encoding="utf-8") for page in PAGES}
+    texts.update(_help_texts())
+    found = [f"{name}: {match.group(0)!r}" for name, text in texts.items() for match in BOOKKEEPING.finditer(text)]
+    assert not found, found
+    # the pattern catches what it is for
+    assert BOOKKEEPING.search("as in issue 6") and BOOKKEEPING.search("seed 003") and not BOOKKEEPING.search("--seeds 10")
+
+
+def test_cli_reference_is_current():
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"], cwd=ROOT,
+                          capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
+    assert done.returncode == 0, done.stderr
