@@ -379,6 +379,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
     from greenslurm.sim.accounting.deadline_metrics import admission_summary
     from greenslurm.sim.accounting.metrics import summarize
+    from greenslurm.sim.reporting.outputs import SCHEMA_KEY, SUMMARY_SCHEMA
 
     trace = outcome.trace
     summary = summarize(outcome.result, reader_skipped=trace.skipped if trace is not None else None,
@@ -391,6 +392,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     else:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
+    summary[SCHEMA_KEY] = SUMMARY_SCHEMA          # what summary.json and --json carry (docs/outputs.md)
     if outcome.left_out_by_budget:
         # jobs that no instant under the budget can run were never handed to the replay: they are
         # skipped records, counted with the others (completed + skipped is every job read)

@@ -87,3 +87,21 @@ def test_no_import_circle_in_the_package():
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if n != "__main__"))
 def test_nothing_imports_the_cli_back(name):
     assert "cli" not in GRAPH[name]
+
+
+def test_import_greenslurm_loads_no_pandas_or_numpy():
+    """``import greenslurm`` stays quick: the notebook API (greenslurm.replay, ...) loads on first use."""
+    import subprocess
+    import sys
+    code = ("import sys, greenslurm\n"
+            "heavy = sorted(m for m in ('pandas', 'numpy', 'pyarrow', 'greenslurm.api') if m in sys.modules)\n"
+            "assert not heavy, heavy\n"
+            "assert callable(greenslurm.replay) and 'greenslurm.api' in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n not in ("__main__", "api")))
+def test_the_api_is_a_top_layer(name):
+    # the notebook API sits beside the CLI: it imports the layers below, nothing imports it back
+    assert "api" not in GRAPH[name]

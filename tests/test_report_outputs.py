@@ -136,7 +136,8 @@ def test_power_frame_with_a_closing_breakpoint(result):
 
 def test_write_outputs_files_and_content(tmp_path, result, summary):
     paths = write_outputs(result, summary, tmp_path / "out")
-    assert sorted(p.name for p in paths.values()) == ["jobs.csv", "jobs.parquet", "power.csv", "summary.json"]
+    assert sorted(p.name for p in paths.values()) == ["jobs.csv", "jobs.parquet", "power.csv", "schema.json",
+                                                      "summary.json"]
     csv = pd.read_csv(paths["jobs_csv"], dtype={"job_id": str, "node_indices": str})
     parquet = pd.read_parquet(paths["jobs_parquet"])
     assert len(csv) == len(parquet) == 3

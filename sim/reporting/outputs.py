@@ -1,6 +1,11 @@
-"""Files a replay writes: per-job results (CSV and Parquet), the power time series (CSV) and the
-JSON summary.  The same replay gives the same bytes: rows in a fixed order, keys sorted, no
-timestamps or host names in the content.
+"""Files a replay writes: per-job results (CSV and Parquet), the power time series (CSV), the
+JSON summary and ``schema.json``, which names each file's schema version and its columns with
+units and meaning (docs/outputs.md says the same in prose).  The same replay gives the same bytes:
+rows in a fixed order, keys sorted, no timestamps or host names in the content.
+
+A schema version is ``greenslurm.<file>/<N>``.  N goes up when a column or key is removed or
+renamed, or its unit or meaning changes; adding a column or key keeps N (readers select columns by
+name).  A folder without ``schema.json`` was written before the versions: its files are version 1.
 """
 
 from __future__ import annotations
@@ -8,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -23,9 +28,104 @@ PHASES_CSV = "phases.csv"
 MOVES_CSV = "moves.csv"
 SUMMARY_JSON = "summary.json"
 
-JOB_COLUMNS = ("job_id", "user", "partition", "submit_s", "start_s", "end_s", "wait_s", "run_s",
-               "requested_time_s", "killed_at_limit", "nodes", "cpus", "gpus", "slowdown",
-               "bounded_slowdown", "energy_j", "deadline_s", "deadline_missed", "node_indices")
+SCHEMA_JSON = "schema.json"
+# The schema versions (docs/outputs.md): replay --out's files and what-if's JSON.
+OUTPUTS_SCHEMA = "greenslurm.outputs/1"        # schema.json itself
+SUMMARY_SCHEMA = "greenslurm.summary/1"
+JOBS_SCHEMA = "greenslurm.jobs/1"              # jobs.csv and jobs.parquet
+POWER_SCHEMA = "greenslurm.power/1"
+PHASES_SCHEMA = "greenslurm.phases/1"
+MOVES_SCHEMA = "greenslurm.moves/1"
+WHATIF_SCHEMA = "greenslurm.whatif/1"
+SCHEMA_KEY = "schema_version"
+PARQUET_SCHEMA_KEY = b"greenslurm.schema_version"   # in the Parquet file's key-value metadata
+
+
+class Column(NamedTuple):
+    name: str
+    unit: str          # "" for names, flags and counts without a unit
+    meaning: str
+
+
+JOB_SCHEMA = (
+    Column("job_id", "", "the job's id in the trace"),
+    Column("user", "", "the user (empty when the trace has none)"),
+    Column("partition", "", "the partition (empty when the trace has none)"),
+    Column("submit_s", "s", "submit time, seconds on the trace's clock"),
+    Column("start_s", "s", "start time in the replay"),
+    Column("end_s", "s", "end time in the replay (the start plus the runtime, or the time limit if shorter)"),
+    Column("wait_s", "s", "start_s - submit_s"),
+    Column("run_s", "s", "end_s - start_s"),
+    Column("requested_time_s", "s", "the time limit the job asked for"),
+    Column("killed_at_limit", "", "true when the job ran into its time limit and was ended there"),
+    Column("nodes", "nodes", "nodes the job ran on"),
+    Column("cpus", "CPUs", "CPUs the job held in all"),
+    Column("gpus", "GPUs", "GPUs the job held in all (fractions: shares of a GPU)"),
+    Column("slowdown", "", "(wait_s + run_s) / run_s; empty for a job that ran for no time"),
+    Column("bounded_slowdown", "", "max(1, (wait_s + run_s) / max(run_s, 10 s)): the bound is summary.json's "
+                                   "bsld_floor_s"),
+    Column("energy_j", "J", "the job's share of its nodes' power over its run"),
+    Column("deadline_s", "s", "the job's deadline (given or drawn); empty without one"),
+    Column("deadline_missed", "", "true when the job ended after its deadline"),
+    Column("node_indices", "", "the nodes it ran on: positions in the cluster (0 = first), space-separated"),
+)
+JOB_COLUMNS = tuple(column.name for column in JOB_SCHEMA)
+POWER_SCHEMA_COLUMNS = (
+    Column("start_s", "s", "start of an interval of constant power"),
+    Column("end_s", "s", "end of the interval (the next start_s; the last one: the replay's end)"),
+    Column("power_w", "W", "the whole cluster's power draw on the interval"),
+    Column("busy_cpus", "CPUs", "CPUs allocated to jobs on the interval"),
+    Column("energy_j", "J", "power_w x (end_s - start_s)"),
+    Column("supply_w", "W", "only in whatif --out with --supply: the renewable supply at start_s (the intervals "
+                            "are also cut where the supply changes)"),
+)
+PHASES_SCHEMA_COLUMNS = (
+    Column("start_s", "s", "start of an interval of constant phase imbalance"),
+    Column("end_s", "s", "end of the interval"),
+    Column("phase_imbalance", "", "largest deviation of a phase's load from the mean phase load, over the mean "
+                                  "(0 = balanced)"),
+)
+MOVES_SCHEMA_COLUMNS = (
+    Column("time_s", "s", "when consolidation moved the job"),
+    Column("job_id", "", "the job moved"),
+    Column("from_node", "", "the node it left (position in the cluster)"),
+    Column("to_node", "", "the node it went to (position in the cluster)"),
+)
+MOVES_COLUMNS = tuple(column.name for column in MOVES_SCHEMA_COLUMNS)
+# file name -> (schema version, columns); summary.json's keys are in docs/outputs.md
+FILE_SCHEMAS: dict[str, tuple[str, tuple[Column, ...]]] = {
+    JOBS_CSV: (JOBS_SCHEMA, JOB_SCHEMA), JOBS_PARQUET: (JOBS_SCHEMA, JOB_SCHEMA),
+    POWER_CSV: (POWER_SCHEMA, POWER_SCHEMA_COLUMNS), PHASES_CSV: (PHASES_SCHEMA, PHASES_SCHEMA_COLUMNS),
+    MOVES_CSV: (MOVES_SCHEMA, MOVES_SCHEMA_COLUMNS), SUMMARY_JSON: (SUMMARY_SCHEMA, ()),
+}
+
+
+def versioned(document: Mapping[str, Any], version: str) -> dict:
+    """``document`` with its schema version (first, for a reader who looks at the top).
+
+    >>> versioned({"jobs_total": 3}, SUMMARY_SCHEMA)
+    {'schema_version': 'greenslurm.summary/1', 'jobs_total': 3}
+    """
+    return {SCHEMA_KEY: version, **{k: v for k, v in document.items() if k != SCHEMA_KEY}}
+
+
+def schema_document(files: list[str]) -> dict:
+    """``schema.json``: the schema version and the columns (name, unit, meaning) of each file written.
+
+    >>> doc = schema_document(["power.csv", "summary.json"])
+    >>> doc["files"]["power.csv"]["schema_version"], doc["files"]["power.csv"]["columns"][2]
+    ('greenslurm.power/1', {'name': 'power_w', 'unit': 'W', 'meaning': "the whole cluster's power draw on the interval"})
+    """
+    described = {}
+    for name in files:
+        version, columns = FILE_SCHEMAS[name]
+        entry: dict[str, Any] = {SCHEMA_KEY: version}
+        if columns:
+            entry["columns"] = [column._asdict() for column in columns]
+        else:
+            entry["keys"] = "docs/outputs.md"
+        described[name] = entry
+    return {SCHEMA_KEY: OUTPUTS_SCHEMA, "documentation": "docs/outputs.md", "files": described}
 
 
 def jobs_frame(records: list[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> pd.DataFrame:
@@ -110,9 +210,19 @@ def summary_json_text(summary: Mapping[str, Any]) -> str:
 
 
 def write_summary_json(summary: Mapping[str, Any], path: str | Path) -> Path:
+    """summary.json, with its schema version."""
     path = Path(path)
-    path.write_text(summary_json_text(summary), encoding="utf-8")
+    path.write_text(summary_json_text(versioned(summary, SUMMARY_SCHEMA)), encoding="utf-8")
     return path
+
+
+def write_jobs_parquet(jobs: pd.DataFrame, path: Path) -> None:
+    """jobs.parquet, its schema version in the file's metadata (``greenslurm.schema_version``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    table = pa.Table.from_pandas(jobs, preserve_index=False)
+    metadata = {**(table.schema.metadata or {}), PARQUET_SCHEMA_KEY: JOBS_SCHEMA.encode()}
+    pq.write_table(table.replace_schema_metadata(metadata), path)
 
 
 def phases_frame(totals, end_s: float) -> pd.DataFrame:
@@ -128,25 +238,36 @@ def phases_frame(totals, end_s: float) -> pd.DataFrame:
     return pd.DataFrame({"start_s": times, "end_s": ends, "phase_imbalance": np.asarray(totals.imbalance)})
 
 
+def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD_FLOOR_S) -> dict[str, pd.DataFrame]:
+    """The tables a replay writes, by file name: jobs.csv and power.csv, and for a power-managed
+    ``machine`` phases.csv (phase imbalance over time) and moves.csv (the jobs consolidation moved)."""
+    frames = {JOBS_CSV: jobs_frame(result.records, bsld_floor_s), POWER_CSV: power_frame(result)}
+    totals = getattr(machine, "power_totals", None)
+    if totals is not None:
+        frames[PHASES_CSV] = phases_frame(totals(), result.energy.end_s)
+        frames[MOVES_CSV] = pd.DataFrame(machine.migrations, columns=list(MOVES_COLUMNS))
+    return frames
+
+
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
                   bsld_floor_s: float = BSLD_FLOOR_S, machine=None) -> dict[str, Path]:
-    """Write jobs.csv, jobs.parquet, power.csv and summary.json into ``out_dir`` (created if
-    needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
+    """Write jobs.csv, jobs.parquet, power.csv, summary.json and schema.json into ``out_dir`` (created
+    if needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
     moves.csv (the jobs consolidation moved); return the paths by kind."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    jobs = jobs_frame(result.records, bsld_floor_s)
-    paths = {"jobs_csv": out / JOBS_CSV, "jobs_parquet": out / JOBS_PARQUET,
-             "power_csv": out / POWER_CSV, "summary_json": out / SUMMARY_JSON}
-    jobs.to_csv(paths["jobs_csv"], index=False, lineterminator="\n")
-    jobs.to_parquet(paths["jobs_parquet"], index=False, engine="pyarrow")
-    power_frame(result).to_csv(paths["power_csv"], index=False, lineterminator="\n")
+    frames = output_frames(result, machine, bsld_floor_s)
+    paths = {}
+    for name, frame in frames.items():
+        paths[name.replace(".", "_")] = out / name
+        frame.to_csv(out / name, index=False, lineterminator="\n")
+        if name == JOBS_CSV:
+            paths["jobs_parquet"] = out / JOBS_PARQUET
+            write_jobs_parquet(frame, out / JOBS_PARQUET)
+    paths["summary_json"] = out / SUMMARY_JSON
     write_summary_json(summary, paths["summary_json"])
-    totals = getattr(machine, "power_totals", None)
-    if totals is not None:
-        paths["phases_csv"] = out / PHASES_CSV
-        phases_frame(totals(), result.energy.end_s).to_csv(paths["phases_csv"], index=False, lineterminator="\n")
-        paths["moves_csv"] = out / MOVES_CSV
-        pd.DataFrame(machine.migrations, columns=["time_s", "job_id", "from_node", "to_node"]).to_csv(
-            paths["moves_csv"], index=False, lineterminator="\n")
+    paths["schema_json"] = out / SCHEMA_JSON
+    paths["schema_json"].write_text(summary_json_text(schema_document([p.name for p in paths.values()
+                                                                       if p.name != SCHEMA_JSON])),
+                                    encoding="utf-8")
     return paths
