@@ -14,33 +14,50 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import require_module
+from greenslurm.sim.reporting.quantities import display_scale, quantity
+from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
 from greenslurm.stats import aggregate
+from greenslurm import sweep as sweep_module
 from greenslurm.sweep import PARAMETERS, RESULTS_PARQUET
 
-# Metrics shown in the sweep table and plotted, in order: (column, heading, lower is better).
-METRICS = (("energy_kwh", "energy kWh", True), ("peak_power_w", "peak W", True),
-           ("mean_wait_s", "mean wait s", True), ("mean_bounded_slowdown", "mean BSLD", True),
-           ("utilization", "utilisation", False), ("rejected", "rejected", True),
-           ("deadline_missed", "deadline misses", True), ("performance_ratio", "perf. ratio", True),
-           ("renewable_share", "renewable share", False), ("failed_tasks", "failed tasks", True),
-           ("mean_frag_gpu", "mean frag. GPU", True), ("mean_gpu_allocated_pct", "GPU alloc. %", False),
-           ("saved_vs_idle_kwh", "saved kWh", False), ("boots", "boots", True))
+# Metrics shown in the sweep table and plotted, in order (names, units and whether lower is better
+# come from the one table of quantities).
+METRICS = ("energy_kwh", "peak_power_w", "mean_wait_s", "mean_bounded_slowdown", "utilization", "rejected",
+           "deadline_missed", "performance_ratio", "renewable_share", "failed_tasks", "mean_frag_gpu",
+           "mean_gpu_allocated_pct", "saved_vs_idle_kwh", "boots")
 ENERGY_METRICS = {"energy_kwh", "peak_power_w", "renewable_share", "utilization", "saved_vs_idle_kwh", "boots"}
+# a replay's summary.json, compared across the replays given (e.g. whatif --out DIR/*)
+REPLAY_METRICS = ("jobs_completed", "energy_kwh", "peak_power_w", "mean_power_w", "mean_wait_s", "p95_wait_s",
+                  "mean_bounded_slowdown", "utilization", "deadline_missed", "makespan_s")
+COMPARE_METRICS = ("performance_ratio", "rejected", "deadline_missed", "mean_wait_s", "renewable_share")
 CELL_COLUMNS = {"cell_id", "trace", "policy", "queue_name", "options", "seed"}
 KINDS = ("sweep", "inflate", "compare", "jobs", "power")
+FORMAT_CHOICES = {"png": ("png",), "svg": ("svg",), "both": ("png", "svg")}
+
+
+@dataclass
+class Replay:
+    """A ``replay --out`` or ``whatif --out`` policy folder: the policy and trace its figures name."""
+    policy: str
+    trace: str | None
+    nodes: int | None
+    summary: dict
 
 
 @dataclass
 class Results:
     frames: dict[str, list[tuple[str, pd.DataFrame]]] = field(default_factory=lambda: {k: [] for k in KINDS})
     cluster_nodes: int | None = None
+    replays: dict[str, Replay] = field(default_factory=dict)      # by folder
+
+    def replay_of(self, source: str) -> Replay:
+        folder = str(Path(source).parent)
+        return self.replays.get(folder) or Replay(Path(folder).name, None, self.cluster_nodes, {})
 
 
 def classify(frame: pd.DataFrame) -> str | None:
@@ -75,6 +92,19 @@ def _tables_in(folder: Path) -> list[Path]:
     return [p for p in files if not (p.name == "jobs.parquet" and (folder / "jobs.csv").exists())]
 
 
+def _replay_of(folder: Path, summary_path: Path) -> Replay | None:
+    """The policy and trace of a replay folder from its summary.json (the folder's name when the
+    summary does not name the policy); None when the summary cannot be read."""
+    try:
+        summary = json.loads(summary_path.read_text())
+        cluster = summary.get("cluster") or {}
+        trace = summary.get("trace")
+        trace = Path(str(trace)).name if trace else (f"cluster {cluster['name']}" if cluster.get("name") else None)
+        return Replay(str(summary.get("policy") or folder.name), trace, cluster.get("nodes"), summary)
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        return None
+
+
 def load_results(paths: list[str]) -> Results:
     """Tables from files and folders; a folder without tables is searched one level down (the
     ``whatif --out DIR`` layout: one folder per policy)."""
@@ -91,11 +121,10 @@ def load_results(paths: list[str]) -> Results:
                 files = [f for folder in folders for f in _tables_in(folder)]
             for folder in folders:
                 summary = folder / "summary.json"
-                if summary.exists():
-                    try:
-                        results.cluster_nodes = json.loads(summary.read_text())["cluster"]["nodes"]
-                    except (ValueError, KeyError, TypeError):
-                        pass
+                replay = _replay_of(folder, summary) if summary.exists() else None
+                if replay is not None:
+                    results.replays[str(folder)] = replay
+                    results.cluster_nodes = replay.nodes or results.cluster_nodes
         else:
             files = [path]
         found = False
@@ -113,62 +142,111 @@ def load_results(paths: list[str]) -> Results:
 
 # -- tables ---------------------------------------------------------------------------------------
 def param_columns(frame: pd.DataFrame) -> list[str]:
-    return [c for c in frame.columns if (c in PARAMETERS or c.startswith("option.")) and c not in CELL_COLUMNS]
+    """The grid parameters among the columns (today's names, the older names of earlier results, and
+    ``option.NAME``)."""
+    known = set(PARAMETERS) | set(getattr(sweep_module, "PARAMETER_ALIASES", {}))
+    return [c for c in frame.columns if (c in known or c.startswith("option.")) and c not in CELL_COLUMNS]
 
 
-def _fmt(mean, half) -> str:
-    """``mean±half`` in three and two significant digits.
-
-    >>> _fmt(1375.2, 69.4), _fmt(0.2012, 0.0014), _fmt(5.0, None), _fmt(None, None)
-    ('1.38e+03±69', '0.201±0.0014', '5', '-')
-    """
-    if mean is None or pd.isna(mean):
-        return "-"
-    text = f"{mean:.3g}"
-    if half is None or pd.isna(half):
-        return text
-    return f"{text}±{half:.2g}"
+def _present(frame: pd.DataFrame, metrics) -> list[str]:
+    return [m for m in metrics if m in frame and pd.to_numeric(frame[m], errors="coerce").notna().any()]
 
 
-def sweep_tables(frame: pd.DataFrame) -> list[Table]:
-    """One table per trace: a row per (policy, parameters), mean ± 95 % CI over seeds; best mean in bold green."""
+def _key_text(value) -> str:
+    return f"{value:,g}" if isinstance(value, float) else str(value)
+
+
+def result_table(agg: pd.DataFrame, title: str, keys: list[str], metrics: list[str], groups: list[str]) -> ResultTable:
+    """Rows of ``agg`` (``M_mean``, ``M_ci`` per metric) in the units of the quantity table; within each
+    combination of ``groups`` the best mean of a metric is marked."""
+    labels, factors = [], []
+    for metric in metrics:
+        scale = display_scale(metric, pd.to_numeric(agg[f"{metric}_mean"], errors="coerce"))
+        labels.append(scale.label)
+        factors.append(scale.factor)
+    means = [[None if pd.isna(row[f"{m}_mean"]) else float(row[f"{m}_mean"]) * f for m, f in zip(metrics, factors)]
+             for _, row in agg.iterrows()]
+    halves = [[None if f"{m}_ci" not in row or pd.isna(row[f"{m}_ci"]) else float(row[f"{m}_ci"]) * f
+               for m, f in zip(metrics, factors)] for _, row in agg.iterrows()]
+    group_of = [tuple(row[g] for g in groups) for _, row in agg.iterrows()]
+    best = set()
+    for m, metric in enumerate(metrics):
+        lower = quantity(metric).lower_is_better
+        if lower is None:
+            continue
+        for group in set(group_of):
+            rows = [r for r, g in enumerate(group_of) if g == group and means[r][m] is not None]
+            values = {means[r][m] for r in rows}
+            if len(rows) > 1 and len(values) > 1:
+                target = min(values) if lower else max(values)
+                best |= {(r, m) for r in rows if means[r][m] == target}
+    key_rows = [[_key_text(row[k]) for k in keys] for _, row in agg.iterrows()]
+    return ResultTable(title, keys, key_rows, labels, means, halves, best)
+
+
+def sweep_tables(frame: pd.DataFrame) -> list[ResultTable]:
+    """One table per trace and part (energy, scheduling): a row per (policy, parameters), mean ± 95 % CI
+    over seeds; the best mean of each parameter combination marked."""
     params = param_columns(frame)
-    metrics = [m for m in METRICS if m[0] in frame and pd.to_numeric(frame[m[0]], errors="coerce").notna().any()]
+    metrics = _present(frame, METRICS)
     tables = []
     for trace, rows in frame.groupby("trace", sort=False):
-        agg = aggregate(rows, ["policy", *params], [m[0] for m in metrics])
-        for part, chosen in (("energy", [m for m in metrics if m[0] in ENERGY_METRICS]),
-                             ("scheduling", [m for m in metrics if m[0] not in ENERGY_METRICS])):
+        agg = aggregate(rows, ["policy", *params], metrics).rename(columns={"n": "seeds"})
+        for part, chosen in (("energy", [m for m in metrics if m in ENERGY_METRICS]),
+                             ("scheduling", [m for m in metrics if m not in ENERGY_METRICS])):
             if chosen:
-                tables.append(_table(agg, f"{trace}, {part}: mean±95% CI over seeds", params, chosen))
+                tables.append(result_table(agg, f"{trace}, {part}: mean ± 95% CI over seeds",
+                                           ["policy", *params, "seeds"], chosen, params))
     return tables
 
 
-def _table(agg: pd.DataFrame, title: str, params: list[str], metrics) -> Table:
-    """Rows of ``agg``; within each parameter combination the best mean of a metric is bold green."""
-    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left")
-    for column in ("policy", *params, "seeds"):
-        table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
-    for _, heading, _ in metrics:
-        table.add_column(heading, justify="right", no_wrap=True)
-    keys = agg[params].apply(tuple, axis=1) if params else pd.Series([()] * len(agg), index=agg.index)
-    best = {}
-    for column, _, lower in metrics:
-        values = pd.to_numeric(agg[f"{column}_mean"], errors="coerce")
-        for key in set(keys):
-            group = values[keys == key].dropna()
-            if len(group) > 1 and group.nunique() > 1:
-                best[(column, key)] = group.min() if lower else group.max()
-    for index, row in agg.iterrows():
-        cells = [str(row["policy"]), *(f"{row[p]:g}" if isinstance(row[p], float) else str(row[p]) for p in params),
-                 str(row["n"])]
-        for column, _, _ in metrics:
-            text = _fmt(row[f"{column}_mean"], row[f"{column}_ci"])
-            if best.get((column, keys[index])) == row[f"{column}_mean"]:
-                text = f"[bold green]{escape(text)}[/]"
-            cells.append(text)
-        table.add_row(*cells)
-    return table
+def replay_table(results: Results) -> ResultTable | None:
+    """The replays given (e.g. every policy of ``whatif --out``) side by side, from their summaries."""
+    replays = [r for r in results.replays.values() if r.summary]
+    if not replays:
+        return None
+    frame = pd.DataFrame([{"policy": r.policy, **{m: r.summary.get(m) for m in REPLAY_METRICS}} for r in replays])
+    metrics = _present(frame, REPLAY_METRICS)
+    agg = frame.rename(columns={m: f"{m}_mean" for m in metrics})
+    traces = ", ".join(dict.fromkeys(r.trace for r in replays if r.trace))
+    return result_table(agg, f"Replays compared{' (' + traces + ')' if traces else ''}", ["policy"], metrics, [])
+
+
+def compare_table(frame: pd.DataFrame) -> ResultTable:
+    """A compare CSV's rows (Nileshwar & Schwiegelshohn): one per workload, slack and policy."""
+    keys = [c for c in ("workload", "slack_mean", "slack", "acceptance", "allocation", "renewable")
+            if c in frame and frame[c].notna().any()]
+    metrics = _present(frame, COMPARE_METRICS)
+    agg = frame.rename(columns={m: f"{m}_mean" for m in metrics})
+    groups = [k for k in keys if k in ("workload", "slack_mean", "slack")]
+    return result_table(agg, "Deadline scheduling compared (Nileshwar & Schwiegelshohn)", keys, metrics, groups)
+
+
+def all_tables(results: Results) -> list[tuple[str, ResultTable]]:
+    """(file stem, table) of every table the results give, in print order."""
+    tables = []
+    for source, frame in results.frames["sweep"]:
+        for table in sweep_tables(frame):
+            tables.append((f"sweep-{table.title.split(':')[0].replace(', ', '-')}", table))
+    replays = replay_table(results)
+    if replays is not None:
+        tables.append(("replays-compared", replays))
+    for number, (source, frame) in enumerate(results.frames["compare"]):
+        tables.append((f"compare-{Path(source).stem}" if len(results.frames["compare"]) > 1 else "compare",
+                       compare_table(frame)))
+    return tables
+
+
+def write_tables(tables: list[tuple[str, ResultTable]], folder: Path) -> list[Path]:
+    """Each table as ``<stem>.csv`` (plain numbers) and ``<stem>.md`` (as printed) in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for stem, table in tables:
+        for suffix, text in ((".csv", to_csv(table)), (".md", to_markdown(table) + "\n")):
+            path = folder / f"{_slug(stem)}{suffix}"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    return written
 
 
 # -- plots ----------------------------------------------------------------------------------------
@@ -182,57 +260,36 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in str(text)).strip("-")
 
 
-def make_plots(results: Results, out: Path, fmt: str, gantt_jobs: int, baseline: str | None) -> PlotLog:
+def make_plots(results: Results, out: Path, fmt: str | tuple[str, ...], gantt_jobs: int,
+               baseline: str | None) -> PlotLog:
+    """Every figure the results allow, in ``fmt`` ("png", "svg", "both" or a tuple of formats)."""
     from greenslurm import plots
+    formats = FORMAT_CHOICES[fmt] if isinstance(fmt, str) else tuple(fmt)
     log = PlotLog()
 
     def emit(figure, name: str) -> None:
-        log.written.append(plots.save(figure, out / f"{_slug(name)}.{fmt}"))
-
-    def named(source: str, kind: str, name: str) -> str:
-        """Several replays (e.g. whatif --out): the figure takes its folder's name."""
-        return f"{Path(source).parent.name}-{name}" if len(results.frames[kind]) > 1 else name
+        log.written.extend(plots.save_formats(figure, out / _slug(name), formats))
 
     for source, frame in results.frames["sweep"]:
-        params = [p for p in param_columns(frame) if pd.to_numeric(frame[p], errors="coerce").notna().all()
-                  and frame[p].nunique() > 1]
-        if not params:
-            log.skipped.append(f"sweep metric plots ({source}): no numeric parameter takes more than one value")
-            continue
-        metrics = [m[0] for m in METRICS if m[0] in frame and pd.to_numeric(frame[m[0]], errors="coerce").notna().any()
-                   and pd.to_numeric(frame[m[0]], errors="coerce").nunique() > 1]
-        for trace, rows in frame.groupby("trace", sort=False):
-            for param in params:
-                others = [p for p in param_columns(frame) if p != param and rows[p].nunique() > 1]
-                for metric in metrics:
-                    emit(plots.metric_vs_param(rows, param, metric, series=["policy", *others],
-                                               title=f"{trace}: {metric} vs {param}"),
-                         f"sweep-{trace}-{metric}-vs-{param}")
-        if "performance_ratio" in metrics and "slack" not in params:
-            log.skipped.append(f"performance ratio vs slack ({source}): slack is not a varied parameter")
+        _sweep_plots(frame, source, emit, log)
     for source, frame in results.frames["compare"]:
         slack = "slack_mean" if "slack_mean" in frame else "slack"
-        series = [c for c in ("workload", "acceptance", "allocation", "renewable") if c in frame and frame[c].nunique() > 1]
-        emit(plots.metric_vs_param(frame, slack, "performance_ratio", series=series or ["acceptance"],
-                                   title="Performance ratio vs slack (Nileshwar & Schwiegelshohn)", ylabel="performance ratio"),
-             f"compare-performance-ratio-vs-{slack}")
+        series = [c for c in ("acceptance", "allocation", "renewable", "workload") if c in frame and frame[c].nunique() > 1]
+        trace = ", ".join(dict.fromkeys(Path(str(w)).name for w in frame["workload"])) if "workload" in frame else None
+        for metric in _present(frame, COMPARE_METRICS):
+            if pd.to_numeric(frame[metric], errors="coerce").nunique() > 1 or metric == "performance_ratio":
+                heading = ("Performance ratio vs slack (Nileshwar & Schwiegelshohn)" if metric == "performance_ratio"
+                           else None)
+                emit(plots.metric_vs_param(frame, slack, metric, series=series or ["acceptance"], title=heading,
+                                           trace=trace),
+                     f"compare-{metric.replace('_', '-')}-vs-{slack}")
     for source, frame in results.frames["inflate"]:
         if frame["policy"].nunique() > 1:
             emit(plots.power_saving_vs_demand(frame, baseline), "inflate-power-saving-vs-demand")
         else:
             log.skipped.append(f"power saving vs demand ({source}): one policy only, nothing to compare against")
         emit(plots.grar_vs_demand(frame), "inflate-grar-vs-demand")
-    for source, frame in results.frames["power"]:
-        if frame.empty:
-            log.skipped.append(f"power over time ({source}): no intervals")
-            continue
-        emit(plots.power_over_time(frame), named(source, "power", "power-energy-over-time"))
-        if plots.supply_column(frame) is None:
-            log.skipped.append(f"renewable supply vs demand ({source}): no supply column "
-                               f"({', '.join(plots.SUPPLY_COLUMNS)})")
-    for source, frame in results.frames["jobs"]:
-        emit(plots.active_nodes_over_time(frame, results.cluster_nodes), named(source, "jobs", "active-nodes-over-time"))
-        emit(plots.gantt(frame, gantt_jobs), named(source, "jobs", "gantt"))
+    _replay_plots(results, emit, log, gantt_jobs)
     if not results.frames["inflate"]:
         log.skipped.append("power saving and GRAR vs arrived demand: no inflate results given")
     if not results.frames["jobs"]:
@@ -242,22 +299,96 @@ def make_plots(results: Results, out: Path, fmt: str, gantt_jobs: int, baseline:
     return log
 
 
+def _sweep_plots(frame: pd.DataFrame, source: str, emit, log: PlotLog) -> None:
+    from greenslurm import plots
+    params = [p for p in param_columns(frame) if pd.to_numeric(frame[p], errors="coerce").notna().all()
+              and frame[p].nunique() > 1]
+    metrics = [m for m in _present(frame, METRICS) if pd.to_numeric(frame[m], errors="coerce").nunique() > 1]
+    for trace, rows in frame.groupby("trace", sort=False):
+        if rows["policy"].nunique() > 1:
+            emit(plots.metrics_by_policy(rows, _present(rows, METRICS), trace=str(trace),
+                                         title="Policies compared (mean, 95 % CI over seeds and grid)"),
+                 f"sweep-{trace}-policies-compared")
+        for param in params:
+            others = [p for p in param_columns(frame) if p != param and rows[p].nunique() > 1]
+            for metric in metrics:
+                emit(plots.metric_vs_param(rows, param, metric, series=["policy", *others], trace=str(trace)),
+                     f"sweep-{trace}-{metric}-vs-{param}")
+    if not params:
+        log.skipped.append(f"sweep metric vs parameter plots ({source}): no numeric parameter takes more than one value")
+    elif "performance_ratio" in metrics and not {"slack", "slack_mean"} & set(params):
+        log.skipped.append(f"performance ratio vs slack ({source}): slack is not a varied parameter")
+
+
+def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None:
+    from greenslurm import plots
+    several = {kind: len(results.frames[kind]) > 1 for kind in ("power", "jobs")}
+
+    def named(source: str, kind: str, name: str) -> str:
+        """Several replays (e.g. whatif --out): the figure takes its policy's (folder's) name."""
+        return f"{Path(source).parent.name}-{name}" if several[kind] else name
+
+    powers, jobs = {}, {}
+    for source, frame in results.frames["power"]:
+        replay = results.replay_of(source)
+        if frame.empty:
+            log.skipped.append(f"power over time ({source}): no intervals")
+            continue
+        powers[replay.policy] = frame
+        emit(plots.power_over_time(frame, trace=replay.trace, policy=replay.policy),
+             named(source, "power", "power-energy-over-time"))
+        if plots.supply_column(frame) is None:
+            log.skipped.append(f"renewable supply vs demand ({source}): no supply column "
+                               f"({', '.join(plots.SUPPLY_COLUMNS)})")
+    for source, frame in results.frames["jobs"]:
+        replay = results.replay_of(source)
+        jobs[replay.policy] = frame
+        emit(plots.active_nodes_over_time(frame, replay.nodes or results.cluster_nodes, trace=replay.trace,
+                                          policy=replay.policy), named(source, "jobs", "active-nodes-over-time"))
+        emit(plots.gantt(frame, gantt_jobs, trace=replay.trace, policy=replay.policy), named(source, "jobs", "gantt"))
+    trace = ", ".join(dict.fromkeys(r.trace for r in results.replays.values() if r.trace)) or None
+    if len(powers) > 1:
+        emit(plots.power_by_policy(powers, trace=trace), "policies-power-energy-over-time")
+    if len(jobs) > 1:
+        emit(plots.wait_cdf(jobs, trace=trace), "policies-wait-cdf")
+        emit(plots.active_nodes_over_time(jobs, results.cluster_nodes, trace=trace), "policies-active-nodes-over-time")
+    table = replay_table(results)
+    if table is not None and len(table.key_rows) > 1:
+        frame = pd.DataFrame([{"policy": r.policy, **r.summary} for r in results.replays.values() if r.summary])
+        emit(plots.metrics_by_policy(frame, _present(frame, ("energy_kwh", "peak_power_w", "mean_wait_s",
+                                                             "p95_wait_s", "mean_bounded_slowdown", "utilization")),
+                                     trace=trace, title="Replays compared"), "policies-compared")
+    elif powers and len(powers) == 1:
+        log.skipped.append("figures over every policy: one replay only (give several, e.g. whatif --out DIR/*)")
+
+
 # -- command --------------------------------------------------------------------------------------
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "report", help="comparison tables (mean, 95%% CI over seeds) and plots of sweep, replay, inflate, compare results",
-        description="Read results and print comparison tables; with --plots DIR, draw the figures the results\n"
-                    "allow (PNG or SVG) and say which are skipped and why.",
+        "report", help="comparison tables (mean, 95%% CI over seeds) and figures of sweep, replay, whatif, inflate, "
+                       "compare results",
+        description="Read results and print comparison tables (numbers in the units their headers name); with\n"
+                    "--plots DIR, draw the figures the results allow, as PNG and SVG, and say which are skipped\n"
+                    "and why; with --tables DIR, also write every table as CSV and Markdown.\n"
+                    "Given several replays (e.g. whatif --out DIR/*), it also draws every policy on one axes:\n"
+                    "power and energy over time, the distribution of waits, active nodes, and the policies'\n"
+                    "summary figures side by side.",
         epilog="examples:\n"
-               "  greenslurm report study-results/ --plots figures/\n"
+               "  greenslurm report study-results/ --plots figures/ --tables tables/\n"
+               "  greenslurm report whatif-out/* --plots whatif-figures/\n"
                "  greenslurm report out/ inflate.csv --plots figures/ --format svg\n",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results", nargs="+", metavar="RESULTS",
-                        help="sweep results dir or results.parquet, replay --out dir, inflate CSV, compare CSV")
+                        help="sweep results dir or results.parquet, replay --out or whatif --out dir, inflate CSV, "
+                             "compare CSV")
     parser.add_argument("--plots", metavar="DIR", default=None, help="write the figures into DIR")
-    parser.add_argument("--format", choices=("png", "svg"), default="png", help="figure format (default: png)")
+    parser.add_argument("--format", choices=tuple(FORMAT_CHOICES), default="both",
+                        help="figure format: png, svg or both (default: both, each figure as .png and .svg)")
+    parser.add_argument("--tables", metavar="DIR", default=None,
+                        help="also write each table as DIR/NAME.csv (plain numbers, a column per 95%% CI half "
+                             "width) and DIR/NAME.md (as printed)")
     parser.add_argument("--gantt-jobs", type=int, default=300, metavar="N",
-                        help="jobs shown in the Gantt chart (the first N by start; default 300)")
+                        help="jobs shown in the Gantt chart, one row each (the first N by start; default 300)")
     parser.add_argument("--baseline", default=None, metavar="POLICY",
                         help="inflate: policy the power saving is measured against (default: the first)")
     parser.set_defaults(handler=run)
@@ -265,14 +396,22 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
+    if args.gantt_jobs < 1:
+        raise InputError(f"must be a whole number of at least 1, not {args.gantt_jobs}", path="<command line>",
+                         field="--gantt-jobs")
     results = load_results(args.results)
     for source, frame in results.frames["sweep"]:
-        console.print(f"[bold]{escape(source)}[/]: {len(frame)} cells")
-        for table in sweep_tables(frame):
-            console.print(table)
+        console.print(f"[bold]{escape(source)}[/]: {len(frame):,} cells")
     for kind in ("inflate", "compare", "jobs", "power"):
         for source, frame in results.frames[kind]:
             console.print(f"[bold]{escape(source)}[/]: {kind} results, {len(frame):,} rows")
+    tables = all_tables(results)
+    for _, table in tables:
+        for part in to_rich(table, console):
+            console.print(part)
+    if args.tables is not None:
+        for path in write_tables(tables, Path(args.tables)):
+            console.print(f"wrote {escape(str(path))}", style="dim")
     if args.plots is None:
         console.print("no plots drawn (use --plots DIR)", style="dim")
         return 0

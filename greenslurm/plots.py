@@ -1,30 +1,48 @@
-"""Figures of studies and replays (matplotlib, Agg: no display needed).
+"""Figures of studies and replays, drawn as the papers draw them (matplotlib, Agg: no display needed).
 
 Every function returns a :class:`matplotlib.figure.Figure` whose lines carry labels (tests read them
 before anything is saved); :func:`save` writes PNG or SVG.  Figures are built on ``Figure`` objects,
 not ``pyplot``, so nothing global is touched and workers may plot in parallel.
 
+What every figure shares: axes named with units from one table
+(:mod:`greenslurm.sim.reporting.quantities`: "Mean wait (h)", "Energy (kWh)"), every series in its own
+colour, line style and marker (:mod:`greenslurm.sim.reporting.series_style`), confidence bands clipped
+to what the quantity can physically be (a wait never below 0, a share within 0-100 %), a title naming
+the trace and the policies, and the legend beside the axes, never over the data.
+
 - :func:`metric_vs_param`: a sweep metric (mean and 95 % CI over seeds) against a grid parameter, one
   line per policy: e.g. performance ratio vs slack (Nileshwar & Schwiegelshohn), energy vs load.
+- :func:`metrics_by_policy`: bars of several metrics per policy (mean, 95 % CI): a sweep without a
+  varied parameter, or the what-if policies side by side.
 - :func:`power_saving_vs_demand`, :func:`grar_vs_demand`: the GPU papers' figures (the PWR and FGD papers) from
   ``greenslurm inflate`` rows: power saving against a baseline policy, and the GPU allocation ratio,
   against the arrived GPU demand.
 - :func:`power_over_time`: cluster power and cumulative energy of a replay; with a supply column,
-  renewable supply against demand.
+  renewable supply against demand.  :func:`power_by_policy`: every policy's power and energy on one axes.
+- :func:`wait_cdf`: the distribution of job waits, one curve per policy.
 - :func:`active_nodes_over_time`, :func:`gantt`: from a replay's ``jobs.csv``.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from greenslurm.sim.reporting.quantities import Scale, display_scale, duration_unit, fmt_value, power_unit, quantity
+from greenslurm.sim.reporting.series_style import bar_hatch, series_style
 from greenslurm.stats import mean_ci
 
 HOUR_S = 3600.0
+FORMATS = ("png", "svg")
+GANTT_MIN_WIDTH_SHARE = 300   # a run bar is at least this share of the time axis wide: every job shows
+MARKERS_PER_LINE = 12          # markers on long lines: enough to tell series apart, few enough to read
+# markers evenly spaced along the drawn line (a share of the axes' diagonal), not every n-th point:
+# points crowd where events crowd
+MARK_EVERY = 1.0 / MARKERS_PER_LINE
 
 
 def _figure(width: float = 7.0, height: float = 4.2):
@@ -40,42 +58,177 @@ def save(figure, path: str | Path) -> Path:
     return path
 
 
-def _band(axes, x, mean, half, label: str, marker: str = "o", linestyle: str = "-") -> None:
+def save_formats(figure, stem: str | Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Write the figure once per format (``stem.png``, ``stem.svg``)."""
+    return [save(figure, Path(f"{stem}.{fmt}")) for fmt in formats]
+
+
+# -- shared pieces --------------------------------------------------------------------------------
+def title_text(what: str, trace: str | None = None, policies: Sequence[str] = (), width: int = 72) -> str:
+    """The figure's title: what it shows, then the trace and the policies (wrapped to ``width``).
+
+    >>> print(title_text("Mean wait (h) vs slack", "kth200", ["fcfs", "easy"]))
+    Mean wait (h) vs slack
+    kth200: fcfs, easy
+    """
+    second = ", ".join(str(p) for p in policies)
+    if trace:
+        second = f"{trace}: {second}" if second else str(trace)
+    lines = [what] + (textwrap.wrap(second, width) if second else [])
+    return "\n".join(lines)
+
+
+def _legend(axes, handles=None, labels=None, title: str | None = None) -> None:
+    """The legend to the right of the axes, outside them: it never hides a line."""
+    if handles is None:
+        handles, labels = axes.get_legend_handles_labels()
+    if handles:
+        axes.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                    fontsize="small", frameon=False, title=title, title_fontsize="small")
+
+
+def clip_band(mean, half, lower: float | None, upper: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """The band mean -+ half, cut to the physical range [lower, upper] (None: open).
+
+    >>> lo, hi = clip_band([1.0, 50.0], [3.0, 80.0], 0.0, 100.0)
+    >>> lo.tolist(), hi.tolist()
+    ([0.0, 0.0], [4.0, 100.0])
+    """
+    mean = np.asarray(mean, dtype=float)
+    half = np.nan_to_num(np.asarray(half, dtype=float), nan=0.0)
+    low, high = mean - half, mean + half
+    if lower is not None:
+        low = np.maximum(low, lower)
+    if upper is not None:
+        high = np.minimum(high, upper)
+    return low, high
+
+
+def _line_kwargs(index: int) -> dict:
+    """Colour, line style, hollow marker; earlier series drawn wider and with larger markers, so that
+    series with equal values (FCFS and EASY on a quiet cluster) show as nested lines and markers."""
+    colour, linestyle, marker = series_style(index)
+    step = min(index, 6)
+    return dict(color=colour, linestyle=linestyle, marker=marker, markersize=9.0 - 0.8 * step,
+                markerfacecolor="none", markeredgewidth=1.3, linewidth=2.6 - 0.25 * step)
+
+
+def _thin(index: int) -> dict:
+    """:func:`_line_kwargs` for long time series: thinner lines, the same nesting."""
+    kwargs = _line_kwargs(index)
+    kwargs["linewidth"] *= 0.55
+    return kwargs
+
+
+def _band(axes, x, mean, half, label: str, index: int, scale: Scale | None = None) -> None:
+    colour = series_style(index)[0]
     x, mean = np.asarray(x, dtype=float), np.asarray(mean, dtype=float)
-    line, = axes.plot(x, mean, marker=marker, markersize=4, label=label, linestyle=linestyle)
+    axes.plot(x, mean, label=label, markevery=MARK_EVERY if len(x) > MARKERS_PER_LINE else None,
+              **_line_kwargs(index))
     if half is not None:
         half = np.nan_to_num(np.asarray(half, dtype=float), nan=0.0)
         if np.any(half > 0):
-            axes.fill_between(x, mean - half, mean + half, color=line.get_color(), alpha=0.18, linewidth=0)
+            low, high = clip_band(mean, half, scale.lower if scale else None, scale.upper if scale else None)
+            axes.fill_between(x, low, high, color=colour, alpha=0.15, linewidth=0)
+
+
+def _plain_log_ticks(axis, values) -> None:
+    """Ticks of a log axis at the values drawn, as plain numbers (0.5, 2, 8), not powers of ten."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+    axis.set_major_locator(FixedLocator(sorted(set(values))))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(NullLocator())
+
+
+def _unique(values) -> list[str]:
+    return list(dict.fromkeys(str(v) for v in values))
+
+
+def _series_names(frame: pd.DataFrame, series: Sequence[str]) -> list[str]:
+    """The policies for a title: the first series column's values, then each further column's
+    values as ``name a/b/c`` (the legend has every combination)."""
+    first, *rest = series
+    names = _unique(frame[first].dropna())
+    return names + [f"{column} {'/'.join(_unique(frame[column].dropna()))}" for column in rest]
 
 
 # -- sweeps ---------------------------------------------------------------------------------------
 def metric_vs_param(frame: pd.DataFrame, param: str, metric: str, series: Sequence[str] = ("policy",),
-                    title: str | None = None, ylabel: str | None = None):
-    """Mean and 95 % CI over seeds of ``metric`` against ``param``, one line per ``series`` value."""
-    figure = _figure()
+                    title: str | None = None, ylabel: str | None = None, trace: str | None = None):
+    """Mean and 95 % CI over seeds of ``metric`` against ``param``, one line per ``series`` value;
+    the band is cut to the metric's physical range."""
+    figure = _figure(7.6, 4.4)
     axes = figure.add_subplot()
-    styles = ("-", "--", ":", "-.")
+    values = pd.to_numeric(frame[metric], errors="coerce")
+    scale = display_scale(metric, values)
+    x_values = pd.to_numeric(frame[param], errors="coerce")
+    x_scale = display_scale(param, x_values)
+    seeds = set()
     for number, (key, group) in enumerate(frame.groupby(list(series), sort=False, dropna=False)):
         key = key if isinstance(key, tuple) else (key,)
         label = ", ".join(str(k) if i == 0 else f"{name}={k}" for i, (name, k) in enumerate(zip(series, key)))
         points = []
         for x, at in group.groupby(param, sort=True):
-            m, h, _ = mean_ci(pd.to_numeric(at[metric], errors="coerce").tolist())
+            m, h, n = mean_ci(pd.to_numeric(at[metric], errors="coerce").tolist())
             if m is not None:
-                points.append((float(x), m, h or 0.0))
+                points.append((float(x) * x_scale.factor, m * scale.factor, (h or 0.0) * scale.factor))
+                seeds.add(n)
         if points:
             xs, ms, hs = zip(*points)
-            _band(axes, xs, ms, hs, label, linestyle=styles[number // 10 % len(styles)])
-    xs_all = pd.to_numeric(frame[param], errors="coerce").dropna()
+            _band(axes, xs, ms, hs, label, number, scale)
+    xs_all = x_values.dropna()
     if len(xs_all) and xs_all.min() > 0 and xs_all.max() >= 10 * xs_all.min():
         axes.set_xscale("log")                     # e.g. slack 0.1 ... 10, as the papers plot it
-    axes.set_xlabel(param)
-    axes.set_ylabel(ylabel or metric)
-    axes.set_title(title or f"{metric} vs {param}")
-    figure.suptitle("mean and 95% CI over seeds", fontsize="small")
+        _plain_log_ticks(axes.xaxis, (xs_all * x_scale.factor).tolist())
+    axes.set_xlabel(x_scale.label)
+    axes.set_ylabel(ylabel or scale.label)
+    if scale.lower is not None and scale.lower == 0.0:
+        axes.set_ylim(bottom=0.0)
+    over = f"mean and 95 % CI over {max(seeds)} seeds" if seeds and max(seeds) > 1 else "one seed"
+    traces = _unique(frame["trace"]) if trace is None and "trace" in frame else [trace] if trace else []
+    heading = title or f"{quantity(metric).name} vs {quantity(param).name[0].lower()}{quantity(param).name[1:]}"
+    axes.set_title(title_text(f"{heading}; {over}", ", ".join(traces), _series_names(frame, series)),
+                   fontsize="medium")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    _legend(axes)
+    return figure
+
+
+def metrics_by_policy(frame: pd.DataFrame, metrics: Sequence[str], by: str = "policy", trace: str | None = None,
+                      title: str = "Policies compared"):
+    """One panel per metric, one bar per ``by`` value (mean over the rows, 95 % CI as an error bar cut
+    to the physical range)."""
+    metrics = [m for m in metrics if m in frame and pd.to_numeric(frame[m], errors="coerce").notna().any()]
+    columns = min(3, max(1, len(metrics)))
+    rows = max(1, -(-len(metrics) // columns))
+    figure = _figure(3.4 * columns + 0.6, 2.7 * rows + 0.9)
+    policies = _unique(frame[by])
+    groups = {str(k): g for k, g in frame.groupby(by, sort=False)}
+    for panel, metric in enumerate(metrics):
+        axes = figure.add_subplot(rows, columns, panel + 1)
+        scale = display_scale(metric, pd.to_numeric(frame[metric], errors="coerce"))
+        for index, policy in enumerate(policies):
+            m, h, _ = mean_ci(pd.to_numeric(groups[policy][metric], errors="coerce").tolist())
+            if m is None:
+                continue
+            m, h = m * scale.factor, (h or 0.0) * scale.factor
+            low, high = clip_band([m], [h], scale.lower, scale.upper)
+            colour = series_style(index)[0]
+            axes.bar(index, m, color=colour, hatch=bar_hatch(index), edgecolor="black", linewidth=0.5,
+                     label=policy if panel == 0 else "_nolegend_")
+            top = m
+            if h > 0:
+                axes.errorbar(index, m, yerr=[[m - low[0]], [high[0] - m]], color="black", capsize=3, linewidth=1)
+                top = max(m, high[0])
+            axes.annotate(fmt_value(m), (index, top), xytext=(0, 2), textcoords="offset points", ha="center",
+                          va="bottom", fontsize="x-small")
+        axes.margins(y=0.12)
+        axes.set_xticks(range(len(policies)), policies, rotation=30 if len(policies) > 3 else 0, ha="right"
+                        if len(policies) > 3 else "center", fontsize="small")
+        axes.set_ylabel(scale.label, fontsize="small")
+        axes.grid(alpha=0.3, axis="y")
+    traces = [trace] if trace else _unique(frame["trace"]) if "trace" in frame else []
+    figure.suptitle(title_text(title, ", ".join(traces), policies, width=110), fontsize="medium")
     return figure
 
 
@@ -84,9 +237,15 @@ def _inflate_series(frame: pd.DataFrame) -> list[str]:
     return [c for c in ("trace", "policy", "normalization", "ties") if c in frame and frame[c].nunique() > 1] or ["policy"]
 
 
+def _inflate_title(frame: pd.DataFrame, what: str, policies: Sequence[str]) -> str:
+    traces = ", ".join(_unique(frame["trace"])) if "trace" in frame else None
+    return title_text(what, traces, policies)
+
+
 def power_saving_vs_demand(frame: pd.DataFrame, baseline: str | None = None):
     """Power saving (%) of each policy against ``baseline`` (default: the first policy in the rows) at each
-    arrived GPU demand level: 100 * (EOPC_baseline - EOPC) / EOPC_baseline, paired by seed, mean and CI."""
+    arrived GPU demand level: 100 * (EOPC_baseline - EOPC) / EOPC_baseline, paired by seed, mean and CI.
+    A saving may be negative (a policy drawing more than the baseline): its band is not cut."""
     baseline = baseline or str(frame["policy"].iloc[0])
     if baseline not in set(frame["policy"]):
         raise ValueError(f"baseline policy {baseline!r} not in the rows")
@@ -97,34 +256,38 @@ def power_saving_vs_demand(frame: pd.DataFrame, baseline: str | None = None):
     figure = _figure()
     axes = figure.add_subplot()
     series = _inflate_series(frame)
-    for key, group in joined[joined["policy"] != baseline].groupby(series, sort=False):
+    for number, (key, group) in enumerate(joined[joined["policy"] != baseline].groupby(series, sort=False)):
         key = key if isinstance(key, tuple) else (key,)
         stats = [(x, *mean_ci(g["saving_pct"].tolist())[:2]) for x, g in group.groupby("arrived_pct", sort=True)]
         xs, ms, hs = zip(*stats)
-        _band(axes, xs, ms, [h or 0.0 for h in hs], ", ".join(map(str, key)), marker="")
+        _band(axes, xs, ms, [h or 0.0 for h in hs], ", ".join(map(str, key)), number + 1)
     axes.axhline(0.0, color="grey", linewidth=0.8)
-    axes.set_xlabel("arrived GPU demand (% of GPU capacity)")
-    axes.set_ylabel(f"power saving vs {baseline} (%)")
-    axes.set_title("Power saving vs arrived demand (EOPC; mean, 95% CI over seeds)")
+    axes.set_xlabel("Arrived GPU demand (% of GPU capacity)")
+    axes.set_ylabel(f"Power saving vs {baseline} (%)")
+    axes.set_title(_inflate_title(frame, "Power saving (EOPC) vs arrived demand (mean, 95 % CI over seeds)",
+                                  _unique(frame["policy"])), fontsize="medium")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    _legend(axes)
     return figure
 
 
 def grar_vs_demand(frame: pd.DataFrame):
-    """GPU resource allocation ratio (allocated / requested GPU) against the arrived demand."""
+    """GPU resource allocation ratio (allocated / requested GPU, %) against the arrived demand; bands
+    within 0-100 %."""
     figure = _figure()
     axes = figure.add_subplot()
-    for key, group in frame.groupby(_inflate_series(frame), sort=False):
+    scale = display_scale("grar")
+    for number, (key, group) in enumerate(frame.groupby(_inflate_series(frame), sort=False)):
         key = key if isinstance(key, tuple) else (key,)
-        stats = [(x, *mean_ci((100.0 * g["grar"]).tolist())[:2]) for x, g in group.groupby("arrived_pct", sort=True)]
+        stats = [(x, *mean_ci((scale.factor * g["grar"]).tolist())[:2]) for x, g in group.groupby("arrived_pct", sort=True)]
         xs, ms, hs = zip(*stats)
-        _band(axes, xs, ms, [h or 0.0 for h in hs], ", ".join(map(str, key)), marker="")
-    axes.set_xlabel("arrived GPU demand (% of GPU capacity)")
-    axes.set_ylabel("GRAR (%)")
-    axes.set_title("GPU allocation ratio vs arrived demand (mean, 95% CI over seeds)")
+        _band(axes, xs, ms, [h or 0.0 for h in hs], ", ".join(map(str, key)), number, scale)
+    axes.set_xlabel("Arrived GPU demand (% of GPU capacity)")
+    axes.set_ylabel(scale.label)
+    axes.set_title(_inflate_title(frame, "GPU allocation ratio vs arrived demand (mean, 95 % CI over seeds)",
+                                  _unique(frame["policy"])), fontsize="medium")
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    _legend(axes)
     return figure
 
 
@@ -136,32 +299,122 @@ def supply_column(power: pd.DataFrame) -> str | None:
     return next((c for c in SUPPLY_COLUMNS if c in power), None)
 
 
-def power_over_time(power: pd.DataFrame):
-    """Cluster power (kW, steps) and cumulative energy (kWh, right axis) from ``power.csv``; with a supply
+def _hours_axis(seconds_span: float) -> tuple[str, float]:
+    unit, factor = duration_unit(seconds_span)
+    return f"Time since the first event ({unit})", factor
+
+
+def power_over_time(power: pd.DataFrame, trace: str | None = None, policy: str | None = None):
+    """Cluster power (steps) and cumulative energy (right axis) from ``power.csv``; with a supply
     column (``supply_w``), the renewable supply against the demand."""
-    figure = _figure(8.0, 4.2)
+    figure = _figure(8.6, 4.2)
     axes = figure.add_subplot()
     t0 = float(power["start_s"].iloc[0])
-    hours = (np.append(power["start_s"].to_numpy(), power["end_s"].iloc[-1]) - t0) / HOUR_S
-    kw = power["power_w"].to_numpy() / 1000.0
-    axes.stairs(kw, hours, baseline=None, label="demand (power, kW)", linewidth=1.0)
+    edges_s = np.append(power["start_s"].to_numpy(), power["end_s"].iloc[-1]) - t0
+    xlabel, x_factor = _hours_axis(float(edges_s[-1]))
+    edges = edges_s * x_factor
     column = supply_column(power)
+    largest = max(float(power["power_w"].max()), float(power[column].max()) if column else 0.0)
+    unit, factor = power_unit(largest)
+    demand = power["power_w"].to_numpy() * factor
+    axes.stairs(demand, edges, baseline=None, label=f"demand ({unit})", linewidth=1.0, color=series_style(0)[0])
     if column is not None:
-        supply = power[column].to_numpy() / 1000.0
-        axes.stairs(supply, hours, baseline=None, label="renewable supply (kW)", linewidth=1.0, color="tab:green")
-        axes.fill_between(hours[:-1], np.minimum(kw, supply), step="post", color="tab:green", alpha=0.25,
+        supply = power[column].to_numpy() * factor
+        axes.stairs(supply, edges, baseline=None, label=f"renewable supply ({unit})", linewidth=1.0,
+                    color="tab:green", linestyle="--")
+        axes.fill_between(edges[:-1], np.minimum(demand, supply), step="post", color="tab:green", alpha=0.25,
                           label="renewable used")
-    axes.set_xlabel("hours since the first event")
-    axes.set_ylabel("power (kW)")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(f"Power ({unit})")
+    axes.set_ylim(bottom=0.0)
     energy = axes.twinx()
-    energy.plot(hours, np.append(0.0, np.cumsum(power["energy_j"].to_numpy())) / 3.6e6, color="tab:red",
-                linewidth=1.2, label="energy (kWh, cumulative)")
-    energy.set_ylabel("energy (kWh)")
-    handles = axes.get_legend_handles_labels()
+    energy_scale = display_scale("energy_j", [float(power["energy_j"].sum())])
+    energy.plot(edges, np.append(0.0, np.cumsum(power["energy_j"].to_numpy())) * energy_scale.factor,
+                color="tab:red", linewidth=1.2, linestyle="-.", label=f"energy ({energy_scale.unit}, cumulative)")
+    energy.set_ylabel(f"Cumulative energy ({energy_scale.unit})")
+    energy.set_ylim(bottom=0.0)
+    handles, labels = axes.get_legend_handles_labels()
     more = energy.get_legend_handles_labels()
-    axes.legend(handles[0] + more[0], handles[1] + more[1], fontsize="small", loc="upper left")
-    axes.set_title("Cluster power and energy over time" + (" with renewable supply" if column else ""))
+    energy.legend(handles + more[0], labels + more[1], loc="upper left", bbox_to_anchor=(1.12, 1.0),
+                  borderaxespad=0.0, fontsize="small", frameon=False)
+    what = "Cluster power and energy over time" + (" with renewable supply" if column else "")
+    axes.set_title(title_text(what, trace, [policy] if policy else []), fontsize="medium")
     axes.grid(alpha=0.3)
+    return figure
+
+
+def power_by_policy(powers: Mapping[str, pd.DataFrame], trace: str | None = None):
+    """Every policy's cluster power (top) and cumulative energy (bottom) on shared axes, from each
+    replay's ``power.csv``; the renewable supply of the first replay that has one, shaded."""
+    figure = _figure(9.0, 6.2)
+    top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
+    t0 = min(float(p["start_s"].iloc[0]) for p in powers.values())
+    span = max(float(p["end_s"].iloc[-1]) for p in powers.values()) - t0
+    xlabel, x_factor = _hours_axis(span)
+    unit, factor = power_unit(max(float(p["power_w"].max()) for p in powers.values()))
+    total_j = max(float(p["energy_j"].sum()) for p in powers.values())
+    energy_scale = display_scale("energy_j", [total_j])
+    supply_drawn = False
+    for index, (policy, power) in enumerate(powers.items()):
+        edges = (np.append(power["start_s"].to_numpy(), power["end_s"].iloc[-1]) - t0) * x_factor
+        column = supply_column(power)
+        if column is not None and not supply_drawn:
+            top.fill_between(edges[:-1], power[column].to_numpy() * factor, step="post", color="tab:green",
+                             alpha=0.18, linewidth=0, label=f"renewable supply ({unit})")
+            supply_drawn = True
+        watts = power["power_w"].to_numpy() * factor
+        # steps as a line (stairs carry no markers): x doubled at every change
+        xs = np.repeat(edges, 2)[1:-1]
+        ys = np.repeat(watts, 2)
+        top.plot(xs, ys, markevery=MARK_EVERY, label=policy, **_thin(index))
+        cumulative = np.append(0.0, np.cumsum(power["energy_j"].to_numpy())) * energy_scale.factor
+        bottom.plot(edges, cumulative, markevery=MARK_EVERY, label=policy, **_thin(index))
+    top.set_ylabel(f"Power ({unit})")
+    top.set_ylim(bottom=0.0)
+    bottom.set_ylabel(f"Cumulative energy ({energy_scale.unit})")
+    bottom.set_ylim(bottom=0.0)
+    bottom.set_xlabel(xlabel)
+    for axes in (top, bottom):
+        axes.grid(alpha=0.3)
+    _legend(top)
+    top.set_title(title_text("Power and energy over time, every policy", trace, list(powers)), fontsize="medium")
+    return figure
+
+
+DURATION_TICKS_S = ((0.0, "0"), (60.0, "1 min"), (600.0, "10 min"), (3600.0, "1 h"), (6 * 3600.0, "6 h"),
+                    (86400.0, "1 d"), (7 * 86400.0, "1 w"), (30 * 86400.0, "30 d"))
+
+
+def wait_cdf(jobs: Mapping[str, pd.DataFrame], trace: str | None = None):
+    """The share of jobs that waited at most x, one curve per policy (empirical CDF of ``wait_s``).
+    The x axis is logarithmic above one minute and linear below, so that jobs that did not wait and
+    jobs that waited days both show; its ticks are durations with their units (1 min, 1 h, 1 d)."""
+    from matplotlib.ticker import FixedLocator, NullLocator
+    figure = _figure(8.0, 4.4)
+    axes = figure.add_subplot()
+    waits = {p: np.sort(pd.to_numeric(f["wait_s"], errors="coerce").dropna().to_numpy()) for p, f in jobs.items()}
+    largest = max((float(w[-1]) for w in waits.values() if len(w)), default=0.0)
+    unit, factor = duration_unit(largest)
+    for index, (policy, wait) in enumerate(waits.items()):
+        if not len(wait):
+            continue
+        share = np.arange(1, len(wait) + 1) / len(wait) * 100.0
+        xs = np.concatenate(([0.0], np.repeat(wait, 2)))
+        ys = np.concatenate(([0.0, 0.0], np.repeat(share, 2)[:-1]))
+        axes.plot(xs, ys, markevery=MARK_EVERY, label=f"{policy} ({len(wait):,} jobs, mean {np.mean(wait) * factor:,.2f} {unit})",
+                  **_thin(index))
+    axes.set_xscale("symlog", linthresh=60.0, linscale=0.5)
+    ticks = [(t, text) for t, text in DURATION_TICKS_S if t <= max(largest, 60.0) * 1.5]
+    axes.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
+    axes.xaxis.set_minor_locator(NullLocator())
+    axes.set_xticks([t for t, _ in ticks], [text for _, text in ticks])
+    axes.set_xlim(0.0, max(largest, 60.0) * 1.2)
+    axes.set_ylim(0.0, 100.0)
+    axes.set_xlabel("Wait (min, h, d as ticked; linear below 1 min, logarithmic above)")
+    axes.set_ylabel("Jobs that waited at most this long (%)")
+    axes.grid(alpha=0.3)
+    _legend(axes)
+    axes.set_title(title_text("Distribution of job waits", trace, list(jobs)), fontsize="medium")
     return figure
 
 
@@ -200,43 +453,88 @@ def active_nodes(jobs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return np.array(times, dtype=float), np.array(values, dtype=int)
 
 
-def active_nodes_over_time(jobs: pd.DataFrame, total_nodes: int | None = None):
-    figure = _figure(8.0, 3.6)
+def active_nodes_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], total_nodes: int | None = None,
+                           trace: str | None = None, policy: str | None = None):
+    """Nodes holding at least one job over time; a mapping of policy -> jobs draws every policy on
+    one axes."""
+    figure = _figure(8.6, 3.8)
     axes = figure.add_subplot()
-    times, values = active_nodes(jobs)
-    if len(times):
-        hours = (times - times[0]) / HOUR_S
-        axes.step(hours, values, where="post", label="active nodes (at least one job)")
+    series = dict(jobs) if isinstance(jobs, Mapping) else {policy or "active nodes": jobs}
+    curves = {name: active_nodes(frame) for name, frame in series.items()}
+    starts = [t[0] for t, _ in curves.values() if len(t)]
+    t0 = min(starts, default=0.0)
+    span = max((t[-1] - t0 for t, _ in curves.values() if len(t)), default=0.0)
+    xlabel, factor = _hours_axis(span)
+    for index, (name, (times, values)) in enumerate(curves.items()):
+        if len(times):
+            xs = np.repeat((times - t0) * factor, 2)[1:]
+            ys = np.repeat(values, 2)[:-1]
+            axes.plot(xs, ys, markevery=MARK_EVERY, label=name, **_thin(index))
     if total_nodes:
-        axes.axhline(total_nodes, color="grey", linestyle="--", linewidth=0.8, label=f"all nodes ({total_nodes})")
-    axes.set_xlabel("hours since the first start")
-    axes.set_ylabel("nodes")
-    axes.set_title("Active nodes over time")
+        axes.axhline(total_nodes, color="grey", linestyle="--", linewidth=0.8, label=f"all nodes ({total_nodes:,})")
+    axes.set_xlabel(xlabel.replace("event", "start"))
+    axes.set_ylabel("Active nodes (at least one job)")
+    axes.set_ylim(bottom=0.0)
     axes.grid(alpha=0.3)
-    axes.legend(fontsize="small")
+    _legend(axes)
+    names = list(series) if isinstance(jobs, Mapping) else [policy] if policy else []
+    what = "Active nodes over time" + (", every policy" if isinstance(jobs, Mapping) else "")
+    axes.set_title(title_text(what, trace, names), fontsize="medium")
     return figure
 
 
-def gantt(jobs: pd.DataFrame, max_jobs: int = 300):
-    """Each job as a bar per node it held, from start to end (the first ``max_jobs`` jobs by start)."""
-    shown = jobs.sort_values("start_s", kind="stable").head(max_jobs)
-    figure = _figure(9.0, 4.8)
+def gantt(jobs: pd.DataFrame, max_jobs: int = 300, trace: str | None = None, policy: str | None = None):
+    """One row per job, the first ``max_jobs`` jobs by start from top to bottom: its wait (submit to
+    start) as a light bar, its run (start to end) as a bar coloured by the nodes it held.  A run shorter
+    than 1/300 of the axis is drawn that wide, so that every job shows (the caption says so)."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm, Normalize
+    from matplotlib.ticker import FuncFormatter
+
+    shown = jobs.sort_values(["start_s", "job_id"], kind="stable").head(max_jobs).reset_index(drop=True)
+    count = len(shown)
+    figure = _figure(9.0, float(np.clip(2.0 + 0.045 * count, 4.0, 18.0)))
     axes = figure.add_subplot()
+    names = [policy] if policy else []
     if shown.empty:
-        axes.set_title("Gantt chart (no jobs)")
+        axes.set_title(title_text("Gantt chart (no jobs)", trace, names), fontsize="medium")
         return figure
-    t0 = float(shown["start_s"].min())
-    colours = [f"C{i % 10}" for i in range(10)]
-    bars: dict[int, list] = {}
-    for i, (start, end, nodes) in enumerate(zip(shown["start_s"].tolist(), shown["end_s"].tolist(), _node_lists(shown))):
-        for node in nodes:
-            bars.setdefault(node, []).append(((start - t0) / HOUR_S, (end - start) / HOUR_S, colours[i % 10]))
-    for node, items in sorted(bars.items()):
-        axes.broken_barh([(x, w) for x, w, _ in items], (node - 0.4, 0.8), facecolors=[c for *_, c in items],
-                         linewidth=0, label=f"node {node}")
-    axes.set_xlabel("hours since the first start")
-    axes.set_ylabel("node")
-    more = f", first {max_jobs} of {len(jobs)} jobs" if len(jobs) > max_jobs else f", {len(jobs)} jobs"
-    axes.set_title(f"Gantt chart of the replay{more}")
+    has_submit = "submit_s" in shown
+    t0 = float(shown["submit_s"].min() if has_submit else shown["start_s"].min())
+    span_s = max(float(shown["end_s"].max()) - t0, 1.0)
+    xlabel, factor = _hours_axis(span_s)
+    start = (shown["start_s"].to_numpy(dtype=float) - t0) * factor
+    run = (shown["end_s"].to_numpy(dtype=float) - shown["start_s"].to_numpy(dtype=float)) * factor
+    shortest = span_s * factor / GANTT_MIN_WIDTH_SHARE
+    rows = np.arange(count)
+    nodes = (pd.to_numeric(shown["nodes"], errors="coerce").fillna(1).to_numpy(dtype=float) if "nodes" in shown
+             else np.array([max(1, len(n)) for n in _node_lists(shown)], dtype=float))
+    nodes = np.maximum(nodes, 1.0)
+    norm = LogNorm(vmin=nodes.min(), vmax=nodes.max()) if nodes.max() > nodes.min() else Normalize(0.0, nodes.max())
+    colours = colormaps["viridis"](norm(nodes))
+    if has_submit:
+        submit = (shown["submit_s"].to_numpy(dtype=float) - t0) * factor
+        axes.barh(rows, start - submit, left=submit, height=0.8, color="#cccccc", linewidth=0,
+                  label="wait (submit to start)")
+    axes.barh(rows, np.maximum(run, shortest), left=start, height=0.8, color=colours, linewidth=0,
+              label="run (start to end)")
+    axes.set_ylim(count - 0.5, -0.5)                # the first job at the top
+    axes.set_xlim(0.0, span_s * factor * 1.01)
+    if count <= 40:
+        axes.set_yticks(rows, [str(j) for j in shown["job_id"]], fontsize="x-small")
+        axes.set_ylabel("Job id (in start order)")
+    else:
+        axes.set_ylabel("Job (in start order)")
+    axes.set_xlabel(xlabel.replace("the first event", "the first submit" if has_submit else "the first start")
+                    + f"; runs shorter than 1/{GANTT_MIN_WIDTH_SHARE} of the axis drawn that wide")
     axes.grid(alpha=0.3, axis="x")
+    bar = figure.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=axes, pad=0.01, fraction=0.04)
+    bar.set_label("Nodes per job")
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,g}"))
+    bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:,g}" if str(int(value))[0] in "25"
+                                                   and value == int(value) else ""))
+    figure.legend(loc="outside lower center", ncols=2, fontsize="small", frameon=False)
+    more = f"first {count:,} of {len(jobs):,} jobs by start" if len(jobs) > count else f"all {count:,} jobs"
+    axes.set_title(title_text(f"Gantt chart, {more}, one row per job", trace, names), fontsize="medium")
     return figure

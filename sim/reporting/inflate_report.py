@@ -11,6 +11,7 @@ from typing import Sequence
 
 from rich.table import Table
 
+from greenslurm.sim.reporting.series_style import series_style
 from greenslurm.sim.studies.inflate import COLUMNS, SUMMARY_LEVELS_PCT, mean_by_level
 
 
@@ -81,21 +82,28 @@ def plot(rows: Sequence[dict], path: str | Path) -> Path:
         raise ImportError("plots need matplotlib: pip install 'greenslurm[plot]'") from exc
     levels = sorted({float(r["arrived_pct"]) for r in rows})
     means = mean_by_level(rows, levels)
-    panels = (("eopc_w", "EOPC (kW)", 1e-3), ("grar", "GRAR (%)", 100.0),
-              ("unallocated_gpu_pct", "unallocated GPU (%)", 1.0), ("frag_gpu", "fragmentation (GPUs)", 1.0))
-    figure, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True)
+    panels = (("eopc_w", "EOPC power (kW)", 1e-3), ("grar", "GRAR (%)", 100.0),
+              ("unallocated_gpu_pct", "GPU unallocated (%)", 1.0), ("frag_gpu", "GPU fragmentation (GPUs)", 1.0))
+    figure, axes = plt.subplots(2, 2, figsize=(11, 7.5), sharex=True, layout="constrained")
     variants = _variants(rows)
     varying = [i for i in (1, 0, 2, 3) if len({v[i] for v in variants}) > 1] or [1]
-    for variant in variants:
+    for index, variant in enumerate(variants):
         xs = [x for x in levels if (*variant, x) in means]
         label = " ".join(str(variant[i]) for i in varying)
+        colour, linestyle, marker = series_style(index)
         for ax, (column, name, scale) in zip(axes.flat, panels):
-            ax.plot(xs, [means[(*variant, x)][column] * scale for x in xs], label=label, linewidth=1.2)
+            ax.plot(xs, [means[(*variant, x)][column] * scale for x in xs], label=label, linewidth=1.2,
+                    color=colour, linestyle=linestyle, marker=marker, markevery=1.0 / 12, markerfacecolor="none")
             ax.set_ylabel(name)
+            ax.set_ylim(bottom=0.0)
+            ax.grid(alpha=0.3)
     for ax in axes[1]:
-        ax.set_xlabel("arrived GPU demand (% of capacity)")
-    axes[0][0].legend(fontsize=8)
-    figure.tight_layout()
+        ax.set_xlabel("Arrived GPU demand (% of GPU capacity)")
+    traces = ", ".join(dict.fromkeys(str(v[0]) for v in variants if v[0]))
+    policies = ", ".join(dict.fromkeys(str(v[1]) for v in variants))
+    figure.suptitle(f"GPU inflation (mean over seeds){': ' + traces if traces else ''}; {policies}")
+    figure.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncols=min(4, len(variants)),
+                  fontsize=8, frameon=False)
     path = Path(path)
     figure.savefig(path, dpi=120)
     plt.close(figure)
