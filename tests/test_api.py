@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import greenslurm
 from greenslurm.cli import main
@@ -208,3 +210,27 @@ def test_the_notebook_example_runs(tmp_path):
     assert "queue=conservative" in done.stdout and "greenslurm.summary/1" in done.stdout
     assert "greenslurm.replay(): field slack_mean: must be > 0" in done.stdout
     assert (tmp_path / "power.png").stat().st_size > 5000
+
+
+job_rows = st.lists(st.tuples(st.integers(0, 500), st.integers(1, 300), st.integers(1, 3), st.integers(0, 200)),
+                    min_size=1, max_size=8)
+
+
+@settings(max_examples=20)
+@given(rows=job_rows)
+def test_compare_runs_are_the_replays_alone(rows, tmp_path_factory):
+    """Any small trace: each run of compare() (one read shared by all runs) is replay() of that queue, and
+    every job's wait is start - submit, the power intervals' energies sum to the summary's energy."""
+    path = tmp_path_factory.mktemp("prop") / "jobs.swf"
+    # SWF: id submit wait runtime procs cpu mem req_procs req_time ...; the limit is runtime + slack
+    path.write_text("".join(f"{i} {submit} -1 {run} {procs} -1 -1 {procs} {run + extra} -1 1 1 1 -1 1 -1 -1 -1\n"
+                            for i, (submit, run, procs, extra) in enumerate(rows, 1)))
+    both = greenslurm.compare(path, cluster={"nodes": 3, "cpus": 1}, queue=["fcfs", "easy"])
+    for queue in ("fcfs", "easy"):
+        alone = greenslurm.replay(path, cluster={"nodes": 3, "cpus": 1}, queue=queue)
+        run = both.runs[f"queue={queue}"]
+        pd.testing.assert_frame_equal(run.jobs, alone.jobs)
+        assert run.summary == alone.summary
+        assert (alone.jobs["wait_s"] == alone.jobs["start_s"] - alone.jobs["submit_s"]).all()
+        assert alone.power["energy_j"].sum() == pytest.approx(alone.summary["energy_kwh"] * 3.6e6)
+    assert len(both.jobs) == 2 * len(rows)
