@@ -392,6 +392,9 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     else:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
+    from greenslurm.power_model import describe
+    summary["power_model"] = describe(s, outcome.cluster,
+                                      power_config(s.power_states) if s.power_states is not None else None).as_dict()
     summary[SCHEMA_KEY] = SUMMARY_SCHEMA          # what summary.json and --json carry (docs/outputs.md)
     if outcome.left_out_by_budget:
         # jobs that no instant under the budget can run were never handed to the replay: they are
