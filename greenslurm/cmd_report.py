@@ -56,8 +56,14 @@ class Results:
     replays: dict[str, Replay] = field(default_factory=dict)      # by folder
 
     def replay_of(self, source: str) -> Replay:
+        """The replay of a jobs.csv or power.csv: one replay folder given alone is named by its queue
+        (the folder's name is the user's, e.g. ``out``); several by their folders (whatif's policies)."""
         folder = str(Path(source).parent)
-        return self.replays.get(folder) or Replay(Path(folder).name, None, self.cluster_nodes, {})
+        replay = self.replays.get(folder) or Replay(Path(folder).name, None, self.cluster_nodes, {})
+        queue = replay.summary.get("queue")
+        if len(self.replays) == 1 and queue and not replay.summary.get("policy"):
+            return Replay(str(queue), replay.trace, replay.nodes, replay.summary)
+        return replay
 
 
 def classify(frame: pd.DataFrame) -> str | None:
@@ -99,6 +105,8 @@ def _replay_of(folder: Path, summary_path: Path) -> Replay | None:
         summary = json.loads(summary_path.read_text())
         cluster = summary.get("cluster") or {}
         trace = summary.get("trace")
+        if isinstance(trace, dict):                  # {"path": ..., "format": ..., "records_read": ...}
+            trace = trace.get("path")
         trace = Path(str(trace)).name if trace else (f"cluster {cluster['name']}" if cluster.get("name") else None)
         return Replay(str(summary.get("policy") or folder.name), trace, cluster.get("nodes"), summary)
     except (ValueError, KeyError, TypeError, AttributeError, OSError):
@@ -214,12 +222,16 @@ def replay_table(results: Results) -> ResultTable | None:
 
 def compare_table(frame: pd.DataFrame) -> ResultTable:
     """A compare CSV's rows (Nileshwar & Schwiegelshohn): one per workload, slack and policy."""
-    keys = [c for c in ("workload", "slack_mean", "slack", "acceptance", "allocation", "renewable")
-            if c in frame and frame[c].notna().any()]
+    present = [c for c in ("workload", "slack_mean", "slack", "acceptance", "allocation", "renewable")
+               if c in frame and frame[c].notna().any()]
+    fixed = [c for c in present if frame[c].nunique() == 1 and c in ("workload", "renewable")]   # said in the title
+    keys = [c for c in present if c not in fixed] or present[:1]
     metrics = _present(frame, COMPARE_METRICS)
     agg = frame.rename(columns={m: f"{m}_mean" for m in metrics})
     groups = [k for k in keys if k in ("workload", "slack_mean", "slack")]
-    return result_table(agg, "Deadline scheduling compared (Nileshwar & Schwiegelshohn)", keys, metrics, groups)
+    where = ", ".join(f"{c} {frame[c].iloc[0]}" for c in fixed if c not in keys)
+    return result_table(agg, f"Deadline scheduling compared (Nileshwar & Schwiegelshohn){': ' + where if where else ''}",
+                        keys, metrics, groups)
 
 
 def all_tables(results: Results) -> list[tuple[str, ResultTable]]:

@@ -50,10 +50,22 @@ def _figure(width: float = 7.0, height: float = 4.2):
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
+def readable_ticks(figure) -> None:
+    """Numbers on linear axes with thousands separators (8,000 kWh, not 8000), never an offset or
+    ``1e4`` written at the axis end."""
+    from matplotlib.ticker import FuncFormatter, ScalarFormatter
+    plain = FuncFormatter(lambda value, _: f"{value:,.10g}")
+    for axes in figure.axes:
+        for axis in (axes.xaxis, axes.yaxis):
+            if axis.get_scale() == "linear" and isinstance(axis.get_major_formatter(), ScalarFormatter):
+                axis.set_major_formatter(plain)
+
+
 def save(figure, path: str | Path) -> Path:
-    """Write the figure (format from the suffix: .png or .svg)."""
+    """Write the figure (format from the suffix: .png or .svg), its tick numbers readable."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    readable_ticks(figure)
     figure.savefig(path)
     return path
 
@@ -102,6 +114,22 @@ def clip_band(mean, half, lower: float | None, upper: float | None) -> tuple[np.
     if upper is not None:
         high = np.minimum(high, upper)
     return low, high
+
+
+def time_marks(xs, index: int, series: int) -> list[int]:
+    """Indices of ``xs`` (sorted) nearest to MARKERS_PER_LINE evenly spaced x positions, shifted by
+    ``index / series`` of a spacing so that the markers of series lying on one another do not hide
+    each other.  (A share of the line's length would crowd markers where a step line jumps.)
+
+    >>> time_marks([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23], 0, 1)
+    [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22]
+    """
+    xs = np.asarray(xs, dtype=float)
+    if len(xs) == 0:
+        return []
+    spacing = (xs[-1] - xs[0]) / MARKERS_PER_LINE
+    targets = xs[0] + spacing * (np.arange(MARKERS_PER_LINE) + index / max(series, 1))
+    return sorted(set(np.clip(np.searchsorted(xs, targets), 0, len(xs) - 1).tolist()))
 
 
 def _line_kwargs(index: int) -> dict:
@@ -366,9 +394,9 @@ def power_by_policy(powers: Mapping[str, pd.DataFrame], trace: str | None = None
         # steps as a line (stairs carry no markers): x doubled at every change
         xs = np.repeat(edges, 2)[1:-1]
         ys = np.repeat(watts, 2)
-        top.plot(xs, ys, markevery=MARK_EVERY, label=policy, **_thin(index))
+        top.plot(xs, ys, markevery=time_marks(xs, index, len(powers)), label=policy, **_thin(index))
         cumulative = np.append(0.0, np.cumsum(power["energy_j"].to_numpy())) * energy_scale.factor
-        bottom.plot(edges, cumulative, markevery=MARK_EVERY, label=policy, **_thin(index))
+        bottom.plot(edges, cumulative, markevery=time_marks(edges, index, len(powers)), label=policy, **_thin(index))
     top.set_ylabel(f"Power ({unit})")
     top.set_ylim(bottom=0.0)
     bottom.set_ylabel(f"Cumulative energy ({energy_scale.unit})")
@@ -469,7 +497,7 @@ def active_nodes_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], tota
         if len(times):
             xs = np.repeat((times - t0) * factor, 2)[1:]
             ys = np.repeat(values, 2)[:-1]
-            axes.plot(xs, ys, markevery=MARK_EVERY, label=name, **_thin(index))
+            axes.plot(xs, ys, markevery=time_marks(xs, index, len(curves)), label=name, **_thin(index))
     if total_nodes:
         axes.axhline(total_nodes, color="grey", linestyle="--", linewidth=0.8, label=f"all nodes ({total_nodes:,})")
     axes.set_xlabel(xlabel.replace("event", "start"))

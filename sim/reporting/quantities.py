@@ -75,7 +75,7 @@ QUANTITIES: dict[str, Quantity] = {
     "unallocated_gpu_pct": Quantity("GPU unallocated", PERCENT, upper=100.0),
     "rejected": Quantity("Rejected", PLAIN, "jobs"),
     "deadline_missed": Quantity("Deadline misses", PLAIN, "jobs"),
-    "jobs_completed": Quantity("Jobs completed", PLAIN, "jobs", lower_is_better=False),
+    "jobs_completed": Quantity("Completed", PLAIN, "jobs", lower_is_better=False),
     "killed_at_limit": Quantity("Killed at time limit", PLAIN, "jobs"),
     "performance_ratio": Quantity("Performance ratio", PLAIN),
     "failed_tasks": Quantity("Failed tasks", PLAIN, "tasks"),
@@ -237,16 +237,16 @@ def fmt_mean_ci(mean, half) -> str:
     digits when those decimals would round it to zero).
 
     >>> fmt_mean_ci(47913.2, 1234.5), fmt_mean_ci(0.2012, 0.0014), fmt_mean_ci(5.0, None), fmt_mean_ci(None, 1.0)
-    ('47,913 ± 1,234', '0.201 ± 0.001', '5.00', '-')
+    ('47,913 ± 1,234', '0.201 ± 0.001', '5', '-')
     >>> fmt_mean_ci(807.0, 0.0), fmt_mean_ci(0.346, 1.7e-16), fmt_mean_ci(1.04, 0.0004)
     ('807 ± 0', '0.346 ± 0', '1.04 ± 0.00040')
     """
     if mean is None or _is_nan(mean):
         return "-"
+    if half is None or _is_nan(half):
+        return fmt_value(mean)                       # a whole number (a count) without decimals
     decimals = decimals_for(float(mean))
     text = fmt_value(mean, decimals)
-    if half is None or _is_nan(half):
-        return text
     half = abs(float(half))
     if half <= 1e-9 * abs(float(mean)):              # equal values over seeds, up to rounding
         half_text = "0"
