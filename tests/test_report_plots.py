@@ -171,3 +171,30 @@ def test_compare_csv_gives_performance_ratio_vs_slack(tmp_path):
     frame.to_csv(path, index=False)
     log = make_plots(load_results([str(path)]), tmp_path / "f", "png", 100, None)
     assert [p.name for p in log.written] == ["compare-performance-ratio-vs-slack_mean.png"]
+
+
+def test_bad_report_options_are_one_line_errors(replay_dir, tmp_path, capsys):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    for options, expected in ((["--gantt-jobs", "0"], "field --gantt-jobs: must be a whole number of at least 1, not 0"),
+                              (["--tables", str(a_file)], f"{a_file}: field --tables: is a file, not a folder"),
+                              (["--plots", str(a_file)], f"{a_file}: field --plots: is a file, not a folder")):
+        assert main(["report", str(replay_dir), *options]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(expected) and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_tables_split_to_fit_a_narrow_terminal_and_never_cut_a_cell(sweep_dir):
+    from rich.console import Console
+    from greenslurm.sim.reporting.result_tables import to_rich
+    table = sweep_tables(pd.read_parquet(sweep_dir / "results.parquet"))[1]
+    console = Console(width=60, record=True, color_system=None)
+    parts = to_rich(table, console)
+    assert len(parts) > 1 and parts[0].title.endswith(f"(1/{len(parts)})")
+    for part in parts:
+        console.print(part)
+    text = console.export_text()
+    assert "…" not in text and "e+" not in text and max(len(line) for line in text.splitlines()) <= 60
+    for r in range(len(table.key_rows)):                    # every cell printed whole
+        for m in range(len(table.metrics)):
+            assert table.cell(r, m) in text
