@@ -16,6 +16,7 @@ import numpy as np
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W, NodeSpec
+from greenslurm.clustermodel.power import node_power_problem
 
 # Column order of the resource matrices: CPUs, memory (MiB), GPUs.
 CPU, MEM, GPU = 0, 1, 2
@@ -46,6 +47,8 @@ class Cluster:
         self.nodes: tuple[NodeSpec, ...] = tuple(nodes)
         if not self.nodes:
             raise InputError("a cluster needs at least one node")
+        for node in self.nodes:
+            _check_node(node, name)
         self.name = name
         # where a job naming no partition runs (slurm.conf's Default=YES); "": anywhere
         self.default_partition = default_partition
@@ -145,13 +148,17 @@ class Cluster:
                 gpu_model=group.get("gpu_model"), cpu_model=group.get("cpu_model"),
                 idle_w=_non_negative(group.get("idle_w", DEFAULT_NODE_IDLE_W), path, f"{where}.idle_w"),
                 busy_w=_non_negative(group.get("busy_w", DEFAULT_NODE_BUSY_W), path, f"{where}.busy_w"),
-                gpu_idle_w=float(group.get("gpu_idle_w", -1.0)), gpu_max_w=float(group.get("gpu_max_w", -1.0)),
+                gpu_idle_w=_gpu_power(group, "gpu_idle_w", path, where),
+                gpu_max_w=_gpu_power(group, "gpu_max_w", path, where),
                 node_type=group_name,
                 partitions=_names(group.get("partitions", []), path, f"{where}.partitions"),
                 features=_names(group.get("features", []), path, f"{where}.features"),
             )
             if fields["busy_w"] < fields["idle_w"]:
                 raise InputError("busy_w is below idle_w", path=path, field=f"{where}.busy_w")
+            problem = node_power_problem(fields["idle_w"], fields["busy_w"])
+            if problem is not None:
+                raise InputError(problem[1], path=path, field=f"{where}.{problem[0]}")
             width = len(str(max(count - 1, 0)))
             nodes.extend(NodeSpec(f"{group_name}{i:0{width}d}", cpus=cpus, **fields) for i in range(count))
         return cls(nodes, name=str(data.get("name", "cluster")))
@@ -214,6 +221,19 @@ class Cluster:
         return JobShape(nodes, (float(per_cpu), float(memory), float(job.gpus_per_node)))
 
 
+def _check_node(node: NodeSpec, where: str) -> None:
+    """A node that cannot be physical (no CPU, power not finite, negative or inverted) is refused,
+    whichever file or option described it (``where``: the cluster's name when no file is known)."""
+    if not (isinstance(node.cpus, int) and node.cpus >= 1):
+        raise InputError(f"node {node.name} has {node.cpus} CPUs; a node has at least 1", path=where, field="cpus")
+    if not (0 <= node.memory_mb < math.inf and 0 <= node.gpus < math.inf):
+        raise InputError(f"node {node.name}: memory {node.memory_mb:g} MiB and {node.gpus:g} GPUs must be finite "
+                         f"and >= 0", path=where, field="memory_mb" if not 0 <= node.memory_mb < math.inf else "gpus")
+    problem = node_power_problem(node.idle_w, node.busy_w, node.gpu_idle_w, node.gpu_max_w)
+    if problem is not None:
+        raise InputError(f"node {node.name}: {problem[1]}", path=where, field=problem[0])
+
+
 def _names(value, path: str, field: str) -> tuple[str, ...]:
     """A list of names (partitions, features) from TOML: ``["cpu", "all"]`` or ``"cpu,all"``.
 
@@ -234,6 +254,13 @@ def _positive_int(value, path: str, field: str) -> int:
 
 
 def _non_negative(value, path: str, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or math.isnan(value):
-        raise InputError(f"must be a number >= 0, got {value!r}", path=path, field=field)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise InputError(f"must be a finite number >= 0, got {value!r}", path=path, field=field)
     return float(value)
+
+
+def _gpu_power(group: Mapping, key: str, path: str, where: str) -> float:
+    """A GPU power figure of a node group; -1 (not given): the GPU model's."""
+    if key not in group:
+        return -1.0
+    return _non_negative(group[key], path, f"{where}.{key}")

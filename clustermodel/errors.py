@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class InputError(ValueError):
-    """Bad user input: a trace record, a cluster file, a command-line value.
+    r"""Bad user input: a trace record, a cluster file, a command-line value.
 
     The message always names the file, and when known the 1-based line and the field, so that a
     user can open the file and fix the record:
@@ -13,6 +13,11 @@ class InputError(ValueError):
     "a.swf:3: field run_time: bad number 'x'"
     >>> str(InputError("empty file", path="a.swf"))
     'a.swf: empty file'
+
+    The message is one line a terminal can show (see :func:`one_line`):
+
+    >>> print(InputError("no such file", path="raw" + chr(0xdcff) + "name.swf"))
+    raw\xffname.swf: no such file
     """
 
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None,
@@ -27,6 +32,20 @@ class InputError(ValueError):
         where = self.path or "<input>"
         if self.line is not None:
             where += f":{self.line}"
-        if self.field:
-            return f"{where}: field {self.field}: {self.reason}"
-        return f"{where}: {self.reason}"
+        text = f"{where}: field {self.field}: {self.reason}" if self.field else f"{where}: {self.reason}"
+        return one_line(text)
+
+
+def one_line(text: str) -> str:
+    r"""``text`` as one printable line: the bytes of a file name that are not UTF-8 (Python keeps them
+    as lone surrogates) as ``\xNN``, a line break or another control character escaped.
+
+    >>> print(one_line("user 'a\nb' in raw" + chr(0xdcfe)))
+    user 'a\nb' in raw\xfe
+    >>> one_line("plain")
+    'plain'
+    """
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

@@ -10,6 +10,42 @@ from __future__ import annotations
 
 import numpy as np
 
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
+
+# No node draws a megawatt (a DGX H100 draws 10.2 kW at most): a figure above it is a typo or a unit
+# mistake (mW for W), and it made energies overflow to inf.
+MAX_NODE_W = 1_000_000.0
+
+
+def node_power_problem(idle_w: float, busy_w: float, gpu_idle_w: float = 0.0, gpu_max_w: float = 0.0) -> tuple[str, str] | None:
+    """(field, what is wrong) when a node's power figures cannot be physical, else None: each must
+    be a finite number of watts in [0, 1 MW], and a node cannot draw less busy than idle.
+
+    >>> node_power_problem(100.0, 200.0) is None
+    True
+    >>> node_power_problem(500.0, 200.0)
+    ('busy_w', 'busy power 200 W is below idle power 500 W')
+    >>> node_power_problem(-1.0, 200.0)
+    ('idle_w', 'must be a finite number of watts in [0, 1e+06], not -1')
+    """
+    for name, value in (("idle_w", idle_w), ("busy_w", busy_w), ("gpu_idle_w", gpu_idle_w), ("gpu_max_w", gpu_max_w)):
+        if not 0 <= value <= MAX_NODE_W:        # also refuses nan
+            return name, f"must be a finite number of watts in [0, {MAX_NODE_W:g}], not {value:g}"
+    if busy_w < idle_w:
+        return "busy_w", f"busy power {busy_w:g} W is below idle power {idle_w:g} W"
+    if gpu_max_w < gpu_idle_w:
+        return "gpu_max_w", f"GPU busy power {gpu_max_w:g} W is below GPU idle power {gpu_idle_w:g} W"
+    return None
+
+
+def check_given_power(power: dict) -> None:
+    """The node power a caller gives a cluster read from Slurm (which knows none): ``idle_w`` and
+    ``busy_w`` (either may be missing: the node default), refused in one line when not physical."""
+    problem = node_power_problem(power.get("idle_w", DEFAULT_NODE_IDLE_W), power.get("busy_w", DEFAULT_NODE_BUSY_W))
+    if problem is not None:
+        raise InputError(f"node power: {problem[1]}", path="<command line>", field=problem[0])
+
 
 def cpu_power_w(idle_w: float, busy_w: float, allocated_cpus: float, total_cpus: float) -> float:
     """Power of a node's CPUs with ``allocated_cpus`` of ``total_cpus`` busy (linear model).

@@ -116,9 +116,12 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
                             if args.unit_dir else [])):
         try:
             written += action()
-        except FileExistsError:
-            raise InputError("exists; the template is never written over a site's settings",
-                             path=args.write_config) from None
+        except FileExistsError as exc:
+            if option == "--write-config":
+                raise InputError("exists; the template is never written over a site's settings",
+                                 path=args.write_config) from None
+            raise InputError("exists and is not a directory", path=getattr(exc, "filename", None) or option,
+                             field=option) from None
         except OSError as exc:
             raise InputError(f"cannot write: {exc.strerror or exc}", path=getattr(exc, "filename", None) or option,
                              field=option) from None

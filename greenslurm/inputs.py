@@ -32,6 +32,22 @@ def check_input_file(path: str, what: str = "trace") -> None:
         raise InputError("cannot read: permission denied", path=path)
 
 
+def read_toml(path: str, what: str) -> dict:
+    """The TOML file ``path`` (a ``what``: "sweep spec", "power profile", ...) as a dict; a missing,
+    unreadable, binary or malformed file is an InputError naming it."""
+    import tomllib
+    check_input_file(path, what)
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.loads(handle.read().decode("utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start}), not a {what}", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"not valid TOML: {exc}", path=path) from None
+
+
 def check_output_paths(out_dir: str | None, json_file: str | None, option: str = "--json") -> None:
     """Catch an output path that cannot work before a long replay, not after it (``option``: the option
     that named ``json_file``, for the messages)."""

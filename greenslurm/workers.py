@@ -13,14 +13,19 @@ import os
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
 
 WATCH_S = 0.5
 
 
 def end_with_parent() -> None:
     """Pool initializer: end this worker soon after its parent is gone (see the module docstring)."""
-    parent = os.getppid()
+    _watch(os.getppid())
 
+
+def _watch(parent: int) -> None:
+    """A daemon thread that ends this process once its parent is no longer ``parent``.  The pool
+    passes its own pid: a worker whose parent died before the watch began is caught as well."""
     def watch() -> None:
         while True:
             time.sleep(WATCH_S)
@@ -29,6 +34,18 @@ def end_with_parent() -> None:
     threading.Thread(target=watch, name="end-with-parent", daemon=True).start()
 
 
-def worker_pool(workers: int, **options) -> ProcessPoolExecutor:
-    """A process pool whose workers end with their parent."""
-    return ProcessPoolExecutor(max_workers=workers, initializer=end_with_parent, **options)
+def _start_worker(parent: int, initializer: Callable[..., None] | None, initargs: tuple) -> None:
+    _watch(parent)
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def worker_pool(workers: int, initializer: Callable[..., None] | None = None, initargs: tuple = (),
+                **options) -> ProcessPoolExecutor:
+    """A process pool whose workers end with their parent (``initializer(*initargs)`` then runs in
+    each worker as ProcessPoolExecutor's would).  ``workers`` below 1 is a ValueError: a pool of no
+    process would wait for ever."""
+    if workers < 1:
+        raise ValueError(f"a pool needs at least 1 worker, not {workers}")
+    return ProcessPoolExecutor(max_workers=workers, initializer=_start_worker,
+                               initargs=(os.getpid(), initializer, initargs), **options)

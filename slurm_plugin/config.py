@@ -4,6 +4,7 @@ Lua-side ones (socket, timeout, failure modes) into job_submit.lua."""
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.selection import parse_selection
 from greenslurm.clustermodel import InputError
+from greenslurm.traces.records import MAX_LIMIT_S
 
 RECONCILE_ACTIONS = ("none", "annotate", "hold", "cancel")
 STALE_OUTCOMES = ("check", "open", "closed")
@@ -19,6 +21,8 @@ RECORD_SYNC = ("full", "normal")
 BACKEND_NAMES = ("auto", "cli", "pyslurm", "files")
 FAIL_MODES = ("open", "closed")
 RENAMED = {"allocation": "select"}
+MAX_ARRAY_TASKS = 4_000_001        # Slurm's largest MaxArraySize
+MAX_CONNECTIONS = 65_536           # more open sockets than a process may hold by default
 
 
 @dataclass
@@ -119,11 +123,18 @@ class HookConfig:
                              ("fail", FAIL_MODES), ("fail_deadline", FAIL_MODES)):
             one_of(key, allowed)
         for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s", "max_view_age_s", "retry_after_s"):
-            if not getattr(self, key) > 0:
-                raise bad(f"must be > 0, got {getattr(self, key)}", key)
-        for key in ("max_array_tasks", "max_connections"):
-            if getattr(self, key) < 1:
-                raise bad(f"must be >= 1, got {getattr(self, key)}", key)
+            if not 0 < getattr(self, key) < math.inf:          # also refuses nan
+                raise bad(f"must be > 0 and finite, got {getattr(self, key)}", key)
+        if self.default_time_limit_s > MAX_LIMIT_S:
+            raise bad(f"must be at most 100 years ({MAX_LIMIT_S:g} s), as a trace's time limit, "
+                      f"got {self.default_time_limit_s:g}", "default_time_limit_s")
+        if self.share is not None and not 0 <= self.share <= 1:        # also refuses nan
+            raise bad(f"must be within [0, 1] (a share of the spare time), got {self.share}", "share")
+        if self.min_slack is not None and not 0 <= self.min_slack < math.inf:
+            raise bad(f"must be a finite number >= 0, got {self.min_slack}", "min_slack")
+        for key, high in (("max_array_tasks", MAX_ARRAY_TASKS), ("max_connections", MAX_CONNECTIONS)):
+            if not 1 <= getattr(self, key) <= high:
+                raise bad(f"must be >= 1 and at most {high:,}, got {getattr(self, key)}", key)
         if self.max_view_age_s < self.sync_interval_s:
             raise bad(f"must be at least sync_interval_s ({self.sync_interval_s:g}), or every view is stale",
                       "max_view_age_s")

@@ -14,12 +14,53 @@ task (counted under the adjusted reason ``"array range expanded"``).
 from __future__ import annotations
 
 import collections
+import math
 from dataclasses import dataclass, field
 from operator import attrgetter
 
 from greenslurm.clustermodel.cluster import Cluster
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
+
+
+# What a job record can hold and still describe something that happened.  A record beyond these is
+# skipped under its own reason (an error under strict mode), never replayed: a runtime of 1e300 s
+# made every time after it inf and every figure nan.
+MAX_DURATION_S = 10 * 365.25 * 86400     # 10 years: no batch job ran longer (and no trace spans as much)
+# A time limit is a request, and sites write "forever" as a large sentinel (LLNL Atlas: 23.4 years):
+# a century is beyond every one seen, and still far from where time sums lose their seconds.
+MAX_LIMIT_S = 100 * 365.25 * 86400
+MAX_SUBMIT_S = 253_402_300_799.0         # 9999-12-31T23:59:59 UTC, the last time sacct and ISO 8601 write
+MAX_JOB_CPUS = 100_000_000               # ten times the largest machine built (Sunway TaihuLight: 10.6 M cores)
+
+
+def unphysical(job: JobSpec) -> tuple[str, str, str] | None:
+    """(reason, field, detail) when ``job`` cannot have happened, else None.  A pod without an end
+    (requested time inf, runtime None) runs until the trace ends: that is allowed.
+
+    >>> unphysical(JobSpec("1", submit_s=0.0, requested_time_s=3600.0, runtime_s=60.0, cpus=4)) is None
+    True
+    >>> unphysical(JobSpec("2", submit_s=0.0, requested_time_s=1e300, runtime_s=1e300, cpus=4))[0]
+    'runtime beyond 10 years'
+    >>> unphysical(JobSpec("3", submit_s=0.0, requested_time_s=math.inf, runtime_s=None, cpus=4)) is None
+    True
+    """
+    if job.runtime_s is not None and not job.runtime_s <= MAX_DURATION_S:
+        return ("runtime beyond 10 years", "runtime",
+                f"job {job.job_id} ran {job.runtime_s:g} s, more than 10 years ({MAX_DURATION_S:g} s)")
+    forever = job.runtime_s is None and job.requested_time_s == math.inf
+    if not (job.requested_time_s <= MAX_LIMIT_S or forever):
+        return ("time limit beyond 100 years", "time limit",
+                f"job {job.job_id} asks for {job.requested_time_s:g} s, more than 100 years ({MAX_LIMIT_S:g} s)")
+    if not 0 <= job.submit_s <= MAX_SUBMIT_S:
+        return ("submit time beyond the year 9999", "submit",
+                f"job {job.job_id} submitted at {job.submit_s:g} s, after 9999-12-31 ({MAX_SUBMIT_S:g} s)")
+    if job.cpus > MAX_JOB_CPUS:
+        return ("more CPUs than any machine", "cpus",
+                f"job {job.job_id} asks for {job.cpus:g} CPUs, more than {MAX_JOB_CPUS:,} (10 x the largest machine)")
+    if job.deadline_s is not None and not math.isfinite(job.deadline_s):
+        return ("deadline not finite", "deadline", f"job {job.job_id} has deadline {job.deadline_s}")
+    return None
 
 
 @dataclass
@@ -94,9 +135,19 @@ class RecordLog:
             self.examples[reason] = str(InputError(detail or reason, path=self.path, line=line, field=field))
 
     def result(self, jobs: list[JobSpec], fmt: str, header: dict[str, str] | None = None) -> TraceResult:
-        """The finished read; InputError when the file held no data record at all."""
+        """The finished read; InputError when the file held no data record at all.  A job that
+        cannot have happened (:func:`unphysical`) is skipped here, for every reader alike."""
         if self.records == 0:
             raise InputError("no job records found (only comments, headers or blank lines)", path=self.path)
+        kept = []
+        for job in jobs:
+            problem = unphysical(job)
+            if problem is None:
+                kept.append(job)
+            else:
+                reason, name, detail = problem
+                self.skip(reason, job.source_line or None, name, detail)
+        jobs = kept
         jobs.sort(key=attrgetter("submit_s"))   # stable: equal submit times keep file order
         return TraceResult(jobs=jobs, path=self.path, format=fmt, header=dict(header or {}),
                            records_read=self.records, skipped=self.skipped, adjusted=self.adjusted,

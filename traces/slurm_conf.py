@@ -41,6 +41,7 @@ from pathlib import Path
 
 from greenslurm.clustermodel import Cluster, InputError, NodeSpec, gres
 from greenslurm.clustermodel.node import GPU_POWER_W
+from greenslurm.clustermodel.power import check_given_power
 
 # -- reading the files: Include lines, comments, continuations ------------------------------------------
 FAIL = "fail"                 # the level of a reading problem (``hook check`` prints it as a failed check)
@@ -867,6 +868,7 @@ def cluster_from_slurm_conf(conf: SlurmConf, name: str | None = None, *, exclude
     [('a1', 4, 100.0, 2, 'T4', ('p',)), ('a2', 4, 100.0, 2, 'T4', ('p',))]
     """
     power = {k: v for k, v in (("idle_w", idle_w), ("busy_w", busy_w)) if v is not None}
+    check_given_power(power)
     kept = [n for n in conf.nodes if n.available or not exclude_unavailable]
     if not kept:
         raise InputError("no available node (all are down, drained, failing or future)", path=conf.path)

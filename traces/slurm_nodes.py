@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from greenslurm.clustermodel import Cluster, InputError, NodeSpec, gres
 from greenslurm.clustermodel.node import GPU_POWER_W
+from greenslurm.clustermodel.power import check_given_power
 
 UNAVAILABLE = ("down", "drain", "drained", "draining", "fail", "failing", "future", "maint", "not_responding",
                "power_down", "powered_down", "reboot_requested", "unknown")
@@ -166,6 +167,7 @@ def _power_model(model: str | None) -> str | None:
 def cluster_from_slurm_nodes(nodes: list[SlurmNode], name: str = "slurm", *, exclude_unavailable: bool = False,
                              idle_w: float | None = None, busy_w: float | None = None) -> Cluster:
     power = {k: v for k, v in (("idle_w", idle_w), ("busy_w", busy_w)) if v is not None}
+    check_given_power(power)
     kept = [n for n in nodes if n.available or not exclude_unavailable]
     if not kept:
         raise InputError("no available node (all are down, drained or failing)", path=name)

@@ -14,6 +14,10 @@ import math
 import numpy as np
 
 from greenslurm.clustermodel import JobSpec
+from greenslurm.traces.records import MAX_DURATION_S
+
+# The jobs are held in memory (about 400 bytes each with the draws): 10 million take about 4 GB.
+MAX_SYNTHETIC_JOBS = 10_000_000
 
 
 def synthetic_jobs(count: int, total_cpus: int, *, seed: int = 0, load: float = 0.8,
@@ -30,6 +34,10 @@ def synthetic_jobs(count: int, total_cpus: int, *, seed: int = 0, load: float = 
     >>> max(j.cpus for j in jobs) <= 128
     True
     """
+    if not 1 <= count <= MAX_SYNTHETIC_JOBS:
+        raise ValueError(f"count must be within [1, {MAX_SYNTHETIC_JOBS:,}] (the jobs are held in memory)")
+    if not 0 < runtime_median_s <= MAX_DURATION_S:
+        raise ValueError("runtime_median_s must be within (0, 10 years]")
     rng = np.random.default_rng(seed)
     max_job_cpus = max_job_cpus or total_cpus
     log_max = math.log2(max_job_cpus)

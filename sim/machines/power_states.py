@@ -34,6 +34,7 @@ import numpy as np
 from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.clustermodel.power import MAX_NODE_W
 from greenslurm.clustermodel.phases import PHASE_LAYOUTS, phase_imbalance, phase_loads_w, phase_of_nodes
 from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
@@ -44,6 +45,9 @@ from greenslurm.sim.accounting.result import EnergyTotals
 
 SUPPORTED_QUEUES = ("fcfs", "easy")
 MOVABLE = ("gpu", "single-node", "none")
+
+MAX_IDLE_S = 10 * 365.25 * 86400      # suspend after: 10 years (no trace is longer: never, in effect)
+MAX_BOOT_S = 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +104,19 @@ class PowerStateConfig:
             raise ValueError("migrate_s must be within [0, 86400] seconds")
         if not 0 <= self.imbalance_loss <= 1.0:
             raise ValueError("imbalance_loss must be within [0, 1]")
-        if self.suspend_after_s is not None and self.suspend_after_s < 0:
-            raise ValueError("suspend_after_s must be >= 0")
-        if self.boot_s < 0 or self.off_w < 0 or (self.boot_w is not None and self.boot_w < 0):
-            raise ValueError("boot_s, boot_w and off_w must be >= 0")
+        # physical ranges (each message begins with its field's name: the scenario names the key)
+        if self.suspend_after_s is not None and not 0 <= self.suspend_after_s <= MAX_IDLE_S:
+            raise ValueError("suspend_after_s must be within [0, 10 years] seconds")
+        if not 0 <= self.boot_s <= MAX_BOOT_S:
+            raise ValueError("boot_s must be within [0, 86400] seconds (a boot longer than a day is no boot)")
+        for name in ("boot_w", "off_w"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value <= MAX_NODE_W:
+                raise ValueError(f"{name} must be within [0, {MAX_NODE_W:g}] W (no node draws a megawatt)")
         if self.nodes_per_cabinet < 1:
             raise ValueError("nodes_per_cabinet must be >= 1")
-        if self.budget_w is not None and not self.budget_w > 0:
-            raise ValueError("budget_w must be > 0")
+        if self.budget_w is not None and not 0 < self.budget_w < math.inf:
+            raise ValueError("budget_w must be a finite number > 0")
 
     @classmethod
     def from_mapping(cls, table: dict) -> "PowerStateConfig":

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.workers import worker_pool
 from greenslurm.clustermodel.renewable import SupplySeries
 from greenslurm.sim.accounting.deadline_metrics import admission_summary, upper_bound, work_of
 from greenslurm.sim.accounting.metrics import mean, wait_s
@@ -111,7 +111,7 @@ def run_grid(scenarios: Iterable[Scenario], acceptances: Sequence[str], allocati
             if progress:
                 progress(len(rows), len(tasks))
         return rows
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with worker_pool(workers) as pool:
         for row in pool.map(_run, tasks):
             rows.append(row)
             if progress:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
@@ -47,6 +47,7 @@ from greenslurm.sim.engine.queues import PlaceOrFail
 from greenslurm.sim.engine.replay import Shaper
 from greenslurm.sim.machines.machine import PendingJob
 from greenslurm.sim.studies.gpu_replay import engine_cluster, gpu_machine
+from greenslurm.workers import worker_pool
 
 SAMPLINGS = ("replacement", "simulator")
 SUMMARY_LEVELS_PCT = (50, 80, 90, 100, 110, 120, 130)
@@ -323,8 +324,7 @@ def run_many(nodes: GpuNodes, traces: dict[str, TaskPool], specs: Sequence[RunSp
     else:
         mp = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         shared = mp.Array("d", len(specs), lock=False)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp, initializer=_init_worker,
-                                 initargs=(context, shared)) as pool:
+        with worker_pool(workers, mp_context=mp, initializer=_init_worker, initargs=(context, shared)) as pool:
             pending = {pool.submit(_run_one, job, spec) for job, spec in enumerate(specs)}
             while pending:
                 done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
