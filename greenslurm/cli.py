@@ -19,10 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 
 import greenslurm
-from greenslurm import cmd_compare, cmd_gpu_replay, cmd_hook, cmd_inflate, cmd_power, cmd_report, cmd_sweep, cmd_whatif
+from greenslurm import cmd_compare, cmd_gpu_replay, cmd_options, cmd_hook, cmd_inflate, cmd_power, cmd_report, cmd_sweep, cmd_whatif
 from greenslurm.clustermodel import InputError
 from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, printable,
-                                progress_bar, setup_logging, write_text)
+                                progress_bar, setup_logging, showing_progress, spinner, write_text)
 from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
 from greenslurm.scenario import (RUN_WHERE, Acceptance, ClusterSource, Deadlines, Scenario, Selection, Supply,
                                  TraceSource)
@@ -97,19 +97,12 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
                         help="write jobs.csv, jobs.parquet, power.csv and summary.json into DIR")
     parser.add_argument("--json", metavar="FILE", default=None,
                         help="write the JSON summary to FILE ('-' for stdout; the report then goes to stderr)")
-    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    cmd_options.no_progress(parser)
 
 
 def _replay_options(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--cluster", metavar="FILE", default=None,
-                       help="cluster description (TOML, [[node_group]] tables); default: from the SWF "
-                            "header when the trace has one")
-    where.add_argument("--nodes", metavar="CSV", default=None,
-                       help="an openb node list (the GPU papers' clusters) as the cluster")
-    where.add_argument("--slurm-conf", metavar="FILE", default=None,
-                       help="a site's slurm.conf (Include lines followed) as the cluster: its nodes, GRES, "
-                            "features and partitions (a job runs only on its partition's nodes)")
+    cmd_compare.cluster_options(parser)
+    cmd_options.limit(parser)
     parser.add_argument("--sacctmgr-assoc", metavar="FILE", default=None,
                         help="the slurm queue: the site's 'sacctmgr show assoc tree -P' (accounts, users, "
                              "shares: the fair-share factor)")
@@ -126,8 +119,7 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
                              "gpubestfit, ... or a mix pwr=0.1,fgd=0.9")
     parser.add_argument("--arrival-scale", type=cmd_compare.positive, default=None, metavar="F",
                         help="multiply the time between arrivals by F (0.01 = 100 x the arrival rate)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="seed of random node selections and ties (default: 0)")
+    cmd_options.seed(parser)
     _output_options(parser)
     parser.add_argument("--save-scenario", metavar="FILE", default=None,
                         help="write the scenario this replay ran as TOML (run it again with 'greenslurm run FILE')")
@@ -198,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("trace", metavar="TRACE", help="the trace file")
     _trace_options(info)
     info.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON ('-' for stdout)")
+    cmd_options.no_progress(info)
     _verbosity(info, argparse.SUPPRESS)
     info.set_defaults(handler=cmd_traces_info)
     cmd_inflate.add_parser(commands)
@@ -205,9 +198,22 @@ def build_parser() -> argparse.ArgumentParser:
     cmd_power.add_compare_options(compare)
     _verbosity(compare, argparse.SUPPRESS)
     cmd_hook.add_parser(commands)
-    for study_command in (cmd_sweep, cmd_report, cmd_whatif):
+    for study_command in (cmd_sweep, cmd_whatif):
         _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
+    report = cmd_report.add_parser(commands)
+    cmd_options.no_progress(report)
+    report.set_defaults(handler=_with_status("drawing figures", report.get_default("handler"),
+                                             when=lambda args: getattr(args, "plots", None) is not None))
+    _verbosity(report, argparse.SUPPRESS)
     return parser
+
+
+def _with_status(text: str, handler, when):
+    """``handler`` with a status line on the terminal while it works (no --no-progress, ``when(args)``)."""
+    def run(args: argparse.Namespace, console: Console) -> int:
+        with spinner(console, text, when(args) and showing_progress(console, args.no_progress)):
+            return handler(args, console)
+    return run
 
 
 # -- options -> scenario ----------------------------------------------------------------------------
@@ -227,7 +233,8 @@ OPTION_NAMES = {
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
     "power_states.phases": "--phases", "power_states.nodes_per_cabinet": "--nodes-per-cabinet",
     "colocation.gpu_nodes": "--gpu-nodes", "colocation.max_jobs": "--max-jobs-per-set",
-    "colocation.idle_node_w": "--idle-node-w",
+    "colocation.idle_node_w": "--colocation-idle-node-w", "trace.limit": "--limit",
+    "trace.exact_runtimes": "--exact-runtimes",
 }
 COMMAND_LINE = "<command line>"
 
@@ -269,7 +276,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     supply = Supply(given("renewable"), mode or "grid", given("renewable_scale"), given("renewable_seed"))
     trace = TraceSource(path=_absolute(args.trace), format=given("format"), strict=bool(given("strict")),
                         columns=tuple(parse_columns(given("columns"))) if given("columns") else None,
-                        exact_runtimes=bool(given("exact_runtimes")))
+                        exact_runtimes=bool(given("exact_runtimes")), limit=given("limit"))
     cluster = ClusterSource(file=_absolute(given("cluster")), node_list=_absolute(given("nodes")),
                             slurm_conf=_absolute(given("slurm_conf")),
                             sacctmgr_assoc=_absolute(given("sacctmgr_assoc")),
@@ -332,8 +339,9 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
             # a file name with bytes that are not UTF-8 (Linux allows any): TOML is UTF-8 text
             raise InputError("cannot hold the scenario's file names: one is not UTF-8, and a TOML file is",
                              path=printable(save_scenario)) from None
-    inputs = scenario_run.load_inputs(scenario, status=console.status if console.is_terminal else None)
-    show = not no_progress and console.is_terminal and len(inputs.jobs) >= PROGRESS_MIN_JOBS
+    shown = showing_progress(console, no_progress)
+    inputs = scenario_run.load_inputs(scenario, status=console.status if shown else None)
+    show = shown and len(inputs.jobs) >= PROGRESS_MIN_JOBS
     with progress_bar(console, len(inputs.jobs), show) as progress:
         outcome = scenario_run.replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace, progress=progress)
     for reason, count in sorted(outcome.result.skipped.items()):
@@ -370,7 +378,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
 def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
     check_output_paths(None, args.json)
     trace = read(args.trace, args.format, strict=args.strict, columns=parse_columns(args.columns),
-                 status=console.status if console.is_terminal else None)
+                 status=console.status if showing_progress(console, args.no_progress) else None)
     info = {"path": str(trace.path), "format": trace.format, "records_read": trace.records_read,
             "skipped": dict(sorted(trace.skipped.items())), "adjusted": dict(sorted(trace.adjusted.items())),
             **workload_stats(trace.jobs)}

@@ -22,7 +22,7 @@ from rich.table import Table
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.placement import ALLOCATIONS
 from greenslurm.clustermodel import InputError
-from greenslurm.inputs import check_input_file, cluster_from_trace, read
+from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read
 from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
@@ -31,6 +31,9 @@ from greenslurm.sim.studies.deadline_compare import COLUMNS, make_scenario
 from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
+from greenslurm import cmd_options
+from greenslurm.cmd_options import non_negative, positive
+from greenslurm.console import progress_bar, showing_progress
 from greenslurm.workers import worker_pool
 
 log = logging.getLogger("greenslurm")
@@ -38,22 +41,6 @@ log = logging.getLogger("greenslurm")
 ACCEPTANCE_HELP = ("greedy (reject only what cannot meet its deadline), threshold (also reject what cannot "
                    "end within --threshold-share of its slack, or has slack below --threshold-slack), all, "
                    "or a chain such as threshold,greedy (the first rejection wins)")
-
-
-def _number(low: float, strict: bool):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not (value > low if strict else value >= low) or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be a number {'>' if strict else '>='} {low:g}, not {text}")
-        return value
-    return parse
-
-
-positive = _number(0.0, strict=True)
-non_negative = _number(0.0, strict=False)
 
 
 def _acceptance(text: str) -> str:
@@ -71,26 +58,14 @@ def _share(text: str) -> float:
     return value
 
 
-def _common_options(group, single: bool) -> None:
-    # replay: None defaults, so that an option that does not apply can be told apart and refused
-    group.add_argument("--slack-sigma", type=non_negative, default=None, metavar="SIGMA",
-                       help="deviation of ln(slack) of drawn deadlines (default: EPS / 2.5, as in the paper)")
-    group.add_argument("--slack-seed", type=int, default=None if single else 0,
-                       help="seed of the drawn slacks (default: 0)")
+def _common_options(group) -> None:
+    # None defaults, so that an option that does not apply can be told apart and refused
+    cmd_options.slack_options(group)
     group.add_argument("--threshold-share", type=_share, default=None, metavar="F",
                        help="threshold: a job must be able to end within this share of its slack (default 0.5)")
     group.add_argument("--threshold-slack", type=non_negative, default=None, metavar="S",
                        help="threshold: also reject jobs whose slack is below S")
-    group.add_argument("--renewable", default=None, metavar="FILE|solar|wind",
-                       help="renewable supply: a CSV of time_s,watts or a synthetic seeded model")
-    group.add_argument("--renewable-mode", choices=RENEWABLE_MODES, default=None if single else "grid",
-                       help="grid: plan as usual, split the energy; green: move jobs into greener hours while "
-                            "their deadline holds; only: never draw more than the supply while jobs run "
-                            "(default: grid; green and only use the deadline queue)")
-    group.add_argument("--renewable-scale", type=positive, default=None if single else 1.0, metavar="X",
-                       help="synthetic peak = X times the cluster's full power; a CSV is multiplied by X (default 1)")
-    group.add_argument("--renewable-seed", type=int, default=None if single else 0,
-                       help="seed of the synthetic supply (default: 0)")
+    cmd_options.renewable_options(group)
 
 
 def add_replay_options(parser: argparse.ArgumentParser) -> None:
@@ -98,12 +73,9 @@ def add_replay_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn; --acceptance selects the "
                                       "deadline queue when --queue is not given)")
     group.add_argument("--acceptance", type=_acceptance, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
-    group.add_argument("--slack-mean", type=positive, default=None, metavar="EPS",
-                       help="draw deadlines d = r + (1 + eps) p, log-normal eps with geometric mean EPS, "
-                            "for jobs the trace gives none")
-    group.add_argument("--exact-runtimes", action="store_true",
-                       help="plan with the real runtimes instead of the time limits (the paper's setting)")
-    _common_options(group, single=True)
+    cmd_options.slack_mean(group)
+    cmd_options.exact_runtimes(group)
+    _common_options(group)
 
 
 def acceptance_options(args: argparse.Namespace) -> dict:
@@ -165,42 +137,67 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("trace", metavar="TRACE", help="the trace file")
     parser.add_argument("--format", choices=tuple(FORMATS), default=None,
                         help="trace format (default: guessed)")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--cluster", metavar="FILE", default=None, help="cluster TOML (default: the SWF header)")
-    where.add_argument("--cores", type=int, default=None, metavar="N",
-                       help="N single-core nodes: the paper's machine model")
+    parser.add_argument("--columns", default=None, metavar="NAMES",
+                        help="field names of a headerless sacct export, '|'- or ','-separated")
+    cluster_options(parser, cores=True)
     parser.add_argument("--acceptance", nargs="+", type=_acceptance, default=["greedy", "threshold"],
                         metavar="POLICY", help="policies to compare (default: greedy threshold); " + ACCEPTANCE_HELP)
     parser.add_argument("--select", nargs="+", choices=ALLOCATIONS,
                         default=["balanced", "bestfit", "minidle", "backfill"], metavar="RULE",
                         help=f"node selections (Nileshwar & Schwiegelshohn's load rules) to compare, of {', '.join(ALLOCATIONS)} "
                              "(default: balanced bestfit minidle backfill)")
-    parser.add_argument("--slack-mean", nargs="+", type=positive, default=[0.2, 1.0, 5.0], metavar="EPS",
-                        help="slack values (default: 0.2 1 5)")
+    cmd_options.slack_mean(parser, many=True)
     parser.add_argument("--parallelism-limit", type=int, default=None, metavar="N",
                         help="cut every job to at most N CPUs (the paper's parallelism limit)")
-    parser.add_argument("--first-jobs", type=int, default=None, metavar="N", help="only the first N jobs")
+    cmd_options.alias(parser, "--first-jobs", cmd_options.limit(parser))
+    cmd_options.exact_runtimes(parser, default_on=True)
     parser.add_argument("--planned-limits", action="store_true",
                         help="plan with the trace's time limits instead of the real runtimes")
     parser.add_argument("--bound", choices=("lp", "total", "none"), default="lp",
                         help="upper bound for the performance ratio (default: %(default)s)")
-    parser.add_argument("--workers", type=int, default=1, metavar="N", help="replays in parallel processes")
+    cmd_options.workers(parser)
     parser.add_argument("--csv", metavar="FILE", default=None, help="write every row as CSV")
-    _common_options(parser, single=False)
+    cmd_options.no_progress(parser)
+    _common_options(parser)
     parser.set_defaults(handler=cmd_compare)
     return parser
+
+
+def cluster_options(parser: argparse.ArgumentParser, cores: bool = False) -> None:
+    """``--cluster``, ``--slurm-conf``, ``--nodes`` (and compare's ``--cores``): one of them, else the
+    trace's header (the scenario's [cluster] table)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="FILE", default=None,
+                       help="cluster description (TOML, [[node_group]] tables); default: from the SWF "
+                            "header when the trace has one")
+    where.add_argument("--nodes", metavar="CSV", default=None,
+                       help="an openb node list (the GPU papers' clusters) as the cluster")
+    where.add_argument("--slurm-conf", metavar="FILE", default=None,
+                       help="a site's slurm.conf (Include lines followed) as the cluster: its nodes, GRES, "
+                            "features and partitions (a job runs only on its partition's nodes)")
+    if cores:
+        where.add_argument("--cores", type=int, default=None, metavar="N",
+                           help="N single-core nodes: the paper's machine model")
+
+
+def cluster_source(args: argparse.Namespace) -> ClusterSource:
+    """The cluster the options name (``--cores N``: N single-core nodes)."""
+    def absolute(name: str | None) -> str | None:
+        return None if name is None else os.path.abspath(name)
+    if getattr(args, "cores", None) is not None:
+        return ClusterSource(homogeneous=Homogeneous(args.cores, 1, name=f"{args.cores} cores"))
+    return ClusterSource(file=absolute(args.cluster), node_list=absolute(args.nodes),
+                         slurm_conf=absolute(args.slurm_conf))
 
 
 def compare_scenarios(args: argparse.Namespace, trace_path: str) -> list[list[Scenario]]:
     """Per slack value, one scenario per acceptance x node selection (threshold options go to the
     chains with the threshold policy)."""
-    cluster = (ClusterSource(homogeneous=Homogeneous(args.cores, 1, name=f"{args.cores} cores"))
-               if args.cores is not None else ClusterSource(file=args.cluster and os.path.abspath(args.cluster)))
-    trace = TraceSource(path=trace_path, format=args.format, limit=args.first_jobs,
+    columns = tuple(parse_columns(args.columns)) if args.columns else None
+    trace = TraceSource(path=trace_path, format=args.format, columns=columns, limit=args.limit,
                         exact_runtimes=not args.planned_limits, parallelism_limit=args.parallelism_limit)
-    supply = Supply(args.renewable, args.renewable_mode if args.renewable is not None else "grid",
-                    args.renewable_scale if args.renewable is not None else None,
-                    args.renewable_seed if args.renewable in ("solar", "wind") else None)
+    supply = Supply(args.renewable, args.renewable_mode or "grid", args.renewable_scale, args.renewable_seed)
+    cluster = cluster_source(args)
     grid = []
     for eps in args.slack_mean:
         row = []
@@ -210,7 +207,7 @@ def compare_scenarios(args: argparse.Namespace, trace_path: str) -> list[list[Sc
                                 args.threshold_slack if threshold else None)
             for select in args.select:
                 row.append(Scenario(trace=trace, cluster=cluster, queue="deadline", selection=Selection(select),
-                                    acceptance=accept, deadlines=Deadlines(eps, args.slack_sigma, args.slack_seed),
+                                    acceptance=accept, deadlines=Deadlines(eps, args.slack_sigma, args.slack_seed or 0),
                                     supply=supply).check("<command line>"))
         grid.append(row)
     return grid
@@ -244,15 +241,19 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         raise InputError("is a directory (--csv wants a file name)", path=args.csv)
     if args.cores is not None and args.cores < 1:
         raise InputError("--cores must be >= 1", path="<command line>")
-    if args.renewable is None and args.renewable_mode != "grid":
+    if args.exact_runtimes and args.planned_limits:
+        raise InputError("--exact-runtimes (compare's default) and --planned-limits contradict each other; give one",
+                         path="<command line>", field="--planned-limits")
+    if args.renewable is None and args.renewable_mode not in (None, "grid"):
         raise InputError(f"--renewable-mode {args.renewable_mode} needs --renewable", path="<command line>")
     check_input_file(args.trace)
     grid = compare_scenarios(args, os.path.abspath(args.trace))
     first = grid[0][0]
     cluster = build_cluster(first)
-    trace = read(args.trace, args.format, status=console.status if console.is_terminal else None)
+    trace = read(args.trace, args.format, columns=list(first.trace.columns or ()) or None,
+                 status=console.status if console.is_terminal else None)
     cluster = cluster or cluster_from_trace(trace)
-    jobs = trace.jobs[:args.first_jobs] if args.first_jobs else trace.jobs
+    jobs = trace.jobs[:args.limit] if args.limit else trace.jobs
     if not jobs:
         raise InputError("no jobs to replay", path=trace.path)
     supply = build_supply(first, jobs, cluster)
@@ -260,29 +261,29 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     label = Path(str(trace.path)).name
     # one workload per slack: the jobs prepared as the scenarios say and the load bound, computed once
     workloads = [make_scenario(label, jobs, cluster, slack_mean=eps, slack_sigma=args.slack_sigma,
-                               seed=args.slack_seed, exact=not args.planned_limits,
+                               seed=args.slack_seed or 0, exact=not args.planned_limits,
                                parallelism_limit=args.parallelism_limit, bound=args.bound, supply=supply)
                  for eps in args.slack_mean]
     tasks = [(scenario, workload, supply) for workload, row in zip(workloads, grid) for scenario in row]
-    status = console.status("replaying") if console.is_terminal else None
-    if status is not None:
-        status.start()
     rows: list[dict] = []
-    try:
-        if args.workers <= 1:
+    workers = cmd_options.worker_count(args.workers)
+    with progress_bar(console, len(tasks), showing_progress(console, args.no_progress), doing="compare",
+                      unit="replays") as progress:
+        if progress is not None:
+            progress(0, len(tasks))
+        if workers <= 1 or len(tasks) == 1:
             done = map(compare_row, tasks)
         else:
-            pool = worker_pool(args.workers)
+            pool = worker_pool(min(workers, len(tasks)))
             done = pool.map(compare_row, tasks)
-        for row in done:
-            rows.append(row)
-            if status is not None:
-                status.update(f"replaying {len(rows)}/{len(tasks)}")
-        if args.workers > 1:
-            pool.shutdown()
-    finally:
-        if status is not None:
-            status.stop()
+        try:
+            for row in done:
+                rows.append(row)
+                if progress is not None:
+                    progress(len(rows), len(tasks))
+        finally:
+            if workers > 1 and len(tasks) > 1:
+                pool.shutdown()
     log.info("%d replays in %.1f s", len(rows), time.perf_counter() - started)
     console.print(compare_table(rows, f"{label} on {cluster.name} ({cluster.total_cpus:,} CPUs), "
                                       f"{len(jobs):,} jobs"))

@@ -18,10 +18,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from greenslurm import cmd_options
 from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
 from greenslurm.allocation.selection import parse_selection, selection_names
 from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.fragmentation import COVERAGE
+from greenslurm.console import showing_progress
 from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
 from greenslurm.sim.studies.inflate import SAMPLINGS, RunSpec, TaskPool, default_levels, run_many
 from greenslurm.sim.reporting.inflate_report import plot, summary_tables, write_csv
@@ -88,8 +90,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                              "tasks (default: %(default)s, the authors' 95 %% threshold; 1 = every class)")
     parser.add_argument("--step", type=positive_float, default=1.0, metavar="PCT",
                         help="CSV rows every PCT %% of arrived demand (default: %(default)s)")
-    parser.add_argument("--workers", type=positive_int, default=None,
-                        help="processes (default: the local cores)")
+    cmd_options.workers(parser)
     parser.add_argument("--csv", metavar="FILE", default="inflate.csv", help="CSV output (default: %(default)s)")
     parser.add_argument("--plot", metavar="PNG", default=None, help="also plot the curves to PNG (needs matplotlib)")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
@@ -153,7 +154,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     specs = [RunSpec(policy, args.first_seed + i, args.normalization, trace, args.ties)
              for policy in policies for i in range(args.seeds)]
     started = time.perf_counter()
-    show = not args.no_progress and console.is_terminal
+    show = showing_progress(console, args.no_progress)
     with _progress(console, show, len(specs)) as progress:
         rows = run_many(nodes, {trace: pool}, specs, until=args.until, sampling=args.sampling,
                         levels=default_levels(args.until, args.step), workers=args.workers, progress=progress,

@@ -23,7 +23,9 @@ from rich.table import Table
 
 from greenslurm.allocation.colocation import COLOCATION_POLICIES
 from greenslurm.clustermodel import InputError
-from greenslurm.inputs import check_input_file, cluster_from_trace, load_cluster, read
+from greenslurm.cmd_options import alias
+from greenslurm.console import each_with_progress, showing_progress
+from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config, power_states_key
 from greenslurm.sim.machines.power_states import fits_budget
 
@@ -57,8 +59,10 @@ def _power_group(parser: argparse.ArgumentParser, many: bool) -> None:
     group.add_argument("--gpu-nodes", type=int, default=None, metavar="N",
                        help="8-GPU nodes for --colocation (default: the cluster's GPUs / 8, at least 1)")
     group.add_argument("--max-jobs-per-set", type=int, default=None, metavar="K", help="co-location limit (default 4)")
-    group.add_argument("--idle-node-w", type=float, default=None, metavar="W",
-                       help="power of an 8-GPU node without jobs under --colocation (default 0: powered down)")
+    idle = group.add_argument("--colocation-idle-node-w", type=float, default=None, metavar="W",
+                              help="co-location only: power of an 8-GPU node without jobs (default 0: powered "
+                                   "down); not the node power of a cluster, which its description gives")
+    alias(group, "--idle-node-w", idle)
 
 
 def add_replay_options(parser: argparse.ArgumentParser) -> None:
@@ -133,14 +137,14 @@ def colocation(args: argparse.Namespace, table: dict[str, Any]) -> Colocation | 
     """The co-location settings (``--colocation POLICY`` and the profile's ``[colocation]``)."""
     values = dict(table.get("colocation", {}))
     cli = {"gpu_nodes": getattr(args, "gpu_nodes", None), "max_jobs": getattr(args, "max_jobs_per_set", None),
-           "idle_node_w": getattr(args, "idle_node_w", None)}
+           "idle_node_w": getattr(args, "colocation_idle_node_w", None)}
     policy = getattr(args, "colocation", None)
     if isinstance(policy, list):
         policy = None
     policy = policy or values.pop("policy", None)
     values.pop("policy", None)
     if policy is None:
-        names = {"gpu_nodes": "--gpu-nodes", "max_jobs": "--max-jobs-per-set", "idle_node_w": "--idle-node-w"}
+        names = {"gpu_nodes": "--gpu-nodes", "max_jobs": "--max-jobs-per-set", "idle_node_w": "--colocation-idle-node-w"}
         for key, value in cli.items():
             if value is not None:
                 raise InputError("applies to GPU co-location: give --colocation POLICY", path="<command line>",
@@ -200,7 +204,8 @@ def run_colocation(args: argparse.Namespace, console: Console, trace, jobs, clus
 
     table_data = profile(getattr(args, "power_config", None))
     rows, table, first = [], None, None
-    for policy in policies:
+    shown = showing_progress(console, getattr(args, "no_progress", False))
+    for policy in each_with_progress(console, policies, shown, doing="compare", unit="policies"):
         args.colocation = policy
         settings = colocation(args, table_data)
         scenario = Scenario(trace=TraceSource(path=str(trace.path), format=trace.format), queue="fcfs",
@@ -225,11 +230,13 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     from greenslurm import scenario_run
     from greenslurm.scenario import ClusterSource, Scenario, TraceSource
 
+    from greenslurm.cmd_compare import cluster_source
     check_input_file(args.trace)
-    cluster = load_cluster(args.cluster) if getattr(args, "cluster", None) is not None else None
-    trace = read(args.trace, args.format, status=console.status if console.is_terminal else None)
+    cluster = scenario_run.build_cluster(Scenario(trace=TraceSource(path=args.trace), cluster=cluster_source(args)))
+    trace = read(args.trace, args.format, columns=parse_columns(args.columns),
+                 status=console.status if console.is_terminal else None)
     cluster = cluster or cluster_from_trace(trace)
-    jobs = trace.jobs[:args.first_jobs] if getattr(args, "first_jobs", None) else trace.jobs
+    jobs = trace.jobs[:args.limit] if args.limit else trace.jobs
     if not jobs:
         raise InputError("no jobs to replay", path=trace.path)
     if args.colocation:
@@ -254,7 +261,8 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
         if config is not None:
             runs.append((f"budget {budget:,.0f} W" if budget is not None else "power-down", config))
     trace_source = TraceSource(path=str(trace.path), format=trace.format)
-    for label, config in runs:
+    for label, config in each_with_progress(console, runs, showing_progress(console, args.no_progress),
+                                            doing="compare", unit="replays"):
         scenario = Scenario(trace=trace_source, cluster=ClusterSource(), queue="easy", power_states=config)
         scenario.check("<command line>")
         outcome = scenario_run.replay_jobs(scenario, run_jobs, cluster, trace=trace, prepared=True)

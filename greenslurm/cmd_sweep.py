@@ -10,9 +10,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from greenslurm.clustermodel import InputError
-from greenslurm.console import progress_bar
+from greenslurm.cmd_options import no_progress, workers
+from greenslurm.console import progress_bar, showing_progress, warning_line
 from greenslurm.inputs import require_module
-from greenslurm.sweep import PARAMETERS, load_spec, run_sweep
+from greenslurm.sweep import PARAMETER_ALIASES, PARAMETERS, load_spec, run_sweep
 
 EPILOG = """\
 examples:
@@ -26,6 +27,7 @@ All finished cells are combined into RESULTS/results.parquet.
 
 parameters ([grid] keys):
 """ + "\n".join(f"  {k:<17} {v}" for k, v in PARAMETERS.items()) + \
+    "\n  old names (deprecated): " + ", ".join(f"{old} = {new}" for old, new in PARAMETER_ALIASES.items()) + \
     "\n  option.NAME       a policy option, e.g. option.select = [\"bestfit\", \"minidle\"] (the node selection)"
 
 
@@ -39,13 +41,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--results", metavar="DIR", default=None,
                         help="results directory (default: [sweep] results, else SPEC's name + '-results' "
                              "next to SPEC)")
-    parser.add_argument("--workers", "-j", type=int, default=None,
-                        help="local processes, or Dask workers with --dask local (default: CPU count)")
+    workers(parser, "the CPU count; with --dask local, its workers")
     parser.add_argument("--dask", metavar="ADDRESS", default=None,
                         help="run on a Dask cluster: tcp://HOST:PORT, or 'local' for a LocalCluster on loopback")
     parser.add_argument("--max-cells", type=int, default=None, metavar="N",
                         help="run at most N new cells, then stop (a rerun continues)")
-    parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    no_progress(parser)
     parser.set_defaults(handler=run)
     return parser
 
@@ -63,7 +64,9 @@ def _terminate(signum, frame):
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    spec = load_spec(args.spec)
+    spec = load_spec(args.spec)        # every cell checked, and every file it reads, before any runs
+    for note in spec.deprecated:
+        warning_line(note)
     out = results_dir(args, spec)
     if out.exists() and not out.is_dir():
         raise InputError("exists and is not a directory", path=str(out))
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     previous = signal.signal(signal.SIGTERM, _terminate)     # a batch system's stop: like Ctrl-C
     try:
-        with progress_bar(console, None, not args.no_progress and console.is_terminal, doing="sweep",
+        with progress_bar(console, None, showing_progress(console, args.no_progress), doing="sweep",
                           unit="cells", transient=False) as progress:
             outcome = run_sweep(spec, out, workers=args.workers, dask=args.dask, max_cells=args.max_cells,
                                 progress=progress, on_start=started)

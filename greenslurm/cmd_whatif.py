@@ -33,14 +33,17 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from greenslurm import cmd_options
 from greenslurm.clustermodel import InputError
+from greenslurm.console import progress_bar, showing_progress
 from greenslurm.inputs import check_input_file, parse_columns
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
+from greenslurm.traces import FORMATS
 from greenslurm.workers import worker_pool
 
 # Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (power states), and, when the jobs
-# have deadlines (--slack), Greedy BestFit admission (deadlines).  Conservative is left out: on exports with
+# have deadlines (--slack-mean), Greedy BestFit admission (deadlines).  Conservative is left out: on exports with
 # generous time limits its compression is slow (32 s on the 4,285 jobs of xdmod-phillips), and so is the
 # deadline queue without deadlines; ask for them with --candidate.
 DEFAULT_CANDIDATES = ("fcfs", "easy+suspend=easy:power_states.suspend_after_s=600")
@@ -130,6 +133,9 @@ def load_cluster(args: argparse.Namespace):
         from greenslurm.sweep import build_cluster
         check_input_file(args.cluster, "cluster")
         return build_cluster(str(Path(args.cluster).resolve())), args.cluster, ""
+    if args.nodes:
+        from greenslurm.inputs import load_node_list
+        return load_node_list(args.nodes), args.nodes, ""
     from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
     text, where = slurm_json_text(args.cluster_from_slurm)
     nodes = parse_slurm_nodes(text, path=where)
@@ -209,15 +215,25 @@ def _slug(label: str) -> str:
 
 
 def run_policies(scenarios, jobs, cluster, trace, workers: int, out: str | None = None,
-                 starts_of: str | None = None) -> tuple[dict[str, tuple[dict, float]], dict | None]:
-    """Each policy's (row, replay time) in order, and the job id -> (submit, start) of ``starts_of``."""
+                 starts_of: str | None = None, progress=None) -> tuple[dict[str, tuple[dict, float]], dict | None]:
+    """Each policy's (row, replay time) in order, and the job id -> (submit, start) of ``starts_of``;
+    ``progress(done, total)`` as policies finish."""
     tasks = [(label, scenario, jobs, cluster, trace, None if out is None else str(Path(out) / _slug(label)),
               label == starts_of) for label, scenario in scenarios]
+    done = []
+
+    def collect(results) -> None:
+        for one in results:
+            done.append(one)
+            if progress is not None:
+                progress(len(done), len(tasks))
+    if progress is not None:
+        progress(0, len(tasks))
     if workers <= 1 or len(tasks) == 1:
-        done = list(map(_run_one, tasks))
+        collect(map(_run_one, tasks))
     else:
         with worker_pool(min(workers, len(tasks))) as pool:
-            done = list(pool.map(_run_one, tasks))
+            collect(pool.map(_run_one, tasks))
     starts = next((found for label, _, _, found in done if label == starts_of), None)
     return {label: (row, seconds) for label, row, seconds, _ in done}, starts
 
@@ -329,14 +345,14 @@ def add_parser(commands) -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  greenslurm whatif jobs.txt --cluster-from-slurm sinfo.json\n"
                "  greenslurm whatif jobs.txt --cluster-from-slurm live --candidate conservative \\\n"
-               "      --candidate deadline:acceptance=greedy:select=bestfit --slack 1.0 --supply solar\n"
+               "      --candidate deadline:acceptance=greedy:select=bestfit --slack-mean 1.0 --renewable solar\n"
                "  greenslurm whatif jobs.txt --cluster cluster.toml --current fcfs --json whatif.json\n"
                "  greenslurm whatif jobs.txt --slurm-conf /etc/slurm/slurm.conf --candidate slurm:select=balanced\n\n"
                "policies: QUEUE[:NAME=VALUE...]; queues: fcfs, easy, conservative, deadline, none, and slurm\n"
                "(Slurm 22.05's priorities, main scheduler and backfill, set by --slurm-conf's slurm.conf, else\n"
                "Slurm's defaults); every queue: select (the node selection, as replay --select);\n"
                "the deadline queue: acceptance (greedy, threshold, all, or a chain a,b), select (bestfit,\n"
-               "balanced, minidle, firstfit, +backfill), renewable (grid, green, only: needs --supply), share\n"
+               "balanced, minidle, firstfit, +backfill), renewable (grid, green, only: needs --renewable), share\n"
                "and min_slack (threshold); node power states (fcfs, easy): power_states.suspend_after_s,\n"
                ".boot_s, .boot_w, .off_w, .budget_w, .phases.  An option that does not apply is an error.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -344,35 +360,37 @@ def add_parser(commands) -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--cluster-from-slurm", metavar="FILE|live",
                         help="sinfo --json / scontrol show nodes --json output, or 'live' to run sinfo --json")
-    source.add_argument("--cluster", metavar="FILE", help="cluster TOML instead")
+    source.add_argument("--cluster", metavar="FILE", help="cluster description (TOML, [[node_group]] tables)")
+    source.add_argument("--nodes", metavar="CSV", help="an openb node list (the GPU papers' clusters) as the cluster")
     source.add_argument("--slurm-conf", metavar="FILE",
                         help="the site's slurm.conf (Include lines followed): nodes, GRES, features, partitions")
-    parser.add_argument("--format", default=None, help="trace format (default: guessed)")
+    parser.add_argument("--format", choices=tuple(FORMATS), default=None, help="trace format (default: guessed)")
     parser.add_argument("--columns", default=None, metavar="NAMES",
                         help="field names of a headerless sacct export, '|'- or ','-separated")
+    cmd_options.limit(parser)
     parser.add_argument("--current", default=None, metavar="POLICY",
                         help="the policy the site runs now (default: slurm, Slurm's own scheduling with the "
                              "slurm.conf's settings, with --slurm-conf; else easy, textbook EASY backfilling)")
     parser.add_argument("--candidate", action="append", default=None, metavar="POLICY",
-                        help="a policy to compare (repeat; default: " + ", ".join(DEFAULT_CANDIDATES) + ", and with --slack "
-                             + ", ".join(DEADLINE_CANDIDATES) + ")")
-    parser.add_argument("--slack", type=float, default=None, metavar="EPS",
-                        help="draw deadlines d = r + (1 + eps_j) p with log-normal slack of geometric mean EPS "
-                             "(the export has none); the same for every policy")
-    parser.add_argument("--exact-runtimes", action="store_true",
-                        help="plan with the real runtimes as time limits (Nileshwar & Schwiegelshohn's setting); by default the "
-                             "users' own limits are planned with, as Slurm would")
-    parser.add_argument("--seed", type=int, default=0, help="seed of drawn deadlines and synthetic supply")
-    parser.add_argument("--supply", default=None, metavar="solar|wind|FILE.csv",
-                        help="renewable supply: synthetic solar or wind, or a CSV (time_s, watts)")
-    parser.add_argument("--supply-peak", type=float, default=0.5, metavar="SHARE",
-                        help="synthetic supply peak as a share of the cluster's maximum power (default 0.5)")
+                        help="a policy to compare (repeat; default: " + ", ".join(DEFAULT_CANDIDATES)
+                             + ", and with --slack-mean " + ", ".join(DEADLINE_CANDIDATES) + ")")
+    deadlines = parser.add_argument_group("deadlines and renewable power (the same for every policy)")
+    cmd_options.alias(deadlines, "--slack", cmd_options.slack_mean(deadlines))
+    cmd_options.slack_options(deadlines)
+    cmd_options.exact_runtimes(deadlines)
+    supply = cmd_options.renewable_options(deadlines, mode=False)      # the mode is a policy option (renewable=)
+    cmd_options.alias(deadlines, "--supply", supply["renewable"])
+    cmd_options.alias(deadlines, "--supply-peak", supply["renewable_scale"])
+    cmd_options.seed(parser)
+    power = parser.add_argument_group("node power of a cluster read from Slurm (--cluster-from-slurm, --slurm-conf), "
+                                      "which does not know it")
+    power.add_argument("--node-idle-w", type=cmd_options.non_negative, default=None, metavar="W",
+                       help=f"a node's idle power (default: {cmd_options.NODE_IDLE_W_DEFAULT:g} W)")
+    power.add_argument("--node-busy-w", type=cmd_options.non_negative, default=None, metavar="W",
+                       help=f"a node's power with every CPU busy (default: {cmd_options.NODE_BUSY_W_DEFAULT:g} W)")
     parser.add_argument("--exclude-unavailable", action="store_true",
                         help="leave out nodes that are down, drained or failing")
-    parser.add_argument("--node-idle-w", type=float, default=None, help="node idle power (W; Slurm has none)")
-    parser.add_argument("--node-busy-w", type=float, default=None, help="node power with every CPU busy (W)")
-    parser.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N jobs by submit time")
-    parser.add_argument("--workers", "-j", type=int, default=None, help="policies replayed in parallel (default: cores)")
+    cmd_options.workers(parser)
     parser.add_argument("--start-tolerance", type=float, default=DEFAULT_TOLERANCE_S, metavar="SECONDS",
                         help="starts this close count as simultaneous when the current policy's start order is "
                              f"compared with the record's (default {DEFAULT_TOLERANCE_S:g})")
@@ -381,12 +399,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="write each policy's jobs.csv, power.csv (with supply_w), summary.json into DIR/POLICY "
                              "(for greenslurm report)")
+    cmd_options.no_progress(parser)
     parser.set_defaults(handler=run)
     return parser
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    import os
 
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import build_supply, prepared_jobs
@@ -394,7 +412,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
     started = time.perf_counter()
     current = parse_policy(args.current if args.current is not None else "slurm" if args.slurm_conf else "easy")
-    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if args.slack is not None else ())
+    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if args.slack_mean is not None else ())
     candidates = [parse_policy(p) for p in (args.candidate or defaults)]
     policies = [current] + [c for c in candidates if c[0] != current[0]]
     if any(label == RECORDED for label, _, _ in policies):
@@ -408,27 +426,49 @@ def run(args: argparse.Namespace, console: Console) -> int:
     columns = parse_columns(args.columns)
     path = str(Path(args.trace).resolve())
     trace = _read(path, args.format, tuple(columns) if columns else None)
-    if args.supply not in (None, "solar", "wind"):
-        check_input_file(args.supply, "supply")
+    if args.renewable not in (None, "solar", "wind"):
+        check_input_file(args.renewable, "supply")
+    if (args.node_idle_w is not None or args.node_busy_w is not None) and not (args.cluster_from_slurm
+                                                                                or args.slurm_conf):
+        raise InputError("applies to a cluster read from Slurm (--cluster-from-slurm, --slurm-conf); a cluster "
+                         "file or node list gives its nodes' power", path="<command line>",
+                         field="--node-idle-w" if args.node_idle_w is not None else "--node-busy-w")
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError("exists and is not a directory (--out wants a directory)", path=args.out)
     source = TraceSource(path=path, format=args.format, columns=tuple(columns) if columns else None,
                          limit=args.limit, exact_runtimes=args.exact_runtimes)
     cluster_file = (ClusterSource(file=str(Path(args.cluster).resolve())) if args.cluster
+                    else ClusterSource(node_list=str(Path(args.nodes).resolve())) if args.nodes
                     else ClusterSource(slurm_conf=str(Path(args.slurm_conf).resolve())) if args.slurm_conf
                     else ClusterSource())
-    params = {k: v for k, v in (("slack", args.slack), ("supply", args.supply), ("supply_peak", args.supply_peak))
+    # the deprecated --supply keeps its figures: a synthetic peak of 0.5 x the cluster's full power by default
+    supply_key = "supply" if cmd_options.used_alias(args, "--supply") else "renewable"
+    params = {k: v for k, v in (("slack_mean", args.slack_mean), ("slack_sigma", args.slack_sigma),
+                                (supply_key, args.renewable), ("renewable_scale", args.renewable_scale))
               if v is not None}
+    if args.slack_mean is None and (args.slack_sigma is not None or args.slack_seed is not None):
+        raise InputError("applies to drawn deadlines: give --slack-mean EPS", path="<command line>",
+                         field="--slack-sigma" if args.slack_sigma is not None else "--slack-seed")
+    if args.renewable is None and (args.renewable_scale is not None or args.renewable_seed is not None):
+        raise InputError("applies with a supply source: give --renewable solar|wind|FILE.csv", path="<command line>",
+                         field="--renewable-scale" if args.renewable_scale is not None else "--renewable-seed")
+    seeds = {"deadline_seed": args.slack_seed or cmd_options.SEED_DEFAULT,
+             "supply_seed": args.renewable_seed if args.renewable not in ("solar", "wind") or
+             args.renewable_seed is not None else cmd_options.SEED_DEFAULT}
     scenarios = [(label, policy_scenario(queue, options, trace=source, cluster=cluster_file, params=params,
-                                         seed=args.seed, where=f"policy {label}"))
+                                         seed=args.seed or cmd_options.SEED_DEFAULT, where=f"policy {label}",
+                                         **seeds))
                  for label, queue, options in policies]
     jobs = sorted(trace.jobs, key=lambda j: j.submit_s)
     shown = prepared_jobs(scenarios[0][1], jobs)     # the jobs every policy replays (for the header)
     if not shown:
         raise InputError("no jobs to replay", path=args.trace)
     supply = scenarios[0][1].supply.source
-    results, current_starts = run_policies(scenarios, jobs, cluster, trace, args.workers or os.cpu_count() or 1,
-                                           args.out, starts_of=current[0])
+    with progress_bar(console, len(scenarios), showing_progress(console, args.no_progress), doing="what if",
+                      unit="policies") as progress:
+        results, current_starts = run_policies(scenarios, jobs, cluster, trace,
+                                               cmd_options.worker_count(args.workers), args.out,
+                                               starts_of=current[0], progress=progress)
     jobs = shown
     reader_skipped = dict(trace.skipped)
     recorded = recorded_column(jobs, cluster, build_supply(scenarios[0][1], jobs, cluster), reader_skipped)
@@ -437,10 +477,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     span_d = (jobs[-1].submit_s - jobs[0].submit_s) / 86400.0
     head = (f"[bold]{escape(Path(args.trace).name)}[/]: {len(jobs):,} jobs over {span_d:.1f} days"
-            f"{f', deadlines drawn with slack {args.slack:g}' if args.slack is not None else ''}\n"
+            f"{f', deadlines drawn with slack {args.slack_mean:g}' if args.slack_mean is not None else ''}\n"
             f"cluster {escape(cluster.name)} from {escape(cluster_source)}: {cluster.size} nodes, "
             f"{cluster.total_cpus:,} CPUs, {cluster.total_gpus} GPUs"
-            f"{f'; supply {escape(args.supply)}' if supply is not None else ''}")
+            f"{f'; supply {escape(args.renewable)}' if supply is not None else ''}")
     notes = ["jobs run only on nodes of their partition (and with their --constraint features)"
              if any(n.partitions or n.features for n in cluster.nodes)
              else "the cluster names no partitions: a job may use any node it fits on"]
@@ -450,7 +490,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
     if any(n.idle_w == 100.0 and n.busy_w == 350.0 for n in cluster.nodes) and args.cluster is None \
             and args.node_idle_w is None:
-        notes.append("node power assumed (100 W idle, 350 W busy): give --node-idle-w/--node-busy-w")
+        notes.append(f"node power assumed ({cmd_options.NODE_IDLE_W_DEFAULT:g} W idle, "
+                     f"{cmd_options.NODE_BUSY_W_DEFAULT:g} W busy): give --node-idle-w/--node-busy-w")
     parts = [head, "", baseline_text(recorded, far, reader_skipped, _duration),
              report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])
     body = Group(*parts,

@@ -45,6 +45,13 @@ def error_line(console: Console, message: str) -> None:
                   soft_wrap=True)
 
 
+def warning_line(message: str, console: Console | None = None) -> None:
+    """One dim yellow line ``greenslurm: warning: ...`` on stderr (a deprecated name, ...)."""
+    console = console or Console(stderr=True)
+    console.print(f"{PROG}: warning: {message}", style="dim yellow", markup=False, highlight=False,
+                  soft_wrap=True)
+
+
 @contextlib.contextmanager
 def progress_bar(console: Console, total: int | None, enabled: bool, *, doing: str = "replaying",
                  unit: str = "jobs", transient: bool = True) -> Iterator[Callable[[int, int], None] | None]:
@@ -60,6 +67,32 @@ def progress_bar(console: Console, total: int | None, enabled: bool, *, doing: s
             progress.update(task, completed=done, total=of)
 
         yield update
+
+
+def each_with_progress(console: Console, items, enabled: bool, *, doing: str, unit: str) -> Iterator:
+    """The items one by one, a bar counting them (the replays of a comparison, ...)."""
+    items = list(items)
+    with progress_bar(console, len(items), enabled, doing=doing, unit=unit) as update:
+        for done, item in enumerate(items, start=1):
+            yield item
+            if update is not None:
+                update(done, len(items))
+
+
+def showing_progress(console: Console, no_progress: bool) -> bool:
+    """A bar only on a terminal, and never with ``--no-progress``."""
+    return not no_progress and console.is_terminal
+
+
+@contextlib.contextmanager
+def spinner(console: Console, text: str, enabled: bool) -> Iterator[Callable[[str], None]]:
+    """A rich status line (work without a known total: reading a trace, drawing figures); yields
+    ``update(text)``, a no-op when disabled."""
+    if not enabled:
+        yield lambda _text: None
+        return
+    with console.status(text) as status:
+        yield lambda new: status.update(new)
 
 
 def printable(text: str) -> str:

@@ -77,6 +77,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
@@ -93,6 +94,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.scenario import RUN_WHERE
 from greenslurm.workers import worker_pool
 
 CELLS_DIR = "cells"
@@ -106,12 +108,22 @@ PARAMETERS: dict[str, str] = {
     "load": "synthetic traces: offered load (arrival rate x mean work / CPUs)",
     "runtime_median_s": "synthetic traces: median runtime (s)",
     "limit": "any trace: keep only the first N jobs (by submit time)",
-    "slack": "deadlines: geometric mean slack eps, d = r + (1 + eps_j) p, eps_j log-normal (Nileshwar & Schwiegelshohn)",
+    "exact_runtimes": "plan with the real runtimes as time limits (true/false; Nileshwar & Schwiegelshohn's setting)",
+    "slack_mean": "deadlines: geometric mean slack eps, d = r + (1 + eps_j) p, eps_j log-normal (Nileshwar & Schwiegelshohn)",
     "slack_sigma": "deadlines: log-scale deviation of the slack (default eps / 2.5)",
-    "supply": "renewable supply: 'solar' or 'wind' (synthetic, seeded), for the energy split and renewable modes",
-    "supply_peak": "renewable supply peak as a share of the cluster's maximum power (default 0.5)",
+    "renewable": "renewable supply: 'solar' or 'wind' (synthetic, seeded) or a CSV of time_s,watts",
+    "renewable_scale": "synthetic peak = X times the cluster's full power; a CSV is multiplied by X (default 1)",
     "arrival_scale": "time between arrivals multiplied by this (< 1: a busier cluster; the GPU papers' what-ifs)",
 }
+SYNTHETIC_PARAMETERS = ("jobs", "load", "runtime_median_s")
+# Old parameter names, kept for one release: the old name -> the name replay, compare and whatif share.
+PARAMETER_ALIASES = {"slack": "slack_mean", "supply": "renewable", "supply_peak": "renewable_scale"}
+# The deprecated `supply` drew its synthetic peak at 0.5 x the cluster's full power unless `supply_peak`
+# said otherwise, and left a CSV as it was: a spec that says `supply` keeps those figures.
+LEGACY_SUPPLY_PEAK = 0.5
+TRACE_KEYS = ("name", "path", "synthetic", "format", "columns", "limit", "exact_runtimes", "cluster", "nodes",
+              "slurm_conf", "params")
+CLUSTER_TABLE_KEYS = ("file", "node_list", "slurm_conf", "homogeneous", "sacctmgr_assoc", "sacctmgr_qos")
 LP_MAX_JOBS = 2000            # the LP load bound for the performance ratio up to this many jobs
 OPTION_PREFIX = "option."     # grid keys "option.NAME" vary a queue option (e.g. option.allocation)
 
@@ -127,6 +139,7 @@ class SweepSpec:
     base_dir: str = "."
     text: str = ""
     results: str | None = None
+    deprecated: list[str] = field(default_factory=list)    # old names the spec used: warn, once each
 
     def cells(self) -> list[dict]:
         """Every cell, in a stable order: trace, policy, grid values (in key order), seed."""
@@ -152,28 +165,58 @@ def _fail(message: str, path: str, field: str | None = None):
     raise InputError(message, path=path, field=field)
 
 
-def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> SweepSpec:
-    """A sweep spec from its TOML text; every mistake is an InputError naming the field."""
+SPEC_TABLES = ("sweep", "trace", "policy", "grid")
+SWEEP_KEYS = ("name", "seeds", "results")
+POLICY_KEYS = ("name", "queue", "options", "select", "params", "score")
+MAX_SEEDS = 100_000
+
+
+def _check_keys(table, known: tuple[str, ...], path: str, where: str) -> None:
+    """A table of the spec with only ``known`` keys (a typo is named, not ignored)."""
+    if not isinstance(table, dict):
+        _fail("must be a table", path, where.rstrip(".") or None)
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        _fail(f"unknown key {unknown[0]!r}; known: {', '.join(known)}", path, f"{where}{unknown[0]}")
+
+
+def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".", inputs: bool = False) -> SweepSpec:
+    """A sweep spec from its TOML text; every mistake is an InputError naming the field (``inputs``: and
+    every file its cells read, see :func:`check_cells`)."""
     from greenslurm.sim.engine.strategies import QUEUES
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         _fail(f"not valid TOML: {exc}", path)
+    _check_keys(data, SPEC_TABLES, path, "")
     head = data.get("sweep", {})
+    _check_keys(head, SWEEP_KEYS, path, "sweep.")
+    if "results" in head and not (isinstance(head["results"], str) and head["results"]):
+        _fail(f"must be a folder name, not {head['results']!r}", path, "sweep.results")
     seeds = head.get("seeds", 1)
     if isinstance(seeds, int) and not isinstance(seeds, bool):
-        if seeds < 1:
-            _fail("seeds must be >= 1", path, "sweep.seeds")
+        if not 1 <= seeds <= MAX_SEEDS:
+            _fail(f"seeds must be within [1, {MAX_SEEDS:,}] (every cell is listed before the first runs)",
+                  path, "sweep.seeds")
         seeds = list(range(seeds))
-    elif not (isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)):
-        _fail("seeds must be a count or a list of integers", path, "sweep.seeds")
+    elif not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                         for s in seeds)):
+        _fail("seeds must be a count or a list of whole numbers >= 0", path, "sweep.seeds")
     traces = data.get("trace")
     if not isinstance(traces, list) or not traces:
         _fail("no [[trace]] table", path, "trace")
     resolved_traces = []
+    deprecated: list[str] = []
     for i, trace in enumerate(traces):
         where = f"trace[{i}]"
+        if not isinstance(trace, dict):
+            _fail("must be a table", path, where)
         trace = dict(trace)
+        unknown = sorted(set(trace) - set(TRACE_KEYS))
+        if unknown:
+            _fail(f"unknown key {unknown[0]!r}; known: {', '.join(TRACE_KEYS)}", path, f"{where}.{unknown[0]}")
+        if "exact_runtimes" in trace and not isinstance(trace["exact_runtimes"], bool):
+            _fail("must be true or false", path, f"{where}.exact_runtimes")
         trace.setdefault("name", Path(trace["path"]).stem if "path" in trace else f"trace{i}")
         if ("path" in trace) == ("synthetic" in trace):
             _fail("give either path = FILE or synthetic = {...}", path, where)
@@ -188,10 +231,15 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
         cluster = trace.get("cluster")
         if isinstance(cluster, str):
             trace["cluster"] = str((Path(base_dir) / cluster).resolve())
-        elif cluster is None and "synthetic" in trace and "slurm_conf" not in trace:
+        elif _is_cluster_table(cluster):                 # the scenario's [cluster] table: file, slurm_conf, ...
+            if trace.get("nodes") is not None or trace.get("slurm_conf") is not None:
+                _fail("give one of cluster, nodes, slurm_conf", path, where)
+            trace["cluster"] = _resolved_cluster_table(cluster, base_dir, path, f"{where}.cluster")
+        elif cluster is None and "synthetic" in trace and "slurm_conf" not in trace and "nodes" not in trace:
             _fail("a synthetic trace needs cluster = {nodes = N, cpus = C} or a cluster file", path, where)
-        for key in trace.get("params", {}):
-            _check_param(key, path, f"{where}.params")
+        trace["params"] = _checked_params(trace.get("params", {}), path, f"{where}.params", deprecated)
+        if not trace["params"]:
+            del trace["params"]
         resolved_traces.append(trace)
     policies = data.get("policy")
     if not isinstance(policies, list) or not policies:
@@ -199,6 +247,7 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
     resolved_policies = []
     for i, policy in enumerate(policies):
         where = f"policy[{i}]"
+        _check_keys(policy, POLICY_KEYS, path, f"{where}.")
         policy = dict(policy)
         if "score" in policy:                           # a GPU scoring policy (the PWR and FGD papers): greenslurm.sim.studies.gpu_replay
             _check_score(policy["score"], path, f"{where}.score")
@@ -214,31 +263,97 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".") -> Sw
         policy["options"] = dict(policy.get("options", {}))
         if "select" in policy:                          # the node selection (greenslurm.allocation.selection)
             policy["options"]["select"] = policy.pop("select")
-        for key in policy.get("params", {}):
-            _check_param(key, path, f"{where}.params")
+        if "params" in policy:
+            policy["params"] = _checked_params(policy["params"], path, f"{where}.params", deprecated)
         resolved_policies.append(policy)
     names = [p["name"] for p in resolved_policies]
     if len(set(names)) != len(names):
         _fail(f"policy names must differ: {names}", path, "policy")
     grid = data.get("grid", {})
+    _checked_params(grid, path, "grid", deprecated)
     for key, values in grid.items():
-        _check_param(key, path, "grid")
         if not isinstance(values, list) or not values:
             _fail(f"grid {key} must be a non-empty list", path, f"grid.{key}")
     spec = SweepSpec(name=str(head.get("name", Path(path).stem)), traces=resolved_traces,
                      policies=resolved_policies, grid={k: list(v) for k, v in grid.items()}, seeds=list(seeds),
-                     base_dir=base_dir, text=text, results=head.get("results"))
-    seen = set()
-    for cell in spec.cells():                           # every cell is a valid scenario before anything runs
-        key = json.dumps([cell["policy"], cell["params"]], sort_keys=True, default=str)
+                     base_dir=base_dir, text=text, results=head.get("results"), deprecated=deprecated)
+    check_cells(spec, path, inputs=inputs)
+    return spec
+
+
+def check_cells(spec: SweepSpec, path: str, inputs: bool = False) -> None:
+    """Every cell a valid scenario before any runs, or an InputError naming the spec, the trace, the
+    policy and the key.  ``inputs``: also every file a cell reads exists and every cluster it names
+    can be built (a missing or bad file fails here, not in the twelfth cell)."""
+    from greenslurm.scenario_run import build_cluster
+    seen: set[str] = set()
+    clusters: set[str] = set()
+    for cell in spec.cells():
+        key = json.dumps([cell["trace"], cell["policy"], cell["params"]], sort_keys=True, default=str)
         if key in seen:
             continue
         seen.add(key)
+        trace = cell["trace"]
+        where = f"trace {trace['name']}, policy {cell['policy']['name']}"
         try:
-            cell_scenario(cell)
+            synthetic_only = [k for k in SYNTHETIC_PARAMETERS if k in cell["params"]]
+            if synthetic_only and "synthetic" not in trace:
+                raise InputError("applies to synthetic traces, not to a trace file", path="<sweep>",
+                                 field=synthetic_only[0])
+            scenario = cell_scenario(cell)
+            if inputs:
+                if scenario.trace.path is not None:
+                    from greenslurm.inputs import check_input_file
+                    check_input_file(scenario.trace.path)
+                cluster_key = json.dumps(dataclasses.asdict(scenario.cluster), sort_keys=True)
+                if cluster_key not in clusters:
+                    clusters.add(cluster_key)
+                    build_cluster(scenario, cache=True)
         except InputError as exc:
-            _fail(exc.reason, path, f"policy {cell['policy']['name']}" + (f": {exc.field}" if exc.field else ""))
-    return spec
+            if exc.path not in ("<sweep>", RUN_WHERE) and not exc.path.startswith("policy "):
+                # a file of the cell: name it, and the cell that reads it
+                _fail(str(exc), path, where)
+            written = {new: old for old, new in PARAMETER_ALIASES.items() if old in cell["params"]}
+            field_name = written.get(exc.field, exc.field)      # the key as the spec spells it
+            _fail(exc.reason, path, where + (f": {field_name}" if field_name else ""))
+
+
+def _is_cluster_table(cluster: Any) -> bool:
+    """The scenario's [cluster] table (``{slurm_conf = ...}``, ...), not an inline ``{nodes = N, cpus = C}``."""
+    return isinstance(cluster, dict) and bool(cluster) and set(cluster) <= set(CLUSTER_TABLE_KEYS)
+
+
+def _resolved_cluster_table(cluster: dict, base_dir: str, path: str, where: str) -> dict:
+    """The scenario's [cluster] table with its file names made absolute against the spec's folder."""
+    table = dict(cluster)
+    for key in CLUSTER_TABLE_KEYS:
+        if key == "homogeneous" or key not in table:
+            continue
+        if not isinstance(table[key], str):
+            _fail("must be a file name", path, f"{where}.{key}")
+        table[key] = str((Path(base_dir) / table[key]).resolve())
+    if "homogeneous" in table and not isinstance(table["homogeneous"], dict):
+        _fail("must be a table {nodes = N, cpus = C}", path, f"{where}.homogeneous")
+    return table
+
+
+def _checked_params(params: Any, path: str, where: str, deprecated: list[str]) -> dict:
+    """Known parameter names (an old name noted in ``deprecated``; both spellings at once refused)."""
+    if not isinstance(params, dict):
+        _fail("must be a table", path, where)
+    for key in params:
+        _check_param(key, path, where)
+        new = PARAMETER_ALIASES.get(key)
+        if new is not None:
+            if new in params:
+                _fail(f"{key} is the old name of {new}; give one", path, f"{where}.{key}")
+            note = f"{path}: [{where}] {key} is deprecated, use {new}"
+            if key == "supply":
+                note += (f" (a synthetic {key} peaks at {LEGACY_SUPPLY_PEAK:g} x the cluster's full power unless "
+                         f"supply_peak says otherwise; renewable_scale's default is 1)")
+            if note not in deprecated:
+                deprecated.append(note)
+    return dict(params)
 
 
 def _check_score(spec: str, path: str, where: str) -> None:
@@ -252,7 +367,7 @@ def _check_score(spec: str, path: str, where: str) -> None:
 
 
 def _check_param(key: str, path: str, where: str) -> None:
-    if key not in PARAMETERS and not key.startswith(OPTION_PREFIX):
+    if key not in PARAMETERS and key not in PARAMETER_ALIASES and not key.startswith(OPTION_PREFIX):
         _fail(f"unknown parameter {key!r}; known: {', '.join(PARAMETERS)} or option.NAME", path, where)
 
 
@@ -263,9 +378,11 @@ def load_spec(path: str) -> SweepSpec:
         _fail("no such file", path)
     except IsADirectoryError:
         _fail("is a directory, not a sweep spec", path)
+    except UnicodeDecodeError as exc:
+        _fail(f"not UTF-8 text (byte {exc.start}), not a sweep spec", path)
     except OSError as exc:
         _fail(f"cannot read: {exc.strerror or exc}", path)
-    return parse_spec(text, path=path, base_dir=str(Path(path).resolve().parent))
+    return parse_spec(text, path=path, base_dir=str(Path(path).resolve().parent), inputs=True)
 
 
 def cell_id(cell: Mapping) -> str:
@@ -307,6 +424,9 @@ def cluster_source(spec: Any, node_list: str | None = None, slurm_conf: str | No
         return ClusterSource()
     if isinstance(spec, str):
         return ClusterSource(file=spec)
+    if _is_cluster_table(spec):
+        from greenslurm.scenario import from_mapping
+        return from_mapping({"trace": {"path": "-"}, "cluster": dict(spec)}, "<sweep>").cluster
     table = dict(spec)
     try:
         return ClusterSource(homogeneous=Homogeneous(**table))
@@ -351,18 +471,30 @@ def gpu_select(score: str) -> str:
 
 
 def policy_scenario(queue: str, options: Mapping | None, *, trace, cluster=None, params: Mapping | None = None,
-                    seed: int = 0, where: str = "<policy>"):
+                    seed: int = 0, where: str = "<policy>", deadline_seed: int | None = None,
+                    supply_seed: int | None = None):
     """A policy (queue and options, as in sweep specs and what-if) on a trace as a Scenario.
 
     Options: ``acceptance``, ``select`` (or ``allocation``), ``share``/``min_slack`` (threshold),
     ``compress``, ``renewable`` (grid, green, only), ``normalization``/``ties``/``coverage`` (GPU
-    scorers), ``power_states`` (a table or ``power_states.KEY``); parameters: ``slack``,
-    ``slack_sigma``, ``supply``, ``supply_peak``, ``arrival_scale``."""
+    scorers), ``power_states`` (a table or ``power_states.KEY``); parameters (:data:`PARAMETERS`):
+    ``exact_runtimes``, ``slack_mean``, ``slack_sigma``, ``renewable``, ``renewable_scale``,
+    ``arrival_scale`` (and the old ``slack``, ``supply``, ``supply_peak``).  ``seed`` seeds the
+    drawn deadlines and a synthetic supply unless ``deadline_seed`` / ``supply_seed`` are given.
+
+    >>> from greenslurm.scenario import TraceSource
+    >>> s = policy_scenario("easy", {}, trace=TraceSource(path="t.swf"), params={"renewable": "solar"})
+    >>> s.supply.source, s.supply.scale
+    ('solar', None)
+    >>> policy_scenario("easy", {}, trace=TraceSource(path="t.swf"), params={"supply": "solar"}).supply.scale
+    0.5
+    """
     import dataclasses as dc
 
     from greenslurm.scenario import Acceptance, Deadlines, PowerStates, Scenario, Selection, Supply
     options, power = power_state_options(dict(options or {}))
-    params = dict(params or {})
+    legacy_supply = "supply" in (params or {})
+    params = {PARAMETER_ALIASES.get(k, k): v for k, v in dict(params or {}).items()}
     select = None
     for key in SELECT_OPTIONS:
         if key in options:
@@ -380,17 +512,27 @@ def policy_scenario(queue: str, options: Mapping | None, *, trace, cluster=None,
     mode = str(options.pop("renewable", "grid"))
     if options:
         raise InputError(f"unknown policy options: {', '.join(sorted(options))}", path=where, field="options")
+    if "exact_runtimes" in params:
+        if not isinstance(params["exact_runtimes"], bool):
+            raise InputError("must be true or false", path=where, field="exact_runtimes")
+        trace = dc.replace(trace, exact_runtimes=params["exact_runtimes"])
     deadlines = None
-    if "slack" in params:
-        deadlines = Deadlines(float(params["slack"]), params.get("slack_sigma"), seed=seed)
+    if "slack_mean" in params:
+        deadlines = Deadlines(float(params["slack_mean"]), params.get("slack_sigma"),
+                              seed=seed if deadline_seed is None else deadline_seed)
     supply = Supply(mode=mode)
-    if params.get("supply"):
-        synthetic = params["supply"] in ("solar", "wind")
-        if not synthetic and not Path(str(params["supply"])).suffix:
-            raise InputError(f"unknown supply {params['supply']!r}; choose solar, wind or a CSV file", path=where,
-                             field="supply")
-        supply = Supply(str(params["supply"]), mode, float(params.get("supply_peak", 0.5)) if synthetic else None,
-                        seed if synthetic else None, horizon="limits" if synthetic else None)
+    if params.get("renewable"):
+        source = str(params["renewable"])
+        synthetic = source in ("solar", "wind")
+        if not synthetic and not Path(source).suffix:
+            raise InputError(f"unknown supply {source!r}; choose solar, wind or a CSV file", path=where,
+                             field="renewable")
+        scale = params.get("renewable_scale")
+        if legacy_supply:       # the old `supply`: a synthetic peak of 0.5 by default, a CSV as it is
+            scale = (LEGACY_SUPPLY_PEAK if scale is None else scale) if synthetic else None
+        supply = Supply(source, mode, None if scale is None else float(scale),
+                        (seed if supply_seed is None else supply_seed) if synthetic else supply_seed,
+                        horizon="limits" if synthetic else None)
     power_states = None
     if power is not None:
         fields = {f.name for f in dc.fields(PowerStates)}
@@ -424,12 +566,14 @@ def cell_scenario(cell: Mapping):
             synthetic = Synthetic(**table)
         except TypeError as exc:
             raise InputError(f"bad synthetic trace: {exc}", path="<sweep>", field=f"trace {trace['name']}") from None
-        source = TraceSource(synthetic=synthetic, limit=int(limit) if limit is not None else None)
+        source = TraceSource(synthetic=synthetic, limit=int(limit) if limit is not None else None,
+                             exact_runtimes=bool(trace.get("exact_runtimes", False)))
     else:
         columns = trace.get("columns")
         fmt = trace.get("format", "alibaba" if "score" in policy else None)
         source = TraceSource(path=trace["path"], format=fmt, columns=tuple(columns) if columns else None,
-                             limit=int(limit) if limit is not None else None)
+                             limit=int(limit) if limit is not None else None,
+                             exact_runtimes=bool(trace.get("exact_runtimes", False)))
     cluster = cluster_source(trace.get("cluster"), trace.get("nodes"), trace.get("slurm_conf"))
     options = dict(policy.get("options", {}))
     queue = policy.get("queue", "none")

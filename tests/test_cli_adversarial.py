@@ -61,7 +61,7 @@ def test_a_negative_seed_on_the_command_line_is_refused(folder, capsys):
     (["--power-down-after", "60", "--off-w", "nan"], "--off-w"),    # was energy nan, exit 0
     (["--power-down-after", "60", "--boot-w", "inf"], "--boot-w"),
     (["--power-budget", "inf"], "--power-budget"),
-    (["--colocation", "eaco", "--idle-node-w", "nan"], "--idle-node-w"),
+    (["--colocation", "eaco", "--colocation-idle-node-w", "nan"], "--colocation-idle-node-w"),
 ])
 def test_a_non_finite_number_on_the_command_line_is_refused(folder, capsys, extra, option):
     code = main(["replay", str(folder / "tiny.swf"), *extra, "--json", str(folder / "o.json")])

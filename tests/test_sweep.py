@@ -219,26 +219,26 @@ def test_bad_specs(text, message):
 
 def test_a_failing_cell_is_reported_and_retried(tmp_path, capsys):
     # a supply the sweep does not know is caught when the spec is read (every cell is a valid scenario) ...
-    with pytest.raises(InputError, match="field policy easy: supply: unknown supply 'tidal'"):
+    with pytest.raises(InputError, match="field trace trace0, policy easy: supply: unknown supply 'tidal'"):
         parse_spec('[[trace]]\nsynthetic = { jobs = 5 }\ncluster = { nodes = 1, cpus = 2 }\n'
                    '[[policy]]\nqueue = "easy"\n[grid]\nsupply = ["solar", "tidal"]\n')
-    # ... a trace file that is gone only when its cell runs: that cell fails, the other is kept
-    (tmp_path / "gone.swf").write_text("1 0 0 10 1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    # ... a trace file without a single job only when its cell runs (traces are read by the cells): that
+    # cell fails, the other is kept
+    (tmp_path / "empty.swf").write_text("; a header and no job\n")
     spec_path = write_spec(tmp_path, """
 [[trace]]
 synthetic = { jobs = 5 }
 cluster = { nodes = 1, cpus = 2 }
 [[trace]]
-path = "gone.swf"
+path = "empty.swf"
 cluster = { nodes = 1, cpus = 2 }
 [[policy]]
 queue = "easy"
 [grid]
 supply = ["solar"]
 """)
-    (tmp_path / "gone.swf").unlink()
     assert main(["sweep", str(spec_path), "-j", "1", "--no-progress"]) == 1
-    assert "gone.swf: no such file" in capsys.readouterr().out
+    assert "empty.swf: no job records found" in capsys.readouterr().out
     frame = pd.read_parquet(tmp_path / "study-results" / RESULTS_PARQUET)
     assert list(frame["supply"]) == ["solar"] and 0 <= frame["renewable_share"][0] <= 1
 

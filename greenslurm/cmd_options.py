@@ -1,0 +1,166 @@
+"""The options replay, compare, whatif and sweep share: one name, one meaning and one default for each
+concept, the names of the scenario's TOML keys (docs/cli.md has the table).
+
+Old spellings stay for one release as deprecated aliases (:func:`alias`): they still work, hidden from
+``--help``, and say once on stderr which name replaces them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from greenslurm.console import warning_line
+
+# The scenario's defaults, the same in every command (the TOML's, greenslurm.scenario).
+SEED_DEFAULT = 0                   # seed, deadlines.seed, supply.seed
+RENEWABLE_SCALE_DEFAULT = 1.0      # supply.scale: a synthetic peak = 1 x the cluster's full power
+NODE_IDLE_W_DEFAULT, NODE_BUSY_W_DEFAULT = 100.0, 350.0      # clusters read from Slurm, which has no power
+# The dest where the parser notes which deprecated spellings the command line used.
+ALIASES_USED = "deprecated_aliases"
+
+
+class _Alias(argparse.Action):
+    """An old spelling of ``target``: warns once, then does what the target does."""
+
+    def __init__(self, option_strings, dest, target: argparse.Action, **kwargs):
+        super().__init__(option_strings, dest=target.dest, nargs=target.nargs, const=target.const,
+                         type=target.type, choices=target.choices, default=argparse.SUPPRESS,
+                         help=argparse.SUPPRESS, metavar=target.metavar)
+        self.target = target
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        used = getattr(namespace, ALIASES_USED, None)
+        if used is None:
+            used = set()
+            setattr(namespace, ALIASES_USED, used)
+        if option_string not in used:
+            warning_line(f"{option_string} is deprecated, use {self.target.option_strings[-1]}")
+        used.add(option_string)
+        self.target(parser, namespace, values, self.target.option_strings[-1])
+
+
+def alias(parser, old: str, target: argparse.Action) -> argparse.Action:
+    """Accept ``old`` (hidden from help) as a deprecated spelling of the option ``target``."""
+    return parser.add_argument(old, action=_Alias, target=target)
+
+
+def used_alias(args: argparse.Namespace, old: str) -> bool:
+    """Whether the command line spelled an option ``old`` (a deprecated alias)."""
+    return old in (getattr(args, ALIASES_USED, None) or ())
+
+
+def workers(parser, default_help: str = "the CPU count") -> argparse.Action:
+    """``-j/--workers N``: processes running replays side by side (default: the CPU count)."""
+    return parser.add_argument("-j", "--workers", type=positive_int, default=None, metavar="N",
+                               help=f"replays in parallel processes (default: {default_help})")
+
+
+def worker_count(value: int | None) -> int:
+    """The ``--workers`` in force: the CPU count when not given."""
+    return value if value else (os.cpu_count() or 1)
+
+
+def no_progress(parser) -> argparse.Action:
+    return parser.add_argument("--no-progress", action="store_true",
+                               help="never show a progress bar (bars show only on a terminal)")
+
+
+def limit(parser) -> argparse.Action:
+    """``--limit N``: the first N jobs by submit time (the scenario's ``trace.limit``)."""
+    return parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
+                               help="only the first N jobs by submit time (default: all)")
+
+
+def exact_runtimes(parser, default_on: bool = False) -> argparse.Action:
+    if default_on:
+        return parser.add_argument("--exact-runtimes", action="store_true", default=None,
+                                   help="plan with the real runtimes as time limits (the paper's setting; "
+                                        "compare's default: --planned-limits turns it off)")
+    return parser.add_argument("--exact-runtimes", action="store_true",
+                               help="plan with the real runtimes as time limits (Nileshwar & Schwiegelshohn's "
+                                    "setting); by default the users' own limits, as Slurm would")
+
+
+def seed(parser) -> argparse.Action:
+    return parser.add_argument("--seed", type=int, default=None, metavar="N",
+                               help=f"seed of random node selections and ties (default: {SEED_DEFAULT}); the "
+                                    "deadlines and the synthetic supply have --slack-seed and --renewable-seed")
+
+
+def slack_mean(parser, many: bool = False) -> argparse.Action:
+    if many:
+        return parser.add_argument("--slack-mean", nargs="+", type=positive, default=[0.2, 1.0, 5.0],
+                                   metavar="EPS", help="slack values, one replay each (default: 0.2 1 5)")
+    return parser.add_argument("--slack-mean", type=positive, default=None, metavar="EPS",
+                               help="draw deadlines d = r + (1 + eps) p, log-normal eps with geometric mean EPS, "
+                                    "for jobs the trace gives none (default: no deadlines)")
+
+
+def slack_options(parser) -> None:
+    """``--slack-sigma`` and ``--slack-seed`` (the scenario's deadlines.slack_sigma and .seed)."""
+    parser.add_argument("--slack-sigma", type=non_negative, default=None, metavar="SIGMA",
+                        help="deviation of ln(slack) of drawn deadlines (default: EPS / 2.5, as in the paper)")
+    parser.add_argument("--slack-seed", type=int, default=None, metavar="N",
+                        help=f"seed of the drawn slacks (default: {SEED_DEFAULT})")
+
+
+def renewable_options(parser, mode: bool = True) -> dict[str, argparse.Action]:
+    """``--renewable``, ``--renewable-mode``, ``--renewable-scale``, ``--renewable-seed`` (the scenario's
+    supply.source, .mode, .scale, .seed); None defaults, so that one that does not apply is refused."""
+    added = {"renewable": parser.add_argument(
+        "--renewable", default=None, metavar="FILE|solar|wind",
+        help="renewable supply: a CSV of time_s,watts or a synthetic seeded model (solar, wind)")}
+    if mode:
+        from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
+        added["renewable_mode"] = parser.add_argument(
+            "--renewable-mode", choices=RENEWABLE_MODES, default=None,
+            help="grid: plan as usual, split the energy; green: move jobs into greener hours while their "
+                 "deadline holds; only: never draw more than the supply while jobs run (default: grid; green "
+                 "and only use the deadline queue)")
+    added["renewable_scale"] = parser.add_argument(
+        "--renewable-scale", type=positive, default=None, metavar="X",
+        help=f"synthetic peak = X times the cluster's full power; a CSV is multiplied by X "
+             f"(default: {RENEWABLE_SCALE_DEFAULT:g})")
+    added["renewable_seed"] = parser.add_argument(
+        "--renewable-seed", type=int, default=None, metavar="N",
+        help=f"seed of the synthetic supply (default: {SEED_DEFAULT})")
+    return added
+
+
+def _number(low: float, strict: bool):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not (value > low if strict else value >= low) or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a number {'>' if strict else '>='} {low:g}, not {text}")
+        return value
+    return parse
+
+
+def whole_number(low: int):
+    """An option's whole number >= ``low`` (1: a count of jobs or processes; 0: a seed).
+
+    >>> whole_number(1)("3")
+    3
+    >>> whole_number(1)("0")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a whole number >= 1, not 0
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {low}, not {text}")
+        return value
+    return parse
+
+
+positive_int = whole_number(1)
+positive = _number(0.0, strict=True)
+non_negative = _number(0.0, strict=False)
