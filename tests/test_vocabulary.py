@@ -311,3 +311,10 @@ def test_a_sweep_shows_its_bar_on_a_terminal(tmp_path, capsys):
 @pytest.mark.parametrize("command", list(BASE))
 def test_no_progress_is_accepted_everywhere(command):
     assert _parse(command, "--no-progress").no_progress is True
+
+
+def test_traces_info_shows_its_reading_status_on_a_terminal_only_without_no_progress(capsys):
+    shown = _run_on_terminal(["traces", "info", str(KTH)])
+    assert "reading" in shown and "2,000" in shown
+    hidden = _run_on_terminal(["traces", "info", str(KTH), "--no-progress"])
+    assert "reading" not in hidden and "2,000" in hidden
