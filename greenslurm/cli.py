@@ -20,6 +20,7 @@ from rich.markup import escape
 
 import greenslurm
 from greenslurm import cmd_compare, cmd_gpu_replay, cmd_options, cmd_hook, cmd_inflate, cmd_power, cmd_report, cmd_sweep, cmd_whatif
+from greenslurm.cli_parser import OneLineParser
 from greenslurm.clustermodel import InputError
 from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, printable,
                                 progress_bar, setup_logging, showing_progress, spinner, write_text)
@@ -133,8 +134,8 @@ def _all_replay_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {greenslurm.__version__}")
     _verbosity(parser, 0)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -22,6 +22,7 @@ from greenslurm import cmd_options
 from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
 from greenslurm.allocation.selection import parse_selection, selection_names
 from greenslurm.clustermodel import InputError
+from greenslurm.cli_parser import non_negative_int
 from greenslurm.clustermodel.fragmentation import COVERAGE
 from greenslurm.console import showing_progress
 from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
@@ -43,6 +44,14 @@ CSV columns: trace, policy, normalization, ties, seed, arrived_pct (arrived GPU 
 arrived_gpu, allocated_gpu, grar (allocated / arrived GPU), allocated_gpu_pct, unallocated_gpu_pct,
 eopc_w (all nodes, idle included), eopc_cpu_w, eopc_gpu_w, frag_gpu (sum of F_n(M)), frag_pct_of_free,
 tasks (arrived), failed_tasks.  The formulas and choices: docs/gpu-scoring.md."""
+
+
+# Bounds that keep a run within memory: draws go on until the arrived demand reaches --until x the
+# capacity (past 1 x every further task fails: 10 x is far past any question), the CSV has one row
+# per --step of that range, and every run is listed before the first starts.
+MAX_UNTIL = 10.0
+MAX_ROWS = 100_000
+MAX_SEEDS = 100_000
 
 
 def positive_int(text: str) -> int:
@@ -73,7 +82,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="node selection or weighted mix of GPU scorers, e.g. fgd, gpubestfit, pwr=0.1,fgd=0.9 "
                              "(repeat to compare; default fgd)")
     parser.add_argument("--seeds", type=positive_int, default=10, help="runs per policy (default: %(default)s)")
-    parser.add_argument("--first-seed", type=int, default=42, help="seeds are FIRST, FIRST+1, ... (default: 42)")
+    parser.add_argument("--first-seed", type=non_negative_int, default=42, help="seeds are FIRST, FIRST+1, ... (default: 42)")
     parser.add_argument("--until", type=positive_float, default=1.3,
                         help="stop when arrived GPU demand reaches this multiple of capacity (default: %(default)s)")
     parser.add_argument("--normalization", choices=NORMALIZATIONS, default="paper",
@@ -147,6 +156,17 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise InputError("the same selection is given twice", path="--select")
     if args.fgd_coverage > 1:
         raise InputError("must be a fraction in (0, 1]", path="--fgd-coverage")
+    if args.until > MAX_UNTIL:
+        raise InputError(f"must be at most {MAX_UNTIL:g} (x the GPU capacity: past 1 every further task fails, "
+                         f"and the draws are held in memory), not {args.until:g}", path="<command line>",
+                         field="--until")
+    if 100.0 * args.until / args.step > MAX_ROWS:
+        raise InputError(f"gives {100.0 * args.until / args.step:,.0f} CSV rows a run; at most {MAX_ROWS:,} "
+                         f"(a step of at least {100.0 * args.until / MAX_ROWS:g} %)", path="<command line>",
+                         field="--step")
+    if args.seeds > MAX_SEEDS:
+        raise InputError(f"must be at most {MAX_SEEDS:,} (every run is listed before the first starts)",
+                         path="<command line>", field="--seeds")
     _check_output(args.csv, "--csv")
     _check_output(args.plot, "--plot")
     nodes, pool = load(args.nodes, args.pods)

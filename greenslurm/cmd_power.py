@@ -14,7 +14,7 @@ tables ``[power_states]`` (the fields of ``PowerStateConfig``) and ``[colocation
 from __future__ import annotations
 
 import argparse
-import tomllib
+import math
 from typing import Any
 
 from rich import box
@@ -25,7 +25,7 @@ from greenslurm.allocation.colocation import COLOCATION_POLICIES
 from greenslurm.clustermodel import InputError
 from greenslurm.cmd_options import alias
 from greenslurm.console import each_with_progress, showing_progress
-from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read
+from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read, read_toml
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config, power_states_key
 from greenslurm.sim.machines.power_states import fits_budget
 
@@ -86,17 +86,13 @@ def profile(path: str | None) -> dict[str, Any]:
     """The ``--power-config`` TOML profile (empty without one)."""
     if path is None:
         return {}
-    check_input_file(path, "power profile")
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"bad TOML: {exc}", path=path) from None
+    data = read_toml(path, "power profile")
     unknown = set(data) - {"power_states", "colocation"}
     if unknown:
         raise InputError(f"unknown tables: {', '.join(sorted(unknown))}", path=path)
+    for table in ("power_states", "colocation"):
+        if not isinstance(data.get(table, {}), dict):
+            raise InputError(f"must be a table [{table}], not {data[table]!r}", path=path, field=table)
     for table, keys in (("power_states", POWER_FIELDS), ("colocation", COLOCATION_KEYS)):
         bad = set(data.get(table, {})) - set(keys)
         if bad:
@@ -109,7 +105,9 @@ def profile(path: str | None) -> dict[str, Any]:
         except (TypeError, ValueError) as exc:
             raise InputError(str(exc), path=path, field=power_states_key(str(exc))) from None
     if data.get("colocation") is not None:
-        from_mapping({"trace": {"path": "-"}, "colocation": {"policy": "eaco", **data["colocation"]}}, path)
+        # the types and the ranges, even when no --colocation uses them yet
+        from_mapping({"trace": {"path": "-"}, "queue": "fcfs",
+                      "colocation": {"policy": "eaco", **data["colocation"]}}, path).check(path, {})
     return data
 
 
@@ -243,6 +241,10 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
         run_colocation(args, console, trace, jobs, cluster, list(args.colocation))
         return 0
     table_data = profile(args.power_config)
+    for budget in args.power_budget or []:
+        if not 0 < budget < math.inf:          # also nan
+            raise InputError(f"must be a finite number > 0, not {budget:g}", path="<command line>",
+                             field="--power-budget")
     budgets = [None] + list(args.power_budget or [])
     table = Table(title=f"power states on {cluster.name}, {len(jobs):,} jobs, easy", box=box.SIMPLE_HEAVY,
                   title_justify="left")

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from greenslurm.clustermodel import InputError
+from greenslurm.cli_parser import non_negative_int
 from greenslurm.cmd_options import no_progress, workers
 from greenslurm.console import progress_bar, showing_progress, warning_line
 from greenslurm.inputs import require_module
@@ -44,7 +45,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     workers(parser, "the CPU count; with --dask local, its workers")
     parser.add_argument("--dask", metavar="ADDRESS", default=None,
                         help="run on a Dask cluster: tcp://HOST:PORT, or 'local' for a LocalCluster on loopback")
-    parser.add_argument("--max-cells", type=int, default=None, metavar="N",
+    parser.add_argument("--max-cells", type=non_negative_int, default=None, metavar="N",
                         help="run at most N new cells, then stop (a rerun continues)")
     no_progress(parser)
     parser.set_defaults(handler=run)

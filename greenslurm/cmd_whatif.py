@@ -36,7 +36,7 @@ from rich.table import Table
 from greenslurm import cmd_options
 from greenslurm.clustermodel import InputError
 from greenslurm.console import progress_bar, showing_progress
-from greenslurm.inputs import check_input_file, parse_columns
+from greenslurm.inputs import check_input_file, check_output_paths, parse_columns
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
@@ -75,6 +75,8 @@ def parse_policy(text: str) -> tuple[str, str, dict]:
     name, sep, rest = text.partition("=")
     if sep and ":" not in name:            # NAME=QUEUE[:...]
         label, text = name, rest
+        if not label.strip():
+            raise InputError(f"empty policy name in {text!r}", path="<command line>", field="policy")
     queue, *items = text.split(":")
     if queue not in QUEUES:
         raise InputError(f"unknown queue {queue!r} in {text!r}; choose from {', '.join(QUEUES)}",
@@ -107,7 +109,10 @@ def slurm_json_text(source: str) -> tuple[str, str]:
         path = Path(source)
         if not path.is_file():
             raise InputError("no such file" if not path.exists() else "not a file", path=source)
-        return path.read_text(encoding="utf-8"), source
+        try:
+            return path.read_text(encoding="utf-8"), source
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text (byte {exc.start}): not sinfo --json output", path=source) from None
     if shutil.which("sinfo") is None:
         raise InputError("'live' needs sinfo on PATH (or give a file with sinfo --json output)",
                          path="<command line>", field="cluster-from-slurm")
@@ -433,6 +438,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         raise InputError("applies to a cluster read from Slurm (--cluster-from-slurm, --slurm-conf); a cluster "
                          "file or node list gives its nodes' power", path="<command line>",
                          field="--node-idle-w" if args.node_idle_w is not None else "--node-busy-w")
+    check_output_paths(args.out, args.json)          # before the replays, not after them
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError("exists and is not a directory (--out wants a directory)", path=args.out)
     source = TraceSource(path=path, format=args.format, columns=tuple(columns) if columns else None,

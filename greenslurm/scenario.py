@@ -580,8 +580,12 @@ def _needing(fail, prefix: str):
 
 def check_synthetic(syn: Synthetic, fail) -> None:
     """The domains of :func:`greenslurm.traces.synthetic.synthetic_jobs`'s settings."""
+    from greenslurm.traces.records import MAX_DURATION_S
+    from greenslurm.traces.synthetic import MAX_SYNTHETIC_JOBS
     need = _needing(fail, "trace.synthetic")
-    need(syn.jobs >= 1, "jobs", "must be >= 1")
+    need(1 <= syn.jobs <= MAX_SYNTHETIC_JOBS, "jobs", f"must be within [1, {MAX_SYNTHETIC_JOBS:,}] (held in memory)")
+    need(syn.runtime_median_s is None or syn.runtime_median_s <= MAX_DURATION_S, "runtime_median_s",
+         "must be at most 10 years")
     need(syn.load is None or syn.load > 0, "load", "must be > 0 (the offered load, 0.8 = 80 %)")
     need(syn.runtime_median_s is None or syn.runtime_median_s > 0, "runtime_median_s", "must be > 0")
     need(syn.runtime_sigma is None or syn.runtime_sigma >= 0, "runtime_sigma", "must be >= 0")

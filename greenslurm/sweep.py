@@ -372,6 +372,8 @@ def _check_param(key: str, path: str, where: str) -> None:
 
 
 def load_spec(path: str) -> SweepSpec:
+    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+        _fail("not a regular file (a device, pipe or socket), not a sweep spec", path)   # /dev/zero never ends
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:

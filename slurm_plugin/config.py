@@ -67,6 +67,9 @@ class HookConfig:
     @classmethod
     def from_toml(cls, path: str | Path) -> "HookConfig":
         path = str(path)
+        if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+            # /dev/zero never ends (it was read until memory ran out), a FIFO blocks until someone writes
+            raise InputError("not a regular file (a device, pipe or socket), not a config file", path=path)
         try:
             data = tomllib.loads(Path(path).read_text())
         except FileNotFoundError:

@@ -134,53 +134,6 @@ def test_a_killed_sweep_resumes(tmp_path, sig):
     assert len(pd.read_parquet(results / RESULTS_PARQUET)) == 200
 
 
-def children_of(pid: int) -> set[int]:
-    """Every living descendant of ``pid`` (Linux /proc)."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        for task in Path(f"/proc/{parent}/task").glob("*"):
-            try:
-                kids = {int(k) for k in (task / "children").read_text().split()}
-            except OSError:
-                continue
-            todo += sorted(kids - found)
-            found |= kids
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
-    except OSError:
-        return False
-
-
-def test_the_workers_of_a_killed_sweep_end_with_it(tmp_path):
-    # SIGKILL leaves the parent no chance to stop its pool: the workers notice that their parent is
-    # gone and end (before, two workers stayed 80 s and more at 176 MB each)
-    spec_path = write_spec(tmp_path, SPEC_200.replace("jobs = 30 }", "jobs = 400 }"))
-    results = tmp_path / "killed"
-    process = subprocess.Popen([sys.executable, "-m", "greenslurm", "sweep", str(spec_path), "--results",
-                                str(results), "-j", "2", "--no-progress"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    workers: set[int] = set()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        workers = children_of(process.pid)
-        if len(workers) >= 2 and len(list((results / "cells").glob("*.json"))) >= 4:
-            break
-        time.sleep(0.05)
-    assert process.poll() is None and len(workers) >= 2, process.stderr.read().decode()
-    process.kill()
-    assert process.wait(timeout=60) == -signal.SIGKILL
-    settle = time.monotonic() + 60
-    while any(alive(pid) for pid in workers) and time.monotonic() < settle:
-        time.sleep(0.1)
-    assert not [pid for pid in workers if alive(pid)], "workers outlived their killed parent"
-
-
 def test_sweep_on_a_local_dask_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     spec = parse_spec(SPEC_200.replace("seeds = 5", "seeds = 1"))
