@@ -82,7 +82,7 @@ def test_user_guide_commands_run(site):
     assert "ran 10 cells" in done.stdout and "skipped:" in done.stdout
     assert (site / "replay-figures" / "gantt.png").stat().st_size > 5000
     assert (site / "whatif-figures" / "green-power-energy-over-time.png").exists()
-    assert any(p.name.endswith("-vs-slack.png") for p in (site / "figures").iterdir())
+    assert any(p.name.endswith("-vs-slack_mean.png") for p in (site / "figures").iterdir())
 
 
 def test_developer_guide_python_runs(tmp_path):
