@@ -141,6 +141,9 @@ class Cluster:
                 raise InputError(f"unknown keys {sorted(unknown)}", path=path, field=where)
             group_name = str(group.get("name", f"group{index}"))
             count = _positive_int(group.get("count", 1), path, f"{where}.count")
+            if len(nodes) + count > MAX_CLUSTER_NODES:
+                raise InputError(f"the groups hold more than {MAX_CLUSTER_NODES:,} nodes, more than any machine has "
+                                 f"(the replay holds every node)", path=path, field=f"{where}.count")
             cpus = _positive_int(group.get("cpus"), path, f"{where}.cpus")
             fields = dict(
                 memory_mb=_non_negative(group.get("memory_mb", 0.0), path, f"{where}.memory_mb"),
@@ -219,6 +222,11 @@ class Cluster:
         if fitting < nodes:
             return None
         return JobShape(nodes, (float(per_cpu), float(memory), float(job.gpus_per_node)))
+
+
+# More nodes than any machine has (the largest have about 10^5); the replay holds every node, and a
+# count of 10^11 built nodes until memory ran out.  Slurm's hostlists are bounded the same way.
+MAX_CLUSTER_NODES = 1_000_000
 
 
 def _check_node(node: NodeSpec, where: str) -> None:

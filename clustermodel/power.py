@@ -18,7 +18,8 @@ from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_
 MAX_NODE_W = 1_000_000.0
 
 
-def node_power_problem(idle_w: float, busy_w: float, gpu_idle_w: float = 0.0, gpu_max_w: float = 0.0) -> tuple[str, str] | None:
+def node_power_problem(idle_w: float, busy_w: float, gpu_idle_w: float = 0.0,
+                       gpu_max_w: float = 0.0) -> tuple[str, str] | None:
     """(field, what is wrong) when a node's power figures cannot be physical, else None: each must
     be a finite number of watts in [0, 1 MW], and a node cannot draw less busy than idle.
 

@@ -617,7 +617,8 @@ def check_homogeneous(h: Homogeneous, fail) -> None:
 def check_colocation(c: Colocation, fail) -> None:
     """The ranges of the co-location settings (the EaCO paper's EaCO and its baselines)."""
     need = _needing(fail, "colocation")
-    need(c.gpu_nodes is None or c.gpu_nodes >= 1, "gpu_nodes", "must be >= 1")
+    need(c.gpu_nodes is None or 1 <= c.gpu_nodes <= MAX_NODES, "gpu_nodes",
+         f"must be within [1, {MAX_NODES:,}] (more nodes than any machine has; the replay holds every node)")
     need(c.max_jobs is None or c.max_jobs >= 1, "max_jobs", "must be >= 1 (jobs sharing one GPU set)")
     for key in ("util_threshold_pct", "mem_threshold_pct"):
         value = getattr(c, key)

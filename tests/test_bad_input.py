@@ -90,6 +90,7 @@ FILES = {
     "nan-power.toml": CLUSTER.replace("busy_w = 200.0", "busy_w = nan"),
     "inf-power.toml": CLUSTER.replace("busy_w = 200.0", "busy_w = inf"),
     "zero-nodes.toml": CLUSTER.replace("count = 2", "count = 0"),
+    "huge-nodes.toml": CLUSTER.replace("count = 2", "count = 100000000000"),
     "neg-cpus.toml": CLUSTER.replace("cpus = 2", "cpus = -2"),
     "str-cpus.toml": CLUSTER.replace("cpus = 2", 'cpus = "two"'),
     "unknown-key.toml": CLUSTER + "colour = \"green\"\n",
@@ -215,6 +216,7 @@ case("traces info", "tiny.swf", "traces", "info", f"{D}/tiny.swf", "--format", "
 
 # -- cluster files and node power that cannot be physical -----------------------------------------------
 for name in ["neg-power.toml", "inverted.toml", "nan-power.toml", "inf-power.toml", "zero-nodes.toml",
+             "huge-nodes.toml",
              "neg-cpus.toml", "str-cpus.toml", "unknown-key.toml", "no-groups.toml", "junk.toml", "binary.toml"]:
     case("replay", name, "replay", f"{D}/tiny.swf", "--cluster", f"{D}/{name}")
     case("whatif", name, "whatif", f"{D}/sacct.txt", "--cluster", f"{D}/{name}", "-j", "1")
@@ -244,7 +246,8 @@ REPLAY_NUMBERS = {
     "--renewable-scale": ["0", "-1", "inf"], "--renewable-seed": ["-1"],
     "--power-down-after": ["-1", "nan", "1e300"], "--boot-s": ["-1", "1e300"], "--boot-w": ["-1", "nan"],
     "--off-w": ["-1", "inf"], "--power-budget": ["0", "-5", "nan"], "--phases": ["0", "-1", "100000"],
-    "--nodes-per-cabinet": ["0", "-3"], "--consolidate-every": ["0", "nan"], "--gpu-nodes": ["0", "-1", "1e12"],
+    "--nodes-per-cabinet": ["0", "-3"], "--consolidate-every": ["0", "nan"],
+    "--gpu-nodes": ["0", "-1", "1e12", "99999999"],
     "--max-jobs-per-set": ["0", "-1"], IDLE_NODE_W: ["-1", "nan"],
 }
 # what each option needs beside it to apply (so that the value, not the combination, is refused)
@@ -335,7 +338,8 @@ case("traces info", "format", "traces", "info", f"{D}/tiny.swf", "--format", "cs
 
 # -- output paths that are folders or cannot be written -------------------------------------------------
 for option, value, names in [("--json", f"{D}/a-dir", "a-dir"), ("--json", "/dev/null/x.json", "x.json"),
-                             ("--out", f"{D}/tiny.swf", "tiny.swf"), ("--out", "/proc/greenslurm-out", "greenslurm-out"),
+                             ("--out", f"{D}/tiny.swf", "tiny.swf"),
+                             ("--out", "/proc/greenslurm-out", "greenslurm-out"),
                              ("--save-scenario", f"{D}/a-dir", "a-dir"), ("--json", "", "json"), ("--out", "", "out")]:
     case("replay", names, "replay", f"{D}/tiny.swf", option, value)
 case("demo", "a-dir", "demo", "--json", f"{D}/a-dir")
