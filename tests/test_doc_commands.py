@@ -165,8 +165,8 @@ def run_blocks(blocks: list[str], folder: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", MPLBACKEND="Agg", COLUMNS="120",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     script = "set -euo pipefail\n" + "\n".join(local_paths(block, folder) for block in blocks)
-    # bench scripts are named relative to the checkout
-    script = script.replace("python bench/", f"python {ROOT}/bench/")
+    # bench scripts and their data are named relative to the checkout
+    script = re.sub(r"(?<![\w./-])bench/", f"{ROOT}/bench/", script)
     return subprocess.run(["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=900)
 
