@@ -2,8 +2,10 @@
 
 At equal times a job end (``END``) comes before a submission (``SUBMIT``), so that resources
 freed at time t are seen by a job that arrives at t; at equal time and kind, first pushed first
-popped.  Events can be cancelled by the handle ``push`` returned.  The queue is a
-``sortedcontainers.SortedList`` of keys, so push, pop and cancel are O(log n).
+popped.  Events can be cancelled by the handle ``push`` returned.  The queue is a binary heap
+(``heapq``) of ``[time, kind, sequence, payload]`` entries: push and pop are O(log n) without a
+Python-level sort structure.  A cancelled entry stays in the heap, marked, and is dropped when it
+reaches the top; the sequence number is unique, so entries never compare their payloads.
 
 >>> q = EventQueue()
 >>> a = q.push(5.0, EventKind.SUBMIT, "job a")
@@ -19,9 +21,9 @@ popped.  Events can be cancelled by the handle ``push`` returned.  The queue is 
 from __future__ import annotations
 
 from enum import IntEnum
+from heapq import heappop, heappush
 from typing import Any
 
-from sortedcontainers import SortedList
 
 
 class EventKind(IntEnum):
@@ -30,40 +32,58 @@ class EventKind(IntEnum):
     WAKE = 2      # a timer for a policy (e.g. a planned start); after arrivals at that time
 
 
+_CANCELLED = object()      # the payload of an entry that was cancelled in the heap
+
+
 class EventQueue:
-    __slots__ = ("_keys", "_payloads", "_sequence")
+    __slots__ = ("_heap", "_live", "_sequence")
 
     def __init__(self) -> None:
-        self._keys: SortedList = SortedList()
-        self._payloads: dict[int, Any] = {}
+        self._heap: list[list] = []               # [time, kind, sequence, payload]
+        self._live: dict[int, list] = {}          # sequence -> its entry, for events not popped or cancelled
         self._sequence = 0
 
     def push(self, time_s: float, kind: EventKind, payload: Any) -> tuple[float, int, int]:
         """Add an event; returns its key, the handle for :meth:`cancel`."""
-        key = (time_s, int(kind), self._sequence)
-        self._sequence += 1
-        self._keys.add(key)
-        self._payloads[key[2]] = payload
-        return key
+        sequence = self._sequence
+        self._sequence = sequence + 1
+        entry = [time_s, kind, sequence, payload]
+        heappush(self._heap, entry)
+        self._live[sequence] = entry
+        return (time_s, int(kind), sequence)
 
     def cancel(self, key: tuple[float, int, int]) -> None:
         """Remove a pending event.  Cancelling an event that already fired is an error."""
-        self._keys.remove(key)
-        del self._payloads[key[2]]
+        entry = self._live.pop(key[2], None)
+        if entry is None or entry[0] != key[0] or entry[1] != key[1]:
+            raise ValueError(f"no pending event {key}")
+        entry[3] = _CANCELLED
 
     def pop(self) -> tuple[float, EventKind, Any]:
-        time_s, kind, sequence = self._keys.pop(0)
-        return time_s, EventKind(kind), self._payloads.pop(sequence)
+        heap = self._heap
+        while True:
+            time_s, kind, sequence, payload = heappop(heap)
+            if payload is not _CANCELLED:
+                del self._live[sequence]
+                return time_s, kind, payload
 
     def peek_time(self) -> float | None:
         """Time of the next event (lookahead), None when empty."""
-        return self._keys[0][0] if self._keys else None
+        heap = self._heap
+        while heap:
+            top = heap[0]
+            if top[3] is not _CANCELLED:
+                return top[0]
+            heappop(heap)
+        return None
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._live)
 
     def _check(self) -> None:
-        """Invariants: keys sorted and unique, one payload per key."""
-        self._keys._check()
-        assert len(self._keys) == len(self._payloads)
-        assert all(key[2] in self._payloads for key in self._keys)
+        """Invariants: a heap; every live event in it exactly once, and only they unmarked."""
+        heap = self._heap
+        assert all(not heap[i] > heap[c] for i in range(len(heap)) for c in (2 * i + 1, 2 * i + 2) if c < len(heap))
+        unmarked = [entry for entry in heap if entry[3] is not _CANCELLED]
+        assert len(unmarked) == len(self._live)
+        assert all(self._live.get(entry[2]) is entry for entry in unmarked)
