@@ -32,6 +32,7 @@ class EnergyLedger:
         # scalar times its size: no per-node lookups on the hot path.
         self._uniform = all(np.ptp(a) == 0 for a in (self._busy_per_cpu_w, self._idle_per_cpu_w,
                                                       cluster.gpu_max_w, cluster.gpu_idle_w))
+        self._gpu_max_w0 = cluster.gpu_max_w[0] if cluster.size else 0.0
         # Power right now: every node idle.
         self.power_w = float(cluster.idle_w.sum() + (cluster.gpu_idle_w * cluster.capacity[:, GPU]).sum())
         self.busy_cpus = 0.0
@@ -106,9 +107,10 @@ class EnergyLedger:
 
     def _occupy(self, nodes: np.ndarray, now_s: float) -> None:
         """``nodes`` gain a job at ``now_s`` (an idle node stops counting idle time)."""
-        was_idle = nodes[self._jobs_on_node[nodes] == 0]
+        jobs_on = self._jobs_on_node[nodes]
+        was_idle = nodes[jobs_on == 0]
         self._idle_node_seconds[was_idle] += now_s - self._idle_since_s[was_idle]
-        self._jobs_on_node[nodes] += 1
+        self._jobs_on_node[nodes] = jobs_on + 1
 
     def on_end(self, job: PendingJob, now_s: float) -> float:
         """Close the job's account; returns the energy charged to it in joules (every stay, when
@@ -121,17 +123,23 @@ class EnergyLedger:
     def _settle(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> float:
         """Charge the job's stay on ``nodes`` since ``job.charged_since_s``; they lose the job."""
         run_s = now_s - job.charged_since_s
-        share = self.job_share_w(job, nodes) * run_s
+        demand = job.demand
+        if self._uniform and demand.ndim == 1:
+            # every node's share is the same number: one scalar product (the same rounding as per node)
+            share = np.full(len(nodes), (demand[CPU] * self._busy_per_cpu_w[0]
+                                         + demand[GPU] * self._gpu_max_w0) * run_s)
+        else:
+            share = self.job_share_w(job, nodes) * run_s
         # a job's nodes are distinct, so plain fancy-index addition is exact here
         self.node_jobs_j[nodes] += share
-        self.node_cpu_seconds[nodes] += job.demand[..., CPU] * run_s
-        if job.total(GPU):
-            self.node_gpu_seconds[nodes] += job.demand[..., GPU] * run_s
+        self.node_cpu_seconds[nodes] += demand[..., CPU] * run_s
+        if not job.cpu_only and job.total(GPU):
+            self.node_gpu_seconds[nodes] += demand[..., GPU] * run_s
         energy = float(share.sum())
         self.jobs_j += energy
-        self._jobs_on_node[nodes] -= 1
-        now_idle = nodes[self._jobs_on_node[nodes] == 0]
-        self._idle_since_s[now_idle] = now_s
+        jobs_on = self._jobs_on_node[nodes] - 1
+        self._jobs_on_node[nodes] = jobs_on
+        self._idle_since_s[nodes[jobs_on == 0]] = now_s
         return energy
 
     def on_move(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:

@@ -21,7 +21,7 @@ from greenslurm.sim.engine.events import EventKind, EventQueue
 from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask, fits
-from greenslurm.sim.machines.machine import Machine, PendingJob
+from greenslurm.sim.machines.machine import Machine, PendingJob, shape_key_of
 from greenslurm.sim.engine.strategies import QUEUES
 from greenslurm.sim.accounting.result import JobRecord, ReplayResult
 
@@ -72,9 +72,10 @@ class Shaper:
             return self._skip(job, SKIP_TOO_BIG if allowed is None else SKIP_TOO_BIG_FOR_PARTITION)
         if known == SKIP_GPU_MODEL:
             return self._skip(job, SKIP_GPU_MODEL)
-        nodes, demand, cpus_total, task = known
+        nodes, demand, cpus_total, task, cpu_only, shape_key = known
         return PendingJob(index=index, job=job, nodes=nodes, demand=demand, cpus_total=cpus_total,
-                          requested_s=job.requested_time_s, task=task, allowed=allowed)
+                          requested_s=job.requested_time_s, task=task, allowed=allowed, cpu_only=cpu_only,
+                          shape_key=shape_key)
 
     def _nodes_of(self, allowed: np.ndarray) -> Cluster:
         """The nodes of a mask as a cluster (a job's shape on them: as few nodes as the largest allows)."""
@@ -101,7 +102,8 @@ class Shaper:
             fitting = fits(self._empty_gpus, task)
             if not (fitting if allowed is None else fitting & allowed).sum() >= shape.nodes:
                 return SKIP_GPU_MODEL
-        return shape.nodes, demand, demand[CPU] * shape.nodes, task
+        return (shape.nodes, demand, demand[CPU] * shape.nodes, task, not demand[1:].any(),
+                shape_key_of(shape.nodes, demand, task, allowed))
 
     def _skip(self, job: JobSpec, reason: str) -> None:
         self.skipped[reason] += 1

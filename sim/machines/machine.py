@@ -43,6 +43,19 @@ def first_fit(candidates: np.ndarray, count: int) -> np.ndarray:
     return candidates[:count]
 
 
+def shape_key_of(nodes: int, demand: np.ndarray, task: GpuTask | None, allowed: np.ndarray | None) -> tuple:
+    """What makes two jobs alike for a fit test: node count, per-node demand, GPU models, allowed nodes.
+
+    The task's amounts follow from the demand; only its GPU models add to the shape (a flat tuple
+    hashes in C: queues test shapes millions of times).  Masks are shared, one identity per node set.
+
+    >>> shape_key_of(2, np.array([4.0, 0.0, 0.0]), None, None)
+    (2, 4.0, 0.0, 0.0, None)
+    """
+    key = (nodes, *demand.tolist(), task.gpu_spec if task is not None else None)
+    return key if allowed is None else key + (id(allowed),)
+
+
 @dataclass(slots=True, eq=False)
 class PendingJob:
     """A job in a replay, with its shape on this cluster resolved once."""
@@ -75,17 +88,15 @@ class PendingJob:
     allowed: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.shape_key:          # given with cpu_only by the shaper, which works them out once a shape
+            return
         self.cpu_only = not self.demand[1:].any()
-        # the task's amounts follow from the demand; only its GPU models add to the shape (a flat
-        # tuple hashes in C: queues test shapes millions of times)
         self.restrict_to(self.allowed)
 
     def restrict_to(self, allowed: np.ndarray | None) -> None:
         """Let the job use only the ``allowed`` nodes (a shared read-only mask; None: every node)."""
         self.allowed = allowed
-        self.shape_key = (self.nodes, *self.demand.tolist(), self.task.gpu_spec if self.task is not None else None)
-        if allowed is not None:               # masks are shared: one identity per node set
-            self.shape_key += (id(allowed),)
+        self.shape_key = shape_key_of(self.nodes, self.demand, self.task, allowed)
 
     @property
     def planned_end_s(self) -> float:
@@ -285,7 +296,11 @@ class Machine:
         if self._tail_end is not None:
             self._drop_tail(job)
         self.finished_count += 1
-        self.free[job.node_indices] += job.demand
+        if job.cpu_only:            # the other columns would only add zeros
+            column = self.free[:, CPU]
+            column[job.node_indices] += job.demand[CPU]
+        else:
+            self.free[job.node_indices] += job.demand
         if job.gpu_indices:
             for node, gpus in zip(job.node_indices.tolist(), job.gpu_indices):
                 self.gpus.release(node, job.task, gpus)
