@@ -10,15 +10,17 @@ name).  A folder without ``schema.json`` was written before the versions: its fi
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S, bounded_slowdown, slowdown, wait_s
+from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
 from greenslurm.sim.accounting.result import JobRecord, ReplayResult
 
 JOBS_CSV = "jobs.csv"
@@ -140,18 +142,32 @@ def jobs_frame(records: list[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> 
     >>> df[["job_id", "wait_s", "run_s", "slowdown", "bounded_slowdown"]].to_dict("list")
     {'job_id': ['a', 'b'], 'wait_s': [0.0, 4.0], 'run_s': [2.0, 4.0], 'slowdown': [1.0, 2.0], 'bounded_slowdown': [1.0, 1.0]}
     """
-    order = sorted(range(len(records)), key=lambda i: (records[i].submit_s, i))
-    rows = []
-    for i in order:
-        r = records[i]
-        sd = slowdown(r)
-        rows.append((r.job_id, r.user, r.partition, r.submit_s, r.start_s, r.end_s, wait_s(r),
-                     r.end_s - r.start_s, r.requested_time_s, bool(r.killed_at_limit), int(r.nodes),
-                     float(r.cpus), float(r.gpus), math.nan if sd is None else sd,
-                     bounded_slowdown(r, bsld_floor_s), float(r.energy_j),
-                     math.nan if r.deadline_s is None else float(r.deadline_s), r.deadline_missed,
-                     " ".join(str(n) for n in r.node_indices)))
-    frame = pd.DataFrame.from_records(rows, columns=list(JOB_COLUMNS))
+    # the columns at once (the same arithmetic as wait_s, slowdown and bounded_slowdown, per element)
+    submit = np.fromiter(map(attrgetter("submit_s"), records), float, len(records))
+    order = np.argsort(submit, kind="stable")            # ties keep the replay's order
+    rows = [records[i] for i in order.tolist()]
+
+    def floats(name: str) -> np.ndarray:
+        return np.fromiter(map(attrgetter(name), rows), float, len(rows))
+
+    submit, start, end = submit[order], floats("start_s"), floats("end_s")
+    wait, run = start - submit, end - start
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slowdowns = np.where(run > 0, (wait + run) / run, math.nan)
+    bounded = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
+    deadline = np.fromiter((math.nan if r.deadline_s is None else r.deadline_s for r in rows), float, len(rows))
+    columns = {
+        "job_id": [r.job_id for r in rows], "user": [r.user for r in rows],
+        "partition": [r.partition for r in rows], "submit_s": submit, "start_s": start, "end_s": end,
+        "wait_s": wait, "run_s": run, "requested_time_s": floats("requested_time_s"),
+        "killed_at_limit": np.fromiter(map(attrgetter("killed_at_limit"), rows), bool, len(rows)),
+        "nodes": np.fromiter(map(attrgetter("nodes"), rows), np.int64, len(rows)),
+        "cpus": floats("cpus"), "gpus": floats("gpus"), "slowdown": slowdowns, "bounded_slowdown": bounded,
+        "energy_j": floats("energy_j"), "deadline_s": deadline,
+        "deadline_missed": end > deadline + 1e-9,        # False without a deadline (NaN compares False)
+        "node_indices": [" ".join(map(str, r.node_indices)) for r in rows],
+    }
+    frame = pd.DataFrame({name: columns[name] for name in JOB_COLUMNS})
     # Explicit dtypes: an empty replay gives the same schema as a full one.
     return frame.astype({"job_id": str, "user": str, "partition": str, "node_indices": str,
                          "killed_at_limit": bool, "deadline_missed": bool, "nodes": "int64",
@@ -216,6 +232,39 @@ def write_summary_json(summary: Mapping[str, Any], path: str | Path) -> Path:
     return path
 
 
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` as CSV, the bytes of ``frame.to_csv(path, index=False, lineterminator="\\n")`` written
+    by the csv module from whole columns (several times faster): floats as their shortest repr, NaN
+    empty, booleans True/False.  A frame with other column types is left to pandas.
+
+    >>> import tempfile
+    >>> frame = pd.DataFrame({"a": [1.5, math.nan], "b": ["x,y", "z"], "c": [True, False], "d": [3, 4]})
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_csv(frame, Path(folder) / "f.csv")
+    ...     (Path(folder) / "f.csv").read_text().splitlines()
+    ['a,b,c,d', '1.5,"x,y",True,3', ',z,False,4']
+    """
+    columns = []
+    for name in frame.columns:
+        series = frame[name]
+        if series.dtype == np.float64:
+            values = series.to_numpy()
+            cells = values.tolist()           # the csv module writes a float as its repr, None as empty
+            for i in np.flatnonzero(np.isnan(values)).tolist():
+                cells[i] = None
+        elif series.dtype in (np.bool_, np.int64) or (pd.api.types.is_string_dtype(series.dtype)
+                                                       and not series.isna().any()):
+            cells = series.tolist()
+        else:
+            frame.to_csv(path, index=False, lineterminator="\n")
+            return
+        columns.append(cells)
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(list(frame.columns))
+        writer.writerows(zip(*columns))
+
+
 def write_jobs_parquet(jobs: pd.DataFrame, path: Path) -> None:
     """jobs.parquet, its schema version in the file's metadata (``greenslurm.schema_version``)."""
     import pyarrow as pa
@@ -260,7 +309,7 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
     paths = {}
     for name, frame in frames.items():
         paths[name.replace(".", "_")] = out / name
-        frame.to_csv(out / name, index=False, lineterminator="\n")
+        write_csv(frame, out / name)
         if name == JOBS_CSV:
             paths["jobs_parquet"] = out / JOBS_PARQUET
             write_jobs_parquet(frame, out / JOBS_PARQUET)
