@@ -332,9 +332,12 @@ four deadline runs.  The other keywords are :func:`replay`'s.
 
 
 # -- what-if -------------------------------------------------------------------------------------------
+# the command line's names (slack, supply and supply_peak: the deprecated names of slack_mean, renewable
+# and renewable_scale, kept for one release as the command line keeps them)
 WHATIF_KEYWORDS = ("cluster", "slurm_conf", "cluster_from_slurm", "format", "columns", "current", "candidate",
-                   "slack", "exact_runtimes", "seed", "supply", "supply_peak", "exclude_unavailable",
-                   "node_idle_w", "node_busy_w", "limit", "start_tolerance")
+                   "slack_mean", "slack_sigma", "exact_runtimes", "seed", "renewable", "renewable_scale",
+                   "exclude_unavailable", "node_idle_w", "node_busy_w", "limit", "start_tolerance",
+                   "slack", "supply", "supply_peak")
 
 
 def _whatif_cluster(where: str, cluster, slurm_conf, cluster_from_slurm, exclude_unavailable: bool,
@@ -370,10 +373,13 @@ def _whatif_cluster(where: str, cluster, slurm_conf, cluster_from_slurm, exclude
 
 
 def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_slurm=None, format=None,
-            columns=None, current=None, candidate=None, slack=None, exact_runtimes=False, seed=0, supply=None,
-            supply_peak=0.5, exclude_unavailable=False, node_idle_w=None, node_busy_w=None, limit=None,
-            start_tolerance=None) -> Result:
+            columns=None, current=None, candidate=None, slack_mean=None, slack_sigma=None, exact_runtimes=False,
+            seed=0, renewable=None, renewable_scale=None, exclude_unavailable=False, node_idle_w=None,
+            node_busy_w=None, limit=None, start_tolerance=None, slack=None, supply=None,
+            supply_peak=None) -> Result:
+    from greenslurm.cmd_options import NODE_BUSY_W_DEFAULT, NODE_IDLE_W_DEFAULT
     from greenslurm.cmd_whatif import DEADLINE_CANDIDATES, DEFAULT_CANDIDATES, parse_policy
+    from greenslurm.power_model import read_from_slurm
     from greenslurm.inputs import check_input_file, parse_columns, read
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import Inputs, build_supply, prepared_jobs
@@ -384,28 +390,38 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
 
     if trace is None:
         raise InputError("give the site's jobs (a sacct export or any trace file)", path=where, field="trace")
-    trace, cluster, slurm_conf, supply = (_plain(v, where, "") for v in (trace, cluster, slurm_conf, supply))
+    for old, new, value in (("slack", "slack_mean", slack_mean), ("supply", "renewable", renewable),
+                            ("supply_peak", "renewable_scale", renewable_scale)):
+        if value is not None and locals()[old] is not None:
+            raise InputError(f"give {new} or its old name {old}, not both", path=where, field=old)
+    if slack is not None:
+        slack_mean = slack
+    trace, cluster, slurm_conf = (_plain(v, where, "") for v in (trace, cluster, slurm_conf))
+    renewable, supply = (_plain(v, where, "") for v in (renewable, supply))
     tolerance = DEFAULT_TOLERANCE_S if start_tolerance is None else start_tolerance
     if not (isinstance(tolerance, (int, float)) and tolerance >= 0 and math.isfinite(tolerance)):
         raise InputError(f"must be a number of seconds >= 0, not {tolerance!r}", path=where, field="start_tolerance")
     current = parse_policy(current if current is not None else "slurm" if slurm_conf else "easy")
     candidates = [candidate] if isinstance(candidate, str) else candidate
-    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if slack is not None else ())
+    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if slack_mean is not None else ())
     policies = [current] + [c for c in map(parse_policy, candidates or defaults) if c[0] != current[0]]
     if any(label == RECORDED for label, _, _ in policies):
         raise InputError(f"{RECORDED!r} names the export's own schedule; give the policy another name "
                          "(NAME=QUEUE...)", path=where, field="candidate")
     site, source_name, note = _whatif_cluster(where, cluster, slurm_conf, cluster_from_slurm, exclude_unavailable,
                                               node_idle_w, node_busy_w)
-    if supply not in (None, "solar", "wind"):
-        check_input_file(supply, "supply")
+    for name, value in (("renewable", renewable), ("supply", supply)):
+        if value not in (None, "solar", "wind"):
+            check_input_file(value, name)
     columns = parse_columns(columns) if isinstance(columns, str) else columns
     path = os.path.abspath(trace)
     source = TraceSource(path=path, format=format, columns=tuple(columns) if columns else None, limit=limit,
                          exact_runtimes=exact_runtimes)
     where_cluster = (ClusterSource(file=os.path.abspath(cluster)) if cluster
                      else ClusterSource(slurm_conf=os.path.abspath(slurm_conf)) if slurm_conf else ClusterSource())
-    params = {k: v for k, v in (("slack", slack), ("supply", supply), ("supply_peak", supply_peak)) if v is not None}
+    params = {k: v for k, v in (("slack_mean", slack_mean), ("slack_sigma", slack_sigma), ("renewable", renewable),
+                                ("renewable_scale", renewable_scale), ("supply", supply), ("supply_peak", supply_peak))
+              if v is not None}
     scenarios = [(label, policy_scenario(queue, options, trace=source, cluster=where_cluster, params=params,
                                          seed=seed, where=f"policy {label}"))
                  for label, queue, options in policies]
@@ -425,7 +441,10 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     far = distance(recorded, current[0], starts, jobs, tolerance)
     summary = versioned({"trace": str(trace), "jobs": len(jobs), "cluster": source_name, "current": current[0],
                          "policies": {row["policy"]: {k: v for k, v in row.items() if k != "policy"} for row in rows},
-                         RECORDED: recorded_json(recorded, skipped), "fidelity": far.as_dict(), "note": note},
+                         RECORDED: recorded_json(recorded, skipped), "fidelity": far.as_dict(), "note": note,
+                         "power_model": read_from_slurm(site, cluster is None and node_idle_w is None and any(
+                             n.idle_w == NODE_IDLE_W_DEFAULT and n.busy_w == NODE_BUSY_W_DEFAULT
+                             for n in site.nodes)).as_dict()},
                         WHATIF_SCHEMA)
     return _combined(runs, _rows_table(rows), summary)
 

@@ -362,6 +362,9 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     cmd_power.report_power(summary, console)
     cmd_power.report_colocation(summary, console)
     cmd_gpu_replay.report_gpu(summary, console)
+    model = summary.get("power_model")
+    if model is not None:
+        console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
         try:
             paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)

@@ -285,37 +285,42 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
             if workers > 1 and len(tasks) > 1:
                 pool.shutdown()
     log.info("%d replays in %.1f s", len(rows), time.perf_counter() - started)
-    console.print(compare_table(rows, f"{label} on {cluster.name} ({cluster.total_cpus:,} CPUs), "
-                                      f"{len(jobs):,} jobs"))
+    for table in compare_table(rows, f"{label} on {cluster.name} ({cluster.total_cpus:,} CPUs), {len(jobs):,} jobs",
+                               width=console.width):
+        console.print(table)
+    if any("energy_kwh" in row or "renewable_share" in row for row in rows):
+        from greenslurm.power_model import describe
+        model = describe(first, cluster)
+        console.print(f"power model: {escape(model.text)}", style="yellow" if model.assumed else "dim")
     if args.csv is not None:
         write_csv(rows, args.csv)
         console.print(f"wrote {escape(args.csv)}", style="dim")
     return 0
 
 
-def compare_table(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
-    """One row per run; the best performance ratio of each slack value in bold."""
+KEY_COLUMNS = 3          # slack, acceptance, allocation: repeated in every part of a split table
+
+
+def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | None = None) -> list[Table]:
+    """One row per run; the best performance ratio of each slack value in bold.  No cell is ever cut:
+    every column is at least as wide as its widest cell, and when the columns do not fit ``width``
+    the figures are split over several tables (titled 1/2, 2/2), each with the run's keys."""
+    from rich.text import Text
+
     renewable = any(row.get("renewable_share") is not None for row in rows)
-    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
-    table.add_column("slack", justify="right")
-    for name in ("acceptance", "allocation"):        # policy names are never cut
-        table.add_column(name, no_wrap=True, min_width=max(len(name), *(len(str(row[name])) for row in rows)))
-    for name in ("in", "out", "CPU-h in", "bound", "ratio", "missed", "mean wait"):
-        table.add_column(name, justify="right", min_width=len(name))
-    table.caption = ("in / out: jobs accepted / rejected; CPU-h in: load accepted; bound: upper bound on the load "
-                     "any schedule could accept (CPU-h); ratio = bound / load accepted, best of each slack in bold")
+    names = ["slack", "acceptance", "allocation", "in", "out", "CPU-h in", "bound", "ratio", "missed", "mean wait"]
     if renewable:
-        for name in ("renewable", "grid kWh", "curtailed kWh"):
-            table.add_column(name, justify="right")
+        names += ["renewable", "grid kWh", "curtailed kWh"]
     best: dict = {}
     for row in rows:
         ratio = row["performance_ratio"]
         if ratio is not None:
             best[row["slack_mean"]] = min(best.get(row["slack_mean"], ratio), ratio)
+    body = []
     for row in rows:
         ratio = row["performance_ratio"]
-        cells = [fmt_number(row["slack_mean"], 2), row["acceptance"], row["allocation"], f"{row['accepted']:,}",
-                 f"{row['rejected']:,}", fmt_number(row["accepted_load_cpu_h"], 1),
+        cells = [fmt_number(row["slack_mean"], 2), escape(str(row["acceptance"])), escape(str(row["allocation"])),
+                 f"{row['accepted']:,}", f"{row['rejected']:,}", fmt_number(row["accepted_load_cpu_h"], 1),
                  fmt_number(row["load_bound_cpu_h"], 1),
                  f"[bold]{ratio:.3f}[/]" if ratio is not None and ratio == best.get(row["slack_mean"])
                  else fmt_number(ratio, 3),
@@ -323,8 +328,32 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str) -> Table:
         if renewable:
             cells += [fmt_percent(row["renewable_share"]), fmt_number(row["grid_kwh"], 1),
                       fmt_number(row["curtailed_kwh"], 1)]
-        table.add_row(*cells)
-    return table
+        body.append(cells)
+    widths = [max([len(name), *(Text.from_markup(cells[n]).cell_len for cells in body)]) for n, name in enumerate(names)]
+    # columns of SIMPLE_HEAVY tables take their width plus 2 of padding and 1 of rule
+    parts: list[list[int]] = [[]]
+    for column in range(KEY_COLUMNS, len(names)):
+        keys_width = sum(widths[:KEY_COLUMNS]) + 3 * KEY_COLUMNS + 2
+        trial = parts[-1] + [column]
+        if parts[-1] and width is not None and keys_width + sum(widths[c] + 3 for c in trial) > width:
+            parts.append([column])
+        else:
+            parts[-1] = trial
+    caption = ("in / out: jobs accepted / rejected; CPU-h in: load accepted; bound: upper bound on the load any "
+               "schedule could accept (CPU-h); ratio = bound / load accepted, best of each slack in bold")
+    tables = []
+    for number, part in enumerate(parts):
+        columns = list(range(KEY_COLUMNS)) + part
+        suffix = f" ({number + 1}/{len(parts)})" if len(parts) > 1 else ""
+        table = Table(title=title + suffix, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+        for column in columns:
+            table.add_column(names[column], justify="left" if column in (1, 2) else "right", no_wrap=True,
+                             min_width=widths[column])
+        for cells in body:
+            table.add_row(*(cells[column] for column in columns))
+        tables.append(table)
+    tables[-1].caption = caption
+    return tables
 
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str) -> None:

@@ -414,6 +414,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import build_supply, prepared_jobs
     from greenslurm.sweep import _read
+    from greenslurm.power_model import read_from_slurm
+    from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA
     from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
     started = time.perf_counter()
     current = parse_policy(args.current if args.current is not None else "slurm" if args.slurm_conf else "easy")
@@ -494,10 +496,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
         notes.insert(0, cluster_note)
     if any(queue == "slurm" for _, queue, _ in policies) and not args.slurm_conf:
         notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
-    if any(n.idle_w == 100.0 and n.busy_w == 350.0 for n in cluster.nodes) and args.cluster is None \
-            and args.node_idle_w is None:
-        notes.append(f"node power assumed ({cmd_options.NODE_IDLE_W_DEFAULT:g} W idle, "
-                     f"{cmd_options.NODE_BUSY_W_DEFAULT:g} W busy): give --node-idle-w/--node-busy-w")
+    power_assumed = (any(n.idle_w == cmd_options.NODE_IDLE_W_DEFAULT and n.busy_w == cmd_options.NODE_BUSY_W_DEFAULT
+                         for n in cluster.nodes) and args.cluster is None and args.node_idle_w is None)
+    power_model = read_from_slurm(cluster, power_assumed).as_dict()
+    notes.append(f"power model: {power_model['text']}")
     parts = [head, "", baseline_text(recorded, far, reader_skipped, _duration),
              report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])
     body = Group(*parts,
@@ -508,7 +510,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if args.json is not None:
         data = {"trace": str(args.trace), "jobs": len(jobs), "cluster": cluster_source, "current": current[0],
                 "policies": {label: row for label, (row, _) in results.items()},
-                RECORDED: recorded_json(recorded, reader_skipped), "fidelity": far.as_dict()}
+                RECORDED: recorded_json(recorded, reader_skipped), "fidelity": far.as_dict(),
+                "power_model": power_model, SCHEMA_KEY: WHATIF_SCHEMA}
         text = json.dumps(data, indent=2, default=str) + "\n"     # policies in the report's order
         if args.json == "-":
             print(text, end="")

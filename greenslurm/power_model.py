@@ -51,6 +51,17 @@ def node_power_text(cluster: Cluster) -> str:
     return f"nodes idle-busy {shown}{more}, linear in allocated CPUs"
 
 
+def read_from_slurm(cluster: Cluster, assumed: bool) -> PowerModel:
+    """The power model of a cluster read from Slurm (slurm.conf, ``sinfo --json``), which records no
+    node power: ``assumed`` unless the site gave it (what-if's ``--node-idle-w``/``--node-busy-w``).
+
+    >>> read_from_slurm(Cluster.homogeneous(2, cpus=4), assumed=True).text.endswith("--node-busy-w)")
+    True
+    """
+    note = " (ASSUMED: Slurm records no node power; give --node-idle-w/--node-busy-w)" if assumed else ""
+    return PowerModel(node_power_text(cluster) + note, assumed)
+
+
 def _toml_gives_power(path: str) -> bool:
     """Every node group of a cluster TOML names both idle_w and busy_w."""
     try:

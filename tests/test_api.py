@@ -172,15 +172,22 @@ def site(tmp_path, shared_data):
 def test_whatif_equals_the_command_line(site):
     sinfo = str(Path(__file__).parent / "data" / "sinfo-json-v0.0.38.json")
     jobs = str(site / "jobs.txt")
-    assert main(["whatif", jobs, "--cluster-from-slurm", sinfo, "--slack", "1.0", "--json", str(site / "w.json"),
-                 "--workers", "1"]) == 0
+    assert main(["whatif", jobs, "--cluster-from-slurm", sinfo, "--slack-mean", "1.0", "--json",
+                 str(site / "w.json"), "--workers", "1"]) == 0
     written = json.loads((site / "w.json").read_text())
-    w = greenslurm.whatif(jobs, cluster_from_slurm=sinfo, slack=1.0)
+    w = greenslurm.whatif(jobs, cluster_from_slurm=sinfo, slack_mean=1.0)
     assert w.table["policy"].tolist() == list(written["policies"]) == ["easy", "fcfs", "easy+suspend",
                                                                       "greedy-bestfit"]
     assert json.loads(json.dumps(w.summary["policies"], default=str)) == written["policies"]
     assert json.loads(json.dumps(w.summary["fidelity"])) == written["fidelity"]
     assert w.summary["recorded"] == written["recorded"] and w.summary["schema_version"] == WHATIF_SCHEMA
+    assert w.summary["power_model"] == written["power_model"] and written["power_model"]["assumed"] is True
+    assert written["schema_version"] == WHATIF_SCHEMA
+    # the old name gives the same figures (deprecated for one release), and not both at once
+    old = greenslurm.whatif(jobs, cluster_from_slurm=sinfo, slack=1.0)
+    assert json.loads(json.dumps(old.summary["policies"], default=str)) == written["policies"]
+    with pytest.raises(greenslurm.InputError, match="give slack_mean or its old name slack, not both"):
+        greenslurm.whatif(jobs, cluster_from_slurm=sinfo, slack=1.0, slack_mean=1.0)
     assert w.table.set_index("policy").loc["fcfs", "mean_wait_s"] == written["policies"]["fcfs"]["mean_wait_s"]
     with pytest.raises(greenslurm.InputError, match=r"^greenslurm.whatif\(\): field cluster: give one of"):
         greenslurm.whatif(jobs)
