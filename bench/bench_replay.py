@@ -1,14 +1,20 @@
-"""Replay throughput and peak memory: FCFS, EASY and conservative on KTH-SP2 and a synthetic trace.
+"""Whole-process replay time and peak memory against a bare heap-based EASY reference, in one run.
 
-Each measurement runs in a fresh child process, so its peak resident memory (ru_maxrss) is its
-own.  Throughput is jobs replayed per second of replay (reading the trace is timed apart).  The
-baseline is FCFS on the same trace in the same run: every line prints its ratio to it.
+Every row times two commands as whole processes, in turn (A B A B ...), and prints the medians of
+wall time, CPU time (user + system) and peak resident memory, and the medians of the pairwise ratios
+A/B: the machine's speed drifts, a ratio taken pair by pair does not (on a shared machine the CPU
+ratio is the steadier one).  B is ``bench/easy_reference.py`` (standard library
+only, a heapq event loop) on the same log, or our EASY on KTH-SP2 for the other queues.
 
-    python bench/bench_replay.py                       # KTH + 1,000,000 synthetic jobs (FCFS, EASY)
-    python bench/bench_replay.py --synthetic 200000 --conservative-synthetic
+    python bench/bench_replay.py                   # every row, 3 pairs each
+    python bench/bench_replay.py --runs 5 --rows kth-easy,kth-fcfs
     python bench/bench_replay.py --json bench-replay.json
 
-Targets: EASY >= 20,000 jobs/s on KTH-SP2 on one core; the million-job run < 2 GB.
+The million-job log is KTH-SP2 copied 36 times (each copy later by the log's span plus a day, jobs
+renumbered), cut at 1,000,000 records, on KTH's 100 processors; it is written once to the
+temporary folder.  Targets: the million-job EASY replay faster than the reference and below 500 MB;
+KTH EASY and FCFS at most 1.0x the reference; conservative and the deadline queue at most 3x our
+EASY; ``--out`` adds at most 15 %.
 """
 
 from __future__ import annotations
@@ -16,96 +22,131 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-KTH = ROOT.parent / "shared" / "data" / "swf" / "KTH-SP2-1996-2.1-cln.swf"
+SWF = ROOT.parent / "shared" / "data" / "swf"
+KTH = SWF / "KTH-SP2-1996-2.1-cln.swf"
+LANL = SWF / "LANL-CM5-1994-4.1-cln.swf"
+MILLION = 1_000_000
+HEADER_KEYS = ("Version", "Computer", "MaxNodes", "MaxProcs", "UnixStartTime", "TimeZoneString")
 
 
-def measure(trace: str, queue: str, jobs: int) -> dict:
-    """Runs inside the child: read or generate, replay, report."""
-    sys.path.insert(0, str(ROOT))
-    from greenslurm.clustermodel import Cluster
-    from greenslurm.sim.engine.replay import replay
+def million_log(path: Path, records: int = MILLION) -> Path:
+    """KTH-SP2 copied until ``records`` records, each copy shifted by the log's span plus a day.
 
+    Written by a child process: a child's peak memory counts its parent's at the fork, so the
+    parent that times the others stays small."""
+    if not path.exists():
+        subprocess.run([sys.executable, __file__, "--write-million", str(path), str(records)], check=True)
+    return path
+
+
+def write_million_log(path: Path, records: int) -> None:
+    header, rows = [], []
+    for line in KTH.read_text().splitlines():
+        if line.startswith(";"):
+            if line[1:].strip().split(":")[0] in HEADER_KEYS:
+                header.append(line)
+        elif line.strip():
+            rows.append(line.split())
+    shift = max(float(row[1]) for row in rows) + 86400
+    partial = path.with_suffix(".part")
+    with partial.open("w") as out:
+        out.write("\n".join(header) + f"\n; Note: KTH-SP2 copied until {records:,} records, "
+                                      f"copy k later by k x {shift:.0f} s\n")
+        for n in range(records):
+            copy, row = divmod(n, len(rows))
+            row = rows[row]
+            out.write(" ".join([str(copy * len(rows) + int(row[0])), f"{float(row[1]) + copy * shift:.0f}",
+                                *row[2:]]) + "\n")
+    partial.replace(path)
+
+
+def run_once(command: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak resident MB of one whole process (its own rusage)."""
     started = time.perf_counter()
-    if trace == "kth":
-        from greenslurm.traces import read_trace
-
-        result = read_trace(str(KTH))
-        workload, cluster = result.jobs, result.cluster_hint()
-    else:
-        from greenslurm.traces.synthetic import synthetic_jobs
-
-        cluster = Cluster.homogeneous(128, cpus=32)
-        workload = synthetic_jobs(jobs, total_cpus=cluster.total_cpus, seed=1, load=0.7)
-    prepared = time.perf_counter()
-    outcome = replay(workload, cluster, queue=queue)
-    finished = time.perf_counter()
-    waits = [r.start_s - r.submit_s for r in outcome.records]
-    return {"trace": trace, "queue": queue, "jobs": len(outcome.records), "prepare_s": prepared - started,
-            "replay_s": finished - prepared, "jobs_per_s": len(outcome.records) / (finished - prepared),
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "mean_wait_s": sum(waits) / max(len(waits), 1), "energy_kwh": outcome.energy.total_j / 3.6e6}
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    error = process.stderr.read().decode()
+    process.stderr.close()
+    if process.returncode != 0:
+        raise SystemExit(f"failed ({process.returncode}): {' '.join(command)}\n{error}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def run_child(trace: str, queue: str, jobs: int) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, __file__, "--child", trace, queue, str(jobs)], check=True,
-                         capture_output=True, text=True, env=env)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def paired(a: list[str], b: list[str], runs: int, warmup: int = 1) -> dict:
+    """A and B in turn after ``warmup`` pairs; medians and the median pairwise ratios."""
+    for _ in range(warmup):
+        run_once(a), run_once(b)
+    pairs = [(run_once(a), run_once(b)) for _ in range(runs)]
+    median = statistics.median
+    figures = {}
+    for i, name in enumerate(("s", "cpu_s", "mb")):
+        figures[f"a_{name}"] = median(p[0][i] for p in pairs)
+        figures[f"b_{name}"] = median(p[1][i] for p in pairs)
+        figures[f"{name}_ratio"] = median(p[0][i] / p[1][i] for p in pairs)
+    return figures
+
+
+def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
+    """name -> (work, our command, what it is compared with, the other's name)."""
+    ours = [sys.executable, "-m", "greenslurm", "replay"]
+    ref = [sys.executable, str(ROOT / "bench" / "easy_reference.py")]
+    easy = ours + [str(KTH), "--queue", "easy", "--no-progress"]
+    out_dir = str(Path(tempfile.gettempdir()) / "greenslurm-bench-out")
+    return {
+        "kth-easy": ("KTH-SP2 EASY", easy, ref + [str(KTH)], "reference"),
+        "kth-fcfs": ("KTH-SP2 FCFS", ours + [str(KTH), "--queue", "fcfs", "--no-progress"],
+                     ref + [str(KTH), "--fcfs"], "reference"),
+        "lanl-easy": ("LANL-CM5 (122k jobs) EASY", ours + [str(LANL), "--queue", "easy", "--no-progress"],
+                      ref + [str(LANL)], "reference"),
+        "million-easy": ("1M jobs (KTH copies) EASY", ours + [str(million), "--queue", "easy", "--no-progress"],
+                         ref + [str(million)], "reference"),
+        "kth-out": ("KTH-SP2 EASY --out", easy + ["--out", out_dir], easy, "our EASY"),
+        "kth-conservative": ("KTH-SP2 conservative", ours + [str(KTH), "--queue", "conservative", "--no-progress"],
+                             easy, "our EASY"),
+        "kth-deadline": ("KTH-SP2 deadline queue, greedy, bestfit",
+                         ours + [str(KTH), "--queue", "deadline", "--acceptance", "greedy", "--select", "bestfit",
+                                 "--no-progress"], easy, "our EASY"),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--synthetic", type=int, default=1_000_000, help="synthetic jobs (0: skip)")
-    parser.add_argument("--conservative-synthetic", action="store_true",
-                        help="also run conservative backfilling on the synthetic trace (slow)")
+    parser.add_argument("--runs", type=int, default=3, help="pairs timed per row, after one warm-up pair")
+    parser.add_argument("--warmup", type=int, default=1, help="pairs run first and not counted")
+    parser.add_argument("--rows", help="comma-separated rows (default: all): " + ", ".join(rows(Path("x"))))
     parser.add_argument("--json", help="write the measurements here")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--write-million", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child:
-        trace, queue, jobs = args.child
-        print(json.dumps(measure(trace, queue, int(jobs))))
+    if args.write_million:
+        write_million_log(Path(args.write_million[0]), int(args.write_million[1]))
         return 0
-
-    from rich.console import Console
-    from rich.progress import Progress
-    from rich.table import Table
-
-    plan = [("kth", q, 0) for q in ("fcfs", "easy", "conservative")]
-    if args.synthetic:
-        queues = ["fcfs", "easy"] + (["conservative"] if args.conservative_synthetic else [])
-        plan += [("synthetic", q, args.synthetic) for q in queues]
-    rows = []
-    with Progress(transient=True) as progress:
-        task = progress.add_task("benchmarks", total=len(plan))
-        for trace, queue, jobs in plan:
-            progress.update(task, description=f"{trace} {queue}")
-            rows.append(run_child(trace, queue, jobs))
-            progress.advance(task)
-    baseline = {row["trace"]: row["jobs_per_s"] for row in rows if row["queue"] == "fcfs"}
-    table = Table(title="Replay throughput (one core, child process each)")
-    for column in ("trace", "queue", "jobs", "replay s", "jobs/s", "x FCFS", "peak RSS MB", "mean wait s"):
-        table.add_column(column, justify="right" if column not in ("trace", "queue") else "left")
-    for row in rows:
-        table.add_row(row["trace"], row["queue"], f"{row['jobs']:,}", f"{row['replay_s']:.2f}",
-                      f"{row['jobs_per_s']:,.0f}", f"{row['jobs_per_s'] / baseline[row['trace']]:.2f}",
-                      f"{row['peak_rss_mb']:,.0f}", f"{row['mean_wait_s']:,.0f}")
-    console = Console(width=120)
-    console.print(table)
-    easy_kth = next(r for r in rows if r["trace"] == "kth" and r["queue"] == "easy")
-    console.print(f"EASY on KTH-SP2: {easy_kth['jobs_per_s']:,.0f} jobs/s (target >= 20,000)")
-    big = [r for r in rows if r["trace"] == "synthetic"]
-    if big:
-        console.print(f"largest peak RSS on {big[0]['jobs']:,} synthetic jobs: "
-                      f"{max(r['peak_rss_mb'] for r in big):,.0f} MB (target < 2,048)")
+    plan = rows(million_log(Path(tempfile.gettempdir()) / "greenslurm-bench-kth-1M.swf"))
+    chosen = args.rows.split(",") if args.rows else list(plan)
+    unknown = [name for name in chosen if name not in plan]
+    if unknown:
+        parser.error(f"unknown rows {', '.join(unknown)}; choose from {', '.join(plan)}")
+    print(f"whole processes, {args.runs} pairs A B A B after {args.warmup} warm-up pairs, medians")
+    print("| work | greenslurm: wall, CPU, peak RSS | compared with | ratio: wall, CPU, memory |")
+    print("|---|---|---|---|")
+    measured = {}
+    for name in chosen:
+        work, ours, other, other_name = plan[name]
+        m = measured[name] = paired(ours, other, args.runs, args.warmup)
+        print(f"| {work} | {m['a_s']:.2f} s, {m['a_cpu_s']:.2f} s, {m['a_mb']:.0f} MB | {other_name} {m['b_s']:.2f} s, "
+              f"{m['b_cpu_s']:.2f} s, {m['b_mb']:.0f} MB | {m['s_ratio']:.2f}x, {m['cpu_s_ratio']:.2f}x, "
+              f"{m['mb_ratio']:.2f}x |", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2, sort_keys=True))
+        Path(args.json).write_text(json.dumps(measured, indent=2, sort_keys=True))
     return 0
 
 
