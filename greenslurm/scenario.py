@@ -86,6 +86,7 @@ SLURM_DEFAULT_SELECTION = "consecutive"      # Slurm's own choice (select/cons_t
 DEFAULT_SELECTION = "firstfit"               # Slurm's node order, every other queue
 MAX_BOOT_S = 86400.0                         # a node boots within a day
 MAX_NODES = 1_000_000                        # more nodes than any machine has (the largest: ~10^5)
+MAX_ARRIVAL_SCALE = 1000                     # time between arrivals x this: a year of arrivals in a millennium
 # Where errors found while a scenario replays point (the CLI puts the scenario file or the options there).
 RUN_WHERE = "<scenario>"
 
@@ -452,8 +453,8 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
                  f"cluster.{key}")
     if c.sacctmgr_qos is not None and c.sacctmgr_assoc is None:
         fail("give the associations too: a QOS applies to a user's association", "cluster.sacctmgr_qos")
-    if not s.arrival_scale > 0:
-        fail("must be > 0", "arrival_scale")
+    if not 0 < s.arrival_scale <= MAX_ARRIVAL_SCALE:
+        fail(f"must be > 0 and at most {MAX_ARRIVAL_SCALE:,} (the time between arrivals times this)", "arrival_scale")
 
     try:
         spec = parse_selection(s.selection_name)

@@ -240,7 +240,7 @@ for name in ["bad-supply.csv", "nan-supply.csv", "unsorted-supply.csv", "empty.c
 
 # -- numbers out of range on every numeric option -------------------------------------------------------
 REPLAY_NUMBERS = {
-    "--arrival-scale": ["0", "-1", "nan", "inf"], "--seed": ["-1", "x"], "--fgd-coverage": ["0", "1.5", "nan"],
+    "--arrival-scale": ["0", "-1", "nan", "inf", "1e300"], "--seed": ["-1", "x"], "--fgd-coverage": ["0", "1.5", "nan"],
     "--slack-mean": ["0", "-1", "nan", "inf"], "--slack-sigma": ["-1", "nan"], "--slack-seed": ["-1"],
     "--threshold-share": ["2", "-0.1", "nan"], "--threshold-slack": ["-1", "nan"],
     "--renewable-scale": ["0", "-1", "inf"], "--renewable-seed": ["-1"],
@@ -371,6 +371,7 @@ for i, (body, names) in enumerate([
     ("", "trace"), ("queue = 5\n" + SCENARIO, "queue"), ("colour = 1\n" + SCENARIO, "colour"),
     ("seed = -1\n" + SCENARIO, "seed"), ("arrival_scale = 0.0\n" + SCENARIO, "arrival_scale"),
     ("arrival_scale = nan\n" + SCENARIO, "arrival_scale"), ("arrival_scale = inf\n" + SCENARIO, "arrival_scale"),
+    ("arrival_scale = 1e300\n" + SCENARIO, "arrival_scale"),
     ('[trace]\npath = "missing.swf"\n', "missing.swf"), ('[trace]\npath = 5\n', "trace.path"),
     ('[trace]\npath = "a-dir"\n', "a-dir"),
     (SCENARIO + "limit = -5\n", "limit"), (SCENARIO + "limit = 0\n", "limit"),

@@ -62,7 +62,7 @@ scenarios = st.builds(
                                        phases=st.none() | st.integers(1, 3))
     | st.builds(PowerStates, phases=st.none() | st.integers(1, 3)),
     supply=st.builds(Supply, source=st.sampled_from([None, "solar"]), mode=st.just("grid")),
-    arrival_scale=positive, seed=st.integers(0, 2**31))
+    arrival_scale=st.floats(1e-6, 1000.0), seed=st.integers(0, 2**31))
 
 
 @given(scenarios)
