@@ -377,7 +377,6 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
             seed=0, renewable=None, renewable_scale=None, exclude_unavailable=False, node_idle_w=None,
             node_busy_w=None, limit=None, start_tolerance=None, slack=None, supply=None,
             supply_peak=None) -> Result:
-    from greenslurm.cmd_options import NODE_BUSY_W_DEFAULT, NODE_IDLE_W_DEFAULT
     from greenslurm.cmd_whatif import DEADLINE_CANDIDATES, DEFAULT_CANDIDATES, parse_policy
     from greenslurm.power_model import read_from_slurm
     from greenslurm.inputs import check_input_file, parse_columns, read
@@ -442,9 +441,8 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     summary = versioned({"trace": str(trace), "jobs": len(jobs), "cluster": source_name, "current": current[0],
                          "policies": {row["policy"]: {k: v for k, v in row.items() if k != "policy"} for row in rows},
                          RECORDED: recorded_json(recorded, skipped), "fidelity": far.as_dict(), "note": note,
-                         "power_model": read_from_slurm(site, cluster is None and node_idle_w is None and any(
-                             n.idle_w == NODE_IDLE_W_DEFAULT and n.busy_w == NODE_BUSY_W_DEFAULT
-                             for n in site.nodes)).as_dict()},
+                         "power_model": read_from_slurm(site, power_given=cluster is not None
+                                                        or node_idle_w is not None).as_dict()},
                         WHATIF_SCHEMA)
     return _combined(runs, _rows_table(rows), summary)
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 import os
 
+from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
 from greenslurm.console import warning_line
 
 # The scenario's defaults, the same in every command (the TOML's, greenslurm.scenario).
 SEED_DEFAULT = 0                   # seed, deadlines.seed, supply.seed
 RENEWABLE_SCALE_DEFAULT = 1.0      # supply.scale: a synthetic peak = 1 x the cluster's full power
-NODE_IDLE_W_DEFAULT, NODE_BUSY_W_DEFAULT = 100.0, 350.0      # clusters read from Slurm, which has no power
+# clusters read from Slurm, which has no power, draw a node's default power
+NODE_IDLE_W_DEFAULT, NODE_BUSY_W_DEFAULT = DEFAULT_NODE_IDLE_W, DEFAULT_NODE_BUSY_W
 # The dest where the parser notes which deprecated spellings the command line used.
 ALIASES_USED = "deprecated_aliases"
 

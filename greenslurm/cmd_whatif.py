@@ -496,9 +496,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         notes.insert(0, cluster_note)
     if any(queue == "slurm" for _, queue, _ in policies) and not args.slurm_conf:
         notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
-    power_assumed = (any(n.idle_w == cmd_options.NODE_IDLE_W_DEFAULT and n.busy_w == cmd_options.NODE_BUSY_W_DEFAULT
-                         for n in cluster.nodes) and args.cluster is None and args.node_idle_w is None)
-    power_model = read_from_slurm(cluster, power_assumed).as_dict()
+    power_model = read_from_slurm(cluster, power_given=args.cluster is not None or args.node_idle_w is not None).as_dict()
     notes.append(f"power model: {power_model['text']}")
     parts = [head, "", baseline_text(recorded, far, reader_skipped, _duration),
              report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])

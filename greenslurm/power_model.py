@@ -13,6 +13,7 @@ import tomllib
 from dataclasses import dataclass
 
 from greenslurm.clustermodel.cluster import Cluster
+from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
 
 ASSUMED_NOTE = "give node power in a cluster TOML (idle_w, busy_w) for your machine"
 
@@ -51,13 +52,18 @@ def node_power_text(cluster: Cluster) -> str:
     return f"nodes idle-busy {shown}{more}, linear in allocated CPUs"
 
 
-def read_from_slurm(cluster: Cluster, assumed: bool) -> PowerModel:
+def read_from_slurm(cluster: Cluster, power_given: bool) -> PowerModel:
     """The power model of a cluster read from Slurm (slurm.conf, ``sinfo --json``), which records no
-    node power: ``assumed`` unless the site gave it (what-if's ``--node-idle-w``/``--node-busy-w``).
+    node power: assumed where nodes draw the defaults and the site gave none (what-if's
+    ``--node-idle-w``/``--node-busy-w``, or a cluster TOML: ``power_given``).
 
-    >>> read_from_slurm(Cluster.homogeneous(2, cpus=4), assumed=True).text.endswith("--node-busy-w)")
+    >>> read_from_slurm(Cluster.homogeneous(2, cpus=4), power_given=False).text.endswith("--node-busy-w)")
     True
+    >>> read_from_slurm(Cluster.homogeneous(2, cpus=4), power_given=True).assumed
+    False
     """
+    assumed = not power_given and any(idle_w == DEFAULT_NODE_IDLE_W and busy_w == DEFAULT_NODE_BUSY_W
+                                      for idle_w, busy_w in zip(cluster.idle_w.tolist(), cluster.busy_w.tolist()))
     note = " (ASSUMED: Slurm records no node power; give --node-idle-w/--node-busy-w)" if assumed else ""
     return PowerModel(node_power_text(cluster) + note, assumed)
 
