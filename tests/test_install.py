@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 IGNORED = shutil.ignore_patterns(".git", ".hypothesis", ".benchmarks", "build", "dist", "*.egg-info", "__pycache__",
-                                 "*.pyc")
+                                 "*.pyc", "*.so")
 
 
 # the child processes see neither this checkout (a cwd on sys.path) nor its PYTHONPATH
@@ -55,8 +55,12 @@ def test_wheel_installs_one_namespace_beside_traces_and_sim(tmp_path):
     shutil.copytree(ROOT, source, ignore=IGNORED)
     sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, source, cwd=tmp_path)
     (ours,) = wheels.glob("greenslurm-*.whl")
-    tops = {name.split("/")[0] for name in zipfile.ZipFile(ours).namelist()}
-    assert tops == {"greenslurm", ours.name.split("-py3")[0] + ".dist-info"}, tops
+    dist_info = "-".join(ours.name.split("-")[:2]) + ".dist-info"
+    names = zipfile.ZipFile(ours).namelist()
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"greenslurm", dist_info}, tops
+    # the replay's compiled pool core is built into the wheel (a C compiler is among the test packages)
+    assert any(name.startswith("greenslurm/sim/engine/_pool_core.") for name in names), names
 
     # 2. a fresh venv: PyPI's traces and a sim first, then ours with its dependencies
     venv = tmp_path / "venv"
@@ -72,7 +76,7 @@ def test_wheel_installs_one_namespace_beside_traces_and_sim(tmp_path):
 
     # 3. what came with the wheel: greenslurm and its dist-info, plus the dependencies' own folders
     ours_added = {name for name in added if name.lower().startswith("greenslurm")}
-    assert ours_added == {"greenslurm", ours.name.split("-py3")[0] + ".dist-info"}, ours_added
+    assert ours_added == {"greenslurm", dist_info}, ours_added
     dependency_names = ("numpy", "pandas", "pyarrow", "scipy", "rich", "sortedcontainers", "markdown_it", "mdurl",
                         "pygments", "dateutil", "python_dateutil", "pytz", "tzdata", "six", "__pycache__", "bin",
                         "share", "include", "lib")
@@ -85,10 +89,12 @@ def test_wheel_installs_one_namespace_beside_traces_and_sim(tmp_path):
 
     # 4. the other packages keep their modules; ours imports under greenslurm only
     check = ("import traces, sim, greenslurm.traces, greenslurm.sim.engine.replay as r\n"
-             "print(traces.__file__); print(sim.OWNER); print(r.__file__)")
+             "from greenslurm.sim.engine.pool_core import chosen_core\n"
+             "print(traces.__file__); print(sim.OWNER); print(r.__file__); print(chosen_core())")
     out = sh(python, "-c", check, cwd=tmp_path).stdout.splitlines()
     assert out[0] == traces_before.strip() and out[1] == "the other sim"
     assert out[2].startswith(str(site / "greenslurm" / "sim" / "engine"))
+    assert out[3] == "compiled"
 
     # 5. the demo runs from an unrelated folder, with the console script of the venv
     elsewhere = tmp_path / "elsewhere"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from array import array
 from collections import Counter
 from typing import Callable, Sequence
 
@@ -265,9 +266,107 @@ class Replay:
             index += 1
 
     def run(self) -> ReplayResult:
+        pool = self._pool_core_inputs()
+        if pool is not None:
+            return self._run_pool_core(*pool)
         self.begin()
         while len(self.events):
             self.step()
+        return self.close()
+
+    # -- the processor-pool core -------------------------------------------------------------------
+    def _pool_core_inputs(self):
+        """The jobs as the pool core takes them, when this replay's parts are the core's (a pool of
+        single-CPU nodes, FCFS or EASY on processor counts, first fit, nothing listening to starts
+        and ends but the ledger); None: the general loop runs it."""
+        from greenslurm.sim.engine import pool_core
+        from greenslurm.sim.engine.queues import Easy, Fcfs
+        machine, strategy = self.machine, self.strategy
+        if (type(machine) is not Machine or not machine.is_processor_pool or not machine._first_fit
+                or machine.gpus is not None or self.keep_jobs or self.after_schedule or len(self.events)
+                or machine.start_listeners != [self._on_start] or len(machine.move_listeners) != 1
+                or machine.end_listeners):
+            return None
+        if type(strategy) is Fcfs:
+            if strategy.skip_blocked:
+                return None
+        elif type(strategy) is not Easy or not strategy.counting or strategy.record_reservations:
+            return None
+        core = pool_core.chosen_core()
+        if core == "off":
+            return None
+        rows: list[int] = []
+        procs: list[int] = []
+        shapes: dict[tuple, int | None | bool] = {}
+        isfinite = math.isfinite
+        for index, job in enumerate(self.ordered):
+            if not isfinite(job.submit_s):
+                return None              # the order of such a trace is the general loop's to keep
+            if job.requested_time_s != job.requested_time_s:
+                return None              # NaN: not a time the core compares
+            if not isfinite(job.run_for_s):
+                self.shaper._skip(job, SKIP_ENDLESS)
+                continue
+            key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node)
+            nodes = shapes.get(key, False)
+            if nodes is False:
+                shape = self.cluster.shape_of(job)
+                if shape is None:
+                    nodes = None
+                elif shape.per_node == (1.0, 0.0, 0.0):
+                    nodes = shape.nodes
+                else:
+                    return None          # a job shaped otherwise (no CPU at all): the general loop
+                shapes[key] = nodes
+            if nodes is None:
+                self.shaper._skip(job, SKIP_TOO_BIG)
+                continue
+            rows.append(index)
+            procs.append(nodes)
+        return core, rows, procs
+
+    def _run_pool_core(self, core: str, rows: list[int], procs: list[int]) -> ReplayResult:
+        from greenslurm.sim.engine import pool_core
+        ordered, ledger = self.ordered, self.ledger
+        jobs = [ordered[i] for i in rows]
+        submit = np.fromiter((job.submit_s for job in jobs), float, len(jobs))
+        requested = np.fromiter((job.requested_time_s for job in jobs), float, len(jobs))
+        run_for = np.fromiter((job.run_for_s for job in jobs), float, len(jobs))
+        size = np.array(procs, dtype=np.int64)
+        # the ledger's per-node constants as it computes them for a job of one CPU per node
+        cpu, gpu = np.float64(1.0), np.float64(0.0)
+        power = pool_core.PoolPower(
+            idle_power_w=ledger.power_w,
+            delta_per_node_w=float(cpu * ledger._delta_per_cpu_w[0] + gpu * ledger._delta_per_gpu_w[0]),
+            share_per_node_w=float(cpu * ledger._busy_per_cpu_w[0] + gpu * ledger._gpu_max_w0))
+        progress = None
+        if self.progress is not None:
+            total = self.jobs_total
+            progress = lambda done: done % PROGRESS_EVERY == 0 and self.progress(done, total)  # noqa: E731
+        run = pool_core.run_pool(self.strategy.name, self.cluster.size, submit, requested, run_for, size, power,
+                                 ledger.start_s, core=core, progress=progress)
+        # the ledger as the loop would have left it
+        ledger.total_j, ledger.jobs_j, ledger.peak_power_w = run.total_j, run.jobs_j, run.peak_power_w
+        ledger.power_w, ledger.busy_cpus, ledger.last_s = run.power_now_w, run.busy_cpus_now, run.last_s
+        ledger.node_jobs_j, ledger.node_cpu_seconds = run.node_jobs_j, run.node_cpu_seconds
+        ledger._jobs_on_node, ledger._idle_since_s = run.jobs_on_node, run.idle_since_s
+        ledger._idle_node_seconds = run.idle_node_seconds
+        ledger.times_s = array("d", run.times_s.tobytes())
+        ledger.series_power_w = array("d", run.power_w.tobytes())
+        ledger.series_busy_cpus = array("d", run.busy_cpus.tobytes())
+        self.machine.finished_count = len(run.finish_order)
+        starts, ends, energies = run.start_s.tolist(), run.end_s.tolist(), run.energy_j.tolist()
+        offsets, flat = run.node_offsets.tolist(), run.node_flat
+        records = self.records
+        for row in run.finish_order.tolist():
+            spec = jobs[row]
+            nodes = procs[row]
+            records.append(JobRecord(
+                job_id=spec.job_id, submit_s=spec.submit_s, start_s=starts[row], end_s=ends[row],
+                requested_time_s=spec.requested_time_s, nodes=nodes, cpus=np.float64(nodes), gpus=0.0,
+                killed_at_limit=spec.killed_at_limit, energy_j=energies[row],
+                node_indices=tuple(flat[offsets[row]:offsets[row + 1]].tolist()),
+                deadline_s=spec.deadline_s, user=spec.user, partition=spec.partition))
         return self.close()
 
     def begin(self) -> None:

@@ -1,0 +1,273 @@
+/* The replay's core on a processor pool, compiled: FCFS and EASY, first fit, the energy ledger.
+ *
+ * The definition is run_python() in pool_core.py; this file does the same steps in the same order
+ * with the same double-precision operations (no fused multiply-add: built with -ffp-contract=off),
+ * so its results are identical to the last bit.  It is loaded with ctypes (no Python API is used):
+ * pool_run() takes the jobs as arrays and fills arrays the caller allocated.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FCFS 0
+#define EASY 1
+
+typedef struct { double time; int64_t seq; int64_t job; } end_event;
+typedef struct { double end; int64_t job; } by_end_entry;
+
+/* numpy's pairwise sum of `count` copies of `value` (np.full(count, value).sum()) */
+static double pairwise_sum_of_copies(double value, int64_t count) {
+    if (count < 8) {
+        double total = 0.0;
+        for (int64_t i = 0; i < count; i++) total += value;
+        return total;
+    }
+    if (count <= 128) {
+        int64_t blocks = count - count % 8;
+        double lane = value;
+        for (int64_t i = 0; i < blocks / 8 - 1; i++) lane += value;
+        double total = ((lane + lane) + (lane + lane)) + ((lane + lane) + (lane + lane));
+        for (int64_t i = 0; i < count - blocks; i++) total += value;
+        return total;
+    }
+    int64_t half = count / 2;
+    half -= half % 8;
+    return pairwise_sum_of_copies(value, half) + pairwise_sum_of_copies(value, count - half);
+}
+
+static int end_before(const end_event *a, const end_event *b) {
+    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+}
+
+static void heap_push(end_event *heap, int64_t *n, end_event item) {
+    int64_t i = (*n)++;
+    while (i > 0) {
+        int64_t parent = (i - 1) / 2;
+        if (!end_before(&item, &heap[parent])) break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = item;
+}
+
+static end_event heap_pop(end_event *heap, int64_t *n) {
+    end_event top = heap[0];
+    end_event last = heap[--(*n)];
+    int64_t i = 0, size = *n;
+    for (;;) {
+        int64_t child = 2 * i + 1;
+        if (child >= size) break;
+        if (child + 1 < size && end_before(&heap[child + 1], &heap[child])) child++;
+        if (!end_before(&heap[child], &last)) break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    if (size > 0) heap[i] = last;
+    return top;
+}
+
+static int by_end_less(double end, int64_t job, const by_end_entry *e) {
+    return end < e->end || (end == e->end && job < e->job);
+}
+
+/* first position not less than (end, job) */
+static int64_t by_end_position(const by_end_entry *a, int64_t n, double end, int64_t job) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (by_end_less(end, job, &a[mid]) || (a[mid].end == end && a[mid].job == job)) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+typedef struct {
+    /* inputs */
+    const double *submit, *requested, *run_for;
+    const int64_t *procs, *offsets;
+    int64_t n_nodes;
+    double delta_unit, share_unit;
+    /* machine */
+    unsigned char *free_node;
+    double free_count;
+    int64_t finished_count;
+    /* ledger */
+    double power_w, peak_w, busy, last_s, total_j, jobs_j;
+    double *times, *series_w, *series_busy;
+    int64_t series_len;
+    double *node_jobs_j, *node_cpu_s, *idle_since, *idle_node_s;
+    int64_t *jobs_on;
+    /* jobs */
+    double *started, *ended, *energy;
+    int64_t *node_flat, *finish_order, finished;
+    end_event *heap;
+    int64_t heap_n, sequence;
+} core;
+
+static void advance(core *c, double now) {
+    double dt = now - c->last_s;
+    if (dt > 0) {
+        c->times[c->series_len] = c->last_s;
+        c->series_w[c->series_len] = c->power_w;
+        c->series_busy[c->series_len] = c->busy;
+        c->series_len++;
+        c->total_j += c->power_w * dt;
+        c->last_s = now;
+    }
+}
+
+static void start(core *c, int64_t j, double now) {
+    int64_t n = c->procs[j], base = c->offsets[j], node = 0;
+    for (int64_t k = 0; k < n; k++) {             /* the lowest-numbered free nodes */
+        while (!c->free_node[node]) node++;
+        c->free_node[node] = 0;
+        c->node_flat[base + k] = node;
+        node++;
+    }
+    c->free_count -= (double)n;
+    c->started[j] = now;
+    advance(c, now);
+    c->power_w += (double)n * c->delta_unit;
+    c->busy += (double)n;
+    if (c->power_w > c->peak_w) c->peak_w = c->power_w;
+    for (int64_t k = base; k < base + n; k++) {
+        int64_t v = c->node_flat[k];
+        if (c->jobs_on[v] == 0) c->idle_node_s[v] += now - c->idle_since[v];
+        c->jobs_on[v] += 1;
+    }
+    end_event e = { now + c->run_for[j], c->sequence++, j };
+    heap_push(c->heap, &c->heap_n, e);
+}
+
+static void finish(core *c, int64_t j, double now) {
+    int64_t n = c->procs[j], base = c->offsets[j];
+    for (int64_t k = base; k < base + n; k++) c->free_node[c->node_flat[k]] = 1;
+    c->free_count += (double)n;
+    c->finished_count++;
+    advance(c, now);
+    c->power_w -= (double)n * c->delta_unit;
+    c->busy -= (double)n;
+    double run_s = now - c->started[j];
+    double share = c->share_unit * run_s;
+    for (int64_t k = base; k < base + n; k++) {
+        int64_t v = c->node_flat[k];
+        c->node_jobs_j[v] += share;
+        c->node_cpu_s[v] += run_s;
+        c->jobs_on[v] -= 1;
+        if (c->jobs_on[v] == 0) c->idle_since[v] = now;
+    }
+    double charged = pairwise_sum_of_copies(share, n);
+    c->jobs_j += charged;
+    c->energy[j] = charged;
+    c->ended[j] = now;
+    c->finish_order[c->finished++] = j;
+}
+
+/* Returns 0, or -1 when memory ran out, -2 when a head job fits nowhere on the empty pool. */
+int pool_run(int queue, int64_t n_nodes, int64_t jobs,
+             const double *submit, const double *requested, const double *run_for, const int64_t *procs,
+             const int64_t *offsets, double idle_power_w, double delta_unit, double share_unit, double start_s,
+             double *started, double *ended, double *energy, int64_t *node_flat, int64_t *finish_order,
+             double *times, double *series_w, double *series_busy, int64_t *series_len, double *scalars,
+             double *node_jobs_j, double *node_cpu_s, int64_t *jobs_on, double *idle_since, double *idle_node_s) {
+    core c;
+    memset(&c, 0, sizeof c);
+    c.submit = submit; c.requested = requested; c.run_for = run_for; c.procs = procs; c.offsets = offsets;
+    c.n_nodes = n_nodes; c.delta_unit = delta_unit; c.share_unit = share_unit;
+    c.free_node = malloc(n_nodes > 0 ? (size_t)n_nodes : 1);
+    c.heap = malloc(sizeof(end_event) * (size_t)(n_nodes + 1));
+    int64_t *waiting = malloc(sizeof(int64_t) * (size_t)(jobs + 1));
+    by_end_entry *by_end = malloc(sizeof(by_end_entry) * (size_t)(n_nodes + 1));
+    if (!c.free_node || !c.heap || !waiting || !by_end) {
+        free(c.free_node); free(c.heap); free(waiting); free(by_end);
+        return -1;
+    }
+    memset(c.free_node, 1, (size_t)n_nodes);
+    c.free_count = (double)n_nodes;
+    c.power_w = c.peak_w = idle_power_w;
+    c.last_s = start_s;
+    c.times = times; c.series_w = series_w; c.series_busy = series_busy;
+    c.node_jobs_j = node_jobs_j; c.node_cpu_s = node_cpu_s; c.jobs_on = jobs_on;
+    c.idle_since = idle_since; c.idle_node_s = idle_node_s;
+    for (int64_t v = 0; v < n_nodes; v++) {
+        node_jobs_j[v] = 0.0; node_cpu_s[v] = 0.0; jobs_on[v] = 0; idle_since[v] = start_s; idle_node_s[v] = 0.0;
+    }
+    c.started = started; c.ended = ended; c.energy = energy; c.node_flat = node_flat; c.finish_order = finish_order;
+    for (int64_t j = 0; j < jobs; j++) { started[j] = -1.0; ended[j] = -1.0; energy[j] = 0.0; }
+
+    int64_t arrived = 0, q_head = 0, q_tail = 0, by_end_n = 0;
+    int have_cache = 0;
+    int64_t cache_head = -1, cache_finished = -1;
+    double shadow = 0.0, extra = 0.0;
+    int status = 0;
+
+    while (c.heap_n > 0 || arrived < jobs) {
+        double now = c.heap_n > 0 ? c.heap[0].time : 0.0;
+        if (arrived < jobs && (c.heap_n == 0 || submit[arrived] < now)) now = submit[arrived];
+        while (c.heap_n > 0 && c.heap[0].time == now) {
+            int64_t j = heap_pop(c.heap, &c.heap_n).job;
+            finish(&c, j, now);
+            if (queue == EASY) {
+                int64_t at = by_end_position(by_end, by_end_n, c.started[j] + requested[j], j);
+                memmove(&by_end[at], &by_end[at + 1], sizeof(by_end_entry) * (size_t)(by_end_n - at - 1));
+                by_end_n--;
+            }
+        }
+        while (arrived < jobs && submit[arrived] == now) waiting[q_tail++] = arrived++;
+        if (queue == FCFS) {
+            while (q_head < q_tail && (double)procs[waiting[q_head]] <= c.free_count) start(&c, waiting[q_head++], now);
+            continue;
+        }
+        while (q_head < q_tail && (double)procs[waiting[q_head]] <= c.free_count) {
+            int64_t j = waiting[q_head++];
+            start(&c, j, now);
+            double end = now + requested[j];
+            int64_t at = by_end_position(by_end, by_end_n, end, j);
+            memmove(&by_end[at + 1], &by_end[at], sizeof(by_end_entry) * (size_t)(by_end_n - at));
+            by_end[at].end = end; by_end[at].job = j; by_end_n++;
+        }
+        if (q_head == q_tail) continue;
+        if (q_head > 4096 && q_head * 2 > q_tail) {    /* reuse the front of the buffer */
+            memmove(waiting, &waiting[q_head], sizeof(int64_t) * (size_t)(q_tail - q_head));
+            q_tail -= q_head; q_head = 0;
+        }
+        int64_t head = waiting[q_head];
+        int reserved = have_cache && cache_head == head && cache_finished == c.finished_count;
+        int64_t i = q_head + 1;
+        while (i < q_tail && c.free_count > 0) {
+            int64_t j = waiting[i];
+            double size = (double)procs[j];
+            if (size > c.free_count) { i++; continue; }
+            if (!reserved) {                          /* the head's shadow time and extra processors */
+                double available = c.free_count, need = (double)procs[head];
+                int64_t k = 0;
+                for (; k < by_end_n; k++) {
+                    available += (double)procs[by_end[k].job];
+                    if (available >= need) break;
+                }
+                if (k == by_end_n) { status = -2; goto done; }
+                shadow = by_end[k].end;
+                extra = available - need;
+                reserved = 1;
+            }
+            if (now + requested[j] > shadow) {
+                if (size > extra) { i++; continue; }
+                extra -= size;
+            }
+            memmove(&waiting[i], &waiting[i + 1], sizeof(int64_t) * (size_t)(q_tail - i - 1));
+            q_tail--;
+            start(&c, j, now);
+            double end = now + requested[j];
+            int64_t at = by_end_position(by_end, by_end_n, end, j);
+            memmove(&by_end[at + 1], &by_end[at], sizeof(by_end_entry) * (size_t)(by_end_n - at));
+            by_end[at].end = end; by_end[at].job = j; by_end_n++;
+        }
+        if (reserved) { have_cache = 1; cache_head = head; cache_finished = c.finished_count; }
+    }
+done:
+    *series_len = c.series_len;
+    scalars[0] = c.total_j; scalars[1] = c.jobs_j; scalars[2] = c.peak_w;
+    scalars[3] = c.power_w; scalars[4] = c.busy; scalars[5] = c.last_s; scalars[6] = (double)c.finished;
+    free(c.free_node); free(c.heap); free(waiting); free(by_end);
+    return status;
+}

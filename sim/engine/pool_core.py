@@ -1,0 +1,391 @@
+"""The replay's core on a processor pool: FCFS and EASY, first fit, the energy ledger, in one loop.
+
+A cluster of identical single-CPU nodes without memory or GPUs (every SWF log's model) under FCFS
+or EASY with first-fit node selection is the commonest replay and the one that must scale to
+millions of jobs.  For it, the replay (:class:`greenslurm.sim.engine.replay.Replay`) hands the
+whole loop to this core: the same events in the same order (job ends before arrivals at one time,
+ends in start order), the same rules (FCFS; EASY's shadow time and extra processors, its
+reservation kept while no job ended), the lowest-numbered free nodes, and the ledger's arithmetic
+operation by operation, so that every output is the same to the last bit (tests compare them).
+
+The core runs as compiled C (``_pool_core.c``, built when the package is installed with a C
+compiler) or, without it, as the pure-Python :func:`run_python` below; both give identical
+results.  ``GREENSLURM_POOL_CORE`` chooses: ``auto`` (the default: compiled when built),
+``compiled``, ``python``, or ``off`` (the replay's general loop).
+
+Inputs are the jobs that can run, in submit order: submit time, requested time, time run (its
+run time, at most the requested time) and processors.  The result (:class:`PoolRun`) gives each
+job's start, end and energy, its nodes, the order jobs ended in, the power series and the
+ledger's per-node sums.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import heapq
+import os
+from bisect import bisect_left, insort
+from array import array
+from collections import deque
+from dataclasses import dataclass
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from greenslurm.clustermodel.errors import InputError
+
+FCFS, EASY = 0, 1
+QUEUE_CODES = {"fcfs": FCFS, "easy": EASY}
+ENV = "GREENSLURM_POOL_CORE"
+CHOICES = ("auto", "compiled", "python", "off")
+PROGRESS_EVERY = 2000
+
+
+@dataclass
+class PoolRun:
+    """What one run of the core computed (jobs indexed by their row in the input)."""
+
+    start_s: np.ndarray           # per job
+    end_s: np.ndarray             # per job
+    energy_j: np.ndarray          # per job: its share of node power over its run
+    node_offsets: np.ndarray      # job j ran on node_flat[node_offsets[j]:node_offsets[j + 1]]
+    node_flat: np.ndarray
+    finish_order: np.ndarray      # rows in the order the jobs ended (the records' order)
+    times_s: np.ndarray           # power series: from each time on, until the next
+    power_w: np.ndarray
+    busy_cpus: np.ndarray
+    total_j: float                # the ledger's sums (see greenslurm.sim.accounting.ledger)
+    jobs_j: float
+    peak_power_w: float
+    power_now_w: float
+    busy_cpus_now: float
+    last_s: float
+    node_jobs_j: np.ndarray
+    node_cpu_seconds: np.ndarray
+    jobs_on_node: np.ndarray
+    idle_since_s: np.ndarray
+    idle_node_seconds: np.ndarray
+
+
+@dataclass(frozen=True)
+class PoolPower:
+    """The ledger's constants on a pool of alike nodes (see ``EnergyLedger``)."""
+
+    idle_power_w: float           # the whole cluster idle
+    delta_per_node_w: float       # power a busy node adds: (busy - idle) per CPU x 1 CPU (+ 0 GPUs)
+    share_per_node_w: float       # power charged to a job per node: busy per CPU x 1 CPU (+ 0 GPUs)
+
+
+def pairwise_sum_of_copies(value: float, count: int) -> float:
+    """The sum of ``count`` copies of ``value`` as numpy adds them (pairwise, blocks of 8), the
+    ledger's ``np.full(count, value).sum()`` bit for bit.
+
+    >>> pairwise_sum_of_copies(0.1, 10) == float(np.full(10, 0.1).sum())
+    True
+    >>> pairwise_sum_of_copies(2.5, 3)       # fewer than 8: one running sum, 2.5 + 2.5 + 2.5
+    7.5
+    """
+    if count < 8:
+        total = 0.0
+        for _ in range(count):
+            total += value
+        return total
+    if count <= 128:
+        # eight running sums over whole blocks of 8, combined as a tree, then the remainder
+        blocks = count - count % 8
+        lane = value
+        for _ in range(blocks // 8 - 1):
+            lane += value
+        total = ((lane + lane) + (lane + lane)) + ((lane + lane) + (lane + lane))
+        for _ in range(count - blocks):
+            total += value
+        return total
+    half = count // 2
+    half -= half % 8
+    return pairwise_sum_of_copies(value, half) + pairwise_sum_of_copies(value, count - half)
+
+
+def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
+               start_s: float, progress: Callable[[int], None] | None = None) -> PoolRun:
+    """The core in pure Python (the compiled core's definition: same steps, same results)."""
+    jobs = len(submit_s)
+    submit = submit_s.tolist() if isinstance(submit_s, np.ndarray) else list(submit_s)
+    requested = requested_s.tolist() if isinstance(requested_s, np.ndarray) else list(requested_s)
+    run_for = run_for_s.tolist() if isinstance(run_for_s, np.ndarray) else list(run_for_s)
+    size = procs.tolist() if isinstance(procs, np.ndarray) else list(procs)
+    offsets = [0] * (jobs + 1)
+    for j in range(jobs):
+        offsets[j + 1] = offsets[j] + size[j]
+    node_flat = array("l", bytes(8 * offsets[jobs])) if jobs else array("l")
+    started = [-1.0] * jobs
+    ended = [-1.0] * jobs
+    energy = [0.0] * jobs
+    finish_order = array("l")
+    # machine: which nodes are free (1) and how many
+    free = bytearray(b"\x01" * n_nodes)
+    free_count = float(n_nodes)
+    finished_count = 0
+    # ledger
+    power_w = power.idle_power_w
+    peak_w = power_w
+    busy = 0.0
+    last_s = start_s
+    total_j = 0.0
+    jobs_j = 0.0
+    times, series_w, series_busy = array("d"), array("d"), array("d")
+    node_jobs_j = [0.0] * n_nodes
+    node_cpu_s = [0.0] * n_nodes
+    jobs_on = [0] * n_nodes
+    idle_since = [start_s] * n_nodes
+    idle_node_s = [0.0] * n_nodes
+    delta_unit, share_unit = power.delta_per_node_w, power.share_per_node_w
+    # events: running jobs' ends as (time, sequence, job); the next arrival is submit[arrived]
+    ends: list[tuple[float, int, int]] = []
+    sequence = 0
+    arrived = 0
+    waiting: deque[int] | list[int] = deque() if queue == FCFS else []
+    by_end: list[tuple[float, int]] = []          # EASY: running jobs by (requested end, row)
+    cached_key = None                             # EASY: (head, finished_count) of the reservation
+    cached: list[float] | None = None             # [shadow time, extra processors]
+    inf = float("inf")
+
+    def start(j: int, now: float) -> None:
+        nonlocal free_count, power_w, busy, peak_w, last_s, total_j, sequence
+        n = size[j]
+        base = offsets[j]
+        node = -1
+        for k in range(n):                         # the lowest-numbered free nodes
+            node = free.index(1, node + 1)
+            free[node] = 0
+            node_flat[base + k] = node
+        free_count -= n
+        started[j] = now
+        dt = now - last_s                          # ledger.advance
+        if dt > 0:
+            times.append(last_s); series_w.append(power_w); series_busy.append(busy)
+            total_j += power_w * dt
+            last_s = now
+        power_w += n * delta_unit
+        busy += n
+        if power_w > peak_w:
+            peak_w = power_w
+        for k in range(base, base + n):
+            node = node_flat[k]
+            if jobs_on[node] == 0:
+                idle_node_s[node] += now - idle_since[node]
+            jobs_on[node] += 1
+        heapq.heappush(ends, (now + run_for[j], sequence, j))
+        sequence += 1
+
+    def finish(j: int, now: float) -> None:
+        nonlocal free_count, finished_count, power_w, busy, last_s, total_j, jobs_j
+        n = size[j]
+        base = offsets[j]
+        for k in range(base, base + n):
+            free[node_flat[k]] = 1
+        free_count += n
+        finished_count += 1
+        dt = now - last_s
+        if dt > 0:
+            times.append(last_s); series_w.append(power_w); series_busy.append(busy)
+            total_j += power_w * dt
+            last_s = now
+        power_w -= n * delta_unit
+        busy -= n
+        run_s = now - started[j]
+        share = share_unit * run_s
+        for k in range(base, base + n):
+            node = node_flat[k]
+            node_jobs_j[node] += share
+            node_cpu_s[node] += run_s
+            jobs_on[node] -= 1
+            if jobs_on[node] == 0:
+                idle_since[node] = now
+        charged = pairwise_sum_of_copies(share, n)
+        jobs_j += charged
+        energy[j] = charged
+        ended[j] = now
+        finish_order.append(j)
+        if progress is not None and len(finish_order) % PROGRESS_EVERY == 0:
+            progress(len(finish_order))
+
+    while ends or arrived < jobs:
+        now = ends[0][0] if ends else inf
+        if arrived < jobs and submit[arrived] < now:
+            now = submit[arrived]
+        while ends and ends[0][0] == now:
+            j = heapq.heappop(ends)[2]
+            finish(j, now)
+            if queue == EASY:
+                del by_end[bisect_left(by_end, (started[j] + requested[j], j))]
+        while arrived < jobs and submit[arrived] == now:
+            waiting.append(arrived)
+            arrived += 1
+        if queue == FCFS:
+            while waiting and size[waiting[0]] <= free_count:
+                start(waiting.popleft(), now)
+            continue
+        # EASY on processor counts (Mu'alem & Feitelson 2001, Fig. 1)
+        while waiting and size[waiting[0]] <= free_count:
+            j = waiting.pop(0)
+            start(j, now)
+            insort(by_end, (now + requested[j], j))
+        if not waiting:
+            continue
+        head = waiting[0]
+        key = (head, finished_count)
+        reservation = cached if cached_key == key else None
+        i = 1
+        while i < len(waiting) and free_count > 0:
+            j = waiting[i]
+            if size[j] > free_count:
+                i += 1
+                continue
+            if reservation is None:
+                reservation = _count_reservation(by_end, size, free_count, size[head])
+            if now + requested[j] > reservation[0]:
+                if size[j] > reservation[1]:
+                    i += 1
+                    continue
+                reservation[1] -= size[j]
+            del waiting[i]
+            start(j, now)
+            insort(by_end, (now + requested[j], j))
+        if reservation is not None:
+            cached_key, cached = key, reservation
+    if progress is not None:
+        progress(len(finish_order))
+    return PoolRun(
+        start_s=np.array(started), end_s=np.array(ended), energy_j=np.array(energy),
+        node_offsets=np.array(offsets, dtype=np.int64), node_flat=np.frombuffer(node_flat, dtype=np.int64).copy()
+        if len(node_flat) else np.zeros(0, dtype=np.int64),
+        finish_order=np.frombuffer(finish_order, dtype=np.int64).copy() if len(finish_order)
+        else np.zeros(0, dtype=np.int64),
+        times_s=np.frombuffer(times, dtype=float).copy(), power_w=np.frombuffer(series_w, dtype=float).copy(),
+        busy_cpus=np.frombuffer(series_busy, dtype=float).copy(), total_j=total_j, jobs_j=jobs_j,
+        peak_power_w=peak_w, power_now_w=power_w, busy_cpus_now=busy, last_s=last_s,
+        node_jobs_j=np.array(node_jobs_j), node_cpu_seconds=np.array(node_cpu_s),
+        jobs_on_node=np.array(jobs_on, dtype=np.int64), idle_since_s=np.array(idle_since),
+        idle_node_seconds=np.array(idle_node_s))
+
+
+def _count_reservation(by_end: list[tuple[float, int]], size: list[int], free_count: float,
+                       head_size: int) -> list[float]:
+    """[shadow time, extra processors] of the head: release running jobs by requested end until
+    the head fits; what is left beyond it then is extra."""
+    available = free_count
+    for end_s, j in by_end:
+        available += size[j]
+        if available >= head_size:
+            return [end_s, available - head_size]
+    raise RuntimeError("the first waiting job fits nowhere even on an empty pool")
+
+
+# -- the compiled core ---------------------------------------------------------------------------
+_LIBRARY: ctypes.CDLL | None | bool = False       # False: not looked for yet
+
+
+def compiled_library() -> ctypes.CDLL | None:
+    """The compiled core next to this module (built at install), or None."""
+    global _LIBRARY
+    if _LIBRARY is False:
+        _LIBRARY = None
+        here = Path(__file__).parent
+        for suffix in EXTENSION_SUFFIXES:
+            path = here / f"_pool_core{suffix}"
+            if path.is_file():
+                try:
+                    library = ctypes.CDLL(str(path))
+                except OSError:
+                    continue
+                library.pool_run.restype = ctypes.c_int
+                _LIBRARY = library
+                break
+    return _LIBRARY
+
+
+def chosen_core() -> str:
+    """Which core runs a pool replay: ``compiled``, ``python`` or ``off`` (from ``GREENSLURM_POOL_CORE``)."""
+    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise InputError(f"{choice!r} is not a core; choose from {', '.join(CHOICES)}", path="environment",
+                         field=ENV)
+    if choice == "auto":
+        return "compiled" if compiled_library() is not None else "python"
+    if choice == "compiled" and compiled_library() is None:
+        raise InputError("the compiled core is not built (install greenslurm where a C compiler is)",
+                         path="environment", field=ENV)
+    return choice
+
+
+def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
+                 start_s: float) -> PoolRun:
+    """The core in C (see ``_pool_core.c``); the same results as :func:`run_python`."""
+    library = compiled_library()
+    if library is None:
+        raise RuntimeError("the compiled core is not built")
+    submit = np.ascontiguousarray(submit_s, dtype=np.float64)
+    requested = np.ascontiguousarray(requested_s, dtype=np.float64)
+    run_for = np.ascontiguousarray(run_for_s, dtype=np.float64)
+    size = np.ascontiguousarray(procs, dtype=np.int64)
+    jobs = len(submit)
+    offsets = np.zeros(jobs + 1, dtype=np.int64)
+    np.cumsum(size, out=offsets[1:])
+    started, ended, energy = np.empty(jobs), np.empty(jobs), np.empty(jobs)
+    node_flat = np.empty(int(offsets[-1]), dtype=np.int64)
+    finish_order = np.empty(jobs, dtype=np.int64)
+    # the power series gains at most one point per distinct event time: every start and end
+    points = 2 * jobs + 1
+    times, series_w, series_busy = np.empty(points), np.empty(points), np.empty(points)
+    series_len = np.zeros(1, dtype=np.int64)
+    scalars = np.zeros(7)
+    node_jobs_j, node_cpu_s = np.empty(n_nodes), np.empty(n_nodes)
+    jobs_on = np.empty(n_nodes, dtype=np.int64)
+    idle_since, idle_node_s = np.empty(n_nodes), np.empty(n_nodes)
+
+    def ptr(a: np.ndarray):
+        return a.ctypes.data_as(ctypes.c_void_p)
+    status = library.pool_run(
+        ctypes.c_int(queue), ctypes.c_int64(n_nodes), ctypes.c_int64(jobs),
+        ptr(submit), ptr(requested), ptr(run_for), ptr(size), ptr(offsets),
+        ctypes.c_double(power.idle_power_w), ctypes.c_double(power.delta_per_node_w),
+        ctypes.c_double(power.share_per_node_w), ctypes.c_double(start_s),
+        ptr(started), ptr(ended), ptr(energy), ptr(node_flat), ptr(finish_order),
+        ptr(times), ptr(series_w), ptr(series_busy), ptr(series_len), ptr(scalars),
+        ptr(node_jobs_j), ptr(node_cpu_s), ptr(jobs_on), ptr(idle_since), ptr(idle_node_s))
+    if status == -1:
+        raise MemoryError("the compiled replay core ran out of memory")
+    if status == -2:
+        raise RuntimeError("the first waiting job fits nowhere even on an empty pool")
+    n = int(series_len[0])
+    return PoolRun(
+        start_s=started, end_s=ended, energy_j=energy, node_offsets=offsets, node_flat=node_flat,
+        finish_order=finish_order[:int(scalars[6])], times_s=times[:n].copy(), power_w=series_w[:n].copy(),
+        busy_cpus=series_busy[:n].copy(), total_j=float(scalars[0]), jobs_j=float(scalars[1]),
+        peak_power_w=float(scalars[2]), power_now_w=float(scalars[3]), busy_cpus_now=float(scalars[4]),
+        last_s=float(scalars[5]), node_jobs_j=node_jobs_j, node_cpu_seconds=node_cpu_s, jobs_on_node=jobs_on,
+        idle_since_s=idle_since, idle_node_seconds=idle_node_s)
+
+
+def run_pool(queue: str, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
+             start_s: float, core: str | None = None, progress: Callable[[int], None] | None = None) -> PoolRun:
+    """Run ``queue`` (``fcfs`` or ``easy``) on a pool of ``n_nodes`` processors with the chosen core.
+
+    >>> power = PoolPower(idle_power_w=200.0, delta_per_node_w=150.0, share_per_node_w=250.0)
+    >>> run = run_pool("easy", 2, [0.0, 0.0, 1.0], [100.0, 100.0, 10.0], [100.0, 50.0, 10.0], [1, 2, 1],
+    ...                power, 0.0, core="python")
+    >>> run.start_s.tolist()     # the 2-processor job waits for the first; the short one backfills at 1
+    [0.0, 100.0, 1.0]
+    >>> run.energy_j.tolist()    # 250 W x 100 s; 2 nodes x 250 W x 50 s; 250 W x 10 s
+    [25000.0, 25000.0, 2500.0]
+    """
+    code = QUEUE_CODES[queue]
+    core = core or chosen_core()
+    if core == "compiled":
+        run = run_compiled(code, n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s)
+        if progress is not None:
+            progress(len(run.finish_order))
+        return run
+    return run_python(code, n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s, progress)

@@ -1,0 +1,189 @@
+"""The processor-pool core (compiled and pure Python) against the replay's general loop.
+
+The core replaces the general loop for FCFS and EASY on a pool of single-CPU nodes with first fit;
+its results must be the general loop's bit for bit: every start, end, node list and energy, the
+power series and every ledger sum.  Exact small cases first (arithmetic in the comments), then
+random workloads (hypothesis), then whole real logs through the command line.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.sim.engine import pool_core
+from greenslurm.sim.engine.pool_core import PoolPower, pairwise_sum_of_copies, run_pool
+from greenslurm.sim.engine.replay import Replay
+
+CORES = ("python", "compiled")
+POWER = PoolPower(idle_power_w=400.0, delta_per_node_w=150.0, share_per_node_w=250.0)   # 4 nodes idle at 100 W
+
+
+def test_the_compiled_core_is_built():
+    """The test install builds it (a C compiler is among the test command's packages): a missing
+    library must fail here, not quietly test the Python core twice."""
+    assert pool_core.compiled_library() is not None
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_fcfs_exact(core):
+    # 4 nodes.  a: 3 procs at 0 for 10 s -> nodes 0-2 until 10.  b: 2 procs at 1 -> waits (1 free), starts
+    # at 10 on nodes 0-1.  c: 1 proc at 2 -> FCFS keeps it behind b although node 3 is free: starts at 10
+    # on node 2.
+    run = run_pool("fcfs", 4, [0.0, 1.0, 2.0], [10.0, 5.0, 5.0], [10.0, 5.0, 5.0], [3, 2, 1], POWER, 0.0, core=core)
+    assert run.start_s.tolist() == [0.0, 10.0, 10.0]
+    assert run.end_s.tolist() == [10.0, 15.0, 15.0]
+    assert [run.node_flat[run.node_offsets[j]:run.node_offsets[j + 1]].tolist() for j in range(3)] == \
+        [[0, 1, 2], [0, 1], [2]]
+    assert run.finish_order.tolist() == [0, 1, 2]        # b and c end together: in start order
+    # energy per job: 250 W a node x nodes x run time
+    assert run.energy_j.tolist() == [250.0 * 3 * 10, 250.0 * 2 * 5, 250.0 * 5]
+    # power: 400 W idle; 0-10 s three nodes busy (+450 W); 10-15 s three busy; then idle.
+    # total = 850 x 10 + 850 x 5 = 12,750 J (the series ends at the last event, 15 s)
+    assert run.times_s.tolist() == [0.0, 10.0]
+    assert run.power_w.tolist() == [850.0, 850.0]
+    assert run.total_j == 12750.0
+    assert run.peak_power_w == 850.0
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_easy_backfills_only_what_does_not_delay_the_head(core):
+    # 4 nodes.  a: 3 procs, 0-100 (requested 100).  head b: 4 procs at 1 -> shadow time 100, extra
+    # processors 4 + 0 - 4 = 0.  c: 1 proc at 2 asking 50 s -> ends by 100: backfills at 2.  d: 1 proc
+    # at 3 asking 200 s -> would end after the shadow and no extra processor is left: waits.
+    submit = [0.0, 1.0, 2.0, 3.0]
+    requested = [100.0, 10.0, 50.0, 200.0]
+    run = run_pool("easy", 4, submit, requested, requested, [3, 4, 1, 1], POWER, 0.0, core=core)
+    assert run.start_s.tolist() == [0.0, 100.0, 2.0, 110.0]
+    # c ran on node 3 (the only free one); d starts when b ends at 110, on node 0
+    assert run.node_flat[run.node_offsets[2]:run.node_offsets[3]].tolist() == [3]
+    assert run.node_flat[run.node_offsets[3]:run.node_offsets[4]].tolist() == [0]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_easy_extra_processors_let_a_long_job_backfill(core):
+    # 4 nodes.  a: 2 procs, 0-100.  head b: 3 procs at 1 -> shadow 100; then 2 + 2 = 4 free, extra
+    # 4 - 3 = 1.  c: 1 proc at 2 asking 500 s -> past the shadow but 1 <= 1 extra: starts at 2.
+    # d: 1 proc at 3 asking 500 s -> extra is now 0: waits, although node 3 is free.
+    requested = [100.0, 10.0, 500.0, 500.0]
+    run = run_pool("easy", 4, [0.0, 1.0, 2.0, 3.0], requested, requested, [2, 3, 1, 1], POWER, 0.0, core=core)
+    assert run.start_s.tolist() == [0.0, 100.0, 2.0, 110.0]
+
+
+def test_pairwise_sum_matches_numpy_bit_for_bit():
+    rng = np.random.default_rng(7)
+    for count in [*range(0, 300), 1000, 1024, 4097]:
+        value = float(rng.random() * 10.0 ** rng.integers(-3, 9))
+        assert pairwise_sum_of_copies(value, count) == float(np.full(count, value).sum()), count
+
+
+def test_a_bad_choice_is_one_line_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(pool_core.ENV, "fast")
+    with pytest.raises(InputError, match=r"^environment: field GREENSLURM_POOL_CORE: 'fast' is not a core"):
+        pool_core.chosen_core()
+
+
+# -- against the general loop ----------------------------------------------------------------------
+def replay_with(core: str, monkeypatch, jobs, cluster, queue):
+    monkeypatch.setenv(pool_core.ENV, core)
+    return Replay(jobs, cluster, queue).run()
+
+
+def assert_same(a, b):
+    """Two replay results, bit for bit."""
+    assert [(r.job_id, r.start_s, r.end_s, r.nodes, r.cpus, r.gpus, r.energy_j, r.node_indices, r.killed_at_limit)
+            for r in a.records] == \
+        [(r.job_id, r.start_s, r.end_s, r.nodes, r.cpus, r.gpus, r.energy_j, r.node_indices, r.killed_at_limit)
+         for r in b.records]
+    for name in ("power_times_s", "power_w", "busy_cpus"):
+        assert getattr(a, name).tobytes() == getattr(b, name).tobytes(), name
+    ea, eb = a.energy, b.energy
+    assert (ea.total_j, ea.jobs_j, ea.unallocated_j, ea.idle_nodes_j, ea.peak_power_w, ea.end_s) == \
+        (eb.total_j, eb.jobs_j, eb.unallocated_j, eb.idle_nodes_j, eb.peak_power_w, eb.end_s)
+    assert ea.per_node_j.tobytes() == eb.per_node_j.tobytes()
+    assert a.skipped == b.skipped and a.jobs_total == b.jobs_total
+
+
+@st.composite
+def pool_workloads(draw):
+    nodes = draw(st.integers(1, 12))
+    count = draw(st.integers(0, 60))
+    jobs = []
+    for i in range(count):
+        requested = float(draw(st.integers(1, 400)))
+        jobs.append(JobSpec(
+            str(i), submit_s=float(draw(st.integers(0, 300))), requested_time_s=requested,
+            # some jobs end early, some at their limit, some would run past it (killed), some run 0 s
+            runtime_s=float(draw(st.sampled_from([0, requested, requested * 2, draw(st.integers(0, 400))]))),
+            cpus=draw(st.integers(1, nodes + 2))))     # a few ask for more than the pool: skipped
+    idle_w = draw(st.sampled_from([0.0, 37.5, 100.0]))
+    busy_w = idle_w + draw(st.sampled_from([0.0, 12.25, 150.0]))
+    return Cluster.homogeneous(nodes, cpus=1, idle_w=idle_w, busy_w=busy_w), jobs
+
+
+@settings(max_examples=150, deadline=None)
+@given(pool_workloads(), st.sampled_from(["fcfs", "easy"]))
+def test_cores_equal_the_general_loop(monkeypatch_session, workload, queue):
+    cluster, jobs = workload
+    general = replay_with("off", monkeypatch_session, jobs, cluster, queue)
+    for core in CORES:
+        assert_same(replay_with(core, monkeypatch_session, jobs, cluster, queue), general)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_session():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def test_skipped_jobs_are_counted_as_the_general_loop_counts_them(monkeypatch):
+    cluster = Cluster.homogeneous(2, cpus=1)
+    jobs = [JobSpec("big", 0.0, 10.0, runtime_s=5.0, cpus=3),               # more than the 2 nodes
+            JobSpec("forever", 1.0, float("inf"), runtime_s=None, cpus=1),   # no finite runtime
+            JobSpec("ok", 2.0, 10.0, runtime_s=5.0, cpus=2)]
+    general = replay_with("off", monkeypatch, jobs, cluster, "easy")
+    assert sum(general.skipped.values()) == 2
+    for core in CORES:
+        assert_same(replay_with(core, monkeypatch, jobs, cluster, "easy"), general)
+
+
+def test_other_parts_keep_the_general_loop(monkeypatch):
+    """A cluster with memory, a job without a CPU, conservative: not the core's to run (the general
+    loop gives the same answers as before; here: the core is not asked)."""
+    class CoreAsked(Exception):
+        """raised by a stand-in for the core, so that a run that asks it stops there"""
+
+    def asked(*args, **kwargs):
+        raise CoreAsked
+
+    monkeypatch.setattr(pool_core, "run_pool", asked)
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=5.0, cpus=1)]
+    Replay(jobs, Cluster.homogeneous(2, cpus=1), "conservative").run()
+    Replay(jobs, Cluster.homogeneous(2, cpus=2), "easy").run()                       # two CPUs a node
+    Replay([JobSpec("z", 0.0, 10.0, runtime_s=5.0, cpus=0)], Cluster.homogeneous(2, cpus=1), "easy").run()
+    Replay(jobs, Cluster.homogeneous(2, cpus=1), "fcfs", strategy_options={"skip_blocked": True}).run()
+    with pytest.raises(CoreAsked):
+        Replay(jobs, Cluster.homogeneous(2, cpus=1), "easy").run()
+
+
+# -- whole real logs through the command line ---------------------------------------------------------
+@pytest.mark.parametrize("queue", ["easy", "fcfs"])
+def test_whole_kth_log_same_bytes_with_every_core(shared_data, tmp_path, queue):
+    trace = shared_data / "swf/KTH-SP2-1996-2.1-cln.swf"
+    outputs = {}
+    for core in ("off", *CORES):
+        out = tmp_path / core
+        subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(trace), "--queue", queue,
+                        "--out", str(out), "--no-progress"], check=True, capture_output=True,
+                       env={**__import__("os").environ, pool_core.ENV: core})
+        outputs[core] = out
+    for core in CORES:
+        for name in ("jobs.csv", "power.csv", "summary.json", "jobs.parquet"):
+            assert filecmp.cmp(outputs["off"] / name, outputs[core] / name, shallow=False), (core, name)
