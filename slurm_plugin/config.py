@@ -5,6 +5,7 @@ Lua-side ones (socket, timeout, failure modes) into job_submit.lua."""
 from __future__ import annotations
 
 import math
+import shlex
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.selection import parse_selection
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.node import DEFAULT_GPU_POWER_W, DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
+from greenslurm.clustermodel.power import node_power_problem
 from greenslurm.traces.records import MAX_LIMIT_S
 
 RECONCILE_ACTIONS = ("none", "annotate", "hold", "cancel")
@@ -20,7 +23,10 @@ UNDECODABLE_OUTCOMES = ("reject", "drop")
 RECORD_SYNC = ("full", "normal")
 BACKEND_NAMES = ("auto", "cli", "pyslurm", "files")
 FAIL_MODES = ("open", "closed")
+SUPPLY_STALE = ("grid", "use")
 RENAMED = {"allocation": "select"}
+RENEWABLE_MODES = ("grid", "green", "only")      # the replay's --renewable-mode
+NO_DEADLINE_POLICIES = ("untouched", "shift")
 MAX_ARRAY_TASKS = 4_000_001        # Slurm's largest MaxArraySize
 MAX_CONNECTIONS = 65_536           # more open sockets than a process may hold by default
 
@@ -52,6 +58,22 @@ class HookConfig:
     max_array_tasks: int = 1000
     reject_error: str = "ESLURM_ACCESS_DENIED"
     max_connections: int = 256
+    # the renewable forecast and green placement (docs/hook-green.md)
+    renewable: str = "grid"
+    supply_file: str = ""
+    supply_command: str = ""
+    supply_scale: float = 1.0
+    supply_refresh_s: float = 300.0
+    supply_timeout_s: float = 10.0
+    supply_max_age_s: float = 21600.0
+    supply_stale: str = "grid"
+    no_deadline: str = "untouched"
+    no_deadline_max_shift_s: float = 14400.0
+    # the power model of every node (Slurm records none): the replay's linear node model
+    node_idle_w: float = DEFAULT_NODE_IDLE_W
+    node_busy_w: float = DEFAULT_NODE_BUSY_W
+    gpu_idle_w: float = DEFAULT_GPU_POWER_W[0]
+    gpu_max_w: float = DEFAULT_GPU_POWER_W[1]
     # for the Lua side (``greenslurm hook install`` renders them into job_submit.lua)
     timeout_ms: float = 300.0
     fail: str = "open"
@@ -123,9 +145,11 @@ class HookConfig:
             raise bad(getattr(exc, "reason", str(exc)), "select") from None
         for key, allowed in (("backend", BACKEND_NAMES), ("reconcile", RECONCILE_ACTIONS), ("stale", STALE_OUTCOMES),
                              ("undecodable", UNDECODABLE_OUTCOMES), ("record_sync", RECORD_SYNC),
-                             ("fail", FAIL_MODES), ("fail_deadline", FAIL_MODES)):
+                             ("fail", FAIL_MODES), ("fail_deadline", FAIL_MODES), ("renewable", RENEWABLE_MODES),
+                             ("supply_stale", SUPPLY_STALE), ("no_deadline", NO_DEADLINE_POLICIES)):
             one_of(key, allowed)
-        for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s", "max_view_age_s", "retry_after_s"):
+        for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s", "max_view_age_s", "retry_after_s",
+                    "supply_scale", "supply_refresh_s", "supply_timeout_s", "supply_max_age_s"):
             if not 0 < getattr(self, key) < math.inf:          # also refuses nan
                 raise bad(f"must be > 0 and finite, got {getattr(self, key)}", key)
         if self.default_time_limit_s > MAX_LIMIT_S:
@@ -141,9 +165,28 @@ class HookConfig:
         if self.max_view_age_s < self.sync_interval_s:
             raise bad(f"must be at least sync_interval_s ({self.sync_interval_s:g}), or every view is stale",
                       "max_view_age_s")
+        if not 0 <= self.no_deadline_max_shift_s <= MAX_LIMIT_S:         # also refuses nan
+            raise bad(f"must be within [0, {MAX_LIMIT_S:g}] seconds, got {self.no_deadline_max_shift_s}",
+                      "no_deadline_max_shift_s")
+        problem = node_power_problem(self.node_idle_w, self.node_busy_w, self.gpu_idle_w, self.gpu_max_w)
+        if problem is not None:
+            raise bad(problem[1], {"idle_w": "node_idle_w", "busy_w": "node_busy_w"}.get(problem[0], problem[0]))
+        if self.supply_file and self.supply_command:
+            raise bad("give supply_file or supply_command, not both", "supply_command")
+        if self.supply_command:
+            try:
+                argv = shlex.split(self.supply_command)
+            except ValueError as exc:
+                raise bad(f"cannot split into words: {exc}", "supply_command") from None
+            if not argv:
+                raise bad("is empty", "supply_command")
+        if self.renewable != "grid" and not (self.supply_file or self.supply_command):
+            raise bad(f"renewable = {self.renewable!r} needs a forecast: supply_file or supply_command", "renewable")
         if self.backend == "files" and not self.state_dir:
             raise bad("the files backend needs state_dir (a folder with sinfo.json and squeue.json)", "state_dir")
-        for key in ("socket", "database"):
+        for key in ("socket", "database", "supply_file"):
+            if key == "supply_file" and not self.supply_file:
+                continue
             if not getattr(self, key).startswith("/"):
                 raise bad("must be an absolute path", key)
 

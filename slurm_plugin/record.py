@@ -38,11 +38,19 @@ CREATE TABLE IF NOT EXISTS decisions (
     view_age_s REAL,                 -- how old the cluster view was when deciding
     hook_instance TEXT, request_id INTEGER,   -- which job_submit.lua load and which of its requests
     applied INTEGER NOT NULL DEFAULT 1,       -- 0: the hook reported it gave up waiting for this answer
-    job_id TEXT                      -- the Slurm job that carries this decision's tag (set by reconciliation)
+    job_id TEXT,                     -- the Slurm job that carries this decision's tag (set by reconciliation)
+    earliest_start_s REAL,           -- with a forecast: the earliest start the job could have had
+    renewable_share REAL,            -- ... the renewable share of its power where it was planned
+    renewable_share_earliest REAL,   -- ... and at its earliest start
+    begin_set_s REAL,                -- the begin time the answer set (a job moved into greener hours)
+    supply_age_s REAL, supply_note TEXT    -- how old the forecast was, and whether it was used
 );
 CREATE TABLE IF NOT EXISTS reconciled (
     job_id TEXT NOT NULL, deadline_s REAL NOT NULL, time_s REAL NOT NULL, action TEXT NOT NULL, message TEXT,
     PRIMARY KEY (job_id, deadline_s)
+);
+CREATE TABLE IF NOT EXISTS supply (         -- the renewable forecasts read, newest first from its first sample on
+    time_s REAL PRIMARY KEY, watts REAL NOT NULL, produced_s REAL, source TEXT
 );
 CREATE TABLE IF NOT EXISTS events (
     time_s REAL NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, detail TEXT
@@ -52,7 +60,11 @@ CREATE TABLE IF NOT EXISTS events (
 COLUMNS = ("id", "token", "time_s", "uid", "user", "partition", "cpus", "nodes", "gpus_per_node", "time_limit_s",
            "deadline_s", "deadline_source", "array_tasks", "action", "would_action", "policy", "reason", "message",
            "planned_start_s", "planned_end_s", "planned_nodes", "energy_j", "shadow", "decide_us", "view_age_s",
-           "hook_instance", "request_id")
+           "hook_instance", "request_id", "earliest_start_s", "renewable_share", "renewable_share_earliest",
+           "begin_set_s", "supply_age_s", "supply_note")
+# columns added after the first release: a record made before gets them (ALTER TABLE) when opened
+ADDED_COLUMNS = {"earliest_start_s": "REAL", "renewable_share": "REAL", "renewable_share_earliest": "REAL",
+                 "begin_set_s": "REAL", "supply_age_s": "REAL", "supply_note": "TEXT"}
 
 ROW_DEFAULTS = {"token": "", "array_tasks": 1, "shadow": 0}
 # reconciliation's rows: written before acting with this suffix, replaced by the outcome after
@@ -86,6 +98,10 @@ class DecisionRecord:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
             self.db.executescript(SCHEMA)
+            have = {row[1] for row in self.db.execute("PRAGMA table_info(decisions)")}
+            for name, kind in ADDED_COLUMNS.items():
+                if name not in have:
+                    self.db.execute(f"ALTER TABLE decisions ADD COLUMN {name} {kind}")
         finally:
             os.umask(old_umask)
         self._insert = (f"INSERT INTO decisions ({','.join(COLUMNS)}) VALUES ({','.join('?' * len(COLUMNS))})")
@@ -107,6 +123,31 @@ class DecisionRecord:
         cursor = self.db.execute(f"UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id IN ({marks})",
                                  (hook_instance, *request_ids))
         return cursor.rowcount
+
+    def note_supply(self, forecast) -> bool:
+        """Keep a forecast's samples (for the energy report): from its first sample on it replaces
+        what earlier forecasts said; before it, their samples stay (the supply's history).  Done
+        once per forecast read; True when written."""
+        series = forecast.series
+        key = (forecast.source, forecast.produced_s)
+        if series is None or key == getattr(self, "_supply_noted", None):
+            return False
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM supply WHERE time_s >= ?", (float(series.times_s[0]),))
+            self.db.executemany("INSERT INTO supply VALUES (?, ?, ?, ?)",
+                                ((t, w, forecast.produced_s, forecast.source)
+                                 for t, w in zip(series.times_s.tolist(), series.watts.tolist())))
+        self._supply_noted = key
+        return True
+
+    def supply(self):
+        """The supply series kept (None when no forecast was ever read)."""
+        rows = self.db.execute("SELECT time_s, watts FROM supply ORDER BY time_s").fetchall()
+        if not rows:
+            return None
+        from greenslurm.clustermodel.renewable import SupplySeries
+        return SupplySeries([r[0] for r in rows], [r[1] for r in rows], "recorded forecast")
 
     def event(self, kind: str, count: int, detail: str = "") -> None:
         self.db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", (time.time(), kind, count, detail))

@@ -49,7 +49,8 @@ from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, failed_ids, parse_request,
                                               submission_from_request)
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
-from greenslurm.slurm_plugin.view import LiveView, Snapshot
+from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply
+from greenslurm.slurm_plugin.view import GreenNote, LiveView, NodePower, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
 
@@ -75,18 +76,29 @@ class DecisionService:
         self.acceptance = build_acceptance(config.acceptance, min_slack=config.min_slack, share=config.share)
         self.view = view
         self.next_id = record.next_id()
-        # (time, submission, nodes it was pinned to) accepted since the sync began
-        self.since_snapshot: list[tuple[float, object, tuple[str, ...]]] = []
+        # (time, submission, nodes it was pinned to, begin time it was given) accepted since the sync began
+        self.since_snapshot: list[tuple[float, object, tuple[str, ...], float | None]] = []
         self.decisions = 0
         self.fail_opens = record.events("fail_open")
+        self.forecast = Forecast()
+        self.power = NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w, config.gpu_max_w)
 
     def install_view(self, snapshot: Snapshot, started_s: float) -> LiveView:
-        return LiveView(snapshot, self.acceptance, self.config.select, self.config.max_array_tasks)
+        config = self.config
+        supply, note = usable_supply(self.forecast, snapshot.now_s, config.supply_max_age_s, config.supply_stale)
+        if config.renewable == "grid":
+            supply = None
+        view = LiveView(snapshot, self.acceptance, config.select, config.max_array_tasks, power=self.power,
+                        supply=supply, renewable=config.renewable,
+                        no_deadline_shift_s=config.no_deadline_max_shift_s if config.no_deadline == "shift" else 0.0)
+        view.supply_note = note if self.forecast.source else ""
+        return view
 
     def swap_view(self, view: LiveView, started_s: float) -> None:
         self.since_snapshot = [entry for entry in self.since_snapshot if entry[0] >= started_s]
-        for _, sub, pinned in self.since_snapshot:
-            view.plan_held(sub.job, sub.begin_s, sub.features, tasks=sub.array_tasks, throttle=sub.array_throttle,
+        # (a list per entry: the begin time is filled in after the entry is made)
+        for _, sub, pinned, begin_s in self.since_snapshot:
+            view.plan_held(sub.job, sub.begin_s if begin_s is None else begin_s, sub.features, tasks=sub.array_tasks, throttle=sub.array_throttle,
                            required_nodes=pinned)
         self.view = view
 
@@ -116,12 +128,20 @@ class DecisionService:
                     "view_age_s": None if age is None else round(age, 3),
                     "skipped": getattr(self.view, "skipped", 0) if self.view is not None else 0,
                     "shadow": self.config.shadow, "decisions": self.decisions, "fail_opens": self.fail_opens,
-                    "next_id": self.next_id}
+                    "next_id": self.next_id, **self.forecast_status()}
         try:
             return self.decide(request)
         except Exception:            # a bug must not take the service down; the hook fails open/closed
             log.exception("request %s: decision failed", request.get("id"))
             return {"id": request.get("id"), "action": "error", "message": "greenslurm: internal error"}
+
+    def forecast_status(self, now_s: float | None = None) -> dict:
+        """The forecast as ``ping`` says it: its source, age, last error and whether the view uses it."""
+        if not self.forecast.source:
+            return {}
+        age = self.forecast.age_s(time.time() if now_s is None else now_s)
+        return {"forecast": self.forecast.source, "forecast_age_s": None if age is None else round(age, 1),
+                "forecast_error": self.forecast.error, "forecast_use": getattr(self.view, "supply_note", None)}
 
     def _note_fail_opens(self, request: dict) -> None:
         count = int(request.get("failed_open") or 0)
@@ -201,25 +221,38 @@ class DecisionService:
         outcome = self.view.decide(job, max(now, job.submit_s), sub.begin_s, sub.features,
                                    tasks=sub.array_tasks, throttle=sub.array_throttle)
         decision = outcome.decision
+        if self.forecast.source:
+            row.update(supply_age_s=self.forecast.age_s(now), supply_note=getattr(self.view, "supply_note", None))
+        green = outcome.green
+        if green is not None:
+            row.update(earliest_start_s=green.earliest_start_s, renewable_share=green.share_planned,
+                       renewable_share_earliest=green.share_earliest)
         if decision.accepted and outcome.start_s is not None:
             names = list(outcome.nodes)
             pinned = tuple(names) if config.set_required_nodes and sub.array_tasks == 1 and not config.shadow else ()
-            self.since_snapshot.append((time.time(), sub, pinned))
+            entry = [time.time(), sub, pinned, None]
+            self.since_snapshot.append(entry)
             row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
                        energy_j=outcome.energy_j)
             sets: dict = {}
+            shifted = green is not None and outcome.start_s > green.earliest_start_s + 1.0
             if config.annotate_comment:
                 what = f"array of {sub.array_tasks} tasks, " if sub.array_tasks > 1 else ""
                 energy = f", est. {outcome.energy_j / 3.6e6:.3f} kWh above idle" if outcome.energy_j else ""
                 sets["comment_append"] = (
                     f"{TAG}{decision_id}.{token}: {what}planned start {_when(outcome.start_s)} on {','.join(names)}"
-                    + energy + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
+                    + energy + (f", {green_reason(green, outcome.start_s)}" if shifted else "")
+                    + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
             if config.set_required_nodes and sub.array_tasks == 1:
                 # the nodes, and their number: Slurm may add nodes to a required list otherwise
                 sets["req_nodes"] = ",".join(names)
                 sets["min_nodes"] = sets["max_nodes"] = len(names)
-            if config.set_begin_time and outcome.start_s > now + 1.0:
-                sets["begin_time"] = int(outcome.start_s)
+            if (config.set_begin_time or shifted) and outcome.start_s > now + 1.0:
+                # a job moved into greener hours must not start before them (Slurm would start it at once)
+                sets["begin_time"] = int(math.ceil(outcome.start_s))
+                row["begin_set_s"] = float(sets["begin_time"])
+                if not config.shadow:
+                    entry[3] = row["begin_set_s"]
             return finish("modify" if sets else "accept", decision.message, policy=decision.policy,
                           reason=decision.reason, sets=sets)
         if decision.accepted:
@@ -286,6 +319,23 @@ class DecisionService:
             else:
                 out.append((item, None))
         return out
+
+
+def green_reason(green: GreenNote, start_s: float) -> str:
+    """Why a job starts later than it could have, for its comment.
+
+    >>> from greenslurm.slurm_plugin.view import GreenNote
+    >>> green_reason(GreenNote(0.0, 0.0, 0.75), 5400.0)
+    'moved 1h30m later into greener hours (est. renewable share 75% instead of 0%)'
+    """
+    moved = int(round(start_s - green.earliest_start_s))
+    hours, minutes = divmod(moved // 60, 60)
+    later = f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{moved % 60:02d}s" if minutes else f"{moved}s"
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.0f}%"
+    return (f"moved {later} later into greener hours (est. renewable share {pct(green.share_planned)} "
+            f"instead of {pct(green.share_earliest)})")
 
 
 SLURM_MAX_COMMENT = 1024      # bytes; Slurm refuses a longer comment ("Pathname ... too long")
@@ -381,6 +431,10 @@ class HookServer:
         self._stop = asyncio.Event()
         self.sync_count = 0
         self._pool: ProcessPoolExecutor | None = None
+        self.forecast_source = ForecastSource(config.supply_file, config.supply_command,
+                                              timeout_s=config.supply_timeout_s, refresh_s=config.supply_refresh_s,
+                                              scale=config.supply_scale)
+        self._forecast_task: asyncio.Future | None = None
 
     # -- socket ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -488,6 +542,7 @@ class HookServer:
         except Exception:
             log.exception("cannot read Slurm's state")
             return False
+        await self.refresh_forecast()
         try:
             view = await loop.run_in_executor(None, self.service.install_view, snapshot, started)
         except Exception:
@@ -512,6 +567,25 @@ class HookServer:
                 action = await loop.run_in_executor(None, self._reconcile, item, message)
                 self.record.add_reconciled(item.job_id, item.deadline_s, action or FAILED, message)
         return True
+
+    async def refresh_forecast(self) -> None:
+        """Read the forecast again (in a worker thread; a command is killed after supply_timeout_s).
+        A read still under way after that (a file on a hung file system) is left to finish on its
+        own: the sync goes on with the forecast read before, and no second read starts meanwhile."""
+        if not self.forecast_source.configured:
+            return
+        loop = asyncio.get_running_loop()
+        if self._forecast_task is None or self._forecast_task.done():
+            self._forecast_task = loop.run_in_executor(None, self.forecast_source.refresh)
+        try:
+            self.service.forecast = await asyncio.wait_for(asyncio.shield(self._forecast_task),
+                                                           self.config.supply_timeout_s + 2.0)
+        except asyncio.TimeoutError:
+            log.warning("forecast: still reading after %.0f s; planning with the forecast read before",
+                        self.config.supply_timeout_s + 2.0)
+        except Exception:
+            log.exception("forecast: cannot read it")
+        self.record.note_supply(self.service.forecast)
 
     @property
     def reconcile_action(self) -> str:

@@ -27,6 +27,7 @@ docs/hook-placement.md for measured numbers).
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from dataclasses import dataclass, field, replace
@@ -46,7 +47,10 @@ from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.clustermodel.fragmentation import target_workload
 from greenslurm.clustermodel.gres import SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
-from greenslurm.clustermodel.renewable import job_power_bound_w
+from greenslurm.allocation.budget import PowerBudget
+from greenslurm.allocation.green import green_request, renewable_share
+from greenslurm.clustermodel.node import DEFAULT_GPU_POWER_W, DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
+from greenslurm.clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
 from greenslurm.sim.engine.deadline_queue import ProfilePlan, planner_rule
 from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 from greenslurm.sim.engine.replay import per_node_task
@@ -157,6 +161,7 @@ class LiveOutcome:
     gpus: dict[str, tuple[int, ...]] = field(default_factory=dict)
     energy_j: float = 0.0
     earliest_end_s: float | None = None
+    green: "GreenNote | None" = None          # with a forecast: the earliest start and the renewable shares
 
     @property
     def accepted(self) -> bool:
@@ -200,16 +205,22 @@ class LiveView:
     """The plan built from a snapshot, and decisions on new submissions."""
 
     def __init__(self, snapshot: Snapshot, acceptance: AcceptancePolicy, select: str = "bestfit",
-                 max_array_tasks: int = 1000) -> None:
+                 max_array_tasks: int = 1000, *, power: NodePower | None = None, supply: SupplySeries | None = None,
+                 renewable: str = "grid", no_deadline_shift_s: float = 0.0) -> None:
+        """``power``: every node's power model; ``supply`` and ``renewable``: the forecast and the
+        replay's renewable mode (``grid``: ignore it, ``green``: prefer greener windows that keep the
+        deadline, ``only``: cap the power by it); ``no_deadline_shift_s``: see
+        :func:`greenslurm.allocation.green.green_request`."""
         self.snapshot_time_s = now = snapshot.now_s
         self.max_array_tasks = max_array_tasks
         self.skipped = snapshot.skipped
+        self.power = power or NodePower()
+        self.no_deadline_shift_s = no_deadline_shift_s
         self.nodes = [node for node in snapshot.nodes if node.usable]
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
-        self.cluster = Cluster(NodeSpec(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
-                                        features=tuple(n.features)) for n in self.nodes)
+        self.cluster = live_cluster(self.nodes, self.power)
         # which nodes a job may ever use (partition, --constraint): the replay's one rule
         self._eligibility = Eligibility(self.cluster)
         self._shards_per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
@@ -223,7 +234,14 @@ class LiveView:
         profile = PlanProfile(self.cluster.capacity, now)
         self._hold_running(snapshot.running, profile)
         self.plan = LivePlan(profile)
-        self.planner = Planner(self.plan, rule, backfill=backfill)
+        budget = None
+        if supply is not None and renewable != "grid":
+            budget = PowerBudget(supply, idle_power_w(self.cluster), now, mode="cap" if renewable == "only" else "green")
+            for job in snapshot.running:       # running jobs hold their power until their end, as in the replay
+                power_w = self._running_power_w(job)
+                if power_w:
+                    budget.reserve(now, max(job.end_s, now + OVERDUE_HOLD_S), power_w)
+        self.planner = Planner(self.plan, rule, backfill=backfill, budget=budget)
         self.admission = Admission(acceptance, self.planner, lambda spec: None)
         self._planned_end: dict[str, float] = {}
         self.pending_planned = 0
@@ -244,6 +262,18 @@ class LiveView:
                 cpus = pending.job.cpus_per_node or math.ceil(pending.job.cpus / max(pending.job.nodes, 1))
                 classes.append((cpus * MILLI, int(round(min(gpus, 1.0) * MILLI)), max(int(gpus), 1), ()))
         return target_workload(classes or [(MILLI, MILLI, 1, ())], models)
+
+    def _running_power_w(self, job: RunningJob) -> float:
+        """The power a running job adds above idle (the replay's bound, per node it holds)."""
+        total = 0.0
+        for use in job.uses or tuple(NodeUse(name, math.inf, math.inf) for name in job.nodes):
+            i = self.index.get(use.node)
+            if i is None:
+                continue
+            cpus = min(use.cpus, self.cluster.capacity[i, CPU])
+            gpus = len(use.gpus) + use.whole_gpus if use.cpus != math.inf else self.cluster.capacity[i, GPU]
+            total += job_power_bound_w(self.cluster, 1, np.array([cpus, 0.0, gpus]))
+        return total
 
     def _hold_running(self, running: list[RunningJob], profile: PlanProfile) -> None:
         """Take what each running job holds off the machine now and off the plan until its end.
@@ -381,6 +411,12 @@ class LiveView:
         plan.allowed, plan.not_before_s = shaped.allowed, begin_s
         try:
             if acceptance:
+                request = green_request(self.planner, request, self.no_deadline_shift_s)
+                before = None
+                if self.planner.budget is not None:
+                    # what the job could have had: its earliest end and the budget without it
+                    self.planner.advance(now_s)
+                    before = (self.planner.earliest_finish(request), copy.deepcopy(self.planner.budget))
                 outcome = self.admission.submit(job, now_s, request)
                 decision, placement = outcome.decision, outcome.placement
             else:
@@ -391,6 +427,8 @@ class LiveView:
             earliest = None
             if placement is None:
                 earliest = self.planner.earliest_finish(request)      # nothing was committed: still cached
+            elif acceptance and before is not None:
+                self.green_note = green_note(request, placement, *before)
             return decision, placement, earliest
         finally:
             plan.allowed = plan.not_before_s = None
@@ -408,6 +446,7 @@ class LiveView:
         slots, per_slot = array_slots(tasks, self.max_array_tasks)
         if per_slot > 1:
             job = replace(job, requested_time_s=job.requested_time_s * per_slot)
+        self.green_note = None
         placed: list[tuple[Request, Placement]] = []
         spans: list[tuple[float, float]] = []
         try:
@@ -421,7 +460,8 @@ class LiveView:
                     return LiveOutcome(decision, earliest_end_s=earliest)
                 placed.append((request, placement))
                 spans.append((placement.start_s, placement.end_s))
-            return self._outcome(decision, placed, now_s)
+            outcome = self._outcome(decision, placed, now_s)
+            return replace(outcome, green=self.green_note) if slots == 1 and self.green_note else outcome
         finally:
             if not commit:
                 self._release(placed)
@@ -515,6 +555,53 @@ class LiveView:
         energy = sum(r.power_w * (p.end_s - p.start_s) for r, p in placed)
         return LiveOutcome(decision, min(p.start_s for _, p in placed), max(p.end_s for _, p in placed),
                            self.node_names(nodes), gpus, energy)
+
+
+@dataclass(frozen=True)
+class GreenNote:
+    """Where a job could have started at the earliest, and the renewable share of its power there
+    and where it was placed (None for a job that adds no power)."""
+
+    earliest_start_s: float
+    share_earliest: float | None
+    share_planned: float | None
+
+
+def green_note(request: Request, placement: Placement, earliest_end_s: float | None, budget) -> GreenNote:
+    """The :class:`GreenNote` of a placement, on the budget as it was before the job was committed."""
+    earliest = placement.start_s if earliest_end_s is None else earliest_end_s - request.duration_s
+    return GreenNote(earliest, renewable_share(budget, earliest, request.duration_s, request.power_w),
+                     renewable_share(budget, placement.start_s, request.duration_s, request.power_w))
+
+
+@dataclass(frozen=True)
+class NodePower:
+    """Every node's power (Slurm records none): the replay's linear node model, in watts."""
+
+    idle_w: float = DEFAULT_NODE_IDLE_W
+    busy_w: float = DEFAULT_NODE_BUSY_W
+    gpu_idle_w: float = DEFAULT_GPU_POWER_W[0]
+    gpu_max_w: float = DEFAULT_GPU_POWER_W[1]
+
+    def node(self, name: str, cpus: int, memory_mb: float = 0.0, gpus: int = 0, **more) -> NodeSpec:
+        """A node of this power model.
+
+        >>> NodePower(50.0, 150.0).node("n1", 4, gpus=1).idle_power_w     # 50 W + one idle GPU at 30 W
+        80.0
+        """
+        return NodeSpec(name, cpus, memory_mb, gpus, idle_w=self.idle_w, busy_w=self.busy_w,
+                        gpu_idle_w=self.gpu_idle_w, gpu_max_w=self.gpu_max_w, **more)
+
+
+def live_cluster(nodes: list[LiveNode], power: NodePower | None = None) -> Cluster:
+    """The cluster the view plans on: Slurm's usable nodes with the site's power model.
+
+    >>> live_cluster([LiveNode("n1", 4), LiveNode("n2", 8, state="down")]).size
+    1
+    """
+    power = power or NodePower()
+    return Cluster(power.node(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
+                              features=tuple(n.features)) for n in nodes if n.usable)
 
 
 def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int, throttle: int) -> float | None:

@@ -20,7 +20,10 @@ later than their current one: deadlines still hold.
 With a renewable supply, ``renewable="only"`` caps the power: a job is planned only where the
 cluster's power (idle plus every planned job's bound) stays within the supply S(t); ``"green"``
 prefers, among placements that meet the deadline, the one with the most renewable headroom;
-``"grid"`` (default) plans as without a supply (the report still splits the energy).
+``"grid"`` (default) plans as without a supply (the report still splits the energy).  In green mode
+a job without a deadline starts as early as it can, unless ``no_deadline_shift_s`` lets it move
+by at most that long into greener hours (:func:`greenslurm.allocation.green.green_request`, which
+the live hook calls too).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from greenslurm.acceptance.admission import Admission
 from greenslurm.acceptance.base import AcceptancePolicy
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.budget import PowerBudget
+from greenslurm.allocation.green import green_request
 from greenslurm.allocation.placement import RULES, FirstFit, Placement, Request, Rule, parse_allocation
 from greenslurm.allocation.selection import FirstFit as FirstFitSelection
 from greenslurm.allocation.planner import Planner, request_for
@@ -117,10 +121,14 @@ class DeadlineQueue:
 
     def __init__(self, machine: Machine, acceptance: str | AcceptancePolicy = "greedy",
                  allocation: str | None = None, supply: SupplySeries | None = None, renewable: str = "grid",
-                 compress: bool = True, acceptance_options: dict | None = None, **options) -> None:
+                 compress: bool = True, acceptance_options: dict | None = None, no_deadline_shift_s: float = 0.0,
+                 **options) -> None:
         if options:
             raise ValueError(f"the deadline queue has no option {', '.join(map(repr, sorted(options)))}; "
-                             f"it takes acceptance, allocation, supply, renewable, compress, acceptance_options")
+                             f"it takes acceptance, allocation, supply, renewable, compress, acceptance_options, "
+                             f"no_deadline_shift_s")
+        if not 0 <= no_deadline_shift_s < float("inf"):
+            raise ValueError(f"no_deadline_shift_s must be a finite number of seconds >= 0, got {no_deadline_shift_s}")
         if renewable not in RENEWABLE_MODES:
             raise ValueError(f"unknown renewable mode {renewable!r}; choose from {', '.join(RENEWABLE_MODES)}")
         if renewable != "grid" and supply is None:
@@ -132,6 +140,7 @@ class DeadlineQueue:
         self.supply = supply
         self.renewable = renewable
         self.compress = compress
+        self.no_deadline_shift_s = no_deadline_shift_s
         self.profile: PlanProfile | None = None
         self.admission: Admission | None = None
         self.rejected: list[Rejection] = []
@@ -165,6 +174,8 @@ class DeadlineQueue:
                           job_power_bound_w(self.machine.cluster, job.nodes, job.demand), job.task)
         self.plan.allowed = nodes_allowed(self.machine, job)
         try:
+            if self.no_deadline_shift_s:
+                request = green_request(self.planner, request, self.no_deadline_shift_s)
             outcome = self.admission.submit(job.job, now_s, request)
         finally:
             self.plan.allowed = None
