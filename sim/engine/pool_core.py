@@ -28,13 +28,12 @@ from bisect import bisect_left, insort
 from array import array
 from collections import deque
 from dataclasses import dataclass
-from importlib.machinery import EXTENSION_SUFFIXES
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.native import load_beside
 
 FCFS, EASY = 0, 1
 QUEUE_CODES = {"fcfs": FCFS, "easy": EASY}
@@ -284,26 +283,12 @@ def _count_reservation(by_end: list[tuple[float, int]], size: list[int], free_co
 
 
 # -- the compiled core ---------------------------------------------------------------------------
-_LIBRARY: ctypes.CDLL | None | bool = False       # False: not looked for yet
-
-
 def compiled_library() -> ctypes.CDLL | None:
     """The compiled core next to this module (built at install), or None."""
-    global _LIBRARY
-    if _LIBRARY is False:
-        _LIBRARY = None
-        here = Path(__file__).parent
-        for suffix in EXTENSION_SUFFIXES:
-            path = here / f"_pool_core{suffix}"
-            if path.is_file():
-                try:
-                    library = ctypes.CDLL(str(path))
-                except OSError:
-                    continue
-                library.pool_run.restype = ctypes.c_int
-                _LIBRARY = library
-                break
-    return _LIBRARY
+    library = load_beside(__file__, "_pool_core")
+    if library is not None:
+        library.pool_run.restype = ctypes.c_int
+    return library
 
 
 def chosen_core() -> str:
