@@ -29,7 +29,6 @@ from greenslurm.scenario import (RUN_WHERE, Acceptance, ClusterSource, Deadlines
                                  TraceSource)
 from greenslurm.sim.accounting.metrics import workload_stats
 from greenslurm.sim.engine.strategies import QUEUES
-from greenslurm.sim.reporting.outputs import summary_json_text, write_outputs
 from greenslurm.sim.reporting.report import render_report, reasons_table, trace_info_table
 from greenslurm.traces import FORMATS
 
@@ -366,6 +365,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     if model is not None:
         console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
+        from greenslurm.sim.reporting.outputs import write_outputs      # pandas and pyarrow: only for --out
         try:
             paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
         except OSError as exc:
@@ -373,6 +373,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         for path in paths.values():
             console.print(f"wrote {escape(printable(str(path)))}", style="dim")
     if json_file is not None:
+        from greenslurm.sim.reporting.outputs import summary_json_text
         write_text(json_file, summary_json_text(summary), console)
     if save_scenario is not None:
         write_text(save_scenario, scenario_text, console)
@@ -398,6 +399,7 @@ def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
     if reasons is not None:
         console.print(reasons)
     if args.json is not None:
+        from greenslurm.sim.reporting.outputs import summary_json_text
         write_text(args.json, summary_json_text(info), console)
     return EXIT_OK
 

@@ -12,8 +12,8 @@ import argparse
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 
@@ -24,6 +24,9 @@ from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markd
 from greenslurm.stats import aggregate
 from greenslurm import sweep as sweep_module
 from greenslurm.sweep import PARAMETERS, RESULTS_PARQUET
+
+if TYPE_CHECKING:      # pandas loads when results are read, not with the command line
+    import pandas as pd
 
 # Metrics shown in the sweep table and plotted, in order (names, units and whether lower is better
 # come from the one table of quantities).
@@ -83,6 +86,7 @@ def classify(frame: pd.DataFrame) -> str | None:
 
 
 def _read_table(path: Path) -> pd.DataFrame:
+    import pandas as pd
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
@@ -156,8 +160,14 @@ def param_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if (c in known or c.startswith("option.")) and c not in CELL_COLUMNS]
 
 
+def _numeric(column: pd.Series) -> pd.Series:
+    """The column's values as numbers (NaN where a value is not one)."""
+    import pandas as pd
+    return pd.to_numeric(column, errors="coerce")
+
+
 def _present(frame: pd.DataFrame, metrics) -> list[str]:
-    return [m for m in metrics if m in frame and pd.to_numeric(frame[m], errors="coerce").notna().any()]
+    return [m for m in metrics if m in frame and _numeric(frame[m]).notna().any()]
 
 
 def _key_text(value) -> str:
@@ -167,9 +177,10 @@ def _key_text(value) -> str:
 def result_table(agg: pd.DataFrame, title: str, keys: list[str], metrics: list[str], groups: list[str]) -> ResultTable:
     """Rows of ``agg`` (``M_mean``, ``M_ci`` per metric) in the units of the quantity table; within each
     combination of ``groups`` the best mean of a metric is marked."""
+    import pandas as pd
     labels, factors = [], []
     for metric in metrics:
-        scale = display_scale(metric, pd.to_numeric(agg[f"{metric}_mean"], errors="coerce"))
+        scale = display_scale(metric, _numeric(agg[f"{metric}_mean"]))
         labels.append(scale.label)
         factors.append(scale.factor)
     means = [[None if pd.isna(row[f"{m}_mean"]) else float(row[f"{m}_mean"]) * f for m, f in zip(metrics, factors)]
@@ -213,6 +224,7 @@ def replay_table(results: Results) -> ResultTable | None:
     replays = [r for r in results.replays.values() if r.summary]
     if not replays:
         return None
+    import pandas as pd
     frame = pd.DataFrame([{"policy": r.policy, **{m: r.summary.get(m) for m in REPLAY_METRICS}} for r in replays])
     metrics = _present(frame, REPLAY_METRICS)
     agg = frame.rename(columns={m: f"{m}_mean" for m in metrics})
@@ -289,7 +301,7 @@ def make_plots(results: Results, out: Path, fmt: str | tuple[str, ...], gantt_jo
         series = [c for c in ("acceptance", "allocation", "renewable", "workload") if c in frame and frame[c].nunique() > 1]
         trace = ", ".join(dict.fromkeys(Path(str(w)).name for w in frame["workload"])) if "workload" in frame else None
         for metric in _present(frame, COMPARE_METRICS):
-            if pd.to_numeric(frame[metric], errors="coerce").nunique() > 1 or metric == "performance_ratio":
+            if _numeric(frame[metric]).nunique() > 1 or metric == "performance_ratio":
                 heading = ("Performance ratio vs slack (Nileshwar & Schwiegelshohn)" if metric == "performance_ratio"
                            else None)
                 emit(plots.metric_vs_param(frame, slack, metric, series=series or ["acceptance"], title=heading,
@@ -313,9 +325,9 @@ def make_plots(results: Results, out: Path, fmt: str | tuple[str, ...], gantt_jo
 
 def _sweep_plots(frame: pd.DataFrame, source: str, emit, log: PlotLog) -> None:
     from greenslurm import plots
-    params = [p for p in param_columns(frame) if pd.to_numeric(frame[p], errors="coerce").notna().all()
+    params = [p for p in param_columns(frame) if _numeric(frame[p]).notna().all()
               and frame[p].nunique() > 1]
-    metrics = [m for m in _present(frame, METRICS) if pd.to_numeric(frame[m], errors="coerce").nunique() > 1]
+    metrics = [m for m in _present(frame, METRICS) if _numeric(frame[m]).nunique() > 1]
     for trace, rows in frame.groupby("trace", sort=False):
         if rows["policy"].nunique() > 1:
             emit(plots.metrics_by_policy(rows, _present(rows, METRICS), trace=str(trace),
@@ -366,6 +378,7 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
         emit(plots.active_nodes_over_time(jobs, results.cluster_nodes, trace=trace), "policies-active-nodes-over-time")
     table = replay_table(results)
     if table is not None and len(table.key_rows) > 1:
+        import pandas as pd
         frame = pd.DataFrame([{"policy": r.policy, **r.summary} for r in results.replays.values() if r.summary])
         emit(plots.metrics_by_policy(frame, _present(frame, ("energy_kwh", "peak_power_w", "mean_wait_s",
                                                              "p95_wait_s", "mean_bounded_slowdown", "utilization")),

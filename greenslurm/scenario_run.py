@@ -379,7 +379,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
     from greenslurm.sim.accounting.deadline_metrics import admission_summary
     from greenslurm.sim.accounting.metrics import summarize
-    from greenslurm.sim.reporting.outputs import SCHEMA_KEY, SUMMARY_SCHEMA
+    from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA
 
     trace = outcome.trace
     summary = summarize(outcome.result, reader_skipped=trace.skipped if trace is not None else None,

@@ -15,9 +15,10 @@ standard deviation (n - 1 in the denominator).  One value has no interval (None)
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
-import pandas as pd
+if TYPE_CHECKING:                      # pandas loads with the first table aggregated, not with the module
+    import pandas as pd
 
 # t(0.975, df) for df = 1..30 (two-sided 95 %); beyond 30 the table is interpolated in 1/df to 1.95996.
 _T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
@@ -63,10 +64,12 @@ def mean_ci(values: Iterable[float | None], level: float = 0.95) -> tuple[float 
 def aggregate(frame: pd.DataFrame, by: Sequence[str], metrics: Sequence[str], level: float = 0.95) -> pd.DataFrame:
     """One row per group of ``by``: ``M_mean``, ``M_ci`` (half width) for each metric, and ``n``.
 
+    >>> import pandas as pd
     >>> f = pd.DataFrame({"policy": ["a", "a", "b"], "x": [1.0, 3.0, 5.0]})
     >>> aggregate(f, ["policy"], ["x"]).to_dict("list")["x_mean"]
     [2.0, 5.0]
     """
+    import pandas as pd
     rows = []
     for key, group in frame.groupby(list(by), sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)

@@ -91,8 +91,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import pandas as pd
-
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
 from greenslurm.scenario import RUN_WHERE
 from greenslurm.workers import worker_pool
@@ -733,6 +731,7 @@ class ResultStore:
     def combine(self, cells: Sequence[Mapping]) -> Path:
         order = {cell_id(c): i for i, c in enumerate(cells)}
         rows = sorted(self.rows(order), key=lambda r: order[r["cell_id"]])
+        import pandas as pd          # results.parquet only: a sweep's start does not pay for pandas
         frame = pd.DataFrame(rows)
         path = self.dir / RESULTS_PARQUET
         frame.to_parquet(path, index=False)

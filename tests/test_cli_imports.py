@@ -105,3 +105,77 @@ def test_import_greenslurm_loads_no_pandas_or_numpy():
 def test_the_api_is_a_top_layer(name):
     # the notebook API sits beside the CLI: it imports the layers below, nothing imports it back
     assert "api" not in GRAPH[name]
+
+
+# -- what a command loads ---------------------------------------------------------------------------
+# The command line starts by importing only what the command needs: help and a replay printed on the
+# terminal load none of these; --out loads pandas and pyarrow when it writes the files.
+HEAVY = ("pandas", "pyarrow", "scipy", "matplotlib", "dask")
+
+RUN_MAIN = """\
+import json, sys
+from greenslurm.cli import main
+argv, report = json.loads(sys.argv[1]), sys.argv[2]
+try:
+    code = main(argv)
+except SystemExit as exc:          # --help ends in argparse's exit
+    code = exc.code
+with open(report, "w") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+
+
+def main_in_fresh_process(argv: list[str], cwd: Path) -> tuple[int, set[str]]:
+    """(exit code, the top-level packages in ``sys.modules`` afterwards) of ``greenslurm ARGV`` run in a
+    new interpreter from ``cwd`` (not the checkout, whose folders Python could pick up)."""
+    import json
+    import subprocess
+    import sys
+    report = cwd / "modules.json"
+    done = subprocess.run([sys.executable, "-c", RUN_MAIN, json.dumps(argv), str(report)], cwd=cwd,
+                          capture_output=True, text=True)
+    assert report.exists(), done.stderr
+    found = json.loads(report.read_text())
+    return found["code"], {name.split(".")[0] for name in found["modules"]}
+
+
+@pytest.fixture(scope="module")
+def kth_cut(shared_data, tmp_path_factory) -> Path:
+    """The KTH-SP2 log's header and its first 300 jobs."""
+    lines = (shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf").read_text().splitlines(keepends=True)
+    header = [line for line in lines if line.startswith(";")]
+    jobs = [line for line in lines if line.strip() and not line.startswith(";")][:300]
+    path = tmp_path_factory.mktemp("cut") / "kth-300.swf"
+    path.write_text("".join(header + jobs))
+    return path
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["replay", "--help"], ["run", "--help"], ["report", "--help"],
+                                  ["replay", "KTH"], ["replay"], ["traces", "info", "KTH"]],
+                         ids=["help", "replay-help", "run-help", "report-help", "replay-kth-300", "demo", "traces-info"])
+def test_a_command_without_files_loads_no_heavy_package(argv, kth_cut, tmp_path):
+    argv = [str(kth_cut) if arg == "KTH" else arg for arg in argv]
+    code, loaded = main_in_fresh_process(argv, tmp_path)
+    assert code == 0
+    assert "greenslurm" in loaded and not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+    if argv[0] == "replay" and "--help" not in argv:
+        assert "numpy" in loaded             # the replay did run: the engine is numpy's
+
+
+def test_out_still_writes_parquet_loading_pyarrow_then(kth_cut, tmp_path):
+    import csv
+    import pyarrow.parquet as pq
+    out = tmp_path / "out"
+    code, loaded = main_in_fresh_process(["replay", str(kth_cut), "--out", str(out)], tmp_path)
+    assert code == 0 and {"pandas", "pyarrow"} <= loaded
+    table = pq.read_table(out / "jobs.parquet")
+    with open(out / "jobs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert table.num_rows == len(rows) == 300                   # every job of the cut, one row each
+    assert table.column("job_id").to_pylist() == [row["job_id"] for row in rows]
+
+
+def test_the_summary_schema_is_the_outputs_one():
+    # a replay stamps its summary from schema_versions (no pandas); the files from outputs: the same names
+    from greenslurm.sim.reporting import outputs, schema_versions
+    assert (schema_versions.SCHEMA_KEY, schema_versions.SUMMARY_SCHEMA) == (outputs.SCHEMA_KEY, outputs.SUMMARY_SCHEMA)
