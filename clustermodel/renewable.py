@@ -273,3 +273,33 @@ def job_power_bound_w(cluster: Cluster, nodes: int, per_node: np.ndarray) -> flo
     per_cpu = np.where(cpus > 0, (cluster.busy_w - cluster.idle_w) / np.where(cpus > 0, cpus, 1), 0.0)
     per_gpu = cluster.gpu_max_w - cluster.gpu_idle_w
     return float(nodes * (per_node[CPU] * per_cpu.max() + per_node[GPU] * per_gpu.max()))
+
+
+def job_renewable_j(start_s: float, end_s: float, job_power_w: float, power_times_s: np.ndarray,
+                    power_w: np.ndarray, supply: SupplySeries) -> float:
+    """The renewable part of a job's energy: on each piece where the cluster draws P and the supply
+    gives S, the cluster's renewable energy min(P, S) is shared among what draws in proportion to
+    its power, so the job gets ``job_power_w * min(P, S) / P`` there.  ``power_w[i]`` holds on
+    ``[power_times_s[i], power_times_s[i+1])`` and the last one for ever (the ledger's series).
+    Summed over every job and the idle part, this gives back the cluster's renewable energy of
+    :func:`split_energy`.
+
+    A 100 W job on a cluster drawing 400 W, against 200 W of supply from t=5 (half of it renewable
+    from then on):
+
+    >>> job_renewable_j(0.0, 10.0, 100.0, np.array([0.0]), np.array([400.0]),
+    ...                 SupplySeries(np.array([5.0]), np.array([200.0])))     # 100 * 200/400 * 5 s
+    250.0
+    """
+    if end_s <= start_s or job_power_w <= 0:
+        return 0.0
+    times = np.asarray(power_times_s, dtype=float)
+    inside = np.concatenate((times[(times > start_s) & (times < end_s)],
+                             supply.times_s[(supply.times_s > start_s) & (supply.times_s < end_s)]))
+    edges = np.unique(np.concatenate(([start_s], inside, [end_s])))
+    left = edges[:-1]
+    index = np.searchsorted(times, left, side="right") - 1
+    p = np.where(index >= 0, np.asarray(power_w, dtype=float)[np.maximum(index, 0)], 0.0)
+    s = supply.at(left)
+    share = np.divide(np.minimum(p, s), p, out=np.zeros_like(p), where=p > 0)
+    return float(job_power_w * np.dot(share, np.diff(edges)))

@@ -21,10 +21,12 @@ examples:
   greenslurm hook install --config /etc/greenslurm/hook.toml --dest /etc/slurm --unit-dir /etc/systemd/system
                                                                     job_submit.lua, cli_filter.lua, the unit
   greenslurm hook check --config /etc/greenslurm/hook.toml --slurm-conf /etc/slurm/slurm.conf
+  greenslurm hook report --config /etc/greenslurm/hook.toml --by account   energy and renewable share
 
 See docs/hook.md and docs/hook-install.md."""
 
 PRINTABLE = ("job_submit", "unit", "config", "snippet")
+REPORT_GROUPS = ("user", "account", "day")
 LEVEL_STYLE = {"ok": "[green]ok[/]", "warn": "[yellow]WARN[/]", "fail": "[red]FAIL[/]"}
 
 
@@ -39,7 +41,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
                        ("install", "write job_submit.lua, cli_filter.lua, the slurm.conf lines, the systemd unit "
                                    "and the hook.toml template"),
                        ("check", "say whether the hook is wired: slurm.conf (with its Include files), the Lua files, "
-                                 "lua-socket, the backend, the runtime folder, lock, socket, record and service")):
+                                 "lua-socket, the backend, the runtime folder, lock, socket, record and service"),
+                       ("report", "the jobs' estimated energy and renewable share (per user, account or day) from "
+                                  "the service's record")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("--config", metavar="FILE", default=None, help="hook.toml (default: built-in defaults)")
         if name == "install":
@@ -59,6 +63,12 @@ def add_parser(commands) -> argparse.ArgumentParser:
             p.add_argument("--print", dest="print_what", choices=PRINTABLE, default=None,
                            help="print one file instead (default without --dest, --unit-dir or --write-config: "
                                 "job_submit)")
+        if name == "report":
+            p.add_argument("--by", choices=REPORT_GROUPS, default="user",
+                           help="sum the jobs per user, account or day (the day a job ended; default: %(default)s)")
+            p.add_argument("--jobs", action="store_true", help="also list every job")
+            p.add_argument("--json", metavar="FILE", default=None,
+                           help="also write the report as JSON to FILE ('-': standard output, instead of the tables)")
         if name == "check":
             p.add_argument("--slurm-conf", metavar="FILE", default="/etc/slurm/slurm.conf",
                            help="slurm.conf to inspect (default: %(default)s)")
@@ -83,7 +93,81 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return serve(load_config(args.config))
     if args.hook_command == "install":
         return run_install(args, console)
+    if args.hook_command == "report":
+        return run_report(args, console)
     return run_check(args, console)
+
+
+def _kwh(joules: float) -> str:
+    return f"{joules / 3.6e6:,.3f}"
+
+
+def run_report(args: argparse.Namespace, console: Console) -> int:
+    import json
+    import time
+
+    from greenslurm.slurm_plugin.energy import group_runs, load_report
+    from greenslurm.slurm_plugin.view import NodePower
+
+    config = load_config(args.config)
+    if not Path(config.database).is_file():
+        raise InputError("no record here yet (the service writes it)", path=config.database)
+    power = NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w, config.gpu_max_w)
+    report = load_report(config.database, power, time.time())
+    groups = group_runs(report.runs, args.by)
+    split = report.split
+    summary = {"jobs": len(report.runs), "skipped": report.skipped, "start_s": report.start_s, "end_s": report.end_s,
+               "cluster_kwh": report.total_j / 3.6e6, "jobs_kwh": report.jobs_j / 3.6e6,
+               "renewable_kwh": None if split is None else split.renewable_j / 3.6e6,
+               "grid_kwh": None if split is None else split.grid_j / 3.6e6,
+               "curtailed_kwh": None if split is None else split.curtailed_j / 3.6e6,
+               "renewable_share": None if split is None else split.renewable_share,
+               "measured_jobs": sum(r.measured_j is not None for r in report.runs),
+               "power_model": f"nodes {power.idle_w:g} W idle to {power.busy_w:g} W busy, GPUs {power.gpu_idle_w:g}"
+                              f"-{power.gpu_max_w:g} W"}
+    data = {"summary": summary, f"by_{args.by}": groups,
+            "jobs": [dict(r.__dict__, used_j=r.used_j) for r in report.runs] if args.jobs or args.json else []}
+    if args.json:
+        text = json.dumps(data, indent=1, default=float) + "\n"
+        if args.json == "-":
+            import sys
+            sys.stdout.write(text)
+            return 0
+        try:
+            Path(args.json).write_text(text)
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror or exc}", path=args.json, field="--json") from None
+    table = Table(title=f"energy per {args.by} ({escape(config.database)})", title_justify="left")
+    for column in (args.by, "jobs", "energy kWh", "renewable kWh", "renewable share"):
+        table.add_column(column, justify="left" if column == args.by else "right")
+    for row in groups:
+        share = "n/a" if row["renewable_share"] is None else f"{100 * row['renewable_share']:.1f}%"
+        table.add_row(escape(str(row[args.by]) or "-"), f"{row['jobs']:,}", f"{row['energy_kwh']:,.3f}",
+                      f"{row['renewable_kwh']:,.3f}", share)
+    console.print(table)
+    if args.jobs:
+        jobs = Table(title="jobs", title_justify="left")
+        for column in ("job", "user", "account", "energy kWh", "renewable kWh", "measured kWh"):
+            jobs.add_column(column)
+        for r in report.runs:
+            jobs.add_row(escape(r.job_id) + (" (running)" if r.open else ""), escape(r.user), escape(r.account),
+                         _kwh(r.energy_j), _kwh(r.renewable_j), "-" if r.measured_j is None else _kwh(r.measured_j))
+        console.print(jobs)
+    console.print(f"{len(report.runs):,} jobs; cluster {_kwh(report.total_j)} kWh over the report's span, "
+                  f"jobs {_kwh(report.jobs_j)} kWh (estimates: {summary['power_model']})", markup=False)
+    if split is not None:
+        share = "n/a" if split.renewable_share is None else f"{100 * split.renewable_share:.1f}%"
+        console.print(f"renewable {_kwh(split.renewable_j)} kWh ({share}), grid {_kwh(split.grid_j)} kWh, "
+                      f"curtailed {_kwh(split.curtailed_j)} kWh (against the recorded forecast)", markup=False)
+    measured = [r for r in report.runs if r.measured_j is not None]
+    if measured:
+        est = sum(r.energy_j for r in measured)
+        got = sum(r.measured_j for r in measured)
+        console.print(f"measured by Slurm for {len(measured):,} jobs: {_kwh(got)} kWh; the estimate for them "
+                      f"{_kwh(est)} kWh ({100 * (est / got - 1):+.1f}%)", markup=False)
+    if report.skipped:
+        console.print(f"{report.skipped:,} runs skipped (on nodes the record does not know)", markup=False)
+    return 0
 
 
 def _unit_options(args: argparse.Namespace) -> dict:

@@ -22,7 +22,7 @@ from greenslurm.clustermodel.gres import gpu_count, shard_count
 from greenslurm.slurm_plugin.protocol import unset
 from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import SHARDS_KEY as SHARDS
-from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 from greenslurm.traces.slurm_fields import array_tasks
 from greenslurm.traces.slurm_conf import expand_hostlist
 from greenslurm.traces.slurm_nodes import slurm_json_number
@@ -201,15 +201,57 @@ def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float) -> tuple[Snapsho
     running: list[RunningJob] = []
     pending: list[PendingJob] = []
     deadlines: list[PendingDeadline] = []
+    runs: list[JobRun] = []
     for job in squeue.get("jobs", []):
         try:
             _add_job(job, nodes, now_s, running, pending, deadlines)
+            run = job_run(job, nodes)
+            if run is not None:
+                runs.append(run)
         except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
             problems.append(f"job {_label(job, 'job_id')}: {type(exc).__name__}: {exc}")
     if problems:
         log.warning("sync: skipped %d record(s) Slurm's JSON gave that could not be used (first: %s)",
                     len(problems), problems[0])
-    return Snapshot(now_s, node_list, running, pending, len(problems)), deadlines
+    return Snapshot(now_s, node_list, running, pending, len(problems), runs), deadlines
+
+
+ENDED_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                "DEADLINE", "BOOT_FAIL")
+
+
+def job_run(job: dict, nodes: dict[str, LiveNode]) -> JobRun | None:
+    """The run of a job that started (None for one that never did: pending, or cancelled before its
+    start): per node the CPUs and GPUs it holds (``job_resources``, else its CPUs spread evenly over
+    its nodes), its start, and its end once Slurm says it ended.
+
+    >>> r = job_run({"job_id": 7, "user_name": "ana", "account": "phys", "job_state": "COMPLETED",
+    ...              "start_time": 100, "end_time": 160, "nodes": "n[1-2]", "cpus": 6, "node_count": 2}, {})
+    >>> r.nodes, r.cpus, r.end_s, r.account
+    (('n1', 'n2'), (3.0, 3.0), 160.0, 'phys')
+    """
+    state = _state(job.get("job_state")).upper()
+    start = _number(job.get("start_time"), 0.0)
+    ended = any(s in state for s in ENDED_STATES)
+    if start <= 0 or not (ended or any(s in state for s in RUNNING_STATES)):
+        return None
+    end = _number(job.get("end_time"), 0.0) if ended else None
+    if ended and (not end or end <= start):
+        return None                      # ended before it really started (a cancelled pending job)
+    uses = _uses(job, nodes)
+    if uses:
+        names = tuple(u.node for u in uses)
+        cpus = tuple(float(u.cpus) for u in uses)
+        gpus = tuple(float(len(u.gpus) + u.whole_gpus) for u in uses)
+    else:
+        names = tuple(expand_hostlist(job.get("nodes") or ""))
+        if not names:
+            return None
+        total = _number(job.get("cpus"), 0.0)
+        cpus = tuple(total / len(names) for _ in names)
+        gpus = tuple(float(gpu_count(job.get("tres_per_node"))) for _ in names)
+    return JobRun(str(job["job_id"]), str(job.get("user_name") or ""), str(job.get("account") or ""),
+                  str(job.get("partition") or ""), names, cpus, gpus, start, end, state)
 
 
 def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list, pending: list,
@@ -311,6 +353,16 @@ class CliBackend:
         sinfo = self._json("sinfo", "--json")
         squeue = self._json("squeue", "--json")
         return snapshot_from_json(sinfo, squeue, now)
+
+    def measured_energy(self, job_ids: list[str]) -> dict[str, float]:
+        """Slurm's measured energy of ended jobs (``sacct``'s ConsumedEnergyRaw, joules), where an
+        energy plugin (``AcctGatherEnergyType``) measured one; BackendError when sacct cannot answer
+        (no slurmdbd: accounting is disabled)."""
+        from greenslurm.slurm_plugin.energy import parse_sacct_energy
+        if not job_ids:
+            return {}
+        out = self._run("sacct", "-n", "-P", "-X", "-o", "JobID,ConsumedEnergyRaw", "-j", ",".join(job_ids))
+        return parse_sacct_energy(out.decode("utf-8", "replace"))
 
     # -- actions (reconciliation) -------------------------------------------------------------------
     def hold(self, job_id: str, comment: str) -> None:

@@ -74,6 +74,7 @@ class HookConfig:
     node_busy_w: float = DEFAULT_NODE_BUSY_W
     gpu_idle_w: float = DEFAULT_GPU_POWER_W[0]
     gpu_max_w: float = DEFAULT_GPU_POWER_W[1]
+    measured_energy: str = "none"        # "sacct": read Slurm's measured energy of ended jobs (an energy plugin)
     # for the Lua side (``greenslurm hook install`` renders them into job_submit.lua)
     timeout_ms: float = 300.0
     fail: str = "open"
@@ -146,7 +147,8 @@ class HookConfig:
         for key, allowed in (("backend", BACKEND_NAMES), ("reconcile", RECONCILE_ACTIONS), ("stale", STALE_OUTCOMES),
                              ("undecodable", UNDECODABLE_OUTCOMES), ("record_sync", RECORD_SYNC),
                              ("fail", FAIL_MODES), ("fail_deadline", FAIL_MODES), ("renewable", RENEWABLE_MODES),
-                             ("supply_stale", SUPPLY_STALE), ("no_deadline", NO_DEADLINE_POLICIES)):
+                             ("supply_stale", SUPPLY_STALE), ("no_deadline", NO_DEADLINE_POLICIES),
+                             ("measured_energy", ("none", "sacct"))):
             one_of(key, allowed)
         for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s", "max_view_age_s", "retry_after_s",
                     "supply_scale", "supply_refresh_s", "supply_timeout_s", "supply_max_age_s"):

@@ -52,6 +52,16 @@ CREATE TABLE IF NOT EXISTS reconciled (
 CREATE TABLE IF NOT EXISTS supply (         -- the renewable forecasts read, newest first from its first sample on
     time_s REAL PRIMARY KEY, watts REAL NOT NULL, produced_s REAL, source TEXT
 );
+CREATE TABLE IF NOT EXISTS runs (           -- every job seen running, for energy accounting
+    job_id TEXT NOT NULL, start_s REAL NOT NULL, user TEXT, account TEXT, partition TEXT,
+    nodes TEXT, cpus TEXT, gpus TEXT,        -- per node, comma-separated
+    end_s REAL,                              -- NULL while it runs (or if its end was never seen)
+    state TEXT, last_seen_s REAL NOT NULL,
+    energy_j REAL,                           -- the estimate, once it ended
+    measured_j REAL,                         -- Slurm's measured energy, where an energy plugin gives one
+    PRIMARY KEY (job_id, start_s)
+);
+CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, cpus INTEGER, gpus INTEGER, last_seen_s REAL);
 CREATE TABLE IF NOT EXISTS events (
     time_s REAL NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, detail TEXT
 );
@@ -84,6 +94,16 @@ def create_private(path: str) -> None:
         if mode & 0o077:
             log.warning("%s was mode %04o; made 0600", name, mode)
             os.chmod(name, 0o600)
+
+
+def _clean(text) -> str:
+    """A string SQLite can store: bytes Slurm printed that are not UTF-8 (kept as surrogate escapes)
+    become U+FFFD, never an error that would lose the row."""
+    text = str(text)
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:           # a surrogate no byte maps to
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 class DecisionRecord:
@@ -148,6 +168,50 @@ class DecisionRecord:
             return None
         from greenslurm.clustermodel.renewable import SupplySeries
         return SupplySeries([r[0] for r in rows], [r[1] for r in rows], "recorded forecast")
+
+    def note_runs(self, runs, nodes, now_s: float, energy_of) -> int:
+        """Keep the jobs Slurm shows running or ended (and the nodes): a new run is added, a known one
+        gets its end, state and the time it was last seen; ``energy_of(run)`` gives the estimate of
+        a run that ended (stored once).  Returns the number of runs written."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("INSERT OR REPLACE INTO nodes VALUES (?, ?, ?, ?)",
+                                ((_clean(n.name), int(n.cpus), int(n.gpus), now_s) for n in nodes))
+            rows = []
+            for run in runs:
+                energy = energy_of(run) if run.end_s is not None else None
+                rows.append((_clean(run.job_id), run.start_s, _clean(run.user), _clean(run.account),
+                             _clean(run.partition), _clean(",".join(run.nodes)), ",".join(f"{c:g}" for c in run.cpus),
+                             ",".join(f"{g:g}" for g in run.gpus), run.end_s, _clean(run.state), now_s, energy))
+            self.db.executemany(
+                "INSERT INTO runs (job_id, start_s, user, account, partition, nodes, cpus, gpus, end_s, state, "
+                "last_seen_s, energy_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (job_id, start_s) DO UPDATE SET end_s = COALESCE(runs.end_s, excluded.end_s), "
+                "state = excluded.state, last_seen_s = excluded.last_seen_s, nodes = excluded.nodes, "
+                "cpus = excluded.cpus, gpus = excluded.gpus, energy_j = COALESCE(runs.energy_j, excluded.energy_j)",
+                rows)
+        return len(rows)
+
+    def unmeasured(self, limit: int = 200) -> list[str]:
+        """Ended runs without a measured energy, newest first (the ones sacct may know about)."""
+        return [r[0] for r in self.db.execute("SELECT job_id FROM runs WHERE end_s IS NOT NULL AND measured_j IS NULL "
+                                              "ORDER BY end_s DESC LIMIT ?", (limit,))]
+
+    def set_measured(self, measured: dict[str, float]) -> None:
+        """Slurm's measured energy of runs (the latest run of each job id)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany("UPDATE runs SET measured_j = ? WHERE job_id = ? AND end_s IS NOT NULL AND start_s = "
+                                "(SELECT MAX(start_s) FROM runs WHERE job_id = ?)",
+                                ((j, job_id, job_id) for job_id, j in measured.items()))
+
+    def runs(self) -> list[dict]:
+        cursor = self.db.execute("SELECT * FROM runs ORDER BY start_s, job_id")
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, r)) for r in cursor]
+
+    def nodes(self) -> dict[str, dict]:
+        return {r[0]: {"cpus": r[1], "gpus": r[2]} for r in self.db.execute("SELECT name, cpus, gpus FROM nodes")}
 
     def event(self, kind: str, count: int, detail: str = "") -> None:
         self.db.execute("INSERT INTO events VALUES (?, ?, ?, ?)", (time.time(), kind, count, detail))

@@ -49,6 +49,7 @@ from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, failed_ids, parse_request,
                                               submission_from_request)
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
+from greenslurm.slurm_plugin.energy import run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply
 from greenslurm.slurm_plugin.view import GreenNote, LiveView, NodePower, Snapshot
 
@@ -134,6 +135,17 @@ class DecisionService:
         except Exception:            # a bug must not take the service down; the hook fails open/closed
             log.exception("request %s: decision failed", request.get("id"))
             return {"id": request.get("id"), "action": "error", "message": "greenslurm: internal error"}
+
+    def note_runs(self, snapshot: Snapshot) -> None:
+        """Record the jobs Slurm shows running or ended, and the estimated energy of those that ended
+        (:mod:`greenslurm.slurm_plugin.energy`)."""
+        node_cpus = {node.name: float(max(node.cpus, 1)) for node in snapshot.nodes}
+        power = self.power
+
+        def energy_of(run) -> float:
+            cpus = tuple(node_cpus.get(name, max(c, 1.0)) for name, c in zip(run.nodes, run.cpus))
+            return run_energy_j(run.cpus, run.gpus, cpus, power.busy_w, power.gpu_max_w, run.end_s - run.start_s)
+        self.record.note_runs(snapshot.runs, snapshot.nodes, snapshot.now_s, energy_of)
 
     def forecast_status(self, now_s: float | None = None) -> dict:
         """The forecast as ``ping`` says it: its source, age, last error and whether the view uses it."""
@@ -550,6 +562,11 @@ class HookServer:
             return False
         self.service.swap_view(view, started)
         self.sync_count += 1
+        try:
+            self.service.note_runs(snapshot)
+        except Exception:                 # accounting must not cost the sync
+            log.exception("cannot record the jobs' runs")
+        await self.note_measured(loop)
         skipped = getattr(snapshot, "skipped", 0)
         if skipped:
             log.warning("sync: skipped %d record(s) of Slurm's state that could not be read", skipped)
@@ -567,6 +584,21 @@ class HookServer:
                 action = await loop.run_in_executor(None, self._reconcile, item, message)
                 self.record.add_reconciled(item.job_id, item.deadline_s, action or FAILED, message)
         return True
+
+    async def note_measured(self, loop) -> None:
+        """Slurm's measured energy of ended jobs (``measured_energy = "sacct"``; a worker thread)."""
+        if self.config.measured_energy != "sacct" or not hasattr(self.backend, "measured_energy"):
+            return
+        ids = self.record.unmeasured()
+        if not ids:
+            return
+        try:
+            measured = await loop.run_in_executor(None, self.backend.measured_energy, ids)
+        except BackendError as exc:
+            log.warning("cannot read measured energy: %s", exc)
+            return
+        if measured:
+            self.record.set_measured(measured)
 
     async def refresh_forecast(self) -> None:
         """Read the forecast again (in a worker thread; a command is killed after supply_timeout_s).

@@ -136,15 +136,34 @@ class PendingJob:
     throttle: int = 0                          # ... at most this many at once (0: no limit)
 
 
+@dataclass(frozen=True)
+class JobRun:
+    """A job that started, for energy accounting: who, where (per node: CPUs and GPUs held), when
+    (``end_s`` None while it runs), and its state."""
+
+    job_id: str
+    user: str
+    account: str
+    partition: str
+    nodes: tuple[str, ...]
+    cpus: tuple[float, ...]                    # per node of ``nodes``
+    gpus: tuple[float, ...]                    # per node of ``nodes``: GPUs with an allocation
+    start_s: float
+    end_s: float | None
+    state: str
+
+
 @dataclass
 class Snapshot:
-    """The cluster as Slurm described it at ``now_s``; ``skipped``: records that could not be used."""
+    """The cluster as Slurm described it at ``now_s``; ``skipped``: records that could not be used;
+    ``runs``: the jobs that started (running, or ended and still shown by Slurm)."""
 
     now_s: float
     nodes: list[LiveNode]
     running: list[RunningJob] = field(default_factory=list)
     pending: list[PendingJob] = field(default_factory=list)
     skipped: int = 0
+    runs: list[JobRun] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ same starts and nodes.  Skipped, with the reason, only without the Slurm binarie
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -108,3 +109,45 @@ def test_the_recorded_decisions_replay_to_the_same_answers(green):
     replayed = replay_decisions(rows, cluster, supply, renewable="green")
     assert all(r.same for r in replayed), replayed
     assert [r.replay_start_s == green["window"] for r in replayed[:3]] == [True, False, False]
+
+
+def test_energy_of_every_job_is_recorded_and_reported(green):
+    cluster, user, env = green["cluster"], green["user"], green["env"]
+    assert time.time() >= green["window"]         # the first test waited for the window
+    short = cluster.sbatch("-n", "2", "-t", "1", "--account=greenlab", script="#!/bin/sh\nsleep 3\n", env=env,
+                           user=user)
+    assert short.returncode == 0, short.stderr
+    job_id = short.stdout.strip()
+    assert cluster.wait_job_state(job_id, ("COMPLETED",), timeout_s=60) == "COMPLETED"
+    job = cluster.job(job_id)
+    run_s = (time.mktime(time.strptime(job["EndTime"], "%Y-%m-%dT%H:%M:%S"))
+             - time.mktime(time.strptime(job["StartTime"], "%Y-%m-%dT%H:%M:%S")))
+    row = None
+    for _ in range(100):             # the next sync records its end
+        record = DecisionRecord(green["database"])
+        try:
+            row = next((r for r in record.runs() if r["job_id"] == job_id and r["end_s"] is not None), None)
+        finally:
+            record.close()
+        if row is not None:
+            break
+        time.sleep(0.1)
+    assert row is not None and (row["user"], row["account"], row["nodes"]) == (user.name, "greenlab", job["NodeList"])
+    # 2 of the node's 4 CPUs: 350 W * 2/4 = 175 W for the run Slurm reports
+    assert row["energy_j"] == 175.0 * run_s and row["end_s"] - row["start_s"] == run_s
+    result = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "report", "--config",
+                             str(green["root"] / "hook.toml"), "--by", "account", "--json", "-"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    (reported,) = [j for j in data["jobs"] if j["job_id"] == job_id]
+    # the ledger's charge equals the service's estimate; it ran in the 5 kW window while the cluster
+    # drew far less (400 W idle + at most four jobs of 250 W): all of it renewable
+    assert reported["energy_j"] == row["energy_j"] == reported["recorded_j"]
+    assert reported["renewable_j"] == pytest.approx(reported["energy_j"])
+    assert {g["account"] for g in data["by_account"]} >= {"greenlab"}
+    # the jobs that started before the window and still run: open, partly renewable
+    open_jobs = [j for j in data["jobs"] if j["open"]]
+    assert len(open_jobs) == 3 and all(0 <= j["renewable_j"] < j["energy_j"] + 1e-6 for j in open_jobs)
+    assert data["summary"]["renewable_kwh"] + data["summary"]["grid_kwh"] == pytest.approx(
+        data["summary"]["cluster_kwh"])
