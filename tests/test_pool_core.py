@@ -90,6 +90,50 @@ def test_a_bad_choice_is_one_line_naming_the_variable(monkeypatch):
         pool_core.chosen_core()
 
 
+@pytest.mark.parametrize("core", CORES)
+def test_conservative_exact(core):
+    # 4 nodes.  a: 2 procs 0-100 (asks 100, runs 40).  b: 4 procs at 1, asks 50 -> reserved at 100
+    # (a holds 2 until 100 in the plan).  c: 2 procs at 2, asks 30 -> fits beside a before b:
+    # reserved at 2, runs 2-32.  At 40 a ends early: the plan frees [40, 100); b's reservation moves
+    # to 40 (4 free from 40: c ended at 32), so b starts at 40 and ends at 90.
+    requested = [100.0, 50.0, 30.0]
+    run = run_pool("conservative", 4, [0.0, 1.0, 2.0], requested, [40.0, 50.0, 30.0], [2, 4, 2], POWER, 0.0,
+                   core=core)
+    assert run.start_s.tolist() == [0.0, 40.0, 2.0]
+    assert run.end_s.tolist() == [40.0, 90.0, 32.0]
+    assert run.finish_order.tolist() == [2, 0, 1]
+    # a job asking 0 s plans nothing, yet holds its node for an instant; d (1 proc, 0 s) and e
+    # (4 procs) arrive at 0 on 4 nodes: d is reserved at 0 and goes first, e waits for d's end
+    # at the same instant
+    run = run_pool("conservative", 4, [0.0, 0.0], [0.0, 10.0], [0.0, 10.0], [1, 4], POWER, 0.0, core=core)
+    assert run.start_s.tolist() == [0.0, 0.0] and run.finish_order.tolist() == [0, 1]
+
+
+def test_count_profile_answers_as_the_plan_profile():
+    """The conservative core's plan against the engine's PlanProfile on one pooled node."""
+    from greenslurm.sim.engine.profile import PlanProfile
+    from greenslurm.sim.engine.pool_core import CountProfile
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        count = CountProfile(8.0, 0.0)
+        plan = PlanProfile(np.array([[8.0, 0.0, 0.0]]), 0.0)
+        now = 0.0
+        for _ in range(30):
+            size, start = int(rng.integers(1, 9)), now + float(rng.integers(0, 50))
+            duration = float(rng.integers(0, 40))
+            found = count.earliest_start(size, duration, start)
+            other = plan.earliest_start(1, np.array([float(size), 0, 0]), duration, start)
+            assert found == (None if other is None else other[0])
+            if found is not None:
+                count.change(found, found + duration, -size)
+                plan.reserve(found, found + duration, np.array([0]), np.array([float(size), 0, 0]))
+            before = now + float(rng.integers(1, 60))
+            assert count.may_start_before(size, now, before) == plan.may_start_before(size, now, before)
+            now += float(rng.integers(0, 10))
+            count.advance(now)
+            plan.advance(now)
+
+
 # -- against the general loop ----------------------------------------------------------------------
 def replay_with(core: str, monkeypatch, jobs, cluster, queue):
     monkeypatch.setenv(pool_core.ENV, core)
@@ -128,8 +172,8 @@ def pool_workloads(draw):
     return Cluster.homogeneous(nodes, cpus=1, idle_w=idle_w, busy_w=busy_w), jobs
 
 
-@settings(max_examples=150, deadline=None)
-@given(pool_workloads(), st.sampled_from(["fcfs", "easy"]))
+@settings(max_examples=200, deadline=None)
+@given(pool_workloads(), st.sampled_from(["fcfs", "easy", "conservative"]))
 def test_cores_equal_the_general_loop(monkeypatch_session, workload, queue):
     cluster, jobs = workload
     general = replay_with("off", monkeypatch_session, jobs, cluster, queue)
@@ -155,8 +199,8 @@ def test_skipped_jobs_are_counted_as_the_general_loop_counts_them(monkeypatch):
 
 
 def test_other_parts_keep_the_general_loop(monkeypatch):
-    """A cluster with memory, a job without a CPU, conservative: not the core's to run (the general
-    loop gives the same answers as before; here: the core is not asked)."""
+    """Nodes of two CPUs, a job without a CPU, the deadline queue, FCFS skipping blocked jobs: not
+    the core's to run (here: the core is not asked)."""
     class CoreAsked(Exception):
         """raised by a stand-in for the core, so that a run that asks it stops there"""
 
@@ -165,8 +209,9 @@ def test_other_parts_keep_the_general_loop(monkeypatch):
 
     monkeypatch.setattr(pool_core, "run_pool", asked)
     jobs = [JobSpec("a", 0.0, 10.0, runtime_s=5.0, cpus=1)]
-    Replay(jobs, Cluster.homogeneous(2, cpus=1), "conservative").run()
+    Replay(jobs, Cluster.homogeneous(2, cpus=1), "deadline").run()
     Replay(jobs, Cluster.homogeneous(2, cpus=2), "easy").run()                       # two CPUs a node
+    Replay(jobs, Cluster.homogeneous(2, cpus=2), "conservative").run()
     Replay([JobSpec("z", 0.0, 10.0, runtime_s=5.0, cpus=0)], Cluster.homogeneous(2, cpus=1), "easy").run()
     Replay(jobs, Cluster.homogeneous(2, cpus=1), "fcfs", strategy_options={"skip_blocked": True}).run()
     with pytest.raises(CoreAsked):
@@ -174,13 +219,16 @@ def test_other_parts_keep_the_general_loop(monkeypatch):
 
 
 # -- whole real logs through the command line ---------------------------------------------------------
-@pytest.mark.parametrize("queue", ["easy", "fcfs"])
-def test_whole_kth_log_same_bytes_with_every_core(shared_data, tmp_path, queue):
+@pytest.mark.parametrize("queue, limit", [("easy", None), ("fcfs", None), ("conservative", 6000)])
+def test_whole_kth_log_same_bytes_with_every_core(shared_data, tmp_path, queue, limit):
+    """The whole log under EASY and FCFS; the first 6,000 jobs under conservative (the general loop
+    takes about a minute for the whole log there)."""
     trace = shared_data / "swf/KTH-SP2-1996-2.1-cln.swf"
     outputs = {}
     for core in ("off", *CORES):
         out = tmp_path / core
         subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(trace), "--queue", queue,
+                        *(["--limit", str(limit)] if limit else []),
                         "--out", str(out), "--no-progress"], check=True, capture_output=True,
                        env={**__import__("os").environ, pool_core.ENV: core})
         outputs[core] = out

@@ -8,9 +8,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #define FCFS 0
 #define EASY 1
+#define CONSERVATIVE 2
 
 typedef struct { double time; int64_t seq; int64_t job; } end_event;
 typedef struct { double end; int64_t job; } by_end_entry;
@@ -163,7 +165,135 @@ static void finish(core *c, int64_t j, double now) {
     c->finish_order[c->finished++] = j;
 }
 
-/* Returns 0, or -1 when memory ran out, -2 when a head job fits nowhere on the empty pool. */
+/* -- conservative backfilling on processor counts: CountProfile in pool_core.py ------------------- */
+typedef struct { double *times, *free; int64_t n, cap; } count_profile;
+
+static int profile_init(count_profile *p, double free_now, double now) {
+    p->cap = 64;
+    p->times = malloc(sizeof(double) * (size_t)p->cap);
+    p->free = malloc(sizeof(double) * (size_t)p->cap);
+    if (!p->times || !p->free) return -1;
+    p->times[0] = now; p->free[0] = free_now; p->n = 1;
+    return 0;
+}
+
+static int64_t lower_bound(const double *a, int64_t n, double t) {     /* first a[i] >= t */
+    int64_t lo = 0, hi = n;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (a[mid] < t) lo = mid + 1; else hi = mid; }
+    return lo;
+}
+
+static int64_t upper_bound(const double *a, int64_t n, double t) {     /* first a[i] > t */
+    int64_t lo = 0, hi = n;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (a[mid] <= t) lo = mid + 1; else hi = mid; }
+    return lo;
+}
+
+/* index of a breakpoint at t (inserted as a copy of the step before); -1: no memory */
+static int64_t profile_breakpoint(count_profile *p, double t) {
+    int64_t i = lower_bound(p->times, p->n, t);
+    if (i < p->n && p->times[i] == t) return i;
+    if (p->n == p->cap) {
+        int64_t cap = 2 * p->cap;
+        double *times = realloc(p->times, sizeof(double) * (size_t)cap);
+        if (!times) return -1;
+        p->times = times;
+        double *free_ = realloc(p->free, sizeof(double) * (size_t)cap);
+        if (!free_) return -1;
+        p->free = free_;
+        p->cap = cap;
+    }
+    memmove(&p->times[i + 1], &p->times[i], sizeof(double) * (size_t)(p->n - i));
+    memmove(&p->free[i + 1], &p->free[i], sizeof(double) * (size_t)(p->n - i));
+    p->times[i] = t;
+    p->free[i] = p->free[i - 1];       /* i > 0: never before the plan's start */
+    p->n++;
+    return i;
+}
+
+static int profile_change(count_profile *p, double start, double end, double processors) {
+    int64_t i = profile_breakpoint(p, start);
+    if (i < 0) return -1;
+    int64_t j = p->n;
+    if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
+    for (int64_t k = i; k < j; k++) p->free[k] += processors;
+    return 0;
+}
+
+static void profile_advance(count_profile *p, double now) {
+    int64_t i = upper_bound(p->times, p->n, now) - 1;
+    if (i > 0) {
+        memmove(p->times, &p->times[i], sizeof(double) * (size_t)(p->n - i));
+        memmove(p->free, &p->free[i], sizeof(double) * (size_t)(p->n - i));
+        p->n -= i;
+    }
+    if (p->times[0] < now) p->times[0] = now;
+    int64_t kept = 1;
+    for (int64_t k = 1; k < p->n; k++) {
+        if (p->free[k] != p->free[kept - 1]) { p->times[kept] = p->times[k]; p->free[kept] = p->free[k]; kept++; }
+    }
+    p->n = kept;
+}
+
+/* earliest start in [after, before) from which `processors` are free for `duration`; NAN if none */
+static double profile_earliest(const count_profile *p, double processors, double duration, double after, double before) {
+    int64_t i = upper_bound(p->times, p->n, after) - 1, first;
+    if (i < 0) i = 0;
+    first = i;
+    while (i < p->n) {
+        double start = i == first ? (p->times[i] > after ? p->times[i] : after) : p->times[i];
+        if (!(start < before)) return NAN;
+        double end = start + duration;
+        int64_t k = i;
+        int failed = 0;
+        while (k < p->n && (k == i || p->times[k] < end)) {
+            if (p->free[k] < processors) { failed = 1; break; }
+            k++;
+        }
+        if (!failed) return start;
+        i = k + 1;
+    }
+    return NAN;
+}
+
+static int profile_may_start_before(const count_profile *p, double processors, double after, double before) {
+    int64_t first = upper_bound(p->times, p->n, after) - 1, last = lower_bound(p->times, p->n, before);
+    if (first < 0) first = 0;
+    for (int64_t k = first; k < last; k++) if (p->free[k] >= processors) return 1;
+    return 0;
+}
+
+typedef struct { double start; int64_t job; } reservation;
+
+static int64_t reservation_position(const reservation *a, int64_t n, double start, int64_t job) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (a[mid].start < start || (a[mid].start == start && a[mid].job < job)) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+static void reservation_insert(reservation *a, int64_t *n, double start, int64_t job) {
+    int64_t at = reservation_position(a, *n, start, job);
+    memmove(&a[at + 1], &a[at], sizeof(reservation) * (size_t)(*n - at));
+    a[at].start = start; a[at].job = job; (*n)++;
+}
+
+static void reservation_remove(reservation *a, int64_t *n, double start, int64_t job) {
+    int64_t at = reservation_position(a, *n, start, job);
+    memmove(&a[at], &a[at + 1], sizeof(reservation) * (size_t)(*n - at - 1));
+    (*n)--;
+}
+
+static int64_t job_position(const int64_t *a, int64_t n, int64_t job) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (a[mid] < job) lo = mid + 1; else hi = mid; }
+    return lo;
+}
+
+/* Returns 0, or -1 when memory ran out, -2 when a job fits nowhere on the empty pool, -3 when jobs
+ * wait after the last event. */
 int pool_run(int queue, int64_t n_nodes, int64_t jobs,
              const double *submit, const double *requested, const double *run_for, const int64_t *procs,
              const int64_t *offsets, double idle_power_w, double delta_unit, double share_unit, double start_s,
@@ -200,10 +330,27 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     int64_t cache_head = -1, cache_finished = -1;
     double shadow = 0.0, extra = 0.0;
     int status = 0;
+    /* conservative: the plan, reserved starts, jobs by reserved start, due and late jobs */
+    count_profile plan = { NULL, NULL, 0, 0 };
+    int have_plan = 0, compress = 0;
+    double *reserved_s = NULL;
+    reservation *by_reservation = NULL, *due = NULL;
+    int64_t by_reservation_n = 0;
+    if (queue == CONSERVATIVE) {
+        reserved_s = malloc(sizeof(double) * (size_t)(jobs + 1));
+        by_reservation = malloc(sizeof(reservation) * (size_t)(jobs + 1));
+        due = malloc(sizeof(reservation) * (size_t)(jobs + 1));
+        if (!reserved_s || !by_reservation || !due) { status = -1; goto done; }
+    }
+    double now = -INFINITY;
 
-    while (c.heap_n > 0 || arrived < jobs) {
-        double now = c.heap_n > 0 ? c.heap[0].time : 0.0;
-        if (arrived < jobs && (c.heap_n == 0 || submit[arrived] < now)) now = submit[arrived];
+    while (c.heap_n > 0 || arrived < jobs || by_reservation_n > 0) {
+        double after = now;
+        now = c.heap_n > 0 ? c.heap[0].time : INFINITY;
+        if (arrived < jobs && submit[arrived] < now) now = submit[arrived];
+        if (by_reservation_n > 0 && after < by_reservation[0].start && by_reservation[0].start < now)
+            now = by_reservation[0].start;
+        if (now == INFINITY) { status = -3; goto done; }
         while (c.heap_n > 0 && c.heap[0].time == now) {
             int64_t j = heap_pop(c.heap, &c.heap_n).job;
             finish(&c, j, now);
@@ -211,9 +358,73 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                 int64_t at = by_end_position(by_end, by_end_n, c.started[j] + requested[j], j);
                 memmove(&by_end[at], &by_end[at + 1], sizeof(by_end_entry) * (size_t)(by_end_n - at - 1));
                 by_end_n--;
+            } else if (queue == CONSERVATIVE) {
+                profile_advance(&plan, now);
+                double planned_end = c.started[j] + requested[j];
+                if (now < planned_end) {        /* ended before its requested time: give the rest back */
+                    if (profile_change(&plan, now, planned_end, (double)procs[j]) < 0) { status = -1; goto done; }
+                    compress = 1;
+                }
             }
         }
-        while (arrived < jobs && submit[arrived] == now) waiting[q_tail++] = arrived++;
+        while (arrived < jobs && submit[arrived] == now) {
+            if (queue == CONSERVATIVE) {
+                if (!have_plan) {
+                    if (profile_init(&plan, c.free_count, now) < 0) { status = -1; goto done; }
+                    have_plan = 1;
+                }
+                profile_advance(&plan, now);
+                double size = (double)procs[arrived];
+                double found = profile_earliest(&plan, size, requested[arrived], now, INFINITY);
+                if (isnan(found)) { status = -2; goto done; }
+                if (profile_change(&plan, found, found + requested[arrived], -size) < 0) { status = -1; goto done; }
+                reserved_s[arrived] = found;
+                reservation_insert(by_reservation, &by_reservation_n, found, arrived);
+            }
+            waiting[q_tail++] = arrived++;
+        }
+        if (queue == CONSERVATIVE) {
+            if (!have_plan) continue;
+            profile_advance(&plan, now);
+            if (compress) {       /* every waiting job, in arrival order, to its earliest slot */
+                compress = 0;
+                for (int64_t w = q_head; w < q_tail; w++) {
+                    int64_t j = waiting[w];
+                    double old = reserved_s[j], size = (double)procs[j];
+                    if (old <= now || !profile_may_start_before(&plan, size, now, old)) continue;
+                    if (profile_change(&plan, old, old + requested[j], size) < 0) { status = -1; goto done; }
+                    double found = profile_earliest(&plan, size, requested[j], now, old);
+                    if (isnan(found)) {          /* no earlier slot: the job keeps the one it has */
+                        if (profile_change(&plan, old, old + requested[j], -size) < 0) { status = -1; goto done; }
+                        continue;
+                    }
+                    reservation_remove(by_reservation, &by_reservation_n, old, j);
+                    if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = -1; goto done; }
+                    reserved_s[j] = found;
+                    reservation_insert(by_reservation, &by_reservation_n, found, j);
+                }
+            }
+            int64_t due_n = 0, taken = 0;
+            while (taken < by_reservation_n && by_reservation[taken].start <= now) due[due_n++] = by_reservation[taken++];
+            memmove(by_reservation, &by_reservation[taken], sizeof(reservation) * (size_t)(by_reservation_n - taken));
+            by_reservation_n -= taken;
+            /* jobs planned for no time first (they hold nothing in the plan), else in reserved order */
+            for (int pass = 0; pass < 2; pass++) {
+                for (int64_t d = 0; d < due_n; d++) {
+                    int64_t j = due[d].job;
+                    if ((requested[j] > 0) != pass) continue;
+                    if ((double)procs[j] > c.free_count) {      /* late: waits for nodes at this instant */
+                        reservation_insert(by_reservation, &by_reservation_n, due[d].start, j);
+                        continue;
+                    }
+                    int64_t at = job_position(&waiting[q_head], q_tail - q_head, j) + q_head;
+                    memmove(&waiting[at], &waiting[at + 1], sizeof(int64_t) * (size_t)(q_tail - at - 1));
+                    q_tail--;
+                    start(&c, j, now);
+                }
+            }
+            continue;
+        }
         if (queue == FCFS) {
             while (q_head < q_tail && (double)procs[waiting[q_head]] <= c.free_count) start(&c, waiting[q_head++], now);
             continue;
@@ -269,5 +480,6 @@ done:
     scalars[0] = c.total_j; scalars[1] = c.jobs_j; scalars[2] = c.peak_w;
     scalars[3] = c.power_w; scalars[4] = c.busy; scalars[5] = c.last_s; scalars[6] = (double)c.finished;
     free(c.free_node); free(c.heap); free(waiting); free(by_end);
+    free(plan.times); free(plan.free); free(reserved_s); free(by_reservation); free(due);
     return status;
 }

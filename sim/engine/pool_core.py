@@ -24,7 +24,8 @@ from __future__ import annotations
 import ctypes
 import heapq
 import os
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
+from math import inf
 from array import array
 from collections import deque
 from dataclasses import dataclass
@@ -35,8 +36,8 @@ import numpy as np
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.native import load_beside
 
-FCFS, EASY = 0, 1
-QUEUE_CODES = {"fcfs": FCFS, "easy": EASY}
+FCFS, EASY, CONSERVATIVE = 0, 1, 2
+QUEUE_CODES = {"fcfs": FCFS, "easy": EASY, "conservative": CONSERVATIVE}
 ENV = "GREENSLURM_POOL_CORE"
 CHOICES = ("auto", "compiled", "python", "off")
 PROGRESS_EVERY = 2000
@@ -144,11 +145,10 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     ends: list[tuple[float, int, int]] = []
     sequence = 0
     arrived = 0
-    waiting: deque[int] | list[int] = deque() if queue == FCFS else []
+    waiting: deque[int] | list[int] = deque() if queue == FCFS else []     # in arrival order
     by_end: list[tuple[float, int]] = []          # EASY: running jobs by (requested end, row)
     cached_key = None                             # EASY: (head, finished_count) of the reservation
     cached: list[float] | None = None             # [shadow time, extra processors]
-    inf = float("inf")
 
     def start(j: int, now: float) -> None:
         nonlocal free_count, power_w, busy, peak_w, last_s, total_j, sequence
@@ -210,18 +210,71 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
         if progress is not None and len(finish_order) % PROGRESS_EVERY == 0:
             progress(len(finish_order))
 
-    while ends or arrived < jobs:
+    # conservative: the plan, jobs waiting by arrival and by reserved start, a wake-up time
+    plan: CountProfile | None = None
+    reserved_s = [0.0] * jobs if queue == CONSERVATIVE else []
+    by_reservation: list[tuple[float, int]] = []
+    compress = False
+    now = -inf
+    while ends or arrived < jobs or by_reservation:
+        # the next event: a job's end, an arrival, or the earliest reserved start still ahead
+        after = now
         now = ends[0][0] if ends else inf
         if arrived < jobs and submit[arrived] < now:
             now = submit[arrived]
+        if by_reservation and after < by_reservation[0][0] < now:
+            now = by_reservation[0][0]
+        if now == inf:
+            raise RuntimeError(f"{len(by_reservation)} jobs still waiting after the last event")
         while ends and ends[0][0] == now:
             j = heapq.heappop(ends)[2]
             finish(j, now)
             if queue == EASY:
                 del by_end[bisect_left(by_end, (started[j] + requested[j], j))]
+            elif queue == CONSERVATIVE:
+                plan.advance(now)
+                planned_end = started[j] + requested[j]
+                if now < planned_end:          # ended before its requested time: give the rest back
+                    plan.change(now, planned_end, size[j])
+                    compress = True
         while arrived < jobs and submit[arrived] == now:
-            waiting.append(arrived)
+            if queue == CONSERVATIVE:
+                if plan is None:
+                    plan = CountProfile(free_count, now)
+                plan.advance(now)
+                found = plan.earliest_start(size[arrived], requested[arrived], now)
+                if found is None:
+                    raise RuntimeError("a job fits nowhere even on an empty pool")
+                plan.change(found, found + requested[arrived], -size[arrived])
+                reserved_s[arrived] = found
+                waiting.append(arrived)
+                insort(by_reservation, (found, arrived))
+            else:
+                waiting.append(arrived)
             arrived += 1
+        if queue == CONSERVATIVE:
+            if plan is None:
+                continue
+            plan.advance(now)
+            if compress:
+                compress = False
+                _compress(plan, waiting, reserved_s, by_reservation, size, requested, now)
+            due = []
+            while by_reservation and by_reservation[0][0] <= now:
+                due.append(by_reservation.pop(0))
+            # jobs planned for no time first: they hold nothing in the plan (see queues.pop_due)
+            due.sort(key=lambda entry: requested[entry[1]] > 0)
+            late = []
+            for entry in due:
+                j = entry[1]
+                if size[j] > free_count:
+                    late.append(entry)
+                    continue
+                del waiting[bisect_left(waiting, j)]
+                start(j, now)
+            for entry in late:
+                insort(by_reservation, entry)
+            continue
         if queue == FCFS:
             while waiting and size[waiting[0]] <= free_count:
                 start(waiting.popleft(), now)
@@ -343,7 +396,9 @@ def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, pro
     if status == -1:
         raise MemoryError("the compiled replay core ran out of memory")
     if status == -2:
-        raise RuntimeError("the first waiting job fits nowhere even on an empty pool")
+        raise RuntimeError("a waiting job fits nowhere even on an empty pool")
+    if status == -3:
+        raise RuntimeError("jobs still waiting after the last event")
     n = int(series_len[0])
     return PoolRun(
         start_s=started, end_s=ended, energy_j=energy, node_offsets=offsets, node_flat=node_flat,
@@ -374,3 +429,103 @@ def run_pool(queue: str, n_nodes: int, submit_s, requested_s, run_for_s, procs, 
             progress(len(run.finish_order))
         return run
     return run_python(code, n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s, progress)
+
+
+# -- conservative backfilling on processor counts ---------------------------------------------------
+class CountProfile:
+    """The plan of a processor pool: free processors as a step function of future time (breakpoint
+    ``times[k]``, ``free[k]`` processors from then until the next; the last holds for ever).  The
+    same answers as :class:`greenslurm.sim.engine.profile.PlanProfile` on one pooled node.
+
+    >>> plan = CountProfile(4.0, 0.0)
+    >>> plan.change(0.0, 10.0, -3)                    # 3 processors reserved until 10
+    >>> plan.earliest_start(2, 5.0, 0.0), plan.earliest_start(1, 5.0, 0.0)
+    (10.0, 0.0)
+    >>> plan.times, plan.free
+    ([0.0, 10.0], [1.0, 4.0])
+    """
+
+    def __init__(self, free_now: float, now_s: float) -> None:
+        self.times = [now_s]
+        self.free = [float(free_now)]
+
+    def _breakpoint(self, t_s: float) -> int:
+        i = bisect_left(self.times, t_s)
+        if i < len(self.times) and self.times[i] == t_s:
+            return i
+        if i == 0:
+            raise ValueError(f"time {t_s} is before the plan's start {self.times[0]}")
+        self.times.insert(i, t_s)
+        self.free.insert(i, self.free[i - 1])
+        return i
+
+    def change(self, start_s: float, end_s: float, processors: int) -> None:
+        """Add ``processors`` (negative: take them) to what is free during [start_s, end_s)."""
+        i = self._breakpoint(start_s)
+        j = self._breakpoint(end_s) if end_s != inf else len(self.times)
+        free = self.free
+        for k in range(i, j):
+            free[k] += processors
+
+    def advance(self, now_s: float) -> None:
+        """Forget the past (the plan starts at ``now_s``) and merge steps that free the same."""
+        times, free = self.times, self.free
+        i = bisect_right(times, now_s) - 1
+        if i > 0:
+            del times[:i], free[:i]
+        if times[0] < now_s:
+            times[0] = now_s
+        if len(times) > 1:
+            keep = [0] + [k for k in range(1, len(times)) if free[k] != free[k - 1]]
+            if len(keep) < len(times):
+                self.times = [times[k] for k in keep]
+                self.free = [free[k] for k in keep]
+
+    def earliest_start(self, processors: int, duration_s: float, after_s: float,
+                       before_s: float = inf) -> float | None:
+        """The earliest time in [after_s, before_s), at a breakpoint (or ``after_s``), from which
+        ``processors`` are free for ``duration_s``; None if there is none."""
+        times, free = self.times, self.free
+        count = len(times)
+        i = max(bisect_right(times, after_s) - 1, 0)
+        first = i
+        while i < count:
+            start_s = max(times[i], after_s) if i == first else times[i]
+            if not start_s < before_s:
+                return None
+            end_s = start_s + duration_s
+            k = i
+            # the window: its own breakpoint and every later one before its end
+            while k < count and (k == i or times[k] < end_s):
+                if free[k] < processors:
+                    break
+                k += 1
+            else:
+                return start_s
+            i = k + 1            # every start up to k has breakpoint k in its window: all fail
+        return None
+
+    def may_start_before(self, processors: int, after_s: float, before_s: float) -> bool:
+        """Some breakpoint in [after_s, before_s) frees ``processors`` (needed to start earlier)."""
+        times, free = self.times, self.free
+        first = max(bisect_right(times, after_s) - 1, 0)
+        last = bisect_left(times, before_s)
+        return any(free[k] >= processors for k in range(first, last))
+
+
+def _compress(plan: CountProfile, waiting: list[int], reserved_s: list[float],
+              by_reservation: list[tuple[float, int]], size, requested, now: float) -> None:
+    """Move every waiting job, in arrival order, to its earliest slot (never later)."""
+    for j in waiting:
+        old = reserved_s[j]
+        if old <= now or not plan.may_start_before(size[j], now, old):
+            continue
+        plan.change(old, old + requested[j], size[j])
+        found = plan.earliest_start(size[j], requested[j], now, before_s=old)
+        if found is None:          # no earlier slot: the job keeps the one it has
+            plan.change(old, old + requested[j], -size[j])
+            continue
+        del by_reservation[bisect_left(by_reservation, (old, j))]
+        plan.change(found, found + requested[j], -size[j])
+        reserved_s[j] = found
+        insort(by_reservation, (found, j))

@@ -24,7 +24,7 @@ from greenslurm.allocation.selection import NodeSelection
 from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask, fits
 from greenslurm.sim.machines.machine import Machine, PendingJob, shape_key_of
 from greenslurm.sim.engine.strategies import QUEUES
-from greenslurm.sim.accounting.result import JobRecord, ReplayResult
+from greenslurm.sim.accounting.result import JobRecord, ReplayResult, ResultColumnsBuilder, ragged_positions
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class Replay:
         self.ledger = EnergyLedger(cluster, start_s)
         self.machine.start_listeners.append(self._on_start)
         self.machine.move_listeners.append(lambda job, old, now_s: self.ledger.on_move(job, old, now_s))
-        self.records: list[JobRecord] = []
+        self.results = ResultColumnsBuilder()         # the jobs that ended, as columns
         self.progress = progress
         self._wake: tuple | None = None
         self.now_s = start_s
@@ -215,15 +215,17 @@ class Replay:
         self.machine.finish(job, now_s)
         energy = self.ledger.on_end(job, now_s)
         self.strategy.job_ended(job, now_s)
-        spec = job.job
-        self.records.append(JobRecord(
-            job_id=spec.job_id, submit_s=spec.submit_s, start_s=job.start_s, end_s=now_s,
-            requested_time_s=spec.requested_time_s, nodes=job.nodes, cpus=job.cpus_total,
-            gpus=job.total(GPU), killed_at_limit=spec.killed_at_limit,
-            energy_j=energy, node_indices=tuple(job.node_indices.tolist()),
-            deadline_s=spec.deadline_s, user=spec.user, partition=spec.partition))
-        if self.progress is not None and len(self.records) % PROGRESS_EVERY == 0:
-            self.progress(len(self.records), self.jobs_total)
+        # the job's id, submit time, limit, deadline and labels are its input row's (job.index)
+        results = self.results
+        results.add(job.index, job.start_s, now_s, energy, job.nodes, job.cpus_total, job.total(GPU),
+                    job.node_indices.tolist())
+        if self.progress is not None and len(results) % PROGRESS_EVERY == 0:
+            self.progress(len(results), self.jobs_total)
+
+    @property
+    def records(self) -> list[JobRecord]:
+        """The jobs that ended so far, one record each (built anew on each access)."""
+        return self.results.columns(self.ordered).records()
 
     def _set_wake(self) -> None:
         wake_s = self.strategy.next_wake_s()
@@ -277,10 +279,10 @@ class Replay:
     # -- the processor-pool core -------------------------------------------------------------------
     def _pool_core_inputs(self):
         """The jobs as the pool core takes them, when this replay's parts are the core's (a pool of
-        single-CPU nodes, FCFS or EASY on processor counts, first fit, nothing listening to starts
-        and ends but the ledger); None: the general loop runs it."""
+        single-CPU nodes, FCFS, EASY or conservative on processor counts, first fit, nothing
+        listening to starts and ends but the ledger); None: the general loop runs it."""
         from greenslurm.sim.engine import pool_core
-        from greenslurm.sim.engine.queues import Easy, Fcfs
+        from greenslurm.sim.engine.queues import Conservative, Easy, Fcfs
         machine, strategy = self.machine, self.strategy
         if (type(machine) is not Machine or not machine.is_processor_pool or not machine._first_fit
                 or machine.gpus is not None or self.keep_jobs or self.after_schedule or len(self.events)
@@ -290,7 +292,10 @@ class Replay:
         if type(strategy) is Fcfs:
             if strategy.skip_blocked:
                 return None
-        elif type(strategy) is not Easy or not strategy.counting or strategy.record_reservations:
+        elif type(strategy) is Easy:
+            if not strategy.counting or strategy.record_reservations:
+                return None
+        elif type(strategy) is not Conservative or not strategy.pooled:
             return None
         core = pool_core.chosen_core()
         if core == "off":
@@ -355,39 +360,43 @@ class Replay:
         ledger.series_power_w = array("d", run.power_w.tobytes())
         ledger.series_busy_cpus = array("d", run.busy_cpus.tobytes())
         self.machine.finished_count = len(run.finish_order)
-        starts, ends, energies = run.start_s.tolist(), run.end_s.tolist(), run.energy_j.tolist()
-        offsets, flat = run.node_offsets.tolist(), run.node_flat
-        records = self.records
-        for row in run.finish_order.tolist():
-            spec = jobs[row]
-            nodes = procs[row]
-            records.append(JobRecord(
-                job_id=spec.job_id, submit_s=spec.submit_s, start_s=starts[row], end_s=ends[row],
-                requested_time_s=spec.requested_time_s, nodes=nodes, cpus=np.float64(nodes), gpus=0.0,
-                killed_at_limit=spec.killed_at_limit, energy_j=energies[row],
-                node_indices=tuple(flat[offsets[row]:offsets[row + 1]].tolist()),
-                deadline_s=spec.deadline_s, user=spec.user, partition=spec.partition))
-        return self.close()
+        # the core's columns are by job (its row in ``rows``); the result's in the order jobs ended
+        order = run.finish_order
+        offsets = run.node_offsets
+        sizes = offsets[1:][order] - offsets[:-1][order]
+        ended = np.zeros(len(order) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=ended[1:])
+        return self.close(ReplayResult.from_columns(
+            self.ordered, np.asarray(rows, dtype=np.int64)[order], run.start_s[order], run.end_s[order],
+            run.energy_j[order], run.node_flat[ragged_positions(offsets, order)], ended, nodes=sizes,
+            **self._result_parts()))
 
     def begin(self) -> None:
         """Queue the first arrival; then :meth:`step` until no event is left, then :meth:`close`."""
         self._push_submit(0)
 
-    def close(self) -> ReplayResult:
+    def close(self, result: ReplayResult | None = None) -> ReplayResult:
+        """The result of the jobs that ended (``result``: the pool core's, the ledger closed here)."""
         if self.strategy.waiting():
             raise RuntimeError(f"{self.strategy.waiting()} jobs still waiting after the last event")
-        end_s = max((r.end_s for r in self.records), default=self.ledger.start_s)
-        energy = self.ledger.close(end_s)
-        if self.progress is not None:
-            self.progress(len(self.records), self.jobs_total)
+        if result is None:
+            result = ReplayResult(columns=self.results.columns(self.ordered), **self._result_parts())
+        columns = result.columns
+        end_s = float(columns.end_s.max()) if len(columns) else self.ledger.start_s
+        result.energy = self.ledger.close(end_s)
         ledger = self.ledger
-        return ReplayResult(
-            records=self.records, cluster=self.cluster, queue=self.strategy.name, energy=energy,
-            power_times_s=np.frombuffer(ledger.times_s, dtype=float).copy(),
-            power_w=np.frombuffer(ledger.series_power_w, dtype=float).copy(),
-            busy_cpus=np.frombuffer(ledger.series_busy_cpus, dtype=float).copy(),
-            skipped=self.skipped, jobs_total=self.jobs_total,
-            rejected=list(getattr(self.strategy, "rejected", ())))
+        result.power_times_s = np.frombuffer(ledger.times_s, dtype=float).copy()
+        result.power_w = np.frombuffer(ledger.series_power_w, dtype=float).copy()
+        result.busy_cpus = np.frombuffer(ledger.series_busy_cpus, dtype=float).copy()
+        if self.progress is not None:
+            self.progress(len(columns), self.jobs_total)
+        return result
+
+    def _result_parts(self) -> dict:
+        """What a result holds beyond its jobs' columns (the ledger's totals and series: at close)."""
+        return dict(cluster=self.cluster, queue=self.strategy.name, energy=None, power_times_s=None, power_w=None,
+                    busy_cpus=None, skipped=self.skipped, jobs_total=self.jobs_total,
+                    rejected=list(getattr(self.strategy, "rejected", ())))
 
 
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
