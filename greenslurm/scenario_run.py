@@ -360,7 +360,7 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
     result = replay.run()
     outcome = Outcome(scenario, list(jobs), cluster, replay, result, supply, trace, workload, left_out)
     outcome.elapsed_s = time.perf_counter() - started
-    log.info("replayed %d jobs (%s) in %.2f s", len(result.records), scenario.queue, outcome.elapsed_s)
+    log.info("replayed %d jobs (%s) in %.2f s", result.jobs_completed, scenario.queue, outcome.elapsed_s)
     outcome.summary = summary_of(outcome, meter)
     return outcome
 

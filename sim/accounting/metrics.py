@@ -117,6 +117,29 @@ def mean(values: Iterable[float | None]) -> float | None:
     return math.fsum(kept) / len(kept)
 
 
+def mean_of(values: np.ndarray) -> float | None:
+    """:func:`mean` of a float array (exactly rounded, as math.fsum); None when it is empty.
+
+    >>> mean_of(np.array([0.0, 5.0, 10.0])), mean_of(np.zeros(0)) is None
+    (5.0, True)
+    """
+    if not len(values):
+        return None
+    return math.fsum(values.tolist()) / len(values)
+
+
+def sequential_sum(values: np.ndarray) -> float:
+    """The sum of ``values`` added left to right, as Python's ``sum`` adds them (numpy's ``sum``
+    adds pairwise, which rounds differently).
+
+    >>> sequential_sum(np.array([1e16, 1.0, 1.0])), float(sum([1e16, 1.0, 1.0]))
+    (1e+16, 1e+16)
+    >>> sequential_sum(np.zeros(0))
+    0.0
+    """
+    return float(np.add.accumulate(values)[-1]) if len(values) else 0.0
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """The q-th percentile (0..100) with linear interpolation between order statistics (numpy's
     default); None for no values.
@@ -174,38 +197,47 @@ def summarize(result: ReplayResult, *, reader_skipped: Mapping[str, int] | None 
     >>> s["energy_kwh"], s["energy_jobs_kwh"]
     (2.0, 1.0)
     """
-    records = list(result.records)
-    waits = [wait_s(r) for r in records]
+    jobs = result.columns
+    n = len(jobs)
+    # the per-job formulas of wait_s, slowdown, bounded_slowdown and cpu_seconds on whole columns
+    waits = jobs.start_s - jobs.submit_s
+    run = jobs.end_s - jobs.start_s
+    ran = run > 0
+    slowdowns = (waits[ran] + run[ran]) / run[ran]
+    bounded = np.maximum(1.0, (waits + run) / np.maximum(run, bsld_floor_s))
     replay_skipped = _counts(result.skipped)
     read_skipped = _counts(reader_skipped)
     adjusted = _counts(reader_adjusted)
-    handed = result.jobs_total or (len(records) + sum(replay_skipped.values()))
+    handed = result.jobs_total or (n + sum(replay_skipped.values()))
     skipped_total = sum(replay_skipped.values()) + sum(read_skipped.values())
     cluster = result.cluster
     energy = result.energy
     span_s = energy.end_s - energy.start_s
-    deadlines = [r for r in records if r.deadline_s is not None]
+    has_deadline = ~np.isnan(jobs.deadline_s)
+    makespan = float(jobs.end_s.max() - jobs.submit_s.min()) if n else 0.0
+    cpu_s = sequential_sum(jobs.cpus * run)
 
     return {
         "jobs_total": handed + sum(read_skipped.values()),
-        "jobs_completed": len(records),
+        "jobs_completed": n,
         "jobs_skipped": skipped_total,
         "adjustments": sum(adjusted.values()),     # a job may be adjusted for several reasons
         "skipped_by_reason": {"reader": read_skipped, "replay": replay_skipped},
         "adjusted_by_reason": adjusted,
-        "killed_at_limit": sum(1 for r in records if r.killed_at_limit),
-        "deadline_jobs": len(deadlines),
-        "deadline_missed": sum(1 for r in deadlines if r.deadline_missed),
-        "mean_wait_s": mean(waits),
+        "killed_at_limit": int(np.count_nonzero(jobs.killed_at_limit)),
+        "deadline_jobs": int(np.count_nonzero(has_deadline)),
+        # a job misses its deadline when it ends after it (JobRecord.deadline_missed)
+        "deadline_missed": int(np.count_nonzero(jobs.end_s[has_deadline] > jobs.deadline_s[has_deadline] + 1e-9)),
+        "mean_wait_s": mean_of(waits),
         "p50_wait_s": percentile(waits, 50),
         "p95_wait_s": percentile(waits, 95),
-        "max_wait_s": max(waits) if waits else None,
-        "mean_slowdown": mean(slowdown(r) for r in records),
-        "mean_bounded_slowdown": mean(bounded_slowdown(r, bsld_floor_s) for r in records),
+        "max_wait_s": float(waits.max()) if n else None,
+        "mean_slowdown": mean_of(slowdowns),
+        "mean_bounded_slowdown": mean_of(bounded),
         "bsld_floor_s": bsld_floor_s,
-        "makespan_s": makespan_s(records),
-        "utilization": utilization(records, cluster.total_cpus),
-        "cpu_hours": cpu_seconds(records) / 3600.0,
+        "makespan_s": makespan,
+        "utilization": cpu_s / (cluster.total_cpus * makespan) if makespan > 0 and cluster.total_cpus > 0 else None,
+        "cpu_hours": cpu_s / 3600.0,
         "energy_kwh": joules_to_kwh(energy.total_j),
         "energy_jobs_kwh": joules_to_kwh(energy.jobs_j),
         "energy_unallocated_kwh": joules_to_kwh(energy.unallocated_j),

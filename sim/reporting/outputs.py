@@ -13,15 +13,14 @@ from __future__ import annotations
 import csv
 import json
 import math
-from operator import attrgetter
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
 
 from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
-from greenslurm.sim.accounting.result import JobRecord, ReplayResult
+from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, id_texts, ragged_positions
 
 JOBS_CSV = "jobs.csv"
 JOBS_PARQUET = "jobs.parquet"
@@ -130,7 +129,10 @@ def schema_document(files: list[str]) -> dict:
     return {SCHEMA_KEY: OUTPUTS_SCHEMA, "documentation": "docs/outputs.md", "files": described}
 
 
-def jobs_frame(records: list[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> pd.DataFrame:
+CHUNK_ROWS = 65536        # rows turned into Python values at a time (node lists, CSV cells)
+
+
+def jobs_frame(jobs: JobColumns | Sequence[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> pd.DataFrame:
     """One row per job, ordered by submit time (ties keep the replay's order).
 
     ``node_indices`` is a space-separated list of node positions in the cluster; ``slowdown`` is
@@ -142,30 +144,25 @@ def jobs_frame(records: list[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> 
     >>> df[["job_id", "wait_s", "run_s", "slowdown", "bounded_slowdown"]].to_dict("list")
     {'job_id': ['a', 'b'], 'wait_s': [0.0, 4.0], 'run_s': [2.0, 4.0], 'slowdown': [1.0, 2.0], 'bounded_slowdown': [1.0, 1.0]}
     """
+    if not isinstance(jobs, JobColumns):
+        jobs = JobColumns.from_records(jobs)
     # the columns at once (the same arithmetic as wait_s, slowdown and bounded_slowdown, per element)
-    submit = np.fromiter(map(attrgetter("submit_s"), records), float, len(records))
-    order = np.argsort(submit, kind="stable")            # ties keep the replay's order
-    rows = [records[i] for i in order.tolist()]
-
-    def floats(name: str) -> np.ndarray:
-        return np.fromiter(map(attrgetter(name), rows), float, len(rows))
-
-    submit, start, end = submit[order], floats("start_s"), floats("end_s")
+    order = np.argsort(jobs.submit_s, kind="stable")            # ties keep the replay's order
+    submit, start, end = jobs.submit_s[order], jobs.start_s[order], jobs.end_s[order]
     wait, run = start - submit, end - start
     with np.errstate(divide="ignore", invalid="ignore"):
         slowdowns = np.where(run > 0, (wait + run) / run, math.nan)
     bounded = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
-    deadline = np.fromiter((math.nan if r.deadline_s is None else r.deadline_s for r in rows), float, len(rows))
+    deadline = jobs.deadline_s[order]
     columns = {
-        "job_id": [r.job_id for r in rows], "user": [r.user for r in rows],
-        "partition": [r.partition for r in rows], "submit_s": submit, "start_s": start, "end_s": end,
-        "wait_s": wait, "run_s": run, "requested_time_s": floats("requested_time_s"),
-        "killed_at_limit": np.fromiter(map(attrgetter("killed_at_limit"), rows), bool, len(rows)),
-        "nodes": np.fromiter(map(attrgetter("nodes"), rows), np.int64, len(rows)),
-        "cpus": floats("cpus"), "gpus": floats("gpus"), "slowdown": slowdowns, "bounded_slowdown": bounded,
-        "energy_j": floats("energy_j"), "deadline_s": deadline,
+        "job_id": id_texts(jobs.job_id[order]), "user": jobs.user[order],
+        "partition": jobs.partition[order], "submit_s": submit, "start_s": start, "end_s": end,
+        "wait_s": wait, "run_s": run, "requested_time_s": jobs.requested_time_s[order],
+        "killed_at_limit": jobs.killed_at_limit[order], "nodes": jobs.nodes[order],
+        "cpus": jobs.cpus[order], "gpus": jobs.gpus[order], "slowdown": slowdowns, "bounded_slowdown": bounded,
+        "energy_j": jobs.energy_j[order], "deadline_s": deadline,
         "deadline_missed": end > deadline + 1e-9,        # False without a deadline (NaN compares False)
-        "node_indices": [" ".join(map(str, r.node_indices)) for r in rows],
+        "node_indices": node_texts(jobs, order),
     }
     frame = pd.DataFrame({name: columns[name] for name in JOB_COLUMNS})
     # Explicit dtypes: an empty replay gives the same schema as a full one.
@@ -174,6 +171,27 @@ def jobs_frame(records: list[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> 
                          **{c: "float64" for c in ("submit_s", "start_s", "end_s", "wait_s", "run_s",
                                                    "requested_time_s", "cpus", "gpus", "slowdown",
                                                    "bounded_slowdown", "energy_j", "deadline_s")}})
+
+
+def node_texts(jobs: JobColumns, order: np.ndarray) -> list[str]:
+    """Each job's node list as space-separated positions, for the jobs in ``order``.
+
+    >>> cols = JobColumns.from_records([JobRecord("1", 0.0, 5.0, 15.0, 20.0, 2, 2.0, 0.0, False, 7.5, (3, 14)),
+    ...                                 JobRecord("2", 0.0, 5.0, 15.0, 20.0, 1, 1.0, 0.0, False, 7.5, (0,))])
+    >>> node_texts(cols, np.array([1, 0]))
+    ['0', '3 14']
+    """
+    offsets = jobs.node_offsets
+    texts: list[str] = []
+    for lo in range(0, len(order), CHUNK_ROWS):
+        part = order[lo:lo + CHUNK_ROWS]
+        flat = list(map(str, jobs.node_flat[ragged_positions(offsets, part)].tolist()))
+        sizes = (offsets[1:][part] - offsets[:-1][part]).tolist()
+        at = 0
+        for size in sizes:
+            texts.append(" ".join(flat[at:at + size]))
+            at += size
+    return texts
 
 
 def power_frame(result: ReplayResult) -> pd.DataFrame:
@@ -247,22 +265,25 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     columns = []
     for name in frame.columns:
         series = frame[name]
-        if series.dtype == np.float64:
-            values = series.to_numpy()
-            cells = values.tolist()           # the csv module writes a float as its repr, None as empty
-            for i in np.flatnonzero(np.isnan(values)).tolist():
-                cells[i] = None
-        elif series.dtype in (np.bool_, np.int64) or (pd.api.types.is_string_dtype(series.dtype)
-                                                       and not series.isna().any()):
-            cells = series.tolist()
-        else:
+        if not (series.dtype in (np.float64, np.bool_, np.int64)
+                or (pd.api.types.is_string_dtype(series.dtype) and not series.isna().any())):
             frame.to_csv(path, index=False, lineterminator="\n")
             return
-        columns.append(cells)
+        columns.append(series.to_numpy())
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(list(frame.columns))
-        writer.writerows(zip(*columns))
+        for lo in range(0, len(frame), CHUNK_ROWS):      # a chunk of rows at a time: Python values are big
+            writer.writerows(zip(*(_cells(values[lo:lo + CHUNK_ROWS]) for values in columns)))
+
+
+def _cells(values: np.ndarray) -> list:
+    """CSV cells of a column: the csv module writes a float as its repr and None as empty."""
+    cells = values.tolist()
+    if values.dtype == np.float64:
+        for i in np.flatnonzero(np.isnan(values)).tolist():
+            cells[i] = None
+    return cells
 
 
 def write_jobs_parquet(jobs: pd.DataFrame, path: Path) -> None:
@@ -290,7 +311,7 @@ def phases_frame(totals, end_s: float) -> pd.DataFrame:
 def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD_FLOOR_S) -> dict[str, pd.DataFrame]:
     """The tables a replay writes, by file name: jobs.csv and power.csv, and for a power-managed
     ``machine`` phases.csv (phase imbalance over time) and moves.csv (the jobs consolidation moved)."""
-    frames = {JOBS_CSV: jobs_frame(result.records, bsld_floor_s), POWER_CSV: power_frame(result)}
+    frames = {JOBS_CSV: jobs_frame(result.columns, bsld_floor_s), POWER_CSV: power_frame(result)}
     totals = getattr(machine, "power_totals", None)
     if totals is not None:
         frames[PHASES_CSV] = phases_frame(totals(), result.energy.end_s)
