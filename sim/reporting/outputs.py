@@ -130,6 +130,7 @@ def schema_document(files: list[str]) -> dict:
 
 
 CHUNK_ROWS = 65536        # rows turned into Python values at a time (node lists, CSV cells)
+CHUNK_NODES = 1 << 20     # node positions turned into Python values at a time
 
 
 def jobs_frame(jobs: JobColumns | Sequence[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> pd.DataFrame:
@@ -182,15 +183,20 @@ def node_texts(jobs: JobColumns, order: np.ndarray) -> list[str]:
     ['0', '3 14']
     """
     offsets = jobs.node_offsets
+    sizes = offsets[1:][order] - offsets[:-1][order]
+    names = list(map(str, range(int(jobs.node_flat.max()) + 1))) if len(jobs.node_flat) else []
     texts: list[str] = []
-    for lo in range(0, len(order), CHUNK_ROWS):
-        part = order[lo:lo + CHUNK_ROWS]
-        flat = list(map(str, jobs.node_flat[ragged_positions(offsets, part)].tolist()))
-        sizes = (offsets[1:][part] - offsets[:-1][part]).tolist()
+    lo = 0
+    while lo < len(order):
+        # a chunk of jobs holding about CHUNK_NODES nodes in all: a node is a Python int here
+        hi = max(lo + 1, int(np.searchsorted(np.cumsum(sizes[lo:lo + CHUNK_ROWS]), CHUNK_NODES, "right")) + lo)
+        part = order[lo:hi]
+        flat = jobs.node_flat[ragged_positions(offsets, part)].tolist()
         at = 0
-        for size in sizes:
-            texts.append(" ".join(flat[at:at + size]))
+        for size in sizes[lo:hi].tolist():
+            texts.append(" ".join([names[i] for i in flat[at:at + size]]))
             at += size
+        lo = hi
     return texts
 
 
