@@ -8,6 +8,13 @@ of them.  Times are float seconds, power watts, energy joules, memory MiB (units
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.clustermodel.node import NodeSpec
-from greenslurm.clustermodel.cluster import Cluster
 
 __all__ = ["InputError", "JobSpec", "NodeSpec", "Cluster"]
+
+
+def __getattr__(name: str):
+    # Cluster (numpy) loads on first use: the command line's help and its errors need only InputError
+    if name == "Cluster":
+        from greenslurm.clustermodel.cluster import Cluster
+        return Cluster
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,25 +12,25 @@ import argparse
 import contextlib
 import logging
 import os
+import sys
 from pathlib import Path
-from typing import Sequence
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING, Sequence
 
 import greenslurm
-from greenslurm import cmd_compare, cmd_gpu_replay, cmd_options, cmd_hook, cmd_inflate, cmd_power, cmd_report, cmd_sweep, cmd_whatif
+from greenslurm.cli_commands import COMMAND_HELP, command_named
 from greenslurm.cli_parser import OneLineParser
 from greenslurm.clustermodel import InputError
 from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, printable,
                                 progress_bar, setup_logging, showing_progress, spinner, write_text)
 from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
-from greenslurm.scenario import (RUN_WHERE, Acceptance, ClusterSource, Deadlines, Scenario, Selection, Supply,
-                                 TraceSource)
-from greenslurm.sim.accounting.metrics import workload_stats
-from greenslurm.sim.engine.strategies import QUEUES
-from greenslurm.sim.reporting.report import render_report, reasons_table, trace_info_table
-from greenslurm.traces import FORMATS
+
+# Start-up: what a command needs loads with it (docs/replay-engine.md, "Start-up").  The help loads
+# none of the commands' modules; a replay loads the engine, the readers and rich, and pandas and
+# pyarrow only for --out.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from greenslurm.scenario import Scenario
 
 log = logging.getLogger("greenslurm")
 
@@ -54,7 +54,12 @@ examples:
 exit codes: 0 success, 2 bad input or usage (one line 'greenslurm: error: ...'), 130 interrupted."""
 
 
-FORMATS_HELP = "trace formats (--format):\n" + "\n".join(f"  {name:<11} {text}" for name, text in FORMATS.items())
+def formats_help() -> str:
+    """The epilog's list of trace formats (the readers load with it)."""
+    from greenslurm.traces import FORMATS
+    return "trace formats (--format):\n" + "\n".join(f"  {name:<11} {text}" for name, text in FORMATS.items())
+
+
 OUTPUTS_HELP = """\
 output files in --out DIR:
   jobs.csv, jobs.parquet  one row per job: submit/start/end, wait, run, slowdown, bounded slowdown,
@@ -83,6 +88,7 @@ def _verbosity(parser: argparse.ArgumentParser, default) -> None:
 
 
 def _trace_options(parser: argparse.ArgumentParser) -> None:
+    from greenslurm.traces import FORMATS
     parser.add_argument("--format", choices=tuple(FORMATS), default=None,
                         help="trace format (default: guessed from the file's name and content)")
     parser.add_argument("--strict", action="store_true",
@@ -93,6 +99,7 @@ def _trace_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _output_options(parser: argparse.ArgumentParser) -> None:
+    from greenslurm import cmd_options
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="write jobs.csv, jobs.parquet, power.csv and summary.json into DIR")
     parser.add_argument("--json", metavar="FILE", default=None,
@@ -101,6 +108,8 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _replay_options(parser: argparse.ArgumentParser) -> None:
+    from greenslurm import cmd_compare, cmd_options
+    from greenslurm.sim.engine.strategies import QUEUES
     cmd_compare.cluster_options(parser)
     cmd_options.limit(parser)
     parser.add_argument("--sacctmgr-assoc", metavar="FILE", default=None,
@@ -126,26 +135,38 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _all_replay_options(parser: argparse.ArgumentParser) -> None:
+    from greenslurm import cmd_compare, cmd_gpu_replay, cmd_power
     _replay_options(parser)
     cmd_gpu_replay.add_replay_options(parser)
     cmd_compare.add_replay_options(parser)
     cmd_power.add_replay_options(parser)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line.  ``only`` None: every command with its options (the reference, the tests);
+    a command's name: that command's options alone, the others listed with their help (all a run of
+    that command reads, and all ``--help`` shows); ``""``: no command's options."""
     parser = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {greenslurm.__version__}")
     _verbosity(parser, 0)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
+    for name in COMMAND_HELP:
+        if only is None or name == only:
+            COMMANDS[name](commands)
+        else:
+            commands.add_parser(name, help=COMMAND_HELP[name])
+    return parser
 
+
+def _replay_parser(commands) -> None:
     replay = commands.add_parser(
-        "replay", help="replay a trace and report waits, slowdowns, utilisation and energy",
+        "replay", help=COMMAND_HELP["replay"],
         description="Replay the jobs of TRACE on a cluster under a queue strategy and node selection; print a\n"
                     "report and optionally write per-job results (CSV, Parquet), the power series and a JSON\n"
                     "summary.  Without TRACE, replays the bundled demo trace.",
-        epilog=SELECT_HELP + "\n\n" + FORMATS_HELP + "\n\n" + OUTPUTS_HELP,
+        epilog=SELECT_HELP + "\n\n" + formats_help() + "\n\n" + OUTPUTS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     replay.add_argument("trace", nargs="?", metavar="TRACE", help="the trace file (default: the demo trace)")
     _trace_options(replay)
@@ -153,8 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(replay, argparse.SUPPRESS)
     replay.set_defaults(handler=cmd_replay)
 
+
+def _demo_parser(commands) -> None:
     demo = commands.add_parser(
-        "demo", help="replay the bundled KTH-SP2 trace (2,000 jobs) on its 100-node cluster",
+        "demo", help=COMMAND_HELP["demo"],
         description="Replay the first 2,000 jobs of the KTH-SP2 log (Parallel Workloads Archive, shipped "
                     "with greenslurm) on a 100 x 1-CPU cluster with assumed node power (100 W idle, "
                     "200 W busy). The same as 'greenslurm replay' without a trace.",
@@ -163,8 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(demo, argparse.SUPPRESS)
     demo.set_defaults(handler=cmd_replay, trace=None, format=None, strict=False, columns=None)
 
+
+def _run_parser(commands) -> None:
     run = commands.add_parser(
-        "run", help="run a saved scenario (TOML): the same report and files as replay",
+        "run", help=COMMAND_HELP["run"],
         description="Read SCENARIO (a TOML file, as written by 'greenslurm replay --save-scenario') and replay\n"
                     "it: the same report, --out files and --json summary as the replay that wrote it.\n"
                     "File names in the scenario are relative to its folder.",
@@ -178,7 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(run, argparse.SUPPRESS)
     run.set_defaults(handler=cmd_run)
 
-    traces = commands.add_parser("traces", help="look at trace files",
+
+def _traces_parser(commands) -> None:
+    from greenslurm import cmd_options
+    traces = commands.add_parser("traces", help=COMMAND_HELP["traces"],
                                  description="Commands that read trace files without replaying them.")
     traces_commands = traces.add_subparsers(dest="traces_command", metavar="COMMAND")
     traces_commands.required = True
@@ -186,26 +214,55 @@ def build_parser() -> argparse.ArgumentParser:
         "info", help="what a trace holds: records, jobs kept, skipped and adjusted by reason, ranges",
         description="Read TRACE and print the records read, the jobs kept, the records skipped and the\n"
                     "jobs adjusted by reason, the submit time span and the CPU, GPU and time ranges.",
-        epilog=FORMATS_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=formats_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
     info.add_argument("trace", metavar="TRACE", help="the trace file")
     _trace_options(info)
     info.add_argument("--json", metavar="FILE", default=None, help="also write the figures as JSON ('-' for stdout)")
     cmd_options.no_progress(info)
     _verbosity(info, argparse.SUPPRESS)
     info.set_defaults(handler=cmd_traces_info)
+
+
+def _inflate_parser(commands) -> None:
+    from greenslurm import cmd_inflate
     cmd_inflate.add_parser(commands)
+
+
+def _compare_parser(commands) -> None:
+    from greenslurm import cmd_compare, cmd_power
     compare = cmd_compare.add_parser(commands)
     cmd_power.add_compare_options(compare)
     _verbosity(compare, argparse.SUPPRESS)
+
+
+def _hook_parser(commands) -> None:
+    from greenslurm import cmd_hook
     cmd_hook.add_parser(commands)
-    for study_command in (cmd_sweep, cmd_whatif):
-        _verbosity(study_command.add_parser(commands), argparse.SUPPRESS)
+
+
+def _sweep_parser(commands) -> None:
+    from greenslurm import cmd_sweep
+    _verbosity(cmd_sweep.add_parser(commands), argparse.SUPPRESS)
+
+
+def _whatif_parser(commands) -> None:
+    from greenslurm import cmd_whatif
+    _verbosity(cmd_whatif.add_parser(commands), argparse.SUPPRESS)
+
+
+def _report_parser(commands) -> None:
+    from greenslurm import cmd_options, cmd_report
     report = cmd_report.add_parser(commands)
     cmd_options.no_progress(report)
     report.set_defaults(handler=_with_status("drawing figures", report.get_default("handler"),
                                              when=lambda args: getattr(args, "plots", None) is not None))
     _verbosity(report, argparse.SUPPRESS)
-    return parser
+
+
+# command -> what fills in its options (greenslurm --help lists them in COMMAND_HELP's order)
+COMMANDS = {"replay": _replay_parser, "demo": _demo_parser, "run": _run_parser, "traces": _traces_parser,
+            "inflate": _inflate_parser, "compare": _compare_parser, "hook": _hook_parser, "sweep": _sweep_parser,
+            "whatif": _whatif_parser, "report": _report_parser}
 
 
 def _with_status(text: str, handler, when):
@@ -245,6 +302,9 @@ def _absolute(path: str | None) -> str | None:
 
 def scenario_from_args(args: argparse.Namespace) -> Scenario:
     """The scenario the options describe; an option that does not apply is an InputError."""
+    from greenslurm import cmd_power
+    from greenslurm.scenario import Acceptance, ClusterSource, Deadlines, Scenario, Selection, Supply, TraceSource
+
     def given(name: str):
         return getattr(args, name, None)
 
@@ -302,6 +362,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from greenslurm.scenario import Scenario
     scenario = Scenario.from_file(args.scenario)
     with _pointing_at(args.scenario, {}):
         return run_scenario(scenario, console, args.out, args.json, args.no_progress, None)
@@ -311,6 +372,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 def _pointing_at(where: str, names: dict[str, str]):
     """Errors the replay finds in the scenario's values (a GPU scorer on a cluster without GPUs, deadlines
     beyond a float's range) name the scenario file or the command line, and the key or the option."""
+    from greenslurm.scenario import RUN_WHERE
     try:
         yield
     except InputError as exc:
@@ -323,7 +385,10 @@ def _pointing_at(where: str, names: dict[str, str]):
 def run_scenario(scenario: Scenario, console: Console, out: str | None, json_file: str | None,
                  no_progress: bool, save_scenario: str | None) -> int:
     """Replay ``scenario``; print the report, write --out, --json and --save-scenario."""
-    from greenslurm import scenario_run
+    from rich.markup import escape
+
+    from greenslurm import cmd_compare, cmd_gpu_replay, cmd_power, scenario_run
+    from greenslurm.sim.reporting.report import render_report
 
     check_output_paths(out, json_file)
     scenario_text = None
@@ -381,6 +446,8 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
 
 
 def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
+    from greenslurm.sim.accounting.metrics import workload_stats
+    from greenslurm.sim.reporting.report import reasons_table, trace_info_table
     check_output_paths(None, args.json)
     trace = read(args.trace, args.format, strict=args.strict, columns=parse_columns(args.columns),
                  status=console.status if showing_progress(console, args.no_progress) else None)
@@ -407,7 +474,8 @@ def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
 # -- entry point ----------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(command_named(sys.argv[1:] if argv is None else list(argv))).parse_args(argv)
+    from rich.console import Console
     stderr = Console(stderr=True)
     setup_logging(getattr(args, "verbose", 0), stderr)
     # a JSON summary or a scenario on stdout: the report goes to stderr

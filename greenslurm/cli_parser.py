@@ -9,8 +9,6 @@ import argparse
 import sys
 from typing import NoReturn
 
-from rich.console import Console
-
 from greenslurm.console import EXIT_INPUT, PROG, error_line
 
 
@@ -32,6 +30,7 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (its subcommands' parsers are of the same class)."""
 
     def error(self, message: str) -> NoReturn:
+        from rich.console import Console
         error_line(Console(stderr=True), _message(self.prog, message))
         sys.exit(EXIT_INPUT)
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.placement import ALLOCATIONS
 from greenslurm.clustermodel import InputError
@@ -27,14 +28,12 @@ from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneo
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
 from greenslurm.sim.accounting.deadline_metrics import admission_summary
-from greenslurm.sim.studies.deadline_compare import COLUMNS, make_scenario
 from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
 from greenslurm import cmd_options
 from greenslurm.cmd_options import non_negative, positive
 from greenslurm.console import progress_bar, showing_progress
-from greenslurm.workers import worker_pool
 
 log = logging.getLogger("greenslurm")
 
@@ -117,6 +116,11 @@ def admission_tables(admission: Mapping[str, Any]) -> list[Table]:
 
 
 # -- greenslurm compare ------------------------------------------------------------------------------
+def _epilog() -> str:
+    from greenslurm.sim.studies.deadline_compare import COLUMNS     # the study loads with the command
+    return EPILOG + ", ".join(COLUMNS)
+
+
 EPILOG = """\
 examples:
   greenslurm compare log.swf --slack-mean 0.1 0.5 2 5
@@ -124,16 +128,16 @@ examples:
   greenslurm compare jobs.txt --format sacct --cluster c.toml --renewable solar --renewable-mode green
 
 performance ratio = upper bound on the load any schedule could accept / load accepted (1 is best);
-the bound is an LP relaxation solved with HiGHS (docs/deadlines.md).  CSV columns: """ + ", ".join(COLUMNS)
+the bound is an LP relaxation solved with HiGHS (docs/deadlines.md).  CSV columns: """
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "compare", help="acceptance x node selection x slack on one trace: accepted load, performance ratio, misses",
+        "compare", help=COMMAND_HELP["compare"],
         description="Replay TRACE in the deadline queue for every acceptance policy, node selection and slack\n"
                     "value; print one table and optionally write it as CSV.  Deadlines are drawn for jobs\n"
                     "without one; time limits are set to the real runtimes unless --planned-limits.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", metavar="TRACE", help="the trace file")
     parser.add_argument("--format", choices=tuple(FORMATS), default=None,
                         help="trace format (default: guessed)")
@@ -237,6 +241,8 @@ def compare_row(task: tuple) -> dict:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from greenslurm.sim.studies.deadline_compare import make_scenario
+    from greenslurm.workers import worker_pool
     if args.csv is not None and Path(args.csv).is_dir():
         raise InputError("is a directory (--csv wants a file name)", path=args.csv)
     if args.cores is not None and args.cores < 1:
@@ -357,6 +363,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | No
 
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str) -> None:
+    from greenslurm.sim.studies.deadline_compare import COLUMNS
     try:
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm import cmd_options
 from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
 from greenslurm.allocation.selection import parse_selection, selection_names
@@ -70,7 +71,7 @@ def positive_float(text: str) -> float:
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "inflate", help="GPU cluster Monte Carlo inflation: power, allocation and fragmentation per node selection",
+        "inflate", help=COMMAND_HELP["inflate"],
         description="Draw tasks of an Alibaba openb pod list with replacement and place them (no departures)\n"
                     "with a node selection until the arrived GPU demand reaches --until times the\n"
                     "capacity; report EOPC (W), GRAR, allocated and unallocated GPU and fragmentation\n"

@@ -27,7 +27,6 @@ from greenslurm.cmd_options import alias
 from greenslurm.console import each_with_progress, showing_progress
 from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read, read_toml
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config, power_states_key
-from greenslurm.sim.machines.power_states import fits_budget
 
 POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet",
                 "phase_layout", "wake_order", "consolidate_every_s", "topology_aware", "migrate_s", "movable",
@@ -252,6 +251,7 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
         table.add_column(name, justify="left" if name == "run" else "right")
     # every row replays the same jobs: those that can run under the lowest budget
     lowest = power_states(args, table_data, budget_w=min(args.power_budget)) if args.power_budget else None
+    from greenslurm.sim.machines.power_states import fits_budget
     run_jobs, dropped = (fits_budget(jobs, cluster, power_config(lowest)) if lowest is not None
                          else (list(jobs), 0))
     if dropped:

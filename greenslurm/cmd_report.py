@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import require_module
 from greenslurm.sim.reporting.quantities import display_scale, quantity
@@ -390,8 +391,7 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
 # -- command --------------------------------------------------------------------------------------
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "report", help="comparison tables (mean, 95%% CI over seeds) and figures of sweep, replay, whatif, inflate, "
-                       "compare results",
+        "report", help=COMMAND_HELP["report"],
         description="Read results and print comparison tables (numbers in the units their headers name); with\n"
                     "--plots DIR, draw the figures the results allow, as PNG and SVG, and say which are skipped\n"
                     "and why; with --tables DIR, also write every table as CSV and Markdown.\n"

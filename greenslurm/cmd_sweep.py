@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
 from greenslurm.cli_parser import non_negative_int
 from greenslurm.cmd_options import no_progress, workers
@@ -34,7 +35,7 @@ parameters ([grid] keys):
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "sweep", help="run a grid of traces x policies x parameters x seeds (local cores or Dask), resumable",
+        "sweep", help=COMMAND_HELP["sweep"],
         description="Replay every cell of the grid described in SPEC (TOML) and write one Parquet table\n"
                     "of results. Cells run in parallel on local cores, or on a Dask cluster.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

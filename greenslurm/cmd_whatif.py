@@ -33,6 +33,7 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
+from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm import cmd_options
 from greenslurm.clustermodel import InputError
 from greenslurm.console import progress_bar, showing_progress
@@ -341,7 +342,7 @@ def report_table(results: dict[str, tuple[dict, float]], current: str, recorded:
 
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
-        "whatif", help="admin what-if: the site's own sacct jobs under the current and candidate policies",
+        "whatif", help=COMMAND_HELP["whatif"],
         description="Replay SACCT_EXPORT on the site's cluster (from Slurm's node JSON, slurm.conf or a TOML\n"
                     "file) under the current policy and each candidate, and print a one-page comparison: energy,\n"
                     "peak power, renewable share, waits, deadline misses, rejections; green better, red worse.\n"

@@ -8,15 +8,12 @@ import contextlib
 import logging
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
-
-from rich.console import Console
-from rich.logging import RichHandler
-from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from greenslurm.clustermodel import InputError
+
+if TYPE_CHECKING:                # rich loads with the first line shown, not with the help
+    from rich.console import Console
 
 PROG = "greenslurm"
 EXIT_OK, EXIT_INPUT = 0, 2
@@ -29,6 +26,7 @@ _HANDLER_TAG = "_greenslurm_cli"
 
 def setup_logging(verbose: int, console: Console) -> None:
     """One rich handler on the root logger (replacing an earlier one of ours, leaving others)."""
+    from rich.logging import RichHandler
     root = logging.getLogger()
     for handler in list(root.handlers):
         if getattr(handler, _HANDLER_TAG, False):
@@ -47,7 +45,9 @@ def error_line(console: Console, message: str) -> None:
 
 def warning_line(message: str, console: Console | None = None) -> None:
     """One dim yellow line ``greenslurm: warning: ...`` on stderr (a deprecated name, ...)."""
-    console = console or Console(stderr=True)
+    if console is None:
+        from rich.console import Console
+        console = Console(stderr=True)
     console.print(f"{PROG}: warning: {message}", style="dim yellow", markup=False, highlight=False,
                   soft_wrap=True)
 
@@ -59,6 +59,8 @@ def progress_bar(console: Console, total: int | None, enabled: bool, *, doing: s
     if not enabled:
         yield None
         return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
     with Progress(TextColumn(doing), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=transient) as progress:
         task = progress.add_task(doing, total=total)
@@ -115,4 +117,5 @@ def write_text(path: str, text: str, stdout: Console) -> None:
         Path(path).write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write: {exc.strerror or exc}", path=path) from None
+    from rich.markup import escape
     stdout.print(f"wrote {escape(printable(path))}", style="dim")

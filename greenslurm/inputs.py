@@ -9,9 +9,12 @@ import logging
 import os
 import time
 from importlib import resources
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-from greenslurm.clustermodel import Cluster, InputError
+from greenslurm.clustermodel import InputError
+
+if TYPE_CHECKING:                 # the cluster model (numpy) loads with the first cluster read
+    from greenslurm.clustermodel import Cluster
 
 log = logging.getLogger("greenslurm")
 
@@ -139,6 +142,7 @@ def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=Non
 
 
 def load_cluster(path: str) -> Cluster:
+    from greenslurm.clustermodel import Cluster
     check_input_file(path, "cluster")
     cluster = Cluster.from_toml_file(path)
     log.info("cluster %s from %s: %d nodes, %d CPUs, %d GPUs", cluster.name, path, cluster.size,

@@ -403,7 +403,6 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     from greenslurm.allocation.selection import parse_selection
     from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
     from greenslurm.sim.engine.strategies import QUEUES
-    from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES
 
     def name(key: str) -> str:
         return names.get(key, key)
@@ -530,6 +529,7 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail("must be > 0", "supply.scale")
 
     if s.power_states is not None:
+        from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES    # the machine loads when it is used
         if s.queue not in SUPPORTED_QUEUES:
             fail(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, not {s.queue}",
                  "power_states")

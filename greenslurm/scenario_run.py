@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import logging
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -314,8 +315,9 @@ def gpu_accounting(replay, workload):
     """The GPU accounting (the PWR paper's power, GPU allocation, FGD fragmentation) of a replay on a
     cluster with GPUs (None without GPUs, and on the co-location machine, which accounts itself)."""
     from greenslurm.sim.accounting.gpu_accounting import GpuAccounting
-    from greenslurm.sim.machines.colocation import ColocationMachine
-    if isinstance(replay.machine, ColocationMachine):
+    # a co-location machine exists only once its module has loaded: other replays do not load it
+    colocation = sys.modules.get("greenslurm.sim.machines.colocation")
+    if colocation is not None and isinstance(replay.machine, colocation.ColocationMachine):
         return None
     return GpuAccounting.attach(replay, workload)
 

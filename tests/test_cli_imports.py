@@ -2,14 +2,19 @@
 the shared helpers (inputs.py, console.py, scenario*.py); nothing imports cli.py back.
 
 The modules are read with ``ast`` (imports inside functions count too: a late import still ties two
-modules together), not imported."""
+modules together), not imported.  Below, what a command loads when it runs: a fresh interpreter runs
+the command line and the test reads its ``sys.modules``."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 from pathlib import Path
 
 import pytest
+
+from greenslurm.cli import build_parser
+from greenslurm.cli_commands import COMMAND_HELP, command_named
 
 PACKAGE = Path(__file__).resolve().parents[1] / "greenslurm"
 MODULES = {path.stem: path for path in PACKAGE.glob("*.py") if path.stem != "__init__"}
@@ -160,6 +165,33 @@ def test_a_command_without_files_loads_no_heavy_package(argv, kth_cut, tmp_path)
     assert "greenslurm" in loaded and not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
     if argv[0] == "replay" and "--help" not in argv:
         assert "numpy" in loaded             # the replay did run: the engine is numpy's
+
+
+def test_the_help_loads_no_command(tmp_path):
+    # greenslurm --help lists the commands from their table: no engine (numpy), no terminal library (rich)
+    code, loaded = main_in_fresh_process(["--help"], tmp_path)
+    assert code == 0 and not loaded & {"numpy", "rich", "sortedcontainers", *HEAVY}
+
+
+def _help_of(parser, argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit):
+        parser.parse_args(argv)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in COMMAND_HELP), ["traces", "info", "--help"]],
+                         ids=lambda argv: " ".join(argv))
+def test_a_command_filled_in_alone_reads_as_in_the_whole_parser(argv, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    alone = build_parser(command_named(argv))
+    assert _help_of(alone, argv, capsys) == _help_of(build_parser(), argv, capsys)
+
+
+def test_every_command_is_in_the_table():
+    # the whole parser's commands are the table's, in its order (the help lists them so)
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(commands.choices) == list(COMMAND_HELP)
+    assert [action.help for action in commands._choices_actions] == list(COMMAND_HELP.values())
 
 
 def test_out_still_writes_parquet_loading_pyarrow_then(kth_cut, tmp_path):
