@@ -27,7 +27,6 @@ from greenslurm.inputs import check_input_file, cluster_from_trace, parse_column
 from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
-from greenslurm.sim.accounting.deadline_metrics import admission_summary
 from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
@@ -220,6 +219,7 @@ def compare_scenarios(args: argparse.Namespace, trace_path: str) -> list[list[Sc
 def compare_row(task: tuple) -> dict:
     """One replay of the grid: a flat row (see ``COLUMNS``)."""
     from greenslurm.scenario_run import replay_jobs
+    from greenslurm.sim.accounting.deadline_metrics import admission_summary
     from greenslurm.sim.accounting.metrics import mean, wait_s
     scenario, workload, supply = task
     started = time.perf_counter()

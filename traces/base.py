@@ -9,16 +9,13 @@ that the readers (:mod:`greenslurm.traces.swf`, :mod:`greenslurm.traces.sacct`, 
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import PurePath
 
 from greenslurm.clustermodel.errors import InputError
-from greenslurm.traces.alibaba import read_pods
 from greenslurm.traces.records import RecordLog, TraceResult
-from greenslurm.traces.sacct import read_sacct
-from greenslurm.traces.sacct_json import read_sacct_json
 from greenslurm.traces.source import SNIFF_BYTES, read_bytes
-from greenslurm.traces.swf import read_swf
 
 FORMATS: dict[str, str] = {
     "swf": "Standard Workload Format (Parallel Workloads Archive), 18 numbers a line",
@@ -26,7 +23,9 @@ FORMATS: dict[str, str] = {
     "sacct-json": "sacct --json output ({\"jobs\": [...]}, Slurm 22.05 and later)",
     "alibaba": "Alibaba GPU trace 2023 (openb) pod list CSV",
 }
-_READERS = {"swf": read_swf, "sacct": read_sacct, "sacct-json": read_sacct_json, "alibaba": read_pods}
+# format -> (module, reader): a reader loads when its format is read (an SWF replay loads no other reader)
+_READERS = {"swf": ("swf", "read_swf"), "sacct": ("sacct", "read_sacct"),
+            "sacct-json": ("sacct_json", "read_sacct_json"), "alibaba": ("alibaba", "read_pods")}
 _EXTENSIONS = {".swf": "swf", ".json": "sacct-json", ".csv": "alibaba"}
 _NUMBER = re.compile(r"-?\d+(?:\.\d*)?")
 
@@ -95,6 +94,8 @@ def read_trace(path: str, fmt: str | None = None, *, strict: bool = False,
         raise InputError(f"unknown trace format {fmt!r}; known: {', '.join(FORMATS)}", path=path, field="format")
     if columns is not None and fmt != "sacct":
         raise InputError(f"columns= only applies to sacct exports, not {fmt}", path=path, field="columns")
+    module, name = _READERS[fmt]
+    reader = getattr(importlib.import_module(f"greenslurm.traces.{module}"), name)
     if fmt == "sacct":
-        return read_sacct(path, strict=strict, columns=columns)
-    return _READERS[fmt](path, strict=strict)
+        return reader(path, strict=strict, columns=columns)
+    return reader(path, strict=strict)
