@@ -43,7 +43,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
                        ("check", "say whether the hook is wired: slurm.conf (with its Include files), the Lua files, "
                                  "lua-socket, the backend, the runtime folder, lock, socket, record and service"),
                        ("report", "the jobs' estimated energy and renewable share (per user, account or day) from "
-                                  "the service's record")):
+                                  "the service's record"),
+                       ("power", "Slurm's SuspendProgram and ResumeProgram: turn the nodes of HOSTLIST off or on with "
+                                 "hook.toml's power_off_command or power_on_command")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("--config", metavar="FILE", default=None, help="hook.toml (default: built-in defaults)")
         if name == "install":
@@ -69,6 +71,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
             p.add_argument("--jobs", action="store_true", help="also list every job")
             p.add_argument("--json", metavar="FILE", default=None,
                            help="also write the report as JSON to FILE ('-': standard output, instead of the tables)")
+        if name == "power":
+            p.add_argument("direction", choices=("off", "on"), help="off (SuspendProgram) or on (ResumeProgram)")
+            p.add_argument("hostlist", metavar="HOSTLIST", help="the nodes, as Slurm gives them (n[1-3],gpu7)")
         if name == "check":
             p.add_argument("--slurm-conf", metavar="FILE", default="/etc/slurm/slurm.conf",
                            help="slurm.conf to inspect (default: %(default)s)")
@@ -95,7 +100,32 @@ def run(args: argparse.Namespace, console: Console) -> int:
         return run_install(args, console)
     if args.hook_command == "report":
         return run_report(args, console)
+    if args.hook_command == "power":
+        return run_power(args, console)
     return run_check(args, console)
+
+
+def run_power(args: argparse.Namespace, console: Console) -> int:
+    """Turn nodes off or on (run by slurmctld as SuspendProgram/ResumeProgram); every failure is
+    one line on stderr (Slurm logs it) and exit code 1."""
+    import sys
+
+    from greenslurm.slurm_plugin.power import run_power_command
+    from greenslurm.traces.slurm_conf import expand_hostlist
+
+    config = load_config(args.config)
+    template = config.power_off_command if args.direction == "off" else config.power_on_command
+    if not template.strip():
+        raise InputError(f"no power_{args.direction}_command is set", path=config.path,
+                         field=f"power_{args.direction}_command")
+    try:
+        nodes = expand_hostlist(args.hostlist)
+    except ValueError as exc:
+        raise InputError(f"not a host list: {exc}", path="<command line>", field="HOSTLIST") from None
+    failures = run_power_command(template, nodes, config.power_command_timeout_s)
+    for line in failures:
+        print(f"greenslurm hook power {args.direction}: {line}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _kwh(joules: float) -> str:
@@ -194,7 +224,8 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
     written = []
     for option, action in (("--write-config", lambda: [hook_install.install_config_template(Path(args.write_config))]
                             if args.write_config else []),
-                           ("--dest", lambda: hook_install.install(config, Path(args.dest), not args.no_cli_filter)
+                           ("--dest", lambda: hook_install.install(config, Path(args.dest), not args.no_cli_filter,
+                                                                   executable=args.greenslurm)
                             if args.dest else []),
                            ("--unit-dir", lambda: [hook_install.install_unit(Path(args.unit_dir), **_unit_options(args))]
                             if args.unit_dir else [])):
@@ -213,7 +244,8 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
         console.print(f"wrote {escape(str(path))}")
     if args.dest:
         console.print("add to slurm.conf (or `Include greenslurm-slurm.conf.snippet`), then `scontrol reconfigure`:\n"
-                      + hook_install.slurm_conf_snippet(not args.no_cli_filter), markup=False, highlight=False)
+                      + hook_install.slurm_conf_snippet(not args.no_cli_filter)
+                      + hook_install.power_snippet(config, Path(args.dest).resolve()), markup=False, highlight=False)
     if args.unit_dir:
         console.print("then: systemctl daemon-reload && systemctl enable --now greenslurm-hook", markup=False,
                       highlight=False)

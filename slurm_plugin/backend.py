@@ -115,7 +115,7 @@ def _node_from_sinfo(node: dict) -> LiveNode:
     gres = node.get("gres") or ""
     return LiveNode(name, int(_number(node.get("cpus"), 0)), _number(node.get("real_memory"), 0.0),
                     gpu_count(gres), features, tuple(str(p) for p in node.get("partitions") or ()), state,
-                    shard_count(gres))
+                    shard_count(gres), str(node.get("reason") or ""))
 
 
 def nodes_from_sinfo(data: dict, problems: list[str] | None = None) -> list[LiveNode]:
@@ -376,6 +376,19 @@ class CliBackend:
     def annotate(self, job_id: str, comment: str) -> None:
         self._run("scontrol", "update", f"JobId={job_id}", f"Comment={comment}")
 
+    def power(self, node: str, action: str) -> None:
+        """Carry out a power decision (:mod:`greenslurm.slurm_plugin.power`) on ``node``."""
+        from greenslurm.slurm_plugin.power import DRAIN_REASON
+        if action == "power_down":
+            self._run("scontrol", "update", f"NodeName={node}", "State=POWER_DOWN")
+        elif action == "drain":
+            self._run("scontrol", "update", f"NodeName={node}", "State=DRAIN", f"Reason={DRAIN_REASON}")
+        elif action == "power_up":
+            self._run("scontrol", "update", f"NodeName={node}", "State=RESUME")
+            self._run("scontrol", "update", f"NodeName={node}", "State=POWER_UP")
+        else:
+            raise BackendError(f"unknown power action {action!r}")
+
 
 class PyslurmBackend:
     """The same through pyslurm's API (pyslurm >= 23.2: ``pyslurm.Nodes.load()``,
@@ -455,6 +468,9 @@ class FilesBackend:
         log.info("files backend: would hold job %s (%s)", job_id, comment)
 
     cancel = annotate = hold
+
+    def power(self, node: str, action: str) -> None:
+        log.info("files backend: would %s node %s", action, node)
 
 
 BACKENDS = {"cli": CliBackend, "pyslurm": PyslurmBackend, "files": FilesBackend}

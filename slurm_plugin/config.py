@@ -75,12 +75,36 @@ class HookConfig:
     gpu_idle_w: float = DEFAULT_GPU_POWER_W[0]
     gpu_max_w: float = DEFAULT_GPU_POWER_W[1]
     measured_energy: str = "none"        # "sacct": read Slurm's measured energy of ended jobs (an energy plugin)
+    # Slurm's power saving under the replay's power-state policy (docs/hook-green.md)
+    power_save: bool = False
+    suspend_after_s: float = 600.0
+    min_nodes_on: int = 1
+    power_budget_w: float = 0.0          # 0: no budget
+    off_w: float = 10.0
+    boot_s: float = 300.0
+    phases: int = 3
+    nodes_per_cabinet: int = 48
+    phase_layout: str = "round-robin"
+    wake_order: str = "phase"
+    power_off_command: str = ""
+    power_on_command: str = ""
+    power_command_timeout_s: float = 120.0
     # for the Lua side (``greenslurm hook install`` renders them into job_submit.lua)
     timeout_ms: float = 300.0
     fail: str = "open"
     fail_deadline: str = "closed"
     retry_after_s: float = 5.0
     path: str = field(default="<defaults>", repr=False)
+
+    def power_states(self):
+        """The power-state settings as the replay's :class:`PowerStateConfig` (it checks their ranges)."""
+        from greenslurm.sim.machines.power_states import PowerStateConfig
+        if not self.power_budget_w >= 0:                  # also refuses nan (0: no budget)
+            raise ValueError(f"budget_w must be a finite number >= 0, got {self.power_budget_w}")
+        return PowerStateConfig(suspend_after_s=self.suspend_after_s, boot_s=self.boot_s, off_w=self.off_w,
+                                budget_w=self.power_budget_w or None, phases=self.phases,
+                                nodes_per_cabinet=self.nodes_per_cabinet, phase_layout=self.phase_layout,
+                                wake_order=self.wake_order)
 
     @property
     def lock_path(self) -> str:
@@ -173,6 +197,23 @@ class HookConfig:
         problem = node_power_problem(self.node_idle_w, self.node_busy_w, self.gpu_idle_w, self.gpu_max_w)
         if problem is not None:
             raise bad(problem[1], {"idle_w": "node_idle_w", "busy_w": "node_busy_w"}.get(problem[0], problem[0]))
+        try:
+            self.power_states()                 # the replay's power-state settings and their ranges
+        except ValueError as exc:
+            key = str(exc).split()[0]
+            raise bad(str(exc), {"budget_w": "power_budget_w"}.get(key, key)) from None
+        if not 0.001 <= self.power_command_timeout_s <= 86400.0:            # also refuses nan
+            raise bad(f"must be within [0.001, 86400] seconds, got {self.power_command_timeout_s}",
+                      "power_command_timeout_s")
+        if not 0 <= self.min_nodes_on <= 1_000_000:
+            raise bad(f"must be a whole number within [0, 1,000,000], got {self.min_nodes_on}", "min_nodes_on")
+        for key in ("power_off_command", "power_on_command"):
+            try:
+                words = shlex.split(getattr(self, key))
+            except ValueError as exc:
+                raise bad(f"cannot split into words: {exc}", key) from None
+            if self.power_save and not words:
+                raise bad("power_save = true needs the command that turns a node off or on ({node} is its name)", key)
         if self.supply_file and self.supply_command:
             raise bad("give supply_file or supply_command, not both", "supply_command")
         if self.supply_command:

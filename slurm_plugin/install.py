@@ -121,15 +121,49 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> Path:
     return path
 
 
-def install(config: HookConfig, dest: Path, with_cli_filter: bool = True) -> list[Path]:
+POWER_PROGRAMS = {"off": "greenslurm-suspend", "on": "greenslurm-resume"}
+
+
+def render_power_program(direction: str, config_path: str, executable: str = UNIT_EXECUTABLE) -> str:
+    """The SuspendProgram (``off``) or ResumeProgram (``on``) slurmctld runs with a host list.
+
+    >>> render_power_program("off", "/etc/greenslurm/hook.toml").splitlines()[-1]
+    'exec /usr/bin/env greenslurm hook power --config /etc/greenslurm/hook.toml off "$@"'
+    """
+    for what, value in (("config path", config_path), ("executable", executable)):
+        if not value or any(c in value for c in "\n\"'$`\\;&|<>"):
+            raise ValueError(f"the {what} {value!r} cannot go into a shell script")
+    return (f"#!/bin/sh\n# greenslurm: Slurm's {'SuspendProgram' if direction == 'off' else 'ResumeProgram'} "
+            f"(turns the nodes of $1 {direction})\n"
+            f'exec {executable} hook power --config {config_path} {direction} "$@"\n')
+
+
+def power_snippet(config: HookConfig, dest: Path) -> str:
+    """The slurm.conf lines of greenslurm's power saving (empty without ``power_save``)."""
+    if not config.power_save:
+        return ""
+    from greenslurm.slurm_plugin.power import slurm_conf_lines
+    lines = slurm_conf_lines(str(dest / POWER_PROGRAMS["off"]), str(dest / POWER_PROGRAMS["on"]), config.boot_s)
+    return "# greenslurm: Slurm's power saving, driven by the service (see docs/hook-green.md)\n" + "\n".join(lines) + "\n"
+
+
+def install(config: HookConfig, dest: Path, with_cli_filter: bool = True, config_path: str | None = None,
+            executable: str = UNIT_EXECUTABLE) -> list[Path]:
     """Write job_submit.lua (and cli_filter.lua) into ``dest`` (the folder of slurm.conf) and the
-    slurm.conf lines into ``dest/greenslurm-slurm.conf.snippet`` (ready for an ``Include`` line); return
+    slurm.conf lines into ``dest/greenslurm-slurm.conf.snippet`` (ready for an ``Include`` line); with
+    ``power_save``, also the SuspendProgram and ResumeProgram (mode 0755) and their lines; return
     what was written."""
     dest.mkdir(parents=True, exist_ok=True)
-    files = {"job_submit.lua": render_job_submit(config), "greenslurm-slurm.conf.snippet": slurm_conf_snippet(with_cli_filter)}
+    files = {"job_submit.lua": render_job_submit(config),
+             "greenslurm-slurm.conf.snippet": slurm_conf_snippet(with_cli_filter) + power_snippet(config, dest.resolve())}
     if with_cli_filter:
         files["cli_filter.lua"] = template("cli_filter.lua")
-    return [write_atomic(dest / name, text) for name, text in files.items()]
+    written = [write_atomic(dest / name, text) for name, text in files.items()]
+    if config.power_save:
+        path = config_path or (config.path if config.path.startswith("/") else str(Path(config.path).resolve()))
+        for direction, name in POWER_PROGRAMS.items():
+            written.append(write_atomic(dest / name, render_power_program(direction, path, executable), 0o755))
+    return written
 
 
 def install_unit(unit_dir: Path, **unit) -> Path:

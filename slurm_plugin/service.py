@@ -91,7 +91,8 @@ class DecisionService:
             supply = None
         view = LiveView(snapshot, self.acceptance, config.select, config.max_array_tasks, power=self.power,
                         supply=supply, renewable=config.renewable,
-                        no_deadline_shift_s=config.no_deadline_max_shift_s if config.no_deadline == "shift" else 0.0)
+                        no_deadline_shift_s=config.no_deadline_max_shift_s if config.no_deadline == "shift" else 0.0,
+                        boot_s=config.boot_s if config.power_save else 0.0)
         view.supply_note = note if self.forecast.source else ""
         return view
 
@@ -447,6 +448,11 @@ class HookServer:
                                               timeout_s=config.supply_timeout_s, refresh_s=config.supply_refresh_s,
                                               scale=config.supply_scale)
         self._forecast_task: asyncio.Future | None = None
+        self.power_manager = None
+        if config.power_save:
+            from greenslurm.slurm_plugin.power import PowerManager
+            self.power_manager = PowerManager(config, NodePower(config.node_idle_w, config.node_busy_w,
+                                                                config.gpu_idle_w, config.gpu_max_w))
 
     # -- socket ---------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -567,6 +573,8 @@ class HookServer:
         except Exception:                 # accounting must not cost the sync
             log.exception("cannot record the jobs' runs")
         await self.note_measured(loop)
+        if self.power_manager is not None:
+            await self.power_actions(snapshot, loop)
         skipped = getattr(snapshot, "skipped", 0)
         if skipped:
             log.warning("sync: skipped %d record(s) of Slurm's state that could not be read", skipped)
@@ -584,6 +592,23 @@ class HookServer:
                 action = await loop.run_in_executor(None, self._reconcile, item, message)
                 self.record.add_reconciled(item.job_id, item.deadline_s, action or FAILED, message)
         return True
+
+    async def power_actions(self, snapshot: Snapshot, loop) -> None:
+        """The power-state policy's decisions on this sync, carried out in a worker thread, each
+        recorded (``events``: power_down, drain, power_up) before it is tried."""
+        try:
+            actions = self.power_manager.decide(snapshot, snapshot.now_s)
+        except Exception:
+            log.exception("power saving: cannot decide")
+            return
+        for action in actions:
+            self.record.event(action.action, 1, f"{action.node}: {action.why}")
+            log.info("power saving: %s %s (%s)", action.action, action.node, action.why)
+            try:
+                await loop.run_in_executor(None, self.backend.power, action.node, action.action)
+            except (BackendError, AttributeError) as exc:
+                log.warning("power saving: %s %s failed: %s", action.action, action.node, exc)
+                self.record.event(action.action + " failed", 1, f"{action.node}: {exc}")
 
     async def note_measured(self, loop) -> None:
         """Slurm's measured energy of ended jobs (``measured_energy = "sacct"``; a worker thread)."""

@@ -62,6 +62,8 @@ log = logging.getLogger("greenslurm.hook.view")
 # Node states (sinfo --json "state") in which the view plans nothing on a node.
 UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "future", "unknown",
                    "power_down", "powered_down", "not_responding")
+# The drain reason of nodes the service's power saving turned off (see greenslurm.slurm_plugin.power).
+PARKED_REASON = "greenslurm: power saving"
 # A running job past its end_time is being killed or completing: it holds its resources this long.
 OVERDUE_HOLD_S = 60.0
 SHARDS = SHARDS_KEY
@@ -90,10 +92,23 @@ class LiveNode:
     partitions: tuple[str, ...] = ()
     state: str = "idle"
     shards: int = 0                  # gres/shard count of the node, spread evenly over its GPUs
+    reason: str = ""                 # why it is drained or down (Slurm's reason)
 
     @property
     def usable(self) -> bool:
-        return not any(part in UNUSABLE_STATES for part in self.state.replace("+", " ").split())
+        return self.parked or not any(part in UNUSABLE_STATES for part in self.state.replace("+", " ").split())
+
+    @property
+    def parked(self) -> bool:
+        """Powered down and drained by the service's power saving: it comes back when woken (the
+        view plans it as busy for ``boot_s``).
+
+        >>> LiveNode("n1", 4, state="idle+drain+powered_down", reason=PARKED_REASON).parked
+        True
+        """
+        parts = set(self.state.replace("+", " ").split())
+        return (self.reason == PARKED_REASON and "powered_down" in parts
+                and not parts & {"down", "fail", "failing", "not_responding", "future"})
 
     @property
     def shards_per_gpu(self) -> int:
@@ -225,7 +240,7 @@ class LiveView:
 
     def __init__(self, snapshot: Snapshot, acceptance: AcceptancePolicy, select: str = "bestfit",
                  max_array_tasks: int = 1000, *, power: NodePower | None = None, supply: SupplySeries | None = None,
-                 renewable: str = "grid", no_deadline_shift_s: float = 0.0) -> None:
+                 renewable: str = "grid", no_deadline_shift_s: float = 0.0, boot_s: float = 0.0) -> None:
         """``power``: every node's power model; ``supply`` and ``renewable``: the forecast and the
         replay's renewable mode (``grid``: ignore it, ``green``: prefer greener windows that keep the
         deadline, ``only``: cap the power by it); ``no_deadline_shift_s``: see
@@ -251,7 +266,9 @@ class LiveView:
         self.machine.now_s = now
         rule, backfill = planner_rule(self.machine)
         profile = PlanProfile(self.cluster.capacity, now)
-        self._hold_running(snapshot.running, profile)
+        # a node the power saving turned off is planned as busy until it could be booted
+        parked = [RunningJob(f"power:{n.name}", (n.name,), now + boot_s) for n in self.nodes if n.parked]
+        self._hold_running(list(snapshot.running) + parked, profile)
         self.plan = LivePlan(profile)
         budget = None
         if supply is not None and renewable != "grid":

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
+from greenslurm.allocation.power_policy import needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.power import MAX_NODE_W
@@ -126,19 +127,6 @@ class PowerStateConfig:
         if unknown:
             raise ValueError(f"unknown power_states keys: {', '.join(sorted(unknown))}")
         return cls(**table)
-
-
-def wake_next(off: np.ndarray, phase: np.ndarray, powered: np.ndarray) -> int:
-    """The off node to wake next: on the phase with the fewest powered (ON or BOOTING) nodes, the
-    lowest-numbered on it.  Counting powered nodes, not watts, is what keeps the phases even over
-    time: busy nodes come and go with jobs, while the set of powered nodes is what waking and
-    suspending shape (the watt scorer, once per batch, woke a batch onto one phase: imbalance 0.35
-    against 0.07 for index order on KTH; this rule: 0.06).
-
-    >>> wake_next(np.array([3, 4, 5]), np.array([0, 1, 2, 0, 1, 2]), np.array([2, 1, 1]))   # phases 1, 2 tie
-    4
-    """
-    return int(off[np.lexsort((off, powered[phase[off]]))[0]])
 
 
 # -- the extended ledger ------------------------------------------------------------------------
@@ -301,7 +289,7 @@ class PowerManagedMachine(Machine):
             if self.state[node] != ON or self._idle_since[node] != idle_since or not self._other_work():
                 return
             waiting = getattr(self.replay.strategy, "queue", ())
-            if waiting and self._wanted_cpus(waiting) > self._cpus_coming(exclude=node):
+            if waiting and needed_by_queue(self._wanted_cpus(waiting), self._cpus_coming(exclude=node)):
                 # waiting jobs need this node: keep it on, look again later if anything can change
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
                     self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
@@ -465,7 +453,7 @@ class PowerManagedMachine(Machine):
         again in a loop)."""
         if self.config.budget_w is None:
             return sum(job.cpus_total for job in waiting)
-        return waiting[0].cpus_total
+        return wanted_cpus([waiting[0].cpus_total], under_budget=True)
 
     def _cpus_coming(self, exclude: int = -1) -> float:
         """Free CPUs on ON nodes plus the CPUs of booting nodes (without node ``exclude``)."""
@@ -501,16 +489,13 @@ class PowerManagedMachine(Machine):
         added_w = self.powered_w - self.config.off_w
         powered = np.bincount(self.phase[self.state != OFF], minlength=self.config.phases)
         by_phase = self.config.wake_order == "phase"
-        while (need > 0 or head_short > 0) and off.size:
-            pool = off[head_fits[off]] if head_short > 0 and head_fits[off].any() else off
-            node = int(wake_next(pool, self.phase, powered) if by_phase else pool[0])
+        def try_wake(node: int) -> bool:
             if not self.within_budget(added_w[node]):
-                break
+                return False
             self._wake(node, now_s)
-            powered[self.phase[node]] += 1
-            off = off[off != node]
-            need -= self.cluster.capacity[node, CPU]
-            head_short -= int(head_fits[node])
+            return True
+        wake_nodes(off, need, head_short, head_fits, self.cluster.capacity[:, CPU], self.phase, powered, by_phase,
+                   try_wake)
 
     def _wake(self, node: int, now_s: float) -> None:
         self._set_state(node, BOOTING, now_s)

@@ -1,0 +1,99 @@
+"""Which nodes to power down and which to wake: the power-state policy shared by the replay
+(:class:`greenslurm.sim.machines.power_states.PowerManagedMachine`) and the live hook
+(:mod:`greenslurm.slurm_plugin.power`).
+
+- What the queue will need: all the waiting jobs' CPUs, or under a peak budget only the first
+  waiting job's (nodes woken for jobs the budget then holds back would sit idle, be powered down
+  and woken again in a loop).
+- Power down: a node idle for the suspend time, unless the waiting jobs need it (what they want is
+  more than the free CPUs of the other powered nodes bring).
+- Wake: while the waiting jobs want more CPUs than are free or coming, or the first job lacks
+  nodes of its shape, wake off nodes one at a time, on the phase with the fewest powered nodes (the
+  lowest-numbered on it; or simply the lowest-numbered), as long as the budget allows the node's
+  power; the first node the budget refuses ends the round.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+
+def wanted_cpus(waiting_cpus: Sequence[float], under_budget: bool) -> float:
+    """The CPUs the waiting jobs want on.
+
+    >>> wanted_cpus([4.0, 8.0], under_budget=False), wanted_cpus([4.0, 8.0], under_budget=True)
+    (12.0, 4.0)
+    """
+    if not len(waiting_cpus):
+        return 0.0
+    return float(waiting_cpus[0]) if under_budget else float(sum(waiting_cpus))
+
+
+def needed_by_queue(wanted: float, coming_without_node: float) -> bool:
+    """Whether an idle node must stay on: the waiting jobs want more CPUs than the other powered
+    nodes bring (their free CPUs, and all CPUs of nodes booting).
+
+    >>> needed_by_queue(8.0, 4.0), needed_by_queue(4.0, 4.0)
+    (True, False)
+    """
+    return wanted > coming_without_node
+
+
+def wake_next(off: np.ndarray, phase: np.ndarray, powered: np.ndarray) -> int:
+    """The off node to wake next: on the phase with the fewest powered (ON or BOOTING) nodes, the
+    lowest-numbered on it.  Counting powered nodes, not watts, is what keeps the phases even over
+    time: busy nodes come and go with jobs, while the set of powered nodes is what waking and
+    suspending shape (the watt scorer, once per batch, woke a batch onto one phase: imbalance 0.35
+    against 0.07 for index order on KTH; this rule: 0.06).
+
+    >>> wake_next(np.array([3, 4, 5]), np.array([0, 1, 2, 0, 1, 2]), np.array([2, 1, 1]))   # phases 1, 2 tie
+    4
+    """
+    return int(off[np.lexsort((off, powered[phase[off]]))[0]])
+
+
+def suspend_next(candidates: np.ndarray, phase: np.ndarray, powered: np.ndarray) -> int:
+    """The idle node to power down next (the mirror of :func:`wake_next`): on the phase with the
+    most powered nodes, the highest-numbered on it, so that the lowest-numbered nodes (Slurm's
+    first choice) stay on.
+
+    >>> suspend_next(np.array([1, 2, 3]), np.array([0, 1, 0, 1]), np.array([2, 2]))   # tie: highest
+    3
+    >>> suspend_next(np.array([1, 2, 3]), np.array([0, 1, 0, 1]), np.array([1, 2]))   # phase 1 has more
+    3
+    >>> suspend_next(np.array([1, 2]), np.array([0, 1, 0, 1]), np.array([2, 1]))
+    2
+    """
+    candidates = np.asarray(candidates)
+    return int(candidates[np.lexsort((-candidates, -powered[phase[candidates]]))[0]])
+
+
+def wake_nodes(off: np.ndarray, need_cpus: float, head_short: int, head_fits: np.ndarray, node_cpus: np.ndarray,
+               phase: np.ndarray, powered: np.ndarray, by_phase: bool, try_wake: Callable[[int], bool]) -> list[int]:
+    """Wake off nodes until the queue's need is met (``need_cpus`` more CPUs, ``head_short`` more
+    nodes able to hold the first job, ``head_fits`` per node).  ``try_wake(node)`` checks the budget
+    and wakes the node, or returns False (the round ends there).  ``powered`` (per phase) is
+    updated.  Returns the nodes woken, in order.
+
+    Two off nodes, phases 0 and 1, phase 0 already has a powered node; 4 CPUs are wanted:
+
+    >>> woken = []
+    >>> wake_nodes(np.array([2, 3]), 4.0, 0, np.ones(4, bool), np.full(4, 4.0), np.array([0, 1, 0, 1]),
+    ...            np.array([1, 0]), True, lambda n: woken.append(n) is None)
+    [3]
+    """
+    woken: list[int] = []
+    off = np.asarray(off)
+    while (need_cpus > 0 or head_short > 0) and off.size:
+        pool = off[head_fits[off]] if head_short > 0 and head_fits[off].any() else off
+        node = int(wake_next(pool, phase, powered) if by_phase else pool[0])
+        if not try_wake(node):
+            break
+        woken.append(node)
+        powered[phase[node]] += 1
+        off = off[off != node]
+        need_cpus -= node_cpus[node]
+        head_short -= int(head_fits[node])
+    return woken

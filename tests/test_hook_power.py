@@ -1,0 +1,129 @@
+"""The hook's power-saving decisions without daemons: exact cases of the replay's policy as the
+service applies it (suspend order over phases, the queue's need, pinned jobs, jobs moved into
+greener hours, the budget), the SuspendProgram/ResumeProgram command, and bad settings.  On real
+daemons: tests/test_hook_power_live.py."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+
+import pytest
+
+from greenslurm.allocation import power_policy
+from greenslurm.clustermodel import JobSpec
+from greenslurm.slurm_plugin import power as power_module
+from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.power import DRAIN_REASON, PowerManager
+from greenslurm.slurm_plugin.view import LiveNode, NodePower, NodeUse, PendingJob, RunningJob, Snapshot
+from hook_service import write_config
+
+PARKED = "idle+drain+powered_down"
+
+
+@pytest.mark.parametrize("module", [power_policy, power_module])
+def test_doctests(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def manager(**settings) -> PowerManager:
+    config = HookConfig(power_save=True, power_off_command="off {node}", power_on_command="on {node}",
+                        suspend_after_s=60.0, phases=2, **settings)
+    config.check()
+    return PowerManager(config, NodePower())
+
+
+def nodes(*states: str) -> list[LiveNode]:
+    return [LiveNode(f"n{i + 1}", 4, 4000, state=s, reason=DRAIN_REASON if "drain" in s else "")
+            for i, s in enumerate(states)]
+
+
+def pending(job_id: str, cpus: int, submit_s: float = 0.0, begin_s: float | None = None,
+            required=()) -> PendingJob:
+    return PendingJob(job_id, JobSpec(job_id, submit_s, 600.0, cpus=cpus, nodes=1), begin_s,
+                      required_nodes=tuple(required))
+
+
+def actions(m: PowerManager, snapshot: Snapshot, now_s: float) -> list[tuple[str, str]]:
+    return [(a.action, a.node) for a in m.decide(snapshot, now_s)]
+
+
+def test_idle_nodes_power_down_after_the_suspend_time_phase_by_phase():
+    m = manager(min_nodes_on=1)
+    snap = Snapshot(0.0, nodes("idle", "idle", "idle", "idle"))
+    assert actions(m, snap, 0.0) == []                     # idle from now on
+    assert actions(m, snap, 59.0) == []
+    # phases 0, 1, 0, 1: both phases have 2 powered nodes: the highest-numbered (n4, phase 1), then
+    # phase 0 has more (n3), then the tie again (n2); n1 stays on (min_nodes_on)
+    assert actions(m, snap, 60.0) == [("power_down", "n4"), ("power_down", "n3"), ("power_down", "n2")]
+
+
+def test_a_node_the_queue_needs_or_a_pinned_job_waits_for_stays_on():
+    m = manager(min_nodes_on=0)
+    busy = RunningJob("7", ("n1",), 1e9, (NodeUse("n1", 4.0),))
+    snap = Snapshot(0.0, nodes("mixed", "idle", "idle"), running=[busy],
+                    pending=[pending("8", 4), pending("9", 2, required=("n3",))])
+    m.decide(snap, 0.0)
+    # 6 CPUs wanted; n2 and n3 bring 8 free: n2 (or n3) alone would leave 4 < 6; n3 is pinned anyway
+    assert actions(m, snap, 100.0) == []
+    snap.pending.pop()                                      # only 4 CPUs wanted now: one of them may go
+    assert actions(m, snap, 100.0) == [("power_down", "n3")]
+
+
+def test_powered_down_nodes_are_drained_and_woken_for_the_queue_within_the_budget():
+    # n1 busy (at most 350 W), n2 and n3 parked (10 W each), n4 powered down but not drained yet, so
+    # Slurm could still wake it: counted at its most (350 W): 720 W.  The budget allows one more node
+    # at its most (720 + 340 = 1,060 <= 1,100), not two (1,400)
+    m = manager(power_budget_w=1100.0)
+    busy = RunningJob("7", ("n1",), 1e9, (NodeUse("n1", 4.0),))
+    snap = Snapshot(0.0, nodes("mixed", PARKED, PARKED, "idle+powered_down"), running=[busy],
+                    pending=[pending("8", 4, 1.0), pending("9", 4, 2.0)])
+    got = actions(m, snap, 0.0)
+    # n4 is drained now; n2 is woken: on phase 1, where nothing is powered (n1 is on phase 0)
+    assert got == [("drain", "n4"), ("power_up", "n2")]
+    # without a budget every waiting job counts (8 CPUs): n2 and n3
+    free = manager()
+    assert actions(free, snap, 0.0) == [("drain", "n4"), ("power_up", "n2"), ("power_up", "n3")]
+
+
+def test_a_job_pinned_to_a_parked_node_wakes_that_node_and_a_job_moved_later_wakes_none():
+    m = manager()
+    snap = Snapshot(0.0, nodes("idle", PARKED, PARKED), pending=[pending("8", 4, required=("n3",))])
+    assert actions(m, snap, 0.0) == [("power_up", "n3")]
+    later = Snapshot(0.0, nodes("mixed", PARKED, PARKED),
+                     running=[RunningJob("7", ("n1",), 1e9, (NodeUse("n1", 4.0),))],
+                     pending=[pending("8", 4, begin_s=3600.0)])      # placed into greener hours
+    assert actions(m, later, 0.0) == []
+
+
+def test_the_power_command_runs_per_node_and_refuses_odd_names(tmp_path):
+    log = tmp_path / "log"
+    config = write_config(tmp_path / "hook.toml", power_save=True, power_off_command=f"sh -c 'echo off $0 >> {log}' {{node}}",
+                          power_on_command="false {node}")
+    ok = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "power", "--config", str(config), "off",
+                         "n[1-2]"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert log.read_text().split("\n")[:2] == ["off n1", "off n2"]
+    bad = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "power", "--config", str(config), "on",
+                          "n1"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "greenslurm hook power on: n1: false exited with 1" in bad.stderr
+
+
+@pytest.mark.parametrize("settings, field", [
+    ({"power_save": True}, "power_off_command"),
+    ({"phases": 13}, "phases"),
+    ({"suspend_after_s": -1}, "suspend_after_s"),
+    ({"power_budget_w": -5.0}, "power_budget_w"),
+    ({"wake_order": "random"}, "wake_order"),
+    ({"off_w": 2e6}, "off_w"),
+    ({"power_command_timeout_s": 0}, "power_command_timeout_s"),
+    ({"power_on_command": "unbalanced 'quote"}, "power_on_command"),
+])
+def test_bad_power_settings_are_one_line_naming_the_key(tmp_path, settings, field):
+    path = write_config(tmp_path / "hook.toml", **settings)
+    result = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(path),
+                             "--print", "job_submit"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and f"field {field}:" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
