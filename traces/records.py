@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import collections
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from greenslurm.clustermodel.cluster import Cluster
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
+
+if TYPE_CHECKING:
+    from greenslurm.clustermodel.job_table import JobTable
 
 
 # What a job record can hold and still describe something that happened.  A record beyond these is
@@ -69,9 +74,13 @@ class TraceResult:
 
     ``examples`` maps each skip/adjust reason to the first place it happened
     (``"file:line: field X: detail"``), so a report can point the user at a record to look at.
+
+    A reader that reads into columns (SWF) gives ``jobs`` as a read-only sequence over a
+    :class:`~greenslurm.clustermodel.job_table.JobTable` that builds each ``JobSpec`` when asked
+    for; :attr:`table` is that table (None for a list of jobs).
     """
 
-    jobs: list[JobSpec]
+    jobs: Sequence[JobSpec]
     path: str
     format: str
     header: dict[str, str]
@@ -79,6 +88,12 @@ class TraceResult:
     skipped: collections.Counter
     adjusted: collections.Counter
     examples: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def table(self):
+        """The jobs as a :class:`~greenslurm.clustermodel.job_table.JobTable` when the reader read
+        them into columns, else None."""
+        return getattr(self.jobs, "table", None)
 
     def cluster_hint(self) -> Cluster | None:
         """SWF only: the machine the header describes (``MaxNodes``/``MaxProcs``), else None."""
@@ -150,5 +165,31 @@ class RecordLog:
         jobs = kept
         jobs.sort(key=attrgetter("submit_s"))   # stable: equal submit times keep file order
         return TraceResult(jobs=jobs, path=self.path, format=fmt, header=dict(header or {}),
+                           records_read=self.records, skipped=self.skipped, adjusted=self.adjusted,
+                           examples=self.examples)
+
+    def table_result(self, table: JobTable, fmt: str, header: dict[str, str] | None = None) -> TraceResult:
+        """:meth:`result` for jobs read into a table (in file order): the same checks, skips in
+        the same order, the same sort; ``jobs`` is the table's read-only sequence of ``JobSpec``."""
+        import numpy as np       # the command line's help and errors load no numpy
+        if self.records == 0:
+            raise InputError("no job records found (only comments, headers or blank lines)", path=self.path)
+        # the rows unphysical() may refuse (NaN fails every comparison), then its verdict on each
+        runtime, limit, submit = table.runtime_s, table.requested_time_s, table.submit_s
+        suspect = ~(runtime <= MAX_DURATION_S) | ~(limit <= MAX_LIMIT_S) | ~((0 <= submit) & (submit <= MAX_SUBMIT_S))
+        suspect |= table.cpus > MAX_JOB_CPUS
+        keep = np.ones(len(table), dtype=bool)
+        for row in np.flatnonzero(suspect).tolist():
+            job = table.spec(row)
+            problem = unphysical(job)
+            if problem is not None:
+                reason, name, detail = problem
+                self.skip(reason, job.source_line or None, name, detail)
+                keep[row] = False
+        rows = np.flatnonzero(keep)
+        order = rows[np.argsort(table.submit_s[rows], kind="stable")]   # equal submit times keep file order
+        if len(order) != len(table) or (len(order) and not (order[1:] > order[:-1]).all()):
+            table = table.take(order)
+        return TraceResult(jobs=table.rows(), path=self.path, format=fmt, header=dict(header or {}),
                            records_read=self.records, skipped=self.skipped, adjusted=self.adjusted,
                            examples=self.examples)

@@ -14,26 +14,22 @@ from __future__ import annotations
 import gzip
 import os
 import zlib
+from typing import Iterator
 
 from greenslurm.clustermodel.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 64 * 1024
+PIECE_BYTES = 4 << 20        # a streamed read takes the file about this much at a time
 
 
 def read_bytes(path: str, limit: int | None = None) -> bytes:
     """The raw bytes of ``path`` (at most ``limit`` of them), gunzipped when the file is gzip data."""
-    if os.path.exists(path) and not os.path.isdir(path) and not os.path.isfile(path):
-        raise InputError("not a regular file (a device, pipe or socket)", path=path)   # /dev/zero never ends
-    try:
-        with open(path, "rb") as handle:
+    with _open_checked(path) as handle:
+        try:
             data = handle.read() if limit is None else handle.read(limit)
-    except FileNotFoundError:
-        raise InputError("no such file", path=path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a trace file", path=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
     if data.startswith(GZIP_MAGIC):
         data = _gunzip(data, path, partial=limit is not None)
     return data
@@ -93,3 +89,126 @@ def split_lines(text: str) -> list[str]:
     if "\r" in text:
         lines = [line[:-1] if line.endswith("\r") else line for line in lines]
     return lines
+
+
+def _open_checked(path: str):
+    """``path`` opened for reading bytes, with read_bytes' errors."""
+    if os.path.exists(path) and not os.path.isdir(path) and not os.path.isfile(path):
+        raise InputError("not a regular file (a device, pipe or socket)", path=path)   # /dev/zero never ends
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputError("no such file", path=path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a trace file", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+
+
+def byte_pieces(path: str, size: int = PIECE_BYTES) -> Iterator[bytes]:
+    """The bytes of ``path`` (gunzipped when gzip data) in pieces of about ``size`` that end at a
+    line end (the last one may not); InputError as :func:`read_bytes` gives, a corrupt gzip stream
+    when the reading reaches it."""
+    with _open_checked(path) as handle:
+        try:
+            packed = handle.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+            handle.seek(0)
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+        reader = gzip.GzipFile(fileobj=handle, mode="rb") if packed else handle
+        rest = b""
+        while True:
+            try:
+                block = reader.read(size)
+            except (OSError, EOFError, zlib.error) as exc:
+                if packed:
+                    raise InputError("gzip data is corrupt or truncated", path=path) from None
+                raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+            if not block:
+                break
+            block = rest + block if rest else block
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:            # no line end yet: a longer piece
+                rest = block
+                continue
+            rest = block[cut:]
+            yield block[:cut] if rest else block
+        if rest:
+            yield rest
+
+
+class LineStream:
+    r"""A text file's lines (as :func:`split_lines` gives them) a piece at a time, with
+    :func:`read_text`'s checks made as the pieces pass: iterate for ``(first line number, lines)``.
+
+    The checks keep read_text's precedence although they see the file a piece at a time: a corrupt
+    gzip stream before a NUL byte before a byte that is not UTF-8, and any of these before an
+    error the reader raises about a line (give it to :meth:`fail`).  After the last piece,
+    :meth:`check_end` raises for an empty file or one of white space only.
+
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as f:
+    ...     _ = f.write(b"\xef\xbb\xbfa\r\nb\n\nc")
+    >>> stream = LineStream(f.name, piece_bytes=2)
+    >>> list(stream)
+    [(1, ['a']), (2, ['b']), (3, ['']), (4, ['c'])]
+    >>> stream.check_end()
+    """
+
+    NUL, NOT_UTF8 = 1, 2            # the checks' precedence (lower first)
+
+    def __init__(self, path: str, piece_bytes: int = PIECE_BYTES) -> None:
+        self.path = path
+        self.empty = True
+        self.blank = True
+        self._want_lines = True
+        self._iterator = self._lines(byte_pieces(path, piece_bytes))
+
+    def __iter__(self):
+        return self._iterator
+
+    def _lines(self, pieces: Iterator[bytes]):
+        pending: tuple[int, InputError] | None = None
+        lineno = 1
+        first = True
+        for piece in pieces:
+            self.empty = False
+            if self.blank and piece.strip():
+                self.blank = False
+            if pending is None or pending[0] > self.NUL:
+                nul = piece.find(b"\x00")
+                if nul >= 0:
+                    pending = (self.NUL, InputError("binary data (NUL byte), not a text trace", path=self.path,
+                                                    line=lineno + piece.count(b"\n", 0, nul)))
+            if pending is None:
+                try:
+                    text = decode_text(piece, self.path) if first else piece.decode("utf-8")
+                except InputError as exc:          # the first piece: decode_text said where
+                    pending = (self.NOT_UTF8, exc)
+                except UnicodeDecodeError as exc:
+                    column = exc.start - (piece.rfind(b"\n", 0, exc.start) + 1) + 1
+                    pending = (self.NOT_UTF8, InputError(
+                        f"not UTF-8 text (byte 0x{piece[exc.start]:02x} at column {column})", path=self.path,
+                        line=lineno + piece.count(b"\n", 0, exc.start)))
+                else:
+                    if self._want_lines:
+                        yield lineno, split_lines(text)
+            first = False
+            lineno += piece.count(b"\n")
+        if pending is not None:
+            raise pending[1]
+
+    def fail(self, error: InputError) -> None:
+        """Raise what the rest of the file holds of read_text's errors, else ``error`` (the reader's
+        own, about a line)."""
+        self._want_lines = False
+        for _ in self._iterator:
+            pass
+        raise error
+
+    def check_end(self) -> None:
+        """After the last piece: InputError for an empty file or one of white space only."""
+        if self.empty:
+            raise InputError("empty file", path=self.path)
+        if self.blank:
+            raise InputError("file holds only white space", path=self.path)

@@ -22,6 +22,10 @@ negative other than -1 (``"bad field <name>"``), submit time -1 (``"submit time 
 -1 (``"runtime unknown"``), no processor count (``"no processor count"``).  A bad value in a column
 that only goes to ``extra`` keeps the job: it is set to -1 (adjusted ``"bad field <name>: set to -1"``).
 
+The jobs are read into columns (:class:`~greenslurm.clustermodel.job_table.JobTable`, about 160
+bytes a job) as the file streams past a few MiB at a time; ``TraceResult.jobs`` builds each
+``JobSpec`` when asked for, ``TraceResult.table`` gives the columns.
+
 Speed: the normal path is one ``str.split`` and 18 ``float`` calls a line, no exception raised.
 """
 
@@ -30,13 +34,15 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Mapping
 from operator import itemgetter
 from sys import intern
 
-from greenslurm.clustermodel.job import JobSpec
+import numpy as np
+
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.job_table import ExtraRow, JobTable, is_plain_number
 from greenslurm.traces.records import RecordLog, TraceResult
-from greenslurm.traces.source import read_text, split_lines
+from greenslurm.traces.source import LineStream, split_lines
 
 FIELDS = ("job_number", "submit_time", "wait_time", "run_time", "allocated_procs", "avg_cpu_time",
           "used_memory", "requested_procs", "requested_time", "requested_memory", "status", "user_id",
@@ -62,7 +68,7 @@ STATUS_NAMES = {1: "COMPLETED", 0: "FAILED", 5: "CANCELLED", 2: "PARTIAL", 3: "P
 _HEADER_KEY = re.compile(r";\s?([A-Za-z][A-Za-z0-9_]*):(.*)$")
 
 
-class SwfExtra(Mapping):
+class SwfExtra(ExtraRow):
     """The columns of one record that are no :class:`JobSpec` attribute, by their ``extra`` key: a
     read-only mapping over 13 doubles (about 200 bytes, a dict of them takes about 800).
 
@@ -71,27 +77,23 @@ class SwfExtra(Mapping):
     (0.0, 12.0, False, 13)
     """
 
-    __slots__ = ("_values",)
+    __slots__ = ()
 
     def __init__(self, values: array) -> None:
-        self._values = values
-
-    def __getitem__(self, key: str) -> float:
-        return self._values[_EXTRA_POSITION[key]]
-
-    def __iter__(self):
-        return iter(_EXTRA_NAMES)
-
-    def __len__(self) -> int:
-        return len(_EXTRA_NAMES)
-
-    def __repr__(self) -> str:
-        return repr(dict(self))
+        super().__init__(values, _EXTRA_NAMES, _EXTRA_POSITION)
 
 
 def read_swf(path: str, *, strict: bool = False) -> TraceResult:
-    """Read an SWF file (plain or gzip)."""
-    return parse_swf(read_text(path), path, strict=strict)
+    """Read an SWF file (plain or gzip) a piece at a time into columns."""
+    reader = SwfReader(path, strict)
+    stream = LineStream(path)
+    try:
+        for first, lines in stream:
+            reader.read_lines(lines, first)
+    except InputError as error:             # about a line: the file's own errors come first
+        stream.fail(error)
+    stream.check_end()
+    return reader.result()
 
 
 def parse_swf(text: str, path: str = "<swf>", *, strict: bool = False) -> TraceResult:
@@ -102,31 +104,102 @@ def parse_swf(text: str, path: str = "<swf>", *, strict: bool = False) -> TraceR
     >>> (j.job_id, j.cpus, j.runtime_s, j.requested_time_s, j.user, r.adjusted)
     ('1', 8, 100.0, 100.0, '3', Counter({'requested time unknown: runtime used': 1}))
     """
-    log = RecordLog(path, strict)
-    header: dict[str, str] = {}
-    last_key: str | None = None
-    jobs: list[JobSpec] = []
-    for lineno, line in enumerate(split_lines(text), 1):
-        parts = line.split()
-        if not parts:
-            continue
-        if parts[0][0] == ";":
-            last_key = _header_line(line.strip(), header, last_key)
-            continue
-        log.records += 1
-        if len(parts) != N_FIELDS:
-            log.skip("wrong field count", lineno, None,
-                     f"{len(parts)} fields, an SWF record has {N_FIELDS} (truncated or merged line?)")
-            continue
-        values = _numbers(parts) if "_" not in line else None
-        if values is None:
-            values = _checked_numbers(parts, lineno, log)
-            if values is None:
+    reader = SwfReader(path, strict)
+    reader.read_lines(split_lines(text), 1)
+    return reader.result()
+
+
+class SwfReader:
+    """Reads SWF lines into growable columns (8 bytes a number), one kept record a row, with the
+    read's account in ``log``."""
+
+    def __init__(self, path: str, strict: bool) -> None:
+        self.log = RecordLog(path, strict)
+        self.header: dict[str, str] = {}
+        self.last_key: str | None = None
+        self.numbers = array("q")           # job number (a plain number's), else -1 and the id in ids
+        self.ids: dict[int, str] = {}       # row -> id, where the id is not a plain number
+        self.submit_s, self.requested_time_s, self.runtime_s = array("d"), array("d"), array("d")
+        self.cpus, self.source_line = array("d"), array("q")   # a count beyond int64 is skipped later
+        self.user, self.partition, self.state = array("i"), array("i"), array("b")
+        self.extra = array("d")             # 13 a row
+        self.users: dict[str, int] = {}
+        self.partitions: dict[str, int] = {}
+        self.states = {name: code for code, name in enumerate(("", *STATUS_NAMES.values()))}
+
+    def read_lines(self, lines: list[str], first: int) -> None:
+        """Read ``lines``, the first being line ``first`` of the file."""
+        log = self.log
+        for lineno, line in enumerate(lines, first):
+            parts = line.split()
+            if not parts:
                 continue
-        job = _job(parts, values, lineno, log)
-        if job is not None:
-            jobs.append(job)
-    return log.result(jobs, "swf", header)
+            if parts[0][0] == ";":
+                self.last_key = _header_line(line.strip(), self.header, self.last_key)
+                continue
+            log.records += 1
+            if len(parts) != N_FIELDS:
+                log.skip("wrong field count", lineno, None,
+                         f"{len(parts)} fields, an SWF record has {N_FIELDS} (truncated or merged line?)")
+                continue
+            values = _numbers(parts) if "_" not in line else None
+            if values is None:
+                values = _checked_numbers(parts, lineno, log)
+                if values is None:
+                    continue
+            self._job(parts, values, lineno)
+
+    def _job(self, parts: list[str], v: list[float], lineno: int) -> None:
+        kept = _job_values(parts, v, lineno, self.log)
+        if kept is None:
+            return
+        requested, procs = kept
+        token = parts[0]
+        if token.isdigit():
+            job_id = token
+        else:
+            job_id = str(_plain(v[0]))
+        if is_plain_number(job_id):
+            self.numbers.append(int(job_id))
+        else:
+            self.ids[len(self.numbers)] = job_id
+            self.numbers.append(-1)
+        self.submit_s.append(v[1])
+        self.requested_time_s.append(requested)
+        self.runtime_s.append(v[3])
+        self.cpus.append(procs)
+        self.source_line.append(lineno)
+        self.user.append(_code(self.users, _label(parts[11], v[11])))
+        self.partition.append(_code(self.partitions, _label(parts[15], v[15])))
+        status = int(v[10]) if v[10] == int(v[10]) else -1
+        self.state.append(self.states[STATUS_NAMES.get(status, "")])
+        self.extra.extend(_pick_extra(v))
+
+    def table(self) -> JobTable:
+        """The kept records as a table, in file order."""
+        def column(buffer: array, dtype) -> np.ndarray:
+            return np.frombuffer(buffer, dtype=dtype).copy() if len(buffer) else np.zeros(0, dtype=dtype)
+
+        numbers = column(self.numbers, np.int64)
+        if self.ids:
+            job_id = np.empty(len(numbers), dtype=object)
+            job_id[:] = [str(n) for n in numbers.tolist()]
+            for row, text in self.ids.items():
+                job_id[row] = text
+        else:
+            job_id = numbers
+        return JobTable(job_id=job_id, submit_s=column(self.submit_s, float),
+                        requested_time_s=column(self.requested_time_s, float), runtime_s=column(self.runtime_s, float),
+                        cpus=column(self.cpus, float), user=column(self.user, np.int32),
+                        partition=column(self.partition, np.int32), state=column(self.state, np.int8),
+                        source_line=column(self.source_line, np.int64),
+                        extra=column(self.extra, float).reshape(-1, len(_EXTRA_NAMES)),
+                        users=tuple(map(intern, self.users)), partitions=tuple(map(intern, self.partitions)),
+                        states=tuple(self.states), extra_names=_EXTRA_NAMES)
+
+    def result(self) -> TraceResult:
+        """The finished read (see :meth:`RecordLog.table_result`)."""
+        return self.log.table_result(self.table(), "swf", self.header)
 
 
 def _header_line(line: str, header: dict[str, str], last_key: str | None) -> str | None:
@@ -187,7 +260,22 @@ def _number_problem(token: str) -> str | None:
     return None
 
 
-def _job(parts: list[str], v: list[float], lineno: int, log: RecordLog) -> JobSpec | None:
+def _code(codes: dict[str, int], label: str) -> int:
+    """The code of ``label`` in ``codes`` (a new one for a new label).
+
+    >>> codes = {}
+    >>> [_code(codes, s) for s in ("a", "b", "a")], codes
+    ([0, 1, 0], {'a': 0, 'b': 1})
+    """
+    code = codes.get(label)
+    if code is None:
+        code = codes[label] = len(codes)
+    return code
+
+
+def _job_values(parts: list[str], v: list[float], lineno: int, log: RecordLog) -> tuple[float, float] | None:
+    """The kept record's time limit and processors (a whole number); None when it is skipped
+    (counted in ``log``)."""
     submit, run_time, alloc, req_procs, req_time = v[1], v[3], v[4], v[7], v[8]
     if submit < 0:
         log.skip("submit time unknown", lineno, "submit_time", "submit time is -1")
@@ -210,13 +298,7 @@ def _job(parts: list[str], v: list[float], lineno: int, log: RecordLog) -> JobSp
         log.adjust("requested time unknown: runtime used", lineno, "requested_time",
                    f"requested time is {parts[8]}; using the run time {parts[3]}")
         requested = run_time
-    status = int(v[10]) if v[10] == int(v[10]) else -1
-    # user and partition labels repeat across a log: one string each (interned)
-    return JobSpec(job_id=parts[0] if parts[0].isdigit() else str(_plain(v[0])), submit_s=submit,
-                   requested_time_s=requested, runtime_s=run_time, cpus=int(procs), nodes=0,
-                   user=intern(_label(parts[11], v[11])), partition=intern(_label(parts[15], v[15])),
-                   state=STATUS_NAMES.get(status, ""), source_line=lineno,
-                   extra=SwfExtra(array("d", _pick_extra(v))))
+    return requested, procs
 
 
 def _plain(value: float) -> int | float:

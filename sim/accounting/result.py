@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from greenslurm.clustermodel import Cluster
+from greenslurm.clustermodel.job_table import id_column, id_texts
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,44 +78,6 @@ class EnergyTotals:
     peak_power_w: float
     start_s: float
     end_s: float
-
-
-# -- job ids as a compact column --------------------------------------------------------------------
-MAX_ID_DIGITS = 18          # 10**18 - 1 < 2**63: every id of up to 18 digits fits an int64
-
-
-def is_plain_number(job_id: str) -> bool:
-    """Whether ``job_id`` is the decimal form of a number (ASCII digits, no sign, no leading zero),
-    so that it can be kept as an int64 and written back as the same text.
-
-    >>> [is_plain_number(s) for s in ("0", "42", "042", "-1", "4_2", "\u0663", "1" * 19)]
-    [True, True, False, False, False, False, False]
-    """
-    return (job_id.isdigit() and job_id.isascii() and len(job_id) <= MAX_ID_DIGITS
-            and (job_id[0] != "0" or len(job_id) == 1))
-
-
-def id_column(ids: Sequence[str]) -> np.ndarray:
-    """Job ids as an int64 array when every one is a plain number (:func:`is_plain_number`), else
-    as an object array of the strings themselves (shared, not copied).
-
-    >>> id_column(["3", "10"]).dtype, id_column(["3", "a"]).dtype
-    (dtype('int64'), dtype('O'))
-    """
-    if all(map(is_plain_number, ids)):
-        return np.fromiter(map(int, ids), np.int64, len(ids))
-    column = np.empty(len(ids), dtype=object)
-    column[:] = list(ids)
-    return column
-
-
-def id_texts(ids: np.ndarray) -> list[str]:
-    """The ids of :func:`id_column` as strings again.
-
-    >>> id_texts(id_column(["7", "12"])), id_texts(id_column(["x", "12"]))
-    (['7', '12'], ['x', '12'])
-    """
-    return list(map(str, ids.tolist())) if ids.dtype != object else ids.tolist()
 
 
 def _objects(values: Sequence[Any]) -> np.ndarray:
