@@ -115,7 +115,9 @@ def load_inputs(scenario: Scenario, status=None, cache: bool = False) -> Inputs:
         raise InputError(f"no jobs to replay ({trace.records_read} records read; {reasons})", path=trace.path)
     if t.strict:
         check_strict_fit(trace, cluster)
-    return Inputs(sorted(trace.jobs, key=lambda job: job.submit_s), cluster, trace)
+    # a reader's job table is in submit order already: its rows stay columns (no JobSpec per job)
+    jobs = trace.jobs if trace.table is not None else sorted(trace.jobs, key=lambda job: job.submit_s)
+    return Inputs(jobs, cluster, trace)
 
 
 def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
@@ -127,8 +129,11 @@ def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
     >>> [j.submit_s for j in prepared_jobs(s, [JobSpec(str(i), 10.0 * i, 5.0) for i in range(3)])]
     [0.0, 5.0]
     """
-    jobs = list(jobs)
     t = scenario.trace
+    if (getattr(jobs, "table", None) is not None and t.parallelism_limit is None and not t.exact_runtimes
+            and scenario.deadlines is None and scenario.arrival_scale == 1.0):
+        return jobs.head(t.limit) if t.limit is not None else jobs      # a job table's rows as they are
+    jobs = list(jobs)
     if t.limit is not None:
         jobs = jobs[:t.limit]
     if t.parallelism_limit is not None:
@@ -360,7 +365,8 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
     replay = build(scenario, jobs, cluster, supply, progress, workload)
     meter = gpu_accounting(replay, workload)
     result = replay.run()
-    outcome = Outcome(scenario, list(jobs), cluster, replay, result, supply, trace, workload, left_out)
+    kept = jobs if getattr(jobs, "table", None) is not None else list(jobs)
+    outcome = Outcome(scenario, kept, cluster, replay, result, supply, trace, workload, left_out)
     outcome.elapsed_s = time.perf_counter() - started
     log.info("replayed %d jobs (%s) in %.2f s", result.jobs_completed, scenario.queue, outcome.elapsed_s)
     outcome.summary = summary_of(outcome, meter)

@@ -148,7 +148,11 @@ class Replay:
                  machine_factory: Callable[[Cluster, NodeSelection | None], Machine] | None = None) -> None:
         if queue not in QUEUES:
             raise ValueError(f"unknown queue strategy {queue!r}; choose from {', '.join(QUEUES)}")
-        self.ordered = sorted(jobs, key=lambda job: job.submit_s)   # stable: equal times keep trace order
+        table = getattr(jobs, "table", None)
+        if table is not None and bool((table.submit_s[1:] >= table.submit_s[:-1]).all()):
+            self.ordered = jobs          # a job table's rows in submit order: each JobSpec built when it arrives
+        else:
+            self.ordered = sorted(jobs, key=lambda job: job.submit_s)   # stable: equal times keep trace order
         self.jobs_total = len(self.ordered)
         self.pending: list[PendingJob] = []
         self.keep_jobs = keep_jobs
@@ -333,10 +337,16 @@ class Replay:
     def _run_pool_core(self, core: str, rows: list[int], procs: list[int]) -> ReplayResult:
         from greenslurm.sim.engine import pool_core
         ordered, ledger = self.ordered, self.ledger
-        jobs = [ordered[i] for i in rows]
-        submit = np.fromiter((job.submit_s for job in jobs), float, len(jobs))
-        requested = np.fromiter((job.requested_time_s for job in jobs), float, len(jobs))
-        run_for = np.fromiter((job.run_for_s for job in jobs), float, len(jobs))
+        table = getattr(ordered, "table", None)
+        if table is not None:            # the columns themselves (run_for_s: the run time, cut at the limit)
+            picked = np.asarray(rows, dtype=np.int64)
+            submit, requested = table.submit_s[picked], table.requested_time_s[picked]
+            run_for = np.minimum(table.runtime_s[picked], requested)
+        else:
+            jobs = [ordered[i] for i in rows]
+            submit = np.fromiter((job.submit_s for job in jobs), float, len(jobs))
+            requested = np.fromiter((job.requested_time_s for job in jobs), float, len(jobs))
+            run_for = np.fromiter((job.run_for_s for job in jobs), float, len(jobs))
         size = np.array(procs, dtype=np.int64)
         # the ledger's per-node constants as it computes them for a job of one CPU per node
         cpu, gpu = np.float64(1.0), np.float64(0.0)
