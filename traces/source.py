@@ -11,6 +11,7 @@ and would shift every later line number.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import os
 import zlib
@@ -56,13 +57,19 @@ def decode_text(data: bytes, path: str) -> str:
     Traceback (most recent call last):
     ...
     greenslurm.clustermodel.errors.InputError: t.txt:2: not UTF-8 text (byte 0xff at column 5)
+    >>> decode_text(b"\\xef\\xbb\\xbfok\\n\\xff", "t.txt")      # the mark is three bytes of line 1
+    Traceback (most recent call last):
+    ...
+    greenslurm.clustermodel.errors.InputError: t.txt:2: not UTF-8 text (byte 0xff at column 1)
     """
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise InputError(f"not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column})",
+        # the decoder counts from after a byte-order mark
+        start = exc.start + (len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0)
+        line = data.count(b"\n", 0, start) + 1
+        column = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        raise InputError(f"not UTF-8 text (byte 0x{data[start]:02x} at column {column})",
                          path=path, line=line) from None
 
 
@@ -157,12 +164,12 @@ class LineStream:
 
     NUL, NOT_UTF8 = 1, 2            # the checks' precedence (lower first)
 
-    def __init__(self, path: str, piece_bytes: int = PIECE_BYTES) -> None:
+    def __init__(self, path: str, piece_bytes: int | None = None) -> None:
         self.path = path
         self.empty = True
         self.blank = True
         self._want_lines = True
-        self._iterator = self._lines(byte_pieces(path, piece_bytes))
+        self._iterator = self._lines(byte_pieces(path, piece_bytes or PIECE_BYTES))
 
     def __iter__(self):
         return self._iterator
