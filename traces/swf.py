@@ -176,9 +176,10 @@ class SwfReader:
         self.extra.extend(_pick_extra(v))
 
     def table(self) -> JobTable:
-        """The kept records as a table, in file order."""
+        """The kept records as a table, in file order (its columns share the growable arrays'
+        memory: read no more lines after this)."""
         def column(buffer: array, dtype) -> np.ndarray:
-            return np.frombuffer(buffer, dtype=dtype).copy() if len(buffer) else np.zeros(0, dtype=dtype)
+            return np.frombuffer(buffer, dtype=dtype) if len(buffer) else np.zeros(0, dtype=dtype)
 
         numbers = column(self.numbers, np.int64)
         if self.ids:

@@ -197,11 +197,8 @@ class JobColumns:
     def take(self, order: np.ndarray) -> "JobColumns":
         """The rows in ``order`` (e.g. by submit time)."""
         order = np.asarray(order, dtype=np.int64)
-        sizes = self.node_offsets[1:][order] - self.node_offsets[:-1][order]
-        offsets = np.zeros(len(order) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        return JobColumns(**{name: getattr(self, name)[order] for name in _ROW_COLUMNS},
-                          node_flat=self.node_flat[ragged_positions(self.node_offsets, order)],
+        flat, offsets = regroup(self.node_flat, self.node_offsets, order)
+        return JobColumns(**{name: getattr(self, name)[order] for name in _ROW_COLUMNS}, node_flat=flat,
                           node_offsets=offsets)
 
     def node_lists(self) -> list[tuple[int, ...]]:
@@ -237,6 +234,34 @@ def ragged_positions(offsets: np.ndarray, order: np.ndarray) -> np.ndarray:
     before = np.zeros(len(sizes), dtype=np.int64)
     np.cumsum(sizes[:-1], out=before[1:])
     return np.arange(total, dtype=np.int64) + np.repeat(starts - before, sizes)
+
+
+REGROUP_POSITIONS = 1 << 20     # node positions gathered at a time by regroup
+
+
+def regroup(flat: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The node lists ``flat[offsets[k]:offsets[k + 1]]`` for k in ``order``, in turn, as a new flat
+    array (int32 when the positions fit) and its offsets; gathered a slice of about a million
+    positions at a time, so the work arrays stay small beside the lists.
+
+    >>> new_flat, new_offsets = regroup(np.array([5, 6, 7, 8]), np.array([0, 1, 4]), np.array([1, 0]))
+    >>> new_flat.tolist(), new_offsets.tolist(), new_flat.dtype
+    ([6, 7, 8, 5], [0, 3, 4], dtype('int32'))
+    """
+    order = np.asarray(order, dtype=np.int64)
+    sizes = offsets[1:][order] - offsets[:-1][order]
+    new_offsets = np.zeros(len(order) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=new_offsets[1:])
+    wide = len(flat) and int(flat.max()) >= 2 ** 31
+    out = np.empty(int(new_offsets[-1]), dtype=np.int64 if wide else np.int32)
+    lo = 0
+    while lo < len(order):
+        # as many jobs as hold about REGROUP_POSITIONS positions (at least one)
+        hi = int(np.searchsorted(new_offsets, new_offsets[lo] + REGROUP_POSITIONS, "right")) - 1
+        hi = min(max(hi, lo + 1), len(order))
+        out[new_offsets[lo]:new_offsets[hi]] = flat[ragged_positions(offsets, order[lo:hi])]
+        lo = hi
+    return out, new_offsets
 
 
 class ResultColumnsBuilder:

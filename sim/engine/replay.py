@@ -24,7 +24,7 @@ from greenslurm.allocation.selection import NodeSelection
 from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask, fits
 from greenslurm.sim.machines.machine import Machine, PendingJob, shape_key_of
 from greenslurm.sim.engine.strategies import QUEUES
-from greenslurm.sim.accounting.result import JobRecord, ReplayResult, ResultColumnsBuilder, ragged_positions
+from greenslurm.sim.accounting.result import JobRecord, ReplayResult, ResultColumnsBuilder, regroup
 
 log = logging.getLogger(__name__)
 
@@ -372,14 +372,11 @@ class Replay:
         self.machine.finished_count = len(run.finish_order)
         # the core's columns are by job (its row in ``rows``); the result's in the order jobs ended
         order = run.finish_order
-        offsets = run.node_offsets
-        sizes = offsets[1:][order] - offsets[:-1][order]
-        ended = np.zeros(len(order) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=ended[1:])
+        flat, offsets = regroup(run.node_flat, run.node_offsets, order)
+        run.node_flat = run.node_offsets = None      # the lists by job (the largest arrays) are done with
         return self.close(ReplayResult.from_columns(
             self.ordered, np.asarray(rows, dtype=np.int64)[order], run.start_s[order], run.end_s[order],
-            run.energy_j[order], run.node_flat[ragged_positions(offsets, order)], ended, nodes=sizes,
-            **self._result_parts()))
+            run.energy_j[order], flat, offsets, **self._result_parts()))
 
     def begin(self) -> None:
         """Queue the first arrival; then :meth:`step` until no event is left, then :meth:`close`."""
@@ -395,9 +392,10 @@ class Replay:
         end_s = float(columns.end_s.max()) if len(columns) else self.ledger.start_s
         result.energy = self.ledger.close(end_s)
         ledger = self.ledger
-        result.power_times_s = np.frombuffer(ledger.times_s, dtype=float).copy()
-        result.power_w = np.frombuffer(ledger.series_power_w, dtype=float).copy()
-        result.busy_cpus = np.frombuffer(ledger.series_busy_cpus, dtype=float).copy()
+        # the series as the ledger holds them (no copy: the ledger records no more once closed)
+        result.power_times_s = _floats(ledger.times_s)
+        result.power_w = _floats(ledger.series_power_w)
+        result.busy_cpus = _floats(ledger.series_busy_cpus)
         if self.progress is not None:
             self.progress(len(columns), self.jobs_total)
         return result
@@ -407,6 +405,15 @@ class Replay:
         return dict(cluster=self.cluster, queue=self.strategy.name, energy=None, power_times_s=None, power_w=None,
                     busy_cpus=None, skipped=self.skipped, jobs_total=self.jobs_total,
                     rejected=list(getattr(self.strategy, "rejected", ())))
+
+
+def _floats(values: array) -> np.ndarray:
+    """A float array's values as numpy's, sharing its memory (an empty one: a new empty array).
+
+    >>> _floats(array("d", [1.5])).tolist(), _floats(array("d")).shape
+    ([1.5], (0,))
+    """
+    return np.frombuffer(values, dtype=float) if len(values) else np.zeros(0)
 
 
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
