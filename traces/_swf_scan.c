@@ -52,7 +52,8 @@ int64_t swf_count_lines(const char *text, int64_t length) {
 
 /* For every line (1-based number = index + 1): kind[i] (BLANK, NUMBERS, OTHER, HEADER) and its byte
  * offsets; for NUMBERS lines the 18 values go to values[row * 18 ...] and row_line[row] = index.
- * job_digits[row]: the job number's token is digits without a leading zero (its text is the number).
+ * job_digits[row]: the job number's token is at most 15 digits without a leading zero (its text is
+ * the number's, and the double holds it exactly).
  * Returns the number of NUMBERS rows. */
 int64_t swf_scan(const char *text, int64_t length, unsigned char *kind, int64_t *line_start, int64_t *line_end,
                  double *values, int64_t *row_line, unsigned char *job_digits) {
@@ -93,7 +94,7 @@ int64_t swf_scan(const char *text, int64_t length, unsigned char *kind, int64_t 
                 double v = strtod(token, NULL);
                 if (!(v >= -1.0) || v - v != 0.0) { ok = 0; break; }     /* below -1, NaN or infinite */
                 if (fields == 0) {
-                    digits = n > 0 && n <= 18 && !(n > 1 && t[0] == '0');
+                    digits = n > 0 && n <= 15 && !(n > 1 && t[0] == '0');
                     for (size_t k = 0; k < n && digits; k++) digits = t[k] >= '0' && t[k] <= '9';
                 }
                 row[fields++] = v;

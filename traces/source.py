@@ -164,8 +164,11 @@ class LineStream:
 
     NUL, NOT_UTF8 = 1, 2            # the checks' precedence (lower first)
 
-    def __init__(self, path: str, piece_bytes: int | None = None) -> None:
+    def __init__(self, path: str, piece_bytes: int | None = None, raw: bool = False) -> None:
         self.path = path
+        # raw: a piece of ASCII comes as its bytes (no decoding, no lines: a scanner reads it),
+        # any other piece as its decoded text
+        self.raw = raw
         self.empty = True
         self.blank = True
         self._want_lines = True
@@ -187,7 +190,10 @@ class LineStream:
                 if nul >= 0:
                     pending = (self.NUL, InputError("binary data (NUL byte), not a text trace", path=self.path,
                                                     line=lineno + piece.count(b"\n", 0, nul)))
-            if pending is None:
+            if pending is None and self.raw and piece.isascii():
+                if self._want_lines:         # ASCII is UTF-8 already (and holds no byte-order mark)
+                    yield lineno, piece
+            elif pending is None:
                 try:
                     text = decode_text(piece, self.path) if first else piece.decode("utf-8")
                 except InputError as exc:          # the first piece: decode_text said where
@@ -199,7 +205,7 @@ class LineStream:
                         line=lineno + piece.count(b"\n", 0, exc.start)))
                 else:
                     if self._want_lines:
-                        yield lineno, split_lines(text)
+                        yield lineno, text if self.raw else split_lines(text)
             first = False
             lineno += piece.count(b"\n")
         if pending is not None:

@@ -41,6 +41,7 @@ import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job_table import ExtraRow, JobTable, is_plain_number
+from greenslurm.traces import swf_scan
 from greenslurm.traces.records import RecordLog, TraceResult
 from greenslurm.traces.source import LineStream, split_lines
 
@@ -86,10 +87,10 @@ class SwfExtra(ExtraRow):
 def read_swf(path: str, *, strict: bool = False) -> TraceResult:
     """Read an SWF file (plain or gzip) a piece at a time into columns."""
     reader = SwfReader(path, strict)
-    stream = LineStream(path)
+    stream = LineStream(path, raw=True)
     try:
-        for first, lines in stream:
-            reader.read_lines(lines, first)
+        for first, piece in stream:
+            reader.read_piece(piece, first)
     except InputError as error:             # about a line: the file's own errors come first
         stream.fail(error)
     stream.check_end()
@@ -148,6 +149,84 @@ class SwfReader:
                 if values is None:
                     continue
             self._job(parts, values, lineno)
+
+    def read_piece(self, piece: bytes | str, first: int) -> None:
+        """Read a piece of the file (its first line is line ``first``): text line by line; bytes
+        through the compiled scan (:mod:`greenslurm.traces.swf_scan`), whose plain records are
+        taken a run at a time, and every other line (headers, bad fields, records that are skipped
+        or adjusted, ids and labels that are not plain integers) line by line as before, in file
+        order, so that counts, examples and the strict mode's first error are the same."""
+        scan = swf_scan.scan(piece) if isinstance(piece, bytes) else None
+        if scan is None:
+            text = piece if isinstance(piece, str) else piece.decode("ascii")
+            self.read_lines(split_lines(text), first)
+            return
+        v = scan.values
+        submit, run_time, alloc, req_procs, req_time = v[:, 1], v[:, 3], v[:, 4], v[:, 7], v[:, 8]
+        procs = np.where(req_procs > 0, req_procs, alloc)
+        user, partition = v[:, 11], v[:, 15]
+        # what _job_values skips (or adjusts, in strict mode, where an adjustment is an error at its
+        # line), and what _job reads from the tokens themselves
+        special = ((submit < 0) | (run_time < 0) | (procs <= 0) | (procs != np.floor(procs))
+                   | ~scan.job_digits | (user != np.floor(user)) | (partition != np.floor(partition)))
+        if self.log.strict:
+            special |= ~(req_time > 0)
+        kind = scan.kind
+        by_line = kind.copy()
+        by_line[scan.row_line[special]] = swf_scan.OTHER       # records read line by line
+        lines_one_by_one = np.flatnonzero((by_line == swf_scan.OTHER) | (by_line == swf_scan.HEADER))
+        plain_rows = np.flatnonzero(~special)
+        row_lines = scan.row_line[plain_rows]
+        done = 0                                               # plain rows taken so far
+        for index in lines_one_by_one.tolist():
+            upto = done + int(np.searchsorted(row_lines[done:], index))
+            if upto > done:
+                self._plain_rows(scan, piece, plain_rows[done:upto], first, procs)
+                done = upto
+            self.read_lines([scan.line_text(piece, index)], index + first)
+        if done < len(plain_rows):
+            self._plain_rows(scan, piece, plain_rows[done:], first, procs)
+
+    def _plain_rows(self, scan: swf_scan.Scan, piece: bytes, rows: np.ndarray, first: int,
+                    procs: np.ndarray) -> None:
+        """Keep the scanned records ``rows`` of ``piece`` (its first line is line ``first``): every
+        field a plain number, nothing to skip, the id and the labels integers (what _job does, a
+        column at once); an unknown requested time takes the run time, counted as _job_values does."""
+        log = self.log
+        log.records += len(rows)
+        picked = scan.values[rows]
+        lines = scan.row_line[rows] + first
+        requested = picked[:, 8]
+        unknown = ~(requested > 0)
+        if unknown.any():
+            requested = np.where(unknown, picked[:, 3], requested)
+            reason = "requested time unknown: runtime used"
+            if reason not in log.examples:       # the first in file order gives the example
+                row = int(np.argmax(unknown))
+                parts = scan.line_text(piece, int(lines[row]) - first).split()
+                log.adjust(reason, int(lines[row]), "requested_time",
+                           f"requested time is {parts[8]}; using the run time {parts[3]}")
+                log.adjusted[reason] += int(unknown.sum()) - 1
+            else:
+                log.adjusted[reason] += int(unknown.sum())
+        self.numbers.frombytes(picked[:, 0].astype(np.int64).tobytes())
+        self.submit_s.frombytes(picked[:, 1].tobytes())
+        self.requested_time_s.frombytes(np.ascontiguousarray(requested).tobytes())
+        self.runtime_s.frombytes(picked[:, 3].tobytes())
+        self.cpus.frombytes(procs[rows].tobytes())
+        self.source_line.frombytes(lines.astype(np.int64).tobytes())
+        for column, codes, out in ((11, self.users, self.user), (15, self.partitions, self.partition)):
+            values, first_seen, inverse = np.unique(picked[:, column], return_index=True, return_inverse=True)
+            code_of = np.empty(len(values), dtype=np.int32)
+            for k in np.argsort(first_seen, kind="stable").tolist():     # new labels in file order
+                code_of[k] = _code(codes, _label("", float(values[k])))
+            out.frombytes(code_of[inverse.reshape(-1)].tobytes())
+        status = picked[:, 10]
+        values, inverse = np.unique(status, return_inverse=True)
+        state_of = np.array([self.states[STATUS_NAMES.get(int(s) if s == int(s) else -1, "")]
+                             for s in values.tolist()], dtype=np.int8)
+        self.state.frombytes(state_of[inverse.reshape(-1)].tobytes())
+        self.extra.frombytes(np.ascontiguousarray(picked[:, list(_EXTRA_INDEX)]).tobytes())
 
     def _job(self, parts: list[str], v: list[float], lineno: int) -> None:
         kept = _job_values(parts, v, lineno, self.log)

@@ -23,14 +23,15 @@ BLANK, NUMBERS, OTHER, HEADER = 0, 1, 2, 3
 @dataclass
 class Scan:
     """Per line (0-based index = line number - 1): its kind and byte span; per NUMBERS record: its
-    18 values, its line index and whether the job number's token is its digits."""
+    18 values, its line index and whether the job number's token is a plain number of at most 15
+    digits (exact as a double)."""
 
     kind: np.ndarray             # uint8 per line: BLANK, NUMBERS, OTHER (the reader decides), HEADER
     line_start: np.ndarray       # int64 byte offsets per line (a trailing "\r" is not in the span)
     line_end: np.ndarray
     values: np.ndarray           # float64 (records, 18)
     row_line: np.ndarray         # int64 per record: its line index
-    job_digits: np.ndarray       # bool per record: the job number is digits without a leading zero
+    job_digits: np.ndarray       # bool per record: the job number is at most 15 digits, no leading zero
 
     def line_text(self, data: bytes, index: int) -> str:
         """Line ``index`` as the reader would see it."""
