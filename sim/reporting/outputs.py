@@ -156,16 +156,16 @@ def jobs_frame(jobs: JobColumns | Sequence[JobRecord], bsld_floor_s: float = BSL
     bounded = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
     deadline = jobs.deadline_s[order]
     columns = {
-        "job_id": id_texts(jobs.job_id[order]), "user": jobs.user[order],
-        "partition": jobs.partition[order], "submit_s": submit, "start_s": start, "end_s": end,
+        "job_id": _texts(jobs.job_id[order]), "user": _texts(jobs.user[order]),
+        "partition": _texts(jobs.partition[order]), "submit_s": submit, "start_s": start, "end_s": end,
         "wait_s": wait, "run_s": run, "requested_time_s": jobs.requested_time_s[order],
         "killed_at_limit": jobs.killed_at_limit[order], "nodes": jobs.nodes[order],
         "cpus": jobs.cpus[order], "gpus": jobs.gpus[order], "slowdown": slowdowns, "bounded_slowdown": bounded,
         "energy_j": jobs.energy_j[order], "deadline_s": deadline,
         "deadline_missed": end > deadline + 1e-9,        # False without a deadline (NaN compares False)
-        "node_indices": node_texts(jobs, order),
+        "node_indices": _joined_texts(node_text_chunks(jobs, order)),
     }
-    frame = pd.DataFrame({name: columns[name] for name in JOB_COLUMNS})
+    frame = pd.DataFrame({name: columns[name] for name in JOB_COLUMNS}, copy=False)   # the arrays are new
     # Explicit dtypes: an empty replay gives the same schema as a full one.
     return frame.astype({"job_id": str, "user": str, "partition": str, "node_indices": str,
                          "killed_at_limit": bool, "deadline_missed": bool, "nodes": "int64",
@@ -182,22 +182,65 @@ def node_texts(jobs: JobColumns, order: np.ndarray) -> list[str]:
     >>> node_texts(cols, np.array([1, 0]))
     ['0', '3 14']
     """
+    return [text for chunk in node_text_chunks(jobs, order) for text in chunk]
+
+
+def node_text_chunks(jobs: JobColumns, order: np.ndarray):
+    """:func:`node_texts` a chunk of jobs at a time (lists of strings)."""
     offsets = jobs.node_offsets
     sizes = offsets[1:][order] - offsets[:-1][order]
     names = list(map(str, range(int(jobs.node_flat.max()) + 1))) if len(jobs.node_flat) else []
-    texts: list[str] = []
     lo = 0
     while lo < len(order):
         # a chunk of jobs holding about CHUNK_NODES nodes in all: a node is a Python int here
         hi = max(lo + 1, int(np.searchsorted(np.cumsum(sizes[lo:lo + CHUNK_ROWS]), CHUNK_NODES, "right")) + lo)
         part = order[lo:hi]
         flat = jobs.node_flat[ragged_positions(offsets, part)].tolist()
+        texts: list[str] = []
         at = 0
         for size in sizes[lo:hi].tolist():
             texts.append(" ".join([names[i] for i in flat[at:at + size]]))
             at += size
+        yield texts
         lo = hi
-    return texts
+
+
+def _text_dtype():
+    """The dtype ``astype(str)`` gives a column of strings (pandas 3: its Arrow-backed ``str``)."""
+    return pd.Series([], dtype=object).astype(str).dtype
+
+
+def _arrow_texts(array) -> Any:
+    """Arrow strings as a pandas column of :func:`_text_dtype` (no Python string a row when that
+    dtype is Arrow-backed); None when it is not (older pandas: the caller keeps Python strings)."""
+    dtype = _text_dtype()
+    if getattr(dtype, "storage", None) != "pyarrow":
+        return None
+    return pd.array(array, dtype=dtype)
+
+
+def _texts(values: np.ndarray) -> Any:
+    """A column of ids (int64: their decimal text) or of strings for the jobs table.
+
+    >>> list(_texts(np.array([7, 12]))), list(_texts(np.array(["a", ""], dtype=object)))
+    (['7', '12'], ['a', ''])
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    if values.dtype == np.int64:
+        column = _arrow_texts(pc.cast(pa.array(values), pa.string()))     # canonical decimal, as str()
+        return column if column is not None else id_texts(values)
+    column = _arrow_texts(pa.array(values, type=pa.string()))
+    return column if column is not None else values
+
+
+def _joined_texts(chunks) -> Any:
+    """Lists of strings as one column of :func:`_text_dtype`, a chunk of Python strings at a time."""
+    import pyarrow as pa
+    if getattr(_text_dtype(), "storage", None) != "pyarrow":
+        return [text for chunk in chunks for text in chunk]
+    parts = [pa.array(chunk, type=pa.string()) for chunk in chunks]
+    return _arrow_texts(pa.concat_arrays(parts) if parts else pa.array([], type=pa.string()))
 
 
 def power_frame(result: ReplayResult) -> pd.DataFrame:
@@ -275,20 +318,22 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
                 or (pd.api.types.is_string_dtype(series.dtype) and not series.isna().any())):
             frame.to_csv(path, index=False, lineterminator="\n")
             return
-        columns.append(series.to_numpy())
+        columns.append(series)
     with open(path, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(list(frame.columns))
         for lo in range(0, len(frame), CHUNK_ROWS):      # a chunk of rows at a time: Python values are big
-            writer.writerows(zip(*(_cells(values[lo:lo + CHUNK_ROWS]) for values in columns)))
+            writer.writerows(zip(*(_cells(series.iloc[lo:lo + CHUNK_ROWS]) for series in columns)))
 
 
-def _cells(values: np.ndarray) -> list:
+def _cells(series: pd.Series) -> list:
     """CSV cells of a column: the csv module writes a float as its repr and None as empty."""
+    if series.dtype != np.float64:
+        return series.tolist()
+    values = series.to_numpy()
     cells = values.tolist()
-    if values.dtype == np.float64:
-        for i in np.flatnonzero(np.isnan(values)).tolist():
-            cells[i] = None
+    for i in np.flatnonzero(np.isnan(values)).tolist():
+        cells[i] = None
     return cells
 
 
