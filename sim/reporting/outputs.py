@@ -362,12 +362,17 @@ def phases_frame(totals, end_s: float) -> pd.DataFrame:
 def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD_FLOOR_S) -> dict[str, pd.DataFrame]:
     """The tables a replay writes, by file name: jobs.csv and power.csv, and for a power-managed
     ``machine`` phases.csv (phase imbalance over time) and moves.csv (the jobs consolidation moved)."""
-    frames = {JOBS_CSV: jobs_frame(result.columns, bsld_floor_s), POWER_CSV: power_frame(result)}
+    return dict(_frames_in_turn(result, machine, bsld_floor_s))
+
+
+def _frames_in_turn(result: ReplayResult, machine, bsld_floor_s: float):
+    """(file name, table) of :func:`output_frames`, each built when the one before is done with."""
+    yield JOBS_CSV, jobs_frame(result.columns, bsld_floor_s)
+    yield POWER_CSV, power_frame(result)
     totals = getattr(machine, "power_totals", None)
     if totals is not None:
-        frames[PHASES_CSV] = phases_frame(totals(), result.energy.end_s)
-        frames[MOVES_CSV] = pd.DataFrame(machine.migrations, columns=list(MOVES_COLUMNS))
-    return frames
+        yield PHASES_CSV, phases_frame(totals(), result.energy.end_s)
+        yield MOVES_CSV, pd.DataFrame(machine.migrations, columns=list(MOVES_COLUMNS))
 
 
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
@@ -377,14 +382,14 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
     moves.csv (the jobs consolidation moved); return the paths by kind."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    frames = output_frames(result, machine, bsld_floor_s)
     paths = {}
-    for name, frame in frames.items():
+    for name, frame in _frames_in_turn(result, machine, bsld_floor_s):     # one large table at a time
         paths[name.replace(".", "_")] = out / name
         write_csv(frame, out / name)
         if name == JOBS_CSV:
             paths["jobs_parquet"] = out / JOBS_PARQUET
             write_jobs_parquet(frame, out / JOBS_PARQUET)
+        frame = None             # gone before the next table is built
     paths["summary_json"] = out / SUMMARY_JSON
     write_summary_json(summary, paths["summary_json"])
     paths["schema_json"] = out / SCHEMA_JSON
