@@ -38,13 +38,12 @@ def test_fcfs_exact(core):
     # at 10 on nodes 0-1.  c: 1 proc at 2 -> FCFS keeps it behind b although node 3 is free: starts at 10
     # on node 2.
     run = run_pool("fcfs", 4, [0.0, 1.0, 2.0], [10.0, 5.0, 5.0], [10.0, 5.0, 5.0], [3, 2, 1], POWER, 0.0, core=core)
-    assert run.start_s.tolist() == [0.0, 10.0, 10.0]
-    assert run.end_s.tolist() == [10.0, 15.0, 15.0]
-    assert [run.node_flat[run.node_offsets[j]:run.node_offsets[j + 1]].tolist() for j in range(3)] == \
-        [[0, 1, 2], [0, 1], [2]]
-    assert run.finish_order.tolist() == [0, 1, 2]        # b and c end together: in start order
+    assert run.by_job(run.start_s).tolist() == [0.0, 10.0, 10.0]
+    assert run.by_job(run.end_s).tolist() == [10.0, 15.0, 15.0]
+    assert [run.nodes_of(j) for j in range(3)] == [[0, 1, 2], [0, 1], [2]]
+    assert run.rows.tolist() == [0, 1, 2]        # b and c end together: in start order
     # energy per job: 250 W a node x nodes x run time
-    assert run.energy_j.tolist() == [250.0 * 3 * 10, 250.0 * 2 * 5, 250.0 * 5]
+    assert run.by_job(run.energy_j).tolist() == [250.0 * 3 * 10, 250.0 * 2 * 5, 250.0 * 5]
     # power: 400 W idle; 0-10 s three nodes busy (+450 W); 10-15 s three busy; then idle.
     # total = 850 x 10 + 850 x 5 = 12,750 J (the series ends at the last event, 15 s)
     assert run.times_s.tolist() == [0.0, 10.0]
@@ -61,10 +60,10 @@ def test_easy_backfills_only_what_does_not_delay_the_head(core):
     submit = [0.0, 1.0, 2.0, 3.0]
     requested = [100.0, 10.0, 50.0, 200.0]
     run = run_pool("easy", 4, submit, requested, requested, [3, 4, 1, 1], POWER, 0.0, core=core)
-    assert run.start_s.tolist() == [0.0, 100.0, 2.0, 110.0]
+    assert run.by_job(run.start_s).tolist() == [0.0, 100.0, 2.0, 110.0]
     # c ran on node 3 (the only free one); d starts when b ends at 110, on node 0
-    assert run.node_flat[run.node_offsets[2]:run.node_offsets[3]].tolist() == [3]
-    assert run.node_flat[run.node_offsets[3]:run.node_offsets[4]].tolist() == [0]
+    assert run.nodes_of(2) == [3]
+    assert run.nodes_of(3) == [0]
 
 
 @pytest.mark.parametrize("core", CORES)
@@ -74,7 +73,7 @@ def test_easy_extra_processors_let_a_long_job_backfill(core):
     # d: 1 proc at 3 asking 500 s -> extra is now 0: waits, although node 3 is free.
     requested = [100.0, 10.0, 500.0, 500.0]
     run = run_pool("easy", 4, [0.0, 1.0, 2.0, 3.0], requested, requested, [2, 3, 1, 1], POWER, 0.0, core=core)
-    assert run.start_s.tolist() == [0.0, 100.0, 2.0, 110.0]
+    assert run.by_job(run.start_s).tolist() == [0.0, 100.0, 2.0, 110.0]
 
 
 def test_pairwise_sum_matches_numpy_bit_for_bit():
@@ -99,14 +98,14 @@ def test_conservative_exact(core):
     requested = [100.0, 50.0, 30.0]
     run = run_pool("conservative", 4, [0.0, 1.0, 2.0], requested, [40.0, 50.0, 30.0], [2, 4, 2], POWER, 0.0,
                    core=core)
-    assert run.start_s.tolist() == [0.0, 40.0, 2.0]
-    assert run.end_s.tolist() == [40.0, 90.0, 32.0]
-    assert run.finish_order.tolist() == [2, 0, 1]
+    assert run.by_job(run.start_s).tolist() == [0.0, 40.0, 2.0]
+    assert run.by_job(run.end_s).tolist() == [40.0, 90.0, 32.0]
+    assert run.rows.tolist() == [2, 0, 1]
     # a job asking 0 s plans nothing, yet holds its node for an instant; d (1 proc, 0 s) and e
     # (4 procs) arrive at 0 on 4 nodes: d is reserved at 0 and goes first, e waits for d's end
     # at the same instant
     run = run_pool("conservative", 4, [0.0, 0.0], [0.0, 10.0], [0.0, 10.0], [1, 4], POWER, 0.0, core=core)
-    assert run.start_s.tolist() == [0.0, 0.0] and run.finish_order.tolist() == [0, 1]
+    assert run.by_job(run.start_s).tolist() == [0.0, 0.0] and run.rows.tolist() == [0, 1]
 
 
 def test_count_profile_answers_as_the_plan_profile():

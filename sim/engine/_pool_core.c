@@ -14,7 +14,7 @@
 #define EASY 1
 #define CONSERVATIVE 2
 
-typedef struct { double time; int64_t seq; int64_t job; } end_event;
+typedef struct { double time; int64_t seq; int64_t job; int64_t first_node; } end_event;
 typedef struct { double end; int64_t job; } by_end_entry;
 
 /* numpy's pairwise sum of `count` copies of `value` (np.full(count, value).sum()) */
@@ -86,7 +86,7 @@ static int64_t by_end_position(const by_end_entry *a, int64_t n, double end, int
 typedef struct {
     /* inputs */
     const double *submit, *requested, *run_for;
-    const int64_t *procs, *offsets;
+    const int64_t *procs;
     int64_t n_nodes;
     double delta_unit, share_unit;
     /* machine */
@@ -100,8 +100,12 @@ typedef struct {
     double *node_jobs_j, *node_cpu_s, *idle_since, *idle_node_s;
     int64_t *jobs_on;
     /* jobs */
-    double *started, *ended, *energy;
-    int64_t *node_flat, *finish_order, finished;
+    double *started;                  /* by job: its start */
+    int32_t *next_node;               /* a running job's nodes: from its first, each gives the next (-1: last) */
+    /* in the order jobs ended: row, start, end, energy, nodes */
+    int64_t *out_rows, *out_offsets, finished;
+    double *out_start, *out_end, *out_energy;
+    int32_t *out_nodes;
     end_event *heap;
     int64_t heap_n, sequence;
 } core;
@@ -119,31 +123,32 @@ static void advance(core *c, double now) {
 }
 
 static void start(core *c, int64_t j, double now) {
-    int64_t n = c->procs[j], base = c->offsets[j], node = 0;
+    int64_t n = c->procs[j], node = 0, first = -1, last = -1;
     for (int64_t k = 0; k < n; k++) {             /* the lowest-numbered free nodes */
         while (!c->free_node[node]) node++;
         c->free_node[node] = 0;
-        c->node_flat[base + k] = node;
+        if (last < 0) first = node; else c->next_node[last] = (int32_t)node;
+        last = node;
         node++;
     }
+    c->next_node[last] = -1;
     c->free_count -= (double)n;
     c->started[j] = now;
     advance(c, now);
     c->power_w += (double)n * c->delta_unit;
     c->busy += (double)n;
     if (c->power_w > c->peak_w) c->peak_w = c->power_w;
-    for (int64_t k = base; k < base + n; k++) {
-        int64_t v = c->node_flat[k];
+    for (int64_t v = first; v >= 0; v = c->next_node[v]) {
         if (c->jobs_on[v] == 0) c->idle_node_s[v] += now - c->idle_since[v];
         c->jobs_on[v] += 1;
     }
-    end_event e = { now + c->run_for[j], c->sequence++, j };
+    end_event e = { now + c->run_for[j], c->sequence++, j, first };
     heap_push(c->heap, &c->heap_n, e);
 }
 
-static void finish(core *c, int64_t j, double now) {
-    int64_t n = c->procs[j], base = c->offsets[j];
-    for (int64_t k = base; k < base + n; k++) c->free_node[c->node_flat[k]] = 1;
+static void finish(core *c, int64_t j, int64_t first, double now) {
+    int64_t n = c->procs[j];
+    for (int64_t v = first; v >= 0; v = c->next_node[v]) c->free_node[v] = 1;
     c->free_count += (double)n;
     c->finished_count++;
     advance(c, now);
@@ -151,8 +156,7 @@ static void finish(core *c, int64_t j, double now) {
     c->busy -= (double)n;
     double run_s = now - c->started[j];
     double share = c->share_unit * run_s;
-    for (int64_t k = base; k < base + n; k++) {
-        int64_t v = c->node_flat[k];
+    for (int64_t v = first; v >= 0; v = c->next_node[v]) {
         c->node_jobs_j[v] += share;
         c->node_cpu_s[v] += run_s;
         c->jobs_on[v] -= 1;
@@ -160,9 +164,13 @@ static void finish(core *c, int64_t j, double now) {
     }
     double charged = pairwise_sum_of_copies(share, n);
     c->jobs_j += charged;
-    c->energy[j] = charged;
-    c->ended[j] = now;
-    c->finish_order[c->finished++] = j;
+    int64_t at = c->finished++, to = c->out_offsets[at];
+    c->out_rows[at] = j;
+    c->out_start[at] = c->started[j];
+    c->out_end[at] = now;
+    c->out_energy[at] = charged;
+    for (int64_t v = first; v >= 0; v = c->next_node[v]) c->out_nodes[to++] = (int32_t)v;
+    c->out_offsets[at + 1] = to;
 }
 
 /* -- conservative backfilling on processor counts: CountProfile in pool_core.py ------------------- */
@@ -296,13 +304,14 @@ static int64_t job_position(const int64_t *a, int64_t n, int64_t job) {
  * wait after the last event. */
 int pool_run(int queue, int64_t n_nodes, int64_t jobs,
              const double *submit, const double *requested, const double *run_for, const int64_t *procs,
-             const int64_t *offsets, double idle_power_w, double delta_unit, double share_unit, double start_s,
-             double *started, double *ended, double *energy, int64_t *node_flat, int64_t *finish_order,
+             double idle_power_w, double delta_unit, double share_unit, double start_s,
+             int64_t *out_rows, double *out_start, double *out_end, double *out_energy, int32_t *out_nodes,
+             int64_t *out_offsets,
              double *times, double *series_w, double *series_busy, int64_t *series_len, double *scalars,
              double *node_jobs_j, double *node_cpu_s, int64_t *jobs_on, double *idle_since, double *idle_node_s) {
     core c;
     memset(&c, 0, sizeof c);
-    c.submit = submit; c.requested = requested; c.run_for = run_for; c.procs = procs; c.offsets = offsets;
+    c.submit = submit; c.requested = requested; c.run_for = run_for; c.procs = procs;
     c.n_nodes = n_nodes; c.delta_unit = delta_unit; c.share_unit = share_unit;
     c.free_node = malloc(n_nodes > 0 ? (size_t)n_nodes : 1);
     c.heap = malloc(sizeof(end_event) * (size_t)(n_nodes + 1));
@@ -322,8 +331,15 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     for (int64_t v = 0; v < n_nodes; v++) {
         node_jobs_j[v] = 0.0; node_cpu_s[v] = 0.0; jobs_on[v] = 0; idle_since[v] = start_s; idle_node_s[v] = 0.0;
     }
-    c.started = started; c.ended = ended; c.energy = energy; c.node_flat = node_flat; c.finish_order = finish_order;
-    for (int64_t j = 0; j < jobs; j++) { started[j] = -1.0; ended[j] = -1.0; energy[j] = 0.0; }
+    c.out_rows = out_rows; c.out_start = out_start; c.out_end = out_end; c.out_energy = out_energy;
+    c.out_nodes = out_nodes; c.out_offsets = out_offsets;
+    out_offsets[0] = 0;
+    c.started = malloc(sizeof(double) * (size_t)(jobs + 1));
+    c.next_node = malloc(sizeof(int32_t) * (size_t)(n_nodes + 1));
+    if (!c.started || !c.next_node) {
+        free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
+        return -1;
+    }
 
     int64_t arrived = 0, q_head = 0, q_tail = 0, by_end_n = 0;
     int have_cache = 0;
@@ -352,8 +368,9 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
             now = by_reservation[0].start;
         if (now == INFINITY) { status = -3; goto done; }
         while (c.heap_n > 0 && c.heap[0].time == now) {
-            int64_t j = heap_pop(c.heap, &c.heap_n).job;
-            finish(&c, j, now);
+            end_event e = heap_pop(c.heap, &c.heap_n);
+            int64_t j = e.job;
+            finish(&c, j, e.first_node, now);
             if (queue == EASY) {
                 int64_t at = by_end_position(by_end, by_end_n, c.started[j] + requested[j], j);
                 memmove(&by_end[at], &by_end[at + 1], sizeof(by_end_entry) * (size_t)(by_end_n - at - 1));
@@ -479,7 +496,7 @@ done:
     *series_len = c.series_len;
     scalars[0] = c.total_j; scalars[1] = c.jobs_j; scalars[2] = c.peak_w;
     scalars[3] = c.power_w; scalars[4] = c.busy; scalars[5] = c.last_s; scalars[6] = (double)c.finished;
-    free(c.free_node); free(c.heap); free(waiting); free(by_end);
+    free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
     free(plan.times); free(plan.free); free(reserved_s); free(by_reservation); free(due);
     return status;
 }

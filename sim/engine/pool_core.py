@@ -45,14 +45,15 @@ PROGRESS_EVERY = 2000
 
 @dataclass
 class PoolRun:
-    """What one run of the core computed (jobs indexed by their row in the input)."""
+    """What one run of the core computed.  Per job in the order the jobs ended (the records'
+    order): its row in the input, start, end, energy and nodes."""
 
-    start_s: np.ndarray           # per job
-    end_s: np.ndarray             # per job
-    energy_j: np.ndarray          # per job: its share of node power over its run
-    node_offsets: np.ndarray      # job j ran on node_flat[node_offsets[j]:node_offsets[j + 1]]
-    node_flat: np.ndarray
-    finish_order: np.ndarray      # rows in the order the jobs ended (the records' order)
+    rows: np.ndarray              # int64
+    start_s: np.ndarray
+    end_s: np.ndarray
+    energy_j: np.ndarray          # its share of node power over its run
+    node_offsets: np.ndarray      # int64: the i-th job to end ran on node_flat[node_offsets[i]:node_offsets[i + 1]]
+    node_flat: np.ndarray         # int32
     times_s: np.ndarray           # power series: from each time on, until the next
     power_w: np.ndarray
     busy_cpus: np.ndarray
@@ -67,6 +68,17 @@ class PoolRun:
     jobs_on_node: np.ndarray
     idle_since_s: np.ndarray
     idle_node_seconds: np.ndarray
+
+    def by_job(self, values: np.ndarray) -> np.ndarray:
+        """Per-job ``values`` (in the order jobs ended) by input row (NaN: a job that did not end)."""
+        out = np.full(int(self.rows.max()) + 1 if len(self.rows) else 0, np.nan)
+        out[self.rows] = values
+        return out
+
+    def nodes_of(self, row: int) -> list[int]:
+        """The nodes the job of input row ``row`` ran on."""
+        i = int(np.flatnonzero(self.rows == row)[0])
+        return self.node_flat[self.node_offsets[i]:self.node_offsets[i + 1]].tolist()
 
 
 @dataclass(frozen=True)
@@ -115,14 +127,11 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     requested = requested_s.tolist() if isinstance(requested_s, np.ndarray) else list(requested_s)
     run_for = run_for_s.tolist() if isinstance(run_for_s, np.ndarray) else list(run_for_s)
     size = procs.tolist() if isinstance(procs, np.ndarray) else list(procs)
-    offsets = [0] * (jobs + 1)
-    for j in range(jobs):
-        offsets[j + 1] = offsets[j] + size[j]
-    node_flat = array("l", bytes(8 * offsets[jobs])) if jobs else array("l")
-    started = [-1.0] * jobs
-    ended = [-1.0] * jobs
-    energy = [0.0] * jobs
-    finish_order = array("l")
+    held: dict[int, list[int]] = {}                # a running job's nodes
+    started = [-1.0] * jobs                         # by job: its start
+    # in the order jobs ended: row, start, end, energy, nodes
+    out_rows, out_nodes, out_offsets = array("q"), array("i"), array("q", [0])
+    out_start, out_end, out_energy = array("d"), array("d"), array("d")
     # machine: which nodes are free (1) and how many
     free = bytearray(b"\x01" * n_nodes)
     free_count = float(n_nodes)
@@ -153,12 +162,12 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     def start(j: int, now: float) -> None:
         nonlocal free_count, power_w, busy, peak_w, last_s, total_j, sequence
         n = size[j]
-        base = offsets[j]
+        nodes = held[j] = []
         node = -1
-        for k in range(n):                         # the lowest-numbered free nodes
+        for _ in range(n):                         # the lowest-numbered free nodes
             node = free.index(1, node + 1)
             free[node] = 0
-            node_flat[base + k] = node
+            nodes.append(node)
         free_count -= n
         started[j] = now
         dt = now - last_s                          # ledger.advance
@@ -170,8 +179,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
         busy += n
         if power_w > peak_w:
             peak_w = power_w
-        for k in range(base, base + n):
-            node = node_flat[k]
+        for node in nodes:
             if jobs_on[node] == 0:
                 idle_node_s[node] += now - idle_since[node]
             jobs_on[node] += 1
@@ -181,9 +189,9 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     def finish(j: int, now: float) -> None:
         nonlocal free_count, finished_count, power_w, busy, last_s, total_j, jobs_j
         n = size[j]
-        base = offsets[j]
-        for k in range(base, base + n):
-            free[node_flat[k]] = 1
+        nodes = held.pop(j)
+        for node in nodes:
+            free[node] = 1
         free_count += n
         finished_count += 1
         dt = now - last_s
@@ -195,8 +203,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
         busy -= n
         run_s = now - started[j]
         share = share_unit * run_s
-        for k in range(base, base + n):
-            node = node_flat[k]
+        for node in nodes:
             node_jobs_j[node] += share
             node_cpu_s[node] += run_s
             jobs_on[node] -= 1
@@ -204,11 +211,14 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
                 idle_since[node] = now
         charged = pairwise_sum_of_copies(share, n)
         jobs_j += charged
-        energy[j] = charged
-        ended[j] = now
-        finish_order.append(j)
-        if progress is not None and len(finish_order) % PROGRESS_EVERY == 0:
-            progress(len(finish_order))
+        out_rows.append(j)
+        out_start.append(started[j])
+        out_end.append(now)
+        out_energy.append(charged)
+        out_nodes.extend(nodes)
+        out_offsets.append(len(out_nodes))
+        if progress is not None and len(out_rows) % PROGRESS_EVERY == 0:
+            progress(len(out_rows))
 
     # conservative: the plan, jobs waiting by arrival and by reserved start, a wake-up time
     plan: CountProfile | None = None
@@ -308,17 +318,17 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
         if reservation is not None:
             cached_key, cached = key, reservation
     if progress is not None:
-        progress(len(finish_order))
+        progress(len(out_rows))
+
+    def numbers(values: array, dtype) -> np.ndarray:
+        return np.frombuffer(values, dtype=dtype).copy() if len(values) else np.zeros(0, dtype=dtype)
     return PoolRun(
-        start_s=np.array(started), end_s=np.array(ended), energy_j=np.array(energy),
-        node_offsets=np.array(offsets, dtype=np.int64), node_flat=np.frombuffer(node_flat, dtype=np.int64).copy()
-        if len(node_flat) else np.zeros(0, dtype=np.int64),
-        finish_order=np.frombuffer(finish_order, dtype=np.int64).copy() if len(finish_order)
-        else np.zeros(0, dtype=np.int64),
-        times_s=np.frombuffer(times, dtype=float).copy(), power_w=np.frombuffer(series_w, dtype=float).copy(),
-        busy_cpus=np.frombuffer(series_busy, dtype=float).copy(), total_j=total_j, jobs_j=jobs_j,
-        peak_power_w=peak_w, power_now_w=power_w, busy_cpus_now=busy, last_s=last_s,
-        node_jobs_j=np.array(node_jobs_j), node_cpu_seconds=np.array(node_cpu_s),
+        rows=numbers(out_rows, np.int64), start_s=numbers(out_start, float), end_s=numbers(out_end, float),
+        energy_j=numbers(out_energy, float), node_offsets=numbers(out_offsets, np.int64),
+        node_flat=numbers(out_nodes, np.int32),
+        times_s=numbers(times, float), power_w=numbers(series_w, float), busy_cpus=numbers(series_busy, float),
+        total_j=total_j, jobs_j=jobs_j, peak_power_w=peak_w, power_now_w=power_w, busy_cpus_now=busy,
+        last_s=last_s, node_jobs_j=np.array(node_jobs_j), node_cpu_seconds=np.array(node_cpu_s),
         jobs_on_node=np.array(jobs_on, dtype=np.int64), idle_since_s=np.array(idle_since),
         idle_node_seconds=np.array(idle_node_s))
 
@@ -369,11 +379,11 @@ def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, pro
     run_for = np.ascontiguousarray(run_for_s, dtype=np.float64)
     size = np.ascontiguousarray(procs, dtype=np.int64)
     jobs = len(submit)
-    offsets = np.zeros(jobs + 1, dtype=np.int64)
-    np.cumsum(size, out=offsets[1:])
-    started, ended, energy = np.empty(jobs), np.empty(jobs), np.empty(jobs)
-    node_flat = np.empty(int(offsets[-1]), dtype=np.int64)
-    finish_order = np.empty(jobs, dtype=np.int64)
+    # in the order jobs end: row, start, end, energy, nodes
+    out_rows = np.empty(jobs, dtype=np.int64)
+    out_start, out_end, out_energy = np.empty(jobs), np.empty(jobs), np.empty(jobs)
+    out_nodes = np.empty(int(size.sum()), dtype=np.int32)
+    out_offsets = np.empty(jobs + 1, dtype=np.int64)
     # the power series gains at most one point per distinct event time: every start and end
     points = 2 * jobs + 1
     times, series_w, series_busy = np.empty(points), np.empty(points), np.empty(points)
@@ -387,10 +397,10 @@ def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, pro
         return a.ctypes.data_as(ctypes.c_void_p)
     status = library.pool_run(
         ctypes.c_int(queue), ctypes.c_int64(n_nodes), ctypes.c_int64(jobs),
-        ptr(submit), ptr(requested), ptr(run_for), ptr(size), ptr(offsets),
+        ptr(submit), ptr(requested), ptr(run_for), ptr(size),
         ctypes.c_double(power.idle_power_w), ctypes.c_double(power.delta_per_node_w),
         ctypes.c_double(power.share_per_node_w), ctypes.c_double(start_s),
-        ptr(started), ptr(ended), ptr(energy), ptr(node_flat), ptr(finish_order),
+        ptr(out_rows), ptr(out_start), ptr(out_end), ptr(out_energy), ptr(out_nodes), ptr(out_offsets),
         ptr(times), ptr(series_w), ptr(series_busy), ptr(series_len), ptr(scalars),
         ptr(node_jobs_j), ptr(node_cpu_s), ptr(jobs_on), ptr(idle_since), ptr(idle_node_s))
     if status == -1:
@@ -399,11 +409,13 @@ def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, pro
         raise RuntimeError("a waiting job fits nowhere even on an empty pool")
     if status == -3:
         raise RuntimeError("jobs still waiting after the last event")
-    n = int(series_len[0])
+    points = int(series_len[0])
+    for series in (times, series_w, series_busy):      # shrunk in place: no second copy
+        series.resize(points, refcheck=False)
     return PoolRun(
-        start_s=started, end_s=ended, energy_j=energy, node_offsets=offsets, node_flat=node_flat,
-        finish_order=finish_order[:int(scalars[6])], times_s=times[:n].copy(), power_w=series_w[:n].copy(),
-        busy_cpus=series_busy[:n].copy(), total_j=float(scalars[0]), jobs_j=float(scalars[1]),
+        rows=out_rows, start_s=out_start, end_s=out_end, energy_j=out_energy, node_offsets=out_offsets,
+        node_flat=out_nodes, times_s=times, power_w=series_w,
+        busy_cpus=series_busy, total_j=float(scalars[0]), jobs_j=float(scalars[1]),
         peak_power_w=float(scalars[2]), power_now_w=float(scalars[3]), busy_cpus_now=float(scalars[4]),
         last_s=float(scalars[5]), node_jobs_j=node_jobs_j, node_cpu_seconds=node_cpu_s, jobs_on_node=jobs_on,
         idle_since_s=idle_since, idle_node_seconds=idle_node_s)
@@ -416,17 +428,19 @@ def run_pool(queue: str, n_nodes: int, submit_s, requested_s, run_for_s, procs, 
     >>> power = PoolPower(idle_power_w=200.0, delta_per_node_w=150.0, share_per_node_w=250.0)
     >>> run = run_pool("easy", 2, [0.0, 0.0, 1.0], [100.0, 100.0, 10.0], [100.0, 50.0, 10.0], [1, 2, 1],
     ...                power, 0.0, core="python")
-    >>> run.start_s.tolist()     # the 2-processor job waits for the first; the short one backfills at 1
+    >>> run.by_job(run.start_s).tolist()   # the 2-processor job waits for the first; the short one backfills at 1
     [0.0, 100.0, 1.0]
-    >>> run.energy_j.tolist()    # 250 W x 100 s; 2 nodes x 250 W x 50 s; 250 W x 10 s
+    >>> run.by_job(run.energy_j).tolist()  # 250 W x 100 s; 2 nodes x 250 W x 50 s; 250 W x 10 s
     [25000.0, 25000.0, 2500.0]
+    >>> run.rows.tolist()                  # the order they ended: at 11, 100 and 150
+    [2, 0, 1]
     """
     code = QUEUE_CODES[queue]
     core = core or chosen_core()
     if core == "compiled":
         run = run_compiled(code, n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s)
         if progress is not None:
-            progress(len(run.finish_order))
+            progress(len(run.rows))
         return run
     return run_python(code, n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s, progress)
 

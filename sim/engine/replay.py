@@ -24,7 +24,7 @@ from greenslurm.allocation.selection import NodeSelection
 from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask, fits
 from greenslurm.sim.machines.machine import Machine, PendingJob, shape_key_of
 from greenslurm.sim.engine.strategies import QUEUES
-from greenslurm.sim.accounting.result import JobRecord, ReplayResult, ResultColumnsBuilder, regroup
+from greenslurm.sim.accounting.result import JobRecord, ReplayResult, ResultColumnsBuilder
 
 log = logging.getLogger(__name__)
 
@@ -304,6 +304,9 @@ class Replay:
         core = pool_core.chosen_core()
         if core == "off":
             return None
+        table = getattr(self.ordered, "table", None)
+        if table is not None:
+            return self._pool_core_table_inputs(core, table)
         rows: list[int] = []
         procs: list[int] = []
         shapes: dict[tuple, int | None | bool] = {}
@@ -334,14 +337,47 @@ class Replay:
             procs.append(nodes)
         return core, rows, procs
 
-    def _run_pool_core(self, core: str, rows: list[int], procs: list[int]) -> ReplayResult:
+    def _pool_core_table_inputs(self, core: str, table):
+        """:meth:`_pool_core_inputs` for a job table's rows, column by column: a table's job asks
+        only for processors (no node count, memory or GPUs), so its shape is its processor count's."""
+        submit, requested = table.submit_s, table.requested_time_s
+        if not np.isfinite(submit).all() or np.isnan(requested).any():
+            return None
+        run_for = np.minimum(table.runtime_s, requested)        # JobSpec.run_for_s, column-wise
+        endless = ~np.isfinite(run_for)
+        nodes_of: dict[float, int | None] = {}
+        for cpus in np.unique(table.cpus[~endless]).tolist():
+            shape = self.cluster.shape_of(JobSpec("shape", 0.0, 1.0, cpus=int(cpus)))
+            if shape is not None and shape.per_node != (1.0, 0.0, 0.0):
+                return None              # a job shaped otherwise (no CPU at all): the general loop
+            nodes_of[cpus] = None if shape is None else shape.nodes
+        too_big = np.zeros(len(table), dtype=bool)
+        procs = np.zeros(len(table), dtype=np.int64)
+        for cpus, nodes in nodes_of.items():
+            same = (table.cpus == cpus) & ~endless
+            if nodes is None:
+                too_big |= same
+            else:
+                procs[same] = nodes
+        if endless.any():
+            self.skipped[SKIP_ENDLESS] += int(endless.sum())
+        if too_big.any():
+            self.skipped[SKIP_TOO_BIG] += int(too_big.sum())
+        rows = np.flatnonzero(~(endless | too_big))
+        return core, rows, procs[rows]
+
+    def _run_pool_core(self, core: str, rows, procs) -> ReplayResult:
         from greenslurm.sim.engine import pool_core
         ordered, ledger = self.ordered, self.ledger
         table = getattr(ordered, "table", None)
         if table is not None:            # the columns themselves (run_for_s: the run time, cut at the limit)
-            picked = np.asarray(rows, dtype=np.int64)
-            submit, requested = table.submit_s[picked], table.requested_time_s[picked]
-            run_for = np.minimum(table.runtime_s[picked], requested)
+            if len(rows) == len(table):  # every row kept (rows is 0, 1, ...): no copies of the columns
+                submit, requested, runtime = table.submit_s, table.requested_time_s, table.runtime_s
+            else:
+                picked = np.asarray(rows, dtype=np.int64)
+                submit, requested = table.submit_s[picked], table.requested_time_s[picked]
+                runtime = table.runtime_s[picked]
+            run_for = np.minimum(runtime, requested)
         else:
             jobs = [ordered[i] for i in rows]
             submit = np.fromiter((job.submit_s for job in jobs), float, len(jobs))
@@ -369,14 +405,11 @@ class Replay:
         ledger.times_s = array("d", run.times_s.tobytes())
         ledger.series_power_w = array("d", run.power_w.tobytes())
         ledger.series_busy_cpus = array("d", run.busy_cpus.tobytes())
-        self.machine.finished_count = len(run.finish_order)
-        # the core's columns are by job (its row in ``rows``); the result's in the order jobs ended
-        order = run.finish_order
-        flat, offsets = regroup(run.node_flat, run.node_offsets, order)
-        run.node_flat = run.node_offsets = None      # the lists by job (the largest arrays) are done with
+        self.machine.finished_count = len(run.rows)
+        # the core's columns are in the order jobs ended, as the result's; its rows index ``rows``
         return self.close(ReplayResult.from_columns(
-            self.ordered, np.asarray(rows, dtype=np.int64)[order], run.start_s[order], run.end_s[order],
-            run.energy_j[order], flat, offsets, **self._result_parts()))
+            self.ordered, np.asarray(rows, dtype=np.int64)[run.rows], run.start_s, run.end_s,
+            run.energy_j, run.node_flat, run.node_offsets, **self._result_parts()))
 
     def begin(self) -> None:
         """Queue the first arrival; then :meth:`step` until no event is left, then :meth:`close`."""
