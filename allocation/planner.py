@@ -150,6 +150,25 @@ class Planner:
         start_s = float(starts[row])
         return Placement(start_s, start_s + duration, nodes)
 
+    def place_earliest(self, request: Request, start_s: float, fits: np.ndarray, tails: np.ndarray) -> Placement:
+        """What ``place(request, earliest=True, backfill=True)`` gives without a budget, when its
+        start is known: ``start_s``, the earliest at which ``request.nodes`` nodes hold the request
+        over its window, ``fits`` the mask of those nodes.  The rule orders only the nodes that fit,
+        so ``tails`` need to be the plan's for them alone (any value elsewhere).
+
+        >>> from greenslurm.allocation.placement import BestFit
+        >>> class Now:                              # a plan seen only for its time
+        ...     now_s = 0.0
+        >>> planner = Planner(Now(), BestFit())
+        >>> p = planner.place_earliest(Request(1, np.ones(3), 5.0), 0.0, np.array([True, True]),
+        ...                            np.array([3.0, 7.0]))
+        >>> p.start_s, p.end_s, p.nodes.tolist()    # BestFit: the most loaded node that fits
+        (0.0, 5.0, [1])
+        """
+        _, nodes = choose_windows(self.rule, request.nodes, tails, self.plan.now_s, np.array([start_s]),
+                                  fits[np.newaxis], None, request)
+        return Placement(start_s, start_s + request.duration_s, nodes)
+
     # -- changes ---------------------------------------------------------------------------------
     def commit(self, request: Request, placement: Placement) -> None:
         self._cached = None

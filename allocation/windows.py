@@ -43,7 +43,16 @@ def _fits(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
 def tails(times: np.ndarray, free: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """Per node, the start of the last run of steps that hold ``demand`` (``times[0]`` when every
     step does; inf when the last step does not, i.e. the node can never hold it)."""
-    bad = ~_fits(free, demand)
+    return tails_after(times, ~_fits(free, demand))
+
+
+def tails_after(times: np.ndarray, bad: np.ndarray) -> np.ndarray:
+    """Per node, the time after the last step ``k`` with ``bad[k, node]`` (``times[0]`` when there is
+    none; inf when it is the last step, which lasts for ever).
+
+    >>> tails_after(np.array([0.0, 10.0, 20.0]), np.array([[True, False], [False, False], [False, True]])).tolist()
+    [10.0, inf]
+    """
     k = len(times)
     last_bad = k - 1 - np.argmax(bad[::-1], axis=0)          # index of the last bad step
     out = np.where(bad.any(axis=0), times[np.minimum(last_bad + 1, k - 1)], times[0])

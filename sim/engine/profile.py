@@ -54,6 +54,18 @@ def nodes_allowed(machine: Machine, job: PendingJob) -> np.ndarray | None:
     return models if job.allowed is None else models & job.allowed
 
 
+WHOLE_LIMIT = 2.0 ** 53        # whole numbers below this add and subtract exactly as doubles
+
+
+def whole_numbers(values: np.ndarray) -> bool:
+    """Every value is a whole number below 2**53 in size (NaN and inf are not).
+
+    >>> whole_numbers(np.array([0.0, 3.0, -2.0])), whole_numbers(np.array([0.5])), whole_numbers(np.array([np.inf]))
+    (True, False, False)
+    """
+    return bool(np.all((np.abs(values) < WHOLE_LIMIT) & (np.floor(values) == values)))
+
+
 def _inserted(values: np.ndarray, i: int, value) -> np.ndarray:
     """A copy of ``values`` with ``value`` inserted before index i (``np.insert`` without its
     generality, which costs more than the copy on short arrays)."""
@@ -103,6 +115,14 @@ class PlanProfile:
         self._stale: list[set[int]] = [set() for _ in range(resources)]
         self._maybe_same: set[float] = set()                     # breakpoints compact() must look at
         self._compact_all = True
+        self._whole = whole_numbers(free)
+
+    @property
+    def whole(self) -> bool:
+        """Every amount held and every amount changed so far is a whole number (below 2**53): sums
+        and differences are then exact, so giving back an amount and taking it again leaves every
+        value as it was."""
+        return self._whole
 
     def _new_slot(self) -> int:
         if self._spare:
@@ -148,6 +168,7 @@ class PlanProfile:
     @free_cpus.setter
     def free_cpus(self, free_cpus: np.ndarray) -> None:
         self._cpus[self._order] = free_cpus
+        self._whole = self._whole and whole_numbers(np.asarray(free_cpus, dtype=float))
 
     def breakpoints(self) -> np.ndarray:
         """The breakpoint times as a (read-only) array."""
@@ -206,6 +227,8 @@ class PlanProfile:
             for r, amount in enumerate(np.asarray(demand).tolist()):
                 if amount == 0:                 # x - 0 is x: a resource not asked stays as it is
                     continue
+                if self._whole and not (abs(amount) < WHOLE_LIMIT and float(amount).is_integer()):
+                    self._whole = False
                 column = self._cols[r]
                 before = column[rows, nodes]
                 after = before - amount if sign < 0 else before + amount
@@ -290,14 +313,20 @@ class PlanProfile:
         return bool(last > first and (self._cpus[self._order[first:last]] >= cpus_total).any())
 
     # -- the queries -----------------------------------------------------------------------------
-    def _fits(self, lo: int, hi: int, demand: np.ndarray) -> np.ndarray:
+    def _fits(self, lo: int, hi: int, demand: np.ndarray, nodes: np.ndarray | None = None,
+              given_back: np.ndarray | None = None) -> np.ndarray:
         """[k, node]: breakpoint lo + k holds ``demand`` on the node (CPUs alone when only they are
-        asked for), as :func:`greenslurm.allocation.windows._fits` on the rows lo .. hi - 1."""
+        asked for), as :func:`greenslurm.allocation.windows._fits` on the rows lo .. hi - 1; only
+        the ``nodes`` given (default: all), with ``given_back`` added to what they have free."""
         slots = self._order[lo:hi]
-        fits = self._cols[0][slots] >= demand[0]
-        if not windows.cpu_only(demand):
-            for r in range(1, len(self._cols)):
-                fits &= self._cols[r][slots] >= demand[r]
+        cpu_only = windows.cpu_only(demand)
+        fits = None
+        for r in range(1 if cpu_only else len(self._cols)):
+            column = self._cols[r][slots] if nodes is None else self._cols[r][slots[:, np.newaxis], nodes]
+            if given_back is not None and given_back[r] != 0:
+                column = column + given_back[r]
+            fit = column >= demand[r]
+            fits = fit if fits is None else fits & fit
         return fits
 
     def earliest_start(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
@@ -307,6 +336,43 @@ class PlanProfile:
         ``demand`` for ``duration_s``; with the nodes ``chooser`` (default: the profile's) picks
         among those free over the whole window.  ``allowed``: a mask of the nodes that may be
         used at all (default: all).  None if there is no such time."""
+        found = self._earliest_window(nodes, demand, duration_s, after_s, before_s, allowed)
+        if found is None:
+            return None
+        start_s, fits = found
+        return start_s, (chooser or self.chooser)(np.flatnonzero(fits), nodes)
+
+    def earliest_move(self, nodes: int, demand: np.ndarray, after_s: float, start_s: float, end_s: float,
+                      held: np.ndarray, allowed: np.ndarray | None = None) -> tuple[float, np.ndarray] | None:
+        """Where a job that holds ``demand`` on the nodes ``held`` over [``start_s``, ``end_s``) could
+        start earlier, in [``after_s``, ``start_s``), if it gave that back: the earliest such
+        breakpoint and the mask of the nodes free over its window, as :meth:`earliest_start` finds
+        after :meth:`release`, or None.  The profile holds the job as before, with breakpoints at
+        ``start_s`` and ``end_s`` (as the release would leave them).
+
+        >>> p = PlanProfile(np.array([[2.0, 0, 0], [2.0, 0, 0]]), now_s=0.0)
+        >>> d = np.array([2.0, 0, 0])
+        >>> p.reserve(0.0, 10.0, np.array([0]), d)      # node 0 busy until 10
+        >>> p.reserve(10.0, 30.0, np.array([1]), d)     # the job: node 1 over [10, 30)
+        >>> p.earliest_start(1, d, 20.0, 0.0, before_s=10.0) is None    # [0, 20) meets the job itself
+        True
+        >>> start, fits = p.earliest_move(1, d, 0.0, 10.0, 30.0, np.array([1]))
+        >>> start, fits.tolist()        # given back, node 1 is free over [0, 20)
+        (0.0, [False, True])
+        """
+        count = len(self._times)
+        i, j = self._span(start_s, end_s)
+        if len(self._times) != count:
+            # a new breakpoint copies the row before: compact() must look at it
+            self._maybe_same.update(self._t[[i, j]].tolist() if j < len(self._t) else [self._t.item(i)])
+        return self._earliest_window(nodes, demand, end_s - start_s, after_s, start_s, allowed, (i, j, held))
+
+    def _earliest_window(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
+                         before_s: float, allowed: np.ndarray | None,
+                         given_back: tuple[int, int, np.ndarray] | None = None) -> tuple[float, np.ndarray] | None:
+        """The earliest start of :meth:`earliest_start` and the mask of the nodes free over its
+        window; ``given_back`` = (i, j, held): read the rows i .. j - 1 as if ``demand`` were given
+        back on the nodes ``held`` (the sums as :meth:`release` takes them)."""
         times = self._t
         first = max(int(np.searchsorted(times, after_s, side="right")) - 1, 0)
         # breakpoints that can matter: those before the last candidate's window ends
@@ -321,14 +387,24 @@ class PlanProfile:
         ends = np.minimum(np.maximum(ends, candidates + 1), len(times))   # a window holds its start
         # First a cheap filter on the cluster-wide CPU count: a window can only hold the job if
         # enough CPUs are free over the whole cluster at every breakpoint in it.
+        cpus = self._cpus[self._order[first:last]]
+        if given_back is not None:
+            i, j, held = given_back
+            a, b = max(i - first, 0), min(j - first, len(cpus))
+            if a < b:
+                cpus[a:b] += demand[0] * len(held)
         short = np.zeros(len(times) + 1, dtype=np.int32)
-        np.cumsum(self._cpus[self._order[first:last]] < demand[0] * nodes - 1e-9, out=short[1:])
+        np.cumsum(cpus < demand[0] * nodes - 1e-9, out=short[1:])
         keep = short[ends] == short[candidates]
         candidates, ends = candidates[keep], ends[keep]
         if candidates.size == 0:
             return None
         lo, hi = first + int(candidates[0]), first + int(ends.max())
         fits = self._fits(lo, hi, demand)                                     # [k, node]
+        if given_back is not None:
+            a, b = max(i, lo), min(j, hi)
+            if a < b:
+                fits[a - lo:b - lo, held] = self._fits(a, b, demand, held, demand)
         if allowed is not None:
             fits &= allowed
         offset = int(candidates[0])
@@ -338,7 +414,7 @@ class PlanProfile:
         if ok.size == 0:
             return None
         i = int(ok[0])
-        return float(starts[candidates[i]]), (chooser or self.chooser)(np.flatnonzero(window_ok[i]), nodes)
+        return float(starts[candidates[i]]), window_ok[i]
 
     def window_fits(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray:
         """[start, node]: the node holds ``demand`` over all of [start, start + duration_s), as
@@ -346,11 +422,14 @@ class PlanProfile:
         first, end, lo, hi = windows.window_span(self._t, duration_s, starts)
         return windows.fits_in_windows(self._fits(lo, hi, demand), first - lo, end - lo)
 
-    def tails(self, demand: np.ndarray) -> np.ndarray:
+    def tails(self, demand: np.ndarray, nodes: np.ndarray | None = None) -> np.ndarray:
         """Per node, from when on it holds ``demand`` for ever (the profile's start when it always
         does, inf when it never will), as :func:`greenslurm.allocation.windows.tails` on the whole
         profile: the latest over the resources checked of the first suffix-minimum level that
-        holds the amount asked."""
+        holds the amount asked.  Given ``nodes`` (indices), only theirs, read from the rows
+        (a few nodes cost less so than rebuilding their levels after a change)."""
+        if nodes is not None:
+            return windows.tails_after(self._t, ~self._fits(0, len(self._t), demand, nodes))
         resources = (0,) if windows.cpu_only(demand) else range(len(self._cols))
         out = None
         for r in resources:
