@@ -233,8 +233,8 @@ def job_run(job: dict, nodes: dict[str, LiveNode]) -> JobRun | None:
     state = _state(job.get("job_state")).upper()
     start = _number(job.get("start_time"), 0.0)
     ended = any(s in state for s in ENDED_STATES)
-    if start <= 0 or not (ended or any(s in state for s in RUNNING_STATES)):
-        return None
+    if start <= 0 or not (ended or any(s in state for s in RUNNING_STATES)) or "CONFIGURING" in state:
+        return None                      # (configuring: waiting for its nodes to boot; its start moves)
     end = _number(job.get("end_time"), 0.0) if ended else None
     if ended and (not end or end <= start):
         return None                      # ended before it really started (a cancelled pending job)

@@ -82,6 +82,7 @@ class HookConfig:
     power_budget_w: float = 0.0          # 0: no budget
     off_w: float = 10.0
     boot_s: float = 300.0
+    suspend_timeout_s: float = 60.0      # Slurm's SuspendTimeout: how long a node takes to power down
     phases: int = 3
     nodes_per_cabinet: int = 48
     phase_layout: str = "round-robin"
@@ -202,6 +203,8 @@ class HookConfig:
         except ValueError as exc:
             key = str(exc).split()[0]
             raise bad(str(exc), {"budget_w": "power_budget_w"}.get(key, key)) from None
+        if not 1 <= self.suspend_timeout_s <= 65533:                       # Slurm's range (16 bits)
+            raise bad(f"must be within [1, 65533] seconds, got {self.suspend_timeout_s}", "suspend_timeout_s")
         if not 0.001 <= self.power_command_timeout_s <= 86400.0:            # also refuses nan
             raise bad(f"must be within [0.001, 86400] seconds, got {self.power_command_timeout_s}",
                       "power_command_timeout_s")

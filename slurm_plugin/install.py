@@ -19,6 +19,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import sys
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -143,7 +144,8 @@ def power_snippet(config: HookConfig, dest: Path) -> str:
     if not config.power_save:
         return ""
     from greenslurm.slurm_plugin.power import slurm_conf_lines
-    lines = slurm_conf_lines(str(dest / POWER_PROGRAMS["off"]), str(dest / POWER_PROGRAMS["on"]), config.boot_s)
+    lines = slurm_conf_lines(str(dest / POWER_PROGRAMS["off"]), str(dest / POWER_PROGRAMS["on"]), config.boot_s,
+                             config.suspend_timeout_s)
     return "# greenslurm: Slurm's power saving, driven by the service (see docs/hook-green.md)\n" + "\n".join(lines) + "\n"
 
 
@@ -162,8 +164,18 @@ def install(config: HookConfig, dest: Path, with_cli_filter: bool = True, config
     if config.power_save:
         path = config_path or (config.path if config.path.startswith("/") else str(Path(config.path).resolve()))
         for direction, name in POWER_PROGRAMS.items():
-            written.append(write_atomic(dest / name, render_power_program(direction, path, executable), 0o755))
+            written.append(write_atomic(dest / name, render_power_program(direction, path, absolute(executable)), 0o755))
     return written
+
+
+def absolute(executable: str) -> str:
+    """The greenslurm the power programs run, by an absolute path: slurmctld runs SuspendProgram and
+    ResumeProgram with an almost empty environment (no PATH), so ``/usr/bin/env greenslurm`` becomes
+    the greenslurm on this PATH now (or this Python's ``-m greenslurm``)."""
+    if executable != UNIT_EXECUTABLE:
+        return executable
+    found = shutil.which("greenslurm")
+    return str(Path(found).absolute()) if found else f"{sys.executable} -m greenslurm"
 
 
 def install_unit(unit_dir: Path, **unit) -> Path:
@@ -510,6 +522,11 @@ def _runtime_checks(config: HookConfig, conf: SlurmConfFiles) -> list[Check]:
             answer = ping(config.socket)
             add("decision service answers", OK if answer.get("ok") else FAIL,
                 f"view loaded: {answer.get('view')}, shadow: {answer.get('shadow')}")
+            if answer.get("forecast"):
+                # the renewable forecast: how old, whether it is used, the last error reading it
+                error = answer.get("forecast_error")
+                add("forecast", WARN if error or not (answer.get("forecast_use") or "").startswith("forecast ") else OK,
+                    f"{answer.get('forecast_use') or answer['forecast']}" + (f"; last read failed: {error}" if error else ""))
         except (OSError, ValueError) as exc:
             add("decision service answers", FAIL, f"{sock}: {exc}")
     except FileNotFoundError:

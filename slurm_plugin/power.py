@@ -165,6 +165,8 @@ class PowerManager:
             if not try_wake(i):
                 break
             counts[phase[i]] += 1
+            free[i] = cpus[i]                # it comes with all its CPUs free
+            coming += cpus[i]
         off = np.flatnonzero((states == OFF) & parked)
         if off.size == 0:
             return actions
@@ -172,7 +174,7 @@ class PowerManager:
         per_node = head.job.cpus / max(head.job.nodes, 1) if head.job.nodes else min(head.job.cpus, cpus.max())
         head_fits = cpus >= per_node
         head_short = max(head.job.nodes, 1) - int(np.count_nonzero((free >= per_node) & (states != OFF)))
-        need = wanted - coming - sum(cpus[a_i] for a_i in (index[a.node] for a in actions if a.action == "power_up"))
+        need = wanted - coming
         if need <= 0 and head_short <= 0:
             return actions
         wake_nodes(off, need, head_short, head_fits, cpus, phase, counts, config.wake_order == "phase", try_wake)
@@ -219,7 +221,8 @@ def run_power_command(template: str, nodes: list[str], timeout_s: float) -> list
     return failures
 
 
-def slurm_conf_lines(suspend_program: str, resume_program: str, boot_s: float) -> list[str]:
+def slurm_conf_lines(suspend_program: str, resume_program: str, boot_s: float,
+                     suspend_timeout_s: float = 60.0) -> list[str]:
     """The slurm.conf lines of greenslurm's power saving.
 
     >>> slurm_conf_lines("/etc/slurm/greenslurm-suspend", "/etc/slurm/greenslurm-resume", 300)[:2]
@@ -228,5 +231,5 @@ def slurm_conf_lines(suspend_program: str, resume_program: str, boot_s: float) -
     return [f"SuspendProgram={suspend_program}", f"ResumeProgram={resume_program}",
             "# greenslurm decides when nodes power down: Slurm's own idle timer is set beyond any idle time",
             "SuspendTime=31536000",
-            "SuspendTimeout=60",
+            f"SuspendTimeout={max(int(math.ceil(suspend_timeout_s)), 1)}",
             f"ResumeTimeout={max(int(math.ceil(boot_s)) * 2, 60)}"]

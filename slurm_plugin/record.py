@@ -183,6 +183,10 @@ class DecisionRecord:
                 rows.append((_clean(run.job_id), run.start_s, _clean(run.user), _clean(run.account),
                              _clean(run.partition), _clean(",".join(run.nodes)), ",".join(f"{c:g}" for c in run.cpus),
                              ",".join(f"{g:g}" for g in run.gpus), run.end_s, _clean(run.state), now_s, energy))
+            # a run of the same job seen before with another start and no end was not its run (Slurm
+            # moves a job's start when it requeues it or waits for its nodes): it goes
+            self.db.executemany("DELETE FROM runs WHERE job_id = ? AND start_s != ? AND end_s IS NULL",
+                                ((row[0], row[1]) for row in rows))
             self.db.executemany(
                 "INSERT INTO runs (job_id, start_s, user, account, partition, nodes, cpus, gpus, end_s, state, "
                 "last_seen_s, energy_j) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "

@@ -64,6 +64,7 @@ UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "f
                    "power_down", "powered_down", "not_responding")
 # The drain reason of nodes the service's power saving turned off (see greenslurm.slurm_plugin.power).
 PARKED_REASON = "greenslurm: power saving"
+POWER_HOLD = "power:"            # the plan's hold on a powered-down node until it could have booted
 # A running job past its end_time is being killed or completing: it holds its resources this long.
 OVERDUE_HOLD_S = 60.0
 SHARDS = SHARDS_KEY
@@ -96,18 +97,24 @@ class LiveNode:
 
     @property
     def usable(self) -> bool:
-        return self.parked or not any(part in UNUSABLE_STATES for part in self.state.replace("+", " ").split())
+        return not any(part in UNUSABLE_STATES for part in self.state.replace("+", " ").split())
 
     @property
     def parked(self) -> bool:
-        """Powered down and drained by the service's power saving: it comes back when woken (the
-        view plans it as busy for ``boot_s``).
+        """Powered down (or powering down) by power saving, and not drained or held down for another
+        reason: it comes back when woken (with power saving on, the view plans it as busy for
+        ``boot_s``).
 
         >>> LiveNode("n1", 4, state="idle+drain+powered_down", reason=PARKED_REASON).parked
         True
+        >>> LiveNode("n1", 4, state="idle+powering_down").parked, LiveNode("n1", 4, state="idle+drain+powered_down",
+        ...                                                               reason="bad fan").parked
+        (True, False)
         """
         parts = set(self.state.replace("+", " ").split())
-        return (self.reason == PARKED_REASON and "powered_down" in parts
+        drained = bool(parts & {"drain", "drained", "draining"})
+        return (bool(parts & {"powered_down", "powering_down", "power_down"})
+                and (not drained or self.reason == PARKED_REASON)
                 and not parts & {"down", "fail", "failing", "not_responding", "future"})
 
     @property
@@ -250,7 +257,8 @@ class LiveView:
         self.skipped = snapshot.skipped
         self.power = power or NodePower()
         self.no_deadline_shift_s = no_deadline_shift_s
-        self.nodes = [node for node in snapshot.nodes if node.usable]
+        # with power saving, a node powered down comes back when woken: it is planned, busy until booted
+        self.nodes = [node for node in snapshot.nodes if node.usable or (boot_s > 0 and node.parked)]
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
@@ -267,7 +275,8 @@ class LiveView:
         rule, backfill = planner_rule(self.machine)
         profile = PlanProfile(self.cluster.capacity, now)
         # a node the power saving turned off is planned as busy until it could be booted
-        parked = [RunningJob(f"power:{n.name}", (n.name,), now + boot_s) for n in self.nodes if n.parked]
+        parked = [RunningJob(f"{POWER_HOLD}{n.name}", (n.name,), now + boot_s) for n in self.nodes
+                  if boot_s > 0 and n.parked]
         self._hold_running(list(snapshot.running) + parked, profile)
         self.plan = LivePlan(profile)
         budget = None
@@ -320,7 +329,8 @@ class LiveView:
         capacity = self.cluster.capacity
         holds: list[tuple[int, np.ndarray, float]] = []
         for job in running:
-            end = max(job.end_s, now + OVERDUE_HOLD_S)
+            # a job past its end is being killed: it holds a while; a node booting holds until booted
+            end = job.end_s if job.job_id.startswith(POWER_HOLD) else max(job.end_s, now + OVERDUE_HOLD_S)
             for use in job.uses or tuple(NodeUse(name, math.inf, math.inf) for name in job.nodes):
                 i = self.index.get(use.node)
                 if i is None:                 # a node the view does not plan (down, drained, unknown)
@@ -630,14 +640,14 @@ class NodePower:
 
 
 def live_cluster(nodes: list[LiveNode], power: NodePower | None = None) -> Cluster:
-    """The cluster the view plans on: Slurm's usable nodes with the site's power model.
+    """The cluster of ``nodes`` (those the view plans on) with the site's power model.
 
     >>> live_cluster([LiveNode("n1", 4), LiveNode("n2", 8, state="down")]).size
-    1
+    2
     """
     power = power or NodePower()
     return Cluster(power.node(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
-                              features=tuple(n.features)) for n in nodes if n.usable)
+                              features=tuple(n.features)) for n in nodes)
 
 
 def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int, throttle: int) -> float | None:

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", re.S | re.M)
 SHELL = {"sh", "bash", "shell"}
-RUN_ELSEWHERE = {"user-guide.md"}                 # test_docs.py runs it and checks its outputs
+RUN_ELSEWHERE = {"user-guide.md",                 # test_docs.py runs it and checks its outputs
+                 "hook-green.md"}                 # test_hook_walkthrough.py runs it on real Slurm daemons
 SITE_PATHS = ("/etc/slurm", "/etc/greenslurm", "/etc/systemd", "/var/lib/greenslurm", "/tmp/")
 SLURM_CONF = """\
 ClusterName=phillips

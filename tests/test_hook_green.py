@@ -310,7 +310,11 @@ def test_the_service_answers_while_its_forecast_command_hangs(tmp_path):
         assert "gave no complete answer within 0.5 s; killed" in answer["forecast_error"]
         assert answer["forecast_age_s"] is None and answer["view"]
         assert answer["forecast_use"].startswith("no forecast yet")
-        result = ServiceProcess.__dict__  # noqa: F841  (the process stays up: it still answers)
-        assert ping(sock, 2.0)["ok"]
+        assert ping(sock, 2.0)["ok"]                # the process stays up: it still answers
+        check = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "check", "--config", str(config),
+                                "--slurm-conf", str(tmp_path / "none.conf")], capture_output=True, text=True,
+                               timeout=120, env=dict(os.environ, COLUMNS="250"))
+        line = next(line for line in check.stdout.splitlines() if " forecast " in line)
+        assert "WARN" in line and "no forecast yet" in line and "last read failed" in line, line
     finally:
         proc.stop()

@@ -104,7 +104,7 @@ def powered(tmp_path_factory):
     off, on = write_node_commands(root, conf)
     settings = dict(socket=socket, socket_owner="root", database=str(root / "hook.sqlite"), sync_interval_s=1.0,
                     timeout_ms=2000, slurm_conf=str(conf), set_required_nodes=False, power_save=True,
-                    suspend_after_s=2.0, min_nodes_on=1, power_budget_w=BUDGET_W, off_w=10.0, boot_s=5.0, phases=2,
+                    suspend_after_s=2.0, suspend_timeout_s=2.0, min_nodes_on=1, power_budget_w=BUDGET_W, off_w=10.0, boot_s=5.0, phases=2,
                     power_off_command=f"{off} {{node}}", power_on_command=f"{on} {{node}}")
     config = write_config(root / "hook.toml", **settings)
     subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(config), "--dest",
@@ -112,9 +112,10 @@ def powered(tmp_path_factory):
                    capture_output=True)
     snippet = (root / "rendered" / "greenslurm-slurm.conf.snippet").read_text()
     power_lines = [line for line in snippet.splitlines()
-                   if line.startswith(("SuspendProgram=", "ResumeProgram=", "SuspendTime=", "ResumeTimeout="))]
+                   if line.startswith(("SuspendProgram=", "ResumeProgram=", "SuspendTime=", "SuspendTimeout=",
+                                       "ResumeTimeout="))]
     cluster = SlurmCluster(root / "slurm", NODES, job_submit_lua=(root / "rendered" / "job_submit.lua").read_text(),
-                           extra_conf=power_lines + ["SuspendTimeout=2"])
+                           extra_conf=power_lines)
     cluster.start()
     service = None
     try:
@@ -151,7 +152,7 @@ def test_install_writes_the_programs_and_slurm_conf_lines(powered):
     for name in ("greenslurm-suspend", "greenslurm-resume"):
         assert os.stat(rendered / name).st_mode & 0o777 == 0o755
     assert [line.split("=")[0] for line in powered["power_lines"]] == [
-        "SuspendProgram", "ResumeProgram", "SuspendTime", "ResumeTimeout"]
+        "SuspendProgram", "ResumeProgram", "SuspendTime", "SuspendTimeout", "ResumeTimeout"]
     assert "SuspendTime=31536000" in powered["snippet"]
 
 
