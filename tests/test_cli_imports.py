@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,7 +209,9 @@ def test_out_still_writes_parquet_loading_pyarrow_then(kth_cut, tmp_path):
     assert table.column("job_id").to_pylist() == [row["job_id"] for row in rows]
 
 
-def test_the_summary_schema_is_the_outputs_one():
-    # a replay stamps its summary from schema_versions (no pandas); the files from outputs: the same names
-    from greenslurm.sim.reporting import outputs, schema_versions
-    assert (schema_versions.SCHEMA_KEY, schema_versions.SUMMARY_SCHEMA) == (outputs.SCHEMA_KEY, outputs.SUMMARY_SCHEMA)
+def test_the_file_writers_load_no_pandas_until_a_table_is_written(tmp_path):
+    """``--json`` and the summary use outputs.py's JSON writer: importing it loads no pandas."""
+    code = ("import sys; import greenslurm.sim.reporting.outputs as o; "
+            "o.summary_json_text({'a': 1.5}); print('pandas' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert done.stdout.strip() == "False"

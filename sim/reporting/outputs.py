@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
-import pandas as pd
 
 from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
+from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA  # noqa: F401 (named here too)
 from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, id_texts, ragged_positions
 
 JOBS_CSV = "jobs.csv"
@@ -32,13 +32,11 @@ SUMMARY_JSON = "summary.json"
 SCHEMA_JSON = "schema.json"
 # The schema versions (docs/outputs.md): replay --out's files and what-if's JSON.
 OUTPUTS_SCHEMA = "greenslurm.outputs/1"        # schema.json itself
-SUMMARY_SCHEMA = "greenslurm.summary/1"
 JOBS_SCHEMA = "greenslurm.jobs/1"              # jobs.csv and jobs.parquet
 POWER_SCHEMA = "greenslurm.power/1"
 PHASES_SCHEMA = "greenslurm.phases/1"
 MOVES_SCHEMA = "greenslurm.moves/1"
 WHATIF_SCHEMA = "greenslurm.whatif/1"
-SCHEMA_KEY = "schema_version"
 PARQUET_SCHEMA_KEY = b"greenslurm.schema_version"   # in the Parquet file's key-value metadata
 
 
@@ -145,6 +143,7 @@ def jobs_frame(jobs: JobColumns | Sequence[JobRecord], bsld_floor_s: float = BSL
     >>> df[["job_id", "wait_s", "run_s", "slowdown", "bounded_slowdown"]].to_dict("list")
     {'job_id': ['a', 'b'], 'wait_s': [0.0, 4.0], 'run_s': [2.0, 4.0], 'slowdown': [1.0, 2.0], 'bounded_slowdown': [1.0, 1.0]}
     """
+    import pandas as pd          # loaded when a table is written, not with the module
     if not isinstance(jobs, JobColumns):
         jobs = JobColumns.from_records(jobs)
     # the columns at once (the same arithmetic as wait_s, slowdown and bounded_slowdown, per element)
@@ -207,12 +206,14 @@ def node_text_chunks(jobs: JobColumns, order: np.ndarray):
 
 def _text_dtype():
     """The dtype ``astype(str)`` gives a column of strings (pandas 3: its Arrow-backed ``str``)."""
+    import pandas as pd          # loaded when a table is written, not with the module
     return pd.Series([], dtype=object).astype(str).dtype
 
 
 def _arrow_texts(array) -> Any:
     """Arrow strings as a pandas column of :func:`_text_dtype` (no Python string a row when that
     dtype is Arrow-backed); None when it is not (older pandas: the caller keeps Python strings)."""
+    import pandas as pd          # loaded when a table is written, not with the module
     dtype = _text_dtype()
     if getattr(dtype, "storage", None) != "pyarrow":
         return None
@@ -249,6 +250,7 @@ def power_frame(result: ReplayResult) -> pd.DataFrame:
     ``power_times_s`` holds the breakpoints; when it has one more entry than ``power_w`` the last
     breakpoint closes the last interval, otherwise the ledger's ``end_s`` does.
     """
+    import pandas as pd          # loaded when a table is written, not with the module
     times = np.asarray(result.power_times_s, dtype=float)
     power = np.asarray(result.power_w, dtype=float)
     busy = np.asarray(result.busy_cpus, dtype=float)
@@ -305,12 +307,14 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     empty, booleans True/False.  A frame with other column types is left to pandas.
 
     >>> import tempfile
+    >>> import pandas as pd
     >>> frame = pd.DataFrame({"a": [1.5, math.nan], "b": ["x,y", "z"], "c": [True, False], "d": [3, 4]})
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     write_csv(frame, Path(folder) / "f.csv")
     ...     (Path(folder) / "f.csv").read_text().splitlines()
     ['a,b,c,d', '1.5,"x,y",True,3', ',z,False,4']
     """
+    import pandas as pd          # loaded when a table is written, not with the module
     columns = []
     for name in frame.columns:
         series = frame[name]
@@ -354,6 +358,7 @@ def phases_frame(totals, end_s: float) -> pd.DataFrame:
     >>> phases_frame(t, 8.0).values.tolist()
     [[0.0, 5.0, 0.5], [5.0, 8.0, 0.0]]
     """
+    import pandas as pd          # loaded when a table is written, not with the module
     times = np.asarray(totals.imbalance_times_s, dtype=float)
     ends = np.append(times[1:], max(end_s, times[-1])) if times.size else times
     return pd.DataFrame({"start_s": times, "end_s": ends, "phase_imbalance": np.asarray(totals.imbalance)})
@@ -367,6 +372,7 @@ def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD
 
 def _frames_in_turn(result: ReplayResult, machine, bsld_floor_s: float):
     """(file name, table) of :func:`output_frames`, each built when the one before is done with."""
+    import pandas as pd          # loaded when a table is written, not with the module
     yield JOBS_CSV, jobs_frame(result.columns, bsld_floor_s)
     yield POWER_CSV, power_frame(result)
     totals = getattr(machine, "power_totals", None)
