@@ -91,6 +91,7 @@ typedef struct {
     double delta_unit, share_unit;
     /* machine */
     unsigned char *free_node;
+    int64_t lowest_free;              /* no node below it is free (where a search for free nodes starts) */
     double free_count;
     int64_t finished_count;
     /* ledger */
@@ -123,7 +124,7 @@ static void advance(core *c, double now) {
 }
 
 static void start(core *c, int64_t j, double now) {
-    int64_t n = c->procs[j], node = 0, first = -1, last = -1;
+    int64_t n = c->procs[j], node = c->lowest_free, first = -1, last = -1;
     for (int64_t k = 0; k < n; k++) {             /* the lowest-numbered free nodes */
         while (!c->free_node[node]) node++;
         c->free_node[node] = 0;
@@ -132,6 +133,7 @@ static void start(core *c, int64_t j, double now) {
         node++;
     }
     c->next_node[last] = -1;
+    c->lowest_free = last + 1;        /* the n lowest free nodes were taken: none is free below */
     c->free_count -= (double)n;
     c->started[j] = now;
     advance(c, now);
@@ -148,7 +150,10 @@ static void start(core *c, int64_t j, double now) {
 
 static void finish(core *c, int64_t j, int64_t first, double now) {
     int64_t n = c->procs[j];
-    for (int64_t v = first; v >= 0; v = c->next_node[v]) c->free_node[v] = 1;
+    for (int64_t v = first; v >= 0; v = c->next_node[v]) {
+        c->free_node[v] = 1;
+        if (v < c->lowest_free) c->lowest_free = v;
+    }
     c->free_count += (double)n;
     c->finished_count++;
     advance(c, now);

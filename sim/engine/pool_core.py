@@ -135,6 +135,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     # machine: which nodes are free (1) and how many
     free = bytearray(b"\x01" * n_nodes)
     free_count = float(n_nodes)
+    lowest_free = 0                                 # no node below it is free
     finished_count = 0
     # ledger
     power_w = power.idle_power_w
@@ -160,14 +161,15 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     cached: list[float] | None = None             # [shadow time, extra processors]
 
     def start(j: int, now: float) -> None:
-        nonlocal free_count, power_w, busy, peak_w, last_s, total_j, sequence
+        nonlocal free_count, power_w, busy, peak_w, last_s, total_j, sequence, lowest_free
         n = size[j]
         nodes = held[j] = []
-        node = -1
+        node = lowest_free - 1
         for _ in range(n):                         # the lowest-numbered free nodes
             node = free.index(1, node + 1)
             free[node] = 0
             nodes.append(node)
+        lowest_free = node + 1                     # the n lowest free nodes were taken: none below
         free_count -= n
         started[j] = now
         dt = now - last_s                          # ledger.advance
@@ -187,11 +189,12 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
         sequence += 1
 
     def finish(j: int, now: float) -> None:
-        nonlocal free_count, finished_count, power_w, busy, last_s, total_j, jobs_j
+        nonlocal free_count, finished_count, power_w, busy, last_s, total_j, jobs_j, lowest_free
         n = size[j]
         nodes = held.pop(j)
         for node in nodes:
             free[node] = 1
+        lowest_free = min(lowest_free, nodes[0])   # a job's nodes ascend
         free_count += n
         finished_count += 1
         dt = now - last_s
