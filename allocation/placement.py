@@ -219,3 +219,22 @@ def choose_windows(rule: Rule, m: int, tails: np.ndarray, now_s: float, starts: 
     if rule.pick == "index":      # the score is 0 for any nodes: the row is the same, the nodes ranked
         return row, np.sort(rule.order(order[fitting[row]], m, request)[:m])
     return row, np.sort(order[chosen[row]])
+
+
+def choose_at(rule: Rule, m: int, nodes: np.ndarray, tails: np.ndarray, request: Request | None = None) -> np.ndarray:
+    """The nodes :func:`choose_windows` picks at a single start where ``nodes`` (ascending) fit,
+    ``tails[i]`` the tail of ``nodes[i]``: the same order (by tail, equal tails by index as
+    :func:`node_order` puts them), in plain Python since one row needs no arrays.
+
+    >>> choose_at(BestFit(), 2, np.array([0, 1, 3]), np.array([5.0, 9.0, 5.0])).tolist()  # 9, then 5 on 0
+    [0, 1]
+    >>> choose_at(Balanced(), 2, np.array([0, 1, 3]), np.array([5.0, 9.0, 5.0])).tolist()
+    [0, 3]
+    """
+    if rule.pick == "index":
+        chosen = rule.order(nodes, m, request)[:m]
+    elif rule.pick == "low":
+        chosen = [node for _, node in sorted(zip(tails.tolist(), nodes.tolist()))[:m]]
+    else:
+        chosen = [-node for _, node in sorted(zip(tails.tolist(), (-nodes).tolist()))[-m:]]
+    return np.sort(np.asarray(chosen, dtype=np.intp))

@@ -18,7 +18,7 @@ from typing import Protocol
 import numpy as np
 
 from greenslurm.allocation.budget import PowerBudget
-from greenslurm.allocation.placement import Placement, Request, Rule, choose_append, choose_windows
+from greenslurm.allocation.placement import Placement, Request, Rule, choose_append, choose_at, choose_windows
 from greenslurm.clustermodel.renewable import job_power_bound_w
 
 
@@ -150,24 +150,21 @@ class Planner:
         start_s = float(starts[row])
         return Placement(start_s, start_s + duration, nodes)
 
-    def place_earliest(self, request: Request, start_s: float, fits: np.ndarray, tails: np.ndarray) -> Placement:
+    def place_earliest(self, request: Request, start_s: float, nodes: np.ndarray, tails: np.ndarray) -> Placement:
         """What ``place(request, earliest=True, backfill=True)`` gives without a budget, when its
         start is known: ``start_s``, the earliest at which ``request.nodes`` nodes hold the request
-        over its window, ``fits`` the mask of those nodes.  The rule orders only the nodes that fit,
-        so ``tails`` need to be the plan's for them alone (any value elsewhere).
+        over its window, ``nodes`` those nodes (ascending) and ``tails`` the plan's tails of them
+        (the rule orders only the nodes that fit).
 
         >>> from greenslurm.allocation.placement import BestFit
         >>> class Now:                              # a plan seen only for its time
         ...     now_s = 0.0
-        >>> planner = Planner(Now(), BestFit())
-        >>> p = planner.place_earliest(Request(1, np.ones(3), 5.0), 0.0, np.array([True, True]),
-        ...                            np.array([3.0, 7.0]))
+        >>> p = Planner(Now(), BestFit()).place_earliest(Request(1, np.ones(3), 5.0), 0.0, np.array([0, 1]),
+        ...                                               np.array([3.0, 7.0]))
         >>> p.start_s, p.end_s, p.nodes.tolist()    # BestFit: the most loaded node that fits
         (0.0, 5.0, [1])
         """
-        _, nodes = choose_windows(self.rule, request.nodes, tails, self.plan.now_s, np.array([start_s]),
-                                  fits[np.newaxis], None, request)
-        return Placement(start_s, start_s + request.duration_s, nodes)
+        return Placement(start_s, start_s + request.duration_s, choose_at(self.rule, request.nodes, nodes, tails, request))
 
     # -- changes ---------------------------------------------------------------------------------
     def commit(self, request: Request, placement: Placement) -> None:

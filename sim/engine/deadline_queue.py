@@ -243,9 +243,8 @@ class DeadlineQueue:
         start_s, fits = found
         planner = self.planner
         planner.release(request, old.start_s, old.end_s, old.nodes)
-        tails = np.full(len(fits), np.inf)
-        tails[fits] = profile.tails(job.demand, np.flatnonzero(fits))
-        placement = planner.place_earliest(request, start_s, fits, tails)
+        nodes = np.flatnonzero(fits)
+        placement = planner.place_earliest(request, start_s, nodes, profile.tails(job.demand, nodes))
         planner.commit(request, placement)
         self.by_reservation.remove(job)
         job.reservation_s = placement.start_s

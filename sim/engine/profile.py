@@ -177,8 +177,9 @@ class PlanProfile:
     # -- structure -------------------------------------------------------------------------------
     def _ensure_breakpoint(self, t_s: float) -> int:
         """Index of a breakpoint at ``t_s``, splitting the step that contains it if needed."""
-        i = self._times.bisect_left(t_s)
-        if i < len(self._times) and self._times[i] == t_s:
+        t = self._t                     # the same times as _times, searched at numpy's cost
+        i = int(t.searchsorted(t_s))
+        if i < len(t) and t.item(i) == t_s:
             return i
         if i == 0:
             raise ValueError(f"time {t_s} is before the profile's start {self._times[0]}")
@@ -237,10 +238,10 @@ class PlanProfile:
                     same_at_i = bool((column[order[i - 1], nodes] == after[0]).all())
                 if same_at_j:
                     same_at_j = bool((column[order[j], nodes] == after[-1]).all())
-                if j - i > 1:
+                if j - i > 1 and not self._whole:
                     # Rows inside the span all moved together, but rounding may make two
-                    # different rows equal: mark a row whose changed cells became equal to the
-                    # row before's.
+                    # different rows equal (whole numbers move exactly): mark a row whose changed
+                    # cells became equal to the row before's.
                     equal = (after[1:] == after[:-1]).all(axis=1)
                     if equal.any():
                         became = equal & ~(before[1:] == before[:-1]).all(axis=1)
@@ -374,16 +375,16 @@ class PlanProfile:
         window; ``given_back`` = (i, j, held): read the rows i .. j - 1 as if ``demand`` were given
         back on the nodes ``held`` (the sums as :meth:`release` takes them)."""
         times = self._t
-        first = max(int(np.searchsorted(times, after_s, side="right")) - 1, 0)
+        first = max(int(times.searchsorted(after_s, side="right")) - 1, 0)
         # breakpoints that can matter: those before the last candidate's window ends
-        last = len(times) if before_s == np.inf else int(np.searchsorted(times, before_s + duration_s, side="left"))
+        last = len(times) if before_s == np.inf else int(times.searchsorted(before_s + duration_s, side="left"))
         last = max(last, first + 1)
         times = times[first:last]
         starts = times.copy()
         starts[0] = max(starts[0], after_s)
-        candidates = np.flatnonzero(starts < before_s)
+        candidates = (starts < before_s).nonzero()[0]
         # window of candidate i: breakpoints i .. j-1 with times < start_i + duration
-        ends = np.searchsorted(times, starts[candidates] + duration_s, side="left")
+        ends = times.searchsorted(starts[candidates] + duration_s, side="left")
         ends = np.minimum(np.maximum(ends, candidates + 1), len(times))   # a window holds its start
         # First a cheap filter on the cluster-wide CPU count: a window can only hold the job if
         # enough CPUs are free over the whole cluster at every breakpoint in it.
