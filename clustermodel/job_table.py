@@ -56,6 +56,28 @@ def id_texts(ids: np.ndarray) -> list[str]:
     return list(map(str, ids.tolist())) if ids.dtype != object else ids.tolist()
 
 
+COMPACT_ROWS = 65536       # rows compared at a time by compact_floats
+
+
+def compact_floats(values: np.ndarray) -> np.ndarray:
+    """``values`` (float64) as float32 when every value is a float32 exactly (then float32 gives
+    back the same doubles), else as they are; compared a block of rows at a time, so the work
+    arrays stay small.
+
+    >>> compact_floats(np.array([[-1.0, 489.0], [2.5, 1e6]])).dtype, compact_floats(np.array([0.1])).dtype
+    (dtype('float32'), dtype('float64'))
+    """
+    out = np.empty(values.shape, dtype=np.float32)
+    for lo in range(0, len(values), COMPACT_ROWS):
+        block = values[lo:lo + COMPACT_ROWS]
+        with np.errstate(over="ignore"):          # beyond float32's range: inf, not equal, kept wide
+            narrow = block.astype(np.float32)
+        if not np.array_equal(narrow.astype(np.float64), block):     # NaN is never equal: kept wide
+            return values
+        out[lo:lo + COMPACT_ROWS] = narrow
+    return out
+
+
 class ExtraRow(Mapping):
     """One job's other columns by name: a read-only mapping over doubles (``names``: the column
     names in order, ``position``: name -> index, shared by every row of a table).
@@ -92,7 +114,8 @@ class JobTable:
     ``job_id`` is int64 when every id is the decimal form of its number, else an object array of
     strings.  ``user``, ``partition`` and ``state`` are codes into the label tuples ``users``,
     ``partitions`` and ``states``.  ``extra`` holds one row of floats per job, its columns named by
-    ``extra_names`` (each row is a job's ``JobSpec.extra``).
+    ``extra_names`` (each row is a job's ``JobSpec.extra``), float64, or float32 when every value is
+    a float32 exactly (:func:`compact_floats`: the same doubles come back).
 
     >>> t = JobTable.from_specs([JobSpec("7", 5.0, 60.0, runtime_s=90.0, cpus=4, user="ann"),
     ...                          JobSpec("x", 1.0, 60.0, runtime_s=30.0, cpus=1)])
@@ -112,7 +135,7 @@ class JobTable:
     partition: np.ndarray                # int32 codes into partitions
     state: np.ndarray                    # int8 codes into states
     source_line: np.ndarray              # int64
-    extra: np.ndarray                    # float64 (jobs, len(extra_names))
+    extra: np.ndarray                    # float64 or float32 (jobs, len(extra_names))
     users: tuple[str, ...]
     partitions: tuple[str, ...]
     states: tuple[str, ...]
@@ -152,7 +175,8 @@ class JobTable:
 
     def spec(self, i: int) -> JobSpec:
         """Row ``i`` as the reader's ``JobSpec``."""
-        extra = ExtraRow(array("d", self.extra[i].tobytes()), self.extra_names, self._extra_position)
+        extra = ExtraRow(array("d", self.extra[i].astype(np.float64).tobytes()), self.extra_names,
+                         self._extra_position)
         return JobSpec(job_id=str(self.job_id[i]), submit_s=float(self.submit_s[i]),
                        requested_time_s=float(self.requested_time_s[i]), runtime_s=float(self.runtime_s[i]),
                        cpus=int(self.cpus[i]), nodes=0, user=self.users[self.user[i]],
@@ -165,7 +189,7 @@ class JobTable:
         ids = self.job_id[part].tolist()
         users, partitions, states = self.users, self.partitions, self.states
         names, position = self.extra_names, self._extra_position
-        extras = self.extra[part]
+        extras = self.extra[part].astype(np.float64)
         width = extras.shape[1] * 8
         blob = extras.tobytes()
         return [JobSpec(job_id=str(job_id), submit_s=submit, requested_time_s=requested, runtime_s=runtime,

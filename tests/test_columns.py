@@ -318,3 +318,16 @@ def test_whole_log_outputs_are_the_bytes_written_before_columns(shared_data, tmp
     argv = ["replay", str(shared_data / "swf" / name), "--queue", queue, "--out", str(out), "--no-progress"]
     assert main(argv + (["--select", select] if select else [])) == 0
     assert (digest(out / "jobs.csv"), digest(out / "power.csv")) == (jobs_csv, power_csv)
+
+
+@given(values=st.lists(st.one_of(st.floats(allow_nan=False, width=32), st.floats(allow_nan=False),
+                                 st.integers(-1, 2 ** 30).map(float)), min_size=2, max_size=40))
+def test_compact_floats_gives_back_the_same_doubles(values):
+    from greenslurm.clustermodel.job_table import compact_floats
+    wide = np.array(values[: len(values) // 2 * 2]).reshape(-1, 2)
+    with np.errstate(over="raise"):          # no warning escapes either
+        kept = compact_floats(wide)
+    assert kept.astype(np.float64).tobytes() == wide.tobytes()
+    with np.errstate(over="ignore"):         # beyond float32: inf, not the value
+        exact = all(float(np.float32(v)) == v for v in wide.ravel().tolist())
+    assert kept.dtype == (np.float32 if exact else np.float64)

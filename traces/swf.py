@@ -40,7 +40,7 @@ from sys import intern
 import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
-from greenslurm.clustermodel.job_table import ExtraRow, JobTable, is_plain_number
+from greenslurm.clustermodel.job_table import ExtraRow, JobTable, compact_floats, is_plain_number
 from greenslurm.traces import swf_scan
 from greenslurm.traces.records import RecordLog, TraceResult
 from greenslurm.traces.source import LineStream, split_lines
@@ -273,7 +273,7 @@ class SwfReader:
                         cpus=column(self.cpus, float), user=column(self.user, np.int32),
                         partition=column(self.partition, np.int32), state=column(self.state, np.int8),
                         source_line=column(self.source_line, np.int64),
-                        extra=column(self.extra, float).reshape(-1, len(_EXTRA_NAMES)),
+                        extra=compact_floats(column(self.extra, float).reshape(-1, len(_EXTRA_NAMES))),
                         users=tuple(map(intern, self.users)), partitions=tuple(map(intern, self.partitions)),
                         states=tuple(self.states), extra_names=_EXTRA_NAMES)
 
