@@ -197,6 +197,21 @@ def test_skipped_jobs_are_counted_as_the_general_loop_counts_them(monkeypatch):
         assert_same(replay_with(core, monkeypatch, jobs, cluster, "easy"), general)
 
 
+def test_nodes_drawing_different_power_keep_the_general_loop(monkeypatch):
+    """Single-CPU nodes alike in capacity but not in power (two node groups of a cluster file): the
+    core prices every node as node 0, so the general loop runs them.  2 nodes idle 50 W busy 100 W,
+    2 nodes idle 80 W busy 300 W; one 4-processor job of 10 s: 50 + 50 + 80 + 80 = 260 W idle,
+    100 + 100 + 300 + 300 = 800 W busy, so 8,000 J charged to the job (the core gave 4,000)."""
+    cluster = Cluster.from_toml_text("[[node_group]]\ncount = 2\ncpus = 1\nidle_w = 50\nbusy_w = 100\n"
+                                     "[[node_group]]\ncount = 2\ncpus = 1\nidle_w = 80\nbusy_w = 300\n")
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=4), JobSpec("b", 1.0, 10.0, runtime_s=5.0, cpus=1)]
+    for queue in ("fcfs", "easy", "conservative"):
+        general = replay_with("off", monkeypatch, jobs, cluster, queue)
+        assert general.records[0].energy_j == 8000.0
+        for core in CORES:
+            assert_same(replay_with(core, monkeypatch, jobs, cluster, queue), general)
+
+
 def test_other_parts_keep_the_general_loop(monkeypatch):
     """Nodes of two CPUs, a job without a CPU, the deadline queue, FCFS skipping blocked jobs: not
     the core's to run (here: the core is not asked)."""

@@ -283,12 +283,13 @@ class Replay:
     # -- the processor-pool core -------------------------------------------------------------------
     def _pool_core_inputs(self):
         """The jobs as the pool core takes them, when this replay's parts are the core's (a pool of
-        single-CPU nodes, FCFS, EASY or conservative on processor counts, first fit, nothing
-        listening to starts and ends but the ledger); None: the general loop runs it."""
+        single-CPU nodes drawing the same power, FCFS, EASY or conservative on processor counts, first
+        fit, nothing listening to starts and ends but the ledger); None: the general loop runs it."""
         from greenslurm.sim.engine import pool_core
         from greenslurm.sim.engine.queues import Conservative, Easy, Fcfs
         machine, strategy = self.machine, self.strategy
         if (type(machine) is not Machine or not machine.is_processor_pool or not machine._first_fit
+                or not self.ledger._uniform       # the core prices every node as node 0
                 or machine.gpus is not None or self.keep_jobs or self.after_schedule or len(self.events)
                 or machine.start_listeners != [self._on_start] or len(machine.move_listeners) != 1
                 or machine.end_listeners):
