@@ -148,6 +148,11 @@ class DeadlineQueue:
         self.by_reservation: SortedList = SortedList(key=lambda job: (job.reservation_s, job.index))
         self._requests: dict[int, Request] = {}        # accepted jobs not yet ended, by index
         self._compress = False
+        # What compression knows of jobs that could not move: the nodes given back in the plan, in
+        # order, and per job (by index) how many of them had been given back when it was last
+        # looked at and the most nodes that could then hold it over any earlier window.
+        self._given_back: list[np.ndarray] = []
+        self._stuck: dict[int, tuple[int, int]] = {}
 
     @property
     def planner(self) -> Planner:
@@ -191,11 +196,25 @@ class DeadlineQueue:
         self.by_arrival.add(job)
         self.by_reservation.add(job)
 
+    def _give_back(self, request: Request, start_s: float, end_s: float, nodes: np.ndarray) -> None:
+        self.planner.release(request, start_s, end_s, nodes)
+        self._given_back.append(nodes)
+
+    def _given_back_since(self, count: int, enough: int) -> bool:
+        """Whether at least ``enough`` distinct nodes were given back after the first ``count``
+        (True too when that takes long to tell)."""
+        given_back, seen = self._given_back, set()
+        for k in range(len(given_back) - 1, max(count, len(given_back) - 64) - 1, -1):
+            seen.update(given_back[k].tolist())
+            if len(seen) >= enough:
+                return True
+        return len(given_back) - count > 64
+
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         self._advance(now_s)
         request = self._requests.pop(job.index)
         if now_s < job.planned_end_s:
-            self.planner.release(request, now_s, job.planned_end_s, job.node_indices)
+            self._give_back(request, now_s, job.planned_end_s, job.node_indices)
             self._compress = self.compress
 
     def _compress_schedule(self, now_s: float) -> None:
@@ -212,7 +231,7 @@ class DeadlineQueue:
             if self.renewable == "grid" and job.requested_s > 0 and profile.whole:
                 self._move_earlier(job, request, old, now_s, allowed)
                 continue
-            planner.release(request, old.start_s, old.end_s, old.nodes)
+            self._give_back(request, old.start_s, old.end_s, old.nodes)
             # the plan profile's own query says cheaply whether any earlier slot exists at all
             if profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s, before_s=old_start,
                                       allowed=allowed) is None:
@@ -235,14 +254,26 @@ class DeadlineQueue:
         """The same move as the loop above without a budget, at less cost: the profile looks for an
         earlier start as if the job had given its slot back, so a job that cannot move leaves the
         plan as it was (whole amounts: giving back and taking again would change nothing), and one
-        that can reads only the tails of the nodes that fit then."""
+        that can reads only the tails of the nodes that fit then.
+
+        A job that could not move, when at most ``most`` nodes could hold it over any earlier
+        window, cannot move while fewer than ``job.nodes - most`` nodes have been given back since:
+        the plan only took resources elsewhere, so every window holds it on at most ``most`` nodes
+        plus those given back (a later start within a step holds it on no more nodes than the
+        step's start)."""
         profile = self.profile
-        found = profile.earliest_move(job.nodes, job.demand, now_s, old.start_s, old.end_s, old.nodes, allowed)
-        if found is None:
+        stuck = self._stuck.get(job.index)
+        if stuck is not None and not self._given_back_since(stuck[0], job.nodes - stuck[1]):
+            profile.split(old.start_s, old.end_s)       # the breakpoints the look would leave
             return
-        start_s, fits = found
+        start_s, fits, most = profile.earliest_move(job.nodes, job.demand, now_s, old.start_s, old.end_s,
+                                                    old.nodes, allowed)
+        if start_s is None:
+            self._stuck[job.index] = (len(self._given_back), most)
+            return
+        self._stuck.pop(job.index, None)
         planner = self.planner
-        planner.release(request, old.start_s, old.end_s, old.nodes)
+        self._give_back(request, old.start_s, old.end_s, old.nodes)
         nodes = np.flatnonzero(fits)
         placement = planner.place_earliest(request, start_s, nodes, profile.tails(job.demand, nodes))
         planner.commit(request, placement)
@@ -272,10 +303,11 @@ class DeadlineQueue:
                     continue
             if job.reservation_s < now_s and job.requested_s > 0:
                 request = self._requests[job.index]
-                self.planner.release(request, now_s, job.reservation_s + job.requested_s, job.node_indices)
+                self._give_back(request, now_s, job.reservation_s + job.requested_s, job.node_indices)
                 self.planner.commit(request, Placement(now_s, now_s + job.requested_s, nodes))
                 job.reservation_s = now_s
             self.by_arrival.remove(job)
+            self._stuck.pop(job.index, None)
             machine.start(job, nodes, now_s)
 
     def next_wake_s(self) -> float | None:

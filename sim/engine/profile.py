@@ -337,19 +337,29 @@ class PlanProfile:
         ``demand`` for ``duration_s``; with the nodes ``chooser`` (default: the profile's) picks
         among those free over the whole window.  ``allowed``: a mask of the nodes that may be
         used at all (default: all).  None if there is no such time."""
-        found = self._earliest_window(nodes, demand, duration_s, after_s, before_s, allowed)
-        if found is None:
+        start_s, fits, _ = self._earliest_window(nodes, demand, duration_s, after_s, before_s, allowed)
+        if start_s is None:
             return None
-        start_s, fits = found
         return start_s, (chooser or self.chooser)(np.flatnonzero(fits), nodes)
 
+    def split(self, start_s: float, end_s: float) -> tuple[int, int]:
+        """Breakpoints at ``start_s`` and ``end_s`` (their indices; the end may be inf: the count of
+        breakpoints), as a change over [start_s, end_s) would leave them, values unchanged."""
+        count = len(self._times)
+        i, j = self._span(start_s, end_s)
+        if len(self._times) != count:
+            # a new breakpoint copies the row before: compact() must look at it
+            self._maybe_same.update(self._t[[i, j]].tolist() if j < len(self._t) else [self._t.item(i)])
+        return i, j
+
     def earliest_move(self, nodes: int, demand: np.ndarray, after_s: float, start_s: float, end_s: float,
-                      held: np.ndarray, allowed: np.ndarray | None = None) -> tuple[float, np.ndarray] | None:
+                      held: np.ndarray, allowed: np.ndarray | None = None) -> tuple[float | None, np.ndarray | None, int]:
         """Where a job that holds ``demand`` on the nodes ``held`` over [``start_s``, ``end_s``) could
         start earlier, in [``after_s``, ``start_s``), if it gave that back: the earliest such
         breakpoint and the mask of the nodes free over its window, as :meth:`earliest_start` finds
-        after :meth:`release`, or None.  The profile holds the job as before, with breakpoints at
-        ``start_s`` and ``end_s`` (as the release would leave them).
+        after :meth:`release` (None, None when there is none), and the most nodes that hold the job
+        over any window looked at (all of them when amounts are whole, see :attr:`whole`).  The
+        profile holds the job as before, split at ``start_s`` and ``end_s`` (:meth:`split`).
 
         >>> p = PlanProfile(np.array([[2.0, 0, 0], [2.0, 0, 0]]), now_s=0.0)
         >>> d = np.array([2.0, 0, 0])
@@ -357,23 +367,26 @@ class PlanProfile:
         >>> p.reserve(10.0, 30.0, np.array([1]), d)     # the job: node 1 over [10, 30)
         >>> p.earliest_start(1, d, 20.0, 0.0, before_s=10.0) is None    # [0, 20) meets the job itself
         True
-        >>> start, fits = p.earliest_move(1, d, 0.0, 10.0, 30.0, np.array([1]))
-        >>> start, fits.tolist()        # given back, node 1 is free over [0, 20)
-        (0.0, [False, True])
+        >>> start, fits, most = p.earliest_move(1, d, 0.0, 10.0, 30.0, np.array([1]))
+        >>> start, fits.tolist(), most        # given back, node 1 is free over [0, 20)
+        (0.0, [False, True], 1)
+        >>> p.earliest_move(2, d, 0.0, 10.0, 30.0, np.array([1]))[::2]   # two nodes: at most one
+        (None, 1)
         """
-        count = len(self._times)
-        i, j = self._span(start_s, end_s)
-        if len(self._times) != count:
-            # a new breakpoint copies the row before: compact() must look at it
-            self._maybe_same.update(self._t[[i, j]].tolist() if j < len(self._t) else [self._t.item(i)])
-        return self._earliest_window(nodes, demand, end_s - start_s, after_s, start_s, allowed, (i, j, held))
+        i, j = self.split(start_s, end_s)
+        return self._earliest_window(nodes, demand, end_s - start_s, after_s, start_s, allowed, (i, j, held),
+                                     cpu_filter=not self._whole)
 
     def _earliest_window(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
                          before_s: float, allowed: np.ndarray | None,
-                         given_back: tuple[int, int, np.ndarray] | None = None) -> tuple[float, np.ndarray] | None:
+                         given_back: tuple[int, int, np.ndarray] | None = None,
+                         cpu_filter: bool = True) -> tuple[float | None, np.ndarray | None, int]:
         """The earliest start of :meth:`earliest_start` and the mask of the nodes free over its
-        window; ``given_back`` = (i, j, held): read the rows i .. j - 1 as if ``demand`` were given
-        back on the nodes ``held`` (the sums as :meth:`release` takes them)."""
+        window (None, None: no start), and the most nodes free over any window looked at;
+        ``given_back`` = (i, j, held): read the rows i .. j - 1 as if ``demand`` were given back on
+        the nodes ``held`` (the sums as :meth:`release` takes them).  ``cpu_filter``: first drop
+        the windows in which the whole cluster has too few CPUs free (a necessary test; with
+        whole amounts it drops only windows that fail anyway)."""
         times = self._t
         first = max(int(times.searchsorted(after_s, side="right")) - 1, 0)
         # breakpoints that can matter: those before the last candidate's window ends
@@ -386,23 +399,25 @@ class PlanProfile:
         # window of candidate i: breakpoints i .. j-1 with times < start_i + duration
         ends = times.searchsorted(starts[candidates] + duration_s, side="left")
         ends = np.minimum(np.maximum(ends, candidates + 1), len(times))   # a window holds its start
-        # First a cheap filter on the cluster-wide CPU count: a window can only hold the job if
-        # enough CPUs are free over the whole cluster at every breakpoint in it.
-        cpus = self._cpus[self._order[first:last]]
-        if given_back is not None:
-            i, j, held = given_back
-            a, b = max(i - first, 0), min(j - first, len(cpus))
-            if a < b:
-                cpus[a:b] += demand[0] * len(held)
-        short = np.zeros(len(times) + 1, dtype=np.int32)
-        np.cumsum(cpus < demand[0] * nodes - 1e-9, out=short[1:])
-        keep = short[ends] == short[candidates]
-        candidates, ends = candidates[keep], ends[keep]
+        if cpu_filter:
+            # First a cheap filter on the cluster-wide CPU count: a window can only hold the job
+            # if enough CPUs are free over the whole cluster at every breakpoint in it.
+            cpus = self._cpus[self._order[first:last]]
+            if given_back is not None:
+                i, j, held = given_back
+                a, b = max(i - first, 0), min(j - first, len(cpus))
+                if a < b:
+                    cpus[a:b] += demand[0] * len(held)
+            short = np.zeros(len(times) + 1, dtype=np.int32)
+            np.cumsum(cpus < demand[0] * nodes - 1e-9, out=short[1:])
+            keep = short[ends] == short[candidates]
+            candidates, ends = candidates[keep], ends[keep]
         if candidates.size == 0:
-            return None
+            return None, None, 0
         lo, hi = first + int(candidates[0]), first + int(ends.max())
         fits = self._fits(lo, hi, demand)                                     # [k, node]
         if given_back is not None:
+            i, j, held = given_back
             a, b = max(i, lo), min(j, hi)
             if a < b:
                 fits[a - lo:b - lo, held] = self._fits(a, b, demand, held, demand)
@@ -413,9 +428,9 @@ class PlanProfile:
         counts = window_ok.sum(axis=1)
         ok = np.flatnonzero(counts >= nodes)
         if ok.size == 0:
-            return None
+            return None, None, int(counts.max())
         i = int(ok[0])
-        return float(starts[candidates[i]]), window_ok[i]
+        return float(starts[candidates[i]]), window_ok[i], int(counts.max())
 
     def window_fits(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray:
         """[start, node]: the node holds ``demand`` over all of [start, start + duration_s), as
