@@ -143,7 +143,7 @@ def run_report(args: argparse.Namespace, console: Console) -> int:
     if not Path(config.database).is_file():
         raise InputError("no record here yet (the service writes it)", path=config.database)
     power = NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w, config.gpu_max_w)
-    report = load_report(config.database, power, time.time())
+    report = load_report(config.database, power, time.time(), config.off_w)
     groups = group_runs(report.runs, args.by)
     split = report.split
     summary = {"jobs": len(report.runs), "skipped": report.skipped, "start_s": report.start_s, "end_s": report.end_s,

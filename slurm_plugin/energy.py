@@ -7,7 +7,9 @@ node's busy power, ``busy_w * CPUs / node CPUs + gpu_max_w * GPUs``
 (:func:`greenslurm.clustermodel.power.job_share_power_w`), times its run time.  ``greenslurm hook
 report`` replays those runs, in time order, through the replay's own
 :class:`~greenslurm.sim.accounting.ledger.EnergyLedger` (which charges each job the same share and
-integrates the cluster's power, idle nodes included) and splits the cluster's power against the
+integrates the cluster's power, idle nodes included; with power saving, the replay's
+:class:`~greenslurm.sim.machines.power_states.PowerStateLedger` over the power states the service
+saw) and splits the cluster's power against the
 recorded forecast (:func:`~greenslurm.clustermodel.renewable.split_energy`); a job's renewable
 part is its share of the renewable power on every piece of time it ran
 (:func:`~greenslurm.clustermodel.renewable.job_renewable_j`).  Where Slurm measured a job's energy
@@ -82,12 +84,16 @@ class EnergyReport:
 
 
 def energy_report(runs: list[dict], nodes: dict[str, dict], power, supply: SupplySeries | None,
-                  now_s: float) -> EnergyReport:
+                  now_s: float, power_states: list[tuple[float, str, int]] = (), off_w: float = 10.0) -> EnergyReport:
     """The report of the recorded ``runs`` (rows of the record's ``runs`` table) on the recorded
     ``nodes`` (name -> cpus, gpus), with the service's power model ``power``
-    (:class:`~greenslurm.slurm_plugin.view.NodePower`) and the recorded forecast."""
-    from greenslurm.sim.accounting.ledger import EnergyLedger
+    (:class:`~greenslurm.slurm_plugin.view.NodePower`) and the recorded forecast.  ``power_states``:
+    (time, node, state) when a node's power state changed (power saving): the replay's
+    :class:`~greenslurm.sim.machines.power_states.PowerStateLedger` then draws ``off_w`` for a node
+    that is off, its idle power while it boots."""
     from greenslurm.sim.machines.machine import PendingJob
+    from greenslurm.sim.machines.node_states import ON
+    from greenslurm.sim.machines.power_states import PowerStateLedger
 
     names = sorted(nodes, key=_natural)
     cluster = Cluster(power.node(name, max(int(nodes[name]["cpus"] or 1), 1), 0.0, int(nodes[name]["gpus"] or 0))
@@ -107,9 +113,21 @@ def energy_report(runs: list[dict], nodes: dict[str, dict], power, supply: Suppl
         return EnergyReport([], None, 0.0, 0.0, now_s, now_s, skipped)
     start = min(u[2] for u in usable)
     end = max(max(u[3] for u in usable), start)
-    ledger = EnergyLedger(cluster, start)
+    ledger = PowerStateLedger(cluster, start, off_w, cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU])
     jobs: dict[int, object] = {}
     events = []
+    # each node's power state at the start, then its changes within the span (end, state, start order)
+    state_at_start: dict[int, int] = {}
+    for t, name, state in sorted(power_states):
+        if name not in index:
+            continue
+        if t <= start:
+            state_at_start[index[name]] = int(state)
+        elif t < end:
+            events.append((t, 1, -1 - index[name], int(state)))
+    for node, state in state_at_start.items():
+        if state != ON:
+            ledger.on_state(node, state, start)
     for k, (row, node_list, s, e, _) in enumerate(usable):
         per_node = np.zeros((len(node_list), 3))
         per_node[:, CPU] = _floats(row["cpus"], len(node_list))
@@ -119,13 +137,15 @@ def energy_report(runs: list[dict], nodes: dict[str, dict], power, supply: Suppl
                          requested_s=e - s)
         job.node_indices = np.array([index[n] for n in node_list])
         jobs[k] = job
-        events.append((s, 1, k))
-        events.append((e, 0, k))        # at equal times an end comes before a start, as in the replay
+        events.append((s, 2, k, 0))
+        events.append((e, 0, k, 0))     # at equal times: ends, then power states, then starts
     events.sort()
     energy = {}
-    for t, kind, k in events:
-        if kind == 1:
+    for t, kind, k, state in events:
+        if kind == 2:
             ledger.on_start(jobs[k], t)
+        elif kind == 1:
+            ledger.on_state(-1 - k, state, t)
         else:
             energy[k] = ledger.on_end(jobs[k], t)
     totals = ledger.close(end)
@@ -190,7 +210,7 @@ def parse_sacct_energy(text: str) -> dict[str, float]:
     return out
 
 
-def load_report(database: str, power, now_s: float) -> EnergyReport:
+def load_report(database: str, power, now_s: float, off_w: float = 10.0) -> EnergyReport:
     """The report of a service's record, read without writing to it (the service keeps writing)."""
     import sqlite3
 
@@ -212,9 +232,11 @@ def load_report(database: str, power, now_s: float) -> EnergyReport:
         nodes = {r[0]: {"cpus": r[1], "gpus": r[2]} for r in db.execute("SELECT name, cpus, gpus FROM nodes")}
         samples = db.execute("SELECT time_s, watts FROM supply ORDER BY time_s").fetchall() \
             if "supply" in tables else []
+        states = db.execute("SELECT time_s, name, state FROM node_power ORDER BY time_s").fetchall() \
+            if "node_power" in tables else []
     except sqlite3.Error as exc:
         raise InputError(f"cannot read the record: {exc}", path=database) from None
     finally:
         db.close()
     supply = SupplySeries([t for t, _ in samples], [w for _, w in samples], "recorded forecast") if samples else None
-    return energy_report(runs, nodes, power, supply, now_s)
+    return energy_report(runs, nodes, power, supply, now_s, [tuple(r) for r in states], off_w)

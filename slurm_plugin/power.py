@@ -15,7 +15,8 @@ decides by itself), with greenslurm's programs as ``SuspendProgram`` and ``Resum
   or will bring (under a budget only the first waiting job's), on the phase with the fewest
   powered nodes (``wake_order``), while the budget allows: ``State=RESUME`` (the drain) then
   ``State=POWER_UP``; Slurm runs the ResumeProgram and starts the waiting jobs once the node is up.
-  Jobs placed into greener hours (a begin time later than now) do not wake nodes.
+  Jobs placed into greener hours (a begin time later than now) wake only the node they are pinned
+  to, ``boot_s`` before their begin time.
 - **The budget** (``power_budget_w``) holds at every instant without knowing which jobs Slurm will
   start: a node counts its most power (every CPU and GPU busy) unless it is powered down *and*
   drained by the service, then ``off_w``.  A node is woken only if that sum stays within the budget.
@@ -40,17 +41,30 @@ log = logging.getLogger("greenslurm.hook.power")
 from greenslurm.slurm_plugin.view import PARKED_REASON as DRAIN_REASON  # noqa: E402
 OFF_FLAGS = ("powered_down", "powering_down", "power_down")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ON, BOOTING, OFF = 0, 1, 2
+from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: E402,F401
 
 
 def power_state(state: str) -> int:
     """ON, BOOTING or OFF from a node's Slurm state and flags (``idle+powered_down``).
 
-    >>> power_state("idle"), power_state("mixed+powering_up"), power_state("idle+drain+powered_down")
-    (0, 1, 2)
+    >>> [STATE_NAMES[power_state(s)] for s in ("idle", "mixed+powering_up", "idle+drain+powered_down")]
+    ['on', 'booting', 'off']
     """
     parts = set(state.lower().replace("+", " ").split())
     if parts & set(OFF_FLAGS):
+        return OFF
+    return BOOTING if "powering_up" in parts else ON
+
+
+def drawn_state(state: str) -> int:
+    """The power state a node draws in, for energy accounting: OFF only once Slurm says it is powered
+    down (while powering down it still draws), BOOTING while powering up, else ON.
+
+    >>> [STATE_NAMES[drawn_state(s)] for s in ("idle+powering_down", "idle+drain+powered_down", "mixed+powering_up")]
+    ['on', 'off', 'booting']
+    """
+    parts = set(state.lower().replace("+", " ").split())
+    if "powered_down" in parts:
         return OFF
     return BOOTING if "powering_up" in parts else ON
 
@@ -142,7 +156,11 @@ class PowerManager:
             counts[phase[i]] -= 1
             self.idle_since.pop(names[i], None)
             states[i] = OFF                 # counted at its most until drained: no budget gained yet
-        if not waiting:
+        # jobs pinned to a node that is off and due to begin within a boot: wake the node now, so that
+        # it is up when they may start (a job moved into greener hours keeps its planned start)
+        soon = [p for p in sorted(snapshot.pending, key=lambda p: p.job.submit_s)
+                if not p.held and (p.begin_s is None or p.begin_s <= now_s + config.boot_s)]
+        if not soon:
             return actions
         # wake: the replay's round, on the nodes the service parked
         off = np.flatnonzero((states == OFF) & parked)
@@ -151,24 +169,24 @@ class PowerManager:
         counts = np.bincount(phase[states != OFF], minlength=config.phases)
         budget_now = [worst_case_w(states, parked, max_w, config.off_w)]
 
-        def try_wake(i: int) -> bool:
+        def try_wake(i: int, why: str | None = None) -> bool:
             added = max_w[i] - config.off_w
             if under_budget and budget_now[0] + added > config.power_budget_w + 1e-6:
                 return False
             budget_now[0] += added
             parked[i] = False
             states[i] = BOOTING
-            actions.append(PowerAction(names[i], "power_up", f"the queue needs it ({wanted:g} CPUs wanted, "
-                                                           f"{coming:g} free or coming)"))
+            actions.append(PowerAction(names[i], "power_up", why or f"the queue needs it ({wanted:g} CPUs wanted, "
+                                                                  f"{coming:g} free or coming)"))
             return True
-        for i in self._pinned_off(waiting, index, states, parked):
-            if not try_wake(i):
+        for i in self._pinned_off(soon, index, states, parked):
+            if not try_wake(i, "a job pinned to it may start within a boot"):
                 break
             counts[phase[i]] += 1
             free[i] = cpus[i]                # it comes with all its CPUs free
             coming += cpus[i]
         off = np.flatnonzero((states == OFF) & parked)
-        if off.size == 0:
+        if off.size == 0 or not waiting:
             return actions
         head = waiting[0]
         per_node = head.job.cpus / max(head.job.nodes, 1) if head.job.nodes else min(head.job.cpus, cpus.max())

@@ -62,6 +62,9 @@ CREATE TABLE IF NOT EXISTS runs (           -- every job seen running, for energ
     PRIMARY KEY (job_id, start_s)
 );
 CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, cpus INTEGER, gpus INTEGER, last_seen_s REAL);
+CREATE TABLE IF NOT EXISTS node_power (       -- a node's power state (the replay's ON 0, OFF 1, BOOTING 2) from then on
+    name TEXT NOT NULL, time_s REAL NOT NULL, state INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     time_s REAL NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, detail TEXT
 );
@@ -200,6 +203,20 @@ class DecisionRecord:
         """Ended runs without a measured energy, newest first (the ones sacct may know about)."""
         return [r[0] for r in self.db.execute("SELECT job_id FROM runs WHERE end_s IS NOT NULL AND measured_j IS NULL "
                                               "ORDER BY end_s DESC LIMIT ?", (limit,))]
+
+    def note_power_states(self, states: dict[str, int], now_s: float) -> int:
+        """Keep each node's power state when it changed since the last one kept (for the report)."""
+        last = getattr(self, "_power_states", None)
+        if last is None:
+            last = {}
+            for name, state in self.db.execute("SELECT name, state FROM node_power ORDER BY time_s"):
+                last[name] = state
+            self._power_states = last
+        changed = [(_clean(name), now_s, int(state)) for name, state in states.items() if last.get(name) != state]
+        if changed:
+            self.db.executemany("INSERT INTO node_power VALUES (?, ?, ?)", changed)
+            last.update({name: state for name, _, state in changed})
+        return len(changed)
 
     def set_measured(self, measured: dict[str, float]) -> None:
         """Slurm's measured energy of runs (the latest run of each job id)."""

@@ -147,6 +147,8 @@ class DecisionService:
             cpus = tuple(node_cpus.get(name, max(c, 1.0)) for name, c in zip(run.nodes, run.cpus))
             return run_energy_j(run.cpus, run.gpus, cpus, power.busy_w, power.gpu_max_w, run.end_s - run.start_s)
         self.record.note_runs(snapshot.runs, snapshot.nodes, snapshot.now_s, energy_of)
+        from greenslurm.slurm_plugin.power import drawn_state
+        self.record.note_power_states({node.name: drawn_state(node.state) for node in snapshot.nodes}, snapshot.now_s)
 
     def forecast_status(self, now_s: float | None = None) -> dict:
         """The forecast as ``ping`` says it: its source, age, last error and whether the view uses it."""

@@ -166,3 +166,15 @@ def test_hook_report_without_a_record_is_one_line(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "junk.sqlite: cannot read the record" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_nodes_powered_down_draw_their_off_power_in_the_report():
+    # n1 runs a 4-CPU job for 100 s (350 W); n2 (4 CPUs, 100 W idle) is off (10 W) until t = 50, then on
+    nodes = {"n1": {"cpus": 4, "gpus": 0}, "n2": {"cpus": 4, "gpus": 0}}
+    runs = [run("1", "n1", "4", "0", 0.0, 100.0)]
+    states = [(-30.0, "n2", 1), (50.0, "n2", 0)]            # the replay's OFF = 1, ON = 0
+    report = energy_report(runs, nodes, NodePower(), SupplySeries([0.0], [0.0]), 100.0, states, off_w=10.0)
+    assert report.total_j == 350 * 100 + 10 * 50 + 100 * 50     # 40,500 J
+    assert report.runs[0].energy_j == 35_000.0
+    # without the states every node idles at 100 W: 45,000 J
+    assert energy_report(runs, nodes, NodePower(), None, 100.0).total_j == 350 * 100 + 100 * 100

@@ -96,6 +96,11 @@ def test_a_job_pinned_to_a_parked_node_wakes_that_node_and_a_job_moved_later_wak
                      running=[RunningJob("7", ("n1",), 1e9, (NodeUse("n1", 4.0),))],
                      pending=[pending("8", 4, begin_s=3600.0)])      # placed into greener hours
     assert actions(m, later, 0.0) == []
+    # pinned to parked n2 and due within a boot (300 s): n2 is woken now, to be up at its begin time
+    due = Snapshot(0.0, nodes("mixed", PARKED, PARKED),
+                   running=[RunningJob("7", ("n1",), 1e9, (NodeUse("n1", 4.0),))],
+                   pending=[pending("8", 4, begin_s=3600.0), pending("9", 4, begin_s=250.0, required=("n2",))])
+    assert actions(m, due, 0.0) == [("power_up", "n2")]
 
 
 def test_the_power_command_runs_per_node_and_refuses_odd_names(tmp_path):

@@ -77,6 +77,7 @@ def walked():
     sampler.start()
     try:
         result = run(rest, folder, dict(env, **{"SLURM_CONF": str(conf)}), 500)
+        (folder / "walkthrough.out").write_text(result.stdout + result.stderr)      # for a reader of a failure
         yield {"folder": folder, "cluster": cluster, "result": result, "samples": sampler.samples,
                "database": folder / "var/lib/greenslurm/hook.sqlite"}
     finally:
