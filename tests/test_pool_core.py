@@ -212,6 +212,23 @@ def test_nodes_drawing_different_power_keep_the_general_loop(monkeypatch):
             assert_same(replay_with(core, monkeypatch, jobs, cluster, queue), general)
 
 
+@pytest.mark.parametrize("queue", ["fcfs", "easy", "conservative"])
+def test_a_job_ending_at_infinity_still_ends(monkeypatch, queue):
+    """Two 1-processor jobs of 1e308 s (an SWF log may say so) on one node: the second starts at
+    1e308 and ends at 1e308 + 1e308 = inf, an event like any other (the core took it for no event
+    left and failed with "jobs still waiting")."""
+    cluster = Cluster.homogeneous(1, cpus=1)
+    jobs = [JobSpec("a", 0.0, 1e308, runtime_s=1e308, cpus=1), JobSpec("b", 0.0, 1e308, runtime_s=1e308, cpus=1)]
+    general = replay_with("off", monkeypatch, jobs, cluster, queue)
+    assert [(r.start_s, r.end_s) for r in general.records] == [(0.0, 1e308), (1e308, float("inf"))]
+    for core in CORES:
+        run = replay_with(core, monkeypatch, jobs, cluster, queue)
+        assert [(r.start_s, r.end_s, r.energy_j, r.node_indices) for r in run.records] == \
+            [(r.start_s, r.end_s, r.energy_j, r.node_indices) for r in general.records]
+        assert run.power_times_s.tolist() == general.power_times_s.tolist() == [0.0, 1e308]
+        assert run.energy.total_j == general.energy.total_j == float("inf")
+
+
 def test_other_parts_keep_the_general_loop(monkeypatch):
     """Nodes of two CPUs, a job without a CPU, the deadline queue, FCFS skipping blocked jobs: not
     the core's to run (here: the core is not asked)."""

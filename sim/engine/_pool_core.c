@@ -371,7 +371,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
         if (arrived < jobs && submit[arrived] < now) now = submit[arrived];
         if (by_reservation_n > 0 && after < by_reservation[0].start && by_reservation[0].start < now)
             now = by_reservation[0].start;
-        if (now == INFINITY) { status = -3; goto done; }
+        if (now == INFINITY && c.heap_n == 0) { status = -3; goto done; }   /* an end at infinity is an event */
         while (c.heap_n > 0 && c.heap[0].time == now) {
             end_event e = heap_pop(c.heap, &c.heap_n);
             int64_t j = e.job;

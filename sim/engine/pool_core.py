@@ -237,7 +237,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
             now = submit[arrived]
         if by_reservation and after < by_reservation[0][0] < now:
             now = by_reservation[0][0]
-        if now == inf:
+        if now == inf and not ends:            # a job may end at infinity (1e308 s after 1e308 s): not stuck
             raise RuntimeError(f"{len(by_reservation)} jobs still waiting after the last event")
         while ends and ends[0][0] == now:
             j = heapq.heappop(ends)[2]
