@@ -67,6 +67,7 @@ class HookConfig:
     supply_timeout_s: float = 10.0
     supply_max_age_s: float = 21600.0
     supply_stale: str = "grid"
+    supply_horizon_s: float = 604800.0   # the planner looks this far into the forecast
     no_deadline: str = "untouched"
     no_deadline_max_shift_s: float = 14400.0
     # the power model of every node (Slurm records none): the replay's linear node model
@@ -176,7 +177,7 @@ class HookConfig:
                              ("measured_energy", ("none", "sacct"))):
             one_of(key, allowed)
         for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s", "max_view_age_s", "retry_after_s",
-                    "supply_scale", "supply_refresh_s", "supply_timeout_s", "supply_max_age_s"):
+                    "supply_scale", "supply_refresh_s", "supply_timeout_s", "supply_max_age_s", "supply_horizon_s"):
             if not 0 < getattr(self, key) < math.inf:          # also refuses nan
                 raise bad(f"must be > 0 and finite, got {getattr(self, key)}", key)
         if self.default_time_limit_s > MAX_LIMIT_S:

@@ -50,7 +50,7 @@ from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, 
                                               submission_from_request)
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.energy import run_energy_j
-from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply
+from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply, within_horizon
 from greenslurm.slurm_plugin.view import GreenNote, LiveView, NodePower, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
@@ -89,6 +89,8 @@ class DecisionService:
         supply, note = usable_supply(self.forecast, snapshot.now_s, config.supply_max_age_s, config.supply_stale)
         if config.renewable == "grid":
             supply = None
+        elif supply is not None:
+            supply = within_horizon(supply, snapshot.now_s, config.supply_horizon_s)
         view = LiveView(snapshot, self.acceptance, config.select, config.max_array_tasks, power=self.power,
                         supply=supply, renewable=config.renewable,
                         no_deadline_shift_s=config.no_deadline_max_shift_s if config.no_deadline == "shift" else 0.0,

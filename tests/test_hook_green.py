@@ -318,3 +318,11 @@ def test_the_service_answers_while_its_forecast_command_hangs(tmp_path):
         assert "WARN" in line and "no forecast yet" in line and "last read failed" in line, line
     finally:
         proc.stop()
+
+
+def test_the_planner_sees_the_forecast_up_to_its_horizon(monkeypatch):
+    # the green hour lies 2 h ahead; with a 1-hour horizon the planner sees only "0 W from now on"
+    service = service_at(SupplySeries([T, T + 7200, T + 10800], [0.0, 2000.0, 0.0]), supply_horizon_s=3600.0)
+    assert "begin_time" not in submit(service, 1, T, deadline_s=T + 5 * 3600, monkeypatch=monkeypatch)
+    service = service_at(SupplySeries([T, T + 7200, T + 10800], [0.0, 2000.0, 0.0]))
+    assert submit(service, 1, T, deadline_s=T + 5 * 3600, monkeypatch=monkeypatch)["begin_time"] == int(T + 7200)
