@@ -108,6 +108,17 @@ def test_conservative_exact(core):
     assert run.by_job(run.start_s).tolist() == [0.0, 0.0] and run.rows.tolist() == [0, 1]
 
 
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("requested, run_for", [(-50.0, 1.0), (5.0, -3.0), (float("nan"), 1.0)])
+def test_conservative_refuses_a_time_before_its_plan(core, requested, run_for):
+    """No reader gives a negative time, but the core's callers might.  On 2 nodes, one held over
+    [0, 10): a 2-processor job asking -50 s is reserved at 10 until 10 - 50 = -40; one running -3 s
+    ends at -3 and gives back [-3, 5).  Both lie before the plan's start (0): both cores say so (the
+    compiled one read before its plan's memory).  NaN: a reservation ending at NaN, the same."""
+    with pytest.raises(ValueError, match="before the plan's start"):
+        run_pool("conservative", 2, [0.0, 0.0], [10.0, requested], [10.0, run_for], [1, 2], POWER, 0.0, core=core)
+
+
 def test_count_profile_answers_as_the_plan_profile():
     """The conservative core's plan against the engine's PlanProfile on one pooled node."""
     from greenslurm.sim.engine.profile import PlanProfile

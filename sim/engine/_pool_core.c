@@ -179,7 +179,7 @@ static void finish(core *c, int64_t j, int64_t first, double now) {
 }
 
 /* -- conservative backfilling on processor counts: CountProfile in pool_core.py ------------------- */
-typedef struct { double *times, *free; int64_t n, cap; } count_profile;
+typedef struct { double *times, *free; int64_t n, cap; int error; } count_profile;   /* error: the status to return */
 
 static int profile_init(count_profile *p, double free_now, double now) {
     p->cap = 64;
@@ -202,17 +202,19 @@ static int64_t upper_bound(const double *a, int64_t n, double t) {     /* first 
     return lo;
 }
 
-/* index of a breakpoint at t (inserted as a copy of the step before); -1: no memory */
+/* index of a breakpoint at t (inserted as a copy of the step before); -1: no memory (error -1) or t is
+ * before the plan's start or NaN (error -4: a negative time asked for, as CountProfile raises) */
 static int64_t profile_breakpoint(count_profile *p, double t) {
     int64_t i = lower_bound(p->times, p->n, t);
     if (i < p->n && p->times[i] == t) return i;
+    if (i == 0) { p->error = -4; return -1; }
     if (p->n == p->cap) {
         int64_t cap = 2 * p->cap;
         double *times = realloc(p->times, sizeof(double) * (size_t)cap);
-        if (!times) return -1;
+        if (!times) { p->error = -1; return -1; }
         p->times = times;
         double *free_ = realloc(p->free, sizeof(double) * (size_t)cap);
-        if (!free_) return -1;
+        if (!free_) { p->error = -1; return -1; }
         p->free = free_;
         p->cap = cap;
     }
@@ -306,7 +308,8 @@ static int64_t job_position(const int64_t *a, int64_t n, int64_t job) {
 }
 
 /* Returns 0, or -1 when memory ran out, -2 when a job fits nowhere on the empty pool, -3 when jobs
- * wait after the last event. */
+ * wait after the last event, -4 when the conservative plan is asked for a time before its start (a
+ * negative or NaN time given). */
 int pool_run(int queue, int64_t n_nodes, int64_t jobs,
              const double *submit, const double *requested, const double *run_for, const int64_t *procs,
              double idle_power_w, double delta_unit, double share_unit, double start_s,
@@ -352,7 +355,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     double shadow = 0.0, extra = 0.0;
     int status = 0;
     /* conservative: the plan, reserved starts, jobs by reserved start, due and late jobs */
-    count_profile plan = { NULL, NULL, 0, 0 };
+    count_profile plan = { NULL, NULL, 0, 0, 0 };
     int have_plan = 0, compress = 0;
     double *reserved_s = NULL;
     reservation *by_reservation = NULL, *due = NULL;
@@ -384,7 +387,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                 profile_advance(&plan, now);
                 double planned_end = c.started[j] + requested[j];
                 if (now < planned_end) {        /* ended before its requested time: give the rest back */
-                    if (profile_change(&plan, now, planned_end, (double)procs[j]) < 0) { status = -1; goto done; }
+                    if (profile_change(&plan, now, planned_end, (double)procs[j]) < 0) { status = plan.error; goto done; }
                     compress = 1;
                 }
             }
@@ -399,7 +402,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                 double size = (double)procs[arrived];
                 double found = profile_earliest(&plan, size, requested[arrived], now, INFINITY);
                 if (isnan(found)) { status = -2; goto done; }
-                if (profile_change(&plan, found, found + requested[arrived], -size) < 0) { status = -1; goto done; }
+                if (profile_change(&plan, found, found + requested[arrived], -size) < 0) { status = plan.error; goto done; }
                 reserved_s[arrived] = found;
                 reservation_insert(by_reservation, &by_reservation_n, found, arrived);
             }
@@ -414,14 +417,14 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                     int64_t j = waiting[w];
                     double old = reserved_s[j], size = (double)procs[j];
                     if (old <= now || !profile_may_start_before(&plan, size, now, old)) continue;
-                    if (profile_change(&plan, old, old + requested[j], size) < 0) { status = -1; goto done; }
+                    if (profile_change(&plan, old, old + requested[j], size) < 0) { status = plan.error; goto done; }
                     double found = profile_earliest(&plan, size, requested[j], now, old);
                     if (isnan(found)) {          /* no earlier slot: the job keeps the one it has */
-                        if (profile_change(&plan, old, old + requested[j], -size) < 0) { status = -1; goto done; }
+                        if (profile_change(&plan, old, old + requested[j], -size) < 0) { status = plan.error; goto done; }
                         continue;
                     }
                     reservation_remove(by_reservation, &by_reservation_n, old, j);
-                    if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = -1; goto done; }
+                    if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
                     reserved_s[j] = found;
                     reservation_insert(by_reservation, &by_reservation_n, found, j);
                 }

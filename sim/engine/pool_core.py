@@ -412,6 +412,8 @@ def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, pro
         raise RuntimeError("a waiting job fits nowhere even on an empty pool")
     if status == -3:
         raise RuntimeError("jobs still waiting after the last event")
+    if status == -4:
+        raise ValueError("a time before the plan's start (a negative or NaN time)")
     points = int(series_len[0])
     for series in (times, series_w, series_busy):      # shrunk in place: no second copy
         series.resize(points, refcheck=False)
