@@ -119,6 +119,17 @@ def test_conservative_refuses_a_time_before_its_plan(core, requested, run_for):
         run_pool("conservative", 2, [0.0, 0.0], [10.0, requested], [10.0, run_for], [1, 2], POWER, 0.0, core=core)
 
 
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("procs, says", [([1, 0], "asks for 0 processors"), ([1, 3], "asks for 3 processors"),
+                                         ([-1], "the job columns differ")])
+def test_a_job_the_pool_cannot_place_is_refused(core, procs, says):
+    """The replay gives the core only jobs of 1 to n processors; a caller giving others (a job of 0
+    processors made the compiled core write before its memory; one of 3 on 2 nodes never starts
+    and FCFS lost it without a word) is told so."""
+    with pytest.raises(ValueError, match=says):
+        run_pool("fcfs", 2, [0.0, 1.0], [10.0, 10.0], [10.0, 10.0], procs, POWER, 0.0, core=core)
+
+
 def test_count_profile_answers_as_the_plan_profile():
     """The conservative core's plan against the engine's PlanProfile on one pooled node."""
     from greenslurm.sim.engine.profile import PlanProfile

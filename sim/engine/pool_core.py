@@ -119,9 +119,28 @@ def pairwise_sum_of_copies(value: float, count: int) -> float:
     return pairwise_sum_of_copies(value, half) + pairwise_sum_of_copies(value, count - half)
 
 
+def check_jobs(n_nodes: int, submit_s, requested_s, run_for_s, procs) -> None:
+    """ValueError unless the columns are as long as each other and every job asks for 1 to
+    ``n_nodes`` processors (the compiled core reads and writes by these counts).
+
+    >>> check_jobs(2, [0.0], [1.0], [1.0], [3])
+    Traceback (most recent call last):
+    ...
+    ValueError: a job asks for 3 processors; the core places 1 to 2
+    """
+    if not len(submit_s) == len(requested_s) == len(run_for_s) == len(procs):
+        raise ValueError("the job columns differ in length")
+    if len(procs):
+        size = np.asarray(procs)
+        low, high = size.min(), size.max()
+        if low < 1 or high > n_nodes:
+            raise ValueError(f"a job asks for {low if low < 1 else high} processors; the core places 1 to {n_nodes}")
+
+
 def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
                start_s: float, progress: Callable[[int], None] | None = None) -> PoolRun:
     """The core in pure Python (the compiled core's definition: same steps, same results)."""
+    check_jobs(n_nodes, submit_s, requested_s, run_for_s, procs)
     jobs = len(submit_s)
     submit = submit_s.tolist() if isinstance(submit_s, np.ndarray) else list(submit_s)
     requested = requested_s.tolist() if isinstance(requested_s, np.ndarray) else list(requested_s)
@@ -381,6 +400,7 @@ def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, pro
     requested = np.ascontiguousarray(requested_s, dtype=np.float64)
     run_for = np.ascontiguousarray(run_for_s, dtype=np.float64)
     size = np.ascontiguousarray(procs, dtype=np.int64)
+    check_jobs(n_nodes, submit, requested, run_for, size)
     jobs = len(submit)
     # in the order jobs end: row, start, end, energy, nodes
     out_rows = np.empty(jobs, dtype=np.int64)
