@@ -315,17 +315,18 @@ class PlanProfile:
 
     # -- the queries -----------------------------------------------------------------------------
     def _fits(self, lo: int, hi: int, demand: np.ndarray, nodes: np.ndarray | None = None,
-              given_back: np.ndarray | None = None) -> np.ndarray:
+              given_back: tuple[int, int, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """[k, node]: breakpoint lo + k holds ``demand`` on the node (CPUs alone when only they are
-        asked for), as :func:`greenslurm.allocation.windows._fits` on the rows lo .. hi - 1; only
-        the ``nodes`` given (default: all), with ``given_back`` added to what they have free."""
+        asked for), as :func:`greenslurm.allocation.windows._fits` on the rows lo .. hi - 1, only
+        for the ``nodes`` given (default: all).  ``given_back`` = (a, b, held, amounts): read rows
+        lo + a .. lo + b - 1 as if ``amounts`` were added on the nodes ``held`` (all nodes only)."""
         slots = self._order[lo:hi]
-        cpu_only = windows.cpu_only(demand)
         fits = None
-        for r in range(1 if cpu_only else len(self._cols)):
+        for r in range(1 if windows.cpu_only(demand) else len(self._cols)):
             column = self._cols[r][slots] if nodes is None else self._cols[r][slots[:, np.newaxis], nodes]
-            if given_back is not None and given_back[r] != 0:
-                column = column + given_back[r]
+            if given_back is not None and given_back[3][r] != 0 and given_back[0] < given_back[1]:
+                a, b, held, amounts = given_back
+                column[a:b, held] += amounts[r]       # a copy: the sums as release() takes them
             fit = column >= demand[r]
             fits = fit if fits is None else fits & fit
         return fits
@@ -415,12 +416,11 @@ class PlanProfile:
         if candidates.size == 0:
             return None, None, 0
         lo, hi = first + int(candidates[0]), first + int(ends.max())
-        fits = self._fits(lo, hi, demand)                                     # [k, node]
         if given_back is not None:
             i, j, held = given_back
-            a, b = max(i, lo), min(j, hi)
-            if a < b:
-                fits[a - lo:b - lo, held] = self._fits(a, b, demand, held, demand)
+            fits = self._fits(lo, hi, demand, given_back=(max(i, lo) - lo, min(j, hi) - lo, held, demand))
+        else:
+            fits = self._fits(lo, hi, demand)                                 # [k, node]
         if allowed is not None:
             fits &= allowed
         offset = int(candidates[0])
