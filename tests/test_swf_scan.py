@@ -9,7 +9,10 @@ other line is the reader's to explain.
 from __future__ import annotations
 
 import math
+import os
 import struct
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -126,3 +129,21 @@ def test_every_double_is_read_as_float_reads_it(values):
         assert scan.kind.tolist() == [swf_scan.NUMBERS]
         assert bits(scan.values[0].tolist()) == bits([float(form(v)) for v in values])
         assert all(math.isfinite(v) for v in scan.values[0])
+
+
+def test_a_comma_locale_does_not_cut_decimals(tmp_path):
+    """strtod follows the process's LC_NUMERIC: where a program embedding the reader set a locale
+    whose decimal point is "," it read "100.5" as 100 and the record kept the wrong run time.  A
+    token strtod does not read to its end is the reader's (float() ignores the locale)."""
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    subprocess.run(["localedef", "-i", "de_DE", "-f", "UTF-8", str(locales / "de_DE.UTF-8")], check=True,
+                   capture_output=True)
+    trace = tmp_path / "t.swf"
+    trace.write_bytes(b"1 0 5 100.5 4 -1 -1 8 3600.75 -1 1 3 -1 -1 -1 2 -1 -1\n")
+    program = ("import locale, sys; locale.setlocale(locale.LC_NUMERIC, 'de_DE.UTF-8')\n"
+               "from greenslurm.traces.swf import read_swf\n"
+               "job = read_swf(sys.argv[1]).jobs[0]; print(job.runtime_s, job.requested_time_s)")
+    done = subprocess.run([sys.executable, "-c", program, str(trace)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "LOCPATH": str(locales)})
+    assert done.stdout.split() == ["100.5", "3600.75"]

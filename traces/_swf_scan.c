@@ -3,8 +3,9 @@
  * The definition is the Python reader (swf.py): a record is a line split on "\n" (a trailing "\r"
  * removed) that is neither blank nor a ";" line.  This scanner takes only what it can read exactly as
  * Python's float() does: lines of printable ASCII and tabs, 18 tokens, each a plain decimal number
- * ([+-]digits[.digits][e[+-]digits], converted by strtod, which rounds correctly as float() does),
- * finite and >= -1.  Every other record (and every ";" line) is marked for the Python reader, which
+ * ([+-]digits[.digits][e[+-]digits], converted by strtod, which rounds correctly as float() does;
+ * a token strtod does not read to its end, as in a process whose locale writes "1,5", is left to the
+ * reader), finite and >= -1.  Every other record (and every ";" line) is marked for the Python reader, which
  * explains or adjusts it as before.  Loaded with ctypes; no Python API is used.
  */
 #include <stdint.h>
@@ -91,8 +92,11 @@ int64_t swf_scan(const char *text, int64_t length, unsigned char *kind, int64_t 
                 if (fields >= FIELDS || n >= sizeof token || !plain_number(t, q)) { ok = 0; break; }
                 memcpy(token, t, n);
                 token[n] = '\0';
-                double v = strtod(token, NULL);
-                if (!(v >= -1.0) || v - v != 0.0) { ok = 0; break; }     /* below -1, NaN or infinite */
+                char *read_to;
+                double v = strtod(token, &read_to);
+                /* not all of it read (a locale whose decimal point is not "." stops at "."), below -1,
+                 * NaN or infinite: the reader's */
+                if (read_to != token + n || !(v >= -1.0) || v - v != 0.0) { ok = 0; break; }
                 if (fields == 0) {
                     digits = n > 0 && n <= 15 && !(n > 1 && t[0] == '0');
                     for (size_t k = 0; k < n && digits; k++) digits = t[k] >= '0' && t[k] <= '9';
