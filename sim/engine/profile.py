@@ -359,7 +359,7 @@ class PlanProfile:
         start earlier, in [``after_s``, ``start_s``), if it gave that back: the earliest such
         breakpoint and the mask of the nodes free over its window, as :meth:`earliest_start` finds
         after :meth:`release` (None, None when there is none), and the most nodes that hold the job
-        over any window looked at (all of them when amounts are whole, see :attr:`whole`).  The
+        over any earlier window (or more: a bound).  The
         profile holds the job as before, split at ``start_s`` and ``end_s`` (:meth:`split`).
 
         >>> p = PlanProfile(np.array([[2.0, 0, 0], [2.0, 0, 0]]), now_s=0.0)
@@ -375,19 +375,16 @@ class PlanProfile:
         (None, 1)
         """
         i, j = self.split(start_s, end_s)
-        return self._earliest_window(nodes, demand, end_s - start_s, after_s, start_s, allowed, (i, j, held),
-                                     cpu_filter=not self._whole)
+        return self._earliest_window(nodes, demand, end_s - start_s, after_s, start_s, allowed, (i, j, held))
 
     def _earliest_window(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
                          before_s: float, allowed: np.ndarray | None,
-                         given_back: tuple[int, int, np.ndarray] | None = None,
-                         cpu_filter: bool = True) -> tuple[float | None, np.ndarray | None, int]:
+                         given_back: tuple[int, int, np.ndarray] | None = None) -> tuple[float | None, np.ndarray | None, int]:
         """The earliest start of :meth:`earliest_start` and the mask of the nodes free over its
-        window (None, None: no start), and the most nodes free over any window looked at;
-        ``given_back`` = (i, j, held): read the rows i .. j - 1 as if ``demand`` were given back on
-        the nodes ``held`` (the sums as :meth:`release` takes them).  ``cpu_filter``: first drop
-        the windows in which the whole cluster has too few CPUs free (a necessary test; with
-        whole amounts it drops only windows that fail anyway)."""
+        window (None, None: no start), and at least the most nodes that hold ``demand`` over any
+        window (given back only; else 0 when no window passes the CPU filter); ``given_back`` = (i,
+        j, held): read the rows i .. j - 1 as if ``demand`` were given back on the nodes ``held``
+        (the sums as :meth:`release` takes them)."""
         times = self._t
         first = max(int(times.searchsorted(after_s, side="right")) - 1, 0)
         # breakpoints that can matter: those before the last candidate's window ends
@@ -400,21 +397,27 @@ class PlanProfile:
         # window of candidate i: breakpoints i .. j-1 with times < start_i + duration
         ends = times.searchsorted(starts[candidates] + duration_s, side="left")
         ends = np.minimum(np.maximum(ends, candidates + 1), len(times))   # a window holds its start
-        if cpu_filter:
-            # First a cheap filter on the cluster-wide CPU count: a window can only hold the job
-            # if enough CPUs are free over the whole cluster at every breakpoint in it.
-            cpus = self._cpus[self._order[first:last]]
-            if given_back is not None:
-                i, j, held = given_back
-                a, b = max(i - first, 0), min(j - first, len(cpus))
-                if a < b:
-                    cpus[a:b] += demand[0] * len(held)
-            short = np.zeros(len(times) + 1, dtype=np.int32)
-            np.cumsum(cpus < demand[0] * nodes - 1e-9, out=short[1:])
-            keep = short[ends] == short[candidates]
-            candidates, ends = candidates[keep], ends[keep]
+        # First a cheap filter on the cluster-wide CPU count: a window can only hold the job if
+        # enough CPUs are free over the whole cluster at every breakpoint in it.
+        cpus = self._cpus[self._order[first:last]]
+        if given_back is not None:
+            i, j, held = given_back
+            a, b = max(i - first, 0), min(j - first, len(cpus))
+            if a < b:
+                cpus[a:b] += demand[0] * len(held)
+        short = np.zeros(len(times) + 1, dtype=np.int32)
+        np.cumsum(cpus < demand[0] * nodes - 1e-9, out=short[1:])
+        keep = short[ends] == short[candidates]
+        most = 0
+        if given_back is not None and not keep.all():
+            # a node that holds the job has demand[0] CPUs free at every step of the window, so a
+            # window dropped here holds it on at most its fewest free CPUs // demand[0] nodes
+            free = cpus.tolist()
+            most = max(min(int(min(free[c:e]) // demand[0]), nodes - 1)
+                       for c, e in zip(candidates[~keep].tolist(), ends[~keep].tolist()))
+        candidates, ends = candidates[keep], ends[keep]
         if candidates.size == 0:
-            return None, None, 0
+            return None, None, most
         lo, hi = first + int(candidates[0]), first + int(ends.max())
         if given_back is not None:
             i, j, held = given_back
@@ -427,10 +430,11 @@ class PlanProfile:
         window_ok = windows.fits_in_windows(fits, candidates - offset, ends - offset)
         counts = window_ok.sum(axis=1)
         ok = np.flatnonzero(counts >= nodes)
+        most = max(most, int(counts.max()))
         if ok.size == 0:
-            return None, None, int(counts.max())
+            return None, None, most
         i = int(ok[0])
-        return float(starts[candidates[i]]), window_ok[i], int(counts.max())
+        return float(starts[candidates[i]]), window_ok[i], most
 
     def window_fits(self, demand: np.ndarray, duration_s: float, starts: np.ndarray) -> np.ndarray:
         """[start, node]: the node holds ``demand`` over all of [start, start + duration_s), as
