@@ -49,7 +49,7 @@ def _move_case(seed):
     released.release(start, end, nodes, demand)
     expected = released.earliest_start(len(nodes), demand, end - start, now, before_s=start, allowed=allowed)
     before = copy.deepcopy(profile)
-    found_start, fits, most = profile.earliest_move(len(nodes), demand, now, start, end, nodes, allowed)
+    found_start, fits, most = profile.earliest_move(len(nodes), demand, end - start, now, start, end, nodes, allowed)
     assert (found_start is None) == (expected is None)
     starts = released.breakpoints()[released.breakpoints() < start]
     window = released.window_fits(demand, end - start, starts)

@@ -266,8 +266,8 @@ class DeadlineQueue:
         if stuck is not None and not self._given_back_since(stuck[0], job.nodes - stuck[1]):
             profile.split(old.start_s, old.end_s)       # the breakpoints the look would leave
             return
-        start_s, fits, most = profile.earliest_move(job.nodes, job.demand, now_s, old.start_s, old.end_s,
-                                                    old.nodes, allowed)
+        start_s, fits, most = profile.earliest_move(job.nodes, job.demand, job.requested_s, now_s, old.start_s,
+                                                    old.end_s, old.nodes, allowed)
         if start_s is None:
             self._stuck[job.index] = (len(self._given_back), most)
             return

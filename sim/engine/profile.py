@@ -353,10 +353,10 @@ class PlanProfile:
             self._maybe_same.update(self._t[[i, j]].tolist() if j < len(self._t) else [self._t.item(i)])
         return i, j
 
-    def earliest_move(self, nodes: int, demand: np.ndarray, after_s: float, start_s: float, end_s: float,
-                      held: np.ndarray, allowed: np.ndarray | None = None) -> tuple[float | None, np.ndarray | None, int]:
-        """Where a job that holds ``demand`` on the nodes ``held`` over [``start_s``, ``end_s``) could
-        start earlier, in [``after_s``, ``start_s``), if it gave that back: the earliest such
+    def earliest_move(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float, start_s: float,
+                      end_s: float, held: np.ndarray, allowed: np.ndarray | None = None) -> tuple[float | None, np.ndarray | None, int]:
+        """Where a job of ``duration_s`` that holds ``demand`` on the nodes ``held`` over [``start_s``,
+        ``end_s``) could start earlier, in [``after_s``, ``start_s``), if it gave that back: the earliest such
         breakpoint and the mask of the nodes free over its window, as :meth:`earliest_start` finds
         after :meth:`release` (None, None when there is none), and the most nodes that hold the job
         over any earlier window (or more: a bound).  The
@@ -368,14 +368,14 @@ class PlanProfile:
         >>> p.reserve(10.0, 30.0, np.array([1]), d)     # the job: node 1 over [10, 30)
         >>> p.earliest_start(1, d, 20.0, 0.0, before_s=10.0) is None    # [0, 20) meets the job itself
         True
-        >>> start, fits, most = p.earliest_move(1, d, 0.0, 10.0, 30.0, np.array([1]))
+        >>> start, fits, most = p.earliest_move(1, d, 20.0, 0.0, 10.0, 30.0, np.array([1]))
         >>> start, fits.tolist(), most        # given back, node 1 is free over [0, 20)
         (0.0, [False, True], 1)
-        >>> p.earliest_move(2, d, 0.0, 10.0, 30.0, np.array([1]))[::2]   # two nodes: at most one
+        >>> p.earliest_move(2, d, 20.0, 0.0, 10.0, 30.0, np.array([1]))[::2]   # two nodes: at most one
         (None, 1)
         """
         i, j = self.split(start_s, end_s)
-        return self._earliest_window(nodes, demand, end_s - start_s, after_s, start_s, allowed, (i, j, held))
+        return self._earliest_window(nodes, demand, duration_s, after_s, start_s, allowed, (i, j, held))
 
     def _earliest_window(self, nodes: int, demand: np.ndarray, duration_s: float, after_s: float,
                          before_s: float, allowed: np.ndarray | None,
