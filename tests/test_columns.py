@@ -331,3 +331,22 @@ def test_compact_floats_gives_back_the_same_doubles(values):
     with np.errstate(over="ignore"):         # beyond float32: inf, not the value
         exact = all(float(np.float32(v)) == v for v in wide.ravel().tolist())
     assert kept.dtype == (np.float32 if exact else np.float64)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300).map(lambda b: b.replace(b"\x00", b"a").replace(b"\x1f", b"a")),
+       size=st.integers(1, 70))
+def test_byte_pieces_end_at_line_ends_and_keep_every_byte(tmp_path_factory, data, size):
+    """Pieces (a long line gathered over many reads) are the file's bytes in order, each but the last
+    ending at a line end, each the longest run of reads up to its last line end."""
+    path = tmp_path_factory.mktemp("pieces") / "f.txt"
+    path.write_bytes(data)
+    pieces = list(source.byte_pieces(str(path), size))
+    assert b"".join(pieces) == data
+    assert all(piece.endswith(b"\n") for piece in pieces[:-1]) and all(pieces)
+    # a piece holds no line end of the block that follows it: its end is the last line end read so far
+    consumed = 0
+    for piece in pieces[:-1]:
+        consumed += len(piece)
+        read_so_far = -(-consumed // size) * size
+        assert b"\n" not in data[consumed:read_so_far]

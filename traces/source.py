@@ -123,7 +123,7 @@ def byte_pieces(path: str, size: int = PIECE_BYTES) -> Iterator[bytes]:
         except OSError as exc:
             raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
         reader = gzip.GzipFile(fileobj=handle, mode="rb") if packed else handle
-        rest = b""
+        rest: list[bytes] = []      # blocks read since the last line end (none holds one)
         while True:
             try:
                 block = reader.read(size)
@@ -133,13 +133,14 @@ def byte_pieces(path: str, size: int = PIECE_BYTES) -> Iterator[bytes]:
                 raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
             if not block:
                 break
-            block = rest + block if rest else block
-            cut = block.rfind(b"\n") + 1
+            cut = block.rfind(b"\n") + 1   # only the new block is searched: a long line costs its length once
             if cut == 0:            # no line end yet: a longer piece
-                rest = block
+                rest.append(block)
                 continue
-            rest = block[cut:]
-            yield block[:cut] if rest else block
+            tail = block[cut:]
+            yield b"".join((*rest, block[:cut] if tail else block)) if rest else (block[:cut] if tail else block)
+            rest = [tail] if tail else []
+        rest = b"".join(rest)
         if rest:
             yield rest
 
