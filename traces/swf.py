@@ -66,6 +66,7 @@ _pick_extra = itemgetter(*_EXTRA_INDEX)
 _EXTRA_POSITION = {name: i for i, name in enumerate(_EXTRA_NAMES)}
 STATUS_NAMES = {1: "COMPLETED", 0: "FAILED", 5: "CANCELLED", 2: "PARTIAL", 3: "PARTIAL_COMPLETED",
                 4: "PARTIAL_FAILED"}
+_TOKEN = re.compile(r"\S+")     # what str.split() splits a line into (the same white space)
 _HEADER_KEY = re.compile(r";\s?([A-Za-z][A-Za-z0-9_]*):(.*)$")
 
 
@@ -132,7 +133,7 @@ class SwfReader:
         """Read ``lines``, the first being line ``first`` of the file."""
         log = self.log
         for lineno, line in enumerate(lines, first):
-            parts = line.split()
+            parts = line.split(None, N_FIELDS)     # no list of a million tokens for a merged line
             if not parts:
                 continue
             if parts[0][0] == ";":
@@ -140,8 +141,9 @@ class SwfReader:
                 continue
             log.records += 1
             if len(parts) != N_FIELDS:
+                count = len(parts) if len(parts) < N_FIELDS else sum(1 for _ in _TOKEN.finditer(line))
                 log.skip("wrong field count", lineno, None,
-                         f"{len(parts)} fields, an SWF record has {N_FIELDS} (truncated or merged line?)")
+                         f"{count} fields, an SWF record has {N_FIELDS} (truncated or merged line?)")
                 continue
             values = _numbers(parts) if "_" not in line else None
             if values is None:
