@@ -10,6 +10,7 @@ agree: total = jobs + unallocated = sum over nodes (tests check this).
 from __future__ import annotations
 
 from array import array
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -17,6 +18,27 @@ from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.sim.machines.machine import PendingJob
 from greenslurm.sim.accounting.result import EnergyTotals
+
+
+@dataclass
+class LedgerState:
+    """The ledger's state after a whole replay, as a core that ran the replay itself computed it
+    (see :meth:`EnergyLedger.adopt`): its sums, the power series and the per-node counters."""
+
+    times_s: np.ndarray           # power series: from each time on (s), until the next
+    power_w: np.ndarray
+    busy_cpus: np.ndarray
+    total_j: float
+    jobs_j: float
+    peak_power_w: float
+    power_now_w: float
+    busy_cpus_now: float
+    last_s: float
+    node_jobs_j: np.ndarray
+    node_cpu_seconds: np.ndarray
+    jobs_on_node: np.ndarray      # int64
+    idle_since_s: np.ndarray
+    idle_node_seconds: np.ndarray
 
 
 class EnergyLedger:
@@ -154,8 +176,52 @@ class EnergyLedger:
             self.peak_power_w = self.power_w
         self._occupy(job.node_indices, now_s)
 
+    # -- a core that computed the replay itself ------------------------------------------------------
+    def one_cpu_node_power_w(self) -> tuple[float, float]:
+        """On a cluster whose nodes all draw alike (``uniform``): the power one node running a job of
+        one CPU and no GPU adds to the cluster, and the power charged to that job on it, as
+        :meth:`on_start` and :meth:`on_end` compute them (busy - idle per CPU x 1 CPU + (max - idle)
+        per GPU x 0 GPUs, and busy per CPU x 1 CPU + max per GPU x 0 GPUs; the same float64 roundings).
+
+        >>> from greenslurm.clustermodel import Cluster
+        >>> EnergyLedger(Cluster.homogeneous(4, cpus=1, idle_w=100.0, busy_w=250.0), 0.0).one_cpu_node_power_w()
+        (150.0, 250.0)
+        """
+        if not self.uniform:
+            raise ValueError("nodes draw different power: a job's power depends on its nodes")
+        cpus, gpus = np.float64(1.0), np.float64(0.0)
+        return (float(cpus * self._delta_per_cpu_w[0] + gpus * self._delta_per_gpu_w[0]),
+                float(cpus * self._busy_per_cpu_w[0] + gpus * self._gpu_max_w0))
+
+    @property
+    def uniform(self) -> bool:
+        """Every node draws the same per CPU and per GPU (a job's power is a scalar times its size)."""
+        return self._uniform
+
+    def adopt(self, state: LedgerState) -> None:
+        """Take over the state a core that ran the whole replay computed (sums, per-node counters and
+        the power series: arrays of float64 from the first event on), as if every start and end had
+        gone through :meth:`on_start` and :meth:`on_end`; only :meth:`close` is left to call."""
+        self.total_j, self.jobs_j, self.peak_power_w = state.total_j, state.jobs_j, state.peak_power_w
+        self.power_w, self.busy_cpus, self.last_s = state.power_now_w, state.busy_cpus_now, state.last_s
+        self.node_jobs_j, self.node_cpu_seconds = state.node_jobs_j, state.node_cpu_seconds
+        self._jobs_on_node, self._idle_since_s = state.jobs_on_node, state.idle_since_s
+        self._idle_node_seconds = state.idle_node_seconds
+        # numpy arrays here (no copy): :meth:`series` reads them, :meth:`close` appends at most once
+        self.times_s, self.series_power_w, self.series_busy_cpus = state.times_s, state.power_w, state.busy_cpus
+
+    def series(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The power series as float64 arrays sharing the ledger's memory: from each time on (s), the
+        cluster's power (W) and busy CPUs, until the next time."""
+        return tuple(values if isinstance(values, np.ndarray) else _floats(values)
+                     for values in (self.times_s, self.series_power_w, self.series_busy_cpus))
+
     # -- the closing -----------------------------------------------------------------------------
     def close(self, end_s: float) -> EnergyTotals:
+        if end_s > self.last_s and isinstance(self.times_s, np.ndarray):     # adopted: arrays grow here
+            self.times_s, self.series_power_w, self.series_busy_cpus = (
+                array("d", values.tobytes()) for values in (self.times_s, self.series_power_w,
+                                                              self.series_busy_cpus))
         self.advance(end_s)
         span = end_s - self.start_s
         cluster = self.cluster
@@ -173,3 +239,12 @@ class EnergyLedger:
         return EnergyTotals(total_j=self.total_j, jobs_j=self.jobs_j, unallocated_j=float(unallocated.sum()),
                             idle_nodes_j=float(idle_nodes.sum()), per_node_j=per_node,
                             peak_power_w=self.peak_power_w, start_s=self.start_s, end_s=end_s)
+
+
+def _floats(values: array) -> np.ndarray:
+    """A float array's values as numpy's, sharing its memory (an empty one: a new empty array).
+
+    >>> _floats(array("d", [1.5])).tolist(), _floats(array("d")).shape
+    ([1.5], (0,))
+    """
+    return np.frombuffer(values, dtype=float) if len(values) else np.zeros(0)

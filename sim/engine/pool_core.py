@@ -35,6 +35,7 @@ import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.native import load_beside
+from greenslurm.sim.accounting.ledger import LedgerState
 
 FCFS, EASY, CONSERVATIVE = 0, 1, 2
 QUEUE_CODES = {"fcfs": FCFS, "easy": EASY, "conservative": CONSERVATIVE}
@@ -44,9 +45,9 @@ PROGRESS_EVERY = 2000
 
 
 @dataclass
-class PoolRun:
-    """What one run of the core computed.  Per job in the order the jobs ended (the records'
-    order): its row in the input, start, end, energy and nodes."""
+class PoolRun(LedgerState):
+    """What one run of the core computed: the ledger's state (:class:`LedgerState`) and per job, in
+    the order the jobs ended (the records' order), its row in the input, start, end, energy and nodes."""
 
     rows: np.ndarray              # int64
     start_s: np.ndarray
@@ -54,20 +55,6 @@ class PoolRun:
     energy_j: np.ndarray          # its share of node power over its run
     node_offsets: np.ndarray      # int64: the i-th job to end ran on node_flat[node_offsets[i]:node_offsets[i + 1]]
     node_flat: np.ndarray         # int32
-    times_s: np.ndarray           # power series: from each time on, until the next
-    power_w: np.ndarray
-    busy_cpus: np.ndarray
-    total_j: float                # the ledger's sums (see greenslurm.sim.accounting.ledger)
-    jobs_j: float
-    peak_power_w: float
-    power_now_w: float
-    busy_cpus_now: float
-    last_s: float
-    node_jobs_j: np.ndarray
-    node_cpu_seconds: np.ndarray
-    jobs_on_node: np.ndarray
-    idle_since_s: np.ndarray
-    idle_node_seconds: np.ndarray
 
     def by_job(self, values: np.ndarray) -> np.ndarray:
         """Per-job ``values`` (in the order jobs ended) by input row (NaN: a job that did not end)."""

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import logging
 import math
-from array import array
 from collections import Counter
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -33,6 +32,18 @@ SKIP_ENDLESS = "no finite runtime (would run forever)"
 SKIP_GPU_MODEL = "fits on no node of the cluster even when empty (GPU model or GPU share)"
 SKIP_TOO_BIG_FOR_PARTITION = "asks for more than the nodes of its partition have"
 PROGRESS_EVERY = 2000
+
+
+class PoolInputs(NamedTuple):
+    """The jobs the processor-pool core runs, as columns: their rows in the replay's order, arrival,
+    time limit and run time (the run time cut at the limit) in seconds, and processors."""
+
+    core: str                     # "compiled" or "python" (greenslurm.sim.engine.pool_core.chosen_core)
+    rows: np.ndarray              # int64
+    submit_s: np.ndarray
+    requested_s: np.ndarray
+    run_for_s: np.ndarray
+    procs: np.ndarray             # int64
 
 
 class Shaper:
@@ -274,14 +285,14 @@ class Replay:
     def run(self) -> ReplayResult:
         pool = self._pool_core_inputs()
         if pool is not None:
-            return self._run_pool_core(*pool)
+            return self._run_pool_core(pool)
         self.begin()
         while len(self.events):
             self.step()
         return self.close()
 
     # -- the processor-pool core -------------------------------------------------------------------
-    def _pool_core_inputs(self):
+    def _pool_core_inputs(self) -> PoolInputs | None:
         """The jobs as the pool core takes them, when this replay's parts are the core's (a pool of
         single-CPU nodes drawing the same power, FCFS, EASY or conservative on processor counts, first
         fit, nothing listening to starts and ends but the ledger); None: the general loop runs it."""
@@ -289,7 +300,7 @@ class Replay:
         from greenslurm.sim.engine.queues import Conservative, Easy, Fcfs
         machine, strategy = self.machine, self.strategy
         if (type(machine) is not Machine or not machine.is_processor_pool or not machine._first_fit
-                or not self.ledger._uniform       # the core prices every node as node 0
+                or not self.ledger.uniform       # the core prices every node as node 0
                 or machine.gpus is not None or self.keep_jobs or self.after_schedule or len(self.events)
                 or machine.start_listeners != [self._on_start] or len(machine.move_listeners) != 1
                 or machine.end_listeners):
@@ -336,9 +347,14 @@ class Replay:
                 continue
             rows.append(index)
             procs.append(nodes)
-        return core, rows, procs
+        jobs = [self.ordered[i] for i in rows]
+        return PoolInputs(core, np.asarray(rows, dtype=np.int64),
+                          np.fromiter((job.submit_s for job in jobs), float, len(jobs)),
+                          np.fromiter((job.requested_time_s for job in jobs), float, len(jobs)),
+                          np.fromiter((job.run_for_s for job in jobs), float, len(jobs)),
+                          np.asarray(procs, dtype=np.int64))
 
-    def _pool_core_table_inputs(self, core: str, table):
+    def _pool_core_table_inputs(self, core: str, table) -> PoolInputs | None:
         """:meth:`_pool_core_inputs` for a job table's rows, column by column: a table's job asks
         only for processors (no node count, memory or GPUs), so its shape is its processor count's."""
         submit, requested = table.submit_s, table.requested_time_s
@@ -347,7 +363,7 @@ class Replay:
         run_for = np.minimum(table.runtime_s, requested)        # JobSpec.run_for_s, column-wise
         endless = ~np.isfinite(run_for)
         nodes_of: dict[float, int | None] = {}
-        for cpus in np.unique(table.cpus[~endless]).tolist():
+        for cpus in sorted(set(table.cpus[~endless].tolist())):
             shape = self.cluster.shape_of(JobSpec("shape", 0.0, 1.0, cpus=int(cpus)))
             if shape is not None and shape.per_node != (1.0, 0.0, 0.0):
                 return None              # a job shaped otherwise (no CPU at all): the general loop
@@ -365,51 +381,28 @@ class Replay:
         if too_big.any():
             self.skipped[SKIP_TOO_BIG] += int(too_big.sum())
         rows = np.flatnonzero(~(endless | too_big))
-        return core, rows, procs[rows]
+        if len(rows) == len(table):      # every row kept (rows is 0, 1, ...): no copies of the columns
+            return PoolInputs(core, rows, submit, requested, run_for, procs)
+        return PoolInputs(core, rows, submit[rows], requested[rows], run_for[rows], procs[rows])
 
-    def _run_pool_core(self, core: str, rows, procs) -> ReplayResult:
+    def _run_pool_core(self, inputs: PoolInputs) -> ReplayResult:
         from greenslurm.sim.engine import pool_core
-        ordered, ledger = self.ordered, self.ledger
-        table = getattr(ordered, "table", None)
-        if table is not None:            # the columns themselves (run_for_s: the run time, cut at the limit)
-            if len(rows) == len(table):  # every row kept (rows is 0, 1, ...): no copies of the columns
-                submit, requested, runtime = table.submit_s, table.requested_time_s, table.runtime_s
-            else:
-                picked = np.asarray(rows, dtype=np.int64)
-                submit, requested = table.submit_s[picked], table.requested_time_s[picked]
-                runtime = table.runtime_s[picked]
-            run_for = np.minimum(runtime, requested)
-        else:
-            jobs = [ordered[i] for i in rows]
-            submit = np.fromiter((job.submit_s for job in jobs), float, len(jobs))
-            requested = np.fromiter((job.requested_time_s for job in jobs), float, len(jobs))
-            run_for = np.fromiter((job.run_for_s for job in jobs), float, len(jobs))
-        size = np.array(procs, dtype=np.int64)
-        # the ledger's per-node constants as it computes them for a job of one CPU per node
-        cpu, gpu = np.float64(1.0), np.float64(0.0)
-        power = pool_core.PoolPower(
-            idle_power_w=ledger.power_w,
-            delta_per_node_w=float(cpu * ledger._delta_per_cpu_w[0] + gpu * ledger._delta_per_gpu_w[0]),
-            share_per_node_w=float(cpu * ledger._busy_per_cpu_w[0] + gpu * ledger._gpu_max_w0))
+        ledger = self.ledger
+        delta_per_node_w, share_per_node_w = ledger.one_cpu_node_power_w()
+        power = pool_core.PoolPower(idle_power_w=ledger.power_w, delta_per_node_w=delta_per_node_w,
+                                    share_per_node_w=share_per_node_w)
         progress = None
         if self.progress is not None:
             total = self.jobs_total
             progress = lambda done: done % PROGRESS_EVERY == 0 and self.progress(done, total)  # noqa: E731
-        run = pool_core.run_pool(self.strategy.name, self.cluster.size, submit, requested, run_for, size, power,
-                                 ledger.start_s, core=core, progress=progress)
-        # the ledger as the loop would have left it
-        ledger.total_j, ledger.jobs_j, ledger.peak_power_w = run.total_j, run.jobs_j, run.peak_power_w
-        ledger.power_w, ledger.busy_cpus, ledger.last_s = run.power_now_w, run.busy_cpus_now, run.last_s
-        ledger.node_jobs_j, ledger.node_cpu_seconds = run.node_jobs_j, run.node_cpu_seconds
-        ledger._jobs_on_node, ledger._idle_since_s = run.jobs_on_node, run.idle_since_s
-        ledger._idle_node_seconds = run.idle_node_seconds
-        ledger.times_s = array("d", run.times_s.tobytes())
-        ledger.series_power_w = array("d", run.power_w.tobytes())
-        ledger.series_busy_cpus = array("d", run.busy_cpus.tobytes())
+        run = pool_core.run_pool(self.strategy.name, self.cluster.size, inputs.submit_s, inputs.requested_s,
+                                 inputs.run_for_s, inputs.procs, power, ledger.start_s, core=inputs.core,
+                                 progress=progress)
+        ledger.adopt(run)                # the ledger as the loop would have left it
         self.machine.finished_count = len(run.rows)
-        # the core's columns are in the order jobs ended, as the result's; its rows index ``rows``
+        # the core's columns are in the order jobs ended, as the result's; its rows index ``inputs.rows``
         return self.close(ReplayResult.from_columns(
-            self.ordered, np.asarray(rows, dtype=np.int64)[run.rows], run.start_s, run.end_s,
+            self.ordered, inputs.rows[run.rows], run.start_s, run.end_s,
             run.energy_j, run.node_flat, run.node_offsets, **self._result_parts()))
 
     def begin(self) -> None:
@@ -427,9 +420,7 @@ class Replay:
         result.energy = self.ledger.close(end_s)
         ledger = self.ledger
         # the series as the ledger holds them (no copy: the ledger records no more once closed)
-        result.power_times_s = _floats(ledger.times_s)
-        result.power_w = _floats(ledger.series_power_w)
-        result.busy_cpus = _floats(ledger.series_busy_cpus)
+        result.power_times_s, result.power_w, result.busy_cpus = ledger.series()
         if self.progress is not None:
             self.progress(len(columns), self.jobs_total)
         return result
@@ -439,15 +430,6 @@ class Replay:
         return dict(cluster=self.cluster, queue=self.strategy.name, energy=None, power_times_s=None, power_w=None,
                     busy_cpus=None, skipped=self.skipped, jobs_total=self.jobs_total,
                     rejected=list(getattr(self.strategy, "rejected", ())))
-
-
-def _floats(values: array) -> np.ndarray:
-    """A float array's values as numpy's, sharing its memory (an empty one: a new empty array).
-
-    >>> _floats(array("d", [1.5])).tolist(), _floats(array("d")).shape
-    ([1.5], (0,))
-    """
-    return np.frombuffer(values, dtype=float) if len(values) else np.zeros(0)
 
 
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",
