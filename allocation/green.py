@@ -16,6 +16,10 @@ import numpy as np
 
 from greenslurm.allocation.placement import Request
 
+# How a placement uses renewable power: ignore it (grid), prefer its windows within the deadline (green),
+# or run on it alone (only).  The replay's --renewable-mode and the hook's ``renewable`` key.
+RENEWABLE_MODES = ("grid", "green", "only")
+
 
 def placement_deadline_s(deadline_s: float | None, earliest_end_s: float | None,
                          no_deadline_shift_s: float) -> float | None:

@@ -15,6 +15,12 @@ renumbered), cut at 1,000,000 records, on KTH's 100 processors; it is written on
 temporary folder.  Targets: the million-job EASY replay faster than the reference and below 500 MB;
 KTH EASY and FCFS at most 1.0x the reference; conservative and the deadline queue at most 3x our
 EASY; ``--out`` adds at most 15 %.
+
+Two rows put the start-up in context: ``import-floor`` times a process that only imports numpy and
+rich (what every replay loads) against the reference's whole run, and ``demo`` times ``greenslurm
+demo`` (2,000 jobs) against the bare interpreter.  Before timing, greenslurm's modules are
+byte-compiled, as ``pip install .`` does (an editable checkout run with PYTHONDONTWRITEBYTECODE would
+otherwise compile them in every timed process).
 """
 
 from __future__ import annotations
@@ -68,6 +74,13 @@ def write_million_log(path: Path, records: int) -> None:
     partial.replace(path)
 
 
+def byte_compile() -> None:
+    """Byte-compile greenslurm's packages in place, as an installed package has them."""
+    import compileall
+    for folder in ("greenslurm", "traces", "clustermodel", "sim", "allocation", "acceptance", "slurm_plugin"):
+        compileall.compile_dir(ROOT / folder, quiet=1)
+
+
 def run_once(command: list[str]) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system) and peak resident MB of one whole process (its own rusage)."""
     started = time.perf_counter()
@@ -96,6 +109,10 @@ def paired(a: list[str], b: list[str], runs: int, warmup: int = 1) -> dict:
     return figures
 
 
+IMPORT_FLOOR = ("import os; os.environ.setdefault('OPENBLAS_NUM_THREADS', '1'); "   # as the greenslurm command does
+                "import numpy, rich.console, rich.table")
+
+
 def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
     """name -> (work, our command, what it is compared with, the other's name)."""
     ours = [sys.executable, "-m", "greenslurm", "replay"]
@@ -113,6 +130,10 @@ def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
         "kth-out": ("KTH-SP2 EASY --out", easy + ["--out", out_dir], easy, "our EASY"),
         "kth-conservative": ("KTH-SP2 conservative", ours + [str(KTH), "--queue", "conservative", "--no-progress"],
                              easy, "our EASY"),
+        "import-floor": ("importing numpy and rich, nothing else", [sys.executable, "-c", IMPORT_FLOOR],
+                         ref + [str(KTH)], "reference on KTH-SP2"),
+        "demo": ("greenslurm demo (2,000 jobs)", [sys.executable, "-m", "greenslurm", "demo", "--no-progress"],
+                 [sys.executable, "-c", "pass"], "the interpreter alone"),
         "kth-deadline": ("KTH-SP2 deadline queue, greedy, bestfit",
                          ours + [str(KTH), "--queue", "deadline", "--acceptance", "greedy", "--select", "bestfit",
                                  "--no-progress"], easy, "our EASY"),
@@ -135,6 +156,7 @@ def main() -> int:
     unknown = [name for name in chosen if name not in plan]
     if unknown:
         parser.error(f"unknown rows {', '.join(unknown)}; choose from {', '.join(plan)}")
+    byte_compile()
     print(f"whole processes, {args.runs} pairs A B A B after {args.warmup} warm-up pairs, medians")
     print("| work | greenslurm: wall, CPU, peak RSS | compared with | ratio: wall, CPU, memory |")
     print("|---|---|---|---|")

@@ -7,7 +7,6 @@ table (and a CSV).
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 import os
 import time
@@ -27,7 +26,6 @@ from greenslurm.inputs import check_input_file, cluster_from_trace, parse_column
 from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
-from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
 from greenslurm import cmd_options
@@ -364,6 +362,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | No
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str) -> None:
     from greenslurm.sim.studies.deadline_compare import COLUMNS
+    import csv
     try:
         with open(path, "w", newline="", encoding="utf-8") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(COLUMNS))

@@ -22,6 +22,29 @@ NODE_IDLE_W_DEFAULT, NODE_BUSY_W_DEFAULT = DEFAULT_NODE_IDLE_W, DEFAULT_NODE_BUS
 ALIASES_USED = "deprecated_aliases"
 
 
+class LazyChoices:
+    """An option's choices, the names of a registry imported only when they are read (an option given,
+    ``--help``, an error), so that building the parser loads none of the registries' modules.
+
+    >>> choices = LazyChoices("greenslurm.sim.engine.strategies", "QUEUES")
+    >>> "easy" in choices, "fifo" in choices, list(choices)[:2]
+    (True, False, ['fcfs', 'easy'])
+    """
+
+    def __init__(self, module: str, attribute: str) -> None:
+        self.module, self.attribute = module, attribute
+
+    def _names(self):
+        import importlib
+        return getattr(importlib.import_module(self.module), self.attribute)
+
+    def __iter__(self):
+        return iter(tuple(self._names()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+
 class _Alias(argparse.Action):
     """An old spelling of ``target``: warns once, then does what the target does."""
 
@@ -114,7 +137,7 @@ def renewable_options(parser, mode: bool = True) -> dict[str, argparse.Action]:
         "--renewable", default=None, metavar="FILE|solar|wind",
         help="renewable supply: a CSV of time_s,watts or a synthetic seeded model (solar, wind)")}
     if mode:
-        from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
+        from greenslurm.allocation.green import RENEWABLE_MODES
         added["renewable_mode"] = parser.add_argument(
             "--renewable-mode", choices=RENEWABLE_MODES, default=None,
             help="grid: plan as usual, split the energy; green: move jobs into greener hours while their "

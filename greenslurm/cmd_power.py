@@ -21,9 +21,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from greenslurm.allocation.colocation import COLOCATION_POLICIES
 from greenslurm.clustermodel import InputError
-from greenslurm.cmd_options import alias
+from greenslurm.cmd_options import LazyChoices, alias
 from greenslurm.console import each_with_progress, showing_progress
 from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read, read_toml
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config, power_states_key
@@ -53,8 +52,8 @@ def _power_group(parser: argparse.ArgumentParser, many: bool) -> None:
                        help="pVOCL consolidation: move GPU jobs off lightly loaded nodes and turn those off, "
                             "checked when jobs end and at least every S seconds")
     group.add_argument("--colocation", nargs="+" if many else None, default=None, metavar="POLICY",
-                       choices=tuple(COLOCATION_POLICIES),
-                       help=f"simulate the trace's jobs as training jobs sharing GPUs: {', '.join(COLOCATION_POLICIES)}")
+                       choices=LazyChoices("greenslurm.allocation.colocation", "COLOCATION_POLICIES"),
+                       help="simulate the trace's jobs as training jobs sharing GPUs: %(choices)s")
     group.add_argument("--gpu-nodes", type=int, default=None, metavar="N",
                        help="8-GPU nodes for --colocation (default: the cluster's GPUs / 8, at least 1)")
     group.add_argument("--max-jobs-per-set", type=int, default=None, metavar="K", help="co-location limit (default 4)")

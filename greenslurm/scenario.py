@@ -398,10 +398,9 @@ def to_toml(scenario: Scenario) -> str:
 def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     """Refuse values out of range and options that do not apply (never ignore them silently)."""
     from greenslurm.acceptance.registry import build as build_acceptance
-    from greenslurm.allocation.colocation import COLOCATION_POLICIES
     from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
     from greenslurm.allocation.selection import parse_selection
-    from greenslurm.sim.engine.deadline_queue import RENEWABLE_MODES
+    from greenslurm.allocation.green import RENEWABLE_MODES
     from greenslurm.sim.engine.strategies import QUEUES
 
     def name(key: str) -> str:
@@ -548,6 +547,7 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             # is millions of events, and no node takes that long
             fail(f"must be at most {MAX_BOOT_S:.0f} s (a day)", "power_states.boot_s")
     if s.colocation is not None:
+        from greenslurm.allocation.colocation import COLOCATION_POLICIES     # loads with a co-location
         if s.power_states is not None:
             fail("co-location and power states are two machine models; choose one", "colocation")
         if s.colocation.policy not in COLOCATION_POLICIES:

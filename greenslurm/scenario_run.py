@@ -385,7 +385,6 @@ BUDGET_REASON = "needs more power than the budget even alone"
 
 def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
-    from greenslurm.sim.accounting.deadline_metrics import admission_summary
     from greenslurm.sim.accounting.metrics import summarize
     from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA
 
@@ -415,6 +414,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     # any queue that turns jobs away (the slurm queue: over a partition's MaxTime/MaxNodes or a QOS
     # cap) reports them, so that completed + skipped + rejected is every job handed to the replay
     if outcome.result.queue in ("deadline", "none") or outcome.supply is not None or outcome.result.rejected:
+        from greenslurm.sim.accounting.deadline_metrics import admission_summary    # loads with admission
         summary["admission"] = admission_summary(outcome.result, outcome.supply)
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from greenslurm.acceptance.registry import build as build_acceptance
+from greenslurm.allocation.green import RENEWABLE_MODES
 from greenslurm.allocation.selection import parse_selection
 from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.node import DEFAULT_GPU_POWER_W, DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
@@ -25,7 +26,6 @@ BACKEND_NAMES = ("auto", "cli", "pyslurm", "files")
 FAIL_MODES = ("open", "closed")
 SUPPLY_STALE = ("grid", "use")
 RENAMED = {"allocation": "select"}
-RENEWABLE_MODES = ("grid", "green", "only")      # the replay's --renewable-mode
 NO_DEADLINE_POLICIES = ("untouched", "shift")
 MAX_ARRAY_TASKS = 4_000_001        # Slurm's largest MaxArraySize
 MAX_CONNECTIONS = 65_536           # more open sockets than a process may hold by default

@@ -132,9 +132,9 @@ with open(report, "w") as f:
 """
 
 
-def main_in_fresh_process(argv: list[str], cwd: Path) -> tuple[int, set[str]]:
-    """(exit code, the top-level packages in ``sys.modules`` afterwards) of ``greenslurm ARGV`` run in a
-    new interpreter from ``cwd`` (not the checkout, whose folders Python could pick up)."""
+def modules_in_fresh_process(argv: list[str], cwd: Path) -> tuple[int, set[str]]:
+    """(exit code, every module in ``sys.modules`` afterwards) of ``greenslurm ARGV`` run in a new
+    interpreter from ``cwd`` (not the checkout, whose folders Python could pick up)."""
     import json
     import subprocess
     import sys
@@ -143,7 +143,13 @@ def main_in_fresh_process(argv: list[str], cwd: Path) -> tuple[int, set[str]]:
                           capture_output=True, text=True)
     assert report.exists(), done.stderr
     found = json.loads(report.read_text())
-    return found["code"], {name.split(".")[0] for name in found["modules"]}
+    return found["code"], set(found["modules"])
+
+
+def main_in_fresh_process(argv: list[str], cwd: Path) -> tuple[int, set[str]]:
+    """(exit code, the top-level packages in ``sys.modules`` afterwards) of ``greenslurm ARGV``."""
+    code, modules = modules_in_fresh_process(argv, cwd)
+    return code, {name.split(".")[0] for name in modules}
 
 
 @pytest.fixture(scope="module")
@@ -215,3 +221,38 @@ def test_the_file_writers_load_no_pandas_until_a_table_is_written(tmp_path):
             "o.summary_json_text({'a': 1.5}); print('pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, check=True)
     assert done.stdout.strip() == "False"
+
+
+# What a replay under FCFS, EASY or conservative does not need: the other queues (the registry names them
+# before their modules load), co-location's policies, the admission figures.
+OTHER_PARTS = {"greenslurm.sim.engine.deadline_queue", "greenslurm.sim.engine.slurm_queue",
+               "greenslurm.allocation.colocation", "greenslurm.sim.accounting.deadline_metrics"}
+
+
+@pytest.mark.parametrize("queue", ["fcfs", "easy", "conservative"])
+def test_a_pool_replay_loads_only_its_own_parts(queue, kth_cut, tmp_path):
+    code, loaded = modules_in_fresh_process(["replay", str(kth_cut), "--queue", queue, "--no-progress"], tmp_path)
+    assert code == 0
+    assert "greenslurm.sim.engine.pool_core" in loaded            # it ran, on the processor-pool core
+    assert not loaded & OTHER_PARTS, sorted(loaded & OTHER_PARTS)
+
+
+def test_the_deadline_queue_loads_when_chosen(kth_cut, tmp_path):
+    code, loaded = modules_in_fresh_process(["replay", str(kth_cut), "--queue", "deadline", "--limit", "50",
+                                             "--no-progress"], tmp_path)
+    assert code == 0
+    assert {"greenslurm.sim.engine.deadline_queue", "greenslurm.sim.accounting.deadline_metrics"} <= loaded
+
+
+@pytest.mark.parametrize("site_value, seen", [(None, "1"), ("3", "3")])
+def test_the_command_starts_numpy_without_blas_threads_unless_the_site_says(site_value, seen, tmp_path):
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if site_value is not None:
+        env["OPENBLAS_NUM_THREADS"] = site_value
+    # the CLI sets it when it loads, before anything loads numpy (whose OpenBLAS reads it then)
+    done = subprocess.run([sys.executable, "-c", "import os, sys; import greenslurm.cli; "
+                           "assert 'numpy' not in sys.modules; print(os.environ['OPENBLAS_NUM_THREADS'])"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == seen

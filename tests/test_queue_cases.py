@@ -144,3 +144,12 @@ def test_jobs_planned_for_no_time_queue_at_one_instant(queue):
     jobs = [job("A", 0, 1, 10), job("B", 1, 1, 0), job("C", 1, 1, 0), job("D", 2, 1, 4)]
     result = replay(jobs, Cluster.homogeneous(1, cpus=1), queue=queue)
     assert starts(result) == {"A": (0.0, 10.0), "B": (10.0, 10.0), "C": (10.0, 10.0), "D": (10.0, 14.0)}
+
+
+def test_every_registered_queue_loads_a_strategy_of_that_name():
+    # the registry names strategies before their modules load: a wrong "module:Class" or a class whose
+    # ``name`` differs from its key would only show when that queue is chosen
+    from greenslurm.sim.engine.strategies import QUEUES
+    assert {name: QUEUES[name].name for name in QUEUES} == {name: name for name in QUEUES}
+    with pytest.raises(KeyError):
+        QUEUES["fifo"]

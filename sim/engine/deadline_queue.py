@@ -35,7 +35,7 @@ from greenslurm.acceptance.admission import Admission
 from greenslurm.acceptance.base import AcceptancePolicy
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.budget import PowerBudget
-from greenslurm.allocation.green import green_request
+from greenslurm.allocation.green import RENEWABLE_MODES, green_request
 from greenslurm.allocation.placement import RULES, FirstFit, Placement, Request, Rule, parse_allocation
 from greenslurm.allocation.selection import FirstFit as FirstFitSelection
 from greenslurm.allocation.planner import Planner, request_for
@@ -44,8 +44,6 @@ from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 from greenslurm.sim.engine.queues import pop_due
 from greenslurm.sim.accounting.result import Rejection
-
-RENEWABLE_MODES = ("grid", "green", "only")
 
 
 class ProfilePlan:
