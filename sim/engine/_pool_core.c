@@ -10,63 +10,13 @@
 #include <string.h>
 #include <math.h>
 
+#include "_pool_ledger.h"
+
 #define FCFS 0
 #define EASY 1
 #define CONSERVATIVE 2
 
-typedef struct { double time; int64_t seq; int64_t job; int64_t first_node; } end_event;
 typedef struct { double end; int64_t job; } by_end_entry;
-
-/* numpy's pairwise sum of `count` copies of `value` (np.full(count, value).sum()) */
-static double pairwise_sum_of_copies(double value, int64_t count) {
-    if (count < 8) {
-        double total = 0.0;
-        for (int64_t i = 0; i < count; i++) total += value;
-        return total;
-    }
-    if (count <= 128) {
-        int64_t blocks = count - count % 8;
-        double lane = value;
-        for (int64_t i = 0; i < blocks / 8 - 1; i++) lane += value;
-        double total = ((lane + lane) + (lane + lane)) + ((lane + lane) + (lane + lane));
-        for (int64_t i = 0; i < count - blocks; i++) total += value;
-        return total;
-    }
-    int64_t half = count / 2;
-    half -= half % 8;
-    return pairwise_sum_of_copies(value, half) + pairwise_sum_of_copies(value, count - half);
-}
-
-static int end_before(const end_event *a, const end_event *b) {
-    return a->time < b->time || (a->time == b->time && a->seq < b->seq);
-}
-
-static void heap_push(end_event *heap, int64_t *n, end_event item) {
-    int64_t i = (*n)++;
-    while (i > 0) {
-        int64_t parent = (i - 1) / 2;
-        if (!end_before(&item, &heap[parent])) break;
-        heap[i] = heap[parent];
-        i = parent;
-    }
-    heap[i] = item;
-}
-
-static end_event heap_pop(end_event *heap, int64_t *n) {
-    end_event top = heap[0];
-    end_event last = heap[--(*n)];
-    int64_t i = 0, size = *n;
-    for (;;) {
-        int64_t child = 2 * i + 1;
-        if (child >= size) break;
-        if (child + 1 < size && end_before(&heap[child + 1], &heap[child])) child++;
-        if (!end_before(&heap[child], &last)) break;
-        heap[i] = heap[child];
-        i = child;
-    }
-    if (size > 0) heap[i] = last;
-    return top;
-}
 
 static int by_end_less(double end, int64_t job, const by_end_entry *e) {
     return end < e->end || (end == e->end && job < e->job);
@@ -88,40 +38,18 @@ typedef struct {
     const double *submit, *requested, *run_for;
     const int64_t *procs;
     int64_t n_nodes;
-    double delta_unit, share_unit;
     /* machine */
     unsigned char *free_node;
     int64_t lowest_free;              /* no node below it is free (where a search for free nodes starts) */
     double free_count;
     int64_t finished_count;
-    /* ledger */
-    double power_w, peak_w, busy, last_s, total_j, jobs_j;
-    double *times, *series_w, *series_busy;
-    int64_t series_len;
-    double *node_jobs_j, *node_cpu_s, *idle_since, *idle_node_s;
-    int64_t *jobs_on;
+    pool_ledger ledger;
     /* jobs */
     double *started;                  /* by job: its start */
     int32_t *next_node;               /* a running job's nodes: from its first, each gives the next (-1: last) */
-    /* in the order jobs ended: row, start, end, energy, nodes */
-    int64_t *out_rows, *out_offsets, finished;
-    double *out_start, *out_end, *out_energy;
-    int32_t *out_nodes;
     end_event *heap;
     int64_t heap_n, sequence;
 } core;
-
-static void advance(core *c, double now) {
-    double dt = now - c->last_s;
-    if (dt > 0) {
-        c->times[c->series_len] = c->last_s;
-        c->series_w[c->series_len] = c->power_w;
-        c->series_busy[c->series_len] = c->busy;
-        c->series_len++;
-        c->total_j += c->power_w * dt;
-        c->last_s = now;
-    }
-}
 
 static void start(core *c, int64_t j, double now) {
     int64_t n = c->procs[j], node = c->lowest_free, first = -1, last = -1;
@@ -136,14 +64,8 @@ static void start(core *c, int64_t j, double now) {
     c->lowest_free = last + 1;        /* the n lowest free nodes were taken: none is free below */
     c->free_count -= (double)n;
     c->started[j] = now;
-    advance(c, now);
-    c->power_w += (double)n * c->delta_unit;
-    c->busy += (double)n;
-    if (c->power_w > c->peak_w) c->peak_w = c->power_w;
-    for (int64_t v = first; v >= 0; v = c->next_node[v]) {
-        if (c->jobs_on[v] == 0) c->idle_node_s[v] += now - c->idle_since[v];
-        c->jobs_on[v] += 1;
-    }
+    ledger_start(&c->ledger, n, now);
+    for (int64_t v = first; v >= 0; v = c->next_node[v]) ledger_node_starts(&c->ledger, v, now);
     end_event e = { now + c->run_for[j], c->sequence++, j, first };
     heap_push(c->heap, &c->heap_n, e);
 }
@@ -156,26 +78,9 @@ static void finish(core *c, int64_t j, int64_t first, double now) {
     }
     c->free_count += (double)n;
     c->finished_count++;
-    advance(c, now);
-    c->power_w -= (double)n * c->delta_unit;
-    c->busy -= (double)n;
-    double run_s = now - c->started[j];
-    double share = c->share_unit * run_s;
-    for (int64_t v = first; v >= 0; v = c->next_node[v]) {
-        c->node_jobs_j[v] += share;
-        c->node_cpu_s[v] += run_s;
-        c->jobs_on[v] -= 1;
-        if (c->jobs_on[v] == 0) c->idle_since[v] = now;
-    }
-    double charged = pairwise_sum_of_copies(share, n);
-    c->jobs_j += charged;
-    int64_t at = c->finished++, to = c->out_offsets[at];
-    c->out_rows[at] = j;
-    c->out_start[at] = c->started[j];
-    c->out_end[at] = now;
-    c->out_energy[at] = charged;
-    for (int64_t v = first; v >= 0; v = c->next_node[v]) c->out_nodes[to++] = (int32_t)v;
-    c->out_offsets[at + 1] = to;
+    double share = ledger_finish(&c->ledger, j, n, c->started[j], now), run_s = now - c->started[j];
+    for (int64_t v = first; v >= 0; v = c->next_node[v]) ledger_node_ends(&c->ledger, v, share, run_s, now);
+    ledger_ended(&c->ledger);
 }
 
 /* -- conservative backfilling on processor counts: CountProfile in pool_core.py ------------------- */
@@ -278,35 +183,6 @@ static int profile_may_start_before(const count_profile *p, double processors, d
     return 0;
 }
 
-typedef struct { double start; int64_t job; } reservation;
-
-static int64_t reservation_position(const reservation *a, int64_t n, double start, int64_t job) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (a[mid].start < start || (a[mid].start == start && a[mid].job < job)) lo = mid + 1; else hi = mid;
-    }
-    return lo;
-}
-
-static void reservation_insert(reservation *a, int64_t *n, double start, int64_t job) {
-    int64_t at = reservation_position(a, *n, start, job);
-    memmove(&a[at + 1], &a[at], sizeof(reservation) * (size_t)(*n - at));
-    a[at].start = start; a[at].job = job; (*n)++;
-}
-
-static void reservation_remove(reservation *a, int64_t *n, double start, int64_t job) {
-    int64_t at = reservation_position(a, *n, start, job);
-    memmove(&a[at], &a[at + 1], sizeof(reservation) * (size_t)(*n - at - 1));
-    (*n)--;
-}
-
-static int64_t job_position(const int64_t *a, int64_t n, int64_t job) {
-    int64_t lo = 0, hi = n;
-    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (a[mid] < job) lo = mid + 1; else hi = mid; }
-    return lo;
-}
-
 /* Returns 0, or -1 when memory ran out, -2 when a job fits nowhere on the empty pool, -3 when jobs
  * wait after the last event, -4 when the conservative plan is asked for a time before its start (a
  * negative or NaN time given). */
@@ -320,7 +196,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     core c;
     memset(&c, 0, sizeof c);
     c.submit = submit; c.requested = requested; c.run_for = run_for; c.procs = procs;
-    c.n_nodes = n_nodes; c.delta_unit = delta_unit; c.share_unit = share_unit;
+    c.n_nodes = n_nodes;
     c.free_node = malloc(n_nodes > 0 ? (size_t)n_nodes : 1);
     c.heap = malloc(sizeof(end_event) * (size_t)(n_nodes + 1));
     int64_t *waiting = malloc(sizeof(int64_t) * (size_t)(jobs + 1));
@@ -331,17 +207,9 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     }
     memset(c.free_node, 1, (size_t)n_nodes);
     c.free_count = (double)n_nodes;
-    c.power_w = c.peak_w = idle_power_w;
-    c.last_s = start_s;
-    c.times = times; c.series_w = series_w; c.series_busy = series_busy;
-    c.node_jobs_j = node_jobs_j; c.node_cpu_s = node_cpu_s; c.jobs_on = jobs_on;
-    c.idle_since = idle_since; c.idle_node_s = idle_node_s;
-    for (int64_t v = 0; v < n_nodes; v++) {
-        node_jobs_j[v] = 0.0; node_cpu_s[v] = 0.0; jobs_on[v] = 0; idle_since[v] = start_s; idle_node_s[v] = 0.0;
-    }
-    c.out_rows = out_rows; c.out_start = out_start; c.out_end = out_end; c.out_energy = out_energy;
-    c.out_nodes = out_nodes; c.out_offsets = out_offsets;
-    out_offsets[0] = 0;
+    ledger_init(&c.ledger, n_nodes, idle_power_w, delta_unit, share_unit, start_s, times, series_w, series_busy,
+                node_jobs_j, node_cpu_s, jobs_on, idle_since, idle_node_s, out_rows, out_start, out_end,
+                out_energy, out_nodes, out_offsets);
     c.started = malloc(sizeof(double) * (size_t)(jobs + 1));
     c.next_node = malloc(sizeof(int32_t) * (size_t)(n_nodes + 1));
     if (!c.started || !c.next_node) {
@@ -369,11 +237,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     double now = -INFINITY;
 
     while (c.heap_n > 0 || arrived < jobs || by_reservation_n > 0) {
-        double after = now;
-        now = c.heap_n > 0 ? c.heap[0].time : INFINITY;
-        if (arrived < jobs && submit[arrived] < now) now = submit[arrived];
-        if (by_reservation_n > 0 && after < by_reservation[0].start && by_reservation[0].start < now)
-            now = by_reservation[0].start;
+        now = next_event(c.heap, c.heap_n, submit, arrived, jobs, by_reservation, by_reservation_n, now);
         if (now == INFINITY && c.heap_n == 0) { status = -3; goto done; }   /* an end at infinity is an event */
         while (c.heap_n > 0 && c.heap[0].time == now) {
             end_event e = heap_pop(c.heap, &c.heap_n);
@@ -501,9 +365,8 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
         if (reserved) { have_cache = 1; cache_head = head; cache_finished = c.finished_count; }
     }
 done:
-    *series_len = c.series_len;
-    scalars[0] = c.total_j; scalars[1] = c.jobs_j; scalars[2] = c.peak_w;
-    scalars[3] = c.power_w; scalars[4] = c.busy; scalars[5] = c.last_s; scalars[6] = (double)c.finished;
+    *series_len = c.ledger.series_len;
+    ledger_scalars(&c.ledger, scalars);
     free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
     free(plan.times); free(plan.free); free(reserved_s); free(by_reservation); free(due);
     return status;

@@ -106,6 +106,23 @@ def pairwise_sum_of_copies(value: float, count: int) -> float:
     return pairwise_sum_of_copies(value, half) + pairwise_sum_of_copies(value, count - half)
 
 
+def next_event_s(ends: list[tuple], submit: list[float], arrived: int, by_reservation: list[tuple],
+                 after_s: float) -> float:
+    """The next event time after ``after_s``: the first job end (``ends``: a heap of (time, ...)), the
+    next arrival (``submit[arrived]``), or the earliest reserved start still ahead (``by_reservation``:
+    sorted (time, job)); inf when none is left.
+
+    >>> next_event_s([(9.0, 0, 0)], [0.0, 5.0], 1, [(3.0, 1)], 2.0), next_event_s([], [], 0, [(3.0, 1)], 3.0)
+    (3.0, inf)
+    """
+    now = ends[0][0] if ends else inf
+    if arrived < len(submit) and submit[arrived] < now:
+        now = submit[arrived]
+    if by_reservation and after_s < by_reservation[0][0] < now:
+        now = by_reservation[0][0]
+    return now
+
+
 def check_jobs(n_nodes: int, submit_s, requested_s, run_for_s, procs) -> None:
     """ValueError unless the columns are as long as each other and every job asks for 1 to
     ``n_nodes`` processors (the compiled core reads and writes by these counts).
@@ -124,6 +141,96 @@ def check_jobs(n_nodes: int, submit_s, requested_s, run_for_s, procs) -> None:
             raise ValueError(f"a job asks for {low if low < 1 else high} processors; the core places 1 to {n_nodes}")
 
 
+class PoolLedger:
+    """The energy ledger on a pool of alike single-CPU nodes, operation by operation as
+    :class:`greenslurm.sim.accounting.ledger.EnergyLedger` adds (shared by the pure-Python cores),
+    and the ended jobs' results in the order they ended."""
+
+    def __init__(self, n_nodes: int, power: PoolPower, start_s: float,
+                 progress: Callable[[int], None] | None = None) -> None:
+        self.power_w = self.peak_w = power.idle_power_w
+        self.busy = 0.0
+        self.last_s = start_s
+        self.total_j = self.jobs_j = 0.0
+        self.times, self.series_w, self.series_busy = array("d"), array("d"), array("d")
+        self.node_jobs_j = [0.0] * n_nodes
+        self.node_cpu_s = [0.0] * n_nodes
+        self.jobs_on = [0] * n_nodes
+        self.idle_since = [start_s] * n_nodes
+        self.idle_node_s = [0.0] * n_nodes
+        self.delta_unit, self.share_unit = power.delta_per_node_w, power.share_per_node_w
+        # in the order jobs ended: row, start, end, energy, nodes
+        self.out_rows, self.out_nodes, self.out_offsets = array("q"), array("i"), array("q", [0])
+        self.out_start, self.out_end, self.out_energy = array("d"), array("d"), array("d")
+        self.progress = progress
+
+    def _advance(self, now: float) -> None:
+        dt = now - self.last_s
+        if dt > 0:
+            self.times.append(self.last_s); self.series_w.append(self.power_w); self.series_busy.append(self.busy)
+            self.total_j += self.power_w * dt
+            self.last_s = now
+
+    def start(self, nodes: list[int], now: float) -> None:
+        """A job starts on ``nodes`` (one CPU each) at ``now``."""
+        n = len(nodes)
+        self._advance(now)
+        self.power_w += n * self.delta_unit
+        self.busy += n
+        if self.power_w > self.peak_w:
+            self.peak_w = self.power_w
+        jobs_on, idle_node_s, idle_since = self.jobs_on, self.idle_node_s, self.idle_since
+        for node in nodes:
+            if jobs_on[node] == 0:
+                idle_node_s[node] += now - idle_since[node]
+            jobs_on[node] += 1
+
+    def finish(self, row: int, nodes: list[int], started_s: float, now: float) -> None:
+        """The job of input ``row``, started at ``started_s`` on ``nodes``, ends at ``now``: its share
+        of node power over its run is charged to it (numpy's pairwise sum over its nodes)."""
+        n = len(nodes)
+        self._advance(now)
+        self.power_w -= n * self.delta_unit
+        self.busy -= n
+        run_s = now - started_s
+        share = self.share_unit * run_s
+        node_jobs_j, node_cpu_s, jobs_on, idle_since = self.node_jobs_j, self.node_cpu_s, self.jobs_on, self.idle_since
+        for node in nodes:
+            node_jobs_j[node] += share
+            node_cpu_s[node] += run_s
+            jobs_on[node] -= 1
+            if jobs_on[node] == 0:
+                idle_since[node] = now
+        charged = pairwise_sum_of_copies(share, n)
+        self.jobs_j += charged
+        self.out_rows.append(row)
+        self.out_start.append(started_s)
+        self.out_end.append(now)
+        self.out_energy.append(charged)
+        self.out_nodes.extend(nodes)
+        self.out_offsets.append(len(self.out_nodes))
+        if self.progress is not None and len(self.out_rows) % PROGRESS_EVERY == 0:
+            self.progress(len(self.out_rows))
+
+    def run(self, cls: type = None, **extra) -> PoolRun:
+        """What was computed, as a :class:`PoolRun` (or ``cls`` with the ``extra`` fields)."""
+        if self.progress is not None:
+            self.progress(len(self.out_rows))
+
+        def numbers(values: array, dtype) -> np.ndarray:
+            return np.frombuffer(values, dtype=dtype).copy() if len(values) else np.zeros(0, dtype=dtype)
+        return (cls or PoolRun)(
+            rows=numbers(self.out_rows, np.int64), start_s=numbers(self.out_start, float),
+            end_s=numbers(self.out_end, float), energy_j=numbers(self.out_energy, float),
+            node_offsets=numbers(self.out_offsets, np.int64), node_flat=numbers(self.out_nodes, np.int32),
+            times_s=numbers(self.times, float), power_w=numbers(self.series_w, float),
+            busy_cpus=numbers(self.series_busy, float), total_j=self.total_j, jobs_j=self.jobs_j,
+            peak_power_w=self.peak_w, power_now_w=self.power_w, busy_cpus_now=self.busy, last_s=self.last_s,
+            node_jobs_j=np.array(self.node_jobs_j), node_cpu_seconds=np.array(self.node_cpu_s),
+            jobs_on_node=np.array(self.jobs_on, dtype=np.int64), idle_since_s=np.array(self.idle_since),
+            idle_node_seconds=np.array(self.idle_node_s), **extra)
+
+
 def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
                start_s: float, progress: Callable[[int], None] | None = None) -> PoolRun:
     """The core in pure Python (the compiled core's definition: same steps, same results)."""
@@ -135,28 +242,12 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     size = procs.tolist() if isinstance(procs, np.ndarray) else list(procs)
     held: dict[int, list[int]] = {}                # a running job's nodes
     started = [-1.0] * jobs                         # by job: its start
-    # in the order jobs ended: row, start, end, energy, nodes
-    out_rows, out_nodes, out_offsets = array("q"), array("i"), array("q", [0])
-    out_start, out_end, out_energy = array("d"), array("d"), array("d")
     # machine: which nodes are free (1) and how many
     free = bytearray(b"\x01" * n_nodes)
     free_count = float(n_nodes)
     lowest_free = 0                                 # no node below it is free
     finished_count = 0
-    # ledger
-    power_w = power.idle_power_w
-    peak_w = power_w
-    busy = 0.0
-    last_s = start_s
-    total_j = 0.0
-    jobs_j = 0.0
-    times, series_w, series_busy = array("d"), array("d"), array("d")
-    node_jobs_j = [0.0] * n_nodes
-    node_cpu_s = [0.0] * n_nodes
-    jobs_on = [0] * n_nodes
-    idle_since = [start_s] * n_nodes
-    idle_node_s = [0.0] * n_nodes
-    delta_unit, share_unit = power.delta_per_node_w, power.share_per_node_w
+    ledger = PoolLedger(n_nodes, power, start_s, progress)
     # events: running jobs' ends as (time, sequence, job); the next arrival is submit[arrived]
     ends: list[tuple[float, int, int]] = []
     sequence = 0
@@ -167,7 +258,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     cached: list[float] | None = None             # [shadow time, extra processors]
 
     def start(j: int, now: float) -> None:
-        nonlocal free_count, power_w, busy, peak_w, last_s, total_j, sequence, lowest_free
+        nonlocal free_count, sequence, lowest_free
         n = size[j]
         nodes = held[j] = []
         node = lowest_free - 1
@@ -178,24 +269,12 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
         lowest_free = node + 1                     # the n lowest free nodes were taken: none below
         free_count -= n
         started[j] = now
-        dt = now - last_s                          # ledger.advance
-        if dt > 0:
-            times.append(last_s); series_w.append(power_w); series_busy.append(busy)
-            total_j += power_w * dt
-            last_s = now
-        power_w += n * delta_unit
-        busy += n
-        if power_w > peak_w:
-            peak_w = power_w
-        for node in nodes:
-            if jobs_on[node] == 0:
-                idle_node_s[node] += now - idle_since[node]
-            jobs_on[node] += 1
+        ledger.start(nodes, now)
         heapq.heappush(ends, (now + run_for[j], sequence, j))
         sequence += 1
 
     def finish(j: int, now: float) -> None:
-        nonlocal free_count, finished_count, power_w, busy, last_s, total_j, jobs_j, lowest_free
+        nonlocal free_count, finished_count, lowest_free
         n = size[j]
         nodes = held.pop(j)
         for node in nodes:
@@ -203,31 +282,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
         lowest_free = min(lowest_free, nodes[0])   # a job's nodes ascend
         free_count += n
         finished_count += 1
-        dt = now - last_s
-        if dt > 0:
-            times.append(last_s); series_w.append(power_w); series_busy.append(busy)
-            total_j += power_w * dt
-            last_s = now
-        power_w -= n * delta_unit
-        busy -= n
-        run_s = now - started[j]
-        share = share_unit * run_s
-        for node in nodes:
-            node_jobs_j[node] += share
-            node_cpu_s[node] += run_s
-            jobs_on[node] -= 1
-            if jobs_on[node] == 0:
-                idle_since[node] = now
-        charged = pairwise_sum_of_copies(share, n)
-        jobs_j += charged
-        out_rows.append(j)
-        out_start.append(started[j])
-        out_end.append(now)
-        out_energy.append(charged)
-        out_nodes.extend(nodes)
-        out_offsets.append(len(out_nodes))
-        if progress is not None and len(out_rows) % PROGRESS_EVERY == 0:
-            progress(len(out_rows))
+        ledger.finish(j, nodes, started[j], now)
 
     # conservative: the plan, jobs waiting by arrival and by reserved start, a wake-up time
     plan: CountProfile | None = None
@@ -236,13 +291,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
     compress = False
     now = -inf
     while ends or arrived < jobs or by_reservation:
-        # the next event: a job's end, an arrival, or the earliest reserved start still ahead
-        after = now
-        now = ends[0][0] if ends else inf
-        if arrived < jobs and submit[arrived] < now:
-            now = submit[arrived]
-        if by_reservation and after < by_reservation[0][0] < now:
-            now = by_reservation[0][0]
+        now = next_event_s(ends, submit, arrived, by_reservation, now)
         if now == inf and not ends:            # a job may end at infinity (1e308 s after 1e308 s): not stuck
             raise RuntimeError(f"{len(by_reservation)} jobs still waiting after the last event")
         while ends and ends[0][0] == now:
@@ -326,20 +375,7 @@ def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs
             insort(by_end, (now + requested[j], j))
         if reservation is not None:
             cached_key, cached = key, reservation
-    if progress is not None:
-        progress(len(out_rows))
-
-    def numbers(values: array, dtype) -> np.ndarray:
-        return np.frombuffer(values, dtype=dtype).copy() if len(values) else np.zeros(0, dtype=dtype)
-    return PoolRun(
-        rows=numbers(out_rows, np.int64), start_s=numbers(out_start, float), end_s=numbers(out_end, float),
-        energy_j=numbers(out_energy, float), node_offsets=numbers(out_offsets, np.int64),
-        node_flat=numbers(out_nodes, np.int32),
-        times_s=numbers(times, float), power_w=numbers(series_w, float), busy_cpus=numbers(series_busy, float),
-        total_j=total_j, jobs_j=jobs_j, peak_power_w=peak_w, power_now_w=power_w, busy_cpus_now=busy,
-        last_s=last_s, node_jobs_j=np.array(node_jobs_j), node_cpu_seconds=np.array(node_cpu_s),
-        jobs_on_node=np.array(jobs_on, dtype=np.int64), idle_since_s=np.array(idle_since),
-        idle_node_seconds=np.array(idle_node_s))
+    return ledger.run()
 
 
 def _count_reservation(by_end: list[tuple[float, int]], size: list[int], free_count: float,
@@ -363,17 +399,19 @@ def compiled_library() -> ctypes.CDLL | None:
     return library
 
 
-def chosen_core() -> str:
-    """Which core runs a pool replay: ``compiled``, ``python`` or ``off`` (from ``GREENSLURM_POOL_CORE``)."""
-    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
+def chosen_core(env: str = ENV, library: Callable[[], ctypes.CDLL | None] | None = None, what: str = "core") -> str:
+    """Which core runs a pool replay: ``compiled``, ``python`` or ``off`` (from ``GREENSLURM_POOL_CORE``;
+    another core's from its variable ``env``, its library from ``library``)."""
+    library = library or compiled_library
+    choice = os.environ.get(env, "auto").strip().lower() or "auto"
     if choice not in CHOICES:
         raise InputError(f"{choice!r} is not a core; choose from {', '.join(CHOICES)}", path="environment",
-                         field=ENV)
+                         field=env)
     if choice == "auto":
-        return "compiled" if compiled_library() is not None else "python"
-    if choice == "compiled" and compiled_library() is None:
-        raise InputError("the compiled core is not built (install greenslurm where a C compiler is)",
-                         path="environment", field=ENV)
+        return "compiled" if library() is not None else "python"
+    if choice == "compiled" and library() is None:
+        raise InputError(f"the compiled {what} is not built (install greenslurm where a C compiler is)",
+                         path="environment", field=env)
     return choice
 
 
