@@ -10,7 +10,6 @@ name).  A folder without ``schema.json`` was written before the versions: its fi
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 from pathlib import Path
@@ -20,7 +19,9 @@ import numpy as np
 
 from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
 from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA  # noqa: F401 (named here too)
-from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, id_texts, ragged_positions
+from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, ragged_positions
+from greenslurm.sim.reporting.cells import (choices, csv_rows, csv_texts, digits, float_cells, offsets_of, spans,
+                                            strings)
 
 JOBS_CSV = "jobs.csv"
 JOBS_PARQUET = "jobs.parquet"
@@ -127,12 +128,121 @@ def schema_document(files: list[str]) -> dict:
     return {SCHEMA_KEY: OUTPUTS_SCHEMA, "documentation": "docs/outputs.md", "files": described}
 
 
-CHUNK_ROWS = 65536        # rows turned into Python values at a time (node lists, CSV cells)
+CHUNK_ROWS = 65536        # rows turned into cells at a time (CSV rows, a Parquet page)
 CHUNK_NODES = 1 << 20     # node positions turned into Python values at a time
+_FLOAT_COLUMNS = frozenset(("submit_s", "start_s", "end_s", "requested_time_s", "cpus", "gpus", "energy_j",
+                            "deadline_s", "wait_s", "run_s", "slowdown", "bounded_slowdown"))
+_TEXT_COLUMNS = frozenset(("job_id", "user", "partition", "node_indices"))
+# jobs.parquet's text columns compressed (GZIP, zlib's level 1: node lists shrink tenfold), its numbers
+# not (GZIP on every column took about as long as the rest of the file; see docs/outputs.md)
+PARQUET_COMPRESSION = {name: "gzip" for name in _TEXT_COLUMNS}
+_BOOL_CELLS = (b"False", b"True")
+
+
+def submit_order(jobs: JobColumns) -> np.ndarray:
+    """The jobs table's order: by submit time, ties in the replay's order."""
+    return np.argsort(jobs.submit_s, kind="stable")
+
+
+def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floor_s: float = BSLD_FLOOR_S,
+                node_names: "NodeNames | None" = None) -> dict[str, Any]:
+    """Columns ``names`` of the jobs table for the jobs at positions ``rows`` of ``jobs``: float64,
+    int64 (``nodes``) and bool arrays; the texts (``job_id``, ``user``, ``partition``,
+    ``node_indices``) as lists of str, or as cells (:mod:`~greenslurm.sim.reporting.cells`) for
+    numeric ids and node lists.  The same arithmetic per element whatever the rows, so a table built
+    a chunk of rows at a time equals one built at once.
+
+    >>> cols = JobColumns.from_records([JobRecord("a", 1.0, 3.0, 3.0, 9.0, 1, 1.0, 0.0, False, 2.0, (4,))])
+    >>> c = job_columns(cols, np.array([0]))
+    >>> c["wait_s"].tolist(), c["slowdown"].tolist(), c["job_id"], strings(c["node_indices"]), c["deadline_missed"].tolist()
+    ([2.0], [nan], ['a'], ['4'], [False])
+    """
+    out: dict[str, Any] = {}
+    submit, start, end = jobs.submit_s[rows], jobs.start_s[rows], jobs.end_s[rows]
+    wait, run = start - submit, end - start
+    for name in names:
+        if name == "wait_s":
+            column = wait
+        elif name == "run_s":
+            column = run
+        elif name == "slowdown":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                column = np.where(run > 0, (wait + run) / run, math.nan)
+        elif name == "bounded_slowdown":
+            column = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
+        elif name == "deadline_missed":
+            column = end > jobs.deadline_s[rows] + 1e-9        # False without a deadline (NaN compares False)
+        elif name == "node_indices":
+            column = (node_names or NodeNames(jobs)).cells(rows)
+        elif name in ("job_id", "user", "partition"):
+            column = _texts(getattr(jobs, name)[rows])
+        elif name == "nodes":
+            column = np.asarray(jobs.nodes[rows], dtype=np.int64)
+        elif name == "killed_at_limit":
+            column = np.asarray(jobs.killed_at_limit[rows], dtype=bool)
+        else:
+            column = np.asarray(getattr(jobs, name)[rows], dtype=np.float64)
+        out[name] = column
+    return out
+
+
+def _texts(values: np.ndarray):
+    """Ids (int64: cells of their decimal text) or strings (a list of str).
+
+    >>> strings(_texts(np.array([7, 12]))), _texts(np.array(["a", ""], dtype=object))
+    (['7', '12'], ['a', ''])
+    """
+    return digits(values) if values.dtype == np.int64 else values.tolist()
+
+
+class NodeNames:
+    """Node lists as text: each job's node positions joined by spaces ("3 14")."""
+
+    def __init__(self, jobs: JobColumns) -> None:
+        self.jobs = jobs
+        top = int(jobs.node_flat.max()) + 1 if len(jobs.node_flat) else 0
+        self.data, self.sizes = digits(np.arange(top))          # each position's name
+        self.starts = offsets_of(self.sizes)[:-1]
+
+    def cells(self, rows: np.ndarray):
+        """The node lists of the jobs at ``rows`` as cells: every node's name and a space, then each
+        job's last space taken out (a job without nodes: an empty cell).
+
+        >>> cols = JobColumns.from_records([JobRecord("1", 0.0, 5.0, 15.0, 20.0, 2, 2.0, 0.0, False, 7.5, (3, 14)),
+        ...                                 JobRecord("2", 0.0, 5.0, 15.0, 20.0, 0, 0.0, 0.0, False, 7.5, ()),
+        ...                                 JobRecord("3", 0.0, 5.0, 15.0, 20.0, 1, 1.0, 0.0, False, 7.5, (0,))])
+        >>> strings(NodeNames(cols).cells(np.array([2, 1, 0])))
+        ['0', '', '3 14']
+        """
+        offsets = self.jobs.node_offsets
+        counts = offsets[1:][rows] - offsets[:-1][rows]
+        flat = self.jobs.node_flat[ragged_positions(offsets, rows)]
+        name_sizes = self.sizes[flat]
+        token_at = offsets_of(name_sizes + 1)
+        text = np.full(int(token_at[-1]), ord(" "), dtype=np.uint8)
+        text[spans(token_at[:-1], name_sizes)] = self.data[spans(self.starts[flat], name_sizes)]
+        first = offsets_of(counts)                    # each job's first node among ``flat``
+        ran = counts > 0
+        keep = np.ones(len(text), dtype=bool)
+        keep[token_at[first[1:][ran]] - 1] = False     # the space after each job's last node
+        return text[keep], token_at[first[1:]] - token_at[first[:-1]] - ran
+
+
+def row_chunks(jobs: JobColumns, order: np.ndarray):
+    """``order`` in slices of at most CHUNK_ROWS jobs holding about CHUNK_NODES nodes (at least one job)."""
+    offsets = jobs.node_offsets
+    lo = 0
+    while lo < len(order):
+        part = order[lo:lo + CHUNK_ROWS]
+        sizes = offsets[1:][part] - offsets[:-1][part]
+        hi = lo + max(1, int(np.searchsorted(np.cumsum(sizes), CHUNK_NODES, "right")))
+        yield order[lo:hi]
+        lo = hi
 
 
 def jobs_frame(jobs: JobColumns | Sequence[JobRecord], bsld_floor_s: float = BSLD_FLOOR_S) -> pd.DataFrame:
-    """One row per job, ordered by submit time (ties keep the replay's order).
+    """jobs.csv as a DataFrame (the notebook API's ``Result.jobs``): one row per job, ordered by
+    submit time (ties keep the replay's order).
 
     ``node_indices`` is a space-separated list of node positions in the cluster; ``slowdown`` is
     empty for jobs that ran for no time.
@@ -143,114 +253,23 @@ def jobs_frame(jobs: JobColumns | Sequence[JobRecord], bsld_floor_s: float = BSL
     >>> df[["job_id", "wait_s", "run_s", "slowdown", "bounded_slowdown"]].to_dict("list")
     {'job_id': ['a', 'b'], 'wait_s': [0.0, 4.0], 'run_s': [2.0, 4.0], 'slowdown': [1.0, 2.0], 'bounded_slowdown': [1.0, 1.0]}
     """
-    import pandas as pd          # loaded when a table is written, not with the module
+    import pandas as pd          # loaded when a table is asked for, not with the module
     if not isinstance(jobs, JobColumns):
         jobs = JobColumns.from_records(jobs)
-    # the columns at once (the same arithmetic as wait_s, slowdown and bounded_slowdown, per element)
-    order = np.argsort(jobs.submit_s, kind="stable")            # ties keep the replay's order
-    submit, start, end = jobs.submit_s[order], jobs.start_s[order], jobs.end_s[order]
-    wait, run = start - submit, end - start
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slowdowns = np.where(run > 0, (wait + run) / run, math.nan)
-    bounded = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
-    deadline = jobs.deadline_s[order]
-    columns = {
-        "job_id": _texts(jobs.job_id[order]), "user": _texts(jobs.user[order]),
-        "partition": _texts(jobs.partition[order]), "submit_s": submit, "start_s": start, "end_s": end,
-        "wait_s": wait, "run_s": run, "requested_time_s": jobs.requested_time_s[order],
-        "killed_at_limit": jobs.killed_at_limit[order], "nodes": jobs.nodes[order],
-        "cpus": jobs.cpus[order], "gpus": jobs.gpus[order], "slowdown": slowdowns, "bounded_slowdown": bounded,
-        "energy_j": jobs.energy_j[order], "deadline_s": deadline,
-        "deadline_missed": end > deadline + 1e-9,        # False without a deadline (NaN compares False)
-        "node_indices": _joined_texts(node_text_chunks(jobs, order)),
-    }
-    frame = pd.DataFrame({name: columns[name] for name in JOB_COLUMNS}, copy=False)   # the arrays are new
+    columns = job_columns(jobs, submit_order(jobs), bsld_floor_s=bsld_floor_s)
+    frame = pd.DataFrame({name: strings(column) if isinstance(column, tuple) else column
+                          for name, column in columns.items()}, copy=False)
     # Explicit dtypes: an empty replay gives the same schema as a full one.
-    return frame.astype({"job_id": str, "user": str, "partition": str, "node_indices": str,
-                         "killed_at_limit": bool, "deadline_missed": bool, "nodes": "int64",
-                         **{c: "float64" for c in ("submit_s", "start_s", "end_s", "wait_s", "run_s",
-                                                   "requested_time_s", "cpus", "gpus", "slowdown",
-                                                   "bounded_slowdown", "energy_j", "deadline_s")}})
+    return frame.astype({name: str if name in _TEXT_COLUMNS else "float64" if name in _FLOAT_COLUMNS
+                         else "int64" if name == "nodes" else bool for name in JOB_COLUMNS})
 
 
-def node_texts(jobs: JobColumns, order: np.ndarray) -> list[str]:
-    """Each job's node list as space-separated positions, for the jobs in ``order``.
-
-    >>> cols = JobColumns.from_records([JobRecord("1", 0.0, 5.0, 15.0, 20.0, 2, 2.0, 0.0, False, 7.5, (3, 14)),
-    ...                                 JobRecord("2", 0.0, 5.0, 15.0, 20.0, 1, 1.0, 0.0, False, 7.5, (0,))])
-    >>> node_texts(cols, np.array([1, 0]))
-    ['0', '3 14']
-    """
-    return [text for chunk in node_text_chunks(jobs, order) for text in chunk]
-
-
-def node_text_chunks(jobs: JobColumns, order: np.ndarray):
-    """:func:`node_texts` a chunk of jobs at a time (lists of strings)."""
-    offsets = jobs.node_offsets
-    sizes = offsets[1:][order] - offsets[:-1][order]
-    names = list(map(str, range(int(jobs.node_flat.max()) + 1))) if len(jobs.node_flat) else []
-    lo = 0
-    while lo < len(order):
-        # a chunk of jobs holding about CHUNK_NODES nodes in all: a node is a Python int here
-        hi = max(lo + 1, int(np.searchsorted(np.cumsum(sizes[lo:lo + CHUNK_ROWS]), CHUNK_NODES, "right")) + lo)
-        part = order[lo:hi]
-        flat = jobs.node_flat[ragged_positions(offsets, part)].tolist()
-        texts: list[str] = []
-        at = 0
-        for size in sizes[lo:hi].tolist():
-            texts.append(" ".join([names[i] for i in flat[at:at + size]]))
-            at += size
-        yield texts
-        lo = hi
-
-
-def _text_dtype():
-    """The dtype ``astype(str)`` gives a column of strings (pandas 3: its Arrow-backed ``str``)."""
-    import pandas as pd          # loaded when a table is written, not with the module
-    return pd.Series([], dtype=object).astype(str).dtype
-
-
-def _arrow_texts(array) -> Any:
-    """Arrow strings as a pandas column of :func:`_text_dtype` (no Python string a row when that
-    dtype is Arrow-backed); None when it is not (older pandas: the caller keeps Python strings)."""
-    import pandas as pd          # loaded when a table is written, not with the module
-    dtype = _text_dtype()
-    if getattr(dtype, "storage", None) != "pyarrow":
-        return None
-    return pd.array(array, dtype=dtype)
-
-
-def _texts(values: np.ndarray) -> Any:
-    """A column of ids (int64: their decimal text) or of strings for the jobs table.
-
-    >>> list(_texts(np.array([7, 12]))), list(_texts(np.array(["a", ""], dtype=object)))
-    (['7', '12'], ['a', ''])
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    if values.dtype == np.int64:
-        column = _arrow_texts(pc.cast(pa.array(values), pa.string()))     # canonical decimal, as str()
-        return column if column is not None else id_texts(values)
-    column = _arrow_texts(pa.array(values, type=pa.string()))
-    return column if column is not None else values
-
-
-def _joined_texts(chunks) -> Any:
-    """Lists of strings as one column of :func:`_text_dtype`, a chunk of Python strings at a time."""
-    import pyarrow as pa
-    if getattr(_text_dtype(), "storage", None) != "pyarrow":
-        return [text for chunk in chunks for text in chunk]
-    parts = [pa.array(chunk, type=pa.string()) for chunk in chunks]
-    return _arrow_texts(pa.concat_arrays(parts) if parts else pa.array([], type=pa.string()))
-
-
-def power_frame(result: ReplayResult) -> pd.DataFrame:
-    """The cluster's power as intervals ``[start_s, end_s)`` of constant power.
+def power_columns(result: ReplayResult) -> dict[str, np.ndarray]:
+    """power.csv's columns: the cluster's power as intervals ``[start_s, end_s)`` of constant power.
 
     ``power_times_s`` holds the breakpoints; when it has one more entry than ``power_w`` the last
     breakpoint closes the last interval, otherwise the ledger's ``end_s`` does.
     """
-    import pandas as pd          # loaded when a table is written, not with the module
     times = np.asarray(result.power_times_s, dtype=float)
     power = np.asarray(result.power_w, dtype=float)
     busy = np.asarray(result.busy_cpus, dtype=float)
@@ -261,8 +280,14 @@ def power_frame(result: ReplayResult) -> pd.DataFrame:
     else:
         ends = np.append(times[1:n], result.energy.end_s) if n else times[:0]
     busy_col = busy[:n] if len(busy) >= n else np.append(busy, np.full(n - len(busy), np.nan))
-    return pd.DataFrame({"start_s": starts, "end_s": ends, "power_w": power[:n], "busy_cpus": busy_col,
-                         "energy_j": power[:n] * (ends - starts)})
+    return {"start_s": starts, "end_s": ends, "power_w": power[:n], "busy_cpus": busy_col,
+            "energy_j": power[:n] * (ends - starts)}
+
+
+def power_frame(result: ReplayResult) -> pd.DataFrame:
+    """power.csv as a DataFrame (see :func:`power_columns`)."""
+    import pandas as pd          # loaded when a table is asked for, not with the module
+    return pd.DataFrame(power_columns(result))
 
 
 def _plain(value: Any) -> Any:
@@ -301,101 +326,139 @@ def write_summary_json(summary: Mapping[str, Any], path: str | Path) -> Path:
     return path
 
 
-def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """``frame`` as CSV, the bytes of ``frame.to_csv(path, index=False, lineterminator="\\n")`` written
-    by the csv module from whole columns (several times faster): floats as their shortest repr, NaN
-    empty, booleans True/False.  A frame with other column types is left to pandas.
+# -- CSV: the bytes of the csv module's writer (pandas' to_csv before it), a chunk of rows at a time --
+def csv_cells(column):
+    """A column's CSV cells (:mod:`~greenslurm.sim.reporting.cells`): floats as their repr and NaN
+    empty, integers in decimal, booleans ``True``/``False``, strings (a list; None empty) quoted when
+    they hold a comma, a quote or a line break; cells already made are kept.
+
+    >>> [strings(csv_cells(c)) for c in (np.array([1.5, math.nan, -0.0]), np.array([True, False]), ["a,b", None])]
+    [['1.5', '', '-0.0'], ['True', 'False'], ['"a,b"', '']]
+    """
+    if isinstance(column, tuple):
+        return column
+    if isinstance(column, list):
+        return csv_texts(column)
+    if column.dtype == np.bool_:
+        return choices(column.view(np.uint8), _BOOL_CELLS)
+    if column.dtype == np.float64:
+        return float_cells(column)
+    return digits(column)
+
+
+def write_csv_columns(path: Path, names: Sequence[str], chunks) -> None:
+    """A CSV file with header ``names`` and rows from ``chunks``, each a list of columns (numpy arrays,
+    lists of str or cells, see :func:`csv_cells`) of equal length.
 
     >>> import tempfile
-    >>> import pandas as pd
-    >>> frame = pd.DataFrame({"a": [1.5, math.nan], "b": ["x,y", "z"], "c": [True, False], "d": [3, 4]})
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     write_csv(frame, Path(folder) / "f.csv")
+    ...     write_csv_columns(Path(folder) / "f.csv", ["a", "b", "c", "d"],
+    ...                       [[np.array([1.5, math.nan]), ["x,y", "z"], np.array([True, False]), np.array([3, 4])]])
     ...     (Path(folder) / "f.csv").read_text().splitlines()
     ['a,b,c,d', '1.5,"x,y",True,3', ',z,False,4']
     """
-    import pandas as pd          # loaded when a table is written, not with the module
-    columns = []
-    for name in frame.columns:
-        series = frame[name]
-        if not (series.dtype in (np.float64, np.bool_, np.int64)
-                or (pd.api.types.is_string_dtype(series.dtype) and not series.isna().any())):
-            frame.to_csv(path, index=False, lineterminator="\n")
-            return
-        columns.append(series)
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(list(frame.columns))
-        for lo in range(0, len(frame), CHUNK_ROWS):      # a chunk of rows at a time: Python values are big
-            writer.writerows(zip(*(_cells(series.iloc[lo:lo + CHUNK_ROWS]) for series in columns)))
+    with open(path, "wb") as handle:
+        handle.write(csv_rows([csv_texts([name]) for name in names]))
+        for columns in chunks:
+            if len(csv_cells(columns[0])[1]):
+                handle.write(csv_rows([csv_cells(column) for column in columns]))
 
 
-def _cells(series: pd.Series) -> list:
-    """CSV cells of a column: the csv module writes a float as its repr and None as empty."""
-    if series.dtype != np.float64:
-        return series.tolist()
-    values = series.to_numpy()
-    cells = values.tolist()
-    for i in np.flatnonzero(np.isnan(values)).tolist():
-        cells[i] = None
-    return cells
+def write_jobs_csv(jobs: JobColumns, path: Path, order: np.ndarray | None = None,
+                   bsld_floor_s: float = BSLD_FLOOR_S) -> None:
+    """jobs.csv, a chunk of rows at a time (see :func:`job_columns`)."""
+    order = submit_order(jobs) if order is None else order
+    names = NodeNames(jobs)
+    write_csv_columns(path, JOB_COLUMNS, (list(job_columns(jobs, rows, JOB_COLUMNS, bsld_floor_s, names).values())
+                                          for rows in row_chunks(jobs, order)))
 
 
-def write_jobs_parquet(jobs: pd.DataFrame, path: Path) -> None:
-    """jobs.parquet, its schema version in the file's metadata (``greenslurm.schema_version``)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    table = pa.Table.from_pandas(jobs, preserve_index=False)
-    metadata = {**(table.schema.metadata or {}), PARQUET_SCHEMA_KEY: JOBS_SCHEMA.encode()}
-    pq.write_table(table.replace_schema_metadata(metadata), path)
+def parquet_columns() -> list[tuple[str, str]]:
+    """jobs.parquet's columns and their Arrow types (those pyarrow gave the pandas jobs table)."""
+    from greenslurm.sim.reporting.parquet_file import BOOL, DOUBLE, INT64, LARGE_STRING
+    return [(name, LARGE_STRING if name in _TEXT_COLUMNS else DOUBLE if name in _FLOAT_COLUMNS
+             else INT64 if name == "nodes" else BOOL) for name in JOB_COLUMNS]
 
 
-def phases_frame(totals, end_s: float) -> pd.DataFrame:
+def write_jobs_parquet(jobs: JobColumns, path: Path, order: np.ndarray | None = None,
+                       bsld_floor_s: float = BSLD_FLOOR_S, compression=PARQUET_COMPRESSION) -> None:
+    """jobs.parquet: the columns of jobs.csv with their Arrow types, a column at a time and a page of
+    rows at a time (:mod:`~greenslurm.sim.reporting.parquet_file`); its schema version in the file's
+    metadata (``greenslurm.schema_version``) beside the ``pandas`` metadata pyarrow would write."""
+    from greenslurm import __version__
+    from greenslurm.sim.reporting.parquet_file import pandas_metadata, write_parquet
+    order = submit_order(jobs) if order is None else order
+    names = NodeNames(jobs)
+    described = parquet_columns()
+
+    def pages(name: str):
+        for rows in row_chunks(jobs, order):
+            yield job_columns(jobs, rows, (name,), bsld_floor_s, names)[name]
+
+    write_parquet(path, [(name, kind, pages(name)) for name, kind in described],
+                  metadata=[(b"pandas", pandas_metadata(described)), (PARQUET_SCHEMA_KEY, JOBS_SCHEMA.encode())],
+                  compression=compression, created_by=f"greenslurm version {__version__}")
+
+
+def phases_columns(totals, end_s: float) -> dict[str, np.ndarray]:
     """Phase imbalance over time as intervals of constant imbalance (power-managed machines).
 
     >>> from types import SimpleNamespace
     >>> t = SimpleNamespace(imbalance_times_s=np.array([0.0, 5.0]), imbalance=np.array([0.5, 0.0]))
-    >>> phases_frame(t, 8.0).values.tolist()
-    [[0.0, 5.0, 0.5], [5.0, 8.0, 0.0]]
+    >>> {k: v.tolist() for k, v in phases_columns(t, 8.0).items()}
+    {'start_s': [0.0, 5.0], 'end_s': [5.0, 8.0], 'phase_imbalance': [0.5, 0.0]}
     """
-    import pandas as pd          # loaded when a table is written, not with the module
     times = np.asarray(totals.imbalance_times_s, dtype=float)
     ends = np.append(times[1:], max(end_s, times[-1])) if times.size else times
-    return pd.DataFrame({"start_s": times, "end_s": ends, "phase_imbalance": np.asarray(totals.imbalance)})
+    return {"start_s": times, "end_s": ends, "phase_imbalance": np.asarray(totals.imbalance, dtype=float)}
+
+
+def moves_columns(migrations: Sequence[tuple]) -> dict[str, Any]:
+    """The jobs consolidation moved, ``(time_s, job_id, from_node, to_node)`` each, as columns.
+
+    >>> moves_columns([(63.0, "v6", 2, 0)])
+    {'time_s': array([63.]), 'job_id': ['v6'], 'from_node': array([2]), 'to_node': array([0])}
+    """
+    times, ids, sources, targets = zip(*migrations) if migrations else ((), (), (), ())
+    return {"time_s": np.array(times, dtype=float), "job_id": [str(i) for i in ids],
+            "from_node": np.array(sources, dtype=np.int64), "to_node": np.array(targets, dtype=np.int64)}
 
 
 def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD_FLOOR_S) -> dict[str, pd.DataFrame]:
-    """The tables a replay writes, by file name: jobs.csv and power.csv, and for a power-managed
-    ``machine`` phases.csv (phase imbalance over time) and moves.csv (the jobs consolidation moved)."""
-    return dict(_frames_in_turn(result, machine, bsld_floor_s))
-
-
-def _frames_in_turn(result: ReplayResult, machine, bsld_floor_s: float):
-    """(file name, table) of :func:`output_frames`, each built when the one before is done with."""
-    import pandas as pd          # loaded when a table is written, not with the module
-    yield JOBS_CSV, jobs_frame(result.columns, bsld_floor_s)
-    yield POWER_CSV, power_frame(result)
+    """The tables a replay writes as DataFrames, by file name: jobs.csv and power.csv, and for a
+    power-managed ``machine`` phases.csv (phase imbalance over time) and moves.csv (the jobs
+    consolidation moved)."""
+    import pandas as pd          # loaded when a table is asked for, not with the module
+    frames = {JOBS_CSV: jobs_frame(result.columns, bsld_floor_s), POWER_CSV: power_frame(result)}
     totals = getattr(machine, "power_totals", None)
     if totals is not None:
-        yield PHASES_CSV, phases_frame(totals(), result.energy.end_s)
-        yield MOVES_CSV, pd.DataFrame(machine.migrations, columns=list(MOVES_COLUMNS))
+        frames[PHASES_CSV] = pd.DataFrame(phases_columns(totals(), result.energy.end_s))
+        frames[MOVES_CSV] = pd.DataFrame(machine.migrations, columns=list(MOVES_COLUMNS))
+    return frames
 
 
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
                   bsld_floor_s: float = BSLD_FLOOR_S, machine=None) -> dict[str, Path]:
     """Write jobs.csv, jobs.parquet, power.csv, summary.json and schema.json into ``out_dir`` (created
     if needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
-    moves.csv (the jobs consolidation moved); return the paths by kind."""
+    moves.csv (the jobs consolidation moved); return the paths by kind.  No pandas or pyarrow: the
+    tables are written from the result's columns a chunk of rows at a time."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, frame in _frames_in_turn(result, machine, bsld_floor_s):     # one large table at a time
+    paths = {name.replace(".", "_"): out / name for name in (JOBS_CSV, JOBS_PARQUET, POWER_CSV)}
+    jobs = result.columns
+    order = submit_order(jobs)
+    write_jobs_csv(jobs, paths["jobs_csv"], order, bsld_floor_s)
+    write_jobs_parquet(jobs, paths["jobs_parquet"], order, bsld_floor_s)
+    del order
+    tables = [(POWER_CSV, power_columns(result))]
+    totals = getattr(machine, "power_totals", None)
+    if totals is not None:
+        tables += [(PHASES_CSV, phases_columns(totals(), result.energy.end_s)),
+                   (MOVES_CSV, moves_columns(machine.migrations))]
+    for name, columns in tables:
         paths[name.replace(".", "_")] = out / name
-        write_csv(frame, out / name)
-        if name == JOBS_CSV:
-            paths["jobs_parquet"] = out / JOBS_PARQUET
-            write_jobs_parquet(frame, out / JOBS_PARQUET)
-        frame = None             # gone before the next table is built
+        write_csv_columns(out / name, list(columns), _chunked(list(columns.values())))
     paths["summary_json"] = out / SUMMARY_JSON
     write_summary_json(summary, paths["summary_json"])
     paths["schema_json"] = out / SCHEMA_JSON
@@ -403,3 +466,9 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
                                                                        if p.name != SCHEMA_JSON])),
                                     encoding="utf-8")
     return paths
+
+
+def _chunked(columns: list):
+    """Columns of equal length in slices of CHUNK_ROWS rows."""
+    for lo in range(0, len(columns[0]), CHUNK_ROWS):
+        yield [column[lo:lo + CHUNK_ROWS] for column in columns]

@@ -1,0 +1,257 @@
+"""Table cells as bytes, a whole column at a time: the text the csv module writes for a value
+(``lineterminator="\\n"``, minimal quoting), laid out by numpy instead of a Python string per cell.
+
+A column of cells is ``(data, sizes)``: the UTF-8 bytes of all cells one after another (uint8) and each
+cell's length in bytes (int64).  Rows are then put together by placing each column's bytes after the
+row's earlier cells and a comma (:func:`csv_rows`); jobs.parquet takes string columns in the same
+form.  The texts are those of the csv module: a float as its ``repr`` (the shortest text that reads
+back to the same double: ``1.5``, ``1e+16``, ``inf``, ``-0.0``), NaN as an empty cell, an integer in
+decimal, a bool as ``True``/``False``, a string as it is or quoted when it holds a comma, a quote or a
+line break (the csv module itself writes those).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Sequence
+
+import numpy as np
+
+Cells = tuple  # (data: uint8 array, sizes: int64 array)
+_EXACT_INTEGERS = 2.0 ** 53          # below it every integer is a double: its repr is its digits and ".0"
+_POWERS = 10 ** np.arange(1, 20, dtype=np.uint64)   # 10 .. 10**19
+# "0000" .. "9999", each as the 4-byte word whose bytes in memory are those characters
+_QUAD_WORDS = (np.arange(10000)[:, None] // np.array([1000, 100, 10, 1]) % 10 + ord("0")).astype(np.uint8).view(np.uint32).ravel()
+_QUOTED = (",", '"', "\n", "\r")     # the csv module quotes at most these (the delimiter, the quote, line ends)
+
+
+def spans(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The positions ``starts[k], ..., starts[k] + sizes[k] - 1`` for each k, in turn: a running sum
+    of steps of 1, with a jump where each span begins.
+
+    >>> spans(np.array([10, 3, 7, 0]), np.array([2, 3, 0, 1])).tolist()
+    [10, 11, 3, 4, 5, 0]
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    if not sizes.all():
+        kept = sizes > 0
+        starts, sizes = starts[kept], sizes[kept]
+    steps = np.ones(int(sizes.sum()), dtype=np.int64)
+    if len(sizes):
+        begins = np.zeros(len(sizes), dtype=np.int64)
+        np.cumsum(sizes[:-1], out=begins[1:])
+        steps[0] = starts[0]
+        steps[begins[1:]] = starts[1:] - (starts[:-1] + sizes[:-1] - 1)
+    return np.cumsum(steps, out=steps)
+
+
+def offsets_of(sizes: np.ndarray) -> np.ndarray:
+    """Where each cell starts when cells of ``sizes`` follow one another (one more entry: the end)."""
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out
+
+
+def digits(values: np.ndarray, suffix: bytes = b"") -> Cells:
+    """int64 values in decimal (as ``str``), each followed by ``suffix`` (at most 4 bytes), made for
+    all at once: every number is written right-aligned in a row of bytes, four digits at a time from
+    a table of "0000" to "9999" (a group is one 4-byte word), then the suffix; its sign is put just
+    before its first digit, and each row's sign, digits and suffix taken, row after row.
+
+    >>> data, sizes = digits(np.array([0, 7, -12, 2**63 - 1, -2**63, 10**8]))
+    >>> bytes(data).decode(), sizes.tolist()
+    ('07-129223372036854775807-9223372036854775808100000000', [1, 1, 3, 19, 20, 9])
+    >>> bytes(digits(np.array([5]), b".0")[0])
+    b'5.0'
+    """
+    values = np.asarray(values, dtype=np.int64)
+    negative = values < 0
+    magnitude = values.astype(np.uint64)
+    magnitude[negative] = ~magnitude[negative] + np.uint64(1)       # two's complement: |x|, even for -2**63
+    count = 1 + np.searchsorted(_POWERS, magnitude, side="right")   # how many digits
+    groups = (int(count.max()) + 3) // 4 if len(values) else 0
+    # a row: a word for the sign, the digits' words, the suffix's word
+    words = np.empty((len(values), groups + 2), dtype=np.uint32)
+    words[:, groups + 1] = _suffix_word(suffix)
+    # eight digits at a time in 64 bits, then four at a time in 32 (cheaper divisions)
+    for g in range(groups, 0, -2):
+        low = (magnitude % np.uint64(100_000_000)).astype(np.uint32)
+        magnitude //= np.uint64(100_000_000)
+        words[:, g] = _QUAD_WORDS[low % np.uint32(10000)]
+        if g > 1:
+            words[:, g - 1] = _QUAD_WORDS[low // np.uint32(10000)]
+    row_bytes = words.view(np.uint8)
+    width = 4 * (groups + 2)
+    sizes = (count + negative).astype(np.int64)
+    first = 4 * (groups + 1) - sizes                  # where each cell begins in its row
+    signed = np.flatnonzero(negative)
+    row_bytes[signed, first[signed]] = ord("-")
+    sizes += len(suffix)
+    return row_bytes.ravel()[spans(np.arange(len(values), dtype=np.int64) * width + first, sizes)], sizes
+
+
+def _suffix_word(suffix: bytes) -> np.uint32:
+    if len(suffix) > 4:
+        raise ValueError(f"a suffix of at most 4 bytes, not {suffix!r}")
+    return np.frombuffer(suffix.ljust(4, b"\0"), dtype=np.uint32)[0]
+
+
+def texts(values: Sequence[str]) -> Cells:
+    """Strings as they are (UTF-8).
+
+    >>> data, sizes = texts(["ab", "", "é"])
+    >>> bytes(data), sizes.tolist()
+    (b'ab\\xc3\\xa9', [2, 0, 2])
+    """
+    data = "".join(values).encode("utf-8")
+    if len(data) == sum(map(len, values)):             # ASCII: a character is a byte
+        sizes = np.fromiter(map(len, values), np.int64, len(values))
+    else:
+        sizes = np.fromiter((len(v.encode("utf-8")) for v in values), np.int64, len(values))
+    return np.frombuffer(data, dtype=np.uint8), sizes
+
+
+def choices(codes: np.ndarray, options: Sequence[bytes]) -> Cells:
+    """The cell ``options[code]`` for each code (bools, a few distinct values).
+
+    >>> data, sizes = choices(np.array([1, 0, 1]), [b"False", b"True"])
+    >>> bytes(data), sizes.tolist()
+    (b'TrueFalseTrue', [4, 5, 4])
+    """
+    option_sizes = np.fromiter(map(len, options), np.int64, len(options))
+    blob = np.frombuffer(b"".join(options), dtype=np.uint8)
+    sizes = option_sizes[codes]
+    return blob[spans(offsets_of(option_sizes)[:-1][codes], sizes)], sizes
+
+
+def place(n: int, parts: Sequence[tuple[np.ndarray, Cells]]) -> Cells:
+    """One column of ``n`` cells from parts, each ``(rows, cells)``: the cells of those rows (rows
+    in no part are empty).
+
+    >>> data, sizes = place(3, [(np.array([2, 0]), (np.frombuffer(b"xyz", np.uint8), np.array([1, 2])))])
+    >>> bytes(data), sizes.tolist()
+    (b'yzx', [2, 0, 1])
+    """
+    sizes = np.zeros(n, dtype=np.int64)
+    for rows, (_, part_sizes) in parts:
+        sizes[rows] = part_sizes
+    starts = offsets_of(sizes)
+    data = np.empty(int(starts[-1]), dtype=np.uint8)
+    for rows, (part_data, part_sizes) in parts:
+        data[spans(starts[rows], part_sizes)] = part_data
+    return data, sizes
+
+
+def take(cells: Cells, rows: np.ndarray) -> Cells:
+    """The cells of ``rows``, in their order.
+
+    >>> data, sizes = take(texts(["a", "bc", "d"]), np.array([2, 1]))
+    >>> bytes(data), sizes.tolist()
+    (b'dbc', [1, 2])
+    """
+    data, sizes = cells
+    return data[spans(offsets_of(sizes)[:-1][rows], sizes[rows])], sizes[rows]
+
+
+def float_cells(values: np.ndarray) -> Cells:
+    """Doubles as the csv module writes them: their ``repr``, NaN empty.  Whole numbers below 2**53
+    are their digits and ".0" (what ``repr`` gives for them), made for all at once; the rest (and
+    -0.0) go through ``repr``.
+
+    >>> data, sizes = float_cells(np.array([3.0, 0.1, float("nan"), -0.0, 1e16, -5.0, float("inf")]))
+    >>> bytes(data).decode(), sizes.tolist()
+    ('3.00.1-0.01e+16-5.0inf', [3, 3, 0, 4, 5, 4, 3])
+    """
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        whole = (np.abs(values) < _EXACT_INTEGERS) & (values == np.trunc(values))
+    whole &= ~((values == 0) & np.signbit(values))
+    if whole.all():
+        return digits(values.astype(np.int64), b".0")
+    rest = np.flatnonzero(~whole & ~np.isnan(values))
+    whole_rows = np.flatnonzero(whole)
+    parts = [(whole_rows, digits(values[whole_rows].astype(np.int64), b".0"))] if len(whole_rows) else []
+    if len(rest):
+        parts.append((rest, ascii_texts(list(map(float.__repr__, values[rest].tolist())))))
+    return place(len(values), parts)
+
+
+def ascii_texts(values: list[str]) -> Cells:
+    """ASCII strings without NUL as cells, through a numpy array of fixed-width bytes."""
+    fixed = np.array(values, dtype=bytes)
+    width = fixed.dtype.itemsize
+    rows = fixed.view(np.uint8).reshape(len(values), width)
+    sizes = np.fromiter(map(len, values), np.int64, len(values))
+    return rows.ravel()[spans(np.arange(len(values), dtype=np.int64) * width, sizes)], sizes
+
+
+def csv_texts(values: Sequence[str | None]) -> Cells:
+    """Strings as CSV cells: as they are, or quoted by the csv module when they may need it; None empty.
+
+    >>> data, sizes = csv_texts(["a,b", 'a"b', "x", None])
+    >>> bytes(data).decode(), sizes.tolist()
+    ('"a,b""a""b"x', [5, 6, 1, 0])
+    """
+    return texts(quoted(values))
+
+
+def quoted(values: Sequence[str | None]) -> list[str]:
+    """:func:`csv_texts` as strings."""
+    values = ["" if v is None else v for v in values] if None in values else list(values)
+    joined = "".join(values)
+    if not any(mark in joined for mark in _QUOTED):
+        return values
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    for i, value in enumerate(values):
+        if any(mark in value for mark in _QUOTED):
+            buffer.seek(0)
+            buffer.truncate()
+            writer.writerow([value, ""])          # two cells: a lone empty cell would be quoted
+            values[i] = buffer.getvalue()[:-2]    # less the separator and the line end
+    return values
+
+
+def csv_rows(columns: Sequence[Cells]) -> bytes:
+    """Rows of the cells of ``columns`` (equal lengths): cells joined by commas, each row ended by "\\n".
+
+    >>> csv_rows([texts(["a", "bc"]), float_cells(np.array([1.5, float("nan")]))])
+    b'a,1.5\\nbc,\\n'
+    >>> csv_rows([texts(["", "x"])])
+    b'""\\nx\\n'
+    """
+    n = len(columns[0][1])
+    if len(columns) == 1 and not columns[0][1].all():
+        # the csv module quotes an empty cell that is a row's only one ("" rather than an empty line)
+        empty = columns[0][1] == 0
+        filled = np.flatnonzero(~empty)
+        columns = [place(n, [(filled, take(columns[0], filled)),
+                             (np.flatnonzero(empty), choices(np.zeros(int(empty.sum()), np.intp), [b'""']))])]
+    line = np.full(n, len(columns), dtype=np.int64)           # the commas and the line end
+    for _, sizes in columns:
+        line += sizes
+    starts = offsets_of(line)
+    out = np.full(int(starts[-1]), ord(","), dtype=np.uint8)
+    out[starts[1:] - 1] = ord("\n")
+    at = starts[:-1].copy()
+    for data, sizes in columns:
+        out[spans(at, sizes)] = data
+        at += sizes + 1
+    return out.tobytes()
+
+
+def strings(cells: Cells) -> list[str]:
+    """The cells as Python strings.
+
+    >>> strings(texts(["ab", "", "é"]))
+    ['ab', '', 'é']
+    """
+    data, sizes = cells
+    starts = offsets_of(sizes)
+    raw = data.tobytes()
+    if raw.isascii():                                    # a byte is a character: cut the text once decoded
+        raw = raw.decode("ascii")
+        return list(map(raw.__getitem__, map(slice, starts[:-1].tolist(), starts[1:].tolist())))
+    return [raw[a:b].decode("utf-8") for a, b in zip(starts[:-1].tolist(), starts[1:].tolist())]
