@@ -6,8 +6,8 @@ cell's length in bytes (int64).  Rows are then put together by placing each colu
 row's earlier cells and a comma (:func:`csv_rows`); jobs.parquet takes string columns in the same
 form.  The texts are those of the csv module: a float as its ``repr`` (the shortest text that reads
 back to the same double: ``1.5``, ``1e+16``, ``inf``, ``-0.0``), NaN as an empty cell, an integer in
-decimal, a bool as ``True``/``False``, a string as it is or quoted when it holds a comma, a quote or a
-line break (the csv module itself writes those).
+decimal, a bool as ``True``/``False``, a string as it is or quoted when it holds a comma, a quote, a
+line feed or a carriage return (the csv module itself writes those).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _EXACT_INTEGERS = 2.0 ** 53          # below it every integer is a double: its r
 _POWERS = 10 ** np.arange(1, 20, dtype=np.uint64)   # 10 .. 10**19
 # "0000" .. "9999", each as the 4-byte word whose bytes in memory are those characters
 _QUAD_WORDS = (np.arange(10000)[:, None] // np.array([1000, 100, 10, 1]) % 10 + ord("0")).astype(np.uint8).view(np.uint32).ravel()
-_QUOTED = (",", '"', "\n", "\r")     # the csv module quotes at most these (the delimiter, the quote, line ends)
+_QUOTED = (",", '"', "\n", "\r")     # a cell holding one of these is quoted (the delimiter, the quote, line ends)
 
 
 def spans(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -190,27 +190,29 @@ def ascii_texts(values: list[str]) -> Cells:
 def csv_texts(values: Sequence[str | None]) -> Cells:
     """Strings as CSV cells: as they are, or quoted by the csv module when they may need it; None empty.
 
-    >>> data, sizes = csv_texts(["a,b", 'a"b', "x", None])
+    >>> data, sizes = csv_texts(["a,b", 'a"b', "x", None, "c\\rr"])
     >>> bytes(data).decode(), sizes.tolist()
-    ('"a,b""a""b"x', [5, 6, 1, 0])
+    ('"a,b""a""b"x"c\\rr"', [5, 6, 1, 0, 5])
     """
     return texts(quoted(values))
 
 
 def quoted(values: Sequence[str | None]) -> list[str]:
-    """:func:`csv_texts` as strings."""
+    """:func:`csv_texts` as strings: the csv module's cell for a string holding a comma, a quote or a
+    line break, written with the line end "\\r\\n" so that a carriage return is quoted too (with "\\n"
+    the module leaves it bare, and CSV readers end the row there)."""
     values = ["" if v is None else v for v in values] if None in values else list(values)
     joined = "".join(values)
     if not any(mark in joined for mark in _QUOTED):
         return values
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    writer = csv.writer(buffer, lineterminator="\r\n")
     for i, value in enumerate(values):
         if any(mark in value for mark in _QUOTED):
             buffer.seek(0)
             buffer.truncate()
             writer.writerow([value, ""])          # two cells: a lone empty cell would be quoted
-            values[i] = buffer.getvalue()[:-2]    # less the separator and the line end
+            values[i] = buffer.getvalue()[:-3]    # less the separator and the line end
     return values
 
 
