@@ -28,7 +28,7 @@ _QUOTED = (",", '"', "\n", "\r")     # a cell holding one of these is quoted (th
 
 def spans(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """The positions ``starts[k], ..., starts[k] + sizes[k] - 1`` for each k, in turn: a running sum
-    of steps of 1, with a jump where each span begins.
+    of steps of 1, with a jump where each span begins (int32 when the positions fit: half the memory).
 
     >>> spans(np.array([10, 3, 7, 0]), np.array([2, 3, 0, 1])).tolist()
     [10, 11, 3, 4, 5, 0]
@@ -38,7 +38,9 @@ def spans(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     if not sizes.all():
         kept = sizes > 0
         starts, sizes = starts[kept], sizes[kept]
-    steps = np.ones(int(sizes.sum()), dtype=np.int64)
+    total = int(sizes.sum())
+    small = not len(sizes) or int(starts.max()) + int(sizes.max()) < 2 ** 31 and total < 2 ** 31
+    steps = np.ones(total, dtype=np.int32 if small else np.int64)
     if len(sizes):
         begins = np.zeros(len(sizes), dtype=np.int64)
         np.cumsum(sizes[:-1], out=begins[1:])
@@ -174,17 +176,18 @@ def float_cells(values: np.ndarray) -> Cells:
     whole_rows = np.flatnonzero(whole)
     parts = [(whole_rows, digits(values[whole_rows].astype(np.int64), b".0"))] if len(whole_rows) else []
     if len(rest):
-        parts.append((rest, ascii_texts(list(map(float.__repr__, values[rest].tolist())))))
+        others = values[rest].tolist()
+        seen = dict.fromkeys(others)          # no 0.0 here (it is whole), so -0.0 keeps its own key
+        if len(seen) * 2 < len(others):       # many repeats (power levels): each written once
+            for value in seen:
+                seen[value] = float.__repr__(value)
+            reprs = list(map(seen.__getitem__, others))
+        else:
+            reprs = list(map(float.__repr__, others))
+        if len(rest) == len(values):
+            return texts(reprs)
+        parts.append((rest, texts(reprs)))
     return place(len(values), parts)
-
-
-def ascii_texts(values: list[str]) -> Cells:
-    """ASCII strings without NUL as cells, through a numpy array of fixed-width bytes."""
-    fixed = np.array(values, dtype=bytes)
-    width = fixed.dtype.itemsize
-    rows = fixed.view(np.uint8).reshape(len(values), width)
-    sizes = np.fromiter(map(len, values), np.int64, len(values))
-    return rows.ravel()[spans(np.arange(len(values), dtype=np.int64) * width, sizes)], sizes
 
 
 def csv_texts(values: Sequence[str | None]) -> Cells:

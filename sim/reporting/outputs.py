@@ -128,7 +128,7 @@ def schema_document(files: list[str]) -> dict:
     return {SCHEMA_KEY: OUTPUTS_SCHEMA, "documentation": "docs/outputs.md", "files": described}
 
 
-CHUNK_ROWS = 65536        # rows turned into cells at a time (CSV rows, a Parquet page)
+CHUNK_ROWS = 16384        # rows turned into cells at a time (CSV rows, a Parquet page)
 CHUNK_NODES = 1 << 20     # node positions turned into Python values at a time
 _FLOAT_COLUMNS = frozenset(("submit_s", "start_s", "end_s", "requested_time_s", "cpus", "gpus", "energy_j",
                             "deadline_s", "wait_s", "run_s", "slowdown", "bounded_slowdown"))
@@ -205,8 +205,8 @@ class NodeNames:
         self.starts = offsets_of(self.sizes)[:-1]
 
     def cells(self, rows: np.ndarray):
-        """The node lists of the jobs at ``rows`` as cells: every node's name and a space, then each
-        job's last space taken out (a job without nodes: an empty cell).
+        """The node lists of the jobs at ``rows`` as cells: each node's name, after a space unless it
+        is its job's first node (a job without nodes: an empty cell).
 
         >>> cols = JobColumns.from_records([JobRecord("1", 0.0, 5.0, 15.0, 20.0, 2, 2.0, 0.0, False, 7.5, (3, 14)),
         ...                                 JobRecord("2", 0.0, 5.0, 15.0, 20.0, 0, 0.0, 0.0, False, 7.5, ()),
@@ -218,14 +218,14 @@ class NodeNames:
         counts = offsets[1:][rows] - offsets[:-1][rows]
         flat = self.jobs.node_flat[ragged_positions(offsets, rows)]
         name_sizes = self.sizes[flat]
-        token_at = offsets_of(name_sizes + 1)
-        text = np.full(int(token_at[-1]), ord(" "), dtype=np.uint8)
-        text[spans(token_at[:-1], name_sizes)] = self.data[spans(self.starts[flat], name_sizes)]
         first = offsets_of(counts)                    # each job's first node among ``flat``
-        ran = counts > 0
-        keep = np.ones(len(text), dtype=bool)
-        keep[token_at[first[1:][ran]] - 1] = False     # the space after each job's last node
-        return text[keep], token_at[first[1:]] - token_at[first[:-1]] - ran
+        leading = first[:-1][counts > 0]
+        gap = np.ones(len(flat), dtype=np.int64)      # the space before each name ...
+        gap[leading] = 0                              # ... but a job's first
+        token_at = offsets_of(name_sizes + gap)
+        text = np.full(int(token_at[-1]), ord(" "), dtype=np.uint8)
+        text[spans(token_at[:-1] + gap, name_sizes)] = self.data[spans(self.starts[flat], name_sizes)]
+        return text, token_at[first[1:]] - token_at[first[:-1]]
 
 
 def row_chunks(jobs: JobColumns, order: np.ndarray):
