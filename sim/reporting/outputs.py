@@ -129,7 +129,7 @@ def schema_document(files: list[str]) -> dict:
 
 
 CHUNK_ROWS = 16384        # rows turned into cells at a time (CSV rows, a Parquet page)
-CHUNK_NODES = 1 << 20     # node positions turned into Python values at a time
+CHUNK_NODES = 1 << 20     # node positions turned into text at a time
 _FLOAT_COLUMNS = frozenset(("submit_s", "start_s", "end_s", "requested_time_s", "cpus", "gpus", "energy_j",
                             "deadline_s", "wait_s", "run_s", "slowdown", "bounded_slowdown"))
 _TEXT_COLUMNS = frozenset(("job_id", "user", "partition", "node_indices"))

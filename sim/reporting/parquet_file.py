@@ -5,7 +5,8 @@ A Parquet file is ``PAR1``, the column chunks one after another (each a run of d
 header, then the page's definition levels and values, compressed as one block), the footer (a
 ``FileMetaData`` in Thrift's compact protocol) and its length, and ``PAR1`` again.  Every column is
 OPTIONAL (Arrow fields are nullable), so a page holds definition levels, 1 for a value and 0 for a
-null (only strings may be null here), as run-length encoded runs.  Values are PLAIN: int64 and double
+null (a None string, or a NaN double as pyarrow writes pandas' NaN): one run when every row holds a
+value, else bit-packed.  Values are PLAIN: int64 and double
 as 8 little-endian bytes, booleans one bit each (first value in the lowest bit), strings as a 4-byte
 length and their UTF-8 bytes.
 
