@@ -171,6 +171,15 @@ def test_float_cells_are_the_csv_modules(values):
     assert cells.strings(cells.float_cells(np.array(values, dtype=float))) == csv_module_cells(values)
 
 
+@settings(max_examples=200, deadline=None)
+@given(first=st.lists(floats, max_size=30), second=st.lists(floats, max_size=30))
+def test_float_cells_sharing_texts_between_columns_are_the_csv_modules(first, second):
+    # the second column reuses the first's texts: -0.0 and 0.0 (equal keys) must keep their own
+    memo: dict = {}
+    assert cells.strings(cells.float_cells(np.array(first + [-0.0], dtype=float), memo)) == csv_module_cells(first + [-0.0])
+    assert cells.strings(cells.float_cells(np.array(second + [0.0], dtype=float), memo)) == csv_module_cells(second + [0.0])
+
+
 @settings(max_examples=300, deadline=None)
 @given(values=st.lists(ints, max_size=50), suffix=st.sampled_from([b"", b".0", b"abcd"]))
 def test_digits_are_str(values, suffix):

@@ -327,10 +327,11 @@ def write_summary_json(summary: Mapping[str, Any], path: str | Path) -> Path:
 
 
 # -- CSV: the bytes of the csv module's writer (pandas' to_csv before it), a chunk of rows at a time --
-def csv_cells(column):
+def csv_cells(column, memo: dict | None = None):
     """A column's CSV cells (:mod:`~greenslurm.sim.reporting.cells`): floats as their repr and NaN
     empty, integers in decimal, booleans ``True``/``False``, strings (a list; None empty) quoted when
-    they hold a comma, a quote or a line break; cells already made are kept.
+    they hold a comma, a quote or a line break; cells already made are kept.  ``memo``: the texts of
+    floats formatted so far in this chunk (see :func:`~greenslurm.sim.reporting.cells.float_cells`).
 
     >>> [strings(csv_cells(c)) for c in (np.array([1.5, math.nan, -0.0]), np.array([True, False]), ["a,b", None])]
     [['1.5', '', '-0.0'], ['True', 'False'], ['"a,b"', '']]
@@ -342,7 +343,7 @@ def csv_cells(column):
     if column.dtype == np.bool_:
         return choices(column.view(np.uint8), _BOOL_CELLS)
     if column.dtype == np.float64:
-        return float_cells(column)
+        return float_cells(column, memo)
     return digits(column)
 
 
@@ -361,7 +362,8 @@ def write_csv_columns(path: Path, names: Sequence[str], chunks) -> None:
         handle.write(csv_rows([csv_texts([name]) for name in names]))
         for columns in chunks:
             if len(csv_cells(columns[0])[1]):
-                handle.write(csv_rows([csv_cells(column) for column in columns]))
+                memo: dict = {}                 # a chunk's float texts, for its next columns
+                handle.write(csv_rows([csv_cells(column, memo) for column in columns]))
 
 
 def write_jobs_csv(jobs: JobColumns, path: Path, order: np.ndarray | None = None,
