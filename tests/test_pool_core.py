@@ -288,3 +288,63 @@ def test_whole_kth_log_same_bytes_with_every_core(shared_data, tmp_path, queue, 
     for core in CORES:
         for name in ("jobs.csv", "power.csv", "summary.json", "jobs.parquet"):
             assert filecmp.cmp(outputs["off"] / name, outputs[core] / name, shallow=False), (core, name)
+
+
+# -- long plans: thousands of steps, the compiled search skipping blocks of them ---------------------
+def test_the_staircase_answers_as_the_scan_of_the_steps():
+    """CountProfile.stairs with stairs_allow against may_start_before from the plan's start, on plans
+    of many steps (random reservations and give-backs)."""
+    from greenslurm.sim.engine.pool_core import CountProfile, stairs_allow
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        plan = CountProfile(16.0, 0.0)
+        for _ in range(int(rng.integers(1, 120))):
+            size, start = int(rng.integers(1, 17)), float(rng.integers(0, 400))
+            found = plan.earliest_start(size, float(rng.integers(1, 60)), start)
+            if found is not None:
+                plan.change(found, found + float(rng.integers(1, 60)), -size)
+        stairs = plan.stairs()
+        for _ in range(50):
+            size, before = int(rng.integers(1, 18)), float(rng.integers(1, 500))
+            assert stairs_allow(stairs, size, before) == plan.may_start_before(size, 0.0, before)
+
+
+@st.composite
+def overloaded_pools(draw):
+    """Hundreds of jobs on a few processors, most arriving before the first ends: a waiting queue of
+    hundreds and a conservative plan of hundreds of steps, compressed at every early end."""
+    nodes = draw(st.integers(2, 8))
+    count = draw(st.integers(100, 400))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    submit = np.sort(rng.integers(0, 50, count)).astype(float)
+    requested = rng.integers(1, 200, count).astype(float)
+    # a third end at once (0 s), a third early, a third at their limit
+    kind = rng.integers(0, 3, count)
+    run_for = np.where(kind == 0, 0.0, np.where(kind == 1, np.floor(requested * rng.random(count)), requested))
+    procs = rng.integers(1, nodes + 1, count)
+    return nodes, submit, requested, run_for, procs
+
+
+@settings(max_examples=30, deadline=None)
+@given(overloaded_pools())
+def test_conservative_on_long_plans_compiled_equals_python(workload):
+    nodes, submit, requested, run_for, procs = workload
+    runs = [run_pool("conservative", nodes, submit, requested, run_for, procs, POWER, 0.0, core=core)
+            for core in CORES]
+    for name in ("rows", "start_s", "end_s", "energy_j", "node_offsets", "node_flat", "times_s", "power_w"):
+        assert getattr(runs[0], name).tobytes() == getattr(runs[1], name).tobytes(), name
+    assert (runs[0].total_j, runs[0].jobs_j) == (runs[1].total_j, runs[1].jobs_j)
+
+
+def test_an_overloaded_log_under_conservative_is_the_general_loops(monkeypatch, shared_data):
+    """KTH-SP2's first 400 jobs arriving 100 times as fast (a waiting queue of hundreds): both cores
+    give the general loop's result bit for bit."""
+    from greenslurm.traces import read_trace
+    jobs = list(read_trace(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf").jobs)[:400]
+    from dataclasses import replace
+    jobs = [replace(job, submit_s=job.submit_s * 0.01) for job in jobs]
+    cluster = Cluster.homogeneous(100, cpus=1)
+    general = replay_with("off", monkeypatch, jobs, cluster, "conservative")
+    assert max(r.start_s - r.submit_s for r in general.records) > 3600      # jobs did wait
+    for core in CORES:
+        assert_same(replay_with(core, monkeypatch, jobs, cluster, "conservative"), general)

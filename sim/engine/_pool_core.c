@@ -84,14 +84,20 @@ static void finish(core *c, int64_t j, int64_t first, double now) {
 }
 
 /* -- conservative backfilling on processor counts: CountProfile in pool_core.py ------------------- */
-typedef struct { double *times, *free; int64_t n, cap; int error; } count_profile;   /* error: the status to return */
+typedef struct {
+    double *times, *free; int64_t n, cap; int error;     /* error: the status to return */
+    /* per block of PROFILE_BLOCK steps, the least and the most free: searches skip whole blocks;
+     * blocks from `stale` on are recomputed before the next search (any change marks them) */
+    double *block_min, *block_max; int64_t block_cap, stale;
+} count_profile;
+#define PROFILE_BLOCK 32
 
 static int profile_init(count_profile *p, double free_now, double now) {
     p->cap = 64;
     p->times = malloc(sizeof(double) * (size_t)p->cap);
     p->free = malloc(sizeof(double) * (size_t)p->cap);
     if (!p->times || !p->free) return -1;
-    p->times[0] = now; p->free[0] = free_now; p->n = 1;
+    p->times[0] = now; p->free[0] = free_now; p->n = 1; p->stale = 0;
     return 0;
 }
 
@@ -128,6 +134,7 @@ static int64_t profile_breakpoint(count_profile *p, double t) {
     p->times[i] = t;
     p->free[i] = p->free[i - 1];       /* i > 0: never before the plan's start */
     p->n++;
+    if (i / PROFILE_BLOCK < p->stale) p->stale = i / PROFILE_BLOCK;
     return i;
 }
 
@@ -137,6 +144,7 @@ static int profile_change(count_profile *p, double start, double end, double pro
     int64_t j = p->n;
     if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
     for (int64_t k = i; k < j; k++) p->free[k] += processors;
+    if (i / PROFILE_BLOCK < p->stale) p->stale = i / PROFILE_BLOCK;
     return 0;
 }
 
@@ -153,6 +161,78 @@ static void profile_advance(count_profile *p, double now) {
         if (p->free[k] != p->free[kept - 1]) { p->times[kept] = p->times[k]; p->free[kept] = p->free[k]; kept++; }
     }
     p->n = kept;
+    p->stale = 0;
+}
+
+/* the blocks' least and most free brought up to date; -1: no memory */
+static int profile_blocks(count_profile *p) {
+    int64_t blocks = (p->n + PROFILE_BLOCK - 1) / PROFILE_BLOCK;
+    if (p->block_cap < blocks) {
+        int64_t cap = blocks * 2;
+        double *lo = realloc(p->block_min, sizeof(double) * (size_t)cap);
+        if (!lo) return -1;
+        p->block_min = lo;
+        double *hi = realloc(p->block_max, sizeof(double) * (size_t)cap);
+        if (!hi) return -1;
+        p->block_max = hi;
+        p->block_cap = cap;
+    }
+    for (int64_t b = p->stale; b < blocks; b++) {
+        int64_t k = b * PROFILE_BLOCK, end = k + PROFILE_BLOCK < p->n ? k + PROFILE_BLOCK : p->n;
+        double lo = p->free[k], hi = p->free[k];
+        for (k++; k < end; k++) { if (p->free[k] < lo) lo = p->free[k]; if (p->free[k] > hi) hi = p->free[k]; }
+        p->block_min[b] = lo; p->block_max[b] = hi;
+    }
+    p->stale = blocks;
+    return 0;
+}
+
+/* the first step from `from` on freeing at least `amount` (n: none); blocks up to date */
+static int64_t next_at_least(const count_profile *p, int64_t from, double amount) {
+    int64_t k = from;
+    while (k < p->n) {
+        if (k % PROFILE_BLOCK == 0 && p->block_max[k / PROFILE_BLOCK] < amount) { k += PROFILE_BLOCK; continue; }
+        if (p->free[k] >= amount) return k;
+        k++;
+    }
+    return p->n;
+}
+
+/* the first step from `from` on freeing less than `amount` (n: none); blocks up to date */
+static int64_t next_below(const count_profile *p, int64_t from, double amount) {
+    int64_t k = from;
+    while (k < p->n) {
+        if (k % PROFILE_BLOCK == 0 && p->block_min[k / PROFILE_BLOCK] >= amount) { k += PROFILE_BLOCK; continue; }
+        if (p->free[k] < amount) return k;
+        k++;
+    }
+    return p->n;
+}
+
+/* Where a waiting job reserved at `old` (after `now`) could start earlier, as profile_earliest would
+ * answer once the job gave its slot [old, old + duration) back, without giving it back: a window
+ * starting before old ends before old + duration, so from old on the job's own processors are free
+ * again and a step there holds it when it frees at least 0 (the give-back adds exactly `processors`
+ * there); before old a step must free `processors`.  Whole blocks of steps that cannot start or stop
+ * a window are skipped.  NAN: no earlier start; -1 with p->error set: no memory. */
+static double profile_earliest_move(count_profile *p, double processors, double duration, double now, double old) {
+    if (profile_blocks(p) < 0) { p->error = -1; return -1.0; }
+    int64_t first = upper_bound(p->times, p->n, now) - 1;
+    if (first < 0) first = 0;
+    int64_t at_old = lower_bound(p->times, p->n, old);       /* steps from here start at old or later */
+    int64_t i = first;
+    while (i < p->n) {
+        int64_t k = next_at_least(p, i, processors);
+        if (k >= at_old) return NAN;
+        double start = k == first ? (p->times[k] > now ? p->times[k] : now) : p->times[k];
+        if (!(start < old)) return NAN;
+        double end = start + duration;
+        int64_t fail = next_below(p, k + 1, processors);
+        if (fail >= at_old) fail = next_below(p, at_old > k + 1 ? at_old : k + 1, 0.0);
+        if (fail >= p->n || !(p->times[fail] < end)) return start;
+        i = fail + 1;       /* every start up to the failing step has it in its window */
+    }
+    return NAN;
 }
 
 /* earliest start in [after, before) from which `processors` are free for `duration`; NAN if none */
@@ -181,6 +261,38 @@ static int profile_may_start_before(const count_profile *p, double processors, d
     if (first < 0) first = 0;
     for (int64_t k = first; k < last; k++) if (p->free[k] >= processors) return 1;
     return 0;
+}
+
+/* The plan's staircase: for each new maximum of free processors along the plan (free[0], then every
+ * step freeing more than all before it), that amount and the time it is first reached.  A job of p
+ * processors may start before t (profile_may_start_before from the plan's start) exactly when the
+ * first stair with free >= p is reached before t: one binary search instead of a scan of the steps
+ * before t, which with thousands of waiting jobs made each compression quadratic.  Steps split or
+ * amounts given back and taken again leave the stairs as they were; a job moved changes them. */
+typedef struct { double *free, *time; int64_t n, cap; int valid; } staircase;
+
+static int stairs_build(staircase *s, const count_profile *p) {
+    if (s->cap < p->n) {
+        double *free_ = realloc(s->free, sizeof(double) * (size_t)p->n);
+        if (!free_) return -1;
+        s->free = free_;
+        double *time = realloc(s->time, sizeof(double) * (size_t)p->n);
+        if (!time) return -1;
+        s->time = time;
+        s->cap = p->n;
+    }
+    s->n = 0;
+    for (int64_t k = 0; k < p->n; k++) {
+        if (s->n == 0 || p->free[k] > s->free[s->n - 1]) { s->free[s->n] = p->free[k]; s->time[s->n] = p->times[k]; s->n++; }
+    }
+    s->valid = 1;
+    return 0;
+}
+
+static int stairs_may_start_before(const staircase *s, double processors, double before) {
+    int64_t lo = 0, hi = s->n;          /* the first stair with free >= processors */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (s->free[mid] < processors) lo = mid + 1; else hi = mid; }
+    return lo < s->n && s->time[lo] < before;
 }
 
 /* Returns 0, or -1 when memory ran out, -2 when a job fits nowhere on the empty pool, -3 when jobs
@@ -223,7 +335,8 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     double shadow = 0.0, extra = 0.0;
     int status = 0;
     /* conservative: the plan, reserved starts, jobs by reserved start, due and late jobs */
-    count_profile plan = { NULL, NULL, 0, 0, 0 };
+    count_profile plan = { NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0 };
+    staircase stairs = { NULL, NULL, 0, 0, 0 };
     int have_plan = 0, compress = 0;
     double *reserved_s = NULL;
     reservation *by_reservation = NULL, *due = NULL;
@@ -277,18 +390,24 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
             profile_advance(&plan, now);
             if (compress) {       /* every waiting job, in arrival order, to its earliest slot */
                 compress = 0;
+                /* the plan starts at now (advanced): a start before old is the stairs' question */
+                int from_start = upper_bound(plan.times, plan.n, now) - 1 <= 0;
+                stairs.valid = 0;
                 for (int64_t w = q_head; w < q_tail; w++) {
                     int64_t j = waiting[w];
                     double old = reserved_s[j], size = (double)procs[j];
-                    if (old <= now || !profile_may_start_before(&plan, size, now, old)) continue;
+                    if (old <= now) continue;
+                    if (from_start) {
+                        if (!stairs.valid && stairs_build(&stairs, &plan) < 0) { status = -1; goto done; }
+                        if (!stairs_may_start_before(&stairs, size, old)) continue;
+                    } else if (!profile_may_start_before(&plan, size, now, old)) continue;
+                    double found = profile_earliest_move(&plan, size, requested[j], now, old);
+                    if (plan.error) { status = plan.error; goto done; }
+                    if (isnan(found)) continue;      /* no earlier slot: the job keeps the one it has */
                     if (profile_change(&plan, old, old + requested[j], size) < 0) { status = plan.error; goto done; }
-                    double found = profile_earliest(&plan, size, requested[j], now, old);
-                    if (isnan(found)) {          /* no earlier slot: the job keeps the one it has */
-                        if (profile_change(&plan, old, old + requested[j], -size) < 0) { status = plan.error; goto done; }
-                        continue;
-                    }
                     reservation_remove(by_reservation, &by_reservation_n, old, j);
                     if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
+                    stairs.valid = 0;
                     reserved_s[j] = found;
                     reservation_insert(by_reservation, &by_reservation_n, found, j);
                 }
@@ -368,6 +487,6 @@ done:
     *series_len = c.ledger.series_len;
     ledger_scalars(&c.ledger, scalars);
     free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
-    free(plan.times); free(plan.free); free(reserved_s); free(by_reservation); free(due);
+    free(plan.times); free(plan.free); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due);
     return status;
 }

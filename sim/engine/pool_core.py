@@ -576,13 +576,59 @@ class CountProfile:
         last = bisect_left(times, before_s)
         return any(free[k] >= processors for k in range(first, last))
 
+    def stairs(self) -> tuple[list[float], list[float]]:
+        """The plan's staircase: each new maximum of free processors along the plan (``free[0]``,
+        then every step freeing more than all before it) and the time it is first reached.  From
+        the plan's start, ``processors`` may start before ``t`` (:meth:`may_start_before`) exactly
+        when the first stair freeing that many is reached before ``t`` (:func:`stairs_allow`).
+
+        >>> plan = CountProfile(2.0, 0.0)
+        >>> plan.change(5.0, 8.0, 3); plan.change(8.0, 9.0, 1); plan.change(9.0, inf, 5)
+        >>> plan.free                                  # 2 free, 5 from 5 s, 3 from 8 s, 7 from 9 s
+        [2.0, 5.0, 3.0, 7.0]
+        >>> plan.stairs()
+        ([2.0, 5.0, 7.0], [0.0, 5.0, 9.0])
+        """
+        frees: list[float] = []
+        times: list[float] = []
+        for t_s, free in zip(self.times, self.free):
+            if not frees or free > frees[-1]:
+                frees.append(free)
+                times.append(t_s)
+        return frees, times
+
+
+def stairs_allow(stairs: tuple[list[float], list[float]], processors: float, before_s: float) -> bool:
+    """Some step of the plan before ``before_s`` frees ``processors`` (see :meth:`CountProfile.stairs`).
+
+    >>> stairs = ([2.0, 5.0, 7.0], [0.0, 5.0, 9.0])
+    >>> stairs_allow(stairs, 4, 6.0), stairs_allow(stairs, 4, 5.0), stairs_allow(stairs, 8, 99.0)
+    (True, False, False)
+    """
+    frees, times = stairs
+    i = bisect_left(frees, processors)
+    return i < len(frees) and times[i] < before_s
+
 
 def _compress(plan: CountProfile, waiting: list[int], reserved_s: list[float],
               by_reservation: list[tuple[float, int]], size, requested, now: float) -> None:
-    """Move every waiting job, in arrival order, to its earliest slot (never later)."""
+    """Move every waiting job, in arrival order, to its earliest slot (never later).
+
+    Whether a job may start earlier at all is the plan's staircase's question (one search, not a
+    scan of the steps before its start: with thousands waiting that made each pass quadratic);
+    amounts given back and taken again leave the stairs as they were, a moved job changes them."""
+    from_start = bisect_right(plan.times, now) - 1 <= 0     # the plan starts at now (advanced)
+    stairs = None
     for j in waiting:
         old = reserved_s[j]
-        if old <= now or not plan.may_start_before(size[j], now, old):
+        if old <= now:
+            continue
+        if from_start:
+            if stairs is None:
+                stairs = plan.stairs()
+            if not stairs_allow(stairs, size[j], old):
+                continue
+        elif not plan.may_start_before(size[j], now, old):
             continue
         plan.change(old, old + requested[j], size[j])
         found = plan.earliest_start(size[j], requested[j], now, before_s=old)
@@ -591,5 +637,6 @@ def _compress(plan: CountProfile, waiting: list[int], reserved_s: list[float],
             continue
         del by_reservation[bisect_left(by_reservation, (old, j))]
         plan.change(found, found + requested[j], -size[j])
+        stairs = None
         reserved_s[j] = found
         insort(by_reservation, (found, j))
