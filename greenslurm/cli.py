@@ -29,8 +29,8 @@ from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_
 from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
 
 # Start-up: what a command needs loads with it (docs/replay-engine.md, "Start-up").  The help loads
-# none of the commands' modules; a replay loads the engine, the readers and rich, and pandas and
-# pyarrow only for --out.
+# none of the commands' modules; a replay loads the engine, the readers and rich, and the file writers
+# only for --out (never pandas or pyarrow).
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -434,7 +434,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     if model is not None:
         console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
-        from greenslurm.sim.reporting.outputs import write_outputs      # pandas and pyarrow: only for --out
+        from greenslurm.sim.reporting.outputs import write_outputs      # the writers: only for --out
         try:
             paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
         except OSError as exc:
