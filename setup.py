@@ -6,7 +6,12 @@ from setuptools import Extension, setup
 # no fused multiply-add and no reassociation: the same doubles as the Python definitions
 FLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 
+LEDGER = ["sim/engine/_pool_ledger.h"]          # shared by the two cores (and shipped with them: depends)
+
 setup(ext_modules=[
-    Extension("greenslurm.sim.engine._pool_core", ["sim/engine/_pool_core.c"], extra_compile_args=FLAGS, optional=True),
+    Extension("greenslurm.sim.engine._pool_core", ["sim/engine/_pool_core.c"], depends=LEDGER, extra_compile_args=FLAGS,
+              optional=True),
+    Extension("greenslurm.sim.engine._deadline_core", ["sim/engine/_deadline_core.c"], depends=LEDGER,
+              extra_compile_args=FLAGS, optional=True),
     Extension("greenslurm.traces._swf_scan", ["traces/_swf_scan.c"], extra_compile_args=FLAGS, optional=True),
 ])

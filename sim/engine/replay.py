@@ -286,6 +286,11 @@ class Replay:
         pool = self._pool_core_inputs()
         if pool is not None:
             return self._run_pool_core(pool)
+        if self.strategy.name == "deadline":      # the deadline queue's core (sim/engine/deadline_core.py)
+            from greenslurm.sim.engine import deadline_core
+            inputs = deadline_core.replay_inputs(self)
+            if inputs is not None:
+                return deadline_core.run_replay(self, inputs)
         self.begin()
         while len(self.events):
             self.step()
@@ -298,12 +303,8 @@ class Replay:
         fit, nothing listening to starts and ends but the ledger); None: the general loop runs it."""
         from greenslurm.sim.engine import pool_core
         from greenslurm.sim.engine.queues import Conservative, Easy, Fcfs
-        machine, strategy = self.machine, self.strategy
-        if (type(machine) is not Machine or not machine.is_processor_pool or not machine._first_fit
-                or not self.ledger.uniform       # the core prices every node as node 0
-                or machine.gpus is not None or self.keep_jobs or self.after_schedule or len(self.events)
-                or machine.start_listeners != [self._on_start] or len(machine.move_listeners) != 1
-                or machine.end_listeners):
+        strategy = self.strategy
+        if not self._pool_machine() or not self.machine._first_fit:
             return None
         if type(strategy) is Fcfs:
             if strategy.skip_blocked:
@@ -316,10 +317,25 @@ class Replay:
         core = pool_core.chosen_core()
         if core == "off":
             return None
+        return self._pool_jobs(core)
+
+    def _pool_machine(self) -> bool:
+        """A pool of single-CPU nodes drawing the same power (a core prices every node as node 0),
+        with nothing listening to starts and ends but the ledger: what the compiled cores model."""
+        machine = self.machine
+        return not (type(machine) is not Machine or not machine.is_processor_pool or not self.ledger.uniform
+                    or machine.gpus is not None or self.keep_jobs or self.after_schedule or len(self.events)
+                    or machine.start_listeners != [self._on_start] or len(machine.move_listeners) != 1
+                    or machine.end_listeners)
+
+    def _pool_jobs(self, core: str) -> PoolInputs | None:
+        """The jobs that can run as a core's columns (the others counted as skipped); None: a job the
+        cores do not take (an arrival at no finite time, a NaN time limit, a job without a CPU)."""
         table = getattr(self.ordered, "table", None)
         if table is not None:
             return self._pool_core_table_inputs(core, table)
         rows: list[int] = []
+        skips: list[tuple[JobSpec, str]] = []     # counted once the cores take the jobs
         procs: list[int] = []
         shapes: dict[tuple, int | None | bool] = {}
         isfinite = math.isfinite
@@ -329,7 +345,7 @@ class Replay:
             if job.requested_time_s != job.requested_time_s:
                 return None              # NaN: not a time the core compares
             if not isfinite(job.run_for_s):
-                self.shaper._skip(job, SKIP_ENDLESS)
+                skips.append((job, SKIP_ENDLESS))
                 continue
             key = (job.cpus, job.nodes, job.cpus_per_node, job.memory_mb_per_node, job.gpus_per_node)
             nodes = shapes.get(key, False)
@@ -343,10 +359,12 @@ class Replay:
                     return None          # a job shaped otherwise (no CPU at all): the general loop
                 shapes[key] = nodes
             if nodes is None:
-                self.shaper._skip(job, SKIP_TOO_BIG)
+                skips.append((job, SKIP_TOO_BIG))
                 continue
             rows.append(index)
             procs.append(nodes)
+        for job, reason in skips:
+            self.shaper._skip(job, reason)
         jobs = [self.ordered[i] for i in rows]
         return PoolInputs(core, np.asarray(rows, dtype=np.int64),
                           np.fromiter((job.submit_s for job in jobs), float, len(jobs)),

@@ -1,0 +1,417 @@
+/* The deadline queue's core on a processor pool, compiled: admission, reservations on nodes,
+ * compression and the energy ledger.
+ *
+ * The definition is run_python() in deadline_core.py; this file does the same steps in the same
+ * order with the same double-precision operations (no fused multiply-add: built with
+ * -ffp-contract=off), so its results are identical to the last bit.  It is loaded with ctypes (no
+ * Python API is used): deadline_run() takes the jobs as arrays and fills arrays the caller allocated.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include "_pool_ledger.h"
+
+#define BALANCED 0
+#define BESTFIT 1
+#define MINIDLE 2
+#define FIRSTFIT 3
+#define SCALE 1e6
+
+typedef struct { double tail; int64_t node; } ranked;        /* a node and its tail */
+typedef struct { double g0, g1; int64_t node; } gap;         /* a node free over [g0, g1) */
+typedef struct { double start, end; int64_t job; } interval;   /* a reservation on a node */
+typedef struct { interval *at; int64_t n, cap; } job_list;   /* a node's reservations by start */
+
+/* np.round(score, 6): times 10**6, rounded half to even, divided */
+static double rounded(double score) {
+    return nearbyint(score * SCALE) / SCALE;
+}
+
+static int by_node(const void *a, const void *b) {
+    const int32_t *x = a, *y = b;
+    return (*x > *y) - (*x < *y);
+}
+
+/* (tail, node) before (tail, node) by_tail_low (high: equal tails by node descending) */
+static int ranked_before(const ranked *x, const ranked *y, int high) {
+    if (x->tail != y->tail) return x->tail < y->tail;
+    return high ? x->node > y->node : x->node < y->node;
+}
+
+/* sort by ranked_before (a total order: nodes differ), insertion sort in runs of 16 merged bottom up
+ * through `tmp` (as many entries): qsort's calls through a pointer cost more on these short arrays */
+static void sort_ranked(ranked *a, ranked *tmp, int64_t n, int high) {
+    for (int64_t lo = 0; lo < n; lo += 16) {
+        int64_t hi = lo + 16 < n ? lo + 16 : n;
+        for (int64_t i = lo + 1; i < hi; i++) {
+            ranked x = a[i];
+            int64_t k = i;
+            while (k > lo && ranked_before(&x, &a[k - 1], high)) { a[k] = a[k - 1]; k--; }
+            a[k] = x;
+        }
+    }
+    for (int64_t width = 16; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, k = mid, o = lo;
+            while (i < mid && k < hi) tmp[o++] = ranked_before(&a[k], &a[i], high) ? a[k++] : a[i++];
+            while (i < mid) tmp[o++] = a[i++];
+            while (k < hi) tmp[o++] = a[k++];
+        }
+        memcpy(a, tmp, sizeof(ranked) * (size_t)n);
+    }
+}
+
+typedef struct {
+    /* inputs */
+    const double *submit, *requested, *run_for, *deadline, *limit;
+    const int64_t *procs;
+    int64_t n_nodes, jobs;
+    int rule;
+    /* the plan */
+    double *res_start, *res_end;
+    int32_t *held;                    /* job j's nodes: held[offset[j] .. offset[j] + procs[j]) */
+    int64_t *offset;
+    job_list *on_node;
+    int64_t planned;                  /* reservations held over all nodes */
+    int64_t *running_on;              /* per node: its running job, -1: none */
+    /* scratch */
+    ranked *rank, *rank_tmp;
+    double *tails, *cum, *starts;
+    gap *gaps;
+    int64_t gaps_cap;
+    int32_t *fitting;
+    pool_ledger ledger;
+    double *started;
+    end_event *heap;
+    int64_t heap_n, sequence;
+} core;
+
+static int plan_add(core *c, int64_t j, double start) {
+    c->res_start[j] = start;
+    c->res_end[j] = start + c->requested[j];
+    if (!(c->res_end[j] > start)) return 0;     /* start + p rounded to start (1e300 + 1): it holds nothing */
+    int32_t *nodes = &c->held[c->offset[j]];
+    for (int64_t k = 0; k < c->procs[j]; k++) {
+        job_list *list = &c->on_node[nodes[k]];
+        if (list->n == list->cap) {
+            int64_t cap = list->cap ? 2 * list->cap : 4;
+            interval *grown = realloc(list->at, sizeof(interval) * (size_t)cap);
+            if (!grown) return -1;
+            list->at = grown; list->cap = cap;
+        }
+        int64_t at = list->n;             /* after every reservation starting no later (bisect_right) */
+        while (at > 0 && list->at[at - 1].start > start) at--;
+        memmove(&list->at[at + 1], &list->at[at], sizeof(interval) * (size_t)(list->n - at));
+        list->at[at].start = start; list->at[at].end = c->res_end[j]; list->at[at].job = j;
+        list->n++;
+    }
+    c->planned += c->procs[j];
+    return 0;
+}
+
+static void plan_remove(core *c, int64_t j) {
+    if (!(c->res_end[j] > c->res_start[j])) return;
+    int32_t *nodes = &c->held[c->offset[j]];
+    for (int64_t k = 0; k < c->procs[j]; k++) {
+        job_list *list = &c->on_node[nodes[k]];
+        int64_t at = 0;
+        while (list->at[at].job != j) at++;
+        memmove(&list->at[at], &list->at[at + 1], sizeof(interval) * (size_t)(list->n - at - 1));
+        list->n--;
+    }
+    c->planned -= c->procs[j];
+}
+
+/* from when on node n is free for ever, the job `skip` given back */
+static double tail_of(const core *c, int64_t n, double now, int64_t skip) {
+    const job_list *list = &c->on_node[n];
+    int64_t k = list->n - 1;
+    if (k >= 0 && list->at[k].job == skip) k--;
+    if (k >= 0 && list->at[k].end > now) return list->at[k].end;
+    return now;
+}
+
+/* the start and nodes of a placement in the append view (_choose_append) */
+static double choose_append(core *c, int64_t j, double now) {
+    int64_t n_nodes = c->n_nodes, m = c->procs[j];
+    int rule = c->rule;
+    double p = c->requested[j], deadline = c->deadline[j];
+    ranked *rank = c->rank;
+    for (int64_t n = 0; n < n_nodes; n++) { rank[n].tail = c->tails[n]; rank[n].node = n; }
+    sort_ranked(rank, c->rank_tmp, n_nodes, rule != BALANCED);
+    double earliest = rank[m - 1].tail, start = earliest;
+    int64_t count = 0;
+    double *starts = c->starts;
+    starts[count++] = earliest;
+    if (deadline == deadline) {
+        int64_t k = m - 1;
+        while (k < n_nodes && rank[k].tail == earliest) k++;
+        while (k < n_nodes) {
+            double t = rank[k].tail;
+            starts[count++] = t;
+            while (k < n_nodes && rank[k].tail == t) k++;
+        }
+        int64_t kept = 0;
+        for (int64_t i = 0; i < count; i++) if (starts[i] + p <= deadline) starts[kept++] = starts[i];
+        if (kept == 0) { starts[0] = earliest; kept = 1; }
+        count = kept;
+    }
+    if (count == 1 || rule == FIRSTFIT) {
+        start = starts[0];
+    } else {
+        double *cum = c->cum, total = 0.0;
+        cum[0] = 0.0;
+        for (int64_t k = 0; k < n_nodes; k++) { total += rank[k].tail - now; cum[k + 1] = total; }
+        double best_score = 0.0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < count; i++) {
+            double s = starts[i];
+            while (at < n_nodes && rank[at].tail <= s) at++;    /* tails <= s: bisect_right */
+            double tail_sum = rule == BALANCED ? cum[m] : cum[at] - cum[at - m], score;
+            if (rule == BALANCED) score = tail_sum;
+            else if (rule == BESTFIT) score = -tail_sum;
+            else score = (double)m * (s - now) - tail_sum;
+            score = rounded(score);
+            if (i == 0 || score < best_score) { best_score = score; start = s; }   /* ties: the earliest */
+        }
+    }
+    int32_t *nodes = &c->held[c->offset[j]];
+    if (rule == BALANCED) {
+        for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[k].node;
+    } else if (rule == FIRSTFIT) {
+        int64_t k = 0;
+        for (int64_t n = 0; n < n_nodes && k < m; n++) if (c->tails[n] <= start) nodes[k++] = (int32_t)n;
+    } else {
+        int64_t k = 0;
+        while (k < n_nodes && rank[k].tail <= start) k++;
+        for (int64_t i = 0; i < m; i++) nodes[i] = (int32_t)rank[k - m + i].node;
+    }
+    qsort(nodes, (size_t)m, sizeof(int32_t), by_node);
+    return start;
+}
+
+/* the earliest start before job j's own at which m nodes hold it (its slot given back): the start,
+ * or NAN when there is none; the fitting nodes in c->fitting (ascending), their count in *fits */
+static double earliest_move(core *c, int64_t j, double now, int64_t *fits) {
+    int64_t m = c->procs[j], n_nodes = c->n_nodes, count = 0;
+    double p = c->requested[j], old = c->res_start[j];
+    gap *gaps = c->gaps;
+    for (int64_t n = 0; n < n_nodes; n++) {
+        const job_list *list = &c->on_node[n];
+        double g0 = now;
+        for (int64_t i = 0; i < list->n; i++) {
+            const interval *r = &list->at[i];
+            if (r->job == j) continue;
+            double s = r->start;
+            if (s > g0) {
+                if (g0 + p <= s) { gaps[count].g0 = g0; gaps[count].g1 = s; gaps[count].node = n; count++; }
+                if (s >= old) { g0 = INFINITY; break; }
+            }
+            if (r->end > g0) g0 = r->end;
+            if (g0 >= old) break;
+        }
+        if (g0 < old) { gaps[count].g0 = g0; gaps[count].g1 = INFINITY; gaps[count].node = n; count++; }
+    }
+    if (count < m) return NAN;
+    /* now first: nodes free from now for p (their gaps come first for each node, in node order) */
+    int64_t at_now = 0;
+    for (int64_t g = 0; g < count; g++) if (gaps[g].g0 == now && now + p <= gaps[g].g1 && now < gaps[g].g1) at_now++;
+    if (at_now >= m) {
+        int64_t f = 0;
+        for (int64_t g = 0; g < count; g++)
+            if (gaps[g].g0 == now && now + p <= gaps[g].g1 && now < gaps[g].g1) c->fitting[f++] = (int32_t)gaps[g].node;
+        *fits = f;
+        return now;
+    }
+    for (int64_t g = 1; g < count; g++) {          /* by g0 (equal ones in any order: a set is kept) */
+        gap x = gaps[g];
+        int64_t k = g;
+        while (k > 0 && gaps[k - 1].g0 > x.g0) { gaps[k] = gaps[k - 1]; k--; }
+        gaps[k] = x;
+    }
+    /* the gaps begun by t, kept while t + p <= g1: moved to the front of the array */
+    int64_t active = 0, i = 0;
+    while (i < count) {
+        double t = gaps[i].g0;
+        while (i < count && gaps[i].g0 == t) gaps[active++] = gaps[i++];
+        double tp = t + p;
+        int64_t kept = 0;
+        for (int64_t a = 0; a < active; a++) if (tp <= gaps[a].g1 && t < gaps[a].g1) gaps[kept++] = gaps[a];
+        active = kept;
+        if (active >= m) {
+            for (int64_t a = 0; a < active; a++) c->fitting[a] = (int32_t)gaps[a].node;
+            qsort(c->fitting, (size_t)active, sizeof(int32_t), by_node);
+            *fits = active;
+            return t;
+        }
+    }
+    return NAN;
+}
+
+/* choose_at: m of the fitting nodes by the rule's order of their tails (job j given back), into j's nodes */
+static void choose_at(core *c, int64_t j, int64_t fits, double now) {
+    int64_t m = c->procs[j];
+    int32_t *nodes = &c->held[c->offset[j]];
+    if (c->rule == FIRSTFIT) {
+        for (int64_t k = 0; k < m; k++) nodes[k] = c->fitting[k];
+        return;
+    }
+    ranked *rank = c->rank;
+    for (int64_t k = 0; k < fits; k++) {
+        rank[k].node = c->fitting[k];
+        rank[k].tail = tail_of(c, c->fitting[k], now, j);
+    }
+    sort_ranked(rank, c->rank_tmp, fits, c->rule != BALANCED);
+    if (c->rule == BALANCED) {
+        for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[k].node;
+    } else {
+        for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[fits - m + k].node;
+    }
+    qsort(nodes, (size_t)m, sizeof(int32_t), by_node);
+}
+
+static int start(core *c, int64_t j, double now) {
+    int64_t n = c->procs[j];
+    const int32_t *nodes = &c->held[c->offset[j]];
+    for (int64_t k = 0; k < n; k++) {
+        if (c->running_on[nodes[k]] >= 0) return -2;
+        c->running_on[nodes[k]] = j;
+    }
+    c->started[j] = now;
+    ledger_start(&c->ledger, n, now);
+    for (int64_t k = 0; k < n; k++) ledger_node_starts(&c->ledger, nodes[k], now);
+    end_event e = { now + c->run_for[j], c->sequence++, j, -1 };
+    heap_push(c->heap, &c->heap_n, e);
+    return 0;
+}
+
+static void finish(core *c, int64_t j, double now) {
+    int64_t n = c->procs[j];
+    const int32_t *nodes = &c->held[c->offset[j]];
+    for (int64_t k = 0; k < n; k++) c->running_on[nodes[k]] = -1;
+    double share = ledger_finish(&c->ledger, j, n, c->started[j], now), run_s = now - c->started[j];
+    for (int64_t k = 0; k < n; k++) ledger_node_ends(&c->ledger, nodes[k], share, run_s, now);
+    ledger_ended(&c->ledger);
+}
+
+/* gaps hold at most one per node plus one per reservation: grow the scratch when the plan grew */
+static int ensure_gaps(core *c) {
+    int64_t need = c->n_nodes + c->planned;
+    if (need <= c->gaps_cap) return 0;
+    int64_t cap = 2 * need;
+    gap *gaps = realloc(c->gaps, sizeof(gap) * (size_t)cap);
+    if (!gaps) return -1;
+    c->gaps = gaps; c->gaps_cap = cap;
+    return 0;
+}
+
+/* Returns 0, or -1 when memory ran out, -2 when a reserved node is busy at the reserved start, -3
+ * when jobs wait after the last event.  counts[0]: points of the power series, counts[1]: jobs ended. */
+int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
+                 const double *submit, const double *requested, const double *run_for, const double *deadline,
+                 const double *limit, const int64_t *procs,
+                 double idle_power_w, double delta_unit, double share_unit, double start_s,
+                 unsigned char *accepted, double *finish_s,
+                 int64_t *out_rows, double *out_start, double *out_end, double *out_energy, int32_t *out_nodes,
+                 int64_t *out_offsets,
+                 double *times, double *series_w, double *series_busy, int64_t *counts, double *scalars,
+                 double *node_jobs_j, double *node_cpu_s, int64_t *jobs_on, double *idle_since, double *idle_node_s) {
+    core c;
+    memset(&c, 0, sizeof c);
+    c.submit = submit; c.requested = requested; c.run_for = run_for; c.deadline = deadline; c.limit = limit;
+    c.procs = procs; c.n_nodes = n_nodes; c.jobs = jobs; c.rule = rule;
+    size_t nn = (size_t)(n_nodes > 0 ? n_nodes : 1), nj = (size_t)(jobs > 0 ? jobs : 1);
+    c.res_start = malloc(sizeof(double) * nj);
+    c.res_end = malloc(sizeof(double) * nj);
+    c.offset = malloc(sizeof(int64_t) * (nj + 1));
+    c.started = malloc(sizeof(double) * nj);
+    c.on_node = calloc(nn, sizeof(job_list));
+    c.running_on = malloc(sizeof(int64_t) * nn);
+    c.rank = malloc(sizeof(ranked) * nn);
+    c.rank_tmp = malloc(sizeof(ranked) * nn);
+    c.tails = malloc(sizeof(double) * nn);
+    c.cum = malloc(sizeof(double) * (nn + 1));
+    c.starts = malloc(sizeof(double) * nn);
+    c.fitting = malloc(sizeof(int32_t) * nn);
+    c.heap = malloc(sizeof(end_event) * (nn + 1));
+    int64_t *waiting = malloc(sizeof(int64_t) * nj);
+    reservation *by_reservation = malloc(sizeof(reservation) * nj);
+    int status = 0;
+    if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.on_node || !c.running_on || !c.rank || !c.rank_tmp
+        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.heap || !waiting || !by_reservation) {
+        status = -1;
+        goto done;
+    }
+    c.offset[0] = 0;
+    for (int64_t j = 0; j < jobs; j++) c.offset[j + 1] = c.offset[j] + procs[j];
+    c.held = malloc(sizeof(int32_t) * (size_t)(c.offset[jobs] > 0 ? c.offset[jobs] : 1));
+    if (!c.held) { status = -1; goto done; }
+    for (int64_t n = 0; n < n_nodes; n++) c.running_on[n] = -1;
+    ledger_init(&c.ledger, n_nodes, idle_power_w, delta_unit, share_unit, start_s, times, series_w, series_busy,
+                node_jobs_j, node_cpu_s, jobs_on, idle_since, idle_node_s, out_rows, out_start, out_end,
+                out_energy, out_nodes, out_offsets);
+
+    int64_t arrived = 0, n_waiting = 0, n_reserved = 0;
+    int planning = 0, pending_compress = 0;
+    double now = -INFINITY;
+    while (c.heap_n > 0 || arrived < jobs || n_reserved > 0) {
+        now = next_event(c.heap, c.heap_n, submit, arrived, jobs, by_reservation, n_reserved, now);
+        if (now == INFINITY && c.heap_n == 0) { status = -3; goto done; }
+        while (c.heap_n > 0 && c.heap[0].time == now) {
+            int64_t j = heap_pop(c.heap, &c.heap_n).job;
+            finish(&c, j, now);
+            plan_remove(&c, j);
+            if (now < c.res_end[j]) pending_compress = compress;
+        }
+        while (arrived < jobs && submit[arrived] == now) {
+            int64_t j = arrived++;
+            planning = 1;
+            int64_t m = procs[j];
+            for (int64_t n = 0; n < n_nodes; n++) c.tails[n] = tail_of(&c, n, now, -1);
+            double start_at = choose_append(&c, j, now);     /* sorts the tails into c.rank */
+            finish_s[j] = c.rank[m - 1].tail + requested[j];
+            if (finish_s[j] > limit[j]) continue;
+            accepted[j] = 1;
+            if (ensure_gaps(&c) < 0 || plan_add(&c, j, start_at) < 0) { status = -1; goto done; }
+            waiting[n_waiting++] = j;
+            reservation_insert(by_reservation, &n_reserved, start_at, j);
+        }
+        if (!planning) continue;
+        if (pending_compress) {
+            pending_compress = 0;
+            for (int64_t w = 0; w < n_waiting; w++) {
+                int64_t j = waiting[w], fits = 0;
+                double old = c.res_start[j];
+                if (old <= now) continue;
+                if (ensure_gaps(&c) < 0) { status = -1; goto done; }
+                double t = earliest_move(&c, j, now, &fits);
+                if (t != t) continue;
+                plan_remove(&c, j);
+                choose_at(&c, j, fits, now);
+                reservation_remove(by_reservation, &n_reserved, old, j);
+                if (plan_add(&c, j, t) < 0) { status = -1; goto done; }
+                reservation_insert(by_reservation, &n_reserved, t, j);
+            }
+        }
+        while (n_reserved > 0 && by_reservation[0].start <= now) {
+            int64_t j = by_reservation[0].job;
+            memmove(&by_reservation[0], &by_reservation[1], sizeof(reservation) * (size_t)(n_reserved - 1));
+            n_reserved--;
+            int64_t at = job_position(waiting, n_waiting, j);
+            memmove(&waiting[at], &waiting[at + 1], sizeof(int64_t) * (size_t)(n_waiting - at - 1));
+            n_waiting--;
+            if (start(&c, j, now) < 0) { status = -2; goto done; }
+        }
+    }
+    ledger_scalars(&c.ledger, scalars);
+    counts[0] = c.ledger.series_len; counts[1] = c.ledger.finished;
+done:
+    if (c.on_node) for (int64_t n = 0; n < n_nodes; n++) free(c.on_node[n].at);
+    free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
+    free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.heap); free(c.held);
+    free(c.gaps); free(waiting); free(by_reservation);
+    return status;
+}
