@@ -224,10 +224,8 @@ def _progress(progress, total: int):
     """A rich bar for ``progress=True``, the caller's ``progress(done, total)`` for a callable, else none."""
     if callable(progress):
         return contextlib.nullcontext(progress)
-    from rich.console import Console
-
-    from greenslurm.console import progress_bar
-    return progress_bar(Console(stderr=True), total, bool(progress))
+    from greenslurm.console import progress_bar, terminal
+    return progress_bar(terminal(stderr=True), total, bool(progress))
 
 
 # -- one replay -------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from greenslurm.cli_commands import COMMAND_HELP, command_named
 from greenslurm.cli_parser import OneLineParser
 from greenslurm.clustermodel import InputError
 from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, printable,
-                                progress_bar, setup_logging, showing_progress, spinner, write_text)
+                                progress_bar, setup_logging, showing_progress, spinner, terminal, write_text)
 from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
 
 # Start-up: what a command needs loads with it (docs/replay-engine.md, "Start-up").  The help loads
@@ -479,12 +479,11 @@ def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser(command_named(sys.argv[1:] if argv is None else list(argv))).parse_args(argv)
-    from rich.console import Console
-    stderr = Console(stderr=True)
+    stderr = terminal(stderr=True)
     setup_logging(getattr(args, "verbose", 0), stderr)
     # a JSON summary or a scenario on stdout: the report goes to stderr
     to_stdout = "-" in (getattr(args, "json", None), getattr(args, "save_scenario", None))
-    console = stderr if to_stdout else Console()
+    console = stderr if to_stdout else terminal()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPE_WIDTH        # files and CI logs: wide enough that rows do not wrap
     try:

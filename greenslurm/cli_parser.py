@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from greenslurm.console import EXIT_INPUT, PROG, error_line
+from greenslurm.console import EXIT_INPUT, PROG, error_line, terminal
 
 
 def usage_error_line(prog: str, message: str) -> str:
@@ -30,8 +30,7 @@ class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (its subcommands' parsers are of the same class)."""
 
     def error(self, message: str) -> NoReturn:
-        from rich.console import Console
-        error_line(Console(stderr=True), _message(self.prog, message))
+        error_line(terminal(stderr=True), _message(self.prog, message))
         sys.exit(EXIT_INPUT)
 
 

@@ -38,6 +38,13 @@ def setup_logging(verbose: int, console: Console) -> None:
     root.setLevel(logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG)
 
 
+def terminal(stderr: bool = False) -> Console:
+    """A rich console for greenslurm's output.  Emoji codes are off: a name a user controls (a trace's
+    file name, its machine, a user or partition) printed as ``:fire:`` stays ``:fire:``, as written."""
+    from rich.console import Console
+    return Console(stderr=stderr, emoji=False)
+
+
 def error_line(console: Console, message: str) -> None:
     console.print(f"{PROG}: error: {message}", style="bold red", markup=False, highlight=False,
                   soft_wrap=True)
@@ -46,8 +53,7 @@ def error_line(console: Console, message: str) -> None:
 def warning_line(message: str, console: Console | None = None) -> None:
     """One dim yellow line ``greenslurm: warning: ...`` on stderr (a deprecated name, ...)."""
     if console is None:
-        from rich.console import Console
-        console = Console(stderr=True)
+        console = terminal(stderr=True)
     console.print(f"{PROG}: warning: {message}", style="dim yellow", markup=False, highlight=False,
                   soft_wrap=True)
 

@@ -305,3 +305,19 @@ def test_a_scenario_saved_with_a_byte_order_mark_runs(folder, capsys):
     code, err = run_file(folder, "\ufeff" + TINY, capsys)
     assert code == 0, err
     assert json.loads((folder / "out.json").read_text())["jobs_completed"] == 3
+
+
+# -- emoji codes: rich turned ":fire:" in a name a user controls into an emoji ------------------------------
+def test_names_with_emoji_codes_are_printed_as_written(tmp_path, capsys):
+    # the trace's file name and its machine (the SWF header's Computer) are the user's text
+    path = tmp_path / "log:thumbs_up:.swf"
+    path.write_text(TINY_SWF.replace("; Computer: tiny", "; Computer: :fire: cluster"))
+    assert main(["replay", str(path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "log:thumbs_up:.swf" in out and ":fire: cluster" in out
+    assert "\N{THUMBS UP SIGN}" not in out and "\N{FIRE}" not in out
+    # and in a one-line error naming the file (a record with a word for its submit time, --strict)
+    path.write_text(TINY_SWF + "4 soon -1 10 1 -1 -1 1 10 -1 1 1 1 -1 -1 -1 -1 -1\n")
+    assert main(["replay", str(path), "--strict", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "log:thumbs_up:.swf" in err and "\N{THUMBS UP SIGN}" not in err
