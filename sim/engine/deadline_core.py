@@ -470,7 +470,7 @@ def replay_inputs(replay) -> tuple | None:
 def _inputs(replay, strategy, core: str) -> tuple | None:
     """(rows, jobs) of :func:`replay_inputs`, or None."""
     pool = replay._pool_jobs(core)
-    if pool is None or not (pool.requested_s > 0).all():
+    if pool is None or not (pool.requested_s > 0).all() or not _times_keep_every_slot(pool.submit_s, pool.requested_s):
         return None              # a job planned for no time holds nothing in a plan: the general loop
     table = getattr(replay.ordered, "table", None)
     if table is not None:
@@ -483,6 +483,29 @@ def _inputs(replay, strategy, core: str) -> tuple | None:
     if limit is None:
         return None
     return pool.rows, DeadlineJobs(pool.submit_s, pool.requested_s, pool.run_for_s, pool.procs, deadline, limit)
+
+
+def _times_keep_every_slot(submit_s: np.ndarray, requested_s: np.ndarray) -> bool:
+    """Whether no reserved start t can have t + p == t or an infinite end: the core does not model a
+    slot that rounds to nothing (the general loop lets a job wait at that instant on its nodes) nor
+    a job that never fits (an infinite earliest end).  Every start is at most the latest arrival
+    plus all requested times (a job goes after the plan's tails; compression only moves jobs
+    earlier), so H = 2 x (max |submit| + sum of p) bounds |t| with room for the sums' rounding; a
+    double's step only grows with the magnitude, so H + p > H for every p means t + p > t for
+    every start, and H finite means every end t + p <= H is finite.
+
+    >>> _times_keep_every_slot(np.array([0.0, 3e7]), np.array([1.0, 86400.0]))
+    True
+    >>> _times_keep_every_slot(np.array([1e17]), np.array([1.0]))       # 1e17 + 1 == 1e17
+    False
+    >>> _times_keep_every_slot(np.array([0.0, 1.0]), np.array([np.inf, 10.0]))
+    False
+    """
+    if len(submit_s) == 0:
+        return True
+    with np.errstate(over="ignore"):                # a sum past a double's range is inf: declined
+        horizon_s = 2.0 * (float(np.abs(submit_s).max()) + float(requested_s.sum()))
+    return math.isfinite(horizon_s) and bool((horizon_s + requested_s > horizon_s).all())
 
 
 class _Finished:
