@@ -38,6 +38,7 @@ _PANDAS_TYPES = {INT64: ("int64", "int64"), DOUBLE: ("float64", "float64"), BOOL
                  LARGE_STRING: ("object", "str"), STRING: ("unicode", "str")}
 CODECS = {"none": 0, "gzip": 2}          # Thrift CompressionCodec: UNCOMPRESSED, GZIP
 MAGIC = b"PAR1"
+PAGE_BYTES = 2 ** 31 - 1                 # a page's sizes are Thrift i32 in its header
 ARROW_SCHEMA_KEY = b"ARROW:schema"
 
 # -- Thrift compact protocol --------------------------------------------------------------------------
@@ -276,6 +277,32 @@ def _page_body(kind: str, chunk) -> tuple[int, bytes]:
     return rows, _levels(defined, rows) + values
 
 
+def _pages(name: str, kind: str, chunk, compress, page_bytes: int, first_row: int):
+    """(rows, body, compressed body) of the pages of one chunk of rows (none when it has no rows): the
+    chunk as one page, or its halves' pages when that page passes ``page_bytes``."""
+    count, body = _page_body(kind, chunk)
+    if not count:
+        return
+    packed = compress(body)
+    if max(len(body), len(packed)) <= page_bytes:
+        yield count, body, packed
+        return
+    if count == 1:
+        value = (int(chunk[1][0]) if isinstance(chunk, tuple) else len(chunk[0].encode("utf-8"))
+                 if isinstance(chunk, list) else len(body))
+        raise ValueError(f"column {name!r}, row {first_row}: a value of {value} bytes, more than a Parquet page "
+                         f"holds ({page_bytes} bytes)")
+    half = count // 2
+    if isinstance(chunk, tuple):                      # cells: the first half's bytes, then the rest
+        data, sizes = chunk
+        cut = int(sizes[:half].sum())
+        halves = (data[:cut], sizes[:half]), (data[cut:], sizes[half:])
+    else:
+        halves = chunk[:half], chunk[half:]
+    yield from _pages(name, kind, halves[0], compress, page_bytes, first_row)
+    yield from _pages(name, kind, halves[1], compress, page_bytes, first_row + half)
+
+
 class _Compressor:
     def __init__(self, codec: str, level: int) -> None:
         if codec not in CODECS:
@@ -290,13 +317,16 @@ class _Compressor:
 
 
 def write_parquet(path, columns: Sequence[tuple[str, str, Iterable]], metadata: Sequence[tuple[bytes, bytes]] = (),
-                  compression: str | Mapping[str, str] = "gzip", level: int = 1, created_by: str = "greenslurm") -> int:
+                  compression: str | Mapping[str, str] = "gzip", level: int = 1, created_by: str = "greenslurm",
+                  page_bytes: int = PAGE_BYTES) -> int:
     """Write a Parquet file of ``columns``, each ``(name, kind, chunks)``: ``chunks`` an iterable of
     numpy arrays (int64, double, bool) or for strings lists of str (None: a null) or ``(data, sizes)``
-    cells (:mod:`~greenslurm.sim.reporting.cells`), one data page each;
-    every column must give the same number of rows.  ``metadata``: the file's key-value pairs (the
-    Arrow schema is added); ``compression``: "none" or "gzip" (zlib at ``level``) for every column,
-    or by column name (a column not named: "none").  Returns the number of rows.
+    cells (:mod:`~greenslurm.sim.reporting.cells`), one data page each, or several when a page's bytes
+    (compressed or not) would pass ``page_bytes`` (cut in halves, again and again: a page's sizes are
+    Thrift i32, so at most 2**31 - 1 bytes); every column must give the same number of rows.
+    ``metadata``: the file's key-value pairs (the Arrow schema is added); ``compression``: "none" or
+    "gzip" (zlib at ``level``) for every column, or by column name (a column not named: "none").
+    Returns the number of rows.
 
     >>> import tempfile, os
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -312,21 +342,18 @@ def write_parquet(path, columns: Sequence[tuple[str, str, Iterable]], metadata: 
             compress = _Compressor(compression if isinstance(compression, str) else compression.get(name, "none"), level)
             first, rows, raw_size, packed_size = at, 0, 0, 0
             for chunk in chunks:
-                count, body = _page_body(kind, chunk)
-                if not count:
-                    continue
-                packed = compress(body)
-                # PageHeader: type DATA_PAGE, uncompressed and compressed sizes, DataPageHeader (values,
-                # PLAIN, levels RLE, RLE)
-                header = thrift_struct([(1, _I32, 0), (2, _I32, len(body)), (3, _I32, len(packed)),
-                                        (5, _STRUCT, thrift_struct([(1, _I32, count), (2, _I32, 0), (3, _I32, 3),
-                                                                     (4, _I32, 3)]))])
-                handle.write(header)
-                handle.write(packed)
-                at += len(header) + len(packed)
-                rows += count
-                raw_size += len(header) + len(body)
-                packed_size += len(header) + len(packed)
+                for count, body, packed in _pages(name, kind, chunk, compress, page_bytes, rows):
+                    # PageHeader: type DATA_PAGE, uncompressed and compressed sizes, DataPageHeader (values,
+                    # PLAIN, levels RLE, RLE)
+                    header = thrift_struct([(1, _I32, 0), (2, _I32, len(body)), (3, _I32, len(packed)),
+                                            (5, _STRUCT, thrift_struct([(1, _I32, count), (2, _I32, 0), (3, _I32, 3),
+                                                                         (4, _I32, 3)]))])
+                    handle.write(header)
+                    handle.write(packed)
+                    at += len(header) + len(packed)
+                    rows += count
+                    raw_size += len(header) + len(body)
+                    packed_size += len(header) + len(packed)
             if rows_seen is not None and rows != rows_seen:
                 raise ValueError(f"column {name!r} has {rows} rows, the columns before it {rows_seen}")
             rows_seen = rows
