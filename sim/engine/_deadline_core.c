@@ -76,6 +76,10 @@ typedef struct {
     int64_t *offset;
     job_list *on_node;
     int64_t planned;                  /* reservations held over all nodes */
+    /* free nodes over the whole pool as a step function from now on: free[k] from times[k] until the
+     * next (a necessary test before looking at every node: a start needs m free nodes throughout) */
+    double *times, *free;
+    int64_t steps, steps_cap;
     int64_t *running_on;              /* per node: its running job, -1: none */
     /* scratch */
     ranked *rank, *rank_tmp;
@@ -88,6 +92,71 @@ typedef struct {
     end_event *heap;
     int64_t heap_n, sequence;
 } core;
+
+/* index of a breakpoint at t >= times[0] (a copy of the step before when new); -1: no memory */
+static int64_t count_breakpoint(core *c, double t) {
+    int64_t lo = 0, hi = c->steps;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (c->times[mid] < t) lo = mid + 1; else hi = mid; }
+    if (lo < c->steps && c->times[lo] == t) return lo;
+    if (c->steps == c->steps_cap) {
+        int64_t cap = 2 * c->steps_cap;
+        double *times = realloc(c->times, sizeof(double) * (size_t)cap);
+        if (!times) return -1;
+        c->times = times;
+        double *free_ = realloc(c->free, sizeof(double) * (size_t)cap);
+        if (!free_) return -1;
+        c->free = free_;
+        c->steps_cap = cap;
+    }
+    memmove(&c->times[lo + 1], &c->times[lo], sizeof(double) * (size_t)(c->steps - lo));
+    memmove(&c->free[lo + 1], &c->free[lo], sizeof(double) * (size_t)(c->steps - lo));
+    c->times[lo] = t;
+    c->free[lo] = c->free[lo - 1];        /* lo > 0: t is after the first breakpoint */
+    c->steps++;
+    return lo;
+}
+
+/* add `nodes` free nodes over [start, end) (the part from now on) */
+static int count_change(core *c, double start, double end, double nodes) {
+    if (start < c->times[0]) start = c->times[0];
+    if (!(end > start)) return 0;
+    int64_t i = count_breakpoint(c, start);
+    if (i < 0) return -1;
+    int64_t k = count_breakpoint(c, end);
+    if (k < 0) return -1;
+    for (; i < k; i++) c->free[i] += nodes;
+    return 0;
+}
+
+/* forget the steps before now and merge steps that free as many nodes */
+static void count_advance(core *c, double now) {
+    int64_t i = 0;
+    while (i + 1 < c->steps && c->times[i + 1] <= now) i++;
+    int64_t kept = 1;
+    c->times[0] = now; c->free[0] = c->free[i];
+    for (int64_t k = i + 1; k < c->steps; k++) {
+        if (c->free[k] != c->free[kept - 1]) { c->times[kept] = c->times[k]; c->free[kept] = c->free[k]; kept++; }
+    }
+    c->steps = kept;
+}
+
+/* whether some step in [now, old) begins a window of p over which job j (its own slot given back)
+ * finds m free nodes at every step: needed for any earlier start on m nodes */
+static int count_may_move(const core *c, int64_t j) {
+    double m = (double)c->procs[j], p = c->requested[j], old = c->res_start[j], own_end = c->res_end[j];
+    int64_t i = 0;
+    while (i < c->steps && c->times[i] < old) {
+        double end = c->times[i] + p;
+        int64_t k = i;
+        for (; k < c->steps && (k == i || c->times[k] < end); k++) {
+            double free_ = c->free[k] + (c->times[k] >= old && c->times[k] < own_end ? m : 0.0);
+            if (free_ < m) break;
+        }
+        if (k == c->steps || !(k == i || c->times[k] < end)) return 1;
+        i = k + 1;               /* every start up to k has step k in its window */
+    }
+    return 0;
+}
 
 static int plan_add(core *c, int64_t j, double start) {
     c->res_start[j] = start;
@@ -109,11 +178,11 @@ static int plan_add(core *c, int64_t j, double start) {
         list->n++;
     }
     c->planned += c->procs[j];
-    return 0;
+    return count_change(c, start, c->res_end[j], -(double)c->procs[j]);
 }
 
-static void plan_remove(core *c, int64_t j) {
-    if (!(c->res_end[j] > c->res_start[j])) return;
+static int plan_remove(core *c, int64_t j) {
+    if (!(c->res_end[j] > c->res_start[j])) return 0;
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
         job_list *list = &c->on_node[nodes[k]];
@@ -123,6 +192,7 @@ static void plan_remove(core *c, int64_t j) {
         list->n--;
     }
     c->planned -= c->procs[j];
+    return count_change(c, c->res_start[j], c->res_end[j], (double)c->procs[j]);
 }
 
 /* from when on node n is free for ever, the job `skip` given back */
@@ -354,16 +424,22 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
                 node_jobs_j, node_cpu_s, jobs_on, idle_since, idle_node_s, out_rows, out_start, out_end,
                 out_energy, out_nodes, out_offsets);
 
+    c.steps_cap = 64;
+    c.times = malloc(sizeof(double) * (size_t)c.steps_cap);
+    c.free = malloc(sizeof(double) * (size_t)c.steps_cap);
+    if (!c.times || !c.free) { status = -1; goto done; }
+    c.times[0] = start_s; c.free[0] = (double)n_nodes; c.steps = 1;
     int64_t arrived = 0, n_waiting = 0, n_reserved = 0;
     int planning = 0, pending_compress = 0;
     double now = -INFINITY;
     while (c.heap_n > 0 || arrived < jobs || n_reserved > 0) {
         now = next_event(c.heap, c.heap_n, submit, arrived, jobs, by_reservation, n_reserved, now);
+        if (now > c.times[0] && now != INFINITY) count_advance(&c, now);
         if (now == INFINITY && c.heap_n == 0) { status = -3; goto done; }
         while (c.heap_n > 0 && c.heap[0].time == now) {
             int64_t j = heap_pop(c.heap, &c.heap_n).job;
             finish(&c, j, now);
-            plan_remove(&c, j);
+            if (plan_remove(&c, j) < 0) { status = -1; goto done; }
             if (now < c.res_end[j]) pending_compress = compress;
         }
         while (arrived < jobs && submit[arrived] == now) {
@@ -386,10 +462,11 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
                 int64_t j = waiting[w], fits = 0;
                 double old = c.res_start[j];
                 if (old <= now) continue;
+                if (!count_may_move(&c, j)) continue;
                 if (ensure_gaps(&c) < 0) { status = -1; goto done; }
                 double t = earliest_move(&c, j, now, &fits);
                 if (t != t) continue;
-                plan_remove(&c, j);
+                if (plan_remove(&c, j) < 0) { status = -1; goto done; }
                 choose_at(&c, j, fits, now);
                 reservation_remove(by_reservation, &n_reserved, old, j);
                 if (plan_add(&c, j, t) < 0) { status = -1; goto done; }
@@ -412,6 +489,6 @@ done:
     if (c.on_node) for (int64_t n = 0; n < n_nodes; n++) free(c.on_node[n].at);
     free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
     free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.heap); free(c.held);
-    free(c.gaps); free(waiting); free(by_reservation);
+    free(c.gaps); free(c.times); free(c.free); free(waiting); free(by_reservation);
     return status;
 }
