@@ -271,3 +271,4 @@ def test_a_value_larger_than_a_page_is_refused(tmp_path):
     # one string of 300 bytes is a page of 4 + 2 (levels) + 4 + 300 bytes at least: more than 200
     with pytest.raises(ValueError, match="column 's', row 1: a value of 300 bytes"):
         write_parquet(tmp_path / "t.parquet", [("s", LARGE_STRING, [["a", "x" * 300]])], page_bytes=200)
+    assert not (tmp_path / "t.parquet").exists()                       # not left cut short

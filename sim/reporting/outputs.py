@@ -22,6 +22,7 @@ from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA 
 from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, ragged_positions
 from greenslurm.sim.reporting.cells import (choices, csv_rows, csv_texts, digits, float_cells, offsets_of, spans,
                                             strings)
+from greenslurm.sim.reporting.whole_files import whole_file
 
 JOBS_CSV = "jobs.csv"
 JOBS_PARQUET = "jobs.parquet"
@@ -322,7 +323,8 @@ def summary_json_text(summary: Mapping[str, Any]) -> str:
 def write_summary_json(summary: Mapping[str, Any], path: str | Path) -> Path:
     """summary.json, with its schema version."""
     path = Path(path)
-    path.write_text(summary_json_text(versioned(summary, SUMMARY_SCHEMA)), encoding="utf-8")
+    with whole_file(path) as handle:
+        handle.write(summary_json_text(versioned(summary, SUMMARY_SCHEMA)).encode("utf-8"))
     return path
 
 
@@ -358,7 +360,7 @@ def write_csv_columns(path: Path, names: Sequence[str], chunks) -> None:
     ...     (Path(folder) / "f.csv").read_text().splitlines()
     ['a,b,c,d', '1.5,"x,y",True,3', ',z,False,4']
     """
-    with open(path, "wb") as handle:
+    with whole_file(path) as handle:          # a file cut short is removed
         handle.write(csv_rows([csv_texts([name]) for name in names]))
         for columns in chunks:
             if len(csv_cells(columns[0])[1]):
@@ -444,7 +446,8 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
     """Write jobs.csv, jobs.parquet, power.csv, summary.json and schema.json into ``out_dir`` (created
     if needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
     moves.csv (the jobs consolidation moved); return the paths by kind.  No pandas or pyarrow: the
-    tables are written from the result's columns a chunk of rows at a time."""
+    tables are written from the result's columns a chunk of rows at a time.  A file whose writing
+    fails (a full disk) is removed, not left cut short; the files written before it stay."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name.replace(".", "_"): out / name for name in (JOBS_CSV, JOBS_PARQUET, POWER_CSV)}
@@ -464,9 +467,9 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
     paths["summary_json"] = out / SUMMARY_JSON
     write_summary_json(summary, paths["summary_json"])
     paths["schema_json"] = out / SCHEMA_JSON
-    paths["schema_json"].write_text(summary_json_text(schema_document([p.name for p in paths.values()
-                                                                       if p.name != SCHEMA_JSON])),
-                                    encoding="utf-8")
+    with whole_file(paths["schema_json"]) as handle:
+        handle.write(summary_json_text(schema_document([p.name for p in paths.values() if p.name != SCHEMA_JSON]))
+                     .encode("utf-8"))
     return paths
 
 

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from greenslurm.sim.reporting.cells import offsets_of, texts
+from greenslurm.sim.reporting.whole_files import whole_file
 
 # column kinds (Arrow type names): the Parquet physical type and the Arrow FlatBuffer type
 INT64, DOUBLE, BOOL, LARGE_STRING, STRING = "int64", "double", "bool", "large_string", "string"
@@ -335,7 +336,7 @@ def write_parquet(path, columns: Sequence[tuple[str, str, Iterable]], metadata: 
     2
     """
     chunks_meta, rows_seen = [], None
-    with open(path, "wb") as handle:
+    with whole_file(path) as handle:          # a file cut short is removed
         handle.write(MAGIC)
         at = len(MAGIC)
         for name, kind, chunks in columns:
