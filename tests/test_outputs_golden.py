@@ -4,18 +4,25 @@ made from the pandas jobs table (built here with pandas, as that code built it).
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
+import math
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from greenslurm.cli import main
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.accounting.result import JobColumns, JobRecord
+from greenslurm.sim.reporting import outputs
 from greenslurm.sim.reporting.outputs import JOB_COLUMNS, JOBS_SCHEMA, PARQUET_SCHEMA_KEY, write_outputs
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -184,3 +191,50 @@ def test_same_replay_same_bytes(tmp_path):
     first = write_outputs(result, {"a": 1.0}, tmp_path / "1")
     second = write_outputs(result, {"a": 1.0}, tmp_path / "2")
     assert {k: p.read_bytes() for k, p in first.items()} == {k: p.read_bytes() for k, p in second.items()}
+
+
+# -- any values, against the pandas path's rules ------------------------------------------------------
+_floats = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from(
+    [0.0, -0.0, 5e-324, 1e16, 2.0 ** 53, 2.0 ** 53 + 2, 0.1 + 0.2, 9007199254740993.0, 1e22, math.nan, -math.inf])
+_texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8) | st.sampled_from(
+    ["", "\x00", "a,b", 'say "hi"', "x\r\ny", "=1+2", "é"])
+
+
+@st.composite
+def job_records(draw) -> list[JobRecord]:
+    """Up to 30 jobs of any float times, energies and deadlines (NaN, inf, -0.0, 2**53 + 2), any ids,
+    users and partitions, and up to 5 nodes each."""
+    jobs = []
+    for _ in range(draw(st.integers(0, 30))):
+        nodes = tuple(draw(st.lists(st.integers(0, 40), max_size=5)))
+        times = [draw(_floats) for _ in range(7)]
+        jobs.append(JobRecord(draw(_texts), *times[:4], len(nodes), *times[4:6], draw(st.booleans()), times[6], nodes,
+                              draw(st.none() | _floats), draw(_texts), draw(_texts)))
+    return jobs
+
+
+def csv_module_text(frame: pd.DataFrame) -> str:
+    """The frame as the pandas path wrote it (the csv module: floats as repr, NaN empty), a carriage
+    return quoted like a line feed (a row written with the line end "\r\n", then given "\n")."""
+    lines = []
+    for row in [list(frame.columns), *frame.itertuples(index=False)]:
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\r\n").writerow([None if isinstance(v, float) and math.isnan(v) else v
+                                                             for v in row])
+        lines.append(buffer.getvalue()[:-2] + "\n")
+    return "".join(lines)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(jobs=job_records(), chunk_rows=st.sampled_from([1, 2, 3, 16384]))
+def test_any_jobs_are_written_as_the_pandas_path_wrote_them(jobs, chunk_rows, tmp_path, monkeypatch):
+    # chunks of 1 to 3 rows: every row a chunk boundary (a float's text shared within a chunk only,
+    # NaN levels of jobs.parquet a page at a time)
+    monkeypatch.setattr(outputs, "CHUNK_ROWS", chunk_rows)
+    columns = JobColumns.from_records(jobs)
+    with np.errstate(all="ignore"):                    # inf - inf, x / 0 in the slowdowns
+        frame = pandas_jobs_frame(columns)
+        outputs.write_jobs_csv(columns, tmp_path / "jobs.csv")
+        outputs.write_jobs_parquet(columns, tmp_path / "jobs.parquet")
+    assert (tmp_path / "jobs.csv").read_bytes().decode() == csv_module_text(frame)
+    assert_parquet_is_the_pandas_paths(tmp_path / "jobs.parquet", frame, tmp_path)
