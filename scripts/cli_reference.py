@@ -58,7 +58,10 @@ def _options_table(parser: argparse.ArgumentParser) -> list[str]:
         default = action.default
         shown_default = ("" if default in (None, False, argparse.SUPPRESS) or action.nargs == 0
                          else f"`{' '.join(map(str, default)) if isinstance(default, list) else default}`")
-        help_text = (action.help or "") % {"default": default, "prog": parser.prog} if action.help else ""
+        # the names argparse fills in a help text (%(choices)s as argparse joins them)
+        names = {"default": default, "prog": parser.prog,
+                 "choices": ", ".join(map(str, action.choices)) if action.choices is not None else ""}
+        help_text = (action.help or "") % names if action.help else ""
         rows.append(f"| {name} | {value} | {shown_default} | {_cell(help_text)} |")
     if not rows:
         return []

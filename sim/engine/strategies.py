@@ -10,6 +10,12 @@ of this registry, so imports point one way.  A strategy's module loads when the 
 ['fcfs', 'easy', 'conservative', 'deadline', 'none', 'slurm']
 >>> QUEUES["easy"].name
 'easy'
+>>> class Sjf:                                     # a plug-in's strategy, registered by assignment
+...     name = "sjf"
+>>> queues = LazyRegistry({"easy": "greenslurm.sim.engine.queues:Easy"})
+>>> queues["sjf"] = Sjf
+>>> queues["sjf"] is Sjf, list(queues)
+(True, ['easy', 'sjf'])
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ class LazyRegistry(Mapping):
             module, _, attribute = self._places[name].partition(":")    # KeyError: not registered
             cls = self._loaded[name] = getattr(importlib.import_module(module), attribute)
             return cls
+
+    def __setitem__(self, name: str, cls: type) -> None:
+        """Register a strategy class under ``name`` (a plug-in's own, already imported)."""
+        self._places[name] = f"{cls.__module__}:{cls.__qualname__}"
+        self._loaded[name] = cls
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._places)
