@@ -16,10 +16,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-# numpy's OpenBLAS starts a thread per core when numpy loads, CPU time on every command; no command does
-# linear algebra large enough to use them (setdefault: a site's own setting stays).  Before numpy loads.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 import greenslurm
 from greenslurm.cli_commands import COMMAND_HELP, command_named
 from greenslurm.cli_parser import OneLineParser

@@ -244,17 +244,3 @@ def test_the_deadline_queue_loads_when_chosen(kth_cut, tmp_path):
                                              "--no-progress"], tmp_path)
     assert code == 0
     assert {"greenslurm.sim.engine.deadline_queue", "greenslurm.sim.accounting.deadline_metrics"} <= loaded
-
-
-@pytest.mark.parametrize("site_value, seen", [(None, "1"), ("3", "3")])
-def test_the_command_starts_numpy_without_blas_threads_unless_the_site_says(site_value, seen, tmp_path):
-    import os
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    if site_value is not None:
-        env["OPENBLAS_NUM_THREADS"] = site_value
-    # the CLI sets it when it loads, before anything loads numpy (whose OpenBLAS reads it then)
-    done = subprocess.run([sys.executable, "-c", "import os, sys; import greenslurm.cli; "
-                           "assert 'numpy' not in sys.modules; print(os.environ['OPENBLAS_NUM_THREADS'])"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == seen
