@@ -60,14 +60,6 @@ def check_output_paths(out_dir: str | None, json_file: str | None, option: str =
             raise InputError("empty file name", path="<command line>", field=name)
     if out_dir is not None and os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise InputError("exists and is not a directory (--out wants a directory)", path=out_dir)
-    if out_dir is not None:
-        try:
-            out_dir.encode("utf-8")
-        except UnicodeEncodeError:
-            # Parquet (pyarrow) names its files in UTF-8 only; Linux names may hold any bytes
-            shown = out_dir.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            raise InputError("cannot write results: the folder name is not UTF-8 (Parquet needs it)",
-                             path=shown) from None
     if json_file is not None and json_file != "-":
         if os.path.isdir(json_file):
             raise InputError(f"is a directory ({option} wants a file name)", path=json_file)
