@@ -46,3 +46,24 @@ def test_a_job_whose_earliest_end_is_infinite_never_fits(monkeypatch):
     general = same_as_general(monkeypatch, [JobSpec(name, float(i), 1e308, runtime_s=5.0, cpus=1)
                                             for i, name in enumerate("abc")], 1)
     assert [(r.job_id, r.reason) for r in general.rejected] == [("c", "never fits")]
+
+
+def test_the_core_still_takes_large_whole_times(monkeypatch):
+    """The check that sends such runs to the general loop keeps the core for times a log holds: at
+    1e15 s a double's step is 0.125 s, and 2 x (1e15 + 2 s asked) has a step of 0.25 s <= 1 s."""
+    from greenslurm.sim.engine import deadline_core
+    from greenslurm.sim.engine.replay import Replay
+
+    class CoreAsked(Exception):
+        """raised by a stand-in for the core"""
+
+    def asked(*args, **kwargs):
+        raise CoreAsked
+
+    monkeypatch.setattr(deadline_core, "run_deadline", asked)
+    monkeypatch.setenv(deadline_core.ENV, "python")
+    cluster = Cluster.homogeneous(2, cpus=1)
+    with pytest.raises(CoreAsked):
+        Replay([JobSpec("a", 1e15, 1.0, runtime_s=1.0, cpus=1), JobSpec("b", 1e15, 1.0, runtime_s=1.0, cpus=2)],
+               cluster, "deadline").run()
+    Replay([JobSpec("a", 1e17, 1.0, runtime_s=1.0, cpus=1)], cluster, "deadline").run()     # not asked

@@ -491,8 +491,9 @@ def _times_keep_every_slot(submit_s: np.ndarray, requested_s: np.ndarray) -> boo
     a job that never fits (an infinite earliest end).  Every start is at most the latest arrival
     plus all requested times (a job goes after the plan's tails; compression only moves jobs
     earlier), so H = 2 x (max |submit| + sum of p) bounds |t| with room for the sums' rounding; a
-    double's step only grows with the magnitude, so H + p > H for every p means t + p > t for
-    every start, and H finite means every end t + p <= H is finite.
+    double's step only grows with the magnitude, so p at least the step at H (``np.spacing``) makes
+    t + p at least the next double after t for every start (no tie to round back), and H finite
+    means every end t + p <= H is finite.
 
     >>> _times_keep_every_slot(np.array([0.0, 3e7]), np.array([1.0, 86400.0]))
     True
@@ -505,7 +506,7 @@ def _times_keep_every_slot(submit_s: np.ndarray, requested_s: np.ndarray) -> boo
         return True
     with np.errstate(over="ignore"):                # a sum past a double's range is inf: declined
         horizon_s = 2.0 * (float(np.abs(submit_s).max()) + float(requested_s.sum()))
-    return math.isfinite(horizon_s) and bool((horizon_s + requested_s > horizon_s).all())
+    return math.isfinite(horizon_s) and bool((requested_s >= np.spacing(horizon_s)).all())
 
 
 class _Finished:
