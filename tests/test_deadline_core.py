@@ -250,9 +250,13 @@ def test_crafted_jobs_as_the_general_loop_runs_them(monkeypatch, core):
 
 # -- the KTH-SP2 log through the command line ---------------------------------------------------------
 def replay_out(trace, out, core, *options):
-    subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(trace), "--queue", "deadline", *options,
-                    "--out", str(out), "--no-progress"], check=True, capture_output=True,
-                   env={**os.environ, deadline_core.ENV: core})
+    """Replay into ``out`` with ``core`` and check, from the log (-v), which part ran the replay: a
+    run the core declined would compare the general loop with itself."""
+    done = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(trace), "--queue", "deadline",
+                           *options, "--out", str(out), "--no-progress", "-v"], check=True, capture_output=True,
+                          text=True, env={**os.environ, deadline_core.ENV: core})
+    ran = "the general loop runs" if core == "off" else f"the deadline core ({core}) runs"
+    assert ran in done.stderr, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("options", [

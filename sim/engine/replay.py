@@ -285,12 +285,15 @@ class Replay:
     def run(self) -> ReplayResult:
         pool = self._pool_core_inputs()
         if pool is not None:
+            log.info("the processor-pool core (%s) runs the replay", pool.core)
             return self._run_pool_core(pool)
         if self.strategy.name == "deadline":      # the deadline queue's core (sim/engine/deadline_core.py)
             from greenslurm.sim.engine import deadline_core
             inputs = deadline_core.replay_inputs(self)
             if inputs is not None:
+                log.info("the deadline core (%s) runs the replay", inputs[0])
                 return deadline_core.run_replay(self, inputs)
+        log.info("the general loop runs the replay")
         self.begin()
         while len(self.events):
             self.step()
