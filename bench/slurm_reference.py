@@ -362,12 +362,14 @@ _FT_LINE = re.compile(r"^\[([0-9T:-]+)(?:\.\d+)?\] priority/multifactor: _ft_deb
 
 
 def fairshare_passes(log: str, t0: float, speedup: float) -> list[dict]:
-    """The fair-tree passes slurmctld logged (DebugFlags=Priority): one per run of consecutive
-    ``_ft_debug`` lines, with its time (Slurm's whole second, as the decay thread counts it: epoch
-    and trace seconds since the whole second ``t0`` is in) and each association's level fair-share
-    (``account/user``, ``account/`` for an account; ``parent`` for FairShare=parent).  slurmctld
-    indents a line by 4 blanks per level below root and writes ``name (account)``: a user's account
-    is the account line one level up (root's own users: ``(root)`` at the first level).
+    """The fair-tree passes slurmctld logged (DebugFlags=Priority), with its time (Slurm's whole
+    second, as the decay thread counts it: epoch and trace seconds since the whole second ``t0`` is
+    in) and each association's level fair-share (``account/user``, ``account/`` for an account;
+    ``parent`` for FairShare=parent).  A pass walks the tree from its first line again, so a pass
+    begins where that first line comes back; another thread's lines in between (slurmctld logs from
+    several) do not cut a pass in two.  slurmctld indents a line by 4 blanks per level below root and
+    writes ``name (account)``: a user's account is the account line one level up (root's own users:
+    ``(root)`` at the first level).
 
     >>> log = ("[2024-01-01T00:00:10.500] priority/multifactor: _ft_debug:     root (root):  inf\\n"
     ...        "[2024-01-01T00:00:10.500] priority/multifactor: _ft_debug:     =a (a):  0.5\\n"
@@ -376,21 +378,29 @@ def fairshare_passes(log: str, t0: float, speedup: float) -> list[dict]:
     >>> passes = fairshare_passes(log, slurm_epoch("2024-01-01T00:00:11"), 60.0)
     >>> passes[0]["trace_s"], passes[0]["level_fs"]
     (-60, {'root/root': 'inf', 'a/': '0.5', 'a/a': '2.0'})
+
+    Another thread's line inside a pass, then the next pass a minute later (one trace hour at 60x):
+
+    >>> lines = log.splitlines()
+    >>> later = [line.replace("00:00:10.500", "00:01:10.500") for line in lines[:3]]
+    >>> passes = fairshare_passes("\\n".join(lines[:2] + ["[2024-01-01T00:00:10.501] sched: other"]
+    ...                                      + lines[2:3] + later), slurm_epoch("2024-01-01T00:00:11"), 60.0)
+    >>> [(p["trace_s"], len(p["level_fs"])) for p in passes]
+    [(-60, 3), (3540, 3)]
     """
     passes: list[dict] = []
     accounts: dict[int, str] = {}             # indent -> the last account line there
-    previous = False
+    first = None                              # (blanks, name, account) of a pass's first line
     for line in log.splitlines():
         found = _FT_LINE.match(line)
         if not found:
-            previous = False
             continue
         stamp, blanks, name, account, value = found.groups()
-        if not previous:
+        if first is None or (blanks, name, account) == first:
+            first = (blanks, name, account)
             epoch = slurm_epoch(stamp)
             passes.append({"epoch": epoch, "trace_s": round((epoch - int(t0)) * speedup), "level_fs": {}})
             accounts = {}
-        previous = True
         indent = len(blanks) - 1         # the log line's own blank, then 4 per level
         is_user = (indent == 4 and account == "root") or accounts.get(indent - 4) == account
         if not is_user:
