@@ -39,17 +39,19 @@ into ``allocation/scorers/`` and its registry ``SCORERS`` instead; every scorer 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from greenslurm.allocation.consecutive import best_fit_consecutive
-from greenslurm.allocation.framework import ScoringFramework
-from greenslurm.allocation.phase_balance import PhaseBalance
 from greenslurm.allocation.placement import RULES
 from greenslurm.clustermodel.errors import InputError
-from greenslurm.clustermodel.fragmentation import TargetWorkload
-from greenslurm.clustermodel.gpu_state import GpuState, GpuTask, best_fit_gpu, exclusive_gpus, fits
+
+# The GPU state, the scoring framework, Slurm's consecutive runs and phase balance load with the
+# selections that use them: a replay on CPU nodes under a load rule reads none of them.
+if TYPE_CHECKING:
+    from greenslurm.allocation.framework import ScoringFramework
+    from greenslurm.clustermodel.fragmentation import TargetWorkload
+    from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 
 
 @runtime_checkable
@@ -82,7 +84,7 @@ def default_gpus(state: GpuState, task: GpuTask, node: int) -> tuple[int, ...]:
     """Whole GPUs: the lowest-indexed fully free ones; a share: the best-fitting GPU.
 
     >>> from greenslurm.clustermodel import Cluster, NodeSpec
-    >>> from greenslurm.clustermodel.gpu_state import GpuNodes
+    >>> from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
     >>> s = GpuState(GpuNodes.from_cluster(Cluster([NodeSpec("a", cpus=8, gpus=3)])))
     >>> s.place(0, GpuTask(1000, num_gpu=1, gpu_milli=600), (1,))
     >>> default_gpus(s, GpuTask(1000, num_gpu=1, gpu_milli=300), 0), default_gpus(s, GpuTask(1000, num_gpu=2, gpu_milli=1000), 0)
@@ -90,6 +92,7 @@ def default_gpus(state: GpuState, task: GpuTask, node: int) -> tuple[int, ...]:
     """
     if task.num_gpu == 0:
         return ()
+    from greenslurm.clustermodel.gpu_state import best_fit_gpu, exclusive_gpus
     row = state.gpu_free_milli[node]
     if task.is_share:
         return (best_fit_gpu(row, task.gpu_milli),)
@@ -128,6 +131,7 @@ class Consecutive:
     backfill = False
 
     def rank(self, view, task, candidates, count, now_s):
+        from greenslurm.allocation.consecutive import best_fit_consecutive
         free_cpus = view.free[:, 0]
         chosen = best_fit_consecutive(free_cpus, free_cpus >= 1, candidates, count, 0.0)
         if chosen is None:
@@ -193,6 +197,7 @@ class Scored:
             # A plan for later (EASY's shadow, conservative's reservations) offers nodes where the
             # task does not fit now; their GPU scores are undefined (-inf points, NaN after min-max).
             # Those that fit now go first, by score; the others follow in node order.
+            from greenslurm.clustermodel.gpu_state import fits
             now = fits(state, task)[candidates]
             if now.all() or not now.any():
                 return candidates
@@ -225,8 +230,13 @@ SELECTIONS: dict[str, Callable[[bool], NodeSelection]] = {
     "bestfit": lambda backfill: LoadRule("bestfit", backfill),
     "minidle": lambda backfill: LoadRule("minidle", backfill),
     "consecutive": lambda backfill: Consecutive(),
-    "phase": lambda backfill: PhaseBalance(),
+    "phase": lambda backfill: _phase_balance(),
 }
+
+
+def _phase_balance() -> NodeSelection:
+    from greenslurm.allocation.phase_balance import PhaseBalance
+    return PhaseBalance()
 # Selections whose planner may use enclosed idle gaps (the deadline queue's backfilling of Nileshwar & Schwiegelshohn).
 BACKFILLING = {"firstfit", "balanced", "bestfit", "minidle"}
 LOAD_RULES = ("firstfit", "balanced", "bestfit", "minidle")
@@ -301,10 +311,8 @@ def parse_selection(text: str, where: str = "--select") -> SelectionSpec:
     """
     raw = (text or "").strip().lower()
     raw = ALIASES.get(raw, raw)
-    choices = ", ".join(selection_names())
     if not raw:
-        raise InputError(f"empty node selection; choose from {choices}", path=where)
-    scorers = gpu_scorer_names()
+        raise InputError(f"empty node selection; choose from {', '.join(selection_names())}", path=where)
     parts = [p.strip() for p in raw.split(",") if p.strip()]
     if len(parts) == 1 and "=" not in parts[0]:
         name, plus, modifier = ALIASES.get(parts[0], parts[0]).partition("+")
@@ -312,6 +320,7 @@ def parse_selection(text: str, where: str = "--select") -> SelectionSpec:
             if plus and (modifier != "backfill" or name not in BACKFILLING):
                 raise InputError(f"{parts[0]!r}: only {', '.join(sorted(BACKFILLING))} take '+backfill'", path=where)
             return SelectionSpec(text, name=name, backfill=bool(plus))
+    scorers = gpu_scorer_names()          # the GPU scorers' registry loads with a GPU scorer (or a typo)
     terms: list[tuple[str, float]] = []
     for part in parts:
         name, _, weight_text = part.partition("=")
@@ -320,7 +329,8 @@ def parse_selection(text: str, where: str = "--select") -> SelectionSpec:
             if name.partition("+")[0] in SELECTIONS:
                 raise InputError(f"{name} is not a GPU scorer; only GPU scorers mix (e.g. pwr=0.1,fgd=0.9)",
                                  path=where)
-            raise InputError(f"unknown node selection {name!r}; choose from {choices}", path=where)
+            raise InputError(f"unknown node selection {name!r}; choose from {', '.join(selection_names())}",
+                             path=where)
         try:
             weight = float(weight_text) if weight_text.strip() else 1.0
         except ValueError:
@@ -354,12 +364,11 @@ def make_selection(spec: SelectionSpec | str, workload: TargetWorkload | None = 
     >>> make_selection("firstfit").name, make_selection("minidle+backfill").name, make_selection("pwr").name
     ('firstfit', 'minidle+backfill', 'pwr')
     """
-    from greenslurm.allocation.scorers import make_policy
-
     if isinstance(spec, str):
         spec = parse_selection(spec)
     if spec.name is not None:
         return SELECTIONS[spec.name](spec.backfill)
+    from greenslurm.allocation.scorers import make_policy      # the GPU scorers load with one
     scorers = gpu_scorer_names()
     policy = ",".join(f"{scorers[name]}={weight!r}" for name, weight in spec.terms)
     framework = make_policy(policy, workload, normalization, seed=seed, tie_break=tie_break)
@@ -368,4 +377,4 @@ def make_selection(spec: SelectionSpec | str, workload: TargetWorkload | None = 
 
 
 # A factory the engine calls with the workload of the trace it replays (FGD needs it).
-SelectionFactory = Callable[[TargetWorkload | None], NodeSelection]
+SelectionFactory = Callable[["TargetWorkload | None"], NodeSelection]

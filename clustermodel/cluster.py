@@ -7,7 +7,6 @@ Built from a TOML description (``[[node_group]]`` tables), from an SWF trace hea
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -124,6 +123,7 @@ class Cluster:
         >>> [n.name for n in c.nodes], c.total_gpus, c.nodes[2].partitions
         (['cpu0', 'cpu1', 'gpu0'], 4, ('gpu', 'all'))
         """
+        import tomllib          # loads with a cluster file
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

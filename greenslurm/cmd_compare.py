@@ -19,8 +19,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenslurm.cli_commands import COMMAND_HELP
-from greenslurm.acceptance.registry import build as build_acceptance
-from greenslurm.allocation.placement import ALLOCATIONS
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read
 from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
@@ -40,6 +38,7 @@ ACCEPTANCE_HELP = ("greedy (reject only what cannot meet its deadline), threshol
 
 
 def _acceptance(text: str) -> str:
+    from greenslurm.acceptance.registry import build as build_acceptance     # loads when the option is given
     try:
         build_acceptance(text)
     except ValueError as exc:
@@ -129,6 +128,7 @@ the bound is an LP relaxation solved with HiGHS (docs/deadlines.md).  CSV column
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
+    from greenslurm.allocation.placement import ALLOCATIONS
     parser = commands.add_parser(
         "compare", help=COMMAND_HELP["compare"],
         description="Replay TRACE in the deadline queue for every acceptance policy, node selection and slack\n"

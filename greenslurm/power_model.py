@@ -9,7 +9,6 @@ jobs with different energies explain themselves.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 
 from greenslurm.clustermodel.cluster import Cluster
@@ -70,6 +69,7 @@ def read_from_slurm(cluster: Cluster, power_given: bool) -> PowerModel:
 
 def _toml_gives_power(path: str) -> bool:
     """Every node group of a cluster TOML names both idle_w and busy_w."""
+    import tomllib
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)

@@ -70,9 +70,7 @@ greenslurm.clustermodel.errors.InputError: s.toml: field selection.nam: unknown 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -251,6 +249,7 @@ class Scenario:
     @classmethod
     def from_toml(cls, text: str, path: str = "<scenario.toml>") -> "Scenario":
         """Read a scenario; relative file names are taken from the scenario file's folder."""
+        import tomllib
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -336,6 +335,7 @@ def _value(hint, value, path: str, key: str):
 
 
 def _show(value) -> str:
+    import json
     return json.dumps(value) if isinstance(value, (str, int, float, bool, list)) else type(value).__name__
 
 
@@ -366,6 +366,7 @@ def _toml_value(value) -> str:
     if isinstance(value, (int, float)):
         return repr(value)
     if isinstance(value, str):
+        import json
         return json.dumps(value, ensure_ascii=False)       # a TOML basic string
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
@@ -397,8 +398,6 @@ def to_toml(scenario: Scenario) -> str:
 # -- which options apply ------------------------------------------------------------------------------
 def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     """Refuse values out of range and options that do not apply (never ignore them silently)."""
-    from greenslurm.acceptance.registry import build as build_acceptance
-    from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
     from greenslurm.allocation.selection import parse_selection
     from greenslurm.allocation.green import RENEWABLE_MODES
     from greenslurm.sim.engine.strategies import QUEUES
@@ -465,6 +464,7 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     if spec.label == "phase" and s.queue not in ("fcfs", "easy"):
         fail(f"the phase selection works with the power states' queues (fcfs, easy), not {s.queue}", "selection.name")
     if spec.scores_gpus:
+        from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
         if sel.normalization is not None and sel.normalization not in NORMALIZATIONS:
             fail(f"choose from {', '.join(NORMALIZATIONS)}", "selection.normalization")
         if sel.ties is not None and sel.ties not in TIE_BREAKS:
@@ -484,6 +484,7 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
 
     deadline_modes = s.supply.mode != "grid"
     if s.acceptance is not None:
+        from greenslurm.acceptance.registry import build as build_acceptance
         if s.queue != "deadline":
             fail(f"applies to the deadline queue, not to the {s.queue} queue", "acceptance")
         try:

@@ -319,6 +319,8 @@ def _kept_mask(jobs: Sequence[JobSpec], kept: Sequence[JobSpec]) -> list[bool]:
 def gpu_accounting(replay, workload):
     """The GPU accounting (the PWR paper's power, GPU allocation, FGD fragmentation) of a replay on a
     cluster with GPUs (None without GPUs, and on the co-location machine, which accounts itself)."""
+    if replay.machine.gpus is None:
+        return None
     from greenslurm.sim.accounting.gpu_accounting import GpuAccounting
     # a co-location machine exists only once its module has loaded: other replays do not load it
     colocation = sys.modules.get("greenslurm.sim.machines.colocation")

@@ -225,10 +225,14 @@ def test_the_file_writers_load_no_pandas_until_a_table_is_written(tmp_path):
     assert done.stdout.strip() == "False"
 
 
-# What a replay under FCFS, EASY or conservative does not need: the other queues (the registry names them
-# before their modules load), co-location's policies, the admission figures.
+# What a replay under FCFS, EASY or conservative on CPU nodes does not need: the other queues (the registry
+# names them before their modules load), co-location's policies, the admission figures, the acceptance
+# policies, the per-GPU state and the GPU scorers, TOML (no cluster file), and numpy.ma (np.percentile's
+# np.unique loads it: the report's percentiles are computed without it).
 OTHER_PARTS = {"greenslurm.sim.engine.deadline_queue", "greenslurm.sim.engine.slurm_queue",
-               "greenslurm.allocation.colocation", "greenslurm.sim.accounting.deadline_metrics"}
+               "greenslurm.allocation.colocation", "greenslurm.sim.accounting.deadline_metrics",
+               "greenslurm.acceptance.registry", "greenslurm.clustermodel.gpu_state", "greenslurm.allocation.framework",
+               "greenslurm.allocation.scorers", "greenslurm.sim.accounting.gpu_accounting", "tomllib", "numpy.ma"}
 
 
 @pytest.mark.parametrize("queue", ["fcfs", "easy", "conservative"])
@@ -244,3 +248,14 @@ def test_the_deadline_queue_loads_when_chosen(kth_cut, tmp_path):
                                              "--no-progress"], tmp_path)
     assert code == 0
     assert {"greenslurm.sim.engine.deadline_queue", "greenslurm.sim.accounting.deadline_metrics"} <= loaded
+
+
+def test_the_gpu_parts_load_with_a_gpu_cluster(shared_data, tmp_path):
+    # the other side of the above: a replay on GPU nodes loads them (and runs: exit 0)
+    code, loaded = modules_in_fresh_process(
+        ["replay", str(shared_data / "alibaba-gpu-2023" / "openb_pod_list_default.csv"),
+         "--nodes", str(shared_data / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv"),
+         "--queue", "none", "--select", "fgd", "--limit", "200", "--no-progress"], tmp_path)
+    assert code == 0
+    assert {"greenslurm.clustermodel.gpu_state", "greenslurm.allocation.framework", "greenslurm.allocation.scorers",
+            "greenslurm.sim.accounting.gpu_accounting"} <= loaded

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import struct
 from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.sim.accounting.metrics import (bounded_slowdown, cpu_seconds, makespan_s, mean, percentile, slowdown,
@@ -144,6 +145,27 @@ def test_mean_and_percentile_helpers():
     assert mean([None]) is None
     assert percentile([7.0], 95) == 7.0
     assert percentile([0.0, 10.0, 20.0, 30.0], 50) == 15.0  # halfway between 10 and 20
+    # sorted 0, 10, 20, 30: v = (4 - 1) * 0.75 = 2.25 between x[2] = 20 and x[3] = 30, t = 0.25: 20 + 10 * 0.25
+    assert percentile([30.0, 0.0, 20.0, 10.0], 75) == 22.5
+    # v = 3 * 0.9 = 2.7, t = 0.7 >= 0.5: 30 - 10 * 0.3 = 27, from the upper end as numpy does
+    assert percentile([30.0, 0.0, 20.0, 10.0], 90) == pytest.approx(27.0, abs=1e-12)
+    assert math.isnan(percentile([1.0, math.nan], 50))
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=40),
+       st.one_of(st.sampled_from([0, 1, 50, 95, 99, 100]), st.floats(0, 100)))
+def test_percentile_is_numpys_to_the_bit(values, q):
+    """The report's percentiles are numpy's linear method, bit for bit (signed zeros, infinities and
+    NaN included), computed without np.percentile."""
+    with np.errstate(all="ignore"):
+        want = float(np.percentile(np.asarray(values, dtype=float), q))
+    got = percentile(values, q)
+    assert _bits(got) == _bits(want) or (math.isnan(got) and math.isnan(want))
 
 
 def test_workload_stats():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from typing import Callable, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -20,10 +20,12 @@ from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.sim.engine.events import EventKind, EventQueue
 from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
-from greenslurm.clustermodel.gpu_state import MILLI, GpuState, GpuTask, fits
 from greenslurm.sim.machines.machine import Machine, PendingJob, shape_key_of
 from greenslurm.sim.engine.strategies import QUEUES
 from greenslurm.sim.accounting.result import JobRecord, ReplayResult, ResultColumnsBuilder
+
+if TYPE_CHECKING:       # the per-GPU state loads with a cluster that has GPUs
+    from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +108,7 @@ class Shaper:
         if self._empty_gpus is not None:
             # A pod of the GPU traces asks for exact milli-CPUs (5.5 CPUs); the cluster state counts
             # CPUs in milli-units, so the per-node demand is taken from that when given.
+            from greenslurm.clustermodel.gpu_state import MILLI, fits
             if cpu_milli is not None and shape.nodes == 1:
                 demand[CPU] = float(cpu_milli) / MILLI
             task = per_node_task(job, demand)
@@ -132,6 +135,7 @@ def per_node_task(job: JobSpec, demand: np.ndarray) -> GpuTask | None:
     >>> per_node_task(JobSpec("q", 0.0, 1.0), np.array([8.0, 0.0, 2.0])).num_gpu
     2
     """
+    from greenslurm.clustermodel.gpu_state import MILLI, GpuTask
     gpus = float(demand[2])
     if gpus <= 0:
         num_gpu, gpu_milli = 0, 0

@@ -15,16 +15,19 @@ Which fitting nodes a job gets is the node selection's choice
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from greenslurm.allocation.framework import FitFilter
 from greenslurm.allocation.selection import FirstFit, NodeSelection
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU
 from greenslurm.clustermodel.eligibility import Eligibility
-from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState, GpuTask
+
+# The per-GPU state and the GPU papers' fit rule load with a cluster that has GPUs.
+if TYPE_CHECKING:
+    from greenslurm.allocation.framework import FitFilter
+    from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 
 # Amounts added and taken back in floating point (shares of GPUs, fractional CPUs) may miss a
 # whole number by rounding; a fit test forgives that much.
@@ -122,11 +125,14 @@ class Machine:
         self._first_fit = type(self.selection) is FirstFit
         self._tail_end: np.ndarray | None = None       # per node: latest planned end (load rules only)
         # Per-GPU free shares, on a cluster with GPUs: the authority on fitting now.
-        self.gpus: GpuState | None = GpuState(GpuNodes.from_cluster(cluster)) if cluster.total_gpus > 0 else None
+        self.gpus: GpuState | None = None
+        if cluster.total_gpus > 0:
+            from greenslurm.clustermodel.gpu_state import GpuNodes, GpuState
+            self.gpus = GpuState(GpuNodes.from_cluster(cluster))
+        self._fit: FitFilter | None = None      # the GPU papers' fit rule (made with the first GPU job)
         self.now_s = 0.0
         # Shapes known not to fit the current free resources; forgotten at every start or end.
         self._no_fit_now: set[tuple] = set()
-        self._fit = FitFilter()          # the GPU papers' fit rule, its GPU-model masks cached
         # Which nodes a job may ever use (partitions, features): the shaper sets each job's mask,
         # every fit below and every plan (greenslurm.sim.engine.profile.nodes_allowed) honours it.
         self.eligibility = Eligibility(cluster)
@@ -143,6 +149,13 @@ class Machine:
         self.move_listeners: list[Callable[[PendingJob, np.ndarray, float], None]] = []
 
     # -- the selection's view -----------------------------------------------------------------
+
+    def _gpu_fit(self) -> FitFilter:
+        """The GPU papers' fit rule, with its per-model masks cached (loaded with the first GPU job)."""
+        if self._fit is None:
+            from greenslurm.allocation.framework import FitFilter
+            self._fit = FitFilter()
+        return self._fit
     def tails_s(self, now_s: float) -> np.ndarray:
         """Per node: the latest planned end (start + requested time) of its running jobs, or
         ``now_s`` for a node with none or whose jobs are past their planned end (Nileshwar & Schwiegelshohn's tail
@@ -195,7 +208,7 @@ class Machine:
             now = free is None
         free = self.free if free is None else free
         if job.task is not None and now and self.gpus is not None:
-            ok = self._fit.mask(self.gpus, job.task)
+            ok = self._gpu_fit().mask(self.gpus, job.task)
             if free is not self.free:
                 ok &= (free >= job.demand - FIT_TOLERANCE).all(axis=1)
         elif job.cpu_only:     # memory and GPUs are never negative, so only CPUs can fail to fit
@@ -245,7 +258,7 @@ class Machine:
         if not (self.free[nodes] >= job.demand - 1e-9).all():
             return False
         if job.task is not None and self.gpus is not None:
-            return bool(self._fit.mask(self.gpus, job.task)[nodes].all())
+            return bool(self._gpu_fit().mask(self.gpus, job.task)[nodes].all())
         return True
 
     # -- state changes -----------------------------------------------------------------------
