@@ -24,6 +24,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from greenslurm.clustermodel.sums import row_sums_of_products
+
 MILLI = 1000
 COVERAGE = 0.95
 
@@ -133,5 +135,11 @@ def node_fragmentation_milli(cpu_free_milli: np.ndarray, gpu_free_milli: np.ndar
 
     Node 0: 0.5 x 300 + 0.3 x 1900 + 0.2 x 1900 = 1100.  Node 1 has 0.5 vCPU free, less than any
     class asks: all 4000 free milli-GPU is fragment.
+
+    The sum over classes is numpy's pairwise sum of the products p_m x F_n(m) along each node's row,
+    not a BLAS matrix-vector product, whose kernel and thread split vary with the machine: FGD compares
+    these values between nodes, and a near tie must fall the same way everywhere.  A node's F_n(M) has
+    the same bits whether it is computed alone (the meter's update) or among all nodes.
     """
-    return fragmentation_by_class_milli(cpu_free_milli, gpu_free_milli, model_index, workload) @ workload.popularity
+    return row_sums_of_products(fragmentation_by_class_milli(cpu_free_milli, gpu_free_milli, model_index, workload),
+                                workload.popularity)

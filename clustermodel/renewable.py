@@ -9,8 +9,9 @@ P(t) is piecewise constant too (the ledger's series), so over the pieces of both
     grid           = integral of max(0, P - S)
     curtailed      = integral of max(0, S - P)
 
-are sums of products, exact up to float rounding; renewable + grid = energy used and
-renewable + curtailed = energy supplied, by construction (tests check both).
+are sums of products, each product rounded once and each sum correctly rounded (``math.fsum``, not
+numpy's BLAS: the same bits on any machine, whatever its core count); renewable + grid = energy used
+and renewable + curtailed = energy supplied, by construction (tests check both).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from greenslurm.clustermodel.cluster import CPU, GPU, Cluster
 from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.sums import sum_of_products
 
 DAY_S = 86400.0
 
@@ -70,7 +72,7 @@ class SupplySeries:
         if end_s <= start_s:
             return 0.0
         edges, watts = self.pieces(start_s, end_s)
-        return float(np.dot(watts, np.diff(edges)))
+        return sum_of_products(watts, np.diff(edges))       # sum_i S_i x (e_i+1 - e_i), W x s
 
     def scaled(self, factor: float) -> "SupplySeries":
         """The same shape with every value times ``factor``.
@@ -128,9 +130,10 @@ def split_energy(power_times_s: np.ndarray, power_w: np.ndarray, end_s: float,
     p = watts[np.searchsorted(times, left, side="right") - 1]
     s = supply.at(left)
     used = np.minimum(p, s)
-    return EnergySplit(used_j=float(np.dot(p, dt)), supplied_j=float(np.dot(s, dt)),
-                       renewable_j=float(np.dot(used, dt)), grid_j=float(np.dot(p - used, dt)),
-                       curtailed_j=float(np.dot(s - used, dt)))
+    # sum_i X_i x dt_i for X = P, S, min(P, S), P - min(P, S), S - min(P, S): W x s, correctly rounded
+    return EnergySplit(used_j=sum_of_products(p, dt), supplied_j=sum_of_products(s, dt),
+                       renewable_j=sum_of_products(used, dt), grid_j=sum_of_products(p - used, dt),
+                       curtailed_j=sum_of_products(s - used, dt))
 
 
 # -- synthetic supply models ------------------------------------------------------------------------
@@ -302,4 +305,5 @@ def job_renewable_j(start_s: float, end_s: float, job_power_w: float, power_time
     p = np.where(index >= 0, np.asarray(power_w, dtype=float)[np.maximum(index, 0)], 0.0)
     s = supply.at(left)
     share = np.divide(np.minimum(p, s), p, out=np.zeros_like(p), where=p > 0)
-    return float(job_power_w * np.dot(share, np.diff(edges)))
+    # job W x sum_i (min(P_i, S_i) / P_i) x dt_i (s), the sum correctly rounded
+    return float(job_power_w * sum_of_products(share, np.diff(edges)))

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from greenslurm.clustermodel.fragmentation import TargetWorkload
+from greenslurm.clustermodel.sums import sum_of_products
 from greenslurm.sim.accounting.gpu_meter import GpuMeter
 
 J_PER_KWH = 3.6e6
@@ -76,16 +77,19 @@ class GpuSeries:
         return float(self.times_s[-1] - self.times_s[0]) if len(self.times_s) else 0.0
 
     def energy_j(self) -> tuple[float, float, float]:
-        """(total, CPU, GPU) joules: the exact integral of the step series."""
+        """(total, CPU, GPU) joules: sum_i P_i x (t_i+1 - t_i) over the steps, W x s, each sum correctly
+        rounded (:func:`~greenslurm.clustermodel.sums.sum_of_products`: the same bits on any machine)."""
         dt = np.diff(self.times_s)
-        return (float(self.power_w[:-1] @ dt), float(self.cpu_w[:-1] @ dt), float(self.gpu_w[:-1] @ dt))
+        return (sum_of_products(self.power_w[:-1], dt), sum_of_products(self.cpu_w[:-1], dt),
+                sum_of_products(self.gpu_w[:-1], dt))
 
     def time_mean(self, values: np.ndarray) -> float:
-        """Mean over time of a step column (the first value when the run has no length)."""
+        """Mean over time of a step column, sum_i v_i x dt_i / sum_i dt_i (the first value when the run has
+        no length); the numerator correctly rounded as in :meth:`energy_j`."""
         if not len(values):
             return 0.0
         dt = np.diff(self.times_s)
-        return float(values[:-1] @ dt / dt.sum()) if dt.sum() > 0 else float(values[0])
+        return sum_of_products(values[:-1], dt) / float(dt.sum()) if dt.sum() > 0 else float(values[0])
 
     def window(self, start_s: float, end_s: float) -> "GpuSeries":
         """The series between ``start_s`` and ``end_s`` (e.g. while tasks arrive): the state in force
