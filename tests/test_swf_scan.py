@@ -97,7 +97,8 @@ def test_not_ascii_is_left_to_the_reader():
     assert swf_scan.scan("1 0 5 100 4 -1 -1 8 -1 -1 1 3 -1 -1 -1 -1 -1 é\n".encode()) is None
 
 
-@pytest.mark.parametrize("name", ["KTH-SP2-1996-2.1-cln.swf", "NASA-iPSC-1993-3.1-cln.swf", "lublin_256_est.swf"])
+@pytest.mark.parametrize("name", ["KTH-SP2-1996-2.1-cln.swf", "LANL-CM5-1994-4.1-cln.swf", "LLNL-Atlas-2006-2.1-cln.swf",
+                                  "NASA-iPSC-1993-3.1-cln.swf", "lublin_256_est.swf", "lublin_256_new2_est.swf"])
 def test_real_logs(shared_data, name):
     assert_agrees(read_bytes(str(shared_data / "swf" / name)))
 
@@ -147,3 +148,75 @@ def test_a_comma_locale_does_not_cut_decimals(tmp_path):
     done = subprocess.run([sys.executable, "-c", program, str(trace)], capture_output=True, text=True, check=True,
                           env={**os.environ, "LOCPATH": str(locales)})
     assert done.stdout.split() == ["100.5", "3600.75"]
+
+
+def test_integer_tokens_read_digit_by_digit_are_the_doubles_float_gives():
+    """An optional "-" and at most 15 digits is summed as an integer (below 10^15 < 2^53: exact);
+    every other token goes through strtod.  Both must give float()'s double, sign of zero included."""
+    tokens = ["-0",                  # -0.0: float("-0") keeps the sign
+              "-000",                # -0.0 as well
+              "0", "000",            # +0.0
+              "-1", "-0001",         # -1.0 (the reader's "unknown")
+              "999999999999999",     # 15 digits: 10^15 - 1, exact
+              "000000000000007",     # 15 digits with leading zeros: 7.0
+              "9999999999999999",    # 16 digits (strtod): 10^16 - 1 is odd above 2^53, rounds to 1e16
+              "12345678901234567",   # 17 digits (strtod): between 2^53 and 2^54 the step is 2: ...568
+              "99999999999999999999",  # 20 digits (strtod): 1e20
+              "+5", "5.", ".5", "1e3", "-0.0", "-0e5", "0" * 40 + "3"]
+    assert float("9999999999999999") == 1e16 and float("12345678901234567") == 12345678901234568.0
+    line = " ".join(tokens).encode()
+    scan = swf_scan.scan(line)
+    assert scan.kind.tolist() == [swf_scan.NUMBERS]
+    assert bits(scan.values[0].tolist()) == bits([float(t) for t in tokens])
+    assert [math.copysign(1, v) for v in scan.values[0, :4]] == [-1, -1, 1, 1]
+    # one below -1 anywhere (summed or through strtod): the reader's line
+    for bad in ("-2", "-1000000000000000", "-1.5", "-1e1"):
+        assert swf_scan.scan(f"{bad} {line.decode()[3:]}".encode()).kind.tolist() == [swf_scan.OTHER]
+
+
+DIGITS = st.sampled_from([1, 2, 14, 15, 16, 17, 20, 40, 127, 128, 200]).flatmap(
+    lambda n: st.text("0123456789", min_size=n, max_size=n))
+NUMBER_TOKENS = st.one_of(
+    st.tuples(st.sampled_from(["", "", "-", "+"]), DIGITS).map("".join),    # integers, leading zeros, long
+    st.tuples(st.sampled_from(["", "-", "+"]), st.text("0", max_size=3), st.integers(0, 10**20).map(str),
+              st.sampled_from(["", ".", ".0", ".00", ".5", "e3", "E-2", "e+0", "e"])).map("".join),
+    st.sampled_from(["-0", "-00", "+0", "-1", "+5", "1e3", ".5", "5.", "-.0", "nan", "-nan", "inf", "-inf",
+                     "-", "+", ".", "1_0", "٣", "1\x00", "\x002", "1é", "-\x80", "0x1f", "1e309", "12:30", "1/2"]),
+    st.text("0123456789-+.eE:/_xn", min_size=1, max_size=6),   # the characters around the digits in ASCII
+    st.tuples(st.text("0123456789", min_size=1, max_size=16), st.sampled_from(":/-+.eE_x\x00 é"),
+              st.integers(0, 16)).map(lambda t: t[0][:t[2]] + t[1] + t[0][t[2]:]),   # digits and one other
+)
+SEPARATORS = st.sampled_from([" ", " ", "\t", "  \t ", "\r", "\x00", "\x0b"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(st.lists(NUMBER_TOKENS, min_size=16, max_size=19), st.lists(SEPARATORS, min_size=19,
+                                                                                         max_size=19)),
+                min_size=1, max_size=6),
+       st.sampled_from(["\n", "\r\n"]))
+def test_integer_heavy_records_agree_with_the_reader(records, end):
+    """Lines of mostly 18 tokens (integers of 1 to 200 digits with and without signs and leading
+    zeros, decimals, exponents, NaN and infinities, NUL, CR and non-ASCII bytes among them and
+    between them): every line the scan takes has float()'s 18 doubles bit for bit, job_digits as
+    the text says, and every record the reader's fast path takes the scan takes too."""
+    text = end.join("".join(t + s for t, s in zip(tokens, separators)).rstrip(" ") for tokens, separators in records)
+    data = text.encode("utf-8", "surrogateescape")
+    assert_agrees(data)
+    scan = swf_scan.scan(data)
+    if scan is not None:          # spans: the line's own bytes without the "\r" of a "\r\n" end
+        assert [scan.line_text(data, i) for i in range(len(scan.kind))] == split_lines(text)
+
+
+CLEAN_TOKENS = st.one_of(st.integers(0, 10**20).map(str), st.text("0123456789", min_size=1, max_size=20),
+                         st.sampled_from(["-1", "-0", "-01", "1.5", "+7"]))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(CLEAN_TOKENS, min_size=18, max_size=18), st.integers(0, 17), NUMBER_TOKENS, SEPARATORS)
+def test_one_odd_token_in_a_plain_record(tokens, position, odd, separator):
+    """A record of 18 plain numbers with one token replaced by any other (a sign, a ":" or "/" next
+    to the digits, NUL, a decimal point, 16 to 200 digits...) and one separator by another: the
+    scan takes it exactly when the reader's fast path would (float()'s doubles), else leaves it."""
+    tokens[position] = odd
+    line = " ".join(tokens[:position]) + separator + " ".join(tokens[position:])
+    assert_agrees(line.encode("utf-8", "surrogateescape"))

@@ -5,7 +5,8 @@
  * Python's float() does: lines of printable ASCII and tabs, 18 tokens, each a plain decimal number
  * ([+-]digits[.digits][e[+-]digits], converted by strtod, which rounds correctly as float() does;
  * a token strtod does not read to its end, as in a process whose locale writes "1,5", is left to the
- * reader), finite and >= -1.  Every other record (and every ";" line) is marked for the Python reader, which
+ * reader; a token of an optional "-" and at most 15 digits, most of an SWF file, is summed digit by
+ * digit instead, which gives the same double), finite and >= -1.  Every other record (and every ";" line) is marked for the Python reader, which
  * explains or adjusts it as before.  Loaded with ctypes; no Python API is used.
  */
 #include <stdint.h>
@@ -36,6 +37,25 @@ static int plain_number(const char *p, const char *end) {
         if (!exponent) return 0;
     }
     return p == end;
+}
+
+/* A token (p < end) of an optional "-" and 1 to 15 decimal digits: its value in *out, returns 1;
+ * any other token: returns 0 (strtod reads it).  The digits summed as an integer are below
+ * 10^15 < 2^53, so the double holds the integer exactly, which is the double strtod and float()
+ * round to; "-0" and "-000" give -0.0, as both of them do. */
+static int small_integer(const char *p, const char *end, double *out) {
+    int negative = *p == '-';
+    p += negative;
+    if (p == end || end - p > 15) return 0;
+    int64_t sum = 0;
+    for (; p < end; p++) {
+        unsigned digit = (unsigned)(unsigned char)*p - '0';
+        if (digit > 9) return 0;
+        sum = sum * 10 + digit;
+    }
+    double v = (double)sum;
+    *out = negative ? -v : v;
+    return 1;
 }
 
 /* The number of lines: what the arrays below must hold. */
@@ -89,14 +109,19 @@ int64_t swf_scan(const char *text, int64_t length, unsigned char *kind, int64_t 
                 const char *t = q;
                 while (q < last && !is_space(*q)) q++;
                 size_t n = (size_t)(q - t);
-                if (fields >= FIELDS || n >= sizeof token || !plain_number(t, q)) { ok = 0; break; }
-                memcpy(token, t, n);
-                token[n] = '\0';
-                char *read_to;
-                double v = strtod(token, &read_to);
-                /* not all of it read (a locale whose decimal point is not "." stops at "."), below -1,
-                 * NaN or infinite: the reader's */
-                if (read_to != token + n || !(v >= -1.0) || v - v != 0.0) { ok = 0; break; }
+                double v;
+                if (fields >= FIELDS) { ok = 0; break; }
+                if (!small_integer(t, q, &v)) {
+                    if (n >= sizeof token || !plain_number(t, q)) { ok = 0; break; }
+                    memcpy(token, t, n);
+                    token[n] = '\0';
+                    char *read_to;
+                    v = strtod(token, &read_to);
+                    /* not all of it read (a locale whose decimal point is not "." stops at ".") */
+                    if (read_to != token + n) { ok = 0; break; }
+                }
+                /* below -1, NaN or infinite: the reader's */
+                if (!(v >= -1.0) || v - v != 0.0) { ok = 0; break; }
                 if (fields == 0) {
                     digits = n > 0 && n <= 15 && !(n > 1 && t[0] == '0');
                     for (size_t k = 0; k < n && digits; k++) digits = t[k] >= '0' && t[k] <= '9';
