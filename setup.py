@@ -1,5 +1,5 @@
-"""The compiled replay core and SWF scanner (optional: without a C compiler the package installs without it and the
-replay uses the same core in pure Python, with identical results)."""
+"""The compiled replay core, SWF scanner and output cells (optional: without a C compiler the package installs
+without them and uses the same code in pure Python, with identical results)."""
 
 from setuptools import Extension, setup
 
@@ -14,4 +14,6 @@ setup(ext_modules=[
     Extension("greenslurm.sim.engine._deadline_core", ["sim/engine/_deadline_core.c"], depends=LEDGER,
               extra_compile_args=FLAGS, optional=True),
     Extension("greenslurm.traces._swf_scan", ["traces/_swf_scan.c"], extra_compile_args=FLAGS, optional=True),
+    # the output files' cells (calls CPython's repr of a float: loaded with ctypes.PyDLL)
+    Extension("greenslurm.sim.reporting._cells", ["sim/reporting/_cells.c"], extra_compile_args=FLAGS, optional=True),
 ])

@@ -8,15 +8,23 @@ form.  The texts are those of the csv module: a float as its ``repr`` (the short
 back to the same double: ``1.5``, ``1e+16``, ``inf``, ``-0.0``), NaN as an empty cell, an integer in
 decimal, a bool as ``True``/``False``, a string as it is or quoted when it holds a comma, a quote, a
 line feed or a carriage return (the csv module itself writes those).
+
+The cells are made by the compiled library ``_cells.c`` when it is built (the same bytes, a value at
+a time, floats by CPython's own repr), or by the numpy definitions here.  ``GREENSLURM_CELLS_CORE``
+chooses: ``auto`` (the default: compiled when built), ``compiled`` or ``python``.
 """
 
 from __future__ import annotations
 
-import csv
+import ctypes
 import io
+import os
 from typing import Sequence
 
 import numpy as np
+
+from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.native import load_beside
 
 Cells = tuple  # (data: uint8 array, sizes: int64 array)
 _EXACT_INTEGERS = 2.0 ** 53          # below it every integer is a double: its repr is its digits and ".0"
@@ -24,6 +32,46 @@ _POWERS = 10 ** np.arange(1, 20, dtype=np.uint64)   # 10 .. 10**19
 # "0000" .. "9999", each as the 4-byte word whose bytes in memory are those characters
 _QUAD_WORDS = (np.arange(10000)[:, None] // np.array([1000, 100, 10, 1]) % 10 + ord("0")).astype(np.uint8).view(np.uint32).ravel()
 _QUOTED = (",", '"', "\n", "\r")     # a cell holding one of these is quoted (the delimiter, the quote, line ends)
+ENV = "GREENSLURM_CELLS_CORE"
+CHOICES = ("auto", "compiled", "python")
+_FLOAT_CELL_BYTES = 32               # the compiled library's room for one float's text (a repr is at most 24 bytes)
+_POINTER, _SIZE = ctypes.c_void_p, ctypes.c_int64
+_SIGNATURES = {"cells_digits": [_POINTER, _SIZE, ctypes.c_char_p, _SIZE, _POINTER, _POINTER],
+               "cells_floats": [_POINTER, _SIZE, _POINTER, _POINTER],
+               "cells_node_lists": [_POINTER, _POINTER, _SIZE, _POINTER, ctypes.c_int, _POINTER, _POINTER],
+               "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER],
+               "cells_length_prefixed": [_POINTER, _POINTER, _SIZE, _POINTER]}
+
+
+def compiled_library() -> ctypes.PyDLL | None:
+    """The compiled cells next to this module (built at install), or None."""
+    library = load_beside(__file__, "_cells", python_api=True)
+    if library is not None and library.cells_floats.restype is not _SIZE:
+        for name, arguments in _SIGNATURES.items():
+            function = getattr(library, name)
+            function.argtypes, function.restype = arguments, _SIZE
+    return library
+
+
+def chosen_core() -> str:
+    """Which code makes the cells: ``compiled`` or ``python`` (from ``GREENSLURM_CELLS_CORE``)."""
+    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise InputError(f"{choice!r} is not a core; choose from {', '.join(CHOICES)}", path="environment",
+                         field=ENV)
+    if choice == "python":
+        return choice
+    if compiled_library() is None:
+        if choice == "compiled":
+            raise InputError("the compiled cells are not built (install greenslurm where a C compiler is)",
+                             path="environment", field=ENV)
+        return "python"
+    return "compiled"
+
+
+def compiled() -> ctypes.PyDLL | None:
+    """The compiled library when it makes the cells (:func:`chosen_core`), else None."""
+    return compiled_library() if chosen_core() == "compiled" else None
 
 
 def spans(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -68,6 +116,15 @@ def digits(values: np.ndarray, suffix: bytes = b"") -> Cells:
     >>> bytes(digits(np.array([5]), b".0")[0])
     b'5.0'
     """
+    library = compiled()
+    if library is not None:
+        _suffix_word(suffix)
+        values = np.ascontiguousarray(values, dtype=np.int64)
+        out = np.empty(len(values) * (20 + len(suffix)), dtype=np.uint8)
+        sizes = np.empty(len(values), dtype=np.int64)
+        end = library.cells_digits(values.ctypes.data, len(values), suffix, len(suffix), out.ctypes.data,
+                                   sizes.ctypes.data)
+        return out[:end], sizes
     values = np.asarray(values, dtype=np.int64)
     negative = values < 0
     magnitude = values.astype(np.uint64)
@@ -100,17 +157,16 @@ def _suffix_word(suffix: bytes) -> np.uint32:
     return np.frombuffer(suffix.ljust(4, b"\0"), dtype=np.uint32)[0]
 
 
-def texts(values: Sequence[str]) -> Cells:
-    """Strings as they are (UTF-8).
+def texts(values: Sequence[str], joined: str | None = None) -> Cells:
+    """Strings as they are (UTF-8); ``joined``: ``"".join(values)`` when the caller has it.
 
     >>> data, sizes = texts(["ab", "", "é"])
     >>> bytes(data), sizes.tolist()
     (b'ab\\xc3\\xa9', [2, 0, 2])
     """
-    data = "".join(values).encode("utf-8")
-    if len(data) == sum(map(len, values)):             # ASCII: a character is a byte
-        sizes = np.fromiter(map(len, values), np.int64, len(values))
-    else:
+    data = ("".join(values) if joined is None else joined).encode("utf-8")
+    sizes = np.fromiter(map(len, values), np.int64, len(values))
+    if len(data) != int(sizes.sum()):                  # not ASCII: a character may be several bytes
         sizes = np.fromiter((len(v.encode("utf-8")) for v in values), np.int64, len(values))
     return np.frombuffer(data, dtype=np.uint8), sizes
 
@@ -168,6 +224,15 @@ def float_cells(values: np.ndarray, memo: dict | None = None) -> Cells:
     >>> bytes(data).decode(), sizes.tolist()
     ('3.00.1-0.01e+16-5.0inf', [3, 3, 0, 4, 5, 4, 3])
     """
+    library = compiled()
+    if library is not None:
+        values = np.ascontiguousarray(values, dtype=np.float64)
+        out = np.empty(len(values) * _FLOAT_CELL_BYTES, dtype=np.uint8)
+        sizes = np.empty(len(values), dtype=np.int64)
+        end = library.cells_floats(values.ctypes.data, len(values), out.ctypes.data, sizes.ctypes.data)
+        if end < 0:
+            raise RuntimeError(f"a float's repr longer than {_FLOAT_CELL_BYTES} bytes")
+        return out[:end], sizes
     values = np.asarray(values, dtype=np.float64)
     with np.errstate(invalid="ignore"):
         whole = (np.abs(values) < _EXACT_INTEGERS) & (values == np.trunc(values))
@@ -196,6 +261,13 @@ def csv_texts(values: Sequence[str | None]) -> Cells:
     >>> bytes(data).decode(), sizes.tolist()
     ('"a,b""a""b"x"c\\rr"', [5, 6, 1, 0, 5])
     """
+    try:
+        joined = "".join(values)
+    except TypeError:                                   # a None among them
+        values = ["" if v is None else v for v in values]
+        joined = "".join(values)
+    if not any(mark in joined for mark in _QUOTED):
+        return texts(values, joined)
     return texts(quoted(values))
 
 
@@ -207,6 +279,7 @@ def quoted(values: Sequence[str | None]) -> list[str]:
     joined = "".join(values)
     if not any(mark in joined for mark in _QUOTED):
         return values
+    import csv                       # loaded when a cell needs quoting (most tables have none)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\r\n")
     for i, value in enumerate(values):
@@ -233,6 +306,9 @@ def csv_rows(columns: Sequence[Cells]) -> bytes:
         filled = np.flatnonzero(~empty)
         columns = [place(n, [(filled, take(columns[0], filled)),
                              (np.flatnonzero(empty), choices(np.zeros(int(empty.sum()), np.intp), [b'""']))])]
+    library = compiled()
+    if library is not None:
+        return table_rows(library, columns)
     line = np.full(n, len(columns), dtype=np.int64)           # the commas and the line end
     for _, sizes in columns:
         line += sizes
@@ -244,6 +320,64 @@ def csv_rows(columns: Sequence[Cells]) -> bytes:
         out[spans(at, sizes)] = data
         at += sizes + 1
     return out.tobytes()
+
+
+def checked(cells: Cells, n: int | None = None) -> Cells:
+    """``cells`` as the compiled library reads them (contiguous uint8 bytes, int64 sizes), checked to
+    agree with each other (and to be ``n`` cells): it trusts the sizes to find the bytes.
+
+    >>> checked((np.frombuffer(b"ab", np.uint8), np.array([1, 2])))
+    Traceback (most recent call last):
+    ValueError: cells of 3 bytes in all, but 2 bytes given
+    """
+    data = np.ascontiguousarray(cells[0], dtype=np.uint8)
+    sizes = np.ascontiguousarray(cells[1], dtype=np.int64)
+    if n is not None and len(sizes) != n:
+        raise ValueError(f"{len(sizes)} cells where {n} were expected")
+    if len(sizes) and int(sizes.min()) < 0 or int(sizes.sum()) != len(data):
+        raise ValueError(f"cells of {int(sizes.sum())} bytes in all, but {len(data)} bytes given")
+    return data, sizes
+
+
+# the compiled table's column kinds (_cells.c) and the most bytes a value of each takes
+_CELLS, _FLOAT, _INT, _BOOL = 0, 1, 2, 3
+_KINDS = {np.dtype(np.float64): (_FLOAT, _FLOAT_CELL_BYTES), np.dtype(np.bool_): (_BOOL, 5),
+          np.dtype(np.int64): (_INT, 20)}
+
+
+def table_rows(library, columns: Sequence) -> bytes:
+    """:func:`csv_rows` by the compiled library, of columns of cells or of numpy values made into
+    cells as the rows are written: doubles as :func:`float_cells`, bools ``True``/``False``, other
+    numbers as int64 in decimal (:func:`digits`).  Not for a single column (see :func:`csv_rows`).
+
+    >>> table_rows(compiled_library(), [np.array([1.5, float("nan")]), np.array([True, False]), np.array([-3, 4])])
+    b'1.5,True,-3\\n,False,4\\n'
+    """
+    n = len(columns[0][1]) if isinstance(columns[0], tuple) else len(columns[0])
+    kinds, data, sizes, kept, room = [], [], [], [], n * len(columns)
+    for column in columns:
+        if isinstance(column, tuple):
+            values, cell_sizes = checked(column, n)
+            kind, room = _CELLS, room + len(values)
+        else:
+            values, cell_sizes = np.ascontiguousarray(column), None
+            if values.dtype not in _KINDS:
+                values = values.astype(np.int64)
+            if len(values) != n:
+                raise ValueError(f"{len(values)} values where {n} were expected")
+            kind, most = _KINDS[values.dtype]
+            room += n * most
+        kinds.append(kind)
+        data.append(values.ctypes.data)
+        sizes.append(None if cell_sizes is None else cell_sizes.ctypes.data)
+        kept.append((values, cell_sizes))
+    out, kinds = np.empty(room, dtype=np.uint8), np.array(kinds, dtype=np.int32)
+    end = library.cells_csv_table(n, len(columns), kinds.ctypes.data,
+                                  (ctypes.c_void_p * len(columns))(*data), (ctypes.c_void_p * len(columns))(*sizes),
+                                  out.ctypes.data)
+    if end < 0:
+        raise RuntimeError(f"a float's repr longer than {_FLOAT_CELL_BYTES} bytes")
+    return out[:end].tobytes()
 
 
 def strings(cells: Cells) -> list[str]:

@@ -20,8 +20,8 @@ import numpy as np
 from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
 from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA  # noqa: F401 (named here too)
 from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, ragged_positions
-from greenslurm.sim.reporting.cells import (choices, csv_rows, csv_texts, digits, float_cells, offsets_of, spans,
-                                            strings)
+from greenslurm.sim.reporting.cells import (choices, compiled, csv_rows, csv_texts, digits, float_cells, offsets_of,
+                                            spans, strings, table_rows)
 from greenslurm.sim.reporting.whole_files import whole_file
 
 JOBS_CSV = "jobs.csv"
@@ -138,6 +138,7 @@ _TEXT_COLUMNS = frozenset(("job_id", "user", "partition", "node_indices"))
 # not (GZIP on every column took about as long as the rest of the file; see docs/outputs.md)
 PARQUET_COMPRESSION = {name: "gzip" for name in _TEXT_COLUMNS}
 _BOOL_CELLS = (b"False", b"True")
+_TIMED = frozenset(("wait_s", "run_s", "slowdown", "bounded_slowdown"))    # columns of the wait and run times
 
 
 def submit_order(jobs: JobColumns) -> np.ndarray:
@@ -159,8 +160,9 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
     ([2.0], [nan], ['a'], ['4'], [False])
     """
     out: dict[str, Any] = {}
-    submit, start, end = jobs.submit_s[rows], jobs.start_s[rows], jobs.end_s[rows]
-    wait, run = start - submit, end - start
+    if _TIMED.intersection(names):                  # (jobs.parquet asks for one column at a time)
+        submit, start, end = jobs.submit_s[rows], jobs.start_s[rows], jobs.end_s[rows]
+        wait, run = start - submit, end - start
     for name in names:
         if name == "wait_s":
             column = wait
@@ -172,7 +174,7 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
         elif name == "bounded_slowdown":
             column = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
         elif name == "deadline_missed":
-            column = end > jobs.deadline_s[rows] + 1e-9        # False without a deadline (NaN compares False)
+            column = jobs.end_s[rows] > jobs.deadline_s[rows] + 1e-9        # False without a deadline (NaN compares False)
         elif name == "node_indices":
             column = (node_names or NodeNames(jobs)).cells(rows)
         elif name in ("job_id", "user", "partition"):
@@ -204,6 +206,7 @@ class NodeNames:
         top = int(jobs.node_flat.max()) + 1 if len(jobs.node_flat) else 0
         self.data, self.sizes = digits(np.arange(top))          # each position's name
         self.starts = offsets_of(self.sizes)[:-1]
+        self.width = int(self.sizes.max()) + 1 if top else 1    # a name and its space, at most (compiled)
 
     def cells(self, rows: np.ndarray):
         """The node lists of the jobs at ``rows`` as cells: each node's name, after a space unless it
@@ -217,6 +220,9 @@ class NodeNames:
         """
         offsets = self.jobs.node_offsets
         counts = offsets[1:][rows] - offsets[:-1][rows]
+        library = compiled()
+        if library is not None:
+            return self._compiled_cells(library, rows, int(counts.sum()))
         flat = self.jobs.node_flat[ragged_positions(offsets, rows)]
         name_sizes = self.sizes[flat]
         first = offsets_of(counts)                    # each job's first node among ``flat``
@@ -227,6 +233,21 @@ class NodeNames:
         text = np.full(int(token_at[-1]), ord(" "), dtype=np.uint8)
         text[spans(token_at[:-1] + gap, name_sizes)] = self.data[spans(self.starts[flat], name_sizes)]
         return text, token_at[first[1:]] - token_at[first[:-1]]
+
+
+    def _compiled_cells(self, library, rows: np.ndarray, count: int):
+        """:meth:`cells` by the compiled library, for jobs holding ``count`` nodes in all."""
+        offsets = np.ascontiguousarray(self.jobs.node_offsets, dtype=np.int64)
+        flat = self.jobs.node_flat
+        if flat.dtype != np.int32:
+            flat = np.ascontiguousarray(flat, dtype=np.int64)
+        flat = np.ascontiguousarray(flat)
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        out = np.empty(count * self.width, dtype=np.uint8)
+        sizes = np.empty(len(rows), dtype=np.int64)
+        end = library.cells_node_lists(offsets.ctypes.data, rows.ctypes.data, len(rows), flat.ctypes.data,
+                                       flat.dtype == np.int64, out.ctypes.data, sizes.ctypes.data)
+        return out[:end], sizes
 
 
 def row_chunks(jobs: JobColumns, order: np.ndarray):
@@ -363,9 +384,22 @@ def write_csv_columns(path: Path, names: Sequence[str], chunks) -> None:
     with whole_file(path) as handle:          # a file cut short is removed
         handle.write(csv_rows([csv_texts([name]) for name in names]))
         for columns in chunks:
-            if len(csv_cells(columns[0])[1]):
-                memo: dict = {}                 # a chunk's float texts, for its next columns
-                handle.write(csv_rows([csv_cells(column, memo) for column in columns]))
+            if len(columns[0][1] if isinstance(columns[0], tuple) else columns[0]):
+                handle.write(csv_chunk(columns))
+
+
+def csv_chunk(columns: Sequence) -> bytes:
+    """The CSV rows of columns as :func:`write_csv_columns` takes them: by the compiled library,
+    numbers made into text as the rows are written, or from each column's cells (:func:`csv_cells`).
+
+    >>> csv_chunk([np.array([0.5, -0.0]), ["a,b", None], np.array([7, -8]), np.array([True, False])])
+    b'0.5,"a,b",7,True\\n-0.0,,-8,False\\n'
+    """
+    library = compiled()
+    if library is not None and len(columns) > 1:
+        return table_rows(library, [csv_texts(column) if isinstance(column, list) else column for column in columns])
+    memo: dict = {}                 # a chunk's float texts, for its next columns
+    return csv_rows([csv_cells(column, memo) for column in columns])
 
 
 def write_jobs_csv(jobs: JobColumns, path: Path, order: np.ndarray | None = None,
@@ -394,9 +428,10 @@ def write_jobs_parquet(jobs: JobColumns, path: Path, order: np.ndarray | None = 
     order = submit_order(jobs) if order is None else order
     names = NodeNames(jobs)
     described = parquet_columns()
+    chunks = list(row_chunks(jobs, order))
 
     def pages(name: str):
-        for rows in row_chunks(jobs, order):
+        for rows in chunks:
             yield job_columns(jobs, rows, (name,), bsld_floor_s, names)[name]
 
     write_parquet(path, [(name, kind, pages(name)) for name, kind in described],

@@ -20,7 +20,7 @@ string column would read back as ``string``, not ``large_string`` as the pandas 
 
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import struct
 import zlib
@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from greenslurm.sim.reporting.cells import offsets_of, texts
+from greenslurm.sim.reporting.cells import checked, compiled, offsets_of, texts
 from greenslurm.sim.reporting.whole_files import whole_file
 
 # column kinds (Arrow type names): the Parquet physical type and the Arrow FlatBuffer type
@@ -241,12 +241,19 @@ def _string_values(values) -> tuple[bytes, np.ndarray | None]:
     if isinstance(values, tuple):
         data, sizes = values
     else:
-        if None in values:
+        try:
+            data, sizes = texts(values)
+        except TypeError:                               # a None among them: a null
             defined = np.fromiter((v is not None for v in values), bool, len(values))
-            values = [v for v in values if v is not None]
-        data, sizes = texts(values)
+            data, sizes = texts([v for v in values if v is not None])
     # each value is its length (4 bytes, little-endian) then its bytes: the lengths go at their
     # places, the bytes in the rest
+    library = compiled()
+    if library is not None:
+        data, sizes = checked((data, sizes))
+        out = np.empty(4 * len(sizes) + len(data), dtype=np.uint8)
+        end = library.cells_length_prefixed(data.ctypes.data, sizes.ctypes.data, len(sizes), out.ctypes.data)
+        return out[:end].tobytes(), defined
     out = np.empty(4 * len(sizes) + len(data), dtype=np.uint8)
     heads = offsets_of(sizes + 4)[:-1]
     is_data = np.ones(len(out), dtype=bool)
@@ -365,7 +372,8 @@ def write_parquet(path, columns: Sequence[tuple[str, str, Iterable]], metadata: 
             chunks_meta.append((thrift_struct([(2, _I64, first), (3, _STRUCT, meta)]), raw_size, packed_size))
         rows = rows_seen or 0
         described = [(name, kind) for name, kind, _ in columns]
-        pairs = list(metadata) + [(ARROW_SCHEMA_KEY, base64.b64encode(arrow_schema(described, metadata)))]
+        schema_base64 = binascii.b2a_base64(arrow_schema(described, metadata), newline=False)
+        pairs = list(metadata) + [(ARROW_SCHEMA_KEY, schema_base64)]
         # SchemaElement: the root (REQUIRED group), then each column: type, OPTIONAL, name, and for
         # strings converted type UTF8 and logical type STRING
         schema = [thrift_struct([(3, _I32, 0), (4, _BINARY, "schema"), (5, _I32, len(described))])]

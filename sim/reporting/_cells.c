@@ -1,0 +1,288 @@
+/* Table cells as bytes, compiled: the texts of cells.py's numpy definitions, one value at a time.
+ *
+ * The definitions are float_cells(), digits(), NodeNames.cells() (outputs.py), csv_rows() of
+ * csv_cells() (outputs.py) and parquet_file._string_values(); each function here writes the same
+ * bytes into a buffer the caller allocated (large enough: the caller's bound is given with each
+ * function), every cell's length into ``sizes``, and returns the bytes written.
+ *
+ * A float that is not a whole number below 2**53 is its repr: the shortest text that reads back to
+ * the same double.  put_exact_fixed() finds it with integer arithmetic for 1e-3 <= |x| < 2**52 when
+ * the answer is certain; every other one is made by CPython's own algorithm,
+ * PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL), the call float.__repr__ makes.  That
+ * call needs the interpreter's lock, so the library is loaded with ctypes.PyDLL (which keeps the lock
+ * held during the call and raises the Python error the call set, a MemoryError).
+ */
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+
+/* CPython's float formatting, from the interpreter the library is loaded in (declared here as in
+ * CPython's pystrtod.h and pymem.h, part of its stable ABI, so no Python headers are needed) */
+extern char *PyOS_double_to_string(double val, char format_code, int precision, int flags, int *type);
+extern void PyMem_Free(void *ptr);
+#define Py_DTSF_ADD_DOT_0 0x02                  /* "1.0", not "1": float.__repr__'s flag */
+
+#define EXACT_INTEGERS 9007199254740992.0       /* 2**53: below it every whole double's repr is its digits and ".0" */
+#define FLOAT_CELL_BYTES 32                     /* a repr is at most 24 bytes ("-2.2250738585072014e-308") */
+
+static const char PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* m in decimal at out, returns the number of digits (1 to 20) */
+static int64_t put_digits(uint64_t m, char *out) {
+    char buf[20];
+    int k = 20;
+    while (m >= 100) {
+        unsigned r = (unsigned)(m % 100);
+        m /= 100;
+        buf[--k] = PAIRS[2 * r + 1];
+        buf[--k] = PAIRS[2 * r];
+    }
+    if (m >= 10) {
+        buf[--k] = PAIRS[2 * m + 1];
+        buf[--k] = PAIRS[2 * m];
+    } else {
+        buf[--k] = (char)('0' + m);
+    }
+    memcpy(out, buf + k, (size_t)(20 - k));
+    return 20 - k;
+}
+
+/* v as str(v): a sign for a negative value, then its digits (|-2**63| taken in unsigned arithmetic) */
+static int64_t put_int(int64_t v, char *out) {
+    if (v < 0) {
+        out[0] = '-';
+        return 1 + put_digits((uint64_t)0 - (uint64_t)v, out + 1);
+    }
+    return put_digits((uint64_t)v, out);
+}
+
+/* digits(): str(v) then ``suffix`` for each value.  out: at least n * (20 + suffix_len) bytes. */
+int64_t cells_digits(const int64_t *values, int64_t n, const char *suffix, int64_t suffix_len, char *out,
+                     int64_t *sizes) {
+    char *p = out;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t size = put_int(values[i], p);
+        memcpy(p + size, suffix, (size_t)suffix_len);
+        size += suffix_len;
+        sizes[i] = size;
+        p += size;
+    }
+    return p - out;
+}
+
+/* NodeNames.cells(): for each job at ``rows``, its nodes flat[offsets[r]] .. flat[offsets[r + 1] - 1]
+ * in decimal, separated by spaces (flat is int32, or int64 when ``wide``).  out: at least the number
+ * of those nodes times (the digits of the largest node + 1) bytes. */
+int64_t cells_node_lists(const int64_t *offsets, const int64_t *rows, int64_t n, const void *flat, int wide,
+                         char *out, int64_t *sizes) {
+    char *p = out;
+    const int32_t *narrow_nodes = (const int32_t *)flat;
+    const int64_t *wide_nodes = (const int64_t *)flat;
+    for (int64_t i = 0; i < n; i++) {
+        char *cell = p;
+        int64_t first = offsets[rows[i]], last = offsets[rows[i] + 1];
+        for (int64_t j = first; j < last; j++) {
+            if (j > first)
+                *p++ = ' ';
+            p += put_int(wide ? wide_nodes[j] : (int64_t)narrow_nodes[j], p);
+        }
+        sizes[i] = p - cell;
+    }
+    return p - out;
+}
+
+/* parquet_file._string_values(): each cell as PLAIN byte array, its length in 4 little-endian bytes
+ * then its bytes.  out: the sum of the sizes plus 4 * n bytes. */
+int64_t cells_length_prefixed(const char *data, const int64_t *sizes, int64_t n, char *out) {
+    char *p = out;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t size = (uint32_t)sizes[i];
+        p[0] = (char)(size & 0xFF);
+        p[1] = (char)(size >> 8 & 0xFF);
+        p[2] = (char)(size >> 16 & 0xFF);
+        p[3] = (char)(size >> 24 & 0xFF);
+        memcpy(p + 4, data, size);
+        data += size;
+        p += 4 + size;
+    }
+    return p - out;
+}
+
+/* repr(x) for 1e-3 <= |x| < 2**52 not a whole number, by exact integer arithmetic, when it is sure
+ * to be CPython's text; else 0 (the caller asks CPython).  repr is the shortest decimal that reads
+ * back as x (fewest digits; of several, the one nearest x), written without an exponent in this
+ * range.  With x = m 2**-s (m the 53-bit significand, s <= 62), the decimals that read back as x are
+ * those strictly inside (x - lower gap, x + upper gap), the gaps half a step of the double on each
+ * side (the lower one a quarter step when m is a power of two).  Scaled by D = 2**(s + 2) the
+ * interval's ends and x are the integers lo, hi and X = 4m; a decimal of k fraction digits d / 10**k
+ * lies inside when lo 10**k < d D < hi 10**k.  For k = 0, 1, ... the first k with such a d gives
+ * the fewest digits, and the d nearest x is round(X 10**k / D).  The cases CPython may decide
+ * otherwise are left to it: a decimal exactly on an end (the round-trip rule includes an end for an
+ * even significand), a nearest d exactly halfway, a nearest d outside the interval.  Products stay
+ * below 2**55 10**21 < 2**128. */
+static int64_t put_exact_fixed(double x, char *out) {
+#ifndef __SIZEOF_INT128__
+    (void)x;
+    (void)out;
+    return 0;                                   /* no 128-bit integers: CPython makes every text */
+#else
+    double magnitude = fabs(x);
+    if (!(magnitude >= 1e-3 && magnitude < 4503599627370496.0))      /* 2**52 */
+        return 0;
+    uint64_t bits;
+    memcpy(&bits, &magnitude, sizeof bits);
+    int biased = (int)(bits >> 52);
+    uint64_t fraction = bits & ((UINT64_C(1) << 52) - 1);
+    uint64_t m = fraction | UINT64_C(1) << 52;
+    int s = 1075 - biased;                                           /* x = m 2**-s */
+    if (s < 1 || s > 62)
+        return 0;
+    unsigned shift = (unsigned)s + 2;
+    unsigned __int128 unit = (unsigned __int128)1 << shift, half = unit >> 1, mask = unit - 1;
+    unsigned __int128 X = (unsigned __int128)m << 2;
+    unsigned __int128 lo = X - (fraction == 0 ? 1 : 2), hi = X + 2;
+    for (int k = 0; k <= 21; k++) {
+        if ((lo & mask) == 0 || (hi & mask) == 0)
+            return 0;
+        unsigned __int128 first = (lo >> shift) + 1, last = hi >> shift;     /* d inside: first <= d <= last */
+        if (first <= last) {
+            unsigned __int128 rest = X & mask, d = X >> shift;
+            if (rest == half)
+                return 0;
+            if (rest > half)
+                d += 1;
+            if (d < first || d > last || k == 0 || d > (unsigned __int128)UINT64_MAX)
+                return 0;
+            char digits[24];
+            int64_t count = put_digits((uint64_t)d, digits);
+            char *p = out;
+            if (x < 0)
+                *p++ = '-';
+            if (count <= k) {                                        /* 0.000ddd */
+                *p++ = '0';
+                *p++ = '.';
+                memset(p, '0', (size_t)(k - count));
+                p += k - count;
+                memcpy(p, digits, (size_t)count);
+                p += count;
+            } else {
+                memcpy(p, digits, (size_t)(count - k));
+                p += count - k;
+                *p++ = '.';
+                memcpy(p, digits + count - k, (size_t)k);
+                p += k;
+            }
+            return p - out;
+        }
+        lo *= 10;
+        hi *= 10;
+        X *= 10;
+    }
+    return 0;
+#endif
+}
+
+/* repr(x) at out (see cells_floats), returns its length, or -1 / -2 as cells_floats.  ``last`` keeps
+ * the last text made by CPython and the double's bits: a value equal to it bit for bit (a row's
+ * slowdown and bounded slowdown often are) is copied, not made again. */
+typedef struct { uint64_t bits; int64_t size; char text[FLOAT_CELL_BYTES]; } last_float;
+
+static int64_t put_float(double x, char *out, last_float *last) {
+    if (isnan(x))
+        return 0;
+    if (fabs(x) < EXACT_INTEGERS && x == trunc(x) && !(x == 0.0 && signbit(x))) {
+        int64_t size = put_int((int64_t)x, out);
+        out[size] = '.';
+        out[size + 1] = '0';
+        return size + 2;
+    }
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    if (last->size > 0 && last->bits == bits) {
+        memcpy(out, last->text, (size_t)last->size);
+        return last->size;
+    }
+    int64_t exact = put_exact_fixed(x, out);
+    if (exact > 0)
+        return exact;
+    char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (text == NULL)
+        return -1;
+    size_t size = strlen(text);
+    if (size > FLOAT_CELL_BYTES) {
+        PyMem_Free(text);
+        return -2;
+    }
+    memcpy(out, text, size);
+    PyMem_Free(text);
+    memcpy(last->text, out, size);
+    last->bits = bits;
+    last->size = (int64_t)size;
+    return (int64_t)size;
+}
+
+/* float_cells(): repr(x), NaN an empty cell.  out: at least n * FLOAT_CELL_BYTES bytes.  Returns -1
+ * when CPython could not allocate a text (its MemoryError is set), -2 on a text longer than
+ * FLOAT_CELL_BYTES (not expected: repr is at most 24 bytes). */
+int64_t cells_floats(const double *values, int64_t n, char *out, int64_t *sizes) {
+    char *p = out;
+    last_float last = {0, 0, {0}};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t size = put_float(values[i], p, &last);
+        if (size < 0)
+            return size;
+        sizes[i] = size;
+        p += size;
+    }
+    return p - out;
+}
+
+#define COLUMN_CELLS 0      /* data: the cells' bytes one after another, sizes: each cell's length */
+#define COLUMN_FLOAT 1      /* data: doubles, written as repr (NaN empty) */
+#define COLUMN_INT 2        /* data: int64, in decimal */
+#define COLUMN_BOOL 3       /* data: one byte each, 0 False, else True */
+
+/* csv_rows(): row after row, the cells of the ``k`` columns joined by commas and ended by "\n", each
+ * cell made as its row is written: column c is of kinds[c] (above),
+ * its values at data[c] (moved past them for cells) and for cells its sizes at sizes[c].  out: the
+ * cells' bytes plus, per row, k bytes and FLOAT_CELL_BYTES, 20 or 5 for each float, integer or bool
+ * column.  Returns the bytes written, or -1 / -2 as cells_floats. */
+int64_t cells_csv_table(int64_t n, int64_t k, const int32_t *kinds, const char **data, const int64_t *const *sizes,
+                        char *out) {
+    char *p = out;
+    last_float last = {0, 0, {0}};
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t c = 0; c < k; c++) {
+            int64_t size;
+            switch (kinds[c]) {
+            case COLUMN_CELLS:
+                size = sizes[c][i];
+                memcpy(p, data[c], (size_t)size);
+                data[c] += size;
+                break;
+            case COLUMN_FLOAT:
+                size = put_float(((const double *)data[c])[i], p, &last);
+                if (size < 0)
+                    return size;
+                break;
+            case COLUMN_INT:
+                size = put_int(((const int64_t *)data[c])[i], p);
+                break;
+            default:
+                if (data[c][i]) {
+                    memcpy(p, "True", 4);
+                    size = 4;
+                } else {
+                    memcpy(p, "False", 5);
+                    size = 5;
+                }
+            }
+            p += size;
+            *p++ = c + 1 < k ? ',' : '\n';
+        }
+    }
+    return p - out;
+}
