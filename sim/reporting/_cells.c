@@ -30,24 +30,32 @@ static const char PAIRS[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-/* m in decimal at out, returns the number of digits (1 to 20) */
+/* how many decimal digits m has (1 to 20) */
+static int digit_count(uint64_t m) {
+    int count = 1;
+    while (m >= 10000) {
+        m /= 10000;
+        count += 4;
+    }
+    return count + (m >= 10) + (m >= 100) + (m >= 1000);
+}
+
+/* m in decimal at out, written from its last digit back, two at a time; returns the number of digits */
 static int64_t put_digits(uint64_t m, char *out) {
-    char buf[20];
-    int k = 20;
+    int count = digit_count(m);
+    char *p = out + count;
     while (m >= 100) {
         unsigned r = (unsigned)(m % 100);
         m /= 100;
-        buf[--k] = PAIRS[2 * r + 1];
-        buf[--k] = PAIRS[2 * r];
+        p -= 2;
+        memcpy(p, PAIRS + 2 * r, 2);
     }
     if (m >= 10) {
-        buf[--k] = PAIRS[2 * m + 1];
-        buf[--k] = PAIRS[2 * m];
+        memcpy(p - 2, PAIRS + 2 * m, 2);
     } else {
-        buf[--k] = (char)('0' + m);
+        p[-1] = (char)('0' + m);
     }
-    memcpy(out, buf + k, (size_t)(20 - k));
-    return 20 - k;
+    return count;
 }
 
 /* v as str(v): a sign for a negative value, then its digits (|-2**63| taken in unsigned arithmetic) */
@@ -118,11 +126,22 @@ int64_t cells_length_prefixed(const char *data, const int64_t *sizes, int64_t n,
  * those strictly inside (x - lower gap, x + upper gap), the gaps half a step of the double on each
  * side (the lower one a quarter step when m is a power of two).  Scaled by D = 2**(s + 2) the
  * interval's ends and x are the integers lo, hi and X = 4m; a decimal of k fraction digits d / 10**k
- * lies inside when lo 10**k < d D < hi 10**k.  For k = 0, 1, ... the first k with such a d gives
- * the fewest digits, and the d nearest x is round(X 10**k / D).  The cases CPython may decide
+ * lies inside when lo 10**k < d D < hi 10**k.  The first k with such a d gives the fewest digits,
+ * and the d nearest x is round(X 10**k / D).  The cases CPython may decide
  * otherwise are left to it: a decimal exactly on an end (the round-trip rule includes an end for an
  * even significand), a nearest d exactly halfway, a nearest d outside the interval.  Products stay
  * below 2**55 10**21 < 2**128. */
+#ifdef __SIZEOF_INT128__
+#define MOST_FRACTION_DIGITS 21
+static unsigned __int128 POW10[MOST_FRACTION_DIGITS + 1];      /* filled at the first call */
+static int pow10_ready = 0;
+
+/* whether an integer d has lo 10**k < d 2**shift < hi 10**k */
+static int decimal_inside(unsigned __int128 lo, unsigned __int128 hi, unsigned shift, int k) {
+    return ((lo * POW10[k]) >> shift) + 1 <= ((hi * POW10[k]) >> shift);
+}
+#endif
+
 static int64_t put_exact_fixed(double x, char *out) {
 #ifndef __SIZEOF_INT128__
     (void)x;
@@ -144,44 +163,56 @@ static int64_t put_exact_fixed(double x, char *out) {
     unsigned __int128 unit = (unsigned __int128)1 << shift, half = unit >> 1, mask = unit - 1;
     unsigned __int128 X = (unsigned __int128)m << 2;
     unsigned __int128 lo = X - (fraction == 0 ? 1 : 2), hi = X + 2;
-    for (int k = 0; k <= 21; k++) {
-        if ((lo & mask) == 0 || (hi & mask) == 0)
-            return 0;
-        unsigned __int128 first = (lo >> shift) + 1, last = hi >> shift;     /* d inside: first <= d <= last */
-        if (first <= last) {
-            unsigned __int128 rest = X & mask, d = X >> shift;
-            if (rest == half)
-                return 0;
-            if (rest > half)
-                d += 1;
-            if (d < first || d > last || k == 0 || d > (unsigned __int128)UINT64_MAX)
-                return 0;
-            char digits[24];
-            int64_t count = put_digits((uint64_t)d, digits);
-            char *p = out;
-            if (x < 0)
-                *p++ = '-';
-            if (count <= k) {                                        /* 0.000ddd */
-                *p++ = '0';
-                *p++ = '.';
-                memset(p, '0', (size_t)(k - count));
-                p += k - count;
-                memcpy(p, digits, (size_t)count);
-                p += count;
-            } else {
-                memcpy(p, digits, (size_t)(count - k));
-                p += count - k;
-                *p++ = '.';
-                memcpy(p, digits + count - k, (size_t)k);
-                p += k;
-            }
-            return p - out;
-        }
-        lo *= 10;
-        hi *= 10;
-        X *= 10;
+    /* the fewest fraction digits k with a decimal inside, by halving [0, 21]: a decimal d inside at
+     * k gives 10 d inside at k + 1 */
+    if (!pow10_ready) {
+        POW10[0] = 1;
+        for (int i = 1; i <= MOST_FRACTION_DIGITS; i++)
+            POW10[i] = POW10[i - 1] * 10;
+        pow10_ready = 1;
     }
-    return 0;
+    if (!decimal_inside(lo, hi, shift, MOST_FRACTION_DIGITS))
+        return 0;
+    int k = 0, above = MOST_FRACTION_DIGITS;
+    while (k < above) {
+        int middle = (k + above) / 2;
+        if (decimal_inside(lo, hi, shift, middle))
+            above = middle;
+        else
+            k = middle + 1;
+    }
+    /* an end exactly on a decimal of k digits or fewer (being a multiple of 2**(s + 2) only
+     * persists as k grows, so k itself tells) */
+    if (((lo * POW10[k]) & mask) == 0 || ((hi * POW10[k]) & mask) == 0)
+        return 0;
+    unsigned __int128 scaled = X * POW10[k], first = ((lo * POW10[k]) >> shift) + 1, last = (hi * POW10[k]) >> shift;
+    unsigned __int128 rest = scaled & mask, d = scaled >> shift;
+    if (rest == half)
+        return 0;
+    if (rest > half)
+        d += 1;
+    if (d < first || d > last || k == 0 || d > (unsigned __int128)UINT64_MAX)
+        return 0;
+    char digits[24];
+    int64_t count = put_digits((uint64_t)d, digits);
+    char *p = out;
+    if (x < 0)
+        *p++ = '-';
+    if (count <= k) {                                            /* 0.000ddd */
+        *p++ = '0';
+        *p++ = '.';
+        memset(p, '0', (size_t)(k - count));
+        p += k - count;
+        memcpy(p, digits, (size_t)count);
+        p += count;
+    } else {
+        memcpy(p, digits, (size_t)(count - k));
+        p += count - k;
+        *p++ = '.';
+        memcpy(p, digits + count - k, (size_t)k);
+        p += k;
+    }
+    return p - out;
 #endif
 }
 

@@ -308,7 +308,7 @@ def csv_rows(columns: Sequence[Cells]) -> bytes:
                              (np.flatnonzero(empty), choices(np.zeros(int(empty.sum()), np.intp), [b'""']))])]
     library = compiled()
     if library is not None:
-        return table_rows(library, columns)
+        return table_rows(library, columns).tobytes()
     line = np.full(n, len(columns), dtype=np.int64)           # the commas and the line end
     for _, sizes in columns:
         line += sizes
@@ -345,12 +345,12 @@ _KINDS = {np.dtype(np.float64): (_FLOAT, _FLOAT_CELL_BYTES), np.dtype(np.bool_):
           np.dtype(np.int64): (_INT, 20)}
 
 
-def table_rows(library, columns: Sequence) -> bytes:
+def table_rows(library, columns: Sequence) -> memoryview:
     """:func:`csv_rows` by the compiled library, of columns of cells or of numpy values made into
     cells as the rows are written: doubles as :func:`float_cells`, bools ``True``/``False``, other
     numbers as int64 in decimal (:func:`digits`).  Not for a single column (see :func:`csv_rows`).
 
-    >>> table_rows(compiled_library(), [np.array([1.5, float("nan")]), np.array([True, False]), np.array([-3, 4])])
+    >>> bytes(table_rows(compiled_library(), [np.array([1.5, float("nan")]), np.array([True, False]), np.array([-3, 4])]))
     b'1.5,True,-3\\n,False,4\\n'
     """
     n = len(columns[0][1]) if isinstance(columns[0], tuple) else len(columns[0])
@@ -377,7 +377,7 @@ def table_rows(library, columns: Sequence) -> bytes:
                                   out.ctypes.data)
     if end < 0:
         raise RuntimeError(f"a float's repr longer than {_FLOAT_CELL_BYTES} bytes")
-    return out[:end].tobytes()
+    return memoryview(out)[:end]
 
 
 def strings(cells: Cells) -> list[str]:

@@ -20,8 +20,8 @@ import numpy as np
 from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
 from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA  # noqa: F401 (named here too)
 from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, ragged_positions
-from greenslurm.sim.reporting.cells import (choices, compiled, csv_rows, csv_texts, digits, float_cells, offsets_of,
-                                            spans, strings, table_rows)
+from greenslurm.sim.reporting.cells import (_QUOTED, choices, compiled, csv_rows, csv_texts, digits, float_cells,
+                                            offsets_of, spans, strings, table_rows, texts)
 from greenslurm.sim.reporting.whole_files import whole_file
 
 JOBS_CSV = "jobs.csv"
@@ -131,6 +131,7 @@ def schema_document(files: list[str]) -> dict:
 
 CHUNK_ROWS = 16384        # rows turned into cells at a time (CSV rows, a Parquet page)
 CHUNK_NODES = 1 << 20     # node positions turned into text at a time
+KEPT_NODE_BYTES = 1 << 25 # node lists' text kept from jobs.csv for jobs.parquet, at most (bytes)
 _FLOAT_COLUMNS = frozenset(("submit_s", "start_s", "end_s", "requested_time_s", "cpus", "gpus", "energy_j",
                             "deadline_s", "wait_s", "run_s", "slowdown", "bounded_slowdown"))
 _TEXT_COLUMNS = frozenset(("job_id", "user", "partition", "node_indices"))
@@ -150,16 +151,17 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
                 node_names: "NodeNames | None" = None) -> dict[str, Any]:
     """Columns ``names`` of the jobs table for the jobs at positions ``rows`` of ``jobs``: float64,
     int64 (``nodes``) and bool arrays; the texts (``job_id``, ``user``, ``partition``,
-    ``node_indices``) as lists of str, or as cells (:mod:`~greenslurm.sim.reporting.cells`) for
-    numeric ids and node lists.  The same arithmetic per element whatever the rows, so a table built
+    ``node_indices``) as cells (:mod:`~greenslurm.sim.reporting.cells`), or as lists of str for a
+    string column with a None or a string CSV quotes (:meth:`NodeNames.texts`).  The same arithmetic per element whatever the rows, so a table built
     a chunk of rows at a time equals one built at once.
 
     >>> cols = JobColumns.from_records([JobRecord("a", 1.0, 3.0, 3.0, 9.0, 1, 1.0, 0.0, False, 2.0, (4,))])
     >>> c = job_columns(cols, np.array([0]))
-    >>> c["wait_s"].tolist(), c["slowdown"].tolist(), c["job_id"], strings(c["node_indices"]), c["deadline_missed"].tolist()
+    >>> c["wait_s"].tolist(), c["slowdown"].tolist(), strings(c["job_id"]), strings(c["node_indices"]), c["deadline_missed"].tolist()
     ([2.0], [nan], ['a'], ['4'], [False])
     """
     out: dict[str, Any] = {}
+    node_names = node_names or NodeNames(jobs)
     if _TIMED.intersection(names):                  # (jobs.parquet asks for one column at a time)
         submit, start, end = jobs.submit_s[rows], jobs.start_s[rows], jobs.end_s[rows]
         wait, run = start - submit, end - start
@@ -176,9 +178,9 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
         elif name == "deadline_missed":
             column = jobs.end_s[rows] > jobs.deadline_s[rows] + 1e-9        # False without a deadline (NaN compares False)
         elif name == "node_indices":
-            column = (node_names or NodeNames(jobs)).cells(rows)
+            column = node_names.cells(rows)
         elif name in ("job_id", "user", "partition"):
-            column = _texts(getattr(jobs, name)[rows])
+            column = node_names.texts(name, rows)
         elif name == "nodes":
             column = np.asarray(jobs.nodes[rows], dtype=np.int64)
         elif name == "killed_at_limit":
@@ -189,20 +191,17 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
     return out
 
 
-def _texts(values: np.ndarray):
-    """Ids (int64: cells of their decimal text) or strings (a list of str).
-
-    >>> strings(_texts(np.array([7, 12]))), _texts(np.array(["a", ""], dtype=object))
-    (['7', '12'], ['a', ''])
-    """
-    return digits(values) if values.dtype == np.int64 else values.tolist()
-
-
 class NodeNames:
-    """Node lists as text: each job's node positions joined by spaces ("3 14")."""
+    """The texts of a jobs table: node lists, each job's node positions joined by spaces ("3 14"),
+    and the ids, users and partitions, made once for jobs.csv and jobs.parquet: each string column's
+    cells at the first chunk, and each chunk's node lists kept from the first file for the second
+    (up to KEPT_NODE_BYTES of text)."""
 
     def __init__(self, jobs: JobColumns) -> None:
         self.jobs = jobs
+        self.whole: dict[str, tuple | None] = {}                 # string column -> its cells and starts
+        self.kept: dict[bytes, tuple] = {}                         # rows -> their node lists' cells
+        self.kept_bytes = 0
         top = int(jobs.node_flat.max()) + 1 if len(jobs.node_flat) else 0
         self.data, self.sizes = digits(np.arange(top))          # each position's name
         self.starts = offsets_of(self.sizes)[:-1]
@@ -218,6 +217,16 @@ class NodeNames:
         >>> strings(NodeNames(cols).cells(np.array([2, 1, 0])))
         ['0', '', '3 14']
         """
+        key = rows.tobytes()                          # jobs.parquet asks for the chunks jobs.csv had
+        if key in self.kept:
+            return self.kept[key]
+        made = self._cells(rows)
+        if self.kept_bytes + len(made[0]) <= KEPT_NODE_BYTES:
+            self.kept[key] = made
+            self.kept_bytes += len(made[0])
+        return made
+
+    def _cells(self, rows: np.ndarray):
         offsets = self.jobs.node_offsets
         counts = offsets[1:][rows] - offsets[:-1][rows]
         library = compiled()
@@ -248,6 +257,47 @@ class NodeNames:
         end = library.cells_node_lists(offsets.ctypes.data, rows.ctypes.data, len(rows), flat.ctypes.data,
                                        flat.dtype == np.int64, out.ctypes.data, sizes.ctypes.data)
         return out[:end], sizes
+
+
+    def texts(self, name: str, rows: np.ndarray):
+        """Column ``name`` (``job_id``, ``user`` or ``partition``) at ``rows``: cells of the decimal
+        text of int64 ids; cells of strings when no string of the column is None or holds a comma, a
+        quote or a line break (the cells a CSV file and a Parquet page take as they are); else a list
+        of str.
+
+        >>> cols = JobColumns.from_records([JobRecord("a", 1.0, 3.0, 3.0, 9.0, 1, 1.0, 0.0, False, 2.0, (4,)),
+        ...                                 JobRecord("b,c", 1.0, 3.0, 3.0, 9.0, 1, 1.0, 0.0, False, 2.0, (4,))])
+        >>> names = NodeNames(cols)
+        >>> strings(names.texts("user", np.array([1, 0]))), names.texts("job_id", np.array([1, 0]))
+        (['', ''], ['b,c', 'a'])
+        """
+        values = getattr(self.jobs, name)
+        if values.dtype == np.int64:
+            return digits(values[rows])
+        if name not in self.whole:
+            self.whole[name] = _plain_cells(values.tolist())
+        if self.whole[name] is None:
+            return values[rows].tolist()
+        data, sizes, starts = self.whole[name]
+        return data[spans(starts[rows], sizes[rows])], sizes[rows]
+
+
+def _plain_cells(values: list) -> tuple | None:
+    """Cells of strings and where each begins, or None when one is None or would be quoted in CSV.
+
+    >>> [bytes(part).decode() if part.dtype == np.uint8 else part.tolist() for part in _plain_cells(["ab", "", "c"])]
+    ['abc', [2, 0, 1], [0, 2, 2]]
+    >>> _plain_cells(["a", None]), _plain_cells(['say "hi"'])
+    (None, None)
+    """
+    try:
+        joined = "".join(values)
+    except TypeError:                                   # a None among them
+        return None
+    if any(mark in joined for mark in _QUOTED):
+        return None
+    data, sizes = texts(values, joined)
+    return data, sizes, offsets_of(sizes)[:-1]
 
 
 def row_chunks(jobs: JobColumns, order: np.ndarray):
@@ -388,11 +438,11 @@ def write_csv_columns(path: Path, names: Sequence[str], chunks) -> None:
                 handle.write(csv_chunk(columns))
 
 
-def csv_chunk(columns: Sequence) -> bytes:
+def csv_chunk(columns: Sequence) -> bytes | memoryview:
     """The CSV rows of columns as :func:`write_csv_columns` takes them: by the compiled library,
     numbers made into text as the rows are written, or from each column's cells (:func:`csv_cells`).
 
-    >>> csv_chunk([np.array([0.5, -0.0]), ["a,b", None], np.array([7, -8]), np.array([True, False])])
+    >>> bytes(csv_chunk([np.array([0.5, -0.0]), ["a,b", None], np.array([7, -8]), np.array([True, False])]))
     b'0.5,"a,b",7,True\\n-0.0,,-8,False\\n'
     """
     library = compiled()
@@ -403,10 +453,11 @@ def csv_chunk(columns: Sequence) -> bytes:
 
 
 def write_jobs_csv(jobs: JobColumns, path: Path, order: np.ndarray | None = None,
-                   bsld_floor_s: float = BSLD_FLOOR_S) -> None:
-    """jobs.csv, a chunk of rows at a time (see :func:`job_columns`)."""
+                   bsld_floor_s: float = BSLD_FLOOR_S, names: NodeNames | None = None) -> None:
+    """jobs.csv, a chunk of rows at a time (see :func:`job_columns`; ``names``: the table's texts, shared
+    with jobs.parquet)."""
     order = submit_order(jobs) if order is None else order
-    names = NodeNames(jobs)
+    names = names or NodeNames(jobs)
     write_csv_columns(path, JOB_COLUMNS, (list(job_columns(jobs, rows, JOB_COLUMNS, bsld_floor_s, names).values())
                                           for rows in row_chunks(jobs, order)))
 
@@ -419,14 +470,15 @@ def parquet_columns() -> list[tuple[str, str]]:
 
 
 def write_jobs_parquet(jobs: JobColumns, path: Path, order: np.ndarray | None = None,
-                       bsld_floor_s: float = BSLD_FLOOR_S, compression=PARQUET_COMPRESSION) -> None:
+                       bsld_floor_s: float = BSLD_FLOOR_S, compression=PARQUET_COMPRESSION,
+                       names: NodeNames | None = None) -> None:
     """jobs.parquet: the columns of jobs.csv with their Arrow types, a column at a time and a page of
     rows at a time (:mod:`~greenslurm.sim.reporting.parquet_file`); its schema version in the file's
     metadata (``greenslurm.schema_version``) beside the ``pandas`` metadata pyarrow would write."""
     from greenslurm import __version__
     from greenslurm.sim.reporting.parquet_file import pandas_metadata, write_parquet
     order = submit_order(jobs) if order is None else order
-    names = NodeNames(jobs)
+    names = names or NodeNames(jobs)
     described = parquet_columns()
     chunks = list(row_chunks(jobs, order))
 
@@ -488,9 +540,10 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
     paths = {name.replace(".", "_"): out / name for name in (JOBS_CSV, JOBS_PARQUET, POWER_CSV)}
     jobs = result.columns
     order = submit_order(jobs)
-    write_jobs_csv(jobs, paths["jobs_csv"], order, bsld_floor_s)
-    write_jobs_parquet(jobs, paths["jobs_parquet"], order, bsld_floor_s)
-    del order
+    names = NodeNames(jobs)
+    write_jobs_csv(jobs, paths["jobs_csv"], order, bsld_floor_s, names)
+    write_jobs_parquet(jobs, paths["jobs_parquet"], order, bsld_floor_s, names=names)
+    del order, names
     tables = [(POWER_CSV, power_columns(result))]
     totals = getattr(machine, "power_totals", None)
     if totals is not None:
