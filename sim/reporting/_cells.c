@@ -224,7 +224,8 @@ typedef struct { uint64_t bits; int64_t size; char text[FLOAT_CELL_BYTES]; } las
 static int64_t put_float(double x, char *out, last_float *last) {
     if (isnan(x))
         return 0;
-    if (fabs(x) < EXACT_INTEGERS && x == trunc(x) && !(x == 0.0 && signbit(x))) {
+    /* a whole number: the same after a round trip through int64 (exact below 2**53) */
+    if (fabs(x) < EXACT_INTEGERS && (double)(int64_t)x == x && !(x == 0.0 && signbit(x))) {
         int64_t size = put_int((int64_t)x, out);
         out[size] = '.';
         out[size + 1] = '0';

@@ -41,16 +41,20 @@ _SIGNATURES = {"cells_digits": [_POINTER, _SIZE, ctypes.c_char_p, _SIZE, _POINTE
                "cells_node_lists": [_POINTER, _POINTER, _SIZE, _POINTER, ctypes.c_int, _POINTER, _POINTER],
                "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER],
                "cells_length_prefixed": [_POINTER, _POINTER, _SIZE, _POINTER]}
+_LIBRARY: list = []                  # [the library or None] once looked for
 
 
 def compiled_library() -> ctypes.PyDLL | None:
-    """The compiled cells next to this module (built at install), or None."""
-    library = load_beside(__file__, "_cells", python_api=True)
-    if library is not None and library.cells_floats.restype is not _SIZE:
-        for name, arguments in _SIGNATURES.items():
-            function = getattr(library, name)
-            function.argtypes, function.restype = arguments, _SIZE
-    return library
+    """The compiled cells next to this module (built at install), or None; looked for once (a table
+    asks for every column of every chunk)."""
+    if not _LIBRARY:
+        library = load_beside(__file__, "_cells", python_api=True)
+        if library is not None:
+            for name, arguments in _SIGNATURES.items():
+                function = getattr(library, name)
+                function.argtypes, function.restype = arguments, _SIZE
+        _LIBRARY.append(library)
+    return _LIBRARY[0]
 
 
 def chosen_core() -> str:
