@@ -29,8 +29,19 @@ from greenslurm.clustermodel.native import load_beside
 Cells = tuple  # (data: uint8 array, sizes: int64 array)
 _EXACT_INTEGERS = 2.0 ** 53          # below it every integer is a double: its repr is its digits and ".0"
 _POWERS = 10 ** np.arange(1, 20, dtype=np.uint64)   # 10 .. 10**19
-# "0000" .. "9999", each as the 4-byte word whose bytes in memory are those characters
-_QUAD_WORDS = (np.arange(10000)[:, None] // np.array([1000, 100, 10, 1]) % 10 + ord("0")).astype(np.uint8).view(np.uint32).ravel()
+_QUAD_WORDS: list = []                # made at the first use (a millisecond the compiled cells never need)
+
+
+def quad_words() -> np.ndarray:
+    """"0000" .. "9999", each as the 4-byte word whose bytes in memory are those characters.
+
+    >>> quad_words()[42].tobytes()
+    b'0042'
+    """
+    if not _QUAD_WORDS:
+        _QUAD_WORDS.append((np.arange(10000)[:, None] // np.array([1000, 100, 10, 1]) % 10 + ord("0"))
+                           .astype(np.uint8).view(np.uint32).ravel())
+    return _QUAD_WORDS[0]
 _QUOTED = (",", '"', "\n", "\r")     # a cell holding one of these is quoted (the delimiter, the quote, line ends)
 ENV = "GREENSLURM_CELLS_CORE"
 CHOICES = ("auto", "compiled", "python")
@@ -139,12 +150,13 @@ def digits(values: np.ndarray, suffix: bytes = b"") -> Cells:
     words = np.empty((len(values), groups + 2), dtype=np.uint32)
     words[:, groups + 1] = _suffix_word(suffix)
     # eight digits at a time in 64 bits, then four at a time in 32 (cheaper divisions)
+    quads = quad_words()
     for g in range(groups, 0, -2):
         low = (magnitude % np.uint64(100_000_000)).astype(np.uint32)
         magnitude //= np.uint64(100_000_000)
-        words[:, g] = _QUAD_WORDS[low % np.uint32(10000)]
+        words[:, g] = quads[low % np.uint32(10000)]
         if g > 1:
-            words[:, g - 1] = _QUAD_WORDS[low // np.uint32(10000)]
+            words[:, g - 1] = quads[low // np.uint32(10000)]
     row_bytes = words.view(np.uint8)
     width = 4 * (groups + 2)
     sizes = (count + negative).astype(np.int64)
