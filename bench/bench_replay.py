@@ -109,7 +109,7 @@ def paired(a: list[str], b: list[str], runs: int, warmup: int = 1) -> dict:
     return figures
 
 
-IMPORT_FLOOR = "import numpy, rich.console, rich.table"
+IMPORT_FLOOR = "import os; os.environ['OPENBLAS_NUM_THREADS'] = '1'; import numpy, rich.console, rich.table"
 
 
 def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:

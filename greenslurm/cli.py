@@ -108,9 +108,9 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _replay_options(parser: argparse.ArgumentParser) -> None:
-    from greenslurm import cmd_compare, cmd_options
+    from greenslurm import cmd_options
     from greenslurm.sim.engine.strategies import QUEUES
-    cmd_compare.cluster_options(parser)
+    cmd_options.cluster_options(parser)
     cmd_options.limit(parser)
     parser.add_argument("--sacctmgr-assoc", metavar="FILE", default=None,
                         help="the slurm queue: the site's 'sacctmgr show assoc tree -P' (accounts, users, "
@@ -126,7 +126,7 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--select", metavar="NAME", default=None,
                         help="node selection (see below): firstfit, balanced, bestfit, minidle, pwr, fgd, "
                              "gpubestfit, ... or a mix pwr=0.1,fgd=0.9")
-    parser.add_argument("--arrival-scale", type=cmd_compare.positive, default=None, metavar="F",
+    parser.add_argument("--arrival-scale", type=cmd_options.positive, default=None, metavar="F",
                         help="multiply the time between arrivals by F (0.01 = 100 x the arrival rate)")
     cmd_options.seed(parser)
     _output_options(parser)
@@ -135,11 +135,11 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _all_replay_options(parser: argparse.ArgumentParser) -> None:
-    from greenslurm import cmd_compare, cmd_gpu_replay, cmd_power
+    from greenslurm import cmd_options
     _replay_options(parser)
-    cmd_gpu_replay.add_replay_options(parser)
-    cmd_compare.add_replay_options(parser)
-    cmd_power.add_replay_options(parser)
+    cmd_options.gpu_scorer_options(parser)
+    cmd_options.deadline_options(parser)
+    cmd_options.power_options(parser, many=False)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -474,6 +474,10 @@ def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
 # -- entry point ----------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
+    # One BLAS thread unless the user says otherwise: no sum of greenslurm's goes through BLAS (results do
+    # not depend on it), and OpenBLAS's default, a thread per core started when numpy loads, costs a
+    # tenth of a second of CPU in every process.  Set before anything loads numpy (the parser may).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     args = build_parser(command_named(sys.argv[1:] if argv is None else list(argv))).parse_args(argv)
     stderr = terminal(stderr=True)
     setup_logging(getattr(args, "verbose", 0), stderr)

@@ -27,51 +27,9 @@ from greenslurm.scenario_run import build_cluster, build_supply
 from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
 from greenslurm.traces import FORMATS
 from greenslurm import cmd_options
-from greenslurm.cmd_options import non_negative, positive
 from greenslurm.console import progress_bar, showing_progress
 
 log = logging.getLogger("greenslurm")
-
-ACCEPTANCE_HELP = ("greedy (reject only what cannot meet its deadline), threshold (also reject what cannot "
-                   "end within --threshold-share of its slack, or has slack below --threshold-slack), all, "
-                   "or a chain such as threshold,greedy (the first rejection wins)")
-
-
-def _acceptance(text: str) -> str:
-    from greenslurm.acceptance.registry import build as build_acceptance     # loads when the option is given
-    try:
-        build_acceptance(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
-
-
-def _share(text: str) -> float:
-    value = non_negative(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1], not {text}")
-    return value
-
-
-def _common_options(group) -> None:
-    # None defaults, so that an option that does not apply can be told apart and refused
-    cmd_options.slack_options(group)
-    group.add_argument("--threshold-share", type=_share, default=None, metavar="F",
-                       help="threshold: a job must be able to end within this share of its slack (default 0.5)")
-    group.add_argument("--threshold-slack", type=non_negative, default=None, metavar="S",
-                       help="threshold: also reject jobs whose slack is below S")
-    cmd_options.renewable_options(group)
-
-
-def add_replay_options(parser: argparse.ArgumentParser) -> None:
-    """The deadline and renewable options of ``greenslurm replay``."""
-    group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn; --acceptance selects the "
-                                      "deadline queue when --queue is not given)")
-    group.add_argument("--acceptance", type=_acceptance, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
-    cmd_options.slack_mean(group)
-    cmd_options.exact_runtimes(group)
-    _common_options(group)
-
 
 def acceptance_options(args: argparse.Namespace) -> dict:
     return {"share": getattr(args, "threshold_share", None), "min_slack": getattr(args, "threshold_slack", None)}
@@ -140,9 +98,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="trace format (default: guessed)")
     parser.add_argument("--columns", default=None, metavar="NAMES",
                         help="field names of a headerless sacct export, '|'- or ','-separated")
-    cluster_options(parser, cores=True)
-    parser.add_argument("--acceptance", nargs="+", type=_acceptance, default=["greedy", "threshold"],
-                        metavar="POLICY", help="policies to compare (default: greedy threshold); " + ACCEPTANCE_HELP)
+    cmd_options.cluster_options(parser, cores=True)
+    parser.add_argument("--acceptance", nargs="+", type=cmd_options.acceptance_chain,
+                        default=["greedy", "threshold"], metavar="POLICY",
+                        help="policies to compare (default: greedy threshold); " + cmd_options.ACCEPTANCE_HELP)
     parser.add_argument("--select", nargs="+", choices=ALLOCATIONS,
                         default=["balanced", "bestfit", "minidle", "backfill"], metavar="RULE",
                         help=f"node selections (Nileshwar & Schwiegelshohn's load rules) to compare, of {', '.join(ALLOCATIONS)} "
@@ -159,26 +118,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
     cmd_options.workers(parser)
     parser.add_argument("--csv", metavar="FILE", default=None, help="write every row as CSV")
     cmd_options.no_progress(parser)
-    _common_options(parser)
+    cmd_options.threshold_and_supply_options(parser)
     parser.set_defaults(handler=cmd_compare)
     return parser
-
-
-def cluster_options(parser: argparse.ArgumentParser, cores: bool = False) -> None:
-    """``--cluster``, ``--slurm-conf``, ``--nodes`` (and compare's ``--cores``): one of them, else the
-    trace's header (the scenario's [cluster] table)."""
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--cluster", metavar="FILE", default=None,
-                       help="cluster description (TOML, [[node_group]] tables); default: from the SWF "
-                            "header when the trace has one")
-    where.add_argument("--nodes", metavar="CSV", default=None,
-                       help="an openb node list (the GPU papers' clusters) as the cluster")
-    where.add_argument("--slurm-conf", metavar="FILE", default=None,
-                       help="a site's slurm.conf (Include lines followed) as the cluster: its nodes, GRES, "
-                            "features and partitions (a job runs only on its partition's nodes)")
-    if cores:
-        where.add_argument("--cores", type=int, default=None, metavar="N",
-                           help="N single-core nodes: the paper's machine model")
 
 
 def cluster_source(args: argparse.Namespace) -> ClusterSource:

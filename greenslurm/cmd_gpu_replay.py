@@ -8,26 +8,12 @@ lists (``--nodes``).  The replay itself is the one engine (greenslurm.scenario_r
 
 from __future__ import annotations
 
-import argparse
 from typing import Any, Mapping
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from greenslurm.clustermodel.fragmentation import COVERAGE
-from greenslurm.cmd_options import LazyChoices
-
-
-def add_replay_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("GPU scorers (--select pwr, fgd, gpubestfit, ... or a mix)")
-    group.add_argument("--normalization", default=None,
-                       choices=LazyChoices("greenslurm.allocation.framework", "NORMALIZATIONS"),
-                       help="score normalisation of the GPU scorers (default: paper; see greenslurm inflate --help)")
-    group.add_argument("--ties", default=None, choices=LazyChoices("greenslurm.allocation.framework", "TIE_BREAKS"),
-                       help="equal best scores: the first node (default) or a seeded random one (--seed)")
-    group.add_argument("--fgd-coverage", type=float, default=None, metavar="FRACTION",
-                       help=f"FGD target workload: the most frequent task shapes up to this share (default: {COVERAGE})")
 
 
 LABELS = {"span_s": "span (s)", "energy_kwh": "energy (kWh)", "cpu_energy_kwh": "  CPU packages (kWh)",

@@ -18,6 +18,10 @@ SEED_DEFAULT = 0                   # seed, deadlines.seed, supply.seed
 RENEWABLE_SCALE_DEFAULT = 1.0      # supply.scale: a synthetic peak = 1 x the cluster's full power
 # clusters read from Slurm, which has no power, draw a node's default power
 NODE_IDLE_W_DEFAULT, NODE_BUSY_W_DEFAULT = DEFAULT_NODE_IDLE_W, DEFAULT_NODE_BUSY_W
+# FGD's target workload: the task shapes covering this share of the trace (the FGD paper's 0.95; the
+# value of greenslurm.clustermodel.fragmentation.COVERAGE, written here so that the help loads no numpy:
+# tests/test_cli.py checks that the two agree).
+FGD_COVERAGE_DEFAULT = 0.95
 # The dest where the parser notes which deprecated spellings the command line used.
 ALIASES_USED = "deprecated_aliases"
 
@@ -189,3 +193,108 @@ def whole_number(low: int):
 positive_int = whole_number(1)
 positive = _number(0.0, strict=True)
 non_negative = _number(0.0, strict=False)
+
+
+# -- option groups of replay (and demo), compare and run --------------------------------------------------
+ACCEPTANCE_HELP = ("greedy (reject only what cannot meet its deadline), threshold (also reject what cannot "
+                   "end within --threshold-share of its slack, or has slack below --threshold-slack), all, "
+                   "or a chain such as threshold,greedy (the first rejection wins)")
+
+
+def acceptance_chain(text: str) -> str:
+    """An ``--acceptance`` value: a policy or a chain the acceptance registry builds."""
+    from greenslurm.acceptance.registry import build as build_acceptance     # loads when the option is given
+    try:
+        build_acceptance(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def share(text: str) -> float:
+    """A number in [0, 1]."""
+    value = non_negative(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], not {text}")
+    return value
+
+
+def threshold_and_supply_options(group) -> None:
+    """The drawn slacks' spread and seed, the threshold policy's options and the renewable supply."""
+    # None defaults, so that an option that does not apply can be told apart and refused
+    slack_options(group)
+    group.add_argument("--threshold-share", type=share, default=None, metavar="F",
+                       help="threshold: a job must be able to end within this share of its slack (default 0.5)")
+    group.add_argument("--threshold-slack", type=non_negative, default=None, metavar="S",
+                       help="threshold: also reject jobs whose slack is below S")
+    renewable_options(group)
+
+
+def deadline_options(parser: argparse.ArgumentParser) -> None:
+    """The deadline and renewable options of ``greenslurm replay``."""
+    group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn; --acceptance selects the "
+                                      "deadline queue when --queue is not given)")
+    group.add_argument("--acceptance", type=acceptance_chain, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
+    slack_mean(group)
+    exact_runtimes(group)
+    threshold_and_supply_options(group)
+
+
+def cluster_options(parser: argparse.ArgumentParser, cores: bool = False) -> None:
+    """``--cluster``, ``--slurm-conf``, ``--nodes`` (and compare's ``--cores``): one of them, else the
+    trace's header (the scenario's [cluster] table)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--cluster", metavar="FILE", default=None,
+                       help="cluster description (TOML, [[node_group]] tables); default: from the SWF "
+                            "header when the trace has one")
+    where.add_argument("--nodes", metavar="CSV", default=None,
+                       help="an openb node list (the GPU papers' clusters) as the cluster")
+    where.add_argument("--slurm-conf", metavar="FILE", default=None,
+                       help="a site's slurm.conf (Include lines followed) as the cluster: its nodes, GRES, "
+                            "features and partitions (a job runs only on its partition's nodes)")
+    if cores:
+        where.add_argument("--cores", type=int, default=None, metavar="N",
+                           help="N single-core nodes: the paper's machine model")
+
+
+def gpu_scorer_options(parser: argparse.ArgumentParser) -> None:
+    """The GPU scorers' options of ``greenslurm replay`` (the scenario's [selection] table)."""
+    group = parser.add_argument_group("GPU scorers (--select pwr, fgd, gpubestfit, ... or a mix)")
+    group.add_argument("--normalization", default=None,
+                       choices=LazyChoices("greenslurm.allocation.framework", "NORMALIZATIONS"),
+                       help="score normalisation of the GPU scorers (default: paper; see greenslurm inflate --help)")
+    group.add_argument("--ties", default=None, choices=LazyChoices("greenslurm.allocation.framework", "TIE_BREAKS"),
+                       help="equal best scores: the first node (default) or a seeded random one (--seed)")
+    group.add_argument("--fgd-coverage", type=float, default=None, metavar="FRACTION",
+                       help=f"FGD target workload: the most frequent task shapes up to this share (default: "
+                            f"{FGD_COVERAGE_DEFAULT})")
+
+
+def power_options(parser: argparse.ArgumentParser, many: bool) -> None:
+    """The power states' and co-location's options (``many``: compare's, several values each)."""
+    group = parser.add_argument_group("power states and co-location (pVOCL, EaCO)")
+    group.add_argument("--power-config", metavar="FILE", default=None,
+                       help="TOML profile with [power_states] and [colocation] tables")
+    group.add_argument("--power-down-after", type=float, default=None, metavar="S",
+                       help="power idle nodes down after S seconds (Slurm SuspendTime)")
+    group.add_argument("--boot-s", type=float, default=None, metavar="S", help="boot time of a node (default 300)")
+    group.add_argument("--boot-w", type=float, default=None, metavar="W", help="power while booting (default: idle)")
+    group.add_argument("--off-w", type=float, default=None, metavar="W", help="power of an off node (default 10)")
+    group.add_argument("--power-budget", type=float, default=None, nargs="+" if many else None, metavar="W",
+                       help="peak power no instant may exceed; jobs wait instead"
+                            + (" (several: one row each)" if many else ""))
+    group.add_argument("--phases", type=int, default=None, metavar="N", help="power phases (default 3)")
+    group.add_argument("--nodes-per-cabinet", type=int, default=None, metavar="N", help="default 48")
+    group.add_argument("--consolidate-every", type=float, default=None, metavar="S",
+                       help="pVOCL consolidation: move GPU jobs off lightly loaded nodes and turn those off, "
+                            "checked when jobs end and at least every S seconds")
+    group.add_argument("--colocation", nargs="+" if many else None, default=None, metavar="POLICY",
+                       choices=LazyChoices("greenslurm.allocation.colocation", "COLOCATION_POLICIES"),
+                       help="simulate the trace's jobs as training jobs sharing GPUs: %(choices)s")
+    group.add_argument("--gpu-nodes", type=int, default=None, metavar="N",
+                       help="8-GPU nodes for --colocation (default: the cluster's GPUs / 8, at least 1)")
+    group.add_argument("--max-jobs-per-set", type=int, default=None, metavar="K", help="co-location limit (default 4)")
+    idle = group.add_argument("--colocation-idle-node-w", type=float, default=None, metavar="W",
+                              help="co-location only: power of an 8-GPU node without jobs (default 0: powered "
+                                   "down); not the node power of a cluster, which its description gives")
+    alias(group, "--idle-node-w", idle)

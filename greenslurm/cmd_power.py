@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from greenslurm.clustermodel import InputError
-from greenslurm.cmd_options import LazyChoices, alias
+from greenslurm import cmd_options
 from greenslurm.console import each_with_progress, showing_progress
 from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read, read_toml
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config, power_states_key
@@ -34,42 +34,9 @@ COLOCATION_KEYS = ("policy", "gpu_nodes", "max_jobs", "util_threshold_pct", "mem
                    "beta", "jitter", "seed", "accounting")
 
 
-def _power_group(parser: argparse.ArgumentParser, many: bool) -> None:
-    group = parser.add_argument_group("power states and co-location (pVOCL, EaCO)")
-    group.add_argument("--power-config", metavar="FILE", default=None,
-                       help="TOML profile with [power_states] and [colocation] tables")
-    group.add_argument("--power-down-after", type=float, default=None, metavar="S",
-                       help="power idle nodes down after S seconds (Slurm SuspendTime)")
-    group.add_argument("--boot-s", type=float, default=None, metavar="S", help="boot time of a node (default 300)")
-    group.add_argument("--boot-w", type=float, default=None, metavar="W", help="power while booting (default: idle)")
-    group.add_argument("--off-w", type=float, default=None, metavar="W", help="power of an off node (default 10)")
-    group.add_argument("--power-budget", type=float, default=None, nargs="+" if many else None, metavar="W",
-                       help="peak power no instant may exceed; jobs wait instead"
-                            + (" (several: one row each)" if many else ""))
-    group.add_argument("--phases", type=int, default=None, metavar="N", help="power phases (default 3)")
-    group.add_argument("--nodes-per-cabinet", type=int, default=None, metavar="N", help="default 48")
-    group.add_argument("--consolidate-every", type=float, default=None, metavar="S",
-                       help="pVOCL consolidation: move GPU jobs off lightly loaded nodes and turn those off, "
-                            "checked when jobs end and at least every S seconds")
-    group.add_argument("--colocation", nargs="+" if many else None, default=None, metavar="POLICY",
-                       choices=LazyChoices("greenslurm.allocation.colocation", "COLOCATION_POLICIES"),
-                       help="simulate the trace's jobs as training jobs sharing GPUs: %(choices)s")
-    group.add_argument("--gpu-nodes", type=int, default=None, metavar="N",
-                       help="8-GPU nodes for --colocation (default: the cluster's GPUs / 8, at least 1)")
-    group.add_argument("--max-jobs-per-set", type=int, default=None, metavar="K", help="co-location limit (default 4)")
-    idle = group.add_argument("--colocation-idle-node-w", type=float, default=None, metavar="W",
-                              help="co-location only: power of an 8-GPU node without jobs (default 0: powered "
-                                   "down); not the node power of a cluster, which its description gives")
-    alias(group, "--idle-node-w", idle)
-
-
-def add_replay_options(parser: argparse.ArgumentParser) -> None:
-    _power_group(parser, many=False)
-
-
 def add_compare_options(parser: argparse.ArgumentParser) -> None:
     """Add the options to ``compare``; with any of them set, compare runs our table instead."""
-    _power_group(parser, many=True)
+    cmd_options.power_options(parser, many=True)
     original = parser.get_default("handler")
 
     def handler(args: argparse.Namespace, console: Console) -> int:

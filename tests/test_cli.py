@@ -307,3 +307,16 @@ def test_cli_doctests():
     import greenslurm.cli
 
     assert doctest.testmod(greenslurm.cli).failed == 0
+
+
+def test_the_fgd_coverage_help_names_the_default_the_replay_uses():
+    # the help's default is written in cmd_options (so that --help loads no numpy): it is FGD's own
+    from greenslurm.clustermodel.fragmentation import COVERAGE
+    from greenslurm.cmd_options import FGD_COVERAGE_DEFAULT
+    assert FGD_COVERAGE_DEFAULT == COVERAGE
+    import argparse
+
+    from greenslurm.cli import build_parser
+    commands = next(a for a in build_parser("replay")._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in commands.choices["replay"]._actions if "--fgd-coverage" in a.option_strings)
+    assert f"(default: {COVERAGE})" in action.help

@@ -259,3 +259,27 @@ def test_the_gpu_parts_load_with_a_gpu_cluster(shared_data, tmp_path):
     assert code == 0
     assert {"greenslurm.clustermodel.gpu_state", "greenslurm.allocation.framework", "greenslurm.allocation.scorers",
             "greenslurm.sim.accounting.gpu_accounting"} <= loaded
+
+
+BLAS_THREADS = """\
+import json, os, sys
+from greenslurm.cli import main
+code = main(json.loads(sys.argv[1]))
+import numpy       # loaded by the replay: its BLAS started with the setting the command left
+print(json.dumps({"code": code, "threads": os.environ.get("OPENBLAS_NUM_THREADS")}))
+"""
+
+
+@pytest.mark.parametrize("given, expected", [(None, "1"), ("3", "3")], ids=["default", "the-users"])
+def test_the_command_starts_one_blas_thread_unless_told(given, expected, kth_cut, tmp_path):
+    # no sum of greenslurm's goes through BLAS (tests/test_blas_threads.py); a thread per core costs start-up
+    import json
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    done = subprocess.run([sys.executable, "-c", BLAS_THREADS, json.dumps(["replay", str(kth_cut), "--no-progress",
+                                                                            "--json", str(tmp_path / "s.json")])],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"code": 0, "threads": expected}

@@ -14,15 +14,10 @@ import re
 from pathlib import PurePath
 
 from greenslurm.clustermodel.errors import InputError
+from greenslurm.traces.formats import FORMATS
 from greenslurm.traces.records import RecordLog, TraceResult
 from greenslurm.traces.source import SNIFF_BYTES, read_bytes
 
-FORMATS: dict[str, str] = {
-    "swf": "Standard Workload Format (Parallel Workloads Archive), 18 numbers a line",
-    "sacct": "sacct --parsable2 export, '|'-separated, with or without header",
-    "sacct-json": "sacct --json output ({\"jobs\": [...]}, Slurm 22.05 and later)",
-    "alibaba": "Alibaba GPU trace 2023 (openb) pod list CSV",
-}
 # format -> (module, reader): a reader loads when its format is read (an SWF replay loads no other reader)
 _READERS = {"swf": ("swf", "read_swf"), "sacct": ("sacct", "read_sacct"),
             "sacct-json": ("sacct_json", "read_sacct_json"), "alibaba": ("alibaba", "read_pods")}
