@@ -431,10 +431,13 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
         from greenslurm.sim.reporting.outputs import write_outputs      # the writers: only for --out
+        from greenslurm.sim.reporting.parquet_file import ValueTooLarge
         try:
             paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
         except OSError as exc:
             raise InputError(f"cannot write results: {exc.strerror or exc}", path=out) from None
+        except ValueTooLarge as exc:
+            raise InputError(f"cannot write jobs.parquet: {exc}", path=out) from None
         for path in paths.values():
             console.print(f"wrote {escape(printable(str(path)))}", style="dim")
     if json_file is not None:

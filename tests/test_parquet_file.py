@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from greenslurm.sim.reporting import cells
 from greenslurm.sim.reporting.parquet_file import (ARROW_SCHEMA_KEY, BOOL, DOUBLE, INT64, LARGE_STRING, STRING,
                                                    arrow_schema, pandas_metadata, thrift_struct, varint,
-                                                   write_parquet)
+                                                   ValueTooLarge, write_parquet)
 
 ARROW_TYPES = {INT64: pa.int64(), DOUBLE: pa.float64(), BOOL: pa.bool_(), LARGE_STRING: pa.large_string(),
                STRING: pa.string()}
@@ -269,6 +269,23 @@ def test_pages_larger_than_the_limit_are_split(table, compression, page_bytes, t
 
 def test_a_value_larger_than_a_page_is_refused(tmp_path):
     # one string of 300 bytes is a page of 4 + 2 (levels) + 4 + 300 bytes at least: more than 200
-    with pytest.raises(ValueError, match="column 's', row 1: a value of 300 bytes"):
+    with pytest.raises(ValueTooLarge, match="column 's', row 1: a value of 300 bytes"):
         write_parquet(tmp_path / "t.parquet", [("s", LARGE_STRING, [["a", "x" * 300]])], page_bytes=200)
     assert not (tmp_path / "t.parquet").exists()                       # not left cut short
+
+
+def test_the_command_says_a_value_too_large_for_parquet_in_one_line(shared_data, tmp_path, monkeypatch, capsys):
+    # A value of 2 GiB no trace reader can produce on demand: a fake writer (named so) raises the writer's
+    # refusal, and the command must end in one error line naming the folder, exit 2, no traceback.
+    from greenslurm.cli import main
+    from greenslurm.sim.reporting import outputs
+
+    def fake_writer_refusing_a_value(*args, **kwargs):
+        raise ValueTooLarge("column 'job_id', row 7: a value of 2147483648 bytes, more than a Parquet page holds")
+    monkeypatch.setattr(outputs, "write_outputs", fake_writer_refusing_a_value)
+    code = main(["replay", str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf"), "--limit", "50", "--no-progress",
+                 "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "cannot write jobs.parquet: column 'job_id', row 7: a value of 2147483648 bytes" in err
+    assert "Traceback" not in err and len([line for line in err.splitlines() if line.strip()]) == 1

@@ -47,6 +47,10 @@ ARROW_SCHEMA_KEY = b"ARROW:schema"
 _TRUE, _FALSE, _I8, _I32, _I64, _BINARY, _LIST, _STRUCT = 1, 2, 3, 5, 6, 8, 9, 12
 
 
+class ValueTooLarge(ValueError):
+    """One value is larger than a Parquet page can hold (a page's size is a Thrift i32: under 2 GiB)."""
+
+
 def varint(n: int) -> bytes:
     """``n`` >= 0 as a ULEB128 varint: 7 bits a byte, low bits first, the top bit set on all but the last.
 
@@ -298,8 +302,8 @@ def _pages(name: str, kind: str, chunk, compress, page_bytes: int, first_row: in
     if count == 1:
         value = (int(chunk[1][0]) if isinstance(chunk, tuple) else len(chunk[0].encode("utf-8"))
                  if isinstance(chunk, list) else len(body))
-        raise ValueError(f"column {name!r}, row {first_row}: a value of {value} bytes, more than a Parquet page "
-                         f"holds ({page_bytes} bytes)")
+        raise ValueTooLarge(f"column {name!r}, row {first_row}: a value of {value} bytes, more than a Parquet page "
+                            f"holds ({page_bytes} bytes)")
     half = count // 2
     if isinstance(chunk, tuple):                      # cells: the first half's bytes, then the rest
         data, sizes = chunk
