@@ -477,10 +477,6 @@ def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:
 # -- entry point ----------------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
-    # One BLAS thread unless the user says otherwise: no sum of greenslurm's goes through BLAS (results do
-    # not depend on it), and OpenBLAS's default, a thread per core started when numpy loads, costs a
-    # tenth of a second of CPU in every process.  Set before anything loads numpy (the parser may).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     args = build_parser(command_named(sys.argv[1:] if argv is None else list(argv))).parse_args(argv)
     stderr = terminal(stderr=True)
     setup_logging(getattr(args, "verbose", 0), stderr)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -261,25 +262,49 @@ def test_the_gpu_parts_load_with_a_gpu_cluster(shared_data, tmp_path):
             "greenslurm.sim.accounting.gpu_accounting"} <= loaded
 
 
-BLAS_THREADS = """\
-import json, os, sys
-from greenslurm.cli import main
-code = main(json.loads(sys.argv[1]))
-import numpy       # loaded by the replay: its BLAS started with the setting the command left
-print(json.dumps({"code": code, "threads": os.environ.get("OPENBLAS_NUM_THREADS")}))
+PROCESS_REPORT = """\
+import gc, json, os, runpy, sys
+collections = []
+gc.callbacks.append(lambda phase, info: collections.append(info["generation"]) if phase == "start" else None)
+sys.argv = ["greenslurm", *json.loads(sys.argv[1])]
+try:
+    runpy.run_module("greenslurm", run_name="__main__")
+except SystemExit as exc:
+    code = exc.code
+import numpy          # loaded by the replay: its BLAS started with the setting the command left
+print(json.dumps({"code": code, "threads": os.environ.get("OPENBLAS_NUM_THREADS"), "collections": collections}))
 """
+
+
+def process_report(argv: list[str], cwd: Path, env: dict | None = None) -> dict:
+    """The exit code, OPENBLAS_NUM_THREADS afterwards and the cyclic collections of ``greenslurm ARGV``
+    run through the command's entry point (``python -m greenslurm``) in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", PROCESS_REPORT, json.dumps(argv)], cwd=cwd, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 @pytest.mark.parametrize("given, expected", [(None, "1"), ("3", "3")], ids=["default", "the-users"])
 def test_the_command_starts_one_blas_thread_unless_told(given, expected, kth_cut, tmp_path):
     # no sum of greenslurm's goes through BLAS (tests/test_blas_threads.py); a thread per core costs start-up
-    import json
     import os
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given is not None:
         env["OPENBLAS_NUM_THREADS"] = given
-    done = subprocess.run([sys.executable, "-c", BLAS_THREADS, json.dumps(["replay", str(kth_cut), "--no-progress",
-                                                                            "--json", str(tmp_path / "s.json")])],
-                          cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.splitlines()[-1]) == {"code": 0, "threads": expected}
+    report = process_report(["replay", str(kth_cut), "--no-progress", "--json", str(tmp_path / "s.json")], tmp_path, env)
+    assert (report["code"], report["threads"]) == (0, expected)
+
+
+def test_a_small_replay_runs_without_a_garbage_collection(kth_cut, tmp_path):
+    # Starting keeps everything it makes (modules, classes, the parser): the command raises the young
+    # generation's threshold so that the cyclic collector does not traverse it some fifty times.
+    report = process_report(["replay", str(kth_cut), "--no-progress", "--json", str(tmp_path / "s.json")], tmp_path)
+    assert (report["code"], report["collections"]) == (0, [])
+
+
+def test_the_installed_command_is_the_entry_point(tmp_path):
+    # the console script runs greenslurm.__main__:run, which makes the settings above
+    from importlib.metadata import entry_points
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "greenslurm"]
+    assert script.value == "greenslurm.__main__:run"
