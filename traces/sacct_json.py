@@ -34,6 +34,32 @@ from greenslurm.traces.source import read_text
 NO_VAL32 = 4294967294        # Slurm's "not set" for 32-bit fields; INFINITE is one more
 _NO_VALS = frozenset({NO_VAL32, NO_VAL32 + 1, 2**64 - 2, 2**64 - 1})   # NO_VAL/INFINITE, 32 and 64 bit
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+# an escape of a UTF-16 surrogate (\ud800 .. \udfff): JSON reads a lone one as a str that is not Unicode text
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _not_text(value) -> str | None:
+    """The dotted key of the first string in ``value`` (a key or a value, at any depth) holding a
+    lone surrogate, which no UTF-8 file can hold (an escaped pair reads as one character); else None.
+
+    >>> lone, pair = json.loads('"a\\\\ud800"'), json.loads('"\\\\ud83d\\\\ude00"')
+    >>> _not_text({"user": "ok", "tres": [{"name": lone}]}), _not_text({"user": pair}), len(pair)
+    ('tres.name', None, 1)
+    """
+    stack = [("", value)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return where or "jobs[]"
+        elif isinstance(node, dict):
+            stack.extend((f"{where}.{key}" if where else str(key), item) for key, item in reversed(node.items()))
+            stack.extend((where or "jobs[]", key) for key in node)
+        elif isinstance(node, list):
+            stack.extend((where, item) for item in reversed(node))
+    return None
 
 
 def read_sacct_json(path: str, *, strict: bool = False) -> TraceResult:
@@ -63,11 +89,15 @@ def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = Fa
         raise InputError('not sacct --json output: expected an object with a "jobs" list', path=path, field="jobs")
     log = RecordLog(path, strict)
     lines = _job_lines(text, len(jobs_data))
+    surrogates = _SURROGATE_ESCAPE.search(text) is not None
     jobs: list[JobSpec] = []
     for index, data in enumerate(jobs_data):
         log.records += 1
         try:
-            jobs.extend(_JsonJob(data, index, lines[index], log).jobs())
+            job = _JsonJob(data, index, lines[index], log)
+            if surrogates:
+                job.check_text()
+            jobs.extend(job.jobs())
         except _Skip:
             pass
     return log.result(jobs, "sacct-json")
@@ -132,6 +162,14 @@ class _JsonJob:
 
     def adjust(self, reason: str, field: str | None, detail: str) -> None:
         self.log.adjust(reason, self.line, field, f"jobs[{self.index}]: {detail}")
+
+    def check_text(self) -> None:
+        """Skip a job holding a string that is not Unicode text (a lone surrogate escape): its user,
+        partition or id could not be written to jobs.csv or jobs.parquet."""
+        where = _not_text(self.data)
+        if where is not None:
+            raise self.skip(f"bad field {where}", where, f"{where} holds a lone UTF-16 surrogate (a \\ud800-\\udfff "
+                            "escape without its pair), not Unicode text")
 
     def get(self, dotted: str):
         node = self.data

@@ -203,6 +203,11 @@ class NodeNames:
         self.kept: dict[bytes, tuple] = {}                         # rows -> their node lists' cells
         self.kept_bytes = 0
         top = int(jobs.node_flat.max()) + 1 if len(jobs.node_flat) else 0
+        lowest = int(jobs.node_flat.min()) if len(jobs.node_flat) else 0
+        if lowest < 0:
+            # a position is a node's index in the cluster; the compiled lists' room is counted from
+            # the largest one's digits, and numpy would read -1 as the last node's name
+            raise ValueError(f"a node position below 0 ({lowest}) in the jobs' node lists")
         self.data, self.sizes = digits(np.arange(top))          # each position's name
         self.starts = offsets_of(self.sizes)[:-1]
         self.width = int(self.sizes.max()) + 1 if top else 1    # a name and its space, at most (compiled)
