@@ -127,3 +127,47 @@ def test_strings_a_trace_controls_give_the_same_bytes_from_either_core(tmp_path,
     assert jobs_csv.count(b",a\x00b,1,") == 3 and jobs_csv.count(b',"\xc3\xa9,""q\n\r",1,') == 3
     assert jobs_csv.count(b"x" * 2_000_000) == 3 and jobs_csv.count(b"\t  ") == 3
     assert jobs_csv.count(",日本\u2028z,1,".encode()) == 3           # a line separator is not a CSV line end
+
+
+def test_an_allocation_that_fails_is_a_memory_error_not_a_wrong_cell():
+    """CPython's repr allocates its text: each allocation during a call made to fail in turn (the
+    interpreter's test hook), the library's call either writes the exact cells or stops at the
+    failing value and raises MemoryError (ctypes' ArgumentError or SystemError when its own
+    handling of the arguments fails).  The hook is set around the call alone: numpy itself crashes on some failed
+    allocations."""
+    import _testcapi                   # CPython's test module (in the standard build): a missing one fails
+
+    library = cells.compiled_library()
+    values = np.array([1.5, 1e300, -0.0, 0.1, 2.0, 5e-324, math.inf])
+    texts = [repr(x) for x in values.tolist()]
+    expected_rows = "".join(f"{a},{b}\n" for a, b in zip(texts[:3], texts[3:6])).encode()
+    kinds = np.array([1, 1], dtype=np.int32)
+    calls = {"floats": lambda out, sizes: library.cells_floats(values.ctypes.data, len(values), out.ctypes.data,
+                                                               sizes.ctypes.data),
+             "rows": lambda out, sizes: library.cells_csv_table(3, 2, kinds.ctypes.data, (ctypes.c_void_p * 2)(
+                 values.ctypes.data, values[3:].ctypes.data), (ctypes.c_void_p * 2)(None, None), out.ctypes.data)}
+    stopped_part_way = 0
+    for name, call in calls.items():
+        failures, start, clean = 0, 0, 0
+        while clean < 3:               # past the call's last allocation every run is clean
+            out, sizes = np.zeros(32 * len(values) + 64, dtype=np.uint8), np.zeros(len(values), dtype=np.int64)
+            _testcapi.set_nomemory(start, start + 1)
+            start += 1
+            try:
+                end = call(out, sizes)
+            except (MemoryError, SystemError, ctypes.ArgumentError):
+                failures, clean = failures + 1, 0
+                if name == "floats":   # the cells before the failing one are written, none after
+                    done = int(np.count_nonzero(sizes))
+                    assert sizes[:done].tolist() == list(map(len, texts[:done])) and done < len(texts), start
+                    stopped_part_way += done > 0
+                continue
+            finally:
+                _testcapi.remove_mem_hooks()
+            clean += 1
+            if name == "floats":
+                assert cells.strings((out[:end], sizes)) == texts, start
+            else:
+                assert out[:end].tobytes() == expected_rows, start
+        assert failures > 0, name
+    assert stopped_part_way > 0        # a failure inside the library, after 1.5 was written (at 1e300)
