@@ -86,6 +86,15 @@ def test_a_negative_node_position_is_refused(core):
             outputs.NodeNames(jobs_with_nodes([nodes])).cells(np.array([0]))
 
 
+def test_a_negative_row_counts_from_the_end(core):
+    # rows are numpy indices: -1 is the last job (2 3).  The compiled lists read offsets[-1], before
+    # the array (AddressSanitizer: heap-buffer-overflow READ in cells_node_lists), and wrote ''
+    jobs = jobs_with_nodes([(1,), (2, 3)])
+    assert cells.strings(outputs.NodeNames(jobs).cells(np.array([-1, 0, -2]))) == ["2 3", "1", "1"]
+    with pytest.raises(IndexError):
+        outputs.NodeNames(jobs).cells(np.array([0, -3]))
+
+
 TRACE_STRINGS = ["a\x00b", 'é,"q\n\r', "x" * 2_000_000, "", "日本\u2028z", "\t  "]
 
 

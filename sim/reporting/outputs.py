@@ -257,6 +257,8 @@ class NodeNames:
             flat = np.ascontiguousarray(flat, dtype=np.int64)
         flat = np.ascontiguousarray(flat)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if len(rows) and int(rows.min()) < 0:      # a numpy index from the end (below -n raised in _cells)
+            rows = np.where(rows < 0, rows + (len(offsets) - 1), rows)
         out = np.empty(count * self.width, dtype=np.uint8)
         sizes = np.empty(len(rows), dtype=np.int64)
         end = library.cells_node_lists(offsets.ctypes.data, rows.ctypes.data, len(rows), flat.ctypes.data,
