@@ -285,6 +285,32 @@ def test_whole_kth_log_same_bytes_with_both_cores(shared_data, tmp_path):
         assert filecmp.cmp(tmp_path / "python" / name, tmp_path / "compiled" / name, shallow=False), name
 
 
+@pytest.mark.parametrize("options", [
+    ("--acceptance", "greedy", "--select", "balanced", "--slack-mean", "0.5"),
+    ("--acceptance", "threshold", "--select", "bestfit"),
+])
+def test_overloaded_kth_log_same_bytes_with_both_cores(shared_data, tmp_path, options):
+    """Arrivals twice as fast (the first 1,500 jobs): hundreds of jobs wait, every early end looks
+    again at each, and the compiled core skips most of those looks (what was taken out of the plan
+    since a job last found no earlier start cannot hold it) and starts its gap search late (the free
+    counts); its Python definition looks at every job and every node each time."""
+    trace = shared_data / "swf/KTH-SP2-1996-2.1-cln.swf"
+    for core in CORES:
+        replay_out(trace, tmp_path / core, core, *options, "--arrival-scale", "0.5", "--limit", "1500")
+    for name in ("jobs.csv", "power.csv", "summary.json"):
+        assert filecmp.cmp(tmp_path / "python" / name, tmp_path / "compiled" / name, shallow=False), name
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_run_begun_after_its_first_arrival(core):
+    """The free counts the compiled core keeps begin at the first arrival when the run begins later
+    (they began at the run's start, and then found no earlier start for a job that had one).  The
+    case of test_a_move_needs_the_whole_window_free with the run begun at 100: the same starts."""
+    run = run_deadline("balanced", 2, jobs_of([0.0, 1.0, 2.0, 3.0], [100.0, 50.0, 20.0, 10.0],
+                                              [10.0, 50.0, 20.0, 10.0], [2, 1, 1, 2]), POWER, 100.0, core=core)
+    assert run.by_job(run.start_s).tolist() == [0.0, 10.0, 10.0, 60.0]
+
+
 @pytest.mark.parametrize("queue", ["easy", "deadline"])
 def test_skipped_jobs_are_counted_once_when_a_core_declines(monkeypatch, queue):
     """A job without a finite runtime is skipped; a job the cores do not take (no CPU; or, for the

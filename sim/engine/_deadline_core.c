@@ -3,8 +3,12 @@
  *
  * The definition is run_python() in deadline_core.py; this file does the same steps in the same
  * order with the same double-precision operations (no fused multiply-add: built with
- * -ffp-contract=off), so its results are identical to the last bit.  It is loaded with ctypes (no
- * Python API is used): deadline_run() takes the jobs as arrays and fills arrays the caller allocated.
+ * -ffp-contract=off), so its results are identical to the last bit.  Where the definition looks at
+ * every node for a waiting job's earlier start, this file first skips what cannot change the
+ * answer (the free counts, the reservations taken out since the job last looked, the gaps ending
+ * before the first possible start: see freed_before and earliest_move), each argued above its code.
+ * It is loaded with ctypes (no Python API is used): deadline_run() takes the jobs as arrays and
+ * fills arrays the caller allocated.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,6 +27,12 @@ typedef struct { double tail; int64_t node; } ranked;        /* a node and its t
 typedef struct { double g0, g1; int64_t node; } gap;         /* a node free over [g0, g1) */
 typedef struct { double start, end; int64_t job; } interval;   /* a reservation on a node */
 typedef struct { interval *at; int64_t n, cap; } job_list;   /* a node's reservations by start */
+typedef struct { double start, end; } span;                  /* a node busy over [start, end) */
+typedef struct { span *at; int64_t n, cap; } span_list;      /* a node's busy spans by start */
+/* a reservation [from, to) taken out of the plan at `now`, and over its nodes the free gaps [g0, g1)
+ * holding it then: gap_from the least max(now, g0), gap_to the greatest g1, room the greatest
+ * g1 - max(now, g0) (rounded up: any p with max(now, g0) + p <= g1 is at most room) */
+typedef struct { double from, to, gap_from, gap_to, room; } freed;
 
 /* np.round(score, 6): times 10**6, rounded half to even, divided */
 static double rounded(double score) {
@@ -76,6 +86,15 @@ typedef struct {
     int64_t *offset;
     job_list *on_node;
     int64_t planned;                  /* reservations held over all nodes */
+    /* per node the union of its reservations as disjoint spans, touching ones merged (reservations
+     * on a node never overlap: 0 if they ever did, then the reservations themselves are read) */
+    span_list *busy;
+    int busy_ok;
+    /* every reservation taken out of the plan, in order (a job ended, or moved), and per job how
+     * many had been when it last found no earlier start (-1: not since it was planned there) */
+    freed *outs_at;
+    int64_t outs, outs_cap;
+    int64_t *checked;
     /* free nodes over the whole pool as a step function from now on: free[k] from times[k] until the
      * next (a necessary test before looking at every node: a start needs m free nodes throughout) */
     double *times, *free;
@@ -84,7 +103,7 @@ typedef struct {
     /* scratch */
     ranked *rank, *rank_tmp;
     double *tails, *cum, *starts;
-    gap *gaps;
+    gap *gaps, *gaps_tmp, *by_g1;
     int64_t gaps_cap;
     int32_t *fitting;
     pool_ledger ledger;
@@ -140,20 +159,89 @@ static void count_advance(core *c, double now) {
     c->steps = kept;
 }
 
-/* whether some step in [now, old) begins a window of p over which job j (its own slot given back)
- * finds m free nodes at every step: needed for any earlier start on m nodes */
-static int count_may_move(const core *c, int64_t j) {
+/* whether some step in [now, bound) begins a window of p over which job j (its own slot given back)
+ * finds m free nodes at every step: needed for any start before `bound` on m nodes (bound <= its own).
+ * *first: the first such step's time, before which no start holds j (a start t holds it on m nodes
+ * only if the last step at or before t begins such a window: the same free counts until t, and its
+ * window ends no later) */
+static int count_may_move(const core *c, int64_t j, double bound, double *first) {
     double m = (double)c->procs[j], p = c->requested[j], old = c->res_start[j], own_end = c->res_end[j];
     int64_t i = 0;
-    while (i < c->steps && c->times[i] < old) {
+    while (i < c->steps && c->times[i] < bound) {
         double end = c->times[i] + p;
         int64_t k = i;
         for (; k < c->steps && (k == i || c->times[k] < end); k++) {
             double free_ = c->free[k] + (c->times[k] >= old && c->times[k] < own_end ? m : 0.0);
             if (free_ < m) break;
         }
-        if (k == c->steps || !(k == i || c->times[k] < end)) return 1;
+        if (k == c->steps || !(k == i || c->times[k] < end)) { *first = c->times[i]; return 1; }
         i = k + 1;               /* every start up to k has step k in its window */
+    }
+    return 0;
+}
+
+/* first index whose span starts after s (bisect_right on the starts) */
+static int64_t span_after(const span_list *list, double s) {
+    int64_t lo = 0, hi = list->n;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (list->at[mid].start <= s) lo = mid + 1; else hi = mid; }
+    return lo;
+}
+
+/* room for one more span in the list; -1: no memory */
+static int spans_room(span_list *list) {
+    if (list->n < list->cap) return 0;
+    int64_t cap = list->cap ? 2 * list->cap : 4;
+    span *grown = realloc(list->at, sizeof(span) * (size_t)cap);
+    if (!grown) return -1;
+    list->at = grown; list->cap = cap;
+    return 0;
+}
+
+/* node n busy over [s, e) too (e > s): merged with the spans it touches; -1: no memory */
+static int busy_add(core *c, int64_t n, double s, double e) {
+    span_list *list = &c->busy[n];
+    int64_t k = span_after(list, s);
+    if ((k > 0 && list->at[k - 1].end > s) || (k < list->n && list->at[k].start < e)) {
+        c->busy_ok = 0;               /* an overlap: never seen in a plan, but then read the reservations */
+        return 0;
+    }
+    int left = k > 0 && list->at[k - 1].end == s, right = k < list->n && list->at[k].start == e;
+    if (left && right) {
+        list->at[k - 1].end = list->at[k].end;
+        memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
+        list->n--;
+    } else if (left) {
+        list->at[k - 1].end = e;
+    } else if (right) {
+        list->at[k].start = s;
+    } else {
+        if (spans_room(list) < 0) return -1;
+        memmove(&list->at[k + 1], &list->at[k], sizeof(span) * (size_t)(list->n - k));
+        list->at[k].start = s; list->at[k].end = e;
+        list->n++;
+    }
+    return 0;
+}
+
+/* node n no longer busy over [s, e), a reservation it held: the span holding it splits; -1: no memory */
+static int busy_remove(core *c, int64_t n, double s, double e) {
+    span_list *list = &c->busy[n];
+    int64_t k = span_after(list, s) - 1;
+    if (k < 0 || list->at[k].end < e) { c->busy_ok = 0; return 0; }
+    double before = list->at[k].start, after = list->at[k].end;
+    if (before < s && e < after) {
+        if (spans_room(list) < 0) return -1;
+        memmove(&list->at[k + 2], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
+        list->at[k].end = s;
+        list->at[k + 1].start = e; list->at[k + 1].end = after;
+        list->n++;
+    } else if (before < s) {
+        list->at[k].end = s;
+    } else if (e < after) {
+        list->at[k].start = e;
+    } else {
+        memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
+        list->n--;
     }
     return 0;
 }
@@ -176,21 +264,47 @@ static int plan_add(core *c, int64_t j, double start) {
         memmove(&list->at[at + 1], &list->at[at], sizeof(interval) * (size_t)(list->n - at));
         list->at[at].start = start; list->at[at].end = c->res_end[j]; list->at[at].job = j;
         list->n++;
+        if (c->busy_ok && busy_add(c, nodes[k], start, c->res_end[j]) < 0) return -1;
     }
     c->planned += c->procs[j];
     return count_change(c, start, c->res_end[j], -(double)c->procs[j]);
 }
 
-static int plan_remove(core *c, int64_t j) {
+static int plan_remove(core *c, int64_t j, double now) {
     if (!(c->res_end[j] > c->res_start[j])) return 0;
+    if (c->outs == c->outs_cap) {
+        int64_t cap = c->outs_cap ? 2 * c->outs_cap : 64;
+        freed *grown = realloc(c->outs_at, sizeof(freed) * (size_t)cap);
+        if (!grown) return -1;
+        c->outs_at = grown; c->outs_cap = cap;
+    }
+    freed *out = &c->outs_at[c->outs++];
+    out->from = c->res_start[j]; out->to = c->res_end[j];
+    out->gap_from = INFINITY; out->gap_to = -INFINITY; out->room = -INFINITY;
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
         job_list *list = &c->on_node[nodes[k]];
-        int64_t at = 0;
+        int64_t at = 0, hi = list->n;           /* the first reservation starting no earlier (bisect_left) */
+        while (at < hi) { int64_t mid = (at + hi) / 2; if (list->at[mid].start < c->res_start[j]) at = mid + 1; else hi = mid; }
         while (list->at[at].job != j) at++;
         memmove(&list->at[at], &list->at[at + 1], sizeof(interval) * (size_t)(list->n - at - 1));
         list->n--;
+        if (c->busy_ok && busy_remove(c, nodes[k], c->res_start[j], c->res_end[j]) < 0) return -1;
+        if (c->busy_ok) {
+            const span_list *spans = &c->busy[nodes[k]];
+            int64_t next = span_after(spans, c->res_start[j]);
+            double g0 = next > 0 && spans->at[next - 1].end > now ? spans->at[next - 1].end : now;
+            double g1 = next < spans->n ? spans->at[next].start : INFINITY;
+            /* max(now, g0) + p <= g1 rounded: p <= g1 - g0 + half a step at g1; their difference is
+             * rounded by half a step at the larger magnitude: 1e-15 of it covers both, and 1e-300 the
+             * absolute error of results too small for a normal double */
+            double room = g1 - g0 + fmax(fabs(g0), fabs(g1)) * 1e-15 + 1e-300;
+            if (g0 < out->gap_from) out->gap_from = g0;
+            if (g1 > out->gap_to) out->gap_to = g1;
+            if (room > out->room) out->room = room;
+        }
     }
+    if (!c->busy_ok) { out->gap_from = -INFINITY; out->gap_to = INFINITY; out->room = INFINITY; }
     c->planned -= c->procs[j];
     return count_change(c, c->res_start[j], c->res_end[j], (double)c->procs[j]);
 }
@@ -263,27 +377,112 @@ static double choose_append(core *c, int64_t j, double now) {
     return start;
 }
 
-/* the earliest start before job j's own at which m nodes hold it (its slot given back): the start,
- * or NAN when there is none; the fitting nodes in c->fitting (ascending), their count in *fits */
-static double earliest_move(core *c, int64_t j, double now, int64_t *fits) {
-    int64_t m = c->procs[j], n_nodes = c->n_nodes, count = 0;
-    double p = c->requested[j], old = c->res_start[j];
-    gap *gaps = c->gaps;
-    for (int64_t n = 0; n < n_nodes; n++) {
-        const job_list *list = &c->on_node[n];
-        double g0 = now;
-        for (int64_t i = 0; i < list->n; i++) {
-            const interval *r = &list->at[i];
-            if (r->job == j) continue;
-            double s = r->start;
-            if (s > g0) {
-                if (g0 + p <= s) { gaps[count].g0 = g0; gaps[count].g1 = s; gaps[count].node = n; count++; }
-                if (s >= old) { g0 = INFINITY; break; }
-            }
-            if (r->end > g0) g0 = r->end;
-            if (g0 >= old) break;
+/* a node's busy piece [s, e) in the scan of its free gaps from now (g0: where the current gap began):
+ * records a gap [g0, s) that holds p; 1 when no gap begun before `bound` follows */
+static inline int busy_piece(double s, double e, double *g0, double p, double bound, gap *gaps, int64_t *count,
+                             int64_t n) {
+    if (s > *g0) {
+        if (*g0 + p <= s) { gaps[*count].g0 = *g0; gaps[*count].g1 = s; gaps[*count].node = n; (*count)++; }
+        if (s >= bound) { *g0 = INFINITY; return 1; }
+    }
+    if (e > *g0) *g0 = e;
+    return *g0 >= bound;
+}
+
+/* sort gaps by g0 (equal ones in any order: a set is kept), merging bottom up through `tmp` */
+static void sort_gaps(gap *a, gap *tmp, int64_t n) {
+    for (int64_t lo = 0; lo < n; lo += 8) {
+        int64_t hi = lo + 8 < n ? lo + 8 : n;
+        for (int64_t i = lo + 1; i < hi; i++) {
+            gap x = a[i];
+            int64_t k = i;
+            while (k > lo && a[k - 1].g0 > x.g0) { a[k] = a[k - 1]; k--; }
+            a[k] = x;
         }
-        if (g0 < old) { gaps[count].g0 = g0; gaps[count].g1 = INFINITY; gaps[count].node = n; count++; }
+    }
+    gap *from = a, *to = tmp;
+    for (int64_t width = 8; width < n; width *= 2) {
+        for (int64_t lo = 0; lo < n; lo += 2 * width) {
+            int64_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int64_t i = lo, k = mid, o = lo;
+            while (i < mid && k < hi) to[o++] = from[k].g0 < from[i].g0 ? from[k++] : from[i++];
+            while (i < mid) to[o++] = from[i++];
+            while (k < hi) to[o++] = from[k++];
+        }
+        gap *swap = from; from = to; to = swap;
+    }
+    if (from != a) memcpy(a, from, sizeof(gap) * (size_t)n);
+}
+
+/* a min-heap of gaps by g1 */
+static void g1_push(gap *heap, int64_t *n, gap item) {
+    int64_t i = (*n)++;
+    while (i > 0) {
+        int64_t parent = (i - 1) / 2;
+        if (!(item.g1 < heap[parent].g1)) break;
+        heap[i] = heap[parent];
+        i = parent;
+    }
+    heap[i] = item;
+}
+
+static void g1_pop(gap *heap, int64_t *n) {
+    gap last = heap[--(*n)];
+    int64_t i = 0, size = *n;
+    for (;;) {
+        int64_t child = 2 * i + 1;
+        if (child >= size) break;
+        if (child + 1 < size && heap[child + 1].g1 < heap[child].g1) child++;
+        if (!(heap[child].g1 < last.g1)) break;
+        heap[i] = heap[child];
+        i = child;
+    }
+    if (size > 0) heap[i] = last;
+}
+
+/* the earliest start before `bound` (at most job j's own start) at which m nodes hold it (its slot
+ * given back), known to be no earlier than `first`: the start, or NAN when there is none; the fitting
+ * nodes in c->fitting (ascending), their count in *fits.  Each node's free gaps [g0, g1) from now
+ * with g0 < bound, from its busy spans (j's own cut out), except gaps ending by `first` (none holds a
+ * start from `first` on, and starts before `first` fit on fewer than m nodes anyway); then the gaps
+ * by g0, the ones begun by t kept while t + p <= g1 and t < g1 (both only grow with t, so a gap
+ * dropped once stays dropped: a heap by g1 drops them) */
+static double earliest_move(core *c, int64_t j, double now, double bound, double first, int64_t *fits) {
+    int64_t m = c->procs[j], n_nodes = c->n_nodes, count = 0;
+    double p = c->requested[j], old = c->res_start[j], own_end = c->res_end[j];
+    gap *gaps = c->gaps;
+    const int32_t *own = &c->held[c->offset[j]], *own_stop = own + (own_end > old ? m : 0);
+    for (int64_t n = 0; n < n_nodes; n++) {
+        double g0 = now;
+        int mine = own < own_stop && *own == n;
+        if (mine) own++;
+        if (!c->busy_ok) {
+            const job_list *list = &c->on_node[n];
+            for (int64_t i = 0; i < list->n; i++) {
+                const interval *r = &list->at[i];
+                if (r->job != j && busy_piece(r->start, r->end, &g0, p, bound, gaps, &count, n)) break;
+            }
+        } else {
+            const span_list *list = &c->busy[n];
+            int64_t i = 0;
+            /* from the gap ending after `first` (on j's node, a span skipped that holds j's slot
+             * ends after old: no gap before `bound` follows, as after the rest before old) */
+            if (list->n > 0 && list->at[0].start <= first) {
+                i = list->at[list->n - 1].start <= first ? list->n : span_after(list, first);
+                if (i > 0 && list->at[i - 1].end > g0) g0 = list->at[i - 1].end;
+            }
+            for (; g0 < bound && i < list->n; i++) {
+                double s = list->at[i].start, e = list->at[i].end;
+                if (mine && s <= old && own_end <= e) {      /* the span holding j's slot: the rest of it */
+                    mine = 0;
+                    if (s < old && busy_piece(s, old, &g0, p, bound, gaps, &count, n)) break;
+                    if (own_end < e && busy_piece(own_end, e, &g0, p, bound, gaps, &count, n)) break;
+                } else if (busy_piece(s, e, &g0, p, bound, gaps, &count, n)) {
+                    break;
+                }
+            }
+        }
+        if (g0 < bound) { gaps[count].g0 = g0; gaps[count].g1 = INFINITY; gaps[count].node = n; count++; }
     }
     if (count < m) return NAN;
     /* now first: nodes free from now for p (their gaps come first for each node, in node order) */
@@ -296,29 +495,56 @@ static double earliest_move(core *c, int64_t j, double now, int64_t *fits) {
         *fits = f;
         return now;
     }
-    for (int64_t g = 1; g < count; g++) {          /* by g0 (equal ones in any order: a set is kept) */
-        gap x = gaps[g];
-        int64_t k = g;
-        while (k > 0 && gaps[k - 1].g0 > x.g0) { gaps[k] = gaps[k - 1]; k--; }
-        gaps[k] = x;
-    }
-    /* the gaps begun by t, kept while t + p <= g1: moved to the front of the array */
-    int64_t active = 0, i = 0;
+    sort_gaps(gaps, c->gaps_tmp, count);
+    gap *active = c->by_g1;
+    int64_t n_active = 0, i = 0;
     while (i < count) {
         double t = gaps[i].g0;
-        while (i < count && gaps[i].g0 == t) gaps[active++] = gaps[i++];
+        while (i < count && gaps[i].g0 == t) g1_push(active, &n_active, gaps[i++]);
         double tp = t + p;
-        int64_t kept = 0;
-        for (int64_t a = 0; a < active; a++) if (tp <= gaps[a].g1 && t < gaps[a].g1) gaps[kept++] = gaps[a];
-        active = kept;
-        if (active >= m) {
-            for (int64_t a = 0; a < active; a++) c->fitting[a] = (int32_t)gaps[a].node;
-            qsort(c->fitting, (size_t)active, sizeof(int32_t), by_node);
-            *fits = active;
+        while (n_active > 0 && !(tp <= active[0].g1 && t < active[0].g1)) g1_pop(active, &n_active);
+        if (n_active >= m) {
+            for (int64_t a = 0; a < n_active; a++) c->fitting[a] = (int32_t)active[a].node;
+            qsort(c->fitting, (size_t)n_active, sizeof(int32_t), by_node);
+            *fits = n_active;
             return t;
         }
     }
     return NAN;
+}
+
+/* For job j, which found no start before its own when it last looked (c->checked[j] reservations
+ * had been taken out then): a bound before which any start it finds now lies (-INFINITY: none).
+ * Since then the plan changed only by reservations added, which free nothing, and taken out.  A
+ * start t in [now, old) that holds j now needs a node n that held it only after some of those were
+ * taken out; the last of them on n, [from, to), overlapped [t, t + p): t < to, and from < t + p <= old
+ * + p or from <= t < old.  Right after it was taken out only j's own slot on n could overlap [t, t + p)
+ * (anything else would have been taken out later), so the free gap [g0, g1) it left on n held [t,
+ * t + p), or ran into j's own slot: max(now, g0) <= t < old and max(now, g0) + p <= g1, or g1 >= old
+ * (also when j's slot ends the span before: g0 >= old).  The bound is the latest `to` of those that
+ * may be such a reservation, at most old. */
+static double freed_before(const core *c, int64_t j, double now) {
+    double old = c->res_start[j], p = c->requested[j], reach = old + p, bound = -INFINITY;
+    for (int64_t k = c->checked[j]; k < c->outs; k++) {
+        const freed *out = &c->outs_at[k];
+        if (out->to > now && out->to > bound && (out->from < reach || out->from < old)
+            && (out->gap_to >= old || (out->gap_from < old && p <= out->room)))
+            bound = out->to;
+    }
+    return bound < old ? bound : old;
+}
+
+/* drop the reservations taken out before every waiting job last looked, once they are half the log */
+static void forget_freed(core *c, const int64_t *waiting, int64_t n_waiting) {
+    int64_t lowest = c->outs;
+    for (int64_t w = 0; w < n_waiting; w++) {
+        int64_t since = c->checked[waiting[w]];
+        if (since >= 0 && since < lowest) lowest = since;
+    }
+    if (lowest == 0 || lowest < c->outs / 2) return;
+    memmove(c->outs_at, &c->outs_at[lowest], sizeof(freed) * (size_t)(c->outs - lowest));
+    c->outs -= lowest;
+    for (int64_t w = 0; w < n_waiting; w++) if (c->checked[waiting[w]] >= 0) c->checked[waiting[w]] -= lowest;
 }
 
 /* choose_at: m of the fitting nodes by the rule's order of their tails (job j given back), into j's nodes */
@@ -374,7 +600,14 @@ static int ensure_gaps(core *c) {
     int64_t cap = 2 * need;
     gap *gaps = realloc(c->gaps, sizeof(gap) * (size_t)cap);
     if (!gaps) return -1;
-    c->gaps = gaps; c->gaps_cap = cap;
+    c->gaps = gaps;
+    gaps = realloc(c->gaps_tmp, sizeof(gap) * (size_t)cap);
+    if (!gaps) return -1;
+    c->gaps_tmp = gaps;
+    gaps = realloc(c->by_g1, sizeof(gap) * (size_t)cap);
+    if (!gaps) return -1;
+    c->by_g1 = gaps;
+    c->gaps_cap = cap;
     return 0;
 }
 
@@ -399,6 +632,9 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.offset = malloc(sizeof(int64_t) * (nj + 1));
     c.started = malloc(sizeof(double) * nj);
     c.on_node = calloc(nn, sizeof(job_list));
+    c.busy = calloc(nn, sizeof(span_list));
+    c.busy_ok = 1;
+    c.checked = malloc(sizeof(int64_t) * nj);
     c.running_on = malloc(sizeof(int64_t) * nn);
     c.rank = malloc(sizeof(ranked) * nn);
     c.rank_tmp = malloc(sizeof(ranked) * nn);
@@ -410,7 +646,8 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     int64_t *waiting = malloc(sizeof(int64_t) * nj);
     reservation *by_reservation = malloc(sizeof(reservation) * nj);
     int status = 0;
-    if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.on_node || !c.running_on || !c.rank || !c.rank_tmp
+    if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.on_node || !c.busy || !c.checked || !c.running_on
+        || !c.rank || !c.rank_tmp
         || !c.tails || !c.cum || !c.starts || !c.fitting || !c.heap || !waiting || !by_reservation) {
         status = -1;
         goto done;
@@ -420,6 +657,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.held = malloc(sizeof(int32_t) * (size_t)(c.offset[jobs] > 0 ? c.offset[jobs] : 1));
     if (!c.held) { status = -1; goto done; }
     for (int64_t n = 0; n < n_nodes; n++) c.running_on[n] = -1;
+    for (int64_t j = 0; j < jobs; j++) c.checked[j] = -1;
     ledger_init(&c.ledger, n_nodes, idle_power_w, delta_unit, share_unit, start_s, times, series_w, series_busy,
                 node_jobs_j, node_cpu_s, jobs_on, idle_since, idle_node_s, out_rows, out_start, out_end,
                 out_energy, out_nodes, out_offsets);
@@ -428,7 +666,9 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.times = malloc(sizeof(double) * (size_t)c.steps_cap);
     c.free = malloc(sizeof(double) * (size_t)c.steps_cap);
     if (!c.times || !c.free) { status = -1; goto done; }
+    /* from the first arrival, or the run's start if earlier: the counts must begin by every event */
     c.times[0] = start_s; c.free[0] = (double)n_nodes; c.steps = 1;
+    for (int64_t j = 0; j < jobs; j++) if (submit[j] < c.times[0]) c.times[0] = submit[j];
     int64_t arrived = 0, n_waiting = 0, n_reserved = 0;
     int planning = 0, pending_compress = 0;
     double now = -INFINITY;
@@ -439,7 +679,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
         while (c.heap_n > 0 && c.heap[0].time == now) {
             int64_t j = heap_pop(c.heap, &c.heap_n).job;
             finish(&c, j, now);
-            if (plan_remove(&c, j) < 0) { status = -1; goto done; }
+            if (plan_remove(&c, j, now) < 0) { status = -1; goto done; }
             if (now < c.res_end[j]) pending_compress = compress;
         }
         while (arrived < jobs && submit[arrived] == now) {
@@ -458,15 +698,23 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
         if (!planning) continue;
         if (pending_compress) {
             pending_compress = 0;
+            forget_freed(&c, waiting, n_waiting);
             for (int64_t w = 0; w < n_waiting; w++) {
                 int64_t j = waiting[w], fits = 0;
-                double old = c.res_start[j];
+                double old = c.res_start[j], bound = old, first = now;
                 if (old <= now) continue;
-                if (!count_may_move(&c, j)) continue;
+                if (c.checked[j] >= 0) {
+                    bound = freed_before(&c, j, now);
+                    c.checked[j] = c.outs;
+                    if (!(bound > now)) continue;
+                }
+                c.checked[j] = c.outs;
+                if (!count_may_move(&c, j, bound, &first)) continue;
                 if (ensure_gaps(&c) < 0) { status = -1; goto done; }
-                double t = earliest_move(&c, j, now, &fits);
+                double t = earliest_move(&c, j, now, bound, first, &fits);
                 if (t != t) continue;
-                if (plan_remove(&c, j) < 0) { status = -1; goto done; }
+                c.checked[j] = -1;
+                if (plan_remove(&c, j, now) < 0) { status = -1; goto done; }
                 choose_at(&c, j, fits, now);
                 reservation_remove(by_reservation, &n_reserved, old, j);
                 if (plan_add(&c, j, t) < 0) { status = -1; goto done; }
@@ -487,6 +735,8 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     counts[0] = c.ledger.series_len; counts[1] = c.ledger.finished;
 done:
     if (c.on_node) for (int64_t n = 0; n < n_nodes; n++) free(c.on_node[n].at);
+    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) free(c.busy[n].at);
+    free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
     free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
     free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.heap); free(c.held);
     free(c.gaps); free(c.times); free(c.free); free(waiting); free(by_reservation);
