@@ -250,6 +250,9 @@ def _string_values(values) -> tuple[bytes, np.ndarray | None]:
         except TypeError:                               # a None among them: a null
             defined = np.fromiter((v is not None for v in values), bool, len(values))
             data, sizes = texts([v for v in values if v is not None])
+    if len(sizes) and int(np.max(sizes)) >= 2 ** 31:
+        # a PLAIN byte array's length is 4 bytes, an int32 to readers: a longer one would wrap
+        raise ValueError(f"a string of 2 GiB or more ({int(np.max(sizes))} bytes) in a Parquet page")
     # each value is its length (4 bytes, little-endian) then its bytes: the lengths go at their
     # places, the bytes in the rest
     library = compiled()
