@@ -1,8 +1,9 @@
 """Crafted inputs against the output cells (compiled ``sim/reporting/_cells.c`` and the numpy
-definitions): doubles where shortest-repr searches go wrong, node positions outside the caller's
-bound, strings a trace's author controls (NUL, a lone surrogate, megabytes, quotes, line breaks),
-and the interpreter's lock the library needs for CPython's repr.  Each test runs with both cores;
-the compiled one must be built (tests/test_cells_core.py fails without it)."""
+definitions): doubles where shortest-repr searches go wrong, node positions and rows outside the
+caller's bound, a Parquet string too long for its length field, strings a trace's author controls
+(NUL, a lone surrogate, megabytes, quotes, line breaks), allocations that fail inside CPython's
+repr, and the interpreter's lock the library needs for it.  Tests of cells run with both cores; the
+compiled one must be built (a missing one fails them, and tests/test_cells_core.py)."""
 
 from __future__ import annotations
 
