@@ -127,6 +127,22 @@ def decision_times(cluster, root: Path, requests: int, sync_interval_s: float) -
             service.stop()
 
 
+def start(cluster, nodes: int, attempts: int = 3) -> None:
+    """Start the cluster; a slurmd that exits at start (with hundreds of them, a port picked free can be
+    taken by another daemon before its slurmd binds it) is shown and the cluster started again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            cluster.start(timeout_s=max(30.0, nodes * 1.0))
+            return
+        except RuntimeError as exc:
+            name = str(exc).split()[0]
+            log = cluster.root / "log" / f"{name}.out"
+            tail = log.read_text(errors="replace").strip().splitlines()[-2:] if log.exists() else []
+            print(f"(start {attempt} of {attempts} failed: {exc}: {' | '.join(tail)})")
+            if attempt == attempts:
+                raise
+
+
 def ms(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values) * 1e3, q))
 
@@ -166,7 +182,7 @@ def main() -> None:
         cluster = SlurmCluster(root / "slurm", cluster_nodes(nodes), extra_conf=("MaxJobCount=100000",))
         try:
             started = time.monotonic()
-            cluster.start(timeout_s=max(30.0, nodes * 1.0))
+            start(cluster, nodes)
             fill(cluster, nodes)
             jobs = len(cluster.run("squeue", "-h", "-o", "%i").stdout.split())
             print(f"({nodes} nodes started and filled in {time.monotonic() - started:.0f} s)")
