@@ -61,6 +61,8 @@ SLURM = {
     "shape-cr-core-memory": {"a": (1, "n1"), "c": (4, "n2"), "d": (7, "n3"), "b": (61, "n1"), "e": (74, "n2"),
                              "f": (88, "n3"), "g": (102, "n1")},
     "backfill-ends": {"y1": (2, "n1"), "y2": (4, "n2"), "x": (11, "n3"), "b": (41, "n1,n2"), "s": (21, "n2")},
+    "cadence": {"a": (0, "n1"), "b": (3, "n1"), "c": (3, "n1"), "d": (6, "n1"), "e": (6, "n2"), "f": (9, "n2"),
+                "g": (12, "n2"), "h": (50, "n1,n2"), "i": (57, "n1,n2"), "j": (60, "n2")},
     "partition-not-avail": {"a": (0, "n1,n2,n3"), "b": (61, "n1"), "c": (61, "n3,n4"), "d": (9, "n4"),
                             "e": (12, "n4")},
 }
@@ -122,3 +124,17 @@ def test_the_hand_over_latency_is_refused_for_other_queues(capsys):
     code = main(["replay", str(folder / "trace.txt"), "--format", "sacct", "--slurm-conf", str(folder / "slurm.conf"),
                  "--queue", "easy", "--slurm-handover", "1"])
     assert code == 2 and "applies to the slurm queue (Slurm's hand-over latency)" in capsys.readouterr().err
+
+
+def test_without_the_background_threads_cadence_submissions_start_too_early(tmp_path):
+    # The control of "cadence": with batch_sched_delay=0 a pass serves every submission at once,
+    # and b (submitted at 1) and g (at 10) start at submission, 2 s before Slurm started them.
+    folder = DATA / "cadence"
+    conf = (folder / "slurm.conf").read_text().replace("SchedulerParameters=default_queue_depth=100",
+                                                       "SchedulerParameters=batch_sched_delay=0")
+    assert "batch_sched_delay=0" in conf
+    (tmp_path / "slurm.conf").write_text(conf)
+    replayed = workloads.replayed_schedule(folder / "trace.txt", tmp_path / "slurm.conf")
+    origin = min(v[0] for v in replayed.values())
+    assert (replayed["b"][1] - origin, replayed["g"][1] - origin) == (1.0, 10.0)
+    assert (SLURM["cadence"]["b"][0], SLURM["cadence"]["g"][0]) == (3, 12)
