@@ -138,3 +138,17 @@ def test_without_the_background_threads_cadence_submissions_start_too_early(tmp_
     origin = min(v[0] for v in replayed.values())
     assert (replayed["b"][1] - origin, replayed["g"][1] - origin) == (1.0, 10.0)
     assert (SLURM["cadence"]["b"][0], SLURM["cadence"]["g"][0]) == (3, 12)
+
+
+@pytest.mark.parametrize("requested, expected", [(None, 0), (1, 0), (3, 3)])
+def test_sacct_json_keeps_the_requested_node_count_not_the_allocated_one(requested, expected):
+    # allocation_nodes (3) is what Slurm allocated; tres.requested node= is what the job asked
+    import json
+    from greenslurm.traces.sacct_json import parse_sacct_json
+    tres = [{"type": "cpu", "count": 4}] + ([{"type": "node", "count": requested}] if requested else [])
+    job = {"job_id": 5, "state": {"current": ["COMPLETED"]},
+           "time": {"submission": 100, "start": 110, "end": 170, "elapsed": 60,
+                    "limit": {"set": True, "infinite": False, "number": 2}},
+           "required": {"CPUs": 4}, "allocation_nodes": 3, "tres": {"requested": tres, "allocated": []}}
+    spec = parse_sacct_json(json.dumps({"jobs": [job]})).jobs[0]
+    assert (spec.nodes, spec.extra["requested_nodes"]) == (3, expected)
