@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="two recordings of one workload: Slurm against itself (the first is also replayed)")
     parser.add_argument("--queue", default="slurm")
     parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--markdown", action="store_true", help="print the rows as a Markdown table")
     args = parser.parse_args(argv)
     rows = []
     pairs = [tuple(Path(p) for p in item.split("=", 1)) for item in args.again]
@@ -95,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     for first, second in pairs:
         row = compare(recorded_schedule(first / "trace.txt"), _shifted(first, second), "Slurm again")
         rows.append({"recording": f"{first} vs {second}", **row})
+    if args.markdown:
+        print(markdown(rows))
+        return 0
     for row in rows:
         print(f"{row['recording']}  {row['label']:<11} jobs={row['jobs']} wait {row['mean_wait_slurm_s']:.1f} -> "
               f"{row['mean_wait_other_s']:.1f} s ({row['mean_wait_difference']:+.1%})  within 5 s "
@@ -107,6 +111,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
+
+
+def site_summary(folder: Path) -> str:
+    """A recording's site in a few words, from the ``site.json`` beside or above it."""
+    for candidate in (folder / "site.json", folder.parent / "site.json"):
+        if candidate.exists():
+            site = json.loads(candidate.read_text())
+            sizes = sorted({cpus for _, cpus, _ in site["nodes"]})
+            priority = site["priority"][0].split("/")[-1]
+            return (f"{len(site['nodes'])} nodes of {'/'.join(map(str, sizes))} CPUs, {len(site['partitions'])} "
+                    f"partitions, {site['scheduler']}, {priority}, {site['select_parameters']}")
+    return "-"
+
+
+def markdown(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    lines = ["| recording | site | compared | jobs | mean wait, Slurm (s) | mean wait, other (s) | difference | "
+             "within 5 s | pair order | same nodes | first divergence |", "|" + "---|" * 11]
+    for row in rows:
+        first = row["recording"].split(" vs ")[0]
+        lines.append(f"| {row['recording']} | {site_summary(Path(first))} | {row['label']} | {row['jobs']} | "
+                     f"{row['mean_wait_slurm_s']:.1f} | {row['mean_wait_other_s']:.1f} | "
+                     f"{row['mean_wait_difference']:+.1%} | {row['within_5s']:.0%} | {row['pair_order']:.1%} | "
+                     f"{row['same_nodes']:.0%} | {row['first_divergence']} |")
+    return "\n".join(lines)
 
 
 def _shifted(first: Path, second: Path) -> dict:
