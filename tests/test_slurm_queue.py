@@ -414,3 +414,25 @@ def test_the_queues_defaults_are_those_of_a_slurm_conf_that_says_nothing():
     from_conf = SlurmScheduling.from_conf(conf)
     assert replace(from_conf, partitions={}, priority=replace(from_conf.priority, partition_job_factor={})) == \
         SlurmScheduling()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10_000, allow_nan=False), st.booleans()), max_size=30))
+def test_will_run_groups_free_every_usable_job_once_in_order(jobs):
+    jobs = sorted(jobs)
+    ends = [end for end, _ in jobs]
+    usable = [flag for _, flag in jobs]
+    groups = group_ends(ends, 30.0, usable)
+    cuts = [cut for cut, _ in groups]
+    assert cuts == sorted(set(cuts))                               # strictly increasing
+    if any(usable):
+        last_usable = max(i for i, flag in enumerate(usable) if flag)
+        assert groups and groups[-1][1] == last_usable             # every usable job freed
+    else:
+        assert groups == []
+    before = 0
+    for cut, last in groups:
+        # each group frees at least one usable job; its last is the last usable one before its cut
+        assert usable[last] and before <= last < cut
+        assert last == max(i for i in range(before, cut) if usable[i])
+        before = cut
