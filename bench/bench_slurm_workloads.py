@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--again", action="append", default=[], metavar="FIRST=SECOND",
                         help="two recordings of one workload: Slurm against itself (the first is also replayed)")
     parser.add_argument("--queue", default="slurm")
+    parser.add_argument("--contrast", default="", help="other queues replayed beside (comma list, e.g. easy)")
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--markdown", action="store_true", help="print the rows as a Markdown table")
     args = parser.parse_args(argv)
@@ -93,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         recorded = recorded_schedule(folder / "trace.txt")
         row = compare(recorded, replayed_schedule(folder / "trace.txt", folder / "slurm.conf", args.queue), "replay")
         rows.append({"recording": str(folder), **row})
+        for other in filter(None, args.contrast.split(",")):
+            row = compare(recorded, replayed_schedule(folder / "trace.txt", folder / "slurm.conf", other), other)
+            rows.append({"recording": str(folder), **row})
     for first, second in pairs:
         row = compare(recorded_schedule(first / "trace.txt"), _shifted(first, second), "Slurm again")
         rows.append({"recording": f"{first} vs {second}", **row})
