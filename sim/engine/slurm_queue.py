@@ -152,6 +152,19 @@ class NoLimits:
         return 0.0
 
 
+class NodePower(Protocol):
+    """What the queue asks of a machine with Slurm's power saving
+    (:class:`greenslurm.sim.engine.slurm_power.SlurmPowerMachine`)."""
+
+    def unavailable(self) -> np.ndarray | None:
+        """Nodes that cannot be allocated now (being powered down), or None."""
+        ...
+
+    def powered_up(self) -> np.ndarray | None:
+        """Nodes on or booting, chosen before powered-down ones; None when every node is."""
+        ...
+
+
 class SlurmQueue:
     name = "slurm"
 
@@ -182,7 +195,8 @@ class SlurmQueue:
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
         # states and co-location keep every job's rigid shape)
-        self._spreading = self._slurm_choice and type(machine) is Machine
+        self._spreading = self._slurm_choice and (type(machine) is Machine or getattr(machine, "spreads_jobs", False))
+        self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
@@ -241,8 +255,30 @@ class SlurmQueue:
         self._version += 1
 
     def _free(self) -> np.ndarray:
-        """What the queue may give now: the machine's free resources less those of completing jobs."""
-        return self.machine.free - self._held if self._completing else self.machine.free
+        """What the queue may give now: the machine's free resources less those of completing jobs
+        (and none on nodes being powered down)."""
+        free = self.machine.free - self._held if self._completing else self.machine.free
+        if self._power is not None:
+            blocked = self._power.unavailable()
+            if blocked is not None:
+                free = np.where(blocked[:, None], -np.inf, free)
+        return free
+
+    # -- Slurm's power saving (greenslurm.sim.engine.slurm_power) --------------------------------
+    def use_node_power(self, power: NodePower) -> None:
+        """Plan with the machine's power states: nodes being powered down are not allocatable,
+        powered-down nodes are chosen last."""
+        self._power = power
+
+    def nodes_changed(self) -> None:
+        """A node became allocatable or not (power saving): the next pass must look again."""
+        self._version += 1
+
+    def start_moved(self, job: PendingJob, old_end_s: float) -> None:
+        """``job``'s start was reset (its nodes finished booting): its expected end moves."""
+        self.running_by_end.discard((old_end_s, job.index))
+        self.running_by_end.add((job.planned_end_s, job.index))
+        self._version += 1
 
     def schedule(self, now_s: float) -> None:
         if self._arriving:
@@ -384,7 +420,7 @@ class SlurmQueue:
     # -- starting --------------------------------------------------------------------------------
     def _place_now(self, job: PendingJob, usable: np.ndarray | None) -> Placement | None:
         machine = self.machine
-        if usable is None and not self._completing and not self._slurm_choice:
+        if usable is None and not self._completing and not self._slurm_choice and self._power is None:
             nodes = machine.place(job)
             return None if nodes is None else (nodes, None)
         if job.cpus_total > machine.free_cpus_total:
@@ -407,6 +443,17 @@ class SlurmQueue:
         return 1 if self._spreads(job) else job.nodes
 
     def _place(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
+        """Nodes for ``job`` in ``free`` (see :meth:`_place_among`); now, with power saving, among
+        powered-up nodes first (Slurm gives powered-down nodes a higher scheduling weight)."""
+        if now and self._power is not None:
+            up = self._power.powered_up()
+            if up is not None:
+                placed = self._place_among(job, np.where(up[:, None], free, -np.inf), now)
+                if placed is not None:
+                    return placed
+        return self._place_among(job, free, now)
+
+    def _place_among(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
         """Nodes for ``job`` in ``free`` (rows of nodes it may not use: -inf), and what it holds on
         each when spread unevenly (else None): Slurm's own choice
         (:mod:`greenslurm.allocation.consecutive`, over the nodes with a free CPU) unless the run
