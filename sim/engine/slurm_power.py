@@ -31,8 +31,9 @@ time scale) after such a change, else every ``interval_s``.
 **Allocation.**  Powered-down nodes stay allocatable; a job's nodes are chosen among powered-up
 nodes first (Slurm puts powered-down nodes in a node set of higher weight), then among all.  A job
 given a powered-down node is CONFIGURING: the next scan resumes its nodes (within ResumeRate); it
-holds its nodes but runs, and draws job power, only once every node has booted (``boot_s``); its
-start time is then reset to that moment (``job_config_fini``) and its expected end to start + limit.
+holds its nodes but runs, and draws job power, only once every node has booted (``boot_s``) and
+slurmctld noticed it (``job_time_limit``, every 30 s: ``ready_check_s``); its start time is then
+reset to that moment (``job_config_fini``) and its expected end to start + limit.
 Backfill plans with the expected end Slurm knows (allocation + limit until the reset).
 
 **Energy.**  The nodes' power states (off, booting, idle, busy) go through
@@ -58,12 +59,12 @@ protocol.
 >>> jobs = [JobSpec("a", 0.0, 60.0, runtime_s=10.0, cpus=4), JobSpec("b", 100.0, 60.0, runtime_s=10.0, cpus=4)]
 >>> run = Replay(jobs, Cluster.homogeneous(1, cpus=4), "slurm", machine_factory=slurm_power_machine_factory(saving))
 >>> [(r.job_id, r.start_s, r.end_s) for r in run.run().records]
-[('a', 0.0, 10.0), ('b', 116.0, 126.0)]
+[('a', 0.0, 10.0), ('b', 120.0, 130.0)]
 >>> run.machine.events      # idle from 10 s; scans at 11 (a's end), 21, 31: idle for more than 20 s
 [(31.0, 'suspend', 0), (101.0, 'resume', 0)]
 
 ``b`` is allocated at 100 s to the powered-down node, the scan one second later resumes it, it boots
-for 15 s and ``b`` starts at 116 s.
+for 15 s (up at 116 s) and slurmctld's next check of configuring jobs (every 30 s) starts ``b`` at 120 s.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ DEFAULT_SUSPEND_RATE = 60
 DEFAULT_RESUME_RATE = 300
 DEFAULT_INTERVAL_S = 10.0           # SlurmctldParameters=power_save_interval
 THREAD_TICK_S = 1.0                 # the power-save thread sleeps one second between checks
+# more boots per node per day than this is more than a site cycles real hardware (reports warn)
+IMPLAUSIBLE_BOOTS_PER_NODE_DAY = 4.0
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,20 @@ class SlurmPowerSaving:
     interval_s: float = DEFAULT_INTERVAL_S
     min_interval_s: float = 0.0
     boot_s: float | None = None                     # None: the ResumeTimeout
+    # slurmctld notices a CONFIGURING batch job's nodes are ready in job_time_limit(), run from its
+    # background loop every PERIODIC_TIMEOUT (30 s); the ticks count from ``ready_check_origin_s``
+    # (None: the replay's start; a recording gives slurmctld's start)
+    ready_check_s: float = 30.0
+    ready_check_origin_s: float | None = None
+    # every node that may be powered down starts POWERED_DOWN (the steady state of an idle cluster)
+    start_powered_down: bool = False
     off_w: float = 10.0
     boot_w: float | None = None                     # None: a booting node draws its idle power
     time_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("suspend_time_s", "suspend_timeout_s", "resume_timeout_s", "interval_s", "min_interval_s"):
+        for name in ("suspend_time_s", "suspend_timeout_s", "resume_timeout_s", "interval_s", "min_interval_s",
+                     "ready_check_s"):
             value = getattr(self, name)
             if not value >= 0 or (math.isinf(value) and name != "suspend_time_s"):
                 raise ValueError(f"{name} must be a number of seconds >= 0, not {value}")
@@ -155,6 +166,7 @@ class SlurmPowerSaving:
                        suspend_timeout_s=self.suspend_timeout_s * factor,
                        resume_timeout_s=self.resume_timeout_s * factor, interval_s=self.interval_s * factor,
                        min_interval_s=self.min_interval_s * factor, boot_s=times(self.boot_s), partitions=parts,
+                       ready_check_s=self.ready_check_s * factor,
                        time_scale=self.time_scale * factor)
 
     def with_suspend_time(self, seconds: float) -> "SlurmPowerSaving":
@@ -258,6 +270,31 @@ class SlurmPowerSaving:
                    interval_s=interval, min_interval_s=min_interval, boot_s=boot_s, **power)
 
 
+def boot_time_s(saving: SlurmPowerSaving, cluster: Cluster) -> float:
+    """The nodes' boot time: ``saving.boot_s``, or without it the shortest ResumeTimeout of a node
+    that may be powered down.  A ValueError when it exceeds the ResumeTimeout of such a node.
+
+    >>> from greenslurm.clustermodel import Cluster
+    >>> boot_time_s(SlurmPowerSaving(suspend_time_s=60, resume_timeout_s=90), Cluster.homogeneous(2, cpus=1))
+    90.0
+    >>> boot_time_s(SlurmPowerSaving(suspend_time_s=60, boot_s=300), Cluster.homogeneous(2, cpus=1))
+    Traceback (most recent call last):
+    ...
+    ValueError: boot time 300 s exceeds ResumeTimeout 60 s of node n0: Slurm would mark every node it resumes DOWN and requeue its job; raise ResumeTimeout or give the nodes' real boot time
+    """
+    suspend_time, _, resume_timeout, excluded = saving.node_settings(cluster)
+    can_suspend = np.isfinite(suspend_time) & ~excluded
+    boot_s = float(saving.boot_s) if saving.boot_s is not None else (
+        float(resume_timeout[can_suspend].min()) if can_suspend.any() else 0.0)
+    late = can_suspend & (boot_s > resume_timeout)
+    if late.any():
+        node = int(np.flatnonzero(late)[0])
+        raise ValueError(f"boot time {boot_s:g} s exceeds ResumeTimeout {resume_timeout[node]:g} s of "
+                         f"node {cluster.nodes[node].name}: Slurm would mark every node it resumes DOWN and "
+                         f"requeue its job; raise ResumeTimeout or give the nodes' real boot time")
+    return boot_s
+
+
 class SlurmPowerMachine(PowerManagedMachine):
     """A machine whose idle nodes Slurm's power-save thread powers down, for the ``slurm`` queue.
 
@@ -271,15 +308,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         self.saving = saving
         (self.suspend_time_s, self.suspend_timeout_s, self.resume_timeout_s,
          self.excluded) = saving.node_settings(cluster)
-        can_suspend = np.isfinite(self.suspend_time_s) & ~self.excluded
-        self.boot_s = float(saving.boot_s) if saving.boot_s is not None else (
-            float(self.resume_timeout_s[can_suspend].min()) if can_suspend.any() else 0.0)
-        late = can_suspend & (self.boot_s > self.resume_timeout_s)
-        if late.any():
-            node = int(np.flatnonzero(late)[0])
-            raise ValueError(f"boot time {self.boot_s:g} s exceeds ResumeTimeout {self.resume_timeout_s[node]:g} s of "
-                             f"node {cluster.nodes[node].name}: Slurm would mark every node it resumes DOWN and "
-                             f"requeue its job; raise ResumeTimeout or give the nodes' real boot time")
+        self.boot_s = boot_time_s(saving, cluster)
         config = PowerStateConfig(suspend_after_s=None, boot_s=self.boot_s, boot_w=saving.boot_w, off_w=saving.off_w,
                                   phases=1)
         super().__init__(cluster, selection, config)
@@ -308,6 +337,13 @@ class SlurmPowerMachine(PowerManagedMachine):
         self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
         self._idle_since[:] = start_s                # slurmctld's start: every node registers (last_busy)
         self.off_timeline.append((start_s, 0))
+        origin = self.saving.ready_check_origin_s
+        self._ready_origin = start_s if origin is None else origin
+        if self.saving.start_powered_down:
+            for node in np.flatnonzero(np.isfinite(self.suspend_time_s) & ~self.excluded).tolist():
+                self._set_state(node, OFF, start_s)
+            self.ledger.peak_power_w = self.ledger.power_w
+            self._count_off(start_s)
         connect = getattr(replay.strategy, "use_node_power", None)
         if connect is not None:
             connect(self)
@@ -433,9 +469,23 @@ class SlurmPowerMachine(PowerManagedMachine):
             self._node_changed(t)
             for job in [job for job in self.configuring.values() if node in job.node_indices]:
                 if (self.state[job.node_indices] == ON).all():
-                    self._ready(job, t)
+                    self._when_noticed(job, t)
             self._tell_queue()
         self._push(now_s + self.boot_s, booted)
+
+    def _when_noticed(self, job: PendingJob, booted_s: float) -> None:
+        """The job's nodes are all up at ``booted_s``: slurmctld's next job_time_limit() pass sees it."""
+        period = self.saving.ready_check_s
+        if period <= 0:
+            self._ready(job, booted_s)
+            return
+        ticks = math.ceil((booted_s - self._ready_origin) / period - 1e-9)
+        at = self._ready_origin + max(ticks, 0) * period
+
+        def noticed(t: float) -> None:
+            self._timers -= 1
+            self._ready(job, t)
+        self._push(max(at, booted_s), noticed)
 
     def _count_off(self, now_s: float) -> None:
         count = int((self.state == OFF).sum())

@@ -448,10 +448,43 @@ class SlurmQueue:
         if now and self._power is not None:
             up = self._power.powered_up()
             if up is not None:
-                placed = self._place_among(job, np.where(up[:, None], free, -np.inf), now)
-                if placed is not None:
-                    return placed
+                free_up = np.where(up[:, None], free, -np.inf)
+                placed = self._place_among(job, free_up, now)
+                if placed is None and self._slurm_choice:
+                    placed = self._place_tiered(job, free, free_up, now)
+                return placed
         return self._place_among(job, free, now)
+
+    def _place_tiered(self, job: PendingJob, free: np.ndarray, free_up: np.ndarray, now: bool) -> Placement | None:
+        """Nodes for ``job`` when powered-up nodes alone do not hold it: as Slurm's node sets by
+        weight, every powered-up node that can take a share first, the rest from powered-down ones.
+
+        A job that names no node count takes the free CPUs of powered-up nodes (in order), then
+        spreads what is left over powered-down nodes; a rigid job takes its fitting powered-up nodes
+        and the rest chosen among powered-down ones."""
+        down_free = np.where(np.isneginf(free_up) & ~np.isneginf(free), free, -np.inf)
+        cpus_up = free_up[:, CPU]
+        if self._spreads(job):
+            give = np.flatnonzero(cpus_up >= 1)
+            have = float(cpus_up[give].sum())
+            rest = spread_consecutive(down_free[:, CPU], down_free[:, CPU] >= 1, job.cpus_total - have)
+            if rest is None:
+                return None
+            nodes = np.concatenate((give, rest[0]))
+            if len(nodes) > self._node_caps.get(job.index, len(nodes)):
+                return self._place_among(job, free, now)
+            order = np.argsort(nodes, kind="stable")
+            amounts = np.zeros((len(nodes), free.shape[1]))
+            amounts[:, CPU] = np.concatenate((cpus_up[give], rest[1]))[order]
+            return nodes[order], amounts
+        machine = self.machine
+        warm = machine.fitting_nodes(job, free_up, now)
+        cold = machine.fitting_nodes(job, down_free, now)
+        if warm.size + cold.size < job.nodes:
+            return None
+        down_cpus = down_free[:, CPU]
+        more = best_fit_consecutive(down_cpus, down_cpus >= 1, cold, job.nodes - warm.size, float(job.demand[CPU]))
+        return None if more is None else (np.sort(np.concatenate((warm, more))), None)
 
     def _place_among(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
         """Nodes for ``job`` in ``free`` (rows of nodes it may not use: -inf), and what it holds on
