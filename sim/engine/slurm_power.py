@@ -387,17 +387,12 @@ class SlurmPowerMachine(PowerManagedMachine):
             if now_s != self._next_scan_s:
                 return                       # a sooner scan replaced this one
             self._next_scan_s = math.inf
+            if not self._other_work():
+                return                       # the replay is over: its ledger closed at the last end
             self._scan(now_s)
-            if self.saving.enabled and (self._other_work() or self._could_suspend(now_s)):
+            if self.saving.enabled:
                 self._plan_scan(now_s + self.saving.interval_s)
         self._push(at_s, fire)
-
-    def _could_suspend(self, now_s: float) -> bool:
-        """Whether a later scan could still change a node (an idle node to power down, one powering down)."""
-        if self.powering_down.any():
-            return True
-        idle = (self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
-        return bool(idle.any()) and self._other_work()
 
     def _scan(self, now_s: float) -> None:
         """``_do_power_work``: rate counts, resumes for CONFIGURING jobs, suspends, SuspendTimeout."""
