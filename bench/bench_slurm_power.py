@@ -113,10 +113,10 @@ def compare(recording: dict, boot_s: float | None = None) -> dict:
             "within_2s": close, "same_nodes": same_nodes,
             "suspended_node_s_real": real_off, "suspended_node_s_replay": our_off,
             "suspended_diff": (our_off - real_off) / real_off if real_off else 0.0,
-            "suspends_real": sum(k == "suspend" for _, k, _ in real_events if _ <= end_s),
-            "suspends_replay": sum(k == "suspend" for a, k, _ in our_events if a <= end_s),
-            "resumes_real": sum(k == "resume" for a, k, _ in real_events if a <= end_s),
-            "resumes_replay": sum(k == "resume" for a, k, _ in our_events if a <= end_s)}
+            "suspends_real": sum(k == "suspend" for a, k, _ in real_events if 0 <= a <= end_s),
+            "suspends_replay": sum(k == "suspend" for a, k, _ in our_events if 0 <= a <= end_s),
+            "resumes_real": sum(k == "resume" for a, k, _ in real_events if 0 <= a <= end_s),
+            "resumes_replay": sum(k == "resume" for a, k, _ in our_events if 0 <= a <= end_s)}
 
 
 def main(argv: list[str] | None = None) -> int:
