@@ -7,6 +7,8 @@ it), every node that may be powered down POWERED_DOWN at the start (as in the re
 time the recording measured (median from a resume to the node responding) and slurmctld's start (its
 30-second checks of configuring jobs count from there), and reports per recording: mean wait
 (recorded, replayed, difference), jobs starting within 2 s of Slurm's start and on the same nodes,
+the jobs' times from slurmctld's log to the millisecond where the recording has them (sacct's whole
+seconds with ``--whole-seconds``: a job that started at 110.9 s and one at 110.0 s look alike),
 suspended node-seconds (powering down or powered down, from the first submission to the last end),
 suspends and resumes.  Targets: mean wait and suspended node-seconds within 5 % of real Slurm.
 
@@ -21,12 +23,14 @@ import gzip
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_slurm_fidelity import jobs_of  # noqa: E402
+from greenslurm.clustermodel import JobSpec  # noqa: E402
 from greenslurm.sim.engine.replay import Replay  # noqa: E402
 from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
 from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
@@ -55,7 +59,29 @@ def measured_boot_s(recording: dict) -> float:
     return statistics.median(boots) if boots else float(recording.get("boot_sleep_s", 0.0))
 
 
-def replay(recording: dict, boot_s: float | None = None):
+def precise(recording: dict) -> bool:
+    """Whether the recording has slurmctld's millisecond times of every job (``log_times``)."""
+    return all({"submit", "start", "end"} <= set(r.get("log_times") or {}) for r in recording["jobs"])
+
+
+def job_times(recording: dict, whole_seconds: bool = False) -> dict[str, tuple[float, float, float]]:
+    """Per job: (submit, start, end) in trace seconds, from slurmctld's log to the millisecond where
+    the recording has them (unless ``whole_seconds``), else the jobcomp records' whole seconds."""
+    if precise(recording) and not whole_seconds:
+        return {r["name"]: (r["log_times"]["submit"], r["log_times"]["start"], r["log_times"]["end"])
+                for r in recording["jobs"]}
+    return {r["name"]: (float(r["submit_trace_s"]), float(r["start_trace_s"]), float(r["end_trace_s"]))
+            for r in recording["jobs"]}
+
+
+def workload(recording: dict, whole_seconds: bool = False) -> list[JobSpec]:
+    """The recorded jobs as the replay's input: their submission, time limit and elapsed time."""
+    times = job_times(recording, whole_seconds)
+    return [replace(job, submit_s=times[job.job_id][0], runtime_s=times[job.job_id][2] - times[job.job_id][1])
+            for job in jobs_of(recording)]
+
+
+def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False):
     """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
     recorded slurm.conf's power saving."""
     conf = parse_slurm_conf_text(recording["slurm_conf"])
@@ -63,7 +89,7 @@ def replay(recording: dict, boot_s: float | None = None):
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
                                         start_powered_down=True,
                                         ready_check_origin_s=recording.get("ctld_start_trace_s"))
-    run = Replay(jobs_of(recording), cluster, "slurm",
+    run = Replay(workload(recording, whole_seconds), cluster, "slurm",
                  strategy_options={"scheduling": SlurmScheduling.from_conf(conf)},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()
@@ -90,16 +116,17 @@ def suspended_node_s(events, names: list[str], initially_off: set[str], end_s: f
     return total + sum(end_s - s for s in since.values() if s is not None)
 
 
-def compare(recording: dict, boot_s: float | None = None) -> dict:
+def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = False) -> dict:
     """The replay of one recording against it, as a flat dict."""
-    records, machine, cluster = replay(recording, boot_s)
+    records, machine, cluster = replay(recording, boot_s, whole_seconds)
     names = [n.name for n in cluster.nodes]
     real = {r["name"]: r for r in recording["jobs"]}
+    times = job_times(recording, whole_seconds)
     ours = {r.job_id: r for r in records}
-    end_s = float(max(r["end_trace_s"] for r in real.values()))
-    waits_real = [r["start_trace_s"] - r["submit_trace_s"] for r in real.values()]
+    end_s = float(max(end for _, _, end in times.values()))
+    waits_real = [times[n][1] - times[n][0] for n in real]
     waits_ours = [ours[n].start_s - ours[n].submit_s for n in real]
-    close = sum(abs(ours[n].start_s - r["start_trace_s"]) <= START_TOLERANCE_S for n, r in real.items())
+    close = sum(abs(ours[n].start_s - times[n][1]) <= START_TOLERANCE_S for n in real)
     same_nodes = sum(sorted(names[i] for i in ours[n].node_indices) == sorted(r["node_list"]) for n, r in real.items())
     off = {names[i] for i, (s, ex) in enumerate(zip(machine.suspend_time_s, machine.excluded))
            if s < float("inf") and not ex}              # POWERED_DOWN when the workload began
@@ -126,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=101, help="seed of the first fresh workload")
     parser.add_argument("--jobs", type=int, default=24, help="jobs per fresh workload (default 24)")
     parser.add_argument("--keep", type=Path, default=None, help="folder for the fresh recordings (default: a temp folder)")
+    parser.add_argument("--whole-seconds", action="store_true", help="the jobs' times as sacct has them (whole "
+                        "seconds) instead of slurmctld's log (milliseconds)")
     args = parser.parse_args(argv)
     recordings = [(str(p), load(p)) for p in args.recordings]
     if args.record:
@@ -139,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
           "suspended node-s Slurm / replay (diff) | suspends | resumes |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, recording in recordings:
-        c = compare(recording)
+        c = compare(recording, whole_seconds=args.whole_seconds)
         print(f"| {Path(name).name} | {c['jobs']} | {c['boot_s']:.2f} | {c['mean_wait_real_s']:.1f} / "
               f"{c['mean_wait_replay_s']:.1f} ({c['mean_wait_diff']:+.1%}) | {c['within_2s']} | {c['same_nodes']} | "
               f"{c['suspended_node_s_real']:.0f} / {c['suspended_node_s_replay']:.0f} ({c['suspended_diff']:+.1%}) | "

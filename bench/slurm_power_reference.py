@@ -8,7 +8,9 @@ resume (DebugFlags=Power).  The workload starts once every node that may be powe
 POWERED_DOWN (the steady state of an idle cluster) and runs in real time (speedup 1); each job is
 an ``exec sleep`` of its runtime.
 
-Recorded per job (as ``bench/slurm_reference.py`` records: submit, start, end, nodes) plus the
+Recorded per job (as ``bench/slurm_reference.py`` records: submit, start, end, nodes; and
+``log_times``: submission, allocation, start and end as slurmctld logged them, to the millisecond)
+plus the
 power events (``power_events``: trace seconds, "suspend" or "resume", node) and when each node was
 seen up again (``booted``), into ``schedule.json`` with the slurm.conf slurmctld read.
 
@@ -139,6 +141,41 @@ def power_events(log: str, t0: int) -> list[tuple[float, str, str]]:
     return events
 
 
+_JOB_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (?:_slurm_rpc_submit_batch_job: JobId=(\d+) |"
+                       r"sched: Allocate JobId=(\d+) |sched/backfill: _start_job: Started JobId=(\d+) |"
+                       r"Resetting JobId=(\d+) start time|_job_complete: JobId=(\d+) done)")
+
+
+def job_times(log: str, t0: int) -> dict[str, dict[str, float]]:
+    """Per job id: when slurmctld logged its submission, allocation, start (the allocation, or the
+    reset once its powered-down nodes were up) and end, in trace seconds to the millisecond (the
+    jobcomp records have whole seconds).
+
+    >>> job_times("[2026-01-01T00:00:01.250] _slurm_rpc_submit_batch_job: JobId=3 InitPrio=1 usec=5\\n"
+    ...           "[2026-01-01T00:00:01.500] sched: Allocate JobId=3 NodeList=n2 #CPUs=1 Partition=p\\n"
+    ...           "[2026-01-01T00:00:30.000] Resetting JobId=3 start time for node power up\\n"
+    ...           "[2026-01-01T00:00:40.125] _job_complete: JobId=3 done", int(time.mktime((2026, 1, 1, 0, 0, 0, 0, 0, -1))))
+    {'3': {'submit': 1.25, 'alloc': 1.5, 'start': 30.0, 'end': 40.125}}
+    """
+    times: dict[str, dict[str, float]] = {}
+    for line in log.splitlines():
+        match = _JOB_LINE.match(line)
+        if not match:
+            continue
+        stamp, submitted, allocated, backfilled, reset, ended = match.groups()
+        at = round(log_epoch(stamp) - t0, 3)
+        if submitted:
+            times.setdefault(submitted, {})["submit"] = at
+        elif allocated or backfilled:
+            entry = times.setdefault(allocated or backfilled, {})
+            entry["alloc"] = entry["start"] = at
+        elif reset:
+            times.setdefault(reset, {})["start"] = at
+        else:
+            times.setdefault(ended, {})["end"] = at
+    return times
+
+
 def ctld_start(log: str, t0: int) -> float:
     """When slurmctld started (its log's first line), in trace seconds: its background checks
     (job_time_limit every 30 s) count from there."""
@@ -197,6 +234,9 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
         log = cluster.log_text()
         events = power_events(log, int(t0))
         started = ctld_start(log, int(t0))
+        logged = job_times(log, int(t0))
+        for entry in records:
+            entry["log_times"] = logged.get(str(entry["job_id"]), {})
     finally:
         kill_restarted_slurmd(conf)
         cluster.stop()
