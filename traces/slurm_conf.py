@@ -439,6 +439,7 @@ class SchedulerConf:
     bf_interval_s: int = 30           # -1: the backfill loop is disabled
     default_queue_depth: int = 100
     sched_interval_s: int = 60        # -1: the main loop is disabled
+    batch_sched_delay_s: int = 3      # submissions wait for a main-scheduler pass at most this often
     other: tuple[tuple[str, str | None], ...] = ()
 
 
@@ -826,6 +827,7 @@ _SCHED_NUMBERS = {
     "bf_interval": ("bf_interval_s", 30, -1, 10800),
     "default_queue_depth": ("default_queue_depth", 100, 0, 2 ** 31 - 1),
     "sched_interval": ("sched_interval_s", 60, -1, 2 ** 31 - 1),
+    "batch_sched_delay": ("batch_sched_delay_s", 3, 0, 2 ** 31 - 1),
 }
 
 
