@@ -19,7 +19,8 @@ from greenslurm.sim.engine.slurm_power import (PartitionPower, SlurmPowerSaving,
 from greenslurm.sim.machines.node_states import OFF
 from greenslurm.traces.slurm_conf import parse_slurm_conf_text
 
-BUILTIN = SlurmScheduling(scheduler="builtin")
+# a main pass at every submission (batch_sched_delay 0): the cases below are about power saving
+BUILTIN = SlurmScheduling(scheduler="builtin", batch_sched_delay_s=0.0)
 
 
 def run(jobs, cluster, saving, scheduling=BUILTIN):
@@ -82,14 +83,16 @@ def test_powered_up_nodes_are_chosen_first_and_a_job_spreads_onto_powered_down_o
 def test_a_node_being_powered_down_cannot_be_allocated_for_suspend_timeout():
     # one node; "a" runs 0-0.5 s; scans at 1 s (a tick after the allocation and the end), then every
     # 10 s: at 11 s the node, idle since 0.5 s (more than 5 s), is suspended.  "b" comes at 11 s but
-    # the node is POWERING_DOWN until a scan sees 11 + 30 < now: not at 41, at 51 s.  Then the queue
-    # allocates it, the scan a tick later (52 s) resumes it, up at 57 s; slurmctld's check of
-    # configuring jobs (every 30 s from 0) starts "b" at 60 s.
+    # the node is POWERING_DOWN until a scan sees 11 + 30 < now: not at 41, at 51 s.  Nothing asks
+    # for a pass then (Slurm's make_node_avail does not): the main scheduler's periodic pass
+    # (sched_interval 60 s), run at the next event after it is due (the scan at 61 s), allocates it;
+    # the scan a tick later (62 s) resumes it, up at 67 s; slurmctld's check of configuring jobs
+    # (every 30 s from 0) starts "b" at 90 s.
     jobs = [JobSpec("a", 0.0, 60.0, runtime_s=0.5, cpus=1), JobSpec("b", 11.0, 60.0, runtime_s=1.0, cpus=1)]
     saving = SlurmPowerSaving(suspend_time_s=5.0, suspend_timeout_s=30.0, boot_s=5.0)
     records, machine, _ = run(jobs, Cluster.homogeneous(1, cpus=1), saving)
-    assert machine.events == [(11.0, "suspend", 0), (52.0, "resume", 0)]
-    assert records["b"].start_s == 60.0
+    assert machine.events == [(11.0, "suspend", 0), (62.0, "resume", 0)]
+    assert records["b"].start_s == 90.0
 
 
 def test_partition_suspend_time_infinite_and_excluded_partitions_keep_nodes_on():
@@ -141,7 +144,7 @@ def test_invariants_over_random_workloads(jobs, suspend_s, boot_s, rate, start_o
     cluster = Cluster.homogeneous(3, cpus=4, idle_w=100.0, busy_w=300.0)
     saving = SlurmPowerSaving(suspend_time_s=suspend_s, boot_s=boot_s, suspend_rate=rate, resume_rate=rate,
                               start_powered_down=start_off, exc_nodes=("n0",) if rate == 1 else ())
-    scheduling = SlurmScheduling(scheduler="backfill" if backfill else "builtin")
+    scheduling = SlurmScheduling(scheduler="backfill" if backfill else "builtin", batch_sched_delay_s=0.0 if rate else 3.0)
     records, machine, result = run(jobs, cluster, saving, scheduling)
     assert set(records) == {j.job_id for j in jobs}          # every job runs
     for job in jobs:
