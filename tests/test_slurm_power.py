@@ -203,6 +203,13 @@ def test_replay_honours_suspend_time_from_slurm_conf(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     power = summary["power_states"]
     assert power["suspends"] > 0 and power["boots"] > 0
+    # the last job (16 CPUs, at 2,000 s) is allocated the four powered-down nodes, resumed at the scan
+    # a tick later (2,001 s), up 90 s later (2,091 s), started at slurmctld's check (every 30 s from
+    # 0: 2,100 s) and ends at 2,150 s: the replay's span; far more boots per node per day than
+    # hardware takes
+    span_days = 2150 / 86400
+    assert power["boots_per_node_day"] == pytest.approx(power["boots"] / 4 / span_days)
+    assert "boots per node per day" in capsys.readouterr().err
     # --power-down-after sets SuspendTime: a year keeps every node on
     assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--power-down-after",
                  "31536000", "--no-progress", "--out", str(tmp_path / "out2")]) == 0
