@@ -85,13 +85,12 @@ def test_a_node_being_powered_down_cannot_be_allocated_for_suspend_timeout():
     # 10 s: at 11 s the node, idle since 0.5 s (more than 5 s), is suspended.  "b" comes at 11 s but
     # the node is POWERING_DOWN until a scan sees 11 + 30 < now: not at 41, at 51 s.  Nothing asks
     # for a pass then (Slurm's make_node_avail does not): the main scheduler's periodic pass
-    # (sched_interval 60 s), run at the next event after it is due (the scan at 61 s), allocates it;
-    # the scan a tick later (62 s) resumes it, up at 67 s; slurmctld's check of configuring jobs
-    # (every 30 s from 0) starts "b" at 90 s.
+    # (sched_interval 60 s) allocates it at 60 s; the scan a tick later (61 s) resumes it, up at
+    # 66 s; slurmctld's check of configuring jobs (every 30 s from 0) starts "b" at 90 s.
     jobs = [JobSpec("a", 0.0, 60.0, runtime_s=0.5, cpus=1), JobSpec("b", 11.0, 60.0, runtime_s=1.0, cpus=1)]
     saving = SlurmPowerSaving(suspend_time_s=5.0, suspend_timeout_s=30.0, boot_s=5.0)
     records, machine, _ = run(jobs, Cluster.homogeneous(1, cpus=1), saving)
-    assert machine.events == [(11.0, "suspend", 0), (62.0, "resume", 0)]
+    assert machine.events == [(11.0, "suspend", 0), (61.0, "resume", 0)]
     assert records["b"].start_s == 90.0
 
 

@@ -348,7 +348,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         if connect is not None:
             connect(self)
         if self.saving.enabled:
-            self._plan_scan(start_s + self.saving.interval_s)
+            self._plan_scan(start_s + self.saving.interval_s)   # the thread's first periodic scan
 
     # -- the queue's view (slurm_queue.NodePower) ----------------------------------------------
     def unavailable(self) -> np.ndarray | None:
@@ -378,7 +378,7 @@ class SlurmPowerMachine(PowerManagedMachine):
             self._plan_scan(at)
 
     def _plan_scan(self, at_s: float) -> None:
-        if at_s >= self._next_scan_s:
+        if at_s >= self._next_scan_s or math.isinf(at_s):
             return
         self._next_scan_s = at_s
 
@@ -391,7 +391,7 @@ class SlurmPowerMachine(PowerManagedMachine):
                 return                       # the replay is over: its ledger closed at the last end
             self._scan(now_s)
             if self.saving.enabled:
-                self._plan_scan(now_s + self.saving.interval_s)
+                self._plan_scan(self._next_periodic_scan(now_s))
         self._push(at_s, fire)
 
     def _scan(self, now_s: float) -> None:
@@ -429,18 +429,48 @@ class SlurmPowerMachine(PowerManagedMachine):
             if any(self.state[node] == OFF and not wake[node] for node in job.node_indices):
                 keep.append(index)
         self._resume_list = keep
-        for node in range(self.cluster.size):
+        # Slurm walks the nodes in order: resume those marked, suspend idle ones within the rate,
+        # and end SuspendTimeout for those powering down (never one suspended in this scan)
+        done = self.powering_down & (self._suspend_req_s + self.suspend_timeout_s < now_s)
+        with np.errstate(invalid="ignore"):
+            idle = ((self.state == ON) & (self._jobs_on == 0) & ~self.excluded
+                    & (self._idle_since < now_s - self.suspend_time_s))
+        going = np.flatnonzero(idle & ~wake)
+        if suspend_rate:
+            going = going[:max(suspend_rate - suspend_cnt, 0)]
+        self._suspend_cnt_f += len(going)
+        for node in sorted(np.flatnonzero(wake).tolist() + going.tolist()):
             if wake[node]:
                 self._resume(node, now_s)
-            elif (self.state[node] == ON and (not suspend_rate or suspend_cnt < suspend_rate)
-                  and self._jobs_on[node] == 0 and not self.excluded[node]
-                  and self._idle_since[node] < now_s - self.suspend_time_s[node]):
-                suspend_cnt += 1
-                self._suspend_cnt_f += 1
+            else:
                 self._suspend(node, now_s)
-            if self.powering_down[node] and self._suspend_req_s[node] + self.suspend_timeout_s[node] < now_s:
-                self.powering_down[node] = False      # POWERED_DOWN: allocatable again
-                self._tell_queue()
+        if done.any():
+            self.powering_down[done] = False      # POWERED_DOWN: allocatable again
+            self._tell_queue()
+        # the counts only decay from here: below a billionth they are none (no rounding they could change)
+        if self._suspend_cnt_f < 1e-9:
+            self._suspend_cnt_f = 0.0
+        if self._resume_cnt_f < 1e-9:
+            self._resume_cnt_f = 0.0
+
+    def _next_periodic_scan(self, now_s: float) -> float:
+        """The next periodic scan that can change anything: every ``interval_s`` while the rate
+        counts decay (each scan decays them), else the first one after a node could be suspended or
+        end its SuspendTimeout (the scans in between would find nothing); inf when none can."""
+        interval = self.saving.interval_s
+        if (self.saving.suspend_rate and self._suspend_cnt_f) or (self.saving.resume_rate and self._resume_cnt_f) \
+                or interval <= 0:
+            return now_s + max(interval, self._tick_s)
+        with np.errstate(invalid="ignore"):
+            idle = (self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
+        times = np.concatenate(((self._idle_since + self.suspend_time_s)[idle & ~np.isnan(self._idle_since)],
+                                (self._suspend_req_s + self.suspend_timeout_s)[self.powering_down]))
+        if times.size == 0:
+            return math.inf
+        earliest = float(times.min())
+        # the first scan now + k x interval strictly after ``earliest`` (k >= 1)
+        steps = max(math.floor((earliest - now_s) / interval + 1e-9) + 1, 1)
+        return now_s + steps * interval
 
     def _suspend(self, node: int, now_s: float) -> None:
         self._set_state(node, OFF, now_s)

@@ -252,6 +252,7 @@ class SlurmQueue:
         # states and co-location keep every job's rigid shape)
         self._spreading = self._slurm_choice and (type(machine) is Machine or getattr(machine, "spreads_jobs", False))
         self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
+        self._await_periodic = False                         # nodes changed: wake for the periodic pass
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
@@ -369,8 +370,10 @@ class SlurmQueue:
         self._power = power
 
     def nodes_changed(self) -> None:
-        """A node became allocatable or not (power saving): the next pass must look again."""
+        """A node became allocatable or not (power saving): the next pass must look again (nothing
+        asks for one: the periodic pass of the main scheduler, or backfill's, sees it)."""
         self._version += 1
+        self._await_periodic = True
 
     def start_moved(self, job: PendingJob, old_end_s: float) -> None:
         """``job``'s start was reset (its nodes finished booting): its expected end moves."""
@@ -398,6 +401,7 @@ class SlurmQueue:
             self._recalculate(now_s)
         periodic = now_s >= self._next_main
         if periodic:
+            self._await_periodic = False
             self._next_main = self._next_tick(now_s, settings.sched_interval_s)
             self._last_background = now_s
             self._requested_s = None
@@ -421,7 +425,7 @@ class SlurmQueue:
                    self._arriving[0][0] if self._arriving else math.inf,
                    self._next_backfill if self.settings.backfills else math.inf,
                    self._next_calc if self.settings.priority.recalculated else math.inf,
-                   self._next_main if self._main_limited else math.inf)
+                   self._next_main if self._main_limited or self._await_periodic else math.inf)
         return None if wake == math.inf else wake
 
     def waiting(self) -> int:
