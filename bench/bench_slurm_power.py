@@ -88,7 +88,7 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     cluster = cluster_from_slurm_conf(conf)
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
                                         start_powered_down=True,
-                                        ready_check_origin_s=recording.get("ctld_start_trace_s"))
+                                        slurmctld_start_s=recording.get("ctld_start_trace_s"))
     run = Replay(workload(recording, whole_seconds), cluster, "slurm",
                  strategy_options={"scheduling": SlurmScheduling.from_conf(conf)},
                  machine_factory=slurm_power_machine_factory(saving))

@@ -51,7 +51,7 @@ def test_a_job_on_powered_down_nodes_is_configuring_until_they_boot_and_its_star
     # them; they boot for 20 s (up at 21 s); slurmctld's check every 30 s (from -5 s: 25 s) starts it
     # then: start 25, end 25 + 10.  Its energy is its run's only: 8 CPUs x 10 s x 350/4 W each.
     jobs = [JobSpec("wide", 0.0, 100.0, runtime_s=10.0, cpus=8, nodes=2)]
-    saving = SlurmPowerSaving(suspend_time_s=1000.0, boot_s=20.0, start_powered_down=True, ready_check_origin_s=-5.0)
+    saving = SlurmPowerSaving(suspend_time_s=1000.0, boot_s=20.0, start_powered_down=True, slurmctld_start_s=-5.0)
     cluster = Cluster.homogeneous(2, cpus=4, idle_w=100.0, busy_w=350.0)
     records, machine, result = run(jobs, cluster, saving)
     assert (records["wide"].start_s, records["wide"].end_s) == (25.0, 35.0)

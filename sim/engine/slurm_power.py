@@ -124,10 +124,11 @@ class SlurmPowerSaving:
     min_interval_s: float = 0.0
     boot_s: float | None = None                     # None: the ResumeTimeout
     # slurmctld notices a CONFIGURING batch job's nodes are ready in job_time_limit(), run from its
-    # background loop every PERIODIC_TIMEOUT (30 s); the ticks count from ``ready_check_origin_s``
-    # (None: the replay's start; a recording gives slurmctld's start)
+    # background loop every PERIODIC_TIMEOUT (30 s)
     ready_check_s: float = 30.0
-    ready_check_origin_s: float | None = None
+    # when slurmctld started: its power-save thread's one-second ticks and its 30-second checks count
+    # from there (None: the replay's start; a recording gives it)
+    slurmctld_start_s: float | None = None
     # every node that may be powered down starts POWERED_DOWN (the steady state of an idle cluster)
     start_powered_down: bool = False
     off_w: float = 10.0
@@ -323,7 +324,6 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._next_scan_s = math.inf
         self._changed = False                                 # a node changed since the last scan
         self._tick_s = THREAD_TICK_S * saving.time_scale
-        self._origin = 0.0
         self.off_timeline: list[tuple[float, int]] = []
         self.events: list[tuple[float, str, int]] = []
 
@@ -333,12 +333,14 @@ class SlurmPowerMachine(PowerManagedMachine):
             raise ValueError(f"Slurm's power saving runs in the slurm queue, not {replay.strategy.name!r} "
                              f"(greenslurm's own power states serve the fcfs and easy queues)")
         self.replay = replay
-        start_s = self._origin = replay.ledger.start_s
+        start_s = replay.ledger.start_s
         self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
         self._idle_since[:] = start_s                # slurmctld's start: every node registers (last_busy)
         self.off_timeline.append((start_s, 0))
-        origin = self.saving.ready_check_origin_s
-        self._ready_origin = start_s if origin is None else origin
+        # slurmctld's clocks are whole seconds (time(NULL)): the power-save thread's comparisons, and
+        # its 30-second checks from its start's second
+        origin = self.saving.slurmctld_start_s
+        self._ready_origin = start_s if origin is None else self._whole(origin)
         if self.saving.start_powered_down:
             for node in np.flatnonzero(np.isfinite(self.suspend_time_s) & ~self.excluded).tolist():
                 self._set_state(node, OFF, start_s)
@@ -348,7 +350,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         if connect is not None:
             connect(self)
         if self.saving.enabled:
-            self._plan_scan(start_s + self.saving.interval_s)   # the thread's first periodic scan
+            self._plan_scan(self._tick_after(start_s))   # the thread scans at its first tick
 
     # -- the queue's view (slurm_queue.NodePower) ----------------------------------------------
     def unavailable(self) -> np.ndarray | None:
@@ -366,10 +368,16 @@ class SlurmPowerMachine(PowerManagedMachine):
         return Machine.place(self, job, free, prefer, now)
 
     # -- scans -------------------------------------------------------------------------------
+    def _whole(self, time_s):
+        """``time_s`` (a number or an array) as slurmctld's clock reads it: whole seconds (times the
+        time scale) of the trace's clock."""
+        return np.floor(np.asarray(time_s) / self._tick_s + 1e-9) * self._tick_s if np.ndim(time_s) \
+            else math.floor(time_s / self._tick_s + 1e-9) * self._tick_s
+
     def _tick_after(self, now_s: float) -> float:
-        """The power-save thread's next check after ``now_s`` (it wakes every second)."""
-        ticks = math.floor((now_s - self._origin) / self._tick_s + 1e-9) + 1
-        return self._origin + ticks * self._tick_s
+        """The power-save thread's next check after ``now_s``: it wakes every second and reads a
+        clock of whole seconds."""
+        return self._whole(now_s) + self._tick_s
 
     def _node_changed(self, now_s: float) -> None:
         self._changed = True
@@ -434,7 +442,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         done = self.powering_down & (self._suspend_req_s + self.suspend_timeout_s < now_s)
         with np.errstate(invalid="ignore"):
             idle = ((self.state == ON) & (self._jobs_on == 0) & ~self.excluded
-                    & (self._idle_since < now_s - self.suspend_time_s))
+                    & (self._whole(self._idle_since) < now_s - self.suspend_time_s))
         going = np.flatnonzero(idle & ~wake)
         if suspend_rate:
             going = going[:max(suspend_rate - suspend_cnt, 0)]
@@ -463,7 +471,7 @@ class SlurmPowerMachine(PowerManagedMachine):
             return now_s + max(interval, self._tick_s)
         with np.errstate(invalid="ignore"):
             idle = (self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
-        times = np.concatenate(((self._idle_since + self.suspend_time_s)[idle & ~np.isnan(self._idle_since)],
+        times = np.concatenate(((self._whole(self._idle_since) + self.suspend_time_s)[idle & ~np.isnan(self._idle_since)],
                                 (self._suspend_req_s + self.suspend_timeout_s)[self.powering_down]))
         if times.size == 0:
             return math.inf
