@@ -27,6 +27,7 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
                                    # or homogeneous = { nodes = 8, cpus = 4 }; none: the trace's header
     sacctmgr_assoc = "assoc.txt"   # the slurm queue: 'sacctmgr show assoc tree -P' (shares, fair-share)
     sacctmgr_qos = "qos.txt"       # the slurm queue: 'sacctmgr show qos -P' (QOS priority and limits)
+    slurm_handover_s = 0.5         # the slurm queue: from a job's end until Slurm gives its nodes again
 
     [selection]
     name = "firstfit"              # see greenslurm.allocation.selection (pwr, fgd, pwr=0.1,fgd=0.9, ...)
@@ -139,6 +140,9 @@ class ClusterSource:
     homogeneous: Homogeneous | None = None
     sacctmgr_assoc: str | None = None
     sacctmgr_qos: str | None = None
+    # the slurm queue: seconds from a job's end until Slurm gives its nodes again (see
+    # docs/slurm-replay.md, "Hand-over latency", for reading it from slurmctld's log); None: 0
+    slurm_handover_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -444,10 +448,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail("a synthetic trace needs a cluster", "cluster")
     if s.queue not in QUEUES:
         fail(f"unknown queue {s.queue!r}; choose from {', '.join(QUEUES)}", "queue")
-    for key in ("sacctmgr_assoc", "sacctmgr_qos"):
+    for key in ("sacctmgr_assoc", "sacctmgr_qos", "slurm_handover_s"):
         if getattr(c, key) is not None and s.queue != "slurm":
-            fail(f"applies to the slurm queue (Slurm's QOS and fair-share), not to the {s.queue} queue",
-                 f"cluster.{key}")
+            what = "Slurm's hand-over latency" if key == "slurm_handover_s" else "Slurm's QOS and fair-share"
+            fail(f"applies to the slurm queue ({what}), not to the {s.queue} queue", f"cluster.{key}")
+    if c.slurm_handover_s is not None and not (0 <= c.slurm_handover_s <= 3600):
+        fail("must be a number of seconds from 0 to 3600", "cluster.slurm_handover_s")
     if c.sacctmgr_qos is not None and c.sacctmgr_assoc is None:
         fail("give the associations too: a QOS applies to a user's association", "cluster.sacctmgr_qos")
     if not 0 < s.arrival_scale <= MAX_ARRIVAL_SCALE:

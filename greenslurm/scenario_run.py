@@ -254,15 +254,19 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
 
 def slurm_scheduling(scenario: Scenario):
     """The Slurm queue's settings: the scenario's slurm.conf (its SchedulerType, SchedulerParameters,
-    priority and partitions), or Slurm 22.05's defaults without one."""
+    priority and partitions), or Slurm 22.05's defaults without one; the hand-over latency the
+    scenario gives (``slurm_handover_s``, 0 without)."""
+    from dataclasses import replace
+
     from greenslurm.sim.engine.slurm_model import SlurmScheduling
     from greenslurm.traces.slurm_conf import parse_slurm_conf
 
     path = scenario.cluster.slurm_conf
+    handover = scenario.cluster.slurm_handover_s or 0.0
     if path is None:
-        return SlurmScheduling()
+        return SlurmScheduling(release_delay_s=handover)
     try:
-        return SlurmScheduling.from_conf(parse_slurm_conf(path))
+        return replace(SlurmScheduling.from_conf(parse_slurm_conf(path)), release_delay_s=handover)
     except ValueError as error:
         field = str(error).partition("=")[0]          # the setting the message is about
         raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None

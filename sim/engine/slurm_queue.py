@@ -263,6 +263,8 @@ class SlurmQueue:
         if self._origin is None:
             self._start_timers(now_s)
         spec = job.job
+        if spec.nodes > 0 and asked_nodes(spec) == 0 and self._spreading and job.demand.ndim == 1:
+            self._shape_as_asked(job)
         if not self.settings.memory_consumable and job.demand.ndim == 1 and job.demand[MEMORY] > 0:
             self._drop_memory(job)
         partition, rules, over = self._partition_for(job)
@@ -282,6 +284,20 @@ class SlurmQueue:
         self.waiting_jobs[job.index] = waiting
         self._version += 1
         self._request_pass(now_s)
+
+    def _shape_as_asked(self, job: PendingJob) -> None:
+        """A job whose node count is what Slurm allocated, not what it asked for (a sacct export's
+        NNodes): shaped as a job naming no node count, which Slurm's node choice may spread."""
+        if job.task is not None or job.demand[2:].any():
+            return
+        shape = self.machine.cluster.shape_of(job.job.with_changes(nodes=0))
+        if shape is None:
+            return
+        job.nodes = shape.nodes
+        job.demand = np.array(shape.per_node, dtype=float)
+        job.cpus_total = float(shape.nodes * shape.per_node[CPU])
+        job.cpu_only = not job.demand[1:].any()
+        job.restrict_to(job.allowed)
 
     @staticmethod
     def _drop_memory(job: PendingJob) -> None:
