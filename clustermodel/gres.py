@@ -34,6 +34,9 @@ GPU = "gpu"
 SHARD = "shard"
 # The JobSpec.extra key of a job's gres/shard count per node.
 SHARDS_KEY = "shards"
+# The JobSpec.extra key of the GPUs a job asks in all (Slurm's --gpus, --gpus-per-task) when it names no
+# node count: the planner spreads them over as few nodes as hold them.
+GPUS_TOTAL_KEY = "gpus_total"
 NO_GRES = ("", "(null)", "none", "n/a")
 # Slurm's count suffixes (src/common/gres.c): each a power of 1024
 SUFFIX = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4, "p": 1024 ** 5}

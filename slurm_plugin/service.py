@@ -51,7 +51,7 @@ from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, 
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.energy import run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply, within_horizon
-from greenslurm.slurm_plugin.view import GreenNote, LiveView, NodePower, Snapshot
+from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
 
@@ -236,8 +236,14 @@ class DecisionService:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
         outcome = self.view.decide(job, max(now, job.submit_s), sub.begin_s, sub.features,
-                                   tasks=sub.array_tasks, throttle=sub.array_throttle)
+                                   tasks=sub.array_tasks, throttle=sub.array_throttle,
+                                   required_nodes=sub.required_nodes, excluded_nodes=sub.excluded_nodes)
         decision = outcome.decision
+        if decision.reason == OWN_NODES and job.deadline_s is None:
+            # Slurm holds such a job until its nodes come back: nothing to check, and the user's nodes stay
+            return finish("accept", f"greenslurm: accepted unplanned: {decision.detail}", reason=decision.reason)
+        # the user's own -w is kept: the hook pins only jobs that name no nodes (with -x, it pins among the others)
+        own_nodes = bool(sub.required_nodes)
         if self.forecast.source:
             row.update(supply_age_s=self.forecast.age_s(now), supply_note=getattr(self.view, "supply_note", None))
         green = outcome.green
@@ -246,7 +252,8 @@ class DecisionService:
                        renewable_share_earliest=green.share_earliest)
         if decision.accepted and outcome.start_s is not None:
             names = list(outcome.nodes)
-            pinned = tuple(names) if config.set_required_nodes and sub.array_tasks == 1 and not config.shadow else ()
+            pinned = tuple(names) if ((config.set_required_nodes or own_nodes) and sub.array_tasks == 1
+                                      and not config.shadow) else ()
             entry = [time.time(), sub, pinned, None]
             self.since_snapshot.append(entry)
             row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
@@ -259,8 +266,9 @@ class DecisionService:
                 sets["comment_append"] = (
                     f"{TAG}{decision_id}.{token}: {what}planned start {_when(outcome.start_s)} on {','.join(names)}"
                     + energy + (f", {green_reason(green, outcome.start_s)}" if shifted else "")
-                    + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
-            if config.set_required_nodes and sub.array_tasks == 1:
+                    + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else "")
+                    + (", its own node list kept" if own_nodes else ""))
+            if config.set_required_nodes and sub.array_tasks == 1 and not own_nodes:
                 # the nodes, and their number: Slurm may add nodes to a required list otherwise
                 sets["req_nodes"] = ",".join(names)
                 sets["min_nodes"] = sets["max_nodes"] = len(names)
