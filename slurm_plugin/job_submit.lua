@@ -148,6 +148,7 @@ end
 -- pattern that backtracks over user bytes), and at most MAX_DIRECTIVE_LINES option lines holding
 -- MAX_DIRECTIVE_BYTES bytes are split; a script with more before its first command is reported
 -- as cut (the service then treats its deadline as unreadable).
+-- >>> script scan (tests/test_hook_lua.py runs this part on its own)
 local MAX_DIRECTIVE_LINES = 1000
 local MAX_DIRECTIVE_BYTES = 65536
 
@@ -236,6 +237,7 @@ local function deadline_from_script(script)
     if #found == 0 then return nil, cut end
     return table.concat(found, ","), cut
 end
+-- <<< script scan
 
 local function environment_value(env, name)
     if type(env) ~= "table" then return nil end

@@ -14,9 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.install import render_job_submit
+from greenslurm.slurm_plugin.protocol import deadline_from_script
 from hook_service import ServiceProcess, recorded_decisions, write_config
 
 LUA = shutil.which("lua5.1")
@@ -108,3 +111,89 @@ def test_failures_are_counted_reported_and_the_hook_pauses_after_three(tmp_path)
     assert "3 failures in a row; not asking the service for 5 s" in log
     assert log.count("paused after repeated failures") == 2      # the 4th and 5th did not even connect
     assert "(failure 5)" in log
+
+
+# -- the script scan: linear, capped, and exactly sbatch's reading ------------------------------------
+SCAN = HERE / "lua" / "scan_script.lua"
+MB4 = 4 * 1024 * 1024          # slurmctld's default max_script_size (job_mgr.c _test_job_desc_fields)
+
+
+def lua_scan(tmp_path: Path, scripts: list[bytes]) -> list[tuple[list[str], bool]]:
+    """job_submit.lua's own scan (its ">>> script scan" part, run by lua5.1) on each script."""
+    hook = tmp_path / "job_submit.lua"
+    hook.write_text(render_job_submit(HookConfig(socket=str(tmp_path / "s.sock"), database=str(tmp_path / "d"))))
+    files = []
+    for i, script in enumerate(scripts):
+        files.append(tmp_path / f"script{i}.sh")
+        files[-1].write_bytes(script)
+    result = subprocess.run([LUA, str(SCAN), str(hook), *map(str, files)], capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    out = []
+    for line in result.stdout.decode("utf-8", "surrogateescape").splitlines():
+        found, cut, _ = line.split("\t")
+        out.append(([] if found == "-" else found.split(","), cut == "cut"))
+    return out
+
+
+def reference_scan(script: bytes) -> tuple[list[str], bool]:
+    found, cut = deadline_from_script(script.decode("utf-8", "surrogateescape"))
+    # the hook sends the values comma-separated; the service splits them again
+    return [part for value in found for part in value.split(",")] if found else [], cut
+
+
+def crafted_scripts() -> dict[str, tuple[bytes, list[str], bool]]:
+    """Scripts up to Slurm's 4 MB limit, each with the candidates sbatch would read and whether the
+    hook must call it cut (worked out by hand, not by either scan)."""
+    big = MB4 - 128
+    return {
+        # the reproduction: a comment line with 40,000 blanks; no option at all
+        "issue 40 KB blanks": (b"#!/bin/sh\n#" + b" " * 40000 + b"x\ntrue\n", [], False),
+        "4 MB of blanks in a comment": (b"#!/bin/sh\n#" + b" " * big + b"x\ntrue\n", [], False),
+        "4 MB of blanks then the option": (b"#!/bin/sh\n" + b" " * big + b"\n#SBATCH --deadline=now+5\ntrue\n",
+                                           ["now+5"], False),
+        # option lines past 64 KiB in all are not split: cut (an option line that long is no real script's)
+        "4 MB of blanks inside an option line": (b"#!/bin/sh\n#SBATCH" + b" " * big + b"--deadline=now+6\n", [], True),
+        "60 KB of blanks inside an option line": (b"#!/bin/sh\n#SBATCH" + b" " * 60_000 + b"--deadline=now+6\n",
+                                                  ["now+6"], False),
+        "4 MB tabs and CRs before the first command": (b"#!/bin/sh\n#SBATCH --deadline=now+7\n" + b"\t\r" * (big // 2)
+                                                       + b"echo\n#SBATCH --deadline=now+1\n", ["now+7"], False),
+        "4 MB line, no newline": (b"#SBATCH --deadline=now+8 " + b"a" * big, [], True),
+        "4 MB command line, no newline": (b"#SBATCH --deadline=now+8\n" + b"a" * big, ["now+8"], False),
+        "4 MB of quotes in an option line": (b"#!/bin/sh\n#SBATCH --deadline=now+9 " + b"\"\"" * (big // 2), [], True),
+        "30,000 quote pairs in option lines": (b"#!/bin/sh\n#SBATCH --deadline=now+9 " + b"\"\"x" * 20_000, ["now+9"],
+                                               False),
+        "4 MB of comment lines": (b"#!/bin/sh\n" + b"#\n" * (big // 2) + b"#SBATCH --deadline=now+10\nx\n",
+                                  ["now+10"], False),
+        "4 MB of empty lines": (b"#!/bin/sh\n" + b"\n" * big + b"#SBATCH --dea=now+11\n", ["now+11"], False),
+        # 1000 option lines are read; the 1001st makes the scan cut (the service then rejects the job)
+        "1000 option lines": (b"#!/bin/sh\n" + b"#SBATCH -t 5\n" * 999 + b"#SBATCH --deadline=now+12\ntrue\n",
+                              ["now+12"], False),
+        "300,000 option lines": (b"#!/bin/sh\n" + b"#SBATCH -t 5\n" * 300_000 + b"#SBATCH --deadline=now+13\n", [],
+                                 True),
+        "an option after the first command": (b"#!/bin/sh\ntrue\n#SBATCH --deadline=now+14\n", [], False),
+        "an indented option is a comment": (b"#!/bin/sh\n #SBATCH --deadline=now+15\n", [], False),
+        "value on the next option line": (b"#!/bin/sh\n#SBATCH --deadline\n#SBATCH 'now+16'\n", ["now+16"], False),
+        "quoted and escaped name": (b"#!/bin/sh\n#SLURM --d\"ead\"l\\ine=now+17 # --deadline=now+1\n", ["now+17"],
+                                    False),
+    }
+
+
+def test_every_script_up_to_slurms_limit_is_scanned_exactly(tmp_path):
+    cases = crafted_scripts()
+    results = lua_scan(tmp_path, [script for script, _, _ in cases.values()])
+    for (name, (script, found, cut)), got in zip(cases.items(), results):
+        assert len(script) <= MB4, name
+        assert got == (found, cut), name
+        assert reference_scan(script) == (found, cut), name
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(
+    st.sampled_from(["#!/bin/sh", "", "   ", "\t#x", "# c", "#SBATCH", "#SLURM", "echo", "  true", "\r"]),
+    st.builds(lambda head, body: head + body, st.sampled_from(["#SBATCH", "#SLURM", "#SBATCH ", " #SBATCH"]),
+              st.lists(st.sampled_from([" ", "\t", "--deadline", "--dea", "--deadl=", "--deadlinex=", "=", "now+1",
+                                        "now+2h", "'", '"', "\\", "#", "-J", "a b", "x"]), max_size=8).map("".join))),
+    max_size=12))
+def test_the_hooks_scan_agrees_with_sbatchs_reading_on_any_script(tmp_path, lines):
+    script = "\n".join(lines).encode()
+    assert lua_scan(tmp_path, [script]) == [reference_scan(script)]
