@@ -197,3 +197,124 @@ def test_every_script_up_to_slurms_limit_is_scanned_exactly(tmp_path):
 def test_the_hooks_scan_agrees_with_sbatchs_reading_on_any_script(tmp_path, lines):
     script = "\n".join(lines).encode()
     assert lua_scan(tmp_path, [script]) == [reference_scan(script)]
+
+
+# -- no Lua pattern of the hooks can backtrack over user bytes ----------------------------------------
+_CLASSES = {
+    "a": lambda b: chr(b).isascii() and chr(b).isalpha(), "d": lambda b: 48 <= b <= 57,
+    "l": lambda b: 97 <= b <= 122, "u": lambda b: 65 <= b <= 90, "s": lambda b: b in (9, 10, 11, 12, 13, 32),
+    "w": lambda b: chr(b).isascii() and chr(b).isalnum(), "x": lambda b: chr(b) in "0123456789abcdefABCDEF",
+    "p": lambda b: 33 <= b <= 126 and not chr(b).isalnum(), "c": lambda b: b < 32 or b == 127,
+}
+
+
+def _class_bytes(letter: str) -> frozenset[int]:
+    """The bytes of a Lua %-class in the C locale (upper case: the complement); other letters: themselves."""
+    test = _CLASSES.get(letter.lower())
+    if test is None:
+        return frozenset([ord(letter)])
+    inside = frozenset(b for b in range(256) if test(b))
+    return frozenset(range(256)) - inside if letter.isupper() else inside
+
+
+def pattern_items(pattern: str) -> tuple[bool, list[tuple[frozenset[int], str]]]:
+    """(anchored, [(the bytes an item matches, its quantifier or "")]) of a Lua pattern; captures
+    are not items.
+
+    >>> anchored, items = pattern_items("^%s*(.-)%s*$")
+    >>> anchored, [q for _, q in items], len(items[1][0])
+    (True, ['*', '-', '*'], 256)
+    """
+    anchored = pattern.startswith("^")
+    i = 1 if anchored else 0
+    items: list[tuple[frozenset[int], str]] = []
+    end = len(pattern) - (1 if pattern.endswith("$") and not pattern.endswith("%$") else 0)
+    while i < end:
+        c = pattern[i]
+        if c in "()":
+            i += 1
+            continue
+        if c == "%":
+            chars, i = _class_bytes(pattern[i + 1]), i + 2
+        elif c == ".":
+            chars, i = frozenset(range(256)), i + 1
+        elif c == "[":
+            j = i + 1
+            negate = pattern[j] == "^"
+            j += negate
+            chars = set()
+            first = True
+            while first or pattern[j] != "]":
+                first = False
+                if pattern[j] == "%":
+                    chars |= _class_bytes(pattern[j + 1])
+                    j += 2
+                elif pattern[j + 1] == "-" and pattern[j + 2] != "]":
+                    chars |= set(range(ord(pattern[j]), ord(pattern[j + 2]) + 1))
+                    j += 3
+                else:
+                    chars.add(ord(pattern[j]))
+                    j += 1
+            chars = frozenset(range(256)) - chars if negate else frozenset(chars)
+            i = j + 1
+        else:
+            chars, i = frozenset([ord(c)]), i + 1
+        quantifier = pattern[i] if i < end and pattern[i] in "*+-?" else ""
+        i += bool(quantifier)
+        items.append((chars, quantifier))
+    return anchored, items
+
+
+def backtracks(pattern: str) -> bool:
+    """A pattern whose matching time can grow faster than the subject: two repeated items in a row
+    that can both take the same byte (``%s*(.-)%s*``), or, unanchored, a repeated first item followed by
+    more that can fail (each start position expands it again).  (``?`` takes at most one byte: never
+    counted.)
+
+    >>> backtracks("^%s*(.-)%s*$"), backtracks("\\n[ \\t]*[^%s#]"), backtracks("%s*x"), backtracks("[^,]+")
+    (True, False, True, False)
+    >>> backtracks("([^\\n]*)\\n?")
+    False
+    """
+    anchored, items = pattern_items(pattern)
+    repeated = [q in ("*", "+", "-") for _, q in items]
+    # unanchored: each start position expands the first item again when a later item can fail
+    if not anchored and items and repeated[0] and any(q in ("", "+") for _, q in items[1:]):
+        return True
+    return any(repeated[k] and repeated[k + 1] and items[k][0] & items[k + 1][0] for k in range(len(items) - 1))
+
+
+def lua_patterns(source: str) -> list[str]:
+    """The string literals inside every string.match/gmatch/find/gsub call of a Lua source that is not
+    a plain find (a last argument ``true``), with Lua's escapes undone."""
+    found = []
+    for call in re.finditer(r"string\.(?:match|gmatch|find|gsub)\(", source):
+        depth, i, literals = 1, call.end(), []
+        while depth:
+            c = source[i]
+            if c in "\"'":
+                j, text = i + 1, []
+                while source[j] != c:
+                    if source[j] == "\\":
+                        j += 1
+                        text.append({"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}.get(source[j], source[j]))
+                    else:
+                        text.append(source[j])
+                    j += 1
+                literals.append("".join(text))
+                i = j + 1
+                continue
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            i += 1
+        args = source[call.end():i - 1]
+        if not re.search(r",\s*true\s*$", args):
+            found += literals
+    return found
+
+
+@pytest.mark.parametrize("name", ["job_submit.lua", "cli_filter.lua"])
+def test_no_pattern_of_the_hooks_can_backtrack(name):
+    source = (HERE.parent / "slurm_plugin" / name).read_text()
+    patterns = lua_patterns(source)
+    assert len(patterns) >= 3
+    assert [p for p in patterns if backtracks(p)] == []

@@ -88,7 +88,10 @@ def test_a_crafted_script_does_not_delay_another_users_submission(clean, crafted
 
     def crafted_submission() -> None:
         started.set()
-        results["crafted"] = site.sbatch("--hold", "-t", "1", "-J", mine, script=crafted)
+        try:
+            results["crafted"] = site.sbatch("--hold", "-t", "1", "-J", mine, script=crafted)
+        except subprocess.TimeoutExpired as exc:      # no answer at all: as failed as a refusal
+            results["crafted"] = subprocess.CompletedProcess(exc.cmd, -1, "", "no answer")
 
     thread = threading.Thread(target=crafted_submission)
     thread.start()
