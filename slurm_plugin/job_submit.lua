@@ -145,12 +145,14 @@ end
 -- "--dea[dline]" option (getopt accepts unique prefixes; the value after "=" or the next argument)
 -- is a candidate: all are sent, comma-separated, and the service checks the earliest.
 -- Linear in the script's size: every search below is a plain find or a single character class (no
--- pattern that backtracks over user bytes), and at most MAX_DIRECTIVE_LINES option lines holding
--- MAX_DIRECTIVE_BYTES bytes are split; a script with more before its first command is reported
--- as cut (the service then treats its deadline as unreadable).
+-- pattern that backtracks over user bytes); the first command is looked for in the first
+-- MAX_HEADER_BYTES bytes, and at most MAX_DIRECTIVE_LINES option lines holding MAX_DIRECTIVE_BYTES
+-- bytes are split.  A script with more before its first command (an option line further on) is
+-- reported as cut: the service then treats its deadline as unreadable.
 -- >>> script scan (tests/test_hook_lua.py runs this part on its own)
 local MAX_DIRECTIVE_LINES = 1000
 local MAX_DIRECTIVE_BYTES = 65536
+local MAX_HEADER_BYTES = 262144
 
 -- The arguments of one option line (the text after the magic word), appended to args.  As in
 -- get_argument: an argument of no bytes ("", or an escaped blank) ends the line; so does an unquoted
@@ -198,9 +200,15 @@ end
 local function deadline_from_script(script)
     if type(script) ~= "string" then return nil end
     local n = #script
-    -- the first command: line 1, or a newline then blanks then a byte that is neither blank nor "#"
-    local stop = string.find(script, "^[ \t\r\f\v]*[^%s#]")
-    if stop == nil then stop = string.find(script, "\n[ \t\r\f\v]*[^%s#]") end
+    -- the first command: line 1, or a newline then blanks then a byte that is neither blank nor "#";
+    -- looked for in the first MAX_HEADER_BYTES only
+    local window = (n > MAX_HEADER_BYTES) and string.sub(script, 1, MAX_HEADER_BYTES) or script
+    local stop = string.find(window, "^[ \t\r\f\v]*[^%s#]")
+    if stop == nil then stop = string.find(window, "\n[ \t\r\f\v]*[^%s#]") end
+    if stop == nil and n > MAX_HEADER_BYTES and string.find(script, "\n#S", MAX_HEADER_BYTES - 2, true) then
+        return nil, true           -- option lines may follow further on: not read
+    end
+    -- from here on every option line starts inside the window: the searches for the next stay in it
     local header_end = stop or (n + 1)
     local args, lines, bytes, cut = {}, 0, 0, nil
     local pos = 1
@@ -219,7 +227,7 @@ local function deadline_from_script(script)
             directive_arguments(string.sub(script, body, line_end - 1), args)
         end
         -- the next option line: a plain search, so comment lines cost nothing each
-        local nxt = string.find(script, "\n#S", line_end, true)
+        local nxt = string.find(window, "\n#S", line_end, true)
         if nxt == nil or nxt >= header_end then break end
         pos = nxt + 1
     end

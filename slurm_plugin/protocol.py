@@ -270,6 +270,7 @@ def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float
 # What job_submit.lua splits of a script before it calls it too long to read (the same numbers there).
 MAX_DIRECTIVE_LINES = 1000
 MAX_DIRECTIVE_BYTES = 65536
+MAX_HEADER_BYTES = 262144      # the first command is looked for this far; option lines beyond: cut
 _BLANK = " \t\n\r\f\v"          # C's isspace()
 
 
@@ -329,8 +330,9 @@ def deadline_from_script(script: str) -> tuple[list[str], bool]:
     one argument list; ``--dea``... up to ``--deadline`` (getopt takes unique prefixes), its value
     after ``=`` or in the next argument.  Every such value is returned (the service checks the
     earliest: a value that is really another option's argument only makes the check stricter), and
-    whether the option lines went past :data:`MAX_DIRECTIVE_LINES` / :data:`MAX_DIRECTIVE_BYTES`
-    (then the list is not complete).  The reference of job_submit.lua's scan, which must agree.
+    whether the scan was cut: option lines past :data:`MAX_DIRECTIVE_LINES` / :data:`MAX_DIRECTIVE_BYTES`,
+    or no command in the first :data:`MAX_HEADER_BYTES` bytes and an option line (``\\n#S``) after
+    them (then the list is not complete).  The reference of job_submit.lua's scan, which must agree.
 
     >>> deadline_from_script("#!/bin/sh\\n#SBATCH -t 5\\n#SBATCH --deadline=now+1hour\\nsrun x\\n")
     (['now+1hour'], False)
@@ -341,19 +343,27 @@ def deadline_from_script(script: str) -> tuple[list[str], bool]:
     args: list[str] = []
     lines = size = 0
     cut = False
-    for line in script.split("\n"):
-        if line.startswith("#SBATCH") or line.startswith("#SLURM"):
-            body = line[7:] if line.startswith("#SBATCH") else line[6:]
+    data = script.encode("utf-8", "surrogateescape")
+    offset = 0                     # of the line, in bytes
+    for raw in data.split(b"\n"):
+        start, offset = offset, offset + len(raw) + 1
+        if raw.startswith(b"#SBATCH") or raw.startswith(b"#SLURM"):
+            body = raw[7:] if raw.startswith(b"#SBATCH") else raw[6:]
             lines += 1
-            size += len(body.encode("utf-8", "surrogateescape"))
+            size += len(body)
             if lines > MAX_DIRECTIVE_LINES or size > MAX_DIRECTIVE_BYTES:
                 cut = True
                 break
-            args += directive_arguments(body)
+            args += directive_arguments(body.decode("utf-8", "surrogateescape"))
             continue
-        first = line.lstrip(" \t\r\f\v")
-        if first and not first.startswith("#"):
+        first = raw.lstrip(b" \t\r\f\v")
+        if first and not first.startswith(b"#"):
+            if start + len(raw) - len(first) >= MAX_HEADER_BYTES and b"\n#S" in data[MAX_HEADER_BYTES - 3:]:
+                return [], True    # the first command lies past what the hook reads, option lines too
             break
+    else:
+        if len(data) > MAX_HEADER_BYTES and b"\n#S" in data[MAX_HEADER_BYTES - 3:]:
+            return [], True
     for i, arg in enumerate(args):
         if arg.startswith("--dea"):
             name, eq, value = arg[2:].partition("=")

@@ -149,22 +149,32 @@ def crafted_scripts() -> dict[str, tuple[bytes, list[str], bool]]:
         # the reproduction: a comment line with 40,000 blanks; no option at all
         "issue 40 KB blanks": (b"#!/bin/sh\n#" + b" " * 40000 + b"x\ntrue\n", [], False),
         "4 MB of blanks in a comment": (b"#!/bin/sh\n#" + b" " * big + b"x\ntrue\n", [], False),
+        # no command in the first 256 KiB, and an option line after it: cut (the first command of a real
+        # script comes within a few KB)
         "4 MB of blanks then the option": (b"#!/bin/sh\n" + b" " * big + b"\n#SBATCH --deadline=now+5\ntrue\n",
-                                           ["now+5"], False),
+                                           [], True),
+        "200 KB of blanks then the option": (b"#!/bin/sh\n" + b" " * 200_000 + b"\n#SBATCH --deadline=now+5\ntrue\n",
+                                             ["now+5"], False),
         # option lines past 64 KiB in all are not split: cut (an option line that long is no real script's)
         "4 MB of blanks inside an option line": (b"#!/bin/sh\n#SBATCH" + b" " * big + b"--deadline=now+6\n", [], True),
         "60 KB of blanks inside an option line": (b"#!/bin/sh\n#SBATCH" + b" " * 60_000 + b"--deadline=now+6\n",
                                                   ["now+6"], False),
+        "200 KB tabs and CRs before the first command": (b"#!/bin/sh\n#SBATCH --deadline=now+7\n" + b"\t\r" * 100_000
+                                                         + b"echo\n#SBATCH --deadline=now+1\n", ["now+7"], False),
         "4 MB tabs and CRs before the first command": (b"#!/bin/sh\n#SBATCH --deadline=now+7\n" + b"\t\r" * (big // 2)
-                                                       + b"echo\n#SBATCH --deadline=now+1\n", ["now+7"], False),
+                                                       + b"echo\n#SBATCH --deadline=now+1\n", [], True),
+        "4 MB tabs and CRs, no option after": (b"#!/bin/sh\n#SBATCH --deadline=now+7\n" + b"\t\r" * (big // 2)
+                                               + b"echo\n", ["now+7"], False),
         "4 MB line, no newline": (b"#SBATCH --deadline=now+8 " + b"a" * big, [], True),
         "4 MB command line, no newline": (b"#SBATCH --deadline=now+8\n" + b"a" * big, ["now+8"], False),
         "4 MB of quotes in an option line": (b"#!/bin/sh\n#SBATCH --deadline=now+9 " + b"\"\"" * (big // 2), [], True),
         "30,000 quote pairs in option lines": (b"#!/bin/sh\n#SBATCH --deadline=now+9 " + b"\"\"x" * 20_000, ["now+9"],
                                                False),
-        "4 MB of comment lines": (b"#!/bin/sh\n" + b"#\n" * (big // 2) + b"#SBATCH --deadline=now+10\nx\n",
-                                  ["now+10"], False),
-        "4 MB of empty lines": (b"#!/bin/sh\n" + b"\n" * big + b"#SBATCH --dea=now+11\n", ["now+11"], False),
+        "4 MB of comment lines": (b"#!/bin/sh\n" + b"#\n" * (big // 2) + b"#SBATCH --deadline=now+10\nx\n", [], True),
+        "option, then 4 MB of comment lines": (b"#!/bin/sh\n#SBATCH --deadline=now+10\n" + b"#\n" * (big // 2) + b"x\n",
+                                               ["now+10"], False),
+        "4 MB of empty lines": (b"#!/bin/sh\n" + b"\n" * big + b"#SBATCH --dea=now+11\n", [], True),
+        "option, then 4 MB of empty lines": (b"#!/bin/sh\n#SBATCH --dea=now+11\n" + b"\n" * big, ["now+11"], False),
         # 1000 option lines are read; the 1001st makes the scan cut (the service then rejects the job)
         "1000 option lines": (b"#!/bin/sh\n" + b"#SBATCH -t 5\n" * 999 + b"#SBATCH --deadline=now+12\ntrue\n",
                               ["now+12"], False),
