@@ -422,6 +422,8 @@ class LiveView:
             job = self._spread_gpus(job, total, mask)
             if job is None:
                 return None
+        elif total:                   # a node count given here (its -w): ceil(total / nodes) on each
+            job = job.with_changes(gpus_per_node=max(job.gpus_per_node, math.ceil(total / job.nodes)))
         if shards:
             # K shards on a node with S per GPU are K/S of one GPU; with several S, the largest share
             per_gpu = self._shards_per_gpu if mask is None else self._shards_per_gpu[mask]

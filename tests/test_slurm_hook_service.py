@@ -8,12 +8,15 @@ from __future__ import annotations
 import doctest
 import json
 import os
+import re
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from greenslurm.clustermodel import InputError
 from hook_service import ServiceProcess, recorded_decisions, write_config
@@ -465,3 +468,38 @@ def test_pending_jobs_stuffed_with_tags_do_not_stop_the_syncs(tmp_path):
         assert ping.get("view_age_s") is not None and ping["view_age_s"] <= 1.5, ping
     finally:
         proc.stop()
+
+
+# -- the user's own nodes and every GPU form (nodes of tests/data/slurm-hook: n1, n2 with 2 GPUs; n3, n4 without)
+GPU_NODES = {"n1", "n2"}
+GPU_FIELDS = [{}, {"tres_per_node": "gres:gpu:1"}, {"tres_per_job": "gres:gpu:1"}, {"tres_per_job": "gres:gpu:3"},
+              {"tres_per_task": "gres:gpu:1", "num_tasks": 2, "min_cpus": 2},
+              {"tres_per_socket": "gres:gpu:1", "sockets_per_node": 1}]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(required=st.sets(st.sampled_from(["n1", "n2", "n3", "n4"]), max_size=2),
+       excluded=st.sets(st.sampled_from(["n1", "n2", "n3", "n4"]), max_size=3),
+       gpus=st.sampled_from(range(len(GPU_FIELDS))))
+def test_placement_keeps_the_users_nodes_and_puts_gpu_jobs_on_gpu_nodes(served, required, excluded, gpus):
+    required = required - excluded               # Slurm refuses a node both required and excluded
+    fields = dict(GPU_FIELDS[gpus])
+    if required:
+        fields["req_nodes"] = ",".join(sorted(required))
+    if excluded:
+        fields["exc_nodes"] = ",".join(sorted(excluded))
+    answer = exchange(served.socket_path, request(7000 + gpus, **fields))
+    assert answer["action"] in ("accept", "modify", "reject"), answer
+    assert "bad input" not in answer.get("message", "")
+    if answer["action"] != "modify":
+        return
+    planned = set(re.search(r"planned start \S+ on (\S+?)(?:, |$)", answer["comment_append"]).group(1).split(","))
+    assert not planned & excluded
+    if required:
+        # the user's -w is kept (never replaced), and the plan is on the nodes it names
+        assert "req_nodes" not in answer and planned <= required, answer
+    else:
+        assert set(answer["req_nodes"].split(",")) == planned
+    if fields.get("tres_per_node") or fields.get("tres_per_job") or fields.get("tres_per_task") \
+            or fields.get("tres_per_socket"):
+        assert planned <= GPU_NODES, answer
