@@ -341,11 +341,14 @@ local function describe(job_desc, submit_uid)
     cut(request, "features", job_desc.features)
     cut(request, "array_inx", job_desc.array_inx)
     cut(request, "deadline_env", environment_value(job_desc.environment, "GREENSLURM_DEADLINE"))
-    cut(request, "tz", environment_value(job_desc.environment, "TZ"))
     local script_deadline, script_cut = deadline_from_script(job_desc.script)
     cut(request, "deadline_script", script_deadline)
     if script_cut then
         request.truncated = (request.truncated and (request.truncated .. ",") or "") .. "deadline_script"
+    end
+    if request.deadline_env ~= nil or request.deadline_script ~= nil then
+        -- a local time is read in the user's own zone (sbatch read it so)
+        cut(request, "tz", environment_value(job_desc.environment, "TZ"))
     end
     if failed_open > 0 then
         request.failed_open = failed_open

@@ -328,3 +328,18 @@ def test_no_pattern_of_the_hooks_can_backtrack(name):
     patterns = lua_patterns(source)
     assert len(patterns) >= 3
     assert [p for p in patterns if backtracks(p)] == []
+
+
+def test_the_tag_never_pushes_a_comment_past_slurms_1024_bytes(tmp_path, service):
+    config, _ = service
+    # 500 bytes: room for the whole plan; 1000: only for the tag, 1000 + len(" | greenslurm#2.") 16
+    # + 8 hex = 1024 bytes exactly; 1010 and 1024: no room, left as they are (Slurm takes them so)
+    sizes = [500, 1000, 1010, 1024]
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job(comment=b"c" * n)} for n in sizes])
+    assert [int(line[0]) for line in lines] == [0, 0, 0, 0], log
+    comments = [line[1] for line in lines]
+    assert all(len(c.encode()) <= 1024 for c in comments)
+    assert re.fullmatch(r"c{500} \| greenslurm#1\.[0-9a-f]{8}: planned start .+", comments[0])
+    assert re.fullmatch(r"c{1000} \| greenslurm#2\.[0-9a-f]{8}", comments[1])
+    assert comments[2] == "c" * 1010 and comments[3] == "c" * 1024
+    assert log.count("leaves no room for the tag") == 2

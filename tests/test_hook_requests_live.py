@@ -23,30 +23,13 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from greenslurm.slurm_plugin.install import ping
-from test_hook_attacks import REASON, Attack
+# the cluster, the rendered hook and the service at defaults, shared with the attacks; ``empty``: no job at all
+from test_hook_attacks import REASON, Attack, attack, empty  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
               pytest.mark.timeout(300)]
 
 HOUR_JOB = "#!/bin/sh\nsleep 3600\n"
-
-
-@pytest.fixture(scope="module")
-def site():
-    env = Attack()
-    try:
-        env.start()
-        yield env
-    finally:
-        env.close()
-
-
-@pytest.fixture
-def clean(site):
-    site.cancel_jobs(everyone=True)
-    site.cluster.wait_idle(60)
-    yield site
-    site.cancel_jobs(everyone=True)
 
 
 def synced_after(site: Attack, since_s: float) -> None:
@@ -79,8 +62,8 @@ def count_jobs_named(site: Attack, name: str) -> int:
     b"#!/bin/sh\n#" + b" " * 40000 + b"x\ntrue\n",                         # the stall as reported (40 KB)
     b"#!/bin/sh\n#" + b" " * (4 * 1024 * 1024 - 64) + b"x\ntrue\n",         # Slurm's 4 MB limit
 ])
-def test_a_crafted_script_does_not_delay_another_users_submission(clean, crafted):
-    site = clean
+def test_a_crafted_script_does_not_delay_another_users_submission(empty, crafted):
+    site = empty
     other = site.cluster.add_user("greenslurm-other")
     results: dict[str, subprocess.CompletedProcess] = {}
     started = threading.Event()
@@ -117,8 +100,8 @@ GPU_FORMS = {
 }
 
 
-def test_a_gpu_job_due_before_any_gpu_frees_is_rejected_in_every_form(clean):
-    site = clean
+def test_a_gpu_job_due_before_any_gpu_frees_is_rejected_in_every_form(empty):
+    site = empty
     gpus_busy(site)
     for form, args in GPU_FORMS.items():
         before = site.last_decision_id()
@@ -131,8 +114,8 @@ def test_a_gpu_job_due_before_any_gpu_frees_is_rejected_in_every_form(clean):
 
 
 @pytest.mark.parametrize("form", ["--gpus", "--gpus-per-task"])
-def test_a_gpu_job_without_deadline_is_pinned_to_a_gpu_node(clean, form):
-    site = clean
+def test_a_gpu_job_without_deadline_is_pinned_to_a_gpu_node(empty, form):
+    site = empty
     result = site.sbatch(*GPU_FORMS[form], "-t", "5", script=HOUR_JOB)
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip()
@@ -141,8 +124,8 @@ def test_a_gpu_job_without_deadline_is_pinned_to_a_gpu_node(clean, form):
 
 
 # -- the user's own nodes ---------------------------------------------------------------------------
-def test_a_jobs_own_node_list_is_kept(clean):
-    site = clean
+def test_a_jobs_own_node_list_is_kept(empty):
+    site = empty
     result = site.sbatch("-w", "n4", "-t", "5", script=HOUR_JOB)
     assert result.returncode == 0, result.stderr
     job_id = result.stdout.strip()
@@ -153,8 +136,8 @@ def test_a_jobs_own_node_list_is_kept(clean):
     assert "planned start" in job["Comment"] and " on n4" in job["Comment"], job["Comment"]
 
 
-def test_a_gpu_job_excluding_a_gpu_node_runs_on_the_other(clean):
-    site = clean
+def test_a_gpu_job_excluding_a_gpu_node_runs_on_the_other(empty):
+    site = empty
     result = site.sbatch("--gres=gpu:1", "-x", "n1", "-t", "5", script=HOUR_JOB)
     assert result.returncode == 0, result.stderr           # never pinned to the node it excludes
     job_id = result.stdout.strip()
@@ -164,8 +147,8 @@ def test_a_gpu_job_excluding_a_gpu_node_runs_on_the_other(clean):
 
 # -- the user's time zone ---------------------------------------------------------------------------
 @pytest.mark.parametrize("filtered", [True, False], ids=["cli_filter", "script"])
-def test_a_local_time_deadline_is_read_in_the_users_time_zone(clean, filtered):
-    site = clean
+def test_a_local_time_deadline_is_read_in_the_users_time_zone(empty, filtered):
+    site = empty
     zone = "Pacific/Kiritimati"                # UTC+14: a zone mix-up is 14 hours
     due = int(time.time()) + 2 * 3600
     local = datetime.fromtimestamp(due, ZoneInfo(zone)).strftime("%Y-%m-%dT%H:%M:%S")
@@ -186,8 +169,8 @@ def test_a_local_time_deadline_is_read_in_the_users_time_zone(clean, filtered):
 
 # -- the comment ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", [1000, 1024])
-def test_a_comment_slurm_accepts_is_accepted_with_the_hook(clean, size):
-    site = clean
+def test_a_comment_slurm_accepts_is_accepted_with_the_hook(empty, size):
+    site = empty
     comment = "c" * size
     result = site.sbatch("--hold", "-t", "5", f"--comment={comment}")
     assert result.returncode == 0, result.stderr
