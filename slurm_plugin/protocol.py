@@ -41,7 +41,7 @@ from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
 from greenslurm.clustermodel import InputError, JobSpec
-from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, Gres, parse_gres
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
 from greenslurm.traces.slurm_conf import expand_hostlist
 from greenslurm.traces.slurm_fields import array_tasks
 
@@ -376,82 +376,25 @@ def deadline_from_script(script: str) -> tuple[list[str], bool]:
 
 
 # -- the job ---------------------------------------------------------------------------------------
-def gres_of(request: dict) -> Gres:
-    """The GRES a job asks per node: ``tres_per_node`` (``gres:gpu:a100:2``), else ``gres``; one parser
-    for the whole project (:mod:`greenslurm.clustermodel.gres`).
-
-    >>> g = gres_of({"tres_per_node": "gres:gpu:k80:2,gres:gpu:t4:1"})
-    >>> g.gpus, g.models, gres_of({"gres": "gres:shard:4"}).shards
-    (3, ('k80', 't4'), 4)
-    """
-    for name in ("tres_per_node", "gres"):
-        text = request.get(name)
-        if text:
-            try:
-                return parse_gres(text)
-            except ValueError as exc:
-                raise InputError(str(exc), field=name) from None
-    return parse_gres(None)
-
-
-
-
-@dataclass(frozen=True)
-class GpuRequest:
-    """What a job asks of GPUs in every form Slurm 22.05 lets a user write, as the service plans it:
-    ``per_node`` GPUs on each node, and (jobs without a node count) ``total`` GPUs in all."""
-
-    per_node: int = 0
-    total: int = 0
-    models: tuple[str, ...] = ()
-    shards: int = 0
-
-
-def gpu_request(request: dict, tasks: int, nodes: int) -> GpuRequest:
+def gpus_of(request: dict, tasks: int, nodes: int) -> GpuRequest:
     """The GPUs of a submission from the job_desc fields job_submit.lua sees in Slurm 22.05 (checked on
-    real daemons): ``--gres=gpu:N`` and ``--gpus-per-node=N`` set ``tres_per_node`` (``gres:gpu:N``),
-    ``--gpus=N`` ``tres_per_job``, ``--gpus-per-task=N`` ``tres_per_task`` (with ``num_tasks``),
-    ``--gpus-per-socket=N`` ``tres_per_socket`` (with ``sockets_per_node``); clients that set the
-    ``tres_per_*`` fields directly (the REST API) land in the same fields.  ``tasks`` and ``nodes``:
-    the job's task count and node count (0: not given).
+    real daemons; see :func:`greenslurm.clustermodel.gres.gpu_request`); clients that set the
+    ``tres_per_*`` fields directly (the REST API) land in the same fields.  ``tasks``, ``nodes``: the
+    job's task count and node count (0: not given).
 
-    >>> gpu_request({"tres_per_job": "gres:gpu:3"}, 1, 0)            # 3 in all, nodes not given
-    GpuRequest(per_node=0, total=3, models=(), shards=0)
-    >>> gpu_request({"tres_per_job": "gres:gpu:3"}, 1, 2).per_node    # ceil(3 / 2) on each of 2 nodes
-    2
-    >>> gpu_request({"tres_per_task": "gres:gpu:1"}, 4, 0).total      # 1 a task x 4 tasks
-    4
-    >>> gpu_request({"tres_per_task": "gres:gpu:1", "ntasks_per_node": 2}, 4, 2).per_node
-    2
-    >>> gpu_request({"tres_per_socket": "gres:gpu:2", "sockets_per_node": 2}, 1, 0).per_node   # 2 x 2
-    4
-    >>> gpu_request({"tres_per_node": "gres:shard:2"}, 1, 0).shards
-    2
+    >>> gpus_of({"tres_per_task": "gres:gpu:1", "ntasks_per_node": 65534}, 4, 0)
+    GpuRequest(per_node=0, total=4, models=(), shards=0)
     """
-    def parsed(name: str) -> Gres:
-        text = request.get(name)
-        if not text:
-            return parse_gres(None)
-        try:
-            return parse_gres(text)
-        except ValueError as exc:
-            raise InputError(str(exc), field=name) from None
-
-    node = gres_of(request)
-    job, task, socket = parsed("tres_per_job"), parsed("tres_per_task"), parsed("tres_per_socket")
     sockets = request.get("sockets_per_node")
-    sockets = 1 if unset(sockets, 16) or not sockets else int(sockets)
     per_node_tasks = request.get("ntasks_per_node")
-    per_node_tasks = 0 if unset(per_node_tasks, 16) else int(per_node_tasks)
-    per_node = max(node.gpus, socket.gpus * sockets, task.gpus * per_node_tasks)
-    total = max(job.gpus, task.gpus * tasks)
-    if nodes > 0 and total:
-        per_node, total = max(per_node, math.ceil(total / nodes)), 0
-    elif total and per_node:
-        total = 0 if per_node >= total else total
-    models = tuple(dict.fromkeys(node.models + job.models + task.models + socket.models))
-    shards = max(node.shards, job.shards, task.shards * max(per_node_tasks, 1), socket.shards * sockets)
-    return GpuRequest(per_node, total, models, shards)
+    try:
+        return gpu_request(request.get("tres_per_node") or request.get("gres"), request.get("tres_per_job"),
+                           request.get("tres_per_task"), request.get("tres_per_socket"), tasks=tasks, nodes=nodes,
+                           tasks_per_node=0 if unset(per_node_tasks, 16) else int(per_node_tasks),
+                           sockets_per_node=0 if unset(sockets, 16) else int(sockets))
+    except ValueError as exc:
+        name, _, reason = str(exc).partition(": ")
+        raise InputError(reason, field=name) from None
 
 
 @dataclass(frozen=True)
@@ -569,7 +512,7 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     max_nodes = 0 if unset(max_nodes) else int(max_nodes)
     limit = request.get("time_limit")
     limit_s = default_time_limit_s if unset(limit) or limit == 0 else float(limit) * 60.0
-    gres = gpu_request(request, tasks, nodes)
+    gres = gpus_of(request, tasks, nodes)
     memory = request.get("pn_min_memory")
     if unset(memory, 64) or not memory:
         memory_mb = 0.0

@@ -177,3 +177,22 @@ def test_a_comment_slurm_accepts_is_accepted_with_the_hook(empty, size):
     got = site.job(result.stdout.strip())["Comment"].rstrip()
     # the user's comment whole; after it at most the tag (" | greenslurm#ID.TOKEN") when it fits
     assert got == comment or (got.startswith(comment + " | greenslurm#") and len(got.encode()) <= 1024), got
+
+
+def test_a_pending_gpus_job_keeps_its_gpus_in_the_plan(empty):
+    site = empty
+    # n1's GPUs busy for an hour; a --gpus=2 job (no node count) waits a minute for its begin time:
+    # the plan must hold both GPUs of n2 for it from then on, as read back from Slurm at the next sync
+    result = site.cluster.sbatch("-w", "n1", "--gres=gpu:2", "-n", "1", "-t", "60", script=HOUR_JOB)
+    assert result.returncode == 0, result.stderr
+    site.cluster.wait_job_state(result.stdout.strip(), ("RUNNING",), timeout_s=60)
+    pending = site.sbatch("--gpus=2", "-t", "60", "--begin=now+60", script=HOUR_JOB)
+    assert pending.returncode == 0, pending.stderr
+    assert site.job(pending.stdout.strip())["JobState"] == "PENDING"
+    synced_after(site, time.time())
+    # 10 minutes on one GPU, due in 30: n1 frees in an hour, n2 is taken in a minute for an hour
+    before = site.last_decision_id()
+    result = site.sbatch("--gres=gpu:1", "-t", "10", "--deadline=now+30minutes", filtered=True, script=HOUR_JOB)
+    assert result.returncode != 0 and "greenslurm" in result.stderr, (result.stdout, result.stderr)
+    rows = site.wait_decisions_after(before)
+    assert rows and rows[-1]["action"] == "reject" and "earliest end" in rows[-1]["message"], rows[-1:]
