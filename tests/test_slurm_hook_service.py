@@ -503,3 +503,17 @@ def test_placement_keeps_the_users_nodes_and_puts_gpu_jobs_on_gpu_nodes(served, 
     if fields.get("tres_per_node") or fields.get("tres_per_job") or fields.get("tres_per_task") \
             or fields.get("tres_per_socket"):
         assert planned <= GPU_NODES, answer
+
+
+@pytest.mark.parametrize("field", ["deadline_env", "deadline_script"])
+@pytest.mark.parametrize("zone", ["Pacific/Kiritimati", ":America/Adak", "UTC-14"])
+def test_a_local_time_deadline_is_read_in_the_jobs_time_zone(tmp_path, field, zone):
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+    # 17:00 local, 3 days from now: Kiritimati and UTC-14 (POSIX: 14 h east) are UTC+14, Adak UTC-10/-9
+    tz = timezone(timedelta(hours=14)) if zone == "UTC-14" else ZoneInfo(zone.lstrip(":"))
+    day = datetime.now(tz) + timedelta(days=3)
+    local = day.replace(hour=17, minute=0, second=0, microsecond=0)
+    parsed = parse_request(request(1, **{field: local.strftime("%Y-%m-%dT%H:%M:%S"), "tz": zone}))
+    sub = submission_from_request(parsed, now_s=time.time())
+    assert sub.job.deadline_s == local.timestamp()
