@@ -8,7 +8,12 @@ scan alone (os.clock around the call) are printed: minimum, median, maximum.  Wi
 line trim of the scan before the rewrite (``string.match(line, "^%s*(.-)%s*$")``) is timed beside it
 on the 20 KB and 40 KB comment lines of the reported stall (the larger ones take hours).
 
-    python bench/bench_hook_scan.py [--repeat 5] [--old]
+With ``--live``, on real daemons (the cluster, rendered hook and service of tests/test_hook_attacks.py,
+hook at its defaults): another user's sbatch round trips (``--submissions`` of them) while one user
+submits 4 MB crafted scripts back to back, paired with the same number without the crafted
+submissions, in the same run: median and maximum.
+
+    python bench/bench_hook_scan.py [--repeat 5] [--old] [--live [--submissions 20]]
 """
 
 from __future__ import annotations
@@ -33,10 +38,58 @@ from greenslurm.slurm_plugin.install import render_job_submit  # noqa: E402
 OLD_TRIM = 'local t = os.clock(); string.match(io.read("*a"), "^%s*(.-)%s*$"); print(os.clock() - t)'
 
 
+def live(submissions: int) -> None:
+    """Another user's sbatch round trips with and without 4 MB crafted scripts submitted meanwhile."""
+    import threading
+    import time
+
+    from test_hook_attacks import REASON, Attack
+    if REASON:
+        print(f"--live: {REASON}")
+        return
+    crafted = b"#!/bin/sh\n#" + b" " * (4 * 1024 * 1024 - 64) + b"x\ntrue\n"
+    site = Attack()
+    try:
+        site.start()
+        other = site.cluster.add_user("greenslurm-other")
+
+        def round_trips() -> list[float]:
+            took = []
+            for _ in range(submissions):
+                started = time.perf_counter()
+                result = site.cluster.sbatch("--hold", "-t", "1", user=other)
+                took.append((time.perf_counter() - started) * 1e3)
+                assert result.returncode == 0, result.stderr
+            return took
+
+        quiet = round_trips()
+        stop = threading.Event()
+        crafted_count = [0]
+
+        def attacker() -> None:
+            while not stop.is_set():
+                site.sbatch("--hold", "-t", "1", script=crafted)
+                crafted_count[0] += 1
+
+        thread = threading.Thread(target=attacker)
+        thread.start()
+        try:
+            loud = round_trips()
+        finally:
+            stop.set()
+            thread.join()
+        for name, took in (("alone", quiet), (f"beside {crafted_count[0]} crafted 4 MB scripts", loud)):
+            print(f"other user's sbatch, {name}: median {statistics.median(took):.1f} ms, max {max(took):.1f} ms")
+    finally:
+        site.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--old", action="store_true", help="also time the line trim of the scan before the rewrite")
+    parser.add_argument("--live", action="store_true", help="also on real daemons, beside another user's sbatch")
+    parser.add_argument("--submissions", type=int, default=20)
     args = parser.parse_args()
     lua = shutil.which("lua5.1")
     if lua is None:
@@ -60,6 +113,8 @@ def main() -> int:
                 line = b"#" + b" " * size + b"x"
                 took = subprocess.run([lua, "-e", OLD_TRIM], input=line, capture_output=True, check=True).stdout
                 print(f"old trim, comment line of {size:,d} blanks: {float(took) * 1e3:,.0f} ms")
+    if args.live:
+        live(args.submissions)
     return 0
 
 
