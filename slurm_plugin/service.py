@@ -44,6 +44,7 @@ from pathlib import Path
 
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL
 from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, failed_ids, parse_request,
@@ -220,7 +221,7 @@ class DecisionService:
             return finish("reject", f"greenslurm: {exc.reason}{where}", reason="bad input",
                           error_code="ESLURM_INVALID_TIME_VALUE" if exc.field and "deadline" in exc.field else None)
         job = sub.job
-        row.update(partition=job.partition, cpus=job.cpus, nodes=job.nodes, gpus_per_node=job.gpus_per_node,
+        row.update(partition=job.partition, cpus=job.cpus, nodes=job.nodes, gpus_per_node=_gpus_asked(job),
                    time_limit_s=job.requested_time_s, deadline_s=job.deadline_s,
                    deadline_source=sub.deadline_source, array_tasks=sub.array_tasks)
         age = self.view_age_s(now)
@@ -406,8 +407,20 @@ def _same_job(rec: dict, item: PendingDeadline) -> bool:
         return False
     planned = len([n for n in (rec.get("planned_nodes") or "").split(",") if n])
     return (job.cpus <= (rec["cpus"] or 0) and job.nodes <= max(rec["nodes"] or 0, planned, 1)
-            and job.gpus_per_node <= (rec["gpus_per_node"] or 0.0)
+            and _gpus_asked(job) <= (rec["gpus_per_node"] or 0.0)
             and getattr(item, "array_tasks", 1) <= (rec["array_tasks"] or 1))
+
+
+def _gpus_asked(job) -> float:
+    """The GPUs a job asks on any one node at most: per node, or (``--gpus``, ``--gpus-per-task``
+    without a node count) all of them; what the record keeps, so that a pending job's GPUs raised
+    after the check (a user may change TresPerJob) are seen.
+
+    >>> from greenslurm.clustermodel import JobSpec
+    >>> _gpus_asked(JobSpec("1", 0.0, 60.0, gpus_per_node=1.0)), _gpus_asked(JobSpec("2", 0.0, 60.0, extra={"gpus_total": 3}))
+    (1.0, 3.0)
+    """
+    return max(float(job.gpus_per_node), float((job.extra or {}).get(GPUS_TOTAL, 0) or 0))
 
 
 def _job_order(job_id: str) -> tuple:

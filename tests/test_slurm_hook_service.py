@@ -517,3 +517,26 @@ def test_a_local_time_deadline_is_read_in_the_jobs_time_zone(tmp_path, field, zo
     parsed = parse_request(request(1, **{field: local.strftime("%Y-%m-%dT%H:%M:%S"), "tz": zone}))
     sub = submission_from_request(parsed, now_s=time.time())
     assert sub.job.deadline_s == local.timestamp()
+
+
+@pytest.mark.parametrize("asked, pending_gpus, covered", [
+    ({"tres_per_job": "gres:gpu:1"}, {"gpus_total": 1}, True),
+    ({"tres_per_job": "gres:gpu:1"}, {"gpus_total": 2}, False),      # TresPerJob raised after the check
+    ({"tres_per_node": "gres:gpu:1"}, {"gpus_per_node": 2.0}, False),
+])
+def test_a_tag_covers_no_more_gpus_than_were_checked(tmp_path, asked, pending_gpus, covered):
+    from greenslurm.clustermodel import JobSpec
+    from greenslurm.slurm_plugin.backend import PendingDeadline
+    from greenslurm.slurm_plugin.record import DecisionRecord
+    from greenslurm.slurm_plugin.service import DecisionService
+    service = DecisionService(HookConfig(database=str(tmp_path / "db.sqlite")), DecisionRecord(tmp_path / "db.sqlite"))
+    snapshot, _ = backend.FilesBackend(str(STATE)).snapshot()
+    service.swap_view(service.install_view(snapshot, time.time()), time.time())
+    answer = service.handle_request(parse_request(request(1, deadline_env="now+1day", **asked)))
+    assert answer["action"] == "modify", answer
+    checked = service.record.rows("WHERE id = ?", (answer["decision"],))[0]["deadline_s"]
+    extra = {"gpus_total": pending_gpus["gpus_total"]} if "gpus_total" in pending_gpus else {}
+    job = JobSpec("101", submit_s=time.time(), requested_time_s=600.0, cpus=1, deadline_s=checked,
+                  gpus_per_node=pending_gpus.get("gpus_per_node", 0.0), extra=extra)
+    item = PendingDeadline("101", checked, job, None, answer["comment_append"], False, "ana", 600.0, 1000)
+    assert (service.checked_jobs([item]) == {"101"}) is covered
