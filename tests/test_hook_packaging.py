@@ -399,6 +399,59 @@ def test_the_template_loads_and_documents_every_setting_at_its_default(tmp_path)
             assert getattr(loaded, key) == getattr(HookConfig(), key), key
 
 
+def documented_settings(text: str) -> dict[str, str]:
+    """The settings tables of a doc page (``| `name`, `name` | default, default | meaning |``) as
+    {name: the default as written}; one default for several names is each one's; a row whose names and
+    defaults do not pair up otherwise is an error."""
+    found = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not re.fullmatch(r"`[a-z_]+`(, `[a-z_]+`)*", cells[0]):
+            continue
+        names = re.findall(r"`([a-z_]+)`", cells[0])
+        defaults = [d.strip() for d in cells[1].split(",")]
+        if len(defaults) == 1:
+            defaults *= len(names)                             # one default for all of them
+        assert len(names) == len(defaults), line
+        found.update(zip(names, defaults))
+    return found
+
+
+def documented_value(text: str):
+    """A default as the docs write it: `grid`, 300, true, (none) (an empty setting), 0 (none).
+
+    >>> [documented_value(t) for t in ("`grid`", "300", "true", "(none)", "none", "0 (none)")]
+    ['grid', 300.0, True, '', '', 0.0]
+    """
+    text = re.sub(r" \(none\)$", "", text.strip("`"))
+    if text in ("(none)", "none"):
+        return ""
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+@pytest.mark.parametrize("page", ["hook.md", "hook-green.md"])
+def test_the_documented_defaults_are_the_codes(page):
+    documented = documented_settings((ROOT / "docs" / page).read_text())
+    assert len(documented) >= 10, documented                     # the tables were found
+    defaults = HookConfig()
+    for name, written in documented.items():
+        value = getattr(defaults, name)
+        expected = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        assert documented_value(written) == expected, (page, name, written, value)
+        # and the template's commented line says the same
+        assert documented_defaults((PLUGIN / "hook.toml").read_text())[name] == value, name
+
+
+def test_the_old_record_sync_row_fails_the_comparison():
+    documented = documented_settings("| `record_sync` | `full` | fsynced |")
+    assert documented_value(documented["record_sync"]) != HookConfig().record_sync
+
+
 def test_every_shipped_file_is_package_data():
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
         "greenslurm.slurm_plugin"]
