@@ -316,6 +316,47 @@ def test_kill_9_loses_no_answered_decision_and_ids_never_repeat(tmp_path):
     assert answer["decision"] == max(recorded) + 1
 
 
+def test_a_service_killed_with_9_leaves_no_helper_behind(tmp_path):
+    from hook_service import end_dead_services, group_members
+    proc = start_service(tmp_path)
+    pgid = proc.proc.pid
+    helpers = [pid for pid in group_members(pgid) if pid != pgid]
+    assert helpers, "the service's forkserver and resource_tracker run in its process group"
+    proc.proc.kill()                       # kill -9: multiprocessing's helpers outlive the service
+    proc.proc.wait()
+    assert set(group_members(pgid)) & set(helpers), "they outlive it (what the clean-up is for)"
+    ended = end_dead_services()
+    assert set(helpers) <= set(ended) | set(), (helpers, ended)
+    for _ in range(50):
+        if not group_members(pgid):
+            break
+        time.sleep(0.1)
+    assert group_members(pgid) == []
+    proc.proc = None
+
+
+def test_the_leftover_check_sees_an_orphan(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    from conftest import leftover_processes
+    # a process of this Python mentioning greenslurm, orphaned (its parent exits at once): PPID 1
+    pid_file = tmp_path / "pid"
+    subprocess.run([sys.executable, "-c", "import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+                    "'import time; time.sleep(60)  # greenslurm'], start_new_session=True); "
+                    f"open({str(pid_file)!r}, 'w').write(str(p.pid))"], check=True, timeout=60)
+    orphan = int(pid_file.read_text())
+    try:
+        assert orphan in leftover_processes()
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+    for _ in range(50):
+        if orphan not in leftover_processes():
+            break
+        time.sleep(0.1)
+    assert orphan not in leftover_processes()
+
+
 def test_a_second_service_on_the_same_socket_exits_with_one_line_and_the_first_keeps_it(tmp_path):
     import subprocess
     import sys
@@ -367,7 +408,9 @@ def test_no_view_is_the_configured_outcome(tmp_path, stale, action):
     import subprocess
     import sys
     proc = subprocess.Popen([sys.executable, "-m", "greenslurm", "hook", "serve", "--config", str(config)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    from hook_service import STARTED_GROUPS
+    STARTED_GROUPS.append(proc.pid)                        # its helpers are ended after the test
     try:
         for _ in range(400):
             if os.path.exists(sock):
