@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import shutil
 import subprocess
@@ -42,6 +43,8 @@ from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
 from greenslurm.workers import worker_pool
+
+log = logging.getLogger(__name__)
 
 # Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (power states), and, when the jobs
 # have deadlines (--slack-mean), Greedy BestFit admission (deadlines).  Conservative is left out: on exports with
@@ -166,6 +169,7 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
     row = outcome_row(outcome, reader_skipped=dict(trace.skipped))
+    row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
     if out is not None:
         write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
     starts = submit_and_start(outcome.result.records) if want_starts else None
@@ -245,6 +249,23 @@ def run_policies(scenarios, jobs, cluster, trace, workers: int, out: str | None 
 
 
 # -- the report --------------------------------------------------------------------------------
+def skipped_warning(results: dict[str, tuple[dict, float]]) -> str | None:
+    """A loud line when a policy skipped most of its jobs: which policy, how many and why, by reason.
+
+    >>> row = {"jobs_total": 10, "skipped_by_reason": {"asks for more memory than any node has": 6}}
+    >>> skipped_warning({"easy": (row, 0.1), "fcfs": ({"jobs_total": 10, "skipped_by_reason": {}}, 0.1)})
+    'easy skipped 6 of 10 jobs: 6 asks for more memory than any node has'
+    """
+    def count(label: str) -> int:
+        return sum((results[label][0].get("skipped_by_reason") or {}).values())
+    worst = max(results, key=count)
+    row = results[worst][0]
+    if 2 * count(worst) <= (row.get("jobs_total") or 0):
+        return None
+    why = "; ".join(f"{n:,} {reason}" for reason, n in sorted(row["skipped_by_reason"].items(), key=lambda kv: -kv[1]))
+    return f"{worst} skipped {count(worst):,} of {row['jobs_total']:,} jobs: {why}"
+
+
 def _show(value, how: str) -> str:
     if value is None:
         return "-"
@@ -479,6 +500,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                                cmd_options.worker_count(args.workers), args.out,
                                                starts_of=current[0], progress=progress)
     jobs = shown
+    warning = skipped_warning(results)
+    if warning is not None and not any(row.get("jobs_completed") for row, _ in results.values()):
+        raise InputError(f"no policy ran a job ({warning})", path=cluster_source)
+    if warning is not None:
+        log.warning("%s", warning)
     reader_skipped = dict(trace.skipped)
     recorded = recorded_column(jobs, cluster, build_supply(scenarios[0][1], jobs, cluster), reader_skipped)
     far = distance(recorded, current[0], current_starts, jobs, args.start_tolerance)
@@ -499,7 +525,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
     power_model = read_from_slurm(cluster, power_given=args.cluster is not None or args.node_idle_w is not None).as_dict()
     notes.append(f"power model: {power_model['text']}")
-    parts = [head, "", baseline_text(recorded, far, reader_skipped, _duration),
+    parts = [head, "", *([f"[bold yellow]most jobs skipped: {escape(warning)}[/]"] if warning else []),
+             baseline_text(recorded, far, reader_skipped, _duration),
              report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])
     body = Group(*parts,
                  "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
