@@ -395,6 +395,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--columns", default=None, metavar="NAMES",
                         help="field names of a headerless sacct export, '|'- or ','-separated")
     cmd_options.limit(parser)
+    parser.add_argument("--strict", action="store_true",
+                        help="fail on the first record that cannot be used, and on a recorded time that cannot be "
+                             "right (before 2002 on the UNIX clock, or a wait or run of more than a year), "
+                             "instead of counting it and leaving it out of the recorded column")
     parser.add_argument("--current", default=None, metavar="POLICY",
                         help="the policy the site runs now (default: slurm, Slurm's own scheduling with the "
                              "slurm.conf's settings, with --slurm-conf; else easy, textbook EASY backfilling)")
@@ -436,6 +440,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import build_supply, prepared_jobs
     from greenslurm.sweep import _read
+    from greenslurm.traces import read_trace
+    from greenslurm.sim.accounting.recorded_schedule import IMPLAUSIBLE_TIME
     from greenslurm.power_model import read_from_slurm
     from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA
     from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
@@ -454,7 +460,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_input_file(args.trace)
     columns = parse_columns(args.columns)
     path = str(Path(args.trace).resolve())
-    trace = _read(path, args.format, tuple(columns) if columns else None)
+    trace = _read(path, args.format, tuple(columns) if columns else None) if not args.strict else \
+        read_trace(path, args.format, strict=True, columns=columns or None)
     if args.renewable not in (None, "solar", "wind"):
         check_input_file(args.renewable, "supply")
     if (args.node_idle_w is not None or args.node_busy_w is not None) and not (args.cluster_from_slurm
@@ -507,6 +514,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         log.warning("%s", warning)
     reader_skipped = dict(trace.skipped)
     recorded = recorded_column(jobs, cluster, build_supply(scenarios[0][1], jobs, cluster), reader_skipped)
+    if args.strict and recorded.unusable.get(IMPLAUSIBLE_TIME):
+        raise InputError(f"{recorded.unusable[IMPLAUSIBLE_TIME]:,} jobs have a {IMPLAUSIBLE_TIME} (before 2002 on "
+                         f"the UNIX clock, or a wait or run of more than a year)", path=args.trace)
     far = distance(recorded, current[0], current_starts, jobs, args.start_tolerance)
     elapsed = time.perf_counter() - started
 

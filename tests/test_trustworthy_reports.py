@@ -76,3 +76,33 @@ def test_whatif_says_loudly_why_most_jobs_were_skipped(tmp_path, capsys):
     assert f"most jobs skipped: slurm skipped 2 of 3 jobs: 2 {SKIP_MEMORY}" in out
     assert data["policies"]["fcfs"]["skipped_by_reason"] == {SKIP_MEMORY: 2}
     assert data["policies"]["fcfs"]["jobs_completed"] == 1
+
+
+# -- recorded times that cannot be right ----------------------------------------------------------
+FOUR_NODES_CONF = NO_MEMORY_CONF.replace("CPUs=4", "CPUs=4 RealMemory=8000")
+
+
+def test_recorded_times_that_cannot_be_right_are_counted_out(tmp_path, capsys):
+    rows = export("100Mn", "100Mn", "100Mn").splitlines()
+    # job 1 submitted 1970-01-01 (a lost date), job 2 started and ended in 2100: neither can be right
+    rows[2] = rows[2].replace(f"|{DAY}10:00|{DAY}10:00|", f"|1970-01-01T00:00:00|{DAY}10:00|")
+    rows[3] = rows[3].replace(f"|{DAY}20:00|{DAY}25:00|", "|2100-01-01T00:20:00|2100-01-01T00:25:00|")
+    code, data = run_whatif(tmp_path, "\n".join(rows) + "\n", FOUR_NODES_CONF, "--candidate", "fcfs")
+    assert code == 0
+    recorded = data["recorded"]
+    assert recorded["jobs"] == 1 and recorded["unusable_by_reason"] == {"recorded time outside the export's "
+                                                                         "plausible span": 2}
+    # only job 0 is left: it waited 0 s and ran 5 min; energy over its 5 min only
+    assert (recorded["figures"]["max_wait_s"], recorded["figures"]["makespan_s"]) == (0.0, 300.0)
+    assert "plausible span: 2" in flat(capsys.readouterr().out)
+    # the fidelity figures compare the one job in both schedules
+    assert data["fidelity"]["jobs"] == 1
+
+
+def test_strict_whatif_fails_on_a_recorded_time_that_cannot_be_right(tmp_path, capsys):
+    rows = export("100Mn", "100Mn").splitlines()
+    rows[2] = rows[2].replace(f"|{DAY}10:00|{DAY}15:00|", "|2100-01-01T00:10:00|2100-01-01T00:15:00|")
+    code, data = run_whatif(tmp_path, "\n".join(rows) + "\n", FOUR_NODES_CONF, "--candidate", "fcfs", "--strict")
+    err = capsys.readouterr().err
+    assert code == 2 and data is None
+    assert "1 jobs have a recorded time outside the export's plausible span" in err and "jobs.txt" in err
