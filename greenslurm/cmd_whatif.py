@@ -37,6 +37,7 @@ from rich.table import Table
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm import cmd_options
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.errors import missing_path
 from greenslurm.console import progress_bar, showing_progress
 from greenslurm.inputs import check_input_file, check_output_paths, parse_columns
 from greenslurm.sweep import outcome_row, policy_scenario
@@ -94,6 +95,26 @@ def parse_policy(text: str) -> tuple[str, str, dict]:
     return label, queue, options
 
 
+def check_unique_names(current: tuple[str, str, dict], candidates: list[tuple[str, str, dict]]) -> None:
+    """Each policy name once (one column each): a name given twice, or the current policy's name given to
+    another policy, is refused (the same policy as the current one is shown once, as the current).
+
+    >>> check_unique_names(parse_policy("easy"), [parse_policy("easy"), parse_policy("a=fcfs")])
+    >>> check_unique_names(parse_policy("easy"), [parse_policy("a=easy"), parse_policy("a=fcfs")])
+    Traceback (most recent call last):
+    greenslurm.clustermodel.errors.InputError: <command line>: field policy: the name 'a' is given to two policies (easy and fcfs); give each its own (NAME=QUEUE...)
+    """
+    seen: dict[str, tuple[str, dict]] = {}
+    for label, queue, options in candidates:
+        other = seen.get(label, (queue, options) if label != current[0] else current[1:])
+        if other != (queue, options) or label in seen:
+            first = ":".join([other[0], *(f"{k}={v}" for k, v in other[1].items())])
+            second = ":".join([queue, *(f"{k}={v}" for k, v in options.items())])
+            raise InputError(f"the name {label!r} is given to two policies ({first} and {second}); give each its "
+                             f"own (NAME=QUEUE...)", path="<command line>", field="policy")
+        seen[label] = (queue, options)
+
+
 def _value(text: str):
     lowered = text.lower()
     if lowered in ("true", "false"):
@@ -112,7 +133,7 @@ def slurm_json_text(source: str) -> tuple[str, str]:
     if source != "live":
         path = Path(source)
         if not path.is_file():
-            raise InputError("no such file" if not path.exists() else "not a file", path=source)
+            raise missing_path(source) if not path.exists() else InputError("not a file", path=source)
         try:
             return path.read_text(encoding="utf-8"), source
         except UnicodeDecodeError as exc:
@@ -449,6 +470,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     current = parse_policy(args.current if args.current is not None else "slurm" if args.slurm_conf else "easy")
     defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if args.slack_mean is not None else ())
     candidates = [parse_policy(p) for p in (args.candidate or defaults)]
+    check_unique_names(current, candidates)
     policies = [current] + [c for c in candidates if c[0] != current[0]]
     if any(label == RECORDED for label, _, _ in policies):
         raise InputError(f"{RECORDED!r} names the export's own schedule; give the policy another name "

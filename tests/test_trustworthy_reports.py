@@ -106,3 +106,72 @@ def test_strict_whatif_fails_on_a_recorded_time_that_cannot_be_right(tmp_path, c
     err = capsys.readouterr().err
     assert code == 2 and data is None
     assert "1 jobs have a recorded time outside the export's plausible span" in err and "jobs.txt" in err
+
+
+# -- values that cannot be physical, names given twice ----------------------------------------------
+def refused(capsys, *argv: str) -> str:
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_a_candidate_name_given_twice_is_refused(tmp_path, capsys):
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    (tmp_path / "slurm.conf").write_text(FOUR_NODES_CONF)
+    base = ["whatif", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), "-j", "1"]
+    err = refused(capsys, *base, "--candidate", "a=easy", "--candidate", "a=fcfs")
+    assert "the name 'a' is given to two policies (easy and fcfs)" in err
+    # the current policy's name for another policy
+    err = refused(capsys, *base, "--current", "easy", "--candidate", "easy=fcfs")
+    assert "the name 'easy' is given to two policies (easy and fcfs)" in err
+
+
+def test_cpus_0_in_slurm_conf_is_refused(tmp_path, capsys):
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    (tmp_path / "slurm.conf").write_text("ClusterName=c\nNodeName=n1 RealMemory=8000 CPUs=0\nPartitionName=p Nodes=ALL\n")
+    err = refused(capsys, "replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"))
+    assert "slurm.conf:2: field CPUs: CPUs=0: a node has at least 1 CPU" in err
+
+
+@pytest.mark.parametrize("group, ok", [('gpu_model = "H100-UNKNOWN"', False), ('gpu_model = 7', False),
+                                       ('gpu_model = "H100-UNKNOWN"\ngpu_idle_w = 50\ngpu_max_w = 700', True),
+                                       ('gpu_model = "T4"', True)])
+def test_an_unknown_gpu_model_needs_its_power(tmp_path, capsys, group, ok):
+    (tmp_path / "c.toml").write_text(f'name = "c"\n[[node_group]]\ncount = 2\ncpus = 8\ngpus = 4\n{group}\n')
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    argv = ["replay", str(tmp_path / "jobs.txt"), "--cluster", str(tmp_path / "c.toml")]
+    if ok:
+        assert main(argv) == 0
+    else:
+        err = refused(capsys, *argv)
+        assert "field node_group[0].gpu_model" in err and ("give gpu_idle_w and gpu_max_w" in err or "not 7" in err)
+
+
+def test_an_unknown_gpu_model_in_a_scenario_is_refused(tmp_path, capsys):
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    (tmp_path / "s.toml").write_text(f'[trace]\npath = "{tmp_path / "jobs.txt"}"\n[cluster]\n'
+                                     'homogeneous = {{ nodes = 2, cpus = 8, gpus = 2, gpu_model = "H100-UNKNOWN" }}\n'
+                                     .replace("{{", "{").replace("}}", "}"))
+    err = refused(capsys, "run", str(tmp_path / "s.toml"))
+    assert "gpu_model" in err and "'H100-UNKNOWN' is not one whose power is known" in err
+
+
+def test_minus_zero_is_zero(capsys):
+    assert main(["demo", "--power-down-after", "-0"]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "power down after 0 s" in out and "-0" not in out
+
+
+@pytest.mark.parametrize("command", [["replay"], ["traces", "info"], ["whatif", "--cluster-from-slurm", "x.json"]])
+def test_a_symlink_loop_is_named(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    Path("loop").symlink_to("loop")
+    Path("x.json").symlink_to("loop")
+    Path("dangling").symlink_to("gone.swf")
+    argv = [*command[:2], "loop", *command[2:]] if command[0] != "whatif" else ["whatif", "dangling", *command[1:]]
+    err = refused(capsys, *argv)
+    assert "a symbolic link that loops" in err
+    if command[0] != "whatif":
+        err = refused(capsys, *command, "dangling")
+        assert "dangling: a symbolic link to gone.swf, which does not exist" in err
