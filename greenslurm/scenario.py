@@ -633,6 +633,8 @@ def check_homogeneous(h: Homogeneous, fail) -> None:
     busy = h.busy_w if h.busy_w is not None else DEFAULT_NODE_BUSY_W
     need(busy >= idle, "busy_w", f"busy_w ({busy:g} W) is below idle_w ({idle:g} W)")
     need(h.gpu_model is None or h.gpus > 0, "gpu_model", "applies to nodes with gpus > 0")
+    from greenslurm.clustermodel.node import unknown_gpu_model
+    need(unknown_gpu_model(h.gpu_model, False) is None, "gpu_model", unknown_gpu_model(h.gpu_model, False) or "")
 
 
 def check_colocation(c: Colocation, fail) -> None:

@@ -656,13 +656,17 @@ def _nodes_of(names: str, values: dict[str, tuple[str, ConfLine]], line: ConfLin
     sockets, has_sockets = number("sockets", 1, 1, 65535)
     per_board, has_per_board = number("socketsperboard", 1, 1, 65535)
     cpus, has_cpus = number("cpus", 0, 0, 65535)
+    if has_cpus and cpus == 0:           # read as "not given" it became 1 CPU: a node has at least one
+        at = values["cpus"][1]
+        raise InputError("CPUs=0: a node has at least 1 CPU (leave CPUs out to count Sockets x CoresPerSocket "
+                         "x ThreadsPerCore)", path=str(at.path), line=at.line, field="CPUs")
     if has_per_board:
         sockets, has_sockets = per_board * boards, True
     elif has_sockets and "boards" in values:
         sockets = sockets * boards            # with Boards, Sockets means sockets per board
-    if has_cpus and cpus and not has_sockets:      # Sockets inferred from CPUs
+    if has_cpus and not has_sockets:      # Sockets inferred from CPUs
         sockets = max(1, cpus // (cores * threads))
-    if not has_cpus or cpus == 0:
+    if not has_cpus:
         cpus = sockets * cores * threads
     if cpus not in (sockets, sockets * cores, sockets * cores * threads):
         # Slurm logs "CPUs=... match no Sockets, Sockets*CoresPerSocket or Sockets*CoresPerSocket*
