@@ -446,7 +446,25 @@ class PyslurmBackend:
         problems: list[str] = []
         nodes = _records(self._load(self.pyslurm.Nodes), node_record, "node", problems)
         jobs = _records(self._load(self.pyslurm.Jobs), job_record, "job", problems)
+        if any("PENDING" in str(job.get("job_state")) for job in jobs):
+            self._add_gpu_requests(jobs, problems)
         return snapshot_from_json({"nodes": nodes}, {"jobs": jobs}, now, problems)
+
+    def _add_gpu_requests(self, jobs: list[dict], problems: list[str]) -> None:
+        """``tres_per_job``, ``tres_per_task`` and ``tres_per_socket`` (``--gpus``, ``--gpus-per-task``,
+        ``--gpus-per-socket``) of pending jobs: pyslurm 22.5's ``Job`` has only ``tres_per_node``, its
+        older ``pyslurm.job().get()`` has them all (one more read of the jobs, made only while jobs wait)."""
+        try:
+            legacy = self.pyslurm.job().get()
+        except Exception as exc:                 # pyslurm's older API raises ValueError and others
+            problems.append(f"jobs: pyslurm.job().get(): {type(exc).__name__}: {exc}")
+            return
+        for job in jobs:
+            if "PENDING" not in str(job.get("job_state")):
+                continue
+            record = legacy.get(job["job_id"]) or legacy.get(str(job["job_id"])) or {}
+            for key in ("tres_per_job", "tres_per_task", "tres_per_socket"):
+                job[key] = record.get(key) or ""
 
     def _act(self, what: str, job_id: str, action) -> None:
         try:
@@ -516,6 +534,12 @@ def _words(obj, attr: str) -> list[str]:
     return [w for w in value.split(",") if w] if isinstance(value, str) else [str(w) for w in value]
 
 
+def _count(obj, attr: str) -> int:
+    """A count of a pyslurm object as squeue's JSON gives it: 0 when unset (None) or unlimited."""
+    value = _field(obj, attr, 0)
+    return value if isinstance(value, int) else 0
+
+
 def _gres_text(gres: dict, prefix: str = "") -> str:
     """pyslurm's GRES dict back in Slurm's text form: ``{'gpu': 2, 'shard': 8}`` -> ``gpu:2,shard:8``;
     an allocation's ``{'gpu': {'count': '2', 'indexes': '0-1'}}`` -> ``gpu:2(IDX:0-1)``.
@@ -577,6 +601,8 @@ def job_record(job) -> dict:
         "priority": _field(job, "priority", 0), "features": ",".join(_words(job, "constraints")),
         "required_nodes": _field(job, "required_nodes", ""), "nodes": _field(job, "allocated_nodes", ""),
         "node_count": _field(job, "num_nodes", 0), "cpus": _field(job, "cpus", 0),
+        "tasks": _field(job, "ntasks", 1), "tasks_per_node": _count(job, "ntasks_per_node"),
+        "sockets_per_node": _count(job, "sockets_per_node"),
         "memory_per_node": _field(job, "memory_per_node"), "memory_per_cpu": _field(job, "memory_per_cpu"),
         "tres_per_node": _gres_text(_field(job, "gres_per_node", {}), "gres:"),
         "time_limit": _field(job, "time_limit"), "submit_time": _field(job, "submit_time", 0),

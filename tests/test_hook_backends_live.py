@@ -4,7 +4,7 @@ loopback) and must give the same view, field by field: the CLI backend (``sinfo 
 
 The cluster holds what the view reads: GPUs and shards, a drained node whose reason has a byte that is
 not UTF-8, node features, running jobs on GPUs, shards and two nodes, an ended job, pending jobs with
-deadlines, a begin time, a comment with bytes that are not UTF-8 (submitted by an ordinary user), a
+deadlines, a begin time, a --gpus request, a comment with bytes that are not UTF-8 (submitted by an ordinary user), a
 held job, a throttled job array pinned to a node, and a job that needs a feature.
 """
 
@@ -79,6 +79,9 @@ def cluster():
                                   "--mem-per-cpu=100", "-w", "n4", script=LONG),
             "held": slurm.sbatch("-H", "-t", "20", "--deadline=now+7200", script=LONG),
             "feature": slurm.sbatch("-t", "5", "-C", "fast", "--begin=now+300", script=LONG),
+            "gpus": slurm.sbatch("-t", "10", "--gpus=2", "--begin=now+600", "--deadline=now+5400", script=LONG),
+            "per_task": slurm.sbatch("-t", "10", "-n", "2", "--ntasks-per-node=2", "--gpus-per-task=1",
+                                     "--begin=now+600", script=LONG),
         }
         for name, result in jobs.items():
             assert result.returncode == 0, f"{name}: {result.stderr}"
@@ -126,7 +129,12 @@ def test_both_backends_give_the_same_view_field_by_field(cluster):
     assert (array.tasks, array.throttle, array.required_nodes) == (8, 2, ("n4",))
     deadlines = {d.job_id: d for d in py_deadlines}
     assert deadlines[ids["comment"]].comment == BAD and deadlines[ids["comment"]].user == "greenslurm-user"
-    assert set(deadlines) == {ids["comment"], ids["array"], ids["held"]}
+    assert set(deadlines) == {ids["comment"], ids["array"], ids["held"], ids["gpus"]}
+    # --gpus=2 (tres_per_job; pyslurm reads it through its older API): two GPUs in all; --gpus-per-task=1
+    # with 2 tasks, both on one node: 2 GPUs too
+    assert pending[ids["gpus"]].job.extra.get("gpus_total") == 2, pending[ids["gpus"]].job
+    per_task = pending[ids["per_task"]].job
+    assert per_task.extra.get("gpus_total", 0) == 2 or per_task.gpus_per_node == 2.0, per_task
     ended = {r.job_id: r for r in py.runs}[ids["ended"]]
     assert ended.nodes == ("n4",) and ended.end_s is not None and ended.state == "COMPLETED"
 
