@@ -534,7 +534,20 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     if sup.scale is not None and not sup.scale > 0:
         fail("must be > 0", "supply.scale")
 
-    if s.power_states is not None:
+    if s.power_states is not None and s.queue == "slurm":
+        # the slurm queue powers nodes down as Slurm does (its SuspendTime, ... from slurm.conf):
+        # greenslurm's own power-state settings beyond these are another machine
+        kept = ("suspend_after_s", "boot_s", "boot_w", "off_w", "start_off")
+        for f in dataclasses.fields(s.power_states):
+            if f.name not in kept and getattr(s.power_states, f.name) is not None:
+                fail("the slurm queue powers nodes down with Slurm's own power saving (SuspendTime, ... from "
+                     f"slurm.conf; {name('power_states.suspend_after_s')} sets SuspendTime): this setting "
+                     "is not part of it", f"power_states.{f.name}")
+        for key in ("suspend_after_s", "boot_s", "boot_w", "off_w"):
+            value = getattr(s.power_states, key)
+            if value is not None and not (0 <= value < math.inf):
+                fail("must be a number >= 0", f"power_states.{key}")
+    elif s.power_states is not None:
         from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES    # the machine loads when it is used
         if s.queue not in SUPPORTED_QUEUES:
             fail(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, not {s.queue}",
@@ -620,6 +633,8 @@ def check_homogeneous(h: Homogeneous, fail) -> None:
     busy = h.busy_w if h.busy_w is not None else DEFAULT_NODE_BUSY_W
     need(busy >= idle, "busy_w", f"busy_w ({busy:g} W) is below idle_w ({idle:g} W)")
     need(h.gpu_model is None or h.gpus > 0, "gpu_model", "applies to nodes with gpus > 0")
+    from greenslurm.clustermodel.node import unknown_gpu_model
+    need(unknown_gpu_model(h.gpu_model, False) is None, "gpu_model", unknown_gpu_model(h.gpu_model, False) or "")
 
 
 def check_colocation(c: Colocation, fail) -> None:

@@ -202,6 +202,19 @@ class NoLimits:
         return 0.0
 
 
+class NodePower(Protocol):
+    """What the queue asks of a machine with Slurm's power saving
+    (:class:`greenslurm.sim.engine.slurm_power.SlurmPowerMachine`)."""
+
+    def unavailable(self) -> np.ndarray | None:
+        """Nodes that cannot be allocated now (being powered down), or None."""
+        ...
+
+    def powered_up(self) -> np.ndarray | None:
+        """Nodes on or booting, chosen before powered-down ones; None when every node is."""
+        ...
+
+
 class SlurmQueue:
     name = "slurm"
 
@@ -237,7 +250,9 @@ class SlurmQueue:
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
         # states and co-location keep every job's rigid shape)
-        self._spreading = self._slurm_choice and type(machine) is Machine
+        self._spreading = self._slurm_choice and (type(machine) is Machine or getattr(machine, "spreads_jobs", False))
+        self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
+        self._await_periodic = False                         # nodes changed: wake for the periodic pass
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
@@ -355,8 +370,32 @@ class SlurmQueue:
         self._end_request = True
 
     def _free(self) -> np.ndarray:
-        """What the queue may give now: the machine's free resources less those of completing jobs."""
-        return self.machine.free - self._held if self._completing else self.machine.free
+        """What the queue may give now: the machine's free resources less those of completing jobs
+        (and none on nodes being powered down)."""
+        free = self.machine.free - self._held if self._completing else self.machine.free
+        if self._power is not None:
+            blocked = self._power.unavailable()
+            if blocked is not None:
+                free = np.where(blocked[:, None], -np.inf, free)
+        return free
+
+    # -- Slurm's power saving (greenslurm.sim.engine.slurm_power) --------------------------------
+    def use_node_power(self, power: NodePower) -> None:
+        """Plan with the machine's power states: nodes being powered down are not allocatable,
+        powered-down nodes are chosen last."""
+        self._power = power
+
+    def nodes_changed(self) -> None:
+        """A node became allocatable or not (power saving): the next pass must look again (nothing
+        asks for one: the periodic pass of the main scheduler, or backfill's, sees it)."""
+        self._version += 1
+        self._await_periodic = True
+
+    def start_moved(self, job: PendingJob, old_end_s: float) -> None:
+        """``job``'s start was reset (its nodes finished booting): its expected end moves."""
+        self.running_by_end.discard((old_end_s, job.index))
+        self.running_by_end.add((job.planned_end_s, job.index))
+        self._version += 1
 
     def schedule(self, now_s: float) -> None:
         if self._arriving:
@@ -378,6 +417,7 @@ class SlurmQueue:
             self._recalculate(now_s)
         periodic = now_s >= self._next_main
         if periodic:
+            self._await_periodic = False
             self._next_main = self._next_tick(now_s, settings.sched_interval_s)
             self._last_background = now_s
             self._requested_s = None
@@ -401,7 +441,7 @@ class SlurmQueue:
                    self._arriving[0][0] if self._arriving else math.inf,
                    self._next_backfill if self.settings.backfills else math.inf,
                    self._next_calc if self.settings.priority.recalculated else math.inf,
-                   self._next_main if self._main_limited else math.inf)
+                   self._next_main if self._main_limited or self._await_periodic else math.inf)
         return None if wake == math.inf else wake
 
     def waiting(self) -> int:
@@ -510,7 +550,7 @@ class SlurmQueue:
     # -- starting --------------------------------------------------------------------------------
     def _place_now(self, job: PendingJob, usable: np.ndarray | None) -> Placement | None:
         machine = self.machine
-        if usable is None and not self._completing and not self._slurm_choice:
+        if usable is None and not self._completing and not self._slurm_choice and self._power is None:
             nodes = machine.place(job)
             return None if nodes is None else (nodes, None)
         if job.cpus_total > machine.free_cpus_total:
@@ -533,6 +573,50 @@ class SlurmQueue:
         return 1 if self._spreads(job) else job.nodes
 
     def _place(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
+        """Nodes for ``job`` in ``free`` (see :meth:`_place_among`); now, with power saving, among
+        powered-up nodes first (Slurm gives powered-down nodes a higher scheduling weight)."""
+        if now and self._power is not None:
+            up = self._power.powered_up()
+            if up is not None:
+                free_up = np.where(up[:, None], free, -np.inf)
+                placed = self._place_among(job, free_up, now)
+                if placed is None and self._slurm_choice:
+                    placed = self._place_tiered(job, free, free_up, now)
+                return placed
+        return self._place_among(job, free, now)
+
+    def _place_tiered(self, job: PendingJob, free: np.ndarray, free_up: np.ndarray, now: bool) -> Placement | None:
+        """Nodes for ``job`` when powered-up nodes alone do not hold it: as Slurm's node sets by
+        weight, every powered-up node that can take a share first, the rest from powered-down ones.
+
+        A job that names no node count takes the free CPUs of powered-up nodes (in order), then
+        spreads what is left over powered-down nodes; a rigid job takes its fitting powered-up nodes
+        and the rest chosen among powered-down ones."""
+        down_free = np.where(np.isneginf(free_up) & ~np.isneginf(free), free, -np.inf)
+        cpus_up = free_up[:, CPU]
+        if self._spreads(job):
+            give = np.flatnonzero(cpus_up >= 1)
+            have = float(cpus_up[give].sum())
+            rest = spread_consecutive(down_free[:, CPU], down_free[:, CPU] >= 1, job.cpus_total - have)
+            if rest is None:
+                return None
+            nodes = np.concatenate((give, rest[0]))
+            if len(nodes) > self._node_caps.get(job.index, len(nodes)):
+                return self._place_among(job, free, now)
+            order = np.argsort(nodes, kind="stable")
+            amounts = np.zeros((len(nodes), free.shape[1]))
+            amounts[:, CPU] = np.concatenate((cpus_up[give], rest[1]))[order]
+            return nodes[order], amounts
+        machine = self.machine
+        warm = machine.fitting_nodes(job, free_up, now)
+        cold = machine.fitting_nodes(job, down_free, now)
+        if warm.size + cold.size < job.nodes:
+            return None
+        down_cpus = down_free[:, CPU]
+        more = best_fit_consecutive(down_cpus, down_cpus >= 1, cold, job.nodes - warm.size, float(job.demand[CPU]))
+        return None if more is None else (np.sort(np.concatenate((warm, more))), None)
+
+    def _place_among(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
         """Nodes for ``job`` in ``free`` (rows of nodes it may not use: -inf), and what it holds on
         each when spread unevenly (else None): Slurm's own choice
         (:mod:`greenslurm.allocation.consecutive`, over the nodes with a free CPU) unless the run
