@@ -473,6 +473,9 @@ def changed_job(job: PendingJob, request: dict, node_names: list[str]) -> Pendin
     ...                 ["n1", "n2"])
     >>> n.job.requested_time_s / 86400, n.required_nodes, n.held
     (365.0, ('n2',), False)
+    >>> changed_job(replace(j, waiting="JobHeldUser"), {"new_priority": 4294967295}, []).waiting
+    ''
+
     >>> changed_job(j, {"new_time_limit": 30, "new_dependency": "afterok:5"}, []).after
     ('5',)
     """
@@ -516,6 +519,8 @@ def changed_job(job: PendingJob, request: dict, node_names: list[str]) -> Pendin
     priority = request.get("new_priority")
     held = job.held if priority is None or unset(priority) and priority != INFINITE else priority == 0
     waiting, after = job.waiting, job.after
+    if not held and waiting.startswith("JobHeld"):
+        waiting = ""                     # released
     if request.get("new_dependency") is not None:
         after = waits_for(request["new_dependency"])
         waiting = "Dependency" if after is None else ("" if waiting == "Dependency" else waiting)
