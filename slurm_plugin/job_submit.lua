@@ -48,6 +48,25 @@ local function clock()
 end
 local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 
+-- Failures not yet reported are also kept in a small file beside the socket (the service's runtime
+-- directory, writable by SlurmUser), so that a slurmctld restart (or a reload of this file) does not
+-- lose them: the next load reports them as its own, with the earlier load's request numbers.
+local FAILURES_FILE = SOCKET_PATH .. ".failures"
+local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier load, not yet reported
+do
+    local f = io.open(FAILURES_FILE, "r")
+    if f then
+        local text = f:read(4096) or ""
+        f:close()
+        local count, earlier = string.match(text, "^(%d+) ([%x]+:[%d,-]*)")
+        if count then
+            failed_open = tonumber(count)
+            total_failures = failed_open
+            failed_earlier = earlier
+        end
+    end
+end
+
 local function log_info(fmt, ...) slurm.log_info("greenslurm: " .. fmt, ...) end
 local function log_error(fmt, ...) slurm.log_error("greenslurm: " .. fmt, ...) end
 
@@ -199,6 +218,22 @@ local function ask(request)
     return answer, nil
 end
 
+local function failed_ranges()
+    local parts = {}
+    for i, r in ipairs(failed_ids) do
+        parts[i] = (r[1] == r[2]) and tostring(r[1]) or (tostring(r[1]) .. "-" .. tostring(r[2]))
+    end
+    return table.concat(parts, ",")
+end
+
+local function keep_failures()
+    local f = io.open(FAILURES_FILE, "w")
+    if f then
+        f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
+        f:close()
+    end
+end
+
 local function fail(reason, has_deadline, request_id)
     total_failures = total_failures + 1
     failures_in_a_row = failures_in_a_row + 1
@@ -215,6 +250,7 @@ local function fail(reason, has_deadline, request_id)
             failed_ids[#failed_ids + 1] = { request_id, request_id }
         end
     end
+    pcall(keep_failures)
     local open = FAIL_OPEN
     if has_deadline then open = FAIL_DEADLINE_OPEN end
     if open then
@@ -273,11 +309,8 @@ local function describe(job_desc, submit_uid)
         -- repeat it
         request.failed_open = failed_open
         request.failed_total = total_failures
-        local parts = {}
-        for i, r in ipairs(failed_ids) do
-            parts[i] = (r[1] == r[2]) and tostring(r[1]) or (tostring(r[1]) .. "-" .. tostring(r[2]))
-        end
-        request.failed_ids = table.concat(parts, ",")
+        request.failed_ids = failed_ranges()
+        request.failed_earlier = failed_earlier
     end
     return request
 end
@@ -304,7 +337,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         local action = answer.action
         if action == "accept" or action == "modify" or action == "reject" then
             failures_in_a_row, paused_until = 0, 0
-            if request.failed_open ~= nil then failed_open, failed_ids = 0, {} end
+            if request.failed_open ~= nil then
+                failed_open, failed_ids, failed_earlier = 0, {}, nil
+                os.remove(FAILURES_FILE)
+            end
         end
         if action == "accept" then
             return slurm.SUCCESS

@@ -65,7 +65,7 @@ _NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", 
 # Strings a user controls (directly or through the job's environment and script).
 _USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "features", "deadline", "deadline_env",
                  "deadline_script", "array_inx", "dependency", "tag", *(f"new_{n}" for n in MODIFY_STRINGS))
-_HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids", "slurm_refuses")
+_HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids", "slurm_refuses", "failed_earlier")
 
 
 class ProtocolError(ValueError):

@@ -183,6 +183,9 @@ class DecisionService:
             known.clear()
         known.update(ids)
         marked = self.record.mark_not_applied(instance, ids)
+        earlier, _, earlier_ids = (request.get("failed_earlier") or "").partition(":")
+        if earlier:                      # failures of an earlier load (before slurmctld restarted)
+            marked += self.record.mark_not_applied(earlier, failed_ids({"failed_ids": earlier_ids}))
         # requests queued while the service was stopped each carry the count so far: only what is new
         # since the last report counts (the hook's running total; a hook without one reports each anew)
         total = request.get("failed_total")
