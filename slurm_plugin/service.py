@@ -235,10 +235,13 @@ class DecisionService:
 
         refused = self._slurm_refuses(request)
         if refused:
-            # Slurm refuses the job right after the answer: nothing reserved, and the row says not applied
+            # Slurm refuses the job right after the answer: it is decided as any other (a rejection
+            # names the hook's reason) but reserves nothing, and its row says not applied; an array
+            # past MaxArraySize is not even planned (thousands of tasks for a job that never exists)
             late = True
-            return finish("accept", f"greenslurm: not checked: Slurm refuses this job ({refused})",
-                          reason="refused by Slurm")
+            if request.get("slurm_refuses") is None:
+                return finish("accept", f"greenslurm: not checked: Slurm refuses this job ({refused})",
+                              reason="refused by Slurm")
         untrusted = request.get("untrusted") or {}
         if untrusted:
             named = "; ".join(f"{name}: {why}" for name, why in sorted(untrusted.items()))
