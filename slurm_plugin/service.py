@@ -984,6 +984,18 @@ class HookServer:
         except Exception:
             log.exception("sync failed")
             return False
+        finally:
+            await self.checkpoint_record()
+
+    async def checkpoint_record(self) -> None:
+        """The record's checkpoint (:meth:`DecisionRecord.checkpoint`) in a worker thread: its fsyncs never
+        delay an answer (SQLite would otherwise run it on the commit of some decision)."""
+        if self.record is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.record.checkpoint)
+        except Exception as exc:               # the next sync tries again; the log keeps every decision
+            log.warning("record checkpoint failed: %s", exc)
 
     def stop(self) -> None:
         self._stop.set()
