@@ -236,7 +236,7 @@ class Replay:
         self.strategy.job_ended(job, now_s)
         # the job's id, submit time, limit, deadline and labels are its input row's (job.index)
         results = self.results
-        results.add(job.index, job.start_s, now_s, energy, job.nodes, job.cpus_total, job.total(GPU),
+        results.add(job.index, job.start_s + job.configuring_s, now_s, energy, job.nodes, job.cpus_total, job.total(GPU),
                     job.node_indices.tolist())
         if self.progress is not None and len(results) % PROGRESS_EVERY == 0:
             self.progress(len(results), self.jobs_total)

@@ -182,7 +182,7 @@ class SlurmQueue:
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
         # states and co-location keep every job's rigid shape)
-        self._spreading = self._slurm_choice and type(machine) is Machine
+        self._spreading = self._slurm_choice and (type(machine) is Machine or getattr(machine, "spreads_jobs", False))
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
@@ -432,6 +432,10 @@ class SlurmQueue:
             return None
         nodes = best_fit_consecutive(cpus, cpus >= 1, candidates, job.nodes, float(job.demand[CPU]))
         return None if nodes is None else (nodes, None)
+
+    def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
+        """A running job moved to other nodes (consolidation): the next pass sees it there."""
+        self._version += 1
 
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job

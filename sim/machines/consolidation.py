@@ -82,7 +82,7 @@ class Consolidation:
 
     def step(self, now_s: float) -> None:
         machine = self.machine
-        if getattr(machine.replay.strategy, "queue", ()):
+        if machine.replay.strategy.waiting() or machine.configuring:
             return                       # waiting jobs: waking, not consolidation, is what they need
         self.steps += 1
         offable, moves = self.offable_nodes()
