@@ -375,7 +375,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
             seed=0, renewable=None, renewable_scale=None, exclude_unavailable=False, node_idle_w=None,
             node_busy_w=None, limit=None, start_tolerance=None, slack=None, supply=None,
             supply_peak=None) -> Result:
-    from greenslurm.cmd_whatif import DEADLINE_CANDIDATES, DEFAULT_CANDIDATES, parse_policy
+    from greenslurm.cmd_whatif import default_candidates, parse_policy
     from greenslurm.power_model import read_from_slurm
     from greenslurm.inputs import check_input_file, parse_columns, read
     from greenslurm.scenario import ClusterSource, TraceSource
@@ -400,7 +400,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
         raise InputError(f"must be a number of seconds >= 0, not {tolerance!r}", path=where, field="start_tolerance")
     current = parse_policy(current if current is not None else "slurm" if slurm_conf else "easy")
     candidates = [candidate] if isinstance(candidate, str) else candidate
-    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if slack_mean is not None else ())
+    defaults = default_candidates(current[1], slack_mean is not None)
     policies = [current] + [c for c in map(parse_policy, candidates or defaults) if c[0] != current[0]]
     if any(label == RECORDED for label, _, _ in policies):
         raise InputError(f"{RECORDED!r} names the export's own schedule; give the policy another name "

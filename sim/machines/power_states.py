@@ -412,9 +412,11 @@ class PowerManagedMachine(Machine):
             return
         kept: list[PendingJob] = []
         held_back = False
+        promised_w = 0.0                 # the power of earlier jobs whose nodes were woken for them
         for job in self.configuring:
             nodes = job.node_indices
-            if held_back:
+            if held_back:                # behind a job the budget holds back: held back too
+                self._hold_back(job, now_s, count=False)
                 kept.append(job)
                 continue
             states = self.state[nodes]
@@ -423,19 +425,21 @@ class PowerManagedMachine(Machine):
             if off.size:
                 # booting draws boot_w, then idle: the most a woken node adds, and the job's power
                 wake_w = float((self.powered_w[off] - self.config.off_w).sum())
-                if not self.within_budget(wake_w + added_w):
+                if not self.within_budget(wake_w + added_w + promised_w):
                     held_back = self._hold_back(job, now_s)
                 else:
                     self._held_back.discard(job.index)
                     self._idle_since[nodes] = math.nan          # any power-down timer of its nodes is void
                     for node in off.tolist():
                         self._wake(node, now_s)
+                    promised_w += added_w
                 kept.append(job)
                 continue
             if (states != ON).any():       # its nodes are still booting
+                promised_w += added_w
                 kept.append(job)
                 continue
-            if not self.within_budget(added_w):
+            if not self.within_budget(added_w + promised_w):
                 held_back = self._hold_back(job, now_s)
                 kept.append(job)
                 continue
@@ -447,10 +451,10 @@ class PowerManagedMachine(Machine):
             self._count_run(job, nodes, now_s)
         self.configuring = kept
 
-    def _hold_back(self, job: PendingJob, now_s: float) -> bool:
+    def _hold_back(self, job: PendingJob, now_s: float, count: bool = True) -> bool:
         """The budget holds ``job`` back: its ON nodes without a running job are idle (they may be
         powered down while it waits).  True: the jobs after it wait too."""
-        self.refused_starts += 1
+        self.refused_starts += count
         self._held_back.add(job.index)
         if self.config.suspend_after_s is not None:
             for node in job.node_indices.tolist():
