@@ -403,7 +403,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                "Slurm's defaults); every queue: select (the node selection, as replay --select);\n"
                "the deadline queue: acceptance (greedy, threshold, all, or a chain a,b), select (bestfit,\n"
                "balanced, minidle, firstfit, +backfill), renewable (grid, green, only: needs --renewable), share\n"
-               "and min_slack (threshold); node power states (fcfs, easy): power_states.suspend_after_s,\n"
+               "and min_slack (threshold); node power states (every queue): power_states.suspend_after_s,\n"
                ".boot_s, .boot_w, .off_w, .budget_w, .phases.  An option that does not apply is an error.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", metavar="SACCT_EXPORT", help="the site's jobs (sacct text or JSON; any trace format)")

@@ -441,7 +441,8 @@ class Replay:
         if result is None:
             result = ReplayResult(columns=self.results.columns(self.ordered), **self._result_parts())
         columns = result.columns
-        end_s = float(columns.end_s.max()) if len(columns) else self.ledger.start_s
+        # no job ran: the ledger ends where its last event left it (timers of power states may have run)
+        end_s = float(columns.end_s.max()) if len(columns) else self.ledger.last_s
         result.energy = self.ledger.close(end_s)
         ledger = self.ledger
         # the series as the ledger holds them (no copy: the ledger records no more once closed)
