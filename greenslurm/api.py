@@ -375,14 +375,14 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
             seed=0, renewable=None, renewable_scale=None, exclude_unavailable=False, node_idle_w=None,
             node_busy_w=None, limit=None, start_tolerance=None, slack=None, supply=None,
             supply_peak=None) -> Result:
-    from greenslurm.cmd_whatif import default_candidates, parse_policy
+    from greenslurm.cmd_whatif import default_candidates, parse_policy, whatif_row
     from greenslurm.power_model import read_from_slurm
     from greenslurm.inputs import check_input_file, parse_columns, read
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import Inputs, build_supply, prepared_jobs
     from greenslurm.sim.accounting.recorded_schedule import submit_and_start
     from greenslurm.sim.reporting.outputs import WHATIF_SCHEMA, versioned
-    from greenslurm.sweep import outcome_row, policy_scenario
+    from greenslurm.sweep import policy_scenario
     from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED, distance, recorded_column, recorded_json
 
     if trace is None:
@@ -431,7 +431,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     runs, rows, starts = {}, [], None
     for label, scenario in scenarios:
         runs[label], outcome = _replayed(scenario, inputs, False)
-        rows.append({"policy": label, **outcome_row(outcome, reader_skipped=skipped)})
+        rows.append({"policy": label, **whatif_row(outcome, site.size, skipped)})
         if label == current[0]:
             starts = submit_and_start(outcome.result.records)
     recorded = recorded_column(jobs, site, build_supply(scenarios[0][1], jobs, site), skipped)

@@ -183,13 +183,19 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     from greenslurm.sim.accounting.recorded_schedule import submit_and_start
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
-    row = outcome_row(outcome, reader_skipped=dict(trace.skipped))
-    if row.get("boots") is not None:
-        row["boots_per_node_day"] = boots_per_node_day(row["boots"], cluster.size, row.get("makespan_s"))
+    row = whatif_row(outcome, cluster.size, dict(trace.skipped))
     if out is not None:
         write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
     starts = submit_and_start(outcome.result.records) if want_starts else None
     return label, row, time.perf_counter() - started, starts
+
+
+def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
+    """A policy's row: the sweep's figures, and boots per node per day when nodes power down."""
+    row = outcome_row(outcome, reader_skipped=reader_skipped)
+    if row.get("boots") is not None:
+        row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row.get("makespan_s"))
+    return row
 
 
 def boots_per_node_day(boots: int, nodes: int, span_s: float | None) -> float | None:
