@@ -14,7 +14,7 @@ import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
-from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W, NodeSpec
+from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W, NodeSpec, unknown_gpu_model
 from greenslurm.clustermodel.power import node_power_problem
 
 # Column order of the resource matrices: CPUs, memory (MiB), GPUs.
@@ -157,6 +157,9 @@ class Cluster:
                 partitions=_names(group.get("partitions", []), path, f"{where}.partitions"),
                 features=_names(group.get("features", []), path, f"{where}.features"),
             )
+            model_problem = unknown_gpu_model(fields["gpu_model"], fields["gpu_idle_w"] >= 0 and fields["gpu_max_w"] >= 0)
+            if model_problem is not None:
+                raise InputError(model_problem, path=path, field=f"{where}.gpu_model")
             if fields["busy_w"] < fields["idle_w"]:
                 raise InputError("busy_w is below idle_w", path=path, field=f"{where}.busy_w")
             problem = node_power_problem(fields["idle_w"], fields["busy_w"])

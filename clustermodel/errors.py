@@ -36,6 +36,31 @@ class InputError(ValueError):
         return one_line(text)
 
 
+def missing_path(path: str) -> InputError:
+    """The error for a path that names no file: plain missing, a symbolic link that loops, or one to
+    nothing (``os.path.exists`` is False for all three; the user fixes each differently).
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> loop, dangling = os.path.join(folder, "loop"), os.path.join(folder, "dangling")
+    >>> os.symlink(loop, loop); os.symlink(os.path.join(folder, "gone"), dangling)
+    >>> missing_path(loop).reason, missing_path(os.path.join(folder, "nothing")).reason
+    ('a symbolic link that loops (it leads back to itself)', 'no such file')
+    >>> missing_path(dangling).reason.startswith("a symbolic link to ") and missing_path(dangling).reason.endswith("gone, which does not exist")
+    True
+    """
+    import errno
+    import os
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return InputError("a symbolic link that loops (it leads back to itself)", path=path)
+        if os.path.islink(path):
+            return InputError(f"a symbolic link to {os.readlink(path)}, which does not exist", path=path)
+    return InputError("no such file", path=path)
+
+
 def one_line(text: str) -> str:
     r"""``text`` as one printable line: the bytes of a file name that are not UTF-8 (Python keeps them
     as lone surrogates) as ``\xNN``, a line break or another control character escaped.

@@ -16,6 +16,27 @@ GPU_POWER_W: dict[str, tuple[float, float]] = {
 }
 # A GPU of unknown model: a mid-range data-centre card.
 DEFAULT_GPU_POWER_W = (30.0, 300.0)
+
+
+def unknown_gpu_model(model, power_given: bool) -> str | None:
+    """Why a node's GPU model cannot be used, or None: a model the power table does not know is refused
+    unless the node gives its GPUs' power (``gpu_idle_w`` and ``gpu_max_w``), never given a made-up one.
+
+    >>> unknown_gpu_model("T4", False), unknown_gpu_model("K80", True), unknown_gpu_model(None, False)
+    (None, None, None)
+    >>> unknown_gpu_model("H100-UNKNOWN", False)
+    "GPU model 'H100-UNKNOWN' is not one whose power is known (V100M16, V100M32, P100, T4, A10, G2, G3); give gpu_idle_w and gpu_max_w for it"
+    """
+    if model is None or power_given:
+        return None
+    if not isinstance(model, str):
+        return f"must be a GPU model's name, not {model!r}"
+    if model in GPU_POWER_W:
+        return None
+    return (f"GPU model {model!r} is not one whose power is known ({', '.join(GPU_POWER_W)}); give gpu_idle_w and "
+            f"gpu_max_w for it")
+
+
 # A CPU-only HPC node when nothing else is said: two sockets, 100 W idle, 350 W fully busy.
 DEFAULT_NODE_IDLE_W = 100.0
 DEFAULT_NODE_BUSY_W = 350.0

@@ -23,6 +23,7 @@ from greenslurm import cmd_options
 from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
 from greenslurm.allocation.selection import parse_selection, selection_names
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.errors import missing_path
 from greenslurm.cli_parser import non_negative_int
 from greenslurm.clustermodel.fragmentation import COVERAGE
 from greenslurm.console import showing_progress
@@ -112,7 +113,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 def _check_file(path: str) -> None:
     if not os.path.exists(path):
-        raise InputError("no such file", path=path)
+        raise missing_path(path)
     if os.path.isdir(path):
         raise InputError("is a directory, not a CSV file", path=path)
 

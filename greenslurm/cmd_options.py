@@ -165,7 +165,7 @@ def _number(low: float, strict: bool):
             raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
         if not (value > low if strict else value >= low) or value == float("inf"):
             raise argparse.ArgumentTypeError(f"must be a number {'>' if strict else '>='} {low:g}, not {text}")
-        return value
+        return value + 0.0               # -0 is 0
     return parse
 
 
@@ -270,22 +270,32 @@ def gpu_scorer_options(parser: argparse.ArgumentParser) -> None:
                             f"{FGD_COVERAGE_DEFAULT})")
 
 
+def number(text: str) -> float:
+    """A number of an option; ``-0`` is 0 (it was shown as "power down after -0 s").
+
+    >>> number("-0"), number("1.5")
+    (0.0, 1.5)
+    """
+    return float(text) + 0.0             # -0.0 + 0.0 == +0.0
+
+
 def power_options(parser: argparse.ArgumentParser, many: bool) -> None:
     """The power states' and co-location's options (``many``: compare's, several values each)."""
     group = parser.add_argument_group("power states and co-location (pVOCL, EaCO)")
     group.add_argument("--power-config", metavar="FILE", default=None,
                        help="TOML profile with [power_states] and [colocation] tables")
-    group.add_argument("--power-down-after", type=float, default=None, metavar="S",
+    group.add_argument("--power-down-after", type=number, default=None, metavar="S",
                        help="power idle nodes down after S seconds (Slurm SuspendTime)")
-    group.add_argument("--boot-s", type=float, default=None, metavar="S", help="boot time of a node (default 300)")
-    group.add_argument("--boot-w", type=float, default=None, metavar="W", help="power while booting (default: idle)")
-    group.add_argument("--off-w", type=float, default=None, metavar="W", help="power of an off node (default 10)")
-    group.add_argument("--power-budget", type=float, default=None, nargs="+" if many else None, metavar="W",
+    group.add_argument("--boot-s", type=number, default=None, metavar="S", help="boot time of a node (default 300)")
+    group.add_argument("--boot-w", type=number, default=None, metavar="W", help="power while booting (default: idle)")
+    group.add_argument("--off-w", type=number, default=None, metavar="W", help="power of an off node (default 10)")
+    group.add_argument("--power-budget", type=number, default=None, nargs="+" if many else None, metavar="W",
                        help="peak power no instant may exceed; jobs wait instead"
                             + (" (several: one row each)" if many else ""))
     group.add_argument("--phases", type=int, default=None, metavar="N", help="power phases (default 3)")
-    group.add_argument("--nodes-per-cabinet", type=int, default=None, metavar="N", help="default 48")
-    group.add_argument("--consolidate-every", type=float, default=None, metavar="S",
+    group.add_argument("--nodes-per-cabinet", type=int, default=None, metavar="N",
+                       help="nodes per cabinet: cabinets fill in node order, and each cabinet's power phases are balanced and reported on their own (default 48)")
+    group.add_argument("--consolidate-every", type=number, default=None, metavar="S",
                        help="pVOCL consolidation: move GPU jobs off lightly loaded nodes and turn those off, "
                             "checked when jobs end and at least every S seconds")
     group.add_argument("--colocation", nargs="+" if many else None, default=None, metavar="POLICY",
@@ -294,7 +304,7 @@ def power_options(parser: argparse.ArgumentParser, many: bool) -> None:
     group.add_argument("--gpu-nodes", type=int, default=None, metavar="N",
                        help="8-GPU nodes for --colocation (default: the cluster's GPUs / 8, at least 1)")
     group.add_argument("--max-jobs-per-set", type=int, default=None, metavar="K", help="co-location limit (default 4)")
-    idle = group.add_argument("--colocation-idle-node-w", type=float, default=None, metavar="W",
+    idle = group.add_argument("--colocation-idle-node-w", type=number, default=None, metavar="W",
                               help="co-location only: power of an 8-GPU node without jobs (default 0: powered "
                                    "down); not the node power of a cluster, which its description gives")
     alias(group, "--idle-node-w", idle)

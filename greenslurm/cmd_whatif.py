@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import shutil
 import subprocess
@@ -36,12 +37,15 @@ from rich.table import Table
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm import cmd_options
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.errors import missing_path
 from greenslurm.console import progress_bar, showing_progress
 from greenslurm.inputs import check_input_file, check_output_paths, parse_columns
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
 from greenslurm.workers import worker_pool
+
+log = logging.getLogger(__name__)
 
 # Default candidates: FCFS, EASY with idle nodes suspended after 10 minutes (power states), and, when the jobs
 # have deadlines (--slack-mean), Greedy BestFit admission (deadlines).  Conservative is left out: on exports with
@@ -109,6 +113,26 @@ def parse_policy(text: str) -> tuple[str, str, dict]:
     return label, queue, options
 
 
+def check_unique_names(current: tuple[str, str, dict], candidates: list[tuple[str, str, dict]]) -> None:
+    """Each policy name once (one column each): a name given twice, or the current policy's name given to
+    another policy, is refused (the same policy as the current one is shown once, as the current).
+
+    >>> check_unique_names(parse_policy("easy"), [parse_policy("easy"), parse_policy("a=fcfs")])
+    >>> check_unique_names(parse_policy("easy"), [parse_policy("a=easy"), parse_policy("a=fcfs")])
+    Traceback (most recent call last):
+    greenslurm.clustermodel.errors.InputError: <command line>: field policy: the name 'a' is given to two policies (easy and fcfs); give each its own (NAME=QUEUE...)
+    """
+    seen: dict[str, tuple[str, dict]] = {}
+    for label, queue, options in candidates:
+        other = seen.get(label, (queue, options) if label != current[0] else current[1:])
+        if other != (queue, options) or label in seen:
+            first = ":".join([other[0], *(f"{k}={v}" for k, v in other[1].items())])
+            second = ":".join([queue, *(f"{k}={v}" for k, v in options.items())])
+            raise InputError(f"the name {label!r} is given to two policies ({first} and {second}); give each its "
+                             f"own (NAME=QUEUE...)", path="<command line>", field="policy")
+        seen[label] = (queue, options)
+
+
 def _value(text: str):
     lowered = text.lower()
     if lowered in ("true", "false"):
@@ -127,7 +151,7 @@ def slurm_json_text(source: str) -> tuple[str, str]:
     if source != "live":
         path = Path(source)
         if not path.is_file():
-            raise InputError("no such file" if not path.exists() else "not a file", path=source)
+            raise missing_path(source) if not path.exists() else InputError("not a file", path=source)
         try:
             return path.read_text(encoding="utf-8"), source
         except UnicodeDecodeError as exc:
@@ -184,6 +208,7 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
     row = whatif_row(outcome, cluster.size, dict(trace.skipped))
+    row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
     if out is not None:
         write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
     starts = submit_and_start(outcome.result.records) if want_starts else None
@@ -295,6 +320,23 @@ def run_policies(scenarios, jobs, cluster, trace, workers: int, out: str | None 
 
 
 # -- the report --------------------------------------------------------------------------------
+def skipped_warning(results: dict[str, tuple[dict, float]]) -> str | None:
+    """A loud line when a policy skipped most of its jobs: which policy, how many and why, by reason.
+
+    >>> row = {"jobs_total": 10, "skipped_by_reason": {"asks for more memory than any node has": 6}}
+    >>> skipped_warning({"easy": (row, 0.1), "fcfs": ({"jobs_total": 10, "skipped_by_reason": {}}, 0.1)})
+    'easy skipped 6 of 10 jobs: 6 asks for more memory than any node has'
+    """
+    def count(label: str) -> int:
+        return sum((results[label][0].get("skipped_by_reason") or {}).values())
+    worst = max(results, key=count)
+    row = results[worst][0]
+    if 2 * count(worst) <= (row.get("jobs_total") or 0):
+        return None
+    why = "; ".join(f"{n:,} {reason}" for reason, n in sorted(row["skipped_by_reason"].items(), key=lambda kv: -kv[1]))
+    return f"{worst} skipped {count(worst):,} of {row['jobs_total']:,} jobs: {why}"
+
+
 def _show(value, how: str) -> str:
     if value is None:
         return "-"
@@ -424,6 +466,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--columns", default=None, metavar="NAMES",
                         help="field names of a headerless sacct export, '|'- or ','-separated")
     cmd_options.limit(parser)
+    parser.add_argument("--strict", action="store_true",
+                        help="fail on the first record that cannot be used, and on a recorded time that cannot be "
+                             "right (before 2002 on the UNIX clock, or a wait or run of more than a year), "
+                             "instead of counting it and leaving it out of the recorded column")
     parser.add_argument("--current", default=None, metavar="POLICY",
                         help="the policy the site runs now (default: slurm, Slurm's own scheduling with the "
                              "slurm.conf's settings, with --slurm-conf; else easy, textbook EASY backfilling)")
@@ -466,6 +512,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import build_supply, prepared_jobs
     from greenslurm.sweep import _read
+    from greenslurm.traces import read_trace
+    from greenslurm.sim.accounting.recorded_schedule import IMPLAUSIBLE_TIME
     from greenslurm.power_model import read_from_slurm
     from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA
     from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
@@ -473,6 +521,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     current = parse_policy(args.current if args.current is not None else "slurm" if args.slurm_conf else "easy")
     defaults = default_candidates(current[1], args.slack_mean is not None)
     candidates = [parse_policy(p) for p in (args.candidate or defaults)]
+    check_unique_names(current, candidates)
     policies = [current] + [c for c in candidates if c[0] != current[0]]
     if any(label == RECORDED for label, _, _ in policies):
         raise InputError(f"{RECORDED!r} names the export's own schedule; give the policy another name "
@@ -484,7 +533,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_input_file(args.trace)
     columns = parse_columns(args.columns)
     path = str(Path(args.trace).resolve())
-    trace = _read(path, args.format, tuple(columns) if columns else None)
+    trace = _read(path, args.format, tuple(columns) if columns else None) if not args.strict else \
+        read_trace(path, args.format, strict=True, columns=columns or None)
     if args.renewable not in (None, "solar", "wind"):
         check_input_file(args.renewable, "supply")
     if (args.node_idle_w is not None or args.node_busy_w is not None) and not (args.cluster_from_slurm
@@ -530,8 +580,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
                                                cmd_options.worker_count(args.workers), args.out,
                                                starts_of=current[0], progress=progress)
     jobs = shown
+    warning = skipped_warning(results)
+    if warning is not None and not any(row.get("jobs_completed") for row, _ in results.values()):
+        raise InputError(f"no policy ran a job ({warning})", path=cluster_source)
+    if warning is not None:
+        log.warning("%s", warning)
     reader_skipped = dict(trace.skipped)
     recorded = recorded_column(jobs, cluster, build_supply(scenarios[0][1], jobs, cluster), reader_skipped)
+    if args.strict and recorded.unusable.get(IMPLAUSIBLE_TIME):
+        raise InputError(f"{recorded.unusable[IMPLAUSIBLE_TIME]:,} jobs have a {IMPLAUSIBLE_TIME} (before 2002 on "
+                         f"the UNIX clock, or a wait or run of more than a year)", path=args.trace)
     far = distance(recorded, current[0], current_starts, jobs, args.start_tolerance)
     elapsed = time.perf_counter() - started
 
@@ -550,7 +608,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
     power_model = read_from_slurm(cluster, power_given=args.cluster is not None or args.node_idle_w is not None).as_dict()
     notes.append(f"power model: {power_model['text']}")
-    parts = [head, "", baseline_text(recorded, far, reader_skipped, _duration),
+    parts = [head, "", *([f"[bold yellow]most jobs skipped: {escape(warning)}[/]"] if warning else []),
+             baseline_text(recorded, far, reader_skipped, _duration),
              report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])
     parts += [f"[yellow]{escape(text)}[/]" for text in implausible_boots(results)]
     body = Group(*parts,

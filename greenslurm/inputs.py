@@ -12,6 +12,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Iterator
 
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.errors import missing_path
 
 if TYPE_CHECKING:                 # the cluster model (numpy) loads with the first cluster read
     from greenslurm.clustermodel import Cluster
@@ -25,7 +26,7 @@ DEMO_CLUSTER = "kth-sp2.toml"
 def check_input_file(path: str, what: str = "trace") -> None:
     """Fail early, with the reader's wording, on what is not a readable file."""
     if not os.path.exists(path):
-        raise InputError("no such file", path=path)
+        raise missing_path(path)
     if os.path.isdir(path):
         raise InputError(f"is a directory, not a {what} file", path=path)
     if not os.path.isfile(path):

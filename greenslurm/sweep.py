@@ -92,6 +92,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
+from greenslurm.clustermodel.errors import missing_path
 from greenslurm.scenario import RUN_WHERE
 from greenslurm.workers import worker_pool
 
@@ -375,7 +376,7 @@ def load_spec(path: str) -> SweepSpec:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        _fail("no such file", path)
+        raise missing_path(path) from None
     except IsADirectoryError:
         _fail("is a directory, not a sweep spec", path)
     except UnicodeDecodeError as exc:

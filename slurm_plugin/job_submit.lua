@@ -48,6 +48,25 @@ local function clock()
 end
 local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 
+-- Failures not yet reported are also kept in a small file beside the socket (the service's runtime
+-- directory, writable by SlurmUser), so that a slurmctld restart (or a reload of this file) does not
+-- lose them: the next load reports them as its own, with the earlier load's request numbers.
+local FAILURES_FILE = SOCKET_PATH .. ".failures"
+local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier load, not yet reported
+do
+    local f = io.open(FAILURES_FILE, "r")
+    if f then
+        local text = f:read(4096) or ""
+        f:close()
+        local count, earlier = string.match(text, "^(%d+) ([%x]+:[%d,-]*)")
+        if count then
+            failed_open = tonumber(count)
+            total_failures = failed_open
+            failed_earlier = earlier
+        end
+    end
+end
+
 local function log_info(fmt, ...) slurm.log_info("greenslurm: " .. fmt, ...) end
 local function log_error(fmt, ...) slurm.log_error("greenslurm: " .. fmt, ...) end
 
@@ -138,23 +157,114 @@ local function json_decode_flat(s)
 end
 
 -- The deadline ------------------------------------------------------------------------------------
+-- The batch script is read as sbatch reads it (Slurm 22.05, src/sbatch/opt.c _opt_batch_script): line
+-- by line up to the first command (a line whose first non-blank byte is not "#"); a line starting
+-- with "#SBATCH" (or "#SLURM") holds options, split as sbatch's get_argument splits them (quotes,
+-- backslash escapes, an unquoted "#" ends the line), all such lines making one argument list.  Every
+-- "--dea[dline]" option (getopt accepts unique prefixes; the value after "=" or the next argument)
+-- is a candidate: all are sent, comma-separated, and the service checks the earliest.
+-- Linear in the script's size: every search below is a plain find or a single character class (no
+-- pattern that backtracks over user bytes); the first command is looked for in the first
+-- MAX_HEADER_BYTES bytes, and at most MAX_DIRECTIVE_LINES option lines holding MAX_DIRECTIVE_BYTES
+-- bytes are split.  A script with more before its first command (an option line further on) is
+-- reported as cut: the service then treats its deadline as unreadable.
+-- >>> script scan (tests/test_hook_lua.py runs this part on its own)
+local MAX_DIRECTIVE_LINES = 1000
+local MAX_DIRECTIVE_BYTES = 65536
+local MAX_HEADER_BYTES = 262144
+
+-- The arguments of one option line (the text after the magic word), appended to args.  As in
+-- get_argument: an argument of no bytes ("", or an escaped blank) ends the line; so does an unquoted
+-- "#"; a quote left open (sbatch refuses the script) keeps what it holds.
+local function directive_arguments(text, args)
+    local pos, n = 1, #text
+    while true do
+        pos = string.find(text, "[^%s]", pos)
+        if pos == nil then return end
+        local parts, quote, ended = {}, nil, false
+        while pos <= n do
+            local stop = string.find(text, quote and (quote == '"' and '[\\"]' or "[\\']") or "[%s\\\"'#]", pos)
+            if stop == nil then
+                parts[#parts + 1] = string.sub(text, pos)
+                pos = n + 1
+                break
+            end
+            parts[#parts + 1] = string.sub(text, pos, stop - 1)
+            local c = string.sub(text, stop, stop)
+            pos = stop + 1
+            if c == "\\" then
+                local e = string.sub(text, pos, pos)
+                if e == "" or (not quote and string.find(e, "^%s")) then break end
+                parts[#parts + 1] = e
+                pos = pos + 1
+            elseif quote then
+                quote = nil                         -- the closing quote
+            elseif c == '"' or c == "'" then
+                quote = c
+            elseif c == "#" then                    -- an unquoted "#": the rest of the line is a comment
+                ended = true
+                break
+            else                                    -- a blank ends the argument
+                break
+            end
+        end
+        local arg = table.concat(parts)
+        if arg == "" then return end
+        args[#args + 1] = arg
+        if ended or quote then return end
+    end
+end
+
+-- (candidates, why it was cut or nil)
 local function deadline_from_script(script)
     if type(script) ~= "string" then return nil end
-    local found, first = nil, true
-    for line in string.gmatch(script, "([^\n]*)\n?") do
-        if first then
-            first = false
-        else
-            local s = string.match(line, "^%s*(.-)%s*$")
-            if s ~= "" then
-                if string.sub(s, 1, 1) ~= "#" then break end
-                local d = string.match(s, "^#SBATCH%s.-%-%-deadline[=%s]%s*([^%s]+)")
-                if d then found = string.gsub(d, "^['\"](.-)['\"]$", "%1") end
+    local n = #script
+    -- the first command: line 1, or a newline then blanks then a byte that is neither blank nor "#";
+    -- looked for in the first MAX_HEADER_BYTES only
+    local window = (n > MAX_HEADER_BYTES) and string.sub(script, 1, MAX_HEADER_BYTES) or script
+    local stop = string.find(window, "^[ \t\r\f\v]*[^%s#]")
+    if stop == nil then stop = string.find(window, "\n[ \t\r\f\v]*[^%s#]") end
+    if stop == nil and n > MAX_HEADER_BYTES and string.find(script, "\n#S", MAX_HEADER_BYTES - 2, true) then
+        return nil, true           -- option lines may follow further on: not read
+    end
+    -- from here on every option line starts inside the window: the searches for the next stay in it
+    local header_end = stop or (n + 1)
+    local args, lines, bytes, cut = {}, 0, 0, nil
+    local pos = 1
+    while pos < header_end do
+        local line_end = string.find(script, "\n", pos, true) or (n + 1)
+        local body = nil
+        if string.sub(script, pos, pos + 6) == "#SBATCH" then
+            body = pos + 7
+        elseif string.sub(script, pos, pos + 5) == "#SLURM" then
+            body = pos + 6
+        end
+        if body ~= nil then
+            lines = lines + 1
+            bytes = bytes + (line_end - body)
+            if lines > MAX_DIRECTIVE_LINES or bytes > MAX_DIRECTIVE_BYTES then cut = true; break end
+            directive_arguments(string.sub(script, body, line_end - 1), args)
+        end
+        -- the next option line: a plain search, so comment lines cost nothing each
+        local nxt = string.find(window, "\n#S", line_end, true)
+        if nxt == nil or nxt >= header_end then break end
+        pos = nxt + 1
+    end
+    local found = {}
+    for i, a in ipairs(args) do
+        if string.sub(a, 1, 5) == "--dea" then
+            local eq = string.find(a, "=", 1, true)
+            local name = string.sub(a, 3, (eq or (#a + 1)) - 1)
+            if string.sub("deadline", 1, #name) == name then
+                local value = eq and string.sub(a, eq + 1) or args[i + 1]
+                if value ~= nil then found[#found + 1] = value end
             end
         end
     end
-    return found
+    if #found == 0 then return nil, cut end
+    return table.concat(found, ","), cut
 end
+-- <<< script scan
 
 local function environment_value(env, name)
     if type(env) ~= "table" then return nil end
@@ -199,6 +309,22 @@ local function ask(request)
     return answer, nil
 end
 
+local function failed_ranges()
+    local parts = {}
+    for i, r in ipairs(failed_ids) do
+        parts[i] = (r[1] == r[2]) and tostring(r[1]) or (tostring(r[1]) .. "-" .. tostring(r[2]))
+    end
+    return table.concat(parts, ",")
+end
+
+local function keep_failures()
+    local f = io.open(FAILURES_FILE, "w")
+    if f then
+        f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
+        f:close()
+    end
+end
+
 local function fail(reason, has_deadline, request_id)
     total_failures = total_failures + 1
     failures_in_a_row = failures_in_a_row + 1
@@ -207,7 +333,15 @@ local function fail(reason, has_deadline, request_id)
         log_error("%d failures in a row; not asking the service for %g s", failures_in_a_row, RETRY_AFTER_S)
     end
     failed_open = failed_open + 1
-    if request_id ~= nil and #failed_ids < 200 then failed_ids[#failed_ids + 1] = tostring(request_id) end
+    if request_id ~= nil then       -- kept as ranges: a long outage is a few of them
+        local last = failed_ids[#failed_ids]
+        if last ~= nil and last[2] == request_id - 1 then
+            last[2] = request_id
+        elseif #failed_ids < 1000 then
+            failed_ids[#failed_ids + 1] = { request_id, request_id }
+        end
+    end
+    pcall(keep_failures)
     local open = FAIL_OPEN
     if has_deadline then open = FAIL_DEADLINE_OPEN end
     if open then
@@ -229,6 +363,14 @@ local function cut(request, key, value)
     request[key] = value
 end
 
+-- _test_job_desc_fields of Slurm 22.05 (job_mgr.c): checked after job_submit.lua (MAXPATHLEN 4096)
+local SLURM_STRING_LIMITS = { { "name", 1024 }, { "comment", 1024 }, { "account", 1024 }, { "qos", 1024 },
+                        { "reservation", 1024 }, { "licenses", 1024 }, { "wckey", 1024 }, { "mail_user", 1024 },
+                        { "features", 1024 }, { "partition", 1024 }, { "tres_per_node", 1024 },
+                        { "tres_per_job", 1024 }, { "tres_per_task", 1024 }, { "tres_per_socket", 1024 },
+                        { "array_inx", 4096 }, { "std_out", 4096 }, { "std_err", 4096 }, { "std_in", 4096 },
+                        { "work_dir", 4096 } }
+
 local function describe(job_desc, submit_uid)
     sequence = sequence + 1
     local request = {
@@ -240,25 +382,64 @@ local function describe(job_desc, submit_uid)
     cut(request, "user", job_desc.user_name)
     cut(request, "partition", job_desc.partition)
     cut(request, "tres_per_node", job_desc.tres_per_node)
-    cut(request, "gres", job_desc.gres)
+    cut(request, "tres_per_job", job_desc.tres_per_job)
+    cut(request, "tres_per_task", job_desc.tres_per_task)
+    cut(request, "tres_per_socket", job_desc.tres_per_socket)
+    request.sockets_per_node = job_desc.sockets_per_node
+    request.ntasks_per_node = job_desc.ntasks_per_node
+    cut(request, "req_nodes", job_desc.req_nodes)
+    cut(request, "exc_nodes", job_desc.exc_nodes)
     cut(request, "features", job_desc.features)
     cut(request, "array_inx", job_desc.array_inx)
     cut(request, "deadline_env", environment_value(job_desc.environment, "GREENSLURM_DEADLINE"))
-    cut(request, "deadline_script", deadline_from_script(job_desc.script))
+    local script_deadline, script_cut = deadline_from_script(job_desc.script)
+    cut(request, "deadline_script", script_deadline)
+    if script_cut then
+        request.truncated = (request.truncated and (request.truncated .. ",") or "") .. "deadline_script"
+    end
+    if request.deadline_env ~= nil or request.deadline_script ~= nil then
+        -- a local time is read in the user's own zone (sbatch read it so)
+        cut(request, "tz", environment_value(job_desc.environment, "TZ"))
+    end
+    cut(request, "dependency", job_desc.dependency)
+    if job_desc.priority == 0 then request.hold = 1 end
+    -- Slurm refuses, right after this hook, a job with a string longer than its limits: such a job
+    -- reserves nothing in the plan (the service records it as not applied)
+    for _, limit in ipairs(SLURM_STRING_LIMITS) do
+        local v = job_desc[limit[1]]
+        if type(v) == "string" and #v > limit[2] then request.slurm_refuses = limit[1]; break end
+    end
     if failed_open > 0 then
+        -- the running total lets the service count each failure once, however many queued requests
+        -- repeat it
         request.failed_open = failed_open
-        request.failed_ids = table.concat(failed_ids, ",")
+        request.failed_total = total_failures
+        request.failed_ids = failed_ranges()
+        request.failed_earlier = failed_earlier
     end
     return request
 end
 
+-- Slurm 22.05 refuses a comment longer than this (job_mgr.c _test_job_desc_fields), AFTER this hook
+-- ran: the tag must never push a comment Slurm would have taken over it.
+local MAX_COMMENT = 1024
+
+-- The service's text after the user's comment; when it does not fit, only its tag
+-- ("greenslurm#ID.TOKEN", what reconciliation reads); when not even that fits, nothing (the job is
+-- then checked again by reconciliation, as any job without a tag).
 local function append_comment(job_desc, text)
     local old = job_desc.comment
-    if type(old) == "string" and old ~= "" then
-        job_desc.comment = old .. " | " .. text
-    else
-        job_desc.comment = text
+    if type(old) ~= "string" then old = "" end
+    local sep = (old ~= "") and " | " or ""
+    local room = MAX_COMMENT - #old - #sep
+    if #text > room then
+        text = string.match(text, "^greenslurm#%d+%.%x+") or ""
+        if #text > room or text == "" then
+            log_info("comment of %d bytes leaves no room for the tag; left as it is", #old)
+            return
+        end
     end
+    job_desc.comment = old .. sep .. text
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -274,7 +455,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         local action = answer.action
         if action == "accept" or action == "modify" or action == "reject" then
             failures_in_a_row, paused_until = 0, 0
-            if request.failed_open ~= nil then failed_open, failed_ids = 0, {} end
+            if request.failed_open ~= nil then
+                failed_open, failed_ids, failed_earlier = 0, {}, nil
+                os.remove(FAILURES_FILE)
+            end
         end
         if action == "accept" then
             return slurm.SUCCESS
@@ -297,7 +481,62 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return fail("hook error: " .. tostring(result), has_deadline, request_id)
 end
 
+-- A change to a pending job that can move when it (or another job) starts or ends: these fields of
+-- job_desc are set (not NO_VAL / nil) when the user's update names them.
+local MODIFY_NUMBERS = { "time_limit", "pn_min_memory", "min_cpus", "min_nodes", "max_nodes", "num_tasks",
+                         "cpus_per_task", "priority", "begin_time" }
+local MODIFY_STRINGS = { "req_nodes", "exc_nodes", "tres_per_job", "tres_per_node", "tres_per_task",
+                         "tres_per_socket", "partition", "dependency", "features" }
+local NO_VAL = 4294967294
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    local ok, result = pcall(function()
+        if job_rec == nil or (job_rec.job_state % 256) ~= 0 then return slurm.SUCCESS end  -- pending jobs only
+        local request = { op = "modify", id = nil, hook_instance = INSTANCE, uid = modify_uid,
+                          job_id = job_rec.job_id, submit_time = job_rec.submit_time,
+                          time_limit = job_rec.time_limit, min_cpus = job_rec.min_cpus,
+                          min_nodes = job_rec.min_nodes, pn_min_memory = job_rec.pn_min_memory }
+        local changed = false
+        for _, key in ipairs(MODIFY_NUMBERS) do
+            local v = job_desc[key]
+            if type(v) == "number" and v ~= NO_VAL and not (key == "begin_time" and v == 0) then
+                request["new_" .. key] = v; changed = true
+            end
+        end
+        for _, key in ipairs(MODIFY_STRINGS) do
+            local v = job_desc[key]
+            if type(v) == "string" then
+                cut(request, "new_" .. key, v); changed = true
+            end
+        end
+        if not changed then return slurm.SUCCESS end
+        cut(request, "user", job_rec.user_name)
+        cut(request, "partition", job_rec.partition)
+        cut(request, "tres_per_node", job_rec.tres_per_node)
+        local comment = job_rec.comment
+        if type(comment) == "string" then
+            local tag = nil
+            for t in string.gmatch(string.sub(comment, -1100), "greenslurm#%d+%.%x+") do tag = t end
+            if tag then request.tag = tag end
+        end
+        sequence = sequence + 1
+        request.id = sequence
+        local answer, err = ask(request)
+        if answer == nil then
+            log_error("decision service unavailable (%s); change to job %s applied unchecked", err,
+                      tostring(job_rec.job_id))
+            return slurm.SUCCESS
+        end
+        if answer.action == "reject" then
+            log_info("refused a change to job %s by uid %s: %s", tostring(job_rec.job_id), tostring(modify_uid),
+                     tostring(answer.message))
+            slurm.log_user("%s", answer.message or "greenslurm: change refused")
+            return (answer.error_code and slurm[answer.error_code]) or slurm.ERROR
+        end
+        return slurm.SUCCESS
+    end)
+    if ok then return result end
+    log_error("hook error on a job change: %s; change applied unchecked", tostring(result))
     return slurm.SUCCESS
 end
 

@@ -54,7 +54,8 @@ import numpy as np
 import pytest
 
 from greenslurm.clustermodel.eligibility import CONSTRAINT_FORM, NO_FEATURES, NO_PARTITION
-from greenslurm.sim.engine.replay import SKIP_ENDLESS, SKIP_GPU_MODEL, SKIP_TOO_BIG, SKIP_TOO_BIG_FOR_PARTITION, Replay
+from greenslurm.sim.engine.replay import (NO_REAL_MEMORY, SKIP_ENDLESS, SKIP_GPU_MODEL, SKIP_MEMORY,
+                                          SKIP_MEMORY_FOR_PARTITION, SKIP_TOO_BIG, SKIP_TOO_BIG_FOR_PARTITION, Replay)
 from greenslurm.traces import read_trace
 from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
 
@@ -146,7 +147,8 @@ def test_trace_replays_under_queue(shared_data, traces, path, queue):
     skipped = sum(result.skipped.values())
     assert len(result.records) + len(result.rejected) + skipped == len(jobs) == result.jobs_total
     assert set(result.skipped) <= {SKIP_TOO_BIG, SKIP_ENDLESS, SKIP_GPU_MODEL, SKIP_TOO_BIG_FOR_PARTITION,
-                                   NO_PARTITION, NO_FEATURES, CONSTRAINT_FORM}
+                                   NO_PARTITION, NO_FEATURES, CONSTRAINT_FORM, SKIP_MEMORY, SKIP_MEMORY_FOR_PARTITION,
+                                   SKIP_MEMORY + NO_REAL_MEMORY, SKIP_MEMORY_FOR_PARTITION + NO_REAL_MEMORY}
     assert all(r.reason for r in result.rejected)
     if queue in ("fcfs", "easy", "conservative"):
         assert not result.rejected              # they never refuse a job that fits the empty cluster

@@ -17,7 +17,7 @@ import os
 import zlib
 from typing import Iterator
 
-from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.errors import InputError, missing_path
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 64 * 1024
@@ -105,7 +105,7 @@ def _open_checked(path: str):
     try:
         return open(path, "rb")
     except FileNotFoundError:
-        raise InputError("no such file", path=path) from None
+        raise missing_path(path) from None
     except IsADirectoryError:
         raise InputError("is a directory, not a trace file", path=path) from None
     except OSError as exc:

@@ -6,7 +6,9 @@ that the replay's metric code (:func:`greenslurm.sim.accounting.metrics.summariz
 and ``["end_s"]``); an export without End: Start + Elapsed.  An SWF log gives the wait (start =
 submit + wait) and the run time (end = start + run time).  A job without a usable record is
 counted by reason (:data:`NO_START`, :data:`CANCELLED_PENDING`, :data:`START_BEFORE_SUBMIT`,
-:data:`END_BEFORE_START`), never left out silently.  A job cancelled while it was pending is in a
+:data:`END_BEFORE_START`, :data:`IMPLAUSIBLE_TIME`), never left out silently.  A time cannot be right
+when the export is on the UNIX clock and the time is before 2002 (a lost date read as 1970-01-01), or
+when the job waited or ran more than a year (a Start or End decades away).  A job cancelled while it was pending is in a
 sacct export with Start = End = the time of the cancel, no node (NodeList ``None assigned``) and
 NNodes the nodes it asked for (slurmctld sets both times when it cancels a pending job): its
 "start" is no start.  Jobs the reader skipped (steps, states that never ran, 0 nodes allocated)
@@ -41,13 +43,20 @@ CANCELLED_PENDING = "cancelled before it started"
 START_BEFORE_SUBMIT = "start before submit"
 END_BEFORE_START = "end before start (or no run time)"
 NO_NODE_LIST = "no node list"
+IMPLAUSIBLE_TIME = "recorded time outside the export's plausible span"
+# An export on the UNIX clock (its median recorded start after this) cannot hold a time before it: Slurm
+# did not exist (its first release came in 2002); a Submit of 1970-01-01 is a zero where a date was lost.
+UNIX_CLOCK_FROM_S = 1_009_843_200.0         # 2002-01-01T00:00:00Z
+# No record waits or runs longer than this (a Start or End decades away is a typing slip or a lost date).
+LONGEST_WAIT_OR_RUN_S = 365.0 * 86400.0
 # The summary's figures that come from the energy ledger: unknown when energy is not available.
 ENERGY_KEYS = ("energy_kwh", "energy_jobs_kwh", "energy_unallocated_kwh", "energy_idle_nodes_kwh", "peak_power_w",
                "mean_power_w")
 
 
-def recorded_times(job: JobSpec) -> tuple[float, float] | str:
-    """(start, end) as the export recorded them, or why they cannot be used.
+def recorded_times(job: JobSpec, earliest_s: float = -math.inf) -> tuple[float, float] | str:
+    """(start, end) as the export recorded them, or why they cannot be used (``earliest_s``: no time of
+    the export can be before it, :func:`earliest_plausible_s`; no wait or run is longer than a year).
 
     >>> recorded_times(JobSpec("1", 100.0, 60.0, runtime_s=30.0, extra={"start_s": 160.0, "end_s": 200.0}))
     (160.0, 200.0)
@@ -62,6 +71,10 @@ def recorded_times(job: JobSpec) -> tuple[float, float] | str:
     >>> recorded_times(JobSpec("6", 100.0, 60.0, runtime_s=0.0, state="CANCELLED",
     ...                        extra={"start_s": 500.0, "end_s": 500.0, "node_list": "None assigned"}))
     'cancelled before it started'
+    >>> recorded_times(JobSpec("7", 0.0, 60.0, extra={"start_s": 1.7e9, "end_s": 1.7e9 + 30}), earliest_s=1e9)
+    "recorded time outside the export's plausible span"
+    >>> recorded_times(JobSpec("8", 100.0, 60.0, extra={"start_s": 100.0 + 366 * 86400.0, "end_s": 4e7}))
+    "recorded time outside the export's plausible span"
     """
     extra = job.extra or {}
     if job.state == "CANCELLED" and not job.runtime_s and not _names_nodes(extra.get("node_list")):
@@ -77,9 +90,25 @@ def recorded_times(job: JobSpec) -> tuple[float, float] | str:
         end = start + job.runtime_s
     if end is None or not math.isfinite(end) or end < start:
         return END_BEFORE_START
+    if min(job.submit_s, start) < earliest_s or max(start - job.submit_s, end - start) > LONGEST_WAIT_OR_RUN_S:
+        return IMPLAUSIBLE_TIME
     if start < job.submit_s:
         return START_BEFORE_SUBMIT
     return float(start), float(end)
+
+
+def earliest_plausible_s(jobs: Sequence[JobSpec]) -> float:
+    """The earliest time an export's record may hold: 2002-01-01 when it is on the UNIX clock (its
+    median recorded start after that: a sacct export's dates), else none (an SWF log counts from 0).
+
+    >>> earliest_plausible_s([JobSpec("a", 0.0, 1.0, extra={"start_s": 1.7e9})]) == UNIX_CLOCK_FROM_S
+    True
+    >>> earliest_plausible_s([JobSpec("a", 0.0, 1.0, extra={"wait_s": 5.0})])
+    -inf
+    """
+    starts = [float(job.extra["start_s"]) for job in jobs if job.extra and isinstance(job.extra.get("start_s"), (int, float))
+              and math.isfinite(job.extra["start_s"])]
+    return UNIX_CLOCK_FROM_S if starts and float(np.median(starts)) >= UNIX_CLOCK_FROM_S else -math.inf
 
 
 def recorded_nodes(job: JobSpec, index_of: Mapping[str, int]) -> tuple[int, ...] | str:
@@ -167,8 +196,9 @@ def recorded_schedule(jobs: Sequence[JobSpec], cluster: Cluster) -> RecordedSche
     """
     unusable: Counter = Counter()
     kept: list[tuple[JobSpec, float, float]] = []
+    earliest_s = earliest_plausible_s(jobs)
     for job in jobs:
-        times = recorded_times(job)
+        times = recorded_times(job, earliest_s)
         if isinstance(times, str):
             unusable[times] += 1
         else:

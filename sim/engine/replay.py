@@ -7,6 +7,7 @@ job's arrival is the only submission in the queue), so memory stays flat on long
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import Counter
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 import numpy as np
 
 from greenslurm.clustermodel import Cluster, JobSpec
-from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.clustermodel.cluster import CPU, GPU, MEM as MEMORY
 from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.sim.engine.events import EventKind, EventQueue
 from greenslurm.sim.accounting.ledger import EnergyLedger
@@ -33,6 +34,11 @@ SKIP_TOO_BIG = "asks for more than the cluster has"
 SKIP_ENDLESS = "no finite runtime (would run forever)"
 SKIP_GPU_MODEL = "fits on no node of the cluster even when empty (GPU model or GPU share)"
 SKIP_TOO_BIG_FOR_PARTITION = "asks for more than the nodes of its partition have"
+# A job that would fit but for its memory: the reason names memory (a slurm.conf without RealMemory gives
+# every node Slurm's default of 1 MiB, and then nearly every job is skipped for it).
+SKIP_MEMORY = "asks for more memory than any node has"
+SKIP_MEMORY_FOR_PARTITION = "asks for more memory than the nodes of its partition have"
+NO_REAL_MEMORY = " (1 MiB a node: Slurm's default when slurm.conf gives no RealMemory)"
 PROGRESS_EVERY = 2000
 
 
@@ -82,10 +88,8 @@ class Shaper:
         known = self._shapes.get(key, False)
         if known is False:
             known = self._shapes[key] = self._shape(job, cpu_milli, allowed)
-        if known is None:
-            return self._skip(job, SKIP_TOO_BIG if allowed is None else SKIP_TOO_BIG_FOR_PARTITION)
-        if known == SKIP_GPU_MODEL:
-            return self._skip(job, SKIP_GPU_MODEL)
+        if isinstance(known, str):                # the reason it can never run
+            return self._skip(job, known)
         nodes, demand, cpus_total, task, cpu_only, shape_key = known
         return PendingJob(index=index, job=job, nodes=nodes, demand=demand, cpus_total=cpus_total,
                           requested_s=job.requested_time_s, task=task, allowed=allowed, cpu_only=cpu_only,
@@ -102,7 +106,7 @@ class Shaper:
     def _shape(self, job: JobSpec, cpu_milli, allowed: np.ndarray | None = None) -> tuple | str | None:
         shape = (self.cluster if allowed is None else self._nodes_of(allowed)).shape_of(job)
         if shape is None:
-            return None
+            return self.too_big_reason(job, allowed)
         demand = np.array(shape.per_node, dtype=float)
         task = None
         if self._empty_gpus is not None:
@@ -119,6 +123,16 @@ class Shaper:
                 return SKIP_GPU_MODEL
         return (shape.nodes, demand, demand[CPU] * shape.nodes, task, not demand[1:].any(),
                 shape_key_of(shape.nodes, demand, task, allowed))
+
+    def too_big_reason(self, job: JobSpec, allowed: np.ndarray | None = None) -> str:
+        """Why ``job`` fits on no node even when the cluster is empty: memory named when the job would
+        fit without it (and Slurm's 1 MiB default named when the nodes have no more)."""
+        nodes = self.cluster if allowed is None else self._nodes_of(allowed)
+        if not (nodes.memory_known and job.memory_mb_per_node > 0
+                and nodes.shape_of(dataclasses.replace(job, memory_mb_per_node=0.0)) is not None):
+            return SKIP_TOO_BIG if allowed is None else SKIP_TOO_BIG_FOR_PARTITION
+        reason = SKIP_MEMORY if allowed is None else SKIP_MEMORY_FOR_PARTITION
+        return reason + NO_REAL_MEMORY if nodes.capacity[:, MEMORY].max() <= 1.0 else reason
 
     def _skip(self, job: JobSpec, reason: str) -> None:
         self.skipped[reason] += 1
@@ -366,7 +380,7 @@ class Replay:
                     return None          # a job shaped otherwise (no CPU at all): the general loop
                 shapes[key] = nodes
             if nodes is None:
-                skips.append((job, SKIP_TOO_BIG))
+                skips.append((job, self.shaper.too_big_reason(job)))
                 continue
             rows.append(index)
             procs.append(nodes)

@@ -32,7 +32,8 @@ from greenslurm.sim.machines.machine import Machine
 SKIP_ENDLESS = engine.SKIP_ENDLESS
 SKIP_NEVER_FITS = "fits on no node of the cluster even when empty"
 # The engine's reasons for a job that can never run, as this study has always counted them.
-_SKIPS = {engine.SKIP_TOO_BIG: SKIP_NEVER_FITS, engine.SKIP_GPU_MODEL: SKIP_NEVER_FITS}
+_SKIPS = {engine.SKIP_TOO_BIG: SKIP_NEVER_FITS, engine.SKIP_GPU_MODEL: SKIP_NEVER_FITS,
+          engine.SKIP_MEMORY: SKIP_NEVER_FITS}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,177 @@
+"""Reports an admin can trust: nothing skipped without the reason, values that cannot be physical refused,
+tables that fit their medium, one vocabulary across the commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from greenslurm.cli import main
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.clustermodel.node import NodeSpec
+from greenslurm.sim.engine.replay import (NO_REAL_MEMORY, SKIP_MEMORY, SKIP_TOO_BIG,
+                                          Shaper)
+
+from test_whatif_baseline import DAY, POWER, flat
+
+# Two nodes of 4 CPUs; no RealMemory: Slurm gives each node 1 MiB.
+NO_MEMORY_CONF = """ClusterName=mini
+NodeName=n[1-2] CPUs=4
+PartitionName=batch Nodes=n[1-2] Default=YES MaxTime=UNLIMITED
+"""
+HEADER = "JobID|User|Partition|Submit|Start|End|Elapsed|State|NNodes|NCPUS|ReqMem|Timelimit|NodeList\n"
+
+
+def export(*mem: str) -> str:
+    """Three one-node jobs of 2 CPUs, 10 min apart, each run 5 min, with the memory asked for."""
+    rows = [f"{i}|alice|batch|{DAY}{10 * i:02d}:00|{DAY}{10 * i:02d}:00|{DAY}{10 * i + 5:02d}:00|00:05:00|COMPLETED|"
+            f"1|2|{m}|00:10:00|n1" for i, m in enumerate(mem)]
+    return HEADER + "".join(row + "\n" for row in rows)
+
+
+def run_whatif(tmp_path: Path, text: str, conf: str, *options: str) -> tuple[int, dict | None]:
+    (tmp_path / "jobs.txt").write_text(text)
+    (tmp_path / "slurm.conf").write_text(conf)
+    out = tmp_path / "whatif.json"
+    code = main(["whatif", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), *POWER,
+                 "--json", str(out), "-j", "1", "--no-progress", *options])
+    return code, json.loads(out.read_text()) if out.exists() else None
+
+
+# -- nothing skipped silently ----------------------------------------------------------------------
+def test_a_job_skipped_for_memory_names_memory():
+    cluster = Cluster([NodeSpec("a", cpus=4, memory_mb=1000.0), NodeSpec("b", cpus=4, memory_mb=2000.0)])
+    shaper = Shaper(cluster)
+    # 3000 MiB on one node: no node has it, though 4 CPUs would fit; 9 CPUs on one node: too big anyway
+    assert shaper(JobSpec("m", 0.0, 60.0, cpus=2, nodes=1, memory_mb_per_node=3000.0), 0) is None
+    assert shaper(JobSpec("c", 0.0, 60.0, cpus=9, nodes=1, memory_mb_per_node=3000.0), 1) is None
+    assert shaper(JobSpec("ok", 0.0, 60.0, cpus=2, nodes=1, memory_mb_per_node=2000.0), 2) is not None
+    assert dict(shaper.skipped) == {SKIP_MEMORY: 1, SKIP_TOO_BIG: 1}
+
+
+def test_slurms_one_mib_default_is_named():
+    cluster = Cluster([NodeSpec("a", cpus=4, memory_mb=1.0)])           # slurm.conf without RealMemory
+    shaper = Shaper(cluster)
+    assert shaper(JobSpec("m", 0.0, 60.0, cpus=1, nodes=1, memory_mb_per_node=100.0), 0) is None
+    assert dict(shaper.skipped) == {SKIP_MEMORY + NO_REAL_MEMORY: 1}
+    assert "RealMemory" in NO_REAL_MEMORY
+
+
+def test_whatif_fails_when_no_policy_runs_a_job(tmp_path, capsys):
+    code, data = run_whatif(tmp_path, export("100Mn", "100Mn", "100Mn"), NO_MEMORY_CONF, "--candidate", "fcfs")
+    err = capsys.readouterr().err
+    assert code == 2 and data is None
+    assert "no policy ran a job" in err and "3 of 3 jobs" in err
+    assert SKIP_MEMORY in err and "RealMemory" in err and "Traceback" not in err
+
+
+def test_whatif_says_loudly_why_most_jobs_were_skipped(tmp_path, capsys):
+    # n1 has 8000 MiB, n2 Slurm's default 1 MiB: the 9000 MiB jobs (2 of 3) fit nowhere, for memory
+    conf = NO_MEMORY_CONF.replace("NodeName=n[1-2] CPUs=4", "NodeName=n1 CPUs=4 RealMemory=8000\nNodeName=n2 CPUs=4")
+    code, data = run_whatif(tmp_path, export("100Mn", "9000Mn", "9000Mn"), conf, "--candidate", "fcfs")
+    out = flat(capsys.readouterr().out)
+    assert code == 0
+    assert f"most jobs skipped: slurm skipped 2 of 3 jobs: 2 {SKIP_MEMORY}" in out
+    assert data["policies"]["fcfs"]["skipped_by_reason"] == {SKIP_MEMORY: 2}
+    assert data["policies"]["fcfs"]["jobs_completed"] == 1
+
+
+# -- recorded times that cannot be right ----------------------------------------------------------
+FOUR_NODES_CONF = NO_MEMORY_CONF.replace("CPUs=4", "CPUs=4 RealMemory=8000")
+
+
+def test_recorded_times_that_cannot_be_right_are_counted_out(tmp_path, capsys):
+    rows = export("100Mn", "100Mn", "100Mn").splitlines()
+    # job 1 submitted 1970-01-01 (a lost date), job 2 started and ended in 2100: neither can be right
+    rows[2] = rows[2].replace(f"|{DAY}10:00|{DAY}10:00|", f"|1970-01-01T00:00:00|{DAY}10:00|")
+    rows[3] = rows[3].replace(f"|{DAY}20:00|{DAY}25:00|", "|2100-01-01T00:20:00|2100-01-01T00:25:00|")
+    code, data = run_whatif(tmp_path, "\n".join(rows) + "\n", FOUR_NODES_CONF, "--candidate", "fcfs")
+    assert code == 0
+    recorded = data["recorded"]
+    assert recorded["jobs"] == 1 and recorded["unusable_by_reason"] == {"recorded time outside the export's "
+                                                                         "plausible span": 2}
+    # only job 0 is left: it waited 0 s and ran 5 min; energy over its 5 min only
+    assert (recorded["figures"]["max_wait_s"], recorded["figures"]["makespan_s"]) == (0.0, 300.0)
+    assert "plausible span: 2" in flat(capsys.readouterr().out)
+    # the fidelity figures compare the one job in both schedules
+    assert data["fidelity"]["jobs"] == 1
+
+
+def test_strict_whatif_fails_on_a_recorded_time_that_cannot_be_right(tmp_path, capsys):
+    rows = export("100Mn", "100Mn").splitlines()
+    rows[2] = rows[2].replace(f"|{DAY}10:00|{DAY}15:00|", "|2100-01-01T00:10:00|2100-01-01T00:15:00|")
+    code, data = run_whatif(tmp_path, "\n".join(rows) + "\n", FOUR_NODES_CONF, "--candidate", "fcfs", "--strict")
+    err = capsys.readouterr().err
+    assert code == 2 and data is None
+    assert "1 jobs have a recorded time outside the export's plausible span" in err and "jobs.txt" in err
+
+
+# -- values that cannot be physical, names given twice ----------------------------------------------
+def refused(capsys, *argv: str) -> str:
+    code = main(list(argv))
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    return err
+
+
+def test_a_candidate_name_given_twice_is_refused(tmp_path, capsys):
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    (tmp_path / "slurm.conf").write_text(FOUR_NODES_CONF)
+    base = ["whatif", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), "-j", "1"]
+    err = refused(capsys, *base, "--candidate", "a=easy", "--candidate", "a=fcfs")
+    assert "the name 'a' is given to two policies (easy and fcfs)" in err
+    # the current policy's name for another policy
+    err = refused(capsys, *base, "--current", "easy", "--candidate", "easy=fcfs")
+    assert "the name 'easy' is given to two policies (easy and fcfs)" in err
+
+
+def test_cpus_0_in_slurm_conf_is_refused(tmp_path, capsys):
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    (tmp_path / "slurm.conf").write_text("ClusterName=c\nNodeName=n1 RealMemory=8000 CPUs=0\nPartitionName=p Nodes=ALL\n")
+    err = refused(capsys, "replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"))
+    assert "slurm.conf:2: field CPUs: CPUs=0: a node has at least 1 CPU" in err
+
+
+@pytest.mark.parametrize("group, ok", [('gpu_model = "H100-UNKNOWN"', False), ('gpu_model = 7', False),
+                                       ('gpu_model = "H100-UNKNOWN"\ngpu_idle_w = 50\ngpu_max_w = 700', True),
+                                       ('gpu_model = "T4"', True)])
+def test_an_unknown_gpu_model_needs_its_power(tmp_path, capsys, group, ok):
+    (tmp_path / "c.toml").write_text(f'name = "c"\n[[node_group]]\ncount = 2\ncpus = 8\ngpus = 4\n{group}\n')
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    argv = ["replay", str(tmp_path / "jobs.txt"), "--cluster", str(tmp_path / "c.toml")]
+    if ok:
+        assert main(argv) == 0
+    else:
+        err = refused(capsys, *argv)
+        assert "field node_group[0].gpu_model" in err and ("give gpu_idle_w and gpu_max_w" in err or "not 7" in err)
+
+
+def test_an_unknown_gpu_model_in_a_scenario_is_refused(tmp_path, capsys):
+    (tmp_path / "jobs.txt").write_text(export("100Mn"))
+    (tmp_path / "s.toml").write_text(f'[trace]\npath = "{tmp_path / "jobs.txt"}"\n[cluster]\n'
+                                     'homogeneous = {{ nodes = 2, cpus = 8, gpus = 2, gpu_model = "H100-UNKNOWN" }}\n'
+                                     .replace("{{", "{").replace("}}", "}"))
+    err = refused(capsys, "run", str(tmp_path / "s.toml"))
+    assert "gpu_model" in err and "'H100-UNKNOWN' is not one whose power is known" in err
+
+
+def test_minus_zero_is_zero(capsys):
+    assert main(["demo", "--power-down-after", "-0"]) == 0
+    out = flat(capsys.readouterr().out)
+    assert "power down after 0 s" in out and "-0" not in out
+
+
+@pytest.mark.parametrize("command", [["replay"], ["traces", "info"], ["whatif", "--cluster-from-slurm", "x.json"]])
+def test_a_symlink_loop_is_named(tmp_path, capsys, monkeypatch, command):
+    monkeypatch.chdir(tmp_path)
+    Path("loop").symlink_to("loop")
+    Path("x.json").symlink_to("loop")
+    Path("dangling").symlink_to("gone.swf")
+    argv = [*command[:2], "loop", *command[2:]] if command[0] != "whatif" else ["whatif", "dangling", *command[1:]]
+    err = refused(capsys, *argv)
+    assert "a symbolic link that loops" in err
+    if command[0] != "whatif":
+        err = refused(capsys, *command, "dangling")
+        assert "dangling: a symbolic link to gone.swf, which does not exist" in err
