@@ -208,7 +208,6 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
     row = whatif_row(outcome, cluster.size, dict(trace.skipped))
-    row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
     if out is not None:
         write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
     starts = submit_and_start(outcome.result.records) if want_starts else None
@@ -218,6 +217,7 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
 def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
     """A policy's row: the sweep's figures, and boots per node per day when nodes power down."""
     row = outcome_row(outcome, reader_skipped=reader_skipped)
+    row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
     if row.get("boots") is not None:
         row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row.get("makespan_s"))
     return row
