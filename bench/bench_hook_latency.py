@@ -1,18 +1,19 @@
 """What the live hook costs, and how long its timeout must be.
 
-1. sbatch round trip on real Slurm (munged, slurmctld, 4 slurmd on loopback), without the hook and with
-   job_submit.lua + ``greenslurm hook serve``, side by side: median, p99, p99.9, and the ratio to the
-   no-hook baseline measured in the same run.  Twice: on an idle machine with one submitter, and with
-   every core busy (one busy-loop process per core) and several concurrent submitters.
+1. sbatch round trip on real Slurm (munged, slurmctld, 4 slurmd on loopback each), paired: two clusters
+   of the same shape run at once, one plain and one with job_submit.lua + ``greenslurm hook serve``;
+   each round every user (4 ordinary users by default) submits one held job to each cluster at once,
+   the clusters in alternating order.  Median, p99, p99.9 of both, and the hook's ratio and added
+   milliseconds against the plain cluster measured in the same run; the machine's load average is
+   printed with them (the busy machine is the load: no synthetic one is added).
 2. The service's answer time as job_submit.lua sees it (connect, one request line, the answer line,
-   close), from concurrent clients on the socket while every core is busy: median, p99, p99.9, max.
-   ``timeout_ms`` must cover that with room: the suggestion is 3 x p99.9, rounded up to 10 ms.
+   close), from concurrent clients on the socket: median, p99, p99.9, max.
 3. (``--view``) the service's decision time with 10,000 nodes and 10,000 pending jobs in its view.
 
 The hook is rendered with a long timeout (``--hook-timeout-ms``, 10 s) so that sbatch round trips are
 measured, not cut at the default timeout; fail-opens (slurmctld's log) are counted and printed.
 
-    python bench/bench_hook_latency.py [--jobs 1000] [--requests 20000] [--submitters 4] [--view]
+    python bench/bench_hook_latency.py [--rounds 100] [--users 4] [--requests 2000] [--view]
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import shutil
 import sys
@@ -67,54 +67,34 @@ def suggest_timeout_ms(p999_ms: float) -> int:
     return max(10, int(math.ceil(3 * p999_ms / 10.0)) * 10)
 
 
-def _spin() -> None:
-    while True:
-        pass
-
-
-class BusyCores:
-    """One busy-loop process per core (or ``count``), for as long as the ``with`` lasts."""
-
-    def __init__(self, count: int | None = None) -> None:
-        self.count = count or os.cpu_count() or 2
-        self.procs: list[multiprocessing.Process] = []
-
-    def __enter__(self) -> "BusyCores":
-        for _ in range(self.count):
-            proc = multiprocessing.Process(target=_spin, daemon=True)
-            proc.start()
-            self.procs.append(proc)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for proc in self.procs:
-            proc.kill()
-            proc.join(5)
-
-
-def sbatch_round_trips(cluster, jobs: int, submitters: int, user=None) -> list[float]:
-    """Round trips of ``jobs`` held submissions (``--hold``: nothing runs) from ``submitters``
-    concurrent threads, each running sbatch one after the other."""
-    times: list[float] = []
+def paired_round_trips(clusters: dict, users: dict, rounds: int, cancel_every: int = 25) -> dict[str, list[float]]:
+    """Interleaved pairs: each round, every user submits one held job (``--hold``: nothing runs) to each
+    cluster at once (one thread per user), the clusters in alternating order, so both see the same
+    machine load; the pending queues are emptied every ``cancel_every`` rounds on both."""
+    times: dict[str, list[float]] = {name: [] for name in clusters}
     errors: list[str] = []
     lock = threading.Lock()
-    per = [jobs // submitters + (1 if k < jobs % submitters else 0) for k in range(submitters)]
 
-    def submit(count: int) -> None:
-        for _ in range(count):
-            started = time.perf_counter()
-            result = cluster.sbatch("-t", "5", "--hold", "--deadline=now+86400", user=user)
-            took = time.perf_counter() - started
-            with lock:
-                times.append(took)
-                if result.returncode != 0:
-                    errors.append(result.stderr.strip())
-    threads = [threading.Thread(target=submit, args=(n,)) for n in per]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    cluster.run("scancel", "--state=PENDING", check=False, timeout=120)
+    def submit(name: str, user) -> None:
+        started = time.perf_counter()
+        result = clusters[name].sbatch("-t", "5", "--hold", "--deadline=now+86400", user=user)
+        took = time.perf_counter() - started
+        with lock:
+            times[name].append(took)
+            if result.returncode != 0:
+                errors.append(f"{name}: {result.stderr.strip()}")
+
+    names = list(clusters)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            threads = [threading.Thread(target=submit, args=(name, user)) for user in users[name]]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        if (r + 1) % cancel_every == 0:
+            for cluster in clusters.values():
+                cluster.run("scancel", "--state=PENDING", check=False, timeout=120)
     if errors:
         raise RuntimeError(f"{len(errors)} submissions failed, e.g. {errors[0]}")
     return times
@@ -151,11 +131,19 @@ def answer_times(socket_path: str, requests: int, clients: int) -> list[float]:
 
 def row(label: str, stats: dict[str, float], base: dict[str, float] | None = None) -> str:
     cells = [f"{stats[k]:8.2f}" for k in ("median", "p99", "p99.9", "max")]
-    ratio = ("  " + "  ".join(f"x{stats[k] / base[k]:.2f}" for k in ("median", "p99", "p99.9"))) if base else ""
+    ratio = ("  " + "  ".join(f"x{stats[k] / base[k]:.2f} ({stats[k] - base[k]:+.1f})" for k in ("median", "p99"))
+             if base else "")
     return f"  {label:<34}" + " ".join(cells) + ratio
 
 
-def bench_live(jobs: int, requests: int, submitters: int, hook_timeout_ms: int) -> None:
+def load_line() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.1f} (1 min), {five:.1f} (5 min) on {os.cpu_count()} CPUs"
+
+
+def bench_live(rounds: int, requests: int, users: int, hook_timeout_ms: int) -> None:
+    """Two clusters of the same shape at once, one plain and one with the hook, and ``users`` ordinary
+    users submitting to both in interleaved pairs (:func:`paired_round_trips`)."""
     from hook_service import ServiceProcess, write_config
     from slurm_cluster import SlurmCluster, shared_root, skip_reason
     import subprocess
@@ -165,63 +153,48 @@ def bench_live(jobs: int, requests: int, submitters: int, hook_timeout_ms: int) 
         print(f"live hook: not measured ({reason})")
         return
     root = shared_root("greenslurm-bench-hook-")
-    results: dict[str, dict] = {}
+    (root / "run").mkdir(mode=0o755)
+    (root / "lib").mkdir(mode=0o700)
+    sock = str(root / "run" / "hook.sock")
+    plain = SlurmCluster(root / "plain")
+    hooked = SlurmCluster(root / "hooked")
+    config = write_config(root / "hook.toml", socket=sock, database=str(root / "lib" / "hook.sqlite"),
+                          slurm_conf=str(hooked.conf), timeout_ms=hook_timeout_ms)
+    subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(config), "--dest",
+                    str(root / "rendered")], check=True, capture_output=True, timeout=60)
+    hooked.job_submit_lua = (root / "rendered" / "job_submit.lua").read_text()
+    # at the priority the shipped systemd unit gives it (Nice=-5)
+    service = ServiceProcess(config, sock, root / "service.log", env=hooked.env, verbosity="", nice=-5)
+    load_before = load_line()
     try:
-        plain = SlurmCluster(root / "plain").start()
-        try:
-            user = plain.add_user("greenslurm-user")
-            sbatch_round_trips(plain, 20, 1, user)
-            results["plain idle"] = percentiles_ms(sbatch_round_trips(plain, jobs, 1, user))
-            with BusyCores():
-                results["plain loaded"] = percentiles_ms(sbatch_round_trips(plain, jobs, submitters, user))
-        finally:
-            plain.stop()
-        (root / "run").mkdir(mode=0o755)
-        (root / "lib").mkdir(mode=0o700)
-        sock = str(root / "run" / "hook.sock")
-        hooked = SlurmCluster(root / "hooked")
-        config = write_config(root / "hook.toml", socket=sock, database=str(root / "lib" / "hook.sqlite"),
-                              slurm_conf=str(hooked.conf), timeout_ms=hook_timeout_ms)
-        subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(config), "--dest",
-                        str(root / "rendered")], check=True, capture_output=True, timeout=60)
-        hooked.job_submit_lua = (root / "rendered" / "job_submit.lua").read_text()
+        plain.start()
         hooked.start()
-        # at the priority the shipped systemd unit gives it (Nice=-5)
-        service = ServiceProcess(config, sock, root / "service.log", env=hooked.env, verbosity="", nice=-5)
-        try:
-            service.start(timeout_s=60)
-            user = hooked.add_user("greenslurm-user")
-            sbatch_round_trips(hooked, 20, 1, user)
-            results["hook idle"] = percentiles_ms(sbatch_round_trips(hooked, jobs, 1, user))
-            with BusyCores():
-                results["hook loaded"] = percentiles_ms(sbatch_round_trips(hooked, jobs, submitters, user))
-                answer_times(sock, 200, 1)
-                results["answer loaded"] = percentiles_ms(answer_times(sock, requests, submitters))
-            results["answer idle"] = percentiles_ms(answer_times(sock, requests // 4, 1))
-            failed_open = hooked.log_text().count("failing open")
-            failed_closed = hooked.log_text().count("failing closed")
-        finally:
-            service.stop()
-            hooked.stop()
+        service.start(timeout_s=60)
+        clusters = {"plain": plain, "hook": hooked}
+        accounts = {name: [cluster.add_user(f"greenslurm-bench{k}") for k in range(users)]
+                    for name, cluster in clusters.items()}
+        paired_round_trips(clusters, accounts, 5)                 # warm-up: caches, the service's first syncs
+        times = paired_round_trips(clusters, accounts, rounds)
+        results = {name: percentiles_ms(samples) for name, samples in times.items()}
+        load_during = load_line()
+        answers = percentiles_ms(answer_times(sock, requests, users))
+        failed_open = hooked.log_text().count("failing open")
+        failed_closed = hooked.log_text().count("failing closed")
     finally:
+        service.stop()
+        hooked.stop()
+        plain.stop()
         shutil.rmtree(root, ignore_errors=True)
-    cores = os.cpu_count()
-    print(f"sbatch round trip, ms ({jobs} held submissions each; loaded = {cores} busy-loop processes on "
-          f"{cores} CPUs and {submitters} concurrent submitters; hook timeout {hook_timeout_ms} ms):")
-    print(f"  {'':<34}{'median':>8} {'p99':>8} {'p99.9':>8} {'max':>8}  ratios to no hook (median p99 p99.9)")
-    print(row("without hook, idle", results["plain idle"]))
-    print(row("with hook, idle", results["hook idle"], results["plain idle"]))
-    print(row("without hook, loaded", results["plain loaded"]))
-    print(row("with hook, loaded", results["hook loaded"], results["plain loaded"]))
+    print(f"sbatch round trip, ms: {rounds} interleaved rounds, each {users} users submitting one held job at once "
+          f"to each cluster (same shape, one without and one with the hook; hook timeout {hook_timeout_ms} ms)")
+    print(f"  before: {load_before}; after the rounds: {load_during}")
+    print(f"  {'':<34}{'median':>8} {'p99':>8} {'p99.9':>8} {'max':>8}  to no hook: median, p99 (ratio, added ms)")
+    print(row("without hook", results["plain"]))
+    print(row("with hook", results["hook"], results["plain"]))
+    print(f"  added by the hook: median {results['hook']['median'] - results['plain']['median']:+.1f} ms "
+          f"(target: at most +10 ms)")
     print(f"  fail-open events {failed_open}, fail-closed events {failed_closed} (slurmctld log)")
-    print("service answer time (connect, request, answer, close), ms:")
-    print(row(f"idle, 1 client, {requests // 4} requests", results["answer idle"]) + "  "
-          + over_default(results["answer idle"]))
-    print(row(f"loaded, {submitters} clients, {requests} requests", results["answer loaded"]) + "  "
-          + over_default(results["answer loaded"]))
-    suggestion = suggest_timeout_ms(results["answer loaded"]["p99.9"])
-    print(f"suggested timeout_ms = {suggestion} (3 x loaded p99.9 {results['answer loaded']['p99.9']:.2f} ms, "
-          f"rounded up to 10 ms)")
+    print(row(f"service answer, {users} clients, {requests} requests", answers) + "  " + over_default(answers))
 
 
 def bench_view(decisions: int, nodes: int, pending: int) -> None:
@@ -269,17 +242,18 @@ def bench_view(decisions: int, nodes: int, pending: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", type=int, default=1000, help="sbatch submissions per condition")
-    parser.add_argument("--requests", type=int, default=20000, help="direct socket requests under load")
-    parser.add_argument("--submitters", type=int, default=4, help="concurrent submitters under load")
+    parser.add_argument("--rounds", type=int, default=100, help="interleaved rounds (each: every user submits "
+                                                                 "one job to each cluster)")
+    parser.add_argument("--requests", type=int, default=2000, help="direct socket requests after the rounds")
+    parser.add_argument("--users", type=int, default=4, help="ordinary users submitting at once")
     parser.add_argument("--hook-timeout-ms", type=int, default=10000)
     parser.add_argument("--view", action="store_true", help="also time decisions on a 10,000-node view")
     parser.add_argument("--decisions", type=int, default=2000)
     args = parser.parse_args()
-    for name in ("jobs", "requests", "submitters", "hook_timeout_ms", "decisions"):
+    for name in ("rounds", "requests", "users", "hook_timeout_ms", "decisions"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be > 0")
-    bench_live(args.jobs, args.requests, args.submitters, args.hook_timeout_ms)
+    bench_live(args.rounds, args.requests, args.users, args.hook_timeout_ms)
     if args.view:
         bench_view(args.decisions, 10_000, 10_000)
 

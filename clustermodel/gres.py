@@ -34,6 +34,9 @@ GPU = "gpu"
 SHARD = "shard"
 # The JobSpec.extra key of a job's gres/shard count per node.
 SHARDS_KEY = "shards"
+# The JobSpec.extra key of the GPUs a job asks in all (Slurm's --gpus, --gpus-per-task) when it names no
+# node count: the planner spreads them over as few nodes as hold them.
+GPUS_TOTAL_KEY = "gpus_total"
 NO_GRES = ("", "(null)", "none", "n/a")
 # Slurm's count suffixes (src/common/gres.c): each a power of 1024
 SUFFIX = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4, "p": 1024 ** 5}
@@ -233,3 +236,57 @@ def shard_count(text: str | None) -> int:
     (4, 2, 0)
     """
     return parse_gres(text).shards
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """What a Slurm job asks of GPUs, whichever option wrote it: ``per_node`` GPUs on each node and,
+    for a job that names no node count, ``total`` GPUs in all (0: none beyond ``per_node``)."""
+
+    per_node: int = 0
+    total: int = 0
+    models: tuple[str, ...] = ()
+    shards: int = 0
+
+
+def gpu_request(per_node: str | None = None, per_job: str | None = None, per_task: str | None = None,
+                per_socket: str | None = None, *, tasks: int = 1, nodes: int = 0, tasks_per_node: int = 0,
+                sockets_per_node: int = 0) -> GpuRequest:
+    """The GPUs of a Slurm 22.05 job from its ``tres_per_*`` fields (as job_submit.lua and ``squeue
+    --json`` show them, ``gres:gpu:2``): ``--gres=gpu:N`` and ``--gpus-per-node=N`` write ``per_node``,
+    ``--gpus=N`` ``per_job`` (N in all: ceil(N / nodes) on each of ``nodes``, or spread by the planner
+    when no node count is given), ``--gpus-per-task=N`` ``per_task`` (N x ``tasks`` in all, or N x
+    ``tasks_per_node`` on each node), ``--gpus-per-socket=N`` ``per_socket`` (N x ``sockets_per_node``,
+    at least one socket, on each node).  Counts not given are 0.  A ValueError names the field.
+
+    >>> gpu_request(per_job="gres:gpu:3")                          # 3 in all, no node count
+    GpuRequest(per_node=0, total=3, models=(), shards=0)
+    >>> gpu_request(per_job="gres:gpu:3", nodes=2).per_node          # ceil(3 / 2) on each of 2 nodes
+    2
+    >>> gpu_request(per_task="gres:gpu:1", tasks=4).total            # 1 a task x 4 tasks
+    4
+    >>> gpu_request(per_task="gres:gpu:1", tasks=4, nodes=2, tasks_per_node=2).per_node
+    2
+    >>> gpu_request(per_socket="gres:gpu:2", sockets_per_node=2).per_node   # 2 x 2
+    4
+    >>> gpu_request(per_node="gres:shard:2").shards, gpu_request(per_node="gres:gpu:a100:2").models
+    (2, ('a100',))
+    """
+    def parsed(name: str, text: str | None) -> Gres:
+        try:
+            return parse_gres(text)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+
+    node, job = parsed("tres_per_node", per_node), parsed("tres_per_job", per_job)
+    task, socket = parsed("tres_per_task", per_task), parsed("tres_per_socket", per_socket)
+    sockets = max(sockets_per_node, 1)
+    gpus_per_node = max(node.gpus, socket.gpus * sockets, task.gpus * tasks_per_node)
+    total = max(job.gpus, task.gpus * max(tasks, 1))
+    if nodes > 0 and total:
+        gpus_per_node, total = max(gpus_per_node, math.ceil(total / nodes)), 0
+    elif total and gpus_per_node >= total:
+        total = 0
+    models = tuple(dict.fromkeys(node.models + job.models + task.models + socket.models))
+    shards = max(node.shards, job.shards, task.shards * max(tasks_per_node, 1), socket.shards * sockets)
+    return GpuRequest(gpus_per_node, total, models, shards)

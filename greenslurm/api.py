@@ -42,7 +42,7 @@ KEYWORDS = {
     "parallelism_limit": "trace.parallelism_limit", "exact_runtimes": "trace.exact_runtimes",
     "cluster": "cluster.file", "nodes": "cluster.node_list", "slurm_conf": "cluster.slurm_conf",
     "sacctmgr_assoc": "cluster.sacctmgr_assoc", "sacctmgr_qos": "cluster.sacctmgr_qos",
-    "queue": "queue", "select": "selection.name", "normalization": "selection.normalization",
+    "slurm_handover": "cluster.slurm_handover_s", "queue": "queue", "select": "selection.name", "normalization": "selection.normalization",
     "ties": "selection.ties", "fgd_coverage": "selection.fgd_coverage",
     "acceptance": "acceptance.policy", "threshold_share": "acceptance.threshold_share",
     "threshold_slack": "acceptance.threshold_slack",

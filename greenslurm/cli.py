@@ -118,6 +118,9 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sacctmgr-qos", metavar="FILE", default=None,
                         help="the slurm queue: the site's 'sacctmgr show qos -P' (QOS priorities, MaxJobsPU, "
                              "GrpTRES cpu)")
+    parser.add_argument("--slurm-handover", metavar="SECONDS", type=float, default=None,
+                        help="the slurm queue: seconds from a job's end until Slurm gives its nodes again "
+                             "(read from the site's slurmctld log, see docs/slurm-replay.md; default 0)")
     parser.add_argument("--queue", choices=tuple(QUEUES), default=None,
                         help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission), "
                              "none (place at arrival or fail: the GPU papers' model) or slurm (Slurm 22.05's "
@@ -284,7 +287,7 @@ OPTION_NAMES = {
     "supply.seed": "--renewable-seed", "power_states": "power states (--power-down-after, --power-budget, ...)",
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
     "cluster.slurm_conf": "--slurm-conf", "cluster.sacctmgr_assoc": "--sacctmgr-assoc",
-    "cluster.sacctmgr_qos": "--sacctmgr-qos",
+    "cluster.sacctmgr_qos": "--sacctmgr-qos", "cluster.slurm_handover_s": "--slurm-handover",
     "seed": "--seed", "deadlines.seed": "--slack-seed",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
@@ -340,7 +343,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     cluster = ClusterSource(file=_absolute(given("cluster")), node_list=_absolute(given("nodes")),
                             slurm_conf=_absolute(given("slurm_conf")),
                             sacctmgr_assoc=_absolute(given("sacctmgr_assoc")),
-                            sacctmgr_qos=_absolute(given("sacctmgr_qos")))
+                            sacctmgr_qos=_absolute(given("sacctmgr_qos")),
+                            slurm_handover_s=given("slurm_handover"))
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
                         deadlines=deadlines, power_states=power, colocation=colocation, supply=supply,

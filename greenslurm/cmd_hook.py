@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -57,9 +58,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
                            help="write greenslurm-hook.service into DIR (e.g. /etc/systemd/system)")
             p.add_argument("--service-user", metavar="USER", default="slurm",
                            help="the unit's User= and Group=: Slurm's SlurmUser (default: %(default)s)")
-            p.add_argument("--greenslurm", metavar="PATH", default="/usr/bin/env greenslurm",
-                           help="the greenslurm the unit runs, e.g. a virtual environment's bin/greenslurm "
-                                "(default: %(default)s, found on PATH)")
+            p.add_argument("--greenslurm", metavar="PATH", default=None,
+                           help="the greenslurm the unit runs, by its absolute path, e.g. a virtual environment's "
+                                "bin/greenslurm (default: /usr/bin/env greenslurm, found on the service's PATH)")
             p.add_argument("--write-config", metavar="FILE", default=None,
                            help="write the commented hook.toml template to FILE (never over an existing file)")
             p.add_argument("--print", dest="print_what", choices=PRINTABLE, default=None,
@@ -77,6 +78,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         if name == "check":
             p.add_argument("--slurm-conf", metavar="FILE", default="/etc/slurm/slurm.conf",
                            help="slurm.conf to inspect (default: %(default)s)")
+            p.add_argument("--unit", metavar="FILE", default="/etc/systemd/system/greenslurm-hook.service",
+                           help="the installed systemd unit to verify (default: %(default)s)")
         p.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                        help="log what happens to stderr (-v info, -vv debug)")
         p.set_defaults(handler=run)
@@ -108,8 +111,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
 def run_power(args: argparse.Namespace, console: Console) -> int:
     """Turn nodes off or on (run by slurmctld as SuspendProgram/ResumeProgram); every failure is
     one line on stderr (Slurm logs it) and exit code 1."""
-    import sys
-
     from greenslurm.slurm_plugin.power import run_power_command
     from greenslurm.traces.slurm_conf import expand_hostlist
 
@@ -160,7 +161,6 @@ def run_report(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         text = json.dumps(data, indent=1, default=float) + "\n"
         if args.json == "-":
-            import sys
             sys.stdout.write(text)
             return 0
         try:
@@ -200,10 +200,23 @@ def run_report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _command(args: argparse.Namespace) -> tuple[str, ...]:
+    """The --greenslurm command as argv words: one absolute path (spaces and all), or the default
+    ``/usr/bin/env greenslurm``; a relative path is an InputError (systemd runs the unit from /)."""
+    from greenslurm.slurm_plugin import install as hook_install
+    if args.greenslurm is None or args.greenslurm == " ".join(hook_install.UNIT_EXECUTABLE):
+        return hook_install.UNIT_EXECUTABLE
+    if not args.greenslurm.startswith("/"):
+        raise InputError(f"{args.greenslurm!r} is not an absolute path (systemd and slurmctld run it from /): "
+                         f"give the full path, e.g. {Path(args.greenslurm).absolute()}",
+                         path="<command line>", field="--greenslurm")
+    return (args.greenslurm,)
+
+
 def _unit_options(args: argparse.Namespace) -> dict:
     from greenslurm.slurm_plugin import install as hook_install
     config_path = str(Path(args.config).resolve()) if args.config else hook_install.UNIT_CONFIG
-    return {"config_path": config_path, "user": args.service_user, "executable": args.greenslurm}
+    return {"config_path": config_path, "user": args.service_user, "executable": _command(args)}
 
 
 def run_install(args: argparse.Namespace, console: Console) -> int:
@@ -211,7 +224,8 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
 
     config = load_config(args.config)
     try:
-        unit = hook_install.render_unit(**_unit_options(args))
+        options = _unit_options(args)
+        unit = hook_install.render_unit(**options)
     except ValueError as exc:
         raise InputError(str(exc), path="<command line>", field="--greenslurm/--service-user/--config") from None
     what = args.print_what or (None if args.dest or args.unit_dir or args.write_config else "job_submit")
@@ -225,7 +239,7 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
     for option, action in (("--write-config", lambda: [hook_install.install_config_template(Path(args.write_config))]
                             if args.write_config else []),
                            ("--dest", lambda: hook_install.install(config, Path(args.dest), not args.no_cli_filter,
-                                                                   executable=args.greenslurm)
+                                                                   executable=options["executable"])
                             if args.dest else []),
                            ("--unit-dir", lambda: [hook_install.install_unit(Path(args.unit_dir), **_unit_options(args))]
                             if args.unit_dir else [])):
@@ -247,6 +261,8 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
                       + hook_install.slurm_conf_snippet(not args.no_cli_filter)
                       + hook_install.power_snippet(config, Path(args.dest).resolve()), markup=False, highlight=False)
     if args.unit_dir:
+        for warning in hook_install.unit_warnings(unit, options["config_path"]):
+            print(f"greenslurm hook install: warning: {warning}", file=sys.stderr)
         console.print("then: systemctl daemon-reload && systemctl enable --now greenslurm-hook", markup=False,
                       highlight=False)
     return 0
@@ -256,7 +272,7 @@ def run_check(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.slurm_plugin import install as hook_install
 
     config = load_config(args.config)
-    checks = hook_install.check(config, Path(args.slurm_conf))
+    checks = hook_install.check(config, Path(args.slurm_conf), unit=Path(args.unit))
     table = Table(title=f"greenslurm hook check ({escape(config.path)})", title_justify="left")
     table.add_column("", no_wrap=True)
     table.add_column("check", no_wrap=True)

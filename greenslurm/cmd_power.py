@@ -127,6 +127,7 @@ def report_power(summary: dict, console: Console) -> None:
     table.add_column("figure")
     table.add_column("value", justify="right")
     rows = [("boots / suspends", f"{t['boots']:,} / {t['suspends']:,}"),
+            ("boots per node per day", f"{t.get('boots_per_node_day', 0.0):,.2f}"),
             ("energy while off (kWh)", f"{t['off_j'] / 3.6e6:,.2f}"),
             ("energy while booting (kWh)", f"{t['boot_j'] / 3.6e6:,.2f}"),
             ("saved vs. idle (kWh)", f"{t['saved_vs_idle_j'] / 3.6e6:,.2f}"),

@@ -27,6 +27,7 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
                                    # or homogeneous = { nodes = 8, cpus = 4 }; none: the trace's header
     sacctmgr_assoc = "assoc.txt"   # the slurm queue: 'sacctmgr show assoc tree -P' (shares, fair-share)
     sacctmgr_qos = "qos.txt"       # the slurm queue: 'sacctmgr show qos -P' (QOS priority and limits)
+    slurm_handover_s = 0.5         # the slurm queue: from a job's end until Slurm gives its nodes again
 
     [selection]
     name = "firstfit"              # see greenslurm.allocation.selection (pwr, fgd, pwr=0.1,fgd=0.9, ...)
@@ -139,6 +140,9 @@ class ClusterSource:
     homogeneous: Homogeneous | None = None
     sacctmgr_assoc: str | None = None
     sacctmgr_qos: str | None = None
+    # the slurm queue: seconds from a job's end until Slurm gives its nodes again (see
+    # docs/slurm-replay.md, "Hand-over latency", for reading it from slurmctld's log); None: 0
+    slurm_handover_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -444,10 +448,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail("a synthetic trace needs a cluster", "cluster")
     if s.queue not in QUEUES:
         fail(f"unknown queue {s.queue!r}; choose from {', '.join(QUEUES)}", "queue")
-    for key in ("sacctmgr_assoc", "sacctmgr_qos"):
+    for key in ("sacctmgr_assoc", "sacctmgr_qos", "slurm_handover_s"):
         if getattr(c, key) is not None and s.queue != "slurm":
-            fail(f"applies to the slurm queue (Slurm's QOS and fair-share), not to the {s.queue} queue",
-                 f"cluster.{key}")
+            what = "Slurm's hand-over latency" if key == "slurm_handover_s" else "Slurm's QOS and fair-share"
+            fail(f"applies to the slurm queue ({what}), not to the {s.queue} queue", f"cluster.{key}")
+    if c.slurm_handover_s is not None and not (0 <= c.slurm_handover_s <= 3600):
+        fail("must be a number of seconds from 0 to 3600", "cluster.slurm_handover_s")
     if c.sacctmgr_qos is not None and c.sacctmgr_assoc is None:
         fail("give the associations too: a QOS applies to a user's association", "cluster.sacctmgr_qos")
     if not 0 < s.arrival_scale <= MAX_ARRIVAL_SCALE:
@@ -528,7 +534,20 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     if sup.scale is not None and not sup.scale > 0:
         fail("must be > 0", "supply.scale")
 
-    if s.power_states is not None:
+    if s.power_states is not None and s.queue == "slurm":
+        # the slurm queue powers nodes down as Slurm does (its SuspendTime, ... from slurm.conf):
+        # greenslurm's own power-state settings beyond these are another machine
+        kept = ("suspend_after_s", "boot_s", "boot_w", "off_w", "start_off")
+        for f in dataclasses.fields(s.power_states):
+            if f.name not in kept and getattr(s.power_states, f.name) is not None:
+                fail("the slurm queue powers nodes down with Slurm's own power saving (SuspendTime, ... from "
+                     f"slurm.conf; {name('power_states.suspend_after_s')} sets SuspendTime): this setting "
+                     "is not part of it", f"power_states.{f.name}")
+        for key in ("suspend_after_s", "boot_s", "boot_w", "off_w"):
+            value = getattr(s.power_states, key)
+            if value is not None and not (0 <= value < math.inf):
+                fail("must be a number >= 0", f"power_states.{key}")
+    elif s.power_states is not None:
         from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES    # the machine loads when it is used
         if s.queue not in SUPPORTED_QUEUES:
             fail(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, not {s.queue}",

@@ -238,7 +238,12 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         if accounts is not None:         # Slurm's default account and QOS for jobs that name none
             jobs = [accounts.complete(job) for job in jobs]
     factory = None
-    if scenario.power_states is not None:
+    if scenario.queue == "slurm":
+        saving = slurm_power_saving(scenario, cluster)
+        if saving is not None:
+            from greenslurm.sim.engine.slurm_power import slurm_power_machine_factory
+            factory = slurm_power_machine_factory(saving)
+    elif scenario.power_states is not None:
         from greenslurm.sim.machines.power_states import power_machine_factory
         factory = power_machine_factory(power_config(scenario.power_states))
     elif scenario.colocation is not None:
@@ -249,18 +254,55 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
 
 def slurm_scheduling(scenario: Scenario):
     """The Slurm queue's settings: the scenario's slurm.conf (its SchedulerType, SchedulerParameters,
-    priority and partitions), or Slurm 22.05's defaults without one."""
+    priority and partitions), or Slurm 22.05's defaults without one; the hand-over latency the
+    scenario gives (``slurm_handover_s``, 0 without)."""
+    from dataclasses import replace
+
     from greenslurm.sim.engine.slurm_model import SlurmScheduling
     from greenslurm.traces.slurm_conf import parse_slurm_conf
 
     path = scenario.cluster.slurm_conf
+    handover = scenario.cluster.slurm_handover_s or 0.0
     if path is None:
-        return SlurmScheduling()
+        return SlurmScheduling(release_delay_s=handover)
     try:
-        return SlurmScheduling.from_conf(parse_slurm_conf(path))
+        return replace(SlurmScheduling.from_conf(parse_slurm_conf(path)), release_delay_s=handover)
     except ValueError as error:
         field = str(error).partition("=")[0]          # the setting the message is about
         raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None
+
+
+def slurm_power_saving(scenario: Scenario, cluster: Cluster):
+    """Slurm's power saving for the slurm queue: the slurm.conf's SuspendTime, ... with the
+    scenario's ``power_states`` (``suspend_after_s`` sets SuspendTime; ``boot_s``, ``boot_w``,
+    ``off_w``, ``start_off``), or None when no node is ever powered down."""
+    from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, boot_time_s
+    from greenslurm.traces.slurm_conf import parse_slurm_conf
+
+    path = scenario.cluster.slurm_conf
+    p = scenario.power_states
+    given = {} if p is None else {key: value for key, value in (("boot_w", p.boot_w), ("off_w", p.off_w))
+                                  if value is not None}
+    try:
+        saving = (SlurmPowerSaving.from_conf(parse_slurm_conf(path), **given) if path is not None
+                  else SlurmPowerSaving(**given))
+    except ValueError as error:
+        field = str(error).partition(":")[0]
+        raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None
+    if p is not None:
+        if p.suspend_after_s is not None:
+            saving = saving.with_suspend_time(p.suspend_after_s)
+        if p.boot_s is not None or p.start_off is not None:
+            saving = dataclasses.replace(saving, boot_s=p.boot_s if p.boot_s is not None else saving.boot_s,
+                                         start_powered_down=bool(p.start_off))
+    if not saving.enabled:
+        return None
+    try:
+        boot_time_s(saving, cluster)
+    except ValueError as error:
+        raise InputError(str(error), path=path or RUN_WHERE,
+                         field="ResumeTimeout" if path is not None else "power_states.boot_s") from None
+    return saving
 
 
 def slurm_accounts(scenario: Scenario):
@@ -402,8 +444,14 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
     from greenslurm.power_model import describe
-    summary["power_model"] = describe(s, outcome.cluster,
-                                      power_config(s.power_states) if s.power_states is not None else None).as_dict()
+    machine = outcome.replay.machine
+    saving = getattr(machine, "saving", None)
+    if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
+        power = dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s
+                                    if math.isfinite(saving.suspend_time_s) else None)
+    else:
+        power = power_config(s.power_states) if s.power_states is not None else None
+    summary["power_model"] = describe(s, outcome.cluster, power).as_dict()
     summary[SCHEMA_KEY] = SUMMARY_SCHEMA          # what summary.json and --json carry (docs/outputs.md)
     if outcome.left_out_by_budget:
         # jobs that no instant under the budget can run were never handed to the replay: they are
@@ -421,7 +469,15 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:
         t = totals()
-        summary["power_states"] = {"boots": t.boots, "suspends": t.suspends, "off_j": t.off_j, "boot_j": t.boot_j,
+        from greenslurm.sim.engine.slurm_power import IMPLAUSIBLE_BOOTS_PER_NODE_DAY, boots_per_node_day
+        ledger = outcome.replay.machine.ledger
+        per_day = boots_per_node_day(t.boots, outcome.cluster.size, ledger.last_s - ledger.start_s)
+        if per_day > IMPLAUSIBLE_BOOTS_PER_NODE_DAY:
+            log.warning("%.1f boots per node per day (%s boots of %s nodes): more than real hardware is booted; "
+                        "idle gaps shorter than the power-down time plus a boot make nodes cycle (raise the "
+                        "power-down time, or SuspendRate/ResumeRate with the slurm queue)", per_day,
+                        f"{t.boots:,}", f"{outcome.cluster.size:,}")
+        summary["power_states"] = {"boots": t.boots, "suspends": t.suspends, "boots_per_node_day": per_day, "off_j": t.off_j, "boot_j": t.boot_j,
                                    "saved_vs_idle_j": t.saved_vs_idle_j, "peak_power_w": t.peak_power_w,
                                    "budget_w": t.budget_w, "mean_phase_imbalance": t.mean_imbalance,
                                    "off_node_h": t.off_node_s / 3600.0, "boot_node_h": t.boot_node_s / 3600.0,

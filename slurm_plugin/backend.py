@@ -21,7 +21,7 @@ from greenslurm.clustermodel import JobSpec
 from greenslurm.clustermodel.gres import gpu_count, shard_count
 from greenslurm.slurm_plugin.protocol import unset
 from greenslurm.clustermodel.gpu_state import MILLI
-from greenslurm.clustermodel.gres import SHARDS_KEY as SHARDS
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, gpu_request
 from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 from greenslurm.traces.slurm_fields import array_tasks
 from greenslurm.traces.slurm_conf import expand_hostlist
@@ -150,14 +150,26 @@ def job_spec_from_squeue(job: dict) -> JobSpec:
     if not memory and per_cpu:
         memory = per_cpu * (cpus / max(node_count, 1))
     deadline = _number(job.get("deadline"), 0.0)
-    tres = job.get("tres_per_node")
-    shards = shard_count(tres)
+    # GPUs in every form a user can ask them (--gres, --gpus, --gpus-per-task/-socket/-node); a pending
+    # job shows 1 node when it named none: GPUs asked in all are then spread by the view as for a
+    # submission, and over the nodes it names otherwise
+    gpus = gpu_request(job.get("tres_per_node"), job.get("tres_per_job"), job.get("tres_per_task"),
+                       job.get("tres_per_socket"), tasks=int(_number(job.get("tasks"), 1)) or 1,
+                       nodes=node_count if node_count > 1 else 0, tasks_per_node=_small(job.get("tasks_per_node")),
+                       sockets_per_node=_small(job.get("sockets_per_node")))
+    extra = {**({SHARDS: gpus.shards} if gpus.shards else {}), **({GPUS_TOTAL: gpus.total} if gpus.total else {})}
     return JobSpec(str(job.get("job_id")), submit_s=_number(job.get("submit_time"), 0.0),
-                   requested_time_s=(limit * 60.0) if limit else 365 * 86400.0, cpus=cpus, nodes=node_count,
-                   memory_mb_per_node=memory, gpus_per_node=float(gpu_count(tres)),
+                   requested_time_s=(limit * 60.0) if limit else 365 * 86400.0, cpus=cpus,
+                   nodes=0 if gpus.total else node_count, memory_mb_per_node=memory, gpus_per_node=float(gpus.per_node),
                    deadline_s=deadline or None, user=str(job.get("user_name") or ""),
                    partition=str(job.get("partition") or ""), state=_state(job.get("job_state")),
-                   extra={SHARDS: shards} if shards else {})
+                   extra=extra)
+
+
+def _small(value) -> int:
+    """A 16-bit count of squeue's JSON (null, or Slurm's NO_VAL16 / INFINITE16: 0)."""
+    number = int(_number(value, 0.0))
+    return 0 if number >= 0xFFFE or number < 0 else number
 
 
 def _uses(job: dict, nodes: dict[str, LiveNode]) -> tuple[NodeUse, ...]:

@@ -15,6 +15,7 @@ import json
 import os
 import pwd
 import re
+import shlex
 import shutil
 import socket
 import stat
@@ -26,6 +27,8 @@ from pathlib import Path
 
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
+                                            hidden_paths, unit_settings)
 from greenslurm.traces.slurm_conf import FAIL, SlurmConfFiles, read_slurm_conf
 
 LUA_SOCKET_PATHS = ("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so", "/usr/lib/aarch64-linux-gnu/lua/5.1/socket/unix.so",
@@ -34,7 +37,7 @@ JOB_SUBMIT_LUA_SO = ("/usr/lib/x86_64-linux-gnu/slurm-wlm/job_submit_lua.so", "/
                      "/usr/lib/slurm/job_submit_lua.so", "/usr/lib/aarch64-linux-gnu/slurm-wlm/job_submit_lua.so")
 UNIT_NAME = "greenslurm-hook.service"
 UNIT_CONFIG = "/etc/greenslurm/hook.toml"         # the --config the shipped unit passes
-UNIT_EXECUTABLE = "/usr/bin/env greenslurm"       # the greenslurm the shipped unit runs (found on PATH)
+UNIT_EXECUTABLE = ("/usr/bin/env", "greenslurm")  # the greenslurm the shipped unit runs (found on PATH)
 UNIT_USER = "slurm"                               # Debian's SlurmUser
 JOB_SUBMIT_MARK = "greenslurm job_submit.lua"
 CLI_FILTER_MARK = "greenslurm cli_filter.lua"
@@ -84,32 +87,58 @@ def slurm_conf_snippet(with_cli_filter: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_unit(config_path: str = UNIT_CONFIG, user: str = UNIT_USER, group: str | None = None,
-                executable: str = UNIT_EXECUTABLE) -> str:
-    """The systemd unit for a config file, service user (and group: the user's primary group by default) and
-    greenslurm executable (a virtual environment's ``bin/greenslurm``, or ``/usr/bin/env greenslurm``).
+def command_words(executable: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The greenslurm command as argv words: a string is one path (spaces and all), a tuple is kept.
 
-    >>> unit = render_unit("/etc/gs/hook.toml", "slurmadm", executable="/opt/gs/bin/greenslurm")
-    >>> [line for line in unit.splitlines() if line.startswith(("User=", "Group=", "ExecStart="))]
-    ['User=slurmadm', 'Group=slurmadm', 'ExecStart=/opt/gs/bin/greenslurm hook serve --config /etc/gs/hook.toml']
+    >>> command_words("/opt/my venv/bin/greenslurm"), command_words(UNIT_EXECUTABLE)
+    (('/opt/my venv/bin/greenslurm',), ('/usr/bin/env', 'greenslurm'))
     """
-    for what, value in (("config path", config_path), ("user", user), ("group", group or user),
-                        ("executable", executable)):
-        if not value or "\n" in value or "%" in value:
-            raise ValueError(f"the unit's {what} {value!r} is empty or holds a newline or '%'")
+    return (executable,) if isinstance(executable, str) else tuple(executable)
+
+
+def render_unit(config_path: str = UNIT_CONFIG, user: str = UNIT_USER, group: str | None = None,
+                executable: str | tuple[str, ...] = UNIT_EXECUTABLE) -> str:
+    """The systemd unit for a config file, service user (and group: the user's primary group by default) and
+    greenslurm command (a virtual environment's ``bin/greenslurm``, or ``/usr/bin/env greenslurm``); every
+    path is quoted as systemd reads it (spaces, quotes, backslashes, ``%``, ``$``) and must be absolute.
+
+    >>> unit = render_unit("/etc/gs dir/hook.toml", "slurmadm", executable="/opt/gs/bin/greenslurm")
+    >>> [line for line in unit.splitlines() if line.startswith(("User=", "Group=", "ExecStart="))]
+    ['User=slurmadm', 'Group=slurmadm', 'ExecStart=/opt/gs/bin/greenslurm hook serve --config "/etc/gs dir/hook.toml"']
+    """
+    argv = command_words(executable)
+    for what, value in (("user", user), ("group", group or user)):
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\$?", value or ""):
+            raise ValueError(f"the unit's {what} {value!r} is not a user or group name")
     if not config_path.startswith("/"):
         raise ValueError(f"the unit's config path {config_path!r} must be absolute")
+    if not argv or not argv[0].startswith("/"):
+        raise ValueError(f"the greenslurm command {argv[0] if argv else ''!r} must be an absolute path "
+                         "(systemd runs it from /)")
     if group is None:
         try:
             group = grp.getgrgid(pwd.getpwnam(user).pw_gid).gr_name
         except KeyError:
             group = user                      # not a user here (yet): its own group, as useradd makes it
     text = template(UNIT_NAME)
-    exec_line = f"ExecStart={UNIT_EXECUTABLE} hook serve --config {UNIT_CONFIG}"
+    exec_line = f"ExecStart={' '.join(UNIT_EXECUTABLE)} hook serve --config {UNIT_CONFIG}"
     assert exec_line in text, "the shipped unit's ExecStart line changed"
-    return (text.replace(exec_line, f"ExecStart={executable} hook serve --config {config_path}")
+    return (text.replace(exec_line, "ExecStart=" + unit_exec_line((*argv, "hook", "serve", "--config", config_path)))
             .replace(f"\nUser={UNIT_USER}\n", f"\nUser={user}\n")
             .replace(f"\nGroup={UNIT_USER}\n", f"\nGroup={group}\n"))
+
+
+def unit_warnings(unit_text: str, config_path: str) -> list[str]:
+    """What an admin must hear about a rendered unit: files the service needs that its sandbox hides
+    (ProtectHome hides /home, /root and /run/user; PrivateTmp hides /tmp and /var/tmp), and a command
+    that is not there (yet)."""
+    settings = unit_settings(unit_text)
+    argv = exec_words(settings[("Service", "ExecStart")][-1])
+    warnings = [f"{why}: the service will not start" for why in hidden_paths(argv, config_path, Sandbox.of(settings))]
+    if command_path(argv) is None:
+        warnings.append(f"the unit's command {' '.join(argv[:2]) if argv[0].endswith('/env') else argv[0]} "
+                        "is not an executable file here (yet)")
+    return warnings
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> Path:
@@ -125,18 +154,24 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> Path:
 POWER_PROGRAMS = {"off": "greenslurm-suspend", "on": "greenslurm-resume"}
 
 
-def render_power_program(direction: str, config_path: str, executable: str = UNIT_EXECUTABLE) -> str:
-    """The SuspendProgram (``off``) or ResumeProgram (``on``) slurmctld runs with a host list.
+def render_power_program(direction: str, config_path: str,
+                         executable: str | tuple[str, ...] = UNIT_EXECUTABLE) -> str:
+    """The SuspendProgram (``off``) or ResumeProgram (``on``) slurmctld runs with a host list; every
+    path is quoted for sh (spaces, quotes, ``$``).
 
     >>> render_power_program("off", "/etc/greenslurm/hook.toml").splitlines()[-1]
     'exec /usr/bin/env greenslurm hook power --config /etc/greenslurm/hook.toml off "$@"'
+    >>> print(render_power_program("on", "/etc/my cfg/hook.toml", "/opt/gs/bin/greenslurm").splitlines()[-1])
+    exec /opt/gs/bin/greenslurm hook power --config '/etc/my cfg/hook.toml' on "$@"
     """
-    for what, value in (("config path", config_path), ("executable", executable)):
-        if not value or any(c in value for c in "\n\"'$`\\;&|<>"):
+    argv = command_words(executable)
+    for what, value in (("config path", config_path), *(("executable", word) for word in argv)):
+        if not value or "\n" in value or "\0" in value:
             raise ValueError(f"the {what} {value!r} cannot go into a shell script")
+    command = " ".join(shlex.quote(word) for word in (*argv, "hook", "power", "--config", config_path, direction))
     return (f"#!/bin/sh\n# greenslurm: Slurm's {'SuspendProgram' if direction == 'off' else 'ResumeProgram'} "
             f"(turns the nodes of $1 {direction})\n"
-            f'exec {executable} hook power --config {config_path} {direction} "$@"\n')
+            f'exec {command} "$@"\n')
 
 
 def power_snippet(config: HookConfig, dest: Path) -> str:
@@ -150,7 +185,7 @@ def power_snippet(config: HookConfig, dest: Path) -> str:
 
 
 def install(config: HookConfig, dest: Path, with_cli_filter: bool = True, config_path: str | None = None,
-            executable: str = UNIT_EXECUTABLE) -> list[Path]:
+            executable: str | tuple[str, ...] = UNIT_EXECUTABLE) -> list[Path]:
     """Write job_submit.lua (and cli_filter.lua) into ``dest`` (the folder of slurm.conf) and the
     slurm.conf lines into ``dest/greenslurm-slurm.conf.snippet`` (ready for an ``Include`` line); with
     ``power_save``, also the SuspendProgram and ResumeProgram (mode 0755) and their lines; return
@@ -168,14 +203,14 @@ def install(config: HookConfig, dest: Path, with_cli_filter: bool = True, config
     return written
 
 
-def absolute(executable: str) -> str:
+def absolute(executable: str | tuple[str, ...]) -> tuple[str, ...]:
     """The greenslurm the power programs run, by an absolute path: slurmctld runs SuspendProgram and
     ResumeProgram with an almost empty environment (no PATH), so ``/usr/bin/env greenslurm`` becomes
     the greenslurm on this PATH now (or this Python's ``-m greenslurm``)."""
-    if executable != UNIT_EXECUTABLE:
-        return executable
+    if command_words(executable) != UNIT_EXECUTABLE:
+        return command_words(executable)
     found = shutil.which("greenslurm")
-    return str(Path(found).absolute()) if found else f"{sys.executable} -m greenslurm"
+    return (str(Path(found).absolute()),) if found else (sys.executable, "-m", "greenslurm")
 
 
 def install_unit(unit_dir: Path, **unit) -> Path:
@@ -378,8 +413,9 @@ def _can_reach(uid: int, st: os.stat_result, bits: int) -> bool:
     return mode & bits == bits
 
 
-def check(config: HookConfig, slurm_conf: Path) -> list[Check]:
-    """Every part the hook needs, each with what was found and a level (ok, warn, fail)."""
+def check(config: HookConfig, slurm_conf: Path, unit: Path | None = None) -> list[Check]:
+    """Every part the hook needs, each with what was found and a level (ok, warn, fail); with ``unit``,
+    the installed systemd unit too (:func:`check_unit`)."""
     checks: list[Check] = []
     add = lambda name, level, detail: checks.append(Check(name, level, detail))   # noqa: E731
     version = slurm_version(str(slurm_conf))
@@ -452,7 +488,65 @@ def check(config: HookConfig, slurm_conf: Path) -> list[Check]:
     except InputError as exc:
         add("backend", FAIL, exc.reason)
 
+    if unit is not None:
+        checks += check_unit(unit, config)
     checks += _runtime_checks(config, conf)
+    return checks
+
+
+def systemd_verify(unit: Path) -> tuple[str, str]:
+    """(level, detail) of ``systemd-analyze verify`` on the unit: it parses every line as systemd does
+    and checks that the command exists; a warning on stderr (an unknown key, a bad value) is a failure."""
+    if shutil.which("systemd-analyze") is None:
+        return WARN, "systemd-analyze is not installed here: the unit was not verified by systemd"
+    try:
+        done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return FAIL, f"systemd-analyze verify did not run: {exc}"
+    said = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    if done.returncode != 0 or said:
+        return FAIL, "systemd-analyze verify: " + ("; ".join(said[:3]) or f"exit code {done.returncode}")
+    return OK, "systemd-analyze verify: no complaint"
+
+
+def check_unit(unit: Path, config: HookConfig) -> list[Check]:
+    """The installed unit: it parses, its command and hook.toml exist and are visible under its sandbox
+    (ProtectHome, PrivateTmp), its hook.toml is the one checked, and systemd itself accepts it."""
+    name = "systemd unit"
+    try:
+        text = unit.read_text()
+    except FileNotFoundError:
+        return [Check(name, WARN, f"{unit}: not installed (greenslurm hook install --unit-dir {unit.parent}); "
+                                  "a service started otherwise is checked below")]
+    except (OSError, UnicodeDecodeError) as exc:
+        return [Check(name, FAIL, f"{unit}: cannot read: {exc}")]
+    try:
+        settings = unit_settings(text)
+        lines = settings.get(("Service", "ExecStart")) or []
+        if len(lines) != 1:
+            raise ValueError(f"{len(lines)} ExecStart= lines, expected one")
+        argv = exec_words(lines[0])
+    except ValueError as exc:
+        return [Check(name, FAIL, f"{unit}: {exc}")]
+    problems = []
+    config_path = argv[argv.index("--config") + 1] if "--config" in argv[:-1] else None
+    if not argv[0].startswith("/"):
+        problems.append(f"the command {argv[0]!r} is not an absolute path")
+    elif command_path(argv) is None:
+        problems.append(f"the command {' '.join(argv[:2]) if os.path.basename(argv[0]) == 'env' else argv[0]} "
+                        "is not an executable file" + (" on the service's PATH" if os.path.basename(argv[0]) == "env" else ""))
+    if config_path is None:
+        problems.append("ExecStart has no --config")
+    elif not Path(config_path).is_file():
+        problems.append(f"its --config {config_path} is not a file")
+    problems += hidden_paths(argv, config_path, Sandbox.of(settings))
+    checks = [Check(name, FAIL if problems else OK, f"{unit}: " + ("; ".join(problems) if problems else
+                                                                  "ExecStart=" + " ".join(argv)))]
+    if config_path is not None and Path(config.path).is_file() and Path(config_path).resolve() != Path(config.path).resolve():
+        checks.append(Check("systemd unit's hook.toml", WARN, f"the unit runs --config {config_path}, this check "
+                                                              f"read {config.path}"))
+    checks.append(Check("systemd-analyze verify", *systemd_verify(unit)))
     return checks
 
 

@@ -138,23 +138,114 @@ local function json_decode_flat(s)
 end
 
 -- The deadline ------------------------------------------------------------------------------------
+-- The batch script is read as sbatch reads it (Slurm 22.05, src/sbatch/opt.c _opt_batch_script): line
+-- by line up to the first command (a line whose first non-blank byte is not "#"); a line starting
+-- with "#SBATCH" (or "#SLURM") holds options, split as sbatch's get_argument splits them (quotes,
+-- backslash escapes, an unquoted "#" ends the line), all such lines making one argument list.  Every
+-- "--dea[dline]" option (getopt accepts unique prefixes; the value after "=" or the next argument)
+-- is a candidate: all are sent, comma-separated, and the service checks the earliest.
+-- Linear in the script's size: every search below is a plain find or a single character class (no
+-- pattern that backtracks over user bytes); the first command is looked for in the first
+-- MAX_HEADER_BYTES bytes, and at most MAX_DIRECTIVE_LINES option lines holding MAX_DIRECTIVE_BYTES
+-- bytes are split.  A script with more before its first command (an option line further on) is
+-- reported as cut: the service then treats its deadline as unreadable.
+-- >>> script scan (tests/test_hook_lua.py runs this part on its own)
+local MAX_DIRECTIVE_LINES = 1000
+local MAX_DIRECTIVE_BYTES = 65536
+local MAX_HEADER_BYTES = 262144
+
+-- The arguments of one option line (the text after the magic word), appended to args.  As in
+-- get_argument: an argument of no bytes ("", or an escaped blank) ends the line; so does an unquoted
+-- "#"; a quote left open (sbatch refuses the script) keeps what it holds.
+local function directive_arguments(text, args)
+    local pos, n = 1, #text
+    while true do
+        pos = string.find(text, "[^%s]", pos)
+        if pos == nil then return end
+        local parts, quote, ended = {}, nil, false
+        while pos <= n do
+            local stop = string.find(text, quote and (quote == '"' and '[\\"]' or "[\\']") or "[%s\\\"'#]", pos)
+            if stop == nil then
+                parts[#parts + 1] = string.sub(text, pos)
+                pos = n + 1
+                break
+            end
+            parts[#parts + 1] = string.sub(text, pos, stop - 1)
+            local c = string.sub(text, stop, stop)
+            pos = stop + 1
+            if c == "\\" then
+                local e = string.sub(text, pos, pos)
+                if e == "" or (not quote and string.find(e, "^%s")) then break end
+                parts[#parts + 1] = e
+                pos = pos + 1
+            elseif quote then
+                quote = nil                         -- the closing quote
+            elseif c == '"' or c == "'" then
+                quote = c
+            elseif c == "#" then                    -- an unquoted "#": the rest of the line is a comment
+                ended = true
+                break
+            else                                    -- a blank ends the argument
+                break
+            end
+        end
+        local arg = table.concat(parts)
+        if arg == "" then return end
+        args[#args + 1] = arg
+        if ended or quote then return end
+    end
+end
+
+-- (candidates, why it was cut or nil)
 local function deadline_from_script(script)
     if type(script) ~= "string" then return nil end
-    local found, first = nil, true
-    for line in string.gmatch(script, "([^\n]*)\n?") do
-        if first then
-            first = false
-        else
-            local s = string.match(line, "^%s*(.-)%s*$")
-            if s ~= "" then
-                if string.sub(s, 1, 1) ~= "#" then break end
-                local d = string.match(s, "^#SBATCH%s.-%-%-deadline[=%s]%s*([^%s]+)")
-                if d then found = string.gsub(d, "^['\"](.-)['\"]$", "%1") end
+    local n = #script
+    -- the first command: line 1, or a newline then blanks then a byte that is neither blank nor "#";
+    -- looked for in the first MAX_HEADER_BYTES only
+    local window = (n > MAX_HEADER_BYTES) and string.sub(script, 1, MAX_HEADER_BYTES) or script
+    local stop = string.find(window, "^[ \t\r\f\v]*[^%s#]")
+    if stop == nil then stop = string.find(window, "\n[ \t\r\f\v]*[^%s#]") end
+    if stop == nil and n > MAX_HEADER_BYTES and string.find(script, "\n#S", MAX_HEADER_BYTES - 2, true) then
+        return nil, true           -- option lines may follow further on: not read
+    end
+    -- from here on every option line starts inside the window: the searches for the next stay in it
+    local header_end = stop or (n + 1)
+    local args, lines, bytes, cut = {}, 0, 0, nil
+    local pos = 1
+    while pos < header_end do
+        local line_end = string.find(script, "\n", pos, true) or (n + 1)
+        local body = nil
+        if string.sub(script, pos, pos + 6) == "#SBATCH" then
+            body = pos + 7
+        elseif string.sub(script, pos, pos + 5) == "#SLURM" then
+            body = pos + 6
+        end
+        if body ~= nil then
+            lines = lines + 1
+            bytes = bytes + (line_end - body)
+            if lines > MAX_DIRECTIVE_LINES or bytes > MAX_DIRECTIVE_BYTES then cut = true; break end
+            directive_arguments(string.sub(script, body, line_end - 1), args)
+        end
+        -- the next option line: a plain search, so comment lines cost nothing each
+        local nxt = string.find(window, "\n#S", line_end, true)
+        if nxt == nil or nxt >= header_end then break end
+        pos = nxt + 1
+    end
+    local found = {}
+    for i, a in ipairs(args) do
+        if string.sub(a, 1, 5) == "--dea" then
+            local eq = string.find(a, "=", 1, true)
+            local name = string.sub(a, 3, (eq or (#a + 1)) - 1)
+            if string.sub("deadline", 1, #name) == name then
+                local value = eq and string.sub(a, eq + 1) or args[i + 1]
+                if value ~= nil then found[#found + 1] = value end
             end
         end
     end
-    return found
+    if #found == 0 then return nil, cut end
+    return table.concat(found, ","), cut
 end
+-- <<< script scan
 
 local function environment_value(env, name)
     if type(env) ~= "table" then return nil end
@@ -240,11 +331,25 @@ local function describe(job_desc, submit_uid)
     cut(request, "user", job_desc.user_name)
     cut(request, "partition", job_desc.partition)
     cut(request, "tres_per_node", job_desc.tres_per_node)
-    cut(request, "gres", job_desc.gres)
+    cut(request, "tres_per_job", job_desc.tres_per_job)
+    cut(request, "tres_per_task", job_desc.tres_per_task)
+    cut(request, "tres_per_socket", job_desc.tres_per_socket)
+    request.sockets_per_node = job_desc.sockets_per_node
+    request.ntasks_per_node = job_desc.ntasks_per_node
+    cut(request, "req_nodes", job_desc.req_nodes)
+    cut(request, "exc_nodes", job_desc.exc_nodes)
     cut(request, "features", job_desc.features)
     cut(request, "array_inx", job_desc.array_inx)
     cut(request, "deadline_env", environment_value(job_desc.environment, "GREENSLURM_DEADLINE"))
-    cut(request, "deadline_script", deadline_from_script(job_desc.script))
+    local script_deadline, script_cut = deadline_from_script(job_desc.script)
+    cut(request, "deadline_script", script_deadline)
+    if script_cut then
+        request.truncated = (request.truncated and (request.truncated .. ",") or "") .. "deadline_script"
+    end
+    if request.deadline_env ~= nil or request.deadline_script ~= nil then
+        -- a local time is read in the user's own zone (sbatch read it so)
+        cut(request, "tz", environment_value(job_desc.environment, "TZ"))
+    end
     if failed_open > 0 then
         request.failed_open = failed_open
         request.failed_ids = table.concat(failed_ids, ",")
@@ -252,13 +357,26 @@ local function describe(job_desc, submit_uid)
     return request
 end
 
+-- Slurm 22.05 refuses a comment longer than this (job_mgr.c _test_job_desc_fields), AFTER this hook
+-- ran: the tag must never push a comment Slurm would have taken over it.
+local MAX_COMMENT = 1024
+
+-- The service's text after the user's comment; when it does not fit, only its tag
+-- ("greenslurm#ID.TOKEN", what reconciliation reads); when not even that fits, nothing (the job is
+-- then checked again by reconciliation, as any job without a tag).
 local function append_comment(job_desc, text)
     local old = job_desc.comment
-    if type(old) == "string" and old ~= "" then
-        job_desc.comment = old .. " | " .. text
-    else
-        job_desc.comment = text
+    if type(old) ~= "string" then old = "" end
+    local sep = (old ~= "") and " | " or ""
+    local room = MAX_COMMENT - #old - #sep
+    if #text > room then
+        text = string.match(text, "^greenslurm#%d+%.%x+") or ""
+        if #text > room or text == "" then
+            log_info("comment of %d bytes leaves no room for the tag; left as it is", #old)
+            return
+        end
     end
+    job_desc.comment = old .. sep .. text
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)

@@ -37,10 +37,12 @@ import math
 import re
 import time as _time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone, tzinfo
+from zoneinfo import ZoneInfo
 
 from greenslurm.clustermodel import InputError, JobSpec
-from greenslurm.clustermodel.gres import SHARDS_KEY as SHARDS, Gres, parse_gres
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
+from greenslurm.traces.slurm_conf import expand_hostlist
 from greenslurm.traces.slurm_fields import array_tasks
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -54,10 +56,12 @@ MEM_PER_CPU = 2 ** 63
 MAX_STRING = 4096
 
 _NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
-                  "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open")
+                  "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open",
+                  "sockets_per_node", "ntasks_per_node")
 # Strings a user controls (directly or through the job's environment and script).
-_USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "features", "deadline", "deadline_env",
-                 "deadline_script", "array_inx")
+_USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket",
+                 "req_nodes", "exc_nodes", "features", "deadline", "deadline_env", "deadline_script", "array_inx",
+                 "tz")
 _HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids")
 
 
@@ -120,6 +124,8 @@ def parse_request(line: bytes) -> dict:
     for name in _USER_STRINGS:
         value = request.get(name)
         if value is None:
+            if name in cut:               # the hook could not read it whole (a script too long before its first command)
+                untrusted[name] = "too long for the hook to read"
             continue
         if not isinstance(value, str):
             raise ProtocolError(f"field {name} must be a string, got {type(value).__name__}")
@@ -166,8 +172,38 @@ _DATE = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[t ](\d{1,2}):(\d{2})(?::(\d{2}))
 _US_DATE = re.compile(r"(\d{1,2})/(\d{1,2})(?:/(\d{2}))?$")
 
 
-def parse_slurm_time(text: str, now_s: float) -> float:
-    """An absolute epoch time from Slurm's ``--begin``/``--deadline`` syntax, in local time:
+_POSIX_TZ = re.compile(r"<?[A-Za-z]{3,}>?([+-]?)(\d{1,2})(?::(\d{2}))?")
+
+
+def time_zone(text: str | None) -> tzinfo | None:
+    """The time zone of a ``TZ`` value as the C library of the submitting host reads it: a zone name
+    (``Pacific/Kiritimati``, with or without glibc's leading ``:``), a fixed POSIX offset (``UTC-14``
+    is 14 hours east), anything else UTC; None (the service's own zone) when unset.
+
+    >>> time_zone("Pacific/Kiritimati").key, time_zone(":UTC").key, time_zone("XYZ-14"), time_zone(None)
+    ('Pacific/Kiritimati', 'UTC', datetime.timezone(datetime.timedelta(seconds=50400)), None)
+    >>> time_zone("no/such/zone")
+    datetime.timezone.utc
+    """
+    if not text:
+        return None
+    name = text[1:] if text.startswith(":") else text
+    try:
+        return ZoneInfo(name)
+    except (ValueError, OSError, KeyError):
+        pass
+    match = _POSIX_TZ.fullmatch(name)
+    if match:
+        hours, minutes = int(match.group(2)), int(match.group(3) or 0)
+        if hours <= 24 and minutes < 60:
+            west = -1 if match.group(1) == "-" else 1          # POSIX offsets count hours WEST of UTC
+            return timezone(-west * timedelta(hours=hours, minutes=minutes))
+    return timezone.utc
+
+
+def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float:
+    """An absolute epoch time from Slurm's ``--begin``/``--deadline`` syntax, in the local time of
+    ``tz`` (the submitting user's ``TZ``; None: the service's own zone):
     ``now+N[units]``, ``YYYY-MM-DD[THH:MM[:SS]]``, ``HH:MM[:SS][am|pm]`` (today, or tomorrow if
     past), ``MM/DD[/YY]``, ``today``, ``tomorrow``, ``midnight``, ``noon``, or epoch seconds.
 
@@ -175,6 +211,8 @@ def parse_slurm_time(text: str, now_s: float) -> float:
     (1090.0, 7200.0)
     >>> parse_slurm_time("2026-11-22T00:44:46", 0.0) == datetime(2026, 11, 22, 0, 44, 46).timestamp()
     True
+    >>> parse_slurm_time("2026-11-28T17:00:00", 0.0, time_zone("Pacific/Kiritimati"))   # 03:00 UTC
+    1795834800.0
     >>> parse_slurm_time("soon", 0.0)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -190,7 +228,7 @@ def parse_slurm_time(text: str, now_s: float) -> float:
         return now_s + int(match.group(1)) * unit
     if text.isdigit() and len(text) >= 9:
         return float(text)
-    now = datetime.fromtimestamp(now_s)
+    now = datetime.fromtimestamp(now_s, tz)
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if text == "now":
         return now_s
@@ -206,7 +244,7 @@ def parse_slurm_time(text: str, now_s: float) -> float:
         match = _DATE.match(text)
         if match:
             y, mo, d, h, mi, s = (int(g) if g else 0 for g in match.groups())
-            return datetime(y, mo, d, h, mi, s).timestamp()
+            return datetime(y, mo, d, h, mi, s, tzinfo=tz).timestamp()
         match = _CLOCK.match(text)
         if match:
             h, mi, s = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
@@ -220,7 +258,7 @@ def parse_slurm_time(text: str, now_s: float) -> float:
         if match:
             mo, d = int(match.group(1)), int(match.group(2))
             y = 2000 + int(match.group(3)) if match.group(3) else now.year
-            t = datetime(y, mo, d)
+            t = datetime(y, mo, d, tzinfo=tz)
             if not match.group(3) and t < today:
                 t = t.replace(year=y + 1)
             return t.timestamp()
@@ -229,48 +267,134 @@ def parse_slurm_time(text: str, now_s: float) -> float:
     raise InputError(f"not a Slurm time: {raw!r}", field="deadline")
 
 
-_SBATCH_DEADLINE = re.compile(r"^#SBATCH\s+.*?--deadline[=\s]\s*(\S+)", re.MULTILINE)
+# What job_submit.lua splits of a script before it calls it too long to read (the same numbers there).
+MAX_DIRECTIVE_LINES = 1000
+MAX_DIRECTIVE_BYTES = 65536
+MAX_HEADER_BYTES = 262144      # the first command is looked for this far; option lines beyond: cut
+_BLANK = " \t\n\r\f\v"          # C's isspace()
 
 
-def deadline_from_script(script: str) -> str | None:
-    """The ``--deadline`` of a batch script's ``#SBATCH`` lines (those before the first command),
-    as sbatch reads them; the last one wins.  (job_submit.lua does the same in Lua.)
+def directive_arguments(text: str) -> list[str]:
+    """The arguments of one ``#SBATCH`` line (the text after the magic word) as sbatch 22.05's
+    ``get_argument`` splits them: blanks separate, quotes group, a backslash takes the next byte
+    (an escaped blank outside quotes ends the argument), an unquoted ``#`` ends the line, and an
+    argument of no bytes (``""``) ends the line too.
+
+    >>> directive_arguments(' --dead"line"=now+1 -J "a b" # --deadline=x')
+    ['--deadline=now+1', '-J', 'a b']
+    >>> directive_arguments(' -J "" --deadline=now')
+    ['-J']
+    """
+    args: list[str] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _BLANK:
+            i += 1
+        if i >= n:
+            return args
+        arg: list[str] = []
+        quote, ended = None, False
+        while i < n:
+            c = text[i]
+            i += 1
+            if c == "\\":
+                if i >= n or (quote is None and text[i] in _BLANK):
+                    break
+                arg.append(text[i])
+                i += 1
+            elif quote is not None:
+                if c == quote:
+                    quote = None
+                else:
+                    arg.append(c)
+            elif c in "\"'":
+                quote = c
+            elif c == "#":
+                ended = True
+                break
+            elif c in _BLANK:
+                break
+            else:
+                arg.append(c)
+        if not arg:
+            return args
+        args.append("".join(arg))
+        if ended or quote is not None:
+            return args
+
+
+def deadline_from_script(script: str) -> tuple[list[str], bool]:
+    """The ``--deadline`` values of a batch script's option lines, as sbatch 22.05 reads them
+    (src/sbatch/opt.c ``_opt_batch_script``): lines up to the first command (a line whose first
+    non-blank byte is not ``#``); lines starting ``#SBATCH`` or ``#SLURM`` hold options, all of them
+    one argument list; ``--dea``... up to ``--deadline`` (getopt takes unique prefixes), its value
+    after ``=`` or in the next argument.  Every such value is returned (the service checks the
+    earliest: a value that is really another option's argument only makes the check stricter), and
+    whether the scan was cut: option lines past :data:`MAX_DIRECTIVE_LINES` / :data:`MAX_DIRECTIVE_BYTES`,
+    or no command in the first :data:`MAX_HEADER_BYTES` bytes and an option line (``\\n#S``) after
+    them (then the list is not complete).  The reference of job_submit.lua's scan, which must agree.
 
     >>> deadline_from_script("#!/bin/sh\\n#SBATCH -t 5\\n#SBATCH --deadline=now+1hour\\nsrun x\\n")
-    'now+1hour'
-    >>> deadline_from_script("#!/bin/sh\\necho\\n#SBATCH --deadline=now+1\\n") is None
-    True
+    (['now+1hour'], False)
+    >>> deadline_from_script("#!/bin/sh\\n#SBATCH --dead\\n  # note\\n#SBATCH now+1\\necho\\n#SBATCH --deadline=now+2\\n")
+    (['now+1'], False)
     """
-    found = None
-    for line in script.splitlines()[1:]:
-        stripped = line.strip()
-        if not stripped:
+    found: list[str] = []
+    args: list[str] = []
+    lines = size = 0
+    cut = False
+    data = script.encode("utf-8", "surrogateescape")
+    offset = 0                     # of the line, in bytes
+    for raw in data.split(b"\n"):
+        start, offset = offset, offset + len(raw) + 1
+        if raw.startswith(b"#SBATCH") or raw.startswith(b"#SLURM"):
+            body = raw[7:] if raw.startswith(b"#SBATCH") else raw[6:]
+            lines += 1
+            size += len(body)
+            if lines > MAX_DIRECTIVE_LINES or size > MAX_DIRECTIVE_BYTES:
+                cut = True
+                break
+            args += directive_arguments(body.decode("utf-8", "surrogateescape"))
             continue
-        if not stripped.startswith("#"):
+        first = raw.lstrip(b" \t\r\f\v")
+        if first and not first.startswith(b"#"):
+            if start + len(raw) - len(first) >= MAX_HEADER_BYTES and b"\n#S" in data[MAX_HEADER_BYTES - 3:]:
+                return [], True    # the first command lies past what the hook reads, option lines too
             break
-        match = _SBATCH_DEADLINE.match(stripped)
-        if match:
-            found = match.group(1).strip("'\"")
-    return found
+    else:
+        if len(data) > MAX_HEADER_BYTES and b"\n#S" in data[MAX_HEADER_BYTES - 3:]:
+            return [], True
+    for i, arg in enumerate(args):
+        if arg.startswith("--dea"):
+            name, eq, value = arg[2:].partition("=")
+            if "deadline".startswith(name):
+                if eq:
+                    found.append(value)
+                elif i + 1 < len(args):
+                    found.append(args[i + 1])
+    return found, cut
 
 
 # -- the job ---------------------------------------------------------------------------------------
-def gres_of(request: dict) -> Gres:
-    """The GRES a job asks per node: ``tres_per_node`` (``gres:gpu:a100:2``), else ``gres``; one parser
-    for the whole project (:mod:`greenslurm.clustermodel.gres`).
+def gpus_of(request: dict, tasks: int, nodes: int) -> GpuRequest:
+    """The GPUs of a submission from the job_desc fields job_submit.lua sees in Slurm 22.05 (checked on
+    real daemons; see :func:`greenslurm.clustermodel.gres.gpu_request`); clients that set the
+    ``tres_per_*`` fields directly (the REST API) land in the same fields.  ``tasks``, ``nodes``: the
+    job's task count and node count (0: not given).
 
-    >>> g = gres_of({"tres_per_node": "gres:gpu:k80:2,gres:gpu:t4:1"})
-    >>> g.gpus, g.models, gres_of({"gres": "gres:shard:4"}).shards
-    (3, ('k80', 't4'), 4)
+    >>> gpus_of({"tres_per_task": "gres:gpu:1", "ntasks_per_node": 65534}, 4, 0)
+    GpuRequest(per_node=0, total=4, models=(), shards=0)
     """
-    for name in ("tres_per_node", "gres"):
-        text = request.get(name)
-        if text:
-            try:
-                return parse_gres(text)
-            except ValueError as exc:
-                raise InputError(str(exc), field=name) from None
-    return parse_gres(None)
+    sockets = request.get("sockets_per_node")
+    per_node_tasks = request.get("ntasks_per_node")
+    try:
+        return gpu_request(request.get("tres_per_node") or request.get("gres"), request.get("tres_per_job"),
+                           request.get("tres_per_task"), request.get("tres_per_socket"), tasks=tasks, nodes=nodes,
+                           tasks_per_node=0 if unset(per_node_tasks, 16) else int(per_node_tasks),
+                           sockets_per_node=0 if unset(sockets, 16) else int(sockets))
+    except ValueError as exc:
+        name, _, reason = str(exc).partition(": ")
+        raise InputError(reason, field=name) from None
 
 
 @dataclass(frozen=True)
@@ -285,6 +409,8 @@ class Submission:
     array_tasks: int = 1
     array_throttle: int = 0                 # at most this many tasks at once (0: no limit)
     max_nodes: int = 0
+    required_nodes: tuple[str, ...] = ()    # the user's own -w (hostlist expanded)
+    excluded_nodes: tuple[str, ...] = ()    # the user's own -x
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -296,25 +422,46 @@ def deadline_of(request: dict, now_s: float) -> tuple[float | None, str | None, 
     """(deadline, its text, the field it came from): the EARLIEST of the deadlines the request carries.
 
     The job's environment and its script are both the user's; the strictest one is checked here, and
-    reconciliation later compares it with the deadline Slurm really holds.
+    reconciliation later compares it with the deadline Slurm really holds.  ``deadline_script`` holds
+    every value the script's option lines give, comma-separated (Slurm's times hold no comma).  Local
+    times are read in the job's ``TZ`` (``tz``), as sbatch read them on the user's side.
 
-    >>> deadline_of({"deadline_env": "now+600", "deadline_script": "now+60"}, 0.0)
+    >>> deadline_of({"deadline_env": "now+600", "deadline_script": "now+900,now+60"}, 0.0)
     (60.0, 'now+60', 'script')
     >>> deadline_of({"deadline_env": "Unknown"}, 0.0)
     (None, None, None)
     """
     best: tuple[float | None, str | None, str | None] = (None, None, None)
+    tz = time_zone(request.get("tz"))
     for name, source in DEADLINE_FIELDS:
-        text = request.get(name)
-        if not isinstance(text, str) or text.strip().lower() in _NO_DEADLINE:
+        value = request.get(name)
+        if not isinstance(value, str):
             continue
-        try:
-            when = parse_slurm_time(text, now_s)
-        except InputError as exc:
-            raise InputError(exc.reason, field=name) from None
-        if best[0] is None or when < best[0]:
-            best = (when, text, source)
+        for text in value.split(",") if name == "deadline_script" else (value,):
+            if text.strip().lower() in _NO_DEADLINE:
+                continue
+            try:
+                when = parse_slurm_time(text, now_s, tz)
+            except InputError as exc:
+                raise InputError(exc.reason, field=name) from None
+            if best[0] is None or when < best[0]:
+                best = (when, text, source)
     return best
+
+
+def node_names(request: dict, name: str) -> tuple[str, ...]:
+    """The nodes of a hostlist field (``req_nodes``, ``exc_nodes``: ``n[1-3],n7``), expanded.
+
+    >>> node_names({"req_nodes": "n[1-2],n4"}, "req_nodes"), node_names({}, "exc_nodes")
+    (('n1', 'n2', 'n4'), ())
+    """
+    text = request.get(name)
+    if not text:
+        return ()
+    try:
+        return tuple(dict.fromkeys(expand_hostlist(text, limit=100_000)))
+    except ValueError as exc:
+        raise InputError(str(exc), field=name) from None
 
 
 def array_size(text: str | None) -> tuple[int, int]:
@@ -365,7 +512,7 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     max_nodes = 0 if unset(max_nodes) else int(max_nodes)
     limit = request.get("time_limit")
     limit_s = default_time_limit_s if unset(limit) or limit == 0 else float(limit) * 60.0
-    gres = gres_of(request)
+    gres = gpus_of(request, tasks, nodes)
     memory = request.get("pn_min_memory")
     if unset(memory, 64) or not memory:
         memory_mb = 0.0
@@ -382,9 +529,10 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     features = tuple(sorted(f for f in re.split(r"[&,]", features_text) if f)) if re.fullmatch(
         r"[\w.\-&,]*", features_text) else ()
     job = JobSpec(f"submit-{request.get('id', 0)}", submit_s=now, requested_time_s=limit_s, cpus=cpus,
-                  nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gres.gpus), deadline_s=deadline_s,
+                  nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gres.per_node), deadline_s=deadline_s,
                   user=request.get("user") or "", partition=request.get("partition") or "",
                   gpu_model="|".join(gres.models).upper() or None,
-                  extra={SHARDS: gres.shards} if gres.shards else {})
+                  extra={**({SHARDS: gres.shards} if gres.shards else {}),
+                         **({GPUS_TOTAL: gres.total} if gres.total else {})})
     return Submission(job, begin_s, features, deadline_text, deadline_source, array_tasks_count, throttle,
-                      max_nodes, request)
+                      max_nodes, node_names(request, "req_nodes"), node_names(request, "exc_nodes"), request)

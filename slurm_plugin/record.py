@@ -2,8 +2,8 @@
 
 A decision is committed before its answer leaves the service (:meth:`DecisionRecord.add`), so
 whatever answer job_submit.lua applied is in the record, even if the service is killed the next
-instant; with ``record_sync = "full"`` (the default) the commit is also fsynced, so a power cut
-loses nothing either.  Decision ids are the table's primary key and go on from the highest one on
+instant (``record_sync = "normal"``, the default); with ``record_sync = "full"`` the commit is also
+fsynced, so a power cut loses nothing either.  Decision ids are the table's primary key and go on from the highest one on
 disk: they never repeat across restarts.  Each decision also carries a random token; the service
 writes ``greenslurm#ID.TOKEN`` into the job's comment, and reconciliation trusts a comment's tag only
 when the record holds that id with that token, for that user, not yet claimed by another job.

@@ -44,6 +44,7 @@ from pathlib import Path
 
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL
 from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, failed_ids, parse_request,
@@ -51,7 +52,7 @@ from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, 
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.energy import run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply, within_horizon
-from greenslurm.slurm_plugin.view import GreenNote, LiveView, NodePower, Snapshot
+from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
 
@@ -220,7 +221,7 @@ class DecisionService:
             return finish("reject", f"greenslurm: {exc.reason}{where}", reason="bad input",
                           error_code="ESLURM_INVALID_TIME_VALUE" if exc.field and "deadline" in exc.field else None)
         job = sub.job
-        row.update(partition=job.partition, cpus=job.cpus, nodes=job.nodes, gpus_per_node=job.gpus_per_node,
+        row.update(partition=job.partition, cpus=job.cpus, nodes=job.nodes, gpus_per_node=_gpus_asked(job),
                    time_limit_s=job.requested_time_s, deadline_s=job.deadline_s,
                    deadline_source=sub.deadline_source, array_tasks=sub.array_tasks)
         age = self.view_age_s(now)
@@ -236,8 +237,14 @@ class DecisionService:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
         outcome = self.view.decide(job, max(now, job.submit_s), sub.begin_s, sub.features,
-                                   tasks=sub.array_tasks, throttle=sub.array_throttle)
+                                   tasks=sub.array_tasks, throttle=sub.array_throttle,
+                                   required_nodes=sub.required_nodes, excluded_nodes=sub.excluded_nodes)
         decision = outcome.decision
+        if decision.reason == OWN_NODES and job.deadline_s is None:
+            # Slurm holds such a job until its nodes come back: nothing to check, and the user's nodes stay
+            return finish("accept", f"greenslurm: accepted unplanned: {decision.detail}", reason=decision.reason)
+        # the user's own -w is kept: the hook pins only jobs that name no nodes (with -x, it pins among the others)
+        own_nodes = bool(sub.required_nodes)
         if self.forecast.source:
             row.update(supply_age_s=self.forecast.age_s(now), supply_note=getattr(self.view, "supply_note", None))
         green = outcome.green
@@ -246,7 +253,8 @@ class DecisionService:
                        renewable_share_earliest=green.share_earliest)
         if decision.accepted and outcome.start_s is not None:
             names = list(outcome.nodes)
-            pinned = tuple(names) if config.set_required_nodes and sub.array_tasks == 1 and not config.shadow else ()
+            pinned = tuple(names) if ((config.set_required_nodes or own_nodes) and sub.array_tasks == 1
+                                      and not config.shadow) else ()
             entry = [time.time(), sub, pinned, None]
             self.since_snapshot.append(entry)
             row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
@@ -259,8 +267,9 @@ class DecisionService:
                 sets["comment_append"] = (
                     f"{TAG}{decision_id}.{token}: {what}planned start {_when(outcome.start_s)} on {','.join(names)}"
                     + energy + (f", {green_reason(green, outcome.start_s)}" if shifted else "")
-                    + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else ""))
-            if config.set_required_nodes and sub.array_tasks == 1:
+                    + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else "")
+                    + (", its own node list kept" if own_nodes else ""))
+            if config.set_required_nodes and sub.array_tasks == 1 and not own_nodes:
                 # the nodes, and their number: Slurm may add nodes to a required list otherwise
                 sets["req_nodes"] = ",".join(names)
                 sets["min_nodes"] = sets["max_nodes"] = len(names)
@@ -398,8 +407,20 @@ def _same_job(rec: dict, item: PendingDeadline) -> bool:
         return False
     planned = len([n for n in (rec.get("planned_nodes") or "").split(",") if n])
     return (job.cpus <= (rec["cpus"] or 0) and job.nodes <= max(rec["nodes"] or 0, planned, 1)
-            and job.gpus_per_node <= (rec["gpus_per_node"] or 0.0)
+            and _gpus_asked(job) <= (rec["gpus_per_node"] or 0.0)
             and getattr(item, "array_tasks", 1) <= (rec["array_tasks"] or 1))
+
+
+def _gpus_asked(job) -> float:
+    """The GPUs a job asks on any one node at most: per node, or (``--gpus``, ``--gpus-per-task``
+    without a node count) all of them; what the record keeps, so that a pending job's GPUs raised
+    after the check (a user may change TresPerJob) are seen.
+
+    >>> from greenslurm.clustermodel import JobSpec
+    >>> _gpus_asked(JobSpec("1", 0.0, 60.0, gpus_per_node=1.0)), _gpus_asked(JobSpec("2", 0.0, 60.0, extra={"gpus_total": 3}))
+    (1.0, 3.0)
+    """
+    return max(float(job.gpus_per_node), float((job.extra or {}).get(GPUS_TOTAL, 0) or 0))
 
 
 def _job_order(job_id: str) -> tuple:

@@ -45,7 +45,7 @@ from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
 from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.clustermodel.fragmentation import target_workload
-from greenslurm.clustermodel.gres import SHARDS_KEY
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
 from greenslurm.allocation.budget import PowerBudget
 from greenslurm.allocation.green import green_request, renewable_share
@@ -68,6 +68,8 @@ POWER_HOLD = "power:"            # the plan's hold on a powered-down node until 
 # A running job past its end_time is being killed or completing: it holds its resources this long.
 OVERDUE_HOLD_S = 60.0
 SHARDS = SHARDS_KEY
+# Why a job was not planned: it requires (-w) a node the plan does not have.
+OWN_NODES = "own nodes unknown"
 
 
 def array_slots(tasks: int, max_tasks: int) -> tuple[int, int]:
@@ -409,9 +411,19 @@ class LiveView:
             self._clusters[key] = Cluster(nodes) if nodes else None
         return self._clusters[key]
 
-    def _shape(self, job: JobSpec, features: tuple[str, ...]) -> _Shaped | None:
+    def _shape(self, job: JobSpec, features: tuple[str, ...], own: np.ndarray | None = None) -> _Shaped | None:
+        """``own``: the nodes the job itself allows (its -w / -x), intersected with the rest."""
         shards = int(job.extra.get(SHARDS, 0) or 0) if job.extra else 0
         mask = self._mask(job.partition, tuple(features), shards)
+        if own is not None:
+            mask = own.copy() if mask is None else (mask & own)
+        total = int(job.extra.get(GPUS_TOTAL, 0) or 0) if job.extra else 0
+        if total and job.nodes == 0:
+            job = self._spread_gpus(job, total, mask)
+            if job is None:
+                return None
+        elif total:                   # a node count given here (its -w): ceil(total / nodes) on each
+            job = job.with_changes(gpus_per_node=max(job.gpus_per_node, math.ceil(total / job.nodes)))
         if shards:
             # K shards on a node with S per GPU are K/S of one GPU; with several S, the largest share
             per_gpu = self._shards_per_gpu if mask is None else self._shards_per_gpu[mask]
@@ -436,6 +448,32 @@ class LiveView:
         if models is not None:
             mask = models if mask is None else (mask & models)
         return _Shaped(shape.nodes, demand, task, mask)
+
+    def _spread_gpus(self, job: JobSpec, total: int, mask: np.ndarray | None) -> JobSpec | None:
+        """A job asking ``total`` GPUs in all and no node count (``--gpus``, ``--gpus-per-task``): on as
+        few of its nodes as hold them (and its CPUs), ceil(total / nodes) GPUs on each."""
+        capacity = self.cluster.capacity if mask is None else self.cluster.capacity[mask]
+        if capacity.size == 0 or capacity[:, GPU].max() < 1:
+            return None
+        nodes = max(math.ceil(total / capacity[:, GPU].max()), math.ceil(max(job.cpus, 1) / capacity[:, CPU].max()))
+        return job.with_changes(nodes=nodes, gpus_per_node=max(job.gpus_per_node, math.ceil(total / nodes)))
+
+    def own_nodes(self, required: tuple[str, ...] = (), excluded: tuple[str, ...] = ()) -> np.ndarray | None | str:
+        """The nodes a job's own ``-w`` / ``-x`` lets it use (None: all); a text saying why not when it
+        requires a node the plan does not have (down, drained or unknown)."""
+        if not required and not excluded:
+            return None
+        missing = [name for name in required if name not in self.index]
+        if missing:
+            return f"it requires nodes the plan does not have ({','.join(missing[:5])})"
+        own = np.ones(len(self.nodes), dtype=bool)
+        if required:
+            own[:] = False
+            own[[self.index[name] for name in required]] = True
+        for name in excluded:
+            if name in self.index:
+                own[self.index[name]] = False
+        return own
 
     def _request(self, job: JobSpec, shaped: _Shaped, deadline_s: float | None) -> Request:
         return Request(shaped.nodes, shaped.demand, job.requested_time_s, deadline_s,
@@ -480,13 +518,23 @@ class LiveView:
             plan.allowed = plan.not_before_s = None
 
     def decide(self, job: JobSpec, now_s: float, begin_s: float | None = None, features: tuple[str, ...] = (), *,
-               commit: bool = True, tasks: int = 1, throttle: int = 0) -> LiveOutcome:
+               commit: bool = True, tasks: int = 1, throttle: int = 0, required_nodes: tuple[str, ...] = (),
+               excluded_nodes: tuple[str, ...] = ()) -> LiveOutcome:
         """Acceptance then allocation for a new submission of ``tasks`` equal tasks (a job array; at
         most ``throttle`` at once when > 0; in slots of tasks back to back above ``max_array_tasks``).
         Accepted only when every task is; on a rejection nothing stays reserved.  ``commit=False``
-        decides the same and reserves nothing (shadow mode)."""
+        decides the same and reserves nothing (shadow mode).  ``required_nodes`` / ``excluded_nodes``:
+        the job's own ``-w`` / ``-x``; it is planned only on nodes they allow (with ``-w``, on all the
+        nodes it names, when it asks no more nodes than that; asking more, anywhere but ``-x``)."""
         self._advance(now_s)
-        shaped = self._shape(job, features)
+        if required_nodes and job.nodes > len(required_nodes):
+            required_nodes = ()
+        own = self.own_nodes(required_nodes, excluded_nodes)
+        if isinstance(own, str):
+            return LiveOutcome(Decision(False, ALLOCATION, OWN_NODES, own))
+        if required_nodes:
+            job = job.with_changes(nodes=len(required_nodes))
+        shaped = self._shape(job, features, own)
         if shaped is None:
             return LiveOutcome(Decision(False, ALLOCATION, TOO_BIG, "asks for more than the cluster has"))
         slots, per_slot = array_slots(tasks, self.max_array_tasks)

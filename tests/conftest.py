@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ def shared_data() -> Path:
 # something it needs is missing (Slurm's daemons, Lua, the shared trace data) then fails the run
 # instead of passing silently.  GREENSLURM_ALLOW_SKIPS=1 lets a machine without them run the rest.
 def pytest_sessionfinish(session, exitstatus):
+    _fail_on_leftover_processes(session)
     if os.environ.get("GREENSLURM_FAIL_ON_SKIP") != "1" or os.environ.get("GREENSLURM_ALLOW_SKIPS") == "1":
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -40,3 +43,91 @@ def pytest_sessionfinish(session, exitstatus):
         reporter.write_line(f"{len(skipped)} tests skipped, which the test command does not allow "
                             f"(GREENSLURM_ALLOW_SKIPS=1 to run without them): " + "; ".join(reasons), red=True)
         session.exitstatus = 1
+
+
+# -- no process left behind ---------------------------------------------------------------------------
+# Tests start the decision service (hook_service.ServiceProcess, each in a session of its own) and kill
+# it with -9; multiprocessing's forkserver and resource_tracker it started then outlive it.  Each test's
+# leftovers are ended after it, and the session fails, naming them, if any process of this Python that
+# runs greenslurm or multiprocessing's helpers outlives the run.  A process is this run's when its
+# environment carries the run's mark (every child inherits it): other test runs on the machine, and
+# their processes, are not this run's business.
+_PIDS_AT_START: set[int] = set()
+LEFTOVER_MARKS = (b"greenslurm", b"multiprocessing")
+SESSION_MARK = "GREENSLURM_TEST_RUN"
+
+
+def _live_processes() -> dict[int, tuple[int, bytes]]:
+    """{pid: (parent pid, command line)} of every live process."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            if fields[0] != "Z":
+                found[int(entry)] = (int(fields[1]), cmdline)
+    return found
+
+
+def _marked(pid: int) -> bool:
+    """Whether process ``pid`` carries this run's mark in its environment."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{SESSION_MARK}={os.getpid()}".encode() in environ.split(b"\0")
+
+
+def leftover_processes() -> dict[int, str]:
+    """Processes this run started, running this Python with greenslurm or multiprocessing's helpers,
+    that are not among the run's own descendants (those end with it)."""
+    live = _live_processes()
+    own = {os.getpid()}
+    for _ in range(len(live)):                         # the test run's descendants, to any depth
+        grown = own | {pid for pid, (parent, _) in live.items() if parent in own}
+        if grown == own:
+            break
+        own = grown
+    python = sys.executable.encode()
+    return {pid: cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+            for pid, (parent, cmdline) in live.items()
+            if pid not in _PIDS_AT_START and pid not in own and cmdline.split(b"\0")[0] == python
+            and any(mark in cmdline for mark in LEFTOVER_MARKS) and _marked(pid)}
+
+
+def pytest_sessionstart(session):
+    os.environ[SESSION_MARK] = str(os.getpid())
+    _PIDS_AT_START.update(_live_processes())
+
+
+@pytest.fixture(autouse=True)
+def _end_service_leftovers():
+    """After each test: end the forkserver and resource_tracker of every service the test killed."""
+    yield
+    hook_service = sys.modules.get("hook_service")
+    if hook_service is not None:
+        hook_service.end_dead_services()
+
+
+def _fail_on_leftover_processes(session) -> None:
+    hook_service = sys.modules.get("hook_service")
+    if hook_service is not None:
+        hook_service.end_dead_services()
+    for _ in range(30):                                # helpers whose parent just died exit on their own
+        left = leftover_processes()
+        if not left:
+            return
+        time.sleep(0.1)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    text = (f"{len(left)} processes outlive the test run (a test started them and did not end them): "
+            + "; ".join(f"pid {pid}: {cmd[:160]}" for pid, cmd in sorted(left.items())))
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(text, red=True)
+    else:
+        print(text, file=sys.stderr)
+    session.exitstatus = 1

@@ -4,6 +4,7 @@ benchmarks."""
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +43,55 @@ def write_config(path: Path, **settings) -> Path:
     return path
 
 
+# the process groups of every service started here: each service runs in a session of its own, so its
+# forkserver and resource_tracker (multiprocessing's helpers, which outlive a service killed with -9) can
+# be found by their group and ended
+STARTED_GROUPS: list[int] = []
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` that run this Python (a service or one of its
+    multiprocessing helpers), read from /proc: never another program that happens to reuse the number."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            argv0 = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()          # after "pid (comm) ": state ppid pgrp ...
+        if int(fields[2]) == pgid and fields[0] != "Z" and argv0 == sys.executable:
+            members.append(int(entry))
+    return members
+
+
+def end_group(pgid: int) -> list[int]:
+    """SIGKILL what is left of a service's process group; the pids ended."""
+    ended = []
+    for pid in group_members(pgid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            ended.append(pid)
+        except ProcessLookupError:
+            pass
+    return ended
+
+
+def end_dead_services() -> list[int]:
+    """End the leftovers of every service whose own process is gone (killed by a test, or stopped):
+    its forkserver and resource_tracker.  Services still running are left to their fixtures."""
+    ended = []
+    for pgid in list(STARTED_GROUPS):
+        if Path(f"/proc/{pgid}").exists() and Path(f"/proc/{pgid}/stat").read_text().split(") ", 1)[1][0] != "Z":
+            continue                                          # the service itself still runs
+        ended += end_group(pgid)
+        if not group_members(pgid):
+            STARTED_GROUPS.remove(pgid)
+    return ended
+
+
 class ServiceProcess:
     def __init__(self, config: Path, socket_path: str, log_path: Path, env: dict | None = None,
                  verbosity: str = "-vv", user=None, nice: int = 0) -> None:
@@ -64,7 +114,9 @@ class ServiceProcess:
             argv = self.user.argv(argv)
         if self.nice:
             argv = ["nice", "-n", str(self.nice), *argv]
-        self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        STARTED_GROUPS.append(self.proc.pid)
         out.close()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -80,6 +132,8 @@ class ServiceProcess:
         raise RuntimeError(f"hook service not ready after {timeout_s} s: {self.log_path.read_text()[-2000:]}")
 
     def stop(self) -> None:
+        """SIGTERM the service, SIGKILL it after 10 s; then end whatever is left of its process group (as
+        systemd ends the unit's cgroup)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -87,4 +141,6 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
+        if self.proc is not None:
+            end_group(self.proc.pid)
         self.proc = None

@@ -14,9 +14,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.install import render_job_submit
+from greenslurm.slurm_plugin.protocol import deadline_from_script
 from hook_service import ServiceProcess, recorded_decisions, write_config
 
 LUA = shutil.which("lua5.1")
@@ -108,3 +111,235 @@ def test_failures_are_counted_reported_and_the_hook_pauses_after_three(tmp_path)
     assert "3 failures in a row; not asking the service for 5 s" in log
     assert log.count("paused after repeated failures") == 2      # the 4th and 5th did not even connect
     assert "(failure 5)" in log
+
+
+# -- the script scan: linear, capped, and exactly sbatch's reading ------------------------------------
+SCAN = HERE / "lua" / "scan_script.lua"
+MB4 = 4 * 1024 * 1024          # slurmctld's default max_script_size (job_mgr.c _test_job_desc_fields)
+
+
+def lua_scan(tmp_path: Path, scripts: list[bytes]) -> list[tuple[list[str], bool]]:
+    """job_submit.lua's own scan (its ">>> script scan" part, run by lua5.1) on each script."""
+    hook = tmp_path / "job_submit.lua"
+    hook.write_text(render_job_submit(HookConfig(socket=str(tmp_path / "s.sock"), database=str(tmp_path / "d"))))
+    files = []
+    for i, script in enumerate(scripts):
+        files.append(tmp_path / f"script{i}.sh")
+        files[-1].write_bytes(script)
+    result = subprocess.run([LUA, str(SCAN), str(hook), *map(str, files)], capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    out = []
+    for line in result.stdout.decode("utf-8", "surrogateescape").splitlines():
+        found, cut, _ = line.split("\t")
+        out.append(([] if found == "-" else found.split(","), cut == "cut"))
+    return out
+
+
+def reference_scan(script: bytes) -> tuple[list[str], bool]:
+    found, cut = deadline_from_script(script.decode("utf-8", "surrogateescape"))
+    # the hook sends the values comma-separated; the service splits them again
+    return [part for value in found for part in value.split(",")] if found else [], cut
+
+
+def crafted_scripts() -> dict[str, tuple[bytes, list[str], bool]]:
+    """Scripts up to Slurm's 4 MB limit, each with the candidates sbatch would read and whether the
+    hook must call it cut (worked out by hand, not by either scan)."""
+    big = MB4 - 128
+    return {
+        # the reproduction: a comment line with 40,000 blanks; no option at all
+        "issue 40 KB blanks": (b"#!/bin/sh\n#" + b" " * 40000 + b"x\ntrue\n", [], False),
+        "4 MB of blanks in a comment": (b"#!/bin/sh\n#" + b" " * big + b"x\ntrue\n", [], False),
+        # no command in the first 256 KiB, and an option line after it: cut (the first command of a real
+        # script comes within a few KB)
+        "4 MB of blanks then the option": (b"#!/bin/sh\n" + b" " * big + b"\n#SBATCH --deadline=now+5\ntrue\n",
+                                           [], True),
+        "200 KB of blanks then the option": (b"#!/bin/sh\n" + b" " * 200_000 + b"\n#SBATCH --deadline=now+5\ntrue\n",
+                                             ["now+5"], False),
+        # option lines past 64 KiB in all are not split: cut (an option line that long is no real script's)
+        "4 MB of blanks inside an option line": (b"#!/bin/sh\n#SBATCH" + b" " * big + b"--deadline=now+6\n", [], True),
+        "60 KB of blanks inside an option line": (b"#!/bin/sh\n#SBATCH" + b" " * 60_000 + b"--deadline=now+6\n",
+                                                  ["now+6"], False),
+        "200 KB tabs and CRs before the first command": (b"#!/bin/sh\n#SBATCH --deadline=now+7\n" + b"\t\r" * 100_000
+                                                         + b"echo\n#SBATCH --deadline=now+1\n", ["now+7"], False),
+        "4 MB tabs and CRs before the first command": (b"#!/bin/sh\n#SBATCH --deadline=now+7\n" + b"\t\r" * (big // 2)
+                                                       + b"echo\n#SBATCH --deadline=now+1\n", [], True),
+        "4 MB tabs and CRs, no option after": (b"#!/bin/sh\n#SBATCH --deadline=now+7\n" + b"\t\r" * (big // 2)
+                                               + b"echo\n", ["now+7"], False),
+        "4 MB line, no newline": (b"#SBATCH --deadline=now+8 " + b"a" * big, [], True),
+        "4 MB command line, no newline": (b"#SBATCH --deadline=now+8\n" + b"a" * big, ["now+8"], False),
+        "4 MB of quotes in an option line": (b"#!/bin/sh\n#SBATCH --deadline=now+9 " + b"\"\"" * (big // 2), [], True),
+        "30,000 quote pairs in option lines": (b"#!/bin/sh\n#SBATCH --deadline=now+9 " + b"\"\"x" * 20_000, ["now+9"],
+                                               False),
+        "4 MB of comment lines": (b"#!/bin/sh\n" + b"#\n" * (big // 2) + b"#SBATCH --deadline=now+10\nx\n", [], True),
+        "option, then 4 MB of comment lines": (b"#!/bin/sh\n#SBATCH --deadline=now+10\n" + b"#\n" * (big // 2) + b"x\n",
+                                               ["now+10"], False),
+        "4 MB of empty lines": (b"#!/bin/sh\n" + b"\n" * big + b"#SBATCH --dea=now+11\n", [], True),
+        "option, then 4 MB of empty lines": (b"#!/bin/sh\n#SBATCH --dea=now+11\n" + b"\n" * big, ["now+11"], False),
+        # 1000 option lines are read; the 1001st makes the scan cut (the service then rejects the job)
+        "1000 option lines": (b"#!/bin/sh\n" + b"#SBATCH -t 5\n" * 999 + b"#SBATCH --deadline=now+12\ntrue\n",
+                              ["now+12"], False),
+        "300,000 option lines": (b"#!/bin/sh\n" + b"#SBATCH -t 5\n" * 300_000 + b"#SBATCH --deadline=now+13\n", [],
+                                 True),
+        "an option after the first command": (b"#!/bin/sh\ntrue\n#SBATCH --deadline=now+14\n", [], False),
+        "an indented option is a comment": (b"#!/bin/sh\n #SBATCH --deadline=now+15\n", [], False),
+        "value on the next option line": (b"#!/bin/sh\n#SBATCH --deadline\n#SBATCH 'now+16'\n", ["now+16"], False),
+        "quoted and escaped name": (b"#!/bin/sh\n#SLURM --d\"ead\"l\\ine=now+17 # --deadline=now+1\n", ["now+17"],
+                                    False),
+    }
+
+
+def test_every_script_up_to_slurms_limit_is_scanned_exactly(tmp_path):
+    cases = crafted_scripts()
+    results = lua_scan(tmp_path, [script for script, _, _ in cases.values()])
+    for (name, (script, found, cut)), got in zip(cases.items(), results):
+        assert len(script) <= MB4, name
+        assert got == (found, cut), name
+        assert reference_scan(script) == (found, cut), name
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(
+    st.sampled_from(["#!/bin/sh", "", "   ", "\t#x", "# c", "#SBATCH", "#SLURM", "echo", "  true", "\r"]),
+    st.builds(lambda head, body: head + body, st.sampled_from(["#SBATCH", "#SLURM", "#SBATCH ", " #SBATCH"]),
+              st.lists(st.sampled_from([" ", "\t", "--deadline", "--dea", "--deadl=", "--deadlinex=", "=", "now+1",
+                                        "now+2h", "'", '"', "\\", "#", "-J", "a b", "x"]), max_size=8).map("".join))),
+    max_size=12))
+def test_the_hooks_scan_agrees_with_sbatchs_reading_on_any_script(tmp_path, lines):
+    script = "\n".join(lines).encode()
+    assert lua_scan(tmp_path, [script]) == [reference_scan(script)]
+
+
+# -- no Lua pattern of the hooks can backtrack over user bytes ----------------------------------------
+_CLASSES = {
+    "a": lambda b: chr(b).isascii() and chr(b).isalpha(), "d": lambda b: 48 <= b <= 57,
+    "l": lambda b: 97 <= b <= 122, "u": lambda b: 65 <= b <= 90, "s": lambda b: b in (9, 10, 11, 12, 13, 32),
+    "w": lambda b: chr(b).isascii() and chr(b).isalnum(), "x": lambda b: chr(b) in "0123456789abcdefABCDEF",
+    "p": lambda b: 33 <= b <= 126 and not chr(b).isalnum(), "c": lambda b: b < 32 or b == 127,
+}
+
+
+def _class_bytes(letter: str) -> frozenset[int]:
+    """The bytes of a Lua %-class in the C locale (upper case: the complement); other letters: themselves."""
+    test = _CLASSES.get(letter.lower())
+    if test is None:
+        return frozenset([ord(letter)])
+    inside = frozenset(b for b in range(256) if test(b))
+    return frozenset(range(256)) - inside if letter.isupper() else inside
+
+
+def pattern_items(pattern: str) -> tuple[bool, list[tuple[frozenset[int], str]]]:
+    """(anchored, [(the bytes an item matches, its quantifier or "")]) of a Lua pattern; captures
+    are not items.
+
+    >>> anchored, items = pattern_items("^%s*(.-)%s*$")
+    >>> anchored, [q for _, q in items], len(items[1][0])
+    (True, ['*', '-', '*'], 256)
+    """
+    anchored = pattern.startswith("^")
+    i = 1 if anchored else 0
+    items: list[tuple[frozenset[int], str]] = []
+    end = len(pattern) - (1 if pattern.endswith("$") and not pattern.endswith("%$") else 0)
+    while i < end:
+        c = pattern[i]
+        if c in "()":
+            i += 1
+            continue
+        if c == "%":
+            chars, i = _class_bytes(pattern[i + 1]), i + 2
+        elif c == ".":
+            chars, i = frozenset(range(256)), i + 1
+        elif c == "[":
+            j = i + 1
+            negate = pattern[j] == "^"
+            j += negate
+            chars = set()
+            first = True
+            while first or pattern[j] != "]":
+                first = False
+                if pattern[j] == "%":
+                    chars |= _class_bytes(pattern[j + 1])
+                    j += 2
+                elif pattern[j + 1] == "-" and pattern[j + 2] != "]":
+                    chars |= set(range(ord(pattern[j]), ord(pattern[j + 2]) + 1))
+                    j += 3
+                else:
+                    chars.add(ord(pattern[j]))
+                    j += 1
+            chars = frozenset(range(256)) - chars if negate else frozenset(chars)
+            i = j + 1
+        else:
+            chars, i = frozenset([ord(c)]), i + 1
+        quantifier = pattern[i] if i < end and pattern[i] in "*+-?" else ""
+        i += bool(quantifier)
+        items.append((chars, quantifier))
+    return anchored, items
+
+
+def backtracks(pattern: str) -> bool:
+    """A pattern whose matching time can grow faster than the subject: two repeated items in a row
+    that can both take the same byte (``%s*(.-)%s*``), or, unanchored, a repeated first item followed by
+    more that can fail (each start position expands it again).  (``?`` takes at most one byte: never
+    counted.)
+
+    >>> backtracks("^%s*(.-)%s*$"), backtracks("\\n[ \\t]*[^%s#]"), backtracks("%s*x"), backtracks("[^,]+")
+    (True, False, True, False)
+    >>> backtracks("([^\\n]*)\\n?")
+    False
+    """
+    anchored, items = pattern_items(pattern)
+    repeated = [q in ("*", "+", "-") for _, q in items]
+    # unanchored: each start position expands the first item again when a later item can fail
+    if not anchored and items and repeated[0] and any(q in ("", "+") for _, q in items[1:]):
+        return True
+    return any(repeated[k] and repeated[k + 1] and items[k][0] & items[k + 1][0] for k in range(len(items) - 1))
+
+
+def lua_patterns(source: str) -> list[str]:
+    """The string literals inside every string.match/gmatch/find/gsub call of a Lua source that is not
+    a plain find (a last argument ``true``), with Lua's escapes undone."""
+    found = []
+    for call in re.finditer(r"string\.(?:match|gmatch|find|gsub)\(", source):
+        depth, i, literals = 1, call.end(), []
+        while depth:
+            c = source[i]
+            if c in "\"'":
+                j, text = i + 1, []
+                while source[j] != c:
+                    if source[j] == "\\":
+                        j += 1
+                        text.append({"n": "\n", "t": "\t", "r": "\r", "f": "\f", "v": "\v"}.get(source[j], source[j]))
+                    else:
+                        text.append(source[j])
+                    j += 1
+                literals.append("".join(text))
+                i = j + 1
+                continue
+            depth += {"(": 1, ")": -1}.get(c, 0)
+            i += 1
+        args = source[call.end():i - 1]
+        if not re.search(r",\s*true\s*$", args):
+            found += literals
+    return found
+
+
+@pytest.mark.parametrize("name", ["job_submit.lua", "cli_filter.lua"])
+def test_no_pattern_of_the_hooks_can_backtrack(name):
+    source = (HERE.parent / "slurm_plugin" / name).read_text()
+    patterns = lua_patterns(source)
+    assert len(patterns) >= 3
+    assert [p for p in patterns if backtracks(p)] == []
+
+
+def test_the_tag_never_pushes_a_comment_past_slurms_1024_bytes(tmp_path, service):
+    config, _ = service
+    # 500 bytes: room for the whole plan; 1000: only for the tag, 1000 + len(" | greenslurm#2.") 16
+    # + 8 hex = 1024 bytes exactly; 1010 and 1024: no room, left as they are (Slurm takes them so)
+    sizes = [500, 1000, 1010, 1024]
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job(comment=b"c" * n)} for n in sizes])
+    assert [int(line[0]) for line in lines] == [0, 0, 0, 0], log
+    comments = [line[1] for line in lines]
+    assert all(len(c.encode()) <= 1024 for c in comments)
+    assert re.fullmatch(r"c{500} \| greenslurm#1\.[0-9a-f]{8}: planned start .+", comments[0])
+    assert re.fullmatch(r"c{1000} \| greenslurm#2\.[0-9a-f]{8}", comments[1])
+    assert comments[2] == "c" * 1010 and comments[3] == "c" * 1024
+    assert log.count("leaves no room for the tag") == 2

@@ -12,17 +12,21 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import tomllib
 from dataclasses import fields
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from greenslurm.cli import main
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin import install as hook_install
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.install import FAIL, OK, WARN, check, resolve_backend
+from greenslurm.slurm_plugin.unit import Sandbox, exec_line, exec_words, hidden_paths
 from greenslurm.traces.slurm_conf import logical_lines, read_slurm_conf
 
 from hook_service import ServiceProcess, write_config
@@ -181,19 +185,11 @@ def test_auto_takes_pyslurm_only_for_this_slurm_release(fake_pyslurm):
 # -- the systemd unit ----------------------------------------------------------------------------------------
 def unit_settings(text: str) -> dict[tuple[str, str], list[str]]:
     """A unit file as {(section, key): [values]}; a line outside a section or without '=' is an error."""
-    settings: dict[tuple[str, str], list[str]] = {}
-    section = None
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith(("#", ";")):
-            continue
-        if re.fullmatch(r"\[[A-Za-z]+\]", line):
-            section = line[1:-1]
-            continue
-        key, sep, value = line.partition("=")
-        assert section is not None and sep and re.fullmatch(r"[A-Za-z]+", key), f"line {number}: {line!r}"
-        settings.setdefault((section, key), []).append(value)
-    return settings
+    from greenslurm.slurm_plugin.unit import unit_settings as parse
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise AssertionError(str(exc)) from None
 
 
 REQUIRED_UNIT = {("Service", "User"): "slurm", ("Service", "Group"): "slurm", ("Service", "Restart"): "on-failure",
@@ -236,8 +232,7 @@ def test_the_unit_check_catches_a_broken_unit():
         unit_settings("[Service]\nUser slurm\n")
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
-@pytest.mark.parametrize("options", [{}, {"user": "root", "executable": sys.executable + " -m greenslurm",
+@pytest.mark.parametrize("options", [{}, {"user": "root", "executable": (sys.executable, "-m", "greenslurm"),
                                           "config_path": "/srv/gs/hook.toml"}])
 def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path, options):
     unit = tmp_path / hook_install.UNIT_NAME
@@ -249,6 +244,137 @@ def test_systemd_analyze_verifies_the_unit_without_a_warning(tmp_path, options):
     write(bad, unit.read_text().replace("ProtectHome=yes", "ProtectHome=sometimes"))
     done = subprocess.run(["systemd-analyze", "verify", str(bad)], capture_output=True, text=True, timeout=60)
     assert "sometimes" in done.stderr                  # the verification can fail
+
+
+# every byte systemd's command-line syntax treats specially, in folder names an admin could choose
+CRAFTED = ["cfg dir", 'say "hi"', "it's", "back\\slash", "100%", "%n", "%%h", "$HOME", "${HOME}x", "$$", ";", "a ; b",
+           "-dash", "@at", "tab\\t", "caf\u00e9 \u2603", "  two  spaces ", "\\"]
+
+
+@pytest.fixture
+def visible_dir():
+    """A fresh folder the unit's sandbox does not hide (not under /tmp, /var/tmp, /home, /root)."""
+    folder = Path(tempfile.mkdtemp(prefix="greenslurm-unit-", dir="/srv"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def executable_file(path: Path) -> Path:
+    write(path, "#!/bin/sh\nexit 0\n")
+    os.chmod(path, 0o755)
+    return path
+
+
+@pytest.mark.parametrize("name", CRAFTED)
+def test_crafted_paths_reach_systemd_as_written(visible_dir, name):
+    command = executable_file(visible_dir / name / "bin" / "greenslurm")
+    config = executable_file(visible_dir / name / "hook.toml")
+    for argv in ((str(command),), (str(config),)):             # systemd checks that the command exists
+        if any(c in name for c in "\"'\\"):
+            # systemd runs no command whose path holds a quote or backslash: refused in one line
+            with pytest.raises(ValueError, match="symlink"):
+                hook_install.render_unit(str(config), "root", executable=argv)
+            argv = (str(executable_file(visible_dir / "plain" / "greenslurm")),)
+        text = hook_install.render_unit(str(config), "root", executable=argv)
+        exec_start = unit_settings(text)[("Service", "ExecStart")]
+        assert exec_words(exec_start[0]) == [*argv, "hook", "serve", "--config", str(config)]
+        unit = write(visible_dir / "units" / hook_install.UNIT_NAME, text)
+        # systemd reads the command's path back exactly (else: "Command ... is not executable"), and no
+        # specifier, escape or variable is left for it to complain about
+        done = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stderr.strip() == "", (name, text.splitlines()[29], done.stderr)
+        assert hook_install.unit_warnings(text, str(config)) == []
+    # and hook check reads the installed unit back: the command and hook.toml are there and visible
+    unit_checks = {c.name: c for c in hook_install.check_unit(unit, HookConfig())}
+    assert unit_checks["systemd unit"].level == OK, unit_checks
+    assert unit_checks["systemd-analyze verify"].level == OK, unit_checks
+
+
+def test_the_old_unquoted_unit_fails_systemd_verify(visible_dir):
+    # the unit as written before quoting: the path with a space splits into two words
+    command = executable_file(visible_dir / "my venv" / "bin" / "greenslurm")
+    text = hook_install.render_unit("/etc/gs/hook.toml", "root", executable=(str(command),))
+    unit = write(visible_dir / hook_install.UNIT_NAME, text.replace(f'"{command}"', str(command)))
+    assert hook_install.systemd_verify(unit)[0] == FAIL
+
+
+@given(st.lists(st.text(st.characters(blacklist_categories=("Cc", "Cs")), min_size=1), min_size=1, max_size=5))
+def test_exec_words_read_back_any_argv(words):
+    argv = ["/opt/" + words[0].replace('"', "").replace("'", "").replace("\\", ""), *words[1:]]
+    assert exec_words(exec_line(argv)) == argv
+
+
+@pytest.mark.parametrize("bad", ["a\nExecStartPre=/bin/rm", "tab\there", "\x00", "\udcff"])
+def test_control_characters_and_broken_utf8_are_refused(bad):
+    with pytest.raises(ValueError):
+        hook_install.render_unit("/etc/" + bad, "root")
+
+
+def test_a_relative_greenslurm_is_one_line_exit_2(tmp_path, capsys):
+    units = tmp_path / "units"
+    assert main(["hook", "install", "--greenslurm", "venv/bin/greenslurm", "--unit-dir", str(units)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--greenslurm" in err and "absolute" in err, err
+    assert "Traceback" not in err and not units.exists()
+    assert main(["hook", "install", "--greenslurm", "greenslurm", "--print", "unit"]) == 2
+
+
+@pytest.mark.parametrize("command, config, hidden", [
+    ("/home/ann/venv/bin/greenslurm", "/etc/gs/hook.toml", ["/home/ann/venv/bin/greenslurm is under /home, which ProtectHome"]),
+    ("/root/venv/bin/greenslurm", "/etc/gs/hook.toml", ["under /root, which ProtectHome"]),
+    ("/opt/gs/bin/greenslurm", "/tmp/gs/hook.toml", ["/tmp/gs/hook.toml is under /tmp, which PrivateTmp"]),
+    ("/opt/gs/bin/greenslurm", "/var/tmp/hook.toml", ["under /var/tmp, which PrivateTmp"]),
+    ("/opt/gs/bin/greenslurm", "/run/user/0/hook.toml", ["under /run/user, which ProtectHome"]),
+    ("/opt/gs/bin/greenslurm", "/etc/tmp/hook.toml", []),
+    ("/opt/homework/greenslurm", "/etc/gs/hook.toml", [])])
+def test_paths_the_sandbox_hides_are_warned_about(command, config, hidden):
+    warnings = hook_install.unit_warnings(hook_install.render_unit(config, "root", executable=(command,)), config)
+    hides = [w for w in warnings if "hides" in w]
+    assert len(hides) == len(hidden) and all(part in w for part, w in zip(hidden, hides)), warnings
+
+
+def test_install_says_what_the_sandbox_hides(tmp_path, capsys):
+    config = write_config(tmp_path / "hook.toml")                  # pytest's folder is under /tmp
+    assert main(["hook", "install", "--config", str(config), "--greenslurm", "/home/ann/venv/bin/greenslurm",
+                 "--unit-dir", str(tmp_path / "units")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if "hides" in line] == [
+        "greenslurm hook install: warning: /home/ann/venv/bin/greenslurm is under /home, which ProtectHome=yes "
+        "hides from the service: the service will not start",
+        f"greenslurm hook install: warning: {config} is under /tmp, which PrivateTmp=yes hides from the service: "
+        "the service will not start"], err
+
+
+def test_a_symlink_into_home_is_hidden_too(visible_dir):
+    target = executable_file(visible_dir / "real" / "greenslurm")
+    link = visible_dir / "link"
+    link.symlink_to(target)
+    sandbox = Sandbox(((str(visible_dir / "real"), "ProtectHome=yes"),))
+    assert f"(-> {target})" in sandbox.hides(str(link))
+    # a virtual environment's script whose interpreter the sandbox hides
+    script = write(visible_dir / "bin" / "greenslurm", f"#!{visible_dir}/real/python\n")
+    os.chmod(script, 0o755)
+    assert any("real/python" in why for why in hidden_paths((str(script),), None, sandbox))
+
+
+def test_hook_check_fails_a_unit_whose_config_the_sandbox_hides(tmp_path, visible_dir):
+    config = write_config(tmp_path / "hook.toml")                  # pytest's folder is under /tmp
+    command = executable_file(visible_dir / "bin" / "greenslurm")
+    unit = hook_install.install_unit(visible_dir / "units", config_path=str(config), user="root",
+                                     executable=(str(command),))
+    found = {c.name: c for c in hook_install.check_unit(unit, HookConfig.from_toml(config))}
+    assert found["systemd unit"].level == FAIL and "PrivateTmp" in found["systemd unit"].detail, found
+    # a unit whose command is gone, or that systemd rejects, fails too
+    command.unlink()
+    found = {c.name: c for c in hook_install.check_unit(unit, HookConfig.from_toml(config))}
+    assert "is not an executable file" in found["systemd unit"].detail
+    assert found["systemd-analyze verify"].level == FAIL and "not executable" in found["systemd-analyze verify"].detail
+    write(unit, unit.read_text().replace("ExecStart=", "ExecStart=/bin/true %q "))
+    found = {c.name: c for c in hook_install.check_unit(unit, HookConfig())}
+    assert found["systemd unit"].level == FAIL and "%q" in found["systemd unit"].detail
+    assert hook_install.check_unit(visible_dir / "none.service", HookConfig())[0].level == WARN
 
 
 # -- the hook.toml template ---------------------------------------------------------------------------------------
@@ -271,6 +397,59 @@ def test_the_template_loads_and_documents_every_setting_at_its_default(tmp_path)
     for key in keys:
         if getattr(HookConfig(), key) is not None:
             assert getattr(loaded, key) == getattr(HookConfig(), key), key
+
+
+def documented_settings(text: str) -> dict[str, str]:
+    """The settings tables of a doc page (``| `name`, `name` | default, default | meaning |``) as
+    {name: the default as written}; one default for several names is each one's; a row whose names and
+    defaults do not pair up otherwise is an error."""
+    found = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not re.fullmatch(r"`[a-z_]+`(, `[a-z_]+`)*", cells[0]):
+            continue
+        names = re.findall(r"`([a-z_]+)`", cells[0])
+        defaults = [d.strip() for d in cells[1].split(",")]
+        if len(defaults) == 1:
+            defaults *= len(names)                             # one default for all of them
+        assert len(names) == len(defaults), line
+        found.update(zip(names, defaults))
+    return found
+
+
+def documented_value(text: str):
+    """A default as the docs write it: `grid`, 300, true, (none) (an empty setting), 0 (none).
+
+    >>> [documented_value(t) for t in ("`grid`", "300", "true", "(none)", "none", "0 (none)")]
+    ['grid', 300.0, True, '', '', 0.0]
+    """
+    text = re.sub(r" \(none\)$", "", text.strip("`"))
+    if text in ("(none)", "none"):
+        return ""
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+@pytest.mark.parametrize("page", ["hook.md", "hook-green.md"])
+def test_the_documented_defaults_are_the_codes(page):
+    documented = documented_settings((ROOT / "docs" / page).read_text())
+    assert len(documented) >= 10, documented                     # the tables were found
+    defaults = HookConfig()
+    for name, written in documented.items():
+        value = getattr(defaults, name)
+        expected = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        assert documented_value(written) == expected, (page, name, written, value)
+        # and the template's commented line says the same
+        assert documented_defaults((PLUGIN / "hook.toml").read_text())[name] == value, name
+
+
+def test_the_old_record_sync_row_fails_the_comparison():
+    documented = documented_settings("| `record_sync` | `full` | fsynced |")
+    assert documented_value(documented["record_sync"]) != HookConfig().record_sync
 
 
 def test_every_shipped_file_is_package_data():
@@ -329,9 +508,10 @@ def test_check_of_a_wired_site_is_ok_with_one_warning(site, capsys):
     checks = check(HookConfig.from_toml(config), conf)
     assert {c.name for c in checks if c.level != OK} == {"CliFilterPlugins=lua"}, checks
     assert f"held by pid {service.proc.pid}" in next(c.detail for c in checks if c.name == "lock")
-    assert main(["hook", "check", "--config", str(config), "--slurm-conf", str(conf)]) == 0
+    unit = root / "units" / hook_install.UNIT_NAME                # no unit installed there: one more warning
+    assert main(["hook", "check", "--config", str(config), "--slurm-conf", str(conf), "--unit", str(unit)]) == 0
     out = capsys.readouterr().out
-    assert "WARN" in out and "FAIL" not in out and "0 failed, 1 warning" in out
+    assert "WARN" in out and "FAIL" not in out and "0 failed, 2 warnings" in out and "systemd unit" in out
 
 
 @pytest.mark.parametrize("path, mode, failing", [("state/hook.sqlite", 0o644, "record"),

@@ -19,6 +19,8 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 IGNORED = shutil.ignore_patterns(".git", ".hypothesis", ".benchmarks", "build", "dist", "*.egg-info", "__pycache__",
                                  "*.pyc", "*.so")
@@ -49,7 +51,16 @@ def stub_sim_wheel(folder: Path) -> Path:
     return path
 
 
-def test_wheel_installs_one_namespace_beside_traces_and_sim(tmp_path):
+@pytest.fixture
+def work(tmp_path):
+    """The test's folder, removed when it ends, passed or failed: its virtual environment alone is
+    some 500 MB."""
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_wheel_installs_one_namespace_beside_traces_and_sim(work):
+    tmp_path = work
     # 1. a wheel of this checkout, built from a copy (the build must not write into the checkout)
     source, wheels = tmp_path / "source", tmp_path / "wheels"
     shutil.copytree(ROOT, source, ignore=IGNORED)

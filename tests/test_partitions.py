@@ -54,7 +54,9 @@ JOBS = ([job(f"a{i}", 0, 10, "a") for i in range(1, 5)] + [job(f"b{i}", 0, 20, "
 #        wide (no two free nodes at 4).
 #  slurm (first come first served, Slurm's main scheduler): at 7 (ab ends) a5 is blocked, so
 #        partition a fails and its nodes n0-n3 are closed for later jobs; ib still starts on n7 (in
-#        b and all); at 10 a5 takes n0 and wide the next two free nodes of "all", n1 and n2.
+#        b and all); at 10 a5 takes n0 and wide the next two free nodes of "all", n1 and n2.  ab,
+#        submitted at 2, waits for the background thread's pass at 3 (its last pass served the jobs
+#        of 0, batch_sched_delay 3 s): it ends at 8, and ib starts then.
 COMMON = {**{f"a{i}": (0.0, (i - 1,)) for i in range(1, 5)}, **{f"b{i}": (0.0, (i + 3,)) for i in range(1, 4)},
           "a5": (10.0, (0,)), "ab": (2.0, (7,))}
 EXPECTED = {
@@ -63,7 +65,7 @@ EXPECTED = {
     "conservative": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
     "deadline": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
     "none": {k: v for k, v in COMMON.items() if k != "a5"},
-    "slurm": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
+    "slurm": {**COMMON, "ab": (3.0, (7,)), "ib": (8.0, (7,)), "wide": (10.0, (1, 2))},
 }
 REJECTED = {"none": ["a5", "ib", "wide"]}
 SKIPPED = {NO_FEATURES: 1, NO_PARTITION: 1, SKIP_TOO_BIG_FOR_PARTITION: 1}

@@ -173,11 +173,12 @@ def test_max_jobs_per_user_holds_back_a_users_second_job_on_free_nodes_in_both_s
 
 def test_grptres_cpu_caps_a_qos_and_refuses_a_job_above_it():
     # QOS four: GrpTRES cpu=4.  f1 (3 CPUs) runs 0-100; f2 (2 CPUs): 3 + 2 > 4 waits to 100; f3 (1 CPU):
-    # 3 + 1 = 4 starts at 0; big (5 CPUs > 4) never could: rejected at submission, counted
+    # 3 + 1 = 4 starts at its pass (3: the background thread's, batch_sched_delay after the one at
+    # 0); big (5 CPUs > 4) never could: rejected at submission, counted
     jobs = [job("f1", 0, 100, cpus=3, qos="four"), job("f2", 1, 10, cpus=2, qos="four"),
             job("f3", 2, 10, cpus=1, qos="four"), job("big", 3, 10, cpus=5, qos="four")]
     starts, _, result = replay(jobs, Cluster.homogeneous(4, cpus=4), accounts(qos=LIMITED), scheduler="builtin")
-    assert {n: r.start_s for n, r in starts.items()} == {"f1": 0.0, "f2": 100.0, "f3": 2.0}
+    assert {n: r.start_s for n, r in starts.items()} == {"f1": 0.0, "f2": 100.0, "f3": 3.0}
     assert [(r.job_id, r.reason) for r in result.rejected] == [("big", "over QOS GrpTRES cpu")]
 
 

@@ -8,12 +8,15 @@ from __future__ import annotations
 import doctest
 import json
 import os
+import re
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from greenslurm.clustermodel import InputError
 from hook_service import ServiceProcess, recorded_decisions, write_config
@@ -313,6 +316,47 @@ def test_kill_9_loses_no_answered_decision_and_ids_never_repeat(tmp_path):
     assert answer["decision"] == max(recorded) + 1
 
 
+def test_a_service_killed_with_9_leaves_no_helper_behind(tmp_path):
+    from hook_service import end_dead_services, group_members
+    proc = start_service(tmp_path)
+    pgid = proc.proc.pid
+    helpers = [pid for pid in group_members(pgid) if pid != pgid]
+    assert helpers, "the service's forkserver and resource_tracker run in its process group"
+    proc.proc.kill()                       # kill -9: multiprocessing's helpers outlive the service
+    proc.proc.wait()
+    assert set(group_members(pgid)) & set(helpers), "they outlive it (what the clean-up is for)"
+    ended = end_dead_services()
+    assert set(helpers) <= set(ended) | set(), (helpers, ended)
+    for _ in range(50):
+        if not group_members(pgid):
+            break
+        time.sleep(0.1)
+    assert group_members(pgid) == []
+    proc.proc = None
+
+
+def test_the_leftover_check_sees_an_orphan(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    from conftest import leftover_processes
+    # a process of this Python mentioning greenslurm, orphaned (its parent exits at once): PPID 1
+    pid_file = tmp_path / "pid"
+    subprocess.run([sys.executable, "-c", "import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+                    "'import time; time.sleep(60)  # greenslurm'], start_new_session=True); "
+                    f"open({str(pid_file)!r}, 'w').write(str(p.pid))"], check=True, timeout=60)
+    orphan = int(pid_file.read_text())
+    try:
+        assert orphan in leftover_processes()
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+    for _ in range(50):
+        if orphan not in leftover_processes():
+            break
+        time.sleep(0.1)
+    assert orphan not in leftover_processes()
+
+
 def test_a_second_service_on_the_same_socket_exits_with_one_line_and_the_first_keeps_it(tmp_path):
     import subprocess
     import sys
@@ -364,7 +408,9 @@ def test_no_view_is_the_configured_outcome(tmp_path, stale, action):
     import subprocess
     import sys
     proc = subprocess.Popen([sys.executable, "-m", "greenslurm", "hook", "serve", "--config", str(config)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    from hook_service import STARTED_GROUPS
+    STARTED_GROUPS.append(proc.pid)                        # its helpers are ended after the test
     try:
         for _ in range(400):
             if os.path.exists(sock):
@@ -465,3 +511,75 @@ def test_pending_jobs_stuffed_with_tags_do_not_stop_the_syncs(tmp_path):
         assert ping.get("view_age_s") is not None and ping["view_age_s"] <= 1.5, ping
     finally:
         proc.stop()
+
+
+# -- the user's own nodes and every GPU form (nodes of tests/data/slurm-hook: n1, n2 with 2 GPUs; n3, n4 without)
+GPU_NODES = {"n1", "n2"}
+GPU_FIELDS = [{}, {"tres_per_node": "gres:gpu:1"}, {"tres_per_job": "gres:gpu:1"}, {"tres_per_job": "gres:gpu:3"},
+              {"tres_per_task": "gres:gpu:1", "num_tasks": 2, "min_cpus": 2},
+              {"tres_per_socket": "gres:gpu:1", "sockets_per_node": 1}]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(required=st.sets(st.sampled_from(["n1", "n2", "n3", "n4"]), max_size=2),
+       excluded=st.sets(st.sampled_from(["n1", "n2", "n3", "n4"]), max_size=3),
+       gpus=st.sampled_from(range(len(GPU_FIELDS))))
+def test_placement_keeps_the_users_nodes_and_puts_gpu_jobs_on_gpu_nodes(served, required, excluded, gpus):
+    required = required - excluded               # Slurm refuses a node both required and excluded
+    fields = dict(GPU_FIELDS[gpus])
+    if required:
+        fields["req_nodes"] = ",".join(sorted(required))
+    if excluded:
+        fields["exc_nodes"] = ",".join(sorted(excluded))
+    answer = exchange(served.socket_path, request(7000 + gpus, **fields))
+    assert answer["action"] in ("accept", "modify", "reject"), answer
+    assert "bad input" not in answer.get("message", "")
+    if answer["action"] != "modify":
+        return
+    planned = set(re.search(r"planned start \S+ on (\S+?)(?:, |$)", answer["comment_append"]).group(1).split(","))
+    assert not planned & excluded
+    if required:
+        # the user's -w is kept (never replaced), and the plan is on the nodes it names
+        assert "req_nodes" not in answer and planned <= required, answer
+    else:
+        assert set(answer["req_nodes"].split(",")) == planned
+    if fields.get("tres_per_node") or fields.get("tres_per_job") or fields.get("tres_per_task") \
+            or fields.get("tres_per_socket"):
+        assert planned <= GPU_NODES, answer
+
+
+@pytest.mark.parametrize("field", ["deadline_env", "deadline_script"])
+@pytest.mark.parametrize("zone", ["Pacific/Kiritimati", ":America/Adak", "UTC-14"])
+def test_a_local_time_deadline_is_read_in_the_jobs_time_zone(tmp_path, field, zone):
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+    # 17:00 local, 3 days from now: Kiritimati and UTC-14 (POSIX: 14 h east) are UTC+14, Adak UTC-10/-9
+    tz = timezone(timedelta(hours=14)) if zone == "UTC-14" else ZoneInfo(zone.lstrip(":"))
+    day = datetime.now(tz) + timedelta(days=3)
+    local = day.replace(hour=17, minute=0, second=0, microsecond=0)
+    parsed = parse_request(request(1, **{field: local.strftime("%Y-%m-%dT%H:%M:%S"), "tz": zone}))
+    sub = submission_from_request(parsed, now_s=time.time())
+    assert sub.job.deadline_s == local.timestamp()
+
+
+@pytest.mark.parametrize("asked, pending_gpus, covered", [
+    ({"tres_per_job": "gres:gpu:1"}, {"gpus_total": 1}, True),
+    ({"tres_per_job": "gres:gpu:1"}, {"gpus_total": 2}, False),      # TresPerJob raised after the check
+    ({"tres_per_node": "gres:gpu:1"}, {"gpus_per_node": 2.0}, False),
+])
+def test_a_tag_covers_no_more_gpus_than_were_checked(tmp_path, asked, pending_gpus, covered):
+    from greenslurm.clustermodel import JobSpec
+    from greenslurm.slurm_plugin.backend import PendingDeadline
+    from greenslurm.slurm_plugin.record import DecisionRecord
+    from greenslurm.slurm_plugin.service import DecisionService
+    service = DecisionService(HookConfig(database=str(tmp_path / "db.sqlite")), DecisionRecord(tmp_path / "db.sqlite"))
+    snapshot, _ = backend.FilesBackend(str(STATE)).snapshot()
+    service.swap_view(service.install_view(snapshot, time.time()), time.time())
+    answer = service.handle_request(parse_request(request(1, deadline_env="now+1day", **asked)))
+    assert answer["action"] == "modify", answer
+    checked = service.record.rows("WHERE id = ?", (answer["decision"],))[0]["deadline_s"]
+    extra = {"gpus_total": pending_gpus["gpus_total"]} if "gpus_total" in pending_gpus else {}
+    job = JobSpec("101", submit_s=time.time(), requested_time_s=600.0, cpus=1, deadline_s=checked,
+                  gpus_per_node=pending_gpus.get("gpus_per_node", 0.0), extra=extra)
+    item = PendingDeadline("101", checked, job, None, answer["comment_append"], False, "ana", 600.0, 1000)
+    assert (service.checked_jobs([item]) == {"101"}) is covered

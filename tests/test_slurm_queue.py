@@ -29,6 +29,9 @@ def job(name, submit, limit, runtime=None, cpus=1, nodes=0, partition="", user="
 
 
 def run(jobs, cluster, **settings):
+    # a pass of the main scheduler at every submission unless a case says otherwise (the cases
+    # of the cadence itself do): the cases here test what a pass decides
+    settings = {"batch_sched_delay_s": 0.0, "background_tick_s": 0.0, **settings}
     replay = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": SlurmScheduling(**settings)})
     result = replay.run()
     return {r.job_id: r for r in result.records}, replay.strategy, result
@@ -136,7 +139,9 @@ def test_a_job_naming_several_partitions_runs_in_one_whose_limits_it_meets():
     replay = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
     result = replay.run()
     placed = {r.job_id: (r.start_s, tuple(r.node_indices)) for r in result.records}
-    assert placed == {"busy": (0.0, (1,)), "both": (100.0, (1,)), "fits": (2.0, (0,))}
+    # "fits" waits for slurmctld's background pass: its last one served "busy" at 0, and
+    # batch_sched_delay is 3 s
+    assert placed == {"busy": (0.0, (1,)), "both": (100.0, (1,)), "fits": (3.0, (0,))}
     assert [(r.job_id, r.reason) for r in result.rejected] == [("never", "over partition MaxTime")]
 
 
@@ -205,13 +210,14 @@ def test_a_job_beyond_the_window_gets_no_reservation():
     assert starts["long"].start_s == 30.0 and starts["wide"].start_s == 230.0
 
 
-@pytest.mark.parametrize("depth, b1_start", [(0, 150.0), (1, 2.0)])
+@pytest.mark.parametrize("depth, b1_start", [(0, 150.0), (1, 3.0)])
 def test_an_event_pass_tests_default_queue_depth_plus_one_jobs(depth, b1_start):
     # Slurm's _schedule breaks on job_depth++ > default_queue_depth: an event pass tests depth + 1
     # jobs.  a = n0, b = n1; "hold" fills n0 until 100; a2 (a, at 1) waits; b1 (b, at 2) comes after
-    # a2 in the order.  The pass at b1's submission tests a2 (fails), then b1 only if depth >= 1
-    # (starts at 2).  With depth 0 it is not tested: at 100 (hold's end) the pass starts a2 and
-    # stops; at 150 (a2's end) b1 starts.  No full pass in between (sched_interval 10^6 s).
+    # a2 in the order.  The background pass that serves both submissions (at 3: its last pass
+    # served hold's at 0, batch_sched_delay 3 s) tests a2 (fails), then b1 only if depth >= 1.
+    # With depth 0 it is not tested: at 100 (hold's end) the pass starts a2 and stops; at 150
+    # (a2's end) b1 starts.  No full pass in between (sched_interval 10^6 s).
     conf = parse_slurm_conf_text("NodeName=n[0-1] CPUs=4\nPartitionName=a Nodes=n0 Default=YES\n"
                                  f"PartitionName=b Nodes=n1\nSchedulerType=sched/builtin\n"
                                  f"SchedulerParameters=default_queue_depth={depth},sched_interval=1000000\n")
@@ -222,10 +228,28 @@ def test_an_event_pass_tests_default_queue_depth_plus_one_jobs(depth, b1_start):
     starts = {r.job_id: r.start_s for r in replay.run().records}
     assert (starts["a2"], starts["b1"]) == (100.0, b1_start)
 
+
 def test_will_run_groups_running_jobs_by_a_doubling_window():
-    assert group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0) == [2, 3, 4, 5]
-    assert group_ends([30.0], 30.0) == [1]            # an end on the barrier: E = 60
-    assert group_ends([0.0, 59.0, 61.0], 30.0) == [2, 3]   # E = 30: <= 60, then 61 <= 90
+    # (position after the group, last job freed)
+    assert group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0) == [(2, 1), (3, 2), (4, 3), (5, 4)]
+    assert group_ends([30.0], 30.0) == [(1, 0)]            # an end on the barrier: E = 60
+    assert group_ends([0.0, 59.0, 61.0], 30.0) == [(2, 1), (3, 2)]   # E = 30: <= 60, then 61 <= 90
+
+
+def test_will_run_groups_by_the_next_job_of_the_whole_list():
+    # Slurm peeks at the next running job whether or not it is on the pending job's nodes.
+    # Jobs on other nodes (False) are never freed, and the barrier comes from the first usable
+    # job: E = 40 + (30 - 40 mod 30) = 60.
+    # 40 freed; next is 50 (other nodes, <= 90): the group goes on; 50 is skipped without a peek,
+    # so 400 joins the group: one group, its last job 400.
+    assert group_ends([40.0, 50.0, 400.0], 30.0, [True, False, True]) == [(3, 2)]
+    # 40 freed; next is 95 (other nodes, > 90): the group closes after 40; window 60 -> 120
+    # (95 <= 180 already after one doubling); then 95 skipped and 100 freed.
+    assert group_ends([40.0, 95.0, 100.0], 30.0, [True, False, True]) == [(1, 0), (3, 2)]
+    # usable jobs only (the earlier model) would close after 40 as 400 > 90:
+    assert group_ends([40.0, 400.0], 30.0) == [(1, 0), (2, 1)]
+    # no usable job: nothing to free
+    assert group_ends([40.0, 50.0], 30.0, [False, False]) == []
 
 
 def test_jobs_without_a_node_count_spread_over_free_cpus_as_slurm_does():
@@ -235,7 +259,7 @@ def test_jobs_without_a_node_count_spread_over_free_cpus_as_slurm_does():
     cluster = Cluster.homogeneous(3, cpus=4)
     jobs = [job("one", 0, 100, cpus=3), job("two", 0, 100, cpus=3), job("six", 1, 50, cpus=6)]
     replay = Replay(jobs, cluster, "slurm", keep_jobs=True,
-                    strategy_options={"scheduling": SlurmScheduling(scheduler="builtin")})
+                    strategy_options={"scheduling": SlurmScheduling(scheduler="builtin", batch_sched_delay_s=0, background_tick_s=0)})
     result = {r.job_id: r for r in replay.run().records}
     six = next(j for j in replay.pending if j.job.job_id == "six")
     assert result["six"].start_s == 1.0 and result["six"].node_indices == (0, 1, 2)
@@ -390,3 +414,25 @@ def test_the_queues_defaults_are_those_of_a_slurm_conf_that_says_nothing():
     from_conf = SlurmScheduling.from_conf(conf)
     assert replace(from_conf, partitions={}, priority=replace(from_conf.priority, partition_job_factor={})) == \
         SlurmScheduling()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 10_000, allow_nan=False), st.booleans()), max_size=30))
+def test_will_run_groups_free_every_usable_job_once_in_order(jobs):
+    jobs = sorted(jobs)
+    ends = [end for end, _ in jobs]
+    usable = [flag for _, flag in jobs]
+    groups = group_ends(ends, 30.0, usable)
+    cuts = [cut for cut, _ in groups]
+    assert cuts == sorted(set(cuts))                               # strictly increasing
+    if any(usable):
+        last_usable = max(i for i, flag in enumerate(usable) if flag)
+        assert groups and groups[-1][1] == last_usable             # every usable job freed
+    else:
+        assert groups == []
+    before = 0
+    for cut, last in groups:
+        # each group frees at least one usable job; its last is the last usable one before its cut
+        assert usable[last] and before <= last < cut
+        assert last == max(i for i in range(before, cut) if usable[i])
+        before = cut

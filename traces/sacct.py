@@ -19,7 +19,9 @@ Mapping to :class:`JobSpec`:
 * ``requested_time_s`` = Timelimit; UNLIMITED / Partition_Limit / INVALID / unknown / 0 -> the
   runtime, adjusted ``"requested time <token>: runtime used"``;
 * ``cpus`` = NCPUS (or AllocCPUS), else ReqCPUS (adjusted); ``nodes`` = NNodes / AllocNodes, else
-  ReqNodes, else 0 (unknown);
+  ReqNodes, else 0 (unknown); ``extra["requested_nodes"]`` = the node count asked for, for the
+  Slurm queue: ReqNodes, else ``node=`` of ReqTRES, when above 1; else 0 (Slurm chooses: NNodes is
+  what Slurm allocated, not a request);
 * ``memory_mb_per_node`` from ReqMem: ``Mn`` as is, ``Mc`` x CPUs per node, a plain size (Slurm
   21.08+, the job's total) / requested nodes; the broken ``2147486648Mn`` (per-CPU flag bit 2**31
   leaked into the number) decoded as 3000 MiB per CPU, adjusted; without ReqMem, TRES ``mem`` / nodes;
@@ -283,6 +285,7 @@ class _Record:
         requested = self._requested_time(runtime)
         deadline = self.parsed("deadline", sf.parse_timestamp)
         extra = self._extra(submit, start, end, cancelled_by)
+        extra["requested_nodes"] = self._requested_nodes()
         spec = JobSpec(job_id=base, submit_s=submit, requested_time_s=requested, runtime_s=runtime, cpus=cpus,
                        nodes=nodes, memory_mb_per_node=memory, gpus_per_node=gpus, gpu_model=gpu_model,
                        deadline_s=deadline, user=self.text("user") or "", partition=self.text("partition") or "",
@@ -344,6 +347,17 @@ class _Record:
             requested_nodes = self.count("reqnodes")[0] or nodes
             return mib / max(requested_nodes, 1)
         return mib
+
+    def _requested_nodes(self) -> int:
+        """The node count the job asked for, for a queue that places jobs as Slurm does: ReqNodes,
+        else ``node=`` of ReqTRES; 0 (Slurm chooses, at least one node) for a request of one node
+        (what ``-n`` alone gives) or where the export has neither.  NNodes is what Slurm allocated
+        (a ``-n 4`` job may get 1 + 3 CPUs on two nodes), never read as a request."""
+        asked = self.count("reqnodes")[0]
+        if asked is None:
+            tres = self.parsed("reqtres", sf.parse_tres) if self.text("reqtres") else None
+            asked = int(tres["node"]) if tres and "node" in tres else 0
+        return asked if asked > 1 else 0
 
     def _tres_value(self, name: str) -> float:
         for key in ("alloctres", "reqtres"):

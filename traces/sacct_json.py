@@ -13,7 +13,9 @@ Fields used: ``job_id``, ``array.job_id``/``array.task_id``, ``het.job_id``/``he
 ``state.current``, ``time.submission|start|end|elapsed`` (seconds; ``time.limit`` in minutes),
 ``allocation_nodes``, ``required.CPUs``, ``tres.allocated``/``tres.requested`` (``cpu``, ``node``,
 ``mem`` in MiB, ``gres`` named ``gpu`` or ``gpu:MODEL``), ``user``, ``partition``, ``constraints``, ``deadline``;
-``nodes`` (the hostlist it ran on) is kept as ``extra["node_list"]``, as the text reader keeps NodeList.
+``nodes`` (the hostlist it ran on) is kept as ``extra["node_list"]``, as the text reader keeps NodeList;
+``node`` of ``tres.requested`` above 1 as ``extra["requested_nodes"]`` (else 0: Slurm chooses), as the
+text reader keeps ReqNodes.
 Steps (``steps``) are nested in their job and are not records.  Mapping, skip and adjust reasons are
 those of :mod:`greenslurm.traces.sacct`.  Each job's ``source_line`` is the line where its object starts.
 """
@@ -218,6 +220,10 @@ class _JsonJob:
         requested = self._requested(runtime)
         deadline = self.number("deadline") or None
         extra = {"start_s": start, "wait_s": start - submit}
+        # the node count asked for (tres.requested node=; above one node), for the slurm queue:
+        # allocation_nodes is what Slurm allocated (see greenslurm.traces.sacct)
+        asked = self._tres("requested", "node")
+        extra["requested_nodes"] = int(asked) if asked is not None and asked > 1 else 0
         if end:
             extra["end_s"] = end
         for key, name in (("account", "account"), ("qos", "qos"), ("name", "job_name"), ("nodes", "node_list")):

@@ -394,6 +394,10 @@ class PartitionConf:
     exclusive_user: bool = False
     state: str = "UP"
     where: str = ""
+    # power saving (None: not set on this partition; math.inf: SuspendTime=INFINITE)
+    suspend_time_s: float | None = None
+    suspend_timeout_s: float | None = None
+    resume_timeout_s: float | None = None
 
     @property
     def job_default_time_s(self) -> float:
@@ -435,6 +439,7 @@ class SchedulerConf:
     bf_interval_s: int = 30           # -1: the backfill loop is disabled
     default_queue_depth: int = 100
     sched_interval_s: int = 60        # -1: the main loop is disabled
+    batch_sched_delay_s: int = 3      # submissions wait for a main-scheduler pass at most this often
     other: tuple[tuple[str, str | None], ...] = ()
 
 
@@ -758,7 +763,20 @@ def _partition(values: dict[str, tuple[str, ConfLine]], nodes: dict[str, NodeCon
         oversubscribe=_oversubscribe(*over) if over else OverSubscribe(),
         exclusive_user=_yes_no(raw("exclusiveuser")[0], str(raw("exclusiveuser")[1].path),
                                raw("exclusiveuser")[1].line, "ExclusiveUser") if raw("exclusiveuser") else False,
-        state=state[0].upper(), where=f"{line.path}:{line.line}")
+        state=state[0].upper(), where=f"{line.path}:{line.line}",
+        suspend_time_s=_power_seconds(raw("suspendtime"), "SuspendTime", infinite=True),
+        suspend_timeout_s=_power_seconds(raw("suspendtimeout"), "SuspendTimeout"),
+        resume_timeout_s=_power_seconds(raw("resumetimeout"), "ResumeTimeout"))
+
+
+def _power_seconds(found: tuple[str, ConfLine] | None, key: str, infinite: bool = False) -> float | None:
+    """A partition's SuspendTime (INFINITE or -1: never), SuspendTimeout or ResumeTimeout in seconds."""
+    if found is None:
+        return None
+    value, line = found
+    if infinite and value.strip().upper() in ("INFINITE", "-1"):
+        return INFINITE
+    return float(_integer(value, str(line.path), line.line, key, 0, 2 ** 32 - 2 if infinite else 65533))
 
 
 def _oversubscribe(value: str, line: ConfLine) -> OverSubscribe:
@@ -813,6 +831,7 @@ _SCHED_NUMBERS = {
     "bf_interval": ("bf_interval_s", 30, -1, 10800),
     "default_queue_depth": ("default_queue_depth", 100, 0, 2 ** 31 - 1),
     "sched_interval": ("sched_interval_s", 60, -1, 2 ** 31 - 1),
+    "batch_sched_delay": ("batch_sched_delay_s", 3, 0, 2 ** 31 - 1),
 }
 
 

@@ -12,7 +12,10 @@ setting                      effect in the replay
 ==========================  ==============================================================
 SchedulerType               sched/builtin: the main scheduler only; sched/backfill: also backfill
 sched_interval              a full pass of the main scheduler every so many seconds
+batch_sched_delay           a submission waits for the next pass of slurmctld's background
+                            thread (every second) at least this many seconds after its last pass
 default_queue_depth         a pass triggered by a submission or an end tests this many jobs + 1
+SelectTypeParameters        jobs' memory is a constraint only with CR_*_Memory (consumable)
 bf_interval                 a backfill cycle every so many seconds
 bf_resolution               backfill plans in steps of this many seconds
 bf_window                   backfill plans (and reserves) this many minutes ahead
@@ -74,6 +77,15 @@ class SlurmScheduling:
     bf_max_job_start: int = 0
     # cons_tres's will-run test frees running jobs in groups whose window starts at 30 s and doubles
     will_run_window_s: float = 30.0
+    # A submission only queues a request for the main scheduler (queue_job_scheduler); slurmctld's
+    # background thread, which wakes every second, runs the pass when a request is queued and its
+    # own last pass is batch_sched_delay seconds old.  A job's end (its epilog complete) runs a pass
+    # at once.  Both 0: a pass at every submission.
+    batch_sched_delay_s: float = 3.0
+    background_tick_s: float = 1.0
+    # whether jobs' memory is allocated (SelectTypeParameters CR_*_Memory); without, Slurm places
+    # jobs by their CPUs alone and a job's --mem is not a limit on what shares its node
+    memory_consumable: bool = True
     # from a job's end until Slurm may give its resources again (completion messages, epilog);
     # about half a second on one machine: nothing at a site's time scale, 30 trace seconds at 60x
     release_delay_s: float = 0.0
@@ -92,7 +104,7 @@ class SlurmScheduling:
             if not (value > 0 or (value == -1 and name in ("sched_interval_s", "bf_interval_s"))) \
                     or not math.isfinite(value):
                 raise ValueError(f"{name} must be a positive number of seconds (or -1: off), not {value}")
-        for name in ("release_delay_s", "submit_delay_s"):
+        for name in ("release_delay_s", "submit_delay_s", "batch_sched_delay_s", "background_tick_s"):
             if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
                 raise ValueError(f"{name} must be >= 0 s, not {getattr(self, name)}")
         if self.default_queue_depth < 0:
@@ -123,7 +135,9 @@ class SlurmScheduling:
                        bf_resolution_s=self.bf_resolution_s * factor, bf_window_s=self.bf_window_s * factor,
                        will_run_window_s=self.will_run_window_s * factor,
                        release_delay_s=self.release_delay_s * factor,
-                       submit_delay_s=self.submit_delay_s * factor, priority=priority,
+                       submit_delay_s=self.submit_delay_s * factor,
+                       batch_sched_delay_s=self.batch_sched_delay_s * factor,
+                       background_tick_s=self.background_tick_s * factor, priority=priority,
                        time_scale=self.time_scale * factor)
 
     @classmethod
@@ -162,4 +176,5 @@ class SlurmScheduling:
                    bf_interval_s=float(sched.bf_interval_s), bf_resolution_s=float(sched.bf_resolution_s),
                    bf_window_s=60.0 * sched.bf_window_min, bf_max_job_test=sched.bf_max_job_test,
                    bf_max_job_user=sched.bf_max_job_user, bf_max_job_part=sched.bf_max_job_part,
-                   bf_max_job_start=sched.bf_max_job_start, priority=weights, partitions=partitions)
+                   bf_max_job_start=sched.bf_max_job_start, batch_sched_delay_s=float(sched.batch_sched_delay_s),
+                   memory_consumable=conf.select.memory_consumable, priority=weights, partitions=partitions)

@@ -7,17 +7,22 @@ selection, as with every queue.
 **Order.**  Pending jobs are taken by partition PriorityTier (higher first), priority (higher first),
 submit time, then arrival (Slurm's job id).
 
-**Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run after every submission
-and job end (testing at most ``default_queue_depth`` + 1 jobs, as Slurm counts) and every ``sched_interval`` (all jobs):
+**Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run at every job end, for
+submissions by slurmctld's background thread at most once per ``batch_sched_delay`` (testing at most
+``default_queue_depth`` + 1 jobs, as Slurm counts) and every ``sched_interval`` (all jobs):
 jobs are tried in order; a job that cannot start now marks its partition as failed: no later job of
 that partition is tried, and the partition's nodes are taken from every later job, in any partition
-(so a blocked job in an overlapping partition also holds back the others on its nodes).
+(so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
+nodes left to it (at least its minimum count) could not hold it even empty and none is completing a
+job (select_nodes' ESLURM_NODE_NOT_AVAIL rather than ESLURM_NODES_BUSY): then it is only skipped.
+Without CR_*_Memory in SelectTypeParameters jobs' memory is not allocated and is ignored.
 
 **Backfill** (``_attempt_backfill`` in ``src/plugins/sched/backfill/backfill.c``), every
 ``bf_interval`` while jobs wait: jobs are tried in order, at most ``bf_max_job_test``; for each, the
 nodes of its partition not reserved for a higher job over [start, start + limit] (a
 :class:`~greenslurm.sim.engine.slurm_node_space.NodeSpace`) go to the will-run test
-(:func:`will_run`), which frees running jobs in order of their expected end (start + limit).  A job
+(:func:`will_run`), which frees running jobs in order of their expected end (start + limit), in
+the groups of :func:`group_ends`.  A job
 that can start now starts; otherwise, if it can start within ``bf_window``, its nodes are reserved
 from its expected start to its expected end, rounded down to ``bf_resolution``.  Where the slots
 after the tested start offer other nodes, the job is tried again from there (Slurm's TRY_LATER).
@@ -36,7 +41,7 @@ skipped: it would decide the same.
 ...     return sorted((r.job_id, r.start_s) for r in run.run().records)
 >>> starts("builtin")       # "short" fits beside "a" but waits behind "wide", which needs all 4 CPUs
 [('a', 0.0), ('short', 150.0), ('wide', 100.0)]
->>> starts("backfill")      # the first backfill cycle (t=30) starts it: it ends (50) before wide's start (100)
+>>> starts("backfill")      # the first backfill cycle (t=30) starts it: it ends (50) before wide's start
 [('a', 0.0), ('short', 30.0), ('wide', 100.0)]
 """
 
@@ -60,6 +65,7 @@ from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
 from greenslurm.sim.machines.machine import Machine, PendingJob
 
 CPU = 0
+MEMORY = 1
 MAIN = "main"
 Placement = tuple  # (nodes, per-node amounts for a job spread unevenly, or None)
 BACKFILL = "backfill"
@@ -80,34 +86,78 @@ class Waiting:
         return (-self.tier, -self.priority, self.job.job.submit_s, self.job.index)
 
 
-def group_ends(ends: list[float], window_s: float) -> list[int]:
-    """How cons_tres's will-run test groups running jobs by their end (sorted): the index after
-    each group.  The first job's end, rounded up to the next multiple of the window, is a fixed
-    barrier E; a group takes jobs while the next ends by E + window; the window then doubles (at
-    least once) until the next job ends by E + window.  The pending job is tested after each group,
-    and its start is the last freed job's end.
+def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None) -> list[tuple[int, int]]:
+    """How cons_tres's will-run test (``_will_run_test`` in select/cons_common/job_test.c) frees
+    the running jobs, sorted by end, in groups: per group (the position after it in the whole
+    list, the last job it freed).  Only jobs on nodes the pending job may use (``overlaps``; None:
+    all) are freed, but a group's end is decided by the next job of the *whole* list: after each
+    freed job Slurm peeks at the next one and closes the group if it ends after E + window, where
+    E is the first freed job's end rounded up to the next multiple of the window (a fixed
+    barrier).  A skipped job is not peeked past: the job after it joins the group whatever its
+    end.  The window then doubles (at least once) until the next job of the list ends by
+    E + window.  The pending job is tested after each group; its start is the group's last freed
+    job's end.
 
     >>> # E = 30; window 30: ends <= 60 (10, 20); doubled to 60: <= 90 (70); 120: <= 150 (100);
     >>> # 240 is not enough for 500 (> 270), 480 is: <= 510 (500)
     >>> group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0)
-    [2, 3, 4, 5]
+    [(2, 1), (3, 2), (4, 3), (5, 4)]
+    >>> # the job ending at 20 is on other nodes: after 10 Slurm peeks at it (20 <= 60), skips
+    >>> # it and frees the job ending at 300 in the same group
+    >>> group_ends([10.0, 20.0, 300.0], 30.0, [True, False, True])
+    [(3, 2)]
+    >>> # the job ending at 100 is on other nodes and closes the first group (100 > 60)
+    >>> group_ends([10.0, 100.0, 110.0], 30.0, [True, False, True])
+    [(1, 0), (3, 2)]
     >>> group_ends([], 30.0)
     []
     """
-    if not ends:
-        return []
-    barrier = ends[0] + (window_s - math.fmod(ends[0], window_s))
+    count = len(ends)
+    flags = [True] * count if overlaps is None else overlaps
+    groups: list[tuple[int, int]] = []
+    barrier = None
     window = window_s
-    cuts, i = [], 0
-    while i < len(ends):
-        i += 1
-        while i < len(ends) and ends[i] <= barrier + window:
+    i = 0
+    more = True
+    while more:
+        last = -1
+        while True:
+            if i >= count:
+                more = False
+                break
+            j = i
             i += 1
-        cuts.append(i)
+            if not flags[j]:
+                continue                      # on none of the usable nodes: skipped
+            if barrier is None:
+                barrier = ends[j] + (window_s - math.fmod(ends[j], window_s))
+            last = j
+            if i >= count:
+                more = False
+                break
+            if ends[i] > barrier + window:    # the next job of the whole list closes the group
+                break
+        if last < 0:
+            break
         window *= 2
-        while i < len(ends) and ends[i] > barrier + window:
+        while i < count and ends[i] > barrier + window:
             window *= 2
-    return cuts
+        groups.append((i, last))
+    return groups
+
+
+def asked_nodes(spec) -> int:
+    """The node count a job asked for (0: Slurm chooses): what a sacct reader found in ReqNodes or
+    ReqTRES (``requested_nodes``; NNodes is what Slurm allocated), else the job's node count.
+
+    >>> from greenslurm.clustermodel import JobSpec
+    >>> asked_nodes(JobSpec("a", 0.0, 10.0, cpus=4, nodes=2, extra={"requested_nodes": 0}))
+    0
+    >>> asked_nodes(JobSpec("b", 0.0, 10.0, cpus=4, nodes=2))
+    2
+    """
+    extra = spec.extra
+    return extra["requested_nodes"] if extra and "requested_nodes" in extra else spec.nodes
 
 
 class JobLimits(Protocol):
@@ -152,6 +202,19 @@ class NoLimits:
         return 0.0
 
 
+class NodePower(Protocol):
+    """What the queue asks of a machine with Slurm's power saving
+    (:class:`greenslurm.sim.engine.slurm_power.SlurmPowerMachine`)."""
+
+    def unavailable(self) -> np.ndarray | None:
+        """Nodes that cannot be allocated now (being powered down), or None."""
+        ...
+
+    def powered_up(self) -> np.ndarray | None:
+        """Nodes on or booting, chosen before powered-down ones; None when every node is."""
+        ...
+
+
 class SlurmQueue:
     name = "slurm"
 
@@ -174,6 +237,11 @@ class SlurmQueue:
         self._main_seen = -1
         self._backfill_seen = -1
         self._main_limited = False                           # the last event pass stopped at its depth
+        # the main scheduler's triggers: a job's end runs a pass at once; a submission queues a
+        # request that slurmctld's background thread serves (see _request_pass)
+        self._end_request = False
+        self._requested_s: float | None = None               # when the oldest unserved request came
+        self._last_background = -math.inf                    # the background thread's last pass
         self._next_main = self._next_backfill = self._next_calc = math.inf
         self._partition_masks: dict[str, np.ndarray | None] = {}
         self._node_caps: dict[int, int] = {}        # job index -> its partition's MaxNodes (where set)
@@ -182,7 +250,9 @@ class SlurmQueue:
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
         # states and co-location keep every job's rigid shape)
-        self._spreading = self._slurm_choice and type(machine) is Machine
+        self._spreading = self._slurm_choice and (type(machine) is Machine or getattr(machine, "spreads_jobs", False))
+        self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
+        self._await_periodic = False                         # nodes changed: wake for the periodic pass
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
@@ -193,6 +263,10 @@ class SlurmQueue:
         if self._origin is None:
             self._start_timers(now_s)
         spec = job.job
+        if spec.nodes > 0 and asked_nodes(spec) == 0 and self._spreading and job.demand.ndim == 1:
+            self._shape_as_asked(job)
+        if not self.settings.memory_consumable and job.demand.ndim == 1 and job.demand[MEMORY] > 0:
+            self._drop_memory(job)
         partition, rules, over = self._partition_for(job)
         over = over or self.limits.refused(job)
         if over:
@@ -209,12 +283,64 @@ class SlurmQueue:
             return
         self.waiting_jobs[job.index] = waiting
         self._version += 1
+        self._request_pass(now_s)
+
+    def _shape_as_asked(self, job: PendingJob) -> None:
+        """A job whose node count is what Slurm allocated, not what it asked for (a sacct export's
+        NNodes): shaped as a job naming no node count, which Slurm's node choice may spread."""
+        if job.task is not None or job.demand[2:].any():
+            return
+        shape = self.machine.cluster.shape_of(job.job.with_changes(nodes=0))
+        if shape is None:
+            return
+        job.nodes = shape.nodes
+        job.demand = np.array(shape.per_node, dtype=float)
+        job.cpus_total = float(shape.nodes * shape.per_node[CPU])
+        job.cpu_only = not job.demand[1:].any()
+        job.restrict_to(job.allowed)
+
+    @staticmethod
+    def _drop_memory(job: PendingJob) -> None:
+        """Without CR_*_Memory Slurm allocates no memory: the job is placed by its CPUs alone."""
+        demand = job.demand.copy()
+        demand[MEMORY] = 0.0
+        job.demand = demand
+        job.cpu_only = not demand[1:].any()
+        job.restrict_to(job.allowed)
 
     def _admit_arrived(self, now_s: float) -> None:
         while self._arriving and self._arriving[0][0] <= now_s:
             waiting = self._arriving.pop(0)[1]
             self.waiting_jobs[waiting.job.index] = waiting
             self._version += 1
+            self._request_pass(now_s)
+
+    def _request_pass(self, now_s: float) -> None:
+        """A submission queues a request for the main scheduler (``queue_job_scheduler``)."""
+        if self._requested_s is None:
+            self._requested_s = now_s
+
+    def _background_pass_due(self) -> float:
+        """When slurmctld's background thread (``_slurmctld_background``, awake every second) serves
+        the queued request: at its first wake-up from the request on that is ``batch_sched_delay``
+        after its own last pass (inf: no request).  Wake-ups are a second apart (Slurm's thread
+        sleeps 10 x 100 ms), on the whole seconds from the first submission (their phase is
+        unknown; a trace's stamps are whole seconds too).
+
+        The pass a job's end runs does not count as the thread's last pass (Slurm's
+        ``last_sched_time`` is set only where the thread calls the scheduler)."""
+        requested = self._requested_s
+        if requested is None:
+            return math.inf
+        settings = self.settings
+        tick = settings.background_tick_s
+        earliest = max(requested, self._last_background + settings.batch_sched_delay_s)
+        if tick > 0:
+            due = self._origin + math.ceil((earliest - self._origin) / tick - 1e-9) * tick
+        else:
+            due = earliest
+        # the periodic full pass (every sched_interval) serves a queued request too
+        return min(due, self._next_main)
 
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         self.running_by_end.discard((job.planned_end_s, job.index))
@@ -227,6 +353,8 @@ class SlurmQueue:
                 self._held = np.zeros_like(self.machine.free)
             self._held[job.node_indices] += job.demand
             self._completing.append((now_s + delay, job))
+        else:
+            self._end_request = True          # the job's epilog complete calls the scheduler at once
         self._version += 1
 
     def _release_completed(self, now_s: float) -> None:
@@ -239,17 +367,49 @@ class SlurmQueue:
         if not self._completing:
             self._held.fill(0.0)          # no rounding left behind
         self._version += 1
+        self._end_request = True
 
     def _free(self) -> np.ndarray:
-        """What the queue may give now: the machine's free resources less those of completing jobs."""
-        return self.machine.free - self._held if self._completing else self.machine.free
+        """What the queue may give now: the machine's free resources less those of completing jobs
+        (and none on nodes being powered down)."""
+        free = self.machine.free - self._held if self._completing else self.machine.free
+        if self._power is not None:
+            blocked = self._power.unavailable()
+            if blocked is not None:
+                free = np.where(blocked[:, None], -np.inf, free)
+        return free
+
+    # -- Slurm's power saving (greenslurm.sim.engine.slurm_power) --------------------------------
+    def use_node_power(self, power: NodePower) -> None:
+        """Plan with the machine's power states: nodes being powered down are not allocatable,
+        powered-down nodes are chosen last."""
+        self._power = power
+
+    def nodes_changed(self) -> None:
+        """A node became allocatable or not (power saving): the next pass must look again (nothing
+        asks for one: the periodic pass of the main scheduler, or backfill's, sees it)."""
+        self._version += 1
+        self._await_periodic = True
+
+    def start_moved(self, job: PendingJob, old_end_s: float) -> None:
+        """``job``'s start was reset (its nodes finished booting): its expected end moves."""
+        self.running_by_end.discard((old_end_s, job.index))
+        self.running_by_end.add((job.planned_end_s, job.index))
+        self._version += 1
 
     def schedule(self, now_s: float) -> None:
         if self._arriving:
             self._admit_arrived(now_s)
         if self._completing:
             self._release_completed(now_s)
+        due = self._background_pass_due()
+        if now_s >= due:
+            # the background thread calls the scheduler and the queued request is served (a pass
+            # with nothing waiting changes nothing but the thread's clock)
+            self._requested_s = None
+            self._last_background = due
         if not self.waiting_jobs:
+            self._end_request = False
             return
         settings = self.settings
         if now_s >= self._next_calc:
@@ -257,9 +417,14 @@ class SlurmQueue:
             self._recalculate(now_s)
         periodic = now_s >= self._next_main
         if periodic:
+            self._await_periodic = False
             self._next_main = self._next_tick(now_s, settings.sched_interval_s)
-        if self._version != self._main_seen or (periodic and self._main_limited):
+            self._last_background = now_s
+            self._requested_s = None
+        if (periodic or now_s >= due or self._end_request) and (
+                self._version != self._main_seen or (periodic and self._main_limited)):
             self._main_pass(now_s, full=periodic)
+        self._end_request = False
         if settings.backfills and now_s >= self._next_backfill:
             self._next_backfill = self._next_tick(now_s, settings.bf_interval_s)
             if self._version != self._backfill_seen and self.waiting_jobs:
@@ -272,10 +437,11 @@ class SlurmQueue:
         if not self.waiting_jobs:
             return None
         wake = min(self._completing[0][0] if self._completing else math.inf,
+                   self._background_pass_due(),
                    self._arriving[0][0] if self._arriving else math.inf,
                    self._next_backfill if self.settings.backfills else math.inf,
                    self._next_calc if self.settings.priority.recalculated else math.inf,
-                   self._next_main if self._main_limited else math.inf)
+                   self._next_main if self._main_limited or self._await_periodic else math.inf)
         return None if wake == math.inf else wake
 
     def waiting(self) -> int:
@@ -301,7 +467,7 @@ class SlurmQueue:
             return self.priority.at_submit()
         job = waiting.job
         spec = job.job
-        min_nodes = spec.nodes if spec.nodes > 0 else 1
+        min_nodes = max(asked_nodes(spec), 1)
         return self.priority.multifactor(min_nodes, job.cpus_total, waiting.partition, spec.qos, spec.nice,
                                          waiting.eligible_s, now_s, spec.user, spec.account)
 
@@ -384,7 +550,7 @@ class SlurmQueue:
     # -- starting --------------------------------------------------------------------------------
     def _place_now(self, job: PendingJob, usable: np.ndarray | None) -> Placement | None:
         machine = self.machine
-        if usable is None and not self._completing and not self._slurm_choice:
+        if usable is None and not self._completing and not self._slurm_choice and self._power is None:
             nodes = machine.place(job)
             return None if nodes is None else (nodes, None)
         if job.cpus_total > machine.free_cpus_total:
@@ -400,13 +566,57 @@ class SlurmQueue:
         """Whether Slurm may spread ``job`` unevenly: a CPU job that names no node count (at least
         one node, no maximum), on a plain machine with Slurm's node choice.  On a cluster with GPUs
         every job keeps its rigid shape (the per-GPU state places one share per node)."""
-        return (self._spreading and job.cpu_only and job.task is None and job.job.nodes == 0
+        return (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
                 and job.demand.ndim == 1)
 
     def _min_nodes(self, job: PendingJob) -> int:
         return 1 if self._spreads(job) else job.nodes
 
     def _place(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
+        """Nodes for ``job`` in ``free`` (see :meth:`_place_among`); now, with power saving, among
+        powered-up nodes first (Slurm gives powered-down nodes a higher scheduling weight)."""
+        if now and self._power is not None:
+            up = self._power.powered_up()
+            if up is not None:
+                free_up = np.where(up[:, None], free, -np.inf)
+                placed = self._place_among(job, free_up, now)
+                if placed is None and self._slurm_choice:
+                    placed = self._place_tiered(job, free, free_up, now)
+                return placed
+        return self._place_among(job, free, now)
+
+    def _place_tiered(self, job: PendingJob, free: np.ndarray, free_up: np.ndarray, now: bool) -> Placement | None:
+        """Nodes for ``job`` when powered-up nodes alone do not hold it: as Slurm's node sets by
+        weight, every powered-up node that can take a share first, the rest from powered-down ones.
+
+        A job that names no node count takes the free CPUs of powered-up nodes (in order), then
+        spreads what is left over powered-down nodes; a rigid job takes its fitting powered-up nodes
+        and the rest chosen among powered-down ones."""
+        down_free = np.where(np.isneginf(free_up) & ~np.isneginf(free), free, -np.inf)
+        cpus_up = free_up[:, CPU]
+        if self._spreads(job):
+            give = np.flatnonzero(cpus_up >= 1)
+            have = float(cpus_up[give].sum())
+            rest = spread_consecutive(down_free[:, CPU], down_free[:, CPU] >= 1, job.cpus_total - have)
+            if rest is None:
+                return None
+            nodes = np.concatenate((give, rest[0]))
+            if len(nodes) > self._node_caps.get(job.index, len(nodes)):
+                return self._place_among(job, free, now)
+            order = np.argsort(nodes, kind="stable")
+            amounts = np.zeros((len(nodes), free.shape[1]))
+            amounts[:, CPU] = np.concatenate((cpus_up[give], rest[1]))[order]
+            return nodes[order], amounts
+        machine = self.machine
+        warm = machine.fitting_nodes(job, free_up, now)
+        cold = machine.fitting_nodes(job, down_free, now)
+        if warm.size + cold.size < job.nodes:
+            return None
+        down_cpus = down_free[:, CPU]
+        more = best_fit_consecutive(down_cpus, down_cpus >= 1, cold, job.nodes - warm.size, float(job.demand[CPU]))
+        return None if more is None else (np.sort(np.concatenate((warm, more))), None)
+
+    def _place_among(self, job: PendingJob, free: np.ndarray, now: bool) -> Placement | None:
         """Nodes for ``job`` in ``free`` (rows of nodes it may not use: -inf), and what it holds on
         each when spread unevenly (else None): Slurm's own choice
         (:mod:`greenslurm.allocation.consecutive`, over the nodes with a free CPU) unless the run
@@ -476,7 +686,13 @@ class SlurmQueue:
             if placement is not None:
                 self._start(waiting, placement, now_s, MAIN)
                 continue
-            # No later job of this partition, and no later job at all on its nodes.
+            if not all_available and not self._nodes_busy(job, usable):
+                # select_nodes' ESLURM_NODE_NOT_AVAIL: the nodes left to this job (others were
+                # taken out for failed partitions) are at least its minimum count but could not hold
+                # it even empty, and none of them is completing a job: the job is skipped, its
+                # partition not blocked
+                continue
+            # ESLURM_NODES_BUSY: no later job of this partition, and no later job at all on its nodes.
             failed.add(waiting.partition)
             part = self._partition_mask(waiting.partition)
             if part is None:
@@ -484,6 +700,18 @@ class SlurmQueue:
             available &= ~part
             all_available = False
         self._main_seen = self._version
+
+    def _nodes_busy(self, job: PendingJob, usable: np.ndarray | None) -> bool:
+        """Whether Slurm's ``_pick_best_nodes`` answers ESLURM_NODES_BUSY for ``job`` on the
+        ``usable`` nodes (its partition's, less those taken out this pass): it could run there if
+        they were empty, or one of them is completing a job.  Otherwise the answer is
+        ESLURM_NODE_NOT_AVAIL, which does not block the partition."""
+        mask = np.ones(self.machine.cluster.size, dtype=bool) if usable is None else usable
+        if int(mask.sum()) < self._min_nodes(job):
+            return True        # _schedule's own test (fewer nodes left than the job's minimum) blocks
+        if self._completing and bool((self._held[mask] > 0).any()):
+            return True
+        return self._ever_fits(job, mask)
 
     # -- backfill ----------------------------------------------------------------------------------
     def _backfill_cycle(self, now_s: float) -> None:
@@ -606,24 +834,20 @@ class SlurmQueue:
         on_usable = usable[nodes]
         count = len(ends)
         touches = np.bincount(owner[on_usable], minlength=count) > 0   # jobs holding usable nodes
-        rows = np.flatnonzero(touches)
-        if rows.size == 0:
+        if not touches.any():
             return None
-        cuts = group_ends(ends[rows].tolist(), self.settings.will_run_window_s)
+        groups = group_ends(ends.tolist(), self.settings.will_run_window_s, touches.tolist())
         # CPUs each job gives back on usable nodes, and from which group on there can be enough
-        gives = np.bincount(owner[on_usable], weights=held[on_usable, CPU], minlength=count)[rows]
+        gives = np.bincount(owner[on_usable], weights=held[on_usable, CPU], minlength=count)
         enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
-        position = np.full(count, len(rows))
-        position[rows] = np.arange(len(rows))
-        entry_position = position[owner]
         freed = 0
-        for cut in cuts:
+        for cut, last in groups:
             if not enough[cut - 1]:
                 continue
-            take = (entry_position >= freed) & (entry_position < cut) & on_usable
+            take = (owner >= freed) & (owner < cut) & on_usable
             np.add.at(free, nodes[take], held[take])
             freed = cut
             placed = self._place(job, free, now=False)
             if placed is not None:
-                return max(float(ends[rows[cut - 1]]), now_s), placed[0]
+                return max(float(ends[last]), now_s), placed[0]
         return None

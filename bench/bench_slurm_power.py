@@ -1,0 +1,180 @@
+"""Replay vs real Slurm with power saving: how close the ``slurm`` queue with Slurm's power saving
+(``greenslurm.sim.engine.slurm_power``) comes to what Slurm 22.05 did.
+
+Reads recordings made by ``bench/slurm_power_reference.py`` (or records fresh ones with
+``--record N``), replays each with its recorded slurm.conf (SuspendTime, SuspendTimeout, ... read from
+it), every node that may be powered down POWERED_DOWN at the start (as in the recording), the boot
+time the recording measured (median from a resume to the node responding) and slurmctld's start (its
+30-second checks of configuring jobs count from there), and reports per recording: mean wait
+(recorded, replayed, difference), jobs starting within 2 s of Slurm's start and on the same nodes,
+the jobs' times from slurmctld's log to the millisecond where the recording has them (sacct's whole
+seconds with ``--whole-seconds``: a job that started at 110.9 s and one at 110.0 s look alike),
+suspended node-seconds (powering down or powered down, from the first submission to the last end),
+suspends and resumes.  Targets: mean wait and suspended node-seconds within 5 % of real Slurm.
+
+    python bench/bench_slurm_power.py tests/data/slurm-power/seed1.json.gz
+    python bench/bench_slurm_power.py --record 3 --first-seed 101 --keep /tmp/power-fresh   # ~6 min each
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_slurm_fidelity import jobs_of  # noqa: E402
+from greenslurm.clustermodel import JobSpec  # noqa: E402
+from greenslurm.sim.engine.replay import Replay  # noqa: E402
+from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
+from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
+from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
+
+START_TOLERANCE_S = 2.0
+
+
+def load(where: Path) -> dict:
+    path = Path(where)
+    if path.is_dir():
+        path = path / "schedule.json"
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def measured_boot_s(recording: dict) -> float:
+    """The median time from a node's resume to its slurmd responding, as slurmctld logged them."""
+    pending, boots = {}, []
+    for at, kind, node in recording["power_events"]:
+        if kind == "resume":
+            pending[node] = at
+        elif kind == "up" and node in pending:
+            boots.append(at - pending.pop(node))
+    return statistics.median(boots) if boots else float(recording.get("boot_sleep_s", 0.0))
+
+
+def precise(recording: dict) -> bool:
+    """Whether the recording has slurmctld's millisecond times of every job (``log_times``)."""
+    return all({"submit", "start", "end"} <= set(r.get("log_times") or {}) for r in recording["jobs"])
+
+
+def job_times(recording: dict, whole_seconds: bool = False) -> dict[str, tuple[float, float, float]]:
+    """Per job: (submit, start, end) in trace seconds, from slurmctld's log to the millisecond where
+    the recording has them (unless ``whole_seconds``), else the jobcomp records' whole seconds."""
+    if precise(recording) and not whole_seconds:
+        return {r["name"]: (r["log_times"]["submit"], r["log_times"]["start"], r["log_times"]["end"])
+                for r in recording["jobs"]}
+    return {r["name"]: (float(r["submit_trace_s"]), float(r["start_trace_s"]), float(r["end_trace_s"]))
+            for r in recording["jobs"]}
+
+
+def workload(recording: dict, whole_seconds: bool = False) -> list[JobSpec]:
+    """The recorded jobs as the replay's input: their submission, time limit and elapsed time."""
+    times = job_times(recording, whole_seconds)
+    return [replace(job, submit_s=times[job.job_id][0], runtime_s=times[job.job_id][2] - times[job.job_id][1])
+            for job in jobs_of(recording)]
+
+
+def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False):
+    """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
+    recorded slurm.conf's power saving."""
+    conf = parse_slurm_conf_text(recording["slurm_conf"])
+    cluster = cluster_from_slurm_conf(conf)
+    saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
+                                        start_powered_down=True,
+                                        slurmctld_start_s=recording.get("ctld_start_trace_s"))
+    run = Replay(workload(recording, whole_seconds), cluster, "slurm",
+                 strategy_options={"scheduling": SlurmScheduling.from_conf(conf)},
+                 machine_factory=slurm_power_machine_factory(saving))
+    result = run.run()
+    return result.records, run.machine, cluster
+
+
+def suspended_node_s(events, names: list[str], initially_off: set[str], end_s: float) -> float:
+    """Node-seconds powering down or powered down within [0, end_s]: from each suspend (or the
+    start, for ``initially_off``) to the node's next resume.
+
+    >>> suspended_node_s([(10.0, "resume", "a"), (20.0, "suspend", "b")], ["a", "b"], {"a"}, 50.0)
+    40.0
+    """
+    since = {name: (0.0 if name in initially_off else None) for name in names}
+    total = 0.0
+    for at, kind, name in sorted(events):
+        if at > end_s:
+            break
+        if kind == "suspend" and since[name] is None:
+            since[name] = at
+        elif kind == "resume" and since[name] is not None:
+            total += at - since[name]
+            since[name] = None
+    return total + sum(end_s - s for s in since.values() if s is not None)
+
+
+def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = False) -> dict:
+    """The replay of one recording against it, as a flat dict."""
+    records, machine, cluster = replay(recording, boot_s, whole_seconds)
+    names = [n.name for n in cluster.nodes]
+    real = {r["name"]: r for r in recording["jobs"]}
+    times = job_times(recording, whole_seconds)
+    ours = {r.job_id: r for r in records}
+    end_s = float(max(end for _, _, end in times.values()))
+    waits_real = [times[n][1] - times[n][0] for n in real]
+    waits_ours = [ours[n].start_s - ours[n].submit_s for n in real]
+    close = sum(abs(ours[n].start_s - times[n][1]) <= START_TOLERANCE_S for n in real)
+    same_nodes = sum(sorted(names[i] for i in ours[n].node_indices) == sorted(r["node_list"]) for n, r in real.items())
+    off = {names[i] for i, (s, ex) in enumerate(zip(machine.suspend_time_s, machine.excluded))
+           if s < float("inf") and not ex}              # POWERED_DOWN when the workload began
+    real_events = [(at, kind, node) for at, kind, node in recording["power_events"] if kind in ("suspend", "resume")]
+    our_events = [(at, kind, names[node]) for at, kind, node in machine.events]
+    real_off = suspended_node_s(real_events, names, off, end_s)
+    our_off = suspended_node_s(our_events, names, off, end_s)
+    mean_real, mean_ours = statistics.mean(waits_real), statistics.mean(waits_ours)
+    return {"jobs": len(real), "boot_s": machine.boot_s, "mean_wait_real_s": mean_real, "mean_wait_replay_s": mean_ours,
+            "mean_wait_diff": (mean_ours - mean_real) / mean_real if mean_real else 0.0,
+            "within_2s": close, "same_nodes": same_nodes,
+            "suspended_node_s_real": real_off, "suspended_node_s_replay": our_off,
+            "suspended_diff": (our_off - real_off) / real_off if real_off else 0.0,
+            "suspends_real": sum(k == "suspend" for a, k, _ in real_events if 0 <= a <= end_s),
+            "suspends_replay": sum(k == "suspend" for a, k, _ in our_events if 0 <= a <= end_s),
+            "resumes_real": sum(k == "resume" for a, k, _ in real_events if 0 <= a <= end_s),
+            "resumes_replay": sum(k == "resume" for a, k, _ in our_events if 0 <= a <= end_s)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("recordings", nargs="*", type=Path, help="recordings (folders or schedule.json[.gz])")
+    parser.add_argument("--record", type=int, default=0, metavar="N", help="record N fresh workloads first")
+    parser.add_argument("--first-seed", type=int, default=101, help="seed of the first fresh workload")
+    parser.add_argument("--jobs", type=int, default=24, help="jobs per fresh workload (default 24)")
+    parser.add_argument("--keep", type=Path, default=None, help="folder for the fresh recordings (default: a temp folder)")
+    parser.add_argument("--whole-seconds", action="store_true", help="the jobs' times as sacct has them (whole "
+                        "seconds) instead of slurmctld's log (milliseconds)")
+    args = parser.parse_args(argv)
+    recordings = [(str(p), load(p)) for p in args.recordings]
+    if args.record:
+        import tempfile
+        from slurm_power_reference import power_workload, record
+        base = args.keep or Path(tempfile.mkdtemp(prefix="greenslurm-power-bench-"))
+        for seed in range(args.first_seed, args.first_seed + args.record):
+            out = base / f"seed{seed}"
+            recordings.append((str(out), record(power_workload(args.jobs, seed), out)))
+    print("| recording | jobs | boot s | mean wait Slurm / replay (diff) | within 2 s | same nodes | "
+          "suspended node-s Slurm / replay (diff) | suspends | resumes |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, recording in recordings:
+        c = compare(recording, whole_seconds=args.whole_seconds)
+        print(f"| {Path(name).name} | {c['jobs']} | {c['boot_s']:.2f} | {c['mean_wait_real_s']:.1f} / "
+              f"{c['mean_wait_replay_s']:.1f} ({c['mean_wait_diff']:+.1%}) | {c['within_2s']} | {c['same_nodes']} | "
+              f"{c['suspended_node_s_real']:.0f} / {c['suspended_node_s_replay']:.0f} ({c['suspended_diff']:+.1%}) | "
+              f"{c['suspends_real']} / {c['suspends_replay']} | {c['resumes_real']} / {c['resumes_replay']} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,613 @@
+"""Slurm 22.05's power saving inside the ``slurm`` queue: which idle nodes are powered down when,
+and what a job allocated to powered-down nodes waits for.
+
+Read from slurm.conf (:meth:`SlurmPowerSaving.from_conf`); the rules are those of Slurm 22.05.8's
+``src/slurmctld/power_save.c`` (``_do_power_work``, ``_power_save_thread``,
+``power_save_set_timeouts``), ``node_scheduler.c`` (``select_nodes``: powered-down nodes in a node set
+of higher weight; a job on powered-down nodes is CONFIGURING) and ``job_mgr.c`` (``job_config_fini``:
+the start time is reset when the nodes are ready):
+
+===============================  =================================================================
+setting                          effect
+===============================  =================================================================
+SuspendTime (global, partition)  a node idle for more than this is powered down at the next scan;
+                                 a node's value is the largest of its partitions' (INFINITE in any
+                                 one: never), else the global one; -1/INFINITE: never
+SuspendTimeout                   a node being powered down cannot be allocated for this long (it
+                                 counts as off); then it is POWERED_DOWN and allocatable again
+ResumeTimeout                    a node must boot within it; a boot time above it is refused
+                                 (Slurm would mark every resumed node DOWN and requeue its job)
+SuspendRate, ResumeRate          nodes suspended / resumed per minute at most (0: no limit); the
+                                 counts decay by (60 - dt) / 60 between scans, as Slurm's do
+SuspendExcNodes, SuspendExcParts nodes never powered down (a ``nodes:count`` form is refused)
+SlurmctldParameters              power_save_interval (default 10 s), power_save_min_interval (0)
+===============================  =================================================================
+
+**When.**  The power-save thread wakes every second and scans when a node changed since the last
+scan (a job was allocated or ended, a node booted) or ``power_save_interval`` has passed, but not
+within ``power_save_min_interval`` of the last scan.  Here: a scan one tick (a second, times the
+time scale) after such a change, else every ``interval_s``.
+
+**Allocation.**  Powered-down nodes stay allocatable; a job's nodes are chosen among powered-up
+nodes first (Slurm puts powered-down nodes in a node set of higher weight), then among all.  A job
+given a powered-down node is CONFIGURING: the next scan resumes its nodes (within ResumeRate); it
+holds its nodes but runs, and draws job power, only once every node has booted (``boot_s``) and
+slurmctld noticed it (``job_time_limit``, every 30 s: ``ready_check_s``); its start time is then
+reset to that moment (``job_config_fini``) and its expected end to start + limit.
+Backfill plans with the expected end Slurm knows (allocation + limit until the reset).
+
+**Energy.**  The nodes' power states (off, booting, idle, busy) go through
+:class:`greenslurm.sim.machines.power_states.PowerStateLedger`, the ledger of the other queues' power
+states; this machine is a :class:`~greenslurm.sim.machines.power_states.PowerManagedMachine` whose
+timing rules are Slurm's instead of greenslurm's own.
+
+**Boot time.**  slurm.conf does not know the hardware's: ``boot_s`` (the CLI's ``--boot-s``, the
+scenario's ``power_states.boot_s``); None takes the ResumeTimeout, the longest boot Slurm accepts.
+
+**API** (for callers composing this with other parts): build the settings with
+:meth:`SlurmPowerSaving.from_conf` (or directly), hand :func:`slurm_power_machine_factory` to
+``Replay(machine_factory=..., queue="slurm")``; after the run, ``machine.power_totals()`` gives the
+energy figures (:class:`~greenslurm.sim.machines.power_states.PowerStateTotals`), ``machine.boots``
+and ``machine.suspends`` the counts, ``machine.off_timeline`` the count of powered-down nodes over
+time ((time, count) from each time on) and ``machine.events`` every suspend/resume (time, kind,
+node).  The queue sees the machine through the small :class:`~greenslurm.sim.engine.slurm_queue.NodePower`
+protocol.
+
+>>> from greenslurm.clustermodel import Cluster, JobSpec
+>>> from greenslurm.sim.engine.replay import Replay
+>>> saving = SlurmPowerSaving(suspend_time_s=20.0, boot_s=15.0)
+>>> jobs = [JobSpec("a", 0.0, 60.0, runtime_s=10.0, cpus=4), JobSpec("b", 100.0, 60.0, runtime_s=10.0, cpus=4)]
+>>> run = Replay(jobs, Cluster.homogeneous(1, cpus=4), "slurm", machine_factory=slurm_power_machine_factory(saving))
+>>> [(r.job_id, r.start_s, r.end_s) for r in run.run().records]
+[('a', 0.0, 10.0), ('b', 120.0, 130.0)]
+>>> run.machine.events      # idle from 10 s; scans at 11 (a's end), 21, 31: idle for more than 20 s
+[(31.0, 'suspend', 0), (101.0, 'resume', 0)]
+
+``b`` is allocated at 100 s to the powered-down node, the scan one second later resumes it, it boots
+for 15 s (up at 116 s) and slurmctld's next check of configuring jobs (every 30 s) starts ``b`` at 120 s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from greenslurm.clustermodel import Cluster
+from greenslurm.clustermodel.cluster import CPU, GPU
+from greenslurm.allocation.selection import NodeSelection
+from greenslurm.sim.machines.machine import Machine, PendingJob
+from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
+from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig, PowerStateLedger
+
+INFINITE = math.inf
+# Slurm 22.05's defaults (src/common/read_config.h) and power_save.c's
+DEFAULT_SUSPEND_TIMEOUT_S = 30.0
+DEFAULT_RESUME_TIMEOUT_S = 60.0
+DEFAULT_SUSPEND_RATE = 60
+DEFAULT_RESUME_RATE = 300
+DEFAULT_INTERVAL_S = 10.0           # SlurmctldParameters=power_save_interval
+THREAD_TICK_S = 1.0                 # the power-save thread sleeps one second between checks
+# more boots per node per day than this is more than a site cycles real hardware (reports warn)
+IMPLAUSIBLE_BOOTS_PER_NODE_DAY = 4.0
+
+
+@dataclass(frozen=True)
+class PartitionPower:
+    """A partition's own SuspendTime, SuspendTimeout, ResumeTimeout (None: not set there)."""
+    suspend_time_s: float | None = None
+    suspend_timeout_s: float | None = None
+    resume_timeout_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SlurmPowerSaving:
+    """Slurm's power-saving settings in the replay's seconds, plus the hardware's boot time and power.
+
+    >>> s = SlurmPowerSaving(suspend_time_s=600, partitions={"gpu": PartitionPower(suspend_time_s=INFINITE)})
+    >>> s.enabled, s.scaled(60).suspend_time_s, s.scaled(60).interval_s
+    (True, 36000.0, 600.0)
+    """
+
+    suspend_time_s: float = INFINITE
+    suspend_timeout_s: float = DEFAULT_SUSPEND_TIMEOUT_S
+    resume_timeout_s: float = DEFAULT_RESUME_TIMEOUT_S
+    suspend_rate: int = DEFAULT_SUSPEND_RATE        # nodes per minute, 0: no limit
+    resume_rate: int = DEFAULT_RESUME_RATE
+    exc_nodes: tuple[str, ...] = ()
+    exc_parts: tuple[str, ...] = ()
+    partitions: dict[str, PartitionPower] = field(default_factory=dict)
+    interval_s: float = DEFAULT_INTERVAL_S
+    min_interval_s: float = 0.0
+    boot_s: float | None = None                     # None: the ResumeTimeout
+    # slurmctld notices a CONFIGURING batch job's nodes are ready in job_time_limit(), run from its
+    # background loop every PERIODIC_TIMEOUT (30 s)
+    ready_check_s: float = 30.0
+    # when slurmctld started: its power-save thread's one-second ticks and its 30-second checks count
+    # from there (None: the replay's start; a recording gives it)
+    slurmctld_start_s: float | None = None
+    # every node that may be powered down starts POWERED_DOWN (the steady state of an idle cluster)
+    start_powered_down: bool = False
+    off_w: float = 10.0
+    boot_w: float | None = None                     # None: a booting node draws its idle power
+    time_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("suspend_time_s", "suspend_timeout_s", "resume_timeout_s", "interval_s", "min_interval_s",
+                     "ready_check_s"):
+            value = getattr(self, name)
+            if not value >= 0 or (math.isinf(value) and name != "suspend_time_s"):
+                raise ValueError(f"{name} must be a number of seconds >= 0, not {value}")
+        for name in ("suspend_rate", "resume_rate"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 nodes per minute (0: no limit), not {getattr(self, name)}")
+        if self.boot_s is not None and not 0 <= self.boot_s <= 86400.0:
+            raise ValueError(f"boot_s must be within [0, 86400] seconds, not {self.boot_s}")
+        if not self.time_scale > 0:
+            raise ValueError(f"time_scale must be > 0, not {self.time_scale}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any node can be powered down (Slurm starts its power-save thread only then)."""
+        return math.isfinite(self.suspend_time_s) or any(
+            p.suspend_time_s is not None and math.isfinite(p.suspend_time_s) for p in self.partitions.values())
+
+    def scaled(self, factor: float) -> "SlurmPowerSaving":
+        """Every real-time duration times ``factor`` (a workload compressed ``factor`` times)."""
+        factor = float(factor)
+
+        def times(value):
+            return None if value is None else value * factor
+        parts = {name: PartitionPower(times(p.suspend_time_s), times(p.suspend_timeout_s), times(p.resume_timeout_s))
+                 for name, p in self.partitions.items()}
+        return replace(self, suspend_time_s=self.suspend_time_s * factor,
+                       suspend_timeout_s=self.suspend_timeout_s * factor,
+                       resume_timeout_s=self.resume_timeout_s * factor, interval_s=self.interval_s * factor,
+                       min_interval_s=self.min_interval_s * factor, boot_s=times(self.boot_s), partitions=parts,
+                       ready_check_s=self.ready_check_s * factor,
+                       time_scale=self.time_scale * factor)
+
+    def with_suspend_time(self, seconds: float) -> "SlurmPowerSaving":
+        """The same settings with the global SuspendTime set (the CLI's ``--power-down-after``)."""
+        return replace(self, suspend_time_s=float(seconds))
+
+    def node_settings(self, cluster: Cluster) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per node: SuspendTime, SuspendTimeout, ResumeTimeout (``power_save_set_timeouts``: the
+        largest of its partitions' values where any is set, else the global one) and whether it is
+        excluded from power saving (SuspendExcNodes, SuspendExcParts).
+
+        >>> from greenslurm.clustermodel import NodeSpec
+        >>> c = Cluster([NodeSpec("n1", 4, partitions=("a",)), NodeSpec("n2", 4, partitions=("a", "b")),
+        ...              NodeSpec("n3", 4, partitions=("c",))])
+        >>> s = SlurmPowerSaving(suspend_time_s=100, partitions={"a": PartitionPower(50), "b": PartitionPower(300)},
+        ...                      exc_parts=("c",))
+        >>> times, _, _, excluded = s.node_settings(c)
+        >>> times.tolist(), excluded.tolist()
+        ([50.0, 300.0, 100.0], [False, False, True])
+        """
+        n = cluster.size
+        values = {key: [None] * n for key in ("suspend_time_s", "suspend_timeout_s", "resume_timeout_s")}
+        for i, node in enumerate(cluster.nodes):
+            for part in node.partitions:
+                rules = self.partitions.get(part)
+                if rules is None:
+                    continue
+                for key, column in values.items():
+                    value = getattr(rules, key)
+                    if value is not None:
+                        column[i] = value if column[i] is None else max(column[i], value)
+        arrays = tuple(np.array([getattr(self, key) if v is None else v for v in column], dtype=float)
+                       for key, column in values.items())
+        names = [node.name for node in cluster.nodes]
+        excluded = np.array([name in self.exc_nodes for name in names], dtype=bool)
+        for i, node in enumerate(cluster.nodes):
+            if set(node.partitions) & set(self.exc_parts):
+                excluded[i] = True
+        return (*arrays, excluded)
+
+    @classmethod
+    def from_conf(cls, conf, boot_s: float | None = None, **power) -> "SlurmPowerSaving":
+        """The settings of a parsed slurm.conf (:class:`greenslurm.traces.slurm_conf.SlurmConf`).  A value
+        Slurm refuses is a ValueError naming the key.
+
+        >>> from greenslurm.traces.slurm_conf import parse_slurm_conf_text
+        >>> conf = parse_slurm_conf_text("NodeName=n[1-4] CPUs=4\\nPartitionName=a Nodes=n[1-2] SuspendTime=INFINITE\\n"
+        ...     "PartitionName=b Nodes=n[3-4] ResumeTimeout=300\\nSuspendTime=600\\nSuspendRate=5\\n"
+        ...     "SuspendExcNodes=n4\\nSlurmctldParameters=enable_configless,power_save_interval=30\\n")
+        >>> s = SlurmPowerSaving.from_conf(conf)
+        >>> s.suspend_time_s, s.suspend_rate, s.resume_rate, s.exc_nodes, s.interval_s, s.partitions["b"]
+        (600.0, 5, 300, ('n4',), 30.0, PartitionPower(suspend_time_s=None, suspend_timeout_s=None, resume_timeout_s=300.0))
+        """
+        from greenslurm.traces.slurm_conf import expand_hostlist
+
+        def seconds(key: str, default: float) -> float:
+            value = conf.get(key)
+            if value is None:
+                return default
+            if key == "suspendtime" and value.strip().upper() in ("INFINITE", "NONE", "-1"):
+                return INFINITE
+            if not re.fullmatch(r"\s*\d+\s*", value):
+                raise ValueError(f"{key}: {value!r} is not a whole number of seconds")
+            return float(int(value))
+
+        def rate(key: str, default: int) -> int:
+            value = conf.get(key)
+            if value is None:
+                return default
+            if not re.fullmatch(r"\s*\d+\s*", value):
+                raise ValueError(f"{key}: {value!r} is not a whole number of nodes per minute")
+            return int(value)
+
+        exc_nodes = conf.get("suspendexcnodes") or ""
+        if ":" in exc_nodes:
+            raise ValueError(f"SuspendExcNodes: {exc_nodes!r}: the nodes:count form is not modelled")
+        exc_parts = tuple(p for p in (conf.get("suspendexcparts") or "").split(",") if p)
+        params = conf.get("slurmctldparameters") or ""
+        interval, min_interval = DEFAULT_INTERVAL_S, 0.0
+        for item in params.split(","):
+            key, _, value = item.partition("=")
+            if key.strip() in ("power_save_interval", "power_save_min_interval"):
+                if not re.fullmatch(r"\d+", value.strip()):
+                    raise ValueError(f"SlurmctldParameters: {item!r} is not a whole number of seconds")
+                if key.strip() == "power_save_interval":
+                    interval = float(value)
+                else:
+                    min_interval = float(value)
+        partitions = {}
+        for part in conf.partitions:
+            rules = PartitionPower(getattr(part, "suspend_time_s", None), getattr(part, "suspend_timeout_s", None),
+                                   getattr(part, "resume_timeout_s", None))
+            if rules != PartitionPower():
+                partitions[part.name] = rules
+        return cls(suspend_time_s=seconds("suspendtime", INFINITE),
+                   suspend_timeout_s=seconds("suspendtimeout", DEFAULT_SUSPEND_TIMEOUT_S),
+                   resume_timeout_s=seconds("resumetimeout", DEFAULT_RESUME_TIMEOUT_S),
+                   suspend_rate=rate("suspendrate", DEFAULT_SUSPEND_RATE),
+                   resume_rate=rate("resumerate", DEFAULT_RESUME_RATE),
+                   exc_nodes=tuple(expand_hostlist(exc_nodes)), exc_parts=exc_parts, partitions=partitions,
+                   interval_s=interval, min_interval_s=min_interval, boot_s=boot_s, **power)
+
+
+def boot_time_s(saving: SlurmPowerSaving, cluster: Cluster) -> float:
+    """The nodes' boot time: ``saving.boot_s``, or without it the shortest ResumeTimeout of a node
+    that may be powered down.  A ValueError when it exceeds the ResumeTimeout of such a node.
+
+    >>> from greenslurm.clustermodel import Cluster
+    >>> boot_time_s(SlurmPowerSaving(suspend_time_s=60, resume_timeout_s=90), Cluster.homogeneous(2, cpus=1))
+    90.0
+    >>> boot_time_s(SlurmPowerSaving(suspend_time_s=60, boot_s=300), Cluster.homogeneous(2, cpus=1))
+    Traceback (most recent call last):
+    ...
+    ValueError: boot time 300 s exceeds ResumeTimeout 60 s of node n0: Slurm would mark every node it resumes DOWN and requeue its job; raise ResumeTimeout or give the nodes' real boot time
+    """
+    suspend_time, _, resume_timeout, excluded = saving.node_settings(cluster)
+    can_suspend = np.isfinite(suspend_time) & ~excluded
+    boot_s = float(saving.boot_s) if saving.boot_s is not None else (
+        float(resume_timeout[can_suspend].min()) if can_suspend.any() else 0.0)
+    late = can_suspend & (boot_s > resume_timeout)
+    if late.any():
+        node = int(np.flatnonzero(late)[0])
+        raise ValueError(f"boot time {boot_s:g} s exceeds ResumeTimeout {resume_timeout[node]:g} s of "
+                         f"node {cluster.nodes[node].name}: Slurm would mark every node it resumes DOWN and "
+                         f"requeue its job; raise ResumeTimeout or give the nodes' real boot time")
+    return boot_s
+
+
+class SlurmPowerMachine(PowerManagedMachine):
+    """A machine whose idle nodes Slurm's power-save thread powers down, for the ``slurm`` queue.
+
+    Build with :func:`slurm_power_machine_factory`."""
+
+    spreads_jobs = True          # Slurm's uneven spread of ``-n`` jobs stays (the bookkeeping is per node)
+
+    def __init__(self, cluster: Cluster, selection: NodeSelection | None = None,
+                 saving: SlurmPowerSaving | None = None) -> None:
+        saving = saving or SlurmPowerSaving()
+        self.saving = saving
+        (self.suspend_time_s, self.suspend_timeout_s, self.resume_timeout_s,
+         self.excluded) = saving.node_settings(cluster)
+        self.boot_s = boot_time_s(saving, cluster)
+        config = PowerStateConfig(suspend_after_s=None, boot_s=self.boot_s, boot_w=saving.boot_w, off_w=saving.off_w,
+                                  phases=1)
+        super().__init__(cluster, selection, config)
+        n = cluster.size
+        self.powering_down = np.zeros(n, dtype=bool)         # suspended, not yet allocatable
+        self._suspend_req_s = np.zeros(n)
+        self.configuring: dict[int, PendingJob] = {}          # job index -> job waiting for its nodes
+        self._resume_list: list[int] = []                     # Slurm's resume_job_list (job indices)
+        self._suspend_cnt_f = self._resume_cnt_f = 0.0
+        self._last_work_scan: float | None = None
+        self._last_scan_s = -math.inf
+        self._next_scan_s = math.inf
+        self._changed = False                                 # a node changed since the last scan
+        self._tick_s = THREAD_TICK_S * saving.time_scale
+        self.off_timeline: list[tuple[float, int]] = []
+        self.events: list[tuple[float, str, int]] = []
+
+    # -- wiring ------------------------------------------------------------------------------
+    def attach(self, replay) -> None:
+        if replay.strategy.name != "slurm":
+            raise ValueError(f"Slurm's power saving runs in the slurm queue, not {replay.strategy.name!r} "
+                             f"(greenslurm's own power states serve the fcfs and easy queues)")
+        self.replay = replay
+        start_s = replay.ledger.start_s
+        self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
+        self._idle_since[:] = start_s                # slurmctld's start: every node registers (last_busy)
+        self.off_timeline.append((start_s, 0))
+        # slurmctld's clocks are whole seconds (time(NULL)): the power-save thread's comparisons, and
+        # its 30-second checks from its start's second
+        origin = self.saving.slurmctld_start_s
+        self._ready_origin = start_s if origin is None else self._whole(origin)
+        if self.saving.start_powered_down:
+            for node in np.flatnonzero(np.isfinite(self.suspend_time_s) & ~self.excluded).tolist():
+                self._set_state(node, OFF, start_s)
+            self.ledger.peak_power_w = self.ledger.power_w
+            self._count_off(start_s)
+        connect = getattr(replay.strategy, "use_node_power", None)
+        if connect is not None:
+            connect(self)
+        if self.saving.enabled:
+            self._plan_scan(self._tick_after(start_s))   # the thread scans at its first tick
+
+    # -- the queue's view (slurm_queue.NodePower) ----------------------------------------------
+    def unavailable(self) -> np.ndarray | None:
+        """Nodes that cannot be allocated now (being powered down: SuspendTimeout), or None."""
+        return self.powering_down if self.powering_down.any() else None
+
+    def powered_up(self) -> np.ndarray | None:
+        """Nodes on or booting (chosen first), or None when every node is."""
+        off = self.state == OFF
+        return ~off if off.any() else None
+
+    def place(self, job: PendingJob, free: np.ndarray | None = None,
+              prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
+        # the slurm queue passes what is allocatable (powered-down nodes are): no filter on power state
+        return Machine.place(self, job, free, prefer, now)
+
+    # -- scans -------------------------------------------------------------------------------
+    def _whole(self, time_s):
+        """``time_s`` (a number or an array) as slurmctld's clock reads it: whole seconds (times the
+        time scale) of the trace's clock."""
+        return np.floor(np.asarray(time_s) / self._tick_s + 1e-9) * self._tick_s if np.ndim(time_s) \
+            else math.floor(time_s / self._tick_s + 1e-9) * self._tick_s
+
+    def _tick_after(self, now_s: float) -> float:
+        """The power-save thread's next check after ``now_s``: it wakes every second and reads a
+        clock of whole seconds."""
+        return self._whole(now_s) + self._tick_s
+
+    def _node_changed(self, now_s: float) -> None:
+        self._changed = True
+        if self.saving.enabled or self.configuring:
+            at = max(self._tick_after(now_s), self._last_scan_s + self.saving.min_interval_s)
+            self._plan_scan(at)
+
+    def _plan_scan(self, at_s: float) -> None:
+        if at_s >= self._next_scan_s or math.isinf(at_s):
+            return
+        self._next_scan_s = at_s
+
+        def fire(now_s: float) -> None:
+            self._timers -= 1
+            if now_s != self._next_scan_s:
+                return                       # a sooner scan replaced this one
+            self._next_scan_s = math.inf
+            if not self._other_work():
+                return                       # the replay is over: its ledger closed at the last end
+            self._scan(now_s)
+            if self.saving.enabled:
+                self._plan_scan(self._next_periodic_scan(now_s))
+        self._push(at_s, fire)
+
+    def _scan(self, now_s: float) -> None:
+        """``_do_power_work``: rate counts, resumes for CONFIGURING jobs, suspends, SuspendTimeout."""
+        saving = self.saving
+        self._last_scan_s = now_s
+        self._changed = False
+        delta = math.inf if self._last_work_scan is None else now_s - self._last_work_scan
+        minute = 60.0 * saving.time_scale
+        if delta >= minute:
+            self._suspend_cnt_f = self._resume_cnt_f = 0.0
+        else:
+            rate = (minute - delta) / minute
+            self._suspend_cnt_f *= rate
+            self._resume_cnt_f *= rate
+        suspend_cnt = int(self._suspend_cnt_f + 0.5)
+        resume_cnt = int(self._resume_cnt_f + 0.5)
+        self._last_work_scan = now_s
+        resume_rate, suspend_rate = saving.resume_rate, saving.suspend_rate
+        wake = np.zeros(self.cluster.size, dtype=bool)
+        keep = []
+        for index in self._resume_list:
+            if resume_rate and resume_cnt >= resume_rate:
+                keep.append(index)
+                continue
+            job = self.configuring.get(index)
+            if job is None:
+                continue
+            need = [int(node) for node in job.node_indices if self.state[node] == OFF and not wake[node]]
+            for node in sorted(need):
+                if not resume_rate or resume_cnt < resume_rate:
+                    resume_cnt += 1
+                    self._resume_cnt_f += 1
+                    wake[node] = True
+            if any(self.state[node] == OFF and not wake[node] for node in job.node_indices):
+                keep.append(index)
+        self._resume_list = keep
+        # Slurm walks the nodes in order: resume those marked, suspend idle ones within the rate,
+        # and end SuspendTimeout for those powering down (never one suspended in this scan)
+        done = self.powering_down & (self._suspend_req_s + self.suspend_timeout_s < now_s)
+        with np.errstate(invalid="ignore"):
+            idle = ((self.state == ON) & (self._jobs_on == 0) & ~self.excluded
+                    & (self._whole(self._idle_since) < now_s - self.suspend_time_s))
+        going = np.flatnonzero(idle & ~wake)
+        if suspend_rate:
+            going = going[:max(suspend_rate - suspend_cnt, 0)]
+        self._suspend_cnt_f += len(going)
+        for node in sorted(np.flatnonzero(wake).tolist() + going.tolist()):
+            if wake[node]:
+                self._resume(node, now_s)
+            else:
+                self._suspend(node, now_s)
+        if done.any():
+            self.powering_down[done] = False      # POWERED_DOWN: allocatable again
+            self._tell_queue()
+        # the counts only decay from here: below a billionth they are none (no rounding they could change)
+        if self._suspend_cnt_f < 1e-9:
+            self._suspend_cnt_f = 0.0
+        if self._resume_cnt_f < 1e-9:
+            self._resume_cnt_f = 0.0
+
+    def _next_periodic_scan(self, now_s: float) -> float:
+        """The next periodic scan that can change anything: every ``interval_s`` while the rate
+        counts decay (each scan decays them), else the first one after a node could be suspended or
+        end its SuspendTimeout (the scans in between would find nothing); inf when none can."""
+        interval = self.saving.interval_s
+        if (self.saving.suspend_rate and self._suspend_cnt_f) or (self.saving.resume_rate and self._resume_cnt_f) \
+                or interval <= 0:
+            return now_s + max(interval, self._tick_s)
+        with np.errstate(invalid="ignore"):
+            idle = (self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
+        times = np.concatenate(((self._whole(self._idle_since) + self.suspend_time_s)[idle & ~np.isnan(self._idle_since)],
+                                (self._suspend_req_s + self.suspend_timeout_s)[self.powering_down]))
+        if times.size == 0:
+            return math.inf
+        earliest = float(times.min())
+        # the first scan now + k x interval strictly after ``earliest`` (k >= 1)
+        steps = max(math.floor((earliest - now_s) / interval + 1e-9) + 1, 1)
+        return now_s + steps * interval
+
+    def _suspend(self, node: int, now_s: float) -> None:
+        self._set_state(node, OFF, now_s)
+        self.suspends += 1
+        self.powering_down[node] = True
+        self._suspend_req_s[node] = now_s
+        self.events.append((now_s, "suspend", node))
+        self._count_off(now_s)
+        self._tell_queue()
+
+    def _resume(self, node: int, now_s: float) -> None:
+        self._set_state(node, BOOTING, now_s)
+        self.boots += 1
+        self.events.append((now_s, "resume", node))
+        self._count_off(now_s)
+
+        def booted(t: float) -> None:
+            self._timers -= 1
+            self._set_state(node, ON, t)
+            self._idle_since[node] = t if self._jobs_on[node] == 0 else math.nan
+            self._node_changed(t)
+            for job in [job for job in self.configuring.values() if node in job.node_indices]:
+                if (self.state[job.node_indices] == ON).all():
+                    self._when_noticed(job, t)
+            self._tell_queue()
+        self._push(now_s + self.boot_s, booted)
+
+    def _when_noticed(self, job: PendingJob, booted_s: float) -> None:
+        """The job's nodes are all up at ``booted_s``: slurmctld's next job_time_limit() pass sees it."""
+        period = self.saving.ready_check_s
+        if period <= 0:
+            self._ready(job, booted_s)
+            return
+        ticks = math.ceil((booted_s - self._ready_origin) / period - 1e-9)
+        at = self._ready_origin + max(ticks, 0) * period
+
+        def noticed(t: float) -> None:
+            self._timers -= 1
+            self._ready(job, t)
+        self._push(max(at, booted_s), noticed)
+
+    def _count_off(self, now_s: float) -> None:
+        count = int((self.state == OFF).sum())
+        if self.off_timeline and self.off_timeline[-1][0] == now_s:
+            self.off_timeline[-1] = (now_s, count)
+        elif self.off_timeline[-1][1] != count:
+            self.off_timeline.append((now_s, count))
+
+    def _tell_queue(self) -> None:
+        changed = getattr(self.replay.strategy, "nodes_changed", None)
+        if changed is not None:
+            changed()
+
+    # -- jobs --------------------------------------------------------------------------------
+    def _per_node(self, job: PendingJob, per_cpu_w: np.ndarray, per_gpu_w: np.ndarray) -> np.ndarray:
+        nodes = job.node_indices
+        return job.demand[..., CPU] * per_cpu_w[nodes] + job.demand[..., GPU] * per_gpu_w[nodes]
+
+    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float, amounts: np.ndarray | None = None) -> None:
+        cold = bool((self.state[nodes] != ON).any())
+        if self.powering_down[nodes].any():
+            raise RuntimeError(f"job {job.job.job_id} allocated a node being powered down")
+        if cold:
+            listeners, self.start_listeners = self.start_listeners, []
+            try:
+                Machine.start(self, job, nodes, now_s, amounts)
+            finally:
+                self.start_listeners = listeners
+            self.configuring[job.index] = job
+            self._resume_list.append(job.index)
+        else:
+            Machine.start(self, job, nodes, now_s, amounts)
+        nodes = job.node_indices
+        self._jobs_on[nodes] += 1
+        self._idle_since[nodes] = math.nan
+        self.node_power_w[nodes] += self._per_node(job, self._delta_per_cpu_w, self._delta_per_gpu_w)
+        self._node_changed(now_s)
+
+    def _ready(self, job: PendingJob, now_s: float) -> None:
+        """``job_config_fini``: every node of ``job`` is up; its start time becomes now."""
+        del self.configuring[job.index]
+        old_end = job.planned_end_s
+        if self._tail_end is not None:
+            self._drop_tail(job)
+        job.start_s = now_s
+        if self._tail_end is not None:
+            self._add_tail(job)
+        for listener in self.start_listeners:
+            listener(job, now_s)
+        moved = getattr(self.replay.strategy, "start_moved", None)
+        if moved is not None:
+            moved(job, old_end)
+
+    def finish(self, job: PendingJob, now_s: float) -> None:
+        Machine.finish(self, job, now_s)
+        nodes = job.node_indices
+        self._jobs_on[nodes] -= 1
+        self.node_power_w[nodes] -= self._per_node(job, self._delta_per_cpu_w, self._delta_per_gpu_w)
+        for node in nodes[self._jobs_on[nodes] == 0].tolist():
+            self.node_power_w[node] = self.ledger.state_power_w(node, int(self.state[node]))
+            self._idle_since[node] = now_s
+        self._node_changed(now_s)
+
+    def _other_work(self) -> bool:
+        return bool(self.running) or self.replay.strategy.waiting() > 0 or len(self.replay.events) > self._timers
+
+    def _record_imbalance(self, now_s: float) -> None:
+        pass                                     # one phase: nothing to record
+
+    def _check(self) -> None:
+        Machine._check(self)
+        running = [job for job in self.running.values() if job.index not in self.configuring]
+        for job in running:
+            assert (self.state[job.node_indices] == ON).all(), "a job runs on a node that is off or booting"
+
+
+def slurm_power_machine_factory(saving: SlurmPowerSaving) -> Callable[[Cluster, NodeSelection | None], SlurmPowerMachine]:
+    """What ``Replay(machine_factory=..., queue="slurm")`` takes to replay with Slurm's power saving."""
+    def build(cluster: Cluster, selection: NodeSelection | None = None) -> SlurmPowerMachine:
+        return SlurmPowerMachine(cluster, selection, saving)
+    return build
+
+
+def boots_per_node_day(boots: int, nodes: int, span_s: float) -> float:
+    """Boots per node per day over a replay of ``span_s`` seconds.
+
+    >>> boots_per_node_day(120, 10, 2 * 86400.0)     # 120 boots / 10 nodes / 2 days
+    6.0
+    """
+    if nodes <= 0 or span_s <= 0:
+        return 0.0
+    return boots / nodes / (span_s / 86400.0)

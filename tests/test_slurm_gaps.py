@@ -1,0 +1,156 @@
+"""The Slurm queue against real Slurm 22.05 on five behaviours a replay easily gets wrong.
+
+Each case is a small workload recorded on real daemons with slurmdbd (``tests/data/slurm-gaps/<case>/``:
+the site and workload, the sacct export ``trace.txt``, the ``slurm.conf`` slurmctld read and
+``command.txt``, the command that made them), replayed as a site would replay its export::
+
+    greenslurm replay trace.txt --format sacct --slurm-conf slurm.conf --queue slurm
+
+The table of each case is what Slurm did: each job's start (whole seconds after the first
+submission) and nodes, as sacct recorded them; the test first checks the table against the
+recording, then the replay against the table.  A start may differ by up to 2 s: Slurm's stamps are
+whole seconds, its background thread wakes at an unknown phase of the second (the replay's wake-ups
+fall on whole seconds) and a job's end reaches the scheduler a fraction of a second later.
+
+What each case shows (read in Slurm 22.05.8's source, tag slurm-22-05-8-1):
+
+* ``shape-cr-core``: ``b`` (``-n 4``) is spread 1 + 2 + 1 over three nodes at once; sacct says
+  NNodes=3 (allocated) and ReqNodes=1 (asked).  Every job carries the node's whole memory in
+  ReqMem/ReqTRES (``mem=4000M``: no ``--mem``), but with ``SelectTypeParameters=CR_Core`` memory is
+  not a consumable resource (select/cons_tres), so jobs share nodes by CPUs.
+* ``shape-cr-core-memory``: the same workload with ``CR_Core_Memory``: the same ``mem=4000M`` now
+  holds a whole node, one job per node.
+* ``cadence``: a submission only queues a request (``queue_job_scheduler``, proc_req.c); the
+  background thread (``_slurmctld_background``, controller.c) runs the main scheduler when a request
+  is queued and its own last pass is ``batch_sched_delay`` (3 s) old; a job's end runs it at once
+  (``schedule(false)`` on epilog complete).
+* ``partition-block``: ``b`` (partition all, n1-n3) cannot start and blocks its partition; ``c``
+  (partition ab = n3, n4, ``-N 2``) then has one node left, fewer than its minimum: ``_schedule``
+  blocks ab too (fail_by_part), so ``d`` and ``e`` of ab wait although n4 is idle.
+* ``partition-not-avail``: the same, but ``c`` asks ``-n 8`` (at least one node): one node is left,
+  it cannot hold 8 CPUs even empty and is not completing a job, so ``select_nodes`` answers
+  ESLURM_NODE_NOT_AVAIL (node_scheduler.c ``_pick_best_nodes``), which does not block the
+  partition: ``d`` starts on n4 at once.
+* ``backfill-ends``: backfill's start estimate for ``b`` (``_will_run_test`` in
+  cons_common/job_test.c) frees running jobs by end time in groups decided by the next job of the
+  whole list: ``x``, on a node ``b`` cannot use, ends just after ``y1`` and keeps the group open, so
+  ``y2`` (ending 10 minutes later) joins it and ``b`` is expected then; ``s`` ends before that and is
+  backfilled at once (a grouping over ``b``'s own nodes only would expect ``b`` when ``y1`` ends and
+  hold ``s`` back).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_slurm_workloads as workloads  # noqa: E402
+
+DATA = ROOT / "tests" / "data" / "slurm-gaps"
+TOLERANCE_S = 2.0
+
+# case -> job -> (start, seconds after the first submission; nodes), as Slurm recorded them
+SLURM = {
+    "shape-cr-core": {"a": (1, "n1"), "c": (4, "n2"), "d": (7, "n3"), "b": (10, "n1,n2,n3"), "e": (50, "n2"),
+                      "f": (61, "n1"), "g": (61, "n3")},
+    "shape-cr-core-memory": {"a": (1, "n1"), "c": (4, "n2"), "d": (7, "n3"), "b": (61, "n1"), "e": (74, "n2"),
+                             "f": (88, "n3"), "g": (102, "n1")},
+    "backfill-ends": {"y1": (2, "n1"), "y2": (4, "n2"), "x": (11, "n3"), "b": (41, "n1,n2"), "s": (21, "n2")},
+    "cadence": {"a": (0, "n1"), "b": (3, "n1"), "c": (3, "n1"), "d": (6, "n1"), "e": (6, "n2"), "f": (9, "n2"),
+                "g": (12, "n2"), "h": (50, "n1,n2"), "i": (57, "n1,n2"), "j": (60, "n2")},
+    "partition-block": {"a": (1, "n1,n2,n3"), "b": (61, "n1"), "c": (61, "n3,n4"), "d": (61, "n3"),
+                        "e": (61, "n3")},
+    "partition-not-avail": {"a": (0, "n1,n2,n3"), "b": (61, "n1"), "c": (61, "n3,n4"), "d": (9, "n4"),
+                            "e": (12, "n4")},
+}
+
+
+def schedules(case: str) -> tuple[dict, dict, float]:
+    folder = DATA / case
+    recorded = workloads.recorded_schedule(folder / "trace.txt")
+    replayed = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf")
+    return recorded, replayed, min(v[0] for v in recorded.values())
+
+
+@pytest.mark.parametrize("case", sorted(SLURM))
+def test_the_replay_starts_every_job_when_and_where_real_slurm_did(case):
+    recorded, replayed, origin = schedules(case)
+    table = {job: (round(start - origin), ",".join(nodes)) for job, (_, start, nodes) in recorded.items()}
+    assert table == SLURM[case]                        # the table is the recording
+    got = {job: (start - origin, ",".join(nodes)) for job, (_, start, nodes) in replayed.items()}
+    assert set(got) == set(table)
+    off = {job: (got[job], table[job]) for job in table
+           if abs(got[job][0] - table[job][0]) > TOLERANCE_S or got[job][1] != table[job][1]}
+    assert off == {}
+
+
+def test_sacct_allocated_nodes_are_not_read_as_the_request():
+    # b: NNodes=3 (what Slurm allocated: 1 + 2 + 1 CPUs), ReqNodes=1 (what -n 4 asked)
+    from greenslurm.traces.sacct import read_sacct
+    jobs = {j.extra["job_name"]: j for j in read_sacct(str(DATA / "shape-cr-core" / "trace.txt")).jobs}
+    assert (jobs["b"].nodes, jobs["b"].cpus, jobs["b"].extra["requested_nodes"]) == (3, 4, 0)
+
+
+def test_the_hand_over_latency_delays_what_an_end_starts():
+    # shape-cr-core: e (2 CPUs) waits for b's end; with a hand-over of 1.5 s Slurm gives b's nodes
+    # 1.5 s after it ends, so e starts 1.5 s later; a, c and d start at submission passes: unchanged
+    folder = DATA / "shape-cr-core"
+    plain = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf")
+    late = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurm_handover=1.5)
+    assert late["e"][1] - plain["e"][1] == 1.5
+    assert all(late[j][1] == plain[j][1] for j in ("a", "c", "d", "b"))
+
+
+@pytest.mark.parametrize("value, message", [
+    ("-1", "field --slurm-handover: must be a number of seconds from 0 to 3600"),
+    ("nan", "field --slurm-handover: must be a finite number, not nan"),
+    ("1e9", "field --slurm-handover: must be a number of seconds from 0 to 3600"),
+])
+def test_a_bad_hand_over_latency_is_one_error_line(value, message, capsys):
+    from greenslurm.cli import main
+    folder = DATA / "shape-cr-core"
+    code = main(["replay", str(folder / "trace.txt"), "--format", "sacct", "--slurm-conf", str(folder / "slurm.conf"),
+                 "--queue", "slurm", "--slurm-handover", value])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_hand_over_latency_is_refused_for_other_queues(capsys):
+    from greenslurm.cli import main
+    folder = DATA / "shape-cr-core"
+    code = main(["replay", str(folder / "trace.txt"), "--format", "sacct", "--slurm-conf", str(folder / "slurm.conf"),
+                 "--queue", "easy", "--slurm-handover", "1"])
+    assert code == 2 and "applies to the slurm queue (Slurm's hand-over latency)" in capsys.readouterr().err
+
+
+def test_without_the_background_threads_cadence_submissions_start_too_early(tmp_path):
+    # The control of "cadence": with batch_sched_delay=0 a pass serves every submission at once,
+    # and b (submitted at 1) and g (at 10) start at submission, 2 s before Slurm started them.
+    folder = DATA / "cadence"
+    conf = (folder / "slurm.conf").read_text().replace("SchedulerParameters=default_queue_depth=100",
+                                                       "SchedulerParameters=batch_sched_delay=0")
+    assert "batch_sched_delay=0" in conf
+    (tmp_path / "slurm.conf").write_text(conf)
+    replayed = workloads.replayed_schedule(folder / "trace.txt", tmp_path / "slurm.conf")
+    origin = min(v[0] for v in replayed.values())
+    assert (replayed["b"][1] - origin, replayed["g"][1] - origin) == (1.0, 10.0)
+    assert (SLURM["cadence"]["b"][0], SLURM["cadence"]["g"][0]) == (3, 12)
+
+
+@pytest.mark.parametrize("requested, expected", [(None, 0), (1, 0), (3, 3)])
+def test_sacct_json_keeps_the_requested_node_count_not_the_allocated_one(requested, expected):
+    # allocation_nodes (3) is what Slurm allocated; tres.requested node= is what the job asked
+    import json
+    from greenslurm.traces.sacct_json import parse_sacct_json
+    tres = [{"type": "cpu", "count": 4}] + ([{"type": "node", "count": requested}] if requested else [])
+    job = {"job_id": 5, "state": {"current": ["COMPLETED"]},
+           "time": {"submission": 100, "start": 110, "end": 170, "elapsed": 60,
+                    "limit": {"set": True, "infinite": False, "number": 2}},
+           "required": {"CPUs": 4}, "allocation_nodes": 3, "tres": {"requested": tres, "allocated": []}}
+    spec = parse_sacct_json(json.dumps({"jobs": [job]})).jobs[0]
+    assert (spec.nodes, spec.extra["requested_nodes"]) == (3, expected)

@@ -1,0 +1,232 @@
+"""Slurm 22.05's power saving in the slurm queue (``greenslurm.sim.engine.slurm_power``): exact small
+cases whose arithmetic follows ``src/slurmctld/power_save.c`` (in the comments), invariants over
+random workloads, and the command line."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from greenslurm.cli import main
+from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.engine.slurm_model import SlurmScheduling
+from greenslurm.sim.engine.slurm_power import (PartitionPower, SlurmPowerSaving, boots_per_node_day,
+                                               slurm_power_machine_factory)
+from greenslurm.sim.machines.node_states import OFF
+from greenslurm.traces.slurm_conf import parse_slurm_conf_text
+
+# a main pass at every submission (batch_sched_delay 0): the cases below are about power saving
+BUILTIN = SlurmScheduling(scheduler="builtin", batch_sched_delay_s=0.0)
+
+
+def run(jobs, cluster, saving, scheduling=BUILTIN):
+    replay = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": scheduling},
+                    machine_factory=slurm_power_machine_factory(saving))
+    result = replay.run()
+    return {r.job_id: r for r in result.records}, replay.machine, result
+
+
+def test_suspend_rate_limits_and_decays_as_slurm_counts():
+    # four idle nodes, SuspendTime 5 s, SuspendRate 2 per minute; a scan one tick (1 s) after a node
+    # changed (the allocation at 0, the end at 1.5 s), else every 10 s after the last scan.  A scan
+    # suspends while round(count) < 2; count decays by (60 - dt) / 60 between scans.
+    #   t=1, t=2: idle since 0 (1.5 for n0), not more than 5 s: nothing
+    #   t=12: count 0 -> n0, n1 suspended (count 2)
+    #   t=22: 2 x 50/60 = 1.667, rounds to 2: none
+    #   t=32: 1.389 -> 1: n2 (count 2.389)
+    #   t=42: 1.991 -> 2: none;  t=52: 1.659 -> 2: none;  t=62: 1.383 -> 1: n3
+    jobs = [JobSpec("a", 0.0, 60.0, runtime_s=1.5, cpus=1), JobSpec("late", 70.0, 60.0, runtime_s=1.0, cpus=1)]
+    saving = SlurmPowerSaving(suspend_time_s=5.0, suspend_rate=2, boot_s=5.0, ready_check_s=1.0)
+    _, machine, _ = run(jobs, Cluster.homogeneous(4, cpus=1), saving)
+    assert [e for e in machine.events if e[0] < 70] == [
+        (12.0, "suspend", 0), (12.0, "suspend", 1), (32.0, "suspend", 2), (62.0, "suspend", 3)]
+
+
+def test_a_job_on_powered_down_nodes_is_configuring_until_they_boot_and_its_start_is_reset():
+    # n0, n1 start powered down.  "wide" (8 CPUs) is allocated both at 0; the scan at 1 s resumes
+    # them; they boot for 20 s (up at 21 s); slurmctld's check every 30 s (from -5 s: 25 s) starts it
+    # then: start 25, end 25 + 10.  Its energy is its run's only: 8 CPUs x 10 s x 350/4 W each.
+    jobs = [JobSpec("wide", 0.0, 100.0, runtime_s=10.0, cpus=8, nodes=2)]
+    saving = SlurmPowerSaving(suspend_time_s=1000.0, boot_s=20.0, start_powered_down=True, slurmctld_start_s=-5.0)
+    cluster = Cluster.homogeneous(2, cpus=4, idle_w=100.0, busy_w=350.0)
+    records, machine, result = run(jobs, cluster, saving)
+    assert (records["wide"].start_s, records["wide"].end_s) == (25.0, 35.0)
+    assert machine.events == [(1.0, "resume", 0), (1.0, "resume", 1)]
+    assert records["wide"].energy_j == pytest.approx(8 * 10.0 * 350.0 / 4)
+    totals = machine.power_totals()
+    # off from 0 to 1 s (10 W each), booting 1-21 s at idle power, then idle until the start at 25 s
+    assert totals.off_node_s == pytest.approx(2 * 1.0)
+    assert totals.boot_node_s == pytest.approx(2 * 20.0)
+    assert totals.off_j == pytest.approx(2 * 1.0 * 10.0)
+    energy = result.energy
+    assert energy.total_j == pytest.approx(energy.jobs_j + energy.unallocated_j)
+    assert energy.total_j == pytest.approx(2 * 10.0 + 2 * 20 * 100.0 + 2 * 4 * 100.0 + 8 * 10 * 350 / 4)
+
+
+def test_powered_up_nodes_are_chosen_first_and_a_job_spreads_onto_powered_down_ones():
+    # as real Slurm did in bench/slurm_power_reference.py's recording (p01, p02): n0 is excluded from
+    # power saving and on, n1-n3 powered down.  "a" (3 CPUs) fits n0; "b" (4 CPUs, no node count)
+    # takes n0's last CPU and 3 on the first powered-down node, not a whole powered-down node.
+    cluster = Cluster([NodeSpec(f"n{i}", 4) for i in range(4)])
+    jobs = [JobSpec("a", 0.0, 100.0, runtime_s=50.0, cpus=3), JobSpec("b", 1.0, 100.0, runtime_s=10.0, cpus=4)]
+    saving = SlurmPowerSaving(suspend_time_s=15.0, boot_s=5.0, exc_nodes=("n0",), start_powered_down=True)
+    records, machine, _ = run(jobs, cluster, saving)
+    assert records["a"].node_indices == (0,)
+    assert records["b"].node_indices == (0, 1)
+    assert [e for e in machine.events if e[1] == "resume"] == [(2.0, "resume", 1)]
+
+
+def test_a_node_being_powered_down_cannot_be_allocated_for_suspend_timeout():
+    # one node; "a" runs 0-0.5 s; scans at 1 s (a tick after the allocation and the end), then every
+    # 10 s: at 11 s the node, idle since 0.5 s (more than 5 s), is suspended.  "b" comes at 11 s but
+    # the node is POWERING_DOWN until a scan sees 11 + 30 < now: not at 41, at 51 s.  Nothing asks
+    # for a pass then (Slurm's make_node_avail does not): the main scheduler's periodic pass
+    # (sched_interval 60 s) allocates it at 60 s; the scan a tick later (61 s) resumes it, up at
+    # 66 s; slurmctld's check of configuring jobs (every 30 s from 0) starts "b" at 90 s.
+    jobs = [JobSpec("a", 0.0, 60.0, runtime_s=0.5, cpus=1), JobSpec("b", 11.0, 60.0, runtime_s=1.0, cpus=1)]
+    saving = SlurmPowerSaving(suspend_time_s=5.0, suspend_timeout_s=30.0, boot_s=5.0)
+    records, machine, _ = run(jobs, Cluster.homogeneous(1, cpus=1), saving)
+    assert machine.events == [(11.0, "suspend", 0), (61.0, "resume", 0)]
+    assert records["b"].start_s == 90.0
+
+
+def test_partition_suspend_time_infinite_and_excluded_partitions_keep_nodes_on():
+    conf = parse_slurm_conf_text("NodeName=n[1-4] CPUs=2\nPartitionName=a Nodes=n[1-2] SuspendTime=INFINITE\n"
+                                 "PartitionName=b Nodes=n[2-3]\nPartitionName=c Nodes=n4\n"
+                                 "SuspendTime=5\nSuspendExcParts=c\nSuspendRate=0\n")
+    saving = SlurmPowerSaving.from_conf(conf, boot_s=1.0)
+    from greenslurm.traces.slurm_conf import cluster_from_slurm_conf
+    cluster = cluster_from_slurm_conf(conf)
+    times, _, _, excluded = saving.node_settings(cluster)
+    # n2 is in a (INFINITE) and b (the global 5 s): the largest, INFINITE
+    assert times.tolist() == [math.inf, math.inf, 5.0, 5.0] and excluded.tolist() == [False, False, False, True]
+    jobs = [JobSpec("x", 0.0, 60.0, runtime_s=1.0, cpus=1, partition="b"),
+            JobSpec("y", 50.0, 60.0, runtime_s=1.0, cpus=1, partition="b")]
+    _, machine, _ = run(jobs, cluster, saving)
+    assert {node for _, kind, node in machine.events if kind == "suspend"} == {2}
+
+
+def test_the_conf_readers_refuse_what_slurm_refuses():
+    with pytest.raises(ValueError, match="suspendrate"):
+        SlurmPowerSaving.from_conf(parse_slurm_conf_text("NodeName=n1 CPUs=1\nSuspendRate=-3\n"))
+    with pytest.raises(ValueError, match="nodes:count"):
+        SlurmPowerSaving.from_conf(parse_slurm_conf_text("NodeName=n[1-2] CPUs=1\nSuspendExcNodes=n[1-2]:1\n"))
+    with pytest.raises(Exception, match="SuspendTime"):
+        parse_slurm_conf_text("NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 SuspendTime=soon\n")
+
+
+def test_boots_per_node_day():
+    assert boots_per_node_day(0, 4, 100.0) == 0.0
+    assert boots_per_node_day(48, 4, 43200.0) == 24.0     # 48 boots / 4 nodes / half a day
+
+
+@st.composite
+def workloads(draw):
+    count = draw(st.integers(1, 12))
+    jobs, t = [], 0.0
+    for i in range(count):
+        t += draw(st.sampled_from([0.0, 1.0, 7.0, 30.0, 90.0]))
+        cpus = draw(st.integers(1, 8))
+        run_s = float(draw(st.integers(1, 60)))
+        jobs.append(JobSpec(f"j{i}", t, run_s + draw(st.sampled_from([0.0, 30.0])), runtime_s=run_s, cpus=cpus))
+    return jobs
+
+
+@settings(max_examples=40, deadline=None)
+@given(jobs=workloads(), suspend_s=st.sampled_from([0.0, 5.0, 20.0]), boot_s=st.sampled_from([0.0, 3.0, 25.0]),
+       rate=st.sampled_from([0, 1, 60]), start_off=st.booleans(), backfill=st.booleans())
+def test_invariants_over_random_workloads(jobs, suspend_s, boot_s, rate, start_off, backfill):
+    cluster = Cluster.homogeneous(3, cpus=4, idle_w=100.0, busy_w=300.0)
+    saving = SlurmPowerSaving(suspend_time_s=suspend_s, boot_s=boot_s, suspend_rate=rate, resume_rate=rate,
+                              start_powered_down=start_off, exc_nodes=("n0",) if rate == 1 else ())
+    scheduling = SlurmScheduling(scheduler="backfill" if backfill else "builtin", batch_sched_delay_s=0.0 if rate else 3.0)
+    records, machine, result = run(jobs, cluster, saving, scheduling)
+    assert set(records) == {j.job_id for j in jobs}          # every job runs
+    for job in jobs:
+        r = records[job.job_id]
+        assert r.start_s >= job.submit_s
+        assert r.end_s == pytest.approx(r.start_s + job.runtime_s)
+    energy = result.energy
+    assert energy.total_j == pytest.approx(energy.jobs_j + energy.unallocated_j, rel=1e-9)
+    assert energy.per_node_j.sum() == pytest.approx(energy.total_j, rel=1e-9)
+    totals = machine.power_totals()
+    assert totals.boots == sum(kind == "resume" for _, kind, _ in machine.events)
+    assert totals.suspends == sum(kind == "suspend" for _, kind, _ in machine.events)
+    # no job ran on a node while it was off or booting: a node's jobs are all after its last boot
+    # began + boot_s (its resume), and no node was suspended while one of its jobs ran
+    for time_s, kind, node in machine.events:
+        for r in records.values():
+            if node in r.node_indices and kind == "suspend":
+                assert not (r.start_s < time_s < r.end_s)
+            if node in r.node_indices and kind == "resume":
+                assert not (time_s < r.start_s < time_s + boot_s - 1e-9)
+    assert not (machine.state[machine.excluded] == OFF).any()
+
+
+def test_same_inputs_give_the_same_schedule():
+    jobs = [JobSpec(f"j{i}", 13.0 * i, 90.0, runtime_s=5.0 + i, cpus=1 + i % 5) for i in range(30)]
+    saving = SlurmPowerSaving(suspend_time_s=10.0, boot_s=8.0, suspend_rate=3)
+    first = run(jobs, Cluster.homogeneous(4, cpus=4), saving)
+    second = run(jobs, Cluster.homogeneous(4, cpus=4), saving)
+    assert [(r.start_s, r.node_indices) for r in first[0].values()] == [(r.start_s, r.node_indices) for r in second[0].values()]
+    assert first[1].events == second[1].events
+
+
+# -- the command line -------------------------------------------------------------------------------
+CONF = """ClusterName=t
+NodeName=n[1-4] CPUs=4 RealMemory=4000
+PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE
+SuspendTime={suspend}
+ResumeTimeout=120
+"""
+
+
+def swf(path, jobs):
+    path.write_text("".join(f"{i + 1} {submit} -1 {run} {cpus} -1 -1 {cpus} 3600 -1 1 1 1 -1 1 -1 -1 -1\n"
+                            for i, (submit, run, cpus) in enumerate(jobs)))
+    return path
+
+
+def test_replay_honours_suspend_time_from_slurm_conf(tmp_path, capsys):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CONF.format(suspend=60))
+    trace = swf(tmp_path / "jobs.swf", [(0, 100, 4), (400, 100, 4), (2000, 50, 16)])
+    out = tmp_path / "out"
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--boot-s", "90",
+                 "--no-progress", "--out", str(out)]) == 0
+    import json
+    summary = json.loads((out / "summary.json").read_text())
+    power = summary["power_states"]
+    assert power["suspends"] > 0 and power["boots"] > 0
+    # the last job (16 CPUs, at 2,000 s) is allocated the four powered-down nodes, resumed at the scan
+    # a tick later (2,001 s), up 90 s later (2,091 s), started at slurmctld's check (every 30 s from
+    # 0: 2,100 s) and ends at 2,150 s: the replay's span; far more boots per node per day than
+    # hardware takes
+    span_days = 2150 / 86400
+    assert power["boots_per_node_day"] == pytest.approx(power["boots"] / 4 / span_days)
+    assert "boots per node per day" in capsys.readouterr().err
+    # --power-down-after sets SuspendTime: a year keeps every node on
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--power-down-after",
+                 "31536000", "--no-progress", "--out", str(tmp_path / "out2")]) == 0
+    assert json.loads((tmp_path / "out2" / "summary.json").read_text())["power_states"]["suspends"] == 0
+
+
+def test_replay_refuses_a_boot_longer_than_resume_timeout_and_greenslurms_own_power_settings(tmp_path, capsys):
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CONF.format(suspend=60))
+    trace = swf(tmp_path / "jobs.swf", [(0, 100, 4)])
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--boot-s", "300",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "ResumeTimeout 120 s" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--power-budget", "900",
+                 "--no-progress"]) == 2
+    assert "--power-budget" in capsys.readouterr().err
+    conf.write_text(CONF.format(suspend=60) + "SuspendRate=fast\n")
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "suspendrate" in err.lower() and str(conf) in err and "Traceback" not in err

@@ -1,0 +1,42 @@
+"""The test run's own hygiene (tests/conftest.py): a run that leaves a process of this Python running
+greenslurm or multiprocessing's helpers behind fails, naming it; the one leftover is still ended here."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LEAKING_TEST = '''
+import subprocess, sys
+
+def test_leaks(tmp_path):
+    # an orphan of this Python mentioning greenslurm: its parent exits at once
+    subprocess.run([sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+                    "'import time; time.sleep(120)  # greenslurm'], start_new_session=True); "
+                    "open(%r, 'w').write(str(p.pid))"], check=True, timeout=60)
+'''
+
+
+def test_a_run_that_leaves_a_process_behind_fails_naming_it(tmp_path):
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    pid_file = tmp_path / "orphan.pid"
+    (folder / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (folder / "test_leak.py").write_text(LEAKING_TEST % str(pid_file))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(folder),
+                           "-c", os.devnull, str(folder)], capture_output=True, text=True, timeout=300, cwd=folder)
+    orphan = int(pid_file.read_text())
+    try:
+        assert done.returncode == 1, done.stdout[-2000:]
+        assert "1 passed" in done.stdout and "processes outlive the test run" in done.stdout, done.stdout[-2000:]
+        assert f"pid {orphan}: {sys.executable} -c import time; time.sleep(120)" in done.stdout
+    finally:
+        try:
+            os.kill(orphan, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
