@@ -175,3 +175,12 @@ def test_a_symlink_loop_is_named(tmp_path, capsys, monkeypatch, command):
     if command[0] != "whatif":
         err = refused(capsys, *command, "dangling")
         assert "dangling: a symbolic link to gone.swf, which does not exist" in err
+
+
+# -- reports that fit their medium ----------------------------------------------------------------
+def test_piped_reports_have_no_trailing_spaces(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) > 20 and "Scheduling" in out
+    assert [line for line in lines if line != line.rstrip()] == []
