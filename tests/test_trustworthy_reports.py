@@ -184,3 +184,14 @@ def test_piped_reports_have_no_trailing_spaces(capsys):
     lines = out.splitlines()
     assert len(lines) > 20 and "Scheduling" in out
     assert [line for line in lines if line != line.rstrip()] == []
+
+
+def test_the_whatif_table_is_split_not_cut(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "72")
+    code, data = run_whatif(tmp_path, export("100Mn", "100Mn", "100Mn"), FOUR_NODES_CONF, "--candidate", "fcfs",
+                            "--candidate", "conservative", "--candidate", "e2=easy", "--candidate", "f2=fcfs")
+    out = capsys.readouterr().out
+    assert code == 0 and "…" not in out and "..." not in out
+    assert max(len(line) for line in out.splitlines()) <= 72
+    assert "(1/3)" in out and "(3/3)" in out          # the five policies in three parts, each whole
+    assert all(name in out for name in ("slurm", "fcfs", "conservative", "e2", "f2"))
