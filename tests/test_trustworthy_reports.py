@@ -195,3 +195,12 @@ def test_the_whatif_table_is_split_not_cut(tmp_path, capsys, monkeypatch):
     assert max(len(line) for line in out.splitlines()) <= 72
     assert "(1/3)" in out and "(3/3)" in out          # the five policies in three parts, each whole
     assert all(name in out for name in ("slurm", "fcfs", "conservative", "e2", "f2"))
+
+
+# -- one vocabulary: help without argparse's placeholders ---------------------------------------------
+def test_inflate_help_has_no_argparse_placeholders(capsys):
+    with pytest.raises(SystemExit):
+        main(["inflate", "--help"])
+    out = capsys.readouterr().out
+    assert "--seeds N" in out and "--first-seed FIRST" in out and "--until X" in out
+    assert not any(word in out.split() for word in ("SEEDS", "FIRST_SEED", "UNTIL"))
