@@ -204,3 +204,16 @@ def test_inflate_help_has_no_argparse_placeholders(capsys):
     out = capsys.readouterr().out
     assert "--seeds N" in out and "--first-seed FIRST" in out and "--until X" in out
     assert not any(word in out.split() for word in ("SEEDS", "FIRST_SEED", "UNTIL"))
+
+
+def test_top_level_help_lists_every_hook_action(capsys):
+    with pytest.raises(SystemExit):
+        main(["hook", "--help"])
+    hook_help = capsys.readouterr().out
+    actions = hook_help.split("ACTION\n")[1].split("options:")[0]
+    names = [line.split()[0] for line in actions.splitlines() if line.startswith("    ") and not line.startswith("     ")]
+    assert names == ["serve", "install", "check", "report", "power"]
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = " ".join(capsys.readouterr().out.split())
+    assert "the live Slurm job_submit hook: " + ", ".join(names) in top
