@@ -399,15 +399,39 @@ def legend(labels) -> str:
     return "; ".join(f"#{i} = {label}" for i, label in enumerate(labels) if len(label) > SHORT_LABEL)
 
 
-def report_table(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None = None) -> Table:
-    """A row per figure, a column per policy (and first the recorded one, without differences)."""
+def report_tables(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None,
+                  console: Console, width: int) -> list[Table]:
+    """:func:`report_table` split into parts of as many policy columns as fit ``width`` (no cell cut),
+    each part with the figures' names and the recorded column; parts titled (1/2), (2/2)."""
+    from rich.measure import Measurement
+    unbounded = console.options.update_width(1_000_000)
+    groups: list[list[str]] = []
+    for label in results:
+        trial = (groups[-1] + [label]) if groups else [label]
+        if groups and Measurement.get(console, unbounded, report_table(results, current, recorded, trial)).maximum <= width:
+            groups[-1] = trial
+        else:
+            groups.append([label])
+    tables = [report_table(results, current, recorded, group) for group in groups]
+    for number, table in enumerate(tables):
+        if len(tables) > 1:
+            table.title = f"({number + 1}/{len(tables)})"
+    return tables
+
+
+def report_table(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None = None,
+                 shown: list[str] | None = None) -> Table:
+    """A row per figure, a column per policy (``shown``: these only; first the recorded one, without
+    differences)."""
     labels = list(results)
     table = Table(box=box.SIMPLE_HEAVY, title_justify="left", pad_edge=False)
     table.add_column("", no_wrap=True)
     if recorded is not None:
         table.add_column("export's\nrecord", justify="right", no_wrap=True)
-    for number, label in enumerate(labels):
-        heading = label if len(label) <= SHORT_LABEL else f"#{number}"
+    numbers = {label: number for number, label in enumerate(labels)}
+    labels = labels if shown is None else shown
+    for label in labels:
+        heading = label if len(label) <= SHORT_LABEL else f"#{numbers[label]}"
         table.add_column(("current\n" if label == current else "\n") + heading, justify="right", no_wrap=True)
     base = results[current][0]
     for key, name, lower, how in ROWS:
@@ -610,7 +634,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     notes.append(f"power model: {power_model['text']}")
     parts = [head, "", *([f"[bold yellow]most jobs skipped: {escape(warning)}[/]"] if warning else []),
              baseline_text(recorded, far, reader_skipped, _duration),
-             report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])
+             *report_tables(results, current[0], recorded.row, console, console.width - 4)] + \
+        ([escape(legend(results))] if legend(results) else [])
     parts += [f"[yellow]{escape(text)}[/]" for text in implausible_boots(results)]
     body = Group(*parts,
                  "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
