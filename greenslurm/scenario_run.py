@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import logging
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -56,14 +57,37 @@ class Outcome:
 
 
 # -- inputs -----------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=8)
+def file_stamp(path: str) -> tuple | None:
+    """What tells one version of a file from another at the same path (modification time in ns, size,
+    inode, device), so that a cache keyed by it never hands out a file's old contents after the file was
+    rewritten or a new file took its name; None when the file cannot be read (the reader says why).
+
+    >>> file_stamp("/nonexistent/greenslurm") is None
+    True
+    """
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
+
+
 def _read_cached(path: str, fmt: str | None, strict: bool, columns: tuple | None):
+    return _read_stamped(path, file_stamp(path), fmt, strict, columns)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, strict: bool, columns: tuple | None):
     from greenslurm.inputs import read
     return read(path, fmt, strict=strict, columns=columns)
 
 
-@functools.lru_cache(maxsize=16)
 def _cluster_cached(kind: str, path: str) -> Cluster:
+    return _cluster_stamped(kind, path, file_stamp(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _cluster_stamped(kind: str, path: str, stamp: tuple | None) -> Cluster:
     from greenslurm.inputs import load_cluster, load_node_list, load_slurm_conf
     return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path)
 

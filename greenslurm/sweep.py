@@ -397,8 +397,14 @@ def cell_id(cell: Mapping) -> str:
 
 
 # -- one cell: a scenario ----------------------------------------------------------------------------
-@functools.lru_cache(maxsize=8)
 def _read(path: str, fmt: str | None, columns: tuple | None):
+    """A trace read once per version of its file (a file rewritten at the same path is read again)."""
+    from greenslurm.scenario_run import file_stamp
+    return _read_stamped(path, file_stamp(path), fmt, columns)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, columns: tuple | None):
     from greenslurm.traces import read_trace
     return read_trace(path, fmt, columns=list(columns) if columns else None)
 

@@ -102,6 +102,15 @@ def test_the_distance_from_the_record_by_hand(tmp_path):
     assert wide["fidelity"]["order_agreement"] == 1.0 and wide["fidelity"]["within_tolerance"] == 1.0
 
 
+def test_a_trace_rewritten_at_the_same_path_is_read_again(tmp_path):
+    # whatif keeps the traces it read in memory (a sweep reads each once); a file rewritten at the same
+    # path (a notebook's second call, pytest reusing a folder name) must be read anew, not served from memory
+    code, data = whatif(tmp_path, EXPORT.replace("00:05:00|n2", "00:05:00|zz9"))
+    assert code == 0 and data["recorded"]["energy_missing"] == "job 3 ran on zz9, which the cluster lacks"
+    code, data = whatif(tmp_path, EXPORT)
+    assert code == 0 and data["recorded"]["energy_missing"] is None
+
+
 def test_an_export_without_start(tmp_path, capsys):
     no_start = "".join("|".join(f for i, f in enumerate(line.split("|")) if i != 4) + "\n"   # field 5: Start
                        for line in EXPORT.splitlines())
@@ -164,7 +173,8 @@ def test_jobs_the_record_cannot_place(tmp_path):
     (["--start-tolerance", "-5"], "--start-tolerance must be a number of seconds >= 0"),
     (["--start-tolerance", "nan"], "--start-tolerance must be a number of seconds >= 0"),
     (["--candidate", "slurm:acceptance=greedy"], "applies to the deadline queue, not to the slurm queue"),
-    (["--candidate", "slurm:power_states.suspend_after_s=600"], "power states work with the fcfs and easy queues"),
+    # the slurm queue powers nodes down with Slurm's own power saving; a budget is not part of it
+    (["--candidate", "slurm:power_states.budget_w=30000"], "this setting is not part of it"),
     (["--candidate", "slurm:bf_window=10"], "unknown policy options: bf_window"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, options, message):
