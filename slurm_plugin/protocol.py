@@ -201,6 +201,27 @@ def time_zone(text: str | None) -> tzinfo | None:
     return timezone.utc
 
 
+# The last time a calendar date shows (9999-12-30 UTC, a day short of datetime's end for any time zone):
+# a time beyond it is no deadline any job can be planned against, and its date cannot be written.
+LATEST_TIME_S = 253_402_041_600
+
+
+def _in_calendar(when: int | float, raw: str) -> float:
+    """``when`` as epoch seconds, if a calendar holds it.
+
+    >>> _in_calendar(1_800_000_000, "1800000000")
+    1800000000.0
+    >>> _in_calendar(10 ** 400, "now+" + "9" * 400)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    greenslurm.clustermodel.errors.InputError: ...field deadline: not a Slurm time: 'now+999... (after the year 9999)
+    """
+    if not 0 <= when <= LATEST_TIME_S:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise InputError(f"not a Slurm time: {shown!r} (after the year 9999)", field="deadline")
+    return float(when)
+
+
 def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float:
     """An absolute epoch time from Slurm's ``--begin``/``--deadline`` syntax, in the local time of
     ``tz`` (the submitting user's ``TZ``; None: the service's own zone):
@@ -225,9 +246,10 @@ def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float
         unit = _UNITS.get(match.group(2))
         if unit is None:
             raise InputError(f"unknown time unit {match.group(2)!r} in {raw!r}", field="deadline")
-        return now_s + int(match.group(1)) * unit
+        offset = int(match.group(1)) * unit
+        return _in_calendar(now_s + min(offset, LATEST_TIME_S + 1), raw)   # (a float cannot hold 10**400)
     if text.isdigit() and len(text) >= 9:
-        return float(text)
+        return _in_calendar(int(text), raw)
     now = datetime.fromtimestamp(now_s, tz)
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if text == "now":
@@ -244,7 +266,7 @@ def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float
         match = _DATE.match(text)
         if match:
             y, mo, d, h, mi, s = (int(g) if g else 0 for g in match.groups())
-            return datetime(y, mo, d, h, mi, s, tzinfo=tz).timestamp()
+            return _in_calendar(datetime(y, mo, d, h, mi, s, tzinfo=tz).timestamp(), raw)
         match = _CLOCK.match(text)
         if match:
             h, mi, s = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
@@ -262,6 +284,8 @@ def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float
             if not match.group(3) and t < today:
                 t = t.replace(year=y + 1)
             return t.timestamp()
+    except InputError:
+        raise
     except ValueError as exc:
         raise InputError(f"not a Slurm time: {raw!r} ({exc})", field="deadline") from None
     raise InputError(f"not a Slurm time: {raw!r}", field="deadline")
