@@ -188,6 +188,7 @@ class Snapshot:
     pending: list[PendingJob] = field(default_factory=list)
     skipped: int = 0
     runs: list[JobRun] = field(default_factory=list)
+    default_partition: str = ""          # where Slurm puts a job naming no partition ("": all nodes)
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,7 @@ class LiveView:
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
-        self.cluster = live_cluster(self.nodes, self.power)
+        self.cluster = live_cluster(self.nodes, self.power, snapshot.default_partition)
         # which nodes a job may ever use (partition, --constraint): the replay's one rule
         self._eligibility = Eligibility(self.cluster)
         self._shards_per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
@@ -687,15 +688,16 @@ class NodePower:
                         gpu_idle_w=self.gpu_idle_w, gpu_max_w=self.gpu_max_w, **more)
 
 
-def live_cluster(nodes: list[LiveNode], power: NodePower | None = None) -> Cluster:
-    """The cluster of ``nodes`` (those the view plans on) with the site's power model.
+def live_cluster(nodes: list[LiveNode], power: NodePower | None = None, default_partition: str = "") -> Cluster:
+    """The cluster of ``nodes`` (those the view plans on) with the site's power model; a job naming
+    no partition may use the nodes of ``default_partition`` only.
 
     >>> live_cluster([LiveNode("n1", 4), LiveNode("n2", 8, state="down")]).size
     2
     """
     power = power or NodePower()
-    return Cluster(power.node(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
-                              features=tuple(n.features)) for n in nodes)
+    return Cluster((power.node(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
+                               features=tuple(n.features)) for n in nodes), default_partition=default_partition)
 
 
 def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int, throttle: int) -> float | None:

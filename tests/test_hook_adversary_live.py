@@ -7,13 +7,21 @@ submissions by ordinary users.
   environment, which sbatch passes on unread) is rejected naming the field; it never makes the service
   fail, so three such submissions never make job_submit.lua stop asking the service (its back-off
   after three failures in a row), which would reject every other user's deadline job meanwhile.
+- A job naming no partition is planned in Slurm's default partition: on a cluster whose default
+  partition is busy and another partition idle, it is neither pinned to the idle partition's nodes
+  (Slurm then refuses it, "Requested node configuration is not available") nor deadline-checked
+  against them.
 """
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from test_hook_attacks import REASON, attack, empty  # noqa: F401 (fixtures)
+from greenslurm.slurm_plugin.install import ping
+
+from test_hook_attacks import REASON, Attack, attack, empty  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
               pytest.mark.timeout(300)]
@@ -43,3 +51,54 @@ def test_a_deadline_beyond_the_calendar_never_pauses_the_hook_for_other_users(em
     assert "greenslurm#" in site.job(theirs.stdout.strip()).get("Comment", "")
     assert "internal error" not in site.service_log(20000)
     site.cluster.run("scancel", "--user=greenslurm-other", check=False)
+
+
+# -- the default partition --------------------------------------------------------------------------
+PARTITIONS = ("PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP",
+              "PartitionName=other Nodes=n3,n4 MaxTime=INFINITE State=UP")
+HOUR_JOB = "#!/bin/sh\nsleep 3600\n"
+
+
+@pytest.fixture(scope="module")
+def two_partitions():
+    """The attack cluster with two partitions: debug (n1, n2; the default), other (n3, n4); every CPU
+    of debug held for an hour by root jobs, other idle."""
+    site = Attack()
+    site.cluster.partitions = PARTITIONS
+    try:
+        site.start()
+        ids = []
+        for node in ("n1", "n2"):
+            result = site.cluster.sbatch("-p", "debug", "-w", node, "-n", "4", "-t", "60", script=HOUR_JOB)
+            assert result.returncode == 0, result.stderr
+            ids.append(result.stdout.strip())
+        for job_id in ids:
+            site.cluster.wait_job_state(job_id, ("RUNNING",), timeout_s=60)
+        synced = time.time()
+        while (age := ping(site.socket, 5.0).get("view_age_s")) is None or time.time() - age <= synced:
+            time.sleep(0.2)
+        yield site
+    finally:
+        site.close()
+
+
+def test_a_job_naming_no_partition_is_not_pinned_outside_the_default_partition(two_partitions):
+    site = two_partitions
+    result = site.sbatch("-t", "5", script=HOUR_JOB)
+    # without the hook Slurm queues it in debug behind the root jobs
+    assert result.returncode == 0, result.stderr
+    job = site.job(result.stdout.strip())
+    assert job["Partition"] == "debug"
+    assert set(site.hostnames(job.get("ReqNodeList") or "n1")) <= {"n1", "n2"}, job
+    site.cancel_jobs()
+
+
+def test_a_deadline_job_naming_no_partition_is_checked_in_the_default_partition(two_partitions):
+    site = two_partitions
+    before = site.last_decision_id()
+    # 10 minutes due in 30, behind an hour of work in debug: earliest end about 70 minutes away
+    result = site.sbatch("-t", "10", "--deadline=now+30minutes", filtered=True, script=HOUR_JOB)
+    assert result.returncode != 0 and "greenslurm" in result.stderr, (result.stdout, result.stderr)
+    rows = site.wait_decisions_after(before)
+    assert rows and rows[-1]["action"] == "reject" and "earliest end" in rows[-1]["message"], rows[-1:]
+    site.cancel_jobs()
