@@ -236,9 +236,14 @@ class DecisionService:
             if age is None:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
+        excluded = sub.excluded_nodes
+        if sub.any_features:
+            # an OR constraint: the nodes with none of its features are as good as excluded
+            wanted = set(sub.any_features)
+            excluded += tuple(node.name for node in self.view.nodes if wanted.isdisjoint(node.features))
         outcome = self.view.decide(job, max(now, job.submit_s), sub.begin_s, sub.features,
                                    tasks=sub.array_tasks, throttle=sub.array_throttle,
-                                   required_nodes=sub.required_nodes, excluded_nodes=sub.excluded_nodes)
+                                   required_nodes=sub.required_nodes, excluded_nodes=excluded)
         decision = outcome.decision
         if decision.reason == OWN_NODES and job.deadline_s is None:
             # Slurm holds such a job until its nodes come back: nothing to check, and the user's nodes stay
@@ -253,7 +258,9 @@ class DecisionService:
                        renewable_share_earliest=green.share_earliest)
         if decision.accepted and outcome.start_s is not None:
             names = list(outcome.nodes)
-            pinned = tuple(names) if ((config.set_required_nodes or own_nodes) and sub.array_tasks == 1
+            # a constraint the hook cannot read (counts, mixed & and |) is Slurm's to place: not pinned
+            pin = config.set_required_nodes and not sub.constraint_unread
+            pinned = tuple(names) if ((pin or own_nodes) and sub.array_tasks == 1
                                       and not config.shadow) else ()
             entry = [time.time(), sub, pinned, None]
             self.since_snapshot.append(entry)
@@ -269,7 +276,7 @@ class DecisionService:
                     + energy + (f", {green_reason(green, outcome.start_s)}" if shifted else "")
                     + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else "")
                     + (", its own node list kept" if own_nodes else ""))
-            if config.set_required_nodes and sub.array_tasks == 1 and not own_nodes:
+            if pin and sub.array_tasks == 1 and not own_nodes:
                 # the nodes, and their number: Slurm may add nodes to a required list otherwise
                 sets["req_nodes"] = ",".join(names)
                 sets["min_nodes"] = sets["max_nodes"] = len(names)

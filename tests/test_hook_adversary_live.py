@@ -11,6 +11,8 @@ submissions by ordinary users.
   partition is busy and another partition idle, it is neither pinned to the idle partition's nodes
   (Slurm then refuses it, "Requested node configuration is not available") nor deadline-checked
   against them.
+- A job whose constraint asks for any of several features (``f1|f2``, ``[f1|f2]``) is never pinned to
+  a node with none of them (Slurm then refuses it).
 """
 
 from __future__ import annotations
@@ -59,6 +61,20 @@ PARTITIONS = ("PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE Stat
 HOUR_JOB = "#!/bin/sh\nsleep 3600\n"
 
 
+def hold_nodes(site: Attack, nodes: tuple[str, ...], *args: str) -> None:
+    """Every CPU of ``nodes`` held for an hour by root jobs, running, and seen by a sync."""
+    ids = []
+    for node in nodes:
+        result = site.cluster.sbatch(*args, "-w", node, "-n", "4", "-t", "60", script=HOUR_JOB)
+        assert result.returncode == 0, result.stderr
+        ids.append(result.stdout.strip())
+    for job_id in ids:
+        site.cluster.wait_job_state(job_id, ("RUNNING",), timeout_s=60)
+    synced = time.time()
+    while (age := ping(site.socket, 5.0).get("view_age_s")) is None or time.time() - age <= synced:
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def two_partitions():
     """The attack cluster with two partitions: debug (n1, n2; the default), other (n3, n4); every CPU
@@ -67,16 +83,7 @@ def two_partitions():
     site.cluster.partitions = PARTITIONS
     try:
         site.start()
-        ids = []
-        for node in ("n1", "n2"):
-            result = site.cluster.sbatch("-p", "debug", "-w", node, "-n", "4", "-t", "60", script=HOUR_JOB)
-            assert result.returncode == 0, result.stderr
-            ids.append(result.stdout.strip())
-        for job_id in ids:
-            site.cluster.wait_job_state(job_id, ("RUNNING",), timeout_s=60)
-        synced = time.time()
-        while (age := ping(site.socket, 5.0).get("view_age_s")) is None or time.time() - age <= synced:
-            time.sleep(0.2)
+        hold_nodes(site, ("n1", "n2"), "-p", "debug")
         yield site
     finally:
         site.close()
@@ -102,3 +109,34 @@ def test_a_deadline_job_naming_no_partition_is_checked_in_the_default_partition(
     rows = site.wait_decisions_after(before)
     assert rows and rows[-1]["action"] == "reject" and "earliest end" in rows[-1]["message"], rows[-1:]
     site.cancel_jobs()
+
+
+# -- constraints that are not a plain list of features ---------------------------------------------
+FEATURES = {"n1": "f1", "n2": "f1", "n3": "f2", "n4": "f3"}
+
+
+@pytest.fixture
+def featured(empty):
+    """n1, n2 with feature f1, n3 with f2, n4 with f3; n1, n2, n3 held for an hour by root jobs."""
+    site = empty
+    for node, feature in FEATURES.items():
+        site.cluster.run("scontrol", "update", f"NodeName={node}", f"AvailableFeatures={feature}",
+                         f"ActiveFeatures={feature}")
+    try:
+        hold_nodes(site, ("n1", "n2", "n3"))
+        yield site
+    finally:
+        site.cancel_jobs(everyone=True)
+        for node in FEATURES:
+            site.cluster.run("scontrol", "update", f"NodeName={node}", "AvailableFeatures=", "ActiveFeatures=",
+                             check=False)
+
+
+@pytest.mark.parametrize("constraint", ["f1|f2", "[f1|f2]"])
+def test_a_job_with_an_or_constraint_is_never_pinned_to_a_node_without_its_features(featured, constraint):
+    site = featured
+    # only n4 (f3) is idle; the job may run on n1, n2 or n3 (f1 or f2): Slurm queues it there
+    result = site.sbatch(f"--constraint={constraint}", "-t", "5", script=HOUR_JOB)
+    assert result.returncode == 0, result.stderr
+    job = site.job(result.stdout.strip())
+    assert "n4" not in site.hostnames(job.get("ReqNodeList") or "n1"), job
