@@ -460,7 +460,8 @@ class PyslurmBackend:
                          "submit_time": j.submit_time, "eligible_time": j.eligible_time, "deadline": j.deadline,
                          "user_name": j.user_name, "partition": j.partition, "comment": j.comment,
                          "priority": j.priority, "features": ",".join(j.required_features or ())})
-        return snapshot_from_json(sinfo, {"jobs": jobs}, now)
+        default = next((str(p.name) for p in pyslurm.Partitions.load().values() if getattr(p, "is_default", False)), "")
+        return snapshot_from_json(sinfo, {"jobs": jobs}, now, default)
 
     def hold(self, job_id: str, comment: str) -> None:
         self.pyslurm.Job(int(job_id)).hold()
