@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
+from greenslurm.clustermodel.eligibility import or_features
 from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
 from greenslurm.traces.slurm_conf import expand_hostlist
@@ -450,7 +451,6 @@ class Submission:
     max_nodes: int = 0
     required_nodes: tuple[str, ...] = ()    # the user's own -w (hostlist expanded)
     excluded_nodes: tuple[str, ...] = ()    # the user's own -x
-    any_features: tuple[str, ...] = ()      # an OR constraint (``a|b``, ``[a|b]``): a node with any of them
     constraint_unread: bool = False         # a constraint of another form (counts, mixed & and |, [a|b]): not pinned
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -523,19 +523,6 @@ def array_size(text: str | None) -> tuple[int, int]:
     return tasks, int(throttle or 0)
 
 
-def or_features(constraint: str) -> tuple[str, ...]:
-    """The features of a constraint that asks for any one of them (``a|b``, or ``[a|b]``: the same
-    one on every node); () for any other form.
-
-    >>> or_features("f1|f2"), or_features("[f1|f2]"), or_features("f1&f2"), or_features("f1*2|f2")
-    (('f1', 'f2'), ('f1', 'f2'), (), ())
-    """
-    body = constraint[1:-1] if constraint.startswith("[") and constraint.endswith("]") else constraint
-    if not re.fullmatch(r"[\w.\-]+(\|[\w.\-]+)+", body):
-        return ()
-    return tuple(sorted(set(body.split("|"))))
-
-
 def submission_from_request(request: dict, *, now_s: float | None = None,
                             default_time_limit_s: float = 3600.0) -> Submission:
     """The job of a ``submit`` request (checked by :func:`parse_request`).
@@ -583,6 +570,8 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     features = tuple(sorted(f for f in re.split(r"[&,]", features_text) if f)) if re.fullmatch(
         r"[\w.\-&,]*", features_text) else ()
     any_features = or_features(features_text)
+    if any_features:
+        features = (features_text,)          # planned on the nodes with any of them (the view's mask)
     job = JobSpec(f"submit-{request.get('id', 0)}", submit_s=now, requested_time_s=limit_s, cpus=cpus,
                   nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gres.per_node), deadline_s=deadline_s,
                   user=request.get("user") or "", partition=request.get("partition") or "",
@@ -592,5 +581,5 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     return Submission(job, begin_s, features, deadline_text, deadline_source, array_tasks_count, throttle,
                       max_nodes, node_names(request, "req_nodes"), node_names(request, "exc_nodes"),
                       # "[a|b]" asks the same feature on every node: Slurm's to place, planned on either
-                      any_features, bool(features_text) and not features
-                      and not (any_features and not features_text.startswith("[")), request)
+                      bool(features_text) and not features
+                      or features_text.startswith("[") and bool(any_features), request)

@@ -274,17 +274,12 @@ class DecisionService:
             if age is None:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
-        excluded = sub.excluded_nodes
-        if sub.any_features:
-            # an OR constraint: the nodes with none of its features are as good as excluded
-            wanted = set(sub.any_features)
-            excluded += tuple(node.name for node in self.view.nodes if wanted.isdisjoint(node.features))
         # a job held at submission, waiting on another job, or that the hook already gave up on is
         # checked but not reserved: the sync plans it once it can run (Slurm's view of it)
         reserve = not (late or request.get("hold") or waits_for(request.get("dependency")) != ())
         outcome = self.view.decide(job, max(now, job.submit_s), sub.begin_s, sub.features,
                                    tasks=sub.array_tasks, throttle=sub.array_throttle,
-                                   required_nodes=sub.required_nodes, excluded_nodes=excluded,
+                                   required_nodes=sub.required_nodes, excluded_nodes=sub.excluded_nodes,
                                    commit=reserve)
         decision = outcome.decision
         if decision.reason == OWN_NODES and job.deadline_s is None:

@@ -47,7 +47,7 @@ from greenslurm.allocation.planner import Planner
 from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
-from greenslurm.clustermodel.eligibility import Eligibility
+from greenslurm.clustermodel.eligibility import Eligibility, or_features
 from greenslurm.clustermodel.fragmentation import target_workload
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
@@ -411,7 +411,13 @@ class LiveView:
     def _mask(self, partition: str, features: tuple[str, ...], shards: int) -> np.ndarray | None:
         key = (partition, features, shards)
         if key not in self._masks:
-            eligible = self._eligibility.mask(partition, "&".join(features))
+            # a constraint asking any of several features ("a|b", a pending job's or a submission's):
+            # the nodes of its partition with one of them
+            anyof = set(or_features(features[0])) if len(features) == 1 else set()
+            eligible = self._eligibility.mask(partition, "" if anyof else "&".join(features))
+            if anyof and not isinstance(eligible, str):
+                has = np.array([not anyof.isdisjoint(node.features) for node in self.nodes])
+                eligible = has if eligible is None else (eligible & has)
             if isinstance(eligible, str):           # no node ever: the job fits nowhere
                 ok = np.zeros(len(self.nodes), dtype=bool)
             else:

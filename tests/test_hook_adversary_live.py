@@ -12,7 +12,8 @@ submissions by ordinary users.
   (Slurm then refuses it, "Requested node configuration is not available") nor deadline-checked
   against them.
 - A job whose constraint asks for any of several features (``f1|f2``, ``[f1|f2]``) is never pinned to
-  a node with none of them (Slurm then refuses it).
+  a node with none of them (Slurm then refuses it); a PENDING job with such a constraint keeps its
+  place in the plan (it was planned nowhere, and a deadline job behind it was accepted).
 """
 
 from __future__ import annotations
@@ -140,3 +141,21 @@ def test_a_job_with_an_or_constraint_is_never_pinned_to_a_node_without_its_featu
     assert result.returncode == 0, result.stderr
     job = site.job(result.stdout.strip())
     assert "n4" not in site.hostnames(job.get("ReqNodeList") or "n1"), job
+
+
+def test_a_pending_job_with_an_or_constraint_keeps_its_place_in_the_plan(featured):
+    site = featured
+    # root's job asks f1 or f2 on three nodes: it waits for n1, n2, n3 (busy for an hour), then
+    # holds them for an hour (n4 has f3 only)
+    queued = site.cluster.sbatch("-N", "3", "-n", "12", "--constraint=f1|f2", "-t", "60", script=HOUR_JOB)
+    assert queued.returncode == 0, queued.stderr
+    synced = time.time()
+    while (age := ping(site.socket, 5.0).get("view_age_s")) is None or time.time() - age <= synced:
+        time.sleep(0.2)
+    before = site.last_decision_id()
+    # 10 minutes on an f1 node due in 90: behind root's job it ends at 60 + 60 + 10 = 130 minutes
+    result = site.sbatch("-n", "4", "--constraint=f1", "-t", "10", "--deadline=now+90minutes", filtered=True,
+                         script=HOUR_JOB)
+    assert result.returncode != 0 and "greenslurm" in result.stderr, (result.stdout, result.stderr)
+    rows = site.wait_decisions_after(before)
+    assert rows and rows[-1]["action"] == "reject" and "earliest end" in rows[-1]["message"], rows[-1:]
