@@ -45,6 +45,7 @@ from pathlib import Path
 
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL
 from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline, waits_for
 from greenslurm.slurm_plugin.config import HookConfig
@@ -274,6 +275,15 @@ class DecisionService:
             if age is None:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
+        named = job_partitions(job.partition)
+        if named and self.view.partitions and self.view.partitions.isdisjoint(named):
+            # no usable node in any partition it names (all down or drained, or no such partition):
+            # Slurm queues it (or refuses it with its own message); a deadline cannot be checked
+            if job.deadline_s is None:
+                return finish("accept", f"greenslurm: accepted unplanned: no usable node in partition "
+                                        f"{','.join(named)}", reason="no usable partition")
+            return finish("reject", f"greenslurm: cannot check the deadline: no usable node in partition "
+                                    f"{','.join(named)}", reason="no usable partition")
         # a job held at submission, waiting on another job, or that the hook already gave up on is
         # checked but not reserved: the sync plans it once it can run (Slurm's view of it)
         reserve = not (late or request.get("hold") or waits_for(request.get("dependency")) != ())

@@ -631,6 +631,12 @@ class LiveView:
             self._planned_end[str(job_id)] = end
         return end
 
+    @property
+    def partitions(self) -> frozenset[str]:
+        """The partitions of the nodes the view plans on (a partition whose every node is down or
+        drained is not among them)."""
+        return self._eligibility.partitions
+
     def planned_end_s(self, job_id: str) -> float | None:
         """The planned end of a pending job of the snapshot (None if it was not planned)."""
         return self._planned_end.get(str(job_id))

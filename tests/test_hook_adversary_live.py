@@ -10,7 +10,8 @@ submissions by ordinary users.
 - A job naming no partition is planned in Slurm's default partition: on a cluster whose default
   partition is busy and another partition idle, it is neither pinned to the idle partition's nodes
   (Slurm then refuses it, "Requested node configuration is not available") nor deadline-checked
-  against them.
+  against them.  A job for a partition whose every node is drained is queued, as Slurm queues it
+  (it was rejected as "larger than the cluster"); with a deadline it is rejected, saying why.
 - A job whose constraint asks for any of several features (``f1|f2``, ``[f1|f2]``) is never pinned to
   a node with none of them (Slurm then refuses it); a PENDING job with such a constraint keeps its
   place in the plan (it was planned nowhere, and a deadline job behind it was accepted).
@@ -159,3 +160,22 @@ def test_a_pending_job_with_an_or_constraint_keeps_its_place_in_the_plan(feature
     assert result.returncode != 0 and "greenslurm" in result.stderr, (result.stdout, result.stderr)
     rows = site.wait_decisions_after(before)
     assert rows and rows[-1]["action"] == "reject" and "earliest end" in rows[-1]["message"], rows[-1:]
+
+
+def test_a_job_for_a_partition_whose_nodes_are_all_drained_is_queued_as_without_the_hook(two_partitions):
+    site = two_partitions
+    site.cluster.run("scontrol", "update", "NodeName=n3,n4", "State=DRAIN", "Reason=maintenance")
+    try:
+        synced = time.time()
+        while (age := ping(site.socket, 5.0).get("view_age_s")) is None or time.time() - age <= synced:
+            time.sleep(0.2)
+        # Slurm queues it until its nodes come back; the hook must not refuse it as "larger than the cluster"
+        result = site.sbatch("-p", "other", "-t", "5", script=HOUR_JOB)
+        assert result.returncode == 0, result.stderr
+        assert site.job(result.stdout.strip())["JobState"] == "PENDING"
+        # a deadline cannot be checked on nodes that are all out: rejected, saying so
+        late = site.sbatch("-p", "other", "-t", "5", "--deadline=now+2hours", filtered=True, script=HOUR_JOB)
+        assert late.returncode != 0 and "no usable node in partition other" in late.stderr, late.stderr
+    finally:
+        site.cancel_jobs()
+        site.cluster.run("scontrol", "update", "NodeName=n3,n4", "State=RESUME", check=False)
