@@ -375,14 +375,14 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
             seed=0, renewable=None, renewable_scale=None, exclude_unavailable=False, node_idle_w=None,
             node_busy_w=None, limit=None, start_tolerance=None, slack=None, supply=None,
             supply_peak=None) -> Result:
-    from greenslurm.cmd_whatif import DEADLINE_CANDIDATES, DEFAULT_CANDIDATES, parse_policy
+    from greenslurm.cmd_whatif import default_candidates, parse_policy, whatif_row
     from greenslurm.power_model import read_from_slurm
     from greenslurm.inputs import check_input_file, parse_columns, read
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import Inputs, build_supply, prepared_jobs
     from greenslurm.sim.accounting.recorded_schedule import submit_and_start
     from greenslurm.sim.reporting.outputs import WHATIF_SCHEMA, versioned
-    from greenslurm.sweep import outcome_row, policy_scenario
+    from greenslurm.sweep import policy_scenario
     from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED, distance, recorded_column, recorded_json
 
     if trace is None:
@@ -400,7 +400,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
         raise InputError(f"must be a number of seconds >= 0, not {tolerance!r}", path=where, field="start_tolerance")
     current = parse_policy(current if current is not None else "slurm" if slurm_conf else "easy")
     candidates = [candidate] if isinstance(candidate, str) else candidate
-    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if slack_mean is not None else ())
+    defaults = default_candidates(current[1], slack_mean is not None)
     policies = [current] + [c for c in map(parse_policy, candidates or defaults) if c[0] != current[0]]
     if any(label == RECORDED for label, _, _ in policies):
         raise InputError(f"{RECORDED!r} names the export's own schedule; give the policy another name "
@@ -431,7 +431,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     runs, rows, starts = {}, [], None
     for label, scenario in scenarios:
         runs[label], outcome = _replayed(scenario, inputs, False)
-        rows.append({"policy": label, **outcome_row(outcome, reader_skipped=skipped)})
+        rows.append({"policy": label, **whatif_row(outcome, site.size, skipped)})
         if label == current[0]:
             starts = submit_and_start(outcome.result.records)
     recorded = recorded_column(jobs, site, build_supply(scenarios[0][1], jobs, site), skipped)

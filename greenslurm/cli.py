@@ -20,7 +20,7 @@ import greenslurm
 from greenslurm.cli_commands import COMMAND_HELP, command_named
 from greenslurm.cli_parser import OneLineParser
 from greenslurm.clustermodel import InputError
-from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, PROG, PROGRESS_MIN_JOBS, error_line, printable,
+from greenslurm.console import (EXIT_INPUT, EXIT_OK, PIPE_WIDTH, NoTrailingSpaces, PROG, PROGRESS_MIN_JOBS, error_line, printable,
                                 progress_bar, setup_logging, showing_progress, spinner, terminal, write_text)
 from greenslurm.inputs import DEMO_CLUSTER, DEMO_TRACE, check_output_paths, demo_file, parse_columns, read
 
@@ -489,6 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = stderr if to_stdout else terminal()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPE_WIDTH        # files and CI logs: wide enough that rows do not wrap
+    if not console.is_terminal:
+        console.file = NoTrailingSpaces(console.file)
     try:
         return args.handler(args, console)
     except InputError as exc:

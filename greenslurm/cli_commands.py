@@ -16,7 +16,7 @@ COMMAND_HELP = {
     "traces": "look at trace files",
     "inflate": "GPU cluster Monte Carlo inflation: power, allocation and fragmentation per node selection",
     "compare": "acceptance x node selection x slack on one trace: accepted load, performance ratio, misses",
-    "hook": "the live Slurm job_submit hook: serve, install, check",
+    "hook": "the live Slurm job_submit hook: serve, install, check, report, power",
     "sweep": "run a grid of traces x policies x parameters x seeds (local cores or Dask), resumable",
     "whatif": "admin what-if: the site's own sacct jobs under the current and candidate policies",
     "report": "comparison tables (mean, 95%% CI over seeds) and figures of sweep, replay, whatif, inflate, "

@@ -1,4 +1,4 @@
-"""``greenslurm hook``: the live Slurm job-submit hook (serve, install, check)."""
+"""``greenslurm hook``: the live Slurm job-submit hook (serve, install, check, report, power)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
 
 log = logging.getLogger("greenslurm")
@@ -32,7 +33,7 @@ LEVEL_STYLE = {"ok": "[green]ok[/]", "warn": "[yellow]WARN[/]", "fail": "[red]FA
 
 
 def add_parser(commands) -> argparse.ArgumentParser:
-    hook = commands.add_parser("hook", help="the live Slurm job_submit hook: serve, install, check",
+    hook = commands.add_parser("hook", help=COMMAND_HELP["hook"],
                                description="Decide at sbatch time on a real Slurm cluster with the same acceptance\n"
                                            "and allocation policies as the replay.",
                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)

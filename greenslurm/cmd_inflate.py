@@ -83,9 +83,11 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--select", action="append", metavar="SELECTION",
                         help="node selection or weighted mix of GPU scorers, e.g. fgd, gpubestfit, pwr=0.1,fgd=0.9 "
                              "(repeat to compare; default fgd)")
-    parser.add_argument("--seeds", type=positive_int, default=10, help="runs per policy (default: %(default)s)")
-    parser.add_argument("--first-seed", type=non_negative_int, default=42, help="seeds are FIRST, FIRST+1, ... (default: 42)")
-    parser.add_argument("--until", type=positive_float, default=1.3,
+    parser.add_argument("--seeds", type=positive_int, default=10, metavar="N",
+                        help="runs per policy, each with its own random draw of pods (default: %(default)s)")
+    parser.add_argument("--first-seed", type=non_negative_int, default=42, metavar="FIRST",
+                        help="the runs draw with FIRST, FIRST+1, ... (default: 42)")
+    parser.add_argument("--until", type=positive_float, default=1.3, metavar="X",
                         help="stop when arrived GPU demand reaches this multiple of capacity (default: %(default)s)")
     parser.add_argument("--normalization", choices=NORMALIZATIONS, default="paper",
                         help="paper: the authors' simulator (integer points, their NormalizeScore); "

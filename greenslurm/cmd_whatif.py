@@ -52,6 +52,12 @@ log = logging.getLogger(__name__)
 # generous time limits its compression is slow (32 s on the 4,285 jobs of xdmod-phillips), and so is the
 # deadline queue without deadlines; ask for them with --candidate.
 DEFAULT_CANDIDATES = ("fcfs", "easy+suspend=easy:power_states.suspend_after_s=600")
+# With --slurm-conf the current policy is the site's Slurm, and the default candidate is the same Slurm
+# with idle nodes powered down after 10 minutes (SuspendTime=600): one change at a time, never another scheduler.
+SLURM_CANDIDATES = ("slurm+suspend=slurm:power_states.suspend_after_s=600",)
+# Boots per node per day above this are implausible for a real site (more than one an hour on every node):
+# Slurm's SuspendRate/ResumeRate, which would damp it, are not modelled.
+IMPLAUSIBLE_BOOTS_PER_NODE_DAY = 24.0
 DEADLINE_CANDIDATES = ("greedy-bestfit=deadline:acceptance=greedy:select=bestfit",)
 # (row key, label, lower is better, how to show)
 ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected", True, "int"),
@@ -64,7 +70,19 @@ ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected
         ("max_wait_s", "max wait", True, "time"), ("mean_bounded_slowdown", "mean bounded slowdown", True, "num"),
         ("utilization", "utilisation", False, "pct"), ("makespan_s", "makespan", True, "time"),
         ("saved_vs_idle_kwh", "saved by powering down (kWh)", False, "num"), ("boots", "node boots", True, "int"),
+        ("boots_per_node_day", "boots per node per day", True, "num"),
         ("refused_starts", "starts held by the power budget", True, "int"))
+
+
+def default_candidates(current_queue: str, deadlines: bool) -> tuple[str, ...]:
+    """The candidates compared when none is given: under the slurm queue the same Slurm with power saving,
+    else FCFS and EASY with power saving; Greedy BestFit too when the jobs have deadlines.
+
+    >>> default_candidates("slurm", False)
+    ('slurm+suspend=slurm:power_states.suspend_after_s=600',)
+    """
+    return ((SLURM_CANDIDATES if current_queue == "slurm" else DEFAULT_CANDIDATES)
+            + (DEADLINE_CANDIDATES if deadlines else ()))
 
 
 def parse_policy(text: str) -> tuple[str, str, dict]:
@@ -189,12 +207,44 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     from greenslurm.sim.accounting.recorded_schedule import submit_and_start
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
-    row = outcome_row(outcome, reader_skipped=dict(trace.skipped))
-    row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
+    row = whatif_row(outcome, cluster.size, dict(trace.skipped))
     if out is not None:
         write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
     starts = submit_and_start(outcome.result.records) if want_starts else None
     return label, row, time.perf_counter() - started, starts
+
+
+def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
+    """A policy's row: the sweep's figures, and boots per node per day when nodes power down."""
+    row = outcome_row(outcome, reader_skipped=reader_skipped)
+    row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
+    if row.get("boots") is not None:
+        row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row.get("makespan_s"))
+    return row
+
+
+def boots_per_node_day(boots: int, nodes: int, span_s: float | None) -> float | None:
+    """Node boots per node per day of the replay's span (None: no span).
+
+    >>> boots_per_node_day(25_679, 7, 3 * 86400.0)     # pozidriv's 7-node partition, were it 3 days
+    1222.8095238095239
+    """
+    if not span_s or span_s <= 0 or nodes <= 0:
+        return None
+    return boots / nodes / (span_s / 86400.0)
+
+
+def implausible_boots(results: dict) -> list[str]:
+    """One warning per policy whose nodes boot implausibly often."""
+    warnings = []
+    for label, (row, _) in results.items():
+        rate = row.get("boots_per_node_day")
+        if rate is not None and rate > IMPLAUSIBLE_BOOTS_PER_NODE_DAY:
+            warnings.append(f"warning: under {label} each node boots {rate:,.1f} times a day on average (more than "
+                            f"{IMPLAUSIBLE_BOOTS_PER_NODE_DAY:g}: nodes are powered down between jobs that follow "
+                            f"closely); raise the suspend time; Slurm's SuspendRate and ResumeRate, which would "
+                            f"slow this down, are not modelled")
+    return warnings
 
 
 def write_policy_outputs(result, supply, folder: Path, reader_skipped) -> None:
@@ -349,15 +399,39 @@ def legend(labels) -> str:
     return "; ".join(f"#{i} = {label}" for i, label in enumerate(labels) if len(label) > SHORT_LABEL)
 
 
-def report_table(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None = None) -> Table:
-    """A row per figure, a column per policy (and first the recorded one, without differences)."""
+def report_tables(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None,
+                  console: Console, width: int) -> list[Table]:
+    """:func:`report_table` split into parts of as many policy columns as fit ``width`` (no cell cut),
+    each part with the figures' names and the recorded column; parts titled (1/2), (2/2)."""
+    from rich.measure import Measurement
+    unbounded = console.options.update_width(1_000_000)
+    groups: list[list[str]] = []
+    for label in results:
+        trial = (groups[-1] + [label]) if groups else [label]
+        if groups and Measurement.get(console, unbounded, report_table(results, current, recorded, trial)).maximum <= width:
+            groups[-1] = trial
+        else:
+            groups.append([label])
+    tables = [report_table(results, current, recorded, group) for group in groups]
+    for number, table in enumerate(tables):
+        if len(tables) > 1:
+            table.title = f"({number + 1}/{len(tables)})"
+    return tables
+
+
+def report_table(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None = None,
+                 shown: list[str] | None = None) -> Table:
+    """A row per figure, a column per policy (``shown``: these only; first the recorded one, without
+    differences)."""
     labels = list(results)
     table = Table(box=box.SIMPLE_HEAVY, title_justify="left", pad_edge=False)
     table.add_column("", no_wrap=True)
     if recorded is not None:
         table.add_column("export's\nrecord", justify="right", no_wrap=True)
-    for number, label in enumerate(labels):
-        heading = label if len(label) <= SHORT_LABEL else f"#{number}"
+    numbers = {label: number for number, label in enumerate(labels)}
+    labels = labels if shown is None else shown
+    for label in labels:
+        heading = label if len(label) <= SHORT_LABEL else f"#{numbers[label]}"
         table.add_column(("current\n" if label == current else "\n") + heading, justify="right", no_wrap=True)
     base = results[current][0]
     for key, name, lower, how in ROWS:
@@ -401,7 +475,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
                "Slurm's defaults); every queue: select (the node selection, as replay --select);\n"
                "the deadline queue: acceptance (greedy, threshold, all, or a chain a,b), select (bestfit,\n"
                "balanced, minidle, firstfit, +backfill), renewable (grid, green, only: needs --renewable), share\n"
-               "and min_slack (threshold); node power states (fcfs, easy): power_states.suspend_after_s,\n"
+               "and min_slack (threshold); node power states (every queue): power_states.suspend_after_s,\n"
                ".boot_s, .boot_w, .off_w, .budget_w, .phases.  An option that does not apply is an error.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("trace", metavar="SACCT_EXPORT", help="the site's jobs (sacct text or JSON; any trace format)")
@@ -425,7 +499,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
                              "slurm.conf's settings, with --slurm-conf; else easy, textbook EASY backfilling)")
     parser.add_argument("--candidate", action="append", default=None, metavar="POLICY",
                         help="a policy to compare (repeat; default: " + ", ".join(DEFAULT_CANDIDATES)
-                             + ", and with --slack-mean " + ", ".join(DEADLINE_CANDIDATES) + ")")
+                             + "; with --slurm-conf " + ", ".join(SLURM_CANDIDATES)
+                             + "; and with --slack-mean " + ", ".join(DEADLINE_CANDIDATES) + ")")
     deadlines = parser.add_argument_group("deadlines and renewable power (the same for every policy)")
     cmd_options.alias(deadlines, "--slack", cmd_options.slack_mean(deadlines))
     cmd_options.slack_options(deadlines)
@@ -468,7 +543,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
     started = time.perf_counter()
     current = parse_policy(args.current if args.current is not None else "slurm" if args.slurm_conf else "easy")
-    defaults = DEFAULT_CANDIDATES + (DEADLINE_CANDIDATES if args.slack_mean is not None else ())
+    defaults = default_candidates(current[1], args.slack_mean is not None)
     candidates = [parse_policy(p) for p in (args.candidate or defaults)]
     check_unique_names(current, candidates)
     policies = [current] + [c for c in candidates if c[0] != current[0]]
@@ -559,7 +634,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
     notes.append(f"power model: {power_model['text']}")
     parts = [head, "", *([f"[bold yellow]most jobs skipped: {escape(warning)}[/]"] if warning else []),
              baseline_text(recorded, far, reader_skipped, _duration),
-             report_table(results, current[0], recorded.row)] + ([escape(legend(results))] if legend(results) else [])
+             *report_tables(results, current[0], recorded.row, console, console.width - 4)] + \
+        ([escape(legend(results))] if legend(results) else [])
+    parts += [f"[yellow]{escape(text)}[/]" for text in implausible_boots(results)]
     body = Group(*parts,
                  "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
     console.print(Panel(body, title="what if", title_align="left", expand=False))

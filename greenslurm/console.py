@@ -24,6 +24,40 @@ PIPE_WIDTH = 110
 _HANDLER_TAG = "_greenslurm_cli"
 
 
+class NoTrailingSpaces:
+    r"""A text stream that drops the spaces before each line's end (rich pads every line of a table or
+    panel to its width; in a file or pipe they are noise).  Spaces are held until the next character
+    shows whether they end a line.
+
+    >>> import io
+    >>> out = io.StringIO(); stream = NoTrailingSpaces(out)
+    >>> _ = stream.write("a  │ b   "); _ = stream.write("  \nc "); _ = stream.write(" d\n"); out.getvalue()
+    'a  │ b\nc  d\n'
+    """
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._held = ""
+
+    def write(self, text: str) -> int:
+        text = self._held + text
+        lines = text.split("\n")
+        last = lines.pop()
+        kept = last.rstrip(" ")
+        self._held = last[len(kept):]
+        self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines) + kept)
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str):          # encoding, fileno, ...: the wrapped stream's
+        return getattr(self._stream, name)
+
+
 def setup_logging(verbose: int, console: Console) -> None:
     """One rich handler on the root logger (replacing an earlier one of ours, leaving others)."""
     from rich.logging import RichHandler

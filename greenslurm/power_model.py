@@ -79,6 +79,18 @@ def _toml_gives_power(path: str) -> bool:
     return bool(groups) and all(isinstance(g, dict) and "idle_w" in g and "busy_w" in g for g in groups)
 
 
+def _cluster_file_name(path: str) -> str:
+    """How a report names a cluster file: the bundled demo's as bundled (the user gave none).
+
+    >>> _cluster_file_name("/site/cluster.toml")
+    'the cluster file cluster.toml'
+    """
+    from pathlib import Path
+    bundled = Path(__file__).resolve().parent / "data"
+    name = Path(path).name
+    return f"greenslurm's bundled {name}" if Path(path).resolve().parent == bundled else f"the cluster file {name}"
+
+
 def describe(scenario, cluster: Cluster, power=None) -> PowerModel:
     """The power model of ``scenario`` (a :class:`greenslurm.scenario.Scenario`) on ``cluster``;
     ``power``: the node power states' effective settings (a ``PowerStateConfig``), if any."""
@@ -99,7 +111,7 @@ def describe(scenario, cluster: Cluster, power=None) -> PowerModel:
         if gpus:
             text += f"; {gpus:,} GPUs idle to maximum power by model, linear in allocated share"
         if source.file is not None and _toml_gives_power(source.file):
-            text += " (from the cluster file)"
+            text += f" (from {_cluster_file_name(source.file)})"
             assumed = False
         elif source.homogeneous is not None and source.homogeneous.idle_w is not None \
                 and source.homogeneous.busy_w is not None:

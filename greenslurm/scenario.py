@@ -547,11 +547,7 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             value = getattr(s.power_states, key)
             if value is not None and not (0 <= value < math.inf):
                 fail("must be a number >= 0", f"power_states.{key}")
-    elif s.power_states is not None:
-        from greenslurm.sim.machines.power_states import SUPPORTED_QUEUES    # the machine loads when it is used
-        if s.queue not in SUPPORTED_QUEUES:
-            fail(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues, not {s.queue}",
-                 "power_states")
+    elif s.power_states is not None:      # every other queue: the machine's power states (any queue)
         try:
             power_config(s.power_states)
         except (TypeError, ValueError) as exc:

@@ -260,23 +260,45 @@ def slurm_version(slurm_conf: str = "") -> str | None:
     return None
 
 
-def pyslurm_version() -> tuple[str | None, str | None]:
-    """(pyslurm's version, None) when it imports; (None, why not) otherwise, in one line."""
+PYSLURM_PROBE = "import sys, pyslurm; sys.stdout.write(str(getattr(pyslurm, '__version__', '')))"
+PYSLURM_PROBE_TIMEOUT_S = 30.0
+
+
+def pyslurm_version(slurm_conf: str = "") -> tuple[str | None, str | None]:
+    """(pyslurm's version, None) when it imports with this Slurm configuration; (None, why not)
+    otherwise, in one line.  Probed in a subprocess: ``import pyslurm`` reads the Slurm configuration
+    and, finding none, ends the process that imports it (exit 1, "Could not establish a configuration
+    source"); a named slurm.conf that is missing is reported without trying (Slurm would retry it
+    for a minute)."""
     if importlib.util.find_spec("pyslurm") is None:
         return None, "pyslurm is not installed"
+    conf = slurm_conf or os.environ.get("SLURM_CONF", "")
+    if conf and not os.path.isfile(conf):
+        return None, f"pyslurm cannot read the Slurm configuration {conf} (no such file)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))   # what this process imports
+    if conf:
+        env["SLURM_CONF"] = conf
     try:
-        module = importlib.import_module("pyslurm")
-    except Exception as exc:                 # a pyslurm built for another libslurm fails in many ways
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        return None, f"pyslurm does not import ({first})"
-    version = getattr(module, "__version__", None)
-    if version is None:
+        done = subprocess.run([sys.executable, "-c", PYSLURM_PROBE], capture_output=True, env=env,
+                              timeout=PYSLURM_PROBE_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None, f"pyslurm did not import within {PYSLURM_PROBE_TIMEOUT_S:g} s (is slurm.conf reachable?)"
+    except OSError as exc:
+        return None, f"pyslurm could not be tried ({exc.strerror})"
+    if done.returncode != 0:
+        # a pyslurm built for another libslurm, or no configuration: the last line says why
+        # ("ImportError: libslurm.so.38: cannot open ...", "python3: fatal: Could not establish ...")
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        last = re.sub(r"^[\w.]+: ", "", lines[-1].strip(), count=1) if lines else f"exit {done.returncode}"
+        return None, f"pyslurm does not import ({last})"
+    version = done.stdout.decode("utf-8", "replace").strip()
+    if not version:
         try:
             from importlib.metadata import version as dist_version
             version = dist_version("pyslurm")
         except Exception:
             return None, "pyslurm imports but does not say its version"
-    return str(version), None
+    return version, None
 
 
 def resolve_backend(config: HookConfig) -> tuple[str, str]:
@@ -288,7 +310,7 @@ def resolve_backend(config: HookConfig) -> tuple[str, str]:
         return "cli", "cli: Slurm's JSON commands (sinfo --json, squeue --json; scontrol, scancel to act)"
     if name == "files":
         return "files", f"files: sinfo.json and squeue.json in {config.state_dir} (actions only logged)"
-    version, problem = pyslurm_version()
+    version, problem = pyslurm_version(config.slurm_conf)
     slurm = slurm_version(config.slurm_conf) if problem is None or name == "pyslurm" else None
     if problem is None and slurm is not None and release(version) != release(slurm):
         problem = f"pyslurm {version} is built for another Slurm release than this Slurm {slurm}"

@@ -1053,7 +1053,7 @@ def make_backend(config: HookConfig):
             return BACKENDS[name](config.slurm_conf or None)
         if name == "files":
             return BACKENDS[name](config.state_dir)
-        return BACKENDS[name]()
+        return BACKENDS[name](config.slurm_conf or None)
     except BackendError as exc:
         raise InputError(str(exc), path=config.path, field="backend") from None
 

@@ -74,7 +74,9 @@ def test_whatif_takes_the_slurm_conf(tmp_path):
     data = json.loads(out.read_text())
     assert data["cluster"] == str(DATA / "slurm.conf") and data["jobs"] == 3
     # the current policy is Slurm's own scheduling; an SWF log without waits (-1) records no start
-    assert data["current"] == "slurm" and list(data["policies"]) == ["slurm", "fcfs", "easy+suspend"]
+    # the default candidate is the same Slurm with idle nodes powered down (never another scheduler)
+    assert data["current"] == "slurm" and list(data["policies"]) == ["slurm", "slurm+suspend"]
+    assert data["policies"]["slurm+suspend"]["boots_per_node_day"] is not None
     assert data["recorded"]["unusable_by_reason"] == {"no start recorded": 3}
     # every policy ran the three jobs on the slurm.conf's cluster: 4 nodes, 3 x 4 + 8 = 20 CPUs
     for policy in data["policies"].values():

@@ -2,7 +2,9 @@
 shipped job_submit.lua and cli_filter.lua, ``greenslurm hook serve``), with submissions by an
 ordinary user (``greenslurm-user``, run through ``setpriv``).
 
-The hook runs at its DEFAULT settings.  The config sets only:
+The hook runs at its DEFAULT settings, where ``backend = "auto"`` takes the pyslurm built for this Slurm
+(the test environment has it); every attack that goes through the service's view of Slurm runs again
+with ``backend = "cli"`` (Slurm's JSON commands), on a cluster of its own.  The config sets only:
   socket, database  -- the defaults live under /run and /var/lib; the test cluster keeps its state in one
                        temporary folder (mode 0755, so the ordinary user reaches slurm.conf and munged);
   slurm_conf        -- the test cluster's own slurm.conf (the default is Slurm's /etc/slurm);
@@ -49,6 +51,8 @@ REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
               pytest.mark.timeout(180)]
 
+BACKENDS = ("auto", "cli")         # auto: the default, which is pyslurm here
+ONCE = pytest.mark.parametrize("attack", ["auto"], indirect=True)     # the backend plays no part: run once
 NODES = (NodeDef("n1", 4, 4000, 2), NodeDef("n2", 4, 4000, 2), NodeDef("n3", 4, 4000), NodeDef("n4", 4, 4000))
 IMPOSSIBLE = ("-t", "10", "--deadline=now+30minutes")      # 10 minutes due in 30, behind an hour of work
 HOPELESS = ("-t", "60", "--deadline=now+1minute")          # past its deadline even on an empty cluster
@@ -69,7 +73,8 @@ BAD = b"x\xff\x80\xbf\xc0\xaf\xed\xa0\x80y"
 class Attack:
     """The cluster with the rendered hook, one service at default settings, one ordinary user."""
 
-    def __init__(self) -> None:
+    def __init__(self, backend: str = "auto") -> None:
+        self.backend = backend
         self.root = shared_root("greenslurm-attacks-")
         self.socket = str(self.root / "run" / "hook.sock")
         self.database = self.root / "lib" / "hook.sqlite"
@@ -77,7 +82,8 @@ class Attack:
         (self.root / "lib").mkdir(mode=0o700)      # ... and StateDirectory=
         self.cluster = SlurmCluster(self.root / "slurm", NODES)     # the Lua files are filled in below
         self.config = write_config(self.root / "hook.toml", socket=self.socket, database=str(self.database),
-                                   slurm_conf=str(self.cluster.conf), sync_interval_s=1.0)
+                                   slurm_conf=str(self.cluster.conf), sync_interval_s=1.0,
+                                   **({} if backend == "auto" else {"backend": backend}))
         subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(self.config),
                         "--dest", str(self.root / "rendered")], check=True, capture_output=True, timeout=60)
         self.cluster.job_submit_lua = (self.root / "rendered" / "job_submit.lua").read_text()
@@ -225,11 +231,13 @@ class Attack:
         return "held" if job.get("JobState") == "PENDING" else "cancelled"
 
 
-@pytest.fixture(scope="module")
-def attack():
-    env = Attack()
+@pytest.fixture(scope="module", params=BACKENDS)
+def attack(request):
+    env = Attack(request.param)
     try:
         env.start()
+        expected = "backend: auto -> pyslurm" if request.param == "auto" else "backend: cli"
+        assert expected in env.service_log(100_000), env.service_log()
         yield env
     finally:
         env.close()
@@ -462,6 +470,7 @@ def test_an_hour_of_work_due_in_a_minute_never_runs(empty):
 
 
 # -- kill -9 mid-load -----------------------------------------------------------------------------
+@ONCE
 def test_kill_9_mid_load_loses_no_answered_decision_and_repeats_no_id(empty):
     per_process, processes = 12, 4
     results: list[tuple[str, subprocess.CompletedProcess]] = []
@@ -521,6 +530,7 @@ def _failed_open_count(attack: Attack, answer: dict) -> int | None:
     return None
 
 
+@ONCE
 def test_a_stopped_service_never_stalls_slurmctld(empty):
     log_before = len(empty.cluster.log_text())
     pid = empty.service.proc.pid
@@ -555,6 +565,7 @@ def test_a_stopped_service_never_stalls_slurmctld(empty):
 
 
 # -- two instances --------------------------------------------------------------------------------
+@ONCE
 def test_a_second_instance_on_the_same_config_exits_and_leaves_the_first_alone(attack):
     before = os.stat(attack.socket).st_ino
     try:
@@ -581,6 +592,7 @@ def ping_ok(path: str) -> bool:
         return False
 
 
+@ONCE
 def test_an_exiting_service_does_not_delete_a_socket_it_does_not_own(attack):
     os.unlink(attack.socket)                  # someone else's socket now sits on that path
     other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -599,6 +611,7 @@ def test_an_exiting_service_does_not_delete_a_socket_it_does_not_own(attack):
 
 
 # -- the socket and the record ---------------------------------------------------------------------
+@ONCE
 def test_at_defaults_an_ordinary_user_can_reach_neither_socket_nor_record(attack):
     st = os.stat(attack.socket)
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600, oct(st.st_mode)
@@ -650,6 +663,7 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
+@ONCE
 def test_malformed_request_lines_get_an_error_answer_and_the_service_goes_on(attack, name):
     # sent as root: at defaults only the service's own user and root can reach the socket
     data = send_and_read(attack.socket, MALFORMED[name], timeout_s=20.0)
@@ -692,6 +706,7 @@ def plain_cluster():
         shutil.rmtree(root, ignore_errors=True)
 
 
+@ONCE
 def test_more_tasks_than_cpus_gets_the_answer_slurm_gives_without_the_hook(empty, plain_cluster):
     # 4 nodes x 4 CPUs = 16 CPUs.  -n 16 runs with and without the hook.
     reference = plain_cluster.sbatch("-n", "16", "-t", "1")

@@ -5,6 +5,7 @@ the backend, the runtime folder, lock, socket and record of a real running servi
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import os
 import pwd
 import re
@@ -131,12 +132,19 @@ def test_a_missing_cli_filter_warns_and_a_missing_job_submit_plugin_fails(tmp_pa
 
 
 # -- the backend ----------------------------------------------------------------------------------------------
-def test_auto_without_pyslurm_is_cli_in_one_line():
+@pytest.fixture
+def no_pyslurm(monkeypatch):
+    """pyslurm hidden from this process (the test environment builds it): ``None`` in sys.modules is
+    how Python marks a module that cannot be imported, and find_spec then finds none."""
+    monkeypatch.setitem(sys.modules, "pyslurm", None)
+
+
+def test_auto_without_pyslurm_is_cli_in_one_line(no_pyslurm):
     assert resolve_backend(HookConfig()) == ("cli", "auto -> cli: pyslurm is not installed; Slurm's JSON commands are used")
     assert resolve_backend(HookConfig(backend="cli"))[0] == "cli"
 
 
-def test_pyslurm_requested_but_absent_is_one_line_exit_2(tmp_path, capsys):
+def test_pyslurm_requested_but_absent_is_one_line_exit_2(tmp_path, capsys, no_pyslurm):
     path = write_config(tmp_path / "hook.toml", backend="pyslurm", socket=str(tmp_path / "s.sock"),
                         database=str(tmp_path / "r.sqlite"))
     with pytest.raises(InputError, match=r'backend = "pyslurm": pyslurm is not installed') as info:
@@ -147,6 +155,25 @@ def test_pyslurm_requested_but_absent_is_one_line_exit_2(tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "pyslurm" in err and "Traceback" not in err
     assert main(["hook", "check", "--config", str(path), "--slurm-conf", str(tmp_path / "slurm.conf")]) == 1
     assert 'backend = "pyslurm": pyslurm is not installed' in capsys.readouterr().out.replace("\n", " ").replace("│", "")
+
+
+def test_the_real_pyslurm_without_a_usable_slurm_conf_is_probed_without_killing_the_caller(tmp_path, monkeypatch):
+    # import pyslurm without a configuration it can read ends the importing process (exit 1): the
+    # probe runs in a subprocess, so this test process lives on to see "auto -> cli" with Slurm's reason
+    assert importlib.util.find_spec("pyslurm") is not None, "scripts/test builds pyslurm into the test environment"
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    empty = tmp_path / "slurm.conf"
+    empty.write_text("")                      # Slurm: "ClusterName needs to be specified", then fatal
+    assert resolve_backend(HookConfig(slurm_conf=str(empty))) == (
+        "cli", "auto -> cli: pyslurm does not import (fatal: Unable to process configuration file); "
+               "Slurm's JSON commands are used")
+    missing = tmp_path / "nope.conf"          # Slurm would retry it for a minute: refused at once
+    assert resolve_backend(HookConfig(slurm_conf=str(missing))) == (
+        "cli", f"auto -> cli: pyslurm cannot read the Slurm configuration {missing} (no such file); "
+               "Slurm's JSON commands are used")
+    with pytest.raises(InputError, match=r'backend = "pyslurm": pyslurm does not import \(fatal: Unable to process'):
+        resolve_backend(HookConfig(backend="pyslurm", slurm_conf=str(empty)))
+    assert "pyslurm" not in sys.modules or sys.modules["pyslurm"] is None     # never imported here
 
 
 @pytest.fixture

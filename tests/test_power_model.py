@@ -21,7 +21,7 @@ def test_the_demo_says_its_cluster_file_gives_node_power(tmp_path, capsys):
     summary, report = _summary(tmp_path, capsys, "demo")
     model = summary["power_model"]
     assert model == {"text": "nodes 100 W idle to 200 W with every CPU allocated, linear in allocated CPUs "
-                             "(from the cluster file)", "assumed": False}
+                             "(from greenslurm's bundled kth-sp2.toml)", "assumed": False}
     assert "power model: nodes 100 W idle to 200 W" in report
 
 

@@ -105,10 +105,36 @@ def test_planner_keeps_demand_and_budget_on_the_way():
     assert calm.actions == () and calm.target_power_w == pytest.approx(840.0)
 
 
-def test_conservative_is_refused():
-    with pytest.raises(ValueError):
-        Replay([JobSpec("a", 0.0, 1.0, runtime_s=1.0, cpus=1)], one_cpu_nodes(1), "conservative",
-               machine_factory=power_machine_factory(PowerStateConfig()))
+@pytest.mark.parametrize("queue", ["conservative", "deadline", "slurm", "none"])
+def test_planning_queues_allocate_off_nodes_and_the_job_waits_for_the_boot(queue):
+    """Slurm's way for the queues that plan ahead: an off node stays allocatable, the start boots it
+    and the run (and its recorded start) begins when it is up.  One node; suspend after 100 s, boot
+    50 s at 200 W, off 10 W.
+      a runs 0-10 (300 W: 3000 J); idle 10-110 (100 W: 10000 J); off 110-1000 (10 W: 8900 J)
+      b is allocated at 1000 on the off node: it boots 1000-1050 (200 W: 10000 J), b runs 1050-1060 (3000 J)
+    The same figures as the fcfs queue's (which wakes ahead of the start)."""
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=1, deadline_s=100.0),
+            JobSpec("b", 1000.0, 10.0, runtime_s=10.0, cpus=1, deadline_s=2000.0)]
+    config = PowerStateConfig(suspend_after_s=100.0, boot_s=50.0, boot_w=200.0, off_w=10.0)
+    replay, result = run(jobs, one_cpu_nodes(1), config, queue)
+    assert [(r.job_id, r.start_s, r.end_s) for r in result.records] == [("a", 0.0, 10.0), ("b", 1050.0, 1060.0)]
+    energy = result.energy
+    assert energy.total_j == pytest.approx(3000 + 10000 + 8900 + 10000 + 3000)
+    assert energy.jobs_j == pytest.approx(6000.0)
+    totals = replay.machine.power_totals()
+    assert (totals.boots, totals.suspends) == (1, 1)
+
+
+@pytest.mark.parametrize("queue", ["conservative", "deadline", "slurm"])
+def test_planning_queues_hold_an_allocated_job_for_the_budget(queue):
+    """Two idle nodes (200 W), each job adds 200 W, budget 500 W: b is allocated at 0 on node 1
+    (free) but begins only when a's 200 W are gone, at 10; 0-20 at 400 W = 8000 J, peak 400 W."""
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=1, deadline_s=100.0),
+            JobSpec("b", 0.0, 10.0, runtime_s=10.0, cpus=1, deadline_s=100.0)]
+    replay, result = run(jobs, one_cpu_nodes(2), PowerStateConfig(suspend_after_s=None, budget_w=500.0), queue)
+    assert sorted((r.start_s, r.end_s) for r in result.records) == [(0.0, 10.0), (10.0, 20.0)]
+    assert result.energy.total_j == pytest.approx(8000.0)
+    assert result.energy.peak_power_w == pytest.approx(400.0)
 
 
 @st.composite

@@ -1,6 +1,8 @@
 """The live hook against real Slurm daemons: munged, slurmctld and four slurmd on loopback (two
 nodes with two GPUs each, made with mknod), the shipped job_submit.lua and cli_filter.lua rendered
-by ``greenslurm hook install``, and the decision service run as ``greenslurm hook serve``.
+by ``greenslurm hook install``, and the decision service run as ``greenslurm hook serve``.  Every
+test that goes through the service's view of Slurm runs with each backend (``cli``: sinfo/squeue
+--json; ``pyslurm``: the pyslurm built for this Slurm), on a cluster of its own.
 
 Skipped, with the reason, only when the Slurm binaries (or root) are missing; ``scripts/test``
 installs them with apt.
@@ -8,6 +10,8 @@ installs them with apt.
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import time
@@ -22,6 +26,8 @@ REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
               pytest.mark.timeout(120)]
 
+BACKENDS = ("cli", "pyslurm")
+ONCE = pytest.mark.parametrize("live", ["cli"], indirect=True)     # the backend plays no part: run once
 NODES = (NodeDef("n1", 4, 4000, 2), NodeDef("n2", 4, 4000, 2), NodeDef("n3", 4, 4000), NodeDef("n4", 4, 4000))
 LONG = "#!/bin/sh\nsleep 300\n"
 
@@ -29,8 +35,9 @@ LONG = "#!/bin/sh\nsleep 300\n"
 class Live:
     """The cluster, the rendered hook and one service process (restartable with another config)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, backend: str = "cli") -> None:
         self.root = root
+        self.backend = backend
         self.socket = str(root / "hook.sock")
         self.database = root / "hook.sqlite"
         subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config",
@@ -43,7 +50,7 @@ class Live:
 
     def config(self, name: str, **settings) -> Path:
         base = dict(socket=self.socket, socket_owner="root", database=str(self.database), sync_interval_s=1.0,
-                    timeout_ms=1000, set_required_nodes=True)
+                    timeout_ms=1000, set_required_nodes=True, backend=getattr(self, "backend", "cli"))
         if hasattr(self, "cluster"):
             base["slurm_conf"] = str(self.cluster.conf)
         base.update(settings)
@@ -88,13 +95,14 @@ class Live:
             time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hook-live")
-    env = Live(root)
+@pytest.fixture(scope="module", params=BACKENDS)
+def live(request, tmp_path_factory):
+    root = tmp_path_factory.mktemp(f"hook-live-{request.param}")
+    env = Live(root, request.param)
     env.cluster.start()
     try:
         env.serve()
+        assert f"backend: pyslurm" in (root / "service.log").read_text() or request.param != "pyslurm"
         yield env
     finally:
         env.stop_service()
@@ -185,6 +193,7 @@ def test_shadow_mode_records_but_changes_nothing(clean):
         clean.serve()
 
 
+@ONCE
 def test_restart_continues_the_record(clean):
     first = clean.wait_decisions(1)[-1]["id"]
     clean.serve()          # stop and start again on the same database
@@ -193,6 +202,7 @@ def test_restart_continues_the_record(clean):
     assert clean.wait_decisions(first + 1)[-1]["id"] == first + 1
 
 
+@ONCE
 def test_with_the_service_stopped_submissions_fail_open_quickly(clean):
     clean.stop_service()
     try:
@@ -210,7 +220,22 @@ def test_with_the_service_stopped_submissions_fail_open_quickly(clean):
 def test_hook_check_reports_everything_wired(clean):
     result = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "check", "--config",
                              str(clean.config("hook.toml")), "--slurm-conf", str(clean.cluster.conf)],
-                            capture_output=True, text=True, timeout=30)
+                            capture_output=True, text=True, timeout=30, env=dict(os.environ, COLUMNS="400"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "FAIL" not in result.stdout.replace("FAIL slurm.conf has CliFilterPlugins", "")
     assert "decision service answers" in result.stdout
+    backend = next(line for line in result.stdout.splitlines() if "backend" in line)
+    if clean.backend == "pyslurm":      # backend = "pyslurm": the pyslurm built for this Slurm
+        assert re.search(r"pyslurm 22\.5\.\d+ for Slurm 22\.05\.\d+", backend), backend
+    else:
+        assert "cli: Slurm's JSON commands" in backend, backend
+
+
+@ONCE
+def test_auto_picks_the_pyslurm_that_matches_this_slurm_and_hook_check_says_why(live):
+    auto = live.config("auto.toml", backend="auto")
+    result = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "check", "--config", str(auto),
+                             "--slurm-conf", str(live.cluster.conf)], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, COLUMNS="400"))          # one table row a line
+    line = " ".join(next(line for line in result.stdout.splitlines() if "backend" in line).split())
+    assert re.search(r"ok .*auto -> pyslurm 22\.5\.\d+, matching Slurm 22\.05\.\d+", line), result.stdout

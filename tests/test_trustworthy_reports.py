@@ -175,3 +175,45 @@ def test_a_symlink_loop_is_named(tmp_path, capsys, monkeypatch, command):
     if command[0] != "whatif":
         err = refused(capsys, *command, "dangling")
         assert "dangling: a symbolic link to gone.swf, which does not exist" in err
+
+
+# -- reports that fit their medium ----------------------------------------------------------------
+def test_piped_reports_have_no_trailing_spaces(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) > 20 and "Scheduling" in out
+    assert [line for line in lines if line != line.rstrip()] == []
+
+
+def test_the_whatif_table_is_split_not_cut(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "72")
+    code, data = run_whatif(tmp_path, export("100Mn", "100Mn", "100Mn"), FOUR_NODES_CONF, "--candidate", "fcfs",
+                            "--candidate", "conservative", "--candidate", "e2=easy", "--candidate", "f2=fcfs")
+    out = capsys.readouterr().out
+    assert code == 0 and "…" not in out and "..." not in out
+    assert max(len(line) for line in out.splitlines()) <= 72
+    assert "(1/3)" in out and "(3/3)" in out          # the five policies in three parts, each whole
+    assert all(name in out for name in ("slurm", "fcfs", "conservative", "e2", "f2"))
+
+
+# -- one vocabulary: help without argparse's placeholders ---------------------------------------------
+def test_inflate_help_has_no_argparse_placeholders(capsys):
+    with pytest.raises(SystemExit):
+        main(["inflate", "--help"])
+    out = capsys.readouterr().out
+    assert "--seeds N" in out and "--first-seed FIRST" in out and "--until X" in out
+    assert not any(word in out.split() for word in ("SEEDS", "FIRST_SEED", "UNTIL"))
+
+
+def test_top_level_help_lists_every_hook_action(capsys):
+    with pytest.raises(SystemExit):
+        main(["hook", "--help"])
+    hook_help = capsys.readouterr().out
+    actions = hook_help.split("ACTION\n")[1].split("options:")[0]
+    names = [line.split()[0] for line in actions.splitlines() if line.startswith("    ") and not line.startswith("     ")]
+    assert names == ["serve", "install", "check", "report", "power"]
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    top = " ".join(capsys.readouterr().out.split())
+    assert "the live Slurm job_submit hook: " + ", ".join(names) in top

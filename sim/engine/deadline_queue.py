@@ -215,6 +215,14 @@ class DeadlineQueue:
             self._give_back(request, now_s, job.planned_end_s, job.node_indices)
             self._compress = self.compress
 
+    def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
+        """A running job moved to other nodes (consolidation): its hold in the plan moves with it."""
+        self._advance(now_s)
+        if now_s < job.planned_end_s:
+            request = self._requests[job.index]
+            self._give_back(request, now_s, job.planned_end_s, old_nodes)
+            self.planner.commit(request, Placement(now_s, job.planned_end_s, job.node_indices))
+
     def _compress_schedule(self, now_s: float) -> None:
         """Move every waiting job, in arrival order, to its earliest placement (never later)."""
         planner, profile = self.planner, self.profile

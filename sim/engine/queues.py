@@ -89,6 +89,10 @@ class Fcfs:
 
     name = "fcfs"
 
+    # one waiting line, ``place`` asked before every start: a machine with power states wakes
+    # nodes ahead for the line (greenslurm.sim.machines.power_states)
+    wakes_ahead = True
+
     def __init__(self, machine: Machine, skip_blocked: bool = False, **options) -> None:
         refuse_options(self.name, options, ("skip_blocked",))
         self.machine = machine
@@ -172,6 +176,8 @@ class PlaceOrFail:
 
 class Easy:
     name = "easy"
+
+    wakes_ahead = True           # as Fcfs
 
     def __init__(self, machine: Machine, record_reservations: bool = False, count_processors: bool = True,
                  **options) -> None:
@@ -393,6 +399,14 @@ class Conservative:
         if now_s < job.planned_end_s:
             profile.release(now_s, job.planned_end_s, job.plan_nodes, job.plan_demand)
             self._compress = True
+
+    def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
+        """A running job moved to other nodes (consolidation): its hold in the plan moves with it."""
+        profile = self._profile(now_s)
+        if not self.pooled and now_s < job.planned_end_s:
+            profile.release(now_s, job.planned_end_s, old_nodes, job.plan_demand)
+            profile.reserve(now_s, job.planned_end_s, job.node_indices, job.plan_demand)
+        job.plan_nodes = job.node_indices
 
     def _compress_schedule(self, now_s: float) -> None:
         """Move every waiting job, in arrival order, to its earliest slot (never later)."""

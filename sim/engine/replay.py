@@ -250,7 +250,7 @@ class Replay:
         self.strategy.job_ended(job, now_s)
         # the job's id, submit time, limit, deadline and labels are its input row's (job.index)
         results = self.results
-        results.add(job.index, job.start_s, now_s, energy, job.nodes, job.cpus_total, job.total(GPU),
+        results.add(job.index, job.start_s + job.configuring_s, now_s, energy, job.nodes, job.cpus_total, job.total(GPU),
                     job.node_indices.tolist())
         if self.progress is not None and len(results) % PROGRESS_EVERY == 0:
             self.progress(len(results), self.jobs_total)
@@ -455,7 +455,8 @@ class Replay:
         if result is None:
             result = ReplayResult(columns=self.results.columns(self.ordered), **self._result_parts())
         columns = result.columns
-        end_s = float(columns.end_s.max()) if len(columns) else self.ledger.start_s
+        # no job ran: the ledger ends where its last event left it (timers of power states may have run)
+        end_s = float(columns.end_s.max()) if len(columns) else self.ledger.last_s
         result.energy = self.ledger.close(end_s)
         ledger = self.ledger
         # the series as the ledger holds them (no copy: the ledger records no more once closed)

@@ -643,6 +643,10 @@ class SlurmQueue:
         nodes = best_fit_consecutive(cpus, cpus >= 1, candidates, job.nodes, float(job.demand[CPU]))
         return None if nodes is None else (nodes, None)
 
+    def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
+        """A running job moved to other nodes (consolidation): the next pass sees it there."""
+        self._version += 1
+
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
         self._node_caps.pop(job.index, None)

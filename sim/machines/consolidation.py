@@ -82,7 +82,7 @@ class Consolidation:
 
     def step(self, now_s: float) -> None:
         machine = self.machine
-        if getattr(machine.replay.strategy, "queue", ()):
+        if machine.replay.strategy.waiting() or machine.configuring:
             return                       # waiting jobs: waking, not consolidation, is what they need
         self.steps += 1
         offable, moves = self.offable_nodes()
@@ -96,6 +96,8 @@ class Consolidation:
             return
         size = np.bincount(self.group_of, minlength=groups)
         mean_on_w = np.bincount(self.group_of, weights=machine.powered_w, minlength=groups) / np.maximum(size, 1)
+        # a group without nodes (fewer nodes than phases) draws nothing either way: as off
+        mean_on_w = np.where(size > 0, mean_on_w, self.config.off_w)
         jobs_w = float(sum(job.delta_w for job in machine.running.values()))
         budget = machine.config.budget_w
         # the planner's power must not undercount the ledger's: booting nodes at their on power

@@ -86,6 +86,9 @@ class PendingJob:
     rate_since_s: float = 0.0
     charged_since_s: float = 0.0                  # ledger: start of the job's current stay on its nodes
     charged_j: float = 0.0                        # ledger: energy charged for earlier stays (moved jobs)
+    # seconds between the allocation (``start_s``, what the queue planned with) and the run's
+    # beginning: its nodes booting, or power it waits for under a budget (Slurm's CONFIGURING)
+    configuring_s: float = 0.0
     # The nodes the job may ever use (its partition and constraint; a shared read-only mask, see
     # greenslurm.clustermodel.eligibility), None: every node.
     allowed: np.ndarray | None = None
@@ -265,7 +268,15 @@ class Machine:
     def start(self, job: PendingJob, nodes: np.ndarray, now_s: float, amounts: np.ndarray | None = None) -> None:
         """Start ``job`` on ``nodes``; ``amounts``: what it holds on each of them (rows aligned with
         ``nodes``) when it is spread unevenly (Slurm's jobs that name no node count); the job's
-        ``demand`` then becomes those rows."""
+        ``demand`` then becomes those rows.
+
+        A start is an allocation (:meth:`allocate`) and the job's run beginning (:meth:`begin`); a
+        machine whose nodes may be off begins the run once they are up (Slurm's CONFIGURING)."""
+        self.allocate(job, nodes, now_s, amounts)
+        self.begin(job, now_s)
+
+    def allocate(self, job: PendingJob, nodes: np.ndarray, now_s: float, amounts: np.ndarray | None = None) -> None:
+        """Give ``job`` its resources on ``nodes`` at ``now_s`` (the queue's start); nothing runs yet."""
         if amounts is not None:
             if job.task is not None or amounts.shape != (len(nodes), self.free.shape[1]):
                 raise ValueError(f"job {job.job.job_id}: uneven amounts are for CPU jobs, one row per node")
@@ -292,6 +303,9 @@ class Machine:
         self.running[job.index] = job
         if self._tail_end is not None:
             self._add_tail(job)
+
+    def begin(self, job: PendingJob, now_s: float) -> None:
+        """The allocated ``job`` runs from ``now_s`` on (the listeners: the ledger, its END event)."""
         for listener in self.start_listeners:
             listener(job, now_s)
 

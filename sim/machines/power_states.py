@@ -20,7 +20,18 @@ WAKE events may carry a handler, and ``after_schedule`` callbacks.  The ledger i
 (:class:`PowerStateLedger`) so that off and boot energy are integrated exactly and the identity
 ``total = jobs + unallocated = sum over nodes`` still holds.
 
-Works with the ``fcfs`` and ``easy`` queues (they ask ``place`` before every start).
+Two ways to wake nodes, one per kind of queue, chosen by what the queue strategy declares:
+
+- *ahead* (a strategy with ``wakes_ahead``: fcfs, easy, which keep one waiting line and ask ``place``
+  before every start): the machine wakes off nodes for the waiting jobs and places jobs only on ON
+  nodes, under the budget, as above.
+- *at the start* (every other queue: conservative, deadline, slurm, none): Slurm's own way.  Nodes
+  that are off stay allocatable; a queue's start is an allocation, and the job waits (Slurm's
+  CONFIGURING) while its off nodes boot and, under a budget, until the power it adds fits; its run
+  (and its recorded start, as Slurm resets it after a node power-up) begins then.  Jobs begin in
+  the order they were allocated.  Nodes of a job held back by the budget count as idle and may be
+  powered down while it waits.  The queue plans with the allocation time; a job that began late
+  ends late, and a plan meets its nodes busy and starts the next job when they are free.
 """
 
 from __future__ import annotations
@@ -44,7 +55,6 @@ from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: F401  (re-exported)
 from greenslurm.sim.accounting.result import EnergyTotals
 
-SUPPORTED_QUEUES = ("fcfs", "easy")
 MOVABLE = ("gpu", "single-node", "none")
 
 MAX_IDLE_S = 10 * 365.25 * 86400      # suspend after: 10 years (no trace is longer: never, in effect)
@@ -219,6 +229,8 @@ class PowerManagedMachine(Machine):
     Build with :func:`power_machine_factory` and hand that to ``Replay(machine_factory=...)``.
     """
 
+    spreads_jobs = True      # a job Slurm may spread unevenly over nodes is spread here too
+
     def __init__(self, cluster: Cluster, selection: NodeSelection | None = None,
                  config: PowerStateConfig | None = None) -> None:
         super().__init__(cluster, selection)
@@ -247,17 +259,20 @@ class PowerManagedMachine(Machine):
         self.migrating: set[int] = set()               # jobs paused by a move
         self.migrations: list[tuple[float, str, int, int]] = []    # (time, job, from node, to node)
         self.consolidation = None
+        # waking at the start (see the module text): jobs allocated, waiting for nodes or power
+        self.wakes_ahead = True
+        self.configuring: list[PendingJob] = []
+        self._configuring_ids: set[int] = set()
+        self._held_on = np.zeros(n, dtype=np.int64)     # per node: allocated jobs not yet begun
+        self._held_back: set[int] = set()               # configuring jobs the budget holds back
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
-        if replay.strategy.name not in SUPPORTED_QUEUES:
-            raise ValueError(f"power states work with the {' and '.join(SUPPORTED_QUEUES)} queues (they ask for "
-                             f"nodes that are on at every start), not {replay.strategy.name!r} (its plan or "
-                             f"placement does not know nodes that are off or booting)")
         self.replay = replay
+        self.wakes_ahead = bool(getattr(replay.strategy, "wakes_ahead", False))
         start_s = replay.ledger.start_s
         self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
-        replay.after_schedule.append(self._power_actions)
+        replay.after_schedule.append(self._power_actions if self.wakes_ahead else self._begin_configured)
         if self.config.consolidate_every_s is not None:
             self.consolidation = Consolidation(self)
             replay.after_schedule.append(self.consolidation.after_schedule)
@@ -288,6 +303,9 @@ class PowerManagedMachine(Machine):
             self._timers -= 1
             if self.state[node] != ON or self._idle_since[node] != idle_since or not self._other_work():
                 return
+            if self._held_on[node] and any(job.index not in self._held_back for job in self.configuring
+                                           if node in job.node_indices):
+                return                   # allocated to a job about to begin: not idle
             waiting = getattr(self.replay.strategy, "queue", ())
             if waiting and needed_by_queue(self._wanted_cpus(waiting), self._cpus_coming(exclude=node)):
                 # waiting jobs need this node: keep it on, look again later if anything can change
@@ -320,6 +338,11 @@ class PowerManagedMachine(Machine):
         booting = self.state == BOOTING
         return float(np.maximum(self.idle_full_w[booting] - self.boot_w[booting], 0.0).sum())
 
+    def node_delta_w(self, job: PendingJob, nodes: np.ndarray) -> np.ndarray:
+        """Per node of ``nodes``: the power ``job`` adds there while it runs (its rows when spread unevenly)."""
+        demand = job.demand
+        return demand[..., CPU] * self._delta_per_cpu_w[nodes] + demand[..., GPU] * self._delta_per_gpu_w[nodes]
+
     def job_bound_w(self, job: PendingJob) -> float:
         """An upper bound of the power ``job`` adds on any ON nodes (exact on uniform clusters)."""
         on = self.state == ON
@@ -339,6 +362,8 @@ class PowerManagedMachine(Machine):
         if free is not None and prefer is not None:
             # EASY's shadow: a plan for later, when off nodes can have been woken
             return super().place(job, free, prefer)
+        if not self.wakes_ahead:         # off nodes stay allocatable: the start wakes them
+            return super().place(job, free, prefer, now)
         base = self.free if free is None else free
         usable = np.where((self.state == ON)[:, None], base, 0.0)
         if not self.running and self.replay is not None:
@@ -356,26 +381,97 @@ class PowerManagedMachine(Machine):
             return None
         return nodes
 
-    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+    def start(self, job: PendingJob, nodes: np.ndarray, now_s: float, amounts: np.ndarray | None = None) -> None:
+        if not self.wakes_ahead:
+            # Slurm's way: the allocation now, the run once the nodes are up and the power fits
+            self.allocate(job, nodes, now_s, amounts)
+            self._held_on[nodes] += 1
+            self._idle_since[nodes] = math.nan
+            self.configuring.append(job)
+            self._configuring_ids.add(job.index)
+            self._begin_configured(now_s)
+            return
         if (self.state[nodes] != ON).any():
             raise RuntimeError(f"job {job.job.job_id} started on a node that is not on")
         if not self.within_budget(self.job_bound_w(job)):
             raise RuntimeError(f"job {job.job.job_id} would exceed the power budget")
-        super().start(job, nodes, now_s)
+        super().start(job, nodes, now_s, amounts)
+        self._count_run(job, nodes, now_s)
+
+    def _count_run(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+        """``job`` runs on ``nodes`` from ``now_s``: they are busy, draw its power."""
         self._jobs_on[nodes] += 1
         self._idle_since[nodes] = math.nan
-        self.node_power_w[nodes] += (job.demand[CPU] * self._delta_per_cpu_w[nodes]
-                                     + job.demand[GPU] * self._delta_per_gpu_w[nodes])
+        self.node_power_w[nodes] += self.node_delta_w(job, nodes)
         self._record_imbalance(now_s)
+
+    def _begin_configured(self, now_s: float) -> None:
+        """Wake the off nodes of allocated jobs and begin those whose nodes are up, in the order they
+        were allocated, as the budget allows (a job the budget holds back holds back those after it)."""
+        if not self.configuring:
+            return
+        kept: list[PendingJob] = []
+        held_back = False
+        promised_w = 0.0                 # the power of earlier jobs whose nodes were woken for them
+        for job in self.configuring:
+            nodes = job.node_indices
+            if held_back:                # behind a job the budget holds back: held back too
+                self._hold_back(job, now_s, count=False)
+                kept.append(job)
+                continue
+            states = self.state[nodes]
+            off = nodes[states == OFF]
+            added_w = self.ledger._job_delta_w(job)
+            if off.size:
+                # booting draws boot_w, then idle: the most a woken node adds, and the job's power
+                wake_w = float((self.powered_w[off] - self.config.off_w).sum())
+                if not self.within_budget(wake_w + added_w + promised_w):
+                    held_back = self._hold_back(job, now_s)
+                else:
+                    self._held_back.discard(job.index)
+                    self._idle_since[nodes] = math.nan          # any power-down timer of its nodes is void
+                    for node in off.tolist():
+                        self._wake(node, now_s)
+                    promised_w += added_w
+                kept.append(job)
+                continue
+            if (states != ON).any():       # its nodes are still booting
+                promised_w += added_w
+                kept.append(job)
+                continue
+            if not self.within_budget(added_w + promised_w):
+                held_back = self._hold_back(job, now_s)
+                kept.append(job)
+                continue
+            self._held_back.discard(job.index)
+            self._configuring_ids.discard(job.index)
+            self._held_on[nodes] -= 1
+            job.configuring_s = now_s - job.start_s
+            self.begin(job, now_s)
+            self._count_run(job, nodes, now_s)
+        self.configuring = kept
+
+    def _hold_back(self, job: PendingJob, now_s: float, count: bool = True) -> bool:
+        """The budget holds ``job`` back: its ON nodes without a running job are idle (they may be
+        powered down while it waits).  True: the jobs after it wait too."""
+        self.refused_starts += count
+        self._held_back.add(job.index)
+        if self.config.suspend_after_s is not None:
+            for node in job.node_indices.tolist():
+                if self.state[node] == ON and not self._jobs_on[node] and math.isnan(self._idle_since[node]):
+                    self._idle_since[node] = now_s
+                    self._arm(node, now_s)
+        return True
 
     def finish(self, job: PendingJob, now_s: float) -> None:
         super().finish(job, now_s)
         nodes = job.node_indices
         self._jobs_on[nodes] -= 1
-        self.node_power_w[nodes] -= (job.demand[CPU] * self._delta_per_cpu_w[nodes]
-                                     + job.demand[GPU] * self._delta_per_gpu_w[nodes])
+        self.node_power_w[nodes] -= self.node_delta_w(job, nodes)
         for node in nodes[self._jobs_on[nodes] == 0].tolist():
             self.node_power_w[node] = self.idle_full_w[node]
+            if self._held_on[node]:
+                continue                 # an allocated job begins here next (or is held back: see there)
             self._idle_since[node] = now_s
             if self.config.suspend_after_s is not None:
                 self._arm(node, now_s)
@@ -393,7 +489,8 @@ class PowerManagedMachine(Machine):
         """May ``job`` move now?  Single-node jobs only (spread evenly, not moving already), of the
         kind ``config.movable`` names."""
         kind = self.config.movable
-        if kind == "none" or job.nodes != 1 or job.demand.ndim != 1 or job.index in self.migrating:
+        if (kind == "none" or job.nodes != 1 or job.demand.ndim != 1 or job.index in self.migrating
+                or job.index in self._configuring_ids):
             return False
         return kind == "single-node" or bool(job.demand[GPU] > 0)
 
@@ -409,6 +506,9 @@ class PowerManagedMachine(Machine):
         if added_w > 0 and not self.within_budget(added_w):
             return False
         self.move(job, target, now_s)
+        moved = getattr(self.replay.strategy, "job_moved", None)     # a queue whose plan names nodes
+        if moved is not None:
+            moved(job, np.array([old]), now_s)
         per_node_w = (job.demand[CPU] * self._delta_per_cpu_w + job.demand[GPU] * self._delta_per_gpu_w)
         self._jobs_on[old] -= 1
         self._jobs_on[node] += 1
@@ -505,6 +605,8 @@ class PowerManagedMachine(Machine):
             self._timers -= 1
             self._set_state(node, ON, t)
             self.finished_count += 1          # invalidates EASY's cached reservation: more is free
+            if self._held_on[node]:
+                return                        # booted for an allocated job: it begins next
             self._idle_since[node] = t
             if self.config.suspend_after_s is not None:
                 self._arm(node, t)
