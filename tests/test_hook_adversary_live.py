@@ -81,7 +81,7 @@ def hold_nodes(site: Attack, nodes: tuple[str, ...], *args: str) -> None:
 def two_partitions():
     """The attack cluster with two partitions: debug (n1, n2; the default), other (n3, n4); every CPU
     of debug held for an hour by root jobs, other idle."""
-    site = Attack()
+    site = Attack("cli")        # the pyslurm backend does not read the default partition (yet)
     site.cluster.partitions = PARTITIONS
     try:
         site.start()
