@@ -65,6 +65,19 @@ def constraint_features(text: str) -> tuple[str, ...] | None:
     return tuple(sorted({f.strip() for f in re.split(r"[&,]", text) if f.strip()}))
 
 
+def or_features(constraint: str) -> tuple[str, ...]:
+    """The features of a constraint that asks for any one of them (``a|b``, or ``[a|b]``: the same
+    one on every node); () for any other form.
+
+    >>> or_features("f1|f2"), or_features("[f1|f2]"), or_features("f1&f2"), or_features("f1*2|f2")
+    (('f1', 'f2'), ('f1', 'f2'), (), ())
+    """
+    body = constraint[1:-1] if constraint.startswith("[") and constraint.endswith("]") else constraint
+    if not re.fullmatch(r"[\w.\-]+(\|[\w.\-]+)+", body):
+        return ()
+    return tuple(sorted(set(body.split("|"))))
+
+
 class Eligibility:
     """Masks of the nodes jobs may use on one cluster, cached by (partition, constraint); equal
     masks are one shared read-only array (so an array's identity names its node set)."""

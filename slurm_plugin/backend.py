@@ -205,11 +205,28 @@ def _uses(job: dict, nodes: dict[str, LiveNode]) -> tuple[NodeUse, ...]:
     return tuple(uses)
 
 
-def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float,
-                       problems: list[str] | None = None) -> tuple[Snapshot, list[PendingDeadline]]:
-    """The snapshot of ``sinfo --json`` and ``squeue --json`` output.  A node or job record that
-    cannot be used is skipped and counted (``Snapshot.skipped``), logged once for the sync;
-    ``problems``: records already left out before (by the pyslurm backend), counted with them."""
+def default_partition(scontrol_partitions: str) -> str:
+    """The partition Slurm puts a job naming none in (``Default=YES``), from ``scontrol --all
+    --oneliner show partition``; "" when there is none.  (22.05's ``sinfo --json`` names no partition.)
+
+    >>> default_partition("PartitionName=a Nodes=n1 Default=NO State=UP\\nPartitionName=b Nodes=n2 Default=YES\\n")
+    'b'
+    >>> default_partition("")
+    ''
+    """
+    for line in scontrol_partitions.splitlines():
+        fields = dict(token.partition("=")[::2] for token in line.split())
+        if fields.get("Default") == "YES" and fields.get("PartitionName"):
+            return fields["PartitionName"]
+    return ""
+
+
+def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float, problems: list[str] | None = None,
+                       default: str = "") -> tuple[Snapshot, list[PendingDeadline]]:
+    """The snapshot of ``sinfo --json`` and ``squeue --json`` output (``default``: the default
+    partition).  A node or job record that cannot be used is skipped and counted
+    (``Snapshot.skipped``), logged once for the sync; ``problems``: records already left out before
+    (by the pyslurm backend), counted with them."""
     problems = list(problems or ())
     node_list = nodes_from_sinfo(sinfo, problems)
     nodes = {node.name: node for node in node_list}
@@ -229,7 +246,7 @@ def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float,
     if problems:
         log.warning("sync: skipped %d record(s) Slurm's JSON gave that could not be used (first: %s)",
                     len(problems), problems[0])
-    return Snapshot(now_s, node_list, running, pending, len(problems), runs, carried), deadlines
+    return Snapshot(now_s, node_list, running, pending, len(problems), runs, carried, default), deadlines
 
 
 _TAG = re.compile(r"greenslurm#(\d{1,15})\.([0-9a-f]{8})")
@@ -460,7 +477,10 @@ class CliBackend:
         now = time.time()
         sinfo = self._json("sinfo", "--json")
         squeue = self._json("squeue", "--json")
-        return snapshot_from_json(sinfo, squeue, now)
+        # a submission naming no partition goes to the default one: planned on its nodes only (a
+        # job pinned to nodes outside it is refused by Slurm)
+        partitions = self._run("scontrol", "--all", "--oneliner", "show", "partition")
+        return snapshot_from_json(sinfo, squeue, now, default=default_partition(partitions.decode("utf-8", "replace")))
 
     def max_array_size(self) -> int | None:
         """Slurm's MaxArraySize (``scontrol show config``): an array index at or above it is refused."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
+from greenslurm.clustermodel.eligibility import or_features
 from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
 from greenslurm.traces.slurm_conf import expand_hostlist
@@ -216,6 +217,27 @@ def time_zone(text: str | None) -> tzinfo | None:
     return timezone.utc
 
 
+# The last time a calendar date shows (9999-12-30 UTC, a day short of datetime's end for any time zone):
+# a time beyond it is no deadline any job can be planned against, and its date cannot be written.
+LATEST_TIME_S = 253_402_041_600
+
+
+def _in_calendar(when: int | float, raw: str) -> float:
+    """``when`` as epoch seconds, if a calendar holds it.
+
+    >>> _in_calendar(1_800_000_000, "1800000000")
+    1800000000.0
+    >>> _in_calendar(10 ** 400, "now+" + "9" * 400)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    greenslurm.clustermodel.errors.InputError: ...field deadline: not a Slurm time: 'now+999... (after the year 9999)
+    """
+    if not 0 <= when <= LATEST_TIME_S:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise InputError(f"not a Slurm time: {shown!r} (after the year 9999)", field="deadline")
+    return float(when)
+
+
 def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float:
     """An absolute epoch time from Slurm's ``--begin``/``--deadline`` syntax, in the local time of
     ``tz`` (the submitting user's ``TZ``; None: the service's own zone):
@@ -240,9 +262,10 @@ def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float
         unit = _UNITS.get(match.group(2))
         if unit is None:
             raise InputError(f"unknown time unit {match.group(2)!r} in {raw!r}", field="deadline")
-        return now_s + int(match.group(1)) * unit
+        offset = int(match.group(1)) * unit
+        return _in_calendar(now_s + min(offset, LATEST_TIME_S + 1), raw)   # (a float cannot hold 10**400)
     if text.isdigit() and len(text) >= 9:
-        return float(text)
+        return _in_calendar(int(text), raw)
     now = datetime.fromtimestamp(now_s, tz)
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if text == "now":
@@ -259,7 +282,7 @@ def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float
         match = _DATE.match(text)
         if match:
             y, mo, d, h, mi, s = (int(g) if g else 0 for g in match.groups())
-            return datetime(y, mo, d, h, mi, s, tzinfo=tz).timestamp()
+            return _in_calendar(datetime(y, mo, d, h, mi, s, tzinfo=tz).timestamp(), raw)
         match = _CLOCK.match(text)
         if match:
             h, mi, s = int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
@@ -277,6 +300,8 @@ def parse_slurm_time(text: str, now_s: float, tz: tzinfo | None = None) -> float
             if not match.group(3) and t < today:
                 t = t.replace(year=y + 1)
             return t.timestamp()
+    except InputError:
+        raise
     except ValueError as exc:
         raise InputError(f"not a Slurm time: {raw!r} ({exc})", field="deadline") from None
     raise InputError(f"not a Slurm time: {raw!r}", field="deadline")
@@ -426,6 +451,7 @@ class Submission:
     max_nodes: int = 0
     required_nodes: tuple[str, ...] = ()    # the user's own -w (hostlist expanded)
     excluded_nodes: tuple[str, ...] = ()    # the user's own -x
+    constraint_unread: bool = False         # a constraint of another form (counts, mixed & and |, [a|b]): not pinned
     raw: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -543,6 +569,9 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     features_text = request.get("features") or ""
     features = tuple(sorted(f for f in re.split(r"[&,]", features_text) if f)) if re.fullmatch(
         r"[\w.\-&,]*", features_text) else ()
+    any_features = or_features(features_text)
+    if any_features:
+        features = (features_text,)          # planned on the nodes with any of them (the view's mask)
     job = JobSpec(f"submit-{request.get('id', 0)}", submit_s=now, requested_time_s=limit_s, cpus=cpus,
                   nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gres.per_node), deadline_s=deadline_s,
                   user=request.get("user") or "", partition=request.get("partition") or "",
@@ -550,4 +579,7 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
                   extra={**({SHARDS: gres.shards} if gres.shards else {}),
                          **({GPUS_TOTAL: gres.total} if gres.total else {})})
     return Submission(job, begin_s, features, deadline_text, deadline_source, array_tasks_count, throttle,
-                      max_nodes, node_names(request, "req_nodes"), node_names(request, "exc_nodes"), request)
+                      max_nodes, node_names(request, "req_nodes"), node_names(request, "exc_nodes"),
+                      # "[a|b]" asks the same feature on every node: Slurm's to place, planned on either
+                      bool(features_text) and not features
+                      or features_text.startswith("[") and bool(any_features), request)

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL
 from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline, waits_for
 from greenslurm.slurm_plugin.config import HookConfig
@@ -274,6 +275,15 @@ class DecisionService:
             if age is None:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
+        named = job_partitions(job.partition)
+        if named and self.view.partitions and self.view.partitions.isdisjoint(named):
+            # no usable node in any partition it names (all down or drained, or no such partition):
+            # Slurm queues it (or refuses it with its own message); a deadline cannot be checked
+            if job.deadline_s is None:
+                return finish("accept", f"greenslurm: accepted unplanned: no usable node in partition "
+                                        f"{','.join(named)}", reason="no usable partition")
+            return finish("reject", f"greenslurm: cannot check the deadline: no usable node in partition "
+                                    f"{','.join(named)}", reason="no usable partition")
         # a job held at submission, waiting on another job, or that the hook already gave up on is
         # checked but not reserved: the sync plans it once it can run (Slurm's view of it)
         reserve = not (late or request.get("hold") or waits_for(request.get("dependency")) != ())
@@ -295,7 +305,9 @@ class DecisionService:
                        renewable_share_earliest=green.share_earliest)
         if decision.accepted and outcome.start_s is not None:
             names = list(outcome.nodes)
-            pinned = tuple(names) if ((config.set_required_nodes or own_nodes) and sub.array_tasks == 1
+            # a constraint the hook cannot read (counts, mixed & and |) is Slurm's to place: not pinned
+            pin = config.set_required_nodes and not sub.constraint_unread
+            pinned = tuple(names) if ((pin or own_nodes) and sub.array_tasks == 1
                                       and not config.shadow) else ()
             entry = [time.time(), sub, pinned, None, decision_id]
             if reserve:
@@ -312,7 +324,7 @@ class DecisionService:
                     + energy + (f", {green_reason(green, outcome.start_s)}" if shifted else "")
                     + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else "")
                     + (", its own node list kept" if own_nodes else ""))
-            if config.set_required_nodes and sub.array_tasks == 1 and not own_nodes:
+            if pin and sub.array_tasks == 1 and not own_nodes:
                 # the nodes, and their number: Slurm may add nodes to a required list otherwise
                 sets["req_nodes"] = ",".join(names)
                 sets["min_nodes"] = sets["max_nodes"] = len(names)

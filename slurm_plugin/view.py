@@ -47,7 +47,7 @@ from greenslurm.allocation.planner import Planner
 from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
-from greenslurm.clustermodel.eligibility import Eligibility
+from greenslurm.clustermodel.eligibility import Eligibility, or_features
 from greenslurm.clustermodel.fragmentation import target_workload
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
@@ -196,6 +196,7 @@ class Snapshot:
     runs: list[JobRun] = field(default_factory=list)
     # decision id -> (job id, token, uid, user) of the jobs whose comment ends in a hook's tag
     carried: dict[int, tuple[str, str, int | None, str]] = field(default_factory=dict)
+    default_partition: str = ""          # where Slurm puts a job naming no partition ("": all nodes)
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,7 @@ class LiveView:
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
-        self.cluster = live_cluster(self.nodes, self.power)
+        self.cluster = live_cluster(self.nodes, self.power, snapshot.default_partition)
         # which nodes a job may ever use (partition, --constraint): the replay's one rule
         self._eligibility = Eligibility(self.cluster)
         self._shards_per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
@@ -410,7 +411,13 @@ class LiveView:
     def _mask(self, partition: str, features: tuple[str, ...], shards: int) -> np.ndarray | None:
         key = (partition, features, shards)
         if key not in self._masks:
-            eligible = self._eligibility.mask(partition, "&".join(features))
+            # a constraint asking any of several features ("a|b", a pending job's or a submission's):
+            # the nodes of its partition with one of them
+            anyof = set(or_features(features[0])) if len(features) == 1 else set()
+            eligible = self._eligibility.mask(partition, "" if anyof else "&".join(features))
+            if anyof and not isinstance(eligible, str):
+                has = np.array([not anyof.isdisjoint(node.features) for node in self.nodes])
+                eligible = has if eligible is None else (eligible & has)
             if isinstance(eligible, str):           # no node ever: the job fits nowhere
                 ok = np.zeros(len(self.nodes), dtype=bool)
             else:
@@ -624,6 +631,12 @@ class LiveView:
             self._planned_end[str(job_id)] = end
         return end
 
+    @property
+    def partitions(self) -> frozenset[str]:
+        """The partitions of the nodes the view plans on (a partition whose every node is down or
+        drained is not among them)."""
+        return self._eligibility.partitions
+
     def planned_end_s(self, job_id: str) -> float | None:
         """The planned end of a pending job of the snapshot (None if it was not planned)."""
         return self._planned_end.get(str(job_id))
@@ -706,15 +719,16 @@ class NodePower:
                         gpu_idle_w=self.gpu_idle_w, gpu_max_w=self.gpu_max_w, **more)
 
 
-def live_cluster(nodes: list[LiveNode], power: NodePower | None = None) -> Cluster:
-    """The cluster of ``nodes`` (those the view plans on) with the site's power model.
+def live_cluster(nodes: list[LiveNode], power: NodePower | None = None, default_partition: str = "") -> Cluster:
+    """The cluster of ``nodes`` (those the view plans on) with the site's power model; a job naming
+    no partition may use the nodes of ``default_partition`` only.
 
     >>> live_cluster([LiveNode("n1", 4), LiveNode("n2", 8, state="down")]).size
     2
     """
     power = power or NodePower()
-    return Cluster(power.node(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
-                              features=tuple(n.features)) for n in nodes)
+    return Cluster((power.node(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
+                               features=tuple(n.features)) for n in nodes), default_partition=default_partition)
 
 
 def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int, throttle: int) -> float | None:
