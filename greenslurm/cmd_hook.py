@@ -261,6 +261,9 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
         console.print("add to slurm.conf (or `Include greenslurm-slurm.conf.snippet`), then `scontrol reconfigure`:\n"
                       + hook_install.slurm_conf_snippet(not args.no_cli_filter)
                       + hook_install.power_snippet(config, Path(args.dest).resolve()), markup=False, highlight=False)
+    if args.dest:
+        for warning in hook_install.power_program_warnings(config, options["executable"]):
+            print(f"greenslurm hook install: warning: {warning}", file=sys.stderr)
     if args.unit_dir:
         for warning in hook_install.unit_warnings(unit, options["config_path"]):
             print(f"greenslurm hook install: warning: {warning}", file=sys.stderr)

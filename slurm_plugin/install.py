@@ -213,6 +213,20 @@ def absolute(executable: str | tuple[str, ...]) -> tuple[str, ...]:
     return (str(Path(found).absolute()),) if found else (sys.executable, "-m", "greenslurm")
 
 
+def power_program_warnings(config: HookConfig, executable: str | tuple[str, ...] = UNIT_EXECUTABLE) -> list[str]:
+    """What an admin must hear about the SuspendProgram and ResumeProgram ``install`` writes: a
+    greenslurm command that is not an executable file here (a path that is not there, or words such as
+    ``python -m greenslurm`` given as one path) makes slurmctld's every run of them fail (sh's exit
+    status 127), so that no node is powered down or woken and jobs wait for nodes that never come up."""
+    if not config.power_save:
+        return []
+    argv = absolute(executable)
+    if command_path(argv) is not None:
+        return []
+    return [f"the power programs' command {argv[0]!r} is not an executable file here (yet): slurmctld's "
+            "SuspendProgram and ResumeProgram will fail (exit status 127) and no node is powered down or woken"]
+
+
 def install_unit(unit_dir: Path, **unit) -> Path:
     """Write the systemd unit (:func:`render_unit` with ``unit``'s options) into ``unit_dir``."""
     unit_dir.mkdir(parents=True, exist_ok=True)

@@ -590,3 +590,23 @@ def test_job_submit_lua_rendered_from_another_config_fails(site, tmp_path):
     assert found.level == FAIL
     default = f"{HookConfig().timeout_ms:g}"                     # the site's job_submit.lua has the default
     assert f"TIMEOUT_MS = {default} there, 50 from" in found.detail and "FAIL_DEADLINE_OPEN = false there, true" in found.detail
+
+
+@pytest.mark.parametrize("words", [False, True])
+def test_install_warns_when_the_power_programs_cannot_run(tmp_path, capsys, words):
+    # --greenslurm is one path: "python -m greenslurm" is a file that is not there, so slurmctld's
+    # every run of SuspendProgram/ResumeProgram would end with sh's 127 and no node would be woken
+    config = write_config(tmp_path / "hook.toml", power_save=True, power_off_command="true {node}",
+                          power_on_command="true {node}")
+    command = f"{sys.executable} -m greenslurm" if words else str(executable_file(tmp_path / "bin" / "greenslurm"))
+    assert main(["hook", "install", "--config", str(config), "--greenslurm", command,
+                 "--dest", str(tmp_path / "rendered")]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "power programs" in line]
+    assert err == ([f"greenslurm hook install: warning: the power programs' command {command!r} is not an "
+                    "executable file here (yet): slurmctld's SuspendProgram and ResumeProgram will fail (exit "
+                    "status 127) and no node is powered down or woken"] if words else []), err
+    resume = (tmp_path / "rendered" / "greenslurm-resume").read_text().splitlines()[-1]
+    assert resume.startswith(f"exec '{command}' hook power --config ") == words
+    # the program as slurmctld runs it: the missing command is sh's 127, the executable file runs
+    done = subprocess.run([str(tmp_path / "rendered" / "greenslurm-resume"), "n1"], capture_output=True)
+    assert done.returncode == (127 if words else 0), done

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from pathlib import Path
@@ -107,9 +108,14 @@ def powered(tmp_path_factory):
                     suspend_after_s=2.0, suspend_timeout_s=2.0, min_nodes_on=1, power_budget_w=BUDGET_W, off_w=10.0, boot_s=5.0, phases=2,
                     power_off_command=f"{off} {{node}}", power_on_command=f"{on} {{node}}")
     config = write_config(root / "hook.toml", **settings)
-    subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(config), "--dest",
-                    str(root / "rendered"), "--greenslurm", f"{sys.executable} -m greenslurm"], check=True,
-                   capture_output=True)
+    # --greenslurm is one absolute path: this interpreter's own greenslurm (the package is installed
+    # into it), which slurmctld runs from SuspendProgram and ResumeProgram without a PATH
+    command = Path(sysconfig.get_path("scripts")) / "greenslurm"
+    assert os.access(command, os.X_OK), f"{command}: greenslurm is not installed into this interpreter"
+    done = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(config), "--dest",
+                           str(root / "rendered"), "--greenslurm", str(command)], check=True,
+                          capture_output=True, text=True)
+    assert "warning" not in done.stderr, done.stderr
     snippet = (root / "rendered" / "greenslurm-slurm.conf.snippet").read_text()
     power_lines = [line for line in snippet.splitlines()
                    if line.startswith(("SuspendProgram=", "ResumeProgram=", "SuspendTime=", "SuspendTimeout=",
