@@ -222,10 +222,41 @@ def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float) -> tuple[Snapsho
                 runs.append(run)
         except (KeyError, ValueError, TypeError, AttributeError, IndexError) as exc:
             problems.append(f"job {_label(job, 'job_id')}: {type(exc).__name__}: {exc}")
+    carried = carried_tags(squeue.get("jobs", []))
     if problems:
         log.warning("sync: skipped %d record(s) Slurm's JSON gave that could not be used (first: %s)",
                     len(problems), problems[0])
-    return Snapshot(now_s, node_list, running, pending, len(problems), runs), deadlines
+    return Snapshot(now_s, node_list, running, pending, len(problems), runs, carried), deadlines
+
+
+_TAG = re.compile(r"greenslurm#(\d{1,15})\.([0-9a-f]{8})")
+
+
+def carried_tags(jobs) -> dict[int, tuple[str, str, int | None, str]]:
+    """Decision id -> (job id, token, uid, user) for every job whose comment carries a hook's tag
+    (its last one: the hook appends it), the lowest job id first when several carry the same.
+
+    >>> carried_tags([{"job_id": 9, "comment": "x | greenslurm#4.0123abcd: planned", "user_id": 5},
+    ...               {"job_id": 8, "comment": "greenslurm#4.0123abcd", "user_name": "ana"}, {"job_id": 7}])
+    {4: ('8', '0123abcd', None, 'ana')}
+    """
+    found: dict[int, tuple[str, str, int | None, str]] = {}
+    for job in jobs:
+        if not isinstance(job, dict) or not isinstance(job.get("comment"), str):
+            continue
+        tags = _TAG.findall(job["comment"])
+        if not tags:
+            continue
+        decision, token = int(tags[-1][0]), tags[-1][1]
+        job_id = str(job.get("job_id"))
+        if decision in found and _job_key(found[decision][0]) <= _job_key(job_id):
+            continue
+        found[decision] = (job_id, token, _uid(job), str(job.get("user_name") or ""))
+    return found
+
+
+def _job_key(job_id: str) -> tuple:
+    return (int(job_id), "") if job_id.isdigit() else (float("inf"), job_id)
 
 
 ENDED_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
@@ -280,14 +311,76 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
         begin = _number(job.get("eligible_time"), 0.0) or None
         begin = begin if begin and begin > now_s else None
         features = tuple(sorted(f for f in re.split(r"[&,]", job.get("features") or "") if f))
-        held = _number(job.get("priority"), 1.0) == 0 or "held" in str(job.get("state_reason") or "").lower()
+        reason = str(job.get("state_reason") or "")
+        held = _number(job.get("priority"), 1.0) == 0 or "held" in reason.lower()
+        waiting = reason if cannot_start(reason) else ""
+        after = waits_for(job.get("dependency"))
+        if after is None:
+            waiting = waiting or "Dependency"
         required = tuple(expand_hostlist(job.get("required_nodes") or ""))
         tasks, throttle = pending_array(job)
-        pending.append(PendingJob(job_id, spec, begin, features, held, required, tasks, throttle))
+        pending.append(PendingJob(job_id, spec, begin, features, held, required, tasks, throttle, waiting,
+                                  after or ()))
         if spec.deadline_s is not None:
             limit = _number(job.get("time_limit"), 0.0)
+            # a job that cannot start as it stands is looked at again once it can (like a held one)
             deadlines.append(PendingDeadline(job_id, spec.deadline_s, spec, begin, str(job.get("comment") or ""),
-                                             held, spec.user, limit * 60.0 if limit else None, _uid(job), tasks))
+                                             held or bool(waiting or after), spec.user,
+                                             limit * 60.0 if limit else None, _uid(job), tasks))
+
+
+# Slurm 22.05's reasons (job_reason_string) for a pending job that cannot start as it stands: held,
+# a dependency never satisfied, a partition down or over its limits, an account or QOS it may not
+# use, constraints no node has, and per-job (or per-node) limits it exceeds.  Reasons that pass on
+# their own (Resources, Priority, BeginTime, group and per-user limits, licenses) are planned.
+NEVER_STARTS = frozenset(("JobHeldAdmin", "JobHeldUser", "JobHoldMaxRequeue", "DependencyNeverSatisfied",
+                          "PartitionNodeLimit", "PartitionTimeLimit", "PartitionDown", "PartitionInactive",
+                          "PartitionConfig", "InvalidAccount", "InvalidQOS", "QOSNotAllowed", "AccountNotAllowed",
+                          "BadConstraints", "MaxMemPerLimit", "ReservationDeleted"))
+_PER_JOB_LIMIT = re.compile(r"^(Assoc|QOS)(Max\w*Per(Job|Node)\w*|Min\w*)$")
+
+
+def cannot_start(reason: str) -> bool:
+    """Whether Slurm's pending reason says the job cannot start as it stands.
+
+    >>> cannot_start("DependencyNeverSatisfied"), cannot_start("QOSMaxWallDurationPerJobLimit")
+    (True, True)
+    >>> cannot_start("Resources"), cannot_start("AssocGrpCpuLimit"), cannot_start("Dependency")
+    (False, False, False)
+    """
+    return reason in NEVER_STARTS or bool(_PER_JOB_LIMIT.match(reason))
+
+
+
+def waits_for(dependency) -> tuple[str, ...] | None:
+    """The jobs whose end a pending job waits for (``squeue --json``'s ``dependency``, e.g.
+    ``afterok:12(unfulfilled),afterany:13_2(unfulfilled)``): () when none; None when its wait
+    cannot be placed on the plan (``singleton``, an ``OR`` of dependencies ``?``, ``aftercorr``,
+    ``afterburstbuffer``, or a text not understood).  ``after:`` (start) is counted as the end.
+
+    >>> waits_for(""), waits_for("afterok:12(unfulfilled),afterany:13:14(unfulfilled)")
+    ((), ('12', '13', '14'))
+    >>> waits_for("singleton(unfulfilled)"), waits_for("afterok:1(unfulfilled)?afterok:2(unfulfilled)")
+    (None, None)
+    """
+    if not dependency or not isinstance(dependency, str) or dependency == "(null)":
+        return ()
+    if "?" in dependency:
+        return None
+    jobs: list[str] = []
+    for part in dependency.split(","):
+        kind, _, rest = part.partition(":")
+        if kind not in ("after", "afterok", "afterany", "afternotok") or not rest:
+            return None
+        state = rest[rest.rfind("(") + 1:].rstrip(")") if "(" in rest else "unfulfilled"
+        if state != "unfulfilled":
+            continue
+        ids = rest.split("(", 1)[0].split(":")
+        ids = [i.split("+", 1)[0] for i in ids]        # after:ID+minutes
+        if not all(re.fullmatch(r"\d+(_\d+)?", i) for i in ids):
+            return None
+        jobs.extend(ids)
+    return tuple(jobs)
 
 
 def pending_array(job: dict) -> tuple[int, int]:
@@ -365,6 +458,14 @@ class CliBackend:
         sinfo = self._json("sinfo", "--json")
         squeue = self._json("squeue", "--json")
         return snapshot_from_json(sinfo, squeue, now)
+
+    def max_array_size(self) -> int | None:
+        """Slurm's MaxArraySize (``scontrol show config``): an array index at or above it is refused."""
+        for line in self._run("scontrol", "show", "config").decode("utf-8", "replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "MaxArraySize" and value.strip().isdigit():
+                return int(value.strip())
+        return None
 
     def measured_energy(self, job_ids: list[str]) -> dict[str, float]:
         """Slurm's measured energy of ended jobs (``sacct``'s ConsumedEnergyRaw, joules), where an

@@ -48,6 +48,25 @@ local function clock()
 end
 local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 
+-- Failures not yet reported are also kept in a small file beside the socket (the service's runtime
+-- directory, writable by SlurmUser), so that a slurmctld restart (or a reload of this file) does not
+-- lose them: the next load reports them as its own, with the earlier load's request numbers.
+local FAILURES_FILE = SOCKET_PATH .. ".failures"
+local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier load, not yet reported
+do
+    local f = io.open(FAILURES_FILE, "r")
+    if f then
+        local text = f:read(4096) or ""
+        f:close()
+        local count, earlier = string.match(text, "^(%d+) ([%x]+:[%d,-]*)")
+        if count then
+            failed_open = tonumber(count)
+            total_failures = failed_open
+            failed_earlier = earlier
+        end
+    end
+end
+
 local function log_info(fmt, ...) slurm.log_info("greenslurm: " .. fmt, ...) end
 local function log_error(fmt, ...) slurm.log_error("greenslurm: " .. fmt, ...) end
 
@@ -290,6 +309,22 @@ local function ask(request)
     return answer, nil
 end
 
+local function failed_ranges()
+    local parts = {}
+    for i, r in ipairs(failed_ids) do
+        parts[i] = (r[1] == r[2]) and tostring(r[1]) or (tostring(r[1]) .. "-" .. tostring(r[2]))
+    end
+    return table.concat(parts, ",")
+end
+
+local function keep_failures()
+    local f = io.open(FAILURES_FILE, "w")
+    if f then
+        f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
+        f:close()
+    end
+end
+
 local function fail(reason, has_deadline, request_id)
     total_failures = total_failures + 1
     failures_in_a_row = failures_in_a_row + 1
@@ -298,7 +333,15 @@ local function fail(reason, has_deadline, request_id)
         log_error("%d failures in a row; not asking the service for %g s", failures_in_a_row, RETRY_AFTER_S)
     end
     failed_open = failed_open + 1
-    if request_id ~= nil and #failed_ids < 200 then failed_ids[#failed_ids + 1] = tostring(request_id) end
+    if request_id ~= nil then       -- kept as ranges: a long outage is a few of them
+        local last = failed_ids[#failed_ids]
+        if last ~= nil and last[2] == request_id - 1 then
+            last[2] = request_id
+        elseif #failed_ids < 1000 then
+            failed_ids[#failed_ids + 1] = { request_id, request_id }
+        end
+    end
+    pcall(keep_failures)
     local open = FAIL_OPEN
     if has_deadline then open = FAIL_DEADLINE_OPEN end
     if open then
@@ -319,6 +362,14 @@ local function cut(request, key, value)
     end
     request[key] = value
 end
+
+-- _test_job_desc_fields of Slurm 22.05 (job_mgr.c): checked after job_submit.lua (MAXPATHLEN 4096)
+local SLURM_STRING_LIMITS = { { "name", 1024 }, { "comment", 1024 }, { "account", 1024 }, { "qos", 1024 },
+                        { "reservation", 1024 }, { "licenses", 1024 }, { "wckey", 1024 }, { "mail_user", 1024 },
+                        { "features", 1024 }, { "partition", 1024 }, { "tres_per_node", 1024 },
+                        { "tres_per_job", 1024 }, { "tres_per_task", 1024 }, { "tres_per_socket", 1024 },
+                        { "array_inx", 4096 }, { "std_out", 4096 }, { "std_err", 4096 }, { "std_in", 4096 },
+                        { "work_dir", 4096 } }
 
 local function describe(job_desc, submit_uid)
     sequence = sequence + 1
@@ -350,9 +401,21 @@ local function describe(job_desc, submit_uid)
         -- a local time is read in the user's own zone (sbatch read it so)
         cut(request, "tz", environment_value(job_desc.environment, "TZ"))
     end
+    cut(request, "dependency", job_desc.dependency)
+    if job_desc.priority == 0 then request.hold = 1 end
+    -- Slurm refuses, right after this hook, a job with a string longer than its limits: such a job
+    -- reserves nothing in the plan (the service records it as not applied)
+    for _, limit in ipairs(SLURM_STRING_LIMITS) do
+        local v = job_desc[limit[1]]
+        if type(v) == "string" and #v > limit[2] then request.slurm_refuses = limit[1]; break end
+    end
     if failed_open > 0 then
+        -- the running total lets the service count each failure once, however many queued requests
+        -- repeat it
         request.failed_open = failed_open
-        request.failed_ids = table.concat(failed_ids, ",")
+        request.failed_total = total_failures
+        request.failed_ids = failed_ranges()
+        request.failed_earlier = failed_earlier
     end
     return request
 end
@@ -392,7 +455,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         local action = answer.action
         if action == "accept" or action == "modify" or action == "reject" then
             failures_in_a_row, paused_until = 0, 0
-            if request.failed_open ~= nil then failed_open, failed_ids = 0, {} end
+            if request.failed_open ~= nil then
+                failed_open, failed_ids, failed_earlier = 0, {}, nil
+                os.remove(FAILURES_FILE)
+            end
         end
         if action == "accept" then
             return slurm.SUCCESS
@@ -415,7 +481,62 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
     return fail("hook error: " .. tostring(result), has_deadline, request_id)
 end
 
+-- A change to a pending job that can move when it (or another job) starts or ends: these fields of
+-- job_desc are set (not NO_VAL / nil) when the user's update names them.
+local MODIFY_NUMBERS = { "time_limit", "pn_min_memory", "min_cpus", "min_nodes", "max_nodes", "num_tasks",
+                         "cpus_per_task", "priority", "begin_time" }
+local MODIFY_STRINGS = { "req_nodes", "exc_nodes", "tres_per_job", "tres_per_node", "tres_per_task",
+                         "tres_per_socket", "partition", "dependency", "features" }
+local NO_VAL = 4294967294
+
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
+    local ok, result = pcall(function()
+        if job_rec == nil or (job_rec.job_state % 256) ~= 0 then return slurm.SUCCESS end  -- pending jobs only
+        local request = { op = "modify", id = nil, hook_instance = INSTANCE, uid = modify_uid,
+                          job_id = job_rec.job_id, submit_time = job_rec.submit_time,
+                          time_limit = job_rec.time_limit, min_cpus = job_rec.min_cpus,
+                          min_nodes = job_rec.min_nodes, pn_min_memory = job_rec.pn_min_memory }
+        local changed = false
+        for _, key in ipairs(MODIFY_NUMBERS) do
+            local v = job_desc[key]
+            if type(v) == "number" and v ~= NO_VAL and not (key == "begin_time" and v == 0) then
+                request["new_" .. key] = v; changed = true
+            end
+        end
+        for _, key in ipairs(MODIFY_STRINGS) do
+            local v = job_desc[key]
+            if type(v) == "string" then
+                cut(request, "new_" .. key, v); changed = true
+            end
+        end
+        if not changed then return slurm.SUCCESS end
+        cut(request, "user", job_rec.user_name)
+        cut(request, "partition", job_rec.partition)
+        cut(request, "tres_per_node", job_rec.tres_per_node)
+        local comment = job_rec.comment
+        if type(comment) == "string" then
+            local tag = nil
+            for t in string.gmatch(string.sub(comment, -1100), "greenslurm#%d+%.%x+") do tag = t end
+            if tag then request.tag = tag end
+        end
+        sequence = sequence + 1
+        request.id = sequence
+        local answer, err = ask(request)
+        if answer == nil then
+            log_error("decision service unavailable (%s); change to job %s applied unchecked", err,
+                      tostring(job_rec.job_id))
+            return slurm.SUCCESS
+        end
+        if answer.action == "reject" then
+            log_info("refused a change to job %s by uid %s: %s", tostring(job_rec.job_id), tostring(modify_uid),
+                     tostring(answer.message))
+            slurm.log_user("%s", answer.message or "greenslurm: change refused")
+            return (answer.error_code and slurm[answer.error_code]) or slurm.ERROR
+        end
+        return slurm.SUCCESS
+    end)
+    if ok then return result end
+    log_error("hook error on a job change: %s; change applied unchecked", tostring(result))
     return slurm.SUCCESS
 end
 

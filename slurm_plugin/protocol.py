@@ -55,14 +55,20 @@ MEM_PER_CPU = 2 ** 63
 # User strings longer than this are untrusted (features, deadlines, partitions are short in practice).
 MAX_STRING = 4096
 
+# The fields of a pending job a change (``op = "modify"``, job_submit.lua's slurm_job_modify) may
+# set, as ``new_<field>``: every one that can move when the job, or another, starts or ends.
+MODIFY_NUMBERS = ("time_limit", "pn_min_memory", "min_cpus", "min_nodes", "max_nodes", "num_tasks", "cpus_per_task",
+                  "priority", "begin_time")
+MODIFY_STRINGS = ("req_nodes", "exc_nodes", "tres_per_job", "tres_per_node", "tres_per_task", "tres_per_socket",
+                  "partition", "dependency", "features")
 _NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
-                  "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open",
-                  "sockets_per_node", "ntasks_per_node")
+                  "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open", "failed_total",
+                  "sockets_per_node", "ntasks_per_node", "hold", "job_id", *(f"new_{n}" for n in MODIFY_NUMBERS))
 # Strings a user controls (directly or through the job's environment and script).
 _USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket",
                  "req_nodes", "exc_nodes", "features", "deadline", "deadline_env", "deadline_script", "array_inx",
-                 "tz")
-_HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids")
+                 "tz", "dependency", "tag", *(f"new_{n}" for n in MODIFY_STRINGS))
+_HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids", "slurm_refuses", "failed_earlier")
 
 
 class ProtocolError(ValueError):
@@ -108,7 +114,7 @@ def parse_request(line: bytes) -> dict:
     if not isinstance(request, dict):
         raise ProtocolError("a request must be a JSON object")
     op = request.get("op", "submit")
-    if op not in ("submit", "ping"):
+    if op not in ("submit", "ping", "modify"):
         raise ProtocolError(f"unknown op {op!r}")
     for name in _NUMBER_FIELDS:
         value = request.get(name)
@@ -149,13 +155,22 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def failed_ids(request: dict) -> list[int]:
-    """The hook's request numbers it gave up waiting for (``failed_ids`` = "12,13").
+def failed_ids(request: dict, limit: int = 100_000) -> list[int]:
+    """The hook's request numbers it gave up waiting for (``failed_ids`` = "12,13" or ranges "12-40,52"),
+    at most ``limit`` of them.
 
-    >>> failed_ids({"failed_ids": "12,13,x"}), failed_ids({})
-    ([12, 13], [])
+    >>> failed_ids({"failed_ids": "12,13,x"}), failed_ids({}), failed_ids({"failed_ids": "3-5,9"})
+    ([12, 13], [], [3, 4, 5, 9])
     """
-    return [int(t) for t in (request.get("failed_ids") or "").split(",") if t.isdigit()][:1000]
+    out: list[int] = []
+    for token in (request.get("failed_ids") or "").split(","):
+        lo, _, hi = token.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            continue
+        out.extend(range(int(lo), min(int(hi or lo), int(lo) + limit - len(out) - 1) + 1))
+        if len(out) >= limit:
+            break
+    return out[:limit]
 
 
 def encode(answer: dict) -> bytes:

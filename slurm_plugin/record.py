@@ -65,6 +65,9 @@ CREATE TABLE IF NOT EXISTS nodes (name TEXT PRIMARY KEY, cpus INTEGER, gpus INTE
 CREATE TABLE IF NOT EXISTS node_power (       -- a node's power state (the replay's ON 0, OFF 1, BOOTING 2) from then on
     name TEXT NOT NULL, time_s REAL NOT NULL, state INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS hook_failures (  -- each job_submit.lua load's running failure count, as last reported
+    hook_instance TEXT PRIMARY KEY, total INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     time_s REAL NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, detail TEXT
 );
@@ -109,6 +112,9 @@ def _clean(text) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
+WAL_BACKSTOP_PAGES = 20000
+
+
 class DecisionRecord:
     def __init__(self, path: str | Path, sync: str = "full") -> None:
         self.path = str(path)
@@ -120,6 +126,10 @@ class DecisionRecord:
             self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={'FULL' if sync == 'full' else 'NORMAL'}")
+            # SQLite copies the write-ahead log into the database (a checkpoint, with its fsyncs) on the
+            # commit that crosses this many pages: the service checkpoints from its sync loop instead
+            # (:meth:`checkpoint`), so no answer waits for one; this is only the backstop (80 MB)
+            self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_BACKSTOP_PAGES}")
             self.db.executescript(SCHEMA)
             have = {row[1] for row in self.db.execute("PRAGMA table_info(decisions)")}
             for name, kind in ADDED_COLUMNS.items():
@@ -138,6 +148,18 @@ class DecisionRecord:
         row = {**ROW_DEFAULTS, **{k: v for k, v in row.items() if v is not None}}
         self.db.execute(self._insert, tuple(row.get(c) for c in COLUMNS))
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database (SQLite's passive checkpoint: it never waits for
+        or blocks a writer) on a connection of its own, so that a worker thread of the sync loop can do
+        it while decisions go on.  Every decision is durable in the log before that, as before."""
+        if self.path == ":memory:":
+            return
+        db = sqlite3.connect(self.path, timeout=1.0)
+        try:
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            db.close()
+
     def mark_not_applied(self, hook_instance: str, request_ids: list[int]) -> int:
         """The hook gave up waiting for these answers: their decisions were not applied."""
         if not request_ids:
@@ -145,6 +167,41 @@ class DecisionRecord:
         marks = ",".join("?" * len(request_ids))
         cursor = self.db.execute(f"UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id IN ({marks})",
                                  (hook_instance, *request_ids))
+        return cursor.rowcount
+
+    def not_applied(self, hook_instance: str, request_id) -> None:
+        """The hook gave up waiting for this request before its decision was recorded (a queued request
+        answered late): its row says so."""
+        self.db.execute("UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id = ?",
+                        (hook_instance, request_id))
+
+    def note_failures(self, hook_instance: str, total: int) -> int:
+        """A hook load's running failure count; returns how many of them are new (a request queued
+        while the service was stopped repeats a total already counted: 0 then)."""
+        row = self.db.execute("SELECT total FROM hook_failures WHERE hook_instance = ?", (hook_instance,)).fetchone()
+        known = int(row[0]) if row else 0
+        if total <= known:
+            return 0
+        self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
+        return total - known
+
+    def settle_applied(self, carried: dict[int, tuple[str, str, int | None, str]], since_s: float,
+                       before_s: float) -> int:
+        """Decisions answered ``modify`` (a tag appended to the comment) from ``since_s`` to ``before_s``
+        that no job Slurm shows carries: Slurm refused the job after the answer, so they were not
+        applied.  ``carried``: decision id -> (job id, token, uid, user) of every job seen with a tag
+        (lowest job id first; a tag counts for the job whose token and user match).  Returns the number
+        of decisions marked."""
+        records = self.tagged(sorted(carried))
+        for decision_id, (job_id, token, uid, user) in carried.items():
+            rec = records.get(decision_id)
+            if rec is None or rec["token"] != token or rec["job_id"] is not None:
+                continue
+            same = int(uid) == int(rec["uid"]) if uid is not None and rec["uid"] is not None else user == rec["user"]
+            if same:
+                self.claim(decision_id, job_id)
+        cursor = self.db.execute("UPDATE decisions SET applied = 0 WHERE action = 'modify' AND job_id IS NULL "
+                                 "AND applied = 1 AND time_s >= ? AND time_s < ?", (since_s, before_s))
         return cursor.rowcount
 
     def note_supply(self, forecast) -> bool:

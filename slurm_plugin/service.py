@@ -38,6 +38,7 @@ import secrets
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from concurrent.futures.process import BrokenProcessPool
 from datetime import datetime
 from pathlib import Path
@@ -45,14 +46,14 @@ from pathlib import Path
 from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL
-from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline
+from greenslurm.slurm_plugin.backend import BACKENDS, BackendError, PendingDeadline, waits_for
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, encode, failed_ids, parse_request,
                                               submission_from_request)
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.energy import run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply, within_horizon
-from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, Snapshot
+from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, PendingJob, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
 
@@ -78,10 +79,17 @@ class DecisionService:
         self.acceptance = build_acceptance(config.acceptance, min_slack=config.min_slack, share=config.share)
         self.view = view
         self.next_id = record.next_id()
-        # (time, submission, nodes it was pinned to, begin time it was given) accepted since the sync began
-        self.since_snapshot: list[tuple[float, object, tuple[str, ...], float | None]] = []
+        # (time, submission, nodes it was pinned to, begin time it was given, decision id) accepted
+        # since the sync began
+        self.since_snapshot: list[list] = []
         self.decisions = 0
         self.fail_opens = record.events("fail_open")
+        self.started_s = time.time()
+        self.max_array_size: int | None = None      # Slurm's MaxArraySize, when the backend can say
+        # per hook load: the requests it reported it gave up on (a late decision of one is not applied)
+        self.failed_requests: dict[str, set[int]] = {}
+        # the pending jobs whose deadline a decision covers, as of the last sync: job id -> deadline
+        self.checked_deadlines: dict[str, float] = {}
         self.forecast = Forecast()
         self.power = NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w, config.gpu_max_w)
 
@@ -97,14 +105,12 @@ class DecisionService:
                         no_deadline_shift_s=config.no_deadline_max_shift_s if config.no_deadline == "shift" else 0.0,
                         boot_s=config.boot_s if config.power_save else 0.0)
         view.supply_note = note if self.forecast.source else ""
+        view.snapshot = snapshot
         return view
 
     def swap_view(self, view: LiveView, started_s: float) -> None:
         self.since_snapshot = [entry for entry in self.since_snapshot if entry[0] >= started_s]
-        # (a list per entry: the begin time is filled in after the entry is made)
-        for _, sub, pinned, begin_s in self.since_snapshot:
-            view.plan_held(sub.job, sub.begin_s if begin_s is None else begin_s, sub.features, tasks=sub.array_tasks, throttle=sub.array_throttle,
-                           required_nodes=pinned)
+        replan(view, self.since_snapshot)
         self.view = view
 
     def view_age_s(self, now_s: float | None = None) -> float | None:
@@ -127,6 +133,12 @@ class DecisionService:
             self._note_fail_opens(request)
         except Exception:                # the count must not cost the decision
             log.exception("cannot record the hook's fail-opens")
+        if request.get("op") == "modify":
+            try:
+                return self.modify(request)
+            except Exception:        # a bug must not stop a user's change: it is applied unchecked
+                log.exception("request %s: checking a change failed", request.get("id"))
+                return {"id": request.get("id"), "action": "error", "message": "greenslurm: internal error"}
         if request.get("op", "submit") == "ping":
             age = self.view_age_s()
             return {"ok": True, "id": request.get("id"), "view": self.view is not None,
@@ -167,8 +179,22 @@ class DecisionService:
             return
         instance = request.get("hook_instance") or ""
         ids = failed_ids(request)
+        known = self.failed_requests.setdefault(instance, set())
+        if len(known) > 100_000:
+            known.clear()
+        known.update(ids)
         marked = self.record.mark_not_applied(instance, ids)
-        self.record.event("fail_open", count, f"hook {instance}: requests {','.join(map(str, ids))}")
+        earlier, _, earlier_ids = (request.get("failed_earlier") or "").partition(":")
+        if earlier:                      # failures of an earlier load (before slurmctld restarted)
+            marked += self.record.mark_not_applied(earlier, failed_ids({"failed_ids": earlier_ids}))
+        # requests queued while the service was stopped each carry the count so far: only what is new
+        # since the last report counts (the hook's running total; a hook without one reports each anew)
+        total = request.get("failed_total")
+        if total is not None:
+            count = self.record.note_failures(instance, int(total))
+            if count <= 0:
+                return
+        self.record.event("fail_open", count, f"hook {instance}: requests {_ranges(ids)}")
         self.fail_opens += count
         log.warning("job_submit.lua %s reports %d submission(s) it let through unchecked or rejected without an "
                     "answer since its last answer (%d of them had decisions here, now marked not applied)",
@@ -185,6 +211,7 @@ class DecisionService:
         row: dict = {"id": decision_id, "token": token, "time_s": now, "uid": request.get("uid"),
                      "user": _text(request.get("user")), "shadow": int(config.shadow),
                      "hook_instance": request.get("hook_instance"), "request_id": request.get("id")}
+        late = request.get("id") in self.failed_requests.get(request.get("hook_instance") or "", ())
         answer: dict = {"id": request.get("id"), "decision": decision_id}
 
         def finish(would: str, message: str, *, policy: str = "greenslurm", reason: str = "",
@@ -200,11 +227,22 @@ class DecisionService:
             row.update(action=shown["action"], would_action=would, policy=policy, reason=reason, message=message,
                        decide_us=(time.perf_counter() - started) * 1e6)
             self.record.add(row)                 # committed before the answer leaves
+            if late:                             # the hook already gave up on this request
+                self.record.not_applied(row["hook_instance"], row["request_id"])
             self.decisions += 1
             log.info("decision %d (%s): %s%s", decision_id, row.get("user") or "?", would,
                      " (shadow: answered accept)" if config.shadow and would != "error" else "")
             return shown
 
+        refused = self._slurm_refuses(request)
+        if refused:
+            # Slurm refuses the job right after the answer: it is decided as any other (a rejection
+            # names the hook's reason) but reserves nothing, and its row says not applied; an array
+            # past MaxArraySize is not even planned (thousands of tasks for a job that never exists)
+            late = True
+            if request.get("slurm_refuses") is None:
+                return finish("accept", f"greenslurm: not checked: Slurm refuses this job ({refused})",
+                              reason="refused by Slurm")
         untrusted = request.get("untrusted") or {}
         if untrusted:
             named = "; ".join(f"{name}: {why}" for name, why in sorted(untrusted.items()))
@@ -236,9 +274,13 @@ class DecisionService:
             if age is None:
                 return finish("error", f"greenslurm: {why}", reason="stale view")
             log.warning("deciding on a stale view (%s)", why)
+        # a job held at submission, waiting on another job, or that the hook already gave up on is
+        # checked but not reserved: the sync plans it once it can run (Slurm's view of it)
+        reserve = not (late or request.get("hold") or waits_for(request.get("dependency")) != ())
         outcome = self.view.decide(job, max(now, job.submit_s), sub.begin_s, sub.features,
                                    tasks=sub.array_tasks, throttle=sub.array_throttle,
-                                   required_nodes=sub.required_nodes, excluded_nodes=sub.excluded_nodes)
+                                   required_nodes=sub.required_nodes, excluded_nodes=sub.excluded_nodes,
+                                   commit=reserve)
         decision = outcome.decision
         if decision.reason == OWN_NODES and job.deadline_s is None:
             # Slurm holds such a job until its nodes come back: nothing to check, and the user's nodes stay
@@ -255,8 +297,9 @@ class DecisionService:
             names = list(outcome.nodes)
             pinned = tuple(names) if ((config.set_required_nodes or own_nodes) and sub.array_tasks == 1
                                       and not config.shadow) else ()
-            entry = [time.time(), sub, pinned, None]
-            self.since_snapshot.append(entry)
+            entry = [time.time(), sub, pinned, None, decision_id]
+            if reserve:
+                self.since_snapshot.append(entry)
             row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
                        energy_j=outcome.energy_j)
             sets: dict = {}
@@ -290,6 +333,85 @@ class DecisionService:
         return finish("reject", f"greenslurm: job {what}{decision.message}" + (f" [{', '.join(when)}]" if when else ""),
                       policy=decision.policy, reason=decision.reason)
 
+    def _slurm_refuses(self, request: dict) -> str:
+        """Why Slurm refuses this submission right after job_submit.lua (its string limits, which the
+        hook checks; an array index at or above MaxArraySize), or ''."""
+        field = request.get("slurm_refuses")
+        if field:
+            return f"{field} longer than Slurm allows"
+        limit = self.max_array_size
+        text = request.get("array_inx")
+        if limit and isinstance(text, str) and text and "array_inx" not in (request.get("untrusted") or {}):
+            # the highest index any range names (Slurm's _valid_array_inx: every index < MaxArraySize)
+            bounds = [part.split(":", 1)[0].rpartition("-")[2] for part in text.split("%", 1)[0].split(",")]
+            top = max((int(b) for b in bounds if b.isdigit() and len(b) < 12), default=0)
+            if top >= limit:
+                return f"array index {top} >= MaxArraySize {limit}"
+        return ""
+
+    # -- a change to a pending job (scontrol update) ----------------------------------------------
+    def modify(self, request: dict) -> dict:
+        """A user's change to a pending job (job_submit.lua's slurm_job_modify): refused when, planned
+        with the change, a job whose deadline the hook checked would no longer end by it (and did
+        before).  Both plans are built from the last sync's snapshot plus the jobs accepted since, so
+        they differ only by the change."""
+        answer = {"id": request.get("id")}
+        view = self.view
+        snapshot = getattr(view, "snapshot", None)
+        checked = dict(self.checked_deadlines)
+        for entry in self.since_snapshot:
+            if entry[1].job.deadline_s is not None:
+                checked[f"decision:{entry[4]}"] = entry[1].job.deadline_s
+        job_id = str(request.get("job_id") or "")
+        checked.pop(job_id, None)             # a job's own deadline: reconciliation looks at it again
+        if snapshot is None or not checked or request.get("untrusted"):
+            why = ("no checked deadline is pending" if snapshot is not None and not checked
+                   else "cannot check it" if snapshot is not None else "no cluster view yet")
+            return dict(answer, action="accept", message=f"greenslurm: change not checked ({why})")
+        decision = _tag_decision(request.get("tag"))
+        entries = [e for e in self.since_snapshot if e[4] != decision]
+        old = next((p for p in snapshot.pending if p.job_id == job_id), None)
+        if old is None:
+            entry = next((e for e in self.since_snapshot if e[4] == decision), None)
+            if entry is not None:
+                sub = entry[1]
+                old = PendingJob(job_id, sub.job, entry[3] or sub.begin_s, sub.features, False, entry[2],
+                                 sub.array_tasks, sub.array_throttle)
+            else:                        # a job the view does not know yet: as its record says
+                try:
+                    sub = submission_from_request(dict(request, op="submit"), now_s=time.time(),
+                                                  default_time_limit_s=self.config.default_time_limit_s)
+                except InputError:
+                    return dict(answer, action="accept", message="greenslurm: change not checked (job unreadable)")
+                old = PendingJob(job_id, sub.job, sub.begin_s, sub.features)
+        new = changed_job(old, request, [n.name for n in view.nodes])
+        others = [p for p in snapshot.pending if p.job_id != job_id]
+        before = self._plan_ends(replace(snapshot, pending=others + [old]), entries, self.since_snapshot, checked)
+        after = self._plan_ends(replace(snapshot, pending=others + [new]), entries, None, checked)
+        endangered = [(j, d, after[j]) for j, d in sorted(checked.items())
+                      if before.get(j) is not None and before[j] <= d + 1.0 and (after.get(j) is None or after[j] > d + 1.0)]
+        changes = ",".join(sorted(k[4:] for k in request if k.startswith("new_")))
+        if not endangered:
+            log.info("change to job %s (%s) by uid %s: no checked deadline moves", job_id, changes, request.get("uid"))
+            return dict(answer, action="accept", message="greenslurm: change checked")
+        named = "; ".join(f"job {'(new)' if j.startswith('decision:') else j} due {_when(d)} would end "
+                          + ("nowhere" if end is None else _when(end)) for j, d, end in endangered[:3])
+        self.record.event("modify_refused", 1, f"job {job_id} ({changes}) by uid {request.get('uid')}: {named}")
+        log.info("change to job %s (%s) by uid %s refused: %s", job_id, changes, request.get("uid"), named)
+        return dict(answer, action="reject", error_code=self.config.reject_error,
+                    message=f"greenslurm: this change to job {job_id} ({changes}) would make a job miss the "
+                            f"deadline it was accepted with ({named}); not changed")
+
+    def _plan_ends(self, snapshot: Snapshot, entries: list, original: list | None, checked: dict) -> dict:
+        """The planned ends of the ``checked`` jobs on a view of ``snapshot`` plus ``entries``
+        (jobs accepted since it was taken; ``original``: the list whose entries keep their own ids)."""
+        view = self.install_view(snapshot, snapshot.now_s)
+        ends = replan(view, entries)
+        out = {j: view.planned_end_s(j) for j in checked if not j.startswith("decision:")}
+        for entry, end in zip(entries, ends):
+            out[f"decision:{entry[4]}"] = end
+        return out
+
     # -- reconciliation ---------------------------------------------------------------------------
     def checked_jobs(self, deadlines: list[PendingDeadline]) -> set[str]:
         """Pending jobs whose deadline a decision of the record already covers (see the module text).
@@ -315,10 +437,11 @@ class DecisionService:
                 if decision_id not in claimed:
                     self.record.claim(decision_id, item.job_id)
                     claimed[decision_id] = item.job_id
+                # (no time limit, UNLIMITED, is more than any limit checked)
                 covered = (rec["would_action"] in ("accept", "modify") and rec["deadline_s"] is not None
                            and item.deadline_s >= rec["deadline_s"] - 1.0
-                           and (item.time_limit_s is None or rec["time_limit_s"] is None
-                                or item.time_limit_s <= rec["time_limit_s"] + 1.0)
+                           and (rec["time_limit_s"] is None
+                                or (item.time_limit_s is not None and item.time_limit_s <= rec["time_limit_s"] + 1.0))
                            and _same_job(rec, item))
                 if covered:
                     checked.add(item.job_id)
@@ -332,6 +455,7 @@ class DecisionService:
             return []
         done = self.record.reconciled([item.job_id for item in deadlines])
         checked = self.checked_jobs(deadlines)
+        self.checked_deadlines = {item.job_id: item.deadline_s for item in deadlines if item.job_id in checked}
         out: list[tuple[PendingDeadline, str | None]] = []
         for item in deadlines:
             if item.job_id in checked or item.held or (item.job_id, item.deadline_s) in done:
@@ -345,6 +469,104 @@ class DecisionService:
             else:
                 out.append((item, None))
         return out
+
+
+def replan(view: LiveView, entries: list) -> list[float | None]:
+    """Plan on ``view`` the jobs accepted since its snapshot was taken (entries of
+    ``DecisionService.since_snapshot``); their planned ends."""
+    # (a list per entry: the begin time is filled in after the entry is made)
+    return [view.plan_held(sub.job, sub.begin_s if begin_s is None else begin_s, sub.features, tasks=sub.array_tasks,
+                           throttle=sub.array_throttle, required_nodes=pinned)
+            for _, sub, pinned, begin_s, _ in entries]
+
+
+def changed_job(job: PendingJob, request: dict, node_names: list[str]) -> PendingJob:
+    """``job`` with a change of a ``modify`` request applied (its ``new_*`` fields).
+
+    >>> from greenslurm.clustermodel import JobSpec
+    >>> j = PendingJob("7", JobSpec("7", 0.0, 600.0, cpus=2), held=True)
+    >>> n = changed_job(j, {"new_time_limit": 4294967295, "new_exc_nodes": "n1", "new_priority": 4294967295},
+    ...                 ["n1", "n2"])
+    >>> n.job.requested_time_s / 86400, n.required_nodes, n.held
+    (365.0, ('n2',), False)
+    >>> changed_job(replace(j, waiting="JobHeldUser"), {"new_priority": 4294967295}, []).waiting
+    ''
+
+    >>> changed_job(j, {"new_time_limit": 30, "new_dependency": "afterok:5"}, []).after
+    ('5',)
+    """
+    from greenslurm.slurm_plugin.protocol import INFINITE, MEM_PER_CPU, unset
+    from greenslurm.traces.slurm_conf import expand_hostlist
+    spec, changes = job.job, {}
+    limit = request.get("new_time_limit")
+    if limit is not None and (limit == INFINITE or not unset(limit)):
+        changes["requested_time_s"] = 365 * 86400.0 if limit >= INFINITE or limit == 0 else float(limit) * 60.0
+    cpus = request.get("new_min_cpus")
+    tasks, per_task = request.get("new_num_tasks"), request.get("new_cpus_per_task")
+    if cpus is not None and not unset(cpus) and cpus > 0:
+        changes["cpus"] = int(cpus)
+    elif tasks is not None and not unset(tasks) and tasks > 0:
+        changes["cpus"] = int(tasks) * (int(per_task) if per_task is not None and not unset(per_task, 16) else 1)
+    nodes = request.get("new_min_nodes")
+    if nodes is not None and not unset(nodes):
+        changes["nodes"] = int(nodes)
+    memory = request.get("new_pn_min_memory")
+    if memory is not None and not unset(memory, 64):
+        per_node = changes.get("cpus", spec.cpus) / max(changes.get("nodes", spec.nodes), 1)
+        changes["memory_mb_per_node"] = (float(memory - MEM_PER_CPU) * math.ceil(per_node)
+                                         if memory >= MEM_PER_CPU else float(memory))
+    if request.get("new_partition"):
+        changes["partition"] = request["new_partition"]
+    gres = " ".join(request.get(f"new_tres_per_{k}") or "" for k in ("node", "job", "task", "socket"))
+    if gres.strip():
+        from greenslurm.clustermodel.gres import gpu_count
+        # counted per node whatever the form asks: a change of GPUs can only be planned as more
+        changes["gpus_per_node"] = float(max(gpu_count(g) for g in gres.split()))
+    if changes:
+        spec = spec.with_changes(**changes)
+    required = job.required_nodes
+    if request.get("new_req_nodes") is not None:
+        required = tuple(expand_hostlist(request["new_req_nodes"]))
+    if request.get("new_exc_nodes"):
+        excluded = set(expand_hostlist(request["new_exc_nodes"]))
+        required = tuple(n for n in (required or node_names) if n not in excluded)
+    begin = request.get("new_begin_time")
+    begin_s = job.begin_s if begin is None or unset(begin) else (float(begin) if begin > time.time() else None)
+    priority = request.get("new_priority")
+    held = job.held if priority is None or unset(priority) and priority != INFINITE else priority == 0
+    waiting, after = job.waiting, job.after
+    if not held and waiting.startswith("JobHeld"):
+        waiting = ""                     # released
+    if request.get("new_dependency") is not None:
+        after = waits_for(request["new_dependency"])
+        waiting = "Dependency" if after is None else ("" if waiting == "Dependency" else waiting)
+        after = after or ()
+    features = job.features
+    if request.get("new_features") is not None:
+        features = tuple(sorted(f for f in re.split(r"[&,]", request["new_features"]) if f))
+    return replace(job, job=spec, begin_s=begin_s, features=features, held=held, required_nodes=required,
+                   waiting=waiting, after=after)
+
+
+def _tag_decision(tag) -> int | None:
+    """The decision id of a tag (``greenslurm#12.0123abcd``)."""
+    found = TAG_PATTERN.fullmatch(tag) if isinstance(tag, str) else None
+    return int(found.group(1)) if found else None
+
+
+def _ranges(ids: list[int]) -> str:
+    """Request numbers as ranges.
+
+    >>> _ranges([3, 4, 5, 9]), _ranges([])
+    ('3-5,9', '')
+    """
+    out: list[str] = []
+    for i in sorted(set(ids)):
+        if out and out[-1][1] == i - 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return ",".join(f"{a}-{b}" if a != b else f"{a}" for a, b in out)
 
 
 def green_reason(green: GreenNote, start_s: float) -> str:
@@ -494,6 +716,12 @@ class HookServer:
             self.lock.release()
             raise InputError(f"cannot open the record: {exc}", path=config.path, field="database") from None
         self.service = DecisionService(config, self.record)
+        if hasattr(self.backend, "max_array_size"):
+            try:
+                self.service.max_array_size = await asyncio.get_running_loop().run_in_executor(
+                    None, self.backend.max_array_size)
+            except BackendError as exc:
+                log.warning("cannot read Slurm's MaxArraySize (%s); arrays are planned as asked", exc)
         if path.exists() or path.is_symlink():
             path.unlink()                 # a socket left by a killed service: we hold the lock, it is ours
         old_umask = os.umask(0o177)
@@ -588,11 +816,27 @@ class HookServer:
         await self.refresh_forecast()
         try:
             view = await loop.run_in_executor(None, self.service.install_view, snapshot, started)
+        except ValueError as exc:         # no usable node (slurmctld restarting: every node unknown)
+            log.warning("cannot build the cluster view: %s; keeping the view of %s", exc,
+                        "none" if self.service.view is None else _when(self.service.view.snapshot_time_s))
+            return False
         except Exception:
             log.exception("cannot build the cluster view")
             return False
         self.service.swap_view(view, started)
         self.sync_count += 1
+        try:
+            # a decision answered before the previous sync began is in Slurm by now, or was refused
+            previous, self._sync_started = getattr(self, "_sync_started", None), started
+            if previous is not None:
+                since = getattr(self, "_settled_before", self.service.started_s)
+                marked = self.record.settle_applied(snapshot.carried, since, previous)
+                self._settled_before = previous
+                if marked:
+                    log.info("%d decision(s) answered with a tag that no job carries (Slurm refused the job "
+                             "after the answer): marked not applied", marked)
+        except Exception:
+            log.exception("cannot settle which decisions were applied")
         try:
             self.service.note_runs(snapshot)
         except Exception:                 # accounting must not cost the sync
@@ -740,6 +984,18 @@ class HookServer:
         except Exception:
             log.exception("sync failed")
             return False
+        finally:
+            await self.checkpoint_record()
+
+    async def checkpoint_record(self) -> None:
+        """The record's checkpoint (:meth:`DecisionRecord.checkpoint`) in a worker thread: its fsyncs never
+        delay an answer (SQLite would otherwise run it on the commit of some decision)."""
+        if self.record is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.record.checkpoint)
+        except Exception as exc:               # the next sync tries again; the log keeps every decision
+            log.warning("record checkpoint failed: %s", exc)
 
     def stop(self) -> None:
         self._stop.set()

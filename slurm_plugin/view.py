@@ -12,7 +12,11 @@ into the replay's own engine kit, so that the hook decides exactly as the deadli
   :class:`~greenslurm.allocation.planner.Planner`, with the rule of the node selection
   (:func:`~greenslurm.sim.engine.deadline_queue.planner_rule`).  Running jobs are reserved on their
   nodes until Slurm's ``end_time``; pending jobs are planned at their earliest start in submission
-  order, without an acceptance test (Slurm already holds them); held jobs are left out.
+  order, without an acceptance test (Slurm already holds them).  Jobs that cannot start as they stand
+  are left out: held jobs, jobs over a per-job or partition limit, jobs whose dependency can never be
+  satisfied (``PendingJob.waiting``).  A job waiting on a dependency is planned after the end of
+  every job it waits for (running: Slurm's end; pending: its planned end), and left out when one of
+  them is not planned itself (held, waiting, or unknown).
 - A new submission goes through :class:`~greenslurm.acceptance.admission.Admission`: the acceptance
   policy, then the planner's placement, committed to the plan.  Partitions, features and node
   states restrict the nodes (with the GPU-model mask of the deadline queue); a begin time moves the
@@ -158,6 +162,8 @@ class PendingJob:
     required_nodes: tuple[str, ...] = ()       # Slurm's ReqNodeList (the hook pins accepted jobs)
     tasks: int = 1                             # a pending job array: its tasks not yet started
     throttle: int = 0                          # ... at most this many at once (0: no limit)
+    waiting: str = ""                          # Slurm's reason when it cannot start as it stands (not planned)
+    after: tuple[str, ...] = ()                # jobs whose end it waits for (an unfulfilled dependency)
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,8 @@ class Snapshot:
     pending: list[PendingJob] = field(default_factory=list)
     skipped: int = 0
     runs: list[JobRun] = field(default_factory=list)
+    # decision id -> (job id, token, uid, user) of the jobs whose comment ends in a hook's tag
+    carried: dict[int, tuple[str, str, int | None, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -292,10 +300,21 @@ class LiveView:
         self.admission = Admission(acceptance, self.planner, lambda spec: None)
         self._planned_end: dict[str, float] = {}
         self.pending_planned = 0
+        running_end = {job.job_id: job.end_s for job in snapshot.running}
+        self.left_out = 0
         for pending in sorted(snapshot.pending, key=lambda p: (p.job.submit_s, _job_order(p.job_id))):
-            if pending.held:
+            if pending.held or pending.waiting:
+                self.left_out += 1
                 continue
-            self.plan_held(pending.job, pending.begin_s, pending.features, tasks=pending.tasks,
+            begin = pending.begin_s
+            if pending.after:
+                ends = [running_end.get(j, self._planned_end.get(j)) for j in pending.after]
+                if any(end is None for end in ends):
+                    self.left_out += 1
+                    continue
+                begin = max([end for end in ends] + ([begin] if begin is not None else []))
+                begin = begin if begin > now else None
+            self.plan_held(pending.job, begin, pending.features, tasks=pending.tasks,
                            throttle=pending.throttle, required_nodes=pending.required_nodes, job_id=pending.job_id)
 
     # -- building ---------------------------------------------------------------------------------

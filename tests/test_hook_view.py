@@ -64,6 +64,39 @@ def test_pending_jobs_are_planned_in_submission_order_and_held_ones_are_not():
     assert v.decide(job(cpus=1), NOW).start_s == NOW + 500          # after both
 
 
+def test_jobs_that_cannot_start_are_left_out_and_dependent_ones_wait_for_their_jobs():
+    # one 4-CPU node held by running job 5 until NOW + 100
+    running = [RunningJob("5", ("n1",), NOW + 100)]
+    after_running = PendingJob("6", JobSpec("6", 1.0, 50.0, cpus=4), after=("5",))      # 100 .. 150
+    after_pending = PendingJob("7", JobSpec("7", 2.0, 30.0, cpus=4), after=("6",))      # 150 .. 180
+    after_unknown = PendingJob("8", JobSpec("8", 3.0, 9e6, cpus=4), after=("99",))      # left out
+    after_held = PendingJob("9", JobSpec("9", 4.0, 9e6, cpus=4), after=("10",))         # left out
+    held = PendingJob("10", JobSpec("10", 0.5, 9e6, cpus=4), held=True)
+    over_limit = PendingJob("11", JobSpec("11", 0.7, 9e6, cpus=4), waiting="PartitionTimeLimit")
+    v = view([LiveNode("n1", 4)], running, [after_running, after_pending, after_unknown, after_held, held,
+                                            over_limit])
+    assert [v.planned_end_s(j) for j in ("6", "7", "8", "9", "10", "11")] == [NOW + 150, NOW + 180] + [None] * 4
+    assert v.left_out == 4
+    assert v.decide(job(cpus=4, time_s=10.0), NOW).start_s == NOW + 180     # after 7, not after a year
+
+
+@pytest.mark.parametrize("reason, dependency, waiting, after", [
+    ("Dependency", "afterok:1(unfulfilled)", "", ("1",)),
+    ("DependencyNeverSatisfied", "afterok:1(failed)", "DependencyNeverSatisfied", ()),
+    ("Dependency", "singleton(unfulfilled)", "Dependency", ()),
+    ("PartitionTimeLimit", "", "PartitionTimeLimit", ()),
+    ("QOSMaxWallDurationPerJobLimit", "", "QOSMaxWallDurationPerJobLimit", ()),
+    ("AssocGrpCpuLimit", "", "", ()),                      # passes when the group's other jobs end
+    ("Resources", "", "", ()),
+])
+def test_slurms_reasons_and_dependencies_say_whether_a_pending_job_is_planned(reason, dependency, waiting, after):
+    squeue = {"jobs": [{"job_id": 2, "job_state": "PENDING", "state_reason": reason, "dependency": dependency,
+                        "cpus": 1, "node_count": 1, "time_limit": 5, "submit_time": NOW, "priority": 100}]}
+    snapshot, _ = snapshot_from_json({"nodes": [{"name": "n1", "cpus": 4, "state": "idle"}]}, squeue, NOW)
+    (pending,) = snapshot.pending
+    assert (pending.waiting, pending.after) == (waiting, after)
+
+
 # -- nodes a job may use -------------------------------------------------------------------------
 NODES_PF = [LiveNode("a", 4, features=("ssd",), partitions=("p1",)), LiveNode("b", 4, partitions=("p2",)),
             LiveNode("c", 4, partitions=("p1",))]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -92,6 +93,8 @@ def walked():
         kill_restarted_slurmd(conf)
         cluster.stop()
         kill_restarted_slurmd(conf)
+        if "result" in locals() and result.returncode == 0:
+            shutil.rmtree(folder, ignore_errors=True)   # kept only for the reader of a failed page
 
 
 def test_the_page_runs(walked):

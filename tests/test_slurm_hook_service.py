@@ -278,6 +278,44 @@ def test_every_answer_is_in_the_record_before_it_is_sent(tmp_path):
     assert os.stat(tmp_path / "db.sqlite").st_mode & 0o777 == 0o600
 
 
+def test_no_decision_commit_runs_the_records_checkpoint_and_the_sync_loop_does(tmp_path):
+    import sqlite3
+    from greenslurm.slurm_plugin.record import WAL_BACKSTOP_PAGES, DecisionRecord
+    database = tmp_path / "db.sqlite"
+    record = DecisionRecord(database, sync="normal")
+    try:
+        base = {"token": "t", "time_s": 1.0, "user": "u", "action": "accept", "would_action": "accept"}
+        # 3,000 decisions: some 3,000+ pages of log, past SQLite's default checkpoint at 1,000 pages
+        for i in range(1, 3001):
+            record.add(dict(base, id=i, message="x" * 200))
+        wal = Path(f"{database}-wal")
+        assert wal.stat().st_size > 1000 * 4096                        # no commit copied the log back
+        assert wal.stat().st_size < WAL_BACKSTOP_PAGES * 4096
+        main_before = database.stat().st_size
+        reader = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        assert reader.execute("SELECT COUNT(*) FROM decisions").fetchone()[0] == 3000   # durable in the log
+        reader.close()
+        record.checkpoint()                                            # what the sync loop runs
+        assert database.stat().st_size > main_before + 3000 * 200
+    finally:
+        record.close()
+
+
+def test_the_service_checkpoints_its_record_at_each_sync(tmp_path):
+    proc = start_service(tmp_path)                 # sync_interval_s = 1
+    try:
+        for i in range(400):
+            exchange(proc.socket_path, request(i))
+        size = (tmp_path / "db.sqlite").stat().st_size
+        for _ in range(100):                       # within a few syncs the log is copied into the database
+            if (tmp_path / "db.sqlite").stat().st_size > size:
+                break
+            time.sleep(0.1)
+        assert (tmp_path / "db.sqlite").stat().st_size > size
+    finally:
+        proc.stop()
+
+
 def test_kill_9_loses_no_answered_decision_and_ids_never_repeat(tmp_path):
     proc = start_service(tmp_path)
     answered: list[int] = []
