@@ -253,3 +253,55 @@ def test_phase_aware_waking_beats_index_order_on_a_real_trace(shared_data):
                          sum(r.wait_s for r in result.records))
     assert round(totals["phase"][0], 3) == 0.062 and round(totals["index"][0], 3) == 0.067
     assert totals["phase"][1] == pytest.approx(totals["index"][1]) and totals["phase"][2] == totals["index"][2]
+
+
+def test_a_node_still_booting_when_the_last_job_ends_exact():
+    # The case a hypothesis run of test_invariants_at_every_step found (fcfs; suspend after 5 s, boot
+    # 7 s at idle power, 0 W off).  Two one-CPU nodes at 100 W idle; six jobs of 0 s: four at t=0,
+    # "b" at 6 and "c" at 7.
+    # 0-5:  both nodes idle, 200 W                              -> 1000 J; both suspended at 5
+    # 5-6:  both off, 0 W                                       ->    0 J
+    # 6:    b wants a CPU and none is on: n0 boots 6-13;  6-7: 100 W -> 100 J
+    # 7:    c wants one more: n1 boots 7-14;             7-13: 200 W -> 1200 J
+    # 13:   n0 is up, b and c run there (0 s each): the last job ends at 13, and so does the replay.
+    # total 1000 + 0 + 100 + 1200 = 2300 J = jobs 0 + unallocated 2300 (idle 2 x 5 s x 100 W = 1000,
+    # off 0, booting n0 7 s + n1 6 s at 100 W = 1300).  n1 used to come up at 14 all the same, and
+    # the ledger integrated 13-14 (n0 idle + n1 booting, 200 W: 200 J) into the total only: 2500 J
+    # against jobs + unallocated 2300 J.  n1 stays booting to the end instead.
+    jobs = [JobSpec(f"a{i}", 0.0, 5.0, runtime_s=0.0, cpus=1) for i in range(4)]
+    jobs += [JobSpec("b", 6.0, 5.0, runtime_s=0.0, cpus=1), JobSpec("c", 7.0, 5.0, runtime_s=0.0, cpus=1)]
+    config = PowerStateConfig(suspend_after_s=5.0, boot_s=7.0, off_w=0.0, phases=1, nodes_per_cabinet=1)
+    replay, result = run(jobs, one_cpu_nodes(2), config)
+    assert {r.job_id: (r.start_s, r.end_s) for r in result.records if r.job_id in "bc"} == {
+        "b": (13.0, 13.0), "c": (13.0, 13.0)}
+    energy = result.energy
+    assert energy.end_s == 13.0
+    assert energy.total_j == pytest.approx(2300.0)
+    assert energy.jobs_j == 0.0
+    assert energy.unallocated_j == pytest.approx(2300.0)
+    assert energy.per_node_j.tolist() == pytest.approx([500 + 700, 500 + 600])
+    span = np.diff(np.append(result.power_times_s, energy.end_s))
+    assert float((span * result.power_w).sum()) == pytest.approx(2300.0)
+    assert replay.machine.state.tolist() == [ON, BOOTING]
+    totals = replay.machine.power_totals()
+    assert (totals.boots, totals.suspends) == (2, 2)
+    assert totals.boot_j == pytest.approx(1300.0) and totals.boot_node_s == pytest.approx(13.0)
+
+
+def test_a_boot_that_ends_after_the_last_job_is_not_charged_past_the_end():
+    # One job still runs while the node woken for the next one boots.  Two one-CPU nodes, 100 W idle,
+    # 300 W busy; suspend after 5 s, boot 7 s at idle power, 0 W off.
+    # A runs on n0 0-12; n1 idles 0-5 and is off from 5; B arrives at 10: n1 boots 10-17.
+    # A ends at 12, B starts on n0 at 12 and ends at 13: the replay ends at 13.
+    # 0-5: 300 + 100 = 400 W -> 2000 J; 5-10: 300 W -> 1500 J; 10-13: 400 W -> 1200 J; total 4700 J
+    # = jobs (A 300 W x 12 s + B 300 W x 1 s = 3900 J) + unallocated (n1: idle 500 + booting 300 = 800 J).
+    # n1 used to come up at 17 and the total took 13-17 at 200 W too (800 J more: 5500 J).
+    jobs = [JobSpec("A", 0.0, 20.0, runtime_s=12.0, cpus=1), JobSpec("B", 10.0, 5.0, runtime_s=1.0, cpus=1)]
+    config = PowerStateConfig(suspend_after_s=5.0, boot_s=7.0, off_w=0.0)
+    replay, result = run(jobs, one_cpu_nodes(2), config)
+    assert sorted((r.job_id, r.start_s, r.end_s) for r in result.records) == [("A", 0.0, 12.0), ("B", 12.0, 13.0)]
+    energy = result.energy
+    assert energy.total_j == pytest.approx(4700.0)
+    assert energy.jobs_j == pytest.approx(3900.0) and energy.unallocated_j == pytest.approx(800.0)
+    assert energy.peak_power_w == pytest.approx(400.0)
+    assert replay.machine.state.tolist() == [ON, BOOTING]

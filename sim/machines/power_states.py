@@ -603,6 +603,12 @@ class PowerManagedMachine(Machine):
 
         def booted(t: float) -> None:
             self._timers -= 1
+            if not self._other_work():
+                # The work this node was woken for ended before it was up: the replay ends at its last
+                # job, and the ledger with it (its total is integrated to the last state change), so
+                # the node stays BOOTING to the end.  Turning it on here integrated power past the end
+                # that jobs + unallocated, priced up to the end only, never saw.
+                return
             self._set_state(node, ON, t)
             self.finished_count += 1          # invalidates EASY's cached reservation: more is free
             if self._held_on[node]:
