@@ -610,6 +610,11 @@ class PyslurmBackend:
         power-state call)."""
         CliBackend(self.slurm_conf).power(node, action)
 
+    def max_array_size(self) -> int | None:
+        """Slurm's MaxArraySize, read as the CLI backend reads it (pyslurm 22.5's configuration call
+        is not part of its new API)."""
+        return CliBackend(self.slurm_conf).max_array_size()
+
 
 def slurm_text(text: str) -> str:
     """``text`` as pyslurm can hand it to Slurm: pyslurm encodes strictly as UTF-8, so a byte of a
@@ -696,6 +701,27 @@ def node_record(node) -> dict:
             "state": base.lower(), "state_flags": flags, "reason": _field(node, "reason", "")}
 
 
+def dependency_text(parsed) -> str:
+    """pyslurm 22.5's parsed dependency (``Job.dependencies``: a list of job ids per kind, each as Slurm
+    wrote it, e.g. ``'12(unfulfilled)'``; ``singleton``; ``satisfy`` all or any) written back as
+    ``squeue --json``'s ``dependency`` text, which :func:`waits_for` reads.
+
+    >>> dependency_text({"afterok": ["12(unfulfilled)"], "afterany": [13], "singleton": False, "satisfy": "all"})
+    'afterany:13,afterok:12(unfulfilled)'
+    >>> dependency_text({"afterok": ["1(unfulfilled)", "2(unfulfilled)"], "singleton": False, "satisfy": "any"})
+    'afterok:1(unfulfilled)?afterok:2(unfulfilled)'
+    >>> dependency_text({"singleton": True, "satisfy": "all"}), dependency_text(None)
+    ('singleton', '')
+    """
+    if not isinstance(parsed, dict):
+        return ""
+    parts = [f"{kind}:{entry}" for kind in sorted(k for k, v in parsed.items() if isinstance(v, list))
+             for entry in parsed[kind]]
+    if parsed.get("singleton"):
+        parts.append("singleton")
+    return ("?" if parsed.get("satisfy") == "any" else ",").join(parts)
+
+
 def job_record(job) -> dict:
     """One job of ``pyslurm.Jobs.load()`` as a job record of ``squeue --json``: the fields the view
     reads, with Slurm's unset values as squeue gives them (0 for an unset time, "" for a string).
@@ -729,6 +755,7 @@ def job_record(job) -> dict:
         "time_limit": _field(job, "time_limit"), "submit_time": _field(job, "submit_time", 0),
         "eligible_time": _field(job, "eligible_time", 0), "start_time": _field(job, "start_time", 0),
         "end_time": _field(job, "end_time", 0), "deadline": _field(job, "deadline", 0),
+        "dependency": dependency_text(_field(job, "dependencies")),
         "array_task_string": f"{waiting}%{parallel}" if waiting and parallel else waiting,
         "array_max_tasks": parallel,
         "job_resources": {"allocated_nodes": allocated} if allocated else None,

@@ -143,7 +143,8 @@ def test_the_old_option_families_are_gone(tmp_path, capsys, removed):
     (["--slack-sigma", "0.5"], "field --slack-sigma: applies to drawn deadlines: give --slack-mean EPS"),
     (["--acceptance", "greedy", "--threshold-share", "0.5"],
      "field --threshold-share: applies to the threshold acceptance policy only"),
-    (["--power-down-after", "60", "--queue", "conservative"], "power states work with the fcfs and easy queues"),
+    # power states now compose with every queue; a boot time without powering down changes nothing
+    (["--boot-s", "10", "--queue", "conservative"], "field --boot-s: applies when idle nodes power down"),
     (["--renewable-scale", "2"], "field --renewable-scale: applies with a supply source"),
     (["--select", "nearest"], "field --select: unknown node selection 'nearest'"),
     (["--select", "fgd"], "the GPU scorer fgd needs a cluster with GPUs; tiny has none"),
