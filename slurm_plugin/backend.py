@@ -221,6 +221,21 @@ def default_partition(scontrol_partitions: str) -> str:
     return ""
 
 
+def default_of_partitions(partitions: dict) -> str:
+    """The default partition of pyslurm 22.5's ``pyslurm.partition().get()`` (name -> record whose
+    ``flags`` has ``Default`` 1); "" when none is.
+
+    >>> default_of_partitions({"a": {"flags": {"Default": 0}}, "b": {"flags": {"Default": 1}}, "c": {}})
+    'b'
+    >>> default_of_partitions({})
+    ''
+    """
+    for name, record in (partitions or {}).items():
+        if ((record or {}).get("flags") or {}).get("Default") == 1:
+            return str(name)
+    return ""
+
+
 def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float, problems: list[str] | None = None,
                        default: str = "") -> tuple[Snapshot, list[PendingDeadline]]:
     """The snapshot of ``sinfo --json`` and ``squeue --json`` output (``default``: the default
@@ -569,7 +584,18 @@ class PyslurmBackend:
         jobs = _records(self._load(self.pyslurm.Jobs), job_record, "job", problems)
         if any("PENDING" in str(job.get("job_state")) for job in jobs):
             self._add_gpu_requests(jobs, problems)
-        return snapshot_from_json({"nodes": nodes}, {"jobs": jobs}, now, problems)
+        return snapshot_from_json({"nodes": nodes}, {"jobs": jobs}, now, problems,
+                                  default=self._default_partition(problems))
+
+    def _default_partition(self, problems: list[str]) -> str:
+        """The default partition through pyslurm 22.5's ``pyslurm.partition().get()`` (its ``flags``
+        dict has ``Default`` 1 for Slurm's PART_FLAG_DEFAULT); "" (noted) when it cannot be read."""
+        try:
+            partitions = self.pyslurm.partition().get()
+        except Exception as exc:                 # pyslurm's older API raises ValueError and others
+            problems.append(f"partitions: pyslurm.partition().get(): {type(exc).__name__}: {exc}")
+            return ""
+        return default_of_partitions(partitions)
 
     def _add_gpu_requests(self, jobs: list[dict], problems: list[str]) -> None:
         """``tres_per_job``, ``tres_per_task`` and ``tres_per_socket`` (``--gpus``, ``--gpus-per-task``,

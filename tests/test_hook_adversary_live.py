@@ -77,11 +77,11 @@ def hold_nodes(site: Attack, nodes: tuple[str, ...], *args: str) -> None:
         time.sleep(0.2)
 
 
-@pytest.fixture(scope="module")
-def two_partitions():
+@pytest.fixture(scope="module", params=["cli", "pyslurm"])
+def two_partitions(request):
     """The attack cluster with two partitions: debug (n1, n2; the default), other (n3, n4); every CPU
-    of debug held for an hour by root jobs, other idle."""
-    site = Attack("cli")        # the pyslurm backend does not read the default partition (yet)
+    of debug held for an hour by root jobs, other idle; with each backend (both read the default)."""
+    site = Attack(request.param)
     site.cluster.partitions = PARTITIONS
     try:
         site.start()
