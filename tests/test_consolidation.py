@@ -367,3 +367,22 @@ def test_consolidation_timers_are_bounded_by_the_events():
         PowerStateConfig(consolidate_every_s=1e-6)
     with pytest.raises(ValueError, match="phases"):
         PowerStateConfig(phases=100)
+
+
+def test_more_phases_than_nodes_with_an_off_power_exact():
+    """Two one-CPU nodes (idle 100 W, busy 300 W) on three phases: node 0 on phase 0, node 1 on
+    phase 1, phase 2 has no node.  The empty phase used to get a mean on power of 0 W, below the
+    10 W off power, and the planner refused it (ValueError on_w >= off_w) at the first step.
+      a runs on node 0 0-20 (300 W x 20 s = 6000 J); node 1 is empty at 0 and goes off at once
+      (10 W x 20 s = 200 J); node 0 goes off when a ends at 20, the end: total 6200 J."""
+    cluster = Cluster.homogeneous(2, cpus=1, idle_w=100.0, busy_w=300.0)
+    jobs = [JobSpec("a", 0.0, 30.0, runtime_s=20.0, cpus=1)]
+    config = PowerStateConfig(off_w=10.0, consolidate_every_s=10.0, phases=3)
+    replay = Replay(jobs, cluster, "fcfs", machine_factory=power_machine_factory(config))
+    result = replay.run()
+    assert replay.machine.phase.tolist() == [0, 1]
+    assert [(r.job_id, r.start_s, r.end_s) for r in result.records] == [("a", 0.0, 20.0)]
+    assert result.energy.total_j == pytest.approx(6200.0)
+    assert result.energy.per_node_j.tolist() == pytest.approx([6000.0, 200.0])
+    assert replay.machine.consolidation.turned_off == 2
+    assert replay.machine.power_totals().off_j == pytest.approx(200.0)
