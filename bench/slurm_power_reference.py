@@ -27,7 +27,6 @@ import json
 import os
 import random
 import re
-import signal
 import shutil
 import sys
 import time
@@ -37,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason  # noqa: E402
+from slurm_cluster import NodeDef, SlurmCluster, kill_restarted_slurmd, shared_root, skip_reason  # noqa: E402
 from slurm_reference import RefJob, _all_done, _collect, _sbatch_args  # noqa: E402
 from greenslurm.traces.slurm_conf import expand_hostlist  # noqa: E402
 
@@ -97,20 +96,6 @@ done
     for path in (off, on):
         os.chmod(path, 0o755)
     return off, on
-
-
-def kill_restarted_slurmd(conf: Path) -> None:
-    for pid_file in (conf.parent.parent / "run").glob("slurmd-*.pid"):
-        try:
-            pid = int(pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if cmdline.startswith(b"slurmd\0") and str(conf).encode() in cmdline:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 def node_states(cluster: SlurmCluster) -> dict[str, str]:

@@ -27,6 +27,7 @@ import os
 import re
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -527,3 +528,18 @@ class SlurmCluster:
                     break
                 time.sleep(0.05)
             self.munged_pid = None
+
+
+def kill_restarted_slurmd(conf: Path) -> None:
+    """The slurmd processes the "power on" command started (not the cluster's own): by their pid files."""
+    for pid_file in (conf.parent.parent / "run").glob("slurmd-*.pid"):
+        try:
+            pid = int(pid_file.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if cmdline.startswith(b"slurmd\0") and str(conf).encode() in cmdline:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass

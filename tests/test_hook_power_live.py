@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from hook_service import ServiceProcess, open_record, write_config
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
+from slurm_cluster import NodeDef, SlurmCluster, kill_restarted_slurmd, shared_root, skip_reason
 
 REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
@@ -53,21 +52,6 @@ cd / && PATH=/usr/sbin:$PATH SLURM_CONF={conf} setsid unshare --time --boottime 
     for path in (off, on):
         os.chmod(path, 0o755)
     return off, on
-
-
-def kill_restarted_slurmd(conf: Path) -> None:
-    """The slurmd processes the "power on" command started (not the cluster's own): by their pid files."""
-    for pid_file in (conf.parent.parent / "run").glob("slurmd-*.pid"):
-        try:
-            pid = int(pid_file.read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
-            continue
-        if cmdline.startswith(b"slurmd\0") and str(conf).encode() in cmdline:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 class Sampler(threading.Thread):
