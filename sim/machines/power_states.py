@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
-from greenslurm.allocation.power_policy import needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
+from greenslurm.allocation.power_policy import needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.power import MAX_NODE_W
@@ -308,7 +308,7 @@ class PowerManagedMachine(Machine):
                 return                   # allocated to a job about to begin: not idle
             waiting = getattr(self.replay.strategy, "queue", ())
             if waiting and (needed_by_queue(self._wanted_cpus(waiting), self._cpus_coming(exclude=node))
-                            or self._head_needs(node, waiting[0])):
+                            or needed_by_head(node, *self._head_holders(waiting[0]), waiting[0].nodes)):
                 # waiting jobs need this node: keep it on, look again later if anything can change
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
                     self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
@@ -564,10 +564,10 @@ class PowerManagedMachine(Machine):
             have -= float(self.free[exclude, CPU])
         return have
 
-    def _head_shortfall(self, head: PendingJob, exclude: int = -1) -> tuple[int, np.ndarray]:
-        """How many more nodes the first waiting job needs than there are ON (free enough) or booting
-        nodes that can hold one of its per-node shares, without node ``exclude``; and which nodes could
-        hold a share when empty.  Only nodes of the head's partition and constraint count (``allowed``)."""
+    def _head_holders(self, head: PendingJob) -> tuple[np.ndarray, np.ndarray]:
+        """Which nodes can hold one of the first waiting job's per-node shares now (ON with enough
+        free, or booting) and which could when empty; only nodes of the head's partition and
+        constraint count (``allowed``)."""
         coming = np.where((self.state == BOOTING)[:, None], self.cluster.capacity,
                           np.where((self.state == ON)[:, None], self.free, 0.0))
         head_fits = (self.cluster.capacity >= head.demand).all(axis=1)
@@ -575,19 +575,7 @@ class PowerManagedMachine(Machine):
         if head.allowed is not None:
             head_fits &= head.allowed
             head_can &= head.allowed
-        if exclude >= 0:
-            head_can[exclude] = False
-        return head.nodes - int(np.count_nonzero(head_can)), head_fits
-
-    def _head_needs(self, node: int, head: PendingJob) -> bool:
-        """Whether the first waiting job needs ``node``: it could hold one of the job's per-node shares
-        and the other ON or booting nodes are too few.  The suspend timer asks the very question the
-        waking rule asks (``_power_actions``), so a node the rule would wake is never suspended: with
-        both rules on CPU totals alone, a 2-CPU job facing two nodes with 1 free CPU each saw
-        "enough CPUs" at the suspend and "one node short" at the wake, and with zero boot and suspend
-        times the node was suspended and woken at the same instant forever."""
-        short, fits = self._head_shortfall(head, exclude=node)
-        return short > 0 and bool(fits[node])
+        return head_can, head_fits
 
     def _power_actions(self, now_s: float) -> None:
         waiting = getattr(self.replay.strategy, "queue", ())
@@ -600,7 +588,8 @@ class PowerManagedMachine(Machine):
         # CPUs in all are not enough: the first job needs ``nodes`` distinct nodes of its shape.
         # Without this, a wide job facing one big free node saw "enough CPUs" and no node was
         # woken for it until some other event came (days, on xdmod-phillips).
-        head_short, head_fits = self._head_shortfall(waiting[0])
+        head_can, head_fits = self._head_holders(waiting[0])
+        head_short = waiting[0].nodes - int(np.count_nonzero(head_can))
         if need <= 0 and head_short <= 0:
             return
         added_w = self.powered_w - self.config.off_w
