@@ -202,13 +202,15 @@ class DecisionService:
                     instance or "?", count, marked)
 
     # -- one decision -------------------------------------------------------------------------------
-    def decide(self, request: dict) -> dict:
+    def decide(self, request: dict, now_s: float | None = None) -> dict:
+        """The answer to one submission, on the current view, at ``now_s`` (None: the clock's time; the
+        replay's admission gives its own time, see :mod:`greenslurm.slurm_plugin.admission`)."""
         started = time.perf_counter()
         config = self.config
         decision_id = self.next_id
         self.next_id += 1
         token = secrets.token_hex(4)
-        now = time.time()
+        now = time.time() if now_s is None else now_s
         row: dict = {"id": decision_id, "token": token, "time_s": now, "uid": request.get("uid"),
                      "user": _text(request.get("user")), "shadow": int(config.shadow),
                      "hook_instance": request.get("hook_instance"), "request_id": request.get("id")}
@@ -309,7 +311,7 @@ class DecisionService:
             pin = config.set_required_nodes and not sub.constraint_unread
             pinned = tuple(names) if ((pin or own_nodes) and sub.array_tasks == 1
                                       and not config.shadow) else ()
-            entry = [time.time(), sub, pinned, None, decision_id]
+            entry = [time.time() if now_s is None else now, sub, pinned, None, decision_id]
             if reserve:
                 self.since_snapshot.append(entry)
             row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
