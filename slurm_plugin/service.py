@@ -54,6 +54,7 @@ from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, 
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.energy import run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply, within_horizon
+from greenslurm.traces.slurm_conf import HostNames
 from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, PendingJob, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
@@ -254,7 +255,8 @@ class DecisionService:
                 request.pop(name, None)
             log.info("request %s: checked without %s", request.get("id"), named)
         try:
-            sub = submission_from_request(request, now_s=now, default_time_limit_s=config.default_time_limit_s)
+            sub = submission_from_request(request, now_s=now, default_time_limit_s=config.default_time_limit_s,
+                                          known_nodes=getattr(self.view, "host_names", None))
         except InputError as exc:
             where = f" ({exc.field})" if exc.field else ""
             return finish("reject", f"greenslurm: {exc.reason}{where}", reason="bad input",
@@ -391,12 +393,12 @@ class DecisionService:
                                  sub.array_tasks, sub.array_throttle)
             else:                        # a job the view does not know yet: as its record says
                 try:
-                    sub = submission_from_request(dict(request, op="submit"), now_s=time.time(),
+                    sub = submission_from_request(dict(request, op="submit"), now_s=time.time(), known_nodes=view.host_names,
                                                   default_time_limit_s=self.config.default_time_limit_s)
                 except InputError:
                     return dict(answer, action="accept", message="greenslurm: change not checked (job unreadable)")
                 old = PendingJob(job_id, sub.job, sub.begin_s, sub.features)
-        new = changed_job(old, request, [n.name for n in view.nodes])
+        new = changed_job(old, request, view.host_names)
         others = [p for p in snapshot.pending if p.job_id != job_id]
         before = self._plan_ends(replace(snapshot, pending=others + [old]), entries, self.since_snapshot, checked)
         after = self._plan_ends(replace(snapshot, pending=others + [new]), entries, None, checked)
@@ -492,27 +494,27 @@ def replan(view: LiveView, entries: list) -> list[float | None]:
             for _, sub, pinned, begin_s, _ in entries]
 
 
-def changed_job(job: PendingJob, request: dict, node_names: list[str]) -> PendingJob:
-    """``job`` with a change of a ``modify`` request applied (its ``new_*`` fields).
+def changed_job(job: PendingJob, request: dict, known: HostNames) -> PendingJob:
+    """``job`` with a change of a ``modify`` request applied (its ``new_*`` fields); ``known``: the
+    cluster's nodes, which a new node list is matched against (never expanded).
 
     >>> from greenslurm.clustermodel import JobSpec
     >>> j = PendingJob("7", JobSpec("7", 0.0, 600.0, cpus=2), held=True)
     >>> n = changed_job(j, {"new_time_limit": 4294967295, "new_exc_nodes": "n1", "new_priority": 4294967295},
-    ...                 ["n1", "n2"])
+    ...                 HostNames(["n1", "n2"]))
     >>> n.job.requested_time_s / 86400, n.required_nodes, n.held
     (365.0, ('n2',), False)
-    >>> changed_job(replace(j, waiting="JobHeldUser"), {"new_priority": 4294967295}, []).waiting
+    >>> changed_job(replace(j, waiting="JobHeldUser"), {"new_priority": 4294967295}, HostNames([])).waiting
     ''
 
-    >>> changed_job(j, {"new_time_limit": 30, "new_dependency": "afterok:5"}, []).after
+    >>> changed_job(j, {"new_time_limit": 30, "new_dependency": "afterok:5"}, HostNames([])).after
     ('5',)
     """
-    from greenslurm.slurm_plugin.protocol import INFINITE, MEM_PER_CPU, unset
-    from greenslurm.traces.slurm_conf import expand_hostlist
+    from greenslurm.slurm_plugin.protocol import INFINITE, MEM_PER_CPU, node_names, time_limit_s, unset
     spec, changes = job.job, {}
     limit = request.get("new_time_limit")
     if limit is not None and (limit == INFINITE or not unset(limit)):
-        changes["requested_time_s"] = 365 * 86400.0 if limit >= INFINITE or limit == 0 else float(limit) * 60.0
+        changes["requested_time_s"] = time_limit_s(limit, spec.requested_time_s)
     cpus = request.get("new_min_cpus")
     tasks, per_task = request.get("new_num_tasks"), request.get("new_cpus_per_task")
     if cpus is not None and not unset(cpus) and cpus > 0:
@@ -538,10 +540,10 @@ def changed_job(job: PendingJob, request: dict, node_names: list[str]) -> Pendin
         spec = spec.with_changes(**changes)
     required = job.required_nodes
     if request.get("new_req_nodes") is not None:
-        required = tuple(expand_hostlist(request["new_req_nodes"]))
+        required = node_names(request, "new_req_nodes", known)
     if request.get("new_exc_nodes"):
-        excluded = set(expand_hostlist(request["new_exc_nodes"]))
-        required = tuple(n for n in (required or node_names) if n not in excluded)
+        excluded = set(node_names(request, "new_exc_nodes", known))
+        required = tuple(n for n in (required or known.names) if n not in excluded)
     begin = request.get("new_begin_time")
     begin_s = job.begin_s if begin is None or unset(begin) else (float(begin) if begin > time.time() else None)
     priority = request.get("new_priority")
