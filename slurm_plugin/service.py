@@ -66,6 +66,7 @@ TAG_PATTERN = re.compile(r"greenslurm#(\d{1,15})\.([0-9a-f]{8})")
 DEADLINE_CHECKED = "deadline checked:"
 TAGS_PER_COMMENT = 4         # only the last few tags of a comment are looked up
 TAG_CLOCK_SLACK_S = 5.0      # a decision and its job's Slurm submit time are this close (same host's clock)
+SETTLE_MARGIN_S = 1.0        # past the hook's timeout, a job Slurm created after an answer is in its state
 
 
 def _when(t: float) -> str:
@@ -840,12 +841,14 @@ class HookServer:
         self.service.swap_view(view, started)
         self.sync_count += 1
         try:
-            # a decision answered before the previous sync began is in Slurm by now, or was refused
-            previous, self._sync_started = getattr(self, "_sync_started", None), started
-            if previous is not None:
-                since = getattr(self, "_settled_before", self.service.started_s)
-                marked = self.record.settle_applied(snapshot.carried, since, previous)
-                self._settled_before = previous
+            # Slurm creates (or refuses) a job right after the hook's answer, which comes within the
+            # hook's timeout: a decision answered longer ago than that when this sync began is in the
+            # state read now, or Slurm refused the job
+            before = started - (self.config.timeout_ms / 1000.0 + SETTLE_MARGIN_S)
+            since = getattr(self, "_settled_before", self.service.started_s)
+            if before > since:
+                marked = self.record.settle_applied(snapshot.carried, since, before)
+                self._settled_before = before
                 if marked:
                     log.info("%d decision(s) answered with a tag that no job carries (Slurm refused the job "
                              "after the answer): marked not applied", marked)
