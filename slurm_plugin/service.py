@@ -93,6 +93,8 @@ class DecisionService:
         self.failed_requests: dict[str, set[int]] = {}
         # the pending jobs whose deadline a decision covers, as of the last sync: job id -> deadline
         self.checked_deadlines: dict[str, float] = {}
+        # (snapshot, key, view, ends): the plan without a change, kept for the next change (see modify)
+        self._kept_plan: tuple | None = None
         self.forecast = Forecast()
         self.power = NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w, config.gpu_max_w)
 
@@ -401,8 +403,16 @@ class DecisionService:
                 old = PendingJob(job_id, sub.job, sub.begin_s, sub.features)
         new = changed_job(old, request, view.host_names)
         others = [p for p in snapshot.pending if p.job_id != job_id]
-        before = self._plan_ends(replace(snapshot, pending=others + [old]), entries, self.since_snapshot, checked)
-        after = self._plan_ends(replace(snapshot, pending=others + [new]), entries, None, checked)
+        # the plan without the change is the same for every change until the next sync or accepted
+        # job: kept, so that a change costs one plan (the job's place in the pending list is its
+        # submission's, so a job of the snapshot leaves the snapshot's plan as it is)
+        own = None if len(others) < len(snapshot.pending) else old
+        key = (own, tuple((e[4], e[3]) for e in entries))
+        kept = self._kept_plan
+        if kept is None or kept[0] is not snapshot or kept[1] != key:
+            kept = self._kept_plan = (snapshot, key, *self._plan(replace(snapshot, pending=others + [old]), entries))
+        before = _planned_ends(*kept[2:], entries, checked)
+        after = _planned_ends(*self._plan(replace(snapshot, pending=others + [new]), entries), entries, checked)
         endangered = [(j, d, after[j]) for j, d in sorted(checked.items())
                       if before.get(j) is not None and before[j] <= d + 1.0 and (after.get(j) is None or after[j] > d + 1.0)]
         changes = ",".join(sorted(k[4:] for k in request if k.startswith("new_")))
@@ -417,15 +427,15 @@ class DecisionService:
                     message=f"greenslurm: this change to job {job_id} ({changes}) would make a job miss the "
                             f"deadline it was accepted with ({named}); not changed")
 
-    def _plan_ends(self, snapshot: Snapshot, entries: list, original: list | None, checked: dict) -> dict:
-        """The planned ends of the ``checked`` jobs on a view of ``snapshot`` plus ``entries``
-        (jobs accepted since it was taken; ``original``: the list whose entries keep their own ids)."""
+    def _plan(self, snapshot: Snapshot, entries: list) -> tuple[LiveView, list[float | None]]:
+        """A view of ``snapshot`` with ``entries`` (jobs accepted since it was taken) planned on it,
+        and their planned ends."""
         view = self.install_view(snapshot, snapshot.now_s)
-        ends = replan(view, entries)
-        out = {j: view.planned_end_s(j) for j in checked if not j.startswith("decision:")}
-        for entry, end in zip(entries, ends):
-            out[f"decision:{entry[4]}"] = end
-        return out
+        return view, replan(view, entries)
+
+    def forget_plans(self) -> None:
+        """Forget the plan kept for changes (the next change plans the cluster both without and with it)."""
+        self._kept_plan = None
 
     # -- reconciliation ---------------------------------------------------------------------------
     def checked_jobs(self, deadlines: list[PendingDeadline]) -> set[str]:
@@ -484,6 +494,15 @@ class DecisionService:
             else:
                 out.append((item, None))
         return out
+
+
+def _planned_ends(view: LiveView, ends: list[float | None], entries: list, checked: dict) -> dict:
+    """The planned ends of the ``checked`` jobs (job ids, and ``decision:ID`` for ``entries``, whose
+    ends on ``view`` are ``ends``)."""
+    out = {j: view.planned_end_s(j) for j in checked if not j.startswith("decision:")}
+    for entry, end in zip(entries, ends):
+        out[f"decision:{entry[4]}"] = end
+    return out
 
 
 def replan(view: LiveView, entries: list) -> list[float | None]:
