@@ -274,7 +274,7 @@ class LiveView:
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
-        self.host_names = HostNames(self.index)        # hostlists (-w, -x) are matched against these
+        self.host_names = HostNames(self.index).prepare()   # hostlists (-w, -x) are matched against these
         self.cluster = live_cluster(self.nodes, self.power, snapshot.default_partition)
         # which nodes a job may ever use (partition, --constraint): the replay's one rule
         self._eligibility = Eligibility(self.cluster)

@@ -332,9 +332,9 @@ def _item_holds(parts: list, name: str) -> bool:
     return match(0, 0)
 
 
-# item-name pairs matched one by one (items of several bracket groups) before a hostlist is refused as too
-# costly to match
-MAX_PAIRS = 200_000
+# names tried one by one for items of several bracket groups (each item: its names or the cluster's that
+# start like it, whichever are fewer) before a hostlist is refused as too costly to match (about 0.1 s)
+MAX_PAIRS = 20_000
 
 
 class HostNames:
@@ -346,8 +346,9 @@ class HostNames:
     - an item with one bracket group (``pre[ranges]suf``, nearly every hostlist): the ranges of every
       such item with the same ``pre`` and ``suf`` are merged, then each name of the cluster that is
       ``pre`` + digits + ``suf`` is looked up in them (O(log ranges) each);
-    - an item of several groups (``r[1-2]n[1-4]``) is tried on each name that starts with its first
-      literal; more than :data:`MAX_PAIRS` such tries in all is a ValueError (refused, not slow).
+    - an item of several groups (``r[1-2]n[1-4]``) is expanded and looked up, or tried on each name
+      that starts with its first literal, whichever is fewer; more than :data:`MAX_PAIRS` such tries
+      in all is a ValueError (refused, not slow).
 
     >>> names = HostNames(["n1", "n2", "n3", "gpu01", "login"])
     >>> names.members("n[2-9999999],gpu[01-02]")
@@ -366,6 +367,12 @@ class HostNames:
         low = bisect.bisect_left(self.sorted, prefix)
         high = bisect.bisect_left(self.sorted, prefix + "\U0010ffff")
         return self.sorted[low:high]
+
+    def prepare(self) -> "HostNames":
+        """Build the index of names by the digits in them now (else the first list of one bracket
+        group builds it): the view does so when it is built, off the answering path."""
+        self._splits()
+        return self
 
     def _splits(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
         """(pre, suf) -> [(digits, name)]: every way a name is ``pre`` + a run of digits + ``suf``
@@ -407,13 +414,19 @@ class HostNames:
                 continue
             prefix = parts[0] if isinstance(parts[0], str) else ""
             candidates = self._with_prefix(prefix)
-            pairs += len(candidates)
+            size = math.prod(b.size for b in brackets)
+            pairs += min(size, len(candidates))
             if pairs > MAX_PAIRS:
                 raise ValueError(f"hostlist {item!r}: too many items of several bracket groups to match "
                                  f"against {len(self.names)} nodes")
-            matched = [name for name in candidates if _item_holds(parts, name)]
+            if size <= len(candidates):
+                named = set(expand_hostlist(item))
+                matched = [name for name in named if name in self.position]
+                size = len(named)
+            else:
+                matched = [name for name in candidates if _item_holds(parts, name)]
             found.update(matched)
-            if math.prod(b.size for b in brackets) > len(matched):
+            if size > len(matched):
                 outside.append(item)
         splits = self._splits() if single else {}
         for (pre, suf), items in single.items():
