@@ -63,6 +63,7 @@ local global_paused_until = 0
 local streak_users, streak_distinct = {}, 0 -- users with a failure since the service last answered
 
 local function user_state(uid)
+    uid = uid or -1
     local state = users[uid]
     if state ~= nil then return state end
     if users_tracked >= MAX_USERS_TRACKED then
@@ -90,7 +91,7 @@ end
 local function paused(uid)
     local now = clock()
     if global_paused_until > now then return true end
-    local state = users[uid]
+    local state = users[uid or -1]
     return state ~= nil and state[2] > now
 end
 
@@ -98,6 +99,7 @@ end
 -- paused, for the log: "user", "all" or nil
 local function note_failure(uid)
     local now, what = clock(), nil
+    uid = uid or -1                         -- (Slurm always gives one)
     local state = user_state(uid)
     state[1] = state[1] + 1
     if state[1] >= FAILURES_BEFORE_PAUSE and state[2] <= now then
@@ -118,6 +120,7 @@ end
 
 -- the service answered a submission of this user
 local function note_answer(uid)
+    uid = uid or -1
     if users[uid] ~= nil then
         users[uid] = nil
         users_tracked = users_tracked - 1
