@@ -117,6 +117,7 @@ class DecisionService:
         self.since_snapshot = [entry for entry in self.since_snapshot if entry[0] >= started_s]
         replan(view, self.since_snapshot)
         self.view = view
+        self._kept_plan = None            # (planned on the snapshot before)
 
     def view_age_s(self, now_s: float | None = None) -> float | None:
         if self.view is None:
