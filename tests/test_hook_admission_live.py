@@ -111,11 +111,13 @@ def test_the_replay_with_the_hook_decides_and_starts_as_the_live_hook_did(live):
     # the same pinned nodes
     assert [admission.answers[str(row["id"])].get("req_nodes") for row in rows if row["would_action"] == "modify"] \
         == [row["planned_nodes"] for row in rows if row["would_action"] == "modify"]
-    # and, on those nodes, the same starts within Slurm's latencies (whole seconds; a pass within a second)
+    # and, on those nodes, the same starts within Slurm's latencies: its times are whole seconds, each job
+    # waiting for another adds that job's truncation and Slurm's hand-over (0.1-1 s), and e waits for a,
+    # c and d (measured here: 2.2 and 2.9 s at most; the bound leaves room for a loaded machine)
     starts = {r.job_id: r for r in result.records}
     for row, (job_id, _, _) in zip(rows, submitted):
         if job_id is None:
             continue
         job, record = jobs[job_id], starts[str(row["id"])]
         assert expand_hostlist(job["NodeList"]) == [cluster.nodes[i].name for i in record.node_indices]
-        assert abs(epoch(job["StartTime"]) - record.start_s) <= 2.0, (row["id"], job["StartTime"], record.start_s)
+        assert abs(epoch(job["StartTime"]) - record.start_s) <= 5.0, (row["id"], job["StartTime"], record.start_s)
