@@ -45,8 +45,10 @@ NODES = (NodeDef("n1", 4, 4000), NodeDef("n2", 4, 4000))
 # second, at a phase the replay does not know), and a job that follows another on its nodes starts at
 # the pass after the other's end, whose latency varies from a few ms to about a second on this loaded
 # machine (the replay uses the median hand-over read from the log).  Hence, per job, 1 s x (1 + the
-# jobs that ran before it on its nodes, in a chain).
+# jobs that ran before it on its nodes, in a chain), plus 0.5 s for a machine under load.  Measured
+# (docs/hook.md): up to 1.78 s off for a job with one job before it (2.5 s allowed).
 STEP_TOLERANCE_S = 1.0
+LOAD_SLACK_S = 0.5
 
 
 def script(seconds: int, deadline: str | None = None) -> str:
@@ -195,6 +197,6 @@ def test_the_replay_starts_jobs_when_slurm_did(recorded):
     for (row, spec), job in zip(accepted, recorded["jobs"].values()):
         start, nodes = starts[spec.job_id]
         slurm_start = recorded["times"][job["JobId"]]["start"]
-        tolerance = STEP_TOLERANCE_S * (1 + depth[job["JobId"]])
+        tolerance = STEP_TOLERANCE_S * (1 + depth[job["JobId"]]) + LOAD_SLACK_S
         assert abs(start - slurm_start) <= tolerance, (spec.job_id, start - slurm_start, tolerance)
         assert [names[i] for i in nodes] == expand_hostlist(job["NodeList"])
