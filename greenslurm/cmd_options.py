@@ -308,3 +308,12 @@ def power_options(parser: argparse.ArgumentParser, many: bool) -> None:
                               help="co-location only: power of an 8-GPU node without jobs (default 0: powered "
                                    "down); not the node power of a cluster, which its description gives")
     alias(group, "--idle-node-w", idle)
+
+
+def node_power(parser) -> None:
+    """--node-idle-w, --node-busy-w: the power of a cluster read from Slurm, which records none."""
+    parser.add_argument("--node-idle-w", type=non_negative, default=None, metavar="W",
+                        help=f"a node's idle power, for a cluster read from Slurm (default: {NODE_IDLE_W_DEFAULT:g} W)")
+    parser.add_argument("--node-busy-w", type=non_negative, default=None, metavar="W",
+                        help=f"a node's power with every CPU busy, for a cluster read from Slurm "
+                             f"(default: {NODE_BUSY_W_DEFAULT:g} W)")

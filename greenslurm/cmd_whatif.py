@@ -511,10 +511,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     cmd_options.seed(parser)
     power = parser.add_argument_group("node power of a cluster read from Slurm (--cluster-from-slurm, --slurm-conf), "
                                       "which does not know it")
-    power.add_argument("--node-idle-w", type=cmd_options.non_negative, default=None, metavar="W",
-                       help=f"a node's idle power (default: {cmd_options.NODE_IDLE_W_DEFAULT:g} W)")
-    power.add_argument("--node-busy-w", type=cmd_options.non_negative, default=None, metavar="W",
-                       help=f"a node's power with every CPU busy (default: {cmd_options.NODE_BUSY_W_DEFAULT:g} W)")
+    cmd_options.node_power(power)
     parser.add_argument("--exclude-unavailable", action="store_true",
                         help="leave out nodes that are down, drained or failing")
     cmd_options.workers(parser)

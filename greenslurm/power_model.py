@@ -117,6 +117,9 @@ def describe(scenario, cluster: Cluster, power=None) -> PowerModel:
                 and source.homogeneous.busy_w is not None:
             text += " (from the scenario)"
             assumed = False
+        elif source.slurm_conf is not None and source.node_idle_w is not None and source.node_busy_w is not None:
+            text += " (given: --node-idle-w, --node-busy-w)"
+            assumed = False
         else:
             origin = ("the cluster file leaves it out" if source.file is not None
                       else "slurm.conf records no power" if source.slurm_conf is not None

@@ -82,14 +82,14 @@ def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, strict: bool,
     return read(path, fmt, strict=strict, columns=columns)
 
 
-def _cluster_cached(kind: str, path: str) -> Cluster:
-    return _cluster_stamped(kind, path, file_stamp(path))
+def _cluster_cached(kind: str, path: str, *power_w: float | None) -> Cluster:
+    return _cluster_stamped(kind, path, file_stamp(path), *power_w)
 
 
 @functools.lru_cache(maxsize=16)
-def _cluster_stamped(kind: str, path: str, stamp: tuple | None) -> Cluster:
+def _cluster_stamped(kind: str, path: str, stamp: tuple | None, *power_w: float | None) -> Cluster:
     from greenslurm.inputs import load_cluster, load_node_list, load_slurm_conf
-    return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path)
+    return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path, *power_w)
 
 
 def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluster | None:
@@ -101,7 +101,9 @@ def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluste
     if c.node_list is not None:
         return _cluster_cached("nodes", c.node_list) if cache else load_node_list(c.node_list)
     if c.slurm_conf is not None:
-        return _cluster_cached("slurm_conf", c.slurm_conf) if cache else load_slurm_conf(c.slurm_conf)
+        power_w = (c.node_idle_w, c.node_busy_w)
+        return (_cluster_cached("slurm_conf", c.slurm_conf, *power_w) if cache
+                else load_slurm_conf(c.slurm_conf, *power_w))
     if c.homogeneous is not None:
         h = c.homogeneous
         extra = {k: getattr(h, k) for k in ("idle_w", "busy_w", "gpu_model") if getattr(h, k) is not None}

@@ -217,3 +217,30 @@ def test_top_level_help_lists_every_hook_action(capsys):
         main(["--help"])
     top = " ".join(capsys.readouterr().out.split())
     assert "the live Slurm job_submit hook: " + ", ".join(names) in top
+
+
+# -- one vocabulary: options every replaying command has ---------------------------------------------
+def replay_json(tmp_path: Path, *options: str) -> dict:
+    (tmp_path / "jobs.txt").write_text(export("100Mn", "100Mn", "100Mn"))
+    (tmp_path / "slurm.conf").write_text(FOUR_NODES_CONF)
+    out = tmp_path / "replay.json"
+    assert main(["replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"),
+                 "--json", str(out), "--no-progress", *options]) == 0
+    return json.loads(out.read_text())
+
+
+def test_replay_takes_the_node_power_of_a_slurm_conf_as_whatif_does(tmp_path, capsys):
+    data = replay_json(tmp_path, "--node-idle-w", "10", "--node-busy-w", "50")
+    # 2 nodes x 10 W over the 1,500 s makespan = 30,000 J; three jobs of 2 CPUs x 300 s at (50-10)/4 = 10 W per
+    # allocated CPU = 18,000 J; 48,000 J = 0.01333 kWh
+    assert data["energy_kwh"] == pytest.approx(48_000 / 3.6e6)
+    # the jobs' share: each holds half a node's idle 10 W plus 20 W for its 2 CPUs, 25 W x 300 s x 3 = 22,500 J
+    assert data["energy_jobs_kwh"] == pytest.approx(22_500 / 3.6e6)
+    assert data["power_model"] == {"assumed": False, "text": "nodes 10 W idle to 50 W with every CPU allocated, "
+                                   "linear in allocated CPUs (given: --node-idle-w, --node-busy-w)"}
+    assert "given: --node-idle-w, --node-busy-w" in flat(capsys.readouterr().out)
+
+
+def test_node_power_applies_only_to_a_cluster_read_from_slurm(tmp_path, capsys):
+    err = refused(capsys, "replay", "--node-idle-w", "10")
+    assert "--node-idle-w" in err and "slurm.conf" in err
