@@ -460,6 +460,17 @@ def run(scenario: Scenario, progress: Progress | None = None, status=None, cache
 BUDGET_REASON = "needs more power than the budget even alone"
 
 
+def effective_power_states(outcome: Outcome):
+    """The node power states the replay ran with (a ``PowerStateConfig``; None: nodes never power down)."""
+    machine = outcome.replay.machine
+    saving = getattr(machine, "saving", None)
+    if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
+        return dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s
+                                   if math.isfinite(saving.suspend_time_s) else None)
+    s = outcome.scenario
+    return power_config(s.power_states) if s.power_states is not None else None
+
+
 def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
     from greenslurm.sim.accounting.metrics import summarize
@@ -477,14 +488,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
     from greenslurm.power_model import describe
-    machine = outcome.replay.machine
-    saving = getattr(machine, "saving", None)
-    if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
-        power = dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s
-                                    if math.isfinite(saving.suspend_time_s) else None)
-    else:
-        power = power_config(s.power_states) if s.power_states is not None else None
-    summary["power_model"] = describe(s, outcome.cluster, power).as_dict()
+    summary["power_model"] = describe(s, outcome.cluster, effective_power_states(outcome)).as_dict()
     summary[SCHEMA_KEY] = SUMMARY_SCHEMA          # what summary.json and --json carry (docs/outputs.md)
     if outcome.left_out_by_budget:
         # jobs that no instant under the budget can run were never handed to the replay: they are

@@ -244,3 +244,22 @@ def test_replay_takes_the_node_power_of_a_slurm_conf_as_whatif_does(tmp_path, ca
 def test_node_power_applies_only_to_a_cluster_read_from_slurm(tmp_path, capsys):
     err = refused(capsys, "replay", "--node-idle-w", "10")
     assert "--node-idle-w" in err and "slurm.conf" in err
+
+
+# -- footers that state their assumptions and fit 80 columns ---------------------------------------------
+def test_the_whatif_footer_states_the_power_saving_it_assumed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    # the default candidate powers idle nodes down after 600 s (SuspendTime); slurm.conf gives no
+    # ResumeTimeout, so Slurm's default 60 s is the boot time; the off power is the replay's 10 W
+    code, data = run_whatif(tmp_path, export("100Mn", "100Mn", "100Mn"), FOUR_NODES_CONF)
+    out = capsys.readouterr().out
+    assert code == 0
+    saving = "idle nodes power down after 600 s, draw 10 W while off and boot in 60 s"
+    assert data["policies"]["slurm+suspend"]["power_saving"] == saving
+    assert "power_saving" not in data["policies"]["slurm"]
+    lines = [line.strip("│ ") for line in out.splitlines()]
+    # each note starts its own line, and none is longer than the terminal
+    assert f"slurm+suspend: {saving}" in flat(out)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert any(line.startswith("power model: nodes 100 W idle") for line in lines)
+    assert any(line.startswith("slurm+suspend: idle nodes power down") for line in lines)
