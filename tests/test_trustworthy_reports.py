@@ -263,3 +263,13 @@ def test_the_whatif_footer_states_the_power_saving_it_assumed(tmp_path, capsys, 
     assert max(len(line) for line in out.splitlines()) <= 80
     assert any(line.startswith("power model: nodes 100 W idle") for line in lines)
     assert any(line.startswith("slurm+suspend: idle nodes power down") for line in lines)
+
+
+def test_digits_in_a_title_are_not_coloured(capsys, monkeypatch):
+    # on a colour terminal, rich's highlighter coloured "1996" and "2.1" inside the demo trace's file name
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["demo", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b[" in out                                       # a colour terminal indeed
+    assert "KTH-SP2-1996-2.1-cln-first2000.swf (swf) on" in out  # no escape sequence inside the title's words
