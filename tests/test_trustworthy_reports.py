@@ -273,3 +273,14 @@ def test_digits_in_a_title_are_not_coloured(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "\x1b[" in out                                       # a colour terminal indeed
     assert "KTH-SP2-1996-2.1-cln-first2000.swf (swf) on" in out  # no escape sequence inside the title's words
+
+
+def test_the_demo_and_a_full_replay_name_the_machine_alike(tmp_path, capsys, shared_data):
+    # the demo's bundled cluster file and the full log's SWF header (Computer: IBM SP2) name the same
+    # machine: both by the Parallel Workloads Archive's name of the log
+    assert main(["demo", "--json", str(tmp_path / "demo.json"), "--no-progress"]) == 0
+    assert main(["replay", str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf"), "--limit", "20",
+                 "--json", str(tmp_path / "full.json"), "--no-progress"]) == 0
+    names = [json.loads((tmp_path / f"{run}.json").read_text())["cluster"]["name"] for run in ("demo", "full")]
+    assert names == ["KTH-SP2", "KTH-SP2"]
+    assert "IBM SP2" not in capsys.readouterr().out
