@@ -284,3 +284,30 @@ def test_the_demo_and_a_full_replay_name_the_machine_alike(tmp_path, capsys, sha
     names = [json.loads((tmp_path / f"{run}.json").read_text())["cluster"]["name"] for run in ("demo", "full")]
     assert names == ["KTH-SP2", "KTH-SP2"]
     assert "IBM SP2" not in capsys.readouterr().out
+
+
+def test_compare_refuses_exact_runtimes_with_planned_limits(capsys):
+    trace = str(Path(__file__).resolve().parents[1] / "greenslurm" / "data" / "KTH-SP2-1996-2.1-cln-first2000.swf")
+    err = refused(capsys, "compare", trace, "--exact-runtimes", "--planned-limits")
+    assert "--exact-runtimes (compare's default) and --planned-limits contradict each other" in err
+
+
+@pytest.mark.parametrize("command, option, given, expected", [
+    # a list, the option repeated, or both: the same selections (a repeated list kept only its last before)
+    ("compare", "--select", ["--select", "balanced", "bestfit", "--select", "minidle"],
+     ["balanced", "bestfit", "minidle"]),
+    ("compare", "--acceptance", ["--acceptance", "greedy", "--acceptance", "threshold"], ["greedy", "threshold"]),
+    ("compare", "--slack-mean", ["--slack-mean", "0.5", "--slack-mean", "2"], [0.5, 2.0]),
+    ("inflate", "--select", ["--select", "fgd", "pwr=0.1,fgd=0.9", "--select", "gpubestfit"],
+     ["fgd", "pwr=0.1,fgd=0.9", "gpubestfit"]),
+    ("inflate", "--select", ["--select", "fgd", "--select", "pwr"], ["fgd", "pwr"]),
+])
+def test_list_options_take_a_list_or_repeat_alike(command, option, given, expected):
+    from greenslurm.cli import build_parser
+    required = {"compare": ["trace.swf"], "inflate": ["--nodes", "n.csv", "--pods", "p.csv"]}[command]
+    args = build_parser().parse_args([command, *required, *given])
+    assert getattr(args, option.lstrip("-").replace("-", "_")) == expected
+    # without the option: its default, untouched by an earlier parse
+    default = getattr(build_parser().parse_args([command, *required]), option.lstrip("-").replace("-", "_"))
+    assert default == {"--select": ["balanced", "bestfit", "minidle", "backfill"] if command == "compare" else None,
+                       "--acceptance": ["greedy", "threshold"], "--slack-mean": [0.2, 1.0, 5.0]}[option]
