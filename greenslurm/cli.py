@@ -130,7 +130,9 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
                         help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission), "
                              "none (place at arrival or fail: the GPU papers' model) or slurm (Slurm 22.05's "
                              "priorities, main scheduler and backfill, set by --slurm-conf); default: easy, or "
-                             "deadline with --acceptance")
+                             "deadline with --acceptance; easy with --slurm-conf too, so a replay's figures do not "
+                             "change with where its cluster comes from (whatif's current policy is slurm with "
+                             "--slurm-conf: it compares with what the site's Slurm did)")
     parser.add_argument("--select", metavar="NAME", default=None,
                         help="node selection (see below): firstfit, balanced, bestfit, minidle, pwr, fgd, "
                              "gpubestfit, ... or a mix pwr=0.1,fgd=0.9")

@@ -311,3 +311,16 @@ def test_list_options_take_a_list_or_repeat_alike(command, option, given, expect
     default = getattr(build_parser().parse_args([command, *required]), option.lstrip("-").replace("-", "_"))
     assert default == {"--select": ["balanced", "bestfit", "minidle", "backfill"] if command == "compare" else None,
                        "--acceptance": ["greedy", "threshold"], "--slack-mean": [0.2, 1.0, 5.0]}[option]
+
+
+def test_replay_help_says_why_its_default_queue_differs_from_whatifs(capsys):
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "easy with --slurm-conf too, so a replay's figures do not change with where its cluster comes from" in text
+    assert "whatif's current policy is slurm with --slurm-conf" in text
+
+
+def test_replay_with_a_slurm_conf_runs_easy_unless_told(tmp_path):
+    assert replay_json(tmp_path)["queue"] == "easy"
+    assert replay_json(tmp_path, "--queue", "slurm")["queue"] == "slurm"
