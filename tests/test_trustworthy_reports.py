@@ -324,3 +324,49 @@ def test_replay_help_says_why_its_default_queue_differs_from_whatifs(capsys):
 def test_replay_with_a_slurm_conf_runs_easy_unless_told(tmp_path):
     assert replay_json(tmp_path)["queue"] == "easy"
     assert replay_json(tmp_path, "--queue", "slurm")["queue"] == "slurm"
+
+
+# -- figures drawn as the papers draw them ---------------------------------------------------------
+def test_policies_compared_has_its_ci_over_one_grid_values_runs_only():
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+    from matplotlib.container import ErrorbarContainer
+    from greenslurm.cmd_report import PlotLog, _sweep_plots
+    # two policies x two slack values x three runs; energy 10, 11, 12 kWh at slack 1 and 100, 110, 120 at 5:
+    # pooled over the grid the CI would span 10..120, per grid value it is the CI of three runs only
+    rows = [{"trace": "t", "policy": policy, "slack_mean": slack, "seed": seed,
+             "energy_kwh": (10.0 if slack == 1.0 else 100.0) * (1 + seed / 10) + (policy == "b")}
+            for policy in ("a", "b") for slack in (1.0, 5.0) for seed in range(3)]
+    figures = []
+    _sweep_plots(pd.DataFrame(rows), "sweep", lambda figure, stem: figures.append((figure, stem)), PlotLog())
+    compared = [(f, stem) for f, stem in figures if "policies-compared" in stem]
+    assert [stem for _, stem in compared] == ["sweep-t-policies-compared-slack_mean-1",
+                                              "sweep-t-policies-compared-slack_mean-5"]
+    for (figure, _), (slack, base) in zip(compared, ((1, 10.0), (5, 100.0))):
+        assert f"Policies compared at slack_mean = {slack} (mean, 95 % CI over 3 runs)" in figure._suptitle.get_text()
+        axes = figure.axes[0]
+        heights = [bar.get_height() for bar in axes.patches]
+        # mean of base x (1, 1.1, 1.2) = 1.1 base; policy b 1 kWh more
+        assert heights == pytest.approx([1.1 * base, 1.1 * base + 1])
+        bars = [c for c in axes.containers if isinstance(c, ErrorbarContainer)]
+        assert len(bars) == 2
+        for container in bars:
+            (low, high), = [seg[:, 1] for seg in container.lines[2][0].get_segments()]
+            # t(0.975, 2) x sd / sqrt(3): sd of base x (1, 1.1, 1.2) = 0.1 base: 4.303 x 0.1 base / 1.732
+            assert (high - low) / 2 == pytest.approx(4.3027 * 0.1 * base / 3 ** 0.5, rel=1e-3)
+
+
+def test_policies_compared_with_one_run_says_n_1():
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+    from greenslurm.cmd_report import PlotLog, _sweep_plots
+    rows = [{"trace": "t", "policy": p, "seed": 0, "energy_kwh": e} for p, e in (("a", 1.0), ("b", 2.0))]
+    figures = []
+    _sweep_plots(pd.DataFrame(rows), "sweep", lambda figure, stem: figures.append((figure, stem)), PlotLog())
+    (figure, stem), = [(f, s) for f, s in figures if "policies-compared" in s]
+    assert stem == "sweep-t-policies-compared" and "(one run each, n = 1)" in figure._suptitle.get_text()
+    from matplotlib.container import ErrorbarContainer
+    assert "CI" not in figure._suptitle.get_text()
+    assert not [c for c in figure.axes[0].containers if isinstance(c, ErrorbarContainer)]
