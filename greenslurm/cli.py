@@ -121,6 +121,7 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-handover", metavar="SECONDS", type=float, default=None,
                         help="the slurm queue: seconds from a job's end until Slurm gives its nodes again "
                              "(read from the site's slurmctld log, see docs/slurm-replay.md; default 0)")
+    cmd_options.node_power(parser)
     parser.add_argument("--hook", metavar="HOOK_TOML", default=None,
                         help="the slurm queue: greenslurm's live hook, configured by this hook.toml, decides each "
                              "submission in front of it (accept, reject with its reason, pin to nodes, begin time), "
@@ -129,7 +130,9 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
                         help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission), "
                              "none (place at arrival or fail: the GPU papers' model) or slurm (Slurm 22.05's "
                              "priorities, main scheduler and backfill, set by --slurm-conf); default: easy, or "
-                             "deadline with --acceptance")
+                             "deadline with --acceptance; easy with --slurm-conf too, so a replay's figures do not "
+                             "change with where its cluster comes from (whatif's current policy is slurm with "
+                             "--slurm-conf: it compares with what the site's Slurm did)")
     parser.add_argument("--select", metavar="NAME", default=None,
                         help="node selection (see below): firstfit, balanced, bestfit, minidle, pwr, fgd, "
                              "gpubestfit, ... or a mix pwr=0.1,fgd=0.9")
@@ -292,6 +295,7 @@ OPTION_NAMES = {
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
     "cluster.slurm_conf": "--slurm-conf", "cluster.sacctmgr_assoc": "--sacctmgr-assoc",
     "cluster.sacctmgr_qos": "--sacctmgr-qos", "cluster.slurm_handover_s": "--slurm-handover",
+    "cluster.node_idle_w": "--node-idle-w", "cluster.node_busy_w": "--node-busy-w",
     "seed": "--seed", "deadlines.seed": "--slack-seed", "hook": "--hook",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
@@ -348,7 +352,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                             slurm_conf=_absolute(given("slurm_conf")),
                             sacctmgr_assoc=_absolute(given("sacctmgr_assoc")),
                             sacctmgr_qos=_absolute(given("sacctmgr_qos")),
-                            slurm_handover_s=given("slurm_handover"))
+                            slurm_handover_s=given("slurm_handover"),
+                            node_idle_w=given("node_idle_w"), node_busy_w=given("node_busy_w"))
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
                         deadlines=deadlines, power_states=power, colocation=colocation, supply=supply,

@@ -28,6 +28,8 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     sacctmgr_assoc = "assoc.txt"   # the slurm queue: 'sacctmgr show assoc tree -P' (shares, fair-share)
     sacctmgr_qos = "qos.txt"       # the slurm queue: 'sacctmgr show qos -P' (QOS priority and limits)
     slurm_handover_s = 0.5         # the slurm queue: from a job's end until Slurm gives its nodes again
+    node_idle_w = 100.0            # a slurm.conf's nodes: idle power (Slurm records none)
+    node_busy_w = 350.0            # a slurm.conf's nodes: power with every CPU busy
 
     [selection]
     name = "firstfit"              # see greenslurm.allocation.selection (pwr, fgd, pwr=0.1,fgd=0.9, ...)
@@ -143,6 +145,9 @@ class ClusterSource:
     # the slurm queue: seconds from a job's end until Slurm gives its nodes again (see
     # docs/slurm-replay.md, "Hand-over latency", for reading it from slurmctld's log); None: 0
     slurm_handover_s: float | None = None
+    # a slurm.conf's nodes: Slurm records no node power (None: NodeSpec's defaults)
+    node_idle_w: float | None = None
+    node_busy_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -457,6 +462,13 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             fail(f"applies to the slurm queue ({what}), not to the {s.queue} queue", f"cluster.{key}")
     if c.slurm_handover_s is not None and not (0 <= c.slurm_handover_s <= 3600):
         fail("must be a number of seconds from 0 to 3600", "cluster.slurm_handover_s")
+    for key in ("node_idle_w", "node_busy_w"):
+        value = getattr(c, key)
+        if value is not None and c.slurm_conf is None:
+            fail("applies to a cluster read from a slurm.conf; a cluster file or node list gives its nodes' power",
+                 f"cluster.{key}")
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            fail(f"must be a power in W >= 0, not {value!r}", f"cluster.{key}")
     if c.sacctmgr_qos is not None and c.sacctmgr_assoc is None:
         fail("give the associations too: a QOS applies to a user's association", "cluster.sacctmgr_qos")
     if s.hook is not None and s.queue != "slurm":

@@ -82,14 +82,14 @@ def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, strict: bool,
     return read(path, fmt, strict=strict, columns=columns)
 
 
-def _cluster_cached(kind: str, path: str) -> Cluster:
-    return _cluster_stamped(kind, path, file_stamp(path))
+def _cluster_cached(kind: str, path: str, *power_w: float | None) -> Cluster:
+    return _cluster_stamped(kind, path, file_stamp(path), *power_w)
 
 
 @functools.lru_cache(maxsize=16)
-def _cluster_stamped(kind: str, path: str, stamp: tuple | None) -> Cluster:
+def _cluster_stamped(kind: str, path: str, stamp: tuple | None, *power_w: float | None) -> Cluster:
     from greenslurm.inputs import load_cluster, load_node_list, load_slurm_conf
-    return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path)
+    return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path, *power_w)
 
 
 def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluster | None:
@@ -101,7 +101,9 @@ def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluste
     if c.node_list is not None:
         return _cluster_cached("nodes", c.node_list) if cache else load_node_list(c.node_list)
     if c.slurm_conf is not None:
-        return _cluster_cached("slurm_conf", c.slurm_conf) if cache else load_slurm_conf(c.slurm_conf)
+        power_w = (c.node_idle_w, c.node_busy_w)
+        return (_cluster_cached("slurm_conf", c.slurm_conf, *power_w) if cache
+                else load_slurm_conf(c.slurm_conf, *power_w))
     if c.homogeneous is not None:
         h = c.homogeneous
         extra = {k: getattr(h, k) for k in ("idle_w", "busy_w", "gpu_model") if getattr(h, k) is not None}
@@ -458,6 +460,17 @@ def run(scenario: Scenario, progress: Progress | None = None, status=None, cache
 BUDGET_REASON = "needs more power than the budget even alone"
 
 
+def effective_power_states(outcome: Outcome):
+    """The node power states the replay ran with (a ``PowerStateConfig``; None: nodes never power down)."""
+    machine = outcome.replay.machine
+    saving = getattr(machine, "saving", None)
+    if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
+        return dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s
+                                   if math.isfinite(saving.suspend_time_s) else None)
+    s = outcome.scenario
+    return power_config(s.power_states) if s.power_states is not None else None
+
+
 def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
     from greenslurm.sim.accounting.metrics import summarize
@@ -475,14 +488,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
     from greenslurm.power_model import describe
-    machine = outcome.replay.machine
-    saving = getattr(machine, "saving", None)
-    if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
-        power = dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s
-                                    if math.isfinite(saving.suspend_time_s) else None)
-    else:
-        power = power_config(s.power_states) if s.power_states is not None else None
-    summary["power_model"] = describe(s, outcome.cluster, power).as_dict()
+    summary["power_model"] = describe(s, outcome.cluster, effective_power_states(outcome)).as_dict()
     summary[SCHEMA_KEY] = SUMMARY_SCHEMA          # what summary.json and --json carry (docs/outputs.md)
     if outcome.left_out_by_budget:
         # jobs that no instant under the budget can run were never handed to the replay: they are
