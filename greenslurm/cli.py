@@ -435,7 +435,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
         from greenslurm.sim.reporting.outputs import write_outputs      # the writers: only for --out
-        from greenslurm.sim.reporting.parquet_file import ValueTooLarge
+        from greenslurm.sim.reporting.outputs import ValueTooLarge
         try:
             paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
         except OSError as exc:

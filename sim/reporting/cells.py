@@ -50,8 +50,7 @@ _POINTER, _SIZE = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {"cells_digits": [_POINTER, _SIZE, ctypes.c_char_p, _SIZE, _POINTER, _POINTER],
                "cells_floats": [_POINTER, _SIZE, _POINTER, _POINTER],
                "cells_node_lists": [_POINTER, _POINTER, _SIZE, _POINTER, ctypes.c_int, _POINTER, _POINTER],
-               "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER],
-               "cells_length_prefixed": [_POINTER, _POINTER, _SIZE, _POINTER]}
+               "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER]}
 _LIBRARY: list = []                  # [the library or None] once looked for
 
 
