@@ -6,7 +6,8 @@
   waiting job's (nodes woken for jobs the budget then holds back would sit idle, be powered down
   and woken again in a loop).
 - Power down: a node idle for the suspend time, unless the waiting jobs need it (what they want is
-  more than the free CPUs of the other powered nodes bring).
+  more than the free CPUs of the other powered nodes bring, or the first job would lack nodes of
+  its shape without it: the waking rule's own question).
 - Wake: while the waiting jobs want more CPUs than are free or coming, or the first job lacks
   nodes of its shape, wake off nodes one at a time, on the phase with the fewest powered nodes (the
   lowest-numbered on it; or simply the lowest-numbered), as long as the budget allows the node's
@@ -39,6 +40,23 @@ def needed_by_queue(wanted: float, coming_without_node: float) -> bool:
     (True, False)
     """
     return wanted > coming_without_node
+
+
+def needed_by_head(node: int, can_hold_now: np.ndarray, can_hold_empty: np.ndarray, nodes_wanted: int) -> bool:
+    """Whether an idle node must stay on for the first waiting job: it could hold one of the job's
+    per-node shares, and without it too few powered nodes can (``can_hold_now``: ON with enough free,
+    or booting; ``can_hold_empty``: big enough when empty).  This is the question the waking rule
+    asks ("the first job lacks nodes of its shape"); a node that rule would wake is never powered
+    down: on CPU totals alone, a 2-CPU job facing two nodes with 1 free CPU each saw "enough CPUs"
+    when the node was powered down and "one node short" when nodes were woken, and the same node
+    went down and up again.
+
+    >>> now, empty = np.array([True, False, False]), np.array([True, True, True])
+    >>> needed_by_head(2, now, empty, nodes_wanted=2), needed_by_head(2, now, empty, nodes_wanted=1)
+    (True, False)
+    """
+    others = int(np.count_nonzero(can_hold_now)) - int(bool(can_hold_now[node]))
+    return bool(can_hold_empty[node]) and others < nodes_wanted
 
 
 def wake_next(off: np.ndarray, phase: np.ndarray, powered: np.ndarray) -> int:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greenslurm.allocation.power_policy import needed_by_queue, suspend_next, wake_nodes, wanted_cpus
+from greenslurm.allocation.power_policy import needed_by_head, needed_by_queue, suspend_next, wake_nodes, wanted_cpus
 from greenslurm.clustermodel.phases import phase_of_nodes
 
 log = logging.getLogger("greenslurm.hook.power")
@@ -146,10 +146,16 @@ class PowerManager:
         counts = np.bincount(phase[states != OFF], minlength=config.phases)
         candidates = [i for i, name in enumerate(names) if name not in pinned and self.idle_since.get(name) is not None
                       and now_s - self.idle_since[name] >= config.suspend_after_s]
+        if waiting:     # the first waiting job, the shape of its per-node share, the nodes it fits on
+            head = waiting[0]
+            per_node = head.job.cpus / max(head.job.nodes, 1) if head.job.nodes else min(head.job.cpus, cpus.max())
+            head_fits = cpus >= per_node
         while candidates and int(counts.sum()) > config.min_nodes_on:
             i = suspend_next(np.array(candidates), phase, counts)
             candidates.remove(i)
-            if waiting and needed_by_queue(wanted, coming - free[i]):
+            if waiting and (needed_by_queue(wanted, coming - free[i])
+                            or needed_by_head(i, (free >= per_node) & (states != OFF), head_fits,
+                                              max(head.job.nodes, 1))):
                 continue
             actions.append(PowerAction(names[i], "power_down", f"idle for {now_s - self.idle_since[names[i]]:.0f} s"))
             coming -= free[i]
@@ -188,9 +194,6 @@ class PowerManager:
         off = np.flatnonzero((states == OFF) & parked)
         if off.size == 0 or not waiting:
             return actions
-        head = waiting[0]
-        per_node = head.job.cpus / max(head.job.nodes, 1) if head.job.nodes else min(head.job.cpus, cpus.max())
-        head_fits = cpus >= per_node
         head_short = max(head.job.nodes, 1) - int(np.count_nonzero((free >= per_node) & (states != OFF)))
         need = wanted - coming
         if need <= 0 and head_short <= 0:

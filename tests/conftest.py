@@ -13,8 +13,14 @@ from hypothesis import HealthCheck, settings
 # No wall-clock limit in the test run: a property test's examples may take as long as a loaded
 # 2-core CI machine needs (hypothesis' per-example deadline and its slow-generation health check
 # both measure wall time).  Every example still runs; only timing no longer fails a test.
-settings.register_profile("greenslurm", deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("greenslurm")
+# The examples are the same in every run (derandomize: a seed from each test's name), so the test run
+# is deterministic: what passed here passes on CI's clean clone.  GREENSLURM_HYPOTHESIS=explore draws new
+# examples on each run (with the local example database), to hunt for counterexamples.
+settings.register_profile("greenslurm", deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                          derandomize=True, database=None)
+settings.register_profile("explore", parent=settings.get_profile("greenslurm"), derandomize=False,
+                          database=settings.default.database)
+settings.load_profile("explore" if os.environ.get("GREENSLURM_HYPOTHESIS") == "explore" else "greenslurm")
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -55,3 +55,26 @@ def test_seeded_stress_matches_a_sorted_list(seed):
             q._check()
         assert len(q) == len(oracle)
     q._check()
+
+
+def test_a_part_looping_at_one_instant_stops_the_replay_with_an_error():
+    """A timer that pushes itself again at the same instant (a fake part, looping on purpose) would keep
+    the replay at t=0 forever.  One job on one node bounds the events at one instant to
+    100 x (1 job + 1 node) + 10,000 = 10,200; the replay stops there with an error naming the instant."""
+    from greenslurm.clustermodel import Cluster, JobSpec
+    from greenslurm.sim.engine.replay import Replay, ReplayStalled
+
+    replay = Replay([JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=1)], Cluster.homogeneous(1, cpus=1), "fcfs")
+    replay.begin()
+    handled = []
+
+    def fake_looping_timer(now_s: float) -> None:
+        handled.append(now_s)
+        replay.events.push(now_s, EventKind.WAKE, fake_looping_timer)
+
+    replay.events.push(0.0, EventKind.WAKE, fake_looping_timer)
+    with pytest.raises(ReplayStalled, match=r"stuck at t=0 s: 10,201 events"):
+        while len(replay.events):
+            replay.step()
+    # the submit of a, then 10,200 handler calls (the 10,201st event is refused before it runs)
+    assert len(handled) == 10_199 and set(handled) == {0.0}

@@ -72,6 +72,20 @@ def test_a_node_the_queue_needs_or_a_pinned_job_waits_for_stays_on():
     assert actions(m, snap, 100.0) == [("power_down", "n3")]
 
 
+def test_an_idle_node_the_first_job_needs_for_its_shape_stays_on():
+    """n1 and n2 each run a 3-CPU job (1 of 4 CPUs free); n3 is idle.  Job 8 wants 2 CPUs on one node.
+    In CPUs in all the others bring 1 + 1 = 2, "enough", but no other node can hold 2 CPUs: n3 stays
+    on (it used to be powered down, then woken at the next round for the same job)."""
+    m = manager(min_nodes_on=0)
+    running = [RunningJob(str(i), (f"n{i}",), 1e9, (NodeUse(f"n{i}", 3.0),)) for i in (1, 2)]
+    snap = Snapshot(0.0, nodes("mixed", "mixed", "idle"), running=running, pending=[pending("8", 2)])
+    m.decide(snap, 0.0)
+    assert actions(m, snap, 100.0) == []
+    # with job 8 gone n3 is idle for 100 s >= 60 s and nothing needs it
+    snap.pending.pop()
+    assert actions(m, snap, 100.0) == [("power_down", "n3")]
+
+
 def test_powered_down_nodes_are_drained_and_woken_for_the_queue_within_the_budget():
     # n1 busy (at most 350 W), n2 and n3 parked (10 W each), n4 powered down but not drained yet, so
     # Slurm could still wake it: counted at its most (350 W): 720 W.  The budget allows one more node

@@ -208,6 +208,23 @@ def test_a_wide_job_wakes_nodes_even_when_cpus_in_all_would_do(queue):
     assert starts == {"A": 0.0, "B": 25.0}
 
 
+@pytest.mark.parametrize("queue", ["fcfs", "easy"])
+def test_a_node_woken_for_the_first_job_is_not_suspended_again_at_once(queue):
+    """Three nodes of 3 CPUs, power down at once (0 s) and boot at once (0 s).  A (t=0, 2 nodes x 2
+    CPUs, 2 s) runs 0-2 on nodes 1 and 2, leaving 1 CPU free on each; node 0 is idle and off at 0.
+    B (t=1, 2 CPUs on one node) fits on neither busy node (1 free CPU each, 2 in all), so node 0 is
+    woken at 1, up at 1, and B runs 1-6 on it.  The suspend timer used to count CPUs in all (2 free:
+    "enough") and suspended node 0 at the instant it booted, the waking rule woke it again, and the
+    replay never left t=1.  Boots 1; suspends 3 (node 0 at 0, nodes 1 and 2 when A ends at 2)."""
+    jobs = [JobSpec("A", 0.0, 2.0, runtime_s=2.0, cpus=4, nodes=2),
+            JobSpec("B", 1.0, 5.0, runtime_s=5.0, cpus=2, nodes=1)]
+    replay, result = run(jobs, Cluster.homogeneous(3, cpus=3), PowerStateConfig(suspend_after_s=0.0, boot_s=0.0),
+                         queue)
+    assert [(r.job_id, r.start_s, r.end_s, r.node_indices) for r in result.records] == [
+        ("A", 0.0, 2.0, (1, 2)), ("B", 1.0, 6.0, (0,))]
+    assert (replay.machine.boots, replay.machine.suspends) == (1, 3)
+
+
 def test_woken_nodes_go_to_the_phases_with_the_fewest_powered_nodes():
     # Six nodes on phases 0, 1, 2, 0, 1, 2; n0 and n3 (both phase 0) are powered.  Three wakes: phase
     # 1 has 0 powered -> n1; phases 1, 2 now have 1, 0 -> n2; then 1 and 1 (phase 0: 2) -> the

@@ -40,6 +40,19 @@ SKIP_MEMORY = "asks for more memory than any node has"
 SKIP_MEMORY_FOR_PARTITION = "asks for more memory than the nodes of its partition have"
 NO_REAL_MEMORY = " (1 MiB a node: Slurm's default when slurm.conf gives no RealMemory)"
 PROGRESS_EVERY = 2000
+# the bound on events at one instant (see Replay.begin): per job and node, plus a floor
+STALL_EVENTS_PER_ITEM = 100
+STALL_EVENTS_FLOOR = 10_000
+
+
+class ReplayStalled(RuntimeError):
+    """The replay handled more events at one instant than its jobs and nodes can cause: its parts are
+    looping (for example, a node suspended and woken again and again), and time would never move."""
+
+    def __init__(self, now_s: float, events: int) -> None:
+        super().__init__(f"the replay is stuck at t={now_s:g} s: {events:,} events at that instant and time "
+                         "does not move (a loop between the queue and the machine's parts)")
+        self.now_s = now_s
 
 
 class PoolInputs(NamedTuple):
@@ -272,7 +285,12 @@ class Replay:
         """Handle every event at the next event time, then schedule once."""
         events = self.events
         now_s = self.now_s = self.machine.now_s = events.peek_time()
+        if now_s != self._instant_s:
+            self._instant_s, self._instant_events = now_s, 0
         while events.peek_time() == now_s:
+            self._instant_events += 1
+            if self._instant_events > self._instant_limit:
+                raise ReplayStalled(now_s, self._instant_events)
             _, kind, payload = events.pop()
             if kind is EventKind.END:
                 self._finish(payload, now_s)
@@ -447,6 +465,10 @@ class Replay:
     def begin(self) -> None:
         """Queue the first arrival; then :meth:`step` until no event is left, then :meth:`close`."""
         self._push_submit(0)
+        # Time must move: at one instant each job arrives, starts and ends once, and each node changes
+        # power state a few times, so more events than this at one instant is a loop, never progress.
+        self._instant_s, self._instant_events = None, 0
+        self._instant_limit = STALL_EVENTS_PER_ITEM * (self.jobs_total + self.cluster.size) + STALL_EVENTS_FLOOR
 
     def close(self, result: ReplayResult | None = None) -> ReplayResult:
         """The result of the jobs that ended (``result``: the pool core's, the ledger closed here)."""

@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
-from greenslurm.allocation.power_policy import needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
+from greenslurm.allocation.power_policy import needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.power import MAX_NODE_W
@@ -307,7 +307,8 @@ class PowerManagedMachine(Machine):
                                            if node in job.node_indices):
                 return                   # allocated to a job about to begin: not idle
             waiting = getattr(self.replay.strategy, "queue", ())
-            if waiting and needed_by_queue(self._wanted_cpus(waiting), self._cpus_coming(exclude=node)):
+            if waiting and (needed_by_queue(self._wanted_cpus(waiting), self._cpus_coming(exclude=node))
+                            or needed_by_head(node, *self._head_holders(waiting[0]), waiting[0].nodes)):
                 # waiting jobs need this node: keep it on, look again later if anything can change
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
                     self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
@@ -563,6 +564,19 @@ class PowerManagedMachine(Machine):
             have -= float(self.free[exclude, CPU])
         return have
 
+    def _head_holders(self, head: PendingJob) -> tuple[np.ndarray, np.ndarray]:
+        """Which nodes can hold one of the first waiting job's per-node shares now (ON with enough
+        free, or booting) and which could when empty; only nodes of the head's partition and
+        constraint count (``allowed``)."""
+        coming = np.where((self.state == BOOTING)[:, None], self.cluster.capacity,
+                          np.where((self.state == ON)[:, None], self.free, 0.0))
+        head_fits = (self.cluster.capacity >= head.demand).all(axis=1)
+        head_can = (coming >= head.demand).all(axis=1)
+        if head.allowed is not None:
+            head_fits &= head.allowed
+            head_can &= head.allowed
+        return head_can, head_fits
+
     def _power_actions(self, now_s: float) -> None:
         waiting = getattr(self.replay.strategy, "queue", ())
         if not waiting:
@@ -574,16 +588,8 @@ class PowerManagedMachine(Machine):
         # CPUs in all are not enough: the first job needs ``nodes`` distinct nodes of its shape.
         # Without this, a wide job facing one big free node saw "enough CPUs" and no node was
         # woken for it until some other event came (days, on xdmod-phillips).
-        head = waiting[0]
-        coming = np.where((self.state == BOOTING)[:, None], self.cluster.capacity,
-                          np.where((self.state == ON)[:, None], self.free, 0.0))
-        # Only nodes of the head's partition and constraint count for it (``allowed``).
-        head_fits = (self.cluster.capacity >= head.demand).all(axis=1)
-        head_can = (coming >= head.demand).all(axis=1)
-        if head.allowed is not None:
-            head_fits &= head.allowed
-            head_can &= head.allowed
-        head_short = head.nodes - int(np.count_nonzero(head_can))
+        head_can, head_fits = self._head_holders(waiting[0])
+        head_short = waiting[0].nodes - int(np.count_nonzero(head_can))
         if need <= 0 and head_short <= 0:
             return
         added_w = self.powered_w - self.config.off_w
