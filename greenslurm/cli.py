@@ -145,13 +145,23 @@ def _all_replay_options(parser: argparse.ArgumentParser) -> None:
     cmd_options.power_options(parser, many=False)
 
 
+class VersionAction(argparse.Action):
+    """``--version``: the version and the compiled cores in use (looked up only when asked)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from greenslurm.clustermodel.native import cores_line
+        print(f"{parser.prog} {greenslurm.__version__}\n{cores_line()}")
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line.  ``only`` None: every command with its options (the reference, the tests);
     a command's name: that command's options alone, the others listed with their help (all a run of
     that command reads, and all ``--help`` shows); ``""``: no command's options."""
     parser = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {greenslurm.__version__}")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="show the version and which compiled cores are built, and exit")
     _verbosity(parser, 0)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
-from greenslurm.clustermodel.native import load_beside
+from greenslurm.clustermodel.native import load_beside, warn_missing_once
 
 Cells = tuple  # (data: uint8 array, sizes: int64 array)
 _EXACT_INTEGERS = 2.0 ** 53          # below it every integer is a double: its repr is its digits and ".0"
@@ -79,6 +79,7 @@ def chosen_core() -> str:
         if choice == "compiled":
             raise InputError("the compiled cells are not built (install greenslurm where a C compiler is)",
                              path="environment", field=ENV)
+        warn_missing_once()                 # not built: loud, once, then the numpy definition
         return "python"
     return "compiled"
 
