@@ -23,6 +23,7 @@ Replay and compare with ``bench/bench_slurm_power.py``.  Needs root and the Debi
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -231,6 +232,8 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
                  "samples": samples}
     (out / "slurm.conf").write_text(conf_text)
     (out / "schedule.json").write_text(json.dumps(recording, indent=1) + "\n")
+    with gzip.open(out / "slurmctld.log.gz", "wt") as handle:     # the whole log, for reading what Slurm did
+        handle.write(log)
     shutil.rmtree(root, ignore_errors=True)
     return recording
 

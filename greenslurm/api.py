@@ -49,10 +49,10 @@ KEYWORDS = {
     "slack_mean": "deadlines.slack_mean", "slack_sigma": "deadlines.slack_sigma", "slack_seed": "deadlines.seed",
     "renewable": "supply.source", "renewable_mode": "supply.mode", "renewable_scale": "supply.scale",
     "renewable_seed": "supply.seed", "power_states": "power_states", "colocation": "colocation",
-    "arrival_scale": "arrival_scale", "seed": "seed",
+    "arrival_scale": "arrival_scale", "seed": "seed", "hook": "hook",
 }
 TABLE_KEYWORDS = ("cluster", "acceptance", "power_states", "colocation")   # also take the whole table (a dict)
-PATH_KEYWORDS = ("cluster", "nodes", "slurm_conf", "sacctmgr_assoc", "sacctmgr_qos", "renewable")
+PATH_KEYWORDS = ("cluster", "nodes", "slurm_conf", "sacctmgr_assoc", "sacctmgr_qos", "renewable", "hook")
 CLUSTER_KEYWORDS = ("cluster", "nodes", "slurm_conf")
 SYNTHETIC_SUPPLIES = ("solar", "wind")
 COMMAND_LINE = "<command line>"            # where what-if's policy parser places its errors

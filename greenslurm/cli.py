@@ -121,6 +121,10 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-handover", metavar="SECONDS", type=float, default=None,
                         help="the slurm queue: seconds from a job's end until Slurm gives its nodes again "
                              "(read from the site's slurmctld log, see docs/slurm-replay.md; default 0)")
+    parser.add_argument("--hook", metavar="HOOK_TOML", default=None,
+                        help="the slurm queue: greenslurm's live hook, configured by this hook.toml, decides each "
+                             "submission in front of it (accept, reject with its reason, pin to nodes, begin time), "
+                             "with the hook service's own decision code")
     parser.add_argument("--queue", choices=tuple(QUEUES), default=None,
                         help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission), "
                              "none (place at arrival or fail: the GPU papers' model) or slurm (Slurm 22.05's "
@@ -298,7 +302,7 @@ OPTION_NAMES = {
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
     "cluster.slurm_conf": "--slurm-conf", "cluster.sacctmgr_assoc": "--sacctmgr-assoc",
     "cluster.sacctmgr_qos": "--sacctmgr-qos", "cluster.slurm_handover_s": "--slurm-handover",
-    "seed": "--seed", "deadlines.seed": "--slack-seed",
+    "seed": "--seed", "deadlines.seed": "--slack-seed", "hook": "--hook",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
     "power_states.phases": "--phases", "power_states.nodes_per_cabinet": "--nodes-per-cabinet",
@@ -358,7 +362,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
                         deadlines=deadlines, power_states=power, colocation=colocation, supply=supply,
-                        arrival_scale=given("arrival_scale") or 1.0, seed=given("seed") or 0)
+                        arrival_scale=given("arrival_scale") or 1.0, seed=given("seed") or 0,
+                        hook=_absolute(given("hook")))
     return scenario.check(COMMAND_LINE, OPTION_NAMES)
 
 

@@ -228,6 +228,9 @@ class Scenario:
     supply: Supply = field(default_factory=Supply)
     arrival_scale: float = 1.0
     seed: int = 0
+    # a hook.toml: greenslurm's live hook decides each submission (accept, reject, pin, begin time) in
+    # front of the slurm queue, with the service's own code (greenslurm.slurm_plugin.admission)
+    hook: str | None = None
 
     # -- what the run uses ------------------------------------------------------------------------
     @property
@@ -286,7 +289,7 @@ class Scenario:
                                       sacctmgr_assoc=absolute(self.cluster.sacctmgr_assoc),
                                       sacctmgr_qos=absolute(self.cluster.sacctmgr_qos))
         supply = dataclasses.replace(self.supply, source=absolute(self.supply.source, ("solar", "wind")))
-        return dataclasses.replace(self, trace=trace, cluster=cluster, supply=supply)
+        return dataclasses.replace(self, trace=trace, cluster=cluster, supply=supply, hook=absolute(self.hook))
 
     def to_toml(self) -> str:
         """The TOML text of this scenario (``from_toml`` of it gives the same scenario)."""
@@ -448,6 +451,9 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         fail("must be a number of seconds from 0 to 3600", "cluster.slurm_handover_s")
     if c.sacctmgr_qos is not None and c.sacctmgr_assoc is None:
         fail("give the associations too: a QOS applies to a user's association", "cluster.sacctmgr_qos")
+    if s.hook is not None and s.queue != "slurm":
+        fail(f"the hook's decisions go in front of the slurm queue, as live they go in front of Slurm; not in "
+             f"front of the {s.queue} queue (give --queue slurm)", "hook")
     if not 0 < s.arrival_scale <= MAX_ARRIVAL_SCALE:
         fail(f"must be > 0 and at most {MAX_ARRIVAL_SCALE:,} (the time between arrivals times this)", "arrival_scale")
 

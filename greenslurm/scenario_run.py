@@ -272,8 +272,15 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         factory = power_machine_factory(power_config(scenario.power_states))
     elif scenario.colocation is not None:
         factory, selection = colocation_machine(scenario)
+    admission = None
+    if scenario.hook is not None:
+        from greenslurm.slurm_plugin.admission import HookAdmission
+        from greenslurm.slurm_plugin.config import HookConfig
+        config = HookConfig.from_toml(scenario.hook)
+        config.check()
+        admission = HookAdmission(config, cluster)
     return Replay(jobs, cluster, scenario.queue, selection=selection, progress=progress, strategy_options=options,
-                  machine_factory=factory)
+                  machine_factory=factory, admission=admission)
 
 
 def slurm_scheduling(scenario: Scenario):

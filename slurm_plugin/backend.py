@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from greenslurm.clustermodel import JobSpec
 from greenslurm.clustermodel.gres import gpu_count, shard_count
-from greenslurm.slurm_plugin.protocol import unset
+from greenslurm.slurm_plugin.protocol import UNLIMITED_S, unset
 from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, gpu_request
 from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
@@ -160,7 +160,7 @@ def job_spec_from_squeue(job: dict) -> JobSpec:
                        sockets_per_node=_small(job.get("sockets_per_node")))
     extra = {**({SHARDS: gpus.shards} if gpus.shards else {}), **({GPUS_TOTAL: gpus.total} if gpus.total else {})}
     return JobSpec(str(job.get("job_id")), submit_s=_number(job.get("submit_time"), 0.0),
-                   requested_time_s=(limit * 60.0) if limit else 365 * 86400.0, cpus=cpus,
+                   requested_time_s=(limit * 60.0) if limit else UNLIMITED_S, cpus=cpus,
                    nodes=0 if gpus.total else node_count, memory_mb_per_node=memory, gpus_per_node=float(gpus.per_node),
                    deadline_s=deadline or None, user=str(job.get("user_name") or ""),
                    partition=str(job.get("partition") or ""), state=_state(job.get("job_state")),
@@ -339,7 +339,7 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
     if any(s in state for s in RUNNING_STATES):
         end = _number(job.get("end_time"), 0.0)
         if not end:
-            end = now_s + 365 * 86400.0
+            end = now_s + UNLIMITED_S
         running.append(RunningJob(job_id, tuple(expand_hostlist(job.get("nodes") or "")), end, _uses(job, nodes)))
     elif "PENDING" in state:
         spec = job_spec_from_squeue(job)

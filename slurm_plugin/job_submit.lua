@@ -15,9 +15,12 @@ When the service is down, slow (more than TIMEOUT_MS for the whole exchange) or 
 something unusable, the hook FAILS OPEN (accepts) or FAILS CLOSED (rejects): FAIL_OPEN for jobs
 without a deadline, FAIL_DEADLINE_OPEN for jobs that carry one.  Every failure is one line in
 slurmctld's log with a running count, and the count (with the request numbers) is reported to the
-service with the next request it answers.  After 3 failures in a row the hook stops asking for
-RETRY_AFTER_S seconds (each submission then fails at once), so a stopped service never stalls
-slurmctld for longer than TIMEOUT_MS per submission, and only for 3 submissions in a row.
+service with the next request it answers.  After 3 failures in a row of one user's submissions
+the hook stops asking for that user for RETRY_AFTER_S seconds (each of their submissions then fails
+at once); after failures in a row of 3 different users (the service is down, not one user's
+submissions slow) it stops asking for everybody.  So one user's crafted submissions can only pause
+that user's checks, and a stopped service stalls slurmctld for at most TIMEOUT_MS per submission
+and 7 submissions in a row (3 of one user, 3 of a second, 1 of a third) before the pause.
 
 The deadline: job_desc.deadline is not visible to Lua.  The hook sends GREENSLURM_DEADLINE from the
 job's environment (set by the shipped cli_filter.lua from --deadline) and the last "#SBATCH
@@ -39,13 +42,93 @@ local have_socket, socket = pcall(require, "socket")
 local have_unix, unix = pcall(require, "socket.unix")
 local sequence = 0
 local failed_open, failed_ids = 0, {}      -- not yet reported to the service
-local failures_in_a_row, paused_until = 0, 0
 local total_failures = 0
 math.randomseed(os.time() + math.floor((os.clock() * 1e6) % 1e6))
 local function clock()
     if have_socket then return socket.gettime() end
     return os.time()
 end
+
+-- >>> back-off (tests/test_hook_lua.py runs this part on its own)
+-- Failures in a row are counted per user (uid), in a table of at most MAX_USERS_TRACKED users: when
+-- it is full, users with no pause under way are forgotten, then (all paused) the one whose pause ends
+-- first; a stream of submissions from many uids never grows it.  Failures in a row of the service as
+-- a whole are counted with the users they came from: DISTINCT_USERS_BEFORE_PAUSE users means the
+-- service itself fails, and every user pauses.
+local MAX_USERS_TRACKED = 256
+local DISTINCT_USERS_BEFORE_PAUSE = 3
+local users = {}                            -- uid -> { failures in a row, paused until }
+local users_tracked = 0
+local global_paused_until = 0
+local streak_users, streak_distinct = {}, 0 -- users with a failure since the service last answered
+
+local function user_state(uid)
+    uid = uid or -1
+    local state = users[uid]
+    if state ~= nil then return state end
+    if users_tracked >= MAX_USERS_TRACKED then
+        local now, first, first_end = clock(), nil, math.huge
+        for key, other in pairs(users) do
+            if other[2] <= now then
+                users[key] = nil
+                users_tracked = users_tracked - 1
+            elseif other[2] < first_end then
+                first, first_end = key, other[2]
+            end
+        end
+        if users_tracked >= MAX_USERS_TRACKED and first ~= nil then
+            users[first] = nil
+            users_tracked = users_tracked - 1
+        end
+    end
+    state = { 0, 0 }
+    users[uid] = state
+    users_tracked = users_tracked + 1
+    return state
+end
+
+-- whether this user's submissions fail at once (a pause under way for them, or for everybody)
+local function paused(uid)
+    local now = clock()
+    if global_paused_until > now then return true end
+    local state = users[uid or -1]
+    return state ~= nil and state[2] > now
+end
+
+-- a failure of a submission of this user that was sent to the service (or could not be); what it
+-- paused, for the log: "user", "all" or nil
+local function note_failure(uid)
+    local now, what = clock(), nil
+    uid = uid or -1                         -- (Slurm always gives one)
+    local state = user_state(uid)
+    state[1] = state[1] + 1
+    if state[1] >= FAILURES_BEFORE_PAUSE and state[2] <= now then
+        state[2] = now + RETRY_AFTER_S
+        what = "user"
+    end
+    if streak_users[uid] == nil then
+        streak_users[uid] = true
+        streak_distinct = streak_distinct + 1
+    end
+    if streak_distinct >= DISTINCT_USERS_BEFORE_PAUSE then
+        global_paused_until = now + RETRY_AFTER_S
+        streak_users, streak_distinct = {}, 0
+        what = "all"
+    end
+    return what
+end
+
+-- the service answered a submission of this user
+local function note_answer(uid)
+    uid = uid or -1
+    if users[uid] ~= nil then
+        users[uid] = nil
+        users_tracked = users_tracked - 1
+    end
+    streak_users, streak_distinct = {}, 0
+    global_paused_until = 0
+end
+-- <<< back-off
 local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 
 -- Failures not yet reported are also kept in a small file beside the socket (the service's runtime
@@ -325,12 +408,17 @@ local function keep_failures()
     end
 end
 
-local function fail(reason, has_deadline, request_id)
+local function fail(reason, has_deadline, request_id, uid, asked)
     total_failures = total_failures + 1
-    failures_in_a_row = failures_in_a_row + 1
-    if failures_in_a_row >= FAILURES_BEFORE_PAUSE and paused_until <= clock() then
-        paused_until = clock() + RETRY_AFTER_S
-        log_error("%d failures in a row; not asking the service for %g s", failures_in_a_row, RETRY_AFTER_S)
+    if asked then
+        local what = note_failure(uid)
+        if what == "user" then
+            log_error("%d failures in a row of uid %s's submissions; not asking the service for them for %g s",
+                      FAILURES_BEFORE_PAUSE, tostring(uid), RETRY_AFTER_S)
+        elseif what == "all" then
+            log_error("failures in a row of %d users' submissions; not asking the service for %g s",
+                      DISTINCT_USERS_BEFORE_PAUSE, RETRY_AFTER_S)
+        end
     end
     failed_open = failed_open + 1
     if request_id ~= nil then       -- kept as ranges: a long outage is a few of them
@@ -449,12 +537,14 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         local request = describe(job_desc, submit_uid)
         request_id = request.id
         has_deadline = request.deadline_env ~= nil or request.deadline_script ~= nil
-        if paused_until > clock() then return fail("paused after repeated failures", has_deadline, request_id) end
+        if paused(submit_uid) then
+            return fail("paused after repeated failures", has_deadline, request_id, submit_uid, false)
+        end
         local answer, err = ask(request)
-        if answer == nil then return fail(err, has_deadline, request_id) end
+        if answer == nil then return fail(err, has_deadline, request_id, submit_uid, true) end
         local action = answer.action
         if action == "accept" or action == "modify" or action == "reject" then
-            failures_in_a_row, paused_until = 0, 0
+            note_answer(submit_uid)
             if request.failed_open ~= nil then
                 failed_open, failed_ids, failed_earlier = 0, {}, nil
                 os.remove(FAILURES_FILE)
@@ -475,10 +565,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
             local code = answer.error_code and slurm[answer.error_code]
             return code or slurm.ERROR
         end
-        return fail("service error: " .. tostring(answer.message), has_deadline, request_id)
+        return fail("service error: " .. tostring(answer.message), has_deadline, request_id, submit_uid, true)
     end)
     if ok then return result end
-    return fail("hook error: " .. tostring(result), has_deadline, request_id)
+    return fail("hook error: " .. tostring(result), has_deadline, request_id, submit_uid, true)
 end
 
 -- A change to a pending job that can move when it (or another job) starts or ends: these fields of

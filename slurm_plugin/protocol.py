@@ -43,7 +43,7 @@ from zoneinfo import ZoneInfo
 from greenslurm.clustermodel.eligibility import or_features
 from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
-from greenslurm.traces.slurm_conf import expand_hostlist
+from greenslurm.traces.slurm_conf import HostNames
 from greenslurm.traces.slurm_fields import array_tasks
 
 MAX_REQUEST_BYTES = 64 * 1024
@@ -490,19 +490,27 @@ def deadline_of(request: dict, now_s: float) -> tuple[float | None, str | None, 
     return best
 
 
-def node_names(request: dict, name: str) -> tuple[str, ...]:
-    """The nodes of a hostlist field (``req_nodes``, ``exc_nodes``: ``n[1-3],n7``), expanded.
+def node_names(request: dict, name: str, known: HostNames | None = None) -> tuple[str, ...]:
+    """The nodes of a hostlist field (``req_nodes``, ``exc_nodes``: ``n[1-3],n7``) matched against the
+    cluster's nodes ``known`` without expanding it (a crafted ``n[1-99999999]`` costs what the
+    cluster's names cost); then each item that names some node the cluster does not have, as it
+    was written (no node of the plan has that name: a job requiring it is one whose nodes the plan
+    does not have).  Without ``known`` (no view yet) every item is such an item.
 
-    >>> node_names({"req_nodes": "n[1-2],n4"}, "req_nodes"), node_names({}, "exc_nodes")
+    >>> cluster = HostNames(["n1", "n2", "n3", "n4"])
+    >>> node_names({"req_nodes": "n[1-2],n4"}, "req_nodes", cluster), node_names({}, "exc_nodes", cluster)
     (('n1', 'n2', 'n4'), ())
+    >>> node_names({"exc_nodes": "n[1-60000],m[1-39999]"}, "exc_nodes", cluster)
+    ('n1', 'n2', 'n3', 'n4', 'n[1-60000]', 'm[1-39999]')
     """
     text = request.get(name)
     if not text:
         return ()
     try:
-        return tuple(dict.fromkeys(expand_hostlist(text, limit=100_000)))
+        found, outside = (known or HostNames(())).members(text)
     except ValueError as exc:
         raise InputError(str(exc), field=name) from None
+    return tuple(found) + tuple(outside)
 
 
 def array_size(text: str | None) -> tuple[int, int]:
@@ -523,9 +531,30 @@ def array_size(text: str | None) -> tuple[int, int]:
     return tasks, int(throttle or 0)
 
 
+# What a job without a time limit (``-t UNLIMITED``, ``-t 0``) is planned as: Slurm runs it until it
+# ends, on a partition whose MaxTime is UNLIMITED (over a finite MaxTime it never starts:
+# PartitionTimeLimit); a year is past any deadline the hook checks.
+UNLIMITED_S = 365 * 86400.0
+
+
+def time_limit_s(minutes: float | None, default_s: float) -> float:
+    """A job description's time limit in seconds: Slurm's INFINITE (``-t UNLIMITED``; sbatch sends
+    ``-t 0`` so too) is :data:`UNLIMITED_S`; not given (NO_VAL) is ``default_s``.
+
+    >>> time_limit_s(10, 3600.0), time_limit_s(4294967295, 3600.0) / 86400, time_limit_s(4294967294, 3600.0)
+    (600.0, 365.0, 3600.0)
+    """
+    if minutes is not None and (minutes == INFINITE or minutes == 0):
+        return UNLIMITED_S
+    if unset(minutes):
+        return default_s
+    return float(minutes) * 60.0
+
+
 def submission_from_request(request: dict, *, now_s: float | None = None,
-                            default_time_limit_s: float = 3600.0) -> Submission:
-    """The job of a ``submit`` request (checked by :func:`parse_request`).
+                            default_time_limit_s: float = 3600.0, known_nodes: HostNames | None = None) -> Submission:
+    """The job of a ``submit`` request (checked by :func:`parse_request`); ``known_nodes``: the
+    cluster's nodes, which the job's ``-w`` / ``-x`` are matched against (:func:`node_names`).
 
     >>> s = submission_from_request({"id": 1, "user": "ana", "min_cpus": 2, "num_tasks": 2,
     ...     "cpus_per_task": 65534, "min_nodes": 4294967294, "pn_min_memory": 1000,
@@ -551,8 +580,7 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     nodes = 0 if unset(nodes) else int(nodes)
     max_nodes = request.get("max_nodes")
     max_nodes = 0 if unset(max_nodes) else int(max_nodes)
-    limit = request.get("time_limit")
-    limit_s = default_time_limit_s if unset(limit) or limit == 0 else float(limit) * 60.0
+    limit_s = time_limit_s(request.get("time_limit"), default_time_limit_s)
     gres = gpus_of(request, tasks, nodes)
     memory = request.get("pn_min_memory")
     if unset(memory, 64) or not memory:
@@ -579,7 +607,8 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
                   extra={**({SHARDS: gres.shards} if gres.shards else {}),
                          **({GPUS_TOTAL: gres.total} if gres.total else {})})
     return Submission(job, begin_s, features, deadline_text, deadline_source, array_tasks_count, throttle,
-                      max_nodes, node_names(request, "req_nodes"), node_names(request, "exc_nodes"),
+                      max_nodes, node_names(request, "req_nodes", known_nodes),
+                      node_names(request, "exc_nodes", known_nodes),
                       # "[a|b]" asks the same feature on every node: Slurm's to place, planned on either
                       bool(features_text) and not features
                       or features_text.startswith("[") and bool(any_features), request)

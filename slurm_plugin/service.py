@@ -54,6 +54,7 @@ from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, 
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.energy import run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply, within_horizon
+from greenslurm.traces.slurm_conf import HostNames
 from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, PendingJob, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
@@ -65,6 +66,7 @@ TAG_PATTERN = re.compile(r"greenslurm#(\d{1,15})\.([0-9a-f]{8})")
 DEADLINE_CHECKED = "deadline checked:"
 TAGS_PER_COMMENT = 4         # only the last few tags of a comment are looked up
 TAG_CLOCK_SLACK_S = 5.0      # a decision and its job's Slurm submit time are this close (same host's clock)
+SETTLE_MARGIN_S = 1.0        # past the hook's timeout, a job Slurm created after an answer is in its state
 
 
 def _when(t: float) -> str:
@@ -91,6 +93,8 @@ class DecisionService:
         self.failed_requests: dict[str, set[int]] = {}
         # the pending jobs whose deadline a decision covers, as of the last sync: job id -> deadline
         self.checked_deadlines: dict[str, float] = {}
+        # (snapshot, key, view, ends): the plan without a change, kept for the next change (see modify)
+        self._kept_plan: tuple | None = None
         self.forecast = Forecast()
         self.power = NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w, config.gpu_max_w)
 
@@ -113,6 +117,7 @@ class DecisionService:
         self.since_snapshot = [entry for entry in self.since_snapshot if entry[0] >= started_s]
         replan(view, self.since_snapshot)
         self.view = view
+        self._kept_plan = None            # (planned on the snapshot before)
 
     def view_age_s(self, now_s: float | None = None) -> float | None:
         if self.view is None:
@@ -202,13 +207,15 @@ class DecisionService:
                     instance or "?", count, marked)
 
     # -- one decision -------------------------------------------------------------------------------
-    def decide(self, request: dict) -> dict:
+    def decide(self, request: dict, now_s: float | None = None) -> dict:
+        """The answer to one submission, on the current view, at ``now_s`` (None: the clock's time; the
+        replay's admission gives its own time, see :mod:`greenslurm.slurm_plugin.admission`)."""
         started = time.perf_counter()
         config = self.config
         decision_id = self.next_id
         self.next_id += 1
         token = secrets.token_hex(4)
-        now = time.time()
+        now = time.time() if now_s is None else now_s
         row: dict = {"id": decision_id, "token": token, "time_s": now, "uid": request.get("uid"),
                      "user": _text(request.get("user")), "shadow": int(config.shadow),
                      "hook_instance": request.get("hook_instance"), "request_id": request.get("id")}
@@ -254,7 +261,8 @@ class DecisionService:
                 request.pop(name, None)
             log.info("request %s: checked without %s", request.get("id"), named)
         try:
-            sub = submission_from_request(request, now_s=now, default_time_limit_s=config.default_time_limit_s)
+            sub = submission_from_request(request, now_s=now, default_time_limit_s=config.default_time_limit_s,
+                                          known_nodes=getattr(self.view, "host_names", None))
         except InputError as exc:
             where = f" ({exc.field})" if exc.field else ""
             return finish("reject", f"greenslurm: {exc.reason}{where}", reason="bad input",
@@ -309,7 +317,7 @@ class DecisionService:
             pin = config.set_required_nodes and not sub.constraint_unread
             pinned = tuple(names) if ((pin or own_nodes) and sub.array_tasks == 1
                                       and not config.shadow) else ()
-            entry = [time.time(), sub, pinned, None, decision_id]
+            entry = [time.time() if now_s is None else now, sub, pinned, None, decision_id]
             if reserve:
                 self.since_snapshot.append(entry)
             row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
@@ -391,15 +399,23 @@ class DecisionService:
                                  sub.array_tasks, sub.array_throttle)
             else:                        # a job the view does not know yet: as its record says
                 try:
-                    sub = submission_from_request(dict(request, op="submit"), now_s=time.time(),
+                    sub = submission_from_request(dict(request, op="submit"), now_s=time.time(), known_nodes=view.host_names,
                                                   default_time_limit_s=self.config.default_time_limit_s)
                 except InputError:
                     return dict(answer, action="accept", message="greenslurm: change not checked (job unreadable)")
                 old = PendingJob(job_id, sub.job, sub.begin_s, sub.features)
-        new = changed_job(old, request, [n.name for n in view.nodes])
+        new = changed_job(old, request, view.host_names)
         others = [p for p in snapshot.pending if p.job_id != job_id]
-        before = self._plan_ends(replace(snapshot, pending=others + [old]), entries, self.since_snapshot, checked)
-        after = self._plan_ends(replace(snapshot, pending=others + [new]), entries, None, checked)
+        # the plan without the change is the same for every change until the next sync or accepted
+        # job: kept, so that a change costs one plan (the job's place in the pending list is its
+        # submission's, so a job of the snapshot leaves the snapshot's plan as it is)
+        own = None if len(others) < len(snapshot.pending) else old
+        key = (own, tuple((e[4], e[3]) for e in entries))
+        kept = self._kept_plan
+        if kept is None or kept[0] is not snapshot or kept[1] != key:
+            kept = self._kept_plan = (snapshot, key, *self._plan(replace(snapshot, pending=others + [old]), entries))
+        before = _planned_ends(*kept[2:], entries, checked)
+        after = _planned_ends(*self._plan(replace(snapshot, pending=others + [new]), entries), entries, checked)
         endangered = [(j, d, after[j]) for j, d in sorted(checked.items())
                       if before.get(j) is not None and before[j] <= d + 1.0 and (after.get(j) is None or after[j] > d + 1.0)]
         changes = ",".join(sorted(k[4:] for k in request if k.startswith("new_")))
@@ -414,15 +430,15 @@ class DecisionService:
                     message=f"greenslurm: this change to job {job_id} ({changes}) would make a job miss the "
                             f"deadline it was accepted with ({named}); not changed")
 
-    def _plan_ends(self, snapshot: Snapshot, entries: list, original: list | None, checked: dict) -> dict:
-        """The planned ends of the ``checked`` jobs on a view of ``snapshot`` plus ``entries``
-        (jobs accepted since it was taken; ``original``: the list whose entries keep their own ids)."""
+    def _plan(self, snapshot: Snapshot, entries: list) -> tuple[LiveView, list[float | None]]:
+        """A view of ``snapshot`` with ``entries`` (jobs accepted since it was taken) planned on it,
+        and their planned ends."""
         view = self.install_view(snapshot, snapshot.now_s)
-        ends = replan(view, entries)
-        out = {j: view.planned_end_s(j) for j in checked if not j.startswith("decision:")}
-        for entry, end in zip(entries, ends):
-            out[f"decision:{entry[4]}"] = end
-        return out
+        return view, replan(view, entries)
+
+    def forget_plans(self) -> None:
+        """Forget the plan kept for changes (the next change plans the cluster both without and with it)."""
+        self._kept_plan = None
 
     # -- reconciliation ---------------------------------------------------------------------------
     def checked_jobs(self, deadlines: list[PendingDeadline]) -> set[str]:
@@ -483,6 +499,15 @@ class DecisionService:
         return out
 
 
+def _planned_ends(view: LiveView, ends: list[float | None], entries: list, checked: dict) -> dict:
+    """The planned ends of the ``checked`` jobs (job ids, and ``decision:ID`` for ``entries``, whose
+    ends on ``view`` are ``ends``)."""
+    out = {j: view.planned_end_s(j) for j in checked if not j.startswith("decision:")}
+    for entry, end in zip(entries, ends):
+        out[f"decision:{entry[4]}"] = end
+    return out
+
+
 def replan(view: LiveView, entries: list) -> list[float | None]:
     """Plan on ``view`` the jobs accepted since its snapshot was taken (entries of
     ``DecisionService.since_snapshot``); their planned ends."""
@@ -492,27 +517,27 @@ def replan(view: LiveView, entries: list) -> list[float | None]:
             for _, sub, pinned, begin_s, _ in entries]
 
 
-def changed_job(job: PendingJob, request: dict, node_names: list[str]) -> PendingJob:
-    """``job`` with a change of a ``modify`` request applied (its ``new_*`` fields).
+def changed_job(job: PendingJob, request: dict, known: HostNames) -> PendingJob:
+    """``job`` with a change of a ``modify`` request applied (its ``new_*`` fields); ``known``: the
+    cluster's nodes, which a new node list is matched against (never expanded).
 
     >>> from greenslurm.clustermodel import JobSpec
     >>> j = PendingJob("7", JobSpec("7", 0.0, 600.0, cpus=2), held=True)
     >>> n = changed_job(j, {"new_time_limit": 4294967295, "new_exc_nodes": "n1", "new_priority": 4294967295},
-    ...                 ["n1", "n2"])
+    ...                 HostNames(["n1", "n2"]))
     >>> n.job.requested_time_s / 86400, n.required_nodes, n.held
     (365.0, ('n2',), False)
-    >>> changed_job(replace(j, waiting="JobHeldUser"), {"new_priority": 4294967295}, []).waiting
+    >>> changed_job(replace(j, waiting="JobHeldUser"), {"new_priority": 4294967295}, HostNames([])).waiting
     ''
 
-    >>> changed_job(j, {"new_time_limit": 30, "new_dependency": "afterok:5"}, []).after
+    >>> changed_job(j, {"new_time_limit": 30, "new_dependency": "afterok:5"}, HostNames([])).after
     ('5',)
     """
-    from greenslurm.slurm_plugin.protocol import INFINITE, MEM_PER_CPU, unset
-    from greenslurm.traces.slurm_conf import expand_hostlist
+    from greenslurm.slurm_plugin.protocol import INFINITE, MEM_PER_CPU, node_names, time_limit_s, unset
     spec, changes = job.job, {}
     limit = request.get("new_time_limit")
     if limit is not None and (limit == INFINITE or not unset(limit)):
-        changes["requested_time_s"] = 365 * 86400.0 if limit >= INFINITE or limit == 0 else float(limit) * 60.0
+        changes["requested_time_s"] = time_limit_s(limit, spec.requested_time_s)
     cpus = request.get("new_min_cpus")
     tasks, per_task = request.get("new_num_tasks"), request.get("new_cpus_per_task")
     if cpus is not None and not unset(cpus) and cpus > 0:
@@ -538,10 +563,10 @@ def changed_job(job: PendingJob, request: dict, node_names: list[str]) -> Pendin
         spec = spec.with_changes(**changes)
     required = job.required_nodes
     if request.get("new_req_nodes") is not None:
-        required = tuple(expand_hostlist(request["new_req_nodes"]))
+        required = node_names(request, "new_req_nodes", known)
     if request.get("new_exc_nodes"):
-        excluded = set(expand_hostlist(request["new_exc_nodes"]))
-        required = tuple(n for n in (required or node_names) if n not in excluded)
+        excluded = set(node_names(request, "new_exc_nodes", known))
+        required = tuple(n for n in (required or known.names) if n not in excluded)
     begin = request.get("new_begin_time")
     begin_s = job.begin_s if begin is None or unset(begin) else (float(begin) if begin > time.time() else None)
     priority = request.get("new_priority")
@@ -838,12 +863,14 @@ class HookServer:
         self.service.swap_view(view, started)
         self.sync_count += 1
         try:
-            # a decision answered before the previous sync began is in Slurm by now, or was refused
-            previous, self._sync_started = getattr(self, "_sync_started", None), started
-            if previous is not None:
-                since = getattr(self, "_settled_before", self.service.started_s)
-                marked = self.record.settle_applied(snapshot.carried, since, previous)
-                self._settled_before = previous
+            # Slurm creates (or refuses) a job right after the hook's answer, which comes within the
+            # hook's timeout: a decision answered longer ago than that when this sync began is in the
+            # state read now, or Slurm refused the job
+            before = started - (self.config.timeout_ms / 1000.0 + SETTLE_MARGIN_S)
+            since = getattr(self, "_settled_before", self.service.started_s)
+            if before > since:
+                marked = self.record.settle_applied(snapshot.carried, since, before)
+                self._settled_before = before
                 if marked:
                     log.info("%d decision(s) answered with a tag that no job carries (Slurm refused the job "
                              "after the answer): marked not applied", marked)

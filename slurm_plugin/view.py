@@ -60,6 +60,7 @@ from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 from greenslurm.sim.engine.replay import per_node_task
 from greenslurm.sim.machines.machine import Machine
 from greenslurm.sim.machines.machine import PendingJob as EngineJob
+from greenslurm.traces.slurm_conf import HostNames
 
 log = logging.getLogger("greenslurm.hook.view")
 
@@ -273,6 +274,7 @@ class LiveView:
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
+        self.host_names = HostNames(self.index).prepare()   # hostlists (-w, -x) are matched against these
         self.cluster = live_cluster(self.nodes, self.power, snapshot.default_partition)
         # which nodes a job may ever use (partition, --constraint): the replay's one rule
         self._eligibility = Eligibility(self.cluster)

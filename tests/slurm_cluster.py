@@ -21,6 +21,7 @@ Everything started is stopped by :meth:`SlurmCluster.stop` (also on a failed sta
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -172,6 +173,21 @@ def shared_root(prefix: str = "greenslurm-slurm-") -> Path:
     root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     os.chmod(root, 0o755)
     return root
+
+
+@contextlib.contextmanager
+def running_cluster(prefix: str, nodes=DEFAULT_NODES, **options):
+    """A :class:`SlurmCluster` of ``nodes`` (``options``: the constructor's) started in a fresh
+    :func:`shared_root` folder, so that ordinary users can be its clients; stopped and its folder
+    removed afterwards, also when the start fails.  ``cluster.root.parent`` is the folder."""
+    root = shared_root(prefix)
+    cluster = SlurmCluster(root / "slurm", nodes, **options)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _blocked_for_others(path: Path) -> Path | None:

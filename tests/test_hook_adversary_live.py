@@ -6,7 +6,8 @@ submissions by ordinary users.
 - A deadline no calendar holds (``GREENSLURM_DEADLINE=now+99999999999999`` in the user's own
   environment, which sbatch passes on unread) is rejected naming the field; it never makes the service
   fail, so three such submissions never make job_submit.lua stop asking the service (its back-off
-  after three failures in a row), which would reject every other user's deadline job meanwhile.
+  after three failures in a row; per user now, see tests/test_hook_plan_integrity.py, it was
+  everybody's and rejected every other user's deadline job meanwhile).
 - A job naming no partition is planned in Slurm's default partition: on a cluster whose default
   partition is busy and another partition idle, it is neither pinned to the idle partition's nodes
   (Slurm then refuses it, "Requested node configuration is not available") nor deadline-checked

@@ -45,7 +45,7 @@ import pytest
 
 from greenslurm.slurm_plugin.install import ping
 from hook_service import ServiceProcess, open_record, recorded_decisions, write_config
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
+from slurm_cluster import NodeDef, SlurmCluster, running_cluster, shared_root, skip_reason
 
 REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
@@ -696,14 +696,8 @@ def test_accepted_jobs_run_on_the_nodes_their_comment_names(empty):
 @pytest.fixture(scope="module")
 def plain_cluster():
     """The same four nodes without the hook: what Slurm itself does."""
-    root = shared_root("greenslurm-nohook-")
-    cluster = SlurmCluster(root / "slurm", NODES)
-    try:
-        cluster.start()
+    with running_cluster("greenslurm-nohook-", NODES) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @ONCE

@@ -5,7 +5,8 @@ loopback) and must give the same view, field by field: the CLI backend (``sinfo 
 The cluster holds what the view reads: GPUs and shards, a drained node whose reason has a byte that is
 not UTF-8, node features, running jobs on GPUs, shards and two nodes, an ended job, pending jobs with
 deadlines, a begin time, a --gpus request, a comment with bytes that are not UTF-8 (submitted by an ordinary user), a
-held job, a throttled job array pinned to a node, and a job that needs a feature.
+held job, a throttled job array pinned to a node, a job that needs a feature, one that needs either of two
+(``-C 'fast|slow'``), and a default partition that is not the first one slurm.conf lists.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from greenslurm.slurm_plugin.backend import CliBackend
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
+from slurm_cluster import NodeDef, running_cluster, skip_reason
 
 REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
@@ -28,6 +29,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=R
 
 NODES = (NodeDef("n1", 4, 4000, 2, shards=8), NodeDef("n2", 4, 4000, 2), NodeDef("n3", 4, 4000),
          NodeDef("n4", 4, 4000))
+# a partition listed before the default one: the default is read from Slurm, not guessed from the order
+PARTITIONS = ("PartitionName=spare Nodes=n3,n4 MaxTime=INFINITE State=UP",
+              "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
 HERE = Path(__file__).parent
 LONG = "#!/bin/sh\nsleep 600\n"
 BAD = "a\udcff\udc80b"            # the bytes a \xff \x80 b: not UTF-8
@@ -60,12 +64,11 @@ def differences(a, b, path: str = "") -> list[str]:
 
 @pytest.fixture(scope="module")
 def cluster():
-    root = shared_root("greenslurm-backends-")
-    slurm = SlurmCluster(root / "slurm", NODES)
-    try:
-        slurm.start()
+    with running_cluster("greenslurm-backends-", NODES, partitions=PARTITIONS) as slurm:
+        root = slurm.root.parent
         user = slurm.add_user("greenslurm-user")
         slurm.run("scontrol", "update", "NodeName=n4", "AvailableFeatures=fast", "ActiveFeatures=fast")
+        slurm.run("scontrol", "update", "NodeName=n2", "AvailableFeatures=slow", "ActiveFeatures=slow")
         ended = slurm.sbatch("-t", "1", "-w", "n4", script="#!/bin/sh\nsleep 2\n").stdout.strip()
         slurm.wait_job_state(ended, ("COMPLETED",))
         slurm.run("scontrol", "update", "NodeName=n3", "State=DRAIN", f"Reason=broken {BAD}")
@@ -82,6 +85,7 @@ def cluster():
             "gpus": slurm.sbatch("-t", "10", "--gpus=2", "--begin=now+600", "--deadline=now+5400", script=LONG),
             "per_task": slurm.sbatch("-t", "10", "-n", "2", "--ntasks-per-node=2", "--gpus-per-task=1",
                                      "--begin=now+600", script=LONG),
+            "any_feature": slurm.sbatch("-t", "5", "-C", "fast|slow", "--begin=now+300", script=LONG),
         }
         for name, result in jobs.items():
             assert result.returncode == 0, f"{name}: {result.stderr}"
@@ -91,10 +95,6 @@ def cluster():
         slurm.wait_job_state(f"{ids['array']}_1", ("RUNNING",), timeout_s=60)   # n4 holds one task
         ids["ended"] = ended
         yield slurm, ids, root
-    finally:
-        slurm.stop()
-        import shutil
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_both_backends_give_the_same_view_field_by_field(cluster):
@@ -107,6 +107,8 @@ def test_both_backends_give_the_same_view_field_by_field(cluster):
     assert differences(cli.runs, py.runs, "runs") == []
     assert differences(cli_deadlines, py_deadlines, "deadlines") == []
     assert (cli.skipped, py.skipped) == (0, 0)
+    # the partition a job naming none goes to: Slurm's Default=YES, not the first one listed
+    assert (cli.default_partition, py.default_partition) == ("debug", "debug")
 
     # what both read, from Slurm's own answers
     nodes = {n.name: n for n in py.nodes}
@@ -124,6 +126,8 @@ def test_both_backends_give_the_same_view_field_by_field(cluster):
     pending = {p.job_id: p for p in py.pending}
     assert pending[ids["held"]].held and not pending[ids["comment"]].held
     assert pending[ids["feature"]].features == ("fast",) and pending[ids["feature"]].begin_s is not None
+    # an OR constraint stays one expression (planned on the nodes with any of them), not two features
+    assert pending[ids["any_feature"]].features == ("fast|slow",), pending[ids["any_feature"]]
     array = pending[ids["array"]]
     # tasks 1-9, at most 2 at once, but each takes all 4 CPUs of n4: task 1 runs, 8 wait
     assert (array.tasks, array.throttle, array.required_nodes) == (8, 2, ("n4",))

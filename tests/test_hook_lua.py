@@ -56,7 +56,7 @@ def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict]) -> tuple[lis
     script = tmp_path / "job_submit.lua"
     script.write_text(render_job_submit(config))
     body = ",\n".join("{job_desc = " + lua_value(c["job_desc"]) + (f", sleep = {c['sleep']}" if "sleep" in c else "")
-                      + "}" for c in cases)
+                      + (f", uid = {int(c['uid'])}" if "uid" in c else "") + "}" for c in cases)
     (tmp_path / "cases.lua").write_text("return {\n" + body + "\n}\n")
     result = subprocess.run([LUA, str(HERE / "lua" / "fake_slurmctld.lua"), str(script), str(tmp_path / "cases.lua")],
                             capture_output=True, timeout=120)
@@ -108,9 +108,61 @@ def test_failures_are_counted_reported_and_the_hook_pauses_after_three(tmp_path)
     lines, log = run_hook(tmp_path, config, cases)
     # fail = "open": jobs without a deadline are accepted; fail_deadline = "closed": the last is rejected
     assert [int(line[0]) for line in lines] == [0, 0, 0, 0, -1]
-    assert "3 failures in a row; not asking the service for 5 s" in log
+    assert "3 failures in a row of uid 1000's submissions; not asking the service for them for 5 s" in log
     assert log.count("paused after repeated failures") == 2      # the 4th and 5th did not even connect
     assert "(failure 5)" in log
+
+
+def test_one_users_failures_pause_only_that_users_checks(tmp_path):
+    # no service: every submission that is sent fails; uid 1001's three pause uid 1001 only
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    deadline = {"GREENSLURM_DEADLINE": "now+1day"}
+    cases = ([{"job_desc": job(), "uid": 1001}] * 4
+             + [{"job_desc": job(environment=deadline), "uid": 1002}])
+    lines, log = run_hook(tmp_path, config, cases)
+    assert [int(line[0]) for line in lines] == [0, 0, 0, 0, -1]
+    # 1001's 4th fails at once; 1002's deadline job is sent (and fails closed: there is no service)
+    assert log.count("paused after repeated failures") == 1, log
+    assert "not asking the service for them" in log and "users' submissions" not in log
+
+
+def test_failures_of_three_users_in_a_row_pause_everybody(tmp_path):
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    # 1001 three times (paused), 1002 three times (paused), 1003 once: three users in a row, the
+    # service is down; 1004's first submission then fails at once
+    cases = ([{"job_desc": job(), "uid": 1001}] * 3 + [{"job_desc": job(), "uid": 1002}] * 3
+             + [{"job_desc": job(), "uid": 1003}, {"job_desc": job(), "uid": 1004}])
+    lines, log = run_hook(tmp_path, config, cases)
+    assert [int(line[0]) for line in lines] == [0] * 8
+    assert "failures in a row of 3 users' submissions; not asking the service for 5 s" in log
+    assert log.count("paused after repeated failures") == 1, log
+
+
+def back_off(tmp_path: Path, events: list[str]) -> list[str]:
+    """job_submit.lua's own back-off (its ">>> back-off" part, run by lua5.1) on ``events``."""
+    hook = tmp_path / "job_submit.lua"
+    hook.write_text(render_job_submit(HookConfig(socket=str(tmp_path / "s.sock"), database=str(tmp_path / "d"))))
+    (tmp_path / "events").write_text("\n".join(events) + "\n")
+    result = subprocess.run([LUA, str(HERE / "lua" / "back_off.lua"), str(hook), str(tmp_path / "events")],
+                            capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    return result.stdout.decode().splitlines()
+
+
+def test_a_stream_of_many_uids_never_grows_the_back_off_beyond_its_bound(tmp_path):
+    # 100,000 uids, each failing 3 times at clock 0..99,999 (so each is paused for 5 s), each followed
+    # by an answer to another user (no pause for everybody): the table keeps at most 256 users; the
+    # newest is paused, one whose pause ended long ago is not
+    events = [e for uid in range(100_000)
+              for e in (f"clock {uid}", f"fail {uid}", f"fail {uid}", f"fail {uid}", "answer -1")]
+    out = back_off(tmp_path, events + ["paused 99999", "paused 5"])
+    assert out[:2] == ["paused", "asked"]
+    walked, counted = map(int, out[2].split())
+    assert walked == counted <= 256
+    # an answer forgets the user; a pause ends after 5 s
+    out = back_off(tmp_path, ["fail 7"] * 3 + ["paused 7", "paused 8", "answer 7", "paused 7"]
+                   + ["fail 9"] * 3 + ["clock 4.9", "paused 9", "clock 5.1", "paused 9"])
+    assert out == ["paused", "asked", "asked", "paused", "asked", "1 1"]
 
 
 # -- the script scan: linear, capped, and exactly sbatch's reading ------------------------------------

@@ -112,45 +112,55 @@ def assert_accepted_as_checked(result) -> str:
     return job_id
 
 
-def test_a_job_waiting_on_a_held_job_does_not_hold_the_cluster(idle):
-    # X is held; Y waits for X to succeed and asks every CPU for a year: neither can start
-    x = idle.sbatch("--hold", "-t", "1")
-    assert x.returncode == 0, x.stderr
-    y = idle.sbatch(f"--dependency=afterok:{x.stdout.strip()}", "-n", "16", "-t", "365-00:00:00")
-    assert y.returncode == 0, y.stderr
-    # at once (Y was only just answered) and after the sync that sees both in Slurm
-    assert_accepted_as_checked(idle.sbatch_as(idle.other, *DUE))
-    idle.wait_sync()
-    assert idle.job(y.stdout.strip())["Reason"] == "Dependency"
-    job = assert_accepted_as_checked(idle.sbatch_as(idle.other, *DUE))
-    assert "deadline checked" in idle.job(job)["Comment"]
-
-
-def test_a_dependency_never_satisfied_does_not_hold_the_cluster(idle):
-    failing = idle.sbatch("-t", "1", script="#!/bin/sh\nexit 3\n")
-    assert failing.returncode == 0, failing.stderr
-    idle.cluster.wait_job_state(failing.stdout.strip(), ("FAILED",), timeout_s=60)
-    y = idle.sbatch(f"--dependency=afterok:{failing.stdout.strip()}", "-n", "16", "-t", "365-00:00:00")
-    assert y.returncode == 0, y.stderr
+def wait_reason(users, job_id: str, reason: str) -> None:
     deadline = time.monotonic() + 60
-    while idle.job(y.stdout.strip())["Reason"] != "DependencyNeverSatisfied":
-        assert time.monotonic() < deadline, idle.job(y.stdout.strip())
+    while users.job(job_id)["Reason"] != reason:
+        assert time.monotonic() < deadline, users.job(job_id)
         time.sleep(0.5)
-    idle.wait_sync()
-    assert_accepted_as_checked(idle.sbatch_as(idle.other, *DUE))
 
 
-def test_a_job_over_the_partitions_time_limit_does_not_hold_the_cluster(idle):
-    idle.cluster.run("scontrol", "update", "PartitionName=debug", "MaxTime=60")
+def never_runnable_after_a_held_job(users) -> str:
+    # X is held; Y waits for X to succeed and asks every CPU for a year: neither can start
+    x = users.sbatch("--hold", "-t", "1")
+    assert x.returncode == 0, x.stderr
+    y = users.sbatch(f"--dependency=afterok:{x.stdout.strip()}", "-n", "16", "-t", "365-00:00:00")
+    assert y.returncode == 0, y.stderr
+    # at once (Y was only just answered), then after the sync that sees both in Slurm
+    assert_accepted_as_checked(users.sbatch_as(users.other, *DUE))
+    return y.stdout.strip()
+
+
+def never_runnable_after_a_failed_job(users) -> str:
+    failing = users.sbatch("-t", "1", script="#!/bin/sh\nexit 3\n")
+    assert failing.returncode == 0, failing.stderr
+    users.cluster.wait_job_state(failing.stdout.strip(), ("FAILED",), timeout_s=60)
+    y = users.sbatch(f"--dependency=afterok:{failing.stdout.strip()}", "-n", "16", "-t", "365-00:00:00")
+    assert y.returncode == 0, y.stderr
+    return y.stdout.strip()
+
+
+def never_runnable_over_the_partitions_time_limit(users) -> str:
+    users.cluster.run("scontrol", "update", "PartitionName=debug", "MaxTime=60")
+    y = users.sbatch("-n", "16", "-t", "365-00:00:00")
+    assert y.returncode == 0, y.stderr
+    return y.stdout.strip()
+
+
+NEVER_RUNNABLE = {"waiting_on_a_held_job": (never_runnable_after_a_held_job, "Dependency"),
+                  "dependency_never_satisfied": (never_runnable_after_a_failed_job, "DependencyNeverSatisfied"),
+                  "over_the_partitions_time_limit": (never_runnable_over_the_partitions_time_limit,
+                                                     "PartitionTimeLimit")}
+
+
+@pytest.mark.parametrize("case", sorted(NEVER_RUNNABLE))
+def test_a_job_that_can_never_start_as_it_stands_does_not_hold_the_cluster(idle, case):
+    submit, reason = NEVER_RUNNABLE[case]
     try:
-        y = idle.sbatch("-n", "16", "-t", "365-00:00:00")
-        assert y.returncode == 0, y.stderr
-        deadline = time.monotonic() + 60
-        while idle.job(y.stdout.strip())["Reason"] != "PartitionTimeLimit":
-            assert time.monotonic() < deadline, idle.job(y.stdout.strip())
-            time.sleep(0.5)
+        job_id = submit(idle)
+        wait_reason(idle, job_id, reason)
         idle.wait_sync()
-        assert_accepted_as_checked(idle.sbatch_as(idle.other, *DUE))
+        job = assert_accepted_as_checked(idle.sbatch_as(idle.other, *DUE))
+        assert "deadline checked" in idle.job(job)["Comment"]
     finally:
         idle.cluster.run("scontrol", "update", "PartitionName=debug", "MaxTime=INFINITE")
 
@@ -277,3 +287,87 @@ def test_fail_opens_before_a_slurmctld_restart_are_counted_and_the_restart_leave
     assert ping(idle.socket, 2.0)["fail_opens"] == counted + 3
     log = (idle.root / "service.log").read_bytes()[log_from:].decode(errors="replace")
     assert "Traceback" not in log, log[-3000:]
+
+
+# -- one user's failures, crafted node lists, jobs without a time limit, answers Slurm refused ----------
+def test_one_users_failures_never_pause_another_users_deadline_check(idle):
+    pid = idle.service.proc.pid
+    log_from = len(idle_log(idle))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for _ in range(3):               # each waits the hook's 300 ms and fails open: greenslurm-user pauses
+            r = idle.sbatch("--hold", "-t", "1")
+            assert r.returncode == 0, r.stderr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:
+        # within the 5 s pause: the other user's deadline job is still checked (it was failed closed,
+        # "unavailable", when the pause was everybody's) ...
+        theirs = assert_accepted_as_checked(idle.sbatch_as(idle.other, "--hold", *DUE))
+        assert "deadline checked" in idle.job(theirs)["Comment"]
+        # ... while greenslurm-user's next submission is not even sent
+        mine = idle.sbatch("--hold", "-t", "1")
+        assert mine.returncode == 0, mine.stderr
+        log = idle_log(idle)[log_from:]
+        assert log.count("paused after repeated failures") == 1, log[-3000:]
+        assert f"failures in a row of uid {idle.user.uid}'s submissions" in log
+    finally:
+        time.sleep(5.5)                  # past the pause: the next test's submissions are checked
+
+
+@pytest.mark.parametrize("excluded", ["n[3-60000],m[1-39999]", "n[3-99999999]"])
+def test_a_node_list_of_a_hundred_million_names_is_matched_against_the_cluster(idle, excluded):
+    before = idle.last_decision_id()
+    # n3 and n4 are excluded, the other names do not exist: Slurm refuses them (after the hook); the
+    # hook plans the job on n1, n2 (the list was refused as bad input, or expanded: 100,000 names,
+    # a quarter of a second, near the hook's timeout)
+    result = idle.sbatch_as(idle.user, "-x", excluded, *DUE)
+    assert result.returncode != 0, result.stdout
+    assert "greenslurm" not in result.stderr and "node name" in result.stderr.lower(), result.stderr
+    rows = idle.wait_decisions_after(before)
+    assert rows and rows[-1]["reason"] != "bad input", rows[-1:]
+    assert rows[-1]["action"] == "modify" and set(rows[-1]["planned_nodes"].split(",")) <= {"n1", "n2"}, rows[-1]
+
+
+def test_a_job_without_a_time_limit_is_planned_without_an_end(idle):
+    # every CPU held by root for 10 minutes; the service restarted on that state, next sync in 60 s
+    for _ in range(4):
+        r = idle.cluster.sbatch("-N1", "-n4", "-t", "10", script="#!/bin/sh\nsleep 600\n")
+        assert r.returncode == 0, r.stderr
+        idle.cluster.wait_job_state(r.stdout.strip(), ("RUNNING",), timeout_s=60)
+    idle.reconfigure(sync_interval_s=60.0, max_view_age_s=120.0)
+    try:
+        # every CPU without a time limit, from +10 minutes on (the partition has no MaxTime: for ever)
+        endless = idle.sbatch("-n", "16", "-t", "UNLIMITED")
+        assert endless.returncode == 0, endless.stderr
+        assert idle.job(endless.stdout.strip())["TimeLimit"] == "UNLIMITED"
+        # every CPU for 10 minutes, due in 2 hours: behind the endless job it never ends (planned as an
+        # hour, the default time limit, it was accepted: from +70 to +80 minutes)
+        before = idle.last_decision_id()
+        late = idle.sbatch_as(idle.other, "-n", "16", *DUE)
+        assert late.returncode != 0 and "greenslurm" in late.stderr, (late.stdout, late.stderr)
+        rows = idle.wait_decisions_after(before)
+        assert rows and rows[-1]["action"] == "reject", rows[-1:]
+    finally:
+        idle.reconfigure()
+
+
+@pytest.mark.parametrize("refused", [("-L", "x:99999999"), ("--array=0-999999:1%1",)], ids=["licenses", "array"])
+def test_an_answer_slurm_refused_is_settled_at_the_next_sync(idle, refused):
+    idle.reconfigure(sync_interval_s=5.0)
+    try:
+        idle.wait_sync()                 # a sync has just begun: the next one begins about 5 s later
+        before = idle.last_decision_id()
+        bad = idle.sbatch(*refused, "-n", "16", "-t", "600")
+        assert bad.returncode != 0 and "greenslurm" not in bad.stderr, (bad.stdout, bad.stderr)
+        rows = idle.wait_decisions_after(before)
+        assert rows, "no decision"
+        decision = rows[-1]["id"]
+        idle.wait_sync()                 # the next sync, begun some 4 s after the answer
+        deadline = time.monotonic() + 2.0              # (the sync after it is 5 s away)
+        while next(r for r in idle.decisions() if r["id"] == decision)["applied"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert next(r for r in idle.decisions() if r["id"] == decision)["applied"] == 0, rows[-1]
+        assert_accepted_as_checked(idle.sbatch_as(idle.other, *DUE))
+    finally:
+        idle.reconfigure()

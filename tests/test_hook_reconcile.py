@@ -161,3 +161,29 @@ def test_a_reconciliation_begun_or_failed_is_looked_at_again(tmp_path):
     assert ("7", 100.0) in record.reconciled(["7"])
     rows = record.db.execute("SELECT job_id, action FROM reconciled ORDER BY job_id").fetchall()
     assert sorted(rows) == [("10", "ok"), ("7", "hold"), ("8", FAILED), ("9", "hold")]
+
+
+# -- changes to pending jobs: the plan without the change is kept, the answers stay the same ----------
+def test_a_kept_plan_answers_every_change_as_two_fresh_plans_do(tmp_path):
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_hook_view import NOW, snapshot
+    snap = snapshot(20, 30, 30, seed=3)              # 20 nodes of 32 CPUs, seeded running and pending jobs
+    service = DecisionService(HookConfig(database=str(tmp_path / "db.sqlite")), DecisionRecord(tmp_path / "db.sqlite"))
+    service.swap_view(service.install_view(snap, NOW), NOW)
+    # two pending jobs whose deadlines were checked: each a little after its planned end
+    checked = {p.job_id: service.view.planned_end_s(p.job_id) + 600.0 for p in snap.pending[-2:]}
+    service.checked_deadlines = checked
+    answers = {}
+    for way in ("kept", "fresh"):
+        answers[way] = []
+        for k, pending in enumerate(snap.pending[:20]):
+            if way == "fresh":
+                service.forget_plans()
+            change = {"new_time_limit": 60 * (k + 1)} if k % 2 else {"new_min_cpus": 32, "new_min_nodes": 4}
+            answer = service.modify({"op": "modify", "id": k, "uid": 1000, "job_id": pending.job_id, "untrusted": {},
+                                     **change})
+            answers[way].append((answer["action"], answer["message"]))
+    assert answers["kept"] == answers["fresh"]
+    # the changes do reach the checked jobs: some are refused (the check is not vacuous)
+    assert {a for a, _ in answers["kept"]} == {"accept", "reject"}, answers["kept"]

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, strategies as st
 
 from greenslurm.clustermodel import InputError
+from greenslurm.traces.slurm_conf import (HostNames, OverSubscribe, cluster_from_slurm_conf, expand_hostlist,
+                                          parse_slurm_conf, parse_slurm_conf_text, parse_time_limit_s)
 from greenslurm.traces.slurm_fields import parse_duration
-from greenslurm.traces.slurm_conf import (OverSubscribe, cluster_from_slurm_conf, expand_hostlist, parse_slurm_conf,
-                                          parse_slurm_conf_text, parse_time_limit_s)
 
 from slurm_cluster import NodeDef, SlurmCluster, scontrol_fields, shared_root, skip_reason
 
@@ -74,6 +74,45 @@ def test_a_range_names_every_number_once_at_its_width(low, span, width):
     names = expand_hostlist(f"n[{low:0{width}d}-{low + span:0{width}d}]")
     assert len(names) == span + 1 == len(set(names))
     assert names[0] == f"n{low:0{width}d}" and names[-1] == f"n{low + span:0{width}d}"
+
+
+# hostlists built from a few prefixes, bracket groups of ranges at widths 1-3 (overlapping or not), and
+# names of a cluster from the same prefixes: small enough to expand, so the expansion can judge
+_PREFIX = st.sampled_from(["n", "gpu", "r", "n1", "", "-"])
+_RANGE = st.tuples(st.integers(0, 120), st.integers(0, 30), st.integers(1, 3)).map(
+    lambda r: f"{r[0]:0{r[2]}d}" + (f"-{r[0] + r[1]:0{r[2]}d}" if r[1] else ""))
+_BRACKET = st.lists(_RANGE, min_size=1, max_size=3).map(lambda parts: "[" + ",".join(parts) + "]")
+_ITEM = st.lists(st.tuples(_PREFIX, st.one_of(st.just(""), _BRACKET)), min_size=1, max_size=2).map(
+    lambda groups: "".join(p + b for p, b in groups)).filter(bool)
+_NAME = st.tuples(_PREFIX, st.integers(0, 160), st.integers(1, 3), st.sampled_from(["", "0", "x"])).map(
+    lambda n: f"{n[0]}{n[1]:0{n[2]}d}{n[3]}")
+
+
+@given(st.lists(_ITEM, min_size=1, max_size=4).map(",".join), st.lists(_NAME, max_size=40))
+def test_a_hostlist_matches_the_cluster_as_its_expansion_does(text, cluster):
+    expanded = set(expand_hostlist(text))
+    names = HostNames(cluster)
+    found, outside = names.members(text)
+    # the same names, in the cluster's order, without expanding
+    assert found == [name for name in dict.fromkeys(cluster) if name in expanded]
+    # a name outside the cluster is always seen (an item may be said to name others needlessly only
+    # when its ranges give one name twice)
+    if expanded - set(cluster):
+        assert outside
+    elif len(expand_hostlist(text)) == len(expanded):
+        assert not outside, (found, outside)
+
+
+def test_a_hostlist_of_a_hundred_thousand_names_is_matched_without_expanding_it():
+    names = HostNames(["n1", "n2", "m7", "login"])
+    # n1..n60000 and m1..m39999: the cluster's n1, n2, m7; both items name others too
+    assert names.members("n[1-60000],m[1-39999]") == (["n1", "n2", "m7"], ["n[1-60000]", "m[1-39999]"])
+    # ten billion names is no bigger a question
+    assert names.members("n[0-99999]x[0-99999],n[1-9999999999]") == (["n1", "n2"], ["n[0-99999]x[0-99999]",
+                                                                                    "n[1-9999999999]"])
+    for bad in ("n[1-", "n[a-b]", "n[3-1]", "n[[1]]"):
+        with pytest.raises(ValueError):
+            names.members(bad)
 
 
 def test_hostlists():

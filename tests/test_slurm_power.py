@@ -230,3 +230,43 @@ def test_replay_refuses_a_boot_longer_than_resume_timeout_and_greenslurms_own_po
     assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "suspendrate" in err.lower() and str(conf) in err and "Traceback" not in err
+
+
+# -- the power-save thread's cadence: last_node_update >= last_power_scan in whole seconds ----------
+# Slurm's logs of one workload recorded twice (bench/data/slurm-power/seed302*.json.gz, their
+# slurmctld.log): n2-n3 suspended in second 74 (SuspendTimeout 3 s: POWERED_DOWN, allocatable, at
+# the first scan whose clock reads more than 77).
+#   first recording: a job allocated at 77.264 (second 77), the thread's scan at 77.279 (clock 77:
+#     too early), and because the allocation fell in the second of that scan, another at 78.279
+#     (clock 78: powered down); the waiting job was allocated at 78.419 and its node resumed at the
+#     next scan, 79.280.
+#   second recording: the allocation at 76.913 (second 76), scans at 76.914 and 77.914 (clock 77:
+#     too early), no change in second 77 after it: the nodes stayed POWERING_DOWN until the next
+#     change (a node back at 81.935; scan at 82.915), the waiting job was allocated at 82.916 and its
+#     nodes resumed at 83.916.
+# The same sequence on three nodes (n0 excluded, its thread waking at .279 past the second):
+# z ends at 1.0 (second 1: scans at 1.279 and 2.279), periodic scans at 12.279 and 22.279 suspend
+# n1-n2 (idle since 0 < 22 - 15; clock 22: POWERED_DOWN at a scan whose clock reads > 25).
+
+@pytest.mark.parametrize("a_submit_s, b_node_resumed_s", [
+    (25.264, 27.279),   # a allocated at 25.264, just before the scan at 25.279 (clock 25: 22 + 3 < 25
+                        # false); a fell in that scan's second, so another at 26.279 (powered down;
+                        # b allocated), b's node resumed at 27.279 (b's allocation in second 26)
+    (24.5, 36.279),     # a in second 24: one scan at 25.279 (too early), none again until the
+                        # periodic one 10 s later, 35.279 (b allocated), b's node resumed at 36.279
+])
+def test_a_change_in_the_second_of_a_scan_brings_one_more_scan(a_submit_s, b_node_resumed_s):
+    conf = parse_slurm_conf_text("SchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1,bf_interval=1\n")
+    cluster = Cluster.homogeneous(3, cpus=4)
+    saving = SlurmPowerSaving(suspend_time_s=15.0, suspend_timeout_s=3.0, resume_timeout_s=30.0, suspend_rate=0,
+                              resume_rate=0, exc_nodes=(cluster.nodes[0].name,), boot_s=5.0, tick_phase_s=0.279)
+    jobs = [JobSpec("z", 0.0, 60.0, runtime_s=1.0, cpus=1), JobSpec("a", a_submit_s, 60.0, runtime_s=20.0, cpus=4),
+            JobSpec("b", 25.728, 60.0, runtime_s=10.0, cpus=4)]
+    run = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": SlurmScheduling.from_conf(conf)},
+                 machine_factory=slurm_power_machine_factory(saving))
+    records = {r.job_id: r for r in run.run().records}
+    assert [(round(t, 3), kind, node) for t, kind, node in run.machine.events] == [
+        (22.279, "suspend", 1), (22.279, "suspend", 2), (b_node_resumed_s, "resume", 1)]
+    assert list(records["b"].node_indices) == [1]
+    # booted 5 s later; slurmctld's next 30-second check of configuring jobs (from the start, 0) is at 60
+    assert records["b"].start_s == 60.0

@@ -82,3 +82,65 @@ def test_over_the_whole_run_suspended_node_seconds_within_five_percent(recorded)
     assert abs(c["suspended_diff"]) <= 0.05, c
     assert abs(c["mean_wait_diff"]) <= 0.20, c
     assert c["resumes_real"] == c["resumes_replay"] == 8
+
+
+# -- the power-save thread's and the background loop's moments, against a second recording ------------
+# tests/data/slurm-power/seed201.json.gz: the same cluster and settings, another workload, recorded with
+
+#     python bench/slurm_power_reference.py --seed 201 --out /tmp/power-seed201
+#     gzip -9c /tmp/power-seed201/schedule.json > tests/data/slurm-power/seed201.json.gz
+
+# Its log: slurmctld started at -31.536 s (trace seconds), its power-save thread first logged at
+# -9.510 s (the idle cluster's n2-n4 powered down), so it wakes at .49-.55 in each second.
+
+RECORDING_201 = Path(__file__).parent / "data" / "slurm-power" / "seed201.json.gz"
+
+
+@pytest.fixture(scope="module")
+def recorded_201():
+    recording = power_bench.load(RECORDING_201)
+    records, machine, cluster = power_bench.replay(recording)
+    return recording, machine, [n.name for n in cluster.nodes]
+
+
+def test_the_power_save_thread_wakes_where_slurm_s_did(recorded_201):
+    # From 180 s to 250 s the jobs' times agree (the workload's third and fourth bursts): every
+    # suspend and resume Slurm logged there, at the moment it logged it: the thread wakes at .49 s
+    # past the second (measured before the workload), and decides with the whole second it reads
+    # (n2-n4 idle since 170.81/159.80/166.80 s: clock 170 < 187 - 15, suspended at 187.525 s).
+    # Ticks on the whole second put every one of these 0.47-0.55 s early.
+    recording, machine, names = recorded_201
+    assert power_bench.power_tick_phase_s(recording) == 0.49
+    real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
+                  if kind in ("suspend", "resume") and 180.0 <= at <= 250.0)
+    ours = sorted((at, kind, names[node]) for at, kind, node in machine.events if 180.0 <= at <= 250.0)
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours] == [
+        ("suspend", "n2"), ("suspend", "n3"), ("suspend", "n4"),          # 187.525
+        ("resume", "n2"), ("resume", "n3"), ("resume", "n4"),             # 198.527: p14, p15
+        ("suspend", "n2"), ("suspend", "n3"),                             # 233.533
+        ("suspend", "n4")]                                                # 243.536
+    for (t_real, _, node), (t_ours, _, _) in zip(real, ours):
+        assert abs(t_real - t_ours) <= 0.1, (node, t_real, t_ours)
+
+
+@pytest.mark.parametrize("due_clock, logged_s", [
+    # slurmctld's log: "Resetting JobId=... start time for node power up" (job_time_limit, every
+    # PERIODIC_TIMEOUT = 30 s of its background loop's whole-second clock); the loop started with
+    # slurmctld at -31.536 s and its passes took 1.6 ms per second more than a second here
+    # ((268.98 - 28.59 - 240) / 240): a check at the first pass whose clock reads the due second
+    (28.0, 28.59), (88.0, 88.69), (148.0, 148.78), (208.0, 208.89), (268.0, 268.98)])
+def test_configuring_jobs_are_noticed_when_slurm_s_background_loop_checked(due_clock, logged_s):
+    from greenslurm.sim.engine.slurm_power import next_periodic_check
+    clock, at = next_periodic_check(-31.536, due_clock - 30.0, 30.0, drift=0.0016)
+    assert clock == due_clock
+    assert abs(at - logged_s) <= 0.1, (at, logged_s)
+
+
+def test_the_check_runs_at_the_first_pass_whose_clock_reads_the_due_second():
+    # started at 0.9 s, passes of exactly a second: the 30th, at 30.9 s, is the first to read 30.
+    # With 3 ms per second of drift the 29th lands at 0.9 + 29 x 1.003 = 29.987 s and reads 29 < 30:
+    # the check waits for the 30th, at 0.9 + 30 x 1.003 = 30.99 s
+    from greenslurm.sim.engine.slurm_power import next_periodic_check
+    assert next_periodic_check(0.9, 0.0, 30.0) == (30.0, pytest.approx(30.9))
+    clock, at = next_periodic_check(0.9, 0.0, 30.0, drift=0.003)
+    assert clock == 30.0 and at == pytest.approx(30.99)

@@ -23,9 +23,10 @@ from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.sim.machines.machine import Machine, PendingJob, shape_key_of
 from greenslurm.sim.engine.strategies import QUEUES
-from greenslurm.sim.accounting.result import JobRecord, ReplayResult, ResultColumnsBuilder
+from greenslurm.sim.accounting.result import JobRecord, Rejection, ReplayResult, ResultColumnsBuilder
 
 if TYPE_CHECKING:       # the per-GPU state loads with a cluster that has GPUs
+    from greenslurm.sim.engine.admission import Admission
     from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 
 log = logging.getLogger(__name__)
@@ -187,7 +188,8 @@ class Replay:
                  selection: NodeSelection | None = None,
                  progress: Callable[[int, int], None] | None = None,
                  strategy_options: dict | None = None, keep_jobs: bool = False,
-                 machine_factory: Callable[[Cluster, NodeSelection | None], Machine] | None = None) -> None:
+                 machine_factory: Callable[[Cluster, NodeSelection | None], Machine] | None = None,
+                 admission: "Admission | None" = None) -> None:
         if queue not in QUEUES:
             raise ValueError(f"unknown queue strategy {queue!r}; choose from {', '.join(QUEUES)}")
         table = getattr(jobs, "table", None)
@@ -203,6 +205,12 @@ class Replay:
         self.shaper = Shaper(cluster, self.machine.gpus, self.machine.eligibility)
         self.skipped = self.shaper.skipped
         self.strategy = QUEUES[queue](self.machine, **(strategy_options or {}))
+        # decisions at submission in front of the queue (the live hook's: greenslurm.slurm_plugin.admission)
+        self.admission = admission
+        self.admission_rejected: list[Rejection] = []
+        if admission is not None and not hasattr(self.strategy, "queued"):
+            raise ValueError(f"the hook's decisions go in front of the slurm queue, as live they go in front of "
+                             f"Slurm; the {queue} queue has no required nodes or begin times to honour them")
         self.events = EventQueue()
         start_s = self.ordered[0].submit_s if self.ordered and math.isfinite(self.ordered[0].submit_s) else 0.0
         self.ledger = EnergyLedger(cluster, start_s)
@@ -295,7 +303,8 @@ class Replay:
             if kind is EventKind.END:
                 self._finish(payload, now_s)
             elif kind is EventKind.SUBMIT:
-                self.strategy.submit(payload, now_s)
+                if self.admission is None or self._admitted(payload, now_s):
+                    self.strategy.submit(payload, now_s)
                 self._push_submit(payload.index + 1)
             elif payload is not None:     # a timer with its own handler (e.g. a node finished booting)
                 payload(now_s)
@@ -305,6 +314,40 @@ class Replay:
         for hook in self.after_schedule:
             hook(now_s)
         self._set_wake()
+
+    def _admitted(self, job: PendingJob, now_s: float) -> bool:
+        """The admission's decision on ``job`` arriving now, on the cluster as it stands; a rejected
+        job is recorded with the admission's reason and never queued; an accepted one keeps the
+        nodes it is pinned to and the begin time it is given."""
+        admission = self.admission
+        spec = job.job
+        answer = admission.decide(spec, now_s, list(self.machine.running.values()), self.strategy.queued())
+        if not answer.accepted:
+            self.admission_rejected.append(Rejection(spec.job_id, spec.submit_s, answer.policy or admission.name,
+                                                     answer.reason, answer.message, job.cpus_total, spec.run_for_s,
+                                                     spec.deadline_s))
+            return False
+        if answer.pinned:
+            self._pin(job, answer.pinned)
+        job.begin_s = answer.begin_s
+        return True
+
+    def _pin(self, job: PendingJob, nodes: tuple[int, ...]) -> None:
+        """Keep ``job`` to ``nodes`` (Slurm's required node list, with that node count): a CPU job is
+        reshaped over them as Slurm lays a job of that node count out; a job with GPUs keeps its shape."""
+        mask = np.zeros(self.cluster.size, dtype=bool)
+        mask[list(nodes)] = True
+        spec = job.job
+        if job.nodes != len(nodes) and job.cpu_only and job.task is None:
+            pinned_spec = spec.with_changes(nodes=len(nodes), extra={**(spec.extra or {}), "requested_nodes": len(nodes)})
+            shape = self.cluster.shape_of(pinned_spec)
+            if shape is not None:
+                job.job = pinned_spec
+                job.nodes = shape.nodes
+                job.demand = np.array(shape.per_node, dtype=float)
+                job.cpus_total = float(shape.nodes * shape.per_node[CPU])
+        job.pinned = tuple(nodes)
+        job.restrict_to(mask if job.allowed is None else (mask & job.allowed))
 
     def _push_submit(self, index: int) -> None:
         """Queue the arrival of the next job that can run, from position ``index`` on."""
@@ -491,7 +534,7 @@ class Replay:
         """What a result holds beyond its jobs' columns (the ledger's totals and series: at close)."""
         return dict(cluster=self.cluster, queue=self.strategy.name, energy=None, power_times_s=None, power_w=None,
                     busy_cpus=None, skipped=self.skipped, jobs_total=self.jobs_total,
-                    rejected=list(getattr(self.strategy, "rejected", ())))
+                    rejected=self.admission_rejected + list(getattr(self.strategy, "rejected", ())))
 
 
 def replay(jobs: Sequence[JobSpec], cluster: Cluster, queue: str = "easy",

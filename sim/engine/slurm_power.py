@@ -23,10 +23,15 @@ SuspendExcNodes, SuspendExcParts nodes never powered down (a ``nodes:count`` for
 SlurmctldParameters              power_save_interval (default 10 s), power_save_min_interval (0)
 ===============================  =================================================================
 
-**When.**  The power-save thread wakes every second and scans when a node changed since the last
-scan (a job was allocated or ended, a node booted) or ``power_save_interval`` has passed, but not
-within ``power_save_min_interval`` of the last scan.  Here: a scan one tick (a second, times the
-time scale) after such a change, else every ``interval_s``.
+**When.**  The power-save thread (``_init_power_save``) sleeps a second, reads ``time(NULL)`` (whole
+seconds) and scans when ``last_node_update >= last_power_scan`` (a job was allocated or ended, a
+node booted, in the second of the last scan or later) or ``power_save_interval`` has passed, but not
+within ``power_save_min_interval`` of the last scan.  Here likewise: the thread wakes at a steady
+point in each second (``tick_phase_s``, where a recording's first power-save log line shows it),
+decides with the whole second it reads, and logs its suspends and resumes at the moment it woke; a
+change within the second of a scan brings one more scan at the next wake.  slurmctld's 30-second
+checks of configuring jobs run in its background loop, whose passes take a little over a second
+(``background_drift``): :func:`next_periodic_check`.
 
 **Allocation.**  Powered-down nodes stay allocatable; a job's nodes are chosen among powered-up
 nodes first (Slurm puts powered-down nodes in a node set of higher weight), then among all.  A job
@@ -129,6 +134,16 @@ class SlurmPowerSaving:
     # when slurmctld started: its power-save thread's one-second ticks and its 30-second checks count
     # from there (None: the replay's start; a recording gives it)
     slurmctld_start_s: float | None = None
+    # where in the second the power-save thread wakes (``sleep(1)`` in a loop: a steady phase that
+    # depends on when the thread started); its clock reads whole seconds, so a check at 61.96 s
+    # compares with 61.  A recording measures it from slurmctld's first power-save log line; 0: on
+    # the second
+    tick_phase_s: float = 0.0
+    # slurmctld's background loop (``_slurmctld_background``: ten 0.1 s sleeps, then its work) runs
+    # from slurmctld's start and each pass takes a little more than a second: this many seconds more
+    # per second, so the moment of its 30-second checks creeps later through the second (measured on
+    # the recordings of docs/slurm-reference.md: 1.5-5.5 ms per second); 0: exactly a second
+    background_drift: float = 0.0
     # every node that may be powered down starts POWERED_DOWN (the steady state of an idle cluster)
     start_powered_down: bool = False
     off_w: float = 10.0
@@ -146,6 +161,10 @@ class SlurmPowerSaving:
                 raise ValueError(f"{name} must be >= 0 nodes per minute (0: no limit), not {getattr(self, name)}")
         if self.boot_s is not None and not 0 <= self.boot_s <= 86400.0:
             raise ValueError(f"boot_s must be within [0, 86400] seconds, not {self.boot_s}")
+        if not 0.0 <= self.background_drift < 0.5:
+            raise ValueError(f"background_drift must be within [0, 0.5) seconds per second, not {self.background_drift}")
+        if not 0.0 <= self.tick_phase_s < 1.0:
+            raise ValueError(f"tick_phase_s must be within [0, 1) seconds, not {self.tick_phase_s}")
         if not self.time_scale > 0:
             raise ValueError(f"time_scale must be > 0, not {self.time_scale}")
 
@@ -320,10 +339,12 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._resume_list: list[int] = []                     # Slurm's resume_job_list (job indices)
         self._suspend_cnt_f = self._resume_cnt_f = 0.0
         self._last_work_scan: float | None = None
-        self._last_scan_s = -math.inf
+        self._last_scan_s = -math.inf                         # the thread's tick of its last scan
+        self._last_power_scan = -math.inf                     # its clock then (power_save.c's last_power_scan)
+        self._last_node_update = -math.inf                    # slurmctld's last_node_update (whole seconds)
         self._next_scan_s = math.inf
-        self._changed = False                                 # a node changed since the last scan
         self._tick_s = THREAD_TICK_S * saving.time_scale
+        self._phase_s = saving.tick_phase_s * self._tick_s
         self.off_timeline: list[tuple[float, int]] = []
         self.events: list[tuple[float, str, int]] = []
 
@@ -340,7 +361,8 @@ class SlurmPowerMachine(PowerManagedMachine):
         # slurmctld's clocks are whole seconds (time(NULL)): the power-save thread's comparisons, and
         # its 30-second checks from its start's second
         origin = self.saving.slurmctld_start_s
-        self._ready_origin = start_s if origin is None else self._whole(origin)
+        self._ready_origin = start_s if origin is None else origin
+        self._ready_last = (self._whole(self._ready_origin), self._ready_origin)   # (clock, time) of a check
         if self.saving.start_powered_down:
             for node in np.flatnonzero(np.isfinite(self.suspend_time_s) & ~self.excluded).tolist():
                 self._set_state(node, OFF, start_s)
@@ -375,12 +397,14 @@ class SlurmPowerMachine(PowerManagedMachine):
             else math.floor(time_s / self._tick_s + 1e-9) * self._tick_s
 
     def _tick_after(self, now_s: float) -> float:
-        """The power-save thread's next check after ``now_s``: it wakes every second and reads a
-        clock of whole seconds."""
-        return self._whole(now_s) + self._tick_s
+        """The power-save thread's next check strictly after ``now_s``: it wakes every second at
+        its phase (``tick_phase_s``) and reads a clock of whole seconds (:meth:`_whole`)."""
+        return self._whole(now_s - self._phase_s) + self._tick_s + self._phase_s
 
     def _node_changed(self, now_s: float) -> None:
-        self._changed = True
+        """``last_node_update = time(NULL)``: the thread's next tick scans (``last_node_update >=
+        last_power_scan``, whole seconds), unless ``power_save_min_interval`` holds it back."""
+        self._last_node_update = max(self._last_node_update, self._whole(now_s))
         if self.saving.enabled or self.configuring:
             at = max(self._tick_after(now_s), self._last_scan_s + self.saving.min_interval_s)
             self._plan_scan(at)
@@ -398,15 +422,22 @@ class SlurmPowerMachine(PowerManagedMachine):
             if not self._other_work():
                 return                       # the replay is over: its ledger closed at the last end
             self._scan(now_s)
+            if self._last_node_update >= self._last_power_scan:
+                # a change within the second of this scan (before or after it): the comparison of
+                # whole seconds holds at the next tick too, so the thread scans again
+                self._plan_scan(max(now_s + self._tick_s, now_s + self.saving.min_interval_s))
             if self.saving.enabled:
                 self._plan_scan(self._next_periodic_scan(now_s))
         self._push(at_s, fire)
 
-    def _scan(self, now_s: float) -> None:
-        """``_do_power_work``: rate counts, resumes for CONFIGURING jobs, suspends, SuspendTimeout."""
+    def _scan(self, tick_s: float) -> None:
+        """``_do_power_work`` at the thread's tick ``tick_s``: rate counts, resumes for CONFIGURING
+        jobs, suspends, SuspendTimeout; every comparison with the thread's clock, ``time(NULL)``
+        (whole seconds), the events at the tick itself."""
         saving = self.saving
-        self._last_scan_s = now_s
-        self._changed = False
+        self._last_scan_s = tick_s
+        now_s = self._whole(tick_s)
+        self._last_power_scan = now_s
         delta = math.inf if self._last_work_scan is None else now_s - self._last_work_scan
         minute = 60.0 * saving.time_scale
         if delta >= minute:
@@ -449,9 +480,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._suspend_cnt_f += len(going)
         for node in sorted(np.flatnonzero(wake).tolist() + going.tolist()):
             if wake[node]:
-                self._resume(node, now_s)
+                self._resume(node, tick_s)
             else:
-                self._suspend(node, now_s)
+                self._suspend(node, tick_s)
         if done.any():
             self.powering_down[done] = False      # POWERED_DOWN: allocatable again
             self._tell_queue()
@@ -476,15 +507,15 @@ class SlurmPowerMachine(PowerManagedMachine):
         if times.size == 0:
             return math.inf
         earliest = float(times.min())
-        # the first scan now + k x interval strictly after ``earliest`` (k >= 1)
-        steps = max(math.floor((earliest - now_s) / interval + 1e-9) + 1, 1)
+        # the first scan now + k x interval whose clock reads strictly after ``earliest`` (k >= 1)
+        steps = max(math.floor((earliest - self._whole(now_s)) / interval + 1e-9) + 1, 1)
         return now_s + steps * interval
 
     def _suspend(self, node: int, now_s: float) -> None:
         self._set_state(node, OFF, now_s)
         self.suspends += 1
         self.powering_down[node] = True
-        self._suspend_req_s[node] = now_s
+        self._suspend_req_s[node] = self._whole(now_s)      # power_save_req_time: the thread's clock
         self.events.append((now_s, "suspend", node))
         self._count_off(now_s)
         self._tell_queue()
@@ -512,8 +543,13 @@ class SlurmPowerMachine(PowerManagedMachine):
         if period <= 0:
             self._ready(job, booted_s)
             return
-        ticks = math.ceil((booted_s - self._ready_origin) / period - 1e-9)
-        at = self._ready_origin + max(ticks, 0) * period
+        if booted_s < self._ready_last[1]:
+            self._ready_last = (self._whole(self._ready_origin), self._ready_origin)
+        clock, at = self._ready_last
+        while at < booted_s:
+            self._ready_last = (clock, at)
+            clock, at = next_periodic_check(self._ready_origin, clock, period, self._tick_s,
+                                            self.saving.background_drift)
 
         def noticed(t: float) -> None:
             self._timers -= 1
@@ -593,6 +629,33 @@ class SlurmPowerMachine(PowerManagedMachine):
         running = [job for job in self.running.values() if job.index not in self.configuring]
         for job in running:
             assert (self.state[job.node_indices] == ON).all(), "a job runs on a node that is off or booting"
+
+
+def next_periodic_check(loop_start_s: float, last_clock_s: float, period_s: float, pass_s: float = 1.0,
+                        drift: float = 0.0) -> tuple[float, float]:
+    """slurmctld's background loop's next periodic check after one whose clock read ``last_clock_s``:
+    (its clock, its moment).  The loop starts at ``loop_start_s`` and its passes take ``pass_s`` x (1 +
+    ``drift``) seconds; a check runs at the first pass whose clock (whole seconds, ``time(NULL)``)
+    reads at least ``last_clock_s + period_s`` (``difftime(now, last_timelimit_time) >=
+    PERIODIC_TIMEOUT``), and remembers that clock.
+
+    Started at 37.464 s, passes of 1.002 s: the pass of clock 67 is the 30th, at 37.464 + 30 x 1.002
+    = 67.524 s; the next check is due at clock 97: the 60th pass, at 97.584 s.
+
+    >>> [round(t, 3) for t in next_periodic_check(37.464, 37.0, 30.0, drift=0.002)]
+    [67.0, 67.524]
+    >>> [round(t, 3) for t in next_periodic_check(37.464, 67.0, 30.0, drift=0.002)]
+    [97.0, 97.584]
+    """
+    step = pass_s * (1.0 + drift)
+    due = last_clock_s + period_s
+    passes = max(math.ceil((due - loop_start_s) / step - 1e-9), 1)
+    at = loop_start_s + passes * step
+    clock = math.floor(at / pass_s + 1e-9) * pass_s
+    if clock < due:                       # floating-point rounding at the second's edge: one pass more
+        at += step
+        clock = math.floor(at / pass_s + 1e-9) * pass_s
+    return clock, at
 
 
 def slurm_power_machine_factory(saving: SlurmPowerSaving) -> Callable[[Cluster, NodeSelection | None], SlurmPowerMachine]:

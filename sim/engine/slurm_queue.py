@@ -253,6 +253,7 @@ class SlurmQueue:
         self._spreading = self._slurm_choice and (type(machine) is Machine or getattr(machine, "spreads_jobs", False))
         self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
         self._await_periodic = False                         # nodes changed: wake for the periodic pass
+        self._begins: SortedList = SortedList()              # begin times still ahead of waiting jobs
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
@@ -275,7 +276,10 @@ class SlurmQueue:
             return
         if rules.max_nodes is not None:
             self._node_caps[job.index] = rules.max_nodes
-        waiting = Waiting(job, partition, rules.tier, 0, now_s)
+        # a job with a begin time in the future waits for it (Slurm's BeginTime) and ages from it
+        waiting = Waiting(job, partition, rules.tier, 0, now_s if job.begin_s is None else max(now_s, job.begin_s))
+        if job.begin_s is not None and job.begin_s > now_s:
+            self._begins.add(job.begin_s)
         waiting.priority = self._priority(waiting, now_s)
         if self.settings.submit_delay_s > 0:
             # Slurm tries a batch job at the next scheduling pass after submission, not at once
@@ -418,6 +422,11 @@ class SlurmQueue:
         periodic = now_s >= self._next_main
         if periodic:
             self._await_periodic = False
+            # Slurm's periodic pass (every sched_interval) sees the jobs whose begin time came: no
+            # event marks that moment (job_independent() only tests it when a pass looks)
+            if self._begins and self._begins[0] <= now_s:
+                del self._begins[:self._begins.bisect_right(now_s)]
+                self._version += 1
             self._next_main = self._next_tick(now_s, settings.sched_interval_s)
             self._last_background = now_s
             self._requested_s = None
@@ -441,11 +450,16 @@ class SlurmQueue:
                    self._arriving[0][0] if self._arriving else math.inf,
                    self._next_backfill if self.settings.backfills else math.inf,
                    self._next_calc if self.settings.priority.recalculated else math.inf,
-                   self._next_main if self._main_limited or self._await_periodic else math.inf)
+                   self._next_main if self._main_limited or self._await_periodic or self._begins else math.inf)
         return None if wake == math.inf else wake
 
     def waiting(self) -> int:
         return len(self.waiting_jobs) + len(self._arriving)
+
+    def queued(self) -> list[PendingJob]:
+        """The jobs submitted and not started, in submission order (what squeue shows pending)."""
+        jobs = [w.job for w in self.waiting_jobs.values()] + [w.job for _, w in self._arriving]
+        return sorted(jobs, key=lambda job: job.index)
 
     # -- timers and priorities ------------------------------------------------------------------
     def _start_timers(self, now_s: float) -> None:
@@ -676,7 +690,8 @@ class SlurmQueue:
                 self._main_limited = True
                 break
             tested += 1
-            if waiting.partition in failed or self.limits.blocked(waiting, now_s) is not None:
+            if (waiting.partition in failed or self.limits.blocked(waiting, now_s) is not None
+                    or waiting.eligible_s > now_s):
                 continue
             job = waiting.job
             allowed = job.allowed
@@ -743,7 +758,7 @@ class SlurmQueue:
                 continue
             if s.bf_max_job_part and per_part[waiting.partition] >= s.bf_max_job_part:
                 continue
-            if self.limits.blocked(waiting, now_s) is not None:
+            if self.limits.blocked(waiting, now_s) is not None or waiting.eligible_s > now_s:
                 continue
             per_user[user] += 1
             per_part[waiting.partition] += 1

@@ -92,6 +92,10 @@ class PendingJob:
     # The nodes the job may ever use (its partition and constraint; a shared read-only mask, see
     # greenslurm.clustermodel.eligibility), None: every node.
     allowed: np.ndarray | None = None
+    # Slurm's BeginTime (not started before it; None: at once) and the nodes a job was pinned to at
+    # submission (its required node list, as the live hook sets it): see greenslurm.slurm_plugin.admission
+    begin_s: float | None = None
+    pinned: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.shape_key:          # given with cpu_only by the shaper, which works them out once a shape
