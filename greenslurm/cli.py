@@ -152,13 +152,23 @@ def _all_replay_options(parser: argparse.ArgumentParser) -> None:
     cmd_options.power_options(parser, many=False)
 
 
+class VersionAction(argparse.Action):
+    """``--version``: the version and the compiled cores in use (looked up only when asked)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from greenslurm.clustermodel.native import cores_line
+        print(f"{parser.prog} {greenslurm.__version__}\n{cores_line()}")
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line.  ``only`` None: every command with its options (the reference, the tests);
     a command's name: that command's options alone, the others listed with their help (all a run of
     that command reads, and all ``--help`` shows); ``""``: no command's options."""
     parser = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {greenslurm.__version__}")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="show the version and which compiled cores are built, and exit")
     _verbosity(parser, 0)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -445,7 +455,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
         from greenslurm.sim.reporting.outputs import write_outputs      # the writers: only for --out
-        from greenslurm.sim.reporting.parquet_file import ValueTooLarge
+        from greenslurm.sim.reporting.outputs import ValueTooLarge
         try:
             paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
         except OSError as exc:

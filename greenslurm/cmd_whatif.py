@@ -204,7 +204,7 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     """One policy's row, replay time and, when asked, its job id -> (submit, start)."""
     label, scenario, jobs, cluster, trace, out, want_starts = task
     from greenslurm.scenario_run import replay_jobs
-    from greenslurm.sim.accounting.recorded_schedule import submit_and_start
+    from greenslurm.sim.engine.recorded_schedule import submit_and_start
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
     row = whatif_row(outcome, cluster.size, dict(trace.skipped))
@@ -553,7 +553,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.scenario_run import build_supply, prepared_jobs
     from greenslurm.sweep import _read
     from greenslurm.traces import read_trace
-    from greenslurm.sim.accounting.recorded_schedule import IMPLAUSIBLE_TIME
+    from greenslurm.sim.engine.recorded_schedule import IMPLAUSIBLE_TIME
     from greenslurm.power_model import read_from_slurm
     from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA
     from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json

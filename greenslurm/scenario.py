@@ -372,39 +372,31 @@ def from_mapping(data: Mapping, path: str = "<scenario>") -> Scenario:
 
 
 # -- writing ----------------------------------------------------------------------------------------
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        import json
-        return json.dumps(value, ensure_ascii=False)       # a TOML basic string
-    if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+def _plain(value):
+    """A scenario's value as tomli-w writes it: a dataclass as a table of its fields that are not None
+    (defaults are written too, so the file says what ran; an empty table still says "this machine
+    model, its defaults"), a tuple as an array."""
     if dataclasses.is_dataclass(value):
-        items = _items(value)
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in items) + " }"
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def _items(obj) -> list[tuple[str, Any]]:
-    """Fields that differ from None (defaults are written too, so the file says what ran)."""
-    return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj) if getattr(obj, f.name) is not None]
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if getattr(value, f.name) is not None}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def to_toml(scenario: Scenario) -> str:
-    lines = ["# greenslurm scenario: run it with 'greenslurm run FILE'"]
-    tables = []
-    for name, value in _items(scenario):
-        if dataclasses.is_dataclass(value):
-            tables.append((name, value))
-        else:
-            lines.append(f"{name} = {_toml_value(value)}")
-    for name, value in tables:          # an empty table still says "this machine model, its defaults"
-        items = _items(value)
-        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in items]
-    return "\n".join(lines) + "\n"
+    """The scenario as TOML, written by tomli-w.
+
+    >>> print(to_toml(Scenario(trace=TraceSource(path="a.swf"), seed=7)), end="")  # doctest: +ELLIPSIS
+    # greenslurm scenario: run it with 'greenslurm run FILE'
+    queue = "easy"
+    ...
+    [trace]
+    path = "a.swf"
+    ...
+    """
+    import tomli_w
+    return "# greenslurm scenario: run it with 'greenslurm run FILE'\n" + tomli_w.dumps(_plain(scenario))
 
 
 # -- which options apply ------------------------------------------------------------------------------

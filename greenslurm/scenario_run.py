@@ -523,7 +523,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     if meter is not None:
         summary["gpu"] = meter.summary()
     if s.colocation is not None:
-        from greenslurm.sim.machines.colocation import colocation_result
+        from greenslurm.sim.studies.colocation_runs import colocation_result
         r = colocation_result(outcome.replay)
         summary["colocation"] = {"policy": r.policy, "gpu_nodes": r.nodes, "jobs": r.jobs, "energy_j": r.energy_j,
                                  "jobs_energy_j": r.jobs_energy_j, "static_energy_j": r.static_energy_j,

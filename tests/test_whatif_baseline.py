@@ -16,7 +16,7 @@ from greenslurm.cli import main
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.node import NodeSpec
 from greenslurm.sim.accounting.metrics import summarize
-from greenslurm.sim.accounting.recorded_schedule import recorded_schedule
+from greenslurm.sim.engine.recorded_schedule import recorded_schedule
 from greenslurm.sim.studies.slurm_fidelity import order_conflicts, order_relation
 
 # Two nodes of 4 CPUs; backfill every 30 s.

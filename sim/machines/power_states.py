@@ -290,7 +290,7 @@ class PowerManagedMachine(Machine):
                 self._arm(node, start_s)
 
     def _push(self, time_s: float, handler: Callable[[float], None]) -> None:
-        from greenslurm.sim.engine.events import EventKind
+        from greenslurm.sim.events import EventKind
         self._timers += 1
         self.replay.events.push(time_s, EventKind.WAKE, handler)
 
