@@ -173,8 +173,10 @@ def test_jobs_the_record_cannot_place(tmp_path):
     (["--start-tolerance", "-5"], "--start-tolerance must be a number of seconds >= 0"),
     (["--start-tolerance", "nan"], "--start-tolerance must be a number of seconds >= 0"),
     (["--candidate", "slurm:acceptance=greedy"], "applies to the deadline queue, not to the slurm queue"),
-    # the slurm queue powers nodes down with Slurm's own power saving; a budget is not part of it
-    (["--candidate", "slurm:power_states.budget_w=30000"], "this setting is not part of it"),
+    # the slurm queue powers nodes down with Slurm's own power saving; phases are not part of it
+    (["--candidate", "slurm:power_states.phases=2"], "this setting is not part of it"),
+    # Slurm never migrates a running job: no consolidation under the slurm queue
+    (["--candidate", "slurm:power_states.consolidate_every_s=60"], "Slurm never migrates a running job"),
     (["--candidate", "slurm:bf_window=10"], "unknown policy options: bf_window"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, options, message):
