@@ -218,6 +218,13 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
     """A policy's row: the sweep's figures, and boots per node per day when nodes power down."""
     row = outcome_row(outcome, reader_skipped=reader_skipped)
     row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
+    left_out = outcome.left_out_by_budget
+    if left_out:
+        # jobs no instant under the candidate's budget can run were never replayed: skipped, counted
+        from greenslurm.scenario_run import BUDGET_REASON
+        row["jobs_skipped"] = row.get("jobs_skipped", 0) + left_out
+        row["jobs_total"] = row.get("jobs_total", 0) + left_out
+        row["skipped_by_reason"][BUDGET_REASON] = left_out
     if row.get("boots") is not None:
         row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row.get("makespan_s"))
     return row

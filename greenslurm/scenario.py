@@ -552,6 +552,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
                 fail("the slurm queue powers nodes down with Slurm's own power saving (SuspendTime, ... from "
                      f"slurm.conf; {name('power_states.suspend_after_s')} sets SuspendTime): this setting "
                      "is not part of it", f"power_states.{f.name}")
+        for key in ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w"):
+            value = getattr(s.power_states, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                fail(f"must be a number, not {_show(value)}", f"power_states.{key}")
+        if s.power_states.start_off is not None and not isinstance(s.power_states.start_off, bool):
+            fail(f"must be true or false, not {_show(s.power_states.start_off)}", "power_states.start_off")
         for key in ("suspend_after_s", "boot_s", "boot_w", "off_w"):
             value = getattr(s.power_states, key)
             if value is not None and not (0 <= value < math.inf):

@@ -419,12 +419,10 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
     if scenario.power_states is not None and scenario.power_states.budget_w is not None:
         from greenslurm.sim.machines.power_states import fits_budget
         budget_w = scenario.power_states.budget_w
-        config = power_config(scenario.power_states)
-        if scenario.queue == "slurm":
-            # Slurm suspends only idle nodes: the nodes of jobs the budget holds back stay on, so a job
-            # is sure to run only if it fits beside every other node on
-            config = dataclasses.replace(config, suspend_after_s=None)
-        kept, left_out = fits_budget(jobs, cluster, config)
+        # the slurm queue: Slurm suspends only idle nodes and the nodes of jobs the budget holds back
+        # stay on, so a job is sure to run only if it fits beside every node on
+        kept, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states),
+                                     others_on=scenario.queue == "slurm")
         if left_out and scenario.trace.strict:
             first = next(job for job, fits in zip(jobs, _kept_mask(jobs, kept)) if not fits)
             raise InputError(f"job {first.job_id} needs more power than the budget ({budget_w:,.0f} W) even alone "

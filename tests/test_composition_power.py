@@ -134,7 +134,7 @@ def slurm_replay_for(power, selection, jobs=JOBS, cluster=GPU4):
     saving = SLURM_POWER[power]
     # Slurm suspends only idle nodes (a held job's nodes stay on): a job surely runs when it fits
     # beside every other node on, the rule the scenario applies for the slurm queue
-    kept, _ = fits_budget(jobs, cluster, PowerStateConfig(suspend_after_s=None, budget_w=saving.budget_w))
+    kept, _ = fits_budget(jobs, cluster, PowerStateConfig(budget_w=saving.budget_w), others_on=True)
     chosen = make_selection(selection, small_workload(), seed=0) if selection is not None else None
     return Replay(kept, cluster, "slurm", selection=chosen, machine_factory=slurm_power_machine_factory(saving)), \
         len(kept)
