@@ -228,6 +228,10 @@ def test_a_budget_below_the_clusters_power_at_the_start_is_refused():
                machine_factory=slurm_power_machine_factory(SlurmPowerSaving(budget_w=150.0)))
     with pytest.raises(ValueError, match="budget_w must be a finite number"):
         SlurmPowerSaving(budget_w=0.0)
+    # a job that could never begin (both nodes busy: 600 W > 500 W) is refused, not left waiting for ever
+    wide = [JobSpec("wide", 0.0, 10.0, runtime_s=10.0, cpus=2, nodes=2)]
+    with pytest.raises(ValueError, match="job wide needs more power than the budget"):
+        run(wide, TWO_SMALL, SlurmPowerSaving(budget_w=500.0))
 
 
 @settings(max_examples=30, deadline=None)

@@ -651,13 +651,18 @@ class SlurmPowerMachine(PowerManagedMachine):
         cold = bool((self.state[nodes] != ON).any())
         if self.powering_down[nodes].any():
             raise RuntimeError(f"job {job.job.job_id} allocated a node being powered down")
-        if cold or self.config.budget_w is not None:
+        budget = self.config.budget_w
+        if cold or budget is not None:
             # allocated now; it runs once its nodes are up (and, under a budget, its power fits)
             listeners, self.start_listeners = self.start_listeners, []
             try:
                 Machine.start(self, job, nodes, now_s, amounts)
             finally:
                 self.start_listeners = listeners
+            if budget is not None and float(self.idle_full_w.sum()) + self.ledger._job_delta_w(job) > budget + 1e-6:
+                # it would wait for ever, holding its nodes: fits_budget(..., others_on=True) leaves such jobs out
+                raise ValueError(f"job {job.job.job_id} needs more power than the budget ({budget:,.0f} W) even "
+                                 f"beside every other node idle")
             self.configuring[job.index] = job
             if cold:
                 self._resume_list.append(job.index)
