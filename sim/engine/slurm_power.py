@@ -46,6 +46,16 @@ Backfill plans with the expected end Slurm knows (allocation + limit until the r
 states; this machine is a :class:`~greenslurm.sim.machines.power_states.PowerManagedMachine` whose
 timing rules are Slurm's instead of greenslurm's own.
 
+**A peak power budget** (``budget_w``, greenslurm's: Slurm 22.05's power saving has none).  The
+other queues' test (:meth:`~greenslurm.sim.machines.power_states.PowerManagedMachine.within_budget`:
+the cluster's power, plus the idle power still to come from booting nodes, plus what a change adds,
+within the budget) holds every resume and every start: an allocated job is CONFIGURING until its power
+fits (its nodes stay allocated and on, as Slurm suspends only idle nodes), and a scan resumes a job's
+powered-down nodes only when their boot power and the job's fit.  Jobs begin in allocation order: the
+first one held back holds back the later ones, and the power promised to jobs whose nodes boot counts
+for them (:meth:`SlurmPowerMachine._budget_walk`).  A job whose power beside every other node idle
+exceeds the budget could never begin and is refused (ValueError).
+
 **Boot time.**  slurm.conf does not know the hardware's: ``boot_s`` (the CLI's ``--boot-s``, the
 scenario's ``power_states.boot_s``); None takes the ResumeTimeout, the longest boot Slurm accepts.
 
