@@ -125,9 +125,7 @@ SLURM_POWER = {
     "budget+power-down-cold": SlurmPowerSaving(suspend_time_s=40.0, boot_s=50.0, resume_timeout_s=60.0,
                                                budget_w=900.0, start_powered_down=True),
 }
-# (with nodes powered down at the start, the GPU scorers' selections place no job under Slurm's power
-# saving, with or without a budget: the replay never ends -- a defect of its own, reported; first fit only)
-SLURM_MATRIX = [("budget", selection) for selection in SELECTIONS] + [("budget+power-down-cold", None)]
+SLURM_MATRIX = list(itertools.product(SLURM_POWER, SELECTIONS))
 
 
 def slurm_replay_for(power, selection, jobs=JOBS, cluster=GPU4):

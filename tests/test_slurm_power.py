@@ -392,3 +392,17 @@ def test_a_change_in_the_second_of_a_scan_brings_one_more_scan(a_submit_s, b_nod
     assert list(records["b"].node_indices) == [1]
     # booted 5 s later; slurmctld's next 30-second check of configuring jobs (from the start, 0) is at 60
     assert records["b"].start_s == 60.0
+
+
+def test_a_named_node_selection_is_given_powered_down_nodes_too():
+    # both nodes start powered down; under a named selection (best fit) the queue tried powered-up
+    # nodes only and the job waited for ever.  Now: allocated at 0 to n0, the scan at 1 s resumes it,
+    # up at 11 s (boot 10 s), slurmctld's check every 30 s sees it at 30 s: it runs 30-40 s.
+    from greenslurm.allocation.selection import make_selection
+    jobs = [JobSpec("a", 0.0, 60.0, runtime_s=10.0, cpus=1)]
+    saving = SlurmPowerSaving(suspend_time_s=100.0, boot_s=10.0, start_powered_down=True)
+    replay = Replay(jobs, TWO_SMALL, "slurm", selection=make_selection("bestfit"),
+                    strategy_options={"scheduling": BUILTIN}, machine_factory=slurm_power_machine_factory(saving))
+    records = replay.run().records
+    assert [(r.start_s, r.end_s, r.node_indices) for r in records] == [(30.0, 40.0, (0,))]
+    assert replay.machine.events[0] == (1.0, "resume", 0)
