@@ -310,6 +310,7 @@ OPTION_NAMES = {
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
     "power_states.phases": "--phases", "power_states.nodes_per_cabinet": "--nodes-per-cabinet",
+    "power_states.consolidate_every_s": "--consolidate-every",
     "colocation.gpu_nodes": "--gpu-nodes", "colocation.max_jobs": "--max-jobs-per-set",
     "colocation.idle_node_w": "--colocation-idle-node-w", "trace.limit": "--limit",
     "trace.exact_runtimes": "--exact-runtimes",

@@ -223,6 +223,13 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
     saving = power_states_text(effective_power_states(outcome))
     if saving:
         row["power_saving"] = saving         # what the replay assumed of powered-down nodes, for the footer
+    left_out = outcome.left_out_by_budget
+    if left_out:
+        # jobs no instant under the candidate's budget can run were never replayed: skipped, counted
+        from greenslurm.scenario_run import BUDGET_REASON
+        row["jobs_skipped"] = row.get("jobs_skipped", 0) + left_out
+        row["jobs_total"] = row.get("jobs_total", 0) + left_out
+        row["skipped_by_reason"][BUDGET_REASON] = left_out
     if row.get("boots") is not None:
         row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row.get("makespan_s"))
     return row

@@ -47,8 +47,8 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     slack_sigma = 0.4
     seed = 0
 
-    [power_states]                 # node power states (fcfs, easy): fields of PowerStateConfig
-    suspend_after_s = 600.0
+    [power_states]                 # node power states: fields of PowerStateConfig (the slurm queue:
+    suspend_after_s = 600.0        # SuspendTime, boot_s, boot_w, off_w, start_off and budget_w)
 
     [colocation]                   # GPU co-location (EaCO)
     policy = "eaco"
@@ -547,16 +547,28 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     if s.power_states is not None and s.queue == "slurm":
         # the slurm queue powers nodes down as Slurm does (its SuspendTime, ... from slurm.conf):
         # greenslurm's own power-state settings beyond these are another machine
-        kept = ("suspend_after_s", "boot_s", "boot_w", "off_w", "start_off")
+        kept = ("suspend_after_s", "boot_s", "boot_w", "off_w", "start_off", "budget_w")
+        if s.power_states.consolidate_every_s is not None:
+            fail("pVOCL's consolidation moves running jobs between nodes; Slurm never migrates a running job, "
+                 "so the slurm queue cannot consolidate", "power_states.consolidate_every_s")
         for f in dataclasses.fields(s.power_states):
             if f.name not in kept and getattr(s.power_states, f.name) is not None:
                 fail("the slurm queue powers nodes down with Slurm's own power saving (SuspendTime, ... from "
                      f"slurm.conf; {name('power_states.suspend_after_s')} sets SuspendTime): this setting "
                      "is not part of it", f"power_states.{f.name}")
+        for key in ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w"):
+            value = getattr(s.power_states, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                fail(f"must be a number, not {_show(value)}", f"power_states.{key}")
+        if s.power_states.start_off is not None and not isinstance(s.power_states.start_off, bool):
+            fail(f"must be true or false, not {_show(s.power_states.start_off)}", "power_states.start_off")
         for key in ("suspend_after_s", "boot_s", "boot_w", "off_w"):
             value = getattr(s.power_states, key)
             if value is not None and not (0 <= value < math.inf):
                 fail("must be a number >= 0", f"power_states.{key}")
+        budget = s.power_states.budget_w
+        if budget is not None and not 0 < budget < math.inf:
+            fail("must be a number of watts > 0", "power_states.budget_w")
     elif s.power_states is not None:      # every other queue: the machine's power states (any queue)
         try:
             power_config(s.power_states)

@@ -314,8 +314,8 @@ def slurm_power_saving(scenario: Scenario, cluster: Cluster):
 
     path = scenario.cluster.slurm_conf
     p = scenario.power_states
-    given = {} if p is None else {key: value for key, value in (("boot_w", p.boot_w), ("off_w", p.off_w))
-                                  if value is not None}
+    given = {} if p is None else {key: value for key, value in (("boot_w", p.boot_w), ("off_w", p.off_w),
+                                                                 ("budget_w", p.budget_w)) if value is not None}
     try:
         saving = (SlurmPowerSaving.from_conf(parse_slurm_conf(path), **given) if path is not None
                   else SlurmPowerSaving(**given))
@@ -328,7 +328,7 @@ def slurm_power_saving(scenario: Scenario, cluster: Cluster):
         if p.boot_s is not None or p.start_off is not None:
             saving = dataclasses.replace(saving, boot_s=p.boot_s if p.boot_s is not None else saving.boot_s,
                                          start_powered_down=bool(p.start_off))
-    if not saving.enabled:
+    if not saving.enabled and saving.budget_w is None:
         return None
     try:
         boot_time_s(saving, cluster)
@@ -421,7 +421,10 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
     if scenario.power_states is not None and scenario.power_states.budget_w is not None:
         from greenslurm.sim.machines.power_states import fits_budget
         budget_w = scenario.power_states.budget_w
-        kept, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states))
+        # the slurm queue: Slurm suspends only idle nodes and the nodes of jobs the budget holds back
+        # stay on, so a job is sure to run only if it fits beside every node on
+        kept, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states),
+                                     others_on=scenario.queue == "slurm")
         if left_out and scenario.trace.strict:
             first = next(job for job, fits in zip(jobs, _kept_mask(jobs, kept)) if not fits)
             raise InputError(f"job {first.job_id} needs more power than the budget ({budget_w:,.0f} W) even alone "
