@@ -24,7 +24,7 @@ from greenslurm.inputs import check_input_file, cluster_from_trace, parse_column
 from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
-from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
+from greenslurm.sim.reporting.report import fmt_duration, fmt_number, fmt_percent
 from greenslurm.traces import FORMATS
 from greenslurm import cmd_options
 from greenslurm.console import progress_bar, showing_progress
@@ -270,7 +270,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | No
                  fmt_number(row["load_bound_cpu_h"], 1),
                  f"[bold]{ratio:.3f}[/]" if ratio is not None and ratio == best.get(row["slack_mean"])
                  else fmt_number(ratio, 3),
-                 f"{row['deadline_missed']:,}", fmt_seconds(row["mean_wait_s"])]
+                 f"{row['deadline_missed']:,}", fmt_duration(row["mean_wait_s"])]
         if renewable:
             cells += [fmt_percent(row["renewable_share"]), fmt_number(row["grid_kwh"], 1),
                       fmt_number(row["curtailed_kwh"], 1)]

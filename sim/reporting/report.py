@@ -16,37 +16,36 @@ from rich.table import Table
 MISSING = "-"
 
 
-def human_duration(seconds: float | None) -> str:
-    """A short human reading of a duration.
+def fmt_duration(seconds: float | None) -> str:
+    """A duration (a wait, a makespan, a start error) as every report shows it: in the unit of
+    :func:`~greenslurm.sim.reporting.quantities.duration_unit` (s below 2 min, min below 2 h, h below
+    3 d, else d, the figures' axis units) with one decimal and thousands separators.
 
-    >>> [human_duration(s) for s in (42, 750, 3 * 3600, 10 * 86400 + 43200, None)]
-    ['42 s', '12.5 min', '3.0 h', '10.5 d', '-']
+    >>> [fmt_duration(s) for s in (0.0, 1.666, 42, 750, 3 * 3600, 10 * 86400 + 43200, 2.6e9, None)]
+    ['0.0 s', '1.7 s', '42.0 s', '12.5 min', '3.0 h', '10.5 d', '30,092.6 d', '-']
     """
-    if seconds is None:
+    from greenslurm.sim.reporting.quantities import duration_unit
+    if seconds is None or seconds != seconds:
         return MISSING
-    s = float(seconds)
-    if abs(s) < 60:
-        return f"{s:.0f} s"
-    if abs(s) < 3600:
-        return f"{s / 60:.1f} min"
-    if abs(s) < 86400:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} d"
+    unit, factor = duration_unit(abs(float(seconds)))
+    text = f"{float(seconds) * factor:,.1f} {unit}"
+    return text[1:] if text.startswith("-0.0 ") else text      # no "-0.0 s"
 
 
 def fmt_seconds(seconds: float | None) -> str:
-    """Seconds with thousands separators and a human reading.
+    """Seconds with thousands separators and, from 2 min on, the reading of :func:`fmt_duration`
+    (for a trace's spans and limits, where the exact seconds matter).
 
     >>> fmt_seconds(5400.0)
-    '5,400 s (1.5 h)'
+    '5,400 s (90.0 min)'
     >>> fmt_seconds(12.25)
     '12.2 s'
     """
     if seconds is None:
         return MISSING
-    if abs(seconds) < 60:
+    if abs(seconds) < 120:
         return f"{seconds:.1f} s"
-    return f"{seconds:,.0f} s ({human_duration(seconds)})"
+    return f"{seconds:,.0f} s ({fmt_duration(seconds)})"
 
 
 def fmt_instant(seconds: float | None) -> str:
@@ -127,14 +126,14 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_row("killed at time limit", f"{summary.get('killed_at_limit', 0):,}")
     if summary.get("deadline_jobs"):
         table.add_row("deadlines missed", f"{summary['deadline_missed']:,} of {summary['deadline_jobs']:,}")
-    table.add_row("mean wait", fmt_seconds(summary.get("mean_wait_s")))
-    table.add_row("p50 / p95 wait", f"{fmt_seconds(summary.get('p50_wait_s'))} / "
-                                    f"{fmt_seconds(summary.get('p95_wait_s'))}")
+    table.add_row("mean wait", fmt_duration(summary.get("mean_wait_s")))
+    table.add_row("p50 / p95 wait", f"{fmt_duration(summary.get('p50_wait_s'))} / "
+                                    f"{fmt_duration(summary.get('p95_wait_s'))}")
     table.add_row("mean slowdown", fmt_number(summary.get("mean_slowdown")))
     floor = summary.get("bsld_floor_s", 10.0)
     table.add_row(f"mean bounded slowdown ({floor:g} s)", fmt_number(summary.get("mean_bounded_slowdown")))
     table.add_row("utilisation", fmt_percent(summary.get("utilization")))
-    table.add_row("makespan", fmt_seconds(summary.get("makespan_s")))
+    table.add_row("makespan", fmt_duration(summary.get("makespan_s")))
     return table
 
 
