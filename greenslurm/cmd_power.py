@@ -130,7 +130,7 @@ def report_power(summary: dict, console: Console) -> None:
             ("boots per node per day", f"{t.get('boots_per_node_day', 0.0):,.2f}"),
             ("energy while off (kWh)", f"{t['off_j'] / 3.6e6:,.2f}"),
             ("energy while booting (kWh)", f"{t['boot_j'] / 3.6e6:,.2f}"),
-            ("saved vs. idle (kWh)", f"{t['saved_vs_idle_j'] / 3.6e6:,.2f}"),
+            ("saved by powering down (kWh)", f"{t['saved_vs_idle_j'] / 3.6e6:,.2f}"),
             ("peak power (W)", f"{t['peak_power_w']:,.0f}"),
             ("budget (W)", "-" if t["budget_w"] is None else f"{t['budget_w']:,.0f}"),
             ("mean phase imbalance", f"{t['mean_phase_imbalance']:.3f}"),

@@ -5,8 +5,11 @@ report is rendered as text at 80 columns, as a user reads it piped or in a termi
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+
+import greenslurm
 
 from greenslurm.cli import main
 from greenslurm.cmd_compare import compare_table
@@ -67,3 +70,58 @@ def test_compare_shows_the_mean_wait_in_the_same_format():
     for table in compare_table([row], "t", width=80):
         console.print(table)
     assert "100.0 min" in console.export_text()           # 6,000 s: as the replay report shows it
+
+
+# -- unallocated capacity and idle nodes, named alike -------------------------------------------------
+TERMS = ("unallocated capacity: the CPUs, GPUs and nodes no job holds, including nodes powered down or booting; "
+         "idle nodes: the part drawn by nodes powered on with no job")
+
+
+def test_the_energy_split_says_what_its_two_parts_hold(eighty, capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    # KTH-SP2's nodes have one CPU each: an unallocated CPU is a whole idle node, so both lines are equal
+    assert row_value(out, "unallocated capacity") == row_value(out, "of which idle nodes") == "2,203.51 kWh"
+    assert TERMS + "; here the same energy: every unallocated CPU was on an idle node" in flat(out)
+
+
+def test_powered_down_nodes_are_unallocated_not_idle_and_saving_is_named_as_whatif_names_it(eighty, capsys):
+    from greenslurm.cmd_whatif import ROWS
+    trace = str(Path(greenslurm.__file__).parent / "data" / "KTH-SP2-1996-2.1-cln-first2000.swf")
+    assert main(["replay", trace, "--cluster", str(Path(trace).parent / "kth-sp2.toml"), "--limit", "300",
+                 "--power-down-after", "600", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    # off and booting nodes hold no job: their 22.21 + 5.12 kWh are unallocated, not idle-node energy
+    assert (row_value(out, "unallocated capacity"), row_value(out, "of which idle nodes")) == ("104.33 kWh", "76.99 kWh")
+    assert TERMS in flat(out) and "here the same energy" not in out
+    saving = dict((key, name) for key, name, _, _ in ROWS)["saved_vs_idle_kwh"]
+    assert saving == "saved by powering down (kWh)" and row_value(out, saving) == "199.91"
+    assert "saved vs" not in out
+
+
+# -- plain titles ---------------------------------------------------------------------------------------
+HIGHLIGHTED = re.compile(r"\x1b\[1;(2;)?36m")      # rich's highlighter: numbers in bold cyan (dim in a dim line)
+
+
+def test_a_file_name_in_a_title_is_shown_as_written(eighty, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")               # as on a terminal: colours on
+    data = Path(greenslurm.__file__).parent / "data"
+    trace = tmp_path / "[b]kth-1996-2.1.swf"             # digits, and what rich would read as markup
+    trace.write_bytes((data / "KTH-SP2-1996-2.1-cln-first2000.swf").read_bytes())
+    assert main(["replay", str(trace), "--cluster", str(data / "kth-sp2.toml"), "--limit", "20", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b[" in out                                 # colours are on
+    assert "[b]kth-1996-2.1.swf (swf) on KTH-SP2, easy queue" in out
+    assert not HIGHLIGHTED.search(out)
+    monkeypatch.chdir(tmp_path)                          # a short name: the table's title fits on one line
+    assert main(["traces", "info", trace.name, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Trace [b]kth-1996-2.1.swf" in out and not HIGHLIGHTED.search(out)
+
+
+def test_the_whatif_header_colours_no_digits(eighty, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    code, _ = run_whatif(tmp_path, export("100Mn", "100Mn"), FOUR_NODES_CONF, "--candidate", "fcfs")
+    out = capsys.readouterr().out
+    assert code == 0 and "\x1b[" in out and not HIGHLIGHTED.search(out)
+    assert "jobs.txt" in out and "2 jobs over 0.0 days" in out

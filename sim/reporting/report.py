@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 MISSING = "-"
 
@@ -103,7 +104,8 @@ def fmt_power(watts: float | None) -> str:
 
 
 def _table(title: str) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+    """A metric/value table; its title is plain text (a file name in it is neither markup nor coloured)."""
+    table = Table(title=Text(title, style="bold"), box=box.SIMPLE_HEAVY, title_justify="left")
     table.add_column("metric", style="cyan", no_wrap=True)
     table.add_column("value", justify="right")
     return table
@@ -149,6 +151,22 @@ def energy_table(summary: Mapping[str, Any]) -> Table:
     return table
 
 
+def energy_terms(summary: Mapping[str, Any]) -> str:
+    """What the energy table's "unallocated capacity" and "idle nodes" hold (the words of every report and
+    figure; summary.json's ``energy_unallocated_kwh`` and ``energy_idle_nodes_kwh``), and why the two are
+    the same energy when they are.
+
+    >>> energy_terms({"energy_unallocated_kwh": 2.0, "energy_idle_nodes_kwh": 2.0}).split("; ")[-1]
+    'here the same energy: every unallocated CPU was on an idle node'
+    """
+    text = ("unallocated capacity: the CPUs, GPUs and nodes no job holds, including nodes powered down or "
+            "booting; idle nodes: the part drawn by nodes powered on with no job")
+    unallocated, idle = summary.get("energy_unallocated_kwh"), summary.get("energy_idle_nodes_kwh")
+    if unallocated is not None and idle is not None and abs(unallocated - idle) <= 1e-9 * max(1.0, abs(unallocated)):
+        text += "; here the same energy: every unallocated CPU was on an idle node"
+    return text
+
+
 def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
                   adjusted: Mapping[str, int] | None = None) -> Table | None:
     """Skipped jobs by source and reason, then adjusted jobs by reason; None when nothing was
@@ -173,9 +191,10 @@ def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
 def render_report(summary: Mapping[str, Any], console: Console, title: str | None = None) -> None:
     """Print the whole replay report to ``console``."""
     if title:
-        console.rule(title, style="green")
+        console.rule(Text(title), style="green")      # plain: rich's highlighter would colour a file name's digits
     console.print(summary_table(summary))
     console.print(energy_table(summary))
+    console.print(energy_terms(summary), style="dim", highlight=False)
     reasons = reasons_table(summary.get("skipped_by_reason"), summary.get("adjusted_by_reason"))
     if reasons is not None:
         console.print(reasons)
