@@ -74,8 +74,9 @@ def setup_logging(verbose: int, console: Console) -> None:
 
 def terminal(stderr: bool = False) -> Console:
     """A rich console for greenslurm's output.  Emoji codes are off: a name a user controls (a trace's
-    file name, its machine, a user or partition) printed as ``:fire:`` stays ``:fire:``, as written.  The
-    highlighter is off: it would colour the digits and brackets inside such names (``KTH-SP2-1996-2.1``)."""
+    file name, its machine, a user or partition) printed as ``:fire:`` stays ``:fire:``, as written.
+    Rich's highlighter is off: it would colour the digits and brackets inside those names (a trace's
+    ``KTH-SP2-1996-2.1-cln`` in a title), which are text, not figures; styles are given where meant."""
     from rich.console import Console
     return Console(stderr=stderr, emoji=False, highlight=False)
 
