@@ -72,6 +72,21 @@ def test_compare_shows_the_mean_wait_in_the_same_format():
     assert "100.0 min" in console.export_text()           # 6,000 s: as the replay report shows it
 
 
+def test_compares_power_table_shows_waits_and_peaks_as_the_replay_report(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")                  # the table's nine columns whole
+    data = Path(greenslurm.__file__).parent / "data"
+    assert main(["compare", str(data / "KTH-SP2-1996-2.1-cln-first2000.swf"), "--cluster", str(data / "kth-sp2.toml"),
+                 "--limit", "200", "--power-down-after", "600", "--no-progress", "-j", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("  ")[1].strip(): re.split(r"\s{2,}", line.strip()) for line in out.splitlines()
+            if line.startswith(("  no management", "  power-down"))}
+    # the first 200 KTH-SP2 jobs under EASY: mean wait 61.2 min (shown as "1.02" hours before); 100 nodes
+    # of 200 W: a 20 kW peak (was '20,000' in W)
+    assert rows["no management"][3:5] == ["20.00 kW", "61.2 min"]
+    assert rows["power-down"][3:5] == ["20.00 kW", "62.7 min"]
+    assert "mean wait h" not in out and "peak W" not in out
+
+
 # -- unallocated capacity and idle nodes, named alike -------------------------------------------------
 TERMS = ("unallocated capacity: the CPUs, GPUs and nodes no job holds, including nodes powered down or booting; "
          "idle nodes: the part drawn by nodes powered on with no job")
@@ -97,6 +112,9 @@ def test_powered_down_nodes_are_unallocated_not_idle_and_saving_is_named_as_what
     saving = dict((key, name) for key, name, _, _ in ROWS)["saved_vs_idle_kwh"]
     assert saving == "saved by powering down (kWh)" and row_value(out, saving) == "199.91"
     assert "saved vs" not in out
+    # the power states' peak is the energy table's, in the same unit: 100 nodes x 200 W = 20 kW
+    peaks = [line.split()[-2:] for line in out.splitlines() if line.strip().startswith("peak power")]
+    assert peaks == [["20.00", "kW"]] * 2 and row_value(out, "budget") == "-"
 
 
 # -- plain titles ---------------------------------------------------------------------------------------
