@@ -484,7 +484,8 @@ def policy_scenario(queue: str, options: Mapping | None, *, trace, cluster=None,
 
     Options: ``acceptance``, ``select`` (or ``allocation``), ``share``/``min_slack`` (threshold),
     ``compress``, ``renewable`` (grid, green, only), ``normalization``/``ties``/``coverage`` (GPU
-    scorers), ``power_states`` (a table or ``power_states.KEY``); parameters (:data:`PARAMETERS`):
+    scorers), ``power_states`` (a table or ``power_states.KEY``), ``hook`` (a hook.toml, with the
+    slurm queue: the live hook's decisions in front of it); parameters (:data:`PARAMETERS`):
     ``exact_runtimes``, ``slack_mean``, ``slack_sigma``, ``renewable``, ``renewable_scale``,
     ``arrival_scale`` (and the old ``slack``, ``supply``, ``supply_peak``).  ``seed`` seeds the
     drawn deadlines and a synthetic supply unless ``deadline_seed`` / ``supply_seed`` are given.
@@ -517,6 +518,9 @@ def policy_scenario(queue: str, options: Mapping | None, *, trace, cluster=None,
                                 **{k: float(v) for k, v in accept.items()})
     gpu = {new: options.pop(old) for old, new in GPU_OPTIONS.items() if old in options}
     mode = str(options.pop("renewable", "grid"))
+    hook = options.pop("hook", None)
+    if hook is not None:             # a hook.toml: the live hook's decisions in front of the slurm queue
+        hook = str(Path(str(hook)).resolve())
     if options:
         raise InputError(f"unknown policy options: {', '.join(sorted(options))}", path=where, field="options")
     if "exact_runtimes" in params:
@@ -553,7 +557,7 @@ def policy_scenario(queue: str, options: Mapping | None, *, trace, cluster=None,
     scenario = Scenario(trace=trace, cluster=cluster or _default_cluster(), queue=queue,
                         selection=Selection(select, **gpu), acceptance=acceptance, deadlines=deadlines,
                         power_states=power_states, supply=supply,
-                        arrival_scale=float(params.get("arrival_scale", 1.0)), seed=seed)
+                        arrival_scale=float(params.get("arrival_scale", 1.0)), seed=seed, hook=hook)
     return scenario.check(where)
 
 
