@@ -87,6 +87,27 @@ def test_compares_power_table_shows_waits_and_peaks_as_the_replay_report(tmp_pat
     assert "mean wait h" not in out and "peak W" not in out
 
 
+# -- plain titles and footers that wrap well at 80 columns ---------------------------------------------
+def test_compares_title_and_explanation_are_whole_lines_at_80_columns(eighty, tmp_path, capsys):
+    data = Path(greenslurm.__file__).parent / "data"
+    trace = tmp_path / "[b]kth-1996-2.1.swf"             # what rich would read as markup
+    trace.write_bytes((data / "KTH-SP2-1996-2.1-cln-first2000.swf").read_bytes())
+    assert main(["compare", str(trace), "--cluster", str(data / "kth-sp2.toml"), "--limit", "200", "--acceptance",
+                 "greedy", "--select", "bestfit", "--slack-mean", "1", "2", "--no-progress", "-j", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    # the title of each part on one line, as written (it wrapped at the narrower table's width: '(100|CPUs)')
+    title = "[b]kth-1996-2.1.swf on KTH-SP2 (100 CPUs), 200 jobs"
+    parts = [line for line in lines if line.startswith(title)]
+    assert len(parts) >= 1 and all(line in (title, f"{title} (1/2)", f"{title} (2/2)") for line in parts)
+    # the columns' explanation: left-aligned lines at the console's width, not centred under the last part
+    start = next(n for n, line in enumerate(lines) if line.startswith("in / out: jobs accepted / rejected"))
+    explanation = " ".join(lines[start:start + 3])
+    assert explanation.startswith("in / out: jobs accepted / rejected; CPU-h in: load accepted; bound: upper bound "
+                                  "on the load any schedule could accept (CPU-h); ratio = bound / load accepted, "
+                                  "best of each slack in bold")
+
+
 # -- unallocated capacity and idle nodes, named alike -------------------------------------------------
 TERMS = ("unallocated capacity: the CPUs, GPUs and nodes no job holds, including nodes powered down or booting; "
          "idle nodes: the part drawn by nodes powered on with no job")
