@@ -72,9 +72,6 @@ class PowerBudget:
     def breakpoints(self) -> np.ndarray:
         return self.times
 
-    def headroom_at(self, t_s: np.ndarray | float) -> np.ndarray:
-        return self.headroom_w[np.maximum(np.searchsorted(self.times, t_s, side="right") - 1, 0)]
-
     def window_ok(self, starts: np.ndarray, duration_s: float, power_w: float) -> np.ndarray:
         """Per start: H >= ``power_w`` on every step [start, start + duration_s) overlaps."""
         if power_w <= 0:

@@ -682,11 +682,3 @@ class EaCO:
 COLOCATION_POLICIES: dict[str, type] = {policy.name: policy for policy in (FifoExclusive, FifoPacked, Gandiva,
                                                                           GandivaGavel, EaCO)}
 
-
-def finite_or_inf(value: float | None) -> float:
-    """A deadline: None means none (infinite).
-
-    >>> finite_or_inf(None), finite_or_inf(5.0)
-    (inf, 5.0)
-    """
-    return math.inf if value is None else float(value)

@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from greenslurm.allocation.colocation import (ACCOUNTINGS, COLOCATION_POLICIES, ColocationSettings,  # noqa: E402
                                               History, Interference, possible_mixes, prediction_error)
 from greenslurm.clustermodel import InputError  # noqa: E402
-from greenslurm.sim.machines.colocation import (colocation_replay, colocation_result,  # noqa: E402
-                                                dlt_jobs_from_specs, synthetic_dlt_jobs)
+from greenslurm.sim.machines.colocation import dlt_jobs_from_specs, synthetic_dlt_jobs  # noqa: E402
+from greenslurm.sim.studies.colocation_runs import colocation_replay, colocation_result  # noqa: E402
 
 POLICIES = ("fifo", "fifo-packed", "gandiva", "gandiva-gavel", "eaco")
 OPENB = "/work/shared/data/alibaba-gpu-2023/openb_pod_list_default.csv"

@@ -24,7 +24,7 @@ from greenslurm.sim.reporting.outputs import write_outputs  # noqa: E402
 
 IMPORTED_S = time.perf_counter() - started
 # file path fragment -> part of the engine, first match wins
-PARTS = (("sim/engine/events.py", "event queue"), ("sim/engine/replay.py", "event loop, shaper, records"),
+PARTS = (("sim/events.py", "event queue"), ("sim/engine/replay.py", "event loop, shaper, records"),
          ("sim/engine/queues.py", "queue strategy"), ("sim/engine/", "queue strategy"),
          ("sim/machines/", "machine (fit, start, end)"), ("allocation/", "machine (fit, start, end)"),
          ("sim/accounting/ledger.py", "energy ledger"), ("sim/accounting/", "records and metrics"),

@@ -7,6 +7,8 @@ Built from a TOML description (``[[node_group]]`` tables), from an SWF trace hea
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -28,6 +30,20 @@ class JobShape:
 
     nodes: int
     per_node: tuple[float, float, float]
+
+
+# The Parallel Workloads Archive's file names: LOG-YEAR-VERSION[-cln][...].swf (KTH-SP2-1996-2.1-cln.swf)
+_ARCHIVE_FILE = re.compile(r"^([A-Za-z0-9]+-[A-Za-z0-9]+)-(?:19|20)\d\d-\d+\.\d+(?:-|\.|$)")
+
+
+def archive_log_name(path: str) -> str | None:
+    """The archive's name of the log in ``path`` (KTH-SP2, LANL-CM5, LLNL-Atlas), None for another file.
+
+    >>> archive_log_name("data/KTH-SP2-1996-2.1-cln-first2000.swf"), archive_log_name("lublin_256_est.swf")
+    ('KTH-SP2', None)
+    """
+    found = _ARCHIVE_FILE.match(os.path.basename(path))
+    return found.group(1) if found else None
 
 
 class Cluster:
@@ -75,6 +91,14 @@ class Cluster:
         8
         >>> Cluster.from_swf_header({"MaxProcs": "100"}).size
         100
+
+        Named as the Parallel Workloads Archive names its log (the file's name, e.g. KTH-SP2), else by
+        the header's ``Computer`` (IBM SP2 for KTH-SP2, SDSC-SP2 and CTC-SP2 alike):
+
+        >>> Cluster.from_swf_header({"MaxProcs": "100", "Computer": "IBM SP2"}, "/d/KTH-SP2-1996-2.1-cln.swf").name
+        'KTH-SP2'
+        >>> Cluster.from_swf_header({"MaxProcs": "100", "Computer": "IBM SP2"}, "site.swf").name
+        'IBM SP2'
         """
         def number(key: str) -> int | None:
             raw = header.get(key)
@@ -96,7 +120,7 @@ class Cluster:
             cpus = 1
         else:
             cpus = max_procs // max_nodes
-        name = header.get("Computer", "swf-cluster").strip() or "swf-cluster"
+        name = archive_log_name(path) or header.get("Computer", "swf-cluster").strip() or "swf-cluster"
         return cls.homogeneous(max_nodes, cpus=cpus, name=name, **node_fields)
 
     @classmethod

@@ -32,3 +32,55 @@ def load_beside(module_file: str, name: str, python_api: bool = False) -> ctypes
                     continue
                 break
     return _LOADED[key]
+
+
+# The compiled libraries the package builds (setup.py), by module, and what each speeds up.
+COMPILED = {"greenslurm.sim.engine._pool_core": "pool core (FCFS, EASY and conservative replays)",
+            "greenslurm.sim.engine._deadline_core": "deadline core (the deadline queue)",
+            "greenslurm.traces._swf_scan": "SWF scanner",
+            "greenslurm.sim.reporting._cells": "output cells (--out files)"}
+# Without them, measured on this project's logs: KTH-SP2 under EASY 3.4x slower, its deadline queue 23x,
+# LANL-CM5 under conservative 33x (docs/user-guide.md).
+MISSING_TEXT = ("the compiled cores are not built ({names}): greenslurm was installed without a C compiler, so "
+                "replays run in pure Python, 3x to 33x slower (KTH-SP2 EASY 3.4x, its deadline queue 23x, "
+                "LANL-CM5 conservative 33x); install a C compiler and reinstall greenslurm "
+                "('greenslurm --version' lists the cores)")
+_WARNED: list[bool] = []
+
+
+def built_cores() -> dict[str, bool]:
+    """Each compiled library's description and whether it is built (its file is beside its module;
+    not loaded).
+
+    >>> sorted(built_cores())[0]
+    'SWF scanner'
+    """
+    from importlib.util import find_spec
+    status = {}
+    for module, what in COMPILED.items():
+        package, name = module.rsplit(".", 1)
+        folders = find_spec(package).submodule_search_locations or []
+        status[what] = any((Path(folder) / f"{name}{suffix}").is_file()
+                           for folder in folders for suffix in EXTENSION_SUFFIXES)
+    return status
+
+
+def cores_line() -> str:
+    """What ``greenslurm --version`` says of the compiled cores."""
+    status = built_cores()
+    missing = [what for what, built in status.items() if not built]
+    if not missing:
+        return "compiled cores: " + ", ".join(status)
+    return "compiled cores MISSING (pure Python, slower): " + ", ".join(missing)
+
+
+def warn_missing_once(stream=None) -> None:
+    """Say on stderr, once per process, that the compiled cores are missing (called where a replay
+    falls back to pure Python because a library is not built, not when the user chose Python)."""
+    import sys
+    if _WARNED:
+        return
+    _WARNED.append(True)
+    missing = [what for what, built in built_cores().items() if not built]
+    print("greenslurm: warning: " + MISSING_TEXT.format(names=", ".join(missing) or "some"),
+          file=stream or sys.stderr)

@@ -87,19 +87,6 @@ def job_share_power_w(busy_w: float, cpus_used: float, node_cpus: float,
     return share + gpu_max_w * gpus_used
 
 
-def unallocated_power_w(idle_w: np.ndarray, allocated_cpus: np.ndarray, node_cpus: np.ndarray,
-                        gpu_idle_w: np.ndarray, free_gpus: np.ndarray) -> np.ndarray:
-    """Per node power of what no job holds: ``idle * (C - a) / C`` plus idle power of free GPUs.
-
-    >>> unallocated_power_w(np.array([100.0]), np.array([4.0]), np.array([16.0]),
-    ...                     np.array([30.0]), np.array([1.0]))
-    array([105.])
-    """
-    safe_cpus = np.where(node_cpus > 0, node_cpus, 1.0)
-    cpu_part = np.where(node_cpus > 0, idle_w * (node_cpus - allocated_cpus) / safe_cpus, idle_w)
-    return cpu_part + gpu_idle_w * free_gpus
-
-
 def energy_j(power_w: float, duration_s: float) -> float:
     """Energy of a constant power over an interval.
 

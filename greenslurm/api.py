@@ -380,7 +380,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     from greenslurm.inputs import check_input_file, parse_columns, read
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import Inputs, build_supply, prepared_jobs
-    from greenslurm.sim.accounting.recorded_schedule import submit_and_start
+    from greenslurm.sim.engine.recorded_schedule import submit_and_start
     from greenslurm.sim.reporting.outputs import WHATIF_SCHEMA, versioned
     from greenslurm.sweep import policy_scenario
     from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED, distance, recorded_column, recorded_json

@@ -121,6 +121,7 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-handover", metavar="SECONDS", type=float, default=None,
                         help="the slurm queue: seconds from a job's end until Slurm gives its nodes again "
                              "(read from the site's slurmctld log, see docs/slurm-replay.md; default 0)")
+    cmd_options.node_power(parser)
     parser.add_argument("--hook", metavar="HOOK_TOML", default=None,
                         help="the slurm queue: greenslurm's live hook, configured by this hook.toml, decides each "
                              "submission in front of it (accept, reject with its reason, pin to nodes, begin time), "
@@ -129,7 +130,9 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
                         help="queue strategy: fcfs, easy, conservative, deadline (Nileshwar & Schwiegelshohn's admission), "
                              "none (place at arrival or fail: the GPU papers' model) or slurm (Slurm 22.05's "
                              "priorities, main scheduler and backfill, set by --slurm-conf); default: easy, or "
-                             "deadline with --acceptance")
+                             "deadline with --acceptance; easy with --slurm-conf too, so a replay's figures do not "
+                             "change with where its cluster comes from (whatif's current policy is slurm with "
+                             "--slurm-conf: it compares with what the site's Slurm did)")
     parser.add_argument("--select", metavar="NAME", default=None,
                         help="node selection (see below): firstfit, balanced, bestfit, minidle, pwr, fgd, "
                              "gpubestfit, ... or a mix pwr=0.1,fgd=0.9")
@@ -149,13 +152,23 @@ def _all_replay_options(parser: argparse.ArgumentParser) -> None:
     cmd_options.power_options(parser, many=False)
 
 
+class VersionAction(argparse.Action):
+    """``--version``: the version and the compiled cores in use (looked up only when asked)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from greenslurm.clustermodel.native import cores_line
+        print(f"{parser.prog} {greenslurm.__version__}\n{cores_line()}")
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line.  ``only`` None: every command with its options (the reference, the tests);
     a command's name: that command's options alone, the others listed with their help (all a run of
     that command reads, and all ``--help`` shows); ``""``: no command's options."""
     parser = OneLineParser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {greenslurm.__version__}")
+    parser.add_argument("--version", action=VersionAction, nargs=0,
+                        help="show the version and which compiled cores are built, and exit")
     _verbosity(parser, 0)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -292,10 +305,12 @@ OPTION_NAMES = {
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
     "cluster.slurm_conf": "--slurm-conf", "cluster.sacctmgr_assoc": "--sacctmgr-assoc",
     "cluster.sacctmgr_qos": "--sacctmgr-qos", "cluster.slurm_handover_s": "--slurm-handover",
+    "cluster.node_idle_w": "--node-idle-w", "cluster.node_busy_w": "--node-busy-w",
     "seed": "--seed", "deadlines.seed": "--slack-seed", "hook": "--hook",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
     "power_states.boot_w": "--boot-w", "power_states.off_w": "--off-w", "power_states.budget_w": "--power-budget",
     "power_states.phases": "--phases", "power_states.nodes_per_cabinet": "--nodes-per-cabinet",
+    "power_states.consolidate_every_s": "--consolidate-every",
     "colocation.gpu_nodes": "--gpu-nodes", "colocation.max_jobs": "--max-jobs-per-set",
     "colocation.idle_node_w": "--colocation-idle-node-w", "trace.limit": "--limit",
     "trace.exact_runtimes": "--exact-runtimes",
@@ -348,7 +363,8 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                             slurm_conf=_absolute(given("slurm_conf")),
                             sacctmgr_assoc=_absolute(given("sacctmgr_assoc")),
                             sacctmgr_qos=_absolute(given("sacctmgr_qos")),
-                            slurm_handover_s=given("slurm_handover"))
+                            slurm_handover_s=given("slurm_handover"),
+                            node_idle_w=given("node_idle_w"), node_busy_w=given("node_busy_w"))
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
                         deadlines=deadlines, power_states=power, colocation=colocation, supply=supply,
@@ -440,7 +456,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
         from greenslurm.sim.reporting.outputs import write_outputs      # the writers: only for --out
-        from greenslurm.sim.reporting.parquet_file import ValueTooLarge
+        from greenslurm.sim.reporting.outputs import ValueTooLarge
         try:
             paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
         except OSError as exc:

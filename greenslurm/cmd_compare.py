@@ -100,13 +100,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
     parser.add_argument("--columns", default=None, metavar="NAMES",
                         help="field names of a headerless sacct export, '|'- or ','-separated")
     cmd_options.cluster_options(parser, cores=True)
-    parser.add_argument("--acceptance", nargs="+", type=cmd_options.acceptance_chain,
+    parser.add_argument("--acceptance", action=cmd_options.ListOrRepeat, type=cmd_options.acceptance_chain,
                         default=["greedy", "threshold"], metavar="POLICY",
                         help="policies to compare (default: greedy threshold); " + cmd_options.ACCEPTANCE_HELP)
-    parser.add_argument("--select", nargs="+", choices=ALLOCATIONS,
+    parser.add_argument("--select", action=cmd_options.ListOrRepeat, choices=ALLOCATIONS,
                         default=["balanced", "bestfit", "minidle", "backfill"], metavar="RULE",
                         help=f"node selections (Nileshwar & Schwiegelshohn's load rules) to compare, of {', '.join(ALLOCATIONS)} "
-                             "(default: balanced bestfit minidle backfill)")
+                             "(default: balanced bestfit minidle backfill; a list, or the option repeated, as inflate's --select)")
     cmd_options.slack_mean(parser, many=True)
     parser.add_argument("--parallelism-limit", type=int, default=None, metavar="N",
                         help="cut every job to at most N CPUs (the paper's parallelism limit)")

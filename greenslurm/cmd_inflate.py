@@ -80,9 +80,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", required=True, metavar="CSV", help="openb node list (sn,cpu_milli,memory_mib,gpu,model)")
     parser.add_argument("--pods", required=True, metavar="CSV", help="openb pod list (the tasks to draw from)")
-    parser.add_argument("--select", action="append", metavar="SELECTION",
-                        help="node selection or weighted mix of GPU scorers, e.g. fgd, gpubestfit, pwr=0.1,fgd=0.9 "
-                             "(repeat to compare; default fgd)")
+    parser.add_argument("--select", action=cmd_options.ListOrRepeat, metavar="SELECTION",
+                        help="node selections or weighted mixes of GPU scorers to compare, e.g. fgd, gpubestfit, "
+                             "pwr=0.1,fgd=0.9: a list, or the option repeated, as compare's --select (default fgd)")
     parser.add_argument("--seeds", type=positive_int, default=10, metavar="N",
                         help="runs per policy, each with its own random draw of pods (default: %(default)s)")
     parser.add_argument("--first-seed", type=non_negative_int, default=42, metavar="FIRST",

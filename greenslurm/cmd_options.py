@@ -117,9 +117,21 @@ def seed(parser) -> argparse.Action:
                                     "deadlines and the synthetic supply have --slack-seed and --renewable-seed")
 
 
+class ListOrRepeat(argparse.Action):
+    """A list option given as one list or repeated, alike: ``--select a b --select c`` is a, b, c (a
+    repeated option no longer keeps only its last list); the values given replace the default."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, nargs="+", **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        so_far = getattr(namespace, self.dest)
+        setattr(namespace, self.dest, ([] if so_far is self.default else list(so_far)) + list(values))
+
+
 def slack_mean(parser, many: bool = False) -> argparse.Action:
     if many:
-        return parser.add_argument("--slack-mean", nargs="+", type=positive, default=[0.2, 1.0, 5.0],
+        return parser.add_argument("--slack-mean", action=ListOrRepeat, type=positive, default=[0.2, 1.0, 5.0],
                                    metavar="EPS", help="slack values, one replay each (default: 0.2 1 5)")
     return parser.add_argument("--slack-mean", type=positive, default=None, metavar="EPS",
                                help="draw deadlines d = r + (1 + eps) p, log-normal eps with geometric mean EPS, "
@@ -308,3 +320,12 @@ def power_options(parser: argparse.ArgumentParser, many: bool) -> None:
                               help="co-location only: power of an 8-GPU node without jobs (default 0: powered "
                                    "down); not the node power of a cluster, which its description gives")
     alias(group, "--idle-node-w", idle)
+
+
+def node_power(parser) -> None:
+    """--node-idle-w, --node-busy-w: the power of a cluster read from Slurm, which records none."""
+    parser.add_argument("--node-idle-w", type=non_negative, default=None, metavar="W",
+                        help=f"a node's idle power, for a cluster read from Slurm (default: {NODE_IDLE_W_DEFAULT:g} W)")
+    parser.add_argument("--node-busy-w", type=non_negative, default=None, metavar="W",
+                        help=f"a node's power with every CPU busy, for a cluster read from Slurm "
+                             f"(default: {NODE_BUSY_W_DEFAULT:g} W)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -324,6 +325,23 @@ def make_plots(results: Results, out: Path, fmt: str | tuple[str, ...], gantt_jo
     return log
 
 
+def grid_cells(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The rows of each grid value (the parameters that vary), named as ``slack_mean = 1``; one unnamed
+    cell when none varies.
+
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"policy": ["a", "a", "b"], "slack_mean": [1.0, 5.0, 1.0], "seed": [0, 0, 0]})
+    >>> [(at, len(cell)) for at, cell in grid_cells(frame)]
+    [('slack_mean = 1', 2), ('slack_mean = 5', 1)]
+    """
+    varied = [p for p in param_columns(rows) if rows[p].nunique(dropna=False) > 1]
+    if not varied:
+        return [("", rows)]
+    return [(", ".join(f"{p} = {v:g}" if isinstance(v, (int, float)) else f"{p} = {v}"
+                       for p, v in zip(varied, values if isinstance(values, tuple) else (values,))), cell)
+            for values, cell in rows.groupby(varied, sort=True, dropna=False)]
+
+
 def _sweep_plots(frame: pd.DataFrame, source: str, emit, log: PlotLog) -> None:
     from greenslurm import plots
     params = [p for p in param_columns(frame) if _numeric(frame[p]).notna().all()
@@ -331,9 +349,12 @@ def _sweep_plots(frame: pd.DataFrame, source: str, emit, log: PlotLog) -> None:
     metrics = [m for m in _present(frame, METRICS) if _numeric(frame[m]).nunique() > 1]
     for trace, rows in frame.groupby("trace", sort=False):
         if rows["policy"].nunique() > 1:
-            emit(plots.metrics_by_policy(rows, _present(rows, METRICS), trace=str(trace),
-                                         title="Policies compared (mean, 95 % CI over seeds and grid)"),
-                 f"sweep-{trace}-policies-compared")
+            for at, cell in grid_cells(rows):      # the CI over one grid value's runs, never across values
+                runs = int(cell.groupby("policy", sort=False).size().max())
+                spread = f"mean, 95 % CI over {runs} runs" if runs > 1 else "one run each, n = 1"
+                title = f"Policies compared{' at ' + at if at else ''} ({spread})"
+                emit(plots.metrics_by_policy(cell, _present(cell, METRICS), trace=str(trace), title=title),
+                     f"sweep-{trace}-policies-compared" + ("-" + _slug(at.replace(" = ", "-").replace(", ", "-")) if at else ""))
         for param in params:
             others = [p for p in param_columns(frame) if p != param and rows[p].nunique() > 1]
             for metric in metrics:

@@ -205,7 +205,7 @@ def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     """One policy's row, replay time and, when asked, its job id -> (submit, start)."""
     label, scenario, jobs, cluster, trace, out, want_starts = task
     from greenslurm.scenario_run import replay_jobs
-    from greenslurm.sim.accounting.recorded_schedule import submit_and_start
+    from greenslurm.sim.engine.recorded_schedule import submit_and_start
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
     row = whatif_row(outcome, cluster.size, dict(trace.skipped))
@@ -219,6 +219,18 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
     """A policy's row: the sweep's figures, and boots per node per day when nodes power down."""
     row = outcome_row(outcome, reader_skipped=reader_skipped)
     row["skipped_by_reason"] = dict(outcome.result.skipped)      # the replay's own, for skipped_warning
+    from greenslurm.power_model import power_states_text
+    from greenslurm.scenario_run import effective_power_states
+    saving = power_states_text(effective_power_states(outcome))
+    if saving:
+        row["power_saving"] = saving         # what the replay assumed of powered-down nodes, for the footer
+    left_out = outcome.left_out_by_budget
+    if left_out:
+        # jobs no instant under the candidate's budget can run were never replayed: skipped, counted
+        from greenslurm.scenario_run import BUDGET_REASON
+        row["jobs_skipped"] = row.get("jobs_skipped", 0) + left_out
+        row["jobs_total"] = row.get("jobs_total", 0) + left_out
+        row["skipped_by_reason"][BUDGET_REASON] = left_out
     if row.get("boots") is not None:
         row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row.get("makespan_s"))
     return row
@@ -321,6 +333,20 @@ def run_policies(scenarios, jobs, cluster, trace, workers: int, out: str | None 
 
 
 # -- the report --------------------------------------------------------------------------------
+def power_saving_notes(results: dict[str, tuple[dict, float]]) -> list[str]:
+    """The footer's power-state assumptions: one note per distinct assumption, naming its policies.
+
+    >>> saving = "idle nodes power down after 600 s, draw 10 W while off and boot in 300 s"
+    >>> power_saving_notes({"slurm": ({}, 0.1), "s+": ({"power_saving": saving}, 0.1)})
+    ['s+: idle nodes power down after 600 s, draw 10 W while off and boot in 300 s']
+    """
+    policies: dict[str, list[str]] = {}
+    for label, (row, _) in results.items():
+        if row.get("power_saving"):
+            policies.setdefault(row["power_saving"], []).append(label)
+    return [f"{', '.join(labels)}: {text}" for text, labels in policies.items()]
+
+
 def skipped_warning(results: dict[str, tuple[dict, float]]) -> str | None:
     """A loud line when a policy skipped most of its jobs: which policy, how many and why, by reason.
 
@@ -497,10 +523,7 @@ def add_parser(commands) -> argparse.ArgumentParser:
     cmd_options.seed(parser)
     power = parser.add_argument_group("node power of a cluster read from Slurm (--cluster-from-slurm, --slurm-conf), "
                                       "which does not know it")
-    power.add_argument("--node-idle-w", type=cmd_options.non_negative, default=None, metavar="W",
-                       help=f"a node's idle power (default: {cmd_options.NODE_IDLE_W_DEFAULT:g} W)")
-    power.add_argument("--node-busy-w", type=cmd_options.non_negative, default=None, metavar="W",
-                       help=f"a node's power with every CPU busy (default: {cmd_options.NODE_BUSY_W_DEFAULT:g} W)")
+    cmd_options.node_power(power)
     parser.add_argument("--exclude-unavailable", action="store_true",
                         help="leave out nodes that are down, drained or failing")
     cmd_options.workers(parser)
@@ -523,7 +546,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.scenario_run import build_supply, prepared_jobs
     from greenslurm.sweep import _read
     from greenslurm.traces import read_trace
-    from greenslurm.sim.accounting.recorded_schedule import IMPLAUSIBLE_TIME
+    from greenslurm.sim.engine.recorded_schedule import IMPLAUSIBLE_TIME
     from greenslurm.power_model import read_from_slurm
     from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA
     from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
@@ -618,13 +641,14 @@ def run(args: argparse.Namespace, console: Console) -> int:
         notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
     power_model = read_from_slurm(cluster, power_given=args.cluster is not None or args.node_idle_w is not None).as_dict()
     notes.append(f"power model: {power_model['text']}")
+    notes += power_saving_notes(results)
     parts = [head, "", *([f"[bold yellow]most jobs skipped: {escape(warning)}[/]"] if warning else []),
              baseline_text(recorded, far, reader_skipped, fmt_duration),
              *report_tables(results, current[0], recorded.row, console, console.width - 4)] + \
         ([escape(legend(results))] if legend(results) else [])
     parts += [f"[yellow]{escape(text)}[/]" for text in implausible_boots(results)]
     body = Group(*parts,
-                 "[dim]" + escape("; ".join(notes)) + f"; {elapsed:.1f} s in all[/]")
+                 "[dim]" + escape("\n".join(notes + [f"{elapsed:.1f} s in all"])) + "[/]")    # a note a line
     console.print(Panel(body, title="what if", title_align="left", expand=False))
     if args.out is not None:
         console.print(f"wrote {escape(args.out)}/{{{', '.join(escape(_slug(label)) for label in results)}}}", style="dim")

@@ -153,15 +153,16 @@ def load_node_list(path: str) -> Cluster:
     return cluster
 
 
-def load_slurm_conf(path: str) -> Cluster:
+def load_slurm_conf(path: str, idle_w: float | None = None, busy_w: float | None = None) -> Cluster:
     """A site's slurm.conf (its Include files followed as Slurm does) as the cluster: its nodes, with
-    the partitions and features each belongs to."""
+    the partitions and features each belongs to; the nodes' idle and busy power in W as given (Slurm
+    records none; None: NodeSpec's defaults)."""
     from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf
     check_input_file(path, "slurm.conf")
     conf = parse_slurm_conf(path)
     for warning in conf.warnings:
         log.warning("%s", warning)
-    cluster = cluster_from_slurm_conf(conf)
+    cluster = cluster_from_slurm_conf(conf, idle_w=idle_w, busy_w=busy_w)
     log.info("cluster %s from %s: %d nodes, %d CPUs, %d GPUs, %d partitions", cluster.name, path, cluster.size,
              cluster.total_cpus, cluster.total_gpus, len(conf.partitions))
     return cluster

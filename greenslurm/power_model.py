@@ -91,6 +91,20 @@ def _cluster_file_name(path: str) -> str:
     return f"greenslurm's bundled {name}" if Path(path).resolve().parent == bundled else f"the cluster file {name}"
 
 
+def power_states_text(power) -> str:
+    """What a replay assumes of powered-down nodes (``power``: a ``PowerStateConfig``; "" when nodes
+    never power down).
+
+    >>> from greenslurm.sim.machines.power_states import PowerStateConfig
+    >>> power_states_text(PowerStateConfig(suspend_after_s=600.0, off_w=10.0, boot_s=300.0))
+    'idle nodes power down after 600 s, draw 10 W while off and boot in 300 s'
+    """
+    if power is None or power.suspend_after_s is None:
+        return ""
+    return (f"idle nodes power down after {power.suspend_after_s:,.0f} s, draw {_watts(power.off_w)} "
+            f"while off and boot in {power.boot_s:,.0f} s")
+
+
 def describe(scenario, cluster: Cluster, power=None) -> PowerModel:
     """The power model of ``scenario`` (a :class:`greenslurm.scenario.Scenario`) on ``cluster``;
     ``power``: the node power states' effective settings (a ``PowerStateConfig``), if any."""
@@ -117,15 +131,17 @@ def describe(scenario, cluster: Cluster, power=None) -> PowerModel:
                 and source.homogeneous.busy_w is not None:
             text += " (from the scenario)"
             assumed = False
+        elif source.slurm_conf is not None and source.node_idle_w is not None and source.node_busy_w is not None:
+            text += " (given: --node-idle-w, --node-busy-w)"
+            assumed = False
         else:
             origin = ("the cluster file leaves it out" if source.file is not None
                       else "slurm.conf records no power" if source.slurm_conf is not None
                       else "the trace records no power")
             text += f" (ASSUMED: {origin}; {ASSUMED_NOTE})"
             assumed = True
-    if power is not None and power.suspend_after_s is not None:
-        text += (f"; idle nodes power down after {power.suspend_after_s:,.0f} s, draw {_watts(power.off_w)} "
-                 f"while off and boot in {power.boot_s:,.0f} s")
+    if power_states_text(power):
+        text += "; " + power_states_text(power)
     if power is not None and power.budget_w is not None:
         text += f"; peak budget {_watts(power.budget_w)}"
     return PowerModel(text, assumed)

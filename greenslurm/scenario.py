@@ -28,6 +28,8 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     sacctmgr_assoc = "assoc.txt"   # the slurm queue: 'sacctmgr show assoc tree -P' (shares, fair-share)
     sacctmgr_qos = "qos.txt"       # the slurm queue: 'sacctmgr show qos -P' (QOS priority and limits)
     slurm_handover_s = 0.5         # the slurm queue: from a job's end until Slurm gives its nodes again
+    node_idle_w = 100.0            # a slurm.conf's nodes: idle power (Slurm records none)
+    node_busy_w = 350.0            # a slurm.conf's nodes: power with every CPU busy
 
     [selection]
     name = "firstfit"              # see greenslurm.allocation.selection (pwr, fgd, pwr=0.1,fgd=0.9, ...)
@@ -45,8 +47,8 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     slack_sigma = 0.4
     seed = 0
 
-    [power_states]                 # node power states (fcfs, easy): fields of PowerStateConfig
-    suspend_after_s = 600.0
+    [power_states]                 # node power states: fields of PowerStateConfig (the slurm queue:
+    suspend_after_s = 600.0        # SuspendTime, boot_s, boot_w, off_w, start_off and budget_w)
 
     [colocation]                   # GPU co-location (EaCO)
     policy = "eaco"
@@ -143,6 +145,9 @@ class ClusterSource:
     # the slurm queue: seconds from a job's end until Slurm gives its nodes again (see
     # docs/slurm-replay.md, "Hand-over latency", for reading it from slurmctld's log); None: 0
     slurm_handover_s: float | None = None
+    # a slurm.conf's nodes: Slurm records no node power (None: NodeSpec's defaults)
+    node_idle_w: float | None = None
+    node_busy_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -367,39 +372,31 @@ def from_mapping(data: Mapping, path: str = "<scenario>") -> Scenario:
 
 
 # -- writing ----------------------------------------------------------------------------------------
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, str):
-        import json
-        return json.dumps(value, ensure_ascii=False)       # a TOML basic string
-    if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+def _plain(value):
+    """A scenario's value as tomli-w writes it: a dataclass as a table of its fields that are not None
+    (defaults are written too, so the file says what ran; an empty table still says "this machine
+    model, its defaults"), a tuple as an array."""
     if dataclasses.is_dataclass(value):
-        items = _items(value)
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in items) + " }"
-    raise TypeError(f"cannot write {value!r} as TOML")
-
-
-def _items(obj) -> list[tuple[str, Any]]:
-    """Fields that differ from None (defaults are written too, so the file says what ran)."""
-    return [(f.name, getattr(obj, f.name)) for f in dataclasses.fields(obj) if getattr(obj, f.name) is not None]
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if getattr(value, f.name) is not None}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def to_toml(scenario: Scenario) -> str:
-    lines = ["# greenslurm scenario: run it with 'greenslurm run FILE'"]
-    tables = []
-    for name, value in _items(scenario):
-        if dataclasses.is_dataclass(value):
-            tables.append((name, value))
-        else:
-            lines.append(f"{name} = {_toml_value(value)}")
-    for name, value in tables:          # an empty table still says "this machine model, its defaults"
-        items = _items(value)
-        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in items]
-    return "\n".join(lines) + "\n"
+    """The scenario as TOML, written by tomli-w.
+
+    >>> print(to_toml(Scenario(trace=TraceSource(path="a.swf"), seed=7)), end="")  # doctest: +ELLIPSIS
+    # greenslurm scenario: run it with 'greenslurm run FILE'
+    queue = "easy"
+    ...
+    [trace]
+    path = "a.swf"
+    ...
+    """
+    import tomli_w
+    return "# greenslurm scenario: run it with 'greenslurm run FILE'\n" + tomli_w.dumps(_plain(scenario))
 
 
 # -- which options apply ------------------------------------------------------------------------------
@@ -457,6 +454,13 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             fail(f"applies to the slurm queue ({what}), not to the {s.queue} queue", f"cluster.{key}")
     if c.slurm_handover_s is not None and not (0 <= c.slurm_handover_s <= 3600):
         fail("must be a number of seconds from 0 to 3600", "cluster.slurm_handover_s")
+    for key in ("node_idle_w", "node_busy_w"):
+        value = getattr(c, key)
+        if value is not None and c.slurm_conf is None:
+            fail("applies to a cluster read from a slurm.conf; a cluster file or node list gives its nodes' power",
+                 f"cluster.{key}")
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            fail(f"must be a power in W >= 0, not {value!r}", f"cluster.{key}")
     if c.sacctmgr_qos is not None and c.sacctmgr_assoc is None:
         fail("give the associations too: a QOS applies to a user's association", "cluster.sacctmgr_qos")
     if s.hook is not None and s.queue != "slurm":
@@ -543,16 +547,28 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     if s.power_states is not None and s.queue == "slurm":
         # the slurm queue powers nodes down as Slurm does (its SuspendTime, ... from slurm.conf):
         # greenslurm's own power-state settings beyond these are another machine
-        kept = ("suspend_after_s", "boot_s", "boot_w", "off_w", "start_off")
+        kept = ("suspend_after_s", "boot_s", "boot_w", "off_w", "start_off", "budget_w")
+        if s.power_states.consolidate_every_s is not None:
+            fail("pVOCL's consolidation moves running jobs between nodes; Slurm never migrates a running job, "
+                 "so the slurm queue cannot consolidate", "power_states.consolidate_every_s")
         for f in dataclasses.fields(s.power_states):
             if f.name not in kept and getattr(s.power_states, f.name) is not None:
                 fail("the slurm queue powers nodes down with Slurm's own power saving (SuspendTime, ... from "
                      f"slurm.conf; {name('power_states.suspend_after_s')} sets SuspendTime): this setting "
                      "is not part of it", f"power_states.{f.name}")
+        for key in ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w"):
+            value = getattr(s.power_states, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                fail(f"must be a number, not {_show(value)}", f"power_states.{key}")
+        if s.power_states.start_off is not None and not isinstance(s.power_states.start_off, bool):
+            fail(f"must be true or false, not {_show(s.power_states.start_off)}", "power_states.start_off")
         for key in ("suspend_after_s", "boot_s", "boot_w", "off_w"):
             value = getattr(s.power_states, key)
             if value is not None and not (0 <= value < math.inf):
                 fail("must be a number >= 0", f"power_states.{key}")
+        budget = s.power_states.budget_w
+        if budget is not None and not 0 < budget < math.inf:
+            fail("must be a number of watts > 0", "power_states.budget_w")
     elif s.power_states is not None:      # every other queue: the machine's power states (any queue)
         try:
             power_config(s.power_states)

@@ -82,14 +82,14 @@ def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, strict: bool,
     return read(path, fmt, strict=strict, columns=columns)
 
 
-def _cluster_cached(kind: str, path: str) -> Cluster:
-    return _cluster_stamped(kind, path, file_stamp(path))
+def _cluster_cached(kind: str, path: str, *power_w: float | None) -> Cluster:
+    return _cluster_stamped(kind, path, file_stamp(path), *power_w)
 
 
 @functools.lru_cache(maxsize=16)
-def _cluster_stamped(kind: str, path: str, stamp: tuple | None) -> Cluster:
+def _cluster_stamped(kind: str, path: str, stamp: tuple | None, *power_w: float | None) -> Cluster:
     from greenslurm.inputs import load_cluster, load_node_list, load_slurm_conf
-    return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path)
+    return {"file": load_cluster, "nodes": load_node_list, "slurm_conf": load_slurm_conf}[kind](path, *power_w)
 
 
 def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluster | None:
@@ -101,7 +101,9 @@ def build_cluster(scenario: Scenario, trace=None, cache: bool = False) -> Cluste
     if c.node_list is not None:
         return _cluster_cached("nodes", c.node_list) if cache else load_node_list(c.node_list)
     if c.slurm_conf is not None:
-        return _cluster_cached("slurm_conf", c.slurm_conf) if cache else load_slurm_conf(c.slurm_conf)
+        power_w = (c.node_idle_w, c.node_busy_w)
+        return (_cluster_cached("slurm_conf", c.slurm_conf, *power_w) if cache
+                else load_slurm_conf(c.slurm_conf, *power_w))
     if c.homogeneous is not None:
         h = c.homogeneous
         extra = {k: getattr(h, k) for k in ("idle_w", "busy_w", "gpu_model") if getattr(h, k) is not None}
@@ -312,8 +314,8 @@ def slurm_power_saving(scenario: Scenario, cluster: Cluster):
 
     path = scenario.cluster.slurm_conf
     p = scenario.power_states
-    given = {} if p is None else {key: value for key, value in (("boot_w", p.boot_w), ("off_w", p.off_w))
-                                  if value is not None}
+    given = {} if p is None else {key: value for key, value in (("boot_w", p.boot_w), ("off_w", p.off_w),
+                                                                 ("budget_w", p.budget_w)) if value is not None}
     try:
         saving = (SlurmPowerSaving.from_conf(parse_slurm_conf(path), **given) if path is not None
                   else SlurmPowerSaving(**given))
@@ -326,7 +328,7 @@ def slurm_power_saving(scenario: Scenario, cluster: Cluster):
         if p.boot_s is not None or p.start_off is not None:
             saving = dataclasses.replace(saving, boot_s=p.boot_s if p.boot_s is not None else saving.boot_s,
                                          start_powered_down=bool(p.start_off))
-    if not saving.enabled:
+    if not saving.enabled and saving.budget_w is None:
         return None
     try:
         boot_time_s(saving, cluster)
@@ -419,7 +421,10 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
     if scenario.power_states is not None and scenario.power_states.budget_w is not None:
         from greenslurm.sim.machines.power_states import fits_budget
         budget_w = scenario.power_states.budget_w
-        kept, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states))
+        # the slurm queue: Slurm suspends only idle nodes and the nodes of jobs the budget holds back
+        # stay on, so a job is sure to run only if it fits beside every node on
+        kept, left_out = fits_budget(jobs, cluster, power_config(scenario.power_states),
+                                     others_on=scenario.queue == "slurm")
         if left_out and scenario.trace.strict:
             first = next(job for job, fits in zip(jobs, _kept_mask(jobs, kept)) if not fits)
             raise InputError(f"job {first.job_id} needs more power than the budget ({budget_w:,.0f} W) even alone "
@@ -458,6 +463,17 @@ def run(scenario: Scenario, progress: Progress | None = None, status=None, cache
 BUDGET_REASON = "needs more power than the budget even alone"
 
 
+def effective_power_states(outcome: Outcome):
+    """The node power states the replay ran with (a ``PowerStateConfig``; None: nodes never power down)."""
+    machine = outcome.replay.machine
+    saving = getattr(machine, "saving", None)
+    if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
+        return dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s
+                                   if math.isfinite(saving.suspend_time_s) else None)
+    s = outcome.scenario
+    return power_config(s.power_states) if s.power_states is not None else None
+
+
 def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
     from greenslurm.sim.accounting.metrics import summarize
@@ -475,14 +491,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
     from greenslurm.power_model import describe
-    machine = outcome.replay.machine
-    saving = getattr(machine, "saving", None)
-    if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
-        power = dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s
-                                    if math.isfinite(saving.suspend_time_s) else None)
-    else:
-        power = power_config(s.power_states) if s.power_states is not None else None
-    summary["power_model"] = describe(s, outcome.cluster, power).as_dict()
+    summary["power_model"] = describe(s, outcome.cluster, effective_power_states(outcome)).as_dict()
     summary[SCHEMA_KEY] = SUMMARY_SCHEMA          # what summary.json and --json carry (docs/outputs.md)
     if outcome.left_out_by_budget:
         # jobs that no instant under the budget can run were never handed to the replay: they are
@@ -517,7 +526,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     if meter is not None:
         summary["gpu"] = meter.summary()
     if s.colocation is not None:
-        from greenslurm.sim.machines.colocation import colocation_result
+        from greenslurm.sim.studies.colocation_runs import colocation_result
         r = colocation_result(outcome.replay)
         summary["colocation"] = {"policy": r.policy, "gpu_nodes": r.nodes, "jobs": r.jobs, "energy_j": r.energy_j,
                                  "jobs_energy_j": r.jobs_energy_j, "static_energy_j": r.static_energy_j,

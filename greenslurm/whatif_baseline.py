@@ -1,7 +1,7 @@
 """What-if's baseline against reality: the **recorded** column (the schedule the export itself
 recorded, measured with the replay's metric code) and how far the current policy's replay is from it.
 
-The recorded column is :func:`greenslurm.sim.accounting.recorded_schedule.recorded_schedule` put through
+The recorded column is :func:`greenslurm.sim.engine.recorded_schedule.recorded_schedule` put through
 the same row as every policy (:func:`greenslurm.sweep.figures`); figures it cannot know are ``None``
 (energy without the jobs' nodes, rejections and power states it has no record of).  The distance is
 :func:`greenslurm.sim.studies.slurm_fidelity.compare_schedules` over the jobs in both schedules,
@@ -41,7 +41,7 @@ class Recorded:
 def recorded_column(jobs: Sequence[JobSpec], cluster: Cluster, supply=None,
                     reader_skipped: Mapping[str, int] | None = None) -> Recorded:
     """The recorded column of ``jobs`` (the jobs every policy replays) on ``cluster``."""
-    from greenslurm.sim.accounting.recorded_schedule import ENERGY_KEYS, recorded_schedule
+    from greenslurm.sim.engine.recorded_schedule import ENERGY_KEYS, recorded_schedule
     from greenslurm.sweep import figures
 
     schedule = recorded_schedule(jobs, cluster)

@@ -2,7 +2,7 @@
 
 A pool's workers wait on a pipe from the parent; when the parent is killed (SIGKILL: no clean-up),
 they may linger for a long time holding memory (a sweep's two workers stayed 80 s at 176 MB each).
-:func:`end_with_parent` is the pools' initializer: a daemon thread in the worker looks every
+:func:`worker_pool` starts each worker with a daemon thread that looks every
 ``WATCH_S`` seconds whether its parent is still the one that started it, and ends the worker
 (``os._exit``) when it is not, even in the middle of a long replay.
 """
@@ -16,11 +16,6 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
 WATCH_S = 0.5
-
-
-def end_with_parent() -> None:
-    """Pool initializer: end this worker soon after its parent is gone (see the module docstring)."""
-    _watch(os.getppid())
 
 
 def _watch(parent: int) -> None:

@@ -137,3 +137,27 @@ def _fail_on_leftover_processes(session) -> None:
     else:
         print(text, file=sys.stderr)
     session.exitstatus = 1
+
+
+# A developer's inner loop: ``pytest --quick`` (or ``scripts/test --quick``) runs every test but the
+# ones that start real Slurm daemons (the ``slurm`` marker, the *_live.py files) and the ones that read
+# the real trace logs whole (the ``shared_data`` fixture).  CI runs the full suite.
+def pytest_addoption(parser):
+    parser.addoption("--quick", action="store_true",
+                     help="leave out the live-Slurm tests and the whole-trace tests (the developer's inner loop)")
+
+
+def quick_leaves_out(item) -> bool:
+    """Whether ``--quick`` leaves the test out: it starts Slurm daemons or reads the shared trace logs."""
+    return (item.get_closest_marker("slurm") is not None or item.path.stem.endswith("_live")
+            or "shared_data" in getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--quick"):
+        return
+    left_out = [item for item in items if quick_leaves_out(item)]
+    if left_out:
+        kept = [item for item in items if not quick_leaves_out(item)]
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept

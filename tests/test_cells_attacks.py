@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from greenslurm.cli import main
-from greenslurm.sim.reporting import cells, outputs, parquet_file
+from greenslurm.sim.reporting import cells, outputs
 from greenslurm.traces import read_trace
 
 from test_cells_core import CORES, core, jobs_with_nodes  # noqa: F401 (core: the fixture of both cores)
@@ -94,16 +94,6 @@ def test_a_negative_row_counts_from_the_end(core):
     assert cells.strings(outputs.NodeNames(jobs).cells(np.array([-1, 0, -2]))) == ["2 3", "1", "1"]
     with pytest.raises(IndexError):
         outputs.NodeNames(jobs).cells(np.array([0, -3]))
-
-
-def test_a_parquet_string_of_2_gib_is_refused(core):
-    # a PLAIN byte array's length is 4 bytes (readers take it as int32): 2**32 + 3 was written as 3
-    # by numpy's astype("<u4") and as 3 bytes by the compiled library (its size cast to uint32), a
-    # file that reads as whole with other values.  Only the sizes are looked at first, so no 2 GiB
-    # of bytes are needed to see the refusal.
-    for size in (2 ** 31, 2 ** 32 + 3):
-        with pytest.raises(ValueError, match=r"^a string of 2 GiB or more \(\d+ bytes\) in a Parquet page"):
-            parquet_file._string_values((np.zeros(3, dtype=np.uint8), np.array([size], dtype=np.int64)))
 
 
 TRACE_STRINGS = ["a\x00b", 'é,"q\n\r', "x" * 2_000_000, "", "日本\u2028z", "\t  "]

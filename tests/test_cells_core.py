@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import struct
 import sys
 
 import numpy as np
@@ -19,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 from greenslurm.cli import main
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.sim.accounting.result import JobColumns, JobRecord
-from greenslurm.sim.reporting import cells, outputs, parquet_file
+from greenslurm.sim.reporting import cells, outputs
 
 CORES = ("python", "compiled")
 # the compiled library formats 1e-3 <= |x| < 2**52 itself, and asks CPython outside that range
@@ -150,18 +149,6 @@ def test_node_lists_are_joined_positions(lists, data, wide):
             patch.setenv(cells.ENV, core)
             got = cells.strings(outputs.NodeNames(jobs).cells(rows))
         assert got == [" ".join(map(str, lists[r])) for r in rows], core
-
-
-@settings(max_examples=200, deadline=None)
-@given(values=st.lists(st.text(max_size=5), max_size=20))
-def test_parquet_strings_are_length_then_bytes(values):
-    # PLAIN byte arrays: each value's UTF-8 length (4 bytes, little-endian), then its bytes
-    expected = b"".join(struct.pack("<I", len(v.encode())) + v.encode() for v in values)
-    for core in CORES:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv(cells.ENV, core)
-            assert parquet_file._string_values(cells.texts(values)) == (expected, None), core
-            assert parquet_file._string_values(values) == (expected, None), core
 
 
 @pytest.mark.parametrize("trace", ["KTH-SP2-1996-2.1-cln.swf", "LANL-CM5-1994-4.1-cln.swf"])

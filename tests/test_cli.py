@@ -82,9 +82,13 @@ def test_subcommand_help(argv, capsys):
 
 
 def test_version(capsys):
+    # the version, then the compiled cores (this checkout is built with a C compiler: all four)
     with pytest.raises(SystemExit):
         main(["--version"])
-    assert capsys.readouterr().out.strip() == f"greenslurm {__version__}"
+    assert capsys.readouterr().out.splitlines() == [
+        f"greenslurm {__version__}",
+        "compiled cores: pool core (FCFS, EASY and conservative replays), deadline core (the deadline queue), "
+        "SWF scanner, output cells (--out files)"]
 
 
 def test_version_matches_pyproject():

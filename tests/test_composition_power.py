@@ -22,6 +22,7 @@ from greenslurm.allocation.selection import make_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.renewable import solar_supply, split_energy
 from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory
 from greenslurm.sim.machines.power_states import OFF, ON, PowerStateConfig, fits_budget, power_machine_factory
 
 QUEUES = ["fcfs", "easy", "conservative", "deadline", "slurm", "none"]
@@ -56,8 +57,10 @@ def stepped(replay: Replay):
         machine = replay.machine
         machine._check()
         assert budget is None or machine.ledger.power_w <= budget + 1e-6
+        configuring = machine._configuring_ids | set(getattr(machine, "configuring", ()) if isinstance(
+            machine.configuring, dict) else ())          # Slurm's power saving keeps them by job index
         running_nodes = np.concatenate([job.node_indices for job in machine.running.values()
-                                        if job.index not in machine._configuring_ids] or [np.zeros(0, int)])
+                                        if job.index not in configuring] or [np.zeros(0, int)])
         assert (machine.state[running_nodes] == ON).all(), "a job runs on a node that is off or booting"
     return replay.close()
 
@@ -112,6 +115,39 @@ def test_the_matrix_is_not_vacuous():
     moved, _ = replay_for("conservative", "consolidate", None)
     moved.run()
     assert moved.machine.power_totals().migrations > 0
+
+
+# The slurm queue with Slurm's own power saving (greenslurm.sim.engine.slurm_power) and a peak budget:
+# the budget holds allocated jobs CONFIGURING until the power fits.  pVOCL's consolidation does not
+# apply there (Slurm never migrates a running job: the scenario refuses it, tests/test_slurm_power.py).
+SLURM_POWER = {
+    "budget": SlurmPowerSaving(budget_w=1000.0),
+    "budget+power-down-cold": SlurmPowerSaving(suspend_time_s=40.0, boot_s=50.0, resume_timeout_s=60.0,
+                                               budget_w=900.0, start_powered_down=True),
+}
+SLURM_MATRIX = list(itertools.product(SLURM_POWER, SELECTIONS))
+
+
+def slurm_replay_for(power, selection, jobs=JOBS, cluster=GPU4):
+    saving = SLURM_POWER[power]
+    # Slurm suspends only idle nodes (a held job's nodes stay on): a job surely runs when it fits
+    # beside every other node on, the rule the scenario applies for the slurm queue
+    kept, _ = fits_budget(jobs, cluster, PowerStateConfig(budget_w=saving.budget_w), others_on=True)
+    chosen = make_selection(selection, small_workload(), seed=0) if selection is not None else None
+    return Replay(kept, cluster, "slurm", selection=chosen, machine_factory=slurm_power_machine_factory(saving)), \
+        len(kept)
+
+
+@pytest.mark.parametrize("power, selection", SLURM_MATRIX, ids=["-".join(map(str, c)) for c in SLURM_MATRIX])
+def test_the_slurm_queue_composes_with_slurms_power_saving_under_a_budget(power, selection):
+    replay, kept = slurm_replay_for(power, selection)
+    result = stepped(replay)
+    assert_accounted(result, kept)
+    assert_power_adds_up(replay, result)
+    assert len(result.records) == kept and not result.rejected and not replay.machine.configuring
+    assert replay.machine.refused_starts > 0          # the budget acted
+    again, _ = slurm_replay_for(power, selection)
+    assert fingerprint(again.run()) == fingerprint(result)
 
 
 @pytest.mark.parametrize("queue", ["conservative", "deadline", "slurm"])

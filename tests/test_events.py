@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from greenslurm.sim.engine.events import EventKind, EventQueue
+from greenslurm.sim.events import EventKind, EventQueue
 
 
 def test_order_is_time_then_kind_then_push_order():

@@ -242,7 +242,8 @@ def test_report_writes_png_and_svg_of_every_figure_and_readable_tables(whatif_di
     stems = {p.stem for p in figures.iterdir()}
     for stem in ("policies-power-energy-over-time", "policies-wait-cdf", "policies-active-nodes-over-time",
                  "policies-compared", "fcfs-gantt", "easy-suspend-power-energy-over-time",
-                 "sweep-kth120-policies-compared", f"sweep-kth120-mean_wait_s-vs-{SLACK}",
+                 f"sweep-kth120-policies-compared-{SLACK}-0.5", f"sweep-kth120-policies-compared-{SLACK}-4",
+                 f"sweep-kth120-mean_wait_s-vs-{SLACK}",
                  "compare-performance-ratio-vs-slack_mean"):
         assert stem in stems, stem
     for stem in stems:

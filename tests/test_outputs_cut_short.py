@@ -52,9 +52,11 @@ def test_a_file_cut_short_is_not_left_behind(where, unhindered, tmp_path):
 
 
 def test_a_parquet_file_cut_short_is_not_left_behind(tmp_path):
-    # 100,000 doubles: 800 kB of values, cut at 64 KiB
-    code = ("import numpy as np; from greenslurm.sim.reporting.parquet_file import write_parquet, DOUBLE; "
-            "write_parquet('t.parquet', [('a', DOUBLE, [np.arange(100000.0)])])")
+    # 3,000 jobs of jobs.parquet, about 150 kB, cut at 64 KiB
+    code = ("import numpy as np; from greenslurm.sim.accounting.result import JobColumns, JobRecord; "
+            "from greenslurm.sim.reporting.outputs import write_jobs_parquet; "
+            "write_jobs_parquet(JobColumns.from_records([JobRecord(str(i), float(i), i + 1.0, i + 2.0, 9.0, 1, 1.0, 0.5, "
+            "False, 2.0, (i,)) for i in range(3000)]), 't.parquet')")
     done = run_limited(["-c", code], 65536, tmp_path)
     assert done.returncode == 1 and "File too large" in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []

@@ -119,3 +119,17 @@ def test_bound_is_above_every_schedule_found(cores, specs, allocation):
     accepted = sum(r.cpus * (r.end_s - r.start_s) for r in result.records)
     work = work_of(jobs)
     assert accepted <= lp_upper_bound(work, cores) + 1e-6 <= total_load(work, cores) + 2e-6
+
+
+def test_without_scipy_the_bound_is_the_total_load_and_says_so():
+    # SciPy is the optional "lp" extra.  Hidden in a child process (FakeNoScipy: sys.modules["scipy"] = None makes
+    # its import fail as on an install without it): [0, 10, 6] twice and [20, 30, 5] on one CPU give the total
+    # load 6 + 6 + 5 = 17, named so, where the LP gives 15 (see lp_upper_bound)
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['scipy'] = None  # FakeNoScipy\n"
+            "from greenslurm.sim.accounting.deadline_metrics import Work, upper_bound\n"
+            "print(upper_bound([Work(0, 10, 6, 1), Work(0, 10, 6, 1), Work(20, 30, 5, 1)], 1))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "(17.0, 'total load (no SciPy)')"
+    assert upper_bound([Work(0, 10, 6, 1), Work(0, 10, 6, 1), Work(20, 30, 5, 1)], 1) == (pytest.approx(15.0), "lp")

@@ -18,6 +18,7 @@ from hypothesis import given, strategies as st
 from greenslurm.clustermodel import InputError
 from greenslurm.traces.slurm_conf import (HostNames, OverSubscribe, cluster_from_slurm_conf, expand_hostlist,
                                           parse_slurm_conf, parse_slurm_conf_text, parse_time_limit_s)
+from greenslurm.traces.slurm_fields import parse_duration
 
 from slurm_cluster import NodeDef, SlurmCluster, scontrol_fields, shared_root, skip_reason
 
@@ -42,10 +43,24 @@ def test_time_limits_as_slurm_reads_them(text, seconds):
     assert parse_time_limit_s(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["garbage", "1:2:3:4", "-5", "1-2-3", "", "1.5", "1:", "1h"])
+@pytest.mark.parametrize("text", ["garbage", "1:2:3:4", "-5", "1-2-3", "", "1.5", "1:", "1h", "1:00:00.5", "1-:5"])
 def test_time_garbage_is_refused(text):
     with pytest.raises(ValueError, match="is not a Slurm time"):
         parse_time_limit_s(text)
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("1:99:00", 3600 + 99 * 60.0),     # Slurm 22.05's time_str2secs takes each field as it is: no range check
+    ("1-30", 86400 + 30 * 3600.0),     # D-HH, 30 hours
+    ("01:07.402", 67.402),             # sacct's CPU-time columns: MM:SS.mmm
+    ("2-", 2 * 86400.0),
+    ("Partition_Limit", None), ("UNLIMITED", None), ("Unknown", None),
+])
+def test_sacct_durations_are_read_by_the_same_rule_as_slurm_conf(text, seconds):
+    # one parser (traces.slurm_fields.slurm_time_s) for sacct's columns and slurm.conf's limits
+    assert parse_duration(text) == seconds
+    if seconds is not None and "." not in text:
+        assert parse_time_limit_s(text) == math.ceil(seconds / 60) * 60
 
 
 @given(st.integers(0, 400), st.integers(0, 23), st.integers(0, 59), st.integers(0, 59))

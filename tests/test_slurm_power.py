@@ -167,6 +167,102 @@ def test_invariants_over_random_workloads(jobs, suspend_s, boot_s, rate, start_o
     assert not (machine.state[machine.excluded] == OFF).any()
 
 
+# -- a peak power budget: greenslurm's (Slurm 22.05's power saving has none) ---------------------------
+TWO_SMALL = Cluster.homogeneous(2, cpus=1, idle_w=100.0, busy_w=300.0)
+
+
+def test_a_budget_holds_an_allocated_job_configuring_until_the_power_leaves_room():
+    # two 1-CPU nodes, idle 100 W, busy 300 W (a job adds 200 W), budget 500 W, no power saving.
+    #   t=0: a -> n0, b -> n1 (both allocated).  a begins: 100 + 100 + 200 = 400 W <= 500.
+    #        b would make 400 + 200 = 600 W > 500: it waits, allocated (CONFIGURING), n1 idle.
+    #   t=1: c is submitted; no node is free.
+    #   t=10: a ends (200 W).  The main pass allocates c to n0; b, allocated first, begins
+    #        (200 + 200 = 400 W) and its start is reset to 10; c would make 600 W: it waits.
+    #   t=20: b ends; c begins on n0: 20-25.
+    # Power: 400 W throughout (one job and one idle node): 25 s x 400 W = 10,000 J.
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=1), JobSpec("b", 0.0, 10.0, runtime_s=10.0, cpus=1),
+            JobSpec("c", 1.0, 10.0, runtime_s=5.0, cpus=1)]
+    records, machine, result = run(jobs, TWO_SMALL, SlurmPowerSaving(budget_w=500.0))
+    assert [(r.start_s, r.end_s, r.node_indices) for r in records.values()] == [
+        (0.0, 10.0, (0,)), (10.0, 20.0, (1,)), (20.0, 25.0, (0,))]
+    assert result.energy.peak_power_w == 400.0 and result.power_w.max() == 400.0
+    assert result.energy.total_j == pytest.approx(25 * 400.0)
+    assert machine.refused_starts == 2                  # b and c were held back (once each)
+    assert machine.power_totals().budget_w == 500.0
+    # 600 W leaves room for both: a and b run together, c takes n0 at a's end
+    records, machine, _ = run(jobs, TWO_SMALL, SlurmPowerSaving(budget_w=600.0))
+    assert [(r.start_s, r.end_s) for r in records.values()] == [(0.0, 10.0), (0.0, 10.0), (10.0, 15.0)]
+    assert machine.refused_starts == 0
+
+
+def test_a_budget_holds_the_resume_of_powered_down_nodes_and_the_start_after_it():
+    # the same nodes (off 10 W, boot 15 s at idle power), SuspendTime 20 s, budget 500 W.
+    #   a runs 0-10 on n0.  n1, idle since 0, is suspended at the scan of 21 s (idle for more than
+    #   20 s: 0 < 21 - 20); n0, idle since 10, at the scan of 31 s.  From 31 s: 2 x 10 = 20 W.
+    #   t=100: d -> n0, e -> n1, both powered down (CONFIGURING).  Scan at 101: d's resume adds
+    #     boot/idle 100 - 10 = 90 W and its job 200 W: 20 + 90 + 200 = 310 <= 500, n0 resumes;
+    #     e's would add as much again beside d's promised 290 W: 20 + 290 + 290 = 600 > 500: held.
+    #   n0 is up at 116; slurmctld's check every 30 s sees it at 120: d runs 120-130.
+    #   d ends at 130 (n0 idle: 110 W); the scan at 131: 110 + 90 + 200 = 400 <= 500: n1 resumes,
+    #   up at 146, seen at 150: e runs 150-160 (n0, idle since 130, is suspended at 157).
+    # Energy (W x s): 400x10 + 200x11 + 110x10 + 20x70 + 110x15 (n0 boots) + 110x4 + 310x10 + 110x1
+    #   + 200x15 (n1 boots) + 200x4 + 400x7 + 310x3 = 21,530 J; the peak 400 W.
+    jobs = [JobSpec("a", 0.0, 10.0, runtime_s=10.0, cpus=1), JobSpec("d", 100.0, 10.0, runtime_s=10.0, cpus=1),
+            JobSpec("e", 100.0, 10.0, runtime_s=10.0, cpus=1)]
+    saving = SlurmPowerSaving(suspend_time_s=20.0, boot_s=15.0, budget_w=500.0)
+    records, machine, result = run(jobs, TWO_SMALL, saving)
+    assert [(r.job_id, r.start_s, r.end_s, r.node_indices) for r in records.values()] == [
+        ("a", 0.0, 10.0, (0,)), ("d", 120.0, 130.0, (0,)), ("e", 150.0, 160.0, (1,))]
+    assert machine.events == [(21.0, "suspend", 1), (31.0, "suspend", 0), (101.0, "resume", 0),
+                              (131.0, "resume", 1), (157.0, "suspend", 0)]
+    assert result.energy.total_j == pytest.approx(21530.0)
+    assert result.energy.peak_power_w == 400.0 and machine.refused_starts == 1
+    # without the budget both resume at 101 and run 120-130
+    records, _, _ = run(jobs, TWO_SMALL, SlurmPowerSaving(suspend_time_s=20.0, boot_s=15.0))
+    assert [(r.start_s, r.end_s) for r in records.values()][1:] == [(120.0, 130.0), (120.0, 130.0)]
+
+
+def test_a_budget_below_the_clusters_power_at_the_start_is_refused():
+    with pytest.raises(ValueError, match="below the power of the cluster"):
+        Replay([JobSpec("a", 0.0, 10.0, runtime_s=1.0, cpus=1)], TWO_SMALL, "slurm",
+               machine_factory=slurm_power_machine_factory(SlurmPowerSaving(budget_w=150.0)))
+    with pytest.raises(ValueError, match="budget_w must be a finite number"):
+        SlurmPowerSaving(budget_w=0.0)
+    # a job that could never begin (both nodes busy: 600 W > 500 W) is refused, not left waiting for ever
+    wide = [JobSpec("wide", 0.0, 10.0, runtime_s=10.0, cpus=2, nodes=2)]
+    with pytest.raises(ValueError, match="job wide needs more power than the budget"):
+        run(wide, TWO_SMALL, SlurmPowerSaving(budget_w=500.0))
+
+
+@settings(max_examples=30, deadline=None)
+@given(jobs=workloads(), suspend_s=st.sampled_from([math.inf, 0.0, 20.0]), boot_s=st.sampled_from([0.0, 25.0]),
+       budget_w=st.sampled_from([700.0, 900.0]), start_off=st.booleans(), backfill=st.booleans())
+def test_under_a_budget_every_job_runs_and_no_instant_exceeds_it(jobs, suspend_s, boot_s, budget_w, start_off,
+                                                                 backfill):
+    # three 4-CPU nodes (idle 100 W, busy 300 W): a job of at most 8 CPUs needs at most 2 x 300 W
+    # beside one idle node: 700 W, so every job can run under either budget
+    cluster = Cluster.homogeneous(3, cpus=4, idle_w=100.0, busy_w=300.0)
+    saving = SlurmPowerSaving(suspend_time_s=suspend_s, boot_s=boot_s, budget_w=budget_w,
+                              start_powered_down=start_off and suspend_s < math.inf)
+    scheduling = SlurmScheduling(scheduler="backfill" if backfill else "builtin", batch_sched_delay_s=0.0)
+    replay = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": scheduling},
+                    machine_factory=slurm_power_machine_factory(saving))
+    replay.begin()
+    while len(replay.events):
+        replay.step()
+        replay.machine._check()                      # power within the budget after every step
+    result = replay.close()
+    records = {r.job_id: r for r in result.records}
+    assert set(records) == {j.job_id for j in jobs}          # every job runs
+    for job in jobs:
+        assert records[job.job_id].start_s >= job.submit_s
+        assert records[job.job_id].end_s == pytest.approx(records[job.job_id].start_s + job.runtime_s)
+    assert result.power_w.max() <= budget_w + 1e-6 and result.energy.peak_power_w <= budget_w + 1e-6
+    energy = result.energy
+    assert energy.total_j == pytest.approx(energy.jobs_j + energy.unallocated_j, rel=1e-9)
+    assert not replay.machine.configuring
+
+
 def test_same_inputs_give_the_same_schedule():
     jobs = [JobSpec(f"j{i}", 13.0 * i, 90.0, runtime_s=5.0 + i, cpus=1 + i % 5) for i in range(30)]
     saving = SlurmPowerSaving(suspend_time_s=10.0, boot_s=8.0, suspend_rate=3)
@@ -215,6 +311,25 @@ def test_replay_honours_suspend_time_from_slurm_conf(tmp_path, capsys):
     assert json.loads((tmp_path / "out2" / "summary.json").read_text())["power_states"]["suspends"] == 0
 
 
+def test_replay_holds_jobs_under_a_power_budget_in_the_slurm_queue(tmp_path):
+    # four 4-CPU nodes at slurm.conf's assumed power (idle 100 W, 350 W busy: a 4-CPU job adds 250 W),
+    # no power saving, budget 900 W.  Three 4-CPU jobs at 0 s, 100 s each, get a node each: 1 and 2
+    # begin (400 + 2 x 250 = 900 W); 3 would make 1,150 W: it waits, allocated, until they end at
+    # 100 s, and runs 100-200 s.  Energy: 900 W x 100 s + (350 + 3 x 100) W x 100 s = 155,000 J.
+    import json
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CONF.format(suspend="INFINITE"))
+    trace = swf(tmp_path / "jobs.swf", [(0, 100, 4), (0, 100, 4), (0, 100, 4)])
+    out = tmp_path / "out"
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--power-budget", "900",
+                 "--no-progress", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["power_states"]["peak_power_w"] == 900.0 and summary["power_states"]["refused_starts"] == 1
+    assert summary["energy_kwh"] == pytest.approx(155000.0 / 3.6e6)
+    rows = (out / "jobs.csv").read_text().splitlines()[1:]
+    assert [tuple(row.split(",")[4:6]) for row in rows] == [("0.0", "100.0"), ("0.0", "100.0"), ("100.0", "200.0")]
+
+
 def test_replay_refuses_a_boot_longer_than_resume_timeout_and_greenslurms_own_power_settings(tmp_path, capsys):
     conf = tmp_path / "slurm.conf"
     conf.write_text(CONF.format(suspend=60))
@@ -223,7 +338,14 @@ def test_replay_refuses_a_boot_longer_than_resume_timeout_and_greenslurms_own_po
                  "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "ResumeTimeout 120 s" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
-    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--power-budget", "900",
+    # Slurm never migrates a running job: pVOCL's consolidation is refused, in one line that says so
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--consolidate-every", "60",
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("greenslurm: error: <command line>: field --consolidate-every: pVOCL's consolidation "
+                           "moves running jobs between nodes; Slurm never migrates a running job, so the slurm "
+                           "queue cannot consolidate")
+    assert main(["replay", str(trace), "--slurm-conf", str(conf), "--queue", "slurm", "--power-budget", "0",
                  "--no-progress"]) == 2
     assert "--power-budget" in capsys.readouterr().err
     conf.write_text(CONF.format(suspend=60) + "SuspendRate=fast\n")
@@ -270,3 +392,17 @@ def test_a_change_in_the_second_of_a_scan_brings_one_more_scan(a_submit_s, b_nod
     assert list(records["b"].node_indices) == [1]
     # booted 5 s later; slurmctld's next 30-second check of configuring jobs (from the start, 0) is at 60
     assert records["b"].start_s == 60.0
+
+
+def test_a_named_node_selection_is_given_powered_down_nodes_too():
+    # both nodes start powered down; under a named selection (best fit) the queue tried powered-up
+    # nodes only and the job waited for ever.  Now: allocated at 0 to n0, the scan at 1 s resumes it,
+    # up at 11 s (boot 10 s), slurmctld's check every 30 s sees it at 30 s: it runs 30-40 s.
+    from greenslurm.allocation.selection import make_selection
+    jobs = [JobSpec("a", 0.0, 60.0, runtime_s=10.0, cpus=1)]
+    saving = SlurmPowerSaving(suspend_time_s=100.0, boot_s=10.0, start_powered_down=True)
+    replay = Replay(jobs, TWO_SMALL, "slurm", selection=make_selection("bestfit"),
+                    strategy_options={"scheduling": BUILTIN}, machine_factory=slurm_power_machine_factory(saving))
+    records = replay.run().records
+    assert [(r.start_s, r.end_s, r.node_indices) for r in records] == [(30.0, 40.0, (0,))]
+    assert replay.machine.events[0] == (1.0, "resume", 0)

@@ -77,7 +77,7 @@ def test_kth_header_and_cluster_hint(kth):
     assert kth.header["Note"].splitlines()[0] == "uses the EASY scheduler"
     assert "job<=14 (14 jobs removed)" in kth.header["Note"]
     cluster = kth.cluster_hint()
-    assert (cluster.size, cluster.nodes[0].cpus, cluster.name) == (100, 1, "IBM SP2")
+    assert (cluster.size, cluster.nodes[0].cpus, cluster.name) == (100, 1, "KTH-SP2")     # the archive's name
 
 
 def test_multi_valued_header_and_atlas_hint(shared_data):

@@ -217,3 +217,156 @@ def test_top_level_help_lists_every_hook_action(capsys):
         main(["--help"])
     top = " ".join(capsys.readouterr().out.split())
     assert "the live Slurm job_submit hook: " + ", ".join(names) in top
+
+
+# -- one vocabulary: options every replaying command has ---------------------------------------------
+def replay_json(tmp_path: Path, *options: str) -> dict:
+    (tmp_path / "jobs.txt").write_text(export("100Mn", "100Mn", "100Mn"))
+    (tmp_path / "slurm.conf").write_text(FOUR_NODES_CONF)
+    out = tmp_path / "replay.json"
+    assert main(["replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"),
+                 "--json", str(out), "--no-progress", *options]) == 0
+    return json.loads(out.read_text())
+
+
+def test_replay_takes_the_node_power_of_a_slurm_conf_as_whatif_does(tmp_path, capsys):
+    data = replay_json(tmp_path, "--node-idle-w", "10", "--node-busy-w", "50")
+    # 2 nodes x 10 W over the 1,500 s makespan = 30,000 J; three jobs of 2 CPUs x 300 s at (50-10)/4 = 10 W per
+    # allocated CPU = 18,000 J; 48,000 J = 0.01333 kWh
+    assert data["energy_kwh"] == pytest.approx(48_000 / 3.6e6)
+    # the jobs' share: each holds half a node's idle 10 W plus 20 W for its 2 CPUs, 25 W x 300 s x 3 = 22,500 J
+    assert data["energy_jobs_kwh"] == pytest.approx(22_500 / 3.6e6)
+    assert data["power_model"] == {"assumed": False, "text": "nodes 10 W idle to 50 W with every CPU allocated, "
+                                   "linear in allocated CPUs (given: --node-idle-w, --node-busy-w)"}
+    assert "given: --node-idle-w, --node-busy-w" in flat(capsys.readouterr().out)
+
+
+def test_node_power_applies_only_to_a_cluster_read_from_slurm(tmp_path, capsys):
+    err = refused(capsys, "replay", "--node-idle-w", "10")
+    assert "--node-idle-w" in err and "slurm.conf" in err
+
+
+# -- footers that state their assumptions and fit 80 columns ---------------------------------------------
+def test_the_whatif_footer_states_the_power_saving_it_assumed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    # the default candidate powers idle nodes down after 600 s (SuspendTime); slurm.conf gives no
+    # ResumeTimeout, so Slurm's default 60 s is the boot time; the off power is the replay's 10 W
+    code, data = run_whatif(tmp_path, export("100Mn", "100Mn", "100Mn"), FOUR_NODES_CONF)
+    out = capsys.readouterr().out
+    assert code == 0
+    saving = "idle nodes power down after 600 s, draw 10 W while off and boot in 60 s"
+    assert data["policies"]["slurm+suspend"]["power_saving"] == saving
+    assert "power_saving" not in data["policies"]["slurm"]
+    lines = [line.strip("│ ") for line in out.splitlines()]
+    # each note starts its own line, and none is longer than the terminal
+    assert f"slurm+suspend: {saving}" in flat(out)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert any(line.startswith("power model: nodes 100 W idle") for line in lines)
+    assert any(line.startswith("slurm+suspend: idle nodes power down") for line in lines)
+
+
+def test_digits_in_a_title_are_not_coloured(capsys, monkeypatch):
+    # on a colour terminal, rich's highlighter coloured "1996" and "2.1" inside the demo trace's file name
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["demo", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b[" in out                                       # a colour terminal indeed
+    assert "KTH-SP2-1996-2.1-cln-first2000.swf (swf) on" in out  # no escape sequence inside the title's words
+
+
+def test_the_demo_and_a_full_replay_name_the_machine_alike(tmp_path, capsys, shared_data):
+    # the demo's bundled cluster file and the full log's SWF header (Computer: IBM SP2) name the same
+    # machine: both by the Parallel Workloads Archive's name of the log
+    assert main(["demo", "--json", str(tmp_path / "demo.json"), "--no-progress"]) == 0
+    assert main(["replay", str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf"), "--limit", "20",
+                 "--json", str(tmp_path / "full.json"), "--no-progress"]) == 0
+    names = [json.loads((tmp_path / f"{run}.json").read_text())["cluster"]["name"] for run in ("demo", "full")]
+    assert names == ["KTH-SP2", "KTH-SP2"]
+    assert "IBM SP2" not in capsys.readouterr().out
+
+
+def test_compare_refuses_exact_runtimes_with_planned_limits(capsys):
+    trace = str(Path(__file__).resolve().parents[1] / "greenslurm" / "data" / "KTH-SP2-1996-2.1-cln-first2000.swf")
+    err = refused(capsys, "compare", trace, "--exact-runtimes", "--planned-limits")
+    assert "--exact-runtimes (compare's default) and --planned-limits contradict each other" in err
+
+
+@pytest.mark.parametrize("command, option, given, expected", [
+    # a list, the option repeated, or both: the same selections (a repeated list kept only its last before)
+    ("compare", "--select", ["--select", "balanced", "bestfit", "--select", "minidle"],
+     ["balanced", "bestfit", "minidle"]),
+    ("compare", "--acceptance", ["--acceptance", "greedy", "--acceptance", "threshold"], ["greedy", "threshold"]),
+    ("compare", "--slack-mean", ["--slack-mean", "0.5", "--slack-mean", "2"], [0.5, 2.0]),
+    ("inflate", "--select", ["--select", "fgd", "pwr=0.1,fgd=0.9", "--select", "gpubestfit"],
+     ["fgd", "pwr=0.1,fgd=0.9", "gpubestfit"]),
+    ("inflate", "--select", ["--select", "fgd", "--select", "pwr"], ["fgd", "pwr"]),
+])
+def test_list_options_take_a_list_or_repeat_alike(command, option, given, expected):
+    from greenslurm.cli import build_parser
+    required = {"compare": ["trace.swf"], "inflate": ["--nodes", "n.csv", "--pods", "p.csv"]}[command]
+    args = build_parser().parse_args([command, *required, *given])
+    assert getattr(args, option.lstrip("-").replace("-", "_")) == expected
+    # without the option: its default, untouched by an earlier parse
+    default = getattr(build_parser().parse_args([command, *required]), option.lstrip("-").replace("-", "_"))
+    assert default == {"--select": ["balanced", "bestfit", "minidle", "backfill"] if command == "compare" else None,
+                       "--acceptance": ["greedy", "threshold"], "--slack-mean": [0.2, 1.0, 5.0]}[option]
+
+
+def test_replay_help_says_why_its_default_queue_differs_from_whatifs(capsys):
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "easy with --slurm-conf too, so a replay's figures do not change with where its cluster comes from" in text
+    assert "whatif's current policy is slurm with --slurm-conf" in text
+
+
+def test_replay_with_a_slurm_conf_runs_easy_unless_told(tmp_path):
+    assert replay_json(tmp_path)["queue"] == "easy"
+    assert replay_json(tmp_path, "--queue", "slurm")["queue"] == "slurm"
+
+
+# -- figures drawn as the papers draw them ---------------------------------------------------------
+def test_policies_compared_has_its_ci_over_one_grid_values_runs_only():
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+    from matplotlib.container import ErrorbarContainer
+    from greenslurm.cmd_report import PlotLog, _sweep_plots
+    # two policies x two slack values x three runs; energy 10, 11, 12 kWh at slack 1 and 100, 110, 120 at 5:
+    # pooled over the grid the CI would span 10..120, per grid value it is the CI of three runs only
+    rows = [{"trace": "t", "policy": policy, "slack_mean": slack, "seed": seed,
+             "energy_kwh": (10.0 if slack == 1.0 else 100.0) * (1 + seed / 10) + (policy == "b")}
+            for policy in ("a", "b") for slack in (1.0, 5.0) for seed in range(3)]
+    figures = []
+    _sweep_plots(pd.DataFrame(rows), "sweep", lambda figure, stem: figures.append((figure, stem)), PlotLog())
+    compared = [(f, stem) for f, stem in figures if "policies-compared" in stem]
+    assert [stem for _, stem in compared] == ["sweep-t-policies-compared-slack_mean-1",
+                                              "sweep-t-policies-compared-slack_mean-5"]
+    for (figure, _), (slack, base) in zip(compared, ((1, 10.0), (5, 100.0))):
+        assert f"Policies compared at slack_mean = {slack} (mean, 95 % CI over 3 runs)" in figure._suptitle.get_text()
+        axes = figure.axes[0]
+        heights = [bar.get_height() for bar in axes.patches]
+        # mean of base x (1, 1.1, 1.2) = 1.1 base; policy b 1 kWh more
+        assert heights == pytest.approx([1.1 * base, 1.1 * base + 1])
+        bars = [c for c in axes.containers if isinstance(c, ErrorbarContainer)]
+        assert len(bars) == 2
+        for container in bars:
+            (low, high), = [seg[:, 1] for seg in container.lines[2][0].get_segments()]
+            # t(0.975, 2) x sd / sqrt(3): sd of base x (1, 1.1, 1.2) = 0.1 base: 4.303 x 0.1 base / 1.732
+            assert (high - low) / 2 == pytest.approx(4.3027 * 0.1 * base / 3 ** 0.5, rel=1e-3)
+
+
+def test_policies_compared_with_one_run_says_n_1():
+    import matplotlib
+    matplotlib.use("Agg")
+    import pandas as pd
+    from greenslurm.cmd_report import PlotLog, _sweep_plots
+    rows = [{"trace": "t", "policy": p, "seed": 0, "energy_kwh": e} for p, e in (("a", 1.0), ("b", 2.0))]
+    figures = []
+    _sweep_plots(pd.DataFrame(rows), "sweep", lambda figure, stem: figures.append((figure, stem)), PlotLog())
+    (figure, stem), = [(f, s) for f, s in figures if "policies-compared" in s]
+    assert stem == "sweep-t-policies-compared" and "(one run each, n = 1)" in figure._suptitle.get_text()
+    from matplotlib.container import ErrorbarContainer
+    assert "CI" not in figure._suptitle.get_text()
+    assert not [c for c in figure.axes[0].containers if isinstance(c, ErrorbarContainer)]

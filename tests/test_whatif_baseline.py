@@ -16,7 +16,7 @@ from greenslurm.cli import main
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.node import NodeSpec
 from greenslurm.sim.accounting.metrics import summarize
-from greenslurm.sim.accounting.recorded_schedule import recorded_schedule
+from greenslurm.sim.engine.recorded_schedule import recorded_schedule
 from greenslurm.sim.studies.slurm_fidelity import order_conflicts, order_relation
 
 # Two nodes of 4 CPUs; backfill every 30 s.
@@ -173,8 +173,10 @@ def test_jobs_the_record_cannot_place(tmp_path):
     (["--start-tolerance", "-5"], "--start-tolerance must be a number of seconds >= 0"),
     (["--start-tolerance", "nan"], "--start-tolerance must be a number of seconds >= 0"),
     (["--candidate", "slurm:acceptance=greedy"], "applies to the deadline queue, not to the slurm queue"),
-    # the slurm queue powers nodes down with Slurm's own power saving; a budget is not part of it
-    (["--candidate", "slurm:power_states.budget_w=30000"], "this setting is not part of it"),
+    # the slurm queue powers nodes down with Slurm's own power saving; phases are not part of it
+    (["--candidate", "slurm:power_states.phases=2"], "this setting is not part of it"),
+    # Slurm never migrates a running job: no consolidation under the slurm queue
+    (["--candidate", "slurm:power_states.consolidate_every_s=60"], "Slurm never migrates a running job"),
     (["--candidate", "slurm:bf_window=10"], "unknown policy options: bf_window"),
 ])
 def test_bad_options_are_one_line(tmp_path, capsys, options, message):
@@ -281,3 +283,23 @@ def test_the_recorded_ledger_balances(jobs):
     assert energy.total_j == pytest.approx(300.0 * span + 50.0 * cpu_seconds, abs=1e-6)
     assert energy.jobs_j + energy.unallocated_j == pytest.approx(energy.total_j, abs=1e-6)
     assert math.isclose(sum(r.energy_j for r in schedule.result.records), energy.jobs_j, abs_tol=1e-6)
+
+
+def test_a_budget_candidate_under_the_slurm_queue_counts_the_jobs_it_leaves_out(tmp_path, capsys):
+    # two 4-CPU nodes, idle 100 W, busy 300 W (50 W per busy CPU); the current slurm queue peaks at
+    # 600 W (job 2 on all 8 CPUs).  Under 500 W: job 2 needs both nodes busy, 2 x 300 = 600 W > 500,
+    # even alone: left out and counted as skipped; jobs 1 (4 CPUs, 400 W with n2 idle) and 3 (2 CPUs)
+    # run together at 300 + 200 = 500 W; job 4 (pending when cancelled) runs for 0 s; job 5 is the
+    # reader's skip, as in the current column.
+    code, data = whatif(tmp_path, EXPORT, "--candidate", "capped=slurm:power_states.budget_w=500")
+    assert code == 0
+    current, capped = data["policies"]["slurm"], data["policies"]["capped"]
+    assert (current["jobs_total"], current["jobs_completed"], current["jobs_skipped"]) == (5, 4, 1)
+    assert current["peak_power_w"] == 600.0
+    assert (capped["jobs_total"], capped["jobs_completed"], capped["jobs_skipped"]) == (5, 3, 2)
+    assert capped["skipped_by_reason"] == {"needs more power than the budget even alone": 1}
+    assert capped["peak_power_w"] == 500.0
+    # a setting that is no number is a one-line error, not a traceback
+    code, _ = whatif(tmp_path, EXPORT, "--candidate", "bad=slurm:power_states.budget_w=7000,suspend_after_s=600")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "must be a number" in err and "Traceback" not in err and len(err.splitlines()) == 1

@@ -43,6 +43,7 @@ from pathlib import Path
 from greenslurm.clustermodel import Cluster, InputError, NodeSpec, gres
 from greenslurm.clustermodel.node import GPU_POWER_W
 from greenslurm.clustermodel.power import check_given_power
+from greenslurm.traces.slurm_fields import SLURM_TIME_FORMS, slurm_time_s
 
 # -- reading the files: Include lines, comments, continuations ------------------------------------------
 FAIL = "fail"                 # the level of a reading problem (``hook check`` prints it as a failed check)
@@ -475,29 +476,10 @@ def parse_time_limit_s(text: str) -> float:
     ...
     ValueError: '1:2:3:4' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)
     """
-    seconds = _time_str2secs(text)
+    if "." in text:                             # a fraction of a second: sacct prints one, Slurm reads none
+        raise ValueError(f"{text!r} is not a Slurm time ({SLURM_TIME_FORMS})")
+    seconds = slurm_time_s(text)
     return seconds if seconds == INFINITE else float(math.ceil(seconds / 60) * 60)
-
-
-def _time_str2secs(text: str) -> float:
-    value = text.strip()
-    if value.upper() in ("-1", "INFINITE", "UNLIMITED"):
-        return INFINITE
-    bad = ValueError(f"{text!r} is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS "
-                     "or UNLIMITED)")
-    # Slurm's _is_valid_timespec: digits, at most one '-' (before any ':'), at most two ':', and
-    # enough digit groups for the separators; then sscanf("%d-%d:%d:%d") or ("%d:%d:%d")
-    match = re.fullmatch(r"(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)-|(\d+)(?::(\d+)(?::(\d+))?)?", value)
-    if not match:
-        raise bad
-    days, d_hours, d_min, d_sec, days_only, first, second, third = match.groups()
-    if days is not None:
-        return float(int(days) * 86400 + int(d_hours) * 3600 + int(d_min or 0) * 60 + int(d_sec or 0))
-    if days_only is not None:
-        return float(int(days_only) * 86400)
-    if third is not None:                       # HH:MM:SS
-        return float(int(first) * 3600 + int(second) * 60 + int(third))
-    return float(int(first) * 60 + int(second or 0))   # minutes[:seconds]
 
 
 def _yes_no(value: str, path: str, line: int, key: str) -> bool:

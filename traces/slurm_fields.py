@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 UNKNOWN_TIMES = frozenset({"", "Unknown", "None", "N/A", "NONE", "UNKNOWN", "none", "unknown"})
 UNLIMITED_DURATIONS = frozenset({"UNLIMITED", "Partition_Limit", "INVALID", "infinite", "INFINITE"})
 
-_DURATION = re.compile(r"(?:(?P<days>\d{1,7})-)?(?P<rest>\d{1,12}(?::\d{1,12}){0,2}(?:\.\d{1,9})?)")
 _SIZE = re.compile(r"(?P<num>\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?P<unit>[KMGTPE]?)(?:i?B)?", re.IGNORECASE)
 _REQMEM = re.compile(r"(?P<num>\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?P<unit>[KMGTPE]?)(?P<scope>[nc]?)", re.IGNORECASE)
 _UNIT_MIB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3, "E": 1024.0 ** 4}
@@ -26,11 +25,45 @@ _UNIT_MIB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P
 MEM_PER_CPU_FLAGS = (1 << 63, 1 << 31)
 
 
-def parse_duration(text: str) -> float | None:
-    """Seconds of a Slurm duration; None for UNLIMITED / Partition_Limit / INVALID / unknown.
+SLURM_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED"
+# Slurm 22.05's _is_valid_timespec (src/common/parse_time.c): digit groups, at most one '-' and before
+# any ':', at most two ':', each separator between digits (a trailing "D-" alone allowed); seconds may
+# carry a fraction here (sacct prints CPU times as MM:SS.mmm)
+_SLURM_TIME = re.compile(r"(\d+)-(?:(\d+)(?::(\d+)(?::(\d+(?:\.\d+)?))?)?)?|(\d+)(?::(\d+(?:\.\d+)?)(?::(\d+(?:\.\d+)?))?)?")
 
-    Accepts Slurm's forms: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``, with optional
-    fractional seconds (``MM:SS.mmm`` as in the CPU-time columns).
+
+def slurm_time_s(text: str) -> float:
+    """Seconds of a Slurm time, as Slurm 22.05's ``time_str2secs`` reads one: ``-1``, ``INFINITE`` and
+    ``UNLIMITED`` (any case) are ``math.inf``; ``D-`` days, ``D-HH[:MM[:SS]]``, ``HH:MM:SS``, else
+    minutes[:seconds]; each field any number of digits (``1:75`` is 1 minute 75 seconds, as Slurm
+    takes it); the seconds may carry a fraction.  ValueError otherwise, naming the forms.
+
+    >>> [slurm_time_s(t) for t in ("30", "1:30", "1:00:00", "2-12", "1-2:30", "3-", "01:07.402", "unlimited")]
+    [1800.0, 90.0, 3600.0, 216000.0, 95400.0, 259200.0, 67.402, inf]
+    >>> slurm_time_s("1:2:3:4")
+    Traceback (most recent call last):
+    ...
+    ValueError: '1:2:3:4' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)
+    """
+    value = text.strip()
+    if value.upper() in ("-1", "INFINITE", "UNLIMITED"):
+        return math.inf
+    match = _SLURM_TIME.fullmatch(value)
+    if not match:
+        raise ValueError(f"{text!r} is not a Slurm time ({SLURM_TIME_FORMS})")
+    days, d_hours, d_min, d_sec, first, second, third = match.groups()
+    if days is not None:                        # days-[hours[:minutes[:seconds]]]
+        return int(days) * 86400 + int(d_hours or 0) * 3600 + int(d_min or 0) * 60 + float(d_sec or 0)
+    if third is not None:                       # hours:minutes:seconds
+        if "." in second:
+            raise ValueError(f"{text!r} is not a Slurm time ({SLURM_TIME_FORMS})")
+        return int(first) * 3600 + int(second) * 60 + float(third)
+    return int(first) * 60 + float(second or 0)   # minutes[:seconds]
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds of a duration sacct prints (Elapsed, Timelimit, the CPU-time columns); None for
+    UNLIMITED / Partition_Limit / INVALID / unknown.  Slurm's time forms (:func:`slurm_time_s`).
 
     >>> parse_duration("3-00:00:26"), parse_duration("22:32:22"), parse_duration("05:16")
     (259226.0, 81142.0, 316.0)
@@ -38,32 +71,12 @@ def parse_duration(text: str) -> float | None:
     (67.402, 216000.0, 5400.0)
     >>> parse_duration("UNLIMITED") is None, parse_duration("Partition_Limit") is None
     (True, True)
-    >>> parse_duration("12:75:00")
-    Traceback (most recent call last):
-    ...
-    ValueError: '12:75:00' is not a duration ([D-]HH:MM:SS): minutes or seconds above 59
     """
     text = text.strip()
     if text in UNLIMITED_DURATIONS or text in UNKNOWN_TIMES:
         return None
-    match = _DURATION.fullmatch(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a duration ([D-]HH:MM:SS)")
-    parts = [float(p) for p in match.group("rest").split(":")]
-    days = match.group("days")
-    if any(p >= 60 for p in parts[1:]):
-        raise ValueError(f"{text!r} is not a duration ([D-]HH:MM:SS): minutes or seconds above 59")
-    if days is not None:      # D-H, D-H:M, D-H:M:S
-        parts += [0.0] * (3 - len(parts))
-        hours, minutes, seconds = parts
-        if hours >= 24:
-            raise ValueError(f"{text!r} is not a duration ([D-]HH:MM:SS): hours above 23")
-        return int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
-    if len(parts) == 1:       # M
-        return parts[0] * 60
-    if len(parts) == 2:       # M:S
-        return parts[0] * 60 + parts[1]
-    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+    seconds = slurm_time_s(text)
+    return None if seconds == math.inf else float(seconds)
 
 
 def parse_timestamp(text: str) -> float | None:

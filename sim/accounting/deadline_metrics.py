@@ -123,10 +123,15 @@ def _points(times: np.ndarray, count: int) -> np.ndarray:
 
 
 def upper_bound(work: Sequence[Work], total_cpus: float, lp: bool = True) -> tuple[float, str]:
-    """The bound used for the performance ratio, and its name ("lp" or "total load")."""
+    """The bound used for the performance ratio, and its name ("lp" or "total load").  The LP needs
+    SciPy (the ``lp`` extra); without it the bound is the total load, named "total load (no SciPy)"
+    so that a table says which bound it holds."""
     total = total_load(work, total_cpus)
     if lp and work:
-        return min(lp_upper_bound(work, total_cpus), total), "lp"
+        try:
+            return min(lp_upper_bound(work, total_cpus), total), "lp"
+        except ImportError:                      # SciPy not installed: pip install "greenslurm[lp]"
+            return total, "total load (no SciPy)"
     return total, "total load"
 
 

@@ -11,13 +11,28 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
-from greenslurm.sim.machines.machine import PendingJob
 from greenslurm.sim.accounting.result import EnergyTotals
+
+
+class ChargedJob(Protocol):
+    """What the ledger reads and keeps on a running job (the machines' ``PendingJob``; machines sit
+    above accounting, so the ledger names only this)."""
+    nodes: int
+    demand: np.ndarray             # per node (CPUs, MiB, GPUs), or a row per node
+    cpus_total: float
+    node_indices: np.ndarray | None
+    delta_w: float                 # power the job adds while it runs
+    charged_since_s: float         # start of the job's current stay on its nodes
+    charged_j: float               # energy charged for earlier stays (moved jobs)
+    cpu_only: bool
+
+    def total(self, kind: int) -> float: ...
 
 
 @dataclass
@@ -86,7 +101,7 @@ class EnergyLedger:
             self.total_j += self.power_w * dt
             self.last_s = now_s
 
-    def _job_delta_w(self, job: PendingJob) -> float:
+    def _job_delta_w(self, job: ChargedJob) -> float:
         """Power added to the cluster by running ``job``: (busy - idle) per CPU + (max - idle) per GPU."""
         nodes = job.node_indices
         if job.demand.ndim == 2:           # spread unevenly: one row per node
@@ -100,7 +115,7 @@ class EnergyLedger:
             delta += gpus * self._delta_per_gpu_w[nodes].sum()
         return float(delta)
 
-    def job_share_w(self, job: PendingJob, nodes: np.ndarray | None = None) -> np.ndarray:
+    def job_share_w(self, job: ChargedJob, nodes: np.ndarray | None = None) -> np.ndarray:
         """Per node power charged to ``job`` on its nodes (or ``nodes``): busy power per CPU times
         its CPUs, plus max GPU power."""
         nodes = job.node_indices if nodes is None else nodes
@@ -116,7 +131,7 @@ class EnergyLedger:
         return share
 
     # -- listeners on the machine ---------------------------------------------------------------
-    def on_start(self, job: PendingJob, now_s: float) -> None:
+    def on_start(self, job: ChargedJob, now_s: float) -> None:
         self.advance(now_s)
         job.charged_since_s = now_s
         job.charged_j = 0.0
@@ -134,7 +149,7 @@ class EnergyLedger:
         self._idle_node_seconds[was_idle] += now_s - self._idle_since_s[was_idle]
         self._jobs_on_node[nodes] = jobs_on + 1
 
-    def on_end(self, job: PendingJob, now_s: float) -> float:
+    def on_end(self, job: ChargedJob, now_s: float) -> float:
         """Close the job's account; returns the energy charged to it in joules (every stay, when
         it moved)."""
         self.advance(now_s)
@@ -142,7 +157,7 @@ class EnergyLedger:
         self.busy_cpus -= job.cpus_total
         return self._settle(job, job.node_indices, now_s) + job.charged_j
 
-    def _settle(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> float:
+    def _settle(self, job: ChargedJob, nodes: np.ndarray, now_s: float) -> float:
         """Charge the job's stay on ``nodes`` since ``job.charged_since_s``; they lose the job."""
         run_s = now_s - job.charged_since_s
         demand = job.demand
@@ -164,7 +179,7 @@ class EnergyLedger:
         self._idle_since_s[nodes[jobs_on == 0]] = now_s
         return energy
 
-    def on_move(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
+    def on_move(self, job: ChargedJob, old_nodes: np.ndarray, now_s: float) -> None:
         """``job`` left ``old_nodes`` for ``job.node_indices`` at ``now_s``: settle the stay on the
         old nodes (priced at their power per CPU and GPU), start one on the new nodes."""
         self.advance(now_s)

@@ -153,25 +153,7 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     """
     if len(values) == 0:
         return None
-    data = np.array(values, dtype=float)          # a copy: partitioned in place below
-    if np.isnan(data).any():
-        return math.nan
-    # numpy's linear method step for step, without np.percentile (whose np.unique loads numpy.ma, a
-    # tenth of a small replay's start-up): the virtual index v = (n - 1) q / 100 lies between the
-    # order statistics a = x[floor v] and b = x[floor v + 1] with weight t = v - floor v; from
-    # v >= n - 1 on, numpy takes a = b = x[-1] and t = v + 1.  numpy's lerp is a + (b - a) t below
-    # t = 0.5 and b - (b - a) (1 - t) from there (exact at both ends, the same signed zeros).
-    count = len(data)
-    virtual = (count - 1) * (q / 100)
-    if virtual >= count - 1:
-        below, above, t = count - 1, count - 1, virtual + 1
-    else:
-        below = math.floor(virtual)
-        above, t = below + 1, virtual - below
-    data.partition(sorted({below, above}))
-    a, b = data[below], data[above]              # numpy doubles: inf - inf is NaN without a warning
-    with np.errstate(invalid="ignore"):
-        return float(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)
+    return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
 def _counts(counter: Mapping[str, int] | None) -> dict[str, int]:

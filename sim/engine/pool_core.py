@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
-from greenslurm.clustermodel.native import load_beside
+from greenslurm.clustermodel.native import load_beside, warn_missing_once
 from greenslurm.sim.accounting.ledger import LedgerState
 
 FCFS, EASY, CONSERVATIVE = 0, 1, 2
@@ -408,7 +408,10 @@ def chosen_core(env: str = ENV, library: Callable[[], ctypes.CDLL | None] | None
         raise InputError(f"{choice!r} is not a core; choose from {', '.join(CHOICES)}", path="environment",
                          field=env)
     if choice == "auto":
-        return "compiled" if library() is not None else "python"
+        if library() is not None:
+            return "compiled"
+        warn_missing_once()                 # not built: loud, once, then the pure-Python definition
+        return "python"
     if choice == "compiled" and library() is None:
         raise InputError(f"the compiled {what} is not built (install greenslurm where a C compiler is)",
                          path="environment", field=env)

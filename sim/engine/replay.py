@@ -1,6 +1,6 @@
 """The replay loop: feed a trace's jobs through a queue strategy on a cluster, event by event.
 
-Events are taken in the total order of :mod:`greenslurm.sim.engine.events`.  All events at one time are handled
+Events are taken in the total order of :mod:`greenslurm.sim.events`.  All events at one time are handled
 before the strategy schedules once for that time.  Submissions are pushed one at a time (the next
 job's arrival is the only submission in the queue), so memory stays flat on long traces.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM as MEMORY
 from greenslurm.clustermodel.eligibility import Eligibility
-from greenslurm.sim.engine.events import EventKind, EventQueue
+from greenslurm.sim.events import EventKind, EventQueue
 from greenslurm.sim.accounting.ledger import EnergyLedger
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.sim.machines.machine import Machine, PendingJob, shape_key_of

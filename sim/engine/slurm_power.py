@@ -46,6 +46,16 @@ Backfill plans with the expected end Slurm knows (allocation + limit until the r
 states; this machine is a :class:`~greenslurm.sim.machines.power_states.PowerManagedMachine` whose
 timing rules are Slurm's instead of greenslurm's own.
 
+**A peak power budget** (``budget_w``, greenslurm's: Slurm 22.05's power saving has none).  The
+other queues' test (:meth:`~greenslurm.sim.machines.power_states.PowerManagedMachine.within_budget`:
+the cluster's power, plus the idle power still to come from booting nodes, plus what a change adds,
+within the budget) holds every resume and every start: an allocated job is CONFIGURING until its power
+fits (its nodes stay allocated and on, as Slurm suspends only idle nodes), and a scan resumes a job's
+powered-down nodes only when their boot power and the job's fit.  Jobs begin in allocation order: the
+first one held back holds back the later ones, and the power promised to jobs whose nodes boot counts
+for them (:meth:`SlurmPowerMachine._budget_walk`).  A job whose power beside every other node idle
+exceeds the budget could never begin and is refused (ValueError).
+
 **Boot time.**  slurm.conf does not know the hardware's: ``boot_s`` (the CLI's ``--boot-s``, the
 scenario's ``power_states.boot_s``); None takes the ResumeTimeout, the longest boot Slurm accepts.
 
@@ -149,6 +159,9 @@ class SlurmPowerSaving:
     off_w: float = 10.0
     boot_w: float | None = None                     # None: a booting node draws its idle power
     time_scale: float = 1.0
+    # a peak power budget (W; None: none).  Slurm 22.05's power saving has none: greenslurm's budget
+    # holds an allocated job CONFIGURING until the cluster's power leaves room for it (see the module text)
+    budget_w: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("suspend_time_s", "suspend_timeout_s", "resume_timeout_s", "interval_s", "min_interval_s",
@@ -167,6 +180,8 @@ class SlurmPowerSaving:
             raise ValueError(f"tick_phase_s must be within [0, 1) seconds, not {self.tick_phase_s}")
         if not self.time_scale > 0:
             raise ValueError(f"time_scale must be > 0, not {self.time_scale}")
+        if self.budget_w is not None and not 0 < self.budget_w < math.inf:
+            raise ValueError(f"budget_w must be a finite number of watts > 0, not {self.budget_w}")
 
     @property
     def enabled(self) -> bool:
@@ -330,7 +345,7 @@ class SlurmPowerMachine(PowerManagedMachine):
          self.excluded) = saving.node_settings(cluster)
         self.boot_s = boot_time_s(saving, cluster)
         config = PowerStateConfig(suspend_after_s=None, boot_s=self.boot_s, boot_w=saving.boot_w, off_w=saving.off_w,
-                                  phases=1)
+                                  phases=1, budget_w=saving.budget_w)
         super().__init__(cluster, selection, config)
         n = cluster.size
         self.powering_down = np.zeros(n, dtype=bool)         # suspended, not yet allocatable
@@ -347,6 +362,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._phase_s = saving.tick_phase_s * self._tick_s
         self.off_timeline: list[tuple[float, int]] = []
         self.events: list[tuple[float, str, int]] = []
+        # under a budget: configuring jobs whose nodes are all up (and noticed), waiting for power
+        self._awaiting_power: set[int] = set()
+        self._budget_counted: set[int] = set()               # jobs the budget held back (refused_starts)
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
@@ -371,6 +389,11 @@ class SlurmPowerMachine(PowerManagedMachine):
         connect = getattr(replay.strategy, "use_node_power", None)
         if connect is not None:
             connect(self)
+        if self.config.budget_w is not None:
+            if self.ledger.power_w > self.config.budget_w + 1e-6:
+                raise ValueError(f"the budget ({self.config.budget_w:,.0f} W) is below the power of the cluster "
+                                 f"where the replay begins ({self.ledger.power_w:,.0f} W)")
+            replay.after_schedule.append(self._begin_within_budget)
         if self.saving.enabled:
             self._plan_scan(self._tick_after(start_s))   # the thread scans at its first tick
 
@@ -452,12 +475,16 @@ class SlurmPowerMachine(PowerManagedMachine):
         resume_rate, suspend_rate = saving.resume_rate, saving.suspend_rate
         wake = np.zeros(self.cluster.size, dtype=bool)
         keep = []
+        may_resume = self._budget_walk(tick_s, begin=False) if self.config.budget_w is not None else None
         for index in self._resume_list:
             if resume_rate and resume_cnt >= resume_rate:
                 keep.append(index)
                 continue
             job = self.configuring.get(index)
             if job is None:
+                continue
+            if may_resume is not None and index not in may_resume:
+                keep.append(index)                  # the budget holds its nodes off for now
                 continue
             need = [int(node) for node in job.node_indices if self.state[node] == OFF and not wake[node]]
             for node in sorted(need):
@@ -486,6 +513,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         if done.any():
             self.powering_down[done] = False      # POWERED_DOWN: allocatable again
             self._tell_queue()
+        if may_resume is not None and len(going) and self._resume_list:
+            # power freed by these suspends may let a job's nodes resume: look again at the next tick
+            self._plan_scan(tick_s + self._tick_s)
         # the counts only decay from here: below a billionth they are none (no rounding they could change)
         if self._suspend_cnt_f < 1e-9:
             self._suspend_cnt_f = 0.0
@@ -541,7 +571,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         """The job's nodes are all up at ``booted_s``: slurmctld's next job_time_limit() pass sees it."""
         period = self.saving.ready_check_s
         if period <= 0:
-            self._ready(job, booted_s)
+            self._noticed(job, booted_s)
             return
         if booted_s < self._ready_last[1]:
             self._ready_last = (self._whole(self._ready_origin), self._ready_origin)
@@ -553,8 +583,62 @@ class SlurmPowerMachine(PowerManagedMachine):
 
         def noticed(t: float) -> None:
             self._timers -= 1
-            self._ready(job, t)
+            self._noticed(job, t)
         self._push(max(at, booted_s), noticed)
+
+    def _noticed(self, job: PendingJob, now_s: float) -> None:
+        """slurmctld sees every node of configuring ``job`` up: it runs now, or under a budget once
+        its power fits (:meth:`_budget_walk`, after this instant's scheduling pass)."""
+        if self.config.budget_w is None:
+            self._ready(job, now_s)
+        else:
+            self._awaiting_power.add(job.index)
+
+    # -- a peak power budget (greenslurm's: Slurm 22.05's power saving has none) ------------------
+    def _budget_walk(self, now_s: float, begin: bool) -> set[int]:
+        """The configuring jobs in allocation order under the budget, with the other queues' test
+        (:meth:`~greenslurm.sim.machines.power_states.PowerManagedMachine.within_budget`: the cluster's
+        power, plus the idle power still to come from booting nodes, plus what is added, within the
+        budget).  A job whose nodes are up begins (``begin``) when its power fits beside the power
+        promised to earlier jobs; a job waiting for powered-down nodes may have them resumed when their
+        boot power and its own fit.  The first job held back holds back every later one (a wide job is
+        not passed for ever by narrow ones).  Returns the jobs whose nodes the scan may resume."""
+        may_resume: set[int] = set()
+        promised_w = 0.0             # the power of earlier jobs that will begin without another test
+        for index, job in list(self.configuring.items()):
+            added_w = self.ledger._job_delta_w(job)
+            if index in self._awaiting_power:
+                if not self.within_budget(added_w + promised_w):
+                    self._held_by_budget(index)
+                    break
+                if begin:
+                    self._awaiting_power.discard(index)
+                    self._ready(job, now_s)        # its power is in the ledger's from now on
+                else:
+                    promised_w += added_w
+                continue
+            off = [node for node in job.node_indices.tolist() if self.state[node] == OFF]
+            if not off:              # its nodes boot, or slurmctld has not yet seen them up
+                promised_w += added_w
+                continue
+            # a booting node draws boot_w, then idle: the most a resumed node adds
+            wake_w = float((self.powered_w[off] - self.config.off_w).sum())
+            if not self.within_budget(wake_w + added_w + promised_w):
+                self._held_by_budget(index)
+                break
+            may_resume.add(index)
+            promised_w += wake_w + added_w
+        return may_resume
+
+    def _held_by_budget(self, index: int) -> None:
+        if index not in self._budget_counted:      # refused_starts: jobs the budget held back
+            self._budget_counted.add(index)
+            self.refused_starts += 1
+
+    def _begin_within_budget(self, now_s: float) -> None:
+        """After each scheduling pass (``after_schedule``): begin the jobs the budget now allows."""
+        if self._awaiting_power:
+            self._budget_walk(now_s, begin=True)
 
     def _count_off(self, now_s: float) -> None:
         count = int((self.state == OFF).sum())
@@ -577,14 +661,23 @@ class SlurmPowerMachine(PowerManagedMachine):
         cold = bool((self.state[nodes] != ON).any())
         if self.powering_down[nodes].any():
             raise RuntimeError(f"job {job.job.job_id} allocated a node being powered down")
-        if cold:
+        budget = self.config.budget_w
+        if cold or budget is not None:
+            # allocated now; it runs once its nodes are up (and, under a budget, its power fits)
             listeners, self.start_listeners = self.start_listeners, []
             try:
                 Machine.start(self, job, nodes, now_s, amounts)
             finally:
                 self.start_listeners = listeners
+            if budget is not None and float(self.idle_full_w.sum()) + self.ledger._job_delta_w(job) > budget + 1e-6:
+                # it would wait for ever, holding its nodes: fits_budget(..., others_on=True) leaves such jobs out
+                raise ValueError(f"job {job.job.job_id} needs more power than the budget ({budget:,.0f} W) even "
+                                 f"beside every other node idle")
             self.configuring[job.index] = job
-            self._resume_list.append(job.index)
+            if cold:
+                self._resume_list.append(job.index)
+            else:
+                self._awaiting_power.add(job.index)      # begins at the budget's walk after this pass
         else:
             Machine.start(self, job, nodes, now_s, amounts)
         nodes = job.node_indices
@@ -629,6 +722,8 @@ class SlurmPowerMachine(PowerManagedMachine):
         running = [job for job in self.running.values() if job.index not in self.configuring]
         for job in running:
             assert (self.state[job.node_indices] == ON).all(), "a job runs on a node that is off or booting"
+        if self.config.budget_w is not None:
+            assert self.ledger.power_w <= self.config.budget_w + 1e-6, "power above the budget"
 
 
 def next_periodic_check(loop_start_s: float, last_clock_s: float, period_s: float, pass_s: float = 1.0,

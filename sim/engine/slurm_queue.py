@@ -594,8 +594,11 @@ class SlurmQueue:
             if up is not None:
                 free_up = np.where(up[:, None], free, -np.inf)
                 placed = self._place_among(job, free_up, now)
-                if placed is None and self._slurm_choice:
-                    placed = self._place_tiered(job, free, free_up, now)
+                if placed is None:
+                    # Slurm's node sets by weight; a named node selection chooses among every node
+                    # (without this, powered-down nodes were never given under a named selection)
+                    placed = (self._place_tiered(job, free, free_up, now) if self._slurm_choice
+                              else self._place_among(job, free, now))
                 return placed
         return self._place_among(job, free, now)
 

@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:                  # the queues' interface; the module itself loads on first use
+    from greenslurm.sim.engine.queues import QueueStrategy
 
 
 class LazyRegistry(Mapping):
@@ -54,7 +58,8 @@ class LazyRegistry(Mapping):
         return name in self._places
 
 
-QUEUES: Mapping[str, type] = LazyRegistry({
+# each a class whose instances are a QueueStrategy (submit, job_ended, schedule, next_wake_s, waiting)
+QUEUES: Mapping[str, type[QueueStrategy]] = LazyRegistry({
     "fcfs": "greenslurm.sim.engine.queues:Fcfs",
     "easy": "greenslurm.sim.engine.queues:Easy",
     "conservative": "greenslurm.sim.engine.queues:Conservative",

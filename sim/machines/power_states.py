@@ -290,7 +290,7 @@ class PowerManagedMachine(Machine):
                 self._arm(node, start_s)
 
     def _push(self, time_s: float, handler: Callable[[float], None]) -> None:
-        from greenslurm.sim.engine.events import EventKind
+        from greenslurm.sim.events import EventKind
         self._timers += 1
         self.replay.events.push(time_s, EventKind.WAKE, handler)
 
@@ -681,9 +681,12 @@ def step_product_integral(a_times_s: np.ndarray, a_values: np.ndarray, b_times_s
     return float((product * np.diff(edges)).sum())
 
 
-def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list, int]:
+def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig, others_on: bool = False) -> tuple[list, int]:
     """The jobs that can ever run under ``config.budget_w`` (alone, every other node off when
     power-down is on, else idle), and how many cannot.  Run only those: the others would wait forever.
+    ``others_on``: every node stays on (Slurm suspends only idle nodes, and a job the budget holds
+    back keeps its nodes): a job fits when the idle power of every node plus its own power on its
+    dearest nodes does.
 
     >>> from greenslurm.clustermodel import JobSpec
     >>> c = Cluster.homogeneous(4, cpus=1, idle_w=100.0, busy_w=300.0)
@@ -691,6 +694,9 @@ def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list,
     >>> kept, dropped = fits_budget(jobs, c, PowerStateConfig(suspend_after_s=None, budget_w=800.0))
     >>> [j.job_id for j in kept], dropped     # b: 3 * 300 + 100 = 1000 W > 800 W
     (['a'], 1)
+    >>> kept, dropped = fits_budget(jobs, c, PowerStateConfig(budget_w=500.0), others_on=True)
+    >>> [j.job_id for j in kept], dropped     # a: 4 x 100 + 200 = 600 W > 500 W, though nodes could be off
+    ([], 2)
     """
     if config.budget_w is None:
         return list(jobs), 0
@@ -709,7 +715,11 @@ def fits_budget(jobs, cluster: Cluster, config: PowerStateConfig) -> tuple[list,
         node_w = float((idle_full + cpus * per_cpu + gpus * per_gpu).max())
         if config.suspend_after_s is not None and config.boot_w is not None:
             node_w = max(node_w, config.boot_w)      # its nodes may have to boot first
-        need = shape.nodes * node_w + (cluster.size - shape.nodes) * rest_w
+        if others_on:
+            delta_w = float((cpus * per_cpu + gpus * per_gpu).max())
+            need = float(idle_full.sum()) + shape.nodes * delta_w
+        else:
+            need = shape.nodes * node_w + (cluster.size - shape.nodes) * rest_w
         if need <= config.budget_w + 1e-6:
             kept.append(job)
         else:

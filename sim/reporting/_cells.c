@@ -102,23 +102,6 @@ int64_t cells_node_lists(const int64_t *offsets, const int64_t *rows, int64_t n,
     return p - out;
 }
 
-/* parquet_file._string_values(): each cell as PLAIN byte array, its length in 4 little-endian bytes
- * then its bytes.  out: the sum of the sizes plus 4 * n bytes. */
-int64_t cells_length_prefixed(const char *data, const int64_t *sizes, int64_t n, char *out) {
-    char *p = out;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t size = (uint32_t)sizes[i];
-        p[0] = (char)(size & 0xFF);
-        p[1] = (char)(size >> 8 & 0xFF);
-        p[2] = (char)(size >> 16 & 0xFF);
-        p[3] = (char)(size >> 24 & 0xFF);
-        memcpy(p + 4, data, size);
-        data += size;
-        p += 4 + size;
-    }
-    return p - out;
-}
-
 /* repr(x) for 1e-3 <= |x| < 2**52 not a whole number, by exact integer arithmetic, when it is sure
  * to be CPython's text; else 0 (the caller asks CPython).  repr is the shortest decimal that reads
  * back as x (fewest digits; of several, the one nearest x), written without an exponent in this

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from greenslurm.clustermodel.errors import InputError
-from greenslurm.clustermodel.native import load_beside
+from greenslurm.clustermodel.native import load_beside, warn_missing_once
 
 Cells = tuple  # (data: uint8 array, sizes: int64 array)
 _EXACT_INTEGERS = 2.0 ** 53          # below it every integer is a double: its repr is its digits and ".0"
@@ -50,8 +50,7 @@ _POINTER, _SIZE = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {"cells_digits": [_POINTER, _SIZE, ctypes.c_char_p, _SIZE, _POINTER, _POINTER],
                "cells_floats": [_POINTER, _SIZE, _POINTER, _POINTER],
                "cells_node_lists": [_POINTER, _POINTER, _SIZE, _POINTER, ctypes.c_int, _POINTER, _POINTER],
-               "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER],
-               "cells_length_prefixed": [_POINTER, _POINTER, _SIZE, _POINTER]}
+               "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER]}
 _LIBRARY: list = []                  # [the library or None] once looked for
 
 
@@ -80,6 +79,7 @@ def chosen_core() -> str:
         if choice == "compiled":
             raise InputError("the compiled cells are not built (install greenslurm where a C compiler is)",
                              path="environment", field=ENV)
+        warn_missing_once()                 # not built: loud, once, then the numpy definition
         return "python"
     return "compiled"
 

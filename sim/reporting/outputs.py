@@ -135,9 +135,6 @@ KEPT_NODE_BYTES = 1 << 25 # node lists' text kept from jobs.csv for jobs.parquet
 _FLOAT_COLUMNS = frozenset(("submit_s", "start_s", "end_s", "requested_time_s", "cpus", "gpus", "energy_j",
                             "deadline_s", "wait_s", "run_s", "slowdown", "bounded_slowdown"))
 _TEXT_COLUMNS = frozenset(("job_id", "user", "partition", "node_indices"))
-# jobs.parquet's text columns compressed (GZIP, zlib's level 1: node lists shrink tenfold), its numbers
-# not (GZIP on every column took about as long as the rest of the file; see docs/outputs.md)
-PARQUET_COMPRESSION = {name: "gzip" for name in _TEXT_COLUMNS}
 _BOOL_CELLS = (b"False", b"True")
 _TIMED = frozenset(("wait_s", "run_s", "slowdown", "bounded_slowdown"))    # columns of the wait and run times
 
@@ -469,33 +466,112 @@ def write_jobs_csv(jobs: JobColumns, path: Path, order: np.ndarray | None = None
                                           for rows in row_chunks(jobs, order)))
 
 
-def parquet_columns() -> list[tuple[str, str]]:
-    """jobs.parquet's columns and their Arrow types (those pyarrow gave the pandas jobs table)."""
-    from greenslurm.sim.reporting.parquet_file import BOOL, DOUBLE, INT64, LARGE_STRING
-    return [(name, LARGE_STRING if name in _TEXT_COLUMNS else DOUBLE if name in _FLOAT_COLUMNS
-             else INT64 if name == "nodes" else BOOL) for name in JOB_COLUMNS]
+class ValueTooLarge(ValueError):
+    """A value jobs.parquet cannot hold (a Parquet byte array's length is an int32: under 2 GiB)."""
+
+
+PARQUET_ROW_GROUP_ROWS = 1 << 20   # rows of jobs.parquet written as one row group, at most
+
+
+def parquet_schema():
+    """jobs.parquet's Arrow schema: jobs.csv's columns with the types pyarrow gave the pandas jobs
+    table (texts large_string, ``nodes`` int64, the flags bool, the rest double), every field
+    nullable, and the file's schema version under ``greenslurm.schema_version``.
+
+    >>> parquet_schema().field("node_indices").type, parquet_schema().field("nodes").type
+    (DataType(large_string), DataType(int64))
+    """
+    import pyarrow as pa
+    kinds = [(name, pa.large_string() if name in _TEXT_COLUMNS else pa.float64() if name in _FLOAT_COLUMNS
+              else pa.int64() if name == "nodes" else pa.bool_()) for name in JOB_COLUMNS]
+    return pa.schema(kinds, metadata={b"pandas": _pandas_metadata(kinds), PARQUET_SCHEMA_KEY: JOBS_SCHEMA.encode()})
+
+
+def _pandas_metadata(kinds) -> bytes:
+    """The ``pandas`` metadata pyarrow writes for the jobs DataFrame (no index), so that
+    ``pandas.read_parquet`` gives back its dtypes."""
+    from greenslurm import __version__
+    numpy_types = {"large_string": ("object", "str"), "double": ("float64", "float64"), "int64": ("int64", "int64"),
+                   "bool": ("bool", "bool")}
+    described = [{"name": name, "field_name": name, "pandas_type": numpy_types[str(kind)][0],
+                  "numpy_type": numpy_types[str(kind)][1], "metadata": None} for name, kind in kinds]
+    return json.dumps({"index_columns": [], "column_indexes": [], "columns": described, "attributes": {},
+                       "creator": {"library": "greenslurm", "version": __version__}}).encode("utf-8")
+
+
+def arrow_column(column, kind):
+    """One chunk of a jobs column (see :func:`job_columns`) as an Arrow array of ``kind``, built over
+    the column's own buffers (``pyarrow.array`` of a numpy array would load pandas, 0.2 s and 50 MiB):
+    cells as a large_string array over their bytes, a list of str with None as nulls, and a NaN
+    double as a null, as ``pyarrow.Table.from_pandas`` wrote the pandas table.
+
+    >>> import pyarrow as pa
+    >>> arrow_column(texts(["ab", "", "c"]), pa.large_string()).to_pylist()
+    ['ab', '', 'c']
+    >>> arrow_column(["x", None], pa.large_string()).to_pylist()
+    ['x', None]
+    >>> arrow_column(np.array([1.5, math.nan]), pa.float64()).to_pylist(), arrow_column(np.array([True, False]), pa.bool_()).to_pylist()
+    ([1.5, None], [True, False])
+    """
+    import pyarrow as pa
+    valid = None
+    if isinstance(column, list):                    # strings, None a null
+        valid = np.fromiter((value is not None for value in column), bool, len(column))
+        column = texts([value if value is not None else "" for value in column])
+    if isinstance(column, tuple):                   # cells: the UTF-8 bytes one after another, each one's size
+        data, sizes = column
+        if len(sizes) and int(np.max(sizes)) >= 2 ** 31:
+            # a Parquet byte array's length is an int32 to readers
+            raise ValueTooLarge(f"a string of 2 GiB or more ({int(np.max(sizes))} bytes)")
+        values = [pa.py_buffer(offsets_of(np.asarray(sizes, dtype=np.int64))), pa.py_buffer(np.ascontiguousarray(data))]
+        count = len(sizes)
+    else:
+        column = np.ascontiguousarray(column)
+        count = len(column)
+        if column.dtype == np.bool_:
+            values = [pa.py_buffer(np.packbits(column, bitorder="little"))]
+        else:
+            column = column.astype("<f8" if kind == pa.float64() else "<i8", copy=False)
+            if kind == pa.float64():
+                valid = ~np.isnan(column)
+            values = [pa.py_buffer(column)]
+    validity = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(kind, count, [validity, *values])
 
 
 def write_jobs_parquet(jobs: JobColumns, path: Path, order: np.ndarray | None = None,
-                       bsld_floor_s: float = BSLD_FLOOR_S, compression=PARQUET_COMPRESSION,
-                       names: NodeNames | None = None) -> None:
-    """jobs.parquet: the columns of jobs.csv with their Arrow types, a column at a time and a page of
-    rows at a time (:mod:`~greenslurm.sim.reporting.parquet_file`); its schema version in the file's
-    metadata (``greenslurm.schema_version``) beside the ``pandas`` metadata pyarrow would write."""
-    from greenslurm import __version__
-    from greenslurm.sim.reporting.parquet_file import pandas_metadata, write_parquet
+                       bsld_floor_s: float = BSLD_FLOOR_S, names: NodeNames | None = None) -> None:
+    """jobs.parquet by pyarrow: the columns of jobs.csv with their Arrow types (:func:`parquet_schema`),
+    a chunk of rows at a time, a row group every PARQUET_ROW_GROUP_ROWS rows, PLAIN values with
+    statistics, Snappy-compressed.  A file cut short is removed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     order = submit_order(jobs) if order is None else order
     names = names or NodeNames(jobs)
-    described = parquet_columns()
-    chunks = list(row_chunks(jobs, order))
+    schema = parquet_schema()
+    pending: list = []
 
-    def pages(name: str):
-        for rows in chunks:
-            yield job_columns(jobs, rows, (name,), bsld_floor_s, names)[name]
+    def flush(writer) -> None:
+        if pending:
+            writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=PARQUET_ROW_GROUP_ROWS)
+            pending.clear()
 
-    write_parquet(path, [(name, kind, pages(name)) for name, kind in described],
-                  metadata=[(b"pandas", pandas_metadata(described)), (PARQUET_SCHEMA_KEY, JOBS_SCHEMA.encode())],
-                  compression=compression, created_by=f"greenslurm version {__version__}")
+    with whole_file(path) as handle:          # a file cut short is removed
+        try:
+            # no dictionary pages: on KTH-SP2 9 ms and 1.45 MB against pyarrow's default 16 ms and 1.56 MB
+            with pq.ParquetWriter(handle, schema, use_dictionary=False) as writer:
+                rows = 0
+                for chunk in row_chunks(jobs, order):
+                    columns = job_columns(jobs, chunk, JOB_COLUMNS, bsld_floor_s, names)
+                    pending.append(pa.RecordBatch.from_arrays(
+                        [arrow_column(columns[field.name], field.type) for field in schema], schema=schema))
+                    rows += len(chunk)
+                    if rows >= PARQUET_ROW_GROUP_ROWS:
+                        flush(writer)
+                        rows = 0
+                flush(writer)
+        except (pa.ArrowCapacityError, pa.ArrowInvalid) as exc:
+            raise ValueTooLarge(f"{exc}") from None
 
 
 def phases_columns(totals, end_s: float) -> dict[str, np.ndarray]:
@@ -539,7 +615,7 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
                   bsld_floor_s: float = BSLD_FLOOR_S, machine=None) -> dict[str, Path]:
     """Write jobs.csv, jobs.parquet, power.csv, summary.json and schema.json into ``out_dir`` (created
     if needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
-    moves.csv (the jobs consolidation moved); return the paths by kind.  No pandas or pyarrow: the
+    moves.csv (the jobs consolidation moved); return the paths by kind.  No pandas: the
     tables are written from the result's columns a chunk of rows at a time.  A file whose writing
     fails (a full disk) is removed, not left cut short; the files written before it stay."""
     out = Path(out_dir)
