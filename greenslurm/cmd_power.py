@@ -216,7 +216,7 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     table = Table(title=f"power states on {cluster.name}, {len(jobs):,} jobs, easy", box=box.SIMPLE_HEAVY,
                   title_justify="left")
     for name in ("run", "energy kWh", "saved", "peak power", "mean wait", "boots", "off kWh", "boot kWh", "imbalance"):
-        table.add_column(name, justify="left" if name == "run" else "right")
+        table.add_column(name, justify="left" if name == "run" else "right", no_wrap=name == "run")   # a label whole
     # every row replays the same jobs: those that can run under the lowest budget
     lowest = power_states(args, table_data, budget_w=min(args.power_budget)) if args.power_budget else None
     from greenslurm.sim.machines.power_states import fits_budget
