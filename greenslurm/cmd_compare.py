@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
@@ -24,7 +25,7 @@ from greenslurm.inputs import check_input_file, cluster_from_trace, parse_column
 from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
-from greenslurm.sim.reporting.report import fmt_number, fmt_percent, fmt_seconds
+from greenslurm.sim.reporting.report import fmt_duration, fmt_number, fmt_percent
 from greenslurm.traces import FORMATS
 from greenslurm import cmd_options
 from greenslurm.console import progress_bar, showing_progress
@@ -247,11 +248,12 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 KEY_COLUMNS = 3          # slack, acceptance, allocation: repeated in every part of a split table
 
 
-def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | None = None) -> list[Table]:
+def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | None = None) -> list[Group]:
     """One row per run; the best performance ratio of each slack value in bold.  No cell is ever cut:
     every column is at least as wide as its widest cell, and when the columns do not fit ``width``
-    the figures are split over several tables (titled 1/2, 2/2), each with the run's keys."""
-    from rich.text import Text
+    the figures are split over several tables (titled 1/2, 2/2), each with the run's keys.  Each part is
+    its title line (plain text: a trace's file name is neither markup nor wrapped to the table's width)
+    and its table; the last part ends with the columns' explanation, wrapped to the console's width."""
 
     renewable = any(row.get("renewable_share") is not None for row in rows)
     names = ["slack", "acceptance", "allocation", "in", "out", "CPU-h in", "bound", "ratio", "missed", "mean wait"]
@@ -270,7 +272,7 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | No
                  fmt_number(row["load_bound_cpu_h"], 1),
                  f"[bold]{ratio:.3f}[/]" if ratio is not None and ratio == best.get(row["slack_mean"])
                  else fmt_number(ratio, 3),
-                 f"{row['deadline_missed']:,}", fmt_seconds(row["mean_wait_s"])]
+                 f"{row['deadline_missed']:,}", fmt_duration(row["mean_wait_s"])]
         if renewable:
             cells += [fmt_percent(row["renewable_share"]), fmt_number(row["grid_kwh"], 1),
                       fmt_number(row["curtailed_kwh"], 1)]
@@ -291,15 +293,15 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | No
     for number, part in enumerate(parts):
         columns = list(range(KEY_COLUMNS)) + part
         suffix = f" ({number + 1}/{len(parts)})" if len(parts) > 1 else ""
-        table = Table(title=title + suffix, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+        table = Table(box=box.SIMPLE_HEAVY)
         for column in columns:
             table.add_column(names[column], justify="left" if column in (1, 2) else "right", no_wrap=True,
                              min_width=widths[column])
         for cells in body:
             table.add_row(*(cells[column] for column in columns))
-        tables.append(table)
-    tables[-1].caption = caption
-    return tables
+        tables.append([Text(title + suffix, style="bold"), table])
+    tables[-1].append(Text(caption, style="dim"))
+    return [Group(*part) for part in tables]
 
 
 def write_csv(rows: Sequence[Mapping[str, Any]], path: str) -> None:

@@ -26,6 +26,7 @@ from greenslurm import cmd_options
 from greenslurm.console import each_with_progress, showing_progress
 from greenslurm.inputs import check_input_file, cluster_from_trace, parse_columns, read, read_toml
 from greenslurm.scenario import Colocation, PowerStates, from_mapping, power_config, power_states_key
+from greenslurm.sim.reporting.report import fmt_duration, fmt_power
 
 POWER_FIELDS = ("suspend_after_s", "boot_s", "boot_w", "off_w", "budget_w", "phases", "nodes_per_cabinet",
                 "phase_layout", "wake_order", "consolidate_every_s", "topology_aware", "migrate_s", "movable",
@@ -130,9 +131,9 @@ def report_power(summary: dict, console: Console) -> None:
             ("boots per node per day", f"{t.get('boots_per_node_day', 0.0):,.2f}"),
             ("energy while off (kWh)", f"{t['off_j'] / 3.6e6:,.2f}"),
             ("energy while booting (kWh)", f"{t['boot_j'] / 3.6e6:,.2f}"),
-            ("saved vs. idle (kWh)", f"{t['saved_vs_idle_j'] / 3.6e6:,.2f}"),
-            ("peak power (W)", f"{t['peak_power_w']:,.0f}"),
-            ("budget (W)", "-" if t["budget_w"] is None else f"{t['budget_w']:,.0f}"),
+            ("saved by powering down (kWh)", f"{t['saved_vs_idle_j'] / 3.6e6:,.2f}"),
+            ("peak power", fmt_power(t["peak_power_w"])),           # as the energy table shows it
+            ("budget", fmt_power(t["budget_w"])),
             ("mean phase imbalance", f"{t['mean_phase_imbalance']:.3f}"),
             ("phase imbalance loss (kWh)", f"{t.get('phase_loss_j', 0.0) / 3.6e6:,.2f}"),
             ("job moves / jobs moved", f"{t.get('migrations', 0):,} / {t.get('moved_jobs', 0):,}")]
@@ -214,8 +215,8 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     budgets = [None] + list(args.power_budget or [])
     table = Table(title=f"power states on {cluster.name}, {len(jobs):,} jobs, easy", box=box.SIMPLE_HEAVY,
                   title_justify="left")
-    for name in ("run", "energy kWh", "saved", "peak W", "mean wait h", "boots", "off kWh", "boot kWh", "imbalance"):
-        table.add_column(name, justify="left" if name == "run" else "right")
+    for name in ("run", "energy kWh", "saved", "peak power", "mean wait", "boots", "off kWh", "boot kWh", "imbalance"):
+        table.add_column(name, justify="left" if name == "run" else "right", no_wrap=name == "run")   # a label whole
     # every row replays the same jobs: those that can run under the lowest budget
     lowest = power_states(args, table_data, budget_w=min(args.power_budget)) if args.power_budget else None
     from greenslurm.sim.machines.power_states import fits_budget
@@ -238,10 +239,10 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
         result = outcome.result
         energy = result.energy.total_j
         base = base or energy
-        wait = sum(r.wait_s for r in result.records) / max(len(result.records), 1) / 3600
+        wait_s = sum(r.wait_s for r in result.records) / max(len(result.records), 1)
         t = outcome.replay.machine.power_totals() if config is not None else None
-        table.add_row(label, f"{energy / 3.6e6:,.1f}", f"{1 - energy / base:.1%}", f"{result.energy.peak_power_w:,.0f}",
-                      f"{wait:.2f}", f"{t.boots:,}" if t else "0", f"{t.off_j / 3.6e6:,.1f}" if t else "0",
+        table.add_row(label, f"{energy / 3.6e6:,.1f}", f"{1 - energy / base:.1%}", fmt_power(result.energy.peak_power_w),
+                      fmt_duration(wait_s), f"{t.boots:,}" if t else "0", f"{t.off_j / 3.6e6:,.1f}" if t else "0",
                       f"{t.boot_j / 3.6e6:,.1f}" if t else "0", f"{t.mean_imbalance:.3f}" if t else "-")
     console.print(table)
     return 0

@@ -40,6 +40,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.errors import missing_path
 from greenslurm.console import progress_bar, showing_progress
 from greenslurm.inputs import check_input_file, check_output_paths, parse_columns
+from greenslurm.sim.reporting.report import fmt_duration
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
@@ -373,23 +374,8 @@ def _show(value, how: str) -> str:
     if how == "kw":
         return f"{value / 1000.0:,.2f}"
     if how == "time":
-        return _duration(value)
+        return fmt_duration(value)
     return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-
-
-def _duration(seconds: float) -> str:
-    """Seconds as s, min, h or d.
-
-    >>> _duration(42.0), _duration(600.0), _duration(9000.0), _duration(3 * 86400.0)
-    ('42 s', '10.0 min', '2.5 h', '3.0 d')
-    """
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
 
 
 def difference(current, value, lower: bool | None, how: str) -> str:
@@ -657,7 +643,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     notes.append(f"power model: {power_model['text']}")
     notes += power_saving_notes(results)
     parts = [head, "", *([f"[bold yellow]most jobs skipped: {escape(warning)}[/]"] if warning else []),
-             baseline_text(recorded, far, reader_skipped, _duration),
+             baseline_text(recorded, far, reader_skipped, fmt_duration),
              *report_tables(results, current[0], recorded.row, console, console.width - 4)] + \
         ([escape(legend(results))] if legend(results) else [])
     parts += [f"[yellow]{escape(text)}[/]" for text in implausible_boots(results)]

@@ -12,41 +12,41 @@ from typing import Any, Mapping
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 MISSING = "-"
 
 
-def human_duration(seconds: float | None) -> str:
-    """A short human reading of a duration.
+def fmt_duration(seconds: float | None) -> str:
+    """A duration (a wait, a makespan, a start error) as every report shows it: in the unit of
+    :func:`~greenslurm.sim.reporting.quantities.duration_unit` (s below 2 min, min below 2 h, h below
+    3 d, else d, the figures' axis units) with one decimal and thousands separators.
 
-    >>> [human_duration(s) for s in (42, 750, 3 * 3600, 10 * 86400 + 43200, None)]
-    ['42 s', '12.5 min', '3.0 h', '10.5 d', '-']
+    >>> [fmt_duration(s) for s in (0.0, 1.666, 42, 750, 3 * 3600, 10 * 86400 + 43200, 2.6e9, None)]
+    ['0.0 s', '1.7 s', '42.0 s', '12.5 min', '3.0 h', '10.5 d', '30,092.6 d', '-']
     """
-    if seconds is None:
+    from greenslurm.sim.reporting.quantities import duration_unit
+    if seconds is None or seconds != seconds:
         return MISSING
-    s = float(seconds)
-    if abs(s) < 60:
-        return f"{s:.0f} s"
-    if abs(s) < 3600:
-        return f"{s / 60:.1f} min"
-    if abs(s) < 86400:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} d"
+    unit, factor = duration_unit(abs(float(seconds)))
+    text = f"{float(seconds) * factor:,.1f} {unit}"
+    return text[1:] if text.startswith("-0.0 ") else text      # no "-0.0 s"
 
 
 def fmt_seconds(seconds: float | None) -> str:
-    """Seconds with thousands separators and a human reading.
+    """Seconds with thousands separators and, from 2 min on, the reading of :func:`fmt_duration`
+    (for a trace's spans and limits, where the exact seconds matter).
 
     >>> fmt_seconds(5400.0)
-    '5,400 s (1.5 h)'
+    '5,400 s (90.0 min)'
     >>> fmt_seconds(12.25)
     '12.2 s'
     """
     if seconds is None:
         return MISSING
-    if abs(seconds) < 60:
+    if abs(seconds) < 120:
         return f"{seconds:.1f} s"
-    return f"{seconds:,.0f} s ({human_duration(seconds)})"
+    return f"{seconds:,.0f} s ({fmt_duration(seconds)})"
 
 
 def fmt_instant(seconds: float | None) -> str:
@@ -104,7 +104,8 @@ def fmt_power(watts: float | None) -> str:
 
 
 def _table(title: str) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAVY, title_justify="left", title_style="bold")
+    """A metric/value table; its title is plain text (a file name in it is neither markup nor coloured)."""
+    table = Table(title=Text(title, style="bold"), box=box.SIMPLE_HEAVY, title_justify="left")
     table.add_column("metric", style="cyan", no_wrap=True)
     table.add_column("value", justify="right")
     return table
@@ -127,14 +128,14 @@ def summary_table(summary: Mapping[str, Any]) -> Table:
     table.add_row("killed at time limit", f"{summary.get('killed_at_limit', 0):,}")
     if summary.get("deadline_jobs"):
         table.add_row("deadlines missed", f"{summary['deadline_missed']:,} of {summary['deadline_jobs']:,}")
-    table.add_row("mean wait", fmt_seconds(summary.get("mean_wait_s")))
-    table.add_row("p50 / p95 wait", f"{fmt_seconds(summary.get('p50_wait_s'))} / "
-                                    f"{fmt_seconds(summary.get('p95_wait_s'))}")
+    table.add_row("mean wait", fmt_duration(summary.get("mean_wait_s")))
+    table.add_row("p50 / p95 wait", f"{fmt_duration(summary.get('p50_wait_s'))} / "
+                                    f"{fmt_duration(summary.get('p95_wait_s'))}")
     table.add_row("mean slowdown", fmt_number(summary.get("mean_slowdown")))
     floor = summary.get("bsld_floor_s", 10.0)
     table.add_row(f"mean bounded slowdown ({floor:g} s)", fmt_number(summary.get("mean_bounded_slowdown")))
     table.add_row("utilisation", fmt_percent(summary.get("utilization")))
-    table.add_row("makespan", fmt_seconds(summary.get("makespan_s")))
+    table.add_row("makespan", fmt_duration(summary.get("makespan_s")))
     return table
 
 
@@ -148,6 +149,22 @@ def energy_table(summary: Mapping[str, Any]) -> Table:
     table.add_row("peak power", fmt_power(summary.get("peak_power_w")))
     table.add_row("mean power", fmt_power(summary.get("mean_power_w")))
     return table
+
+
+def energy_terms(summary: Mapping[str, Any]) -> str:
+    """What the energy table's "unallocated capacity" and "idle nodes" hold (the words of every report and
+    figure; summary.json's ``energy_unallocated_kwh`` and ``energy_idle_nodes_kwh``), and why the two are
+    the same energy when they are.
+
+    >>> energy_terms({"energy_unallocated_kwh": 2.0, "energy_idle_nodes_kwh": 2.0}).split("; ")[-1]
+    'here the same energy: every unallocated CPU was on an idle node'
+    """
+    text = ("unallocated capacity: the CPUs, GPUs and nodes no job holds, including nodes powered down or "
+            "booting; idle nodes: the part drawn by nodes powered on with no job")
+    unallocated, idle = summary.get("energy_unallocated_kwh"), summary.get("energy_idle_nodes_kwh")
+    if unallocated is not None and idle is not None and abs(unallocated - idle) <= 1e-9 * max(1.0, abs(unallocated)):
+        text += "; here the same energy: every unallocated CPU was on an idle node"
+    return text
 
 
 def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
@@ -174,9 +191,10 @@ def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
 def render_report(summary: Mapping[str, Any], console: Console, title: str | None = None) -> None:
     """Print the whole replay report to ``console``."""
     if title:
-        console.rule(title, style="green")
+        console.rule(Text(title), style="green")      # plain: rich's highlighter would colour a file name's digits
     console.print(summary_table(summary))
     console.print(energy_table(summary))
+    console.print(energy_terms(summary), style="dim", highlight=False)
     reasons = reasons_table(summary.get("skipped_by_reason"), summary.get("adjusted_by_reason"))
     if reasons is not None:
         console.print(reasons)
