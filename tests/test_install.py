@@ -89,7 +89,7 @@ def test_wheel_installs_one_namespace_beside_traces_and_sim(work):
     ours_added = {name for name in added if name.lower().startswith("greenslurm")}
     assert ours_added == {"greenslurm", dist_info}, ours_added
     dependency_names = ("numpy", "pandas", "pyarrow", "scipy", "rich", "sortedcontainers", "markdown_it", "mdurl",
-                        "pygments", "dateutil", "python_dateutil", "pytz", "tzdata", "six", "__pycache__", "bin",
+                        "pygments", "dateutil", "python_dateutil", "pytz", "tzdata", "six", "tomli_w", "__pycache__", "bin",
                         "share", "include", "lib")
     stray = {name for name in added - ours_added
              if not name.lower().replace("-", "_").startswith(dependency_names) and not name.endswith(".libs")
