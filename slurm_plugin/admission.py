@@ -77,6 +77,7 @@ class HookAdmission:
         self.config = config
         self.cluster = cluster
         self.names = [node.name for node in cluster.nodes]
+        self.index = {name: i for i, name in enumerate(self.names)}     # node name -> its index
         self.service = DecisionService(config, DecisionRecord(":memory:"))
         self.answers: dict[str, dict] = {}          # job id -> the service's answer (for reports and tests)
 
@@ -123,7 +124,6 @@ class HookAdmission:
             return Admitted(True)
         pinned = ()
         if answer.get("req_nodes"):
-            index = {name: i for i, name in enumerate(self.names)}
-            pinned = tuple(index[name] for name in answer["req_nodes"].split(","))
+            pinned = tuple(self.index[name] for name in answer["req_nodes"].split(","))
         begin = answer.get("begin_time")
         return Admitted(True, pinned=pinned, begin_s=None if begin is None else float(begin))
