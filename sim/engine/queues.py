@@ -192,16 +192,40 @@ class Easy:
         self._cached: tuple | None = None
         self.queue: list[PendingJob] = []
         self.running_by_end: SortedList = SortedList()   # (requested end, index)
+        # the waiting jobs by shape: how many, and one of them (what fits now depends on the shape alone)
+        self._shape_count: dict[tuple, int] = {}
+        self._shape_job: dict[tuple, PendingJob] = {}
 
     def submit(self, job: PendingJob, now_s: float) -> None:
         self.queue.append(job)
+        key = job.shape_key
+        count = self._shape_count.get(key, 0)
+        if not count:
+            self._shape_job[key] = job
+        self._shape_count[key] = count + 1
 
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         self.running_by_end.remove((job.planned_end_s, job.index))
 
     def _start(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
+        key = job.shape_key
         self.machine.start(job, nodes, now_s)
         self.running_by_end.add((job.planned_end_s, job.index))
+        count = self._shape_count[key] - 1
+        if count:
+            self._shape_count[key] = count
+        else:
+            del self._shape_count[key], self._shape_job[key]
+
+    def _none_behind_head_fits(self, head: PendingJob) -> bool:
+        """No job behind ``head`` fits now (one fit test per shape waiting): a backfill pass would
+        start nothing."""
+        fits = self.machine.shape_fits_now
+        head_key = head.shape_key
+        for key, count in self._shape_count.items():
+            if count > (key == head_key) and fits(self._shape_job[key]):
+                return False
+        return True
 
     def shadow(self, head: PendingJob) -> tuple[float, np.ndarray, np.ndarray]:
         """Shadow time of ``head``, the nodes it will take then, and what is free then.
@@ -260,9 +284,17 @@ class Easy:
         both = None
         both_cpus = 0.0
         no_fit_later: set[tuple] = set()       # shapes that do not fit beyond the shadow time
-        i = 1
+        # Where asking the machine has no effect but its answer (first fit, no power budget counting
+        # refusals), what the answers must be is known without asking: nothing behind the head fits
+        # now, or a job of a shape that does not fit beyond the shadow time does not end by it.
+        pure = machine.place_is_pure
+        i = 1 if not pure or not self._none_behind_head_fits(head) else len(queue)
         while i < len(queue) and machine.free_cpus_total > 0:
             job = queue[i]
+            if (pure and reservation is not None and job.shape_key in no_fit_later
+                    and now_s + job.requested_s > reservation[0]):
+                i += 1
+                continue
             if job.cpus_total > machine.free_cpus_total or (nodes := machine.place(job)) is None:
                 i += 1
                 continue                 # does not even fit now

@@ -256,6 +256,22 @@ class Machine:
             return np.sort(np.concatenate((preferred, rest)))
         return self.choose(job, candidates, job.nodes)
 
+    @property
+    def place_is_pure(self) -> bool:
+        """Whether :meth:`place` has no effect but its answer (and its caches): the node selection
+        keeps no state (first fit; a random one draws at every call)."""
+        return self._first_fit
+
+    def shape_fits_now(self, job: PendingJob) -> bool:
+        """Whether one node's share of ``job`` fits now on enough nodes, as :meth:`place` (``free``
+        not given) finds it, without choosing nodes: the answer for every job of its shape."""
+        if job.cpus_total > self.free_cpus_total or job.shape_key in self._no_fit_now:
+            return False
+        if self.fitting_nodes(job).size < job.nodes:
+            self._no_fit_now.add(job.shape_key)
+            return False
+        return True
+
     def fits_on(self, job: PendingJob, nodes: np.ndarray) -> bool:
         """Can ``job`` start now on exactly ``nodes``?"""
         if len(nodes) != job.nodes:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Callable
 
 import numpy as np
@@ -56,6 +57,8 @@ from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  #
 from greenslurm.sim.accounting.result import EnergyTotals
 
 MOVABLE = ("gpu", "single-node", "none")
+# marks a shape known not to fit the nodes that are on (see PowerManagedMachine.place)
+_USABLE_NOW = object()
 
 MAX_IDLE_S = 10 * 365.25 * 86400      # suspend after: 10 years (no trace is longer: never, in effect)
 MAX_BOOT_S = 86400.0
@@ -254,6 +257,7 @@ class PowerManagedMachine(Machine):
         self.ledger: PowerStateLedger | None = None
         self._timers = 0
         self.boots = self.suspends = self.refused_starts = 0
+        self._waiting_sum: tuple | None = None          # (the waiting line, its length, its last job's index, sum)
         self._imbalance_t: list[float] = []
         self._imbalance: list[float] = []
         self.migrating: set[int] = set()               # jobs paused by a move
@@ -365,6 +369,12 @@ class PowerManagedMachine(Machine):
             return super().place(job, free, prefer)
         if not self.wakes_ahead:         # off nodes stay allocatable: the start wakes them
             return super().place(job, free, prefer, now)
+        # A shape that does not fit what is usable now goes on not fitting until a start, an end, a move
+        # or a power state changes it, each of which empties ``_no_fit_now`` (kept there under its own key:
+        # what is usable is less than what is free, the base machine's question).
+        usable_key = (_USABLE_NOW, job.shape_key) if free is None else None
+        if usable_key is not None and usable_key in self._no_fit_now:
+            return None
         base = self.free if free is None else free
         usable = np.where((self.state == ON)[:, None], base, 0.0)
         if not self.running and self.replay is not None:
@@ -376,11 +386,32 @@ class PowerManagedMachine(Machine):
                 return None
         nodes = super().place(job, usable, prefer, now=True)
         if nodes is None:
+            if usable_key is not None:
+                self._no_fit_now.add(usable_key)
             return None
         if not self.within_budget(self.job_bound_w(job)):
             self.refused_starts += 1
             return None
         return nodes
+
+    @property
+    def place_is_pure(self) -> bool:
+        # under a budget a refused start is counted at every ask
+        return self._first_fit and self.config.budget_w is None
+
+    def shape_fits_now(self, job: PendingJob) -> bool:
+        """As the base machine's, on the nodes that are on when jobs wait for woken nodes (the budget
+        and the first job's turn, which :meth:`place` adds, not asked)."""
+        if not self.wakes_ahead:
+            return super().shape_fits_now(job)
+        usable_key = (_USABLE_NOW, job.shape_key)
+        if usable_key in self._no_fit_now:
+            return False
+        usable = np.where((self.state == ON)[:, None], self.free, 0.0)
+        if self.fitting_nodes(job, usable, now=True).size < job.nodes:
+            self._no_fit_now.add(usable_key)
+            return False
+        return True
 
     def start(self, job: PendingJob, nodes: np.ndarray, now_s: float, amounts: np.ndarray | None = None) -> None:
         if not self.wakes_ahead:
@@ -553,8 +584,21 @@ class PowerManagedMachine(Machine):
         only (nodes woken for jobs the budget then holds back would sit idle, be suspended and woken
         again in a loop)."""
         if self.config.budget_w is None:
-            return sum(job.cpus_total for job in waiting)
+            return self._waiting_cpus(waiting)
         return wanted_cpus([waiting[0].cpus_total], under_budget=True)
+
+    def _waiting_cpus(self, waiting) -> float:
+        """``sum(job.cpus_total for job in waiting)``, the same additions in the same order: the sum of
+        the line as it was last time, when no job left it since (jobs join at its end in arrival order,
+        so the job then last still stands at the same place), plus the jobs that joined."""
+        known = self._waiting_sum
+        count = len(waiting)
+        if known is not None and known[0] is waiting and count >= known[1] and waiting[known[1] - 1].index == known[2]:
+            total = sum((job.cpus_total for job in islice(waiting, known[1], None)), known[3])
+        else:
+            total = sum(job.cpus_total for job in waiting)
+        self._waiting_sum = (waiting, count, waiting[-1].index, total) if count else None
+        return total
 
     def _cpus_coming(self, exclude: int = -1) -> float:
         """Free CPUs on ON nodes plus the CPUs of booting nodes (without node ``exclude``)."""
