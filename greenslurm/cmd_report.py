@@ -119,6 +119,29 @@ def _replay_of(folder: Path, summary_path: Path) -> Replay | None:
         return None
 
 
+def ratio_where_deadlines_met(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """The frame with the performance ratio blanked (NaN) where it is undefined: for a run that
+    missed a deadline (its accepted load counts work the bound leaves out, so the ratio can fall
+    below 1 and show it "best").  In a sweep, a policy's ratio at a grid value is blanked for every
+    seed when any seed missed one, so that no mean is taken over the lucky seeds only.
+
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"cell_id": ["a", "b", "c"], "policy": ["easy", "easy", "greedy"], "seed": [0, 1, 0],
+    ...                   "trace": ["t"] * 3, "deadline_missed": [3, 0, 0], "performance_ratio": [0.9, 1.0, 1.4]})
+    >>> ratio_where_deadlines_met(f, "sweep")["performance_ratio"].tolist()
+    [nan, nan, 1.4]
+    """
+    if "performance_ratio" not in frame or "deadline_missed" not in frame:
+        return frame
+    missed = _numeric(frame["deadline_missed"]).fillna(0) > 0
+    if kind == "sweep":
+        keys = ["trace", "policy", *param_columns(frame)]
+        missed = missed.groupby([frame[k].astype(str) for k in keys], sort=False).transform("any")
+    frame = frame.copy()
+    frame.loc[missed, "performance_ratio"] = float("nan")
+    return frame
+
+
 def load_results(paths: list[str]) -> Results:
     """Tables from files and folders; a folder without tables is searched one level down (the
     ``whatif --out DIR`` layout: one folder per policy)."""
@@ -145,6 +168,8 @@ def load_results(paths: list[str]) -> Results:
         for file in files:
             frame = _read_table(file)
             kind = classify(frame)
+            if kind in ("sweep", "compare"):
+                frame = ratio_where_deadlines_met(frame, kind)
             if kind is not None:
                 results.frames[kind].append((str(file), frame))
                 found = True
@@ -375,13 +400,17 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
         return f"{Path(source).parent.name}-{name}" if several[kind] else name
 
     powers, jobs = {}, {}
+    # one time origin (the first submit of any replay) for every figure over time
+    origin = plots.time_origin([f for _, f in results.frames["jobs"]], [f for _, f in results.frames["power"]])
+    # the cluster's nodes for every active-node figure, also a replay whose summary does not say them
+    cluster_nodes = results.cluster_nodes or next((r.nodes for r in results.replays.values() if r.nodes), None)
     for source, frame in results.frames["power"]:
         replay = results.replay_of(source)
         if frame.empty:
             log.skipped.append(f"power over time ({source}): no intervals")
             continue
         powers[replay.policy] = frame
-        emit(plots.power_over_time(frame, trace=replay.trace, policy=replay.policy),
+        emit(plots.power_over_time(frame, trace=replay.trace, policy=replay.policy, origin=origin),
              named(source, "power", "power-energy-over-time"))
         if plots.supply_column(frame) is None:
             log.skipped.append(f"renewable supply vs demand ({source}): no supply column "
@@ -389,15 +418,21 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
     for source, frame in results.frames["jobs"]:
         replay = results.replay_of(source)
         jobs[replay.policy] = frame
-        emit(plots.active_nodes_over_time(frame, replay.nodes or results.cluster_nodes, trace=replay.trace,
-                                          policy=replay.policy), named(source, "jobs", "active-nodes-over-time"))
-        emit(plots.gantt(frame, gantt_jobs, trace=replay.trace, policy=replay.policy), named(source, "jobs", "gantt"))
+        emit(plots.active_nodes_over_time(frame, replay.nodes or cluster_nodes, trace=replay.trace,
+                                          policy=replay.policy, origin=origin),
+             named(source, "jobs", "active-nodes-over-time"))
+        emit(plots.gantt(frame, gantt_jobs, trace=replay.trace, policy=replay.policy, origin=origin),
+             named(source, "jobs", "gantt"))
     trace = ", ".join(dict.fromkeys(r.trace for r in results.replays.values() if r.trace)) or None
     if len(powers) > 1:
-        emit(plots.power_by_policy(powers, trace=trace), "policies-power-energy-over-time")
+        emit(plots.power_by_policy(powers, trace=trace, origin=origin), "policies-power-energy-over-time")
     if len(jobs) > 1:
-        emit(plots.wait_cdf(jobs, trace=trace), "policies-wait-cdf")
-        emit(plots.active_nodes_over_time(jobs, results.cluster_nodes, trace=trace), "policies-active-nodes-over-time")
+        if plots.every_wait_zero(jobs):
+            log.skipped.append("distribution of waits: no job waited under any policy (every wait 0 s)")
+        else:
+            emit(plots.wait_cdf(jobs, trace=trace), "policies-wait-cdf")
+        emit(plots.active_nodes_over_time(jobs, cluster_nodes, trace=trace, origin=origin),
+             "policies-active-nodes-over-time")
     table = replay_table(results)
     if table is not None and len(table.key_rows) > 1:
         import pandas as pd

@@ -77,7 +77,8 @@ QUANTITIES: dict[str, Quantity] = {
     "deadline_missed": Quantity("Deadline misses", PLAIN, "jobs"),
     "jobs_completed": Quantity("Completed", PLAIN, "jobs", lower_is_better=False),
     "killed_at_limit": Quantity("Killed at time limit", PLAIN, "jobs"),
-    "performance_ratio": Quantity("Performance ratio", PLAIN),
+    # the LP bound over the accepted load, >= 1 for a policy that meets every deadline (undefined otherwise)
+    "performance_ratio": Quantity("Performance ratio", PLAIN, lower=1.0),
     "failed_tasks": Quantity("Failed tasks", PLAIN, "tasks"),
     "mean_frag_gpu": Quantity("Mean GPU fragmentation", PLAIN, "GPUs"),
     "frag_gpu": Quantity("GPU fragmentation", PLAIN, "GPUs"),
