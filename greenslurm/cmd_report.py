@@ -424,6 +424,7 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
         emit(plots.gantt(frame, gantt_jobs, trace=replay.trace, policy=replay.policy, origin=origin),
              named(source, "jobs", "gantt"))
     trace = ", ".join(dict.fromkeys(r.trace for r in results.replays.values() if r.trace)) or None
+    _gpu_plots(results, jobs, trace, origin, emit, log, named)
     if len(powers) > 1:
         emit(plots.power_by_policy(powers, trace=trace, origin=origin), "policies-power-energy-over-time")
     if len(jobs) > 1:
@@ -442,6 +443,59 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
                                      trace=trace, title="Replays compared"), "policies-compared")
     elif powers and len(powers) == 1:
         log.skipped.append("figures over every policy: one replay only (give several, e.g. whatif --out DIR/*)")
+
+
+GPU_METRICS = ("mean_gpu_allocated_pct", "peak_gpu_allocated_pct", "mean_frag_gpu")
+
+
+def _fragmentation_measured(summary: dict) -> bool:
+    """Whether a GPU replay measured FGD's fragmentation: only a selection that scores with FGD
+    builds the target workload it needs (without one the summary holds 0).
+
+    >>> _fragmentation_measured({"selection": "pwr=0.1,fgd=0.9"}), _fragmentation_measured({"selection": "pwr"})
+    (True, False)
+    """
+    from greenslurm.allocation.selection import parse_selection
+    try:
+        return bool(parse_selection(str(summary.get("selection") or "")).needs_workload)
+    except (ValueError, KeyError):
+        return False
+
+
+def _gpu_plots(results: Results, jobs: dict, trace: str | None, origin, emit, log: PlotLog, named) -> None:
+    """Replays on a cluster with GPUs: GPU allocation over time (from jobs.csv's ``gpus``), per replay
+    and every policy on one axes, and the summaries' GPU allocation and fragmentation (FGD) per policy."""
+    from greenslurm import plots
+    import pandas as pd
+    gpu_replays = {r.policy: r for r in results.replays.values() if (r.summary.get("cluster") or {}).get("gpus")}
+    if not gpu_replays:
+        return
+    total = max(float(r.summary["cluster"]["gpus"]) for r in gpu_replays.values())
+    gpu_jobs = {policy: frame for policy, frame in jobs.items() if policy in gpu_replays and "gpus" in frame}
+    for source, frame in results.frames["jobs"]:
+        replay = results.replay_of(source)
+        if replay.policy in gpu_jobs:
+            emit(plots.gpus_over_time(frame, float(gpu_replays[replay.policy].summary["cluster"]["gpus"]),
+                                      trace=replay.trace, policy=replay.policy, origin=origin),
+                 named(source, "jobs", "gpu-allocation-over-time"))
+    if len(gpu_jobs) > 1:
+        emit(plots.gpus_over_time(gpu_jobs, total, trace=trace, origin=origin), "policies-gpu-allocation-over-time")
+    rows = [{"policy": policy, **{m: (r.summary.get("gpu") or {}).get(m) for m in GPU_METRICS}}
+            for policy, r in gpu_replays.items()]
+    unmeasured = [row["policy"] for row, r in zip(rows, gpu_replays.values()) if not _fragmentation_measured(r.summary)]
+    for row in rows:
+        if row["policy"] in unmeasured:           # the summary's 0 is "not measured", not "no fragmentation"
+            row["mean_frag_gpu"] = None
+    if unmeasured:
+        log.skipped.append(f"GPU fragmentation of {', '.join(unmeasured)}: not measured (FGD's target workload is "
+                           f"built only for a node selection that scores with FGD)")
+    frame = pd.DataFrame(rows)
+    if _present(frame, GPU_METRICS):
+        emit(plots.metrics_by_policy(frame, _present(frame, GPU_METRICS), trace=trace,
+                                     title="GPU allocation and fragmentation (FGD), time means and peak"),
+             "gpu-allocation-and-fragmentation")
+    else:
+        log.skipped.append("GPU allocation and fragmentation by policy: the summaries have no GPU figures")
 
 
 # -- command --------------------------------------------------------------------------------------

@@ -674,6 +674,56 @@ def active_nodes_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], tota
     return figure
 
 
+def allocated_over_time(jobs: pd.DataFrame, column: str = "gpus") -> tuple[np.ndarray, np.ndarray]:
+    """(times, sum of ``column`` over the jobs running on [times[i], times[i+1])) from per-job start
+    and end: e.g. the GPUs allocated (a fraction is a share of a GPU).  Ends before starts at one time.
+
+    >>> t, g = allocated_over_time(pd.DataFrame({"start_s": [0.0, 5.0, 5.0], "end_s": [10.0, 20.0, 5.0],
+    ...                                          "gpus": [1.0, 0.5, 4.0]}))
+    >>> t.tolist(), g.tolist()
+    ([0.0, 5.0, 10.0, 20.0], [1.0, 1.5, 0.5, 0.0])
+    """
+    start = pd.to_numeric(jobs["start_s"], errors="coerce").to_numpy(dtype=float)
+    end = pd.to_numeric(jobs["end_s"], errors="coerce").to_numpy(dtype=float)
+    amount = pd.to_numeric(jobs[column], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+    ran = (end > start) & (amount != 0)
+    times = np.concatenate((start[ran], end[ran]))
+    deltas = np.concatenate((amount[ran], -amount[ran]))
+    order = np.lexsort((deltas, times))              # by time; at one time the ends (negative) first
+    times, deltas = times[order], deltas[order]
+    level = np.cumsum(deltas)
+    last = np.append(times[1:] != times[:-1], True)  # the level after every change at one time
+    return times[last], np.round(level[last], 9)
+
+
+def gpus_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], total_gpus: float,
+                   trace: str | None = None, policy: str | None = None, origin: Origin | None = None):
+    """GPU allocation over time: the GPUs the running jobs hold, as a share of the cluster's
+    ``total_gpus`` (from ``jobs.csv``'s ``gpus``); a mapping of policy -> jobs draws every policy."""
+    figure = _figure(8.6, 3.8)
+    axes = figure.add_subplot()
+    series = dict(jobs) if isinstance(jobs, Mapping) else {policy or "GPUs allocated": jobs}
+    curves = {name: allocated_over_time(frame, "gpus") for name, frame in series.items()}
+    origin = origin or time_origin(list(series.values()))
+    t0 = origin[0]
+    span = max((t[-1] - t0 for t, _ in curves.values() if len(t)), default=0.0)
+    xlabel, factor = _hours_axis(span, origin)
+    for index, (name, (times, values)) in enumerate(curves.items()):
+        if len(times) > 1:             # values[i] on [times[i], times[i+1]); after the last end, 0
+            xs, ys = _steps((times - t0) * factor, values[:-1] * 100.0 / total_gpus)
+            axes.plot(xs, ys, markevery=time_marks(xs, index, len(curves)), label=name, **_thin(index))
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(f"GPU allocated (% of {total_gpus:,g} GPUs)")
+    axes.set_ylim(bottom=0.0)
+    physical_ylim(axes, display_scale("allocated_gpu_pct"))
+    axes.grid(alpha=0.3)
+    _legend(axes)
+    names = list(series) if isinstance(jobs, Mapping) else [policy] if policy else []
+    what = "GPU allocation over time" + (", every policy" if isinstance(jobs, Mapping) else "")
+    _title(figure, title_text(what, trace, names, title_width(figure)))
+    return figure
+
+
 def gantt(jobs: pd.DataFrame, max_jobs: int = 300, trace: str | None = None, policy: str | None = None,
           origin: Origin | None = None):
     """One row per job, the first ``max_jobs`` jobs by start from top to bottom: its wait (submit to

@@ -71,6 +71,7 @@ QUANTITIES: dict[str, Quantity] = {
     "accepted_load_share": Quantity("Accepted load", SHARE, upper=1.0, lower_is_better=False),
     "grar": Quantity("GRAR", SHARE, upper=1.0, lower_is_better=False),
     "mean_gpu_allocated_pct": Quantity("GPU allocated", PERCENT, upper=100.0, lower_is_better=False),
+    "peak_gpu_allocated_pct": Quantity("Peak GPU allocated", PERCENT, upper=100.0, lower_is_better=False),
     "allocated_gpu_pct": Quantity("GPU allocated", PERCENT, upper=100.0, lower_is_better=False),
     "unallocated_gpu_pct": Quantity("GPU unallocated", PERCENT, upper=100.0),
     "rejected": Quantity("Rejected", PLAIN, "jobs"),
