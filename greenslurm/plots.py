@@ -647,10 +647,23 @@ def active_nodes_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], tota
                            trace: str | None = None, policy: str | None = None, origin: Origin | None = None):
     """Nodes holding at least one job over time, and the cluster's nodes as a reference line; a
     mapping of policy -> jobs draws every policy on one axes."""
+    figure, axes = _jobs_over_time(jobs, active_nodes, 1.0, "Active nodes (at least one job)", "Active nodes over time",
+                                   trace, policy, origin, "active nodes")
+    if total_nodes:                  # dotted black, no marker: a reference, unlike every policy's line
+        axes.axhline(total_nodes, color="black", linestyle=(0, (1, 2)), linewidth=1.0,
+                     label=f"all nodes ({total_nodes:,})")
+        _legend(axes)
+    return figure
+
+
+def _jobs_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], curve, y_factor: float, ylabel: str, what: str,
+                    trace: str | None, policy: str | None, origin: Origin | None, unnamed: str):
+    """A step figure over time of ``curve(jobs) -> (times, values)`` (``values[i]`` on ``[times[i],
+    times[i+1])``, the last one after the last end), times ``y_factor``, one line per policy."""
     figure = _figure(8.6, 3.8)
     axes = figure.add_subplot()
-    series = dict(jobs) if isinstance(jobs, Mapping) else {policy or "active nodes": jobs}
-    curves = {name: active_nodes(frame) for name, frame in series.items()}
+    series = dict(jobs) if isinstance(jobs, Mapping) else {policy or unnamed: jobs}
+    curves = {name: curve(frame) for name, frame in series.items()}
     origin = origin or time_origin(list(series.values()))
     t0 = origin[0]
     span = max((t[-1] - t0 for t, _ in curves.values() if len(t)), default=0.0)
@@ -658,20 +671,17 @@ def active_nodes_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], tota
     for index, (name, (times, values)) in enumerate(curves.items()):
         if len(times):
             xs = np.repeat((times - t0) * factor, 2)[1:]
-            ys = np.repeat(values, 2)[:-1]
+            ys = np.repeat(np.asarray(values, dtype=float) * y_factor, 2)[:-1]
             axes.plot(xs, ys, markevery=time_marks(xs, index, len(curves)), label=name, **_thin(index))
-    if total_nodes:                  # dotted black, no marker: a reference, unlike every policy's line
-        axes.axhline(total_nodes, color="black", linestyle=(0, (1, 2)), linewidth=1.0,
-                     label=f"all nodes ({total_nodes:,})")
     axes.set_xlabel(xlabel)
-    axes.set_ylabel("Active nodes (at least one job)")
+    axes.set_ylabel(ylabel)
     axes.set_ylim(bottom=0.0)
     axes.grid(alpha=0.3)
     _legend(axes)
     names = list(series) if isinstance(jobs, Mapping) else [policy] if policy else []
-    what = "Active nodes over time" + (", every policy" if isinstance(jobs, Mapping) else "")
-    _title(figure, title_text(what, trace, names, title_width(figure)))
-    return figure
+    _title(figure, title_text(what + (", every policy" if isinstance(jobs, Mapping) else ""), trace, names,
+                              title_width(figure)))
+    return figure, axes
 
 
 def allocated_over_time(jobs: pd.DataFrame, column: str = "gpus") -> tuple[np.ndarray, np.ndarray]:
@@ -700,27 +710,10 @@ def gpus_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], total_gpus: 
                    trace: str | None = None, policy: str | None = None, origin: Origin | None = None):
     """GPU allocation over time: the GPUs the running jobs hold, as a share of the cluster's
     ``total_gpus`` (from ``jobs.csv``'s ``gpus``); a mapping of policy -> jobs draws every policy."""
-    figure = _figure(8.6, 3.8)
-    axes = figure.add_subplot()
-    series = dict(jobs) if isinstance(jobs, Mapping) else {policy or "GPUs allocated": jobs}
-    curves = {name: allocated_over_time(frame, "gpus") for name, frame in series.items()}
-    origin = origin or time_origin(list(series.values()))
-    t0 = origin[0]
-    span = max((t[-1] - t0 for t, _ in curves.values() if len(t)), default=0.0)
-    xlabel, factor = _hours_axis(span, origin)
-    for index, (name, (times, values)) in enumerate(curves.items()):
-        if len(times) > 1:             # values[i] on [times[i], times[i+1]); after the last end, 0
-            xs, ys = _steps((times - t0) * factor, values[:-1] * 100.0 / total_gpus)
-            axes.plot(xs, ys, markevery=time_marks(xs, index, len(curves)), label=name, **_thin(index))
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(f"GPU allocated (% of {total_gpus:,g} GPUs)")
-    axes.set_ylim(bottom=0.0)
+    figure, axes = _jobs_over_time(jobs, allocated_over_time, 100.0 / total_gpus,
+                                   f"GPU allocated (% of {total_gpus:,g} GPUs)", "GPU allocation over time",
+                                   trace, policy, origin, "GPUs allocated")
     physical_ylim(axes, display_scale("allocated_gpu_pct"))
-    axes.grid(alpha=0.3)
-    _legend(axes)
-    names = list(series) if isinstance(jobs, Mapping) else [policy] if policy else []
-    what = "GPU allocation over time" + (", every policy" if isinstance(jobs, Mapping) else "")
-    _title(figure, title_text(what, trace, names, title_width(figure)))
     return figure
 
 
