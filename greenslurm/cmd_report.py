@@ -273,8 +273,26 @@ def compare_table(frame: pd.DataFrame) -> ResultTable:
                         keys, metrics, groups)
 
 
+RATIO_NOTE = "performance ratio '-': a deadline was missed, where the ratio is undefined"
+
+
+def _note_undefined_ratio(table: ResultTable) -> ResultTable:
+    """The table's title says why a performance ratio cell is empty (see :func:`ratio_where_deadlines_met`)."""
+    label = quantity("performance_ratio").name
+    if label in table.metrics:
+        column = table.metrics.index(label)
+        if any(row[column] is None for row in table.means):
+            table.title = f"{table.title} ({RATIO_NOTE})"
+    return table
+
+
 def all_tables(results: Results) -> list[tuple[str, ResultTable]]:
     """(file stem, table) of every table the results give, in print order."""
+    tables = _all_tables(results)
+    return [(stem, _note_undefined_ratio(table)) for stem, table in tables]
+
+
+def _all_tables(results: Results) -> list[tuple[str, ResultTable]]:
     tables = []
     for source, frame in results.frames["sweep"]:
         for table in sweep_tables(frame):

@@ -20,7 +20,7 @@ import pytest
 import greenslurm
 from greenslurm import plots
 from greenslurm.cli import main
-from greenslurm.cmd_report import PlotLog, _replay_plots, _sweep_plots, load_results, sweep_tables
+from greenslurm.cmd_report import PlotLog, _replay_plots, _sweep_plots, all_tables, load_results, sweep_tables
 from greenslurm.sweep import parse_spec, run_sweep
 
 pytest.importorskip("matplotlib")
@@ -312,6 +312,11 @@ def test_performance_ratio_only_for_policies_that_meet_every_deadline(tmp_path):
     assert by_row[("easy", "0.5", "2")] is None and by_row[("easy", "2", "2")] is None
     assert by_row[("greedy", "0.5", "2")] == pytest.approx(1.38) and by_row[("greedy", "2", "2")] is None
     assert not [(r, m) for r, m in table.best if m == column and table.key_rows[r][0] == "easy"]
+    # the printed table says why those cells are empty
+    results = load_results([str(path)])
+    titles = [t.title for _, t in all_tables(results) if "Performance ratio" in t.metrics]
+    assert titles and all("performance ratio '-': a deadline was missed, where the ratio is undefined" in t
+                          for t in titles)
 
 
 # -- GPU allocation and fragmentation figures for GPU runs ----------------------------------------------
