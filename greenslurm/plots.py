@@ -222,9 +222,12 @@ def spans_decades(values) -> bool:
     return bool(len(values) and values.min() > 0 and values.max() >= 10.0 * values.min())
 
 
-def physical_ylim(axes, scale: Scale) -> None:
+def physical_ylim(axes, scale: Scale, bars: bool = False) -> None:
     """The y range never beyond what the quantity can be: not below its lower bound (a wait at 0, a
-    performance ratio at 1), not above its upper bound (a share at 100 %)."""
+    performance ratio at 1), not above its upper bound (a share at 100 %).  Bars start at 0, so
+    their axis does too (a bounded slowdown of 1 is a bar of height 1, not an empty panel)."""
+    if bars and scale.lower is not None and scale.lower > 0:
+        scale = Scale(scale.label, scale.unit, scale.factor, 0.0, scale.upper)
     bottom, top = axes.get_ylim()
     if axes.get_yscale() != "linear":            # a log axis: only a positive lower bound applies
         if scale.lower is not None and scale.lower > 0 and bottom < scale.lower:
@@ -354,7 +357,7 @@ def metrics_by_policy(frame: pd.DataFrame, metrics: Sequence[str], by: str = "po
             axes.annotate(fmt_value(m), (index, top), xytext=(0, 2), textcoords="offset points", ha="center",
                           va="bottom", fontsize="x-small")
         axes.margins(y=0.12)
-        physical_ylim(axes, scale)              # a wait panel never below 0, even when every wait is 0
+        physical_ylim(axes, scale, bars=True)   # a wait panel never below 0, even when every wait is 0
         axes.set_xticks(range(len(policies)), policies, rotation=30 if len(policies) > 3 else 0, ha="right"
                         if len(policies) > 3 else "center", fontsize="small")
         axes.set_ylabel(scale.label, fontsize="small")

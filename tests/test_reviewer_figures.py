@@ -363,3 +363,11 @@ def test_gpus_allocated_over_time_sums_fractions_exactly():
     jobs = pd.DataFrame({"start_s": [10.0, 10.0], "end_s": [20.0, 30.0], "gpus": [0.46, 0.5]})
     times, gpus = plots.allocated_over_time(jobs)
     assert times.tolist() == [10.0, 20.0, 30.0] and gpus.tolist() == [0.96, 0.5, 0.0]
+
+
+def test_bars_of_a_quantity_bounded_at_one_still_start_at_zero():
+    # a bounded slowdown of 1 for every policy (no job waited): bars of height 1, seen from 0
+    frame = pd.DataFrame({"policy": ["fgd", "pwr"], "mean_bounded_slowdown": [1.0, 1.0]})
+    axes = plots.metrics_by_policy(frame, ["mean_bounded_slowdown"]).axes[0]
+    assert axes.get_ylim()[0] == 0.0 and axes.get_ylim()[1] > 1.0
+    assert [p.get_height() for p in axes.patches] == [1.0, 1.0]
