@@ -577,15 +577,19 @@ def wait_cdf(jobs: Mapping[str, pd.DataFrame], trace: str | None = None):
     waits = {p: np.sort(pd.to_numeric(f["wait_s"], errors="coerce").dropna().to_numpy()) for p, f in jobs.items()}
     largest = max((float(w[-1]) for w in waits.values() if len(w)), default=0.0)
     unit, factor = duration_unit(largest)
+    axes.set_xscale("symlog", linthresh=60.0, linscale=0.5)
+    shown_x = axes.xaxis.get_transform()         # the axis' own scale: markers evenly spaced as drawn
     for index, (policy, wait) in enumerate(waits.items()):
         if not len(wait):
             continue
         share = np.arange(1, len(wait) + 1) / len(wait) * 100.0
         xs = np.concatenate(([0.0], np.repeat(wait, 2)))
         ys = np.concatenate(([0.0, 0.0], np.repeat(share, 2)[:-1]))
-        axes.plot(xs, ys, markevery=MARK_EVERY, label=f"{policy} ({len(wait):,} jobs, mean {np.mean(wait) * factor:,.2f} {unit})",
+        # markers spread along the wait axis, not along the line: a curve that jumps at 0 (most jobs did
+        # not wait) would stack them on the y axis
+        marks = time_marks(shown_x.transform(xs), index, len(waits))
+        axes.plot(xs, ys, markevery=marks, label=f"{policy} ({len(wait):,} jobs, mean {np.mean(wait) * factor:,.2f} {unit})",
                   **_thin(index))
-    axes.set_xscale("symlog", linthresh=60.0, linscale=0.5)
     ticks = [(t, text) for t, text in DURATION_TICKS_S if t <= max(largest, 60.0) * 1.5]
     axes.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
     axes.xaxis.set_minor_locator(NullLocator())

@@ -371,3 +371,13 @@ def test_bars_of_a_quantity_bounded_at_one_still_start_at_zero():
     axes = plots.metrics_by_policy(frame, ["mean_bounded_slowdown"]).axes[0]
     assert axes.get_ylim()[0] == 0.0 and axes.get_ylim()[1] > 1.0
     assert [p.get_height() for p in axes.patches] == [1.0, 1.0]
+
+
+def test_wait_distribution_markers_are_not_stacked_on_the_y_axis():
+    # 80 of 100 jobs did not wait: the curve jumps to 80 % at 0; its markers belong along the wait axis
+    jobs = {name: pd.DataFrame({"wait_s": [0.0] * 80 + [60.0 * 2 ** i for i in range(20)]}) for name in ("a", "b")}
+    axes = plots.wait_cdf(jobs).axes[0]
+    for line in labelled_lines(axes):
+        marked = np.asarray(line.get_xdata())[line.get_markevery()]
+        assert np.count_nonzero(marked == 0.0) <= 1, (line.get_label(), marked)
+        assert len(marked) >= 8
