@@ -385,11 +385,27 @@ def grid_cells(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             for values, cell in rows.groupby(varied, sort=True, dropna=False)]
 
 
+def energy_per_work(frame: pd.DataFrame) -> pd.DataFrame:
+    """With rejections, energy alone compares unlike work (a policy that turns 75 % of the jobs away
+    draws less): the frame with ``energy_per_cpu_hour_kwh``, the energy over the CPU-hours run.
+
+    >>> import pandas as pd
+    >>> energy_per_work(pd.DataFrame({"energy_kwh": [900.0, 300.0], "cpu_hours": [3000.0, 600.0],
+    ...                               "rejected": [0, 245]}))["energy_per_cpu_hour_kwh"].tolist()
+    [0.3, 0.5]
+    """
+    if not {"energy_kwh", "cpu_hours", "rejected"} <= set(frame) or not (_numeric(frame["rejected"]) > 0).any():
+        return frame
+    hours = _numeric(frame["cpu_hours"])
+    return frame.assign(energy_per_cpu_hour_kwh=(_numeric(frame["energy_kwh"]) / hours).where(hours > 0))
+
+
 def _sweep_plots(frame: pd.DataFrame, source: str, emit, log: PlotLog) -> None:
     from greenslurm import plots
     params = [p for p in param_columns(frame) if _numeric(frame[p]).notna().all()
               and frame[p].nunique() > 1]
-    metrics = [m for m in _present(frame, METRICS) if _numeric(frame[m]).nunique() > 1]
+    frame = energy_per_work(frame)
+    metrics = [m for m in _present(frame, (*METRICS, "energy_per_cpu_hour_kwh")) if _numeric(frame[m]).nunique() > 1]
     for trace, rows in frame.groupby("trace", sort=False):
         if rows["policy"].nunique() > 1:
             for at, cell in grid_cells(rows):      # the CI over one grid value's runs, never across values

@@ -381,3 +381,20 @@ def test_wait_distribution_markers_are_not_stacked_on_the_y_axis():
         marked = np.asarray(line.get_xdata())[line.get_markevery()]
         assert np.count_nonzero(marked == 0.0) <= 1, (line.get_label(), marked)
         assert len(marked) >= 8
+
+
+def test_energy_of_policies_that_reject_jobs_is_also_shown_per_cpu_hour_run():
+    # easy runs everything: 900 kWh for 3,000 CPU-h (0.3); greedy rejects, 300 kWh for 600 CPU-h (0.5):
+    # less energy, but more per unit of work run
+    frame = pd.DataFrame([{"cell_id": f"{p}{s}", "trace": "kth", "policy": p, "slack_mean": s, "seed": 0,
+                           "energy_kwh": e * (1 + s / 100), "cpu_hours": h, "rejected": r}
+                          for p, e, h, r in (("easy", 900.0, 3000.0, 0), ("greedy", 300.0, 600.0, 245))
+                          for s in (0.5, 2.0)])
+    figures = []
+    _sweep_plots(frame, "sweep", lambda figure, stem: figures.append((figure, stem)), PlotLog())
+    figure = next(f for f, stem in figures if stem == "sweep-kth-energy_per_cpu_hour_kwh-vs-slack_mean")
+    axes = figure.axes[0]
+    assert axes.get_ylabel() == "Energy per CPU-hour run (kWh/CPU-h)"
+    lines = {line.get_label(): line.get_ydata().tolist() for line in labelled_lines(axes)}
+    assert lines["easy"] == pytest.approx([0.3 * 1.005, 0.3 * 1.02])
+    assert lines["greedy"] == pytest.approx([0.5 * 1.005, 0.5 * 1.02])

@@ -81,6 +81,7 @@ QUANTITIES: dict[str, Quantity] = {
     # the LP bound over the accepted load, >= 1 for a policy that meets every deadline (undefined otherwise)
     "performance_ratio": Quantity("Performance ratio", PLAIN, lower=1.0),
     "failed_tasks": Quantity("Failed tasks", PLAIN, "tasks"),
+    "energy_per_cpu_hour_kwh": Quantity("Energy per CPU-hour run", PLAIN, "kWh/CPU-h"),
     "mean_frag_gpu": Quantity("Mean GPU fragmentation", PLAIN, "GPUs"),
     "frag_gpu": Quantity("GPU fragmentation", PLAIN, "GPUs"),
     "boots": Quantity("Node boots", PLAIN, "boots"),
