@@ -398,3 +398,16 @@ def test_energy_of_policies_that_reject_jobs_is_also_shown_per_cpu_hour_run():
     lines = {line.get_label(): line.get_ydata().tolist() for line in labelled_lines(axes)}
     assert lines["easy"] == pytest.approx([0.3 * 1.005, 0.3 * 1.02])
     assert lines["greedy"] == pytest.approx([0.5 * 1.005, 0.5 * 1.02])
+
+
+def test_inflate_plot_of_one_seed_says_n_1():
+    from greenslurm.sim.reporting.inflate_report import plot
+    from greenslurm.sim.studies.inflate import COLUMNS
+    row = {c: 0.0 for c in COLUMNS}
+    rows = [{**row, "trace": "openb", "policy": policy, "normalization": "paper", "ties": "first", "seed": 0,
+             "arrived_pct": level, "eopc_w": 1000.0 * level, "grar": 1.0} for policy in ("fgd", "pwr")
+            for level in (10.0, 50.0)]
+    title = plot(rows, None)._suptitle.get_text()
+    assert "n = 1" in title and "mean over" not in title, title
+    title = plot(rows + [{**r, "seed": 1} for r in rows], None)._suptitle.get_text()
+    assert "mean over 2 seeds" in title, title
