@@ -407,7 +407,10 @@ def test_inflate_plot_of_one_seed_says_n_1():
     rows = [{**row, "trace": "openb", "policy": policy, "normalization": "paper", "ties": "first", "seed": 0,
              "arrived_pct": level, "eopc_w": 1000.0 * level, "grar": 1.0} for policy in ("fgd", "pwr")
             for level in (10.0, 50.0)]
-    title = plot(rows, None)._suptitle.get_text()
+    figure = plot(rows, None)
+    title = figure._suptitle.get_text()
     assert "n = 1" in title and "mean over" not in title, title
+    # GRAR 100 % on the top edge: drawn over the frame, not cut by it
+    assert all(line.get_clip_on() is False for axes in figure.axes for line in labelled_lines(axes))
     title = plot(rows + [{**r, "seed": 1} for r in rows], None)._suptitle.get_text()
     assert "mean over 2 seeds" in title, title

@@ -93,7 +93,8 @@ def plot(rows: Sequence[dict], path: str | Path | None):
         colour, linestyle, marker = series_style(index)
         for ax, (column, name, scale) in zip(axes.flat, panels):
             ax.plot(xs, [means[(*variant, x)][column] * scale for x in xs], label=label, linewidth=1.2,
-                    color=colour, linestyle=linestyle, marker=marker, markevery=1.0 / 12, markerfacecolor="none")
+                    color=colour, linestyle=linestyle, marker=marker, markevery=1.0 / 12, markerfacecolor="none",
+                    clip_on=False, zorder=3)        # a line at the axes' edge (GRAR 100 %) drawn over it, whole
             ax.set_ylabel(name)
             ax.set_ylim(bottom=0.0)
             ax.grid(alpha=0.3)
