@@ -84,3 +84,22 @@ def warn_missing_once(stream=None) -> None:
     missing = [what for what, built in built_cores().items() if not built]
     print("greenslurm: warning: " + MISSING_TEXT.format(names=", ".join(missing) or "some"),
           file=stream or sys.stderr)
+
+
+# Said once per process when a replay given a slurm.conf runs FCFS, EASY or conservative in the general
+# loop because of its cluster; measured on KTH-SP2's first 32,000 jobs (docs/replay-engine.md).
+SLURM_CONF_TEXT = ("the processor-pool core cannot run this replay on the slurm.conf's cluster ({why}): the compiled "
+                   "core models interchangeable single-CPU nodes, so the replay runs in the general loop, slower "
+                   "(a 100-node KTH-SP2 cut: EASY {easy}, conservative {conservative})")
+_WARNED_SLURM_CONF: list[bool] = []
+
+
+def warn_slurm_conf_once(why: str, stream=None) -> None:
+    """Say on stderr, once per process, which fast path a slurm.conf's cluster keeps a replay off and why."""
+    import sys
+    if _WARNED_SLURM_CONF:
+        return
+    _WARNED_SLURM_CONF.append(True)
+    print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="2x", conservative="13x"),
+          file=stream or sys.stderr)
+

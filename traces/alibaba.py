@@ -48,12 +48,13 @@ CPU_MODEL = "Xeon E5-2682 v4"
 CPU_IDLE_W, CPU_TDP_W, VCPUS_PER_PACKAGE = 15.0, 120.0, 32
 
 
-def read_pods(path: str, *, strict: bool = False) -> TraceResult:
-    """Read an ``openb_pod_list_*.csv`` file."""
-    return parse_pods(read_text(path), path, strict=strict)
+def read_pods(path: str, *, strict: bool = False, limit: int | None = None) -> TraceResult:
+    """Read an ``openb_pod_list_*.csv`` file; ``limit``: its first pods (see
+    :func:`greenslurm.traces.base.read_trace`)."""
+    return parse_pods(read_text(path), path, strict=strict, limit=limit)
 
 
-def parse_pods(text: str, path: str = "<pods.csv>", *, strict: bool = False) -> TraceResult:
+def parse_pods(text: str, path: str = "<pods.csv>", *, strict: bool = False, limit: int | None = None) -> TraceResult:
     """Parse a pod list.
 
     >>> r = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
@@ -70,7 +71,7 @@ def parse_pods(text: str, path: str = "<pods.csv>", *, strict: bool = False) -> 
         raise InputError(f"not an openb pod list: no column {', '.join(missing)}{hint}", path=path, line=1,
                          field=missing[0])
     timed = all(name in header for name in TIME_COLUMNS)
-    log = RecordLog(path, strict)
+    log = RecordLog(path, strict, limit)
     jobs: list[JobSpec] = []
     for lineno, row in rows:
         log.records += 1
@@ -81,6 +82,8 @@ def parse_pods(text: str, path: str = "<pods.csv>", *, strict: bool = False) -> 
             jobs.append(_Pod(dict(zip(header, row)), lineno, log, timed).job())
         except _Skip:
             pass
+        if log.full(jobs):
+            break
     return log.result(jobs, "alibaba")
 
 

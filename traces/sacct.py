@@ -83,13 +83,15 @@ class Layout:
         return tuple(name.lower() for name in self.names)
 
 
-def read_sacct(path: str, *, strict: bool = False, columns: list[str] | None = None) -> TraceResult:
-    """Read an ``sacct --parsable2`` export (plain or gzip)."""
-    return parse_sacct(read_text(path), path, strict=strict, columns=columns)
+def read_sacct(path: str, *, strict: bool = False, columns: list[str] | None = None,
+               limit: int | None = None) -> TraceResult:
+    """Read an ``sacct --parsable2`` export (plain or gzip); ``limit``: the first jobs of the file
+    (see :func:`greenslurm.traces.base.read_trace`)."""
+    return parse_sacct(read_text(path), path, strict=strict, columns=columns, limit=limit)
 
 
 def parse_sacct(text: str, path: str = "<sacct>", *, strict: bool = False,
-                columns: list[str] | None = None) -> TraceResult:
+                columns: list[str] | None = None, limit: int | None = None) -> TraceResult:
     """Parse sacct text.
 
     >>> r = parse_sacct("JobID|Submit|Start|End|Elapsed|State|NCPUS|NNodes|Timelimit\\n"
@@ -99,7 +101,7 @@ def parse_sacct(text: str, path: str = "<sacct>", *, strict: bool = False,
     >>> j.job_id, j.runtime_s, j.requested_time_s, j.cpus, j.nodes, dict(r.skipped)
     ('7', 600.0, 3600.0, 4, 1, {'job step (.batch/.extern/.N)': 1})
     """
-    log = RecordLog(path, strict)
+    log = RecordLog(path, strict, limit)
     lines = split_lines(text)
     layout, header_index = _layout(lines, path, columns)
     header_line = lines[header_index] if header_index is not None else None
@@ -121,6 +123,8 @@ def parse_sacct(text: str, path: str = "<sacct>", *, strict: bool = False,
             continue
         record = _Record(dict(zip(keys, fields)), display, lineno, log)
         jobs.extend(record.jobs())
+        if log.full(jobs):
+            break
     return log.result(jobs, "sacct")
 
 

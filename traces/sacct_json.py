@@ -64,12 +64,14 @@ def _not_text(value) -> str | None:
     return None
 
 
-def read_sacct_json(path: str, *, strict: bool = False) -> TraceResult:
-    """Read ``sacct --json`` output (plain or gzip)."""
-    return parse_sacct_json(read_text(path), path, strict=strict)
+def read_sacct_json(path: str, *, strict: bool = False, limit: int | None = None) -> TraceResult:
+    """Read ``sacct --json`` output (plain or gzip); ``limit``: its first jobs (see
+    :func:`greenslurm.traces.base.read_trace`; the document is parsed whole)."""
+    return parse_sacct_json(read_text(path), path, strict=strict, limit=limit)
 
 
-def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = False) -> TraceResult:
+def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = False,
+                     limit: int | None = None) -> TraceResult:
     """Parse ``sacct --json`` text.
 
     >>> r = parse_sacct_json('{"jobs": [{"job_id": 5, "state": {"current": ["COMPLETED"]},'
@@ -89,7 +91,7 @@ def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = Fa
     jobs_data = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs_data, list):
         raise InputError('not sacct --json output: expected an object with a "jobs" list', path=path, field="jobs")
-    log = RecordLog(path, strict)
+    log = RecordLog(path, strict, limit)
     lines = _job_lines(text, len(jobs_data))
     surrogates = _SURROGATE_ESCAPE.search(text) is not None
     jobs: list[JobSpec] = []
@@ -102,6 +104,8 @@ def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = Fa
             jobs.extend(job.jobs())
         except _Skip:
             pass
+        if log.full(jobs):
+            break
     return log.result(jobs, "sacct-json")
 
 
