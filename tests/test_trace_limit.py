@@ -147,7 +147,7 @@ def test_swf_limit_is_a_read_of_the_file_cut_after_the_nth_job(tmp_path_factory,
     if ordered:
         assert list(limited.jobs) == list(full.jobs)[:limit]
     assert list(limited.jobs) == sorted(kept, key=lambda job: job.submit_s)
-    if len(in_file_order) > limit:       # the file cut after the limit-th job's line, read whole
+    if len(in_file_order) >= limit:      # the file cut after the limit-th job's line, read whole
         cut = kept[-1].source_line
         text = path.read_text().split("\n")
         (tmp / "cut").mkdir()
@@ -163,3 +163,100 @@ def test_swf_limit_is_a_read_of_the_file_cut_after_the_nth_job(tmp_path_factory,
 def monkeypatch_module():
     with pytest.MonkeyPatch.context() as patch:
         yield patch
+
+
+@st.composite
+def sacct_lines(draw):
+    """An sacct export with a header: jobs, steps (skipped), array ranges of 1-3 tasks, lines with a
+    wrong field count, states that never ran, blank and comment lines; in submit order or not."""
+    count = draw(st.integers(1, 40))
+    ordered = draw(st.booleans())
+    lines, second = [SACCT_HEADER], 0
+    for i in range(count):
+        second = min(second + draw(st.integers(0, 2)), 9) if ordered else draw(st.integers(0, 9))
+        kind = draw(st.sampled_from(["job"] * 5 + ["step", "array", "fields", "pending", "blank"]))
+        line = SACCT_JOB.format(id=i + 1, s=second)
+        if kind == "step":
+            line = SACCT_JOB.format(id=f"{i}.batch", s=second)
+        elif kind == "array":
+            line = SACCT_JOB.format(id=f"{i + 1}_[1-{draw(st.integers(1, 3))}]", s=second)
+        elif kind == "fields":
+            line = "|".join(line.split("|")[:draw(st.integers(1, 8))])
+        elif kind == "pending":
+            line = line.replace("COMPLETED", "PENDING")
+        elif kind == "blank":
+            line = draw(st.sampled_from(["", "# a note"]))
+        lines.append(line)
+    return lines, ordered
+
+
+POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+
+
+@st.composite
+def pod_lines(draw):
+    """A pod list: pods, pods with a bad field, lines with a wrong field count, blank lines."""
+    count = draw(st.integers(1, 40))
+    ordered = draw(st.booleans())
+    lines, created = [POD_HEADER], 0
+    for i in range(count):
+        created = created + draw(st.integers(0, 3)) if ordered else draw(st.integers(0, 30))
+        kind = draw(st.sampled_from(["pod"] * 5 + ["bad", "fields", "blank"]))
+        line = f"p{i},1000,10,0,0,,LS,Running,{created},{created + 50},{created + 5}"
+        if kind == "bad":
+            line = line.replace(",1000,", ",x,")
+        elif kind == "fields":
+            line = f"p{i},1"
+        elif kind == "blank":
+            line = ""
+        lines.append(line)
+    return lines, ordered
+
+
+def full_and_cut_reads(tmp: Path, name: str, fmt: str, lines: list[str], limit: int):
+    """(the limited read, the full read, the full read of the file cut after the limit-th job's line
+    with its examples' paths as the file's; None when the whole file holds no more jobs)."""
+    path = tmp / name
+    path.write_text("\n".join(lines) + "\n")
+    full = read_trace(path, fmt)
+    limited = read_trace(path, fmt, limit=limit)
+    in_file_order = sorted(full.jobs, key=lambda job: job.source_line)    # stable: array tasks in order
+    if len(in_file_order) < limit:
+        return limited, full, in_file_order, None
+    (tmp / "cut").mkdir()
+    short = tmp / "cut" / name
+    short.write_text("\n".join(lines[:in_file_order[limit - 1].source_line]) + "\n")
+    cut = read_trace(short, fmt)
+    cut.examples = {reason: where.replace(str(short), str(path)) for reason, where in cut.examples.items()}
+    return limited, full, in_file_order, cut
+
+
+@pytest.mark.parametrize("fmt, name, lines", [("sacct", "t.txt", sacct_lines()), ("alibaba", "pods.csv", pod_lines())])
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), limit=st.integers(1, 50))
+def test_limit_is_a_read_of_the_file_cut_after_the_nth_job(tmp_path_factory, fmt, name, lines, data, limit):
+    text, ordered = data.draw(lines)
+    tmp = tmp_path_factory.mktemp("limit")
+    try:
+        read_trace(_write(tmp / "probe", name, text), fmt)
+    except Exception:              # no job record at all: the limited read says the same
+        with pytest.raises(Exception):
+            read_trace(tmp / "probe" / name, fmt, limit=limit)
+        return
+    limited, full, in_file_order, cut = full_and_cut_reads(tmp, name, fmt, text, limit)
+    kept = in_file_order[:limit]
+    if ordered:
+        assert list(limited.jobs) == list(full.jobs)[:limit]
+    assert list(limited.jobs) == sorted(kept, key=lambda job: job.submit_s)
+    if cut is not None:
+        # the cut file ends with the record of the limit-th job: an array range there may give more
+        assert account(limited) == account(cut)
+        assert len(cut.jobs) >= limit
+    else:
+        assert account(limited) == account(full)
+
+
+def _write(folder: Path, name: str, lines: list[str]) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text("\n".join(lines) + "\n")
+    return folder / name

@@ -15,7 +15,7 @@ import codecs
 import gzip
 import os
 import zlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 from greenslurm.clustermodel.errors import InputError, missing_path
 
@@ -231,3 +231,24 @@ class LineStream:
             raise InputError("empty file", path=self.path)
         if self.blank:
             raise InputError("file holds only white space", path=self.path)
+
+
+def feed_lines(path: str, read_lines: Callable[[list[str], int], bool], finish: Callable[[], object] | None = None,
+               limit: int | None = None) -> None:
+    """Give a text file's lines to ``read_lines(lines, first line number)`` a piece at a time, with
+    :class:`LineStream`'s checks, until it answers True (its reader has what it keeps: the rest of
+    the file is not read) or the file ends (then ``finish()``).  ``limit``: the reader may stop
+    early, so the pieces start small (``FIRST_PIECE_BYTES``)."""
+    stream = LineStream(path, first_piece_bytes=FIRST_PIECE_BYTES if limit is not None else None)
+    pieces = iter(stream)
+    try:
+        for first, lines in pieces:
+            if read_lines(lines, first):
+                pieces.close()
+                return
+        stream.check_end()
+        if finish is not None:
+            finish()
+    except InputError as error:             # about a line: the file's own errors come first
+        stream.fail(error)
+
