@@ -87,10 +87,10 @@ def warn_missing_once(stream=None) -> None:
 
 
 # Said once per process when a replay given a slurm.conf runs FCFS, EASY or conservative in the general
-# loop because of its cluster; measured on KTH-SP2's first 32,000 jobs (docs/replay-engine.md).
+# loop because of its cluster; KTH-SP2 node by node against the core (docs/replay-engine.md, --slurm-conf on the core).
 SLURM_CONF_TEXT = ("the processor-pool core cannot run this replay on the slurm.conf's cluster ({why}): the compiled "
                    "core models interchangeable single-CPU nodes, so the replay runs in the general loop, slower "
-                   "(a 100-node KTH-SP2 cut: EASY {easy}, conservative {conservative})")
+                   "(KTH-SP2 on 100 one-CPU nodes in the general loop: EASY {easy}, conservative {conservative} the CPU time)")
 _WARNED_SLURM_CONF: list[bool] = []
 
 
@@ -100,6 +100,6 @@ def warn_slurm_conf_once(why: str, stream=None) -> None:
     if _WARNED_SLURM_CONF:
         return
     _WARNED_SLURM_CONF.append(True)
-    print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="2x", conservative="13x"),
+    print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"),
           file=stream or sys.stderr)
 

@@ -72,7 +72,7 @@ def test_two_partitions_keep_the_general_loop_and_say_so_once(shared_data, tmp_p
     assert warnings == ["greenslurm: warning: the processor-pool core cannot run this replay on the slurm.conf's "
                         "cluster (partitions or features keep some jobs off some nodes): the compiled core models "
                         "interchangeable single-CPU nodes, so the replay runs in the general loop, slower "
-                        "(a 100-node KTH-SP2 cut: EASY 2x, conservative 13x)"]
+                        "(KTH-SP2 on 100 one-CPU nodes in the general loop: EASY 9x, conservative 87x the CPU time)"]
     assert "the general loop runs the replay" in done.stderr
 
 
