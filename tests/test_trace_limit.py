@@ -94,6 +94,12 @@ def test_pods_and_sacct_json_stop_at_the_limit(tmp_path):
     first = read_trace(document, limit=2)
     assert [j.job_id for j in first.jobs] == ["5", "6"] and first.records_read == 2 and not first.skipped
     assert sum(read_trace(document, limit=3).skipped.values()) == 1
+    # a document cut short after its second job: --limit 2 never reads that far
+    cut = tmp_path / "cut.json"
+    cut.write_text(json.dumps({"jobs": [job, dict(job, job_id=6)]}, indent=1)[:-3] + ', {"job_id": 7, "sta')
+    assert [j.job_id for j in read_trace(cut, limit=2).jobs] == ["5", "6"]
+    with pytest.raises(Exception, match="not valid JSON"):
+        read_trace(cut, limit=3)
 
 
 # -- the rule on random files ----------------------------------------------------------------------
@@ -260,3 +266,47 @@ def _write(folder: Path, name: str, lines: list[str]) -> Path:
     folder.mkdir(exist_ok=True)
     (folder / name).write_text("\n".join(lines) + "\n")
     return folder / name
+
+
+@st.composite
+def sacct_json_documents(draw):
+    """sacct --json documents: meta before or after the jobs, jobs good or skipped (a bad id, never
+    started, a NO_VAL time limit), pretty or compact, with escapes."""
+    jobs = []
+    for i in range(draw(st.integers(0, 12))):
+        job = {"job_id": 100 + i, "state": {"current": ["COMPLETED"]}, "required": {"CPUs": draw(st.integers(1, 4))},
+               "allocation_nodes": 1, "user": draw(st.sampled_from(["ann", "b\u00e9a", "c\\\"d"])),
+               "time": {"submission": draw(st.integers(1, 500)), "start": 600, "end": 660, "elapsed": 60,
+                        "limit": draw(st.sampled_from([2, 4294967295]))}}
+        kind = draw(st.sampled_from(["good"] * 4 + ["id", "start"]))
+        if kind == "id":
+            job["job_id"] = "x"
+        elif kind == "start":
+            job["time"]["start"] = 0
+        jobs.append(job)
+    document = {"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": [], "jobs": jobs}
+    if draw(st.booleans()):
+        document = {"jobs": jobs, "meta": {"plugin": {}}, "warnings": []}
+    return json.dumps(document, indent=draw(st.sampled_from([None, 1, 2])), ensure_ascii=draw(st.booleans()))
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=sacct_json_documents(), limit=st.integers(1, 14), piece=st.sampled_from([None, 30, 100]))
+def test_sacct_json_streamed_limit_is_the_whole_parse_cut(tmp_path_factory, monkeypatch_module, text, limit, piece):
+    """Read a piece at a time (pieces of 30 bytes: elements split across them), the first jobs are
+    those and the counts those of the whole document parsed and taken job by job to the limit."""
+    from greenslurm.traces import sacct_json
+    path = tmp_path_factory.mktemp("json") / "s.json"
+    path.write_text(text)
+    if piece is not None:
+        monkeypatch_module.setattr(sacct_json, "FIRST_PIECE_BYTES", piece)
+        monkeypatch_module.setattr("greenslurm.traces.source.PIECE_BYTES", piece * 2)
+    try:
+        whole = sacct_json.parse_sacct_json(text, str(path), limit=limit)
+    except Exception as exc:       # no job at all: the streamed read says the same
+        with pytest.raises(type(exc)):
+            read_trace(path, limit=limit)
+        return
+    streamed = read_trace(path, limit=limit)
+    assert list(streamed.jobs) == list(whole.jobs)
+    assert account(streamed) == account(whole)

@@ -89,9 +89,11 @@ def read_trace(path: str, fmt: str | None = None, *, strict: bool = False,
     every read is.  ``records_read``, the skip and adjust counts, their examples and strict mode's
     first error are those of the lines up to that record, as a read of the file cut after it gives.
     On a file in submit order these are the N earliest jobs, the same as the first N of the whole
-    read; on a file out of order they are the first N of the file, not the N earliest.  SWF, sacct
-    and the pod lists stop reading there (the file's bytes are checked, NUL and UTF-8, a piece of
-    4 MiB at a time); sacct --json is read whole and then cut by the same rule.
+    read; on a file out of order they are the first N of the file, not the N earliest.  Every
+    reader stops reading there (the file's bytes are checked, NUL and UTF-8, a piece of up to 4 MiB
+    at a time); sacct --json decodes the ``"jobs"`` list's elements one at a time, and parses the
+    whole document only where a prefix cannot be read (not an object, bad JSON before the N-th
+    job, fewer than N jobs).
     """
     path = str(path)
     if fmt is None:
