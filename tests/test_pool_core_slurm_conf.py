@@ -162,3 +162,21 @@ def test_random_sites_core_equals_general_loop(module_monkeypatch, queue, case):
         assert run.used_core == (core == "compiled")
     assert_same(results["compiled"], results["off"])
     assert results["compiled"].skipped == results["off"].skipped
+
+
+def test_the_deadline_core_takes_a_pool_slurm_conf_too(shared_data, tmp_path):
+    """The deadline queue's core runs on the same processor pools: KTH-SP2's first 1,000 jobs, greedy
+    acceptance, best fit, with the pool slurm.conf: the core and the general loop write the same bytes."""
+    trace = kth_cut(shared_data, tmp_path, 1000)
+    runs = {}
+    for core in ("auto", "off"):
+        env = {"GREENSLURM_DEADLINE_CORE": core, "PATH": "/usr/bin:/bin"}
+        runs[core] = subprocess.run(
+            [sys.executable, "-m", "greenslurm", "replay", str(trace), "--queue", "deadline", "--acceptance", "greedy",
+             "--select", "bestfit", "--slurm-conf", str(POOL_CONF), "--no-progress", "-v", "--out", str(tmp_path / core)],
+            capture_output=True, text=True, env=env)
+        assert runs[core].returncode == 0, runs[core].stderr
+    assert "the deadline core (compiled) runs the replay" in runs["auto"].stderr
+    assert "the general loop runs the replay" in runs["off"].stderr
+    for name in ("jobs.csv", "power.csv", "summary.json"):
+        assert filecmp.cmp(tmp_path / "auto" / name, tmp_path / "off" / name, shallow=False), name
