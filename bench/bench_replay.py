@@ -16,6 +16,12 @@ temporary folder.  Targets: the million-job EASY replay faster than the referenc
 KTH EASY and FCFS at most 1.0x the reference; conservative and the deadline queue at most 3x our
 EASY; ``--out`` adds at most 15 %.
 
+``million-limit`` replays the million-job log with ``--limit 1000`` against its first 1,000 jobs cut
+to a file (the reader stops at the limit: the peaks should match).  ``kth-conf-easy`` and
+``kth-conf-conservative`` replay KTH-SP2 with ``tests/data/slurm-conf-pool/slurm.conf`` (its 100
+processors as one-CPU nodes) on the processor-pool core against the general loop
+(``GREENSLURM_POOL_CORE=off``).
+
 Two rows put the start-up in context: ``import-floor`` times a process that only imports numpy and
 rich (what every replay loads) against the reference's whole run, and ``demo`` times ``greenslurm
 demo`` (2,000 jobs) against the bare interpreter.  Before timing, greenslurm's modules are
