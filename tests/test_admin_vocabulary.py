@@ -1,0 +1,46 @@
+"""What an admin reads: one energy explained where two power models meet, tables and help that fit 80
+columns, output options named alike in every command, integer columns as integers in the notebook API.
+Each test runs the command as the command line does and reads its text or exit code."""
+
+from __future__ import annotations
+
+import pytest
+
+from greenslurm.cli import main
+
+# One T4 node of 8 vCPUs (one CPU package of the PWR paper: 16 cores, 32 vCPUs) and one pod holding
+# 1 vCPU and half the GPU for 10 h.
+ONE_POD = """\
+name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+a,1000,1024,1,500,,LS,Running,0,36000,0
+"""
+ONE_T4_NODE = "sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,1,T4\n"
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# -- one GPU report, two power models, explained -------------------------------------------------------
+def test_the_gpu_report_says_why_its_energy_is_not_the_energy_tables(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    (tmp_path / "pods.csv").write_text(ONE_POD)
+    (tmp_path / "nodes.csv").write_text(ONE_T4_NODE)
+    assert main(["replay", str(tmp_path / "pods.csv"), "--nodes", str(tmp_path / "nodes.csv"), "--queue", "none",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    text = flat(out)
+    # Energy table, power linear in the allocation: the package 15 W + the T4 10 W idle, plus 1 of 8 vCPUs
+    # x (120 - 15) W = 13.125 W, plus half the T4's (70 - 10) W = 30 W: 68.125 W x 10 h = 0.68125 kWh
+    assert "total 0.68 kWh" in text
+    # GPUs table, the PWR paper's steps: the package with a CPU allocated at 120 W, the T4 with a share
+    # allocated at 70 W: 190 W x 10 h = 1.9 kWh (1.2 + 0.7), in the Energy table's units
+    assert "energy, the paper's steps 1.90 kWh CPU packages 1.20 kWh GPUs 0.70 kWh" in text
+    assert "mean power 190 W peak power 190 W" in text
+    # and the report says why the two differ: (1.9 - 0.68125) / 0.68125 = +178.9 %
+    assert ("the GPUs table counts the PWR paper's steps: a CPU package with any CPU allocated draws its maximum, "
+            "and a GPU with any share allocated its maximum; the Energy table's 0.68 kWh counts power linear in "
+            "them (the GPUs table +178.9 %)") in text
+    # the power model line no longer calls the linear model the PWR paper's
+    assert "linear in the allocated CPUs and GPU shares (the GPUs table: the paper's steps)" in text
+    assert max(len(line) for line in out.splitlines()) <= 80
