@@ -415,20 +415,12 @@ def report_tables(results: dict[str, tuple[dict, float]], current: str, recorded
                   console: Console, width: int) -> list[Table]:
     """:func:`report_table` split into parts of as many policy columns as fit ``width`` (no cell cut),
     each part with the figures' names and the recorded column; parts titled (1/2), (2/2)."""
-    from rich.measure import Measurement
-    unbounded = console.options.update_width(1_000_000)
-    groups: list[list[str]] = []
-    for label in results:
-        trial = (groups[-1] + [label]) if groups else [label]
-        if groups and Measurement.get(console, unbounded, report_table(results, current, recorded, trial)).maximum <= width:
-            groups[-1] = trial
-        else:
-            groups.append([label])
-    tables = [report_table(results, current, recorded, group) for group in groups]
-    for number, table in enumerate(tables):
-        if len(tables) > 1:
-            table.title = f"({number + 1}/{len(tables)})"
-    return tables
+    from greenslurm.sim.reporting.table_split import split_to_width
+    parts = split_to_width(list(results), lambda shown: report_table(results, current, recorded, shown), console,
+                           width)
+    for part, table in parts:
+        table.title = part.strip() or None
+    return [table for _, table in parts]
 
 
 def report_table(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None = None,

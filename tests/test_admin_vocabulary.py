@@ -4,6 +4,8 @@ Each test runs the command as the command line does and reads its text or exit c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from greenslurm.cli import main
@@ -44,3 +46,22 @@ def test_the_gpu_report_says_why_its_energy_is_not_the_energy_tables(tmp_path, c
     # the power model line no longer calls the linear model the PWR paper's
     assert "linear in the allocated CPUs and GPU shares (the GPUs table: the paper's steps)" in text
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+# -- tables that fit 80 columns ---------------------------------------------------------------------
+DEMO_TRACE = str(Path(__file__).resolve().parents[1] / "greenslurm" / "data" / "KTH-SP2-1996-2.1-cln-first2000.swf")
+
+
+def test_compares_power_states_table_is_split_at_80_columns_not_cut(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["compare", DEMO_TRACE, "--limit", "100", "--power-down-after", "3600", "--power-budget", "15000",
+                 "--no-progress", "-j", "1"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    # before: 'ener…', 'imb…' in the headers, '1,12…' in the cells, '34.75' and 'kW' on two lines
+    assert "…" not in out and max(len(line) for line in lines) <= 80
+    assert "power states on KTH-SP2, 100 jobs, easy (1/2)" in lines and "power states on KTH-SP2, 100 jobs, easy (2/2)" in lines
+    rows = [line for line in lines if line.lstrip().startswith(("no management", "power-down", "budget 15,000 W"))]
+    assert len(rows) == 6                                  # each run in both parts, each on one line
+    assert sum(" kW " in row for row in rows) == 3         # the peak power, whole, in the first part
+    assert any(line.split() == ["run", "imbalance"] for line in lines)
