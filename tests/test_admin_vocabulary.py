@@ -65,3 +65,41 @@ def test_compares_power_states_table_is_split_at_80_columns_not_cut(capsys, monk
     assert len(rows) == 6                                  # each run in both parts, each on one line
     assert sum(" kW " in row for row in rows) == 3         # the peak power, whole, in the first part
     assert any(line.split() == ["run", "imbalance"] for line in lines)
+
+
+# -- output options named alike in every command ---------------------------------------------------------
+# the options that name where a command writes: one name per kind of output, a folder or a file
+OUTPUT_OPTIONS = {"--out": "DIR", "--plots": "DIR", "--tables": "DIR", "--json": "FILE", "--csv": "FILE",
+                  "--save-scenario": "FILE"}
+OUTPUTS = {"replay": {"--out", "--json", "--save-scenario"}, "demo": {"--out", "--json", "--save-scenario"},
+           "run": {"--out", "--json"}, "traces info": {"--json"}, "whatif": {"--out", "--json"},
+           "sweep": {"--out"}, "compare": {"--csv"}, "inflate": {"--csv", "--plots"},
+           "report": {"--plots", "--tables"}, "hook report": {"--json"}}
+
+
+def visible_options(command: str) -> dict[str, str | None]:
+    """option -> metavar of the options ``greenslurm COMMAND --help`` shows."""
+    import argparse
+
+    from greenslurm.cli import build_parser
+    parser = build_parser()
+    for word in command.split():
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[word]
+    return {option: action.metavar for action in parser._actions if action.help != argparse.SUPPRESS
+            for option in action.option_strings}
+
+
+@pytest.mark.parametrize("command", sorted(OUTPUTS))
+def test_every_command_names_its_outputs_alike(command):
+    options = visible_options(command)
+    # before: inflate's --plot PNG and sweep's --results DIR beside report's --plots DIR and replay's --out DIR
+    assert {o for o in options if o in OUTPUT_OPTIONS or o in ("--plot", "--results")} == OUTPUTS[command]
+    assert all(options[o] == OUTPUT_OPTIONS[o] for o in OUTPUTS[command])
+
+
+def test_sweeps_old_results_option_still_works_and_says_so(capsys):
+    from greenslurm.cli import build_parser
+    args = build_parser().parse_args(["sweep", "study.toml", "--results", "r"])
+    assert args.out == "r"
+    assert capsys.readouterr().err.strip() == "greenslurm: warning: --results is deprecated, use --out"
