@@ -103,3 +103,21 @@ def test_sweeps_old_results_option_still_works_and_says_so(capsys):
     args = build_parser().parse_args(["sweep", "study.toml", "--results", "r"])
     assert args.out == "r"
     assert capsys.readouterr().err.strip() == "greenslurm: warning: --results is deprecated, use --out"
+
+
+# -- integer columns as integers in the notebook API --------------------------------------------------------
+def test_the_notebook_api_gives_counts_as_integers(tmp_path):
+    import greenslurm
+    demo = greenslurm.replay(limit=20)
+    # the KTH-SP2 jobs hold whole CPUs and no GPU: int64, as the nodes column (before: float64)
+    assert [str(demo.jobs[c].dtype) for c in ("nodes", "cpus", "gpus")] == ["int64", "int64", "int64"]
+    assert str(demo.power["busy_cpus"].dtype) == "int64"
+    assert int(demo.jobs["gpus"].sum()) == 0 and demo.jobs["cpus"].min() >= 1
+    both = greenslurm.compare(limit=20, queue=["easy", "fcfs"])
+    assert str(both.jobs["cpus"].dtype) == "int64" and str(both.runs["queue=fcfs"].jobs["cpus"].dtype) == "int64"
+    # an Alibaba pod holds a share of a GPU: that column stays float, with the share
+    (tmp_path / "pods.csv").write_text(ONE_POD)
+    (tmp_path / "nodes.csv").write_text(ONE_T4_NODE)
+    pods = greenslurm.replay(str(tmp_path / "pods.csv"), nodes=str(tmp_path / "nodes.csv"), queue="none")
+    assert pods.jobs[["cpus", "gpus"]].values.tolist() == [[1.0, 0.5]]
+    assert [str(pods.jobs[c].dtype) for c in ("cpus", "gpus")] == ["int64", "float64"]
