@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from greenslurm.sim.reporting.report import fmt_duration, fmt_number, fmt_percent, fmt_power
+from greenslurm.sim.reporting.report import fmt_duration, fmt_number, fmt_percent, fmt_power, print_note
 
 # key of the summary's ``gpu`` table -> (its row, its value in the units of the replay report)
 ROWS = {"span_s": ("span", fmt_duration),
@@ -70,4 +70,4 @@ def report_gpu(summary: Mapping[str, Any], console: Console) -> None:
         table.add_row(name, show(value) if isinstance(value, (int, float)) else str(value))
     console.print(table)
     if "energy_kwh" in gpu:
-        console.print(Text(two_energies(summary), style="dim"))
+        print_note(console, two_energies(summary))

@@ -121,3 +121,27 @@ def test_the_notebook_api_gives_counts_as_integers(tmp_path):
     pods = greenslurm.replay(str(tmp_path / "pods.csv"), nodes=str(tmp_path / "nodes.csv"), queue="none")
     assert pods.jobs[["cpus", "gpus"]].values.tolist() == [[1.0, 0.5]]
     assert [str(pods.jobs[c].dtype) for c in ("cpus", "gpus")] == ["int64", "float64"]
+
+
+# -- piped reports: whole lines, no trailing spaces ---------------------------------------------------------
+def test_a_piped_reports_notes_are_whole_lines(capsys, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert main(["demo", "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # before: wrapped at 110 columns, "... (from greenslurm's" / "bundled kth-sp2.toml)" on two lines
+    assert ("power model: nodes 100 W idle to 200 W with every CPU allocated, linear in allocated CPUs "
+            "(from greenslurm's bundled kth-sp2.toml)") in lines
+    assert ("unallocated capacity: the CPUs, GPUs and nodes no job holds, including nodes powered down or booting; "
+            "idle nodes: the part drawn by nodes powered on with no job; here the same energy: every unallocated "
+            "CPU was on an idle node") in lines
+    assert [line for line in lines if line != line.rstrip()] == []
+
+
+def test_piped_warnings_have_no_trailing_spaces(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    # nodes powered down after 600 s cycle: the replay warns (a log record, padded by rich to the width)
+    assert main(["compare", DEMO_TRACE, "--limit", "300", "--power-down-after", "600", "--power-budget", "15000",
+                 "--no-progress", "-j", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "boots per node per day" in err
+    assert [line for line in err.splitlines() if line != line.rstrip()] == []

@@ -6,6 +6,7 @@ to a terminal, a file or a recording console in tests.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -188,13 +189,21 @@ def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
     return table
 
 
+def print_note(console: Console, text: str, style: str = "dim") -> None:
+    """A sentence under a report's tables (what a figure holds, the power model): on a terminal, or at a
+    width the user set (``COLUMNS``), wrapped at word boundaries to the width; in a file or a pipe
+    otherwise, one line that nothing breaks (as rich's own width, the choice follows ``COLUMNS``).
+    Plain text: a file name in it is neither markup nor coloured."""
+    console.print(Text(text, style=style), soft_wrap=not console.is_terminal and "COLUMNS" not in os.environ)
+
+
 def render_report(summary: Mapping[str, Any], console: Console, title: str | None = None) -> None:
     """Print the whole replay report to ``console``."""
     if title:
         console.rule(Text(title), style="green")      # plain: rich's highlighter would colour a file name's digits
     console.print(summary_table(summary))
     console.print(energy_table(summary))
-    console.print(energy_terms(summary), style="dim", highlight=False)
+    print_note(console, energy_terms(summary))
     reasons = reasons_table(summary.get("skipped_by_reason"), summary.get("adjusted_by_reason"))
     if reasons is not None:
         console.print(reasons)
