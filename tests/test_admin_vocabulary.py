@@ -145,3 +145,37 @@ def test_piped_warnings_have_no_trailing_spaces(capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "boots per node per day" in err
     assert [line for line in err.splitlines() if line != line.rstrip()] == []
+
+
+# -- help texts -------------------------------------------------------------------------------------------
+def every_parser():
+    """(command words, parser) of greenslurm and every command and subcommand."""
+    import argparse
+
+    from greenslurm.cli import build_parser
+    todo = [((), build_parser())]
+    while todo:
+        words, parser = todo.pop()
+        yield words, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(((*words, name), sub) for name, sub in action.choices.items())
+
+
+def test_no_help_shows_an_argparse_placeholder():
+    import argparse
+    # an option given no metavar shows its dest in capitals (inflate's SEEDS, FIRST_SEED, UNTIL were)
+    placeholders = [(" ".join(words), action.option_strings[-1]) for words, parser in every_parser()
+                    for action in parser._actions
+                    if action.option_strings and action.nargs != 0 and action.help != argparse.SUPPRESS
+                    and action.metavar is None and action.choices is None]
+    assert placeholders == []
+
+
+@pytest.mark.parametrize("command", ["replay", "compare"])
+def test_nodes_per_cabinet_says_what_a_cabinet_does(command, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = flat(capsys.readouterr().out)
+    assert ("--nodes-per-cabinet N nodes per cabinet: cabinets fill in node order, and each cabinet's power "
+            "phases are balanced and reported on their own (default 48)") in text
