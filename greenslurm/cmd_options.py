@@ -263,8 +263,8 @@ def threshold_and_supply_options(group) -> None:
 
 def deadline_options(parser: argparse.ArgumentParser) -> None:
     """The deadline and renewable options of ``greenslurm replay``."""
-    group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn; --acceptance selects the "
-                                      "deadline queue when --queue is not given)")
+    group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn)",
+                                      "--acceptance selects the deadline queue when --queue is not given")
     group.add_argument("--acceptance", type=acceptance_chain, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
     slack_mean(group)
     exact_runtimes(group)

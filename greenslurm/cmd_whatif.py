@@ -513,8 +513,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     cmd_options.alias(deadlines, "--supply", supply["renewable"])
     cmd_options.alias(deadlines, "--supply-peak", supply["renewable_scale"])
     cmd_options.seed(parser)
-    power = parser.add_argument_group("node power of a cluster read from Slurm (--cluster-from-slurm, --slurm-conf), "
-                                      "which does not know it")
+    power = parser.add_argument_group("node power of a cluster read from Slurm",
+                                      "--cluster-from-slurm and --slurm-conf give no node power: Slurm does not know it")
     cmd_options.node_power(power)
     parser.add_argument("--exclude-unavailable", action="store_true",
                         help="leave out nodes that are down, drained or failing")

@@ -179,3 +179,28 @@ def test_nodes_per_cabinet_says_what_a_cabinet_does(command, capsys):
     text = flat(capsys.readouterr().out)
     assert ("--nodes-per-cabinet N nodes per cabinet: cabinets fill in node order, and each cabinet's power "
             "phases are balanced and reported on their own (default 48)") in text
+
+
+def test_every_help_fits_80_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    too_long = []
+    for words, _ in every_parser():
+        with pytest.raises(SystemExit):
+            main([*words, "--help"])
+        too_long += [(" ".join(words), line) for line in capsys.readouterr().out.splitlines() if len(line) > 80]
+    # before: the top-level description's lines of up to 118 columns, the examples, two groups' titles
+    assert too_long == []
+
+
+def test_a_long_example_in_a_help_still_runs_when_pasted(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    lines = capsys.readouterr().out.splitlines()
+    # the example is one command: continued with shell's backslash, its explanation on the next line
+    start = lines.index("  greenslurm replay jobs.txt --format sacct --cluster cluster.toml --out \\")
+    assert lines[start + 1:start + 2] == ["      results/ --json summary.json"]
+    # an explanation too long for its column is on the line after its command, as every other's
+    assert lines[lines.index("  greenslurm demo") + 1] == "        bundled KTH-SP2 trace (2,000 jobs) on 100 nodes"
+    # a paragraph is filled again as a whole, not broken into ragged halves
+    assert ("described cluster under a queue strategy (FCFS, EASY or conservative" in lines)
