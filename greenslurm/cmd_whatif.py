@@ -40,7 +40,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.errors import missing_path
 from greenslurm.console import progress_bar, showing_progress
 from greenslurm.inputs import check_input_file, check_output_paths, parse_columns
-from greenslurm.sim.reporting.report import fmt_duration
+from greenslurm.sim.reporting.report import fmt_duration, most_skipped
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
@@ -358,10 +358,8 @@ def skipped_warning(results: dict[str, tuple[dict, float]]) -> str | None:
         return sum((results[label][0].get("skipped_by_reason") or {}).values())
     worst = max(results, key=count)
     row = results[worst][0]
-    if 2 * count(worst) <= (row.get("jobs_total") or 0):
-        return None
-    why = "; ".join(f"{n:,} {reason}" for reason, n in sorted(row["skipped_by_reason"].items(), key=lambda kv: -kv[1]))
-    return f"{worst} skipped {count(worst):,} of {row['jobs_total']:,} jobs: {why}"
+    loud = most_skipped(row.get("jobs_total") or 0, row.get("skipped_by_reason") or {})
+    return None if loud is None else f"{worst} skipped {loud}"
 
 
 def _show(value, how: str) -> str:

@@ -204,3 +204,28 @@ def test_a_long_example_in_a_help_still_runs_when_pasted(capsys, monkeypatch):
     assert lines[lines.index("  greenslurm demo") + 1] == "        bundled KTH-SP2 trace (2,000 jobs) on 100 nodes"
     # a paragraph is filled again as a whole, not broken into ragged halves
     assert ("described cluster under a queue strategy (FCFS, EASY or conservative" in lines)
+
+
+# -- nothing skipped quietly ----------------------------------------------------------------------------
+def test_a_replay_that_skips_most_jobs_says_so_loudly(tmp_path, capsys, monkeypatch):
+    from test_trustworthy_reports import NO_MEMORY_CONF, export
+    monkeypatch.delenv("COLUMNS", raising=False)
+    (tmp_path / "jobs.txt").write_text(export("100Mn", "100Mn", "100Mn"))
+    (tmp_path / "slurm.conf").write_text(NO_MEMORY_CONF)
+    assert main(["replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"),
+                 "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # before: only the skipped table's row; now one loud line under it, as whatif's, with the reason
+    assert ("most jobs skipped: 3 of 3 jobs: 3 asks for more memory than any node has "
+            "(1 MiB a node: Slurm's default when slurm.conf gives no RealMemory)") in lines
+
+
+def test_a_replay_that_skips_few_jobs_stays_quiet(tmp_path, capsys):
+    from test_trustworthy_reports import FOUR_NODES_CONF, export
+    # one job of three asks for 9000 MiB, the nodes have 8000: one skipped is not most
+    (tmp_path / "jobs.txt").write_text(export("100Mn", "9000Mn", "100Mn"))
+    (tmp_path / "slurm.conf").write_text(FOUR_NODES_CONF)
+    assert main(["replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "jobs skipped" in out and "most jobs skipped" not in out
