@@ -450,7 +450,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
             console.print(table)
     cmd_power.report_power(summary, console)
     cmd_power.report_colocation(summary, console)
-    cmd_gpu_replay.report_gpu(summary, console)
+    cmd_gpu_replay.report_gpu(summary, console, node_list=scenario.cluster.node_list is not None)
     model = summary.get("power_model")
     if model is not None:
         print_note(console, f"power model: {model['text']}", style="yellow" if model["assumed"] else "dim")

@@ -36,24 +36,30 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def two_energies(summary: Mapping[str, Any]) -> str:
-    """Why the GPUs table's energy is not the Energy table's: one machine, two power models.
+def two_energies(summary: Mapping[str, Any], node_list: bool) -> str:
+    """Why the GPUs table's energy is not the Energy table's: two power models (``node_list``: the
+    cluster is an openb node list, whose Energy table counts the paper's CPU packages and GPUs linearly;
+    any other cluster counts its own node power there).
 
-    >>> two_energies({"energy_kwh": 0.68125, "gpu": {"energy_kwh": 1.9}})[-62:]
+    >>> two_energies({"energy_kwh": 0.68125, "gpu": {"energy_kwh": 1.9}}, node_list=True)[-62:]
     '0.68 kWh counts power linear in them (the GPUs table +178.9 %)'
+    >>> two_energies({"energy_kwh": 2.0, "gpu": {"energy_kwh": 1.0}}, node_list=False)[-71:]
+    "the Energy table's 2.00 kWh counts the cluster's own node power (below)"
     """
     steps, linear = summary["gpu"]["energy_kwh"], summary.get("energy_kwh")
     text = ("the GPUs table counts the PWR paper's steps: a CPU package with any CPU allocated draws its "
-            "maximum, and a GPU with any share allocated its maximum; the Energy table's "
-            f"{fmt_number(linear)} kWh counts power linear in them")
+            "maximum, and a GPU with any share allocated its maximum; ")
+    if not node_list:
+        return text + f"the Energy table's {fmt_number(linear)} kWh counts the cluster's own node power (below)"
+    text += f"the Energy table's {fmt_number(linear)} kWh counts power linear in them"
     if linear:
         text += f" (the GPUs table {100.0 * (steps - linear) / linear:+.1f} %)"
     return text
 
 
-def report_gpu(summary: Mapping[str, Any], console: Console) -> None:
+def report_gpu(summary: Mapping[str, Any], console: Console, node_list: bool) -> None:
     """The GPU figures of a replay on a GPU cluster (the summary's ``gpu`` table), when accounted, and
-    why its energy differs from the Energy table's."""
+    why its energy differs from the Energy table's (``node_list``: the cluster is an openb node list)."""
     gpu = summary.get("gpu")
     if not gpu:
         return
@@ -70,4 +76,4 @@ def report_gpu(summary: Mapping[str, Any], console: Console) -> None:
         table.add_row(name, show(value) if isinstance(value, (int, float)) else str(value))
     console.print(table)
     if "energy_kwh" in gpu:
-        print_note(console, two_energies(summary))
+        print_note(console, two_energies(summary, node_list))

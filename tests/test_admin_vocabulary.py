@@ -229,3 +229,20 @@ def test_a_replay_that_skips_few_jobs_stays_quiet(tmp_path, capsys):
                  "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "jobs skipped" in out and "most jobs skipped" not in out
+
+
+def test_on_a_cluster_with_its_own_node_power_the_gpu_report_says_so(tmp_path, capsys, monkeypatch):
+    from test_trustworthy_reports import FOUR_NODES_CONF, export
+    monkeypatch.delenv("COLUMNS", raising=False)
+    (tmp_path / "jobs.txt").write_text(export("100Mn", "100Mn", "100Mn"))
+    (tmp_path / "slurm.conf").write_text("GresTypes=gpu\n" + FOUR_NODES_CONF.replace("RealMemory=8000",
+                                                                                     "RealMemory=8000 Gres=gpu:t4:1"))
+    assert main(["replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    # the Energy table counts the nodes' own power, not the PWR paper's packages: 2 nodes x (100 W + a T4's
+    # 10 W idle) x 1,500 s = 330,000 J, plus 3 jobs x 2 CPUs x (350 - 100) / 4 W x 300 s = 112,500 J:
+    # 442,500 J = 0.12 kWh; no percentage between two different machines
+    assert "total 0.12 kWh" in flat(out)
+    assert "the Energy table's 0.12 kWh counts the cluster's own node power (below)" in flat(out)
+    assert "linear in them" not in out
