@@ -236,8 +236,29 @@ def _replayed(scenario: Scenario, inputs, progress) -> tuple[Result, Any]:
     with _progress(progress, len(inputs.jobs)) as update:
         outcome = replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace, progress=update)
     frames = output_frames(outcome.result, outcome.replay.machine)
-    return Result(frames[JOBS_CSV], frames[POWER_CSV], outcome.summary, scenario=scenario,
+    return Result(whole_counts(frames[JOBS_CSV]), whole_counts(frames[POWER_CSV]), outcome.summary, scenario=scenario,
                   phases=frames.get(PHASES_CSV), moves=frames.get(MOVES_CSV)), outcome
+
+
+# Counts that the files hold as floats (an Alibaba trace's CPUs and GPUs are shares: 0.5 GPU).
+COUNT_COLUMNS = ("cpus", "gpus", "busy_cpus")
+
+
+def whole_counts(frame):
+    """``frame`` with its count columns as int64 where every value is a whole number (a trace of whole
+    CPUs and GPUs); a column with a share in it stays float.
+
+    >>> import pandas as pd
+    >>> whole_counts(pd.DataFrame({"cpus": [4.0, 16.0], "gpus": [0.5, 1.0], "wait_s": [0.0, 3.0]})).dtypes.tolist()
+    [dtype('int64'), dtype('float64'), dtype('float64')]
+    """
+    import numpy as np
+    for name in COUNT_COLUMNS:
+        if name in frame.columns and frame[name].dtype.kind == "f":
+            values = frame[name].to_numpy()
+            if np.isfinite(values).all() and (values == np.round(values)).all():
+                frame[name] = values.astype(np.int64)
+    return frame
 
 
 def _replay(where: str, trace=None, progress=False, **settings) -> Result:

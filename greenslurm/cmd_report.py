@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
-from greenslurm.inputs import require_module
+from greenslurm.inputs import make_output_folder, require_module
 from greenslurm.sim.reporting.quantities import display_scale, quantity
 from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
 from greenslurm.stats import aggregate
@@ -564,23 +564,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
     return parser
 
 
-def _output_folder(folder: Path, option: str) -> None:
-    """Create the folder ``option`` names, or say in one line why it cannot be written to."""
-    if folder.exists() and not folder.is_dir():
-        raise InputError("is a file, not a folder", path=str(folder), field=option)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the folder: {exc.strerror}", path=str(folder), field=option) from None
-
-
 def run(args: argparse.Namespace, console: Console) -> int:
     if args.gantt_jobs < 1:
         raise InputError(f"must be a whole number of at least 1, not {args.gantt_jobs}", path="<command line>",
                          field="--gantt-jobs")
     for option, folder in (("--plots", args.plots), ("--tables", args.tables)):
         if folder is not None:
-            _output_folder(Path(folder), option)
+            make_output_folder(folder, option)
     results = load_results(args.results)
     for source, frame in results.frames["sweep"]:
         console.print(f"[bold]{escape(source)}[/]: {len(frame):,} cells")

@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from greenslurm.clustermodel import InputError
@@ -69,6 +70,19 @@ def check_output_paths(out_dir: str | None, json_file: str | None, option: str =
             raise InputError(f"cannot write: no directory {parent}", path=json_file)
         if not os.access(json_file if os.path.exists(json_file) else parent, os.W_OK):
             raise InputError("cannot write: permission denied", path=json_file)
+
+
+def make_output_folder(folder: str, option: str) -> Path:
+    """Create the folder ``option`` names (``--plots DIR``, ``--tables DIR``), or say in one line why it
+    cannot be written to; before the run, so that a long run never ends on a bad folder."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise InputError("is a file, not a folder", path=folder, field=option)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the folder: {exc.strerror}", path=folder, field=option) from None
+    return path
 
 
 def require_module(module: str, extra: str, option: str) -> None:
