@@ -256,6 +256,8 @@ class ColocationMachine(Machine):
     the machine asks it which GPU set a job takes.  Build with :func:`build_colocation`.
     """
 
+    place_is_pure = False        # placing asks the policy and remembers its choice for the start
+
     def __init__(self, cluster: Cluster, selection: ColocationPolicy | None = None,
                  settings: ColocationSettings | None = None, interference: Interference | None = None,
                  idle_node_w: float = 0.0, accounting: str = "active-nodes") -> None:
