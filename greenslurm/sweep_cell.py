@@ -329,6 +329,8 @@ def run_cell(cell: Mapping) -> dict:
            "queue_name": scenario.queue, "select": scenario.selection_name,
            "options": json.dumps(policy.get("options", {}), sort_keys=True),
            "seed": int(cell["seed"]), **cell["params"]}
+    if cell["trace"].get("limit") is not None:       # the cut, for figure titles ("first 3,000 jobs")
+        row["trace_limit"] = int(cell["trace"]["limit"])
     row.update(outcome_row(outcome))
     row["elapsed_s"] = time.perf_counter() - started
     return row
