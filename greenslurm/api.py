@@ -299,8 +299,9 @@ def _compare(where: str, trace=None, progress=False, **settings) -> Result:
         for values in itertools.product(*varying.values()):
             choice = dict(zip(varying, values))
             scenario = scenario_from(trace, {**settings, **choice}, where)
-            # one read per trace and cluster (the prepared jobs differ per run, the read does not)
-            key = (dataclasses.replace(scenario.trace, limit=None, parallelism_limit=None, exact_runtimes=False),
+            # one read per trace, limit and cluster (the prepared jobs differ per run, the read does not;
+            # a limit stops the read: read_trace)
+            key = (dataclasses.replace(scenario.trace, parallelism_limit=None, exact_runtimes=False),
                    scenario.cluster, scenario.seed if scenario.trace.synthetic is not None else None)
             if key not in read:
                 read[key] = load_inputs(scenario)
@@ -422,7 +423,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     scenarios = [(label, policy_scenario(queue, options, trace=source, cluster=where_cluster, params=params,
                                          seed=seed, where=f"policy {label}"))
                  for label, queue, options in policies]
-    read_trace = read(path, format, columns=tuple(columns) if columns else None)
+    read_trace = read(path, format, columns=tuple(columns) if columns else None, limit=limit)
     inputs = Inputs(sorted(read_trace.jobs, key=lambda job: job.submit_s), site, read_trace)
     jobs = prepared_jobs(scenarios[0][1], inputs.jobs)     # the jobs every policy replays
     if not jobs:

@@ -198,7 +198,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     first = grid[0][0]
     cluster = build_cluster(first)
     trace = read(args.trace, args.format, columns=list(first.trace.columns or ()) or None,
-                 status=console.status if console.is_terminal else None)
+                 status=console.status if console.is_terminal else None, limit=args.limit)
     cluster = cluster or cluster_from_trace(trace)
     jobs = trace.jobs[:args.limit] if args.limit else trace.jobs
     if not jobs:

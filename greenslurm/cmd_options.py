@@ -96,9 +96,11 @@ def no_progress(parser) -> argparse.Action:
 
 
 def limit(parser) -> argparse.Action:
-    """``--limit N``: the first N jobs by submit time (the scenario's ``trace.limit``)."""
+    """``--limit N``: the trace file's first N jobs, in submit order (the scenario's ``trace.limit``;
+    greenslurm.traces.base.read_trace says the rule)."""
     return parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
-                               help="only the first N jobs by submit time (default: all)")
+                               help="only the trace file's first N jobs, read no further and replayed in submit "
+                                    "order (the N earliest on a file in submit order) (default: all)")
 
 
 def exact_runtimes(parser, default_on: bool = False) -> argparse.Action:

@@ -199,7 +199,7 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     check_input_file(args.trace)
     cluster = scenario_run.build_cluster(Scenario(trace=TraceSource(path=args.trace), cluster=cluster_source(args)))
     trace = read(args.trace, args.format, columns=parse_columns(args.columns),
-                 status=console.status if console.is_terminal else None)
+                 status=console.status if console.is_terminal else None, limit=args.limit)
     cluster = cluster or cluster_from_trace(trace)
     jobs = trace.jobs[:args.limit] if args.limit else trace.jobs
     if not jobs:

@@ -566,8 +566,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_input_file(args.trace)
     columns = parse_columns(args.columns)
     path = str(Path(args.trace).resolve())
-    trace = _read(path, args.format, tuple(columns) if columns else None) if not args.strict else \
-        read_trace(path, args.format, strict=True, columns=columns or None)
+    trace = _read(path, args.format, tuple(columns) if columns else None, args.limit) if not args.strict else \
+        read_trace(path, args.format, strict=True, columns=columns or None, limit=args.limit)
     if args.renewable not in (None, "solar", "wind"):
         check_input_file(args.renewable, "supply")
     if (args.node_idle_w is not None or args.node_busy_w is not None) and not (args.cluster_from_slurm

@@ -111,9 +111,11 @@ def demo_file(name: str) -> Iterator[str]:
         yield str(path)
 
 
-def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=None, status=None):
+def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=None, status=None,
+         limit: int | None = None):
     """Read the trace ``path``; every failure is an InputError.  ``status``: a context manager
-    factory taking a message (a terminal spinner), or None."""
+    factory taking a message (a terminal spinner), or None.  ``limit``: the file's first jobs only
+    (:func:`greenslurm.traces.base.read_trace`)."""
     from greenslurm.traces import read_trace
 
     check_input_file(path)
@@ -121,7 +123,7 @@ def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=Non
     shown = status(f"reading {path}") if status is not None else contextlib.nullcontext()
     try:
         with shown:
-            trace = read_trace(path, fmt, strict=strict, columns=list(columns) if columns else None)
+            trace = read_trace(path, fmt, strict=strict, columns=list(columns) if columns else None, limit=limit)
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text", path=path) from None
     except OSError as exc:
