@@ -374,7 +374,7 @@ def colocation_machine(scenario: Scenario):
 def colocation_inputs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
     """The trace's jobs as training jobs (GPUs rounded up to a GPU set, model drawn, epochs from the
     runtime) on ``gpu_nodes`` nodes of 8 GPUs (default: the cluster's GPUs / 8, at least 1)."""
-    from greenslurm.sim.machines.colocation import colocation_cluster, dlt_jobs_from_specs
+    from greenslurm.sim.machines.training_jobs import colocation_cluster, dlt_jobs_from_specs
     c = scenario.colocation
     training = dlt_jobs_from_specs(jobs, seed=c.seed if c.seed is not None else 0)
     if not training:
