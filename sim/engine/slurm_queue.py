@@ -7,9 +7,10 @@ selection, as with every queue.
 **Order.**  Pending jobs are taken by partition PriorityTier (higher first), priority (higher first),
 submit time, then arrival (Slurm's job id).
 
-**Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run at every job end, for
-submissions by slurmctld's background thread at most once per ``batch_sched_delay`` (testing at most
-``default_queue_depth`` + 1 jobs, as Slurm counts) and every ``sched_interval`` (all jobs):
+**Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run for submissions and job
+ends by slurmctld's background thread, at its wake-ups a second apart and at most once per
+``batch_sched_delay`` (testing at most ``default_queue_depth`` + 1 jobs, as Slurm counts), and
+every ``sched_interval`` (all jobs):
 jobs are tried in order; a job that cannot start now marks its partition as failed: no later job of
 that partition is tried, and the partition's nodes are taken from every later job, in any partition
 (so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
@@ -18,7 +19,8 @@ job (select_nodes' ESLURM_NODE_NOT_AVAIL rather than ESLURM_NODES_BUSY): then it
 Without CR_*_Memory in SelectTypeParameters jobs' memory is not allocated and is ignored.
 
 **Backfill** (``_attempt_backfill`` in ``src/plugins/sched/backfill/backfill.c``), every
-``bf_interval`` while jobs wait: jobs are tried in order, at most ``bf_max_job_test``; for each, the
+``bf_interval`` at most, at the backfill thread's first look (every second) that finds a change:
+jobs are tried in order, at most ``bf_max_job_test``; for each, the
 nodes of its partition not reserved for a higher job over [start, start + limit] (a
 :class:`~greenslurm.sim.engine.slurm_node_space.NodeSpace`) go to the will-run test
 (:func:`will_run`), which frees running jobs in order of their expected end (start + limit), in
@@ -41,7 +43,7 @@ skipped: it would decide the same.
 ...     return sorted((r.job_id, r.start_s) for r in run.run().records)
 >>> starts("builtin")       # "short" fits beside "a" but waits behind "wide", which needs all 4 CPUs
 [('a', 0.0), ('short', 150.0), ('wide', 100.0)]
->>> starts("backfill")      # the first backfill cycle (t=30) starts it: it ends (50) before wide's start
+>>> starts("backfill")      # the cycle at 30 (bf_interval after the one at 0) starts it: it ends (50) before wide's start
 [('a', 0.0), ('short', 30.0), ('wide', 100.0)]
 """
 
