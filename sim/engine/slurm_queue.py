@@ -57,7 +57,7 @@ from typing import Protocol
 import numpy as np
 from sortedcontainers import SortedList
 
-from greenslurm.allocation.consecutive import best_fit_consecutive, spread_consecutive
+from greenslurm.allocation.consecutive import best_fit_consecutive, fill_consecutive, spread_consecutive
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
@@ -604,6 +604,9 @@ class SlurmQueue:
         capacity = self.machine.cluster.capacity[mask]
         if self._spreads(job):
             return float(capacity[:, CPU].sum()) >= job.cpus_total - 1e-9
+        if self._fills(job):
+            return (float(capacity[:, CPU].sum()) >= job.cpus_total - 1e-9
+                    and int((capacity[:, CPU] >= 1).sum()) >= job.nodes)
         return int((capacity >= job.demand - 1e-9).all(axis=1).sum()) >= job.nodes
 
     def _partition_mask(self, partition: str) -> np.ndarray | None:
@@ -643,6 +646,15 @@ class SlurmQueue:
         every job keeps its rigid shape (the per-GPU state places one share per node)."""
         return (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
                 and job.demand.ndim == 1)
+
+    def _fills(self, job: PendingJob) -> bool:
+        """Whether Slurm lays ``job`` out unevenly on its node count: a CPU job that asks a node count
+        and more CPUs than nodes but no per-node share (``sbatch -N 3 -n 6``: 4 + 1 + 1 on empty
+        4-CPU nodes, cons_tres's ``_cpus_to_use``), under the same conditions as :meth:`_spreads`."""
+        if not (self._spreading and job.cpu_only and job.task is None and job.demand.ndim == 1):
+            return False
+        asked = asked_nodes(job.job)
+        return asked > 1 and not job.job.cpus_per_node and job.cpus_total > asked == job.nodes
 
     def _min_nodes(self, job: PendingJob) -> int:
         return 1 if self._spreads(job) else job.nodes
@@ -715,6 +727,13 @@ class SlurmQueue:
                 amounts = np.zeros((len(nodes), free.shape[1]))
                 amounts[:, CPU] = per_node
                 return nodes, amounts
+        if self._fills(job):
+            found = fill_consecutive(cpus, cpus >= 1, job.cpus_total, job.nodes)
+            if found is None:
+                return None
+            amounts = np.zeros((len(found[0]), free.shape[1]))
+            amounts[:, CPU] = found[1]
+            return found[0], amounts
         candidates = machine.fitting_nodes(job, free, now)
         if candidates.size < job.nodes:
             return None
