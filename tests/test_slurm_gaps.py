@@ -186,3 +186,27 @@ def test_a_pass_at_every_end_would_start_the_end_queued_jobs_too_early(tmp_path)
     origin = min(v[0] for v in replayed.values())
     assert (replayed["b"][1] - origin, replayed["c"][1] - origin) == (25.0, 45.0)
     assert (SLURM["end-queued"]["b"][0], SLURM["end-queued"]["c"][0]) == (41, 62)
+
+
+# A development recording with slurmctld's debug log (bench/data/slurm-workloads/s40: 32 nodes of
+# 4/8/16 CPUs, sched/backfill, CR_CPU): j00 (-N 3 -n 6) was laid out 4 + 1 + 1 on n01-n03 (the
+# log's job_resources: cpu_array_value 4 x1, 1 x2), so the 1-CPU jobs j05 and j07 went to n02 (3
+# free, the best fit; after an even 2 + 2 + 2 they would have gone to n01) and j06 (3 CPUs) to n03.
+# Every start up to j20 (44 s), as Slurm recorded it (whole seconds after the first submission):
+LAYOUT = {"j00": (0, "n01,n02,n03"), "j01": (2, "n17"), "j02": (4, "n18"), "j03": (4, "n04"), "j04": (6, "n18"),
+          "j05": (10, "n02"), "j06": (10, "n03"), "j07": (13, "n02"), "j08": (17, "n19"),
+          "j09": (20, "n20,n21,n22"), "j10": (21, "n21,n22"), "j11": (23, "n23"), "j12": (23, "n24"),
+          "j13": (25, "n05"), "j14": (26, "n25,n26"), "j15": (32, "n25"), "j16": (38, "n02"), "j17": (38, "n26"),
+          "j18": (40, "n17,n18"), "j19": (42, "n23,n24"), "j20": (44, "n17")}
+
+
+def test_a_node_count_without_a_per_node_share_is_laid_out_as_real_slurm_did():
+    folder = ROOT / "bench" / "data" / "slurm-workloads" / "s40" / "run1"
+    recorded = workloads.recorded_schedule(folder / "trace.txt")
+    replayed = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf")
+    origin = min(v[0] for v in recorded.values())
+    table = {job: (round(recorded[job][1] - origin), ",".join(recorded[job][2])) for job in LAYOUT}
+    assert table == LAYOUT                             # the table is the recording
+    off = {job: ((replayed[job][1] - origin, ",".join(replayed[job][2])), LAYOUT[job]) for job in LAYOUT
+           if abs(replayed[job][1] - origin - LAYOUT[job][0]) > TOLERANCE_S or ",".join(replayed[job][2]) != LAYOUT[job][1]}
+    assert off == {}
