@@ -452,3 +452,16 @@ def test_will_run_groups_free_every_usable_job_once_in_order(jobs):
         assert usable[last] and before <= last < cut
         assert last == max(i for i in range(before, cut) if usable[i])
         before = cut
+
+
+def test_a_job_with_memory_keeps_slurms_node_count_where_its_partition_has_no_node_for_one():
+    # A sacct row: -n 3 --mem=500 in partition "small" (2-CPU nodes), CR_Core_Memory; Slurm allocated
+    # 2 nodes (NNodes=2, ReqNodes=0).  Laid out for the cluster's largest node (4 CPUs) it would ask
+    # 3 CPUs on one node, which no node of "small" has: it would wait for ever.  The node count Slurm
+    # allocated stands instead (2 nodes of 2 CPUs), and it starts at once on s0, s1.
+    cluster = Cluster([NodeSpec("big", cpus=4, memory_mb=4000, partitions=("big",)),
+                       *(NodeSpec(f"s{i}", cpus=2, memory_mb=2000, partitions=("small",)) for i in range(2))])
+    spec = JobSpec("m", 0.0, 60.0, runtime_s=60.0, cpus=3, nodes=2, memory_mb_per_node=500.0, partition="small",
+                   extra={"requested_nodes": 0})
+    starts, _, _ = run([spec], cluster, memory_consumable=True)
+    assert starts["m"].start_s == 0.0 and tuple(starts["m"].node_indices) == (1, 2)

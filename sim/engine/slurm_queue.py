@@ -299,8 +299,15 @@ class SlurmQueue:
         if job.task is not None or job.demand[2:].any():
             return
         spec = job.job
-        if job.reshape(self.machine.cluster, spec.with_changes(nodes=0)):
+        cluster = self.machine.cluster
+        if job.reshape(cluster, spec.with_changes(nodes=0)):
             job.job = spec          # the record keeps the node count Slurm allocated
+            spreads = not (self.settings.memory_consumable and job.demand[MEMORY] > 0)
+            mask = job.allowed if job.allowed is not None else np.ones(cluster.size, dtype=bool)
+            if not spreads and not self._ever_fits(job, mask):
+                # a rigid shape (its memory is allocated) laid out for the cluster's largest node
+                # that no node of its partition holds: the node count Slurm allocated stands
+                job.reshape(cluster, spec)
 
     @staticmethod
     def _drop_memory(job: PendingJob) -> None:
