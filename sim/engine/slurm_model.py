@@ -87,10 +87,10 @@ class SlurmScheduling:
     # submission and end.
     batch_sched_delay_s: float = 3.0
     background_tick_s: float = 1.0
-    # where in each second slurmctld's threads wake (the background thread, backfill's polls):
-    # they count seconds from slurmctld's start, which a trace does not record, and a trace's stamps
-    # are whole seconds; the middle of the second is the mean of a phase that is equally likely
-    # anywhere (a job submitted to idle nodes waits half a second on average, as in Slurm)
+    # where in each second (after the first submission) slurmctld's threads wake (the background
+    # thread, backfill's looks): they count seconds from slurmctld's start, which a trace does not
+    # record, and a trace's stamps are whole seconds; 0: on the stamps (the middle of the second,
+    # the mean of a phase equally likely anywhere, did no better on the development recordings)
     thread_phase_s: float = 0.0
     # whether jobs' memory is allocated (SelectTypeParameters CR_*_Memory); without, Slurm places
     # jobs by their CPUs alone and a job's --mem is not a limit on what shares its node
