@@ -60,7 +60,7 @@ from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
-from greenslurm.sim.engine.slurm_node_space import NodeSpace
+from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
 from greenslurm.sim.machines.machine import Machine, PendingJob
 
@@ -246,6 +246,7 @@ class SlurmQueue:
         self._partition_masks: dict[str, np.ndarray | None] = {}
         self._node_caps: dict[int, int] = {}        # job index -> its partition's MaxNodes (where set)
         self._will_run_cache: dict = {}
+        self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
         # Slurm's node choice unless the run names a node selection (then that selection's)
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
@@ -743,8 +744,8 @@ class SlurmQueue:
         resolution = s.bf_resolution_s
         begin = math.floor(now_s / resolution) * resolution
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
-        space = NodeSpace(begin, window_end, np.ones(size, dtype=bool), resolution)
-        everywhere = np.ones(size, dtype=bool)
+        everywhere = (1 << size) - 1
+        space = NodeSpace(begin, window_end, everywhere, resolution, size)
         tried = started = 0
         per_user: Counter = Counter()
         per_part: Counter = Counter()
@@ -765,13 +766,14 @@ class SlurmQueue:
                 continue
             per_user[user] += 1
             per_part[waiting.partition] += 1
-            partition_nodes = job.allowed if job.allowed is not None else everywhere
+            partition_nodes = self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere
+            min_nodes = self._min_nodes(job)
             counted = False
             start_from = now_s
             for _ in range(TRY_LATER_LIMIT):
                 end_s = max(start_from, now_s) + job.requested_s
-                usable, later = space.walk(start_from, end_s, partition_nodes)
-                if int(usable.sum()) < self._min_nodes(job):
+                usable, later = space.walk_bits(start_from, end_s, partition_nodes)
+                if usable.bit_count() < min_nodes:
                     if later:
                         start_from = later
                         continue
@@ -785,7 +787,7 @@ class SlurmQueue:
                 start_s, nodes = found
                 start_s = max(start_s, start_from)
                 if start_s <= now_s:
-                    placed = self._place_now(job, usable)
+                    placed = self._place_now(job, mask_of(usable, size))
                     if placed is not None:
                         self._start(waiting, placed, now_s, BACKFILL)
                         started += 1
@@ -797,24 +799,31 @@ class SlurmQueue:
                     break
                 reserve_from = math.floor(start_s / resolution) * resolution
                 reserve_to = math.floor((start_s + job.requested_s) / resolution) * resolution
-                held = np.zeros(size, dtype=bool)
-                held[nodes] = True
-                if space.overlaps(held, reserve_from, reserve_to):
+                if space.overlaps_bits(nodes, reserve_from, reserve_to):
                     if start_s <= start_from:
                         break
                     start_from = start_s
                     continue
-                space.reserve(reserve_from, reserve_to, held)
+                space.reserve_bits(reserve_from, reserve_to, nodes)
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
 
-    def will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
-        """When and where ``job`` could start on the ``usable`` nodes, given the running jobs and
+    def _bits_of_allowed(self, allowed: np.ndarray) -> int:
+        """A job's allowed nodes as a node set (kept per mask: jobs share their partition's)."""
+        cache = self._allowed_bits
+        entry = cache.get(id(allowed))
+        if entry is None or entry[0] is not allowed:
+            entry = cache[id(allowed)] = (allowed, bits_of(allowed))
+        return entry[1]
+
+    def will_run(self, job: PendingJob, usable: int, now_s: float) -> tuple[float, int] | None:
+        """When and where (a node set, see :mod:`~greenslurm.sim.engine.slurm_node_space`) ``job``
+        could start on the ``usable`` nodes (a node set), given the running jobs and
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        key = (job.shape_key, usable.tobytes(), self._node_caps.get(job.index))
+        key = (job.shape_key, usable, self._node_caps.get(job.index))
         cache = self._will_run_cache
         if cache.get(None) != self._version:
             cache.clear()
@@ -845,11 +854,12 @@ class SlurmQueue:
             self._running_cache = (self._version, ends, owner, nodes, held)
         return self._running_cache[1:]
 
-    def _will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
+    def _will_run(self, job: PendingJob, usable_bits: int, now_s: float) -> tuple[float, int] | None:
+        usable = mask_of(usable_bits, self.machine.cluster.size)
         free = np.where(usable[:, None], self._free(), -np.inf)
         placed = self._place(job, free, now=True)
         if placed is not None:
-            return now_s, placed[0]
+            return now_s, bits_of_indices(placed[0].tolist())
         ends, owner, nodes, held = self._running_index()
         if not len(ends):
             return None
@@ -871,5 +881,5 @@ class SlurmQueue:
             freed = cut
             placed = self._place(job, free, now=False)
             if placed is not None:
-                return max(float(ends[last]), now_s), placed[0]
+                return max(float(ends[last]), now_s), bits_of_indices(placed[0].tolist())
         return None
