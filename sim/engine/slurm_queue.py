@@ -70,6 +70,7 @@ MAIN = "main"
 Placement = tuple  # (nodes, per-node amounts for a job spread unevenly, or None)
 BACKFILL = "backfill"
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
+NEVER = object()                  # a will-run answer: the job never fits on the nodes tested
 
 
 @dataclass(slots=True, eq=False)
@@ -112,9 +113,14 @@ def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None =
     >>> group_ends([], 30.0)
     []
     """
+    return list(iter_group_ends(ends, window_s, overlaps))
+
+
+def iter_group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None):
+    """The groups of :func:`group_ends` one at a time (the will-run test stops at the first that
+    lets the job start)."""
     count = len(ends)
     flags = [True] * count if overlaps is None else overlaps
-    groups: list[tuple[int, int]] = []
     barrier = None
     window = window_s
     i = 0
@@ -142,8 +148,7 @@ def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None =
         window *= 2
         while i < count and ends[i] > barrier + window:
             window *= 2
-        groups.append((i, last))
-    return groups
+        yield i, last
 
 
 def asked_nodes(spec) -> int:
@@ -234,6 +239,7 @@ class SlurmQueue:
         self.priority_at_start: dict[str, int] = {}
         self._origin: float | None = None                    # timers count from the first submission
         self._version = 0                                    # bumped by every change a pass could see
+        self._resources = 0                                  # bumped by every start, end, release, move
         self._main_seen = -1
         self._backfill_seen = -1
         self._main_limited = False                           # the last event pass stopped at its depth
@@ -245,7 +251,10 @@ class SlurmQueue:
         self._next_main = self._next_backfill = self._next_calc = math.inf
         self._partition_masks: dict[str, np.ndarray | None] = {}
         self._node_caps: dict[int, int] = {}        # job index -> its partition's MaxNodes (where set)
+        # will-run answers, kept while no job starts, ends or moves (on a plain machine without
+        # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
+        self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
         # Slurm's node choice unless the run names a node selection (then that selection's)
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
@@ -361,6 +370,7 @@ class SlurmQueue:
         else:
             self._end_request = True          # the job's epilog complete calls the scheduler at once
         self._version += 1
+        self._resources += 1
 
     def _release_completed(self, now_s: float) -> None:
         done = [entry for entry in self._completing if entry[0] <= now_s]
@@ -372,6 +382,7 @@ class SlurmQueue:
         if not self._completing:
             self._held.fill(0.0)          # no rounding left behind
         self._version += 1
+        self._resources += 1
         self._end_request = True
 
     def _free(self) -> np.ndarray:
@@ -394,6 +405,7 @@ class SlurmQueue:
         """A node became allocatable or not (power saving): the next pass must look again (nothing
         asks for one: the periodic pass of the main scheduler, or backfill's, sees it)."""
         self._version += 1
+        self._resources += 1
         self._await_periodic = True
 
     def start_moved(self, job: PendingJob, old_end_s: float) -> None:
@@ -401,6 +413,7 @@ class SlurmQueue:
         self.running_by_end.discard((old_end_s, job.index))
         self.running_by_end.add((job.planned_end_s, job.index))
         self._version += 1
+        self._resources += 1
 
     def schedule(self, now_s: float) -> None:
         if self._arriving:
@@ -664,6 +677,7 @@ class SlurmQueue:
     def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
         """A running job moved to other nodes (consolidation): the next pass sees it there."""
         self._version += 1
+        self._resources += 1
 
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
@@ -675,6 +689,7 @@ class SlurmQueue:
         self.priority_at_start[job.job.job_id] = waiting.priority
         self.limits.started(waiting, now_s)
         self._version += 1
+        self._resources += 1
 
     # -- the main scheduler ------------------------------------------------------------------------
     def _main_pass(self, now_s: float, full: bool) -> None:
@@ -814,6 +829,8 @@ class SlurmQueue:
         cache = self._allowed_bits
         entry = cache.get(id(allowed))
         if entry is None or entry[0] is not allowed:
+            if len(cache) >= 4096:
+                cache.clear()               # jobs restricted one by one: keep no mask alive for long
             entry = cache[id(allowed)] = (allowed, bits_of(allowed))
         return entry[1]
 
@@ -823,20 +840,33 @@ class SlurmQueue:
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        key = (job.shape_key, usable, self._node_caps.get(job.index))
+        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
+        key = (job.shape_key, self._spreads(job), usable, self._node_caps.get(job.index))
         cache = self._will_run_cache
-        if cache.get(None) != self._version:
+        stamp = self._will_run_stamp()
+        if cache.get(None) != stamp:
             cache.clear()
-            cache[None] = self._version
-        if key not in cache:
-            cache[key] = self._will_run(job, usable, now_s)
-        return cache[key]
+            cache[None] = stamp
+        answer = cache.get(key)
+        if answer is None:
+            answer = cache[key] = self._will_run(job, usable)
+        if answer is NEVER:
+            return None
+        start_s, nodes = answer
+        # a job that fits now starts now; else when its group's last job ends (or now, if later)
+        return (now_s if start_s is None else max(start_s, now_s)), nodes
+
+    def _will_run_stamp(self):
+        """What the will-run answers depend on beyond the job and its usable nodes."""
+        if self._answers_outlive_passes and self._power is None:
+            return self._resources
+        return (self._resources, self._version)
 
     def _running_index(self) -> tuple:
         """The running (and completing) jobs in order of expected end, flattened for array tests:
         their ends, and per (job, node) entry the job's row, the node and what it holds there
         (rebuilt after every start or end)."""
-        if self._running_cache is None or self._running_cache[0] != self._version:
+        if self._running_cache is None or self._running_cache[0] != self._resources:
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
             pairs = sorted([(release, job.index, job) for release, job in self._completing]
@@ -851,24 +881,48 @@ class SlurmQueue:
                                        for _, _, job in pairs])
             else:
                 owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
-            self._running_cache = (self._version, ends, owner, nodes, held)
+            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held)
         return self._running_cache[1:]
 
-    def _will_run(self, job: PendingJob, usable_bits: int, now_s: float) -> tuple[float, int] | None:
+    def _check(self) -> None:
+        """Invariants of the state kept between passes: the running index and every kept will-run
+        answer equal a fresh computation (answers are kept across backfill cycles while no job
+        starts, ends or moves; one that went stale would change starts)."""
+        kept = self._running_cache
+        if kept is not None and kept[0] == self._resources:
+            self._running_cache = None
+            fresh = self._running_index()
+            self._running_cache = kept
+            assert kept[2] == fresh[1] and all(np.array_equal(a, b) for a, b in zip(kept[3:], fresh[2:]))
+        cache = self._will_run_cache
+        if cache.get(None) != self._will_run_stamp():
+            return
+        for key, answer in list(cache.items()):
+            if key is None:
+                continue
+            shape, spreads, usable, cap = key
+            # a job of that shape still waits (the one asked about starting is a change of resources)
+            job = next(w.job for w in self.waiting_jobs.values()
+                       if (w.job.shape_key, self._spreads(w.job), self._node_caps.get(w.job.index)) == (shape, spreads, cap))
+            assert self._will_run(job, usable) == answer, (key, answer)
+
+    def _will_run(self, job: PendingJob, usable_bits: int) -> tuple[float | None, int] | object:
+        """:meth:`will_run`'s answer, independent of the time: (None: now, or the expected end
+        before which it cannot start; its nodes), or NEVER."""
         usable = mask_of(usable_bits, self.machine.cluster.size)
         free = np.where(usable[:, None], self._free(), -np.inf)
         placed = self._place(job, free, now=True)
         if placed is not None:
-            return now_s, bits_of_indices(placed[0].tolist())
-        ends, owner, nodes, held = self._running_index()
+            return None, bits_of_indices(placed[0].tolist())
+        ends, end_list, owner, nodes, held = self._running_index()
         if not len(ends):
-            return None
+            return NEVER
         on_usable = usable[nodes]
         count = len(ends)
         touches = np.bincount(owner[on_usable], minlength=count) > 0   # jobs holding usable nodes
         if not touches.any():
-            return None
-        groups = group_ends(ends.tolist(), self.settings.will_run_window_s, touches.tolist())
+            return NEVER
+        groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
         # CPUs each job gives back on usable nodes, and from which group on there can be enough
         gives = np.bincount(owner[on_usable], weights=held[on_usable, CPU], minlength=count)
         enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
@@ -881,5 +935,5 @@ class SlurmQueue:
             freed = cut
             placed = self._place(job, free, now=False)
             if placed is not None:
-                return max(float(ends[last]), now_s), bits_of_indices(placed[0].tolist())
-        return None
+                return end_list[last], bits_of_indices(placed[0].tolist())
+        return NEVER
