@@ -111,46 +111,82 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     firsts, lasts = _run_bounds(in_map)
     totals = (cumulative[lasts + 1] - cumulative[firsts]).tolist()
     firsts, lasts = firsts.tolist(), lasts.tolist()
-    # the sets by (CPUs, -first) from the most: the next set taken while none is sufficient; a set
-    # taken is marked, and a sufficient one (the fewest CPUs, the first on ties) is searched for only
-    # when the most CPUs left in a set reach what the job still needs
-    by_most = sorted(range(len(totals)), key=lambda i: (-totals[i], firsts[i]))
+    # a sufficient set (the fewest CPUs, the first on ties) if there is one, else the one with the
+    # most CPUs (the first on ties): the sets by (CPUs, -first) from the most, sorted once
+    by_most: list[int] | None = None          # sorted when first needed (no set sufficient)
     taken = [False] * len(totals)
     head = 0
-    # the steps below in plain floats: cumulative sums run in order as numpy's do; a sum of 8 or
-    # more CPUs amounts that are not all whole numbers is left to numpy (its pairwise order)
-    free_list = usable.tolist()
-    whole = float(cpus).is_integer() and bool((usable == np.floor(usable)).all())
+    # the steps below in plain floats on short sets (numpy on long ones): cumulative sums run in
+    # order either way; a sum of 8 or more CPU amounts not all whole is numpy's (its pairwise order)
+    free_list: list[float] | None = None
+    whole: bool | None = None
     taken_nodes: list[int] = []
     taken_cpus: list[float] = []
     left = float(cpus)
-    while head < len(by_most) and left > 0:
-        if totals[by_most[head]] >= left:
-            best = min((i for i in by_most[head:] if not taken[i] and totals[i] >= left),
-                       key=lambda i: (totals[i], firsts[i]))
+    untaken = len(totals)
+    while untaken and left > 0:
+        if by_most is not None:
+            while taken[by_most[head]]:
+                head += 1
+        sufficient = None
+        if by_most is None or totals[by_most[head]] >= left:
+            sufficient = [i for i in range(len(totals)) if not taken[i] and totals[i] >= left]
+        if sufficient:
+            best = min(sufficient, key=lambda i: (totals[i], firsts[i]))
         else:
+            if by_most is None:
+                by_most = sorted(range(len(totals)), key=lambda i: (-totals[i], firsts[i]))
             best = by_most[head]
         taken[best] = True
-        while head < len(by_most) and taken[by_most[head]]:
-            head += 1
+        untaken -= 1
         first, last = firsts[best], lasts[best]
-        here = free_list[first:last + 1]
-        holds = [(cpus_free, node) for node, cpus_free in enumerate(here) if cpus_free >= left]
-        if holds:                        # best fit single node: the fewest free CPUs, the first on ties
-            taken_nodes.append(first + min(holds)[1])
+        if not sufficient:
+            if whole is None:
+                whole = float(cpus).is_integer() and bool((usable == np.floor(usable)).all())
+            if whole:
+                # whole numbers: no node of a set with fewer CPUs than the job still needs holds
+                # it, and the set gives all it has (exactly its total)
+                taken_nodes.extend(range(first, last + 1))
+                taken_cpus.extend(usable[first:last + 1].tolist())
+                left -= totals[best]
+                continue
+        if last - first < 32:
+            if free_list is None:
+                free_list = usable.tolist()
+            here = free_list[first:last + 1]
+            holds = [(cpus_free, node) for node, cpus_free in enumerate(here) if cpus_free >= left]
+            node = min(holds)[1] if holds else None
+        else:
+            here = usable[first:last + 1]
+            holds = np.flatnonzero(here >= left)
+            node = int(holds[np.argmin(here[holds])]) if holds.size else None
+        if node is not None:             # best fit single node: the fewest free CPUs, the first on ties
+            taken_nodes.append(first + node)
             taken_cpus.append(left)
             left = 0.0
             break
         # the set's nodes in order, each giving its free CPUs, until the job has enough
-        running = list(accumulate(here))
-        k = min(bisect_left(running, left - 1e-9), len(here) - 1)
-        give = here[:k + 1]
-        give[-1] -= max(running[k] - left, 0.0)
+        if isinstance(here, list):
+            running = list(accumulate(here))
+            k = min(bisect_left(running, left - 1e-9), len(here) - 1)
+            give = here[:k + 1]
+            give[-1] -= max(running[k] - left, 0.0)
+        else:
+            running = np.cumsum(here)
+            k = min(int(np.searchsorted(running, left - 1e-9)), len(here) - 1)
+            give = here[:k + 1].tolist()
+            give[-1] -= max(float(running[k]) - left, 0.0)
         taken_nodes.extend(range(first, first + k + 1))
         taken_cpus.extend(give)
-        left -= sum(give) if whole or len(give) < 8 else float(np.sum(give))
+        if len(give) >= 8 and whole is None:
+            whole = float(cpus).is_integer() and bool((usable == np.floor(usable)).all())
+        left -= sum(give) if len(give) < 8 or whole else float(np.sum(give))
     if left > 1e-9:
         return None
-    kept = sorted((node, amount) for node, amount in zip(taken_nodes, taken_cpus) if amount > 0)
-    return (np.array([node for node, _ in kept], dtype=np.int64),
-            np.array([amount for _, amount in kept], dtype=float))
+    if len(taken_nodes) == 1:            # one node (what it gives is more than 0: see the loop)
+        return np.array(taken_nodes, dtype=np.int64), np.array(taken_cpus, dtype=float)
+    nodes = np.array(taken_nodes, dtype=np.int64)
+    amounts = np.array(taken_cpus, dtype=float)
+    keep = amounts > 0
+    order = np.argsort(nodes[keep], kind="stable")
+    return nodes[keep][order], amounts[keep][order]

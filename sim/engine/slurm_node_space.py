@@ -40,15 +40,15 @@ def bits_of(mask: np.ndarray) -> int:
     return int.from_bytes(np.packbits(np.asarray(mask, dtype=bool), bitorder="little").tobytes(), "little")
 
 
-def bits_of_indices(nodes) -> int:
-    """The nodes of a list of node indices as an int.
+def bits_of_indices(nodes: list[int]) -> int:
+    """The nodes of a list of node indices (Python ints) as an int.
 
     >>> bin(bits_of_indices([0, 2, 3]))
     '0b1101'
     """
     bits = 0
     for node in nodes:
-        bits |= 1 << int(node)
+        bits |= 1 << node
     return bits
 
 

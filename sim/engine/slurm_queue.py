@@ -256,6 +256,7 @@ class SlurmQueue:
         self._will_run_cache: dict = {}
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
+        self._spreading_jobs: dict[int, bool] = {}           # waiting job index -> _spreads
         # Slurm's node choice unless the run names a node selection (then that selection's)
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
@@ -588,9 +589,16 @@ class SlurmQueue:
     def _spreads(self, job: PendingJob) -> bool:
         """Whether Slurm may spread ``job`` unevenly: a CPU job that names no node count (at least
         one node, no maximum), on a plain machine with Slurm's node choice.  On a cluster with GPUs
-        every job keeps its rigid shape (the per-GPU state places one share per node)."""
-        return (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
-                and job.demand.ndim == 1)
+        every job keeps its rigid shape (the per-GPU state places one share per node).  Kept per
+        waiting job (its shape is settled at submission)."""
+        memo = self._spreading_jobs
+        spreads = memo.get(job.index) if job.index in self.waiting_jobs else None
+        if spreads is None:
+            spreads = (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
+                       and job.demand.ndim == 1)
+            if job.index in self.waiting_jobs:
+                memo[job.index] = spreads
+        return spreads
 
     def _min_nodes(self, job: PendingJob) -> int:
         return 1 if self._spreads(job) else job.nodes
@@ -677,6 +685,7 @@ class SlurmQueue:
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
         self._node_caps.pop(job.index, None)
+        self._spreading_jobs.pop(job.index, None)
         del self.waiting_jobs[job.index]
         self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
@@ -879,6 +888,14 @@ class SlurmQueue:
             self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held)
         return self._running_cache[1:]
 
+    def _node_set(self, nodes: np.ndarray) -> int:
+        """Node indices as a node set (see :mod:`~greenslurm.sim.engine.slurm_node_space`)."""
+        if len(nodes) <= 16:
+            return bits_of_indices(nodes.tolist())
+        mask = np.zeros(self.machine.cluster.size, dtype=bool)
+        mask[nodes] = True
+        return bits_of(mask)
+
     def _check(self) -> None:
         """Invariants of the state kept between passes: the running index and every kept will-run
         answer equal a fresh computation (answers are kept across backfill cycles while no job
@@ -908,19 +925,21 @@ class SlurmQueue:
         free = np.where(usable[:, None], self._free(), -np.inf)
         placed = self._place(job, free, now=True)
         if placed is not None:
-            return None, bits_of_indices(placed[0].tolist())
+            return None, self._node_set(placed[0])
         ends, end_list, owner, nodes, held = self._running_index()
         if not len(ends):
             return NEVER
         on_usable = usable[nodes]
         count = len(ends)
-        touches = np.bincount(owner[on_usable], minlength=count) > 0   # jobs holding usable nodes
-        if not touches.any():
-            return NEVER
-        groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
-        # CPUs each job gives back on usable nodes, and from which group on there can be enough
-        gives = np.bincount(owner[on_usable], weights=held[on_usable, CPU], minlength=count)
+        owner_on = owner[on_usable]
+        # CPUs each job gives back on usable nodes, and from which job on there can be enough: no
+        # group before it can let the job start, and none at all if there never is enough
+        gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
         enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
+        if not enough[-1]:
+            return NEVER
+        touches = np.bincount(owner_on, minlength=count) > 0   # jobs holding usable nodes
+        groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
         freed = 0
         for cut, last in groups:
             if not enough[cut - 1]:
@@ -930,5 +949,5 @@ class SlurmQueue:
             freed = cut
             placed = self._place(job, free, now=False)
             if placed is not None:
-                return end_list[last], bits_of_indices(placed[0].tolist())
+                return end_list[last], self._node_set(placed[0])
         return NEVER
