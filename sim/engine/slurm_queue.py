@@ -868,8 +868,8 @@ class SlurmQueue:
 
     def _running_index(self) -> tuple:
         """The running (and completing) jobs in order of expected end, flattened for array tests:
-        their ends, and per (job, node) entry the job's row, the node and what it holds there
-        (rebuilt after every start or end)."""
+        their ends, and per (job, node) entry the job's row, the node and what it holds there, and
+        where each job's entries begin (rebuilt after every start or end)."""
         if self._running_cache is None or self._running_cache[0] != self._resources:
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
@@ -885,7 +885,11 @@ class SlurmQueue:
                                        for _, _, job in pairs])
             else:
                 owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
-            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held)
+            # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
+            offsets = [0]
+            for _, _, job in pairs:
+                offsets.append(offsets[-1] + len(job.node_indices))
+            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets)
         return self._running_cache[1:]
 
     def _node_set(self, nodes: np.ndarray) -> int:
@@ -926,7 +930,7 @@ class SlurmQueue:
         placed = self._place(job, free, now=True)
         if placed is not None:
             return None, self._node_set(placed[0])
-        ends, end_list, owner, nodes, held = self._running_index()
+        ends, end_list, owner, nodes, held, offsets = self._running_index()
         if not len(ends):
             return NEVER
         on_usable = usable[nodes]
@@ -938,14 +942,17 @@ class SlurmQueue:
         enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
         if not enough[-1]:
             return NEVER
+        first_enough = int(np.argmax(enough))       # enough only grows along the list
         touches = np.bincount(owner_on, minlength=count) > 0   # jobs holding usable nodes
         groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
         freed = 0
         for cut, last in groups:
-            if not enough[cut - 1]:
+            if cut - 1 < first_enough:
                 continue
-            take = (owner >= freed) & (owner < cut) & on_usable
-            np.add.at(free, nodes[take], held[take])
+            # what the jobs [freed, cut) hold on usable nodes comes back
+            begin, stop = offsets[freed], offsets[cut]
+            take = on_usable[begin:stop]
+            np.add.at(free, nodes[begin:stop][take], held[begin:stop][take])
             freed = cut
             placed = self._place(job, free, now=False)
             if placed is not None:
