@@ -84,3 +84,22 @@ def warn_missing_once(stream=None) -> None:
     missing = [what for what, built in built_cores().items() if not built]
     print("greenslurm: warning: " + MISSING_TEXT.format(names=", ".join(missing) or "some"),
           file=stream or sys.stderr)
+
+
+# Said once per process when a replay given a slurm.conf runs FCFS, EASY or conservative in the general
+# loop because of its cluster; KTH-SP2 node by node against the core (docs/replay-engine.md, --slurm-conf on the core).
+SLURM_CONF_TEXT = ("the processor-pool core cannot run this replay on the slurm.conf's cluster ({why}): the compiled "
+                   "core models interchangeable single-CPU nodes, so the replay runs in the general loop, slower "
+                   "(KTH-SP2 on 100 one-CPU nodes in the general loop: EASY {easy}, conservative {conservative} the CPU time)")
+_WARNED_SLURM_CONF: list[bool] = []
+
+
+def warn_slurm_conf_once(why: str, stream=None) -> None:
+    """Say on stderr, once per process, which fast path a slurm.conf's cluster keeps a replay off and why."""
+    import sys
+    if _WARNED_SLURM_CONF:
+        return
+    _WARNED_SLURM_CONF.append(True)
+    print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"),
+          file=stream or sys.stderr)
+

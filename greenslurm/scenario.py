@@ -18,7 +18,7 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     format = "swf"                 # default: guessed
     strict = false
     columns = ["JobID", "Submit"]  # a headerless sacct export
-    limit = 500                    # the first N jobs by submit time
+    limit = 500                    # the file's first N jobs (read no further), in submit order
     parallelism_limit = 64         # jobs cut to at most 64 CPUs (Nileshwar & Schwiegelshohn)
     exact_runtimes = false         # time limits := runtimes (Nileshwar & Schwiegelshohn's setting)
 

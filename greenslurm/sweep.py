@@ -106,7 +106,7 @@ PARAMETERS: dict[str, str] = {
     "jobs": "synthetic traces: number of jobs",
     "load": "synthetic traces: offered load (arrival rate x mean work / CPUs)",
     "runtime_median_s": "synthetic traces: median runtime (s)",
-    "limit": "any trace: keep only the first N jobs (by submit time)",
+    "limit": "any trace: keep only the file's first N jobs (read no further; in submit order)",
     "exact_runtimes": "plan with the real runtimes as time limits (true/false; Nileshwar & Schwiegelshohn's setting)",
     "slack_mean": "deadlines: geometric mean slack eps, d = r + (1 + eps_j) p, eps_j log-normal (Nileshwar & Schwiegelshohn)",
     "slack_sigma": "deadlines: log-scale deviation of the slack (default eps / 2.5)",
@@ -397,16 +397,17 @@ def cell_id(cell: Mapping) -> str:
 
 
 # -- one cell: a scenario ----------------------------------------------------------------------------
-def _read(path: str, fmt: str | None, columns: tuple | None):
-    """A trace read once per version of its file (a file rewritten at the same path is read again)."""
+def _read(path: str, fmt: str | None, columns: tuple | None, limit: int | None = None):
+    """A trace read once per version of its file (a file rewritten at the same path is read again);
+    ``limit``: its first jobs only (read_trace)."""
     from greenslurm.scenario_run import file_stamp
-    return _read_stamped(path, file_stamp(path), fmt, columns)
+    return _read_stamped(path, file_stamp(path), fmt, columns, limit)
 
 
 @functools.lru_cache(maxsize=8)
-def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, columns: tuple | None):
+def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, columns: tuple | None, limit: int | None):
     from greenslurm.traces import read_trace
-    return read_trace(path, fmt, columns=list(columns) if columns else None)
+    return read_trace(path, fmt, columns=list(columns) if columns else None, limit=limit)
 
 
 def build_cluster(spec: Any) -> Cluster:
@@ -668,6 +669,8 @@ def run_cell(cell: Mapping) -> dict:
            "queue_name": scenario.queue, "select": scenario.selection_name,
            "options": json.dumps(policy.get("options", {}), sort_keys=True),
            "seed": int(cell["seed"]), **cell["params"]}
+    if cell["trace"].get("limit") is not None:       # the cut, for figure titles ("first 3,000 jobs")
+        row["trace_limit"] = int(cell["trace"]["limit"])
     row.update(outcome_row(outcome))
     row["elapsed_s"] = time.perf_counter() - started
     return row

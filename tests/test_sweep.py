@@ -111,7 +111,7 @@ def test_a_killed_sweep_resumes(tmp_path, sig):
     check the union."""
     spec_path = write_spec(tmp_path, SPEC_200.replace("jobs = 30 }", "jobs = 150 }"))
     results = tmp_path / "killed"
-    command = [sys.executable, "-m", "greenslurm", "sweep", str(spec_path), "--results", str(results),
+    command = [sys.executable, "-m", "greenslurm", "sweep", str(spec_path), "--out", str(results),
                "-j", "1", "--no-progress"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     cells = results / "cells"
@@ -128,7 +128,7 @@ def test_a_killed_sweep_resumes(tmp_path, sig):
     # cells are written to a temporary file and renamed: every cell file the kill left is whole JSON
     for path in cells.glob("*.json"):
         assert isinstance(json.loads(path.read_text()), dict), path
-    assert main(["sweep", str(spec_path), "--results", str(results), "-j", "2", "--no-progress"]) == 0
+    assert main(["sweep", str(spec_path), "--out", str(results), "-j", "2", "--no-progress"]) == 0
     ids = ledger_ids(results)
     assert len(ids) == 200 and len(set(ids)) == 200
     assert len(pd.read_parquet(results / RESULTS_PARQUET)) == 200
