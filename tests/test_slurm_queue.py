@@ -465,3 +465,49 @@ def test_a_job_with_memory_keeps_slurms_node_count_where_its_partition_has_no_no
                    extra={"requested_nodes": 0})
     starts, _, _ = run([spec], cluster, memory_consumable=True)
     assert starts["m"].start_s == 0.0 and tuple(starts["m"].node_indices) == (1, 2)
+
+
+# -- the state kept between passes -----------------------------------------------------------------
+SHAPED_JOB = st.tuples(st.integers(0, 600), st.integers(1, 200), st.integers(1, 200), st.integers(1, 8),
+                       st.sampled_from(["a", "b", "all"]), st.integers(0, 2), st.sampled_from([0, 0, 1, 2]))
+
+
+def check_kept_answers(rows, interval, resolution, release) -> int:
+    """Replay ``rows`` checking the kept state after every event; how many events had answers kept."""
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
+        cpus = max(cpus, nodes) if partition == "all" else min(max(cpus, nodes), 8)
+        jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, nodes=nodes,
+                        partition=partition, user=f"u{user}"))
+    replay = Replay(jobs, two_partitions(overlap=True), "slurm", keep_jobs=True, strategy_options={
+        "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
+                                      priority=SIZE_AND_PARTITION)})
+    replay.begin()
+    kept = 0
+    while len(replay.events):
+        replay.step()
+        replay.strategy._check()
+        kept += len(replay.strategy._will_run_cache) > 1
+    result = replay.close()
+    assert len(result.records) + len(result.rejected) + sum(result.skipped.values()) == len(jobs)
+    return kept
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=30), st.sampled_from([1.0, 30.0]), st.sampled_from([1.0, 60.0]),
+       st.sampled_from([0.0, 5.0]))
+def test_will_run_answers_kept_across_cycles_equal_fresh_ones(rows, interval, resolution, release):
+    # The will-run answers (and the running jobs' index) are kept from one backfill cycle to the
+    # next while no job starts, ends or moves: after every event each kept answer is recomputed
+    # and must be the same (SlurmQueue._check), with jobs of a named node count and without,
+    # overlapping partitions, completing jobs (release delay) and both resolutions.
+    check_kept_answers(rows, interval, resolution, release)
+
+
+def test_a_long_queue_keeps_will_run_answers_across_cycles():
+    # 150 jobs on 4 nodes of 4 CPUs queue for long: cycles after a mere submission reuse the
+    # answers of the cycle before (and every one of them equals a fresh computation)
+    rng = random.Random(7)
+    rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+    assert check_kept_answers(rows, 30.0, 60.0, 0.0) > 0

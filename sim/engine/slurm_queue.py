@@ -62,7 +62,7 @@ from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
-from greenslurm.sim.engine.slurm_node_space import NodeSpace
+from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
 from greenslurm.sim.machines.machine import Machine, PendingJob
 
@@ -72,6 +72,7 @@ MAIN = "main"
 Placement = tuple  # (nodes, per-node amounts for a job spread unevenly, or None)
 BACKFILL = "backfill"
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
+NEVER = object()                  # a will-run answer: the job never fits on the nodes tested
 
 
 @dataclass(slots=True, eq=False)
@@ -114,9 +115,14 @@ def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None =
     >>> group_ends([], 30.0)
     []
     """
+    return list(iter_group_ends(ends, window_s, overlaps))
+
+
+def iter_group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None):
+    """The groups of :func:`group_ends` one at a time (the will-run test stops at the first that
+    lets the job start)."""
     count = len(ends)
     flags = [True] * count if overlaps is None else overlaps
-    groups: list[tuple[int, int]] = []
     barrier = None
     window = window_s
     i = 0
@@ -144,8 +150,7 @@ def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None =
         window *= 2
         while i < count and ends[i] > barrier + window:
             window *= 2
-        groups.append((i, last))
-    return groups
+        yield i, last
 
 
 def asked_nodes(spec) -> int:
@@ -236,6 +241,7 @@ class SlurmQueue:
         self.priority_at_start: dict[str, int] = {}
         self._origin: float | None = None                    # timers count from the first submission
         self._version = 0                                    # bumped by every change a pass could see
+        self._resources = 0                                  # bumped by every start, end, release, move
         self._main_seen = -1
         self._backfill_seen = -1
         self._main_limited = False                           # the last event pass stopped at its depth
@@ -249,7 +255,12 @@ class SlurmQueue:
         self._version_left = 0                               # _version when the last schedule() returned
         self._partition_masks: dict[str, np.ndarray | None] = {}
         self._node_caps: dict[int, int] = {}        # job index -> its partition's MaxNodes (where set)
+        # will-run answers, kept while no job starts, ends or moves (on a plain machine without
+        # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
+        self._answers_outlive_passes = type(machine) is Machine
+        self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
+        self._spreading_jobs: dict[int, bool] = {}           # waiting job index -> _spreads
         # Slurm's node choice unless the run names a node selection (then that selection's)
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
@@ -418,6 +429,7 @@ class SlurmQueue:
             # queues a request for the main scheduler (queue_job_scheduler in agent.c)
             self._request_pass(now_s)
         self._version += 1
+        self._resources += 1
 
     def _release_completed(self, now_s: float) -> None:
         done = [entry for entry in self._completing if entry[0] <= now_s]
@@ -429,6 +441,7 @@ class SlurmQueue:
         if not self._completing:
             self._held.fill(0.0)          # no rounding left behind
         self._version += 1
+        self._resources += 1
         self._request_pass(now_s)
 
     def _free(self) -> np.ndarray:
@@ -451,6 +464,7 @@ class SlurmQueue:
         """A node became allocatable or not (power saving): the next pass must look again (nothing
         asks for one: the periodic pass of the main scheduler, or backfill's, sees it)."""
         self._version += 1
+        self._resources += 1
         self._await_periodic = True
 
     def start_moved(self, job: PendingJob, old_end_s: float) -> None:
@@ -458,6 +472,7 @@ class SlurmQueue:
         self.running_by_end.discard((old_end_s, job.index))
         self.running_by_end.add((job.planned_end_s, job.index))
         self._version += 1
+        self._resources += 1
 
     def schedule(self, now_s: float) -> None:
         if self._arriving:
@@ -650,9 +665,16 @@ class SlurmQueue:
     def _spreads(self, job: PendingJob) -> bool:
         """Whether Slurm may spread ``job`` unevenly: a CPU job that names no node count (at least
         one node, no maximum), on a plain machine with Slurm's node choice.  On a cluster with GPUs
-        every job keeps its rigid shape (the per-GPU state places one share per node)."""
-        return (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
-                and job.demand.ndim == 1)
+        every job keeps its rigid shape (the per-GPU state places one share per node).  Kept per
+        waiting job (its shape is settled at submission)."""
+        memo = self._spreading_jobs
+        spreads = memo.get(job.index) if job.index in self.waiting_jobs else None
+        if spreads is None:
+            spreads = (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
+                       and job.demand.ndim == 1)
+            if job.index in self.waiting_jobs:
+                memo[job.index] = spreads
+        return spreads
 
     def _fills(self, job: PendingJob) -> bool:
         """Whether Slurm lays ``job`` out unevenly on its node count: a CPU job that asks a node count
@@ -750,10 +772,12 @@ class SlurmQueue:
     def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
         """A running job moved to other nodes (consolidation): the next pass sees it there."""
         self._version += 1
+        self._resources += 1
 
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
         self._node_caps.pop(job.index, None)
+        self._spreading_jobs.pop(job.index, None)
         del self.waiting_jobs[job.index]
         self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
@@ -761,6 +785,7 @@ class SlurmQueue:
         self.priority_at_start[job.job.job_id] = waiting.priority
         self.limits.started(waiting, now_s)
         self._version += 1
+        self._resources += 1
 
     # -- the main scheduler ------------------------------------------------------------------------
     def _main_pass(self, now_s: float, full: bool) -> None:
@@ -830,8 +855,8 @@ class SlurmQueue:
         resolution = s.bf_resolution_s
         begin = math.floor(now_s / resolution) * resolution
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
-        space = NodeSpace(begin, window_end, np.ones(size, dtype=bool), resolution)
-        everywhere = np.ones(size, dtype=bool)
+        everywhere = (1 << size) - 1
+        space = NodeSpace(begin, window_end, everywhere, resolution, size)
         tried = started = 0
         per_user: Counter = Counter()
         per_part: Counter = Counter()
@@ -852,13 +877,14 @@ class SlurmQueue:
                 continue
             per_user[user] += 1
             per_part[waiting.partition] += 1
-            partition_nodes = job.allowed if job.allowed is not None else everywhere
+            partition_nodes = self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere
+            min_nodes = self._min_nodes(job)
             counted = False
             start_from = now_s
             for _ in range(TRY_LATER_LIMIT):
                 end_s = max(start_from, now_s) + job.requested_s
-                usable, later = space.walk(start_from, end_s, partition_nodes)
-                if int(usable.sum()) < self._min_nodes(job):
+                usable, later = space.walk_bits(start_from, end_s, partition_nodes)
+                if usable.bit_count() < min_nodes:
                     if later:
                         start_from = later
                         continue
@@ -872,7 +898,7 @@ class SlurmQueue:
                 start_s, nodes = found
                 start_s = max(start_s, start_from)
                 if start_s <= now_s:
-                    placed = self._place_now(job, usable)
+                    placed = self._place_now(job, mask_of(usable, size))
                     if placed is not None:
                         self._start(waiting, placed, now_s, BACKFILL)
                         started += 1
@@ -884,37 +910,59 @@ class SlurmQueue:
                     break
                 reserve_from = math.floor(start_s / resolution) * resolution
                 reserve_to = math.floor((start_s + job.requested_s) / resolution) * resolution
-                held = np.zeros(size, dtype=bool)
-                held[nodes] = True
-                if space.overlaps(held, reserve_from, reserve_to):
+                if space.overlaps_bits(nodes, reserve_from, reserve_to):
                     if start_s <= start_from:
                         break
                     start_from = start_s
                     continue
-                space.reserve(reserve_from, reserve_to, held)
+                space.reserve_bits(reserve_from, reserve_to, nodes)
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
 
-    def will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
-        """When and where ``job`` could start on the ``usable`` nodes, given the running jobs and
+    def _bits_of_allowed(self, allowed: np.ndarray) -> int:
+        """A job's allowed nodes as a node set (kept per mask: jobs share their partition's)."""
+        cache = self._allowed_bits
+        entry = cache.get(id(allowed))
+        if entry is None or entry[0] is not allowed:
+            if len(cache) >= 4096:
+                cache.clear()               # jobs restricted one by one: keep no mask alive for long
+            entry = cache[id(allowed)] = (allowed, bits_of(allowed))
+        return entry[1]
+
+    def will_run(self, job: PendingJob, usable: int, now_s: float) -> tuple[float, int] | None:
+        """When and where (a node set, see :mod:`~greenslurm.sim.engine.slurm_node_space`) ``job``
+        could start on the ``usable`` nodes (a node set), given the running jobs and
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        key = (job.shape_key, usable.tobytes(), self._node_caps.get(job.index))
+        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
+        key = (job.shape_key, self._spreads(job), usable, self._node_caps.get(job.index))
         cache = self._will_run_cache
-        if cache.get(None) != self._version:
+        stamp = self._will_run_stamp()
+        if cache.get(None) != stamp:
             cache.clear()
-            cache[None] = self._version
-        if key not in cache:
-            cache[key] = self._will_run(job, usable, now_s)
-        return cache[key]
+            cache[None] = stamp
+        answer = cache.get(key)
+        if answer is None:
+            answer = cache[key] = self._will_run(job, usable)
+        if answer is NEVER:
+            return None
+        start_s, nodes = answer
+        # a job that fits now starts now; else when its group's last job ends (or now, if later)
+        return (now_s if start_s is None else max(start_s, now_s)), nodes
+
+    def _will_run_stamp(self):
+        """What the will-run answers depend on beyond the job and its usable nodes."""
+        if self._answers_outlive_passes and self._power is None:
+            return self._resources
+        return (self._resources, self._version)
 
     def _running_index(self) -> tuple:
         """The running (and completing) jobs in order of expected end, flattened for array tests:
-        their ends, and per (job, node) entry the job's row, the node and what it holds there
-        (rebuilt after every start or end)."""
-        if self._running_cache is None or self._running_cache[0] != self._version:
+        their ends, and per (job, node) entry the job's row, the node and what it holds there, and
+        where each job's entries begin (rebuilt after every start or end)."""
+        if self._running_cache is None or self._running_cache[0] != self._resources:
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
             pairs = sorted([(release, job.index, job) for release, job in self._completing]
@@ -929,34 +977,76 @@ class SlurmQueue:
                                        for _, _, job in pairs])
             else:
                 owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
-            self._running_cache = (self._version, ends, owner, nodes, held)
+            # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
+            offsets = [0]
+            for _, _, job in pairs:
+                offsets.append(offsets[-1] + len(job.node_indices))
+            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets)
         return self._running_cache[1:]
 
-    def _will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
+    def _node_set(self, nodes: np.ndarray) -> int:
+        """Node indices as a node set (see :mod:`~greenslurm.sim.engine.slurm_node_space`)."""
+        if len(nodes) <= 16:
+            return bits_of_indices(nodes.tolist())
+        mask = np.zeros(self.machine.cluster.size, dtype=bool)
+        mask[nodes] = True
+        return bits_of(mask)
+
+    def _check(self) -> None:
+        """Invariants of the state kept between passes: the running index and every kept will-run
+        answer equal a fresh computation (answers are kept across backfill cycles while no job
+        starts, ends or moves; one that went stale would change starts)."""
+        kept = self._running_cache
+        if kept is not None and kept[0] == self._resources:
+            self._running_cache = None
+            fresh = self._running_index()
+            self._running_cache = kept
+            assert kept[2] == fresh[1] and all(np.array_equal(a, b) for a, b in zip(kept[3:], fresh[2:]))
+        cache = self._will_run_cache
+        if cache.get(None) != self._will_run_stamp():
+            return
+        for key, answer in list(cache.items()):
+            if key is None:
+                continue
+            shape, spreads, usable, cap = key
+            # a job of that shape still waits (the one asked about starting is a change of resources)
+            job = next(w.job for w in self.waiting_jobs.values()
+                       if (w.job.shape_key, self._spreads(w.job), self._node_caps.get(w.job.index)) == (shape, spreads, cap))
+            assert self._will_run(job, usable) == answer, (key, answer)
+
+    def _will_run(self, job: PendingJob, usable_bits: int) -> tuple[float | None, int] | object:
+        """:meth:`will_run`'s answer, independent of the time: (None: now, or the expected end
+        before which it cannot start; its nodes), or NEVER."""
+        usable = mask_of(usable_bits, self.machine.cluster.size)
         free = np.where(usable[:, None], self._free(), -np.inf)
         placed = self._place(job, free, now=True)
         if placed is not None:
-            return now_s, placed[0]
-        ends, owner, nodes, held = self._running_index()
+            return None, self._node_set(placed[0])
+        ends, end_list, owner, nodes, held, offsets = self._running_index()
         if not len(ends):
-            return None
+            return NEVER
         on_usable = usable[nodes]
         count = len(ends)
-        touches = np.bincount(owner[on_usable], minlength=count) > 0   # jobs holding usable nodes
-        if not touches.any():
-            return None
-        groups = group_ends(ends.tolist(), self.settings.will_run_window_s, touches.tolist())
-        # CPUs each job gives back on usable nodes, and from which group on there can be enough
-        gives = np.bincount(owner[on_usable], weights=held[on_usable, CPU], minlength=count)
+        owner_on = owner[on_usable]
+        # CPUs each job gives back on usable nodes, and from which job on there can be enough: no
+        # group before it can let the job start, and none at all if there never is enough
+        gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
         enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
+        if not enough[-1]:
+            return NEVER
+        first_enough = int(np.argmax(enough))       # enough only grows along the list
+        touches = np.bincount(owner_on, minlength=count) > 0   # jobs holding usable nodes
+        groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
         freed = 0
         for cut, last in groups:
-            if not enough[cut - 1]:
+            if cut - 1 < first_enough:
                 continue
-            take = (owner >= freed) & (owner < cut) & on_usable
-            np.add.at(free, nodes[take], held[take])
+            # what the jobs [freed, cut) hold on usable nodes comes back
+            begin, stop = offsets[freed], offsets[cut]
+            take = on_usable[begin:stop]
+            np.add.at(free, nodes[begin:stop][take], held[begin:stop][take])
             freed = cut
             placed = self._place(job, free, now=False)
             if placed is not None:
-                return max(float(ends[last]), now_s), placed[0]
-        return None
+                return end_list[last], self._node_set(placed[0])
+        return NEVER
