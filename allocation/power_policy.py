@@ -101,11 +101,25 @@ def wake_nodes(off: np.ndarray, need_cpus: float, head_short: int, head_fits: np
     >>> wake_nodes(np.array([2, 3]), 4.0, 0, np.ones(4, bool), np.full(4, 4.0), np.array([0, 1, 0, 1]),
     ...            np.array([1, 0]), True, lambda n: woken.append(n) is None)
     [3]
+
+    The first job lacks a node of its shape but no off node has one (all too small): nothing is woken
+    for it, and no CPUs are wanted:
+
+    >>> wake_nodes(np.array([2, 3]), 0.0, 1, np.array([True, True, False, False]), np.full(4, 4.0),
+    ...            np.array([0, 1, 0, 1]), np.array([1, 0]), True, lambda n: True)
+    []
     """
     woken: list[int] = []
     off = np.asarray(off)
-    while (need_cpus > 0 or head_short > 0) and off.size:
-        pool = off[head_fits[off]] if head_short > 0 and head_fits[off].any() else off
+    while off.size:
+        if head_short > 0 and not head_fits[off].any():
+            # no off node can hold a share of the first job (its nodes are busy, not off): waking one
+            # does not help it.  Waking any off node here went on for ever: it idled, was powered
+            # down (nothing needed it), and the same round woke it again.
+            head_short = 0
+        if need_cpus <= 0 and head_short <= 0:
+            break
+        pool = off[head_fits[off]] if head_short > 0 else off
         node = int(wake_next(pool, phase, powered) if by_phase else pool[0])
         if not try_wake(node):
             break
