@@ -59,6 +59,39 @@ MOVABLE = ("gpu", "single-node", "none")
 
 MAX_IDLE_S = 10 * 365.25 * 86400      # suspend after: 10 years (no trace is longer: never, in effect)
 MAX_BOOT_S = 86400.0
+# More boots per node per day than this (one every six hours on every node) is more than a site
+# cycles real hardware: reports warn (:func:`cycling_warning`), under every queue with power states.
+CYCLING_BOOTS_PER_NODE_DAY = 4.0
+
+
+def boots_per_node_day(boots: int, nodes: int, span_s: float) -> float:
+    """Boots per node per day over a replay of ``span_s`` seconds (0 without nodes or span).
+
+    >>> boots_per_node_day(120, 10, 2 * 86400.0)     # 120 boots / 10 nodes / 2 days
+    6.0
+    """
+    if nodes <= 0 or not span_s or span_s <= 0:
+        return 0.0
+    return boots / nodes / (span_s / 86400.0)
+
+
+def cycling_warning(boots: int, nodes: int, span_s: float, label: str = "") -> str | None:
+    """The report's warning when nodes boot more than :data:`CYCLING_BOOTS_PER_NODE_DAY` times a
+    day on average (None: they do not); ``label`` names the policy.
+
+    >>> print(cycling_warning(336, 105, 12 * 86400.0))      # 0.27 a day
+    None
+    >>> cycling_warning(120, 10, 2 * 86400.0, "easy+suspend")
+    'under easy+suspend each node boots 6.0 times a day on average (120 boots of 10 nodes), more than the 4 a day above which nodes cycle implausibly often: idle gaps shorter than the power-down time plus a boot power nodes down and up again; raise the power-down time, or limit suspends and resumes per minute (SuspendRate, ResumeRate)'
+    """
+    per_day = boots_per_node_day(boots, nodes, span_s)
+    if per_day <= CYCLING_BOOTS_PER_NODE_DAY:
+        return None
+    where = f"under {label} " if label else ""
+    return (f"{where}each node boots {per_day:,.1f} times a day on average ({boots:,} boots of {nodes:,} nodes), "
+            f"more than the {CYCLING_BOOTS_PER_NODE_DAY:g} a day above which nodes cycle implausibly often: idle "
+            f"gaps shorter than the power-down time plus a boot power nodes down and up again; raise the "
+            f"power-down time, or limit suspends and resumes per minute (SuspendRate, ResumeRate)")
 
 
 @dataclass(frozen=True, slots=True)
