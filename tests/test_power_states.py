@@ -342,3 +342,38 @@ def test_no_node_is_woken_for_a_first_job_that_no_off_node_can_hold(queue):
     assert [(r.job_id, r.start_s, r.end_s, r.node_indices) for r in result.records] == [
         ("A", 0.0, 1000.0, (0,)), ("B", 1000.0, 1100.0, (0,))]
     assert (replay.machine.boots, replay.machine.suspends) == (0, 3)
+
+
+@pytest.mark.parametrize("queue", ["fcfs", "easy", "conservative"])
+def test_suspend_and_resume_rates_space_power_actions_as_slurm_counts_them(queue):
+    """Four 1-CPU nodes (idle 100 W, off 10 W), power down after 60 s, boot 30 s, SuspendRate and
+    ResumeRate 1 node a minute; held back, the machine looks again every 10 s.  Slurm's count
+    decays by (60 - dt) / 60 at each look and a node may go while it rounds below 1.
+    A-D (1 CPU, 0-10 s) leave the nodes idle from 10 s: at 70 s the first goes down (count 1); then
+    10 s looks: 1 x 5/6 = 0.83, 0.69, 0.58 round to 1; 0.48 at 110 s rounds to 0: the second goes
+    (1.48); 1.23, 1.03, 0.86, 0.72, 0.60, 0.50 at 170 s: the third (1.50); 1.25, 1.04, 0.87, 0.72,
+    0.60, 0.501 (rounds to 1), 0.42 at 240 s: the fourth.  E (t=1000, 4 nodes) wakes them likewise,
+    the resume count from 0: 1000, 1040, 1100, 1170 s; the last is up at 1200 s and E runs 1200-1210."""
+    jobs = [JobSpec(name, 0.0, 10.0, runtime_s=10.0, cpus=1) for name in "ABCD"]
+    jobs.append(JobSpec("E", 1000.0, 10.0, runtime_s=10.0, cpus=4, nodes=4))
+    config = PowerStateConfig(suspend_after_s=60.0, boot_s=30.0, suspend_rate=1, resume_rate=1)
+    replay, result = run(jobs, one_cpu_nodes(4), config, queue)
+    assert {r.job_id: r.start_s for r in result.records}["E"] == 1200.0
+    assert (replay.machine.boots, replay.machine.suspends) == (4, 4)
+    ledger = replay.machine.ledger
+    steps = dict(zip(np.frombuffer(ledger.times_s, dtype=float).tolist(),
+                     np.frombuffer(ledger.series_power_w, dtype=float).tolist()))
+    # each suspend takes 90 W off (100 idle -> 10 off), each boot puts it back (booting at idle power)
+    assert [steps[t] for t in (70.0, 110.0, 170.0, 240.0, 1000.0, 1040.0, 1100.0, 1170.0, 1200.0)] == [
+        310.0, 220.0, 130.0, 40.0, 130.0, 220.0, 310.0, 400.0, 1200.0]
+    # without the rates every node goes at 70 s and is woken at 1000 s: E runs at 1030 s
+    _, free = run(jobs, one_cpu_nodes(4), PowerStateConfig(suspend_after_s=60.0, boot_s=30.0), queue)
+    assert {r.job_id: r.start_s for r in free.records}["E"] == 1030.0
+
+
+@pytest.mark.parametrize("field", ["suspend_rate", "resume_rate"])
+@pytest.mark.parametrize("value", [-1, 1.5, True, "1", 10**7])
+def test_rates_must_be_whole_numbers_of_nodes_per_minute(field, value):
+    with pytest.raises(ValueError, match=rf"^{field} must be a whole number of nodes per minute"):
+        PowerStateConfig(**{field: value})
+

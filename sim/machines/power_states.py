@@ -43,7 +43,7 @@ from typing import Callable
 import numpy as np
 
 from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
-from greenslurm.allocation.power_policy import needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
+from greenslurm.allocation.power_policy import RateCount, needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.power import MAX_NODE_W
@@ -59,6 +59,8 @@ MOVABLE = ("gpu", "single-node", "none")
 
 MAX_IDLE_S = 10 * 365.25 * 86400      # suspend after: 10 years (no trace is longer: never, in effect)
 MAX_BOOT_S = 86400.0
+MAX_RATE = 1_000_000                  # nodes per minute (SuspendRate, ResumeRate): more is no limit at all
+RATE_RETRY_S = 10.0                   # an action a rate held back is tried again (power_save_interval)
 # More boots per node per day than this (one every six hours on every node) is more than a site
 # cycles real hardware: reports warn (:func:`cycling_warning`), under every queue with power states.
 CYCLING_BOOTS_PER_NODE_DAY = 4.0
@@ -132,6 +134,12 @@ class PowerStateConfig:
     # nodes off when the replay begins (they are woken for the first jobs): a steady state for a
     # long trace, and budgets below the idle power of the whole cluster; False: every node on
     start_off: bool = False
+    # Slurm's SuspendRate and ResumeRate: at most this many nodes powered down / woken per minute
+    # (0: no limit), counted as Slurm counts them (allocation.power_policy.RateCount), each moment the
+    # machine powers nodes down or wakes them being a scan; what the rate holds back is tried again
+    # ``RATE_RETRY_S`` later (Slurm's power_save_interval).  Consolidation's moves are not limited
+    suspend_rate: int = 0
+    resume_rate: int = 0
 
     def __post_init__(self) -> None:
         if self.wake_order not in ("phase", "index"):
@@ -161,6 +169,11 @@ class PowerStateConfig:
             raise ValueError("nodes_per_cabinet must be >= 1")
         if self.budget_w is not None and not 0 < self.budget_w < math.inf:
             raise ValueError("budget_w must be a finite number > 0")
+        for name in ("suspend_rate", "resume_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_RATE:
+                raise ValueError(f"{name} must be a whole number of nodes per minute within [0, {MAX_RATE:,}] "
+                                 f"(0: no limit), not {value!r}")
 
     @classmethod
     def from_mapping(cls, table: dict) -> "PowerStateConfig":
@@ -298,6 +311,9 @@ class PowerManagedMachine(Machine):
         self._configuring_ids: set[int] = set()
         self._held_on = np.zeros(n, dtype=np.int64)     # per node: allocated jobs not yet begun
         self._held_back: set[int] = set()               # configuring jobs the budget holds back
+        self._suspend_rate = RateCount(config.suspend_rate)     # SuspendRate's count
+        self._resume_rate = RateCount(config.resume_rate)       # ResumeRate's
+        self._rate_retry_s = math.inf                   # when the machine looks again for wakes a rate held back
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
@@ -346,10 +362,34 @@ class PowerManagedMachine(Machine):
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
                     self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
                 return
+            if not self._rate_allows(self._suspend_rate, now_s):
+                self._arm(node, idle_since, retry_s=now_s + RATE_RETRY_S)
+                return
             self._set_state(node, OFF, now_s)
             self.suspends += 1
         at_s = max(idle_since + self.config.suspend_after_s, self.replay.now_s) if retry_s is None else retry_s
         self._push(at_s, fire)
+
+    def _rate_allows(self, rate: RateCount, now_s: float) -> bool:
+        """Whether ``rate`` (SuspendRate's or ResumeRate's count) lets one more node be powered down
+        or woken now, counting it if so; each moment of actions is one scan.  Held back: the machine
+        looks again ``RATE_RETRY_S`` later (a suspend re-arms its own timer)."""
+        if not rate.per_minute:
+            return True
+        if rate.last_s != now_s:
+            rate.scan(now_s)
+        if rate.allows():
+            rate.add()
+            return True
+        if rate is self._resume_rate and self._rate_retry_s > now_s + RATE_RETRY_S:
+            self._rate_retry_s = now_s + RATE_RETRY_S
+
+            def retry(t: float) -> None:      # the queue schedules and the waking rule runs again
+                self._timers -= 1
+                if t == self._rate_retry_s:
+                    self._rate_retry_s = math.inf
+            self._push(self._rate_retry_s, retry)
+        return False
 
     def _set_state(self, node: int, state: int, now_s: float) -> None:
         self.state[node] = state
@@ -465,6 +505,8 @@ class PowerManagedMachine(Machine):
                     self._held_back.discard(job.index)
                     self._idle_since[nodes] = math.nan          # any power-down timer of its nodes is void
                     for node in off.tolist():
+                        if not self._rate_allows(self._resume_rate, now_s):
+                            break                # the rest later: the job waits for them
                         self._wake(node, now_s)
                     promised_w += added_w
                 kept.append(job)
@@ -629,7 +671,7 @@ class PowerManagedMachine(Machine):
         powered = np.bincount(self.phase[self.state != OFF], minlength=self.config.phases)
         by_phase = self.config.wake_order == "phase"
         def try_wake(node: int) -> bool:
-            if not self.within_budget(added_w[node]):
+            if not self.within_budget(added_w[node]) or not self._rate_allows(self._resume_rate, now_s):
                 return False
             self._wake(node, now_s)
             return True
