@@ -377,3 +377,29 @@ def test_rates_must_be_whole_numbers_of_nodes_per_minute(field, value):
     with pytest.raises(ValueError, match=rf"^{field} must be a whole number of nodes per minute"):
         PowerStateConfig(**{field: value})
 
+
+@pytest.mark.parametrize("deadline_b, expected", [
+    # B's plan: allocated at 200, its node boots 100 s, it runs 50 s: 200 + 100 + 50 = 350 <= 350,
+    # accepted, and it does end at 350; C after it: 350 + 100 + 50 = 500 <= 500, accepted; its node
+    # is on when B ends (350), so it runs 350-400
+    (350.0, ([("A", 0.0, 10.0), ("B", 300.0, 350.0), ("C", 350.0, 400.0)], [])),
+    # 350 > 349: B would miss its deadline by its node's boot, rejected (planning without the boot,
+    # 200 + 50 = 250 <= 349, accepted it and it ended at 350, one second late); C takes the
+    # node at 200 (plan 200 + 150 = 350 <= 500) and runs 300-350
+    (349.0, ([("A", 0.0, 10.0), ("C", 300.0, 350.0)], ["B"])),
+])
+def test_the_deadline_queue_plans_with_the_boot_of_powered_down_nodes(deadline_b, expected):
+    """One 4-CPU node, powered down after 60 s idle, boot B = 100 s.  Greedy accepts a job only when
+    its planned end meets its deadline D; the plan holds a job's nodes for its limit plus B (a job
+    allocated to a powered-down node runs once it is up).  A (t=0, limit 10 s, D 1000) runs 0-10
+    on the node, on from the start (planned 0-110, the rest given back at its end); the node is
+    idle from 10 and powered down at 70.  B and C (t=200, 4 CPUs, limit and runtime 50 s; C's D 500)."""
+    jobs = [JobSpec("A", 0.0, 10.0, runtime_s=10.0, cpus=4, deadline_s=1000.0),
+            JobSpec("B", 200.0, 50.0, runtime_s=50.0, cpus=4, deadline_s=deadline_b),
+            JobSpec("C", 200.0, 50.0, runtime_s=50.0, cpus=4, deadline_s=500.0)]
+    config = PowerStateConfig(suspend_after_s=60.0, boot_s=100.0)
+    replay, result = run(jobs, Cluster.homogeneous(1, cpus=4), config, "deadline")
+    runs, rejected = expected
+    assert [(r.job_id, r.start_s, r.end_s) for r in result.records] == runs
+    assert [r.job_id for r in result.rejected] == rejected
+    assert all(r.end_s <= r.deadline_s for r in result.records)

@@ -472,6 +472,12 @@ class PowerManagedMachine(Machine):
         super().start(job, nodes, now_s, amounts)
         self._count_run(job, nodes, now_s)
 
+    def start_delay_bound_s(self) -> float:
+        """A job allocated to powered-down nodes runs once they have booted: ``boot_s`` when nodes
+        can be off (the wait for power under a budget has no such bound)."""
+        powers_down = self.config.suspend_after_s is not None or self.config.start_off
+        return float(self.config.boot_s) if powers_down else 0.0
+
     def _count_run(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
         """``job`` runs on ``nodes`` from ``now_s``: they are busy, draw its power."""
         self._jobs_on[nodes] += 1
