@@ -339,13 +339,8 @@ class Replay:
         mask[list(nodes)] = True
         spec = job.job
         if job.nodes != len(nodes) and job.cpu_only and job.task is None:
-            pinned_spec = spec.with_changes(nodes=len(nodes), extra={**(spec.extra or {}), "requested_nodes": len(nodes)})
-            shape = self.cluster.shape_of(pinned_spec)
-            if shape is not None:
-                job.job = pinned_spec
-                job.nodes = shape.nodes
-                job.demand = np.array(shape.per_node, dtype=float)
-                job.cpus_total = float(shape.nodes * shape.per_node[CPU])
+            job.reshape(self.cluster, spec.with_changes(
+                nodes=len(nodes), extra={**(spec.extra or {}), "requested_nodes": len(nodes)}))
         job.pinned = tuple(nodes)
         job.restrict_to(mask if job.allowed is None else (mask & job.allowed))
 

@@ -294,14 +294,9 @@ class SlurmQueue:
         NNodes): shaped as a job naming no node count, which Slurm's node choice may spread."""
         if job.task is not None or job.demand[2:].any():
             return
-        shape = self.machine.cluster.shape_of(job.job.with_changes(nodes=0))
-        if shape is None:
-            return
-        job.nodes = shape.nodes
-        job.demand = np.array(shape.per_node, dtype=float)
-        job.cpus_total = float(shape.nodes * shape.per_node[CPU])
-        job.cpu_only = not job.demand[1:].any()
-        job.restrict_to(job.allowed)
+        spec = job.job
+        if job.reshape(self.machine.cluster, spec.with_changes(nodes=0)):
+            job.job = spec          # the record keeps the node count Slurm allocated
 
     @staticmethod
     def _drop_memory(job: PendingJob) -> None:

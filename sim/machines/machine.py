@@ -108,6 +108,20 @@ class PendingJob:
         self.allowed = allowed
         self.shape_key = shape_key_of(self.nodes, self.demand, self.task, allowed)
 
+    def reshape(self, cluster: Cluster, spec: JobSpec) -> bool:
+        """Lay the job out as ``spec`` asks on ``cluster`` (its node count, or none to let Slurm's node
+        choice spread it), keeping its allowed nodes; False, and nothing changed, if no shape fits."""
+        shape = cluster.shape_of(spec)
+        if shape is None:
+            return False
+        self.job = spec
+        self.nodes = shape.nodes
+        self.demand = np.array(shape.per_node, dtype=float)
+        self.cpus_total = float(shape.nodes * shape.per_node[CPU])
+        self.cpu_only = not self.demand[1:].any()
+        self.restrict_to(self.allowed)
+        return True
+
     @property
     def planned_end_s(self) -> float:
         return self.start_s + self.requested_s
