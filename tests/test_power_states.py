@@ -372,7 +372,7 @@ def test_suspend_and_resume_rates_space_power_actions_as_slurm_counts_them(queue
 
 
 @pytest.mark.parametrize("field", ["suspend_rate", "resume_rate"])
-@pytest.mark.parametrize("value", [-1, 1.5, True, "1", 10**7])
+@pytest.mark.parametrize("value", [-1, 1.5, True, "1", 10**7, float("nan"), float("inf")])
 def test_rates_must_be_whole_numbers_of_nodes_per_minute(field, value):
     with pytest.raises(ValueError, match=rf"^{field} must be a whole number of nodes per minute"):
         PowerStateConfig(**{field: value})
@@ -403,3 +403,8 @@ def test_the_deadline_queue_plans_with_the_boot_of_powered_down_nodes(deadline_b
     assert [(r.job_id, r.start_s, r.end_s) for r in result.records] == runs
     assert [r.job_id for r in result.rejected] == rejected
     assert all(r.end_s <= r.deadline_s for r in result.records)
+
+
+def test_a_whole_rate_given_as_a_float_is_a_whole_number():
+    config = PowerStateConfig(suspend_rate=5.0, resume_rate=np.int64(3))      # a command line's 5.0
+    assert (config.suspend_rate, config.resume_rate) == (5, 3) and type(config.suspend_rate) is int

@@ -171,9 +171,11 @@ class PowerStateConfig:
             raise ValueError("budget_w must be a finite number > 0")
         for name in ("suspend_rate", "resume_rate"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= MAX_RATE:
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not (0 <= value <= MAX_RATE and value == int(value)):
                 raise ValueError(f"{name} must be a whole number of nodes per minute within [0, {MAX_RATE:,}] "
                                  f"(0: no limit), not {value!r}")
+            object.__setattr__(self, name, int(value))      # 5.0 from a command line is 5
 
     @classmethod
     def from_mapping(cls, table: dict) -> "PowerStateConfig":
