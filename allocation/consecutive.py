@@ -134,3 +134,54 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     keep = amounts > 0
     order = np.argsort(nodes[keep], kind="stable")
     return nodes[keep][order].astype(np.int64), amounts[keep][order]
+
+
+def fill_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float,
+                     count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Nodes and CPUs on each for a job of ``cpus`` CPUs on exactly ``count`` nodes that names no
+    per-node share (``sbatch -N count -n cpus``), as cons_tres lays it out (``_eval_nodes`` with
+    ``_cpus_to_use``): in the best set (the sufficient one, enough CPUs and nodes, with the fewest
+    free CPUs; else the one with the most), the nodes in order, each giving its free CPUs but
+    leaving one for each node still to come, and the last node only if it holds the rest.  None if
+    the nodes in ``in_map`` cannot hold it.
+
+    >>> free = np.array([4.0, 4.0, 4.0, 0.0, 2.0])
+    >>> nodes, cpus = fill_consecutive(free, free >= 1, 6, 3)     # set n0-n2: 4, then 1 and 1
+    >>> nodes.tolist(), cpus.tolist()
+    ([0, 1, 2], [4.0, 1.0, 1.0])
+    >>> nodes, cpus = fill_consecutive(np.array([2.0, 4.0, 4.0]), np.ones(3, bool), 6, 2)
+    >>> nodes.tolist(), cpus.tolist()                               # n0 gives its 2, n1 the other 4
+    ([0, 1], [2.0, 4.0])
+    >>> fill_consecutive(free, free >= 1, 13, 3) is None
+    True
+    """
+    in_map = in_map & (free_cpus >= 1)
+    usable = np.where(in_map, free_cpus, 0.0)
+    if float(usable.sum()) < cpus or int(in_map.sum()) < count:
+        return None
+    sets = [[float(usable[a:b + 1].sum()), b - a + 1, a, b] for a, b in consecutive_runs(in_map)]
+    taken: list[int] = []
+    amounts: list[float] = []
+    rem_cpus, rem_nodes = float(cpus), count
+    while sets and rem_nodes > 0:
+        sufficient = [s for s in sets if s[0] >= rem_cpus and s[1] >= rem_nodes]
+        best = min(sufficient, key=lambda s: (s[0], s[2])) if sufficient else max(sets, key=lambda s: (s[0], -s[2]))
+        sets.remove(best)
+        _, _, first, last = best
+        for node in range(first, last + 1):
+            if rem_nodes <= 0:
+                break
+            avail = float(usable[node])
+            if avail < 1:
+                continue
+            if rem_nodes == 1 and avail < rem_cpus:
+                continue                  # the last node must hold the rest
+            give = min(avail, rem_cpus - (rem_nodes - 1))
+            taken.append(node)
+            amounts.append(give)
+            rem_cpus -= give
+            rem_nodes -= 1
+    if rem_nodes > 0 or rem_cpus > 1e-9:
+        return None
+    order = np.argsort(taken, kind="stable")
+    return np.asarray(taken, dtype=np.int64)[order], np.asarray(amounts)[order]

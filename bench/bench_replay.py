@@ -16,6 +16,12 @@ temporary folder.  Targets: the million-job EASY replay faster than the referenc
 KTH EASY and FCFS at most 1.0x the reference; conservative and the deadline queue at most 3x our
 EASY; ``--out`` adds at most 15 %.
 
+``million-limit`` replays the million-job log with ``--limit 1000`` against its first 1,000 jobs cut
+to a file (the reader stops at the limit: the peaks should match).  ``kth-conf-easy`` and
+``kth-conf-conservative`` replay KTH-SP2 with ``tests/data/slurm-conf-pool/slurm.conf`` (its 100
+processors as one-CPU nodes) on the processor-pool core against the general loop
+(``GREENSLURM_POOL_CORE=off``).
+
 Two rows put the start-up in context: ``import-floor`` times a process that only imports numpy and
 rich (what every replay loads) against the reference's whole run, and ``demo`` times ``greenslurm
 demo`` (2,000 jobs) against the bare interpreter.  Before timing, greenslurm's modules are
@@ -112,9 +118,28 @@ def paired(a: list[str], b: list[str], runs: int, warmup: int = 1) -> dict:
 IMPORT_FLOOR = "import os; os.environ['OPENBLAS_NUM_THREADS'] = '1'; import numpy, rich.console, rich.table"
 
 
+def cut_log(path: Path, records: int) -> Path:
+    """The header and first ``records`` records of the SWF log ``path``, written beside it once."""
+    cut = path.with_name(f"{path.stem}-first-{records}.swf")
+    if not cut.exists() and path.exists():
+        with path.open() as source, cut.open("w") as out:
+            for line in source:
+                if not line.startswith(";"):
+                    if records == 0:
+                        break
+                    records -= 1
+                out.write(line)
+    return cut
+
+
+POOL_CONF = ROOT / "tests" / "data" / "slurm-conf-pool" / "slurm.conf"     # KTH-SP2's 100 processors
+
+
 def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
     """name -> (work, our command, what it is compared with, the other's name)."""
     ours = [sys.executable, "-m", "greenslurm", "replay"]
+    general_loop = ["env", "GREENSLURM_POOL_CORE=off", *ours]
+    conf = ["--slurm-conf", str(POOL_CONF), "--no-progress"]
     ref = [sys.executable, str(ROOT / "bench" / "easy_reference.py")]
     easy = ours + [str(KTH), "--queue", "easy", "--no-progress"]
     out_dir = str(Path(tempfile.gettempdir()) / "greenslurm-bench-out")
@@ -133,6 +158,15 @@ def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
                          ref + [str(KTH)], "reference on KTH-SP2"),
         "demo": ("greenslurm demo (2,000 jobs)", [sys.executable, "-m", "greenslurm", "demo", "--no-progress"],
                  [sys.executable, "-c", "pass"], "the interpreter alone"),
+        "million-limit": ("1M jobs (KTH copies) EASY --limit 1000",
+                          ours + [str(million), "--limit", "1000", "--queue", "easy", "--no-progress"],
+                          ours + [str(cut_log(million, 1000)), "--queue", "easy", "--no-progress"],
+                          "the log's first 1,000 jobs cut to a file"),
+        "kth-conf-easy": ("KTH-SP2 EASY --slurm-conf (100 single-CPU nodes)", ours + [str(KTH), "--queue", "easy", *conf],
+                          general_loop + [str(KTH), "--queue", "easy", *conf], "the general loop"),
+        "kth-conf-conservative": ("KTH-SP2 conservative --slurm-conf (100 single-CPU nodes)",
+                                  ours + [str(KTH), "--queue", "conservative", *conf],
+                                  general_loop + [str(KTH), "--queue", "conservative", *conf], "the general loop"),
         "kth-deadline": ("KTH-SP2 deadline queue, greedy, bestfit",
                          ours + [str(KTH), "--queue", "deadline", "--acceptance", "greedy", "--select", "bestfit",
                                  "--no-progress"], easy, "our EASY"),

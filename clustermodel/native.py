@@ -1,6 +1,8 @@
 """Compiled libraries that sit beside the module they speed up (built when the package is installed
-with a C compiler; loaded with ctypes, so no Python headers are needed to build them).  Every one
-has a pure-Python definition that gives the same results, used when the library is not built."""
+with a C compiler; loaded with ctypes, so no Python headers are needed to build them).  Each is the
+fast path of one reference that gives the same results and runs when the library is not built: the
+replay's general loop for the pool and deadline cores, Python for the SWF scanner, numpy for the
+output cells."""
 
 from __future__ import annotations
 
@@ -39,12 +41,12 @@ COMPILED = {"greenslurm.sim.engine._pool_core": "pool core (FCFS, EASY and conse
             "greenslurm.sim.engine._deadline_core": "deadline core (the deadline queue)",
             "greenslurm.traces._swf_scan": "SWF scanner",
             "greenslurm.sim.reporting._cells": "output cells (--out files)"}
-# Without them, measured on this project's logs: KTH-SP2 under EASY 3.4x slower, its deadline queue 23x,
-# LANL-CM5 under conservative 33x (docs/user-guide.md).
+# Without them, measured on this project's logs (whole replays, wall time; docs/user-guide.md): KTH-SP2
+# under EASY 3.8x slower, its deadline queue 68x, LANL-CM5 under conservative 115x.
 MISSING_TEXT = ("the compiled cores are not built ({names}): greenslurm was installed without a C compiler, so "
-                "replays run in pure Python, 3x to 33x slower (KTH-SP2 EASY 3.4x, its deadline queue 23x, "
-                "LANL-CM5 conservative 33x); install a C compiler and reinstall greenslurm "
-                "('greenslurm --version' lists the cores)")
+                "replays run on the general loop (the reference, the same results), 4x to 115x slower "
+                "(KTH-SP2 EASY 3.8x, its deadline queue 68x, LANL-CM5 conservative 115x); install a C compiler "
+                "and reinstall greenslurm ('greenslurm --version' lists the cores)")
 _WARNED: list[bool] = []
 
 
@@ -71,12 +73,12 @@ def cores_line() -> str:
     missing = [what for what, built in status.items() if not built]
     if not missing:
         return "compiled cores: " + ", ".join(status)
-    return "compiled cores MISSING (pure Python, slower): " + ", ".join(missing)
+    return "compiled cores MISSING (the general loop runs the replays, slower): " + ", ".join(missing)
 
 
 def warn_missing_once(stream=None) -> None:
     """Say on stderr, once per process, that the compiled cores are missing (called where a replay
-    falls back to pure Python because a library is not built, not when the user chose Python)."""
+    falls back to its reference because a library is not built, not when the user chose ``off``)."""
     import sys
     if _WARNED:
         return
@@ -84,3 +86,22 @@ def warn_missing_once(stream=None) -> None:
     missing = [what for what, built in built_cores().items() if not built]
     print("greenslurm: warning: " + MISSING_TEXT.format(names=", ".join(missing) or "some"),
           file=stream or sys.stderr)
+
+
+# Said once per process when a replay given a slurm.conf runs FCFS, EASY or conservative in the general
+# loop because of its cluster; KTH-SP2 node by node against the core (docs/replay-engine.md, --slurm-conf on the core).
+SLURM_CONF_TEXT = ("the processor-pool core cannot run this replay on the slurm.conf's cluster ({why}): the compiled "
+                   "core models interchangeable single-CPU nodes, so the replay runs in the general loop, slower "
+                   "(KTH-SP2 on 100 one-CPU nodes in the general loop: EASY {easy}, conservative {conservative} the CPU time)")
+_WARNED_SLURM_CONF: list[bool] = []
+
+
+def warn_slurm_conf_once(why: str, stream=None) -> None:
+    """Say on stderr, once per process, which fast path a slurm.conf's cluster keeps a replay off and why."""
+    import sys
+    if _WARNED_SLURM_CONF:
+        return
+    _WARNED_SLURM_CONF.append(True)
+    print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"),
+          file=stream or sys.stderr)
+

@@ -236,8 +236,29 @@ def _replayed(scenario: Scenario, inputs, progress) -> tuple[Result, Any]:
     with _progress(progress, len(inputs.jobs)) as update:
         outcome = replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace, progress=update)
     frames = output_frames(outcome.result, outcome.replay.machine)
-    return Result(frames[JOBS_CSV], frames[POWER_CSV], outcome.summary, scenario=scenario,
+    return Result(whole_counts(frames[JOBS_CSV]), whole_counts(frames[POWER_CSV]), outcome.summary, scenario=scenario,
                   phases=frames.get(PHASES_CSV), moves=frames.get(MOVES_CSV)), outcome
+
+
+# Counts that the files hold as floats (an Alibaba trace's CPUs and GPUs are shares: 0.5 GPU).
+COUNT_COLUMNS = ("cpus", "gpus", "busy_cpus")
+
+
+def whole_counts(frame):
+    """``frame`` with its count columns as int64 where every value is a whole number (a trace of whole
+    CPUs and GPUs); a column with a share in it stays float.
+
+    >>> import pandas as pd
+    >>> whole_counts(pd.DataFrame({"cpus": [4.0, 16.0], "gpus": [0.5, 1.0], "wait_s": [0.0, 3.0]})).dtypes.tolist()
+    [dtype('int64'), dtype('float64'), dtype('float64')]
+    """
+    import numpy as np
+    for name in COUNT_COLUMNS:
+        if name in frame.columns and frame[name].dtype.kind == "f":
+            values = frame[name].to_numpy()
+            if np.isfinite(values).all() and (values == np.round(values)).all():
+                frame[name] = values.astype(np.int64)
+    return frame
 
 
 def _replay(where: str, trace=None, progress=False, **settings) -> Result:
@@ -299,8 +320,9 @@ def _compare(where: str, trace=None, progress=False, **settings) -> Result:
         for values in itertools.product(*varying.values()):
             choice = dict(zip(varying, values))
             scenario = scenario_from(trace, {**settings, **choice}, where)
-            # one read per trace and cluster (the prepared jobs differ per run, the read does not)
-            key = (dataclasses.replace(scenario.trace, limit=None, parallelism_limit=None, exact_runtimes=False),
+            # one read per trace, limit and cluster (the prepared jobs differ per run, the read does not;
+            # a limit stops the read: read_trace)
+            key = (dataclasses.replace(scenario.trace, parallelism_limit=None, exact_runtimes=False),
                    scenario.cluster, scenario.seed if scenario.trace.synthetic is not None else None)
             if key not in read:
                 read[key] = load_inputs(scenario)
@@ -422,7 +444,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     scenarios = [(label, policy_scenario(queue, options, trace=source, cluster=where_cluster, params=params,
                                          seed=seed, where=f"policy {label}"))
                  for label, queue, options in policies]
-    read_trace = read(path, format, columns=tuple(columns) if columns else None)
+    read_trace = read(path, format, columns=tuple(columns) if columns else None, limit=limit)
     inputs = Inputs(sorted(read_trace.jobs, key=lambda job: job.submit_s), site, read_trace)
     jobs = prepared_jobs(scenarios[0][1], inputs.jobs)     # the jobs every policy replays
     if not jobs:

@@ -413,7 +413,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     from rich.markup import escape
 
     from greenslurm import cmd_compare, cmd_gpu_replay, cmd_power, scenario_run
-    from greenslurm.sim.reporting.report import render_report
+    from greenslurm.sim.reporting.report import print_note, render_report
 
     check_output_paths(out, json_file)
     scenario_text = None
@@ -450,10 +450,10 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
             console.print(table)
     cmd_power.report_power(summary, console)
     cmd_power.report_colocation(summary, console)
-    cmd_gpu_replay.report_gpu(summary, console)
+    cmd_gpu_replay.report_gpu(summary, console, node_list=scenario.cluster.node_list is not None)
     model = summary.get("power_model")
     if model is not None:
-        console.print(f"power model: {escape(model['text'])}", style="yellow" if model["assumed"] else "dim")
+        print_note(console, f"power model: {model['text']}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
         from greenslurm.sim.reporting.outputs import write_outputs      # the writers: only for --out
         from greenslurm.sim.reporting.outputs import ValueTooLarge
@@ -504,13 +504,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = build_parser(command_named(sys.argv[1:] if argv is None else list(argv))).parse_args(argv)
     stderr = terminal(stderr=True)
+    if not stderr.is_terminal:
+        stderr.file = NoTrailingSpaces(stderr.file)      # rich pads the lines of a log record, too
     setup_logging(getattr(args, "verbose", 0), stderr)
     # a JSON summary or a scenario on stdout: the report goes to stderr
     to_stdout = "-" in (getattr(args, "json", None), getattr(args, "save_scenario", None))
     console = stderr if to_stdout else terminal()
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = PIPE_WIDTH        # files and CI logs: wide enough that rows do not wrap
-    if not console.is_terminal:
+    if not console.is_terminal and not isinstance(console.file, NoTrailingSpaces):
         console.file = NoTrailingSpaces(console.file)
     try:
         return args.handler(args, console)

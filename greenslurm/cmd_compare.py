@@ -25,7 +25,7 @@ from greenslurm.inputs import check_input_file, cluster_from_trace, parse_column
 from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneous, Scenario, Selection, Supply,
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
-from greenslurm.sim.reporting.report import fmt_duration, fmt_number, fmt_percent
+from greenslurm.sim.reporting.report import fmt_duration, fmt_number, fmt_percent, print_note
 from greenslurm.traces import FORMATS
 from greenslurm import cmd_options
 from greenslurm.console import progress_bar, showing_progress
@@ -198,7 +198,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     first = grid[0][0]
     cluster = build_cluster(first)
     trace = read(args.trace, args.format, columns=list(first.trace.columns or ()) or None,
-                 status=console.status if console.is_terminal else None)
+                 status=console.status if console.is_terminal else None, limit=args.limit)
     cluster = cluster or cluster_from_trace(trace)
     jobs = trace.jobs[:args.limit] if args.limit else trace.jobs
     if not jobs:
@@ -238,7 +238,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if any("energy_kwh" in row or "renewable_share" in row for row in rows):
         from greenslurm.power_model import describe
         model = describe(first, cluster)
-        console.print(f"power model: {escape(model.text)}", style="yellow" if model.assumed else "dim")
+        print_note(console, f"power model: {model.text}", style="yellow" if model.assumed else "dim")
     if args.csv is not None:
         write_csv(rows, args.csv)
         console.print(f"wrote {escape(args.csv)}", style="dim")

@@ -2,7 +2,7 @@
 
 Reads an Alibaba openb node list and pod list, runs every ``--select`` node selection for ``--seeds``
 seeds in parallel on the local cores, writes one CSV row per (policy, seed, arrived-demand level), prints a
-summary table per policy and, with ``--plot``, a PNG.
+summary table per policy and, with ``--plots DIR``, a PNG.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from greenslurm.clustermodel.errors import missing_path
 from greenslurm.cli_parser import non_negative_int
 from greenslurm.clustermodel.fragmentation import COVERAGE
 from greenslurm.console import showing_progress
+from greenslurm.inputs import make_output_folder
 from greenslurm.clustermodel.gpu_state import GpuNodes, gpu_task_from_job
 from greenslurm.sim.studies.inflate import SAMPLINGS, RunSpec, TaskPool, default_levels, run_many
 from greenslurm.sim.reporting.inflate_report import plot, summary_tables, write_csv
@@ -40,7 +41,7 @@ node selections (--select NAME, or a weighted mix of GPU scorers NAME=W,NAME=W):
 
 examples:
   greenslurm inflate --nodes openb_node_list_gpu_node.csv --pods openb_pod_list_default.csv --select fgd
-  greenslurm inflate --nodes N.csv --pods P.csv --select fgd --select pwr=0.1,fgd=0.9 --seeds 10 --plot out.png
+  greenslurm inflate --nodes N.csv --pods P.csv --select fgd --select pwr=0.1,fgd=0.9 --seeds 10 --plots figures/
 
 CSV columns: trace, policy, normalization, ties, seed, arrived_pct (arrived GPU demand, % of capacity),
 arrived_gpu, allocated_gpu, grar (allocated / arrived GPU), allocated_gpu_pct, unallocated_gpu_pct,
@@ -52,6 +53,7 @@ tasks (arrived), failed_tasks.  The formulas and choices: docs/gpu-scoring.md.""
 # capacity (past 1 x every further task fails: 10 x is far past any question), the CSV has one row
 # per --step of that range, and every run is listed before the first starts.
 MAX_UNTIL = 10.0
+PLOT_FILE = "inflate.png"           # the figure --plots DIR holds
 MAX_ROWS = 100_000
 MAX_SEEDS = 100_000
 
@@ -105,7 +107,9 @@ def add_parser(commands) -> argparse.ArgumentParser:
                         help="CSV rows every PCT %% of arrived demand (default: %(default)s)")
     cmd_options.workers(parser)
     parser.add_argument("--csv", metavar="FILE", default="inflate.csv", help="CSV output (default: %(default)s)")
-    parser.add_argument("--plot", metavar="PNG", default=None, help="also plot the curves to PNG (needs matplotlib)")
+    parser.add_argument("--plots", metavar="DIR", default=None,
+                        help=f"also draw the curves into DIR ({PLOT_FILE}; needs matplotlib), as report's --plots")
+    cmd_options.replaced(parser, "--plot", f"--plots DIR (it writes DIR/{PLOT_FILE})", metavar="PNG")
     parser.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     parser.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                         help="log what happens to stderr (-v info, -vv debug)")
@@ -173,6 +177,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
                          path="<command line>", field="--seeds")
     _check_output(args.csv, "--csv")
     _check_output(args.plot, "--plot")
+    plot_file = (args.plot if args.plot is not None
+                 else str(make_output_folder(args.plots, "--plots") / PLOT_FILE) if args.plots is not None else None)
     nodes, pool = load(args.nodes, args.pods)
     trace = Path(args.pods).stem.removeprefix("openb_pod_list_")
     specs = [RunSpec(policy, args.first_seed + i, args.normalization, trace, args.ties)
@@ -192,12 +198,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
                   style="dim")
     try:
         console.print(f"wrote {escape(str(write_csv(rows, args.csv)))}", style="dim")
-        if args.plot:
-            console.print(f"wrote {escape(str(plot(rows, args.plot)))}", style="dim")
+        if plot_file is not None:
+            console.print(f"wrote {escape(str(plot(rows, plot_file)))}", style="dim")
     except OSError as exc:
         raise InputError(f"cannot write: {exc.strerror or exc}", path=exc.filename or args.csv) from None
     except ImportError as exc:
-        raise InputError(str(exc), path="--plot") from None
+        raise InputError(str(exc), path="<command line>", field="--plots") from None
     return 0
 
 

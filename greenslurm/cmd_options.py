@@ -74,6 +74,25 @@ def alias(parser, old: str, target: argparse.Action) -> argparse.Action:
     return parser.add_argument(old, action=_Alias, target=target)
 
 
+class _Replaced(argparse.Action):
+    """An old option whose value the new one does not take as it is (a file where the new option names a
+    folder): kept under its own dest, hidden from help, with the deprecation line."""
+
+    def __init__(self, option_strings, dest, instead: str, **kwargs):
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        warning_line(f"{option_string} is deprecated, use {self.instead}")
+        setattr(namespace, self.dest, values)
+
+
+def replaced(parser, old: str, instead: str, metavar: str) -> argparse.Action:
+    """Accept ``old VALUE`` (hidden from help, dest ``old`` without dashes) and say once on stderr that
+    ``instead`` replaces it."""
+    return parser.add_argument(old, action=_Replaced, instead=instead, metavar=metavar, default=None)
+
+
 def used_alias(args: argparse.Namespace, old: str) -> bool:
     """Whether the command line spelled an option ``old`` (a deprecated alias)."""
     return old in (getattr(args, ALIASES_USED, None) or ())
@@ -96,9 +115,11 @@ def no_progress(parser) -> argparse.Action:
 
 
 def limit(parser) -> argparse.Action:
-    """``--limit N``: the first N jobs by submit time (the scenario's ``trace.limit``)."""
+    """``--limit N``: the trace file's first N jobs, in submit order (the scenario's ``trace.limit``;
+    greenslurm.traces.base.read_trace says the rule)."""
     return parser.add_argument("--limit", type=positive_int, default=None, metavar="N",
-                               help="only the first N jobs by submit time (default: all)")
+                               help="only the trace file's first N jobs, read no further and replayed in submit "
+                                    "order (the N earliest on a file in submit order) (default: all)")
 
 
 def exact_runtimes(parser, default_on: bool = False) -> argparse.Action:
@@ -244,8 +265,8 @@ def threshold_and_supply_options(group) -> None:
 
 def deadline_options(parser: argparse.ArgumentParser) -> None:
     """The deadline and renewable options of ``greenslurm replay``."""
-    group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn; --acceptance selects the "
-                                      "deadline queue when --queue is not given)")
+    group = parser.add_argument_group("deadlines and renewable power (Nileshwar & Schwiegelshohn)",
+                                      "--acceptance selects the deadline queue when --queue is not given")
     group.add_argument("--acceptance", type=acceptance_chain, default=None, metavar="POLICY", help=ACCEPTANCE_HELP)
     slack_mean(group)
     exact_runtimes(group)

@@ -18,8 +18,9 @@ import math
 from typing import Any
 
 from rich import box
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from greenslurm.clustermodel import InputError
 from greenslurm import cmd_options
@@ -199,7 +200,7 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
     check_input_file(args.trace)
     cluster = scenario_run.build_cluster(Scenario(trace=TraceSource(path=args.trace), cluster=cluster_source(args)))
     trace = read(args.trace, args.format, columns=parse_columns(args.columns),
-                 status=console.status if console.is_terminal else None)
+                 status=console.status if console.is_terminal else None, limit=args.limit)
     cluster = cluster or cluster_from_trace(trace)
     jobs = trace.jobs[:args.limit] if args.limit else trace.jobs
     if not jobs:
@@ -213,10 +214,6 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
             raise InputError(f"must be a finite number > 0, not {budget:g}", path="<command line>",
                              field="--power-budget")
     budgets = [None] + list(args.power_budget or [])
-    table = Table(title=f"power states on {cluster.name}, {len(jobs):,} jobs, easy", box=box.SIMPLE_HEAVY,
-                  title_justify="left")
-    for name in ("run", "energy kWh", "saved", "peak power", "mean wait", "boots", "off kWh", "boot kWh", "imbalance"):
-        table.add_column(name, justify="left" if name == "run" else "right", no_wrap=name == "run")   # a label whole
     # every row replays the same jobs: those that can run under the lowest budget
     lowest = power_states(args, table_data, budget_w=min(args.power_budget)) if args.power_budget else None
     from greenslurm.sim.machines.power_states import fits_budget
@@ -226,6 +223,7 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
         console.print(f"{dropped:,} jobs need more power than {lowest.budget_w:,.0f} W even alone: left out of every row")
     base = None
     runs = [("no management", None)]
+    rows: list[list[str]] = []
     for budget in budgets:
         config = power_states(args, table_data, budget_w=budget)
         if config is not None:
@@ -241,8 +239,32 @@ def cmd_compare_power(args: argparse.Namespace, console: Console) -> int:
         base = base or energy
         wait_s = sum(r.wait_s for r in result.records) / max(len(result.records), 1)
         t = outcome.replay.machine.power_totals() if config is not None else None
-        table.add_row(label, f"{energy / 3.6e6:,.1f}", f"{1 - energy / base:.1%}", fmt_power(result.energy.peak_power_w),
-                      fmt_duration(wait_s), f"{t.boots:,}" if t else "0", f"{t.off_j / 3.6e6:,.1f}" if t else "0",
-                      f"{t.boot_j / 3.6e6:,.1f}" if t else "0", f"{t.mean_imbalance:.3f}" if t else "-")
-    console.print(table)
+        rows.append([label, f"{energy / 3.6e6:,.1f}", f"{1 - energy / base:.1%}", fmt_power(result.energy.peak_power_w),
+                     fmt_duration(wait_s), f"{t.boots:,}" if t else "0", f"{t.off_j / 3.6e6:,.1f}" if t else "0",
+                     f"{t.boot_j / 3.6e6:,.1f}" if t else "0", f"{t.mean_imbalance:.3f}" if t else "-"])
+    title = f"power states on {cluster.name}, {len(jobs):,} jobs, easy"
+    for table in power_states_tables(title, rows, console):
+        console.print(table)
     return 0
+
+
+# the power-states table's columns after the run's label: header lines, no cell ever wrapped or cut
+POWER_STATES_COLUMNS = ("energy\nkWh", "saved", "peak\npower", "mean\nwait", "boots", "off\nkWh", "boot\nkWh",
+                        "phase\nimbalance")
+
+
+def power_states_tables(title: str, rows: list[list[str]], console: Console) -> list[Group]:
+    """compare's power-states table: a row per run (its label first), split by columns into parts that
+    fit the console, each part its title line and a table with the runs' labels."""
+    from greenslurm.sim.reporting.table_split import split_to_width
+
+    def build(columns: list[int]) -> Table:
+        table = Table(box=box.SIMPLE_HEAVY)
+        table.add_column("run", no_wrap=True)
+        for column in columns:
+            table.add_column(POWER_STATES_COLUMNS[column], justify="right", no_wrap=True)
+        for row in rows:
+            table.add_row(*(Text(row[0]), *(row[1 + column] for column in columns)))
+        return table
+    return [Group(Text(title + part, style="bold"), table)
+            for part, table in split_to_width(range(len(POWER_STATES_COLUMNS)), build, console, console.width)]

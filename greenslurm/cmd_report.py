@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
-from greenslurm.inputs import require_module
+from greenslurm.inputs import make_output_folder, require_module
 from greenslurm.sim.reporting.quantities import display_scale, quantity
 from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
 from greenslurm.stats import aggregate
@@ -119,6 +119,29 @@ def _replay_of(folder: Path, summary_path: Path) -> Replay | None:
         return None
 
 
+def ratio_where_deadlines_met(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
+    """The frame with the performance ratio blanked (NaN) where it is undefined: for a run that
+    missed a deadline (its accepted load counts work the bound leaves out, so the ratio can fall
+    below 1 and show it "best").  In a sweep, a policy's ratio at a grid value is blanked for every
+    seed when any seed missed one, so that no mean is taken over the lucky seeds only.
+
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"cell_id": ["a", "b", "c"], "policy": ["easy", "easy", "greedy"], "seed": [0, 1, 0],
+    ...                   "trace": ["t"] * 3, "deadline_missed": [3, 0, 0], "performance_ratio": [0.9, 1.0, 1.4]})
+    >>> ratio_where_deadlines_met(f, "sweep")["performance_ratio"].tolist()
+    [nan, nan, 1.4]
+    """
+    if "performance_ratio" not in frame or "deadline_missed" not in frame:
+        return frame
+    missed = _numeric(frame["deadline_missed"]).fillna(0) > 0
+    if kind == "sweep":
+        keys = ["trace", "policy", *param_columns(frame)]
+        missed = missed.groupby([frame[k].astype(str) for k in keys], sort=False).transform("any")
+    frame = frame.copy()
+    frame.loc[missed, "performance_ratio"] = float("nan")
+    return frame
+
+
 def load_results(paths: list[str]) -> Results:
     """Tables from files and folders; a folder without tables is searched one level down (the
     ``whatif --out DIR`` layout: one folder per policy)."""
@@ -145,6 +168,8 @@ def load_results(paths: list[str]) -> Results:
         for file in files:
             frame = _read_table(file)
             kind = classify(frame)
+            if kind in ("sweep", "compare"):
+                frame = ratio_where_deadlines_met(frame, kind)
             if kind is not None:
                 results.frames[kind].append((str(file), frame))
                 found = True
@@ -248,8 +273,26 @@ def compare_table(frame: pd.DataFrame) -> ResultTable:
                         keys, metrics, groups)
 
 
+RATIO_NOTE = "performance ratio '-': a deadline was missed, where the ratio is undefined"
+
+
+def _note_undefined_ratio(table: ResultTable) -> ResultTable:
+    """The table's title says why a performance ratio cell is empty (see :func:`ratio_where_deadlines_met`)."""
+    label = quantity("performance_ratio").name
+    if label in table.metrics:
+        column = table.metrics.index(label)
+        if any(row[column] is None for row in table.means):
+            table.title = f"{table.title} ({RATIO_NOTE})"
+    return table
+
+
 def all_tables(results: Results) -> list[tuple[str, ResultTable]]:
     """(file stem, table) of every table the results give, in print order."""
+    tables = _all_tables(results)
+    return [(stem, _note_undefined_ratio(table)) for stem, table in tables]
+
+
+def _all_tables(results: Results) -> list[tuple[str, ResultTable]]:
     tables = []
     for source, frame in results.frames["sweep"]:
         for table in sweep_tables(frame):
@@ -342,11 +385,27 @@ def grid_cells(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             for values, cell in rows.groupby(varied, sort=True, dropna=False)]
 
 
+def energy_per_work(frame: pd.DataFrame) -> pd.DataFrame:
+    """With rejections, energy alone compares unlike work (a policy that turns 75 % of the jobs away
+    draws less): the frame with ``energy_per_cpu_hour_kwh``, the energy over the CPU-hours run.
+
+    >>> import pandas as pd
+    >>> energy_per_work(pd.DataFrame({"energy_kwh": [900.0, 300.0], "cpu_hours": [3000.0, 600.0],
+    ...                               "rejected": [0, 245]}))["energy_per_cpu_hour_kwh"].tolist()
+    [0.3, 0.5]
+    """
+    if not {"energy_kwh", "cpu_hours", "rejected"} <= set(frame) or not (_numeric(frame["rejected"]) > 0).any():
+        return frame
+    hours = _numeric(frame["cpu_hours"])
+    return frame.assign(energy_per_cpu_hour_kwh=(_numeric(frame["energy_kwh"]) / hours).where(hours > 0))
+
+
 def _sweep_plots(frame: pd.DataFrame, source: str, emit, log: PlotLog) -> None:
     from greenslurm import plots
     params = [p for p in param_columns(frame) if _numeric(frame[p]).notna().all()
               and frame[p].nunique() > 1]
-    metrics = [m for m in _present(frame, METRICS) if _numeric(frame[m]).nunique() > 1]
+    frame = energy_per_work(frame)
+    metrics = [m for m in _present(frame, (*METRICS, "energy_per_cpu_hour_kwh")) if _numeric(frame[m]).nunique() > 1]
     for trace, rows in frame.groupby("trace", sort=False):
         if rows["policy"].nunique() > 1:
             for at, cell in grid_cells(rows):      # the CI over one grid value's runs, never across values
@@ -375,13 +434,17 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
         return f"{Path(source).parent.name}-{name}" if several[kind] else name
 
     powers, jobs = {}, {}
+    # one time origin (the first submit of any replay) for every figure over time
+    origin = plots.time_origin([f for _, f in results.frames["jobs"]], [f for _, f in results.frames["power"]])
+    # the cluster's nodes for every active-node figure, also a replay whose summary does not say them
+    cluster_nodes = results.cluster_nodes or next((r.nodes for r in results.replays.values() if r.nodes), None)
     for source, frame in results.frames["power"]:
         replay = results.replay_of(source)
         if frame.empty:
             log.skipped.append(f"power over time ({source}): no intervals")
             continue
         powers[replay.policy] = frame
-        emit(plots.power_over_time(frame, trace=replay.trace, policy=replay.policy),
+        emit(plots.power_over_time(frame, trace=replay.trace, policy=replay.policy, origin=origin),
              named(source, "power", "power-energy-over-time"))
         if plots.supply_column(frame) is None:
             log.skipped.append(f"renewable supply vs demand ({source}): no supply column "
@@ -389,15 +452,22 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
     for source, frame in results.frames["jobs"]:
         replay = results.replay_of(source)
         jobs[replay.policy] = frame
-        emit(plots.active_nodes_over_time(frame, replay.nodes or results.cluster_nodes, trace=replay.trace,
-                                          policy=replay.policy), named(source, "jobs", "active-nodes-over-time"))
-        emit(plots.gantt(frame, gantt_jobs, trace=replay.trace, policy=replay.policy), named(source, "jobs", "gantt"))
+        emit(plots.active_nodes_over_time(frame, replay.nodes or cluster_nodes, trace=replay.trace,
+                                          policy=replay.policy, origin=origin),
+             named(source, "jobs", "active-nodes-over-time"))
+        emit(plots.gantt(frame, gantt_jobs, trace=replay.trace, policy=replay.policy, origin=origin),
+             named(source, "jobs", "gantt"))
     trace = ", ".join(dict.fromkeys(r.trace for r in results.replays.values() if r.trace)) or None
+    _gpu_plots(results, jobs, trace, origin, emit, log, named)
     if len(powers) > 1:
-        emit(plots.power_by_policy(powers, trace=trace), "policies-power-energy-over-time")
+        emit(plots.power_by_policy(powers, trace=trace, origin=origin), "policies-power-energy-over-time")
     if len(jobs) > 1:
-        emit(plots.wait_cdf(jobs, trace=trace), "policies-wait-cdf")
-        emit(plots.active_nodes_over_time(jobs, results.cluster_nodes, trace=trace), "policies-active-nodes-over-time")
+        if plots.every_wait_zero(jobs):
+            log.skipped.append("distribution of waits: no job waited under any policy (every wait 0 s)")
+        else:
+            emit(plots.wait_cdf(jobs, trace=trace), "policies-wait-cdf")
+        emit(plots.active_nodes_over_time(jobs, cluster_nodes, trace=trace, origin=origin),
+             "policies-active-nodes-over-time")
     table = replay_table(results)
     if table is not None and len(table.key_rows) > 1:
         import pandas as pd
@@ -407,6 +477,59 @@ def _replay_plots(results: Results, emit, log: PlotLog, gantt_jobs: int) -> None
                                      trace=trace, title="Replays compared"), "policies-compared")
     elif powers and len(powers) == 1:
         log.skipped.append("figures over every policy: one replay only (give several, e.g. whatif --out DIR/*)")
+
+
+GPU_METRICS = ("mean_gpu_allocated_pct", "peak_gpu_allocated_pct", "mean_frag_gpu")
+
+
+def _fragmentation_measured(summary: dict) -> bool:
+    """Whether a GPU replay measured FGD's fragmentation: only a selection that scores with FGD
+    builds the target workload it needs (without one the summary holds 0).
+
+    >>> _fragmentation_measured({"selection": "pwr=0.1,fgd=0.9"}), _fragmentation_measured({"selection": "pwr"})
+    (True, False)
+    """
+    from greenslurm.allocation.selection import parse_selection
+    try:
+        return bool(parse_selection(str(summary.get("selection") or "")).needs_workload)
+    except (ValueError, KeyError):
+        return False
+
+
+def _gpu_plots(results: Results, jobs: dict, trace: str | None, origin, emit, log: PlotLog, named) -> None:
+    """Replays on a cluster with GPUs: GPU allocation over time (from jobs.csv's ``gpus``), per replay
+    and every policy on one axes, and the summaries' GPU allocation and fragmentation (FGD) per policy."""
+    from greenslurm import plots
+    import pandas as pd
+    gpu_replays = {r.policy: r for r in results.replays.values() if (r.summary.get("cluster") or {}).get("gpus")}
+    if not gpu_replays:
+        return
+    total = max(float(r.summary["cluster"]["gpus"]) for r in gpu_replays.values())
+    gpu_jobs = {policy: frame for policy, frame in jobs.items() if policy in gpu_replays and "gpus" in frame}
+    for source, frame in results.frames["jobs"]:
+        replay = results.replay_of(source)
+        if replay.policy in gpu_jobs:
+            emit(plots.gpus_over_time(frame, float(gpu_replays[replay.policy].summary["cluster"]["gpus"]),
+                                      trace=replay.trace, policy=replay.policy, origin=origin),
+                 named(source, "jobs", "gpu-allocation-over-time"))
+    if len(gpu_jobs) > 1:
+        emit(plots.gpus_over_time(gpu_jobs, total, trace=trace, origin=origin), "policies-gpu-allocation-over-time")
+    rows = [{"policy": policy, **{m: (r.summary.get("gpu") or {}).get(m) for m in GPU_METRICS}}
+            for policy, r in gpu_replays.items()]
+    unmeasured = [row["policy"] for row, r in zip(rows, gpu_replays.values()) if not _fragmentation_measured(r.summary)]
+    for row in rows:
+        if row["policy"] in unmeasured:           # the summary's 0 is "not measured", not "no fragmentation"
+            row["mean_frag_gpu"] = None
+    if unmeasured:
+        log.skipped.append(f"GPU fragmentation of {', '.join(unmeasured)}: not measured (FGD's target workload is "
+                           f"built only for a node selection that scores with FGD)")
+    frame = pd.DataFrame(rows)
+    if _present(frame, GPU_METRICS):
+        emit(plots.metrics_by_policy(frame, _present(frame, GPU_METRICS), trace=trace,
+                                     title="GPU allocation and fragmentation (FGD), time means and peak"),
+             "gpu-allocation-and-fragmentation")
+    else:
+        log.skipped.append("GPU allocation and fragmentation by policy: the summaries have no GPU figures")
 
 
 # -- command --------------------------------------------------------------------------------------
@@ -441,23 +564,13 @@ def add_parser(commands) -> argparse.ArgumentParser:
     return parser
 
 
-def _output_folder(folder: Path, option: str) -> None:
-    """Create the folder ``option`` names, or say in one line why it cannot be written to."""
-    if folder.exists() and not folder.is_dir():
-        raise InputError("is a file, not a folder", path=str(folder), field=option)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the folder: {exc.strerror}", path=str(folder), field=option) from None
-
-
 def run(args: argparse.Namespace, console: Console) -> int:
     if args.gantt_jobs < 1:
         raise InputError(f"must be a whole number of at least 1, not {args.gantt_jobs}", path="<command line>",
                          field="--gantt-jobs")
     for option, folder in (("--plots", args.plots), ("--tables", args.tables)):
         if folder is not None:
-            _output_folder(Path(folder), option)
+            make_output_folder(folder, option)
     results = load_results(args.results)
     for source, frame in results.frames["sweep"]:
         console.print(f"[bold]{escape(source)}[/]: {len(frame):,} cells")

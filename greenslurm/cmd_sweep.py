@@ -12,7 +12,7 @@ from rich.markup import escape
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
 from greenslurm.cli_parser import non_negative_int
-from greenslurm.cmd_options import no_progress, workers
+from greenslurm.cmd_options import alias, no_progress, workers
 from greenslurm.console import progress_bar, showing_progress, warning_line
 from greenslurm.inputs import require_module
 from greenslurm.sweep import PARAMETER_ALIASES, PARAMETERS, load_spec, run_sweep
@@ -24,8 +24,8 @@ examples:
   greenslurm sweep study.toml --dask tcp://10.0.0.5:8786   an existing Dask scheduler
   greenslurm sweep study.toml --max-cells 100         stop after 100 new cells; rerun to continue
 
-Finished cells are kept in RESULTS/cells/<id>.json (id = hash of the cell); a rerun skips them.
-All finished cells are combined into RESULTS/results.parquet.
+Finished cells are kept in DIR/cells/<id>.json (id = hash of the cell); a rerun skips them.
+All finished cells are combined into DIR/results.parquet.
 
 parameters ([grid] keys):
 """ + "\n".join(f"  {k:<17} {v}" for k, v in PARAMETERS.items()) + \
@@ -40,9 +40,10 @@ def add_parser(commands) -> argparse.ArgumentParser:
                     "of results. Cells run in parallel on local cores, or on a Dask cluster.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("spec", metavar="SPEC", help="the sweep spec (TOML)")
-    parser.add_argument("--results", metavar="DIR", default=None,
-                        help="results directory (default: [sweep] results, else SPEC's name + '-results' "
-                             "next to SPEC)")
+    out = parser.add_argument("--out", metavar="DIR", default=None,
+                              help="write the results into DIR (default: [sweep] results, else SPEC's name + "
+                                   "'-results' next to SPEC)")
+    alias(parser, "--results", out)
     workers(parser, "the CPU count; with --dask local, its workers")
     parser.add_argument("--dask", metavar="ADDRESS", default=None,
                         help="run on a Dask cluster: tcp://HOST:PORT, or 'local' for a LocalCluster on loopback")
@@ -54,8 +55,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
 
 
 def results_dir(args: argparse.Namespace, spec) -> Path:
-    if args.results:
-        return Path(args.results)
+    if args.out:
+        return Path(args.out)
     if spec.results:
         return Path(spec.base_dir) / spec.results
     return Path(args.spec).with_name(Path(args.spec).stem + "-results")

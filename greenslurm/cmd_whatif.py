@@ -40,7 +40,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.errors import missing_path
 from greenslurm.console import progress_bar, showing_progress
 from greenslurm.inputs import check_input_file, check_output_paths, parse_columns
-from greenslurm.sim.reporting.report import fmt_duration
+from greenslurm.sim.reporting.report import fmt_duration, most_skipped
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
@@ -345,10 +345,8 @@ def skipped_warning(results: dict[str, tuple[dict, float]]) -> str | None:
         return sum((results[label][0].get("skipped_by_reason") or {}).values())
     worst = max(results, key=count)
     row = results[worst][0]
-    if 2 * count(worst) <= (row.get("jobs_total") or 0):
-        return None
-    why = "; ".join(f"{n:,} {reason}" for reason, n in sorted(row["skipped_by_reason"].items(), key=lambda kv: -kv[1]))
-    return f"{worst} skipped {count(worst):,} of {row['jobs_total']:,} jobs: {why}"
+    loud = most_skipped(row.get("jobs_total") or 0, row.get("skipped_by_reason") or {})
+    return None if loud is None else f"{worst} skipped {loud}"
 
 
 def _show(value, how: str) -> str:
@@ -402,20 +400,12 @@ def report_tables(results: dict[str, tuple[dict, float]], current: str, recorded
                   console: Console, width: int) -> list[Table]:
     """:func:`report_table` split into parts of as many policy columns as fit ``width`` (no cell cut),
     each part with the figures' names and the recorded column; parts titled (1/2), (2/2)."""
-    from rich.measure import Measurement
-    unbounded = console.options.update_width(1_000_000)
-    groups: list[list[str]] = []
-    for label in results:
-        trial = (groups[-1] + [label]) if groups else [label]
-        if groups and Measurement.get(console, unbounded, report_table(results, current, recorded, trial)).maximum <= width:
-            groups[-1] = trial
-        else:
-            groups.append([label])
-    tables = [report_table(results, current, recorded, group) for group in groups]
-    for number, table in enumerate(tables):
-        if len(tables) > 1:
-            table.title = f"({number + 1}/{len(tables)})"
-    return tables
+    from greenslurm.sim.reporting.table_split import split_to_width
+    parts = split_to_width(list(results), lambda shown: report_table(results, current, recorded, shown), console,
+                           width)
+    for part, table in parts:
+        table.title = part.strip() or None
+    return [table for _, table in parts]
 
 
 def report_table(results: dict[str, tuple[dict, float]], current: str, recorded: dict | None = None,
@@ -508,8 +498,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     cmd_options.alias(deadlines, "--supply", supply["renewable"])
     cmd_options.alias(deadlines, "--supply-peak", supply["renewable_scale"])
     cmd_options.seed(parser)
-    power = parser.add_argument_group("node power of a cluster read from Slurm (--cluster-from-slurm, --slurm-conf), "
-                                      "which does not know it")
+    power = parser.add_argument_group("node power of a cluster read from Slurm",
+                                      "--cluster-from-slurm and --slurm-conf give no node power: Slurm does not know it")
     cmd_options.node_power(power)
     parser.add_argument("--exclude-unavailable", action="store_true",
                         help="leave out nodes that are down, drained or failing")
@@ -553,8 +543,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_input_file(args.trace)
     columns = parse_columns(args.columns)
     path = str(Path(args.trace).resolve())
-    trace = _read(path, args.format, tuple(columns) if columns else None) if not args.strict else \
-        read_trace(path, args.format, strict=True, columns=columns or None)
+    trace = _read(path, args.format, tuple(columns) if columns else None, args.limit) if not args.strict else \
+        read_trace(path, args.format, strict=True, columns=columns or None, limit=args.limit)
     if args.renewable not in (None, "solar", "wind"):
         check_input_file(args.renewable, "supply")
     if (args.node_idle_w is not None or args.node_busy_w is not None) and not (args.cluster_from_slurm

@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from greenslurm.clustermodel import InputError
@@ -71,6 +72,19 @@ def check_output_paths(out_dir: str | None, json_file: str | None, option: str =
             raise InputError("cannot write: permission denied", path=json_file)
 
 
+def make_output_folder(folder: str, option: str) -> Path:
+    """Create the folder ``option`` names (``--plots DIR``, ``--tables DIR``), or say in one line why it
+    cannot be written to; before the run, so that a long run never ends on a bad folder."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise InputError("is a file, not a folder", path=folder, field=option)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the folder: {exc.strerror}", path=folder, field=option) from None
+    return path
+
+
 def require_module(module: str, extra: str, option: str) -> None:
     """Refuse in one line an option whose optional package is not installed (instead of a
     traceback from deep inside the run).
@@ -111,9 +125,11 @@ def demo_file(name: str) -> Iterator[str]:
         yield str(path)
 
 
-def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=None, status=None):
+def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=None, status=None,
+         limit: int | None = None):
     """Read the trace ``path``; every failure is an InputError.  ``status``: a context manager
-    factory taking a message (a terminal spinner), or None."""
+    factory taking a message (a terminal spinner), or None.  ``limit``: the file's first jobs only
+    (:func:`greenslurm.traces.base.read_trace`)."""
     from greenslurm.traces import read_trace
 
     check_input_file(path)
@@ -121,7 +137,7 @@ def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=Non
     shown = status(f"reading {path}") if status is not None else contextlib.nullcontext()
     try:
         with shown:
-            trace = read_trace(path, fmt, strict=strict, columns=list(columns) if columns else None)
+            trace = read_trace(path, fmt, strict=strict, columns=list(columns) if columns else None, limit=limit)
     except UnicodeDecodeError:
         raise InputError("not UTF-8 text", path=path) from None
     except OSError as exc:

@@ -86,8 +86,51 @@ def title_text(what: str, trace: str | None = None, policies: Sequence[str] = ()
     second = ", ".join(str(p) for p in policies)
     if trace:
         second = f"{trace}: {second}" if second else str(trace)
-    lines = [what] + (textwrap.wrap(second, width) if second else [])
+    lines = [part for line in what.split("\n") for part in textwrap.wrap(line, width)]
+    lines += textwrap.wrap(second, width) if second else []
     return "\n".join(lines)
+
+
+def title_width(figure) -> int:
+    """Characters of a "medium" title line that fit in the figure's width (about 6 points a
+    character at 10 points, with a margin), so that no title runs off the figure's edge."""
+    return max(30, int(figure.get_figwidth() * 72.0 / 6.2) - 6)
+
+
+def _title(figure, text: str) -> None:
+    """The title centred on the figure (not on the axes, which the legend beside them pushes left),
+    so that a long title never runs off the left edge."""
+    figure.suptitle(text, fontsize="medium")
+
+
+def cut_text(frame: pd.DataFrame) -> str | None:
+    """The jobs a sweep's rows replayed, for the title: "first 3,000 jobs" when the trace was cut
+    (``trace_limit`` or a single ``limit``), else "N jobs" when every row replayed N.
+
+    >>> cut_text(pd.DataFrame({"trace_limit": [3000, 3000], "jobs_total": [3000, 3000]}))
+    'first 3,000 jobs'
+    >>> cut_text(pd.DataFrame({"jobs_total": [120, 120]}))
+    '120 jobs'
+    """
+    for column in ("trace_limit", "limit"):
+        if column in frame:
+            limits = pd.to_numeric(frame[column], errors="coerce").dropna().unique()
+            if len(limits) == 1:
+                return f"first {int(limits[0]):,} jobs"
+    if "jobs_total" in frame:
+        totals = pd.to_numeric(frame["jobs_total"], errors="coerce").dropna().unique()
+        if len(totals) == 1:
+            return f"{int(totals[0]):,} jobs"
+    return None
+
+
+def spread_text(runs: int, over: str = "seeds") -> str:
+    """What a figure's error bars or bands are: a 95 % CI over ``runs`` values, or none for one.
+
+    >>> spread_text(3), spread_text(1)
+    ('mean and 95 % CI over 3 seeds', 'n = 1, no confidence interval')
+    """
+    return f"mean and 95 % CI over {runs} {over}" if runs > 1 else "n = 1, no confidence interval"
 
 
 def _legend(axes, handles=None, labels=None, title: str | None = None) -> None:
@@ -137,8 +180,10 @@ def _line_kwargs(index: int) -> dict:
     series with equal values (FCFS and EASY on a quiet cluster) show as nested lines and markers."""
     colour, linestyle, marker = series_style(index)
     step = min(index, 6)
+    # drawn over the axes' frame and not cut at it: a line at 0 (no deadline missed) stays visible
     return dict(color=colour, linestyle=linestyle, marker=marker, markersize=9.0 - 0.8 * step,
-                markerfacecolor="none", markeredgewidth=1.3, linewidth=2.6 - 0.25 * step)
+                markerfacecolor="none", markeredgewidth=1.3, linewidth=2.6 - 0.25 * step, clip_on=False,
+                zorder=3)
 
 
 def _thin(index: int) -> dict:
@@ -148,7 +193,10 @@ def _thin(index: int) -> dict:
     return kwargs
 
 
-def _band(axes, x, mean, half, label: str, index: int, scale: Scale | None = None) -> None:
+def _band(axes, x, mean, half, label: str, index: int, scale: Scale | None = None,
+          floor: float | None = None) -> None:
+    """The mean as a line, the CI as a band cut to the physical range (and above ``floor`` on a log
+    axis, where 0 cannot be drawn)."""
     colour = series_style(index)[0]
     x, mean = np.asarray(x, dtype=float), np.asarray(mean, dtype=float)
     axes.plot(x, mean, label=label, markevery=MARK_EVERY if len(x) > MARKERS_PER_LINE else None,
@@ -156,8 +204,42 @@ def _band(axes, x, mean, half, label: str, index: int, scale: Scale | None = Non
     if half is not None:
         half = np.nan_to_num(np.asarray(half, dtype=float), nan=0.0)
         if np.any(half > 0):
-            low, high = clip_band(mean, half, scale.lower if scale else None, scale.upper if scale else None)
+            lower = scale.lower if scale else None
+            if floor is not None:
+                lower = floor if lower is None else max(lower, floor)
+            low, high = clip_band(mean, half, lower, scale.upper if scale else None)
             axes.fill_between(x, low, high, color=colour, alpha=0.15, linewidth=0)
+
+
+def spans_decades(values) -> bool:
+    """True when positive values span at least a factor of 10 (and none is 0 or below): a log axis
+    shows them all, where a linear one flattens the small ones onto the axis.
+
+    >>> spans_decades([1.0, 1.2, 114.0]), spans_decades([0.0, 114.0]), spans_decades([2.0, 9.0])
+    (True, False, False)
+    """
+    values = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    return bool(len(values) and values.min() > 0 and values.max() >= 10.0 * values.min())
+
+
+def physical_ylim(axes, scale: Scale, bars: bool = False) -> None:
+    """The y range never beyond what the quantity can be: not below its lower bound (a wait at 0, a
+    performance ratio at 1), not above its upper bound (a share at 100 %).  Bars start at 0, so
+    their axis does too (a bounded slowdown of 1 is a bar of height 1, not an empty panel)."""
+    if bars and scale.lower is not None and scale.lower > 0:
+        scale = Scale(scale.label, scale.unit, scale.factor, 0.0, scale.upper)
+    bottom, top = axes.get_ylim()
+    if axes.get_yscale() != "linear":            # a log axis: only a positive lower bound applies
+        if scale.lower is not None and scale.lower > 0 and bottom < scale.lower:
+            axes.set_ylim(scale.lower, top)
+        return
+    if scale.lower is not None and bottom < scale.lower:
+        bottom = scale.lower
+    if scale.upper is not None and top > scale.upper:
+        top = scale.upper
+    if top <= bottom:                     # every value on the bound: still a visible range
+        top = bottom + (1.0 if scale.upper is None else (scale.upper - bottom if scale.upper > bottom else 1.0))
+    axes.set_ylim(bottom, top)
 
 
 def _plain_log_ticks(axis, values) -> None:
@@ -165,6 +247,14 @@ def _plain_log_ticks(axis, values) -> None:
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
     axis.set_major_locator(FixedLocator(sorted(set(values))))
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(NullLocator())
+
+
+def _plain_log_scale(axis) -> None:
+    """A log axis ticked at 1, 2, 5, 10, 20, 50, ... written as plain numbers (not 10^1)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+    axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.10g}"))
     axis.set_minor_locator(NullLocator())
 
 
@@ -181,10 +271,15 @@ def _series_names(frame: pd.DataFrame, series: Sequence[str]) -> list[str]:
 
 
 # -- sweeps ---------------------------------------------------------------------------------------
+UNDEFINED_NOTE = {"performance_ratio": "misses deadlines: no ratio"}
+
+
 def metric_vs_param(frame: pd.DataFrame, param: str, metric: str, series: Sequence[str] = ("policy",),
                     title: str | None = None, ylabel: str | None = None, trace: str | None = None):
     """Mean and 95 % CI over seeds of ``metric`` against ``param``, one line per ``series`` value;
-    the band is cut to the metric's physical range."""
+    the band is cut to the metric's physical range, the y axis logarithmic when the means span
+    decades.  A series without any value (e.g. the performance ratio of a policy that misses
+    deadlines, undefined there) is named in the legend with the reason."""
     figure = _figure(7.6, 4.4)
     axes = figure.add_subplot()
     values = pd.to_numeric(frame[metric], errors="coerce")
@@ -192,7 +287,8 @@ def metric_vs_param(frame: pd.DataFrame, param: str, metric: str, series: Sequen
     x_values = pd.to_numeric(frame[param], errors="coerce")
     x_scale = display_scale(param, x_values)
     seeds = set()
-    for number, (key, group) in enumerate(frame.groupby(list(series), sort=False, dropna=False)):
+    lines = []
+    for key, group in frame.groupby(list(series), sort=False, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
         label = ", ".join(str(k) if i == 0 else f"{name}={k}" for i, (name, k) in enumerate(zip(series, key)))
         points = []
@@ -201,22 +297,32 @@ def metric_vs_param(frame: pd.DataFrame, param: str, metric: str, series: Sequen
             if m is not None:
                 points.append((float(x) * x_scale.factor, m * scale.factor, (h or 0.0) * scale.factor))
                 seeds.add(n)
+        lines.append((label, points))
+    means = [m for _, points in lines for _, m, _ in points]
+    log_y = spans_decades(means)
+    floor = min(means) / 2.0 if log_y else None
+    for number, (label, points) in enumerate(lines):
         if points:
             xs, ms, hs = zip(*points)
-            _band(axes, xs, ms, hs, label, number, scale)
+            _band(axes, xs, ms, hs, label, number, scale, floor)
+        else:                                   # in the legend, with its style, and why it has no line
+            axes.plot([], [], label=f"{label} ({UNDEFINED_NOTE.get(metric, 'no value')})", **_line_kwargs(number))
     xs_all = x_values.dropna()
     if len(xs_all) and xs_all.min() > 0 and xs_all.max() >= 10 * xs_all.min():
         axes.set_xscale("log")                     # e.g. slack 0.1 ... 10, as the papers plot it
         _plain_log_ticks(axes.xaxis, (xs_all * x_scale.factor).tolist())
+    if log_y:
+        axes.set_yscale("log")                     # e.g. bounded slowdown 1.2 (greedy) and 114 (EASY)
+        _plain_log_scale(axes.yaxis)
     axes.set_xlabel(x_scale.label)
-    axes.set_ylabel(ylabel or scale.label)
-    if scale.lower is not None and scale.lower == 0.0:
-        axes.set_ylim(bottom=0.0)
-    over = f"mean and 95 % CI over {max(seeds)} seeds" if seeds and max(seeds) > 1 else "one seed"
+    axes.set_ylabel((ylabel or scale.label) + (" (log scale)" if log_y else ""))
+    physical_ylim(axes, scale)
+    over = spread_text(max(seeds)) if seeds else "no values"
     traces = _unique(frame["trace"]) if trace is None and "trace" in frame else [trace] if trace else []
+    cut = cut_text(frame)
+    where = ", ".join(traces) + (f" ({cut})" if cut and traces else cut or "")
     heading = title or f"{quantity(metric).name} vs {quantity(param).name[0].lower()}{quantity(param).name[1:]}"
-    axes.set_title(title_text(f"{heading}; {over}", ", ".join(traces), _series_names(frame, series)),
-                   fontsize="medium")
+    _title(figure, title_text(f"{heading}\n{over}", where, _series_names(frame, series), title_width(figure)))
     axes.grid(alpha=0.3)
     _legend(axes)
     return figure
@@ -251,12 +357,15 @@ def metrics_by_policy(frame: pd.DataFrame, metrics: Sequence[str], by: str = "po
             axes.annotate(fmt_value(m), (index, top), xytext=(0, 2), textcoords="offset points", ha="center",
                           va="bottom", fontsize="x-small")
         axes.margins(y=0.12)
+        physical_ylim(axes, scale, bars=True)   # a wait panel never below 0, even when every wait is 0
         axes.set_xticks(range(len(policies)), policies, rotation=30 if len(policies) > 3 else 0, ha="right"
                         if len(policies) > 3 else "center", fontsize="small")
         axes.set_ylabel(scale.label, fontsize="small")
         axes.grid(alpha=0.3, axis="y")
     traces = [trace] if trace else _unique(frame["trace"]) if "trace" in frame else []
-    figure.suptitle(title_text(title, ", ".join(traces), policies, width=110), fontsize="medium")
+    cut = cut_text(frame)
+    where = ", ".join(traces) + (f" ({cut})" if cut and traces else cut or "")
+    _title(figure, title_text(title, where, policies, width=title_width(figure)))
     return figure
 
 
@@ -265,9 +374,17 @@ def _inflate_series(frame: pd.DataFrame) -> list[str]:
     return [c for c in ("trace", "policy", "normalization", "ties") if c in frame and frame[c].nunique() > 1] or ["policy"]
 
 
-def _inflate_title(frame: pd.DataFrame, what: str, policies: Sequence[str]) -> str:
+def _inflate_title(frame: pd.DataFrame, what: str, policies: Sequence[str], width: int = 72) -> str:
     traces = ", ".join(_unique(frame["trace"])) if "trace" in frame else None
-    return title_text(what, traces, policies)
+    return title_text(what, traces, policies, width)
+
+
+def _inflate_spread(frame: pd.DataFrame) -> str:
+    """"mean and 95 % CI over N seeds", or "n = 1, ..." when every point has one seed."""
+    keys = [c for c in ("trace", "policy", "normalization", "ties", "arrived_pct") if c in frame]
+    runs = int(frame.groupby(keys).size().max()) if "seed" not in frame else \
+        int(frame.groupby(keys)["seed"].nunique().max())
+    return spread_text(runs)
 
 
 def power_saving_vs_demand(frame: pd.DataFrame, baseline: str | None = None):
@@ -292,8 +409,8 @@ def power_saving_vs_demand(frame: pd.DataFrame, baseline: str | None = None):
     axes.axhline(0.0, color="grey", linewidth=0.8)
     axes.set_xlabel("Arrived GPU demand (% of GPU capacity)")
     axes.set_ylabel(f"Power saving vs {baseline} (%)")
-    axes.set_title(_inflate_title(frame, "Power saving (EOPC) vs arrived demand (mean, 95 % CI over seeds)",
-                                  _unique(frame["policy"])), fontsize="medium")
+    _title(figure, _inflate_title(frame, f"Power saving (EOPC) vs arrived demand ({_inflate_spread(frame)})",
+                                  _unique(frame["policy"]), title_width(figure)))
     axes.grid(alpha=0.3)
     _legend(axes)
     return figure
@@ -312,8 +429,9 @@ def grar_vs_demand(frame: pd.DataFrame):
         _band(axes, xs, ms, [h or 0.0 for h in hs], ", ".join(map(str, key)), number, scale)
     axes.set_xlabel("Arrived GPU demand (% of GPU capacity)")
     axes.set_ylabel(scale.label)
-    axes.set_title(_inflate_title(frame, "GPU allocation ratio vs arrived demand (mean, 95 % CI over seeds)",
-                                  _unique(frame["policy"])), fontsize="medium")
+    physical_ylim(axes, scale)
+    _title(figure, _inflate_title(frame, f"GPU allocation ratio vs arrived demand ({_inflate_spread(frame)})",
+                                  _unique(frame["policy"]), title_width(figure)))
     axes.grid(alpha=0.3)
     _legend(axes)
     return figure
@@ -327,38 +445,73 @@ def supply_column(power: pd.DataFrame) -> str | None:
     return next((c for c in SUPPLY_COLUMNS if c in power), None)
 
 
-def _hours_axis(seconds_span: float) -> tuple[str, float]:
+Origin = tuple[float, str]      # (trace seconds at time 0 of a figure, what it is: "the first submit")
+
+
+def time_origin(jobs: Sequence[pd.DataFrame] = (), powers: Sequence[pd.DataFrame] = ()) -> Origin:
+    """One time origin for every figure of a set of replays: the first submit of any job (a replay's
+    power intervals start there too), else the first power interval's start.
+
+    >>> time_origin([pd.DataFrame({"submit_s": [50.0, 20.0], "start_s": [60.0, 90.0]})])
+    (20.0, 'the first submit')
+    >>> time_origin([], [pd.DataFrame({"start_s": [7.0, 9.0]})])
+    (7.0, 'the first power interval')
+    """
+    submits = [float(pd.to_numeric(f["submit_s"], errors="coerce").min()) for f in jobs if "submit_s" in f and len(f)]
+    submits = [t for t in submits if np.isfinite(t)]
+    if submits:
+        return min(submits), "the first submit"
+    starts = [float(pd.to_numeric(f["start_s"], errors="coerce").min()) for f in jobs if len(f)]
+    starts = [t for t in starts if np.isfinite(t)]
+    if starts:
+        return min(starts), "the first start"
+    firsts = [float(f["start_s"].iloc[0]) for f in powers if len(f)]
+    return (min(firsts), "the first power interval") if firsts else (0.0, "time 0")
+
+
+def _hours_axis(seconds_span: float, origin: Origin) -> tuple[str, float]:
     unit, factor = duration_unit(seconds_span)
-    return f"Time since the first event ({unit})", factor
+    return f"Time since {origin[1]} ({unit})", factor
 
 
-def power_over_time(power: pd.DataFrame, trace: str | None = None, policy: str | None = None):
+def _steps(edges, values) -> tuple[np.ndarray, np.ndarray]:
+    """A step function (``values[i]`` on ``[edges[i], edges[i+1])``) as a line's points, so that it
+    carries markers (matplotlib's stairs carry none)."""
+    return np.repeat(np.asarray(edges, dtype=float), 2)[1:-1], np.repeat(np.asarray(values, dtype=float), 2)
+
+
+def power_over_time(power: pd.DataFrame, trace: str | None = None, policy: str | None = None,
+                    origin: Origin | None = None):
     """Cluster power (steps) and cumulative energy (right axis) from ``power.csv``; with a supply
-    column (``supply_w``), the renewable supply against the demand."""
+    column (``supply_w``), the renewable supply against the demand.  Each line has its own colour,
+    line style and markers (told apart in greyscale too)."""
     figure = _figure(8.6, 4.2)
     axes = figure.add_subplot()
-    t0 = float(power["start_s"].iloc[0])
+    origin = origin or time_origin(powers=[power])
+    t0 = origin[0]
     edges_s = np.append(power["start_s"].to_numpy(), power["end_s"].iloc[-1]) - t0
-    xlabel, x_factor = _hours_axis(float(edges_s[-1]))
+    xlabel, x_factor = _hours_axis(float(edges_s[-1]), origin)
     edges = edges_s * x_factor
     column = supply_column(power)
     largest = max(float(power["power_w"].max()), float(power[column].max()) if column else 0.0)
     unit, factor = power_unit(largest)
     demand = power["power_w"].to_numpy() * factor
-    axes.stairs(demand, edges, baseline=None, label=f"demand ({unit})", linewidth=1.0, color=series_style(0)[0])
+    xs, ys = _steps(edges, demand)
+    axes.plot(xs, ys, markevery=time_marks(xs, 0, 3), label=f"demand ({unit})", **_thin(0))
     if column is not None:
         supply = power[column].to_numpy() * factor
-        axes.stairs(supply, edges, baseline=None, label=f"renewable supply ({unit})", linewidth=1.0,
-                    color="tab:green", linestyle="--")
-        axes.fill_between(edges[:-1], np.minimum(demand, supply), step="post", color="tab:green", alpha=0.25,
-                          label="renewable used")
+        xs, ys = _steps(edges, supply)
+        axes.plot(xs, ys, markevery=time_marks(xs, 1, 3), label=f"renewable supply ({unit})", **_thin(2))
+        axes.fill_between(edges[:-1], np.minimum(demand, supply), step="post", color=series_style(2)[0], alpha=0.2,
+                          label="renewable used", hatch="..", linewidth=0)
     axes.set_xlabel(xlabel)
     axes.set_ylabel(f"Power ({unit})")
     axes.set_ylim(bottom=0.0)
     energy = axes.twinx()
     energy_scale = display_scale("energy_j", [float(power["energy_j"].sum())])
-    energy.plot(edges, np.append(0.0, np.cumsum(power["energy_j"].to_numpy())) * energy_scale.factor,
-                color="tab:red", linewidth=1.2, linestyle="-.", label=f"energy ({energy_scale.unit}, cumulative)")
+    cumulative = np.append(0.0, np.cumsum(power["energy_j"].to_numpy())) * energy_scale.factor
+    energy.plot(edges, cumulative, markevery=time_marks(edges, 2, 3),
+                label=f"energy ({energy_scale.unit}, cumulative)", **_thin(3))
     energy.set_ylabel(f"Cumulative energy ({energy_scale.unit})")
     energy.set_ylim(bottom=0.0)
     handles, labels = axes.get_legend_handles_labels()
@@ -366,19 +519,20 @@ def power_over_time(power: pd.DataFrame, trace: str | None = None, policy: str |
     energy.legend(handles + more[0], labels + more[1], loc="upper left", bbox_to_anchor=(1.12, 1.0),
                   borderaxespad=0.0, fontsize="small", frameon=False)
     what = "Cluster power and energy over time" + (" with renewable supply" if column else "")
-    axes.set_title(title_text(what, trace, [policy] if policy else []), fontsize="medium")
+    _title(figure, title_text(what, trace, [policy] if policy else [], title_width(figure)))
     axes.grid(alpha=0.3)
     return figure
 
 
-def power_by_policy(powers: Mapping[str, pd.DataFrame], trace: str | None = None):
+def power_by_policy(powers: Mapping[str, pd.DataFrame], trace: str | None = None, origin: Origin | None = None):
     """Every policy's cluster power (top) and cumulative energy (bottom) on shared axes, from each
     replay's ``power.csv``; the renewable supply of the first replay that has one, shaded."""
     figure = _figure(9.0, 6.2)
     top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 2))
-    t0 = min(float(p["start_s"].iloc[0]) for p in powers.values())
+    origin = origin or time_origin(powers=list(powers.values()))
+    t0 = origin[0]
     span = max(float(p["end_s"].iloc[-1]) for p in powers.values()) - t0
-    xlabel, x_factor = _hours_axis(span)
+    xlabel, x_factor = _hours_axis(span, origin)
     unit, factor = power_unit(max(float(p["power_w"].max()) for p in powers.values()))
     total_j = max(float(p["energy_j"].sum()) for p in powers.values())
     energy_scale = display_scale("energy_j", [total_j])
@@ -405,7 +559,7 @@ def power_by_policy(powers: Mapping[str, pd.DataFrame], trace: str | None = None
     for axes in (top, bottom):
         axes.grid(alpha=0.3)
     _legend(top)
-    top.set_title(title_text("Power and energy over time, every policy", trace, list(powers)), fontsize="medium")
+    _title(figure, title_text("Power and energy over time, every policy", trace, list(powers), title_width(figure)))
     return figure
 
 
@@ -423,15 +577,19 @@ def wait_cdf(jobs: Mapping[str, pd.DataFrame], trace: str | None = None):
     waits = {p: np.sort(pd.to_numeric(f["wait_s"], errors="coerce").dropna().to_numpy()) for p, f in jobs.items()}
     largest = max((float(w[-1]) for w in waits.values() if len(w)), default=0.0)
     unit, factor = duration_unit(largest)
+    axes.set_xscale("symlog", linthresh=60.0, linscale=0.5)
+    shown_x = axes.xaxis.get_transform()         # the axis' own scale: markers evenly spaced as drawn
     for index, (policy, wait) in enumerate(waits.items()):
         if not len(wait):
             continue
         share = np.arange(1, len(wait) + 1) / len(wait) * 100.0
         xs = np.concatenate(([0.0], np.repeat(wait, 2)))
         ys = np.concatenate(([0.0, 0.0], np.repeat(share, 2)[:-1]))
-        axes.plot(xs, ys, markevery=MARK_EVERY, label=f"{policy} ({len(wait):,} jobs, mean {np.mean(wait) * factor:,.2f} {unit})",
+        # markers spread along the wait axis, not along the line: a curve that jumps at 0 (most jobs did
+        # not wait) would stack them on the y axis
+        marks = time_marks(shown_x.transform(xs), index, len(waits))
+        axes.plot(xs, ys, markevery=marks, label=f"{policy} ({len(wait):,} jobs, mean {np.mean(wait) * factor:,.2f} {unit})",
                   **_thin(index))
-    axes.set_xscale("symlog", linthresh=60.0, linscale=0.5)
     ticks = [(t, text) for t, text in DURATION_TICKS_S if t <= max(largest, 60.0) * 1.5]
     axes.xaxis.set_major_locator(FixedLocator([t for t, _ in ticks]))
     axes.xaxis.set_minor_locator(NullLocator())
@@ -442,8 +600,19 @@ def wait_cdf(jobs: Mapping[str, pd.DataFrame], trace: str | None = None):
     axes.set_ylabel("Jobs that waited at most this long (%)")
     axes.grid(alpha=0.3)
     _legend(axes)
-    axes.set_title(title_text("Distribution of job waits", trace, list(jobs)), fontsize="medium")
+    _title(figure, title_text("Distribution of job waits", trace, list(jobs), title_width(figure)))
     return figure
+
+
+def every_wait_zero(jobs: Mapping[str, pd.DataFrame]) -> bool:
+    """True when no job of any replay waited: a distribution of waits would show nothing but a step
+    at 0 (every curve stacked on the y axis).
+
+    >>> every_wait_zero({"a": pd.DataFrame({"wait_s": [0.0, 0.0]}), "b": pd.DataFrame({"wait_s": [0.0]})})
+    True
+    """
+    waits = [pd.to_numeric(f["wait_s"], errors="coerce").dropna() for f in jobs.values()]
+    return all((w == 0).all() for w in waits)
 
 
 def _node_lists(jobs: pd.DataFrame) -> list[list[int]]:
@@ -482,43 +651,88 @@ def active_nodes(jobs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def active_nodes_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], total_nodes: int | None = None,
-                           trace: str | None = None, policy: str | None = None):
-    """Nodes holding at least one job over time; a mapping of policy -> jobs draws every policy on
-    one axes."""
+                           trace: str | None = None, policy: str | None = None, origin: Origin | None = None):
+    """Nodes holding at least one job over time, and the cluster's nodes as a reference line; a
+    mapping of policy -> jobs draws every policy on one axes."""
+    figure, axes = _jobs_over_time(jobs, active_nodes, 1.0, "Active nodes (at least one job)", "Active nodes over time",
+                                   trace, policy, origin, "active nodes")
+    if total_nodes:                  # dotted black, no marker: a reference, unlike every policy's line
+        axes.axhline(total_nodes, color="black", linestyle=(0, (1, 2)), linewidth=1.0,
+                     label=f"all nodes ({total_nodes:,})")
+        _legend(axes)
+    return figure
+
+
+def _jobs_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], curve, y_factor: float, ylabel: str, what: str,
+                    trace: str | None, policy: str | None, origin: Origin | None, unnamed: str):
+    """A step figure over time of ``curve(jobs) -> (times, values)`` (``values[i]`` on ``[times[i],
+    times[i+1])``, the last one after the last end), times ``y_factor``, one line per policy."""
     figure = _figure(8.6, 3.8)
     axes = figure.add_subplot()
-    series = dict(jobs) if isinstance(jobs, Mapping) else {policy or "active nodes": jobs}
-    curves = {name: active_nodes(frame) for name, frame in series.items()}
-    starts = [t[0] for t, _ in curves.values() if len(t)]
-    t0 = min(starts, default=0.0)
+    series = dict(jobs) if isinstance(jobs, Mapping) else {policy or unnamed: jobs}
+    curves = {name: curve(frame) for name, frame in series.items()}
+    origin = origin or time_origin(list(series.values()))
+    t0 = origin[0]
     span = max((t[-1] - t0 for t, _ in curves.values() if len(t)), default=0.0)
-    xlabel, factor = _hours_axis(span)
+    xlabel, factor = _hours_axis(span, origin)
     for index, (name, (times, values)) in enumerate(curves.items()):
         if len(times):
             xs = np.repeat((times - t0) * factor, 2)[1:]
-            ys = np.repeat(values, 2)[:-1]
+            ys = np.repeat(np.asarray(values, dtype=float) * y_factor, 2)[:-1]
             axes.plot(xs, ys, markevery=time_marks(xs, index, len(curves)), label=name, **_thin(index))
-    if total_nodes:
-        axes.axhline(total_nodes, color="grey", linestyle="--", linewidth=0.8, label=f"all nodes ({total_nodes:,})")
-    axes.set_xlabel(xlabel.replace("event", "start"))
-    axes.set_ylabel("Active nodes (at least one job)")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
     axes.set_ylim(bottom=0.0)
     axes.grid(alpha=0.3)
     _legend(axes)
     names = list(series) if isinstance(jobs, Mapping) else [policy] if policy else []
-    what = "Active nodes over time" + (", every policy" if isinstance(jobs, Mapping) else "")
-    axes.set_title(title_text(what, trace, names), fontsize="medium")
+    _title(figure, title_text(what + (", every policy" if isinstance(jobs, Mapping) else ""), trace, names,
+                              title_width(figure)))
+    return figure, axes
+
+
+def allocated_over_time(jobs: pd.DataFrame, column: str = "gpus") -> tuple[np.ndarray, np.ndarray]:
+    """(times, sum of ``column`` over the jobs running on [times[i], times[i+1])) from per-job start
+    and end: e.g. the GPUs allocated (a fraction is a share of a GPU).  Ends before starts at one time.
+
+    >>> t, g = allocated_over_time(pd.DataFrame({"start_s": [0.0, 5.0, 5.0], "end_s": [10.0, 20.0, 5.0],
+    ...                                          "gpus": [1.0, 0.5, 4.0]}))
+    >>> t.tolist(), g.tolist()
+    ([0.0, 5.0, 10.0, 20.0], [1.0, 1.5, 0.5, 0.0])
+    """
+    start = pd.to_numeric(jobs["start_s"], errors="coerce").to_numpy(dtype=float)
+    end = pd.to_numeric(jobs["end_s"], errors="coerce").to_numpy(dtype=float)
+    amount = pd.to_numeric(jobs[column], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+    ran = (end > start) & (amount != 0)
+    times = np.concatenate((start[ran], end[ran]))
+    deltas = np.concatenate((amount[ran], -amount[ran]))
+    order = np.lexsort((deltas, times))              # by time; at one time the ends (negative) first
+    times, deltas = times[order], deltas[order]
+    level = np.cumsum(deltas)
+    last = np.append(times[1:] != times[:-1], True)  # the level after every change at one time
+    return times[last], np.round(level[last], 9)
+
+
+def gpus_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], total_gpus: float,
+                   trace: str | None = None, policy: str | None = None, origin: Origin | None = None):
+    """GPU allocation over time: the GPUs the running jobs hold, as a share of the cluster's
+    ``total_gpus`` (from ``jobs.csv``'s ``gpus``); a mapping of policy -> jobs draws every policy."""
+    figure, axes = _jobs_over_time(jobs, allocated_over_time, 100.0 / total_gpus,
+                                   f"GPU allocated (% of {total_gpus:,g} GPUs)", "GPU allocation over time",
+                                   trace, policy, origin, "GPUs allocated")
+    physical_ylim(axes, display_scale("allocated_gpu_pct"))
     return figure
 
 
-def gantt(jobs: pd.DataFrame, max_jobs: int = 300, trace: str | None = None, policy: str | None = None):
+def gantt(jobs: pd.DataFrame, max_jobs: int = 300, trace: str | None = None, policy: str | None = None,
+          origin: Origin | None = None):
     """One row per job, the first ``max_jobs`` jobs by start from top to bottom: its wait (submit to
     start) as a light bar, its run (start to end) as a bar coloured by the nodes it held.  A run shorter
     than 1/300 of the axis is drawn that wide, so that every job shows (the caption says so)."""
     from matplotlib import colormaps
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import LogNorm, Normalize
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter, NullLocator
 
     shown = jobs.sort_values(["start_s", "job_id"], kind="stable").head(max_jobs).reset_index(drop=True)
     count = len(shown)
@@ -526,12 +740,13 @@ def gantt(jobs: pd.DataFrame, max_jobs: int = 300, trace: str | None = None, pol
     axes = figure.add_subplot()
     names = [policy] if policy else []
     if shown.empty:
-        axes.set_title(title_text("Gantt chart (no jobs)", trace, names), fontsize="medium")
+        _title(figure, title_text("Gantt chart (no jobs)", trace, names, title_width(figure)))
         return figure
     has_submit = "submit_s" in shown
-    t0 = float(shown["submit_s"].min() if has_submit else shown["start_s"].min())
+    origin = origin or time_origin([jobs])
+    t0 = origin[0]
     span_s = max(float(shown["end_s"].max()) - t0, 1.0)
-    xlabel, factor = _hours_axis(span_s)
+    xlabel, factor = _hours_axis(span_s, origin)
     start = (shown["start_s"].to_numpy(dtype=float) - t0) * factor
     run = (shown["end_s"].to_numpy(dtype=float) - shown["start_s"].to_numpy(dtype=float)) * factor
     shortest = span_s * factor / GANTT_MIN_WIDTH_SHARE
@@ -539,7 +754,8 @@ def gantt(jobs: pd.DataFrame, max_jobs: int = 300, trace: str | None = None, pol
     nodes = (pd.to_numeric(shown["nodes"], errors="coerce").fillna(1).to_numpy(dtype=float) if "nodes" in shown
              else np.array([max(1, len(n)) for n in _node_lists(shown)], dtype=float))
     nodes = np.maximum(nodes, 1.0)
-    norm = LogNorm(vmin=nodes.min(), vmax=nodes.max()) if nodes.max() > nodes.min() else Normalize(0.0, nodes.max())
+    norm = (LogNorm(vmin=nodes.min(), vmax=nodes.max()) if nodes.max() > nodes.min()
+            else Normalize(nodes.min() - 0.5, nodes.max() + 0.5))       # one size: its number in the middle
     colours = colormaps["viridis"](norm(nodes))
     if has_submit:
         submit = (shown["submit_s"].to_numpy(dtype=float) - t0) * factor
@@ -554,15 +770,32 @@ def gantt(jobs: pd.DataFrame, max_jobs: int = 300, trace: str | None = None, pol
         axes.set_ylabel("Job id (in start order)")
     else:
         axes.set_ylabel("Job (in start order)")
-    axes.set_xlabel(xlabel.replace("the first event", "the first submit" if has_submit else "the first start")
-                    + f"; runs shorter than 1/{GANTT_MIN_WIDTH_SHARE} of the axis drawn that wide")
+    axes.set_xlabel(xlabel + f"; runs shorter than 1/{GANTT_MIN_WIDTH_SHARE} of the axis drawn that wide")
     axes.grid(alpha=0.3, axis="x")
     bar = figure.colorbar(ScalarMappable(norm=norm, cmap="viridis"), ax=axes, pad=0.01, fraction=0.04)
     bar.set_label("Nodes per job")
-    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,g}"))
-    bar.ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: f"{value:,g}" if str(int(value))[0] in "25"
-                                                   and value == int(value) else ""))
+    bar.set_ticks(node_ticks(int(nodes.min()), int(nodes.max())))
+    bar.ax.yaxis.set_minor_locator(NullLocator())
+    bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:,.0f}"))
     figure.legend(loc="outside lower center", ncols=2, fontsize="small", frameon=False)
     more = f"first {count:,} of {len(jobs):,} jobs by start" if len(jobs) > count else f"all {count:,} jobs"
-    axes.set_title(title_text(f"Gantt chart, {more}, one row per job", trace, names), fontsize="medium")
+    _title(figure, title_text(f"Gantt chart, {more}, one row per job", trace, names, title_width(figure)))
     return figure
+
+
+def node_ticks(smallest: int, largest: int) -> list[int]:
+    """Whole-number ticks of a colour bar of nodes per job: the smallest and the largest size and
+    the powers of two between them (all labelled; none closer to an end than a factor of 1.5).
+
+    >>> node_ticks(1, 1), node_ticks(1, 100), node_ticks(3, 5)
+    ([1], [1, 2, 4, 8, 16, 32, 64, 100], [3, 5])
+    """
+    if largest <= smallest:
+        return [smallest]
+    ticks = [smallest]
+    power = 1
+    while power < largest:
+        if power >= smallest * 1.5 and power * 1.5 <= largest:
+            ticks.append(power)
+        power *= 2
+    return ticks + [largest]

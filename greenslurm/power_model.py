@@ -116,8 +116,8 @@ def describe(scenario, cluster: Cluster, power=None) -> PowerModel:
                    else "; only the sets' power is counted (jobs accounting)"))
         return PowerModel(text, assumed=False)
     if source.node_list is not None:
-        text = ("the PWR paper's model: CPU packages 15 W idle to 120 W each, linear in allocated CPUs, "
-                "and each GPU's idle and maximum power by model, linear in its allocated share")
+        text = ("the PWR paper's CPU packages (15 W idle to 120 W each) and GPUs (idle and maximum power by "
+                "model), linear in the allocated CPUs and GPU shares (the GPUs table: the paper's steps)")
         assumed = False
     else:
         text = node_power_text(cluster)

@@ -72,14 +72,15 @@ def file_stamp(path: str) -> tuple | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev)
 
 
-def _read_cached(path: str, fmt: str | None, strict: bool, columns: tuple | None):
-    return _read_stamped(path, file_stamp(path), fmt, strict, columns)
+def _read_cached(path: str, fmt: str | None, strict: bool, columns: tuple | None, limit: int | None = None):
+    return _read_stamped(path, file_stamp(path), fmt, strict, columns, limit)
 
 
 @functools.lru_cache(maxsize=8)
-def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, strict: bool, columns: tuple | None):
+def _read_stamped(path: str, stamp: tuple | None, fmt: str | None, strict: bool, columns: tuple | None,
+                  limit: int | None):
     from greenslurm.inputs import read
-    return read(path, fmt, strict=strict, columns=columns)
+    return read(path, fmt, strict=strict, columns=columns, limit=limit)
 
 
 def _cluster_cached(kind: str, path: str, *power_w: float | None) -> Cluster:
@@ -132,8 +133,9 @@ def load_inputs(scenario: Scenario, status=None, cache: bool = False) -> Inputs:
                              field="trace.synthetic") from None
         return Inputs(sorted(jobs, key=lambda job: job.submit_s), cluster)
     columns = tuple(t.columns) if t.columns else None
-    trace = (_read_cached(t.path, t.format, t.strict, columns) if cache
-             else read(t.path, t.format, strict=t.strict, columns=columns, status=status))
+    # --limit N: the reader stops after the file's first N jobs (traces.base.read_trace)
+    trace = (_read_cached(t.path, t.format, t.strict, columns, t.limit) if cache
+             else read(t.path, t.format, strict=t.strict, columns=columns, status=status, limit=t.limit))
     if cluster is None:
         cluster = build_cluster(scenario, trace)
     if not trace.jobs:
@@ -372,7 +374,7 @@ def colocation_machine(scenario: Scenario):
 def colocation_inputs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
     """The trace's jobs as training jobs (GPUs rounded up to a GPU set, model drawn, epochs from the
     runtime) on ``gpu_nodes`` nodes of 8 GPUs (default: the cluster's GPUs / 8, at least 1)."""
-    from greenslurm.sim.machines.colocation import colocation_cluster, dlt_jobs_from_specs
+    from greenslurm.sim.machines.training_jobs import colocation_cluster, dlt_jobs_from_specs
     c = scenario.colocation
     training = dlt_jobs_from_specs(jobs, seed=c.seed if c.seed is not None else 0)
     if not training:
@@ -444,6 +446,10 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
     workload = target_workload(scenario, jobs, cluster)
     replay = build(scenario, jobs, cluster, supply, progress, workload)
     meter = gpu_accounting(replay, workload)
+    if scenario.cluster.slurm_conf is not None and scenario.queue in ("fcfs", "easy", "conservative") \
+            and replay.pool_refusal is not None:
+        from greenslurm.clustermodel.native import warn_slurm_conf_once
+        warn_slurm_conf_once(replay.pool_refusal)
     result = replay.run()
     kept = jobs if getattr(jobs, "table", None) is not None else list(jobs)
     outcome = Outcome(scenario, kept, cluster, replay, result, supply, trace, workload, left_out)

@@ -289,7 +289,7 @@ SWEEP_NUMBERS = {"--workers": ["0", "-1"], "-j": ["0"], "--max-cells": ["-1", "x
 for option, values in SWEEP_NUMBERS.items():
     for value in values:
         case("sweep", option.lstrip("-") if option != "-j" else "workers", "sweep", f"{D}/study.toml",
-             "--results", f"{D}/sweep-results", "--no-progress", option, value)
+             "--out", f"{D}/sweep-results", "--no-progress", option, value)
 case("report", "gantt-jobs", "report", f"{D}/inflate.csv", "--gantt-jobs", "-1")
 case("report", "gantt-jobs", "report", f"{D}/inflate.csv", "--gantt-jobs", "0")
 WHATIF_NUMBERS = {SLACK: ["0", "-1", "nan", "inf"], "--seed": ["-1"], SUPPLY_PEAK: ["-1", "nan", "0"],
@@ -352,9 +352,9 @@ case("traces info", "a-dir", "traces", "info", f"{D}/tiny.swf", "--json", f"{D}/
 case("compare", "a-dir", "compare", f"{D}/tiny.swf", "--cores", "2", "--csv", f"{D}/a-dir")
 case("compare", "x.csv", "compare", f"{D}/tiny.swf", "--cores", "2", "--csv", "/dev/null/x.csv")
 case("inflate", "a-dir", "inflate", "--nodes", f"{D}/nodes.csv", "--pods", f"{D}/pods.csv", "--csv", f"{D}/a-dir")
-case("inflate", "a-dir", "inflate", "--nodes", f"{D}/nodes.csv", "--pods", f"{D}/pods.csv", "--seeds", "1",
-     "--csv", f"{D}/o.csv", "--plot", f"{D}/a-dir")
-case("sweep", "tiny.swf", "sweep", f"{D}/study.toml", "--results", f"{D}/tiny.swf")
+case("inflate", "tiny.swf", "inflate", "--nodes", f"{D}/nodes.csv", "--pods", f"{D}/pods.csv", "--seeds", "1",
+     "--csv", f"{D}/o.csv", "--plots", f"{D}/tiny.swf")
+case("sweep", "tiny.swf", "sweep", f"{D}/study.toml", "--out", f"{D}/tiny.swf")
 case("report", "tiny.swf", "report", f"{D}/inflate.csv", "--plots", f"{D}/tiny.swf")
 case("whatif", "a-dir", "whatif", f"{D}/sacct.txt", "--cluster", f"{D}/cluster.toml", "-j", "1",
      "--json", f"{D}/a-dir")
@@ -413,7 +413,7 @@ for i, (body, names) in enumerate([
     (STUDY + "[grid]\narrival_scale = [0.0]\n", "arrival_scale"),
     (STUDY + "[grid]\nruntime_median_s = [1e300]\n", "runtime_median_s"),
 ]):
-    case("sweep", names, "sweep", toml_file(f"study-{i}.toml", body), "--results", f"{D}/sweep-{i}", "-j", "1",
+    case("sweep", names, "sweep", toml_file(f"study-{i}.toml", body), "--out", f"{D}/sweep-{i}", "-j", "1",
          "--no-progress")
 for i, (body, names) in enumerate([
     ("[power_states]\nboot_s = -1.0\n", "boot_s"), ("[power_states]\noff_w = nan\n", "off_w"),

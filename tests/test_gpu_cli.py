@@ -41,13 +41,21 @@ def test_inflate_writes_csv_and_summary(small_lists, tmp_path, capsys, monkeypat
         assert expected in text
 
 
-def test_inflate_plot(small_lists, tmp_path):
+def test_inflate_plot(small_lists, tmp_path, capsys):
     pytest.importorskip("matplotlib")
     nodes, pods = small_lists
+    common = ["inflate", "--nodes", str(nodes), "--pods", str(pods), "--select", "gpubestfit", "--seeds", "1",
+              "--until", "0.6", "--csv", str(tmp_path / "x.csv"), "--no-progress"]
+    # --plots DIR, as report's: the folder is made, the figure is DIR/inflate.png
+    assert main([*common, "--plots", str(tmp_path / "figures")]) == 0
+    assert (tmp_path / "figures" / "inflate.png").read_bytes()[:4] == b"\x89PNG"
+    assert capsys.readouterr().err == ""
+    # the old --plot PNG still writes its file, and says once which option replaces it
     png = tmp_path / "curves.png"
-    assert main(["inflate", "--nodes", str(nodes), "--pods", str(pods), "--select", "gpubestfit", "--seeds", "1",
-                 "--until", "0.6", "--csv", str(tmp_path / "x.csv"), "--plot", str(png), "--no-progress"]) == 0
+    assert main([*common, "--plot", str(png)]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
+    assert capsys.readouterr().err.strip() == ("greenslurm: warning: --plot is deprecated, use --plots DIR "
+                                               "(it writes DIR/inflate.png)")
 
 
 @pytest.mark.parametrize("extra,message", [

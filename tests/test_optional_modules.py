@@ -41,6 +41,6 @@ def test_sweep_on_dask_without_distributed(tmp_path, capsys, monkeypatch):
     spec = tmp_path / "study.toml"
     spec.write_text(f'[sweep]\nname = "s"\nseeds = 1\n[[trace]]\npath = "{trace}"\n[[policy]]\nname = "fcfs"\nqueue = "fcfs"\n')
     monkeypatch.setitem(sys.modules, "distributed", None)
-    assert main(["sweep", str(spec), "--results", str(tmp_path / "r"), "--dask", "local", "--no-progress"]) == 2
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "r"), "--dask", "local", "--no-progress"]) == 2
     error = one_line_error(capsys)
     assert "--dask" in error and "greenslurm[dask]" in error

@@ -125,14 +125,15 @@ def test_replay_figures(replay_dir):
     jobs = pd.read_csv(replay_dir / "jobs.csv")
     power = pd.read_csv(replay_dir / "power.csv")
     figure = plots.power_over_time(power)
-    assert labels(figure) == ["energy (kWh, cumulative)"]          # demand and supply are steps (patches)
+    assert labels(figure) == ["demand (kW)", "energy (kWh, cumulative)"]   # the power steps as a line with markers
     energy_line = figure.axes[1].get_lines()[0]
     assert energy_line.get_ydata()[-1] == pytest.approx(power["energy_j"].sum() / 3.6e6)
-    assert figure.axes[0].patches                               # the power steps
+    demand = figure.axes[0].get_lines()[0]
+    assert demand.get_ydata()[:2].tolist() == pytest.approx([power["power_w"].iloc[0] / 1e3] * 2)   # one step
     times, active = plots.active_nodes(jobs)
     assert active.max() <= 100 and active[-1] == 0
     chart = plots.gantt(jobs, max_jobs=50)
-    assert "first 50 of 2,000 jobs" in chart.axes[0].get_title()
+    assert "first 50 of 2,000 jobs" in chart._suptitle.get_text()
 
 
 def test_supply_column_draws_renewable_figure():
@@ -140,7 +141,7 @@ def test_supply_column_draws_renewable_figure():
                           "energy_j": [3.6e6, 10.8e6], "supply_w": [2000.0, 500.0]})
     figure = plots.power_over_time(power)
     assert "renewable used" in labels(figure) or any(c.get_label() == "renewable used" for c in figure.axes[0].collections)
-    assert "with renewable supply" in figure.axes[0].get_title()
+    assert "with renewable supply" in figure._suptitle.get_text()
 
 
 def test_report_command_writes_plots_and_says_what_is_skipped(sweep_dir, replay_dir, tmp_path, capsys):

@@ -378,8 +378,9 @@ def test_replay_refuses_a_boot_longer_than_resume_timeout_and_greenslurms_own_po
     (25.264, 27.279),   # a allocated at 25.264, just before the scan at 25.279 (clock 25: 22 + 3 < 25
                         # false); a fell in that scan's second, so another at 26.279 (powered down;
                         # b allocated), b's node resumed at 27.279 (b's allocation in second 26)
-    (24.5, 36.279),     # a in second 24: one scan at 25.279 (too early), none again until the
-                        # periodic one 10 s later, 35.279 (b allocated), b's node resumed at 36.279
+    (23.5, 36.279),     # a allocated in second 24 (the background thread's pass at 24.0): one scan
+                        # at 25.279 (too early), none again until the periodic one 10 s later,
+                        # 35.279 (b allocated), b's node resumed at 36.279
 ])
 def test_a_change_in_the_second_of_a_scan_brings_one_more_scan(a_submit_s, b_node_resumed_s):
     conf = parse_slurm_conf_text("SchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1,bf_interval=1\n")

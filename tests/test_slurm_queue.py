@@ -172,16 +172,32 @@ def test_backfill_starts_a_job_that_ends_before_the_reservation_and_not_one_that
 
 
 def test_backfill_reserves_whole_nodes_for_a_waiting_job():
-    # Two nodes of 4 CPUs.  busy: 3 CPUs on n0 until 100.  head: 4 CPUs as 2 on each of 2 nodes,
+    # Two nodes of 4 CPUs.  busy: 3 CPUs on n0 until 100.  head: 4 CPUs as 2 on each of 2 nodes
+    # (--ntasks-per-node=2; without it Slurm would lay it out 1 + 3 and start it at once),
     # blocked (n0 has 1 CPU free) and reserved on n0 and n1 from t=100.  tiny (1 CPU, limit 500)
     # would fit beside the head on n1 (2 + 1 <= 4 CPUs), but backfill reserves *whole* nodes, so it
     # may not start before the head; it starts with it at t=100 (main scheduler, n1 has 2 CPUs left).
     # A plan by CPUs would have started it at the first cycle, t=30.
     cluster = Cluster.homogeneous(2, cpus=4)
-    jobs = [job("busy", 0, 100, cpus=3), job("head", 1, 50, cpus=4, nodes=2), job("tiny", 2, 500, cpus=1)]
+    head = JobSpec("head", 1.0, 50.0, runtime_s=50.0, cpus=4, nodes=2, cpus_per_node=2)
+    jobs = [job("busy", 0, 100, cpus=3), head, job("tiny", 2, 500, cpus=1)]
     starts, strategy, _ = run(jobs, cluster, scheduler="backfill", bf_resolution_s=1)
     assert starts["head"].start_s == 100.0 and starts["tiny"].start_s == 100.0
     assert strategy.started_by["tiny"] == "main"
+
+
+def test_a_node_count_without_a_per_node_share_is_laid_out_as_slurm_does():
+    # sbatch -N 3 -n 6 on four empty 4-CPU nodes: cons_tres takes the nodes in order, each giving all
+    # it can while leaving one CPU for each node still to come (_cpus_to_use): n0 4, n1 1, n2 1
+    # (slurmctld's log of a development recording: cpu_array_value 4 x1, 1 x2), not 2 + 2 + 2.
+    # "probe" (3 CPUs) then fits on n1 (3 free: the best fit); after an even layout only on n3.
+    cluster = Cluster.homogeneous(4, cpus=4)
+    probe = job("probe", 2, 100, cpus=3)
+    starts, _, _ = run([job("wide", 1, 100, cpus=6, nodes=3), probe], cluster)
+    assert tuple(starts["wide"].node_indices) == (0, 1, 2) and tuple(starts["probe"].node_indices) == (1,)
+    even = JobSpec("even", 1.0, 100.0, runtime_s=100.0, cpus=6, nodes=3, cpus_per_node=2)   # --ntasks-per-node=2
+    starts, _, _ = run([even, probe], cluster)
+    assert tuple(starts["even"].node_indices) == (0, 1, 2) and tuple(starts["probe"].node_indices) == (3,)
 
 
 def test_coarse_resolution_rounds_reservations_down():
@@ -436,3 +452,16 @@ def test_will_run_groups_free_every_usable_job_once_in_order(jobs):
         assert usable[last] and before <= last < cut
         assert last == max(i for i in range(before, cut) if usable[i])
         before = cut
+
+
+def test_a_job_with_memory_keeps_slurms_node_count_where_its_partition_has_no_node_for_one():
+    # A sacct row: -n 3 --mem=500 in partition "small" (2-CPU nodes), CR_Core_Memory; Slurm allocated
+    # 2 nodes (NNodes=2, ReqNodes=0).  Laid out for the cluster's largest node (4 CPUs) it would ask
+    # 3 CPUs on one node, which no node of "small" has: it would wait for ever.  The node count Slurm
+    # allocated stands instead (2 nodes of 2 CPUs), and it starts at once on s0, s1.
+    cluster = Cluster([NodeSpec("big", cpus=4, memory_mb=4000, partitions=("big",)),
+                       *(NodeSpec(f"s{i}", cpus=2, memory_mb=2000, partitions=("small",)) for i in range(2))])
+    spec = JobSpec("m", 0.0, 60.0, runtime_s=60.0, cpus=3, nodes=2, memory_mb_per_node=500.0, partition="small",
+                   extra={"requested_nodes": 0})
+    starts, _, _ = run([spec], cluster, memory_consumable=True)
+    assert starts["m"].start_s == 0.0 and tuple(starts["m"].node_indices) == (1, 2)

@@ -105,13 +105,14 @@ def test_200_cells_resume_after_a_cell_limit_losing_nothing(tmp_path):
     assert (third.ran, third.skipped) == (0, 200) and len(ledger_ids(results)) == 200
 
 
+@pytest.mark.long_run                     # kills a sweep of worker processes and resumes it
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_killed_sweep_resumes(tmp_path, sig):
     """Kill the command half way (SIGKILL: no clean-up at all; SIGTERM: a clean stop, exit 130), rerun it,
     check the union."""
     spec_path = write_spec(tmp_path, SPEC_200.replace("jobs = 30 }", "jobs = 150 }"))
     results = tmp_path / "killed"
-    command = [sys.executable, "-m", "greenslurm", "sweep", str(spec_path), "--results", str(results),
+    command = [sys.executable, "-m", "greenslurm", "sweep", str(spec_path), "--out", str(results),
                "-j", "1", "--no-progress"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     cells = results / "cells"
@@ -128,12 +129,13 @@ def test_a_killed_sweep_resumes(tmp_path, sig):
     # cells are written to a temporary file and renamed: every cell file the kill left is whole JSON
     for path in cells.glob("*.json"):
         assert isinstance(json.loads(path.read_text()), dict), path
-    assert main(["sweep", str(spec_path), "--results", str(results), "-j", "2", "--no-progress"]) == 0
+    assert main(["sweep", str(spec_path), "--out", str(results), "-j", "2", "--no-progress"]) == 0
     ids = ledger_ids(results)
     assert len(ids) == 200 and len(set(ids)) == 200
     assert len(pd.read_parquet(results / RESULTS_PARQUET)) == 200
 
 
+@pytest.mark.long_run                     # starts a local Dask cluster
 def test_sweep_on_a_local_dask_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     spec = parse_spec(SPEC_200.replace("seeds = 5", "seeds = 1"))
@@ -149,6 +151,7 @@ def test_sweep_on_a_local_dask_cluster(tmp_path):
     assert list(pids) == [os.getpid()]         # the coordinator writes; workers only compute
 
 
+@pytest.mark.long_run                     # starts a local Dask cluster
 def test_sweep_command_with_dask_local(tmp_path):
     pytest.importorskip("distributed")
     spec_path = write_spec(tmp_path, SPEC_200.replace("seeds = 5", "seeds = 1").replace(

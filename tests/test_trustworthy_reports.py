@@ -157,6 +157,7 @@ def test_an_unknown_gpu_model_in_a_scenario_is_refused(tmp_path, capsys):
     assert "gpu_model" in err and "'H100-UNKNOWN' is not one whose power is known" in err
 
 
+@pytest.mark.long_run                     # the demo's 2,000 jobs under power states (the general loop)
 def test_minus_zero_is_zero(capsys):
     assert main(["demo", "--power-down-after", "-0"]) == 0
     out = flat(capsys.readouterr().out)
@@ -344,7 +345,8 @@ def test_policies_compared_has_its_ci_over_one_grid_values_runs_only():
     assert [stem for _, stem in compared] == ["sweep-t-policies-compared-slack_mean-1",
                                               "sweep-t-policies-compared-slack_mean-5"]
     for (figure, _), (slack, base) in zip(compared, ((1, 10.0), (5, 100.0))):
-        assert f"Policies compared at slack_mean = {slack} (mean, 95 % CI over 3 runs)" in figure._suptitle.get_text()
+        assert f"Policies compared at slack_mean = {slack} (mean, 95 % CI over 3 runs)" in \
+            figure._suptitle.get_text().replace("\n", " ")          # wrapped to the figure's width
         axes = figure.axes[0]
         heights = [bar.get_height() for bar in axes.patches]
         # mean of base x (1, 1.1, 1.2) = 1.1 base; policy b 1 kWh more
@@ -366,7 +368,7 @@ def test_policies_compared_with_one_run_says_n_1():
     figures = []
     _sweep_plots(pd.DataFrame(rows), "sweep", lambda figure, stem: figures.append((figure, stem)), PlotLog())
     (figure, stem), = [(f, s) for f, s in figures if "policies-compared" in s]
-    assert stem == "sweep-t-policies-compared" and "(one run each, n = 1)" in figure._suptitle.get_text()
+    assert stem == "sweep-t-policies-compared" and "(one run each, n = 1)" in figure._suptitle.get_text().replace("\n", " ")
     from matplotlib.container import ErrorbarContainer
     assert "CI" not in figure._suptitle.get_text()
     assert not [c for c in figure.axes[0].containers if isinstance(c, ErrorbarContainer)]

@@ -301,9 +301,9 @@ def test_a_bar_shows_on_a_terminal_and_not_with_no_progress(argv, unit, capsys):
 
 def test_a_sweep_shows_its_bar_on_a_terminal(tmp_path, capsys):
     (tmp_path / "s.toml").write_text(STUDY.format(grid="slack_mean = [1.0, 2.0]"))
-    shown = _run_on_terminal(["sweep", str(tmp_path / "s.toml"), "-j", "1", "--results", str(tmp_path / "r1")])
+    shown = _run_on_terminal(["sweep", str(tmp_path / "s.toml"), "-j", "1", "--out", str(tmp_path / "r1")])
     assert re.search(r"2/2 cells", shown)
-    hidden = _run_on_terminal(["sweep", str(tmp_path / "s.toml"), "-j", "1", "--results", str(tmp_path / "r2"),
+    hidden = _run_on_terminal(["sweep", str(tmp_path / "s.toml"), "-j", "1", "--out", str(tmp_path / "r2"),
                                "--no-progress"])
     assert "cells" in hidden and not re.search(r"\d+/\d+ cells", hidden)
 

@@ -88,7 +88,7 @@ def kill_mid_run(argv: list[str], folder: Path, started) -> None:
 def test_the_workers_of_a_killed_sweep_end_with_it(tmp_path):
     spec_path = write_spec(tmp_path, SPEC_200.replace("jobs = 30 }", "jobs = 400 }"))
     cells = tmp_path / "killed" / "cells"
-    kill_mid_run(["sweep", str(spec_path), "--results", str(tmp_path / "killed"), "-j", "2", "--no-progress"],
+    kill_mid_run(["sweep", str(spec_path), "--out", str(tmp_path / "killed"), "-j", "2", "--no-progress"],
                  tmp_path, lambda: len(list(cells.glob("*.json"))) >= 4)
 
 

@@ -37,7 +37,7 @@ from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.clustermodel.node import NodeSpec
 from greenslurm.traces.records import RecordLog, TraceResult
-from greenslurm.traces.source import read_text, split_lines
+from greenslurm.traces.source import feed_lines, read_text, split_lines
 
 POD_REQUIRED = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 TIME_COLUMNS = ("creation_time", "deletion_time")
@@ -48,12 +48,15 @@ CPU_MODEL = "Xeon E5-2682 v4"
 CPU_IDLE_W, CPU_TDP_W, VCPUS_PER_PACKAGE = 15.0, 120.0, 32
 
 
-def read_pods(path: str, *, strict: bool = False) -> TraceResult:
-    """Read an ``openb_pod_list_*.csv`` file."""
-    return parse_pods(read_text(path), path, strict=strict)
+def read_pods(path: str, *, strict: bool = False, limit: int | None = None) -> TraceResult:
+    """Read an ``openb_pod_list_*.csv`` file a piece at a time; ``limit``: its first pods, and no
+    line past the one that completes them is read (see :func:`greenslurm.traces.base.read_trace`)."""
+    reader = PodReader(path, strict, limit)
+    feed_lines(path, reader.read_lines, limit=limit)
+    return reader.result()
 
 
-def parse_pods(text: str, path: str = "<pods.csv>", *, strict: bool = False) -> TraceResult:
+def parse_pods(text: str, path: str = "<pods.csv>", *, strict: bool = False, limit: int | None = None) -> TraceResult:
     """Parse a pod list.
 
     >>> r = parse_pods("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
@@ -62,38 +65,66 @@ def parse_pods(text: str, path: str = "<pods.csv>", *, strict: bool = False) -> 
     >>> j.cpus, j.gpus_per_node, j.gpu_model, j.submit_s, j.runtime_s, j.extra["wait_s"]
     (6, 0.46, 'T4|P100', 100.0, 290.0, 10.0)
     """
-    rows = _rows(text, path)
-    header = _header(rows, path)
-    missing = [name for name in POD_REQUIRED if name not in header]
-    if missing:
-        hint = " (this is a node list: read it with read_nodes / as a cluster)" if "sn" in header else ""
-        raise InputError(f"not an openb pod list: no column {', '.join(missing)}{hint}", path=path, line=1,
-                         field=missing[0])
-    timed = all(name in header for name in TIME_COLUMNS)
-    log = RecordLog(path, strict)
-    jobs: list[JobSpec] = []
-    for lineno, row in rows:
-        log.records += 1
-        if len(row) != len(header):
-            log.skip("wrong field count", lineno, None, f"{len(row)} fields, the header has {len(header)}")
-            continue
-        try:
-            jobs.append(_Pod(dict(zip(header, row)), lineno, log, timed).job())
-        except _Skip:
-            pass
-    return log.result(jobs, "alibaba")
+    reader = PodReader(path, strict, limit)
+    reader.read_lines(split_lines(text), 1)
+    return reader.result()
 
 
-def _rows(text: str, path: str):
-    """(line number, fields) of the non-blank CSV lines, the header first.  One record a line: a quoted
-    field spanning lines (never in these files) shows up as two records with a wrong field count."""
-    for index, line in enumerate(split_lines(text)):
+class PodReader:
+    """Reads a pod list's lines as they come: the header, then one pod a line."""
+
+    def __init__(self, path: str, strict: bool, limit: int | None) -> None:
+        self.path = path
+        self.log = RecordLog(path, strict, limit)
+        self.jobs: list[JobSpec] = []
+        self.header: list[str] | None = None
+
+    def read_lines(self, lines: list[str], first: int) -> bool:
+        """Read ``lines`` (the first is line ``first``); True once the limit is reached."""
+        log, jobs = self.log, self.jobs
+        for lineno, row in _rows(lines, self.path, first):
+            if self.header is None:
+                self._take_header(row)
+                continue
+            header = self.header
+            log.records += 1
+            if len(row) != len(header):
+                log.skip("wrong field count", lineno, None, f"{len(row)} fields, the header has {len(header)}")
+                continue
+            try:
+                jobs.append(_Pod(dict(zip(header, row)), lineno, log, self.timed).job())
+            except _Skip:
+                pass
+            if log.full(jobs):
+                return True
+        return False
+
+    def _take_header(self, row: list[str]) -> None:
+        header = self.header = [name.strip().lower() for name in row]
+        missing = [name for name in POD_REQUIRED if name not in header]
+        if missing:
+            hint = " (this is a node list: read it with read_nodes / as a cluster)" if "sn" in header else ""
+            raise InputError(f"not an openb pod list: no column {', '.join(missing)}{hint}", path=self.path, line=1,
+                             field=missing[0])
+        self.timed = all(name in header for name in TIME_COLUMNS)
+
+    def result(self) -> TraceResult:
+        if self.header is None:
+            raise InputError("empty file", path=self.path)
+        return self.log.result(self.jobs, "alibaba")
+
+
+def _rows(lines: list[str], path: str, first: int = 1):
+    """(line number, fields) of the non-blank CSV lines (the first is line ``first``).  One record a
+    line: a quoted field spanning lines (never in these files) shows up as two records with a wrong
+    field count."""
+    for lineno, line in enumerate(lines, first):
         if line.strip():
             try:
                 row = next(csv.reader([line]))
             except csv.Error as exc:
-                raise InputError(f"not valid CSV: {exc}", path=path, line=index + 1) from None
-            yield index + 1, [field.strip() for field in row]
+                raise InputError(f"not valid CSV: {exc}", path=path, line=lineno) from None
+            yield lineno, [field.strip() for field in row]
 
 
 def _header(rows, path: str) -> list[str]:
@@ -219,7 +250,7 @@ def parse_nodes(text: str, path: str = "<nodes.csv>") -> Cluster:
     >>> [(n.name, n.cpus, n.gpus, n.gpu_model, n.idle_w, n.busy_w) for n in c.nodes]
     [('n0', 96, 8, 'G2', 45.0, 360.0), ('n1', 32, 0, None, 15.0, 120.0)]
     """
-    rows = _rows(text, path)
+    rows = _rows(split_lines(text), path)
     header = _header(rows, path)
     missing = [name for name in NODE_COLUMNS if name not in header]
     if missing:

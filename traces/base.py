@@ -75,12 +75,25 @@ def sniff_format(text: str) -> str | None:
 
 
 def read_trace(path: str, fmt: str | None = None, *, strict: bool = False,
-               columns: list[str] | None = None) -> TraceResult:
+               columns: list[str] | None = None, limit: int | None = None) -> TraceResult:
     """Read a trace of any supported format (``fmt`` None = :func:`detect_format`).
 
     ``strict=True`` raises :class:`InputError` at the first record that would be skipped or
     adjusted; otherwise such records are counted in the result.  ``columns`` gives the sacct column
     order for an export without a header line.
+
+    ``limit=N`` keeps the first N jobs of the file: the reader reads the file in order and stops
+    after the record that brings the jobs it keeps to N (a skipped record, one refused as
+    :func:`~greenslurm.traces.records.unphysical` included, keeps none; an sacct array range keeps
+    one job a task, and only as many as N needs); those N jobs are then sorted by submit time as
+    every read is.  ``records_read``, the skip and adjust counts, their examples and strict mode's
+    first error are those of the lines up to that record, as a read of the file cut after it gives.
+    On a file in submit order these are the N earliest jobs, the same as the first N of the whole
+    read; on a file out of order they are the first N of the file, not the N earliest.  Every
+    reader stops reading there (the file's bytes are checked, NUL and UTF-8, a piece of up to 4 MiB
+    at a time); sacct --json decodes the ``"jobs"`` list's elements one at a time, and parses the
+    whole document only where a prefix cannot be read (not an object, bad JSON before the N-th
+    job, fewer than N jobs).
     """
     path = str(path)
     if fmt is None:
@@ -92,5 +105,5 @@ def read_trace(path: str, fmt: str | None = None, *, strict: bool = False,
     module, name = _READERS[fmt]
     reader = getattr(importlib.import_module(f"greenslurm.traces.{module}"), name)
     if fmt == "sacct":
-        return reader(path, strict=strict, columns=columns)
-    return reader(path, strict=strict)
+        return reader(path, strict=strict, columns=columns, limit=limit)
+    return reader(path, strict=strict, limit=limit)

@@ -68,6 +68,20 @@ def unphysical(job: JobSpec) -> tuple[str, str, str] | None:
     return None
 
 
+def suspect_rows(runtime_s, requested_time_s, submit_s, cpus):
+    """The rows of job columns (numpy arrays) that :func:`unphysical` may refuse (NaN fails every
+    comparison); for a job with a run time and no deadline (an SWF record) exactly those it refuses.
+
+    >>> import numpy as np
+    >>> suspect_rows(np.array([5.0, 1e300, np.nan]), np.array([9.0] * 3), np.zeros(3), np.ones(3)).tolist()
+    [False, True, True]
+    """
+    suspect = ~(runtime_s <= MAX_DURATION_S) | ~(requested_time_s <= MAX_LIMIT_S)
+    suspect |= ~((0 <= submit_s) & (submit_s <= MAX_SUBMIT_S))
+    suspect |= cpus > MAX_JOB_CPUS
+    return suspect
+
+
 @dataclass
 class TraceResult:
     """Jobs of one trace file, sorted by submit time (ties keep file order), plus the read's account.
@@ -124,13 +138,26 @@ class RecordLog:
     greenslurm.clustermodel.errors.InputError: t.swf:3: field run_time: run time is -1 (strict mode: the record would be skipped as 'runtime unknown')
     """
 
-    def __init__(self, path: str, strict: bool = False) -> None:
+    def __init__(self, path: str, strict: bool = False, limit: int | None = None) -> None:
         self.path = path
         self.strict = strict
+        # keep the first ``limit`` jobs of the file (see read_trace): a streaming reader stops at the
+        # record that brings its kept jobs to it; the result keeps that many, in file order, then sorts
+        self.limit = limit
+        self._counted_jobs = self._physical_jobs = 0     # what full() has looked at and kept
         self.records = 0
         self.skipped: collections.Counter = collections.Counter()
         self.adjusted: collections.Counter = collections.Counter()
         self.examples: dict[str, str] = {}
+
+    def full(self, jobs: list[JobSpec]) -> bool:
+        """Whether ``jobs`` (the jobs kept so far, in file order) reach the limit: the reader stops
+        reading after the record that made them (a job :func:`unphysical` refuses does not count)."""
+        if self.limit is None:
+            return False
+        physical = self._physical_jobs + sum(1 for job in jobs[self._counted_jobs:] if unphysical(job) is None)
+        self._counted_jobs, self._physical_jobs = len(jobs), physical
+        return physical >= self.limit
 
     def skip(self, reason: str, line: int | None, field: str | None = None, detail: str | None = None) -> None:
         """Leave a record out (count it), or raise in strict mode."""
@@ -162,7 +189,7 @@ class RecordLog:
             else:
                 reason, name, detail = problem
                 self.skip(reason, job.source_line or None, name, detail)
-        jobs = kept
+        jobs = kept if self.limit is None else kept[:self.limit]
         jobs.sort(key=attrgetter("submit_s"))   # stable: equal submit times keep file order
         return TraceResult(jobs=jobs, path=self.path, format=fmt, header=dict(header or {}),
                            records_read=self.records, skipped=self.skipped, adjusted=self.adjusted,
@@ -175,9 +202,7 @@ class RecordLog:
         if self.records == 0:
             raise InputError("no job records found (only comments, headers or blank lines)", path=self.path)
         # the rows unphysical() may refuse (NaN fails every comparison), then its verdict on each
-        runtime, limit, submit = table.runtime_s, table.requested_time_s, table.submit_s
-        suspect = ~(runtime <= MAX_DURATION_S) | ~(limit <= MAX_LIMIT_S) | ~((0 <= submit) & (submit <= MAX_SUBMIT_S))
-        suspect |= table.cpus > MAX_JOB_CPUS
+        suspect = suspect_rows(table.runtime_s, table.requested_time_s, table.submit_s, table.cpus)
         keep = np.ones(len(table), dtype=bool)
         for row in np.flatnonzero(suspect).tolist():
             job = table.spec(row)
@@ -187,6 +212,8 @@ class RecordLog:
                 self.skip(reason, job.source_line or None, name, detail)
                 keep[row] = False
         rows = np.flatnonzero(keep)
+        if self.limit is not None:
+            rows = rows[:self.limit]
         order = rows[np.argsort(table.submit_s[rows], kind="stable")]   # equal submit times keep file order
         if len(order) != len(table) or (len(order) and not (order[1:] > order[:-1]).all()):
             table = table.take(order)

@@ -55,7 +55,7 @@ from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.traces import slurm_fields as sf
 from greenslurm.traces.records import RecordLog, TraceResult
-from greenslurm.traces.source import read_text, split_lines
+from greenslurm.traces.source import feed_lines, split_lines
 
 XDMOD_COLUMNS = ("JobID|JobIDRaw|Cluster|Partition|QOS|Account|Group|GID|User|UID|Submit|Eligible|Start|End|"
                  "Elapsed|ExitCode|State|NNodes|NCPUS|ReqCPUS|ReqMem|ReqTRES|AllocTRES|Timelimit|NodeList|"
@@ -83,13 +83,18 @@ class Layout:
         return tuple(name.lower() for name in self.names)
 
 
-def read_sacct(path: str, *, strict: bool = False, columns: list[str] | None = None) -> TraceResult:
-    """Read an ``sacct --parsable2`` export (plain or gzip)."""
-    return parse_sacct(read_text(path), path, strict=strict, columns=columns)
+def read_sacct(path: str, *, strict: bool = False, columns: list[str] | None = None,
+               limit: int | None = None) -> TraceResult:
+    """Read an ``sacct --parsable2`` export (plain or gzip) a piece at a time; ``limit``: the first
+    jobs of the file, and no line past the record that completes them is read (see
+    :func:`greenslurm.traces.base.read_trace`)."""
+    reader = SacctReader(path, strict, columns, limit)
+    feed_lines(path, reader.read_lines, reader.finish, limit)
+    return reader.result()
 
 
 def parse_sacct(text: str, path: str = "<sacct>", *, strict: bool = False,
-                columns: list[str] | None = None) -> TraceResult:
+                columns: list[str] | None = None, limit: int | None = None) -> TraceResult:
     """Parse sacct text.
 
     >>> r = parse_sacct("JobID|Submit|Start|End|Elapsed|State|NCPUS|NNodes|Timelimit\\n"
@@ -99,29 +104,79 @@ def parse_sacct(text: str, path: str = "<sacct>", *, strict: bool = False,
     >>> j.job_id, j.runtime_s, j.requested_time_s, j.cpus, j.nodes, dict(r.skipped)
     ('7', 600.0, 3600.0, 4, 1, {'job step (.batch/.extern/.N)': 1})
     """
-    log = RecordLog(path, strict)
-    lines = split_lines(text)
-    layout, header_index = _layout(lines, path, columns)
-    header_line = lines[header_index] if header_index is not None else None
-    keys = layout.keys
-    display = dict(zip(keys, layout.names))
-    width = len(keys)
-    jobs: list[JobSpec] = []
-    for index, line in enumerate(lines):
-        if index == header_index or _is_comment(line) or line == header_line:
-            continue
-        lineno = index + 1
-        log.records += 1
-        fields = line.split("|")
-        if len(fields) == width + 1 and fields[-1] == "":   # --parsable: trailing delimiter
-            fields.pop()
-        if not layout.min_fields <= len(fields) <= width:
-            log.skip("wrong field count", lineno, None,
-                     f"{len(fields)} fields, expected {_expected(layout)} ({layout.origin})")
-            continue
-        record = _Record(dict(zip(keys, fields)), display, lineno, log)
-        jobs.extend(record.jobs())
-    return log.result(jobs, "sacct")
+    reader = SacctReader(path, strict, columns, limit)
+    if not reader.read_lines(split_lines(text), 1):
+        reader.finish()
+    return reader.result()
+
+
+class SacctReader:
+    """Reads an export's lines as they come: the first ones until the column order is known (a
+    header line, the caller's columns, or the records :func:`_sniff` looks at), then record by
+    record, with the read's account in ``log``."""
+
+    def __init__(self, path: str, strict: bool, columns: list[str] | None, limit: int | None) -> None:
+        self.path, self.columns = path, columns
+        self.log = RecordLog(path, strict, limit)
+        self.jobs: list[JobSpec] = []
+        self.waiting: list[str] | None = []     # the first lines, until the column order is known
+        self.layout: Layout | None = None
+
+    def read_lines(self, lines: list[str], first: int) -> bool:
+        """Read ``lines`` (the first is line ``first``); True once the limit is reached."""
+        if self.waiting is not None:
+            self.waiting.extend(lines)
+            if not _order_known(self.waiting, self.columns):
+                return False
+            return self.finish()
+        return self._records(lines, first)
+
+    def finish(self) -> bool:
+        """The file ended (or enough of it came): settle the column order and read what waited."""
+        if self.waiting is None:
+            return False
+        lines, self.waiting = self.waiting, None
+        self.layout, header_index = _layout(lines, self.path, self.columns)
+        self.header_line = lines[header_index] if header_index is not None else None
+        self.header_lineno = header_index + 1 if header_index is not None else None
+        self.keys = self.layout.keys
+        self.display = dict(zip(self.keys, self.layout.names))
+        return self._records(lines, 1)
+
+    def _records(self, lines: list[str], first: int) -> bool:
+        log, layout, keys, display, jobs = self.log, self.layout, self.keys, self.display, self.jobs
+        width = len(keys)
+        for lineno, line in enumerate(lines, first):
+            if lineno == self.header_lineno or _is_comment(line) or line == self.header_line:
+                continue
+            log.records += 1
+            fields = line.split("|")
+            if len(fields) == width + 1 and fields[-1] == "":   # --parsable: trailing delimiter
+                fields.pop()
+            if not layout.min_fields <= len(fields) <= width:
+                log.skip("wrong field count", lineno, None,
+                         f"{len(fields)} fields, expected {_expected(layout)} ({layout.origin})")
+                continue
+            record = _Record(dict(zip(keys, fields)), display, lineno, log)
+            jobs.extend(record.jobs())
+            if log.full(jobs):
+                return True
+        return False
+
+    def result(self) -> TraceResult:
+        return self.log.result(self.jobs, "sacct")
+
+
+def _order_known(lines: list[str], columns: list[str] | None) -> bool:
+    """Whether the first ``lines`` of a file settle its column order as :func:`_layout` reads it
+    from the whole file: its first record line is a header, or the caller gave the columns, or
+    the lines hold the records :func:`_sniff` looks at."""
+    first = next((i for i, line in enumerate(lines) if not _is_comment(line)), None)
+    if first is None:
+        return False
+    if columns is not None or _is_header(lines[first].split("|")):
+        return True
+    return sum(1 for line in lines[first:] if not _is_comment(line)) >= SNIFF_LINES
 
 
 def _is_comment(line: str) -> bool:

@@ -31,7 +31,7 @@ from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.traces import slurm_fields as sf
 from greenslurm.traces.records import RecordLog, TraceResult
-from greenslurm.traces.source import read_text
+from greenslurm.traces.source import FIRST_PIECE_BYTES, LineStream, read_text
 
 NO_VAL32 = 4294967294        # Slurm's "not set" for 32-bit fields; INFINITE is one more
 _NO_VALS = frozenset({NO_VAL32, NO_VAL32 + 1, 2**64 - 2, 2**64 - 1})   # NO_VAL/INFINITE, 32 and 64 bit
@@ -64,12 +64,121 @@ def _not_text(value) -> str | None:
     return None
 
 
-def read_sacct_json(path: str, *, strict: bool = False) -> TraceResult:
-    """Read ``sacct --json`` output (plain or gzip)."""
-    return parse_sacct_json(read_text(path), path, strict=strict)
+def read_sacct_json(path: str, *, strict: bool = False, limit: int | None = None) -> TraceResult:
+    """Read ``sacct --json`` output (plain or gzip); ``limit``: its first jobs, read a piece at a time
+    up to the one that completes them (see :func:`greenslurm.traces.base.read_trace`)."""
+    if limit is not None:
+        first = _first_jobs(path, strict, limit)
+        if first is not None:
+            return first
+    return parse_sacct_json(read_text(path), path, strict=strict, limit=limit)
 
 
-def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = False) -> TraceResult:
+class _Whole(Exception):
+    """Internal: the document is not one a prefix can be read of (not an object, a "jobs" that is
+    not a list of objects, bad JSON, fewer jobs than the limit): parse it whole."""
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _first_jobs(path: str, strict: bool, limit: int) -> TraceResult | None:
+    """The first ``limit`` jobs of the top-level ``"jobs"`` list, its elements decoded one at a
+    time as the file streams past (the same decoder and checks as :func:`parse_sacct_json`), or None
+    when the document must be parsed whole (:class:`_Whole`).  Keys before ``"jobs"`` are decoded
+    and dropped; nothing after the element that completes the limit is read."""
+    stream = LineStream(path, first_piece_bytes=FIRST_PIECE_BYTES)
+    pieces = iter(stream)
+    decoder = json.JSONDecoder()
+    text, pos, line = "", 0, 1              # the text held, where the reading is, the line of text[0]
+
+    def more() -> bool:
+        nonlocal text, pos, line
+        piece = next(pieces, None)
+        if piece is None:
+            return False
+        line += text.count("\n", 0, pos)
+        text, pos = text[pos:] + "\n".join(piece[1]) + "\n", 0
+        return True
+
+    def at() -> str:
+        """The next character after white space ('' at the end of the file)."""
+        nonlocal pos
+        while True:
+            pos = _SPACE.match(text, pos).end()
+            if pos < len(text) or not more():
+                return text[pos:pos + 1]
+
+    def value():
+        nonlocal pos
+        while True:
+            try:
+                found, end = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError:
+                if more():
+                    continue
+                raise _Whole() from None
+            except RecursionError:
+                raise _Whole() from None
+            if end == len(text) and more():    # a number may go on in the next piece
+                continue
+            start, pos = pos, end
+            return found, start
+
+    log = RecordLog(path, strict, limit)
+    jobs: list[JobSpec] = []
+    try:
+        if at() != "{":
+            raise _Whole()
+        pos += 1
+        while True:
+            if at() != '"':
+                raise _Whole()
+            key, _ = value()
+            if at() != ":":
+                raise _Whole()
+            pos += 1
+            if key != "jobs":
+                at()
+                value()
+                if at() != ",":
+                    raise _Whole()
+                pos += 1
+                continue
+            if at() != "[":
+                raise _Whole()
+            pos += 1
+            index = 0
+            while True:
+                if at() in ("]", ""):
+                    raise _Whole()         # fewer jobs than the limit: the whole document decides
+                data, start = value()
+                if not isinstance(data, dict):
+                    raise _Whole()
+                log.records += 1
+                try:
+                    job = _JsonJob(data, index, line + text.count("\n", 0, start), log)
+                    if _SURROGATE_ESCAPE.search(text, start, pos):
+                        job.check_text()
+                    jobs.extend(job.jobs())
+                except _Skip:
+                    pass
+                if log.full(jobs):
+                    pieces.close()
+                    return log.result(jobs, "sacct-json")
+                index += 1
+                if at() != ",":
+                    raise _Whole()
+                pos += 1
+    except _Whole:
+        pieces.close()
+        return None
+    except InputError as error:         # strict mode: the file's own errors come first
+        stream.fail(error)
+
+
+def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = False,
+                     limit: int | None = None) -> TraceResult:
     """Parse ``sacct --json`` text.
 
     >>> r = parse_sacct_json('{"jobs": [{"job_id": 5, "state": {"current": ["COMPLETED"]},'
@@ -89,7 +198,7 @@ def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = Fa
     jobs_data = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs_data, list):
         raise InputError('not sacct --json output: expected an object with a "jobs" list', path=path, field="jobs")
-    log = RecordLog(path, strict)
+    log = RecordLog(path, strict, limit)
     lines = _job_lines(text, len(jobs_data))
     surrogates = _SURROGATE_ESCAPE.search(text) is not None
     jobs: list[JobSpec] = []
@@ -102,6 +211,8 @@ def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = Fa
             jobs.extend(job.jobs())
         except _Skip:
             pass
+        if log.full(jobs):
+            break
     return log.result(jobs, "sacct-json")
 
 

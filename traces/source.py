@@ -15,13 +15,14 @@ import codecs
 import gzip
 import os
 import zlib
-from typing import Iterator
+from typing import Callable, Iterator
 
 from greenslurm.clustermodel.errors import InputError, missing_path
 
 GZIP_MAGIC = b"\x1f\x8b"
 SNIFF_BYTES = 64 * 1024
 PIECE_BYTES = 4 << 20        # a streamed read takes the file about this much at a time
+FIRST_PIECE_BYTES = 64 << 10  # ... from this much on, doubling, when it may stop early (a limit)
 
 
 def read_bytes(path: str, limit: int | None = None) -> bytes:
@@ -112,10 +113,12 @@ def _open_checked(path: str):
         raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
 
 
-def byte_pieces(path: str, size: int = PIECE_BYTES) -> Iterator[bytes]:
+def byte_pieces(path: str, size: int = PIECE_BYTES, first_size: int | None = None) -> Iterator[bytes]:
     """The bytes of ``path`` (gunzipped when gzip data) in pieces of about ``size`` that end at a
     line end (the last one may not); InputError as :func:`read_bytes` gives, a corrupt gzip stream
-    when the reading reaches it."""
+    when the reading reaches it.  ``first_size``: the first piece's size, each next one twice the
+    last up to ``size`` (a reader that may stop early reads little past where it stops)."""
+    block_size = min(first_size or size, size)
     with _open_checked(path) as handle:
         try:
             packed = handle.read(len(GZIP_MAGIC)) == GZIP_MAGIC
@@ -126,7 +129,8 @@ def byte_pieces(path: str, size: int = PIECE_BYTES) -> Iterator[bytes]:
         rest: list[bytes] = []      # blocks read since the last line end (none holds one)
         while True:
             try:
-                block = reader.read(size)
+                block = reader.read(block_size)
+                block_size = min(2 * block_size, size)
             except (OSError, EOFError, zlib.error) as exc:
                 if packed:
                     raise InputError("gzip data is corrupt or truncated", path=path) from None
@@ -165,7 +169,8 @@ class LineStream:
 
     NUL, NOT_UTF8 = 1, 2            # the checks' precedence (lower first)
 
-    def __init__(self, path: str, piece_bytes: int | None = None, raw: bool = False) -> None:
+    def __init__(self, path: str, piece_bytes: int | None = None, raw: bool = False,
+                 first_piece_bytes: int | None = None) -> None:
         self.path = path
         # raw: a piece of ASCII comes as its bytes (no decoding, no lines: a scanner reads it),
         # any other piece as its decoded text
@@ -173,7 +178,7 @@ class LineStream:
         self.empty = True
         self.blank = True
         self._want_lines = True
-        self._iterator = self._lines(byte_pieces(path, piece_bytes or PIECE_BYTES))
+        self._iterator = self._lines(byte_pieces(path, piece_bytes or PIECE_BYTES, first_piece_bytes))
 
     def __iter__(self):
         return self._iterator
@@ -226,3 +231,24 @@ class LineStream:
             raise InputError("empty file", path=self.path)
         if self.blank:
             raise InputError("file holds only white space", path=self.path)
+
+
+def feed_lines(path: str, read_lines: Callable[[list[str], int], bool], finish: Callable[[], object] | None = None,
+               limit: int | None = None) -> None:
+    """Give a text file's lines to ``read_lines(lines, first line number)`` a piece at a time, with
+    :class:`LineStream`'s checks, until it answers True (its reader has what it keeps: the rest of
+    the file is not read) or the file ends (then ``finish()``).  ``limit``: the reader may stop
+    early, so the pieces start small (``FIRST_PIECE_BYTES``)."""
+    stream = LineStream(path, first_piece_bytes=FIRST_PIECE_BYTES if limit is not None else None)
+    pieces = iter(stream)
+    try:
+        for first, lines in pieces:
+            if read_lines(lines, first):
+                pieces.close()
+                return
+        stream.check_end()
+        if finish is not None:
+            finish()
+    except InputError as error:             # about a line: the file's own errors come first
+        stream.fail(error)
+

@@ -42,8 +42,8 @@ import numpy as np
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job_table import ExtraRow, JobTable, compact_floats, is_plain_number
 from greenslurm.traces import swf_scan
-from greenslurm.traces.records import RecordLog, TraceResult
-from greenslurm.traces.source import LineStream, split_lines
+from greenslurm.traces.records import RecordLog, TraceResult, suspect_rows
+from greenslurm.traces.source import FIRST_PIECE_BYTES, LineStream, split_lines
 
 FIELDS = ("job_number", "submit_time", "wait_time", "run_time", "allocated_procs", "avg_cpu_time",
           "used_memory", "requested_procs", "requested_time", "requested_memory", "status", "user_id",
@@ -85,17 +85,53 @@ class SwfExtra(ExtraRow):
         super().__init__(values, _EXTRA_NAMES, _EXTRA_POSITION)
 
 
-def read_swf(path: str, *, strict: bool = False) -> TraceResult:
-    """Read an SWF file (plain or gzip) a piece at a time into columns."""
-    reader = SwfReader(path, strict)
-    stream = LineStream(path, raw=True)
+def read_swf(path: str, *, strict: bool = False, limit: int | None = None) -> TraceResult:
+    """Read an SWF file (plain or gzip) a piece at a time into columns.  ``limit``: stop at the
+    record that brings the kept jobs to ``limit`` (see :func:`greenslurm.traces.base.read_trace`):
+    the piece that holds it is read again up to that record's line, so that the counts are those of
+    the lines up to it."""
+    reader = SwfReader(path, strict, limit)
+    stream = LineStream(path, raw=True, first_piece_bytes=FIRST_PIECE_BYTES if limit is not None else None)
+    pieces = iter(stream)
+    cut = False
     try:
-        for first, piece in stream:
-            reader.read_piece(piece, first)
+        for first, piece in pieces:
+            mark = reader.mark() if limit is not None else None
+            try:
+                reader.read_piece(piece, first)
+            except InputError:              # strict mode: raised, unless the limit comes before it
+                last = reader.limit_line() if limit is not None else None
+                if last is None:
+                    raise
+            else:
+                last = reader.limit_line() if limit is not None else None
+            if last is not None:
+                reader.restore(mark)
+                reader.read_piece(first_lines(piece, last - first + 1), first)
+                cut = True
+                break
     except InputError as error:             # about a line: the file's own errors come first
         stream.fail(error)
-    stream.check_end()
+    if cut:
+        pieces.close()                      # the rest of the file is not read
+    else:
+        stream.check_end()
     return reader.result()
+
+
+def first_lines(piece: bytes | str, count: int) -> bytes | str:
+    r"""The first ``count`` lines of ``piece`` (with their line ends).
+
+    >>> first_lines(b"a\nb\nc", 2), first_lines("a\nb", 5)
+    (b'a\nb\n', 'a\nb')
+    """
+    line_end = b"\n" if isinstance(piece, bytes) else "\n"
+    end = -1
+    for _ in range(count):
+        end = piece.find(line_end, end + 1)
+        if end < 0:
+            return piece
+    return piece[:end + 1]
 
 
 def parse_swf(text: str, path: str = "<swf>", *, strict: bool = False) -> TraceResult:
@@ -115,8 +151,11 @@ class SwfReader:
     """Reads SWF lines into growable columns (8 bytes a number), one kept record a row, with the
     read's account in ``log``."""
 
-    def __init__(self, path: str, strict: bool) -> None:
-        self.log = RecordLog(path, strict)
+    def __init__(self, path: str, strict: bool, limit: int | None = None) -> None:
+        self.log = RecordLog(path, strict, limit)
+        self.limit = limit
+        self.counted = 0                    # rows looked at by limit_line
+        self.physical = 0                   # of those, the ones the result keeps
         self.header: dict[str, str] = {}
         self.last_key: str | None = None
         self.numbers = array("q")           # job number (a plain number's), else -1 and the id in ids
@@ -255,6 +294,46 @@ class SwfReader:
         status = int(v[10]) if v[10] == int(v[10]) else -1
         self.state.append(self.states[STATUS_NAMES.get(status, "")])
         self.extra.extend(_pick_extra(v))
+
+    _ROW_ARRAYS = ("numbers", "submit_s", "requested_time_s", "runtime_s", "cpus", "source_line", "user",
+                   "partition", "state")
+
+    def mark(self) -> tuple:
+        """Where the read stands (rows, labels, header, counts): :meth:`restore` goes back to it."""
+        log = self.log
+        return (len(self.numbers), len(self.users), len(self.partitions), dict(self.header), self.last_key,
+                log.records, log.skipped.copy(), log.adjusted.copy(), dict(log.examples))
+
+    def restore(self, mark: tuple) -> None:
+        """Forget every line read since :meth:`mark` gave ``mark``."""
+        rows, users, partitions, header, last_key, records, skipped, adjusted, examples = mark
+        for name in self._ROW_ARRAYS:
+            del getattr(self, name)[rows:]
+        del self.extra[rows * len(_EXTRA_NAMES):]
+        self.ids = {row: text for row, text in self.ids.items() if row < rows}
+        self.users = dict(list(self.users.items())[:users])
+        self.partitions = dict(list(self.partitions.items())[:partitions])
+        self.header, self.last_key = header, last_key
+        log = self.log
+        log.records, log.skipped, log.adjusted, log.examples = records, skipped, adjusted, examples
+        self.counted = min(self.counted, rows)
+
+    def limit_line(self) -> int | None:
+        """The line of the record that brings the kept jobs to the limit, once the rows read hold
+        it (a row :func:`~greenslurm.traces.records.unphysical` refuses is not kept); else None."""
+        rows = len(self.numbers)
+        start = self.counted
+        if rows == start:
+            return None
+        kept = ~suspect_rows(*(np.frombuffer(getattr(self, name), dtype=float)[start:]
+                               for name in ("runtime_s", "requested_time_s", "submit_s", "cpus")))
+        self.counted = rows
+        count = int(kept.sum())
+        if self.physical + count < self.limit:
+            self.physical += count
+            return None
+        row = start + int(np.flatnonzero(kept)[self.limit - self.physical - 1])
+        return int(self.source_line[row])
 
     def table(self) -> JobTable:
         """The kept records as a table, in file order (its columns share the growable arrays'

@@ -60,7 +60,7 @@ class PoolInputs(NamedTuple):
     """The jobs the processor-pool core runs, as columns: their rows in the replay's order, arrival,
     time limit and run time (the run time cut at the limit) in seconds, and processors."""
 
-    core: str                     # "compiled" or "python" (greenslurm.sim.engine.pool_core.chosen_core)
+    core: str                     # "compiled" (greenslurm.sim.engine.pool_core.chosen_core)
     rows: np.ndarray              # int64
     submit_s: np.ndarray
     requested_s: np.ndarray
@@ -177,6 +177,44 @@ def per_node_task(job: JobSpec, demand: np.ndarray) -> GpuTask | None:
     return GpuTask(int(round(float(demand[CPU]) * MILLI)), float(demand[1]), num_gpu, gpu_milli, spec)
 
 
+def pool_refusal(machine: Machine, jobs: Sequence[JobSpec]) -> str | None:
+    """Why the nodes of ``machine`` are not interchangeable processors for ``jobs`` (None: they
+    are).  They are when every node has one CPU and no GPU and the nodes are alike (memory
+    included), no job asks for memory (a node's memory then never decides where a job goes) and
+    no partition or feature keeps a job off a node (every job's eligibility mask is every node):
+    a plain processor pool, or a slurm.conf's single-CPU nodes in partitions that hold them all.
+
+    >>> from greenslurm.clustermodel import Cluster, NodeSpec
+    >>> pool = Cluster([NodeSpec(f"n{i}", 1, memory_mb=1.0, partitions=("batch",)) for i in range(2)],
+    ...                default_partition="batch")
+    >>> pool_refusal(Machine(pool), [JobSpec("a", 0.0, 5.0, cpus=2), JobSpec("b", 0.0, 5.0, partition="3")])
+    >>> pool_refusal(Machine(pool), [JobSpec("a", 0.0, 5.0, cpus=1, memory_mb_per_node=1.0)])
+    'jobs ask for memory'
+    >>> pool_refusal(Machine(Cluster.homogeneous(2, cpus=4)), [])
+    'its nodes have more than one CPU'
+    """
+    if machine.is_processor_pool:
+        return None
+    capacity = machine.cluster.capacity
+    if capacity[:, CPU].max() > 1:
+        return "its nodes have more than one CPU"
+    if capacity[:, GPU].any():
+        return "its nodes have GPUs"
+    if not (capacity == capacity[0]).all():
+        return "its nodes differ in size"
+    eligibility = machine.eligibility
+    table = getattr(jobs, "table", None)
+    if table is not None:        # a job table's jobs ask for processors only, with no constraint
+        pairs = {(table.partitions[code], "") for code in np.unique(table.partition).tolist()}
+    else:
+        if any(job.memory_mb_per_node > 0 for job in jobs):
+            return "jobs ask for memory"
+        pairs = {(job.partition, job.constraint) for job in jobs}
+    if eligibility.restricts and any(eligibility.mask(*pair) is not None for pair in sorted(pairs)):
+        return "partitions or features keep some jobs off some nodes"
+    return None
+
+
 class Replay:
     """One run.  Construct, then :meth:`run`; the pieces stay inspectable for tests.
 
@@ -202,6 +240,13 @@ class Replay:
         self.keep_jobs = keep_jobs
         self.cluster = cluster
         self.machine = (machine_factory or Machine)(cluster, selection)
+        # why the compiled cores cannot take this cluster (None: they can, or it has a machine of its
+        # own: power states, co-location, which says so itself)
+        self.pool_refusal = pool_refusal(self.machine, self.ordered) if type(self.machine) is Machine else None
+        if self.pool_refusal is None and type(self.machine) is Machine and not self.machine.is_processor_pool:
+            # a slurm.conf's nodes of one CPU: memory no job asks for, partitions that let every job
+            # on every node; the nodes are interchangeable processors for these jobs
+            self.machine.is_processor_pool = True
         self.shaper = Shaper(cluster, self.machine.gpus, self.machine.eligibility)
         self.skipped = self.shaper.skipped
         self.strategy = QUEUES[queue](self.machine, **(strategy_options or {}))
@@ -491,8 +536,7 @@ class Replay:
             total = self.jobs_total
             progress = lambda done: done % PROGRESS_EVERY == 0 and self.progress(done, total)  # noqa: E731
         run = pool_core.run_pool(self.strategy.name, self.cluster.size, inputs.submit_s, inputs.requested_s,
-                                 inputs.run_for_s, inputs.procs, power, ledger.start_s, core=inputs.core,
-                                 progress=progress)
+                                 inputs.run_for_s, inputs.procs, power, ledger.start_s, progress=progress)
         ledger.adopt(run)                # the ledger as the loop would have left it
         self.machine.finished_count = len(run.rows)
         # the core's columns are in the order jobs ended, as the result's; its rows index ``inputs.rows``

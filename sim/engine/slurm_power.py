@@ -254,7 +254,7 @@ class SlurmPowerSaving:
         >>> s.suspend_time_s, s.suspend_rate, s.resume_rate, s.exc_nodes, s.interval_s, s.partitions["b"]
         (600.0, 5, 300, ('n4',), 30.0, PartitionPower(suspend_time_s=None, suspend_timeout_s=None, resume_timeout_s=300.0))
         """
-        from greenslurm.traces.slurm_conf import expand_hostlist
+        from greenslurm.traces.slurm_hostlist import expand_hostlist
 
         def seconds(key: str, default: float) -> float:
             value = conf.get(key)

@@ -71,9 +71,9 @@ def summary_tables(rows: Sequence[dict], levels: Sequence[float] = SUMMARY_LEVEL
     return tables
 
 
-def plot(rows: Sequence[dict], path: str | Path) -> Path:
+def plot(rows: Sequence[dict], path: str | Path | None):
     """EOPC, GRAR, unallocated GPU and fragmentation against arrived demand, one line per policy
-    (mean over seeds), written as a PNG."""
+    (mean over seeds), written as a PNG (``path`` None: the figure returned, not written)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -93,7 +93,8 @@ def plot(rows: Sequence[dict], path: str | Path) -> Path:
         colour, linestyle, marker = series_style(index)
         for ax, (column, name, scale) in zip(axes.flat, panels):
             ax.plot(xs, [means[(*variant, x)][column] * scale for x in xs], label=label, linewidth=1.2,
-                    color=colour, linestyle=linestyle, marker=marker, markevery=1.0 / 12, markerfacecolor="none")
+                    color=colour, linestyle=linestyle, marker=marker, markevery=1.0 / 12, markerfacecolor="none",
+                    clip_on=False, zorder=3)        # a line at the axes' edge (GRAR 100 %) drawn over it, whole
             ax.set_ylabel(name)
             ax.set_ylim(bottom=0.0)
             ax.grid(alpha=0.3)
@@ -101,9 +102,13 @@ def plot(rows: Sequence[dict], path: str | Path) -> Path:
         ax.set_xlabel("Arrived GPU demand (% of GPU capacity)")
     traces = ", ".join(dict.fromkeys(str(v[0]) for v in variants if v[0]))
     policies = ", ".join(dict.fromkeys(str(v[1]) for v in variants))
-    figure.suptitle(f"GPU inflation (mean over seeds){': ' + traces if traces else ''}; {policies}")
+    seeds = max((int(m["seeds"]) for m in means.values()), default=1)
+    over = f"mean over {seeds} seeds" if seeds > 1 else "n = 1"          # one seed: no mean to speak of
+    figure.suptitle(f"GPU inflation ({over}){': ' + traces if traces else ''}; {policies}")
     figure.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncols=min(4, len(variants)),
                   fontsize=8, frameon=False)
+    if path is None:                                 # the figure itself, for a notebook or a test
+        return figure
     path = Path(path)
     figure.savefig(path, dpi=120)
     plt.close(figure)

@@ -6,6 +6,7 @@ to a terminal, a file or a recording console in tests.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -188,16 +189,47 @@ def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
     return table
 
 
+def most_skipped(total: int, by_reason: Mapping[str, int]) -> str | None:
+    """When more than half of ``total`` jobs were skipped: how many, and why, the largest reason first
+    (the loud line of the replay and whatif reports); else None.
+
+    >>> most_skipped(10, {"asks for more memory than any node has": 2, "asks for more CPUs than any node has": 4})
+    '6 of 10 jobs: 4 asks for more CPUs than any node has; 2 asks for more memory than any node has'
+    >>> most_skipped(10, {"asks for more memory than any node has": 5}) is None
+    True
+    """
+    skipped = sum(by_reason.values())
+    if 2 * skipped <= total:
+        return None
+    why = "; ".join(f"{n:,} {reason}" for reason, n in sorted(by_reason.items(), key=lambda kv: -kv[1]) if n)
+    return f"{skipped:,} of {total:,} jobs: {why}"
+
+
+def print_note(console: Console, text: str, style: str = "dim") -> None:
+    """A sentence under a report's tables (what a figure holds, the power model): on a terminal, or at a
+    width the user set (``COLUMNS``), wrapped at word boundaries to the width; in a file or a pipe
+    otherwise, one line that nothing breaks (as rich's own width, the choice follows ``COLUMNS``).
+    Plain text: a file name in it is neither markup nor coloured."""
+    console.print(Text(text, style=style), soft_wrap=not console.is_terminal and "COLUMNS" not in os.environ)
+
+
 def render_report(summary: Mapping[str, Any], console: Console, title: str | None = None) -> None:
     """Print the whole replay report to ``console``."""
     if title:
         console.rule(Text(title), style="green")      # plain: rich's highlighter would colour a file name's digits
     console.print(summary_table(summary))
     console.print(energy_table(summary))
-    console.print(energy_terms(summary), style="dim", highlight=False)
+    print_note(console, energy_terms(summary))
     reasons = reasons_table(summary.get("skipped_by_reason"), summary.get("adjusted_by_reason"))
     if reasons is not None:
         console.print(reasons)
+    by_reason: dict[str, int] = {}
+    for counts in (summary.get("skipped_by_reason") or {}).values():     # the reader's, the replay's, ...
+        for reason, count in counts.items():
+            by_reason[reason] = by_reason.get(reason, 0) + count
+    loud = most_skipped(summary.get("jobs_total") or 0, by_reason)
+    if loud is not None:
+        print_note(console, f"most jobs skipped: {loud}", style="bold yellow")
 
 
 def trace_info_table(info: Mapping[str, Any]) -> Table:

@@ -31,7 +31,6 @@ import numpy as np
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.measure import Measurement
 from rich.table import Table
 
 from greenslurm.sim.reporting.quantities import fmt_mean_ci
@@ -92,23 +91,12 @@ def _rich(table: ResultTable, metrics: list[int], part: str) -> Table:
 def to_rich(table: ResultTable, console: Console) -> list[Table]:
     """The table for ``console``: as many metric columns per table as fit its width, so that no cell
     is cut; the parts are titled (1/2), (2/2)."""
-    groups: list[list[int]] = []
-    unbounded = console.options.update_width(1_000_000)
-
-    def fits(metrics: list[int]) -> bool:
-        return Measurement.get(console, unbounded, _rich(table, metrics, "")).minimum <= console.width
-
-    for m in range(len(table.metrics)):
-        trial = (groups[-1] + [m]) if groups else [m]
-        if groups and fits(trial):
-            groups[-1] = trial
-        else:
-            groups.append([m])
-    if not groups:
-        return [_rich(table, [], "")]
-    if len(groups) == 1:
-        return [_rich(table, groups[0], "")]
-    return [_rich(table, group, f" ({n + 1}/{len(groups)})") for n, group in enumerate(groups)]
+    from greenslurm.sim.reporting.table_split import split_to_width
+    parts = split_to_width(range(len(table.metrics)), lambda metrics: _rich(table, metrics, ""), console,
+                           console.width)
+    for part, drawn in parts:
+        drawn.title = table.title + part
+    return [drawn for _, drawn in parts]
 
 
 def to_markdown(table: ResultTable) -> str:
