@@ -193,6 +193,8 @@ class PowerStates:
     movable: str | None = None
     imbalance_loss: float | None = None
     start_off: bool | None = None
+    suspend_rate: int | None = None        # nodes powered down per minute at most (Slurm's SuspendRate)
+    resume_rate: int | None = None         # nodes woken per minute at most (ResumeRate)
 
 
 @dataclass(frozen=True)

@@ -515,14 +515,13 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:
         t = totals()
-        from greenslurm.sim.engine.slurm_power import IMPLAUSIBLE_BOOTS_PER_NODE_DAY, boots_per_node_day
+        from greenslurm.sim.machines.power_states import boots_per_node_day, cycling_warning
         ledger = outcome.replay.machine.ledger
-        per_day = boots_per_node_day(t.boots, outcome.cluster.size, ledger.last_s - ledger.start_s)
-        if per_day > IMPLAUSIBLE_BOOTS_PER_NODE_DAY:
-            log.warning("%.1f boots per node per day (%s boots of %s nodes): more than real hardware is booted; "
-                        "idle gaps shorter than the power-down time plus a boot make nodes cycle (raise the "
-                        "power-down time, or SuspendRate/ResumeRate with the slurm queue)", per_day,
-                        f"{t.boots:,}", f"{outcome.cluster.size:,}")
+        span_s = ledger.last_s - ledger.start_s
+        per_day = boots_per_node_day(t.boots, outcome.cluster.size, span_s)
+        warning = cycling_warning(t.boots, outcome.cluster.size, span_s)
+        if warning is not None:
+            log.warning("%s", warning)
         summary["power_states"] = {"boots": t.boots, "suspends": t.suspends, "boots_per_node_day": per_day, "off_j": t.off_j, "boot_j": t.boot_j,
                                    "saved_vs_idle_j": t.saved_vs_idle_j, "peak_power_w": t.peak_power_w,
                                    "budget_w": t.budget_w, "mean_phase_imbalance": t.mean_imbalance,

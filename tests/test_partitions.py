@@ -224,3 +224,24 @@ def test_power_states_wake_nodes_of_the_waiting_jobs_partition(queue):
     # every job ran, a1 on an a node (n0-n3), b1 and b2 on b nodes (n4-n7)
     assert sorted(runs) == ["a1", "b1", "b2"]
     assert runs["a1"][1][0] < 4 and all(i >= 4 for i in runs["b1"][1] + runs["b2"][1])
+
+
+def test_power_down_on_pozidriv_does_not_cycle_nodes(shared_data):
+    """xdmod-pozidriv's first 2,000 jobs under EASY, idle nodes powered down after 600 s: 20-CPU
+    jobs of partition black wait hours for its few big nodes while its 8-CPU nodes are off.  The
+    waking rule used to wake every off node for them (none could hold them), and each went down
+    600 s later and was woken again: 26,530 boots (20.8 per node per day).  Now: 336 boots, 440
+    suspends (105 nodes, 12.2 days: 0.26 per node per day, below the warning's 4)."""
+    from greenslurm.sim.machines.power_states import (CYCLING_BOOTS_PER_NODE_DAY, PowerStateConfig,
+                                                      boots_per_node_day, power_machine_factory)
+    from greenslurm.traces import read_trace
+
+    jobs = sorted(read_trace(str(shared_data / "sacct" / "xdmod-pozidriv.log")).jobs, key=lambda j: j.submit_s)
+    pozidriv, _ = pozidriv_cluster(jobs)           # the 105 nodes of the whole export
+    jobs = jobs[:2000]
+    replay = Replay(jobs, pozidriv, "easy", machine_factory=power_machine_factory(PowerStateConfig(suspend_after_s=600.0)))
+    result = replay.run()
+    machine = replay.machine
+    assert (len(result.records), machine.boots, machine.suspends) == (2000, 336, 440)
+    span_s = machine.ledger.last_s - machine.ledger.start_s
+    assert boots_per_node_day(machine.boots, pozidriv.size, span_s) < CYCLING_BOOTS_PER_NODE_DAY

@@ -84,6 +84,14 @@ def test_over_the_whole_run_suspended_node_seconds_within_five_percent(recorded)
     assert c["resumes_real"] == c["resumes_replay"] == 8
 
 
+def test_the_first_divergence_is_the_first_start_past_the_agreement(recorded):
+    # the 11 jobs started by 125 s run on Slurm's nodes (above); the 12th start, p11 at 126 s (sacct's
+    # whole seconds), is the first the replay puts elsewhere: on n1-n2 where Slurm gave n2-n3
+    assert power_bench.compare(recorded[0])["first_divergence"] == (
+        "p11, start 12 of 24 (submitted 118.000 s): Slurm started it at 126.000 s on n2,n3, the replay at "
+        "126.000 s on n1,n2")
+
+
 # -- the power-save thread's and the background loop's moments, against a second recording ------------
 # tests/data/slurm-power/seed201.json.gz: the same cluster and settings, another workload, recorded with
 
