@@ -221,10 +221,12 @@ def _supply(s, scale: float, seed: int, jobs: Sequence[JobSpec], cluster: Cluste
     return load_supply(s.source, jobs, cluster, scale, seed)
 
 
-def target_workload(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
-    """FGD's target workload: the trace's own GPU tasks, by popularity, up to ``fgd_coverage``."""
+def target_workload(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *, always: bool = False):
+    """FGD's target workload: the trace's own GPU tasks, by popularity, up to ``fgd_coverage``; None
+    where the node selection does not score with FGD, unless ``always`` (the GPU accounting measures
+    fragmentation under every selection)."""
     from greenslurm.allocation.selection import parse_selection
-    if not parse_selection(scenario.selection_name).needs_workload:
+    if not always and not parse_selection(scenario.selection_name).needs_workload:
         return None
     from greenslurm.clustermodel.fragmentation import COVERAGE
     from greenslurm.clustermodel.gpu_state import GpuNodes
@@ -445,7 +447,9 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
                              field="power_states.budget_w")
     workload = target_workload(scenario, jobs, cluster)
     replay = build(scenario, jobs, cluster, supply, progress, workload)
-    meter = gpu_accounting(replay, workload)
+    # fragmentation is measured against FGD's target workload under any node selection
+    meter = gpu_accounting(replay, workload if workload is not None or cluster.total_gpus <= 0
+                           else target_workload(scenario, jobs, cluster, always=True))
     if scenario.cluster.slurm_conf is not None and scenario.queue in ("fcfs", "easy", "conservative") \
             and replay.pool_refusal is not None:
         from greenslurm.clustermodel.native import warn_slurm_conf_once
