@@ -23,6 +23,9 @@ Slurm spreads unevenly (:func:`spread_consecutive`).
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import accumulate
+
 import numpy as np
 
 CPU = 0
@@ -34,12 +37,16 @@ def consecutive_runs(in_map: np.ndarray) -> list[tuple[int, int]]:
     >>> consecutive_runs(np.array([True, True, False, True, False, False, True]))
     [(0, 1), (3, 3), (6, 6)]
     """
-    runs: list[tuple[int, int]] = []
-    edges = np.diff(np.concatenate(([0], in_map.astype(np.int8), [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1) - 1
-    runs.extend(zip(starts.tolist(), ends.tolist()))
-    return runs
+    starts, ends = _run_bounds(in_map)
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def _run_bounds(in_map: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first and last indices of the runs of True in ``in_map``, as two arrays."""
+    padded = np.zeros(len(in_map) + 2, dtype=np.int8)
+    padded[1:-1] = in_map
+    edges = np.flatnonzero(padded[1:] != padded[:-1])      # alternately a run's first, one past its last
+    return edges[0::2], edges[1::2] - 1
 
 
 def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: np.ndarray, count: int,
@@ -101,36 +108,136 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     if float(usable.sum()) < cpus:
         return None
     cumulative = np.concatenate(([0.0], np.cumsum(usable)))
-    sets = [(float(cumulative[b + 1] - cumulative[a]), a, b) for a, b in consecutive_runs(in_map)]
-    nodes_taken: list[np.ndarray] = []
-    cpus_taken: list[np.ndarray] = []
+    firsts, lasts = _run_bounds(in_map)
+    totals = (cumulative[lasts + 1] - cumulative[firsts]).tolist()
+    firsts, lasts = firsts.tolist(), lasts.tolist()
+    # a sufficient set (the fewest CPUs, the first on ties) if there is one, else the one with the
+    # most CPUs (the first on ties): the sets by (CPUs, -first) from the most, sorted once
+    by_most: list[int] | None = None          # sorted when first needed (no set sufficient)
+    taken = [False] * len(totals)
+    head = 0
+    # the steps below in plain floats on short sets (numpy on long ones): cumulative sums run in
+    # order either way; a sum of 8 or more CPU amounts not all whole is numpy's (its pairwise order)
+    free_list: list[float] | None = None
+    whole: bool | None = None
+    taken_nodes: list[int] = []
+    taken_cpus: list[float] = []
     left = float(cpus)
-    while sets and left > 0:
-        sufficient = [s for s in sets if s[0] >= left]
-        best = min(sufficient, key=lambda s: (s[0], s[1])) if sufficient else max(sets, key=lambda s: (s[0], -s[1]))
-        sets.remove(best)
-        _, first, last = best
-        here = usable[first:last + 1]
-        holds = np.flatnonzero(here >= left)
-        if holds.size:                   # best fit single node: the fewest free CPUs, the first on ties
-            node = int(holds[np.argmin(here[holds])])
-            nodes_taken.append(np.array([first + node]))
-            cpus_taken.append(np.array([left]))
+    untaken = len(totals)
+    while untaken and left > 0:
+        if by_most is not None:
+            while taken[by_most[head]]:
+                head += 1
+        sufficient = None
+        if by_most is None or totals[by_most[head]] >= left:
+            sufficient = [i for i in range(len(totals)) if not taken[i] and totals[i] >= left]
+        if sufficient:
+            best = min(sufficient, key=lambda i: (totals[i], firsts[i]))
+        else:
+            if by_most is None:
+                by_most = sorted(range(len(totals)), key=lambda i: (-totals[i], firsts[i]))
+            best = by_most[head]
+        taken[best] = True
+        untaken -= 1
+        first, last = firsts[best], lasts[best]
+        if not sufficient:
+            if whole is None:
+                whole = float(cpus).is_integer() and bool((usable == np.floor(usable)).all())
+            if whole:
+                # whole numbers: no node of a set with fewer CPUs than the job still needs holds
+                # it, and the set gives all it has (exactly its total)
+                taken_nodes.extend(range(first, last + 1))
+                taken_cpus.extend(usable[first:last + 1].tolist())
+                left -= totals[best]
+                continue
+        if last - first < 32:
+            if free_list is None:
+                free_list = usable.tolist()
+            here = free_list[first:last + 1]
+            holds = [(cpus_free, node) for node, cpus_free in enumerate(here) if cpus_free >= left]
+            node = min(holds)[1] if holds else None
+        else:
+            here = usable[first:last + 1]
+            holds = np.flatnonzero(here >= left)
+            node = int(holds[np.argmin(here[holds])]) if holds.size else None
+        if node is not None:             # best fit single node: the fewest free CPUs, the first on ties
+            taken_nodes.append(first + node)
+            taken_cpus.append(left)
             left = 0.0
             break
         # the set's nodes in order, each giving its free CPUs, until the job has enough
-        running = np.cumsum(here)
-        k = int(np.searchsorted(running, left - 1e-9))
-        k = min(k, len(here) - 1)
-        give = here[:k + 1].copy()
-        give[-1] -= max(float(running[k]) - left, 0.0)
-        nodes_taken.append(np.arange(first, first + k + 1))
-        cpus_taken.append(give)
-        left -= float(give.sum())
+        if isinstance(here, list):
+            running = list(accumulate(here))
+            k = min(bisect_left(running, left - 1e-9), len(here) - 1)
+            give = here[:k + 1]
+            give[-1] -= max(running[k] - left, 0.0)
+        else:
+            running = np.cumsum(here)
+            k = min(int(np.searchsorted(running, left - 1e-9)), len(here) - 1)
+            give = here[:k + 1].tolist()
+            give[-1] -= max(float(running[k]) - left, 0.0)
+        taken_nodes.extend(range(first, first + k + 1))
+        taken_cpus.extend(give)
+        if len(give) >= 8 and whole is None:
+            whole = float(cpus).is_integer() and bool((usable == np.floor(usable)).all())
+        left -= sum(give) if len(give) < 8 or whole else float(np.sum(give))
     if left > 1e-9:
         return None
-    nodes = np.concatenate(nodes_taken)
-    amounts = np.concatenate(cpus_taken)
+    if len(taken_nodes) == 1:            # one node (what it gives is more than 0: see the loop)
+        return np.array(taken_nodes, dtype=np.int64), np.array(taken_cpus, dtype=float)
+    nodes = np.array(taken_nodes, dtype=np.int64)
+    amounts = np.array(taken_cpus, dtype=float)
     keep = amounts > 0
     order = np.argsort(nodes[keep], kind="stable")
     return nodes[keep][order].astype(np.int64), amounts[keep][order]
+
+
+def fill_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float,
+                     count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Nodes and CPUs on each for a job of ``cpus`` CPUs on exactly ``count`` nodes that names no
+    per-node share (``sbatch -N count -n cpus``), as cons_tres lays it out (``_eval_nodes`` with
+    ``_cpus_to_use``): in the best set (the sufficient one, enough CPUs and nodes, with the fewest
+    free CPUs; else the one with the most), the nodes in order, each giving its free CPUs but
+    leaving one for each node still to come, and the last node only if it holds the rest.  None if
+    the nodes in ``in_map`` cannot hold it.
+
+    >>> free = np.array([4.0, 4.0, 4.0, 0.0, 2.0])
+    >>> nodes, cpus = fill_consecutive(free, free >= 1, 6, 3)     # set n0-n2: 4, then 1 and 1
+    >>> nodes.tolist(), cpus.tolist()
+    ([0, 1, 2], [4.0, 1.0, 1.0])
+    >>> nodes, cpus = fill_consecutive(np.array([2.0, 4.0, 4.0]), np.ones(3, bool), 6, 2)
+    >>> nodes.tolist(), cpus.tolist()                               # n0 gives its 2, n1 the other 4
+    ([0, 1], [2.0, 4.0])
+    >>> fill_consecutive(free, free >= 1, 13, 3) is None
+    True
+    """
+    in_map = in_map & (free_cpus >= 1)
+    usable = np.where(in_map, free_cpus, 0.0)
+    if float(usable.sum()) < cpus or int(in_map.sum()) < count:
+        return None
+    sets = [[float(usable[a:b + 1].sum()), b - a + 1, a, b] for a, b in consecutive_runs(in_map)]
+    taken: list[int] = []
+    amounts: list[float] = []
+    rem_cpus, rem_nodes = float(cpus), count
+    while sets and rem_nodes > 0:
+        sufficient = [s for s in sets if s[0] >= rem_cpus and s[1] >= rem_nodes]
+        best = min(sufficient, key=lambda s: (s[0], s[2])) if sufficient else max(sets, key=lambda s: (s[0], -s[2]))
+        sets.remove(best)
+        _, _, first, last = best
+        for node in range(first, last + 1):
+            if rem_nodes <= 0:
+                break
+            avail = float(usable[node])
+            if avail < 1:
+                continue
+            if rem_nodes == 1 and avail < rem_cpus:
+                continue                  # the last node must hold the rest
+            give = min(avail, rem_cpus - (rem_nodes - 1))
+            taken.append(node)
+            amounts.append(give)
+            rem_cpus -= give
+            rem_nodes -= 1
+    if rem_nodes > 0 or rem_cpus > 1e-9:
+        return None
+    order = np.argsort(taken, kind="stable")
+    return np.asarray(taken, dtype=np.int64)[order], np.asarray(amounts)[order]

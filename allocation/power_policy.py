@@ -16,9 +16,70 @@
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Sequence
 
 import numpy as np
+
+
+class RateCount:
+    """Slurm's SuspendRate / ResumeRate bookkeeping (power_save.c, ``_do_power_work``): how many
+    nodes were suspended (or resumed) lately.  At each scan the count decays by (60 - dt) / 60, dt
+    the seconds since the previous scan (to nothing after a minute), and is rounded; the nodes acted
+    on in a scan add to it; a scan acts on a node only while the rounded count is below the rate
+    (``per_minute``; 0: no limit).  ``minute_s``: a minute in the replay's seconds.
+
+    >>> rate = RateCount(2)
+    >>> rate.scan(0.0); rate.add(); rate.add(); rate.allows()      # two nodes at 0 s: the rate is met
+    False
+    >>> rate.scan(10.0); rate.value, rate.allows()    # 2 x 50/60 = 1.67, rounded 2: still met
+    (1.6666666666666667, False)
+    >>> rate.scan(30.0); round(rate.value, 3), rate.allows()    # x 40/60 = 1.11, rounded 1: one more
+    (1.111, True)
+    >>> rate.scan(90.0); rate.value                   # a minute later: nothing
+    0.0
+    """
+
+    __slots__ = ("per_minute", "minute_s", "value", "count", "last_s")
+
+    def __init__(self, per_minute: int, minute_s: float = 60.0) -> None:
+        self.per_minute = int(per_minute)
+        self.minute_s = float(minute_s)
+        self.value = 0.0                   # suspend_cnt_f / resume_cnt_f
+        self.count = 0                     # suspend_cnt / resume_cnt: rounded at the scan, then counted
+        self.last_s: float | None = None   # the previous scan (last_work_scan)
+
+    def scan(self, now_s: float) -> None:
+        """A scan at ``now_s``: the count decays since the previous one and is rounded."""
+        delta = math.inf if self.last_s is None else now_s - self.last_s
+        if delta >= self.minute_s:
+            self.value = 0.0
+        else:
+            self.value *= (self.minute_s - delta) / self.minute_s
+        self.count = int(self.value + 0.5)
+        self.last_s = now_s
+
+    def allows(self) -> bool:
+        """Whether this scan may act on one more node."""
+        return not self.per_minute or self.count < self.per_minute
+
+    def room(self) -> int | None:
+        """How many more nodes this scan may act on (None: no limit)."""
+        return None if not self.per_minute else max(self.per_minute - self.count, 0)
+
+    def add(self, nodes: int = 1) -> None:
+        self.count += nodes
+        self.value += nodes
+
+    def settle(self) -> None:
+        """The count only decays from here: below a billionth it is none (no rounding it could change)."""
+        if self.value < 1e-9:
+            self.value = 0.0
+
+    @property
+    def decaying(self) -> bool:
+        """Whether a limit applies and the count has yet to decay (later scans can change what it allows)."""
+        return bool(self.per_minute and self.value)
 
 
 def wanted_cpus(waiting_cpus: Sequence[float], under_budget: bool) -> float:
@@ -101,11 +162,25 @@ def wake_nodes(off: np.ndarray, need_cpus: float, head_short: int, head_fits: np
     >>> wake_nodes(np.array([2, 3]), 4.0, 0, np.ones(4, bool), np.full(4, 4.0), np.array([0, 1, 0, 1]),
     ...            np.array([1, 0]), True, lambda n: woken.append(n) is None)
     [3]
+
+    The first job lacks a node of its shape but no off node has one (all too small): nothing is woken
+    for it, and no CPUs are wanted:
+
+    >>> wake_nodes(np.array([2, 3]), 0.0, 1, np.array([True, True, False, False]), np.full(4, 4.0),
+    ...            np.array([0, 1, 0, 1]), np.array([1, 0]), True, lambda n: True)
+    []
     """
     woken: list[int] = []
     off = np.asarray(off)
-    while (need_cpus > 0 or head_short > 0) and off.size:
-        pool = off[head_fits[off]] if head_short > 0 and head_fits[off].any() else off
+    while off.size:
+        if head_short > 0 and not head_fits[off].any():
+            # no off node can hold a share of the first job (its nodes are busy, not off): waking one
+            # does not help it.  Waking any off node here went on for ever: it idled, was powered
+            # down (nothing needed it), and the same round woke it again.
+            head_short = 0
+        if need_cpus <= 0 and head_short <= 0:
+            break
+        pool = off[head_fits[off]] if head_short > 0 else off
         node = int(wake_next(pool, phase, powered) if by_phase else pool[0])
         if not try_wake(node):
             break

@@ -1,5 +1,5 @@
 """Node lists a user writes (``-w``, ``-x``, ``scontrol update ExcNodeList=``) matched against the
-cluster's node names by the hook (:class:`greenslurm.traces.slurm_conf.HostNames`), never expanded;
+cluster's node names by the hook (:class:`greenslurm.traces.slurm_hostlist.HostNames`), never expanded;
 timed against expanding them (``expand_hostlist``, what the hook did before) in the same run.
 
 The lists: the reproduction ``n[1-60000],m[1-39999]`` (99,999 names), ``n[1-99999999]``, and the

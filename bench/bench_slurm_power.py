@@ -98,9 +98,10 @@ def workload(recording: dict, whole_seconds: bool = False) -> list[JobSpec]:
             for job in jobs_of(recording)]
 
 
-def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False):
+def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False, submit_delay_s: float = 0.0):
     """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
-    recorded slurm.conf's power saving."""
+    recorded slurm.conf's power saving; ``submit_delay_s``: Slurm's latency from a submission to
+    the first pass that tries the job (0: the replay's own, a pass at the submission)."""
     conf = parse_slurm_conf_text(recording["slurm_conf"])
     cluster = cluster_from_slurm_conf(conf)
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
@@ -108,7 +109,7 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
                                         slurmctld_start_s=recording.get("ctld_start_trace_s"),
                                         tick_phase_s=power_tick_phase_s(recording), background_drift=BACKGROUND_DRIFT)
     run = Replay(workload(recording, whole_seconds), cluster, "slurm",
-                 strategy_options={"scheduling": SlurmScheduling.from_conf(conf)},
+                 strategy_options={"scheduling": replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s)},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()
     return result.records, run.machine, cluster
@@ -134,9 +135,27 @@ def suspended_node_s(events, names: list[str], initially_off: set[str], end_s: f
     return total + sum(end_s - s for s in since.values() if s is not None)
 
 
-def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = False) -> dict:
+def first_divergence(recording: dict, records, cluster, whole_seconds: bool = False) -> str:
+    """The first job, in Slurm's start order, that the replay starts more than 2 s apart from Slurm
+    or on other nodes, with its times and nodes in both ("none": every job agrees)."""
+    names = [n.name for n in cluster.nodes]
+    times = job_times(recording, whole_seconds)
+    real_nodes = {r["name"]: sorted(r["node_list"]) for r in recording["jobs"]}
+    ours = {r.job_id: r for r in records}
+    order = sorted(times, key=lambda name: times[name][1])
+    for k, name in enumerate(order):
+        nodes = sorted(names[i] for i in ours[name].node_indices)
+        if abs(ours[name].start_s - times[name][1]) > START_TOLERANCE_S or nodes != real_nodes[name]:
+            return (f"{name}, start {k + 1} of {len(order)} (submitted {times[name][0]:.3f} s): Slurm started it at "
+                    f"{times[name][1]:.3f} s on {','.join(real_nodes[name])}, the replay at "
+                    f"{ours[name].start_s:.3f} s on {','.join(nodes)}")
+    return "none"
+
+
+def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = False,
+            submit_delay_s: float = 0.0) -> dict:
     """The replay of one recording against it, as a flat dict."""
-    records, machine, cluster = replay(recording, boot_s, whole_seconds)
+    records, machine, cluster = replay(recording, boot_s, whole_seconds, submit_delay_s)
     names = [n.name for n in cluster.nodes]
     real = {r["name"]: r for r in recording["jobs"]}
     times = job_times(recording, whole_seconds)
@@ -161,7 +180,8 @@ def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = 
             "suspends_real": sum(k == "suspend" for a, k, _ in real_events if 0 <= a <= end_s),
             "suspends_replay": sum(k == "suspend" for a, k, _ in our_events if 0 <= a <= end_s),
             "resumes_real": sum(k == "resume" for a, k, _ in real_events if 0 <= a <= end_s),
-            "resumes_replay": sum(k == "resume" for a, k, _ in our_events if 0 <= a <= end_s)}
+            "resumes_replay": sum(k == "resume" for a, k, _ in our_events if 0 <= a <= end_s),
+            "first_divergence": first_divergence(recording, records, cluster, whole_seconds)}
 
 
 def compare_real(first: dict, second: dict) -> dict:
@@ -205,8 +225,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", type=Path, default=None, metavar="RECORDING",
                         help="a second recording of the first recording's workload: real Slurm against itself "
                         "(its row in the replay's place)")
+    parser.add_argument("--first-divergence", action="store_true",
+                        help="print, per recording, the first job the replay starts apart from Slurm")
+    parser.add_argument("--submit-delays", type=float, nargs="+", default=None, metavar="S",
+                        help="instead of the table: mean wait and suspended node-seconds differences per "
+                        "recording when Slurm's first pass after a submission comes S seconds later (a "
+                        "sensitivity: how much a fraction of a second moves the figures)")
     args = parser.parse_args(argv)
     recordings = [(str(p), load(p)) for p in args.recordings]
+    if args.submit_delays:
+        print("| submit delay s | " + " | ".join(Path(name).name for name, _ in recordings) + " |")
+        print("|---|" + "---|" * len(recordings))
+        for delay in args.submit_delays:
+            cells = [compare(recording, whole_seconds=args.whole_seconds, submit_delay_s=delay)
+                     for _, recording in recordings]
+            print(f"| {delay:g} | " + " | ".join(f"{c['mean_wait_diff']:+.1%} / {c['suspended_diff']:+.1%}"
+                                                  for c in cells) + " |")
+        return 0
     if args.record:
         import tempfile
         from slurm_power_reference import power_workload, record
@@ -223,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{c['mean_wait_replay_s']:.1f} ({c['mean_wait_diff']:+.1%}) | {c['within_2s']} | {c['same_nodes']} | "
               f"{c['suspended_node_s_real']:.0f} / {c['suspended_node_s_replay']:.0f} ({c['suspended_diff']:+.1%}) | "
               f"{c['suspends_real']} / {c['suspends_replay']} | {c['resumes_real']} / {c['resumes_replay']} |")
+        if args.first_divergence:
+            print(f"|   first divergence: {c['first_divergence']} |")
     if args.against is not None and recordings:
         name, first = recordings[0]
         c = compare_real(first, load(args.against))

@@ -26,7 +26,7 @@ slurm.conf text and one record per job), ``schedule.csv`` (the same records, fla
 ``slurm.conf`` (exactly the file slurmctld read).  Needs root and the Debian Slurm packages.
 
 Slurm's lines are read with the project's own parsers: node lists with
-:func:`greenslurm.traces.slurm_conf.expand_hostlist`, jobcomp/filetxt and ``scontrol -o`` records
+:func:`greenslurm.traces.slurm_hostlist.expand_hostlist`, jobcomp/filetxt and ``scontrol -o`` records
 with ``scontrol_fields`` of ``tests/slurm_cluster.py``:
 
 >>> expand_hostlist("n[1-3,5],m2")

@@ -196,6 +196,20 @@ def _sbatch_args(job: Job) -> list[str]:
     return args
 
 
+def settle_s(site: Site) -> int:
+    """The site's batch_sched_delay (Slurm's default 3 s).
+
+    >>> settle_s(Site([], [], scheduler_parameters="bf_interval=10,batch_sched_delay=20"))
+    20
+    >>> settle_s(Site([], []))
+    3
+    """
+    for part in site.scheduler_parameters.split(","):
+        if part.startswith("batch_sched_delay="):
+            return int(part.split("=", 1)[1])
+    return 3
+
+
 def record(site: Site, jobs: list[Job], out: Path, timeout_s: float = 1800.0, log_debug: bool = False) -> float:
     """Run ``jobs`` on real daemons with slurmdbd; write ``trace.txt`` (sacct export with
     :data:`SACCT_FIELDS`), ``slurm.conf`` (as slurmctld read it) and ``slurmctld.log`` into ``out``.
@@ -215,9 +229,11 @@ def record(site: Site, jobs: list[Job], out: Path, timeout_s: float = 1800.0, lo
     try:
         cluster.start(timeout_s=120)
         # the nodes' registrations queue requests for the main scheduler: let its background thread
-        # serve them first, or the first submission waits up to batch_sched_delay behind them
-        time.sleep(5)
-        begin = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
+        # serve them first (it serves one batch_sched_delay after its start), or the first
+        # submission waits up to batch_sched_delay behind them
+        settle = max(5, settle_s(site) + 2)
+        time.sleep(settle)
+        begin = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - settle))
         t0 = time.monotonic()
         deadline = t0 + timeout_s
         ids = []

@@ -1,6 +1,8 @@
 """Compiled libraries that sit beside the module they speed up (built when the package is installed
-with a C compiler; loaded with ctypes, so no Python headers are needed to build them).  Every one
-has a pure-Python definition that gives the same results, used when the library is not built."""
+with a C compiler; loaded with ctypes, so no Python headers are needed to build them).  Each is the
+fast path of one reference that gives the same results and runs when the library is not built: the
+replay's general loop for the pool and deadline cores, Python for the SWF scanner, numpy for the
+output cells."""
 
 from __future__ import annotations
 
@@ -39,12 +41,12 @@ COMPILED = {"greenslurm.sim.engine._pool_core": "pool core (FCFS, EASY and conse
             "greenslurm.sim.engine._deadline_core": "deadline core (the deadline queue)",
             "greenslurm.traces._swf_scan": "SWF scanner",
             "greenslurm.sim.reporting._cells": "output cells (--out files)"}
-# Without them, measured on this project's logs: KTH-SP2 under EASY 3.4x slower, its deadline queue 23x,
-# LANL-CM5 under conservative 33x (docs/user-guide.md).
+# Without them, measured on this project's logs (whole replays, wall time; docs/user-guide.md): KTH-SP2
+# under EASY 3.8x slower, its deadline queue 68x, LANL-CM5 under conservative 115x.
 MISSING_TEXT = ("the compiled cores are not built ({names}): greenslurm was installed without a C compiler, so "
-                "replays run in pure Python, 3x to 33x slower (KTH-SP2 EASY 3.4x, its deadline queue 23x, "
-                "LANL-CM5 conservative 33x); install a C compiler and reinstall greenslurm "
-                "('greenslurm --version' lists the cores)")
+                "replays run on the general loop (the reference, the same results), 4x to 115x slower "
+                "(KTH-SP2 EASY 3.8x, its deadline queue 68x, LANL-CM5 conservative 115x); install a C compiler "
+                "and reinstall greenslurm ('greenslurm --version' lists the cores)")
 _WARNED: list[bool] = []
 
 
@@ -71,12 +73,12 @@ def cores_line() -> str:
     missing = [what for what, built in status.items() if not built]
     if not missing:
         return "compiled cores: " + ", ".join(status)
-    return "compiled cores MISSING (pure Python, slower): " + ", ".join(missing)
+    return "compiled cores MISSING (the general loop runs the replays, slower): " + ", ".join(missing)
 
 
 def warn_missing_once(stream=None) -> None:
     """Say on stderr, once per process, that the compiled cores are missing (called where a replay
-    falls back to pure Python because a library is not built, not when the user chose Python)."""
+    falls back to its reference because a library is not built, not when the user chose ``off``)."""
     import sys
     if _WARNED:
         return

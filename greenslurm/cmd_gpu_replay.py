@@ -73,7 +73,8 @@ def report_gpu(summary: Mapping[str, Any], console: Console, node_list: bool) ->
         if isinstance(value, (dict, list)):
             continue
         name, show = ROWS.get(key, (key.replace("_", " "), _fmt))
-        table.add_row(name, show(value) if isinstance(value, (int, float)) else str(value))
+        table.add_row(name, show(value) if isinstance(value, (int, float))
+                      else "not measured" if value is None else str(value))
     console.print(table)
     if "energy_kwh" in gpu:
         print_note(console, two_energies(summary, node_list))

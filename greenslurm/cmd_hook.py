@@ -113,7 +113,7 @@ def run_power(args: argparse.Namespace, console: Console) -> int:
     """Turn nodes off or on (run by slurmctld as SuspendProgram/ResumeProgram); every failure is
     one line on stderr (Slurm logs it) and exit code 1."""
     from greenslurm.slurm_plugin.power import run_power_command
-    from greenslurm.traces.slurm_conf import expand_hostlist
+    from greenslurm.traces.slurm_hostlist import expand_hostlist
 
     config = load_config(args.config)
     template = config.power_off_command if args.direction == "off" else config.power_on_command

@@ -483,17 +483,13 @@ GPU_METRICS = ("mean_gpu_allocated_pct", "peak_gpu_allocated_pct", "mean_frag_gp
 
 
 def _fragmentation_measured(summary: dict) -> bool:
-    """Whether a GPU replay measured FGD's fragmentation: only a selection that scores with FGD
-    builds the target workload it needs (without one the summary holds 0).
+    """Whether a GPU replay measured FGD's fragmentation (a replay measures it under every node
+    selection; a summary without the number, or with null, did not).
 
-    >>> _fragmentation_measured({"selection": "pwr=0.1,fgd=0.9"}), _fragmentation_measured({"selection": "pwr"})
+    >>> _fragmentation_measured({"gpu": {"mean_frag_gpu": 3.5}}), _fragmentation_measured({"gpu": {"mean_frag_gpu": None}})
     (True, False)
     """
-    from greenslurm.allocation.selection import parse_selection
-    try:
-        return bool(parse_selection(str(summary.get("selection") or "")).needs_workload)
-    except (ValueError, KeyError):
-        return False
+    return (summary.get("gpu") or {}).get("mean_frag_gpu") is not None
 
 
 def _gpu_plots(results: Results, jobs: dict, trace: str | None, origin, emit, log: PlotLog, named) -> None:
@@ -521,8 +517,8 @@ def _gpu_plots(results: Results, jobs: dict, trace: str | None, origin, emit, lo
         if row["policy"] in unmeasured:           # the summary's 0 is "not measured", not "no fragmentation"
             row["mean_frag_gpu"] = None
     if unmeasured:
-        log.skipped.append(f"GPU fragmentation of {', '.join(unmeasured)}: not measured (FGD's target workload is "
-                           f"built only for a node selection that scores with FGD)")
+        log.skipped.append(f"GPU fragmentation of {', '.join(unmeasured)}: not measured (no FGD target workload "
+                           f"in the replay)")
     frame = pd.DataFrame(rows)
     if _present(frame, GPU_METRICS):
         emit(plots.metrics_by_policy(frame, _present(frame, GPU_METRICS), trace=trace,

@@ -56,9 +56,6 @@ DEFAULT_CANDIDATES = ("fcfs", "easy+suspend=easy:power_states.suspend_after_s=60
 # With --slurm-conf the current policy is the site's Slurm, and the default candidate is the same Slurm
 # with idle nodes powered down after 10 minutes (SuspendTime=600): one change at a time, never another scheduler.
 SLURM_CANDIDATES = ("slurm+suspend=slurm:power_states.suspend_after_s=600",)
-# Boots per node per day above this are implausible for a real site (more than one an hour on every node):
-# Slurm's SuspendRate/ResumeRate, which would damp it, are not modelled.
-IMPLAUSIBLE_BOOTS_PER_NODE_DAY = 24.0
 DEADLINE_CANDIDATES = ("greedy-bestfit=deadline:acceptance=greedy:select=bestfit",)
 # (row key, label, lower is better, how to show)
 ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected", True, "int"),
@@ -232,31 +229,21 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
         row["jobs_total"] = row.get("jobs_total", 0) + left_out
         row["skipped_by_reason"][BUDGET_REASON] = left_out
     if row.get("boots") is not None:
-        row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row.get("makespan_s"))
+        from greenslurm.sim.machines.power_states import boots_per_node_day
+        row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row["makespan_s"]) \
+            if row.get("makespan_s") else None
     return row
 
 
-def boots_per_node_day(boots: int, nodes: int, span_s: float | None) -> float | None:
-    """Node boots per node per day of the replay's span (None: no span).
-
-    >>> boots_per_node_day(25_679, 7, 3 * 86400.0)     # pozidriv's 7-node partition, were it 3 days
-    1222.8095238095239
-    """
-    if not span_s or span_s <= 0 or nodes <= 0:
-        return None
-    return boots / nodes / (span_s / 86400.0)
-
-
-def implausible_boots(results: dict) -> list[str]:
-    """One warning per policy whose nodes boot implausibly often."""
+def implausible_boots(results: dict, nodes: int) -> list[str]:
+    """One warning per policy whose ``nodes`` boot implausibly often (the power states' threshold)."""
+    from greenslurm.sim.machines.power_states import cycling_warning
     warnings = []
     for label, (row, _) in results.items():
-        rate = row.get("boots_per_node_day")
-        if rate is not None and rate > IMPLAUSIBLE_BOOTS_PER_NODE_DAY:
-            warnings.append(f"warning: under {label} each node boots {rate:,.1f} times a day on average (more than "
-                            f"{IMPLAUSIBLE_BOOTS_PER_NODE_DAY:g}: nodes are powered down between jobs that follow "
-                            f"closely); raise the suspend time; Slurm's SuspendRate and ResumeRate, which would "
-                            f"slow this down, are not modelled")
+        if row.get("boots") is not None and row.get("makespan_s"):
+            text = cycling_warning(row["boots"], nodes, row["makespan_s"], label)
+            if text is not None:
+                warnings.append(f"warning: {text}")
     return warnings
 
 
@@ -636,7 +623,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
              baseline_text(recorded, far, reader_skipped, fmt_duration),
              *report_tables(results, current[0], recorded.row, console, console.width - 4)] + \
         ([escape(legend(results))] if legend(results) else [])
-    parts += [f"[yellow]{escape(text)}[/]" for text in implausible_boots(results)]
+    parts += [f"[yellow]{escape(text)}[/]" for text in implausible_boots(results, cluster.size)]
     body = Group(*parts,
                  "[dim]" + escape("\n".join(notes + [f"{elapsed:.1f} s in all"])) + "[/]")    # a note a line
     console.print(Panel(body, title="what if", title_align="left", expand=False))

@@ -65,8 +65,13 @@ def setup_logging(verbose: int, console: Console) -> None:
     for handler in list(root.handlers):
         if getattr(handler, _HANDLER_TAG, False):
             root.removeHandler(handler)
-    handler = RichHandler(console=console, show_time=False, show_path=verbose > 1, markup=False,
-                          rich_tracebacks=True)
+    if console.is_terminal:
+        handler: logging.Handler = RichHandler(console=console, show_time=False, show_path=verbose > 1,
+                                               markup=False, rich_tracebacks=True)
+    else:       # piped or in a file: one plain line per record, never broken at a width
+        handler = logging.StreamHandler(console.file)
+        handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"
+                                               + (" (%(filename)s:%(lineno)d)" if verbose > 1 else "")))
     setattr(handler, _HANDLER_TAG, True)
     root.addHandler(handler)
     root.setLevel(logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG)

@@ -193,6 +193,8 @@ class PowerStates:
     movable: str | None = None
     imbalance_loss: float | None = None
     start_off: bool | None = None
+    suspend_rate: int | None = None        # nodes powered down per minute at most (Slurm's SuspendRate)
+    resume_rate: int | None = None         # nodes woken per minute at most (ResumeRate)
 
 
 @dataclass(frozen=True)
@@ -401,17 +403,21 @@ def to_toml(scenario: Scenario) -> str:
 
 # -- which options apply ------------------------------------------------------------------------------
 def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
-    """Refuse values out of range and options that do not apply (never ignore them silently)."""
-    from greenslurm.allocation.selection import parse_selection
-    from greenslurm.allocation.green import RENEWABLE_MODES
-    from greenslurm.sim.engine.strategies import QUEUES
-
+    """Refuse values out of range and options that do not apply (never ignore them silently), part by
+    part in the order the scenario file gives them; the first refusal is the one reported."""
     def name(key: str) -> str:
         return names.get(key, key)
 
     def fail(message: str, key: str) -> None:
         raise InputError(message, path=where, field=name(key))
 
+    for part in (_check_numbers, _check_trace, _check_cluster_and_queue, _check_selection, _check_acceptance,
+                 _check_supply, _check_power_states, _check_colocation):
+        part(s, fail, name)
+
+
+def _check_numbers(s: Scenario, fail, name) -> None:
+    """Every number finite, every seed >= 0."""
     # every number finite: the TOML reader refuses nan and inf, but the command line's floats come here as
     # argparse made them (a nan boot time compared false everywhere and the replay never ended)
     for key, value in _numbers(s, ""):
@@ -423,6 +429,9 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         if isinstance(value, int) and value < 0:
             fail("must be >= 0 (a random seed)", key)
 
+
+def _check_trace(s: Scenario, fail, name) -> None:
+    """The trace: a file or a synthetic one, its format and limits."""
     t = s.trace
     if (t.path is None) == (t.synthetic is None):
         fail("give either path or synthetic", "trace.path")
@@ -438,6 +447,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         from greenslurm.traces import FORMATS
         if t.format not in FORMATS:
             fail(f"unknown format {t.format!r}; choose from {', '.join(FORMATS)}", "trace.format")
+
+
+def _check_cluster_and_queue(s: Scenario, fail, name) -> None:
+    """The cluster (one source at most), the queue, and the options that belong to one queue."""
+    from greenslurm.sim.engine.strategies import QUEUES
+    t = s.trace
     c = s.cluster
     if sum(x is not None for x in (c.file, c.node_list, c.slurm_conf, c.homogeneous)) > 1:
         fail("give at most one of file, node_list, slurm_conf, homogeneous", "cluster")
@@ -469,6 +484,10 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     if not 0 < s.arrival_scale <= MAX_ARRIVAL_SCALE:
         fail(f"must be > 0 and at most {MAX_ARRIVAL_SCALE:,} (the time between arrivals times this)", "arrival_scale")
 
+
+def _check_selection(s: Scenario, fail, name) -> None:
+    """The node selection and its GPU-scorer options."""
+    from greenslurm.allocation.selection import parse_selection
     try:
         spec = parse_selection(s.selection_name)
     except InputError as exc:
@@ -498,7 +517,9 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
         if not 0 < sel.fgd_coverage <= 1:
             fail("must be a fraction in (0, 1]", "selection.fgd_coverage")
 
-    deadline_modes = s.supply.mode != "grid"
+
+def _check_acceptance(s: Scenario, fail, name) -> None:
+    """The deadline queue's acceptance policy and the deadlines drawn for a trace."""
     if s.acceptance is not None:
         from greenslurm.acceptance.registry import build as build_acceptance
         if s.queue != "deadline":
@@ -522,6 +543,12 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             fail("must be > 0", "deadlines.slack_mean")
         if d.slack_sigma is not None and d.slack_sigma < 0:
             fail("must be >= 0", "deadlines.slack_sigma")
+
+
+def _check_supply(s: Scenario, fail, name) -> None:
+    """The renewable supply and its mode."""
+    from greenslurm.allocation.green import RENEWABLE_MODES
+    deadline_modes = s.supply.mode != "grid"
     sup = s.supply
     if sup.mode not in RENEWABLE_MODES:
         fail(f"choose from {', '.join(RENEWABLE_MODES)}", "supply.mode")
@@ -544,6 +571,9 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
     if sup.scale is not None and not sup.scale > 0:
         fail("must be > 0", "supply.scale")
 
+
+def _check_power_states(s: Scenario, fail, name) -> None:
+    """Power states: Slurm's own power saving under the slurm queue, the machine's under every other."""
     if s.power_states is not None and s.queue == "slurm":
         # the slurm queue powers nodes down as Slurm does (its SuspendTime, ... from slurm.conf):
         # greenslurm's own power-state settings beyond these are another machine
@@ -584,6 +614,10 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
             # the machine looks again every max(suspend_after_s, 60) s while a node boots: a boot of years
             # is millions of events, and no node takes that long
             fail(f"must be at most {MAX_BOOT_S:.0f} s (a day)", "power_states.boot_s")
+
+
+def _check_colocation(s: Scenario, fail, name) -> None:
+    """Co-location of training jobs on GPUs."""
     if s.colocation is not None:
         from greenslurm.allocation.colocation import COLOCATION_POLICIES     # loads with a co-location
         if s.power_states is not None:

@@ -221,10 +221,12 @@ def _supply(s, scale: float, seed: int, jobs: Sequence[JobSpec], cluster: Cluste
     return load_supply(s.source, jobs, cluster, scale, seed)
 
 
-def target_workload(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
-    """FGD's target workload: the trace's own GPU tasks, by popularity, up to ``fgd_coverage``."""
+def target_workload(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *, always: bool = False):
+    """FGD's target workload: the trace's own GPU tasks, by popularity, up to ``fgd_coverage``; None
+    where the node selection does not score with FGD, unless ``always`` (the GPU accounting measures
+    fragmentation under every selection)."""
     from greenslurm.allocation.selection import parse_selection
-    if not parse_selection(scenario.selection_name).needs_workload:
+    if not always and not parse_selection(scenario.selection_name).needs_workload:
         return None
     from greenslurm.clustermodel.fragmentation import COVERAGE
     from greenslurm.clustermodel.gpu_state import GpuNodes
@@ -374,7 +376,7 @@ def colocation_machine(scenario: Scenario):
 def colocation_inputs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster):
     """The trace's jobs as training jobs (GPUs rounded up to a GPU set, model drawn, epochs from the
     runtime) on ``gpu_nodes`` nodes of 8 GPUs (default: the cluster's GPUs / 8, at least 1)."""
-    from greenslurm.sim.machines.colocation import colocation_cluster, dlt_jobs_from_specs
+    from greenslurm.sim.machines.training_jobs import colocation_cluster, dlt_jobs_from_specs
     c = scenario.colocation
     training = dlt_jobs_from_specs(jobs, seed=c.seed if c.seed is not None else 0)
     if not training:
@@ -445,7 +447,9 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
                              field="power_states.budget_w")
     workload = target_workload(scenario, jobs, cluster)
     replay = build(scenario, jobs, cluster, supply, progress, workload)
-    meter = gpu_accounting(replay, workload)
+    # fragmentation is measured against FGD's target workload under any node selection
+    meter = gpu_accounting(replay, workload if workload is not None or cluster.total_gpus <= 0
+                           else target_workload(scenario, jobs, cluster, always=True))
     if scenario.cluster.slurm_conf is not None and scenario.queue in ("fcfs", "easy", "conservative") \
             and replay.pool_refusal is not None:
         from greenslurm.clustermodel.native import warn_slurm_conf_once
@@ -515,14 +519,13 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:
         t = totals()
-        from greenslurm.sim.engine.slurm_power import IMPLAUSIBLE_BOOTS_PER_NODE_DAY, boots_per_node_day
+        from greenslurm.sim.machines.power_states import boots_per_node_day, cycling_warning
         ledger = outcome.replay.machine.ledger
-        per_day = boots_per_node_day(t.boots, outcome.cluster.size, ledger.last_s - ledger.start_s)
-        if per_day > IMPLAUSIBLE_BOOTS_PER_NODE_DAY:
-            log.warning("%.1f boots per node per day (%s boots of %s nodes): more than real hardware is booted; "
-                        "idle gaps shorter than the power-down time plus a boot make nodes cycle (raise the "
-                        "power-down time, or SuspendRate/ResumeRate with the slurm queue)", per_day,
-                        f"{t.boots:,}", f"{outcome.cluster.size:,}")
+        span_s = ledger.last_s - ledger.start_s
+        per_day = boots_per_node_day(t.boots, outcome.cluster.size, span_s)
+        warning = cycling_warning(t.boots, outcome.cluster.size, span_s)
+        if warning is not None:
+            log.warning("%s", warning)
         summary["power_states"] = {"boots": t.boots, "suspends": t.suspends, "boots_per_node_day": per_day, "off_j": t.off_j, "boot_j": t.boot_j,
                                    "saved_vs_idle_j": t.saved_vs_idle_j, "peak_power_w": t.peak_power_w,
                                    "budget_w": t.budget_w, "mean_phase_imbalance": t.mean_imbalance,

@@ -25,7 +25,7 @@ from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, gpu_request
 from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 from greenslurm.traces.slurm_fields import array_tasks
-from greenslurm.traces.slurm_conf import expand_hostlist
+from greenslurm.traces.slurm_hostlist import expand_hostlist
 from greenslurm.traces.slurm_nodes import slurm_json_number
 
 log = logging.getLogger("greenslurm.hook.backend")

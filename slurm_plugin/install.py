@@ -29,7 +29,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
                                             hidden_paths, unit_settings)
-from greenslurm.traces.slurm_conf import FAIL, SlurmConfFiles, read_slurm_conf
+from greenslurm.traces.slurm_conf_files import FAIL, SlurmConfFiles, read_slurm_conf
 
 LUA_SOCKET_PATHS = ("/usr/lib/x86_64-linux-gnu/lua/5.1/socket/unix.so", "/usr/lib/aarch64-linux-gnu/lua/5.1/socket/unix.so",
                     "/usr/lib/lua/5.1/socket/unix.so", "/usr/local/lib/lua/5.1/socket/unix.so")

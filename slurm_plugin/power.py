@@ -101,29 +101,7 @@ class PowerManager:
         nodes = snapshot.nodes
         if not nodes:
             return []
-        names = [n.name for n in nodes]
-        cpus = np.array([float(max(n.cpus, 1)) for n in nodes])
-        max_w = np.array([self.power.busy_w + n.gpus * self.power.gpu_max_w for n in nodes])
-        states = np.array([power_state(n.state) for n in nodes])
-        reasons = [getattr(n, "reason", "") or "" for n in nodes]
-        flags = [set(n.state.lower().split("+")) for n in nodes]
-        drained = [bool(f & {"drain", "drained", "draining"}) for f in flags]
-        parked = np.array([d and r == DRAIN_REASON for d, r in zip(drained, reasons)])
-        # nodes an admin drained or Slurm holds down: neither used nor touched
-        other_down = np.array([(d and r != DRAIN_REASON) or bool(f & {"down", "fail", "not_responding"})
-                               for d, r, f in zip(drained, reasons, flags)])
-        index = {name: i for i, name in enumerate(names)}
-        used = np.zeros(len(nodes))
-        for job in snapshot.running:
-            for use in job.uses or ():
-                if use.node in index:
-                    used[index[use.node]] += min(use.cpus, cpus[index[use.node]])
-            if not job.uses:
-                for name in job.nodes:
-                    if name in index:
-                        used[index[name]] = cpus[index[name]]
-        free = np.where(states == ON, np.maximum(cpus - used, 0.0), np.where(states == BOOTING, cpus - used, 0.0))
-        free = np.where(other_down, 0.0, free)
+        names, cpus, max_w, states, flags, parked, other_down, index, used, free = self._node_table(snapshot)
         actions: list[PowerAction] = []
         # a node Slurm says is powered down but not drained yet: drain it (only the service wakes nodes)
         for i in np.flatnonzero((states == OFF) & ~parked):
@@ -200,6 +178,37 @@ class PowerManager:
             return actions
         wake_nodes(off, need, head_short, head_fits, cpus, phase, counts, config.wake_order == "phase", try_wake)
         return actions
+
+    def _node_table(self, snapshot) -> tuple:
+        """Per node of the snapshot, as arrays in its order: name, CPUs, worst-case power, power state,
+        Slurm's state flags, whether the service parked it (drained with its reason), whether an admin
+        or Slurm holds it down (neither used nor touched), the CPUs its running jobs use and the CPUs
+        free or coming (a booting node's); and the node index by name."""
+        nodes = snapshot.nodes
+        names = [n.name for n in nodes]
+        cpus = np.array([float(max(n.cpus, 1)) for n in nodes])
+        max_w = np.array([self.power.busy_w + n.gpus * self.power.gpu_max_w for n in nodes])
+        states = np.array([power_state(n.state) for n in nodes])
+        reasons = [getattr(n, "reason", "") or "" for n in nodes]
+        flags = [set(n.state.lower().split("+")) for n in nodes]
+        drained = [bool(f & {"drain", "drained", "draining"}) for f in flags]
+        parked = np.array([d and r == DRAIN_REASON for d, r in zip(drained, reasons)])
+        # nodes an admin drained or Slurm holds down: neither used nor touched
+        other_down = np.array([(d and r != DRAIN_REASON) or bool(f & {"down", "fail", "not_responding"})
+                               for d, r, f in zip(drained, reasons, flags)])
+        index = {name: i for i, name in enumerate(names)}
+        used = np.zeros(len(nodes))
+        for job in snapshot.running:
+            for use in job.uses or ():
+                if use.node in index:
+                    used[index[use.node]] += min(use.cpus, cpus[index[use.node]])
+            if not job.uses:
+                for name in job.nodes:
+                    if name in index:
+                        used[index[name]] = cpus[index[name]]
+        free = np.where(states == ON, np.maximum(cpus - used, 0.0), np.where(states == BOOTING, cpus - used, 0.0))
+        free = np.where(other_down, 0.0, free)
+        return names, cpus, max_w, states, flags, parked, other_down, index, used, free
 
     @staticmethod
     def _pinned_off(waiting, index, states, parked) -> list[int]:

@@ -43,7 +43,7 @@ from zoneinfo import ZoneInfo
 from greenslurm.clustermodel.eligibility import or_features
 from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
-from greenslurm.traces.slurm_conf import HostNames
+from greenslurm.traces.slurm_hostlist import HostNames
 from greenslurm.traces.slurm_fields import array_tasks
 
 MAX_REQUEST_BYTES = 64 * 1024

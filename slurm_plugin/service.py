@@ -54,7 +54,7 @@ from greenslurm.slurm_plugin.protocol import (MAX_REQUEST_BYTES, ProtocolError, 
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.energy import run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply, within_horizon
-from greenslurm.traces.slurm_conf import HostNames
+from greenslurm.traces.slurm_hostlist import HostNames
 from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, PendingJob, Snapshot
 
 __all__ = ["HookConfig", "DecisionService", "HookServer", "serve"]
@@ -251,15 +251,9 @@ class DecisionService:
             if request.get("slurm_refuses") is None:
                 return finish("accept", f"greenslurm: not checked: Slurm refuses this job ({refused})",
                               reason="refused by Slurm")
-        untrusted = request.get("untrusted") or {}
-        if untrusted:
-            named = "; ".join(f"{name}: {why}" for name, why in sorted(untrusted.items()))
-            if config.undecodable == "reject":
-                return finish("reject", f"greenslurm: cannot check this job: {named}; fix it and resubmit",
-                              reason="untrusted input")
-            for name in untrusted:
-                request.pop(name, None)
-            log.info("request %s: checked without %s", request.get("id"), named)
+        untrusted = self._untrusted_answer(request, finish)
+        if untrusted is not None:
+            return untrusted
         try:
             sub = submission_from_request(request, now_s=now, default_time_limit_s=config.default_time_limit_s,
                                           known_nodes=getattr(self.view, "host_names", None))
@@ -273,25 +267,12 @@ class DecisionService:
                    deadline_source=sub.deadline_source, array_tasks=sub.array_tasks)
         age = self.view_age_s(now)
         row["view_age_s"] = age
-        if age is None or age > config.max_view_age_s:
-            why = "no cluster view yet" if age is None else f"the cluster view is {age:.0f} s old"
-            if config.stale == "open":
-                return finish("accept", f"greenslurm: accepted unchecked ({why})", reason="stale view")
-            if config.stale == "closed":
-                return finish("reject", f"greenslurm: cannot check jobs now ({why}); try again later",
-                              reason="stale view")
-            if age is None:
-                return finish("error", f"greenslurm: {why}", reason="stale view")
-            log.warning("deciding on a stale view (%s)", why)
+        stale = self._stale_view_answer(age, finish)
+        if stale is not None:
+            return stale
         named = job_partitions(job.partition)
         if named and self.view.partitions and self.view.partitions.isdisjoint(named):
-            # no usable node in any partition it names (all down or drained, or no such partition):
-            # Slurm queues it (or refuses it with its own message); a deadline cannot be checked
-            if job.deadline_s is None:
-                return finish("accept", f"greenslurm: accepted unplanned: no usable node in partition "
-                                        f"{','.join(named)}", reason="no usable partition")
-            return finish("reject", f"greenslurm: cannot check the deadline: no usable node in partition "
-                                    f"{','.join(named)}", reason="no usable partition")
+            return _unusable_partition_answer(job, named, finish)
         # a job held at submission, waiting on another job, or that the hook already gave up on is
         # checked but not reserved: the sync plans it once it can run (Slurm's view of it)
         reserve = not (late or request.get("hold") or waits_for(request.get("dependency")) != ())
@@ -312,46 +293,84 @@ class DecisionService:
             row.update(earliest_start_s=green.earliest_start_s, renewable_share=green.share_planned,
                        renewable_share_earliest=green.share_earliest)
         if decision.accepted and outcome.start_s is not None:
-            names = list(outcome.nodes)
-            # a constraint the hook cannot read (counts, mixed & and |) is Slurm's to place: not pinned
-            pin = config.set_required_nodes and not sub.constraint_unread
-            pinned = tuple(names) if ((pin or own_nodes) and sub.array_tasks == 1
-                                      and not config.shadow) else ()
-            entry = [time.time() if now_s is None else now, sub, pinned, None, decision_id]
-            if reserve:
-                self.since_snapshot.append(entry)
-            row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
-                       energy_j=outcome.energy_j)
-            sets: dict = {}
-            shifted = green is not None and outcome.start_s > green.earliest_start_s + 1.0
-            if config.annotate_comment:
-                what = f"array of {sub.array_tasks} tasks, " if sub.array_tasks > 1 else ""
-                energy = f", est. {outcome.energy_j / 3.6e6:.3f} kWh above idle" if outcome.energy_j else ""
-                sets["comment_append"] = (
-                    f"{TAG}{decision_id}.{token}: {what}planned start {_when(outcome.start_s)} on {','.join(names)}"
-                    + energy + (f", {green_reason(green, outcome.start_s)}" if shifted else "")
-                    + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else "")
-                    + (", its own node list kept" if own_nodes else ""))
-            if pin and sub.array_tasks == 1 and not own_nodes:
-                # the nodes, and their number: Slurm may add nodes to a required list otherwise
-                sets["req_nodes"] = ",".join(names)
-                sets["min_nodes"] = sets["max_nodes"] = len(names)
-            if (config.set_begin_time or shifted) and outcome.start_s > now + 1.0:
-                # a job moved into greener hours must not start before them (Slurm would start it at once)
-                sets["begin_time"] = int(math.ceil(outcome.start_s))
-                row["begin_set_s"] = float(sets["begin_time"])
-                if not config.shadow:
-                    entry[3] = row["begin_set_s"]
-            return finish("modify" if sets else "accept", decision.message, policy=decision.policy,
-                          reason=decision.reason, sets=sets)
+            return self._planned_answer(finish, row, sub, outcome, decision_id, token, now_s, reserve, own_nodes)
         if decision.accepted:
             return finish("accept", decision.message, policy=decision.policy, reason=decision.reason)
-        when = [f"earliest end {_when(outcome.earliest_end_s)}"] if outcome.earliest_end_s is not None else []
-        if job.deadline_s is not None:
-            when.append(f"deadline {_when(job.deadline_s)} from {sub.deadline_source}")
-        what = f"array of {sub.array_tasks} tasks " if sub.array_tasks > 1 else ""
-        return finish("reject", f"greenslurm: job {what}{decision.message}" + (f" [{', '.join(when)}]" if when else ""),
-                      policy=decision.policy, reason=decision.reason)
+        return finish("reject", _rejection_text(sub, outcome), policy=decision.policy, reason=decision.reason)
+
+    def _untrusted_answer(self, request: dict, finish) -> dict | None:
+        """The answer to a request with fields the hook could not decode (``untrusted``) when the
+        ``undecodable`` setting rejects them; otherwise None, the fields dropped (said in the log)."""
+        untrusted = request.get("untrusted") or {}
+        if not untrusted:
+            return None
+        named = "; ".join(f"{name}: {why}" for name, why in sorted(untrusted.items()))
+        if self.config.undecodable == "reject":
+            return finish("reject", f"greenslurm: cannot check this job: {named}; fix it and resubmit",
+                          reason="untrusted input")
+        for name in untrusted:
+            request.pop(name, None)
+        log.info("request %s: checked without %s", request.get("id"), named)
+        return None
+
+    def _stale_view_answer(self, age: float | None, finish) -> dict | None:
+        """The answer when the view is missing or older than ``max_view_age_s`` (by the ``stale``
+        setting: accept unchecked, reject, or an error when there is no view); None: decide (on a
+        stale view, said in the log)."""
+        config = self.config
+        if age is not None and age <= config.max_view_age_s:
+            return None
+        why = "no cluster view yet" if age is None else f"the cluster view is {age:.0f} s old"
+        if config.stale == "open":
+            return finish("accept", f"greenslurm: accepted unchecked ({why})", reason="stale view")
+        if config.stale == "closed":
+            return finish("reject", f"greenslurm: cannot check jobs now ({why}); try again later",
+                          reason="stale view")
+        if age is None:
+            return finish("error", f"greenslurm: {why}", reason="stale view")
+        log.warning("deciding on a stale view (%s)", why)
+        return None
+
+    def _planned_answer(self, finish, row: dict, sub, outcome, decision_id: int, token: str, now_s: float | None,
+                        reserve: bool, own_nodes: bool) -> dict:
+        """The answer to an accepted job with a plan: its reservation kept for the next sync, the
+        decision's row, and what the hook sets on the job (the comment, the nodes, the begin time).
+        ``now_s``: the caller's time (None: the clock's, as :meth:`decide` takes it)."""
+        config = self.config
+        job, decision, green = sub.job, outcome.decision, outcome.green
+        now = row["time_s"]                     # decide's time: now_s, or the clock's when it began
+        names = list(outcome.nodes)
+        # a constraint the hook cannot read (counts, mixed & and |) is Slurm's to place: not pinned
+        pin = config.set_required_nodes and not sub.constraint_unread
+        pinned = tuple(names) if ((pin or own_nodes) and sub.array_tasks == 1
+                                  and not config.shadow) else ()
+        entry = [time.time() if now_s is None else now_s, sub, pinned, None, decision_id]
+        if reserve:
+            self.since_snapshot.append(entry)
+        row.update(planned_start_s=outcome.start_s, planned_end_s=outcome.end_s, planned_nodes=",".join(names),
+                   energy_j=outcome.energy_j)
+        sets: dict = {}
+        shifted = green is not None and outcome.start_s > green.earliest_start_s + 1.0
+        if config.annotate_comment:
+            what = f"array of {sub.array_tasks} tasks, " if sub.array_tasks > 1 else ""
+            energy = f", est. {outcome.energy_j / 3.6e6:.3f} kWh above idle" if outcome.energy_j else ""
+            sets["comment_append"] = (
+                f"{TAG}{decision_id}.{token}: {what}planned start {_when(outcome.start_s)} on {','.join(names)}"
+                + energy + (f", {green_reason(green, outcome.start_s)}" if shifted else "")
+                + (f", {DEADLINE_CHECKED} {_when(job.deadline_s)}" if job.deadline_s is not None else "")
+                + (", its own node list kept" if own_nodes else ""))
+        if pin and sub.array_tasks == 1 and not own_nodes:
+            # the nodes, and their number: Slurm may add nodes to a required list otherwise
+            sets["req_nodes"] = ",".join(names)
+            sets["min_nodes"] = sets["max_nodes"] = len(names)
+        if (config.set_begin_time or shifted) and outcome.start_s > now + 1.0:
+            # a job moved into greener hours must not start before them (Slurm would start it at once)
+            sets["begin_time"] = int(math.ceil(outcome.start_s))
+            row["begin_set_s"] = float(sets["begin_time"])
+            if not config.shadow:
+                entry[3] = row["begin_set_s"]
+        return finish("modify" if sets else "accept", decision.message, policy=decision.policy,
+                      reason=decision.reason, sets=sets)
 
     def _slurm_refuses(self, request: dict) -> str:
         """Why Slurm refuses this submission right after job_submit.lua (its string limits, which the
@@ -1100,3 +1119,23 @@ def serve(config: HookConfig) -> int:
         await server.run()
     asyncio.run(main())
     return 0
+
+
+def _rejection_text(sub, outcome) -> str:
+    """The message of a rejected job: the decision's, with the earliest end and the deadline in brackets."""
+    job, decision = sub.job, outcome.decision
+    when = [f"earliest end {_when(outcome.earliest_end_s)}"] if outcome.earliest_end_s is not None else []
+    if job.deadline_s is not None:
+        when.append(f"deadline {_when(job.deadline_s)} from {sub.deadline_source}")
+    what = f"array of {sub.array_tasks} tasks " if sub.array_tasks > 1 else ""
+    return f"greenslurm: job {what}{decision.message}" + (f" [{', '.join(when)}]" if when else "")
+
+
+def _unusable_partition_answer(job, named: list[str], finish) -> dict:
+    """No usable node in any partition the job names (all down or drained, or no such partition):
+    Slurm queues it (or refuses it with its own message); a deadline cannot be checked."""
+    if job.deadline_s is None:
+        return finish("accept", f"greenslurm: accepted unplanned: no usable node in partition "
+                                f"{','.join(named)}", reason="no usable partition")
+    return finish("reject", f"greenslurm: cannot check the deadline: no usable node in partition "
+                            f"{','.join(named)}", reason="no usable partition")

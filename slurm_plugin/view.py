@@ -60,7 +60,7 @@ from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 from greenslurm.sim.engine.replay import per_node_task
 from greenslurm.sim.machines.machine import Machine
 from greenslurm.sim.machines.machine import PendingJob as EngineJob
-from greenslurm.traces.slurm_conf import HostNames
+from greenslurm.traces.slurm_hostlist import HostNames
 
 log = logging.getLogger("greenslurm.hook.view")
 

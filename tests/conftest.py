@@ -140,17 +140,20 @@ def _fail_on_leftover_processes(session) -> None:
 
 
 # A developer's inner loop: ``pytest --quick`` (or ``scripts/test --quick``) runs every test but the
-# ones that start real Slurm daemons (the ``slurm`` marker, the *_live.py files) and the ones that read
-# the real trace logs whole (the ``shared_data`` fixture).  CI runs the full suite.
+# ones that start real Slurm daemons (the ``slurm`` marker, the *_live.py files), the ones that read
+# the real trace logs whole (the ``shared_data`` fixture) and the ones of a minute or more on 2 cores
+# for another reason (the ``long_run`` marker: building and installing the package, killing and
+# resuming sweeps, Dask clusters, the bundled demo's log under power states).  CI runs the full suite.
 def pytest_addoption(parser):
     parser.addoption("--quick", action="store_true",
-                     help="leave out the live-Slurm tests and the whole-trace tests (the developer's inner loop)")
+                     help="leave out the live-Slurm, whole-trace and long_run tests (the developer's inner loop)")
 
 
 def quick_leaves_out(item) -> bool:
-    """Whether ``--quick`` leaves the test out: it starts Slurm daemons or reads the shared trace logs."""
-    return (item.get_closest_marker("slurm") is not None or item.path.stem.endswith("_live")
-            or "shared_data" in getattr(item, "fixturenames", ()))
+    """Whether ``--quick`` leaves the test out: it starts Slurm daemons, reads the shared trace logs or
+    is marked ``long_run``."""
+    return (item.get_closest_marker("slurm") is not None or item.get_closest_marker("long_run") is not None
+            or item.path.stem.endswith("_live") or "shared_data" in getattr(item, "fixturenames", ()))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -305,7 +305,10 @@ for policy, names in [("nope", "nope"), ("easy:foo=1", "foo"), ("deadline:accept
                       ("easy:power_states.phases=x", "phases"), ("easy:select=nope", "select"),
                       ("deadline:renewable=green", "renewable"), ("fcfs:share=0.5", "share"),
                       ("easy:power_states.budget_w=nan", "budget_w"), ("=easy", "policy"),
-                      ("recorded=easy", "recorded"), ("easy:power_states.suspend_after_s=1e300", "suspend_after_s")]:
+                      ("recorded=easy", "recorded"), ("easy:power_states.suspend_after_s=1e300", "suspend_after_s"),
+                      ("easy:power_states.suspend_rate=-1", "suspend_rate"),
+                      ("easy:power_states.resume_rate=1.5", "resume_rate"),
+                      ("slurm:power_states.resume_rate=5", "resume_rate")]:
     case("whatif", names, "whatif", f"{D}/sacct.txt", "--cluster", f"{D}/cluster.toml", "-j", "1",
          "--candidate", policy)
 case("whatif", "lifo", "whatif", f"{D}/sacct.txt", "--cluster", f"{D}/cluster.toml", "--current", "lifo")

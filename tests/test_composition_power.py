@@ -209,4 +209,8 @@ def test_any_workload_keeps_the_invariants_under_any_queue_and_power_part(worklo
         job = next(j for j in kept if j.job_id == record.job_id)      # longer than migrate_s pauses)
         assert record.end_s - record.start_s >= job.run_for_s - 1e-9
     assert not replay.machine.configuring           # every allocated job began
+    if queue == "deadline" and config.budget_w is None and config.consolidate_every_s is None:
+        # Greedy accepts only what its plan ends by the deadline, the boot of powered-down nodes
+        # counted (a budget's wait has no bound, a move pauses the job)
+        assert all(r.end_s <= r.deadline_s + 1e-6 for r in result.records)
     assert not (replay.machine.state == OFF).all() or not replay.machine.running

@@ -59,6 +59,7 @@ def work(tmp_path):
     shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+@pytest.mark.long_run                     # builds the wheel and installs it into a new venv: minutes
 def test_wheel_installs_one_namespace_beside_traces_and_sim(work):
     tmp_path = work
     # 1. a wheel of this checkout, built from a copy (the build must not write into the checkout)

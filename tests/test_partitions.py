@@ -52,11 +52,13 @@ JOBS = ([job(f"a{i}", 0, 10, "a") for i in range(1, 5)] + [job(f"b{i}", 0, 20, "
 #        = latest planned end): ib at 7 on n7; wide at 10 on the two a-nodes free from 10.
 #  none: a job that does not fit on arrival is rejected: a5 (partition a full), ib (n5, n7 busy at 3),
 #        wide (no two free nodes at 4).
-#  slurm (first come first served, Slurm's main scheduler): at 7 (ab ends) a5 is blocked, so
-#        partition a fails and its nodes n0-n3 are closed for later jobs; ib still starts on n7 (in
-#        b and all); at 10 a5 takes n0 and wide the next two free nodes of "all", n1 and n2.  ab,
-#        submitted at 2, waits for the background thread's pass at 3 (its last pass served the jobs
-#        of 0, batch_sched_delay 3 s): it ends at 8, and ib starts then.
+#  slurm (first come first served, Slurm's main scheduler): a pass after ab's end finds a5 blocked,
+#        so partition a fails and its nodes n0-n3 are closed for later jobs; ib still starts on n7
+#        (in b and all); at the pass after 10 a5 takes n0 and wide the next two free nodes of "all",
+#        n1 and n2.  Submissions and ends only queue a request that slurmctld's background thread
+#        serves at least batch_sched_delay (3 s) after its last pass: ab (submitted at 2) at the pass
+#        at 3 (the last served the jobs of 0); the submissions of 3 and 4 at the pass at 6; ab's end
+#        at 8 at the pass at 9 (ib starts); the end of a1-a4 at 10 at the pass at 12 (a5, wide).
 COMMON = {**{f"a{i}": (0.0, (i - 1,)) for i in range(1, 5)}, **{f"b{i}": (0.0, (i + 3,)) for i in range(1, 4)},
           "a5": (10.0, (0,)), "ab": (2.0, (7,))}
 EXPECTED = {
@@ -65,7 +67,7 @@ EXPECTED = {
     "conservative": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
     "deadline": {**COMMON, "ib": (7.0, (7,)), "wide": (10.0, (1, 2))},
     "none": {k: v for k, v in COMMON.items() if k != "a5"},
-    "slurm": {**COMMON, "ab": (3.0, (7,)), "ib": (8.0, (7,)), "wide": (10.0, (1, 2))},
+    "slurm": {**COMMON, "a5": (12.0, (0,)), "ab": (3.0, (7,)), "ib": (9.0, (7,)), "wide": (12.0, (1, 2))},
 }
 REJECTED = {"none": ["a5", "ib", "wide"]}
 SKIPPED = {NO_FEATURES: 1, NO_PARTITION: 1, SKIP_TOO_BIG_FOR_PARTITION: 1}
@@ -222,3 +224,24 @@ def test_power_states_wake_nodes_of_the_waiting_jobs_partition(queue):
     # every job ran, a1 on an a node (n0-n3), b1 and b2 on b nodes (n4-n7)
     assert sorted(runs) == ["a1", "b1", "b2"]
     assert runs["a1"][1][0] < 4 and all(i >= 4 for i in runs["b1"][1] + runs["b2"][1])
+
+
+def test_power_down_on_pozidriv_does_not_cycle_nodes(shared_data):
+    """xdmod-pozidriv's first 2,000 jobs under EASY, idle nodes powered down after 600 s: 20-CPU
+    jobs of partition black wait hours for its few big nodes while its 8-CPU nodes are off.  The
+    waking rule used to wake every off node for them (none could hold them), and each went down
+    600 s later and was woken again: 26,530 boots (20.8 per node per day).  Now: 336 boots, 440
+    suspends (105 nodes, 12.2 days: 0.26 per node per day, below the warning's 4)."""
+    from greenslurm.sim.machines.power_states import (CYCLING_BOOTS_PER_NODE_DAY, PowerStateConfig,
+                                                      boots_per_node_day, power_machine_factory)
+    from greenslurm.traces import read_trace
+
+    jobs = sorted(read_trace(str(shared_data / "sacct" / "xdmod-pozidriv.log")).jobs, key=lambda j: j.submit_s)
+    pozidriv, _ = pozidriv_cluster(jobs)           # the 105 nodes of the whole export
+    jobs = jobs[:2000]
+    replay = Replay(jobs, pozidriv, "easy", machine_factory=power_machine_factory(PowerStateConfig(suspend_after_s=600.0)))
+    result = replay.run()
+    machine = replay.machine
+    assert (len(result.records), machine.boots, machine.suspends) == (2000, 336, 440)
+    span_s = machine.ledger.last_s - machine.ledger.start_s
+    assert boots_per_node_day(machine.boots, pozidriv.size, span_s) < CYCLING_BOOTS_PER_NODE_DAY

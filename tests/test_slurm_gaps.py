@@ -22,8 +22,22 @@ What each case shows (read in Slurm 22.05.8's source, tag slurm-22-05-8-1):
   holds a whole node, one job per node.
 * ``cadence``: a submission only queues a request (``queue_job_scheduler``, proc_req.c); the
   background thread (``_slurmctld_background``, controller.c) runs the main scheduler when a request
-  is queued and its own last pass is ``batch_sched_delay`` (3 s) old; a job's end runs it at once
-  (``schedule(false)`` on epilog complete).
+  is queued and its own last pass is ``batch_sched_delay`` (3 s) old.
+* ``end-queued`` (``batch_sched_delay=20``): a batch job's end, too, only queues a request.  slurmd
+  answers slurmctld's terminate message ESLURMD_KILL_JOB_ALREADY_COMPLETE when no step is left and
+  no Epilog is configured (slurmd/req.c ``_rpc_terminate_job``); slurmctld's agent then completes
+  the epilog and calls ``queue_job_scheduler`` (agent.c), not the scheduler.  ``a`` ends at 25;
+  the background thread passed at 0 (``a``) and 20 (the requests of ``b`` and ``c``), so ``b``
+  starts at its pass at 40, and ``c`` at 60 (``b``'s end, 20 after that pass).  A pass at every
+  end would start them at 25 and 45.  (Slurm's log of this run: 56 of 60 ends of a 60-job
+  workload took that path; the other 4 reached slurmd while the step was still finishing, and
+  slurmd's own epilog-complete message ran the scheduler at once.)
+* ``backfill-looks`` (``bf_interval=10``, ``batch_sched_delay=20``): the backfill thread sleeps
+  ``bf_interval`` after a cycle, then looks every second and cycles at the first look that finds a
+  job or node changed (backfill.c ``backfill_agent``, ``_more_work``).  Its last cycle followed
+  ``a``'s end (at about 10), so ``b`` (31) is backfilled at once; the main scheduler's pass for it
+  would come only at 40 (its last pass, for ``a``'s end, at 20), where it starts ``c``.  Cycles on
+  a fixed 10-second grid would start ``b`` at 40.
 * ``partition-block``: ``b`` (partition all, n1-n3) cannot start and blocks its partition; ``c``
   (partition ab = n3, n4, ``-N 2``) then has one node left, fewer than its minimum: ``_schedule``
   blocks ab too (fail_by_part), so ``d`` and ``e`` of ab wait although n4 is idle.
@@ -63,6 +77,8 @@ SLURM = {
     "backfill-ends": {"y1": (2, "n1"), "y2": (4, "n2"), "x": (11, "n3"), "b": (41, "n1,n2"), "s": (21, "n2")},
     "cadence": {"a": (0, "n1"), "b": (3, "n1"), "c": (3, "n1"), "d": (6, "n1"), "e": (6, "n2"), "f": (9, "n2"),
                 "g": (12, "n2"), "h": (50, "n1,n2"), "i": (57, "n1,n2"), "j": (60, "n2")},
+    "end-queued": {"a": (1, "n1"), "b": (41, "n1"), "c": (62, "n1")},
+    "backfill-looks": {"a": (0, "n1"), "b": (32, "n1"), "c": (40, "n1")},
     "partition-block": {"a": (1, "n1,n2,n3"), "b": (61, "n1"), "c": (61, "n3,n4"), "d": (61, "n3"),
                         "e": (61, "n3")},
     "partition-not-avail": {"a": (0, "n1,n2,n3"), "b": (61, "n1"), "c": (61, "n3,n4"), "d": (9, "n4"),
@@ -97,12 +113,15 @@ def test_sacct_allocated_nodes_are_not_read_as_the_request():
 
 
 def test_the_hand_over_latency_delays_what_an_end_starts():
-    # shape-cr-core: e (2 CPUs) waits for b's end; with a hand-over of 1.5 s Slurm gives b's nodes
-    # 1.5 s after it ends, so e starts 1.5 s later; a, c and d start at submission passes: unchanged
+    # shape-cr-core: e (2 CPUs) waits for b's end; without a hand-over b's end (a whole second of
+    # the trace) queues a request the background thread serves at its wake-up in that instant; with
+    # a hand-over of 1.5 s Slurm gives b's nodes 1.5 s after it ends, and the request then waits for
+    # the next wake-up, a whole second later: e starts 2 s later; a, c and d start at submission
+    # passes: unchanged
     folder = DATA / "shape-cr-core"
     plain = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf")
     late = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurm_handover=1.5)
-    assert late["e"][1] - plain["e"][1] == 1.5
+    assert late["e"][1] - plain["e"][1] == 2.0
     assert all(late[j][1] == plain[j][1] for j in ("a", "c", "d", "b"))
 
 
@@ -154,3 +173,40 @@ def test_sacct_json_keeps_the_requested_node_count_not_the_allocated_one(request
            "required": {"CPUs": 4}, "allocation_nodes": 3, "tres": {"requested": tres, "allocated": []}}
     spec = parse_sacct_json(json.dumps({"jobs": [job]})).jobs[0]
     assert (spec.nodes, spec.extra["requested_nodes"]) == (3, expected)
+
+
+def test_a_pass_at_every_end_would_start_the_end_queued_jobs_too_early(tmp_path):
+    # The control of "end-queued": with batch_sched_delay=0 every end is served at once (b at 25,
+    # when a ends; c at 45), 16 and 17 s before Slurm started them.
+    folder = DATA / "end-queued"
+    conf = (folder / "slurm.conf").read_text()
+    assert "batch_sched_delay=20" in conf
+    (tmp_path / "slurm.conf").write_text(conf.replace("batch_sched_delay=20", "batch_sched_delay=0"))
+    replayed = workloads.replayed_schedule(folder / "trace.txt", tmp_path / "slurm.conf")
+    origin = min(v[0] for v in replayed.values())
+    assert (replayed["b"][1] - origin, replayed["c"][1] - origin) == (25.0, 45.0)
+    assert (SLURM["end-queued"]["b"][0], SLURM["end-queued"]["c"][0]) == (41, 62)
+
+
+# A development recording with slurmctld's debug log (bench/data/slurm-workloads/s40: 32 nodes of
+# 4/8/16 CPUs, sched/backfill, CR_CPU): j00 (-N 3 -n 6) was laid out 4 + 1 + 1 on n01-n03 (the
+# log's job_resources: cpu_array_value 4 x1, 1 x2), so the 1-CPU jobs j05 and j07 went to n02 (3
+# free, the best fit; after an even 2 + 2 + 2 they would have gone to n01) and j06 (3 CPUs) to n03.
+# Every start up to j20 (44 s), as Slurm recorded it (whole seconds after the first submission):
+LAYOUT = {"j00": (0, "n01,n02,n03"), "j01": (2, "n17"), "j02": (4, "n18"), "j03": (4, "n04"), "j04": (6, "n18"),
+          "j05": (10, "n02"), "j06": (10, "n03"), "j07": (13, "n02"), "j08": (17, "n19"),
+          "j09": (20, "n20,n21,n22"), "j10": (21, "n21,n22"), "j11": (23, "n23"), "j12": (23, "n24"),
+          "j13": (25, "n05"), "j14": (26, "n25,n26"), "j15": (32, "n25"), "j16": (38, "n02"), "j17": (38, "n26"),
+          "j18": (40, "n17,n18"), "j19": (42, "n23,n24"), "j20": (44, "n17")}
+
+
+def test_a_node_count_without_a_per_node_share_is_laid_out_as_real_slurm_did():
+    folder = ROOT / "bench" / "data" / "slurm-workloads" / "s40" / "run1"
+    recorded = workloads.recorded_schedule(folder / "trace.txt")
+    replayed = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf")
+    origin = min(v[0] for v in recorded.values())
+    table = {job: (round(recorded[job][1] - origin), ",".join(recorded[job][2])) for job in LAYOUT}
+    assert table == LAYOUT                             # the table is the recording
+    off = {job: ((replayed[job][1] - origin, ",".join(replayed[job][2])), LAYOUT[job]) for job in LAYOUT
+           if abs(replayed[job][1] - origin - LAYOUT[job][0]) > TOLERANCE_S or ",".join(replayed[job][2]) != LAYOUT[job][1]}
+    assert off == {}

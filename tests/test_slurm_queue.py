@@ -172,16 +172,32 @@ def test_backfill_starts_a_job_that_ends_before_the_reservation_and_not_one_that
 
 
 def test_backfill_reserves_whole_nodes_for_a_waiting_job():
-    # Two nodes of 4 CPUs.  busy: 3 CPUs on n0 until 100.  head: 4 CPUs as 2 on each of 2 nodes,
+    # Two nodes of 4 CPUs.  busy: 3 CPUs on n0 until 100.  head: 4 CPUs as 2 on each of 2 nodes
+    # (--ntasks-per-node=2; without it Slurm would lay it out 1 + 3 and start it at once),
     # blocked (n0 has 1 CPU free) and reserved on n0 and n1 from t=100.  tiny (1 CPU, limit 500)
     # would fit beside the head on n1 (2 + 1 <= 4 CPUs), but backfill reserves *whole* nodes, so it
     # may not start before the head; it starts with it at t=100 (main scheduler, n1 has 2 CPUs left).
     # A plan by CPUs would have started it at the first cycle, t=30.
     cluster = Cluster.homogeneous(2, cpus=4)
-    jobs = [job("busy", 0, 100, cpus=3), job("head", 1, 50, cpus=4, nodes=2), job("tiny", 2, 500, cpus=1)]
+    head = JobSpec("head", 1.0, 50.0, runtime_s=50.0, cpus=4, nodes=2, cpus_per_node=2)
+    jobs = [job("busy", 0, 100, cpus=3), head, job("tiny", 2, 500, cpus=1)]
     starts, strategy, _ = run(jobs, cluster, scheduler="backfill", bf_resolution_s=1)
     assert starts["head"].start_s == 100.0 and starts["tiny"].start_s == 100.0
     assert strategy.started_by["tiny"] == "main"
+
+
+def test_a_node_count_without_a_per_node_share_is_laid_out_as_slurm_does():
+    # sbatch -N 3 -n 6 on four empty 4-CPU nodes: cons_tres takes the nodes in order, each giving all
+    # it can while leaving one CPU for each node still to come (_cpus_to_use): n0 4, n1 1, n2 1
+    # (slurmctld's log of a development recording: cpu_array_value 4 x1, 1 x2), not 2 + 2 + 2.
+    # "probe" (3 CPUs) then fits on n1 (3 free: the best fit); after an even layout only on n3.
+    cluster = Cluster.homogeneous(4, cpus=4)
+    probe = job("probe", 2, 100, cpus=3)
+    starts, _, _ = run([job("wide", 1, 100, cpus=6, nodes=3), probe], cluster)
+    assert tuple(starts["wide"].node_indices) == (0, 1, 2) and tuple(starts["probe"].node_indices) == (1,)
+    even = JobSpec("even", 1.0, 100.0, runtime_s=100.0, cpus=6, nodes=3, cpus_per_node=2)   # --ntasks-per-node=2
+    starts, _, _ = run([even, probe], cluster)
+    assert tuple(starts["even"].node_indices) == (0, 1, 2) and tuple(starts["probe"].node_indices) == (3,)
 
 
 def test_coarse_resolution_rounds_reservations_down():
@@ -436,3 +452,62 @@ def test_will_run_groups_free_every_usable_job_once_in_order(jobs):
         assert usable[last] and before <= last < cut
         assert last == max(i for i in range(before, cut) if usable[i])
         before = cut
+
+
+def test_a_job_with_memory_keeps_slurms_node_count_where_its_partition_has_no_node_for_one():
+    # A sacct row: -n 3 --mem=500 in partition "small" (2-CPU nodes), CR_Core_Memory; Slurm allocated
+    # 2 nodes (NNodes=2, ReqNodes=0).  Laid out for the cluster's largest node (4 CPUs) it would ask
+    # 3 CPUs on one node, which no node of "small" has: it would wait for ever.  The node count Slurm
+    # allocated stands instead (2 nodes of 2 CPUs), and it starts at once on s0, s1.
+    cluster = Cluster([NodeSpec("big", cpus=4, memory_mb=4000, partitions=("big",)),
+                       *(NodeSpec(f"s{i}", cpus=2, memory_mb=2000, partitions=("small",)) for i in range(2))])
+    spec = JobSpec("m", 0.0, 60.0, runtime_s=60.0, cpus=3, nodes=2, memory_mb_per_node=500.0, partition="small",
+                   extra={"requested_nodes": 0})
+    starts, _, _ = run([spec], cluster, memory_consumable=True)
+    assert starts["m"].start_s == 0.0 and tuple(starts["m"].node_indices) == (1, 2)
+
+
+# -- the state kept between passes -----------------------------------------------------------------
+SHAPED_JOB = st.tuples(st.integers(0, 600), st.integers(1, 200), st.integers(1, 200), st.integers(1, 8),
+                       st.sampled_from(["a", "b", "all"]), st.integers(0, 2), st.sampled_from([0, 0, 1, 2]))
+
+
+def check_kept_answers(rows, interval, resolution, release) -> int:
+    """Replay ``rows`` checking the kept state after every event; how many events had answers kept."""
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
+        cpus = max(cpus, nodes) if partition == "all" else min(max(cpus, nodes), 8)
+        jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, nodes=nodes,
+                        partition=partition, user=f"u{user}"))
+    replay = Replay(jobs, two_partitions(overlap=True), "slurm", keep_jobs=True, strategy_options={
+        "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
+                                      priority=SIZE_AND_PARTITION)})
+    replay.begin()
+    kept = 0
+    while len(replay.events):
+        replay.step()
+        replay.strategy._check()
+        kept += len(replay.strategy._will_run_cache) > 1
+    result = replay.close()
+    assert len(result.records) + len(result.rejected) + sum(result.skipped.values()) == len(jobs)
+    return kept
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=30), st.sampled_from([1.0, 30.0]), st.sampled_from([1.0, 60.0]),
+       st.sampled_from([0.0, 5.0]))
+def test_will_run_answers_kept_across_cycles_equal_fresh_ones(rows, interval, resolution, release):
+    # The will-run answers (and the running jobs' index) are kept from one backfill cycle to the
+    # next while no job starts, ends or moves: after every event each kept answer is recomputed
+    # and must be the same (SlurmQueue._check), with jobs of a named node count and without,
+    # overlapping partitions, completing jobs (release delay) and both resolutions.
+    check_kept_answers(rows, interval, resolution, release)
+
+
+def test_a_long_queue_keeps_will_run_answers_across_cycles():
+    # 150 jobs on 4 nodes of 4 CPUs queue for long: cycles after a mere submission reuse the
+    # answers of the cycle before (and every one of them equals a fresh computation)
+    rng = random.Random(7)
+    rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+    assert check_kept_answers(rows, 30.0, 60.0, 0.0) > 0

@@ -105,6 +105,7 @@ def test_200_cells_resume_after_a_cell_limit_losing_nothing(tmp_path):
     assert (third.ran, third.skipped) == (0, 200) and len(ledger_ids(results)) == 200
 
 
+@pytest.mark.long_run                     # kills a sweep of worker processes and resumes it
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_killed_sweep_resumes(tmp_path, sig):
     """Kill the command half way (SIGKILL: no clean-up at all; SIGTERM: a clean stop, exit 130), rerun it,
@@ -134,6 +135,7 @@ def test_a_killed_sweep_resumes(tmp_path, sig):
     assert len(pd.read_parquet(results / RESULTS_PARQUET)) == 200
 
 
+@pytest.mark.long_run                     # starts a local Dask cluster
 def test_sweep_on_a_local_dask_cluster(tmp_path):
     distributed = pytest.importorskip("distributed")
     spec = parse_spec(SPEC_200.replace("seeds = 5", "seeds = 1"))
@@ -149,6 +151,7 @@ def test_sweep_on_a_local_dask_cluster(tmp_path):
     assert list(pids) == [os.getpid()]         # the coordinator writes; workers only compute
 
 
+@pytest.mark.long_run                     # starts a local Dask cluster
 def test_sweep_command_with_dask_local(tmp_path):
     pytest.importorskip("distributed")
     spec_path = write_spec(tmp_path, SPEC_200.replace("seeds = 5", "seeds = 1").replace(

@@ -157,6 +157,7 @@ def test_an_unknown_gpu_model_in_a_scenario_is_refused(tmp_path, capsys):
     assert "gpu_model" in err and "'H100-UNKNOWN' is not one whose power is known" in err
 
 
+@pytest.mark.long_run                     # the demo's 2,000 jobs under power states (the general loop)
 def test_minus_zero_is_zero(capsys):
     assert main(["demo", "--power-down-after", "-0"]) == 0
     out = flat(capsys.readouterr().out)

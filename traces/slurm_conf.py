@@ -3,10 +3,10 @@ partitions, priority weights, the scheduler and its SchedulerParameters, and the
 
 Two steps:
 
-- :func:`read_slurm_conf` follows ``Include`` lines (Slurm's relative-path rule of the release, a cycle
+- :func:`read_slurm_conf` (:mod:`greenslurm.traces.slurm_conf_files`) follows ``Include`` lines (Slurm's relative-path rule of the release, a cycle
   guard) and gives every logical line with its file and line number, plus the last value of every plain
   setting (what ``greenslurm hook check`` needs).  Missing files and cycles are *problems*, not errors:
-  ``hook check`` reports them.
+  ``hook check`` reports them.  Host lists (``n[1-3]``) are :mod:`greenslurm.traces.slurm_hostlist`'s.
 - :func:`parse_slurm_conf` builds the typed model from those lines and refuses what Slurm refuses
   (``InputError`` naming file, line and field): a key a NodeName or PartitionName line does not know,
   a negative count, a time limit Slurm cannot read, a partition naming a node that is not defined.
@@ -32,12 +32,9 @@ first definition (Slurm ignores the later one); time limits are minutes, ``MM:SS
 
 from __future__ import annotations
 
-import bisect
-import glob
 import math
-import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from greenslurm.clustermodel import Cluster, InputError, NodeSpec, gres
@@ -45,422 +42,14 @@ from greenslurm.clustermodel.node import GPU_POWER_W
 from greenslurm.clustermodel.power import check_given_power
 from greenslurm.traces.slurm_fields import SLURM_TIME_FORMS, slurm_time_s
 
-# -- reading the files: Include lines, comments, continuations ------------------------------------------
-FAIL = "fail"                 # the level of a reading problem (``hook check`` prints it as a failed check)
-LINE_KEYS = {"nodename", "partitionname", "nodeset", "downnodes", "frontendname"}   # the rest of the line is theirs
-MAX_INCLUDE_DEPTH = 32
-_INCLUDE = re.compile(r"include\s+(\S+)", re.IGNORECASE)
-# KEY=VALUE as Slurm's s_p parser matches it: spaces may surround '=', a value is quoted or runs to the
-# next space, and an empty value is allowed only at the end of the line ("Nodes=" for no nodes)
-_PAIR = re.compile(r'\s*([A-Za-z0-9_.]+)\s*[-*+/]?=\s*(?:"([^"]*)"|(\S+)|(?=\s*$))(?=\s|$)')
-
-
-@dataclass(frozen=True)
-class Setting:
-    value: str
-    path: Path
-    line: int
-
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass(frozen=True)
-class ConfLine:
-    """One logical line (Include lines excluded): its file, its first physical line number, its text."""
-
-    path: Path
-    line: int
-    text: str
-
-
-@dataclass
-class SlurmConfFiles:
-    """slurm.conf with its Include files as read: every plain setting (key in lower case -> the last
-    value, as Slurm keeps it), every logical line in order, the files read in order, and the problems
-    met, each (level, message)."""
-
-    path: Path
-    settings: dict[str, Setting] = field(default_factory=dict)
-    lines: list[ConfLine] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-    def get(self, key: str) -> str | None:
-        found = self.settings.get(key.lower())
-        return found.value if found else None
-
-
-def logical_lines(text: str) -> list[tuple[int, str]]:
-    """slurm.conf's lines as Slurm's parser sees them, each with its first line number: ``#`` starts a
-    comment unless escaped (``\\#``), a line ending in an odd number of backslashes continues on the
-    next, and a backslash escapes the character after it.
-
-    >>> logical_lines('A=1 # note\\nB=x\\\\\\n  y\\nC=a\\\\#b\\n')
-    [(1, 'A=1 '), (2, 'B=x  y'), (4, 'C=a#b')]
-    """
-    out: list[tuple[int, str]] = []
-    pending, start = "", None
-    for number, raw in enumerate(text.splitlines(), 1):
-        line, backslashes = raw, 0
-        for i, char in enumerate(raw):
-            if char == "#" and backslashes % 2 == 0:
-                line = raw[:i]
-                break
-            backslashes = backslashes + 1 if char == "\\" else 0
-        stripped = line.rstrip()
-        trailing = len(stripped) - len(stripped.rstrip("\\"))
-        if start is None:
-            start = number
-        if trailing % 2 == 1:
-            pending += stripped[:-1]
-            continue
-        out.append((start, re.sub(r"\\(.)", r"\1", pending + line)))
-        pending, start = "", None
-    if pending:
-        out.append((start, re.sub(r"\\(.)", r"\1", pending)))
-    return [(n, line) for n, line in out if line.strip()]
-
-
-def read_slurm_conf(path: Path, *, relative_to_includer: bool = False) -> SlurmConfFiles:
-    """slurm.conf and the files its ``Include`` lines name, in order, the last value of a key winning.
-
-    A relative Include name is looked up beside slurm.conf (Slurm 23.02 and later), or beside the file
-    holding the Include line when ``relative_to_includer`` (Slurm 22.05 and earlier; the same for
-    Include lines in slurm.conf itself).  ``%c`` is the ClusterName in lower case.  Slurm expands no
-    wildcards (an Include with ``*`` fails there): such a line is reported and not followed.  A missing or unreadable file and a
-    cycle (a file that includes itself, directly or not) are reported and not followed."""
-    conf = SlurmConfFiles(Path(path))
-    _read_into(conf, Path(path), (), relative_to_includer)
-    return conf
-
-
-def _read_into(conf: SlurmConfFiles, path: Path, stack: tuple[Path, ...], relative_to_includer: bool) -> None:
-    try:
-        text = path.read_text(errors="replace")
-    except FileNotFoundError:
-        conf.problems.append((FAIL, f"{path}: no such file"))
-        return
-    except OSError as exc:
-        conf.problems.append((FAIL, f"{path}: cannot read: {exc.strerror or exc}"))
-        return
-    real = Path(os.path.realpath(path))
-    stack = stack + (real,)
-    conf.files.append(path)
-    for number, line in logical_lines(text):
-        include = _INCLUDE.match(line.lstrip())
-        if include:
-            _follow(conf, include.group(1), path, number, stack, relative_to_includer)
-            continue
-        conf.lines.append(ConfLine(path, number, line))
-        pairs = list(_PAIR.finditer(line))
-        if pairs and pairs[0].group(1).lower() in LINE_KEYS:
-            continue
-        for pair in pairs:
-            value = pair.group(2) if pair.group(2) is not None else (pair.group(3) or "")
-            conf.settings[pair.group(1).lower()] = Setting(value, path, number)
-
-
-def _follow(conf: SlurmConfFiles, name: str, includer: Path, number: int, stack: tuple[Path, ...],
-            relative_to_includer: bool) -> None:
-    where = f"{includer}:{number}: Include {name}"
-    if "%c" in name:
-        cluster = conf.get("clustername")
-        if cluster is None:
-            conf.problems.append((FAIL, f"{where}: %c needs ClusterName set before this line"))
-            return
-        name = name.replace("%c", cluster.lower())
-    if glob.has_magic(name):
-        conf.problems.append((FAIL, f"{where}: Slurm expands no wildcards, so this Include fails (Slurm 22.05 "
-                                    "waits 60 s for a file of that very name; later releases refuse it: 'Slurm "
-                                    "does not support glob parsing'); name each file"))
-        return
-    base = includer.parent if relative_to_includer else conf.path.parent
-    target = Path(name) if name.startswith("/") else base / name
-    if Path(os.path.realpath(target)) in stack:
-        chain = " -> ".join(p.name for p in stack) + f" -> {target.name}"
-        conf.problems.append((FAIL, f"{where}: an Include cycle ({chain}); Slurm would never finish reading"))
-        return
-    if len(stack) >= MAX_INCLUDE_DEPTH:
-        conf.problems.append((FAIL, f"{where}: more than {MAX_INCLUDE_DEPTH} nested Include levels"))
-        return
-    if not target.exists():
-        conf.problems.append((FAIL, f"{where}: {target}: no such file"))
-        return
-    _read_into(conf, target, stack, relative_to_includer)
+from greenslurm.traces.slurm_conf_files import INCLUDE, KEY_VALUE, ConfLine, SlurmConfFiles, logical_lines
+from greenslurm.traces.slurm_hostlist import expand_hostlist
+# the reading and the hostlist syntax have modules of their own; these names stay importable from here
+from greenslurm.traces.slurm_conf_files import FAIL, read_slurm_conf  # noqa: F401,E402
+from greenslurm.traces.slurm_hostlist import HostNames  # noqa: F401,E402
 
 
 # -- values as Slurm reads them -----------------------------------------------------------------------------
-def expand_hostlist(text: str, limit: int = 1_000_000) -> list[str]:
-    """Slurm's hostlist syntax expanded, in order: comma-separated names, each with bracketed ranges
-    (``n[1-3,7]``; leading zeros fix the width; several bracket groups multiply out).  More than
-    ``limit`` names in all is a ValueError, found before they are built (``r[0-99999]b[0-99999]``
-    would be ten billion).
-
-    >>> expand_hostlist("n[1-3,7],gpu[01-02],login")
-    ['n1', 'n2', 'n3', 'n7', 'gpu01', 'gpu02', 'login']
-    >>> expand_hostlist("r[0-1]b[8-9]"), expand_hostlist("")
-    (['r0b8', 'r0b9', 'r1b8', 'r1b9'], [])
-    >>> expand_hostlist("n[3-1]")
-    Traceback (most recent call last):
-    ...
-    ValueError: hostlist 'n[3-1]': range 3-1 goes down
-    >>> expand_hostlist("r[0-99999]b[0-99999]")
-    Traceback (most recent call last):
-    ...
-    ValueError: hostlist 'r[0-99999]b[0-99999]': names more than 1,000,000 hosts
-    """
-    names: list[str] = []
-    for item in re.split(r",(?![^\[]*\])", text.strip()):
-        item = item.strip()
-        if not item:
-            continue
-        if item.count("[") != item.count("]") or re.search(r"\[[^\]]*\[", item):
-            raise ValueError(f"hostlist {item!r}: unbalanced brackets")
-        groups = re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item)
-        total = 1                           # names of this item: the groups' sizes multiply
-        for _, ranges in groups:
-            total *= _bracket_size(ranges, item) if ranges else 1
-            if len(names) + total > limit:
-                raise ValueError(f"hostlist {item!r}: names more than {limit:,} hosts")
-        expanded = [""]
-        for literal, ranges in groups:
-            choices = [literal]
-            if ranges:
-                choices = [literal + suffix for suffix in _bracket(ranges, item)]
-            expanded = [head + choice for head in expanded for choice in choices]
-        names += [name for name in expanded if name]
-    return names
-
-
-def hostlist_items(text: str) -> list[str]:
-    """The comma-separated items of a hostlist (commas inside brackets belong to the item), in one
-    pass over the text.
-
-    >>> hostlist_items("n[1-3,7], gpu[01-02],,login")
-    ['n[1-3,7]', 'gpu[01-02]', 'login']
-    """
-    items, depth, start = [], 0, 0
-    for i, c in enumerate(text):
-        if c == "[":
-            depth += 1
-        elif c == "]":
-            depth = max(depth - 1, 0)
-        elif c == "," and depth == 0:
-            items.append(text[start:i].strip())
-            start = i + 1
-    items.append(text[start:].strip())
-    return [item for item in items if item]
-
-
-@dataclass(frozen=True)
-class _Bracket:
-    """One bracket of a hostlist item: its ranges by width (the digits of the lower bound), merged
-    and sorted, so that a run of digits is looked up in O(log ranges)."""
-
-    by_width: dict          # width -> (starts, ends): sorted, disjoint
-    size: int               # the names it gives (ranges of one width that overlap counted once)
-
-    def holds(self, digits: str) -> bool:
-        """Whether ``digits`` is one of the strings this bracket gives (``f"{i:0{width}d}"``)."""
-        value = int(digits)
-        if len(digits) > len(str(value)):           # leading zeros: only its own width writes it
-            widths = (len(digits),)
-        else:                                       # any width up to its length writes it so
-            widths = range(1, len(digits) + 1)
-        for width in widths:
-            found = self.by_width.get(width)
-            if found is not None:
-                starts, ends = found
-                k = bisect.bisect_right(starts, value) - 1
-                if k >= 0 and ends[k] >= value:
-                    return True
-        return False
-
-
-def _parse_bracket(ranges: str, item: str) -> _Bracket:
-    spans: dict[int, list[tuple[int, int]]] = {}
-    for first, last, width in _bracket_ranges(ranges, item):
-        spans.setdefault(width, []).append((first, last))
-    by_width = {}
-    for width, parts in spans.items():
-        parts.sort()
-        starts, ends = [], []
-        for first, last in parts:
-            if ends and first <= ends[-1] + 1:
-                ends[-1] = max(ends[-1], last)
-            else:
-                starts.append(first)
-                ends.append(last)
-        by_width[width] = (starts, ends)
-    return _Bracket(by_width, sum(e - b + 1 for starts, ends in by_width.values() for b, e in zip(starts, ends)))
-
-
-def _parse_item(item: str) -> list:
-    """An item as its parts: literal strings and brackets (:class:`_Bracket`), in order."""
-    if item.count("[") != item.count("]") or re.search(r"\[[^\]]*\[", item):
-        raise ValueError(f"hostlist {item!r}: unbalanced brackets")
-    parts: list = []
-    for literal, ranges in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item):
-        if literal:
-            parts.append(literal)
-        if ranges:
-            parts.append(_parse_bracket(ranges, item))
-    return parts
-
-
-def _item_holds(parts: list, name: str) -> bool:
-    """Whether the item of ``parts`` gives ``name`` (each bracket takes a run of digits; every split of
-    a run between adjacent brackets is tried, once per position)."""
-    failed: set[tuple[int, int]] = set()
-
-    def match(pos: int, k: int) -> bool:
-        if k == len(parts):
-            return pos == len(name)
-        if (pos, k) in failed:
-            return False
-        part = parts[k]
-        if isinstance(part, str):
-            ok = name.startswith(part, pos) and match(pos + len(part), k + 1)
-        else:
-            end = pos
-            while end < len(name) and name[end] in "0123456789":
-                end += 1
-            ok = any(part.holds(name[pos:stop]) and match(stop, k + 1) for stop in range(pos + 1, end + 1))
-        if not ok:
-            failed.add((pos, k))
-        return ok
-    return match(0, 0)
-
-
-# names tried one by one for items of several bracket groups (each item: its names or the cluster's that
-# start like it, whichever are fewer) before a hostlist is refused as too costly to match (about 0.1 s)
-MAX_PAIRS = 20_000
-
-
-class HostNames:
-    """A cluster's node names, against which hostlist expressions are matched WITHOUT expanding them:
-    the cost is that of the cluster's names and of reading the expression once, never that of the
-    names an expression stands for (``n[1-99999999]`` costs what ``n[1-4]`` costs).
-
-    - a plain name: one look-up;
-    - an item with one bracket group (``pre[ranges]suf``, nearly every hostlist): the ranges of every
-      such item with the same ``pre`` and ``suf`` are merged, then each name of the cluster that is
-      ``pre`` + digits + ``suf`` is looked up in them (O(log ranges) each);
-    - an item of several groups (``r[1-2]n[1-4]``) is expanded and looked up, or tried on each name
-      that starts with its first literal, whichever is fewer; more than :data:`MAX_PAIRS` such tries
-      in all is a ValueError (refused, not slow).
-
-    >>> names = HostNames(["n1", "n2", "n3", "gpu01", "login"])
-    >>> names.members("n[2-9999999],gpu[01-02]")
-    (['n2', 'n3', 'gpu01'], ['n[2-9999999]', 'gpu[01-02]'])
-    >>> names.members("n[1-3],login")
-    (['n1', 'n2', 'n3', 'login'], [])
-    """
-
-    def __init__(self, names) -> None:
-        self.names = list(dict.fromkeys(names))
-        self.position = {name: i for i, name in enumerate(self.names)}
-        self.sorted = sorted(self.names)
-        self._split: dict[tuple[str, str], list[tuple[str, str]]] | None = None
-
-    def _with_prefix(self, prefix: str) -> list[str]:
-        low = bisect.bisect_left(self.sorted, prefix)
-        high = bisect.bisect_left(self.sorted, prefix + "\U0010ffff")
-        return self.sorted[low:high]
-
-    def prepare(self) -> "HostNames":
-        """Build the index of names by the digits in them now (else the first list of one bracket
-        group builds it): the view does so when it is built, off the answering path."""
-        self._splits()
-        return self
-
-    def _splits(self) -> dict[tuple[str, str], list[tuple[str, str]]]:
-        """(pre, suf) -> [(digits, name)]: every way a name is ``pre`` + a run of digits + ``suf``
-        (built once; a name of d digits has at most d(d+1)/2 such ways)."""
-        if self._split is None:
-            split: dict[tuple[str, str], list[tuple[str, str]]] = {}
-            for name in self.names:
-                for run in re.finditer(r"[0-9]+", name):
-                    for i in range(run.start(), run.end()):
-                        for j in range(i + 1, run.end() + 1):
-                            split.setdefault((name[:i], name[j:]), []).append((name[i:j], name))
-            self._split = split
-        return self._split
-
-    def members(self, text: str) -> tuple[list[str], list[str]]:
-        """(the names of this cluster that ``text`` names, in the cluster's order; items of ``text``
-        that name some host this cluster does not have).  Whether an item names others is counted,
-        not listed: the names it gives (ranges of one width that overlap counted once) against the
-        names it matched (ranges of several widths that give the same name, or items that overlap,
-        may make that so needlessly).  The same ValueError as :func:`expand_hostlist` for an item it
-        cannot read."""
-        found: set[str] = set()
-        outside: list[str] = []
-        single: dict[tuple[str, str], list[tuple[str, str]]] = {}       # (pre, suf) -> [(item, ranges)]
-        pairs = 0
-        for item in dict.fromkeys(hostlist_items(text)):
-            if "[" not in item and "]" not in item:
-                if item in self.position:
-                    found.add(item)
-                else:
-                    outside.append(item)
-                continue
-            parts = _parse_item(item)
-            brackets = [p for p in parts if not isinstance(p, str)]
-            if len(brackets) == 1:
-                pre, _, rest = item.partition("[")
-                ranges, _, suf = rest.partition("]")
-                single.setdefault((pre, suf), []).append((item, ranges))
-                continue
-            prefix = parts[0] if isinstance(parts[0], str) else ""
-            candidates = self._with_prefix(prefix)
-            size = math.prod(b.size for b in brackets)
-            pairs += min(size, len(candidates))
-            if pairs > MAX_PAIRS:
-                raise ValueError(f"hostlist {item!r}: too many items of several bracket groups to match "
-                                 f"against {len(self.names)} nodes")
-            if size <= len(candidates):
-                named = set(expand_hostlist(item))
-                matched = [name for name in named if name in self.position]
-                size = len(named)
-            else:
-                matched = [name for name in candidates if _item_holds(parts, name)]
-            found.update(matched)
-            if size > len(matched):
-                outside.append(item)
-        splits = self._splits() if single else {}
-        for (pre, suf), items in single.items():
-            merged = _parse_bracket(",".join(ranges for _, ranges in items), items[0][0])
-            matched = {name for digits, name in splits.get((pre, suf), ()) if merged.holds(digits)}
-            found.update(matched)
-            if merged.size > len(matched):
-                outside.append(items[0][0])
-        return sorted(found, key=self.position.__getitem__), outside
-
-
-def _bracket_ranges(ranges: str, item: str) -> list[tuple[int, int, int]]:
-    """(first, last, width) of each part of a bracket."""
-    out = []
-    for part in ranges.split(","):
-        low, sep, high = part.strip().partition("-")
-        if not low.isdigit() or (sep and not high.isdigit()):
-            raise ValueError(f"hostlist {item!r}: {part!r} is not a number or a range N-M")
-        first, last = int(low), int(high) if sep else int(low)
-        if last < first:
-            raise ValueError(f"hostlist {item!r}: range {first}-{last} goes down")
-        out.append((first, last, len(low)))
-    return out
-
-
-def _bracket_size(ranges: str, item: str) -> int:
-    return sum(last - first + 1 for first, last, _ in _bracket_ranges(ranges, item))
-
-
-def _bracket(ranges: str, item: str) -> list[str]:
-    return [f"{i:0{width}d}" for first, last, width in _bracket_ranges(ranges, item) for i in range(first, last + 1)]
-
-
 INFINITE = math.inf
 
 
@@ -697,7 +286,7 @@ class SlurmConf:
 def _pairs(line: ConfLine) -> list[tuple[str, str]]:
     """(lower-case key, value) of a line; InputError when some text is not KEY=VALUE (fatal in Slurm)."""
     pairs, position = [], 0
-    for match in _PAIR.finditer(line.text):
+    for match in KEY_VALUE.finditer(line.text):
         if line.text[position:match.start()].strip():
             break
         value = match.group(2) if match.group(2) is not None else (match.group(3) or "")
@@ -726,7 +315,7 @@ def parse_slurm_conf_text(text: str, path: str = "<slurm.conf>") -> SlurmConf:
     """The typed model of a slurm.conf text without Include lines (an Include is an InputError)."""
     files = SlurmConfFiles(Path(path), files=[Path(path)])
     for number, line in logical_lines(text):
-        if _INCLUDE.match(line.lstrip()):
+        if INCLUDE.match(line.lstrip()):
             raise InputError("an Include line needs a file on disk: use parse_slurm_conf", path=path, line=number)
         files.lines.append(ConfLine(Path(path), number, line))
     return _build(files)

@@ -201,6 +201,10 @@ class GpuAccounting:
                          running=np.array(columns[5], dtype=np.int64))
 
     def summary(self) -> dict:
-        """GPU allocation (% of capacity, time mean and peak), mean fragmentation (GPUs), PWR-model
-        energy (kWh: total, CPU, GPU) and mean/peak power (W) over the recorded steps."""
-        return self.series().summary()
+        """GPU allocation (% of capacity, time mean and peak), mean fragmentation (GPUs; None where no
+        target workload was given to measure it against), PWR-model energy (kWh: total, CPU, GPU) and
+        mean/peak power (W) over the recorded steps."""
+        summary = self.series().summary()
+        if self.meter.workload is None:
+            summary["mean_frag_gpu"] = None
+        return summary

@@ -1,9 +1,11 @@
 /* The deadline queue's core on a processor pool, compiled: admission, reservations on nodes,
  * compression and the energy ledger.
  *
- * The definition is run_python() in deadline_core.py; this file does the same steps in the same
- * order with the same double-precision operations (no fused multiply-add: built with
- * -ffp-contract=off), so its results are identical to the last bit.  Where the definition looks at
+ * The definition is the replay's general loop under the deadline queue (deadline_queue.py on the plan
+ * profile, the rules of allocation/placement.py; the rules as this file takes them are in
+ * deadline_core.py's module text); this file makes the same decisions with the same double-precision
+ * operations (no fused multiply-add: built with -ffp-contract=off), so its results are identical to
+ * the last bit (tests/test_deadline_core.py).  Where the definition looks at
  * every node for a waiting job's earlier start, this file first skips what cannot change the
  * answer (the free counts, the reservations taken out since the job last looked, the gaps ending
  * before the first possible start: see freed_before and earliest_move), each argued above its code.

@@ -1,7 +1,7 @@
 /* The replay's core on a processor pool, compiled: FCFS and EASY, first fit, the energy ledger.
  *
- * The definition is run_python() in pool_core.py; this file does the same steps in the same order
- * with the same double-precision operations (no fused multiply-add: built with -ffp-contract=off),
+ * The definition is the replay's general loop (queues.py, profile.py, the ledger); this file makes
+ * the same decisions in the same order with the same double-precision operations (no fused multiply-add: built with -ffp-contract=off),
  * so its results are identical to the last bit.  It is loaded with ctypes (no Python API is used):
  * pool_run() takes the jobs as arrays and fills arrays the caller allocated.
  */
@@ -83,7 +83,7 @@ static void finish(core *c, int64_t j, int64_t first, double now) {
     ledger_ended(&c->ledger);
 }
 
-/* -- conservative backfilling on processor counts: CountProfile in pool_core.py ------------------- */
+/* -- conservative backfilling on processor counts: the general loop's PlanProfile on one pooled node -- */
 typedef struct {
     double *times, *free; int64_t n, cap; int error;     /* error: the status to return */
     /* per block of PROFILE_BLOCK steps, the least and the most free: searches skip whole blocks;
@@ -114,7 +114,7 @@ static int64_t upper_bound(const double *a, int64_t n, double t) {     /* first 
 }
 
 /* index of a breakpoint at t (inserted as a copy of the step before); -1: no memory (error -1) or t is
- * before the plan's start or NaN (error -4: a negative time asked for, as CountProfile raises) */
+ * before the plan's start or NaN (error -4: a negative time asked for; the replay never gives one) */
 static int64_t profile_breakpoint(count_profile *p, double t) {
     int64_t i = lower_bound(p->times, p->n, t);
     if (i < p->n && p->times[i] == t) return i;

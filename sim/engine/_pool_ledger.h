@@ -1,7 +1,7 @@
 /* What the compiled replay cores share (_pool_core.c, _deadline_core.c): job ends in a binary heap,
  * reservations sorted by start, and the energy ledger on a pool of alike single-CPU nodes with the
- * ended jobs' results, operation by operation as PoolLedger in pool_core.py (itself the replay's
- * EnergyLedger on such a pool).  Included by each core: every function is static. */
+ * ended jobs' results, operation by operation as the replay's EnergyLedger (sim/accounting/ledger.py)
+ * on such a pool.  Included by each core: every function is static. */
 #ifndef GREENSLURM_POOL_LEDGER_H
 #define GREENSLURM_POOL_LEDGER_H
 

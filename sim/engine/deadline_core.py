@@ -23,17 +23,17 @@ profile, bit for bit:
   free gaps [g0, g1) hold the job from t when g0 <= t and t + p <= g1 (the profile's window test);
 - the ledger's arithmetic is the processor-pool core's, operation by operation.
 
-The core runs as compiled C (``_deadline_core.c``) or as the pure-Python :func:`run_python`, its
-definition; both give identical results.  ``GREENSLURM_DEADLINE_CORE`` chooses: ``auto`` (the
-default: compiled when built), ``compiled``, ``python``, or ``off`` (the general loop).
+The core is compiled C (``_deadline_core.c``): the fast path of the general loop, which is the
+reference (the tests hold the two to each other bit for bit); without the library the general
+loop runs the replay, and says once that it is slower.  ``GREENSLURM_DEADLINE_CORE`` chooses:
+``auto`` (the default: the core when built), ``compiled`` (an error when not built) or ``off``
+(the general loop).
 """
 
 from __future__ import annotations
 
 import ctypes
-import heapq
 import math
-from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 from math import inf
 from typing import Callable, NamedTuple
@@ -42,22 +42,12 @@ import numpy as np
 
 from greenslurm.clustermodel.native import load_beside
 from greenslurm.sim.engine import pool_core
-from greenslurm.sim.engine.pool_core import PROGRESS_EVERY, PoolLedger, PoolPower, PoolRun, check_jobs, next_event_s
+from greenslurm.sim.engine.pool_core import PROGRESS_EVERY, PoolPower, PoolRun, check_jobs
 
 ENV = "GREENSLURM_DEADLINE_CORE"
 # Rules by how they pick: the smallest tails (balanced), the largest (bestfit, minidle), the lowest index.
 BALANCED, BESTFIT, MINIDLE, FIRSTFIT = 0, 1, 2, 3
 RULE_CODES = {"balanced": BALANCED, "bestfit": BESTFIT, "minidle": MINIDLE, "firstfit": FIRSTFIT}
-SCALE = 1e6          # scores are compared rounded to 6 decimals (placement.SCORE_DECIMALS), as numpy rounds
-
-
-def rounded(score: float) -> float:
-    """``np.round(score, 6)`` of one double: numpy multiplies by 10**6, rounds half to even and divides.
-
-    >>> rounded(0.1234565), float(np.round(0.1234565, 6)), rounded(1234.0000005)
-    (0.123456, 0.123456, 1234.0)
-    """
-    return float(round(score * SCALE)) / SCALE if abs(score) < 1e300 else score * SCALE / SCALE
 
 
 @dataclass
@@ -80,226 +70,6 @@ class DeadlineJobs(NamedTuple):
     limit_s: np.ndarray                   # accepted iff its earliest end <= this (inf: always; -inf: never)
 
 
-def _choose_append(rule: int, m: int, p: float, deadline: float, tails: list[float], now: float) -> tuple[float, list[int]]:
-    """The start and nodes :meth:`greenslurm.allocation.planner.Planner.place` gives in the append view
-    (see :func:`greenslurm.allocation.placement.choose_append`): candidates are the distinct tails
-    from the m-th smallest on; with a deadline, those ending by it (the earliest alone when none
-    does or without one), the lowest rounded score, then the earliest."""
-    n_nodes = len(tails)
-    if rule == BALANCED:
-        order = sorted(range(n_nodes), key=lambda n: (tails[n], n))
-    else:
-        order = sorted(range(n_nodes), key=lambda n: (tails[n], -n))
-    ordered = [tails[n] for n in order]
-    earliest = ordered[m - 1]
-    starts = [earliest]
-    if deadline == deadline:            # a deadline: every later distinct tail that still meets it
-        k = bisect_right(ordered, earliest)
-        while k < n_nodes:
-            starts.append(ordered[k])
-            k = bisect_right(ordered, ordered[k], lo=k)
-        starts = [s for s in starts if s + p <= deadline] or [earliest]
-    if len(starts) == 1 or rule == FIRSTFIT:
-        start = starts[0]                # FirstFit scores every start 0: the earliest
-    else:
-        cum = [0.0]
-        total = 0.0
-        for t in ordered:
-            total += t - now
-            cum.append(total)
-        best = None
-        for s in starts:
-            count = bisect_right(ordered, s)
-            tail_sum = cum[m] if rule == BALANCED else cum[count] - cum[count - m]
-            if rule == BALANCED:
-                score = tail_sum
-            elif rule == BESTFIT:
-                score = -tail_sum
-            else:
-                score = m * (s - now) - tail_sum
-            key = (rounded(score), s)
-            if best is None or key < best:
-                best = key
-        start = best[1]
-    if rule == BALANCED:
-        nodes = order[:m]
-    elif rule == FIRSTFIT:
-        nodes = [n for n in range(n_nodes) if tails[n] <= start][:m]
-    else:
-        k = bisect_right(ordered, start)
-        nodes = order[k - m:k]
-    return start, sorted(nodes)
-
-
-def _choose_at(rule: int, m: int, fitting: list[int], tails: list[float]) -> list[int]:
-    """:func:`greenslurm.allocation.placement.choose_at`: ``m`` of the ``fitting`` nodes (ascending) by
-    the rule's order of their tails."""
-    if rule == FIRSTFIT:
-        return fitting[:m]
-    if rule == BALANCED:
-        return sorted(n for _, n in sorted(zip(tails, fitting))[:m])
-    return sorted(-n for _, n in sorted(zip(tails, [-n for n in fitting]))[-m:])
-
-
-def run_python(rule: int, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, start_s: float,
-               compress: bool = True, progress: Callable[[int], None] | None = None) -> DeadlineRun:
-    """The core in pure Python (the compiled core's definition: same steps, same results)."""
-    check_jobs(n_nodes, jobs.submit_s, jobs.requested_s, jobs.run_for_s, jobs.procs)
-    count = len(jobs.submit_s)
-    submit, requested, run_for = jobs.submit_s.tolist(), jobs.requested_s.tolist(), jobs.run_for_s.tolist()
-    size, deadline, limit = jobs.procs.tolist(), jobs.deadline_s.tolist(), jobs.limit_s.tolist()
-    accepted = [False] * count
-    finish_s = [math.nan] * count
-    # the plan: per job its reserved start and end, its nodes; per node its jobs by start
-    res_start = [0.0] * count
-    res_end = [0.0] * count
-    held: list[list[int] | None] = [None] * count
-    node_jobs: list[list[int]] = [[] for _ in range(n_nodes)]
-    node_starts: list[list[float]] = [[] for _ in range(n_nodes)]
-    running_on = [-1] * n_nodes                     # the job running on a node (-1: none)
-    started = [-1.0] * count
-    ledger = PoolLedger(n_nodes, power, start_s, progress)
-    ends: list[tuple[float, int, int]] = []
-    sequence = 0
-
-    def plan_add(j: int, start: float, nodes: list[int]) -> None:
-        res_start[j], res_end[j], held[j] = start, start + requested[j], nodes
-        if not res_end[j] > start:      # start + p rounded to start (1e300 + 1): it holds nothing
-            return
-        for n in nodes:
-            at = bisect_right(node_starts[n], start)
-            node_starts[n].insert(at, start)
-            node_jobs[n].insert(at, j)
-
-    def plan_remove(j: int) -> None:
-        start = res_start[j]
-        if not res_end[j] > start:
-            return
-        for n in held[j]:
-            at = bisect_left(node_starts[n], start)
-            while node_jobs[n][at] != j:
-                at += 1
-            del node_starts[n][at], node_jobs[n][at]
-
-    def tail(n: int, now: float, skip: int = -1) -> float:
-        """From when on node n is free for ever (the job ``skip`` given back)."""
-        on = node_jobs[n]
-        k = len(on) - 1
-        if k >= 0 and on[k] == skip:
-            k -= 1
-        return res_end[on[k]] if k >= 0 and res_end[on[k]] > now else now
-
-    def earliest_move(j: int, now: float) -> tuple[float, list[int]] | None:
-        """The earliest start before the job's own at which m nodes hold it (its slot given back)."""
-        m, p, old = size[j], requested[j], res_start[j]
-        gaps = []                                   # (g0, g1, node): free from g0 to g1, g0 < old
-        for n in range(n_nodes):
-            g0 = now
-            for k in node_jobs[n]:
-                if k == j:
-                    continue
-                s = res_start[k]
-                if s > g0:
-                    if g0 + p <= s:
-                        gaps.append((g0, s, n))
-                    if s >= old:
-                        g0 = inf
-                        break
-                e = res_end[k]
-                if e > g0:
-                    g0 = e
-                if g0 >= old:
-                    break
-            if g0 < old:
-                gaps.append((g0, inf, n))
-        if len(gaps) < m:
-            return None
-        gaps.sort()
-        active: list[tuple[float, int]] = []        # (g1, node) of the gaps begun by t
-        i = 0
-        while i < len(gaps):
-            t = gaps[i][0]
-            while i < len(gaps) and gaps[i][0] == t:
-                active.append((gaps[i][1], gaps[i][2]))
-                i += 1
-            tp = t + p
-            active = [gap for gap in active if tp <= gap[0] and t < gap[0]]    # t < g1: p may round away
-            if len(active) >= m:
-                fitting = sorted(n for _, n in active)
-                return t, fitting
-        return None
-
-    def start(j: int, now: float) -> None:
-        nonlocal sequence
-        nodes = held[j]
-        for node in nodes:
-            if running_on[node] >= 0:
-                raise RuntimeError("a reserved node is busy at the reserved start")
-            running_on[node] = j
-        started[j] = now
-        ledger.start(nodes, now)
-        heapq.heappush(ends, (now + run_for[j], sequence, j))
-        sequence += 1
-
-    def finish(j: int, now: float) -> None:
-        for node in held[j]:
-            running_on[node] = -1
-        ledger.finish(j, held[j], started[j], now)
-
-    waiting: list[int] = []                         # accepted, not started, in arrival order
-    by_reservation: list[tuple[float, int]] = []
-    arrived = 0
-    planning = False                                # the plan begins at the first submission
-    pending_compress = False
-    now = -inf
-    while ends or arrived < count or by_reservation:
-        now = next_event_s(ends, submit, arrived, by_reservation, now)
-        if now == inf and not ends:
-            raise RuntimeError(f"{len(by_reservation)} jobs still waiting after the last event")
-        while ends and ends[0][0] == now:
-            j = heapq.heappop(ends)[2]
-            finish(j, now)
-            plan_remove(j)                          # the past is forgotten, the rest given back
-            if now < res_end[j]:
-                pending_compress = compress
-        while arrived < count and submit[arrived] == now:
-            j = arrived
-            arrived += 1
-            planning = True
-            m, p = size[j], requested[j]
-            tails = [tail(n, now) for n in range(n_nodes)]
-            finish_s[j] = sorted(tails)[m - 1] + p
-            if finish_s[j] > limit[j]:
-                continue
-            accepted[j] = True
-            begin, nodes = _choose_append(rule, m, p, deadline[j], tails, now)
-            plan_add(j, begin, nodes)
-            waiting.append(j)
-            insort(by_reservation, (begin, j))
-        if not planning:
-            continue
-        if pending_compress:
-            pending_compress = False
-            for j in list(waiting):
-                old = res_start[j]
-                if old <= now:
-                    continue
-                found = earliest_move(j, now)
-                if found is None:
-                    continue
-                t, fitting = found
-                nodes = _choose_at(rule, size[j], fitting, [tail(n, now, j) for n in fitting])
-                plan_remove(j)
-                del by_reservation[bisect_left(by_reservation, (old, j))]
-                plan_add(j, t, nodes)
-                insort(by_reservation, (t, j))
-        while by_reservation and by_reservation[0][0] <= now:
-            j = by_reservation.pop(0)[1]
-            del waiting[bisect_left(waiting, j)]
-            start(j, now)
-    return ledger.run(DeadlineRun, accepted=np.array(accepted, dtype=bool), finish_s=np.array(finish_s))
-
-
 # -- the compiled core ---------------------------------------------------------------------------
 def compiled_library() -> ctypes.CDLL | None:
     """The compiled core next to this module (built at install), or None."""
@@ -310,7 +80,8 @@ def compiled_library() -> ctypes.CDLL | None:
 
 
 def chosen_core() -> str:
-    """Which core runs a deadline replay: ``compiled``, ``python`` or ``off`` (``GREENSLURM_DEADLINE_CORE``)."""
+    """Whether the compiled core runs a deadline replay (``compiled``) or the general loop (``off``),
+    from ``GREENSLURM_DEADLINE_CORE``."""
     return pool_core.chosen_core(ENV, compiled_library, "deadline core")
 
 
@@ -321,7 +92,7 @@ STATUS = {-1: (MemoryError, "the compiled deadline core ran out of memory"),
 
 def run_compiled(rule: int, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, start_s: float,
                  compress: bool = True) -> DeadlineRun:
-    """The core in C (see ``_deadline_core.c``); the same results as :func:`run_python`."""
+    """The core in C (see ``_deadline_core.c``): the general loop's results, bit for bit."""
     library = compiled_library()
     if library is None:
         raise RuntimeError("the compiled deadline core is not built")
@@ -377,8 +148,7 @@ def run_compiled(rule: int, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, 
 
 
 def run_deadline(rule: str, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, start_s: float,
-                 compress: bool = True, core: str | None = None,
-                 progress: Callable[[int], None] | None = None) -> DeadlineRun:
+                 compress: bool = True, progress: Callable[[int], None] | None = None) -> DeadlineRun:
     """Run the deadline queue with the load rule ``rule`` on a pool of ``n_nodes`` processors.
 
     Two nodes; job 0 holds both for 100 s (it ends at 50), job 1 (one node, 10 s) comes at 1 and is
@@ -388,20 +158,16 @@ def run_deadline(rule: str, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, 
     >>> nan = float("nan")
     >>> jobs = DeadlineJobs(np.array([0.0, 1.0, 2.0]), np.array([100.0, 10.0, 5.0]), np.array([50.0, 10.0, 5.0]),
     ...                     np.array([2, 1, 1]), np.array([nan, nan, 20.0]), np.array([inf, inf, 20.0]))
-    >>> run = run_deadline("bestfit", 2, jobs, power, 0.0, core="python")
+    >>> run = run_deadline("bestfit", 2, jobs, power, 0.0)
     >>> run.by_job(run.start_s).tolist(), run.accepted.tolist(), float(run.finish_s[2])   # 100 + 5 > 20
     ([0.0, 50.0], [True, True, False], 105.0)
     >>> run.by_job(run.energy_j).tolist()       # 2 nodes x 250 W x 50 s; 250 W x 10 s
     [25000.0, 2500.0]
     """
-    code = RULE_CODES[rule]
-    core = core or chosen_core()
-    if core == "compiled":
-        run = run_compiled(code, n_nodes, jobs, power, start_s, compress)
-        if progress is not None:
-            progress(len(run.rows))
-        return run
-    return run_python(code, n_nodes, jobs, power, start_s, compress, progress)
+    run = run_compiled(RULE_CODES[rule], n_nodes, jobs, power, start_s, compress)
+    if progress is not None:
+        progress(len(run.rows))
+    return run
 
 
 # -- the replay's side ------------------------------------------------------------------------------
@@ -531,7 +297,7 @@ def run_replay(replay, inputs: tuple):
     if replay.progress is not None:
         total = replay.jobs_total
         progress = lambda done: done % PROGRESS_EVERY == 0 and replay.progress(done, total)  # noqa: E731
-    run = run_deadline(rule, replay.cluster.size, jobs, power, ledger.start_s, compress, core, progress)
+    run = run_deadline(rule, replay.cluster.size, jobs, power, ledger.start_s, compress, progress)
     ledger.adopt(run)
     replay.machine.finished_count = len(run.rows)
     strategy = replay.strategy

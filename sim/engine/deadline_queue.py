@@ -173,7 +173,11 @@ class DeadlineQueue:
 
     def submit(self, job: PendingJob, now_s: float) -> None:
         self._advance(now_s)
-        request = Request(job.nodes, job.demand, job.requested_s, job.job.deadline_s,
+        # the plan holds the job's nodes from its allocation for its limit plus the longest it may
+        # wait for them to boot (a job given powered-down nodes runs once they are up): its end, and
+        # so Greedy's deadline test, counts the boot
+        hold_s = job.requested_s + self.machine.start_delay_bound_s()
+        request = Request(job.nodes, job.demand, hold_s, job.job.deadline_s,
                           job_power_bound_w(self.machine.cluster, job.nodes, job.demand), job.task)
         self.plan.allowed = nodes_allowed(self.machine, job)
         try:
@@ -211,17 +215,19 @@ class DeadlineQueue:
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         self._advance(now_s)
         request = self._requests.pop(job.index)
-        if now_s < job.planned_end_s:
-            self._give_back(request, now_s, job.planned_end_s, job.node_indices)
+        held_until_s = job.start_s + request.duration_s
+        if now_s < held_until_s:
+            self._give_back(request, now_s, held_until_s, job.node_indices)
             self._compress = self.compress
 
     def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
         """A running job moved to other nodes (consolidation): its hold in the plan moves with it."""
         self._advance(now_s)
-        if now_s < job.planned_end_s:
-            request = self._requests[job.index]
-            self._give_back(request, now_s, job.planned_end_s, old_nodes)
-            self.planner.commit(request, Placement(now_s, job.planned_end_s, job.node_indices))
+        request = self._requests[job.index]
+        held_until_s = job.start_s + request.duration_s
+        if now_s < held_until_s:
+            self._give_back(request, now_s, held_until_s, old_nodes)
+            self.planner.commit(request, Placement(now_s, held_until_s, job.node_indices))
 
     def _compress_schedule(self, now_s: float) -> None:
         """Move every waiting job, in arrival order, to its earliest placement (never later)."""
@@ -232,14 +238,14 @@ class DeadlineQueue:
             if old_start <= now_s or not profile.may_start_before(job.cpus_total, now_s, old_start):
                 continue
             request = self._requests[job.index]
-            old = Placement(old_start, old_start + job.requested_s, job.node_indices)
+            old = Placement(old_start, old_start + request.duration_s, job.node_indices)
             allowed = nodes_allowed(self.machine, job)
             if self.renewable == "grid" and job.requested_s > 0 and profile.whole:
                 self._move_earlier(job, request, old, now_s, allowed)
                 continue
             self._give_back(request, old.start_s, old.end_s, old.nodes)
             # the plan profile's own query says cheaply whether any earlier slot exists at all
-            if profile.earliest_start(job.nodes, job.demand, job.requested_s, now_s, before_s=old_start,
+            if profile.earliest_start(job.nodes, job.demand, request.duration_s, now_s, before_s=old_start,
                                       allowed=allowed) is None:
                 planner.commit(request, old)
                 continue
@@ -272,7 +278,7 @@ class DeadlineQueue:
         if stuck is not None and not self._given_back_since(stuck[0], job.nodes - stuck[1]):
             profile.split(old.start_s, old.end_s)       # the breakpoints the look would leave
             return
-        start_s, fits, most = profile.earliest_move(job.nodes, job.demand, job.requested_s, now_s, old.start_s,
+        start_s, fits, most = profile.earliest_move(job.nodes, job.demand, request.duration_s, now_s, old.start_s,
                                                     old.end_s, old.nodes, allowed)
         if start_s is None:
             self._stuck[job.index] = (len(self._given_back), most)
@@ -309,8 +315,8 @@ class DeadlineQueue:
                     continue
             if job.reservation_s < now_s and job.requested_s > 0:
                 request = self._requests[job.index]
-                self._give_back(request, now_s, job.reservation_s + job.requested_s, job.node_indices)
-                self.planner.commit(request, Placement(now_s, now_s + job.requested_s, nodes))
+                self._give_back(request, now_s, job.reservation_s + request.duration_s, job.node_indices)
+                self.planner.commit(request, Placement(now_s, now_s + request.duration_s, nodes))
                 job.reservation_s = now_s
             self.by_arrival.remove(job)
             self._stuck.pop(job.index, None)

@@ -8,10 +8,12 @@ ends in start order), the same rules (FCFS; EASY's shadow time and extra process
 reservation kept while no job ended), the lowest-numbered free nodes, and the ledger's arithmetic
 operation by operation, so that every output is the same to the last bit (tests compare them).
 
-The core runs as compiled C (``_pool_core.c``, built when the package is installed with a C
-compiler) or, without it, as the pure-Python :func:`run_python` below; both give identical
-results.  ``GREENSLURM_POOL_CORE`` chooses: ``auto`` (the default: compiled when built),
-``compiled``, ``python``, or ``off`` (the replay's general loop).
+The core is compiled C (``_pool_core.c``, built when the package is installed with a C compiler):
+the fast path of the replay's general loop, which is the reference (the tests hold the two to each
+other bit for bit).  Without the library the general loop runs the replay, and says once that it
+is slower (:func:`greenslurm.clustermodel.native.warn_missing_once`).  ``GREENSLURM_POOL_CORE``
+chooses: ``auto`` (the default: the core when built), ``compiled`` (an error when not built) or
+``off`` (the general loop).
 
 Inputs are the jobs that can run, in submit order: submit time, requested time, time run (its
 run time, at most the requested time) and processors.  The result (:class:`PoolRun`) gives each
@@ -22,12 +24,7 @@ ledger's per-node sums.
 from __future__ import annotations
 
 import ctypes
-import heapq
 import os
-from bisect import bisect_left, bisect_right, insort
-from math import inf
-from array import array
-from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
@@ -40,7 +37,7 @@ from greenslurm.sim.accounting.ledger import LedgerState
 FCFS, EASY, CONSERVATIVE = 0, 1, 2
 QUEUE_CODES = {"fcfs": FCFS, "easy": EASY, "conservative": CONSERVATIVE}
 ENV = "GREENSLURM_POOL_CORE"
-CHOICES = ("auto", "compiled", "python", "off")
+CHOICES = ("auto", "compiled", "off")
 PROGRESS_EVERY = 2000
 
 
@@ -77,52 +74,6 @@ class PoolPower:
     share_per_node_w: float       # power charged to a job per node: busy per CPU x 1 CPU (+ 0 GPUs)
 
 
-def pairwise_sum_of_copies(value: float, count: int) -> float:
-    """The sum of ``count`` copies of ``value`` as numpy adds them (pairwise, blocks of 8), the
-    ledger's ``np.full(count, value).sum()`` bit for bit.
-
-    >>> pairwise_sum_of_copies(0.1, 10) == float(np.full(10, 0.1).sum())
-    True
-    >>> pairwise_sum_of_copies(2.5, 3)       # fewer than 8: one running sum, 2.5 + 2.5 + 2.5
-    7.5
-    """
-    if count < 8:
-        total = 0.0
-        for _ in range(count):
-            total += value
-        return total
-    if count <= 128:
-        # eight running sums over whole blocks of 8, combined as a tree, then the remainder
-        blocks = count - count % 8
-        lane = value
-        for _ in range(blocks // 8 - 1):
-            lane += value
-        total = ((lane + lane) + (lane + lane)) + ((lane + lane) + (lane + lane))
-        for _ in range(count - blocks):
-            total += value
-        return total
-    half = count // 2
-    half -= half % 8
-    return pairwise_sum_of_copies(value, half) + pairwise_sum_of_copies(value, count - half)
-
-
-def next_event_s(ends: list[tuple], submit: list[float], arrived: int, by_reservation: list[tuple],
-                 after_s: float) -> float:
-    """The next event time after ``after_s``: the first job end (``ends``: a heap of (time, ...)), the
-    next arrival (``submit[arrived]``), or the earliest reserved start still ahead (``by_reservation``:
-    sorted (time, job)); inf when none is left.
-
-    >>> next_event_s([(9.0, 0, 0)], [0.0, 5.0], 1, [(3.0, 1)], 2.0), next_event_s([], [], 0, [(3.0, 1)], 3.0)
-    (3.0, inf)
-    """
-    now = ends[0][0] if ends else inf
-    if arrived < len(submit) and submit[arrived] < now:
-        now = submit[arrived]
-    if by_reservation and after_s < by_reservation[0][0] < now:
-        now = by_reservation[0][0]
-    return now
-
-
 def check_jobs(n_nodes: int, submit_s, requested_s, run_for_s, procs) -> None:
     """ValueError unless the columns are as long as each other and every job asks for 1 to
     ``n_nodes`` processors (the compiled core reads and writes by these counts).
@@ -141,255 +92,6 @@ def check_jobs(n_nodes: int, submit_s, requested_s, run_for_s, procs) -> None:
             raise ValueError(f"a job asks for {low if low < 1 else high} processors; the core places 1 to {n_nodes}")
 
 
-class PoolLedger:
-    """The energy ledger on a pool of alike single-CPU nodes, operation by operation as
-    :class:`greenslurm.sim.accounting.ledger.EnergyLedger` adds (shared by the pure-Python cores),
-    and the ended jobs' results in the order they ended."""
-
-    def __init__(self, n_nodes: int, power: PoolPower, start_s: float,
-                 progress: Callable[[int], None] | None = None) -> None:
-        self.power_w = self.peak_w = power.idle_power_w
-        self.busy = 0.0
-        self.last_s = start_s
-        self.total_j = self.jobs_j = 0.0
-        self.times, self.series_w, self.series_busy = array("d"), array("d"), array("d")
-        self.node_jobs_j = [0.0] * n_nodes
-        self.node_cpu_s = [0.0] * n_nodes
-        self.jobs_on = [0] * n_nodes
-        self.idle_since = [start_s] * n_nodes
-        self.idle_node_s = [0.0] * n_nodes
-        self.delta_unit, self.share_unit = power.delta_per_node_w, power.share_per_node_w
-        # in the order jobs ended: row, start, end, energy, nodes
-        self.out_rows, self.out_nodes, self.out_offsets = array("q"), array("i"), array("q", [0])
-        self.out_start, self.out_end, self.out_energy = array("d"), array("d"), array("d")
-        self.progress = progress
-
-    def _advance(self, now: float) -> None:
-        dt = now - self.last_s
-        if dt > 0:
-            self.times.append(self.last_s); self.series_w.append(self.power_w); self.series_busy.append(self.busy)
-            self.total_j += self.power_w * dt
-            self.last_s = now
-
-    def start(self, nodes: list[int], now: float) -> None:
-        """A job starts on ``nodes`` (one CPU each) at ``now``."""
-        n = len(nodes)
-        self._advance(now)
-        self.power_w += n * self.delta_unit
-        self.busy += n
-        if self.power_w > self.peak_w:
-            self.peak_w = self.power_w
-        jobs_on, idle_node_s, idle_since = self.jobs_on, self.idle_node_s, self.idle_since
-        for node in nodes:
-            if jobs_on[node] == 0:
-                idle_node_s[node] += now - idle_since[node]
-            jobs_on[node] += 1
-
-    def finish(self, row: int, nodes: list[int], started_s: float, now: float) -> None:
-        """The job of input ``row``, started at ``started_s`` on ``nodes``, ends at ``now``: its share
-        of node power over its run is charged to it (numpy's pairwise sum over its nodes)."""
-        n = len(nodes)
-        self._advance(now)
-        self.power_w -= n * self.delta_unit
-        self.busy -= n
-        run_s = now - started_s
-        share = self.share_unit * run_s
-        node_jobs_j, node_cpu_s, jobs_on, idle_since = self.node_jobs_j, self.node_cpu_s, self.jobs_on, self.idle_since
-        for node in nodes:
-            node_jobs_j[node] += share
-            node_cpu_s[node] += run_s
-            jobs_on[node] -= 1
-            if jobs_on[node] == 0:
-                idle_since[node] = now
-        charged = pairwise_sum_of_copies(share, n)
-        self.jobs_j += charged
-        self.out_rows.append(row)
-        self.out_start.append(started_s)
-        self.out_end.append(now)
-        self.out_energy.append(charged)
-        self.out_nodes.extend(nodes)
-        self.out_offsets.append(len(self.out_nodes))
-        if self.progress is not None and len(self.out_rows) % PROGRESS_EVERY == 0:
-            self.progress(len(self.out_rows))
-
-    def run(self, cls: type = None, **extra) -> PoolRun:
-        """What was computed, as a :class:`PoolRun` (or ``cls`` with the ``extra`` fields)."""
-        if self.progress is not None:
-            self.progress(len(self.out_rows))
-
-        def numbers(values: array, dtype) -> np.ndarray:
-            return np.frombuffer(values, dtype=dtype).copy() if len(values) else np.zeros(0, dtype=dtype)
-        return (cls or PoolRun)(
-            rows=numbers(self.out_rows, np.int64), start_s=numbers(self.out_start, float),
-            end_s=numbers(self.out_end, float), energy_j=numbers(self.out_energy, float),
-            node_offsets=numbers(self.out_offsets, np.int64), node_flat=numbers(self.out_nodes, np.int32),
-            times_s=numbers(self.times, float), power_w=numbers(self.series_w, float),
-            busy_cpus=numbers(self.series_busy, float), total_j=self.total_j, jobs_j=self.jobs_j,
-            peak_power_w=self.peak_w, power_now_w=self.power_w, busy_cpus_now=self.busy, last_s=self.last_s,
-            node_jobs_j=np.array(self.node_jobs_j), node_cpu_seconds=np.array(self.node_cpu_s),
-            jobs_on_node=np.array(self.jobs_on, dtype=np.int64), idle_since_s=np.array(self.idle_since),
-            idle_node_seconds=np.array(self.idle_node_s), **extra)
-
-
-def run_python(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
-               start_s: float, progress: Callable[[int], None] | None = None) -> PoolRun:
-    """The core in pure Python (the compiled core's definition: same steps, same results)."""
-    check_jobs(n_nodes, submit_s, requested_s, run_for_s, procs)
-    jobs = len(submit_s)
-    submit = submit_s.tolist() if isinstance(submit_s, np.ndarray) else list(submit_s)
-    requested = requested_s.tolist() if isinstance(requested_s, np.ndarray) else list(requested_s)
-    run_for = run_for_s.tolist() if isinstance(run_for_s, np.ndarray) else list(run_for_s)
-    size = procs.tolist() if isinstance(procs, np.ndarray) else list(procs)
-    held: dict[int, list[int]] = {}                # a running job's nodes
-    started = [-1.0] * jobs                         # by job: its start
-    # machine: which nodes are free (1) and how many
-    free = bytearray(b"\x01" * n_nodes)
-    free_count = float(n_nodes)
-    lowest_free = 0                                 # no node below it is free
-    finished_count = 0
-    ledger = PoolLedger(n_nodes, power, start_s, progress)
-    # events: running jobs' ends as (time, sequence, job); the next arrival is submit[arrived]
-    ends: list[tuple[float, int, int]] = []
-    sequence = 0
-    arrived = 0
-    waiting: deque[int] | list[int] = deque() if queue == FCFS else []     # in arrival order
-    by_end: list[tuple[float, int]] = []          # EASY: running jobs by (requested end, row)
-    cached_key = None                             # EASY: (head, finished_count) of the reservation
-    cached: list[float] | None = None             # [shadow time, extra processors]
-
-    def start(j: int, now: float) -> None:
-        nonlocal free_count, sequence, lowest_free
-        n = size[j]
-        nodes = held[j] = []
-        node = lowest_free - 1
-        for _ in range(n):                         # the lowest-numbered free nodes
-            node = free.index(1, node + 1)
-            free[node] = 0
-            nodes.append(node)
-        lowest_free = node + 1                     # the n lowest free nodes were taken: none below
-        free_count -= n
-        started[j] = now
-        ledger.start(nodes, now)
-        heapq.heappush(ends, (now + run_for[j], sequence, j))
-        sequence += 1
-
-    def finish(j: int, now: float) -> None:
-        nonlocal free_count, finished_count, lowest_free
-        n = size[j]
-        nodes = held.pop(j)
-        for node in nodes:
-            free[node] = 1
-        lowest_free = min(lowest_free, nodes[0])   # a job's nodes ascend
-        free_count += n
-        finished_count += 1
-        ledger.finish(j, nodes, started[j], now)
-
-    # conservative: the plan, jobs waiting by arrival and by reserved start, a wake-up time
-    plan: CountProfile | None = None
-    reserved_s = [0.0] * jobs if queue == CONSERVATIVE else []
-    by_reservation: list[tuple[float, int]] = []
-    compress = False
-    now = -inf
-    while ends or arrived < jobs or by_reservation:
-        now = next_event_s(ends, submit, arrived, by_reservation, now)
-        if now == inf and not ends:            # a job may end at infinity (1e308 s after 1e308 s): not stuck
-            raise RuntimeError(f"{len(by_reservation)} jobs still waiting after the last event")
-        while ends and ends[0][0] == now:
-            j = heapq.heappop(ends)[2]
-            finish(j, now)
-            if queue == EASY:
-                del by_end[bisect_left(by_end, (started[j] + requested[j], j))]
-            elif queue == CONSERVATIVE:
-                plan.advance(now)
-                planned_end = started[j] + requested[j]
-                if now < planned_end:          # ended before its requested time: give the rest back
-                    plan.change(now, planned_end, size[j])
-                    compress = True
-        while arrived < jobs and submit[arrived] == now:
-            if queue == CONSERVATIVE:
-                if plan is None:
-                    plan = CountProfile(free_count, now)
-                plan.advance(now)
-                found = plan.earliest_start(size[arrived], requested[arrived], now)
-                if found is None:
-                    raise RuntimeError("a job fits nowhere even on an empty pool")
-                plan.change(found, found + requested[arrived], -size[arrived])
-                reserved_s[arrived] = found
-                waiting.append(arrived)
-                insort(by_reservation, (found, arrived))
-            else:
-                waiting.append(arrived)
-            arrived += 1
-        if queue == CONSERVATIVE:
-            if plan is None:
-                continue
-            plan.advance(now)
-            if compress:
-                compress = False
-                _compress(plan, waiting, reserved_s, by_reservation, size, requested, now)
-            due = []
-            while by_reservation and by_reservation[0][0] <= now:
-                due.append(by_reservation.pop(0))
-            # jobs planned for no time first: they hold nothing in the plan (see queues.pop_due)
-            due.sort(key=lambda entry: requested[entry[1]] > 0)
-            late = []
-            for entry in due:
-                j = entry[1]
-                if size[j] > free_count:
-                    late.append(entry)
-                    continue
-                del waiting[bisect_left(waiting, j)]
-                start(j, now)
-            for entry in late:
-                insort(by_reservation, entry)
-            continue
-        if queue == FCFS:
-            while waiting and size[waiting[0]] <= free_count:
-                start(waiting.popleft(), now)
-            continue
-        # EASY on processor counts (Mu'alem & Feitelson 2001, Fig. 1)
-        while waiting and size[waiting[0]] <= free_count:
-            j = waiting.pop(0)
-            start(j, now)
-            insort(by_end, (now + requested[j], j))
-        if not waiting:
-            continue
-        head = waiting[0]
-        key = (head, finished_count)
-        reservation = cached if cached_key == key else None
-        i = 1
-        while i < len(waiting) and free_count > 0:
-            j = waiting[i]
-            if size[j] > free_count:
-                i += 1
-                continue
-            if reservation is None:
-                reservation = _count_reservation(by_end, size, free_count, size[head])
-            if now + requested[j] > reservation[0]:
-                if size[j] > reservation[1]:
-                    i += 1
-                    continue
-                reservation[1] -= size[j]
-            del waiting[i]
-            start(j, now)
-            insort(by_end, (now + requested[j], j))
-        if reservation is not None:
-            cached_key, cached = key, reservation
-    return ledger.run()
-
-
-def _count_reservation(by_end: list[tuple[float, int]], size: list[int], free_count: float,
-                       head_size: int) -> list[float]:
-    """[shadow time, extra processors] of the head: release running jobs by requested end until
-    the head fits; what is left beyond it then is extra."""
-    available = free_count
-    for end_s, j in by_end:
-        available += size[j]
-        if available >= head_size:
-            return [end_s, available - head_size]
-    raise RuntimeError("the first waiting job fits nowhere even on an empty pool")
-
-
 # -- the compiled core ---------------------------------------------------------------------------
 def compiled_library() -> ctypes.CDLL | None:
     """The compiled core next to this module (built at install), or None."""
@@ -400,8 +102,9 @@ def compiled_library() -> ctypes.CDLL | None:
 
 
 def chosen_core(env: str = ENV, library: Callable[[], ctypes.CDLL | None] | None = None, what: str = "core") -> str:
-    """Which core runs a pool replay: ``compiled``, ``python`` or ``off`` (from ``GREENSLURM_POOL_CORE``;
-    another core's from its variable ``env``, its library from ``library``)."""
+    """Whether the compiled core runs a pool replay (``compiled``) or the general loop (``off``), from
+    ``GREENSLURM_POOL_CORE`` (another core's from its variable ``env``, its library from ``library``).
+    ``auto`` without the library: ``off``, said once on stderr (the general loop is much slower)."""
     library = library or compiled_library
     choice = os.environ.get(env, "auto").strip().lower() or "auto"
     if choice not in CHOICES:
@@ -410,8 +113,8 @@ def chosen_core(env: str = ENV, library: Callable[[], ctypes.CDLL | None] | None
     if choice == "auto":
         if library() is not None:
             return "compiled"
-        warn_missing_once()                 # not built: loud, once, then the pure-Python definition
-        return "python"
+        warn_missing_once()                 # not built: loud, once, then the general loop (the reference)
+        return "off"
     if choice == "compiled" and library() is None:
         raise InputError(f"the compiled {what} is not built (install greenslurm where a C compiler is)",
                          path="environment", field=env)
@@ -420,7 +123,7 @@ def chosen_core(env: str = ENV, library: Callable[[], ctypes.CDLL | None] | None
 
 def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
                  start_s: float) -> PoolRun:
-    """The core in C (see ``_pool_core.c``); the same results as :func:`run_python`."""
+    """The core in C (see ``_pool_core.c``): the general loop's results, bit for bit."""
     library = compiled_library()
     if library is None:
         raise RuntimeError("the compiled core is not built")
@@ -475,12 +178,13 @@ def run_compiled(queue: int, n_nodes: int, submit_s, requested_s, run_for_s, pro
 
 
 def run_pool(queue: str, n_nodes: int, submit_s, requested_s, run_for_s, procs, power: PoolPower,
-             start_s: float, core: str | None = None, progress: Callable[[int], None] | None = None) -> PoolRun:
-    """Run ``queue`` (``fcfs`` or ``easy``) on a pool of ``n_nodes`` processors with the chosen core.
+             start_s: float, progress: Callable[[int], None] | None = None) -> PoolRun:
+    """Run ``queue`` (``fcfs``, ``easy`` or ``conservative``) on a pool of ``n_nodes`` processors with
+    the compiled core.
 
     >>> power = PoolPower(idle_power_w=200.0, delta_per_node_w=150.0, share_per_node_w=250.0)
     >>> run = run_pool("easy", 2, [0.0, 0.0, 1.0], [100.0, 100.0, 10.0], [100.0, 50.0, 10.0], [1, 2, 1],
-    ...                power, 0.0, core="python")
+    ...                power, 0.0)
     >>> run.by_job(run.start_s).tolist()   # the 2-processor job waits for the first; the short one backfills at 1
     [0.0, 100.0, 1.0]
     >>> run.by_job(run.energy_j).tolist()  # 250 W x 100 s; 2 nodes x 250 W x 50 s; 250 W x 10 s
@@ -488,158 +192,7 @@ def run_pool(queue: str, n_nodes: int, submit_s, requested_s, run_for_s, procs, 
     >>> run.rows.tolist()                  # the order they ended: at 11, 100 and 150
     [2, 0, 1]
     """
-    code = QUEUE_CODES[queue]
-    core = core or chosen_core()
-    if core == "compiled":
-        run = run_compiled(code, n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s)
-        if progress is not None:
-            progress(len(run.rows))
-        return run
-    return run_python(code, n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s, progress)
-
-
-# -- conservative backfilling on processor counts ---------------------------------------------------
-class CountProfile:
-    """The plan of a processor pool: free processors as a step function of future time (breakpoint
-    ``times[k]``, ``free[k]`` processors from then until the next; the last holds for ever).  The
-    same answers as :class:`greenslurm.sim.engine.profile.PlanProfile` on one pooled node.
-
-    >>> plan = CountProfile(4.0, 0.0)
-    >>> plan.change(0.0, 10.0, -3)                    # 3 processors reserved until 10
-    >>> plan.earliest_start(2, 5.0, 0.0), plan.earliest_start(1, 5.0, 0.0)
-    (10.0, 0.0)
-    >>> plan.times, plan.free
-    ([0.0, 10.0], [1.0, 4.0])
-    """
-
-    def __init__(self, free_now: float, now_s: float) -> None:
-        self.times = [now_s]
-        self.free = [float(free_now)]
-
-    def _breakpoint(self, t_s: float) -> int:
-        i = bisect_left(self.times, t_s)
-        if i < len(self.times) and self.times[i] == t_s:
-            return i
-        if i == 0:
-            raise ValueError(f"time {t_s} is before the plan's start {self.times[0]}")
-        self.times.insert(i, t_s)
-        self.free.insert(i, self.free[i - 1])
-        return i
-
-    def change(self, start_s: float, end_s: float, processors: int) -> None:
-        """Add ``processors`` (negative: take them) to what is free during [start_s, end_s)."""
-        i = self._breakpoint(start_s)
-        j = self._breakpoint(end_s) if end_s != inf else len(self.times)
-        free = self.free
-        for k in range(i, j):
-            free[k] += processors
-
-    def advance(self, now_s: float) -> None:
-        """Forget the past (the plan starts at ``now_s``) and merge steps that free the same."""
-        times, free = self.times, self.free
-        i = bisect_right(times, now_s) - 1
-        if i > 0:
-            del times[:i], free[:i]
-        if times[0] < now_s:
-            times[0] = now_s
-        if len(times) > 1:
-            keep = [0] + [k for k in range(1, len(times)) if free[k] != free[k - 1]]
-            if len(keep) < len(times):
-                self.times = [times[k] for k in keep]
-                self.free = [free[k] for k in keep]
-
-    def earliest_start(self, processors: int, duration_s: float, after_s: float,
-                       before_s: float = inf) -> float | None:
-        """The earliest time in [after_s, before_s), at a breakpoint (or ``after_s``), from which
-        ``processors`` are free for ``duration_s``; None if there is none."""
-        times, free = self.times, self.free
-        count = len(times)
-        i = max(bisect_right(times, after_s) - 1, 0)
-        first = i
-        while i < count:
-            start_s = max(times[i], after_s) if i == first else times[i]
-            if not start_s < before_s:
-                return None
-            end_s = start_s + duration_s
-            k = i
-            # the window: its own breakpoint and every later one before its end
-            while k < count and (k == i or times[k] < end_s):
-                if free[k] < processors:
-                    break
-                k += 1
-            else:
-                return start_s
-            i = k + 1            # every start up to k has breakpoint k in its window: all fail
-        return None
-
-    def may_start_before(self, processors: int, after_s: float, before_s: float) -> bool:
-        """Some breakpoint in [after_s, before_s) frees ``processors`` (needed to start earlier)."""
-        times, free = self.times, self.free
-        first = max(bisect_right(times, after_s) - 1, 0)
-        last = bisect_left(times, before_s)
-        return any(free[k] >= processors for k in range(first, last))
-
-    def stairs(self) -> tuple[list[float], list[float]]:
-        """The plan's staircase: each new maximum of free processors along the plan (``free[0]``,
-        then every step freeing more than all before it) and the time it is first reached.  From
-        the plan's start, ``processors`` may start before ``t`` (:meth:`may_start_before`) exactly
-        when the first stair freeing that many is reached before ``t`` (:func:`stairs_allow`).
-
-        >>> plan = CountProfile(2.0, 0.0)
-        >>> plan.change(5.0, 8.0, 3); plan.change(8.0, 9.0, 1); plan.change(9.0, inf, 5)
-        >>> plan.free                                  # 2 free, 5 from 5 s, 3 from 8 s, 7 from 9 s
-        [2.0, 5.0, 3.0, 7.0]
-        >>> plan.stairs()
-        ([2.0, 5.0, 7.0], [0.0, 5.0, 9.0])
-        """
-        frees: list[float] = []
-        times: list[float] = []
-        for t_s, free in zip(self.times, self.free):
-            if not frees or free > frees[-1]:
-                frees.append(free)
-                times.append(t_s)
-        return frees, times
-
-
-def stairs_allow(stairs: tuple[list[float], list[float]], processors: float, before_s: float) -> bool:
-    """Some step of the plan before ``before_s`` frees ``processors`` (see :meth:`CountProfile.stairs`).
-
-    >>> stairs = ([2.0, 5.0, 7.0], [0.0, 5.0, 9.0])
-    >>> stairs_allow(stairs, 4, 6.0), stairs_allow(stairs, 4, 5.0), stairs_allow(stairs, 8, 99.0)
-    (True, False, False)
-    """
-    frees, times = stairs
-    i = bisect_left(frees, processors)
-    return i < len(frees) and times[i] < before_s
-
-
-def _compress(plan: CountProfile, waiting: list[int], reserved_s: list[float],
-              by_reservation: list[tuple[float, int]], size, requested, now: float) -> None:
-    """Move every waiting job, in arrival order, to its earliest slot (never later).
-
-    Whether a job may start earlier at all is the plan's staircase's question (one search, not a
-    scan of the steps before its start: with thousands waiting that made each pass quadratic);
-    amounts given back and taken again leave the stairs as they were, a moved job changes them."""
-    from_start = bisect_right(plan.times, now) - 1 <= 0     # the plan starts at now (advanced)
-    stairs = None
-    for j in waiting:
-        old = reserved_s[j]
-        if old <= now:
-            continue
-        if from_start:
-            if stairs is None:
-                stairs = plan.stairs()
-            if not stairs_allow(stairs, size[j], old):
-                continue
-        elif not plan.may_start_before(size[j], now, old):
-            continue
-        plan.change(old, old + requested[j], size[j])
-        found = plan.earliest_start(size[j], requested[j], now, before_s=old)
-        if found is None:          # no earlier slot: the job keeps the one it has
-            plan.change(old, old + requested[j], -size[j])
-            continue
-        del by_reservation[bisect_left(by_reservation, (old, j))]
-        plan.change(found, found + requested[j], -size[j])
-        stairs = None
-        reserved_s[j] = found
-        insort(by_reservation, (found, j))
+    run = run_compiled(QUEUE_CODES[queue], n_nodes, submit_s, requested_s, run_for_s, procs, power, start_s)
+    if progress is not None:
+        progress(len(run.rows))
+    return run

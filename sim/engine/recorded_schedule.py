@@ -122,7 +122,7 @@ def recorded_nodes(job: JobSpec, index_of: Mapping[str, int]) -> tuple[int, ...]
     >>> recorded_nodes(JobSpec("3", 0.0, 1.0), index)
     'no node list'
     """
-    from greenslurm.traces.slurm_conf import expand_hostlist
+    from greenslurm.traces.slurm_hostlist import expand_hostlist
 
     text = (job.extra or {}).get("node_list")
     if not _names_nodes(text):

@@ -60,7 +60,7 @@ class PoolInputs(NamedTuple):
     """The jobs the processor-pool core runs, as columns: their rows in the replay's order, arrival,
     time limit and run time (the run time cut at the limit) in seconds, and processors."""
 
-    core: str                     # "compiled" or "python" (greenslurm.sim.engine.pool_core.chosen_core)
+    core: str                     # "compiled" (greenslurm.sim.engine.pool_core.chosen_core)
     rows: np.ndarray              # int64
     submit_s: np.ndarray
     requested_s: np.ndarray
@@ -536,8 +536,7 @@ class Replay:
             total = self.jobs_total
             progress = lambda done: done % PROGRESS_EVERY == 0 and self.progress(done, total)  # noqa: E731
         run = pool_core.run_pool(self.strategy.name, self.cluster.size, inputs.submit_s, inputs.requested_s,
-                                 inputs.run_for_s, inputs.procs, power, ledger.start_s, core=inputs.core,
-                                 progress=progress)
+                                 inputs.run_for_s, inputs.procs, power, ledger.start_s, progress=progress)
         ledger.adopt(run)                # the ledger as the loop would have left it
         self.machine.finished_count = len(run.rows)
         # the core's columns are in the order jobs ended, as the result's; its rows index ``inputs.rows``

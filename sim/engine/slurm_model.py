@@ -12,11 +12,13 @@ setting                      effect in the replay
 ==========================  ==============================================================
 SchedulerType               sched/builtin: the main scheduler only; sched/backfill: also backfill
 sched_interval              a full pass of the main scheduler every so many seconds
-batch_sched_delay           a submission waits for the next pass of slurmctld's background
-                            thread (every second) at least this many seconds after its last pass
+batch_sched_delay           a submission or a job's end waits for the next pass of slurmctld's
+                            background thread (every second) at least this many seconds after
+                            its last pass
 default_queue_depth         a pass triggered by a submission or an end tests this many jobs + 1
 SelectTypeParameters        jobs' memory is a constraint only with CR_*_Memory (consumable)
-bf_interval                 a backfill cycle every so many seconds
+bf_interval                 a backfill cycle at most every so many seconds: the backfill thread
+                            then looks every second and cycles once a job or node changed
 bf_resolution               backfill plans in steps of this many seconds
 bf_window                   backfill plans (and reserves) this many minutes ahead
 bf_max_job_test             jobs a backfill cycle tests at most
@@ -79,10 +81,17 @@ class SlurmScheduling:
     will_run_window_s: float = 30.0
     # A submission only queues a request for the main scheduler (queue_job_scheduler); slurmctld's
     # background thread, which wakes every second, runs the pass when a request is queued and its
-    # own last pass is batch_sched_delay seconds old.  A job's end (its epilog complete) runs a pass
-    # at once.  Both 0: a pass at every submission.
+    # own last pass is batch_sched_delay seconds old.  A batch job's end queues one too: without an
+    # Epilog, slurmd answers the job's terminate message "already complete" and slurmctld's agent
+    # calls queue_job_scheduler (agent.c), not the scheduler itself.  Both 0: a pass at every
+    # submission and end.
     batch_sched_delay_s: float = 3.0
     background_tick_s: float = 1.0
+    # where in each second (after the first submission) slurmctld's threads wake (the background
+    # thread, backfill's looks): they count seconds from slurmctld's start, which a trace does not
+    # record, and a trace's stamps are whole seconds; 0: on the stamps (the middle of the second,
+    # the mean of a phase equally likely anywhere, did no better on the development recordings)
+    thread_phase_s: float = 0.0
     # whether jobs' memory is allocated (SelectTypeParameters CR_*_Memory); without, Slurm places
     # jobs by their CPUs alone and a job's --mem is not a limit on what shares its node
     memory_consumable: bool = True
@@ -104,9 +113,13 @@ class SlurmScheduling:
             if not (value > 0 or (value == -1 and name in ("sched_interval_s", "bf_interval_s"))) \
                     or not math.isfinite(value):
                 raise ValueError(f"{name} must be a positive number of seconds (or -1: off), not {value}")
-        for name in ("release_delay_s", "submit_delay_s", "batch_sched_delay_s", "background_tick_s"):
+        for name in ("release_delay_s", "submit_delay_s", "batch_sched_delay_s", "background_tick_s",
+                     "thread_phase_s"):
             if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
                 raise ValueError(f"{name} must be >= 0 s, not {getattr(self, name)}")
+        if self.background_tick_s > 0 and not self.thread_phase_s < self.background_tick_s:
+            raise ValueError(f"thread_phase_s must be below background_tick_s ({self.background_tick_s} s), "
+                             f"not {self.thread_phase_s}")
         if self.default_queue_depth < 0:
             raise ValueError(f"default_queue_depth must be at least 0, not {self.default_queue_depth}")
         if self.bf_max_job_test < 1:
@@ -137,7 +150,8 @@ class SlurmScheduling:
                        release_delay_s=self.release_delay_s * factor,
                        submit_delay_s=self.submit_delay_s * factor,
                        batch_sched_delay_s=self.batch_sched_delay_s * factor,
-                       background_tick_s=self.background_tick_s * factor, priority=priority,
+                       background_tick_s=self.background_tick_s * factor,
+                       thread_phase_s=self.thread_phase_s * factor, priority=priority,
                        time_scale=self.time_scale * factor)
 
     @classmethod

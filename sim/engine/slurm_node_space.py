@@ -8,6 +8,10 @@ one resolution long).  Reservations are of *whole nodes*, even for a job that us
 node; running jobs are not in the plan (the will-run test counts their CPUs, see
 ``slurm_queue.will_run``).
 
+A set of nodes is a Python int, node i its bit i (:func:`bits_of`, :func:`mask_of`), as Slurm's own
+node bitmaps: a slot's test is a few integer operations, whatever the node count.  The methods taking
+boolean arrays (``walk``, ``usable``, ``overlaps``, ``reserve``) convert and call the ``*_bits`` ones.
+
 >>> import numpy as np
 >>> space = NodeSpace(0.0, 600.0, np.ones(3, dtype=bool))
 >>> space.reserve(100.0, 300.0, np.array([False, True, False]))      # node 1 from t=100 to t=300
@@ -22,35 +26,66 @@ node; running jobs are not in the plan (the will-run test counts their CPUs, see
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+
 import numpy as np
+
+
+def bits_of(mask: np.ndarray) -> int:
+    """The nodes of a boolean mask as an int (node i: bit i).
+
+    >>> bin(bits_of(np.array([True, False, True, True])))
+    '0b1101'
+    """
+    return int.from_bytes(np.packbits(np.asarray(mask, dtype=bool), bitorder="little").tobytes(), "little")
+
+
+def bits_of_indices(nodes: list[int]) -> int:
+    """The nodes of a list of node indices (Python ints) as an int.
+
+    >>> bin(bits_of_indices([0, 2, 3]))
+    '0b1101'
+    """
+    bits = 0
+    for node in nodes:
+        bits |= 1 << node
+    return bits
+
+
+def mask_of(bits: int, size: int) -> np.ndarray:
+    """The boolean mask of ``size`` nodes of an int (the inverse of :func:`bits_of`).
+
+    >>> mask_of(0b1101, 5).tolist()
+    [True, False, True, True, False]
+    """
+    raw = np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8)
+    return np.unpackbits(raw, count=size, bitorder="little").astype(bool)
 
 
 class NodeSpace:
     """Slots [starts[i], starts[i+1]) (the last one ends at ``end_s``) and the nodes available in
-    each: one row of a [slot, node] array per slot, so that a job's test is one array expression."""
+    each (an int per slot, node i its bit i)."""
 
-    __slots__ = ("_starts", "_rows", "end_s", "resolution_s")
+    __slots__ = ("_starts", "_rows", "_size", "end_s", "resolution_s")
 
-    def __init__(self, begin_s: float, end_s: float, available: np.ndarray, resolution_s: float = 1.0) -> None:
-        self._starts = np.array([begin_s], dtype=float)
-        self._rows = available.astype(bool)[None, :].copy()
+    def __init__(self, begin_s: float, end_s: float, available: np.ndarray | int, resolution_s: float = 1.0,
+                 size: int | None = None) -> None:
+        if isinstance(available, np.ndarray):
+            size = len(available)
+            available = bits_of(available)
+        self._size = size
+        self._starts = [float(begin_s)]
+        self._rows = [available]
         self.end_s = end_s
         self.resolution_s = resolution_s
 
     @property
     def starts(self) -> list[float]:
-        return self._starts.tolist()
+        return list(self._starts)
 
     @property
     def masks(self) -> list[np.ndarray]:
-        return list(self._rows)
-
-    def _span(self, start_s: float, end_s: float) -> tuple[int, int]:
-        """Slots that end after ``start_s`` and begin at or before ``end_s``: [first, stop)."""
-        starts = self._starts
-        first = max(int(np.searchsorted(starts, start_s, side="right")) - 1, 0)   # holds start_s
-        stop = int(np.searchsorted(starts, end_s, side="right"))
-        return first, max(stop, first)
+        return [mask_of(row, self._size) for row in self._rows]
 
     def usable(self, start_s: float, end_s: float, nodes: np.ndarray) -> np.ndarray:
         """``nodes`` less those reserved in any slot that ends after ``start_s`` and begins at or
@@ -59,9 +94,7 @@ class NodeSpace:
 
     def walk(self, start_s: float, end_s: float, nodes: np.ndarray) -> tuple[np.ndarray, float]:
         """What :meth:`usable` gives, and where a job that cannot start at ``start_s`` should try
-        next: the end of the first slot after ``start_s`` whose successor has nodes that the slots
-        so far lack (0: nowhere).  Slurm's loop in ``_attempt_backfill``: trying later is worth it
-        only if the next slot adds nodes.
+        next (see :meth:`walk_bits`).
 
         >>> space = NodeSpace(0.0, 600.0, np.ones(2, dtype=bool))
         >>> space.reserve(0.0, 100.0, np.array([True, False]))        # node 0 busy until t=100
@@ -69,56 +102,79 @@ class NodeSpace:
         >>> avail.tolist(), later                                     # node 0 comes back at t=100
         ([False, True], 100.0)
         """
+        out, later = self.walk_bits(start_s, end_s, bits_of(nodes))
+        return mask_of(out, len(nodes)), later
+
+    def walk_bits(self, start_s: float, end_s: float, nodes: int) -> tuple[int, float]:
+        """``nodes`` less those reserved in any slot that ends after ``start_s`` and begins at or
+        before ``end_s``, and where a job that cannot start at ``start_s`` should try next: the end
+        of the first slot after ``start_s`` whose successor has nodes that the slots so far lack
+        (0: nowhere).  Slurm's loop in ``_attempt_backfill``: trying later is worth it only if the
+        next slot adds nodes."""
         if start_s >= self.end_s:
-            return nodes.copy(), 0.0
-        first, stop = self._span(start_s, end_s)
-        rows = self._rows
-        count = len(rows)
-        out = nodes & rows[first:stop].all(axis=0) if stop > first else nodes.copy()
+            return nodes, 0.0
+        starts, rows = self._starts, self._rows
+        first = bisect_right(starts, start_s) - 1            # the slot holding start_s
+        if first < 0:
+            first = 0
+        stop = bisect_right(starts, end_s)
+        out = nodes
+        for j in range(first, stop):
+            out &= rows[j]
         # Slurm checks slot j (from the first that ends after start_s up to the one that ends
         # the walk) before taking it in: does slot j + 1 bring nodes the slots so far lack?
-        last = min(stop, count - 2)
-        later = 0.0
-        if last >= first:
-            so_far = np.logical_and.accumulate(rows[first:last + 1], axis=0) & nodes
-            brings = (rows[first + 1:last + 2] & nodes & ~so_far).any(axis=1)
-            hit = np.flatnonzero(brings)
-            if hit.size:
-                later = float(self._starts[first + int(hit[0]) + 1])
-        return out, later
+        last = min(stop, len(rows) - 2)
+        so_far = nodes
+        for j in range(first, last + 1):
+            so_far &= rows[j]
+            if rows[j + 1] & nodes & ~so_far:
+                return out, starts[j + 1]
+        return out, 0.0
 
     def overlaps(self, nodes: np.ndarray, start_s: float, end_s: float) -> bool:
         """Are any of ``nodes`` reserved in a slot overlapping [start_s, end_s)?"""
+        return self.overlaps_bits(bits_of(nodes), start_s, end_s)
+
+    def overlaps_bits(self, nodes: int, start_s: float, end_s: float) -> bool:
         if start_s >= self.end_s:
             return False
-        first = max(int(np.searchsorted(self._starts, start_s, side="right")) - 1, 0)
-        stop = int(np.searchsorted(self._starts, end_s, side="left"))
-        return stop > first and bool((nodes & ~self._rows[first:stop]).any())
+        starts, rows = self._starts, self._rows
+        first = max(bisect_right(starts, start_s) - 1, 0)
+        stop = bisect_left(starts, end_s)
+        return any(nodes & ~rows[j] for j in range(first, stop))
 
     def _split(self, t_s: float) -> int:
         """Index of the slot starting at ``t_s`` (made by splitting the one holding it)."""
-        i = int(np.searchsorted(self._starts, t_s, side="right")) - 1
-        if self._starts[i] == t_s:
+        starts = self._starts
+        i = bisect_right(starts, t_s) - 1
+        if starts[i] == t_s:
             return i
-        self._starts = np.insert(self._starts, i + 1, t_s)
-        self._rows = np.insert(self._rows, i + 1, self._rows[i], axis=0)
+        starts.insert(i + 1, t_s)
+        self._rows.insert(i + 1, self._rows[i])
         return i + 1
 
     def reserve(self, start_s: float, end_s: float, nodes: np.ndarray) -> None:
+        self.reserve_bits(start_s, end_s, bits_of(nodes))
+
+    def reserve_bits(self, start_s: float, end_s: float, nodes: int) -> None:
         """Take ``nodes`` out of every slot in [start_s, end_s), the span clipped to the plan and at
         least one resolution long (Slurm's ``_add_reservation``)."""
-        start_s = max(start_s, float(self._starts[0]))
+        start_s = max(start_s, self._starts[0])
         end_s = max(end_s, start_s + self.resolution_s)
         if start_s >= self.end_s:
             return
         first = self._split(start_s)
         last = self._split(end_s) if end_s < self.end_s else len(self._starts)
-        self._rows[first:last] &= ~nodes
+        rows = self._rows
+        keep = ~nodes
+        for j in range(first, last):
+            rows[j] &= keep
 
     def _check(self) -> None:
-        """Invariants: slots in strictly increasing order inside the plan, one mask per slot."""
+        """Invariants: slots in strictly increasing order inside the plan, one node set per slot,
+        no node past the machine's."""
         starts = self._starts
         assert len(starts) == len(self._rows) >= 1
-        assert (np.diff(starts) > 0).all(), starts
+        assert all(a < b for a, b in zip(starts, starts[1:])), starts
         assert starts[-1] < self.end_s or len(starts) == 1
-        assert self._rows.dtype == bool
+        assert all(0 <= row < (1 << self._size) for row in self._rows)

@@ -94,6 +94,7 @@ import numpy as np
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.allocation.selection import NodeSelection
+from greenslurm.allocation.power_policy import RateCount
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig, PowerStateLedger
@@ -106,8 +107,6 @@ DEFAULT_SUSPEND_RATE = 60
 DEFAULT_RESUME_RATE = 300
 DEFAULT_INTERVAL_S = 10.0           # SlurmctldParameters=power_save_interval
 THREAD_TICK_S = 1.0                 # the power-save thread sleeps one second between checks
-# more boots per node per day than this is more than a site cycles real hardware (reports warn)
-IMPLAUSIBLE_BOOTS_PER_NODE_DAY = 4.0
 
 
 @dataclass(frozen=True)
@@ -255,7 +254,7 @@ class SlurmPowerSaving:
         >>> s.suspend_time_s, s.suspend_rate, s.resume_rate, s.exc_nodes, s.interval_s, s.partitions["b"]
         (600.0, 5, 300, ('n4',), 30.0, PartitionPower(suspend_time_s=None, suspend_timeout_s=None, resume_timeout_s=300.0))
         """
-        from greenslurm.traces.slurm_conf import expand_hostlist
+        from greenslurm.traces.slurm_hostlist import expand_hostlist
 
         def seconds(key: str, default: float) -> float:
             value = conf.get(key)
@@ -352,8 +351,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._suspend_req_s = np.zeros(n)
         self.configuring: dict[int, PendingJob] = {}          # job index -> job waiting for its nodes
         self._resume_list: list[int] = []                     # Slurm's resume_job_list (job indices)
-        self._suspend_cnt_f = self._resume_cnt_f = 0.0
-        self._last_work_scan: float | None = None
+        minute_s = 60.0 * saving.time_scale
+        self._suspend_rate = RateCount(saving.suspend_rate, minute_s)     # SuspendRate's count
+        self._resume_rate = RateCount(saving.resume_rate, minute_s)       # ResumeRate's
         self._last_scan_s = -math.inf                         # the thread's tick of its last scan
         self._last_power_scan = -math.inf                     # its clock then (power_save.c's last_power_scan)
         self._last_node_update = -math.inf                    # slurmctld's last_node_update (whole seconds)
@@ -457,27 +457,17 @@ class SlurmPowerMachine(PowerManagedMachine):
         """``_do_power_work`` at the thread's tick ``tick_s``: rate counts, resumes for CONFIGURING
         jobs, suspends, SuspendTimeout; every comparison with the thread's clock, ``time(NULL)``
         (whole seconds), the events at the tick itself."""
-        saving = self.saving
         self._last_scan_s = tick_s
         now_s = self._whole(tick_s)
         self._last_power_scan = now_s
-        delta = math.inf if self._last_work_scan is None else now_s - self._last_work_scan
-        minute = 60.0 * saving.time_scale
-        if delta >= minute:
-            self._suspend_cnt_f = self._resume_cnt_f = 0.0
-        else:
-            rate = (minute - delta) / minute
-            self._suspend_cnt_f *= rate
-            self._resume_cnt_f *= rate
-        suspend_cnt = int(self._suspend_cnt_f + 0.5)
-        resume_cnt = int(self._resume_cnt_f + 0.5)
-        self._last_work_scan = now_s
-        resume_rate, suspend_rate = saving.resume_rate, saving.suspend_rate
+        resumes, suspends = self._resume_rate, self._suspend_rate
+        resumes.scan(now_s)
+        suspends.scan(now_s)
         wake = np.zeros(self.cluster.size, dtype=bool)
         keep = []
         may_resume = self._budget_walk(tick_s, begin=False) if self.config.budget_w is not None else None
         for index in self._resume_list:
-            if resume_rate and resume_cnt >= resume_rate:
+            if not resumes.allows():
                 keep.append(index)
                 continue
             job = self.configuring.get(index)
@@ -488,9 +478,8 @@ class SlurmPowerMachine(PowerManagedMachine):
                 continue
             need = [int(node) for node in job.node_indices if self.state[node] == OFF and not wake[node]]
             for node in sorted(need):
-                if not resume_rate or resume_cnt < resume_rate:
-                    resume_cnt += 1
-                    self._resume_cnt_f += 1
+                if resumes.allows():
+                    resumes.add()
                     wake[node] = True
             if any(self.state[node] == OFF and not wake[node] for node in job.node_indices):
                 keep.append(index)
@@ -502,9 +491,10 @@ class SlurmPowerMachine(PowerManagedMachine):
             idle = ((self.state == ON) & (self._jobs_on == 0) & ~self.excluded
                     & (self._whole(self._idle_since) < now_s - self.suspend_time_s))
         going = np.flatnonzero(idle & ~wake)
-        if suspend_rate:
-            going = going[:max(suspend_rate - suspend_cnt, 0)]
-        self._suspend_cnt_f += len(going)
+        room = suspends.room()
+        if room is not None:
+            going = going[:room]
+        suspends.add(len(going))
         for node in sorted(np.flatnonzero(wake).tolist() + going.tolist()):
             if wake[node]:
                 self._resume(node, tick_s)
@@ -516,18 +506,15 @@ class SlurmPowerMachine(PowerManagedMachine):
         if may_resume is not None and len(going) and self._resume_list:
             # power freed by these suspends may let a job's nodes resume: look again at the next tick
             self._plan_scan(tick_s + self._tick_s)
-        # the counts only decay from here: below a billionth they are none (no rounding they could change)
-        if self._suspend_cnt_f < 1e-9:
-            self._suspend_cnt_f = 0.0
-        if self._resume_cnt_f < 1e-9:
-            self._resume_cnt_f = 0.0
+        suspends.settle()
+        resumes.settle()
 
     def _next_periodic_scan(self, now_s: float) -> float:
         """The next periodic scan that can change anything: every ``interval_s`` while the rate
         counts decay (each scan decays them), else the first one after a node could be suspended or
         end its SuspendTimeout (the scans in between would find nothing); inf when none can."""
         interval = self.saving.interval_s
-        if (self.saving.suspend_rate and self._suspend_cnt_f) or (self.saving.resume_rate and self._resume_cnt_f) \
+        if self._suspend_rate.decaying or self._resume_rate.decaying \
                 or interval <= 0:
             return now_s + max(interval, self._tick_s)
         with np.errstate(invalid="ignore"):
@@ -758,14 +745,3 @@ def slurm_power_machine_factory(saving: SlurmPowerSaving) -> Callable[[Cluster, 
     def build(cluster: Cluster, selection: NodeSelection | None = None) -> SlurmPowerMachine:
         return SlurmPowerMachine(cluster, selection, saving)
     return build
-
-
-def boots_per_node_day(boots: int, nodes: int, span_s: float) -> float:
-    """Boots per node per day over a replay of ``span_s`` seconds.
-
-    >>> boots_per_node_day(120, 10, 2 * 86400.0)     # 120 boots / 10 nodes / 2 days
-    6.0
-    """
-    if nodes <= 0 or span_s <= 0:
-        return 0.0
-    return boots / nodes / (span_s / 86400.0)

@@ -7,9 +7,10 @@ selection, as with every queue.
 **Order.**  Pending jobs are taken by partition PriorityTier (higher first), priority (higher first),
 submit time, then arrival (Slurm's job id).
 
-**Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run at every job end, for
-submissions by slurmctld's background thread at most once per ``batch_sched_delay`` (testing at most
-``default_queue_depth`` + 1 jobs, as Slurm counts) and every ``sched_interval`` (all jobs):
+**Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run for submissions and job
+ends by slurmctld's background thread, at its wake-ups a second apart and at most once per
+``batch_sched_delay`` (testing at most ``default_queue_depth`` + 1 jobs, as Slurm counts), and
+every ``sched_interval`` (all jobs):
 jobs are tried in order; a job that cannot start now marks its partition as failed: no later job of
 that partition is tried, and the partition's nodes are taken from every later job, in any partition
 (so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
@@ -18,7 +19,8 @@ job (select_nodes' ESLURM_NODE_NOT_AVAIL rather than ESLURM_NODES_BUSY): then it
 Without CR_*_Memory in SelectTypeParameters jobs' memory is not allocated and is ignored.
 
 **Backfill** (``_attempt_backfill`` in ``src/plugins/sched/backfill/backfill.c``), every
-``bf_interval`` while jobs wait: jobs are tried in order, at most ``bf_max_job_test``; for each, the
+``bf_interval`` at most, at the backfill thread's first look (every second) that finds a change:
+jobs are tried in order, at most ``bf_max_job_test``; for each, the
 nodes of its partition not reserved for a higher job over [start, start + limit] (a
 :class:`~greenslurm.sim.engine.slurm_node_space.NodeSpace`) go to the will-run test
 (:func:`will_run`), which frees running jobs in order of their expected end (start + limit), in
@@ -41,7 +43,7 @@ skipped: it would decide the same.
 ...     return sorted((r.job_id, r.start_s) for r in run.run().records)
 >>> starts("builtin")       # "short" fits beside "a" but waits behind "wide", which needs all 4 CPUs
 [('a', 0.0), ('short', 150.0), ('wide', 100.0)]
->>> starts("backfill")      # the first backfill cycle (t=30) starts it: it ends (50) before wide's start
+>>> starts("backfill")      # the cycle at 30 (bf_interval after the one at 0) starts it: it ends (50) before wide's start
 [('a', 0.0), ('short', 30.0), ('wide', 100.0)]
 """
 
@@ -55,12 +57,12 @@ from typing import Protocol
 import numpy as np
 from sortedcontainers import SortedList
 
-from greenslurm.allocation.consecutive import best_fit_consecutive, spread_consecutive
+from greenslurm.allocation.consecutive import best_fit_consecutive, fill_consecutive, spread_consecutive
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
-from greenslurm.sim.engine.slurm_node_space import NodeSpace
+from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
 from greenslurm.sim.machines.machine import Machine, PendingJob
 
@@ -70,6 +72,7 @@ MAIN = "main"
 Placement = tuple  # (nodes, per-node amounts for a job spread unevenly, or None)
 BACKFILL = "backfill"
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
+NEVER = object()                  # a will-run answer: the job never fits on the nodes tested
 
 
 @dataclass(slots=True, eq=False)
@@ -112,9 +115,14 @@ def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None =
     >>> group_ends([], 30.0)
     []
     """
+    return list(iter_group_ends(ends, window_s, overlaps))
+
+
+def iter_group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None):
+    """The groups of :func:`group_ends` one at a time (the will-run test stops at the first that
+    lets the job start)."""
     count = len(ends)
     flags = [True] * count if overlaps is None else overlaps
-    groups: list[tuple[int, int]] = []
     barrier = None
     window = window_s
     i = 0
@@ -142,8 +150,7 @@ def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None =
         window *= 2
         while i < count and ends[i] > barrier + window:
             window *= 2
-        groups.append((i, last))
-    return groups
+        yield i, last
 
 
 def asked_nodes(spec) -> int:
@@ -234,18 +241,26 @@ class SlurmQueue:
         self.priority_at_start: dict[str, int] = {}
         self._origin: float | None = None                    # timers count from the first submission
         self._version = 0                                    # bumped by every change a pass could see
+        self._resources = 0                                  # bumped by every start, end, release, move
         self._main_seen = -1
         self._backfill_seen = -1
         self._main_limited = False                           # the last event pass stopped at its depth
-        # the main scheduler's triggers: a job's end runs a pass at once; a submission queues a
-        # request that slurmctld's background thread serves (see _request_pass)
-        self._end_request = False
+        # the main scheduler's triggers: a submission or a job's end queues a request that
+        # slurmctld's background thread serves (see _request_pass)
         self._requested_s: float | None = None               # when the oldest unserved request came
         self._last_background = -math.inf                    # the background thread's last pass
-        self._next_main = self._next_backfill = self._next_calc = math.inf
+        self._next_main = self._next_calc = math.inf
+        self._last_backfill = -math.inf                      # when the last backfill cycle ran
+        self._backfill_change_s: float | None = None         # first change since it (None: none)
+        self._version_left = 0                               # _version when the last schedule() returned
         self._partition_masks: dict[str, np.ndarray | None] = {}
         self._node_caps: dict[int, int] = {}        # job index -> its partition's MaxNodes (where set)
+        # will-run answers, kept while no job starts, ends or moves (on a plain machine without
+        # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
+        self._answers_outlive_passes = type(machine) is Machine
+        self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
+        self._spreading_jobs: dict[int, bool] = {}           # waiting job index -> _spreads
         # Slurm's node choice unless the run names a node selection (then that selection's)
         self._slurm_choice = not machine.selection_given or machine.selection.name == "consecutive"
         # jobs naming no node count spread over nodes as Slurm does, on a plain machine (power
@@ -295,8 +310,15 @@ class SlurmQueue:
         if job.task is not None or job.demand[2:].any():
             return
         spec = job.job
-        if job.reshape(self.machine.cluster, spec.with_changes(nodes=0)):
+        cluster = self.machine.cluster
+        if job.reshape(cluster, spec.with_changes(nodes=0)):
             job.job = spec          # the record keeps the node count Slurm allocated
+            spreads = not (self.settings.memory_consumable and job.demand[MEMORY] > 0)
+            mask = job.allowed if job.allowed is not None else np.ones(cluster.size, dtype=bool)
+            if not spreads and not self._ever_fits(job, mask):
+                # a rigid shape (its memory is allocated) laid out for the cluster's largest node
+                # that no node of its partition holds: the node count Slurm allocated stands
+                job.reshape(cluster, spec)
 
     @staticmethod
     def _drop_memory(job: PendingJob) -> None:
@@ -315,31 +337,81 @@ class SlurmQueue:
             self._request_pass(now_s)
 
     def _request_pass(self, now_s: float) -> None:
-        """A submission queues a request for the main scheduler (``queue_job_scheduler``)."""
+        """A submission or an end queues a request for the main scheduler (``queue_job_scheduler``);
+        one queued earlier may have been served meanwhile by a pass nothing woke (see _catch_up)."""
+        self._catch_up(now_s)
         if self._requested_s is None:
             self._requested_s = now_s
+
+    def _wake_at_or_after(self, when_s: float) -> float:
+        """The first wake-up of slurmctld's threads at or after ``when_s``: they wake a second apart
+        (the background thread sleeps 10 x 100 ms, backfill's idle polls 1 s), ``thread_phase_s``
+        into each second from the first submission (the phase is unknown: a trace's stamps are
+        whole seconds).  A change at the very instant of a wake-up is seen by it."""
+        tick = self.settings.background_tick_s
+        if tick <= 0:
+            return when_s
+        base = self._origin + self._phase()
+        return base + math.ceil((when_s - base) / tick - 1e-9) * tick
+
+    def _phase(self) -> float:
+        """Where in the second slurmctld's threads wake (0 when they are not modelled: tick 0)."""
+        return self.settings.thread_phase_s if self.settings.background_tick_s > 0 else 0.0
 
     def _background_pass_due(self) -> float:
         """When slurmctld's background thread (``_slurmctld_background``, awake every second) serves
         the queued request: at its first wake-up from the request on that is ``batch_sched_delay``
-        after its own last pass (inf: no request).  Wake-ups are a second apart (Slurm's thread
-        sleeps 10 x 100 ms), on the whole seconds from the first submission (their phase is
-        unknown; a trace's stamps are whole seconds too).
+        after its own last pass (inf: no request).  Slurm compares whole seconds
+        (``difftime(now, last_sched_time) >= batch_sched_delay``); the wake-ups are whole seconds
+        apart here, so that is the same as comparing their times."""
+        # the periodic full pass (every sched_interval) serves a queued request too
+        return min(self._request_due(), self._next_main) if self._requested_s is not None else math.inf
 
-        The pass a job's end runs does not count as the thread's last pass (Slurm's
-        ``last_sched_time`` is set only where the thread calls the scheduler)."""
+    def _request_due(self) -> float:
+        """The background thread's first wake-up that may serve the queued request by itself."""
         requested = self._requested_s
         if requested is None:
             return math.inf
-        settings = self.settings
-        tick = settings.background_tick_s
-        earliest = max(requested, self._last_background + settings.batch_sched_delay_s)
-        if tick > 0:
-            due = self._origin + math.ceil((earliest - self._origin) / tick - 1e-9) * tick
-        else:
-            due = earliest
-        # the periodic full pass (every sched_interval) serves a queued request too
-        return min(due, self._next_main)
+        return self._wake_at_or_after(max(requested, self._last_background + self.settings.batch_sched_delay_s))
+
+    def _catch_up(self, now_s: float) -> None:
+        """The background thread's passes and backfill's cycles that came before ``now_s`` with
+        nothing to do (no job waited, or nothing had changed since the last pass): no wake-up was
+        set for them, but they moved the threads' clocks (Slurm's ``last_sched_time``,
+        ``last_full_sched_time`` and ``last_backfill_time``) and served the queued request."""
+        interval = self.settings.sched_interval_s
+        for _ in range(3):          # a periodic pass, a request's pass, and the periodic one after it
+            request_due, periodic = self._request_due(), self._next_main
+            first = min(request_due, periodic)
+            if not first < now_s:
+                break
+            if periodic <= request_due:
+                # periodic passes (every sched_interval) up to the last one before now
+                base = self._origin + self._phase()
+                last = base + (math.ceil((now_s - base) / interval - 1e-9) - 1) * interval
+                if self._requested_s is not None and self._requested_s <= last:
+                    self._requested_s = None
+                self._last_background = last
+                self._next_main = last + interval
+            else:
+                self._last_background = request_due
+                self._requested_s = None
+        if self._backfill_change_s is not None:
+            due = self._backfill_due()
+            if due < now_s:
+                # an empty cycle (no job waited): it saw the state left by the last call
+                self._last_backfill = due
+                self._backfill_seen = self._version_left
+                self._backfill_change_s = None
+
+    def _backfill_due(self) -> float:
+        """When the backfill thread (``backfill_agent``) cycles next: it sleeps ``bf_interval`` after
+        a cycle, then looks every second and cycles at the first look that finds a job, node or
+        partition changed since (``_more_work``); inf while nothing changed."""
+        if self._backfill_change_s is None:
+            return math.inf
+        earliest = max(self._last_backfill + self.settings.bf_interval_s, self._backfill_change_s)
+        return self._wake_at_or_after(earliest)
 
     def job_ended(self, job: PendingJob, now_s: float) -> None:
         self.running_by_end.discard((job.planned_end_s, job.index))
@@ -353,8 +425,11 @@ class SlurmQueue:
             self._held[job.node_indices] += job.demand
             self._completing.append((now_s + delay, job))
         else:
-            self._end_request = True          # the job's epilog complete calls the scheduler at once
+            # slurmd answers the job's terminate message "already complete" (no Epilog): the agent
+            # queues a request for the main scheduler (queue_job_scheduler in agent.c)
+            self._request_pass(now_s)
         self._version += 1
+        self._resources += 1
 
     def _release_completed(self, now_s: float) -> None:
         done = [entry for entry in self._completing if entry[0] <= now_s]
@@ -366,7 +441,8 @@ class SlurmQueue:
         if not self._completing:
             self._held.fill(0.0)          # no rounding left behind
         self._version += 1
-        self._end_request = True
+        self._resources += 1
+        self._request_pass(now_s)
 
     def _free(self) -> np.ndarray:
         """What the queue may give now: the machine's free resources less those of completing jobs
@@ -388,6 +464,7 @@ class SlurmQueue:
         """A node became allocatable or not (power saving): the next pass must look again (nothing
         asks for one: the periodic pass of the main scheduler, or backfill's, sees it)."""
         self._version += 1
+        self._resources += 1
         self._await_periodic = True
 
     def start_moved(self, job: PendingJob, old_end_s: float) -> None:
@@ -395,12 +472,15 @@ class SlurmQueue:
         self.running_by_end.discard((old_end_s, job.index))
         self.running_by_end.add((job.planned_end_s, job.index))
         self._version += 1
+        self._resources += 1
 
     def schedule(self, now_s: float) -> None:
         if self._arriving:
             self._admit_arrived(now_s)
         if self._completing:
             self._release_completed(now_s)
+        if self._origin is not None:
+            self._catch_up(now_s)
         due = self._background_pass_due()
         if now_s >= due:
             # the background thread calls the scheduler and the queued request is served (a pass
@@ -408,7 +488,9 @@ class SlurmQueue:
             self._requested_s = None
             self._last_background = due
         if not self.waiting_jobs:
-            self._end_request = False
+            if self.settings.backfills and self._version != self._backfill_seen and self._backfill_change_s is None:
+                self._backfill_change_s = now_s          # the backfill thread cycles (empty) at its next look
+            self._version_left = self._version
             return
         settings = self.settings
         if now_s >= self._next_calc:
@@ -425,15 +507,19 @@ class SlurmQueue:
             self._next_main = self._next_tick(now_s, settings.sched_interval_s)
             self._last_background = now_s
             self._requested_s = None
-        if (periodic or now_s >= due or self._end_request) and (
+        if (periodic or now_s >= due) and (
                 self._version != self._main_seen or (periodic and self._main_limited)):
             self._main_pass(now_s, full=periodic)
-        self._end_request = False
-        if settings.backfills and now_s >= self._next_backfill:
-            self._next_backfill = self._next_tick(now_s, settings.bf_interval_s)
-            if self._version != self._backfill_seen and self.waiting_jobs:
-                self._backfill_cycle(now_s)
+        if settings.backfills:
+            if self._version != self._backfill_seen and self._backfill_change_s is None:
+                self._backfill_change_s = now_s
+            if now_s >= self._backfill_due():
+                if self.waiting_jobs:
+                    self._backfill_cycle(now_s)
+                self._last_backfill = now_s
                 self._backfill_seen = self._version
+                self._backfill_change_s = None
+        self._version_left = self._version
 
     def next_wake_s(self) -> float | None:
         if self._arriving and not self.waiting_jobs:
@@ -443,7 +529,7 @@ class SlurmQueue:
         wake = min(self._completing[0][0] if self._completing else math.inf,
                    self._background_pass_due(),
                    self._arriving[0][0] if self._arriving else math.inf,
-                   self._next_backfill if self.settings.backfills else math.inf,
+                   self._backfill_due() if self.settings.backfills else math.inf,
                    self._next_calc if self.settings.priority.recalculated else math.inf,
                    self._next_main if self._main_limited or self._await_periodic or self._begins else math.inf)
         return None if wake == math.inf else wake
@@ -460,15 +546,17 @@ class SlurmQueue:
     def _start_timers(self, now_s: float) -> None:
         s = self._origin = now_s
         settings = self.settings
-        self._next_main = s + settings.sched_interval_s if settings.sched_interval_s > 0 else math.inf
-        self._next_backfill = s + settings.bf_interval_s if settings.backfills else math.inf
+        # the periodic full pass comes at a wake-up of the background thread
+        self._next_main = s + self._phase() + settings.sched_interval_s \
+            if settings.sched_interval_s > 0 else math.inf
         self._next_calc = settings.priority.next_calc_after(s, s) if settings.priority.recalculated else math.inf
 
     def _next_tick(self, now_s: float, interval_s: float) -> float:
-        """The first tick (origin + k x interval) after ``now_s``."""
+        """The first tick (origin + the threads' phase + k x interval) after ``now_s``."""
         if interval_s <= 0:
             return math.inf
-        return self._origin + (math.floor((now_s - self._origin) / interval_s) + 1) * interval_s
+        base = self._origin + self._phase()
+        return base + (math.floor((now_s - base) / interval_s) + 1) * interval_s
 
     def _priority(self, waiting: Waiting, now_s: float) -> int:
         weights = self.settings.priority
@@ -538,6 +626,9 @@ class SlurmQueue:
         capacity = self.machine.cluster.capacity[mask]
         if self._spreads(job):
             return float(capacity[:, CPU].sum()) >= job.cpus_total - 1e-9
+        if self._fills(job):
+            return (float(capacity[:, CPU].sum()) >= job.cpus_total - 1e-9
+                    and int((capacity[:, CPU] >= 1).sum()) >= job.nodes)
         return int((capacity >= job.demand - 1e-9).all(axis=1).sum()) >= job.nodes
 
     def _partition_mask(self, partition: str) -> np.ndarray | None:
@@ -574,9 +665,25 @@ class SlurmQueue:
     def _spreads(self, job: PendingJob) -> bool:
         """Whether Slurm may spread ``job`` unevenly: a CPU job that names no node count (at least
         one node, no maximum), on a plain machine with Slurm's node choice.  On a cluster with GPUs
-        every job keeps its rigid shape (the per-GPU state places one share per node)."""
-        return (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
-                and job.demand.ndim == 1)
+        every job keeps its rigid shape (the per-GPU state places one share per node).  Kept per
+        waiting job (its shape is settled at submission)."""
+        memo = self._spreading_jobs
+        spreads = memo.get(job.index) if job.index in self.waiting_jobs else None
+        if spreads is None:
+            spreads = (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
+                       and job.demand.ndim == 1)
+            if job.index in self.waiting_jobs:
+                memo[job.index] = spreads
+        return spreads
+
+    def _fills(self, job: PendingJob) -> bool:
+        """Whether Slurm lays ``job`` out unevenly on its node count: a CPU job that asks a node count
+        and more CPUs than nodes but no per-node share (``sbatch -N 3 -n 6``: 4 + 1 + 1 on empty
+        4-CPU nodes, cons_tres's ``_cpus_to_use``), under the same conditions as :meth:`_spreads`."""
+        if not (self._spreading and job.cpu_only and job.task is None and job.demand.ndim == 1):
+            return False
+        asked = asked_nodes(job.job)
+        return asked > 1 and not job.job.cpus_per_node and job.cpus_total > asked == job.nodes
 
     def _min_nodes(self, job: PendingJob) -> int:
         return 1 if self._spreads(job) else job.nodes
@@ -649,6 +756,13 @@ class SlurmQueue:
                 amounts = np.zeros((len(nodes), free.shape[1]))
                 amounts[:, CPU] = per_node
                 return nodes, amounts
+        if self._fills(job):
+            found = fill_consecutive(cpus, cpus >= 1, job.cpus_total, job.nodes)
+            if found is None:
+                return None
+            amounts = np.zeros((len(found[0]), free.shape[1]))
+            amounts[:, CPU] = found[1]
+            return found[0], amounts
         candidates = machine.fitting_nodes(job, free, now)
         if candidates.size < job.nodes:
             return None
@@ -658,10 +772,12 @@ class SlurmQueue:
     def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
         """A running job moved to other nodes (consolidation): the next pass sees it there."""
         self._version += 1
+        self._resources += 1
 
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
         self._node_caps.pop(job.index, None)
+        self._spreading_jobs.pop(job.index, None)
         del self.waiting_jobs[job.index]
         self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
@@ -669,6 +785,7 @@ class SlurmQueue:
         self.priority_at_start[job.job.job_id] = waiting.priority
         self.limits.started(waiting, now_s)
         self._version += 1
+        self._resources += 1
 
     # -- the main scheduler ------------------------------------------------------------------------
     def _main_pass(self, now_s: float, full: bool) -> None:
@@ -738,8 +855,8 @@ class SlurmQueue:
         resolution = s.bf_resolution_s
         begin = math.floor(now_s / resolution) * resolution
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
-        space = NodeSpace(begin, window_end, np.ones(size, dtype=bool), resolution)
-        everywhere = np.ones(size, dtype=bool)
+        everywhere = (1 << size) - 1
+        space = NodeSpace(begin, window_end, everywhere, resolution, size)
         tried = started = 0
         per_user: Counter = Counter()
         per_part: Counter = Counter()
@@ -760,13 +877,14 @@ class SlurmQueue:
                 continue
             per_user[user] += 1
             per_part[waiting.partition] += 1
-            partition_nodes = job.allowed if job.allowed is not None else everywhere
+            partition_nodes = self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere
+            min_nodes = self._min_nodes(job)
             counted = False
             start_from = now_s
             for _ in range(TRY_LATER_LIMIT):
                 end_s = max(start_from, now_s) + job.requested_s
-                usable, later = space.walk(start_from, end_s, partition_nodes)
-                if int(usable.sum()) < self._min_nodes(job):
+                usable, later = space.walk_bits(start_from, end_s, partition_nodes)
+                if usable.bit_count() < min_nodes:
                     if later:
                         start_from = later
                         continue
@@ -780,7 +898,7 @@ class SlurmQueue:
                 start_s, nodes = found
                 start_s = max(start_s, start_from)
                 if start_s <= now_s:
-                    placed = self._place_now(job, usable)
+                    placed = self._place_now(job, mask_of(usable, size))
                     if placed is not None:
                         self._start(waiting, placed, now_s, BACKFILL)
                         started += 1
@@ -792,37 +910,59 @@ class SlurmQueue:
                     break
                 reserve_from = math.floor(start_s / resolution) * resolution
                 reserve_to = math.floor((start_s + job.requested_s) / resolution) * resolution
-                held = np.zeros(size, dtype=bool)
-                held[nodes] = True
-                if space.overlaps(held, reserve_from, reserve_to):
+                if space.overlaps_bits(nodes, reserve_from, reserve_to):
                     if start_s <= start_from:
                         break
                     start_from = start_s
                     continue
-                space.reserve(reserve_from, reserve_to, held)
+                space.reserve_bits(reserve_from, reserve_to, nodes)
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
 
-    def will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
-        """When and where ``job`` could start on the ``usable`` nodes, given the running jobs and
+    def _bits_of_allowed(self, allowed: np.ndarray) -> int:
+        """A job's allowed nodes as a node set (kept per mask: jobs share their partition's)."""
+        cache = self._allowed_bits
+        entry = cache.get(id(allowed))
+        if entry is None or entry[0] is not allowed:
+            if len(cache) >= 4096:
+                cache.clear()               # jobs restricted one by one: keep no mask alive for long
+            entry = cache[id(allowed)] = (allowed, bits_of(allowed))
+        return entry[1]
+
+    def will_run(self, job: PendingJob, usable: int, now_s: float) -> tuple[float, int] | None:
+        """When and where (a node set, see :mod:`~greenslurm.sim.engine.slurm_node_space`) ``job``
+        could start on the ``usable`` nodes (a node set), given the running jobs and
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        key = (job.shape_key, usable.tobytes(), self._node_caps.get(job.index))
+        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
+        key = (job.shape_key, self._spreads(job), usable, self._node_caps.get(job.index))
         cache = self._will_run_cache
-        if cache.get(None) != self._version:
+        stamp = self._will_run_stamp()
+        if cache.get(None) != stamp:
             cache.clear()
-            cache[None] = self._version
-        if key not in cache:
-            cache[key] = self._will_run(job, usable, now_s)
-        return cache[key]
+            cache[None] = stamp
+        answer = cache.get(key)
+        if answer is None:
+            answer = cache[key] = self._will_run(job, usable)
+        if answer is NEVER:
+            return None
+        start_s, nodes = answer
+        # a job that fits now starts now; else when its group's last job ends (or now, if later)
+        return (now_s if start_s is None else max(start_s, now_s)), nodes
+
+    def _will_run_stamp(self):
+        """What the will-run answers depend on beyond the job and its usable nodes."""
+        if self._answers_outlive_passes and self._power is None:
+            return self._resources
+        return (self._resources, self._version)
 
     def _running_index(self) -> tuple:
         """The running (and completing) jobs in order of expected end, flattened for array tests:
-        their ends, and per (job, node) entry the job's row, the node and what it holds there
-        (rebuilt after every start or end)."""
-        if self._running_cache is None or self._running_cache[0] != self._version:
+        their ends, and per (job, node) entry the job's row, the node and what it holds there, and
+        where each job's entries begin (rebuilt after every start or end)."""
+        if self._running_cache is None or self._running_cache[0] != self._resources:
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
             pairs = sorted([(release, job.index, job) for release, job in self._completing]
@@ -837,34 +977,76 @@ class SlurmQueue:
                                        for _, _, job in pairs])
             else:
                 owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
-            self._running_cache = (self._version, ends, owner, nodes, held)
+            # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
+            offsets = [0]
+            for _, _, job in pairs:
+                offsets.append(offsets[-1] + len(job.node_indices))
+            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets)
         return self._running_cache[1:]
 
-    def _will_run(self, job: PendingJob, usable: np.ndarray, now_s: float) -> tuple[float, np.ndarray] | None:
+    def _node_set(self, nodes: np.ndarray) -> int:
+        """Node indices as a node set (see :mod:`~greenslurm.sim.engine.slurm_node_space`)."""
+        if len(nodes) <= 16:
+            return bits_of_indices(nodes.tolist())
+        mask = np.zeros(self.machine.cluster.size, dtype=bool)
+        mask[nodes] = True
+        return bits_of(mask)
+
+    def _check(self) -> None:
+        """Invariants of the state kept between passes: the running index and every kept will-run
+        answer equal a fresh computation (answers are kept across backfill cycles while no job
+        starts, ends or moves; one that went stale would change starts)."""
+        kept = self._running_cache
+        if kept is not None and kept[0] == self._resources:
+            self._running_cache = None
+            fresh = self._running_index()
+            self._running_cache = kept
+            assert kept[2] == fresh[1] and all(np.array_equal(a, b) for a, b in zip(kept[3:], fresh[2:]))
+        cache = self._will_run_cache
+        if cache.get(None) != self._will_run_stamp():
+            return
+        for key, answer in list(cache.items()):
+            if key is None:
+                continue
+            shape, spreads, usable, cap = key
+            # a job of that shape still waits (the one asked about starting is a change of resources)
+            job = next(w.job for w in self.waiting_jobs.values()
+                       if (w.job.shape_key, self._spreads(w.job), self._node_caps.get(w.job.index)) == (shape, spreads, cap))
+            assert self._will_run(job, usable) == answer, (key, answer)
+
+    def _will_run(self, job: PendingJob, usable_bits: int) -> tuple[float | None, int] | object:
+        """:meth:`will_run`'s answer, independent of the time: (None: now, or the expected end
+        before which it cannot start; its nodes), or NEVER."""
+        usable = mask_of(usable_bits, self.machine.cluster.size)
         free = np.where(usable[:, None], self._free(), -np.inf)
         placed = self._place(job, free, now=True)
         if placed is not None:
-            return now_s, placed[0]
-        ends, owner, nodes, held = self._running_index()
+            return None, self._node_set(placed[0])
+        ends, end_list, owner, nodes, held, offsets = self._running_index()
         if not len(ends):
-            return None
+            return NEVER
         on_usable = usable[nodes]
         count = len(ends)
-        touches = np.bincount(owner[on_usable], minlength=count) > 0   # jobs holding usable nodes
-        if not touches.any():
-            return None
-        groups = group_ends(ends.tolist(), self.settings.will_run_window_s, touches.tolist())
-        # CPUs each job gives back on usable nodes, and from which group on there can be enough
-        gives = np.bincount(owner[on_usable], weights=held[on_usable, CPU], minlength=count)
+        owner_on = owner[on_usable]
+        # CPUs each job gives back on usable nodes, and from which job on there can be enough: no
+        # group before it can let the job start, and none at all if there never is enough
+        gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
         enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
+        if not enough[-1]:
+            return NEVER
+        first_enough = int(np.argmax(enough))       # enough only grows along the list
+        touches = np.bincount(owner_on, minlength=count) > 0   # jobs holding usable nodes
+        groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
         freed = 0
         for cut, last in groups:
-            if not enough[cut - 1]:
+            if cut - 1 < first_enough:
                 continue
-            take = (owner >= freed) & (owner < cut) & on_usable
-            np.add.at(free, nodes[take], held[take])
+            # what the jobs [freed, cut) hold on usable nodes comes back
+            begin, stop = offsets[freed], offsets[cut]
+            take = on_usable[begin:stop]
+            np.add.at(free, nodes[begin:stop][take], held[begin:stop][take])
             freed = cut
             placed = self._place(job, free, now=False)
             if placed is not None:
-                return max(float(ends[last]), now_s), placed[0]
-        return None
+                return end_list[last], self._node_set(placed[0])
+        return NEVER

@@ -338,6 +338,11 @@ class Machine:
         if self._tail_end is not None:
             self._add_tail(job)
 
+    def start_delay_bound_s(self) -> float:
+        """The longest an allocated job may wait for its nodes before it runs (0: it runs at once);
+        a queue that promises ends plans with it."""
+        return 0.0
+
     def begin(self, job: PendingJob, now_s: float) -> None:
         """The allocated ``job`` runs from ``now_s`` on (the listeners: the ledger, its END event)."""
         for listener in self.start_listeners:

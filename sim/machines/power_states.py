@@ -44,7 +44,7 @@ from typing import Callable
 import numpy as np
 
 from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
-from greenslurm.allocation.power_policy import needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
+from greenslurm.allocation.power_policy import RateCount, needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.power import MAX_NODE_W
@@ -62,6 +62,41 @@ _USABLE_NOW = object()
 
 MAX_IDLE_S = 10 * 365.25 * 86400      # suspend after: 10 years (no trace is longer: never, in effect)
 MAX_BOOT_S = 86400.0
+MAX_RATE = 1_000_000                  # nodes per minute (SuspendRate, ResumeRate): more is no limit at all
+RATE_RETRY_S = 10.0                   # an action a rate held back is tried again (power_save_interval)
+# More boots per node per day than this (one every six hours on every node) is more than a site
+# cycles real hardware: reports warn (:func:`cycling_warning`), under every queue with power states.
+CYCLING_BOOTS_PER_NODE_DAY = 4.0
+
+
+def boots_per_node_day(boots: int, nodes: int, span_s: float) -> float:
+    """Boots per node per day over a replay of ``span_s`` seconds (0 without nodes or span).
+
+    >>> boots_per_node_day(120, 10, 2 * 86400.0)     # 120 boots / 10 nodes / 2 days
+    6.0
+    """
+    if nodes <= 0 or not span_s or span_s <= 0:
+        return 0.0
+    return boots / nodes / (span_s / 86400.0)
+
+
+def cycling_warning(boots: int, nodes: int, span_s: float, label: str = "") -> str | None:
+    """The report's warning when nodes boot more than :data:`CYCLING_BOOTS_PER_NODE_DAY` times a
+    day on average (None: they do not); ``label`` names the policy.
+
+    >>> print(cycling_warning(336, 105, 12 * 86400.0))      # 0.27 a day
+    None
+    >>> cycling_warning(120, 10, 2 * 86400.0, "easy+suspend")
+    'under easy+suspend each node boots 6.0 times a day on average (120 boots of 10 nodes), more than the 4 a day above which nodes cycle implausibly often: idle gaps shorter than the power-down time plus a boot power nodes down and up again; raise the power-down time, or limit suspends and resumes per minute (SuspendRate, ResumeRate)'
+    """
+    per_day = boots_per_node_day(boots, nodes, span_s)
+    if per_day <= CYCLING_BOOTS_PER_NODE_DAY:
+        return None
+    where = f"under {label} " if label else ""
+    return (f"{where}each node boots {per_day:,.1f} times a day on average ({boots:,} boots of {nodes:,} nodes), "
+            f"more than the {CYCLING_BOOTS_PER_NODE_DAY:g} a day above which nodes cycle implausibly often: idle "
+            f"gaps shorter than the power-down time plus a boot power nodes down and up again; raise the "
+            f"power-down time, or limit suspends and resumes per minute (SuspendRate, ResumeRate)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +137,12 @@ class PowerStateConfig:
     # nodes off when the replay begins (they are woken for the first jobs): a steady state for a
     # long trace, and budgets below the idle power of the whole cluster; False: every node on
     start_off: bool = False
+    # Slurm's SuspendRate and ResumeRate: at most this many nodes powered down / woken per minute
+    # (0: no limit), counted as Slurm counts them (allocation.power_policy.RateCount), each moment the
+    # machine powers nodes down or wakes them being a scan; what the rate holds back is tried again
+    # ``RATE_RETRY_S`` later (Slurm's power_save_interval).  Consolidation's moves are not limited
+    suspend_rate: int = 0
+    resume_rate: int = 0
 
     def __post_init__(self) -> None:
         if self.wake_order not in ("phase", "index"):
@@ -131,6 +172,13 @@ class PowerStateConfig:
             raise ValueError("nodes_per_cabinet must be >= 1")
         if self.budget_w is not None and not 0 < self.budget_w < math.inf:
             raise ValueError("budget_w must be a finite number > 0")
+        for name in ("suspend_rate", "resume_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                    or not (0 <= value <= MAX_RATE and value == int(value)):
+                raise ValueError(f"{name} must be a whole number of nodes per minute within [0, {MAX_RATE:,}] "
+                                 f"(0: no limit), not {value!r}")
+            object.__setattr__(self, name, int(value))      # 5.0 from a command line is 5
 
     @classmethod
     def from_mapping(cls, table: dict) -> "PowerStateConfig":
@@ -269,6 +317,9 @@ class PowerManagedMachine(Machine):
         self._configuring_ids: set[int] = set()
         self._held_on = np.zeros(n, dtype=np.int64)     # per node: allocated jobs not yet begun
         self._held_back: set[int] = set()               # configuring jobs the budget holds back
+        self._suspend_rate = RateCount(config.suspend_rate)     # SuspendRate's count
+        self._resume_rate = RateCount(config.resume_rate)       # ResumeRate's
+        self._rate_retry_s = math.inf                   # when the machine looks again for wakes a rate held back
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
@@ -317,10 +368,34 @@ class PowerManagedMachine(Machine):
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
                     self._arm(node, idle_since, retry_s=now_s + max(self.config.suspend_after_s, 60.0))
                 return
+            if not self._rate_allows(self._suspend_rate, now_s):
+                self._arm(node, idle_since, retry_s=now_s + RATE_RETRY_S)
+                return
             self._set_state(node, OFF, now_s)
             self.suspends += 1
         at_s = max(idle_since + self.config.suspend_after_s, self.replay.now_s) if retry_s is None else retry_s
         self._push(at_s, fire)
+
+    def _rate_allows(self, rate: RateCount, now_s: float) -> bool:
+        """Whether ``rate`` (SuspendRate's or ResumeRate's count) lets one more node be powered down
+        or woken now, counting it if so; each moment of actions is one scan.  Held back: the machine
+        looks again ``RATE_RETRY_S`` later (a suspend re-arms its own timer)."""
+        if not rate.per_minute:
+            return True
+        if rate.last_s != now_s:
+            rate.scan(now_s)
+        if rate.allows():
+            rate.add()
+            return True
+        if rate is self._resume_rate and self._rate_retry_s > now_s + RATE_RETRY_S:
+            self._rate_retry_s = now_s + RATE_RETRY_S
+
+            def retry(t: float) -> None:      # the queue schedules and the waking rule runs again
+                self._timers -= 1
+                if t == self._rate_retry_s:
+                    self._rate_retry_s = math.inf
+            self._push(self._rate_retry_s, retry)
+        return False
 
     def _set_state(self, node: int, state: int, now_s: float) -> None:
         self.state[node] = state
@@ -430,6 +505,12 @@ class PowerManagedMachine(Machine):
         super().start(job, nodes, now_s, amounts)
         self._count_run(job, nodes, now_s)
 
+    def start_delay_bound_s(self) -> float:
+        """A job allocated to powered-down nodes runs once they have booted: ``boot_s`` when nodes
+        can be off (the wait for power under a budget has no such bound)."""
+        powers_down = self.config.suspend_after_s is not None or self.config.start_off
+        return float(self.config.boot_s) if powers_down else 0.0
+
     def _count_run(self, job: PendingJob, nodes: np.ndarray, now_s: float) -> None:
         """``job`` runs on ``nodes`` from ``now_s``: they are busy, draw its power."""
         self._jobs_on[nodes] += 1
@@ -463,6 +544,8 @@ class PowerManagedMachine(Machine):
                     self._held_back.discard(job.index)
                     self._idle_since[nodes] = math.nan          # any power-down timer of its nodes is void
                     for node in off.tolist():
+                        if not self._rate_allows(self._resume_rate, now_s):
+                            break                # the rest later: the job waits for them
                         self._wake(node, now_s)
                     promised_w += added_w
                 kept.append(job)
@@ -640,7 +723,7 @@ class PowerManagedMachine(Machine):
         powered = np.bincount(self.phase[self.state != OFF], minlength=self.config.phases)
         by_phase = self.config.wake_order == "phase"
         def try_wake(node: int) -> bool:
-            if not self.within_budget(added_w[node]):
+            if not self.within_budget(added_w[node]) or not self._rate_allows(self._resume_rate, now_s):
                 return False
             self._wake(node, now_s)
             return True

@@ -14,8 +14,8 @@ import numpy as np
 from greenslurm.allocation.colocation import ColocationSettings, Interference
 from greenslurm.clustermodel import JobSpec
 from greenslurm.sim.engine.replay import Replay
-from greenslurm.sim.machines.colocation import (ColocationMachine, build_colocation, check_training_job,
-                                                colocation_cluster)
+from greenslurm.sim.machines.colocation import ColocationMachine, build_colocation
+from greenslurm.sim.machines.training_jobs import check_training_job, colocation_cluster
 
 
 # -- results ----------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def simulate(jobs: Sequence[JobSpec], nodes: int, policy: str = "eaco", **option
     36.63 / 35.385 = 1.03518): AlexNet ends at 1404 x 1.03518 = 1453.4 s, ResNet-50 has then done
     1404 s of its 1440 s and runs the last 36 s alone at 1330 W.
 
-    >>> from greenslurm.sim.machines.colocation import training_job
+    >>> from greenslurm.sim.machines.training_jobs import training_job
     >>> jobs = [training_job("r", 0.0, "resnet50", 8, 1), training_job("a", 0.0, "alexnet", 8, 1)]
     >>> fifo = simulate(jobs, 2, "fifo")
     >>> round(fifo.avg_jct_s, 1), round(fifo.energy_j / 3.6e6, 4)     # (1440 + 1404) / 2; 2,914,848 J
