@@ -143,6 +143,7 @@ def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
     ref = [sys.executable, str(ROOT / "bench" / "easy_reference.py")]
     easy = ours + [str(KTH), "--queue", "easy", "--no-progress"]
     out_dir = str(Path(tempfile.gettempdir()) / "greenslurm-bench-out")
+    overloaded = ["--arrival-scale", "0.25", "--limit", "16000"]
     return {
         "kth-easy": ("KTH-SP2 EASY", easy, ref + [str(KTH)], "reference"),
         "kth-fcfs": ("KTH-SP2 FCFS", ours + [str(KTH), "--queue", "fcfs", "--no-progress"],
@@ -167,6 +168,10 @@ def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
         "kth-conf-conservative": ("KTH-SP2 conservative --slurm-conf (100 single-CPU nodes)",
                                   ours + [str(KTH), "--queue", "conservative", *conf],
                                   general_loop + [str(KTH), "--queue", "conservative", *conf], "the general loop"),
+        "kth-overloaded-conservative": ("KTH-SP2's first 16,000 jobs arriving 4x as fast, conservative",
+                                        ours + [str(KTH), *overloaded, "--queue", "conservative", "--no-progress"],
+                                        ours + [str(KTH), *overloaded, "--queue", "easy", "--no-progress"],
+                                        "our EASY on the same jobs"),
         "kth-deadline": ("KTH-SP2 deadline queue, greedy, bestfit",
                          ours + [str(KTH), "--queue", "deadline", "--acceptance", "greedy", "--select", "bestfit",
                                  "--no-progress"], easy, "our EASY"),

@@ -265,12 +265,37 @@ def overloaded_pools(draw):
 @settings(max_examples=8, deadline=None)           # the general loop takes about a second CPU for each
 @given(overloaded_pools())
 def test_conservative_on_long_plans_equals_the_general_loop(monkeypatch_session, workload):
+    assert_conservative_cores_equal(monkeypatch_session, workload)
+
+
+def assert_conservative_cores_equal(monkeypatch_session, workload):
     nodes, submit, requested, run_for, procs = workload
     cluster = Cluster.homogeneous(int(nodes), cpus=1, idle_w=100.0, busy_w=250.0)
     jobs = [JobSpec(str(i), submit_s=s, requested_time_s=r, runtime_s=t, cpus=int(p))
             for i, (s, r, t, p) in enumerate(zip(submit.tolist(), requested.tolist(), run_for.tolist(), procs.tolist()))]
     general = replay_with("off", monkeypatch_session, jobs, cluster, "conservative")
     assert_same(replay_with("compiled", monkeypatch_session, jobs, cluster, "conservative"), general)
+
+
+@st.composite
+def overloaded_mixed_pools(draw):
+    """Hundreds of jobs of 1 second to 3 hours on up to 16 processors, all arriving within 20 s, most
+    ending early: many compressions, each moving jobs one after another into slots others gave back,
+    the plan's staircase updated for each slot given back rather than built again."""
+    nodes = draw(st.integers(2, 16))
+    count = draw(st.integers(150, 300))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    submit = np.sort(rng.integers(0, 20, count)).astype(float)
+    requested = np.round(10 ** rng.uniform(0, 4, count))
+    run_for = np.where(rng.random(count) < 0.7, np.floor(requested * rng.random(count)), requested)
+    procs = np.minimum(rng.geometric(0.3, count), nodes)
+    return nodes, submit, requested, run_for, procs
+
+
+@settings(max_examples=6, deadline=None)           # the general loop takes a second or two CPU for each
+@given(overloaded_mixed_pools())
+def test_conservative_on_mixed_overloaded_pools_equals_the_general_loop(monkeypatch_session, workload):
+    assert_conservative_cores_equal(monkeypatch_session, workload)
 
 
 def test_an_overloaded_log_under_conservative_is_the_general_loops(monkeypatch, shared_data):

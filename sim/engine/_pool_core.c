@@ -89,6 +89,7 @@ typedef struct {
     /* per block of PROFILE_BLOCK steps, the least and the most free: searches skip whole blocks;
      * blocks from `stale` on are recomputed before the next search (any change marks them) */
     double *block_min, *block_max; int64_t block_cap, stale;
+    double last_most;     /* the most free over the span the last change touched, after it */
 } count_profile;
 #define PROFILE_BLOCK 32
 
@@ -143,7 +144,12 @@ static int profile_change(count_profile *p, double start, double end, double pro
     if (i < 0) return -1;
     int64_t j = p->n;
     if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
-    for (int64_t k = i; k < j; k++) p->free[k] += processors;
+    double most = -INFINITY;
+    for (int64_t k = i; k < j; k++) {
+        p->free[k] += processors;
+        if (p->free[k] > most) most = p->free[k];
+    }
+    p->last_most = most;
     if (i / PROFILE_BLOCK < p->stale) p->stale = i / PROFILE_BLOCK;
     return 0;
 }
@@ -268,7 +274,9 @@ static int profile_may_start_before(const count_profile *p, double processors, d
  * processors may start before t (profile_may_start_before from the plan's start) exactly when the
  * first stair with free >= p is reached before t: one binary search instead of a scan of the steps
  * before t, which with thousands of waiting jobs made each compression quadratic.  Steps split or
- * amounts given back and taken again leave the stairs as they were; a job moved changes them. */
+ * amounts given back and taken again leave the stairs as they were; a job moved changes them, and
+ * the compression updates them for the slot it gave back (stairs_given) instead of building them
+ * again from the whole plan. */
 typedef struct { double *free, *time; int64_t n, cap; int valid; } staircase;
 
 static int stairs_build(staircase *s, const count_profile *p) {
@@ -287,6 +295,33 @@ static int stairs_build(staircase *s, const count_profile *p) {
     }
     s->valid = 1;
     return 0;
+}
+
+/* A span [from, ...) given back whose most free is now `most`: a stair (most, from) merged in, the
+ * stairs it covers dropped.  The stairs may then come earlier than the plan's own (the slot taken
+ * since is not subtracted, and the most may be reached after `from`): they only let more jobs through
+ * to the search, whose answer is exact, until the next compression builds them again. */
+static void stairs_given(staircase *s, double most, double from) {
+    int64_t k = 0;                      /* the first stair with free >= most */
+    while (k < s->n && s->free[k] < most) k++;
+    if (k < s->n && s->time[k] <= from) return;                 /* reached by then already */
+    int64_t first = k;                  /* the stairs before k that come at or after `from`: covered */
+    while (first > 0 && s->time[first - 1] >= from) first--;
+    int64_t last = k < s->n && s->free[k] == most ? k + 1 : k;   /* and one of as many, reached later */
+    if (first == last && s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 16;
+        double *free_ = realloc(s->free, sizeof(double) * (size_t)cap);
+        if (!free_) { s->valid = 0; return; }           /* built again (or the error) at the next job */
+        s->free = free_;
+        double *time = realloc(s->time, sizeof(double) * (size_t)cap);
+        if (!time) { s->valid = 0; return; }
+        s->time = time;
+        s->cap = cap;
+    }
+    memmove(&s->free[first + 1], &s->free[last], sizeof(double) * (size_t)(s->n - last));
+    memmove(&s->time[first + 1], &s->time[last], sizeof(double) * (size_t)(s->n - last));
+    s->n += 1 - (last - first);
+    s->free[first] = most; s->time[first] = from;
 }
 
 static int stairs_may_start_before(const staircase *s, double processors, double before) {
@@ -335,7 +370,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     double shadow = 0.0, extra = 0.0;
     int status = 0;
     /* conservative: the plan, reserved starts, jobs by reserved start, due and late jobs */
-    count_profile plan = { NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0 };
+    count_profile plan = { NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0.0 };
     staircase stairs = { NULL, NULL, 0, 0, 0 };
     int have_plan = 0, compress = 0;
     double *reserved_s = NULL;
@@ -405,9 +440,10 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                     if (plan.error) { status = plan.error; goto done; }
                     if (isnan(found)) continue;      /* no earlier slot: the job keeps the one it has */
                     if (profile_change(&plan, old, old + requested[j], size) < 0) { status = plan.error; goto done; }
+                    double given_most = plan.last_most;
                     reservation_remove(by_reservation, &by_reservation_n, old, j);
                     if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
-                    stairs.valid = 0;
+                    if (stairs.valid) stairs_given(&stairs, given_most, old);
                     reserved_s[j] = found;
                     reservation_insert(by_reservation, &by_reservation_n, found, j);
                 }
