@@ -172,7 +172,7 @@ def compare_row(task: tuple) -> dict:
         "workload": workload.label, "slack_mean": d.slack_mean, "slack_sigma": workload.slack_sigma,
         "acceptance": scenario.acceptance.policy, "allocation": scenario.selection.name,
         "renewable": scenario.supply.mode if supply is not None else "",
-        "jobs": len(workload.jobs), "accepted": summary["jobs_accepted"], "rejected": summary["jobs_rejected"],
+        "jobs": len(workload.jobs), "limit": scenario.trace.limit, "accepted": summary["jobs_accepted"], "rejected": summary["jobs_rejected"],
         "accepted_load_cpu_h": summary["accepted_load_cpu_h"],
         "load_bound_cpu_h": summary.get("load_bound_cpu_h"), "bound": workload.bound_name,
         "performance_ratio": summary.get("performance_ratio"), "deadline_missed": summary["deadline_missed"],

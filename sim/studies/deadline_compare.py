@@ -23,7 +23,7 @@ from greenslurm.sim.engine.replay import Replay
 from greenslurm.traces.deadlines import exact_runtimes, limit_parallelism, with_deadlines
 
 COLUMNS = ("workload", "slack_mean", "slack_sigma", "acceptance", "allocation", "renewable", "jobs",
-           "accepted", "rejected", "accepted_load_cpu_h", "load_bound_cpu_h", "bound", "performance_ratio",
+           "limit", "accepted", "rejected", "accepted_load_cpu_h", "load_bound_cpu_h", "bound", "performance_ratio",
            "deadline_missed", "mean_wait_s", "renewable_share", "grid_kwh", "curtailed_kwh", "seconds")
 
 
