@@ -296,3 +296,12 @@ def test_every_figure_of_a_cut_run_names_the_cut_in_its_title(whatif_dir, compar
     for name, cut in expected.items():
         assert f"{KTH.name} ({cut})" in titles[name], (name, titles[name])
     assert all("first " in title for title in titles.values()), titles
+
+
+def test_a_title_never_breaks_a_trace_file_name_at_its_hyphens():
+    name = KTH.name                                         # KTH-SP2-1996-2.1-cln-first2000.swf
+    text = plots.title_text("Distribution of job waits", f"{name} (first 200 jobs), {name} (first 300 jobs)",
+                            ["easy", "fcfs"], width=72)
+    # 34 + 18 + 2 = 54 characters, then the second name would pass 72: it starts the next line whole
+    assert text.split("\n") == ["Distribution of job waits", f"{name} (first 200 jobs),",
+                                f"{name} (first 300 jobs): easy, fcfs"]
