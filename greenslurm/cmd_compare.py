@@ -78,7 +78,7 @@ def _epilog() -> str:
 
 EPILOG = """\
 examples:
-  greenslurm compare log.swf --slack-mean 0.1 0.5 2 5
+  greenslurm compare log.swf --slack-mean 0.1 0.5 2 5 --exact-runtimes    # the paper's setting
   greenslurm compare log.swf --cores 64 --parallelism-limit 8 --select bestfit balanced --csv out.csv
   greenslurm compare jobs.txt --format sacct --cluster c.toml --renewable solar --renewable-mode green
 
