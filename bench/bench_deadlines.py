@@ -68,11 +68,11 @@ def run(args) -> list[dict]:
             narrow = with_offered_load(limit_parallelism(jobs, args.low_limit), cores, args.overload)
             scenarios_a, scenarios_b = [], []
             for eps in args.slacks:
-                s = make_scenario(label, rigid, cluster, slack_mean=eps, seed=args.seed)
+                s = make_scenario(label, rigid, cluster, slack_mean=eps, seed=args.seed, exact=True)
                 s.extra.update(experiment="A", limit=cores, cores=cores)
                 scenarios_a.append(s)
             for kind, limit, workload in (("low", args.low_limit, narrow), ("high", cores, rigid)):
-                s = make_scenario(label, workload, cluster, slack_mean=0.5, seed=args.seed)
+                s = make_scenario(label, workload, cluster, slack_mean=0.5, seed=args.seed, exact=True)
                 s.extra.update(experiment="B", parallelism=kind, limit=limit, cores=cores)
                 scenarios_b.append(s)
             started = time.perf_counter()

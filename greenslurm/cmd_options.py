@@ -122,14 +122,32 @@ def limit(parser) -> argparse.Action:
                                     "order (the N earliest on a file in submit order) (default: all)")
 
 
-def exact_runtimes(parser, default_on: bool = False) -> argparse.Action:
-    if default_on:
-        return parser.add_argument("--exact-runtimes", action="store_true", default=None,
-                                   help="plan with the real runtimes as time limits (the paper's setting; "
-                                        "compare's default: --planned-limits turns it off)")
+def exact_runtimes(parser) -> argparse.Action:
+    """``--exact-runtimes``: plan with the real runtimes as time limits (off by default in every command:
+    the jobs' own limits, as Slurm plans)."""
     return parser.add_argument("--exact-runtimes", action="store_true",
                                help="plan with the real runtimes as time limits (Nileshwar & Schwiegelshohn's "
                                     "setting); by default the users' own limits, as Slurm would")
+
+
+class _NowDefault(argparse.Action):
+    """An old flag that asked for what is now the default: hidden from help, sets its own dest (so a
+    contradiction can be refused) and says once on stderr that it is no longer needed."""
+
+    def __init__(self, option_strings, dest, default_text: str, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=False, help=argparse.SUPPRESS)
+        self.default_text = default_text
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if not getattr(namespace, self.dest, False):
+            warning_line(f"{option_string} is deprecated: {self.default_text} is the default now")
+        setattr(namespace, self.dest, True)
+
+
+def now_default(parser, old: str, default_text: str) -> argparse.Action:
+    """Accept the flag ``old`` (hidden from help, dest ``old`` without dashes) that asked for what is now
+    the default, ``default_text``, with a one-line deprecation warning."""
+    return parser.add_argument(old, action=_NowDefault, default_text=default_text)
 
 
 def seed(parser) -> argparse.Action:

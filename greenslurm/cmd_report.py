@@ -111,9 +111,12 @@ def _replay_of(folder: Path, summary_path: Path) -> Replay | None:
         summary = json.loads(summary_path.read_text())
         cluster = summary.get("cluster") or {}
         trace = summary.get("trace")
-        if isinstance(trace, dict):                  # {"path": ..., "format": ..., "records_read": ...}
-            trace = trace.get("path")
+        limit = None
+        if isinstance(trace, dict):                  # {"path": ..., "format": ..., "records_read": ..., "limit"?}
+            trace, limit = trace.get("path"), trace.get("limit")
         trace = Path(str(trace)).name if trace else (f"cluster {cluster['name']}" if cluster.get("name") else None)
+        if trace and isinstance(limit, int) and not isinstance(limit, bool):
+            trace = f"{trace} (first {limit:,} jobs)"  # a cut run, named in every title as a sweep's
         return Replay(str(summary.get("policy") or folder.name), trace, cluster.get("nodes"), summary)
     except (ValueError, KeyError, TypeError, AttributeError, OSError):
         return None

@@ -201,13 +201,14 @@ def load_cluster(args: argparse.Namespace):
 def _run_one(task: tuple) -> tuple[str, dict, float, dict | None]:
     """One policy's row, replay time and, when asked, its job id -> (submit, start)."""
     label, scenario, jobs, cluster, trace, out, want_starts = task
-    from greenslurm.scenario_run import replay_jobs
+    from greenslurm.scenario_run import replay_jobs, trace_info
     from greenslurm.sim.engine.recorded_schedule import submit_and_start
     started = time.perf_counter()
     outcome = replay_jobs(scenario, jobs, cluster, trace=trace)
     row = whatif_row(outcome, cluster.size, dict(trace.skipped))
     if out is not None:
-        write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped))
+        write_policy_outputs(outcome.result, outcome.supply, Path(out), dict(trace.skipped),
+                             trace_info(trace, scenario.trace.limit))
     starts = submit_and_start(outcome.result.records) if want_starts else None
     return label, row, time.perf_counter() - started, starts
 
@@ -247,14 +248,18 @@ def implausible_boots(results: dict, nodes: int) -> list[str]:
     return warnings
 
 
-def write_policy_outputs(result, supply, folder: Path, reader_skipped) -> None:
-    """``replay --out`` files of one policy; with a supply, ``power.csv`` gains ``supply_w`` (the supply at
-    the start of each interval) for ``greenslurm report``'s renewable figure."""
+def write_policy_outputs(result, supply, folder: Path, reader_skipped, trace: dict | None = None) -> None:
+    """``replay --out`` files of one policy, the summary's ``trace`` as a replay's (the cut included); with a
+    supply, ``power.csv`` gains ``supply_w`` (the supply at the start of each interval) for ``greenslurm
+    report``'s renewable figure."""
     import pandas as pd
 
     from greenslurm.sim.accounting.metrics import summarize
     from greenslurm.sim.reporting.outputs import POWER_CSV, write_outputs
-    write_outputs(result, summarize(result, reader_skipped=reader_skipped), folder)
+    summary = summarize(result, reader_skipped=reader_skipped)
+    if trace is not None:
+        summary["trace"] = trace
+    write_outputs(result, summary, folder)
     if supply is not None:
         power = with_supply(pd.read_csv(folder / POWER_CSV), supply)
         power.to_csv(folder / POWER_CSV, index=False)

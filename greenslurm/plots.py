@@ -87,7 +87,8 @@ def title_text(what: str, trace: str | None = None, policies: Sequence[str] = ()
     if trace:
         second = f"{trace}: {second}" if second else str(trace)
     lines = [part for line in what.split("\n") for part in textwrap.wrap(line, width)]
-    lines += textwrap.wrap(second, width) if second else []
+    # a trace's file name is broken at spaces only, not at its hyphens ("KTH-SP2-1996-2.1-cln-" / "first2000.swf")
+    lines += textwrap.wrap(second, width, break_on_hyphens=False) if second else []
     return "\n".join(lines)
 
 

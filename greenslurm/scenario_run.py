@@ -484,6 +484,15 @@ def effective_power_states(outcome: Outcome):
     return power_config(s.power_states) if s.power_states is not None else None
 
 
+def trace_info(trace, limit: int | None) -> dict:
+    """The summary's ``trace``: the file read, its format and records, and ``limit`` when the run was cut
+    to the trace's first jobs (``report`` names the cut in every figure's title)."""
+    info = {"path": str(trace.path), "format": trace.format, "records_read": trace.records_read}
+    if limit is not None:
+        info["limit"] = limit
+    return info
+
+
 def summary_of(outcome: Outcome, meter=None) -> dict:
     """The replay's summary (``summary.json``): figures, the trace, admission, power states, GPUs."""
     from greenslurm.sim.accounting.metrics import summarize
@@ -494,7 +503,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
                         reader_adjusted=trace.adjusted if trace is not None else None)
     s = outcome.scenario
     if trace is not None:
-        summary["trace"] = {"path": str(trace.path), "format": trace.format, "records_read": trace.records_read}
+        summary["trace"] = trace_info(trace, s.trace.limit)
     elif s.trace.synthetic is not None:
         summary["trace"] = {"synthetic": dataclasses.asdict(s.trace.synthetic), "seed": s.seed}
     else:

@@ -112,8 +112,9 @@ def distance(recorded: Recorded, policy: str, replayed: Mapping[str, tuple[float
                     id_not_unique)
 
 
-def baseline_text(recorded: Recorded, far: Distance, reader_skipped: Mapping[str, int], show_time) -> str:
-    """The lines before the table (rich markup): the distance first, then what the recorded column holds."""
+def baseline_text(recorded: Recorded, far: Distance, reader_skipped: Mapping[str, int], show_time):
+    """The lines before the table (a rich renderable): the distance first, then what the recorded column
+    holds.  A line indented under its heading keeps its indent when it wraps (see :func:`indented_lines`)."""
     from rich.markup import escape
 
     lines = []
@@ -150,7 +151,23 @@ def baseline_text(recorded: Recorded, far: Distance, reader_skipped: Mapping[str
     if skipped:
         lines.append(f"in no column, as in every replay: {sum(skipped.values()):,} of the export's records ("
                      + ", ".join(f"{escape(reason)}: {count:,}" for reason, count in sorted(skipped.items())) + ")")
-    return "\n".join(lines)
+    return indented_lines("\n".join(lines))
+
+
+def indented_lines(markup: str):
+    """Lines of rich markup as one renderable in which a line's leading spaces indent every line it
+    wraps to, not only its first (a wrapped "  ... pair" / "  concordance", never "concordance" at the
+    margin)."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.text import Text
+
+    parts = []
+    for line in markup.split("\n"):
+        indent = len(line) - len(line.lstrip(" "))
+        text = Text.from_markup(line[indent:])
+        parts.append(Padding(text, (0, 0, 0, indent)) if indent else text)
+    return Group(*parts)
 
 
 def recorded_json(recorded: Recorded, reader_skipped: Mapping[str, int]) -> dict:

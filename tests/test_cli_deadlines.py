@@ -94,7 +94,8 @@ def test_a_compare_row_is_the_replay_of_its_scenario(shared_data, tmp_path, caps
     kth = str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf")
     out_csv, summary = tmp_path / "row.csv", tmp_path / "s.json"
     assert main(["compare", kth, "--first-jobs", "300", "--slack-mean", "0.5", "--acceptance", "threshold,greedy",
-                 "--threshold-share", "0.7", "--select", "minidle+backfill", "--csv", str(out_csv)]) == 0
+                 "--threshold-share", "0.7", "--select", "minidle+backfill", "--exact-runtimes",
+                 "--csv", str(out_csv)]) == 0
     (row,) = list(csv.DictReader(out_csv.open(encoding="utf-8")))
     scenario = tmp_path / "s.toml"
     scenario.write_text(f'queue = "deadline"\n[trace]\npath = "{kth}"\nlimit = 300\nexact_runtimes = true\n'
@@ -107,3 +108,55 @@ def test_a_compare_row_is_the_replay_of_its_scenario(shared_data, tmp_path, caps
     assert (int(row["accepted"]), int(row["rejected"])) == (admission["jobs_accepted"], admission["jobs_rejected"])
     assert float(row["accepted_load_cpu_h"]) == pytest.approx(admission["accepted_load_cpu_h"], rel=1e-12)
     assert int(row["accepted"]) + int(row["rejected"]) == 300 and int(row["rejected"]) > 0
+
+
+# One CPU; job 1 runs 10 s but asks for 100 s, job 2 (submitted at 1) runs 10 s and asks for 10 s.
+# Slack 2 for both (sigma 0): d = r + 3 x runtime, so d1 = 0 + 30 = 30 and d2 = 1 + 30 = 31.
+ONE_CPU_SWF = """\
+; MaxNodes: 1
+; MaxProcs: 1
+1 0 -1 10 1 -1 -1 1 100 -1 1 2 1 -1 -1 -1 -1 -1
+2 1 -1 10 1 -1 -1 1  10 -1 1 2 1 -1 -1 -1 -1 -1
+"""
+DEADLINE_GRID = ["--acceptance", "greedy", "--select", "bestfit", "--slack-mean", "2", "--slack-sigma", "0",
+                 "--no-progress"]
+
+
+def test_compare_plans_with_the_time_limits_by_default_as_replay_does(tmp_path, capsys):
+    """compare's default is replay's and whatif's: the jobs' own time limits; --exact-runtimes is the
+    paper's setting, and the old --planned-limits (the default's spelling) warns once."""
+    trace = tmp_path / "one-cpu.swf"
+    trace.write_text(ONE_CPU_SWF, encoding="utf-8")
+
+    def compare_row(*extra: str) -> dict:
+        out_csv = tmp_path / "grid.csv"
+        assert main(["compare", str(trace), *DEADLINE_GRID, "--csv", str(out_csv), *extra]) == 0
+        (row,) = list(csv.DictReader(out_csv.open(encoding="utf-8")))
+        return {key: row[key] for key in ("accepted", "rejected", "mean_wait_s")}
+
+    def replay_jobs(*extra: str) -> tuple[dict, list[tuple[str, str, str]]]:
+        out = tmp_path / ("replay" + "".join(extra))
+        assert main(["replay", str(trace), "--queue", "deadline", *DEADLINE_GRID, "--out", str(out),
+                     "--json", str(tmp_path / "s.json"), *extra]) == 0
+        summary = json.loads((tmp_path / "s.json").read_text())
+        jobs = [(r["job_id"], r["start_s"], r["end_s"]) for r in csv.DictReader((out / "jobs.csv").open())]
+        return {"accepted": str(summary["admission"]["jobs_accepted"]),
+                "rejected": str(summary["admission"]["jobs_rejected"]),
+                "mean_wait_s": str(summary["mean_wait_s"])}, jobs
+
+    # Planned with the limits: job 1 planned on [0, 100) ends after d1 = 30, Greedy rejects it; job 2
+    # then starts at once, planned on [1, 11), 11 <= 31: accepted.  1 in, 1 out, mean wait 0.
+    default, jobs = replay_jobs()
+    assert jobs == [("2", "1.0", "11.0")]
+    assert compare_row() == default == {"accepted": "1", "rejected": "1", "mean_wait_s": "0.0"}
+    # Exact runtimes: job 1 on [0, 10), 10 <= 30; job 2 on [10, 20), 20 <= 31: both in, waits 0 and 9
+    # s, mean 4.5 s.
+    exact, jobs = replay_jobs("--exact-runtimes")
+    assert jobs == [("1", "0.0", "10.0"), ("2", "10.0", "20.0")]
+    assert compare_row("--exact-runtimes") == exact == {"accepted": "2", "rejected": "0", "mean_wait_s": "4.5"}
+    capsys.readouterr()
+    # the deprecated spelling of the default: the default's numbers and one warning line
+    assert compare_row("--planned-limits") == default
+    assert [line for line in capsys.readouterr().err.splitlines() if "deprecated" in line] == [
+        "greenslurm: warning: --planned-limits is deprecated: planning with the jobs' time limits is the "
+        "default now"]

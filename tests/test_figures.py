@@ -6,6 +6,7 @@ PNG and SVG files, and table numbers without ``e+`` and with thousands separator
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -194,7 +195,7 @@ def test_inflate_figures(inflate_csv):
 def test_replay_figures_name_the_policy_and_show_every_job(whatif_dir):
     results = load_results([str(p) for p in sorted(whatif_dir.iterdir())])
     replay = results.replay_of(str(whatif_dir / "fcfs" / "jobs.csv"))
-    assert replay.policy == "fcfs" and replay.trace == "cluster KTH-SP2"
+    assert replay.policy == "fcfs" and replay.trace == f"{KTH.name} (first 500 jobs)"
     power = pd.read_csv(whatif_dir / "fcfs" / "power.csv")
     figure = plots.power_over_time(power, trace=replay.trace, policy="fcfs")
     check_common(figure, "KTH-SP2", ["fcfs"])
@@ -264,3 +265,43 @@ def test_report_writes_png_and_svg_of_every_figure_and_readable_tables(whatif_di
     assert row["Energy (kWh)"] == pytest.approx(summary["energy_kwh"], rel=1e-5)
     assert "e+" not in (tables / "replays-compared.csv").read_text()
     assert sorted(p.suffix for p in tables.iterdir()).count(".md") == len(list(tables.glob("*.csv")))
+
+
+def test_every_figure_of_a_cut_run_names_the_cut_in_its_title(whatif_dir, compare_csv, tmp_path, monkeypatch):
+    """whatif's, a replay's and compare's figures say the run was cut to the trace's first N jobs, as a
+    sweep's do: the limit is in each summary.json's trace (and compare's CSV), the title says
+    "first N jobs".  The figures are caught where report writes them (their files are not read back)."""
+    from greenslurm.cmd_report import make_plots
+    replay_dir = tmp_path / "replay"
+    assert main(["replay", str(KTH), "--cluster", str(KTH_CLUSTER), "--limit", "150", "--out", str(replay_dir),
+                 "--no-progress"]) == 0
+    assert json.loads((replay_dir / "summary.json").read_text())["trace"]["limit"] == 150
+    assert json.loads((whatif_dir / "fcfs" / "summary.json").read_text())["trace"]["limit"] == 500
+    assert set(pd.read_csv(compare_csv)["limit"]) == {120}
+    titles: dict[str, str] = {}
+
+    def caught(figure, stem, formats=()):
+        titles[Path(stem).name] = figure._suptitle.get_text().replace("\n", " ")
+        return []
+    monkeypatch.setattr(plots, "save_formats", caught)
+    results = load_results([str(p) for p in sorted(whatif_dir.iterdir())])
+    make_plots(results, tmp_path, "png", 50, None)
+    make_plots(load_results([str(replay_dir)]), tmp_path, "png", 50, None)
+    make_plots(load_results([str(compare_csv)]), tmp_path, "png", 50, None)
+    expected = {"fcfs-power-energy-over-time": "first 500 jobs", "easy-gantt": "first 500 jobs",
+                "policies-compared": "first 500 jobs", "policies-wait-cdf": "first 500 jobs",
+                "policies-power-energy-over-time": "first 500 jobs", "power-energy-over-time": "first 150 jobs",
+                "gantt": "first 150 jobs", "active-nodes-over-time": "first 150 jobs",
+                "compare-performance-ratio-vs-slack_mean": "first 120 jobs"}
+    for name, cut in expected.items():
+        assert f"{KTH.name} ({cut})" in titles[name], (name, titles[name])
+    assert all("first " in title for title in titles.values()), titles
+
+
+def test_a_title_never_breaks_a_trace_file_name_at_its_hyphens():
+    name = KTH.name                                         # KTH-SP2-1996-2.1-cln-first2000.swf
+    text = plots.title_text("Distribution of job waits", f"{name} (first 200 jobs), {name} (first 300 jobs)",
+                            ["easy", "fcfs"], width=72)
+    # 34 + 18 + 2 = 54 characters, then the second name would pass 72: it starts the next line whole
+    assert text.split("\n") == ["Distribution of job waits", f"{name} (first 200 jobs),",
+                                f"{name} (first 300 jobs): easy, fcfs"]

@@ -164,3 +164,23 @@ def test_the_whatif_header_colours_no_digits(eighty, tmp_path, capsys, monkeypat
     out = capsys.readouterr().out
     assert code == 0 and "\x1b[" in out and not HIGHLIGHTED.search(out)
     assert "jobs.txt" in out and "2 jobs over 0.0 days" in out
+
+
+def test_whatifs_wrapped_distance_lines_keep_their_indent_at_80_columns(eighty, capsys):
+    """The distance lines are indented two spaces under their heading; at 80 columns they wrap, and each
+    wrapped part keeps the indent (was '... pair' then 'concordance ...' at the panel's margin)."""
+    data = Path(greenslurm.__file__).parent / "data"
+    assert main(["whatif", str(data / "KTH-SP2-1996-2.1-cln-first2000.swf"), "--cluster", str(data / "kth-sp2.toml"),
+                 "--limit", "200", "-j", "1", "--no-progress"]) == 0
+    lines = [line.rstrip("│ ").removeprefix("│ ") for line in capsys.readouterr().out.splitlines()]
+    first = next(n for n, line in enumerate(lines) if line.startswith("how far the current policy"))
+    end = next(n for n, line in enumerate(lines) if line.startswith("recorded column:"))
+    block = lines[first:end]
+    heading = [line for line in block if not line.startswith("  ")]
+    # the heading (wrapped once at 80: "... over 200" / "jobs:"), then only indented lines
+    assert heading == block[:len(heading)] and " ".join(heading).endswith("over 200 jobs:")
+    indented = block[len(heading):]
+    assert len(indented) > 2 and all(line.startswith("  ") and line[2] != " " for line in indented), block
+    # the two lines wrapped: nothing lost, the concordance inside the indented block
+    joined = " ".join(line.strip() for line in indented)
+    assert "pair concordance 92.0%" in joined and joined.startswith("mean wait") and "start error median" in joined

@@ -289,8 +289,13 @@ def test_the_demo_and_a_full_replay_name_the_machine_alike(tmp_path, capsys, sha
 
 def test_compare_refuses_exact_runtimes_with_planned_limits(capsys):
     trace = str(Path(__file__).resolve().parents[1] / "greenslurm" / "data" / "KTH-SP2-1996-2.1-cln-first2000.swf")
-    err = refused(capsys, "compare", trace, "--exact-runtimes", "--planned-limits")
-    assert "--exact-runtimes (compare's default) and --planned-limits contradict each other" in err
+    # the deprecation line of --planned-limits, then the one-line refusal
+    assert main(["compare", trace, "--exact-runtimes", "--planned-limits"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    deprecated, refusal = err.strip().splitlines()
+    assert "--planned-limits is deprecated" in deprecated
+    assert "--exact-runtimes and --planned-limits contradict each other" in refusal
 
 
 @pytest.mark.parametrize("command, option, given, expected", [

@@ -37,7 +37,7 @@ SHARED = [
     ("--format", "swf", "format", None, ("replay", "compare", "whatif", "traces info")),
     ("--columns", "JobID|Submit", "columns", None, ("replay", "compare", "whatif", "traces info")),
     ("--limit", "30", "limit", None, REPLAYING),
-    ("--exact-runtimes", None, "exact_runtimes", False, ("replay", "demo", "whatif")),
+    ("--exact-runtimes", None, "exact_runtimes", False, ("replay", "demo", "compare", "whatif")),
     ("--cluster", "c2.toml", "cluster", None, ("replay", "demo", "compare")),
     ("--slurm-conf", "slurm.conf", "slurm_conf", None, ("replay", "demo", "compare")),
     ("--nodes", "nodes.csv", "nodes", None, ("replay", "demo", "compare")),
@@ -56,9 +56,9 @@ SHARED = [
     ("--json", "o.json", "json", None, ("replay", "demo", "run", "whatif", "traces info")),
     ("--no-progress", None, "no_progress", False, tuple(BASE)),
 ]
-# Defaults a command has on purpose (docs/cli.md says why): compare sweeps three slacks and plans with
-# the real runtimes (the paper's setting; --planned-limits for the time limits); whatif's cluster is required.
-ON_PURPOSE = {("compare", "--slack-mean"): [0.2, 1.0, 5.0], ("compare", "--exact-runtimes"): None}
+# Defaults a command has on purpose (docs/cli.md says why): compare sweeps three slacks; whatif's cluster
+# is required.  Every command plans with the jobs' time limits unless --exact-runtimes.
+ON_PURPOSE = {("compare", "--slack-mean"): [0.2, 1.0, 5.0]}
 
 
 def _parse(command: str, *extra: str):
@@ -82,7 +82,7 @@ def test_a_shared_concept_has_one_name_and_one_default(option, value, attribute,
         assert getattr(given, attribute) == expected, command
 
 
-def test_the_exact_runtimes_option_is_accepted_by_compare_where_it_is_the_default():
+def test_compare_refuses_exact_runtimes_with_its_deprecated_planned_limits():
     assert _parse("compare", "--exact-runtimes").exact_runtimes is True
     assert main(BASE["compare"] + ["--exact-runtimes", "--planned-limits"]) == 2
 

@@ -23,7 +23,7 @@ from greenslurm.sim.engine.replay import Replay
 from greenslurm.traces.deadlines import exact_runtimes, limit_parallelism, with_deadlines
 
 COLUMNS = ("workload", "slack_mean", "slack_sigma", "acceptance", "allocation", "renewable", "jobs",
-           "accepted", "rejected", "accepted_load_cpu_h", "load_bound_cpu_h", "bound", "performance_ratio",
+           "limit", "accepted", "rejected", "accepted_load_cpu_h", "load_bound_cpu_h", "bound", "performance_ratio",
            "deadline_missed", "mean_wait_s", "renewable_share", "grid_kwh", "curtailed_kwh", "seconds")
 
 
@@ -41,11 +41,12 @@ class Scenario:
 
 
 def make_scenario(label: str, jobs: Sequence[JobSpec], cluster: Cluster, *, slack_mean: float | None = None,
-                  slack_sigma: float | None = None, seed: int = 0, exact: bool = True,
+                  slack_sigma: float | None = None, seed: int = 0, exact: bool = False,
                   parallelism_limit: int | None = None, bound: str = "lp",
                   supply: SupplySeries | None = None) -> Scenario:
     """The workload of ``jobs``: parallelism cut to ``parallelism_limit``, time limits set to the real
-    runtimes when ``exact`` (the paper's setting), deadlines drawn at ``slack_mean`` (sigma
+    runtimes when ``exact`` (the paper's setting; by default the
+    jobs' own limits, as replay and whatif plan), deadlines drawn at ``slack_mean`` (sigma
     defaults to slack_mean / 2.5) for jobs without one, and the load bound ("lp", "total" or "none")."""
     jobs = list(jobs)
     if parallelism_limit is not None:
