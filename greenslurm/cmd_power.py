@@ -41,11 +41,43 @@ def add_compare_options(parser: argparse.ArgumentParser) -> None:
     cmd_options.power_options(parser, many=True)
     original = parser.get_default("handler")
 
+    options: dict[str, tuple[str, Any]] = {}          # dest -> (its option, its default), aliases aside
+    for action in parser._actions:
+        if action.option_strings and action.default != argparse.SUPPRESS:
+            options.setdefault(action.dest, (action.option_strings[0], action.default))
+
+    def given(args: argparse.Namespace, dests: tuple[str, ...]) -> list[str]:
+        """The options among ``dests`` the command line set (a value other than the option's default)."""
+        return [options[dest][0] for dest in dests if getattr(args, dest, options[dest][1]) != options[dest][1]]
+
     def handler(args: argparse.Namespace, console: Console) -> int:
-        if args.colocation or args.power_budget or args.power_down_after is not None or args.power_config:
+        power = given(args, POWER_COMPARISON)
+        if power:
+            # the power comparison reads none of the deadline comparison's options: refused, not ignored
+            ignored = given(args, DEADLINE_COMPARISON)
+            if ignored:
+                raise InputError(f"{ignored[0]} is an option of the deadline comparison; with {power[0]} compare "
+                                 f"runs the power comparison, which does not read it: give one or the other",
+                                 path="<command line>", field=ignored[0])
             return cmd_compare_power(args, console)
+        ignored = given(args, POWER_DETAILS)
+        if ignored:
+            raise InputError(f"{ignored[0]} sets the power comparison, which runs only with --power-budget, "
+                             f"--power-down-after, --power-config or --colocation", path="<command line>",
+                             field=ignored[0])
         return original(args, console)
     parser.set_defaults(handler=handler)
+
+
+# compare's options by the comparison that reads them: the power comparison runs when any of the first
+# set is given; the deadline comparison's options and the power comparison's details are refused
+# where the other comparison runs (they would be ignored)
+POWER_COMPARISON = ("power_budget", "power_down_after", "power_config", "colocation")
+POWER_DETAILS = ("boot_s", "boot_w", "off_w", "phases", "nodes_per_cabinet", "consolidate_every", "gpu_nodes",
+                 "max_jobs_per_set", "colocation_idle_node_w")
+DEADLINE_COMPARISON = ("acceptance", "select", "slack_mean", "parallelism_limit", "exact_runtimes", "planned_limits",
+                       "bound", "csv", "slack_sigma", "slack_seed", "threshold_share", "threshold_slack", "renewable",
+                       "renewable_mode", "renewable_scale", "renewable_seed")
 
 
 # -- configuration ---------------------------------------------------------------------------------

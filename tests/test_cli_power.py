@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from greenslurm.cli import main
 
 SWF = """; MaxNodes: 4
@@ -62,6 +64,22 @@ def test_compare_power_budgets(tmp_path, capsys):
     assert main(["compare", trace(tmp_path), "--power-down-after", "600", "--power-budget", "1500", "1450"]) == 0
     text = capsys.readouterr().out
     assert "budget 1,500 W" in text and "budget 1,450 W" in text and "power-down" in text
+
+
+@pytest.mark.parametrize("argv, field", [
+    # the power comparison (a budget, power-down, co-location) reads no deadline option: each is refused
+    (["--power-budget", "1500", "--acceptance", "greedy"], "--acceptance"),
+    (["--power-down-after", "600", "--exact-runtimes"], "--exact-runtimes"),
+    (["--colocation", "eaco", "--gpu-nodes", "1", "--slack-mean", "1"], "--slack-mean"),
+    (["--power-down-after", "600", "--csv", "rows.csv"], "--csv"),
+    # and the deadline comparison reads none of the power comparison's details
+    (["--boot-s", "100"], "--boot-s"),
+    (["--slack-mean", "1", "--consolidate-every", "60"], "--consolidate-every"),
+])
+def test_compare_refuses_options_the_comparison_it_runs_would_ignore(tmp_path, capsys, argv, field):
+    assert main(["compare", trace(tmp_path), "--no-progress", *argv]) == 2
+    err = capsys.readouterr().err
+    assert f"field {field}: {field} " in err and len(err.strip().splitlines()) == 1
 
 
 def test_colocation_accounting_from_the_profile(tmp_path, capsys):
