@@ -660,6 +660,8 @@ def active_nodes_over_time(jobs: pd.DataFrame | Mapping[str, pd.DataFrame], tota
     if total_nodes:                  # dotted black, no marker: a reference, unlike every policy's line
         axes.axhline(total_nodes, color="black", linestyle=(0, (1, 2)), linewidth=1.0,
                      label=f"all nodes ({total_nodes:,})")
+        # the y range was fixed from 0 before the line: widen it so the line is seen, not only named
+        axes.set_ylim(0.0, max(axes.get_ylim()[1], total_nodes * 1.05))
         _legend(axes)
     return figure
 

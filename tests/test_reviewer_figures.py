@@ -254,6 +254,18 @@ def test_every_active_node_figure_shows_all_the_clusters_nodes(whatif_dir, tmp_p
             assert "all nodes (100)" in [line.get_label() for line in labelled_lines(figure.axes[0])], (given, name)
 
 
+def test_the_all_nodes_line_is_inside_the_axes_when_no_policy_reaches_it():
+    # two 1-node jobs on a 105-node cluster (xdmod-pozidriv's size): the curve peaks at 2 active nodes,
+    # and the reference line at 105 must lie inside the y range (it used to be named in the legend
+    # but drawn above the axes' top, fixed at the curve's range)
+    jobs = pd.DataFrame({"submit_s": [0.0, 0.0], "start_s": [0.0, 5.0], "end_s": [10.0, 20.0],
+                         "node_indices": ["0", "1"]})
+    axes = plots.active_nodes_over_time(jobs, total_nodes=105, policy="easy").axes[0]
+    line, = [line for line in axes.get_lines() if line.get_label() == "all nodes (105)"]
+    bottom, top = axes.get_ylim()
+    assert bottom == 0.0 and top >= 105 and line.get_ydata()[0] == 105
+
+
 @pytest.mark.parametrize("sizes, ticks", [([1, 1, 1], ["1"]), ([3, 3], ["3"]),
                                           ([1, 4, 82], ["1", "2", "4", "8", "16", "32", "82"])])
 def test_gantt_colour_bar_ticks_are_whole_node_counts_all_labelled(sizes, ticks):
