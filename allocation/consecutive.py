@@ -165,24 +165,39 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
             taken_cpus.append(left)
             left = 0.0
             break
-        # the set's nodes in order, each giving its free CPUs, until the job has enough
-        if isinstance(here, list):
-            running = list(accumulate(here))
-            k = min(bisect_left(running, left - 1e-9), len(here) - 1)
-            give = here[:k + 1]
-            give[-1] -= max(running[k] - left, 0.0)
-        else:
-            running = np.cumsum(here)
-            k = min(int(np.searchsorted(running, left - 1e-9)), len(here) - 1)
-            give = here[:k + 1].tolist()
-            give[-1] -= max(float(running[k]) - left, 0.0)
-        taken_nodes.extend(range(first, first + k + 1))
+        give = _given_in_order(here, left)
+        taken_nodes.extend(range(first, first + len(give)))
         taken_cpus.extend(give)
         if len(give) >= 8 and whole is None:
             whole = float(cpus).is_integer() and bool((usable == np.floor(usable)).all())
         left -= sum(give) if len(give) < 8 or whole else float(np.sum(give))
     if left > 1e-9:
         return None
+    return _by_node(taken_nodes, taken_cpus)
+
+
+def _given_in_order(here, left: float) -> list[float]:
+    """What a set's nodes give in order, each its free CPUs (``here``: a list or, on a long set, an
+    array), until ``left`` CPUs are given: the last gives only what is still missing.
+
+    >>> _given_in_order([2.0, 4.0, 4.0], 5.0), _given_in_order(np.array([2.0, 4.0]), 9.0)
+    ([2.0, 3.0], [2.0, 4.0])
+    """
+    if isinstance(here, list):
+        running = list(accumulate(here))
+        k = min(bisect_left(running, left - 1e-9), len(here) - 1)
+        give = here[:k + 1]
+        give[-1] -= max(running[k] - left, 0.0)
+    else:
+        running = np.cumsum(here)
+        k = min(int(np.searchsorted(running, left - 1e-9)), len(here) - 1)
+        give = here[:k + 1].tolist()
+        give[-1] -= max(float(running[k]) - left, 0.0)
+    return give
+
+
+def _by_node(taken_nodes: list[int], taken_cpus: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, CPUs on each) in node order, without the nodes that give nothing."""
     if len(taken_nodes) == 1:            # one node (what it gives is more than 0: see the loop)
         return np.array(taken_nodes, dtype=np.int64), np.array(taken_cpus, dtype=float)
     nodes = np.array(taken_nodes, dtype=np.int64)

@@ -522,17 +522,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
-
-    from greenslurm.scenario import ClusterSource, TraceSource
-    from greenslurm.scenario_run import build_supply, prepared_jobs
-    from greenslurm.sweep import _read
-    from greenslurm.traces import read_trace
-    from greenslurm.sim.engine.recorded_schedule import IMPLAUSIBLE_TIME
-    from greenslurm.power_model import read_from_slurm
-    from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA
-    from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
-    started = time.perf_counter()
+def compared_policies(args: argparse.Namespace) -> tuple[tuple, list[tuple]]:
+    """(the current policy, every policy compared: the current one first), from the command line."""
     current = parse_policy(args.current if args.current is not None else "slurm" if args.slurm_conf else "easy")
     defaults = default_candidates(current[1], args.slack_mean is not None)
     candidates = [parse_policy(p) for p in (args.candidate or defaults)]
@@ -544,12 +535,12 @@ def run(args: argparse.Namespace, console: Console) -> int:
     if not (args.start_tolerance >= 0 and math.isfinite(args.start_tolerance)):
         raise InputError(f"--start-tolerance must be a number of seconds >= 0, not {args.start_tolerance:g}",
                          path="<command line>", field="start-tolerance")
-    cluster, cluster_source, cluster_note = load_cluster(args)
-    check_input_file(args.trace)
-    columns = parse_columns(args.columns)
-    path = str(Path(args.trace).resolve())
-    trace = _read(path, args.format, tuple(columns) if columns else None, args.limit) if not args.strict else \
-        read_trace(path, args.format, strict=True, columns=columns or None, limit=args.limit)
+    return current, policies
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse, before any replay, a supply file that cannot be read, an option that applies to
+    something not given, and output paths that cannot be written."""
     if args.renewable not in (None, "solar", "wind"):
         check_input_file(args.renewable, "supply")
     if (args.node_idle_w is not None or args.node_busy_w is not None) and not (args.cluster_from_slurm
@@ -560,6 +551,59 @@ def run(args: argparse.Namespace, console: Console) -> int:
     check_output_paths(args.out, args.json)          # before the replays, not after them
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError("exists and is not a directory (--out wants a directory)", path=args.out)
+    if args.slack_mean is None and (args.slack_sigma is not None or args.slack_seed is not None):
+        raise InputError("applies to drawn deadlines: give --slack-mean EPS", path="<command line>",
+                         field="--slack-sigma" if args.slack_sigma is not None else "--slack-seed")
+    if args.renewable is None and (args.renewable_scale is not None or args.renewable_seed is not None):
+        raise InputError("applies with a supply source: give --renewable solar|wind|FILE.csv", path="<command line>",
+                         field="--renewable-scale" if args.renewable_scale is not None else "--renewable-seed")
+
+
+def footer_notes(args: argparse.Namespace, cluster, cluster_note: str | None, policies, results) -> tuple[list[str], dict]:
+    """(the report's footer, a note a line: partitions, the slurm queue's settings, the power model and
+    each policy's power saving; the power model as a dict, for --json)."""
+    from greenslurm.power_model import read_from_slurm
+    notes = ["jobs run only on nodes of their partition (and with their --constraint features)"
+             if any(n.partitions or n.features for n in cluster.nodes)
+             else "the cluster names no partitions: a job may use any node it fits on"]
+    if cluster_note:
+        notes.insert(0, cluster_note)
+    if any(queue == "slurm" for _, queue, _ in policies) and not args.slurm_conf:
+        notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
+    power_model = read_from_slurm(cluster, power_given=args.cluster is not None or args.node_idle_w is not None).as_dict()
+    notes.append(f"power model: {power_model['text']}")
+    notes += power_saving_notes(results)
+    return notes, power_model
+
+
+def write_json(target: str, data: dict, console: Console) -> None:
+    """``data`` as JSON to ``target`` (``-``: standard output), its keys in the given order."""
+    text = json.dumps(data, indent=2, default=str) + "\n"     # policies in the report's order
+    if target == "-":
+        print(text, end="")
+    else:
+        Path(target).write_text(text, encoding="utf-8")
+        console.print(f"wrote {escape(target)}", style="dim")
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+
+    from greenslurm.scenario import ClusterSource, TraceSource
+    from greenslurm.scenario_run import build_supply, prepared_jobs
+    from greenslurm.sweep import _read
+    from greenslurm.traces import read_trace
+    from greenslurm.sim.engine.recorded_schedule import IMPLAUSIBLE_TIME
+    from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA
+    from greenslurm.whatif_baseline import baseline_text, distance, recorded_column, recorded_json
+    started = time.perf_counter()
+    current, policies = compared_policies(args)
+    cluster, cluster_source, cluster_note = load_cluster(args)
+    check_input_file(args.trace)
+    columns = parse_columns(args.columns)
+    path = str(Path(args.trace).resolve())
+    trace = _read(path, args.format, tuple(columns) if columns else None, args.limit) if not args.strict else \
+        read_trace(path, args.format, strict=True, columns=columns or None, limit=args.limit)
+    check_options(args)
     source = TraceSource(path=path, format=args.format, columns=tuple(columns) if columns else None,
                          limit=args.limit, exact_runtimes=args.exact_runtimes)
     cluster_file = (ClusterSource(file=str(Path(args.cluster).resolve())) if args.cluster
@@ -571,12 +615,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
     params = {k: v for k, v in (("slack_mean", args.slack_mean), ("slack_sigma", args.slack_sigma),
                                 (supply_key, args.renewable), ("renewable_scale", args.renewable_scale))
               if v is not None}
-    if args.slack_mean is None and (args.slack_sigma is not None or args.slack_seed is not None):
-        raise InputError("applies to drawn deadlines: give --slack-mean EPS", path="<command line>",
-                         field="--slack-sigma" if args.slack_sigma is not None else "--slack-seed")
-    if args.renewable is None and (args.renewable_scale is not None or args.renewable_seed is not None):
-        raise InputError("applies with a supply source: give --renewable solar|wind|FILE.csv", path="<command line>",
-                         field="--renewable-scale" if args.renewable_scale is not None else "--renewable-seed")
     seeds = {"deadline_seed": args.slack_seed or cmd_options.SEED_DEFAULT,
              "supply_seed": args.renewable_seed if args.renewable not in ("solar", "wind") or
              args.renewable_seed is not None else cmd_options.SEED_DEFAULT}
@@ -614,16 +652,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
             f"cluster {escape(cluster.name)} from {escape(cluster_source)}: {cluster.size} nodes, "
             f"{cluster.total_cpus:,} CPUs, {cluster.total_gpus} GPUs"
             f"{f'; supply {escape(args.renewable)}' if supply is not None else ''}")
-    notes = ["jobs run only on nodes of their partition (and with their --constraint features)"
-             if any(n.partitions or n.features for n in cluster.nodes)
-             else "the cluster names no partitions: a job may use any node it fits on"]
-    if cluster_note:
-        notes.insert(0, cluster_note)
-    if any(queue == "slurm" for _, queue, _ in policies) and not args.slurm_conf:
-        notes.append("the slurm queue runs with Slurm 22.05's default settings: give --slurm-conf for the site's")
-    power_model = read_from_slurm(cluster, power_given=args.cluster is not None or args.node_idle_w is not None).as_dict()
-    notes.append(f"power model: {power_model['text']}")
-    notes += power_saving_notes(results)
+    notes, power_model = footer_notes(args, cluster, cluster_note, policies, results)
     parts = [head, "", *([f"[bold yellow]most jobs skipped: {escape(warning)}[/]"] if warning else []),
              baseline_text(recorded, far, reader_skipped, fmt_duration),
              *report_tables(results, current[0], recorded.row, console, console.width - 4)] + \
@@ -639,10 +668,5 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 "policies": {label: row for label, (row, _) in results.items()},
                 RECORDED: recorded_json(recorded, reader_skipped), "fidelity": far.as_dict(),
                 "power_model": power_model, SCHEMA_KEY: WHATIF_SCHEMA}
-        text = json.dumps(data, indent=2, default=str) + "\n"     # policies in the report's order
-        if args.json == "-":
-            print(text, end="")
-        else:
-            Path(args.json).write_text(text, encoding="utf-8")
-            console.print(f"wrote {escape(args.json)}", style="dim")
+        write_json(args.json, data, console)
     return 0
