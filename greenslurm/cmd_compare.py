@@ -26,6 +26,7 @@ from greenslurm.scenario import (Acceptance, ClusterSource, Deadlines, Homogeneo
                                  TraceSource)
 from greenslurm.scenario_run import build_cluster, build_supply
 from greenslurm.sim.reporting.report import fmt_duration, fmt_number, fmt_percent, print_note
+from greenslurm.sim.reporting.table_split import column_groups
 from greenslurm.traces import FORMATS
 from greenslurm import cmd_options
 from greenslurm.console import progress_bar, showing_progress
@@ -280,14 +281,9 @@ def compare_table(rows: Sequence[Mapping[str, Any]], title: str, width: int | No
         body.append(cells)
     widths = [max([len(name), *(Text.from_markup(cells[n]).cell_len for cells in body)]) for n, name in enumerate(names)]
     # columns of SIMPLE_HEAVY tables take their width plus 2 of padding and 1 of rule
-    parts: list[list[int]] = [[]]
-    for column in range(KEY_COLUMNS, len(names)):
-        keys_width = sum(widths[:KEY_COLUMNS]) + 3 * KEY_COLUMNS + 2
-        trial = parts[-1] + [column]
-        if parts[-1] and width is not None and keys_width + sum(widths[c] + 3 for c in trial) > width:
-            parts.append([column])
-        else:
-            parts[-1] = trial
+    keys_width = sum(widths[:KEY_COLUMNS]) + 3 * KEY_COLUMNS + 2
+    parts = column_groups(range(KEY_COLUMNS, len(names)),
+                          lambda part: width is None or keys_width + sum(widths[c] + 3 for c in part) <= width) or [[]]
     caption = ("in / out: jobs accepted / rejected; CPU-h in: load accepted; bound: upper bound on the load any "
                "schedule could accept (CPU-h); ratio = bound / load accepted, best of each slack in bold")
     tables = []
