@@ -670,17 +670,21 @@ class SlurmQueue:
         memo = self._spreading_jobs
         spreads = memo.get(job.index) if job.index in self.waiting_jobs else None
         if spreads is None:
-            spreads = (self._spreading and job.cpu_only and job.task is None and asked_nodes(job.job) == 0
-                       and job.demand.ndim == 1)
+            spreads = self._lays_out(job) and asked_nodes(job.job) == 0
             if job.index in self.waiting_jobs:
                 memo[job.index] = spreads
         return spreads
+
+    def _lays_out(self, job: PendingJob) -> bool:
+        """Whether Slurm's node choice lays ``job`` out CPU by CPU (unevenly if need be): a CPU job of
+        one row per node on a plain machine with Slurm's node choice."""
+        return self._spreading and job.cpu_only and job.task is None and job.demand.ndim == 1
 
     def _fills(self, job: PendingJob) -> bool:
         """Whether Slurm lays ``job`` out unevenly on its node count: a CPU job that asks a node count
         and more CPUs than nodes but no per-node share (``sbatch -N 3 -n 6``: 4 + 1 + 1 on empty
         4-CPU nodes, cons_tres's ``_cpus_to_use``), under the same conditions as :meth:`_spreads`."""
-        if not (self._spreading and job.cpu_only and job.task is None and job.demand.ndim == 1):
+        if not self._lays_out(job):
             return False
         asked = asked_nodes(job.job)
         return asked > 1 and not job.job.cpus_per_node and job.cpus_total > asked == job.nodes
