@@ -35,7 +35,7 @@ from greenslurm.clustermodel import JobSpec  # noqa: E402
 from greenslurm.sim.engine.replay import Replay  # noqa: E402
 from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
 from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
-from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop  # noqa: E402
+from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, loop_from_checks  # noqa: E402
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
 
 START_TOLERANCE_S = 2.0
@@ -96,13 +96,15 @@ def logged_checks(recording: dict) -> list[float]:
     return checks
 
 
-def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop:
+def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop | None:
     """slurmctld's background loop as the recording's log shows it (a site reads its own the same
     way: docs/slurm-reference.md, "Power saving"): its drift from the checks it logged, each pair a
     whole number of passes apart (a pass is never shorter than its ten 100 ms sleeps, so the
     number is the whole seconds between them while the drift stays below a second per pair), and
-    its start from the first check, counted back in passes to slurmctld's start.  With fewer than
-    two checks, or ``from_start``: slurmctld's first log line and :data:`BACKGROUND_DRIFT`.
+    its start from the first check, counted back in passes to slurmctld's start
+    (:func:`~greenslurm.sim.engine.slurmctld_loop.loop_from_checks`).  With fewer than two checks, or
+    ``from_start``: slurmctld's first log line and :data:`BACKGROUND_DRIFT`; None for a recording
+    without slurmctld's log (the replay's threads then wake from the first submission).
 
     >>> loop = background_loop({"ctld_start_trace_s": -30.5, "jobs": [
     ...     {"log_times": {"alloc": 1.0, "start": 29.964}}, {"log_times": {"alloc": 100.0, "start": 149.311}}]})
@@ -110,13 +112,12 @@ def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop
     (0.00292, -30.211)
     """
     start = recording.get("ctld_start_trace_s")
-    checks = [] if from_start or start is None else logged_checks(recording)
+    if start is None:
+        return None
+    checks = [] if from_start else logged_checks(recording)
     if len(checks) < 2:
-        return BackgroundLoop(0.0 if start is None else start, drift=BACKGROUND_DRIFT)
-    passes = sum(math.floor(b - a + 1e-9) for a, b in zip(checks, checks[1:]))
-    step = (checks[-1] - checks[0]) / passes
-    back = round((checks[0] - start) / step)
-    return BackgroundLoop(checks[0] - back * step, drift=max(step - 1.0, 0.0))
+        return BackgroundLoop(start, drift=BACKGROUND_DRIFT)
+    return loop_from_checks(checks, start)
 
 
 def precise(recording: dict) -> bool:
@@ -151,11 +152,12 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     conf = parse_slurm_conf_text(recording["slurm_conf"])
     cluster = cluster_from_slurm_conf(conf)
     loop = background_loop(recording, from_start=loop_from_start)
+    start, drift = (None, BACKGROUND_DRIFT) if loop is None else (loop.start_s, loop.drift)
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
-                                        start_powered_down=True, slurmctld_start_s=loop.start_s,
-                                        tick_phase_s=power_tick_phase_s(recording), background_drift=loop.drift)
+                                        start_powered_down=True, slurmctld_start_s=start,
+                                        tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
-                         background_start_s=loop.start_s, background_drift=loop.drift)
+                         background_start_s=start, background_drift=drift if loop is not None else 0.0)
     run = Replay(workload(recording, whole_seconds), cluster, "slurm", strategy_options={"scheduling": scheduling},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()

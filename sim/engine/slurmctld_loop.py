@@ -97,15 +97,34 @@ def next_periodic_check(loop_start_s: float, last_clock_s: float, period_s: floa
 
 def drift_between_checks(first_s: float, second_s: float, tick_s: float = 1.0) -> float:
     """The loop's drift from two of its passes (two periodic checks in slurmctld's log): ``n`` =
-    their distance in whole passes, ``(second - first) / n / tick - 1``.
+    the whole ticks between them (a pass is never shorter than its ten sleeps, so the ``n`` passes
+    span ``n`` ticks and less than a tick more while the drift stays below a tick per ``n`` passes),
+    ``(second - first) / n / tick - 1``.
 
     Two checks at 29.964 s and 149.311 s: 119 passes of 1.00292 s, a drift of 2.9 ms per second.
 
     >>> round(drift_between_checks(29.964, 149.311), 5)
     0.00292
     """
-    span = second_s - first_s
-    passes = round(span / tick_s)
+    return loop_from_checks([first_s, second_s], first_s, tick_s).drift
+
+
+def loop_from_checks(checks_s: list[float], slurmctld_start_s: float, tick_s: float = 1.0) -> BackgroundLoop:
+    """The loop that slurmctld's logged periodic checks show: its pace from each pair of
+    consecutive checks (whole ticks apart in passes: :func:`drift_between_checks`), its start
+    counted back in passes from the first check to the pass nearest slurmctld's start (the loop
+    starts once slurmctld has set up its threads; its first passes carry the start-up work).
+
+    >>> loop = loop_from_checks([29.964, 149.311], -30.499)   # 60 passes of 1.00292 s before 29.964
+    >>> round(loop.drift, 5), round(loop.start_s, 3)
+    (0.00292, -30.211)
+    """
+    checks = sorted(checks_s)
+    if len(checks) < 2:
+        raise ValueError("the loop's pace needs two of its checks")
+    passes = sum(math.floor((b - a) / tick_s + 1e-9) for a, b in zip(checks, checks[1:]))
     if passes < 1:
-        raise ValueError(f"two passes of the loop must be at least a tick apart, not {span:g} s")
-    return span / passes / tick_s - 1.0
+        raise ValueError(f"two passes of the loop must be at least a tick apart, not {checks[-1] - checks[0]:g} s")
+    step = (checks[-1] - checks[0]) / passes
+    back = round((checks[0] - slurmctld_start_s) / step)
+    return BackgroundLoop(checks[0] - back * step, tick_s, drift=max(step / tick_s - 1.0, 0.0))
