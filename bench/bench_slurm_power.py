@@ -115,9 +115,10 @@ def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop
     if start is None:
         return None
     checks = [] if from_start else logged_checks(recording)
-    if len(checks) < 2:
+    try:
+        return loop_from_checks(checks, start)
+    except ValueError:                  # no two checks close enough to count the passes between
         return BackgroundLoop(start, drift=BACKGROUND_DRIFT)
-    return loop_from_checks(checks, start)
 
 
 def precise(recording: dict) -> bool:

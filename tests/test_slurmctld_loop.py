@@ -82,7 +82,7 @@ def test_the_loop_s_pace_from_two_checks_in_slurmctld_s_log():
     # its sleeps), 5.7 ms per second
     assert drift_between_checks(29.964, 149.311) == pytest.approx(0.00292, abs=1e-5)
     assert drift_between_checks(28.439, 148.123) == pytest.approx(0.00575, abs=1e-5)
-    with pytest.raises(ValueError, match="a tick apart"):
+    with pytest.raises(ValueError, match="at least a tick"):
         drift_between_checks(10.0, 10.4)
 
 
@@ -98,3 +98,22 @@ def test_a_loop_that_cannot_run_is_refused(bad):
 def test_scheduling_settings_refuse_a_loop_that_cannot_run(bad):
     with pytest.raises(ValueError, match="background_"):
         SlurmScheduling(**bad)
+
+
+def test_the_log_reader_prints_the_loop_s_drift_a_site_gives_the_replay(tmp_path, capsys):
+    from greenslurm.traces.slurmctld_log import main
+    # seed 311's two checks (verbose: power-saving resets, three jobs in the first) among lines
+    # that look alike but are not checks; 119 passes of 1.00292 s
+    log = tmp_path / "slurmctld.log"
+    log.write_text("[2026-11-28T11:21:15.964] Resetting JobId=2 start time for node power up\n"
+                   "[2026-11-28T11:21:15.964] Resetting JobId=3 start time for node power up\n"
+                   "[2026-11-28T11:21:15.965] Resetting JobId=4 start time for node power up\n"
+                   "[2026-11-28T11:22:00.000] error: Resetting JobId=9 start time for node power up later\n"
+                   "Resetting JobId=7 start time for node power up\n"
+                   "[2026-11-28T11:23:15.311] Resetting JobId=10 start time for node power up\n")
+    assert main([str(log)]) == 0
+    assert capsys.readouterr().out == ("0.00292  (background loop: 2 checks, passes of 1.00292 s; "
+                                       "SlurmScheduling.background_drift)\n")
+    log.write_text("[2026-11-28T11:21:15.964] debug2: Testing job time limits and checkpoints\n")
+    assert main([str(log)]) == 2                      # one check: no pace
+    assert "fewer than two checks" in capsys.readouterr().err
