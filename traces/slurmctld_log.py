@@ -36,20 +36,24 @@ from datetime import datetime
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
 
 
+def _stamped(text: str):
+    """(epoch seconds, message) of each line of the log that carries a time stamp."""
+    for line in text.splitlines():
+        found = _STAMP.match(line)
+        if found:
+            stamp, message = found.groups()
+            yield datetime.fromisoformat(stamp).timestamp(), message
+
+
 def handover_latencies_s(text: str, within_s: float = 5.0) -> list[float]:
     """Per job end in the log, the seconds until the main scheduler's next pass (ends with no pass
     within ``within_s`` left out)."""
     latencies: list[float] = []
     ends: list[float] = []
-    for line in text.splitlines():
-        found = _STAMP.match(line)
-        if not found:
-            continue
-        stamp, message = found.groups()
+    for now, message in _stamped(text):
         if "_job_complete: JobId=" in message and message.endswith(" done"):
-            ends.append(datetime.fromisoformat(stamp).timestamp())
+            ends.append(now)
         elif "sched: Running job scheduler" in message and ends:
-            now = datetime.fromisoformat(stamp).timestamp()
             latencies += [now - end for end in ends if now - end <= within_s]
             ends = []
     return latencies
@@ -67,14 +71,9 @@ def loop_checks_s(text: str) -> list[float]:
     True
     """
     checks: list[float] = []
-    for line in text.splitlines():
-        found = _STAMP.match(line)
-        if not found:
-            continue
-        stamp, message = found.groups()
+    for at, message in _stamped(text):
         if "Testing job time limits and checkpoints" in message or (
                 message.startswith("Resetting JobId=") and message.endswith("start time for node power up")):
-            at = datetime.fromisoformat(stamp).timestamp()
             if not checks or at - checks[-1] > 0.5:
                 checks.append(at)
     return checks
