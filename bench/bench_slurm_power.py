@@ -39,7 +39,7 @@ from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, loop_from_check
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
 
 START_TOLERANCE_S = 2.0
-# slurmctld's background loop's passes took 1.5-5.5 ms per second longer than a second in the
+# slurmctld's background loop's passes took 1.5-5.5 ms per second longer than a second in the first
 # development recordings (its job_time_limit checks crept later through the second): the middle,
 # for a recording whose log shows fewer than two of its checks (and with --loop-from-start)
 BACKGROUND_DRIFT = 0.003

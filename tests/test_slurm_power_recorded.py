@@ -222,3 +222,25 @@ def test_seed_311_every_job_on_slurm_s_nodes_and_the_power_events_within_a_tenth
     assert [kind for _, kind, _ in real] == ["resume"] * 3 + ["suspend"] * 3 + ["resume"] * 3
     for (t_real, _, node), (t_ours, _, _) in zip(real, replayed):
         assert abs(t_real - t_ours) <= 0.1, (node, t_real, t_ours)
+
+
+def test_fresh_seed_332_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events():
+    # a fresh recording of docs/slurm-reference.md's table (its loop as the log shows it, or from the
+    # first log line: both agree here): 24 / 24 jobs;
+    # the largest start gap is p17's 0.91 s (a backfill look on the first submission's second, not
+    # Slurm's), the fifteen suspends and resumes come in Slurm's order, each within a second
+    recording = power_bench.load(BENCH_DATA / "seed332.json.gz")
+    records, machine, cluster = power_bench.replay(recording)
+    names = [n.name for n in cluster.nodes]
+    ours = {r.job_id: r for r in records}
+    assert len(recording["jobs"]) == len(ours) == 24
+    for job in recording["jobs"]:
+        assert sorted(names[i] for i in ours[job["name"]].node_indices) == sorted(job["node_list"]), job["name"]
+        assert abs(ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
+    real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
+                  if kind in ("suspend", "resume") and at >= 0)
+    replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+    assert len(real) == 15
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replayed]
+    for (t_real, _, node), (t_ours, _, _) in zip(real, replayed):
+        assert abs(t_real - t_ours) <= 1.0, (node, t_real, t_ours)

@@ -152,7 +152,8 @@ class SlurmPowerSaving:
     # slurmctld's background loop (``_slurmctld_background``: ten 0.1 s sleeps, then its work) runs
     # from slurmctld's start and each pass takes a little more than a second: this many seconds more
     # per second, so the moment of its 30-second checks creeps later through the second (measured on
-    # the recordings of docs/slurm-reference.md: 1.5-5.5 ms per second); 0: exactly a second
+    # the recordings of docs/slurm-reference.md: 1.6-5.7 ms per second, the machine's and its load's,
+    # :mod:`greenslurm.sim.engine.slurmctld_loop`); 0: exactly a second
     background_drift: float = 0.0
     # every node that may be powered down starts POWERED_DOWN (the steady state of an idle cluster)
     start_powered_down: bool = False
