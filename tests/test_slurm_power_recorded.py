@@ -208,20 +208,26 @@ def test_seed_311_jobs_start_when_and_where_slurm_started_them(recorded_311, nam
     assert sorted(names[i] for i in ours[name].node_indices) == sorted(real["node_list"])
 
 
-def test_seed_311_every_job_on_slurm_s_nodes_and_the_power_events_within_a_tenth_of_a_second(recorded_311):
-    recording, ours, machine, names = recorded_311
+def agrees_job_by_job(recording, ours, machine, names, events_within_s: float) -> list[str]:
+    """Every job on Slurm's nodes and started within a second of Slurm's start; Slurm's suspends and
+    resumes in its order, each within ``events_within_s``.  Returns the kinds of Slurm's events."""
     for job in recording["jobs"]:
         assert sorted(names[i] for i in ours[job["name"]].node_indices) == sorted(job["node_list"]), job["name"]
         assert abs(ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
     real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
                   if kind in ("suspend", "resume") and at >= 0)
     replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replayed]
+    for (t_real, _, node), (t_ours, _, _) in zip(real, replayed):
+        assert abs(t_real - t_ours) <= events_within_s, (node, t_real, t_ours)
+    return [kind for _, kind, _ in real]
+
+
+def test_seed_311_every_job_on_slurm_s_nodes_and_the_power_events_within_a_tenth_of_a_second(recorded_311):
     # n2-n4 resumed at 6.6-8.6 s, powered down at 101.68 s, resumed at 115.68 s (before: six
     # suspends and nine resumes, n2-n4 powered down at 100.59 s)
-    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replayed]
-    assert [kind for _, kind, _ in real] == ["resume"] * 3 + ["suspend"] * 3 + ["resume"] * 3
-    for (t_real, _, node), (t_ours, _, _) in zip(real, replayed):
-        assert abs(t_real - t_ours) <= 0.1, (node, t_real, t_ours)
+    kinds = agrees_job_by_job(*recorded_311, events_within_s=0.1)
+    assert kinds == ["resume"] * 3 + ["suspend"] * 3 + ["resume"] * 3
 
 
 def test_fresh_seed_332_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events():
@@ -231,16 +237,7 @@ def test_fresh_seed_332_every_job_on_slurm_s_nodes_within_a_second_and_the_same_
     # Slurm's), the fifteen suspends and resumes come in Slurm's order, each within a second
     recording = power_bench.load(BENCH_DATA / "seed332.json.gz")
     records, machine, cluster = power_bench.replay(recording)
-    names = [n.name for n in cluster.nodes]
     ours = {r.job_id: r for r in records}
     assert len(recording["jobs"]) == len(ours) == 24
-    for job in recording["jobs"]:
-        assert sorted(names[i] for i in ours[job["name"]].node_indices) == sorted(job["node_list"]), job["name"]
-        assert abs(ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
-    real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
-                  if kind in ("suspend", "resume") and at >= 0)
-    replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
-    assert len(real) == 15
-    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replayed]
-    for (t_real, _, node), (t_ours, _, _) in zip(real, replayed):
-        assert abs(t_real - t_ours) <= 1.0, (node, t_real, t_ours)
+    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.0)
+    assert len(kinds) == 15
