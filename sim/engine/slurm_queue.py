@@ -8,9 +8,10 @@ selection, as with every queue.
 submit time, then arrival (Slurm's job id).
 
 **Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run for submissions and job
-ends by slurmctld's background thread, at its wake-ups a second apart and at most once per
-``batch_sched_delay`` (testing at most ``default_queue_depth`` + 1 jobs, as Slurm counts), and
-every ``sched_interval`` (all jobs):
+ends by slurmctld's background thread, at its wake-ups a second apart (on its own loop, a little
+over a second a pass, where slurmctld's start is given: :mod:`greenslurm.sim.engine.slurmctld_loop`)
+and at most once per ``batch_sched_delay`` (testing at most ``default_queue_depth`` + 1 jobs, as
+Slurm counts), and every ``sched_interval`` (all jobs):
 jobs are tried in order; a job that cannot start now marks its partition as failed: no later job of
 that partition is tried, and the partition's nodes are taken from every later job, in any partition
 (so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
