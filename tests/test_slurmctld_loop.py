@@ -117,3 +117,21 @@ def test_the_log_reader_prints_the_loop_s_drift_a_site_gives_the_replay(tmp_path
     log.write_text("[2026-11-28T11:21:15.964] debug2: Testing job time limits and checkpoints\n")
     assert main([str(log)]) == 2                      # one check: no pace
     assert "fewer than two checks" in capsys.readouterr().err
+
+
+@given(start=st.floats(-20, 20), drift=st.floats(0, 0.01), delay=st.sampled_from([0.0, 3.0]),
+       interval=st.sampled_from([1.0, 5.0, 60.0]),
+       jobs=st.lists(st.tuples(st.floats(0, 200), st.integers(1, 4), st.floats(1, 50)), min_size=1, max_size=12))
+def test_every_main_scheduler_start_is_at_a_pass_of_the_loop_and_after_its_submission(start, drift, delay, interval,
+                                                                                     jobs):
+    specs = [JobSpec(f"j{i}", round(submit, 3), 60.0, runtime_s=round(runtime, 3), cpus=cpus)
+             for i, (submit, cpus, runtime) in enumerate(jobs)]
+    settings = SlurmScheduling(scheduler="builtin", sched_interval_s=interval, batch_sched_delay_s=delay,
+                               background_start_s=start, background_drift=drift)
+    records = Replay(specs, Cluster.homogeneous(2, cpus=4), "slurm", strategy_options={"scheduling": settings}).run().records
+    step = 1.0 + drift
+    assert len(records) == len(specs)
+    for record in records:
+        k = (record.start_s - start) / step
+        assert abs(k - round(k)) < 1e-6 and round(k) >= 0, (record.job_id, record.start_s)
+        assert record.start_s >= record.submit_s - 1e-9

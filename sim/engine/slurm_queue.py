@@ -396,8 +396,10 @@ class SlurmQueue:
         """On the background loop: its first periodic pass after (``strictly``) or at ``when_s``; they
         fall every :meth:`_periodic_passes` from the loop's start."""
         start, every = self._loop.start_s, self._periodic_passes()
-        k = math.floor((when_s - start) / every + 1e-9) + 1 if strictly else math.ceil((when_s - start) / every - 1e-9)
-        return round(start + max(k, 1) * every, 9)
+        if strictly:
+            return round(start + max(math.floor((when_s - start) / every + 1e-9) + 1, 1) * every, 9)
+        # a pass within rounding of ``when_s`` is that instant: never a moment already past
+        return max(round(start + max(math.ceil((when_s - start) / every - 1e-9), 1) * every, 9), when_s)
 
     def _catch_up(self, now_s: float) -> None:
         """The background thread's passes and backfill's cycles that came before ``now_s`` with

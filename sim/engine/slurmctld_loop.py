@@ -55,7 +55,8 @@ class BackgroundLoop:
         before the loop's start, its first pass."""
         step = self.step_s
         k = max(math.ceil((when_s - self.start_s) / step - 1e-9), 0)
-        return round(self.start_s + k * step, 9)
+        # a pass within rounding of ``when_s`` is that instant: never a moment already past
+        return max(round(self.start_s + k * step, 9), when_s)
 
     def clock(self, at_s: float) -> float:
         """What ``time(NULL)`` reads at ``at_s``: whole ticks."""
