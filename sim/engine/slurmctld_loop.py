@@ -7,7 +7,7 @@ the scheduler's queued requests (``batch_sched_delay``) and its full pass (``sch
 starts the CONFIGURING jobs whose nodes finished booting.  A pass is never exactly a second: each
 ``usleep`` returns late by the kernel's timer slack and the thread's wake-up latency, and the pass's
 own work adds to it, so the passes creep later through the second by ``drift`` seconds per second.
-That is a property of the machine and its load, not of slurm.conf: 1.5-5.8 ms per second on the
+That is a property of the machine and its load, not of slurm.conf: 1.6-5.7 ms per second on the
 recordings of docs/slurm-reference.md.  A site reads it from its own slurmctld log: two checks
 ``n`` passes apart (``SlurmctldDebug=debug2`` logs "Testing job time limits and checkpoints" at each;
 at ``verbose``, "Resetting JobId=... start time for node power up" marks the checks that started a
@@ -114,7 +114,7 @@ def loop_from_checks(checks_s: list[float], slurmctld_start_s: float, tick_s: fl
                      max_gap_s: float = 170.0) -> BackgroundLoop:
     """The loop that slurmctld's logged periodic checks show: its pace from the pairs of consecutive
     checks at most ``max_gap_s`` apart (whole ticks apart in passes, :func:`drift_between_checks`,
-    which holds while the drift stays below a tick per pair: 5.8 ms per second, the most measured,
+    which holds while the drift stays below a tick per pair: 5.7 ms per second, the most measured,
     over 170 s), its start counted back in passes from the first check to the pass nearest
     ``slurmctld_start_s`` (the loop starts once slurmctld has set up its threads; its first passes
     carry the start-up work, so a pace from the start itself would be too slow).  A ValueError
