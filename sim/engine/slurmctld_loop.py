@@ -11,8 +11,9 @@ That is a property of the machine and its load, not of slurm.conf: 1.6-5.7 ms pe
 recordings of docs/slurm-reference.md.  A site reads it from its own slurmctld log: two checks
 ``n`` passes apart (``SlurmctldDebug=debug2`` logs "Testing job time limits and checkpoints" at each;
 at ``verbose``, "Resetting JobId=... start time for node power up" marks the checks that started a
-job) give ``drift = (t2 - t1) / n - 1`` with ``n = round(t2 - t1)`` (:func:`drift_between_checks`).
-Slurm's source alone implies 0 (ten sleeps of 100 ms).
+job) give ``drift = (t2 - t1) / n - 1`` with ``n`` the whole seconds between them
+(:func:`drift_between_checks`; ``python -m greenslurm.traces.slurmctld_log`` prints it).  Slurm's
+source alone implies 0 (ten sleeps of 100 ms).
 """
 
 from __future__ import annotations
