@@ -135,3 +135,29 @@ def test_every_main_scheduler_start_is_at_a_pass_of_the_loop_and_after_its_submi
         k = (record.start_s - start) / step
         assert abs(k - round(k)) < 1e-6 and round(k) >= 0, (record.job_id, record.start_s)
         assert record.start_s >= record.submit_s - 1e-9
+
+
+@pytest.mark.parametrize("seed", ["311", "311b", "331", "331b", "332", "333"])
+def test_the_loop_read_from_slurmctld_s_own_log_is_the_one_the_bench_replays(seed, tmp_path, capsys):
+    # the log the recorder kept beside each recording (bench/data/slurm-power/seedN.slurmctld.log.gz):
+    # the command a site runs on its log prints the drift the bench reads from the recording's
+    # millisecond job times (seed 311: 2.9 ms per second; 331: 4.0; 332: 4.6; 333: 2.4)
+    import gzip
+    import sys
+    from pathlib import Path
+
+    from greenslurm.traces.slurmctld_log import loop_checks_s, main
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "bench"))
+    import bench_slurm_power as power_bench
+    data = root / "bench" / "data" / "slurm-power"
+    with gzip.open(data / f"seed{seed}.slurmctld.log.gz", "rt") as handle:
+        text = handle.read()
+    recording = power_bench.load(data / f"seed{seed}.json.gz")
+    loop = power_bench.background_loop(recording)
+    assert len(loop_checks_s(text)) == len(power_bench.logged_checks(recording)) >= 2
+    log = tmp_path / "slurmctld.log"
+    log.write_text(text)
+    assert main([str(log)]) == 0
+    printed = capsys.readouterr().out.split()[0]
+    assert float(printed) == pytest.approx(loop.drift, abs=2e-5), (printed, loop.drift)
