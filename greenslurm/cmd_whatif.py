@@ -63,6 +63,8 @@ ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected
         ("deadline_missed", "deadline misses", True, "int"),
         ("energy_kwh", "energy (kWh)", True, "num"), ("peak_power_w", "peak power (kW)", True, "kw"),
         ("mean_power_w", "mean power (kW)", True, "kw"),
+        ("hook_moved", "jobs the hook moved into greener hours", None, "int"),
+        ("hook_mean_move_s", "mean move later (moved jobs)", None, "time"),
         ("renewable_share", "renewable share", False, "pct"), ("grid_kwh", "grid energy (kWh)", True, "num"),
         ("mean_wait_s", "mean wait", True, "time"), ("p95_wait_s", "p95 wait", True, "time"),
         ("max_wait_s", "max wait", True, "time"), ("mean_bounded_slowdown", "mean bounded slowdown", True, "num"),

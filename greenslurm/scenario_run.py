@@ -284,7 +284,7 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         from greenslurm.slurm_plugin.config import HookConfig
         config = HookConfig.from_toml(scenario.hook)
         config.check()
-        admission = HookAdmission(config, cluster)
+        admission = HookAdmission(config, cluster, jobs)
     return Replay(jobs, cluster, scenario.queue, selection=selection, progress=progress, strategy_options=options,
                   machine_factory=factory, admission=admission)
 
