@@ -57,6 +57,7 @@ BEGIN_TOLERANCE_S = SCHED_INTERVAL_S + 1.0 + 0.5
 # tests/test_hook_replay_live.py.
 STEP_TOLERANCE_S = 1.0
 LOAD_SLACK_S = 0.5
+BATCH_SCHED_DELAY_S = 3         # Slurm 22.05's default
 
 _FULL_PASS = re.compile(r"^\[([^\]]+)\] (?:debug: +)?sched: Running job scheduler for full queue")
 _BACKFILL_CYCLE = re.compile(r"^\[([^\]]+)\] (?:debug: +)?sched/backfill: _attempt_backfill: beginning")
@@ -111,6 +112,9 @@ def recorded():
     try:
         cluster.start()
         user = cluster.add_user()
+        # slurmctld's background thread serves a submission's request batch_sched_delay (3 s) after its
+        # own start at the earliest; the replay knows no such start: submit once that time has passed
+        time.sleep(BATCH_SCHED_DELAY_S + 1)
         t0 = int(time.time())           # written before the service starts: it decides with it from the first job
         supply.write_text(f"time_s,watts\n{t0 - 3600},0\n{t0 + GREEN_AFTER_S},{GREEN_W:g}\n")
         supply.chmod(0o644)
