@@ -1,0 +1,113 @@
+"""The hook's forecast inside the replay: a hook.toml's ``supply_file`` moves jobs into greener hours
+in the replay as live (the service's own code plans with it, its times on the jobs' clock), and
+what the replay cannot do as live is refused in one line naming the file and the setting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from greenslurm.cli import main
+from test_whatif_baseline import SLURM_CONF      # two nodes n1, n2 of 4 CPUs, partition batch
+
+D = "2024-01-01T00:"
+T0 = 1704067200                 # 2024-01-01T00:00:00Z, Unix epoch seconds (the export's clock)
+# alice's and bob's jobs hold n1 and n2 until 10:00 (their limits); carol's needs both for 10 min and
+# is due at 02:15:00, dave's one node for 5 min, due at 02:30:00
+EXPORT = ("JobID|User|Partition|Submit|Start|End|Elapsed|State|NNodes|NCPUS|Timelimit|NodeList|Deadline\n"
+          f"1|alice|batch|{D}00:00|{D}00:00|{D}10:00|00:10:00|COMPLETED|1|4|00:10:00|n1|Unknown\n"
+          f"2|bob|batch|{D}00:00|{D}00:00|{D}10:00|00:10:00|COMPLETED|1|4|00:10:00|n2|Unknown\n"
+          f"3|carol|batch|{D}01:00|{D}10:00|{D}20:00|00:10:00|COMPLETED|2|8|00:10:00|n[1-2]|2024-01-01T02:15:00\n"
+          f"4|dave|batch|{D}02:00|{D}10:00|{D}15:00|00:05:00|COMPLETED|1|4|00:05:00|n1|2024-01-01T02:30:00\n")
+# no renewable power until 00:30:00, then 5 kW (more than both nodes draw busy: 2 x 350 W)
+SUPPLY = f"time_s,watts\n{T0},0\n{T0 + 1800},5000\n"
+
+
+def inputs(tmp_path: Path, supply: str = SUPPLY, extra: str = "") -> list[str]:
+    (tmp_path / "jobs.txt").write_text(EXPORT)
+    (tmp_path / "slurm.conf").write_text(SLURM_CONF)
+    (tmp_path / "supply.csv").write_text(supply)
+    (tmp_path / "hook.toml").write_text(f'[hook]\nacceptance = "greedy"\nrenewable = "green"\n'
+                                        f'supply_file = "{tmp_path / "supply.csv"}"\n{extra}')
+    return ["replay", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), "--queue", "slurm",
+            "--hook", str(tmp_path / "hook.toml"), "--no-progress", "--out", str(tmp_path / "out")]
+
+
+def starts(tmp_path: Path) -> dict[str, float]:
+    lines = (tmp_path / "out" / "jobs.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
+    return {row["job_id"]: float(row["start_s"]) - T0 for row in rows}
+
+
+def test_the_hook_moves_a_job_into_the_green_hours(tmp_path):
+    assert main(inputs(tmp_path)) == 0
+    # carol's earliest start is 10:00 (alice's and bob's limits), no renewable power there; from 30:00
+    # its whole 10 minutes are green: begin time 30:00, and the slurm queue's full pass (every 60 s
+    # from the first submission at 00:00) at 30:00 starts it.  dave's plan (the service does not
+    # backfill) is after carol's, at 40:00, green already: not moved, so Slurm starts it on n1 at
+    # 10:00, when alice's job ends.  Without the forecast carol would start at 10:00.
+    assert starts(tmp_path) == {"1": 0.0, "2": 0.0, "3": 1800.0, "4": 600.0}
+
+
+def test_without_the_forecast_nothing_moves(tmp_path):
+    args = inputs(tmp_path)
+    (tmp_path / "hook.toml").write_text('[hook]\nacceptance = "greedy"\n')
+    assert main(args) == 0
+    assert starts(tmp_path)["3"] == 600.0
+
+
+def test_whatif_reports_the_moves(tmp_path):
+    inputs(tmp_path)
+    out = tmp_path / "w.json"
+    assert main(["whatif", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), "--no-progress",
+                 "--renewable", str(tmp_path / "supply.csv"), "--candidate", f"hook=slurm:hook={tmp_path / 'hook.toml'}",
+                 "--json", str(out)]) == 0
+    policies = json.loads(out.read_text())["policies"]
+    hook = policies["hook"]
+    # one job moved, carol's: from 10:00 to 30:00
+    assert (hook["hook_moved"], hook["hook_mean_move_s"]) == (1, 1200.0)
+    assert "hook_moved" not in policies["slurm"]
+    assert hook["renewable_share"] > policies["slurm"]["renewable_share"]
+
+
+@pytest.mark.parametrize("extra, field, words", [
+    ('power_save = true\npower_off_command = "x {node}"\npower_on_command = "y {node}"\n', "power_save",
+     "power saving is not replayed"),
+])
+def test_what_the_replay_cannot_do_is_one_line(tmp_path, capsys, extra, field, words):
+    assert main(inputs(tmp_path, extra=extra)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "hook.toml" in err and f"field {field}" in err and words in err, err
+
+
+def test_a_supply_command_is_refused_in_one_line(tmp_path, capsys):
+    args = inputs(tmp_path)
+    (tmp_path / "hook.toml").write_text('[hook]\nrenewable = "green"\nsupply_command = "cat /dev/null"\n')
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "field supply_command" in err and "supply_file" in err, err
+
+
+@pytest.mark.parametrize("supply, words", [
+    ("time_s,watts\n0,0\n3600,5000\n", "must be on the jobs' clock"),               # trace-relative times
+    (f"time_s,watts\n{T0 + 86400},5000\n", "must be on the jobs' clock"),           # starts after the last job
+    (f"time_s,watts\n{T0},0\n{T0 + 60},x\n", "supply.csv:3: not numbers"),            # not a number
+    (f"time_s,watts\n{T0},\xff\n", "supply.csv:2: field watts"),                   # not UTF-8 (latin-1 byte)
+])
+def test_a_forecast_off_the_jobs_clock_or_unreadable_is_one_line(tmp_path, capsys, supply, words):
+    args = inputs(tmp_path)
+    (tmp_path / "supply.csv").write_bytes(supply.encode("latin-1"))
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "supply.csv" in err and words in err and "Traceback" not in err, err
+
+
+def test_a_missing_forecast_is_one_line(tmp_path, capsys):
+    args = inputs(tmp_path)
+    (tmp_path / "supply.csv").unlink()
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "supply.csv" in err and "cannot read" in err, err
