@@ -20,9 +20,6 @@ from the daemons, never from the replay.
 from __future__ import annotations
 
 import re
-import shutil
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,15 +27,12 @@ from pathlib import Path
 import pytest
 
 from greenslurm.clustermodel import JobSpec
-from greenslurm.inputs import load_slurm_conf
-from greenslurm.scenario import ClusterSource, Scenario, TraceSource
-from greenslurm.scenario_run import replay_jobs
 from greenslurm.traces.slurm_conf import expand_hostlist
-from greenslurm.traces.slurmctld_log import handover_latencies_s
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from hook_service import ServiceProcess, recorded_decisions, write_config
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
-from slurm_power_reference import job_times, log_epoch  # noqa: E402 (bench/: slurmctld's log, to the millisecond)
+from hook_replay_live import live_hook_run, replay_recorded  # noqa: E402
+from slurm_cluster import NodeDef, skip_reason  # noqa: E402
+from slurm_power_reference import log_epoch  # noqa: E402 (bench/: slurmctld's log, to the millisecond)
 
 REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
@@ -48,7 +42,7 @@ NODES = (NodeDef("n1", 4, 4000), NodeDef("n2", 4, 4000))
 SCHED_INTERVAL_S = 10
 GREEN_AFTER_S = 20          # the forecast's green hours begin this long after the cluster is up
 GREEN_W = 5000.0            # more than both nodes draw busy (2 x 350 W): every job there is all green
-# A job given a begin time starts at Slurm's first periodic pass at or after it: the replay's passes
+# A job given a begin time starts at Slurm's first full pass or backfill cycle at or after it: the replay's passes
 # count from its first submission, Slurm's from slurmctld's start (a phase the replay does not know),
 # so the two may pick passes up to one sched_interval apart; plus a second for the background
 # thread's wake-up and 0.5 s for a machine under load.
@@ -97,50 +91,25 @@ def main_scheduler_starts(log: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def recorded():
-    root = shared_root("greenslurm-hook-green-replay-")
-    socket = str(root / "hook.sock")
-    supply = root / "supply.csv"
-    settings = dict(socket=socket, database=str(root / "hook.sqlite"), sync_interval_s=1.0,
-                    renewable="green", supply_file=str(supply))
-    subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config",
-                    str(write_config(root / "install.toml", **settings)), "--dest", str(root / "rendered")],
-                   check=True, capture_output=True)
-    cluster = SlurmCluster(root / "slurm", NODES, job_submit_lua=(root / "rendered" / "job_submit.lua").read_text(),
-                           extra_conf=("SlurmctldDebug=debug",
-                                       f"SchedulerParameters=sched_interval={SCHED_INTERVAL_S},bf_interval=30"))
-    service = None
-    try:
-        cluster.start()
-        user = cluster.add_user()
+    def supply_file(root):
+        return dict(renewable="green", supply_file=str(root / "supply.csv"))
+
+    def write_forecast(root):
         # slurmctld's background thread serves a submission's request batch_sched_delay (3 s) after its
         # own start at the earliest; the replay knows no such start: submit once that time has passed
         time.sleep(BATCH_SCHED_DELAY_S + 1)
         t0 = int(time.time())           # written before the service starts: it decides with it from the first job
+        supply = root / "supply.csv"
         supply.write_text(f"time_s,watts\n{t0 - 3600},0\n{t0 + GREEN_AFTER_S},{GREEN_W:g}\n")
         supply.chmod(0o644)
-        config = write_config(root / "hook.toml", slurm_conf=str(cluster.conf), **settings)
-        service = ServiceProcess(config, socket, root / "service.log", env=cluster.env).start()
-        submitted = []
-        for options, text in WORKLOAD:
-            result = cluster.sbatch(*options, script=text, user=user)
-            submitted.append((result.returncode, result.stdout.strip(), result.stderr))
-        jobs = {}
-        for code, job_id, _ in submitted:
-            if code == 0:
-                cluster.wait_job_state(job_id, ("COMPLETED",), timeout_s=GREEN_AFTER_S + 120)
-                jobs[job_id] = cluster.job(job_id)
-        decisions = [row for row in recorded_decisions(root / "hook.sqlite") if row["user"] == user.name]
-        log = cluster.log_text()
-        handover = handover_latencies_s(log)
-        assert handover, "no hand-over latency in slurmctld's log"
-        yield dict(submitted=submitted, jobs=jobs, decisions=decisions, config=config, conf=cluster.conf,
-                   handover_s=statistics.median(handover), times=job_times(log, 0), passes=full_passes(log), cycles=backfill_cycles(log),
-                   main_starts=main_scheduler_starts(log), supply=supply, t0=t0)
-    finally:
-        if service is not None:
-            service.stop()
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
+        return dict(t0=t0)
+
+    with live_hook_run("greenslurm-hook-green-replay-", NODES, WORKLOAD, settings=supply_file, prepare=write_forecast,
+                       extra_conf=(f"SchedulerParameters=sched_interval={SCHED_INTERVAL_S},bf_interval=30",),
+                       timeout_s=GREEN_AFTER_S + 180) as run:
+        run.update(passes=full_passes(run["log"]), cycles=backfill_cycles(run["log"]),
+                   main_starts=main_scheduler_starts(run["log"]))
+        yield run
 
 
 def replayed(recorded):
@@ -152,11 +121,7 @@ def replayed(recorded):
         specs.append(JobSpec(f"d{row['id']}", float(row["time_s"]), float(row["time_limit_s"]),
                              runtime_s=times["end"] - times["start"], cpus=int(row["cpus"]),
                              nodes=int(row["nodes"] or 0), deadline_s=row["deadline_s"], user=row["user"] or ""))
-    scenario = Scenario(trace=TraceSource(path=str(recorded["conf"])),
-                        cluster=ClusterSource(slurm_conf=str(recorded["conf"]),
-                                              slurm_handover_s=recorded["handover_s"]), queue="slurm",
-                        hook=str(recorded["config"]))
-    return replay_jobs(scenario, specs, load_slurm_conf(str(recorded["conf"]))), specs
+    return replay_recorded(recorded, specs), specs
 
 
 def test_the_live_hook_moved_jobs_into_the_green_hours(recorded):
