@@ -111,3 +111,15 @@ def test_a_missing_forecast_is_one_line(tmp_path, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "supply.csv" in err and "cannot read" in err, err
+
+
+def test_whatif_names_the_hooks_forecast_and_how_to_see_its_share(tmp_path, capsys):
+    inputs(tmp_path)
+    out = tmp_path / "w.json"
+    assert main(["whatif", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), "--no-progress",
+                 "--candidate", f"hook=slurm:hook={tmp_path / 'hook.toml'}", "--json", str(out)]) == 0
+    policies = json.loads(out.read_text())["policies"]
+    # without --renewable no policy has a renewable share; the footer says which file gives it
+    assert "renewable_share" not in policies["hook"] and policies["hook"]["hook_moved"] == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert "hook: the hook planned with the forecast" in text and "give --renewable" in text
