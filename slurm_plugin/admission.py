@@ -25,7 +25,8 @@ forecast of last year's hours shifts last year's jobs.  The forecast counts as j
 every decision (a replay of past jobs has no record of a site's refreshes failing: the staleness
 rule, ``supply_max_age_s``, never applies).  ``supply_command`` prints a forecast of the hours
 ahead of now, not of the replay's past, and is refused; a forecast that ends before the first
-submission or starts after the last one is refused too (its times are not on the jobs' clock).
+submission or starts beyond the planning horizon (``supply_horizon_s``) after the last one is
+refused too (its times are not on the jobs' clock).
 """
 
 from __future__ import annotations
@@ -171,8 +172,9 @@ def refuse_unreplayed(config: HookConfig) -> None:
 
 def read_supply(config: HookConfig, submits_s) -> SupplySeries | None:
     """The forecast of ``supply_file`` read by the service's own code (None without one); an
-    InputError when it cannot be read, is not a forecast, or lies wholly before the first or after
-    the last of ``submits_s`` (Unix epoch seconds, as the jobs' submissions)."""
+    InputError when it cannot be read, is not a forecast, ends before the first of ``submits_s``
+    (Unix epoch seconds, as the jobs' submissions) or starts more than ``supply_horizon_s`` after
+    the last: then it is on another clock."""
     if not config.supply_file:
         return None
     try:
@@ -183,7 +185,9 @@ def read_supply(config: HookConfig, submits_s) -> SupplySeries | None:
     if submits_s:
         first, last = min(submits_s), max(submits_s)
         times = series.times_s
-        if times[0] > last or (times.size > 1 and times[-1] < first):
+        # a forecast that ends before the first submission, or starts beyond the planning horizon
+        # after the last one, is on another clock (trace seconds from 0 against Unix epoch seconds)
+        if times[0] > last + config.supply_horizon_s or (times.size > 1 and times[-1] < first):
             raise InputError(f"the forecast covers {times[0]:.0f} to {times[-1]:.0f} s (Unix epoch) but the jobs "
                              f"are submitted from {first:.0f} to {last:.0f} s: its times must be on the jobs' clock",
                              path=config.supply_file)

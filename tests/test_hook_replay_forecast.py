@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from greenslurm.cli import main
 from test_whatif_baseline import SLURM_CONF      # two nodes n1, n2 of 4 CPUs, partition batch
@@ -93,7 +94,7 @@ def test_a_supply_command_is_refused_in_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("supply, words", [
     ("time_s,watts\n0,0\n3600,5000\n", "must be on the jobs' clock"),               # trace-relative times
-    (f"time_s,watts\n{T0 + 86400},5000\n", "must be on the jobs' clock"),           # starts after the last job
+    (f"time_s,watts\n{T0 + 120 + 604800 + 1},5000\n", "must be on the jobs' clock"),   # beyond the horizon
     (f"time_s,watts\n{T0},0\n{T0 + 60},x\n", "supply.csv:3: not numbers"),            # not a number
     (f"time_s,watts\n{T0},\xff\n", "supply.csv:2: field watts"),                   # not UTF-8 (latin-1 byte)
 ])
@@ -123,3 +124,53 @@ def test_whatif_names_the_hooks_forecast_and_how_to_see_its_share(tmp_path, caps
     assert "renewable_share" not in policies["hook"] and policies["hook"]["hook_moved"] == 1
     text = " ".join(capsys.readouterr().out.split())
     assert "hook: the hook planned with the forecast" in text and "give --renewable" in text
+
+
+def _replay_with_forecast(folder: Path, jobs, supply: str):
+    from greenslurm.inputs import load_slurm_conf
+    from greenslurm.scenario import ClusterSource, Scenario, TraceSource
+    from greenslurm.scenario_run import replay_jobs
+    (folder / "slurm.conf").write_text(SLURM_CONF)
+    (folder / "supply.csv").write_text(supply)
+    (folder / "hook.toml").write_text(f'[hook]\nacceptance = "greedy"\nrenewable = "green"\nno_deadline = "shift"\n'
+                                      f'supply_file = "{folder / "supply.csv"}"\n')
+    scenario = Scenario(trace=TraceSource(path=str(folder / "slurm.conf")),
+                        cluster=ClusterSource(slurm_conf=str(folder / "slurm.conf")), queue="slurm",
+                        hook=str(folder / "hook.toml"))
+    return replay_jobs(scenario, jobs, load_slurm_conf(str(folder / "slurm.conf")))
+
+
+@settings(max_examples=12)
+@given(shape=st.lists(st.tuples(st.integers(0, 1800), st.integers(1, 8), st.integers(1, 30), st.integers(1, 30),
+                                st.one_of(st.none(), st.integers(0, 7200))), min_size=1, max_size=6),
+       steps=st.lists(st.tuples(st.integers(0, 7200), st.sampled_from([0, 400, 900, 5000])), min_size=1, max_size=4))
+def test_green_moves_keep_slurms_rules(shape, steps):
+    """Whatever the jobs and the forecast: every job the hook gave a begin time starts at or after it,
+    on the nodes it was pinned to; a move is counted for exactly the jobs begun later than their
+    earliest start; the same inputs replay to the same starts."""
+    import tempfile
+    from greenslurm.clustermodel import JobSpec
+    jobs = []
+    for i, (submit, cpus, run_min, limit_min, slack) in enumerate(sorted(shape)):
+        limit = max(run_min, limit_min) * 60.0
+        jobs.append(JobSpec(str(i + 1), T0 + submit, limit, runtime_s=run_min * 60.0, cpus=cpus,
+                            nodes=2 if cpus > 4 else 1, user="u",
+                            deadline_s=None if slack is None else T0 + submit + limit + slack))
+    supply = "time_s,watts\n" + "".join(f"{T0 + t},{w}\n" for t, w in sorted(dict(steps).items()))
+    with tempfile.TemporaryDirectory() as folder:
+        outcome = _replay_with_forecast(Path(folder), jobs, supply)
+        again = _replay_with_forecast(Path(folder), jobs, supply)
+    admission = outcome.replay.admission
+    starts = {r.job_id: (r.start_s, tuple(r.node_indices)) for r in outcome.result.records}
+    assert starts == {r.job_id: (r.start_s, tuple(r.node_indices)) for r in again.result.records}
+    names = [node.name for node in outcome.cluster.nodes]
+    for job_id, answer in admission.answers.items():
+        if job_id not in starts:
+            continue
+        start, nodes = starts[job_id]
+        if answer.get("begin_time") is not None:
+            assert start >= answer["begin_time"], (job_id, start, answer)
+        if answer.get("req_nodes"):
+            assert [names[n] for n in nodes] == answer["req_nodes"].split(","), (job_id, answer)
+    for job_id, move in admission.moves_s.items():
+        assert move > 1.0 and admission.answers[job_id].get("begin_time") is not None
