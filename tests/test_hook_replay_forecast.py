@@ -174,3 +174,20 @@ def test_green_moves_keep_slurms_rules(shape, steps):
             assert [names[n] for n in nodes] == answer["req_nodes"].split(","), (job_id, answer)
     for job_id, move in admission.moves_s.items():
         assert move > 1.0 and admission.answers[job_id].get("begin_time") is not None
+
+
+@pytest.mark.parametrize("set_begin_time, expected", [
+    # no begin time set: Slurm starts alice and bob at once, carol at 10:00 on both nodes (their limits'
+    # end), dave after carol at 20:00, as without the hook
+    ("false", {"1": 0.0, "2": 0.0, "3": 600.0, "4": 1200.0}),
+    # begin times set to the plan: nothing before 30:00 (no renewable power before); alice and bob at
+    # 30:00, carol (both nodes, planned at alice's and bob's limits' end) at 40:00, dave after it at 50:00
+    ("true", {"1": 1800.0, "2": 1800.0, "3": 2400.0, "4": 3000.0}),
+])
+def test_renewable_only_holds_jobs_only_with_begin_times(tmp_path, set_begin_time, expected):
+    args = inputs(tmp_path)
+    (tmp_path / "hook.toml").write_text(f'[hook]\nacceptance = "greedy"\nrenewable = "only"\n'
+                                        f'set_begin_time = {set_begin_time}\n'
+                                        f'supply_file = "{tmp_path / "supply.csv"}"\n')
+    assert main(args) == 0
+    assert starts(tmp_path) == expected
