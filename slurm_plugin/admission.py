@@ -17,7 +17,7 @@ and its cost grows with the jobs running and waiting at each submission.
 **The forecast.**  A hook.toml's ``supply_file`` is read and parsed once by the service's own code
 (:func:`~greenslurm.slurm_plugin.forecast.read_file`, :func:`~greenslurm.slurm_plugin.forecast.parse_forecast`,
 ``supply_scale`` applied), and the service plans every decision with it as live
-(:meth:`~greenslurm.slurm_plugin.service.DecisionService.install_view`: ``renewable``, the horizon,
+(:meth:`~greenslurm.slurm_plugin.decisions.DecisionService.install_view`: ``renewable``, the horizon,
 the green planner).  Its clock is the replay's: live, the forecast's times (Unix epoch seconds) are
 read against the wall clock at the decision; here against the replay's time at the submission,
 which for a sacct export is the jobs' own Submit in Unix epoch seconds: the same mapping, so a
