@@ -224,9 +224,10 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
     saving = power_states_text(effective_power_states(outcome))
     if saving:
         row["power_saving"] = saving         # what the replay assumed of powered-down nodes, for the footer
-    admission = getattr(outcome.replay, "admission", None)
-    if getattr(admission, "supply", None) is not None:
-        row["hook_forecast"] = admission.config.supply_file        # for the footer
+    from greenslurm.scenario_run import hook_green_moves
+    moves = hook_green_moves(outcome)
+    if moves is not None:
+        row["hook_forecast"] = moves["forecast"]        # for the footer
     left_out = outcome.left_out_by_budget
     if left_out:
         # jobs no instant under the candidate's budget can run were never replayed: skipped, counted

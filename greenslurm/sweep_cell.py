@@ -275,11 +275,10 @@ def outcome_row(outcome, reader_skipped=None) -> dict:
         row.update(boots=power["boots"], suspends=power["suspends"], off_node_h=power["off_node_h"],
                    boot_node_h=power["boot_node_h"], saved_vs_idle_kwh=power["saved_vs_idle_j"] / 3.6e6,
                    refused_starts=power["refused_starts"], mean_phase_imbalance=power["mean_phase_imbalance"])
-    admission = getattr(outcome.replay, "admission", None)
-    if getattr(admission, "supply", None) is not None:       # the hook planned with a forecast: its moves
-        moves = list(admission.moves_s.values())
-        row["hook_moved"] = len(moves)
-        row["hook_mean_move_s"] = math.fsum(moves) / len(moves) if moves else 0.0
+    from greenslurm.scenario_run import hook_green_moves
+    moves = hook_green_moves(outcome)
+    if moves is not None:                    # the hook planned with a forecast: its moves
+        row["hook_moved"], row["hook_mean_move_s"] = moves["jobs_moved"], moves["mean_move_s"]
     for key, value in (outcome.summary.get("gpu") or {}).items():
         if not isinstance(value, (dict, list)):
             row[f"gpu_{key}"] = value

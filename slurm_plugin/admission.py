@@ -101,6 +101,15 @@ class HookAdmission:
         self.answers: dict[str, dict] = {}          # job id -> the service's answer (for reports and tests)
         self.moves_s: dict[str, float] = {}         # job id -> how much later than its earliest start it begins
 
+    def green_moves(self) -> dict | None:
+        """What the forecast made the hook do (None without one): the forecast file, the jobs given
+        a begin time later than their earliest start, and their mean move in seconds."""
+        if self.supply is None:
+            return None
+        moves = list(self.moves_s.values())
+        return {"forecast": self.config.supply_file, "jobs_moved": len(moves),
+                "mean_move_s": math.fsum(moves) / len(moves) if moves else 0.0}
+
     def decide(self, spec, now_s: float, running, waiting) -> Admitted:
         """The service's decision on ``spec`` submitted at ``now_s``, on the replay's cluster."""
         return self.admit(spec, now_s, self.snapshot(now_s, running, waiting))

@@ -191,3 +191,18 @@ def test_renewable_only_holds_jobs_only_with_begin_times(tmp_path, set_begin_tim
                                         f'supply_file = "{tmp_path / "supply.csv"}"\n')
     assert main(args) == 0
     assert starts(tmp_path) == expected
+
+
+def test_the_replay_reports_the_hooks_green_moves(tmp_path, capsys):
+    out = tmp_path / "s.json"
+    assert main([*inputs(tmp_path), "--json", str(out)]) == 0
+    # carol's job: from its earliest start 10:00 to 30:00
+    assert json.loads(out.read_text())["hook"] == {"forecast": str(tmp_path / "supply.csv"), "jobs_moved": 1,
+                                                   "mean_move_s": 1200.0}
+    text = capsys.readouterr().out
+    assert "The hook's green moves" in text and "20.0 min" in text
+    # without a forecast the summary has no such part
+    args = inputs(tmp_path)
+    (tmp_path / "hook.toml").write_text('[hook]\nacceptance = "greedy"\n')
+    assert main([*args, "--json", str(out)]) == 0
+    assert "hook" not in json.loads(out.read_text())
