@@ -511,3 +511,59 @@ def test_a_long_queue_keeps_will_run_answers_across_cycles():
     rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
              rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
     assert check_kept_answers(rows, 30.0, 60.0, 0.0) > 0
+
+
+def starts_with_and_without_early_stops(rows, interval, resolution, release) -> int:
+    """Replay ``rows`` with backfill cycles that stop once no job left could start now, and with
+    cycles that test every job up to bf_max_job_test (the reference): the same starts on the same
+    nodes, and the same rejections.  How many cycles stopped early."""
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
+        cpus = max(cpus, nodes) if partition == "all" else min(max(cpus, nodes), 8)
+        jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, nodes=nodes,
+                        partition=partition, user=f"u{user}"))
+    outcomes = []
+    for full in (True, False):
+        replay = Replay(jobs, two_partitions(overlap=True), "slurm", strategy_options={
+            "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
+                                          priority=SIZE_AND_PARTITION)})
+        replay.strategy.full_cycles = full
+        result = replay.run()
+        outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
+                         sorted(r.job_id for r in result.rejected), replay.strategy.cycles_stopped_early))
+    (reference, rejected_reference, none), (early, rejected_early, stopped) = outcomes
+    assert none == 0
+    assert early == reference and rejected_early == rejected_reference
+    return stopped
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=30), st.sampled_from([1.0, 30.0]), st.sampled_from([1.0, 60.0]),
+       st.sampled_from([0.0, 5.0]))
+def test_backfill_cycles_stopped_once_no_job_could_start_decide_the_same(rows, interval, resolution, release):
+    # A cycle stops once no job left could start now (free CPUs on its nodes not reserved over its
+    # limit fewer than it asks): random workloads on overlapping partitions, jobs of a named node
+    # count and without, completing jobs, both resolutions, start where the full cycles start them.
+    starts_with_and_without_early_stops(rows, interval, resolution, release)
+
+
+def test_a_long_queue_stops_backfill_cycles_early_with_the_same_starts():
+    # 150 jobs on 4 nodes of 4 CPUs: many cycles stop before their last job, none changes a start
+    rng = random.Random(7)
+    rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+    assert starts_with_and_without_early_stops(rows, 30.0, 60.0, 0.0) > 10
+
+
+def test_a_cycle_stops_when_reservations_cover_the_free_cpus():
+    # n0..n3 (4 CPUs each, partition "all").  At 0: "a" takes 12 CPUs (n0-n2) until 1000, "b" 2 CPUs
+    # on n3 until 1000.  At 1, "wide" (16 CPUs) waits for both (reserved from 1000); "c" (2 CPUs,
+    # limit 5000) would fit on n3's 2 free CPUs but its span [now, now + 5000] meets wide's
+    # reservation of every node: no job after wide can start, and the cycle stops after wide.
+    jobs = [job("a", 0, 1000, cpus=12, partition="all"), job("b", 0, 1000, cpus=2, partition="all"),
+            job("wide", 1, 100, cpus=16, partition="all"),
+            *(job(f"c{i}", 2, 5000, cpus=2, partition="all") for i in range(5))]
+    starts, queue, _ = run(jobs, two_partitions(overlap=True), bf_interval_s=30.0, bf_resolution_s=60.0)
+    assert starts["wide"].start_s == 1000.0 and queue.cycles_stopped_early > 0
+    # c0 starts when wide ends (1000 + 100), the others as CPUs come free
+    assert starts["c0"].start_s == 1100.0

@@ -260,6 +260,10 @@ class SlurmQueue:
         # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
         self._views: dict = {}                               # node set -> WillRunView, same lifetime
+        # a backfill cycle stops once no job left could start now (StartersLeft); True: every cycle
+        # tests its jobs up to bf_max_job_test, the reference the early stop must equal
+        self.full_cycles = False
+        self.cycles_stopped_early = 0
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
         self._spreading_jobs: dict[int, bool] = {}           # waiting job index -> _spreads
@@ -868,8 +872,14 @@ class SlurmQueue:
         per_part: Counter = Counter()
         ordered = self._ordered()
         smallest = self._smallest_from(ordered)
+        starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
+                                lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
         for position, waiting in enumerate(ordered):
             if tried >= s.bf_max_job_test or self._free_cpus_now() < smallest[position] - 1e-9:
+                break
+            if not self.full_cycles and not starters.any_from(position):
+                # what the cycle would still do (plan reservations) holds back no job that could start
+                self.cycles_stopped_early += 1
                 break
             job = waiting.job
             if job.index not in self.waiting_jobs:
@@ -907,6 +917,7 @@ class SlurmQueue:
                     placed = self._place_now(job, mask_of(usable, size))
                     if placed is not None:
                         self._start(waiting, placed, now_s, BACKFILL)
+                        starters.free_changed(self._free()[:, CPU])
                         started += 1
                     break
                 if later and start_s > later:
@@ -922,6 +933,7 @@ class SlurmQueue:
                     start_from = start_s
                     continue
                 space.reserve_bits(reserve_from, reserve_to, nodes)
+                starters.plan_changed()
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
@@ -1068,6 +1080,59 @@ class SlurmQueue:
                 mask_of(usable_bits, self.machine.cluster.size), self._free(), self._running_index(),
                 self.settings.will_run_window_s)
         return view
+
+
+class StartersLeft:
+    """Whether a job from some position of a backfill cycle on could still start now.  A job starts
+    in a cycle only on nodes free now and not reserved over [now, now + its limit] (the plan's walk
+    from now): if the CPUs free on those nodes are fewer than it asks, it cannot.  Once no later job
+    passes that test, the rest of the cycle would only plan reservations that hold back jobs which
+    cannot start anyway, and the cycle can stop with the same starts.  Starts and reservations only
+    take nodes away within a cycle, so a job that fails the test fails it to the cycle's end: one
+    job at a time is kept as the witness that some job still could, and tested again after each
+    change."""
+
+    __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_free_bits", "_witness", "_tested_at",
+                 "_changes")
+
+    def __init__(self, ordered: list[Waiting], space: NodeSpace, now_s: float, free_cpus: np.ndarray, nodes_of) -> None:
+        self._ordered, self._space, self._now_s, self._nodes_of = ordered, space, now_s, nodes_of
+        self._witness, self._tested_at, self._changes = 0, -1, 0
+        self.free_changed(free_cpus)
+
+    def free_changed(self, free_cpus: np.ndarray) -> None:
+        """A job started: ``free_cpus`` per node now (-inf on nodes that cannot be allocated)."""
+        has = free_cpus > 0
+        self._cpus = np.where(has, free_cpus, 0.0).tolist()
+        self._free_bits = bits_of(has)
+        self._changes += 1
+
+    def plan_changed(self) -> None:
+        self._changes += 1
+
+    def any_from(self, position: int) -> bool:
+        if self._witness < position:
+            self._witness, self._tested_at = position, -1
+        ordered = self._ordered
+        while self._witness < len(ordered):
+            if self._tested_at == self._changes or self._could_start(ordered[self._witness].job):
+                self._tested_at = self._changes
+                return True
+            self._witness, self._tested_at = self._witness + 1, -1
+        return False
+
+    def _could_start(self, job: PendingJob) -> bool:
+        nodes = self._space.walk_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job))[0] & self._free_bits
+        cpus, have = self._cpus, 0.0
+        if nodes.bit_count() > 64:
+            have = float(np.asarray(cpus)[mask_of(nodes, len(cpus))].sum())
+            nodes = 0
+        while nodes:
+            low = nodes & -nodes
+            have += cpus[low.bit_length() - 1]
+            nodes ^= low
+        # (a margin far wider than the placements' rounding: the test may only ever say "could")
+        return have >= job.cpus_total - 1e-6
 
 
 class WillRunView:
