@@ -567,3 +567,38 @@ def test_a_cycle_stops_when_reservations_cover_the_free_cpus():
     assert starts["wide"].start_s == 1000.0 and queue.cycles_stopped_early > 0
     # c0 starts when wide ends (1000 + 100), the others as CPUs come free
     assert starts["c0"].start_s == 1100.0
+
+
+# -- Slurm's spread node choice: the compiled fast path against its reference -----------------------
+# whole counts (the compiled path's) or -inf, and now and then a list with fractional ones (the reference's)
+FREE_CPUS = st.one_of(
+    st.lists(st.one_of(st.integers(0, 6).map(float), st.just(-math.inf)), min_size=1, max_size=40),
+    st.lists(st.one_of(st.integers(0, 6).map(float), st.sampled_from([0.5, 1.5, 2.25])), min_size=1, max_size=40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(FREE_CPUS, st.lists(st.booleans(), min_size=40, max_size=40), st.one_of(st.integers(1, 60).map(float),
+                                                                              st.sampled_from([2.5, 0.5])))
+def test_the_compiled_spread_node_choice_equals_its_reference(free, flags, cpus):
+    # Free CPU counts per node (whole, fractional, or -inf: not allocatable), a node map and a job's
+    # CPUs: the compiled path (whole counts) and the reference (numpy) choose the same nodes and CPUs.
+    from greenslurm.allocation import consecutive
+    assert consecutive.compiled_library() is not None      # this checkout is built with a C compiler
+    free_cpus = np.array(free)
+    in_map = np.array(flags[:len(free)]) & (free_cpus >= 1)
+    fast = consecutive.spread_consecutive(free_cpus, in_map, cpus)
+    reference = consecutive.spread_consecutive_reference(free_cpus, in_map, cpus)
+    assert (fast is None) == (reference is None)
+    if fast is not None:
+        assert fast[0].tolist() == reference[0].tolist() and fast[1].tolist() == reference[1].tolist()
+        assert fast[0].dtype == reference[0].dtype == np.int64
+
+
+def test_the_compiled_spread_node_choice_takes_sets_as_slurm_does():
+    # sets n0-n2 (4 + 1 + 3 = 8 CPUs) and n4-n5 (2 + 2 = 4); 9 CPUs: no set suffices, the one with the
+    # most (n0-n2) gives all 8, then n4-n5 is sufficient for the 1 left: best fit single node n4
+    from greenslurm.allocation import consecutive
+    free = np.array([4.0, 1.0, 3.0, 0.0, 2.0, 2.0])
+    nodes, cpus = consecutive.spread_consecutive(free, free >= 1, 9.0)
+    assert nodes.tolist() == [0, 1, 2, 4] and cpus.tolist() == [4.0, 1.0, 3.0, 1.0]
+    assert consecutive.spread_consecutive(free, free >= 1, 13.0) is None      # 12 CPUs in all
