@@ -128,13 +128,18 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
 
 
 def compiled_library():
-    """The compiled fast path of :func:`spread_consecutive` (built at install), or None."""
-    library = load_beside(__file__, "_consecutive")
-    if library is not None and library.spread_whole.restype is not ctypes.c_int64:
-        library.spread_whole.restype = ctypes.c_int64
-        library.spread_whole.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double,
-                                         ctypes.c_void_p, ctypes.c_void_p)
-    return library
+    """The compiled fast path of :func:`spread_consecutive` (built at install), or None (looked up once)."""
+    if not _LIBRARY:
+        library = load_beside(__file__, "_consecutive")
+        if library is not None:
+            library.spread_whole.restype = ctypes.c_int64
+            library.spread_whole.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double,
+                                             ctypes.c_void_p, ctypes.c_void_p)
+        _LIBRARY.append(library)
+    return _LIBRARY[0]
+
+
+_LIBRARY: list = []
 
 
 def spread_consecutive_reference(free_cpus: np.ndarray, in_map: np.ndarray,
