@@ -18,8 +18,8 @@
 int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, double cpus,
                      int64_t *nodes_out, double *cpus_out)
 {
-    if (!(cpus == floor(cpus)) || !(fabs(cpus) < WHOLE_LIMIT))
-        return -1;
+    if (!(cpus == floor(cpus)) || !(cpus > 0) || !(cpus < WHOLE_LIMIT))
+        return -1;      /* (no CPUs asked: the reference's answer, an empty layout) */
     double total = 0.0;
     int64_t runs = 0;
     for (int64_t i = 0; i < n; i++) {

@@ -578,7 +578,7 @@ FREE_CPUS = st.one_of(
 
 @settings(max_examples=300, deadline=None)
 @given(FREE_CPUS, st.lists(st.booleans(), min_size=40, max_size=40), st.one_of(st.integers(1, 60).map(float),
-                                                                              st.sampled_from([2.5, 0.5])))
+                                                                              st.sampled_from([2.5, 0.5, 0.0])))
 def test_the_compiled_spread_node_choice_equals_its_reference(free, flags, cpus):
     # Free CPU counts per node (whole, fractional, or -inf: not allocatable), a node map and a job's
     # CPUs: the compiled path (whole counts) and the reference (numpy) choose the same nodes and CPUs.
