@@ -511,3 +511,94 @@ def test_a_long_queue_keeps_will_run_answers_across_cycles():
     rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
              rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
     assert check_kept_answers(rows, 30.0, 60.0, 0.0) > 0
+
+
+def starts_with_and_without_early_stops(rows, interval, resolution, release) -> int:
+    """Replay ``rows`` with backfill cycles that stop once no job left could start now, and with
+    cycles that test every job up to bf_max_job_test (the reference): the same starts on the same
+    nodes, and the same rejections.  How many cycles stopped early."""
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
+        cpus = max(cpus, nodes) if partition == "all" else min(max(cpus, nodes), 8)
+        jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, nodes=nodes,
+                        partition=partition, user=f"u{user}"))
+    outcomes = []
+    for full in (True, False):
+        replay = Replay(jobs, two_partitions(overlap=True), "slurm", strategy_options={
+            "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
+                                          priority=SIZE_AND_PARTITION)})
+        replay.strategy.full_cycles = full
+        result = replay.run()
+        outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
+                         sorted(r.job_id for r in result.rejected), replay.strategy.cycles_stopped_early))
+    (reference, rejected_reference, none), (early, rejected_early, stopped) = outcomes
+    assert none == 0
+    assert early == reference and rejected_early == rejected_reference
+    return stopped
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=30), st.sampled_from([1.0, 30.0]), st.sampled_from([1.0, 60.0]),
+       st.sampled_from([0.0, 5.0]))
+def test_backfill_cycles_stopped_once_no_job_could_start_decide_the_same(rows, interval, resolution, release):
+    # A cycle stops once no job left could start now (free CPUs on its nodes not reserved over its
+    # limit fewer than it asks): random workloads on overlapping partitions, jobs of a named node
+    # count and without, completing jobs, both resolutions, start where the full cycles start them.
+    starts_with_and_without_early_stops(rows, interval, resolution, release)
+
+
+def test_a_long_queue_stops_backfill_cycles_early_with_the_same_starts():
+    # 150 jobs on 4 nodes of 4 CPUs: many cycles stop before their last job, none changes a start
+    rng = random.Random(7)
+    rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+    assert starts_with_and_without_early_stops(rows, 30.0, 60.0, 0.0) > 10
+
+
+def test_a_cycle_stops_when_reservations_cover_the_free_cpus():
+    # n0..n3 (4 CPUs each, partition "all").  At 0: "a" takes 12 CPUs (n0-n2) until 1000, "b" 2 CPUs
+    # on n3 until 1000.  At 1, "wide" (16 CPUs) waits for both (reserved from 1000); "c" (2 CPUs,
+    # limit 5000) would fit on n3's 2 free CPUs but its span [now, now + 5000] meets wide's
+    # reservation of every node: no job after wide can start, and the cycle stops after wide.
+    jobs = [job("a", 0, 1000, cpus=12, partition="all"), job("b", 0, 1000, cpus=2, partition="all"),
+            job("wide", 1, 100, cpus=16, partition="all"),
+            *(job(f"c{i}", 2, 5000, cpus=2, partition="all") for i in range(5))]
+    starts, queue, _ = run(jobs, two_partitions(overlap=True), bf_interval_s=30.0, bf_resolution_s=60.0)
+    assert starts["wide"].start_s == 1000.0 and queue.cycles_stopped_early > 0
+    # c0 starts when wide ends (1000 + 100), the others as CPUs come free
+    assert starts["c0"].start_s == 1100.0
+
+
+# -- Slurm's spread node choice: the compiled fast path against its reference -----------------------
+# whole counts (the compiled path's) or -inf, and now and then a list with fractional ones (the reference's)
+FREE_CPUS = st.one_of(
+    st.lists(st.one_of(st.integers(0, 6).map(float), st.just(-math.inf)), min_size=1, max_size=40),
+    st.lists(st.one_of(st.integers(0, 6).map(float), st.sampled_from([0.5, 1.5, 2.25])), min_size=1, max_size=40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(FREE_CPUS, st.lists(st.booleans(), min_size=40, max_size=40), st.one_of(st.integers(1, 60).map(float),
+                                                                              st.sampled_from([2.5, 0.5, 0.0])))
+def test_the_compiled_spread_node_choice_equals_its_reference(free, flags, cpus):
+    # Free CPU counts per node (whole, fractional, or -inf: not allocatable), a node map and a job's
+    # CPUs: the compiled path (whole counts) and the reference (numpy) choose the same nodes and CPUs.
+    from greenslurm.allocation import consecutive
+    assert consecutive.compiled_library() is not None      # this checkout is built with a C compiler
+    free_cpus = np.array(free)
+    in_map = np.array(flags[:len(free)]) & (free_cpus >= 1)
+    fast = consecutive.spread_consecutive(free_cpus, in_map, cpus)
+    reference = consecutive.spread_consecutive_reference(free_cpus, in_map, cpus)
+    assert (fast is None) == (reference is None)
+    if fast is not None:
+        assert fast[0].tolist() == reference[0].tolist() and fast[1].tolist() == reference[1].tolist()
+        assert fast[0].dtype == reference[0].dtype == np.int64
+
+
+def test_the_compiled_spread_node_choice_takes_sets_as_slurm_does():
+    # sets n0-n2 (4 + 1 + 3 = 8 CPUs) and n4-n5 (2 + 2 = 4); 9 CPUs: no set suffices, the one with the
+    # most (n0-n2) gives all 8, then n4-n5 is sufficient for the 1 left: best fit single node n4
+    from greenslurm.allocation import consecutive
+    free = np.array([4.0, 1.0, 3.0, 0.0, 2.0, 2.0])
+    nodes, cpus = consecutive.spread_consecutive(free, free >= 1, 9.0)
+    assert nodes.tolist() == [0, 1, 2, 4] and cpus.tolist() == [4.0, 1.0, 3.0, 1.0]
+    assert consecutive.spread_consecutive(free, free >= 1, 13.0) is None      # 12 CPUs in all

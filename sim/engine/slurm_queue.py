@@ -51,6 +51,7 @@ skipped: it would decide the same.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
@@ -263,6 +264,11 @@ class SlurmQueue:
         # will-run answers, kept while no job starts, ends or moves (on a plain machine without
         # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
+        self._views: dict = {}                               # node set -> WillRunView, same lifetime
+        # a backfill cycle stops once no job left could start now (StartersLeft); True: every cycle
+        # tests its jobs up to bf_max_job_test, the reference the early stop must equal
+        self.full_cycles = False
+        self.cycles_stopped_early = 0
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
         self._spreading_jobs: dict[int, bool] = {}           # waiting job index -> _spreads
@@ -901,8 +907,14 @@ class SlurmQueue:
         per_part: Counter = Counter()
         ordered = self._ordered()
         smallest = self._smallest_from(ordered)
+        starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
+                                lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
         for position, waiting in enumerate(ordered):
             if tried >= s.bf_max_job_test or self._free_cpus_now() < smallest[position] - 1e-9:
+                break
+            if not self.full_cycles and not starters.any_from(position):
+                # what the cycle would still do (plan reservations) holds back no job that could start
+                self.cycles_stopped_early += 1
                 break
             job = waiting.job
             if job.index not in self.waiting_jobs:
@@ -940,6 +952,7 @@ class SlurmQueue:
                     placed = self._place_now(job, mask_of(usable, size))
                     if placed is not None:
                         self._start(waiting, placed, now_s, BACKFILL)
+                        starters.free_changed(self._free()[:, CPU])
                         started += 1
                     break
                 if later and start_s > later:
@@ -955,6 +968,7 @@ class SlurmQueue:
                     start_from = start_s
                     continue
                 space.reserve_bits(reserve_from, reserve_to, nodes)
+                starters.plan_changed()
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
@@ -982,6 +996,7 @@ class SlurmQueue:
         if cache.get(None) != stamp:
             cache.clear()
             cache[None] = stamp
+            self._views.clear()
         answer = cache.get(key)
         if answer is None:
             answer = cache[key] = self._will_run(job, usable)
@@ -1044,48 +1059,190 @@ class SlurmQueue:
         cache = self._will_run_cache
         if cache.get(None) != self._will_run_stamp():
             return
-        for key, answer in list(cache.items()):
-            if key is None:
-                continue
-            shape, spreads, usable, cap = key
-            # a job of that shape still waits (the one asked about starting is a change of resources)
-            job = next(w.job for w in self.waiting_jobs.values()
-                       if (w.job.shape_key, self._spreads(w.job), self._node_caps.get(w.job.index)) == (shape, spreads, cap))
-            assert self._will_run(job, usable) == answer, (key, answer)
+        kept_views, self._views = self._views, {}        # answers recomputed from fresh views
+        try:
+            for key, answer in list(cache.items()):
+                if key is None:
+                    continue
+                shape, spreads, usable, cap = key
+                # a job of that shape still waits (the one asked about starting is a change of resources)
+                job = next(w.job for w in self.waiting_jobs.values()
+                           if (w.job.shape_key, self._spreads(w.job), self._node_caps.get(w.job.index)) == (shape, spreads, cap))
+                assert self._will_run(job, usable) == answer, (key, answer)
+            for usable, view in kept_views.items():
+                # every kept view (and each state after a group made so far) equals a fresh one
+                fresh = self._view(usable)
+                assert np.array_equal(view.free, fresh.free) and view.spread_cpus_now == fresh.spread_cpus_now
+                assert (view.enough is None) == (fresh.enough is None)
+                assert view.enough is None or np.array_equal(view.enough, fresh.enough)
+                assert fresh.group(len(view.groups) - 1) and fresh.groups[:len(view.groups)] == view.groups
+                for cut, state in zip(view._state_cuts[1:], view._states[1:]):
+                    index = view._cuts.index(cut)
+                    assert np.array_equal(state, fresh.free_after(index), equal_nan=True), usable
+        finally:
+            self._views = kept_views
 
     def _will_run(self, job: PendingJob, usable_bits: int) -> tuple[float | None, int] | object:
         """:meth:`will_run`'s answer, independent of the time: (None: now, or the expected end
         before which it cannot start; its nodes), or NEVER."""
-        usable = mask_of(usable_bits, self.machine.cluster.size)
-        free = np.where(usable[:, None], self._free(), -np.inf)
-        placed = self._place(job, free, now=True)
-        if placed is not None:
-            return None, self._node_set(placed[0])
-        ends, end_list, owner, nodes, held, offsets = self._running_index()
-        if not len(ends):
+        view = self._view(usable_bits)
+        if self._power is not None or not self._spreads(job) or view.spread_cpus_now >= job.cpus_total:
+            # (a job Slurm spreads does not fit now when the CPUs of the nodes with one free are too few)
+            placed = self._place(job, view.free, now=True)
+            if placed is not None:
+                return None, self._node_set(placed[0])
+        enough = view.enough
+        if enough is None or not enough[-1] >= job.cpus_total - 1e-9:
             return NEVER
+        # from which job on there can be enough CPUs (enough only grows along the list): no group
+        # before it can let the job start
+        first_enough = int(np.argmax(enough >= job.cpus_total - 1e-9))
+        group = view.first_group_past(first_enough)
+        while group is not None:
+            placed = self._place(job, view.free_after(group), now=False)
+            if placed is not None:
+                return view.end_list[view.groups[group][1]], self._node_set(placed[0])
+            group = group + 1 if view.group(group + 1) else None
+        return NEVER
+
+    def _view(self, usable_bits: int) -> WillRunView:
+        """The will-run test's view of the ``usable_bits`` nodes, kept as long as the answers."""
+        view = self._views.get(usable_bits)
+        if view is None:
+            if len(self._views) >= 4096:
+                self._views.clear()
+            view = self._views[usable_bits] = WillRunView(
+                mask_of(usable_bits, self.machine.cluster.size), self._free(), self._running_index(),
+                self.settings.will_run_window_s)
+        return view
+
+
+class StartersLeft:
+    """Whether a job from some position of a backfill cycle on could still start now.  A job starts
+    in a cycle only on nodes free now and not reserved over [now, now + its limit] (the plan's walk
+    from now): if the CPUs free on those nodes are fewer than it asks, it cannot.  Once no later job
+    passes that test, the rest of the cycle would only plan reservations that hold back jobs which
+    cannot start anyway, and the cycle can stop with the same starts.  Starts and reservations only
+    take nodes away within a cycle, so a job that fails the test fails it to the cycle's end: one
+    job at a time is kept as the witness that some job still could, and tested again after each
+    change."""
+
+    __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_free_bits", "_witness", "_tested_at",
+                 "_changes")
+
+    def __init__(self, ordered: list[Waiting], space: NodeSpace, now_s: float, free_cpus: np.ndarray, nodes_of) -> None:
+        self._ordered, self._space, self._now_s, self._nodes_of = ordered, space, now_s, nodes_of
+        self._witness, self._tested_at, self._changes = 0, -1, 0
+        self.free_changed(free_cpus)
+
+    def free_changed(self, free_cpus: np.ndarray) -> None:
+        """A job started: ``free_cpus`` per node now (-inf on nodes that cannot be allocated)."""
+        has = free_cpus > 0
+        self._cpus = np.where(has, free_cpus, 0.0).tolist()
+        self._free_bits = bits_of(has)
+        self._changes += 1
+
+    def plan_changed(self) -> None:
+        self._changes += 1
+
+    def any_from(self, position: int) -> bool:
+        if self._witness < position:
+            self._witness, self._tested_at = position, -1
+        ordered = self._ordered
+        while self._witness < len(ordered):
+            if self._tested_at == self._changes or self._could_start(ordered[self._witness].job):
+                self._tested_at = self._changes
+                return True
+            self._witness, self._tested_at = self._witness + 1, -1
+        return False
+
+    def _could_start(self, job: PendingJob) -> bool:
+        nodes = self._space.walk_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job))[0] & self._free_bits
+        cpus, have = self._cpus, 0.0
+        if nodes.bit_count() > 64:
+            have = float(np.asarray(cpus)[mask_of(nodes, len(cpus))].sum())
+            nodes = 0
+        while nodes:
+            low = nodes & -nodes
+            have += cpus[low.bit_length() - 1]
+            nodes ^= low
+        # (a margin far wider than the placements' rounding: the test may only ever say "could")
+        return have >= job.cpus_total - 1e-6
+
+
+class WillRunView:
+    """What the will-run test of every job sees on one set of usable nodes while nothing starts,
+    ends or moves (the answers' lifetime): the free resources there (-inf elsewhere), per running
+    job (by expected end) the CPUs there once it and those before it are freed, the groups in which
+    cons_tres frees them (:func:`iter_group_ends`, only the jobs holding some of the nodes), and
+    the free resources after each group, made when first asked for.  Its arrays are read-only:
+    every job of the cycle on these nodes reads the same ones."""
+
+    __slots__ = ("free", "spread_cpus_now", "enough", "end_list", "groups", "_cuts", "_more", "_nodes", "_held",
+                 "_take", "_offsets", "_state_cuts", "_states")
+
+    def __init__(self, usable: np.ndarray, free_now: np.ndarray, running: tuple, window_s: float) -> None:
+        free = np.where(usable[:, None], free_now, -np.inf)
+        free.flags.writeable = False
+        self.free = free
+        cpus = free[:, CPU]
+        # what Slurm's spread node choice counts (spread_consecutive: nodes with a free CPU)
+        self.spread_cpus_now = float(np.where(cpus >= 1, cpus, 0.0).sum())
+        ends, end_list, owner, nodes, held, offsets = running
+        self.end_list = end_list
+        self.groups: list[tuple[int, int]] = []                 # (cut, last job freed), see group_ends
+        self._cuts: list[int] = []
+        self._state_cuts, self._states = [0], [free]              # jobs freed, free after them
+        self.enough = None
+        self._more = iter(())
+        if not len(ends):
+            return
         on_usable = usable[nodes]
         count = len(ends)
         owner_on = owner[on_usable]
-        # CPUs each job gives back on usable nodes, and from which job on there can be enough: no
-        # group before it can let the job start, and none at all if there never is enough
+        # CPUs each job gives back on usable nodes; with what is free, the CPUs once it is freed
         gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
-        enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
-        if not enough[-1]:
-            return NEVER
-        first_enough = int(np.argmax(enough))       # enough only grows along the list
-        touches = np.bincount(owner_on, minlength=count) > 0   # jobs holding usable nodes
-        groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
-        freed = 0
-        for cut, last in groups:
-            if cut - 1 < first_enough:
-                continue
-            # what the jobs [freed, cut) hold on usable nodes comes back
-            begin, stop = offsets[freed], offsets[cut]
-            take = on_usable[begin:stop]
-            np.add.at(free, nodes[begin:stop][take], held[begin:stop][take])
-            freed = cut
-            placed = self._place(job, free, now=False)
-            if placed is not None:
-                return end_list[last], self._node_set(placed[0])
-        return NEVER
+        self.enough = float(free[usable, CPU].sum()) + np.cumsum(gives)
+        touches = np.bincount(owner_on, minlength=count) > 0     # jobs holding usable nodes
+        self._more = iter_group_ends(end_list, window_s, touches.tolist())
+        self._nodes, self._held, self._take, self._offsets = nodes, held, on_usable, offsets
+
+    def group(self, index: int) -> bool:
+        """Whether group ``index`` exists (made from the running jobs when first asked for)."""
+        groups = self.groups
+        while len(groups) <= index:
+            found = next(self._more, None)
+            if found is None:
+                return False
+            groups.append(found)
+            self._cuts.append(found[0])
+        return True
+
+    def first_group_past(self, job_index: int) -> int | None:
+        """The first group that frees running job ``job_index`` or a later one (None: none)."""
+        i = bisect_left(self._cuts, job_index + 1)         # cuts grow: the first past job_index
+        while i == len(self.groups):
+            if not self.group(i):
+                return None
+            if self._cuts[i] > job_index:
+                break
+            i += 1
+        return i
+
+    def free_after(self, index: int) -> np.ndarray:
+        """The free resources once the groups up to ``index`` are freed: what the running jobs
+        before the group's cut hold on the usable nodes comes back, added job by job in order (as
+        one ``np.add.at`` from the last state made, the same sums in the same order)."""
+        cut = self.groups[index][0]
+        at = bisect_right(self._state_cuts, cut) - 1
+        freed, base = self._state_cuts[at], self._states[at]
+        if freed == cut:
+            return base
+        free = base.copy()
+        begin, stop = self._offsets[freed], self._offsets[cut]
+        take = self._take[begin:stop]
+        np.add.at(free, self._nodes[begin:stop][take], self._held[begin:stop][take])
+        free.flags.writeable = False
+        self._state_cuts.insert(at + 1, cut)
+        self._states.insert(at + 1, free)
+        return free
