@@ -448,6 +448,8 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     if "admission" in summary:
         for table in cmd_compare.admission_tables(summary["admission"]):
             console.print(table)
+    if "hook" in summary:
+        console.print(cmd_compare.hook_moves_table(summary["hook"]))
     cmd_power.report_power(summary, console)
     cmd_power.report_colocation(summary, console)
     cmd_gpu_replay.report_gpu(summary, console, node_list=scenario.cluster.node_list is not None)

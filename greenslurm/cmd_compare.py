@@ -44,6 +44,15 @@ def _table(title: str) -> Table:
     return table
 
 
+def hook_moves_table(moves: Mapping[str, Any]) -> Table:
+    """What the hook did with the forecast of its hook.toml: the jobs it moved and by how much."""
+    table = _table("The hook's green moves")
+    table.add_row("forecast (hook.toml's supply_file)", escape(Path(moves["forecast"]).name))
+    table.add_row("jobs moved into greener hours", f"{moves['jobs_moved']:,}")
+    table.add_row("mean move later (moved jobs)", fmt_duration(moves["mean_move_s"]))
+    return table
+
+
 def admission_tables(admission: Mapping[str, Any]) -> list[Table]:
     """The admission table and, with a supply, the renewable energy table."""
     table = _table("Admission and deadlines")

@@ -63,6 +63,8 @@ ROWS = (("jobs_completed", "jobs run", None, "int"), ("rejected", "jobs rejected
         ("deadline_missed", "deadline misses", True, "int"),
         ("energy_kwh", "energy (kWh)", True, "num"), ("peak_power_w", "peak power (kW)", True, "kw"),
         ("mean_power_w", "mean power (kW)", True, "kw"),
+        ("hook_moved", "jobs the hook moved into greener hours", None, "int"),
+        ("hook_mean_move_s", "mean move later (moved jobs)", None, "time"),
         ("renewable_share", "renewable share", False, "pct"), ("grid_kwh", "grid energy (kWh)", True, "num"),
         ("mean_wait_s", "mean wait", True, "time"), ("p95_wait_s", "p95 wait", True, "time"),
         ("max_wait_s", "max wait", True, "time"), ("mean_bounded_slowdown", "mean bounded slowdown", True, "num"),
@@ -222,6 +224,10 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
     saving = power_states_text(effective_power_states(outcome))
     if saving:
         row["power_saving"] = saving         # what the replay assumed of powered-down nodes, for the footer
+    from greenslurm.scenario_run import hook_green_moves
+    moves = hook_green_moves(outcome)
+    if moves is not None:
+        row["hook_forecast"] = moves["forecast"]        # for the footer
     left_out = outcome.left_out_by_budget
     if left_out:
         # jobs no instant under the candidate's budget can run were never replayed: skipped, counted
@@ -337,6 +343,22 @@ def power_saving_notes(results: dict[str, tuple[dict, float]]) -> list[str]:
         if row.get("power_saving"):
             policies.setdefault(row["power_saving"], []).append(label)
     return [f"{', '.join(labels)}: {text}" for text, labels in policies.items()]
+
+
+def hook_forecast_notes(results: dict[str, tuple[dict, float]], supply_given: bool) -> list[str]:
+    """The footer's note for each hook candidate that planned with a forecast: which one, and how to
+    see the renewable share it was after.
+
+    >>> hook_forecast_notes({"h": ({"hook_forecast": "/s.csv"}, 0.1), "slurm": ({}, 0.1)}, False)
+    ["h: the hook planned with the forecast /s.csv; give --renewable /s.csv to see every policy's renewable share"]
+    """
+    notes = []
+    for label, (row, _) in results.items():
+        if row.get("hook_forecast"):
+            file = row["hook_forecast"]
+            notes.append(f"{label}: the hook planned with the forecast {file}" + (
+                "" if supply_given else f"; give --renewable {file} to see every policy's renewable share"))
+    return notes
 
 
 def skipped_warning(results: dict[str, tuple[dict, float]]) -> str | None:
@@ -573,6 +595,7 @@ def footer_notes(args: argparse.Namespace, cluster, cluster_note: str | None, po
     power_model = read_from_slurm(cluster, power_given=args.cluster is not None or args.node_idle_w is not None).as_dict()
     notes.append(f"power model: {power_model['text']}")
     notes += power_saving_notes(results)
+    notes += hook_forecast_notes(results, args.renewable is not None)
     return notes, power_model
 
 

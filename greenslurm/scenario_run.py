@@ -284,9 +284,16 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         from greenslurm.slurm_plugin.config import HookConfig
         config = HookConfig.from_toml(scenario.hook)
         config.check()
-        admission = HookAdmission(config, cluster)
+        admission = HookAdmission(config, cluster, jobs)
     return Replay(jobs, cluster, scenario.queue, selection=selection, progress=progress, strategy_options=options,
                   machine_factory=factory, admission=admission)
+
+
+def hook_green_moves(outcome) -> dict | None:
+    """What the hook in front of the replay did with its forecast (None without a hook or a forecast):
+    :meth:`greenslurm.slurm_plugin.admission.HookAdmission.green_moves`."""
+    moves = getattr(getattr(outcome.replay, "admission", None), "green_moves", None)
+    return moves() if moves is not None else None
 
 
 def slurm_scheduling(scenario: Scenario):
@@ -525,6 +532,9 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     if outcome.result.queue in ("deadline", "none") or outcome.supply is not None or outcome.result.rejected:
         from greenslurm.sim.accounting.deadline_metrics import admission_summary    # loads with admission
         summary["admission"] = admission_summary(outcome.result, outcome.supply)
+    moves = hook_green_moves(outcome)
+    if moves is not None:
+        summary["hook"] = moves
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:
         t = totals()

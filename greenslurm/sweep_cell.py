@@ -275,6 +275,10 @@ def outcome_row(outcome, reader_skipped=None) -> dict:
         row.update(boots=power["boots"], suspends=power["suspends"], off_node_h=power["off_node_h"],
                    boot_node_h=power["boot_node_h"], saved_vs_idle_kwh=power["saved_vs_idle_j"] / 3.6e6,
                    refused_starts=power["refused_starts"], mean_phase_imbalance=power["mean_phase_imbalance"])
+    from greenslurm.scenario_run import hook_green_moves
+    moves = hook_green_moves(outcome)
+    if moves is not None:                    # the hook planned with a forecast: its moves
+        row["hook_moved"], row["hook_mean_move_s"] = moves["jobs_moved"], moves["mean_move_s"]
     for key, value in (outcome.summary.get("gpu") or {}).items():
         if not isinstance(value, (dict, list)):
             row[f"gpu_{key}"] = value

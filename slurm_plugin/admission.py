@@ -13,6 +13,20 @@ and begin time.
 
 The service plans afresh from every submission's snapshot (live, a sync every few seconds): exact,
 and its cost grows with the jobs running and waiting at each submission.
+
+**The forecast.**  A hook.toml's ``supply_file`` is read and parsed once by the service's own code
+(:func:`~greenslurm.slurm_plugin.forecast.read_file`, :func:`~greenslurm.slurm_plugin.forecast.parse_forecast`,
+``supply_scale`` applied), and the service plans every decision with it as live
+(:meth:`~greenslurm.slurm_plugin.decisions.DecisionService.install_view`: ``renewable``, the horizon,
+the green planner).  Its clock is the replay's: live, the forecast's times (Unix epoch seconds) are
+read against the wall clock at the decision; here against the replay's time at the submission,
+which for a sacct export is the jobs' own Submit in Unix epoch seconds: the same mapping, so a
+forecast of last year's hours shifts last year's jobs.  The forecast counts as just produced at
+every decision (a replay of past jobs has no record of a site's refreshes failing: the staleness
+rule, ``supply_max_age_s``, never applies).  ``supply_command`` prints a forecast of the hours
+ahead of now, not of the replay's past, and is refused; a forecast that ends before the first
+submission or starts beyond the planning horizon (``supply_horizon_s``) after the last one is
+refused too (its times are not on the jobs' clock).
 """
 
 from __future__ import annotations
@@ -21,9 +35,11 @@ import math
 
 import numpy as np
 
-from greenslurm.clustermodel import Cluster
+from greenslurm.clustermodel import Cluster, InputError
+from greenslurm.clustermodel.renewable import SupplySeries
 from greenslurm.sim.engine.admission import Admitted
 from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.forecast import Forecast, parse_forecast, read_file
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.decisions import DecisionService
 from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob as LivePending, RunningJob, Snapshot
@@ -73,13 +89,26 @@ class HookAdmission:
 
     name = "hook"
 
-    def __init__(self, config: HookConfig, cluster: Cluster) -> None:
+    def __init__(self, config: HookConfig, cluster: Cluster, jobs=()) -> None:
+        """``jobs``: the replay's jobs (the forecast must overlap their submissions)."""
+        refuse_unreplayed(config)
         self.config = config
         self.cluster = cluster
         self.names = [node.name for node in cluster.nodes]
         self.index = {name: i for i, name in enumerate(self.names)}     # node name -> its index
         self.service = DecisionService(config, DecisionRecord(":memory:"))
+        self.supply = read_supply(config, [job.submit_s for job in jobs])
         self.answers: dict[str, dict] = {}          # job id -> the service's answer (for reports and tests)
+        self.moves_s: dict[str, float] = {}         # job id -> how much later than its earliest start it begins
+
+    def green_moves(self) -> dict | None:
+        """What the forecast made the hook do (None without one): the forecast file, the jobs given
+        a begin time later than their earliest start, and their mean move in seconds."""
+        if self.supply is None:
+            return None
+        moves = list(self.moves_s.values())
+        return {"forecast": self.config.supply_file, "jobs_moved": len(moves),
+                "mean_move_s": math.fsum(moves) / len(moves) if moves else 0.0}
 
     def decide(self, spec, now_s: float, running, waiting) -> Admitted:
         """The service's decision on ``spec`` submitted at ``now_s``, on the replay's cluster."""
@@ -112,6 +141,8 @@ class HookAdmission:
     def admit(self, spec, now_s: float, snapshot: Snapshot) -> Admitted:
         """The service's decision on ``spec`` submitted at ``now_s``, on ``snapshot``."""
         service = self.service
+        if self.supply is not None:           # as just produced: see the module's note on the forecast
+            service.forecast = Forecast(self.supply, now_s, self.config.supply_file)
         service.view = service.install_view(snapshot, now_s)
         answer = service.decide(request_of(spec, now_s), now_s=now_s)
         self.answers[spec.job_id] = answer
@@ -126,4 +157,47 @@ class HookAdmission:
         if answer.get("req_nodes"):
             pinned = tuple(self.index[name] for name in answer["req_nodes"].split(","))
         begin = answer.get("begin_time")
+        if begin is not None:
+            earliest = service.record.db.execute("SELECT earliest_start_s FROM decisions WHERE id = ?",
+                                                 (answer["decision"],)).fetchone()[0]
+            if earliest is not None and float(begin) > earliest + 1.0:       # moved into greener hours
+                self.moves_s[spec.job_id] = float(begin) - earliest
         return Admitted(True, pinned=pinned, begin_s=None if begin is None else float(begin))
+
+
+def refuse_unreplayed(config: HookConfig) -> None:
+    """Refuse, in one line naming the setting, what the replay cannot do as the live hook would."""
+    if config.power_save:
+        raise InputError("the hook's power saving is not replayed: it powers nodes down and up from its syncs "
+                         "through Slurm, which the replay's slurm queue does not take from the hook; try "
+                         "Slurm's own power saving (power_states.suspend_after_s, --power-down-after) and "
+                         "budget (power_states.budget_w) under the slurm queue instead", path=config.path,
+                         field="power_save")
+    if config.supply_command:
+        raise InputError("prints a forecast of the hours ahead of now, not of the replayed jobs' past: save a "
+                         "forecast of the jobs' hours to a file and name it as supply_file", path=config.path,
+                         field="supply_command")
+
+
+def read_supply(config: HookConfig, submits_s) -> SupplySeries | None:
+    """The forecast of ``supply_file`` read by the service's own code (None without one); an
+    InputError when it cannot be read, is not a forecast, ends before the first of ``submits_s``
+    (Unix epoch seconds, as the jobs' submissions) or starts more than ``supply_horizon_s`` after
+    the last: then it is on another clock."""
+    if not config.supply_file:
+        return None
+    try:
+        data, _ = read_file(config.supply_file)
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=config.supply_file) from None
+    series = parse_forecast(data, config.supply_file, config.supply_scale)
+    if submits_s:
+        first, last = min(submits_s), max(submits_s)
+        times = series.times_s
+        # a forecast that ends before the first submission, or starts beyond the planning horizon
+        # after the last one, is on another clock (trace seconds from 0 against Unix epoch seconds)
+        if times[0] > last + config.supply_horizon_s or (times.size > 1 and times[-1] < first):
+            raise InputError(f"the forecast covers {times[0]:.0f} to {times[-1]:.0f} s (Unix epoch) but the jobs "
+                             f"are submitted from {first:.0f} to {last:.0f} s: its times must be on the jobs' clock",
+                             path=config.supply_file)
+    return series

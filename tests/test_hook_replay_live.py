@@ -15,25 +15,16 @@ Slurm binaries (or root) are missing.
 
 from __future__ import annotations
 
-import shutil
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from greenslurm.clustermodel import JobSpec
-from greenslurm.inputs import load_slurm_conf
-from greenslurm.scenario import ClusterSource, Scenario, TraceSource
-from greenslurm.scenario_run import replay_jobs
 from greenslurm.traces.slurm_conf import expand_hostlist
-from greenslurm.traces.slurmctld_log import handover_latencies_s
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from hook_service import ServiceProcess, recorded_decisions, write_config
-from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
-from slurm_power_reference import job_times  # noqa: E402 (bench/: slurmctld's log, to the millisecond)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hook_replay_live import live_hook_run, replay_recorded  # noqa: E402
+from slurm_cluster import NodeDef, skip_reason  # noqa: E402
 
 REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
@@ -80,41 +71,8 @@ WORKLOAD = [
 @pytest.fixture(scope="module")
 def recorded():
     """The live run: the service's decisions (in order) and, per accepted decision, Slurm's job."""
-    root = shared_root("greenslurm-hook-replay-")
-    socket = str(root / "hook.sock")
-    settings = dict(socket=socket, database=str(root / "hook.sqlite"), sync_interval_s=1.0)
-    subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config",
-                    str(write_config(root / "install.toml", **settings)), "--dest", str(root / "rendered")],
-                   check=True, capture_output=True)
-    # SlurmctldDebug=debug: the log has the main scheduler's passes (the hand-over latency)
-    cluster = SlurmCluster(root / "slurm", NODES, job_submit_lua=(root / "rendered" / "job_submit.lua").read_text(),
-                           extra_conf=("SlurmctldDebug=debug",))
-    service = None
-    try:
-        cluster.start()
-        user = cluster.add_user()
-        config = write_config(root / "hook.toml", slurm_conf=str(cluster.conf), **settings)
-        service = ServiceProcess(config, socket, root / "service.log", env=cluster.env).start()
-        submitted = []
-        for options, text in WORKLOAD:
-            result = cluster.sbatch(*options, script=text, user=user)
-            submitted.append((result.returncode, result.stdout.strip(), result.stderr))
-        jobs = {}
-        for code, job_id, _ in submitted:
-            if code == 0:
-                cluster.wait_job_state(job_id, ("COMPLETED",), timeout_s=60)
-                jobs[job_id] = cluster.job(job_id)
-        decisions = [row for row in recorded_decisions(root / "hook.sqlite") if row["user"] == user.name]
-        log = cluster.log_text()
-        handover = handover_latencies_s(log)
-        assert handover, "no hand-over latency in slurmctld's log"
-        yield dict(submitted=submitted, jobs=jobs, decisions=decisions, config=config, conf=cluster.conf,
-                   user=user.name, handover_s=statistics.median(handover), times=job_times(log, 0))
-    finally:
-        if service is not None:
-            service.stop()
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    with live_hook_run("greenslurm-hook-replay-", NODES, WORKLOAD) as run:
+        yield run
 
 
 def replayed(recorded):
@@ -135,12 +93,7 @@ def replayed(recorded):
                        user=row["user"] or "")
         specs.append(spec)
         jobs_by_decision[row["id"]] = spec
-    scenario = Scenario(trace=TraceSource(path=str(recorded["conf"])),
-                        cluster=ClusterSource(slurm_conf=str(recorded["conf"]),
-                                              slurm_handover_s=recorded["handover_s"]), queue="slurm",
-                        hook=str(recorded["config"]))
-    cluster = load_slurm_conf(str(recorded["conf"]))
-    return replay_jobs(scenario, specs, cluster), specs
+    return replay_recorded(recorded, specs), specs
 
 
 def test_the_live_hook_decided_as_designed(recorded):
