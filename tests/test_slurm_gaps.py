@@ -210,12 +210,19 @@ def test_a_pass_at_every_end_would_start_the_end_queued_jobs_too_early(tmp_path)
 # 4/8/16 CPUs, sched/backfill, CR_CPU): j00 (-N 3 -n 6) was laid out 4 + 1 + 1 on n01-n03 (the
 # log's job_resources: cpu_array_value 4 x1, 1 x2), so the 1-CPU jobs j05 and j07 went to n02 (3
 # free, the best fit; after an even 2 + 2 + 2 they would have gone to n01) and j06 (3 CPUs) to n03.
-# Every start up to j20 (44 s), as Slurm recorded it (whole seconds after the first submission):
+# j19 (-n 5, NCPUS=5) holds 5 CPUs, 4 on n23 and 1 on n24 (not two equal shares of 3, 6 CPUs), so
+# j21 (-n 5) fits 3 + 1 + 1 on n24-n26 (with 6 CPUs held by j19 it took n24-n27) and j22 takes n27.
+# Every start up to j39 (92 s), as Slurm recorded it (whole seconds after the first submission):
 LAYOUT = {"j00": (0, "n01,n02,n03"), "j01": (2, "n17"), "j02": (4, "n18"), "j03": (4, "n04"), "j04": (6, "n18"),
           "j05": (10, "n02"), "j06": (10, "n03"), "j07": (13, "n02"), "j08": (17, "n19"),
           "j09": (20, "n20,n21,n22"), "j10": (21, "n21,n22"), "j11": (23, "n23"), "j12": (23, "n24"),
           "j13": (25, "n05"), "j14": (26, "n25,n26"), "j15": (32, "n25"), "j16": (38, "n02"), "j17": (38, "n26"),
-          "j18": (40, "n17,n18"), "j19": (42, "n23,n24"), "j20": (44, "n17")}
+          "j18": (40, "n17,n18"), "j19": (42, "n23,n24"), "j20": (44, "n17"), "j21": (46, "n24,n25,n26"),
+          "j22": (46, "n27"), "j23": (50, "n04"), "j24": (54, "n19,n20"), "j25": (56, "n17"),
+          "j26": (60, "n24,n25"), "j27": (60, "n19,n20,n21"), "j28": (66, "n05"), "j29": (70, "n25,n26"),
+          "j30": (72, "n20"), "j31": (76, "n02"), "j32": (76, "n21,n22"), "j33": (82, "n28,n29"),
+          "j34": (83, "n01"), "j35": (86, "n03,n04"), "j36": (86, "n02,n03"), "j37": (86, "n22"),
+          "j38": (88, "n29,n30"), "j39": (92, "n04")}
 
 
 def test_a_node_count_without_a_per_node_share_is_laid_out_as_real_slurm_did():

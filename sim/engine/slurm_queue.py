@@ -284,6 +284,11 @@ class SlurmQueue:
             self._shape_as_asked(job)
         if not self.settings.memory_consumable and job.demand.ndim == 1 and job.demand[MEMORY] > 0:
             self._drop_memory(job, cluster_memory=self.machine.cluster.capacity[:, MEMORY])
+        if 0 < spec.cpus < job.cpus_total and not spec.cpus_per_node and asked_nodes(spec) == 0 \
+                and self._lays_out(job):
+            # a job naming no node count holds the CPUs it asked, laid out CPU by CPU; its rigid
+            # shape rounds them up to equal shares (-n 5 on 4-CPU nodes: 2 x 3 = 6)
+            job.cpus_total = float(spec.cpus)
         partition, rules, over = self._partition_for(job)
         over = over or self.limits.refused(job)
         if over:
@@ -705,14 +710,19 @@ class SlurmQueue:
             return free[:, MEMORY] >= self.machine.cluster.capacity[:, MEMORY] - 1e-9
         return None if memory <= 0 else free[:, MEMORY] >= memory - 1e-9
 
-    def _with_memory(self, job: PendingJob, nodes: np.ndarray, amounts: np.ndarray | None) -> np.ndarray | None:
-        """What ``job`` holds on each of ``nodes`` with its memory: ``amounts`` (CPUs per node when
-        spread) or its share, with each node's whole memory for a job that asked none."""
-        if self._memory_per_node(job) != math.inf:
-            return amounts
-        if amounts is None:
-            amounts = np.tile(job.demand, (len(nodes), 1))
-        amounts[:, MEMORY] = self.machine.cluster.capacity[nodes, MEMORY]
+    def _rigid_amounts(self, job: PendingJob, nodes: np.ndarray) -> np.ndarray | None:
+        """What ``job`` holds on each of ``nodes`` in its rigid shape, where that is not its share on
+        every node (None): each node's whole memory for a job that asked none, and for a job naming
+        no node count held to its shape (its partition's MaxNodes) the CPUs it asked, the last node
+        giving what the rounding up added."""
+        whole_memory = self._memory_per_node(job) == math.inf
+        excess = len(nodes) * float(job.demand[CPU]) - job.cpus_total
+        if not whole_memory and excess < 1e-9:
+            return None
+        amounts = np.tile(job.demand, (len(nodes), 1))
+        if whole_memory:
+            amounts[:, MEMORY] = self.machine.cluster.capacity[nodes, MEMORY]
+        amounts[-1, CPU] -= max(excess, 0.0)
         return amounts
 
     def _fills(self, job: PendingJob) -> bool:
@@ -810,7 +820,7 @@ class SlurmQueue:
         if candidates.size < job.nodes:
             return None
         nodes = best_fit_consecutive(cpus, in_map, candidates, job.nodes, float(job.demand[CPU]))
-        return None if nodes is None else (nodes, self._with_memory(job, nodes, None))
+        return None if nodes is None else (nodes, self._rigid_amounts(job, nodes))
 
     def _amounts(self, job: PendingJob, nodes: np.ndarray, cpus_per_node: np.ndarray, width: int) -> np.ndarray:
         """What a job laid out unevenly holds on each of ``nodes``: its CPUs there and its memory
