@@ -16,7 +16,10 @@ that partition is tried, and the partition's nodes are taken from every later jo
 (so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
 nodes left to it (at least its minimum count) could not hold it even empty and none is completing a
 job (select_nodes' ESLURM_NODE_NOT_AVAIL rather than ESLURM_NODES_BUSY): then it is only skipped.
-Without CR_*_Memory in SelectTypeParameters jobs' memory is not allocated and is ignored.
+Memory (see :mod:`greenslurm.sim.engine.slurm_memory`): with CR_*_Memory a job holds its
+``--mem`` on each node it gets, and a job that asked none takes only nodes with no memory allocated
+and holds their whole memory; without, memory is not allocated and a ``--mem`` job only needs nodes
+with that much RealMemory.
 
 **Backfill** (``_attempt_backfill`` in ``src/plugins/sched/backfill/backfill.c``), every
 ``bf_interval`` at most, at the backfill thread's first look (every second) that finds a change:
