@@ -307,6 +307,16 @@ def test_a_job_without_a_node_count_spreads_over_at_most_its_partitions_max_node
                     strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
     ten = replay.run().records[0]
     assert (ten.start_s, ten.node_indices, ten.cpus) == (0.0, (1, 2), 10)
+    # nodes of 1, 1, 8, 8 CPUs: "eleven" would spread 1 + 1 + 8 + 1; within MaxNodes=2 it takes its
+    # rigid shape on n2 and n3 holding the 11 CPUs it asked, 6 + 5 (its shape's equal shares of
+    # ceil(11 / 2) = 6 would hold 12), so "three" (-N 1 -n 3) starts at once on n3 (8 - 5 = 3 free)
+    conf = parse_slurm_conf_text("NodeName=n[0-1] CPUs=1\nNodeName=n[2-3] CPUs=8\n"
+                                 "PartitionName=p Nodes=n[0-3] Default=YES MaxNodes=2\nSchedulerType=sched/builtin\n")
+    replay = Replay([job("eleven", 0, 50, cpus=11), job("three", 1, 50, cpus=3, nodes=1)],
+                    cluster_from_slurm_conf(conf), "slurm",
+                    strategy_options={"scheduling": replace(SlurmScheduling.from_conf(conf), batch_sched_delay_s=0.0)})
+    runs = {r.job_id: (r.start_s, r.node_indices) for r in replay.run().records}
+    assert runs == {"eleven": (0.0, (2, 3)), "three": (1.0, (3,))}
 
 def test_the_time_scale_multiplies_every_real_time_setting():
     s = SlurmScheduling(bf_interval_s=1, bf_resolution_s=1, sched_interval_s=1, bf_window_s=180,

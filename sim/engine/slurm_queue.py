@@ -751,16 +751,19 @@ class SlurmQueue:
     def _rigid_amounts(self, job: PendingJob, nodes: np.ndarray) -> np.ndarray | None:
         """What ``job`` holds on each of ``nodes`` in its rigid shape, where that is not its share on
         every node (None): each node's whole memory for a job that asked none, and for a job naming
-        no node count held to its shape (its partition's MaxNodes) the CPUs it asked, the last node
-        giving what the rounding up added."""
+        no node count held to its shape (its partition's MaxNodes) the CPUs it asked, as evenly as
+        whole CPUs go (5 on 2 nodes: 3 + 2), not its shape's rounded-up shares."""
         whole_memory = self._memory_per_node(job) == math.inf
-        excess = len(nodes) * float(job.demand[CPU]) - job.cpus_total
+        count = len(nodes)
+        excess = count * float(job.demand[CPU]) - job.cpus_total
         if not whole_memory and excess < 1e-9:
             return None
-        amounts = np.tile(job.demand, (len(nodes), 1))
+        amounts = np.tile(job.demand, (count, 1))
         if whole_memory:
             amounts[:, MEMORY] = self.machine.cluster.capacity[nodes, MEMORY]
-        amounts[-1, CPU] -= max(excess, 0.0)
+        if excess > 1e-9:
+            share, extra = divmod(int(round(job.cpus_total)), count)
+            amounts[:, CPU] = share + (np.arange(count) < extra)
         return amounts
 
     def _fills(self, job: PendingJob) -> bool:
