@@ -307,6 +307,16 @@ def test_a_job_without_a_node_count_spreads_over_at_most_its_partitions_max_node
                     strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
     ten = replay.run().records[0]
     assert (ten.start_s, ten.node_indices, ten.cpus) == (0.0, (1, 2), 10)
+    # nodes of 1, 1, 8, 8 CPUs: "eleven" would spread 1 + 1 + 8 + 1; within MaxNodes=2 it takes its
+    # rigid shape on n2 and n3 holding the 11 CPUs it asked, 6 + 5 (its shape's equal shares of
+    # ceil(11 / 2) = 6 would hold 12), so "three" (-N 1 -n 3) starts at once on n3 (8 - 5 = 3 free)
+    conf = parse_slurm_conf_text("NodeName=n[0-1] CPUs=1\nNodeName=n[2-3] CPUs=8\n"
+                                 "PartitionName=p Nodes=n[0-3] Default=YES MaxNodes=2\nSchedulerType=sched/builtin\n")
+    replay = Replay([job("eleven", 0, 50, cpus=11), job("three", 1, 50, cpus=3, nodes=1)],
+                    cluster_from_slurm_conf(conf), "slurm",
+                    strategy_options={"scheduling": replace(SlurmScheduling.from_conf(conf), batch_sched_delay_s=0.0)})
+    runs = {r.job_id: (r.start_s, r.node_indices) for r in replay.run().records}
+    assert runs == {"eleven": (0.0, (2, 3)), "three": (1.0, (3,))}
 
 def test_the_time_scale_multiplies_every_real_time_setting():
     s = SlurmScheduling(bf_interval_s=1, bf_resolution_s=1, sched_interval_s=1, bf_window_s=180,
@@ -602,3 +612,66 @@ def test_the_compiled_spread_node_choice_takes_sets_as_slurm_does():
     nodes, cpus = consecutive.spread_consecutive(free, free >= 1, 9.0)
     assert nodes.tolist() == [0, 1, 2, 4] and cpus.tolist() == [4.0, 1.0, 3.0, 1.0]
     assert consecutive.spread_consecutive(free, free >= 1, 13.0) is None      # 12 CPUs in all
+
+
+# -- memory (Slurm 22.05: select/cons_common _verify_node_state, _job_test) ----------------------------
+MEMORY_JOB = st.tuples(st.integers(0, 400), st.integers(1, 200), st.integers(1, 200), st.integers(1, 8),
+                       st.sampled_from(["a", "b", "all"]), st.sampled_from([None, 500.0, 1500.0]),
+                       st.sampled_from([0, 0, 2]))
+
+
+def memory_cluster() -> Cluster:
+    """n0 n1 (4 CPUs, 2000 MB) in a, n2 n3 (4 CPUs, 4000 MB) in b, all four in "all"."""
+    return Cluster([NodeSpec(f"n{i}", cpus=4, memory_mb=2000.0 if i < 2 else 4000.0,
+                             partitions=("a" if i < 2 else "b", "all")) for i in range(4)], default_partition="a")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(MEMORY_JOB, min_size=1, max_size=25), st.sampled_from(["builtin", "backfill"]))
+def test_a_job_that_asked_no_memory_has_its_nodes_to_itself_where_memory_is_consumable(rows, scheduler):
+    # Under CR_*_Memory a job that asked no memory (sacct: its partition's first node's RealMemory)
+    # takes only nodes with no memory allocated and holds all of it, so no other job runs on its
+    # nodes while it runs; jobs with --mem hold that much per node (the machine refuses to give a
+    # node more than it has).  After every event the kept will-run answers equal fresh ones.
+    from greenslurm.sim.engine.slurm_memory import WHOLE_NODE
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, memory, nodes) in enumerate(rows):
+        extra = {WHOLE_NODE: True} if memory is None else {}
+        jobs.append(JobSpec(f"j{i}", float(submit), float(limit), runtime_s=float(min(runtime, limit)),
+                            cpus=max(cpus, nodes), nodes=nodes, partition=partition,
+                            memory_mb_per_node=0.0 if memory is None else memory, extra=extra))
+    replay = Replay(jobs, memory_cluster(), "slurm", keep_jobs=True, strategy_options={"scheduling": SlurmScheduling(
+        scheduler=scheduler, bf_interval_s=1.0, bf_resolution_s=1.0, memory_consumable=True)})
+    replay.begin()
+    while len(replay.events):
+        replay.step()
+        replay.strategy._check()
+    result = replay.close()
+    assert len(result.records) + len(result.rejected) + sum(result.skipped.values()) == len(jobs)
+    runs = [(r.start_s, r.end_s, set(np.asarray(r.node_indices).tolist()), r.job_id) for r in result.records]
+    whole = {spec.job_id for spec in jobs if spec.extra}
+    for start, end, nodes, name in runs:
+        if name not in whole:
+            continue
+        sharing = [other for s, e, n, other in runs if other != name and s < end and start < e and n & nodes]
+        assert sharing == [], (name, sharing)
+
+
+def test_a_job_that_asked_no_memory_waits_beside_a_free_cpu_and_shares_where_memory_is_not_allocated():
+    # n0, n1: 4 CPUs, 2000 MB.  "m" (-n 2 --mem=500) runs on n0 from 0 to 100 (best fit: the first).
+    # "w" (-n 2, no memory) comes at 1: n0 has 2 free CPUs but 500 MB allocated, so under
+    # CR_Core_Memory it takes n1 (nothing allocated) and holds its 2000 MB; "x" (-n 1, no memory)
+    # then has no node with nothing allocated and waits for m's end (100), then takes n0 (n1 still
+    # has w's memory).  Under CR_Core memory is not allocated: w goes to n0 beside m (the best fit:
+    # 2 free CPUs against 4), which is then full, and x takes n1 at 2.
+    from greenslurm.sim.engine.slurm_memory import WHOLE_NODE
+    cluster = Cluster([NodeSpec(f"n{i}", cpus=4, memory_mb=2000.0) for i in range(2)])
+    jobs = [JobSpec("m", 0.0, 100.0, runtime_s=100.0, cpus=2, memory_mb_per_node=500.0),
+            JobSpec("w", 1.0, 100.0, runtime_s=100.0, cpus=2, extra={WHOLE_NODE: True}),
+            JobSpec("x", 2.0, 100.0, runtime_s=100.0, cpus=1, extra={WHOLE_NODE: True})]
+    starts, _, _ = run(jobs, cluster, memory_consumable=True, scheduler="builtin")
+    assert [(starts[j].start_s, tuple(starts[j].node_indices)) for j in "mwx"] == [(0.0, (0,)), (1.0, (1,)),
+                                                                                  (100.0, (0,))]
+    starts, _, _ = run(jobs, cluster, memory_consumable=False, scheduler="builtin")
+    assert [(starts[j].start_s, tuple(starts[j].node_indices)) for j in "mwx"] == [(0.0, (0,)), (1.0, (0,)),
+                                                                                  (2.0, (1,))]

@@ -17,7 +17,10 @@ that partition is tried, and the partition's nodes are taken from every later jo
 (so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
 nodes left to it (at least its minimum count) could not hold it even empty and none is completing a
 job (select_nodes' ESLURM_NODE_NOT_AVAIL rather than ESLURM_NODES_BUSY): then it is only skipped.
-Without CR_*_Memory in SelectTypeParameters jobs' memory is not allocated and is ignored.
+Memory (see :mod:`greenslurm.sim.engine.slurm_memory`): with CR_*_Memory a job holds its
+``--mem`` on each node it gets, and a job that asked none takes only nodes with no memory allocated
+and holds their whole memory; without, memory is not allocated and a ``--mem`` job only needs nodes
+with that much RealMemory.
 
 **Backfill** (``_attempt_backfill`` in ``src/plugins/sched/backfill/backfill.c``), every
 ``bf_interval`` at most, at the backfill thread's first look (every second) that finds a change:
@@ -63,6 +66,7 @@ from greenslurm.allocation.consecutive import best_fit_consecutive, fill_consecu
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
+from greenslurm.sim.engine.slurm_memory import whole_node_memory
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
@@ -293,7 +297,12 @@ class SlurmQueue:
         if spec.nodes > 0 and asked_nodes(spec) == 0 and self._spreading and job.demand.ndim == 1:
             self._shape_as_asked(job)
         if not self.settings.memory_consumable and job.demand.ndim == 1 and job.demand[MEMORY] > 0:
-            self._drop_memory(job)
+            self._drop_memory(job, cluster_memory=self.machine.cluster.capacity[:, MEMORY])
+        if 0 < spec.cpus < job.cpus_total and not spec.cpus_per_node and asked_nodes(spec) == 0 \
+                and self._lays_out(job):
+            # a job naming no node count holds the CPUs it asked, laid out CPU by CPU; its rigid
+            # shape rounds them up to equal shares (-n 5 on 4-CPU nodes: 2 x 3 = 6)
+            job.cpus_total = float(spec.cpus)
         partition, rules, over = self._partition_for(job)
         over = over or self.limits.refused(job)
         if over:
@@ -324,21 +333,23 @@ class SlurmQueue:
         cluster = self.machine.cluster
         if job.reshape(cluster, spec.with_changes(nodes=0)):
             job.job = spec          # the record keeps the node count Slurm allocated
-            spreads = not (self.settings.memory_consumable and job.demand[MEMORY] > 0)
             mask = job.allowed if job.allowed is not None else np.ones(cluster.size, dtype=bool)
-            if not spreads and not self._ever_fits(job, mask):
-                # a rigid shape (its memory is allocated) laid out for the cluster's largest node
-                # that no node of its partition holds: the node count Slurm allocated stands
+            if not self._ever_fits(job, mask):
+                # a shape no node of its partition holds (memory per node above theirs): the
+                # node count Slurm allocated stands
                 job.reshape(cluster, spec)
 
     @staticmethod
-    def _drop_memory(job: PendingJob) -> None:
-        """Without CR_*_Memory Slurm allocates no memory: the job is placed by its CPUs alone."""
+    def _drop_memory(job: PendingJob, cluster_memory: np.ndarray) -> None:
+        """Without CR_*_Memory Slurm allocates no memory: the job is placed by its CPUs alone, on
+        nodes whose RealMemory is at least what it asked per node (``_build_node_list`` filters
+        node configurations by ``pn_min_memory`` whatever the select parameters)."""
         demand = job.demand.copy()
+        big_enough = cluster_memory >= demand[MEMORY] - 1e-9
         demand[MEMORY] = 0.0
         job.demand = demand
         job.cpu_only = not demand[1:].any()
-        job.restrict_to(job.allowed)
+        job.restrict_to(big_enough if job.allowed is None else job.allowed & big_enough)
 
     def _admit_arrived(self, now_s: float) -> None:
         while self._arriving and self._arriving[0][0] <= now_s:
@@ -665,6 +676,10 @@ class SlurmQueue:
     def _ever_fits(self, job: PendingJob, mask: np.ndarray) -> bool:
         """Whether ``job``'s shape fits on the empty ``mask`` nodes (spread: their CPUs suffice)."""
         capacity = self.machine.cluster.capacity[mask]
+        if self._lays_out(job):
+            memory = self._memory_per_node(job)
+            if 0 < memory < math.inf:
+                capacity = capacity[capacity[:, MEMORY] >= memory - 1e-9]
         if self._spreads(job):
             return float(capacity[:, CPU].sum()) >= job.cpus_total - 1e-9
         if self._fills(job):
@@ -717,9 +732,45 @@ class SlurmQueue:
         return spreads
 
     def _lays_out(self, job: PendingJob) -> bool:
-        """Whether Slurm's node choice lays ``job`` out CPU by CPU (unevenly if need be): a CPU job of
-        one row per node on a plain machine with Slurm's node choice."""
-        return self._spreading and job.cpu_only and job.task is None and job.demand.ndim == 1
+        """Whether Slurm's node choice lays ``job`` out CPU by CPU (unevenly if need be): a job of
+        CPUs and memory (no GPUs), one row per node, on a plain machine with Slurm's node choice."""
+        return (self._spreading and job.task is None and job.demand.ndim == 1
+                and (job.cpu_only or (self._power is None and not job.demand[2:].any())))
+
+    def _memory_per_node(self, job: PendingJob) -> float:
+        """The memory ``job`` holds on each node it gets (MiB; 0: none allocated): what it asked
+        per node, or every node's whole memory (inf) for a job that asked none where memory is
+        consumable (see :mod:`~greenslurm.sim.engine.slurm_memory`)."""
+        if self.settings.memory_consumable and whole_node_memory(job.job):
+            return math.inf
+        return float(job.demand[MEMORY]) if job.demand.ndim == 1 else 0.0
+
+    def _memory_fits(self, job: PendingJob, free: np.ndarray) -> np.ndarray | None:
+        """Nodes whose free memory takes ``job``'s (None: no memory asked): as much free as it asks
+        per node, or, for a job that asked none, no memory allocated at all (select/cons_common
+        ``_verify_node_state``)."""
+        memory = self._memory_per_node(job)
+        if memory == math.inf:
+            return free[:, MEMORY] >= self.machine.cluster.capacity[:, MEMORY] - 1e-9
+        return None if memory <= 0 else free[:, MEMORY] >= memory - 1e-9
+
+    def _rigid_amounts(self, job: PendingJob, nodes: np.ndarray) -> np.ndarray | None:
+        """What ``job`` holds on each of ``nodes`` in its rigid shape, where that is not its share on
+        every node (None): each node's whole memory for a job that asked none, and for a job naming
+        no node count held to its shape (its partition's MaxNodes) the CPUs it asked, as evenly as
+        whole CPUs go (5 on 2 nodes: 3 + 2), not its shape's rounded-up shares."""
+        whole_memory = self._memory_per_node(job) == math.inf
+        count = len(nodes)
+        excess = count * float(job.demand[CPU]) - job.cpus_total
+        if not whole_memory and excess < 1e-9:
+            return None
+        amounts = np.tile(job.demand, (count, 1))
+        if whole_memory:
+            amounts[:, MEMORY] = self.machine.cluster.capacity[nodes, MEMORY]
+        if excess > 1e-9:
+            share, extra = divmod(int(round(job.cpus_total)), count)
+            amounts[:, CPU] = share + (np.arange(count) < extra)
+        return amounts
 
     def _fills(self, job: PendingJob) -> bool:
         """Whether Slurm lays ``job`` out unevenly on its node count: a CPU job that asks a node count
@@ -790,29 +841,45 @@ class SlurmQueue:
             nodes = machine.place(job, free, now=now)
             return None if nodes is None else (nodes, None)
         cpus = free[:, CPU]
+        # the nodes Slurm considers: a free CPU and room for the job's memory (can_job_run_on_node
+        # leaves a node without the memory no CPU)
+        in_map = cpus >= 1
+        memory_fits = self._memory_fits(job, free) if self._lays_out(job) else None
+        if memory_fits is not None:
+            in_map &= memory_fits
         if self._spreads(job):
-            found = spread_consecutive(cpus, cpus >= 1, job.cpus_total)
+            found = spread_consecutive(cpus, in_map, job.cpus_total)
             if found is None:
                 return None
             nodes, per_node = found
             # Slurm spreads a job over at most its partition's MaxNodes; past it, the rigid shape
             # (no more nodes than MaxNodes, or the job was rejected) stands for its other choices
             if len(nodes) <= self._node_caps.get(job.index, len(nodes)):
-                amounts = np.zeros((len(nodes), free.shape[1]))
-                amounts[:, CPU] = per_node
-                return nodes, amounts
+                return nodes, self._amounts(job, nodes, per_node, free.shape[1])
         if self._fills(job):
-            found = fill_consecutive(cpus, cpus >= 1, job.cpus_total, job.nodes)
+            found = fill_consecutive(cpus, in_map, job.cpus_total, job.nodes)
             if found is None:
                 return None
-            amounts = np.zeros((len(found[0]), free.shape[1]))
-            amounts[:, CPU] = found[1]
-            return found[0], amounts
+            return found[0], self._amounts(job, found[0], found[1], free.shape[1])
         candidates = machine.fitting_nodes(job, free, now)
+        if memory_fits is not None:
+            candidates = candidates[memory_fits[candidates]]
         if candidates.size < job.nodes:
             return None
-        nodes = best_fit_consecutive(cpus, cpus >= 1, candidates, job.nodes, float(job.demand[CPU]))
-        return None if nodes is None else (nodes, None)
+        nodes = best_fit_consecutive(cpus, in_map, candidates, job.nodes, float(job.demand[CPU]))
+        return None if nodes is None else (nodes, self._rigid_amounts(job, nodes))
+
+    def _amounts(self, job: PendingJob, nodes: np.ndarray, cpus_per_node: np.ndarray, width: int) -> np.ndarray:
+        """What a job laid out unevenly holds on each of ``nodes``: its CPUs there and its memory
+        per node (or each node's whole memory, for a job that asked none)."""
+        amounts = np.zeros((len(nodes), width))
+        amounts[:, CPU] = cpus_per_node
+        memory = self._memory_per_node(job)
+        if memory == math.inf:
+            amounts[:, MEMORY] = self.machine.cluster.capacity[nodes, MEMORY]
+        elif memory > 0:
+            amounts[:, MEMORY] = memory
+        return amounts
 
     def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
         """A running job moved to other nodes (consolidation): the next pass sees it there."""
@@ -990,7 +1057,7 @@ class SlurmQueue:
         in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
         # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
-        key = (job.shape_key, self._spreads(job), usable, self._node_caps.get(job.index))
+        key = (job.shape_key, self._spreads(job), self._memory_per_node(job), usable, self._node_caps.get(job.index))
         cache = self._will_run_cache
         stamp = self._will_run_stamp()
         if cache.get(None) != stamp:
@@ -1064,10 +1131,11 @@ class SlurmQueue:
             for key, answer in list(cache.items()):
                 if key is None:
                     continue
-                shape, spreads, usable, cap = key
+                shape, spreads, memory, usable, cap = key
                 # a job of that shape still waits (the one asked about starting is a change of resources)
                 job = next(w.job for w in self.waiting_jobs.values()
-                           if (w.job.shape_key, self._spreads(w.job), self._node_caps.get(w.job.index)) == (shape, spreads, cap))
+                           if (w.job.shape_key, self._spreads(w.job), self._memory_per_node(w.job),
+                               self._node_caps.get(w.job.index)) == (shape, spreads, memory, cap))
                 assert self._will_run(job, usable) == answer, (key, answer)
             for usable, view in kept_views.items():
                 # every kept view (and each state after a group made so far) equals a fresh one
