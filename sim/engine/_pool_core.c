@@ -330,6 +330,133 @@ static int stairs_may_start_before(const staircase *s, double processors, double
     return lo < s->n && s->time[lo] < before;
 }
 
+/* Per processor count p, the runs of steps freeing at least p (from a step freeing p or more to the
+ * next freeing fewer): each run's start (its first step, or now) and how long it lasts (an upper
+ * bound: widened by the rounding of its two ends), kept as the longest so far by start (each stair
+ * starts later and lasts longer than the one before).  A waiting job of p processors and duration d
+ * reserved at old may start earlier only in a window wholly inside such a run before old (a stair
+ * starting before old lasting d), or in one running into its own slot, which holds the step just
+ * before old (that step frees p).  Built for p when a compression first asks for it; each slot a
+ * moved job gives back later is merged in as a run over the steps freeing p around it (its own steps
+ * counted as free enough: a wider run); slots taken only shorten runs, so the stairs stay an upper
+ * bound, and the search that follows is exact. */
+typedef struct { double *start, *lasts; int64_t n, cap; int built; } run_stairs;
+
+static int run_stairs_room(run_stairs *r, int64_t need) {
+    if (need <= r->cap) return 0;
+    int64_t cap = 2 * need + 16;
+    double *start = realloc(r->start, sizeof(double) * (size_t)cap);
+    if (!start) return -1;
+    r->start = start;
+    double *lasts = realloc(r->lasts, sizeof(double) * (size_t)cap);
+    if (!lasts) return -1;
+    r->lasts = lasts;
+    r->cap = cap;
+    return 0;
+}
+
+/* how long a run from `from` to `to` may last, rounding allowed for */
+static double run_lasts(double from, double to) {
+    return to - from + 1e-9 * (fabs(to) + fabs(from));
+}
+
+/* the run [from, to) merged in; -1: no memory */
+static int run_stairs_add(run_stairs *r, double from, double to) {
+    double lasts = run_lasts(from, to);
+    int64_t lo = 0, hi = r->n;          /* the first stair starting after `from` */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->start[mid] <= from) lo = mid + 1; else hi = mid; }
+    if (lo > 0 && r->lasts[lo - 1] >= lasts) return 0;        /* a run as long starts no later */
+    int64_t last = lo;                  /* the stairs after it lasting no longer: covered */
+    while (last < r->n && r->lasts[last] <= lasts) last++;
+    if (last == lo) {
+        if (run_stairs_room(r, r->n + 1) < 0) return -1;
+        memmove(&r->start[lo + 1], &r->start[lo], sizeof(double) * (size_t)(r->n - lo));
+        memmove(&r->lasts[lo + 1], &r->lasts[lo], sizeof(double) * (size_t)(r->n - lo));
+        r->n++;
+    } else if (last > lo + 1) {
+        memmove(&r->start[lo + 1], &r->start[last], sizeof(double) * (size_t)(r->n - last));
+        memmove(&r->lasts[lo + 1], &r->lasts[last], sizeof(double) * (size_t)(r->n - last));
+        r->n -= last - lo - 1;
+    }
+    r->start[lo] = from; r->lasts[lo] = lasts;
+    return 0;
+}
+
+/* A search from `from` found no window of `duration` wholly inside a run starting in [from, before):
+ * the stairs starting there that last that long become one lasting just less (a longer window fits
+ * there no better: it ends no earlier), and one from `before` lasting as long as they did (the runs
+ * from `before` on they bounded); -1: no memory */
+static int run_stairs_cap(run_stairs *r, double from, double before, double duration) {
+    int64_t lo = 0, hi = r->n;          /* the first stair starting at or after `from` */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->start[mid] < from) lo = mid + 1; else hi = mid; }
+    int64_t first = lo;
+    while (first < r->n && r->start[first] < before && r->lasts[first] < duration) first++;
+    int64_t last = first;
+    while (last < r->n && r->start[last] < before) last++;
+    if (last == first) return 0;
+    double longest = r->lasts[last - 1], shorter = nextafter(duration, -INFINITY);
+    int capped = !(first > 0 && r->lasts[first - 1] >= shorter);
+    int bounded = last == r->n || r->start[last] > before;   /* else the next stair, as early, lasts longer */
+    int64_t kept = first + capped + bounded;
+    if (kept > last) {
+        if (run_stairs_room(r, r->n + 1) < 0) return -1;
+    }
+    memmove(&r->start[kept], &r->start[last], sizeof(double) * (size_t)(r->n - last));
+    memmove(&r->lasts[kept], &r->lasts[last], sizeof(double) * (size_t)(r->n - last));
+    r->n += kept - last;
+    int64_t at = first;
+    if (capped) { r->start[at] = r->start[first]; r->lasts[at] = shorter; at++; }
+    if (bounded) { r->start[at] = before; r->lasts[at] = longest; }
+    return 0;
+}
+
+/* the stairs of count `processors` built from the plan (it starts at now); -1: no memory */
+static int run_stairs_build(run_stairs *r, const count_profile *p, double processors, double now) {
+    r->n = 0;
+    r->built = 1;
+    int64_t k = 0;
+    while (k < p->n) {
+        while (k < p->n && p->free[k] < processors) k++;
+        if (k == p->n) break;
+        double from = p->times[k] > now ? p->times[k] : now;
+        while (k < p->n && p->free[k] >= processors) k++;
+        double to = k < p->n ? p->times[k] : INFINITY;
+        double lasts = run_lasts(from, to);
+        if (r->n == 0 || lasts > r->lasts[r->n - 1]) {
+            if (run_stairs_room(r, r->n + 1) < 0) return -1;
+            r->start[r->n] = from; r->lasts[r->n] = lasts; r->n++;
+        }
+    }
+    return 0;
+}
+
+/* the first start of a run lasting `duration` (INFINITY: none): no window of that duration wholly
+ * inside a run starts earlier */
+static double run_stairs_first(const run_stairs *r, double duration) {
+    int64_t lo = 0, hi = r->n;          /* the first stair lasting the duration */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->lasts[mid] < duration) lo = mid + 1; else hi = mid; }
+    return lo < r->n ? r->start[lo] : INFINITY;
+}
+
+/* the slot [start, end) given back, its steps freeing at most `most` now: for each count built up to
+ * `most`, the run over the steps freeing that many around it merged in; -1: no memory */
+static int run_stairs_given(run_stairs *by_count, const int64_t *built, int64_t n_built, const count_profile *p,
+                            double start, double end, double most, double now) {
+    int64_t first = lower_bound(p->times, p->n, start), after = end == INFINITY ? p->n : lower_bound(p->times, p->n, end);
+    for (int64_t b = 0; b < n_built; b++) {
+        double count = (double)built[b];
+        if (count > most) continue;
+        int64_t k = first - 1;          /* after the last step before the slot freeing fewer */
+        while (k >= 0 && p->free[k] >= count) k--;
+        double from = k >= 0 ? p->times[k + 1] : p->times[0];
+        if (from < now) from = now;
+        k = after;                      /* to the first step from the slot's end freeing fewer */
+        while (k < p->n && p->free[k] >= count) k++;
+        if (run_stairs_add(&by_count[built[b]], from, k < p->n ? p->times[k] : INFINITY) < 0) return -1;
+    }
+    return 0;
+}
+
 /* Returns 0, or -1 when memory ran out, -2 when a job fits nowhere on the empty pool, -3 when jobs
  * wait after the last event, -4 when the conservative plan is asked for a time before its start (a
  * negative or NaN time given). */
@@ -373,6 +500,8 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     count_profile plan = { NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0.0 };
     staircase stairs = { NULL, NULL, 0, 0, 0 };
     int have_plan = 0, compress = 0;
+    run_stairs *runs = NULL;          /* by processor count */
+    int64_t *built = NULL, n_built = 0;
     double *reserved_s = NULL;
     reservation *by_reservation = NULL, *due = NULL;
     int64_t by_reservation_n = 0;
@@ -380,7 +509,9 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
         reserved_s = malloc(sizeof(double) * (size_t)(jobs + 1));
         by_reservation = malloc(sizeof(reservation) * (size_t)(jobs + 1));
         due = malloc(sizeof(reservation) * (size_t)(jobs + 1));
-        if (!reserved_s || !by_reservation || !due) { status = -1; goto done; }
+        runs = calloc((size_t)n_nodes + 1, sizeof(run_stairs));
+        built = malloc(sizeof(int64_t) * (size_t)(n_nodes + 1));
+        if (!reserved_s || !by_reservation || !due || !runs || !built) { status = -1; goto done; }
     }
     double now = -INFINITY;
 
@@ -428,6 +559,8 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                 /* the plan starts at now (advanced): a start before old is the stairs' question */
                 int from_start = upper_bound(plan.times, plan.n, now) - 1 <= 0;
                 stairs.valid = 0;
+                for (int64_t b = 0; b < n_built; b++) runs[built[b]].built = 0;
+                n_built = 0;
                 for (int64_t w = q_head; w < q_tail; w++) {
                     int64_t j = waiting[w];
                     double old = reserved_s[j], size = (double)procs[j];
@@ -436,14 +569,36 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                         if (!stairs.valid && stairs_build(&stairs, &plan) < 0) { status = -1; goto done; }
                         if (!stairs_may_start_before(&stairs, size, old)) continue;
                     } else if (!profile_may_start_before(&plan, size, now, old)) continue;
-                    double found = profile_earliest_move(&plan, size, requested[j], now, old);
+                    double after = now;   /* no earlier start comes before it */
+                    run_stairs *learnt = NULL;
+                    if (from_start) {     /* the step before old frees too few: a window wholly in a run */
+                        int64_t before_old = lower_bound(plan.times, plan.n, old) - 1;
+                        if (before_old >= 0 && plan.free[before_old] < size) {
+                            run_stairs *r = &runs[procs[j]];
+                            if (!r->built) {
+                                if (run_stairs_build(r, &plan, size, now) < 0) { status = -1; goto done; }
+                                built[n_built++] = procs[j];
+                            }
+                            double first = run_stairs_first(r, requested[j]);
+                            if (!(first < old)) continue;
+                            if (first > after) after = first;
+                            learnt = r;
+                        }
+                    }
+                    double found = profile_earliest_move(&plan, size, requested[j], after, old);
                     if (plan.error) { status = plan.error; goto done; }
+                    if (learnt && run_stairs_cap(learnt, after, isnan(found) ? old : found, requested[j]) < 0) {
+                        status = -1; goto done;
+                    }
                     if (isnan(found)) continue;      /* no earlier slot: the job keeps the one it has */
                     if (profile_change(&plan, old, old + requested[j], size) < 0) { status = plan.error; goto done; }
                     double given_most = plan.last_most;
                     reservation_remove(by_reservation, &by_reservation_n, old, j);
                     if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
                     if (stairs.valid) stairs_given(&stairs, given_most, old);
+                    if (run_stairs_given(runs, built, n_built, &plan, old, old + requested[j], given_most, now) < 0) {
+                        status = -1; goto done;
+                    }
                     reserved_s[j] = found;
                     reservation_insert(by_reservation, &by_reservation_n, found, j);
                 }
@@ -524,5 +679,7 @@ done:
     ledger_scalars(&c.ledger, scalars);
     free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
     free(plan.times); free(plan.free); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due);
+    if (runs) for (int64_t q = 0; q <= n_nodes; q++) { free(runs[q].start); free(runs[q].lasts); }
+    free(runs); free(built);
     return status;
 }
