@@ -49,6 +49,59 @@ def _run_bounds(in_map: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges[0::2], edges[1::2] - 1
 
 
+class _SetOrder:
+    """The order in which cons_tres takes a job's consecutive sets: while one suffices for what the
+    job still needs (enough free CPUs and, where nodes are counted, enough nodes) the sufficient set
+    with the fewest CPUs, the first on ties; else the set with the most CPUs, the first on ties.  A
+    set is taken once.  The sets by most CPUs are sorted only when none first suffices.
+
+    >>> order = _SetOrder([5.0, 10.0, 3.0], [0, 3, 9], [2, 3, 1])    # CPUs, first node, nodes
+    >>> order.take(4.0), order.take(4.0, 1), order.take(9.0), order.untaken   # 5 suffices; then 10; then 3
+    ((0, True), (1, True), (2, False), 0)
+    >>> _SetOrder([5.0, 10.0], [0, 3], [2, 3]).take(4.0, 3)           # only 10 CPUs on 3 nodes suffices
+    (1, True)
+    """
+
+    __slots__ = ("totals", "firsts", "sizes", "taken", "untaken", "by_most", "head")
+
+    def __init__(self, totals: list[float], firsts: list[int], sizes: list[int] | None = None):
+        self.totals = totals              # free CPUs of each set
+        self.firsts = firsts              # each set's first node (the tie-break)
+        self.sizes = sizes                # each set's nodes, where the job asks a node count
+        self.taken = [False] * len(totals)
+        self.untaken = len(totals)
+        self.by_most: list[int] | None = None
+        self.head = 0                     # by_most[head]: the untaken set with the most CPUs
+
+    def take(self, need_cpus: float, need_nodes: int = 0) -> tuple[int, bool]:
+        """The next set (its index; at least one must be untaken) and whether it suffices."""
+        totals, taken, by_most = self.totals, self.taken, self.by_most
+        if by_most is not None:
+            while taken[by_most[self.head]]:
+                self.head += 1
+        sufficient = None
+        if by_most is None or totals[by_most[self.head]] >= need_cpus:     # else none suffices
+            sizes = self.sizes
+            if sizes is None:
+                sufficient = [i for i in range(len(totals)) if not taken[i] and totals[i] >= need_cpus]
+            else:
+                sufficient = [i for i in range(len(totals))
+                              if not taken[i] and totals[i] >= need_cpus and sizes[i] >= need_nodes]
+        if sufficient:
+            firsts = self.firsts
+            best = min(sufficient, key=lambda i: (totals[i], firsts[i]))
+        else:
+            if by_most is None:
+                firsts = self.firsts
+                self.by_most = by_most = sorted(range(len(totals)), key=lambda i: (-totals[i], firsts[i]))
+                while taken[by_most[self.head]]:      # sets taken before, while one sufficed
+                    self.head += 1
+            best = by_most[self.head]
+        taken[best] = True
+        self.untaken -= 1
+        return best, bool(sufficient)
+
+
 def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: np.ndarray, count: int,
                          cpus_per_node: float) -> np.ndarray | None:
     """``count`` of the ``candidates`` (nodes that hold the job's share, ascending) chosen as Slurm's
@@ -60,21 +113,19 @@ def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: 
     is_candidate[candidates] = True
     in_map = in_map | is_candidate
     need_cpus = count * cpus_per_node
-    sets = []
+    totals, firsts, members_of = [], [], []
     for first, last in consecutive_runs(in_map):
         members = np.flatnonzero(is_candidate[first:last + 1]) + first
         if members.size:
-            sets.append((float(free_cpus[first:last + 1][in_map[first:last + 1]].sum()), first, members))
+            totals.append(float(free_cpus[first:last + 1][in_map[first:last + 1]].sum()))
+            firsts.append(first)
+            members_of.append(members)
+    order = _SetOrder(totals, firsts, [members.size for members in members_of])
     chosen: list[int] = []
-    while sets and len(chosen) < count:
+    while order.untaken and len(chosen) < count:
         remaining = count - len(chosen)
-        sufficient = [s for s in sets if s[0] >= need_cpus and s[2].size >= remaining]
-        if sufficient:
-            best = min(sufficient, key=lambda s: (s[0], s[1]))
-        else:
-            best = max(sets, key=lambda s: (s[0], -s[1]))
-        sets.remove(best)
-        members = best[2]
+        best, _ = order.take(need_cpus, remaining)
+        members = members_of[best]
         if remaining == 1:
             # best fit single node: the fewest free CPUs that hold the share, the first on ties
             chosen.append(int(members[np.argmin(free_cpus[members])]))
@@ -111,11 +162,7 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     firsts, lasts = _run_bounds(in_map)
     totals = (cumulative[lasts + 1] - cumulative[firsts]).tolist()
     firsts, lasts = firsts.tolist(), lasts.tolist()
-    # a sufficient set (the fewest CPUs, the first on ties) if there is one, else the one with the
-    # most CPUs (the first on ties): the sets by (CPUs, -first) from the most, sorted once
-    by_most: list[int] | None = None          # sorted when first needed (no set sufficient)
-    taken = [False] * len(totals)
-    head = 0
+    order = _SetOrder(totals, firsts)
     # the steps below in plain floats on short sets (numpy on long ones): cumulative sums run in
     # order either way; a sum of 8 or more CPU amounts not all whole is numpy's (its pairwise order)
     free_list: list[float] | None = None
@@ -123,22 +170,8 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     taken_nodes: list[int] = []
     taken_cpus: list[float] = []
     left = float(cpus)
-    untaken = len(totals)
-    while untaken and left > 0:
-        if by_most is not None:
-            while taken[by_most[head]]:
-                head += 1
-        sufficient = None
-        if by_most is None or totals[by_most[head]] >= left:
-            sufficient = [i for i in range(len(totals)) if not taken[i] and totals[i] >= left]
-        if sufficient:
-            best = min(sufficient, key=lambda i: (totals[i], firsts[i]))
-        else:
-            if by_most is None:
-                by_most = sorted(range(len(totals)), key=lambda i: (-totals[i], firsts[i]))
-            best = by_most[head]
-        taken[best] = True
-        untaken -= 1
+    while order.untaken and left > 0:
+        best, sufficient = order.take(left)
         first, last = firsts[best], lasts[best]
         if not sufficient:
             if whole is None:
@@ -230,15 +263,15 @@ def fill_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float,
     usable = np.where(in_map, free_cpus, 0.0)
     if float(usable.sum()) < cpus or int(in_map.sum()) < count:
         return None
-    sets = [[float(usable[a:b + 1].sum()), b - a + 1, a, b] for a, b in consecutive_runs(in_map)]
+    runs = consecutive_runs(in_map)
+    order = _SetOrder([float(usable[a:b + 1].sum()) for a, b in runs], [a for a, _ in runs],
+                      [b - a + 1 for a, b in runs])
     taken: list[int] = []
     amounts: list[float] = []
     rem_cpus, rem_nodes = float(cpus), count
-    while sets and rem_nodes > 0:
-        sufficient = [s for s in sets if s[0] >= rem_cpus and s[1] >= rem_nodes]
-        best = min(sufficient, key=lambda s: (s[0], s[2])) if sufficient else max(sets, key=lambda s: (s[0], -s[2]))
-        sets.remove(best)
-        _, _, first, last = best
+    while order.untaken and rem_nodes > 0:
+        best, _ = order.take(rem_cpus, rem_nodes)
+        first, last = runs[best]
         for node in range(first, last + 1):
             if rem_nodes <= 0:
                 break

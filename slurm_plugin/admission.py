@@ -6,7 +6,7 @@ node list the job is pinned to, a begin time in greener hours); then Slurm sched
 the replay plays Slurm's part: at each submission the cluster as the replay holds it (its nodes,
 the running jobs with the ends Slurm knows, their time limits, and the jobs still waiting) becomes a
 :class:`~greenslurm.slurm_plugin.view.Snapshot`, the service's own
-:meth:`~greenslurm.slurm_plugin.service.DecisionService.decide` answers a request built as
+:meth:`~greenslurm.slurm_plugin.decisions.DecisionService.decide` answers a request built as
 ``job_submit.lua`` builds it, and the queue receives the job as Slurm would: rejected (counted with
 the hook's reason, as Slurm's job_submit chain returns it to the user), or with its required nodes
 and begin time.
@@ -25,7 +25,7 @@ from greenslurm.clustermodel import Cluster
 from greenslurm.sim.engine.admission import Admitted
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.record import DecisionRecord
-from greenslurm.slurm_plugin.service import DecisionService
+from greenslurm.slurm_plugin.decisions import DecisionService
 from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob as LivePending, RunningJob, Snapshot
 
 

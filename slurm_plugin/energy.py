@@ -28,7 +28,7 @@ from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.power import job_share_power_w
 from greenslurm.clustermodel.renewable import EnergySplit, SupplySeries, job_renewable_j, split_energy
-from greenslurm.slurm_plugin.backend import _natural
+from greenslurm.slurm_plugin.slurm_json import natural_order
 
 
 def run_energy_j(cpus: tuple[float, ...], gpus: tuple[float, ...], node_cpus: tuple[float, ...], busy_w: float,
@@ -95,7 +95,7 @@ def energy_report(runs: list[dict], nodes: dict[str, dict], power, supply: Suppl
     from greenslurm.sim.machines.node_states import ON
     from greenslurm.sim.machines.power_states import PowerStateLedger
 
-    names = sorted(nodes, key=_natural)
+    names = sorted(nodes, key=natural_order)
     cluster = Cluster(power.node(name, max(int(nodes[name]["cpus"] or 1), 1), 0.0, int(nodes[name]["gpus"] or 0))
                       for name in names) if names else None
     index = {name: i for i, name in enumerate(names)}

@@ -32,12 +32,14 @@ Two ways to wake nodes, one per kind of queue, chosen by what the queue strategy
   the order they were allocated.  Nodes of a job held back by the budget count as idle and may be
   powered down while it waits.  The queue plans with the allocation time; a job that began late
   ends late, and a plan meets its nodes busy and starts the next job when they are free.
+
+The settings are :mod:`~greenslurm.sim.machines.power_settings`'s, the extended ledger
+:mod:`~greenslurm.sim.machines.power_ledger`'s; this module names them too.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from itertools import islice
 from typing import Callable
 
@@ -47,231 +49,17 @@ from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_powe
 from greenslurm.allocation.power_policy import RateCount, needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
-from greenslurm.clustermodel.power import MAX_NODE_W
-from greenslurm.clustermodel.phases import PHASE_LAYOUTS, phase_imbalance, phase_loads_w, phase_of_nodes
-from greenslurm.sim.accounting.ledger import EnergyLedger
+from greenslurm.clustermodel.phases import phase_imbalance, phase_loads_w, phase_of_nodes
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.sim.machines.consolidation import Consolidation
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: F401  (re-exported)
-from greenslurm.sim.accounting.result import EnergyTotals
+from greenslurm.sim.machines.power_ledger import PowerStateLedger, PowerStateTotals  # noqa: F401  (re-exported)
+from greenslurm.sim.machines.power_settings import (CYCLING_BOOTS_PER_NODE_DAY, RATE_RETRY_S,  # noqa: F401
+                                                    PowerStateConfig, boots_per_node_day, cycling_warning)
 
-MOVABLE = ("gpu", "single-node", "none")
 # marks a shape known not to fit the nodes that are on (see PowerManagedMachine.place)
 _USABLE_NOW = object()
-
-MAX_IDLE_S = 10 * 365.25 * 86400      # suspend after: 10 years (no trace is longer: never, in effect)
-MAX_BOOT_S = 86400.0
-MAX_RATE = 1_000_000                  # nodes per minute (SuspendRate, ResumeRate): more is no limit at all
-RATE_RETRY_S = 10.0                   # an action a rate held back is tried again (power_save_interval)
-# More boots per node per day than this (one every six hours on every node) is more than a site
-# cycles real hardware: reports warn (:func:`cycling_warning`), under every queue with power states.
-CYCLING_BOOTS_PER_NODE_DAY = 4.0
-
-
-def boots_per_node_day(boots: int, nodes: int, span_s: float) -> float:
-    """Boots per node per day over a replay of ``span_s`` seconds (0 without nodes or span).
-
-    >>> boots_per_node_day(120, 10, 2 * 86400.0)     # 120 boots / 10 nodes / 2 days
-    6.0
-    """
-    if nodes <= 0 or not span_s or span_s <= 0:
-        return 0.0
-    return boots / nodes / (span_s / 86400.0)
-
-
-def cycling_warning(boots: int, nodes: int, span_s: float, label: str = "") -> str | None:
-    """The report's warning when nodes boot more than :data:`CYCLING_BOOTS_PER_NODE_DAY` times a
-    day on average (None: they do not); ``label`` names the policy.
-
-    >>> print(cycling_warning(336, 105, 12 * 86400.0))      # 0.27 a day
-    None
-    >>> cycling_warning(120, 10, 2 * 86400.0, "easy+suspend")
-    'under easy+suspend each node boots 6.0 times a day on average (120 boots of 10 nodes), more than the 4 a day above which nodes cycle implausibly often: idle gaps shorter than the power-down time plus a boot power nodes down and up again; raise the power-down time, or limit suspends and resumes per minute (SuspendRate, ResumeRate)'
-    """
-    per_day = boots_per_node_day(boots, nodes, span_s)
-    if per_day <= CYCLING_BOOTS_PER_NODE_DAY:
-        return None
-    where = f"under {label} " if label else ""
-    return (f"{where}each node boots {per_day:,.1f} times a day on average ({boots:,} boots of {nodes:,} nodes), "
-            f"more than the {CYCLING_BOOTS_PER_NODE_DAY:g} a day above which nodes cycle implausibly often: idle "
-            f"gaps shorter than the power-down time plus a boot power nodes down and up again; raise the "
-            f"power-down time, or limit suspends and resumes per minute (SuspendRate, ResumeRate)")
-
-
-@dataclass(frozen=True, slots=True)
-class PowerStateConfig:
-    """Power management settings.  ``suspend_after_s`` None: never power down (budget/phases only).
-
-    ``boot_w`` None: a booting node draws its idle power.  Nodes sit in cabinets of
-    ``nodes_per_cabinet`` and on ``phases`` power phases, node i on phase i mod phases.
-    """
-
-    suspend_after_s: float | None = 600.0
-    boot_s: float = 300.0
-    boot_w: float | None = None
-    off_w: float = 10.0
-    budget_w: float | None = None
-    phases: int = 3
-    nodes_per_cabinet: int = 48
-    phase_layout: str = "round-robin"       # or "banks" (see clustermodel.phases.phase_of_nodes)
-    # which off node to wake next: "phase" (on the phase with the fewest powered nodes, the
-    # lowest-numbered on it) or "index" (the lowest-numbered)
-    wake_order: str = "phase"
-    # pVOCL's consolidation (greenslurm.sim.machines.consolidation): every ``consolidate_every_s``
-    # (None: never) movable jobs leave lightly loaded nodes, which are turned off, along the
-    # planner's cheapest sequence of actions under the budget; per phase (``topology_aware``) or
-    # over all nodes as one group.
-    consolidate_every_s: float | None = None
-    topology_aware: bool = True
-    # a move pauses the job this long (checkpoint, transfer, restore); pVOCL measured a few hundred
-    # milliseconds to a few seconds per virtual GPU (its Figure 9)
-    migrate_s: float = 5.0
-    # which running jobs may move: "gpu" (single-node jobs holding GPUs: virtualised GPU work, as
-    # pVOCL's), "single-node" (any single-node job: checkpoint and restart) or "none"
-    movable: str = "gpu"
-    # power lost in the distribution per unit of phase imbalance (see clustermodel.phases.phase_loss_w;
-    # 0.041: pVOCL's 7.6 % between an unbalanced and a balanced placement); counted beside the
-    # nodes' energy and weighed by the planner
-    imbalance_loss: float = 0.0
-    # nodes off when the replay begins (they are woken for the first jobs): a steady state for a
-    # long trace, and budgets below the idle power of the whole cluster; False: every node on
-    start_off: bool = False
-    # Slurm's SuspendRate and ResumeRate: at most this many nodes powered down / woken per minute
-    # (0: no limit), counted as Slurm counts them (allocation.power_policy.RateCount), each moment the
-    # machine powers nodes down or wakes them being a scan; what the rate holds back is tried again
-    # ``RATE_RETRY_S`` later (Slurm's power_save_interval).  Consolidation's moves are not limited
-    suspend_rate: int = 0
-    resume_rate: int = 0
-
-    def __post_init__(self) -> None:
-        if self.wake_order not in ("phase", "index"):
-            raise ValueError(f"wake_order must be phase or index, not {self.wake_order!r}")
-        if self.phase_layout not in PHASE_LAYOUTS:
-            raise ValueError(f"phase_layout must be one of {', '.join(PHASE_LAYOUTS)}, not {self.phase_layout!r}")
-        if self.movable not in MOVABLE:
-            raise ValueError(f"movable must be one of {', '.join(MOVABLE)}, not {self.movable!r}")
-        if self.consolidate_every_s is not None and not 1.0 <= self.consolidate_every_s <= 86400.0:
-            raise ValueError("consolidate_every_s must be within [1, 86400] seconds")
-        if not 1 <= self.phases <= MAX_PHASES:
-            raise ValueError(f"phases must be within 1..{MAX_PHASES}")
-        if not 0 <= self.migrate_s <= 86400.0:
-            raise ValueError("migrate_s must be within [0, 86400] seconds")
-        if not 0 <= self.imbalance_loss <= 1.0:
-            raise ValueError("imbalance_loss must be within [0, 1]")
-        # physical ranges (each message begins with its field's name: the scenario names the key)
-        if self.suspend_after_s is not None and not 0 <= self.suspend_after_s <= MAX_IDLE_S:
-            raise ValueError("suspend_after_s must be within [0, 10 years] seconds")
-        if not 0 <= self.boot_s <= MAX_BOOT_S:
-            raise ValueError("boot_s must be within [0, 86400] seconds (a boot longer than a day is no boot)")
-        for name in ("boot_w", "off_w"):
-            value = getattr(self, name)
-            if value is not None and not 0 <= value <= MAX_NODE_W:
-                raise ValueError(f"{name} must be within [0, {MAX_NODE_W:g}] W (no node draws a megawatt)")
-        if self.nodes_per_cabinet < 1:
-            raise ValueError("nodes_per_cabinet must be >= 1")
-        if self.budget_w is not None and not 0 < self.budget_w < math.inf:
-            raise ValueError("budget_w must be a finite number > 0")
-        for name in ("suspend_rate", "resume_rate"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                    or not (0 <= value <= MAX_RATE and value == int(value)):
-                raise ValueError(f"{name} must be a whole number of nodes per minute within [0, {MAX_RATE:,}] "
-                                 f"(0: no limit), not {value!r}")
-            object.__setattr__(self, name, int(value))      # 5.0 from a command line is 5
-
-    @classmethod
-    def from_mapping(cls, table: dict) -> "PowerStateConfig":
-        """From a TOML ``[power_states]`` table (keys as the field names)."""
-        known = set(cls.__dataclass_fields__)
-        unknown = set(table) - known
-        if unknown:
-            raise ValueError(f"unknown power_states keys: {', '.join(sorted(unknown))}")
-        return cls(**table)
-
-
-# -- the extended ledger ------------------------------------------------------------------------
-@dataclass(slots=True)
-class PowerStateTotals:
-    """What power states added to a replay's energy account (joules, seconds)."""
-
-    off_j: float               # energy drawn by nodes while off
-    boot_j: float              # energy drawn by nodes while booting
-    saved_vs_idle_j: float     # idle energy the off and booting time would have cost, less off + boot
-    off_node_s: float
-    boot_node_s: float
-    boots: int
-    suspends: int
-    peak_power_w: float
-    budget_w: float | None
-    refused_starts: int        # times a fitting job was held back by the budget
-    imbalance_times_s: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    imbalance: np.ndarray = field(default_factory=lambda: np.zeros(0))   # phase imbalance from each time on
-    mean_imbalance: float = 0.0  # time-weighted
-    phase_loss_j: float = 0.0    # lost in the distribution to phase imbalance (beside total_j)
-    migrations: int = 0          # job moves (consolidation)
-    moved_jobs: int = 0          # distinct jobs moved
-    migration_pause_s: float = 0.0   # job-seconds paused by moves
-
-
-class PowerStateLedger(EnergyLedger):
-    """The energy ledger with node power states: OFF nodes draw ``off_w``, BOOTING ``boot_w``.
-
-    The base ledger charges every unallocated node-second at idle power; at the close the off and
-    booting seconds are re-priced, so total = jobs + unallocated = sum of per-node energy still holds.
-    """
-
-    def __init__(self, cluster: Cluster, start_s: float, off_w: float, boot_w: np.ndarray) -> None:
-        super().__init__(cluster, start_s)
-        self.idle_full_w = cluster.idle_w + cluster.gpu_idle_w * cluster.capacity[:, GPU]
-        self.off_w = off_w
-        self.boot_w = boot_w
-        n = cluster.size
-        self.state = np.full(n, ON)
-        self._since_s = np.full(n, start_s)
-        self.off_s = np.zeros(n)
-        self.boot_s = np.zeros(n)
-
-    def state_power_w(self, node: int, state: int) -> float:
-        return float((self.idle_full_w[node], self.off_w, self.boot_w[node])[state])
-
-    def on_state(self, node: int, state: int, now_s: float) -> None:
-        """Node ``node`` (with no job) changes power state at ``now_s``."""
-        self.advance(now_s)
-        old = int(self.state[node])
-        self._account(node, old, now_s)
-        self.power_w += self.state_power_w(node, state) - self.state_power_w(node, old)
-        self.state[node] = state
-        self._since_s[node] = now_s
-        if self.power_w > self.peak_power_w:
-            self.peak_power_w = self.power_w
-
-    def _account(self, node: int, state: int, now_s: float) -> None:
-        if state == OFF:
-            self.off_s[node] += now_s - self._since_s[node]
-        elif state == BOOTING:
-            self.boot_s[node] += now_s - self._since_s[node]
-
-    def close(self, end_s: float) -> EnergyTotals:
-        for node in np.nonzero(self.state != ON)[0].tolist():
-            self._account(node, int(self.state[node]), end_s)
-            self._since_s[node] = end_s
-        totals = super().close(end_s)
-        # The base ledger priced these seconds at idle power (the nodes had no job): re-price.
-        repriced = (self.off_w - self.idle_full_w) * self.off_s + (self.boot_w - self.idle_full_w) * self.boot_s
-        totals.per_node_j = totals.per_node_j + repriced
-        totals.unallocated_j += float(repriced.sum())
-        totals.idle_nodes_j -= float((self.idle_full_w * (self.off_s + self.boot_s)).sum())
-        return totals
-
-    @property
-    def off_j(self) -> float:
-        return float(self.off_w * self.off_s.sum())
-
-    @property
-    def boot_j(self) -> float:
-        return float((self.boot_w * self.boot_s).sum())
-
 
 # -- the machine --------------------------------------------------------------------------------
 class PowerManagedMachine(Machine):

@@ -1,0 +1,57 @@
+"""Slurm's choice among consecutive node sets (cons_tres ``_eval_nodes``): the one order in which the
+rigid, spread and -N fill layouts take sets, checked against the rule stated plainly, and the layouts
+on small cases with the arithmetic in comments."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, strategies as st
+
+from greenslurm.allocation.consecutive import _SetOrder, fill_consecutive, spread_consecutive
+
+
+@st.composite
+def sets_and_needs(draw):
+    count = draw(st.integers(1, 8))
+    totals = draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 2.5]), min_size=count, max_size=count))
+    sizes = draw(st.lists(st.integers(1, 4), min_size=count, max_size=count))
+    needs = draw(st.lists(st.tuples(st.sampled_from([1.0, 2.0, 3.0, 5.0, 8.0, 20.0]), st.integers(0, 5)),
+                          min_size=count, max_size=count))
+    counted = draw(st.booleans())
+    return totals, sizes if counted else None, needs
+
+
+@given(sets_and_needs())
+def test_sets_are_taken_sufficient_fewest_first_else_most(case):
+    # the rule as cons_tres states it, each step over the sets not yet taken: the sufficient set
+    # (enough CPUs and, where counted, nodes) with the fewest CPUs, the first on ties; else the set
+    # with the most CPUs, the first on ties
+    totals, sizes, needs = case
+    firsts = [10 * i for i in range(len(totals))]
+    order = _SetOrder(totals, firsts, sizes)
+    left = set(range(len(totals)))
+    for need_cpus, need_nodes in needs:
+        sufficient = [i for i in left if totals[i] >= need_cpus and (sizes is None or sizes[i] >= need_nodes)]
+        expected = (min(sufficient, key=lambda i: (totals[i], firsts[i])) if sufficient
+                    else max(left, key=lambda i: (totals[i], -firsts[i])))
+        assert order.take(need_cpus, need_nodes) == (expected, bool(sufficient))
+        left.discard(expected)
+        assert order.untaken == len(left)
+
+
+def test_a_fill_that_a_sufficient_set_leaves_unfinished_goes_on_in_the_other_sets():
+    # sbatch -N 2 -n 6 over free CPUs 4 1 1 | 2 | 3 (sets n0-n2, n4, n6): n0-n2 suffices (6 CPUs, 3
+    # nodes); n0 gives 4 (leaving one for the node to come), n1 and n2 hold 1 < 2: not the last node.
+    # Left: 2 CPUs on 1 node; n4 (2) and n6 (3) suffice, the fewest: n4 gives 2
+    nodes, cpus = fill_consecutive(np.array([4.0, 1.0, 1.0, 0.0, 2.0, 0.0, 3.0]), np.ones(7, bool), 6, 2)
+    assert (nodes.tolist(), cpus.tolist()) == ([0, 4], [4.0, 2.0])
+    # with 1 CPU on n4 and n6 no set suffices for the 2 left: the most CPUs first is n0-n2 again, but
+    # it is taken; n4 and n6 cannot hold 2 on their one node: no layout (n0 never twice)
+    assert fill_consecutive(np.array([4.0, 1.0, 1.0, 0.0, 1.0, 0.0, 1.0]), np.ones(7, bool), 6, 2) is None
+
+
+def test_a_spread_takes_the_set_with_the_most_cpus_when_none_suffices():
+    # 9 CPUs over sets n0-n1 (2 + 2), n3-n4 (3 + 3), n6 (1): none holds 9; the most, n3-n4, gives 6,
+    # then 3 left: n0-n1 (4) suffices, no node holds 3, its nodes in order give 2 and 1
+    nodes, cpus = spread_consecutive(np.array([2.0, 2.0, 0.0, 3.0, 3.0, 0.0, 1.0]), np.ones(7, bool), 9)
+    assert (nodes.tolist(), cpus.tolist()) == ([0, 1, 3, 4], [2.0, 1.0, 3.0, 3.0])
