@@ -243,11 +243,14 @@ def _by_node(taken_nodes: list[int], taken_cpus: list[float]) -> tuple[np.ndarra
 def fill_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float,
                      count: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Nodes and CPUs on each for a job of ``cpus`` CPUs on exactly ``count`` nodes that names no
-    per-node share (``sbatch -N count -n cpus``), as cons_tres lays it out (``_eval_nodes`` with
-    ``_cpus_to_use``): in the best set (the sufficient one, enough CPUs and nodes, with the fewest
-    free CPUs; else the one with the most), the nodes in order, each giving its free CPUs but
-    leaving one for each node still to come, and the last node only if it holds the rest.  None if
-    the nodes in ``in_map`` cannot hold it.
+    per-node share (``sbatch -N count -n cpus``), as cons_tres lays it out (``choose_nodes``
+    calling ``_eval_nodes`` with ``_cpus_to_use``): in the best set (the sufficient one, enough CPUs
+    and nodes, with the fewest free CPUs; else the one with the most), the nodes in order, each
+    giving its free CPUs but leaving one for each node still to come, and the last node only if it
+    holds the rest (the best fit among the set's nodes when a set starts with one node to go).
+    When that fails and more nodes than ``count`` are usable, Slurm tries again without the nodes
+    with the fewest CPUs for the job, one CPU count more at a time (:func:`_fill_retries`).  None
+    if the nodes in ``in_map`` cannot hold it.
 
     >>> free = np.array([4.0, 4.0, 4.0, 0.0, 2.0])
     >>> nodes, cpus = fill_consecutive(free, free >= 1, 6, 3)     # set n0-n2: 4, then 1 and 1
@@ -258,13 +261,62 @@ def fill_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float,
     ([0, 1], [2.0, 4.0])
     >>> fill_consecutive(free, free >= 1, 13, 3) is None
     True
+
+    ``-N 2 -n 8`` beside a 1-CPU job on n0: n0 gives 3, and no single node holds the other 5; the
+    second try leaves out the nodes with at most 3 CPUs (n0) and takes n1 and n2, 4 + 4:
+
+    >>> nodes, cpus = fill_consecutive(np.array([3.0, 4.0, 4.0, 4.0]), np.ones(4, bool), 8, 2)
+    >>> nodes.tolist(), cpus.tolist()
+    ([1, 2], [4.0, 4.0])
     """
     in_map = in_map & (free_cpus >= 1)
-    usable = np.where(in_map, free_cpus, 0.0)
-    if float(usable.sum()) < cpus or int(in_map.sum()) < count:
+    # avail_res_array[i]->avail_cpus: what node i offers the job; _cpus_to_use lowers it where a node
+    # gives less than it has, and later tries of the same choice see the lowered count
+    offered = np.where(in_map, free_cpus, 0.0)
+    if float(offered.sum()) < cpus or int(in_map.sum()) < count:
         return None
-    runs = consecutive_runs(in_map)
-    order = _SetOrder([float(usable[a:b + 1].sum()) for a, b in runs], [a for a, _ in runs],
+    found = _fill_once(offered, in_map, float(cpus), count)
+    return found if found is not None else _fill_retries(offered, in_map, float(cpus), count)
+
+
+def _fill_retries(offered: np.ndarray, in_map: np.ndarray, cpus: float,
+                  count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """cons_tres ``choose_nodes`` after a failed first ``_eval_nodes``: to avoid a knapsack problem
+    it leaves out the nodes offering at most k CPUs, k = 1, 2, ... below the most any node offers
+    (never fewer nodes than ``count``), and tries again after each k that left one out (and once
+    at k = 1 in any case)."""
+    kept = in_map.copy()
+    left = int(kept.sum())
+    if left <= count:
+        return None
+    most = float(offered[in_map].max())
+    k = 1
+    while k < most:
+        changed = False
+        for node in np.flatnonzero(kept):
+            if 0 < offered[node] <= k:
+                kept[node] = False
+                changed = True
+                left -= 1
+                if left <= count:
+                    break
+        if changed or k == 1:
+            found = _fill_once(offered, kept, cpus, count)
+            if found is not None:
+                return found
+            if left <= count:
+                return None
+        k += 1
+    return None
+
+
+def _fill_once(offered: np.ndarray, in_map: np.ndarray, cpus: float,
+               count: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """One ``_eval_nodes`` of :func:`fill_consecutive` over the nodes in ``in_map``; lowers
+    ``offered`` where ``_cpus_to_use`` gives a node less than it offers, as Slurm does."""
+    here = np.where(in_map, offered, 0.0)          # avail_cpu_per_node: this try's own copy
+    runs = consecutive_runs(in_map & (here >= 1))
+    order = _SetOrder([float(here[a:b + 1].sum()) for a, b in runs], [a for a, _ in runs],
                       [b - a + 1 for a, b in runs])
     taken: list[int] = []
     amounts: list[float] = []
@@ -272,15 +324,26 @@ def fill_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float,
     while order.untaken and rem_nodes > 0:
         best, _ = order.take(rem_cpus, rem_nodes)
         first, last = runs[best]
+        if rem_nodes == 1:
+            # one node to go: the best fit in the set (fewest CPUs that hold the rest, the first
+            # on ties); the set's other nodes are left out of this try
+            holds = [node for node in range(first, last + 1) if here[node] >= rem_cpus]
+            if holds:
+                fit = min(holds, key=lambda node: here[node])
+                keep = here[fit]
+                here[first:last + 1] = 0.0
+                here[fit] = keep
         for node in range(first, last + 1):
             if rem_nodes <= 0:
                 break
-            avail = float(usable[node])
+            avail = float(here[node])
             if avail < 1:
                 continue
             if rem_nodes == 1 and avail < rem_cpus:
                 continue                  # the last node must hold the rest
             give = min(avail, rem_cpus - (rem_nodes - 1))
+            if give < offered[node]:
+                offered[node] = give      # _cpus_to_use lowers avail_res->avail_cpus
             taken.append(node)
             amounts.append(give)
             rem_cpus -= give

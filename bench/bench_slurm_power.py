@@ -35,11 +35,13 @@ from greenslurm.clustermodel import JobSpec  # noqa: E402
 from greenslurm.sim.engine.replay import Replay  # noqa: E402
 from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
 from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
+from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, loop_from_checks  # noqa: E402
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
 
 START_TOLERANCE_S = 2.0
-# slurmctld's background loop's passes took 1.5-5.5 ms per second longer than a second in the
-# development recordings (its job_time_limit checks crept later through the second): the middle
+# slurmctld's background loop's passes took 1.5-5.5 ms per second longer than a second in the first
+# development recordings (its job_time_limit checks crept later through the second): the middle,
+# for a recording whose log shows fewer than two of its checks (and with --loop-from-start)
 BACKGROUND_DRIFT = 0.003
 
 
@@ -76,6 +78,49 @@ def power_tick_phase_s(recording: dict) -> float:
     return 0.0
 
 
+def logged_checks(recording: dict) -> list[float]:
+    """The moments of slurmctld's 30-second checks that its log shows: a job's start reset once its
+    powered-down nodes were up ("Resetting JobId=... start time for node power up", logged in
+    ``job_time_limit``); jobs reset in one check counted once.
+
+    >>> logged_checks({"jobs": [{"log_times": {"alloc": 1.5, "start": 29.96}}, {"log_times": {"alloc": 2.0,
+    ...     "start": 29.961}}, {"log_times": {"alloc": 40.0, "start": 40.0}}, {"log_times": {"alloc": 50.1, "start": 149.3}}]})
+    [29.96, 149.3]
+    """
+    resets = sorted(r["log_times"]["start"] for r in recording["jobs"]
+                    if "alloc" in (r.get("log_times") or {}) and r["log_times"]["start"] > r["log_times"]["alloc"])
+    checks: list[float] = []
+    for at in resets:
+        if not checks or at - checks[-1] > 0.5:
+            checks.append(at)
+    return checks
+
+
+def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop | None:
+    """slurmctld's background loop as the recording's log shows it (a site reads its own the same
+    way: docs/slurm-reference.md, "Power saving"): its drift from the checks it logged, each pair a
+    whole number of passes apart (a pass is never shorter than its ten 100 ms sleeps, so the
+    number is the whole seconds between them while the drift stays below a second per pair), and
+    its start from the first check, counted back in passes to slurmctld's start
+    (:func:`~greenslurm.sim.engine.slurmctld_loop.loop_from_checks`).  With fewer than two checks, or
+    ``from_start``: slurmctld's first log line and :data:`BACKGROUND_DRIFT`; None for a recording
+    without slurmctld's log (the replay's threads then wake from the first submission).
+
+    >>> loop = background_loop({"ctld_start_trace_s": -30.5, "jobs": [
+    ...     {"log_times": {"alloc": 1.0, "start": 29.964}}, {"log_times": {"alloc": 100.0, "start": 149.311}}]})
+    >>> round(loop.drift, 5), round(loop.start_s, 3)       # 119 passes of 1.00292 s; 60 before 29.964
+    (0.00292, -30.211)
+    """
+    start = recording.get("ctld_start_trace_s")
+    if start is None:
+        return None
+    checks = [] if from_start else logged_checks(recording)
+    try:
+        return loop_from_checks(checks, start)
+    except ValueError:                  # no two checks close enough to count the passes between
+        return BackgroundLoop(start, drift=BACKGROUND_DRIFT)
+
+
 def precise(recording: dict) -> bool:
     """Whether the recording has slurmctld's millisecond times of every job (``log_times``)."""
     return all({"submit", "start", "end"} <= set(r.get("log_times") or {}) for r in recording["jobs"])
@@ -98,18 +143,23 @@ def workload(recording: dict, whole_seconds: bool = False) -> list[JobSpec]:
             for job in jobs_of(recording)]
 
 
-def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False, submit_delay_s: float = 0.0):
+def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False, submit_delay_s: float = 0.0,
+           loop_from_start: bool = False):
     """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
-    recorded slurm.conf's power saving; ``submit_delay_s``: Slurm's latency from a submission to
-    the first pass that tries the job (0: the replay's own, a pass at the submission)."""
+    recorded slurm.conf's power saving and slurmctld's background loop as its log shows it
+    (:func:`background_loop`: its main scheduler's passes and its 30-second checks);
+    ``submit_delay_s``: Slurm's latency from a submission to the first pass that tries the job (0:
+    the replay's own, a pass at the submission)."""
     conf = parse_slurm_conf_text(recording["slurm_conf"])
     cluster = cluster_from_slurm_conf(conf)
+    loop = background_loop(recording, from_start=loop_from_start)
+    start, drift = (None, BACKGROUND_DRIFT) if loop is None else (loop.start_s, loop.drift)
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
-                                        start_powered_down=True,
-                                        slurmctld_start_s=recording.get("ctld_start_trace_s"),
-                                        tick_phase_s=power_tick_phase_s(recording), background_drift=BACKGROUND_DRIFT)
-    run = Replay(workload(recording, whole_seconds), cluster, "slurm",
-                 strategy_options={"scheduling": replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s)},
+                                        start_powered_down=True, slurmctld_start_s=start,
+                                        tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
+    scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
+                         background_start_s=start, background_drift=drift if loop is not None else 0.0)
+    run = Replay(workload(recording, whole_seconds), cluster, "slurm", strategy_options={"scheduling": scheduling},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()
     return result.records, run.machine, cluster
@@ -153,9 +203,9 @@ def first_divergence(recording: dict, records, cluster, whole_seconds: bool = Fa
 
 
 def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = False,
-            submit_delay_s: float = 0.0) -> dict:
+            submit_delay_s: float = 0.0, loop_from_start: bool = False) -> dict:
     """The replay of one recording against it, as a flat dict."""
-    records, machine, cluster = replay(recording, boot_s, whole_seconds, submit_delay_s)
+    records, machine, cluster = replay(recording, boot_s, whole_seconds, submit_delay_s, loop_from_start)
     names = [n.name for n in cluster.nodes]
     real = {r["name"]: r for r in recording["jobs"]}
     times = job_times(recording, whole_seconds)
@@ -172,7 +222,8 @@ def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = 
     real_off = suspended_node_s(real_events, names, off, end_s)
     our_off = suspended_node_s(our_events, names, off, end_s)
     mean_real, mean_ours = statistics.mean(waits_real), statistics.mean(waits_ours)
-    return {"jobs": len(real), "boot_s": machine.boot_s, "mean_wait_real_s": mean_real, "mean_wait_replay_s": mean_ours,
+    return {"jobs": len(real), "boot_s": machine.boot_s, "loop_drift": machine.saving.background_drift,
+            "mean_wait_real_s": mean_real, "mean_wait_replay_s": mean_ours,
             "mean_wait_diff": (mean_ours - mean_real) / mean_real if mean_real else 0.0,
             "within_2s": close, "same_nodes": same_nodes,
             "suspended_node_s_real": real_off, "suspended_node_s_replay": our_off,
@@ -227,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(its row in the replay's place)")
     parser.add_argument("--first-divergence", action="store_true",
                         help="print, per recording, the first job the replay starts apart from Slurm")
+    parser.add_argument("--loop-from-start", action="store_true",
+                        help="slurmctld's background loop from its first log line with a pass of 1.003 s "
+                        "(the development recordings' middle) instead of the loop its logged checks show")
     parser.add_argument("--submit-delays", type=float, nargs="+", default=None, metavar="S",
                         help="instead of the table: mean wait and suspended node-seconds differences per "
                         "recording when Slurm's first pass after a submission comes S seconds later (a "
@@ -237,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         print("| submit delay s | " + " | ".join(Path(name).name for name, _ in recordings) + " |")
         print("|---|" + "---|" * len(recordings))
         for delay in args.submit_delays:
-            cells = [compare(recording, whole_seconds=args.whole_seconds, submit_delay_s=delay)
+            cells = [compare(recording, whole_seconds=args.whole_seconds, submit_delay_s=delay,
+                             loop_from_start=args.loop_from_start)
                      for _, recording in recordings]
             print(f"| {delay:g} | " + " | ".join(f"{c['mean_wait_diff']:+.1%} / {c['suspended_diff']:+.1%}"
                                                   for c in cells) + " |")
@@ -249,12 +304,13 @@ def main(argv: list[str] | None = None) -> int:
         for seed in range(args.first_seed, args.first_seed + args.record):
             out = base / f"seed{seed}"
             recordings.append((str(out), record(power_workload(args.jobs, seed), out)))
-    print("| recording | jobs | boot s | mean wait Slurm / replay (diff) | within 2 s | same nodes | "
+    print("| recording | jobs | boot s | loop ms/s | mean wait Slurm / replay (diff) | within 2 s | same nodes | "
           "suspended node-s Slurm / replay (diff) | suspends | resumes |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, recording in recordings:
-        c = compare(recording, whole_seconds=args.whole_seconds)
-        print(f"| {Path(name).name} | {c['jobs']} | {c['boot_s']:.2f} | {c['mean_wait_real_s']:.1f} / "
+        c = compare(recording, whole_seconds=args.whole_seconds, loop_from_start=args.loop_from_start)
+        print(f"| {Path(name).name} | {c['jobs']} | {c['boot_s']:.2f} | {c['loop_drift'] * 1000:.1f} | "
+              f"{c['mean_wait_real_s']:.1f} / "
               f"{c['mean_wait_replay_s']:.1f} ({c['mean_wait_diff']:+.1%}) | {c['within_2s']} | {c['same_nodes']} | "
               f"{c['suspended_node_s_real']:.0f} / {c['suspended_node_s_replay']:.0f} ({c['suspended_diff']:+.1%}) | "
               f"{c['suspends_real']} / {c['suspends_replay']} | {c['resumes_real']} / {c['resumes_replay']} |")
@@ -263,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.against is not None and recordings:
         name, first = recordings[0]
         c = compare_real(first, load(args.against))
-        print(f"| {Path(name).name} against {Path(args.against).name} (Slurm / Slurm) | {c['jobs']} | {c['boot_s']:.2f} | "
+        print(f"| {Path(name).name} against {Path(args.against).name} (Slurm / Slurm) | {c['jobs']} | {c['boot_s']:.2f} | | "
               f"{c['mean_wait_real_s']:.1f} / {c['mean_wait_replay_s']:.1f} ({c['mean_wait_diff']:+.1%}) | "
               f"{c['within_2s']} | {c['same_nodes']} | {c['suspended_node_s_real']:.0f} / "
               f"{c['suspended_node_s_replay']:.0f} ({c['suspended_diff']:+.1%}) | {c['suspends_real']} / "

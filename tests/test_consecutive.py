@@ -55,3 +55,39 @@ def test_a_spread_takes_the_set_with_the_most_cpus_when_none_suffices():
     # then 3 left: n0-n1 (4) suffices, no node holds 3, its nodes in order give 2 and 1
     nodes, cpus = spread_consecutive(np.array([2.0, 2.0, 0.0, 3.0, 3.0, 0.0, 1.0]), np.ones(7, bool), 9)
     assert (nodes.tolist(), cpus.tolist()) == ([0, 1, 3, 4], [2.0, 1.0, 3.0, 3.0])
+
+
+def test_a_fill_that_fails_tries_again_without_the_nodes_offering_fewest_cpus():
+    # sbatch -N 2 -n 8 over free CPUs 3 4 4 4 (one set): n0 gives 3 (8 - 3 = 5 left, one node to
+    # go), no node holds 5: the first try fails.  choose_nodes leaves out the nodes offering at most
+    # k = 1, 2, 3 CPUs (4 usable nodes > 2 asked): at k = 3 n0 goes; n1 gives 4 (8 - 1 = 7 would be
+    # allowed), n2 the other 4
+    nodes, cpus = fill_consecutive(np.array([3.0, 4.0, 4.0, 4.0]), np.ones(4, bool), 8, 2)
+    assert (nodes.tolist(), cpus.tolist()) == ([1, 2], [4.0, 4.0])
+    # with only two usable nodes nothing can be left out: no layout
+    assert fill_consecutive(np.array([3.0, 4.0, 0.0, 0.0]), np.ones(4, bool), 8, 2) is None
+
+
+def test_the_retry_sees_what_the_first_try_lowered():
+    # sbatch -N 3 -n 7 over 4 2 | 3 | 3 (sets n0-n1, n3, n5): n0-n1 has too few nodes; the most CPUs
+    # first: n0-n1 (6): n0 gives 4 (7 - 2 = 5 allowed), n1 2 would leave 1 for 1 node: gives
+    # min(2, 3 - 1) = 2; 1 CPU on 1 node left: n3 (3) suffices as best fit, gives 1 and _cpus_to_use
+    # lowers what n3 offers to 1 -> success on the first try, no retry
+    nodes, cpus = fill_consecutive(np.array([4.0, 2.0, 0.0, 3.0, 0.0, 3.0]), np.ones(6, bool), 7, 3)
+    assert (nodes.tolist(), cpus.tolist()) == ([0, 1, 3], [4.0, 2.0, 1.0])
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, 8.0]), min_size=1, max_size=9),
+       st.integers(0, 16), st.integers(2, 5))
+def test_a_fill_gives_each_of_its_nodes_at_least_one_cpu_and_no_more_than_it_has(free, extra, count):
+    free = np.array(free)
+    cpus = count + extra                          # -n is at least -N (sbatch lowers -N otherwise)
+    found = fill_consecutive(free, free >= 1, float(cpus), count)
+    if (free >= 1).sum() < count or free[free >= 1].sum() < cpus:
+        assert found is None                      # not enough nodes or CPUs at all
+        return
+    if found is None:
+        return
+    nodes, given = found
+    assert len(set(nodes.tolist())) == len(nodes) == count and list(nodes) == sorted(nodes)
+    assert given.sum() == cpus and (given >= 1).all() and (given <= free[nodes]).all()

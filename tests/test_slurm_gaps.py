@@ -1,4 +1,4 @@
-"""The Slurm queue against real Slurm 22.05 on five behaviours a replay easily gets wrong.
+"""The Slurm queue against real Slurm 22.05 on the behaviours a replay easily gets wrong.
 
 Each case is a small workload recorded on real daemons with slurmdbd (``tests/data/slurm-gaps/<case>/``:
 the site and workload, the sacct export ``trace.txt``, the ``slurm.conf`` slurmctld read and
@@ -51,6 +51,12 @@ What each case shows (read in Slurm 22.05.8's source, tag slurm-22-05-8-1):
   ``y2`` (ending 10 minutes later) joins it and ``b`` is expected then; ``s`` ends before that and is
   backfilled at once (a grouping over ``b``'s own nodes only would expect ``b`` when ``y1`` ends and
   hold ``s`` back).
+* ``fill-retry``: ``b`` (``-N 2 -n 8``) comes while ``a`` holds one CPU of n1.  cons_tres's first
+  ``_eval_nodes`` takes n1's 3 free CPUs, and no single node then holds the other 5, so it fails;
+  ``choose_nodes`` (cons_tres job_test.c) tries again without the nodes offering at most 1, 2, 3
+  CPUs and at 3 leaves n1 out: ``b`` starts at once on n2, n3 (4 + 4).  ``d`` (``-N 2 -n 6``) at
+  ``b``'s end: n1 gives its 3 and n2 the other 3 (a first try that fails would have left ``b``
+  waiting for ``a``'s end, 30 s).
 """
 
 from __future__ import annotations
@@ -81,6 +87,7 @@ SLURM = {
     "backfill-looks": {"a": (0, "n1"), "b": (32, "n1"), "c": (40, "n1")},
     "partition-block": {"a": (1, "n1,n2,n3"), "b": (61, "n1"), "c": (61, "n3,n4"), "d": (61, "n3"),
                         "e": (61, "n3")},
+    "fill-retry": {"a": (1, "n1"), "b": (4, "n2,n3"), "c": (4, "n1"), "d": (25, "n1,n2")},
     "partition-not-avail": {"a": (0, "n1,n2,n3"), "b": (61, "n1"), "c": (61, "n3,n4"), "d": (9, "n4"),
                             "e": (12, "n4")},
 }

@@ -1,4 +1,4 @@
-"""Slurm's hand-over latency read from a site's slurmctld log, for ``greenslurm replay --slurm-handover``.
+"""Slurm's hand-over latency and its background loop's pace read from a site's slurmctld log.
 
 When a job ends, slurmctld logs ``_job_complete: JobId=N done``; the main scheduler's next pass,
 which can give the job's nodes to another job, logs ``sched: Running job scheduler`` (at
@@ -16,6 +16,14 @@ is the value to give::
 ... [2024-01-01T00:00:40.000] _job_complete: JobId=6 done'''
 >>> [round(x, 3) for x in handover_latencies_s(log)]      # JobId=6: no pass followed
 [0.03, 0.9]
+
+slurmctld's background loop runs its 30-second checks (``job_time_limit``) at its passes, each a
+little over a second (ten 100 ms sleeps and its work: :mod:`greenslurm.sim.engine.slurmctld_loop`).
+Its checks show in the log as ``Testing job time limits and checkpoints`` (``SlurmctldDebug=debug2``)
+or, at ``verbose``, as ``Resetting JobId=N start time for node power up`` where a check started a
+job whose powered-down nodes had booted; :func:`loop_checks_s` finds them and the command prints the
+loop's drift (seconds per second over a second), the replay's ``SlurmScheduling.background_drift``
+and ``SlurmPowerSaving.background_drift``.
 """
 
 from __future__ import annotations
@@ -28,23 +36,47 @@ from datetime import datetime
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
 
 
+def _stamped(text: str):
+    """(epoch seconds, message) of each line of the log that carries a time stamp."""
+    for line in text.splitlines():
+        found = _STAMP.match(line)
+        if found:
+            stamp, message = found.groups()
+            yield datetime.fromisoformat(stamp).timestamp(), message
+
+
 def handover_latencies_s(text: str, within_s: float = 5.0) -> list[float]:
     """Per job end in the log, the seconds until the main scheduler's next pass (ends with no pass
     within ``within_s`` left out)."""
     latencies: list[float] = []
     ends: list[float] = []
-    for line in text.splitlines():
-        found = _STAMP.match(line)
-        if not found:
-            continue
-        stamp, message = found.groups()
+    for now, message in _stamped(text):
         if "_job_complete: JobId=" in message and message.endswith(" done"):
-            ends.append(datetime.fromisoformat(stamp).timestamp())
+            ends.append(now)
         elif "sched: Running job scheduler" in message and ends:
-            now = datetime.fromisoformat(stamp).timestamp()
             latencies += [now - end for end in ends if now - end <= within_s]
             ends = []
     return latencies
+
+
+def loop_checks_s(text: str) -> list[float]:
+    """The moments (epoch seconds) of the background loop's periodic checks the log shows; the
+    reset lines of one check (several jobs) count once.
+
+    >>> loop_checks_s('''[2024-01-01T00:00:29.964] Resetting JobId=2 start time for node power up
+    ... [2024-01-01T00:00:29.965] Resetting JobId=3 start time for node power up
+    ... [2024-01-01T00:02:29.311] debug2: Testing job time limits and checkpoints''') == [
+    ...     datetime.fromisoformat("2024-01-01T00:00:29.964").timestamp(),
+    ...     datetime.fromisoformat("2024-01-01T00:02:29.311").timestamp()]
+    True
+    """
+    checks: list[float] = []
+    for at, message in _stamped(text):
+        if "Testing job time limits and checkpoints" in message or (
+                message.startswith("Resetting JobId=") and message.endswith("start time for node power up")):
+            if not checks or at - checks[-1] > 0.5:
+                checks.append(at)
+    return checks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,15 +86,23 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         with open(args[0], encoding="utf-8", errors="replace") as handle:
-            latencies = handover_latencies_s(handle.read())
+            text = handle.read()
     except OSError as error:
         print(f"{args[0]}: cannot read: {error.strerror}", file=sys.stderr)
         return 2
-    if not latencies:
-        print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug)", file=sys.stderr)
+    latencies, checks = handover_latencies_s(text), loop_checks_s(text)
+    if not latencies and len(checks) < 2:
+        print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug) and fewer "
+              f"than two checks of the background loop (debug2, or power-saving resets)", file=sys.stderr)
         return 2
-    print(f"{statistics.median(latencies):.3f}  (median of {len(latencies)} job ends; "
-          f"greenslurm replay --slurm-handover)")
+    if latencies:
+        print(f"{statistics.median(latencies):.3f}  (median of {len(latencies)} job ends; "
+              f"greenslurm replay --slurm-handover)")
+    if len(checks) >= 2:
+        from greenslurm.sim.engine.slurmctld_loop import loop_from_checks
+        loop = loop_from_checks(checks, checks[0])
+        print(f"{loop.drift:.5f}  (background loop: {len(checks)} checks, passes of {loop.step_s:.5f} s; "
+              f"SlurmScheduling.background_drift)")
     return 0
 
 

@@ -92,6 +92,14 @@ class SlurmScheduling:
     # record, and a trace's stamps are whole seconds; 0: on the stamps (the middle of the second,
     # the mean of a phase equally likely anywhere, did no better on the development recordings)
     thread_phase_s: float = 0.0
+    # when slurmctld's background loop started (trace seconds) and how far each of its passes runs
+    # over a second (seconds per second; :mod:`greenslurm.sim.engine.slurmctld_loop`): its passes,
+    # which serve the main scheduler's requests and its periodic pass, fall at start + k x tick x (1 +
+    # drift), apart from backfill's looks (which keep thread_phase_s).  None: both threads wake
+    # together, thread_phase_s into each second from the first submission (a trace does not record
+    # slurmctld's start; a recording of real Slurm does)
+    background_start_s: float | None = None
+    background_drift: float = 0.0
     # whether jobs' memory is allocated (SelectTypeParameters CR_*_Memory); without, Slurm places
     # jobs by their CPUs alone and a job's --mem is not a limit on what shares its node
     memory_consumable: bool = True
@@ -117,6 +125,10 @@ class SlurmScheduling:
                      "thread_phase_s"):
             if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
                 raise ValueError(f"{name} must be >= 0 s, not {getattr(self, name)}")
+        if self.background_start_s is not None and not math.isfinite(self.background_start_s):
+            raise ValueError(f"background_start_s must be a finite time, not {self.background_start_s}")
+        if not 0.0 <= self.background_drift < 0.5:
+            raise ValueError(f"background_drift must be within [0, 0.5) seconds per second, not {self.background_drift}")
         if self.background_tick_s > 0 and not self.thread_phase_s < self.background_tick_s:
             raise ValueError(f"thread_phase_s must be below background_tick_s ({self.background_tick_s} s), "
                              f"not {self.thread_phase_s}")

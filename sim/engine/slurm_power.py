@@ -98,6 +98,7 @@ from greenslurm.allocation.power_policy import RateCount
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig, PowerStateLedger
+from greenslurm.sim.engine.slurmctld_loop import next_periodic_check
 
 INFINITE = math.inf
 # Slurm 22.05's defaults (src/common/read_config.h) and power_save.c's
@@ -151,7 +152,8 @@ class SlurmPowerSaving:
     # slurmctld's background loop (``_slurmctld_background``: ten 0.1 s sleeps, then its work) runs
     # from slurmctld's start and each pass takes a little more than a second: this many seconds more
     # per second, so the moment of its 30-second checks creeps later through the second (measured on
-    # the recordings of docs/slurm-reference.md: 1.5-5.5 ms per second); 0: exactly a second
+    # the recordings of docs/slurm-reference.md: 1.6-5.7 ms per second, the machine's and its load's,
+    # :mod:`greenslurm.sim.engine.slurmctld_loop`); 0: exactly a second
     background_drift: float = 0.0
     # every node that may be powered down starts POWERED_DOWN (the steady state of an idle cluster)
     start_powered_down: bool = False
@@ -711,33 +713,6 @@ class SlurmPowerMachine(PowerManagedMachine):
             assert (self.state[job.node_indices] == ON).all(), "a job runs on a node that is off or booting"
         if self.config.budget_w is not None:
             assert self.ledger.power_w <= self.config.budget_w + 1e-6, "power above the budget"
-
-
-def next_periodic_check(loop_start_s: float, last_clock_s: float, period_s: float, pass_s: float = 1.0,
-                        drift: float = 0.0) -> tuple[float, float]:
-    """slurmctld's background loop's next periodic check after one whose clock read ``last_clock_s``:
-    (its clock, its moment).  The loop starts at ``loop_start_s`` and its passes take ``pass_s`` x (1 +
-    ``drift``) seconds; a check runs at the first pass whose clock (whole seconds, ``time(NULL)``)
-    reads at least ``last_clock_s + period_s`` (``difftime(now, last_timelimit_time) >=
-    PERIODIC_TIMEOUT``), and remembers that clock.
-
-    Started at 37.464 s, passes of 1.002 s: the pass of clock 67 is the 30th, at 37.464 + 30 x 1.002
-    = 67.524 s; the next check is due at clock 97: the 60th pass, at 97.584 s.
-
-    >>> [round(t, 3) for t in next_periodic_check(37.464, 37.0, 30.0, drift=0.002)]
-    [67.0, 67.524]
-    >>> [round(t, 3) for t in next_periodic_check(37.464, 67.0, 30.0, drift=0.002)]
-    [97.0, 97.584]
-    """
-    step = pass_s * (1.0 + drift)
-    due = last_clock_s + period_s
-    passes = max(math.ceil((due - loop_start_s) / step - 1e-9), 1)
-    at = loop_start_s + passes * step
-    clock = math.floor(at / pass_s + 1e-9) * pass_s
-    if clock < due:                       # floating-point rounding at the second's edge: one pass more
-        at += step
-        clock = math.floor(at / pass_s + 1e-9) * pass_s
-    return clock, at
 
 
 def slurm_power_machine_factory(saving: SlurmPowerSaving) -> Callable[[Cluster, NodeSelection | None], SlurmPowerMachine]:

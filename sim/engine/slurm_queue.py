@@ -8,9 +8,10 @@ selection, as with every queue.
 submit time, then arrival (Slurm's job id).
 
 **Main scheduler** (``_schedule`` in ``src/slurmctld/job_scheduler.c``), run for submissions and job
-ends by slurmctld's background thread, at its wake-ups a second apart and at most once per
-``batch_sched_delay`` (testing at most ``default_queue_depth`` + 1 jobs, as Slurm counts), and
-every ``sched_interval`` (all jobs):
+ends by slurmctld's background thread, at its wake-ups a second apart (on its own loop, a little
+over a second a pass, where slurmctld's start is given: :mod:`greenslurm.sim.engine.slurmctld_loop`)
+and at most once per ``batch_sched_delay`` (testing at most ``default_queue_depth`` + 1 jobs, as
+Slurm counts), and every ``sched_interval`` (all jobs):
 jobs are tried in order; a job that cannot start now marks its partition as failed: no later job of
 that partition is tried, and the partition's nodes are taken from every later job, in any partition
 (so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
@@ -64,6 +65,7 @@ from greenslurm.sim.engine.queues import refuse_options
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
+from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop
 from greenslurm.sim.machines.machine import Machine, PendingJob
 
 CPU = 0
@@ -240,6 +242,9 @@ class SlurmQueue:
         self.started_by: dict[str, str] = {}                 # job id -> "main" or "backfill"
         self.priority_at_start: dict[str, int] = {}
         self._origin: float | None = None                    # timers count from the first submission
+        # slurmctld's background loop where its start is known (its passes apart from backfill's looks)
+        self._loop = None if settings.background_start_s is None or settings.background_tick_s <= 0 else \
+            BackgroundLoop(settings.background_start_s, settings.background_tick_s, settings.background_drift)
         self._version = 0                                    # bumped by every change a pass could see
         self._resources = 0                                  # bumped by every start, end, release, move
         self._main_seen = -1
@@ -372,7 +377,29 @@ class SlurmQueue:
         requested = self._requested_s
         if requested is None:
             return math.inf
-        return self._wake_at_or_after(max(requested, self._last_background + self.settings.batch_sched_delay_s))
+        return self._background_at_or_after(max(requested, self._last_background + self.settings.batch_sched_delay_s))
+
+    def _background_at_or_after(self, when_s: float) -> float:
+        """The background thread's first pass at or after ``when_s``: on its own loop where slurmctld's
+        start is known (``background_start_s``), else at the threads' common wake-ups."""
+        if self._loop is None:
+            return self._wake_at_or_after(when_s)
+        return self._loop.pass_at_or_after(when_s)
+
+    def _periodic_passes(self) -> float:
+        """On the background loop: the time between its periodic full passes, ``sched_interval`` in
+        whole passes (Slurm compares whole seconds; the passes run a little over a second)."""
+        loop = self._loop
+        return max(round(self.settings.sched_interval_s / loop.tick_s), 1) * loop.step_s
+
+    def _periodic_from(self, when_s: float, strictly: bool) -> float:
+        """On the background loop: its first periodic pass after (``strictly``) or at ``when_s``; they
+        fall every :meth:`_periodic_passes` from the loop's start."""
+        start, every = self._loop.start_s, self._periodic_passes()
+        if strictly:
+            return round(start + max(math.floor((when_s - start) / every + 1e-9) + 1, 1) * every, 9)
+        # a pass within rounding of ``when_s`` is that instant: never a moment already past
+        return max(round(start + max(math.ceil((when_s - start) / every - 1e-9), 1) * every, 9), when_s)
 
     def _catch_up(self, now_s: float) -> None:
         """The background thread's passes and backfill's cycles that came before ``now_s`` with
@@ -387,8 +414,12 @@ class SlurmQueue:
                 break
             if periodic <= request_due:
                 # periodic passes (every sched_interval) up to the last one before now
-                base = self._origin + self._phase()
-                last = base + (math.ceil((now_s - base) / interval - 1e-9) - 1) * interval
+                if self._loop is not None:
+                    interval = self._periodic_passes()
+                    last = self._periodic_from(now_s, strictly=False) - interval
+                else:
+                    base = self._origin + self._phase()
+                    last = base + (math.ceil((now_s - base) / interval - 1e-9) - 1) * interval
                 if self._requested_s is not None and self._requested_s <= last:
                     self._requested_s = None
                 self._last_background = last
@@ -549,12 +580,16 @@ class SlurmQueue:
         # the periodic full pass comes at a wake-up of the background thread
         self._next_main = s + self._phase() + settings.sched_interval_s \
             if settings.sched_interval_s > 0 else math.inf
+        if self._loop is not None and settings.sched_interval_s > 0:
+            self._next_main = self._periodic_from(s, strictly=False)
         self._next_calc = settings.priority.next_calc_after(s, s) if settings.priority.recalculated else math.inf
 
     def _next_tick(self, now_s: float, interval_s: float) -> float:
         """The first tick (origin + the threads' phase + k x interval) after ``now_s``."""
         if interval_s <= 0:
             return math.inf
+        if self._loop is not None:
+            return self._periodic_from(now_s, strictly=True)
         base = self._origin + self._phase()
         return base + (math.floor((now_s - base) / interval_s) + 1) * interval_s
 

@@ -1,0 +1,138 @@
+"""When slurmctld's background loop passes: the clock of its main scheduler passes and its periodic checks.
+
+Slurm 22.05.8's ``_slurmctld_background`` (``src/slurmctld/controller.c``) runs from slurmctld's start
+in a loop of ten ``usleep(100000)`` and then its work: it reads ``time(NULL)`` (whole seconds), serves
+the scheduler's queued requests (``batch_sched_delay``) and its full pass (``sched_interval``), and runs
+``job_time_limit()`` when ``difftime(now, last_timelimit_time) >= PERIODIC_TIMEOUT`` (30 s), which
+starts the CONFIGURING jobs whose nodes finished booting.  A pass is never exactly a second: each
+``usleep`` returns late by the kernel's timer slack and the thread's wake-up latency, and the pass's
+own work adds to it, so the passes creep later through the second by ``drift`` seconds per second.
+That is a property of the machine and its load, not of slurm.conf: 1.6-5.7 ms per second on the
+recordings of docs/slurm-reference.md.  A site reads it from its own slurmctld log: two checks
+``n`` passes apart (``SlurmctldDebug=debug2`` logs "Testing job time limits and checkpoints" at each;
+at ``verbose``, "Resetting JobId=... start time for node power up" marks the checks that started a
+job) give ``drift = (t2 - t1) / n - 1`` with ``n`` the whole seconds between them
+(:func:`drift_between_checks`; ``python -m greenslurm.traces.slurmctld_log`` prints it).  Slurm's
+source alone implies 0 (ten sleeps of 100 ms).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BackgroundLoop:
+    """slurmctld's background loop: started at ``start_s`` (trace seconds), a pass every ``tick_s`` x
+    (1 + ``drift``) seconds.
+
+    >>> loop = BackgroundLoop(start_s=0.5, drift=0.01)
+    >>> loop.pass_at_or_after(2.0), loop.pass_at_or_after(2.52)        # passes at 0.5, 1.51, 2.52, 3.53
+    (2.52, 2.52)
+    >>> [round(t, 3) for t in loop.next_periodic(0.0, 3.0)]   # the first pass whose clock reads 3 or more
+    [3.0, 3.53]
+    """
+
+    start_s: float
+    tick_s: float = 1.0
+    drift: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.start_s):
+            raise ValueError(f"the background loop's start must be a finite time, not {self.start_s}")
+        if not (self.tick_s > 0 and math.isfinite(self.tick_s)):
+            raise ValueError(f"the background loop's tick must be > 0 s, not {self.tick_s}")
+        if not 0.0 <= self.drift < 0.5:
+            raise ValueError(f"the background loop's drift must be within [0, 0.5) seconds per second, not {self.drift}")
+
+    @property
+    def step_s(self) -> float:
+        """One pass: ten 100 ms sleeps, late by ``drift`` per second."""
+        return self.tick_s * (1.0 + self.drift)
+
+    def pass_at_or_after(self, when_s: float) -> float:
+        """The first pass at or after ``when_s`` (a change at the very instant of a pass is seen by it);
+        before the loop's start, its first pass."""
+        step = self.step_s
+        k = max(math.ceil((when_s - self.start_s) / step - 1e-9), 0)
+        # a pass within rounding of ``when_s`` is that instant: never a moment already past
+        return max(round(self.start_s + k * step, 9), when_s)
+
+    def clock(self, at_s: float) -> float:
+        """What ``time(NULL)`` reads at ``at_s``: whole ticks."""
+        return math.floor(at_s / self.tick_s + 1e-9) * self.tick_s
+
+    def next_periodic(self, last_clock_s: float, period_s: float) -> tuple[float, float]:
+        """The pass of the next periodic check after one whose clock read ``last_clock_s``: (its clock,
+        its moment): the first pass whose clock reads at least ``last_clock_s + period_s``
+        (``difftime(now, last) >= period``)."""
+        return next_periodic_check(self.start_s, last_clock_s, period_s, self.tick_s, self.drift)
+
+
+def next_periodic_check(loop_start_s: float, last_clock_s: float, period_s: float, pass_s: float = 1.0,
+                        drift: float = 0.0) -> tuple[float, float]:
+    """slurmctld's background loop's next periodic check after one whose clock read ``last_clock_s``:
+    (its clock, its moment).  The loop starts at ``loop_start_s`` and its passes take ``pass_s`` x (1 +
+    ``drift``) seconds; a check runs at the first pass whose clock (whole seconds, ``time(NULL)``)
+    reads at least ``last_clock_s + period_s`` (``difftime(now, last_timelimit_time) >=
+    PERIODIC_TIMEOUT``), and remembers that clock.
+
+    Started at 37.464 s, passes of 1.002 s: the pass of clock 67 is the 30th, at 37.464 + 30 x 1.002
+    = 67.524 s; the next check is due at clock 97: the 60th pass, at 97.584 s.
+
+    >>> [round(t, 3) for t in next_periodic_check(37.464, 37.0, 30.0, drift=0.002)]
+    [67.0, 67.524]
+    >>> [round(t, 3) for t in next_periodic_check(37.464, 67.0, 30.0, drift=0.002)]
+    [97.0, 97.584]
+    """
+    step = pass_s * (1.0 + drift)
+    due = last_clock_s + period_s
+    passes = max(math.ceil((due - loop_start_s) / step - 1e-9), 1)
+    at = loop_start_s + passes * step
+    clock = math.floor(at / pass_s + 1e-9) * pass_s
+    if clock < due:                       # floating-point rounding at the second's edge: one pass more
+        at += step
+        clock = math.floor(at / pass_s + 1e-9) * pass_s
+    return clock, at
+
+
+def drift_between_checks(first_s: float, second_s: float, tick_s: float = 1.0) -> float:
+    """The loop's drift from two of its passes (two periodic checks in slurmctld's log): ``n`` =
+    the whole ticks between them (a pass is never shorter than its ten sleeps, so the ``n`` passes
+    span ``n`` ticks and less than a tick more while the drift stays below a tick per ``n`` passes),
+    ``(second - first) / n / tick - 1``.
+
+    Two checks at 29.964 s and 149.311 s: 119 passes of 1.00292 s, a drift of 2.9 ms per second.
+
+    >>> round(drift_between_checks(29.964, 149.311), 5)
+    0.00292
+    """
+    return loop_from_checks([first_s, second_s], first_s, tick_s, max_gap_s=math.inf).drift
+
+
+def loop_from_checks(checks_s: list[float], slurmctld_start_s: float, tick_s: float = 1.0,
+                     max_gap_s: float = 170.0) -> BackgroundLoop:
+    """The loop that slurmctld's logged periodic checks show: its pace from the pairs of consecutive
+    checks at most ``max_gap_s`` apart (whole ticks apart in passes, :func:`drift_between_checks`,
+    which holds while the drift stays below a tick per pair: 5.7 ms per second, the most measured,
+    over 170 s), its start counted back in passes from the first check to the pass nearest
+    ``slurmctld_start_s`` (the loop starts once slurmctld has set up its threads; its first passes
+    carry the start-up work, so a pace from the start itself would be too slow).  A ValueError
+    without such a pair.
+
+    >>> loop = loop_from_checks([29.964, 149.311], -30.499)   # 60 passes of 1.00292 s before 29.964
+    >>> round(loop.drift, 5), round(loop.start_s, 3)
+    (0.00292, -30.211)
+    >>> round(loop_from_checks([0.0, 30.05, 400.0, 430.1], 0.0).drift, 5)    # 370 s apart: left out
+    0.0025
+    """
+    checks = sorted(checks_s)
+    pairs = [(a, b) for a, b in zip(checks, checks[1:]) if tick_s <= b - a <= max_gap_s]
+    if not pairs:
+        raise ValueError(f"the loop's pace needs two of its checks at least a tick and at most {max_gap_s:g} s apart")
+    span = sum(b - a for a, b in pairs)
+    passes = sum(math.floor((b - a) / tick_s + 1e-9) for a, b in pairs)
+    step = span / passes
+    back = round((checks[0] - slurmctld_start_s) / step)
+    return BackgroundLoop(checks[0] - back * step, tick_s, drift=max(step / tick_s - 1.0, 0.0))

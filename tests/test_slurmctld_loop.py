@@ -1,0 +1,163 @@
+"""slurmctld's background loop (``_slurmctld_background``: ten 100 ms sleeps, then its work, every
+pass a little over a second) in the ``slurm`` queue: its main scheduler's passes on the loop's own
+clock, apart from backfill's looks, and the loop read from slurmctld's log.  Exact small cases with
+the arithmetic in comments; a property test of the loop's passes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, strategies as st
+
+from greenslurm.clustermodel import Cluster, JobSpec
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.engine.slurm_model import SlurmScheduling
+from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, drift_between_checks, next_periodic_check
+
+
+def starts(scheduler: str, **loop) -> dict[str, float]:
+    # three jobs of a whole 4-CPU node on two nodes: a and b start on a request each, c waits for a's end
+    jobs = [JobSpec("a", 2.0, 60.0, runtime_s=10.0, cpus=4), JobSpec("b", 2.5, 60.0, runtime_s=10.0, cpus=4),
+            JobSpec("c", 3.0, 60.0, runtime_s=5.0, cpus=4)]
+    settings = SlurmScheduling(scheduler=scheduler, bf_interval_s=1.0, **loop)
+    result = Replay(jobs, Cluster.homogeneous(2, cpus=4), "slurm", strategy_options={"scheduling": settings}).run()
+    return {r.job_id: round(r.start_s, 6) for r in result.records}
+
+
+def test_the_main_scheduler_passes_on_the_background_loop_s_own_clock():
+    # the loop started at 0.4 s, passes of 1.01 s: 0.4, 1.41, 2.42, 3.43, 4.44, 5.45, ...
+    # a (submitted 2.0): the first pass at or after it, 2.42.  b (2.5): batch_sched_delay (3 s)
+    # after that pass, 5.42: the pass at 5.45.  c: a's end (2.42 + 10 = 12.42) queues a request:
+    # the pass at 0.4 + 12 x 1.01 = 12.52
+    assert starts("builtin", background_start_s=0.4, background_drift=0.01) == {"a": 2.42, "b": 5.45, "c": 12.52}
+    # without the loop's start the thread wakes on the first submission's second: 2.0, 5.0, 12.0
+    assert starts("builtin") == {"a": 2.0, "b": 5.0, "c": 12.0}
+
+
+def test_backfill_s_looks_keep_their_own_clock():
+    # backfill looks every second from the first submission (2.0): a at 2.0, b at its next look
+    # 3.0, c at a's end 12.0, before the loop's passes (2.42, 5.45, 12.52) would have started them
+    assert starts("backfill", background_start_s=0.4, background_drift=0.01) == {"a": 2.0, "b": 3.0, "c": 12.0}
+    assert starts("backfill") == {"a": 2.0, "b": 3.0, "c": 12.0}
+
+
+def test_a_periodic_pass_comes_every_sched_interval_in_whole_passes():
+    # sched_interval 5 s on a loop from 0.3 s with passes of 1.02 s: periodic passes at 0.3 + 5 x 1.02
+    # = 5.4 and 10.5.  A job submitted at 1.0 with a request its own pass serves (batch_sched_delay
+    # 0) starts at the pass at or after 1.0: 1.32.  One queued behind it waits for the end at 4.32
+    # (a request: the pass at 0.3 + 4 x 1.02 = 4.38)
+    jobs = [JobSpec("a", 1.0, 60.0, runtime_s=3.0, cpus=4), JobSpec("b", 1.5, 60.0, runtime_s=3.0, cpus=4)]
+    settings = SlurmScheduling(scheduler="builtin", sched_interval_s=5.0, batch_sched_delay_s=0.0,
+                               background_start_s=0.3, background_drift=0.02)
+    replay = Replay(jobs, Cluster.homogeneous(1, cpus=4), "slurm", strategy_options={"scheduling": settings})
+    got = {r.job_id: round(r.start_s, 6) for r in replay.run().records}
+    assert got == {"a": 1.32, "b": 4.38}
+    assert replay.strategy._periodic_from(1.32, strictly=True) == pytest.approx(5.4)
+    assert replay.strategy._periodic_from(5.4, strictly=True) == pytest.approx(10.5)
+
+
+@given(start=st.floats(-100, 100), drift=st.floats(0, 0.02), when=st.floats(-200, 10_000))
+def test_the_pass_at_or_after_a_moment_is_on_the_loop_and_no_pass_falls_between(start, drift, when):
+    loop = BackgroundLoop(start, drift=drift)
+    at = loop.pass_at_or_after(when)
+    k = (at - start) / loop.step_s
+    assert abs(k - round(k)) < 1e-6 and round(k) >= 0                 # a pass of the loop
+    assert at >= when - 1e-6 or round(k) == 0                         # at or after (or the first pass)
+    assert at - loop.step_s < when + 1e-6 or round(k) == 0            # the one before is before
+
+
+@given(start=st.floats(-50, 50), drift=st.floats(0, 0.01), last=st.integers(-40, 5000))
+def test_a_periodic_check_is_the_first_pass_whose_clock_reads_the_due_second(start, drift, last):
+    clock, at = next_periodic_check(start, float(last), 30.0, drift=drift)
+    step = 1.0 + drift
+    assert clock == math.floor(at + 1e-9) >= last + 30
+    earlier = at - step
+    assert earlier < start + 1e-6 or math.floor(earlier + 1e-9) < last + 30
+
+
+def test_the_loop_s_pace_from_two_checks_in_slurmctld_s_log():
+    # seed 311's checks at 29.964 s and 149.311 s: 119 whole passes, 119.347 / 119 = 1.00292 s each;
+    # seed 311b's at 28.439 and 148.123: 119.684 s, still 119 passes (a pass is never shorter than
+    # its sleeps), 5.7 ms per second
+    assert drift_between_checks(29.964, 149.311) == pytest.approx(0.00292, abs=1e-5)
+    assert drift_between_checks(28.439, 148.123) == pytest.approx(0.00575, abs=1e-5)
+    with pytest.raises(ValueError, match="at least a tick"):
+        drift_between_checks(10.0, 10.4)
+
+
+@pytest.mark.parametrize("bad", [dict(start_s=math.nan), dict(start_s=0.0, drift=-0.001), dict(start_s=0.0, drift=0.5),
+                                 dict(start_s=0.0, tick_s=0.0)])
+def test_a_loop_that_cannot_run_is_refused(bad):
+    with pytest.raises(ValueError):
+        BackgroundLoop(**bad)
+
+
+@pytest.mark.parametrize("bad", [dict(background_start_s=math.inf), dict(background_drift=0.6),
+                                 dict(background_drift=-0.01)])
+def test_scheduling_settings_refuse_a_loop_that_cannot_run(bad):
+    with pytest.raises(ValueError, match="background_"):
+        SlurmScheduling(**bad)
+
+
+def test_the_log_reader_prints_the_loop_s_drift_a_site_gives_the_replay(tmp_path, capsys):
+    from greenslurm.traces.slurmctld_log import main
+    # seed 311's two checks (verbose: power-saving resets, three jobs in the first) among lines
+    # that look alike but are not checks; 119 passes of 1.00292 s
+    log = tmp_path / "slurmctld.log"
+    log.write_text("[2026-11-28T11:21:15.964] Resetting JobId=2 start time for node power up\n"
+                   "[2026-11-28T11:21:15.964] Resetting JobId=3 start time for node power up\n"
+                   "[2026-11-28T11:21:15.965] Resetting JobId=4 start time for node power up\n"
+                   "[2026-11-28T11:22:00.000] error: Resetting JobId=9 start time for node power up later\n"
+                   "Resetting JobId=7 start time for node power up\n"
+                   "[2026-11-28T11:23:15.311] Resetting JobId=10 start time for node power up\n")
+    assert main([str(log)]) == 0
+    assert capsys.readouterr().out == ("0.00292  (background loop: 2 checks, passes of 1.00292 s; "
+                                       "SlurmScheduling.background_drift)\n")
+    log.write_text("[2026-11-28T11:21:15.964] debug2: Testing job time limits and checkpoints\n")
+    assert main([str(log)]) == 2                      # one check: no pace
+    assert "fewer than two checks" in capsys.readouterr().err
+
+
+@given(start=st.floats(-20, 20), drift=st.floats(0, 0.01), delay=st.sampled_from([0.0, 3.0]),
+       interval=st.sampled_from([1.0, 5.0, 60.0]),
+       jobs=st.lists(st.tuples(st.floats(0, 200), st.integers(1, 4), st.floats(1, 50)), min_size=1, max_size=12))
+def test_every_main_scheduler_start_is_at_a_pass_of_the_loop_and_after_its_submission(start, drift, delay, interval,
+                                                                                     jobs):
+    specs = [JobSpec(f"j{i}", round(submit, 3), 60.0, runtime_s=round(runtime, 3), cpus=cpus)
+             for i, (submit, cpus, runtime) in enumerate(jobs)]
+    settings = SlurmScheduling(scheduler="builtin", sched_interval_s=interval, batch_sched_delay_s=delay,
+                               background_start_s=start, background_drift=drift)
+    records = Replay(specs, Cluster.homogeneous(2, cpus=4), "slurm", strategy_options={"scheduling": settings}).run().records
+    step = 1.0 + drift
+    assert len(records) == len(specs)
+    for record in records:
+        k = (record.start_s - start) / step
+        assert abs(k - round(k)) < 1e-6 and round(k) >= 0, (record.job_id, record.start_s)
+        assert record.start_s >= record.submit_s - 1e-9
+
+
+@pytest.mark.parametrize("seed", ["311", "311b", "331", "331b", "332", "333"])
+def test_the_loop_read_from_slurmctld_s_own_log_is_the_one_the_bench_replays(seed, tmp_path, capsys):
+    # the log the recorder kept beside each recording (bench/data/slurm-power/seedN.slurmctld.log.gz):
+    # the command a site runs on its log prints the drift the bench reads from the recording's
+    # millisecond job times (seed 311: 2.9 ms per second; 331: 4.0; 332: 4.6; 333: 2.4)
+    import gzip
+    import sys
+    from pathlib import Path
+
+    from greenslurm.traces.slurmctld_log import loop_checks_s, main
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "bench"))
+    import bench_slurm_power as power_bench
+    data = root / "bench" / "data" / "slurm-power"
+    with gzip.open(data / f"seed{seed}.slurmctld.log.gz", "rt") as handle:
+        text = handle.read()
+    recording = power_bench.load(data / f"seed{seed}.json.gz")
+    loop = power_bench.background_loop(recording)
+    assert len(loop_checks_s(text)) == len(power_bench.logged_checks(recording)) >= 2
+    log = tmp_path / "slurmctld.log"
+    log.write_text(text)
+    assert main([str(log)]) == 0
+    printed = capsys.readouterr().out.split()[0]
+    assert float(printed) == pytest.approx(loop.drift, abs=2e-5), (printed, loop.drift)
