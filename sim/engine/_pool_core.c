@@ -517,6 +517,7 @@ static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
 typedef struct { double old, found, duration, most, least; } moved_job;
 typedef struct { moved_job *at; int64_t n, cap; } moved_log;
 #define REDO_AT_MOST 8      /* more moves waiting than this: the count's stairs are read again */
+#define RUN_STAIRS_FROM 64  /* waiting jobs above which a compression keeps the stairs */
 
 static int moved_log_add(moved_log *log, double old, double found, double duration, double most, double least) {
     if (log->n == log->cap) {
@@ -653,6 +654,8 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                 for (int64_t b = 0; b < n_built; b++) runs[built[b]].built = 0;
                 n_built = 0;
                 moved.n = 0;
+                /* with few jobs waiting the searches are short: the stairs would cost more than they spare */
+                int stairs_worth = q_tail - q_head > RUN_STAIRS_FROM;
                 for (int64_t w = q_head; w < q_tail; w++) {
                     int64_t j = waiting[w];
                     double old = reserved_s[j], size = (double)procs[j];
@@ -663,7 +666,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                     } else if (!profile_may_start_before(&plan, size, now, old)) continue;
                     double after = now;   /* no earlier start comes before it */
                     run_stairs *learnt = NULL;
-                    if (from_start) {
+                    if (from_start && stairs_worth) {
                         /* a window wholly in a run of steps freeing size starts no earlier than the
                          * stairs' first lasting its duration; one running into the job's own slot holds
                          * the step before old and starts no earlier than the run holding that step */
