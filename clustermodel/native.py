@@ -106,3 +106,19 @@ def warn_slurm_conf_once(why: str, stream=None) -> None:
     print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"),
           file=stream or sys.stderr)
 
+
+# Said once per process when the deadline queue, on a cluster its compiled core takes, runs in the
+# general loop because of the jobs (docs/replay-engine.md: KTH-SP2's deadline queue, 68x without the core)
+DEADLINE_JOBS_TEXT = ("the deadline queue's compiled core cannot take these jobs ({why}), so the replay runs in the "
+                      "general loop (the reference, the same results), slower: KTH-SP2's deadline queue takes 68x "
+                      "the CPU time there")
+_WARNED_DEADLINE_JOBS: list[bool] = []
+
+
+def warn_deadline_jobs_once(why: str, stream=None) -> None:
+    """Say on stderr, once per process, which jobs keep the deadline queue off its compiled core."""
+    import sys
+    if _WARNED_DEADLINE_JOBS:
+        return
+    _WARNED_DEADLINE_JOBS.append(True)
+    print("greenslurm: warning: " + DEADLINE_JOBS_TEXT.format(why=why), file=stream or sys.stderr)

@@ -481,6 +481,9 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
         from greenslurm.clustermodel.native import warn_slurm_conf_once
         warn_slurm_conf_once(replay.pool_refusal)
     result = replay.run()
+    if replay.core_refusal is not None:
+        from greenslurm.clustermodel.native import warn_deadline_jobs_once
+        warn_deadline_jobs_once(replay.core_refusal)
     kept = jobs if getattr(jobs, "table", None) is not None else list(jobs)
     outcome = Outcome(scenario, kept, cluster, replay, result, supply, trace, workload, left_out)
     outcome.elapsed_s = time.perf_counter() - started
