@@ -80,13 +80,10 @@ def cores_line() -> str:
 def warn_missing_once(stream=None) -> None:
     """Say on stderr, once per process, that the compiled cores are missing (called where a replay
     falls back to its reference because a library is not built, not when the user chose ``off``)."""
-    import sys
     if _WARNED:
         return
-    _WARNED.append(True)
     missing = [what for what, built in built_cores().items() if not built]
-    print("greenslurm: warning: " + MISSING_TEXT.format(names=", ".join(missing) or "some"),
-          file=stream or sys.stderr)
+    _warn_once(_WARNED, MISSING_TEXT.format(names=", ".join(missing) or "some"), stream)
 
 
 # Said once per process when a replay given a slurm.conf runs FCFS, EASY or conservative in the general
@@ -97,14 +94,18 @@ SLURM_CONF_TEXT = ("the processor-pool core cannot run this replay on the slurm.
 _WARNED_SLURM_CONF: list[bool] = []
 
 
+def _warn_once(said: list[bool], text: str, stream=None) -> None:
+    """Say ``text`` on stderr as a warning unless ``said`` (one list per kind of warning) says it was."""
+    import sys
+    if said:
+        return
+    said.append(True)
+    print("greenslurm: warning: " + text, file=stream or sys.stderr)
+
+
 def warn_slurm_conf_once(why: str, stream=None) -> None:
     """Say on stderr, once per process, which fast path a slurm.conf's cluster keeps a replay off and why."""
-    import sys
-    if _WARNED_SLURM_CONF:
-        return
-    _WARNED_SLURM_CONF.append(True)
-    print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"),
-          file=stream or sys.stderr)
+    _warn_once(_WARNED_SLURM_CONF, SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"), stream)
 
 
 # Said once per process when the deadline queue, on a cluster its compiled core takes, runs in the
@@ -117,8 +118,4 @@ _WARNED_DEADLINE_JOBS: list[bool] = []
 
 def warn_deadline_jobs_once(why: str, stream=None) -> None:
     """Say on stderr, once per process, which jobs keep the deadline queue off its compiled core."""
-    import sys
-    if _WARNED_DEADLINE_JOBS:
-        return
-    _WARNED_DEADLINE_JOBS.append(True)
-    print("greenslurm: warning: " + DEADLINE_JOBS_TEXT.format(why=why), file=stream or sys.stderr)
+    _warn_once(_WARNED_DEADLINE_JOBS, DEADLINE_JOBS_TEXT.format(why=why), stream)
