@@ -338,7 +338,7 @@ def _fill_retries(offered: np.ndarray, in_map: np.ndarray, cpus: float,
     if left <= count:
         return None
     most = float(offered[in_map].max())
-    k = 1
+    k = 1.0
     while k < most:
         changed = False
         for node in np.flatnonzero(kept):
@@ -354,7 +354,13 @@ def _fill_retries(offered: np.ndarray, in_map: np.ndarray, cpus: float,
                 return found
             if left <= count:
                 return None
-        k += 1
+        # Slurm counts k up one at a time; no node is left out before the next whole count at or
+        # above what a kept node offers, so the counts in between are skipped (not a loop of
+        # a billion steps for a node of a billion CPUs)
+        above = offered[kept & (offered > k)]
+        if not above.size:
+            return None
+        k = max(k + 1.0, float(np.ceil(above.min())))
     return None
 
 

@@ -91,3 +91,19 @@ def test_a_fill_gives_each_of_its_nodes_at_least_one_cpu_and_no_more_than_it_has
     nodes, given = found
     assert len(set(nodes.tolist())) == len(nodes) == count and list(nodes) == sorted(nodes)
     assert given.sum() == cpus and (given >= 1).all() and (given <= free[nodes]).all()
+
+
+def test_the_retry_skips_the_counts_that_leave_no_node_out():
+    # Nodes of a billion CPUs (B = 1e9).  sbatch -N 2 -n 2B+1 over B+2 | B | B | B: n0 gives B+2
+    # (2B+1 - 1 allowed), B-1 left for one node: n1 holds it (best fit) -> found on the first try
+    big = 1e9
+    nodes, cpus = fill_consecutive(np.array([big + 2, big, big, big]), np.ones(4, bool), 2 * big + 1, 2)
+    assert (nodes.tolist(), cpus.tolist()) == ([0, 1], [big + 2, big - 1])
+    # 3 | B | B | B, -n 2B: n0 gives 3, no node holds 2B-3: the retry tries k = 1, leaves n0 out at
+    # k = 3, and n1 and n2 give B each
+    nodes, cpus = fill_consecutive(np.array([3.0, big, big, big]), np.ones(4, bool), 2 * big, 2)
+    assert (nodes.tolist(), cpus.tolist()) == ([1, 2], [big, big])
+    # -n 2B+1 cannot fit two nodes of B after n0 is left out; the next count that would leave a node
+    # out is B, the most any node offers: the retry ends there (counting k up one at a time to B
+    # would take a billion steps)
+    assert fill_consecutive(np.array([3.0, big, big, big]), np.ones(4, bool), 2 * big + 1, 2) is None
