@@ -107,3 +107,46 @@ def test_the_retry_skips_the_counts_that_leave_no_node_out():
     # out is B, the most any node offers: the retry ends there (counting k up one at a time to B
     # would take a billion steps)
     assert fill_consecutive(np.array([3.0, big, big, big]), np.ones(4, bool), 2 * big + 1, 2) is None
+
+
+def _retries_counting_one_by_one(offered, in_map, cpus, count):
+    """choose_nodes's loop as written in cons_tres job_test.c: k = 1, 2, ... below the most offered."""
+    from greenslurm.allocation.consecutive import _fill_once
+    kept, left = in_map.copy(), int(in_map.sum())
+    if left <= count:
+        return None
+    most = float(offered[in_map].max())
+    k = 1
+    while k < most:
+        changed = False
+        for node in np.flatnonzero(kept):
+            if 0 < offered[node] <= k:
+                kept[node], changed, left = False, True, left - 1
+                if left <= count:
+                    break
+        if changed or k == 1:
+            found = _fill_once(offered, kept, cpus, count)
+            if found is not None or left <= count:
+                return found
+        k += 1
+    return None
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]), min_size=2, max_size=9),
+       st.integers(0, 24), st.integers(2, 5))
+def test_the_retry_decides_as_counting_one_by_one(free, extra, count):
+    from greenslurm.allocation.consecutive import _fill_once, _fill_retries
+    free = np.array(free)
+    in_map = free >= 1
+    cpus = float(count + extra)
+    if in_map.sum() < count or free[in_map].sum() < cpus:
+        return
+    first_a, first_b = free.copy(), free.copy()
+    if _fill_once(first_a, in_map, cpus, count) is not None:
+        return
+    _fill_once(first_b, in_map, cpus, count)                 # the same first try: the same lowered counts
+    got = _fill_retries(first_a, in_map, cpus, count)
+    expected = _retries_counting_one_by_one(first_b, in_map, cpus, count)
+    assert (got is None) == (expected is None)
+    if got is not None:
+        assert got[0].tolist() == expected[0].tolist() and got[1].tolist() == expected[1].tolist()
