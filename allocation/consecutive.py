@@ -161,7 +161,8 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     True
     """
     library = compiled_library()
-    if library is not None:
+    # the compiled path reads one map flag per node: a map of another shape is the reference's to refuse
+    if library is not None and np.ndim(free_cpus) == 1 and np.shape(in_map) == np.shape(free_cpus):
         free = np.ascontiguousarray(free_cpus, dtype=np.float64)
         flags = np.ascontiguousarray(in_map, dtype=np.bool_)
         size = len(free)
