@@ -60,3 +60,15 @@ def test_a_job_that_asked_none_keeps_everything_else_and_others_stay_as_they_are
                                            ("MaxMemPerCPU=1000\n", False)])
 def test_a_default_memory_in_slurm_conf_turns_the_rule_off(line, default):
     assert has_default_memory(parse_slurm_conf_text(line + CONF)) is default
+
+
+@pytest.mark.parametrize("lines, default", [
+    ("DefMemPerNode=0\n", False),                     # read_config.c: def_mem_per_cpu = 0, as without it
+    ("DefMemPerNode=0\nDefMemPerCPU=1000\n", False),  # DefMemPerNode given: DefMemPerCPU ignored (Slurm logs an error)
+    ("DefMemPerCPU=0\n", True),                       # 0 | MEM_PER_CPU: jobs show ReqMem 0Mc, a per-CPU request
+    ("DefMemPerNode=2000\n", True),
+])
+def test_a_default_memory_of_zero_per_node_is_no_default(lines, default):
+    # Slurm 22.05 read_config.c: DefMemPerNode, when given, sets def_mem_per_cpu (0: no default, the
+    # same as DEFAULT_MEM_PER_CPU) and DefMemPerCPU is then ignored; only DefMemPerCPU sets the per-CPU flag
+    assert has_default_memory(parse_slurm_conf_text(lines + CONF)) is default

@@ -72,8 +72,18 @@ def first_node_memory(conf) -> dict[str, float]:
 
 def has_default_memory(conf) -> bool:
     """Whether slurm.conf gives jobs a default memory (DefMemPerCPU or DefMemPerNode): then a job
-    without ``--mem`` has that, not 0, and its ReqMem is what it holds."""
-    return bool(conf.get("DefMemPerCPU") or conf.get("DefMemPerNode"))
+    without ``--mem`` has that, not 0, and its ReqMem is what it holds.  As Slurm 22.05 reads them
+    (read_config.c): a DefMemPerNode given wins over DefMemPerCPU, and DefMemPerNode=0 is no default.
+
+    >>> from greenslurm.traces.slurm_conf import parse_slurm_conf_text
+    >>> [has_default_memory(parse_slurm_conf_text(text)) for text in
+    ...  ("DefMemPerNode=0\\n", "DefMemPerNode=0\\nDefMemPerCPU=100\\n", "DefMemPerCPU=100\\n", "")]
+    [False, False, True, False]
+    """
+    per_node = (conf.get("DefMemPerNode") or "").strip()
+    if per_node:
+        return not (per_node.isdigit() and int(per_node) == 0)
+    return bool(conf.get("DefMemPerCPU"))
 
 
 def asked_no_memory(job: JobSpec, first_memory: dict[str, float], default_partition: str | None) -> bool:
