@@ -72,3 +72,29 @@ def test_a_default_memory_of_zero_per_node_is_no_default(lines, default):
     # Slurm 22.05 read_config.c: DefMemPerNode, when given, sets def_mem_per_cpu (0: no default, the
     # same as DEFAULT_MEM_PER_CPU) and DefMemPerCPU is then ignored; only DefMemPerCPU sets the per-CPU flag
     assert has_default_memory(parse_slurm_conf_text(lines + CONF)) is default
+
+
+def test_an_export_without_reqmem_reads_memory_from_the_request_not_the_allocation(tmp_path):
+    # The real memory-consumable recording (Slurm 22.05, CR_Core_Memory; n1 4000 MB first, n2 n3 2000 MB):
+    # job c asked no memory: ReqTRES mem=4000M (the first node's RealMemory), AllocTRES mem=2000M (n2's
+    # whole memory); job b asked --mem=500 on 2 nodes: ReqTRES mem=500M,node=1, AllocTRES mem=1000M,node=2.
+    # The request, not the allocation, is what the job asked: the export read without its ReqMem
+    # column must give every job the memory (and the "asked none" reading) it gives with it.
+    from pathlib import Path
+
+    from greenslurm.traces.sacct import read_sacct
+    from greenslurm.traces.slurm_conf import parse_slurm_conf
+    folder = Path(__file__).parent / "data" / "slurm-gaps" / "memory-consumable"
+    conf = parse_slurm_conf(folder / "slurm.conf")
+    lines = (folder / "trace.txt").read_text().splitlines()
+    column = lines[0].split("|").index("ReqMem")
+    without = ["|".join(cell for i, cell in enumerate(line.split("|")) if i != column) for line in lines]
+    (tmp_path / "trace.txt").write_text("\n".join(without) + "\n")
+    read = {}
+    for name, path in (("with", folder / "trace.txt"), ("without", tmp_path / "trace.txt")):
+        jobs = read_memory_as_slurm(list(read_sacct(str(path)).jobs), first_node_memory(conf), "all")
+        read[name] = {job.job_id: (job.memory_mb_per_node, whole_node_memory(job)) for job in jobs}
+    # a (3900) b (500 per node) d (100) asked memory; c and e (4000 = n1's RealMemory) asked none
+    assert read["with"] == {"1": (3900.0, False), "2": (500.0, False), "3": (0.0, True), "4": (100.0, False),
+                            "5": (0.0, True)}
+    assert read["without"] == read["with"]

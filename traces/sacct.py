@@ -24,7 +24,8 @@ Mapping to :class:`JobSpec`:
   what Slurm allocated, not a request);
 * ``memory_mb_per_node`` from ReqMem: ``Mn`` as is, ``Mc`` x CPUs per node, a plain size (Slurm
   21.08+, the job's total) / requested nodes; the broken ``2147486648Mn`` (per-CPU flag bit 2**31
-  leaked into the number) decoded as 3000 MiB per CPU, adjusted; without ReqMem, TRES ``mem`` / nodes;
+  leaked into the number) decoded as 3000 MiB per CPU, adjusted; without ReqMem, ReqTRES ``mem`` /
+  requested nodes (else AllocTRES ``mem`` / nodes);
   ``extra["memory_scope"]`` says which (``node``, ``cpu``, ``cpu-flag``, ``job``, ``tres``): a job that
   asked no memory shows its partition's first node's RealMemory per node there, which the Slurm
   queue reads back with the site's slurm.conf (:mod:`greenslurm.sim.engine.slurm_memory`);
@@ -396,6 +397,12 @@ class _Record:
         ``job`` (a plain size) or ``tres`` (no ReqMem: the TRES ``mem``); None when not given."""
         reqmem = self.parsed("reqmem", sf.parse_reqmem)
         if reqmem is None:
+            # the request (ReqTRES: the job's total, as a plain ReqMem) per node asked; not AllocTRES,
+            # which holds a node's whole memory where the job asked none under CR_*_Memory
+            requested = self.parsed("reqtres", sf.parse_tres) or {}
+            if requested.get("mem"):
+                requested_nodes = self.count("reqnodes")[0] or int(requested.get("node") or 0) or nodes
+                return requested["mem"] / max(requested_nodes, 1), "tres"
             total = self._tres_value("mem")
             return (total / max(nodes, 1), "tres") if total else (0.0, None)
         mib, scope = reqmem
