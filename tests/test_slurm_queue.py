@@ -19,7 +19,7 @@ from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
-from greenslurm.sim.engine.slurm_queue import group_ends
+from greenslurm.sim.engine.slurm_will_run import group_ends
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
 
 
