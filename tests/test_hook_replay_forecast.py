@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -206,3 +207,17 @@ def test_the_replay_reports_the_hooks_green_moves(tmp_path, capsys):
     (tmp_path / "hook.toml").write_text('[hook]\nacceptance = "greedy"\n')
     assert main([*args, "--json", str(out)]) == 0
     assert "hook" not in json.loads(out.read_text())
+
+
+def test_a_forecast_spanning_every_finite_time_is_read_without_an_overflow_warning():
+    # times -1.7e308 and 1.7e308: finite and increasing, but their difference overflows a double;
+    # the order check must not compute it (a stray numpy RuntimeWarning on the replay's stderr)
+    import warnings
+
+    from greenslurm.clustermodel.renewable import SupplySeries
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        series = SupplySeries(np.array([-1.7e308, 1.7e308]), np.array([5000.0, 0.0]))
+        assert series.at(0.0).tolist() == 5000.0
+        with pytest.raises(ValueError, match="increase strictly"):
+            SupplySeries(np.array([1.7e308, -1.7e308]), np.array([5000.0, 0.0]))
