@@ -98,3 +98,33 @@ def test_an_export_without_reqmem_reads_memory_from_the_request_not_the_allocati
     assert read["with"] == {"1": (3900.0, False), "2": (500.0, False), "3": (0.0, True), "4": (100.0, False),
                             "5": (0.0, True)}
     assert read["without"] == read["with"]
+
+
+HEADER = "JobID|User|Partition|Submit|Start|End|Elapsed|State|NNodes|NCPUS|ReqMem|ReqTRES|Timelimit|NodeList\n"
+
+
+@pytest.mark.parametrize("reqmem, reqtres, reason", [
+    ("1e400M", "", "bad field ReqMem"),          # not a size (an exponent is not Slurm's)
+    ("-5G", "", "bad field ReqMem"),
+    ("nanM", "", "bad field ReqMem"),
+    ("4000Mcn", "", "bad field ReqMem"),
+    ("", "cpu=2,mem=nanM,node=1", "bad field ReqTRES"),   # no ReqMem: the memory from ReqTRES
+    ("", "cpu=2,mem=-5G,node=1", "bad field ReqTRES"),
+    ("", "cpu=2,mem=,node=1", "bad field ReqTRES"),
+])
+def test_crafted_memory_fields_are_counted_skips_or_one_line_errors(tmp_path, reqmem, reqtres, reason):
+    # job 1 carries the crafted field, job 2 is sound: job 1 counted out with the field named; with
+    # --strict the reader stops at it in one line naming file, line 2 and the field
+    from greenslurm.clustermodel import InputError
+    from greenslurm.traces.sacct import read_sacct
+    path = tmp_path / "jobs.txt"
+    day = "2024-03-01T00:"
+    path.write_text(HEADER + f"1|alice|batch|{day}00:00|{day}00:00|{day}05:00|00:05:00|COMPLETED|1|2|{reqmem}|"
+                    f"{reqtres}|00:10:00|n1\n" + f"2|alice|batch|{day}10:00|{day}10:00|{day}15:00|00:05:00|"
+                    "COMPLETED|1|2|100Mn|cpu=2,mem=100M,node=1|00:10:00|n1\n")
+    result = read_sacct(str(path))
+    assert [job.job_id for job in result.jobs] == ["2"] and result.skipped == {reason: 1}
+    with pytest.raises(InputError) as error:
+        read_sacct(str(path), strict=True)
+    text = str(error.value)
+    assert "\n" not in text and "jobs.txt" in text and ":2" in text and reason.split()[-1] in text, text
