@@ -285,6 +285,13 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         config = HookConfig.from_toml(scenario.hook)
         config.check()
         admission = HookAdmission(config, cluster, jobs)
+        if config.power_save:        # the hook's power saving: its own decisions at each sync (power_replay)
+            if factory is not None:
+                raise InputError("the hook powers nodes down and up itself (power_save = true) and Slurm's own "
+                                 "power saving is off in that setup: give one of them, not both",
+                                 path=scenario.hook, field="power_save")
+            from greenslurm.slurm_plugin.power_replay import hook_power_machine_factory
+            factory = hook_power_machine_factory(config)
     return Replay(jobs, cluster, scenario.queue, selection=selection, progress=progress, strategy_options=options,
                   machine_factory=factory, admission=admission)
 
