@@ -490,6 +490,9 @@ BUDGET_REASON = "needs more power than the budget even alone"
 def effective_power_states(outcome: Outcome):
     """The node power states the replay ran with (a ``PowerStateConfig``; None: nodes never power down)."""
     machine = outcome.replay.machine
+    hook_after = getattr(machine, "idle_power_down_s", None)
+    if hook_after is not None:      # the hook's power saving: its own idle time (Slurm's is a year)
+        return dataclasses.replace(machine.config, suspend_after_s=hook_after)
     saving = getattr(machine, "saving", None)
     if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
         return dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s

@@ -74,6 +74,11 @@ class HookPowerMachine(SlurmPowerMachine):
         self._sync_due_s = math.inf
         self._last_seen: tuple | None = None
 
+    @property
+    def idle_power_down_s(self) -> float:
+        """How long a node is idle before the hook powers it down (``suspend_after_s``)."""
+        return self.hook_config.suspend_after_s
+
     def attach(self, replay) -> None:
         admission = getattr(replay, "admission", None)
         if admission is None or not hasattr(admission, "snapshot"):

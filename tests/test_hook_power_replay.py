@@ -140,3 +140,37 @@ def test_budget_never_exceeded_and_no_job_on_an_off_node(raw, nodes, budget, min
             assert machine.ledger.power_w <= budget + 1e-6
     assert len(run.records) + run.strategy.waiting() == len(jobs)
     assert np.isfinite(machine.power_totals().off_j)
+
+
+WHATIF_JOBS = ("JobID|User|Partition|Submit|Start|End|Elapsed|State|NNodes|NCPUS|Timelimit|NodeList\n"
+               "1|alice|batch|2024-01-01T00:00:00|2024-01-01T00:00:00|2024-01-01T00:05:00|00:05:00|COMPLETED|1|4|"
+               "00:10:00|n1\n"
+               "2|bob|batch|2024-01-01T00:40:00|2024-01-01T00:40:00|2024-01-01T00:50:00|00:10:00|COMPLETED|2|8|"
+               "00:10:00|n[1-2]\n")
+
+
+def test_whatif_reports_boots_and_energy_of_a_hook_candidate_with_power_saving(tmp_path):
+    import json
+
+    from greenslurm.cli import main
+    from test_whatif_baseline import SLURM_CONF      # two nodes n1, n2 of 4 CPUs, partition batch
+    (tmp_path / "jobs.txt").write_text(WHATIF_JOBS)
+    (tmp_path / "slurm.conf").write_text(SLURM_CONF)
+    (tmp_path / "hook.toml").write_text('[hook]\npower_save = true\nsuspend_after_s = 60.0\nboot_s = 30.0\n'
+                                        'power_off_command = "true {node}"\npower_on_command = "true {node}"\n')
+    out = tmp_path / "w.json"
+    assert main(["whatif", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), "--no-progress",
+                 "--candidate", f"hook=slurm:hook={tmp_path / 'hook.toml'}", "--json", str(out)]) == 0
+    policies = json.loads(out.read_text())["policies"]
+    hook, slurm = policies["hook"], policies["slurm"]
+    # syncs every 10 s: at 60 s n2 has been idle 60 s and is asked to power down (n1 runs alice's job:
+    # two powered nodes > min_nodes_on 1); suspended at the thread's next tick, 61 s.  n1 idles from
+    # 300 s but is the one node min_nodes_on keeps.  bob's job (both nodes) comes at 2,400 s: that
+    # sync wakes n2, resumed at 2,401 s, up 30 s later (2,431 s); Slurm gave it to bob while it booted
+    # (CONFIGURING) and its 30-second check from 0 s sees it up at 2,460 s: bob waits 60 s, mean 30 s.
+    assert (hook["boots"], hook["suspends"], hook["mean_wait_s"], hook["makespan_s"]) == (1, 1, 30.0, 3060.0)
+    # n2 off 61 -> 2,401 s (2,340 s at 10 W) and booting 30 s at its idle 100 W: saved against idling
+    # 100 W x 2,370 s - 23,400 J - 3,000 J = 210,600 J = 0.0585 kWh
+    assert abs(hook["saved_vs_idle_kwh"] - 0.0585) < 1e-9
+    assert abs(hook["off_node_h"] - 2340.0 / 3600.0) < 1e-9
+    assert hook["energy_kwh"] < slurm["energy_kwh"] and slurm.get("boots") is None
