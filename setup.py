@@ -13,6 +13,9 @@ setup(ext_modules=[
               optional=True),
     Extension("greenslurm.sim.engine._deadline_core", ["sim/engine/_deadline_core.c"], depends=LEDGER,
               extra_compile_args=FLAGS, optional=True),
+    # Slurm's spread node choice (allocation/consecutive.py), the slurm queue's will-run test's inner step
+    Extension("greenslurm.allocation._consecutive", ["allocation/_consecutive.c"], extra_compile_args=FLAGS,
+              optional=True),
     Extension("greenslurm.traces._swf_scan", ["traces/_swf_scan.c"], extra_compile_args=FLAGS, optional=True),
     # the output files' cells (calls CPython's repr of a float: loaded with ctypes.PyDLL)
     Extension("greenslurm.sim.reporting._cells", ["sim/reporting/_cells.c"], extra_compile_args=FLAGS, optional=True),

@@ -23,10 +23,13 @@ Slurm spreads unevenly (:func:`spread_consecutive`).
 
 from __future__ import annotations
 
+import ctypes
 from bisect import bisect_left
 from itertools import accumulate
 
 import numpy as np
+
+from greenslurm.clustermodel.native import load_beside
 
 CPU = 0
 
@@ -144,6 +147,9 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     its free CPUs (the last what is left); then the next best set.  None if the nodes in ``in_map``
     hold too few CPUs.
 
+    Whole CPU counts go to the compiled fast path (``_consecutive.c``) where it is built, anything
+    else to :func:`spread_consecutive_reference`: the same nodes and CPUs.
+
     >>> free = np.array([4.0, 2.0, 2.0, 0.0, 4.0, 4.0])
     >>> nodes, cpus = spread_consecutive(free, free >= 1, 4)      # sets n0-n2 (8 CPUs), n4-n5 (8): the first
     >>> nodes.tolist(), cpus.tolist()                             # n0 holds 4: best fit single node
@@ -153,6 +159,48 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     ([0, 1], [4.0, 2.0])
     >>> spread_consecutive(free, free >= 1, 17) is None
     True
+    """
+    library = compiled_library()
+    if library is not None:
+        free = np.ascontiguousarray(free_cpus, dtype=np.float64)
+        flags = np.ascontiguousarray(in_map, dtype=np.bool_)
+        size = len(free)
+        nodes = np.empty(size, dtype=np.int64)
+        amounts = np.empty(size, dtype=np.float64)
+        count = library.spread_whole(free.ctypes.data, flags.ctypes.data, size, float(cpus),
+                                     nodes.ctypes.data, amounts.ctypes.data)
+        if count == 0:
+            return None
+        if count > 0:
+            return nodes[:count], amounts[:count]
+        if count == -2:
+            raise MemoryError("Slurm's spread node choice: out of memory")
+    return spread_consecutive_reference(free_cpus, in_map, cpus)
+
+
+def compiled_library():
+    """The compiled fast path of :func:`spread_consecutive` (built at install), or None (looked up once)."""
+    if not _LIBRARY:
+        library = load_beside(__file__, "_consecutive")
+        if library is not None:
+            library.spread_whole.restype = ctypes.c_int64
+            library.spread_whole.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double,
+                                             ctypes.c_void_p, ctypes.c_void_p)
+        _LIBRARY.append(library)
+    return _LIBRARY[0]
+
+
+_LIBRARY: list = []
+
+
+def spread_consecutive_reference(free_cpus: np.ndarray, in_map: np.ndarray,
+                                 cpus: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`spread_consecutive` in Python (numpy), the reference of its compiled fast path.
+
+    >>> free = np.array([4.0, 2.5, 2.0, 0.0, 4.0])
+    >>> nodes, cpus = spread_consecutive_reference(free, free >= 1, 6)   # no node holds 6: n0 then n1
+    >>> nodes.tolist(), cpus.tolist()
+    ([0, 1], [4.0, 2.0])
     """
     in_map = in_map & (free_cpus >= 1)
     usable = np.where(in_map, free_cpus, 0.0)
@@ -290,7 +338,7 @@ def _fill_retries(offered: np.ndarray, in_map: np.ndarray, cpus: float,
     if left <= count:
         return None
     most = float(offered[in_map].max())
-    k = 1
+    k = 1.0
     while k < most:
         changed = False
         for node in np.flatnonzero(kept):
@@ -306,7 +354,13 @@ def _fill_retries(offered: np.ndarray, in_map: np.ndarray, cpus: float,
                 return found
             if left <= count:
                 return None
-        k += 1
+        # Slurm counts k up one at a time; no node is left out before the next whole count at or
+        # above what a kept node offers, so the counts in between are skipped (not a loop of
+        # a billion steps for a node of a billion CPUs)
+        above = offered[kept & (offered > k)]
+        if not above.size:
+            return None
+        k = max(k + 1.0, float(np.ceil(above.min())))
     return None
 
 

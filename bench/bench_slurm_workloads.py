@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     for first, second in pairs:
         row = compare(recorded_schedule(first / "trace.txt"), _shifted(first, second), "Slurm again")
         rows.append({"recording": f"{first} vs {second}", **row})
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
     if args.markdown:
         print(markdown(rows))
         return 0
@@ -112,8 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     if replays:
         print(f"median |mean wait difference| {statistics.median(abs(r['mean_wait_difference']) for r in replays):.1%}, "
               f"jobs within 5 s {sum(r['within_5s'] * r['jobs'] for r in replays) / sum(r['jobs'] for r in replays):.1%}")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 

@@ -40,7 +40,8 @@ def load_beside(module_file: str, name: str, python_api: bool = False) -> ctypes
 COMPILED = {"greenslurm.sim.engine._pool_core": "pool core (FCFS, EASY and conservative replays)",
             "greenslurm.sim.engine._deadline_core": "deadline core (the deadline queue)",
             "greenslurm.traces._swf_scan": "SWF scanner",
-            "greenslurm.sim.reporting._cells": "output cells (--out files)"}
+            "greenslurm.sim.reporting._cells": "output cells (--out files)",
+            "greenslurm.allocation._consecutive": "spread node choice (the slurm queue)"}
 # Without them, measured on this project's logs (whole replays, wall time; docs/user-guide.md): KTH-SP2
 # under EASY 3.8x slower, its deadline queue 68x, LANL-CM5 under conservative 115x.
 MISSING_TEXT = ("the compiled cores are not built ({names}): greenslurm was installed without a C compiler, so "
@@ -79,13 +80,10 @@ def cores_line() -> str:
 def warn_missing_once(stream=None) -> None:
     """Say on stderr, once per process, that the compiled cores are missing (called where a replay
     falls back to its reference because a library is not built, not when the user chose ``off``)."""
-    import sys
     if _WARNED:
         return
-    _WARNED.append(True)
     missing = [what for what, built in built_cores().items() if not built]
-    print("greenslurm: warning: " + MISSING_TEXT.format(names=", ".join(missing) or "some"),
-          file=stream or sys.stderr)
+    _warn_once(_WARNED, MISSING_TEXT.format(names=", ".join(missing) or "some"), stream)
 
 
 # Said once per process when a replay given a slurm.conf runs FCFS, EASY or conservative in the general
@@ -96,12 +94,28 @@ SLURM_CONF_TEXT = ("the processor-pool core cannot run this replay on the slurm.
 _WARNED_SLURM_CONF: list[bool] = []
 
 
+def _warn_once(said: list[bool], text: str, stream=None) -> None:
+    """Say ``text`` on stderr as a warning unless ``said`` (one list per kind of warning) says it was."""
+    import sys
+    if said:
+        return
+    said.append(True)
+    print("greenslurm: warning: " + text, file=stream or sys.stderr)
+
+
 def warn_slurm_conf_once(why: str, stream=None) -> None:
     """Say on stderr, once per process, which fast path a slurm.conf's cluster keeps a replay off and why."""
-    import sys
-    if _WARNED_SLURM_CONF:
-        return
-    _WARNED_SLURM_CONF.append(True)
-    print("greenslurm: warning: " + SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"),
-          file=stream or sys.stderr)
+    _warn_once(_WARNED_SLURM_CONF, SLURM_CONF_TEXT.format(why=why, easy="9x", conservative="87x"), stream)
 
+
+# Said once per process when the deadline queue, on a cluster its compiled core takes, runs in the
+# general loop because of the jobs (docs/replay-engine.md: KTH-SP2's deadline queue, 68x without the core)
+DEADLINE_JOBS_TEXT = ("the deadline queue's compiled core cannot take these jobs ({why}), so the replay runs in the "
+                      "general loop (the reference, the same results), slower: KTH-SP2's deadline queue takes 68x "
+                      "the CPU time there")
+_WARNED_DEADLINE_JOBS: list[bool] = []
+
+
+def warn_deadline_jobs_once(why: str, stream=None) -> None:
+    """Say on stderr, once per process, which jobs keep the deadline queue off its compiled core."""
+    _warn_once(_WARNED_DEADLINE_JOBS, DEADLINE_JOBS_TEXT.format(why=why), stream)

@@ -267,6 +267,7 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         options = strategy_options(slurm_scheduling(scenario), accounts)
         if accounts is not None:         # Slurm's default account and QOS for jobs that name none
             jobs = [accounts.complete(job) for job in jobs]
+        jobs = slurm_memory_requests(scenario, jobs)
     factory = None
     if scenario.queue == "slurm":
         saving = slurm_power_saving(scenario, cluster)
@@ -321,6 +322,24 @@ def slurm_scheduling(scenario: Scenario):
     except ValueError as error:
         field = str(error).partition("=")[0]          # the setting the message is about
         raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None
+
+
+def slurm_memory_requests(scenario: Scenario, jobs):
+    """The jobs as Slurm saw their memory: with the site's slurm.conf, a sacct record whose memory
+    is Slurm's stand-in for no request (the first partition node's RealMemory) asked none
+    (:mod:`greenslurm.sim.engine.slurm_memory`); without a slurm.conf, or where it gives a default
+    memory, the jobs as read."""
+    path = scenario.cluster.slurm_conf
+    if path is None or getattr(jobs, "table", None) is not None:
+        return jobs
+    from greenslurm.sim.engine.slurm_memory import first_node_memory, has_default_memory, read_memory_as_slurm
+    from greenslurm.traces.slurm_conf import parse_slurm_conf
+
+    conf = parse_slurm_conf(path)
+    if has_default_memory(conf):
+        return jobs
+    default = conf.default_partition
+    return read_memory_as_slurm(jobs, first_node_memory(conf), default.name if default else None)
 
 
 def slurm_power_saving(scenario: Scenario, cluster: Cluster):
@@ -469,6 +488,9 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
         from greenslurm.clustermodel.native import warn_slurm_conf_once
         warn_slurm_conf_once(replay.pool_refusal)
     result = replay.run()
+    if replay.core_refusal is not None:
+        from greenslurm.clustermodel.native import warn_deadline_jobs_once
+        warn_deadline_jobs_once(replay.core_refusal)
     kept = jobs if getattr(jobs, "table", None) is not None else list(jobs)
     outcome = Outcome(scenario, kept, cluster, replay, result, supply, trace, workload, left_out)
     outcome.elapsed_s = time.perf_counter() - started

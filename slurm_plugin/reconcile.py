@@ -10,12 +10,12 @@ pending job with a deadline is checked on the view by the service
 
 from __future__ import annotations
 
-import math
 import secrets
 
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.slurm_json import TAG_PATTERN, PendingDeadline
+from greenslurm.slurm_plugin.view import job_order
 
 TAGS_PER_COMMENT = 4         # only the last few tags of a comment are looked up
 TAG_CLOCK_SLACK_S = 5.0      # a decision and its job's Slurm submit time are this close (same host's clock)
@@ -36,7 +36,7 @@ def covered_jobs(record: DecisionRecord, deadlines: list[PendingDeadline]) -> se
     records = record.tagged(sorted({i for found in tags.values() for i, _ in found}))
     claimed = {r["id"]: r["job_id"] for r in records.values() if r["job_id"] is not None}
     checked: set[str] = set()
-    for item in sorted(deadlines, key=lambda d: _job_order(d.job_id)):
+    for item in sorted(deadlines, key=lambda d: job_order(d.job_id)):
         for decision_id, token in tags.get(item.job_id, ()):
             rec = records.get(decision_id)
             if rec is None or not secrets.compare_digest(rec["token"], token):
@@ -115,8 +115,3 @@ def gpus_asked(job) -> float:
     (1.0, 3.0)
     """
     return max(float(job.gpus_per_node), float((job.extra or {}).get(GPUS_TOTAL, 0) or 0))
-
-
-def _job_order(job_id: str) -> tuple:
-    head = job_id.split("_", 1)[0]
-    return (int(head), job_id) if head.isdigit() else (math.inf, job_id)

@@ -16,7 +16,7 @@ from greenslurm.clustermodel import JobSpec
 from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, gpu_count, gpu_request, shard_count
 from greenslurm.slurm_plugin.protocol import UNLIMITED_S, unset
-from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot, job_order
 from greenslurm.traces.slurm_fields import array_tasks
 from greenslurm.traces.slurm_hostlist import expand_hostlist
 from greenslurm.traces.slurm_nodes import slurm_json_number
@@ -278,14 +278,10 @@ def carried_tags(jobs) -> dict[int, tuple[str, str, int | None, str]]:
             continue
         decision, token = int(tags[-1][0]), tags[-1][1]
         job_id = str(job.get("job_id"))
-        if decision in found and _job_key(found[decision][0]) <= _job_key(job_id):
+        if decision in found and job_order(found[decision][0]) <= job_order(job_id):
             continue
         found[decision] = (job_id, token, _uid(job), str(job.get("user_name") or ""))
     return found
-
-
-def _job_key(job_id: str) -> tuple:
-    return (int(job_id), "") if job_id.isdigit() else (float("inf"), job_id)
 
 
 ENDED_STATES = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",

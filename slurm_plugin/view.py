@@ -305,7 +305,7 @@ class LiveView:
         self.pending_planned = 0
         running_end = {job.job_id: job.end_s for job in snapshot.running}
         self.left_out = 0
-        for pending in sorted(snapshot.pending, key=lambda p: (p.job.submit_s, _job_order(p.job_id))):
+        for pending in sorted(snapshot.pending, key=lambda p: (p.job.submit_s, job_order(p.job_id))):
             if pending.held or pending.waiting:
                 self.left_out += 1
                 continue
@@ -748,5 +748,12 @@ def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int,
     return max([b for b in (begin_s, *bounds) if b is not None])
 
 
-def _job_order(job_id: str) -> tuple:
+def job_order(job_id: str) -> tuple:
+    """Slurm's job ids in the order they were given (numerically), any id that is not a number after
+    them by its text: the one order in which the hook lets the lowest job id win (a tag several jobs
+    carry, pending jobs submitted in the same second).
+
+    >>> sorted(["10", "9", "x", "12_3"], key=job_order)
+    ['9', '10', '12_3', 'x']
+    """
     return (int(job_id),) if job_id.isdigit() else (math.inf, job_id)

@@ -82,13 +82,13 @@ def test_subcommand_help(argv, capsys):
 
 
 def test_version(capsys):
-    # the version, then the compiled cores (this checkout is built with a C compiler: all four)
+    # the version, then the compiled cores (this checkout is built with a C compiler: all five)
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.splitlines() == [
         f"greenslurm {__version__}",
         "compiled cores: pool core (FCFS, EASY and conservative replays), deadline core (the deadline queue), "
-        "SWF scanner, output cells (--out files)"]
+        "SWF scanner, output cells (--out files), spread node choice (the slurm queue)"]
 
 
 def test_version_matches_pyproject():

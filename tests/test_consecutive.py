@@ -91,3 +91,62 @@ def test_a_fill_gives_each_of_its_nodes_at_least_one_cpu_and_no_more_than_it_has
     nodes, given = found
     assert len(set(nodes.tolist())) == len(nodes) == count and list(nodes) == sorted(nodes)
     assert given.sum() == cpus and (given >= 1).all() and (given <= free[nodes]).all()
+
+
+def test_the_retry_skips_the_counts_that_leave_no_node_out():
+    # Nodes of a billion CPUs (B = 1e9).  sbatch -N 2 -n 2B+1 over B+2 | B | B | B: n0 gives B+2
+    # (2B+1 - 1 allowed), B-1 left for one node: n1 holds it (best fit) -> found on the first try
+    big = 1e9
+    nodes, cpus = fill_consecutive(np.array([big + 2, big, big, big]), np.ones(4, bool), 2 * big + 1, 2)
+    assert (nodes.tolist(), cpus.tolist()) == ([0, 1], [big + 2, big - 1])
+    # 3 | B | B | B, -n 2B: n0 gives 3, no node holds 2B-3: the retry tries k = 1, leaves n0 out at
+    # k = 3, and n1 and n2 give B each
+    nodes, cpus = fill_consecutive(np.array([3.0, big, big, big]), np.ones(4, bool), 2 * big, 2)
+    assert (nodes.tolist(), cpus.tolist()) == ([1, 2], [big, big])
+    # -n 2B+1 cannot fit two nodes of B after n0 is left out; the next count that would leave a node
+    # out is B, the most any node offers: the retry ends there (counting k up one at a time to B
+    # would take a billion steps)
+    assert fill_consecutive(np.array([3.0, big, big, big]), np.ones(4, bool), 2 * big + 1, 2) is None
+
+
+def _retries_counting_one_by_one(offered, in_map, cpus, count):
+    """choose_nodes's loop as written in cons_tres job_test.c: k = 1, 2, ... below the most offered."""
+    from greenslurm.allocation.consecutive import _fill_once
+    kept, left = in_map.copy(), int(in_map.sum())
+    if left <= count:
+        return None
+    most = float(offered[in_map].max())
+    k = 1
+    while k < most:
+        changed = False
+        for node in np.flatnonzero(kept):
+            if 0 < offered[node] <= k:
+                kept[node], changed, left = False, True, left - 1
+                if left <= count:
+                    break
+        if changed or k == 1:
+            found = _fill_once(offered, kept, cpus, count)
+            if found is not None or left <= count:
+                return found
+        k += 1
+    return None
+
+
+@given(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0]), min_size=2, max_size=9),
+       st.integers(0, 24), st.integers(2, 5))
+def test_the_retry_decides_as_counting_one_by_one(free, extra, count):
+    from greenslurm.allocation.consecutive import _fill_once, _fill_retries
+    free = np.array(free)
+    in_map = free >= 1
+    cpus = float(count + extra)
+    if in_map.sum() < count or free[in_map].sum() < cpus:
+        return
+    first_a, first_b = free.copy(), free.copy()
+    if _fill_once(first_a, in_map, cpus, count) is not None:
+        return
+    _fill_once(first_b, in_map, cpus, count)                 # the same first try: the same lowered counts
+    got = _fill_retries(first_a, in_map, cpus, count)
+    expected = _retries_counting_one_by_one(first_b, in_map, cpus, count)
+    assert (got is None) == (expected is None)
+    if got is not None:
+        assert got[0].tolist() == expected[0].tolist() and got[1].tolist() == expected[1].tolist()

@@ -305,3 +305,30 @@ def test_skipped_jobs_are_counted_once_when_a_core_declines(monkeypatch, queue):
         monkeypatch.setenv("GREENSLURM_POOL_CORE", core)
         counts.append(dict(Replay(jobs, cluster, queue).run().skipped))
     assert counts == [{"no finite runtime (would run forever)": 1}] * 2
+
+
+def test_jobs_the_core_cannot_take_are_said_once_and_replayed_the_same(tmp_path, monkeypatch, capsys):
+    # Three one-processor jobs on 2 processors (SWF: id submit wait run procs ... requested time);
+    # b ran 0 s and its requested time is unknown (-1): the reader uses its run time, 0 s, and a job
+    # planned for no time is not the compiled core's: the general loop runs the replay and says why
+    from greenslurm.cli import main
+    from greenslurm.clustermodel import native
+    monkeypatch.setattr(native, "_WARNED_DEADLINE_JOBS", [])
+    rows = ["1 0 -1 100 1 -1 -1 1 100 -1 1 1 1 1 1 -1 -1 -1",
+            "2 10 -1 0 1 -1 -1 1 -1 -1 1 1 1 1 1 -1 -1 -1",
+            "3 20 -1 50 1 -1 -1 1 60 -1 1 1 1 1 1 -1 -1 -1"]
+    trace = tmp_path / "zero.swf"
+    trace.write_text("; MaxProcs: 2\n" + "\n".join(rows) + "\n")
+    args = ["replay", str(trace), "--queue", "deadline", "--no-progress"]
+    assert main(args + ["--json", str(tmp_path / "auto.json")]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert warnings == ["greenslurm: warning: the deadline queue's compiled core cannot take these jobs (1 job "
+                        "with a requested time of 0 s), so the replay runs in the general loop (the reference, "
+                        "the same results), slower: KTH-SP2's deadline queue takes 68x the CPU time there"]
+    monkeypatch.setenv("GREENSLURM_DEADLINE_CORE", "off")
+    assert main(args + ["--json", str(tmp_path / "off.json")]) == 0
+    assert "warning" not in capsys.readouterr().err          # off by choice: nothing to say
+    import json
+    auto, off = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("auto", "off"))
+    assert auto == off and auto["jobs_completed"] == 3

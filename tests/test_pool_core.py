@@ -298,6 +298,21 @@ def test_conservative_on_mixed_overloaded_pools_equals_the_general_loop(monkeypa
     assert_conservative_cores_equal(monkeypatch_session, workload)
 
 
+def late_in_time(workload):
+    """The same jobs at a billion seconds, every time a tenth as long (tenths of a second to about
+    17 minutes): runs of free processors whose lengths differ from a duration by less than a rounding
+    step at that time, and slots given back that merge with free runs on both sides (the
+    compression's bounds on how long a run of free processors lasts must round as the exact search)."""
+    nodes, submit, requested, run_for, procs = workload
+    return nodes, 1e9 + submit * 0.1, requested * 0.1, run_for * 0.1, procs
+
+
+@settings(max_examples=6, deadline=None)           # the general loop takes a second or two CPU for each
+@given(overloaded_mixed_pools().map(late_in_time))
+def test_conservative_late_in_time_with_fractional_durations_equals_the_general_loop(monkeypatch_session, workload):
+    assert_conservative_cores_equal(monkeypatch_session, workload)
+
+
 def test_an_overloaded_log_under_conservative_is_the_general_loops(monkeypatch, shared_data):
     """KTH-SP2's first 400 jobs arriving 100 times as fast (a waiting queue of hundreds): the core
     gives the general loop's result bit for bit."""

@@ -20,6 +20,22 @@ What each case shows (read in Slurm 22.05.8's source, tag slurm-22-05-8-1):
   not a consumable resource (select/cons_tres), so jobs share nodes by CPUs.
 * ``shape-cr-core-memory``: the same workload with ``CR_Core_Memory``: the same ``mem=4000M`` now
   holds a whole node, one job per node.
+* ``memory-consumable`` (``CR_Core_Memory``; n1: 4 CPUs, 4000 MB; n2, n3: 2 CPUs, 2000 MB): ``a``
+  (``-n 4 --mem=3900``) leaves n1 100 MB; ``b`` (``-n 3 --mem=500``) is spread 2 + 1 over n2 and
+  n3 with 500 MB on each (AllocTRES ``mem=1000M,node=2``; select/cons_common ``_verify_node_state``:
+  "Not considering node n1, free_mem < min_mem (100 < 500)").  ``c`` asked no memory: its ReqMem
+  ``4000M`` is the RealMemory of its partition's first node (job_mgr.c ``job_get_tres_mem``), its
+  ``pn_min_memory`` is 0, and it may use only a node with no memory allocated ("allocated memory =
+  500 and all memory requested"): it waits, beside n3's free CPU, for ``b``'s end, then holds n2's
+  whole 2000 MB (AllocTRES ``mem=2000M``); ``d`` (``--mem=100``) waits behind it (sched/builtin)
+  and takes n3; ``e`` (no memory) waits for a node with nothing allocated: n1, at ``a``'s end.
+  Reading ``4000M`` as asked would keep ``c`` and ``e`` off the 2000 MB nodes, and a rigid shape
+  for ``b`` would hold it until n1 is free (b, c, d, e at 90, 150, 150, 180 s).
+* ``memory-not-consumable``: the same nodes with ``CR_Core``.  ``b`` (``-n 3``, no memory; ReqMem
+  ``4000M`` again) is spread over n2 and n3 (NNodes=2): the reader's 4000 MB per node on two nodes
+  is no request, and the job is not skipped as asking more memory than the nodes have.  ``c``
+  (``--mem=3000``) waits for n1 although n3 has a free CPU: memory is not allocated, but
+  ``_build_node_list`` (node_scheduler.c) keeps only nodes whose RealMemory holds ``pn_min_memory``.
 * ``cadence``: a submission only queues a request (``queue_job_scheduler``, proc_req.c); the
   background thread (``_slurmctld_background``, controller.c) runs the main scheduler when a request
   is queued and its own last pass is ``batch_sched_delay`` (3 s) old.
@@ -81,6 +97,8 @@ SLURM = {
     "shape-cr-core-memory": {"a": (1, "n1"), "c": (4, "n2"), "d": (7, "n3"), "b": (61, "n1"), "e": (74, "n2"),
                              "f": (88, "n3"), "g": (102, "n1")},
     "backfill-ends": {"y1": (2, "n1"), "y2": (4, "n2"), "x": (11, "n3"), "b": (41, "n1,n2"), "s": (21, "n2")},
+    "memory-consumable": {"a": (1, "n1"), "b": (4, "n2,n3"), "c": (64, "n2"), "d": (64, "n3"), "e": (91, "n1")},
+    "memory-not-consumable": {"a": (1, "n1"), "b": (4, "n2,n3"), "c": (61, "n1")},
     "cadence": {"a": (0, "n1"), "b": (3, "n1"), "c": (3, "n1"), "d": (6, "n1"), "e": (6, "n2"), "f": (9, "n2"),
                 "g": (12, "n2"), "h": (50, "n1,n2"), "i": (57, "n1,n2"), "j": (60, "n2")},
     "end-queued": {"a": (1, "n1"), "b": (41, "n1"), "c": (62, "n1")},
@@ -199,12 +217,19 @@ def test_a_pass_at_every_end_would_start_the_end_queued_jobs_too_early(tmp_path)
 # 4/8/16 CPUs, sched/backfill, CR_CPU): j00 (-N 3 -n 6) was laid out 4 + 1 + 1 on n01-n03 (the
 # log's job_resources: cpu_array_value 4 x1, 1 x2), so the 1-CPU jobs j05 and j07 went to n02 (3
 # free, the best fit; after an even 2 + 2 + 2 they would have gone to n01) and j06 (3 CPUs) to n03.
-# Every start up to j20 (44 s), as Slurm recorded it (whole seconds after the first submission):
+# j19 (-n 5, NCPUS=5) holds 5 CPUs, 4 on n23 and 1 on n24 (not two equal shares of 3, 6 CPUs), so
+# j21 (-n 5) fits 3 + 1 + 1 on n24-n26 (with 6 CPUs held by j19 it took n24-n27) and j22 takes n27.
+# Every start up to j39 (92 s), as Slurm recorded it (whole seconds after the first submission):
 LAYOUT = {"j00": (0, "n01,n02,n03"), "j01": (2, "n17"), "j02": (4, "n18"), "j03": (4, "n04"), "j04": (6, "n18"),
           "j05": (10, "n02"), "j06": (10, "n03"), "j07": (13, "n02"), "j08": (17, "n19"),
           "j09": (20, "n20,n21,n22"), "j10": (21, "n21,n22"), "j11": (23, "n23"), "j12": (23, "n24"),
           "j13": (25, "n05"), "j14": (26, "n25,n26"), "j15": (32, "n25"), "j16": (38, "n02"), "j17": (38, "n26"),
-          "j18": (40, "n17,n18"), "j19": (42, "n23,n24"), "j20": (44, "n17")}
+          "j18": (40, "n17,n18"), "j19": (42, "n23,n24"), "j20": (44, "n17"), "j21": (46, "n24,n25,n26"),
+          "j22": (46, "n27"), "j23": (50, "n04"), "j24": (54, "n19,n20"), "j25": (56, "n17"),
+          "j26": (60, "n24,n25"), "j27": (60, "n19,n20,n21"), "j28": (66, "n05"), "j29": (70, "n25,n26"),
+          "j30": (72, "n20"), "j31": (76, "n02"), "j32": (76, "n21,n22"), "j33": (82, "n28,n29"),
+          "j34": (83, "n01"), "j35": (86, "n03,n04"), "j36": (86, "n02,n03"), "j37": (86, "n22"),
+          "j38": (88, "n29,n30"), "j39": (92, "n04")}
 
 
 def test_a_node_count_without_a_per_node_share_is_laid_out_as_real_slurm_did():
@@ -217,3 +242,27 @@ def test_a_node_count_without_a_per_node_share_is_laid_out_as_real_slurm_did():
     off = {job: ((replayed[job][1] - origin, ",".join(replayed[job][2])), LAYOUT[job]) for job in LAYOUT
            if abs(replayed[job][1] - origin - LAYOUT[job][0]) > TOLERANCE_S or ",".join(replayed[job][2]) != LAYOUT[job][1]}
     assert off == {}
+
+
+def test_sacct_keeps_how_reqmem_was_given():
+    # c asked no memory: ReqMem 4000M (a plain size: the job's total), AllocTRES mem=2000M
+    from greenslurm.traces.sacct import read_sacct
+    jobs = {j.extra["job_name"]: j for j in read_sacct(str(DATA / "memory-consumable" / "trace.txt")).jobs}
+    assert (jobs["c"].memory_mb_per_node, jobs["c"].extra["memory_scope"]) == (4000.0, "job")
+    assert (jobs["b"].memory_mb_per_node, jobs["b"].extra["memory_scope"]) == (500.0, "job")
+
+
+def test_with_a_default_memory_reqmem_is_what_the_job_holds(tmp_path):
+    # With DefMemPerNode in slurm.conf a job without --mem has that default (not 0), so ReqMem is
+    # read as asked: under CR_Core b's 4000 MB per node (NNodes=2) fits only n1, a single node;
+    # without the default b is read as asking none and spread over n2 and n3 as Slurm did.
+    from greenslurm.sim.engine.slurm_memory import first_node_memory, has_default_memory
+    from greenslurm.traces.slurm_conf import parse_slurm_conf
+    folder = DATA / "memory-not-consumable"
+    conf = (folder / "slurm.conf").read_text()
+    (tmp_path / "slurm.conf").write_text(conf + "DefMemPerNode=4000\n")
+    assert not has_default_memory(parse_slurm_conf(str(folder / "slurm.conf")))
+    assert has_default_memory(parse_slurm_conf(str(tmp_path / "slurm.conf")))
+    assert first_node_memory(parse_slurm_conf(str(folder / "slurm.conf"))) == {"all": 4000.0}
+    replayed = workloads.replayed_schedule(folder / "trace.txt", tmp_path / "slurm.conf")
+    assert "b" not in replayed and set(replayed) == {"a", "c"}

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 
 from greenslurm.clustermodel import InputError
 from hook_service import ServiceProcess, recorded_decisions, write_config
-from greenslurm.slurm_plugin import backend, install, protocol
+from greenslurm.slurm_plugin import backend, backend_pyslurm, install, protocol, slurm_json
 from greenslurm.slurm_plugin.protocol import MAX_REQUEST_BYTES, ProtocolError, parse_request, submission_from_request
 from greenslurm.slurm_plugin.service import HookConfig
 
 STATE = Path(__file__).parent / "data" / "slurm-hook"
 
 
-@pytest.mark.parametrize("module", [protocol, backend])
+@pytest.mark.parametrize("module", [protocol, slurm_json, backend_pyslurm])
 def test_doctests(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0

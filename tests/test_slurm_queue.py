@@ -19,7 +19,7 @@ from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
-from greenslurm.sim.engine.slurm_queue import group_ends
+from greenslurm.sim.engine.slurm_will_run import group_ends
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
 
 
@@ -307,6 +307,16 @@ def test_a_job_without_a_node_count_spreads_over_at_most_its_partitions_max_node
                     strategy_options={"scheduling": SlurmScheduling.from_conf(conf)})
     ten = replay.run().records[0]
     assert (ten.start_s, ten.node_indices, ten.cpus) == (0.0, (1, 2), 10)
+    # nodes of 1, 1, 8, 8 CPUs: "eleven" would spread 1 + 1 + 8 + 1; within MaxNodes=2 it takes its
+    # rigid shape on n2 and n3 holding the 11 CPUs it asked, 6 + 5 (its shape's equal shares of
+    # ceil(11 / 2) = 6 would hold 12), so "three" (-N 1 -n 3) starts at once on n3 (8 - 5 = 3 free)
+    conf = parse_slurm_conf_text("NodeName=n[0-1] CPUs=1\nNodeName=n[2-3] CPUs=8\n"
+                                 "PartitionName=p Nodes=n[0-3] Default=YES MaxNodes=2\nSchedulerType=sched/builtin\n")
+    replay = Replay([job("eleven", 0, 50, cpus=11), job("three", 1, 50, cpus=3, nodes=1)],
+                    cluster_from_slurm_conf(conf), "slurm",
+                    strategy_options={"scheduling": replace(SlurmScheduling.from_conf(conf), batch_sched_delay_s=0.0)})
+    runs = {r.job_id: (r.start_s, r.node_indices) for r in replay.run().records}
+    assert runs == {"eleven": (0.0, (2, 3)), "three": (1.0, (3,))}
 
 def test_the_time_scale_multiplies_every_real_time_setting():
     s = SlurmScheduling(bf_interval_s=1, bf_resolution_s=1, sched_interval_s=1, bf_window_s=180,
@@ -511,3 +521,157 @@ def test_a_long_queue_keeps_will_run_answers_across_cycles():
     rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
              rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
     assert check_kept_answers(rows, 30.0, 60.0, 0.0) > 0
+
+
+def starts_with_and_without_early_stops(rows, interval, resolution, release) -> int:
+    """Replay ``rows`` with backfill cycles that stop once no job left could start now, and with
+    cycles that test every job up to bf_max_job_test (the reference): the same starts on the same
+    nodes, and the same rejections.  How many cycles stopped early."""
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
+        cpus = max(cpus, nodes) if partition == "all" else min(max(cpus, nodes), 8)
+        jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, nodes=nodes,
+                        partition=partition, user=f"u{user}"))
+    outcomes = []
+    for full in (True, False):
+        replay = Replay(jobs, two_partitions(overlap=True), "slurm", strategy_options={
+            "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
+                                          priority=SIZE_AND_PARTITION)})
+        replay.strategy.full_cycles = full
+        result = replay.run()
+        outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
+                         sorted(r.job_id for r in result.rejected), replay.strategy.cycles_stopped_early))
+    (reference, rejected_reference, none), (early, rejected_early, stopped) = outcomes
+    assert none == 0
+    assert early == reference and rejected_early == rejected_reference
+    return stopped
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=30), st.sampled_from([1.0, 30.0]), st.sampled_from([1.0, 60.0]),
+       st.sampled_from([0.0, 5.0]))
+def test_backfill_cycles_stopped_once_no_job_could_start_decide_the_same(rows, interval, resolution, release):
+    # A cycle stops once no job left could start now (free CPUs on its nodes not reserved over its
+    # limit fewer than it asks): random workloads on overlapping partitions, jobs of a named node
+    # count and without, completing jobs, both resolutions, start where the full cycles start them.
+    starts_with_and_without_early_stops(rows, interval, resolution, release)
+
+
+def test_a_long_queue_stops_backfill_cycles_early_with_the_same_starts():
+    # 150 jobs on 4 nodes of 4 CPUs: many cycles stop before their last job, none changes a start
+    rng = random.Random(7)
+    rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+    assert starts_with_and_without_early_stops(rows, 30.0, 60.0, 0.0) > 10
+
+
+def test_a_cycle_stops_when_reservations_cover_the_free_cpus():
+    # n0..n3 (4 CPUs each, partition "all").  At 0: "a" takes 12 CPUs (n0-n2) until 1000, "b" 2 CPUs
+    # on n3 until 1000.  At 1, "wide" (16 CPUs) waits for both (reserved from 1000); "c" (2 CPUs,
+    # limit 5000) would fit on n3's 2 free CPUs but its span [now, now + 5000] meets wide's
+    # reservation of every node: no job after wide can start, and the cycle stops after wide.
+    jobs = [job("a", 0, 1000, cpus=12, partition="all"), job("b", 0, 1000, cpus=2, partition="all"),
+            job("wide", 1, 100, cpus=16, partition="all"),
+            *(job(f"c{i}", 2, 5000, cpus=2, partition="all") for i in range(5))]
+    starts, queue, _ = run(jobs, two_partitions(overlap=True), bf_interval_s=30.0, bf_resolution_s=60.0)
+    assert starts["wide"].start_s == 1000.0 and queue.cycles_stopped_early > 0
+    # c0 starts when wide ends (1000 + 100), the others as CPUs come free
+    assert starts["c0"].start_s == 1100.0
+
+
+# -- Slurm's spread node choice: the compiled fast path against its reference -----------------------
+# whole counts (the compiled path's) or -inf, and now and then a list with fractional ones (the reference's)
+FREE_CPUS = st.one_of(
+    st.lists(st.one_of(st.integers(0, 6).map(float), st.just(-math.inf)), min_size=1, max_size=40),
+    st.lists(st.one_of(st.integers(0, 6).map(float), st.sampled_from([0.5, 1.5, 2.25])), min_size=1, max_size=40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(FREE_CPUS, st.lists(st.booleans(), min_size=40, max_size=40), st.one_of(st.integers(1, 60).map(float),
+                                                                              st.sampled_from([2.5, 0.5, 0.0])))
+def test_the_compiled_spread_node_choice_equals_its_reference(free, flags, cpus):
+    # Free CPU counts per node (whole, fractional, or -inf: not allocatable), a node map and a job's
+    # CPUs: the compiled path (whole counts) and the reference (numpy) choose the same nodes and CPUs.
+    from greenslurm.allocation import consecutive
+    assert consecutive.compiled_library() is not None      # this checkout is built with a C compiler
+    free_cpus = np.array(free)
+    in_map = np.array(flags[:len(free)]) & (free_cpus >= 1)
+    fast = consecutive.spread_consecutive(free_cpus, in_map, cpus)
+    reference = consecutive.spread_consecutive_reference(free_cpus, in_map, cpus)
+    assert (fast is None) == (reference is None)
+    if fast is not None:
+        assert fast[0].tolist() == reference[0].tolist() and fast[1].tolist() == reference[1].tolist()
+        assert fast[0].dtype == reference[0].dtype == np.int64
+
+
+def test_the_compiled_spread_node_choice_takes_sets_as_slurm_does():
+    # sets n0-n2 (4 + 1 + 3 = 8 CPUs) and n4-n5 (2 + 2 = 4); 9 CPUs: no set suffices, the one with the
+    # most (n0-n2) gives all 8, then n4-n5 is sufficient for the 1 left: best fit single node n4
+    from greenslurm.allocation import consecutive
+    free = np.array([4.0, 1.0, 3.0, 0.0, 2.0, 2.0])
+    nodes, cpus = consecutive.spread_consecutive(free, free >= 1, 9.0)
+    assert nodes.tolist() == [0, 1, 2, 4] and cpus.tolist() == [4.0, 1.0, 3.0, 1.0]
+    assert consecutive.spread_consecutive(free, free >= 1, 13.0) is None      # 12 CPUs in all
+
+
+# -- memory (Slurm 22.05: select/cons_common _verify_node_state, _job_test) ----------------------------
+MEMORY_JOB = st.tuples(st.integers(0, 400), st.integers(1, 200), st.integers(1, 200), st.integers(1, 8),
+                       st.sampled_from(["a", "b", "all"]), st.sampled_from([None, 500.0, 1500.0]),
+                       st.sampled_from([0, 0, 2]))
+
+
+def memory_cluster() -> Cluster:
+    """n0 n1 (4 CPUs, 2000 MB) in a, n2 n3 (4 CPUs, 4000 MB) in b, all four in "all"."""
+    return Cluster([NodeSpec(f"n{i}", cpus=4, memory_mb=2000.0 if i < 2 else 4000.0,
+                             partitions=("a" if i < 2 else "b", "all")) for i in range(4)], default_partition="a")
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(MEMORY_JOB, min_size=1, max_size=25), st.sampled_from(["builtin", "backfill"]))
+def test_a_job_that_asked_no_memory_has_its_nodes_to_itself_where_memory_is_consumable(rows, scheduler):
+    # Under CR_*_Memory a job that asked no memory (sacct: its partition's first node's RealMemory)
+    # takes only nodes with no memory allocated and holds all of it, so no other job runs on its
+    # nodes while it runs; jobs with --mem hold that much per node (the machine refuses to give a
+    # node more than it has).  After every event the kept will-run answers equal fresh ones.
+    from greenslurm.sim.engine.slurm_memory import WHOLE_NODE
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, memory, nodes) in enumerate(rows):
+        extra = {WHOLE_NODE: True} if memory is None else {}
+        jobs.append(JobSpec(f"j{i}", float(submit), float(limit), runtime_s=float(min(runtime, limit)),
+                            cpus=max(cpus, nodes), nodes=nodes, partition=partition,
+                            memory_mb_per_node=0.0 if memory is None else memory, extra=extra))
+    replay = Replay(jobs, memory_cluster(), "slurm", keep_jobs=True, strategy_options={"scheduling": SlurmScheduling(
+        scheduler=scheduler, bf_interval_s=1.0, bf_resolution_s=1.0, memory_consumable=True)})
+    replay.begin()
+    while len(replay.events):
+        replay.step()
+        replay.strategy._check()
+    result = replay.close()
+    assert len(result.records) + len(result.rejected) + sum(result.skipped.values()) == len(jobs)
+    runs = [(r.start_s, r.end_s, set(np.asarray(r.node_indices).tolist()), r.job_id) for r in result.records]
+    whole = {spec.job_id for spec in jobs if spec.extra}
+    for start, end, nodes, name in runs:
+        if name not in whole:
+            continue
+        sharing = [other for s, e, n, other in runs if other != name and s < end and start < e and n & nodes]
+        assert sharing == [], (name, sharing)
+
+
+def test_a_job_that_asked_no_memory_waits_beside_a_free_cpu_and_shares_where_memory_is_not_allocated():
+    # n0, n1: 4 CPUs, 2000 MB.  "m" (-n 2 --mem=500) runs on n0 from 0 to 100 (best fit: the first).
+    # "w" (-n 2, no memory) comes at 1: n0 has 2 free CPUs but 500 MB allocated, so under
+    # CR_Core_Memory it takes n1 (nothing allocated) and holds its 2000 MB; "x" (-n 1, no memory)
+    # then has no node with nothing allocated and waits for m's end (100), then takes n0 (n1 still
+    # has w's memory).  Under CR_Core memory is not allocated: w goes to n0 beside m (the best fit:
+    # 2 free CPUs against 4), which is then full, and x takes n1 at 2.
+    from greenslurm.sim.engine.slurm_memory import WHOLE_NODE
+    cluster = Cluster([NodeSpec(f"n{i}", cpus=4, memory_mb=2000.0) for i in range(2)])
+    jobs = [JobSpec("m", 0.0, 100.0, runtime_s=100.0, cpus=2, memory_mb_per_node=500.0),
+            JobSpec("w", 1.0, 100.0, runtime_s=100.0, cpus=2, extra={WHOLE_NODE: True}),
+            JobSpec("x", 2.0, 100.0, runtime_s=100.0, cpus=1, extra={WHOLE_NODE: True})]
+    starts, _, _ = run(jobs, cluster, memory_consumable=True, scheduler="builtin")
+    assert [(starts[j].start_s, tuple(starts[j].node_indices)) for j in "mwx"] == [(0.0, (0,)), (1.0, (1,)),
+                                                                                  (100.0, (0,))]
+    starts, _, _ = run(jobs, cluster, memory_consumable=False, scheduler="builtin")
+    assert [(starts[j].start_s, tuple(starts[j].node_indices)) for j in "mwx"] == [(0.0, (0,)), (1.0, (0,)),
+                                                                                  (2.0, (1,))]

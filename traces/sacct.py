@@ -25,6 +25,9 @@ Mapping to :class:`JobSpec`:
 * ``memory_mb_per_node`` from ReqMem: ``Mn`` as is, ``Mc`` x CPUs per node, a plain size (Slurm
   21.08+, the job's total) / requested nodes; the broken ``2147486648Mn`` (per-CPU flag bit 2**31
   leaked into the number) decoded as 3000 MiB per CPU, adjusted; without ReqMem, TRES ``mem`` / nodes;
+  ``extra["memory_scope"]`` says which (``node``, ``cpu``, ``cpu-flag``, ``job``, ``tres``): a job that
+  asked no memory shows its partition's first node's RealMemory per node there, which the Slurm
+  queue reads back with the site's slurm.conf (:mod:`greenslurm.sim.engine.slurm_memory`);
 * ``gpus_per_node`` / ``gpu_model`` from AllocTRES (else ReqTRES) ``gres/gpu[:MODEL]`` / nodes (a
   count not divisible by the nodes is rounded up per node, adjusted);
 * ``deadline_s`` from a ``Deadline`` column when present; ``state`` without ``by UID``;
@@ -335,12 +338,14 @@ class _Record:
         if nodes is None:
             nodes = self.count("reqnodes")[0] or 0
         cpus = self._cpus()
-        memory = self._memory(cpus, nodes)
+        memory, memory_scope = self._memory(cpus, nodes)
         gpus, gpu_model = self._gpus(nodes)
         requested = self._requested_time(runtime)
         deadline = self.parsed("deadline", sf.parse_timestamp)
         extra = self._extra(submit, start, end, cancelled_by)
         extra["requested_nodes"] = self._requested_nodes()
+        if memory_scope:
+            extra["memory_scope"] = memory_scope
         spec = JobSpec(job_id=base, submit_s=submit, requested_time_s=requested, runtime_s=runtime, cpus=cpus,
                        nodes=nodes, memory_mb_per_node=memory, gpus_per_node=gpus, gpu_model=gpu_model,
                        deadline_s=deadline, user=self.text("user") or "", partition=self.text("partition") or "",
@@ -386,22 +391,23 @@ class _Record:
             return requested
         raise self.skip("no CPU count", key or "reqcpus", "no allocated or requested CPU count")
 
-    def _memory(self, cpus: int, nodes: int) -> float:
-        """MiB per node (0 = not given)."""
+    def _memory(self, cpus: int, nodes: int) -> tuple[float, str | None]:
+        """MiB per node (0 = not given) and how ReqMem gave it: ``node``, ``cpu``, ``cpu-flag``,
+        ``job`` (a plain size) or ``tres`` (no ReqMem: the TRES ``mem``); None when not given."""
         reqmem = self.parsed("reqmem", sf.parse_reqmem)
         if reqmem is None:
             total = self._tres_value("mem")
-            return total / max(nodes, 1) if total else 0.0
+            return (total / max(nodes, 1), "tres") if total else (0.0, None)
         mib, scope = reqmem
         if scope == "cpu-flag":
             self.adjust("ReqMem per-CPU flag leaked into the value: decoded", "reqmem",
                         f"ReqMem {self.text('reqmem')!r} = flag bit + {mib:g}: read as {mib:g} MiB per CPU")
         if scope in ("cpu", "cpu-flag"):
-            return mib * math.ceil(cpus / max(nodes, 1))
+            return mib * math.ceil(cpus / max(nodes, 1)), scope
         if scope == "job":
             requested_nodes = self.count("reqnodes")[0] or nodes
-            return mib / max(requested_nodes, 1)
-        return mib
+            return mib / max(requested_nodes, 1), scope
+        return mib, scope
 
     def _requested_nodes(self) -> int:
         """The node count the job asked for, for a queue that places jobs as Slurm does: ReqNodes,

@@ -89,7 +89,7 @@ typedef struct {
     /* per block of PROFILE_BLOCK steps, the least and the most free: searches skip whole blocks;
      * blocks from `stale` on are recomputed before the next search (any change marks them) */
     double *block_min, *block_max; int64_t block_cap, stale;
-    double last_most;     /* the most free over the span the last change touched, after it */
+    double last_most, last_least;     /* the most and least free over the span the last change touched, after it */
 } count_profile;
 #define PROFILE_BLOCK 32
 
@@ -144,12 +144,13 @@ static int profile_change(count_profile *p, double start, double end, double pro
     if (i < 0) return -1;
     int64_t j = p->n;
     if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
-    double most = -INFINITY;
+    double most = -INFINITY, least = INFINITY;
     for (int64_t k = i; k < j; k++) {
         p->free[k] += processors;
         if (p->free[k] > most) most = p->free[k];
+        if (p->free[k] < least) least = p->free[k];
     }
-    p->last_most = most;
+    p->last_most = most; p->last_least = least;
     if (i / PROFILE_BLOCK < p->stale) p->stale = i / PROFILE_BLOCK;
     return 0;
 }
@@ -330,6 +331,223 @@ static int stairs_may_start_before(const staircase *s, double processors, double
     return lo < s->n && s->time[lo] < before;
 }
 
+/* Per processor count p, the runs of steps freeing at least p (from a step freeing p or more to the
+ * next freeing fewer): each run's start (its first step, or now) and how long it lasts (widened by
+ * the rounding of its two ends), kept as stairs: the longest so far by start (each stair starts
+ * later and lasts longer than the one before), so that no run starting before the first stair
+ * lasting d holds a window of d.  A waiting job of p processors and duration d reserved at old can
+ * start earlier only in a window wholly inside such a run, or in one running into its own slot,
+ * which holds the step just before old (that step frees p) and starts no earlier than the run
+ * holding that step: the exact search then starts at the earlier of the two, and a job with
+ * neither before old is not searched.  A compression reads the runs of a count when first asked,
+ * only as far as the question needs (`upto`); the slots each move gave back and took are read again
+ * there when the count is next asked for (or, when many moves wait, the runs from the start), and
+ * what a search found (no window of d in the runs it read) lowers the stairs it read.  Every stair
+ * is at least what its runs allow (replaced runs leave their longest as a stair where the re-read
+ * ends), so the stairs never skip a job that can move, and the search that follows is exact. */
+typedef struct {
+    double *start, *lasts; int64_t n, cap; int built;
+    double upto;                       /* every run starting before it is in (the rest: not yet read) */
+    int64_t applied;                   /* the compression's moves merged in so far */
+    double *scratch; int64_t scratch_cap;
+} run_stairs;
+
+static int run_stairs_room(run_stairs *r, int64_t need) {
+    if (need <= r->cap) return 0;
+    int64_t cap = 2 * need + 16;
+    double *start = realloc(r->start, sizeof(double) * (size_t)cap);
+    if (!start) return -1;
+    r->start = start;
+    double *lasts = realloc(r->lasts, sizeof(double) * (size_t)cap);
+    if (!lasts) return -1;
+    r->lasts = lasts;
+    r->cap = cap;
+    return 0;
+}
+
+/* how long a run from `from` to `to` may last, rounding allowed for */
+static double run_lasts(double from, double to) {
+    return to - from + 1e-9 * (fabs(to) + fabs(from));
+}
+
+/* a run from `from` lasting at most `lasts` merged in; -1: no memory */
+static int run_stairs_put(run_stairs *r, double from, double lasts) {
+    int64_t lo = 0, hi = r->n;          /* the first stair starting after `from` */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->start[mid] <= from) lo = mid + 1; else hi = mid; }
+    if (lo > 0 && r->lasts[lo - 1] >= lasts) return 0;        /* a run as long starts no later */
+    int64_t last = lo;                  /* the stairs after it lasting no longer: covered */
+    while (last < r->n && r->lasts[last] <= lasts) last++;
+    if (last == lo) {
+        if (run_stairs_room(r, r->n + 1) < 0) return -1;
+        memmove(&r->start[lo + 1], &r->start[lo], sizeof(double) * (size_t)(r->n - lo));
+        memmove(&r->lasts[lo + 1], &r->lasts[lo], sizeof(double) * (size_t)(r->n - lo));
+        r->n++;
+    } else if (last > lo + 1) {
+        memmove(&r->start[lo + 1], &r->start[last], sizeof(double) * (size_t)(r->n - last));
+        memmove(&r->lasts[lo + 1], &r->lasts[last], sizeof(double) * (size_t)(r->n - last));
+        r->n -= last - lo - 1;
+    }
+    r->start[lo] = from; r->lasts[lo] = lasts;
+    return 0;
+}
+
+/* A search from `from` found no window of `duration` wholly inside a run starting in [from, before):
+ * the stairs starting there that last that long become one lasting just less (a longer window fits
+ * there no better: it ends no earlier), and one from `before` lasting as long as they did (the runs
+ * from `before` on they bounded); -1: no memory */
+static int run_stairs_cap(run_stairs *r, double from, double before, double duration) {
+    int64_t lo = 0, hi = r->n;          /* the first stair starting at or after `from` */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->start[mid] < from) lo = mid + 1; else hi = mid; }
+    int64_t first = lo;
+    while (first < r->n && r->start[first] < before && r->lasts[first] < duration) first++;
+    int64_t last = first;
+    while (last < r->n && r->start[last] < before) last++;
+    if (last == first) return 0;
+    double longest = r->lasts[last - 1], shorter = nextafter(duration, -INFINITY);
+    int capped = !(first > 0 && r->lasts[first - 1] >= shorter);
+    /* else the next stair, as early, lasts longer, or no run from `before` on is in yet */
+    int bounded = (last == r->n || r->start[last] > before) && before < r->upto;
+    int64_t kept = first + capped + bounded;
+    if (kept > last) {
+        if (run_stairs_room(r, r->n + 1) < 0) return -1;
+    }
+    memmove(&r->start[kept], &r->start[last], sizeof(double) * (size_t)(r->n - last));
+    memmove(&r->lasts[kept], &r->lasts[last], sizeof(double) * (size_t)(r->n - last));
+    r->n += kept - last;
+    int64_t at = first;
+    if (capped) { r->start[at] = r->start[first]; r->lasts[at] = shorter; at++; }
+    if (bounded) { r->start[at] = before; r->lasts[at] = longest; }
+    return 0;
+}
+
+/* the stairs of count `processors` from the plan (it starts at now) for the runs starting before
+ * `upto` on, until one lasting `duration` or one starting at or after `before` is in; -1: no memory */
+static int run_stairs_extend(run_stairs *r, const count_profile *p, double processors, double now, double duration,
+                             double before) {
+    int64_t k = lower_bound(p->times, p->n, r->upto);
+    while (k < p->n) {
+        while (k < p->n && p->free[k] < processors) k++;
+        if (k == p->n) break;
+        double from = p->times[k] > now ? p->times[k] : now;
+        while (k < p->n && p->free[k] >= processors) k++;
+        double to = k < p->n ? p->times[k] : INFINITY, lasts = run_lasts(from, to);
+        if (run_stairs_put(r, from, lasts) < 0) return -1;
+        r->upto = to;
+        if (lasts >= duration || !(to < before)) return 0;
+    }
+    r->upto = INFINITY;
+    return 0;
+}
+
+static void run_stairs_start(run_stairs *r, double now) {
+    r->n = 0;
+    r->built = 1;
+    r->upto = now;
+}
+
+/* the first start of a run lasting `duration` (INFINITY: none): no window of that duration wholly
+ * inside a run starts earlier */
+static double run_stairs_first(const run_stairs *r, double duration) {
+    int64_t lo = 0, hi = r->n;          /* the first stair lasting the duration */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->lasts[mid] < duration) lo = mid + 1; else hi = mid; }
+    return lo < r->n ? r->start[lo] : INFINITY;
+}
+
+/* The plan changed over [start, end): the stairs of count `count` starting from the run that holds
+ * (or ends at) the step at `start` up to the first step from `end` on freeing fewer (where nothing
+ * changed) replaced by the runs found there now, and one from that step lasting as long as the
+ * longest replaced (the runs after it they bounded); -1: no memory */
+static int run_stairs_redo(run_stairs *r, const count_profile *p, double count, double start, double end, double now) {
+    int64_t m = upper_bound(p->times, p->n, start) - 1;
+    if (m < 0) m = 0;
+    while (m > 0 && p->free[m - 1] >= count) m--;
+    double from = p->times[m] > now ? p->times[m] : now, until = INFINITY;
+    if (from >= r->upto) return 0;      /* no run from there on is in yet */
+    /* the runs from m on, kept aside: at most one per two steps */
+    int64_t lo = 0, hi = r->n;          /* the stairs starting in [from, until) go */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->start[mid] < from) lo = mid + 1; else hi = mid; }
+    int64_t first = lo, found_n = 0;
+    double *found_from = r->scratch, *found_to = r->scratch + r->scratch_cap / 2;
+    for (;;) {
+        while (m < p->n && p->free[m] < count && p->times[m] < end) m++;
+        if (m >= p->n) break;
+        if (p->free[m] < count) { until = p->times[m]; break; }
+        int64_t run = m;
+        while (m < p->n && p->free[m] >= count) m++;
+        if (found_n == r->scratch_cap / 2) return -2;       /* cannot happen: scratch holds the plan */
+        found_from[found_n] = p->times[run] > now ? p->times[run] : now;
+        found_to[found_n] = m < p->n ? p->times[m] : INFINITY;
+        found_n++;
+        if (m >= p->n) break;
+        if (p->times[m] >= end) { until = p->times[m]; break; }
+    }
+    if (until > r->upto) {              /* the runs from `from` on are read again when asked for */
+        r->n = first;
+        r->upto = from;
+        return 0;
+    }
+    int64_t last = first;
+    double longest = -INFINITY;
+    while (last < r->n && r->start[last] < until) { if (r->lasts[last] > longest) longest = r->lasts[last]; last++; }
+    memmove(&r->start[first], &r->start[last], sizeof(double) * (size_t)(r->n - last));
+    memmove(&r->lasts[first], &r->lasts[last], sizeof(double) * (size_t)(r->n - last));
+    r->n -= last - first;
+    for (int64_t f = 0; f < found_n; f++)
+        if (run_stairs_put(r, found_from[f], run_lasts(found_from[f], found_to[f])) < 0) return -1;
+    if (last > first && until != INFINITY && run_stairs_put(r, until, longest) < 0) return -1;
+    return 0;
+}
+
+/* room for the runs of the whole plan in each count's scratch; -1: no memory */
+static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
+    if (r->scratch_cap >= 2 * (p->n + 1)) return 0;
+    int64_t cap = 4 * (p->n + 1);
+    double *scratch = realloc(r->scratch, sizeof(double) * (size_t)cap);
+    if (!scratch) return -1;
+    r->scratch = scratch; r->scratch_cap = cap;
+    return 0;
+}
+
+/* The jobs a compression moved, in order: each one's slot [old, old + duration) given back (its steps
+ * then freeing at most `most`) and [found, found + duration) taken (its steps then freeing at least
+ * `least`).  A count's stairs take them in when next asked for (or are built again when many
+ * wait): a count above `most` finds no step of the first freeing it, one up to `least` every step
+ * of the second still freeing it, so their runs did not change there; elsewhere the runs around
+ * the slots are found again in the plan as it is then (which holds every change since). */
+typedef struct { double old, found, duration, most, least; } moved_job;
+typedef struct { moved_job *at; int64_t n, cap; } moved_log;
+#define REDO_AT_MOST 8      /* more moves waiting than this: the count's stairs are read again */
+#define RUN_STAIRS_FROM 64  /* waiting jobs above which a compression keeps the stairs */
+
+static int moved_log_add(moved_log *log, double old, double found, double duration, double most, double least) {
+    if (log->n == log->cap) {
+        int64_t cap = log->cap ? 2 * log->cap : 64;
+        moved_job *at = realloc(log->at, sizeof(moved_job) * (size_t)cap);
+        if (!at) return -1;
+        log->at = at; log->cap = cap;
+    }
+    moved_job move = { old, found, duration, most, least };
+    log->at[log->n++] = move;
+    return 0;
+}
+
+/* count's stairs (built) brought up to the plan as it is now; -1: no memory */
+static int run_stairs_update(run_stairs *r, const moved_log *log, const count_profile *p, double count, double now) {
+    if (log->n - r->applied > REDO_AT_MOST) {
+        r->applied = log->n;
+        run_stairs_start(r, now);
+        return 0;
+    }
+    if (r->applied < log->n && run_stairs_scratch(r, p) < 0) return -1;
+    for (; r->applied < log->n; r->applied++) {
+        const moved_job *move = &log->at[r->applied];
+        if (count <= move->most && run_stairs_redo(r, p, count, move->old, move->old + move->duration, now) < 0) return -1;
+        if (count > move->least && run_stairs_redo(r, p, count, move->found, move->found + move->duration, now) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Returns 0, or -1 when memory ran out, -2 when a job fits nowhere on the empty pool, -3 when jobs
  * wait after the last event, -4 when the conservative plan is asked for a time before its start (a
  * negative or NaN time given). */
@@ -370,9 +588,12 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     double shadow = 0.0, extra = 0.0;
     int status = 0;
     /* conservative: the plan, reserved starts, jobs by reserved start, due and late jobs */
-    count_profile plan = { NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0.0 };
+    count_profile plan = { NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0.0, 0.0 };
     staircase stairs = { NULL, NULL, 0, 0, 0 };
     int have_plan = 0, compress = 0;
+    run_stairs *runs = NULL;          /* by processor count */
+    int64_t *built = NULL, n_built = 0;
+    moved_log moved = { NULL, 0, 0 };
     double *reserved_s = NULL;
     reservation *by_reservation = NULL, *due = NULL;
     int64_t by_reservation_n = 0;
@@ -380,7 +601,9 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
         reserved_s = malloc(sizeof(double) * (size_t)(jobs + 1));
         by_reservation = malloc(sizeof(reservation) * (size_t)(jobs + 1));
         due = malloc(sizeof(reservation) * (size_t)(jobs + 1));
-        if (!reserved_s || !by_reservation || !due) { status = -1; goto done; }
+        runs = calloc((size_t)n_nodes + 1, sizeof(run_stairs));
+        built = malloc(sizeof(int64_t) * (size_t)(n_nodes + 1));
+        if (!reserved_s || !by_reservation || !due || !runs || !built) { status = -1; goto done; }
     }
     double now = -INFINITY;
 
@@ -428,6 +651,11 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                 /* the plan starts at now (advanced): a start before old is the stairs' question */
                 int from_start = upper_bound(plan.times, plan.n, now) - 1 <= 0;
                 stairs.valid = 0;
+                for (int64_t b = 0; b < n_built; b++) runs[built[b]].built = 0;
+                n_built = 0;
+                moved.n = 0;
+                /* with few jobs waiting the searches are short: the stairs would cost more than they spare */
+                int stairs_worth = q_tail - q_head > RUN_STAIRS_FROM;
                 for (int64_t w = q_head; w < q_tail; w++) {
                     int64_t j = waiting[w];
                     double old = reserved_s[j], size = (double)procs[j];
@@ -436,14 +664,50 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                         if (!stairs.valid && stairs_build(&stairs, &plan) < 0) { status = -1; goto done; }
                         if (!stairs_may_start_before(&stairs, size, old)) continue;
                     } else if (!profile_may_start_before(&plan, size, now, old)) continue;
-                    double found = profile_earliest_move(&plan, size, requested[j], now, old);
+                    double after = now;   /* no earlier start comes before it */
+                    run_stairs *learnt = NULL;
+                    if (from_start && stairs_worth) {
+                        /* a window wholly in a run of steps freeing size starts no earlier than the
+                         * stairs' first lasting its duration; one running into the job's own slot holds
+                         * the step before old and starts no earlier than the run holding that step */
+                        run_stairs *r = &runs[procs[j]];
+                        if (!r->built) {
+                            run_stairs_start(r, now);
+                            r->applied = moved.n;
+                            built[n_built++] = procs[j];
+                        } else if (run_stairs_update(r, &moved, &plan, size, now) < 0) { status = -1; goto done; }
+                        double limit = old;       /* a start from here on is no earlier */
+                        int64_t k = lower_bound(plan.times, plan.n, old) - 1;
+                        int into_own = k >= 0 && plan.free[k] >= size;
+                        if (into_own) {
+                            while (k > 0 && plan.free[k - 1] >= size) k--;
+                            limit = plan.times[k] > now ? plan.times[k] : now;
+                        } else {
+                            learnt = r;   /* what the search finds bounds the stairs */
+                        }
+                        double first = run_stairs_first(r, requested[j]);
+                        if (first == INFINITY && r->upto < limit) {
+                            if (run_stairs_extend(r, &plan, size, now, requested[j], limit) < 0) { status = -1; goto done; }
+                            first = run_stairs_first(r, requested[j]);
+                        }
+                        if (into_own && limit < first) first = limit;
+                        if (!(first < old)) continue;
+                        if (first > after) after = first;
+                    }
+                    double found = profile_earliest_move(&plan, size, requested[j], after, old);
                     if (plan.error) { status = plan.error; goto done; }
+                    if (learnt && run_stairs_cap(learnt, after, isnan(found) ? old : found, requested[j]) < 0) {
+                        status = -1; goto done;
+                    }
                     if (isnan(found)) continue;      /* no earlier slot: the job keeps the one it has */
                     if (profile_change(&plan, old, old + requested[j], size) < 0) { status = plan.error; goto done; }
                     double given_most = plan.last_most;
                     reservation_remove(by_reservation, &by_reservation_n, old, j);
                     if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
                     if (stairs.valid) stairs_given(&stairs, given_most, old);
+                    if (n_built > 0 && moved_log_add(&moved, old, found, requested[j], given_most, plan.last_least) < 0) {
+                        status = -1; goto done;
+                    }
                     reserved_s[j] = found;
                     reservation_insert(by_reservation, &by_reservation_n, found, j);
                 }
@@ -524,5 +788,7 @@ done:
     ledger_scalars(&c.ledger, scalars);
     free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
     free(plan.times); free(plan.free); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due);
+    if (runs) for (int64_t q = 0; q <= n_nodes; q++) { free(runs[q].start); free(runs[q].lasts); free(runs[q].scratch); }
+    free(runs); free(built); free(moved.at);
     return status;
 }

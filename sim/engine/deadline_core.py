@@ -226,18 +226,24 @@ def replay_inputs(replay) -> tuple | None:
         return None
     skipped = replay.skipped.copy()
     inputs = _inputs(replay, strategy, core)
-    if inputs is None:           # the general loop counts the jobs it skips itself
+    if isinstance(inputs, str):  # the general loop counts the jobs it skips itself
         replay.skipped.clear()
         replay.skipped.update(skipped)
+        replay.core_refusal = inputs
         return None
     return core, rule.name, strategy.compress, inputs[0], inputs[1]
 
 
-def _inputs(replay, strategy, core: str) -> tuple | None:
-    """(rows, jobs) of :func:`replay_inputs`, or None."""
+def _inputs(replay, strategy, core: str) -> tuple | str:
+    """(rows, jobs) of :func:`replay_inputs`, or why the core cannot take the jobs (the user is told)."""
     pool = replay._pool_jobs(core)
-    if pool is None or not (pool.requested_s > 0).all() or not _times_keep_every_slot(pool.submit_s, pool.requested_s):
-        return None              # a job planned for no time holds nothing in a plan: the general loop
+    if pool is None:
+        return "a job arrives at no finite time, has no time limit or asks no CPU"
+    zero = int((pool.requested_s <= 0).sum())
+    if zero:                     # a job planned for no time holds nothing in a plan: the general loop
+        return f"{zero:,} job{'s' if zero != 1 else ''} with a requested time of 0 s"
+    if not _times_keep_every_slot(pool.submit_s, pool.requested_s):
+        return "requested times too short for the size of the trace's times (a slot rounds to nothing)"
     table = getattr(replay.ordered, "table", None)
     if table is not None:
         deadline = table.deadline_s[pool.rows] if hasattr(table, "deadline_s") else np.full(len(pool.rows), np.nan)
@@ -247,7 +253,7 @@ def _inputs(replay, strategy, core: str) -> tuple | None:
                              for i in pool.rows.tolist()], dtype=float)
     limit = acceptance_limits(strategy.acceptance, pool.submit_s, pool.requested_s, deadline)
     if limit is None:
-        return None
+        return f"the {getattr(strategy.acceptance, 'name', 'chosen')} acceptance policy is not in the core"
     return pool.rows, DeadlineJobs(pool.submit_s, pool.requested_s, pool.run_for_s, pool.procs, deadline, limit)
 
 

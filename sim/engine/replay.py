@@ -243,6 +243,8 @@ class Replay:
         # why the compiled cores cannot take this cluster (None: they can, or it has a machine of its
         # own: power states, co-location, which says so itself)
         self.pool_refusal = pool_refusal(self.machine, self.ordered) if type(self.machine) is Machine else None
+        # why the deadline queue's compiled core could not take the jobs (set when it was tried)
+        self.core_refusal: str | None = None
         if self.pool_refusal is None and type(self.machine) is Machine and not self.machine.is_processor_pool:
             # a slurm.conf's nodes of one CPU: memory no job asks for, partitions that let every job
             # on every node; the nodes are interchangeable processors for these jobs

@@ -16,7 +16,7 @@ batch_sched_delay           a submission or a job's end waits for the next pass 
                             background thread (every second) at least this many seconds after
                             its last pass
 default_queue_depth         a pass triggered by a submission or an end tests this many jobs + 1
-SelectTypeParameters        jobs' memory is a constraint only with CR_*_Memory (consumable)
+SelectTypeParameters        jobs' memory is allocated only with CR_*_Memory (see ``slurm_memory``)
 bf_interval                 a backfill cycle at most every so many seconds: the backfill thread
                             then looks every second and cycles once a job or node changed
 bf_resolution               backfill plans in steps of this many seconds

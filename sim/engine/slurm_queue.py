@@ -17,7 +17,10 @@ that partition is tried, and the partition's nodes are taken from every later jo
 (so a blocked job in an overlapping partition also holds back the others on its nodes) -- unless the
 nodes left to it (at least its minimum count) could not hold it even empty and none is completing a
 job (select_nodes' ESLURM_NODE_NOT_AVAIL rather than ESLURM_NODES_BUSY): then it is only skipped.
-Without CR_*_Memory in SelectTypeParameters jobs' memory is not allocated and is ignored.
+Memory (see :mod:`greenslurm.sim.engine.slurm_memory`): with CR_*_Memory a job holds its
+``--mem`` on each node it gets, and a job that asked none takes only nodes with no memory allocated
+and holds their whole memory; without, memory is not allocated and a ``--mem`` job only needs nodes
+with that much RealMemory.
 
 **Backfill** (``_attempt_backfill`` in ``src/plugins/sched/backfill/backfill.c``), every
 ``bf_interval`` at most, at the backfill thread's first look (every second) that finds a change:
@@ -25,7 +28,7 @@ jobs are tried in order, at most ``bf_max_job_test``; for each, the
 nodes of its partition not reserved for a higher job over [start, start + limit] (a
 :class:`~greenslurm.sim.engine.slurm_node_space.NodeSpace`) go to the will-run test
 (:func:`will_run`), which frees running jobs in order of their expected end (start + limit), in
-the groups of :func:`group_ends`.  A job
+the groups of :func:`~greenslurm.sim.engine.slurm_will_run.group_ends`.  A job
 that can start now starts; otherwise, if it can start within ``bf_window``, its nodes are reserved
 from its expected start to its expected end, rounded down to ``bf_resolution``.  Where the slots
 after the tested start offer other nodes, the job is tried again from there (Slurm's TRY_LATER).
@@ -62,9 +65,11 @@ from greenslurm.allocation.consecutive import best_fit_consecutive, fill_consecu
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
+from greenslurm.sim.engine.slurm_memory import whole_node_memory
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
+from greenslurm.sim.engine.slurm_will_run import StartersLeft, WillRunView
 from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop
 from greenslurm.sim.machines.machine import Machine, PendingJob
 
@@ -89,70 +94,6 @@ class Waiting:
     @property
     def key(self) -> tuple:
         return (-self.tier, -self.priority, self.job.job.submit_s, self.job.index)
-
-
-def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None) -> list[tuple[int, int]]:
-    """How cons_tres's will-run test (``_will_run_test`` in select/cons_common/job_test.c) frees
-    the running jobs, sorted by end, in groups: per group (the position after it in the whole
-    list, the last job it freed).  Only jobs on nodes the pending job may use (``overlaps``; None:
-    all) are freed, but a group's end is decided by the next job of the *whole* list: after each
-    freed job Slurm peeks at the next one and closes the group if it ends after E + window, where
-    E is the first freed job's end rounded up to the next multiple of the window (a fixed
-    barrier).  A skipped job is not peeked past: the job after it joins the group whatever its
-    end.  The window then doubles (at least once) until the next job of the list ends by
-    E + window.  The pending job is tested after each group; its start is the group's last freed
-    job's end.
-
-    >>> # E = 30; window 30: ends <= 60 (10, 20); doubled to 60: <= 90 (70); 120: <= 150 (100);
-    >>> # 240 is not enough for 500 (> 270), 480 is: <= 510 (500)
-    >>> group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0)
-    [(2, 1), (3, 2), (4, 3), (5, 4)]
-    >>> # the job ending at 20 is on other nodes: after 10 Slurm peeks at it (20 <= 60), skips
-    >>> # it and frees the job ending at 300 in the same group
-    >>> group_ends([10.0, 20.0, 300.0], 30.0, [True, False, True])
-    [(3, 2)]
-    >>> # the job ending at 100 is on other nodes and closes the first group (100 > 60)
-    >>> group_ends([10.0, 100.0, 110.0], 30.0, [True, False, True])
-    [(1, 0), (3, 2)]
-    >>> group_ends([], 30.0)
-    []
-    """
-    return list(iter_group_ends(ends, window_s, overlaps))
-
-
-def iter_group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None):
-    """The groups of :func:`group_ends` one at a time (the will-run test stops at the first that
-    lets the job start)."""
-    count = len(ends)
-    flags = [True] * count if overlaps is None else overlaps
-    barrier = None
-    window = window_s
-    i = 0
-    more = True
-    while more:
-        last = -1
-        while True:
-            if i >= count:
-                more = False
-                break
-            j = i
-            i += 1
-            if not flags[j]:
-                continue                      # on none of the usable nodes: skipped
-            if barrier is None:
-                barrier = ends[j] + (window_s - math.fmod(ends[j], window_s))
-            last = j
-            if i >= count:
-                more = False
-                break
-            if ends[i] > barrier + window:    # the next job of the whole list closes the group
-                break
-        if last < 0:
-            break
-        window *= 2
-        while i < count and ends[i] > barrier + window:
-            window *= 2
-        yield i, last
 
 
 def asked_nodes(spec) -> int:
@@ -263,6 +204,11 @@ class SlurmQueue:
         # will-run answers, kept while no job starts, ends or moves (on a plain machine without
         # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
+        self._views: dict = {}                               # node set -> WillRunView, same lifetime
+        # a backfill cycle stops once no job left could start now (StartersLeft); True: every cycle
+        # tests its jobs up to bf_max_job_test, the reference the early stop must equal
+        self.full_cycles = False
+        self.cycles_stopped_early = 0
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
         self._spreading_jobs: dict[int, bool] = {}           # waiting job index -> _spreads
@@ -287,7 +233,12 @@ class SlurmQueue:
         if spec.nodes > 0 and asked_nodes(spec) == 0 and self._spreading and job.demand.ndim == 1:
             self._shape_as_asked(job)
         if not self.settings.memory_consumable and job.demand.ndim == 1 and job.demand[MEMORY] > 0:
-            self._drop_memory(job)
+            self._drop_memory(job, cluster_memory=self.machine.cluster.capacity[:, MEMORY])
+        if 0 < spec.cpus < job.cpus_total and not spec.cpus_per_node and asked_nodes(spec) == 0 \
+                and self._lays_out(job):
+            # a job naming no node count holds the CPUs it asked, laid out CPU by CPU; its rigid
+            # shape rounds them up to equal shares (-n 5 on 4-CPU nodes: 2 x 3 = 6)
+            job.cpus_total = float(spec.cpus)
         partition, rules, over = self._partition_for(job)
         over = over or self.limits.refused(job)
         if over:
@@ -318,21 +269,23 @@ class SlurmQueue:
         cluster = self.machine.cluster
         if job.reshape(cluster, spec.with_changes(nodes=0)):
             job.job = spec          # the record keeps the node count Slurm allocated
-            spreads = not (self.settings.memory_consumable and job.demand[MEMORY] > 0)
             mask = job.allowed if job.allowed is not None else np.ones(cluster.size, dtype=bool)
-            if not spreads and not self._ever_fits(job, mask):
-                # a rigid shape (its memory is allocated) laid out for the cluster's largest node
-                # that no node of its partition holds: the node count Slurm allocated stands
+            if not self._ever_fits(job, mask):
+                # a shape no node of its partition holds (memory per node above theirs): the
+                # node count Slurm allocated stands
                 job.reshape(cluster, spec)
 
     @staticmethod
-    def _drop_memory(job: PendingJob) -> None:
-        """Without CR_*_Memory Slurm allocates no memory: the job is placed by its CPUs alone."""
+    def _drop_memory(job: PendingJob, cluster_memory: np.ndarray) -> None:
+        """Without CR_*_Memory Slurm allocates no memory: the job is placed by its CPUs alone, on
+        nodes whose RealMemory is at least what it asked per node (``_build_node_list`` filters
+        node configurations by ``pn_min_memory`` whatever the select parameters)."""
         demand = job.demand.copy()
+        big_enough = cluster_memory >= demand[MEMORY] - 1e-9
         demand[MEMORY] = 0.0
         job.demand = demand
         job.cpu_only = not demand[1:].any()
-        job.restrict_to(job.allowed)
+        job.restrict_to(big_enough if job.allowed is None else job.allowed & big_enough)
 
     def _admit_arrived(self, now_s: float) -> None:
         while self._arriving and self._arriving[0][0] <= now_s:
@@ -665,6 +618,10 @@ class SlurmQueue:
     def _ever_fits(self, job: PendingJob, mask: np.ndarray) -> bool:
         """Whether ``job``'s shape fits on the empty ``mask`` nodes (spread: their CPUs suffice)."""
         capacity = self.machine.cluster.capacity[mask]
+        if self._lays_out(job):
+            memory = self._memory_per_node(job)
+            if 0 < memory < math.inf:
+                capacity = capacity[capacity[:, MEMORY] >= memory - 1e-9]
         if self._spreads(job):
             return float(capacity[:, CPU].sum()) >= job.cpus_total - 1e-9
         if self._fills(job):
@@ -717,9 +674,45 @@ class SlurmQueue:
         return spreads
 
     def _lays_out(self, job: PendingJob) -> bool:
-        """Whether Slurm's node choice lays ``job`` out CPU by CPU (unevenly if need be): a CPU job of
-        one row per node on a plain machine with Slurm's node choice."""
-        return self._spreading and job.cpu_only and job.task is None and job.demand.ndim == 1
+        """Whether Slurm's node choice lays ``job`` out CPU by CPU (unevenly if need be): a job of
+        CPUs and memory (no GPUs), one row per node, on a plain machine with Slurm's node choice."""
+        return (self._spreading and job.task is None and job.demand.ndim == 1
+                and (job.cpu_only or (self._power is None and not job.demand[2:].any())))
+
+    def _memory_per_node(self, job: PendingJob) -> float:
+        """The memory ``job`` holds on each node it gets (MiB; 0: none allocated): what it asked
+        per node, or every node's whole memory (inf) for a job that asked none where memory is
+        consumable (see :mod:`~greenslurm.sim.engine.slurm_memory`)."""
+        if self.settings.memory_consumable and whole_node_memory(job.job):
+            return math.inf
+        return float(job.demand[MEMORY]) if job.demand.ndim == 1 else 0.0
+
+    def _memory_fits(self, job: PendingJob, free: np.ndarray) -> np.ndarray | None:
+        """Nodes whose free memory takes ``job``'s (None: no memory asked): as much free as it asks
+        per node, or, for a job that asked none, no memory allocated at all (select/cons_common
+        ``_verify_node_state``)."""
+        memory = self._memory_per_node(job)
+        if memory == math.inf:
+            return free[:, MEMORY] >= self.machine.cluster.capacity[:, MEMORY] - 1e-9
+        return None if memory <= 0 else free[:, MEMORY] >= memory - 1e-9
+
+    def _rigid_amounts(self, job: PendingJob, nodes: np.ndarray) -> np.ndarray | None:
+        """What ``job`` holds on each of ``nodes`` in its rigid shape, where that is not its share on
+        every node (None): each node's whole memory for a job that asked none, and for a job naming
+        no node count held to its shape (its partition's MaxNodes) the CPUs it asked, as evenly as
+        whole CPUs go (5 on 2 nodes: 3 + 2), not its shape's rounded-up shares."""
+        whole_memory = self._memory_per_node(job) == math.inf
+        count = len(nodes)
+        excess = count * float(job.demand[CPU]) - job.cpus_total
+        if not whole_memory and excess < 1e-9:
+            return None
+        amounts = np.tile(job.demand, (count, 1))
+        if whole_memory:
+            amounts[:, MEMORY] = self.machine.cluster.capacity[nodes, MEMORY]
+        if excess > 1e-9:
+            share, extra = divmod(int(round(job.cpus_total)), count)
+            amounts[:, CPU] = share + (np.arange(count) < extra)
+        return amounts
 
     def _fills(self, job: PendingJob) -> bool:
         """Whether Slurm lays ``job`` out unevenly on its node count: a CPU job that asks a node count
@@ -790,29 +783,45 @@ class SlurmQueue:
             nodes = machine.place(job, free, now=now)
             return None if nodes is None else (nodes, None)
         cpus = free[:, CPU]
+        # the nodes Slurm considers: a free CPU and room for the job's memory (can_job_run_on_node
+        # leaves a node without the memory no CPU)
+        in_map = cpus >= 1
+        memory_fits = self._memory_fits(job, free) if self._lays_out(job) else None
+        if memory_fits is not None:
+            in_map &= memory_fits
         if self._spreads(job):
-            found = spread_consecutive(cpus, cpus >= 1, job.cpus_total)
+            found = spread_consecutive(cpus, in_map, job.cpus_total)
             if found is None:
                 return None
             nodes, per_node = found
             # Slurm spreads a job over at most its partition's MaxNodes; past it, the rigid shape
             # (no more nodes than MaxNodes, or the job was rejected) stands for its other choices
             if len(nodes) <= self._node_caps.get(job.index, len(nodes)):
-                amounts = np.zeros((len(nodes), free.shape[1]))
-                amounts[:, CPU] = per_node
-                return nodes, amounts
+                return nodes, self._amounts(job, nodes, per_node, free.shape[1])
         if self._fills(job):
-            found = fill_consecutive(cpus, cpus >= 1, job.cpus_total, job.nodes)
+            found = fill_consecutive(cpus, in_map, job.cpus_total, job.nodes)
             if found is None:
                 return None
-            amounts = np.zeros((len(found[0]), free.shape[1]))
-            amounts[:, CPU] = found[1]
-            return found[0], amounts
+            return found[0], self._amounts(job, found[0], found[1], free.shape[1])
         candidates = machine.fitting_nodes(job, free, now)
+        if memory_fits is not None:
+            candidates = candidates[memory_fits[candidates]]
         if candidates.size < job.nodes:
             return None
-        nodes = best_fit_consecutive(cpus, cpus >= 1, candidates, job.nodes, float(job.demand[CPU]))
-        return None if nodes is None else (nodes, None)
+        nodes = best_fit_consecutive(cpus, in_map, candidates, job.nodes, float(job.demand[CPU]))
+        return None if nodes is None else (nodes, self._rigid_amounts(job, nodes))
+
+    def _amounts(self, job: PendingJob, nodes: np.ndarray, cpus_per_node: np.ndarray, width: int) -> np.ndarray:
+        """What a job laid out unevenly holds on each of ``nodes``: its CPUs there and its memory
+        per node (or each node's whole memory, for a job that asked none)."""
+        amounts = np.zeros((len(nodes), width))
+        amounts[:, CPU] = cpus_per_node
+        memory = self._memory_per_node(job)
+        if memory == math.inf:
+            amounts[:, MEMORY] = self.machine.cluster.capacity[nodes, MEMORY]
+        elif memory > 0:
+            amounts[:, MEMORY] = memory
+        return amounts
 
     def job_moved(self, job: PendingJob, old_nodes: np.ndarray, now_s: float) -> None:
         """A running job moved to other nodes (consolidation): the next pass sees it there."""
@@ -907,8 +916,14 @@ class SlurmQueue:
         per_part: Counter = Counter()
         ordered = self._ordered()
         smallest = self._smallest_from(ordered)
+        starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
+                                lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
         for position, waiting in enumerate(ordered):
             if tried >= s.bf_max_job_test or self._free_cpus_now() < smallest[position] - 1e-9:
+                break
+            if not self.full_cycles and not starters.any_from(position):
+                # what the cycle would still do (plan reservations) holds back no job that could start
+                self.cycles_stopped_early += 1
                 break
             job = waiting.job
             if job.index not in self.waiting_jobs:
@@ -946,6 +961,7 @@ class SlurmQueue:
                     placed = self._place_now(job, mask_of(usable, size))
                     if placed is not None:
                         self._start(waiting, placed, now_s, BACKFILL)
+                        starters.free_changed(self._free()[:, CPU])
                         started += 1
                     break
                 if later and start_s > later:
@@ -961,6 +977,7 @@ class SlurmQueue:
                     start_from = start_s
                     continue
                 space.reserve_bits(reserve_from, reserve_to, nodes)
+                starters.plan_changed()
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
@@ -979,15 +996,16 @@ class SlurmQueue:
         """When and where (a node set, see :mod:`~greenslurm.sim.engine.slurm_node_space`) ``job``
         could start on the ``usable`` nodes (a node set), given the running jobs and
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
-        in the groups of :func:`group_ends`; None if it never fits there.  Answers are kept until
+        in the groups of :func:`~greenslurm.sim.engine.slurm_will_run.group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
         # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
-        key = (job.shape_key, self._spreads(job), usable, self._node_caps.get(job.index))
+        key = (job.shape_key, self._spreads(job), self._memory_per_node(job), usable, self._node_caps.get(job.index))
         cache = self._will_run_cache
         stamp = self._will_run_stamp()
         if cache.get(None) != stamp:
             cache.clear()
             cache[None] = stamp
+            self._views.clear()
         answer = cache.get(key)
         if answer is None:
             answer = cache[key] = self._will_run(job, usable)
@@ -1050,48 +1068,60 @@ class SlurmQueue:
         cache = self._will_run_cache
         if cache.get(None) != self._will_run_stamp():
             return
-        for key, answer in list(cache.items()):
-            if key is None:
-                continue
-            shape, spreads, usable, cap = key
-            # a job of that shape still waits (the one asked about starting is a change of resources)
-            job = next(w.job for w in self.waiting_jobs.values()
-                       if (w.job.shape_key, self._spreads(w.job), self._node_caps.get(w.job.index)) == (shape, spreads, cap))
-            assert self._will_run(job, usable) == answer, (key, answer)
+        kept_views, self._views = self._views, {}        # answers recomputed from fresh views
+        try:
+            for key, answer in list(cache.items()):
+                if key is None:
+                    continue
+                shape, spreads, memory, usable, cap = key
+                # a job of that shape still waits (the one asked about starting is a change of resources)
+                job = next(w.job for w in self.waiting_jobs.values()
+                           if (w.job.shape_key, self._spreads(w.job), self._memory_per_node(w.job),
+                               self._node_caps.get(w.job.index)) == (shape, spreads, memory, cap))
+                assert self._will_run(job, usable) == answer, (key, answer)
+            for usable, view in kept_views.items():
+                # every kept view (and each state after a group made so far) equals a fresh one
+                fresh = self._view(usable)
+                assert np.array_equal(view.free, fresh.free) and view.spread_cpus_now == fresh.spread_cpus_now
+                assert (view.enough is None) == (fresh.enough is None)
+                assert view.enough is None or np.array_equal(view.enough, fresh.enough)
+                assert fresh.group(len(view.groups) - 1) and fresh.groups[:len(view.groups)] == view.groups
+                for cut, state in zip(view._state_cuts[1:], view._states[1:]):
+                    index = view._cuts.index(cut)
+                    assert np.array_equal(state, fresh.free_after(index), equal_nan=True), usable
+        finally:
+            self._views = kept_views
 
     def _will_run(self, job: PendingJob, usable_bits: int) -> tuple[float | None, int] | object:
         """:meth:`will_run`'s answer, independent of the time: (None: now, or the expected end
         before which it cannot start; its nodes), or NEVER."""
-        usable = mask_of(usable_bits, self.machine.cluster.size)
-        free = np.where(usable[:, None], self._free(), -np.inf)
-        placed = self._place(job, free, now=True)
-        if placed is not None:
-            return None, self._node_set(placed[0])
-        ends, end_list, owner, nodes, held, offsets = self._running_index()
-        if not len(ends):
-            return NEVER
-        on_usable = usable[nodes]
-        count = len(ends)
-        owner_on = owner[on_usable]
-        # CPUs each job gives back on usable nodes, and from which job on there can be enough: no
-        # group before it can let the job start, and none at all if there never is enough
-        gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
-        enough = float(free[usable, CPU].sum()) + np.cumsum(gives) >= job.cpus_total - 1e-9
-        if not enough[-1]:
-            return NEVER
-        first_enough = int(np.argmax(enough))       # enough only grows along the list
-        touches = np.bincount(owner_on, minlength=count) > 0   # jobs holding usable nodes
-        groups = iter_group_ends(end_list, self.settings.will_run_window_s, touches.tolist())
-        freed = 0
-        for cut, last in groups:
-            if cut - 1 < first_enough:
-                continue
-            # what the jobs [freed, cut) hold on usable nodes comes back
-            begin, stop = offsets[freed], offsets[cut]
-            take = on_usable[begin:stop]
-            np.add.at(free, nodes[begin:stop][take], held[begin:stop][take])
-            freed = cut
-            placed = self._place(job, free, now=False)
+        view = self._view(usable_bits)
+        if self._power is not None or not self._spreads(job) or view.spread_cpus_now >= job.cpus_total:
+            # (a job Slurm spreads does not fit now when the CPUs of the nodes with one free are too few)
+            placed = self._place(job, view.free, now=True)
             if placed is not None:
-                return end_list[last], self._node_set(placed[0])
+                return None, self._node_set(placed[0])
+        enough = view.enough
+        if enough is None or not enough[-1] >= job.cpus_total - 1e-9:
+            return NEVER
+        # from which job on there can be enough CPUs (enough only grows along the list): no group
+        # before it can let the job start
+        first_enough = int(np.argmax(enough >= job.cpus_total - 1e-9))
+        group = view.first_group_past(first_enough)
+        while group is not None:
+            placed = self._place(job, view.free_after(group), now=False)
+            if placed is not None:
+                return view.end_list[view.groups[group][1]], self._node_set(placed[0])
+            group = group + 1 if view.group(group + 1) else None
         return NEVER
+
+    def _view(self, usable_bits: int) -> WillRunView:
+        """The will-run test's view of the ``usable_bits`` nodes, kept as long as the answers."""
+        view = self._views.get(usable_bits)
+        if view is None:
+            if len(self._views) >= 4096:
+                self._views.clear()
+            view = self._views[usable_bits] = WillRunView(
+                mask_of(usable_bits, self.machine.cluster.size), self._free(), self._running_index(),
+                self.settings.will_run_window_s)
+        return view

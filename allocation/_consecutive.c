@@ -1,0 +1,110 @@
+/* Slurm's spread node choice (cons_tres _eval_nodes for a job that names no node count), the fast path
+ * of spread_consecutive in allocation/consecutive.py, which is the reference: the same nodes and the
+ * same CPUs on each.  Only whole CPU counts are taken here (every free count of a node in the map and
+ * the job's CPUs whole and below 2^40): their sums are exact doubles in any order, so the reference's
+ * sums (Python's left to right, numpy's pairwise) and these give the same numbers.  Anything else is
+ * left to the reference (return -1).
+ *
+ * Loaded with ctypes (clustermodel/native.py): no Python headers. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define WHOLE_LIMIT 1099511627776.0 /* 2^40 */
+
+/* nodes_out / cpus_out (room for n): the chosen nodes in node order and the CPUs each gives.
+ * Returns how many nodes (> 0), 0 when the nodes in the map hold too few CPUs (the reference's None),
+ * -1 when a count is not whole (the caller runs the reference), -2 when memory runs out. */
+int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, double cpus,
+                     int64_t *nodes_out, double *cpus_out)
+{
+    if (!(cpus == floor(cpus)) || !(cpus > 0) || !(cpus < WHOLE_LIMIT))
+        return -1;      /* (no CPUs asked: the reference's answer, an empty layout) */
+    double total = 0.0;
+    int64_t runs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (in_map[i] && free_cpus[i] >= 1) {
+            double f = free_cpus[i];
+            if (!(f == floor(f)) || !(f < WHOLE_LIMIT))
+                return -1;
+            total += f;
+            if (i == 0 || !(in_map[i - 1] && free_cpus[i - 1] >= 1))
+                runs++;
+        }
+    }
+    if (total < cpus)
+        return 0;
+    int64_t *first = malloc(sizeof(int64_t) * (size_t)(runs ? runs : 1));
+    int64_t *last = malloc(sizeof(int64_t) * (size_t)(runs ? runs : 1));
+    double *sum = malloc(sizeof(double) * (size_t)(runs ? runs : 1));
+    uint8_t *taken = calloc((size_t)(runs ? runs : 1), 1);
+    double *given = calloc((size_t)(n ? n : 1), sizeof(double));   /* CPUs given per node, 0: none */
+    if (!first || !last || !sum || !taken || !given) {
+        free(first); free(last); free(sum); free(taken); free(given);
+        return -2;
+    }
+    /* the sets: runs of consecutive nodes in the map with a free CPU */
+    int64_t k = -1;
+    for (int64_t i = 0; i < n; i++) {
+        int in = in_map[i] && free_cpus[i] >= 1;
+        if (!in)
+            continue;
+        if (i == 0 || !(in_map[i - 1] && free_cpus[i - 1] >= 1)) {
+            k++;
+            first[k] = i;
+            sum[k] = 0.0;
+        }
+        last[k] = i;
+        sum[k] += free_cpus[i];
+    }
+    double left = cpus;
+    int64_t untaken = runs;
+    while (untaken && left > 0) {
+        /* the sufficient set with the fewest CPUs (the first on ties), else the one with the most */
+        int64_t best = -1;
+        for (int64_t s = 0; s < runs; s++)
+            if (!taken[s] && sum[s] >= left && (best < 0 || sum[s] < sum[best]))
+                best = s;
+        if (best < 0)
+            for (int64_t s = 0; s < runs; s++)
+                if (!taken[s] && (best < 0 || sum[s] > sum[best]))
+                    best = s;
+        taken[best] = 1;
+        untaken--;
+        /* best fit single node: the fewest free CPUs that hold what is left, the first on ties */
+        int64_t node = -1;
+        for (int64_t i = first[best]; i <= last[best]; i++)
+            if (free_cpus[i] >= left && (node < 0 || free_cpus[i] < free_cpus[node]))
+                node = i;
+        if (node >= 0) {
+            given[node] = left;
+            left = 0.0;
+            break;
+        }
+        /* else the set's nodes in order, each its free CPUs, the last only what is still missing */
+        double running = 0.0, gave = 0.0;
+        for (int64_t i = first[best]; i <= last[best]; i++) {
+            running += free_cpus[i];
+            if (running >= left - 1e-9 || i == last[best]) {
+                double over = running - left;
+                double give = free_cpus[i] - (over > 0.0 ? over : 0.0);
+                given[i] = give;
+                gave += give;
+                break;
+            }
+            given[i] = free_cpus[i];
+            gave += free_cpus[i];
+        }
+        left -= gave;
+    }
+    int64_t count = 0;
+    if (!(left > 1e-9))
+        for (int64_t i = 0; i < n; i++)
+            if (given[i] > 0) {
+                nodes_out[count] = i;
+                cpus_out[count] = given[i];
+                count++;
+            }
+    free(first); free(last); free(sum); free(taken); free(given);
+    return count;
+}

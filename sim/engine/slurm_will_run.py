@@ -1,0 +1,215 @@
+"""What the slurm queue's will-run test sees (cons_tres ``_will_run_test`` in select/cons_common/job_test.c):
+the groups in which running jobs are freed (:func:`group_ends`), one view of a node set shared by the
+jobs of a backfill cycle while nothing starts, ends or moves (:class:`WillRunView`), and whether a job
+later in a cycle could still start now (:class:`StartersLeft`)."""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, mask_of
+from greenslurm.sim.machines.machine import PendingJob
+
+if TYPE_CHECKING:
+    from greenslurm.sim.engine.slurm_queue import Waiting
+
+CPU = 0
+
+
+def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None) -> list[tuple[int, int]]:
+    """How cons_tres's will-run test (``_will_run_test`` in select/cons_common/job_test.c) frees
+    the running jobs, sorted by end, in groups: per group (the position after it in the whole
+    list, the last job it freed).  Only jobs on nodes the pending job may use (``overlaps``; None:
+    all) are freed, but a group's end is decided by the next job of the *whole* list: after each
+    freed job Slurm peeks at the next one and closes the group if it ends after E + window, where
+    E is the first freed job's end rounded up to the next multiple of the window (a fixed
+    barrier).  A skipped job is not peeked past: the job after it joins the group whatever its
+    end.  The window then doubles (at least once) until the next job of the list ends by
+    E + window.  The pending job is tested after each group; its start is the group's last freed
+    job's end.
+
+    >>> # E = 30; window 30: ends <= 60 (10, 20); doubled to 60: <= 90 (70); 120: <= 150 (100);
+    >>> # 240 is not enough for 500 (> 270), 480 is: <= 510 (500)
+    >>> group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0)
+    [(2, 1), (3, 2), (4, 3), (5, 4)]
+    >>> # the job ending at 20 is on other nodes: after 10 Slurm peeks at it (20 <= 60), skips
+    >>> # it and frees the job ending at 300 in the same group
+    >>> group_ends([10.0, 20.0, 300.0], 30.0, [True, False, True])
+    [(3, 2)]
+    >>> # the job ending at 100 is on other nodes and closes the first group (100 > 60)
+    >>> group_ends([10.0, 100.0, 110.0], 30.0, [True, False, True])
+    [(1, 0), (3, 2)]
+    >>> group_ends([], 30.0)
+    []
+    """
+    return list(iter_group_ends(ends, window_s, overlaps))
+
+
+def iter_group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None):
+    """The groups of :func:`group_ends` one at a time (the will-run test stops at the first that
+    lets the job start)."""
+    count = len(ends)
+    flags = [True] * count if overlaps is None else overlaps
+    barrier = None
+    window = window_s
+    i = 0
+    more = True
+    while more:
+        last = -1
+        while True:
+            if i >= count:
+                more = False
+                break
+            j = i
+            i += 1
+            if not flags[j]:
+                continue                      # on none of the usable nodes: skipped
+            if barrier is None:
+                barrier = ends[j] + (window_s - math.fmod(ends[j], window_s))
+            last = j
+            if i >= count:
+                more = False
+                break
+            if ends[i] > barrier + window:    # the next job of the whole list closes the group
+                break
+        if last < 0:
+            break
+        window *= 2
+        while i < count and ends[i] > barrier + window:
+            window *= 2
+        yield i, last
+
+
+class StartersLeft:
+    """Whether a job from some position of a backfill cycle on could still start now.  A job starts
+    in a cycle only on nodes free now and not reserved over [now, now + its limit] (the plan's walk
+    from now): if the CPUs free on those nodes are fewer than it asks, it cannot.  Once no later job
+    passes that test, the rest of the cycle would only plan reservations that hold back jobs which
+    cannot start anyway, and the cycle can stop with the same starts.  Starts and reservations only
+    take nodes away within a cycle, so a job that fails the test fails it to the cycle's end: one
+    job at a time is kept as the witness that some job still could, and tested again after each
+    change."""
+
+    __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_free_bits", "_witness", "_tested_at",
+                 "_changes")
+
+    def __init__(self, ordered: list[Waiting], space: NodeSpace, now_s: float, free_cpus: np.ndarray, nodes_of) -> None:
+        self._ordered, self._space, self._now_s, self._nodes_of = ordered, space, now_s, nodes_of
+        self._witness, self._tested_at, self._changes = 0, -1, 0
+        self.free_changed(free_cpus)
+
+    def free_changed(self, free_cpus: np.ndarray) -> None:
+        """A job started: ``free_cpus`` per node now (-inf on nodes that cannot be allocated)."""
+        has = free_cpus > 0
+        self._cpus = np.where(has, free_cpus, 0.0).tolist()
+        self._free_bits = bits_of(has)
+        self._changes += 1
+
+    def plan_changed(self) -> None:
+        self._changes += 1
+
+    def any_from(self, position: int) -> bool:
+        if self._witness < position:
+            self._witness, self._tested_at = position, -1
+        ordered = self._ordered
+        while self._witness < len(ordered):
+            if self._tested_at == self._changes or self._could_start(ordered[self._witness].job):
+                self._tested_at = self._changes
+                return True
+            self._witness, self._tested_at = self._witness + 1, -1
+        return False
+
+    def _could_start(self, job: PendingJob) -> bool:
+        nodes = self._space.walk_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job))[0] & self._free_bits
+        cpus, have = self._cpus, 0.0
+        if nodes.bit_count() > 64:
+            have = float(np.asarray(cpus)[mask_of(nodes, len(cpus))].sum())
+            nodes = 0
+        while nodes:
+            low = nodes & -nodes
+            have += cpus[low.bit_length() - 1]
+            nodes ^= low
+        # (a margin far wider than the placements' rounding: the test may only ever say "could")
+        return have >= job.cpus_total - 1e-6
+
+
+class WillRunView:
+    """What the will-run test of every job sees on one set of usable nodes while nothing starts,
+    ends or moves (the answers' lifetime): the free resources there (-inf elsewhere), per running
+    job (by expected end) the CPUs there once it and those before it are freed, the groups in which
+    cons_tres frees them (:func:`iter_group_ends`, only the jobs holding some of the nodes), and
+    the free resources after each group, made when first asked for.  Its arrays are read-only:
+    every job of the cycle on these nodes reads the same ones."""
+
+    __slots__ = ("free", "spread_cpus_now", "enough", "end_list", "groups", "_cuts", "_more", "_nodes", "_held",
+                 "_take", "_offsets", "_state_cuts", "_states")
+
+    def __init__(self, usable: np.ndarray, free_now: np.ndarray, running: tuple, window_s: float) -> None:
+        free = np.where(usable[:, None], free_now, -np.inf)
+        free.flags.writeable = False
+        self.free = free
+        cpus = free[:, CPU]
+        # what Slurm's spread node choice counts (spread_consecutive: nodes with a free CPU)
+        self.spread_cpus_now = float(np.where(cpus >= 1, cpus, 0.0).sum())
+        ends, end_list, owner, nodes, held, offsets = running
+        self.end_list = end_list
+        self.groups: list[tuple[int, int]] = []                 # (cut, last job freed), see group_ends
+        self._cuts: list[int] = []
+        self._state_cuts, self._states = [0], [free]              # jobs freed, free after them
+        self.enough = None
+        self._more = iter(())
+        if not len(ends):
+            return
+        on_usable = usable[nodes]
+        count = len(ends)
+        owner_on = owner[on_usable]
+        # CPUs each job gives back on usable nodes; with what is free, the CPUs once it is freed
+        gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
+        self.enough = float(free[usable, CPU].sum()) + np.cumsum(gives)
+        touches = np.bincount(owner_on, minlength=count) > 0     # jobs holding usable nodes
+        self._more = iter_group_ends(end_list, window_s, touches.tolist())
+        self._nodes, self._held, self._take, self._offsets = nodes, held, on_usable, offsets
+
+    def group(self, index: int) -> bool:
+        """Whether group ``index`` exists (made from the running jobs when first asked for)."""
+        groups = self.groups
+        while len(groups) <= index:
+            found = next(self._more, None)
+            if found is None:
+                return False
+            groups.append(found)
+            self._cuts.append(found[0])
+        return True
+
+    def first_group_past(self, job_index: int) -> int | None:
+        """The first group that frees running job ``job_index`` or a later one (None: none)."""
+        i = bisect_left(self._cuts, job_index + 1)         # cuts grow: the first past job_index
+        while i == len(self.groups):
+            if not self.group(i):
+                return None
+            if self._cuts[i] > job_index:
+                break
+            i += 1
+        return i
+
+    def free_after(self, index: int) -> np.ndarray:
+        """The free resources once the groups up to ``index`` are freed: what the running jobs
+        before the group's cut hold on the usable nodes comes back, added job by job in order (as
+        one ``np.add.at`` from the last state made, the same sums in the same order)."""
+        cut = self.groups[index][0]
+        at = bisect_right(self._state_cuts, cut) - 1
+        freed, base = self._state_cuts[at], self._states[at]
+        if freed == cut:
+            return base
+        free = base.copy()
+        begin, stop = self._offsets[freed], self._offsets[cut]
+        take = self._take[begin:stop]
+        np.add.at(free, self._nodes[begin:stop][take], self._held[begin:stop][take])
+        free.flags.writeable = False
+        self._state_cuts.insert(at + 1, cut)
+        self._states.insert(at + 1, free)
+        return free
