@@ -67,7 +67,7 @@ class HookPowerMachine(SlurmPowerMachine):
         self.hook_config = config
         self.manager = PowerManager(config, NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w,
                                                       config.gpu_max_w))
-        self.names = [node.name for node in cluster.nodes]
+        self._index = {node.name: i for i, node in enumerate(cluster.nodes)}     # node name -> its index
         self.parked = np.zeros(cluster.size, dtype=bool)      # drained by the service's power saving
         self.actions: list[tuple[float, str, str]] = []       # (time, power_down | drain | power_up, node)
         self.worst_case: list[tuple[float, float]] = []       # (sync time, most the nodes can draw, W)
@@ -127,7 +127,7 @@ class HookPowerMachine(SlurmPowerMachine):
         snapshot = replay.admission.snapshot(now_s, list(self.running.values()), replay.strategy.queued())
         actions = self.manager.decide(snapshot, now_s)
         for action in actions:
-            node = self.names.index(action.node)
+            node = self._index[action.node]
             self.actions.append((now_s, action.action, action.node))
             if action.action == "power_down":
                 self.power_down_asked[node] = True
