@@ -104,14 +104,19 @@ class HookPowerMachine(SlurmPowerMachine):
         return blocked if blocked.any() else None
 
     def node_flags(self) -> list[tuple[str, str]]:
-        """Per node: the power and drain flags Slurm shows (``+drain+powered_down``) and the reason."""
+        """Per node: the power and drain flags Slurm shows (``+drain+powered_down``) and the reason, as
+        sinfo showed them in the live power test (``tests/test_hook_power_live.py``): ``IDLE+POWER_DOWN``,
+        ``IDLE+POWERING_DOWN``, ``IDLE+DRAIN+POWERED_DOWN``, ``IDLE+POWER_UP+POWERED_DOWN+NOT_RESPONDING``,
+        ``ALLOCATED+NOT_RESPONDING+POWERING_UP``."""
         out = []
         for i in range(self.cluster.size):
             state = int(self.state[i])
-            if state == OFF:
-                flags = "+powering_down" if self.powering_down[i] else "+powered_down"
-            elif state == BOOTING:
-                flags = "+powering_up"
+            if state == OFF and self.powering_down[i]:
+                flags = "+powering_down"
+            elif state == OFF:               # asked to power up: its slurmd is off (as sinfo shows live)
+                flags = "+power_up+powered_down+not_responding" if self.power_up_asked[i] else "+powered_down"
+            elif state == BOOTING:         # power_save.c marks a resumed node NO_RESPOND until it registers
+                flags = "+not_responding+powering_up"
             else:
                 flags = "+power_down" if self.power_down_asked[i] else ""
             if self.parked[i]:
