@@ -286,6 +286,13 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         config = HookConfig.from_toml(scenario.hook)
         config.check()
         admission = HookAdmission(config, cluster, jobs)
+        if config.power_save:        # the hook's power saving: its own decisions at each sync (power_replay)
+            if factory is not None:
+                raise InputError("the hook powers nodes down and up itself (power_save = true) and Slurm's own "
+                                 "power saving is off in that setup: give one of them, not both",
+                                 path=scenario.hook, field="power_save")
+            from greenslurm.slurm_plugin.power_replay import hook_power_machine_factory
+            factory = hook_power_machine_factory(config)
     return Replay(jobs, cluster, scenario.queue, selection=selection, progress=progress, strategy_options=options,
                   machine_factory=factory, admission=admission)
 
@@ -505,6 +512,9 @@ BUDGET_REASON = "needs more power than the budget even alone"
 def effective_power_states(outcome: Outcome):
     """The node power states the replay ran with (a ``PowerStateConfig``; None: nodes never power down)."""
     machine = outcome.replay.machine
+    hook_after = getattr(machine, "idle_power_down_s", None)
+    if hook_after is not None:      # the hook's power saving: its own idle time (Slurm's is a year)
+        return dataclasses.replace(machine.config, suspend_after_s=hook_after)
     saving = getattr(machine, "saving", None)
     if saving is not None:          # Slurm's power saving: its SuspendTime and the boot time it resolved
         return dataclasses.replace(machine.config, suspend_after_s=saving.suspend_time_s

@@ -100,6 +100,8 @@ class HookAdmission:
         self.supply = read_supply(config, [job.submit_s for job in jobs])
         self.answers: dict[str, dict] = {}          # job id -> the service's answer (for reports and tests)
         self.moves_s: dict[str, float] = {}         # job id -> how much later than its earliest start it begins
+        # the machine of the hook's power saving, when it is on (it sets itself here): the nodes' power flags
+        self.power_view = None
 
     def green_moves(self) -> dict | None:
         """What the forecast made the hook do (None without one): the forecast file, the jobs given
@@ -130,9 +132,12 @@ class HookAdmission:
             used[nodes] += demand[:, 0]
             jobs.append(RunningJob(job.job.job_id, tuple(names[n] for n in nodes),
                                    job.start_s + job.configuring_s + limit_s(job.requested_s), uses))
+        # the hook's power saving (greenslurm.slurm_plugin.power_replay): each node's power flags and reason
+        power = self.power_view.node_flags() if self.power_view is not None else [("", "")] * cluster.size
         nodes = [LiveNode(node.name, node.cpus, node.memory_mb, node.gpus, features=tuple(node.features),
                           partitions=tuple(node.partitions),
-                          state="idle" if used[i] == 0 else ("allocated" if used[i] >= node.cpus else "mixed"))
+                          state=("idle" if used[i] == 0 else ("allocated" if used[i] >= node.cpus else "mixed"))
+                          + power[i][0], reason=power[i][1])
                  for i, node in enumerate(cluster.nodes)]
         pending = [LivePending(job.job.job_id, job.job, job.begin_s, required_nodes=tuple(names[n] for n in job.pinned))
                    for job in waiting]
@@ -167,12 +172,6 @@ class HookAdmission:
 
 def refuse_unreplayed(config: HookConfig) -> None:
     """Refuse, in one line naming the setting, what the replay cannot do as the live hook would."""
-    if config.power_save:
-        raise InputError("the hook's power saving is not replayed: it powers nodes down and up from its syncs "
-                         "through Slurm, which the replay's slurm queue does not take from the hook; try "
-                         "Slurm's own power saving (power_states.suspend_after_s, --power-down-after) and "
-                         "budget (power_states.budget_w) under the slurm queue instead", path=config.path,
-                         field="power_save")
     if config.supply_command:
         raise InputError("prints a forecast of the hours ahead of now, not of the replayed jobs' past: save a "
                          "forecast of the jobs' hours to a file and name it as supply_file", path=config.path,

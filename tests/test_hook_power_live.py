@@ -204,3 +204,37 @@ def test_idle_nodes_power_down_and_queued_jobs_wake_nodes_within_the_budget(powe
     assert "power_up failed" not in kinds and "power_down failed" not in kinds
     assert [d.split(":")[0] for k, d in events if k == "power_up"] == ["n2", "n3"]
     assert kinds.count("power_down") >= 5          # n2-n4 at first, n2 and n3 again
+    # the replay of this workload with the same hook.toml settings (greenslurm.slurm_plugin.power_replay)
+    # parks the same nodes, wakes the same ones in the same order and runs the jobs on the same nodes
+    replayed = replay_of_this_workload()
+
+    def parked_first(kinds_nodes) -> list[str]:      # the nodes drained before the first wake
+        kinds_nodes = list(kinds_nodes)
+        first_up = [k for k, _ in kinds_nodes].index("power_up")
+        return sorted({node for k, node in kinds_nodes[:first_up] if k == "drain"})
+    assert parked_first((k, d.split(":")[0]) for k, d in events) == ["n2", "n3", "n4"]
+    assert parked_first((kind, node) for _, kind, node in replayed.machine.actions) == ["n2", "n3", "n4"]
+    assert [node for _, kind, node in replayed.machine.actions if kind == "power_up"] == \
+        [d.split(":")[0] for k, d in events if k == "power_up"]
+    assert sorted(replayed.cluster.nodes[r.node_indices[0]].name for r in replayed.records
+                  if r.job_id != "warm-up") == sorted(nodes_used)
+
+
+def replay_of_this_workload():
+    """The replay of the four whole-node jobs under this module's hook settings, after a warm-up job
+    that lets the idle nodes be parked first (live, the jobs come once three nodes are parked)."""
+    from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+    from greenslurm.sim.engine.replay import Replay
+    from greenslurm.slurm_plugin.admission import HookAdmission
+    from greenslurm.slurm_plugin.config import HookConfig
+    from greenslurm.slurm_plugin.power_replay import hook_power_machine_factory
+    config = HookConfig(sync_interval_s=1.0, set_required_nodes=False, power_save=True, suspend_after_s=2.0,
+                        suspend_timeout_s=2.0, min_nodes_on=1, power_budget_w=BUDGET_W, off_w=10.0, boot_s=5.0,
+                        phases=2, power_off_command="true {node}", power_on_command="true {node}")
+    cluster = Cluster([NodeSpec(node.name, node.cpus) for node in NODES])
+    jobs = [JobSpec("warm-up", 0.0, 60.0, runtime_s=1.0, cpus=1)] + [
+        JobSpec(f"j{i}", 60.0, 120.0, runtime_s=12.0, cpus=4) for i in range(4)]
+    run = Replay(jobs, cluster, "slurm", machine_factory=hook_power_machine_factory(config),
+                 admission=HookAdmission(config, cluster, jobs))
+    run.run()
+    return run

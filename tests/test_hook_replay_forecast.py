@@ -75,12 +75,13 @@ def test_whatif_reports_the_moves(tmp_path):
     assert hook["renewable_share"] > policies["slurm"]["renewable_share"]
 
 
-@pytest.mark.parametrize("extra, field, words", [
-    ('power_save = true\npower_off_command = "x {node}"\npower_on_command = "y {node}"\n', "power_save",
-     "power saving is not replayed"),
+@pytest.mark.parametrize("extra, more, field, words", [
+    # the hook powers nodes down itself and Slurm's own power saving is off in that setup
+    ('power_save = true\npower_off_command = "x {node}"\npower_on_command = "y {node}"\n',
+     ["--power-down-after", "600"], "power_save", "give one of them, not both"),
 ])
-def test_what_the_replay_cannot_do_is_one_line(tmp_path, capsys, extra, field, words):
-    assert main(inputs(tmp_path, extra=extra)) == 2
+def test_what_the_replay_cannot_do_is_one_line(tmp_path, capsys, extra, more, field, words):
+    assert main(inputs(tmp_path, extra=extra) + more) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "hook.toml" in err and f"field {field}" in err and words in err, err
 

@@ -364,6 +364,11 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._phase_s = saving.tick_phase_s * self._tick_s
         self.off_timeline: list[tuple[float, int]] = []
         self.events: list[tuple[float, str, int]] = []
+        # scontrol update State=POWER_DOWN / State=POWER_UP (node_mgr.c, update_node): the node's
+        # POWER_DOWN flag (an idle node leaves avail_node_bitmap at once) or POWER_UP flag, acted on
+        # by the next scan (_do_power_work) within SuspendRate / ResumeRate
+        self.power_down_asked = np.zeros(n, dtype=bool)
+        self.power_up_asked = np.zeros(n, dtype=bool)
         # under a budget: configuring jobs whose nodes are all up (and noticed), waiting for power
         self._awaiting_power: set[int] = set()
         self._budget_counted: set[int] = set()               # jobs the budget held back (refused_starts)
@@ -401,8 +406,10 @@ class SlurmPowerMachine(PowerManagedMachine):
 
     # -- the queue's view (slurm_queue.NodePower) ----------------------------------------------
     def unavailable(self) -> np.ndarray | None:
-        """Nodes that cannot be allocated now (being powered down: SuspendTimeout), or None."""
-        return self.powering_down if self.powering_down.any() else None
+        """Nodes that cannot be allocated now (being powered down: SuspendTimeout; or idle and asked to
+        power down), or None."""
+        blocked = self.powering_down | self.power_down_asked
+        return blocked if blocked.any() else None
 
     def powered_up(self) -> np.ndarray | None:
         """Nodes on or booting (chosen first), or None when every node is."""
@@ -486,12 +493,20 @@ class SlurmPowerMachine(PowerManagedMachine):
             if any(self.state[node] == OFF and not wake[node] for node in job.node_indices):
                 keep.append(index)
         self._resume_list = keep
+        # nodes asked to power up (State=POWER_UP): powered down, not powering down, within ResumeRate
+        for node in np.flatnonzero(self.power_up_asked & (self.state == OFF) & ~self.powering_down & ~wake).tolist():
+            if resumes.allows():
+                resumes.add()
+                wake[node] = True
+        self.power_up_asked &= ~wake
         # Slurm walks the nodes in order: resume those marked, suspend idle ones within the rate,
         # and end SuspendTimeout for those powering down (never one suspended in this scan)
         done = self.powering_down & (self._suspend_req_s + self.suspend_timeout_s < now_s)
         with np.errstate(invalid="ignore"):
             idle = ((self.state == ON) & (self._jobs_on == 0) & ~self.excluded
                     & (self._whole(self._idle_since) < now_s - self.suspend_time_s))
+        # asked to power down (State=POWER_DOWN): idle, whatever its idle time or SuspendExcNodes
+        idle |= self.power_down_asked & (self.state == ON) & (self._jobs_on == 0)
         going = np.flatnonzero(idle & ~wake)
         room = suspends.room()
         if room is not None:
@@ -531,6 +546,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         return now_s + steps * interval
 
     def _suspend(self, node: int, now_s: float) -> None:
+        self.power_down_asked[node] = False
         self._set_state(node, OFF, now_s)
         self.suspends += 1
         self.powering_down[node] = True

@@ -444,6 +444,12 @@ class SlurmQueue:
         powered-down nodes are chosen last."""
         self._power = power
 
+    def node_up(self, now_s: float) -> None:
+        """A node registered after a power-up (``_slurm_rpc_node_registration``: ``newly_up`` queues a
+        request for the main scheduler)."""
+        self.nodes_changed()
+        self._request_pass(now_s)
+
     def nodes_changed(self) -> None:
         """A node became allocatable or not (power saving): the next pass must look again (nothing
         asks for one: the periodic pass of the main scheduler, or backfill's, sees it)."""
