@@ -482,13 +482,27 @@ SHAPED_JOB = st.tuples(st.integers(0, 600), st.integers(1, 200), st.integers(1, 
                        st.sampled_from(["a", "b", "all"]), st.integers(0, 2), st.sampled_from([0, 0, 1, 2]))
 
 
-def check_kept_answers(rows, interval, resolution, release) -> int:
-    """Replay ``rows`` checking the kept state after every event; how many events had answers kept."""
+def shaped_jobs(rows) -> list:
+    """The jobs of SHAPED_JOB rows on two_partitions(overlap=True): a job of partition a or b asks
+    at most its 8 CPUs, and at least one CPU per node it names."""
     jobs = []
     for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
         cpus = max(cpus, nodes) if partition == "all" else min(max(cpus, nodes), 8)
         jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, nodes=nodes,
                         partition=partition, user=f"u{user}"))
+    return jobs
+
+
+def long_queue_rows() -> list[tuple]:
+    """150 seeded SHAPED_JOB rows over 3,000 s: a queue that stays long on 4 nodes of 4 CPUs."""
+    rng = random.Random(7)
+    return [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+
+
+def check_kept_answers(rows, interval, resolution, release) -> int:
+    """Replay ``rows`` checking the kept state after every event; how many events had answers kept."""
+    jobs = shaped_jobs(rows)
     replay = Replay(jobs, two_partitions(overlap=True), "slurm", keep_jobs=True, strategy_options={
         "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
                                       priority=SIZE_AND_PARTITION)})
@@ -517,9 +531,7 @@ def test_will_run_answers_kept_across_cycles_equal_fresh_ones(rows, interval, re
 def test_a_long_queue_keeps_will_run_answers_across_cycles():
     # 150 jobs on 4 nodes of 4 CPUs queue for long: cycles after a mere submission reuse the
     # answers of the cycle before (and every one of them equals a fresh computation)
-    rng = random.Random(7)
-    rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
-             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+    rows = long_queue_rows()
     assert check_kept_answers(rows, 30.0, 60.0, 0.0) > 0
 
 
@@ -527,11 +539,7 @@ def starts_with_and_without_early_stops(rows, interval, resolution, release) -> 
     """Replay ``rows`` with backfill cycles that stop once no job left could start now, and with
     cycles that test every job up to bf_max_job_test (the reference): the same starts on the same
     nodes, and the same rejections.  How many cycles stopped early."""
-    jobs = []
-    for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
-        cpus = max(cpus, nodes) if partition == "all" else min(max(cpus, nodes), 8)
-        jobs.append(job(f"j{i}", submit, limit, min(runtime, limit), cpus=cpus, nodes=nodes,
-                        partition=partition, user=f"u{user}"))
+    jobs = shaped_jobs(rows)
     outcomes = []
     for full in (True, False):
         replay = Replay(jobs, two_partitions(overlap=True), "slurm", strategy_options={
@@ -559,9 +567,7 @@ def test_backfill_cycles_stopped_once_no_job_could_start_decide_the_same(rows, i
 
 def test_a_long_queue_stops_backfill_cycles_early_with_the_same_starts():
     # 150 jobs on 4 nodes of 4 CPUs: many cycles stop before their last job, none changes a start
-    rng = random.Random(7)
-    rows = [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
-             rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
+    rows = long_queue_rows()
     assert starts_with_and_without_early_stops(rows, 30.0, 60.0, 0.0) > 10
 
 
