@@ -179,6 +179,10 @@ class PowerManager:
         wake_nodes(off, need, head_short, head_fits, cpus, phase, counts, config.wake_order == "phase", try_wake)
         return actions
 
+    def most_w(self, nodes) -> np.ndarray:
+        """Per node, the most it can draw (W): busy with every GPU at its most (the budget's worst case)."""
+        return np.array([self.power.busy_w + n.gpus * self.power.gpu_max_w for n in nodes])
+
     def _node_table(self, snapshot) -> tuple:
         """Per node of the snapshot, as arrays in its order: name, CPUs, worst-case power, power state,
         Slurm's state flags, whether the service parked it (drained with its reason), whether an admin
@@ -187,7 +191,7 @@ class PowerManager:
         nodes = snapshot.nodes
         names = [n.name for n in nodes]
         cpus = np.array([float(max(n.cpus, 1)) for n in nodes])
-        max_w = np.array([self.power.busy_w + n.gpus * self.power.gpu_max_w for n in nodes])
+        max_w = self.most_w(nodes)
         states = np.array([power_state(n.state) for n in nodes])
         reasons = [getattr(n, "reason", "") or "" for n in nodes]
         flags = [set(n.state.lower().split("+")) for n in nodes]

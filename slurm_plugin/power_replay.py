@@ -154,8 +154,7 @@ class HookPowerMachine(SlurmPowerMachine):
             self._push(self._sync_due_s, self._sync)
 
     def _note_worst_case(self, now_s: float, snapshot) -> None:
-        max_w = np.array([self.manager.power.busy_w + n.gpus * self.manager.power.gpu_max_w for n in snapshot.nodes])
-        value = worst_case_w(self.state, self.parked, max_w, self.hook_config.off_w)
+        value = worst_case_w(self.state, self.parked, self.manager.most_w(snapshot.nodes), self.hook_config.off_w)
         if not self.worst_case or self.worst_case[-1][1] != value:
             self.worst_case.append((now_s, value))
 
