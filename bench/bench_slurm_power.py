@@ -37,6 +37,7 @@ from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
 from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
 from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, loop_from_checks  # noqa: E402
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
+from greenslurm.traces.slurmctld_log import one_per_check  # noqa: E402
 
 START_TOLERANCE_S = 2.0
 # slurmctld's background loop's passes took 1.5-5.5 ms per second longer than a second in the first
@@ -87,13 +88,9 @@ def logged_checks(recording: dict) -> list[float]:
     ...     "start": 29.961}}, {"log_times": {"alloc": 40.0, "start": 40.0}}, {"log_times": {"alloc": 50.1, "start": 149.3}}]})
     [29.96, 149.3]
     """
-    resets = sorted(r["log_times"]["start"] for r in recording["jobs"]
-                    if "alloc" in (r.get("log_times") or {}) and r["log_times"]["start"] > r["log_times"]["alloc"])
-    checks: list[float] = []
-    for at in resets:
-        if not checks or at - checks[-1] > 0.5:
-            checks.append(at)
-    return checks
+    return one_per_check(sorted(r["log_times"]["start"] for r in recording["jobs"]
+                                if "alloc" in (r.get("log_times") or {})
+                                and r["log_times"]["start"] > r["log_times"]["alloc"]))
 
 
 def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop | None:

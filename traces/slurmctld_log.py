@@ -70,12 +70,22 @@ def loop_checks_s(text: str) -> list[float]:
     ...     datetime.fromisoformat("2024-01-01T00:02:29.311").timestamp()]
     True
     """
+    return one_per_check(at for at, message in _stamped(text)
+                         if "Testing job time limits and checkpoints" in message
+                         or (message.startswith("Resetting JobId=") and message.endswith("start time for node power up")))
+
+
+def one_per_check(moments) -> list[float]:
+    """Logged moments in time order, one per check: the lines of one check (a reset per job) come
+    within half a second of its first.
+
+    >>> one_per_check([29.96, 29.961, 149.3])
+    [29.96, 149.3]
+    """
     checks: list[float] = []
-    for at, message in _stamped(text):
-        if "Testing job time limits and checkpoints" in message or (
-                message.startswith("Resetting JobId=") and message.endswith("start time for node power up")):
-            if not checks or at - checks[-1] > 0.5:
-                checks.append(at)
+    for at in moments:
+        if not checks or at - checks[-1] > 0.5:
+            checks.append(at)
     return checks
 
 
