@@ -128,6 +128,17 @@ def test_an_unknown_choice_of_process_is_one_line(kth, tmp_path):
                                            "is not a choice; choose from auto, off"]
 
 
+def test_on_one_processor_the_command_writes_jobs_parquet_itself(tmp_path):
+    # pinned to one processor a child would only take turns with the command: no child
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from greenslurm.sim.reporting.child_file import child_possible; print(child_possible())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.split() == ["False"], done.stderr
+    unpinned = subprocess.run([sys.executable, "-c", code.split("; ", 2)[2]], capture_output=True, text=True,
+                              cwd=tmp_path)
+    assert unpinned.stdout.split() == [str(len(os.sched_getaffinity(0)) > 1)], unpinned.stderr
+
+
 # -- the child process itself ----------------------------------------------------------------------
 class FakeTooLarge(ValueError):
     """An error kind the caller names: the child's is raised as it."""

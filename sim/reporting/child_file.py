@@ -15,9 +15,9 @@ one line.  The child never returns into this program: it ends with ``os._exit`` 
 handlers, no buffers flushed twice); when this process gives up (an error, an interrupt) or dies,
 the child finds its input closed and exits without writing.
 
-``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists and
-this process runs no other thread, e.g. a progress display) or ``off`` (written here, when
-:meth:`wait` is called).
+``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
+process may use more than one processor and runs no other thread, e.g. a progress display) or
+``off`` (written here, when :meth:`wait` is called).
 """
 
 from __future__ import annotations
@@ -216,9 +216,22 @@ def chosen_mode() -> str:
 
 def child_possible() -> bool:
     """Whether a file is written by a child process: ``GREENSLURM_OUT_PROCESS`` is ``auto``, ``os.fork``
-    exists, and this process runs no other thread (a fork copies only the calling thread, and another
-    one, a progress display, could hold a lock the child then waits on forever)."""
-    return chosen_mode() == "auto" and hasattr(os, "fork") and threading.active_count() == 1
+    exists, this process may run on more than one processor (on one, the child would only take turns
+    with it), and it runs no other thread (a fork copies only the calling thread, and another one, a
+    progress display, could hold a lock the child then waits on forever)."""
+    return (chosen_mode() == "auto" and hasattr(os, "fork") and usable_processors() > 1
+            and threading.active_count() == 1)
+
+
+def usable_processors() -> int:
+    """The processors this process may run on (its affinity, where the system tells it).
+
+    >>> usable_processors() >= 1
+    True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda: None,
