@@ -260,6 +260,7 @@ def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda:
                     with open(payload, "rb", closefd=False) as handle:
                         handle.seek(0)             # (this process's writing moved the shared offset)
                         handed = pickle.load(handle)
+                    os.close(payload)              # its memory goes back before the writing takes more
                     write(part, handed)
                 status = 0
             except BaseException as exc:       # noqa: BLE001 (every failure goes to the parent)
