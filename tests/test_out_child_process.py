@@ -185,22 +185,26 @@ def test_a_cancelled_child_leaves_nothing(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_the_child_runs_no_exit_handler_and_flushes_nothing_twice(tmp_path):
-    # buffered output before the fork, an atexit handler and a failing writer: each line once
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_the_child_runs_no_exit_handler_and_says_nothing(unbuffered, tmp_path):
+    # output buffered before the fork, an atexit handler, and a failing writer that prints on both
+    # streams: each of the command's lines once, none of the child's
     code = ("import atexit, sys; from pathlib import Path; from greenslurm.sim.reporting.child_file import start_child\n"
             "atexit.register(lambda: print('exit handler'))\n"
             "print('before the fork')\n"
             "def FakeFailingWriter(path, payload):\n"
             "    print('in the child')\n"
+            "    print('in the child', file=sys.stderr)\n"
             "    raise ValueError('no')\n"
             "w = start_child(Path('f.txt'), FakeFailingWriter)\n"
             "w.send(None)\n"
             "try:\n    w.wait()\nexcept Exception as exc:\n    print(type(exc).__name__)\n")
-    buffered = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
-    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=buffered)
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        environment["PYTHONUNBUFFERED"] = "1"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=environment)
     assert done.returncode == 0, done.stderr
-    # the child's own print was buffered in the child and never flushed (os._exit)
-    assert done.stdout.splitlines() == ["before the fork", "ChildFailed", "exit handler"]
+    assert done.stdout.splitlines() == ["before the fork", "ChildFailed", "exit handler"] and done.stderr == ""
 
 
 def test_the_failure_report_is_json_with_the_errno():

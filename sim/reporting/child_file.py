@@ -12,8 +12,10 @@ so a child that fails or is killed (``kill -9``) leaves no file that reads as wh
 file and any earlier file of the name are removed, and :meth:`ChildWriting.wait` raises the child's
 error (an ``OSError`` with its errno, or an error of the kinds named) or :class:`ChildFailed` with
 one line.  The child never returns into this program: it ends with ``os._exit`` (no atexit
-handlers, no buffers flushed twice); when this process gives up (an error, an interrupt) or dies,
-the child finds its input closed and exits without writing.
+handlers, no buffers flushed twice), and its standard output and error go to the null device (the
+command's output, e.g. ``--json -``, is the command's alone, and a warning is said once, by the
+command).  When this process gives up (an error, an interrupt) or dies, the child finds its input
+closed and exits without writing.
 
 ``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
 process may use more than one processor and runs no other thread, e.g. a progress display) or
@@ -254,6 +256,9 @@ def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda:
         try:
             os.close(go_in)
             os.close(report_out)
+            quiet = os.open(os.devnull, os.O_WRONLY)    # what the command says, it says once: the child
+            os.dup2(quiet, 1)                           # speaks only through the report pipe (its warnings,
+            os.dup2(quiet, 2)                           # e.g. a missing compiled library, are the command's)
             try:
                 prepare()
                 if os.read(go_out, 1):             # nothing: this process gave up (or died)
