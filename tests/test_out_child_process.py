@@ -177,6 +177,26 @@ def test_a_failing_writer_is_raised_here(error, raised, text, tmp_path):
     assert os.listdir(tmp_path) == []                 # neither the part nor the earlier file
 
 
+def test_a_child_killed_before_its_input_comes_is_named(tmp_path):
+    # killed while it loads what the writer needs (pyarrow, for jobs.parquet): the hand-over finds
+    # no reader, and the wait says what happened
+    said = tmp_path / "loading"
+
+    def FakeStuckLoader():
+        said.write_text("loading")
+        while True:
+            time.sleep(1)
+    writing = start_child(tmp_path / "f.txt", write_text, prepare=FakeStuckLoader)
+    while not said.exists():
+        time.sleep(0.02)
+    os.kill(writing.pid, signal.SIGKILL)
+    os.waitid(os.P_PID, writing.pid, os.WEXITED | os.WNOWAIT)     # dead (not yet reaped)
+    writing.send("hello")
+    with pytest.raises(ChildFailed, match=r"^the process writing f.txt was killed by signal 9 \(SIGKILL\)$"):
+        writing.wait()
+    assert os.listdir(tmp_path) == ["loading"]
+
+
 def test_a_cancelled_child_leaves_nothing(tmp_path):
     writing = start_child(tmp_path / "f.txt", write_text)
     writing.cancel()

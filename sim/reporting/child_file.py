@@ -128,7 +128,8 @@ class ChildWriting:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self._payload, "wb", closefd=False) as handle:
             pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.write(self._go, b"g")
+        with suppress(BrokenPipeError):             # the child is gone (killed): wait() says how
+            os.write(self._go, b"g")
         self._close_inputs()
 
     def wait(self) -> None:
