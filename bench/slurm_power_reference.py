@@ -48,6 +48,22 @@ SCHEDULER = ("SchedulerType=sched/backfill",
 # the power-saving settings of the recordings (the replay reads them back from the recorded slurm.conf)
 POWER = ("SuspendTime=15", "SuspendTimeout=3", "ResumeTimeout=30", "SuspendRate=0", "ResumeRate=0",
          "SuspendExcNodes=n1", "DebugFlags=Power", "SlurmctldDebug=verbose")
+# --backfill-log: what backfill planned for each job and where cons_tres placed it, at debug level
+# (more log lines, so a development recording, not one to compare with those above)
+BACKFILL_LOG = ("DebugFlags=Power,Backfill,BackfillMap,SelectType", "SlurmctldDebug=debug")
+
+
+def power_settings(backfill_log: bool = False) -> tuple[str, ...]:
+    """The recordings' power-saving settings, with backfill's and cons_tres's debug log if asked.
+
+    >>> [s for s in power_settings(True) if s.startswith(("Debug", "SlurmctldDebug"))]
+    ['DebugFlags=Power,Backfill,BackfillMap,SelectType', 'SlurmctldDebug=debug']
+    >>> power_settings() == POWER
+    True
+    """
+    if not backfill_log:
+        return POWER
+    return (*(s for s in POWER if not s.startswith(("DebugFlags=", "SlurmctldDebug="))), *BACKFILL_LOG)
 
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] ")
 _LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (?:.*power_save: pid \d+ (suspending|waking) "
@@ -172,7 +188,8 @@ def ctld_start(log: str, t0: int) -> float:
     raise ValueError("an empty slurmctld log")
 
 
-def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: float = 900.0) -> dict:
+def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: float = 900.0,
+           backfill_log: bool = False) -> dict:
     reason = skip_reason()
     if reason:
         raise RuntimeError(reason)
@@ -182,7 +199,7 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
     jobcomp = root / "jobcomp.txt"
     conf = root / "slurm" / "etc" / "slurm.conf"
     off, on = node_commands(root, conf, boot_sleep_s)
-    extra = [*SCHEDULER, *POWER, f"SuspendProgram={off}", f"ResumeProgram={on}", "JobCompType=jobcomp/filetxt",
+    extra = [*SCHEDULER, *power_settings(backfill_log), f"SuspendProgram={off}", f"ResumeProgram={on}", "JobCompType=jobcomp/filetxt",
              f"JobCompLoc={jobcomp}", "MinJobAge=3600"]
     cluster = SlurmCluster(root / "slurm", NODES, extra_conf=extra, partitions=PARTITIONS)
     ids: dict[str, str] = {}
@@ -245,9 +262,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boot-sleep", type=float, default=5.0, help="seconds ResumeProgram waits before "
                         "starting slurmd (default 5)")
     parser.add_argument("--out", type=Path, required=True, help="folder for schedule.json and slurm.conf")
+    parser.add_argument("--backfill-log", action="store_true", help="log what backfill planned for each job "
+                        "and where cons_tres placed it (DebugFlags Backfill, BackfillMap and SelectType at "
+                        "SlurmctldDebug=debug): for reading why Slurm started a job; slower logging, so not "
+                        "a recording to compare")
     args = parser.parse_args(argv)
     jobs = power_workload(args.jobs, args.seed)
-    recording = record(jobs, args.out, args.boot_sleep)
+    recording = record(jobs, args.out, args.boot_sleep, backfill_log=args.backfill_log)
     print(f"{len(recording['jobs'])} jobs, {len(recording['power_events'])} power events -> {args.out}")
     return 0
 
