@@ -140,6 +140,16 @@ def workload(recording: dict, whole_seconds: bool = False) -> list[JobSpec]:
             for job in jobs_of(recording)]
 
 
+def clock_at_zero_s(recording: dict) -> float:
+    """slurmctld's clock at the recording's trace second 0: its times count from the whole second
+    the workload started in (the log's and jobcomp's alike).
+
+    >>> clock_at_zero_s({"t0_epoch": 1795874198.357})
+    1795874198.0
+    """
+    return float(int(recording["t0_epoch"]))
+
+
 def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False, submit_delay_s: float = 0.0,
            loop_from_start: bool = False):
     """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
@@ -155,7 +165,8 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
                                         start_powered_down=True, slurmctld_start_s=start,
                                         tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
-                         background_start_s=start, background_drift=drift if loop is not None else 0.0)
+                         background_start_s=start, background_drift=drift if loop is not None else 0.0,
+                         clock_at_zero_s=clock_at_zero_s(recording))
     run = Replay(workload(recording, whole_seconds), cluster, "slurm", strategy_options={"scheduling": scheduling},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()

@@ -21,7 +21,10 @@ itself on the same workload: 3.7 %, docs/slurm-reference.md)."""
 
 from __future__ import annotations
 
+import gzip
+import math
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -241,3 +244,62 @@ def test_fresh_seed_332_every_job_on_slurm_s_nodes_within_a_second_and_the_same_
     assert len(recording["jobs"]) == len(ours) == 24
     kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.0)
     assert len(kinds) == 15
+
+
+# -- seed 331: where cons_tres's will-run groups close, on Slurm's clock ------------------------------
+# Slurm's starts (slurmctld's log) of p10-p12 in seed 331's recording and in its recording with
+# backfill's and cons_tres's debug log (seed331c: `--backfill-log`).  p11 (-N 2 -n 8) waits behind
+# p08 (n1-n2, expected end at its limit) and p10 (n3, expected end 40 s earlier); n4 is free.
+# cons_tres frees running jobs in groups that close on multiples of 30 s of slurmctld's clock (Unix
+# seconds): p10's expected end, 1795874377 in seed 331, makes E = 1795874400, and p08's end,
+# 1795874416, falls within E + 30 s: both are freed at once and p11 is planned on n1-n2 at p08's
+# end, leaving n4 out of the plan; p12 (1 CPU) is backfilled there at once.  Grouped on trace seconds
+# (ends 179 and 218 s: E = 180, 218 > 210) p11 was planned on n3-n4 at p10's end and p12 waited 6 s
+# for p11 (the replay before).
+SLURM_331 = {
+    "seed331": {"p10": (118.901, "n3"), "p11": (126.283, "n1,n2"), "p12": (120.902, "n4")},
+    "seed331c": {"p10": (118.644, "n3"), "p11": (126.711, "n1,n2"), "p12": (120.653, "n4")},
+}
+
+
+@pytest.mark.parametrize("seed", sorted(SLURM_331))
+def test_seed_331_backfills_p12_beside_p11_s_plan_as_slurm_did(seed):
+    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    names = [n.name for n in cluster.nodes]
+    for name, expected in SLURM_331[seed].items():
+        real = next(job for job in recording["jobs"] if job["name"] == name)
+        assert (round(real["log_times"]["start"], 3), ",".join(real["node_list"])) == expected
+        # (backfill's looks keep the first submission's phase in the second, not Slurm's: within a second)
+        assert abs(ours[name].start_s - real["log_times"]["start"]) <= 1.0, (name, ours[name].start_s)
+        assert ",".join(sorted(names[i] for i in ours[name].node_indices)) == expected[1]
+    # and so every job of the run: on Slurm's nodes, within a second, the same power events in order
+    kinds = agrees_job_by_job(recording, ours, machine, names, events_within_s=1.2)
+    assert kinds.count("resume") == 7 and kinds.count("suspend") == 4
+
+
+def test_seed_331c_log_shows_cons_tres_freeing_p10_and_p08_together_for_p11():
+    # slurmctld's debug log (DebugFlags=Backfill,SelectType): backfill's first test of p11 (JobId=12)
+    # evaluates it on the nodes free now (fails), then frees p10 (JobId=11) and p08 (JobId=9) with no
+    # evaluation between them, evaluates again and plans p11 on n1-n2 at p08's expected end
+    with gzip.open(BENCH_DATA / "seed331c.slurmctld.log.gz", "rt") as handle:
+        lines = handle.read().splitlines()
+    first = next(i for i, line in enumerate(lines) if "BACKFILL: test for JobId=12 " in line)
+    steps = []
+    for line in lines[first:]:
+        if "_job_test: SELECT_TYPE: evaluating JobId=12 " in line:
+            steps.append("evaluate")
+        elif "_will_run_test: JobId=" in line:
+            steps.append("free " + line.split("_will_run_test: JobId=")[1].split(":")[0])
+        elif "_dump_job_sched: JobId=12 " in line:
+            steps.append(line.split("_dump_job_sched: ")[1])
+            break
+    assert steps[:4] == ["evaluate", "free 11", "free 9", "evaluate"]
+    planned = steps[-1]
+    assert planned.endswith("on nodes n[1-2] in partition batch"), planned
+    recording = power_bench.load(BENCH_DATA / "seed331c.json.gz")
+    p08 = next(job for job in recording["jobs"] if job["name"] == "p08")
+    # p08's expected end: its start's whole second plus its 120 s limit, on the log's clock
+    start_clock = int(recording["t0_epoch"]) + math.floor(p08["log_times"]["start"])
+    assert time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start_clock + 120)) in planned
