@@ -10,7 +10,7 @@ an ``exec sleep`` of its runtime.
 
 Recorded per job (as ``bench/slurm_reference.py`` records: submit, start, end, nodes; and
 ``log_times``: submission, allocation, start and end as slurmctld logged them, to the millisecond)
-plus the
+plus the backfill thread's looks that started a job (``backfill_looks``, trace seconds), the
 power events (``power_events``: trace seconds, "suspend" or "resume", node) and when each node was
 seen up again (``booted``), into ``schedule.json`` with the slurm.conf slurmctld read.
 
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from slurm_cluster import NodeDef, SlurmCluster, kill_restarted_slurmd, shared_root, skip_reason  # noqa: E402
 from slurm_reference import RefJob, _all_done, _collect, _sbatch_args  # noqa: E402
 from greenslurm.traces.slurm_conf import expand_hostlist  # noqa: E402
+from greenslurm.traces.slurmctld_log import backfill_looks_s  # noqa: E402
 
 NODES = tuple(NodeDef(f"n{i}", 4, 4000) for i in range(1, 5))
 PARTITIONS = ("PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP",)
@@ -238,6 +239,7 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
         events = power_events(log, int(t0))
         started = ctld_start(log, int(t0))
         logged = job_times(log, int(t0))
+        looks = [round(at - int(t0), 3) for at in backfill_looks_s(log)]
         for entry in records:
             entry["log_times"] = logged.get(str(entry["job_id"]), {})
     finally:
@@ -246,6 +248,7 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
         kill_restarted_slurmd(conf)
     recording = {"variant": "power-save", "speedup": 1.0, "t0_epoch": t0, "boot_sleep_s": boot_sleep_s,
                  "slurm_conf": conf_text, "jobs": records, "power_events": events, "ctld_start_trace_s": started,
+                 "backfill_looks": looks,
                  "samples": samples}
     (out / "slurm.conf").write_text(conf_text)
     (out / "schedule.json").write_text(json.dumps(recording, indent=1) + "\n")

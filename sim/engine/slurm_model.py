@@ -104,6 +104,11 @@ class SlurmScheduling:
     # slurmctld's start; a recording of real Slurm does)
     background_start_s: float | None = None
     background_drift: float = 0.0
+    # the backfill thread's own loop where a log shows it (backfill_agent: a 1 s sleep, then a look,
+    # creeping later by its drift): one of its looks (trace seconds) and the drift; None: its looks
+    # keep thread_phase_s from the first submission
+    backfill_start_s: float | None = None
+    backfill_drift: float = 0.0
     # whether jobs' memory is allocated (SelectTypeParameters CR_*_Memory); without, Slurm places
     # jobs by their CPUs alone and a job's --mem is not a limit on what shares its node
     memory_consumable: bool = True
@@ -135,6 +140,10 @@ class SlurmScheduling:
             raise ValueError(f"background_start_s must be a finite time, not {self.background_start_s}")
         if not 0.0 <= self.background_drift < 0.5:
             raise ValueError(f"background_drift must be within [0, 0.5) seconds per second, not {self.background_drift}")
+        if self.backfill_start_s is not None and not math.isfinite(self.backfill_start_s):
+            raise ValueError(f"backfill_start_s must be a finite time, not {self.backfill_start_s}")
+        if not 0.0 <= self.backfill_drift < 0.5:
+            raise ValueError(f"backfill_drift must be within [0, 0.5) seconds per second, not {self.backfill_drift}")
         if self.background_tick_s > 0 and not self.thread_phase_s < self.background_tick_s:
             raise ValueError(f"thread_phase_s must be below background_tick_s ({self.background_tick_s} s), "
                              f"not {self.thread_phase_s}")
