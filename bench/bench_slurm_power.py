@@ -92,6 +92,27 @@ def power_tick_phase_s(recording: dict) -> float:
     return 0.0
 
 
+def power_thread_loop(recording: dict) -> BackgroundLoop | None:
+    """The power-save thread's wake-ups as its logged suspends and resumes show them (each scan that
+    acted logs at its wake-up; a pass is a second's sleep and its work, so they creep through the
+    second): their pace from pairs at most 170 s apart, whole seconds apart in passes, anchored at
+    the first (:func:`~greenslurm.sim.engine.slurmctld_loop.loop_from_checks`); None without two
+    such scans.
+
+    >>> loop = power_thread_loop({"power_events": [[-10.159, "suspend", "n2"], [4.857, "resume", "n2"],
+    ...                                            [9.906, "up", "n2"], [149.9, "suspend", "n4"]]})
+    >>> round(loop.start_s, 3), round(loop.drift, 5)         # 160 passes in 160.059 s
+    (-10.159, 0.00037)
+    """
+    scans = one_per_check(at for at, kind, _ in recording.get("power_events", ()) if kind in ("suspend", "resume"))
+    if not scans:
+        return None
+    try:
+        return loop_from_checks(scans, scans[0])
+    except ValueError:
+        return None
+
+
 def logged_checks(recording: dict) -> list[float]:
     """The moments of slurmctld's 30-second checks that its log shows: a job's start reset once its
     powered-down nodes were up ("Resetting JobId=... start time for node power up", logged in
@@ -196,6 +217,9 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
                                         start_powered_down=True, slurmctld_start_s=start,
                                         tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
+    thread = None if loop_from_start else power_thread_loop(recording)
+    if thread is not None:
+        saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift)
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
                          background_start_s=start, background_drift=drift if loop is not None else 0.0,
                          clock_at_zero_s=clock_at_zero_s(recording))
