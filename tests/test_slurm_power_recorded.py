@@ -354,3 +354,16 @@ def test_seed_333_on_the_power_save_thread_s_logged_pace_every_job_gets_slurm_s_
     kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
     assert len(kinds) == 19
     assert sorted(cluster.nodes[i].name for i in ours["p17"].node_indices) == ["n1", "n3"]
+
+
+@pytest.mark.parametrize("seed, events", [("seed341", 16), ("seed342", 9), ("seed341b", 16)])
+def test_fresh_seeds_341_342_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events):
+    # the fresh recordings of docs/slurm-reference.md's table, replayed once the model was finished:
+    # every job on Slurm's nodes within a second of its start, Slurm's suspends and resumes in its
+    # order within 1.1 s (seed 343 parts at its last start, p23: see the docs)
+    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    assert len(ours) == 24
+    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
+    assert len(kinds) == events
