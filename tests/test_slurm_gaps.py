@@ -266,3 +266,28 @@ def test_with_a_default_memory_reqmem_is_what_the_job_holds(tmp_path):
     assert first_node_memory(parse_slurm_conf(str(folder / "slurm.conf"))) == {"all": 4000.0}
     replayed = workloads.replayed_schedule(folder / "trace.txt", tmp_path / "slurm.conf")
     assert "b" not in replayed and set(replayed) == {"a", "c"}
+
+
+# Submissions stamped in one second, against the pass in that second (docs/slurm-reference.md,
+# "Whole-second stamps").  A development recording (bench/data/slurm-workloads/s70: 4 nodes of 4/16
+# CPUs, sched/builtin; slurmctld's log at its default level): j01 and j02 reached slurmctld 7 ms
+# apart (13.088 and 13.095 s on its clock, stamp 6 s after the first submission), and one pass,
+# at 13.731, allocated both (n02).  Read as instants spread evenly over their second (1/3 and 2/3)
+# against a pass in its middle, j02 would have come after that pass and started at the next one
+# the background thread may run, 3 s later (batch_sched_delay): 9 s.  Submissions sharing a stamp
+# are a burst and are seen by the same pass.  Every start up to j04, as Slurm recorded it:
+BURST = {"j00": (0, "n01,n02"), "j01": (6, "n02"), "j02": (6, "n02"), "j03": (10, "n02,n03"), "j04": (13, "n04")}
+
+
+def test_submissions_stamped_in_one_second_are_seen_by_one_pass_as_real_slurm_did():
+    folder = ROOT / "bench" / "data" / "slurm-workloads" / "s70" / "run1"
+    recorded = workloads.recorded_schedule(folder / "trace.txt")
+    replayed = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf")
+    origin = min(v[0] for v in recorded.values())
+    first = sorted(recorded, key=lambda job: (recorded[job][1], job))[:len(BURST)]
+    table = {job: (round(recorded[job][1] - origin), ",".join(recorded[job][2])) for job in first}
+    assert table == BURST                              # the table is the recording: its first starts
+    assert recorded["j01"][0] == recorded["j02"][0]    # one stamp
+    off = {job: ((replayed[job][1] - origin, ",".join(replayed[job][2])), BURST[job]) for job in BURST
+           if abs(replayed[job][1] - origin - BURST[job][0]) > TOLERANCE_S or ",".join(replayed[job][2]) != BURST[job][1]}
+    assert off == {}
