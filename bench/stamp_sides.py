@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from greenslurm.traces.slurmctld_log import _stamped
+from greenslurm.traces.slurmctld_log import BadStamp, _stamped
 
 PASS_MESSAGES = ("sched: Allocate", "sched: Running job scheduler")
 SAME_PASS_S = 0.5          # log lines of one pass (its allocations) fall within this
@@ -78,11 +78,17 @@ def main(argv: list[str] | None = None) -> int:
     totals = [0] * 6
     for path in args.logs:
         try:
-            text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
-        except OSError as error:
-            print(f"{path}: cannot read: {error.strerror or error}", file=sys.stderr)
+            # bytes that are no text are no log line: kept as replacement characters, never matched
+            text = gzip.open(path, "rt", errors="replace").read() if path.suffix == ".gz" \
+                else path.read_text(errors="replace")
+        except (OSError, EOFError) as error:        # missing, unreadable, not gzip, cut short
+            print(f"{path}: cannot read: {getattr(error, 'strerror', None) or error}", file=sys.stderr)
             return 2
-        found = sides(text, args.within)
+        try:
+            found = sides(text, args.within)
+        except BadStamp as error:
+            print(f"{path}: {error}", file=sys.stderr)
+            return 2
         totals = [a + b for a, b in zip(totals, found.submissions + found.ends)]
         print(f"{path}: submissions before/after/unknown {'/'.join(map(str, found.submissions))}, "
               f"ends {'/'.join(map(str, found.ends))}, submissions' phase (median) {found.submission_phase_median:.3f} s")
