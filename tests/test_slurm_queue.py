@@ -270,6 +270,22 @@ def test_will_run_groups_close_on_slurm_s_clock_not_on_trace_seconds():
     assert group_ends([179.0, 210.6], 30.0) == [(1, 0), (2, 1)]
 
 
+@given(st.lists(st.integers(0, 5_000_000).map(lambda ms: ms / 1000), min_size=1, max_size=12),   # log stamps
+       st.integers(0, 10**8), st.integers(0, 999).map(lambda ms: ms / 1000), st.integers(-3, 3))
+@settings(max_examples=200, deadline=None)
+def test_will_run_groups_depend_on_the_clock_only_through_its_place_in_the_window(ends, windows, fraction, whole):
+    # Slurm's groups close on multiples of 30 s of its clock (whole seconds): moving the clock by whole
+    # windows changes no group, and neither does a fraction of a second that moves no end across a
+    # whole second (the time_t of every end stays the same)
+    ends = sorted(ends)
+    base = slurm_clock_s(np.array(ends), 1795874198.0 + whole).tolist()
+    shifted = slurm_clock_s(np.array(ends), 1795874198.0 + whole + 30.0 * windows).tolist()
+    assert group_ends(shifted, 30.0) == group_ends(base, 30.0)
+    if all(math.floor(e + fraction) == math.floor(e) for e in ends):
+        assert slurm_clock_s(np.array(ends), float(whole) + fraction).tolist() == \
+            slurm_clock_s(np.array(ends), float(whole)).tolist()
+
+
 @pytest.mark.parametrize("clock_at_zero_s, y_start", [(0.0, 3.0), (20.0, 114.0)])
 def test_where_slurm_s_clock_stands_decides_which_nodes_a_wide_job_is_planned_on(clock_at_zero_s, y_start):
     # Seed 331's case, small.  Four nodes of 4 CPUs: B holds n0-n1 (limit 114 s, from 0), A holds n2
