@@ -444,7 +444,11 @@ static int run_stairs_extend(run_stairs *r, const count_profile *p, double proce
         double from = p->times[k] > now ? p->times[k] : now;
         while (k < p->n && p->free[k] >= processors) k++;
         double to = k < p->n ? p->times[k] : INFINITY, lasts = run_lasts(from, to);
-        if (run_stairs_put(r, from, lasts) < 0) return -1;
+        /* run_stairs_put at the end: every stair starts at or before `upto` <= from */
+        if (r->n == 0 || r->lasts[r->n - 1] < lasts) {
+            if (run_stairs_room(r, r->n + 1) < 0) return -1;
+            r->start[r->n] = from; r->lasts[r->n] = lasts; r->n++;
+        }
         r->upto = to;
         if (lasts >= duration || !(to < before)) return 0;
     }
