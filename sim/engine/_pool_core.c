@@ -354,7 +354,7 @@ static int stairs_may_start_before(const staircase *s, double processors, double
  * holding that step: the exact search then starts at the earlier of the two, and a job with
  * neither before old is not searched.  A compression reads the runs of a count when first asked,
  * only as far as the question needs (`upto`); the slots each move gave back and took are read again
- * there when the count is next asked for (or, when many moves wait, the runs from the start), and
+ * there when the count is next asked for (or, when more wait, the runs from the first change on), and
  * what a search found (no window of d in the runs it read) lowers the stairs it read.  Every stair
  * is at least what its runs allow (replaced runs leave their longest as a stair where the re-read
  * ends), so the stairs never skip a job that can move, and the search that follows is exact. */
@@ -515,6 +515,24 @@ static int run_stairs_redo(run_stairs *r, const count_profile *p, double count, 
     return 0;
 }
 
+/* The plan's runs of count `count` changed from `at` on (INFINITY: nowhere), nowhere before: the
+ * stairs from the run that holds (or ends at) the step at `at` on are dropped, to be read again when
+ * asked for.  That run starts after a step freeing fewer that did not change, so the runs before it
+ * end there as they did, and what the stairs starting before it say of them holds.  (A change at
+ * `upto` itself may lengthen the last run read: hence the run holding or ending at the step.) */
+static void run_stairs_truncate(run_stairs *r, const count_profile *p, double count, double at, double now) {
+    if (at == INFINITY) return;
+    int64_t m = upper_bound(p->times, p->n, at) - 1;
+    if (m < 0) m = 0;
+    while (m > 0 && p->free[m - 1] >= count) m--;
+    double from = p->times[m] > now ? p->times[m] : now;
+    if (!(from < r->upto)) return;      /* no run from there on is in yet */
+    int64_t lo = 0, hi = r->n;          /* the first stair starting at or after `from` */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->start[mid] < from) lo = mid + 1; else hi = mid; }
+    r->n = lo;
+    r->upto = from;
+}
+
 /* room for the runs of the whole plan in each count's scratch; -1: no memory */
 static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
     if (r->scratch_cap >= 2 * (p->n + 1)) return 0;
@@ -527,13 +545,13 @@ static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
 
 /* The jobs a compression moved, in order: each one's slot [old, old + duration) given back (its steps
  * then freeing at most `most`) and [found, found + duration) taken (its steps then freeing at least
- * `least`).  A count's stairs take them in when next asked for (or are built again when many
- * wait): a count above `most` finds no step of the first freeing it, one up to `least` every step
+ * `least`).  A count's stairs take them in when next asked for (or are cut at the first change when
+ * more wait): a count above `most` finds no step of the first freeing it, one up to `least` every step
  * of the second still freeing it, so their runs did not change there; elsewhere the runs around
  * the slots are found again in the plan as it is then (which holds every change since). */
 typedef struct { double old, found, duration, most, least; } moved_job;
 typedef struct { moved_job *at; int64_t n, cap; } moved_log;
-#define REDO_AT_MOST 8      /* more moves waiting than this: the count's stairs are read again */
+#define REDO_AT_MOST 2      /* more moves waiting than this: the count's stairs are cut at the first change */
 #define RUN_STAIRS_FROM 64  /* waiting jobs above which a compression keeps the stairs */
 
 static int moved_log_add(moved_log *log, double old, double found, double duration, double most, double least) {
@@ -551,8 +569,13 @@ static int moved_log_add(moved_log *log, double old, double found, double durati
 /* count's stairs (built) brought up to the plan as it is now; -1: no memory */
 static int run_stairs_update(run_stairs *r, const moved_log *log, const count_profile *p, double count, double now) {
     if (log->n - r->applied > REDO_AT_MOST) {
-        r->applied = log->n;
-        run_stairs_start(r, now);
+        double earliest = INFINITY;       /* the first change that counts for this count */
+        for (; r->applied < log->n; r->applied++) {
+            const moved_job *move = &log->at[r->applied];
+            if (count <= move->most && move->old < earliest) earliest = move->old;
+            if (count > move->least && move->found < earliest) earliest = move->found;
+        }
+        run_stairs_truncate(r, p, count, earliest, now);
         return 0;
     }
     if (r->applied < log->n && run_stairs_scratch(r, p) < 0) return -1;
