@@ -94,8 +94,8 @@ class StartersLeft:
     job at a time is kept as the witness that some job still could, and tested again after each
     change."""
 
-    __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_free_bits", "_witness", "_tested_at",
-                 "_changes")
+    __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_cpu_array", "_cpus_total", "_free_bits",
+                 "_witness", "_tested_at", "_changes")
 
     def __init__(self, ordered: list[Waiting], space: NodeSpace, now_s: float, free_cpus: np.ndarray, nodes_of) -> None:
         self._ordered, self._space, self._now_s, self._nodes_of = ordered, space, now_s, nodes_of
@@ -105,7 +105,9 @@ class StartersLeft:
     def free_changed(self, free_cpus: np.ndarray) -> None:
         """A job started: ``free_cpus`` per node now (-inf on nodes that cannot be allocated)."""
         has = free_cpus > 0
-        self._cpus = np.where(has, free_cpus, 0.0).tolist()
+        self._cpu_array = np.where(has, free_cpus, 0.0)
+        self._cpus = self._cpu_array.tolist()
+        self._cpus_total = float(self._cpu_array.sum())
         self._free_bits = bits_of(has)
         self._changes += 1
 
@@ -124,16 +126,18 @@ class StartersLeft:
         return False
 
     def _could_start(self, job: PendingJob) -> bool:
-        nodes = self._space.walk_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job))[0] & self._free_bits
+        # (a margin far wider than the placements' rounding: the test may only ever say "could")
+        if self._cpus_total < job.cpus_total - 1e-6:
+            return False                  # not even every free CPU would do
+        nodes = self._space.available_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job)) & self._free_bits
         cpus, have = self._cpus, 0.0
         if nodes.bit_count() > 64:
-            have = float(np.asarray(cpus)[mask_of(nodes, len(cpus))].sum())
+            have = float(self._cpu_array[mask_of(nodes, len(cpus))].sum())
             nodes = 0
         while nodes:
             low = nodes & -nodes
             have += cpus[low.bit_length() - 1]
             nodes ^= low
-        # (a margin far wider than the placements' rounding: the test may only ever say "could")
         return have >= job.cpus_total - 1e-6
 
 
@@ -145,8 +149,8 @@ class WillRunView:
     the free resources after each group, made when first asked for.  Its arrays are read-only:
     every job of the cycle on these nodes reads the same ones."""
 
-    __slots__ = ("free", "spread_cpus_now", "enough", "end_list", "groups", "_cuts", "_more", "_nodes", "_held",
-                 "_take", "_offsets", "_state_cuts", "_states")
+    __slots__ = ("free", "spread_cpus_now", "end_list", "groups", "_cuts", "_more", "_nodes", "_held", "_take",
+                 "_offsets", "_state_cuts", "_states", "_usable", "_running", "_window_s", "_enough", "_indexed")
 
     def __init__(self, usable: np.ndarray, free_now: np.ndarray, running: tuple, window_s: float) -> None:
         free = np.where(usable[:, None], free_now, -np.inf)
@@ -155,27 +159,45 @@ class WillRunView:
         cpus = free[:, CPU]
         # what Slurm's spread node choice counts (spread_consecutive: nodes with a free CPU)
         self.spread_cpus_now = float(np.where(cpus >= 1, cpus, 0.0).sum())
-        ends, end_list, owner, nodes, held, offsets = running
-        self.end_list = end_list
+        self.end_list = running[1]
         self.groups: list[tuple[int, int]] = []                 # (cut, last job freed), see group_ends
         self._cuts: list[int] = []
         self._state_cuts, self._states = [0], [free]              # jobs freed, free after them
-        self.enough = None
+        # what the running jobs give back is indexed when first asked for (a job that fits now
+        # needs none of it)
+        self._usable, self._running, self._window_s = usable, running, window_s
+        self._enough = None
+        self._indexed = False
         self._more = iter(())
+
+    @property
+    def enough(self) -> np.ndarray | None:
+        """Per running job (by expected end), the CPUs on the usable nodes once it and those before
+        it are freed (None: no job runs)."""
+        if not self._indexed:
+            self._index()
+        return self._enough
+
+    def _index(self) -> None:
+        self._indexed = True
+        ends, end_list, owner, nodes, held, offsets = self._running
         if not len(ends):
             return
+        usable, free = self._usable, self.free
         on_usable = usable[nodes]
         count = len(ends)
         owner_on = owner[on_usable]
         # CPUs each job gives back on usable nodes; with what is free, the CPUs once it is freed
         gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
-        self.enough = float(free[usable, CPU].sum()) + np.cumsum(gives)
+        self._enough = float(free[usable, CPU].sum()) + np.cumsum(gives)
         touches = np.bincount(owner_on, minlength=count) > 0     # jobs holding usable nodes
-        self._more = iter_group_ends(end_list, window_s, touches.tolist())
+        self._more = iter_group_ends(end_list, self._window_s, touches.tolist())
         self._nodes, self._held, self._take, self._offsets = nodes, held, on_usable, offsets
 
     def group(self, index: int) -> bool:
         """Whether group ``index`` exists (made from the running jobs when first asked for)."""
+        if not self._indexed:
+            self._index()
         groups = self.groups
         while len(groups) <= index:
             found = next(self._more, None)
