@@ -5,12 +5,14 @@ later in a cycle could still start now (:class:`StartersLeft`)."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 from bisect import bisect_left, bisect_right
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from greenslurm.clustermodel.native import load_beside
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, mask_of
 from greenslurm.sim.machines.machine import PendingJob
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from greenslurm.sim.engine.slurm_queue import Waiting
 
 CPU = 0
+NEVER = object()                  # a will-run answer: the job never fits on the nodes tested
 
 
 def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None) -> list[tuple[int, int]]:
@@ -235,3 +238,69 @@ class WillRunView:
         self._state_cuts.insert(at + 1, cut)
         self._states.insert(at + 1, free)
         return free
+
+
+class CompiledSpreadWillRun:
+    """The will-run test of a job Slurm spreads (CPUs only, no node cap) run compiled
+    (``_will_run.c``), on one state of the free CPUs and the running jobs (the lifetime of the
+    views): the same answers as :class:`WillRunView` and Slurm's spread node choice, which stay the
+    reference and answer what the compiled path leaves to them (counts that are not whole)."""
+
+    __slots__ = ("_library", "_free", "_ends", "_offsets", "_entry_nodes", "_entry_cpus", "_size", "_count",
+                 "_window_s", "_usable", "_work", "_in_map", "_nodes", "_cpus", "_last", "_addresses")
+
+    def __init__(self, library, free_cpus: np.ndarray, running: tuple, window_s: float) -> None:
+        ends, _, _, nodes, held, offsets = running
+        self._library = library
+        self._free = np.ascontiguousarray(free_cpus, dtype=np.float64)
+        self._ends = np.ascontiguousarray(ends, dtype=np.float64)
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        self._entry_nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+        self._entry_cpus = np.ascontiguousarray(held[:, CPU], dtype=np.float64)
+        size = self._size = len(self._free)
+        self._count = len(self._ends)
+        self._window_s = float(window_s)
+        self._usable = np.empty(size, dtype=np.uint8)
+        self._work = np.empty(size, dtype=np.float64)
+        self._in_map = np.empty(size, dtype=np.uint8)
+        self._nodes = np.empty(size, dtype=np.int64)
+        self._cpus = np.empty(size, dtype=np.float64)
+        self._last = ctypes.c_int64(0)
+        self._addresses = tuple(array.ctypes.data for array in (
+            self._free, self._usable, self._ends, self._offsets, self._entry_nodes, self._entry_cpus, self._work,
+            self._in_map, self._nodes, self._cpus))
+
+    def answer(self, usable: np.ndarray, cpus: float):
+        """For a job asking ``cpus`` on the ``usable`` nodes (a boolean mask): (None, nodes) when it fits
+        now, (running job whose end it waits for, nodes) when it fits once that job's group is freed,
+        NEVER, or None when the compiled path leaves the answer to the reference."""
+        free, usable_at, ends, offsets, entry_nodes, entry_cpus, work, in_map, nodes, spread = self._addresses
+        np.copyto(self._usable, usable, casting="unsafe")
+        count = self._library.will_run_spread(free, usable_at, self._size, float(cpus), ends, self._count, offsets,
+                                              entry_nodes, entry_cpus, self._window_s, work, in_map, nodes, spread,
+                                              ctypes.byref(self._last))
+        if count == 0:
+            return NEVER
+        if count > 0:
+            last = self._last.value
+            return (None if last < 0 else last), self._nodes[:count].copy()
+        if count == -2:
+            raise MemoryError("the slurm queue's will-run test: out of memory")
+        return None
+
+
+def compiled_will_run_library():
+    """The compiled will-run test (built at install), or None (looked up once)."""
+    if not _LIBRARY:
+        library = load_beside(__file__, "_will_run")
+        if library is not None:
+            library.will_run_spread.restype = ctypes.c_int64
+            library.will_run_spread.argtypes = (
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64,
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+        _LIBRARY.append(library)
+    return _LIBRARY[0]
+
+
+_LIBRARY: list = []
