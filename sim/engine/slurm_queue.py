@@ -167,6 +167,7 @@ class SlurmQueue:
         self._will_run_cache: dict = {}
         self._views: dict = {}                               # node set -> WillRunView, same lifetime
         self._compiled_view: CompiledSpreadWillRun | None = None     # same lifetime
+        self._compiled_before: CompiledSpreadWillRun | None = None   # the last one (its room is reused)
         # the will-run test of a job Slurm spreads runs compiled where built (False: the reference,
         # WillRunView and the spread node choice, for every job)
         self.compiled_will_run = True
@@ -679,17 +680,18 @@ class SlurmQueue:
                            key=lambda pair: pair[:2])
             ends = np.array([end for end, _, _ in pairs], dtype=float)
             width = self.machine.free.shape[1]
+            counts = [len(job.node_indices) for _, _, job in pairs]
             if pairs:
-                owner = np.concatenate([np.full(len(job.node_indices), row) for row, (_, _, job) in enumerate(pairs)])
+                owner = np.repeat(np.arange(len(pairs)), counts)
                 nodes = np.concatenate([job.node_indices for _, _, job in pairs])
-                held = np.concatenate([np.broadcast_to(job.demand, (len(job.node_indices), width))
-                                       for _, _, job in pairs])
+                # (a job laid out unevenly holds one row per node already)
+                held = np.concatenate([job.demand if job.demand.ndim == 2 else
+                                       np.broadcast_to(job.demand, (count, width))
+                                       for count, (_, _, job) in zip(counts, pairs)])
             else:
                 owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
             # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
-            offsets = [0]
-            for _, _, job in pairs:
-                offsets.append(offsets[-1] + len(job.node_indices))
+            offsets = list(accumulate(counts, initial=0))
             self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets)
         return self._running_cache[1:]
 
@@ -780,8 +782,9 @@ class SlurmQueue:
     def _compiled(self) -> CompiledSpreadWillRun:
         """The compiled will-run test on the current free CPUs and running jobs, kept as the views."""
         if self._compiled_view is None:
-            self._compiled_view = CompiledSpreadWillRun(compiled_will_run_library(), self._free()[:, CPU],
-                                                        self._running_index(), self.settings.will_run_window_s)
+            self._compiled_view = self._compiled_before = CompiledSpreadWillRun(
+                compiled_will_run_library(), self._free()[:, CPU], self._running_index(),
+                self.settings.will_run_window_s, self._compiled_before)
         return self._compiled_view
 
     def _cpus_of(self, nodes: int) -> float:

@@ -249,7 +249,8 @@ class CompiledSpreadWillRun:
     __slots__ = ("_library", "_free", "_ends", "_offsets", "_entry_nodes", "_entry_cpus", "_size", "_count",
                  "_window_s", "_usable", "_work", "_in_map", "_nodes", "_cpus", "_last", "_addresses")
 
-    def __init__(self, library, free_cpus: np.ndarray, running: tuple, window_s: float) -> None:
+    def __init__(self, library, free_cpus: np.ndarray, running: tuple, window_s: float,
+                 before: CompiledSpreadWillRun | None = None) -> None:
         ends, _, _, nodes, held, offsets = running
         self._library = library
         self._free = np.ascontiguousarray(free_cpus, dtype=np.float64)
@@ -260,21 +261,28 @@ class CompiledSpreadWillRun:
         size = self._size = len(self._free)
         self._count = len(self._ends)
         self._window_s = float(window_s)
+        inputs = tuple(array.ctypes.data for array in (self._free, self._ends, self._offsets, self._entry_nodes,
+                                                       self._entry_cpus))
+        if before is not None and before._size == size:
+            # the room of the test before (same node count): nothing in it outlives a call
+            self._usable, self._work, self._in_map = before._usable, before._work, before._in_map
+            self._nodes, self._cpus, self._last = before._nodes, before._cpus, before._last
+            self._addresses = inputs + before._addresses[5:]
+            return
         self._usable = np.empty(size, dtype=np.uint8)
         self._work = np.empty(size, dtype=np.float64)
         self._in_map = np.empty(size, dtype=np.uint8)
         self._nodes = np.empty(size, dtype=np.int64)
         self._cpus = np.empty(size, dtype=np.float64)
         self._last = ctypes.c_int64(0)
-        self._addresses = tuple(array.ctypes.data for array in (
-            self._free, self._usable, self._ends, self._offsets, self._entry_nodes, self._entry_cpus, self._work,
-            self._in_map, self._nodes, self._cpus))
+        self._addresses = inputs + tuple(array.ctypes.data for array in (
+            self._usable, self._work, self._in_map, self._nodes, self._cpus))
 
     def answer(self, usable: np.ndarray, cpus: float):
         """For a job asking ``cpus`` on the ``usable`` nodes (a boolean mask): (None, nodes) when it fits
         now, (running job whose end it waits for, nodes) when it fits once that job's group is freed,
         NEVER, or None when the compiled path leaves the answer to the reference."""
-        free, usable_at, ends, offsets, entry_nodes, entry_cpus, work, in_map, nodes, spread = self._addresses
+        free, ends, offsets, entry_nodes, entry_cpus, usable_at, work, in_map, nodes, spread = self._addresses
         np.copyto(self._usable, usable, casting="unsafe")
         count = self._library.will_run_spread(free, usable_at, self._size, float(cpus), ends, self._count, offsets,
                                               entry_nodes, entry_cpus, self._window_s, work, in_map, nodes, spread,
