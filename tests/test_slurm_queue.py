@@ -18,6 +18,7 @@ from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace
+from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
 from greenslurm.sim.engine.slurm_will_run import NEVER, CompiledSpreadWillRun, compiled_will_run_library, group_ends
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
@@ -632,14 +633,16 @@ def test_a_long_queue_answers_never_from_the_nodes_cpus_with_the_same_starts(une
 
 
 # -- the compiled will-run test against its reference ------------------------------------------------
-def will_run_answers_both_ways(rows, cluster: Cluster, release, subsets, window=30.0) -> int:
+def will_run_answers_both_ways(rows, cluster: Cluster, release, subsets, window=30.0, saving=None) -> int:
     """Replay ``rows`` and, after every event, ask the will-run test of every waiting job on each of
     ``subsets`` (node sets) compiled and in the reference (WillRunView, the spread node choice): the
-    same answer, start and nodes.  How many answers the compiled path gave."""
+    same answer, start and nodes.  ``saving``: Slurm's power saving.  How many answers the compiled
+    path gave."""
     jobs = shaped_jobs(rows)
     replay = Replay(jobs, cluster, "slurm", strategy_options={
         "scheduling": SlurmScheduling(bf_interval_s=30.0, bf_resolution_s=60.0, release_delay_s=release,
-                                      priority=SIZE_AND_PARTITION, will_run_window_s=window)})
+                                      priority=SIZE_AND_PARTITION, will_run_window_s=window)},
+                    machine_factory=None if saving is None else slurm_power_machine_factory(saving))
     queue = replay.strategy
     replay.begin()
     compiled = 0
@@ -661,14 +664,23 @@ def will_run_answers_both_ways(rows, cluster: Cluster, release, subsets, window=
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(SHAPED_JOB, min_size=1, max_size=20), st.booleans(), st.sampled_from([0.0, 5.0]),
-       st.lists(st.integers(0, 15), min_size=1, max_size=4), st.sampled_from([1.0, 7.0, 30.0]))
-def test_the_compiled_will_run_test_equals_its_reference(rows, uneven, release, subsets, window):
+       st.lists(st.integers(0, 15), min_size=1, max_size=4), st.sampled_from([1.0, 7.0, 30.0]), st.booleans())
+def test_the_compiled_will_run_test_equals_its_reference(rows, uneven, release, subsets, window, powered):
     # After every event of random workloads (overlapping partitions, nodes of one size and of four,
-    # completing jobs, will-run windows that group the running jobs finely or coarsely), every
-    # waiting job asked on random node sets: the compiled test gives the reference's answer (now,
-    # the running job whose end it waits for, never) and the same nodes
+    # completing jobs, will-run windows that group the running jobs finely or coarsely, Slurm's
+    # power saving with nodes powered down and booting), every waiting job asked on random node
+    # sets: the compiled test gives the reference's answer (now, the running job whose end it waits
+    # for, never) and the same nodes
     cluster = uneven_partitions() if uneven else two_partitions(overlap=True)
-    will_run_answers_both_ways(rows, cluster, release, subsets, window)
+    saving = SlurmPowerSaving(suspend_time_s=60.0, boot_s=20.0, start_powered_down=True) if powered else None
+    will_run_answers_both_ways(rows, cluster, release, subsets, window, saving)
+
+
+def test_the_compiled_will_run_test_answers_a_long_queue_with_power_saving_as_its_reference():
+    # the long queue on nodes that power down after 60 s idle and boot in 20 s: the same answers
+    saving = SlurmPowerSaving(suspend_time_s=60.0, boot_s=20.0)
+    assert will_run_answers_both_ways(long_queue_rows(widest=16)[:60], two_partitions(overlap=True), 0.0,
+                                      list(range(16)), window=7.0, saving=saving) > 1000
 
 
 def test_the_compiled_will_run_test_answers_a_long_queue_as_its_reference():

@@ -19,13 +19,14 @@ static int whole(double value)
  * job may take (not reserved in the plan); cpus: what the job asks.  The running (and completing) jobs by
  * expected end: ends (m), and job r's entries [offsets[r], offsets[r + 1]) of entry_nodes / entry_cpus (the
  * node and the CPUs it holds there).  window_s: the will-run window (group_ends in slurm_will_run.py).
+ * try_now: 0 when the caller tried the job on the nodes free now itself (power saving's node tiers).
  * work (n), nodes_out / cpus_out (n): room.  *group_last: -1 when the job fits now, else the running job
  * whose end it waits for (the last one its group frees).
  * Returns how many nodes (> 0), 0 when it never fits there (the reference's NEVER), -1 when a count is not
  * whole (the caller runs the reference), -2 when memory runs out. */
 int64_t will_run_spread(const double *free_cpus, const uint8_t *usable, int64_t n, double cpus,
                         const double *ends, int64_t m, const int64_t *offsets, const int64_t *entry_nodes,
-                        const double *entry_cpus, double window_s, double *work, uint8_t *in_map,
+                        const double *entry_cpus, double window_s, int try_now, double *work, uint8_t *in_map,
                         int64_t *nodes_out, double *cpus_out, int64_t *group_last)
 {
     if (!whole(cpus) || !(cpus > 0))
@@ -44,7 +45,7 @@ int64_t will_run_spread(const double *free_cpus, const uint8_t *usable, int64_t 
             spread_now += f;
     }
     *group_last = -1;
-    if (spread_now >= cpus) {
+    if (try_now && spread_now >= cpus) {
         for (int64_t i = 0; i < n; i++)
             in_map[i] = work[i] >= 1;
         int64_t count = spread_whole(work, in_map, n, cpus, nodes_out, cpus_out);

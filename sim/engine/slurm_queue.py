@@ -747,7 +747,13 @@ class SlurmQueue:
             self.nevers_without_view += 1
             return NEVER           # (a margin far wider than the sums' rounding: only ever "never" for sure)
         if self.compiled_will_run and self._compiles(job):
-            found = self._compiled().answer(mask_of(usable_bits, self.machine.cluster.size), job.cpus_total)
+            usable = mask_of(usable_bits, self.machine.cluster.size)
+            if self._power is not None:
+                # now, with power saving: powered-up nodes first (the node tiers), as the reference
+                placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
+                if placed is not None:
+                    return None, self._node_set(placed[0])
+            found = self._compiled().answer(usable, job.cpus_total, try_now=self._power is None)
             if found is NEVER:
                 return NEVER
             if found is not None:
@@ -775,8 +781,9 @@ class SlurmQueue:
 
     def _compiles(self, job: PendingJob) -> bool:
         """Whether ``job``'s will-run test runs compiled (:class:`CompiledSpreadWillRun`): a job Slurm
-        spreads, holding no memory, under no node cap, without power saving, where the library is built."""
-        return (self._power is None and self.placement.spreads(job) and self.placement.memory_per_node(job) == 0
+        spreads, holding no memory, under no node cap, where the library is built (with power saving,
+        the job is tried on the nodes free now in Python: the node tiers)."""
+        return (self.placement.spreads(job) and self.placement.memory_per_node(job) == 0
                 and job.index not in self.placement.node_caps and compiled_will_run_library() is not None)
 
     def _compiled(self) -> CompiledSpreadWillRun:

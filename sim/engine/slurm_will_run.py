@@ -278,14 +278,16 @@ class CompiledSpreadWillRun:
         self._addresses = inputs + tuple(array.ctypes.data for array in (
             self._usable, self._work, self._in_map, self._nodes, self._cpus))
 
-    def answer(self, usable: np.ndarray, cpus: float):
+    def answer(self, usable: np.ndarray, cpus: float, try_now: bool = True):
         """For a job asking ``cpus`` on the ``usable`` nodes (a boolean mask): (None, nodes) when it fits
         now, (running job whose end it waits for, nodes) when it fits once that job's group is freed,
-        NEVER, or None when the compiled path leaves the answer to the reference."""
+        NEVER, or None when the compiled path leaves the answer to the reference.  ``try_now``: False
+        when the caller found that the job does not fit now."""
         free, ends, offsets, entry_nodes, entry_cpus, usable_at, work, in_map, nodes, spread = self._addresses
         np.copyto(self._usable, usable, casting="unsafe")
         count = self._library.will_run_spread(free, usable_at, self._size, float(cpus), ends, self._count, offsets,
-                                              entry_nodes, entry_cpus, self._window_s, work, in_map, nodes, spread,
+                                              entry_nodes, entry_cpus, self._window_s, int(try_now), work, in_map,
+                                              nodes, spread,
                                               ctypes.byref(self._last))
         if count == 0:
             return NEVER
@@ -305,8 +307,8 @@ def compiled_will_run_library():
             library.will_run_spread.restype = ctypes.c_int64
             library.will_run_spread.argtypes = (
                 ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64,
-                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_void_p, ctypes.c_void_p,
-                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_int, ctypes.c_void_p,
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
         _LIBRARY.append(library)
     return _LIBRARY[0]
 
