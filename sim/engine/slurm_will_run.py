@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from greenslurm.clustermodel.native import load_beside
+from greenslurm.clustermodel.native import load_beside, warn_missing_once
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, mask_of
 from greenslurm.sim.machines.machine import PendingJob
 
@@ -300,10 +300,13 @@ class CompiledSpreadWillRun:
 
 
 def compiled_will_run_library():
-    """The compiled will-run test (built at install), or None (looked up once)."""
+    """The compiled will-run test (built at install), or None (looked up once; said once on stderr:
+    every job's test then runs the reference, slower)."""
     if not _LIBRARY:
         library = load_beside(__file__, "_will_run")
-        if library is not None:
+        if library is None:
+            warn_missing_once()
+        else:
             library.will_run_spread.restype = ctypes.c_int64
             library.will_run_spread.argtypes = (
                 ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64,
