@@ -791,7 +791,8 @@ class SlurmQueue:
         if self._compiled_view is None:
             self._compiled_view = self._compiled_before = CompiledSpreadWillRun(
                 compiled_will_run_library(), self._free()[:, CPU], self._running_index(),
-                self.settings.will_run_window_s, self._compiled_before)
+                self.settings.will_run_window_s, self._compiled_before, self.settings.clock_at_zero_s,
+                self.settings.time_scale)
         return self._compiled_view
 
     def _cpus_of(self, nodes: int) -> float:
@@ -808,5 +809,5 @@ class SlurmQueue:
                 self._views.clear()
             view = self._views[usable_bits] = WillRunView(
                 mask_of(usable_bits, self.machine.cluster.size), self._free(), self._running_index(),
-                self.settings.will_run_window_s)
+                self.settings.will_run_window_s, self.settings.clock_at_zero_s, self.settings.time_scale)
         return view
