@@ -16,6 +16,9 @@ setup(ext_modules=[
     # Slurm's spread node choice (allocation/consecutive.py), the slurm queue's will-run test's inner step
     Extension("greenslurm.allocation._consecutive", ["allocation/_consecutive.c"], extra_compile_args=FLAGS,
               optional=True),
+    # the slurm queue's will-run test for a job Slurm spreads (sim/engine/slurm_queue.py is its reference)
+    Extension("greenslurm.sim.engine._will_run", ["sim/engine/_will_run.c"], depends=["allocation/_consecutive.c"],
+              extra_compile_args=FLAGS, optional=True),
     Extension("greenslurm.traces._swf_scan", ["traces/_swf_scan.c"], extra_compile_args=FLAGS, optional=True),
     # the output files' cells (calls CPython's repr of a float: loaded with ctypes.PyDLL)
     Extension("greenslurm.sim.reporting._cells", ["sim/reporting/_cells.c"], extra_compile_args=FLAGS, optional=True),

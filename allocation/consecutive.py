@@ -24,6 +24,7 @@ Slurm spreads unevenly (:func:`spread_consecutive`).
 from __future__ import annotations
 
 import ctypes
+import threading
 from bisect import bisect_left
 from itertools import accumulate
 
@@ -163,20 +164,40 @@ def spread_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, cpus: float) -
     library = compiled_library()
     # the compiled path reads one map flag per node: a map of another shape is the reference's to refuse
     if library is not None and np.ndim(free_cpus) == 1 and np.shape(in_map) == np.shape(free_cpus):
-        free = np.ascontiguousarray(free_cpus, dtype=np.float64)
-        flags = np.ascontiguousarray(in_map, dtype=np.bool_)
-        size = len(free)
-        nodes = np.empty(size, dtype=np.int64)
-        amounts = np.empty(size, dtype=np.float64)
-        count = library.spread_whole(free.ctypes.data, flags.ctypes.data, size, float(cpus),
-                                     nodes.ctypes.data, amounts.ctypes.data)
+        size = len(free_cpus)
+        buffers = _buffers(size)
+        free, flags, nodes, amounts, addresses = buffers
+        # (copied into this thread's buffers of that size, whose addresses are kept: no per-call
+        # arrays or address look-ups)
+        np.copyto(free, free_cpus, casting="unsafe")
+        np.copyto(flags, in_map, casting="unsafe")
+        count = library.spread_whole(addresses[0], addresses[1], size, float(cpus), addresses[2], addresses[3])
         if count == 0:
             return None
         if count > 0:
-            return nodes[:count], amounts[:count]
+            return nodes[:count].copy(), amounts[:count].copy()
         if count == -2:
             raise MemoryError("Slurm's spread node choice: out of memory")
     return spread_consecutive_reference(free_cpus, in_map, cpus)
+
+
+def _buffers(size: int) -> tuple:
+    """This thread's input and output arrays of ``size`` nodes for the compiled path, and their
+    addresses (the library runs without the interpreter lock: threads must not share them)."""
+    kept = getattr(_THREAD_BUFFERS, "by_size", None)
+    if kept is None:
+        kept = _THREAD_BUFFERS.by_size = {}
+    buffers = kept.get(size)
+    if buffers is None:
+        if len(kept) >= 16:
+            kept.clear()
+        arrays = (np.empty(size, dtype=np.float64), np.empty(size, dtype=np.bool_),
+                  np.empty(size, dtype=np.int64), np.empty(size, dtype=np.float64))
+        buffers = kept[size] = (*arrays, tuple(array.ctypes.data for array in arrays))
+    return buffers
+
+
+_THREAD_BUFFERS = threading.local()
 
 
 def compiled_library():

@@ -17,6 +17,11 @@ KTH EASY and FCFS at most 1.0x the reference; conservative and the deadline queu
 EASY; ``--out`` adds at most 15 %.  ``kth-out-here`` is ``kth-out`` with jobs.parquet written in the
 command's own process (``GREENSLURM_OUT_PROCESS=off``) rather than its child process.
 
+``site-year-slurm`` replays a synthetic year of a 1,000-node site (the million-job log's arrivals
+squeezed into 365 days, run times and limits divided by 3, job sizes kept; written once to the
+temporary folder) on the slurm queue against our EASY, both on the general loop; target: under 10
+minutes and 2 GB.
+
 ``million-limit`` replays the million-job log with ``--limit 1000`` against its first 1,000 jobs cut
 to a file (the reader stops at the limit: the peaks should match).  ``kth-conf-easy`` and
 ``kth-conf-conservative`` replay KTH-SP2 with ``tests/data/slurm-conf-pool/slurm.conf`` (its 100
@@ -81,6 +86,49 @@ def write_million_log(path: Path, records: int) -> None:
     partial.replace(path)
 
 
+SITE_NODES = 1000
+YEAR_S = 365 * 86400
+
+
+def site_year_log(path: Path, records: int = MILLION) -> Path:
+    """A synthetic year of a 1,000-node site (see :func:`write_site_year_log`), written once by a child."""
+    if not path.exists():
+        subprocess.run([sys.executable, __file__, "--write-site-year", str(path), str(records)], check=True)
+    return path
+
+
+def write_site_year_log(path: Path, records: int) -> None:
+    """The million-job log (KTH-SP2 copies) made a year of a 1,000-node site: arrivals squeezed into
+    365 days (about 30 times KTH-SP2's rate on 10 times its nodes), run times and limits divided by 3
+    so the site stays about as busy as KTH-SP2 (utilisation near 70 %), job sizes kept (1 to 100
+    nodes of 1,000)."""
+    source = million_log(path.with_name("greenslurm-bench-kth-1M.swf"), records)
+
+    def records_of():
+        with source.open() as lines:
+            for line in lines:
+                if line.strip() and not line.startswith(";"):
+                    yield line.split()
+
+    first = last = None
+    for row in records_of():
+        first = first if first is not None else float(row[1])
+        last = float(row[1])
+    squeeze = (last - first) / YEAR_S
+    partial = path.with_suffix(".part")
+    with partial.open("w") as out:
+        out.write(f"; MaxNodes: {SITE_NODES}\n; MaxProcs: {SITE_NODES}\n; Note: a synthetic year of a {SITE_NODES:,}-node "
+                  f"site: KTH-SP2 copied to {records:,} records, arrivals divided by {squeeze:.2f}, run times and "
+                  "limits by 3\n")
+        for row in records_of():
+            row[1] = f"{float(row[1]) / squeeze:.0f}"
+            for field in (3, 8):                     # run time, requested time (-1: unknown)
+                if float(row[field]) > 0:
+                    row[field] = f"{max(float(row[field]) / 3, 1.0):.0f}"
+            out.write(" ".join(row) + "\n")
+    partial.replace(path)
+
+
 def byte_compile() -> None:
     """Byte-compile greenslurm's packages in place, as an installed package has them."""
     import compileall
@@ -136,8 +184,9 @@ def cut_log(path: Path, records: int) -> Path:
 POOL_CONF = ROOT / "tests" / "data" / "slurm-conf-pool" / "slurm.conf"     # KTH-SP2's 100 processors
 
 
-def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
+def rows(million: Path, site_year: Path | None = None) -> dict[str, tuple[str, list[str], list[str], str]]:
     """name -> (work, our command, what it is compared with, the other's name)."""
+    site_year = site_year or million.with_name("greenslurm-bench-site-year.swf")
     ours = [sys.executable, "-m", "greenslurm", "replay"]
     general_loop = ["env", "GREENSLURM_POOL_CORE=off", *ours]
     conf = ["--slurm-conf", str(POOL_CONF), "--no-progress"]
@@ -180,6 +229,10 @@ def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
                                     ours + [str(KTH), *overloaded, "--queue", "deadline", "--no-progress"],
                                     ours + [str(KTH), *overloaded, "--queue", "easy", "--no-progress"],
                                     "our EASY on the same jobs"),
+        "site-year-slurm": ("a synthetic year of a 1,000-node site (1M jobs), slurm queue",
+                            general_loop + [str(site_year), "--queue", "slurm", "--no-progress"],
+                            general_loop + [str(site_year), "--queue", "easy", "--no-progress"],
+                            "our EASY on the general loop"),
         "kth-deadline": ("KTH-SP2 deadline queue, greedy, bestfit",
                          ours + [str(KTH), "--queue", "deadline", "--acceptance", "greedy", "--select", "bestfit",
                                  "--no-progress"], easy, "our EASY"),
@@ -193,15 +246,22 @@ def main() -> int:
     parser.add_argument("--rows", help="comma-separated rows (default: all): " + ", ".join(rows(Path("x"))))
     parser.add_argument("--json", help="write the measurements here")
     parser.add_argument("--write-million", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--write-site-year", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_million:
         write_million_log(Path(args.write_million[0]), int(args.write_million[1]))
         return 0
-    plan = rows(million_log(Path(tempfile.gettempdir()) / "greenslurm-bench-kth-1M.swf"))
+    if args.write_site_year:
+        write_site_year_log(Path(args.write_site_year[0]), int(args.write_site_year[1]))
+        return 0
+    site_year = Path(tempfile.gettempdir()) / "greenslurm-bench-site-year.swf"
+    plan = rows(million_log(Path(tempfile.gettempdir()) / "greenslurm-bench-kth-1M.swf"), site_year)
     chosen = args.rows.split(",") if args.rows else list(plan)
     unknown = [name for name in chosen if name not in plan]
     if unknown:
         parser.error(f"unknown rows {', '.join(unknown)}; choose from {', '.join(plan)}")
+    if "site-year-slurm" in chosen:
+        site_year_log(site_year)
     byte_compile()
     print(f"whole processes, {args.runs} pairs A B A B after {args.warmup} warm-up pairs, medians")
     print("| work | greenslurm: wall, CPU, peak RSS | compared with | ratio: wall, CPU, memory |")

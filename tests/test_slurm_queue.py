@@ -18,8 +18,10 @@ from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace
+from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
-from greenslurm.sim.engine.slurm_will_run import group_ends, slurm_clock_s
+from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, compiled_will_run_library, group_ends,
+                                                   slurm_clock_s)
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
 
 
@@ -544,10 +546,11 @@ def shaped_jobs(rows) -> list:
     return jobs
 
 
-def long_queue_rows() -> list[tuple]:
-    """150 seeded SHAPED_JOB rows over 3,000 s: a queue that stays long on 4 nodes of 4 CPUs."""
+def long_queue_rows(widest: int = 8) -> list[tuple]:
+    """150 seeded SHAPED_JOB rows over 3,000 s: a queue that stays long on 4 nodes of 4 CPUs (jobs of
+    partition "all" ask up to ``widest`` CPUs)."""
     rng = random.Random(7)
-    return [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, 8),
+    return [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, widest),
              rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
 
 
@@ -586,24 +589,34 @@ def test_a_long_queue_keeps_will_run_answers_across_cycles():
     assert check_kept_answers(rows, 30.0, 60.0, 0.0) > 0
 
 
+def starts_both_ways(rows, cluster: Cluster, interval, resolution, release, switch: str, reference, fast,
+                     counter: str) -> int:
+    """Replay ``rows`` with the queue's ``switch`` set to ``reference`` and to ``fast``: the same starts
+    on the same nodes, and the same rejections; the reference's ``counter`` stays 0.  The fast run's
+    ``counter``."""
+    jobs = shaped_jobs(rows)
+    outcomes = []
+    for value in (reference, fast):
+        replay = Replay(jobs, cluster, "slurm", strategy_options={
+            "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
+                                          priority=SIZE_AND_PARTITION)})
+        setattr(replay.strategy, switch, value)
+        result = replay.run()
+        assert len(result.records) + len(result.rejected) + sum(result.skipped.values()) == len(jobs)
+        outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
+                         sorted(r.job_id for r in result.rejected), getattr(replay.strategy, counter)))
+    (expected, rejected_expected, none), (got, rejected_got, count) = outcomes
+    assert none == 0
+    assert got == expected and rejected_got == rejected_expected
+    return count
+
+
 def starts_with_and_without_early_stops(rows, interval, resolution, release) -> int:
     """Replay ``rows`` with backfill cycles that stop once no job left could start now, and with
     cycles that test every job up to bf_max_job_test (the reference): the same starts on the same
     nodes, and the same rejections.  How many cycles stopped early."""
-    jobs = shaped_jobs(rows)
-    outcomes = []
-    for full in (True, False):
-        replay = Replay(jobs, two_partitions(overlap=True), "slurm", strategy_options={
-            "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
-                                          priority=SIZE_AND_PARTITION)})
-        replay.strategy.full_cycles = full
-        result = replay.run()
-        outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
-                         sorted(r.job_id for r in result.rejected), replay.strategy.cycles_stopped_early))
-    (reference, rejected_reference, none), (early, rejected_early, stopped) = outcomes
-    assert none == 0
-    assert early == reference and rejected_early == rejected_reference
-    return stopped
+    return starts_both_ways(rows, two_partitions(overlap=True), interval, resolution, release, "full_cycles", True,
+                            False, "cycles_stopped_early")
 
 
 @settings(max_examples=80, deadline=None)
@@ -634,6 +647,146 @@ def test_a_cycle_stops_when_reservations_cover_the_free_cpus():
     assert starts["wide"].start_s == 1000.0 and queue.cycles_stopped_early > 0
     # c0 starts when wide ends (1000 + 100), the others as CPUs come free
     assert starts["c0"].start_s == 1100.0
+
+
+def uneven_partitions() -> Cluster:
+    """two_partitions(overlap=True) with nodes of 4, 6, 3 and 5 CPUs (a: 10 CPUs, b: 8)."""
+    return Cluster([NodeSpec(f"n{i}", cpus=cpus, partitions=("a" if i < 2 else "b", "all"))
+                    for i, cpus in enumerate((4, 6, 3, 5))], default_partition="a")
+
+
+def starts_with_and_without_the_capacity_bound(rows, cluster: Cluster, interval, resolution, release) -> int:
+    """Replay ``rows`` with will-run tests that answer "never" from the usable nodes' CPUs alone,
+    and with tests that build every view (the reference): the same starts on the same nodes, and the
+    same rejections.  How many answers the bound gave."""
+    return starts_both_ways(rows, cluster, interval, resolution, release, "_capacity_bound", False, True,
+                            "nevers_without_view")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=30), st.booleans(), st.sampled_from([1.0, 30.0]),
+       st.sampled_from([1.0, 60.0]), st.sampled_from([0.0, 5.0]))
+def test_will_run_never_from_the_nodes_cpus_alone_decides_the_same(rows, uneven, interval, resolution, release):
+    # A will-run test whose usable nodes have fewer CPUs in all than the job asks answers "never"
+    # without looking at what is free or running there: random workloads on overlapping
+    # partitions, nodes of one size and of four, completing jobs, both resolutions, start where
+    # tests that build every view start them.
+    cluster = uneven_partitions() if uneven else two_partitions(overlap=True)
+    starts_with_and_without_the_capacity_bound(rows, cluster, interval, resolution, release)
+
+
+@pytest.mark.parametrize("uneven, at_least", [(False, 10), (True, 1)])
+def test_a_long_queue_answers_never_from_the_nodes_cpus_with_the_same_starts(uneven, at_least):
+    # 150 jobs on 4 nodes, some asking up to all 16 CPUs: reservations for wide jobs leave later wide
+    # jobs too few nodes; answers come from the bound (73 on equal nodes, 1 on uneven ones: fewer
+    # cycles get that far), none changes a start
+    cluster = uneven_partitions() if uneven else two_partitions(overlap=True)
+    assert starts_with_and_without_the_capacity_bound(long_queue_rows(widest=16), cluster, 30.0, 60.0, 0.0) >= at_least
+
+
+# -- the compiled will-run test against its reference ------------------------------------------------
+def will_run_answers_both_ways(rows, cluster: Cluster, release, subsets, window=30.0, saving=None,
+                               clock_at_zero_s=0.0) -> int:
+    """Replay ``rows`` and, after every event, ask the will-run test of every waiting job on each of
+    ``subsets`` (node sets) compiled and in the reference (WillRunView, the spread node choice): the
+    same answer, start and nodes.  ``saving``: Slurm's power saving.  How many answers the compiled
+    path gave."""
+    jobs = shaped_jobs(rows)
+    replay = Replay(jobs, cluster, "slurm", strategy_options={
+        "scheduling": SlurmScheduling(bf_interval_s=30.0, bf_resolution_s=60.0, release_delay_s=release,
+                                      priority=SIZE_AND_PARTITION, will_run_window_s=window,
+                                      clock_at_zero_s=clock_at_zero_s)},
+                    machine_factory=None if saving is None else slurm_power_machine_factory(saving))
+    queue = replay.strategy
+    replay.begin()
+    compiled = 0
+    while len(replay.events):
+        replay.step()
+        for waiting in list(queue.waiting_jobs.values()):
+            for usable in subsets:
+                answers = []
+                for on in (True, False):
+                    queue.compiled_will_run = on
+                    queue._compiled_view, queue._views = None, {}
+                    answers.append(queue._will_run(waiting.job, usable))
+                compiled += queue._compiles(waiting.job)
+                assert answers[0] == answers[1], (waiting.job.job.job_id, bin(usable), answers)
+    queue.compiled_will_run = True
+    replay.close()
+    return compiled
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=20), st.booleans(), st.sampled_from([0.0, 5.0]),
+       st.lists(st.integers(0, 15), min_size=1, max_size=4), st.sampled_from([1.0, 7.0, 30.0]), st.booleans(),
+       st.sampled_from([0.0, 17.5, 1795874198.357]))
+def test_the_compiled_will_run_test_equals_its_reference(rows, uneven, release, subsets, window, powered, clock):
+    # After every event of random workloads (overlapping partitions, nodes of one size and of four,
+    # completing jobs, will-run windows that group the running jobs finely or coarsely, Slurm's
+    # power saving with nodes powered down and booting, slurmctld's clock at trace second 0 of 0, a
+    # fraction of a second, or a Unix time), every waiting job asked on random node
+    # sets: the compiled test gives the reference's answer (now, the running job whose end it waits
+    # for, never) and the same nodes
+    cluster = uneven_partitions() if uneven else two_partitions(overlap=True)
+    saving = SlurmPowerSaving(suspend_time_s=60.0, boot_s=20.0, start_powered_down=True) if powered else None
+    will_run_answers_both_ways(rows, cluster, release, subsets, window, saving, clock)
+
+
+def test_the_compiled_will_run_test_answers_a_long_queue_with_power_saving_as_its_reference():
+    # the long queue on nodes that power down after 60 s idle and boot in 20 s: the same answers
+    saving = SlurmPowerSaving(suspend_time_s=60.0, boot_s=20.0)
+    assert will_run_answers_both_ways(long_queue_rows(widest=16)[:60], two_partitions(overlap=True), 0.0,
+                                      list(range(16)), window=7.0, saving=saving) > 1000
+
+
+@pytest.mark.parametrize("clock", [0.0, 1795874198.357])
+def test_the_compiled_will_run_test_answers_a_long_queue_as_its_reference(clock):
+    # 150 jobs on 4 nodes, some wide: every node set asked after every event, the same answers, with
+    # trace seconds as slurmctld's clock and with a Unix time at trace second 0
+    assert will_run_answers_both_ways(long_queue_rows(widest=16)[:60], two_partitions(overlap=True), 0.0,
+                                      list(range(16)), window=7.0, clock_at_zero_s=clock) > 1000
+
+
+def test_the_compiled_will_run_test_leaves_fractional_cpus_to_its_reference():
+    # a running job holding 1.5 CPUs, or half a CPU free: the compiled path answers nothing (None),
+    # the reference does
+    library = compiled_will_run_library()
+    running = (np.array([100.0]), [100.0], np.array([0]), np.array([1]), np.array([[1.5, 0.0]]), [0, 1])
+    view = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), running, 30.0)
+    assert view.answer(np.array([True, True, False]), 3.0) is None
+    view = CompiledSpreadWillRun(library, np.array([2.0, 0.5, 4.0]), running, 30.0)
+    assert view.answer(np.array([True, True, False]), 3.0) is None
+    # whole counts: 2 free on n0 and, once the job ending at 100 is freed, 2 on n1 (0 + 2): 3 CPUs wait for it
+    whole = (np.array([100.0]), [100.0], np.array([0]), np.array([1]), np.array([[2.0, 0.0]]), [0, 1])
+    last, nodes = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), whole, 30.0).answer(
+        np.array([True, True, False]), 3.0)
+    assert last == 0 and nodes.tolist() == [0, 1]
+
+
+def test_the_compiled_will_run_test_frees_running_jobs_in_cons_tres_groups():
+    # 5 nodes of 1 CPU, none free; running job r holds node r until 10, 20, 70, 100, 500.  Window 30:
+    # E = 30; the first group frees ends <= 60 (10, 20); doubled to 60: <= 90 (70); 120: <= 150 (100);
+    # 480: <= 510 (500) (group_ends' own example).  A job asking k CPUs waits for the group freeing
+    # its k-th node and takes the nodes freed so far in order (one CPU: the first, best fit).
+    library = compiled_will_run_library()
+    ends = np.array([10.0, 20.0, 70.0, 100.0, 500.0])
+    running = (ends, ends.tolist(), np.arange(5), np.arange(5), np.array([[1.0, 0.0]] * 5), [0, 1, 2, 3, 4, 5])
+    view = CompiledSpreadWillRun(library, np.zeros(5), running, 30.0)
+    everywhere = np.ones(5, dtype=bool)
+    answers = {cpus: view.answer(everywhere, cpus) for cpus in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)}
+    assert [(last, nodes.tolist()) for last, nodes in (answers[c] for c in (1.0, 2.0, 3.0, 4.0, 5.0))] == [
+        (1, [0]), (1, [0, 1]), (2, [0, 1, 2]), (3, [0, 1, 2, 3]), (4, [0, 1, 2, 3, 4])]
+    assert answers[6.0] is NEVER
+    # on nodes 2-4 only: r0 and r1 hold none of them and are skipped; the first group is r2 (E = 90:
+    # 70 + 30 - 70 mod 30), r3 (100 <= 120) joins it; then 500 alone
+    assert [(last, nodes.tolist()) for last, nodes in (view.answer(np.array([0, 0, 1, 1, 1], bool), c)
+                                                        for c in (1.0, 2.0, 3.0))] == [(3, [2]), (3, [2, 3]),
+                                                                                      (4, [2, 3, 4])]
+
+
+def test_the_compiled_will_run_test_is_built():
+    # the package builds it (setup.py); without it every job runs the reference, slower
+    assert compiled_will_run_library() is not None
 
 
 # -- Slurm's spread node choice: the compiled fast path against its reference -----------------------

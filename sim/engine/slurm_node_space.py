@@ -27,6 +27,8 @@ boolean arrays (``walk``, ``usable``, ``overlaps``, ``reserve``) convert and cal
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import reduce
+from operator import and_
 
 import numpy as np
 
@@ -130,6 +132,15 @@ class NodeSpace:
             if rows[j + 1] & nodes & ~so_far:
                 return out, starts[j + 1]
         return out, 0.0
+
+    def available_bits(self, start_s: float, end_s: float, nodes: int) -> int:
+        """The first half of :meth:`walk_bits`: ``nodes`` less those reserved in any slot that ends
+        after ``start_s`` and begins at or before ``end_s``."""
+        if start_s >= self.end_s:
+            return nodes
+        starts = self._starts
+        first = bisect_right(starts, start_s) - 1
+        return reduce(and_, self._rows[max(first, 0):bisect_right(starts, end_s)], nodes)
 
     def overlaps(self, nodes: np.ndarray, start_s: float, end_s: float) -> bool:
         """Are any of ``nodes`` reserved in a slot overlapping [start_s, end_s)?"""

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -68,15 +69,16 @@ from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_i
 from greenslurm.sim.engine.slurm_pass_clock import PassClock
 from greenslurm.sim.engine.slurm_placement import CPU, MEMORY, JobPlacement, NodePower, Placement, asked_nodes
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
-from greenslurm.sim.engine.slurm_will_run import StartersLeft, WillRunView
+from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, StartersLeft, WillRunView,
+                                                   compiled_will_run_library)
 from greenslurm.sim.machines.machine import Machine, PendingJob
+from greenslurm.sim.machines.power_states import PowerManagedMachine
 
 __all__ = ["CPU", "MEMORY", "JobLimits", "NoLimits", "NodePower", "SlurmQueue", "Waiting", "asked_nodes"]
 
 MAIN = "main"
 BACKFILL = "backfill"
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
-NEVER = object()                  # a will-run answer: the job never fits on the nodes tested
 
 
 @dataclass(slots=True, eq=False)
@@ -164,12 +166,26 @@ class SlurmQueue:
         # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
         self._views: dict = {}                               # node set -> WillRunView, same lifetime
+        self._compiled_view: CompiledSpreadWillRun | None = None     # same lifetime
+        self._compiled_before: CompiledSpreadWillRun | None = None   # the last one (its room is reused)
+        # the will-run test of a job Slurm spreads runs compiled where built (False: the reference,
+        # WillRunView and the spread node choice, for every job)
+        self.compiled_will_run = True
         # a backfill cycle stops once no job left could start now (StartersLeft); True: every cycle
         # tests its jobs up to bf_max_job_test, the reference the early stop must equal
         self.full_cycles = False
         self.cycles_stopped_early = 0
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
+        self._job_keys: dict[int, tuple] = {}                # waiting job index -> its part of a will-run key
+        # a will-run test answers "never" without a view where the usable nodes' CPUs, all of them,
+        # are fewer than the job asks (what is free and what running jobs hold there is at most
+        # that; not so where co-located jobs share nodes)
+        self._capacity_bound = type(machine) is Machine or isinstance(machine, PowerManagedMachine)
+        self.nevers_without_view = 0
+        node_cpus = machine.cluster.capacity[:, CPU]
+        self._node_cpus = node_cpus
+        self._same_cpus = float(node_cpus[0]) if len(node_cpus) and bool((node_cpus == node_cpus[0]).all()) else None
         self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
         self._await_periodic = False                         # nodes changed: wake for the periodic pass
         self._begins: SortedList = SortedList()              # begin times still ahead of waiting jobs
@@ -423,11 +439,9 @@ class SlurmQueue:
         """Per position: the fewest CPUs any job from there on asks.  Once fewer CPUs than that
         are free, no later job can start now, and a pass can stop: what it would still do
         (fail partitions, plan reservations) only holds back jobs that cannot start anyway."""
-        smallest, out = math.inf, [0.0] * len(ordered)
-        for i in range(len(ordered) - 1, -1, -1):
-            smallest = min(smallest, ordered[i].job.cpus_total)
-            out[i] = smallest
-        return out
+        out = list(accumulate([waiting.job.cpus_total for waiting in reversed(ordered)], min, initial=math.inf))
+        out.reverse()
+        return out[:-1]
 
     def _free_cpus_now(self) -> float:
         held = float(self._held[:, CPU].sum()) if self._completing else 0.0
@@ -456,6 +470,7 @@ class SlurmQueue:
     def _start(self, waiting: Waiting, placement: Placement, now_s: float, by: str) -> None:
         job = waiting.job
         self.placement.forget(job)
+        self._job_keys.pop(job.index, None)
         del self.waiting_jobs[job.index]
         self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
@@ -622,14 +637,22 @@ class SlurmQueue:
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`~greenslurm.sim.engine.slurm_will_run.group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
-        key = (job.shape_key, self.placement.spreads(job), self.placement.memory_per_node(job), usable, self.placement.node_caps.get(job.index))
+        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ);
+        # what a waiting job adds to the key is settled at its submission
+        of_job = self._job_keys.get(job.index)
+        if of_job is None:
+            of_job = (job.shape_key, self.placement.spreads(job), self.placement.memory_per_node(job),
+                      self.placement.node_caps.get(job.index))
+            if job.index in self.waiting_jobs:
+                self._job_keys[job.index] = of_job
+        key = (*of_job[:3], usable, of_job[3])
         cache = self._will_run_cache
         stamp = self._will_run_stamp()
         if cache.get(None) != stamp:
             cache.clear()
             cache[None] = stamp
             self._views.clear()
+            self._compiled_view = None
         answer = cache.get(key)
         if answer is None:
             answer = cache[key] = self._will_run(job, usable)
@@ -657,17 +680,18 @@ class SlurmQueue:
                            key=lambda pair: pair[:2])
             ends = np.array([end for end, _, _ in pairs], dtype=float)
             width = self.machine.free.shape[1]
+            counts = [len(job.node_indices) for _, _, job in pairs]
             if pairs:
-                owner = np.concatenate([np.full(len(job.node_indices), row) for row, (_, _, job) in enumerate(pairs)])
+                owner = np.repeat(np.arange(len(pairs)), counts)
                 nodes = np.concatenate([job.node_indices for _, _, job in pairs])
-                held = np.concatenate([np.broadcast_to(job.demand, (len(job.node_indices), width))
-                                       for _, _, job in pairs])
+                # (a job laid out unevenly holds one row per node already)
+                held = np.concatenate([job.demand if job.demand.ndim == 2 else
+                                       np.broadcast_to(job.demand, (count, width))
+                                       for count, (_, _, job) in zip(counts, pairs)])
             else:
                 owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
             # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
-            offsets = [0]
-            for _, _, job in pairs:
-                offsets.append(offsets[-1] + len(job.node_indices))
+            offsets = list(accumulate(counts, initial=0))
             self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets)
         return self._running_cache[1:]
 
@@ -719,6 +743,22 @@ class SlurmQueue:
     def _will_run(self, job: PendingJob, usable_bits: int) -> tuple[float | None, int] | object:
         """:meth:`will_run`'s answer, independent of the time: (None: now, or the expected end
         before which it cannot start; its nodes), or NEVER."""
+        if self._capacity_bound and self._cpus_of(usable_bits) < job.cpus_total - 1e-6:
+            self.nevers_without_view += 1
+            return NEVER           # (a margin far wider than the sums' rounding: only ever "never" for sure)
+        if self.compiled_will_run and self._compiles(job):
+            usable = mask_of(usable_bits, self.machine.cluster.size)
+            if self._power is not None:
+                # now, with power saving: powered-up nodes first (the node tiers), as the reference
+                placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
+                if placed is not None:
+                    return None, self._node_set(placed[0])
+            found = self._compiled().answer(usable, job.cpus_total, try_now=self._power is None)
+            if found is NEVER:
+                return NEVER
+            if found is not None:
+                last, nodes = found
+                return (None if last is None else self._running_index()[1][last]), self._node_set(nodes)
         view = self._view(usable_bits)
         if self._power is not None or not self.placement.spreads(job) or view.spread_cpus_now >= job.cpus_total:
             # (a job Slurm spreads does not fit now when the CPUs of the nodes with one free are too few)
@@ -738,6 +778,28 @@ class SlurmQueue:
                 return view.end_list[view.groups[group][1]], self._node_set(placed[0])
             group = group + 1 if view.group(group + 1) else None
         return NEVER
+
+    def _compiles(self, job: PendingJob) -> bool:
+        """Whether ``job``'s will-run test runs compiled (:class:`CompiledSpreadWillRun`): a job Slurm
+        spreads, holding no memory, under no node cap, where the library is built (with power saving,
+        the job is tried on the nodes free now in Python: the node tiers)."""
+        return (self.placement.spreads(job) and self.placement.memory_per_node(job) == 0
+                and job.index not in self.placement.node_caps and compiled_will_run_library() is not None)
+
+    def _compiled(self) -> CompiledSpreadWillRun:
+        """The compiled will-run test on the current free CPUs and running jobs, kept as the views."""
+        if self._compiled_view is None:
+            self._compiled_view = self._compiled_before = CompiledSpreadWillRun(
+                compiled_will_run_library(), self._free()[:, CPU], self._running_index(),
+                self.settings.will_run_window_s, self._compiled_before, self.settings.clock_at_zero_s,
+                self.settings.time_scale)
+        return self._compiled_view
+
+    def _cpus_of(self, nodes: int) -> float:
+        """The CPUs of a node set, all of them (free or not)."""
+        if self._same_cpus is not None:
+            return nodes.bit_count() * self._same_cpus
+        return float(self._node_cpus[mask_of(nodes, len(self._node_cpus))].sum())
 
     def _view(self, usable_bits: int) -> WillRunView:
         """The will-run test's view of the ``usable_bits`` nodes, kept as long as the answers."""

@@ -5,12 +5,14 @@ later in a cycle could still start now (:class:`StartersLeft`)."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 from bisect import bisect_left, bisect_right
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from greenslurm.clustermodel.native import load_beside, warn_missing_once
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, mask_of
 from greenslurm.sim.machines.machine import PendingJob
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from greenslurm.sim.engine.slurm_queue import Waiting
 
 CPU = 0
+NEVER = object()                  # a will-run answer: the job never fits on the nodes tested
 
 
 def slurm_clock_s(trace_s: np.ndarray, clock_at_zero_s: float = 0.0, second_s: float = 1.0) -> np.ndarray:
@@ -114,8 +117,8 @@ class StartersLeft:
     job at a time is kept as the witness that some job still could, and tested again after each
     change."""
 
-    __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_free_bits", "_witness", "_tested_at",
-                 "_changes")
+    __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_cpu_array", "_cpus_total", "_free_bits",
+                 "_witness", "_tested_at", "_changes")
 
     def __init__(self, ordered: list[Waiting], space: NodeSpace, now_s: float, free_cpus: np.ndarray, nodes_of) -> None:
         self._ordered, self._space, self._now_s, self._nodes_of = ordered, space, now_s, nodes_of
@@ -125,7 +128,9 @@ class StartersLeft:
     def free_changed(self, free_cpus: np.ndarray) -> None:
         """A job started: ``free_cpus`` per node now (-inf on nodes that cannot be allocated)."""
         has = free_cpus > 0
-        self._cpus = np.where(has, free_cpus, 0.0).tolist()
+        self._cpu_array = np.where(has, free_cpus, 0.0)
+        self._cpus = self._cpu_array.tolist()
+        self._cpus_total = float(self._cpu_array.sum())
         self._free_bits = bits_of(has)
         self._changes += 1
 
@@ -144,16 +149,18 @@ class StartersLeft:
         return False
 
     def _could_start(self, job: PendingJob) -> bool:
-        nodes = self._space.walk_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job))[0] & self._free_bits
+        # (a margin far wider than the placements' rounding: the test may only ever say "could")
+        if self._cpus_total < job.cpus_total - 1e-6:
+            return False                  # not even every free CPU would do
+        nodes = self._space.available_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job)) & self._free_bits
         cpus, have = self._cpus, 0.0
         if nodes.bit_count() > 64:
-            have = float(np.asarray(cpus)[mask_of(nodes, len(cpus))].sum())
+            have = float(self._cpu_array[mask_of(nodes, len(cpus))].sum())
             nodes = 0
         while nodes:
             low = nodes & -nodes
             have += cpus[low.bit_length() - 1]
             nodes ^= low
-        # (a margin far wider than the placements' rounding: the test may only ever say "could")
         return have >= job.cpus_total - 1e-6
 
 
@@ -165,8 +172,8 @@ class WillRunView:
     the free resources after each group, made when first asked for.  Its arrays are read-only:
     every job of the cycle on these nodes reads the same ones."""
 
-    __slots__ = ("free", "spread_cpus_now", "enough", "end_list", "groups", "_cuts", "_more", "_nodes", "_held",
-                 "_take", "_offsets", "_state_cuts", "_states")
+    __slots__ = ("free", "spread_cpus_now", "end_list", "groups", "_cuts", "_more", "_nodes", "_held", "_take",
+                 "_offsets", "_state_cuts", "_states", "_usable", "_running", "_window_s", "_enough", "_indexed", "_clock")
 
     def __init__(self, usable: np.ndarray, free_now: np.ndarray, running: tuple, window_s: float,
                  clock_at_zero_s: float = 0.0, clock_second_s: float = 1.0) -> None:
@@ -176,29 +183,48 @@ class WillRunView:
         cpus = free[:, CPU]
         # what Slurm's spread node choice counts (spread_consecutive: nodes with a free CPU)
         self.spread_cpus_now = float(np.where(cpus >= 1, cpus, 0.0).sum())
-        ends, end_list, owner, nodes, held, offsets = running
-        self.end_list = end_list
+        self.end_list = running[1]
         self.groups: list[tuple[int, int]] = []                 # (cut, last job freed), see group_ends
         self._cuts: list[int] = []
         self._state_cuts, self._states = [0], [free]              # jobs freed, free after them
-        self.enough = None
+        # what the running jobs give back is indexed when first asked for (a job that fits now
+        # needs none of it)
+        self._usable, self._running, self._window_s = usable, running, window_s
+        self._clock = (clock_at_zero_s, clock_second_s)
+        self._enough = None
+        self._indexed = False
         self._more = iter(())
+
+    @property
+    def enough(self) -> np.ndarray | None:
+        """Per running job (by expected end), the CPUs on the usable nodes once it and those before
+        it are freed (None: no job runs)."""
+        if not self._indexed:
+            self._index()
+        return self._enough
+
+    def _index(self) -> None:
+        self._indexed = True
+        ends, end_list, owner, nodes, held, offsets = self._running
         if not len(ends):
             return
+        usable, free = self._usable, self.free
         on_usable = usable[nodes]
         count = len(ends)
         owner_on = owner[on_usable]
         # CPUs each job gives back on usable nodes; with what is free, the CPUs once it is freed
         gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
-        self.enough = float(free[usable, CPU].sum()) + np.cumsum(gives)
+        self._enough = float(free[usable, CPU].sum()) + np.cumsum(gives)
         touches = np.bincount(owner_on, minlength=count) > 0     # jobs holding usable nodes
         # Slurm groups its jobs by their end on its own clock (whole seconds), not by trace seconds
-        clock_ends = slurm_clock_s(ends, clock_at_zero_s, clock_second_s).tolist()
-        self._more = iter_group_ends(clock_ends, window_s, touches.tolist())
+        clock_ends = slurm_clock_s(ends, *self._clock).tolist()
+        self._more = iter_group_ends(clock_ends, self._window_s, touches.tolist())
         self._nodes, self._held, self._take, self._offsets = nodes, held, on_usable, offsets
 
     def group(self, index: int) -> bool:
         """Whether group ``index`` exists (made from the running jobs when first asked for)."""
+        if not self._indexed:
+            self._index()
         groups = self.groups
         while len(groups) <= index:
             found = next(self._more, None)
@@ -236,3 +262,85 @@ class WillRunView:
         self._state_cuts.insert(at + 1, cut)
         self._states.insert(at + 1, free)
         return free
+
+
+class CompiledSpreadWillRun:
+    """The will-run test of a job Slurm spreads (CPUs only, no node cap) run compiled
+    (``_will_run.c``), on one state of the free CPUs and the running jobs (the lifetime of the
+    views): the same answers as :class:`WillRunView` and Slurm's spread node choice, which stay the
+    reference and answer what the compiled path leaves to them (counts that are not whole)."""
+
+    __slots__ = ("_library", "_free", "_ends", "_offsets", "_entry_nodes", "_entry_cpus", "_size", "_count",
+                 "_window_s", "_usable", "_work", "_in_map", "_nodes", "_cpus", "_last", "_addresses")
+
+    def __init__(self, library, free_cpus: np.ndarray, running: tuple, window_s: float,
+                 before: CompiledSpreadWillRun | None = None, clock_at_zero_s: float = 0.0,
+                 clock_second_s: float = 1.0) -> None:
+        ends, _, _, nodes, held, offsets = running
+        self._library = library
+        self._free = np.ascontiguousarray(free_cpus, dtype=np.float64)
+        # the groups close on slurmctld's clock (slurm_clock_s), as the reference's; the answer's
+        # time is the caller's (the job's end in trace seconds)
+        self._ends = np.ascontiguousarray(slurm_clock_s(ends, clock_at_zero_s, clock_second_s), dtype=np.float64)
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+        self._entry_nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+        self._entry_cpus = np.ascontiguousarray(held[:, CPU], dtype=np.float64)
+        size = self._size = len(self._free)
+        self._count = len(self._ends)
+        self._window_s = float(window_s)
+        inputs = tuple(array.ctypes.data for array in (self._free, self._ends, self._offsets, self._entry_nodes,
+                                                       self._entry_cpus))
+        if before is not None and before._size == size:
+            # the room of the test before (same node count): nothing in it outlives a call
+            self._usable, self._work, self._in_map = before._usable, before._work, before._in_map
+            self._nodes, self._cpus, self._last = before._nodes, before._cpus, before._last
+            self._addresses = inputs + before._addresses[5:]
+            return
+        self._usable = np.empty(size, dtype=np.uint8)
+        self._work = np.empty(size, dtype=np.float64)
+        self._in_map = np.empty(size, dtype=np.uint8)
+        self._nodes = np.empty(size, dtype=np.int64)
+        self._cpus = np.empty(size, dtype=np.float64)
+        self._last = ctypes.c_int64(0)
+        self._addresses = inputs + tuple(array.ctypes.data for array in (
+            self._usable, self._work, self._in_map, self._nodes, self._cpus))
+
+    def answer(self, usable: np.ndarray, cpus: float, try_now: bool = True):
+        """For a job asking ``cpus`` on the ``usable`` nodes (a boolean mask): (None, nodes) when it fits
+        now, (running job whose end it waits for, nodes) when it fits once that job's group is freed,
+        NEVER, or None when the compiled path leaves the answer to the reference.  ``try_now``: False
+        when the caller found that the job does not fit now."""
+        free, ends, offsets, entry_nodes, entry_cpus, usable_at, work, in_map, nodes, spread = self._addresses
+        np.copyto(self._usable, usable, casting="unsafe")
+        count = self._library.will_run_spread(free, usable_at, self._size, float(cpus), ends, self._count, offsets,
+                                              entry_nodes, entry_cpus, self._window_s, int(try_now), work, in_map,
+                                              nodes, spread,
+                                              ctypes.byref(self._last))
+        if count == 0:
+            return NEVER
+        if count > 0:
+            last = self._last.value
+            return (None if last < 0 else last), self._nodes[:count].copy()
+        if count == -2:
+            raise MemoryError("the slurm queue's will-run test: out of memory")
+        return None
+
+
+def compiled_will_run_library():
+    """The compiled will-run test (built at install), or None (looked up once; said once on stderr:
+    every job's test then runs the reference, slower)."""
+    if not _LIBRARY:
+        library = load_beside(__file__, "_will_run")
+        if library is None:
+            warn_missing_once()
+        else:
+            library.will_run_spread.restype = ctypes.c_int64
+            library.will_run_spread.argtypes = (
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64,
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_int, ctypes.c_void_p,
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+        _LIBRARY.append(library)
+    return _LIBRARY[0]
+
+
+_LIBRARY: list = []

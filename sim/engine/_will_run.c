@@ -1,0 +1,126 @@
+/* The slurm queue's will-run test (cons_tres _will_run_test) for a job Slurm spreads over nodes (it names no
+ * node count) and that asks CPUs only, the fast path of SlurmQueue._will_run with its WillRunView
+ * (sim/engine/slurm_queue.py, sim/engine/slurm_will_run.py), which is the reference: the same answer, the
+ * same nodes.  Only whole CPU counts are taken here (every free and held count and the job's CPUs whole and
+ * below 2^40): sums of them are exact doubles in any order, so numpy's sums and these give the same numbers.
+ * Anything else is left to the reference (return -1).
+ *
+ * Slurm's spread node choice is spread_whole of allocation/_consecutive.c, included here.
+ *
+ * Loaded with ctypes (clustermodel/native.py): no Python headers. */
+#include "../../allocation/_consecutive.c"
+
+static int whole(double value)
+{
+    return value == floor(value) && fabs(value) < WHOLE_LIMIT;
+}
+
+/* free_cpus (n): the CPUs free now per node, -inf where none may be allocated; usable (n): the nodes the
+ * job may take (not reserved in the plan); cpus: what the job asks.  The running (and completing) jobs by
+ * expected end: ends (m), and job r's entries [offsets[r], offsets[r + 1]) of entry_nodes / entry_cpus (the
+ * node and the CPUs it holds there).  window_s: the will-run window (group_ends in slurm_will_run.py).
+ * try_now: 0 when the caller tried the job on the nodes free now itself (power saving's node tiers).
+ * work (n), nodes_out / cpus_out (n): room.  *group_last: -1 when the job fits now, else the running job
+ * whose end it waits for (the last one its group frees).
+ * Returns how many nodes (> 0), 0 when it never fits there (the reference's NEVER), -1 when a count is not
+ * whole (the caller runs the reference), -2 when memory runs out. */
+int64_t will_run_spread(const double *free_cpus, const uint8_t *usable, int64_t n, double cpus,
+                        const double *ends, int64_t m, const int64_t *offsets, const int64_t *entry_nodes,
+                        const double *entry_cpus, double window_s, int try_now, double *work, uint8_t *in_map,
+                        int64_t *nodes_out, double *cpus_out, int64_t *group_last)
+{
+    if (!whole(cpus) || !(cpus > 0))
+        return -1;
+    /* the view: free CPUs on the usable nodes, -inf elsewhere */
+    double spread_now = 0.0, free_sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double f = usable[i] ? free_cpus[i] : -INFINITY;
+        work[i] = f;
+        if (!usable[i])
+            continue;
+        if (f != -INFINITY && !whole(f))
+            return -1;
+        free_sum += f;
+        if (f >= 1)
+            spread_now += f;
+    }
+    *group_last = -1;
+    if (try_now && spread_now >= cpus) {
+        for (int64_t i = 0; i < n; i++)
+            in_map[i] = work[i] >= 1;
+        int64_t count = spread_whole(work, in_map, n, cpus, nodes_out, cpus_out);
+        if (count != 0)
+            return count;
+    }
+    if (m == 0)
+        return 0;
+    /* enough[r]: the CPUs on the usable nodes once running jobs 0..r are freed; the first r where they
+     * suffice (no group before it can let the job start) */
+    double enough = free_sum;
+    int64_t first_enough = -1;
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t e = offsets[r]; e < offsets[r + 1]; e++)
+            if (usable[entry_nodes[e]]) {
+                if (!whole(entry_cpus[e]))
+                    return -1;
+                enough += entry_cpus[e];
+            }
+        if (first_enough < 0 && enough >= cpus - 1e-9)
+            first_enough = r;
+    }
+    if (first_enough < 0)
+        return 0;
+    /* cons_tres's groups (iter_group_ends): only jobs holding usable nodes are freed; the state after each
+     * group is the view plus what its jobs hold there, added job by job */
+    double barrier = 0.0, window = window_s;
+    int have_barrier = 0;
+    int64_t i = 0, added = 0;
+    int more = 1;
+    while (more) {
+        int64_t last = -1;
+        for (;;) {
+            if (i >= m) {
+                more = 0;
+                break;
+            }
+            int64_t j = i++;
+            int touches = 0;
+            for (int64_t e = offsets[j]; e < offsets[j + 1] && !touches; e++)
+                touches = usable[entry_nodes[e]];
+            if (!touches)
+                continue;
+            if (!have_barrier) {
+                barrier = ends[j] + (window_s - fmod(ends[j], window_s));
+                have_barrier = 1;
+            }
+            last = j;
+            if (i >= m) {
+                more = 0;
+                break;
+            }
+            if (ends[i] > barrier + window)
+                break;
+        }
+        if (last < 0)
+            break;
+        window *= 2;
+        while (i < m && ends[i] > barrier + window)
+            window *= 2;
+        /* the group (cut i, last job freed) */
+        if (i <= first_enough)
+            continue;
+        for (; added < i; added++)
+            for (int64_t e = offsets[added]; e < offsets[added + 1]; e++)
+                if (usable[entry_nodes[e]])
+                    work[entry_nodes[e]] += entry_cpus[e];
+        for (int64_t k = 0; k < n; k++)
+            in_map[k] = work[k] >= 1;
+        int64_t count = spread_whole(work, in_map, n, cpus, nodes_out, cpus_out);
+        if (count != 0) {
+            if (count > 0)
+                *group_last = last;
+            return count;
+        }
+    }
+    return 0;
+}
