@@ -36,13 +36,27 @@ from datetime import datetime
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
 
 
+class BadStamp(ValueError):
+    """A line's time stamp has the shape of one but is no time (month 13, hour 25)."""
+
+
 def _stamped(text: str):
-    """(epoch seconds, message) of each line of the log that carries a time stamp."""
-    for line in text.splitlines():
+    """(epoch seconds, message) of each line of the log that carries a time stamp.
+
+    >>> list(_stamped("[2026-13-01T00:00:05.100] sched: Allocate JobId=1"))
+    Traceback (most recent call last):
+    ...
+    greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-13-01T00:00:05.100' is no time (month must be in 1..12)
+    """
+    for number, line in enumerate(text.splitlines(), start=1):
         found = _STAMP.match(line)
         if found:
             stamp, message = found.groups()
-            yield datetime.fromisoformat(stamp).timestamp(), message
+            try:
+                moment = datetime.fromisoformat(stamp)
+            except ValueError as error:
+                raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
+            yield moment.timestamp(), message
 
 
 def handover_latencies_s(text: str, within_s: float = 5.0) -> list[float]:
@@ -100,7 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"{args[0]}: cannot read: {error.strerror}", file=sys.stderr)
         return 2
-    latencies, checks = handover_latencies_s(text), loop_checks_s(text)
+    try:
+        latencies, checks = handover_latencies_s(text), loop_checks_s(text)
+    except BadStamp as error:
+        print(f"{args[0]}: {error}", file=sys.stderr)
+        return 2
     if not latencies and len(checks) < 2:
         print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug) and fewer "
               f"than two checks of the background loop (debug2, or power-saving resets)", file=sys.stderr)
