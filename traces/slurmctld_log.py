@@ -89,6 +89,21 @@ def loop_checks_s(text: str) -> list[float]:
                          or (message.startswith("Resetting JobId=") and message.endswith("start time for node power up")))
 
 
+def backfill_looks_s(text: str) -> list[float]:
+    """The moments (epoch seconds) of the backfill thread's looks the log shows: its cycles that
+    started a job (``sched/backfill: _start_job``, at ``verbose``); the starts of one cycle count
+    once.  The thread (``backfill_agent``) sleeps a second between looks and creeps later through
+    the second like the background loop, on its own phase.
+
+    >>> looks = backfill_looks_s('''[2024-01-01T00:00:02.855] sched/backfill: _start_job: Started JobId=1 in batch on n1
+    ... [2024-01-01T00:00:02.856] sched/backfill: _start_job: Started JobId=2 in batch on n2
+    ... [2024-01-01T00:00:05.857] sched/backfill: _start_job: Started JobId=3 in batch on n3''')
+    >>> [round(b - a, 3) for a, b in zip(looks, looks[1:])]
+    [3.002]
+    """
+    return one_per_check(at for at, message in _stamped(text) if message.startswith("sched/backfill: _start_job: Started"))
+
+
 def one_per_check(moments) -> list[float]:
     """Logged moments in time order, one per check: the lines of one check (a reset per job) come
     within half a second of its first.
