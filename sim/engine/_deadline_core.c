@@ -121,12 +121,7 @@ static int64_t count_breakpoint(core *c, double t) {
     if (lo < c->steps && c->times[lo] == t) return lo;
     if (c->steps == c->steps_cap) {
         int64_t cap = 2 * c->steps_cap;
-        double *times = realloc(c->times, sizeof(double) * (size_t)cap);
-        if (!times) return -1;
-        c->times = times;
-        double *free_ = realloc(c->free, sizeof(double) * (size_t)cap);
-        if (!free_) return -1;
-        c->free = free_;
+        if (grow_doubles_pair(&c->times, &c->free, cap) < 0) return -1;
         c->steps_cap = cap;
     }
     memmove(&c->times[lo + 1], &c->times[lo], sizeof(double) * (size_t)(c->steps - lo));
@@ -193,7 +188,7 @@ static int64_t span_after(const span_list *list, double s) {
 static int spans_room(span_list *list) {
     if (list->n < list->cap) return 0;
     int64_t cap = list->cap ? 2 * list->cap : 4;
-    span *grown = realloc(list->at, sizeof(span) * (size_t)cap);
+    span *grown = grown_array(list->at, cap, sizeof(span));
     if (!grown) return -1;
     list->at = grown; list->cap = cap;
     return 0;
@@ -257,7 +252,7 @@ static int plan_add(core *c, int64_t j, double start) {
         job_list *list = &c->on_node[nodes[k]];
         if (list->n == list->cap) {
             int64_t cap = list->cap ? 2 * list->cap : 4;
-            interval *grown = realloc(list->at, sizeof(interval) * (size_t)cap);
+            interval *grown = grown_array(list->at, cap, sizeof(interval));
             if (!grown) return -1;
             list->at = grown; list->cap = cap;
         }
@@ -276,7 +271,7 @@ static int plan_remove(core *c, int64_t j, double now) {
     if (!(c->res_end[j] > c->res_start[j])) return 0;
     if (c->outs == c->outs_cap) {
         int64_t cap = c->outs_cap ? 2 * c->outs_cap : 64;
-        freed *grown = realloc(c->outs_at, sizeof(freed) * (size_t)cap);
+        freed *grown = grown_array(c->outs_at, cap, sizeof(freed));
         if (!grown) return -1;
         c->outs_at = grown; c->outs_cap = cap;
     }
@@ -600,13 +595,13 @@ static int ensure_gaps(core *c) {
     int64_t need = c->n_nodes + c->planned;
     if (need <= c->gaps_cap) return 0;
     int64_t cap = 2 * need;
-    gap *gaps = realloc(c->gaps, sizeof(gap) * (size_t)cap);
+    gap *gaps = grown_array(c->gaps, cap, sizeof(gap));
     if (!gaps) return -1;
     c->gaps = gaps;
-    gaps = realloc(c->gaps_tmp, sizeof(gap) * (size_t)cap);
+    gaps = grown_array(c->gaps_tmp, cap, sizeof(gap));
     if (!gaps) return -1;
     c->gaps_tmp = gaps;
-    gaps = realloc(c->by_g1, sizeof(gap) * (size_t)cap);
+    gaps = grown_array(c->by_g1, cap, sizeof(gap));
     if (!gaps) return -1;
     c->by_g1 = gaps;
     c->gaps_cap = cap;

@@ -135,12 +135,7 @@ static int64_t profile_breakpoint(count_profile *p, double t) {
     if (i == 0) { p->error = -4; return -1; }
     if (p->n == p->cap) {
         int64_t cap = 2 * p->cap;
-        double *times = realloc(p->times, sizeof(double) * (size_t)cap);
-        if (!times) { p->error = -1; return -1; }
-        p->times = times;
-        double *free_ = realloc(p->free, sizeof(double) * (size_t)cap);
-        if (!free_) { p->error = -1; return -1; }
-        p->free = free_;
+        if (grow_doubles_pair(&p->times, &p->free, cap) < 0) { p->error = -1; return -1; }
         p->cap = cap;
     }
     memmove(&p->times[i + 1], &p->times[i], sizeof(double) * (size_t)(p->n - i));
@@ -189,12 +184,7 @@ static int profile_blocks(count_profile *p) {
     int64_t blocks = (p->n + PROFILE_BLOCK - 1) / PROFILE_BLOCK;
     if (p->block_cap < blocks) {
         int64_t cap = blocks * 2;
-        double *lo = realloc(p->block_min, sizeof(double) * (size_t)cap);
-        if (!lo) return -1;
-        p->block_min = lo;
-        double *hi = realloc(p->block_max, sizeof(double) * (size_t)cap);
-        if (!hi) return -1;
-        p->block_max = hi;
+        if (grow_doubles_pair(&p->block_min, &p->block_max, cap) < 0) return -1;
         p->block_cap = cap;
     }
     for (int64_t b = p->stale; b < blocks; b++) {
@@ -295,12 +285,7 @@ typedef struct { double *free, *time; int64_t n, cap; int valid; } staircase;
 
 static int stairs_build(staircase *s, const count_profile *p) {
     if (s->cap < p->n) {
-        double *free_ = realloc(s->free, sizeof(double) * (size_t)p->n);
-        if (!free_) return -1;
-        s->free = free_;
-        double *time = realloc(s->time, sizeof(double) * (size_t)p->n);
-        if (!time) return -1;
-        s->time = time;
+        if (grow_doubles_pair(&s->free, &s->time, p->n) < 0) return -1;
         s->cap = p->n;
     }
     s->n = 0;
@@ -324,12 +309,8 @@ static void stairs_given(staircase *s, double most, double from) {
     int64_t last = k < s->n && s->free[k] == most ? k + 1 : k;   /* and one of as many, reached later */
     if (first == last && s->n == s->cap) {
         int64_t cap = s->cap ? 2 * s->cap : 16;
-        double *free_ = realloc(s->free, sizeof(double) * (size_t)cap);
-        if (!free_) { s->valid = 0; return; }           /* built again (or the error) at the next job */
-        s->free = free_;
-        double *time = realloc(s->time, sizeof(double) * (size_t)cap);
-        if (!time) { s->valid = 0; return; }
-        s->time = time;
+        /* no memory: built again (or the error) at the next job */
+        if (grow_doubles_pair(&s->free, &s->time, cap) < 0) { s->valid = 0; return; }
         s->cap = cap;
     }
     memmove(&s->free[first + 1], &s->free[last], sizeof(double) * (size_t)(s->n - last));
@@ -368,12 +349,7 @@ typedef struct {
 static int run_stairs_room(run_stairs *r, int64_t need) {
     if (need <= r->cap) return 0;
     int64_t cap = 2 * need + 16;
-    double *start = realloc(r->start, sizeof(double) * (size_t)cap);
-    if (!start) return -1;
-    r->start = start;
-    double *lasts = realloc(r->lasts, sizeof(double) * (size_t)cap);
-    if (!lasts) return -1;
-    r->lasts = lasts;
+    if (grow_doubles_pair(&r->start, &r->lasts, cap) < 0) return -1;
     r->cap = cap;
     return 0;
 }
@@ -537,7 +513,7 @@ static void run_stairs_truncate(run_stairs *r, const count_profile *p, double co
 static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
     if (r->scratch_cap >= 2 * (p->n + 1)) return 0;
     int64_t cap = 4 * (p->n + 1);
-    double *scratch = realloc(r->scratch, sizeof(double) * (size_t)cap);
+    double *scratch = grown_array(r->scratch, cap, sizeof(double));
     if (!scratch) return -1;
     r->scratch = scratch; r->scratch_cap = cap;
     return 0;
@@ -557,7 +533,7 @@ typedef struct { moved_job *at; int64_t n, cap; } moved_log;
 static int moved_log_add(moved_log *log, double old, double found, double duration, double most, double least) {
     if (log->n == log->cap) {
         int64_t cap = log->cap ? 2 * log->cap : 64;
-        moved_job *at = realloc(log->at, sizeof(moved_job) * (size_t)cap);
+        moved_job *at = grown_array(log->at, cap, sizeof(moved_job));
         if (!at) return -1;
         log->at = at; log->cap = cap;
     }

@@ -6,12 +6,34 @@
 #define GREENSLURM_POOL_LEDGER_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include <stdlib.h>
 
 typedef struct { double time; int64_t seq; int64_t job; int64_t first_node; } end_event;
 typedef struct { double start; int64_t job; } reservation;
+
+/* `items` grown (or shrunk) to `cap` items of `size` bytes each: realloc's answer, or NULL when there is
+ * no memory or when `cap` is below 1 or `cap` x `size` bytes exceed what size_t counts (a capacity
+ * doubled past any real memory); on NULL the array is as it was, still the caller's to free.  The
+ * one way the compiled cores grow an array. */
+static void *grown_array(void *items, int64_t cap, size_t size) {
+    if (cap < 1 || size == 0 || (uint64_t)cap > (uint64_t)(SIZE_MAX / size)) return NULL;
+    return realloc(items, (size_t)cap * size);
+}
+
+/* two arrays of doubles that go together (a step's time and what it frees, a stair's ...) both grown
+ * to `cap`; -1: no memory (each array then grown or as it was, both valid) */
+static int grow_doubles_pair(double **first, double **second, int64_t cap) {
+    double *grown = grown_array(*first, cap, sizeof(double));
+    if (!grown) return -1;
+    *first = grown;
+    grown = grown_array(*second, cap, sizeof(double));
+    if (!grown) return -1;
+    *second = grown;
+    return 0;
+}
 
 /* numpy's pairwise sum of `count` copies of `value` (np.full(count, value).sum()) */
 static double pairwise_sum_of_copies(double value, int64_t count) {
