@@ -106,10 +106,10 @@ def _count(value) -> float:
     return number if number > 0 else 0.0        # (nan > 0 is False)
 
 
-def _printable(text: str, limit: int = 64) -> str:
+def printable(text: str, limit: int = 64) -> str:
     """``text`` for a log line: at most ``limit`` characters, every unprintable one as ``?``.
 
-    >>> _printable("12\\nfake line"), _printable("x" * 100, 5)
+    >>> printable("12\\nfake line"), printable("x" * 100, 5)
     ('12?fake line', 'xxxxx')
     """
     return "".join(c if c.isprintable() else "?" for c in str(text)[:limit])
@@ -167,6 +167,77 @@ class WakeGroup:
             self.avail[node] = self.gavail[node] = 0.0
 
 
+@dataclass(frozen=True)
+class JobNeed:
+    """What a waiting job needs of the nodes: those it may use (``mask``), those big enough for one
+    per-node share when empty (``fits``), the share (``per_node`` CPUs, ``gpus_per_node`` GPUs) on
+    ``nodes`` nodes, its CPUs and GPUs in all (every task of an array), and what its nodes have."""
+
+    mask: np.ndarray
+    fits: np.ndarray
+    per_node: float
+    gpus_per_node: float
+    nodes: int
+    cpus: float
+    gpus: float
+    room_cpus: float
+    room_gpus: float
+
+
+class JobNeeds:
+    """:meth:`of` a pending job on one snapshot's nodes: its :class:`JobNeed`, or why no node can ever
+    hold it.  Every count is read as a number (:func:`_count`): what is no positive number is 0, what is
+    too big for a float no node holds."""
+
+    def __init__(self, snapshot, cpus: np.ndarray, gpus: np.ndarray, other_down: np.ndarray, index) -> None:
+        self.nodes = snapshot.nodes
+        self.eligibility = Eligibility(live_cluster(self.nodes, default_partition=snapshot.default_partition))
+        self.per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
+        self.memory = np.array([float(n.memory_mb) for n in self.nodes])
+        self.cpus, self.gpus, self.other_down, self.index = cpus, gpus, other_down, index
+        self._masks: dict[tuple, np.ndarray] = {}
+
+    def of(self, p) -> JobNeed | str:
+        job, cpus, gpus = p.job, self.cpus, self.gpus
+        extra = job.extra or {}
+        shards = _count(extra.get(SHARDS_KEY, 0))
+        total_gpus = _count(extra.get(GPUS_TOTAL_KEY, 0))
+        features = tuple(p.features)
+        key = (job.partition, features, shards)
+        if key not in self._masks:
+            self._masks[key] = eligible_nodes(self.eligibility, self.nodes, self.per_gpu, job.partition, features,
+                                              int(min(shards, 1e9)))
+        mask = self._masks[key] & ~self.other_down
+        gpu_per_node = max(_count(job.gpus_per_node), 1.0 if (total_gpus or shards) else 0.0)
+        if gpu_per_node > 0:
+            mask = mask & (gpus > 0)             # a GPU job may use the nodes with GPUs only
+        if p.required_nodes:
+            own = np.zeros(len(self.nodes), dtype=bool)
+            own[[self.index[n] for n in p.required_nodes if n in self.index]] = True
+            mask = mask & own
+        if total_gpus and not job.nodes:         # --gpus=N in all, no node count: as few nodes as hold them
+            gpu_per_node = max(min(total_gpus, float(gpus[mask].max(initial=0.0))), 1.0)
+        elif total_gpus:                         # ... over the nodes it names: ceil(N / nodes) on each
+            gpu_per_node = max(gpu_per_node, math.ceil(min(total_gpus, 1e18) / max(min(_count(job.nodes), 1e18), 1)))
+        job_cpus = _count(job.cpus) or 1.0
+        nodes_wanted = max(int(min(_count(job.nodes), len(self.nodes) + 1)), 1)
+        per_node = job_cpus / nodes_wanted if job.nodes else min(job_cpus, float(cpus[mask].max(initial=0.0)))
+        fits = mask & (cpus >= per_node) & (gpus >= gpu_per_node)
+        if _count(job.memory_mb_per_node) > 0:
+            fits &= (self.memory <= 0) | (self.memory >= job.memory_mb_per_node)
+        job_gpus = max(total_gpus, gpu_per_node * nodes_wanted) if not shards else 0.0
+        room_cpus, room_gpus = float(cpus[mask].sum()), float(gpus[mask].sum())
+        if not fits.any():
+            return "no node it may use can hold it"
+        if nodes_wanted > int(np.count_nonzero(fits)):
+            return f"it asks {nodes_wanted} nodes, {int(np.count_nonzero(fits))} of those it may use can hold it"
+        if job_cpus > room_cpus or job_gpus > room_gpus:
+            return "it asks more CPUs or GPUs than the nodes it may use have"
+        tasks = max(int(min(_count(p.tasks), 1e9)), 1)
+        return JobNeed(mask, fits, per_node, gpu_per_node, nodes_wanted, job_cpus * tasks, job_gpus * tasks,
+                       room_cpus, room_gpus)
+
+
 def claim_free(groups: list[WakeGroup], free: np.ndarray, gfree: np.ndarray, powered: np.ndarray) -> None:
     """Each group's CPUs and GPUs free or coming on the powered nodes it may use, after the groups
     before it took what they want (the lowest-numbered nodes first)."""
@@ -209,7 +280,8 @@ class PowerManager:
                    if not p.held and (p.begin_s is None or p.begin_s <= now_s)]
         pinned = {name for p in snapshot.pending if not p.held for name in p.required_nodes}
         under_budget = config.power_budget_w > 0
-        groups = self._groups(snapshot, waiting, cpus, gpus, other_down, index, under_budget)
+        needs = JobNeeds(snapshot, cpus, gpus, other_down, index)
+        groups = self._groups(snapshot, waiting, needs.of, under_budget)
         # idle times: an ON node without a job since when
         for i, name in enumerate(names):
             if states[i] == ON and used[i] == 0 and not other_down[i]:
@@ -258,7 +330,7 @@ class PowerManager:
             free[i], gfree[i] = cpus[i], gpus[i]          # it comes with all its CPUs and GPUs free
             actions.append(PowerAction(names[i], "power_up", why or why_now[0]))
             return True
-        for i in self._pinned_off(soon, index, states, parked):
+        for i in self._pinned_off(soon, index, states, parked, needs.of):
             if not try_wake(i, "a job pinned to it may start within a boot"):
                 break
             counts[phase[i]] += 1
@@ -288,61 +360,30 @@ class PowerManager:
             taken_gpus += take_in_order(np.where(group.mask & (states != OFF), gavail, 0.0), group.gpus)
         return actions
 
-    def _groups(self, snapshot, waiting, cpus, gpus, other_down, index, under_budget: bool) -> list["WakeGroup"]:
+    def _groups(self, snapshot, waiting, shape_of, under_budget: bool) -> list["WakeGroup"]:
         """The waiting jobs that can run on some node, grouped by the nodes they may use (their
         partitions, features and GPUs, :func:`~greenslurm.slurm_plugin.view.eligible_nodes`), the most
         restricted group first; under a budget only the first such job's.  A job no node can ever
         hold is left out, counted (``unusable``) and logged once: it wakes nothing."""
-        nodes = snapshot.nodes
-        eligibility = Eligibility(live_cluster(nodes, default_partition=snapshot.default_partition))
-        per_gpu = np.array([n.shards_per_gpu for n in nodes])
-        memory = np.array([float(n.memory_mb) for n in nodes])
-        masks: dict[tuple, np.ndarray] = {}
         groups: dict[bytes, WakeGroup] = {}
         seen_now: dict[str, str] = {}
         for p in waiting:
-            job = p.job
-            extra = job.extra or {}
-            shards = _count(extra.get(SHARDS_KEY, 0))
-            total_gpus = _count(extra.get(GPUS_TOTAL_KEY, 0))
-            key = (job.partition, tuple(p.features), shards)
-            if key not in masks:
-                masks[key] = eligible_nodes(eligibility, nodes, per_gpu, job.partition, tuple(p.features), shards)
-            mask = masks[key] & ~other_down
-            gpu_per_node = max(_count(job.gpus_per_node), 1.0 if (total_gpus or shards) else 0.0)
-            if gpu_per_node > 0:
-                mask = mask & (gpus > 0)         # a GPU job may use the nodes with GPUs only
-            if p.required_nodes:
-                mask = mask & np.isin(np.arange(len(nodes)), [index[n] for n in p.required_nodes if n in index])
-            job_cpus = _count(job.cpus) or 1.0
-            nodes_wanted = max(int(min(_count(job.nodes), len(nodes) + 1)), 1)
-            per_node = job_cpus / nodes_wanted if job.nodes else min(job_cpus, float(cpus[mask].max(initial=0.0)))
-            fits = mask & (cpus >= per_node) & (gpus >= gpu_per_node)
-            if job.memory_mb_per_node > 0:
-                fits &= (memory <= 0) | (memory >= job.memory_mb_per_node)
-            job_gpus = max(total_gpus, gpu_per_node * nodes_wanted) if not shards else 0.0
-            reason = ""
-            if not fits.any():
-                reason = "no node it may use can hold it"
-            elif nodes_wanted > int(np.count_nonzero(fits)):
-                reason = f"it asks {nodes_wanted} nodes, {int(np.count_nonzero(fits))} of those it may use can hold it"
-            elif job_cpus > float(cpus[mask].sum()) or job_gpus > float(gpus[mask].sum()):
-                reason = "it asks more CPUs or GPUs than the nodes it may use have"
-            if reason:
-                seen_now[p.job_id] = reason
+            shape = shape_of(p)
+            if isinstance(shape, str):
+                seen_now[p.job_id] = shape
                 continue
-            tasks = max(int(min(_count(p.tasks), 1e9)), 1)
-            group = groups.get(mask.tobytes())
+            group = groups.get(shape.mask.tobytes())
             if group is None:
-                group = groups[mask.tobytes()] = WakeGroup(mask, fits, per_node, gpu_per_node, nodes_wanted)
+                group = groups[shape.mask.tobytes()] = WakeGroup(shape.mask, shape.fits, shape.per_node,
+                                                                 shape.gpus_per_node, shape.nodes)
             # CPUs and GPUs wanted, at most all of the group's nodes have (more changes no decision)
-            group.cpus = min(group.cpus + job_cpus * tasks, float(cpus[mask].sum()))
-            group.gpus = min(group.gpus + job_gpus * tasks, float(gpus[mask].sum()))
+            group.cpus = min(group.cpus + shape.cpus, shape.room_cpus)
+            group.gpus = min(group.gpus + shape.gpus, shape.room_gpus)
             if under_budget:
                 break
         new = [job_id for job_id in seen_now if job_id not in self.unusable_jobs]
         for job_id in new:
-            log.warning("power saving: job %s wakes no node: %s", _printable(job_id), seen_now[job_id])
+            log.warning("power saving: job %s wakes no node: %s", printable(job_id), seen_now[job_id])
         self.unusable += len(new)
         self.unusable_new = [(job_id, seen_now[job_id]) for job_id in new]
         self.unusable_jobs = seen_now
@@ -401,13 +442,19 @@ class PowerManager:
         return gpus, np.where(other_down, 0.0, gfree)
 
     @staticmethod
-    def _pinned_off(waiting, index, states, parked) -> list[int]:
-        """Nodes that are off and that jobs the hook pinned wait for (they are woken first)."""
+    def _pinned_off(waiting, index, states, parked, shape_of) -> list[int]:
+        """Nodes that are off and that jobs the hook pinned wait for, if the job may use them (they
+        are woken first)."""
         out: list[int] = []
         for job in waiting:
+            if not job.required_nodes:
+                continue
+            shape = shape_of(job)
+            if isinstance(shape, str):
+                continue
             for name in job.required_nodes:
                 i = index.get(name)
-                if i is not None and states[i] == OFF and parked[i] and i not in out:
+                if i is not None and states[i] == OFF and parked[i] and shape.fits[i] and i not in out:
                     out.append(i)
         return out
 
