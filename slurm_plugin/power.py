@@ -408,7 +408,9 @@ class PowerManager:
         drained = [bool(f & {"drain", "drained", "draining"}) for f in flags]
         parked = np.array([d and r == DRAIN_REASON for d, r in zip(drained, reasons)])
         # nodes an admin drained or Slurm holds down: neither used nor touched
-        other_down = np.array([(d and r != DRAIN_REASON) or bool(f & {"down", "fail", "not_responding"})
+        # (a node powering up does not respond until its slurmd registers: that is no fault)
+        other_down = np.array([(d and r != DRAIN_REASON) or bool(f & {"down", "fail"})
+                               or ("not_responding" in f and not f & {"powering_up", "power_up"})
                                for d, r, f in zip(drained, reasons, flags)])
         index = {name: i for i, name in enumerate(names)}
         used = np.zeros(len(nodes))
