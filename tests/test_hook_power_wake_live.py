@@ -10,17 +10,13 @@ Skipped, with the reason, only without the Slurm binaries or root."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
 
-from hook_service import ServiceProcess, open_record, write_config
-from slurm_cluster import NodeDef, SlurmCluster, kill_restarted_slurmd, shared_root, skip_reason
-from test_hook_power_live import PARKED, node_states, wait_for, write_node_commands
+from hook_service import open_record
+from slurm_cluster import NodeDef, skip_reason
+from test_hook_power_live import PARKED, hook_power_cluster, node_states, wait_for
 
 REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
@@ -35,35 +31,8 @@ SETTINGS = dict(sync_interval_s=1.0, set_required_nodes=False, power_save=True, 
 
 @pytest.fixture(scope="module")
 def partitioned():
-    root = shared_root("greenslurm-power-wake-")
-    socket = str(root / "hook.sock")
-    conf = root / "slurm" / "etc" / "slurm.conf"
-    off, on = write_node_commands(root, conf)
-    config = write_config(root / "hook.toml", socket=socket, socket_owner="root", database=str(root / "hook.sqlite"),
-                          timeout_ms=2000, slurm_conf=str(conf), power_off_command=f"{off} {{node}}",
-                          power_on_command=f"{on} {{node}}", **SETTINGS)
-    command = Path(sysconfig.get_path("scripts")) / "greenslurm"
-    assert os.access(command, os.X_OK), f"{command}: greenslurm is not installed into this interpreter"
-    subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(config), "--dest",
-                    str(root / "rendered"), "--greenslurm", str(command)], check=True, capture_output=True, text=True)
-    snippet = (root / "rendered" / "greenslurm-slurm.conf.snippet").read_text()
-    power_lines = [line for line in snippet.splitlines()
-                   if line.startswith(("SuspendProgram=", "ResumeProgram=", "SuspendTime=", "SuspendTimeout=",
-                                       "ResumeTimeout="))]
-    cluster = SlurmCluster(root / "slurm", NODES, job_submit_lua=(root / "rendered" / "job_submit.lua").read_text(),
-                           extra_conf=power_lines, partitions=PARTITIONS)
-    cluster.start()
-    service = None
-    try:
-        user = cluster.add_user()
-        service = ServiceProcess(config, socket, root / "service.log", env=cluster.env).start()
-        yield {"cluster": cluster, "user": user, "database": root / "hook.sqlite"}
-    finally:
-        if service is not None:
-            service.stop()
-        kill_restarted_slurmd(conf)
-        cluster.stop()
-        kill_restarted_slurmd(conf)
+    with hook_power_cluster("greenslurm-power-wake-", NODES, PARTITIONS, user=True, **SETTINGS) as made:
+        yield made
 
 
 def power_ups(database: Path) -> list[str]:
