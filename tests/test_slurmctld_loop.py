@@ -53,8 +53,8 @@ def test_a_periodic_pass_comes_every_sched_interval_in_whole_passes():
     replay = Replay(jobs, Cluster.homogeneous(1, cpus=4), "slurm", strategy_options={"scheduling": settings})
     got = {r.job_id: round(r.start_s, 6) for r in replay.run().records}
     assert got == {"a": 1.32, "b": 4.38}
-    assert replay.strategy._periodic_from(1.32, strictly=True) == pytest.approx(5.4)
-    assert replay.strategy._periodic_from(5.4, strictly=True) == pytest.approx(10.5)
+    assert replay.strategy.clock.periodic_from(1.32, strictly=True) == pytest.approx(5.4)
+    assert replay.strategy.clock.periodic_from(5.4, strictly=True) == pytest.approx(10.5)
 
 
 @given(start=st.floats(-100, 100), drift=st.floats(0, 0.02), when=st.floats(-200, 10_000))
