@@ -189,13 +189,22 @@ class JobNeeds:
     hold it.  Every count is read as a number (:func:`_count`): what is no positive number is 0, what is
     too big for a float no node holds."""
 
-    def __init__(self, snapshot, cpus: np.ndarray, gpus: np.ndarray, other_down: np.ndarray, index) -> None:
+    def __init__(self, snapshot, cpus: np.ndarray, gpus: np.ndarray, other_down: np.ndarray, index,
+                 previous: "JobNeeds | None" = None) -> None:
+        """``previous``: the last sync's; its partition and feature masks are kept while the nodes'
+        names, partitions, features, GPUs and memory are the same (they rarely change)."""
         self.nodes = snapshot.nodes
-        self.eligibility = Eligibility(live_cluster(self.nodes, default_partition=snapshot.default_partition))
-        self.per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
-        self.memory = np.array([float(n.memory_mb) for n in self.nodes])
+        self.key = (snapshot.default_partition, tuple((n.name, n.partitions, n.features, n.gpus, n.shards, n.memory_mb)
+                                                      for n in self.nodes))
+        if previous is not None and previous.key == self.key:
+            self.eligibility, self.per_gpu, self.memory = previous.eligibility, previous.per_gpu, previous.memory
+            self._masks = previous._masks
+        else:
+            self.eligibility = Eligibility(live_cluster(self.nodes, default_partition=snapshot.default_partition))
+            self.per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
+            self.memory = np.array([float(n.memory_mb) for n in self.nodes])
+            self._masks: dict[tuple, np.ndarray] = {}
         self.cpus, self.gpus, self.other_down, self.index = cpus, gpus, other_down, index
-        self._masks: dict[tuple, np.ndarray] = {}
 
     def of(self, p) -> JobNeed | str:
         job, cpus, gpus = p.job, self.cpus, self.gpus
@@ -205,6 +214,8 @@ class JobNeeds:
         features = tuple(p.features)
         key = (job.partition, features, shards)
         if key not in self._masks:
+            if len(self._masks) >= 4096:         # (keys are what users wrote: kept bounded)
+                self._masks.clear()
             self._masks[key] = eligible_nodes(self.eligibility, self.nodes, self.per_gpu, job.partition, features,
                                               int(min(shards, 1e9)))
         mask = self._masks[key] & ~self.other_down
@@ -258,6 +269,7 @@ class PowerManager:
         self.config = config
         self.power = power
         self.idle_since: dict[str, float] = {}
+        self._needs: JobNeeds | None = None          # the last sync's (its masks are kept)
         self.unusable = 0                            # waiting jobs seen that no node can ever hold
         self.unusable_jobs: dict[str, str] = {}      # ... waiting at the last decision: job id -> why
         self.unusable_new: list[tuple[str, str]] = []    # ... first seen at the last decision
@@ -280,7 +292,7 @@ class PowerManager:
                    if not p.held and (p.begin_s is None or p.begin_s <= now_s)]
         pinned = {name for p in snapshot.pending if not p.held for name in p.required_nodes}
         under_budget = config.power_budget_w > 0
-        needs = JobNeeds(snapshot, cpus, gpus, other_down, index)
+        needs = self._needs = JobNeeds(snapshot, cpus, gpus, other_down, index, self._needs)
         groups = self._groups(snapshot, waiting, needs.of, under_budget)
         # idle times: an ON node without a job since when
         for i, name in enumerate(names):

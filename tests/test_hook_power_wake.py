@@ -276,3 +276,15 @@ def test_crafted_partitions_features_and_gres_never_crash_or_wake_everything(cap
     lines = [r.getMessage() for r in caplog.records if "wakes no node" in r.getMessage()]
     assert len(lines) == 6 and all("\n" not in line for line in lines)
     assert "power saving: job 15?fake wakes no node: no node it may use can hold it" in lines
+
+
+def test_the_masks_kept_between_syncs_follow_a_change_of_partitions():
+    """One manager, two syncs: the masks of the first are kept only while the nodes are the same.
+    After n2 moves to partition gpu, a job of partition gpu may use it (phase 1 has no powered node:
+    n2, the lowest-numbered there)."""
+    m = manager()
+    first = Snapshot(0.0, cluster("mixed", PARKED, PARKED, PARKED), running=[BUSY_N1], pending=[job(partition="gpu")])
+    assert woken(m, first) == ["n4"]
+    moved = [n if n.name != "n2" else LiveNode("n2", 4, 4000, partitions=("gpu",), state=PARKED, reason=DRAIN_REASON)
+             for n in first.nodes]
+    assert woken(m, Snapshot(0.0, moved, running=[BUSY_N1], pending=[job(partition="gpu")])) == ["n2"]
