@@ -281,7 +281,6 @@ class PowerManager:
         if not nodes:
             return []
         names, cpus, max_w, states, flags, parked, other_down, index, used, free = self._node_table(snapshot)
-        gpus, gfree = self._gpu_table(snapshot, states, other_down, index)
         actions: list[PowerAction] = []
         # a node Slurm says is powered down but not drained yet: drain it (only the service wakes nodes)
         for i in np.flatnonzero((states == OFF) & ~parked):
@@ -292,8 +291,13 @@ class PowerManager:
                    if not p.held and (p.begin_s is None or p.begin_s <= now_s)]
         pinned = {name for p in snapshot.pending if not p.held for name in p.required_nodes}
         under_budget = config.power_budget_w > 0
-        needs = self._needs = JobNeeds(snapshot, cpus, gpus, other_down, index, self._needs)
-        groups = self._groups(snapshot, waiting, needs.of, under_budget)
+        if snapshot.pending:      # (without, nothing below asks what jobs need: the common case, kept cheap)
+            gpus, gfree = self._gpu_table(snapshot, states, other_down, index)
+            needs = self._needs = JobNeeds(snapshot, cpus, gpus, other_down, index, self._needs)
+        else:
+            gpus = gfree = np.zeros(len(nodes))
+            needs = None
+        groups = self._groups(snapshot, waiting, needs.of if needs is not None else None, under_budget)
         # idle times: an ON node without a job since when
         for i, name in enumerate(names):
             if states[i] == ON and used[i] == 0 and not other_down[i]:
