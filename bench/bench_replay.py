@@ -14,7 +14,8 @@ The million-job log is KTH-SP2 copied 36 times (each copy later by the log's spa
 renumbered), cut at 1,000,000 records, on KTH's 100 processors; it is written once to the
 temporary folder.  Targets: the million-job EASY replay faster than the reference and below 500 MB;
 KTH EASY and FCFS at most 1.0x the reference; conservative and the deadline queue at most 3x our
-EASY; ``--out`` adds at most 15 %.
+EASY; ``--out`` adds at most 15 %.  ``kth-out-here`` is ``kth-out`` with jobs.parquet written in the
+command's own process (``GREENSLURM_OUT_PROCESS=off``) rather than its child process.
 
 ``million-limit`` replays the million-job log with ``--limit 1000`` against its first 1,000 jobs cut
 to a file (the reader stops at the limit: the peaks should match).  ``kth-conf-easy`` and
@@ -153,6 +154,9 @@ def rows(million: Path) -> dict[str, tuple[str, list[str], list[str], str]]:
         "million-easy": ("1M jobs (KTH copies) EASY", ours + [str(million), "--queue", "easy", "--no-progress"],
                          ref + [str(million)], "reference"),
         "kth-out": ("KTH-SP2 EASY --out", easy + ["--out", out_dir], easy, "our EASY"),
+        # jobs.parquet written in the command's own process instead of its child process
+        "kth-out-here": ("KTH-SP2 EASY --out, GREENSLURM_OUT_PROCESS=off",
+                         ["env", "GREENSLURM_OUT_PROCESS=off", *easy, "--out", out_dir], easy, "our EASY"),
         "kth-conservative": ("KTH-SP2 conservative", ours + [str(KTH), "--queue", "conservative", "--no-progress"],
                              easy, "our EASY"),
         "import-floor": ("importing numpy and rich, nothing else", [sys.executable, "-c", IMPORT_FLOOR],

@@ -4,8 +4,10 @@
 Reads recordings made by ``bench/slurm_power_reference.py`` (or records fresh ones with
 ``--record N``), replays each with its recorded slurm.conf (SuspendTime, SuspendTimeout, ... read from
 it), every node that may be powered down POWERED_DOWN at the start (as in the recording), the boot
-time the recording measured (median from a resume to the node responding) and slurmctld's start (its
-30-second checks of configuring jobs count from there), and reports per recording: mean wait
+time the recording measured (median from a resume to the node responding), slurmctld's start (its
+30-second checks of configuring jobs count from there), the backfill thread's looks as its log shows
+them (:func:`backfill_loop`) and slurmctld's clock at the recording's start (the will-run test's
+groups close on it), and reports per recording: mean wait
 (recorded, replayed, difference), jobs starting within 2 s of Slurm's start and on the same nodes,
 the jobs' times from slurmctld's log to the millisecond where the recording has them (sacct's whole
 seconds with ``--whole-seconds``: a job that started at 110.9 s and one at 110.0 s look alike),
@@ -37,7 +39,7 @@ from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
 from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
 from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, loop_from_checks  # noqa: E402
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
-from greenslurm.traces.slurmctld_log import one_per_check  # noqa: E402
+from greenslurm.traces.slurmctld_log import backfill_looks_s, one_per_check  # noqa: E402
 
 START_TOLERANCE_S = 2.0
 # slurmctld's background loop's passes took 1.5-5.5 ms per second longer than a second in the first
@@ -47,12 +49,23 @@ BACKGROUND_DRIFT = 0.003
 
 
 def load(where: Path) -> dict:
+    """A recording, with its backfill thread's looks (``backfill_looks``, trace seconds) from the
+    slurmctld log kept beside it (``seedN.slurmctld.log.gz`` next to ``seedN.json.gz``, or
+    ``slurmctld.log.gz`` in the recorder's folder) where there is one."""
     path = Path(where)
     if path.is_dir():
         path = path / "schedule.json"
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as handle:
-        return json.load(handle)
+        recording = json.load(handle)
+    stem = path.name.removesuffix(".gz").removesuffix(".json")
+    for log in (path.with_name(f"{stem}.slurmctld.log.gz"), path.with_name("slurmctld.log.gz")):
+        if log.is_file() and "backfill_looks" not in recording:
+            with gzip.open(log, "rt") as handle:
+                zero = int(recording["t0_epoch"])
+                recording["backfill_looks"] = [round(at - zero, 3) for at in backfill_looks_s(handle.read())]
+            break
+    return recording
 
 
 def measured_boot_s(recording: dict) -> float:
@@ -79,6 +92,27 @@ def power_tick_phase_s(recording: dict) -> float:
     return 0.0
 
 
+def power_thread_loop(recording: dict) -> BackgroundLoop | None:
+    """The power-save thread's wake-ups as its logged suspends and resumes show them (each scan that
+    acted logs at its wake-up; a pass is a second's sleep and its work, so they creep through the
+    second): their pace from pairs at most 170 s apart, whole seconds apart in passes, anchored at
+    the first (:func:`~greenslurm.sim.engine.slurmctld_loop.loop_from_checks`); None without two
+    such scans.
+
+    >>> loop = power_thread_loop({"power_events": [[-10.159, "suspend", "n2"], [4.857, "resume", "n2"],
+    ...                                            [9.906, "up", "n2"], [149.9, "suspend", "n4"]]})
+    >>> round(loop.start_s, 3), round(loop.drift, 5)         # 160 passes in 160.059 s
+    (-10.159, 0.00037)
+    """
+    scans = one_per_check(at for at, kind, _ in recording.get("power_events", ()) if kind in ("suspend", "resume"))
+    if not scans:
+        return None
+    try:
+        return loop_from_checks(scans, scans[0])
+    except ValueError:
+        return None
+
+
 def logged_checks(recording: dict) -> list[float]:
     """The moments of slurmctld's 30-second checks that its log shows: a job's start reset once its
     powered-down nodes were up ("Resetting JobId=... start time for node power up", logged in
@@ -91,6 +125,25 @@ def logged_checks(recording: dict) -> list[float]:
     return one_per_check(sorted(r["log_times"]["start"] for r in recording["jobs"]
                                 if "alloc" in (r.get("log_times") or {})
                                 and r["log_times"]["start"] > r["log_times"]["alloc"]))
+
+
+def backfill_loop(recording: dict) -> BackgroundLoop | None:
+    """The backfill thread's loop as the recording's log shows it: its pace from its looks that
+    started a job (pairs at most 170 s apart, whole seconds apart in looks), counted back to
+    slurmctld's start like the background loop (:func:`background_loop`); None without a log or
+    two such looks (its looks then keep the first submission's phase in the second).
+
+    >>> loop = backfill_loop({"ctld_start_trace_s": -30.0, "backfill_looks": [2.855, 3.856, 7.857, 84.884]})
+    >>> round(loop.drift, 5), round(loop.start_s % 1, 3)        # 82 looks in 82.029 s
+    (0.00035, 0.843)
+    """
+    looks, start = recording.get("backfill_looks"), recording.get("ctld_start_trace_s")
+    if not looks or start is None:
+        return None
+    try:
+        return loop_from_checks(looks, start)
+    except ValueError:
+        return None
 
 
 def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop | None:
@@ -140,6 +193,16 @@ def workload(recording: dict, whole_seconds: bool = False) -> list[JobSpec]:
             for job in jobs_of(recording)]
 
 
+def clock_at_zero_s(recording: dict) -> float:
+    """slurmctld's clock at the recording's trace second 0: its times count from the whole second
+    the workload started in (the log's and jobcomp's alike).
+
+    >>> clock_at_zero_s({"t0_epoch": 1795874198.357})
+    1795874198.0
+    """
+    return float(int(recording["t0_epoch"]))
+
+
 def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False, submit_delay_s: float = 0.0,
            loop_from_start: bool = False):
     """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
@@ -154,8 +217,15 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
                                         start_powered_down=True, slurmctld_start_s=start,
                                         tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
+    thread = None if loop_from_start else power_thread_loop(recording)
+    if thread is not None:
+        saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift)
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
-                         background_start_s=start, background_drift=drift if loop is not None else 0.0)
+                         background_start_s=start, background_drift=drift if loop is not None else 0.0,
+                         clock_at_zero_s=clock_at_zero_s(recording))
+    looks = None if loop_from_start else backfill_loop(recording)
+    if looks is not None:
+        scheduling = replace(scheduling, backfill_start_s=looks.start_s, backfill_drift=looks.drift)
     run = Replay(workload(recording, whole_seconds), cluster, "slurm", strategy_options={"scheduling": scheduling},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()

@@ -10,7 +10,7 @@ an ``exec sleep`` of its runtime.
 
 Recorded per job (as ``bench/slurm_reference.py`` records: submit, start, end, nodes; and
 ``log_times``: submission, allocation, start and end as slurmctld logged them, to the millisecond)
-plus the
+plus the backfill thread's looks that started a job (``backfill_looks``, trace seconds), the
 power events (``power_events``: trace seconds, "suspend" or "resume", node) and when each node was
 seen up again (``booted``), into ``schedule.json`` with the slurm.conf slurmctld read.
 
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from slurm_cluster import NodeDef, SlurmCluster, kill_restarted_slurmd, shared_root, skip_reason  # noqa: E402
 from slurm_reference import RefJob, _all_done, _collect, _sbatch_args  # noqa: E402
 from greenslurm.traces.slurm_conf import expand_hostlist  # noqa: E402
+from greenslurm.traces.slurmctld_log import backfill_looks_s  # noqa: E402
 
 NODES = tuple(NodeDef(f"n{i}", 4, 4000) for i in range(1, 5))
 PARTITIONS = ("PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP",)
@@ -48,6 +49,22 @@ SCHEDULER = ("SchedulerType=sched/backfill",
 # the power-saving settings of the recordings (the replay reads them back from the recorded slurm.conf)
 POWER = ("SuspendTime=15", "SuspendTimeout=3", "ResumeTimeout=30", "SuspendRate=0", "ResumeRate=0",
          "SuspendExcNodes=n1", "DebugFlags=Power", "SlurmctldDebug=verbose")
+# --backfill-log: what backfill planned for each job and where cons_tres placed it, at debug level
+# (more log lines, so a development recording, not one to compare with those above)
+BACKFILL_LOG = ("DebugFlags=Power,Backfill,BackfillMap,SelectType", "SlurmctldDebug=debug")
+
+
+def power_settings(backfill_log: bool = False) -> tuple[str, ...]:
+    """The recordings' power-saving settings, with backfill's and cons_tres's debug log if asked.
+
+    >>> [s for s in power_settings(True) if s.startswith(("Debug", "SlurmctldDebug"))]
+    ['DebugFlags=Power,Backfill,BackfillMap,SelectType', 'SlurmctldDebug=debug']
+    >>> power_settings() == POWER
+    True
+    """
+    if not backfill_log:
+        return POWER
+    return (*(s for s in POWER if not s.startswith(("DebugFlags=", "SlurmctldDebug="))), *BACKFILL_LOG)
 
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] ")
 _LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (?:.*power_save: pid \d+ (suspending|waking) "
@@ -172,7 +189,8 @@ def ctld_start(log: str, t0: int) -> float:
     raise ValueError("an empty slurmctld log")
 
 
-def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: float = 900.0) -> dict:
+def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: float = 900.0,
+           backfill_log: bool = False) -> dict:
     reason = skip_reason()
     if reason:
         raise RuntimeError(reason)
@@ -182,7 +200,7 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
     jobcomp = root / "jobcomp.txt"
     conf = root / "slurm" / "etc" / "slurm.conf"
     off, on = node_commands(root, conf, boot_sleep_s)
-    extra = [*SCHEDULER, *POWER, f"SuspendProgram={off}", f"ResumeProgram={on}", "JobCompType=jobcomp/filetxt",
+    extra = [*SCHEDULER, *power_settings(backfill_log), f"SuspendProgram={off}", f"ResumeProgram={on}", "JobCompType=jobcomp/filetxt",
              f"JobCompLoc={jobcomp}", "MinJobAge=3600"]
     cluster = SlurmCluster(root / "slurm", NODES, extra_conf=extra, partitions=PARTITIONS)
     ids: dict[str, str] = {}
@@ -221,6 +239,7 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
         events = power_events(log, int(t0))
         started = ctld_start(log, int(t0))
         logged = job_times(log, int(t0))
+        looks = [round(at - int(t0), 3) for at in backfill_looks_s(log)]
         for entry in records:
             entry["log_times"] = logged.get(str(entry["job_id"]), {})
     finally:
@@ -229,6 +248,7 @@ def record(jobs: list[RefJob], out: Path, boot_sleep_s: float = 5.0, timeout_s: 
         kill_restarted_slurmd(conf)
     recording = {"variant": "power-save", "speedup": 1.0, "t0_epoch": t0, "boot_sleep_s": boot_sleep_s,
                  "slurm_conf": conf_text, "jobs": records, "power_events": events, "ctld_start_trace_s": started,
+                 "backfill_looks": looks,
                  "samples": samples}
     (out / "slurm.conf").write_text(conf_text)
     (out / "schedule.json").write_text(json.dumps(recording, indent=1) + "\n")
@@ -245,9 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boot-sleep", type=float, default=5.0, help="seconds ResumeProgram waits before "
                         "starting slurmd (default 5)")
     parser.add_argument("--out", type=Path, required=True, help="folder for schedule.json and slurm.conf")
+    parser.add_argument("--backfill-log", action="store_true", help="log what backfill planned for each job "
+                        "and where cons_tres placed it (DebugFlags Backfill, BackfillMap and SelectType at "
+                        "SlurmctldDebug=debug): for reading why Slurm started a job; slower logging, so not "
+                        "a recording to compare")
     args = parser.parse_args(argv)
     jobs = power_workload(args.jobs, args.seed)
-    recording = record(jobs, args.out, args.boot_sleep)
+    recording = record(jobs, args.out, args.boot_sleep, backfill_log=args.backfill_log)
     print(f"{len(recording['jobs'])} jobs, {len(recording['power_events'])} power events -> {args.out}")
     return 0
 

@@ -410,10 +410,7 @@ def _pointing_at(where: str, names: dict[str, str]):
 def run_scenario(scenario: Scenario, console: Console, out: str | None, json_file: str | None,
                  no_progress: bool, save_scenario: str | None) -> int:
     """Replay ``scenario``; print the report, write --out, --json and --save-scenario."""
-    from rich.markup import escape
-
-    from greenslurm import cmd_compare, cmd_gpu_replay, cmd_power, scenario_run
-    from greenslurm.sim.reporting.report import print_note, render_report
+    from greenslurm import scenario_run
 
     check_output_paths(out, json_file)
     scenario_text = None
@@ -429,17 +426,65 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
             # a file name with bytes that are not UTF-8 (Linux allows any): TOML is UTF-8 text
             raise InputError("cannot hold the scenario's file names: one is not UTF-8, and a TOML file is",
                              path=printable(save_scenario)) from None
-    shown = showing_progress(console, no_progress)
-    inputs = scenario_run.load_inputs(scenario, status=console.status if shown else None)
-    show = shown and len(inputs.jobs) >= PROGRESS_MIN_JOBS
-    with progress_bar(console, len(inputs.jobs), show) as progress:
-        outcome = scenario_run.replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace, progress=progress)
-    for reason, count in sorted(outcome.result.skipped.items()):
-        log.info("replay skipped %d jobs: %s", count, reason)
+    parquet = _start_jobs_parquet(out)      # before any progress display's thread
+    try:
+        shown = showing_progress(console, no_progress)
+        inputs = scenario_run.load_inputs(scenario, status=console.status if shown else None)
+        show = shown and len(inputs.jobs) >= PROGRESS_MIN_JOBS
+        with progress_bar(console, len(inputs.jobs), show) as progress:
+            outcome = scenario_run.replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace,
+                                               progress=progress)
+        for reason, count in sorted(outcome.result.skipped.items()):
+            log.info("replay skipped %d jobs: %s", count, reason)
+        if outcome.left_out_by_budget:
+            console.print(f"{outcome.left_out_by_budget:,} jobs need more power than the budget "
+                          f"({scenario.power_states.budget_w:,.0f} W) even alone: left out")
+        if parquet is not None:
+            with _writing_results(out):
+                parquet.send(outcome.result.columns)
+        _report_and_write(scenario, outcome, console, out, json_file, save_scenario, scenario_text, parquet)
+    except BaseException:
+        if parquet is not None:
+            parquet.cancel()
+        raise
+    return EXIT_OK
+
+
+@contextlib.contextmanager
+def _writing_results(out: str):
+    """Errors writing --out as one line each, naming the folder (exit 2)."""
+    from greenslurm.sim.reporting.child_file import ChildFailed
+    from greenslurm.sim.reporting.outputs import ValueTooLarge
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(f"cannot write results: {exc.strerror or exc}", path=out) from None
+    except ValueTooLarge as exc:
+        raise InputError(f"cannot write jobs.parquet: {exc}", path=out) from None
+    except ChildFailed as exc:
+        raise InputError(f"cannot write results: {exc}", path=out) from None
+
+
+def _start_jobs_parquet(out: str | None):
+    """jobs.parquet's child process, started before the trace is read so that it loads pyarrow
+    meanwhile (None: no --out, or jobs.parquet is written in this process with the other files)."""
+    if out is None:
+        return None
+    from greenslurm.sim.reporting.outputs import start_jobs_parquet      # the writers: only for --out
+    with _writing_results(out):
+        return start_jobs_parquet(out)
+
+
+def _report_and_write(scenario, outcome, console: Console, out: str | None, json_file: str | None,
+                      save_scenario: str | None, scenario_text: str | None, parquet) -> None:
+    """Print the replay's report; write --out (with ``parquet``, jobs.parquet started), --json and
+    --save-scenario."""
+    from rich.markup import escape
+
+    from greenslurm import cmd_compare, cmd_gpu_replay, cmd_power
+    from greenslurm.sim.reporting.report import print_note, render_report
+
     summary = outcome.summary
-    if outcome.left_out_by_budget:
-        console.print(f"{outcome.left_out_by_budget:,} jobs need more power than the budget "
-                      f"({scenario.power_states.budget_w:,.0f} W) even alone: left out")
     trace = outcome.trace
     what = f"{printable(Path(str(trace.path)).name)} ({trace.format})" if trace is not None else "synthetic trace"
     selection = "" if scenario.selection_name == "firstfit" else f", {scenario.selection_name}"
@@ -457,14 +502,9 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
     if model is not None:
         print_note(console, f"power model: {model['text']}", style="yellow" if model["assumed"] else "dim")
     if out is not None:
-        from greenslurm.sim.reporting.outputs import write_outputs      # the writers: only for --out
-        from greenslurm.sim.reporting.outputs import ValueTooLarge
-        try:
-            paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine)
-        except OSError as exc:
-            raise InputError(f"cannot write results: {exc.strerror or exc}", path=out) from None
-        except ValueTooLarge as exc:
-            raise InputError(f"cannot write jobs.parquet: {exc}", path=out) from None
+        from greenslurm.sim.reporting.outputs import write_outputs
+        with _writing_results(out):
+            paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine, parquet=parquet)
         for path in paths.values():
             console.print(f"wrote {escape(printable(str(path)))}", style="dim")
     if json_file is not None:
@@ -472,7 +512,6 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         write_text(json_file, summary_json_text(summary), console)
     if save_scenario is not None:
         write_text(save_scenario, scenario_text, console)
-    return EXIT_OK
 
 
 def cmd_traces_info(args: argparse.Namespace, console: Console) -> int:

@@ -342,6 +342,19 @@ def slurm_memory_requests(scenario: Scenario, jobs):
     return read_memory_as_slurm(jobs, first_node_memory(conf), default.name if default else None)
 
 
+def memory_asked_none(outcome: Outcome) -> int | None:
+    """How many jobs the Slurm queue took as asking no memory (:func:`slurm_memory_requests`: their
+    sacct memory is Slurm's stand-in for none); None where that reading does not apply (another
+    queue, or no slurm.conf)."""
+    if outcome.scenario.queue != "slurm" or outcome.scenario.cluster.slurm_conf is None:
+        return None
+    jobs = outcome.replay.ordered
+    if getattr(jobs, "table", None) is not None:      # a job table (SWF, ...): no sacct memory to read
+        return 0
+    from greenslurm.sim.engine.slurm_memory import count_asked_no_memory
+    return count_asked_no_memory(jobs)
+
+
 def slurm_power_saving(scenario: Scenario, cluster: Cluster):
     """Slurm's power saving for the slurm queue: the slurm.conf's SuspendTime, ... with the
     scenario's ``power_states`` (``suspend_after_s`` sets SuspendTime; ``boot_s``, ``boot_w``,
@@ -548,6 +561,9 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     else:
         summary["trace"] = {"path": s.trace.path}
     summary["selection"] = s.selection_name
+    asked_none = memory_asked_none(outcome)
+    if asked_none is not None:
+        summary["memory_asked_none"] = asked_none
     from greenslurm.power_model import describe
     summary["power_model"] = describe(s, outcome.cluster, effective_power_states(outcome)).as_dict()
     summary[SCHEMA_KEY] = SUMMARY_SCHEMA          # what summary.json and --json carry (docs/outputs.md)

@@ -203,15 +203,18 @@ def test_every_command_is_in_the_table():
     assert [action.help for action in commands._choices_actions] == list(COMMAND_HELP.values())
 
 
-def test_out_writes_parquet_without_pandas(kth_cut, tmp_path):
+@pytest.mark.parametrize("process", ["auto", "off"])
+def test_out_writes_parquet_without_pandas(process, kth_cut, tmp_path, monkeypatch):
     # jobs.csv, jobs.parquet and power.csv come from the result's columns (pyarrow writes the Parquet
-    # file from the columns' buffers): --out loads pyarrow and none of the other heavy packages
+    # file from the columns' buffers): --out loads pyarrow and none of the other heavy packages; by
+    # default pyarrow is loaded by jobs.parquet's child process only, with the child off by the command
     import csv
     import pyarrow.parquet as pq
+    monkeypatch.setenv("GREENSLURM_OUT_PROCESS", process)
     out = tmp_path / "out"
     code, loaded = main_in_fresh_process(["replay", str(kth_cut), "--out", str(out)], tmp_path)
     heavy = set(HEAVY) - {"pyarrow"}
-    assert code == 0 and "pyarrow" in loaded and not loaded & heavy, sorted(loaded & heavy)
+    assert code == 0 and ("pyarrow" in loaded) == (process == "off") and not loaded & heavy, sorted(loaded & heavy)
     table = pq.read_table(out / "jobs.parquet")
     with open(out / "jobs.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -284,7 +284,11 @@ def overloaded_mixed_pools(draw):
     the plan's staircase updated for each slot given back rather than built again."""
     nodes = draw(st.integers(2, 16))
     count = draw(st.integers(150, 300))
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    return mixed_overloaded_pool(nodes, count, np.random.default_rng(draw(st.integers(0, 2**32 - 1))))
+
+
+def mixed_overloaded_pool(nodes, count, rng):
+    """``count`` jobs on ``nodes`` processors as :func:`overloaded_mixed_pools` draws them, from ``rng``."""
     submit = np.sort(rng.integers(0, 20, count)).astype(float)
     requested = np.round(10 ** rng.uniform(0, 4, count))
     run_for = np.where(rng.random(count) < 0.7, np.floor(requested * rng.random(count)), requested)
@@ -296,6 +300,17 @@ def overloaded_mixed_pools(draw):
 @given(overloaded_mixed_pools())
 def test_conservative_on_mixed_overloaded_pools_equals_the_general_loop(monkeypatch_session, workload):
     assert_conservative_cores_equal(monkeypatch_session, workload)
+
+
+def test_conservative_cuts_a_counts_stairs_where_the_last_run_read_may_grow(monkeypatch_session):
+    """254 jobs on 2 processors: moves change the plan from where the compression had read a processor
+    count's runs to, so the last run it read may now last longer; the stairs are cut from the run
+    holding or ending at the first change (a build that kept them whole when the change began at or
+    after that point gave other starts here)."""
+    rng = np.random.default_rng(23)
+    nodes, count = int(rng.integers(2, 17)), int(rng.integers(150, 301))
+    assert (nodes, count) == (2, 254)
+    assert_conservative_cores_equal(monkeypatch_session, mixed_overloaded_pool(nodes, count, rng))
 
 
 def late_in_time(workload):

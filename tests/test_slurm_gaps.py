@@ -266,3 +266,66 @@ def test_with_a_default_memory_reqmem_is_what_the_job_holds(tmp_path):
     assert first_node_memory(parse_slurm_conf(str(folder / "slurm.conf"))) == {"all": 4000.0}
     replayed = workloads.replayed_schedule(folder / "trace.txt", tmp_path / "slurm.conf")
     assert "b" not in replayed and set(replayed) == {"a", "c"}
+
+
+# Submissions stamped in one second, against the pass in that second (docs/slurm-reference.md,
+# "Whole-second stamps").  A development recording (bench/data/slurm-workloads/s70: 4 nodes of 4/16
+# CPUs, sched/builtin; slurmctld's log at its default level): j01 and j02 reached slurmctld 7 ms
+# apart (13.088 and 13.095 s on its clock, stamp 6 s after the first submission), and one pass,
+# at 13.731, allocated both (n02).  Read as instants spread evenly over their second (1/3 and 2/3)
+# against a pass in its middle, j02 would have come after that pass and started at the next one
+# the background thread may run, 3 s later (batch_sched_delay): 9 s.  Submissions sharing a stamp
+# are a burst and are seen by the same pass.  Every start up to j04, as Slurm recorded it:
+BURST = {"j00": (0, "n01,n02"), "j01": (6, "n02"), "j02": (6, "n02"), "j03": (10, "n02,n03"), "j04": (13, "n04")}
+
+
+def test_submissions_stamped_in_one_second_are_seen_by_one_pass_as_real_slurm_did():
+    folder = ROOT / "bench" / "data" / "slurm-workloads" / "s70" / "run1"
+    recorded = workloads.recorded_schedule(folder / "trace.txt")
+    replayed = workloads.replayed_schedule(folder / "trace.txt", folder / "slurm.conf")
+    origin = min(v[0] for v in recorded.values())
+    first = sorted(recorded, key=lambda job: (recorded[job][1], job))[:len(BURST)]
+    table = {job: (round(recorded[job][1] - origin), ",".join(recorded[job][2])) for job in first}
+    assert table == BURST                              # the table is the recording: its first starts
+    assert recorded["j01"][0] == recorded["j02"][0]    # one stamp
+    off = {job: ((replayed[job][1] - origin, ",".join(replayed[job][2])), BURST[job]) for job in BURST
+           if abs(replayed[job][1] - origin - BURST[job][0]) > TOLERANCE_S or ",".join(replayed[job][2]) != BURST[job][1]}
+    assert off == {}
+
+
+def test_slurmctlds_log_tells_which_stamped_events_came_before_the_pass_of_their_second():
+    # bench/stamp_sides.py on s70's log (default level: passes show by their allocations): the
+    # generator submitted 0.088 s into each second (median) and the passes' phase drifted from 0.72
+    # through the second, so 47 of 60 submissions came before the pass of their second; of the 60
+    # ends, 46 before, 11 after, 3 with no allocating pass within 30 s.  Its examples run too.
+    import doctest
+
+    import stamp_sides
+    log = (ROOT / "bench" / "data" / "slurm-workloads" / "s70" / "run1" / "slurmctld.log").read_text()
+    found = stamp_sides.sides(log)
+    assert (found.submissions, found.ends, round(found.submission_phase_median, 3)) == ((47, 13, 0), (46, 11, 3), 0.088)
+    assert doctest.testmod(stamp_sides).failed == 0
+
+
+def test_an_unreadable_log_is_one_error_line(tmp_path, capsys):
+    import stamp_sides
+    assert stamp_sides.main([str(tmp_path / "missing.log")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing.log: cannot read" in err
+    (tmp_path / "cut.log.gz").write_bytes(b"\x1f\x8b\x08\x00")          # a gzip header, nothing after
+    assert stamp_sides.main([str(tmp_path / "cut.log.gz")]) == 2
+    assert capsys.readouterr().err.startswith(f"{tmp_path / 'cut.log.gz'}: cannot read: ")
+
+
+@pytest.mark.parametrize("stamp, field", [("2026-13-01T00:00:05.100", "month must be in 1..12"),
+                                          ("2026-02-30T00:00:05.100", "day is out of range for month"),
+                                          ("2026-01-01T25:00:05.100", "hour must be in 0..23")])
+def test_a_stamp_that_is_no_time_is_one_error_line_naming_its_line(stamp, field, tmp_path, capsys):
+    # the site's log reader (python -m greenslurm.traces.slurmctld_log) and bench/stamp_sides.py
+    import stamp_sides
+    from greenslurm.traces import slurmctld_log
+    log = tmp_path / "slurmctld.log"
+    log.write_text(f"[2026-01-01T00:00:01.000] _job_complete: JobId=1 done\n[{stamp}] sched: Allocate JobId=2\n")
+    for main in (slurmctld_log.main, stamp_sides.main):
+        assert main([str(log)]) == 2
+        assert capsys.readouterr().err == f"{log}: line 2: time stamp {stamp!r} is no time ({field})\n"

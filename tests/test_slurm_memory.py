@@ -128,3 +128,26 @@ def test_crafted_memory_fields_are_counted_skips_or_one_line_errors(tmp_path, re
         read_sacct(str(path), strict=True)
     text = str(error.value)
     assert "\n" not in text and "jobs.txt" in text and ":2" in text and reason.split()[-1] in text, text
+
+
+@pytest.mark.parametrize("queue, site_default, expected", [
+    ("slurm", "", 2),                     # c and e: ReqMem 4000M, n1's RealMemory (see above)
+    ("slurm", "DefMemPerCPU=1000\n", 0),  # a default memory: every ReqMem is what the job holds
+    ("easy", "", None),                   # not the Slurm queue: memory read as given, no count
+])
+def test_the_replay_counts_the_jobs_read_as_asking_no_memory(queue, site_default, expected, tmp_path, capsys):
+    # summary.json's memory_asked_none and a row of the report's table of adjusted jobs
+    import json
+    from pathlib import Path
+
+    from greenslurm.cli import main
+    folder = Path(__file__).parent / "data" / "slurm-gaps" / "memory-consumable"
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(site_default + (folder / "slurm.conf").read_text())
+    summary = tmp_path / "summary.json"
+    assert main(["replay", str(folder / "trace.txt"), "--queue", queue, "--slurm-conf", str(conf), "--no-progress",
+                 "--json", str(summary)]) == 0
+    assert json.loads(summary.read_text()).get("memory_asked_none") == expected
+    shown = [line.split() for line in capsys.readouterr().out.splitlines() if "asked no memory" in line]
+    assert shown == ([["adjusted", "slurm.conf", "asked", "no", "memory", "(sacct", "shows", "its", "partition's",
+                       "first", "node's", "memory)", str(expected)]] if expected else [])

@@ -19,7 +19,7 @@ from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
-from greenslurm.sim.engine.slurm_will_run import group_ends
+from greenslurm.sim.engine.slurm_will_run import group_ends, slurm_clock_s
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
 
 
@@ -250,6 +250,57 @@ def test_will_run_groups_running_jobs_by_a_doubling_window():
     assert group_ends([10.0, 20.0, 70.0, 100.0, 500.0], 30.0) == [(2, 1), (3, 2), (4, 3), (5, 4)]
     assert group_ends([30.0], 30.0) == [(1, 0)]            # an end on the barrier: E = 60
     assert group_ends([0.0, 59.0, 61.0], 30.0) == [(2, 1), (3, 2)]   # E = 30: <= 60, then 61 <= 90
+
+
+def test_will_run_groups_close_on_slurm_s_clock_not_on_trace_seconds():
+    # Seed 331's recording (bench/data/slurm-power): p10 (limit 60 s) started at Unix second
+    # 1795874317 and p08 (limit 120 s) at 1795874296, so their expected ends are 1795874377 and
+    # 1795874416.  On Slurm's clock E = 1795874377 + (30 - 1795874377 mod 30 = 30 - 7) = 1795874400
+    # and 1795874416 <= E + 30: p10 and p08 are freed together, one group (cons_tres's test then
+    # finds n1-n2 after p08, as the recording's debug log shows).  In trace seconds from the
+    # workload's whole second 1795874198 the same ends are 179 and 218: E = 180 and 218 > 210, two
+    # groups (the replay before: n3-n4 after p10 alone).
+    ends = np.array([179.0, 218.0])
+    clock = slurm_clock_s(ends, 1795874198.0).tolist()
+    assert clock == [1795874377.0, 1795874416.0]
+    assert group_ends(clock, 30.0) == [(2, 1)]
+    assert group_ends(slurm_clock_s(ends).tolist(), 30.0) == [(1, 0), (2, 1)]
+    # a time_t is whole seconds: an end at 210.6 s is 210 on the clock and stays in E = 180's group
+    assert group_ends(slurm_clock_s(np.array([179.0, 210.6])).tolist(), 30.0) == [(2, 1)]
+    assert group_ends([179.0, 210.6], 30.0) == [(1, 0), (2, 1)]
+
+
+@given(st.lists(st.integers(0, 5_000_000).map(lambda ms: ms / 1000), min_size=1, max_size=12),   # log stamps
+       st.integers(0, 10**8), st.integers(0, 999).map(lambda ms: ms / 1000), st.integers(-3, 3))
+@settings(max_examples=200, deadline=None)
+def test_will_run_groups_depend_on_the_clock_only_through_its_place_in_the_window(ends, windows, fraction, whole):
+    # Slurm's groups close on multiples of 30 s of its clock (whole seconds): moving the clock by whole
+    # windows changes no group, and neither does a fraction of a second that moves no end across a
+    # whole second (the time_t of every end stays the same)
+    ends = sorted(ends)
+    base = slurm_clock_s(np.array(ends), 1795874198.0 + whole).tolist()
+    shifted = slurm_clock_s(np.array(ends), 1795874198.0 + whole + 30.0 * windows).tolist()
+    assert group_ends(shifted, 30.0) == group_ends(base, 30.0)
+    if all(math.floor(e + fraction) == math.floor(e) for e in ends):
+        assert slurm_clock_s(np.array(ends), float(whole) + fraction).tolist() == \
+            slurm_clock_s(np.array(ends), float(whole)).tolist()
+
+
+@pytest.mark.parametrize("clock_at_zero_s, y_start", [(0.0, 3.0), (20.0, 114.0)])
+def test_where_slurm_s_clock_stands_decides_which_nodes_a_wide_job_is_planned_on(clock_at_zero_s, y_start):
+    # Seed 331's case, small.  Four nodes of 4 CPUs: B holds n0-n1 (limit 114 s, from 0), A holds n2
+    # (limit 60, from 1): expected ends 114 and 61.  X (-N 2, 8 CPUs) waits from 2; Y (1 CPU, limit
+    # 60, runs 10 s) comes at 3, with n3 free.
+    # Clock 0: ends 61 and 114; E = 90 and 114 <= 90 + 30: A and B are freed together and X is
+    # planned on n0-n1 at 114; nothing holds n3, Y is backfilled there at 3.
+    # Clock 20: ends 81 and 134; E = 90 and 134 > 120: A alone, X planned on n2-n3 from 61; Y's
+    # [3, 63] reaches into that plan, so it waits, and runs when B ends at 114 (X took n2-n3 at 61).
+    jobs = [job("B", 0, 114, cpus=8, nodes=2), job("A", 1, 60, cpus=4), job("X", 2, 100, cpus=8, nodes=2),
+            job("Y", 3, 60, runtime=10, cpus=1)]
+    ran, _, _ = run(jobs, Cluster.homogeneous(4, cpus=4), bf_interval_s=1, bf_resolution_s=1,
+                    clock_at_zero_s=clock_at_zero_s)
+    assert (ran["X"].start_s, ran["X"].node_indices) == (61.0, (2, 3))
+    assert (ran["Y"].start_s, ran["Y"].node_indices) == (y_start, (3,) if y_start == 3.0 else (0,))
 
 
 def test_will_run_groups_by_the_next_job_of_the_whole_list():

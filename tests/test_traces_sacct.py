@@ -169,6 +169,34 @@ def test_header_line_any_order_with_deadline():
     assert (job.runtime_s, job.requested_time_s, job.extra["wait_s"]) == (3600.0, 7200.0, 300.0)
 
 
+NO_REQMEM = ("JobID|Submit|Start|End|Elapsed|State|NCPUS|NNodes|ReqTRES|AllocTRES|Timelimit\n"
+             "7|2024-03-01T10:00:00|2024-03-01T10:05:00|2024-03-01T11:05:00|01:00:00|COMPLETED|16|2|"
+             "cpu=16,mem=32G,node=4|cpu=16,gres/gpu=4,mem=64G,node=2|02:00:00\n")
+
+
+def test_a_record_without_reqmem_parses_each_tres_column_once(monkeypatch):
+    # the memory (ReqTRES mem / nodes asked), the nodes asked (ReqTRES node=) and the GPUs (AllocTRES)
+    # come from one reading of each TRES column
+    import greenslurm.traces.slurm_fields as fields
+    parsed = []
+    monkeypatch.setattr(fields, "parse_tres", lambda text: parsed.append(text) or parse_tres(text))
+    job = parse_sacct(NO_REQMEM, "t.txt").jobs[0]
+    assert sorted(parsed) == ["cpu=16,gres/gpu=4,mem=64G,node=2", "cpu=16,mem=32G,node=4"]
+    # 32 GiB = 32768 MiB over the 4 nodes asked; 4 GPUs on the 2 nodes given; 4 nodes asked
+    assert (job.memory_mb_per_node, job.extra["memory_scope"], job.gpus_per_node) == (8192.0, "tres", 2.0)
+    assert job.extra["requested_nodes"] == 4
+
+
+@pytest.mark.parametrize("column, bad", [("ReqTRES", "cpu=16,mem=lots"), ("AllocTRES", "gres/gpu=1.5")])
+def test_a_bad_tres_column_skips_the_record_naming_it(column, bad):
+    text = NO_REQMEM.replace("cpu=16,mem=32G,node=4" if column == "ReqTRES" else "cpu=16,gres/gpu=4,mem=64G,node=2",
+                             bad)
+    result = parse_sacct(text, "t.txt")
+    assert result.jobs == [] and result.skipped == {f"bad field {column}": 1}
+    with pytest.raises(InputError, match=rf"^t.txt:2: field {column}: "):
+        parse_sacct(text, "t.txt", strict=True)
+
+
 def test_parsable_trailing_delimiter_and_repeated_header():
     text = f"{HEADER}|\n{ROW}|\n{HEADER}|\n{ROW.replace('42|', '43|', 1)}|\n"
     result = parse_sacct(text, "p.txt")

@@ -273,6 +273,7 @@ class _Record:
 
     def __init__(self, values: dict[str, str], display: dict[str, str], line: int, log: RecordLog) -> None:
         self.values, self.display, self.line, self.log = values, display, line, log
+        self._tres: dict[str, dict[str, float] | None] = {}     # TRES columns parsed so far
 
     # helpers -----------------------------------------------------------------------------------
     def text(self, key: str) -> str | None:
@@ -299,6 +300,13 @@ class _Record:
             return parser(raw)
         except ValueError as exc:
             raise self.skip(f"bad field {self.name(key)}", key, str(exc)) from None
+
+    def tres(self, key: str) -> dict[str, float] | None:
+        """The TRES column ``key`` (``reqtres``, ``alloctres``) as a dict, parsed once for the memory,
+        the node count and the GPUs (None when the column is absent); a bad value skips the record."""
+        if key not in self._tres:
+            self._tres[key] = self.parsed(key, sf.parse_tres)
+        return self._tres[key]
 
     def count(self, *keys: str) -> tuple[int | None, str | None]:
         """The first present, non-empty whole-number column among ``keys`` and its key."""
@@ -399,7 +407,7 @@ class _Record:
         if reqmem is None:
             # the request (ReqTRES: the job's total, as a plain ReqMem) per node asked; not AllocTRES,
             # which holds a node's whole memory where the job asked none under CR_*_Memory
-            requested = self.parsed("reqtres", sf.parse_tres) or {}
+            requested = self.tres("reqtres") or {}
             if requested.get("mem"):
                 requested_nodes = self.count("reqnodes")[0] or int(requested.get("node") or 0) or nodes
                 return requested["mem"] / max(requested_nodes, 1), "tres"
@@ -423,20 +431,22 @@ class _Record:
         (a ``-n 4`` job may get 1 + 3 CPUs on two nodes), never read as a request."""
         asked = self.count("reqnodes")[0]
         if asked is None:
-            tres = self.parsed("reqtres", sf.parse_tres) if self.text("reqtres") else None
+            tres = self.tres("reqtres")
             asked = int(tres["node"]) if tres and "node" in tres else 0
         return asked if asked > 1 else 0
 
     def _tres_value(self, name: str) -> float:
         for key in ("alloctres", "reqtres"):
-            tres = self.parsed(key, sf.parse_tres)
+            tres = self.tres(key)
             if tres and name in tres:
                 return tres[name]
         return 0.0
 
     def _gpus(self, nodes: int) -> tuple[float, str | None]:
         for key in ("alloctres", "reqtres"):
-            found = self.parsed(key, lambda text: gres.from_tres(sf.parse_tres(text)))
+            tres = self.tres(key)
+            # a GPU count that is no number skips the record, naming the column, as a bad TRES does
+            found = None if tres is None else self.parsed(key, lambda _text: gres.from_tres(tres))
             if found is None or found.gpus <= 0:
                 continue
             count, model = float(found.gpus), found.model

@@ -36,13 +36,27 @@ from datetime import datetime
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
 
 
+class BadStamp(ValueError):
+    """A line's time stamp has the shape of one but is no time (month 13, hour 25)."""
+
+
 def _stamped(text: str):
-    """(epoch seconds, message) of each line of the log that carries a time stamp."""
-    for line in text.splitlines():
+    """(epoch seconds, message) of each line of the log that carries a time stamp.
+
+    >>> list(_stamped("[2026-13-01T00:00:05.100] sched: Allocate JobId=1"))
+    Traceback (most recent call last):
+    ...
+    greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-13-01T00:00:05.100' is no time (month must be in 1..12)
+    """
+    for number, line in enumerate(text.splitlines(), start=1):
         found = _STAMP.match(line)
         if found:
             stamp, message = found.groups()
-            yield datetime.fromisoformat(stamp).timestamp(), message
+            try:
+                moment = datetime.fromisoformat(stamp)
+            except ValueError as error:
+                raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
+            yield moment.timestamp(), message
 
 
 def handover_latencies_s(text: str, within_s: float = 5.0) -> list[float]:
@@ -75,6 +89,21 @@ def loop_checks_s(text: str) -> list[float]:
                          or (message.startswith("Resetting JobId=") and message.endswith("start time for node power up")))
 
 
+def backfill_looks_s(text: str) -> list[float]:
+    """The moments (epoch seconds) of the backfill thread's looks the log shows: its cycles that
+    started a job (``sched/backfill: _start_job``, at ``verbose``); the starts of one cycle count
+    once.  The thread (``backfill_agent``) sleeps a second between looks and creeps later through
+    the second like the background loop, on its own phase.
+
+    >>> looks = backfill_looks_s('''[2024-01-01T00:00:02.855] sched/backfill: _start_job: Started JobId=1 in batch on n1
+    ... [2024-01-01T00:00:02.856] sched/backfill: _start_job: Started JobId=2 in batch on n2
+    ... [2024-01-01T00:00:05.857] sched/backfill: _start_job: Started JobId=3 in batch on n3''')
+    >>> [round(b - a, 3) for a, b in zip(looks, looks[1:])]
+    [3.002]
+    """
+    return one_per_check(at for at, message in _stamped(text) if message.startswith("sched/backfill: _start_job: Started"))
+
+
 def one_per_check(moments) -> list[float]:
     """Logged moments in time order, one per check: the lines of one check (a reset per job) come
     within half a second of its first.
@@ -100,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"{args[0]}: cannot read: {error.strerror}", file=sys.stderr)
         return 2
-    latencies, checks = handover_latencies_s(text), loop_checks_s(text)
+    try:
+        latencies, checks = handover_latencies_s(text), loop_checks_s(text)
+    except BadStamp as error:
+        print(f"{args[0]}: {error}", file=sys.stderr)
+        return 2
     if not latencies and len(checks) < 2:
         print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug) and fewer "
               f"than two checks of the background loop (debug2, or power-saving resets)", file=sys.stderr)

@@ -647,10 +647,12 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.heap = malloc(sizeof(end_event) * (nn + 1));
     int64_t *waiting = malloc(sizeof(int64_t) * nj);
     reservation *by_reservation = malloc(sizeof(reservation) * nj);
+    reservation *moved_jobs = malloc(sizeof(reservation) * nj), *reservations_scratch = malloc(sizeof(reservation) * nj);
     int status = 0;
     if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.on_node || !c.busy || !c.checked || !c.running_on
         || !c.rank || !c.rank_tmp
-        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.heap || !waiting || !by_reservation) {
+        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.heap || !waiting || !by_reservation || !moved_jobs
+        || !reservations_scratch) {
         status = -1;
         goto done;
     }
@@ -671,7 +673,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     /* from the first arrival, or the run's start if earlier: the counts must begin by every event */
     c.times[0] = start_s; c.free[0] = (double)n_nodes; c.steps = 1;
     for (int64_t j = 0; j < jobs; j++) if (submit[j] < c.times[0]) c.times[0] = submit[j];
-    int64_t arrived = 0, n_waiting = 0, n_reserved = 0;
+    int64_t arrived = 0, n_waiting = 0, n_reserved = 0, moved_n = 0;
     int planning = 0, pending_compress = 0;
     double now = -INFINITY;
     while (c.heap_n > 0 || arrived < jobs || n_reserved > 0) {
@@ -718,19 +720,25 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
                 c.checked[j] = -1;
                 if (plan_remove(&c, j, now) < 0) { status = -1; goto done; }
                 choose_at(&c, j, fits, now);
-                reservation_remove(by_reservation, &n_reserved, old, j);
                 if (plan_add(&c, j, t) < 0) { status = -1; goto done; }
-                reservation_insert(by_reservation, &n_reserved, t, j);
+                moved_jobs[moved_n].start = t; moved_jobs[moved_n].job = j; moved_n++;
+            }
+            if (moved_n > 0) {
+                reservations_moved(by_reservation, n_reserved, c.res_start, moved_jobs, moved_n, reservations_scratch);
+                moved_n = 0;
             }
         }
-        while (n_reserved > 0 && by_reservation[0].start <= now) {
-            int64_t j = by_reservation[0].job;
-            memmove(&by_reservation[0], &by_reservation[1], sizeof(reservation) * (size_t)(n_reserved - 1));
-            n_reserved--;
+        int64_t taken = 0;
+        for (; taken < n_reserved && by_reservation[taken].start <= now; taken++) {
+            int64_t j = by_reservation[taken].job;
             int64_t at = job_position(waiting, n_waiting, j);
             memmove(&waiting[at], &waiting[at + 1], sizeof(int64_t) * (size_t)(n_waiting - at - 1));
             n_waiting--;
             if (start(&c, j, now) < 0) { status = -2; goto done; }
+        }
+        if (taken > 0) {
+            memmove(by_reservation, &by_reservation[taken], sizeof(reservation) * (size_t)(n_reserved - taken));
+            n_reserved -= taken;
         }
     }
     ledger_scalars(&c.ledger, scalars);
@@ -741,6 +749,6 @@ done:
     free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
     free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
     free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.heap); free(c.held);
-    free(c.gaps); free(c.times); free(c.free); free(waiting); free(by_reservation);
+    free(c.gaps); free(c.times); free(c.free); free(waiting); free(by_reservation); free(moved_jobs); free(reservations_scratch);
     return status;
 }

@@ -102,16 +102,29 @@ static int profile_init(count_profile *p, double free_now, double now) {
     return 0;
 }
 
+/* The binary searches halve [lo, lo + len], which holds the answer, with a conditional move, not a
+ * branch: the compression asks one for every waiting job it looks at, and a branch on the
+ * comparison is mispredicted half the time.  Same answers as the textbook loop (NaN: 0). */
 static int64_t lower_bound(const double *a, int64_t n, double t) {     /* first a[i] >= t */
-    int64_t lo = 0, hi = n;
-    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (a[mid] < t) lo = mid + 1; else hi = mid; }
-    return lo;
+    if (n <= 0) return 0;
+    int64_t lo = 0, len = n;
+    while (len > 1) {
+        int64_t half = len / 2;
+        lo = a[lo + half - 1] < t ? lo + half : lo;
+        len -= half;
+    }
+    return lo + (a[lo] < t);
 }
 
 static int64_t upper_bound(const double *a, int64_t n, double t) {     /* first a[i] > t */
-    int64_t lo = 0, hi = n;
-    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (a[mid] <= t) lo = mid + 1; else hi = mid; }
-    return lo;
+    if (n <= 0) return 0;
+    int64_t lo = 0, len = n;
+    while (len > 1) {
+        int64_t half = len / 2;
+        lo = a[lo + half - 1] <= t ? lo + half : lo;
+        len -= half;
+    }
+    return lo + (a[lo] <= t);
 }
 
 /* index of a breakpoint at t (inserted as a copy of the step before); -1: no memory (error -1) or t is
@@ -341,7 +354,7 @@ static int stairs_may_start_before(const staircase *s, double processors, double
  * holding that step: the exact search then starts at the earlier of the two, and a job with
  * neither before old is not searched.  A compression reads the runs of a count when first asked,
  * only as far as the question needs (`upto`); the slots each move gave back and took are read again
- * there when the count is next asked for (or, when many moves wait, the runs from the start), and
+ * there when the count is next asked for (or, when more wait, the runs from the first change on), and
  * what a search found (no window of d in the runs it read) lowers the stairs it read.  Every stair
  * is at least what its runs allow (replaced runs leave their longest as a stair where the re-read
  * ends), so the stairs never skip a job that can move, and the search that follows is exact. */
@@ -431,7 +444,11 @@ static int run_stairs_extend(run_stairs *r, const count_profile *p, double proce
         double from = p->times[k] > now ? p->times[k] : now;
         while (k < p->n && p->free[k] >= processors) k++;
         double to = k < p->n ? p->times[k] : INFINITY, lasts = run_lasts(from, to);
-        if (run_stairs_put(r, from, lasts) < 0) return -1;
+        /* run_stairs_put at the end: every stair starts at or before `upto` <= from */
+        if (r->n == 0 || r->lasts[r->n - 1] < lasts) {
+            if (run_stairs_room(r, r->n + 1) < 0) return -1;
+            r->start[r->n] = from; r->lasts[r->n] = lasts; r->n++;
+        }
         r->upto = to;
         if (lasts >= duration || !(to < before)) return 0;
     }
@@ -498,6 +515,24 @@ static int run_stairs_redo(run_stairs *r, const count_profile *p, double count, 
     return 0;
 }
 
+/* The plan's runs of count `count` changed from `at` on (INFINITY: nowhere), nowhere before: the
+ * stairs from the run that holds (or ends at) the step at `at` on are dropped, to be read again when
+ * asked for.  That run starts after a step freeing fewer that did not change, so the runs before it
+ * end there as they did, and what the stairs starting before it say of them holds.  (A change at
+ * `upto` itself may lengthen the last run read: hence the run holding or ending at the step.) */
+static void run_stairs_truncate(run_stairs *r, const count_profile *p, double count, double at, double now) {
+    if (at == INFINITY) return;
+    int64_t m = upper_bound(p->times, p->n, at) - 1;
+    if (m < 0) m = 0;
+    while (m > 0 && p->free[m - 1] >= count) m--;
+    double from = p->times[m] > now ? p->times[m] : now;
+    if (!(from < r->upto)) return;      /* no run from there on is in yet */
+    int64_t lo = 0, hi = r->n;          /* the first stair starting at or after `from` */
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (r->start[mid] < from) lo = mid + 1; else hi = mid; }
+    r->n = lo;
+    r->upto = from;
+}
+
 /* room for the runs of the whole plan in each count's scratch; -1: no memory */
 static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
     if (r->scratch_cap >= 2 * (p->n + 1)) return 0;
@@ -510,13 +545,13 @@ static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
 
 /* The jobs a compression moved, in order: each one's slot [old, old + duration) given back (its steps
  * then freeing at most `most`) and [found, found + duration) taken (its steps then freeing at least
- * `least`).  A count's stairs take them in when next asked for (or are built again when many
- * wait): a count above `most` finds no step of the first freeing it, one up to `least` every step
+ * `least`).  A count's stairs take them in when next asked for (or are cut at the first change when
+ * more wait): a count above `most` finds no step of the first freeing it, one up to `least` every step
  * of the second still freeing it, so their runs did not change there; elsewhere the runs around
  * the slots are found again in the plan as it is then (which holds every change since). */
 typedef struct { double old, found, duration, most, least; } moved_job;
 typedef struct { moved_job *at; int64_t n, cap; } moved_log;
-#define REDO_AT_MOST 8      /* more moves waiting than this: the count's stairs are read again */
+#define REDO_AT_MOST 2      /* more moves waiting than this: the count's stairs are cut at the first change */
 #define RUN_STAIRS_FROM 64  /* waiting jobs above which a compression keeps the stairs */
 
 static int moved_log_add(moved_log *log, double old, double found, double duration, double most, double least) {
@@ -534,8 +569,13 @@ static int moved_log_add(moved_log *log, double old, double found, double durati
 /* count's stairs (built) brought up to the plan as it is now; -1: no memory */
 static int run_stairs_update(run_stairs *r, const moved_log *log, const count_profile *p, double count, double now) {
     if (log->n - r->applied > REDO_AT_MOST) {
-        r->applied = log->n;
-        run_stairs_start(r, now);
+        double earliest = INFINITY;       /* the first change that counts for this count */
+        for (; r->applied < log->n; r->applied++) {
+            const moved_job *move = &log->at[r->applied];
+            if (count <= move->most && move->old < earliest) earliest = move->old;
+            if (count > move->least && move->found < earliest) earliest = move->found;
+        }
+        run_stairs_truncate(r, p, count, earliest, now);
         return 0;
     }
     if (r->applied < log->n && run_stairs_scratch(r, p) < 0) return -1;
@@ -595,15 +635,16 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     int64_t *built = NULL, n_built = 0;
     moved_log moved = { NULL, 0, 0 };
     double *reserved_s = NULL;
-    reservation *by_reservation = NULL, *due = NULL;
-    int64_t by_reservation_n = 0;
+    reservation *by_reservation = NULL, *due = NULL, *moved_jobs = NULL;
+    int64_t by_reservation_n = 0, moved_n = 0;
     if (queue == CONSERVATIVE) {
         reserved_s = malloc(sizeof(double) * (size_t)(jobs + 1));
         by_reservation = malloc(sizeof(reservation) * (size_t)(jobs + 1));
         due = malloc(sizeof(reservation) * (size_t)(jobs + 1));
+        moved_jobs = malloc(sizeof(reservation) * (size_t)(jobs + 1));
         runs = calloc((size_t)n_nodes + 1, sizeof(run_stairs));
         built = malloc(sizeof(int64_t) * (size_t)(n_nodes + 1));
-        if (!reserved_s || !by_reservation || !due || !runs || !built) { status = -1; goto done; }
+        if (!reserved_s || !by_reservation || !due || !moved_jobs || !runs || !built) { status = -1; goto done; }
     }
     double now = -INFINITY;
 
@@ -702,20 +743,25 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                     if (isnan(found)) continue;      /* no earlier slot: the job keeps the one it has */
                     if (profile_change(&plan, old, old + requested[j], size) < 0) { status = plan.error; goto done; }
                     double given_most = plan.last_most;
-                    reservation_remove(by_reservation, &by_reservation_n, old, j);
                     if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
                     if (stairs.valid) stairs_given(&stairs, given_most, old);
                     if (n_built > 0 && moved_log_add(&moved, old, found, requested[j], given_most, plan.last_least) < 0) {
                         status = -1; goto done;
                     }
                     reserved_s[j] = found;
-                    reservation_insert(by_reservation, &by_reservation_n, found, j);
+                    moved_jobs[moved_n].start = found; moved_jobs[moved_n].job = j; moved_n++;
+                }
+                if (moved_n > 0) {
+                    reservations_moved(by_reservation, by_reservation_n, reserved_s, moved_jobs, moved_n, due);
+                    moved_n = 0;
                 }
             }
             int64_t due_n = 0, taken = 0;
             while (taken < by_reservation_n && by_reservation[taken].start <= now) due[due_n++] = by_reservation[taken++];
-            memmove(by_reservation, &by_reservation[taken], sizeof(reservation) * (size_t)(by_reservation_n - taken));
-            by_reservation_n -= taken;
+            if (taken > 0) {
+                memmove(by_reservation, &by_reservation[taken], sizeof(reservation) * (size_t)(by_reservation_n - taken));
+                by_reservation_n -= taken;
+            }
             /* jobs planned for no time first (they hold nothing in the plan), else in reserved order */
             for (int pass = 0; pass < 2; pass++) {
                 for (int64_t d = 0; d < due_n; d++) {
@@ -787,7 +833,7 @@ done:
     *series_len = c.ledger.series_len;
     ledger_scalars(&c.ledger, scalars);
     free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
-    free(plan.times); free(plan.free); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due);
+    free(plan.times); free(plan.free); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due); free(moved_jobs);
     if (runs) for (int64_t q = 0; q <= n_nodes; q++) { free(runs[q].start); free(runs[q].lasts); free(runs[q].scratch); }
     free(runs); free(built); free(moved.at);
     return status;

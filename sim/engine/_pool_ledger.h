@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#include <stdlib.h>
 
 typedef struct { double time; int64_t seq; int64_t job; int64_t first_node; } end_event;
 typedef struct { double start; int64_t job; } reservation;
@@ -78,10 +79,28 @@ static void reservation_insert(reservation *a, int64_t *n, double start, int64_t
     a[at].start = start; a[at].job = job; (*n)++;
 }
 
-static void reservation_remove(reservation *a, int64_t *n, double start, int64_t job) {
-    int64_t at = reservation_position(a, *n, start, job);
-    memmove(&a[at], &a[at + 1], sizeof(reservation) * (size_t)(*n - at - 1));
-    (*n)--;
+static int reservation_order(const void *a, const void *b) {
+    const reservation *x = a, *y = b;
+    if (x->start != y->start) return x->start < y->start ? -1 : 1;
+    return (x->job > y->job) - (x->job < y->job);
+}
+
+/* The reservations by start after a compression moved the jobs in `moved` (each once, to a start
+ * before its old one, now in reserved_s): their old entries dropped, the moved ones sorted and
+ * merged in, through `scratch` (room for every reservation).  A compression reads none of them, so
+ * the cores put them in order once after it, not with a memmove of the whole list at each move. */
+static void reservations_moved(reservation *by_start, int64_t n, const double *reserved_s, reservation *moved,
+                               int64_t moved_n, reservation *scratch) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (by_start[i].start == reserved_s[by_start[i].job]) by_start[kept++] = by_start[i];
+    qsort(moved, (size_t)moved_n, sizeof(reservation), reservation_order);
+    int64_t i = 0, k = 0, o = 0;
+    while (i < kept && k < moved_n)
+        scratch[o++] = reservation_order(&moved[k], &by_start[i]) < 0 ? moved[k++] : by_start[i++];
+    while (i < kept) scratch[o++] = by_start[i++];
+    while (k < moved_n) scratch[o++] = moved[k++];
+    memcpy(by_start, scratch, sizeof(reservation) * (size_t)o);
 }
 
 static int64_t job_position(const int64_t *a, int64_t n, int64_t job) {

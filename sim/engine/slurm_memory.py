@@ -101,6 +101,12 @@ def whole_node_memory(job: JobSpec) -> bool:
     return bool(job.extra) and bool(job.extra.get(WHOLE_NODE))
 
 
+def count_asked_no_memory(jobs: Sequence[JobSpec]) -> int:
+    """How many of ``jobs`` :func:`read_memory_as_slurm` read as asking no memory (the replay's
+    summary counts them: ``memory_asked_none``)."""
+    return sum(1 for job in jobs if whole_node_memory(job))
+
+
 def read_memory_as_slurm(jobs: Sequence[JobSpec], first_memory: dict[str, float],
                          default_partition: str | None) -> list[JobSpec]:
     """``jobs`` with every job that asked no memory (:func:`asked_no_memory`) given memory 0 and

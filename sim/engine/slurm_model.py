@@ -79,6 +79,10 @@ class SlurmScheduling:
     bf_max_job_start: int = 0
     # cons_tres's will-run test frees running jobs in groups whose window starts at 30 s and doubles
     will_run_window_s: float = 30.0
+    # slurmctld's clock (Unix seconds, in trace seconds) at trace second 0: the will-run test's groups
+    # close on multiples of its window on that clock (``time_t`` ends, whole seconds), so the same
+    # jobs group differently at another place on it; 0: trace seconds are the clock
+    clock_at_zero_s: float = 0.0
     # A submission only queues a request for the main scheduler (queue_job_scheduler); slurmctld's
     # background thread, which wakes every second, runs the pass when a request is queued and its
     # own last pass is batch_sched_delay seconds old.  A batch job's end queues one too: without an
@@ -100,6 +104,11 @@ class SlurmScheduling:
     # slurmctld's start; a recording of real Slurm does)
     background_start_s: float | None = None
     background_drift: float = 0.0
+    # the backfill thread's own loop where a log shows it (backfill_agent: a 1 s sleep, then a look,
+    # creeping later by its drift): one of its looks (trace seconds) and the drift; None: its looks
+    # keep thread_phase_s from the first submission
+    backfill_start_s: float | None = None
+    backfill_drift: float = 0.0
     # whether jobs' memory is allocated (SelectTypeParameters CR_*_Memory); without, Slurm places
     # jobs by their CPUs alone and a job's --mem is not a limit on what shares its node
     memory_consumable: bool = True
@@ -125,10 +134,16 @@ class SlurmScheduling:
                      "thread_phase_s"):
             if not (getattr(self, name) >= 0 and math.isfinite(getattr(self, name))):
                 raise ValueError(f"{name} must be >= 0 s, not {getattr(self, name)}")
+        if not math.isfinite(self.clock_at_zero_s):
+            raise ValueError(f"clock_at_zero_s must be a finite time, not {self.clock_at_zero_s}")
         if self.background_start_s is not None and not math.isfinite(self.background_start_s):
             raise ValueError(f"background_start_s must be a finite time, not {self.background_start_s}")
         if not 0.0 <= self.background_drift < 0.5:
             raise ValueError(f"background_drift must be within [0, 0.5) seconds per second, not {self.background_drift}")
+        if self.backfill_start_s is not None and not math.isfinite(self.backfill_start_s):
+            raise ValueError(f"backfill_start_s must be a finite time, not {self.backfill_start_s}")
+        if not 0.0 <= self.backfill_drift < 0.5:
+            raise ValueError(f"backfill_drift must be within [0, 0.5) seconds per second, not {self.backfill_drift}")
         if self.background_tick_s > 0 and not self.thread_phase_s < self.background_tick_s:
             raise ValueError(f"thread_phase_s must be below background_tick_s ({self.background_tick_s} s), "
                              f"not {self.thread_phase_s}")
@@ -159,6 +174,7 @@ class SlurmScheduling:
         return replace(self, sched_interval_s=times(self.sched_interval_s), bf_interval_s=times(self.bf_interval_s),
                        bf_resolution_s=self.bf_resolution_s * factor, bf_window_s=self.bf_window_s * factor,
                        will_run_window_s=self.will_run_window_s * factor,
+                       clock_at_zero_s=self.clock_at_zero_s * factor,
                        release_delay_s=self.release_delay_s * factor,
                        submit_delay_s=self.submit_delay_s * factor,
                        batch_sched_delay_s=self.batch_sched_delay_s * factor,

@@ -46,6 +46,9 @@ class PassClock:
         # slurmctld's background loop where its start is known (its passes apart from backfill's looks)
         self.loop = None if settings.background_start_s is None or settings.background_tick_s <= 0 else \
             BackgroundLoop(settings.background_start_s, settings.background_tick_s, settings.background_drift)
+        # the backfill thread's looks on their own loop where a log shows it
+        self.backfill_loop = None if settings.backfill_start_s is None or settings.background_tick_s <= 0 else \
+            BackgroundLoop(settings.backfill_start_s, settings.background_tick_s, settings.backfill_drift)
         # the main scheduler's triggers: a submission or a job's end queues a request that
         # slurmctld's background thread serves (see request)
         self.requested_s: float | None = None                # when the oldest unserved request came
@@ -157,6 +160,8 @@ class PassClock:
         if self.backfill_change_s is None:
             return math.inf
         earliest = max(self.last_backfill + self.settings.bf_interval_s, self.backfill_change_s)
+        if self.backfill_loop is not None:
+            return self.backfill_loop.pass_at_or_after(earliest)
         return self.wake_at_or_after(earliest)
 
     def start(self, now_s: float) -> None:

@@ -149,6 +149,12 @@ class SlurmPowerSaving:
     # compares with 61.  A recording measures it from slurmctld's first power-save log line; 0: on
     # the second
     tick_phase_s: float = 0.0
+    # where a log shows the thread's wake-ups creeping through the second (each pass is a second's
+    # sleep and then its work): one moment it woke (trace seconds) and how much more than a second a
+    # pass takes (seconds per second); the wake-ups then fall at thread_wake_s + k x (1 + thread_drift)
+    # seconds and tick_phase_s is not used.  None: the steady phase tick_phase_s
+    thread_wake_s: float | None = None
+    thread_drift: float = 0.0
     # slurmctld's background loop (``_slurmctld_background``: ten 0.1 s sleeps, then its work) runs
     # from slurmctld's start and each pass takes a little more than a second: this many seconds more
     # per second, so the moment of its 30-second checks creeps later through the second (measured on
@@ -177,6 +183,10 @@ class SlurmPowerSaving:
             raise ValueError(f"boot_s must be within [0, 86400] seconds, not {self.boot_s}")
         if not 0.0 <= self.background_drift < 0.5:
             raise ValueError(f"background_drift must be within [0, 0.5) seconds per second, not {self.background_drift}")
+        if self.thread_wake_s is not None and not math.isfinite(self.thread_wake_s):
+            raise ValueError(f"thread_wake_s must be a finite time, not {self.thread_wake_s}")
+        if not 0.0 <= self.thread_drift < 0.5:
+            raise ValueError(f"thread_drift must be within [0, 0.5) seconds per second, not {self.thread_drift}")
         if not 0.0 <= self.tick_phase_s < 1.0:
             raise ValueError(f"tick_phase_s must be within [0, 1) seconds, not {self.tick_phase_s}")
         if not self.time_scale > 0:
@@ -430,8 +440,21 @@ class SlurmPowerMachine(PowerManagedMachine):
 
     def _tick_after(self, now_s: float) -> float:
         """The power-save thread's next check strictly after ``now_s``: it wakes every second at
-        its phase (``tick_phase_s``) and reads a clock of whole seconds (:meth:`_whole`)."""
+        its phase (``tick_phase_s``; or a pass of a second and its drift after ``thread_wake_s``) and
+        reads a clock of whole seconds (:meth:`_whole`)."""
+        woke = self.saving.thread_wake_s
+        if woke is not None:
+            step = self._tick_s * (1.0 + self.saving.thread_drift)
+            return woke + (math.floor((now_s - woke) / step + 1e-9) + 1) * step
         return self._whole(now_s - self._phase_s) + self._tick_s + self._phase_s
+
+    def _tick_later(self, tick_s: float, seconds: float) -> float:
+        """The thread's first wake-up whose clock reads ``seconds`` more than at its wake-up
+        ``tick_s``: ``tick_s + seconds`` at a steady phase; where its passes creep
+        (``thread_wake_s``), the first wake-up at or after that clock's second."""
+        if self.saving.thread_wake_s is None:
+            return tick_s + seconds
+        return self._tick_after(self._whole(tick_s) + seconds - 1e-9)
 
     def _node_changed(self, now_s: float) -> None:
         """``last_node_update = time(NULL)``: the thread's next tick scans (``last_node_update >=
@@ -457,7 +480,7 @@ class SlurmPowerMachine(PowerManagedMachine):
             if self._last_node_update >= self._last_power_scan:
                 # a change within the second of this scan (before or after it): the comparison of
                 # whole seconds holds at the next tick too, so the thread scans again
-                self._plan_scan(max(now_s + self._tick_s, now_s + self.saving.min_interval_s))
+                self._plan_scan(max(self._tick_later(now_s, self._tick_s), now_s + self.saving.min_interval_s))
             if self.saving.enabled:
                 self._plan_scan(self._next_periodic_scan(now_s))
         self._push(at_s, fire)
@@ -522,7 +545,7 @@ class SlurmPowerMachine(PowerManagedMachine):
             self._tell_queue()
         if may_resume is not None and len(going) and self._resume_list:
             # power freed by these suspends may let a job's nodes resume: look again at the next tick
-            self._plan_scan(tick_s + self._tick_s)
+            self._plan_scan(self._tick_later(tick_s, self._tick_s))
         suspends.settle()
         resumes.settle()
 
@@ -533,7 +556,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         interval = self.saving.interval_s
         if self._suspend_rate.decaying or self._resume_rate.decaying \
                 or interval <= 0:
-            return now_s + max(interval, self._tick_s)
+            return self._tick_later(now_s, max(interval, self._tick_s))
         with np.errstate(invalid="ignore"):
             idle = (self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
         times = np.concatenate(((self._whole(self._idle_since) + self.suspend_time_s)[idle & ~np.isnan(self._idle_since)],
@@ -543,7 +566,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         earliest = float(times.min())
         # the first scan now + k x interval whose clock reads strictly after ``earliest`` (k >= 1)
         steps = max(math.floor((earliest - self._whole(now_s)) / interval + 1e-9) + 1, 1)
-        return now_s + steps * interval
+        return self._tick_later(now_s, steps * interval)
 
     def _suspend(self, node: int, now_s: float) -> None:
         self.power_down_asked[node] = False

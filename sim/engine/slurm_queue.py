@@ -747,5 +747,5 @@ class SlurmQueue:
                 self._views.clear()
             view = self._views[usable_bits] = WillRunView(
                 mask_of(usable_bits, self.machine.cluster.size), self._free(), self._running_index(),
-                self.settings.will_run_window_s)
+                self.settings.will_run_window_s, self.settings.clock_at_zero_s, self.settings.time_scale)
         return view

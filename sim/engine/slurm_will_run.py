@@ -20,6 +20,26 @@ if TYPE_CHECKING:
 CPU = 0
 
 
+def slurm_clock_s(trace_s: np.ndarray, clock_at_zero_s: float = 0.0, second_s: float = 1.0) -> np.ndarray:
+    """Trace times as slurmctld's clock shows them: a ``time_t``, whole seconds since the Unix epoch
+    (a job's expected end is its start's ``time(NULL)`` plus its limit), in trace seconds.
+    ``clock_at_zero_s``: the clock at trace second 0 (0: trace seconds are the clock); ``second_s``:
+    one of Slurm's seconds in trace seconds (a workload replayed ``second_s`` times compressed).
+    cons_tres groups its running jobs on this clock (:func:`group_ends`), so where a group closes
+    depends on the trace's place on it.
+
+    >>> # trace second 0 was Unix time 1795874198.357: an end at 178.9 s is 1795874377 on Slurm's clock
+    >>> int(slurm_clock_s(np.array([178.9]), 1795874198.357)[0])
+    1795874377
+    >>> slurm_clock_s(np.array([0.0, 59.999, 60.0, 61.5]), 0.0).tolist()   # whole seconds, rounded down
+    [0.0, 59.0, 60.0, 61.0]
+    >>> slurm_clock_s(np.array([90.0, 119.0]), 0.0, 60.0).tolist()          # 60x compressed: minutes
+    [60.0, 60.0]
+    """
+    # (a nanosecond's margin: an end that is a whole second in exact arithmetic stays on it)
+    return np.floor((np.asarray(trace_s, dtype=float) + clock_at_zero_s) / second_s + 1e-9) * second_s
+
+
 def group_ends(ends: list[float], window_s: float, overlaps: list[bool] | None = None) -> list[tuple[int, int]]:
     """How cons_tres's will-run test (``_will_run_test`` in select/cons_common/job_test.c) frees
     the running jobs, sorted by end, in groups: per group (the position after it in the whole
@@ -148,7 +168,8 @@ class WillRunView:
     __slots__ = ("free", "spread_cpus_now", "enough", "end_list", "groups", "_cuts", "_more", "_nodes", "_held",
                  "_take", "_offsets", "_state_cuts", "_states")
 
-    def __init__(self, usable: np.ndarray, free_now: np.ndarray, running: tuple, window_s: float) -> None:
+    def __init__(self, usable: np.ndarray, free_now: np.ndarray, running: tuple, window_s: float,
+                 clock_at_zero_s: float = 0.0, clock_second_s: float = 1.0) -> None:
         free = np.where(usable[:, None], free_now, -np.inf)
         free.flags.writeable = False
         self.free = free
@@ -171,7 +192,9 @@ class WillRunView:
         gives = np.bincount(owner_on, weights=held[on_usable, CPU], minlength=count)
         self.enough = float(free[usable, CPU].sum()) + np.cumsum(gives)
         touches = np.bincount(owner_on, minlength=count) > 0     # jobs holding usable nodes
-        self._more = iter_group_ends(end_list, window_s, touches.tolist())
+        # Slurm groups its jobs by their end on its own clock (whole seconds), not by trace seconds
+        clock_ends = slurm_clock_s(ends, clock_at_zero_s, clock_second_s).tolist()
+        self._more = iter_group_ends(clock_ends, window_s, touches.tolist())
         self._nodes, self._held, self._take, self._offsets = nodes, held, on_usable, offsets
 
     def group(self, index: int) -> bool:

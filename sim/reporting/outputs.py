@@ -22,6 +22,7 @@ from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA 
 from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, ragged_positions
 from greenslurm.sim.reporting.cells import (_QUOTED, choices, compiled, csv_rows, csv_texts, digits, float_cells,
                                             offsets_of, spans, strings, table_rows, texts)
+from greenslurm.sim.reporting.child_file import FileInWriting, WrittenHere, child_possible, start_child
 from greenslurm.sim.reporting.whole_files import whole_file
 
 JOBS_CSV = "jobs.csv"
@@ -611,36 +612,61 @@ def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD
     return frames
 
 
+def start_jobs_parquet(out_dir: str | Path, bsld_floor_s: float = BSLD_FLOOR_S) -> FileInWriting | None:
+    """jobs.parquet in a child process (:mod:`~greenslurm.sim.reporting.child_file`) forked now: it
+    loads pyarrow meanwhile, and writes the jobs :func:`write_outputs` sends it while this process
+    goes on (the report, the CSV files); ``out_dir`` is created when they are sent.  None where the
+    child cannot be (``GREENSLURM_OUT_PROCESS=off``, no ``os.fork``, another thread running):
+    :func:`write_outputs` then writes it here, after jobs.csv, whose node lists it takes."""
+    if not child_possible():
+        return None
+    return start_child(Path(out_dir) / JOBS_PARQUET, lambda path, jobs: write_jobs_parquet(jobs, path, None, bsld_floor_s),
+                       prepare=_load_pyarrow, errors=(ValueTooLarge,))
+
+
+def _load_pyarrow() -> None:
+    import pyarrow.parquet  # noqa: F401 (what jobs.parquet's writer loads, before its input comes)
+
+
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
-                  bsld_floor_s: float = BSLD_FLOOR_S, machine=None) -> dict[str, Path]:
+                  bsld_floor_s: float = BSLD_FLOOR_S, machine=None, parquet: FileInWriting | None = None
+                  ) -> dict[str, Path]:
     """Write jobs.csv, jobs.parquet, power.csv, summary.json and schema.json into ``out_dir`` (created
     if needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
     moves.csv (the jobs consolidation moved); return the paths by kind.  No pandas: the
-    tables are written from the result's columns a chunk of rows at a time.  A file whose writing
-    fails (a full disk) is removed, not left cut short; the files written before it stay."""
+    tables are written from the result's columns a chunk of rows at a time.  jobs.parquet by
+    ``parquet`` when started (:func:`start_jobs_parquet`, with the same ``bsld_floor_s``), else
+    started here; it is whole or absent.  A file whose writing fails (a full disk) is removed, not
+    left cut short; the files written before it stay."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name.replace(".", "_"): out / name for name in (JOBS_CSV, JOBS_PARQUET, POWER_CSV)}
     jobs = result.columns
     order = submit_order(jobs)
     names = NodeNames(jobs)
-    write_jobs_csv(jobs, paths["jobs_csv"], order, bsld_floor_s, names)
-    write_jobs_parquet(jobs, paths["jobs_parquet"], order, bsld_floor_s, names=names)
-    del order, names
-    tables = [(POWER_CSV, power_columns(result))]
-    totals = getattr(machine, "power_totals", None)
-    if totals is not None:
-        tables += [(PHASES_CSV, phases_columns(totals(), result.energy.end_s)),
-                   (MOVES_CSV, moves_columns(machine.migrations))]
-    for name, columns in tables:
-        paths[name.replace(".", "_")] = out / name
-        write_csv_columns(out / name, list(columns), _chunked(list(columns.values())))
-    paths["summary_json"] = out / SUMMARY_JSON
-    write_summary_json(summary, paths["summary_json"])
-    paths["schema_json"] = out / SCHEMA_JSON
-    with whole_file(paths["schema_json"]) as handle:
-        handle.write(summary_json_text(schema_document([p.name for p in paths.values() if p.name != SCHEMA_JSON]))
-                     .encode("utf-8"))
+    parquet = parquet or start_jobs_parquet(out, bsld_floor_s) or WrittenHere(
+        paths["jobs_parquet"], lambda path, jobs: write_jobs_parquet(jobs, path, order, bsld_floor_s, names))
+    try:
+        parquet.send(jobs)
+        write_jobs_csv(jobs, paths["jobs_csv"], order, bsld_floor_s, names)
+        tables = [(POWER_CSV, power_columns(result))]
+        totals = getattr(machine, "power_totals", None)
+        if totals is not None:
+            tables += [(PHASES_CSV, phases_columns(totals(), result.energy.end_s)),
+                       (MOVES_CSV, moves_columns(machine.migrations))]
+        for name, columns in tables:
+            paths[name.replace(".", "_")] = out / name
+            write_csv_columns(out / name, list(columns), _chunked(list(columns.values())))
+        paths["summary_json"] = out / SUMMARY_JSON
+        write_summary_json(summary, paths["summary_json"])
+        parquet.wait()                  # schema.json names the files written: jobs.parquet's, once whole
+        paths["schema_json"] = out / SCHEMA_JSON
+        with whole_file(paths["schema_json"]) as handle:
+            handle.write(summary_json_text(schema_document([p.name for p in paths.values() if p.name != SCHEMA_JSON]))
+                         .encode("utf-8"))
+    except BaseException:
+        parquet.cancel()
+        raise
     return paths
 
 

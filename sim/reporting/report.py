@@ -168,14 +168,19 @@ def energy_terms(summary: Mapping[str, Any]) -> str:
     return text
 
 
+MEMORY_ASKED_NONE = "asked no memory (sacct shows its partition's first node's memory)"
+
+
 def reasons_table(skipped: Mapping[str, Mapping[str, int]] | None,
-                  adjusted: Mapping[str, int] | None = None) -> Table | None:
-    """Skipped jobs by source and reason, then adjusted jobs by reason; None when nothing was
-    skipped or adjusted."""
+                  adjusted: Mapping[str, int] | None = None, memory_asked_none: int | None = None) -> Table | None:
+    """Skipped jobs by source and reason, then adjusted jobs by reason, then the jobs the Slurm queue
+    read as asking no memory (``memory_asked_none``); None when nothing was skipped or adjusted."""
     rows = [("skipped", source, reason, count)
             for source, reasons in sorted((skipped or {}).items())
             for reason, count in sorted(reasons.items()) if count]
     rows += [("adjusted", "reader", reason, count) for reason, count in sorted((adjusted or {}).items()) if count]
+    if memory_asked_none:
+        rows.append(("adjusted", "slurm.conf", MEMORY_ASKED_NONE, memory_asked_none))
     if not rows:
         return None
     table = Table(title="Skipped and adjusted records", box=box.SIMPLE_HEAVY, title_justify="left",
@@ -220,7 +225,8 @@ def render_report(summary: Mapping[str, Any], console: Console, title: str | Non
     console.print(summary_table(summary))
     console.print(energy_table(summary))
     print_note(console, energy_terms(summary))
-    reasons = reasons_table(summary.get("skipped_by_reason"), summary.get("adjusted_by_reason"))
+    reasons = reasons_table(summary.get("skipped_by_reason"), summary.get("adjusted_by_reason"),
+                            summary.get("memory_asked_none"))
     if reasons is not None:
         console.print(reasons)
     by_reason: dict[str, int] = {}

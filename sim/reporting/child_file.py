@@ -1,0 +1,280 @@
+"""A file written beside the rest of the work: by a child process forked for it, or here.
+
+replay --out writes jobs.parquet in a child process forked before the trace is read: the child loads
+pyarrow while this process reads and replays, then waits for the jobs table; this process hands it
+over (pickled into an anonymous in-memory file, a few milliseconds) and goes on with the report,
+the CSV files and the summary while the child writes the Parquet file; then it waits for the child.
+On a machine with a free core, loading pyarrow and writing the Parquet file then cost no wall time
+beyond the CSV files.
+
+The file is written under a temporary name in the same folder and renamed when the child exits 0,
+so a child that fails or is killed (``kill -9``) leaves no file that reads as whole: the temporary
+file and any earlier file of the name are removed, and :meth:`ChildWriting.wait` raises the child's
+error (an ``OSError`` with its errno, or an error of the kinds named) or :class:`ChildFailed` with
+one line.  The child never returns into this program: it ends with ``os._exit`` (no atexit
+handlers, no buffers flushed twice), and its standard output and error go to the null device (the
+command's output, e.g. ``--json -``, is the command's alone, and a warning is said once, by the
+command).  When this process gives up (an error, an interrupt) or dies, the child finds its input
+closed and exits without writing.
+
+``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
+process may use more than one processor and runs no other thread, e.g. a progress display) or
+``off`` (written here, when :meth:`wait` is called).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import threading
+import traceback
+from contextlib import suppress
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol
+
+from greenslurm.clustermodel.errors import InputError
+
+log = logging.getLogger(__name__)
+
+ENV = "GREENSLURM_OUT_PROCESS"
+CHOICES = ("auto", "off")
+Writer = Callable[[Path, Any], None]  # writes the whole file at the path it is given, from its input
+
+
+class ChildFailed(RuntimeError):
+    """The child writing a file was killed, or failed with an error of no kind the caller named."""
+
+
+class FileInWriting(Protocol):
+    path: Path
+
+    def send(self, payload: Any) -> None:
+        """Hand over the writer's input; the writing may start."""
+
+    def wait(self) -> None:
+        """Return once the file is whole at ``path``; raise the writer's error otherwise (no file left)."""
+
+    def cancel(self) -> None:
+        """Stop the writing and remove what was written (a no-op once :meth:`wait` returned)."""
+
+
+def part_path(path: Path) -> Path:
+    """The temporary name a file is written under until it is whole: hidden, in the same folder (a
+    rename within one file system is atomic), with this process's id.
+
+    >>> part_path(Path("out/jobs.parquet")).name == f".jobs.parquet.{os.getpid()}.part"
+    True
+    """
+    return path.with_name(f".{path.name}.{os.getpid()}.part")
+
+
+def _finish(part: Path, path: Path, whole: bool) -> None:
+    """Rename the temporary file to ``path`` when ``whole``; else remove it and any earlier ``path``."""
+    if whole:
+        os.replace(part, path)
+        return
+    for stale in (part, path):
+        with suppress(FileNotFoundError):
+            os.unlink(stale)
+
+
+class WrittenHere:
+    """The file written in this process when :meth:`wait` is called."""
+
+    def __init__(self, path: Path, write: Writer) -> None:
+        self.path, self._write, self._payload, self._done = path, write, None, False
+
+    def send(self, payload: Any) -> None:
+        self._payload = payload
+
+    def wait(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        part = part_path(self.path)
+        try:
+            self._write(part, self._payload)
+        except BaseException:
+            _finish(part, self.path, whole=False)
+            raise
+        _finish(part, self.path, whole=True)
+
+    def cancel(self) -> None:
+        self._done = True
+
+
+class ChildWriting:
+    """The file being written under the name ``part`` by the child process ``pid``: it gets its input
+    through ``payload`` (a file both processes hold) once ``go`` (a pipe) says so, and reports a
+    failure on ``report`` (a pipe)."""
+
+    def __init__(self, path: Path, part: Path, pid: int, go: int, payload: int, report: int,
+                 errors: Iterable[type[BaseException]]) -> None:
+        self.path, self.part, self.pid = path, part, pid
+        self._go, self._payload, self._report = go, payload, report
+        self._errors = {error.__name__: error for error in errors}
+        self._done = False
+
+    def send(self, payload: Any) -> None:
+        """Hand the child its input (pickled) and let it write, into the folder made now if need be
+        (once: a later call does nothing)."""
+        if self._go is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self._payload, "wb", closefd=False) as handle:
+            pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        with suppress(BrokenPipeError):             # the child is gone (killed): wait() says how
+            os.write(self._go, b"g")
+        self._close_inputs()
+
+    def wait(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._close_inputs()                        # never sent: the child exits without writing
+        try:
+            report = _read_all(self._report)
+        finally:
+            os.close(self._report)
+        _, status = os.waitpid(self.pid, 0)
+        whole = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and not report and self.part.exists()
+        _finish(self.part, self.path, whole)
+        if not whole:
+            raise self._error(status, report)
+
+    def cancel(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        with suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self._close_inputs()
+        os.close(self._report)
+        os.waitpid(self.pid, 0)
+        _finish(self.part, self.path, whole=False)
+
+    def _close_inputs(self) -> None:
+        for name in ("_go", "_payload"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
+
+    def _error(self, status: int, report: bytes) -> BaseException:
+        """The child's error as this process raises it."""
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
+            return ChildFailed(f"the process writing {self.path.name} was killed by signal {number} ({name})")
+        if not report:
+            return ChildFailed(f"the process writing {self.path.name} exited with code {os.WEXITSTATUS(status)} "
+                               "without writing it")
+        failure = json.loads(report)
+        kind, message = failure["kind"], failure["message"]
+        log.debug("the process writing %s failed:\n%s", self.path.name, failure["traceback"])
+        if failure.get("errno") is not None:
+            return OSError(failure["errno"], failure["strerror"])
+        if kind == "KeyboardInterrupt":
+            return KeyboardInterrupt()
+        if kind in self._errors:
+            return self._errors[kind](message)
+        return ChildFailed(f"writing {self.path.name} failed: {kind}: {message}")
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _failure_report(exc: BaseException) -> bytes:
+    """What the child sends when its writer raises: the error's kind, text, errno and strerror (an
+    ``OSError``) and the traceback (for ``-vv``).
+
+    >>> json.loads(_failure_report(OSError(28, "No space left on device")))["strerror"]
+    'No space left on device'
+    """
+    return json.dumps({"kind": type(exc).__name__, "message": str(exc),
+                       "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None,
+                       "strerror": getattr(exc, "strerror", None) if isinstance(exc, OSError) else None,
+                       "traceback": "".join(traceback.format_exception(exc))}).encode("utf-8")
+
+
+def chosen_mode() -> str:
+    """``auto`` or ``off``, from ``GREENSLURM_OUT_PROCESS``."""
+    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise InputError(f"{choice!r} is not a choice; choose from {', '.join(CHOICES)}", path="environment",
+                         field=ENV)
+    return choice
+
+
+def child_possible() -> bool:
+    """Whether a file is written by a child process: ``GREENSLURM_OUT_PROCESS`` is ``auto``, ``os.fork``
+    exists, this process may run on more than one processor (on one, the child would only take turns
+    with it), and it runs no other thread (a fork copies only the calling thread, and another one, a
+    progress display, could hold a lock the child then waits on forever)."""
+    return (chosen_mode() == "auto" and hasattr(os, "fork") and usable_processors() > 1
+            and threading.active_count() == 1)
+
+
+def usable_processors() -> int:
+    """The processors this process may run on (its affinity, where the system tells it).
+
+    >>> usable_processors() >= 1
+    True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda: None,
+                errors: Iterable[type[BaseException]] = ()) -> ChildWriting:
+    """Fork a child that runs ``prepare()`` (loads what the writer needs), waits for its input
+    (:meth:`ChildWriting.send`) and writes ``path`` by ``write(part, input)`` under a temporary name
+    (see the module; :func:`child_possible` says when to fork).  ``errors``: the kinds of error a
+    failing child's error is raised as (by class name); an ``OSError`` always is."""
+    for stream in (sys.stdout, sys.stderr):         # nothing buffered for the child to inherit
+        with suppress(Exception):
+            stream.flush()
+    part = part_path(path)                          # named by this process, the one that renames it
+    payload = os.memfd_create("greenslurm-out", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else \
+        os.dup(tempfile.TemporaryFile().fileno())
+    go_out, go_in = os.pipe()
+    report_out, report_in = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                    # the child: write, report, and never return
+        status = 1
+        try:
+            os.close(go_in)
+            os.close(report_out)
+            quiet = os.open(os.devnull, os.O_WRONLY)    # what the command says, it says once: the child
+            os.dup2(quiet, 1)                           # speaks only through the report pipe (its warnings,
+            os.dup2(quiet, 2)                           # e.g. a missing compiled library, are the command's)
+            try:
+                prepare()
+                if os.read(go_out, 1):             # nothing: this process gave up (or died)
+                    with open(payload, "rb", closefd=False) as handle:
+                        handle.seek(0)             # (this process's writing moved the shared offset)
+                        handed = pickle.load(handle)
+                    os.close(payload)              # its memory goes back before the writing takes more
+                    write(part, handed)
+                status = 0
+            except BaseException as exc:       # noqa: BLE001 (every failure goes to the parent)
+                report = memoryview(_failure_report(exc))
+                while report:
+                    report = report[os.write(report_in, report):]
+        finally:
+            os._exit(status)
+    os.close(go_out)
+    os.close(report_in)
+    return ChildWriting(path, part, pid, go_in, payload, report_out, errors)

@@ -1,0 +1,232 @@
+"""replay --out writes jobs.parquet in a child process (sim/reporting/child_file.py): the same files
+as written in the command's own process, and when the child fails or is killed, one line, exit 2, and
+no jobs.parquet (nor its temporary file) left that could read as whole.  The faults the real writer
+cannot be made to produce on demand (a full disk for jobs.parquet alone, a child killed mid-write)
+come from a FakeFailingWriter / FakeStuckWriter put in the writer's place before the command runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from greenslurm.sim.reporting import child_file
+from greenslurm.sim.reporting.child_file import ChildFailed, start_child
+
+# greenslurm's command line in a new interpreter, with jobs.parquet's writer replaced by a fake:
+# sys.argv[1] is the fake's name, sys.argv[2] a folder for what the fake says, the rest the command
+RUN_WITH_FAKE = """
+import errno, os, sys, time
+from greenslurm.sim.reporting import outputs
+
+def FakeFailingWriter(jobs, path, *rest):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+def FakeStuckWriter(jobs, path, *rest):
+    with open(path, "wb") as handle:                 # a part written, then stuck until killed
+        handle.write(b"PAR1 half a file")
+    with open(os.path.join(sys.argv[2], "child.pid"), "w") as handle:
+        handle.write(str(os.getpid()))
+    while True:
+        time.sleep(1)
+
+if sys.argv[1] != "none":
+    outputs.write_jobs_parquet = globals()[sys.argv[1]]
+from greenslurm.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def command(fake: str, talk: Path, argv: list[str], process: str = "auto") -> subprocess.Popen:
+    environment = {**os.environ, "GREENSLURM_OUT_PROCESS": process}
+    return subprocess.Popen([sys.executable, "-c", RUN_WITH_FAKE, fake, str(talk), *argv], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=talk)
+
+
+@pytest.fixture(scope="module")
+def kth(shared_data):
+    return str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf")
+
+
+def replay_out(kth, out: Path, process: str, talk: Path) -> subprocess.CompletedProcess:
+    running = command("none", talk, ["replay", kth, "--queue", "easy", "--no-progress", "--out", str(out)], process)
+    stdout, stderr = running.communicate()
+    return subprocess.CompletedProcess(running.args, running.returncode, stdout, stderr)
+
+
+def test_the_child_writes_the_files_the_command_writes_itself(kth, tmp_path):
+    # the whole KTH-SP2 log under EASY: every file the same bytes (jobs.parquet too: pyarrow writes the
+    # same table the same way), and jobs.parquet reads back as the same table
+    folders = {}
+    for process in ("auto", "off"):
+        out = tmp_path / process
+        done = replay_out(kth, out, process, tmp_path)
+        assert done.returncode == 0, done.stderr
+        folders[process] = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert sorted(folders["auto"]) == ["jobs.csv", "jobs.parquet", "power.csv", "schema.json", "summary.json"]
+    assert folders["auto"] == folders["off"]
+    table = pq.read_table(tmp_path / "auto" / "jobs.parquet")
+    assert table.num_rows == 28475 and table.equals(pq.read_table(tmp_path / "off" / "jobs.parquet"))
+
+
+def test_a_child_that_fails_gives_one_line_and_no_parquet_file(kth, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "jobs.parquet").write_bytes(b"an earlier run's file")      # not to be taken for this run's
+    running = command("FakeFailingWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
+                                                      "--out", str(out)])
+    _, stderr = running.communicate()
+    assert running.returncode == 2, stderr
+    assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: No space left on device"]
+    # the files written before the failure stay; schema.json, which names jobs.parquet, is not written
+    assert sorted(path.name for path in out.iterdir()) == ["jobs.csv", "power.csv", "summary.json"]
+
+
+def test_a_child_killed_mid_write_gives_one_line_and_no_parquet_file(kth, tmp_path):
+    out = tmp_path / "out"
+    running = command("FakeStuckWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
+                                                    "--out", str(out)])
+    said = tmp_path / "child.pid"
+    while not said.exists() or not said.read_text():      # the child has written part of the file
+        assert running.poll() is None, running.communicate()
+        time.sleep(0.05)
+    pid = int(said.read_text())
+    assert pid != running.pid
+    assert [path.name for path in out.iterdir()] and any(path.name.endswith(".part") for path in out.iterdir())
+    os.kill(pid, signal.SIGKILL)
+    _, stderr = running.communicate()
+    assert running.returncode == 2, stderr
+    assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: the process writing "
+                                           "jobs.parquet was killed by signal 9 (SIGKILL)"]
+    assert sorted(path.name for path in out.iterdir()) == ["jobs.csv", "power.csv", "summary.json"]
+
+
+def test_a_replay_that_fails_ends_the_child_and_makes_no_folder(tmp_path):
+    # the child is forked before the trace is read; a trace that cannot be read ends it unwritten
+    bad = tmp_path / "bad.swf"
+    bad.write_text("1 0 0 10 1 -1 -1 1 10 -1 1 1 1 1 1 1 -1 -1\nnot a record\n")
+    out = tmp_path / "out"
+    running = command("none", tmp_path, ["replay", str(bad), "--strict", "--no-progress", "--out", str(out)])
+    _, stderr = running.communicate()
+    assert running.returncode == 2 and len(stderr.strip().splitlines()) == 1, stderr
+    assert not out.exists()
+
+
+def test_an_unknown_choice_of_process_is_one_line(kth, tmp_path):
+    running = command("none", tmp_path, ["replay", kth, "--limit", "10", "--no-progress", "--out",
+                                         str(tmp_path / "out")], process="thread")
+    _, stderr = running.communicate()
+    assert running.returncode == 2
+    assert stderr.strip().splitlines() == ["greenslurm: error: environment: field GREENSLURM_OUT_PROCESS: 'thread' "
+                                           "is not a choice; choose from auto, off"]
+
+
+def test_on_one_processor_the_command_writes_jobs_parquet_itself(tmp_path):
+    # pinned to one processor a child would only take turns with the command: no child
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+            "from greenslurm.sim.reporting.child_file import child_possible; print(child_possible())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.stdout.split() == ["False"], done.stderr
+    unpinned = subprocess.run([sys.executable, "-c", code.split("; ", 2)[2]], capture_output=True, text=True,
+                              cwd=tmp_path)
+    assert unpinned.stdout.split() == [str(len(os.sched_getaffinity(0)) > 1)], unpinned.stderr
+
+
+# -- the child process itself ----------------------------------------------------------------------
+class FakeTooLarge(ValueError):
+    """An error kind the caller names: the child's is raised as it."""
+
+
+def write_text(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def test_the_file_is_renamed_into_place_only_when_whole(tmp_path):
+    target = tmp_path / "f.txt"
+    writing = start_child(target, write_text)
+    assert not target.exists()
+    writing.send("hello ✓")
+    writing.wait()
+    assert target.read_text() == "hello ✓" and os.listdir(tmp_path) == ["f.txt"]
+    writing.wait()                                    # once is enough; again does nothing
+
+
+@pytest.mark.parametrize("error, raised, text", [
+    (OSError(28, "No space left on device"), OSError, "[Errno 28] No space left on device"),
+    (FakeTooLarge("a string of 2 GiB or more"), FakeTooLarge, "a string of 2 GiB or more"),
+    (KeyError("x"), ChildFailed, "writing f.txt failed: KeyError: 'x'"),
+])
+def test_a_failing_writer_is_raised_here(error, raised, text, tmp_path):
+    def FakeFailingWriter(path, payload):
+        path.write_text("half")                      # a part on disk, then the failure
+        raise error
+    target = tmp_path / "f.txt"
+    target.write_text("an earlier file")
+    writing = start_child(target, FakeFailingWriter, errors=(FakeTooLarge,))
+    writing.send(None)
+    with pytest.raises(raised) as caught:
+        writing.wait()
+    assert str(caught.value) == text
+    assert os.listdir(tmp_path) == []                 # neither the part nor the earlier file
+
+
+def test_a_child_killed_before_its_input_comes_is_named(tmp_path):
+    # killed while it loads what the writer needs (pyarrow, for jobs.parquet): the hand-over finds
+    # no reader, and the wait says what happened
+    said = tmp_path / "loading"
+
+    def FakeStuckLoader():
+        said.write_text("loading")
+        while True:
+            time.sleep(1)
+    writing = start_child(tmp_path / "f.txt", write_text, prepare=FakeStuckLoader)
+    while not said.exists():
+        time.sleep(0.02)
+    os.kill(writing.pid, signal.SIGKILL)
+    os.waitid(os.P_PID, writing.pid, os.WEXITED | os.WNOWAIT)     # dead (not yet reaped)
+    writing.send("hello")
+    with pytest.raises(ChildFailed, match=r"^the process writing f.txt was killed by signal 9 \(SIGKILL\)$"):
+        writing.wait()
+    assert os.listdir(tmp_path) == ["loading"]
+
+
+def test_a_cancelled_child_leaves_nothing(tmp_path):
+    writing = start_child(tmp_path / "f.txt", write_text)
+    writing.cancel()
+    with pytest.raises(ProcessLookupError):
+        os.kill(writing.pid, 0)                       # reaped
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("unbuffered", [False, True])
+def test_the_child_runs_no_exit_handler_and_says_nothing(unbuffered, tmp_path):
+    # output buffered before the fork, an atexit handler, and a failing writer that prints on both
+    # streams: each of the command's lines once, none of the child's
+    code = ("import atexit, sys; from pathlib import Path; from greenslurm.sim.reporting.child_file import start_child\n"
+            "atexit.register(lambda: print('exit handler'))\n"
+            "print('before the fork')\n"
+            "def FakeFailingWriter(path, payload):\n"
+            "    print('in the child')\n"
+            "    print('in the child', file=sys.stderr)\n"
+            "    raise ValueError('no')\n"
+            "w = start_child(Path('f.txt'), FakeFailingWriter)\n"
+            "w.send(None)\n"
+            "try:\n    w.wait()\nexcept Exception as exc:\n    print(type(exc).__name__)\n")
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        environment["PYTHONUNBUFFERED"] = "1"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=environment)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["before the fork", "ChildFailed", "exit handler"] and done.stderr == ""
+
+
+def test_the_failure_report_is_json_with_the_errno():
+    report = json.loads(child_file._failure_report(FileNotFoundError(2, "No such file or directory")))
+    assert (report["kind"], report["errno"], report["strerror"]) == ("FileNotFoundError", 2, "No such file or directory")
