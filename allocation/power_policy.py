@@ -150,9 +150,11 @@ def suspend_next(candidates: np.ndarray, phase: np.ndarray, powered: np.ndarray)
 
 
 def wake_nodes(off: np.ndarray, need_cpus: float, head_short: int, head_fits: np.ndarray, node_cpus: np.ndarray,
-               phase: np.ndarray, powered: np.ndarray, by_phase: bool, try_wake: Callable[[int], bool]) -> list[int]:
-    """Wake off nodes until the queue's need is met (``need_cpus`` more CPUs, ``head_short`` more
-    nodes able to hold the first job, ``head_fits`` per node).  ``try_wake(node)`` checks the budget
+               phase: np.ndarray, powered: np.ndarray, by_phase: bool, try_wake: Callable[[int], bool],
+               need_gpus: float = 0.0, node_gpus: np.ndarray | None = None) -> list[int]:
+    """Wake off nodes until the queue's need is met (``need_cpus`` more CPUs, ``need_gpus`` more GPUs
+    (``node_gpus`` per node; only nodes with GPUs are woken for them), ``head_short`` more nodes able
+    to hold the first job, ``head_fits`` per node).  ``try_wake(node)`` checks the budget
     and wakes the node, or returns False (the round ends there).  ``powered`` (per phase) is
     updated.  Returns the nodes woken, in order.
 
@@ -178,9 +180,16 @@ def wake_nodes(off: np.ndarray, need_cpus: float, head_short: int, head_fits: np
             # does not help it.  Waking any off node here went on for ever: it idled, was powered
             # down (nothing needed it), and the same round woke it again.
             head_short = 0
-        if need_cpus <= 0 and head_short <= 0:
+        if need_gpus > 0 and head_short <= 0 and need_cpus <= 0 and not (node_gpus[off] > 0).any():
+            need_gpus = 0.0                  # no off node has a GPU: waking one does not bring any
+        if need_cpus <= 0 and head_short <= 0 and need_gpus <= 0:
             break
-        pool = off[head_fits[off]] if head_short > 0 else off
+        if head_short > 0:
+            pool = off[head_fits[off]]
+        elif need_cpus <= 0:                 # only GPUs are missing: a node with GPUs
+            pool = off[node_gpus[off] > 0]
+        else:
+            pool = off
         node = int(wake_next(pool, phase, powered) if by_phase else pool[0])
         if not try_wake(node):
             break
@@ -188,5 +197,7 @@ def wake_nodes(off: np.ndarray, need_cpus: float, head_short: int, head_fits: np
         powered[phase[node]] += 1
         off = off[off != node]
         need_cpus -= node_cpus[node]
+        if node_gpus is not None:
+            need_gpus -= node_gpus[node]
         head_short -= int(head_fits[node])
     return woken

@@ -42,7 +42,7 @@ from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.forecast import Forecast, parse_forecast, read_file
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.decisions import DecisionService
-from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob as LivePending, RunningJob, Snapshot
+from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob as LivePending, RunningJob, Snapshot, features_of
 
 
 def limit_s(requested_s: float) -> float:
@@ -139,7 +139,8 @@ class HookAdmission:
                           state=("idle" if used[i] == 0 else ("allocated" if used[i] >= node.cpus else "mixed"))
                           + power[i][0], reason=power[i][1])
                  for i, node in enumerate(cluster.nodes)]
-        pending = [LivePending(job.job.job_id, job.job, job.begin_s, required_nodes=tuple(names[n] for n in job.pinned))
+        pending = [LivePending(job.job.job_id, job.job, job.begin_s, features_of(job.job.constraint),
+                               required_nodes=tuple(names[n] for n in job.pinned))
                    for job in waiting]
         return Snapshot(now_s, nodes, jobs, pending, default_partition=cluster.default_partition)
 

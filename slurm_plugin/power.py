@@ -33,12 +33,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from greenslurm.allocation.power_policy import needed_by_head, needed_by_queue, suspend_next, wake_nodes, wanted_cpus
+from greenslurm.allocation.power_policy import needed_by_head, needed_by_queue, suspend_next, wake_nodes
+from greenslurm.clustermodel.eligibility import Eligibility
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY, SHARDS_KEY
 from greenslurm.clustermodel.phases import phase_of_nodes
 
 log = logging.getLogger("greenslurm.hook.power")
 
 from greenslurm.slurm_plugin.view import PARKED_REASON as DRAIN_REASON  # noqa: E402
+from greenslurm.slurm_plugin.view import eligible_nodes, live_cluster  # noqa: E402
 OFF_FLAGS = ("powered_down", "powering_down", "power_down")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: E402,F401
@@ -87,6 +90,193 @@ class PowerAction:
     why: str
 
 
+def _count(value) -> float:
+    """A count Slurm or a user wrote (CPUs, nodes, GPUs, tasks) as a float: what is not a positive
+    number is 0, what is too big to be one is infinite (no node holds it).
+
+    >>> [_count(v) for v in (4, "2", -1, "x", None, float("nan"), 10 ** 400)]
+    [4.0, 2.0, 0.0, 0.0, 0.0, 0.0, inf]
+    """
+    try:
+        number = float(value)
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        return 0.0
+    return number if number > 0 else 0.0        # (nan > 0 is False)
+
+
+def printable(text: str, limit: int = 64) -> str:
+    """``text`` for a log line: at most ``limit`` characters, every unprintable one as ``?``.
+
+    >>> printable("12\\nfake line"), printable("x" * 100, 5)
+    ('12?fake line', 'xxxxx')
+    """
+    return "".join(c if c.isprintable() else "?" for c in str(text)[:limit])
+
+
+def take_in_order(avail: np.ndarray, wanted: float) -> np.ndarray:
+    """Per node, what ``wanted`` takes of ``avail``, the lowest-numbered nodes first.
+
+    >>> take_in_order(np.array([2.0, 0.0, 4.0, 4.0]), 5.0).tolist()
+    [2.0, 0.0, 3.0, 0.0]
+    """
+    return np.diff(np.minimum(np.cumsum(avail), wanted), prepend=0.0)
+
+
+@dataclass
+class WakeGroup:
+    """Waiting jobs that may use the same nodes (``mask``): the CPUs and GPUs they want, and the shape
+    of the first of them (``per_node`` CPUs and ``gpus_per_node`` GPUs on each of ``nodes`` nodes,
+    ``fits``: the nodes big enough for that when empty).  ``avail``/``gavail``: per node, the CPUs and
+    GPUs free or coming that the groups before it leave it; ``coming``/``gcoming``: their sums."""
+
+    mask: np.ndarray
+    fits: np.ndarray
+    per_node: float
+    gpus_per_node: float
+    nodes: int
+    cpus: float = 0.0
+    gpus: float = 0.0
+    avail: np.ndarray | None = None
+    gavail: np.ndarray | None = None
+    coming: float = 0.0
+    gcoming: float = 0.0
+
+    def can_hold(self, avail: np.ndarray, gavail: np.ndarray, powered: np.ndarray) -> np.ndarray:
+        """The powered nodes that can hold one share of the first job now."""
+        return self.fits & powered & (avail >= self.per_node) & (gavail >= self.gpus_per_node)
+
+    def needs(self, node: int, powered: np.ndarray) -> bool:
+        """Whether the group needs ``node`` to stay on: without it, what it wants is more than the
+        other nodes it may use bring, or its first job lacks nodes of its shape (the waking rule's
+        own questions, so that a node powered down is not woken again at the next sync)."""
+        if not self.mask[node]:
+            return False
+        if needed_by_queue(self.cpus, self.coming - self.avail[node]):
+            return True
+        if self.gpus > 0 and self.gpus > self.gcoming - self.gavail[node]:
+            return True
+        return needed_by_head(node, self.can_hold(self.avail, self.gavail, powered), self.fits, self.nodes)
+
+    def lose(self, node: int) -> None:
+        """``node`` is powered down: it brings nothing any more."""
+        if self.mask[node]:
+            self.coming -= self.avail[node]
+            self.gcoming -= self.gavail[node]
+            self.avail[node] = self.gavail[node] = 0.0
+
+
+@dataclass(frozen=True)
+class JobNeed:
+    """What a waiting job needs of the nodes: those it may use (``mask``), those big enough for one
+    per-node share when empty (``fits``), the share (``per_node`` CPUs, ``gpus_per_node`` GPUs) on
+    ``nodes`` nodes, its CPUs and GPUs in all (every task of an array), and what its nodes have."""
+
+    mask: np.ndarray
+    fits: np.ndarray
+    per_node: float
+    gpus_per_node: float
+    nodes: int
+    cpus: float
+    gpus: float
+    room_cpus: float
+    room_gpus: float
+
+
+class JobNeeds:
+    """:meth:`of` a pending job on one snapshot's nodes: its :class:`JobNeed`, or why no node can ever
+    hold it.  Every count is read as a number (:func:`_count`): what is no positive number is 0, what is
+    too big for a float no node holds."""
+
+    def __init__(self, snapshot, cpus: np.ndarray, gpus: np.ndarray, other_down: np.ndarray, index,
+                 previous: "JobNeeds | None" = None) -> None:
+        """``previous``: the last sync's; its partition and feature masks are kept while the nodes'
+        names, partitions, features, GPUs and memory are the same (they rarely change)."""
+        self.nodes = snapshot.nodes
+        self.key = (snapshot.default_partition, tuple((n.name, n.partitions, n.features, n.gpus, n.shards, n.memory_mb)
+                                                      for n in self.nodes))
+        if previous is not None and previous.key == self.key:
+            self.eligibility, self.per_gpu, self.memory = previous.eligibility, previous.per_gpu, previous.memory
+            self._masks = previous._masks
+        else:
+            self.eligibility = Eligibility(live_cluster(self.nodes, default_partition=snapshot.default_partition))
+            self.per_gpu = np.array([n.shards_per_gpu for n in self.nodes])
+            self.memory = np.array([float(n.memory_mb) for n in self.nodes])
+            self._masks: dict[tuple, np.ndarray] = {}
+        self.cpus, self.gpus, self.other_down, self.index = cpus, gpus, other_down, index
+        # a job's answer, kept for the next sync while the nodes (and which are held down) stay the
+        # same and the job is the same object (the replay's; the cache holds it, so no other object
+        # can take its id); only the jobs asked about at this sync are kept
+        self._answers: dict[tuple, tuple] = {}
+        same = previous is not None and previous.key == self.key and np.array_equal(previous.other_down, other_down)
+        self._previous_answers = previous._answers if same else {}
+
+    def of(self, p) -> JobNeed | str:
+        key = (p.job_id, id(p.job), p.tasks, tuple(p.features), tuple(p.required_nodes))
+        known = self._answers.get(key) or self._previous_answers.get(key)
+        if known is not None and known[0] is p.job:
+            self._answers[key] = known
+            return known[1]
+        answer = self._of(p)
+        self._answers[key] = (p.job, answer)
+        return answer
+
+    def _of(self, p) -> JobNeed | str:
+        job, cpus, gpus = p.job, self.cpus, self.gpus
+        extra = job.extra or {}
+        shards = _count(extra.get(SHARDS_KEY, 0))
+        total_gpus = _count(extra.get(GPUS_TOTAL_KEY, 0))
+        features = tuple(p.features)
+        key = (job.partition, features, shards)
+        if key not in self._masks:
+            if len(self._masks) >= 4096:         # (keys are what users wrote: kept bounded)
+                self._masks.clear()
+            self._masks[key] = eligible_nodes(self.eligibility, self.nodes, self.per_gpu, job.partition, features,
+                                              int(min(shards, 1e9)))
+        mask = self._masks[key] & ~self.other_down
+        gpu_per_node = max(_count(job.gpus_per_node), 1.0 if (total_gpus or shards) else 0.0)
+        if gpu_per_node > 0:
+            mask = mask & (gpus > 0)             # a GPU job may use the nodes with GPUs only
+        if p.required_nodes:
+            own = np.zeros(len(self.nodes), dtype=bool)
+            own[[self.index[n] for n in p.required_nodes if n in self.index]] = True
+            mask = mask & own
+        if total_gpus and not job.nodes:         # --gpus=N in all, no node count: as few nodes as hold them
+            gpu_per_node = max(min(total_gpus, float(gpus[mask].max(initial=0.0))), 1.0)
+        elif total_gpus:                         # ... over the nodes it names: ceil(N / nodes) on each
+            gpu_per_node = max(gpu_per_node, math.ceil(min(total_gpus, 1e18) / max(min(_count(job.nodes), 1e18), 1)))
+        job_cpus = _count(job.cpus) or 1.0
+        nodes_wanted = max(int(min(_count(job.nodes), len(self.nodes) + 1)), 1)
+        per_node = job_cpus / nodes_wanted if job.nodes else min(job_cpus, float(cpus[mask].max(initial=0.0)))
+        fits = mask & (cpus >= per_node) & (gpus >= gpu_per_node)
+        if _count(job.memory_mb_per_node) > 0:
+            fits &= (self.memory <= 0) | (self.memory >= job.memory_mb_per_node)
+        job_gpus = max(total_gpus, gpu_per_node * nodes_wanted) if not shards else 0.0
+        room_cpus, room_gpus = float(cpus[mask].sum()), float(gpus[mask].sum())
+        if not fits.any():
+            return "no node it may use can hold it"
+        if nodes_wanted > int(np.count_nonzero(fits)):
+            return f"it asks {nodes_wanted} nodes, {int(np.count_nonzero(fits))} of those it may use can hold it"
+        if job_cpus > room_cpus or job_gpus > room_gpus:
+            return "it asks more CPUs or GPUs than the nodes it may use have"
+        tasks = max(int(min(_count(p.tasks), 1e9)), 1)
+        return JobNeed(mask, fits, per_node, gpu_per_node, nodes_wanted, job_cpus * tasks, job_gpus * tasks,
+                       room_cpus, room_gpus)
+
+
+def claim_free(groups: list[WakeGroup], free: np.ndarray, gfree: np.ndarray, powered: np.ndarray) -> None:
+    """Each group's CPUs and GPUs free or coming on the powered nodes it may use, after the groups
+    before it took what they want (the lowest-numbered nodes first)."""
+    taken, taken_gpus = np.zeros(free.size), np.zeros(free.size)
+    for group in groups:
+        group.avail = np.where(group.mask & powered, np.maximum(free - taken, 0.0), 0.0)
+        group.gavail = np.where(group.mask & powered, np.maximum(gfree - taken_gpus, 0.0), 0.0)
+        group.coming, group.gcoming = float(group.avail.sum()), float(group.gavail.sum())
+        taken += take_in_order(group.avail, group.cpus)
+        taken_gpus += take_in_order(group.gavail, group.gpus)
+
+
 class PowerManager:
     """The service's power decisions (see the module text).  :meth:`decide` is pure given its
     inputs and the idle times it keeps; the service carries the actions out."""
@@ -95,10 +285,15 @@ class PowerManager:
         self.config = config
         self.power = power
         self.idle_since: dict[str, float] = {}
+        self._needs: JobNeeds | None = None          # the last sync's (its masks are kept)
+        self.unusable = 0                            # waiting jobs seen that no node can ever hold
+        self.unusable_jobs: dict[str, str] = {}      # ... waiting at the last decision: job id -> why
+        self.unusable_new: list[tuple[str, str]] = []    # ... first seen at the last decision
 
     def decide(self, snapshot, now_s: float) -> list[PowerAction]:
         config = self.config
         nodes = snapshot.nodes
+        self.unusable_new = []
         if not nodes:
             return []
         names, cpus, max_w, states, flags, parked, other_down, index, used, free = self._node_table(snapshot)
@@ -112,8 +307,13 @@ class PowerManager:
                    if not p.held and (p.begin_s is None or p.begin_s <= now_s)]
         pinned = {name for p in snapshot.pending if not p.held for name in p.required_nodes}
         under_budget = config.power_budget_w > 0
-        wanted = wanted_cpus([float(p.job.cpus) * max(p.tasks, 1) for p in waiting], under_budget)
-        coming = float(free.sum())
+        if snapshot.pending:      # (without, nothing below asks what jobs need: the common case, kept cheap)
+            gpus, gfree = self._gpu_table(snapshot, states, other_down, index)
+            needs = self._needs = JobNeeds(snapshot, cpus, gpus, other_down, index, self._needs)
+        else:
+            gpus = gfree = np.zeros(len(nodes))
+            needs = None
+        groups = self._groups(snapshot, waiting, needs.of if needs is not None else None, under_budget)
         # idle times: an ON node without a job since when
         for i, name in enumerate(names):
             if states[i] == ON and used[i] == 0 and not other_down[i]:
@@ -124,19 +324,15 @@ class PowerManager:
         counts = np.bincount(phase[states != OFF], minlength=config.phases)
         candidates = [i for i, name in enumerate(names) if name not in pinned and self.idle_since.get(name) is not None
                       and now_s - self.idle_since[name] >= config.suspend_after_s]
-        if waiting:     # the first waiting job, the shape of its per-node share, the nodes it fits on
-            head = waiting[0]
-            per_node = head.job.cpus / max(head.job.nodes, 1) if head.job.nodes else min(head.job.cpus, cpus.max())
-            head_fits = cpus >= per_node
+        claim_free(groups, free, gfree, states != OFF)
         while candidates and int(counts.sum()) > config.min_nodes_on:
             i = suspend_next(np.array(candidates), phase, counts)
             candidates.remove(i)
-            if waiting and (needed_by_queue(wanted, coming - free[i])
-                            or needed_by_head(i, (free >= per_node) & (states != OFF), head_fits,
-                                              max(head.job.nodes, 1))):
+            if any(group.needs(i, states != OFF) for group in groups):
                 continue
             actions.append(PowerAction(names[i], "power_down", f"idle for {now_s - self.idle_since[names[i]]:.0f} s"))
-            coming -= free[i]
+            for group in groups:
+                group.lose(i)
             counts[phase[i]] -= 1
             self.idle_since.pop(names[i], None)
             states[i] = OFF                 # counted at its most until drained: no budget gained yet
@@ -152,32 +348,78 @@ class PowerManager:
             return actions
         counts = np.bincount(phase[states != OFF], minlength=config.phases)
         budget_now = [worst_case_w(states, parked, max_w, config.off_w)]
+        refused = [False]
+        why_now = [""]
 
         def try_wake(i: int, why: str | None = None) -> bool:
             added = max_w[i] - config.off_w
             if under_budget and budget_now[0] + added > config.power_budget_w + 1e-6:
+                refused[0] = True
                 return False
             budget_now[0] += added
             parked[i] = False
             states[i] = BOOTING
-            actions.append(PowerAction(names[i], "power_up", why or f"the queue needs it ({wanted:g} CPUs wanted, "
-                                                                  f"{coming:g} free or coming)"))
+            free[i], gfree[i] = cpus[i], gpus[i]          # it comes with all its CPUs and GPUs free
+            actions.append(PowerAction(names[i], "power_up", why or why_now[0]))
             return True
-        for i in self._pinned_off(soon, index, states, parked):
+        for i in self._pinned_off(soon, index, states, parked, needs.of):
             if not try_wake(i, "a job pinned to it may start within a boot"):
                 break
             counts[phase[i]] += 1
-            free[i] = cpus[i]                # it comes with all its CPUs free
-            coming += cpus[i]
-        off = np.flatnonzero((states == OFF) & parked)
-        if off.size == 0 or not waiting:
+        if refused[0] or not waiting:
             return actions
-        head_short = max(head.job.nodes, 1) - int(np.count_nonzero((free >= per_node) & (states != OFF)))
-        need = wanted - coming
-        if need <= 0 and head_short <= 0:
-            return actions
-        wake_nodes(off, need, head_short, head_fits, cpus, phase, counts, config.wake_order == "phase", try_wake)
+        # each group of waiting jobs (the nodes they may use) in turn, the most restricted first: the
+        # CPUs and GPUs the groups before it take are not free for it
+        taken = np.zeros(len(nodes))
+        taken_gpus = np.zeros(len(nodes))
+        for group in groups:
+            off = np.flatnonzero((states == OFF) & parked & group.mask)
+            powered = states != OFF
+            avail, gavail = np.maximum(free - taken, 0.0), np.maximum(gfree - taken_gpus, 0.0)
+            coming, gcoming = float(avail[group.mask].sum()), float(gavail[group.mask].sum())
+            if off.size:
+                head_short = group.nodes - int(np.count_nonzero(group.can_hold(avail, gavail, powered)))
+                need, need_gpus = group.cpus - coming, group.gpus - gcoming
+                why_now[0] = (f"waiting jobs need it ({group.cpus:g} CPUs and {group.gpus:g} GPUs wanted on the "
+                              f"nodes they may use, {coming:g} CPUs and {gcoming:g} GPUs free or coming)")
+                if need > 0 or head_short > 0 or need_gpus > 0:
+                    wake_nodes(off, need, head_short, group.fits, cpus, phase, counts,
+                               config.wake_order == "phase", try_wake, need_gpus, gpus)
+                    if refused[0]:
+                        break
+                    avail, gavail = np.maximum(free - taken, 0.0), np.maximum(gfree - taken_gpus, 0.0)
+            taken += take_in_order(np.where(group.mask & (states != OFF), avail, 0.0), group.cpus)
+            taken_gpus += take_in_order(np.where(group.mask & (states != OFF), gavail, 0.0), group.gpus)
         return actions
+
+    def _groups(self, snapshot, waiting, shape_of, under_budget: bool) -> list["WakeGroup"]:
+        """The waiting jobs that can run on some node, grouped by the nodes they may use (their
+        partitions, features and GPUs, :func:`~greenslurm.slurm_plugin.view.eligible_nodes`), the most
+        restricted group first; under a budget only the first such job's.  A job no node can ever
+        hold is left out, counted (``unusable``) and logged once: it wakes nothing."""
+        groups: dict[bytes, WakeGroup] = {}
+        seen_now: dict[str, str] = {}
+        for p in waiting:
+            shape = shape_of(p)
+            if isinstance(shape, str):
+                seen_now[p.job_id] = shape
+                continue
+            group = groups.get(shape.mask.tobytes())
+            if group is None:
+                group = groups[shape.mask.tobytes()] = WakeGroup(shape.mask, shape.fits, shape.per_node,
+                                                                 shape.gpus_per_node, shape.nodes)
+            # CPUs and GPUs wanted, at most all of the group's nodes have (more changes no decision)
+            group.cpus = min(group.cpus + shape.cpus, shape.room_cpus)
+            group.gpus = min(group.gpus + shape.gpus, shape.room_gpus)
+            if under_budget:
+                break
+        new = [job_id for job_id in seen_now if job_id not in self.unusable_jobs]
+        for job_id in new:
+            log.warning("power saving: job %s wakes no node: %s", printable(job_id), seen_now[job_id])
+        self.unusable += len(new)
+        self.unusable_new = [(job_id, seen_now[job_id]) for job_id in new]
+        self.unusable_jobs = seen_now
+        return sorted(groups.values(), key=lambda g: int(np.count_nonzero(g.mask)))
 
     def most_w(self, nodes) -> np.ndarray:
         """Per node, the most it can draw (W): busy with every GPU at its most (the budget's worst case)."""
@@ -198,7 +440,9 @@ class PowerManager:
         drained = [bool(f & {"drain", "drained", "draining"}) for f in flags]
         parked = np.array([d and r == DRAIN_REASON for d, r in zip(drained, reasons)])
         # nodes an admin drained or Slurm holds down: neither used nor touched
-        other_down = np.array([(d and r != DRAIN_REASON) or bool(f & {"down", "fail", "not_responding"})
+        # (a node powering up does not respond until its slurmd registers: that is no fault)
+        other_down = np.array([(d and r != DRAIN_REASON) or bool(f & {"down", "fail"})
+                               or ("not_responding" in f and not f & {"powering_up", "power_up"})
                                for d, r, f in zip(drained, reasons, flags)])
         index = {name: i for i, name in enumerate(names)}
         used = np.zeros(len(nodes))
@@ -215,13 +459,36 @@ class PowerManager:
         return names, cpus, max_w, states, flags, parked, other_down, index, used, free
 
     @staticmethod
-    def _pinned_off(waiting, index, states, parked) -> list[int]:
-        """Nodes that are off and that jobs the hook pinned wait for (they are woken first)."""
+    def _gpu_table(snapshot, states, other_down, index) -> tuple[np.ndarray, np.ndarray]:
+        """Per node: its GPUs, and the GPUs free or coming (none on a node off or held down; a job
+        Slurm does not say the share of holds its nodes whole)."""
+        gpus = np.array([_count(n.gpus) for n in snapshot.nodes])
+        used = np.zeros(len(snapshot.nodes))
+        for job in snapshot.running:
+            for use in job.uses or ():
+                if use.node in index:
+                    used[index[use.node]] += use.whole_gpus + sum(milli for _, milli in use.gpus) / 1000.0
+            if not job.uses:
+                for name in job.nodes:
+                    if name in index:
+                        used[index[name]] = gpus[index[name]]
+        gfree = np.where(states == OFF, 0.0, np.maximum(gpus - used, 0.0))
+        return gpus, np.where(other_down, 0.0, gfree)
+
+    @staticmethod
+    def _pinned_off(waiting, index, states, parked, shape_of) -> list[int]:
+        """Nodes that are off and that jobs the hook pinned wait for, if the job may use them (they
+        are woken first)."""
         out: list[int] = []
         for job in waiting:
+            if not job.required_nodes:
+                continue
+            shape = shape_of(job)
+            if isinstance(shape, str):
+                continue
             for name in job.required_nodes:
                 i = index.get(name)
-                if i is not None and states[i] == OFF and parked[i] and i not in out:
+                if i is not None and states[i] == OFF and parked[i] and shape.fits[i] and i not in out:
                     out.append(i)
         return out
 

@@ -43,9 +43,11 @@ from greenslurm.slurm_plugin.power import DRAIN_REASON, PowerManager, slurm_conf
 from greenslurm.slurm_plugin.view import NodePower
 
 
-def hook_power_saving(config: HookConfig) -> SlurmPowerSaving:
+def hook_power_saving(config: HookConfig, slurmctld_start_s: float | None = None) -> SlurmPowerSaving:
     """Slurm's power-saving settings of the live setup: the slurm.conf lines ``greenslurm hook install``
-    writes for ``config`` (Slurm's own idle timer a year), the hook's boot time and off power.
+    writes for ``config`` (Slurm's own idle timer a year), the hook's boot time and off power;
+    ``slurmctld_start_s``: when slurmctld started, on the replay's clock (its 30-second checks of
+    jobs waiting for booted nodes count from there; None: the replay's start).
 
     >>> s = hook_power_saving(HookConfig(power_save=True, boot_s=120.0, suspend_timeout_s=30.0))
     >>> s.suspend_time_s, s.suspend_timeout_s, s.resume_timeout_s, s.boot_s
@@ -54,16 +56,17 @@ def hook_power_saving(config: HookConfig) -> SlurmPowerSaving:
     from greenslurm.traces.slurm_conf import parse_slurm_conf_text
     lines = slurm_conf_lines("/greenslurm-suspend", "/greenslurm-resume", config.boot_s, config.suspend_timeout_s)
     conf = parse_slurm_conf_text("\n".join(line for line in lines if not line.startswith("#")) + "\n")
-    return SlurmPowerSaving.from_conf(conf, boot_s=config.boot_s, off_w=config.off_w)
+    saving = SlurmPowerSaving.from_conf(conf, boot_s=config.boot_s, off_w=config.off_w)
+    return saving if slurmctld_start_s is None else replace(saving, slurmctld_start_s=slurmctld_start_s)
 
 
 class HookPowerMachine(SlurmPowerMachine):
     """The slurm queue's machine with the hook's power decisions at each sync (see the module text)."""
 
     def __init__(self, cluster: Cluster, selection: NodeSelection | None = None,
-                 config: HookConfig | None = None) -> None:
+                 config: HookConfig | None = None, slurmctld_start_s: float | None = None) -> None:
         config = config or HookConfig(power_save=True)
-        super().__init__(cluster, selection, hook_power_saving(config))
+        super().__init__(cluster, selection, hook_power_saving(config, slurmctld_start_s))
         self.hook_config = config
         self.manager = PowerManager(config, NodePower(config.node_idle_w, config.node_busy_w, config.gpu_idle_w,
                                                       config.gpu_max_w))
@@ -185,9 +188,10 @@ class HookPowerMachine(SlurmPowerMachine):
         assert not (self.parked & (self.state != OFF)).any(), "a node drained for power saving is not off"
 
 
-def hook_power_machine_factory(config: HookConfig) -> Callable[[Cluster, NodeSelection | None], HookPowerMachine]:
+def hook_power_machine_factory(config: HookConfig, slurmctld_start_s: float | None = None
+                               ) -> Callable[[Cluster, NodeSelection | None], HookPowerMachine]:
     """What ``Replay(machine_factory=..., queue="slurm", admission=HookAdmission(...))`` takes to replay
-    the hook's power saving."""
+    the hook's power saving (``slurmctld_start_s``: see :func:`hook_power_saving`)."""
     def build(cluster: Cluster, selection: NodeSelection | None = None) -> HookPowerMachine:
-        return HookPowerMachine(cluster, selection, config)
+        return HookPowerMachine(cluster, selection, config, slurmctld_start_s)
     return build

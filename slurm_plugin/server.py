@@ -256,6 +256,9 @@ class HookServer:
         except Exception:
             log.exception("power saving: cannot decide")
             return
+        from greenslurm.slurm_plugin.power import printable
+        for job_id, why in self.power_manager.unusable_new:       # logged by the policy; recorded once
+            self.record.event("power wakes none", 1, f"job {printable(job_id)}: {why}")
         for action in actions:
             self.record.event(action.action, 1, f"{action.node}: {action.why}")
             log.info("power saving: %s %s (%s)", action.action, action.node, action.why)

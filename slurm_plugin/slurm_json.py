@@ -16,7 +16,7 @@ from greenslurm.clustermodel import JobSpec
 from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, gpu_count, gpu_request, shard_count
 from greenslurm.slurm_plugin.protocol import UNLIMITED_S, unset
-from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot, job_order
+from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot, job_order, features_of
 from greenslurm.traces.slurm_fields import array_tasks
 from greenslurm.traces.slurm_hostlist import expand_hostlist
 from greenslurm.traces.slurm_nodes import slurm_json_number
@@ -335,7 +335,7 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
         spec = job_spec_from_squeue(job)
         begin = _number(job.get("eligible_time"), 0.0) or None
         begin = begin if begin and begin > now_s else None
-        features = tuple(sorted(f for f in re.split(r"[&,]", job.get("features") or "") if f))
+        features = features_of(str(job.get("features") or ""))
         reason = str(job.get("state_reason") or "")
         held = _number(job.get("priority"), 1.0) == 0 or "held" in reason.lower()
         waiting = reason if cannot_start(reason) else ""

@@ -34,6 +34,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -413,19 +414,7 @@ class LiveView:
     def _mask(self, partition: str, features: tuple[str, ...], shards: int) -> np.ndarray | None:
         key = (partition, features, shards)
         if key not in self._masks:
-            # a constraint asking any of several features ("a|b", a pending job's or a submission's):
-            # the nodes of its partition with one of them
-            anyof = set(or_features(features[0])) if len(features) == 1 else set()
-            eligible = self._eligibility.mask(partition, "" if anyof else "&".join(features))
-            if anyof and not isinstance(eligible, str):
-                has = np.array([not anyof.isdisjoint(node.features) for node in self.nodes])
-                eligible = has if eligible is None else (eligible & has)
-            if isinstance(eligible, str):           # no node ever: the job fits nowhere
-                ok = np.zeros(len(self.nodes), dtype=bool)
-            else:
-                ok = np.ones(len(self.nodes), dtype=bool) if eligible is None else eligible.copy()
-            if shards:
-                ok &= self._shards_per_gpu >= shards
+            ok = eligible_nodes(self._eligibility, self.nodes, self._shards_per_gpu, partition, features, shards)
             self._masks[key] = None if ok.all() else ok
         return self._masks[key]
 
@@ -719,6 +708,46 @@ class NodePower:
         """
         return NodeSpec(name, cpus, memory_mb, gpus, idle_w=self.idle_w, busy_w=self.busy_w,
                         gpu_idle_w=self.gpu_idle_w, gpu_max_w=self.gpu_max_w, **more)
+
+
+def features_of(constraint: str) -> tuple[str, ...]:
+    """The features of a constraint as the view takes them: joined by ``&`` or ``,`` (as squeue's JSON
+    prints them), sorted; any other form (``a|b``) is one item, read by :func:`eligible_nodes`.
+
+    >>> features_of("k80&ib"), features_of("a|b"), features_of("")
+    (('ib', 'k80'), ('a|b',), ())
+    """
+    return tuple(sorted(f for f in re.split(r"[&,]", constraint or "") if f))
+
+
+def eligible_nodes(eligibility: Eligibility, nodes: list[LiveNode], shards_per_gpu: np.ndarray, partition: str,
+                   features: tuple[str, ...], shards: int) -> np.ndarray:
+    """The nodes a job of ``partition`` asking ``features`` (and ``shards`` GPU shards on a node) may
+    ever use, as a mask over ``nodes`` (those of ``eligibility``'s cluster): the replay's partition
+    and constraint rule, plus a constraint asking any one of several features (``a|b``, a pending
+    job's or a submission's), plus nodes with that many shards per GPU.  The view's planning and the
+    power saving's waking ask this one question.
+
+    >>> ns = [LiveNode("a", 4, partitions=("cpu",)), LiveNode("g", 4, gpus=1, shards=4, partitions=("gpu",),
+    ...                                                       features=("k80",))]
+    >>> e = Eligibility(live_cluster(ns))
+    >>> per_gpu = np.array([n.shards_per_gpu for n in ns])
+    >>> [eligible_nodes(e, ns, per_gpu, p, f, s).tolist() for p, f, s in
+    ...  [("cpu,gpu", (), 0), ("gpu", ("k80|v100",), 0), ("cpu", ("k80",), 0), ("", (), 2), ("nope", (), 0)]]
+    [[True, True], [False, True], [False, False], [False, True], [False, False]]
+    """
+    anyof = set(or_features(features[0])) if len(features) == 1 else set()
+    eligible = eligibility.mask(partition, "" if anyof else "&".join(features))
+    if anyof and not isinstance(eligible, str):
+        has = np.array([not anyof.isdisjoint(node.features) for node in nodes])
+        eligible = has if eligible is None else (eligible & has)
+    if isinstance(eligible, str):           # no node ever: the job fits nowhere
+        ok = np.zeros(len(nodes), dtype=bool)
+    else:
+        ok = np.ones(len(nodes), dtype=bool) if eligible is None else eligible.copy()
+    if shards:
+        ok &= shards_per_gpu >= shards
+    return ok
 
 
 def live_cluster(nodes: list[LiveNode], power: NodePower | None = None, default_partition: str = "") -> Cluster:

@@ -9,6 +9,7 @@ sample.  Skipped, with the reason, only without the Slurm binaries or root."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -81,17 +82,18 @@ def worst_case_w(nodes: dict[str, tuple[str, str]]) -> float:
                for state, reason in nodes.values())
 
 
-@pytest.fixture(scope="module")
-def powered(tmp_path_factory):
-    root = shared_root("greenslurm-power-")
+@contextlib.contextmanager
+def hook_power_cluster(prefix: str, nodes, partitions=None, user: bool = False, **hook_settings):
+    """A cluster of ``nodes`` (``partitions``: its PartitionName lines) under the hook's power saving
+    with ``hook_settings``, its service running; yields root, cluster, database, snippet, power_lines
+    and (``user``) an ordinary user."""
+    root = shared_root(prefix)
     socket = str(root / "hook.sock")
     conf = root / "slurm" / "etc" / "slurm.conf"
     off, on = write_node_commands(root, conf)
-    settings = dict(socket=socket, socket_owner="root", database=str(root / "hook.sqlite"), sync_interval_s=1.0,
-                    timeout_ms=2000, slurm_conf=str(conf), set_required_nodes=False, power_save=True,
-                    suspend_after_s=2.0, suspend_timeout_s=2.0, min_nodes_on=1, power_budget_w=BUDGET_W, off_w=10.0, boot_s=5.0, phases=2,
-                    power_off_command=f"{off} {{node}}", power_on_command=f"{on} {{node}}")
-    config = write_config(root / "hook.toml", **settings)
+    config = write_config(root / "hook.toml", socket=socket, socket_owner="root", database=str(root / "hook.sqlite"),
+                          timeout_ms=2000, slurm_conf=str(conf), power_off_command=f"{off} {{node}}",
+                          power_on_command=f"{on} {{node}}", **hook_settings)
     # --greenslurm is one absolute path: this interpreter's own greenslurm (the package is installed
     # into it), which slurmctld runs from SuspendProgram and ResumeProgram without a PATH
     command = Path(sysconfig.get_path("scripts")) / "greenslurm"
@@ -104,20 +106,29 @@ def powered(tmp_path_factory):
     power_lines = [line for line in snippet.splitlines()
                    if line.startswith(("SuspendProgram=", "ResumeProgram=", "SuspendTime=", "SuspendTimeout=",
                                        "ResumeTimeout="))]
-    cluster = SlurmCluster(root / "slurm", NODES, job_submit_lua=(root / "rendered" / "job_submit.lua").read_text(),
-                           extra_conf=power_lines)
+    cluster = SlurmCluster(root / "slurm", nodes, job_submit_lua=(root / "rendered" / "job_submit.lua").read_text(),
+                           extra_conf=power_lines, partitions=partitions)
     cluster.start()
     service = None
     try:
+        client = cluster.add_user() if user else None
         service = ServiceProcess(config, socket, root / "service.log", env=cluster.env).start()
         yield {"root": root, "cluster": cluster, "database": root / "hook.sqlite", "snippet": snippet,
-               "power_lines": power_lines}
+               "power_lines": power_lines, "user": client}
     finally:
         if service is not None:
             service.stop()
         kill_restarted_slurmd(conf)
         cluster.stop()
         kill_restarted_slurmd(conf)
+
+
+@pytest.fixture(scope="module")
+def powered():
+    with hook_power_cluster("greenslurm-power-", NODES, sync_interval_s=1.0, set_required_nodes=False,
+                            power_save=True, suspend_after_s=2.0, suspend_timeout_s=2.0, min_nodes_on=1,
+                            power_budget_w=BUDGET_W, off_w=10.0, boot_s=5.0, phases=2) as made:
+        yield made
 
 
 def wait_for(predicate, timeout_s: float, what: str):
@@ -206,7 +217,9 @@ def test_idle_nodes_power_down_and_queued_jobs_wake_nodes_within_the_budget(powe
     assert kinds.count("power_down") >= 5          # n2-n4 at first, n2 and n3 again
     # the replay of this workload with the same hook.toml settings (greenslurm.slurm_plugin.power_replay)
     # parks the same nodes, wakes the same ones in the same order and runs the jobs on the same nodes
-    replayed = replay_of_this_workload()
+    log_times = slurmctld_log_times(powered["cluster"])
+    submitted = log_times["_slurm_rpc_submit_batch_job: JobId=" + ids[0]]
+    replayed = replay_of_this_workload(powered["cluster"].conf, 60.0 - (submitted - log_times["slurmctld version"]))
 
     def parked_first(kinds_nodes) -> list[str]:      # the nodes drained before the first wake
         kinds_nodes = list(kinds_nodes)
@@ -218,9 +231,41 @@ def test_idle_nodes_power_down_and_queued_jobs_wake_nodes_within_the_budget(powe
         [d.split(":")[0] for k, d in events if k == "power_up"]
     assert sorted(replayed.cluster.nodes[r.node_indices[0]].name for r in replayed.records
                   if r.job_id != "warm-up") == sorted(nodes_used)
+    # ... and starts them when Slurm did, given Slurm's latencies as this cluster sets them: its
+    # slurm.conf (sched_interval=1, bf_interval=1), when slurmctld started (a job given a node that
+    # boots starts at the first of slurmctld's 30-second checks after the node is up, counted from
+    # its start), and the hook's boot_s.  The replay's clock: the first submission at 60 s.
+    live = sorted(seconds(jobs[job_id]["StartTime"]) - submitted for job_id in ids)
+    replay = sorted(r.start_s - 60.0 for r in replayed.records if r.job_id != "warm-up")
+    # The tolerance, from the latencies the replay does not know the phase of: StartTime is in whole
+    # seconds (1 s); the service syncs every sync_interval_s (1 s) from its own start, so its wake comes
+    # up to 1 s later or earlier; a job's start is noticed on the first pass of slurmctld's background
+    # loop (a pass a little over 1 s) whose clock reads the check's second (1 s).
+    tolerance_s = 1.0 + 1.0 + 1.0
+    assert all(abs(a - b) <= tolerance_s for a, b in zip(live, replay)), (live, replay)
 
 
-def replay_of_this_workload():
+def seconds(text: str) -> float:
+    """A time of scontrol's (local, whole seconds) or of slurmctld's log (milliseconds) in seconds."""
+    whole, _, fraction = text.partition(".")
+    return time.mktime(time.strptime(whole, "%Y-%m-%dT%H:%M:%S")) + (float("0." + fraction) if fraction else 0.0)
+
+
+def slurmctld_log_times(cluster: SlurmCluster) -> dict[str, float]:
+    """The time of the first line of slurmctld's log that starts with each text (up to a number),
+    from its ``[YYYY-MM-DDTHH:MM:SS.mmm]`` stamps."""
+    out: dict[str, float] = {}
+    for line in (cluster.root / "log" / "slurmctld.log").read_text(errors="replace").splitlines():
+        stamp, _, text = line.partition("] ")
+        if not stamp.startswith("["):
+            continue
+        key = text if text.startswith("_slurm_rpc_submit_batch_job") else text[:len("slurmctld version")]
+        key = key.split(" InitPrio")[0]
+        out.setdefault(key, seconds(stamp[1:]))
+    return out
+
+
+def replay_of_this_workload(slurm_conf: Path, slurmctld_start_s: float):
     """The replay of the four whole-node jobs under this module's hook settings, after a warm-up job
     that lets the idle nodes be parked first (live, the jobs come once three nodes are parked)."""
     from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
@@ -234,7 +279,11 @@ def replay_of_this_workload():
     cluster = Cluster([NodeSpec(node.name, node.cpus) for node in NODES])
     jobs = [JobSpec("warm-up", 0.0, 60.0, runtime_s=1.0, cpus=1)] + [
         JobSpec(f"j{i}", 60.0, 120.0, runtime_s=12.0, cpus=4) for i in range(4)]
-    run = Replay(jobs, cluster, "slurm", machine_factory=hook_power_machine_factory(config),
+    from greenslurm.sim.engine.slurm_model import SlurmScheduling
+    from greenslurm.traces.slurm_conf import parse_slurm_conf_text
+    scheduling = SlurmScheduling.from_conf(parse_slurm_conf_text(slurm_conf.read_text()))
+    run = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": scheduling},
+                 machine_factory=hook_power_machine_factory(config, slurmctld_start_s),
                  admission=HookAdmission(config, cluster, jobs))
     run.run()
     return run

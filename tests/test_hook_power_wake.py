@@ -1,0 +1,290 @@
+"""Which node the hook's power saving wakes for a waiting job: only one the job may use (its
+partitions, the features of its --constraint, its GPUs), and an idle node stays on only for jobs
+that may use it.  Exact cases on a four-node cluster with two partitions and GPUs, a property over
+random clusters and queues against an oracle written here from Slurm's rules, and crafted
+partition, feature and GRES text through the service's own JSON reader.  On real daemons:
+tests/test_hook_power_wake_live.py."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from greenslurm.clustermodel import JobSpec
+from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY, SHARDS_KEY
+from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.power import DRAIN_REASON, PowerManager, worst_case_w, power_state
+from greenslurm.slurm_plugin.slurm_json import snapshot_from_json
+from greenslurm.slurm_plugin.view import LiveNode, NodePower, NodeUse, PendingJob, RunningJob, Snapshot
+
+PARKED = "idle+drain+powered_down"
+
+
+def manager(**settings) -> PowerManager:
+    config = HookConfig(power_save=True, power_off_command="off {node}", power_on_command="on {node}",
+                        suspend_after_s=60.0, phases=2, min_nodes_on=0, **settings)
+    config.check()
+    return PowerManager(config, NodePower())
+
+
+def cluster(*states: str) -> list[LiveNode]:
+    """n1, n2: partition cpu, no GPU; n3: partition gpu, 2 GPUs, feature a100; n4: partition gpu,
+    1 GPU, feature v100.  Phases (two): n1, n3 on phase 0; n2, n4 on phase 1."""
+    shapes = [((), ("cpu",), 0), ((), ("cpu",), 0), (("a100",), ("gpu",), 2), (("v100",), ("gpu",), 1)]
+    return [LiveNode(f"n{i + 1}", 4, 4000, gpus, features, parts, state=state,
+                     reason=DRAIN_REASON if "drain" in state else "")
+            for i, ((features, parts, gpus), state) in enumerate(zip(shapes, states))]
+
+
+def job(job_id: str = "8", cpus: int = 4, nodes: int = 1, partition: str = "", features=(), gpus: float = 0.0,
+        total_gpus: int = 0, shards: int = 0, submit_s: float = 0.0, required=()) -> PendingJob:
+    extra = {**({GPUS_TOTAL_KEY: total_gpus} if total_gpus else {}), **({SHARDS_KEY: shards} if shards else {})}
+    spec = JobSpec(job_id, submit_s, 600.0, cpus=cpus, nodes=nodes, partition=partition, gpus_per_node=gpus,
+                   extra=extra)
+    return PendingJob(job_id, spec, features=tuple(features), required_nodes=tuple(required))
+
+
+BUSY_N1 = RunningJob("7", ("n1",), 1e9, (NodeUse("n1", 4.0),))
+
+
+def woken(m: PowerManager, snapshot: Snapshot) -> list[str]:
+    return [a.node for a in m.decide(snapshot, 0.0) if a.action == "power_up"]
+
+
+# n1 busy (phase 0), n2-n4 parked.  Without the rule, every case woke n2 (phase 1, the lowest-numbered
+# there): the CPUs were all the policy looked at.
+@pytest.mark.parametrize("pending, default, expected", [
+    ([job(partition="cpu")], "", ["n2"]),
+    # a GPU job: n3 and n4 may hold it; phase 1 has no powered node: n4
+    ([job(partition="gpu", gpus=1)], "", ["n4"]),
+    ([job(partition="gpu", features=("a100",))], "", ["n3"]),             # its feature is on n3 only
+    ([job(partition="gpu", features=("a100|v100",))], "", ["n4"]),        # either: by phase
+    ([job(partition="gpu", gpus=2)], "", ["n3"]),                         # 2 GPUs on a node: n3 only
+    ([job(total_gpus=2, nodes=0)], "", ["n3"]),        # --gpus=2 in all, no partition, no default: n3 holds both
+    ([job(gpus=1)], "", ["n4"]),              # no partition and no default partition: any node with a GPU
+    ([job()], "cpu", ["n2"]),                 # no partition: Slurm's default partition (cpu)
+    ([job(partition="gpu,cpu")], "", ["n2"]),  # any of its partitions: by phase, the lowest-numbered
+    # two nodes of 4 CPUs in partition cpu: n1 is busy, n2 is the only other one
+    ([job(cpus=8, nodes=2, partition="cpu")], "", ["n2"]),
+    # a CPU job and a GPU job: each wakes a node it may use; the groups (as restricted: two nodes each)
+    # in submission order: n2, then phases 0 (n1) and 1 (n2) tie: the lowest-numbered GPU node, n3
+    ([job("8", partition="cpu"), job("9", partition="gpu", gpus=1, submit_s=1.0)], "", ["n2", "n3"]),
+    # two 1-GPU jobs of 1 CPU: n4 brings 1 GPU, the second GPU wakes n3
+    ([job("8", cpus=1, partition="gpu", gpus=1), job("9", cpus=1, partition="gpu", gpus=1, submit_s=1.0)], "",
+     ["n4", "n3"]),
+    # jobs no node can ever hold wake nothing
+    ([job(partition="nope")], "", []),
+    ([job(partition="gpu", gpus=3)], "", []),                 # no node has 3 GPUs
+    ([job(partition="cpu", gpus=1)], "", []),                 # no GPU in partition cpu
+    ([job(partition="cpu", features=("a100",))], "", []),
+    ([job(cpus=16, nodes=4, partition="gpu")], "", []),       # 4 nodes in a partition of 2
+    ([job(cpus=10 ** 9, nodes=0)], "", []),                   # more CPUs than the cluster has
+    ([job(partition="gpu", shards=2)], "", []),               # no node has shards
+])
+def test_the_node_woken_is_one_the_job_may_use(pending, default, expected):
+    snap = Snapshot(0.0, cluster("mixed", PARKED, PARKED, PARKED), running=[BUSY_N1], pending=pending,
+                    default_partition=default)
+    assert woken(manager(), snap) == expected
+
+
+def test_a_job_that_no_node_can_hold_is_counted_and_logged_once(caplog):
+    m = manager()
+    snap = Snapshot(0.0, cluster("mixed", PARKED, PARKED, PARKED), running=[BUSY_N1],
+                    pending=[job("8", partition="gpu", gpus=3), job("9", partition="cpu", submit_s=1.0)])
+    with caplog.at_level(logging.WARNING, logger="greenslurm.hook.power"):
+        assert woken(m, snap) == ["n2"]                       # job 9 still wakes its node
+        assert m.unusable == 1 and [j for j, _ in m.unusable_new] == ["8"]
+        m.decide(snap, 1.0)                                   # the next sync: not again
+    assert m.unusable == 1 and m.unusable_new == []
+    lines = [r.getMessage() for r in caplog.records if "wakes no node" in r.getMessage()]
+    assert lines == ["power saving: job 8 wakes no node: no node it may use can hold it"]
+
+
+def test_an_idle_node_stays_on_only_for_jobs_that_may_use_it():
+    """n1 busy, n2 (cpu) and n3 (gpu) idle for 100 s >= 60 s, n4 parked; a 1-GPU job waits.  By CPUs
+    alone n3 went first (phase 0 has two powered nodes, n1 and n3) and n2 stayed for the job's 4
+    CPUs; the job may use n3 only (n4 is off): n3 stays, n2 goes."""
+    m = manager()
+    snap = Snapshot(0.0, cluster("mixed", "idle", "idle", PARKED), running=[BUSY_N1],
+                    pending=[job(partition="gpu", gpus=1)])
+    m.decide(snap, 0.0)
+    assert [(a.action, a.node) for a in m.decide(snap, 100.0)] == [("power_down", "n2")]
+
+
+def test_a_node_whose_gpus_are_taken_brings_none():
+    """n3 runs a job holding both its GPUs and 1 CPU (3 CPUs free); a 1-GPU job waits in partition
+    gpu: n3 has the CPUs but no GPU free: n4 is woken."""
+    running = [BUSY_N1, RunningJob("6", ("n3",), 1e9, (NodeUse("n3", 1.0, whole_gpus=2),))]
+    snap = Snapshot(0.0, cluster("mixed", PARKED, "mixed", PARKED), running=running,
+                    pending=[job(cpus=1, partition="gpu", gpus=1)])
+    assert woken(manager(), snap) == ["n4"]
+    running[1] = RunningJob("6", ("n3",), 1e9, (NodeUse("n3", 1.0, whole_gpus=1),))     # one GPU free
+    assert woken(manager(), snap) == []
+
+
+# -- the property --------------------------------------------------------------------------------
+PARTITIONS = ("a", "b")
+FEATURES = ("f", "g")
+
+
+def may_use(node: LiveNode, p: PendingJob, default: str) -> bool:
+    """The oracle, from Slurm's rules (not the service's code): one of the job's partitions (the
+    default partition when it names none), every feature of its constraint (or one of ``x|y``), a
+    GPU on the node when it asks GPUs, and any node it is pinned to."""
+    parts = [x for x in p.job.partition.split(",") if x] or ([default] if default else [])
+    if parts and not set(parts) & set(node.partitions):
+        return False
+    for feature in p.features:
+        if not set(feature.split("|")) & set(node.features):
+            return False
+    if (p.job.gpus_per_node or (p.job.extra or {}).get(GPUS_TOTAL_KEY)) and node.gpus == 0:
+        return False
+    return not p.required_nodes or node.name in p.required_nodes
+
+
+@st.composite
+def clusters_and_queues(draw):
+    n = draw(st.integers(2, 7))
+    nodes = []
+    for i in range(n):
+        state = draw(st.sampled_from(["idle", "mixed", "allocated", PARKED, "idle+powered_down",
+                                      "idle+powering_up", "idle+drain"]))
+        nodes.append(LiveNode(f"n{i + 1}", draw(st.sampled_from([2, 4, 8])), 4000, draw(st.integers(0, 2)),
+                              tuple(draw(st.sets(st.sampled_from(FEATURES)))),
+                              tuple(draw(st.sets(st.sampled_from(PARTITIONS), min_size=1))), state,
+                              reason=DRAIN_REASON if state == PARKED else ("admin" if "drain" in state else "")))
+    running = [RunningJob(f"r{i}", (node.name,), 1e9, (NodeUse(node.name, node.cpus if "alloc" in node.state
+                                                                 else node.cpus / 2, whole_gpus=node.gpus),))
+               for i, node in enumerate(nodes) if node.state in ("mixed", "allocated")]
+    pending = []
+    for k in range(draw(st.integers(0, 4))):
+        features = draw(st.sampled_from([(), ("f",), ("g",), ("f", "g"), ("f|g",)]))
+        count = draw(st.integers(0, 2))
+        spec = JobSpec(str(k), float(k), 600.0, cpus=draw(st.integers(1, 12)), nodes=draw(st.integers(0, 2)),
+                       partition=draw(st.sampled_from(["", "a", "b", "a,b", "zz"])), gpus_per_node=float(count))
+        pinned = (draw(st.sampled_from(nodes)).name,) if draw(st.booleans()) else ()
+        pending.append(PendingJob(str(k), spec, features=features, required_nodes=pinned))
+    default = draw(st.sampled_from(["", "a"]))
+    budget = draw(st.sampled_from([0.0, 1000.0, 2000.0, 4000.0]))
+    return Snapshot(0.0, nodes, running, pending, default_partition=default), budget
+
+
+@settings(max_examples=300, deadline=None)
+@given(clusters_and_queues())
+def test_a_woken_node_is_one_a_waiting_job_may_use_and_the_budget_holds(case):
+    snap, budget = case
+    m = manager(power_budget_w=budget)
+    actions = m.decide(snap, 0.0)
+    up = [a.node for a in actions if a.action == "power_up"]
+    nodes = {n.name: n for n in snap.nodes}
+    assert len(up) == len(set(up))
+    for name in up:
+        assert nodes[name].state == PARKED          # only nodes the service parked are woken
+        assert any(may_use(nodes[name], p, snap.default_partition) for p in snap.pending), (name, snap.pending)
+    if budget and up:
+        # the most the nodes can draw once the woken nodes are up: each at its most unless still parked
+        states = np.array([power_state(n.state) for n in snap.nodes])
+        parked = np.array([n.state == PARKED and n.name not in up for n in snap.nodes])
+        drained = {a.node for a in actions if a.action == "drain"}
+        assert not drained & set(up)
+        assert worst_case_w(states, parked, m.most_w(snap.nodes), m.config.off_w) <= budget + 1e-6
+
+
+@settings(max_examples=200, deadline=None)
+@given(clusters_and_queues())
+def test_a_job_alone_that_only_off_nodes_can_hold_wakes_one(case):
+    """Without a budget, one waiting job that no powered node may hold, and a parked node big enough
+    that it may use: a node it may use is woken."""
+    snap, _ = case
+    nodes = snap.nodes
+    for p in snap.pending[:1]:
+        usable = [n for n in nodes if may_use(n, p, snap.default_partition) and n.cpus >= p.job.cpus
+                  and n.gpus >= p.job.gpus_per_node and "drain" not in n.state.replace(PARKED, "")]
+        powered = [n for n in usable if n.state != PARKED]
+        off = [n for n in usable if n.state == PARKED]
+        if p.job.nodes > 1 or powered or not off:
+            continue
+        alone = Snapshot(0.0, nodes, snap.running, [p], default_partition=snap.default_partition)
+        up = woken(manager(), alone)
+        assert up and all(may_use(next(n for n in nodes if n.name == u), p, snap.default_partition) for u in up)
+
+
+# -- crafted text through the service's JSON reader ------------------------------------------------
+def sinfo_node(name, partitions, gres="", features="", state="IDLE", flags=("DRAIN", "POWERED_DOWN"),
+               reason=DRAIN_REASON):
+    return {"name": name, "cpus": 4, "real_memory": 4000, "partitions": list(partitions), "gres": gres,
+            "features": features, "active_features": features, "state": state, "state_flags": list(flags),
+            "reason": reason}
+
+
+def squeue_job(job_id, partition="cpu", tres="", features="", cpus=4, nodes=1, tasks=1):
+    return {"job_id": job_id, "job_state": "PENDING", "partition": partition, "tres_per_node": tres,
+            "features": features, "cpus": cpus, "node_count": nodes, "tasks": tasks, "submit_time": 1,
+            "time_limit": 10, "priority": 100, "state_reason": "Resources", "user_name": "ana"}
+
+
+HOSTILE = [
+    squeue_job(1, partition="cpu\nPartitionName=gpu"),
+    squeue_job(2, partition="gpu(1)"),
+    squeue_job(3, partition=",(" * 500),
+    squeue_job(4, partition="gpu", tres="gres:gpu:0"),
+    squeue_job(5, partition="gpu", tres="gres:gpu:-1"),
+    squeue_job(6, partition="gpu", tres="gres:gpu:1e99"),
+    squeue_job(7, partition="gpu", tres="gres:gpu:99999999999999999999"),
+    squeue_job(8, partition="gpu", tres="gres:gpu(:2"),
+    squeue_job(9, partition="gpu", features="a100\n&(x|y"),
+    squeue_job(10, partition="gpu", features="a100|" * 500),
+    squeue_job(11, partition="gpu", cpus=10 ** 300, nodes=10 ** 30),
+    squeue_job(12, partition="gpu", cpus=4, tasks=10 ** 12),
+    squeue_job(13, partition="gpu", cpus=float("inf")),
+    squeue_job(14, partition="gpu", cpus="many"),
+    squeue_job("15\nfake", partition="gpu", tres="gres:gpu:3"),
+]
+
+
+def test_crafted_partitions_features_and_gres_never_crash_or_wake_everything(caplog):
+    """Nodes: n1 (cpu) busy, n2 (cpu), n3 (gpu, 2 GPUs), n4 (gpu, 1 GPU; its own GRES and features
+    crafted) parked, and n5 whose GRES cannot be read (left out, counted).  Jobs: each a crafted field.
+    GRES counts that are no whole number (gpu:-1, gpu:1e99, too big for Slurm, an unclosed '(') leave
+    their job out, counted with n5; CPU counts that are no number or beyond Slurm's range are unset
+    for the JSON reader (1 CPU: jobs 11, 13, 14).  In partition gpu jobs 4 (gpu:0: no GPU asked), 11,
+    12, 13, 14 want 4 + 1 + 4 + 1 + 1 = 11 CPUs, more than n3 and n4 have: both are woken, and n2
+    (partition cpu, which no readable job asks) stays off."""
+    sinfo = {"nodes": [sinfo_node("n1", ["cpu"], state="MIXED", flags=(), reason=""),
+                       sinfo_node("n2", ["cpu"]), sinfo_node("n3", ["gpu"], gres="gpu:2", features="a100"),
+                       sinfo_node("n4", ["gpu", "cpu\n"], gres="gpu:1,nic:1", features="v100,(x"),
+                       sinfo_node("n5", ["gpu"], gres="gpu:-1")]}
+    running = {"job_id": 100, "job_state": "RUNNING", "nodes": "n1", "cpus": 4, "node_count": 1,
+               "partition": "cpu", "start_time": 1, "end_time": 10 ** 9, "user_name": "ana"}
+    squeue = {"jobs": HOSTILE + [running]}
+    snap, _ = snapshot_from_json(sinfo, squeue, 2.0)
+    assert snap.skipped == 5 and [n.name for n in snap.nodes] == ["n1", "n2", "n3", "n4"]
+    assert sorted(p.job_id for p in snap.pending) == sorted(["1", "2", "3", "4", "9", "10", "11", "12", "13", "14",
+                                                              "15\nfake"])
+    m = manager()
+    with caplog.at_level(logging.WARNING, logger="greenslurm.hook.power"):
+        up = woken(m, snap)
+        m.decide(snap, 1.0)
+    assert up == ["n4", "n3"]           # phase 1 (n4) has no powered node, phase 0 has n1
+    # jobs 1, 2, 3 (partitions no node is in), 9 (features no node has), 10 (a constraint form not
+    # modelled: "a100|...|"), 15 (3 GPUs on a node): counted once, one line each, with no raw newline
+    assert sorted(m.unusable_jobs) == sorted(["1", "2", "3", "9", "10", "15\nfake"])
+    assert m.unusable == 6
+    lines = [r.getMessage() for r in caplog.records if "wakes no node" in r.getMessage()]
+    assert len(lines) == 6 and all("\n" not in line for line in lines)
+    assert "power saving: job 15?fake wakes no node: no node it may use can hold it" in lines
+
+
+def test_the_masks_kept_between_syncs_follow_a_change_of_partitions():
+    """One manager, two syncs: the masks of the first are kept only while the nodes are the same.
+    After n2 moves to partition gpu, a job of partition gpu may use it (phase 1 has no powered node:
+    n2, the lowest-numbered there)."""
+    m = manager()
+    first = Snapshot(0.0, cluster("mixed", PARKED, PARKED, PARKED), running=[BUSY_N1], pending=[job(partition="gpu")])
+    assert woken(m, first) == ["n4"]
+    moved = [n if n.name != "n2" else LiveNode("n2", 4, 4000, partitions=("gpu",), state=PARKED, reason=DRAIN_REASON)
+             for n in first.nodes]
+    assert woken(m, Snapshot(0.0, moved, running=[BUSY_N1], pending=[job(partition="gpu")])) == ["n2"]
