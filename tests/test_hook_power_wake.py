@@ -130,14 +130,16 @@ PARTITIONS = ("a", "b")
 FEATURES = ("f", "g")
 
 
-def may_use(node: LiveNode, p: PendingJob, default: str) -> bool:
+def may_use(node: LiveNode, p: PendingJob, default: str, cluster_has_features: bool = True) -> bool:
     """The oracle, from Slurm's rules (not the service's code): one of the job's partitions (the
     default partition when it names none), every feature of its constraint (or one of ``x|y``), a
-    GPU on the node when it asks GPUs, and any node it is pinned to."""
+    GPU on the node when it asks GPUs, and any node it is pinned to.  A cluster whose nodes carry no
+    feature at all reads constraints as the replay does, as asking nothing (Slurm refuses such a job
+    at submission, "Invalid feature specification", so it never waits live)."""
     parts = [x for x in p.job.partition.split(",") if x] or ([default] if default else [])
     if parts and not set(parts) & set(node.partitions):
         return False
-    for feature in p.features:
+    for feature in p.features if cluster_has_features else ():
         if not set(feature.split("|")) & set(node.features):
             return False
     if (p.job.gpus_per_node or (p.job.extra or {}).get(GPUS_TOTAL_KEY)) and node.gpus == 0:
@@ -183,7 +185,9 @@ def test_a_woken_node_is_one_a_waiting_job_may_use_and_the_budget_holds(case):
     assert len(up) == len(set(up))
     for name in up:
         assert nodes[name].state == PARKED          # only nodes the service parked are woken
-        assert any(may_use(nodes[name], p, snap.default_partition) for p in snap.pending), (name, snap.pending)
+        described = any(n.features for n in snap.nodes)
+        assert any(may_use(nodes[name], p, snap.default_partition, described) for p in snap.pending), \
+            (name, snap.pending)
     if budget and up:
         # the most the nodes can draw once the woken nodes are up: each at its most unless still parked
         states = np.array([power_state(n.state) for n in snap.nodes])
@@ -201,7 +205,8 @@ def test_a_job_alone_that_only_off_nodes_can_hold_wakes_one(case):
     snap, _ = case
     nodes = snap.nodes
     for p in snap.pending[:1]:
-        usable = [n for n in nodes if may_use(n, p, snap.default_partition) and n.cpus >= p.job.cpus
+        described = any(n.features for n in nodes)
+        usable = [n for n in nodes if may_use(n, p, snap.default_partition, described) and n.cpus >= p.job.cpus
                   and n.gpus >= p.job.gpus_per_node and "drain" not in n.state.replace(PARKED, "")]
         powered = [n for n in usable if n.state != PARKED]
         off = [n for n in usable if n.state == PARKED]
@@ -209,7 +214,8 @@ def test_a_job_alone_that_only_off_nodes_can_hold_wakes_one(case):
             continue
         alone = Snapshot(0.0, nodes, snap.running, [p], default_partition=snap.default_partition)
         up = woken(manager(), alone)
-        assert up and all(may_use(next(n for n in nodes if n.name == u), p, snap.default_partition) for u in up)
+        assert up and all(may_use(next(n for n in nodes if n.name == u), p, snap.default_partition, described)
+                         for u in up)
 
 
 # -- crafted text through the service's JSON reader ------------------------------------------------
