@@ -56,8 +56,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from itertools import accumulate
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 from sortedcontainers import SortedList
@@ -69,6 +67,7 @@ from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_i
 from greenslurm.sim.engine.slurm_pass_clock import PassClock
 from greenslurm.sim.engine.slurm_placement import CPU, MEMORY, JobPlacement, NodePower, Placement, asked_nodes
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
+from greenslurm.sim.engine.slurm_waiting import JobLimits, NoLimits, Waiting
 from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, StartersLeft, WillRunView,
                                                    compiled_will_run_library)
 from greenslurm.sim.machines.machine import Machine, PendingJob
@@ -79,62 +78,6 @@ __all__ = ["CPU", "MEMORY", "JobLimits", "NoLimits", "NodePower", "SlurmQueue", 
 MAIN = "main"
 BACKFILL = "backfill"
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
-
-
-@dataclass(slots=True, eq=False)
-class Waiting:
-    """A pending job and what orders it."""
-    job: PendingJob
-    partition: str                # the partition it runs in (its first, or the default)
-    tier: int
-    priority: int
-    eligible_s: float
-
-    @property
-    def key(self) -> tuple:
-        return (-self.tier, -self.priority, self.job.job.submit_s, self.job.index)
-
-
-class JobLimits(Protocol):
-    """Accounting limits (QOS, associations) that keep a job pending although resources are free.
-    Slurm skips such a job in both schedulers (it does not block its partition) and plans nothing
-    for it in backfill.  The same records give the fair-share factor (see
-    :mod:`greenslurm.sim.engine.slurm_accounting`)."""
-
-    def blocked(self, waiting: Waiting, now_s: float) -> str | None:
-        """Why ``waiting`` may not start now (None: it may)."""
-        ...
-
-    def refused(self, job: PendingJob) -> tuple[str, str] | None:
-        """(reason, detail) for a job the limits never let start (Slurm leaves it pending for ever)."""
-        ...
-
-    def started(self, waiting: Waiting, now_s: float) -> None: ...
-
-    def ended(self, job: PendingJob, now_s: float) -> None: ...
-
-    def fairshare(self, user: str, account: str, now_s: float) -> float:
-        """The fair-share factor in [0, 1] of (user, account) now."""
-        ...
-
-
-class NoLimits:
-    """No accounting limits (Slurm without slurmdbd)."""
-
-    def blocked(self, waiting: Waiting, now_s: float) -> str | None:
-        return None
-
-    def refused(self, job: PendingJob) -> tuple[str, str] | None:
-        return None
-
-    def started(self, waiting: Waiting, now_s: float) -> None:
-        pass
-
-    def ended(self, job: PendingJob, now_s: float) -> None:
-        pass
-
-    def fairshare(self, user: str, account: str, now_s: float) -> float:
-        return 0.0
 
 
 class SlurmQueue:

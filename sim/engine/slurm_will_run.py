@@ -17,7 +17,7 @@ from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, mask_of
 from greenslurm.sim.machines.machine import PendingJob
 
 if TYPE_CHECKING:
-    from greenslurm.sim.engine.slurm_queue import Waiting
+    from greenslurm.sim.engine.slurm_waiting import Waiting
 
 CPU = 0
 NEVER = object()                  # a will-run answer: the job never fits on the nodes tested

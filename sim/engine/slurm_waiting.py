@@ -1,0 +1,68 @@
+"""A job waiting in the slurm queue (what orders it) and the accounting limits that may keep it
+waiting although resources are free (the :class:`JobLimits` protocol; :class:`NoLimits` when
+slurmdbd keeps none)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from greenslurm.sim.machines.machine import PendingJob
+
+__all__ = ["JobLimits", "NoLimits", "Waiting"]
+
+
+@dataclass(slots=True, eq=False)
+class Waiting:
+    """A pending job and what orders it."""
+    job: PendingJob
+    partition: str                # the partition it runs in (its first, or the default)
+    tier: int
+    priority: int
+    eligible_s: float
+
+    @property
+    def key(self) -> tuple:
+        return (-self.tier, -self.priority, self.job.job.submit_s, self.job.index)
+
+
+class JobLimits(Protocol):
+    """Accounting limits (QOS, associations) that keep a job pending although resources are free.
+    Slurm skips such a job in both schedulers (it does not block its partition) and plans nothing
+    for it in backfill.  The same records give the fair-share factor (see
+    :mod:`greenslurm.sim.engine.slurm_accounting`)."""
+
+    def blocked(self, waiting: Waiting, now_s: float) -> str | None:
+        """Why ``waiting`` may not start now (None: it may)."""
+        ...
+
+    def refused(self, job: PendingJob) -> tuple[str, str] | None:
+        """(reason, detail) for a job the limits never let start (Slurm leaves it pending for ever)."""
+        ...
+
+    def started(self, waiting: Waiting, now_s: float) -> None: ...
+
+    def ended(self, job: PendingJob, now_s: float) -> None: ...
+
+    def fairshare(self, user: str, account: str, now_s: float) -> float:
+        """The fair-share factor in [0, 1] of (user, account) now."""
+        ...
+
+
+class NoLimits:
+    """No accounting limits (Slurm without slurmdbd)."""
+
+    def blocked(self, waiting: Waiting, now_s: float) -> str | None:
+        return None
+
+    def refused(self, job: PendingJob) -> tuple[str, str] | None:
+        return None
+
+    def started(self, waiting: Waiting, now_s: float) -> None:
+        pass
+
+    def ended(self, job: PendingJob, now_s: float) -> None:
+        pass
+
+    def fairshare(self, user: str, account: str, now_s: float) -> float:
+        return 0.0
