@@ -230,3 +230,36 @@ def test_the_child_runs_no_exit_handler_and_says_nothing(unbuffered, tmp_path):
 def test_the_failure_report_is_json_with_the_errno():
     report = json.loads(child_file._failure_report(FileNotFoundError(2, "No such file or directory")))
     assert (report["kind"], report["errno"], report["strerror"]) == ("FileNotFoundError", 2, "No such file or directory")
+
+
+def test_an_interrupt_while_waiting_ends_the_child_and_leaves_nothing(tmp_path):
+    # Ctrl-C (SIGINT to the command only, e.g. `kill -INT`) while the command waits for jobs.parquet:
+    # wait() is left by KeyboardInterrupt, and the command's cleanup calls cancel(), which must still
+    # kill and reap the child and remove its part file (not take the interrupted wait for a finished one)
+    started = tmp_path / "started"
+
+    def FakeStuckWriter(path, payload):
+        path.write_text("half")
+        started.write_text("writing")
+        while True:
+            time.sleep(1)
+    target = tmp_path / "out" / "f.txt"
+    writing = start_child(target, FakeStuckWriter)
+    writing.send(None)
+    while not started.exists():
+        time.sleep(0.02)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(KeyboardInterrupt):
+            writing.wait()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    writing.cancel()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(writing.pid, os.WNOHANG)           # killed and reaped by cancel()
+    assert os.listdir(target.parent) == []            # no part file, no jobs file

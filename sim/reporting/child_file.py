@@ -135,13 +135,15 @@ class ChildWriting:
     def wait(self) -> None:
         if self._done:
             return
-        self._done = True
         self._close_inputs()                        # never sent: the child exits without writing
         try:
             report = _read_all(self._report)
-        finally:
-            os.close(self._report)
-        _, status = os.waitpid(self.pid, 0)
+            _, status = os.waitpid(self.pid, 0)
+        except BaseException:                       # interrupted (Ctrl-C) while waiting: the child is
+            self.cancel()                           # killed, reaped and its part file removed
+            raise
+        self._done = True
+        self._close_report()
         whole = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and not report and self.part.exists()
         _finish(self.part, self.path, whole)
         if not whole:
@@ -154,9 +156,15 @@ class ChildWriting:
         with suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self._close_inputs()
-        os.close(self._report)
-        os.waitpid(self.pid, 0)
+        self._close_report()
+        with suppress(ChildProcessError):           # (reaped already by an interrupted wait)
+            os.waitpid(self.pid, 0)
         _finish(self.part, self.path, whole=False)
+
+    def _close_report(self) -> None:
+        if self._report is not None:
+            os.close(self._report)
+            self._report = None
 
     def _close_inputs(self) -> None:
         for name in ("_go", "_payload"):
