@@ -302,10 +302,13 @@ class PowerManager:
         for i in np.flatnonzero((states == OFF) & ~parked):
             if "powered_down" in flags[i] and not other_down[i]:
                 actions.append(PowerAction(names[i], "drain", "powered down"))
-        # the jobs eligible now, in submission order
-        waiting = [p for p in sorted(snapshot.pending, key=lambda p: p.job.submit_s)
-                   if not p.held and (p.begin_s is None or p.begin_s <= now_s)]
-        pinned = {name for p in snapshot.pending if not p.held for name in p.required_nodes}
+        # the jobs eligible now, in submission order; a job held, waiting on a dependency or that cannot
+        # start as it stands (Slurm's reason) is passed over by Slurm's scheduler: it wakes nothing and
+        # keeps no node on (a user's job waiting for a week-long one would otherwise hold nodes on)
+        startable = [p for p in sorted(snapshot.pending, key=lambda p: p.job.submit_s)
+                     if not (p.held or p.waiting or p.after)]
+        waiting = [p for p in startable if p.begin_s is None or p.begin_s <= now_s]
+        pinned = {name for p in startable for name in p.required_nodes}
         under_budget = config.power_budget_w > 0
         if snapshot.pending:      # (without, nothing below asks what jobs need: the common case, kept cheap)
             gpus, gfree = self._gpu_table(snapshot, states, other_down, index)
@@ -338,8 +341,7 @@ class PowerManager:
             states[i] = OFF                 # counted at its most until drained: no budget gained yet
         # jobs pinned to a node that is off and due to begin within a boot: wake the node now, so that
         # it is up when they may start (a job moved into greener hours keeps its planned start)
-        soon = [p for p in sorted(snapshot.pending, key=lambda p: p.job.submit_s)
-                if not p.held and (p.begin_s is None or p.begin_s <= now_s + config.boot_s)]
+        soon = [p for p in startable if p.begin_s is None or p.begin_s <= now_s + config.boot_s]
         if not soon:
             return actions
         # wake: the replay's round, on the nodes the service parked

@@ -294,3 +294,50 @@ def test_the_masks_kept_between_syncs_follow_a_change_of_partitions():
     moved = [n if n.name != "n2" else LiveNode("n2", 4, 4000, partitions=("gpu",), state=PARKED, reason=DRAIN_REASON)
              for n in first.nodes]
     assert woken(m, Snapshot(0.0, moved, running=[BUSY_N1], pending=[job(partition="gpu")])) == ["n2"]
+
+
+# -- jobs that cannot start as they stand ----------------------------------------------------------
+def _waiting(pending: PendingJob, **fields) -> PendingJob:
+    from dataclasses import replace
+    return replace(pending, **fields)
+
+
+@pytest.mark.parametrize("fields", [
+    {"after": ("7",)},                                  # afterok on job 7, which runs for 1e9 s
+    {"waiting": "DependencyNeverSatisfied"},
+    {"waiting": "QOSMaxWallDurationPerJobLimit"},       # over a per-job limit: never starts as it stands
+    {"waiting": "PartitionDown"},
+])
+def test_a_job_that_cannot_start_as_it_stands_wakes_no_node_and_keeps_none_on(fields):
+    """Slurm's scheduler passes over a job waiting on a dependency or one that cannot start as it
+    stands, so Slurm's own power saving wakes nothing for it.  A user's job of 4 CPUs in partition
+    cpu (n1 busy, n2 parked) waiting for job 7 woke n2 (and any number of nodes for a bigger job),
+    and an idle n2 was kept on for it for as long as job 7 runs."""
+    blocked = _waiting(job(partition="cpu"), **fields)
+    snap = Snapshot(0.0, cluster("mixed", PARKED, PARKED, PARKED), running=[BUSY_N1], pending=[blocked])
+    assert woken(manager(), snap) == []
+    m = manager()
+    idle = Snapshot(0.0, cluster("mixed", "idle", PARKED, PARKED), running=[BUSY_N1], pending=[blocked])
+    m.decide(idle, 0.0)
+    assert [(a.action, a.node) for a in m.decide(idle, 100.0)] == [("power_down", "n2")]
+    # the same job free to start: n2 is woken, and an idle n2 stays on for it (4 CPUs on n2 only)
+    free = job(partition="cpu")
+    assert woken(manager(), Snapshot(0.0, snap.nodes, running=[BUSY_N1], pending=[free])) == ["n2"]
+    m = manager()
+    idle_free = Snapshot(0.0, idle.nodes, running=[BUSY_N1], pending=[free])
+    m.decide(idle_free, 0.0)
+    assert m.decide(idle_free, 100.0) == []
+
+
+def test_a_dependency_read_from_squeue_keeps_its_job_from_waking_nodes():
+    """The same through the service's JSON reader: squeue's ``dependency`` text of a job waiting for
+    the running job 100."""
+    sinfo = {"nodes": [sinfo_node("n1", ["cpu"], state="MIXED", flags=(), reason=""), sinfo_node("n2", ["cpu"])]}
+    running = {"job_id": 100, "job_state": "RUNNING", "nodes": "n1", "cpus": 4, "node_count": 1,
+               "partition": "cpu", "start_time": 1, "end_time": 10 ** 9, "user_name": "ana"}
+    blocked = {**squeue_job(1), "dependency": "afterok:100(unfulfilled)", "state_reason": "Dependency"}
+    snap, _ = snapshot_from_json(sinfo, {"jobs": [blocked, running]}, 2.0)
+    assert [p.after for p in snap.pending] == [("100",)]
+    assert woken(manager(), snap) == []
+    snap, _ = snapshot_from_json(sinfo, {"jobs": [squeue_job(1), running]}, 2.0)
+    assert woken(manager(), snap) == ["n2"]
