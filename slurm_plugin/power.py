@@ -213,7 +213,7 @@ class JobNeeds:
         self._previous_answers = previous._answers if same else {}
 
     def of(self, p) -> JobNeed | str:
-        key = (p.job_id, id(p.job), p.tasks, tuple(p.features), tuple(p.required_nodes))
+        key = (p.job_id, id(p.job), p.tasks, tuple(p.features), tuple(p.required_nodes), tuple(p.excluded_nodes))
         known = self._answers.get(key) or self._previous_answers.get(key)
         if known is not None and known[0] is p.job:
             self._answers[key] = known
@@ -242,6 +242,8 @@ class JobNeeds:
             own = np.zeros(len(self.nodes), dtype=bool)
             own[[self.index[n] for n in p.required_nodes if n in self.index]] = True
             mask = mask & own
+        if p.excluded_nodes:                     # -x: never on those (mask is this job's own array here)
+            mask[[self.index[n] for n in p.excluded_nodes if n in self.index]] = False
         if total_gpus and not job.nodes:         # --gpus=N in all, no node count: as few nodes as hold them
             gpu_per_node = max(min(total_gpus, float(gpus[mask].max(initial=0.0))), 1.0)
         elif total_gpus:                         # ... over the nodes it names: ceil(N / nodes) on each

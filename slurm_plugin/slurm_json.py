@@ -343,9 +343,10 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
         if after is None:
             waiting = waiting or "Dependency"
         required = tuple(expand_hostlist(job.get("required_nodes") or ""))
+        excluded = tuple(expand_hostlist(job.get("excluded_nodes") or ""))
         tasks, throttle = pending_array(job)
         pending.append(PendingJob(job_id, spec, begin, features, held, required, tasks, throttle, waiting,
-                                  after or ()))
+                                  after or (), excluded))
         if spec.deadline_s is not None:
             limit = _number(job.get("time_limit"), 0.0)
             # a job that cannot start as it stands is looked at again once it can (like a held one)

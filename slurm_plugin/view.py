@@ -166,6 +166,7 @@ class PendingJob:
     throttle: int = 0                          # ... at most this many at once (0: no limit)
     waiting: str = ""                          # Slurm's reason when it cannot start as it stands (not planned)
     after: tuple[str, ...] = ()                # jobs whose end it waits for (an unfulfilled dependency)
+    excluded_nodes: tuple[str, ...] = ()       # Slurm's ExcNodeList (the user's -x): never run there
 
 
 @dataclass(frozen=True)
@@ -319,7 +320,8 @@ class LiveView:
                 begin = max([end for end in ends] + ([begin] if begin is not None else []))
                 begin = begin if begin > now else None
             self.plan_held(pending.job, begin, pending.features, tasks=pending.tasks,
-                           throttle=pending.throttle, required_nodes=pending.required_nodes, job_id=pending.job_id)
+                           throttle=pending.throttle, required_nodes=pending.required_nodes, job_id=pending.job_id,
+                           excluded_nodes=pending.excluded_nodes)
 
     # -- building ---------------------------------------------------------------------------------
     def _workload(self, snapshot: Snapshot):
@@ -578,9 +580,10 @@ class LiveView:
                 self._release(placed)
 
     def plan_existing(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = (),
-                      required_nodes: tuple[str, ...] = ()) -> LiveOutcome | None:
+                      required_nodes: tuple[str, ...] = (), excluded_nodes: tuple[str, ...] = ()) -> LiveOutcome | None:
         """Put a job Slurm already holds into the plan at its earliest start (no acceptance test),
-        on its required nodes if it has some (Slurm runs it only there); None when it fits on no node."""
+        on its required nodes if it has some and never on those it excludes (Slurm runs it only
+        there); None when it fits on no node."""
         shaped = self._shape(job, features)
         if shaped is None:
             log.debug("pending job %s fits no node; left out of the plan", job.job_id)
@@ -591,6 +594,10 @@ class LiveView:
                 if name in self.index:
                     pinned[self.index[name]] = True
             allowed = pinned if shaped.allowed is None else (shaped.allowed & pinned)
+            shaped = _Shaped(shaped.nodes, shaped.demand, shaped.task, allowed)
+        if any(name in self.index for name in excluded_nodes):
+            allowed = np.ones(len(self.nodes), dtype=bool) if shaped.allowed is None else shaped.allowed.copy()
+            allowed[[self.index[name] for name in excluded_nodes if name in self.index]] = False
             shaped = _Shaped(shaped.nodes, shaped.demand, shaped.task, allowed)
         request = self._request(job, shaped, None)
         decision, placement, _ = self._admit(job, self.plan.now_s, request, shaped,
@@ -603,7 +610,7 @@ class LiveView:
 
     def plan_held(self, job: JobSpec, begin_s: float | None = None, features: tuple[str, ...] = (), *,
                   tasks: int = 1, throttle: int = 0, required_nodes: tuple[str, ...] = (),
-                  job_id: str | None = None) -> float | None:
+                  job_id: str | None = None, excluded_nodes: tuple[str, ...] = ()) -> float | None:
         """Plan a job Slurm holds (a pending job of the snapshot, or one accepted since it was taken):
         every task of an array, with the same slots and throttle as :meth:`decide`, each at its
         earliest start.  Its planned end (the last task's; None when it fits nowhere) is kept under
@@ -613,7 +620,8 @@ class LiveView:
             job = replace(job, requested_time_s=job.requested_time_s * per_slot)
         spans: list[tuple[float, float]] = []
         for i in range(slots):
-            outcome = self.plan_existing(job, _task_begin(begin_s, spans, i, throttle), features, required_nodes)
+            outcome = self.plan_existing(job, _task_begin(begin_s, spans, i, throttle), features, required_nodes,
+                                         excluded_nodes)
             if outcome is None:
                 return None
             spans.append((outcome.start_s, outcome.end_s))

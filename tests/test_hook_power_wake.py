@@ -341,3 +341,26 @@ def test_a_dependency_read_from_squeue_keeps_its_job_from_waking_nodes():
     assert woken(manager(), snap) == []
     snap, _ = snapshot_from_json(sinfo, {"jobs": [squeue_job(1), running]}, 2.0)
     assert woken(manager(), snap) == ["n2"]
+
+
+def test_a_job_wakes_no_node_it_excludes():
+    """``-x``: Slurm never runs a job on a node it excludes.  n1 busy, n2 parked; a 4-CPU job of
+    partition cpu that excludes n2 may use n1 only, busy: waking n2 (as the power saving did, reading
+    no -x) brings it nothing.  Through the JSON reader (squeue's ``excluded_nodes``) and directly."""
+    sinfo = {"nodes": [sinfo_node("n1", ["cpu"], state="MIXED", flags=(), reason=""), sinfo_node("n2", ["cpu"]),
+                       sinfo_node("n3", ["cpu"])]}
+    running = {"job_id": 100, "job_state": "RUNNING", "nodes": "n1", "cpus": 4, "node_count": 1,
+               "partition": "cpu", "start_time": 1, "end_time": 10 ** 9, "user_name": "ana"}
+    snap, _ = snapshot_from_json(sinfo, {"jobs": [{**squeue_job(1), "excluded_nodes": "n[2-3]"}, running]}, 2.0)
+    assert [p.excluded_nodes for p in snap.pending] == [("n2", "n3")]
+    assert woken(manager(), snap) == []
+    snap, _ = snapshot_from_json(sinfo, {"jobs": [{**squeue_job(1), "excluded_nodes": "n2"}, running]}, 2.0)
+    assert woken(manager(), snap) == ["n3"]                   # n3 only, though n2 is the lowest-numbered
+    snap, _ = snapshot_from_json(sinfo, {"jobs": [squeue_job(1), running]}, 2.0)
+    assert woken(manager(), snap) == ["n2"]
+    # an idle n2 is not kept on for a job that excludes it (idle 100 s >= 60 s)
+    m = manager()
+    idle = Snapshot(0.0, cluster("mixed", "idle", PARKED, PARKED), running=[BUSY_N1],
+                    pending=[_waiting(job(partition="cpu"), excluded_nodes=("n2",))])
+    m.decide(idle, 0.0)
+    assert [(a.action, a.node) for a in m.decide(idle, 100.0)] == [("power_down", "n2")]

@@ -64,6 +64,17 @@ def test_pending_jobs_are_planned_in_submission_order_and_held_ones_are_not():
     assert v.decide(job(cpus=1), NOW).start_s == NOW + 500          # after both
 
 
+def test_a_pending_job_is_planned_off_the_nodes_it_excludes():
+    """-x: a pending 4-CPU job of 300 s that excludes n1 runs on n2 (Slurm never runs it on n1).
+    Planned on n1 (the -x unread), it left n2 free and a new 4-CPU job was planned to start now on
+    n2, where Slurm runs the pending one: the new job really starts at NOW + 300."""
+    pending = PendingJob("10", JobSpec("10", 1.0, 300.0, cpus=4), excluded_nodes=("n1", "gone"))
+    v = view([LiveNode("n1", 4), LiveNode("n2", 4)], pending=[pending])
+    assert v.planned_end_s("10") == NOW + 300
+    outcome = v.decide(job(cpus=4), NOW)
+    assert (outcome.start_s, outcome.nodes) == (NOW, ("n1",))       # n2 is the pending job's
+
+
 def test_jobs_that_cannot_start_are_left_out_and_dependent_ones_wait_for_their_jobs():
     # one 4-CPU node held by running job 5 until NOW + 100
     running = [RunningJob("5", ("n1",), NOW + 100)]
