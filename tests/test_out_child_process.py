@@ -158,6 +158,20 @@ def test_the_file_is_renamed_into_place_only_when_whole(tmp_path):
     writing.wait()                                    # once is enough; again does nothing
 
 
+@pytest.mark.parametrize("here", [False, True])
+def test_a_file_that_cannot_be_renamed_into_place_leaves_no_part_file(here, tmp_path):
+    # the file's name is taken by a folder (not empty: no rename can replace it): the rename fails,
+    # the error is raised, and the whole part file written under the temporary name is removed (it
+    # was left behind, a hidden file as big as jobs.parquet, one more at every run)
+    (tmp_path / "f.txt" / "inside").mkdir(parents=True)
+    writing = child_file.WrittenHere(tmp_path / "f.txt", write_text) if here else start_child(tmp_path / "f.txt",
+                                                                                              write_text)
+    writing.send("hello")
+    with pytest.raises(IsADirectoryError):
+        writing.wait()
+    assert os.listdir(tmp_path) == ["f.txt"] and os.listdir(tmp_path / "f.txt") == ["inside"]
+
+
 @pytest.mark.parametrize("error, raised, text", [
     (OSError(28, "No space left on device"), OSError, "[Errno 28] No space left on device"),
     (FakeTooLarge("a string of 2 GiB or more"), FakeTooLarge, "a string of 2 GiB or more"),

@@ -74,12 +74,19 @@ def part_path(path: Path) -> Path:
 
 
 def _finish(part: Path, path: Path, whole: bool) -> None:
-    """Rename the temporary file to ``path`` when ``whole``; else remove it and any earlier ``path``."""
+    """Rename the temporary file to ``path`` when ``whole``; else remove it and any earlier ``path``
+    (never a folder of that name).  A rename that fails (a folder holds the name) removes the
+    temporary file and raises."""
     if whole:
-        os.replace(part, path)
-        return
+        try:
+            os.replace(part, path)
+            return
+        except BaseException:
+            with suppress(FileNotFoundError):
+                os.unlink(part)
+            raise
     for stale in (part, path):
-        with suppress(FileNotFoundError):
+        with suppress(FileNotFoundError, IsADirectoryError):
             os.unlink(stale)
 
 
