@@ -277,3 +277,53 @@ def test_an_interrupt_while_waiting_ends_the_child_and_leaves_nothing(tmp_path):
     with pytest.raises(ChildProcessError):
         os.waitpid(writing.pid, os.WNOHANG)           # killed and reaped by cancel()
     assert os.listdir(target.parent) == []            # no part file, no jobs file
+
+
+# a command that starts a child writing f.txt, hands it its input and then waits to be killed;
+# the child's writer writes the whole part file and returns once sys.argv[1]/release exists
+PARENT_KILLED_MID_WRITE = """
+import os, sys, time
+from pathlib import Path
+from greenslurm.sim.reporting.child_file import start_child
+
+folder = Path(sys.argv[1])
+
+def FakeWaitingWriter(path, payload):
+    path.write_text(payload)
+    (folder / "child.pid").write_text(str(os.getpid()))
+    while not (folder / "release").exists():
+        time.sleep(0.02)
+
+writing = start_child(folder / "out" / "f.txt", FakeWaitingWriter)
+writing.send("a whole file")
+while True:
+    time.sleep(1)
+"""
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` ended (gone, or a zombie its new parent has not reaped)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
+def test_a_command_killed_while_its_child_writes_leaves_no_part_file(tmp_path):
+    # kill -9 of the command after it handed the child its input: the child writes the whole file
+    # under its temporary name, but no one renames it; it was left behind (a hidden file as big as
+    # jobs.parquet).  The child finds its parent gone and removes it.
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_KILLED_MID_WRITE, str(tmp_path)])
+    said = tmp_path / "child.pid"
+    while not said.exists() or not said.read_text():
+        assert parent.poll() is None
+        time.sleep(0.02)
+    child = int(said.read_text())
+    assert any(path.name.endswith(".part") for path in (tmp_path / "out").iterdir())
+    parent.kill()
+    parent.wait()
+    (tmp_path / "release").write_text("")
+    while not _ended(child):
+        time.sleep(0.02)
+    assert os.listdir(tmp_path / "out") == []

@@ -15,7 +15,8 @@ one line.  The child never returns into this program: it ends with ``os._exit`` 
 handlers, no buffers flushed twice), and its standard output and error go to the null device (the
 command's output, e.g. ``--json -``, is the command's alone, and a warning is said once, by the
 command).  When this process gives up (an error, an interrupt) or dies, the child finds its input
-closed and exits without writing.
+closed and exits without writing; when it dies while the child writes, the child removes what it
+wrote (no one is left to rename it).
 
 ``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
 process may use more than one processor and runs no other thread, e.g. a progress display) or
@@ -266,6 +267,7 @@ def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda:
         os.dup(tempfile.TemporaryFile().fileno())
     go_out, go_in = os.pipe()
     report_out, report_in = os.pipe()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:                                    # the child: write, report, and never return
         status = 1
@@ -283,6 +285,9 @@ def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda:
                         handed = pickle.load(handle)
                     os.close(payload)              # its memory goes back before the writing takes more
                     write(part, handed)
+                    if os.getppid() != parent:     # this process died (kill -9) while the child wrote:
+                        _finish(part, path, whole=False)    # no one renames the file; none is left
+                        os._exit(1)
                 status = 0
             except BaseException as exc:       # noqa: BLE001 (every failure goes to the parent)
                 report = memoryview(_failure_report(exc))
