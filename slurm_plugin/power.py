@@ -213,7 +213,8 @@ class JobNeeds:
         self._previous_answers = previous._answers if same else {}
 
     def of(self, p) -> JobNeed | str:
-        key = (p.job_id, id(p.job), p.tasks, tuple(p.features), tuple(p.required_nodes), tuple(p.excluded_nodes))
+        key = (p.job_id, id(p.job), p.tasks, p.throttle, tuple(p.features), tuple(p.required_nodes),
+               tuple(p.excluded_nodes))
         known = self._answers.get(key) or self._previous_answers.get(key)
         if known is not None and known[0] is p.job:
             self._answers[key] = known
@@ -263,6 +264,8 @@ class JobNeeds:
         if job_cpus > room_cpus or job_gpus > room_gpus:
             return "it asks more CPUs or GPUs than the nodes it may use have"
         tasks = max(int(min(_count(p.tasks), 1e9)), 1)
+        if p.throttle > 0:                       # --array=...%N: at most N tasks run at once
+            tasks = min(tasks, int(min(_count(p.throttle), 1e9)) or 1)
         return JobNeed(mask, fits, per_node, gpu_per_node, nodes_wanted, job_cpus * tasks, job_gpus * tasks,
                        room_cpus, room_gpus)
 

@@ -364,3 +364,17 @@ def test_a_job_wakes_no_node_it_excludes():
                     pending=[_waiting(job(partition="cpu"), excluded_nodes=("n2",))])
     m.decide(idle, 0.0)
     assert [(a.action, a.node) for a in m.decide(idle, 100.0)] == [("power_down", "n2")]
+
+
+def test_an_array_wakes_nodes_for_no_more_tasks_than_its_throttle_lets_run():
+    """``--array=1-3%1``: Slurm runs one task at a time.  n1 busy, n2-n4 parked; three pending tasks
+    of 4 CPUs with no partition: one node of 4 CPUs holds the one task that may run (phase 1 first:
+    n2).  Without the throttle read, 3 x 4 = 12 CPUs woke all three nodes (a user's --array=1-1000%1
+    woke every node).  Without a throttle, all three tasks may run: three nodes."""
+    throttled = _waiting(job(), tasks=3, throttle=1)
+    snap = Snapshot(0.0, cluster("mixed", PARKED, PARKED, PARKED), running=[BUSY_N1], pending=[throttled])
+    assert woken(manager(), snap) == ["n2"]
+    two = _waiting(job(), tasks=3, throttle=2)
+    assert len(woken(manager(), Snapshot(0.0, snap.nodes, running=[BUSY_N1], pending=[two]))) == 2
+    free = _waiting(job(), tasks=3)
+    assert len(woken(manager(), Snapshot(0.0, snap.nodes, running=[BUSY_N1], pending=[free]))) == 3
