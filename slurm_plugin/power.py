@@ -307,11 +307,12 @@ class PowerManager:
         for i in np.flatnonzero((states == OFF) & ~parked):
             if "powered_down" in flags[i] and not other_down[i]:
                 actions.append(PowerAction(names[i], "drain", "powered down"))
-        # the jobs eligible now, in submission order; a job held, waiting on a dependency or that cannot
-        # start as it stands (Slurm's reason) is passed over by Slurm's scheduler: it wakes nothing and
-        # keeps no node on (a user's job waiting for a week-long one would otherwise hold nodes on)
+        # the jobs eligible now, in submission order; a job held, waiting on a dependency, that cannot
+        # start as it stands or that a limit over several jobs holds back now (Slurm's reason) is passed
+        # over by Slurm's scheduler: it wakes nothing and keeps no node on (a user's job waiting for a
+        # week-long one, or a user at their limit, would otherwise hold nodes on)
         startable = [p for p in sorted(snapshot.pending, key=lambda p: p.job.submit_s)
-                     if not (p.held or p.waiting or p.after)]
+                     if not (p.held or p.waiting or p.after or p.limited)]
         waiting = [p for p in startable if p.begin_s is None or p.begin_s <= now_s]
         pinned = {name for p in startable for name in p.required_nodes}
         under_budget = config.power_budget_w > 0

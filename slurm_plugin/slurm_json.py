@@ -346,7 +346,7 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
         excluded = tuple(expand_hostlist(job.get("excluded_nodes") or ""))
         tasks, throttle = pending_array(job)
         pending.append(PendingJob(job_id, spec, begin, features, held, required, tasks, throttle, waiting,
-                                  after or (), excluded))
+                                  after or (), excluded, limited=held_back(reason)))
         if spec.deadline_s is not None:
             limit = _number(job.get("time_limit"), 0.0)
             # a job that cannot start as it stands is looked at again once it can (like a held one)
@@ -376,6 +376,24 @@ def cannot_start(reason: str) -> bool:
     (False, False, False)
     """
     return reason in NEVER_STARTS or bool(_PER_JOB_LIMIT.match(reason))
+
+
+# Slurm 22.05's reasons for a pending job held back by a limit over several jobs (a group's, a user's or
+# an account's, a QOS's usage, licenses, its array's throttle): it starts once other jobs end, so it is
+# planned, but Slurm's scheduler allocates it no node now (its power saving wakes none for it)
+_HELD_BACK = re.compile(r"^((Assoc|QOS)(Grp|Max)\w*|Association(Job|Resource|Time)Limit|QOS(Job|Resource|Time)Limit"
+                        r"|QOSUsageThreshold|Max\w*PerAccount|AccountingPolicy|JobArrayTaskLimit|Licenses)$")
+
+
+def held_back(reason: str) -> bool:
+    """Whether Slurm's pending reason says a limit over several jobs holds the job back now.
+
+    >>> held_back("AssocGrpCpuLimit"), held_back("QOSMaxJobsPerUserLimit"), held_back("JobArrayTaskLimit")
+    (True, True, True)
+    >>> held_back("Resources"), held_back("Priority"), held_back("ReqNodeNotAvail")
+    (False, False, False)
+    """
+    return bool(_HELD_BACK.match(reason))
 
 
 def waits_for(dependency) -> tuple[str, ...] | None:

@@ -167,6 +167,7 @@ class PendingJob:
     waiting: str = ""                          # Slurm's reason when it cannot start as it stands (not planned)
     after: tuple[str, ...] = ()                # jobs whose end it waits for (an unfulfilled dependency)
     excluded_nodes: tuple[str, ...] = ()       # Slurm's ExcNodeList (the user's -x): never run there
+    limited: bool = False                      # held back now by a limit over several jobs (planned)
 
 
 @dataclass(frozen=True)

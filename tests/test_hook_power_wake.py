@@ -378,3 +378,24 @@ def test_an_array_wakes_nodes_for_no_more_tasks_than_its_throttle_lets_run():
     assert len(woken(manager(), Snapshot(0.0, snap.nodes, running=[BUSY_N1], pending=[two]))) == 2
     free = _waiting(job(), tasks=3)
     assert len(woken(manager(), Snapshot(0.0, snap.nodes, running=[BUSY_N1], pending=[free]))) == 3
+
+
+@pytest.mark.parametrize("reason, wakes", [
+    ("AssocGrpCpuLimit", False),           # the user's group is at its CPU limit: Slurm allocates nothing now
+    ("QOSMaxJobsPerUserLimit", False),
+    ("AssocGrpGRES", False),
+    ("JobArrayTaskLimit", False),          # the array's throttle is reached
+    ("Licenses", False),
+    ("Resources", True),
+    ("Priority", True),
+    ("ReqNodeNotAvail", True),             # e.g. its -w node is the one powered down: woken
+])
+def test_a_job_slurm_holds_back_by_a_limit_wakes_no_node(reason, wakes):
+    """A job over a group, per-user or QOS limit is planned (it starts once the user's other jobs
+    end) but Slurm allocates it no node now, so its own power saving wakes none for it; the hook
+    woke n2 for it (a user at their limit with big jobs pending kept every node of the partition on)."""
+    sinfo = {"nodes": [sinfo_node("n1", ["cpu"], state="MIXED", flags=(), reason=""), sinfo_node("n2", ["cpu"])]}
+    running = {"job_id": 100, "job_state": "RUNNING", "nodes": "n1", "cpus": 4, "node_count": 1,
+               "partition": "cpu", "start_time": 1, "end_time": 10 ** 9, "user_name": "ana"}
+    snap, _ = snapshot_from_json(sinfo, {"jobs": [{**squeue_job(1), "state_reason": reason}, running]}, 2.0)
+    assert woken(manager(), snap) == (["n2"] if wakes else [])
