@@ -74,6 +74,32 @@ def test_a_gpu_job_wakes_a_gpu_node_and_a_cpu_job_a_node_of_its_partition(partit
     assert (placed["busy"], placed["gpu"], placed["cpu"]) == ("n1", "n4", "n2")
 
 
+def test_a_job_waiting_on_a_dependency_or_excluding_the_node_wakes_nothing(partitioned):
+    """n1 busy; an ordinary user's job of partition cpu waiting for the busy one (``--dependency``)
+    and one that excludes n2 (``-x n2``: it may use n1 only) both want 4 CPUs that n2 has: neither
+    may run there now, and Slurm's own power saving would wake nothing for them.  The service woke n2
+    for each.  Then a GPU job (submitted after them, so that every sync that sees it sees them too)
+    wakes n4: the power decision ran with both jobs waiting, and n2 stays off."""
+    cluster, user, database = partitioned["cluster"], partitioned["user"], partitioned["database"]
+    wait_for(lambda: sorted(n for n, (s, r) in node_states(cluster).items()
+                            if "POWERED_DOWN" in s.upper() and "DRAIN" in s.upper() and r == PARKED)
+             == ["n2", "n3", "n4"], 60, "n2, n3, n4 parked")
+    before = len(power_ups(database))
+    busy = cluster.sbatch("-p", "cpu", "-n", "4", "-t", "3", script="#!/bin/sh\nsleep 90\n", user=user)
+    assert busy.returncode == 0, busy.stderr
+    busy_id = busy.stdout.strip()
+    assert cluster.wait_job_state(busy_id, ("RUNNING",), timeout_s=30) == "RUNNING"
+    waiting = [cluster.sbatch("-p", "cpu", "-n", "4", "-t", "2", *extra, script="#!/bin/sh\nsleep 3\n", user=user)
+               for extra in (("--dependency", f"afterok:{busy_id}"), ("-x", "n2"))]
+    assert all(w.returncode == 0 for w in waiting), [w.stderr for w in waiting]
+    gpu = cluster.sbatch("-p", "gpu", "--gres=gpu:1", "-n", "1", "-t", "2", script="#!/bin/sh\nsleep 3\n", user=user)
+    assert gpu.returncode == 0, gpu.stderr
+    assert cluster.wait_job_state(gpu.stdout.strip(), ("COMPLETED",), timeout_s=120) == "COMPLETED"
+    assert power_ups(database)[before:] == ["n4"]
+    assert all(cluster.job(w.stdout.strip())["JobState"] == "PENDING" for w in waiting)
+    cluster.run("scancel", busy_id, *(w.stdout.strip() for w in waiting))
+
+
 def replay_of_this_workload():
     """The three jobs after a warm-up job that lets the idle nodes be parked first (live, the jobs came
     once three nodes were parked); each comes once the one before ran, as live."""
