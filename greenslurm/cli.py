@@ -546,7 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(command_named(sys.argv[1:] if argv is None else list(argv))).parse_args(argv)
     stderr = terminal(stderr=True)
     if not stderr.is_terminal:
-        stderr.file = NoTrailingSpaces(stderr.file)      # rich pads the lines of a log record, too
+        stderr.file = NoTrailingSpaces(stderr.file, "standard error")     # rich pads a log record's lines, too
     setup_logging(getattr(args, "verbose", 0), stderr)
     # a JSON summary or a scenario on stdout: the report goes to stderr
     to_stdout = "-" in (getattr(args, "json", None), getattr(args, "save_scenario", None))

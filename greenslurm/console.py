@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -35,9 +36,10 @@ class NoTrailingSpaces:
     'a  │ b\nc  d\n'
     """
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream, name: str = "standard output") -> None:
         self._stream = stream
         self._held = ""
+        self.name = name
 
     def write(self, text: str) -> int:
         text = self._held + text
@@ -45,11 +47,29 @@ class NoTrailingSpaces:
         last = lines.pop()
         kept = last.rstrip(" ")
         self._held = last[len(kept):]
-        self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines) + kept)
+        with self._failing():
+            self._stream.write("".join(line.rstrip(" ") + "\n" for line in lines) + kept)
         return len(text)
 
     def flush(self) -> None:
-        self._stream.flush()
+        with self._failing():
+            self._stream.flush()
+
+    @contextlib.contextmanager
+    def _failing(self) -> Iterator[None]:
+        """A write that fails (a full disk behind the stream: ``> /dev/full``) as one line naming the
+        stream; what is still buffered goes to the null device, so that the interpreter's last flush
+        does not fail again.  A closed pipe is rich's to handle (it exits quietly)."""
+        try:
+            yield
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            with contextlib.suppress(Exception):
+                quiet = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(quiet, self._stream.fileno())
+                os.close(quiet)
+            raise InputError(f"cannot write: {exc.strerror or exc}", path=self.name) from None
 
     def isatty(self) -> bool:
         return False

@@ -327,3 +327,18 @@ def test_a_command_killed_while_its_child_writes_leaves_no_part_file(tmp_path):
     while not _ended(child):
         time.sleep(0.02)
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_full_standard_output_is_one_line_and_leaves_no_part_file(kth, tmp_path):
+    # the report written to /dev/full (a full disk behind stdout): one line naming standard output,
+    # exit 2, no traceback (it was a traceback and exit 1); the child writing jobs.parquet is ended
+    # and reaped, and no part file is left
+    out = tmp_path / "out"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "greenslurm", "replay", kth, "--queue", "easy", "--no-progress",
+                               "--limit", "2000", "--out", str(out)], stdout=full, stderr=subprocess.PIPE, text=True,
+                              cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == ["greenslurm: error: standard output: cannot write: "
+                                                "No space left on device"]
+    assert not any(path.name.endswith(".part") for path in out.iterdir())
