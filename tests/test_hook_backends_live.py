@@ -86,6 +86,7 @@ def cluster():
             "per_task": slurm.sbatch("-t", "10", "-n", "2", "--ntasks-per-node=2", "--gpus-per-task=1",
                                      "--begin=now+600", script=LONG),
             "any_feature": slurm.sbatch("-t", "5", "-C", "fast|slow", "--begin=now+300", script=LONG),
+            "excluded": slurm.sbatch("-t", "5", "-x", "n[1-2]", "--begin=now+300", script=LONG),
         }
         for name, result in jobs.items():
             assert result.returncode == 0, f"{name}: {result.stderr}"
@@ -128,6 +129,8 @@ def test_both_backends_give_the_same_view_field_by_field(cluster):
     assert pending[ids["feature"]].features == ("fast",) and pending[ids["feature"]].begin_s is not None
     # an OR constraint stays one expression (planned on the nodes with any of them), not two features
     assert pending[ids["any_feature"]].features == ("fast|slow",), pending[ids["any_feature"]]
+    # -x: the nodes a job excludes (the power saving never wakes them for it)
+    assert pending[ids["excluded"]].excluded_nodes == ("n1", "n2") and pending[ids["feature"]].excluded_nodes == ()
     array = pending[ids["array"]]
     # tasks 1-9, at most 2 at once, but each takes all 4 CPUs of n4: task 1 runs, 8 wait
     assert (array.tasks, array.throttle, array.required_nodes) == (8, 2, ("n4",))
