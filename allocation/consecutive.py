@@ -55,15 +55,23 @@ def _run_bounds(in_map: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class _SetOrder:
     """The order in which cons_tres takes a job's consecutive sets: while one suffices for what the
-    job still needs (enough free CPUs and, where nodes are counted, enough nodes) the sufficient set
-    with the fewest CPUs, the first on ties; else the set with the most CPUs, the first on ties.  A
-    set is taken once.  The sets by most CPUs are sorted only when none first suffices.
+    job still needs (enough free CPUs) the sufficient set with the fewest CPUs, the first on ties;
+    else the set with the most CPUs, the first on ties.  Where the job counts nodes (a set suffices
+    with enough CPUs and enough nodes) ``_eval_nodes``'s own scan decides, and a set that falls
+    short on nodes but has more CPUs displaces a sufficient one (:meth:`_take_counted`).  A set is
+    taken once.  The sets by most CPUs are sorted only when none first suffices.
 
     >>> order = _SetOrder([5.0, 10.0, 3.0], [0, 3, 9], [2, 3, 1])    # CPUs, first node, nodes
     >>> order.take(4.0), order.take(4.0, 1), order.take(9.0), order.untaken   # 5 suffices; then 10; then 3
     ((0, True), (1, True), (2, False), 0)
     >>> _SetOrder([5.0, 10.0], [0, 3], [2, 3]).take(4.0, 3)           # only 10 CPUs on 3 nodes suffices
     (1, True)
+
+    Two nodes wanted over sets of 10 CPUs on 2 nodes and 15 on 1 (s82's j23): the second falls short
+    on nodes but has more CPUs, and Slurm's scan takes it first:
+
+    >>> _SetOrder([10.0, 15.0], [0, 5], [2, 1]).take(2.0, 2)
+    (1, False)
     """
 
     __slots__ = ("totals", "firsts", "sizes", "taken", "untaken", "by_most", "head")
@@ -79,18 +87,15 @@ class _SetOrder:
 
     def take(self, need_cpus: float, need_nodes: int = 0) -> tuple[int, bool]:
         """The next set (its index; at least one must be untaken) and whether it suffices."""
+        if self.sizes is not None:
+            return self._take_counted(need_cpus, need_nodes)
         totals, taken, by_most = self.totals, self.taken, self.by_most
         if by_most is not None:
             while taken[by_most[self.head]]:
                 self.head += 1
         sufficient = None
         if by_most is None or totals[by_most[self.head]] >= need_cpus:     # else none suffices
-            sizes = self.sizes
-            if sizes is None:
-                sufficient = [i for i in range(len(totals)) if not taken[i] and totals[i] >= need_cpus]
-            else:
-                sufficient = [i for i in range(len(totals))
-                              if not taken[i] and totals[i] >= need_cpus and sizes[i] >= need_nodes]
+            sufficient = [i for i in range(len(totals)) if not taken[i] and totals[i] >= need_cpus]
         if sufficient:
             firsts = self.firsts
             best = min(sufficient, key=lambda i: (totals[i], firsts[i]))
@@ -105,6 +110,28 @@ class _SetOrder:
         self.untaken -= 1
         return best, bool(sufficient)
 
+    def _take_counted(self, need_cpus: float, need_nodes: int) -> tuple[int, bool]:
+        """:meth:`take` where nodes are counted, as ``_eval_nodes`` scans the sets in node order: the
+        first set is the best so far; a later one replaces it when it suffices and the best does
+        not, when both suffice and it has fewer CPUs, or when it does not suffice and has more CPUs
+        than the best, sufficient or not.  The last clause lacks Slurm's own comment's "nothing yet
+        large enough": a set of many CPUs on too few nodes displaces a sufficient set of fewer CPUs
+        (``sbatch -N 2`` over sets n01-n02 of 10 CPUs and n06 of 15 takes n06 first, then one
+        node of n01-n02).  Where nodes are not counted no set that falls short has more CPUs than
+        one that suffices, and the scan is the rule of :meth:`take`."""
+        totals, sizes, taken = self.totals, self.sizes, self.taken
+        best, best_sufficient, best_cpus = -1, False, 0.0
+        for i, cpus in enumerate(totals):
+            if taken[i]:
+                continue
+            sufficient = cpus >= need_cpus and sizes[i] >= need_nodes
+            if (best < 0 or (sufficient and not best_sufficient) or (sufficient and cpus < best_cpus)
+                    or (not sufficient and cpus > best_cpus)):
+                best, best_sufficient, best_cpus = i, sufficient, cpus
+        taken[best] = True
+        self.untaken -= 1
+        return best, best_sufficient
+
 
 def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: np.ndarray, count: int,
                          cpus_per_node: float) -> np.ndarray | None:
@@ -116,7 +143,6 @@ def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: 
     is_candidate = np.zeros(len(in_map), dtype=bool)
     is_candidate[candidates] = True
     in_map = in_map | is_candidate
-    need_cpus = count * cpus_per_node
     totals, firsts, members_of = [], [], []
     for first, last in consecutive_runs(in_map):
         members = np.flatnonzero(is_candidate[first:last + 1]) + first
@@ -128,7 +154,9 @@ def best_fit_consecutive(free_cpus: np.ndarray, in_map: np.ndarray, candidates: 
     chosen: list[int] = []
     while order.untaken and len(chosen) < count:
         remaining = count - len(chosen)
-        best, _ = order.take(need_cpus, remaining)
+        # what the job still needs: its share on each node still to come (_eval_nodes counts down
+        # rem_cpus by what each node taken gives)
+        best, _ = order.take(remaining * cpus_per_node, remaining)
         members = members_of[best]
         if remaining == 1:
             # best fit single node: the fewest free CPUs that hold the share, the first on ties

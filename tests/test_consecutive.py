@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, strategies as st
 
-from greenslurm.allocation.consecutive import _SetOrder, fill_consecutive, spread_consecutive
+from greenslurm.allocation.consecutive import _SetOrder, best_fit_consecutive, fill_consecutive, spread_consecutive
 
 
 @st.composite
@@ -21,22 +21,54 @@ def sets_and_needs(draw):
     return totals, sizes if counted else None, needs
 
 
+def eval_nodes_scan(totals, sizes, left, need_cpus, need_nodes):
+    """cons_tres ``_eval_nodes`` (Slurm 22.05.8, job_test.c), its choice of the next set transcribed:
+    the sets in node order, the first the best so far, a later one new best when
+    ``(sufficient && !best_fit_sufficient) || (sufficient && consec_cpus < best_fit_cpus) ||
+    (!sufficient && consec_cpus > best_fit_cpus)`` (equal node weights, no required nodes)."""
+    best, best_sufficient, best_cpus = None, False, 0.0
+    for i in sorted(left):
+        sufficient = totals[i] >= need_cpus and (sizes is None or sizes[i] >= need_nodes)
+        if best is None or (sufficient and not best_sufficient) or (sufficient and totals[i] < best_cpus) \
+                or (not sufficient and totals[i] > best_cpus):
+            best, best_sufficient, best_cpus = i, sufficient, totals[i]
+    return best, best_sufficient
+
+
 @given(sets_and_needs())
-def test_sets_are_taken_sufficient_fewest_first_else_most(case):
-    # the rule as cons_tres states it, each step over the sets not yet taken: the sufficient set
-    # (enough CPUs and, where counted, nodes) with the fewest CPUs, the first on ties; else the set
-    # with the most CPUs, the first on ties
+def test_sets_are_taken_as_slurms_scan_takes_them(case):
+    # each step over the sets not yet taken, Slurm's own scan; where nodes are not counted it is the
+    # plain rule (the sufficient set with the fewest CPUs, the first on ties, else the set with the
+    # most CPUs, the first on ties), which the compiled spread (_consecutive.c) implements
     totals, sizes, needs = case
     firsts = [10 * i for i in range(len(totals))]
     order = _SetOrder(totals, firsts, sizes)
     left = set(range(len(totals)))
     for need_cpus, need_nodes in needs:
-        sufficient = [i for i in left if totals[i] >= need_cpus and (sizes is None or sizes[i] >= need_nodes)]
-        expected = (min(sufficient, key=lambda i: (totals[i], firsts[i])) if sufficient
-                    else max(left, key=lambda i: (totals[i], -firsts[i])))
-        assert order.take(need_cpus, need_nodes) == (expected, bool(sufficient))
-        left.discard(expected)
+        expected = eval_nodes_scan(totals, sizes, left, need_cpus, need_nodes)
+        if sizes is None:
+            sufficient = [i for i in left if totals[i] >= need_cpus]
+            plain = (min(sufficient, key=lambda i: (totals[i], firsts[i])) if sufficient
+                     else max(left, key=lambda i: (totals[i], -firsts[i])))
+            assert expected == (plain, bool(sufficient))
+        assert order.take(need_cpus, need_nodes) == expected
+        left.discard(expected[0])
         assert order.untaken == len(left)
+
+
+def test_a_set_short_of_nodes_with_more_cpus_is_taken_before_a_sufficient_one():
+    # Slurm's log of s82 (CR_Core; debug3, SelectType; bench/data/slurm-workloads/s82): j23 (sbatch
+    # -N 2 -n 2, partition high) with n01 6 CPUs free, n02 4, n03-n05 none, n06 15: sets n01-n02 (10
+    # CPUs, 2 nodes: sufficient) and n06 (15, 1 node: short of nodes but more CPUs) -> Slurm took
+    # n06 first, then the best fit of n01-n02 for the last CPU (n02: 4 < 6): NodeList=n[02,06]
+    free = np.array([6.0, 4.0, 0.0, 0.0, 0.0, 15.0])
+    assert best_fit_consecutive(free, free >= 1, np.flatnonzero(free >= 1), 2, 1.0).tolist() == [1, 5]
+    # s51 (CR_Core_Memory): j38 (-N 3 -n 3 --mem=250) on the nodes with 250 MB free: n01 3 CPUs,
+    # n02 3, n04 3, n08 2: sets n01-n02 (6, 2 nodes), n04 (3), n08 (2).  n01-n02 first (the most
+    # CPUs, none has 3 nodes), one CPU each; one CPU on one node left: n04 and n08 both suffice,
+    # the fewer CPUs n08 -> n01,n02,n08 as Slurm allocated (the CPUs still needed count down)
+    free = np.array([3.0, 3.0, 0.0, 3.0, 0.0, 0.0, 0.0, 2.0])
+    assert best_fit_consecutive(free, free >= 1, np.flatnonzero(free >= 1), 3, 1.0).tolist() == [0, 1, 7]
 
 
 def test_a_fill_that_a_sufficient_set_leaves_unfinished_goes_on_in_the_other_sets():
