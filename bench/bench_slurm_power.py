@@ -92,6 +92,17 @@ def power_tick_phase_s(recording: dict) -> float:
     return 0.0
 
 
+def power_thread_scans(recording: dict) -> list[float]:
+    """The moments of the power-save thread's scans that logged a suspend or resume (the lines of one
+    scan counted once), in trace seconds.
+
+    >>> power_thread_scans({"power_events": [[-10.159, "suspend", "n2"], [4.857, "resume", "n2"],
+    ...                                     [4.857, "resume", "n3"], [9.906, "up", "n2"]]})
+    [-10.159, 4.857]
+    """
+    return one_per_check(at for at, kind, _ in recording.get("power_events", ()) if kind in ("suspend", "resume"))
+
+
 def power_thread_loop(recording: dict) -> BackgroundLoop | None:
     """The power-save thread's wake-ups as its logged suspends and resumes show them (each scan that
     acted logs at its wake-up; a pass is a second's sleep and its work, so they creep through the
@@ -104,7 +115,7 @@ def power_thread_loop(recording: dict) -> BackgroundLoop | None:
     >>> round(loop.start_s, 3), round(loop.drift, 5)         # 160 passes in 160.059 s
     (-10.159, 0.00037)
     """
-    scans = one_per_check(at for at, kind, _ in recording.get("power_events", ()) if kind in ("suspend", "resume"))
+    scans = power_thread_scans(recording)
     if not scans:
         return None
     try:
@@ -204,12 +215,13 @@ def clock_at_zero_s(recording: dict) -> float:
 
 
 def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False, submit_delay_s: float = 0.0,
-           loop_from_start: bool = False):
+           loop_from_start: bool = False, thread_pace_only: bool = False):
     """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
     recorded slurm.conf's power saving and slurmctld's background loop as its log shows it
     (:func:`background_loop`: its main scheduler's passes and its 30-second checks);
     ``submit_delay_s``: Slurm's latency from a submission to the first pass that tries the job (0:
-    the replay's own, a pass at the submission)."""
+    the replay's own, a pass at the submission); the power-save thread wakes in step with its
+    logged scans (:func:`power_thread_scans`), or on their one average pace (``thread_pace_only``)."""
     conf = parse_slurm_conf_text(recording["slurm_conf"])
     cluster = cluster_from_slurm_conf(conf)
     loop = background_loop(recording, from_start=loop_from_start)
@@ -219,13 +231,15 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
                                         tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
     thread = None if loop_from_start else power_thread_loop(recording)
     if thread is not None:
-        saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift)
+        saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift,
+                         thread_wakes_s=() if thread_pace_only else tuple(power_thread_scans(recording)))
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
                          background_start_s=start, background_drift=drift if loop is not None else 0.0,
                          clock_at_zero_s=clock_at_zero_s(recording))
     looks = None if loop_from_start else backfill_loop(recording)
     if looks is not None:
-        scheduling = replace(scheduling, backfill_start_s=looks.start_s, backfill_drift=looks.drift)
+        scheduling = replace(scheduling, backfill_start_s=looks.start_s, backfill_drift=looks.drift,
+                             backfill_looks_s=() if thread_pace_only else tuple(recording["backfill_looks"]))
     run = Replay(workload(recording, whole_seconds), cluster, "slurm", strategy_options={"scheduling": scheduling},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()
@@ -270,9 +284,10 @@ def first_divergence(recording: dict, records, cluster, whole_seconds: bool = Fa
 
 
 def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = False,
-            submit_delay_s: float = 0.0, loop_from_start: bool = False) -> dict:
+            submit_delay_s: float = 0.0, loop_from_start: bool = False, thread_pace_only: bool = False) -> dict:
     """The replay of one recording against it, as a flat dict."""
-    records, machine, cluster = replay(recording, boot_s, whole_seconds, submit_delay_s, loop_from_start)
+    records, machine, cluster = replay(recording, boot_s, whole_seconds, submit_delay_s, loop_from_start,
+                                       thread_pace_only)
     names = [n.name for n in cluster.nodes]
     real = {r["name"]: r for r in recording["jobs"]}
     times = job_times(recording, whole_seconds)
@@ -348,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop-from-start", action="store_true",
                         help="slurmctld's background loop from its first log line with a pass of 1.003 s "
                         "(the development recordings' middle) instead of the loop its logged checks show")
+    parser.add_argument("--thread-pace-only", action="store_true",
+                        help="the power-save thread's wake-ups on one average pace from its logged scans "
+                        "instead of in step with each of them (the bench's assumption before)")
     parser.add_argument("--submit-delays", type=float, nargs="+", default=None, metavar="S",
                         help="instead of the table: mean wait and suspended node-seconds differences per "
                         "recording when Slurm's first pass after a submission comes S seconds later (a "
@@ -375,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
           "suspended node-s Slurm / replay (diff) | suspends | resumes |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, recording in recordings:
-        c = compare(recording, whole_seconds=args.whole_seconds, loop_from_start=args.loop_from_start)
+        c = compare(recording, whole_seconds=args.whole_seconds, loop_from_start=args.loop_from_start,
+                    thread_pace_only=args.thread_pace_only)
         print(f"| {Path(name).name} | {c['jobs']} | {c['boot_s']:.2f} | {c['loop_drift'] * 1000:.1f} | "
               f"{c['mean_wait_real_s']:.1f} / "
               f"{c['mean_wait_replay_s']:.1f} ({c['mean_wait_diff']:+.1%}) | {c['within_2s']} | {c['same_nodes']} | "
