@@ -46,10 +46,11 @@ START_TOLERANCE_S = 2.0
 # development recordings (its job_time_limit checks crept later through the second): the middle,
 # for a recording whose log shows fewer than two of its checks (and with --loop-from-start)
 BACKGROUND_DRIFT = 0.003
-# the power-save thread's log line of a scan comes after its check of last_node_update (it reaps its
-# programs, scans and forks SuspendProgram/ResumeProgram first): in the logs of every recording, an
-# allocation by backfill up to 0.8 ms before a logged scan was missed by it (14 of 14), one 1.0 ms or
-# more before was seen in 34 of 36 (bench/power_thread_sides.py): between the two
+# the power-save thread's log line of a scan comes after its check of last_node_update and its scan
+# (it reaps its programs, scans under the node lock and forks SuspendProgram/ResumeProgram before it
+# logs "pid N suspending nodes"): in the logs of every recording, an allocation by backfill up to
+# 0.8 ms before a logged scan was missed by it (14 of 14), one 1.0 ms or more before was seen in 34
+# of 36 (bench/power_thread_sides.py): the thread woke between the two before its log line
 POWER_LOG_LAG_S = 0.0009
 
 
@@ -70,7 +71,23 @@ def load(where: Path) -> dict:
                 zero = int(recording["t0_epoch"])
                 recording["backfill_looks"] = [round(at - zero, 3) for at in backfill_looks_s(handle.read())]
             break
+    if "backfill_looks" not in recording and any("alloc" in (job.get("log_times") or {}) for job in recording["jobs"]):
+        recording["backfill_looks"] = backfill_starts(recording)
     return recording
+
+
+def backfill_starts(recording: dict) -> list[float]:
+    """The backfill thread's looks that started a job, for a recording kept without slurmctld's log:
+    the allocation times (slurmctld's, in the recording) of the jobs sacct says backfill started, one
+    per look.  On the ten recordings kept with their log these are the log's looks (``_start_job``)
+    in eight; in two one look of 18 and two of 20 are missing.
+
+    >>> backfill_starts({"jobs": [{"scheduler": "Backfill", "log_times": {"alloc": 3.88}},
+    ...     {"scheduler": "Main", "log_times": {"alloc": 4.2}}, {"scheduler": "Backfill", "log_times": {"alloc": 3.881}}]})
+    [3.88]
+    """
+    return one_per_check(sorted(job["log_times"]["alloc"] for job in recording["jobs"]
+                                if job.get("scheduler") == "Backfill" and "alloc" in (job.get("log_times") or {})))
 
 
 def measured_boot_s(recording: dict) -> float:
@@ -106,6 +123,16 @@ def power_thread_scans(recording: dict) -> list[float]:
     [-10.159, 4.857]
     """
     return one_per_check(at for at, kind, _ in recording.get("power_events", ()) if kind in ("suspend", "resume"))
+
+
+def power_thread_wakes(recording: dict) -> tuple[float, ...]:
+    """The moments the power-save thread woke and read the node changes, as the replay takes them:
+    :data:`POWER_LOG_LAG_S` before each scan it logged.
+
+    >>> power_thread_wakes({"power_events": [[-10.159, "suspend", "n2"], [4.857, "resume", "n2"]]})
+    (-10.1599, 4.8561)
+    """
+    return tuple(round(at - POWER_LOG_LAG_S, 6) for at in power_thread_scans(recording))
 
 
 def power_thread_loop(recording: dict) -> BackgroundLoop | None:
@@ -237,8 +264,7 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     thread = None if loop_from_start else power_thread_loop(recording)
     if thread is not None:
         saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift,
-                         thread_wakes_s=() if thread_pace_only else tuple(power_thread_scans(recording)),
-                         thread_log_lag_s=0.0 if thread_pace_only else POWER_LOG_LAG_S)
+                         thread_wakes_s=() if thread_pace_only else power_thread_wakes(recording))
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
                          background_start_s=start, background_drift=drift if loop is not None else 0.0,
                          clock_at_zero_s=clock_at_zero_s(recording))

@@ -10,7 +10,7 @@ milliseconds of each other.  This reads recordings of ``bench/slurm_power_refere
 slurmctld times to the millisecond) and, per allocation whose resume scan came within 30 ms of its
 phase, tells on which side the thread woke, the gap in the log's frame (the thread's wake-up nearest
 the allocation, counted a pass back from the resume scan when it came a pass later), and which side
-the replay's wake-up takes (in step with the thread's logged scans, seen 0.9 ms before each as the
+the replay's wake-up takes (in step with the thread's logged scans, 0.9 ms before each as the
 bench replays them, and on one pace for the run as it did before)::
 
     python bench/power_thread_sides.py bench/data/slurm-power/seed3[034]*.json.gz
@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_slurm_power import POWER_LOG_LAG_S, load, power_thread_loop, power_thread_scans  # noqa: E402
+from bench_slurm_power import load, power_thread_loop, power_thread_wakes  # noqa: E402
 from greenslurm.sim.engine.slurmctld_loop import wake_after  # noqa: E402
 
 NEAR_S = 0.03            # allocations this close to a wake-up of the thread (in its phase) are counted
@@ -50,7 +50,7 @@ class Side(NamedTuple):
 def sides(recording: dict, near_s: float = NEAR_S) -> list[Side]:
     """Per allocation whose nodes the thread resumed within 2.5 s, with the thread's wake-up within
     ``near_s`` of it: the sides (see the module text)."""
-    scans = power_thread_scans(recording)
+    wakes = power_thread_wakes(recording)
     loop = power_thread_loop(recording)
     step = 1.0 + (loop.drift if loop is not None else 0.0)
     resumes = sorted((at, node) for at, kind, node in recording.get("power_events", ()) if kind == "resume")
@@ -68,7 +68,7 @@ def sides(recording: dict, near_s: float = NEAR_S) -> list[Side]:
             continue
         one_pace = (loop.start_s + (math.floor((alloc - loop.start_s) / step + 1e-9) + 1) * step) if loop else math.inf
         rows.append(Side(job["name"], job.get("scheduler", ""), (nearest - alloc) * 1000.0, saw,
-                         wake_after(tuple(scans), step, alloc + POWER_LOG_LAG_S) - alloc < 0.5, one_pace - alloc < 0.5))
+                         wake_after(wakes, step, alloc) - alloc < 0.5, one_pace - alloc < 0.5))
     return rows
 
 

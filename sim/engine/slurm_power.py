@@ -161,11 +161,6 @@ class SlurmPowerSaving:
     # 1 + thread_drift seconds (:func:`~greenslurm.sim.engine.slurmctld_loop.wake_after`); empty: the
     # one pace from thread_wake_s
     thread_wakes_s: tuple[float, ...] = ()
-    # from the thread's reading of last_node_update to the log line of a scan that acted (it reaps
-    # its programs, scans under the node lock and forks SuspendProgram or ResumeProgram before it
-    # logs "pid N suspending nodes"): where the wake-ups come from a log (thread_wake_s,
-    # thread_wakes_s), a change this little before a logged wake-up is seen a pass later
-    thread_log_lag_s: float = 0.0
     # slurmctld's background loop (``_slurmctld_background``: ten 0.1 s sleeps, then its work) runs
     # from slurmctld's start and each pass takes a little more than a second: this many seconds more
     # per second, so the moment of its 30-second checks creeps later through the second (measured on
@@ -198,8 +193,6 @@ class SlurmPowerSaving:
             raise ValueError(f"thread_wake_s must be a finite time, not {self.thread_wake_s}")
         if not 0.0 <= self.thread_drift < 0.5:
             raise ValueError(f"thread_drift must be within [0, 0.5) seconds per second, not {self.thread_drift}")
-        if not 0.0 <= self.thread_log_lag_s < 0.5:
-            raise ValueError(f"thread_log_lag_s must be within [0, 0.5) seconds, not {self.thread_log_lag_s}")
         if not all(math.isfinite(t) for t in self.thread_wakes_s) or any(
                 b - a < 0.5 for a, b in zip(self.thread_wakes_s, self.thread_wakes_s[1:])):
             raise ValueError("thread_wakes_s must be finite times in increasing order, at least half a second apart")
@@ -480,9 +473,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         last_power_scan``, whole seconds), unless ``power_save_min_interval`` holds it back."""
         self._last_node_update = max(self._last_node_update, self._whole(now_s))
         if self.saving.enabled or self.configuring:
-            logged = self.saving.thread_wake_s is not None or self.saving.thread_wakes_s
-            seen = now_s + self.saving.thread_log_lag_s if logged else now_s
-            at = max(self._tick_after(seen), self._last_scan_s + self.saving.min_interval_s)
+            at = max(self._tick_after(now_s), self._last_scan_s + self.saving.min_interval_s)
             self._plan_scan(at)
 
     def _plan_scan(self, at_s: float) -> None:
