@@ -445,7 +445,7 @@ def test_slurm_s_logs_show_the_power_save_thread_misses_an_allocation_less_than_
 def test_recordings_without_a_log_replay_backfill_s_looks_from_the_jobs_it_started(seed, jobs_one_pace):
     # these recordings keep slurmctld's times of each job but not its log: the looks of backfill
     # that started a job are the allocation times of the jobs sacct says backfill started (on the
-    # ten recordings kept with their log, the log's own looks in eight of ten).  In step with them
+    # twelve recordings kept with their log, exactly the log's looks: the test below).  In step with them
     # and with the power-save thread's logged scans every job starts on Slurm's nodes within a
     # second and the power events come in Slurm's order within 1.1 s; with backfill's looks on the
     # first submission's phase (and the thread on one pace) only jobs_one_pace of 24 start within
@@ -458,3 +458,12 @@ def test_recordings_without_a_log_replay_backfill_s_looks_from_the_jobs_it_start
     agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
     without = {key: value for key, value in recording.items() if key != "backfill_looks"}
     assert power_bench.compare(without, thread_pace_only=True)["within_2s"] == jobs_one_pace
+
+
+def test_the_looks_from_the_jobs_backfill_started_are_the_looks_slurmctld_s_log_shows():
+    logs = sorted(BENCH_DATA.glob("seed*.slurmctld.log.gz"))
+    assert len(logs) >= 12
+    for log in logs:
+        recording = power_bench.load(log.with_name(log.name.replace(".slurmctld.log.gz", ".json.gz")))
+        assert len(recording["backfill_looks"]) >= 10
+        assert recording["backfill_looks"] == power_bench.backfill_starts(recording), log.name
