@@ -368,7 +368,7 @@ def test_seed_333_on_the_power_save_thread_s_logged_pace_every_job_gets_slurm_s_
 def test_fresh_seeds_341_342_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events):
     # the fresh recordings of docs/slurm-reference.md's table, replayed once the model was finished:
     # every job on Slurm's nodes within a second of its start, Slurm's suspends and resumes in its
-    # order within 1.1 s (seed 343 parts at its last start, p23: see the docs)
+    # order within 1.1 s (seed 343: its own test below)
     recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
     records, machine, cluster = power_bench.replay(recording)
     ours = {r.job_id: r for r in records}
