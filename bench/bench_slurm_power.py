@@ -46,6 +46,12 @@ START_TOLERANCE_S = 2.0
 # development recordings (its job_time_limit checks crept later through the second): the middle,
 # for a recording whose log shows fewer than two of its checks (and with --loop-from-start)
 BACKGROUND_DRIFT = 0.003
+# the power-save thread's log line of a scan comes after its check of last_node_update and its scan
+# (it reaps its programs, scans under the node lock and forks SuspendProgram/ResumeProgram before it
+# logs "pid N suspending nodes"): in the logs of every recording, an allocation by backfill up to
+# 0.8 ms before a logged scan was missed by it (14 of 14), one 1.0 ms or more before was seen in 34
+# of 36 (bench/power_thread_sides.py): the thread woke between the two before its log line
+POWER_LOG_LAG_S = 0.0009
 
 
 def load(where: Path) -> dict:
@@ -65,7 +71,23 @@ def load(where: Path) -> dict:
                 zero = int(recording["t0_epoch"])
                 recording["backfill_looks"] = [round(at - zero, 3) for at in backfill_looks_s(handle.read())]
             break
+    if "backfill_looks" not in recording and any("alloc" in (job.get("log_times") or {}) for job in recording["jobs"]):
+        recording["backfill_looks"] = backfill_starts(recording)
     return recording
+
+
+def backfill_starts(recording: dict) -> list[float]:
+    """The backfill thread's looks that started a job, for a recording kept without slurmctld's log:
+    the allocation times (slurmctld's, in the recording) of the jobs sacct says backfill started, one
+    per look.  On the ten recordings kept with their log these are the log's looks (``_start_job``)
+    in eight; in two one look of 18 and two of 20 are missing.
+
+    >>> backfill_starts({"jobs": [{"scheduler": "Backfill", "log_times": {"alloc": 3.88}},
+    ...     {"scheduler": "Main", "log_times": {"alloc": 4.2}}, {"scheduler": "Backfill", "log_times": {"alloc": 3.881}}]})
+    [3.88]
+    """
+    return one_per_check(sorted(job["log_times"]["alloc"] for job in recording["jobs"]
+                                if job.get("scheduler") == "Backfill" and "alloc" in (job.get("log_times") or {})))
 
 
 def measured_boot_s(recording: dict) -> float:
@@ -92,6 +114,27 @@ def power_tick_phase_s(recording: dict) -> float:
     return 0.0
 
 
+def power_thread_scans(recording: dict) -> list[float]:
+    """The moments of the power-save thread's scans that logged a suspend or resume (the lines of one
+    scan counted once), in trace seconds.
+
+    >>> power_thread_scans({"power_events": [[-10.159, "suspend", "n2"], [4.857, "resume", "n2"],
+    ...                                     [4.857, "resume", "n3"], [9.906, "up", "n2"]]})
+    [-10.159, 4.857]
+    """
+    return one_per_check(at for at, kind, _ in recording.get("power_events", ()) if kind in ("suspend", "resume"))
+
+
+def power_thread_wakes(recording: dict) -> tuple[float, ...]:
+    """The moments the power-save thread woke and read the node changes, as the replay takes them:
+    :data:`POWER_LOG_LAG_S` before each scan it logged.
+
+    >>> power_thread_wakes({"power_events": [[-10.159, "suspend", "n2"], [4.857, "resume", "n2"]]})
+    (-10.1599, 4.8561)
+    """
+    return tuple(round(at - POWER_LOG_LAG_S, 6) for at in power_thread_scans(recording))
+
+
 def power_thread_loop(recording: dict) -> BackgroundLoop | None:
     """The power-save thread's wake-ups as its logged suspends and resumes show them (each scan that
     acted logs at its wake-up; a pass is a second's sleep and its work, so they creep through the
@@ -104,7 +147,7 @@ def power_thread_loop(recording: dict) -> BackgroundLoop | None:
     >>> round(loop.start_s, 3), round(loop.drift, 5)         # 160 passes in 160.059 s
     (-10.159, 0.00037)
     """
-    scans = one_per_check(at for at, kind, _ in recording.get("power_events", ()) if kind in ("suspend", "resume"))
+    scans = power_thread_scans(recording)
     if not scans:
         return None
     try:
@@ -204,12 +247,13 @@ def clock_at_zero_s(recording: dict) -> float:
 
 
 def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = False, submit_delay_s: float = 0.0,
-           loop_from_start: bool = False):
+           loop_from_start: bool = False, thread_pace_only: bool = False):
     """(records, machine, cluster) of the recorded workload replayed in the slurm queue with the
     recorded slurm.conf's power saving and slurmctld's background loop as its log shows it
     (:func:`background_loop`: its main scheduler's passes and its 30-second checks);
     ``submit_delay_s``: Slurm's latency from a submission to the first pass that tries the job (0:
-    the replay's own, a pass at the submission)."""
+    the replay's own, a pass at the submission); the power-save thread wakes in step with its
+    logged scans (:func:`power_thread_scans`), or on their one average pace (``thread_pace_only``)."""
     conf = parse_slurm_conf_text(recording["slurm_conf"])
     cluster = cluster_from_slurm_conf(conf)
     loop = background_loop(recording, from_start=loop_from_start)
@@ -219,13 +263,15 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
                                         tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
     thread = None if loop_from_start else power_thread_loop(recording)
     if thread is not None:
-        saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift)
+        saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift,
+                         thread_wakes_s=() if thread_pace_only else power_thread_wakes(recording))
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
                          background_start_s=start, background_drift=drift if loop is not None else 0.0,
                          clock_at_zero_s=clock_at_zero_s(recording))
     looks = None if loop_from_start else backfill_loop(recording)
     if looks is not None:
-        scheduling = replace(scheduling, backfill_start_s=looks.start_s, backfill_drift=looks.drift)
+        scheduling = replace(scheduling, backfill_start_s=looks.start_s, backfill_drift=looks.drift,
+                             backfill_looks_s=() if thread_pace_only else tuple(recording["backfill_looks"]))
     run = Replay(workload(recording, whole_seconds), cluster, "slurm", strategy_options={"scheduling": scheduling},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()
@@ -270,9 +316,10 @@ def first_divergence(recording: dict, records, cluster, whole_seconds: bool = Fa
 
 
 def compare(recording: dict, boot_s: float | None = None, whole_seconds: bool = False,
-            submit_delay_s: float = 0.0, loop_from_start: bool = False) -> dict:
+            submit_delay_s: float = 0.0, loop_from_start: bool = False, thread_pace_only: bool = False) -> dict:
     """The replay of one recording against it, as a flat dict."""
-    records, machine, cluster = replay(recording, boot_s, whole_seconds, submit_delay_s, loop_from_start)
+    records, machine, cluster = replay(recording, boot_s, whole_seconds, submit_delay_s, loop_from_start,
+                                       thread_pace_only)
     names = [n.name for n in cluster.nodes]
     real = {r["name"]: r for r in recording["jobs"]}
     times = job_times(recording, whole_seconds)
@@ -348,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loop-from-start", action="store_true",
                         help="slurmctld's background loop from its first log line with a pass of 1.003 s "
                         "(the development recordings' middle) instead of the loop its logged checks show")
+    parser.add_argument("--thread-pace-only", action="store_true",
+                        help="the power-save thread's wake-ups on one average pace from its logged scans "
+                        "instead of in step with each of them (the bench's assumption before)")
     parser.add_argument("--submit-delays", type=float, nargs="+", default=None, metavar="S",
                         help="instead of the table: mean wait and suspended node-seconds differences per "
                         "recording when Slurm's first pass after a submission comes S seconds later (a "
@@ -375,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
           "suspended node-s Slurm / replay (diff) | suspends | resumes |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, recording in recordings:
-        c = compare(recording, whole_seconds=args.whole_seconds, loop_from_start=args.loop_from_start)
+        c = compare(recording, whole_seconds=args.whole_seconds, loop_from_start=args.loop_from_start,
+                    thread_pace_only=args.thread_pace_only)
         print(f"| {Path(name).name} | {c['jobs']} | {c['boot_s']:.2f} | {c['loop_drift'] * 1000:.1f} | "
               f"{c['mean_wait_real_s']:.1f} / "
               f"{c['mean_wait_replay_s']:.1f} ({c['mean_wait_diff']:+.1%}) | {c['within_2s']} | {c['same_nodes']} | "

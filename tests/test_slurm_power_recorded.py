@@ -226,22 +226,30 @@ def agrees_job_by_job(recording, ours, machine, names, events_within_s: float) -
     return [kind for _, kind, _ in real]
 
 
-def test_seed_311_every_job_on_slurm_s_nodes_and_the_power_events_within_a_tenth_of_a_second_but_one(recorded_311):
+def test_seed_311_every_job_on_slurm_s_nodes_and_every_power_event_within_a_tenth_of_a_second(recorded_311):
     # n2-n4 resumed at 6.6-8.6 s, powered down at 101.68 s, resumed at 115.68 s (before the loop:
-    # six suspends and nine resumes, n2-n4 powered down at 100.59 s).  One race of milliseconds is
-    # lost: p01 was allocated n2 at 5.596 s; Slurm's power-save thread had woken 5 ms before and
-    # resumed n2 at its next wake-up, 6.591 s.  On the thread's pace read from its logged scans
-    # (0.76 ms per second from its first scan at -9.412 s) the replay's wake-up falls 3 ms after the
-    # allocation, at 5.599 s, and resumes n2 then; n3's resume for p02 (allocated at 6.615 s in
-    # Slurm) comes a wake-up early with it (p01-p03 still start at the check at 29.964 s).
+    # six suspends and nine resumes, n2-n4 powered down at 100.59 s).  One race of milliseconds:
+    # p01 was allocated n2 at 5.596 s; Slurm's power-save thread had woken 5 ms before and resumed
+    # n2 at its next wake-up, 6.591 s.  In step with the thread's logged scans (-9.412 s, then
+    # 6.591 s: 16 passes of 1.000188 s) the replay's wake-up falls at 5.590 s, before the
+    # allocation; on one pace for the whole run (0.76 ms per second from the first scan, the bench's
+    # assumption before: --thread-pace-only) it fell 3 ms after it, at 5.599 s, and n2 and n3 (p02,
+    # allocated at 6.615 s) resumed a wake-up early.  (The replay's thread wakes 0.9 ms before each
+    # logged scan: the log line follows the scan and the fork of ResumeProgram.)
     recording, ours, machine, names = recorded_311
     kinds = agrees_job_by_job(recording, ours, machine, names, events_within_s=1.0)
     assert kinds == ["resume"] * 3 + ["suspend"] * 3 + ["resume"] * 3
-    real = sorted((at, kind, node) for at, kind, node in recording["power_events"] if kind in ("suspend", "resume") and at >= 0)
-    replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
-    off = [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, replayed)
-           if abs(t_real - t_ours) > 0.1]
-    assert off == [("n2", 6.591, 5.599), ("n3", 7.596, 6.6)]
+
+    def late_events(machine, names):
+        real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
+                      if kind in ("suspend", "resume") and at >= 0)
+        replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+        return [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, replayed)
+                if abs(t_real - t_ours) > 0.1]
+
+    assert late_events(machine, names) == []
+    _, one_pace, _ = power_bench.replay(recording, thread_pace_only=True)
+    assert late_events(one_pace, names) == [("n2", 6.591, 5.599), ("n3", 7.596, 6.6)]
 
 
 def test_fresh_seed_332_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events():
@@ -360,10 +368,102 @@ def test_seed_333_on_the_power_save_thread_s_logged_pace_every_job_gets_slurm_s_
 def test_fresh_seeds_341_342_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events):
     # the fresh recordings of docs/slurm-reference.md's table, replayed once the model was finished:
     # every job on Slurm's nodes within a second of its start, Slurm's suspends and resumes in its
-    # order within 1.1 s (seed 343 parts at its last start, p23: see the docs)
+    # order within 1.1 s (seed 343: its own test below)
     recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
     records, machine, cluster = power_bench.replay(recording)
     ours = {r.job_id: r for r in records}
     assert len(ours) == 24
     kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
     assert len(kinds) == events
+
+
+# -- seed 343: the power-save thread against backfill's look, to the millisecond --------------------
+SEED_343_EVENTS_APART = {       # (node, Slurm's, the replay's) of the suspends more than 0.1 s apart
+    "seed343": [("n2", 166.895, 165.893), ("n3", 166.895, 165.893), ("n3", 233.933, 234.933),
+                ("n3", 316.98, 314.977)],
+    "seed343c": [("n4", 317.225, 315.223)],
+}
+
+
+@pytest.mark.parametrize("seed", sorted(SEED_343_EVENTS_APART))
+def test_seed_343_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed):
+    # p21 (3 CPUs) was started by backfill's look at 253.943 s; the power-save thread woke half a
+    # millisecond before it (its scans logged at 233.933 and 254.943 s: 21 passes of 1.000476 s) and
+    # suspended the long-idle n4 only at its next wake-up, 254.943 s; SuspendTimeout then ended at
+    # 263.947 s, not 257.945 s, so p23 (2 CPUs, submitted 257.907 s, given n4 at 263.947 s) waited
+    # for n4's boot until slurmctld's check at 297.856 s.  One pace for the whole run
+    # (--thread-pace-only) put the wake-up 3 ms after the look and p23's start at 267.753 s.  In the
+    # recording with the debug log (seed343c) backfill started p12 at 140.169 s, before p11's end at
+    # 140.204 s: in step with the looks its log shows the replay's look falls there too (one pace:
+    # 140.325 s, after the end, and p12 on n1-n2).  Every suspend and resume in Slurm's order; all
+    # resumes within 0.1 s; four suspends of idle nodes in seed 343, one in 343c, one or two seconds apart
+    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    names = [n.name for n in cluster.nodes]
+    assert len(ours) == 24
+    kinds = agrees_job_by_job(recording, ours, machine, names, events_within_s=2.1)
+    assert len(kinds) == 19
+    logged = sorted((at, kind, node) for at, kind, node in recording["power_events"]
+                    if kind in ("suspend", "resume") and at >= 0)
+    replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+    assert [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(logged, replayed)
+            if abs(t_real - t_ours) > 0.1] == SEED_343_EVENTS_APART[seed]
+    real = {job["name"]: job for job in recording["jobs"]}
+    if seed == "seed343":
+        assert (real["p23"]["log_times"]["start"], real["p23"]["node_list"]) == (297.856, ["n4"])
+        assert abs(ours["p23"].start_s - 297.856) < 0.1 and [names[i] for i in ours["p23"].node_indices] == ["n4"]
+        one_pace, _, _ = power_bench.replay(recording, thread_pace_only=True)
+        assert round(next(r.start_s for r in one_pace if r.job_id == "p23"), 3) == 267.753
+    else:
+        assert (real["p12"]["log_times"]["start"], real["p12"]["node_list"]) == (140.169, ["n2", "n3"])
+        assert sorted(names[i] for i in ours["p12"].node_indices) == ["n2", "n3"]
+        one_pace, _, _ = power_bench.replay(recording, thread_pace_only=True)
+        assert round(next(r.start_s for r in one_pace if r.job_id == "p12"), 3) == 140.325
+
+
+def test_slurm_s_logs_show_the_power_save_thread_misses_an_allocation_less_than_a_millisecond_before_its_logged_scan():
+    # every recording with slurmctld's times: the allocations (all by backfill, whose looks share the
+    # thread's sleep(1) rhythm) within 30 ms of a wake-up of the power-save thread.  Its scan logs
+    # after it reaped its programs, scanned and forked ResumeProgram: an allocation up to 0.8 ms
+    # before the logged scan was missed by it (resumed a pass later), one from 1.0 ms before was
+    # seen (but two: 2.8 and 3.8 ms); the bench takes 0.9 ms (POWER_LOG_LAG_S)
+    import power_thread_sides
+    paths = sorted(BENCH_DATA.glob("seed[13][0-4]*.json.gz")) + sorted((ROOT / "tests" / "data" / "slurm-power").glob("*.json.gz"))
+    rows = [(path.name.split(".")[0], row) for path in paths for row in power_thread_sides.sides(power_bench.load(path))]
+    assert {row.scheduler for _, row in rows} == {"Backfill"}
+    assert all(not row.saw for _, row in rows if row.gap_ms < 0.9)
+    assert [(name, row.job, round(row.gap_ms, 1)) for name, row in rows if row.gap_ms >= 0.9 and not row.saw] == \
+        [("seed301", "p21", 3.8), ("seed303", "p20", 2.8)]
+    assert (sum(row.saw for _, row in rows), sum(not row.saw for _, row in rows)) == (34, 53)
+    # the replay's side: in step with the logged scans 85 of 87 (the two above), on one pace 61
+    assert (sum(row.replay_saw == row.saw for _, row in rows), sum(row.one_pace_saw == row.saw for _, row in rows)) == (85, 61)
+
+
+# -- the recordings kept without slurmctld's log: backfill's looks from the jobs it started ---------
+@pytest.mark.parametrize("seed, jobs_one_pace", [("seed101", 17), ("seed301", 24), ("seed302b", 16)])
+def test_recordings_without_a_log_replay_backfill_s_looks_from_the_jobs_it_started(seed, jobs_one_pace):
+    # these recordings keep slurmctld's times of each job but not its log: the looks of backfill
+    # that started a job are the allocation times of the jobs sacct says backfill started (on the
+    # twelve recordings kept with their log, exactly the log's looks: the test below).  In step with them
+    # and with the power-save thread's logged scans every job starts on Slurm's nodes within a
+    # second and the power events come in Slurm's order within 1.1 s; with backfill's looks on the
+    # first submission's phase (and the thread on one pace) only jobs_one_pace of 24 start within
+    # 2 s of Slurm (seed 101: +68 % mean wait; seed 302b: -23 %; seed 301 agreed already)
+    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
+    assert "backfill_looks" in recording and not (BENCH_DATA / f"{seed}.slurmctld.log.gz").exists()
+    assert recording["backfill_looks"] == power_bench.backfill_starts(recording)
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
+    without = {key: value for key, value in recording.items() if key != "backfill_looks"}
+    assert power_bench.compare(without, thread_pace_only=True)["within_2s"] == jobs_one_pace
+
+
+def test_the_looks_from_the_jobs_backfill_started_are_the_looks_slurmctld_s_log_shows():
+    logs = sorted(BENCH_DATA.glob("seed*.slurmctld.log.gz"))
+    assert len(logs) >= 12
+    for log in logs:
+        recording = power_bench.load(log.with_name(log.name.replace(".slurmctld.log.gz", ".json.gz")))
+        assert len(recording["backfill_looks"]) >= 10
+        assert recording["backfill_looks"] == power_bench.backfill_starts(recording), log.name

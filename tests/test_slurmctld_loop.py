@@ -13,7 +13,7 @@ from hypothesis import given, strategies as st
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
-from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, drift_between_checks, next_periodic_check
+from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, drift_between_checks, next_periodic_check, wake_after
 
 
 def starts(scheduler: str, **loop) -> dict[str, float]:
@@ -161,3 +161,41 @@ def test_the_loop_read_from_slurmctld_s_own_log_is_the_one_the_bench_replays(see
     assert main([str(log)]) == 0
     printed = capsys.readouterr().out.split()[0]
     assert float(printed) == pytest.approx(loop.drift, abs=2e-5), (printed, loop.drift)
+
+
+# -- a thread in step with the wake-ups its log shows --------------------------------------------
+@given(start=st.floats(-100, 100), gaps=st.lists(st.integers(1, 170), min_size=1, max_size=8),
+       late=st.lists(st.floats(0, 0.02), min_size=8, max_size=8), step_drift=st.floats(0, 0.006),
+       when=st.floats(-300, 1500))
+def test_the_next_wake_up_is_after_the_moment_on_the_logged_wake_ups_and_none_falls_between(
+        start, gaps, late, step_drift, when):
+    # logged wake-ups: whole passes apart, each pass late by up to 20 ms (the machine's load)
+    logged = [start]
+    for gap, extra in zip(gaps, late):
+        logged.append(logged[-1] + gap * (1.0 + extra))
+    logged = tuple(logged)
+    step = 1.0 + step_drift
+    at = wake_after(logged, step, when)
+    assert at > when
+    # every logged wake-up is one: the first wake-up after a moment just before it is that wake-up
+    for knot in logged:
+        assert wake_after(logged, step, knot - 1e-6) == pytest.approx(knot, abs=1e-9)
+    # no wake-up between the moment and the one returned: the wake-up before it is at or before it
+    before = at - 0.5
+    previous = wake_after(logged, step, before)
+    assert previous == pytest.approx(at, abs=1e-9) or previous <= when + 1e-9
+    # passes are never shorter than half a second, nor longer than a second and 20 ms
+    assert 0.5 < wake_after(logged, step, at) - at <= 1.02 + 1e-9
+
+
+def test_between_two_logged_wake_ups_the_passes_share_the_span():
+    # seed 343's power-save thread logged scans at 233.933, 254.943 and 257.945 s (trace seconds):
+    # 21 passes of 1.000476 s, then 3 of 1.000667 s.  Its wake-up of second 253 falls at 253.9425 s,
+    # half a millisecond before p21's allocation (253.943 s), as Slurm's log shows (the thread
+    # suspended n4 for it a second later); one pace over the whole run (first scan at -10.196 s,
+    # 1.000538 s a pass) put it at 253.946 s, after the allocation
+    logged = (233.933, 254.943, 257.945)
+    assert [round(wake_after(logged, 1.000538, t), 4) for t in (252.95, 254.943, 255.944, 256.5)] == \
+        [253.9425, 255.9437, 256.9443, 256.9443]
+    assert round(-10.196 + 264 * 1.000538, 3) == 253.946
+    assert round(wake_after(logged, 1.000538, 260.0), 3) == 260.947        # after the last: its own pace

@@ -109,6 +109,11 @@ class SlurmScheduling:
     # keep thread_phase_s from the first submission
     backfill_start_s: float | None = None
     backfill_drift: float = 0.0
+    # the looks the log shows (sorted trace seconds: the cycles that started a job); between two of
+    # them the thread's looks share the span equally, outside them looks of 1 + backfill_drift
+    # seconds (:func:`~greenslurm.sim.engine.slurmctld_loop.wake_after`); empty: the one pace from
+    # backfill_start_s
+    backfill_looks_s: tuple[float, ...] = ()
     # whether jobs' memory is allocated (SelectTypeParameters CR_*_Memory); without, Slurm places
     # jobs by their CPUs alone and a job's --mem is not a limit on what shares its node
     memory_consumable: bool = True
@@ -144,6 +149,9 @@ class SlurmScheduling:
             raise ValueError(f"backfill_start_s must be a finite time, not {self.backfill_start_s}")
         if not 0.0 <= self.backfill_drift < 0.5:
             raise ValueError(f"backfill_drift must be within [0, 0.5) seconds per second, not {self.backfill_drift}")
+        if not all(math.isfinite(t) for t in self.backfill_looks_s) or any(
+                b - a < 0.5 for a, b in zip(self.backfill_looks_s, self.backfill_looks_s[1:])):
+            raise ValueError("backfill_looks_s must be finite times in increasing order, at least half a second apart")
         if self.background_tick_s > 0 and not self.thread_phase_s < self.background_tick_s:
             raise ValueError(f"thread_phase_s must be below background_tick_s ({self.background_tick_s} s), "
                              f"not {self.thread_phase_s}")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
-from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop
+from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, wake_after
 
 
 class PassClock:
@@ -161,6 +161,9 @@ class PassClock:
             return math.inf
         earliest = max(self.last_backfill + self.settings.bf_interval_s, self.backfill_change_s)
         if self.backfill_loop is not None:
+            looks = self.settings.backfill_looks_s
+            if looks:                    # in step with the looks a log shows; one at ``earliest`` sees it
+                return max(wake_after(looks, self.backfill_loop.step_s, earliest - 1e-9), earliest)
             return self.backfill_loop.pass_at_or_after(earliest)
         return self.wake_at_or_after(earliest)
 

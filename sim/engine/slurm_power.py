@@ -95,6 +95,7 @@ from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.allocation.power_policy import RateCount
+from greenslurm.sim.engine.slurmctld_loop import wake_after
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig, PowerStateLedger
@@ -155,6 +156,11 @@ class SlurmPowerSaving:
     # seconds and tick_phase_s is not used.  None: the steady phase tick_phase_s
     thread_wake_s: float | None = None
     thread_drift: float = 0.0
+    # the wake-ups the log shows (sorted trace seconds: the scans that logged a suspend or resume);
+    # between two of them the thread's passes share the span equally, outside them passes of
+    # 1 + thread_drift seconds (:func:`~greenslurm.sim.engine.slurmctld_loop.wake_after`); empty: the
+    # one pace from thread_wake_s
+    thread_wakes_s: tuple[float, ...] = ()
     # slurmctld's background loop (``_slurmctld_background``: ten 0.1 s sleeps, then its work) runs
     # from slurmctld's start and each pass takes a little more than a second: this many seconds more
     # per second, so the moment of its 30-second checks creeps later through the second (measured on
@@ -187,6 +193,9 @@ class SlurmPowerSaving:
             raise ValueError(f"thread_wake_s must be a finite time, not {self.thread_wake_s}")
         if not 0.0 <= self.thread_drift < 0.5:
             raise ValueError(f"thread_drift must be within [0, 0.5) seconds per second, not {self.thread_drift}")
+        if not all(math.isfinite(t) for t in self.thread_wakes_s) or any(
+                b - a < 0.5 for a, b in zip(self.thread_wakes_s, self.thread_wakes_s[1:])):
+            raise ValueError("thread_wakes_s must be finite times in increasing order, at least half a second apart")
         if not 0.0 <= self.tick_phase_s < 1.0:
             raise ValueError(f"tick_phase_s must be within [0, 1) seconds, not {self.tick_phase_s}")
         if not self.time_scale > 0:
@@ -440,11 +449,14 @@ class SlurmPowerMachine(PowerManagedMachine):
 
     def _tick_after(self, now_s: float) -> float:
         """The power-save thread's next check strictly after ``now_s``: it wakes every second at
-        its phase (``tick_phase_s``; or a pass of a second and its drift after ``thread_wake_s``) and
-        reads a clock of whole seconds (:meth:`_whole`)."""
+        its phase (``tick_phase_s``; or a pass of a second and its drift after ``thread_wake_s``; or
+        in step with the wake-ups a log shows, ``thread_wakes_s``) and reads a clock of whole seconds
+        (:meth:`_whole`)."""
         woke = self.saving.thread_wake_s
+        step = self._tick_s * (1.0 + self.saving.thread_drift)
+        if self.saving.thread_wakes_s:
+            return wake_after(self.saving.thread_wakes_s, step, now_s)
         if woke is not None:
-            step = self._tick_s * (1.0 + self.saving.thread_drift)
             return woke + (math.floor((now_s - woke) / step + 1e-9) + 1) * step
         return self._whole(now_s - self._phase_s) + self._tick_s + self._phase_s
 
@@ -452,7 +464,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         """The thread's first wake-up whose clock reads ``seconds`` more than at its wake-up
         ``tick_s``: ``tick_s + seconds`` at a steady phase; where its passes creep
         (``thread_wake_s``), the first wake-up at or after that clock's second."""
-        if self.saving.thread_wake_s is None:
+        if self.saving.thread_wake_s is None and not self.saving.thread_wakes_s:
             return tick_s + seconds
         return self._tick_after(self._whole(tick_s) + seconds - 1e-9)
 

@@ -18,6 +18,7 @@ source alone implies 0 (ten sleeps of 100 ms).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 
@@ -136,3 +137,27 @@ def loop_from_checks(checks_s: list[float], slurmctld_start_s: float, tick_s: fl
     step = span / passes
     back = round((checks[0] - slurmctld_start_s) / step)
     return BackgroundLoop(checks[0] - back * step, tick_s, drift=max(step / tick_s - 1.0, 0.0))
+
+
+def wake_after(logged_s: tuple[float, ...], step_s: float, now_s: float) -> float:
+    """The first wake-up strictly after ``now_s`` of a thread that sleeps a second in a loop and was
+    seen waking at each of ``logged_s`` (sorted; a log's stamps of its passes): between two logged
+    wake-ups ``a`` and ``b`` its ``n = round((b - a) / step_s)`` passes share the span equally (the
+    pace changes with the machine's load, so the wake-ups on either side pin the phase better than
+    one pace for the whole run); before the first and after the last, passes of ``step_s``.
+
+    Seen at 10.000 and 13.012 s (3 passes of 1.004 s between them), passes of 1.001 s outside:
+
+    >>> [round(wake_after((10.0, 13.012), 1.001, t), 3) for t in (8.5, 10.0, 11.004, 12.5, 13.012)]
+    [8.999, 11.004, 12.008, 13.012, 14.013]
+    """
+    if not logged_s or now_s < logged_s[0]:
+        first = logged_s[0] if logged_s else now_s
+        return first - max(math.ceil((first - now_s) / step_s - 1e-9) - 1, 0) * step_s
+    after = bisect.bisect_right(logged_s, now_s)          # the first logged wake-up after now_s
+    if after < len(logged_s):
+        a, b = logged_s[after - 1], logged_s[after]
+        pace = (b - a) / max(round((b - a) / step_s), 1)
+        return min(a + (math.floor((now_s - a) / pace + 1e-9) + 1) * pace, b)
+    last = logged_s[-1]
+    return last + (math.floor((now_s - last) / step_s + 1e-9) + 1) * step_s
