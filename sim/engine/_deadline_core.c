@@ -156,6 +156,13 @@ static void count_advance(core *c, double now) {
     c->steps = kept;
 }
 
+/* first index whose step begins at or after t (bisect_left on the times) */
+static int64_t step_from(const core *c, double t) {
+    int64_t lo = 0, hi = c->steps;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (c->times[mid] < t) lo = mid + 1; else hi = mid; }
+    return lo;
+}
+
 /* whether some step in [now, bound) begins a window of p over which job j (its own slot given back)
  * finds m free nodes at every step: needed for any start before `bound` on m nodes (bound <= its own).
  * *first: the first such step's time, before which no start holds j (a start t holds it on m nodes
@@ -163,18 +170,25 @@ static void count_advance(core *c, double now) {
  * window ends no later) */
 static int count_may_move(const core *c, int64_t j, double bound, double *first) {
     double m = (double)c->procs[j], p = c->requested[j], old = c->res_start[j], own_end = c->res_end[j];
-    int64_t i = 0;
-    while (i < c->steps && c->times[i] < bound) {
-        double end = c->times[i] + p;
-        int64_t k = i;
-        for (; k < c->steps && (k == i || c->times[k] < end); k++) {
-            double free_ = c->free[k] + (c->times[k] >= old && c->times[k] < own_end ? m : 0.0);
-            if (free_ < m) break;
+    /* steps in [at_old, at_end) are j's own slot: with its m nodes given back a step there frees
+     * free + m, fewer than m exactly when free < 0 (counts are whole numbers, exact as doubles), so
+     * the three stretches are read with one test each instead of the slot's bounds at every step */
+    int64_t at_old = step_from(c, old), at_end = step_from(c, own_end), i = 0;
+    const double *times = c->times, *free_ = c->free;
+    for (;;) {
+        /* the next step that may begin a window: it starts before bound <= old, so before j's slot */
+        while (i < at_old && free_[i] < m) i++;
+        if (i == at_old || !(times[i] < bound)) return 0;
+        double end = times[i] + p;
+        int64_t k = i + 1;          /* the window's steps up to the first freeing too few */
+        while (k < at_old && times[k] < end && !(free_[k] < m)) k++;
+        if (k == at_old) {
+            while (k < at_end && times[k] < end && !(free_[k] < 0.0)) k++;
+            if (k == at_end) while (k < c->steps && times[k] < end && !(free_[k] < m)) k++;
         }
-        if (k == c->steps || !(k == i || c->times[k] < end)) { *first = c->times[i]; return 1; }
+        if (k == c->steps || !(times[k] < end)) { *first = times[i]; return 1; }
         i = k + 1;               /* every start up to k has step k in its window */
     }
-    return 0;
 }
 
 /* first index whose span starts after s (bisect_right on the starts) */
