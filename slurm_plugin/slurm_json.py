@@ -242,9 +242,10 @@ def snapshot_from_json(sinfo: dict, squeue: dict, now_s: float, problems: list[s
     pending: list[PendingJob] = []
     deadlines: list[PendingDeadline] = []
     runs: list[JobRun] = []
+    lists: dict[str, tuple[str, ...]] = {}
     for job in squeue.get("jobs", []):
         try:
-            _add_job(job, nodes, now_s, running, pending, deadlines)
+            _add_job(job, nodes, now_s, running, pending, deadlines, lists)
             run = job_run(job, nodes)
             if run is not None:
                 runs.append(run)
@@ -322,8 +323,26 @@ def job_run(job: dict, nodes: dict[str, LiveNode]) -> JobRun | None:
                   str(job.get("partition") or ""), names, cpus, gpus, start, end, state)
 
 
+def cluster_nodes_named(text: str, nodes: dict[str, LiveNode], lists: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The nodes of the cluster (``nodes``, by name) a Slurm hostlist names, in its order; names the
+    cluster does not have are dropped.  One expansion per distinct text (``lists``, kept for one
+    snapshot): a thousand jobs excluding ``n[1-9999]`` cost one, and hold the nodes' own names.
+
+    >>> known = {name: LiveNode(name, 4) for name in ("n1", "n2", "n3")}
+    >>> lists = {}
+    >>> cluster_nodes_named("n[2-9]", known, lists), cluster_nodes_named("n[2-9]", known, lists) is lists["n[2-9]"]
+    (('n2', 'n3'), True)
+    """
+    if not text:
+        return ()
+    found = lists.get(text)
+    if found is None:
+        found = lists[text] = tuple(nodes[name].name for name in expand_hostlist(text) if name in nodes)
+    return found
+
+
 def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list, pending: list,
-             deadlines: list) -> None:
+             deadlines: list, lists: dict[str, tuple[str, ...]] | None = None) -> None:
     state = _state(job.get("job_state")).upper()
     job_id = str(job["job_id"])
     if any(s in state for s in RUNNING_STATES):
@@ -343,7 +362,8 @@ def _add_job(job: dict, nodes: dict[str, LiveNode], now_s: float, running: list,
         if after is None:
             waiting = waiting or "Dependency"
         required = tuple(expand_hostlist(job.get("required_nodes") or ""))
-        excluded = tuple(expand_hostlist(job.get("excluded_nodes") or ""))
+        # -x: only the cluster's nodes matter (a job never runs on a node the cluster lacks)
+        excluded = cluster_nodes_named(str(job.get("excluded_nodes") or ""), nodes, {} if lists is None else lists)
         tasks, throttle = pending_array(job)
         pending.append(PendingJob(job_id, spec, begin, features, held, required, tasks, throttle, waiting,
                                   after or (), excluded, limited=held_back(reason)))

@@ -413,3 +413,17 @@ def test_a_job_slurm_holds_back_by_a_limit_wakes_no_node(reason, wakes):
                "partition": "cpu", "start_time": 1, "end_time": 10 ** 9, "user_name": "ana"}
     snap, _ = snapshot_from_json(sinfo, {"jobs": [{**squeue_job(1), "state_reason": reason}, running]}, 2.0)
     assert woken(manager(), snap) == (["n2"] if wakes else [])
+
+
+def test_many_jobs_excluding_many_nodes_share_one_reading_of_the_list():
+    """-x of a whole cluster but one node on every pending job: the list is read once per distinct
+    text of a sync (one tuple, held by every job) and keeps only the cluster's nodes (m1 is none),
+    so a user's thousand such jobs on a site of ten thousand nodes cost one expansion, not a
+    thousand (each held its own ten thousand names)."""
+    sinfo = {"nodes": [sinfo_node(f"n{i}", ["cpu"]) for i in range(1, 41)]}
+    jobs = [{**squeue_job(k, cpus=1), "excluded_nodes": "n[2-9999],m1"} for k in range(1, 201)]
+    snap, _ = snapshot_from_json(sinfo, {"jobs": jobs}, 2.0)
+    first = snap.pending[0].excluded_nodes
+    assert first == tuple(f"n{i}" for i in range(2, 41))
+    assert all(p.excluded_nodes is first for p in snap.pending)
+    assert woken(manager(), snap) == ["n1"]            # each may use n1 only: 200 jobs of 1 CPU, 4 on n1
