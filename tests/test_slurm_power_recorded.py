@@ -467,3 +467,35 @@ def test_the_looks_from_the_jobs_backfill_started_are_the_looks_slurmctld_s_log_
         recording = power_bench.load(log.with_name(log.name.replace(".slurmctld.log.gz", ".json.gz")))
         assert len(recording["backfill_looks"]) >= 10
         assert recording["backfill_looks"] == power_bench.backfill_starts(recording), log.name
+
+
+# -- the fresh recordings of docs/slurm-reference.md's table (seeds 351-353, 351 twice) --------------
+@pytest.mark.parametrize("seed, events", [("seed351", 10), ("seed352", 14), ("seed351b", 10)])
+def test_fresh_seeds_351_352_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events):
+    # replayed once the changes were finished: every job on Slurm's nodes within a second of its
+    # start, Slurm's suspends and resumes in its order within 0.1 s
+    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    assert len(ours) == 24
+    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=0.1)
+    assert len(kinds) == events
+
+
+def test_fresh_seed_353_parts_at_p10_over_the_background_loop_s_check_before_88_s():
+    # Slurm's check that started p03-p06 logged at 88.054 s: its check before read clock 58.  The
+    # loop on one pace from slurmctld's start puts that pass at 57.9985 s (clock 57), so the replay's
+    # checks read 59 and 89: p03-p06 start at 89.056 s, a second late, n4 is suspended a second late
+    # and still powering down at backfill's look for p10 (127.821 s), which Slurm gave n4
+    recording = power_bench.load(BENCH_DATA / "seed353.json.gz")
+    assert power_bench.logged_checks(recording) == [88.054, 148.165, 208.278, 268.387]
+    loop = power_bench.background_loop(recording)
+    assert round(loop.pass_at_or_after(57.9), 4) == 57.9985
+    real = {job["name"]: job for job in recording["jobs"]}
+    records, _, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    names = [n.name for n in cluster.nodes]
+    assert [round(ours[n].start_s, 3) for n in ("p03", "p04", "p05", "p06")] == [89.056] * 4
+    assert [real[n]["log_times"]["start"] for n in ("p03", "p04", "p05", "p06")] == [88.054] * 4
+    assert (real["p10"]["log_times"]["start"], real["p10"]["node_list"]) == (148.165, ["n4"])
+    assert (round(ours["p10"].start_s, 3), [names[i] for i in ours["p10"].node_indices]) == (131.134, ["n3"])
