@@ -502,3 +502,17 @@ def test_fresh_seed_353_on_the_check_chain_its_log_shows_every_job_as_slurm():
     p10 = next(r for r in one_pace if r.job_id == "p10")
     assert (real["p10"]["log_times"]["start"], real["p10"]["node_list"]) == (148.165, ["n4"])
     assert (round(p10.start_s, 3), [names[i] for i in p10.node_indices]) == (131.134, ["n3"])
+
+
+def test_seed_103_checks_join_the_chain_its_recorded_checks_show():
+    # the checks recorded (jobs' start resets) at 29.167, 149.585, 179.658 and 269.820 s read clocks
+    # 29, 149, 179, 269; the loop counted back from the first to slurmctld's start began the chain at
+    # clock -30, so its checks read 0, 30 ... 240: p21's node, up at 239.9 s, was seen at 240.741 s
+    # where Slurm's check of second 239 had passed and p21 waited for 269.820 s.  Joined to the
+    # logged chain every job starts on Slurm's nodes within a second, its power events in order
+    recording = power_bench.load(BENCH_DATA / "seed103.json.gz")
+    assert power_bench.logged_checks(recording) == [29.167, 149.585, 179.658, 269.82]
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    assert round(ours["p21"].start_s, 3) == 269.82
+    agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
