@@ -265,6 +265,8 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     if thread is not None:
         saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift,
                          thread_wakes_s=() if thread_pace_only else power_thread_wakes(recording))
+    if loop is not None and not loop_from_start and not thread_pace_only:
+        saving = replace(saving, background_checks_s=tuple(logged_checks(recording)))
     scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
                          background_start_s=start, background_drift=drift if loop is not None else 0.0,
                          clock_at_zero_s=clock_at_zero_s(recording))
@@ -396,8 +398,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="slurmctld's background loop from its first log line with a pass of 1.003 s "
                         "(the development recordings' middle) instead of the loop its logged checks show")
     parser.add_argument("--thread-pace-only", action="store_true",
-                        help="the power-save thread's wake-ups on one average pace from its logged scans "
-                        "instead of in step with each of them (the bench's assumption before)")
+                        help="the power-save thread's wake-ups and backfill's looks on one average pace "
+                        "from their logged scans and looks instead of in step with each of them, and "
+                        "slurmctld's 30-second checks on its loop's pace alone instead of on the chain to "
+                        "the checks its log shows (the bench's assumptions before)")
     parser.add_argument("--submit-delays", type=float, nargs="+", default=None, metavar="S",
                         help="instead of the table: mean wait and suspended node-seconds differences per "
                         "recording when Slurm's first pass after a submission comes S seconds later (a "

@@ -379,9 +379,8 @@ def test_fresh_seeds_341_342_every_job_on_slurm_s_nodes_within_a_second_and_the_
 
 # -- seed 343: the power-save thread against backfill's look, to the millisecond --------------------
 SEED_343_EVENTS_APART = {       # (node, Slurm's, the replay's) of the suspends more than 0.1 s apart
-    "seed343": [("n2", 166.895, 165.893), ("n3", 166.895, 165.893), ("n3", 233.933, 234.933),
-                ("n3", 316.98, 314.977)],
-    "seed343c": [("n4", 317.225, 315.223)],
+    "seed343": [("n2", 166.895, 165.893), ("n3", 166.895, 165.893), ("n3", 316.98, 314.977)],
+    "seed343c": [("n4", 236.146, 235.145), ("n4", 317.225, 315.223)],
 }
 
 
@@ -396,7 +395,7 @@ def test_seed_343_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_
     # recording with the debug log (seed343c) backfill started p12 at 140.169 s, before p11's end at
     # 140.204 s: in step with the looks its log shows the replay's look falls there too (one pace:
     # 140.325 s, after the end, and p12 on n1-n2).  Every suspend and resume in Slurm's order; all
-    # resumes within 0.1 s; four suspends of idle nodes in seed 343, one in 343c, one or two seconds apart
+    # resumes within 0.1 s; three suspends of idle nodes in seed 343, two in 343c, one or two seconds apart
     recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
     records, machine, cluster = power_bench.replay(recording)
     ours = {r.job_id: r for r in records}
@@ -467,3 +466,53 @@ def test_the_looks_from_the_jobs_backfill_started_are_the_looks_slurmctld_s_log_
         recording = power_bench.load(log.with_name(log.name.replace(".slurmctld.log.gz", ".json.gz")))
         assert len(recording["backfill_looks"]) >= 10
         assert recording["backfill_looks"] == power_bench.backfill_starts(recording), log.name
+
+
+# -- the fresh recordings of docs/slurm-reference.md's table (seeds 351-353, 351 twice) --------------
+@pytest.mark.parametrize("seed, events", [("seed351", 10), ("seed352", 14), ("seed351b", 10)])
+def test_fresh_seeds_351_352_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events):
+    # replayed once the changes were finished: every job on Slurm's nodes within a second of its
+    # start, Slurm's suspends and resumes in its order within 0.1 s
+    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    assert len(ours) == 24
+    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=0.1)
+    assert len(kinds) == events
+
+
+def test_fresh_seed_353_on_the_check_chain_its_log_shows_every_job_as_slurm():
+    # Slurm's check that started p03-p06 logged at 88.054 s: its check before read clock 58.  The
+    # loop on one pace from slurmctld's start puts that pass at 57.9985 s (clock 57), so the replay
+    # replayed once (its checks read 59 and 89) started p03-p06 at 89.056 s, a second late; n4 was
+    # suspended a second late and still powering down at backfill's look for p10 (127.821 s), which
+    # Slurm gave n4.  On the chain to the logged checks (a change made after that replay) every job
+    # starts on Slurm's nodes within a second and the power events come in Slurm's order within 0.1 s
+    recording = power_bench.load(BENCH_DATA / "seed353.json.gz")
+    assert power_bench.logged_checks(recording) == [88.054, 148.165, 208.278, 268.387]
+    loop = power_bench.background_loop(recording)
+    assert round(loop.pass_at_or_after(57.9), 4) == 57.9985
+    real = {job["name"]: job for job in recording["jobs"]}
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    names = [n.name for n in cluster.nodes]
+    assert [round(ours[n].start_s, 3) for n in ("p03", "p04", "p05", "p06")] == [88.054] * 4
+    assert len(agrees_job_by_job(recording, ours, machine, names, events_within_s=0.1)) == 19
+    one_pace, _, _ = power_bench.replay(recording, thread_pace_only=True)
+    p10 = next(r for r in one_pace if r.job_id == "p10")
+    assert (real["p10"]["log_times"]["start"], real["p10"]["node_list"]) == (148.165, ["n4"])
+    assert (round(p10.start_s, 3), [names[i] for i in p10.node_indices]) == (131.134, ["n3"])
+
+
+def test_seed_103_checks_join_the_chain_its_recorded_checks_show():
+    # the checks recorded (jobs' start resets) at 29.167, 149.585, 179.658 and 269.820 s read clocks
+    # 29, 149, 179, 269; the loop counted back from the first to slurmctld's start began the chain at
+    # clock -30, so its checks read 0, 30 ... 240: p21's node, up at 239.9 s, was seen at 240.741 s
+    # where Slurm's check of second 239 had passed and p21 waited for 269.820 s.  Joined to the
+    # logged chain every job starts on Slurm's nodes within a second, its power events in order
+    recording = power_bench.load(BENCH_DATA / "seed103.json.gz")
+    assert power_bench.logged_checks(recording) == [29.167, 149.585, 179.658, 269.82]
+    records, machine, cluster = power_bench.replay(recording)
+    ours = {r.job_id: r for r in records}
+    assert round(ours["p21"].start_s, 3) == 269.82
+    agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)

@@ -99,7 +99,7 @@ from greenslurm.sim.engine.slurmctld_loop import wake_after
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig, PowerStateLedger
-from greenslurm.sim.engine.slurmctld_loop import next_periodic_check
+from greenslurm.sim.engine.slurmctld_loop import next_check_on_logged_chain, next_periodic_check
 
 INFINITE = math.inf
 # Slurm 22.05's defaults (src/common/read_config.h) and power_save.c's
@@ -167,6 +167,10 @@ class SlurmPowerSaving:
     # the recordings of docs/slurm-reference.md: 1.6-5.7 ms per second, the machine's and its load's,
     # :mod:`greenslurm.sim.engine.slurmctld_loop`); 0: exactly a second
     background_drift: float = 0.0
+    # the background loop's 30-second checks a log shows (sorted trace seconds: "Resetting JobId=...
+    # start time for node power up"): the checks before each read the clocks on the chain to it
+    # (:func:`~greenslurm.sim.engine.slurmctld_loop.next_check_on_logged_chain`); empty: the loop's pace alone
+    background_checks_s: tuple[float, ...] = ()
     # every node that may be powered down starts POWERED_DOWN (the steady state of an idle cluster)
     start_powered_down: bool = False
     off_w: float = 10.0
@@ -193,6 +197,9 @@ class SlurmPowerSaving:
             raise ValueError(f"thread_wake_s must be a finite time, not {self.thread_wake_s}")
         if not 0.0 <= self.thread_drift < 0.5:
             raise ValueError(f"thread_drift must be within [0, 0.5) seconds per second, not {self.thread_drift}")
+        if not all(math.isfinite(t) for t in self.background_checks_s) or list(self.background_checks_s) != sorted(
+                self.background_checks_s):
+            raise ValueError("background_checks_s must be finite times in increasing order")
         if not all(math.isfinite(t) for t in self.thread_wakes_s) or any(
                 b - a < 0.5 for a, b in zip(self.thread_wakes_s, self.thread_wakes_s[1:])):
             raise ValueError("thread_wakes_s must be finite times in increasing order, at least half a second apart")
@@ -618,8 +625,8 @@ class SlurmPowerMachine(PowerManagedMachine):
         clock, at = self._ready_last
         while at < booted_s:
             self._ready_last = (clock, at)
-            clock, at = next_periodic_check(self._ready_origin, clock, period, self._tick_s,
-                                            self.saving.background_drift)
+            clock, at = next_check_on_logged_chain(self._ready_origin, clock, period, self.saving.background_checks_s,
+                                                   self._tick_s, self.saving.background_drift)
 
         def noticed(t: float) -> None:
             self._timers -= 1

@@ -161,3 +161,39 @@ def wake_after(logged_s: tuple[float, ...], step_s: float, now_s: float) -> floa
         return min(a + (math.floor((now_s - a) / pace + 1e-9) + 1) * pace, b)
     last = logged_s[-1]
     return last + (math.floor((now_s - last) / step_s + 1e-9) + 1) * step_s
+
+
+def next_check_on_logged_chain(loop_start_s: float, last_clock_s: float, period_s: float, logged_s: tuple[float, ...],
+                               pass_s: float = 1.0, drift: float = 0.0) -> tuple[float, float]:
+    """:func:`next_periodic_check`, held to the checks a log shows (``logged_s``, sorted).  Each check
+    remembers the clock it read and the next is due ``period_s`` later, so a check logged at clock
+    ``C`` was preceded by checks at clocks ``C - period``, ``C - 2 period`` ...: the next check reads
+    the first clock on that chain at or after the due one (the due clock itself unless a check came
+    late, or the chain's start is off), at the logged check's own moment, or at the loop's pass in
+    that second (where the loop's pace puts no pass in it, the pass was at the second's start).
+    After the last logged check: the loop's own checks.
+
+    Slurm logged a check at 88.054 s; one pace put the pass near second 58 at 57.9985 s, so the
+    checks would read 59 and 89.  On the chain to the logged check they read 58 and 88; a chain that
+    started a second off (clock 0 due, the log's check at 29.167 s) joins it at 29:
+
+    >>> [round(t, 3) for t in next_periodic_check(-31.16615, 28.0, 30.0, drift=0.00185)]
+    [59.0, 59.0]
+    >>> [round(t, 3) for t in next_check_on_logged_chain(-31.16615, 28.0, 30.0, (88.054,), drift=0.00185)]
+    [58.0, 58.0]
+    >>> [round(t, 3) for t in next_check_on_logged_chain(-31.16615, 58.0, 30.0, (88.054,), drift=0.00185)]
+    [88.0, 88.054]
+    >>> [round(t, 3) for t in next_check_on_logged_chain(-30.0, -30.0, 30.0, (29.167, 149.585), drift=0.0027)]
+    [29.0, 29.167]
+    """
+    due = last_clock_s + period_s
+    following = bisect.bisect_left(logged_s, due)
+    if following == len(logged_s):
+        return next_periodic_check(loop_start_s, last_clock_s, period_s, pass_s, drift)
+    logged = logged_s[following]
+    logged_clock = math.floor(logged / pass_s + 1e-9) * pass_s
+    on_chain = logged_clock - period_s * math.floor((logged_clock - due) / period_s + 1e-9)
+    if on_chain == logged_clock:
+        return logged_clock, logged
+    clock, at = next_periodic_check(loop_start_s, on_chain - period_s, period_s, pass_s, drift)
+    return (clock, at) if clock == on_chain else (on_chain, on_chain)
