@@ -5,9 +5,11 @@ Reads recordings made by ``bench/slurm_power_reference.py`` (or records fresh on
 ``--record N``), replays each with its recorded slurm.conf (SuspendTime, SuspendTimeout, ... read from
 it), every node that may be powered down POWERED_DOWN at the start (as in the recording), the boot
 time the recording measured (median from a resume to the node responding), slurmctld's start (its
-30-second checks of configuring jobs count from there), the backfill thread's looks as its log shows
-them (:func:`backfill_loop`) and slurmctld's clock at the recording's start (the will-run test's
-groups close on it), and reports per recording: mean wait
+30-second checks of configuring jobs count from there, held to the chain to the checks it logged),
+the backfill thread's looks and the power-save thread's wake-ups in step with those its log shows
+(:func:`backfill_loop`, :func:`power_thread_wakes`; ``--thread-pace-only``: on one pace for the run)
+and slurmctld's clock at the recording's start (the will-run test's groups close on it), and
+reports per recording: mean wait
 (recorded, replayed, difference), jobs starting within 2 s of Slurm's start and on the same nodes,
 the jobs' times from slurmctld's log to the millisecond where the recording has them (sacct's whole
 seconds with ``--whole-seconds``: a job that started at 110.9 s and one at 110.0 s look alike),
