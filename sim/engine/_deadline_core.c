@@ -77,16 +77,18 @@ static void sort_ranked(ranked *a, ranked *tmp, int64_t n, int high) {
 }
 
 /* The runs of the free counts' steps freeing at least m nodes (m one count), as far as read: run r
- * is steps [start[r], end[r]) each freeing >= m, end[r] the next freeing fewer (steps: none);
+ * is steps [start[r], end[r]) each freeing >= m, end[r] the next freeing fewer (RUNS_TO_END: none);
  * longest[r] the most of `length` over runs 0..r, where a run's length is its time (the end step's
- * time less the start's) raised by enough to cover both times' rounding (see count_may_move).
- * Valid while the counts are as they were at `version`; read on from step `next`. */
+ * time less the start's) raised by enough to cover both times' rounding (see runs_read).  Read while
+ * the steps were as after `seen` changes of epoch `epoch` (see core.changes); read on from step `next`. */
 typedef struct {
     int64_t *start, *end;
     double *longest;
     int64_t n, cap, next;
-    uint64_t version;
+    int64_t seen;
+    uint64_t epoch;
 } count_runs;
+#define RUNS_TO_END INT64_MAX
 
 typedef struct {
     /* inputs */
@@ -113,7 +115,11 @@ typedef struct {
      * next (a necessary test before looking at every node: a start needs m free nodes throughout) */
     double *times, *free;
     int64_t steps, steps_cap;
-    uint64_t version;                 /* counts' changes so far: the runs per count are read again after one */
+    /* the counts' changes since the steps were last renumbered (count_advance starts a new epoch):
+     * each one's first time, from which on it may add a breakpoint or change a step's count */
+    double *changes;
+    int64_t n_changes, changes_cap;
+    uint64_t epoch;
     count_runs *runs;                 /* per count m (1 .. n_nodes) */
     int64_t *running_on;              /* per node: its running job, -1: none */
     /* scratch */
@@ -155,7 +161,13 @@ static int count_change(core *c, double start, double end, double nodes) {
     int64_t k = count_breakpoint(c, end);
     if (k < 0) return -1;
     for (; i < k; i++) c->free[i] += nodes;
-    c->version++;
+    if (c->n_changes == c->changes_cap) {
+        int64_t cap = c->changes_cap ? 2 * c->changes_cap : 64;
+        double *grown = grown_array(c->changes, cap, sizeof(double));
+        if (!grown) return -1;
+        c->changes = grown; c->changes_cap = cap;
+    }
+    c->changes[c->n_changes++] = start;
     return 0;
 }
 
@@ -169,7 +181,8 @@ static void count_advance(core *c, double now) {
         if (c->free[k] != c->free[kept - 1]) { c->times[kept] = c->times[k]; c->free[kept] = c->free[k]; kept++; }
     }
     c->steps = kept;
-    c->version++;
+    c->epoch++;                       /* steps dropped and merged: their numbers changed */
+    c->n_changes = 0;
 }
 
 /* first index whose step begins at or after t (bisect_left on the times) */
@@ -179,11 +192,27 @@ static int64_t step_from(const core *c, double t) {
     return lo;
 }
 
-/* the runs of steps freeing at least m read on until every run starting before step `upto` is
- * known; -1: no memory */
+/* the runs of steps freeing at least m brought up to date, then read on until every run starting
+ * before step `upto` is known; -1: no memory.  A change from time s (count_change: breakpoints added
+ * at s and at its end, counts changed between) leaves every step before s as it was, with its
+ * number: a run whose end step lies before the earliest change since it was read is kept, and the
+ * reading goes on after the last one kept. */
 static int runs_read(core *c, count_runs *runs, double m, int64_t upto) {
-    if (runs->version != c->version) { runs->n = 0; runs->next = 0; runs->version = c->version; }
     const double *times = c->times, *free_ = c->free;
+    if (runs->epoch != c->epoch || c->n_changes - runs->seen > c->steps) {
+        runs->n = 0; runs->next = 0; runs->epoch = c->epoch;
+    } else if (runs->seen < c->n_changes) {
+        double changed = c->changes[runs->seen];
+        for (int64_t k = runs->seen + 1; k < c->n_changes; k++) if (c->changes[k] < changed) changed = c->changes[k];
+        int64_t lo = 0, hi = runs->n;       /* the first run whose end step is at or after the change */
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (runs->end[mid] != RUNS_TO_END && times[runs->end[mid]] < changed) lo = mid + 1; else hi = mid;
+        }
+        runs->n = lo;                       /* and the steps read after it, which may have changed */
+        runs->next = lo > 0 ? runs->end[lo - 1] + 1 : 0;
+    }
+    runs->seen = c->n_changes;
     int64_t steps = c->steps;
     while (runs->next < upto && runs->next < steps) {
         int64_t i = runs->next;
@@ -209,13 +238,15 @@ static int runs_read(core *c, count_runs *runs, double m, int64_t upto) {
          * u(|a| + |b|) more, so the length with (|a| + |b|) 1e-15 + 1e-300 added (the last for results
          * below the normal doubles) is at least p - |p| 1e-15: no run holding a window is below that */
         double length = INFINITY;
+        int64_t end = RUNS_TO_END;
         if (k < steps) {
+            end = k;
             double a = times[i], b = times[k];
             length = b - a + (fabs(a) + fabs(b)) * 1e-15 + 1e-300;
             if (length != length) length = INFINITY;       /* inf - inf: keep it a candidate */
         }
         int64_t r = runs->n++;
-        runs->start[r] = i; runs->end[r] = k;
+        runs->start[r] = i; runs->end[r] = end;
         runs->longest[r] = r > 0 && runs->longest[r - 1] > length ? runs->longest[r - 1] : length;
         runs->next = k + 1;         /* step k frees fewer (or k == steps): the next run starts after it */
     }
@@ -835,7 +866,7 @@ done:
     if (c.on_node) for (int64_t n = 0; n < n_nodes; n++) free(c.on_node[n].at);
     if (c.busy) for (int64_t n = 0; n < n_nodes; n++) free(c.busy[n].at);
     if (c.runs) for (int64_t m = 0; m <= n_nodes; m++) { free(c.runs[m].start); free(c.runs[m].end); free(c.runs[m].longest); }
-    free(c.runs);
+    free(c.runs); free(c.changes);
     free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
     free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
     free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.heap); free(c.held);
