@@ -86,3 +86,30 @@ def test_backfills_first_cycle_waits_bf_interval_from_the_threads_start():
     origin = min(submit for submit, _, _ in recorded.values())
     assert recorded["j08"][1] - origin == 24.0 and recorded["j08"][2] == ("n04",)
     assert abs(replayed["j08"][1] - recorded["j08"][1]) < 1.0 and replayed["j08"][2] == ("n04",)
+
+
+# s72 (4 nodes of 8/16 CPUs, compressed: submissions 0.2-0.4 s apart, multifactor priority by job
+# size and partition tier): slurmctld's log at its default level shows no check of the background
+# loop, but it shows the main scheduler's first pass (``SchedulerParameters=...``, logged by
+# ``_schedule`` at its first call, 14:08:02.630) and slurmctld's start (14:07:58.831).  The pass at
+# 14:08:05.647 (3 passes of ~1.005 s after the first) allocated j01 and j00 before j02 (tier 20, 7
+# CPUs) came at 05.700; j02 went to n04 at the next pass after batch_sched_delay (3 s).  With the
+# loop timed from slurmctld's start alone (1.003 s passes from 58.831: 05.852), that pass came after
+# j02, which took n01, and j00 (p0: n01,n02, 10 CPUs) waited 58 s.  What sacct recorded, in whole
+# seconds after the first submission:
+S72_FIRST = {"j00": (0, ("n01", "n02")), "j01": (0, ("n03", "n04")), "j02": (3, ("n04",)), "j05": (3, ("n02", "n04"))}
+
+
+def test_the_background_loop_keeps_the_phase_of_the_first_logged_pass():
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    folder = WORKLOADS / "s72" / "run1"
+    log = (folder / "slurmctld.log").read_text()
+    timing = thread_timing(log, before_s=epoch("2026-11-28T14:08:05"))
+    assert (timing.start_s, timing.first_pass_s) == (epoch("2026-11-28T14:07:58.831"), epoch("2026-11-28T14:08:02.630"))
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in S72_FIRST} == S72_FIRST
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
+    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in S72_FIRST.items()
+           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
+    assert off == {}

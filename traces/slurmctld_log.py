@@ -111,12 +111,16 @@ class ThreadTiming:
     """When one run of slurmctld started and what its threads logged (epoch seconds): the background
     loop's periodic checks (:func:`loop_checks_s`) and the backfill thread's looks that started a job
     (:func:`backfill_looks_s`); ``restarts_after``: how many later starts the log holds (their
-    threads run on other phases, which this timing does not describe)."""
+    threads run on other phases, which this timing does not describe); ``first_pass_s``: the main
+    scheduler's first pass of this run, where the log shows it (``_schedule`` in job_scheduler.c
+    logs ``SchedulerParameters=...`` at its first call, at ``info``; the first call comes from the
+    background loop, which ``schedule()`` asks for a pass), a moment of the background loop."""
 
     start_s: float
     checks_s: tuple[float, ...]
     backfill_looks_s: tuple[float, ...]
     restarts_after: int = 0
+    first_pass_s: float | None = None
 
 
 _STARTED = re.compile(r"^slurmctld version \S+ started")
@@ -128,11 +132,14 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     ``slurmctld version ... started`` line (slurmctld logs it at ``info``, its default level).
 
     >>> timing = thread_timing('''[2024-01-01T00:00:00.500] slurmctld version 22.05.8 started on cluster c
+    ... [2024-01-01T00:00:04.310] SchedulerParameters=default_queue_depth=100,max_rpc_cnt=0
     ... [2024-01-01T00:00:12.855] sched/backfill: _start_job: Started JobId=1 in batch on n1
     ... [2024-01-01T00:00:22.860] sched/backfill: _start_job: Started JobId=2 in batch on n2
     ... [2024-01-01T01:00:00.000] slurmctld version 22.05.8 started on cluster c''', before_s=1704067300.0)
     >>> timing.start_s, [round(t - timing.start_s, 3) for t in timing.backfill_looks_s], timing.restarts_after
     (1704067200.5, [12.355, 22.36], 1)
+    >>> round(timing.first_pass_s - timing.start_s, 3)
+    3.81
     """
     starts = [at for at, message in _stamped(text) if _STARTED.match(message)]
     if not starts:
@@ -144,7 +151,9 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     until = later[0] if later else float("inf")
     checks = tuple(at for at in loop_checks_s(text) if start <= at < until)
     looks = tuple(at for at in backfill_looks_s(text) if start <= at < until)
-    return ThreadTiming(start, checks, looks, restarts_after=len(later))
+    first_pass = next((at for at, message in _stamped(text)
+                       if start <= at < until and message.startswith("SchedulerParameters=")), None)
+    return ThreadTiming(start, checks, looks, restarts_after=len(later), first_pass_s=first_pass)
 
 
 _JOB_MOMENT = (
