@@ -91,7 +91,8 @@ def test_backfills_first_cycle_waits_bf_interval_from_the_threads_start():
 # s72 (4 nodes of 8/16 CPUs, compressed: submissions 0.2-0.4 s apart, multifactor priority by job
 # size and partition tier): slurmctld's log at its default level shows no check of the background
 # loop, but it shows the main scheduler's first pass (``SchedulerParameters=...``, logged by
-# ``_schedule`` at its first call, 14:08:02.630) and slurmctld's start (14:07:58.831).  The pass at
+# ``_schedule`` at its first call, 14:08:02.630) and when main() entered the loop ("Running as
+# primary controller", 14:07:59.436: 3 passes before the first, as batch_sched_delay wants).  The pass at
 # 14:08:05.647 (3 passes of ~1.005 s after the first) allocated j01 and j00 before j02 (tier 20, 7
 # CPUs) came at 05.700; j02 went to n04 at the next pass after batch_sched_delay (3 s).  With the
 # loop timed from slurmctld's start alone (1.003 s passes from 58.831: 05.852), that pass came after
@@ -105,11 +106,36 @@ def test_the_background_loop_keeps_the_phase_of_the_first_logged_pass():
     folder = WORKLOADS / "s72" / "run1"
     log = (folder / "slurmctld.log").read_text()
     timing = thread_timing(log, before_s=epoch("2026-11-28T14:08:05"))
-    assert (timing.start_s, timing.first_pass_s) == (epoch("2026-11-28T14:07:58.831"), epoch("2026-11-28T14:08:02.630"))
+    assert (timing.start_s, timing.primary_s, timing.first_pass_s) == (
+        epoch("2026-11-28T14:07:58.831"), epoch("2026-11-28T14:07:59.436"), epoch("2026-11-28T14:08:02.630"))
     recorded = recorded_schedule(folder / "trace.txt")
     origin = min(submit for submit, _, _ in recorded.values())
     assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in S72_FIRST} == S72_FIRST
     replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
     off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in S72_FIRST.items()
+           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
+    assert off == {}
+
+
+# s53 (8 nodes of 4/8/16 CPUs, sched/builtin, sched_interval=10, multifactor by job size): the loop
+# entered at 11:10:19.292, its first pass 22.594; the periodic full pass at 39.686 is 20 passes from
+# the loop's entry 3 passes before the first (counted back to slurmctld's start line, 18.635, it
+# would be 4 and every periodic pass a pass early).  The passes at 42.702 and 45.726 (3 s,
+# batch_sched_delay) then came after j09's submission at 44.895, so j09 (8 CPUs, priority 1125)
+# and j08 (5 CPUs, 1101) started together on n02; a pass a second early (44.66) started j08 alone,
+# and j09 waited 93 s on n01.  What sacct recorded (whole seconds after the first submission; the
+# replay's starts carry the passes' phase, 0.6-0.7 s into the second, so within a second of them):
+S53_FIRST = {"j05": (14, ("n03", "n04")), "j06": (14, ("n03", "n04")), "j07": (14, ("n08",)),
+             "j08": (17, ("n02",)), "j09": (17, ("n02",)), "j10": (20, ("n01", "n02", "n07"))}
+
+
+def test_the_background_loop_is_counted_from_where_slurmctld_entered_it():
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    folder = WORKLOADS / "s53" / "run1"
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in S53_FIRST} == S53_FIRST
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
+    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in S53_FIRST.items()
            if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
     assert off == {}

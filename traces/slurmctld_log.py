@@ -114,13 +114,16 @@ class ThreadTiming:
     threads run on other phases, which this timing does not describe); ``first_pass_s``: the main
     scheduler's first pass of this run, where the log shows it (``_schedule`` in job_scheduler.c
     logs ``SchedulerParameters=...`` at its first call, at ``info``; the first call comes from the
-    background loop, which ``schedule()`` asks for a pass), a moment of the background loop."""
+    background loop, which ``schedule()`` asks for a pass), a moment of the background loop;
+    ``primary_s``: when it logged ``Running as primary controller``, right before ``main()`` enters
+    the background loop (controller.c)."""
 
     start_s: float
     checks_s: tuple[float, ...]
     backfill_looks_s: tuple[float, ...]
     restarts_after: int = 0
     first_pass_s: float | None = None
+    primary_s: float | None = None
 
 
 _STARTED = re.compile(r"^slurmctld version \S+ started")
@@ -153,7 +156,9 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     looks = tuple(at for at in backfill_looks_s(text) if start <= at < until)
     first_pass = next((at for at, message in _stamped(text)
                        if start <= at < until and message.startswith("SchedulerParameters=")), None)
-    return ThreadTiming(start, checks, looks, restarts_after=len(later), first_pass_s=first_pass)
+    primary = next((at for at, message in _stamped(text)
+                    if start <= at < until and message.startswith("Running as primary controller")), None)
+    return ThreadTiming(start, checks, looks, restarts_after=len(later), first_pass_s=first_pass, primary_s=primary)
 
 
 _JOB_MOMENT = (

@@ -168,13 +168,14 @@ class SlurmScheduling:
         return self.scheduler == BACKFILL and self.bf_interval_s > 0
 
     def with_logged_threads(self, slurmctld_start_s: float, checks_s=(), backfill_looks_s=(),
-                            first_pass_s: float | None = None) -> "SlurmScheduling":
+                            first_pass_s: float | None = None, loop_entered_s: float | None = None) -> "SlurmScheduling":
         """These settings with slurmctld's threads timed as its log shows them (trace seconds):
         the background loop from slurmctld's start, at the pace its logged periodic checks give
         (:func:`~greenslurm.sim.engine.slurmctld_loop.loop_from_checks`; :data:`BACKGROUND_DRIFT`
         with fewer than two, the loop then through the main scheduler's logged first pass
         ``first_pass_s`` where given: its start counted back from that pass in whole passes to the
-        one nearest slurmctld's start), and the backfill thread on its own loop through the looks
+        one nearest ``loop_entered_s``, when slurmctld entered the loop, or else its start), and the
+        backfill thread on its own loop through the looks
         that started a job (with fewer than two close enough to give its pace, its looks keep the background
         loop's phase).
 
@@ -186,6 +187,8 @@ class SlurmScheduling:
         >>> s = SlurmScheduling().with_logged_threads(-12.0, first_pass_s=-8.2)   # 4 passes of 1.003 s back
         >>> round(s.background_start_s, 3), s.background_drift
         (-12.212, 0.003)
+        >>> round(SlurmScheduling().with_logged_threads(-12.0, first_pass_s=-8.2, loop_entered_s=-11.4).background_start_s, 3)
+        -11.209
         """
         try:
             loop = loop_from_checks(list(checks_s), slurmctld_start_s, self.background_tick_s or 1.0)
@@ -196,7 +199,8 @@ class SlurmScheduling:
                 # the first pass is a moment of the loop: its phase; the start the pass nearest
                 # slurmctld's start, whole passes before it
                 step = (self.background_tick_s or 1.0) * (1.0 + drift)
-                start = first_pass_s - round((first_pass_s - slurmctld_start_s) / step) * step
+                entered = slurmctld_start_s if loop_entered_s is None else min(loop_entered_s, first_pass_s)
+                start = first_pass_s - round((first_pass_s - entered) / step) * step
         settings = replace(self, background_start_s=start, background_drift=drift)
         looks = tuple(sorted(backfill_looks_s))
         try:
