@@ -101,20 +101,26 @@ def test_backfills_first_cycle_waits_bf_interval_from_the_threads_start():
 S72_FIRST = {"j00": (0, ("n01", "n02")), "j01": (0, ("n03", "n04")), "j02": (3, ("n04",)), "j05": (3, ("n02", "n04"))}
 
 
-def test_the_background_loop_keeps_the_phase_of_the_first_logged_pass():
+def starts_off_the_recording(folder: Path, table: dict) -> dict:
+    """The jobs of ``table`` (job -> whole seconds after the first submission, nodes) that the replay
+    with the recording's log starts a second or more away from it or on other nodes; first checks
+    the table against the recording's sacct export."""
     from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in table} == table
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
+    return {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in table.items()
+            if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
+
+
+def test_the_background_loop_keeps_the_phase_of_the_first_logged_pass():
     folder = WORKLOADS / "s72" / "run1"
     log = (folder / "slurmctld.log").read_text()
     timing = thread_timing(log, before_s=epoch("2026-11-28T14:08:05"))
     assert (timing.start_s, timing.primary_s, timing.first_pass_s) == (
         epoch("2026-11-28T14:07:58.831"), epoch("2026-11-28T14:07:59.436"), epoch("2026-11-28T14:08:02.630"))
-    recorded = recorded_schedule(folder / "trace.txt")
-    origin = min(submit for submit, _, _ in recorded.values())
-    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in S72_FIRST} == S72_FIRST
-    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
-    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in S72_FIRST.items()
-           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
-    assert off == {}
+    assert starts_off_the_recording(folder, S72_FIRST) == {}
 
 
 # s53 (8 nodes of 4/8/16 CPUs, sched/builtin, sched_interval=10, multifactor by job size): the loop
@@ -130,12 +136,5 @@ S53_FIRST = {"j05": (14, ("n03", "n04")), "j06": (14, ("n03", "n04")), "j07": (1
 
 
 def test_the_background_loop_is_counted_from_where_slurmctld_entered_it():
-    from bench_slurm_workloads import recorded_schedule, replayed_schedule
     folder = WORKLOADS / "s53" / "run1"
-    recorded = recorded_schedule(folder / "trace.txt")
-    origin = min(submit for submit, _, _ in recorded.values())
-    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in S53_FIRST} == S53_FIRST
-    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
-    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in S53_FIRST.items()
-           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
-    assert off == {}
+    assert starts_off_the_recording(folder, S53_FIRST) == {}
