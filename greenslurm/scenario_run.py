@@ -331,7 +331,8 @@ def slurm_scheduling(scenario: Scenario, timing=None):
             raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None
     if timing is None:
         return scheduling
-    return scheduling.with_logged_threads(timing.start_s, timing.checks_s, timing.backfill_looks_s)
+    return scheduling.with_logged_threads(timing.start_s, timing.checks_s, timing.backfill_looks_s,
+                                          controller_s=timing.controller_s, first_main_pass_s=timing.first_main_pass_s)
 
 
 def read_slurmctld_log(path: str, first_submit_s: float | None):

@@ -111,12 +111,16 @@ class ThreadTiming:
     """When one run of slurmctld started and what its threads logged (epoch seconds): the background
     loop's periodic checks (:func:`loop_checks_s`) and the backfill thread's looks that started a job
     (:func:`backfill_looks_s`); ``restarts_after``: how many later starts the log holds (their
-    threads run on other phases, which this timing does not describe)."""
+    threads run on other phases, which this timing does not describe); ``controller_s``: when it
+    took over as primary controller (its background loop starts right after); ``first_main_pass_s``:
+    the main scheduler's first logged allocation (``sched: Allocate``), a pass of that loop."""
 
     start_s: float
     checks_s: tuple[float, ...]
     backfill_looks_s: tuple[float, ...]
     restarts_after: int = 0
+    controller_s: float | None = None
+    first_main_pass_s: float | None = None
 
 
 _STARTED = re.compile(r"^slurmctld version \S+ started")
@@ -144,7 +148,16 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     until = later[0] if later else float("inf")
     checks = tuple(at for at in loop_checks_s(text) if start <= at < until)
     looks = tuple(at for at in backfill_looks_s(text) if start <= at < until)
-    return ThreadTiming(start, checks, looks, restarts_after=len(later))
+    controller = first_pass = None
+    for at, message in _stamped(text):
+        if at < start or at >= until:
+            continue
+        if controller is None and message.startswith("Running as primary controller"):
+            controller = at
+        if first_pass is None and message.startswith("sched: Allocate JobId="):
+            first_pass = at
+    return ThreadTiming(start, checks, looks, restarts_after=len(later), controller_s=controller,
+                        first_main_pass_s=first_pass)
 
 
 _JOB_MOMENT = (
