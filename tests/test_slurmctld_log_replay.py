@@ -58,16 +58,22 @@ def test_a_log_of_another_period_is_refused(tmp_path):
         read_slurmctld_log(str(log), epoch("2026-11-28T21:00:00"))
 
 
+def with_log(recording: str) -> dict:
+    """The bench's comparison (bench/bench_slurm_workloads.py) of a development recording replayed with
+    its slurmctld log against what real Slurm recorded."""
+    from bench_slurm_workloads import compare, recorded_schedule, replayed_schedule
+    folder = WORKLOADS / recording / "run1"
+    return compare(recorded_schedule(folder / "trace.txt"),
+                   replayed_schedule(folder / "trace.txt", folder / "slurm.conf",
+                                     slurmctld_log=str(folder / "slurmctld.log")), "replay+log")
+
+
 def test_s84_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
     # development recording s84 (8 nodes of 16 CPUs, backfill, CR_Core_Memory): from the trace alone the
     # replay's passes run 2-4 s ahead of Slurm's from j07 on (37 of 60 within 5 s); with the log's
     # thread timing and millisecond submissions every job starts within 5 s of Slurm's start and on
     # Slurm's nodes (both from the recording's sacct export)
-    from bench_slurm_workloads import compare, recorded_schedule, replayed_schedule
-    folder = WORKLOADS / "s84" / "run1"
-    row = compare(recorded_schedule(folder / "trace.txt"),
-                  replayed_schedule(folder / "trace.txt", folder / "slurm.conf",
-                                    slurmctld_log=str(folder / "slurmctld.log")), "replay+log")
+    row = with_log("s84")
     assert row["jobs"] == 60
     assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
 
@@ -94,10 +100,6 @@ def test_the_background_loop_starts_at_the_take_over_on_the_phase_of_its_passes(
     # full passes come every sched_interval from that take-over.  Timed from the start line instead,
     # every full pass came a pass early and 33 of 60 jobs started within 5 s of Slurm's; on the phase
     # of the passes, at least 57 (development numbers: 58) within 5 s, all on Slurm's nodes
-    from bench_slurm_workloads import compare, recorded_schedule, replayed_schedule
-    folder = WORKLOADS / "s70" / "run1"
-    row = compare(recorded_schedule(folder / "trace.txt"),
-                  replayed_schedule(folder / "trace.txt", folder / "slurm.conf",
-                                    slurmctld_log=str(folder / "slurmctld.log")), "replay+log")
+    row = with_log("s70")
     assert row["jobs"] == 60
     assert row["within_5s"] * 60 >= 57 and row["same_nodes"] == 1.0, row
