@@ -1,8 +1,9 @@
-"""replay --out writes jobs.parquet in a child process (sim/reporting/child_file.py): the same files
-as written in the command's own process, and when the child fails or is killed, one line, exit 2, and
-no jobs.parquet (nor its temporary file) left that could read as whole.  The faults the real writer
-cannot be made to produce on demand (a full disk for jobs.parquet alone, a child killed mid-write)
-come from a FakeFailingWriter / FakeStuckWriter put in the writer's place before the command runs."""
+"""replay --out writes jobs.csv and jobs.parquet in a child process (sim/reporting/child_file.py): the
+same files as written in the command's own process, and when the child fails or is killed, one line,
+exit 2, and neither jobs file (nor a temporary file) left that could read as whole.  The faults the
+real writer cannot be made to produce on demand (a full disk for the jobs files alone, a child killed
+mid-write) come from a FakeFailingWriter / FakeStuckWriter put in the writer's place before the
+command runs."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 from greenslurm.sim.reporting import child_file
 from greenslurm.sim.reporting.child_file import ChildFailed, start_child
 
-# greenslurm's command line in a new interpreter, with jobs.parquet's writer replaced by a fake:
+# greenslurm's command line in a new interpreter, with the jobs files' writer replaced by a fake:
 # sys.argv[1] is the fake's name, sys.argv[2] a folder for what the fake says, the rest the command
 RUN_WITH_FAKE = """
 import errno, os, sys, time
@@ -38,7 +39,7 @@ def FakeStuckWriter(jobs, path, *rest):
         time.sleep(1)
 
 if sys.argv[1] != "none":
-    outputs.write_jobs_parquet = globals()[sys.argv[1]]
+    outputs.write_jobs_files = globals()[sys.argv[1]]
 from greenslurm.cli import main
 sys.exit(main(sys.argv[3:]))
 """
@@ -76,20 +77,21 @@ def test_the_child_writes_the_files_the_command_writes_itself(kth, tmp_path):
     assert table.num_rows == 28475 and table.equals(pq.read_table(tmp_path / "off" / "jobs.parquet"))
 
 
-def test_a_child_that_fails_gives_one_line_and_no_parquet_file(kth, tmp_path):
+def test_a_child_that_fails_gives_one_line_and_no_jobs_files(kth, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "jobs.parquet").write_bytes(b"an earlier run's file")      # not to be taken for this run's
+    (out / "jobs.csv").write_bytes(b"an earlier run's file")
     running = command("FakeFailingWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
                                                       "--out", str(out)])
     _, stderr = running.communicate()
     assert running.returncode == 2, stderr
     assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: No space left on device"]
-    # the files written before the failure stay; schema.json, which names jobs.parquet, is not written
-    assert sorted(path.name for path in out.iterdir()) == ["jobs.csv", "power.csv", "summary.json"]
+    # the other files stay; schema.json, which names the jobs files, is not written
+    assert sorted(path.name for path in out.iterdir()) == ["power.csv", "summary.json"]
 
 
-def test_a_child_killed_mid_write_gives_one_line_and_no_parquet_file(kth, tmp_path):
+def test_a_child_killed_mid_write_gives_one_line_and_no_jobs_files(kth, tmp_path):
     out = tmp_path / "out"
     running = command("FakeStuckWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
                                                     "--out", str(out)])
@@ -104,8 +106,8 @@ def test_a_child_killed_mid_write_gives_one_line_and_no_parquet_file(kth, tmp_pa
     _, stderr = running.communicate()
     assert running.returncode == 2, stderr
     assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: the process writing "
-                                           "jobs.parquet was killed by signal 9 (SIGKILL)"]
-    assert sorted(path.name for path in out.iterdir()) == ["jobs.csv", "power.csv", "summary.json"]
+                                           "jobs.csv and jobs.parquet was killed by signal 9 (SIGKILL)"]
+    assert sorted(path.name for path in out.iterdir()) == ["power.csv", "summary.json"]
 
 
 def test_a_replay_that_fails_ends_the_child_and_makes_no_folder(tmp_path):
@@ -144,13 +146,13 @@ class FakeTooLarge(ValueError):
     """An error kind the caller names: the child's is raised as it."""
 
 
-def write_text(path: Path, text: str) -> None:
-    path.write_text(text)
+def write_text(parts: list[Path], text: str) -> None:
+    parts[0].write_text(text)
 
 
 def test_the_file_is_renamed_into_place_only_when_whole(tmp_path):
     target = tmp_path / "f.txt"
-    writing = start_child(target, write_text)
+    writing = start_child([target], write_text)
     assert not target.exists()
     writing.send("hello ✓")
     writing.wait()
@@ -159,13 +161,56 @@ def test_the_file_is_renamed_into_place_only_when_whole(tmp_path):
 
 
 @pytest.mark.parametrize("here", [False, True])
+@pytest.mark.parametrize("fails", [False, True])
+def test_two_files_are_renamed_together_or_neither_is_left(here, fails, tmp_path):
+    # jobs.csv and jobs.parquet come from one writer: both whole, or (the writer failing after the
+    # first is written) neither, nor an earlier file of either name
+    paths = [tmp_path / "a.csv", tmp_path / "b.parquet"]
+    for path in paths:
+        path.write_text("an earlier file")
+
+    def FakeHalfWriter(parts, payload):
+        parts[0].write_text(payload)
+        if fails:
+            raise OSError(28, "No space left on device")
+        parts[1].write_text(payload.upper())
+    writing = child_file.WrittenHere(paths, FakeHalfWriter) if here else start_child(paths, FakeHalfWriter)
+    writing.send("rows")
+    if fails:
+        with pytest.raises(OSError, match="No space left on device"):
+            writing.wait()
+        assert os.listdir(tmp_path) == []
+    else:
+        writing.wait()
+        assert [path.read_text() for path in paths] == ["rows", "ROWS"] and len(os.listdir(tmp_path)) == 2
+
+
+def test_a_child_killed_writing_two_files_names_both(tmp_path):
+    started = tmp_path / "started"
+
+    def FakeStuckWriter(parts, payload):
+        parts[0].write_text("half")
+        started.write_text("writing")
+        while True:
+            time.sleep(1)
+    writing = start_child([tmp_path / "out" / "jobs.csv", tmp_path / "out" / "jobs.parquet"], FakeStuckWriter)
+    writing.send(None)
+    while not started.exists():
+        time.sleep(0.02)
+    os.kill(writing.pid, signal.SIGKILL)
+    with pytest.raises(ChildFailed, match=r"^the process writing jobs.csv and jobs.parquet was killed by signal 9 "):
+        writing.wait()
+    assert os.listdir(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("here", [False, True])
 def test_a_file_that_cannot_be_renamed_into_place_leaves_no_part_file(here, tmp_path):
     # the file's name is taken by a folder (not empty: no rename can replace it): the rename fails,
     # the error is raised, and the whole part file written under the temporary name is removed (it
     # was left behind, a hidden file as big as jobs.parquet, one more at every run)
     (tmp_path / "f.txt" / "inside").mkdir(parents=True)
-    writing = child_file.WrittenHere(tmp_path / "f.txt", write_text) if here else start_child(tmp_path / "f.txt",
-                                                                                              write_text)
+    writing = child_file.WrittenHere([tmp_path / "f.txt"], write_text) if here else start_child(
+        [tmp_path / "f.txt"], write_text)
     writing.send("hello")
     with pytest.raises(IsADirectoryError):
         writing.wait()
@@ -178,12 +223,12 @@ def test_a_file_that_cannot_be_renamed_into_place_leaves_no_part_file(here, tmp_
     (KeyError("x"), ChildFailed, "writing f.txt failed: KeyError: 'x'"),
 ])
 def test_a_failing_writer_is_raised_here(error, raised, text, tmp_path):
-    def FakeFailingWriter(path, payload):
-        path.write_text("half")                      # a part on disk, then the failure
+    def FakeFailingWriter(parts, payload):
+        parts[0].write_text("half")                  # a part on disk, then the failure
         raise error
     target = tmp_path / "f.txt"
     target.write_text("an earlier file")
-    writing = start_child(target, FakeFailingWriter, errors=(FakeTooLarge,))
+    writing = start_child([target], FakeFailingWriter, errors=(FakeTooLarge,))
     writing.send(None)
     with pytest.raises(raised) as caught:
         writing.wait()
@@ -200,7 +245,7 @@ def test_a_child_killed_before_its_input_comes_is_named(tmp_path):
         said.write_text("loading")
         while True:
             time.sleep(1)
-    writing = start_child(tmp_path / "f.txt", write_text, prepare=FakeStuckLoader)
+    writing = start_child([tmp_path / "f.txt"], write_text, prepare=FakeStuckLoader)
     while not said.exists():
         time.sleep(0.02)
     os.kill(writing.pid, signal.SIGKILL)
@@ -212,7 +257,7 @@ def test_a_child_killed_before_its_input_comes_is_named(tmp_path):
 
 
 def test_a_cancelled_child_leaves_nothing(tmp_path):
-    writing = start_child(tmp_path / "f.txt", write_text)
+    writing = start_child([tmp_path / "f.txt"], write_text)
     writing.cancel()
     with pytest.raises(ProcessLookupError):
         os.kill(writing.pid, 0)                       # reaped
@@ -226,11 +271,11 @@ def test_the_child_runs_no_exit_handler_and_says_nothing(unbuffered, tmp_path):
     code = ("import atexit, sys; from pathlib import Path; from greenslurm.sim.reporting.child_file import start_child\n"
             "atexit.register(lambda: print('exit handler'))\n"
             "print('before the fork')\n"
-            "def FakeFailingWriter(path, payload):\n"
+            "def FakeFailingWriter(parts, payload):\n"
             "    print('in the child')\n"
             "    print('in the child', file=sys.stderr)\n"
             "    raise ValueError('no')\n"
-            "w = start_child(Path('f.txt'), FakeFailingWriter)\n"
+            "w = start_child([Path('f.txt')], FakeFailingWriter)\n"
             "w.send(None)\n"
             "try:\n    w.wait()\nexcept Exception as exc:\n    print(type(exc).__name__)\n")
     environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
@@ -252,13 +297,13 @@ def test_an_interrupt_while_waiting_ends_the_child_and_leaves_nothing(tmp_path):
     # kill and reap the child and remove its part file (not take the interrupted wait for a finished one)
     started = tmp_path / "started"
 
-    def FakeStuckWriter(path, payload):
-        path.write_text("half")
+    def FakeStuckWriter(parts, payload):
+        parts[0].write_text("half")
         started.write_text("writing")
         while True:
             time.sleep(1)
     target = tmp_path / "out" / "f.txt"
-    writing = start_child(target, FakeStuckWriter)
+    writing = start_child([target], FakeStuckWriter)
     writing.send(None)
     while not started.exists():
         time.sleep(0.02)
@@ -288,13 +333,13 @@ from greenslurm.sim.reporting.child_file import start_child
 
 folder = Path(sys.argv[1])
 
-def FakeWaitingWriter(path, payload):
-    path.write_text(payload)
+def FakeWaitingWriter(parts, payload):
+    parts[0].write_text(payload)
     (folder / "child.pid").write_text(str(os.getpid()))
     while not (folder / "release").exists():
         time.sleep(0.02)
 
-writing = start_child(folder / "out" / "f.txt", FakeWaitingWriter)
+writing = start_child([folder / "out" / "f.txt"], FakeWaitingWriter)
 writing.send("a whole file")
 while True:
     time.sleep(1)
