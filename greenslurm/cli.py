@@ -121,6 +121,10 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-handover", metavar="SECONDS", type=float, default=None,
                         help="the slurm queue: seconds from a job's end until Slurm gives its nodes again "
                              "(read from the site's slurmctld log, see docs/slurm-replay.md; default 0)")
+    parser.add_argument("--slurmctld-log", metavar="FILE", default=None,
+                        help="the slurm queue: the site's slurmctld log (its default level is enough): slurmctld's "
+                             "threads wake as it shows them (when slurmctld started, the backfill cycles that "
+                             "started a job) instead of from the first submission; see docs/slurm-replay.md")
     cmd_options.node_power(parser)
     parser.add_argument("--hook", metavar="HOOK_TOML", default=None,
                         help="the slurm queue: greenslurm's live hook, configured by this hook.toml, decides each "
@@ -305,6 +309,7 @@ OPTION_NAMES = {
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
     "cluster.slurm_conf": "--slurm-conf", "cluster.sacctmgr_assoc": "--sacctmgr-assoc",
     "cluster.sacctmgr_qos": "--sacctmgr-qos", "cluster.slurm_handover_s": "--slurm-handover",
+    "cluster.slurmctld_log": "--slurmctld-log",
     "cluster.node_idle_w": "--node-idle-w", "cluster.node_busy_w": "--node-busy-w",
     "seed": "--seed", "deadlines.seed": "--slack-seed", "hook": "--hook",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
@@ -364,6 +369,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                             sacctmgr_assoc=_absolute(given("sacctmgr_assoc")),
                             sacctmgr_qos=_absolute(given("sacctmgr_qos")),
                             slurm_handover_s=given("slurm_handover"),
+                            slurmctld_log=_absolute(given("slurmctld_log")),
                             node_idle_w=given("node_idle_w"), node_busy_w=given("node_busy_w"))
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
