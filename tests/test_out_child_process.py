@@ -45,7 +45,7 @@ sys.exit(main(sys.argv[3:]))
 """
 
 
-def command(fake: str, talk: Path, argv: list[str], process: str = "auto") -> subprocess.Popen:
+def command(fake: str, talk: Path, argv: list[str], process: str = "child") -> subprocess.Popen:
     environment = {**os.environ, "GREENSLURM_OUT_PROCESS": process}
     return subprocess.Popen([sys.executable, "-c", RUN_WITH_FAKE, fake, str(talk), *argv], env=environment,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=talk)
@@ -66,14 +66,15 @@ def test_the_child_writes_the_files_the_command_writes_itself(kth, tmp_path):
     # the whole KTH-SP2 log under EASY: every file the same bytes (jobs.parquet too: pyarrow writes the
     # same table the same way), and jobs.parquet reads back as the same table
     folders = {}
-    for process in ("auto", "off"):
+    # (auto: a child or not, as the machine's load says)
+    for process in ("child", "off", "auto"):
         out = tmp_path / process
         done = replay_out(kth, out, process, tmp_path)
         assert done.returncode == 0, done.stderr
         folders[process] = {path.name: path.read_bytes() for path in out.iterdir()}
-    assert sorted(folders["auto"]) == ["jobs.csv", "jobs.parquet", "power.csv", "schema.json", "summary.json"]
-    assert folders["auto"] == folders["off"]
-    table = pq.read_table(tmp_path / "auto" / "jobs.parquet")
+    assert sorted(folders["child"]) == ["jobs.csv", "jobs.parquet", "power.csv", "schema.json", "summary.json"]
+    assert folders["child"] == folders["off"] == folders["auto"]
+    table = pq.read_table(tmp_path / "child" / "jobs.parquet")
     assert table.num_rows == 28475 and table.equals(pq.read_table(tmp_path / "off" / "jobs.parquet"))
 
 
@@ -127,18 +128,29 @@ def test_an_unknown_choice_of_process_is_one_line(kth, tmp_path):
     _, stderr = running.communicate()
     assert running.returncode == 2
     assert stderr.strip().splitlines() == ["greenslurm: error: environment: field GREENSLURM_OUT_PROCESS: 'thread' "
-                                           "is not a choice; choose from auto, off"]
+                                           "is not a choice; choose from auto, child, off"]
 
 
-def test_on_one_processor_the_command_writes_jobs_parquet_itself(tmp_path):
-    # pinned to one processor a child would only take turns with the command: no child
+@pytest.mark.parametrize("process", ["auto", "child"])
+def test_on_one_processor_the_command_writes_the_jobs_files_itself(process, tmp_path):
+    # pinned to one processor a child would only take turns with the command: no child, asked or not
     code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
             "from greenslurm.sim.reporting.child_file import child_possible; print(child_possible())")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    environment = {**os.environ, "GREENSLURM_OUT_PROCESS": process}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=environment)
     assert done.stdout.split() == ["False"], done.stderr
     unpinned = subprocess.run([sys.executable, "-c", code.split("; ", 2)[2]], capture_output=True, text=True,
-                              cwd=tmp_path)
+                              cwd=tmp_path, env={**os.environ, "GREENSLURM_OUT_PROCESS": "child"})
     assert unpinned.stdout.split() == [str(len(os.sched_getaffinity(0)) > 1)], unpinned.stderr
+
+
+@pytest.mark.parametrize("load, usable, free", [
+    (0.0, 2, 2), (0.49, 2, 2),       # an idle machine: one processor for the command, one for the child
+    (0.51, 2, 1), (1.0, 2, 1),       # one taken by another process: the two would take turns
+    (3.7, 2, 0), (2.4, 16, 14),      # (the load of the measurement in docs/replay-engine.md: 2.5 to 3.9)
+])
+def test_the_child_is_forked_only_where_the_load_leaves_two_processors_free(load, usable, free):
+    assert child_file.free_processors(load, usable) == free
 
 
 # -- the child process itself ----------------------------------------------------------------------
@@ -382,7 +394,7 @@ def test_a_full_standard_output_is_one_line_and_leaves_no_part_file(kth, tmp_pat
     with open("/dev/full", "w") as full:
         done = subprocess.run([sys.executable, "-m", "greenslurm", "replay", kth, "--queue", "easy", "--no-progress",
                                "--limit", "2000", "--out", str(out)], stdout=full, stderr=subprocess.PIPE, text=True,
-                              cwd=tmp_path)
+                              cwd=tmp_path, env={**os.environ, "GREENSLURM_OUT_PROCESS": "child"})
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == ["greenslurm: error: standard output: cannot write: "
                                                 "No space left on device"]

@@ -19,8 +19,10 @@ closed and exits without writing; when it dies while the child writes, the child
 wrote (no one is left to rename it).
 
 ``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
-process may use more than one processor and runs no other thread, e.g. a progress display) or
-``off`` (written here, when :meth:`wait` is called).
+process may use more than one processor and runs no other thread, e.g. a progress display, and the
+system's load leaves a processor free for each of the two: with none free they take turns, and the
+child costs more than it saves), ``child`` (the same without the load's say) or ``off`` (written
+here, when :meth:`wait` is called).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from greenslurm.clustermodel.errors import InputError
 log = logging.getLogger(__name__)
 
 ENV = "GREENSLURM_OUT_PROCESS"
-CHOICES = ("auto", "off")
+CHOICES = ("auto", "child", "off")
 Writer = Callable[[list[Path], Any], None]  # writes the whole files at the paths it is given, from its input
 
 
@@ -235,7 +237,7 @@ def _failure_report(exc: BaseException) -> bytes:
 
 
 def chosen_mode() -> str:
-    """``auto`` or ``off``, from ``GREENSLURM_OUT_PROCESS``."""
+    """``auto``, ``child`` or ``off``, from ``GREENSLURM_OUT_PROCESS``."""
     choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
     if choice not in CHOICES:
         raise InputError(f"{choice!r} is not a choice; choose from {', '.join(CHOICES)}", path="environment",
@@ -244,12 +246,31 @@ def chosen_mode() -> str:
 
 
 def child_possible() -> bool:
-    """Whether a file is written by a child process: ``GREENSLURM_OUT_PROCESS`` is ``auto``, ``os.fork``
-    exists, this process may run on more than one processor (on one, the child would only take turns
-    with it), and it runs no other thread (a fork copies only the calling thread, and another one, a
-    progress display, could hold a lock the child then waits on forever)."""
-    return (chosen_mode() == "auto" and hasattr(os, "fork") and usable_processors() > 1
-            and threading.active_count() == 1)
+    """Whether a file is written by a child process: ``GREENSLURM_OUT_PROCESS`` is not ``off``,
+    ``os.fork`` exists, this process may run on more than one processor (on one, the child would only
+    take turns with it), and it runs no other thread (a fork copies only the calling thread, and
+    another one, a progress display, could hold a lock the child then waits on forever); with
+    ``auto``, also the system's load over the last minute leaves two processors free
+    (:func:`free_processors`): one for this process and one for the child."""
+    mode = chosen_mode()
+    if mode == "off" or not hasattr(os, "fork") or threading.active_count() != 1:
+        return False
+    usable = usable_processors()
+    if usable < 2:
+        return False
+    if mode == "child" or not hasattr(os, "getloadavg"):
+        return True
+    return free_processors(os.getloadavg()[0], usable) >= 2
+
+
+def free_processors(load_1min: float, usable: int) -> int:
+    """The processors no other runnable process holds: the ``usable`` ones less the system's load over
+    the last minute (runnable processes on average, rounded to the nearest whole one), at least 0.
+
+    >>> free_processors(0.3, 2), free_processors(0.6, 2), free_processors(3.7, 2), free_processors(1.2, 8)
+    (2, 1, 0, 7)
+    """
+    return max(usable - round(load_1min), 0)
 
 
 def usable_processors() -> int:
