@@ -70,3 +70,19 @@ def test_s84_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
                                     slurmctld_log=str(folder / "slurmctld.log")), "replay+log")
     assert row["jobs"] == 60
     assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
+
+
+def test_backfills_first_cycle_waits_bf_interval_from_the_threads_start():
+    # s90 (bf_interval=10): backfill_agent sleeps bf_interval first (s90 re-recorded with backfill's debug
+    # log: plugin loaded at 23.663, cycles at 33.665, 43.666, 53.673), so its cycles fall ~4.5, 14.5,
+    # 24.5 s after the first submission, and the one at 24.5 s backfilled j08 (submitted at 21 s; p0,
+    # 5 CPUs, 2 min) on n04 before the tier-10 jobs submitted at 29 s took n03/n04 (sacct: j08 +24 s
+    # on n04).  Timed from the first submission instead (cycles at 0, 10, 20, 30 s) j08 waited 240 s.
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    folder = WORKLOADS / "s90" / "run1"
+    recorded = recorded_schedule(folder / "trace.txt")
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf",
+                                 slurmctld_log=str(folder / "slurmctld.log"))
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert recorded["j08"][1] - origin == 24.0 and recorded["j08"][2] == ("n04",)
+    assert abs(replayed["j08"][1] - recorded["j08"][1]) < 1.0 and replayed["j08"][2] == ("n04",)
