@@ -363,6 +363,8 @@ class SlurmPowerMachine(PowerManagedMachine):
     Build with :func:`slurm_power_machine_factory`."""
 
     spreads_jobs = True          # Slurm's uneven spread of ``-n`` jobs stays (the bookkeeping is per node)
+    # True: every scan tests every node and due times are never kept (the reference the kept ones must equal)
+    full_scans = False
 
     def __init__(self, cluster: Cluster, selection: NodeSelection | None = None,
                  saving: SlurmPowerSaving | None = None) -> None:
@@ -476,7 +478,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         >>> machine._idle_since[:] = [10.4, 5.0]; machine._due_times()      # whole(5.0) + 60
         (65.0, inf)
         """
-        if self._due is None:
+        if self._due is None or self.full_scans:
             with np.errstate(invalid="ignore"):
                 idle = ((self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
                         & ~np.isnan(self._idle_since))
@@ -491,7 +493,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         end a SuspendTimeout.  The idle test compares ``whole(idle since) < now - SuspendTime``; it is
         ruled out only while ``now`` stays a billionth (relative) below the earliest
         ``whole(idle since) + SuspendTime``, far more than the two expressions' rounding can part."""
-        if self.power_down_asked.any():
+        if self.full_scans or self.power_down_asked.any():
             return True
         idle_due_s, timeout_due_s = self._due_times()
         return now_s > timeout_due_s or now_s > idle_due_s - 1e-9 * max(1.0, abs(idle_due_s))
