@@ -332,8 +332,7 @@ def slurm_scheduling(scenario: Scenario, timing=None):
     if timing is None:
         return scheduling
     return scheduling.with_logged_threads(timing.start_s, timing.checks_s, timing.backfill_looks_s,
-                                          first_pass_s=timing.first_pass_s,
-                                          loop_entered_s=timing.primary_s)
+                                          controller_s=timing.controller_s, first_main_pass_s=timing.first_main_pass_s)
 
 
 def read_slurmctld_log(path: str, first_submit_s: float | None):

@@ -111,19 +111,16 @@ class ThreadTiming:
     """When one run of slurmctld started and what its threads logged (epoch seconds): the background
     loop's periodic checks (:func:`loop_checks_s`) and the backfill thread's looks that started a job
     (:func:`backfill_looks_s`); ``restarts_after``: how many later starts the log holds (their
-    threads run on other phases, which this timing does not describe); ``first_pass_s``: the main
-    scheduler's first pass of this run, where the log shows it (``_schedule`` in job_scheduler.c
-    logs ``SchedulerParameters=...`` at its first call, at ``info``; the first call comes from the
-    background loop, which ``schedule()`` asks for a pass), a moment of the background loop;
-    ``primary_s``: when it logged ``Running as primary controller``, right before ``main()`` enters
-    the background loop (controller.c)."""
+    threads run on other phases, which this timing does not describe); ``controller_s``: when it
+    took over as primary controller (its background loop starts right after); ``first_main_pass_s``:
+    the main scheduler's first logged allocation (``sched: Allocate``), a pass of that loop."""
 
     start_s: float
     checks_s: tuple[float, ...]
     backfill_looks_s: tuple[float, ...]
     restarts_after: int = 0
-    first_pass_s: float | None = None
-    primary_s: float | None = None
+    controller_s: float | None = None
+    first_main_pass_s: float | None = None
 
 
 _STARTED = re.compile(r"^slurmctld version \S+ started")
@@ -135,14 +132,11 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     ``slurmctld version ... started`` line (slurmctld logs it at ``info``, its default level).
 
     >>> timing = thread_timing('''[2024-01-01T00:00:00.500] slurmctld version 22.05.8 started on cluster c
-    ... [2024-01-01T00:00:04.310] SchedulerParameters=default_queue_depth=100,max_rpc_cnt=0
     ... [2024-01-01T00:00:12.855] sched/backfill: _start_job: Started JobId=1 in batch on n1
     ... [2024-01-01T00:00:22.860] sched/backfill: _start_job: Started JobId=2 in batch on n2
     ... [2024-01-01T01:00:00.000] slurmctld version 22.05.8 started on cluster c''', before_s=1704067300.0)
     >>> timing.start_s, [round(t - timing.start_s, 3) for t in timing.backfill_looks_s], timing.restarts_after
     (1704067200.5, [12.355, 22.36], 1)
-    >>> round(timing.first_pass_s - timing.start_s, 3)
-    3.81
     """
     starts = [at for at, message in _stamped(text) if _STARTED.match(message)]
     if not starts:
@@ -154,11 +148,16 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     until = later[0] if later else float("inf")
     checks = tuple(at for at in loop_checks_s(text) if start <= at < until)
     looks = tuple(at for at in backfill_looks_s(text) if start <= at < until)
-    first_pass = next((at for at, message in _stamped(text)
-                       if start <= at < until and message.startswith("SchedulerParameters=")), None)
-    primary = next((at for at, message in _stamped(text)
-                    if start <= at < until and message.startswith("Running as primary controller")), None)
-    return ThreadTiming(start, checks, looks, restarts_after=len(later), first_pass_s=first_pass, primary_s=primary)
+    controller = first_pass = None
+    for at, message in _stamped(text):
+        if at < start or at >= until:
+            continue
+        if controller is None and message.startswith("Running as primary controller"):
+            controller = at
+        if first_pass is None and message.startswith("sched: Allocate JobId="):
+            first_pass = at
+    return ThreadTiming(start, checks, looks, restarts_after=len(later), controller_s=controller,
+                        first_main_pass_s=first_pass)
 
 
 _JOB_MOMENT = (
