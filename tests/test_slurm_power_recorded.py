@@ -518,3 +518,62 @@ def test_seed_103_checks_join_the_chain_its_recorded_checks_show():
     run = replayed(recording)
     assert round(run.ours["p21"].start_s, 3) == 269.82
     agrees_job_by_job(run, events_within_s=1.1)
+
+
+# -- backfill's PLANNED nodes keep the power-save thread scanning (seeds 102 and 302) ---------------
+# backfill.c _handle_planned: each backfill cycle clears the PLANNED flag of the nodes the last one
+# planned and sets it on the idle nodes it reserves for pending jobs, each time with last_node_update =
+# time(NULL); so while a pending job's plan holds an idle node, backfill cycles at every look
+# (_more_work sees its own change) and the power-save thread scans at every wake-up, not every
+# power_save_interval (10 s).  The plan covers only allocatable nodes (node_space[0] from
+# avail_node_bitmap: none being powered down).
+def test_seed_102_a_plan_on_idle_n4_has_slurm_suspend_it_at_the_next_wake_up():
+    # p01 left n4 idle at 45.135 s (clock 45); the thread's last scan for a node change read clock
+    # 58 (57.957 s), so its periodic scan was due at clock 68.  p06 (8 tasks on 2 nodes, submitted
+    # 60.452 s) waits for n1 (p02's limit) and is planned on n1 + the idle n4: the thread scans each
+    # second, and at clock 61 (61.96 s) n4 has been idle 61 - 45 = 16 > 15 s: Slurm suspended it
+    # then.  The replay before scanned at 64.96 s only after p08's plan, or not at all (-8.7 % mean wait)
+    run = replayed("seed102")
+    real = sorted((at, kind, node) for at, kind, node in run.recording["power_events"]
+                  if kind in ("suspend", "resume") and at >= 0)
+    ours = sorted((at, kind, run.names[node]) for at, kind, node in run.machine.events if at >= 0)
+    assert real[3] == (61.96, "suspend", "n4")
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours]
+    # every event within 2 ms but the last: n4's suspend at 235.1 s, not 225.093 s (p22, below)
+    assert [(node, t_real) for (t_real, _, node), (t_ours, _, _) in zip(real, ours)
+            if abs(t_real - t_ours) > 0.002] == [("n4", 225.093)]
+    # p08 (3 CPUs, submitted 64.093 s) then went to n1 at p02's end, as Slurm's (the replay before:
+    # n3 at 79.935 s); every job within a second of Slurm's start, all but p22 on Slurm's nodes
+    assert (run.real("p08")["log_times"]["start"], run.real("p08")["node_list"]) == (67.928, ["n1"])
+    assert round(run.ours["p08"].start_s, 3) == 67.928 and run.nodes("p08") == ["n1"]
+    assert max(abs(run.ours[job["name"]].start_s - job["log_times"]["start"]) for job in run.recording["jobs"]) < 1.0
+    assert [job["name"] for job in run.recording["jobs"] if run.nodes(job["name"]) != sorted(job["node_list"])] == ["p22"]
+
+
+def test_seed_302_a_plan_on_idle_n3_has_slurm_suspend_it_before_p12_s_start():
+    # p12 (8 tasks on 2 nodes, submitted 125.914 s) is planned on the idle n3 (idle since p09's end,
+    # 111.46 s): the thread scans each second and suspends n3 at clock 127 (127 - 111 = 16 > 15 s),
+    # 127.289 s as Slurm did (the replay before: at its periodic scan, 131.29 s), so at p11's end
+    # p12 got n2 and the powered-down n3, as Slurm's.  Every job on Slurm's nodes within a second,
+    # Slurm's 15 suspends and resumes in order, each within 2 ms
+    run = replayed("seed302")
+    assert (run.real("p12")["log_times"]["start"], run.real("p12")["node_list"]) == (149.538, ["n2", "n3"])
+    assert (127.289, "suspend", "n3") in [tuple(event) for event in run.recording["power_events"]]
+    assert len(agrees_job_by_job(run, events_within_s=0.002)) == 15
+
+
+def test_without_a_plan_on_an_idle_node_the_thread_keeps_its_ten_second_scans(monkeypatch):
+    # the same replay with backfill's PLANNED flags unseen by the thread (a machine whose
+    # backfill_planned does nothing): n4 is suspended at a later scan, not at 61.96 s as Slurm did
+    from greenslurm.sim.engine.slurm_power import SlurmPowerMachine
+
+    class FakeBlindToPlanned(SlurmPowerMachine):
+        def backfill_planned(self, at_s: float, planned: bool) -> None:
+            pass
+
+    monkeypatch.setattr(power_bench, "slurm_power_machine_factory", lambda saving: (
+        lambda cluster, selection=None: FakeBlindToPlanned(cluster, selection, saving)))
+    blind = replayed("seed102")
+    suspends = [round(at, 3) for at, kind, node in blind.machine.events if kind == "suspend" and blind.names[node] == "n4"]
+    # (its first suspend comes only at 133.007 s)
+    assert suspends[0] == 133.007

@@ -385,6 +385,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._last_scan_s = -math.inf                         # the thread's tick of its last scan
         self._last_power_scan = -math.inf                     # its clock then (power_save.c's last_power_scan)
         self._last_node_update = -math.inf                    # slurmctld's last_node_update (whole seconds)
+        self._planned_every_look = False                      # backfill keeps idle nodes PLANNED (backfill_planned)
         self._next_scan_s = math.inf
         self._tick_s = THREAD_TICK_S * saving.time_scale
         self._phase_s = saving.tick_phase_s * self._tick_s
@@ -441,6 +442,19 @@ class SlurmPowerMachine(PowerManagedMachine):
         """Nodes on or booting (chosen first), or None when every node is."""
         off = self.state == OFF
         return ~off if off.any() else None
+
+    def backfill_planned(self, at_s: float, planned: bool) -> None:
+        """Backfill's cycle at ``at_s`` (now, or its next look) cleared the PLANNED flags of the
+        last cycle and set PLANNED on the idle nodes it reserved for pending jobs (``planned``)
+        (backfill.c ``_handle_planned``, at a cycle's start and end): ``last_node_update =
+        time(NULL)``, so the thread scans at its next wake-up.  While idle nodes stay planned,
+        every look of backfill (each second: ``_more_work`` sees its own change) clears and sets
+        them again, so the thread scans at every wake-up (:meth:`_next_periodic_scan`)."""
+        def changed(now_s: float) -> None:
+            self._timers -= 1
+            self._planned_every_look = planned
+            self._node_changed(now_s)
+        self._push(at_s, changed)
 
     def place(self, job: PendingJob, free: np.ndarray | None = None,
               prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
@@ -572,7 +586,8 @@ class SlurmPowerMachine(PowerManagedMachine):
         """The next periodic scan that can change anything: every ``interval_s`` while the rate
         counts decay (each scan decays them), else the first one after a node could be suspended or
         end its SuspendTimeout (the scans in between would find nothing); inf when none can."""
-        interval = self.saving.interval_s
+        # (while backfill plans idle nodes, every wake-up scans: backfill_planned)
+        interval = self._tick_s if self._planned_every_look else self.saving.interval_s
         if self._suspend_rate.decaying or self._resume_rate.decaying \
                 or interval <= 0:
             return self._tick_later(now_s, max(interval, self._tick_s))
