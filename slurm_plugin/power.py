@@ -16,7 +16,8 @@ decides by itself), with greenslurm's programs as ``SuspendProgram`` and ``Resum
   powered nodes (``wake_order``), while the budget allows: ``State=RESUME`` (the drain) then
   ``State=POWER_UP``; Slurm runs the ResumeProgram and starts the waiting jobs once the node is up.
   Jobs placed into greener hours (a begin time later than now) wake only the node they are pinned
-  to, ``boot_s`` before their begin time.
+  to, ``boot_s`` before their begin time; a node a pinned job waits for is kept on only from then
+  on (a job pinned with a begin time a week off does not keep its node on for the week).
 - **The budget** (``power_budget_w``) holds at every instant without knowing which jobs Slurm will
   start: a node counts its most power (every CPU and GPU busy) unless it is powered down *and*
   drained by the service, then ``off_w``.  A node is woken only if that sum stays within the budget.
@@ -314,7 +315,10 @@ class PowerManager:
         startable = [p for p in sorted(snapshot.pending, key=lambda p: p.job.submit_s)
                      if not (p.held or p.waiting or p.after or p.limited)]
         waiting = [p for p in startable if p.begin_s is None or p.begin_s <= now_s]
-        pinned = {name for p in startable for name in p.required_nodes}
+        # a node a job is pinned to (-w, or by the hook) stays on for it only from its begin time less a
+        # boot: a job that begins later gets its node woken then (``soon`` below), not kept on until then
+        pinned = {name for p in startable for name in p.required_nodes
+                  if p.begin_s is None or p.begin_s <= now_s + config.boot_s}
         under_budget = config.power_budget_w > 0
         if snapshot.pending:      # (without, nothing below asks what jobs need: the common case, kept cheap)
             gpus, gfree = self._gpu_table(snapshot, states, other_down, index)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -48,7 +47,7 @@ from greenslurm.allocation.planner import Planner
 from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
-from greenslurm.clustermodel.eligibility import Eligibility, or_features
+from greenslurm.clustermodel.eligibility import Eligibility, or_features, planned_features
 from greenslurm.clustermodel.fragmentation import target_workload
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
@@ -124,6 +123,29 @@ class LiveNode:
         return (bool(parts & {"powered_down", "powering_down", "power_down"})
                 and (not drained or self.reason == PARKED_REASON)
                 and not parts & {"down", "fail", "failing", "not_responding", "future"})
+
+    @property
+    def booting(self) -> bool:
+        """Slurm is powering it up: ``POWERING_UP`` (power_save.c sets ``NOT_RESPONDING`` with it
+        until the node's slurmd registers), or a power-up asked and not begun yet (``POWER_UP`` on a
+        powered-down node).  Slurm 22.05 allocates such a node to a job at once (it is in
+        ``avail_node_bitmap``; power_save.c only takes it out of ``power_node_bitmap``) and the job
+        waits CONFIGURING until the boot ends: the view plans it busy until then.  A node also down,
+        failed or drained (by another than the service) is not coming.
+
+        >>> LiveNode("n1", 4, state="idle+not_responding+powering_up").booting
+        True
+        >>> LiveNode("n1", 4, state="idle+power_up+powered_down+not_responding").booting
+        True
+        >>> [LiveNode("n1", 4, state=s).booting for s in ("idle+not_responding", "down+powering_up",
+        ...                                              "idle+drain+powering_up", "idle+powered_down")]
+        [False, False, False, False]
+        """
+        parts = set(self.state.replace("+", " ").split())
+        drained = bool(parts & {"drain", "drained", "draining"})
+        return (("powering_up" in parts or {"power_up", "powered_down"} <= parts)
+                and not parts & {"down", "fail", "failing", "future", "powering_down", "power_down"}
+                and (not drained or self.reason == PARKED_REASON))
 
     @property
     def shards_per_gpu(self) -> int:
@@ -272,8 +294,9 @@ class LiveView:
         self.skipped = snapshot.skipped
         self.power = power or NodePower()
         self.no_deadline_shift_s = no_deadline_shift_s
-        # with power saving, a node powered down comes back when woken: it is planned, busy until booted
-        self.nodes = [node for node in snapshot.nodes if node.usable or (boot_s > 0 and node.parked)]
+        # with power saving, a node powered down comes back when woken, and one Slurm boots is allocatable
+        # now (its job waits CONFIGURING): both are planned, busy until booted
+        self.nodes = [node for node in snapshot.nodes if node.usable or (boot_s > 0 and (node.parked or node.booting))]
         if not self.nodes:
             raise ValueError("the cluster has no usable nodes")
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
@@ -290,9 +313,11 @@ class LiveView:
         self.machine.now_s = now
         rule, backfill = planner_rule(self.machine)
         profile = PlanProfile(self.cluster.capacity, now)
-        # a node the power saving turned off is planned as busy until it could be booted
+        # a node the power saving turned off is planned as busy until it could be booted; a node booting,
+        # until its boot ends: Slurm does not say when the boot began (boot_req_time is not in its JSON),
+        # so at most boot_s from now (the live service and the replay see the same flags: one rule)
         parked = [RunningJob(f"{POWER_HOLD}{n.name}", (n.name,), now + boot_s) for n in self.nodes
-                  if boot_s > 0 and n.parked]
+                  if boot_s > 0 and (n.parked or n.booting)]
         self._hold_running(list(snapshot.running) + parked, profile)
         self.plan = LivePlan(profile)
         budget = None
@@ -720,13 +745,15 @@ class NodePower:
 
 
 def features_of(constraint: str) -> tuple[str, ...]:
-    """The features of a constraint as the view takes them: joined by ``&`` or ``,`` (as squeue's JSON
-    prints them), sorted; any other form (``a|b``) is one item, read by :func:`eligible_nodes`.
+    """The features of a pending job's constraint as the view plans them (:func:`planned_features`);
+    a form no planner models is kept whole as one item, which :func:`eligible_nodes` gives no node
+    (the job is not planned, as before Slurm places it).
 
-    >>> features_of("k80&ib"), features_of("a|b"), features_of("")
-    (('ib', 'k80'), ('a|b',), ())
+    >>> features_of("k80&ib"), features_of("a|b"), features_of(""), features_of("a*3")
+    (('ib', 'k80'), ('a|b',), (), ('a*3',))
     """
-    return tuple(sorted(f for f in re.split(r"[&,]", constraint or "") if f))
+    planned = planned_features(constraint)
+    return (constraint,) if planned is None else planned
 
 
 def eligible_nodes(eligibility: Eligibility, nodes: list[LiveNode], shards_per_gpu: np.ndarray, partition: str,

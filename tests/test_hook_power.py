@@ -72,6 +72,26 @@ def test_a_node_the_queue_needs_or_a_pinned_job_waits_for_stays_on():
     assert actions(m, snap, 100.0) == [("power_down", "n3")]
 
 
+def test_a_node_a_pinned_job_waits_for_stays_on_only_from_its_begin_time_less_a_boot():
+    """n1 busy, n2 idle since 0 s (suspend after 60 s, boot 300 s); job 9 is pinned to n2 (-w, or
+    by the hook) with a begin time.  At 100 s n2 has been idle 100 s >= 60 s: it stays on for job 9
+    only if 9 begins within a boot, by 100 + 300 = 400 s; beginning at 401 s or a day off, n2 goes
+    down now and is woken at begin - boot (the case above)."""
+    busy = RunningJob("7", ("n1",), 1e9, (NodeUse("n1", 4.0),))
+    for begin_s, kept in [(None, True), (50.0, True), (400.0, True), (401.0, False), (86400.0, False)]:
+        m = manager(min_nodes_on=0)
+        snap = Snapshot(0.0, nodes("mixed", "idle"), running=[busy],
+                        pending=[pending("9", 2, begin_s=begin_s, required=("n2",))])
+        m.decide(snap, 0.0)
+        assert actions(m, snap, 100.0) == ([] if kept else [("power_down", "n2")]), begin_s
+    # powered down and parked, the job a day off wakes nothing until its begin less a boot: 86,100 s
+    m = manager(min_nodes_on=0)
+    parked = Snapshot(0.0, nodes("mixed", PARKED), running=[busy],
+                      pending=[pending("9", 2, begin_s=86400.0, required=("n2",))])
+    assert actions(m, parked, 86099.0) == []
+    assert actions(m, parked, 86100.0) == [("power_up", "n2")]
+
+
 def test_an_idle_node_the_first_job_needs_for_its_shape_stays_on():
     """n1 and n2 each run a 3-CPU job (1 of 4 CPUs free); n3 is idle.  Job 8 wants 2 CPUs on one node.
     In CPUs in all the others bring 1 + 1 = 2, "enough", but no other node can hold 2 CPUs: n3 stays

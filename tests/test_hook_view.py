@@ -141,6 +141,48 @@ def test_unusable_nodes_are_left_out(state, usable):
     assert [n.name for n in v.nodes] == (["n1", "n2"] if usable else ["n2"])
 
 
+# n1 runs a job until NOW + 10,000 s; n2 is in ``state``; the hook's power saving boots a node in
+# 300 s.  A 4-CPU job goes where it starts first: n2 if the view plans it (free now when up; from
+# NOW + 300 when off or booting: Slurm allocates a booting node at once and the job waits CONFIGURING
+# until the boot ends), else n1 at NOW + 10,000.
+BOOT_S = 300.0
+
+
+@pytest.mark.parametrize("state, boot_s, node, start", [
+    ("idle", BOOT_S, "n2", NOW),
+    ("idle+not_responding+powering_up", BOOT_S, "n2", NOW + BOOT_S),       # Slurm boots it (power_save.c)
+    ("idle+powering_up", BOOT_S, "n2", NOW + BOOT_S),                      # ... seen before NO_RESPOND is set
+    ("idle+power_up+powered_down+not_responding", BOOT_S, "n2", NOW + BOOT_S),   # a power-up asked
+    ("idle+drain+powered_down", BOOT_S, "n2", NOW + BOOT_S),               # parked by the service
+    ("idle+not_responding", BOOT_S, "n1", NOW + 10_000),                   # lost, not booting
+    ("down+not_responding+powering_up", BOOT_S, "n1", NOW + 10_000),       # ResumeTimeout passed: DOWN
+    ("idle+fail+powering_up", BOOT_S, "n1", NOW + 10_000),
+    ("idle+powering_down", BOOT_S, "n2", NOW + BOOT_S),                    # going down, wakes later
+    ("idle+not_responding+powering_up", 0.0, "n1", NOW + 10_000),          # the hook's power saving off
+])
+def test_a_node_slurm_boots_is_planned_from_the_end_of_its_boot(state, boot_s, node, start):
+    nodes = [LiveNode("n1", 4), LiveNode("n2", 4, state=state, reason="greenslurm: power saving" if "drain" in state else "")]
+    busy = RunningJob("7", ("n1",), NOW + 10_000, (NodeUse("n1", 4.0),))
+    v = LiveView(Snapshot(NOW, nodes, [busy], []), build("greedy"), "bestfit", boot_s=boot_s)
+    outcome = v.decide(job(cpus=4, time_s=60.0), NOW)
+    assert (outcome.nodes, outcome.start_s) == ((node,), start)
+
+
+def test_a_job_pinned_to_a_booting_node_is_planned_there_after_the_boot():
+    """n2 boots (300 s), n3 is free.  Slurm's job 8 (4 CPUs, a 60 s limit) is pinned to n2 (-w): it is
+    planned on n2 from NOW + 300 to NOW + 360.  A new 600-s job goes to n3 now; a second one to n2 at
+    NOW + 360 (n3 is busy until NOW + 600).  A view that left the booting node out planned the second
+    on n3 at NOW + 600, and job 8 not at all."""
+    nodes = [LiveNode("n2", 4, state="idle+not_responding+powering_up"), LiveNode("n3", 4)]
+    pinned = PendingJob("8", JobSpec("8", NOW - 5, 60.0, cpus=4, nodes=1), None, required_nodes=("n2",))
+    v = LiveView(Snapshot(NOW, nodes, [], [pinned]), build("greedy"), "bestfit", boot_s=BOOT_S)
+    assert v.left_out == 0
+    first = v.decide(job(cpus=4, time_s=600.0), NOW)
+    second = v.decide(job(cpus=4, time_s=600.0), NOW)
+    assert (first.nodes, first.start_s) == (("n3",), NOW)
+    assert (second.nodes, second.start_s) == (("n2",), NOW + 360)
+
+
 # -- jobs that span nodes, as real Slurm does them ---------------------------------------------------
 FOUR_BY_FOUR = [LiveNode(f"n{i}", 4) for i in range(1, 5)]
 
