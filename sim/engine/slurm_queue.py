@@ -512,6 +512,9 @@ class SlurmQueue:
         blocked = self._power.unavailable() if self._power is not None else None
         available = everywhere if blocked is None else everywhere & ~bits_of(blocked)
         space = NodeSpace(begin, window_end, available, resolution, size)
+        # the nodes a reservation could leave PLANNED: allocatable and running no job (none: the
+        # plans cannot matter to power saving and the cycle may stop early as without it)
+        idle_bits = available & bits_of(self.machine.free[:, CPU] >= self._node_cpus) if self._power is not None else 0
         tried = started = 0
         per_user: Counter = Counter()
         per_part: Counter = Counter()
@@ -523,7 +526,7 @@ class SlurmQueue:
             if tried >= s.bf_max_job_test:
                 break
             # with power saving the plans matter until one holds an idle node (PLANNED, below)
-            planning = self._power is not None and not self._planned_idle
+            planning = idle_bits != 0 and not self._planned_idle
             if not planning and self._free_cpus_now() < smallest[position] - 1e-9:
                 break            # no job from here can start now
             if not self.full_cycles and not planning and not starters.any_from(position):
@@ -583,7 +586,7 @@ class SlurmQueue:
                     continue
                 space.reserve_bits(reserve_from, reserve_to, nodes)
                 starters.plan_changed()
-                if self._power is not None and not self._planned_idle:
+                if nodes & idle_bits and not self._planned_idle:
                     # PLANNED sticks on reserved nodes that run no job (IS_NODE_ALLOCATED false)
                     idle = self.machine.free[:, CPU] >= self._node_cpus
                     self._planned_idle = bool((mask_of(nodes, size) & idle).any())
