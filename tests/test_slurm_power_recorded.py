@@ -577,3 +577,27 @@ def test_without_a_plan_on_an_idle_node_the_thread_keeps_its_ten_second_scans(mo
     suspends = [round(at, 3) for at, kind, node in blind.machine.events if kind == "suspend" and blind.names[node] == "n4"]
     # (its first suspend comes only at 133.007 s)
     assert suspends[0] == 133.007
+
+
+# -- the fresh recordings of docs/slurm-reference.md's table (seeds 361-363, 361 twice) --------------
+@pytest.mark.parametrize("seed, events, apart", [
+    ("seed361", 20, []), ("seed362", 25, []), ("seed361b", 20, []),
+    # two idle nodes suspended a scan late (every job still at Slurm's start and on its nodes)
+    ("seed363", 17, [("n3", 185.596, 186.597), ("n4", 185.596, 186.597)])])
+def test_fresh_seeds_361_363_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events, apart):
+    # replayed once, the model finished (commit 6d821d0): every job on Slurm's nodes within a second
+    # of its start; Slurm's suspends and resumes up to the last job's end (the replay ends there;
+    # Slurm went on suspending idle nodes) in its order, all but ``apart`` within 0.1 s
+    run = replayed(seed)
+    assert len(run.ours) == 24
+    for job in run.recording["jobs"]:
+        assert run.nodes(job["name"]) == sorted(job["node_list"]), job["name"]
+        assert abs(run.ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
+    last_end = max(job["log_times"]["end"] for job in run.recording["jobs"])
+    real = sorted((at, kind, node) for at, kind, node in run.recording["power_events"]
+                  if kind in ("suspend", "resume") and 0 <= at <= last_end)
+    ours = sorted((at, kind, run.names[node]) for at, kind, node in run.machine.events if at >= 0)
+    assert len(real) == events
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours]
+    assert [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, ours)
+            if abs(t_real - t_ours) > 0.1] == apart
