@@ -39,15 +39,11 @@ from greenslurm.clustermodel import JobSpec  # noqa: E402
 from greenslurm.sim.engine.replay import Replay  # noqa: E402
 from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
 from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
-from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, loop_from_checks  # noqa: E402
+from greenslurm.sim.engine.slurmctld_loop import BACKGROUND_DRIFT, BackgroundLoop, loop_from_checks  # noqa: E402
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
 from greenslurm.traces.slurmctld_log import backfill_looks_s, one_per_check  # noqa: E402
 
 START_TOLERANCE_S = 2.0
-# slurmctld's background loop's passes took 1.5-5.5 ms per second longer than a second in the first
-# development recordings (its job_time_limit checks crept later through the second): the middle,
-# for a recording whose log shows fewer than two of its checks (and with --loop-from-start)
-BACKGROUND_DRIFT = 0.003
 # the power-save thread's log line of a scan comes after its check of last_node_update and its scan
 # (it reaps its programs, scans under the node lock and forks SuspendProgram/ResumeProgram before it
 # logs "pid N suspending nodes"): in the logs of every recording, an allocation by backfill up to

@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="two recordings of one workload: Slurm against itself (the first is also replayed)")
     parser.add_argument("--queue", default="slurm")
     parser.add_argument("--contrast", default="", help="other queues replayed beside (comma list, e.g. easy)")
+    parser.add_argument("--with-log", action="store_true",
+                        help="also replay each recording with its slurmctld log (--slurmctld-log: slurmctld's "
+                             "threads timed as the log shows them), labelled 'replay+log'")
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--markdown", action="store_true", help="print the rows as a Markdown table")
     args = parser.parse_args(argv)
@@ -94,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         recorded = recorded_schedule(folder / "trace.txt")
         row = compare(recorded, replayed_schedule(folder / "trace.txt", folder / "slurm.conf", args.queue), "replay")
         rows.append({"recording": str(folder), **row})
+        log = next((p for p in (folder / "slurmctld.log", folder / "slurmctld.log.gz") if p.is_file()), None)
+        if args.with_log and log is not None:
+            row = compare(recorded, replayed_schedule(folder / "trace.txt", folder / "slurm.conf", args.queue,
+                                                      slurmctld_log=str(log)), "replay+log")
+            rows.append({"recording": str(folder), **row})
         for other in filter(None, args.contrast.split(",")):
             row = compare(recorded, replayed_schedule(folder / "trace.txt", folder / "slurm.conf", other), other)
             rows.append({"recording": str(folder), **row})
@@ -110,10 +118,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['mean_wait_other_s']:.1f} s ({row['mean_wait_difference']:+.1%})  within 5 s "
               f"{row['within_5s']:.0%}  pairs {row['pair_order']:.1%}  nodes {row['same_nodes']:.0%}  "
               f"first: {row['first_divergence']}")
-    replays = [r for r in rows if r["label"] == "replay"]
-    if replays:
-        print(f"median |mean wait difference| {statistics.median(abs(r['mean_wait_difference']) for r in replays):.1%}, "
-              f"jobs within 5 s {sum(r['within_5s'] * r['jobs'] for r in replays) / sum(r['jobs'] for r in replays):.1%}")
+    for label in ("replay", "replay+log"):
+        replays = [r for r in rows if r["label"] == label]
+        if replays:
+            print(f"{label}: median |mean wait difference| "
+                  f"{statistics.median(abs(r['mean_wait_difference']) for r in replays):.1%}, jobs within 5 s "
+                  f"{sum(r['within_5s'] * r['jobs'] for r in replays) / sum(r['jobs'] for r in replays):.1%}, "
+                  f"same nodes {sum(r['same_nodes'] * r['jobs'] for r in replays) / sum(r['jobs'] for r in replays):.1%}")
     return 0
 
 

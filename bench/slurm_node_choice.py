@@ -211,6 +211,11 @@ def compare(folder: Path) -> Comparison:
         held[job_id] = (cpus, memory_held)
         used += cpus
         memory_used += memory_held
+    if counts["main"][1] + counts["backfill"][1] == 0:
+        # nothing compared is no result ("0 of 0"): an empty or foreign log, or another recording's
+        raise BadRecording(f"{_log_path(folder)}: no allocation of a job of {folder / 'trace.txt'} and its workload.csv "
+                           f"(none of {len(stamped)} time-stamped lines is a 'sched: Allocate' or backfill start "
+                           "of such a job): not this recording's slurmctld log")
     return Comparison(tuple(counts["main"]), tuple(counts["backfill"]), mismatches)
 
 

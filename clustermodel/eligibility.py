@@ -65,6 +65,9 @@ def constraint_features(text: str) -> tuple[str, ...] | None:
     return tuple(sorted({f.strip() for f in re.split(r"[&,]", text) if f.strip()}))
 
 
+_FEATURE_NAME = re.compile(r"[\w.\-]+")       # a feature name the planner reads (Slurm's operators excluded)
+
+
 def or_features(constraint: str) -> tuple[str, ...]:
     """The features of a constraint that asks for any one of them (``a|b``, or ``[a|b]``: the same
     one on every node); () for any other form.
@@ -73,9 +76,30 @@ def or_features(constraint: str) -> tuple[str, ...]:
     (('f1', 'f2'), ('f1', 'f2'), (), ())
     """
     body = constraint[1:-1] if constraint.startswith("[") and constraint.endswith("]") else constraint
-    if not re.fullmatch(r"[\w.\-]+(\|[\w.\-]+)+", body):
+    names = body.split("|")
+    if len(names) < 2 or not all(_FEATURE_NAME.fullmatch(name) for name in names):
         return ()
-    return tuple(sorted(set(body.split("|"))))
+    return tuple(sorted(set(names)))
+
+
+def planned_features(constraint: str) -> tuple[str, ...] | None:
+    """The features of a job's ``--constraint`` in the form the planners read (the hook's view,
+    its submissions and their changes): () for none; the names of plain features joined by ``&``
+    or ``,`` (as squeue's JSON prints them), sorted, once each; the whole text as one item for a
+    constraint asking any one of several (``a|b``, ``[a|b]``: :func:`or_features`); None for every
+    other form (counts ``a*2``, ``[a&b]``, mixed ``&`` and ``|``, names with other characters),
+    which no planner models.  Linear in the text's length.
+
+    >>> planned_features("k80&ib,k80"), planned_features("a|b"), planned_features(""), planned_features("a*3")
+    (('ib', 'k80'), ('a|b',), (), None)
+    """
+    constraint = constraint or ""
+    if or_features(constraint):
+        return (constraint,)
+    names = re.split(r"[&,]", constraint)
+    if not all(_FEATURE_NAME.fullmatch(name) for name in names if name):
+        return None
+    return tuple(sorted({name for name in names if name}))
 
 
 class Eligibility:

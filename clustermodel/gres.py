@@ -30,6 +30,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from greenslurm.clustermodel.brackets import split_outside
+
 GPU = "gpu"
 SHARD = "shard"
 # The JobSpec.extra key of a job's gres/shard count per node.
@@ -43,7 +45,6 @@ SUFFIX = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4, "p":
 # Slurm stores GRES counts as uint64 and reserves the top values (NO_VAL64, INFINITE64) as markers
 MAX_COUNT = 2 ** 63 - 1
 
-_SPLIT = re.compile(r",(?![^(]*\))")              # a comma not inside "(...)"
 _COUNT = re.compile(r"(\d+)([kmgtp]?)", re.IGNORECASE)
 _NUMBER_LIKE = re.compile(r"[-+]?\d")              # a field that means to be a count
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -73,7 +74,7 @@ def split_items(text: str) -> list[str]:
     >>> split_items("gpu:a100:2(S:0,1),mps:100"), split_items("")
     (['gpu:a100:2(S:0,1)', 'mps:100'], [])
     """
-    return [item.strip() for item in _SPLIT.split(text) if item.strip()]
+    return [item.strip() for item in split_outside(text, "(", ")") if item.strip()]
 
 
 def parse_count(field: str, item: str) -> int:
@@ -89,7 +90,9 @@ def parse_count(field: str, item: str) -> int:
     match = _COUNT.fullmatch(field)
     if not match:
         raise ValueError(f"GRES item {item!r}: count {field!r} is not a whole number >= 0")
-    count = int(match.group(1)) * SUFFIX[match.group(2).lower()]
+    digits = match.group(1).lstrip("0") or "0"
+    # more digits than the largest count is too large: a megabyte of digits is never converted
+    count = int(digits) * SUFFIX[match.group(2).lower()] if len(digits) <= len(str(MAX_COUNT)) else MAX_COUNT + 1
     if count > MAX_COUNT:
         raise ValueError(f"GRES item {item!r}: count {field!r} is larger than Slurm can hold")
     return count

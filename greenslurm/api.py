@@ -42,6 +42,7 @@ KEYWORDS = {
     "parallelism_limit": "trace.parallelism_limit", "exact_runtimes": "trace.exact_runtimes",
     "cluster": "cluster.file", "nodes": "cluster.node_list", "slurm_conf": "cluster.slurm_conf",
     "sacctmgr_assoc": "cluster.sacctmgr_assoc", "sacctmgr_qos": "cluster.sacctmgr_qos",
+    "slurmctld_log": "cluster.slurmctld_log",
     "slurm_handover": "cluster.slurm_handover_s", "queue": "queue", "select": "selection.name", "normalization": "selection.normalization",
     "ties": "selection.ties", "fgd_coverage": "selection.fgd_coverage",
     "acceptance": "acceptance.policy", "threshold_share": "acceptance.threshold_share",
@@ -52,7 +53,8 @@ KEYWORDS = {
     "arrival_scale": "arrival_scale", "seed": "seed", "hook": "hook",
 }
 TABLE_KEYWORDS = ("cluster", "acceptance", "power_states", "colocation")   # also take the whole table (a dict)
-PATH_KEYWORDS = ("cluster", "nodes", "slurm_conf", "sacctmgr_assoc", "sacctmgr_qos", "renewable", "hook")
+PATH_KEYWORDS = ("cluster", "nodes", "slurm_conf", "sacctmgr_assoc", "sacctmgr_qos", "slurmctld_log", "renewable",
+                 "hook")
 CLUSTER_KEYWORDS = ("cluster", "nodes", "slurm_conf")
 SYNTHETIC_SUPPLIES = ("solar", "wind")
 COMMAND_LINE = "<command line>"            # where what-if's policy parser places its errors

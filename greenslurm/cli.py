@@ -121,6 +121,10 @@ def _replay_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slurm-handover", metavar="SECONDS", type=float, default=None,
                         help="the slurm queue: seconds from a job's end until Slurm gives its nodes again "
                              "(read from the site's slurmctld log, see docs/slurm-replay.md; default 0)")
+    parser.add_argument("--slurmctld-log", metavar="FILE", default=None,
+                        help="the slurm queue: the site's slurmctld log (its default level is enough): slurmctld's "
+                             "threads wake as it shows them (when slurmctld started, the backfill cycles that "
+                             "started a job) instead of from the first submission; see docs/slurm-replay.md")
     cmd_options.node_power(parser)
     parser.add_argument("--hook", metavar="HOOK_TOML", default=None,
                         help="the slurm queue: greenslurm's live hook, configured by this hook.toml, decides each "
@@ -305,6 +309,7 @@ OPTION_NAMES = {
     "colocation": "--colocation", "colocation.policy": "--colocation", "trace.path": "TRACE", "cluster": "--cluster",
     "cluster.slurm_conf": "--slurm-conf", "cluster.sacctmgr_assoc": "--sacctmgr-assoc",
     "cluster.sacctmgr_qos": "--sacctmgr-qos", "cluster.slurm_handover_s": "--slurm-handover",
+    "cluster.slurmctld_log": "--slurmctld-log",
     "cluster.node_idle_w": "--node-idle-w", "cluster.node_busy_w": "--node-busy-w",
     "seed": "--seed", "deadlines.seed": "--slack-seed", "hook": "--hook",
     "power_states.suspend_after_s": "--power-down-after", "power_states.boot_s": "--boot-s",
@@ -364,6 +369,7 @@ def scenario_from_args(args: argparse.Namespace) -> Scenario:
                             sacctmgr_assoc=_absolute(given("sacctmgr_assoc")),
                             sacctmgr_qos=_absolute(given("sacctmgr_qos")),
                             slurm_handover_s=given("slurm_handover"),
+                            slurmctld_log=_absolute(given("slurmctld_log")),
                             node_idle_w=given("node_idle_w"), node_busy_w=given("node_busy_w"))
     selection = Selection(given("select"), given("normalization"), given("ties"), given("fgd_coverage"))
     scenario = Scenario(trace=trace, cluster=cluster, queue=queue, selection=selection, acceptance=acceptance,
@@ -426,7 +432,7 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
             # a file name with bytes that are not UTF-8 (Linux allows any): TOML is UTF-8 text
             raise InputError("cannot hold the scenario's file names: one is not UTF-8, and a TOML file is",
                              path=printable(save_scenario)) from None
-    parquet = _start_jobs_parquet(out)      # before any progress display's thread
+    jobs_files = _start_jobs_files(out)     # before any progress display's thread
     try:
         shown = showing_progress(console, no_progress)
         inputs = scenario_run.load_inputs(scenario, status=console.status if shown else None)
@@ -439,13 +445,13 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         if outcome.left_out_by_budget:
             console.print(f"{outcome.left_out_by_budget:,} jobs need more power than the budget "
                           f"({scenario.power_states.budget_w:,.0f} W) even alone: left out")
-        if parquet is not None:
+        if jobs_files is not None:
             with _writing_results(out):
-                parquet.send(outcome.result.columns)
-        _report_and_write(scenario, outcome, console, out, json_file, save_scenario, scenario_text, parquet)
+                jobs_files.send(outcome.result.columns)
+        _report_and_write(scenario, outcome, console, out, json_file, save_scenario, scenario_text, jobs_files)
     except BaseException:
-        if parquet is not None:
-            parquet.cancel()
+        if jobs_files is not None:
+            jobs_files.cancel()
         raise
     return EXIT_OK
 
@@ -465,19 +471,20 @@ def _writing_results(out: str):
         raise InputError(f"cannot write results: {exc}", path=out) from None
 
 
-def _start_jobs_parquet(out: str | None):
-    """jobs.parquet's child process, started before the trace is read so that it loads pyarrow
-    meanwhile (None: no --out, or jobs.parquet is written in this process with the other files)."""
+def _start_jobs_files(out: str | None):
+    """The child process writing jobs.csv and jobs.parquet, started before the trace is read so that
+    it loads pyarrow meanwhile (None: no --out, or they are written in this process with the other
+    files)."""
     if out is None:
         return None
-    from greenslurm.sim.reporting.outputs import start_jobs_parquet      # the writers: only for --out
+    from greenslurm.sim.reporting.outputs import start_jobs_files      # the writers: only for --out
     with _writing_results(out):
-        return start_jobs_parquet(out)
+        return start_jobs_files(out)
 
 
 def _report_and_write(scenario, outcome, console: Console, out: str | None, json_file: str | None,
-                      save_scenario: str | None, scenario_text: str | None, parquet) -> None:
-    """Print the replay's report; write --out (with ``parquet``, jobs.parquet started), --json and
+                      save_scenario: str | None, scenario_text: str | None, jobs_files) -> None:
+    """Print the replay's report; write --out (with ``jobs_files``, the jobs files started), --json and
     --save-scenario."""
     from rich.markup import escape
 
@@ -504,7 +511,8 @@ def _report_and_write(scenario, outcome, console: Console, out: str | None, json
     if out is not None:
         from greenslurm.sim.reporting.outputs import write_outputs
         with _writing_results(out):
-            paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine, parquet=parquet)
+            paths = write_outputs(outcome.result, summary, out, machine=outcome.replay.machine,
+                                  jobs_files=jobs_files)
         for path in paths.values():
             console.print(f"wrote {escape(printable(str(path)))}", style="dim")
     if json_file is not None:

@@ -28,6 +28,7 @@ The TOML form (every key optional except a trace; unknown keys are errors)::
     sacctmgr_assoc = "assoc.txt"   # the slurm queue: 'sacctmgr show assoc tree -P' (shares, fair-share)
     sacctmgr_qos = "qos.txt"       # the slurm queue: 'sacctmgr show qos -P' (QOS priority and limits)
     slurm_handover_s = 0.5         # the slurm queue: from a job's end until Slurm gives its nodes again
+    slurmctld_log = "slurmctld.log"  # the slurm queue: when the site's slurmctld threads ran, from its log
     node_idle_w = 100.0            # a slurm.conf's nodes: idle power (Slurm records none)
     node_busy_w = 350.0            # a slurm.conf's nodes: power with every CPU busy
 
@@ -145,6 +146,10 @@ class ClusterSource:
     # the slurm queue: seconds from a job's end until Slurm gives its nodes again (see
     # docs/slurm-replay.md, "Hand-over latency", for reading it from slurmctld's log); None: 0
     slurm_handover_s: float | None = None
+    # the slurm queue: the site's slurmctld log, from which its threads' timing is read (when
+    # slurmctld started, its background loop's pace, the backfill cycles that started a job); None:
+    # the threads wake from the first submission (docs/slurm-replay.md, "Slurm's threads from its log")
+    slurmctld_log: str | None = None
     # a slurm.conf's nodes: Slurm records no node power (None: NodeSpec's defaults)
     node_idle_w: float | None = None
     node_busy_w: float | None = None
@@ -294,7 +299,8 @@ class Scenario:
                                       node_list=absolute(self.cluster.node_list),
                                       slurm_conf=absolute(self.cluster.slurm_conf),
                                       sacctmgr_assoc=absolute(self.cluster.sacctmgr_assoc),
-                                      sacctmgr_qos=absolute(self.cluster.sacctmgr_qos))
+                                      sacctmgr_qos=absolute(self.cluster.sacctmgr_qos),
+                                      slurmctld_log=absolute(self.cluster.slurmctld_log))
         supply = dataclasses.replace(self.supply, source=absolute(self.supply.source, ("solar", "wind")))
         return dataclasses.replace(self, trace=trace, cluster=cluster, supply=supply, hook=absolute(self.hook))
 
@@ -463,10 +469,14 @@ def _check_cluster_and_queue(s: Scenario, fail, name) -> None:
         fail("a synthetic trace needs a cluster", "cluster")
     if s.queue not in QUEUES:
         fail(f"unknown queue {s.queue!r}; choose from {', '.join(QUEUES)}", "queue")
-    for key in ("sacctmgr_assoc", "sacctmgr_qos", "slurm_handover_s"):
+    for key in ("sacctmgr_assoc", "sacctmgr_qos", "slurm_handover_s", "slurmctld_log"):
         if getattr(c, key) is not None and s.queue != "slurm":
-            what = "Slurm's hand-over latency" if key == "slurm_handover_s" else "Slurm's QOS and fair-share"
+            what = {"slurm_handover_s": "Slurm's hand-over latency",
+                    "slurmctld_log": "when Slurm's threads ran"}.get(key, "Slurm's QOS and fair-share")
             fail(f"applies to the slurm queue ({what}), not to the {s.queue} queue", f"cluster.{key}")
+    if c.slurmctld_log is not None and s.arrival_scale != 1.0:
+        fail("times slurmctld's threads on the trace's own clock; arrival_scale moves the submissions off it",
+             "cluster.slurmctld_log")
     if c.slurm_handover_s is not None and not (0 <= c.slurm_handover_s <= 3600):
         fail("must be a number of seconds from 0 to 3600", "cluster.slurm_handover_s")
     for key in ("node_idle_w", "node_busy_w"):

@@ -264,7 +264,12 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
     elif scenario.queue == "slurm":
         from greenslurm.sim.engine.slurm_accounting import strategy_options
         accounts = slurm_accounts(scenario)
-        options = strategy_options(slurm_scheduling(scenario), accounts)
+        timing = None
+        if scenario.cluster.slurmctld_log is not None:
+            timing, moments = read_slurmctld_log(scenario.cluster.slurmctld_log,
+                                                 min((job.submit_s for job in jobs), default=None))
+            jobs = with_logged_moments(jobs, moments, scenario.cluster.slurmctld_log)
+        options = strategy_options(slurm_scheduling(scenario, timing), accounts)
         if accounts is not None:         # Slurm's default account and QOS for jobs that name none
             jobs = [accounts.complete(job) for job in jobs]
         jobs = slurm_memory_requests(scenario, jobs)
@@ -304,10 +309,11 @@ def hook_green_moves(outcome) -> dict | None:
     return moves() if moves is not None else None
 
 
-def slurm_scheduling(scenario: Scenario):
+def slurm_scheduling(scenario: Scenario, timing=None):
     """The Slurm queue's settings: the scenario's slurm.conf (its SchedulerType, SchedulerParameters,
     priority and partitions), or Slurm 22.05's defaults without one; the hand-over latency the
-    scenario gives (``slurm_handover_s``, 0 without)."""
+    scenario gives (``slurm_handover_s``, 0 without); slurmctld's threads timed as the site's log
+    shows them where ``timing`` is given (:func:`read_slurmctld_log`)."""
     from dataclasses import replace
 
     from greenslurm.sim.engine.slurm_model import SlurmScheduling
@@ -316,12 +322,77 @@ def slurm_scheduling(scenario: Scenario):
     path = scenario.cluster.slurm_conf
     handover = scenario.cluster.slurm_handover_s or 0.0
     if path is None:
-        return SlurmScheduling(release_delay_s=handover)
+        scheduling = SlurmScheduling(release_delay_s=handover)
+    else:
+        try:
+            scheduling = replace(SlurmScheduling.from_conf(parse_slurm_conf(path)), release_delay_s=handover)
+        except ValueError as error:
+            field = str(error).partition("=")[0]          # the setting the message is about
+            raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None
+    if timing is None:
+        return scheduling
+    return scheduling.with_logged_threads(timing.start_s, timing.checks_s, timing.backfill_looks_s,
+                                          controller_s=timing.controller_s, first_main_pass_s=timing.first_main_pass_s)
+
+
+def read_slurmctld_log(path: str, first_submit_s: float | None):
+    """(threads' timing, jobs' moments) of the site's slurmctld log: the timing of the slurmctld run
+    up at the trace's first submission (:func:`greenslurm.traces.slurmctld_log.thread_timing`;
+    restarts during the trace are reported: their threads run on other phases, which the replay does
+    not follow) and each job's logged submission, start and end to the millisecond
+    (:func:`~greenslurm.traces.slurmctld_log.job_moments_s`).  The log must have started before the
+    trace: a log of another period is refused."""
+    import gzip
+
+    from greenslurm.traces.slurmctld_log import BadStamp, job_moments_s, thread_timing
+
+    opener = gzip.open if str(path).endswith(".gz") else open      # a rotated log, compressed
+    if os.path.exists(path) and not os.path.isfile(path):          # a folder, /dev/zero: never read
+        raise InputError("the slurmctld log is not a regular file", path=path)
     try:
-        return replace(SlurmScheduling.from_conf(parse_slurm_conf(path)), release_delay_s=handover)
-    except ValueError as error:
-        field = str(error).partition("=")[0]          # the setting the message is about
-        raise InputError(str(error), path=path, field=field if field.isalnum() else None) from None
+        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except (OSError, EOFError) as error:
+        raise InputError(f"cannot read the slurmctld log: {getattr(error, 'strerror', None) or error}",
+                         path=path) from None
+    try:
+        timing = thread_timing(text, first_submit_s)
+        moments = job_moments_s(text)
+    except ValueError as error:             # BadStamp names the line
+        raise InputError(str(error), path=path) from None
+    if first_submit_s is not None and timing.start_s > first_submit_s:
+        raise InputError(f"slurmctld's first start in the log comes {timing.start_s - first_submit_s:.0f} s after "
+                         f"the trace's first submission: the log is not of the trace's period", path=path)
+    if timing.restarts_after:
+        log.warning("%s: slurmctld restarted %d time(s) after the start the replay times its threads from; "
+                    "after a restart the replay keeps the first run's phase", path, timing.restarts_after)
+    return timing, moments
+
+
+def with_logged_moments(jobs, moments: dict, path: str):
+    """The jobs with their submission and run time to the millisecond where slurmctld's log has them
+    (a trace's stamps are whole seconds): a job's logged submission replaces its stamp when it lies
+    in the stamp's second, its logged end minus start its run time when that is within a second of
+    the trace's.  Jobs the log does not confirm keep the trace's times; how many is reported."""
+    from dataclasses import replace
+
+    out, refined = [], 0
+    for job in jobs:
+        logged = moments.get(str(job.job_id), {})
+        changes = {}
+        submit = logged.get("submit")
+        if submit is not None and 0.0 <= submit - job.submit_s < 1.0:
+            changes["submit_s"] = submit
+        start, end = logged.get("start"), logged.get("end")
+        if start is not None and end is not None and job.runtime_s is not None and abs(end - start - job.runtime_s) < 1.0:
+            changes["runtime_s"] = max(end - start, 0.0)
+        refined += len(changes) == 2
+        out.append(replace(job, **changes) if changes else job)
+    if refined < len(out):
+        log.warning("%s: %d of %d jobs have their submission and run time to the millisecond from the log; the "
+                    "other %d keep the trace's whole seconds (not in the log, or the log disagrees)",
+                    path, refined, len(out), len(out) - refined)
+    return out
 
 
 def slurm_memory_requests(scenario: Scenario, jobs):

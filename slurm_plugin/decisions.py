@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import secrets
 import time
 from dataclasses import replace
@@ -25,7 +24,7 @@ from greenslurm.slurm_plugin.protocol import ProtocolError, failed_ids, parse_re
 from greenslurm.slurm_plugin.reconcile import covered_jobs, gpus_asked, tag_decision
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.slurm_json import TAG, PendingDeadline, waits_for
-from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, PendingJob, Snapshot
+from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, PendingJob, Snapshot, features_of
 from greenslurm.traces.slurm_hostlist import HostNames
 
 log = logging.getLogger("greenslurm.hook")
@@ -533,7 +532,7 @@ def changed_job(job: PendingJob, request: dict, known: HostNames) -> PendingJob:
         after = after or ()
     features = job.features
     if request.get("new_features") is not None:
-        features = tuple(sorted(f for f in re.split(r"[&,]", request["new_features"]) if f))
+        features = features_of(request["new_features"])
     return replace(job, job=spec, begin_s=begin_s, features=features, held=held, required_nodes=required,
                    waiting=waiting, after=after)
 

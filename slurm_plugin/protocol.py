@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo
 
-from greenslurm.clustermodel.eligibility import or_features
+from greenslurm.clustermodel.eligibility import or_features, planned_features
 from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
 from greenslurm.traces.slurm_hostlist import HostNames
@@ -595,11 +595,9 @@ def submission_from_request(request: dict, *, now_s: float | None = None,
     deadline_s, deadline_text, deadline_source = deadline_of(request, now)
     array_tasks_count, throttle = array_size(request.get("array_inx"))
     features_text = request.get("features") or ""
-    features = tuple(sorted(f for f in re.split(r"[&,]", features_text) if f)) if re.fullmatch(
-        r"[\w.\-&,]*", features_text) else ()
+    # a form no planner models is planned on every node of its partition and never pinned: Slurm places it
+    features = planned_features(features_text) or ()     # "a|b" whole: planned on the nodes with any of them
     any_features = or_features(features_text)
-    if any_features:
-        features = (features_text,)          # planned on the nodes with any of them (the view's mask)
     job = JobSpec(f"submit-{request.get('id', 0)}", submit_s=now, requested_time_s=limit_s, cpus=cpus,
                   nodes=nodes, memory_mb_per_node=memory_mb, gpus_per_node=float(gres.per_node), deadline_s=deadline_s,
                   user=request.get("user") or "", partition=request.get("partition") or "",

@@ -34,7 +34,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -48,7 +47,7 @@ from greenslurm.allocation.planner import Planner
 from greenslurm.allocation.selection import make_selection, parse_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
-from greenslurm.clustermodel.eligibility import Eligibility, or_features
+from greenslurm.clustermodel.eligibility import Eligibility, or_features, planned_features
 from greenslurm.clustermodel.fragmentation import target_workload
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
@@ -764,13 +763,15 @@ class NodePower:
 
 
 def features_of(constraint: str) -> tuple[str, ...]:
-    """The features of a constraint as the view takes them: joined by ``&`` or ``,`` (as squeue's JSON
-    prints them), sorted; any other form (``a|b``) is one item, read by :func:`eligible_nodes`.
+    """The features of a pending job's constraint as the view plans them (:func:`planned_features`);
+    a form no planner models is kept whole as one item, which :func:`eligible_nodes` gives no node
+    (the job is not planned, as before Slurm places it).
 
-    >>> features_of("k80&ib"), features_of("a|b"), features_of("")
-    (('ib', 'k80'), ('a|b',), ())
+    >>> features_of("k80&ib"), features_of("a|b"), features_of(""), features_of("a*3")
+    (('ib', 'k80'), ('a|b',), (), ('a*3',))
     """
-    return tuple(sorted(f for f in re.split(r"[&,]", constraint or "") if f))
+    planned = planned_features(constraint)
+    return (constraint,) if planned is None else planned
 
 
 def eligible_nodes(eligibility: Eligibility, nodes: list[LiveNode], shards_per_gpu: np.ndarray, partition: str,

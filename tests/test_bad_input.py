@@ -202,6 +202,17 @@ case("replay", "sacctmgr", "replay", f"{D}/tiny.swf", "--slurm-conf", f"{D}/slur
      "--sacctmgr-assoc", f"{D}/assoc.txt")
 case("replay", "qos.txt", "replay", f"{D}/tiny.swf", "--slurm-conf", f"{D}/slurm.conf", "--queue", "slurm",
      "--sacctmgr-assoc", f"{D}/good-assoc.txt", "--sacctmgr-qos", f"{D}/qos.txt")
+# the site's slurmctld log (the slurm queue's threads timed from it): unreadable, of another period,
+# with a stamp that is no time, without slurmctld's start, or given to a queue that has no such threads
+SLURM_TINY = ("replay", f"{D}/sacct.txt", "--slurm-conf", f"{D}/slurm.conf", "--queue", "slurm")
+for name in ["missing.swf", "empty.swf", "a-dir", "binary.bin", "/dev/zero"]:
+    case("replay", name, *SLURM_TINY, "--slurmctld-log", name if name.startswith("/") else f"{D}/{name}")
+for name, text in [("late.log", "[2030-01-01T00:00:00.000] slurmctld version 22.05.8 started on cluster c\n"),
+                   ("month13.log", "[2023-13-01T00:00:00.000] slurmctld version 22.05.8 started on cluster c\n"),
+                   ("nostart.log", "[2023-12-31T23:00:00.000] _job_complete: JobId=1 done\n")]:
+    case("replay", name, *SLURM_TINY, "--slurmctld-log", toml_file(name, text))
+case("replay", "--slurmctld-log", "replay", f"{D}/sacct.txt", "--slurm-conf", f"{D}/slurm.conf", "--queue", "easy",
+     "--slurmctld-log", toml_file("ok.log", "[2023-12-31T23:00:00.000] slurmctld version 22.05.8 started on c\n"))
 case("replay", "\\xff\\xfe.swf", "replay", f"{D}/\udcff\udcfe.swf", "--format", "sacct", "--strict")
 case("traces info", "\\xff\\xfe.swf", "traces", "info", f"{D}/\udcff\udcfe.swf", "--format", "sacct-json")
 

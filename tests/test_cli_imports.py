@@ -203,11 +203,11 @@ def test_every_command_is_in_the_table():
     assert [action.help for action in commands._choices_actions] == list(COMMAND_HELP.values())
 
 
-@pytest.mark.parametrize("process", ["auto", "off"])
+@pytest.mark.parametrize("process", ["child", "off"])
 def test_out_writes_parquet_without_pandas(process, kth_cut, tmp_path, monkeypatch):
     # jobs.csv, jobs.parquet and power.csv come from the result's columns (pyarrow writes the Parquet
-    # file from the columns' buffers): --out loads pyarrow and none of the other heavy packages; by
-    # default pyarrow is loaded by jobs.parquet's child process only, with the child off by the command
+    # file from the columns' buffers): --out loads pyarrow and none of the other heavy packages; with
+    # a child pyarrow is loaded by the jobs files' child process only, with the child off by the command
     import csv
     import pyarrow.parquet as pq
     monkeypatch.setenv("GREENSLURM_OUT_PROCESS", process)

@@ -1,8 +1,9 @@
-"""replay --out writes jobs.parquet in a child process (sim/reporting/child_file.py): the same files
-as written in the command's own process, and when the child fails or is killed, one line, exit 2, and
-no jobs.parquet (nor its temporary file) left that could read as whole.  The faults the real writer
-cannot be made to produce on demand (a full disk for jobs.parquet alone, a child killed mid-write)
-come from a FakeFailingWriter / FakeStuckWriter put in the writer's place before the command runs."""
+"""replay --out writes jobs.csv and jobs.parquet in a child process (sim/reporting/child_file.py): the
+same files as written in the command's own process, and when the child fails or is killed, one line,
+exit 2, and neither jobs file (nor a temporary file) left that could read as whole.  The faults the
+real writer cannot be made to produce on demand (a full disk for the jobs files alone, a child killed
+mid-write) come from a FakeFailingWriter / FakeStuckWriter put in the writer's place before the
+command runs."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import pytest
 from greenslurm.sim.reporting import child_file
 from greenslurm.sim.reporting.child_file import ChildFailed, start_child
 
-# greenslurm's command line in a new interpreter, with jobs.parquet's writer replaced by a fake:
+# greenslurm's command line in a new interpreter, with the jobs files' writer replaced by a fake:
 # sys.argv[1] is the fake's name, sys.argv[2] a folder for what the fake says, the rest the command
 RUN_WITH_FAKE = """
 import errno, os, sys, time
@@ -38,13 +39,13 @@ def FakeStuckWriter(jobs, path, *rest):
         time.sleep(1)
 
 if sys.argv[1] != "none":
-    outputs.write_jobs_parquet = globals()[sys.argv[1]]
+    outputs.write_jobs_files = globals()[sys.argv[1]]
 from greenslurm.cli import main
 sys.exit(main(sys.argv[3:]))
 """
 
 
-def command(fake: str, talk: Path, argv: list[str], process: str = "auto") -> subprocess.Popen:
+def command(fake: str, talk: Path, argv: list[str], process: str = "child") -> subprocess.Popen:
     environment = {**os.environ, "GREENSLURM_OUT_PROCESS": process}
     return subprocess.Popen([sys.executable, "-c", RUN_WITH_FAKE, fake, str(talk), *argv], env=environment,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=talk)
@@ -65,31 +66,33 @@ def test_the_child_writes_the_files_the_command_writes_itself(kth, tmp_path):
     # the whole KTH-SP2 log under EASY: every file the same bytes (jobs.parquet too: pyarrow writes the
     # same table the same way), and jobs.parquet reads back as the same table
     folders = {}
-    for process in ("auto", "off"):
+    # (auto: a child or not, as the machine's load says)
+    for process in ("child", "off", "auto"):
         out = tmp_path / process
         done = replay_out(kth, out, process, tmp_path)
         assert done.returncode == 0, done.stderr
         folders[process] = {path.name: path.read_bytes() for path in out.iterdir()}
-    assert sorted(folders["auto"]) == ["jobs.csv", "jobs.parquet", "power.csv", "schema.json", "summary.json"]
-    assert folders["auto"] == folders["off"]
-    table = pq.read_table(tmp_path / "auto" / "jobs.parquet")
+    assert sorted(folders["child"]) == ["jobs.csv", "jobs.parquet", "power.csv", "schema.json", "summary.json"]
+    assert folders["child"] == folders["off"] == folders["auto"]
+    table = pq.read_table(tmp_path / "child" / "jobs.parquet")
     assert table.num_rows == 28475 and table.equals(pq.read_table(tmp_path / "off" / "jobs.parquet"))
 
 
-def test_a_child_that_fails_gives_one_line_and_no_parquet_file(kth, tmp_path):
+def test_a_child_that_fails_gives_one_line_and_no_jobs_files(kth, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "jobs.parquet").write_bytes(b"an earlier run's file")      # not to be taken for this run's
+    (out / "jobs.csv").write_bytes(b"an earlier run's file")
     running = command("FakeFailingWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
                                                       "--out", str(out)])
     _, stderr = running.communicate()
     assert running.returncode == 2, stderr
     assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: No space left on device"]
-    # the files written before the failure stay; schema.json, which names jobs.parquet, is not written
-    assert sorted(path.name for path in out.iterdir()) == ["jobs.csv", "power.csv", "summary.json"]
+    # the other files stay; schema.json, which names the jobs files, is not written
+    assert sorted(path.name for path in out.iterdir()) == ["power.csv", "summary.json"]
 
 
-def test_a_child_killed_mid_write_gives_one_line_and_no_parquet_file(kth, tmp_path):
+def test_a_child_killed_mid_write_gives_one_line_and_no_jobs_files(kth, tmp_path):
     out = tmp_path / "out"
     running = command("FakeStuckWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
                                                     "--out", str(out)])
@@ -104,8 +107,8 @@ def test_a_child_killed_mid_write_gives_one_line_and_no_parquet_file(kth, tmp_pa
     _, stderr = running.communicate()
     assert running.returncode == 2, stderr
     assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: the process writing "
-                                           "jobs.parquet was killed by signal 9 (SIGKILL)"]
-    assert sorted(path.name for path in out.iterdir()) == ["jobs.csv", "power.csv", "summary.json"]
+                                           "jobs.csv and jobs.parquet was killed by signal 9 (SIGKILL)"]
+    assert sorted(path.name for path in out.iterdir()) == ["power.csv", "summary.json"]
 
 
 def test_a_replay_that_fails_ends_the_child_and_makes_no_folder(tmp_path):
@@ -125,18 +128,29 @@ def test_an_unknown_choice_of_process_is_one_line(kth, tmp_path):
     _, stderr = running.communicate()
     assert running.returncode == 2
     assert stderr.strip().splitlines() == ["greenslurm: error: environment: field GREENSLURM_OUT_PROCESS: 'thread' "
-                                           "is not a choice; choose from auto, off"]
+                                           "is not a choice; choose from auto, child, off"]
 
 
-def test_on_one_processor_the_command_writes_jobs_parquet_itself(tmp_path):
-    # pinned to one processor a child would only take turns with the command: no child
+@pytest.mark.parametrize("process", ["auto", "child"])
+def test_on_one_processor_the_command_writes_the_jobs_files_itself(process, tmp_path):
+    # pinned to one processor a child would only take turns with the command: no child, asked or not
     code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
             "from greenslurm.sim.reporting.child_file import child_possible; print(child_possible())")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    environment = {**os.environ, "GREENSLURM_OUT_PROCESS": process}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=environment)
     assert done.stdout.split() == ["False"], done.stderr
     unpinned = subprocess.run([sys.executable, "-c", code.split("; ", 2)[2]], capture_output=True, text=True,
-                              cwd=tmp_path)
+                              cwd=tmp_path, env={**os.environ, "GREENSLURM_OUT_PROCESS": "child"})
     assert unpinned.stdout.split() == [str(len(os.sched_getaffinity(0)) > 1)], unpinned.stderr
+
+
+@pytest.mark.parametrize("load, usable, free", [
+    (0.0, 2, 2), (0.49, 2, 2),       # an idle machine: one processor for the command, one for the child
+    (0.51, 2, 1), (1.0, 2, 1),       # one taken by another process: the two would take turns
+    (3.7, 2, 0), (2.4, 16, 14),      # (the load of the measurement in docs/replay-engine.md: 2.5 to 3.9)
+])
+def test_the_child_is_forked_only_where_the_load_leaves_two_processors_free(load, usable, free):
+    assert child_file.free_processors(load, usable) == free
 
 
 # -- the child process itself ----------------------------------------------------------------------
@@ -144,13 +158,13 @@ class FakeTooLarge(ValueError):
     """An error kind the caller names: the child's is raised as it."""
 
 
-def write_text(path: Path, text: str) -> None:
-    path.write_text(text)
+def write_text(parts: list[Path], text: str) -> None:
+    parts[0].write_text(text)
 
 
 def test_the_file_is_renamed_into_place_only_when_whole(tmp_path):
     target = tmp_path / "f.txt"
-    writing = start_child(target, write_text)
+    writing = start_child([target], write_text)
     assert not target.exists()
     writing.send("hello ✓")
     writing.wait()
@@ -159,13 +173,56 @@ def test_the_file_is_renamed_into_place_only_when_whole(tmp_path):
 
 
 @pytest.mark.parametrize("here", [False, True])
+@pytest.mark.parametrize("fails", [False, True])
+def test_two_files_are_renamed_together_or_neither_is_left(here, fails, tmp_path):
+    # jobs.csv and jobs.parquet come from one writer: both whole, or (the writer failing after the
+    # first is written) neither, nor an earlier file of either name
+    paths = [tmp_path / "a.csv", tmp_path / "b.parquet"]
+    for path in paths:
+        path.write_text("an earlier file")
+
+    def FakeHalfWriter(parts, payload):
+        parts[0].write_text(payload)
+        if fails:
+            raise OSError(28, "No space left on device")
+        parts[1].write_text(payload.upper())
+    writing = child_file.WrittenHere(paths, FakeHalfWriter) if here else start_child(paths, FakeHalfWriter)
+    writing.send("rows")
+    if fails:
+        with pytest.raises(OSError, match="No space left on device"):
+            writing.wait()
+        assert os.listdir(tmp_path) == []
+    else:
+        writing.wait()
+        assert [path.read_text() for path in paths] == ["rows", "ROWS"] and len(os.listdir(tmp_path)) == 2
+
+
+def test_a_child_killed_writing_two_files_names_both(tmp_path):
+    started = tmp_path / "started"
+
+    def FakeStuckWriter(parts, payload):
+        parts[0].write_text("half")
+        started.write_text("writing")
+        while True:
+            time.sleep(1)
+    writing = start_child([tmp_path / "out" / "jobs.csv", tmp_path / "out" / "jobs.parquet"], FakeStuckWriter)
+    writing.send(None)
+    while not started.exists():
+        time.sleep(0.02)
+    os.kill(writing.pid, signal.SIGKILL)
+    with pytest.raises(ChildFailed, match=r"^the process writing jobs.csv and jobs.parquet was killed by signal 9 "):
+        writing.wait()
+    assert os.listdir(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize("here", [False, True])
 def test_a_file_that_cannot_be_renamed_into_place_leaves_no_part_file(here, tmp_path):
     # the file's name is taken by a folder (not empty: no rename can replace it): the rename fails,
     # the error is raised, and the whole part file written under the temporary name is removed (it
     # was left behind, a hidden file as big as jobs.parquet, one more at every run)
     (tmp_path / "f.txt" / "inside").mkdir(parents=True)
-    writing = child_file.WrittenHere(tmp_path / "f.txt", write_text) if here else start_child(tmp_path / "f.txt",
-                                                                                              write_text)
+    writing = child_file.WrittenHere([tmp_path / "f.txt"], write_text) if here else start_child(
+        [tmp_path / "f.txt"], write_text)
     writing.send("hello")
     with pytest.raises(IsADirectoryError):
         writing.wait()
@@ -178,12 +235,12 @@ def test_a_file_that_cannot_be_renamed_into_place_leaves_no_part_file(here, tmp_
     (KeyError("x"), ChildFailed, "writing f.txt failed: KeyError: 'x'"),
 ])
 def test_a_failing_writer_is_raised_here(error, raised, text, tmp_path):
-    def FakeFailingWriter(path, payload):
-        path.write_text("half")                      # a part on disk, then the failure
+    def FakeFailingWriter(parts, payload):
+        parts[0].write_text("half")                  # a part on disk, then the failure
         raise error
     target = tmp_path / "f.txt"
     target.write_text("an earlier file")
-    writing = start_child(target, FakeFailingWriter, errors=(FakeTooLarge,))
+    writing = start_child([target], FakeFailingWriter, errors=(FakeTooLarge,))
     writing.send(None)
     with pytest.raises(raised) as caught:
         writing.wait()
@@ -200,7 +257,7 @@ def test_a_child_killed_before_its_input_comes_is_named(tmp_path):
         said.write_text("loading")
         while True:
             time.sleep(1)
-    writing = start_child(tmp_path / "f.txt", write_text, prepare=FakeStuckLoader)
+    writing = start_child([tmp_path / "f.txt"], write_text, prepare=FakeStuckLoader)
     while not said.exists():
         time.sleep(0.02)
     os.kill(writing.pid, signal.SIGKILL)
@@ -212,7 +269,7 @@ def test_a_child_killed_before_its_input_comes_is_named(tmp_path):
 
 
 def test_a_cancelled_child_leaves_nothing(tmp_path):
-    writing = start_child(tmp_path / "f.txt", write_text)
+    writing = start_child([tmp_path / "f.txt"], write_text)
     writing.cancel()
     with pytest.raises(ProcessLookupError):
         os.kill(writing.pid, 0)                       # reaped
@@ -226,11 +283,11 @@ def test_the_child_runs_no_exit_handler_and_says_nothing(unbuffered, tmp_path):
     code = ("import atexit, sys; from pathlib import Path; from greenslurm.sim.reporting.child_file import start_child\n"
             "atexit.register(lambda: print('exit handler'))\n"
             "print('before the fork')\n"
-            "def FakeFailingWriter(path, payload):\n"
+            "def FakeFailingWriter(parts, payload):\n"
             "    print('in the child')\n"
             "    print('in the child', file=sys.stderr)\n"
             "    raise ValueError('no')\n"
-            "w = start_child(Path('f.txt'), FakeFailingWriter)\n"
+            "w = start_child([Path('f.txt')], FakeFailingWriter)\n"
             "w.send(None)\n"
             "try:\n    w.wait()\nexcept Exception as exc:\n    print(type(exc).__name__)\n")
     environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
@@ -252,13 +309,13 @@ def test_an_interrupt_while_waiting_ends_the_child_and_leaves_nothing(tmp_path):
     # kill and reap the child and remove its part file (not take the interrupted wait for a finished one)
     started = tmp_path / "started"
 
-    def FakeStuckWriter(path, payload):
-        path.write_text("half")
+    def FakeStuckWriter(parts, payload):
+        parts[0].write_text("half")
         started.write_text("writing")
         while True:
             time.sleep(1)
     target = tmp_path / "out" / "f.txt"
-    writing = start_child(target, FakeStuckWriter)
+    writing = start_child([target], FakeStuckWriter)
     writing.send(None)
     while not started.exists():
         time.sleep(0.02)
@@ -288,13 +345,13 @@ from greenslurm.sim.reporting.child_file import start_child
 
 folder = Path(sys.argv[1])
 
-def FakeWaitingWriter(path, payload):
-    path.write_text(payload)
+def FakeWaitingWriter(parts, payload):
+    parts[0].write_text(payload)
     (folder / "child.pid").write_text(str(os.getpid()))
     while not (folder / "release").exists():
         time.sleep(0.02)
 
-writing = start_child(folder / "out" / "f.txt", FakeWaitingWriter)
+writing = start_child([folder / "out" / "f.txt"], FakeWaitingWriter)
 writing.send("a whole file")
 while True:
     time.sleep(1)
@@ -337,7 +394,7 @@ def test_a_full_standard_output_is_one_line_and_leaves_no_part_file(kth, tmp_pat
     with open("/dev/full", "w") as full:
         done = subprocess.run([sys.executable, "-m", "greenslurm", "replay", kth, "--queue", "easy", "--no-progress",
                                "--limit", "2000", "--out", str(out)], stdout=full, stderr=subprocess.PIPE, text=True,
-                              cwd=tmp_path)
+                              cwd=tmp_path, env={**os.environ, "GREENSLURM_OUT_PROCESS": "child"})
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == ["greenslurm: error: standard output: cannot write: "
                                                 "No space left on device"]

@@ -1,7 +1,7 @@
 """replay --out when the disk stops taking bytes: a file-size limit (RLIMIT_FSIZE, as a full disk or a
 quota stops a write) cuts the writing short.  The command says so in one line and exits 2, and no
-cut file is left in the folder (jobs.csv is the first file written and the largest, so the folder is
-left empty)."""
+cut file is left in the folder: jobs.csv, the largest file, is cut, and the jobs files (written
+together) are gone; the files left are whole (the same bytes as without the limit)."""
 
 from __future__ import annotations
 
@@ -40,15 +40,17 @@ def unhindered(shared_data, tmp_path_factory):
 @pytest.mark.parametrize("where", ["last byte", "row end", "page"])
 def test_a_file_cut_short_is_not_left_behind(where, unhindered, tmp_path):
     trace, whole = unhindered
-    # jobs.csv, written first and the largest file, is cut: before its last byte, just after the line
-    # end of its 1000th row (a cut file that reads as a whole one), or at 64 KiB
+    # jobs.csv, the largest file, is cut: before its last byte, just after the line end of its 1000th
+    # row (a cut file that reads as a whole one), or at 64 KiB
     rows = whole["jobs.csv"]
     limit = {"last byte": len(rows) - 1, "row end": [i for i, c in enumerate(rows) if c == 10][1000] + 1,
              "page": 65536}[where]
     done = run_limited([ARGS[0], trace, *ARGS[1:], str(tmp_path / "out")], limit, tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"greenslurm: error: {tmp_path / 'out'}: cannot write results: File too large"
-    assert list((tmp_path / "out").iterdir()) == []
+    left = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()}
+    assert "jobs.csv" not in left and "jobs.parquet" not in left and "schema.json" not in left
+    assert left == {name: whole[name] for name in left}                 # whole files only
 
 
 def test_a_parquet_file_cut_short_is_not_left_behind(tmp_path):

@@ -236,5 +236,9 @@ def test_any_jobs_are_written_as_the_pandas_path_wrote_them(jobs, chunk_rows, tm
         frame = pandas_jobs_frame(columns)
         outputs.write_jobs_csv(columns, tmp_path / "jobs.csv")
         outputs.write_jobs_parquet(columns, tmp_path / "jobs.parquet")
+        # replay --out writes both in one pass from the same cells: the same bytes
+        outputs.write_jobs_files(columns, tmp_path / "one_pass.csv", tmp_path / "one_pass.parquet")
     assert (tmp_path / "jobs.csv").read_bytes().decode() == csv_module_text(frame)
     assert_parquet_is_the_pandas_paths(tmp_path / "jobs.parquet", frame, tmp_path)
+    assert (tmp_path / "one_pass.csv").read_bytes() == (tmp_path / "jobs.csv").read_bytes()
+    assert (tmp_path / "one_pass.parquet").read_bytes() == (tmp_path / "jobs.parquet").read_bytes()

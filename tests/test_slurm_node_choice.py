@@ -113,3 +113,20 @@ def test_bad_recordings_are_one_error_line_naming_file_line_and_field(tmp_path, 
     (folder / "slurmctld.log.gz").write_bytes(b"\x1f\x8b\x08\x00")
     assert slurm_node_choice.main([str(folder)]) == 2
     assert capsys.readouterr().err.startswith(f"{folder / 'slurmctld.log.gz'}: cannot read: ")
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n", b"garbage \xff\x00 no stamps\n" * 50,
+                                     # stamped lines, but no allocation of a job of this recording
+                                     b"[2026-01-01T00:00:05.100] sched: Allocate JobId=999 NodeList=n01 #CPUs=1 "
+                                     b"Partition=high\n[2026-01-01T00:00:06.000] _job_complete: JobId=999 done\n"])
+def test_a_log_with_no_allocation_of_the_recording_is_one_error_line_not_0_of_0(tmp_path, capsys, content):
+    folder = _copy("s82/run1", tmp_path)
+    log = folder / "slurmctld.log"
+    log.write_bytes(content)
+    assert slurm_node_choice.main([str(folder)]) == 2
+    captured = capsys.readouterr()
+    stamped = content.count(b"[2026")
+    assert captured.err == (f"{log}: no allocation of a job of {folder / 'trace.txt'} and its workload.csv (none of "
+                            f"{stamped} time-stamped lines is a 'sched: Allocate' or backfill start of such a job): "
+                            "not this recording's slurmctld log\n")
+    assert "of 0" not in captured.out

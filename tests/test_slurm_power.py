@@ -168,6 +168,35 @@ def test_invariants_over_random_workloads(jobs, suspend_s, boot_s, rate, start_o
     assert not (machine.state[machine.excluded] == OFF).any()
 
 
+@settings(max_examples=40, deadline=None)
+@given(jobs=workloads(), suspend_s=st.sampled_from([0.0, 5.0, 20.0, 61.5]), timeout_s=st.sampled_from([0.0, 4.0, 30.0]),
+       boot_s=st.sampled_from([0.0, 3.0, 25.0]), rate=st.sampled_from([0, 1, 2]), interval_s=st.sampled_from([0.0, 10.0]),
+       start_off=st.booleans(), budget=st.booleans())
+def test_scans_that_skip_their_node_tests_decide_as_full_scans(jobs, suspend_s, timeout_s, boot_s, rate, interval_s,
+                                                               start_off, budget):
+    # a scan skips its node tests while the kept due times say no node can be suspended or end its
+    # SuspendTimeout; the same replay with every scan testing every node (full_scans) is the reference:
+    # same starts, nodes, suspends and resumes at the same instants, same power series
+    cluster = Cluster.homogeneous(3, cpus=4, idle_w=100.0, busy_w=300.0)
+    saving = SlurmPowerSaving(suspend_time_s=suspend_s, suspend_timeout_s=timeout_s, boot_s=boot_s,
+                              suspend_rate=rate, resume_rate=rate, interval_s=interval_s, start_powered_down=start_off,
+                              exc_nodes=("n2",) if rate == 1 else (), budget_w=900.0 if budget else None)
+    scheduling = SlurmScheduling(scheduler="backfill", batch_sched_delay_s=0.0)
+    outcomes = []
+    for full in (False, True):
+        replay = Replay(jobs, cluster, "slurm", strategy_options={"scheduling": scheduling},
+                        machine_factory=slurm_power_machine_factory(saving))
+        replay.machine.full_scans = full
+        replay.begin()
+        while len(replay.events):
+            replay.step()
+            replay.machine._check()              # the kept due times equal fresh ones after every step
+        result = replay.close()
+        outcomes.append(([(r.job_id, r.start_s, r.end_s, tuple(r.node_indices)) for r in result.records],
+                         replay.machine.events, replay.machine.off_timeline, result.power_w.tolist()))
+    assert outcomes[0] == outcomes[1]
+
+
 # -- a peak power budget: greenslurm's (Slurm 22.05's power saving has none) ---------------------------
 TWO_SMALL = Cluster.homogeneous(2, cpus=1, idle_w=100.0, busy_w=300.0)
 

@@ -4,9 +4,19 @@ matched against a cluster's node names without expanding (:class:`HostNames`).""
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import re
 from dataclasses import dataclass
+
+from greenslurm.clustermodel.brackets import split_outside
+
+# A hostlist's names average at most this many characters a host of its limit (a long name times a
+# large range is memory, not hosts)
+_CHARACTERS_A_NAME = 64
+_NESTED = re.compile(r"\[[^\]]*\[")                  # a bracket opened inside another
+_GROUPS = re.compile(r"([^\[]*)(?:\[([^\]]*)\])?")   # (literal, bracket's ranges) in turn
+
 
 def expand_hostlist(text: str, limit: int = 1_000_000) -> list[str]:
     """Slurm's hostlist syntax expanded, in order: comma-separated names, each with bracketed ranges
@@ -28,25 +38,32 @@ def expand_hostlist(text: str, limit: int = 1_000_000) -> list[str]:
     ValueError: hostlist 'r[0-99999]b[0-99999]': names more than 1,000,000 hosts
     """
     names: list[str] = []
-    for item in re.split(r",(?![^\[]*\])", text.strip()):
+    for item in split_outside(text.strip(), "[", "]"):
         item = item.strip()
         if not item:
             continue
-        if item.count("[") != item.count("]") or re.search(r"\[[^\]]*\[", item):
+        if "[" not in item and "]" not in item:          # a plain name
+            if len(names) + 1 > limit:
+                raise ValueError(f"hostlist {item!r}: names more than {limit:,} hosts")
+            names.append(item)
+            continue
+        if item.count("[") != item.count("]") or _NESTED.search(item):
             raise ValueError(f"hostlist {item!r}: unbalanced brackets")
-        groups = re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item)
+        groups = [(literal, _bracket_ranges(ranges, item) if ranges else [])
+                  for literal, ranges in _GROUPS.findall(item) if literal or ranges]
         total = 1                           # names of this item: the groups' sizes multiply
-        for _, ranges in groups:
-            total *= _bracket_size(ranges, item) if ranges else 1
+        length = 0                          # characters of its longest name
+        for literal, ranges in groups:
+            total *= sum(last - first + 1 for first, last, _ in ranges) if ranges else 1
+            length += len(literal) + max((max(width, len(str(last))) for _, last, width in ranges), default=0)
             if len(names) + total > limit:
                 raise ValueError(f"hostlist {item!r}: names more than {limit:,} hosts")
-        expanded = [""]
-        for literal, ranges in groups:
-            choices = [literal]
-            if ranges:
-                choices = [literal + suffix for suffix in _bracket(ranges, item)]
-            expanded = [head + choice for head in expanded for choice in choices]
-        names += [name for name in expanded if name]
+        if total * length > limit * _CHARACTERS_A_NAME:
+            raise ValueError(f"hostlist {item!r}: names more than {limit * _CHARACTERS_A_NAME:,} characters")
+        # each name joined once from its parts (not grown group by group: linear in what it writes)
+        choices = [[literal + f"{i:0{width}d}" for first, last, width in ranges for i in range(first, last + 1)]
+                   if ranges else [literal] for literal, ranges in groups]
+        names += [name for name in map("".join, itertools.product(*choices)) if name]
     return names
 
 
@@ -115,10 +132,10 @@ def _parse_bracket(ranges: str, item: str) -> _Bracket:
 
 def _parse_item(item: str) -> list:
     """An item as its parts: literal strings and brackets (:class:`_Bracket`), in order."""
-    if item.count("[") != item.count("]") or re.search(r"\[[^\]]*\[", item):
+    if item.count("[") != item.count("]") or _NESTED.search(item):
         raise ValueError(f"hostlist {item!r}: unbalanced brackets")
     parts: list = []
-    for literal, ranges in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item):
+    for literal, ranges in _GROUPS.findall(item):
         if literal:
             parts.append(literal)
         if ranges:
@@ -256,23 +273,21 @@ class HostNames:
         return sorted(found, key=self.position.__getitem__), outside
 
 
+_NUMBER = re.compile(r"[0-9]+")   # ASCII digits only (str.isdigit takes "²", which int() does not read)
+_DIGITS = 18               # Slurm reads a hostlist's numbers as unsigned longs (src/common/hostlist.c)
+
+
 def _bracket_ranges(ranges: str, item: str) -> list[tuple[int, int, int]]:
     """(first, last, width) of each part of a bracket."""
     out = []
     for part in ranges.split(","):
         low, sep, high = part.strip().partition("-")
-        if not low.isdigit() or (sep and not high.isdigit()):
+        if not _NUMBER.fullmatch(low) or (sep and not _NUMBER.fullmatch(high)):
             raise ValueError(f"hostlist {item!r}: {part!r} is not a number or a range N-M")
+        if max(len(low), len(high)) > _DIGITS:
+            raise ValueError(f"hostlist {item!r}: {part!r} has a number of more than {_DIGITS} digits")
         first, last = int(low), int(high) if sep else int(low)
         if last < first:
             raise ValueError(f"hostlist {item!r}: range {first}-{last} goes down")
         out.append((first, last, len(low)))
     return out
-
-
-def _bracket_size(ranges: str, item: str) -> int:
-    return sum(last - first + 1 for first, last, _ in _bracket_ranges(ranges, item))
-
-
-def _bracket(ranges: str, item: str) -> list[str]:
-    return [f"{i:0{width}d}" for first, last, width in _bracket_ranges(ranges, item) for i in range(first, last + 1)]

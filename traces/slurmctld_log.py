@@ -31,7 +31,8 @@ from __future__ import annotations
 import re
 import statistics
 import sys
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timezone
 
 _STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
 
@@ -41,7 +42,8 @@ class BadStamp(ValueError):
 
 
 def _stamped(text: str):
-    """(epoch seconds, message) of each line of the log that carries a time stamp.
+    """(epoch seconds, message) of each line of the log that carries a time stamp; the stamps, which
+    carry no zone, read as UTC like sacct's (:mod:`greenslurm.traces.sacct`), so the two line up.
 
     >>> list(_stamped("[2026-13-01T00:00:05.100] sched: Allocate JobId=1"))
     Traceback (most recent call last):
@@ -53,7 +55,7 @@ def _stamped(text: str):
         if found:
             stamp, message = found.groups()
             try:
-                moment = datetime.fromisoformat(stamp)
+                moment = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc)
             except ValueError as error:
                 raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
             yield moment.timestamp(), message
@@ -80,8 +82,8 @@ def loop_checks_s(text: str) -> list[float]:
     >>> loop_checks_s('''[2024-01-01T00:00:29.964] Resetting JobId=2 start time for node power up
     ... [2024-01-01T00:00:29.965] Resetting JobId=3 start time for node power up
     ... [2024-01-01T00:02:29.311] debug2: Testing job time limits and checkpoints''') == [
-    ...     datetime.fromisoformat("2024-01-01T00:00:29.964").timestamp(),
-    ...     datetime.fromisoformat("2024-01-01T00:02:29.311").timestamp()]
+    ...     datetime.fromisoformat("2024-01-01T00:00:29.964").replace(tzinfo=timezone.utc).timestamp(),
+    ...     datetime.fromisoformat("2024-01-01T00:02:29.311").replace(tzinfo=timezone.utc).timestamp()]
     True
     """
     return one_per_check(at for at, message in _stamped(text)
@@ -102,6 +104,90 @@ def backfill_looks_s(text: str) -> list[float]:
     [3.002]
     """
     return one_per_check(at for at, message in _stamped(text) if message.startswith("sched/backfill: _start_job: Started"))
+
+
+@dataclass(frozen=True)
+class ThreadTiming:
+    """When one run of slurmctld started and what its threads logged (epoch seconds): the background
+    loop's periodic checks (:func:`loop_checks_s`) and the backfill thread's looks that started a job
+    (:func:`backfill_looks_s`); ``restarts_after``: how many later starts the log holds (their
+    threads run on other phases, which this timing does not describe); ``controller_s``: when it
+    took over as primary controller (its background loop starts right after); ``first_main_pass_s``:
+    the main scheduler's first logged allocation (``sched: Allocate``), a pass of that loop."""
+
+    start_s: float
+    checks_s: tuple[float, ...]
+    backfill_looks_s: tuple[float, ...]
+    restarts_after: int = 0
+    controller_s: float | None = None
+    first_main_pass_s: float | None = None
+
+
+_STARTED = re.compile(r"^slurmctld version \S+ started")
+
+
+def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
+    """The threads' timing of the slurmctld run that was up at ``before_s`` (the latest start at or
+    before it; None or no such start: the log's first start).  A ValueError when the log has no
+    ``slurmctld version ... started`` line (slurmctld logs it at ``info``, its default level).
+
+    >>> timing = thread_timing('''[2024-01-01T00:00:00.500] slurmctld version 22.05.8 started on cluster c
+    ... [2024-01-01T00:00:12.855] sched/backfill: _start_job: Started JobId=1 in batch on n1
+    ... [2024-01-01T00:00:22.860] sched/backfill: _start_job: Started JobId=2 in batch on n2
+    ... [2024-01-01T01:00:00.000] slurmctld version 22.05.8 started on cluster c''', before_s=1704067300.0)
+    >>> timing.start_s, [round(t - timing.start_s, 3) for t in timing.backfill_looks_s], timing.restarts_after
+    (1704067200.5, [12.355, 22.36], 1)
+    """
+    starts = [at for at, message in _stamped(text) if _STARTED.match(message)]
+    if not starts:
+        raise ValueError("no 'slurmctld version ... started' line: the log does not show when slurmctld's "
+                         "threads started (it is logged at SlurmctldDebug=info, the default)")
+    earlier = [at for at in starts if before_s is not None and at <= before_s]
+    start = earlier[-1] if earlier else starts[0]
+    later = [at for at in starts if at > start]
+    until = later[0] if later else float("inf")
+    checks = tuple(at for at in loop_checks_s(text) if start <= at < until)
+    looks = tuple(at for at in backfill_looks_s(text) if start <= at < until)
+    controller = first_pass = None
+    for at, message in _stamped(text):
+        if at < start or at >= until:
+            continue
+        if controller is None and message.startswith("Running as primary controller"):
+            controller = at
+        if first_pass is None and message.startswith("sched: Allocate JobId="):
+            first_pass = at
+    return ThreadTiming(start, checks, looks, restarts_after=len(later), controller_s=controller,
+                        first_main_pass_s=first_pass)
+
+
+_JOB_MOMENT = (
+    ("submit", re.compile(r"^_slurm_rpc_submit_batch_job: JobId=(\d+) ")),
+    ("start", re.compile(r"^sched: Allocate JobId=(\d+) ")),
+    ("start", re.compile(r"^sched/backfill: _start_job: Started JobId=(\d+) ")),
+    ("end", re.compile(r"^_job_complete: JobId=(\d+) done$")),
+)
+
+
+def job_moments_s(text: str) -> dict[str, dict[str, float]]:
+    """Per job id, the moments (epoch seconds, to the millisecond) slurmctld logged at its default
+    level: its submission (``_slurm_rpc_submit_batch_job``), its start (``sched: Allocate`` by the main
+    scheduler, ``_start_job`` by backfill) and its end (``_job_complete: JobId=N done``); the last of
+    each where a job id repeats (a requeued job runs again).
+
+    >>> moments = job_moments_s('''[2026-11-28T21:29:13.109] _slurm_rpc_submit_batch_job: JobId=9 InitPrio=1 usec=1406
+    ... [2026-11-28T21:29:16.523] sched/backfill: _start_job: Started JobId=9 in p0 on n04
+    ... [2026-11-28T21:29:57.545] _job_complete: JobId=9 done''')
+    >>> {kind: round(at % 60, 3) for kind, at in moments["9"].items()}
+    {'submit': 13.109, 'start': 16.523, 'end': 57.545}
+    """
+    moments: dict[str, dict[str, float]] = {}
+    for at, message in _stamped(text):
+        for kind, pattern in _JOB_MOMENT:
+            found = pattern.match(message)
+            if found:
+                moments.setdefault(found.group(1), {})[kind] = at
+                break
+    return moments
 
 
 def one_per_check(moments) -> list[float]:

@@ -43,6 +43,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from greenslurm.sim.engine.slurm_priority import BASIC, MULTIFACTOR, PriorityWeights
+from greenslurm.sim.engine.slurmctld_loop import BACKGROUND_DRIFT, loop_from_checks
 
 BUILTIN = "builtin"
 BACKFILL = "backfill"
@@ -165,6 +166,46 @@ class SlurmScheduling:
     @property
     def backfills(self) -> bool:
         return self.scheduler == BACKFILL and self.bf_interval_s > 0
+
+    def with_logged_threads(self, slurmctld_start_s: float, checks_s=(), backfill_looks_s=(),
+                            controller_s: float | None = None,
+                            first_main_pass_s: float | None = None) -> "SlurmScheduling":
+        """These settings with slurmctld's threads timed as its log shows them (trace seconds):
+        the background loop at the pace its logged periodic checks give
+        (:func:`~greenslurm.sim.engine.slurmctld_loop.loop_from_checks`, from slurmctld's start);
+        with fewer than two, at :data:`BACKGROUND_DRIFT` from the moment slurmctld took over as
+        primary controller (``controller_s``: ``_slurmctld_background`` runs right after, and sets
+        ``last_full_sched_time`` then) on the phase of its first logged main-scheduler pass
+        (``first_main_pass_s``), else from slurmctld's start; and the backfill thread on its own
+        loop through the looks that started a job (with fewer than two close enough to give its
+        pace, its looks keep the background loop's phase).
+
+        >>> s = SlurmScheduling().with_logged_threads(-12.0, backfill_looks_s=(24.4, 44.41))
+        >>> round(s.background_start_s, 3), s.background_drift, s.backfill_looks_s
+        (-12.0, 0.003, (24.4, 44.41))
+        >>> round(s.backfill_drift, 5), round(s.backfill_start_s, 3)   # 20 looks in 20.01 s, 36 back
+        (0.0005, -11.618)
+        >>> s = SlurmScheduling().with_logged_threads(18.635, controller_s=19.292, first_main_pass_s=29.625)
+        >>> round(s.background_start_s, 3)       # 10 passes of 1.003 s before 29.625, after 19.292
+        19.595
+        """
+        try:
+            loop = loop_from_checks(list(checks_s), slurmctld_start_s, self.background_tick_s or 1.0)
+            start, drift = loop.start_s, loop.drift
+        except ValueError:              # fewer than two checks close enough to count the passes between
+            start, drift = slurmctld_start_s, BACKGROUND_DRIFT
+            step = (self.background_tick_s or 1.0) * (1.0 + drift)
+            if controller_s is not None and first_main_pass_s is not None and first_main_pass_s >= controller_s:
+                # the loop's passes fall start + k x step; the first logged pass fixes the phase, the
+                # take-over the pass count (s53: controller 19.292, passes 29.625, 39.686: start 19.60)
+                start = first_main_pass_s - math.floor((first_main_pass_s - controller_s) / step) * step
+        settings = replace(self, background_start_s=start, background_drift=drift)
+        looks = tuple(sorted(backfill_looks_s))
+        try:
+            thread = loop_from_checks(list(looks), slurmctld_start_s, self.background_tick_s or 1.0)
+        except ValueError:
+            return settings
+        return replace(settings, backfill_start_s=thread.start_s, backfill_drift=thread.drift, backfill_looks_s=looks)
 
     def scaled(self, factor: float) -> "SlurmScheduling":
         """The same settings with every real-time duration multiplied by ``factor`` (a workload

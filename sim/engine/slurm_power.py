@@ -363,6 +363,8 @@ class SlurmPowerMachine(PowerManagedMachine):
     Build with :func:`slurm_power_machine_factory`."""
 
     spreads_jobs = True          # Slurm's uneven spread of ``-n`` jobs stays (the bookkeeping is per node)
+    # True: every scan tests every node and due times are never kept (the reference the kept ones must equal)
+    full_scans = False
 
     def __init__(self, cluster: Cluster, selection: NodeSelection | None = None,
                  saving: SlurmPowerSaving | None = None) -> None:
@@ -398,6 +400,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         # under a budget: configuring jobs whose nodes are all up (and noticed), waiting for power
         self._awaiting_power: set[int] = set()
         self._budget_counted: set[int] = set()               # jobs the budget held back (refused_starts)
+        # what a scan tests, kept while no node changes (:meth:`_due_times`): the earliest
+        # whole(idle since) + SuspendTime of an idle node, and the earliest end of a SuspendTimeout
+        self._due: tuple[float, float] | None = None
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
@@ -408,6 +413,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         start_s = replay.ledger.start_s
         self.ledger = replay.ledger = PowerStateLedger(self.cluster, start_s, self.config.off_w, self.boot_w)
         self._idle_since[:] = start_s                # slurmctld's start: every node registers (last_busy)
+        self._due = None
         self.off_timeline.append((start_s, 0))
         # slurmctld's clocks are whole seconds (time(NULL)): the power-save thread's comparisons, and
         # its 30-second checks from its start's second
@@ -451,8 +457,46 @@ class SlurmPowerMachine(PowerManagedMachine):
     def _whole(self, time_s):
         """``time_s`` (a number or an array) as slurmctld's clock reads it: whole seconds (times the
         time scale) of the trace's clock."""
-        return np.floor(np.asarray(time_s) / self._tick_s + 1e-9) * self._tick_s if np.ndim(time_s) \
-            else math.floor(time_s / self._tick_s + 1e-9) * self._tick_s
+        if isinstance(time_s, (float, int)) or not np.ndim(time_s):
+            return math.floor(time_s / self._tick_s + 1e-9) * self._tick_s
+        return np.floor(np.asarray(time_s) / self._tick_s + 1e-9) * self._tick_s
+
+    def _set_state(self, node: int, state: int, now_s: float) -> None:
+        super()._set_state(node, state, now_s)
+        self._due = None
+
+    def _due_times(self) -> tuple[float, float]:
+        """(the earliest ``whole(idle since) + SuspendTime`` of the nodes on, idle, not excluded and
+        with a finite SuspendTime; the earliest ``suspend request + SuspendTimeout`` of the nodes
+        powering down), inf where there are none.  A scan whose clock is below the first suspends
+        nothing for idleness, below or at the second ends no SuspendTimeout, so it skips those tests.
+        Kept until a node changes (its state, its jobs or its idle time: :meth:`_set_state`,
+        :meth:`_node_changed`, the end of a SuspendTimeout).
+
+        >>> from greenslurm.clustermodel.cluster import Cluster
+        >>> machine = SlurmPowerMachine(Cluster.homogeneous(2, cpus=1), saving=SlurmPowerSaving(suspend_time_s=60))
+        >>> machine._idle_since[:] = [10.4, 5.0]; machine._due_times()      # whole(5.0) + 60
+        (65.0, inf)
+        """
+        if self._due is None or self.full_scans:
+            with np.errstate(invalid="ignore"):
+                idle = ((self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
+                        & ~np.isnan(self._idle_since))
+            idle_due = (self._whole(self._idle_since) + self.suspend_time_s)[idle]
+            timeout_due = (self._suspend_req_s + self.suspend_timeout_s)[self.powering_down]
+            self._due = (float(idle_due.min()) if idle_due.size else math.inf,
+                         float(timeout_due.min()) if timeout_due.size else math.inf)
+        return self._due
+
+    def _scan_can_act(self, now_s: float) -> bool:
+        """Whether a scan at slurmctld's clock ``now_s`` (nothing to resume) could suspend a node or
+        end a SuspendTimeout.  The idle test compares ``whole(idle since) < now - SuspendTime``; it is
+        ruled out only while ``now`` stays a billionth (relative) below the earliest
+        ``whole(idle since) + SuspendTime``, far more than the two expressions' rounding can part."""
+        if self.full_scans or self.power_down_asked.any():
+            return True
+        idle_due_s, timeout_due_s = self._due_times()
+        return now_s > timeout_due_s or now_s > idle_due_s - 1e-9 * max(1.0, abs(idle_due_s))
 
     def _tick_after(self, now_s: float) -> float:
         """The power-save thread's next check strictly after ``now_s``: it wakes every second at
@@ -479,6 +523,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         """``last_node_update = time(NULL)``: the thread's next tick scans (``last_node_update >=
         last_power_scan``, whole seconds), unless ``power_save_min_interval`` holds it back."""
         self._last_node_update = max(self._last_node_update, self._whole(now_s))
+        self._due = None
         if self.saving.enabled or self.configuring:
             at = max(self._tick_after(now_s), self._last_scan_s + self.saving.min_interval_s)
             self._plan_scan(at)
@@ -517,6 +562,11 @@ class SlurmPowerMachine(PowerManagedMachine):
         wake = np.zeros(self.cluster.size, dtype=bool)
         keep = []
         may_resume = self._budget_walk(tick_s, begin=False) if self.config.budget_w is not None else None
+        if not self._resume_list and not self.power_up_asked.any() and not self._scan_can_act(now_s):
+            # nothing to resume, suspend or end (the tests below would all find none): the counts only decay
+            suspends.settle()
+            resumes.settle()
+            return
         for index in self._resume_list:
             if not resumes.allows():
                 keep.append(index)
@@ -561,6 +611,7 @@ class SlurmPowerMachine(PowerManagedMachine):
                 self._suspend(node, tick_s)
         if done.any():
             self.powering_down[done] = False      # POWERED_DOWN: allocatable again
+            self._due = None
             self._tell_queue()
         if may_resume is not None and len(going) and self._resume_list:
             # power freed by these suspends may let a job's nodes resume: look again at the next tick
@@ -576,13 +627,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         if self._suspend_rate.decaying or self._resume_rate.decaying \
                 or interval <= 0:
             return self._tick_later(now_s, max(interval, self._tick_s))
-        with np.errstate(invalid="ignore"):
-            idle = (self.state == ON) & (self._jobs_on == 0) & ~self.excluded & np.isfinite(self.suspend_time_s)
-        times = np.concatenate(((self._whole(self._idle_since) + self.suspend_time_s)[idle & ~np.isnan(self._idle_since)],
-                                (self._suspend_req_s + self.suspend_timeout_s)[self.powering_down]))
-        if times.size == 0:
+        earliest = min(self._due_times())
+        if math.isinf(earliest):
             return math.inf
-        earliest = float(times.min())
         # the first scan now + k x interval whose clock reads strictly after ``earliest`` (k >= 1)
         steps = max(math.floor((earliest - self._whole(now_s)) / interval + 1e-9) + 1, 1)
         return self._tick_later(now_s, steps * interval)
@@ -766,6 +813,10 @@ class SlurmPowerMachine(PowerManagedMachine):
 
     def _check(self) -> None:
         Machine._check(self)
+        kept = self._due
+        if kept is not None:           # the scan's kept due times equal fresh ones (no change went unseen)
+            self._due = None
+            assert self._due_times() == kept, (kept, self._due)
         running = [job for job in self.running.values() if job.index not in self.configuring]
         for job in running:
             assert (self.state[job.node_indices] == ON).all(), "a job runs on a node that is off or booting"

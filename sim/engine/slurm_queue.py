@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from itertools import accumulate
+from operator import attrgetter
 
 import numpy as np
 from sortedcontainers import SortedList
@@ -77,6 +78,7 @@ __all__ = ["CPU", "MEMORY", "JobLimits", "NoLimits", "NodePower", "SlurmQueue", 
 
 MAIN = "main"
 BACKFILL = "backfill"
+_ORDER_KEY = attrgetter("key")       # Waiting.key: the queue's order
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
 
 
@@ -163,7 +165,7 @@ class SlurmQueue:
         waiting = Waiting(job, partition, rules.tier, 0, now_s if job.begin_s is None else max(now_s, job.begin_s))
         if job.begin_s is not None and job.begin_s > now_s:
             self._begins.add(job.begin_s)
-        waiting.priority = self._priority(waiting, now_s)
+        waiting.reprioritize(self._priority(waiting, now_s))
         if self.settings.submit_delay_s > 0:
             # Slurm tries a batch job at the next scheduling pass after submission, not at once
             self._arriving.append((now_s + self.settings.submit_delay_s, waiting))
@@ -369,13 +371,13 @@ class SlurmQueue:
         for waiting in self.waiting_jobs.values():
             new = self._priority(waiting, now_s)
             if new != waiting.priority:
-                waiting.priority = new
+                waiting.reprioritize(new)
                 changed = True
         if changed:
             self._version += 1
 
     def _ordered(self) -> list[Waiting]:
-        return sorted(self.waiting_jobs.values(), key=lambda w: w.key)
+        return sorted(self.waiting_jobs.values(), key=_ORDER_KEY)
 
     @staticmethod
     def _smallest_from(ordered: list[Waiting]) -> list[float]:
@@ -650,6 +652,8 @@ class SlurmQueue:
         """Invariants of the state kept between passes: the running index and every kept will-run
         answer equal a fresh computation (answers are kept across backfill cycles while no job
         starts, ends or moves; one that went stale would change starts)."""
+        for waiting in self.waiting_jobs.values():      # each order key follows its job's priority
+            assert waiting.key == (-waiting.tier, -waiting.priority, waiting.job.job.submit_s, waiting.job.index)
         kept = self._running_cache
         if kept is not None and kept[0] == self._resources:
             self._running_cache = None

@@ -4,7 +4,7 @@ slurmdbd keeps none)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from greenslurm.sim.machines.machine import PendingJob
@@ -18,12 +18,18 @@ class Waiting:
     job: PendingJob
     partition: str                # the partition it runs in (its first, or the default)
     tier: int
-    priority: int
+    priority: int                 # set with :meth:`reprioritize` (it keeps ``key``)
     eligible_s: float
+    key: tuple = field(init=False, repr=False)     # the queue's order: sorted once per pass, not rebuilt per job
 
-    @property
-    def key(self) -> tuple:
-        return (-self.tier, -self.priority, self.job.job.submit_s, self.job.index)
+    def __post_init__(self) -> None:
+        self.reprioritize(self.priority)
+
+    def reprioritize(self, priority: int) -> None:
+        """A new priority, and the order key that goes with it: higher tier, then higher priority,
+        then earlier submission, then the trace's order."""
+        self.priority = priority
+        self.key = (-self.tier, -priority, self.job.job.submit_s, self.job.index)
 
 
 class JobLimits(Protocol):

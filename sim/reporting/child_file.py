@@ -1,15 +1,15 @@
-"""A file written beside the rest of the work: by a child process forked for it, or here.
+"""Files written beside the rest of the work: by a child process forked for them, or here.
 
-replay --out writes jobs.parquet in a child process forked before the trace is read: the child loads
-pyarrow while this process reads and replays, then waits for the jobs table; this process hands it
-over (pickled into an anonymous in-memory file, a few milliseconds) and goes on with the report,
-the CSV files and the summary while the child writes the Parquet file; then it waits for the child.
-On a machine with a free core, loading pyarrow and writing the Parquet file then cost no wall time
-beyond the CSV files.
+replay --out writes jobs.csv and jobs.parquet in a child process forked before the trace is read: the
+child loads pyarrow (and readies its Parquet writer) while this process reads and replays, then
+waits for the jobs table; this process hands it over (pickled into an anonymous in-memory file, a
+few milliseconds) and goes on with the report, power.csv and the summary while the child writes
+both jobs files from the same cells; then it waits for the child.  On a machine with a free core,
+loading pyarrow and writing the jobs files then cost little wall time beyond the report.
 
-The file is written under a temporary name in the same folder and renamed when the child exits 0,
+The files are written under temporary names in the same folder and renamed when the child exits 0,
 so a child that fails or is killed (``kill -9``) leaves no file that reads as whole: the temporary
-file and any earlier file of the name are removed, and :meth:`ChildWriting.wait` raises the child's
+files and any earlier files of the names are removed, and :meth:`ChildWriting.wait` raises the child's
 error (an ``OSError`` with its errno, or an error of the kinds named) or :class:`ChildFailed` with
 one line.  The child never returns into this program: it ends with ``os._exit`` (no atexit
 handlers, no buffers flushed twice), and its standard output and error go to the null device (the
@@ -19,8 +19,10 @@ closed and exits without writing; when it dies while the child writes, the child
 wrote (no one is left to rename it).
 
 ``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
-process may use more than one processor and runs no other thread, e.g. a progress display) or
-``off`` (written here, when :meth:`wait` is called).
+process may use more than one processor and runs no other thread, e.g. a progress display, and the
+system's load leaves a processor free for each of the two: with none free they take turns, and the
+child costs more than it saves), ``child`` (the same without the load's say) or ``off`` (written
+here, when :meth:`wait` is called).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ from greenslurm.clustermodel.errors import InputError
 log = logging.getLogger(__name__)
 
 ENV = "GREENSLURM_OUT_PROCESS"
-CHOICES = ("auto", "off")
-Writer = Callable[[Path, Any], None]  # writes the whole file at the path it is given, from its input
+CHOICES = ("auto", "child", "off")
+Writer = Callable[[list[Path], Any], None]  # writes the whole files at the paths it is given, from its input
 
 
 class ChildFailed(RuntimeError):
@@ -52,13 +54,13 @@ class ChildFailed(RuntimeError):
 
 
 class FileInWriting(Protocol):
-    path: Path
+    paths: tuple[Path, ...]
 
     def send(self, payload: Any) -> None:
         """Hand over the writer's input; the writing may start."""
 
     def wait(self) -> None:
-        """Return once the file is whole at ``path``; raise the writer's error otherwise (no file left)."""
+        """Return once the files are whole at ``paths``; raise the writer's error otherwise (no file left)."""
 
     def cancel(self) -> None:
         """Stop the writing and remove what was written (a no-op once :meth:`wait` returned)."""
@@ -74,28 +76,37 @@ def part_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.part")
 
 
-def _finish(part: Path, path: Path, whole: bool) -> None:
-    """Rename the temporary file to ``path`` when ``whole``; else remove it and any earlier ``path``
-    (never a folder of that name).  A rename that fails (a folder holds the name) removes the
-    temporary file and raises."""
+def _finish(parts: Iterable[Path], paths: Iterable[Path], whole: bool) -> None:
+    """Rename each temporary file to its path when ``whole``; else remove them and any earlier file
+    of the paths (never a folder of that name).  A rename that fails (a folder holds the name)
+    removes the temporary files not yet renamed and raises."""
+    pairs = list(zip(parts, paths))
     if whole:
-        try:
-            os.replace(part, path)
-            return
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(part)
-            raise
-    for stale in (part, path):
-        with suppress(FileNotFoundError, IsADirectoryError):
-            os.unlink(stale)
+        for done, (part, path) in enumerate(pairs):
+            try:
+                os.replace(part, path)
+            except BaseException:
+                for left, _ in pairs[done:]:
+                    with suppress(FileNotFoundError):
+                        os.unlink(left)
+                raise
+        return
+    for part, path in pairs:
+        for stale in (part, path):
+            with suppress(FileNotFoundError, IsADirectoryError):
+                os.unlink(stale)
+
+
+def _named(paths: Iterable[Path]) -> str:
+    """The files' names for a message: ``jobs.csv and jobs.parquet``."""
+    return " and ".join(path.name for path in paths)
 
 
 class WrittenHere:
-    """The file written in this process when :meth:`wait` is called."""
+    """The files written in this process when :meth:`wait` is called."""
 
-    def __init__(self, path: Path, write: Writer) -> None:
-        self.path, self._write, self._payload, self._done = path, write, None, False
+    def __init__(self, paths: Iterable[Path], write: Writer) -> None:
+        self.paths, self._write, self._payload, self._done = tuple(paths), write, None, False
 
     def send(self, payload: Any) -> None:
         self._payload = payload
@@ -104,26 +115,26 @@ class WrittenHere:
         if self._done:
             return
         self._done = True
-        part = part_path(self.path)
+        parts = [part_path(path) for path in self.paths]
         try:
-            self._write(part, self._payload)
+            self._write(parts, self._payload)
         except BaseException:
-            _finish(part, self.path, whole=False)
+            _finish(parts, self.paths, whole=False)
             raise
-        _finish(part, self.path, whole=True)
+        _finish(parts, self.paths, whole=True)
 
     def cancel(self) -> None:
         self._done = True
 
 
 class ChildWriting:
-    """The file being written under the name ``part`` by the child process ``pid``: it gets its input
-    through ``payload`` (a file both processes hold) once ``go`` (a pipe) says so, and reports a
-    failure on ``report`` (a pipe)."""
+    """The files being written under the names ``parts`` by the child process ``pid``: it gets its
+    input through ``payload`` (a file both processes hold) once ``go`` (a pipe) says so, and reports
+    a failure on ``report`` (a pipe)."""
 
-    def __init__(self, path: Path, part: Path, pid: int, go: int, payload: int, report: int,
+    def __init__(self, paths: tuple[Path, ...], parts: list[Path], pid: int, go: int, payload: int, report: int,
                  errors: Iterable[type[BaseException]]) -> None:
-        self.path, self.part, self.pid = path, part, pid
+        self.paths, self.parts, self.pid = paths, parts, pid
         self._go, self._payload, self._report = go, payload, report
         self._errors = {error.__name__: error for error in errors}
         self._done = False
@@ -133,7 +144,7 @@ class ChildWriting:
         (once: a later call does nothing)."""
         if self._go is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.paths[0].parent.mkdir(parents=True, exist_ok=True)
         with open(self._payload, "wb", closefd=False) as handle:
             pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
         with suppress(BrokenPipeError):             # the child is gone (killed): wait() says how
@@ -152,8 +163,9 @@ class ChildWriting:
             raise
         self._done = True
         self._close_report()
-        whole = os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and not report and self.part.exists()
-        _finish(self.part, self.path, whole)
+        whole = (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and not report
+                 and all(part.exists() for part in self.parts))
+        _finish(self.parts, self.paths, whole)
         if not whole:
             raise self._error(status, report)
 
@@ -167,7 +179,7 @@ class ChildWriting:
         self._close_report()
         with suppress(ChildProcessError):           # (reaped already by an interrupted wait)
             os.waitpid(self.pid, 0)
-        _finish(self.part, self.path, whole=False)
+        _finish(self.parts, self.paths, whole=False)
 
     def _close_report(self) -> None:
         if self._report is not None:
@@ -186,20 +198,20 @@ class ChildWriting:
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
-            return ChildFailed(f"the process writing {self.path.name} was killed by signal {number} ({name})")
+            return ChildFailed(f"the process writing {_named(self.paths)} was killed by signal {number} ({name})")
         if not report:
-            return ChildFailed(f"the process writing {self.path.name} exited with code {os.WEXITSTATUS(status)} "
-                               "without writing it")
+            return ChildFailed(f"the process writing {_named(self.paths)} exited with code "
+                               f"{os.WEXITSTATUS(status)} without writing it")
         failure = json.loads(report)
         kind, message = failure["kind"], failure["message"]
-        log.debug("the process writing %s failed:\n%s", self.path.name, failure["traceback"])
+        log.debug("the process writing %s failed:\n%s", _named(self.paths), failure["traceback"])
         if failure.get("errno") is not None:
             return OSError(failure["errno"], failure["strerror"])
         if kind == "KeyboardInterrupt":
             return KeyboardInterrupt()
         if kind in self._errors:
             return self._errors[kind](message)
-        return ChildFailed(f"writing {self.path.name} failed: {kind}: {message}")
+        return ChildFailed(f"writing {_named(self.paths)} failed: {kind}: {message}")
 
 
 def _read_all(fd: int) -> bytes:
@@ -225,7 +237,7 @@ def _failure_report(exc: BaseException) -> bytes:
 
 
 def chosen_mode() -> str:
-    """``auto`` or ``off``, from ``GREENSLURM_OUT_PROCESS``."""
+    """``auto``, ``child`` or ``off``, from ``GREENSLURM_OUT_PROCESS``."""
     choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
     if choice not in CHOICES:
         raise InputError(f"{choice!r} is not a choice; choose from {', '.join(CHOICES)}", path="environment",
@@ -234,12 +246,31 @@ def chosen_mode() -> str:
 
 
 def child_possible() -> bool:
-    """Whether a file is written by a child process: ``GREENSLURM_OUT_PROCESS`` is ``auto``, ``os.fork``
-    exists, this process may run on more than one processor (on one, the child would only take turns
-    with it), and it runs no other thread (a fork copies only the calling thread, and another one, a
-    progress display, could hold a lock the child then waits on forever)."""
-    return (chosen_mode() == "auto" and hasattr(os, "fork") and usable_processors() > 1
-            and threading.active_count() == 1)
+    """Whether a file is written by a child process: ``GREENSLURM_OUT_PROCESS`` is not ``off``,
+    ``os.fork`` exists, this process may run on more than one processor (on one, the child would only
+    take turns with it), and it runs no other thread (a fork copies only the calling thread, and
+    another one, a progress display, could hold a lock the child then waits on forever); with
+    ``auto``, also the system's load over the last minute leaves two processors free
+    (:func:`free_processors`): one for this process and one for the child."""
+    mode = chosen_mode()
+    if mode == "off" or not hasattr(os, "fork") or threading.active_count() != 1:
+        return False
+    usable = usable_processors()
+    if usable < 2:
+        return False
+    if mode == "child" or not hasattr(os, "getloadavg"):
+        return True
+    return free_processors(os.getloadavg()[0], usable) >= 2
+
+
+def free_processors(load_1min: float, usable: int) -> int:
+    """The processors no other runnable process holds: the ``usable`` ones less the system's load over
+    the last minute (runnable processes on average, rounded to the nearest whole one), at least 0.
+
+    >>> free_processors(0.3, 2), free_processors(0.6, 2), free_processors(3.7, 2), free_processors(1.2, 8)
+    (2, 1, 0, 7)
+    """
+    return max(usable - round(load_1min), 0)
 
 
 def usable_processors() -> int:
@@ -253,16 +284,17 @@ def usable_processors() -> int:
     return os.cpu_count() or 1
 
 
-def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda: None,
+def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None] = lambda: None,
                 errors: Iterable[type[BaseException]] = ()) -> ChildWriting:
     """Fork a child that runs ``prepare()`` (loads what the writer needs), waits for its input
-    (:meth:`ChildWriting.send`) and writes ``path`` by ``write(part, input)`` under a temporary name
+    (:meth:`ChildWriting.send`) and writes ``paths`` by ``write(parts, input)`` under temporary names
     (see the module; :func:`child_possible` says when to fork).  ``errors``: the kinds of error a
     failing child's error is raised as (by class name); an ``OSError`` always is."""
+    paths = tuple(paths)
     for stream in (sys.stdout, sys.stderr):         # nothing buffered for the child to inherit
         with suppress(Exception):
             stream.flush()
-    part = part_path(path)                          # named by this process, the one that renames it
+    parts = [part_path(path) for path in paths]     # named by this process, the one that renames them
     payload = os.memfd_create("greenslurm-out", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else \
         os.dup(tempfile.TemporaryFile().fileno())
     go_out, go_in = os.pipe()
@@ -284,9 +316,9 @@ def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda:
                         handle.seek(0)             # (this process's writing moved the shared offset)
                         handed = pickle.load(handle)
                     os.close(payload)              # its memory goes back before the writing takes more
-                    write(part, handed)
+                    write(parts, handed)
                     if os.getppid() != parent:     # this process died (kill -9) while the child wrote:
-                        _finish(part, path, whole=False)    # no one renames the file; none is left
+                        _finish(parts, paths, whole=False)  # no one renames the files; none is left
                         os._exit(1)
                 status = 0
             except BaseException as exc:       # noqa: BLE001 (every failure goes to the parent)
@@ -297,4 +329,4 @@ def start_child(path: Path, write: Writer, prepare: Callable[[], None] = lambda:
             os._exit(status)
     os.close(go_out)
     os.close(report_in)
-    return ChildWriting(path, part, pid, go_in, payload, report_out, errors)
+    return ChildWriting(paths, parts, pid, go_in, payload, report_out, errors)

@@ -545,10 +545,18 @@ def write_jobs_parquet(jobs: JobColumns, path: Path, order: np.ndarray | None = 
     """jobs.parquet by pyarrow: the columns of jobs.csv with their Arrow types (:func:`parquet_schema`),
     a chunk of rows at a time, a row group every PARQUET_ROW_GROUP_ROWS rows, PLAIN values with
     statistics, Snappy-compressed.  A file cut short is removed."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
     order = submit_order(jobs) if order is None else order
     names = names or NodeNames(jobs)
+    with whole_file(path) as handle:          # a file cut short is removed
+        _write_parquet(handle, (job_columns(jobs, chunk, JOB_COLUMNS, bsld_floor_s, names)
+                                for chunk in row_chunks(jobs, order)))
+
+
+def _write_parquet(sink, chunks) -> None:
+    """jobs.parquet into ``sink`` (a file, or pyarrow's memory) from ``chunks``, each the columns of
+    :func:`job_columns` for some rows (see :func:`write_jobs_parquet`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     schema = parquet_schema()
     pending: list = []
 
@@ -557,22 +565,47 @@ def write_jobs_parquet(jobs: JobColumns, path: Path, order: np.ndarray | None = 
             writer.write_table(pa.Table.from_batches(pending, schema), row_group_size=PARQUET_ROW_GROUP_ROWS)
             pending.clear()
 
-    with whole_file(path) as handle:          # a file cut short is removed
-        try:
-            # no dictionary pages: on KTH-SP2 9 ms and 1.45 MB against pyarrow's default 16 ms and 1.56 MB
-            with pq.ParquetWriter(handle, schema, use_dictionary=False) as writer:
-                rows = 0
-                for chunk in row_chunks(jobs, order):
-                    columns = job_columns(jobs, chunk, JOB_COLUMNS, bsld_floor_s, names)
-                    pending.append(pa.RecordBatch.from_arrays(
-                        [arrow_column(columns[field.name], field.type) for field in schema], schema=schema))
-                    rows += len(chunk)
-                    if rows >= PARQUET_ROW_GROUP_ROWS:
-                        flush(writer)
-                        rows = 0
-                flush(writer)
-        except (pa.ArrowCapacityError, pa.ArrowInvalid) as exc:
-            raise ValueTooLarge(f"{exc}") from None
+    try:
+        # no dictionary pages: on KTH-SP2 9 ms and 1.45 MB against pyarrow's default 16 ms and 1.56 MB
+        with pq.ParquetWriter(sink, schema, use_dictionary=False) as writer:
+            rows = 0
+            for columns in chunks:
+                pending.append(pa.RecordBatch.from_arrays(
+                    [arrow_column(columns[field.name], field.type) for field in schema], schema=schema))
+                rows += len(columns["submit_s"])
+                if rows >= PARQUET_ROW_GROUP_ROWS:
+                    flush(writer)
+                    rows = 0
+            flush(writer)
+    except (pa.ArrowCapacityError, pa.ArrowInvalid) as exc:
+        raise ValueTooLarge(f"{exc}") from None
+
+
+def write_jobs_files(jobs: JobColumns, csv_path: Path, parquet_path: Path, order: np.ndarray | None = None,
+                     bsld_floor_s: float = BSLD_FLOOR_S) -> None:
+    """jobs.csv and jobs.parquet in one pass: each chunk of rows made into columns and cells once
+    (:func:`job_columns`), written as CSV rows and as a Parquet record batch.  The same bytes as
+    :func:`write_jobs_csv` and :func:`write_jobs_parquet` apart; a file cut short is removed."""
+    order = submit_order(jobs) if order is None else order
+    names = NodeNames(jobs)
+
+    def chunks(csv):
+        csv.write(csv_rows([csv_texts([name]) for name in JOB_COLUMNS]))
+        for rows in row_chunks(jobs, order):
+            columns = job_columns(jobs, rows, JOB_COLUMNS, bsld_floor_s, names)
+            csv.write(csv_chunk(list(columns.values())))
+            yield columns
+
+    with whole_file(csv_path) as csv, whole_file(parquet_path) as parquet:
+        _write_parquet(parquet, chunks(csv))
+
+
+def ready_parquet_writer() -> None:
+    """Load pyarrow and write a one-row jobs table to memory: what the first jobs.parquet of a
+    process pays once (the library, its writer and its compression), paid before the jobs come."""
+    import pyarrow as pa
+    one = JobColumns.from_records([JobRecord("1", 0.0, 0.0, 1.0, 1.0, 1, 1.0, 0.0, False, 1.0, (0,))])
+    _write_parquet(pa.BufferOutputStream(), (job_columns(one, np.array([0])),))
 
 
 def phases_columns(totals, end_s: float) -> dict[str, np.ndarray]:
@@ -612,43 +645,39 @@ def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD
     return frames
 
 
-def start_jobs_parquet(out_dir: str | Path, bsld_floor_s: float = BSLD_FLOOR_S) -> FileInWriting | None:
-    """jobs.parquet in a child process (:mod:`~greenslurm.sim.reporting.child_file`) forked now: it
-    loads pyarrow meanwhile, and writes the jobs :func:`write_outputs` sends it while this process
-    goes on (the report, the CSV files); ``out_dir`` is created when they are sent.  None where the
-    child cannot be (``GREENSLURM_OUT_PROCESS=off``, no ``os.fork``, another thread running):
-    :func:`write_outputs` then writes it here, after jobs.csv, whose node lists it takes."""
+def start_jobs_files(out_dir: str | Path, bsld_floor_s: float = BSLD_FLOOR_S) -> FileInWriting | None:
+    """jobs.csv and jobs.parquet in a child process (:mod:`~greenslurm.sim.reporting.child_file`)
+    forked now: it readies pyarrow's writer meanwhile (:func:`ready_parquet_writer`), and writes the
+    jobs :func:`write_outputs` sends it (:func:`write_jobs_files`) while this process goes on (the
+    report, power.csv, the summary); ``out_dir`` is created when they are sent.  None where the child
+    cannot be (``GREENSLURM_OUT_PROCESS=off``, no ``os.fork``, another thread running):
+    :func:`write_outputs` then writes them here."""
     if not child_possible():
         return None
-    return start_child(Path(out_dir) / JOBS_PARQUET, lambda path, jobs: write_jobs_parquet(jobs, path, None, bsld_floor_s),
-                       prepare=_load_pyarrow, errors=(ValueTooLarge,))
-
-
-def _load_pyarrow() -> None:
-    import pyarrow.parquet  # noqa: F401 (what jobs.parquet's writer loads, before its input comes)
+    out = Path(out_dir)
+    return start_child((out / JOBS_CSV, out / JOBS_PARQUET),
+                       lambda parts, jobs: write_jobs_files(jobs, *parts, None, bsld_floor_s),
+                       prepare=ready_parquet_writer, errors=(ValueTooLarge,))
 
 
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
-                  bsld_floor_s: float = BSLD_FLOOR_S, machine=None, parquet: FileInWriting | None = None
+                  bsld_floor_s: float = BSLD_FLOOR_S, machine=None, jobs_files: FileInWriting | None = None
                   ) -> dict[str, Path]:
     """Write jobs.csv, jobs.parquet, power.csv, summary.json and schema.json into ``out_dir`` (created
     if needed), and for a power-managed ``machine`` phases.csv (phase imbalance over time) and
     moves.csv (the jobs consolidation moved); return the paths by kind.  No pandas: the
-    tables are written from the result's columns a chunk of rows at a time.  jobs.parquet by
-    ``parquet`` when started (:func:`start_jobs_parquet`, with the same ``bsld_floor_s``), else
-    started here; it is whole or absent.  A file whose writing fails (a full disk) is removed, not
-    left cut short; the files written before it stay."""
+    tables are written from the result's columns a chunk of rows at a time.  jobs.csv and
+    jobs.parquet by ``jobs_files`` when started (:func:`start_jobs_files`, with the same
+    ``bsld_floor_s``), else started here; the two are whole or absent together.  A file whose
+    writing fails (a full disk) is removed, not left cut short; the files written before it stay."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name.replace(".", "_"): out / name for name in (JOBS_CSV, JOBS_PARQUET, POWER_CSV)}
     jobs = result.columns
-    order = submit_order(jobs)
-    names = NodeNames(jobs)
-    parquet = parquet or start_jobs_parquet(out, bsld_floor_s) or WrittenHere(
-        paths["jobs_parquet"], lambda path, jobs: write_jobs_parquet(jobs, path, order, bsld_floor_s, names))
+    jobs_files = jobs_files or start_jobs_files(out, bsld_floor_s) or WrittenHere(
+        (paths["jobs_csv"], paths["jobs_parquet"]), lambda parts, jobs: write_jobs_files(jobs, *parts, None, bsld_floor_s))
     try:
-        parquet.send(jobs)
-        write_jobs_csv(jobs, paths["jobs_csv"], order, bsld_floor_s, names)
+        jobs_files.send(jobs)
         tables = [(POWER_CSV, power_columns(result))]
         totals = getattr(machine, "power_totals", None)
         if totals is not None:
@@ -659,13 +688,13 @@ def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str
             write_csv_columns(out / name, list(columns), _chunked(list(columns.values())))
         paths["summary_json"] = out / SUMMARY_JSON
         write_summary_json(summary, paths["summary_json"])
-        parquet.wait()                  # schema.json names the files written: jobs.parquet's, once whole
+        jobs_files.wait()               # schema.json names the files written: the jobs files, once whole
         paths["schema_json"] = out / SCHEMA_JSON
         with whole_file(paths["schema_json"]) as handle:
             handle.write(summary_json_text(schema_document([p.name for p in paths.values() if p.name != SCHEMA_JSON]))
                          .encode("utf-8"))
     except BaseException:
-        parquet.cancel()
+        jobs_files.cancel()
         raise
     return paths
 
