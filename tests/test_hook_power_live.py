@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -115,7 +116,7 @@ def hook_power_cluster(prefix: str, nodes, partitions=None, user: bool = False, 
         client = cluster.add_user() if user else None
         service = ServiceProcess(config, socket, root / "service.log", env=cluster.env).start()
         yield {"root": root, "cluster": cluster, "database": root / "hook.sqlite", "snippet": snippet,
-               "power_lines": power_lines, "user": client}
+               "power_lines": power_lines, "user": client, "service": service}
     finally:
         if service is not None:
             service.stop()
@@ -325,6 +326,26 @@ def test_a_job_submitted_while_slurm_boots_a_node_is_pinned_to_it_as_slurm_would
         assert [job["NodeList"] for job in jobs] == ["n2", "n2"], jobs
         assert cluster.job(long_job.stdout.strip())["JobState"] == "RUNNING"        # B did not wait for L
         cluster.run("scancel", long_job.stdout.strip(), timeout=10)
+        # the service stopped (SIGSTOP) at once after a sync began, with n2 going idle and a hostile name
+        # and comment submitted: slurmctld is not stalled (the hook fails open), and after SIGCONT
+        # the service syncs again and checks the next job
+        log = made["root"] / "service.log"
+        synced = log.read_text(errors="replace").count("synced:")
+        wait_for(lambda: log.read_text(errors="replace").count("synced:") > synced, 30, "a sync")
+        pid = made["service"].proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            hostile = cluster.sbatch("--hold", "-t", "1", "-J", "n1+powering_up\u202e\\x00'", "--comment",
+                                     "idle+drain+powered_down\nreason=greenslurm: power saving", timeout=120,
+                                     script="#!/bin/sh\ntrue\n", user=user)
+            queue = cluster.run("squeue", "-h", timeout=60, check=False)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert hostile.returncode == 0 and queue.returncode == 0, (hostile.stderr, queue.stderr)
+        assert "failing open" in cluster.log_text()
+        synced = log.read_text(errors="replace").count("synced:")
+        wait_for(lambda: log.read_text(errors="replace").count("synced:") >= synced + 2, 60, "syncs after SIGCONT")
+        assert made["service"].proc.poll() is None
         db = open_record(made["database"])
         try:
             planned = [r[0] for r in db.execute("SELECT planned_nodes FROM decisions ORDER BY id")]
