@@ -103,3 +103,34 @@ def test_the_background_loop_starts_at_the_take_over_on_the_phase_of_its_passes(
     row = with_log("s70")
     assert row["jobs"] == 60
     assert row["within_5s"] * 60 >= 57 and row["same_nodes"] == 1.0, row
+
+
+# Two development recordings at slurmctld's default log level, each job's start as sacct recorded it
+# (whole seconds after the first submission) and its nodes; the replay with the log starts each
+# within a second (its passes carry their phase, 0.6-0.7 s into the second) on the same nodes.
+# s72 (compressed: submissions 0.2-0.4 s apart; tier 20 "high"): the pass at 14:08:05.647 (3 passes
+# after the first, logged at 02.630) allocated j01 and j00 before j02 (tier 20, 7 CPUs) came at 05.700;
+# a pass at 05.85 (1.003 s passes from the start line, 58.831) came after j02, which took n01, and j00
+# waited 58 s.  s53 (sched/builtin, sched_interval=10): the full pass at 39.686 counts from the
+# take-over (19.292), 3 passes before the first (22.594); counted from the start line (18.635) every
+# full pass came a pass early, and the request pass 3 s after it (44.66) started j08 alone before
+# j09's submission at 44.895; Slurm's at 45.726 started both on n02 (j09 waited 93 s otherwise).
+LOGGED_LOOP_TABLES = {
+    "s72": {"j00": (0, ("n01", "n02")), "j01": (0, ("n03", "n04")), "j02": (3, ("n04",)), "j05": (3, ("n02", "n04"))},
+    "s53": {"j05": (14, ("n03", "n04")), "j06": (14, ("n03", "n04")), "j07": (14, ("n08",)),
+            "j08": (17, ("n02",)), "j09": (17, ("n02",)), "j10": (20, ("n01", "n02", "n07"))},
+}
+
+
+@pytest.mark.parametrize("recording", sorted(LOGGED_LOOP_TABLES))
+def test_the_logged_loop_starts_each_job_when_and_where_slurm_did(recording):
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    table = LOGGED_LOOP_TABLES[recording]
+    folder = WORKLOADS / recording / "run1"
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in table} == table
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
+    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in table.items()
+           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
+    assert off == {}
