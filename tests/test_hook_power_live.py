@@ -326,9 +326,15 @@ def test_a_job_submitted_while_slurm_boots_a_node_is_pinned_to_it_as_slurm_would
         assert [job["NodeList"] for job in jobs] == ["n2", "n2"], jobs
         assert cluster.job(long_job.stdout.strip())["JobState"] == "RUNNING"        # B did not wait for L
         cluster.run("scancel", long_job.stdout.strip(), timeout=10)
-        # the service stopped (SIGSTOP) at once after a sync began, with n2 going idle and a hostile name
-        # and comment submitted: slurmctld is not stalled (the hook fails open), and after SIGCONT
-        # the service syncs again and checks the next job
+        db = open_record(made["database"])
+        try:
+            planned = [r[0] for r in db.execute("SELECT planned_nodes FROM decisions ORDER BY id")]
+        finally:
+            db.close()
+        assert planned == ["n1", "n2", "n2"], planned
+        # the service stopped (SIGSTOP) right after a sync, its next one due within the second, with n2
+        # going idle and a hostile name and comment submitted: slurmctld is not stalled (the hook fails
+        # open), and after SIGCONT the service syncs again
         log = made["root"] / "service.log"
         synced = log.read_text(errors="replace").count("synced:")
         wait_for(lambda: log.read_text(errors="replace").count("synced:") > synced, 30, "a sync")
@@ -346,9 +352,3 @@ def test_a_job_submitted_while_slurm_boots_a_node_is_pinned_to_it_as_slurm_would
         synced = log.read_text(errors="replace").count("synced:")
         wait_for(lambda: log.read_text(errors="replace").count("synced:") >= synced + 2, 60, "syncs after SIGCONT")
         assert made["service"].proc.poll() is None
-        db = open_record(made["database"])
-        try:
-            planned = [r[0] for r in db.execute("SELECT planned_nodes FROM decisions ORDER BY id")]
-        finally:
-            db.close()
-        assert planned == ["n1", "n2", "n2"], planned
