@@ -77,6 +77,24 @@ SHARDS = SHARDS_KEY
 OWN_NODES = "own nodes unknown"
 
 
+def held_until_s(end_s: float, snapshot_s: float) -> float:
+    """Until when the plan holds what a running job holds: its end (Slurm's ``end_time``), or, for a
+    job already past it at the snapshot (being killed or completing), ``OVERDUE_HOLD_S`` after the
+    snapshot.
+
+    Only an overdue job's hold depends on the snapshot's time, and that time differs between the
+    live service and the replay of its decisions: live it is when the last sync read Slurm (a
+    decision comes up to a sync interval later), in the replay the decision's own time.  Holding
+    every job until ``max(end, snapshot + 60 s)`` made a job ending within a minute of a decision
+    hold a second longer or shorter live than replayed, and a begin time planned after it differ
+    by that second; a job not past its end is held until its end, whenever the snapshot was taken.
+
+    >>> held_until_s(1030.0, 1000.0), held_until_s(1000.0, 1000.0), held_until_s(990.0, 1000.0)
+    (1030.0, 1000.0, 1060.0)
+    """
+    return end_s if end_s >= snapshot_s else snapshot_s + OVERDUE_HOLD_S
+
+
 def array_slots(tasks: int, max_tasks: int) -> tuple[int, int]:
     """(slots planned, tasks each slot runs back to back) for a job array of ``tasks`` tasks when at
     most ``max_tasks`` are planned one by one (``max_array_tasks`` in hook.toml).
@@ -326,7 +344,7 @@ class LiveView:
             for job in snapshot.running:       # running jobs hold their power until their end, as in the replay
                 power_w = self._running_power_w(job)
                 if power_w:
-                    budget.reserve(now, max(job.end_s, now + OVERDUE_HOLD_S), power_w)
+                    budget.reserve(now, held_until_s(job.end_s, now), power_w)
         self.planner = Planner(self.plan, rule, backfill=backfill, budget=budget)
         self.admission = Admission(acceptance, self.planner, lambda spec: None)
         self._planned_end: dict[str, float] = {}
@@ -383,7 +401,7 @@ class LiveView:
         holds: list[tuple[int, np.ndarray, float]] = []
         for job in running:
             # a job past its end is being killed: it holds a while; a node booting holds until booted
-            end = job.end_s if job.job_id.startswith(POWER_HOLD) else max(job.end_s, now + OVERDUE_HOLD_S)
+            end = job.end_s if job.job_id.startswith(POWER_HOLD) else held_until_s(job.end_s, now)
             for use in job.uses or tuple(NodeUse(name, math.inf, math.inf) for name in job.nodes):
                 i = self.index.get(use.node)
                 if i is None:                 # a node the view does not plan (down, drained, unknown)

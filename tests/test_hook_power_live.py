@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -33,7 +34,7 @@ BUDGET_W = 3 * 350.0 + 10.0
 PARKED = "greenslurm: power saving"
 
 
-def write_node_commands(root: Path, conf: Path) -> tuple[Path, Path]:
+def write_node_commands(root: Path, conf: Path, boot_delay_s: int = 2) -> tuple[Path, Path]:
     run = conf.parent.parent / "run"
     off, on = root / "node-off", root / "node-on"
     off.write_text(f"""#!/bin/sh
@@ -42,10 +43,10 @@ pid=$(cat {run}/slurmd-$1.pid) || exit 1
 kill "$pid"
 while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
 """)
-    # "power on": boot for 2 s, then start slurmd with a boot time of now (a time namespace whose
+    # "power on": boot for boot_delay_s (2 s), then start slurmd with a boot time of now (a time namespace whose
     # uptime starts at 0), as a node that really rebooted: slurmctld waits for exactly that
     on.write_text(f"""#!/bin/sh
-sleep 2
+sleep {int(boot_delay_s)}
 up=$(cut -d. -f1 /proc/uptime)
 cd / && PATH=/usr/sbin:$PATH SLURM_CONF={conf} setsid unshare --time --boottime -$up slurmd -N "$1" -f {conf} \\
     </dev/null >>{root}/slurmd-$1.out 2>&1 &
@@ -83,14 +84,15 @@ def worst_case_w(nodes: dict[str, tuple[str, str]]) -> float:
 
 
 @contextlib.contextmanager
-def hook_power_cluster(prefix: str, nodes, partitions=None, user: bool = False, **hook_settings):
+def hook_power_cluster(prefix: str, nodes, partitions=None, user: bool = False, boot_delay_s: int = 2,
+                       **hook_settings):
     """A cluster of ``nodes`` (``partitions``: its PartitionName lines) under the hook's power saving
-    with ``hook_settings``, its service running; yields root, cluster, database, snippet, power_lines
-    and (``user``) an ordinary user."""
+    with ``hook_settings``, its service running, its nodes "booting" for ``boot_delay_s``; yields root,
+    cluster, database, snippet, power_lines and (``user``) an ordinary user."""
     root = shared_root(prefix)
     socket = str(root / "hook.sock")
     conf = root / "slurm" / "etc" / "slurm.conf"
-    off, on = write_node_commands(root, conf)
+    off, on = write_node_commands(root, conf, boot_delay_s)
     config = write_config(root / "hook.toml", socket=socket, socket_owner="root", database=str(root / "hook.sqlite"),
                           timeout_ms=2000, slurm_conf=str(conf), power_off_command=f"{off} {{node}}",
                           power_on_command=f"{on} {{node}}", **hook_settings)
@@ -114,7 +116,7 @@ def hook_power_cluster(prefix: str, nodes, partitions=None, user: bool = False, 
         client = cluster.add_user() if user else None
         service = ServiceProcess(config, socket, root / "service.log", env=cluster.env).start()
         yield {"root": root, "cluster": cluster, "database": root / "hook.sqlite", "snippet": snippet,
-               "power_lines": power_lines, "user": client}
+               "power_lines": power_lines, "user": client, "service": service}
     finally:
         if service is not None:
             service.stop()
@@ -287,3 +289,66 @@ def replay_of_this_workload(slurm_conf: Path, slurmctld_start_s: float):
                  admission=HookAdmission(config, cluster, jobs))
     run.run()
     return run
+
+
+def test_a_job_submitted_while_slurm_boots_a_node_is_pinned_to_it_as_slurm_would_run_it():
+    """Two nodes, pinning on, a boot of 12 s (boot_s = 15 in hook.toml).  n2 is parked; long job L
+    runs on n1 (its limit 10 min).  Job A is pinned to parked n2 and wakes it; while Slurm boots n2
+    (NOT_RESPONDING+POWERING_UP, A allocated to it and CONFIGURING) job B comes.  Slurm allocates a
+    booting node at once (power_save.c leaves it in avail_node_bitmap): B's earliest start is on n2
+    after the boot and A's limit (within 15 + 120 s), not on n1 at L's end (600 s).  The hook pins B
+    to n2 and Slurm runs it there before L ends.  A view that left the booting node out planned and
+    pinned B to n1, behind L."""
+    nodes = tuple(NodeDef(f"n{i}", 4, 4000) for i in (1, 2))
+    with hook_power_cluster("greenslurm-boot-", nodes, user=True, boot_delay_s=12, sync_interval_s=1.0,
+                            power_save=True, suspend_after_s=2.0, suspend_timeout_s=2.0, min_nodes_on=1,
+                            off_w=10.0, boot_s=15.0, phases=2) as made:
+        cluster, user = made["cluster"], made["user"]
+        wait_for(lambda: node_states(cluster)["n2"][1] == PARKED
+                 and "POWERED_DOWN" in node_states(cluster)["n2"][0].upper(), 60, "n2 parked")
+        long_job = cluster.sbatch("-n", "4", "-t", "10", script="#!/bin/sh\nsleep 300\n", user=user)
+        assert long_job.returncode == 0, long_job.stderr
+        assert cluster.wait_job_state(long_job.stdout.strip(), ("RUNNING",), timeout_s=60) == "RUNNING"
+        first = cluster.sbatch("-n", "4", "-t", "2", script="#!/bin/sh\nsleep 5\n", user=user)
+        assert first.returncode == 0, first.stderr
+        wait_for(lambda: "POWERING_UP" in node_states(cluster)["n2"][0].upper(), 60, "n2 booting")
+        # two syncs of the service (every 1 s) after Slurm showed n2 booting: its view has n2 booting
+        log = made["root"] / "service.log"
+        synced = log.read_text(errors="replace").count("synced:")
+        wait_for(lambda: log.read_text(errors="replace").count("synced:") >= synced + 2, 30, "two syncs")
+        assert "POWERING_UP" in node_states(cluster)["n2"][0].upper()      # (12 s of boot: still booting)
+        second = cluster.sbatch("-n", "4", "-t", "2", script="#!/bin/sh\nsleep 5\n", user=user)
+        assert second.returncode == 0, second.stderr
+        ids = [first.stdout.strip(), second.stdout.strip()]
+        for job_id in ids:
+            assert cluster.wait_job_state(job_id, ("COMPLETED",), timeout_s=120) == "COMPLETED"
+        jobs = [cluster.job(job_id) for job_id in ids]
+        assert [job["NodeList"] for job in jobs] == ["n2", "n2"], jobs
+        assert cluster.job(long_job.stdout.strip())["JobState"] == "RUNNING"        # B did not wait for L
+        cluster.run("scancel", long_job.stdout.strip(), timeout=10)
+        db = open_record(made["database"])
+        try:
+            planned = [r[0] for r in db.execute("SELECT planned_nodes FROM decisions ORDER BY id")]
+        finally:
+            db.close()
+        assert planned == ["n1", "n2", "n2"], planned
+        # the service stopped (SIGSTOP) right after a sync, its next one due within the second, with n2
+        # going idle and a hostile name and comment submitted: slurmctld is not stalled (the hook fails
+        # open), and after SIGCONT the service syncs again
+        log = made["root"] / "service.log"
+        synced = log.read_text(errors="replace").count("synced:")
+        wait_for(lambda: log.read_text(errors="replace").count("synced:") > synced, 30, "a sync")
+        pid = made["service"].proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            hostile = cluster.sbatch("--hold", "-t", "1", "-J", "n1+powering_up\u202e\\x00'", "--comment",
+                                     "idle+drain+powered_down\nreason=greenslurm: power saving", timeout=120,
+                                     script="#!/bin/sh\ntrue\n", user=user)
+            queue = cluster.run("squeue", "-h", timeout=60, check=False)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert hostile.returncode == 0 and queue.returncode == 0, (hostile.stderr, queue.stderr)
+        assert "failing open" in cluster.log_text()
+        synced = log.read_text(errors="replace").count("synced:")
+        wait_for(lambda: log.read_text(errors="replace").count("synced:") >= synced + 2, 60, "syncs after SIGCONT")
+        assert made["service"].proc.poll() is None

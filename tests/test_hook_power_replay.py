@@ -174,3 +174,28 @@ def test_whatif_reports_boots_and_energy_of_a_hook_candidate_with_power_saving(t
     assert abs(hook["saved_vs_idle_kwh"] - 0.0585) < 1e-9
     assert abs(hook["off_node_h"] - 2340.0 / 3600.0) < 1e-9
     assert hook["energy_kwh"] < slurm["energy_kwh"] and slurm.get("boots") is None
+
+
+def test_a_job_moved_a_day_later_keeps_no_node_on_until_its_begin_less_a_boot(tmp_path):
+    """Two nodes, both may power down (min_nodes_on = 0), pinning on, a forecast with no renewable
+    power until 86,400 s.  a (1 CPU) runs on n0 from 0 to 30 s; n1 is idle and powered down at 2 s.
+    x (3 CPUs, 60 s, due within 2 days) comes at 1 s: the hook moves it to the green day, begin
+    time 86,400 s, pinned to n0 (best fit: beside a).  Once a ends n0 is idle for 2 s and powered
+    down (it used to stay on the whole day for x), and the service wakes it at 86,400 - 5 s of boot;
+    x runs on n0."""
+    supply = tmp_path / "supply.csv"
+    supply.write_text("time_s,watts\n0,0\n86400,5000\n")
+    config = hook(min_nodes_on=0, set_required_nodes=True, renewable="green", supply_file=str(supply))
+    jobs = [JobSpec("a", 0.0, 60.0, runtime_s=30.0, cpus=1),
+            JobSpec("x", 1.0, 60.0, runtime_s=60.0, cpus=3, deadline_s=2 * 86400.0)]
+    run = replay(config, jobs, 2)
+    answer = run.admission.answers["x"]
+    assert float(answer["begin_time"]) == 86400.0
+    pinned = answer["req_nodes"]
+    assert pinned == "n0"
+    actions = run.machine.actions
+    downs = [t for t, kind, node in actions if kind == "power_down" and node == pinned]
+    ups = [t for t, kind, node in actions if kind == "power_up" and node == pinned]
+    assert downs and downs[0] < 100.0, actions            # powered down within the first minutes
+    assert ups == [86395.0], actions                      # woken a boot (5 s) before its begin time
+    assert {r.job_id: r.node_indices for r in run.records}["x"] == (int(pinned[1:]),)

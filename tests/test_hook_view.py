@@ -183,6 +183,53 @@ def test_a_job_pinned_to_a_booting_node_is_planned_there_after_the_boot():
     assert (second.nodes, second.start_s) == (("n2",), NOW + 360)
 
 
+FLAGS = ["idle", "mixed", "allocated", "down", "drain", "draining", "fail", "not_responding", "powering_up",
+         "power_up", "powered_down", "powering_down", "power_down", "completing", "maint", "reserved",
+         "future", "unknown", "", "POWERING_UP", "powering_up\x00", "ïdle", "+"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(states=st.lists(st.lists(st.sampled_from(FLAGS), min_size=1, max_size=5), min_size=1, max_size=4),
+       reasons=st.lists(st.sampled_from(["", "greenslurm: power saving", "bad fan", "\udcff"]), min_size=4, max_size=4),
+       boot_s=st.sampled_from([0.0, 300.0]))
+def test_crafted_node_states_never_break_the_view_nor_start_a_job_on_a_node_before_it_boots(states, reasons, boot_s):
+    """Any mix of Slurm's node flags (and bytes that are none): the view is built or says it has no
+    usable node; a job never goes to a down, failed or unplanned node, and on a node powered down,
+    powering up or asked to, never before NOW + boot_s."""
+    nodes = [LiveNode(f"n{i}", 4, state="+".join(flags), reason=reasons[i]) for i, flags in enumerate(states)]
+    try:
+        v = LiveView(Snapshot(NOW, nodes, [], []), build("greedy"), "bestfit", boot_s=boot_s)
+    except ValueError as exc:
+        assert str(exc) == "the cluster has no usable nodes"
+        return
+    outcome = v.decide(job(cpus=1, time_s=60.0), NOW)
+    assert outcome.accepted
+    (name,) = outcome.nodes
+    parts = set(nodes[int(name[1:])].state.split("+"))
+    assert not parts & {"down", "fail", "drain", "not_responding"} or parts & {"powering_up", "power_up"} \
+        or (parts & {"drain"} and reasons[int(name[1:])] == "greenslurm: power saving")
+    if parts & {"powering_up", "powered_down", "powering_down", "power_down"}:    # (POWER_UP alone: an up node)
+        assert outcome.start_s >= NOW + boot_s
+
+
+@pytest.mark.parametrize("snapshot_s", [NOW, NOW - 0.7, NOW - 29.0])
+def test_a_running_job_before_its_end_is_held_until_its_end_whenever_the_snapshot_was_taken(snapshot_s):
+    """Live, the view is the last sync's (taken up to a sync interval before the decision); replayed,
+    the decision's own.  n1's job ends at NOW + 30: a 4-CPU job submitted at NOW starts there at
+    NOW + 30 from a snapshot at any of these times (it used to start at snapshot + 60: NOW + 60,
+    NOW + 59.3, NOW + 31, so the live begin time and the replayed one differed by the sync's lag)."""
+    busy = RunningJob("7", ("n1",), NOW + 30, (NodeUse("n1", 4.0),))
+    v = LiveView(Snapshot(snapshot_s, [LiveNode("n1", 4)], [busy], []), build("greedy"), "bestfit")
+    assert v.decide(job(cpus=4, time_s=60.0), NOW).start_s == NOW + 30
+
+
+def test_a_running_job_past_its_end_holds_a_minute_after_the_snapshot():
+    # Slurm is killing n1's job (its end NOW - 10 has passed): held until NOW + 60 (OVERDUE_HOLD_S)
+    busy = RunningJob("7", ("n1",), NOW - 10, (NodeUse("n1", 4.0),))
+    v = view([LiveNode("n1", 4)], [busy])
+    assert v.decide(job(cpus=4, time_s=60.0), NOW).start_s == NOW + 60
+
+
 # -- jobs that span nodes, as real Slurm does them ---------------------------------------------------
 FOUR_BY_FOUR = [LiveNode(f"n{i}", 4) for i in range(1, 5)]
 
