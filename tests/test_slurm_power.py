@@ -440,3 +440,26 @@ def test_a_named_node_selection_is_given_powered_down_nodes_too():
     records = replay.run().records
     assert [(r.start_s, r.end_s, r.node_indices) for r in records] == [(30.0, 40.0, (0,))]
     assert replay.machine.events[0] == (1.0, "resume", 0)
+
+
+def test_folded_rate_decays_decide_as_a_scan_at_every_wake_up(shared_data):
+    # while backfill keeps idle nodes PLANNED the thread scans at every wake-up, and each scan decays
+    # SuspendRate's and ResumeRate's counts by (60 - dt) / 60; the replay folds the scans that could
+    # only decay them into the next one that can act.  On KTH-SP2's first 300 jobs (100 nodes,
+    # SuspendTime 600 s, rates of 5 a minute, so the counts' rounding decides) the replay with every
+    # scan made (full_scans) is the reference: same starts, nodes, suspends and resumes.  (Without
+    # the folded decays, the counts stay high and the runs part.)
+    from greenslurm.traces import read_trace
+    trace = read_trace(str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf"), limit=300)
+    saving = SlurmPowerSaving(suspend_time_s=600.0, suspend_rate=5, resume_rate=5, boot_s=45.0)
+    outcomes = []
+    for full in (False, True):
+        replay = Replay(trace.jobs, trace.cluster_hint(), "slurm",
+                        strategy_options={"scheduling": SlurmScheduling(scheduler="backfill")},
+                        machine_factory=slurm_power_machine_factory(saving))
+        replay.machine.full_scans = full
+        result = replay.run()
+        outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
+                         replay.machine.events))
+    assert len(outcomes[0][1]) > 100
+    assert outcomes[0] == outcomes[1]

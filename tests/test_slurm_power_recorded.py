@@ -25,6 +25,7 @@ import gzip
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,30 +36,57 @@ sys.path.insert(0, str(ROOT / "bench"))
 import bench_slurm_power as power_bench  # noqa: E402
 
 RECORDING = Path(__file__).parent / "data" / "slurm-power" / "seed1.json.gz"
+BENCH_DATA = ROOT / "bench" / "data" / "slurm-power"
 AGREE_UNTIL_S = 125.0           # the first divergence: p08's one-second hand-over (above)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A recording of real Slurm and its replay: Slurm's jobs (``recording["jobs"]``), the replay's
+    records by job name (``ours``), its power machine (``machine.events``: trace seconds, kind, node
+    index) and the cluster's node names in index order (``names``)."""
+    recording: dict
+    ours: dict
+    machine: object
+    names: list
+
+    def real(self, name: str) -> dict:
+        """Slurm's record of job ``name``."""
+        return next(job for job in self.recording["jobs"] if job["name"] == name)
+
+    def nodes(self, name: str) -> list:
+        """The names of the nodes the replay gave job ``name``, sorted."""
+        return sorted(self.names[i] for i in self.ours[name].node_indices)
+
+
+def replayed(recording, **options) -> Replayed:
+    """Load (a path, or a recording's name in bench/data/slurm-power such as "seed311") and replay a
+    recording with ``bench_slurm_power.replay``'s options; an already loaded recording is replayed as is."""
+    if isinstance(recording, str):
+        recording = BENCH_DATA / f"{recording}.json.gz"
+    if isinstance(recording, Path):
+        recording = power_bench.load(recording)
+    records, machine, cluster = power_bench.replay(recording, **options)
+    return Replayed(recording, {r.job_id: r for r in records}, machine, [n.name for n in cluster.nodes])
 
 
 @pytest.fixture(scope="module")
 def recorded():
-    recording = power_bench.load(RECORDING)
-    records, machine, cluster = power_bench.replay(recording)
-    names = [n.name for n in cluster.nodes]
-    return recording, {r.job_id: r for r in records}, machine, names
+    return replayed(RECORDING)
 
 
 def test_every_job_runs_on_the_nodes_slurm_gave_it(recorded):
-    recording, ours, _, names = recorded
-    jobs = [job for job in recording["jobs"] if job["start_trace_s"] <= AGREE_UNTIL_S]
+    jobs = [job for job in recorded.recording["jobs"] if job["start_trace_s"] <= AGREE_UNTIL_S]
     assert len(jobs) == 11
     for job in jobs:
-        assert sorted(names[i] for i in ours[job["name"]].node_indices) == sorted(job["node_list"]), job["name"]
+        assert recorded.nodes(job["name"]) == sorted(job["node_list"]), job["name"]
 
 
 def test_jobs_start_when_slurm_started_them(recorded):
     # Slurm's stamps are whole seconds and its scheduler hands over within about a second: 2 s
     # (among them p01, p02, p05-p07: CONFIGURING while their nodes booted, started at slurmctld's check)
-    recording, ours, _, _ = recorded
-    jobs = [job for job in recording["jobs"] if job["start_trace_s"] <= AGREE_UNTIL_S]
+    ours = recorded.ours
+    jobs = [job for job in recorded.recording["jobs"] if job["start_trace_s"] <= AGREE_UNTIL_S]
     late = {job["name"]: (job["start_trace_s"], ours[job["name"]].start_s) for job in jobs
             if abs(ours[job["name"]].start_s - job["start_trace_s"]) > 2.0}
     assert not late, late
@@ -67,21 +95,21 @@ def test_jobs_start_when_slurm_started_them(recorded):
 
 
 def test_the_same_nodes_are_suspended_and_resumed_at_the_same_times(recorded):
-    recording, ours, machine, names = recorded
+    recording, machine, names = recorded.recording, recorded.machine, recorded.names
     end_s = AGREE_UNTIL_S
     real = [(at, kind, node) for at, kind, node in recording["power_events"]
             if kind in ("suspend", "resume") and 0 <= at <= end_s]
-    replayed = [(at, kind, names[node]) for at, kind, node in machine.events if at <= end_s]
+    replay_events = [(at, kind, names[node]) for at, kind, node in machine.events if at <= end_s]
     assert [(kind, node) for _, kind, node in sorted(real, key=lambda e: (e[0], e[2]))] == \
-        [(kind, node) for _, kind, node in sorted(replayed, key=lambda e: (e[0], e[2]))]
+        [(kind, node) for _, kind, node in sorted(replay_events, key=lambda e: (e[0], e[2]))]
     assert len(real) == 4              # n2, n3 resumed for p01, p02; n4 for p05; n4 suspended after 15 s idle
     for (t_real, _, _), (t_ours, _, _) in zip(sorted(real, key=lambda e: (e[0], e[2])),
-                                             sorted(replayed, key=lambda e: (e[0], e[2]))):
+                                             sorted(replay_events, key=lambda e: (e[0], e[2]))):
         assert abs(t_real - t_ours) <= 1.5
 
 
 def test_over_the_whole_run_suspended_node_seconds_within_five_percent(recorded):
-    c = power_bench.compare(recorded[0])
+    c = power_bench.compare(recorded.recording)
     assert abs(c["suspended_diff"]) <= 0.05, c
     assert abs(c["mean_wait_diff"]) <= 0.20, c
     assert c["resumes_real"] == c["resumes_replay"] == 8
@@ -90,7 +118,7 @@ def test_over_the_whole_run_suspended_node_seconds_within_five_percent(recorded)
 def test_the_first_divergence_is_the_first_start_past_the_agreement(recorded):
     # the 11 jobs started by 125 s run on Slurm's nodes (above); the 12th start, p11 at 126 s (sacct's
     # whole seconds), is the first the replay puts elsewhere: on n1-n2 where Slurm gave n2-n3
-    assert power_bench.compare(recorded[0])["first_divergence"] == (
+    assert power_bench.compare(recorded.recording)["first_divergence"] == (
         "p11, start 12 of 24 (submitted 118.000 s): Slurm started it at 126.000 s on n2,n3, the replay at "
         "126.000 s on n1,n2")
 
@@ -109,9 +137,7 @@ RECORDING_201 = Path(__file__).parent / "data" / "slurm-power" / "seed201.json.g
 
 @pytest.fixture(scope="module")
 def recorded_201():
-    recording = power_bench.load(RECORDING_201)
-    records, machine, cluster = power_bench.replay(recording)
-    return recording, machine, [n.name for n in cluster.nodes]
+    return replayed(RECORDING_201)
 
 
 def test_the_power_save_thread_wakes_where_slurm_s_did(recorded_201):
@@ -123,7 +149,7 @@ def test_the_power_save_thread_wakes_where_slurm_s_did(recorded_201):
     # at its wake-ups, batch_sched_delay after its last pass, not at once: the replay's jobs of the
     # second and third bursts end and start up to a second from Slurm's, and which node is idle
     # longest differs there.)
-    recording, machine, names = recorded_201
+    recording, machine, names = recorded_201.recording, recorded_201.machine, recorded_201.names
     assert power_bench.power_tick_phase_s(recording) == 0.49
     real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
                   if kind in ("suspend", "resume") and 245.0 <= at <= 260.0)
@@ -158,7 +184,6 @@ def test_the_check_runs_at_the_first_pass_whose_clock_reads_the_due_second():
 
 
 # -- slurmctld's background loop as its log shows it (bench/data/slurm-power: seeds 303 and 311) ---------
-BENCH_DATA = ROOT / "bench" / "data" / "slurm-power"
 
 
 def test_the_loop_s_checks_between_the_first_and_the_last_fall_where_slurm_logged_them():
@@ -183,9 +208,7 @@ def test_the_loop_s_checks_between_the_first_and_the_last_fall_where_slurm_logge
 
 @pytest.fixture(scope="module")
 def recorded_311():
-    recording = power_bench.load(BENCH_DATA / "seed311.json.gz")
-    records, machine, cluster = power_bench.replay(recording)
-    return recording, {r.job_id: r for r in records}, machine, [n.name for n in cluster.nodes]
+    return replayed("seed311")
 
 
 # Slurm's starts (slurmctld's log) of seed 311: p01-p03 and p09-p11 CONFIGURING while their nodes
@@ -200,28 +223,29 @@ SLURM_311 = {"p01": (29.964, "n2"), "p02": (29.964, "n2,n3"), "p03": (29.964, "n
 
 @pytest.mark.parametrize("name", sorted(SLURM_311))
 def test_seed_311_jobs_start_when_and_where_slurm_started_them(recorded_311, name):
-    recording, ours, _, names = recorded_311
-    real = next(job for job in recording["jobs"] if job["name"] == name)
+    ours = recorded_311.ours
+    real = recorded_311.real(name)
     start = real["log_times"]["start"]
     assert (round(start, 3), ",".join(real["node_list"])) == SLURM_311[name]
     # the configuring jobs at the check itself (within 5 ms); the others at a backfill look, whose
     # phase in the second the replay takes from the first submission: within a second
     tolerance = 0.005 if start - real["log_times"]["alloc"] > 1 else 1.0
     assert abs(ours[name].start_s - start) <= tolerance, (ours[name].start_s, start)
-    assert sorted(names[i] for i in ours[name].node_indices) == sorted(real["node_list"])
+    assert recorded_311.nodes(name) == sorted(real["node_list"])
 
 
-def agrees_job_by_job(recording, ours, machine, names, events_within_s: float) -> list[str]:
+def agrees_job_by_job(run: Replayed, events_within_s: float) -> list[str]:
     """Every job on Slurm's nodes and started within a second of Slurm's start; Slurm's suspends and
     resumes in its order, each within ``events_within_s``.  Returns the kinds of Slurm's events."""
+    recording, ours, machine, names = run.recording, run.ours, run.machine, run.names
     for job in recording["jobs"]:
-        assert sorted(names[i] for i in ours[job["name"]].node_indices) == sorted(job["node_list"]), job["name"]
+        assert run.nodes(job["name"]) == sorted(job["node_list"]), job["name"]
         assert abs(ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
     real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
                   if kind in ("suspend", "resume") and at >= 0)
-    replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
-    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replayed]
-    for (t_real, _, node), (t_ours, _, _) in zip(real, replayed):
+    replay_events = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replay_events]
+    for (t_real, _, node), (t_ours, _, _) in zip(real, replay_events):
         assert abs(t_real - t_ours) <= events_within_s, (node, t_real, t_ours)
     return [kind for _, kind, _ in real]
 
@@ -236,19 +260,19 @@ def test_seed_311_every_job_on_slurm_s_nodes_and_every_power_event_within_a_tent
     # assumption before: --thread-pace-only) it fell 3 ms after it, at 5.599 s, and n2 and n3 (p02,
     # allocated at 6.615 s) resumed a wake-up early.  (The replay's thread wakes 0.9 ms before each
     # logged scan: the log line follows the scan and the fork of ResumeProgram.)
-    recording, ours, machine, names = recorded_311
-    kinds = agrees_job_by_job(recording, ours, machine, names, events_within_s=1.0)
+    recording, machine, names = recorded_311.recording, recorded_311.machine, recorded_311.names
+    kinds = agrees_job_by_job(recorded_311, events_within_s=1.0)
     assert kinds == ["resume"] * 3 + ["suspend"] * 3 + ["resume"] * 3
 
     def late_events(machine, names):
         real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
                       if kind in ("suspend", "resume") and at >= 0)
-        replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
-        return [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, replayed)
+        replay_events = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+        return [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, replay_events)
                 if abs(t_real - t_ours) > 0.1]
 
     assert late_events(machine, names) == []
-    _, one_pace, _ = power_bench.replay(recording, thread_pace_only=True)
+    one_pace = replayed(recording, thread_pace_only=True).machine
     assert late_events(one_pace, names) == [("n2", 6.591, 5.599), ("n3", 7.596, 6.6)]
 
 
@@ -257,11 +281,9 @@ def test_fresh_seed_332_every_job_on_slurm_s_nodes_within_a_second_and_the_same_
     # first log line: both agree here): 24 / 24 jobs;
     # the largest start gap is p17's 0.91 s (a backfill look on the first submission's second, not
     # Slurm's), the fifteen suspends and resumes come in Slurm's order, each within a second
-    recording = power_bench.load(BENCH_DATA / "seed332.json.gz")
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    assert len(recording["jobs"]) == len(ours) == 24
-    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.0)
+    run = replayed("seed332")
+    assert len(run.recording["jobs"]) == len(run.ours) == 24
+    kinds = agrees_job_by_job(run, events_within_s=1.0)
     assert len(kinds) == 15
 
 
@@ -283,20 +305,18 @@ SLURM_331 = {
 
 @pytest.mark.parametrize("seed", sorted(SLURM_331))
 def test_seed_331_backfills_p12_beside_p11_s_plan_as_slurm_did(seed):
-    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    names = [n.name for n in cluster.nodes]
+    run = replayed(seed)
+    ours = run.ours
     for name, expected in SLURM_331[seed].items():
-        real = next(job for job in recording["jobs"] if job["name"] == name)
+        real = run.real(name)
         assert (round(real["log_times"]["start"], 3), ",".join(real["node_list"])) == expected
         # (backfill's looks keep the first submission's phase in the second, not Slurm's: within a second)
         assert abs(ours[name].start_s - real["log_times"]["start"]) <= 1.0, (name, ours[name].start_s)
-        assert ",".join(sorted(names[i] for i in ours[name].node_indices)) == expected[1]
+        assert ",".join(run.nodes(name)) == expected[1]
     if seed == "seed331":
         # and so every job of the run: on Slurm's nodes, within a second, the same power events in
         # order (the debug log's recording is slower to log: not compared job by job)
-        kinds = agrees_job_by_job(recording, ours, machine, names, events_within_s=1.2)
+        kinds = agrees_job_by_job(run, events_within_s=1.2)
         assert kinds.count("resume") == 7 and kinds.count("suspend") == 4
 
 
@@ -338,15 +358,13 @@ def test_seed_333_backfill_looks_on_the_loop_the_log_shows_put_every_start_withi
     assert (len(looks), round(looks[0] % 1, 3), round(looks[-1] % 1, 3)) == (18, 0.88, 0.983)
     loop = power_bench.backfill_loop(recording)
     assert 0.0003 < loop.drift < 0.0005
-    records, _, _ = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
+    ours = replayed(recording).ours
     off = {job["name"]: round(ours[job["name"]].start_s - job["log_times"]["start"], 3) for job in recording["jobs"]}
     assert max(abs(x) for x in off.values()) <= 0.03, off
     without = dict(recording)
     del without["backfill_looks"]
-    records, _, _ = power_bench.replay(without)
     assert max(abs(r.start_s - next(j["log_times"]["start"] for j in recording["jobs"] if j["name"] == r.job_id))
-               for r in records) > 0.5
+               for r in replayed(without).ours.values()) > 0.5
 
 
 def test_seed_333_on_the_power_save_thread_s_logged_pace_every_job_gets_slurm_s_nodes():
@@ -356,12 +374,10 @@ def test_seed_333_on_the_power_save_thread_s_logged_pace_every_job_gets_slurm_s_
     # replay's scan came first and p17 got n1-n2; on the pace its logged scans show (they creep
     # through the second), the scan falls after the allocation, as in Slurm: all 24 jobs on Slurm's
     # nodes, within 30 ms of its starts, its 19 suspends and resumes in order within 1.1 s.
-    recording = power_bench.load(BENCH_DATA / "seed333.json.gz")
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
+    run = replayed("seed333")
+    kinds = agrees_job_by_job(run, events_within_s=1.1)
     assert len(kinds) == 19
-    assert sorted(cluster.nodes[i].name for i in ours["p17"].node_indices) == ["n1", "n3"]
+    assert run.nodes("p17") == ["n1", "n3"]
 
 
 @pytest.mark.parametrize("seed, events", [("seed341", 16), ("seed342", 9), ("seed341b", 16)])
@@ -369,11 +385,9 @@ def test_fresh_seeds_341_342_every_job_on_slurm_s_nodes_within_a_second_and_the_
     # the fresh recordings of docs/slurm-reference.md's table, replayed once the model was finished:
     # every job on Slurm's nodes within a second of its start, Slurm's suspends and resumes in its
     # order within 1.1 s (seed 343: its own test below)
-    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    assert len(ours) == 24
-    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
+    run = replayed(seed)
+    assert len(run.ours) == 24
+    kinds = agrees_job_by_job(run, events_within_s=1.1)
     assert len(kinds) == events
 
 
@@ -396,29 +410,25 @@ def test_seed_343_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_
     # 140.204 s: in step with the looks its log shows the replay's look falls there too (one pace:
     # 140.325 s, after the end, and p12 on n1-n2).  Every suspend and resume in Slurm's order; all
     # resumes within 0.1 s; three suspends of idle nodes in seed 343, two in 343c, one or two seconds apart
-    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    names = [n.name for n in cluster.nodes]
+    run = replayed(seed)
+    recording, ours, machine, names = run.recording, run.ours, run.machine, run.names
     assert len(ours) == 24
-    kinds = agrees_job_by_job(recording, ours, machine, names, events_within_s=2.1)
+    kinds = agrees_job_by_job(run, events_within_s=2.1)
     assert len(kinds) == 19
     logged = sorted((at, kind, node) for at, kind, node in recording["power_events"]
                     if kind in ("suspend", "resume") and at >= 0)
-    replayed = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
-    assert [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(logged, replayed)
+    replay_events = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+    assert [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(logged, replay_events)
             if abs(t_real - t_ours) > 0.1] == SEED_343_EVENTS_APART[seed]
     real = {job["name"]: job for job in recording["jobs"]}
     if seed == "seed343":
         assert (real["p23"]["log_times"]["start"], real["p23"]["node_list"]) == (297.856, ["n4"])
-        assert abs(ours["p23"].start_s - 297.856) < 0.1 and [names[i] for i in ours["p23"].node_indices] == ["n4"]
-        one_pace, _, _ = power_bench.replay(recording, thread_pace_only=True)
-        assert round(next(r.start_s for r in one_pace if r.job_id == "p23"), 3) == 267.753
+        assert abs(ours["p23"].start_s - 297.856) < 0.1 and run.nodes("p23") == ["n4"]
+        assert round(replayed(recording, thread_pace_only=True).ours["p23"].start_s, 3) == 267.753
     else:
         assert (real["p12"]["log_times"]["start"], real["p12"]["node_list"]) == (140.169, ["n2", "n3"])
-        assert sorted(names[i] for i in ours["p12"].node_indices) == ["n2", "n3"]
-        one_pace, _, _ = power_bench.replay(recording, thread_pace_only=True)
-        assert round(next(r.start_s for r in one_pace if r.job_id == "p12"), 3) == 140.325
+        assert run.nodes("p12") == ["n2", "n3"]
+        assert round(replayed(recording, thread_pace_only=True).ours["p12"].start_s, 3) == 140.325
 
 
 def test_slurm_s_logs_show_the_power_save_thread_misses_an_allocation_less_than_a_millisecond_before_its_logged_scan():
@@ -452,9 +462,7 @@ def test_recordings_without_a_log_replay_backfill_s_looks_from_the_jobs_it_start
     recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
     assert "backfill_looks" in recording and not (BENCH_DATA / f"{seed}.slurmctld.log.gz").exists()
     assert recording["backfill_looks"] == power_bench.backfill_starts(recording)
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
+    agrees_job_by_job(replayed(recording), events_within_s=1.1)
     without = {key: value for key, value in recording.items() if key != "backfill_looks"}
     assert power_bench.compare(without, thread_pace_only=True)["within_2s"] == jobs_one_pace
 
@@ -473,11 +481,9 @@ def test_the_looks_from_the_jobs_backfill_started_are_the_looks_slurmctld_s_log_
 def test_fresh_seeds_351_352_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events):
     # replayed once the changes were finished: every job on Slurm's nodes within a second of its
     # start, Slurm's suspends and resumes in its order within 0.1 s
-    recording = power_bench.load(BENCH_DATA / f"{seed}.json.gz")
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    assert len(ours) == 24
-    kinds = agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=0.1)
+    run = replayed(seed)
+    assert len(run.ours) == 24
+    kinds = agrees_job_by_job(run, events_within_s=0.1)
     assert len(kinds) == events
 
 
@@ -493,15 +499,12 @@ def test_fresh_seed_353_on_the_check_chain_its_log_shows_every_job_as_slurm():
     loop = power_bench.background_loop(recording)
     assert round(loop.pass_at_or_after(57.9), 4) == 57.9985
     real = {job["name"]: job for job in recording["jobs"]}
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    names = [n.name for n in cluster.nodes]
-    assert [round(ours[n].start_s, 3) for n in ("p03", "p04", "p05", "p06")] == [88.054] * 4
-    assert len(agrees_job_by_job(recording, ours, machine, names, events_within_s=0.1)) == 19
-    one_pace, _, _ = power_bench.replay(recording, thread_pace_only=True)
-    p10 = next(r for r in one_pace if r.job_id == "p10")
+    run = replayed(recording)
+    assert [round(run.ours[n].start_s, 3) for n in ("p03", "p04", "p05", "p06")] == [88.054] * 4
+    assert len(agrees_job_by_job(run, events_within_s=0.1)) == 19
+    one_pace = replayed(recording, thread_pace_only=True)
     assert (real["p10"]["log_times"]["start"], real["p10"]["node_list"]) == (148.165, ["n4"])
-    assert (round(p10.start_s, 3), [names[i] for i in p10.node_indices]) == (131.134, ["n3"])
+    assert (round(one_pace.ours["p10"].start_s, 3), one_pace.nodes("p10")) == (131.134, ["n3"])
 
 
 def test_seed_103_checks_join_the_chain_its_recorded_checks_show():
@@ -512,7 +515,89 @@ def test_seed_103_checks_join_the_chain_its_recorded_checks_show():
     # logged chain every job starts on Slurm's nodes within a second, its power events in order
     recording = power_bench.load(BENCH_DATA / "seed103.json.gz")
     assert power_bench.logged_checks(recording) == [29.167, 149.585, 179.658, 269.82]
-    records, machine, cluster = power_bench.replay(recording)
-    ours = {r.job_id: r for r in records}
-    assert round(ours["p21"].start_s, 3) == 269.82
-    agrees_job_by_job(recording, ours, machine, [n.name for n in cluster.nodes], events_within_s=1.1)
+    run = replayed(recording)
+    assert round(run.ours["p21"].start_s, 3) == 269.82
+    agrees_job_by_job(run, events_within_s=1.1)
+
+
+# -- backfill's PLANNED nodes keep the power-save thread scanning (seeds 102 and 302) ---------------
+# backfill.c _handle_planned: each backfill cycle clears the PLANNED flag of the nodes the last one
+# planned and sets it on the idle nodes it reserves for pending jobs, each time with last_node_update =
+# time(NULL); so while a pending job's plan holds an idle node, backfill cycles at every look
+# (_more_work sees its own change) and the power-save thread scans at every wake-up, not every
+# power_save_interval (10 s).  The plan covers only allocatable nodes (node_space[0] from
+# avail_node_bitmap: none being powered down).
+def test_seed_102_a_plan_on_idle_n4_has_slurm_suspend_it_at_the_next_wake_up():
+    # p01 left n4 idle at 45.135 s (clock 45); the thread's last scan for a node change read clock
+    # 58 (57.957 s), so its periodic scan was due at clock 68.  p06 (8 tasks on 2 nodes, submitted
+    # 60.452 s) waits for n1 (p02's limit) and is planned on n1 + the idle n4: the thread scans each
+    # second, and at clock 61 (61.96 s) n4 has been idle 61 - 45 = 16 > 15 s: Slurm suspended it
+    # then.  The replay before scanned at 64.96 s only after p08's plan, or not at all (-8.7 % mean wait)
+    run = replayed("seed102")
+    real = sorted((at, kind, node) for at, kind, node in run.recording["power_events"]
+                  if kind in ("suspend", "resume") and at >= 0)
+    ours = sorted((at, kind, run.names[node]) for at, kind, node in run.machine.events if at >= 0)
+    assert real[3] == (61.96, "suspend", "n4")
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours]
+    # every event within 2 ms but the last: n4's suspend at 235.1 s, not 225.093 s (p22, below)
+    assert [(node, t_real) for (t_real, _, node), (t_ours, _, _) in zip(real, ours)
+            if abs(t_real - t_ours) > 0.002] == [("n4", 225.093)]
+    # p08 (3 CPUs, submitted 64.093 s) then went to n1 at p02's end, as Slurm's (the replay before:
+    # n3 at 79.935 s); every job within a second of Slurm's start, all but p22 on Slurm's nodes
+    assert (run.real("p08")["log_times"]["start"], run.real("p08")["node_list"]) == (67.928, ["n1"])
+    assert round(run.ours["p08"].start_s, 3) == 67.928 and run.nodes("p08") == ["n1"]
+    assert max(abs(run.ours[job["name"]].start_s - job["log_times"]["start"]) for job in run.recording["jobs"]) < 1.0
+    assert [job["name"] for job in run.recording["jobs"] if run.nodes(job["name"]) != sorted(job["node_list"])] == ["p22"]
+
+
+def test_seed_302_a_plan_on_idle_n3_has_slurm_suspend_it_before_p12_s_start():
+    # p12 (8 tasks on 2 nodes, submitted 125.914 s) is planned on the idle n3 (idle since p09's end,
+    # 111.46 s): the thread scans each second and suspends n3 at clock 127 (127 - 111 = 16 > 15 s),
+    # 127.289 s as Slurm did (the replay before: at its periodic scan, 131.29 s), so at p11's end
+    # p12 got n2 and the powered-down n3, as Slurm's.  Every job on Slurm's nodes within a second,
+    # Slurm's 15 suspends and resumes in order, each within 2 ms
+    run = replayed("seed302")
+    assert (run.real("p12")["log_times"]["start"], run.real("p12")["node_list"]) == (149.538, ["n2", "n3"])
+    assert (127.289, "suspend", "n3") in [tuple(event) for event in run.recording["power_events"]]
+    assert len(agrees_job_by_job(run, events_within_s=0.002)) == 15
+
+
+def test_without_a_plan_on_an_idle_node_the_thread_keeps_its_ten_second_scans(monkeypatch):
+    # the same replay with backfill's PLANNED flags unseen by the thread (a machine whose
+    # backfill_planned does nothing): n4 is suspended at a later scan, not at 61.96 s as Slurm did
+    from greenslurm.sim.engine.slurm_power import SlurmPowerMachine
+
+    class FakeBlindToPlanned(SlurmPowerMachine):
+        def backfill_planned(self, at_s: float, planned: bool) -> None:
+            pass
+
+    monkeypatch.setattr(power_bench, "slurm_power_machine_factory", lambda saving: (
+        lambda cluster, selection=None: FakeBlindToPlanned(cluster, selection, saving)))
+    blind = replayed("seed102")
+    suspends = [round(at, 3) for at, kind, node in blind.machine.events if kind == "suspend" and blind.names[node] == "n4"]
+    # (its first suspend comes only at 133.007 s)
+    assert suspends[0] == 133.007
+
+
+# -- the fresh recordings of docs/slurm-reference.md's table (seeds 361-363, 361 twice) --------------
+@pytest.mark.parametrize("seed, events, apart", [
+    ("seed361", 20, []), ("seed362", 25, []), ("seed361b", 20, []),
+    # two idle nodes suspended a scan late (every job still at Slurm's start and on its nodes)
+    ("seed363", 17, [("n3", 185.596, 186.597), ("n4", 185.596, 186.597)])])
+def test_fresh_seeds_361_363_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events(seed, events, apart):
+    # replayed once, the model finished (commit 6d821d0): every job on Slurm's nodes within a second
+    # of its start; Slurm's suspends and resumes up to the last job's end (the replay ends there;
+    # Slurm went on suspending idle nodes) in its order, all but ``apart`` within 0.1 s
+    run = replayed(seed)
+    assert len(run.ours) == 24
+    for job in run.recording["jobs"]:
+        assert run.nodes(job["name"]) == sorted(job["node_list"]), job["name"]
+        assert abs(run.ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
+    last_end = max(job["log_times"]["end"] for job in run.recording["jobs"])
+    real = sorted((at, kind, node) for at, kind, node in run.recording["power_events"]
+                  if kind in ("suspend", "resume") and 0 <= at <= last_end)
+    ours = sorted((at, kind, run.names[node]) for at, kind, node in run.machine.events if at >= 0)
+    assert len(real) == events
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours]
+    assert [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, ours)
+            if abs(t_real - t_ours) > 0.1] == apart

@@ -76,6 +76,20 @@ static void sort_ranked(ranked *a, ranked *tmp, int64_t n, int high) {
     }
 }
 
+/* The runs of the free counts' steps freeing at least m nodes (m one count), as far as read: run r
+ * is steps [start[r], end[r]) each freeing >= m, end[r] the next freeing fewer (RUNS_TO_END: none);
+ * longest[r] the most of `length` over runs 0..r, where a run's length is its time (the end step's
+ * time less the start's) raised by enough to cover both times' rounding (see runs_read).  Read while
+ * the steps were as after `seen` changes of epoch `epoch` (see core.changes); read on from step `next`. */
+typedef struct {
+    int64_t *start, *end;
+    double *longest;
+    int64_t n, cap, next;
+    int64_t seen;
+    uint64_t epoch;
+} count_runs;
+#define RUNS_TO_END INT64_MAX
+
 typedef struct {
     /* inputs */
     const double *submit, *requested, *run_for, *deadline, *limit;
@@ -101,6 +115,12 @@ typedef struct {
      * next (a necessary test before looking at every node: a start needs m free nodes throughout) */
     double *times, *free;
     int64_t steps, steps_cap;
+    /* the counts' changes since the steps were last renumbered (count_advance starts a new epoch):
+     * each one's first time, from which on it may add a breakpoint or change a step's count */
+    double *changes;
+    int64_t n_changes, changes_cap;
+    uint64_t epoch;
+    count_runs *runs;                 /* per count m (1 .. n_nodes) */
     int64_t *running_on;              /* per node: its running job, -1: none */
     /* scratch */
     ranked *rank, *rank_tmp;
@@ -141,6 +161,13 @@ static int count_change(core *c, double start, double end, double nodes) {
     int64_t k = count_breakpoint(c, end);
     if (k < 0) return -1;
     for (; i < k; i++) c->free[i] += nodes;
+    if (c->n_changes == c->changes_cap) {
+        int64_t cap = c->changes_cap ? 2 * c->changes_cap : 64;
+        double *grown = grown_array(c->changes, cap, sizeof(double));
+        if (!grown) return -1;
+        c->changes = grown; c->changes_cap = cap;
+    }
+    c->changes[c->n_changes++] = start;
     return 0;
 }
 
@@ -154,6 +181,8 @@ static void count_advance(core *c, double now) {
         if (c->free[k] != c->free[kept - 1]) { c->times[kept] = c->times[k]; c->free[kept] = c->free[k]; kept++; }
     }
     c->steps = kept;
+    c->epoch++;                       /* steps dropped and merged: their numbers changed */
+    c->n_changes = 0;
 }
 
 /* first index whose step begins at or after t (bisect_left on the times) */
@@ -163,32 +192,110 @@ static int64_t step_from(const core *c, double t) {
     return lo;
 }
 
+/* the runs of steps freeing at least m brought up to date, then read on until every run starting
+ * before step `upto` is known; -1: no memory.  A change from time s (count_change: breakpoints added
+ * at s and at its end, counts changed between) leaves every step before s as it was, with its
+ * number: a run whose end step lies before the earliest change since it was read is kept, and the
+ * reading goes on after the last one kept. */
+static int runs_read(core *c, count_runs *runs, double m, int64_t upto) {
+    const double *times = c->times, *free_ = c->free;
+    if (runs->epoch != c->epoch || c->n_changes - runs->seen > c->steps) {
+        runs->n = 0; runs->next = 0; runs->epoch = c->epoch;
+    } else if (runs->seen < c->n_changes) {
+        double changed = c->changes[runs->seen];
+        for (int64_t k = runs->seen + 1; k < c->n_changes; k++) if (c->changes[k] < changed) changed = c->changes[k];
+        int64_t lo = 0, hi = runs->n;       /* the first run whose end step is at or after the change */
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (runs->end[mid] != RUNS_TO_END && times[runs->end[mid]] < changed) lo = mid + 1; else hi = mid;
+        }
+        runs->n = lo;                       /* and the steps read after it, which may have changed */
+        runs->next = lo > 0 ? runs->end[lo - 1] + 1 : 0;
+    }
+    runs->seen = c->n_changes;
+    int64_t steps = c->steps;
+    while (runs->next < upto && runs->next < steps) {
+        int64_t i = runs->next;
+        while (i < steps && free_[i] < m) i++;
+        if (i == steps) { runs->next = steps; break; }
+        int64_t k = i + 1;
+        while (k < steps && !(free_[k] < m)) k++;
+        if (runs->n == runs->cap) {
+            int64_t cap = runs->cap ? 2 * runs->cap : 16;
+            int64_t *start = grown_array(runs->start, cap, sizeof(int64_t));
+            if (!start) return -1;
+            runs->start = start;
+            int64_t *end = grown_array(runs->end, cap, sizeof(int64_t));
+            if (!end) return -1;
+            runs->end = end;
+            double *longest = grown_array(runs->longest, cap, sizeof(double));
+            if (!longest) return -1;
+            runs->longest = longest;
+            runs->cap = cap;
+        }
+        /* a window from a = times[i] of p ends within the run exactly when a + p <= b = times[k] as
+         * rounded: then b - a >= p - u(|a| + |p|) (u = 2^-53), and b - a as rounded loses at most
+         * u(|a| + |b|) more, so the length with (|a| + |b|) 1e-15 + 1e-300 added (the last for results
+         * below the normal doubles) is at least p - |p| 1e-15: no run holding a window is below that */
+        double length = INFINITY;
+        int64_t end = RUNS_TO_END;
+        if (k < steps) {
+            end = k;
+            double a = times[i], b = times[k];
+            length = b - a + (fabs(a) + fabs(b)) * 1e-15 + 1e-300;
+            if (length != length) length = INFINITY;       /* inf - inf: keep it a candidate */
+        }
+        int64_t r = runs->n++;
+        runs->start[r] = i; runs->end[r] = end;
+        runs->longest[r] = r > 0 && runs->longest[r - 1] > length ? runs->longest[r - 1] : length;
+        runs->next = k + 1;         /* step k frees fewer (or k == steps): the next run starts after it */
+    }
+    return 0;
+}
+
 /* whether some step in [now, bound) begins a window of p over which job j (its own slot given back)
  * finds m free nodes at every step: needed for any start before `bound` on m nodes (bound <= its own).
  * *first: the first such step's time, before which no start holds j (a start t holds it on m nodes
  * only if the last step at or before t begins such a window: the same free counts until t, and its
- * window ends no later) */
-static int count_may_move(const core *c, int64_t j, double bound, double *first) {
+ * window ends no later).  1: there is one, 0: none, -1: no memory.
+ *
+ * The windows tried are those from the first step of each run of steps freeing m (a window from a
+ * later step of the run ends later and meets the same step freeing fewer), starting before bound.  A
+ * run ending before j's own slot holds its window exactly when the window ends by the run's end step;
+ * runs shorter than p less rounding are passed over with one binary search on the runs' longest so
+ * far.  The one run that may reach j's slot is read through it: in the slot a step frees free + m
+ * with j's nodes given back, fewer than m exactly when free < 0 (counts are whole numbers, exact as
+ * doubles), and after it fewer than m again. */
+static int count_may_move(core *c, int64_t j, double bound, double *first) {
     double m = (double)c->procs[j], p = c->requested[j], old = c->res_start[j], own_end = c->res_end[j];
-    /* steps in [at_old, at_end) are j's own slot: with its m nodes given back a step there frees
-     * free + m, fewer than m exactly when free < 0 (counts are whole numbers, exact as doubles), so
-     * the three stretches are read with one test each instead of the slot's bounds at every step */
-    int64_t at_old = step_from(c, old), at_end = step_from(c, own_end), i = 0;
+    int64_t at_bound = step_from(c, bound), at_old = step_from(c, old), at_end = step_from(c, own_end);
+    count_runs *runs = &c->runs[c->procs[j]];
+    if (runs_read(c, runs, m, at_bound) < 0) return -1;
     const double *times = c->times, *free_ = c->free;
-    for (;;) {
-        /* the next step that may begin a window: it starts before bound <= old, so before j's slot */
-        while (i < at_old && free_[i] < m) i++;
-        if (i == at_old || !(times[i] < bound)) return 0;
-        double end = times[i] + p;
-        int64_t k = i + 1;          /* the window's steps up to the first freeing too few */
-        while (k < at_old && times[k] < end && !(free_[k] < m)) k++;
-        if (k == at_old) {
-            while (k < at_end && times[k] < end && !(free_[k] < 0.0)) k++;
-            if (k == at_end) while (k < c->steps && times[k] < end && !(free_[k] < m)) k++;
-        }
-        if (k == c->steps || !(times[k] < end)) { *first = times[i]; return 1; }
-        i = k + 1;               /* every start up to k has step k in its window */
+    const int64_t *start = runs->start, *end = runs->end;
+    /* the runs starting before bound: [0, candidates) */
+    int64_t lo = 0, hi = runs->n;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (start[mid] < at_bound) lo = mid + 1; else hi = mid; }
+    int64_t candidates = lo, within = candidates;
+    if (within > 0 && end[within - 1] >= at_old) within--;     /* the last may reach j's slot */
+    double least = p - fabs(p) * 1e-15;
+    if (least != least) least = -INFINITY;
+    lo = 0; hi = within;
+    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (runs->longest[mid] < least) lo = mid + 1; else hi = mid; }
+    for (int64_t r = lo; r < within; r++) {
+        if (!(times[end[r]] < times[start[r]] + p)) { *first = times[start[r]]; return 1; }
     }
+    if (within == candidates) return 0;
+    int64_t i = start[within];
+    double window_end = times[i] + p;
+    int64_t k = i + 1;
+    while (k < at_old && times[k] < window_end) k++;            /* these free m: the run's own */
+    if (k == at_old) {
+        while (k < at_end && times[k] < window_end && !(free_[k] < 0.0)) k++;
+        if (k == at_end) while (k < c->steps && times[k] < window_end && !(free_[k] < m)) k++;
+    }
+    if (k == c->steps || !(times[k] < window_end)) { *first = times[i]; return 1; }
+    return 0;                   /* a window from a later step starts in or after j's slot: past bound */
 }
 
 /* first index whose span starts after s (bisect_right on the starts) */
@@ -654,13 +761,14 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.starts = malloc(sizeof(double) * nn);
     c.fitting = malloc(sizeof(int32_t) * nn);
     c.heap = malloc(sizeof(end_event) * (nn + 1));
+    c.runs = calloc(nn + 1, sizeof(count_runs));
     int64_t *waiting = malloc(sizeof(int64_t) * nj);
     reservation *by_reservation = malloc(sizeof(reservation) * nj);
     reservation *moved_jobs = malloc(sizeof(reservation) * nj), *reservations_scratch = malloc(sizeof(reservation) * nj);
     int status = 0;
     if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.on_node || !c.busy || !c.checked || !c.running_on
         || !c.rank || !c.rank_tmp
-        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.heap || !waiting || !by_reservation || !moved_jobs
+        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.heap || !c.runs || !waiting || !by_reservation || !moved_jobs
         || !reservations_scratch) {
         status = -1;
         goto done;
@@ -722,7 +830,9 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
                     if (!(bound > now)) continue;
                 }
                 c.checked[j] = c.outs;
-                if (!count_may_move(&c, j, bound, &first)) continue;
+                int may = count_may_move(&c, j, bound, &first);
+                if (may < 0) { status = -1; goto done; }
+                if (!may) continue;
                 if (ensure_gaps(&c) < 0) { status = -1; goto done; }
                 double t = earliest_move(&c, j, now, bound, first, &fits);
                 if (t != t) continue;
@@ -755,6 +865,8 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
 done:
     if (c.on_node) for (int64_t n = 0; n < n_nodes; n++) free(c.on_node[n].at);
     if (c.busy) for (int64_t n = 0; n < n_nodes; n++) free(c.busy[n].at);
+    if (c.runs) for (int64_t m = 0; m <= n_nodes; m++) { free(c.runs[m].start); free(c.runs[m].end); free(c.runs[m].longest); }
+    free(c.runs); free(c.changes);
     free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
     free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
     free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.heap); free(c.held);

@@ -69,6 +69,11 @@ class NodePower(Protocol):
         """Nodes on or booting, chosen before powered-down ones; None when every node is."""
         ...
 
+    def backfill_planned(self, at_s: float, planned: bool) -> None:
+        """A backfill cycle at ``at_s`` (now or its next look) cleared the last cycle's PLANNED
+        idle nodes or set its own (``planned``): ``_handle_planned``'s ``last_node_update``."""
+        ...
+
 
 class JobPlacement:
     """A job's partition and its nodes as Slurm 22.05's cons_tres chooses them."""

@@ -387,6 +387,8 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._last_scan_s = -math.inf                         # the thread's tick of its last scan
         self._last_power_scan = -math.inf                     # its clock then (power_save.c's last_power_scan)
         self._last_node_update = -math.inf                    # slurmctld's last_node_update (whole seconds)
+        self._planned_every_look = False                      # backfill keeps idle nodes PLANNED (backfill_planned)
+        self._every_look_at_last_scan = False                 # ... as it did at the last scan
         self._next_scan_s = math.inf
         self._tick_s = THREAD_TICK_S * saving.time_scale
         self._phase_s = saving.tick_phase_s * self._tick_s
@@ -447,6 +449,19 @@ class SlurmPowerMachine(PowerManagedMachine):
         """Nodes on or booting (chosen first), or None when every node is."""
         off = self.state == OFF
         return ~off if off.any() else None
+
+    def backfill_planned(self, at_s: float, planned: bool) -> None:
+        """Backfill's cycle at ``at_s`` (now, or its next look) cleared the PLANNED flags of the
+        last cycle and set PLANNED on the idle nodes it reserved for pending jobs (``planned``)
+        (backfill.c ``_handle_planned``, at a cycle's start and end): ``last_node_update =
+        time(NULL)``, so the thread scans at its next wake-up.  While idle nodes stay planned,
+        every look of backfill (each second: ``_more_work`` sees its own change) clears and sets
+        them again, so the thread scans at every wake-up (:meth:`_next_periodic_scan`)."""
+        def changed(now_s: float) -> None:
+            self._timers -= 1
+            self._planned_every_look = planned
+            self._node_changed(now_s)
+        self._push(at_s, changed)
 
     def place(self, job: PendingJob, free: np.ndarray | None = None,
               prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
@@ -553,6 +568,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         """``_do_power_work`` at the thread's tick ``tick_s``: rate counts, resumes for CONFIGURING
         jobs, suspends, SuspendTimeout; every comparison with the thread's clock, ``time(NULL)``
         (whole seconds), the events at the tick itself."""
+        if self._every_look_at_last_scan:
+            self._decay_skipped_scans(tick_s)
+        self._every_look_at_last_scan = self._planned_every_look
         self._last_scan_s = tick_s
         now_s = self._whole(tick_s)
         self._last_power_scan = now_s
@@ -619,12 +637,30 @@ class SlurmPowerMachine(PowerManagedMachine):
         suspends.settle()
         resumes.settle()
 
+    def _decay_skipped_scans(self, tick_s: float) -> None:
+        """The scans at every wake-up since the last one up to ``tick_s`` that the replay folded
+        (:meth:`_next_periodic_scan`: nothing but the rate counts could change in them): each
+        decays the counts as a scan does."""
+        rates = (self._resume_rate, self._suspend_rate)
+        at = self._tick_later(self._last_scan_s, self._tick_s)
+        while at < tick_s - 1e-9 and (rates[0].decaying or rates[1].decaying):
+            clock = self._whole(at)
+            for rate in rates:
+                rate.scan(clock)
+                rate.settle()
+            at = self._tick_later(at, self._tick_s)
+
     def _next_periodic_scan(self, now_s: float) -> float:
         """The next periodic scan that can change anything: every ``interval_s`` while the rate
         counts decay (each scan decays them), else the first one after a node could be suspended or
         end its SuspendTimeout (the scans in between would find nothing); inf when none can."""
-        interval = self.saving.interval_s
-        if self._suspend_rate.decaying or self._resume_rate.decaying \
+        # (while backfill plans idle nodes, every wake-up scans: backfill_planned; the scans that
+        # only decay the rate counts are then folded into the next one that can act,
+        # _decay_skipped_scans, unless a resume or a budget waits on the counts)
+        interval = self._tick_s if self._planned_every_look else self.saving.interval_s
+        folding = (self._planned_every_look and not self.full_scans and not self._resume_list and self.config.budget_w is None
+                   and not self.power_up_asked.any() and not self.power_down_asked.any())
+        if (self._suspend_rate.decaying or self._resume_rate.decaying) and not folding \
                 or interval <= 0:
             return self._tick_later(now_s, max(interval, self._tick_s))
         earliest = min(self._due_times())

@@ -132,6 +132,9 @@ class SlurmQueue:
         self._node_cpus = node_cpus
         self._same_cpus = float(node_cpus[0]) if len(node_cpus) and bool((node_cpus == node_cpus[0]).all()) else None
         self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
+        # backfill's last cycle left idle nodes PLANNED (reserved for a pending job; backfill.c
+        # _handle_planned): the next cycle clears them, a node change power saving sees
+        self._planned_idle = False
         self._await_periodic = False                         # nodes changed: wake for the periodic pass
         self._begins: SortedList = SortedList()              # begin times still ahead of waiting jobs
         self._completing: list[tuple[float, PendingJob]] = []    # (release time, job), by release time
@@ -303,6 +306,12 @@ class SlurmQueue:
         if not self.waiting_jobs:
             if self.settings.backfills and self._version != self._backfill_seen and self.clock.backfill_change_s is None:
                 self.clock.backfill_change_s = now_s          # the backfill thread cycles (empty) at its next look
+            if self._planned_idle:
+                # that empty cycle clears the PLANNED nodes the last one left (_handle_planned)
+                self._planned_idle = False
+                if self.clock.backfill_change_s is None:
+                    self.clock.backfill_change_s = now_s
+                self._power.backfill_planned(max(self.clock.backfill_due(), now_s), False)
             self._version_left = self._version
             return
         settings = self.settings
@@ -327,11 +336,16 @@ class SlurmQueue:
             if self._version != self._backfill_seen and self.clock.backfill_change_s is None:
                 self.clock.backfill_change_s = now_s
             if now_s >= self.clock.backfill_due():
+                planned_before, self._planned_idle = self._planned_idle, False
                 if self.waiting_jobs:
                     self._backfill_cycle(now_s)
                 self.clock.last_backfill = now_s
                 self._backfill_seen = self._version
                 self.clock.backfill_change_s = None
+                if self._power is not None and (planned_before or self._planned_idle):
+                    # _handle_planned cleared the last cycle's PLANNED nodes at its start or set
+                    # this one's at its end: a node change
+                    self._power.backfill_planned(now_s, self._planned_idle)
         self._version_left = self._version
 
     def next_wake_s(self) -> float | None:
@@ -494,7 +508,13 @@ class SlurmQueue:
         begin = math.floor(now_s / resolution) * resolution
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
         everywhere = (1 << size) - 1
-        space = NodeSpace(begin, window_end, everywhere, resolution, size)
+        # the plan's nodes: avail_node_bitmap (node_space[0]), without those being powered down
+        blocked = self._power.unavailable() if self._power is not None else None
+        available = everywhere if blocked is None else everywhere & ~bits_of(blocked)
+        space = NodeSpace(begin, window_end, available, resolution, size)
+        # the nodes a reservation could leave PLANNED: allocatable and running no job (none: the
+        # plans cannot matter to power saving and the cycle may stop early as without it)
+        idle_bits = available & bits_of(self.machine.free[:, CPU] >= self._node_cpus) if self._power is not None else 0
         tried = started = 0
         per_user: Counter = Counter()
         per_part: Counter = Counter()
@@ -503,9 +523,13 @@ class SlurmQueue:
         starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
                                 lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
         for position, waiting in enumerate(ordered):
-            if tried >= s.bf_max_job_test or self._free_cpus_now() < smallest[position] - 1e-9:
+            if tried >= s.bf_max_job_test:
                 break
-            if not self.full_cycles and not starters.any_from(position):
+            # with power saving the plans matter until one holds an idle node (PLANNED, below)
+            planning = idle_bits != 0 and not self._planned_idle
+            if not planning and self._free_cpus_now() < smallest[position] - 1e-9:
+                break            # no job from here can start now
+            if not self.full_cycles and not planning and not starters.any_from(position):
                 # what the cycle would still do (plan reservations) holds back no job that could start
                 self.cycles_stopped_early += 1
                 break
@@ -562,6 +586,10 @@ class SlurmQueue:
                     continue
                 space.reserve_bits(reserve_from, reserve_to, nodes)
                 starters.plan_changed()
+                if nodes & idle_bits and not self._planned_idle:
+                    # PLANNED sticks on reserved nodes that run no job (IS_NODE_ALLOCATED false)
+                    idle = self.machine.free[:, CPU] >= self._node_cpus
+                    self._planned_idle = bool((mask_of(nodes, size) & idle).any())
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
