@@ -697,6 +697,13 @@ def will_run_answers_both_ways(rows, cluster: Cluster, release, subsets, window=
                                       priority=SIZE_AND_PARTITION, will_run_window_s=window,
                                       clock_at_zero_s=clock_at_zero_s)},
                     machine_factory=None if saving is None else slurm_power_machine_factory(saving))
+    return replay_asking_both_ways(replay, subsets)
+
+
+def replay_asking_both_ways(replay: Replay, subsets) -> int:
+    """Run ``replay`` (the slurm queue) and, after every event, ask every waiting job's will-run test
+    on each of ``subsets`` compiled and in the reference: the same answers.  How many the compiled
+    path gave."""
     queue = replay.strategy
     replay.begin()
     compiled = 0
@@ -865,6 +872,22 @@ def test_a_job_that_asked_no_memory_has_its_nodes_to_itself_where_memory_is_cons
             continue
         sharing = [other for s, e, n, other in runs if other != name and s < end and start < e and n & nodes]
         assert sharing == [], (name, sharing)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(MEMORY_JOB, min_size=1, max_size=20), st.lists(st.integers(1, 15), min_size=1, max_size=3))
+def test_jobs_holding_memory_are_answered_as_the_reference_does_with_the_compiled_test_on(rows, subsets):
+    # The compiled will-run test counts CPUs only: a job holding memory (per node, or a whole node's
+    # where it asked none) must be answered by the Python reference.  After every event each waiting
+    # job is asked on random node sets with the compiled test on and off: the same answers.
+    from greenslurm.sim.engine.slurm_memory import WHOLE_NODE
+    jobs = [JobSpec(f"j{i}", float(submit), float(limit), runtime_s=float(min(runtime, limit)), cpus=max(cpus, nodes),
+                    nodes=nodes, partition=partition, memory_mb_per_node=0.0 if memory is None else memory,
+                    extra={WHOLE_NODE: True} if memory is None else {})
+            for i, (submit, limit, runtime, cpus, partition, memory, nodes) in enumerate(rows)]
+    replay = Replay(jobs, memory_cluster(), "slurm", strategy_options={"scheduling": SlurmScheduling(
+        bf_interval_s=1.0, bf_resolution_s=1.0, memory_consumable=True)})
+    assert replay_asking_both_ways(replay, subsets) == 0      # every job here holds memory
 
 
 def test_a_job_that_asked_no_memory_waits_beside_a_free_cpu_and_shares_where_memory_is_not_allocated():

@@ -757,9 +757,14 @@ class SlurmQueue:
     def _compiles(self, job: PendingJob) -> bool:
         """Whether ``job``'s will-run test runs compiled (:class:`CompiledSpreadWillRun`): a job Slurm
         spreads, holding no memory, under no node cap, where the library is built (with power saving,
-        the job is tried on the nodes free now in Python: the node tiers)."""
-        return (self.placement.spreads(job) and self.placement.memory_per_node(job) == 0
-                and job.index not in self.placement.node_caps and compiled_will_run_library() is not None)
+        the job is tried on the nodes free now in Python: the node tiers).  A waiting job's answer reads
+        its part of the will-run key (:meth:`will_run`: spreads, memory per node, node cap), kept since
+        its first test."""
+        of_job = self._job_keys.get(job.index)
+        if of_job is None:
+            of_job = (None, self.placement.spreads(job), self.placement.memory_per_node(job),
+                      self.placement.node_caps.get(job.index))
+        return of_job[1] and of_job[2] == 0 and of_job[3] is None and compiled_will_run_library() is not None
 
     def _compiled(self) -> CompiledSpreadWillRun:
         """The compiled will-run test on the current free CPUs and running jobs, kept as the views."""
