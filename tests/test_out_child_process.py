@@ -197,14 +197,21 @@ def test_two_files_are_renamed_together_or_neither_is_left(here, fails, tmp_path
         assert [path.read_text() for path in paths] == ["rows", "ROWS"] and len(os.listdir(tmp_path)) == 2
 
 
-def test_a_child_killed_writing_two_files_names_both(tmp_path):
-    started = tmp_path / "started"
-
+def fake_stuck_writer(started):
+    """A writer (named Fake: the real one never hangs on demand) that writes half of its first part,
+    says so in ``started`` and then never returns."""
     def FakeStuckWriter(parts, payload):
         parts[0].write_text("half")
         started.write_text("writing")
         while True:
             time.sleep(1)
+    return FakeStuckWriter
+
+
+def test_a_child_killed_writing_two_files_names_both(tmp_path):
+    started = tmp_path / "started"
+
+    FakeStuckWriter = fake_stuck_writer(started)
     writing = start_child([tmp_path / "out" / "jobs.csv", tmp_path / "out" / "jobs.parquet"], FakeStuckWriter)
     writing.send(None)
     while not started.exists():
@@ -309,11 +316,7 @@ def test_an_interrupt_while_waiting_ends_the_child_and_leaves_nothing(tmp_path):
     # kill and reap the child and remove its part file (not take the interrupted wait for a finished one)
     started = tmp_path / "started"
 
-    def FakeStuckWriter(parts, payload):
-        parts[0].write_text("half")
-        started.write_text("writing")
-        while True:
-            time.sleep(1)
+    FakeStuckWriter = fake_stuck_writer(started)
     target = tmp_path / "out" / "f.txt"
     writing = start_child([target], FakeStuckWriter)
     writing.send(None)
