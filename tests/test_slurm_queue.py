@@ -760,14 +760,13 @@ def test_the_compiled_will_run_test_leaves_fractional_cpus_to_its_reference():
     library = compiled_will_run_library()
     running = (np.array([100.0]), [100.0], np.array([0]), np.array([1]), np.array([[1.5, 0.0]]), [0, 1])
     view = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), running, 30.0)
-    assert view.answer(np.array([True, True, False]), 3.0) is None
+    assert view.answer(0b011, 3.0) is None                        # nodes 0 and 1 (a node set)
     view = CompiledSpreadWillRun(library, np.array([2.0, 0.5, 4.0]), running, 30.0)
-    assert view.answer(np.array([True, True, False]), 3.0) is None
+    assert view.answer(0b011, 3.0) is None
     # whole counts: 2 free on n0 and, once the job ending at 100 is freed, 2 on n1 (0 + 2): 3 CPUs wait for it
     whole = (np.array([100.0]), [100.0], np.array([0]), np.array([1]), np.array([[2.0, 0.0]]), [0, 1])
-    last, nodes = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), whole, 30.0).answer(
-        np.array([True, True, False]), 3.0)
-    assert last == 0 and nodes.tolist() == [0, 1]
+    last, nodes = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), whole, 30.0).answer(0b011, 3.0)
+    assert last == 0 and nodes == 0b011
 
 
 def test_the_compiled_will_run_test_frees_running_jobs_in_cons_tres_groups():
@@ -779,16 +778,14 @@ def test_the_compiled_will_run_test_frees_running_jobs_in_cons_tres_groups():
     ends = np.array([10.0, 20.0, 70.0, 100.0, 500.0])
     running = (ends, ends.tolist(), np.arange(5), np.arange(5), np.array([[1.0, 0.0]] * 5), [0, 1, 2, 3, 4, 5])
     view = CompiledSpreadWillRun(library, np.zeros(5), running, 30.0)
-    everywhere = np.ones(5, dtype=bool)
+    everywhere = 0b11111
     answers = {cpus: view.answer(everywhere, cpus) for cpus in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)}
-    assert [(last, nodes.tolist()) for last, nodes in (answers[c] for c in (1.0, 2.0, 3.0, 4.0, 5.0))] == [
-        (1, [0]), (1, [0, 1]), (2, [0, 1, 2]), (3, [0, 1, 2, 3]), (4, [0, 1, 2, 3, 4])]
+    assert [answers[c] for c in (1.0, 2.0, 3.0, 4.0, 5.0)] == [
+        (1, 0b1), (1, 0b11), (2, 0b111), (3, 0b1111), (4, 0b11111)]
     assert answers[6.0] is NEVER
     # on nodes 2-4 only: r0 and r1 hold none of them and are skipped; the first group is r2 (E = 90:
     # 70 + 30 - 70 mod 30), r3 (100 <= 120) joins it; then 500 alone
-    assert [(last, nodes.tolist()) for last, nodes in (view.answer(np.array([0, 0, 1, 1, 1], bool), c)
-                                                        for c in (1.0, 2.0, 3.0))] == [(3, [2]), (3, [2, 3]),
-                                                                                      (4, [2, 3, 4])]
+    assert [view.answer(0b11100, c) for c in (1.0, 2.0, 3.0)] == [(3, 0b00100), (3, 0b01100), (4, 0b11100)]
 
 
 def test_the_compiled_will_run_test_is_built():
