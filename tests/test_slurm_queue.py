@@ -486,6 +486,46 @@ def test_node_space_matches_a_per_time_reference(seed):
             assert (space.masks[i] == reference_mask(kept, t, size)).all(), (seed, t)
 
 
+def walk_by_definition(space, start_s, end_s, nodes):
+    """NodeSpace.walk_bits as its docstring states it, slot by slot: the nodes of every slot that ends
+    after start_s and begins at or before end_s; the start of the first slot after such a slot (or
+    the one after the last of them) that has nodes the slots so far lack."""
+    if start_s >= space.end_s:
+        return nodes, 0.0
+    starts, rows = space._starts, space._rows
+    ends = starts[1:] + [space.end_s]
+    meets = [j for j in range(len(rows)) if ends[j] > start_s and starts[j] <= end_s]
+    out = nodes
+    for j in meets:
+        out &= rows[j]
+    so_far = nodes
+    checked = [j for j in range(len(rows) - 1) if ends[j] > start_s and (j == 0 or starts[j - 1] <= end_s)]
+    for j in checked:
+        so_far &= rows[j]
+        if rows[j + 1] & nodes & ~so_far:
+            return out, starts[j + 1]
+    return out, 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 8), st.lists(st.tuples(st.integers(-2, 24), st.integers(0, 12), st.integers(0, 255)), max_size=10),
+       st.lists(st.tuples(st.integers(-2, 24), st.integers(0, 14), st.integers(0, 255)), min_size=1, max_size=10))
+def test_the_plans_walk_and_overlap_test_follow_their_definition(size, reservations, walks):
+    # a plan from 0 to 200 s in slots of 10 s; reservations and walks on whole slots (times x 10 s)
+    space = NodeSpace(0.0, 200.0, (1 << size) - 1, 10.0, size)
+    for start, length, nodes in reservations:
+        space.reserve_bits(start * 10.0, (start + length) * 10.0, nodes % (1 << size))
+    for start, length, nodes in walks:
+        nodes %= 1 << size
+        start_s, end_s = start * 10.0, (start + length) * 10.0
+        assert space.walk_bits(start_s, end_s, nodes) == walk_by_definition(space, start_s, end_s, nodes)
+        # overlaps: some slot that ends after start_s and begins before end_s lacks one of the nodes
+        ends = space._starts[1:] + [space.end_s]
+        meets = [row for row, slot_start, slot_end in zip(space._rows, space._starts, ends)
+                 if slot_end > start_s and slot_start < end_s] if start_s < space.end_s else []
+        assert space.overlaps_bits(nodes, start_s, end_s) == any(nodes & ~row for row in meets)
+
+
 def test_the_queues_defaults_are_those_of_a_slurm_conf_that_says_nothing():
     # Slurm 22.05's defaults are stated twice: where slurm.conf is read (SchedulerConf, PriorityConf)
     # and in the queue's settings, which the engine builds without importing the reader.  They agree.
