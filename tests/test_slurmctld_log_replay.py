@@ -134,3 +134,31 @@ def test_the_logged_loop_starts_each_job_when_and_where_slurm_did(recording):
     off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in table.items()
            if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
     assert off == {}
+
+
+# s98/second (12 nodes of 8 CPUs, sched/backfill, bf_interval=10): slurmctld's start line 01:15:43.918, its
+# take-over as primary controller 44.475 (the scheduling plugin, and with it backfill_agent, starts right
+# after: controller.c), backfill's logged cycles 01:16:04.475, 14.476, 24.477 (20.000, 30.001, 40.002 s after
+# the take-over).  Each job's start (whole seconds after the first submission, 01:15:50) and nodes as sacct
+# recorded them; with the log the replay starts each within a second, on the same nodes.  Its backfill loop
+# counted from the start line instead put every cycle a second early (53.47, 03.47 ...): j08 (p1, -N 2 -n
+# 2, submitted 14.0) missed the cycle at 14.48 and went on n11,n12 at the main pass 2.8 s later; j17 and j18
+# (submitted at 24.2) waited 1.9 s for the next main pass, j25 went on n09 before j26 took it.
+BACKFILL_LOOP_TABLE = {"j08": (24, ("n10", "n11")), "j11": (32, ("n11",)), "j17": (34, ("n06",)),
+                       "j18": (34, ("n05",)), "j19": (38, ("n02", "n03", "n04", "n12")),
+                       "j25": (54, ("n10", "n11")), "j26": (54, ("n09",)), "j27": (60, ("n02", "n04", "n09", "n10"))}
+
+
+def test_backfills_loop_starts_at_the_take_over_as_real_slurm_did():
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    folder = WORKLOADS / "s98" / "second"
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in BACKFILL_LOOP_TABLE} == \
+        BACKFILL_LOOP_TABLE
+    timing = thread_timing((folder / "slurmctld.log").read_text(), before_s=origin)
+    assert timing.controller_s - timing.start_s == pytest.approx(0.557)
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
+    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in BACKFILL_LOOP_TABLE.items()
+           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
+    assert off == {}
