@@ -105,6 +105,19 @@ def test_the_background_loop_starts_at_the_take_over_on_the_phase_of_its_passes(
     assert row["within_5s"] * 60 >= 57 and row["same_nodes"] == 1.0, row
 
 
+def off_table(folder: Path, table: dict) -> dict:
+    """The jobs of ``table`` (job -> (start in whole seconds after the first submission, nodes), as the
+    recording's sacct export has them: checked first) that the replay with the recording's log starts a
+    second or more away or on other nodes: job -> (its start, its nodes)."""
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in table} == table
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
+    return {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in table.items()
+            if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
+
+
 # Two development recordings at slurmctld's default log level, each job's start as sacct recorded it
 # (whole seconds after the first submission) and its nodes; the replay with the log starts each
 # within a second (its passes carry their phase, 0.6-0.7 s into the second) on the same nodes.
@@ -124,16 +137,7 @@ LOGGED_LOOP_TABLES = {
 
 @pytest.mark.parametrize("recording", sorted(LOGGED_LOOP_TABLES))
 def test_the_logged_loop_starts_each_job_when_and_where_slurm_did(recording):
-    from bench_slurm_workloads import recorded_schedule, replayed_schedule
-    table = LOGGED_LOOP_TABLES[recording]
-    folder = WORKLOADS / recording / "run1"
-    recorded = recorded_schedule(folder / "trace.txt")
-    origin = min(submit for submit, _, _ in recorded.values())
-    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in table} == table
-    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
-    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in table.items()
-           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
-    assert off == {}
+    assert off_table(WORKLOADS / recording / "run1", LOGGED_LOOP_TABLES[recording]) == {}
 
 
 # s98/second (12 nodes of 8 CPUs, sched/backfill, bf_interval=10): slurmctld's start line 01:15:43.918, its
@@ -150,15 +154,23 @@ BACKFILL_LOOP_TABLE = {"j08": (24, ("n10", "n11")), "j11": (32, ("n11",)), "j17"
 
 
 def test_backfills_loop_starts_at_the_take_over_as_real_slurm_did():
-    from bench_slurm_workloads import recorded_schedule, replayed_schedule
     folder = WORKLOADS / "s98" / "second"
-    recorded = recorded_schedule(folder / "trace.txt")
-    origin = min(submit for submit, _, _ in recorded.values())
-    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in BACKFILL_LOOP_TABLE} == \
-        BACKFILL_LOOP_TABLE
-    timing = thread_timing((folder / "slurmctld.log").read_text(), before_s=origin)
+    timing = thread_timing((folder / "slurmctld.log").read_text(), before_s=epoch("2026-11-29T01:15:50"))
     assert timing.controller_s - timing.start_s == pytest.approx(0.557)
-    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
-    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in BACKFILL_LOOP_TABLE.items()
-           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
-    assert off == {}
+    assert off_table(folder, BACKFILL_LOOP_TABLE) == {}
+
+
+# s2 (4 nodes, sched/backfill, bf_interval=5): slurmctld took over at 03:27:42.879, the first job was submitted
+# at 50.525 and allocated by the main scheduler at 51.195; backfill's first start (JobId 3, j02) came at
+# 57.886, 15.007 s after the take-over: its thread had cycled with no job at 47.88 (its first look finds
+# slurmctld's start-up changes) and slept bf_interval twice.  Each job's start (whole seconds after the first
+# submission) and nodes as sacct recorded them; the replay with the log starts each within a second, on the
+# same nodes.  Without that empty cycle backfill's first cycle came at the look after the first submission
+# (50.9 s) and every later one on that phase: j02 started 9.2 s after the first submission's stamp, and j05
+# (p0, 1 CPU) 346 s after it, on n01.
+EMPTY_CYCLE_TABLE = {"j02": (7, ("n02",)), "j05": (52, ("n02",)), "j17": (52, ("n04",)), "j19": (73, ("n02",)),
+                     "j22": (73, ("n03", "n04"))}
+
+
+def test_backfills_first_cycle_before_any_job_is_empty_as_real_slurm_did():
+    assert off_table(WORKLOADS / "s2" / "run1", EMPTY_CYCLE_TABLE) == {}

@@ -181,6 +181,15 @@ class PassClock:
         if self.loop is not None and settings.sched_interval_s > 0:
             self.next_main = self.periodic_from(s, strictly=False)
         self.next_calc = settings.priority.next_calc_after(s, s) if settings.priority.recalculated else math.inf
+        if self.backfill_loop is not None and settings.backfills:
+            # backfill_agent's first look, bf_interval after its start, finds the changes of slurmctld's
+            # own start (node registrations: _more_work) and cycles with no job; one before the first
+            # submission sends the thread back to sleep for bf_interval (s2, bf_interval=5: take-over
+            # 42.879, submissions from 50.525, backfill's first start at 57.886, 15.007 s after the
+            # take-over, not at the look after 50.525)
+            first_cycle = self.backfill_loop.pass_at_or_after(self.last_backfill + settings.bf_interval_s)
+            if first_cycle < s:
+                self.last_backfill = first_cycle
 
     def next_tick(self, now_s: float, interval_s: float) -> float:
         """The first tick (origin + the threads' phase + k x interval) after ``now_s``."""
