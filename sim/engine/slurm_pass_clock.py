@@ -37,6 +37,13 @@ from greenslurm.sim.engine.slurm_model import SlurmScheduling
 from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, wake_after
 
 
+# two moments this close are one: a replay keeps a trace's epoch seconds (about 1.8e9 s, where a
+# double's step is 2.4e-7 s), so a look bf_interval after the last cycle, on the looks' own chain,
+# may come out a few steps before or after that sum (a microsecond is 4 steps; a log's stamps are
+# milliseconds)
+SAME_INSTANT_S = 1e-6
+
+
 class PassClock:
     """The clocks of slurmctld's background and backfill threads, and the requests queued for them."""
 
@@ -167,7 +174,7 @@ class PassClock:
         if self.backfill_loop is not None:
             looks = self.settings.backfill_looks_s
             if looks:                    # in step with the looks a log shows; one at ``earliest`` sees it
-                return max(wake_after(looks, self.backfill_loop.step_s, earliest - 1e-9), earliest)
+                return max(wake_after(looks, self.backfill_loop.step_s, earliest - SAME_INSTANT_S), earliest)
             return self.backfill_loop.pass_at_or_after(earliest)
         return self.wake_at_or_after(earliest)
 
