@@ -96,6 +96,26 @@ def test_the_writer_made_directly_writes_pyarrow_parquets_own_bytes(table):
     assert ours.getvalue() == theirs.getvalue()
 
 
+def test_a_pyarrow_whose_private_writer_class_changed_falls_back_to_the_public_one(monkeypatch):
+    # fault injected: an option the private class pyarrow._parquet.ParquetWriter does not take (as a later
+    # pyarrow may rename one); the writer falls back to pyarrow.parquet.ParquetWriter, the same bytes
+    schema = pa.schema([("x", pa.int64())])
+    batch = pa.RecordBatch.from_arrays([pa.array([1, 2, 3], pa.int64())], schema=schema)
+
+    def written() -> bytes:
+        sink = io.BytesIO()
+        writer = outputs.parquet_writer(sink, schema)
+        writer.write_table(pa.Table.from_batches([batch], schema))
+        writer.close()
+        return sink.getvalue()
+
+    direct = written()
+    monkeypatch.setitem(outputs.PARQUET_OPTIONS, "an_option_no_pyarrow_has", True)
+    fallback = written()
+    assert fallback == direct
+    assert pq.read_table(io.BytesIO(fallback)).column("x").to_pylist() == [1, 2, 3]
+
+
 def test_a_chunk_by_hand():
     # NaN a null (pyarrow's from_pandas), -0.0 kept, None a null, cells over their bytes
     assert arrow_column(np.array([-0.0, math.nan, math.inf]), pa.float64()).to_pylist() == [-0.0, None, math.inf]

@@ -596,8 +596,14 @@ def parquet_writer(sink, schema):
     ``pyarrow.fs`` and ``ssl`` (about a third of importing pyarrow and its writer) for file systems a
     file object does not need.  The same bytes as ``pyarrow.parquet.ParquetWriter(sink, schema,
     use_dictionary=False)`` (``tests/test_jobs_parquet.py``).  Its ``close`` writes the footer."""
-    from pyarrow._parquet import ParquetWriter
-    return ParquetWriter(sink, schema, **PARQUET_OPTIONS)
+    try:
+        from pyarrow._parquet import ParquetWriter
+        return ParquetWriter(sink, schema, **PARQUET_OPTIONS)
+    except (ImportError, TypeError):
+        # a pyarrow whose private writer class moved or changed its arguments: the public class, which
+        # gives the same bytes at the cost of importing pyarrow.fs
+        import pyarrow.parquet as pq
+        return pq.ParquetWriter(sink, schema, use_dictionary=False)
 
 
 def write_jobs_files(jobs: JobColumns, csv_path: Path, parquet_path: Path, order: np.ndarray | None = None,
