@@ -4,7 +4,8 @@ When a job ends, slurmctld logs ``_job_complete: JobId=N done``; the main schedu
 which can give the job's nodes to another job, logs ``sched: Running job scheduler`` (at
 ``SlurmctldDebug=debug`` or above).  The hand-over latency of that end is the time between the two;
 a pass more than ``within_s`` later is not counted (nothing was waiting).  The median over the ends
-is the value to give::
+is the value to give (a rotated log compressed with gzip is read too; every reading here is one
+pass over the log, a piece at a time: :func:`scan_log`)::
 
     python -m greenslurm.traces.slurmctld_log /var/log/slurmctld.log
     greenslurm replay trace.txt --format sacct --slurm-conf slurm.conf --queue slurm --slurm-handover 0.03
