@@ -128,6 +128,18 @@ def test_s84_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
     assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
 
 
+
+def test_s54_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
+    # development recording s54 (6 nodes, backfill with bf_interval=5, multifactor, CR_CPU): backfill's
+    # cycles are bf_interval apart on the looks its log shows; with the trace's epoch seconds the look
+    # bf_interval after a cycle was taken for the one after it (tests/test_slurmctld_loop.py), every
+    # cycle came a second late, and j19 (submitted 61 s in) was backfilled at 61.9 s on n05,n06 where
+    # Slurm's main scheduler gave it n01,n02 at 64 s: 32 of 60 within 5 s, 41 on Slurm's nodes.  On the
+    # looks' own chain every job starts within 5 s of Slurm's start and on Slurm's nodes (sacct)
+    row = with_log("s54")
+    assert row["jobs"] == 60
+    assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
+
 def test_backfills_first_cycle_waits_bf_interval_from_the_threads_start():
     # s90 (bf_interval=10): backfill_agent sleeps bf_interval first (s90 re-recorded with backfill's debug
     # log: plugin loaded at 23.663, cycles at 33.665, 43.666, 53.673), so its cycles fall ~4.5, 14.5,
@@ -155,6 +167,19 @@ def test_the_background_loop_starts_at_the_take_over_on_the_phase_of_its_passes(
     assert row["within_5s"] * 60 >= 57 and row["same_nodes"] == 1.0, row
 
 
+def off_table(folder: Path, table: dict) -> dict:
+    """The jobs of ``table`` (job -> (start in whole seconds after the first submission, nodes), as the
+    recording's sacct export has them: checked first) that the replay with the recording's log starts a
+    second or more away or on other nodes: job -> (its start, its nodes)."""
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in table} == table
+    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
+    return {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in table.items()
+            if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
+
+
 # Two development recordings at slurmctld's default log level, each job's start as sacct recorded it
 # (whole seconds after the first submission) and its nodes; the replay with the log starts each
 # within a second (its passes carry their phase, 0.6-0.7 s into the second) on the same nodes.
@@ -174,13 +199,40 @@ LOGGED_LOOP_TABLES = {
 
 @pytest.mark.parametrize("recording", sorted(LOGGED_LOOP_TABLES))
 def test_the_logged_loop_starts_each_job_when_and_where_slurm_did(recording):
-    from bench_slurm_workloads import recorded_schedule, replayed_schedule
-    table = LOGGED_LOOP_TABLES[recording]
-    folder = WORKLOADS / recording / "run1"
-    recorded = recorded_schedule(folder / "trace.txt")
-    origin = min(submit for submit, _, _ in recorded.values())
-    assert {job: (round(recorded[job][1] - origin), recorded[job][2]) for job in table} == table
-    replayed = replayed_schedule(folder / "trace.txt", folder / "slurm.conf", slurmctld_log=str(folder / "slurmctld.log"))
-    off = {job: (round(replayed[job][1] - origin, 2), replayed[job][2]) for job, (start, nodes) in table.items()
-           if abs(replayed[job][1] - origin - start) >= 1.0 or replayed[job][2] != nodes}
-    assert off == {}
+    assert off_table(WORKLOADS / recording / "run1", LOGGED_LOOP_TABLES[recording]) == {}
+
+
+# s98/second (12 nodes of 8 CPUs, sched/backfill, bf_interval=10): slurmctld's start line 01:15:43.918, its
+# take-over as primary controller 44.475 (the scheduling plugin, and with it backfill_agent, starts right
+# after: controller.c), backfill's logged cycles 01:16:04.475, 14.476, 24.477 (20.000, 30.001, 40.002 s after
+# the take-over).  Each job's start (whole seconds after the first submission, 01:15:50) and nodes as sacct
+# recorded them; with the log the replay starts each within a second, on the same nodes.  Its backfill loop
+# counted from the start line instead put every cycle a second early (53.47, 03.47 ...): j08 (p1, -N 2 -n
+# 2, submitted 14.0) missed the cycle at 14.48 and went on n11,n12 at the main pass 2.8 s later; j17 and j18
+# (submitted at 24.2) waited 1.9 s for the next main pass, j25 went on n09 before j26 took it.
+BACKFILL_LOOP_TABLE = {"j08": (24, ("n10", "n11")), "j11": (32, ("n11",)), "j17": (34, ("n06",)),
+                       "j18": (34, ("n05",)), "j19": (38, ("n02", "n03", "n04", "n12")),
+                       "j25": (54, ("n10", "n11")), "j26": (54, ("n09",)), "j27": (60, ("n02", "n04", "n09", "n10"))}
+
+
+def test_backfills_loop_starts_at_the_take_over_as_real_slurm_did():
+    folder = WORKLOADS / "s98" / "second"
+    timing = thread_timing((folder / "slurmctld.log").read_text(), before_s=epoch("2026-11-29T01:15:50"))
+    assert timing.controller_s - timing.start_s == pytest.approx(0.557)
+    assert off_table(folder, BACKFILL_LOOP_TABLE) == {}
+
+
+# s2 (4 nodes, sched/backfill, bf_interval=5): slurmctld took over at 03:27:42.879, the first job was submitted
+# at 50.525 and allocated by the main scheduler at 51.195; backfill's first start (JobId 3, j02) came at
+# 57.886, 15.007 s after the take-over: its thread had cycled with no job at 47.88 (its first look finds
+# slurmctld's start-up changes) and slept bf_interval twice.  Each job's start (whole seconds after the first
+# submission) and nodes as sacct recorded them; the replay with the log starts each within a second, on the
+# same nodes.  Without that empty cycle backfill's first cycle came at the look after the first submission
+# (50.9 s) and every later one on that phase: j02 started 9.2 s after the first submission's stamp, and j05
+# (p0, 1 CPU) 346 s after it, on n01.
+EMPTY_CYCLE_TABLE = {"j02": (7, ("n02",)), "j05": (52, ("n02",)), "j17": (52, ("n04",)), "j19": (73, ("n02",)),
+                     "j22": (73, ("n03", "n04"))}
+
+
+def test_backfills_first_cycle_before_any_job_is_empty_as_real_slurm_did():
+    assert off_table(WORKLOADS / "s2" / "run1", EMPTY_CYCLE_TABLE) == {}

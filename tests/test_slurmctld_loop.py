@@ -208,3 +208,22 @@ def test_between_two_logged_wake_ups_the_passes_share_the_span():
         [253.9425, 255.9437, 256.9443, 256.9443]
     assert round(-10.196 + 264 * 1.000538, 3) == 253.946
     assert round(wake_after(logged, 1.000538, 260.0), 3) == 260.947        # after the last: its own pace
+
+
+def test_backfill_cycles_at_the_look_bf_interval_after_its_last_cycle_in_epoch_seconds():
+    # s73's log (bf_interval=5): backfill started jobs at 14:12:43.009 and 14:12:53.009 (ten looks of
+    # 1.0 s between them); after the cycle at 43.009 the thread sleeps 5 s and its look at 48.009 finds
+    # the ends of 44.0 s: it cycles at 48.009.  A replay keeps the trace's epoch seconds (1.8e9, a
+    # double's step 2.4e-7 s), where a moment a nanosecond before 48.009 is 48.009 itself: the look
+    # found was then the next one, 49.009, and every later cycle a second late
+    from datetime import datetime, timezone
+
+    from greenslurm.sim.engine.slurm_pass_clock import PassClock
+    at = datetime(2026, 11, 28, 14, 12, 43, 9000, tzinfo=timezone.utc).timestamp()
+    settings = SlurmScheduling(scheduler="backfill", bf_interval_s=5.0, backfill_start_s=at - 27.0,
+                               backfill_looks_s=(at, at + 10.0))
+    clock = PassClock(settings)
+    clock.last_backfill, clock.backfill_change_s = at, at + 1.03         # the cycle at 43.009, an end at 44.04
+    assert clock.backfill_due() == pytest.approx(at + 5.0, abs=1e-6)    # 48.009
+    clock.backfill_change_s = at + 5.5                                   # nothing changed till 48.5: the look at 49.009
+    assert clock.backfill_due() == pytest.approx(at + 6.0, abs=1e-6)

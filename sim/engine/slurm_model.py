@@ -185,6 +185,11 @@ class SlurmScheduling:
         (-12.0, 0.003, (24.4, 44.41))
         >>> round(s.backfill_drift, 5), round(s.backfill_start_s, 3)   # 20 looks in 20.01 s, 36 back
         (0.0005, -11.618)
+        >>> s = SlurmScheduling().with_logged_threads(-0.557, backfill_looks_s=(20.0, 30.001), controller_s=0.0)
+        >>> round(s.backfill_start_s, 3)       # s98/second: looks 20.0 and 30.001 s after the take-over at 0
+        -0.002
+        >>> round(SlurmScheduling().with_logged_threads(-0.557, backfill_looks_s=(20.0, 30.001)).backfill_start_s, 3)
+        -1.002
         >>> s = SlurmScheduling().with_logged_threads(18.635, controller_s=19.292, first_main_pass_s=29.625)
         >>> round(s.background_start_s, 3)       # 10 passes of 1.003 s before 29.625, after 19.292
         19.595
@@ -202,7 +207,14 @@ class SlurmScheduling:
         settings = replace(self, background_start_s=start, background_drift=drift)
         looks = tuple(sorted(backfill_looks_s))
         try:
-            thread = loop_from_checks(list(looks), slurmctld_start_s, self.background_tick_s or 1.0)
+            # backfill_agent starts with the scheduling plugin, once slurmctld has taken over as primary
+            # controller (controller.c: sched_g_init() follows "Running as primary controller"), and
+            # sleeps bf_interval before its first cycle: its loop starts at the point of its looks' chain
+            # nearest the take-over, not slurmctld's start line (0.6 s before, where the nearest point
+            # can be a look a second before the thread existed: s98's looks 20.014 and 30.015 s after
+            # its take-over, 20.66 s after its start line)
+            anchor = slurmctld_start_s if controller_s is None else controller_s
+            thread = loop_from_checks(list(looks), anchor, self.background_tick_s or 1.0)
         except ValueError:
             return settings
         return replace(settings, backfill_start_s=thread.start_s, backfill_drift=thread.drift, backfill_looks_s=looks)

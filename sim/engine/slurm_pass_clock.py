@@ -37,6 +37,13 @@ from greenslurm.sim.engine.slurm_model import SlurmScheduling
 from greenslurm.sim.engine.slurmctld_loop import BackgroundLoop, wake_after
 
 
+# two moments this close are one: a replay keeps a trace's epoch seconds (about 1.8e9 s, where a
+# double's step is 2.4e-7 s), so a look bf_interval after the last cycle, on the looks' own chain,
+# may come out a few steps before or after that sum (a microsecond is 4 steps; a log's stamps are
+# milliseconds)
+SAME_INSTANT_S = 1e-6
+
+
 class PassClock:
     """The clocks of slurmctld's background and backfill threads, and the requests queued for them."""
 
@@ -167,7 +174,7 @@ class PassClock:
         if self.backfill_loop is not None:
             looks = self.settings.backfill_looks_s
             if looks:                    # in step with the looks a log shows; one at ``earliest`` sees it
-                return max(wake_after(looks, self.backfill_loop.step_s, earliest - 1e-9), earliest)
+                return max(wake_after(looks, self.backfill_loop.step_s, earliest - SAME_INSTANT_S), earliest)
             return self.backfill_loop.pass_at_or_after(earliest)
         return self.wake_at_or_after(earliest)
 
@@ -181,6 +188,15 @@ class PassClock:
         if self.loop is not None and settings.sched_interval_s > 0:
             self.next_main = self.periodic_from(s, strictly=False)
         self.next_calc = settings.priority.next_calc_after(s, s) if settings.priority.recalculated else math.inf
+        if self.backfill_loop is not None and settings.backfills:
+            # backfill_agent's first look, bf_interval after its start, finds the changes of slurmctld's
+            # own start (node registrations: _more_work) and cycles with no job; one before the first
+            # submission sends the thread back to sleep for bf_interval (s2, bf_interval=5: take-over
+            # 42.879, submissions from 50.525, backfill's first start at 57.886, 15.007 s after the
+            # take-over, not at the look after 50.525)
+            first_cycle = self.backfill_loop.pass_at_or_after(self.last_backfill + settings.bf_interval_s)
+            if first_cycle < s:
+                self.last_backfill = first_cycle
 
     def next_tick(self, now_s: float, interval_s: float) -> float:
         """The first tick (origin + the threads' phase + k x interval) after ``now_s``."""
