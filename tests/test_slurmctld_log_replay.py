@@ -12,10 +12,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.scenario_run import read_slurmctld_log, with_logged_moments
-from greenslurm.traces.slurmctld_log import thread_timing
+from greenslurm.traces.slurmctld_log import _stamped, read_log, scan_log, thread_timing
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = REPO / "bench" / "data" / "slurm-workloads"
@@ -49,6 +51,54 @@ def test_thread_timing_of_a_real_log():
     assert timing.start_s == epoch("2026-11-28T21:28:45.969")
     assert epoch("2026-11-28T21:29:16.523") in timing.backfill_looks_s
     assert timing.restarts_after == 0
+
+
+S90_LOG = WORKLOADS / "s90" / "run1" / "slurmctld.log"
+
+
+@settings(max_examples=30, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=10 ** 9), max_size=12))
+def test_a_log_read_in_pieces_gives_what_its_whole_text_gives(cuts):
+    # the reader goes through a log a piece at a time (a year's log need not fit in memory): any
+    # cutting of a real log (s90, recorded on Slurm 22.05) at line ends reads as the whole text
+    text = S90_LOG.read_text()
+    ends = [i + 1 for i, char in enumerate(text) if char == "\n"]
+    at = sorted({ends[cut % len(ends)] for cut in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *at], [*at, len(text)])]
+    assert scan_log(pieces) == scan_log(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(moment=st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1)),
+       digits=st.integers(min_value=0, max_value=7), later_us=st.integers(min_value=0, max_value=999_999))
+def test_a_stamp_reads_as_datetime_reads_it_whatever_its_fraction(moment, digits, later_us):
+    # a line in the same second as the line before reads its fraction alone: the same float as
+    # datetime.fromisoformat(...).timestamp() (to the bit), for 0 to 7 digits
+    def stamp(us):
+        whole = moment.replace(microsecond=us).strftime("%Y-%m-%dT%H:%M:%S")
+        return whole + ("." + f"{us:06d}{us % 10}"[:digits] if digits else "")
+    lines = [f"[{stamp(moment.microsecond)}] a", f"[{stamp(later_us)}] b"]
+    expected = [datetime.fromisoformat(line[1:line.index("]")]).replace(tzinfo=timezone.utc).timestamp()
+                for line in lines]
+    assert [at for at, _ in _stamped("\n".join(lines))] == expected
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:3000], "gzip data is corrupt or truncated"),                       # cut short
+    (lambda data: data[:200] + bytes(b ^ 0x5A for b in data[200:400]) + data[400:],         # bytes flipped
+     "gzip data is corrupt or truncated"),
+    (lambda data: b"[2026-11-28T21:28:45.969] slurmctld version 22.05.8 started on c\n"
+                  b"[2026-11-28T21:28:46.000] sched: Allocate JobId=1 NodeList=n1\n"
+                  b"[2026-11-28T25:28:46.000] sched: Allocate JobId=2 NodeList=n1\n",         # hour 25, line 3
+     "line 3: time stamp '2026-11-28T25:28:46.000' is no time (hour must be in 0..23)")])
+def test_a_bad_log_is_one_error_naming_the_file(damage, message, tmp_path):
+    import gzip
+    log = tmp_path / "slurmctld.log.gz"
+    log.write_bytes(damage(gzip.compress(S90_LOG.read_bytes())) if "gzip" in message
+                    else gzip.compress(damage(b"")))
+    with pytest.raises(InputError) as error:
+        read_log(str(log))
+    assert str(error.value) == f"{log}: {message}"
 
 
 def test_a_log_of_another_period_is_refused(tmp_path):
