@@ -32,9 +32,13 @@ import re
 import statistics
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
+# slurmctld's stamp (LogTimeFormat iso8601_ms, the default, or iso8601), or with the zone's offset
+# (rfc5424_ms, rfc5424: log.c's log_timestamp): the offset is left aside, the wall clock read
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:[+-]\d\d:\d\d)?\] (.*)$")
+# a line that starts as a stamp does: one that is no stamp is a damaged line, never skipped silently
+_STAMP_START = re.compile(r"^\[\d{4}-")
 
 
 class BadStamp(ValueError):
@@ -42,13 +46,28 @@ class BadStamp(ValueError):
 
 
 def _stamped(text: str):
-    """(epoch seconds, message) of each line of the log that carries a time stamp; the stamps, which
-    carry no zone, read as UTC like sacct's (:mod:`greenslurm.traces.sacct`), so the two line up.
+    """(epoch seconds, message) of each line of the log that carries a time stamp (:func:`_numbered`)."""
+    return ((at, message) for _, at, message in _numbered(text))
 
+
+def _numbered(text: str):
+    """(line number, epoch seconds, message) of each line of the log that carries a time stamp; the
+    stamps' wall clock, which carries no zone (or one left aside), reads as UTC like sacct's
+    (:mod:`greenslurm.traces.sacct`), so the two line up.  A line that starts as a stamp does but
+    holds none (a NUL byte, a stamp cut short) is a BadStamp naming it.
+
+    >>> list(_stamped("[2026-11-01T00:00:05.100+01:00] sched: Allocate JobId=1"))     # rfc5424_ms
+    [(1793491205.1, 'sched: Allocate JobId=1')]
+    >>> list(_stamped("[2026-11-01T00:00:05.100] sched: Allocate JobId=1"))           # iso8601_ms
+    [(1793491205.1, 'sched: Allocate JobId=1')]
     >>> list(_stamped("[2026-13-01T00:00:05.100] sched: Allocate JobId=1"))
     Traceback (most recent call last):
     ...
     greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-13-01T00:00:05.100' is no time (month must be in 1..12)
+    >>> list(_stamped("[2026-11-01T00:00:0\\x005.100] sched: Allocate JobId=1"))
+    Traceback (most recent call last):
+    ...
+    greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-11-01T00:00:0\\x005.100] sche' is no time (not [YYYY-MM-DDThh:mm:ss.sss] and a message)
     """
     for number, line in enumerate(text.splitlines(), start=1):
         found = _STAMP.match(line)
@@ -58,7 +77,10 @@ def _stamped(text: str):
                 moment = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc)
             except ValueError as error:
                 raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
-            yield moment.timestamp(), message
+            yield number, moment.timestamp(), message
+        elif _STAMP_START.match(line):
+            raise BadStamp(f"line {number}: time stamp {line[1:31]!r} is no time "
+                           f"(not [YYYY-MM-DDThh:mm:ss.sss] and a message)")
 
 
 def handover_latencies_s(text: str, within_s: float = 5.0) -> list[float]:
@@ -148,16 +170,33 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     until = later[0] if later else float("inf")
     checks = tuple(at for at in loop_checks_s(text) if start <= at < until)
     looks = tuple(at for at in backfill_looks_s(text) if start <= at < until)
-    controller = first_pass = None
-    for at, message in _stamped(text):
+    controller = first_pass = controller_line = None
+    for number, at, message in _numbered(text):
         if at < start or at >= until:
             continue
         if controller is None and message.startswith("Running as primary controller"):
-            controller = at
+            controller, controller_line = at, number
         if first_pass is None and message.startswith("sched: Allocate JobId="):
             first_pass = at
+    # the background loop and backfill start once slurmctld runs as primary controller (controller.c):
+    # their work logged before the take-over is a log out of order, no timing of the threads
+    first_work = min(checks[:1] + looks[:1] + ((first_pass,) if first_pass is not None else ()), default=None)
+    if controller is not None and first_work is not None and controller > first_work:
+        raise BadStamp(f"line {controller_line}: slurmctld's take-over as primary controller at {_shown(controller)} "
+                       f"comes after its threads' first logged work at {_shown(first_work)}: the log's lines are "
+                       f"out of order")
     return ThreadTiming(start, checks, looks, restarts_after=len(later), controller_s=controller,
                         first_main_pass_s=first_pass)
+
+
+def _shown(at_s: float) -> str:
+    """An epoch moment as the log's stamp shows it.
+
+    >>> _shown(1795914944.475), _shown(253402300799.999)      # whole milliseconds, never cut to the one before
+    ('2026-11-29T01:15:44.475', '9999-12-31T23:59:59.999')
+    """
+    moment = datetime(1970, 1, 1) + timedelta(milliseconds=round(at_s * 1000))
+    return moment.isoformat(timespec="milliseconds")
 
 
 _JOB_MOMENT = (
