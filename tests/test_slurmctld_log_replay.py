@@ -7,6 +7,7 @@ bench/data/slurm-workloads), never from the replay."""
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -106,6 +107,59 @@ def test_a_log_of_another_period_is_refused(tmp_path):
     log.write_text("[2026-11-28T21:28:45.969] slurmctld version 22.05.8 started on cluster c\n")
     with pytest.raises(InputError, match="after the trace's first submission"):
         read_slurmctld_log(str(log), epoch("2026-11-28T21:00:00"))
+
+
+S98 = WORKLOADS / "s98" / "second"         # its log: slurmctld's start line 3, take-over line 28
+
+
+def s98_log_with_line_28(tmp_path, line: str) -> Path:
+    """s98/second's slurmctld log (real Slurm 22.05) with its line 28, the take-over, replaced."""
+    lines = (S98 / "slurmctld.log").read_text().splitlines()
+    assert lines[27] == "[2026-11-29T01:15:44.475] Running as primary controller"
+    lines[27] = line
+    log = tmp_path / "ctld.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_a_garbled_stamp_is_refused_naming_its_line(tmp_path):
+    # a NUL inside the take-over's stamp: the line has a stamp's start but no stamp; skipped, the
+    # replay silently counted backfill's loop from the start line instead (other starts, no message)
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T01:15:4\x004.475] Running as primary controller")
+    with pytest.raises(InputError, match=r"line 28: time stamp '2026-11-29T01:15:4\\x004.475\] Runn' is no time"):
+        read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
+
+
+def test_rfc5424_stamps_are_read_as_their_wall_clock(tmp_path):
+    # LogTimeFormat=rfc5424_ms (slurm.conf) stamps "[2026-11-29T01:15:44.475+01:00]" (log.c,
+    # log_timestamp: %Y-%m-%dT%T%z with the colon put in); sacct's times carry no zone and read as
+    # UTC, so the log's wall clock is read the same way and the two line up: the same timing as the
+    # iso8601_ms log (which was refused for having no start line: every stamp was skipped)
+    lines = (S98 / "slurmctld.log").read_text().splitlines()
+    rfc = [line[:24] + "+01:00" + line[24:] if line.startswith("[2026-") else line for line in lines]
+    log = tmp_path / "rfc5424.log"
+    log.write_text("\n".join(rfc) + "\n")
+    assert thread_timing(log.read_text()) == thread_timing("\n".join(lines))
+    assert thread_timing(log.read_text()).controller_s == epoch("2026-11-29T01:15:44.475")
+
+
+def test_a_take_over_after_the_threads_it_starts_is_refused(tmp_path):
+    # slurmctld starts its background loop and backfill only once it runs as primary controller
+    # (controller.c), so a take-over stamped after their first logged work (s98: the main scheduler
+    # allocated JobId=1 at 01:15:50.749) is a log out of order; it anchored backfill's loop 2 hours late, silently
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T03:00:00.000] Running as primary controller")
+    with pytest.raises(InputError, match=r"line 28: slurmctld's take-over as primary controller at "
+                                         r"2026-11-29T03:00:00.000 comes after its threads' first logged work"):
+        read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
+
+
+def test_a_garbled_log_is_one_line_and_exit_2(tmp_path):
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T01:15:4\x004.475] Running as primary controller")
+    run = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(S98 / "trace.txt"), "--format", "sacct",
+                          "--slurm-conf", str(S98 / "slurm.conf"), "--queue", "slurm", "--slurmctld-log", str(log)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and f"{log}: line 28: time stamp" in run.stderr, run.stderr
 
 
 def with_log(recording: str) -> dict:
