@@ -41,7 +41,7 @@ from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
 from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
 from greenslurm.sim.engine.slurmctld_loop import BACKGROUND_DRIFT, BackgroundLoop, loop_from_checks  # noqa: E402
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
-from greenslurm.traces.slurmctld_log import backfill_looks_s, one_per_check  # noqa: E402
+from greenslurm.traces.slurmctld_log import one_per_check, read_log  # noqa: E402
 
 START_TOLERANCE_S = 2.0
 # the power-save thread's log line of a scan comes after its check of last_node_update and its scan
@@ -65,9 +65,8 @@ def load(where: Path) -> dict:
     stem = path.name.removesuffix(".gz").removesuffix(".json")
     for log in (path.with_name(f"{stem}.slurmctld.log.gz"), path.with_name("slurmctld.log.gz")):
         if log.is_file() and "backfill_looks" not in recording:
-            with gzip.open(log, "rt") as handle:
-                zero = int(recording["t0_epoch"])
-                recording["backfill_looks"] = [round(at - zero, 3) for at in backfill_looks_s(handle.read())]
+            zero = int(recording["t0_epoch"])
+            recording["backfill_looks"] = [round(at - zero, 3) for at in read_log(str(log)).looks]
             break
     if "backfill_looks" not in recording and any("alloc" in (job.get("log_times") or {}) for job in recording["jobs"]):
         recording["backfill_looks"] = backfill_starts(recording)
@@ -168,48 +167,47 @@ def logged_checks(recording: dict) -> list[float]:
                                 and r["log_times"]["start"] > r["log_times"]["alloc"]))
 
 
-def backfill_loop(recording: dict) -> BackgroundLoop | None:
-    """The backfill thread's loop as the recording's log shows it: its pace from its looks that
-    started a job (pairs at most 170 s apart, whole seconds apart in looks), counted back to
-    slurmctld's start like the background loop (:func:`background_loop`); None without a log or
-    two such looks (its looks then keep the first submission's phase in the second).
+def recorded_threads(recording: dict, scheduling: SlurmScheduling | None = None,
+                     from_start: bool = False) -> SlurmScheduling:
+    """The settings (Slurm 22.05's defaults without ``scheduling``) with slurmctld's threads timed as
+    the recording's log shows them, the way a site's replay times them from its own log
+    (:meth:`~greenslurm.sim.engine.slurm_model.SlurmScheduling.with_logged_threads`: a site reads
+    the same log the same way, docs/slurm-reference.md, "Power saving"), but for where the
+    background loop's checks come from: the recording's job times (:func:`logged_checks`, the checks
+    the kept log shows); the backfill thread's looks are its log's (``backfill_looks``).  From
+    slurmctld's start, the loop at :data:`BACKGROUND_DRIFT` and backfill on its phase, with
+    ``from_start``; the settings unchanged for a recording without slurmctld's log (the replay's
+    threads then wake from the first submission).
 
-    >>> loop = backfill_loop({"ctld_start_trace_s": -30.0, "backfill_looks": [2.855, 3.856, 7.857, 84.884]})
-    >>> round(loop.drift, 5), round(loop.start_s % 1, 3)        # 82 looks in 82.029 s
-    (0.00035, 0.843)
+    >>> s = recorded_threads({"ctld_start_trace_s": -30.5, "jobs": [
+    ...     {"log_times": {"alloc": 1.0, "start": 29.964}}, {"log_times": {"alloc": 100.0, "start": 149.311}}]})
+    >>> round(s.background_drift, 5), round(s.background_start_s, 3)   # 119 passes of 1.00292 s; 60 before 29.964
+    (0.00292, -30.211)
+    >>> s = recorded_threads({"ctld_start_trace_s": -30.0, "backfill_looks": [2.855, 3.856, 7.857, 84.884], "jobs": []})
+    >>> round(s.background_drift, 5), round(s.backfill_drift, 5), round(s.backfill_start_s % 1, 3)   # 82 looks in 82.029 s
+    (0.003, 0.00035, 0.843)
     """
-    looks, start = recording.get("backfill_looks"), recording.get("ctld_start_trace_s")
-    if not looks or start is None:
-        return None
-    try:
-        return loop_from_checks(looks, start)
-    except ValueError:
-        return None
+    scheduling = SlurmScheduling() if scheduling is None else scheduling
+    start = recording.get("ctld_start_trace_s")
+    if start is None:
+        return scheduling
+    if from_start:
+        return scheduling.with_logged_threads(start)
+    return scheduling.with_logged_threads(start, logged_checks(recording), recording.get("backfill_looks") or ())
 
 
 def background_loop(recording: dict, from_start: bool = False) -> BackgroundLoop | None:
-    """slurmctld's background loop as the recording's log shows it (a site reads its own the same
-    way: docs/slurm-reference.md, "Power saving"): its drift from the checks it logged, each pair a
-    whole number of passes apart (a pass is never shorter than its ten 100 ms sleeps, so the
-    number is the whole seconds between them while the drift stays below a second per pair), and
-    its start from the first check, counted back in passes to slurmctld's start
-    (:func:`~greenslurm.sim.engine.slurmctld_loop.loop_from_checks`).  With fewer than two checks, or
-    ``from_start``: slurmctld's first log line and :data:`BACKGROUND_DRIFT`; None for a recording
-    without slurmctld's log (the replay's threads then wake from the first submission).
+    """slurmctld's background loop as :func:`recorded_threads` times it; None for a recording without
+    slurmctld's log."""
+    s = recorded_threads(recording, from_start=from_start)
+    return None if s.background_start_s is None else BackgroundLoop(s.background_start_s, drift=s.background_drift)
 
-    >>> loop = background_loop({"ctld_start_trace_s": -30.5, "jobs": [
-    ...     {"log_times": {"alloc": 1.0, "start": 29.964}}, {"log_times": {"alloc": 100.0, "start": 149.311}}]})
-    >>> round(loop.drift, 5), round(loop.start_s, 3)       # 119 passes of 1.00292 s; 60 before 29.964
-    (0.00292, -30.211)
-    """
-    start = recording.get("ctld_start_trace_s")
-    if start is None:
-        return None
-    checks = [] if from_start else logged_checks(recording)
-    try:
-        return loop_from_checks(checks, start)
-    except ValueError:                  # no two checks close enough to count the passes between
-        return BackgroundLoop(start, drift=BACKGROUND_DRIFT)
+
+def backfill_loop(recording: dict) -> BackgroundLoop | None:
+    """The backfill thread's loop as :func:`recorded_threads` times it; None without slurmctld's log
+    or two looks that started a job close enough to give its pace."""
+    s = recorded_threads(recording)
+    return None if s.backfill_start_s is None else BackgroundLoop(s.backfill_start_s, drift=s.backfill_drift)
 
 
 def precise(recording: dict) -> bool:
@@ -254,8 +252,10 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     logged scans (:func:`power_thread_scans`), or on their one average pace (``thread_pace_only``)."""
     conf = parse_slurm_conf_text(recording["slurm_conf"])
     cluster = cluster_from_slurm_conf(conf)
-    loop = background_loop(recording, from_start=loop_from_start)
-    start, drift = (None, BACKGROUND_DRIFT) if loop is None else (loop.start_s, loop.drift)
+    scheduling = recorded_threads(recording, replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
+                                                     clock_at_zero_s=clock_at_zero_s(recording)), loop_from_start)
+    start = scheduling.background_start_s
+    drift = BACKGROUND_DRIFT if start is None else scheduling.background_drift
     saving = SlurmPowerSaving.from_conf(conf, boot_s=measured_boot_s(recording) if boot_s is None else boot_s,
                                         start_powered_down=True, slurmctld_start_s=start,
                                         tick_phase_s=power_tick_phase_s(recording), background_drift=drift)
@@ -263,15 +263,10 @@ def replay(recording: dict, boot_s: float | None = None, whole_seconds: bool = F
     if thread is not None:
         saving = replace(saving, thread_wake_s=thread.start_s, thread_drift=thread.drift,
                          thread_wakes_s=() if thread_pace_only else power_thread_wakes(recording))
-    if loop is not None and not loop_from_start and not thread_pace_only:
+    if start is not None and not loop_from_start and not thread_pace_only:
         saving = replace(saving, background_checks_s=tuple(logged_checks(recording)))
-    scheduling = replace(SlurmScheduling.from_conf(conf), submit_delay_s=submit_delay_s,
-                         background_start_s=start, background_drift=drift if loop is not None else 0.0,
-                         clock_at_zero_s=clock_at_zero_s(recording))
-    looks = None if loop_from_start else backfill_loop(recording)
-    if looks is not None:
-        scheduling = replace(scheduling, backfill_start_s=looks.start_s, backfill_drift=looks.drift,
-                             backfill_looks_s=() if thread_pace_only else tuple(recording["backfill_looks"]))
+    if thread_pace_only:
+        scheduling = replace(scheduling, backfill_looks_s=())
     run = Replay(workload(recording, whole_seconds), cluster, "slurm", strategy_options={"scheduling": scheduling},
                  machine_factory=slurm_power_machine_factory(saving))
     result = run.run()

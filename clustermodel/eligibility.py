@@ -41,8 +41,6 @@ NO_PARTITION = "partition not in the cluster"
 NO_FEATURES = "no node of its partition has the features it asks (--constraint)"
 CONSTRAINT_FORM = "constraint not modelled (only features joined by &)"
 
-_PLAIN_FEATURES = re.compile(r"[^|\[\]()*!:]*")
-
 
 def job_partitions(text: str) -> tuple[str, ...]:
     """The partitions of ``--partition=a,b`` (blanks and empty names dropped, order kept).
@@ -53,16 +51,108 @@ def job_partitions(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
 
 
-def constraint_features(text: str) -> tuple[str, ...] | None:
-    """The features a constraint asks for, all of them (``a&b``, or ``a,b`` as Slurm's job JSON
-    prints them); None for a form that is not a plain AND (``a|b``, ``[a|b]``, ``a*2``, ``!a``).
+_SLURM_OPERATORS = "&|[]()*"
+_NAME_RUN = re.compile(r"[^&|\[\]()*]*")    # a feature name: up to the next operator
+_COUNT = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+")     # strtol's reading of a count after '*'
 
-    >>> constraint_features("ib&k80"), constraint_features(""), constraint_features("a|b")
-    (('ib', 'k80'), (), None)
+
+def slurm_constraint_error(constraint: str) -> str | None:
+    """Why Slurm 22.05 refuses a ``--constraint`` whatever the nodes' features (None when it may take
+    it), as its ``build_feature_list`` and ``_valid_feature_list`` (src/slurmctld/job_scheduler.c)
+    read the text: ``,`` read as ``&``; a feature name is every character up to the next operator
+    (``&|[]()*``), taken as given; ``&`` and ``|`` need a name before them (``&a`` and ``a&&b``
+    refused; a trailing ``a&`` or ``a|`` is not); a count ``*N`` needs a name and N > 0, outside
+    parentheses; one set of brackets, balanced, and balanced parentheses; inside brackets, names
+    joined by ``&`` each with a count and names joined by ``|`` none.  On top, a name with a blank
+    or a control character: Slurm takes it as given and no node's feature has one, so Slurm never
+    ran such a job (sbatch: "Invalid feature specification").  Whether the nodes have the features
+    is the cluster's question (:class:`Eligibility`).
+
+    >>> [slurm_constraint_error(c) for c in ("ib&k80", "ib,k80&", "[a|b]&c", "(a|b)&c", "[a*1&b*2]", "")]
+    [None, None, None, None, None, None]
+    >>> slurm_constraint_error("a&&b"), slurm_constraint_error("[a]&[b]"), slurm_constraint_error("a*0")
+    ("an operator with no feature name before it ('&' at 3)", 'more than one set of brackets', "a count that is not a whole number above 0 ('*' at 2)")
+    >>> slurm_constraint_error(" ib&k80"), slurm_constraint_error("[a|b"), slurm_constraint_error("[a&b]")
+    ("the feature name ' ib' holds a blank or a control character", 'unbalanced brackets', "in brackets, features joined by '&' need a count each and those joined by '|' none")
     """
-    if not _PLAIN_FEATURES.fullmatch(text):
-        return None
-    return tuple(sorted({f.strip() for f in re.split(r"[&,]", text) if f.strip()}))
+    text = constraint.replace(",", "&")
+    features = []                   # (name, count, the operator after it: "&", "|", "[&", "[|" in brackets, or "")
+    name = None                     # the name being read (None: none since the last & or |)
+    count = bracket = paren = bracket_sets = 0
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char not in _SLURM_OPERATORS:
+            if name is None:
+                name = i
+            i += 1
+            continue
+        where = f"({char!r} at {i + 1})"
+        if char == "*":
+            found = _COUNT.match(text, i + 1)
+            count = int(found.group()) if found else 0
+            if name is None or count <= 0 or paren:
+                return f"a count that is not a whole number above 0 {where}"
+            i = found.end()
+            continue
+        if char in "&|":
+            if name is None:
+                return f"an operator with no feature name before it {where}"
+            features.append((_NAME_RUN.match(text, name).group(), count, ("[" if bracket and not paren else "") + char))
+            name, count = None, 0
+        elif char == "[":
+            if name is not None or bracket:
+                return f"a bracket after a feature name or inside brackets {where}"
+            bracket, bracket_sets = 1, bracket_sets + 1
+            if bracket_sets > 1:
+                return "more than one set of brackets"
+        elif char == "]":
+            if name is None or not bracket:
+                return f"a closing bracket with no feature name or '[' before it {where}"
+            bracket = 0
+        elif char == "(":
+            if name is not None or paren:
+                return f"a parenthesis after a feature name or inside parentheses {where}"
+            paren = 1
+        elif name is None or not paren:
+            return f"a closing parenthesis with no feature name or '(' before it {where}"
+        else:
+            paren = 0
+        i += 1
+    if name is not None:
+        features.append((_NAME_RUN.match(text, name).group(), count, ""))
+    if bracket:
+        return "unbalanced brackets"
+    if paren:
+        return "unbalanced parentheses"
+    joined = set()                  # the operators joining the bracket's features so far
+    for feature, count, op in features:
+        closing = joined and not op.startswith("[")         # the bracket's last feature
+        if op == "[&" and not count or op == "[|" and count or \
+                closing and ("[&" in joined and not count or "[|" in joined and count):
+            return "in brackets, features joined by '&' need a count each and those joined by '|' none"
+        joined = joined | {op} if op.startswith("[") else set()
+    for feature, *_ in features:
+        if any(c.isspace() or not c.isprintable() for c in feature):
+            return f"the feature name {feature!r} holds a blank or a control character"
+    return None
+
+
+def slurm_constraint(text: str) -> str:
+    """A trace's constraint as given; a ValueError saying why for one Slurm 22.05 refuses
+    (:func:`slurm_constraint_error`: a job with it never ran, so the record is not Slurm's).
+
+    >>> slurm_constraint("ib&k80")
+    'ib&k80'
+    >>> slurm_constraint("ib& k80")
+    Traceback (most recent call last):
+    ...
+    ValueError: Slurm 22.05 refuses the constraint 'ib& k80': the feature name ' k80' holds a blank or a control character
+    """
+    reason = slurm_constraint_error(text)
+    if reason is not None:
+        raise ValueError(f"Slurm 22.05 refuses the constraint {text!r}: {reason}")
+    return text
 
 
 _FEATURE_NAME = re.compile(r"[\w.\-]+")       # a feature name the planner reads (Slurm's operators excluded)
@@ -139,8 +229,8 @@ class Eligibility:
                 return NO_PARTITION
             ok &= np.array([not parts.isdisjoint(wanted) for parts in self._partitions])
         if constraint and self.describes_features:
-            features = constraint_features(constraint)
-            if features is None:
+            features = planned_features(constraint)
+            if features is None or or_features(constraint):     # a|b: not modelled in the replay
                 return CONSTRAINT_FORM
             if features:
                 ok &= np.array([have.issuperset(features) for have in self._features])

@@ -342,24 +342,16 @@ def read_slurmctld_log(path: str, first_submit_s: float | None):
     not follow) and each job's logged submission, start and end to the millisecond
     (:func:`~greenslurm.traces.slurmctld_log.job_moments_s`).  The log must have started before the
     trace: a log of another period is refused."""
-    import gzip
+    from greenslurm.traces.slurmctld_log import read_log, thread_timing
 
-    from greenslurm.traces.slurmctld_log import BadStamp, job_moments_s, thread_timing
-
-    opener = gzip.open if str(path).endswith(".gz") else open      # a rotated log, compressed
     if os.path.exists(path) and not os.path.isfile(path):          # a folder, /dev/zero: never read
         raise InputError("the slurmctld log is not a regular file", path=path)
+    scan = read_log(path)                       # one pass: the threads' timing and the jobs' moments
     try:
-        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except (OSError, EOFError) as error:
-        raise InputError(f"cannot read the slurmctld log: {getattr(error, 'strerror', None) or error}",
-                         path=path) from None
-    try:
-        timing = thread_timing(text, first_submit_s)
-        moments = job_moments_s(text)
-    except ValueError as error:             # BadStamp names the line
+        timing = thread_timing(scan, first_submit_s)
+    except ValueError as error:                 # no start line
         raise InputError(str(error), path=path) from None
+    moments = scan.moments
     if first_submit_s is not None and timing.start_s > first_submit_s:
         raise InputError(f"slurmctld's first start in the log comes {timing.start_s - first_submit_s:.0f} s after "
                          f"the trace's first submission: the log is not of the trace's period", path=path)

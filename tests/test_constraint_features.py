@@ -90,7 +90,7 @@ NODES = [LiveNode("a", 4, features=("ib", "k80")), LiveNode("b", 4, features=("i
     ("k80|ib", [True, True, False]),
     ("[k80|ib]", [True, True, False]),
     ("k80*1", [False, False, False]),             # not modelled: a pending job of this form is planned nowhere
-    ("ib\n", [True, True, False]),              # kept whole; the replay's constraint rule reads blanks away
+    ("ib\n", [False, False, False]),            # kept whole, a name taken as given: no node has "ib\n"
     ("ib#", [False, False, False]),
     ("", [True, True, True]),
 ])

@@ -58,6 +58,22 @@ class Replayed:
         """The names of the nodes the replay gave job ``name``, sorted."""
         return sorted(self.names[i] for i in self.ours[name].node_indices)
 
+    def slurm_power(self, since_s: float = 0.0, until_s: float = math.inf) -> list:
+        """Slurm's logged suspends and resumes within [since_s, until_s]: sorted (trace seconds, kind, node)."""
+        return sorted((at, kind, node) for at, kind, node in self.recording["power_events"]
+                      if kind in ("suspend", "resume") and since_s <= at <= until_s)
+
+    def our_power(self, since_s: float = 0.0, until_s: float = math.inf) -> list:
+        """The replay's suspends and resumes within [since_s, until_s]: sorted (trace seconds, kind, node)."""
+        return sorted((at, kind, self.names[node]) for at, kind, node in self.machine.events if since_s <= at <= until_s)
+
+
+def events_apart(real: list, ours: list, within_s: float) -> list:
+    """(node, Slurm's time, the replay's to the millisecond) of the events, paired in order, more
+    than ``within_s`` apart."""
+    return [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, ours)
+            if abs(t_real - t_ours) > within_s]
+
 
 def replayed(recording, **options) -> Replayed:
     """Load (a path, or a recording's name in bench/data/slurm-power such as "seed311") and replay a
@@ -95,17 +111,10 @@ def test_jobs_start_when_slurm_started_them(recorded):
 
 
 def test_the_same_nodes_are_suspended_and_resumed_at_the_same_times(recorded):
-    recording, machine, names = recorded.recording, recorded.machine, recorded.names
-    end_s = AGREE_UNTIL_S
-    real = [(at, kind, node) for at, kind, node in recording["power_events"]
-            if kind in ("suspend", "resume") and 0 <= at <= end_s]
-    replay_events = [(at, kind, names[node]) for at, kind, node in machine.events if at <= end_s]
-    assert [(kind, node) for _, kind, node in sorted(real, key=lambda e: (e[0], e[2]))] == \
-        [(kind, node) for _, kind, node in sorted(replay_events, key=lambda e: (e[0], e[2]))]
+    real, replay_events = recorded.slurm_power(0.0, AGREE_UNTIL_S), recorded.our_power(-math.inf, AGREE_UNTIL_S)
+    assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replay_events]
     assert len(real) == 4              # n2, n3 resumed for p01, p02; n4 for p05; n4 suspended after 15 s idle
-    for (t_real, _, _), (t_ours, _, _) in zip(sorted(real, key=lambda e: (e[0], e[2])),
-                                             sorted(replay_events, key=lambda e: (e[0], e[2]))):
-        assert abs(t_real - t_ours) <= 1.5
+    assert events_apart(real, replay_events, 1.5) == []
 
 
 def test_over_the_whole_run_suspended_node_seconds_within_five_percent(recorded):
@@ -149,15 +158,11 @@ def test_the_power_save_thread_wakes_where_slurm_s_did(recorded_201):
     # at its wake-ups, batch_sched_delay after its last pass, not at once: the replay's jobs of the
     # second and third bursts end and start up to a second from Slurm's, and which node is idle
     # longest differs there.)
-    recording, machine, names = recorded_201.recording, recorded_201.machine, recorded_201.names
-    assert power_bench.power_tick_phase_s(recording) == 0.49
-    real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
-                  if kind in ("suspend", "resume") and 245.0 <= at <= 260.0)
-    ours = sorted((at, kind, names[node]) for at, kind, node in machine.events if 245.0 <= at <= 260.0)
+    assert power_bench.power_tick_phase_s(recorded_201.recording) == 0.49
+    real, ours = recorded_201.slurm_power(245.0, 260.0), recorded_201.our_power(245.0, 260.0)
     assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours] == [
         ("resume", "n2"), ("resume", "n3"), ("resume", "n4")]             # 251.538, 254.539, 257.541
-    for (t_real, _, node), (t_ours, _, _) in zip(real, ours):
-        assert abs(t_real - t_ours) <= 0.1, (node, t_real, t_ours)
+    assert events_apart(real, ours, 0.1) == []
 
 
 @pytest.mark.parametrize("due_clock, logged_s", [
@@ -190,7 +195,6 @@ def test_the_loop_s_checks_between_the_first_and_the_last_fall_where_slurm_logge
     # seed 303 logged five checks that started jobs; the loop from the first and the last alone
     # (29.236 and 269.636 s: 240 passes of 1.00167 s; 240 x 1.67 ms = 0.4 s, under a pass, so the
     # count of passes is sure) puts the three between them within 20 ms
-    import math
     from greenslurm.sim.engine.slurmctld_loop import loop_from_checks
     recording = power_bench.load(BENCH_DATA / "seed303.json.gz")
     checks = power_bench.logged_checks(recording)
@@ -237,17 +241,18 @@ def test_seed_311_jobs_start_when_and_where_slurm_started_them(recorded_311, nam
 def agrees_job_by_job(run: Replayed, events_within_s: float) -> list[str]:
     """Every job on Slurm's nodes and started within a second of Slurm's start; Slurm's suspends and
     resumes in its order, each within ``events_within_s``.  Returns the kinds of Slurm's events."""
-    recording, ours, machine, names = run.recording, run.ours, run.machine, run.names
-    for job in recording["jobs"]:
-        assert run.nodes(job["name"]) == sorted(job["node_list"]), job["name"]
-        assert abs(ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
-    real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
-                  if kind in ("suspend", "resume") and at >= 0)
-    replay_events = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
+    every_job_as_slurm(run)
+    real, replay_events = run.slurm_power(), run.our_power()
     assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in replay_events]
-    for (t_real, _, node), (t_ours, _, _) in zip(real, replay_events):
-        assert abs(t_real - t_ours) <= events_within_s, (node, t_real, t_ours)
+    assert events_apart(real, replay_events, events_within_s) == []
     return [kind for _, kind, _ in real]
+
+
+def every_job_as_slurm(run: Replayed) -> None:
+    """Every job on Slurm's nodes and started within a second of Slurm's logged start."""
+    for job in run.recording["jobs"]:
+        assert run.nodes(job["name"]) == sorted(job["node_list"]), job["name"]
+        assert abs(run.ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
 
 
 def test_seed_311_every_job_on_slurm_s_nodes_and_every_power_event_within_a_tenth_of_a_second(recorded_311):
@@ -260,20 +265,12 @@ def test_seed_311_every_job_on_slurm_s_nodes_and_every_power_event_within_a_tent
     # assumption before: --thread-pace-only) it fell 3 ms after it, at 5.599 s, and n2 and n3 (p02,
     # allocated at 6.615 s) resumed a wake-up early.  (The replay's thread wakes 0.9 ms before each
     # logged scan: the log line follows the scan and the fork of ResumeProgram.)
-    recording, machine, names = recorded_311.recording, recorded_311.machine, recorded_311.names
     kinds = agrees_job_by_job(recorded_311, events_within_s=1.0)
     assert kinds == ["resume"] * 3 + ["suspend"] * 3 + ["resume"] * 3
-
-    def late_events(machine, names):
-        real = sorted((at, kind, node) for at, kind, node in recording["power_events"]
-                      if kind in ("suspend", "resume") and at >= 0)
-        replay_events = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
-        return [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, replay_events)
-                if abs(t_real - t_ours) > 0.1]
-
-    assert late_events(machine, names) == []
-    one_pace = replayed(recording, thread_pace_only=True).machine
-    assert late_events(one_pace, names) == [("n2", 6.591, 5.599), ("n3", 7.596, 6.6)]
+    assert events_apart(recorded_311.slurm_power(), recorded_311.our_power(), 0.1) == []
+    one_pace = replayed(recorded_311.recording, thread_pace_only=True)
+    assert events_apart(recorded_311.slurm_power(), one_pace.our_power(), 0.1) == [("n2", 6.591, 5.599),
+                                                                                  ("n3", 7.596, 6.6)]
 
 
 def test_fresh_seed_332_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_events():
@@ -411,15 +408,11 @@ def test_seed_343_every_job_on_slurm_s_nodes_within_a_second_and_the_same_power_
     # 140.325 s, after the end, and p12 on n1-n2).  Every suspend and resume in Slurm's order; all
     # resumes within 0.1 s; three suspends of idle nodes in seed 343, two in 343c, one or two seconds apart
     run = replayed(seed)
-    recording, ours, machine, names = run.recording, run.ours, run.machine, run.names
+    recording, ours = run.recording, run.ours
     assert len(ours) == 24
     kinds = agrees_job_by_job(run, events_within_s=2.1)
     assert len(kinds) == 19
-    logged = sorted((at, kind, node) for at, kind, node in recording["power_events"]
-                    if kind in ("suspend", "resume") and at >= 0)
-    replay_events = sorted((at, kind, names[node]) for at, kind, node in machine.events if at >= 0)
-    assert [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(logged, replay_events)
-            if abs(t_real - t_ours) > 0.1] == SEED_343_EVENTS_APART[seed]
+    assert events_apart(run.slurm_power(), run.our_power(), 0.1) == SEED_343_EVENTS_APART[seed]
     real = {job["name"]: job for job in recording["jobs"]}
     if seed == "seed343":
         assert (real["p23"]["log_times"]["start"], real["p23"]["node_list"]) == (297.856, ["n4"])
@@ -534,14 +527,11 @@ def test_seed_102_a_plan_on_idle_n4_has_slurm_suspend_it_at_the_next_wake_up():
     # second, and at clock 61 (61.96 s) n4 has been idle 61 - 45 = 16 > 15 s: Slurm suspended it
     # then.  The replay before scanned at 64.96 s only after p08's plan, or not at all (-8.7 % mean wait)
     run = replayed("seed102")
-    real = sorted((at, kind, node) for at, kind, node in run.recording["power_events"]
-                  if kind in ("suspend", "resume") and at >= 0)
-    ours = sorted((at, kind, run.names[node]) for at, kind, node in run.machine.events if at >= 0)
+    real, ours = run.slurm_power(), run.our_power()
     assert real[3] == (61.96, "suspend", "n4")
     assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours]
     # every event within 2 ms but the last: n4's suspend at 235.1 s, not 225.093 s (p22, below)
-    assert [(node, t_real) for (t_real, _, node), (t_ours, _, _) in zip(real, ours)
-            if abs(t_real - t_ours) > 0.002] == [("n4", 225.093)]
+    assert [(node, t_real) for node, t_real, _ in events_apart(real, ours, 0.002)] == [("n4", 225.093)]
     # p08 (3 CPUs, submitted 64.093 s) then went to n1 at p02's end, as Slurm's (the replay before:
     # n3 at 79.935 s); every job within a second of Slurm's start, all but p22 on Slurm's nodes
     assert (run.real("p08")["log_times"]["start"], run.real("p08")["node_list"]) == (67.928, ["n1"])
@@ -590,14 +580,9 @@ def test_fresh_seeds_361_363_every_job_on_slurm_s_nodes_within_a_second_and_the_
     # Slurm went on suspending idle nodes) in its order, all but ``apart`` within 0.1 s
     run = replayed(seed)
     assert len(run.ours) == 24
-    for job in run.recording["jobs"]:
-        assert run.nodes(job["name"]) == sorted(job["node_list"]), job["name"]
-        assert abs(run.ours[job["name"]].start_s - job["log_times"]["start"]) <= 1.0, job["name"]
-    last_end = max(job["log_times"]["end"] for job in run.recording["jobs"])
-    real = sorted((at, kind, node) for at, kind, node in run.recording["power_events"]
-                  if kind in ("suspend", "resume") and 0 <= at <= last_end)
-    ours = sorted((at, kind, run.names[node]) for at, kind, node in run.machine.events if at >= 0)
+    every_job_as_slurm(run)
+    real = run.slurm_power(0.0, max(job["log_times"]["end"] for job in run.recording["jobs"]))
+    ours = run.our_power()
     assert len(real) == events
     assert [(kind, node) for _, kind, node in real] == [(kind, node) for _, kind, node in ours]
-    assert [(node, t_real, round(t_ours, 3)) for (t_real, _, node), (t_ours, _, _) in zip(real, ours)
-            if abs(t_real - t_ours) > 0.1] == apart
+    assert events_apart(real, ours, 0.1) == apart

@@ -7,15 +7,18 @@ bench/data/slurm-workloads), never from the replay."""
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.scenario_run import read_slurmctld_log, with_logged_moments
-from greenslurm.traces.slurmctld_log import thread_timing
+from greenslurm.traces.slurmctld_log import _stamped, read_log, scan_log, thread_timing
 
 REPO = Path(__file__).resolve().parents[1]
 WORKLOADS = REPO / "bench" / "data" / "slurm-workloads"
@@ -51,11 +54,112 @@ def test_thread_timing_of_a_real_log():
     assert timing.restarts_after == 0
 
 
+S90_LOG = WORKLOADS / "s90" / "run1" / "slurmctld.log"
+
+
+@settings(max_examples=30, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=10 ** 9), max_size=12))
+def test_a_log_read_in_pieces_gives_what_its_whole_text_gives(cuts):
+    # the reader goes through a log a piece at a time (a year's log need not fit in memory): any
+    # cutting of a real log (s90, recorded on Slurm 22.05) at line ends reads as the whole text
+    text = S90_LOG.read_text()
+    ends = [i + 1 for i, char in enumerate(text) if char == "\n"]
+    at = sorted({ends[cut % len(ends)] for cut in cuts})
+    pieces = [text[a:b] for a, b in zip([0, *at], [*at, len(text)])]
+    assert scan_log(pieces) == scan_log(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(moment=st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1)),
+       digits=st.integers(min_value=0, max_value=7), later_us=st.integers(min_value=0, max_value=999_999))
+def test_a_stamp_reads_as_datetime_reads_it_whatever_its_fraction(moment, digits, later_us):
+    # a line in the same second as the line before reads its fraction alone: the same float as
+    # datetime.fromisoformat(...).timestamp() (to the bit), for 0 to 7 digits
+    def stamp(us):
+        whole = moment.replace(microsecond=us).strftime("%Y-%m-%dT%H:%M:%S")
+        return whole + ("." + f"{us:06d}{us % 10}"[:digits] if digits else "")
+    lines = [f"[{stamp(moment.microsecond)}] a", f"[{stamp(later_us)}] b"]
+    expected = [datetime.fromisoformat(line[1:line.index("]")]).replace(tzinfo=timezone.utc).timestamp()
+                for line in lines]
+    assert [at for at, _ in _stamped("\n".join(lines))] == expected
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:3000], "gzip data is corrupt or truncated"),                       # cut short
+    (lambda data: data[:200] + bytes(b ^ 0x5A for b in data[200:400]) + data[400:],         # bytes flipped
+     "gzip data is corrupt or truncated"),
+    (lambda data: b"[2026-11-28T21:28:45.969] slurmctld version 22.05.8 started on c\n"
+                  b"[2026-11-28T21:28:46.000] sched: Allocate JobId=1 NodeList=n1\n"
+                  b"[2026-11-28T25:28:46.000] sched: Allocate JobId=2 NodeList=n1\n",         # hour 25, line 3
+     "line 3: time stamp '2026-11-28T25:28:46.000' is no time (hour must be in 0..23)")])
+def test_a_bad_log_is_one_error_naming_the_file(damage, message, tmp_path):
+    import gzip
+    log = tmp_path / "slurmctld.log.gz"
+    log.write_bytes(damage(gzip.compress(S90_LOG.read_bytes())) if "gzip" in message
+                    else gzip.compress(damage(b"")))
+    with pytest.raises(InputError) as error:
+        read_log(str(log))
+    assert str(error.value) == f"{log}: {message}"
+
+
 def test_a_log_of_another_period_is_refused(tmp_path):
     log = tmp_path / "ctld.log"
     log.write_text("[2026-11-28T21:28:45.969] slurmctld version 22.05.8 started on cluster c\n")
     with pytest.raises(InputError, match="after the trace's first submission"):
         read_slurmctld_log(str(log), epoch("2026-11-28T21:00:00"))
+
+
+S98 = WORKLOADS / "s98" / "second"         # its log: slurmctld's start line 3, take-over line 28
+
+
+def s98_log_with_line_28(tmp_path, line: str) -> Path:
+    """s98/second's slurmctld log (real Slurm 22.05) with its line 28, the take-over, replaced."""
+    lines = (S98 / "slurmctld.log").read_text().splitlines()
+    assert lines[27] == "[2026-11-29T01:15:44.475] Running as primary controller"
+    lines[27] = line
+    log = tmp_path / "ctld.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_a_garbled_stamp_is_refused_naming_its_line(tmp_path):
+    # a NUL inside the take-over's stamp: the line has a stamp's start but no stamp; skipped, the
+    # replay silently counted backfill's loop from the start line instead (other starts, no message)
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T01:15:4\x004.475] Running as primary controller")
+    with pytest.raises(InputError, match=r"line 28: time stamp '2026-11-29T01:15:4\\x004.475\] Runn' is no time"):
+        read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
+
+
+def test_rfc5424_stamps_are_read_as_their_wall_clock(tmp_path):
+    # LogTimeFormat=rfc5424_ms (slurm.conf) stamps "[2026-11-29T01:15:44.475+01:00]" (log.c,
+    # log_timestamp: %Y-%m-%dT%T%z with the colon put in); sacct's times carry no zone and read as
+    # UTC, so the log's wall clock is read the same way and the two line up: the same timing as the
+    # iso8601_ms log (which was refused for having no start line: every stamp was skipped)
+    lines = (S98 / "slurmctld.log").read_text().splitlines()
+    rfc = [line[:24] + "+01:00" + line[24:] if line.startswith("[2026-") else line for line in lines]
+    log = tmp_path / "rfc5424.log"
+    log.write_text("\n".join(rfc) + "\n")
+    assert thread_timing(log.read_text()) == thread_timing("\n".join(lines))
+    assert thread_timing(log.read_text()).controller_s == epoch("2026-11-29T01:15:44.475")
+
+
+def test_a_take_over_after_the_threads_it_starts_is_refused(tmp_path):
+    # slurmctld starts its background loop and backfill only once it runs as primary controller
+    # (controller.c), so a take-over stamped after their first logged work (s98: the main scheduler
+    # allocated JobId=1 at 01:15:50.749) is a log out of order; it anchored backfill's loop 2 hours late, silently
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T03:00:00.000] Running as primary controller")
+    with pytest.raises(InputError, match=r"line 28: slurmctld's take-over as primary controller at "
+                                         r"2026-11-29T03:00:00.000 comes after its threads' first logged work"):
+        read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
+
+
+def test_a_garbled_log_is_one_line_and_exit_2(tmp_path):
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T01:15:4\x004.475] Running as primary controller")
+    run = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(S98 / "trace.txt"), "--format", "sacct",
+                          "--slurm-conf", str(S98 / "slurm.conf"), "--queue", "slurm", "--slurmctld-log", str(log)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and f"{log}: line 28: time stamp" in run.stderr, run.stderr
 
 
 def with_log(recording: str) -> dict:

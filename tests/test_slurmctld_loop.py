@@ -117,6 +117,15 @@ def test_the_log_reader_prints_the_loop_s_drift_a_site_gives_the_replay(tmp_path
     log.write_text("[2026-11-28T11:21:15.964] debug2: Testing job time limits and checkpoints\n")
     assert main([str(log)]) == 2                      # one check: no pace
     assert "fewer than two checks" in capsys.readouterr().err
+    # a rotated log, compressed: the same reading
+    import gzip
+    packed = tmp_path / "slurmctld.log.1.gz"
+    packed.write_bytes(gzip.compress(log.read_bytes()))
+    assert main([str(packed)]) == 2
+    assert "fewer than two checks" in capsys.readouterr().err
+    packed.write_bytes(gzip.compress(log.read_bytes())[:-9])       # cut short
+    assert main([str(packed)]) == 2
+    assert capsys.readouterr().err == f"{packed}: gzip data is corrupt or truncated\n"
 
 
 @given(start=st.floats(-20, 20), drift=st.floats(0, 0.01), delay=st.sampled_from([0.0, 3.0]),

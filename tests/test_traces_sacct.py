@@ -197,6 +197,42 @@ def test_a_bad_tres_column_skips_the_record_naming_it(column, bad):
         parse_sacct(text, "t.txt", strict=True)
 
 
+WITH_CONSTRAINT = ("JobID|Submit|Start|End|Elapsed|State|NCPUS|NNodes|Timelimit|Constraints\n"
+                   "7|2024-03-01T10:00:00|2024-03-01T10:05:00|2024-03-01T11:05:00|01:00:00|COMPLETED|16|2|02:00:00|{}\n")
+
+
+def json_with_constraint(constraint: str) -> str:
+    """sacct --json of one job asking ``constraint``."""
+    return json.dumps({"jobs": [{"job_id": 7, "constraints": constraint, "state": {"current": "COMPLETED"},
+                                 "time": {"submission": 100, "start": 110, "end": 170, "elapsed": 60, "limit": 120},
+                                 "required": {"CPUs": 1}}]})
+
+
+@pytest.mark.parametrize("constraint", ["ib&k80", "ib,k80", "ib&", "[ib*1&k80*1]", "(ib)", "fé"])
+def test_a_constraint_slurm_takes_is_read_as_given(constraint):
+    # verdicts of real Slurm 22.05 on these forms: tests/test_constraint_slurm_live.py
+    assert parse_sacct(WITH_CONSTRAINT.format(constraint), "t.txt").jobs[0].constraint == constraint
+    assert parse_sacct_json(json_with_constraint(constraint)).jobs[0].constraint == constraint
+
+
+@pytest.mark.parametrize("constraint, why", [
+    ("ib& k80", "the feature name ' k80' holds a blank or a control character"),     # no longer read as ib&k80
+    ("i b", "the feature name 'i b' holds a blank or a control character"),
+    ("ib&&k80", "an operator with no feature name before it ('&' at 4)"),
+    ("[ib&k80]", "in brackets, features joined by '&' need a count each and those joined by '|' none"),
+    ("ib*0", "a count that is not a whole number above 0 ('*' at 3)"),
+    ("(ib", "unbalanced parentheses")])
+def test_a_constraint_slurm_refuses_skips_the_record_naming_line_and_field(constraint, why):
+    text = WITH_CONSTRAINT.format(constraint)
+    result = parse_sacct(text, "t.txt")
+    assert result.jobs == [] and result.skipped == {"bad field Constraints": 1}
+    with pytest.raises(InputError) as error:
+        parse_sacct(text, "t.txt", strict=True)
+    assert str(error.value) == (f"t.txt:2: field Constraints: Slurm 22.05 refuses the constraint {constraint!r}: {why} "
+                                "(strict mode: the record would be skipped as 'bad field Constraints')")
+    assert parse_sacct_json(json_with_constraint(constraint)).skipped == {"bad field constraints": 1}
+
+
 def test_parsable_trailing_delimiter_and_repeated_header():
     text = f"{HEADER}|\n{ROW}|\n{HEADER}|\n{ROW.replace('42|', '43|', 1)}|\n"
     result = parse_sacct(text, "p.txt")

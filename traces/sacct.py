@@ -32,8 +32,9 @@ Mapping to :class:`JobSpec`:
 * ``gpus_per_node`` / ``gpu_model`` from AllocTRES (else ReqTRES) ``gres/gpu[:MODEL]`` / nodes (a
   count not divisible by the nodes is rounded up per node, adjusted);
 * ``deadline_s`` from a ``Deadline`` column when present; ``state`` without ``by UID``;
-* ``partition`` = Partition, ``constraint`` = Constraints (the replay runs a job only on its
-  partition's nodes with those features, on a cluster that names them).
+* ``partition`` = Partition, ``constraint`` = Constraints as given (the replay runs a job only on
+  its partition's nodes with those features, on a cluster that names them); one Slurm 22.05 refuses
+  skips the record (:func:`~greenslurm.clustermodel.eligibility.slurm_constraint`).
 
 Skipped, by reason: ``"job step (.batch/.extern/.N)"``; ``"state PENDING (never started)"`` and the
 like for states that never ran or had not finished (RUNNING, SUSPENDED...); ``"unknown state"`` (a
@@ -55,6 +56,7 @@ import re
 from dataclasses import dataclass
 
 from greenslurm.clustermodel import gres
+from greenslurm.clustermodel.eligibility import slurm_constraint
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.traces import slurm_fields as sf
@@ -358,7 +360,7 @@ class _Record:
         spec = JobSpec(job_id=base, submit_s=submit, requested_time_s=requested, runtime_s=runtime, cpus=cpus,
                        nodes=nodes, memory_mb_per_node=memory, gpus_per_node=gpus, gpu_model=gpu_model,
                        deadline_s=deadline, user=self.text("user") or "", partition=self.text("partition") or "",
-                       state=state, source_line=self.line, constraint=self.text("constraints") or "",
+                       state=state, source_line=self.line, constraint=self.parsed("constraints", slurm_constraint) or "",
                        account=self.text("account") or "", qos=self.text("qos") or "", extra=extra)
         if tasks is None:
             return [spec]

@@ -27,6 +27,7 @@ import math
 import re
 
 from greenslurm.clustermodel import gres
+from greenslurm.clustermodel.eligibility import slurm_constraint
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.traces import slurm_fields as sf
@@ -284,6 +285,15 @@ class _JsonJob:
             raise self.skip(f"bad field {where}", where, f"{where} holds a lone UTF-16 surrogate (a \\ud800-\\udfff "
                             "escape without its pair), not Unicode text")
 
+    def constraint(self) -> str:
+        """The job's ``constraints`` as given; a job with one Slurm 22.05 refuses is skipped
+        (:func:`~greenslurm.clustermodel.eligibility.slurm_constraint`)."""
+        text = str(self.data.get("constraints") or "")
+        try:
+            return slurm_constraint(text)
+        except ValueError as error:
+            raise self.skip("bad field constraints", "constraints", str(error)) from None
+
     def get(self, dotted: str):
         node = self.data
         for part in dotted.split("."):
@@ -344,7 +354,7 @@ class _JsonJob:
                         cpus=cpus, nodes=nodes_int, memory_mb_per_node=memory, gpus_per_node=gpus,
                         gpu_model=model, deadline_s=deadline if deadline != math.inf else None,
                         user=str(self.data.get("user") or ""), partition=str(self.data.get("partition") or ""),
-                        constraint=str(self.data.get("constraints") or ""), state=state, source_line=self.line or 0,
+                        constraint=self.constraint(), state=state, source_line=self.line or 0,
                         extra=extra)]
 
     def _job_id(self) -> str:

@@ -4,7 +4,8 @@ When a job ends, slurmctld logs ``_job_complete: JobId=N done``; the main schedu
 which can give the job's nodes to another job, logs ``sched: Running job scheduler`` (at
 ``SlurmctldDebug=debug`` or above).  The hand-over latency of that end is the time between the two;
 a pass more than ``within_s`` later is not counted (nothing was waiting).  The median over the ends
-is the value to give::
+is the value to give (a rotated log compressed with gzip is read too; every reading here is one
+pass over the log, a piece at a time: :func:`scan_log`)::
 
     python -m greenslurm.traces.slurmctld_log /var/log/slurmctld.log
     greenslurm replay trace.txt --format sacct --slurm-conf slurm.conf --queue slurm --slurm-handover 0.03
@@ -31,51 +32,180 @@ from __future__ import annotations
 import re
 import statistics
 import sys
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
+from greenslurm.clustermodel import InputError
+from greenslurm.traces.source import byte_pieces
+
+# slurmctld's stamp (LogTimeFormat iso8601_ms, the default, or iso8601), or with the zone's offset
+# (rfc5424_ms, rfc5424: log.c's log_timestamp): the offset is left aside, the wall clock read
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:[+-]\d\d:\d\d)?\] (.*)$")
+# a line that starts as a stamp does: one that is no stamp is a damaged line, never skipped silently
+_STAMP_START = re.compile(r"^\[\d{4}-")
 
 
 class BadStamp(ValueError):
     """A line's time stamp has the shape of one but is no time (month 13, hour 25)."""
 
 
-def _stamped(text: str):
-    """(epoch seconds, message) of each line of the log that carries a time stamp; the stamps, which
-    carry no zone, read as UTC like sacct's (:mod:`greenslurm.traces.sacct`), so the two line up.
+def _lines(log):
+    """The lines of a log given as its text or as an iterable of lines (an open file, read as it
+    goes: a year's log need not fit in memory), split as ``str.splitlines`` splits the text."""
+    if isinstance(log, str):
+        yield from log.splitlines()
+        return
+    for line in log:
+        yield from line.splitlines() or ("",)
 
+
+def _stamped(log):
+    """(epoch seconds, message) of each line of the log (its text, or its lines) that carries a time
+    stamp (:func:`_numbered`)."""
+    return ((at, message) for _, at, message in _numbered(log))
+
+
+def _numbered(log):
+    """(line number, epoch seconds, message) of each line of the log (its text, or its lines) that
+    carries a time stamp; the stamps' wall clock, which carries no zone (or one left aside), reads as
+    UTC like sacct's (:mod:`greenslurm.traces.sacct`), so the two line up.  A line that starts as a
+    stamp does but holds none (a NUL byte, a stamp cut short) is a BadStamp naming it.
+
+    >>> list(_stamped("[2026-11-01T00:00:05.100+01:00] sched: Allocate JobId=1"))     # rfc5424_ms
+    [(1793491205.1, 'sched: Allocate JobId=1')]
+    >>> list(_stamped("[2026-11-01T00:00:05.100] sched: Allocate JobId=1"))           # iso8601_ms
+    [(1793491205.1, 'sched: Allocate JobId=1')]
     >>> list(_stamped("[2026-13-01T00:00:05.100] sched: Allocate JobId=1"))
     Traceback (most recent call last):
     ...
     greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-13-01T00:00:05.100' is no time (month must be in 1..12)
+    >>> list(_stamped("[2026-11-01T00:00:0\\x005.100] sched: Allocate JobId=1"))
+    Traceback (most recent call last):
+    ...
+    greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-11-01T00:00:0\\x005.100] sche' is no time (not [YYYY-MM-DDThh:mm:ss.sss] and a message)
     """
-    for number, line in enumerate(text.splitlines(), start=1):
+    second, second_us = None, 0         # the last stamp's whole second and its epoch microseconds
+    for number, line in enumerate(_lines(log), start=1):
         found = _STAMP.match(line)
         if found:
             stamp, message = found.groups()
+            whole, fraction = stamp[:19], stamp[20:]
+            if whole == second and 0 < len(fraction) <= 6 and fraction.isascii():
+                # what datetime.timestamp() gives: the microseconds since the epoch over 10**6
+                yield number, (second_us + int(fraction.ljust(6, "0"))) / 1_000_000, message
+                continue
             try:
                 moment = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc)
             except ValueError as error:
                 raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
-            yield moment.timestamp(), message
+            second, second_us = whole, int(moment.replace(microsecond=0).timestamp()) * 1_000_000
+            yield number, moment.timestamp(), message
+        elif _STAMP_START.match(line):
+            raise BadStamp(f"line {number}: time stamp {line[1:31]!r} is no time "
+                           f"(not [YYYY-MM-DDThh:mm:ss.sss] and a message)")
 
 
-def handover_latencies_s(text: str, within_s: float = 5.0) -> list[float]:
-    """Per job end in the log, the seconds until the main scheduler's next pass (ends with no pass
-    within ``within_s`` left out)."""
-    latencies: list[float] = []
-    ends: list[float] = []
-    for now, message in _stamped(text):
-        if "_job_complete: JobId=" in message and message.endswith(" done"):
-            ends.append(now)
-        elif "sched: Running job scheduler" in message and ends:
-            latencies += [now - end for end in ends if now - end <= within_s]
+def _is_loop_check(message: str) -> bool:
+    """Whether a logged message is one of the background loop's periodic checks: its test of time
+    limits (debug2) or a job's start reset in it once its powered-down nodes booted (verbose)."""
+    return "Testing job time limits and checkpoints" in message or (
+        message.startswith("Resetting JobId=") and message.endswith("start time for node power up"))
+
+
+def _is_backfill_look(message: str) -> bool:
+    """Whether a logged message is from a backfill cycle that started a job."""
+    return message.startswith("sched/backfill: _start_job: Started")
+
+
+_STARTED = re.compile(r"^slurmctld version \S+ started")
+_JOB_END = "_job_complete: JobId="
+_SCHEDULER_PASS = "sched: Running job scheduler"
+HANDOVER_WITHIN_S = 5.0     # a pass later than this after a job's end: nothing was waiting for its nodes
+_CONTROLLER = "Running as primary controller"
+_MAIN_PASS = "sched: Allocate JobId="
+_JOB_MOMENT = (
+    ("submit", re.compile(r"^_slurm_rpc_submit_batch_job: JobId=(\d+) ")),
+    ("start", re.compile(r"^sched: Allocate JobId=(\d+) ")),
+    ("start", re.compile(r"^sched/backfill: _start_job: Started JobId=(\d+) ")),
+    ("end", re.compile(r"^_job_complete: JobId=(\d+) done$")),
+)
+
+
+@dataclass
+class LogScan:
+    """What one pass over a slurmctld log gathers (epoch seconds, in the log's order): slurmctld's
+    starts, the background loop's checks and the backfill thread's looks (one per check,
+    :func:`one_per_check`), its take-overs as primary controller, the main scheduler's allocations,
+    per job id its logged moments (:func:`job_moments_s`), and the hand-over latencies of the job
+    ends (:func:`handover_latencies_s`)."""
+
+    starts: list[float] = field(default_factory=list)
+    checks: list[float] = field(default_factory=list)
+    looks: list[float] = field(default_factory=list)
+    controllers: list[float] = field(default_factory=list)
+    controller_lines: list[int] = field(default_factory=list)
+    main_passes: list[float] = field(default_factory=list)
+    moments: dict[str, dict[str, float]] = field(default_factory=dict)
+    handovers_s: list[float] = field(default_factory=list)
+
+
+def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
+    """One pass over a slurmctld log (its text, or an iterable of pieces of it that end at line
+    ends, such as :func:`log_pieces` or an open file): everything :func:`thread_timing`,
+    :func:`job_moments_s`, :func:`loop_checks_s`, :func:`backfill_looks_s` and
+    :func:`handover_latencies_s` read.  A :class:`BadStamp` names a line whose stamp is no time."""
+    scan = LogScan()
+    ends: list[float] = []          # job ends since the last scheduler pass
+    for number, at, message in _numbered(log):
+        if _JOB_END in message and message.endswith(" done"):
+            ends.append(at)
+        elif _SCHEDULER_PASS in message and ends:
+            scan.handovers_s += [at - end for end in ends if at - end <= handover_within_s]
             ends = []
-    return latencies
+        if _is_loop_check(message):
+            count_once(scan.checks, at)
+        if _is_backfill_look(message):
+            count_once(scan.looks, at)
+        if _STARTED.match(message):
+            scan.starts.append(at)
+        if message.startswith(_CONTROLLER):
+            scan.controllers.append(at)
+            scan.controller_lines.append(number)
+        if message.startswith(_MAIN_PASS):
+            scan.main_passes.append(at)
+        if "JobId=" in message:                 # every line _JOB_MOMENT reads names a job
+            for kind, pattern in _JOB_MOMENT:
+                found = pattern.match(message)
+                if found:
+                    scan.moments.setdefault(found.group(1), {})[kind] = at
+                    break
+    return scan
 
 
-def loop_checks_s(text: str) -> list[float]:
+def log_pieces(path: str):
+    """The text of the slurmctld log file at ``path`` (gzip-compressed too: a rotated log) a piece
+    at a time, each ending at a line end (:func:`greenslurm.traces.source.byte_pieces`): a year's
+    log is read without holding it; bytes that are not UTF-8 read as U+FFFD."""
+    for piece in byte_pieces(path):
+        yield piece.decode("utf-8", errors="replace")
+
+
+def read_log(path: str, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
+    """:func:`scan_log` of the log file at ``path``; an InputError naming the file (and the line of
+    a stamp that is no time) for one that cannot be read."""
+    try:
+        return scan_log(log_pieces(path), handover_within_s)
+    except BadStamp as error:
+        raise InputError(str(error), path=path) from None
+
+
+def handover_latencies_s(log, within_s: float = HANDOVER_WITHIN_S) -> list[float]:
+    """Per job end in the log (its text or its pieces), the seconds until the main scheduler's next
+    pass (ends with no pass within ``within_s`` left out; the module's example)."""
+    return scan_log(log, within_s).handovers_s
+
+
+def loop_checks_s(log) -> list[float]:
     """The moments (epoch seconds) of the background loop's periodic checks the log shows; the
     reset lines of one check (several jobs) count once.
 
@@ -86,12 +216,10 @@ def loop_checks_s(text: str) -> list[float]:
     ...     datetime.fromisoformat("2024-01-01T00:02:29.311").replace(tzinfo=timezone.utc).timestamp()]
     True
     """
-    return one_per_check(at for at, message in _stamped(text)
-                         if "Testing job time limits and checkpoints" in message
-                         or (message.startswith("Resetting JobId=") and message.endswith("start time for node power up")))
+    return scan_log(log).checks
 
 
-def backfill_looks_s(text: str) -> list[float]:
+def backfill_looks_s(log) -> list[float]:
     """The moments (epoch seconds) of the backfill thread's looks the log shows: its cycles that
     started a job (``sched/backfill: _start_job``, at ``verbose``); the starts of one cycle count
     once.  The thread (``backfill_agent``) sleeps a second between looks and creeps later through
@@ -103,7 +231,7 @@ def backfill_looks_s(text: str) -> list[float]:
     >>> [round(b - a, 3) for a, b in zip(looks, looks[1:])]
     [3.002]
     """
-    return one_per_check(at for at, message in _stamped(text) if message.startswith("sched/backfill: _start_job: Started"))
+    return scan_log(log).looks
 
 
 @dataclass(frozen=True)
@@ -123,13 +251,11 @@ class ThreadTiming:
     first_main_pass_s: float | None = None
 
 
-_STARTED = re.compile(r"^slurmctld version \S+ started")
-
-
-def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
+def thread_timing(log, before_s: float | None = None) -> ThreadTiming:
     """The threads' timing of the slurmctld run that was up at ``before_s`` (the latest start at or
-    before it; None or no such start: the log's first start).  A ValueError when the log has no
-    ``slurmctld version ... started`` line (slurmctld logs it at ``info``, its default level).
+    before it; None or no such start: the log's first start), from the log (its text, its lines, or
+    its :func:`scan_log`).  A ValueError when the log has no ``slurmctld version ... started`` line
+    (slurmctld logs it at ``info``, its default level).
 
     >>> timing = thread_timing('''[2024-01-01T00:00:00.500] slurmctld version 22.05.8 started on cluster c
     ... [2024-01-01T00:00:12.855] sched/backfill: _start_job: Started JobId=1 in batch on n1
@@ -138,7 +264,8 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     >>> timing.start_s, [round(t - timing.start_s, 3) for t in timing.backfill_looks_s], timing.restarts_after
     (1704067200.5, [12.355, 22.36], 1)
     """
-    starts = [at for at, message in _stamped(text) if _STARTED.match(message)]
+    scan = log if isinstance(log, LogScan) else scan_log(log)
+    starts = scan.starts
     if not starts:
         raise ValueError("no 'slurmctld version ... started' line: the log does not show when slurmctld's "
                          "threads started (it is logged at SlurmctldDebug=info, the default)")
@@ -146,29 +273,36 @@ def thread_timing(text: str, before_s: float | None = None) -> ThreadTiming:
     start = earlier[-1] if earlier else starts[0]
     later = [at for at in starts if at > start]
     until = later[0] if later else float("inf")
-    checks = tuple(at for at in loop_checks_s(text) if start <= at < until)
-    looks = tuple(at for at in backfill_looks_s(text) if start <= at < until)
-    controller = first_pass = None
-    for at, message in _stamped(text):
-        if at < start or at >= until:
-            continue
-        if controller is None and message.startswith("Running as primary controller"):
-            controller = at
-        if first_pass is None and message.startswith("sched: Allocate JobId="):
-            first_pass = at
+
+    def within(moments):
+        return (at for at in moments if start <= at < until)
+
+    checks, looks = tuple(within(scan.checks)), tuple(within(scan.looks))
+    controller, controller_line = next(((at, line) for at, line in zip(scan.controllers, scan.controller_lines)
+                                        if start <= at < until), (None, None))
+    first_pass = next(within(scan.main_passes), None)
+    # the background loop and backfill start once slurmctld runs as primary controller (controller.c):
+    # their work logged before the take-over is a log out of order, no timing of the threads
+    first_work = min(checks[:1] + looks[:1] + ((first_pass,) if first_pass is not None else ()), default=None)
+    if controller is not None and first_work is not None and controller > first_work:
+        raise BadStamp(f"line {controller_line}: slurmctld's take-over as primary controller at {_shown(controller)} "
+                       f"comes after its threads' first logged work at {_shown(first_work)}: the log's lines are "
+                       f"out of order")
     return ThreadTiming(start, checks, looks, restarts_after=len(later), controller_s=controller,
                         first_main_pass_s=first_pass)
 
 
-_JOB_MOMENT = (
-    ("submit", re.compile(r"^_slurm_rpc_submit_batch_job: JobId=(\d+) ")),
-    ("start", re.compile(r"^sched: Allocate JobId=(\d+) ")),
-    ("start", re.compile(r"^sched/backfill: _start_job: Started JobId=(\d+) ")),
-    ("end", re.compile(r"^_job_complete: JobId=(\d+) done$")),
-)
+def _shown(at_s: float) -> str:
+    """An epoch moment as the log's stamp shows it.
+
+    >>> _shown(1795914944.475), _shown(253402300799.999)      # whole milliseconds, never cut to the one before
+    ('2026-11-29T01:15:44.475', '9999-12-31T23:59:59.999')
+    """
+    moment = datetime(1970, 1, 1) + timedelta(milliseconds=round(at_s * 1000))
+    return moment.isoformat(timespec="milliseconds")
 
 
-def job_moments_s(text: str) -> dict[str, dict[str, float]]:
+def job_moments_s(log) -> dict[str, dict[str, float]]:
     """Per job id, the moments (epoch seconds, to the millisecond) slurmctld logged at its default
     level: its submission (``_slurm_rpc_submit_batch_job``), its start (``sched: Allocate`` by the main
     scheduler, ``_start_job`` by backfill) and its end (``_job_complete: JobId=N done``); the last of
@@ -180,27 +314,25 @@ def job_moments_s(text: str) -> dict[str, dict[str, float]]:
     >>> {kind: round(at % 60, 3) for kind, at in moments["9"].items()}
     {'submit': 13.109, 'start': 16.523, 'end': 57.545}
     """
-    moments: dict[str, dict[str, float]] = {}
-    for at, message in _stamped(text):
-        for kind, pattern in _JOB_MOMENT:
-            found = pattern.match(message)
-            if found:
-                moments.setdefault(found.group(1), {})[kind] = at
-                break
-    return moments
+    return scan_log(log).moments
+
+
+def count_once(checks: list[float], at: float) -> None:
+    """Adds a logged moment to the checks (in time order) unless it is a line of the last one: the
+    lines of one check (a reset per job) come within half a second of its first."""
+    if not checks or at - checks[-1] > 0.5:
+        checks.append(at)
 
 
 def one_per_check(moments) -> list[float]:
-    """Logged moments in time order, one per check: the lines of one check (a reset per job) come
-    within half a second of its first.
+    """Logged moments in time order, one per check (:func:`count_once`).
 
     >>> one_per_check([29.96, 29.961, 149.3])
     [29.96, 149.3]
     """
     checks: list[float] = []
     for at in moments:
-        if not checks or at - checks[-1] > 0.5:
-            checks.append(at)
+        count_once(checks, at)
     return checks
 
 
@@ -210,16 +342,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m greenslurm.traces.slurmctld_log SLURMCTLD_LOG", file=sys.stderr)
         return 2
     try:
-        with open(args[0], encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError as error:
-        print(f"{args[0]}: cannot read: {error.strerror}", file=sys.stderr)
+        scan = read_log(args[0])
+    except InputError as error:
+        print(error, file=sys.stderr)
         return 2
-    try:
-        latencies, checks = handover_latencies_s(text), loop_checks_s(text)
-    except BadStamp as error:
-        print(f"{args[0]}: {error}", file=sys.stderr)
-        return 2
+    latencies, checks = scan.handovers_s, scan.checks
     if not latencies and len(checks) < 2:
         print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug) and fewer "
               f"than two checks of the background loop (debug2, or power-saving resets)", file=sys.stderr)
