@@ -79,6 +79,18 @@ def test_s84_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
 
 
 
+def test_s81_with_its_log_waits_as_long_as_slurm_in_slurms_whole_seconds():
+    # development recording s81: sacct's Submit and Start are slurmctld's time(NULL), truncated to the
+    # second: 71 s of waiting over 60 jobs (1.18 s).  The replay with the log starts each job to the
+    # millisecond, 0.2-0.9 s into a second (Slurm's allocations in the log fall there too), and in
+    # those fractional stamps its mean wait was 1.65 s (+39.5%); stamped as Slurm stamps them it is
+    # 71 s over 60 jobs as well (58 of 60 started in Slurm's very second), every job on Slurm's nodes
+    row = with_log("s81")
+    assert row["jobs"] == 60 and round(row["mean_wait_slurm_s"] * 60) == 71
+    assert round(row["mean_wait_other_s"] * 60) == 71, row
+    assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
+
+
 def test_s54_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
     # development recording s54 (6 nodes, backfill with bf_interval=5, multifactor, CR_CPU): backfill's
     # cycles are bf_interval apart on the looks its log shows; with the trace's epoch seconds the look
