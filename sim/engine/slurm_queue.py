@@ -337,11 +337,15 @@ class SlurmQueue:
                 self.clock.backfill_change_s = now_s
             if now_s >= self.clock.backfill_due():
                 planned_before, self._planned_idle = self._planned_idle, False
+                version_before = self._version
                 if self.waiting_jobs:
                     self._backfill_cycle(now_s)
                 self.clock.last_backfill = now_s
                 self._backfill_seen = self._version
-                self.clock.backfill_change_s = None
+                # a job the cycle started set last_job_update to this second (backfill.c _start_job:
+                # time(NULL)), and _more_work compares it with last_backfill_time, this second too, by
+                # >=: the look bf_interval later cycles again
+                self.clock.backfill_change_s = now_s if self._version != version_before else None
                 if self._power is not None and (planned_before or self._planned_idle):
                     # _handle_planned cleared the last cycle's PLANNED nodes at its start or set
                     # this one's at its end: a node change
