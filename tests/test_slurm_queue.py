@@ -945,3 +945,27 @@ def test_a_job_that_asked_no_memory_waits_beside_a_free_cpu_and_shares_where_mem
     starts, _, _ = run(jobs, cluster, memory_consumable=False, scheduler="builtin")
     assert [(starts[j].start_s, tuple(starts[j].node_indices)) for j in "mwx"] == [(0.0, (0,)), (1.0, (0,)),
                                                                                   (2.0, (1,))]
+
+
+def test_will_run_answers_are_kept_per_cpu_total_not_only_per_shape():
+    # 4 nodes of 4 CPUs: r1, r2 (partition b, 4 CPUs) fill n2, n3; r3 (1 CPU) and r4 (2 CPUs, ends at
+    # 50 s) share n0, so 1 + 4 = 5 CPUs are free at 10 s.  p6 (6 CPUs) and p5 (5 CPUs) of partition
+    # "all" both spread over 2 nodes at 3 CPUs per node (the same shape, demand rounded up): p6 waits
+    # for r4's end (1 + 2 + 4 = 7 CPUs at 50 s), p5 fits now.  Asked in that order, p5 once got p6's
+    # kept answer (50 s)
+    jobs = [job("r1", 0, 100, cpus=4, partition="b"), job("r2", 0, 100, cpus=4, partition="b"),
+            job("r3", 0, 100, cpus=1, partition="a", nodes=1), job("r4", 0, 50, cpus=2, partition="a", nodes=1),
+            job("p6", 10, 100, cpus=6, partition="all"), job("p5", 10, 100, cpus=5, partition="all")]
+    replay = Replay(jobs, two_partitions(overlap=True), "slurm", keep_jobs=True, strategy_options={
+        "scheduling": SlurmScheduling(batch_sched_delay_s=0.0, background_tick_s=0.0, bf_interval_s=1000.0)})
+    replay.begin()
+    queue = replay.strategy
+    waiting = {}
+    while len(replay.events) and not {"p6", "p5"} <= set(waiting):
+        replay.step()
+        waiting = {w.job.job.job_id: w.job for w in queue.waiting_jobs.values()}
+    assert queue.machine.free[:, 0].tolist() == [1.0, 4.0, 0.0, 0.0]
+    assert waiting["p6"].shape_key == waiting["p5"].shape_key
+    every_node = 0b1111
+    assert queue.will_run(waiting["p6"], every_node, 10.0)[0] == 50.0
+    assert queue.will_run(waiting["p5"], every_node, 10.0)[0] == 10.0

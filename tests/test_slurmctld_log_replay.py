@@ -183,6 +183,18 @@ def test_s84_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
 
 
 
+def test_s81_with_its_log_waits_as_long_as_slurm_in_slurms_whole_seconds():
+    # development recording s81: sacct's Submit and Start are slurmctld's time(NULL), truncated to the
+    # second: 71 s of waiting over 60 jobs (1.18 s).  The replay with the log starts each job to the
+    # millisecond, 0.2-0.9 s into a second (Slurm's allocations in the log fall there too), and in
+    # those fractional stamps its mean wait was 1.65 s (+39.5%); stamped as Slurm stamps them it is
+    # 71 s over 60 jobs as well (58 of 60 started in Slurm's very second), every job on Slurm's nodes
+    row = with_log("s81")
+    assert row["jobs"] == 60 and round(row["mean_wait_slurm_s"] * 60) == 71
+    assert round(row["mean_wait_other_s"] * 60) == 71, row
+    assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
+
+
 def test_s54_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
     # development recording s54 (6 nodes, backfill with bf_interval=5, multifactor, CR_CPU): backfill's
     # cycles are bf_interval apart on the looks its log shows; with the trace's epoch seconds the look
@@ -290,3 +302,24 @@ EMPTY_CYCLE_TABLE = {"j02": (7, ("n02",)), "j05": (52, ("n02",)), "j17": (52, ("
 
 def test_backfills_first_cycle_before_any_job_is_empty_as_real_slurm_did():
     assert off_table(WORKLOADS / "s2" / "run1", EMPTY_CYCLE_TABLE) == {}
+
+
+def test_a_backfill_start_makes_the_look_bf_interval_later_cycle_again():
+    # s93 (bf_interval=2, log at the default level): backfill started j00 at 21:44:05.460; its start set
+    # last_job_update to second 05 (backfill.c _start_job: time(NULL)) and the cycle's end set
+    # last_backfill_time to 05, so _more_work (>=) held at the look 2 s later: cycles at 07.46 and,
+    # after j01's submission and allocation in second 08, at 09.46, each followed by a bf_interval
+    # sleep.  j02 (partition high), submitted at 10.188, waited for the cycle at 11.461 ("Started
+    # JobId=3 in high on n01"); likewise j05 (21.173 -> 22.464) and j07 (27.175 -> 28.466).  Table:
+    # sacct's whole seconds after the first submission (21:44:05) and nodes.  Without the rule the
+    # replay's chain had no cycle at 09.46 and started j02 at the look at 10.46 (second 10, +5 s)
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    from greenslurm.sim.studies.slurm_fidelity import as_slurm_stamps
+    folder = WORKLOADS / "s93" / "run1"
+    table = {"j02": (6, ("n01",)), "j05": (17, ("n03", "n04", "n05")), "j07": (23, ("n06",))}
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (recorded[job][1] - origin, recorded[job][2]) for job in table} == table
+    replayed = as_slurm_stamps(replayed_schedule(folder / "trace.txt", folder / "slurm.conf",
+                                                 slurmctld_log=str(folder / "slurmctld.log")))
+    assert {job: (replayed[job][1] - origin, replayed[job][2]) for job in table} == table

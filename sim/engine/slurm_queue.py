@@ -337,11 +337,15 @@ class SlurmQueue:
                 self.clock.backfill_change_s = now_s
             if now_s >= self.clock.backfill_due():
                 planned_before, self._planned_idle = self._planned_idle, False
+                version_before = self._version
                 if self.waiting_jobs:
                     self._backfill_cycle(now_s)
                 self.clock.last_backfill = now_s
                 self._backfill_seen = self._version
-                self.clock.backfill_change_s = None
+                # a job the cycle started set last_job_update to this second (backfill.c _start_job:
+                # time(NULL)), and _more_work compares it with last_backfill_time, this second too, by
+                # >=: the look bf_interval later cycles again
+                self.clock.backfill_change_s = now_s if self._version != version_before else None
                 if self._power is not None and (planned_before or self._planned_idle):
                     # _handle_planned cleared the last cycle's PLANNED nodes at its start or set
                     # this one's at its end: a node change
@@ -615,11 +619,12 @@ class SlurmQueue:
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`~greenslurm.sim.engine.slurm_will_run.group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ);
-        # what a waiting job adds to the key is settled at its submission
+        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
+        # and its CPUs in all (its per-node demand is rounded up: 5 CPUs on 2 nodes and 6 share a
+        # shape); what a waiting job adds to the key is settled at its submission
         of_job = self._job_keys.get(job.index)
         if of_job is None:
-            of_job = (job.shape_key, self.placement.spreads(job), self.placement.memory_per_node(job),
+            of_job = ((job.shape_key, job.cpus_total), self.placement.spreads(job), self.placement.memory_per_node(job),
                       self.placement.node_caps.get(job.index))
             if job.index in self.waiting_jobs:
                 self._job_keys[job.index] = of_job
@@ -704,7 +709,8 @@ class SlurmQueue:
                 shape, spreads, memory, usable, cap = key
                 # a job of that shape still waits (the one asked about starting is a change of resources)
                 job = next(w.job for w in self.waiting_jobs.values()
-                           if (w.job.shape_key, self.placement.spreads(w.job), self.placement.memory_per_node(w.job),
+                           if ((w.job.shape_key, w.job.cpus_total), self.placement.spreads(w.job),
+                               self.placement.memory_per_node(w.job),
                                self.placement.node_caps.get(w.job.index)) == (shape, spreads, memory, cap))
                 assert self._will_run(job, usable) == answer, (key, answer)
             for usable, view in kept_views.items():
