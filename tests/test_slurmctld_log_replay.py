@@ -240,3 +240,22 @@ EMPTY_CYCLE_TABLE = {"j02": (7, ("n02",)), "j05": (52, ("n02",)), "j17": (52, ("
 
 def test_backfills_first_cycle_before_any_job_is_empty_as_real_slurm_did():
     assert off_table(WORKLOADS / "s2" / "run1", EMPTY_CYCLE_TABLE) == {}
+
+
+def test_a_log_larger_than_the_memory_is_one_line_and_exit_2(tmp_path):
+    # a gzip bomb: 0.3 MB that decompress to 300 MiB of NUL bytes, read by a process allowed 700 MiB of
+    # address space (RLIMIT_AS; a replay of s98 with a 300 MiB log peaks at 650 MB resident): the log is
+    # read whole, and the MemoryError of reading it came out as a traceback (exit 1)
+    import gzip
+    import resource
+    bomb = tmp_path / "slurmctld.log.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as handle:
+        for _ in range(300):
+            handle.write(bytes(2 ** 20))
+    limit = 700 * 2 ** 20
+    run = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(S98 / "trace.txt"), "--format", "sacct",
+                          "--slurm-conf", str(S98 / "slurm.conf"), "--queue", "slurm", "--slurmctld-log", str(bomb)],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert run.returncode == 2 and run.stdout == "", run.stderr[-2000:]
+    assert run.stderr.count("\n") == 1 and f"{bomb}: the slurmctld log does not fit in memory" in run.stderr, run.stderr
