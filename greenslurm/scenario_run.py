@@ -349,17 +349,24 @@ def read_slurmctld_log(path: str, first_submit_s: float | None):
     opener = gzip.open if str(path).endswith(".gz") else open      # a rotated log, compressed
     if os.path.exists(path) and not os.path.isfile(path):          # a folder, /dev/zero: never read
         raise InputError("the slurmctld log is not a regular file", path=path)
+    # the log is read whole: one larger than the memory (a gzip bomb, years of debug lines) is refused,
+    # at its reading or its parsing (lines split, stamps read), once the memory runs out
+    too_large = "the slurmctld log does not fit in memory: give the part of it around the trace's period"
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except (OSError, EOFError) as error:
         raise InputError(f"cannot read the slurmctld log: {getattr(error, 'strerror', None) or error}",
                          path=path) from None
+    except MemoryError:
+        raise InputError(too_large, path=path) from None
     try:
         timing = thread_timing(text, first_submit_s)
         moments = job_moments_s(text)
     except ValueError as error:             # BadStamp names the line
         raise InputError(str(error), path=path) from None
+    except MemoryError:
+        raise InputError(too_large, path=path) from None
     if first_submit_s is not None and timing.start_s > first_submit_s:
         raise InputError(f"slurmctld's first start in the log comes {timing.start_s - first_submit_s:.0f} s after "
                          f"the trace's first submission: the log is not of the trace's period", path=path)
