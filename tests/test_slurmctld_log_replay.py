@@ -323,3 +323,22 @@ def test_a_backfill_start_makes_the_look_bf_interval_later_cycle_again():
     replayed = as_slurm_stamps(replayed_schedule(folder / "trace.txt", folder / "slurm.conf",
                                                  slurmctld_log=str(folder / "slurmctld.log")))
     assert {job: (replayed[job][1] - origin, replayed[job][2]) for job in table} == table
+
+
+def test_a_log_larger_than_the_memory_is_one_line_and_exit_2(tmp_path):
+    # a gzip bomb: 0.3 MB that decompress to 300 MiB of NUL bytes, read by a process allowed 700 MiB of
+    # address space (RLIMIT_AS): the log is read a line at a time, and this one line of 300 MiB ran out of
+    # memory; the MemoryError came out as a traceback (exit 1)
+    import gzip
+    import resource
+    bomb = tmp_path / "slurmctld.log.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as handle:
+        for _ in range(300):
+            handle.write(bytes(2 ** 20))
+    limit = 700 * 2 ** 20
+    run = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(S98 / "trace.txt"), "--format", "sacct",
+                          "--slurm-conf", str(S98 / "slurm.conf"), "--queue", "slurm", "--slurmctld-log", str(bomb)],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert run.returncode == 2 and run.stdout == "", run.stderr[-2000:]
+    assert run.stderr.count("\n") == 1 and f"{bomb}: the slurmctld log does not fit in memory" in run.stderr, run.stderr

@@ -197,6 +197,10 @@ def read_log(path: str, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan
         return scan_log(log_pieces(path), handover_within_s)
     except BadStamp as error:
         raise InputError(str(error), path=path) from None
+    except MemoryError:
+        # read a line at a time, so only a line larger than the memory (a gzip bomb of one line) gets here
+        raise InputError("the slurmctld log does not fit in memory (a line larger than the memory): give the "
+                         "part of it around the trace's period", path=path) from None
 
 
 def handover_latencies_s(log, within_s: float = HANDOVER_WITHIN_S) -> list[float]:
