@@ -96,7 +96,7 @@ typedef struct {
      * blocks of fixed numbers of steps were recomputed from the first change on before every
      * search, the whole plan at nearly every move. */
     int64_t *block_first; double *block_min, *block_max; int64_t blocks, block_cap;
-    double last_most, last_least;     /* the most and least free over the span the last change touched, after it */
+    double last_most;                 /* the most free over the span the last change touched, after it */
 } count_profile;
 #define PROFILE_BLOCK 32            /* steps a block gets when the blocks are cut anew; split above twice as many */
 
@@ -228,13 +228,12 @@ static int profile_change(count_profile *p, double start, double end, double pro
     if (i < 0) return -1;
     int64_t j = p->n;
     if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
-    double most = -INFINITY, least = INFINITY;
+    double most = -INFINITY;
     for (int64_t k = i; k < j; k++) {
         p->free[k] += processors;
         if (p->free[k] > most) most = p->free[k];
-        if (p->free[k] < least) least = p->free[k];
     }
-    p->last_most = most; p->last_least = least;
+    p->last_most = most;
     if (i < j) profile_blocks_added(p, i, j, processors);
     return 0;
 }
@@ -396,11 +395,14 @@ static int stairs_may_start_before(const staircase *s, double processors, double
  * which holds the step just before old (that step frees p) and starts no earlier than the run
  * holding that step: the exact search then starts at the earlier of the two, and a job with
  * neither before old is not searched.  A compression reads the runs of a count when first asked,
- * only as far as the question needs (`upto`); the slots each move gave back and took are read again
- * there when the count is next asked for (or, when more wait, the runs from the first change on), and
- * what a search found (no window of d in the runs it read) lowers the stairs it read.  Every stair
- * is at least what its runs allow (replaced runs leave their longest as a stair where the re-read
- * ends), so the stairs never skip a job that can move, and the search that follows is exact. */
+ * only as far as the question needs (`upto`); the slots each move gave back are read again there
+ * when the count is next asked for (or, when more wait, the runs from the first such slot on), and
+ * what a search found (no window of d in the runs it read) lowers the stairs it read.  The slots
+ * moves took are not read again: taking only shortens or splits runs, so the stairs stay at least
+ * what the runs allow (cutting the stairs at the slots taken, which lie near the plan's start, made
+ * the counts read nearly the whole plan again after every few moves).  Every stair is at least what
+ * its runs allow (replaced runs leave their longest as a stair where the re-read ends), so the
+ * stairs never skip a job that can move, and the search that follows is exact. */
 typedef struct {
     double *start, *lasts; int64_t n, cap; int built;
     double upto;                       /* every run starting before it is in (the rest: not yet read) */
@@ -582,24 +584,23 @@ static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
 }
 
 /* The jobs a compression moved, in order: each one's slot [old, old + duration) given back (its steps
- * then freeing at most `most`) and [found, found + duration) taken (its steps then freeing at least
- * `least`).  A count's stairs take them in when next asked for (or are cut at the first change when
- * more wait): a count above `most` finds no step of the first freeing it, one up to `least` every step
- * of the second still freeing it, so their runs did not change there; elsewhere the runs around
- * the slots are found again in the plan as it is then (which holds every change since). */
-typedef struct { double old, found, duration, most, least; } moved_job;
+ * then freeing at most `most`).  A count's stairs take them in when next asked for (or are cut at the
+ * first slot that counts when more wait): a count above `most` finds no step of the slot freeing it,
+ * so its runs did not grow there; elsewhere the runs around the slot are found again in the plan as
+ * it is then (which holds every change since).  The slots taken are left out (see run_stairs). */
+typedef struct { double old, duration, most; } moved_job;
 typedef struct { moved_job *at; int64_t n, cap; } moved_log;
-#define REDO_AT_MOST 2      /* more moves waiting than this: the count's stairs are cut at the first change */
+#define REDO_AT_MOST 2      /* more moves waiting than this: the count's stairs are cut at the first slot given back */
 #define RUN_STAIRS_FROM 64  /* waiting jobs above which a compression keeps the stairs */
 
-static int moved_log_add(moved_log *log, double old, double found, double duration, double most, double least) {
+static int moved_log_add(moved_log *log, double old, double duration, double most) {
     if (log->n == log->cap) {
         int64_t cap = log->cap ? 2 * log->cap : 64;
         moved_job *at = grown_array(log->at, cap, sizeof(moved_job));
         if (!at) return -1;
         log->at = at; log->cap = cap;
     }
-    moved_job move = { old, found, duration, most, least };
+    moved_job move = { old, duration, most };
     log->at[log->n++] = move;
     return 0;
 }
@@ -607,11 +608,10 @@ static int moved_log_add(moved_log *log, double old, double found, double durati
 /* count's stairs (built) brought up to the plan as it is now; -1: no memory */
 static int run_stairs_update(run_stairs *r, const moved_log *log, const count_profile *p, double count, double now) {
     if (log->n - r->applied > REDO_AT_MOST) {
-        double earliest = INFINITY;       /* the first change that counts for this count */
+        double earliest = INFINITY;       /* the first slot given back that counts for this count */
         for (; r->applied < log->n; r->applied++) {
             const moved_job *move = &log->at[r->applied];
             if (count <= move->most && move->old < earliest) earliest = move->old;
-            if (count > move->least && move->found < earliest) earliest = move->found;
         }
         run_stairs_truncate(r, p, count, earliest, now);
         return 0;
@@ -620,8 +620,6 @@ static int run_stairs_update(run_stairs *r, const moved_log *log, const count_pr
     for (; r->applied < log->n; r->applied++) {
         const moved_job *move = &log->at[r->applied];
         if (count <= move->most && run_stairs_redo(r, p, count, move->old, move->old + move->duration, now) < 0) return -1;
-        if (count > move->least && run_stairs_redo(r, p, count, move->found, move->found + move->duration, now) < 0)
-            return -1;
     }
     return 0;
 }
@@ -784,7 +782,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                     double given_most = plan.last_most;
                     if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
                     if (stairs.valid) stairs_given(&stairs, given_most, old);
-                    if (n_built > 0 && moved_log_add(&moved, old, found, requested[j], given_most, plan.last_least) < 0) {
+                    if (n_built > 0 && moved_log_add(&moved, old, requested[j], given_most) < 0) {
                         status = -1; goto done;
                     }
                     reserved_s[j] = found;
