@@ -86,20 +86,96 @@ static void finish(core *c, int64_t j, int64_t first, double now) {
 /* -- conservative backfilling on processor counts: the general loop's PlanProfile on one pooled node -- */
 typedef struct {
     double *times, *free; int64_t n, cap; int error;     /* error: the status to return */
-    /* per block of PROFILE_BLOCK steps, the least and the most free: searches skip whole blocks;
-     * blocks from `stale` on are recomputed before the next search (any change marks them) */
-    double *block_min, *block_max; int64_t block_cap, stale;
-    double last_most, last_least;     /* the most and least free over the span the last change touched, after it */
+    /* The steps in consecutive blocks: block b holds steps block_first[b] .. block_first[b + 1] - 1
+     * (block_first[blocks] is n) and knows their least and most free, exactly, at every moment:
+     * searches skip whole blocks that cannot start or stop a window.  A block is cut at a fixed
+     * time, not at a fixed step number, so a breakpoint inserted joins the block of the step it
+     * copies (whose least and most stay as they were) and the later blocks only shift their first
+     * step by one; a change adds its amount to the least and most of the blocks it covers whole
+     * (whole numbers of processors: exact) and reads again the two it covers in part.  Before,
+     * blocks of fixed numbers of steps were recomputed from the first change on before every
+     * search, the whole plan at nearly every move. */
+    int64_t *block_first; double *block_min, *block_max; int64_t blocks, block_cap;
+    double last_most;                 /* the most free over the span the last change touched, after it */
 } count_profile;
-#define PROFILE_BLOCK 32
+#define PROFILE_BLOCK 32            /* steps a block gets when the blocks are cut anew; split above twice as many */
+
+/* room for `blocks` blocks (and the end of the last); -1: no memory */
+static int profile_blocks_room(count_profile *p, int64_t blocks) {
+    if (blocks + 1 <= p->block_cap) return 0;
+    int64_t cap = 2 * (blocks + 1);
+    int64_t *first = grown_array(p->block_first, cap, sizeof(int64_t));
+    if (!first) return -1;
+    p->block_first = first;
+    if (grow_doubles_pair(&p->block_min, &p->block_max, cap) < 0) return -1;
+    p->block_cap = cap;
+    return 0;
+}
+
+/* block b's least and most free read from its steps */
+static void profile_block_read(count_profile *p, int64_t b) {
+    int64_t k = p->block_first[b], end = p->block_first[b + 1];
+    double lo = p->free[k], hi = p->free[k];
+    for (k++; k < end; k++) { if (p->free[k] < lo) lo = p->free[k]; if (p->free[k] > hi) hi = p->free[k]; }
+    p->block_min[b] = lo; p->block_max[b] = hi;
+}
+
+/* the blocks cut anew, PROFILE_BLOCK steps each (the last may have fewer); -1: no memory */
+static int profile_blocks_build(count_profile *p) {
+    int64_t blocks = (p->n + PROFILE_BLOCK - 1) / PROFILE_BLOCK;
+    if (profile_blocks_room(p, blocks) < 0) { p->error = -1; return -1; }
+    p->blocks = blocks;
+    for (int64_t b = 0; b < blocks; b++) p->block_first[b] = b * PROFILE_BLOCK;
+    p->block_first[blocks] = p->n;
+    for (int64_t b = 0; b < blocks; b++) profile_block_read(p, b);
+    return 0;
+}
+
+/* the block holding step k (0 <= k < n) */
+static int64_t profile_block_of(const count_profile *p, int64_t k) {
+    int64_t lo = 0, len = p->blocks;     /* the last block whose first step is at most k */
+    while (len > 1) {
+        int64_t half = len / 2;
+        lo = p->block_first[lo + half] <= k ? lo + half : lo;
+        len -= half;
+    }
+    return lo;
+}
+
+/* A step inserted at i (> 0) as a copy of step i - 1: it joins that step's block (its least and most
+ * unchanged), the later blocks start one step later; a block grown past twice PROFILE_BLOCK is split
+ * in two.  -1: no memory. */
+static int profile_block_inserted(count_profile *p, int64_t i) {
+    int64_t b = profile_block_of(p, i - 1);      /* the block_first of blocks after b are still the old ones */
+    for (int64_t a = b + 1; a <= p->blocks; a++) p->block_first[a]++;
+    if (p->block_first[b + 1] - p->block_first[b] <= 2 * PROFILE_BLOCK) return 0;
+    if (profile_blocks_room(p, p->blocks + 1) < 0) { p->error = -1; return -1; }
+    memmove(&p->block_first[b + 2], &p->block_first[b + 1], sizeof(int64_t) * (size_t)(p->blocks - b));
+    memmove(&p->block_min[b + 2], &p->block_min[b + 1], sizeof(double) * (size_t)(p->blocks - b - 1));
+    memmove(&p->block_max[b + 2], &p->block_max[b + 1], sizeof(double) * (size_t)(p->blocks - b - 1));
+    p->blocks++;
+    p->block_first[b + 1] = p->block_first[b] + PROFILE_BLOCK;
+    profile_block_read(p, b);
+    profile_block_read(p, b + 1);
+    return 0;
+}
+
+/* `amount` was added to steps i .. j - 1 (i < j): the blocks covered whole take it too, the (at most
+ * two) covered in part are read again */
+static void profile_blocks_added(count_profile *p, int64_t i, int64_t j, double amount) {
+    for (int64_t b = profile_block_of(p, i); b < p->blocks && p->block_first[b] < j; b++) {
+        if (p->block_first[b] >= i && p->block_first[b + 1] <= j) { p->block_min[b] += amount; p->block_max[b] += amount; }
+        else profile_block_read(p, b);
+    }
+}
 
 static int profile_init(count_profile *p, double free_now, double now) {
     p->cap = 64;
     p->times = malloc(sizeof(double) * (size_t)p->cap);
     p->free = malloc(sizeof(double) * (size_t)p->cap);
     if (!p->times || !p->free) return -1;
-    p->times[0] = now; p->free[0] = free_now; p->n = 1; p->stale = 0;
-    return 0;
+    p->times[0] = now; p->free[0] = free_now; p->n = 1;
+    return profile_blocks_build(p);
 }
 
 /* The binary searches halve [lo, lo + len], which holds the answer, with a conditional move, not a
@@ -143,7 +219,7 @@ static int64_t profile_breakpoint(count_profile *p, double t) {
     p->times[i] = t;
     p->free[i] = p->free[i - 1];       /* i > 0: never before the plan's start */
     p->n++;
-    if (i / PROFILE_BLOCK < p->stale) p->stale = i / PROFILE_BLOCK;
+    if (profile_block_inserted(p, i) < 0) return -1;
     return i;
 }
 
@@ -152,19 +228,19 @@ static int profile_change(count_profile *p, double start, double end, double pro
     if (i < 0) return -1;
     int64_t j = p->n;
     if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
-    double most = -INFINITY, least = INFINITY;
+    double most = -INFINITY;
     for (int64_t k = i; k < j; k++) {
         p->free[k] += processors;
         if (p->free[k] > most) most = p->free[k];
-        if (p->free[k] < least) least = p->free[k];
     }
-    p->last_most = most; p->last_least = least;
-    if (i / PROFILE_BLOCK < p->stale) p->stale = i / PROFILE_BLOCK;
+    p->last_most = most;
+    if (i < j) profile_blocks_added(p, i, j, processors);
     return 0;
 }
 
-static void profile_advance(count_profile *p, double now) {
-    int64_t i = upper_bound(p->times, p->n, now) - 1;
+/* the plan from `now` on, equal steps merged, the blocks cut anew when steps went; -1: no memory */
+static int profile_advance(count_profile *p, double now) {
+    int64_t n = p->n, i = upper_bound(p->times, p->n, now) - 1;
     if (i > 0) {
         memmove(p->times, &p->times[i], sizeof(double) * (size_t)(p->n - i));
         memmove(p->free, &p->free[i], sizeof(double) * (size_t)(p->n - i));
@@ -176,47 +252,33 @@ static void profile_advance(count_profile *p, double now) {
         if (p->free[k] != p->free[kept - 1]) { p->times[kept] = p->times[k]; p->free[kept] = p->free[k]; kept++; }
     }
     p->n = kept;
-    p->stale = 0;
+    return kept == n ? 0 : profile_blocks_build(p);
 }
 
-/* the blocks' least and most free brought up to date; -1: no memory */
-static int profile_blocks(count_profile *p) {
-    int64_t blocks = (p->n + PROFILE_BLOCK - 1) / PROFILE_BLOCK;
-    if (p->block_cap < blocks) {
-        int64_t cap = blocks * 2;
-        if (grow_doubles_pair(&p->block_min, &p->block_max, cap) < 0) return -1;
-        p->block_cap = cap;
-    }
-    for (int64_t b = p->stale; b < blocks; b++) {
-        int64_t k = b * PROFILE_BLOCK, end = k + PROFILE_BLOCK < p->n ? k + PROFILE_BLOCK : p->n;
-        double lo = p->free[k], hi = p->free[k];
-        for (k++; k < end; k++) { if (p->free[k] < lo) lo = p->free[k]; if (p->free[k] > hi) hi = p->free[k]; }
-        p->block_min[b] = lo; p->block_max[b] = hi;
-    }
-    p->stale = blocks;
-    return 0;
-}
-
-/* the first step from `from` on freeing at least `amount` (n: none); blocks up to date */
+/* the first step from `from` on freeing at least `amount` (n: none) */
 static int64_t next_at_least(const count_profile *p, int64_t from, double amount) {
-    int64_t k = from;
-    while (k < p->n) {
-        if (k % PROFILE_BLOCK == 0 && p->block_max[k / PROFILE_BLOCK] < amount) { k += PROFILE_BLOCK; continue; }
-        if (p->free[k] >= amount) return k;
-        k++;
+    if (from >= p->n) return p->n;
+    int64_t k = from, b = profile_block_of(p, k);
+    for (;;) {
+        int64_t end = p->block_first[b + 1];
+        if (!(p->block_max[b] < amount))        /* the rest of block b holds the step, or none does */
+            for (; k < end; k++) if (p->free[k] >= amount) return k;
+        k = end;
+        if (++b == p->blocks) return p->n;
     }
-    return p->n;
 }
 
-/* the first step from `from` on freeing less than `amount` (n: none); blocks up to date */
+/* the first step from `from` on freeing less than `amount` (n: none) */
 static int64_t next_below(const count_profile *p, int64_t from, double amount) {
-    int64_t k = from;
-    while (k < p->n) {
-        if (k % PROFILE_BLOCK == 0 && p->block_min[k / PROFILE_BLOCK] >= amount) { k += PROFILE_BLOCK; continue; }
-        if (p->free[k] < amount) return k;
-        k++;
+    if (from >= p->n) return p->n;
+    int64_t k = from, b = profile_block_of(p, k);
+    for (;;) {
+        int64_t end = p->block_first[b + 1];
+        if (!(p->block_min[b] >= amount))
+            for (; k < end; k++) if (p->free[k] < amount) return k;
+        k = end;
+        if (++b == p->blocks) return p->n;
     }
-    return p->n;
 }
 
 /* Where a waiting job reserved at `old` (after `now`) could start earlier, as profile_earliest would
@@ -226,7 +288,6 @@ static int64_t next_below(const count_profile *p, int64_t from, double amount) {
  * there); before old a step must free `processors`.  Whole blocks of steps that cannot start or stop
  * a window are skipped.  NAN: no earlier start; -1 with p->error set: no memory. */
 static double profile_earliest_move(count_profile *p, double processors, double duration, double now, double old) {
-    if (profile_blocks(p) < 0) { p->error = -1; return -1.0; }
     int64_t first = upper_bound(p->times, p->n, now) - 1;
     if (first < 0) first = 0;
     int64_t at_old = lower_bound(p->times, p->n, old);       /* steps from here start at old or later */
@@ -334,11 +395,14 @@ static int stairs_may_start_before(const staircase *s, double processors, double
  * which holds the step just before old (that step frees p) and starts no earlier than the run
  * holding that step: the exact search then starts at the earlier of the two, and a job with
  * neither before old is not searched.  A compression reads the runs of a count when first asked,
- * only as far as the question needs (`upto`); the slots each move gave back and took are read again
- * there when the count is next asked for (or, when more wait, the runs from the first change on), and
- * what a search found (no window of d in the runs it read) lowers the stairs it read.  Every stair
- * is at least what its runs allow (replaced runs leave their longest as a stair where the re-read
- * ends), so the stairs never skip a job that can move, and the search that follows is exact. */
+ * only as far as the question needs (`upto`); the slots each move gave back are read again there
+ * when the count is next asked for (or, when more wait, the runs from the first such slot on), and
+ * what a search found (no window of d in the runs it read) lowers the stairs it read.  The slots
+ * moves took are not read again: taking only shortens or splits runs, so the stairs stay at least
+ * what the runs allow (cutting the stairs at the slots taken, which lie near the plan's start, made
+ * the counts read nearly the whole plan again after every few moves).  Every stair is at least what
+ * its runs allow (replaced runs leave their longest as a stair where the re-read ends), so the
+ * stairs never skip a job that can move, and the search that follows is exact. */
 typedef struct {
     double *start, *lasts; int64_t n, cap; int built;
     double upto;                       /* every run starting before it is in (the rest: not yet read) */
@@ -520,24 +584,23 @@ static int run_stairs_scratch(run_stairs *r, const count_profile *p) {
 }
 
 /* The jobs a compression moved, in order: each one's slot [old, old + duration) given back (its steps
- * then freeing at most `most`) and [found, found + duration) taken (its steps then freeing at least
- * `least`).  A count's stairs take them in when next asked for (or are cut at the first change when
- * more wait): a count above `most` finds no step of the first freeing it, one up to `least` every step
- * of the second still freeing it, so their runs did not change there; elsewhere the runs around
- * the slots are found again in the plan as it is then (which holds every change since). */
-typedef struct { double old, found, duration, most, least; } moved_job;
+ * then freeing at most `most`).  A count's stairs take them in when next asked for (or are cut at the
+ * first slot that counts when more wait): a count above `most` finds no step of the slot freeing it,
+ * so its runs did not grow there; elsewhere the runs around the slot are found again in the plan as
+ * it is then (which holds every change since).  The slots taken are left out (see run_stairs). */
+typedef struct { double old, duration, most; } moved_job;
 typedef struct { moved_job *at; int64_t n, cap; } moved_log;
-#define REDO_AT_MOST 2      /* more moves waiting than this: the count's stairs are cut at the first change */
+#define REDO_AT_MOST 2      /* more moves waiting than this: the count's stairs are cut at the first slot given back */
 #define RUN_STAIRS_FROM 64  /* waiting jobs above which a compression keeps the stairs */
 
-static int moved_log_add(moved_log *log, double old, double found, double duration, double most, double least) {
+static int moved_log_add(moved_log *log, double old, double duration, double most) {
     if (log->n == log->cap) {
         int64_t cap = log->cap ? 2 * log->cap : 64;
         moved_job *at = grown_array(log->at, cap, sizeof(moved_job));
         if (!at) return -1;
         log->at = at; log->cap = cap;
     }
-    moved_job move = { old, found, duration, most, least };
+    moved_job move = { old, duration, most };
     log->at[log->n++] = move;
     return 0;
 }
@@ -545,11 +608,10 @@ static int moved_log_add(moved_log *log, double old, double found, double durati
 /* count's stairs (built) brought up to the plan as it is now; -1: no memory */
 static int run_stairs_update(run_stairs *r, const moved_log *log, const count_profile *p, double count, double now) {
     if (log->n - r->applied > REDO_AT_MOST) {
-        double earliest = INFINITY;       /* the first change that counts for this count */
+        double earliest = INFINITY;       /* the first slot given back that counts for this count */
         for (; r->applied < log->n; r->applied++) {
             const moved_job *move = &log->at[r->applied];
             if (count <= move->most && move->old < earliest) earliest = move->old;
-            if (count > move->least && move->found < earliest) earliest = move->found;
         }
         run_stairs_truncate(r, p, count, earliest, now);
         return 0;
@@ -558,8 +620,6 @@ static int run_stairs_update(run_stairs *r, const moved_log *log, const count_pr
     for (; r->applied < log->n; r->applied++) {
         const moved_job *move = &log->at[r->applied];
         if (count <= move->most && run_stairs_redo(r, p, count, move->old, move->old + move->duration, now) < 0) return -1;
-        if (count > move->least && run_stairs_redo(r, p, count, move->found, move->found + move->duration, now) < 0)
-            return -1;
     }
     return 0;
 }
@@ -604,7 +664,8 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
     double shadow = 0.0, extra = 0.0;
     int status = 0;
     /* conservative: the plan, reserved starts, jobs by reserved start, due and late jobs */
-    count_profile plan = { NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0.0, 0.0 };
+    count_profile plan;
+    memset(&plan, 0, sizeof plan);
     staircase stairs = { NULL, NULL, 0, 0, 0 };
     int have_plan = 0, compress = 0;
     run_stairs *runs = NULL;          /* by processor count */
@@ -636,7 +697,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                 memmove(&by_end[at], &by_end[at + 1], sizeof(by_end_entry) * (size_t)(by_end_n - at - 1));
                 by_end_n--;
             } else if (queue == CONSERVATIVE) {
-                profile_advance(&plan, now);
+                if (profile_advance(&plan, now) < 0) { status = plan.error; goto done; }
                 double planned_end = c.started[j] + requested[j];
                 if (now < planned_end) {        /* ended before its requested time: give the rest back */
                     if (profile_change(&plan, now, planned_end, (double)procs[j]) < 0) { status = plan.error; goto done; }
@@ -650,7 +711,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                     if (profile_init(&plan, c.free_count, now) < 0) { status = -1; goto done; }
                     have_plan = 1;
                 }
-                profile_advance(&plan, now);
+                if (profile_advance(&plan, now) < 0) { status = plan.error; goto done; }
                 double size = (double)procs[arrived];
                 double found = profile_earliest(&plan, size, requested[arrived], now, INFINITY);
                 if (isnan(found)) { status = -2; goto done; }
@@ -662,7 +723,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
         }
         if (queue == CONSERVATIVE) {
             if (!have_plan) continue;
-            profile_advance(&plan, now);
+            if (profile_advance(&plan, now) < 0) { status = plan.error; goto done; }
             if (compress) {       /* every waiting job, in arrival order, to its earliest slot */
                 compress = 0;
                 /* the plan starts at now (advanced): a start before old is the stairs' question */
@@ -721,7 +782,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                     double given_most = plan.last_most;
                     if (profile_change(&plan, found, found + requested[j], -size) < 0) { status = plan.error; goto done; }
                     if (stairs.valid) stairs_given(&stairs, given_most, old);
-                    if (n_built > 0 && moved_log_add(&moved, old, found, requested[j], given_most, plan.last_least) < 0) {
+                    if (n_built > 0 && moved_log_add(&moved, old, requested[j], given_most) < 0) {
                         status = -1; goto done;
                     }
                     reserved_s[j] = found;
@@ -809,7 +870,7 @@ done:
     *series_len = c.ledger.series_len;
     ledger_scalars(&c.ledger, scalars);
     free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
-    free(plan.times); free(plan.free); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due); free(moved_jobs);
+    free(plan.times); free(plan.free); free(plan.block_first); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due); free(moved_jobs);
     if (runs) for (int64_t q = 0; q <= n_nodes; q++) { free(runs[q].start); free(runs[q].lasts); free(runs[q].scratch); }
     free(runs); free(built); free(moved.at);
     return status;
