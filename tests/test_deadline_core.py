@@ -177,6 +177,30 @@ def test_cores_equal_the_general_loop(patch, workload, rule, acceptance, compres
     assert_same(replay_with("compiled", patch, jobs, cluster, rule, policy, options, compress=compress), general)
 
 
+@st.composite
+def long_plans(draw):
+    """Two or three nodes and 40 to 90 jobs arriving within a minute: each node's plan holds tens of
+    reservations, with holes of every length where jobs ended early (a job ends early at a third of its
+    time or runs it out), so the core's blocks of 8 holes and its per-node summary (greatest hole, first
+    start, last end) are read and brought up to date after every move."""
+    nodes = draw(st.integers(2, 3))
+    jobs = []
+    for i in range(draw(st.integers(40, 90))):
+        requested = float(draw(st.integers(1, 120)))
+        jobs.append(JobSpec(str(i), submit_s=float(draw(st.integers(0, 60))), requested_time_s=requested,
+                            runtime_s=draw(st.sampled_from([requested, float(int(requested) // 3)])),
+                            cpus=draw(st.integers(1, nodes))))
+    return Cluster.homogeneous(nodes, cpus=1, idle_w=100.0, busy_w=250.0), jobs
+
+
+@settings(max_examples=150, deadline=None)
+@given(long_plans(), st.sampled_from(["bestfit", "balanced", "minidle", "firstfit"]))
+def test_cores_equal_the_general_loop_on_long_plans(patch, workload, rule):
+    cluster, jobs = workload
+    general = replay_with("off", patch, jobs, cluster, rule, "all", {})
+    assert_same(replay_with("compiled", patch, jobs, cluster, rule, "all", {}), general)
+
+
 @pytest.fixture(scope="module")
 def patch():
     with pytest.MonkeyPatch.context() as context:

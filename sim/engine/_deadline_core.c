@@ -8,7 +8,8 @@
  * the last bit (tests/test_deadline_core.py).  Where the definition looks at
  * every node for a waiting job's earlier start, this file first skips what cannot change the
  * answer (the free counts, the reservations taken out since the job last looked, the gaps ending
- * before the first possible start: see freed_before and earliest_move), each argued above its code.
+ * before the first possible start, the nodes and blocks of holes too short for the job: see
+ * freed_before and earliest_move), each argued above its code.
  * It is loaded with ctypes (no Python API is used): deadline_run() takes the jobs as arrays and
  * fills arrays the caller allocated.
  */
@@ -30,7 +31,19 @@ typedef struct { double g0, g1; int64_t node; } gap;         /* a node free over
 typedef struct { double start, end; int64_t job; } interval;   /* a reservation on a node */
 typedef struct { interval *at; int64_t n, cap; } job_list;   /* a node's reservations by start */
 typedef struct { double start, end; } span;                  /* a node busy over [start, end) */
-typedef struct { span *at; int64_t n, cap; } span_list;      /* a node's busy spans by start */
+/* a node's busy spans by start; its holes (hole h: from span h - 1's end to span h's start, h >= 1) in
+ * blocks of HOLE_BLOCK by number, block b holding holes [b HOLE_BLOCK, (b + 1) HOLE_BLOCK), with each
+ * block's greatest hole_room in room[b] for the blocks before `ready` (changes lower it: see busy_add);
+ * kept beside them, read without the spans: the first span's start (INFINITY: none), the last one's end
+ * (-INFINITY: none) and, when `most_known`, the greatest hole_room of all holes (-INFINITY: none) */
+typedef struct {
+    span *at;
+    double *room;
+    int64_t n, cap, ready;
+    double first_start, last_end, most;
+    int most_known;
+} span_list;
+#define HOLE_BLOCK 8
 /* a reservation [from, to) taken out of the plan at `now`, and over its nodes the free gaps [g0, g1)
  * holding it then: gap_from the least max(now, g0), gap_to the greatest g1, room the greatest
  * g1 - max(now, g0) (rounded up: any p with max(now, g0) + p <= g1 is at most room) */
@@ -311,8 +324,62 @@ static int spans_room(span_list *list) {
     int64_t cap = list->cap ? 2 * list->cap : 4;
     span *grown = grown_array(list->at, cap, sizeof(span));
     if (!grown) return -1;
-    list->at = grown; list->cap = cap;
+    list->at = grown;
+    double *room = grown_array(list->room, cap / HOLE_BLOCK + 1, sizeof(double));
+    if (!room) return -1;
+    list->room = room; list->cap = cap;
     return 0;
+}
+
+/* an upper bound on the p with g0 + p <= g1 as rounded (g0 <= g1; g0 may be raised by the caller: the
+ * bound only falls).  max(now, g0) + p <= g1 rounded: p <= g1 - g0 + half a step at g1; their
+ * difference is rounded by half a step at the larger magnitude: 1e-15 of it covers both, and 1e-300
+ * the absolute error of results too small for a normal double.
+ * A hole from 100 s to 160 s: 60 s and 1.6e-13 s (160 x 1e-15) more. */
+static inline double hole_room(double g0, double g1) {
+    return g1 - g0 + fmax(fabs(g0), fabs(g1)) * 1e-15 + 1e-300;
+}
+
+/* the holes' blocks of `list` known up to block `block` (see span_list) */
+static void holes_ready(span_list *list, int64_t block) {
+    for (; list->ready <= block; list->ready++) {
+        int64_t h = list->ready * HOLE_BLOCK, stop = h + HOLE_BLOCK < list->n ? h + HOLE_BLOCK : list->n;
+        double most = -INFINITY;
+        if (h == 0) h = 1;
+        for (; h < stop; h++) {
+            double room = hole_room(list->at[h - 1].end, list->at[h].start);
+            if (room > most) most = room;
+        }
+        list->room[list->ready] = most;
+    }
+}
+
+/* the greatest hole_room of all the list's holes (see span_list) */
+static double holes_most(span_list *list) {
+    if (!list->most_known) {
+        double most = -INFINITY;
+        if (list->n > 1) {
+            int64_t blocks = (list->n - 1) / HOLE_BLOCK + 1;
+            holes_ready(list, blocks - 1);
+            for (int64_t b = 0; b < blocks; b++) if (list->room[b] > most) most = list->room[b];
+        }
+        list->most = most;
+        list->most_known = 1;
+    }
+    return list->most;
+}
+
+/* the spans from number `changed` on moved or changed: the blocks of holes from there on are not known */
+static inline void holes_changed(span_list *list, int64_t changed) {
+    int64_t block = changed > 0 ? changed / HOLE_BLOCK : 0;
+    if (block < list->ready) list->ready = block;
+    list->most_known = 0;
+}
+
+/* the list's first start and last end again after a change */
+static inline void spans_ends(span_list *list) {
+    list->first_start = list->n > 0 ? list->at[0].start : INFINITY;
+    list->last_end = list->n > 0 ? list->at[list->n - 1].end : -INFINITY;
 }
 
 /* node n busy over [s, e) too (e > s): merged with the spans it touches; -1: no memory */
@@ -324,6 +391,7 @@ static int busy_add(core *c, int64_t n, double s, double e) {
         return 0;
     }
     int left = k > 0 && list->at[k - 1].end == s, right = k < list->n && list->at[k].start == e;
+    holes_changed(list, left ? k - 1 : k);
     if (left && right) {
         list->at[k - 1].end = list->at[k].end;
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
@@ -338,6 +406,7 @@ static int busy_add(core *c, int64_t n, double s, double e) {
         list->at[k].start = s; list->at[k].end = e;
         list->n++;
     }
+    spans_ends(list);
     return 0;
 }
 
@@ -346,6 +415,7 @@ static int busy_remove(core *c, int64_t n, double s, double e) {
     span_list *list = &c->busy[n];
     int64_t k = span_after(list, s) - 1;
     if (k < 0 || list->at[k].end < e) { c->busy_ok = 0; return 0; }
+    holes_changed(list, k);
     double before = list->at[k].start, after = list->at[k].end;
     if (before < s && e < after) {
         if (spans_room(list) < 0) return -1;
@@ -361,6 +431,7 @@ static int busy_remove(core *c, int64_t n, double s, double e) {
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
         list->n--;
     }
+    spans_ends(list);
     return 0;
 }
 
@@ -377,8 +448,8 @@ static int plan_add(core *c, int64_t j, double start) {
             if (!grown) return -1;
             list->at = grown; list->cap = cap;
         }
-        int64_t at = list->n;             /* after every reservation starting no later (bisect_right) */
-        while (at > 0 && list->at[at - 1].start > start) at--;
+        int64_t at = 0, hi = list->n;     /* after every reservation starting no later (bisect_right) */
+        while (at < hi) { int64_t mid = (at + hi) / 2; if (list->at[mid].start <= start) at = mid + 1; else hi = mid; }
         memmove(&list->at[at + 1], &list->at[at], sizeof(interval) * (size_t)(list->n - at));
         list->at[at].start = start; list->at[at].end = c->res_end[j]; list->at[at].job = j;
         list->n++;
@@ -413,10 +484,7 @@ static int plan_remove(core *c, int64_t j, double now) {
             int64_t next = span_after(spans, c->res_start[j]);
             double g0 = next > 0 && spans->at[next - 1].end > now ? spans->at[next - 1].end : now;
             double g1 = next < spans->n ? spans->at[next].start : INFINITY;
-            /* max(now, g0) + p <= g1 rounded: p <= g1 - g0 + half a step at g1; their difference is
-             * rounded by half a step at the larger magnitude: 1e-15 of it covers both, and 1e-300 the
-             * absolute error of results too small for a normal double */
-            double room = g1 - g0 + fmax(fabs(g0), fabs(g1)) * 1e-15 + 1e-300;
+            double room = hole_room(g0, g1);
             if (g0 < out->gap_from) out->gap_from = g0;
             if (g1 > out->gap_to) out->gap_to = g1;
             if (room > out->room) out->room = room;
@@ -581,7 +649,13 @@ static double earliest_move(core *c, int64_t j, double now, double bound, double
                 if (r->job != j && busy_piece(r->start, r->end, &g0, p, bound, gaps, &count, n)) break;
             }
         } else {
-            const span_list *list = &c->busy[n];
+            span_list *list = &c->busy[n];
+            /* a node other than j's offers a gap only by a hole before its first span (from now, when
+             * that span starts after `first`), a hole of at least p between spans (hole_room) or its
+             * tail (when its last span ends before `bound`): read first without its spans */
+            if (!mine && !(list->last_end < bound) && !(list->first_start > first && now + p <= list->first_start)
+                && holes_most(list) < p)
+                continue;
             int64_t i = 0;
             /* from the gap ending after `first` (on j's node, a span skipped that holds j's slot
              * ends after old: no gap before `bound` follows, as after the rest before old) */
@@ -589,8 +663,22 @@ static double earliest_move(core *c, int64_t j, double now, double bound, double
                 i = list->at[list->n - 1].start <= first ? list->n : span_after(list, first);
                 if (i > 0 && list->at[i - 1].end > g0) g0 = list->at[i - 1].end;
             }
-            for (; g0 < bound && i < list->n; i++) {
+            while (g0 < bound && i < list->n) {
+                /* a block of holes from hole i all shorter than p holds no gap, stops the scan where
+                 * its spans would (a span from `bound` on ends after it) and leaves g0 at its last
+                 * span's end; not when g0 lies before span i - 1's end (the rest of j's slot) or a
+                 * span of the block may hold j's slot (it ends after old) */
+                if (i % HOLE_BLOCK == 0 && i > 0 && !(g0 < list->at[i - 1].end)) {
+                    int64_t block = i / HOLE_BLOCK, last = (i + HOLE_BLOCK < list->n ? i + HOLE_BLOCK : list->n) - 1;
+                    holes_ready(list, block);
+                    if (list->room[block] < p && !(mine && list->at[last].end > old)) {
+                        if (list->at[last].end > g0) g0 = list->at[last].end;
+                        i = last + 1;
+                        continue;
+                    }
+                }
                 double s = list->at[i].start, e = list->at[i].end;
+                i++;
                 if (mine && s <= old && own_end <= e) {      /* the span holding j's slot: the rest of it */
                     mine = 0;
                     if (s < old && busy_piece(s, old, &g0, p, bound, gaps, &count, n)) break;
@@ -646,8 +734,10 @@ static double freed_before(const core *c, int64_t j, double now) {
     for (int64_t k = c->checked[j]; k < c->outs; k++) {
         const freed *out = &c->outs_at[k];
         if (out->to > now && out->to > bound && (out->from < reach || out->from < old)
-            && (out->gap_to >= old || (out->gap_from < old && p <= out->room)))
+            && (out->gap_to >= old || (out->gap_from < old && p <= out->room))) {
+            if (out->to >= old) return old;         /* the bound is at most old: none later matters */
             bound = out->to;
+        }
     }
     return bound < old ? bound : old;
 }
@@ -752,6 +842,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.on_node = calloc(nn, sizeof(job_list));
     c.busy = calloc(nn, sizeof(span_list));
     c.busy_ok = 1;
+    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) spans_ends(&c.busy[n]);
     c.checked = malloc(sizeof(int64_t) * nj);
     c.running_on = malloc(sizeof(int64_t) * nn);
     c.rank = malloc(sizeof(ranked) * nn);
@@ -864,7 +955,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     counts[0] = c.ledger.series_len; counts[1] = c.ledger.finished;
 done:
     if (c.on_node) for (int64_t n = 0; n < n_nodes; n++) free(c.on_node[n].at);
-    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) free(c.busy[n].at);
+    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) { free(c.busy[n].at); free(c.busy[n].room); }
     if (c.runs) for (int64_t m = 0; m <= n_nodes; m++) { free(c.runs[m].start); free(c.runs[m].end); free(c.runs[m].longest); }
     free(c.runs); free(c.changes);
     free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
