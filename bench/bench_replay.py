@@ -22,6 +22,12 @@ squeezed into 365 days, run times and limits divided by 3, job sizes kept; writt
 temporary folder) on the slurm queue against our EASY, both on the general loop; target: under 10
 minutes and 2 GB.
 
+The ``slurm-*`` rows replay a log on the slurm queue against our EASY on the same log with the same
+options, both on the general loop (``GREENSLURM_POOL_CORE=off``): KTH-SP2's first 4,000 and 16,000
+jobs and the whole log, lublin_256's first 2,000 and 4,000 jobs and the whole log, the two sacct
+exports (xdmod-phillips on ``bench/phillips-gpu.toml``, xdmod-pozidriv with its slurm.conf); each
+``-power`` row adds ``--power-down-after 600``.  Target: at most 3x our EASY.
+
 ``million-limit`` replays the million-job log with ``--limit 1000`` against its first 1,000 jobs cut
 to a file (the reader stops at the limit: the peaks should match).  ``kth-conf-easy`` and
 ``kth-conf-conservative`` replay KTH-SP2 with ``tests/data/slurm-conf-pool/slurm.conf`` (its 100
@@ -51,6 +57,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SWF = ROOT.parent / "shared" / "data" / "swf"
 KTH = SWF / "KTH-SP2-1996-2.1-cln.swf"
 LANL = SWF / "LANL-CM5-1994-4.1-cln.swf"
+LUBLIN = SWF / "lublin_256_est.swf"
+SACCT = ROOT.parent / "shared" / "data" / "sacct"
 MILLION = 1_000_000
 HEADER_KEYS = ("Version", "Computer", "MaxNodes", "MaxProcs", "UnixStartTime", "TimeZoneString")
 
@@ -236,7 +244,36 @@ def rows(million: Path, site_year: Path | None = None) -> dict[str, tuple[str, l
         "kth-deadline": ("KTH-SP2 deadline queue, greedy, bestfit",
                          ours + [str(KTH), "--queue", "deadline", "--acceptance", "greedy", "--select", "bestfit",
                                  "--no-progress"], easy, "our EASY"),
+        **slurm_rows(general_loop),
     }
+
+
+SLURM_INPUTS = {          # row -> (what it replays, the log and its options)
+    "slurm-kth-4k": ("KTH-SP2's first 4,000 jobs", [str(KTH), "--limit", "4000"]),
+    "slurm-kth-16k": ("KTH-SP2's first 16,000 jobs", [str(KTH), "--limit", "16000"]),
+    "slurm-kth": ("KTH-SP2 (28,475 jobs)", [str(KTH)]),
+    "slurm-lublin-2k": ("lublin_256's first 2,000 jobs", [str(LUBLIN), "--limit", "2000"]),
+    "slurm-lublin-4k": ("lublin_256's first 4,000 jobs", [str(LUBLIN), "--limit", "4000"]),
+    "slurm-lublin": ("lublin_256 (10,000 jobs)", [str(LUBLIN)]),
+    "slurm-phillips": ("xdmod-phillips on phillips-gpu.toml",
+                       [str(SACCT / "xdmod-phillips.log"), "--cluster", str(ROOT / "bench" / "phillips-gpu.toml")]),
+    "slurm-pozidriv": ("xdmod-pozidriv with its slurm.conf",
+                       [str(SACCT / "xdmod-pozidriv.log"), "--slurm-conf",
+                        str(ROOT / "bench" / "data" / "xdmod-pozidriv-slurm.conf")]),
+}
+
+
+def slurm_rows(general_loop: list[str]) -> dict[str, tuple[str, list[str], list[str], str]]:
+    """The slurm queue against our EASY on the same log and options, both on the general loop;
+    each input also with power saving (``-power``: ``--power-down-after 600``)."""
+    out = {}
+    for name, (work, inputs) in SLURM_INPUTS.items():
+        for suffix, extra in (("", []), ("-power", ["--power-down-after", "600"])):
+            options = [*inputs, *extra, "--no-progress"]
+            out[name + suffix] = (f"{work}{', power saving' if extra else ''}, slurm queue",
+                                  general_loop + [*options, "--queue", "slurm"],
+                                  general_loop + [*options, "--queue", "easy"], "our EASY on the general loop")
+    return out
 
 
 def main() -> int:

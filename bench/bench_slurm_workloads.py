@@ -23,7 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from greenslurm.sim.studies.slurm_fidelity import compare_schedules
+from greenslurm.sim.studies.slurm_fidelity import as_slurm_stamps, compare_schedules
 from greenslurm.traces.sacct import read_sacct
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, expand_hostlist, parse_slurm_conf
 
@@ -57,7 +57,9 @@ def replayed_schedule(trace: Path, conf: Path, queue: str = "slurm",
 
 def compare(recorded: dict, other: dict, label: str) -> dict:
     """Mean wait, starts within 5 s, pair order, same nodes and the first divergence of ``other``
-    against ``recorded`` (both job -> (submit, start, nodes))."""
+    against ``recorded`` (both job -> (submit, start, nodes)), ``other``'s times in whole seconds as
+    Slurm stamps them (a replay's are fractional; sacct's truncated)."""
+    other = as_slurm_stamps(other)
     f = compare_schedules({k: v[:2] for k, v in recorded.items()}, {k: v[:2] for k, v in other.items()},
                           tolerance_s=TOLERANCE_S)
     common = sorted(set(recorded) & set(other), key=lambda k: (recorded[k][1], k))

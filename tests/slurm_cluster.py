@@ -15,6 +15,12 @@ slurmdbd: ``mariadb-install-db`` into the cluster's folder, ``mariadbd`` on a fr
 socket), then ``sacctmgr -i`` registers the cluster and runs the given commands (accounts, users,
 shares, QOS) before slurmctld starts with ``AccountingStorageType=accounting_storage/slurmdbd``.
 Clients reach slurmdbd through the cluster's own munged: ``AccountingStoragePass`` names its socket.
+The database server gets a temporary folder of its own (``--tmpdir``, for ``mariadb-install-db``'s
+bootstrap server too): at every start a MariaDB server deletes every ``#sql*`` file in its temporary
+folder, taking them for tables a crash left, so servers sharing /tmp (two clusters at once, or other
+work on the machine) deleted each other's live temporary tables: a query came back empty ("Problem
+adding clusters: Unspecified error"), the bootstrap failed ("Error on delete of '/tmp/#sql-temptable-
+...'"), or mariadbd crashed (signal 11 in ``ha_maria::drop_table``).
 
 Everything started is stopped by :meth:`SlurmCluster.stop` (also on a failed start).
 """
@@ -366,17 +372,19 @@ class SlurmCluster:
         for name in self.accounting.users:
             ensure_user(name)
         data = self.root / "db" / "data"
+        tmpdir = self.root / "db" / "tmp"       # the server's own (see the module's docstring)
+        tmpdir.mkdir(parents=True, exist_ok=True)
         install = subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
                                   "--auth-root-authentication-method=normal", "--skip-test-db",
-                                  "--skip-name-resolve"], env=self.env, capture_output=True, text=True,
-                                 timeout=120)
+                                  "--skip-name-resolve", f"--tmpdir={tmpdir}"], env=self.env,
+                                 capture_output=True, text=True, timeout=120)
         if install.returncode != 0:
             raise RuntimeError(f"mariadb-install-db failed ({install.returncode}): {install.stderr.strip()[-500:]}")
         db = self.root / "db"
         self._spawn("mariadbd", "mariadbd", [
             "--no-defaults", f"--datadir={data}", "--user=root", f"--port={self.db_port}",
             "--bind-address=127.0.0.1", f"--socket={db / 'mysqld.sock'}", f"--pid-file={db / 'mysqld.pid'}",
-            "--skip-name-resolve", "--innodb-buffer-pool-size=32M",
+            f"--tmpdir={tmpdir}", "--skip-name-resolve", "--innodb-buffer-pool-size=32M",
             f"--log-error={self.root / 'log' / 'mariadbd.log'}"])
         self._wait_for("mariadbd", ["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{self.db_port}", "-uroot",
                                     "-e", "select 1"], timeout_s)

@@ -75,6 +75,47 @@ def test_chunks_read_back_as_pyarrows_own_table_of_the_same_data(table, tmp_path
     pd.testing.assert_frame_equal(pd.read_parquet(path), pd.read_parquet(theirs), check_exact=True)
 
 
+@settings(max_examples=60, deadline=None)
+@given(table=tables())
+def test_the_writer_made_directly_writes_pyarrow_parquets_own_bytes(table):
+    # outputs.parquet_writer makes the class pyarrow.parquet.ParquetWriter wraps, without loading
+    # pyarrow.parquet: the same file, byte for byte, as the wrapper with the options jobs.parquet uses
+    rows, columns, cuts = table
+    schema = pa.schema([(name, KINDS[kind]) for name, kind, _ in columns], metadata={b"k": b"v"})
+    batches = [pa.RecordBatch.from_arrays([arrow_column(chunk(kind, values[lo:hi]), KINDS[kind])
+                                           for _, kind, values in columns], schema=schema)
+               for lo, hi in zip(cuts, cuts[1:])]
+    ours, theirs = io.BytesIO(), io.BytesIO()
+    writer = outputs.parquet_writer(ours, schema)
+    for batch in batches:
+        writer.write_table(pa.Table.from_batches([batch], schema))
+    writer.close()
+    with pq.ParquetWriter(theirs, schema, use_dictionary=False) as wrapper:
+        for batch in batches:
+            wrapper.write_table(pa.Table.from_batches([batch], schema))
+    assert ours.getvalue() == theirs.getvalue()
+
+
+def test_a_pyarrow_whose_private_writer_class_changed_falls_back_to_the_public_one(monkeypatch):
+    # fault injected: an option the private class pyarrow._parquet.ParquetWriter does not take (as a later
+    # pyarrow may rename one); the writer falls back to pyarrow.parquet.ParquetWriter, the same bytes
+    schema = pa.schema([("x", pa.int64())])
+    batch = pa.RecordBatch.from_arrays([pa.array([1, 2, 3], pa.int64())], schema=schema)
+
+    def written() -> bytes:
+        sink = io.BytesIO()
+        writer = outputs.parquet_writer(sink, schema)
+        writer.write_table(pa.Table.from_batches([batch], schema))
+        writer.close()
+        return sink.getvalue()
+
+    direct = written()
+    monkeypatch.setitem(outputs.PARQUET_OPTIONS, "an_option_no_pyarrow_has", True)
+    fallback = written()
+    assert fallback == direct
+    assert pq.read_table(io.BytesIO(fallback)).column("x").to_pylist() == [1, 2, 3]
+
+
 def test_a_chunk_by_hand():
     # NaN a null (pyarrow's from_pandas), -0.0 kept, None a null, cells over their bytes
     assert arrow_column(np.array([-0.0, math.nan, math.inf]), pa.float64()).to_pylist() == [-0.0, None, math.inf]
@@ -105,16 +146,17 @@ def test_the_pandas_metadata_is_pyarrows_but_for_the_writer():
     assert theirs["columns"][3]["numpy_type"] == ("str" if int(pd.__version__.split(".")[0]) >= 3 else "object")
 
 
-def test_writing_jobs_parquet_does_not_load_pandas():
+def test_writing_jobs_parquet_does_not_load_pandas_nor_pyarrows_file_systems():
     # pyarrow.array of a numpy array loads pandas (0.2 s and 50 MiB at every replay --out): the columns
     # are handed over as buffers.  A fresh process, since this one has pandas loaded.
     code = ("import sys, tempfile, os; from greenslurm.sim.accounting.result import JobColumns, JobRecord; "
             "from greenslurm.sim.reporting.outputs import write_jobs_parquet; "
             "cols = JobColumns.from_records([JobRecord('a', 1.0, 3.0, 3.0, 9.0, 1, 1.0, 0.0, False, 2.0, (4,))]); "
             "d = tempfile.mkdtemp(); write_jobs_parquet(cols, os.path.join(d, 'j.parquet')); "
-            "print('pandas' in sys.modules)")
+            "print('pandas' in sys.modules, 'pyarrow.fs' in sys.modules, 'ssl' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"
+    # nor pyarrow.fs and ssl (pyarrow.parquet loads them: about a third of pyarrow's import)
+    assert done.stdout.strip() == "False False False"
 
 
 def test_a_string_of_2_gib_is_refused():

@@ -144,13 +144,29 @@ def test_on_one_processor_the_command_writes_the_jobs_files_itself(process, tmp_
     assert unpinned.stdout.split() == [str(len(os.sched_getaffinity(0)) > 1)], unpinned.stderr
 
 
-@pytest.mark.parametrize("load, usable, free", [
-    (0.0, 2, 2), (0.49, 2, 2),       # an idle machine: one processor for the command, one for the child
-    (0.51, 2, 1), (1.0, 2, 1),       # one taken by another process: the two would take turns
+@pytest.mark.parametrize("others, usable, free", [
+    (0, 2, 2), (0.49, 2, 2),         # an idle machine: one processor for the command, one for the child
+    (0.51, 2, 1), (1, 2, 1),         # one taken by another process: the two would take turns
     (3.7, 2, 0), (2.4, 16, 14),      # (the load of the measurement in docs/replay-engine.md: 2.5 to 3.9)
 ])
-def test_the_child_is_forked_only_where_the_load_leaves_two_processors_free(load, usable, free):
-    assert child_file.free_processors(load, usable) == free
+def test_the_child_is_forked_only_where_the_others_leave_two_processors_free(others, usable, free):
+    assert child_file.free_processors(others, usable) == free
+
+
+@pytest.mark.parametrize("loadavg, others", [
+    ("0.80 0.61 0.40 1/384 1234\n", 0),       # a benchmark alone: its earlier runs in the load, only it runnable now
+    ("0.02 0.10 0.20 2/384 1234\n", 1),       # another process runnable now, though the load is 0
+    ("13.66 12.71 9.57 17/384 19609\n", 16),  # (this machine at 05:00 UTC, other sessions' tests running)
+    ("0.00 0.00 0.00 0/12 7\n", 0),           # (never below 0)
+])
+def test_the_others_are_the_tasks_runnable_now_less_this_one(loadavg, others):
+    assert child_file.others_runnable(loadavg) == others
+
+
+def test_without_a_count_of_now_the_others_are_the_load():
+    assert child_file.others_runnable("garbled") == os.getloadavg()[0]
+    # on Linux the count of now is read (a whole number, not the load's average)
+    assert isinstance(child_file.others_runnable(), int)
 
 
 # -- the child process itself ----------------------------------------------------------------------

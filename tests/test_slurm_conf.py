@@ -195,6 +195,21 @@ def test_nodesets_in_partitions():
 
 
 # -- priority, scheduler, select -------------------------------------------------------------------------------
+def test_scheduler_parameters_are_read_as_slurms_atoi_and_first_occurrence_does():
+    # Slurm 22.05 reads each of these with xstrcasestr(sched_params, "bf_interval=") and atoi (backfill.c
+    # _load_config, job_scheduler.c): the first occurrence counts and the leading digits are the number.
+    # "1e3" is 1 (was: not a whole number, so 30), "10s" is 10, the second bf_interval (7) is not read
+    # (was: the last one counted); each difference from the text is said
+    conf = parse_slurm_conf_text("SchedulerParameters=bf_interval=1e3,sched_interval=10s,bf_window=5,bf_window=9\n")
+    s = conf.scheduler
+    assert (s.bf_interval_s, s.sched_interval_s, s.bf_window_min) == (1, 10, 5)
+    assert len(conf.warnings) == 3
+    assert "bf_interval='1e3' is read as 1" in conf.warnings[0] and "sched_interval='10s' is read as 10" in conf.warnings[1]
+    assert "bf_window is given again ('9'); Slurm reads the first ('5')" in conf.warnings[2]
+    conf = parse_slurm_conf_text("SchedulerParameters=bf_interval=5,bf_interval=7\n")
+    assert conf.scheduler.bf_interval_s == 5
+
+
 def test_priority_scheduler_and_select_settings():
     conf = parse_slurm_conf_text(
         "prioritytype=priority/multifactor\nPriorityWeightAge=1000\nPriorityWeightFairshare=2000\n"

@@ -486,6 +486,46 @@ def test_node_space_matches_a_per_time_reference(seed):
             assert (space.masks[i] == reference_mask(kept, t, size)).all(), (seed, t)
 
 
+def walk_by_definition(space, start_s, end_s, nodes):
+    """NodeSpace.walk_bits as its docstring states it, slot by slot: the nodes of every slot that ends
+    after start_s and begins at or before end_s; the start of the first slot after such a slot (or
+    the one after the last of them) that has nodes the slots so far lack."""
+    if start_s >= space.end_s:
+        return nodes, 0.0
+    starts, rows = space._starts, space._rows
+    ends = starts[1:] + [space.end_s]
+    meets = [j for j in range(len(rows)) if ends[j] > start_s and starts[j] <= end_s]
+    out = nodes
+    for j in meets:
+        out &= rows[j]
+    so_far = nodes
+    checked = [j for j in range(len(rows) - 1) if ends[j] > start_s and (j == 0 or starts[j - 1] <= end_s)]
+    for j in checked:
+        so_far &= rows[j]
+        if rows[j + 1] & nodes & ~so_far:
+            return out, starts[j + 1]
+    return out, 0.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 8), st.lists(st.tuples(st.integers(-2, 24), st.integers(0, 12), st.integers(0, 255)), max_size=10),
+       st.lists(st.tuples(st.integers(-2, 24), st.integers(0, 14), st.integers(0, 255)), min_size=1, max_size=10))
+def test_the_plans_walk_and_overlap_test_follow_their_definition(size, reservations, walks):
+    # a plan from 0 to 200 s in slots of 10 s; reservations and walks on whole slots (times x 10 s)
+    space = NodeSpace(0.0, 200.0, (1 << size) - 1, 10.0, size)
+    for start, length, nodes in reservations:
+        space.reserve_bits(start * 10.0, (start + length) * 10.0, nodes % (1 << size))
+    for start, length, nodes in walks:
+        nodes %= 1 << size
+        start_s, end_s = start * 10.0, (start + length) * 10.0
+        assert space.walk_bits(start_s, end_s, nodes) == walk_by_definition(space, start_s, end_s, nodes)
+        # overlaps: some slot that ends after start_s and begins before end_s lacks one of the nodes
+        ends = space._starts[1:] + [space.end_s]
+        meets = [row for row, slot_start, slot_end in zip(space._rows, space._starts, ends)
+                 if slot_end > start_s and slot_start < end_s] if start_s < space.end_s else []
+        assert space.overlaps_bits(nodes, start_s, end_s) == any(nodes & ~row for row in meets)
+
+
 def test_the_queues_defaults_are_those_of_a_slurm_conf_that_says_nothing():
     # Slurm 22.05's defaults are stated twice: where slurm.conf is read (SchedulerConf, PriorityConf)
     # and in the queue's settings, which the engine builds without importing the reader.  They agree.
@@ -760,14 +800,13 @@ def test_the_compiled_will_run_test_leaves_fractional_cpus_to_its_reference():
     library = compiled_will_run_library()
     running = (np.array([100.0]), [100.0], np.array([0]), np.array([1]), np.array([[1.5, 0.0]]), [0, 1])
     view = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), running, 30.0)
-    assert view.answer(np.array([True, True, False]), 3.0) is None
+    assert view.answer(0b011, 3.0) is None                        # nodes 0 and 1 (a node set)
     view = CompiledSpreadWillRun(library, np.array([2.0, 0.5, 4.0]), running, 30.0)
-    assert view.answer(np.array([True, True, False]), 3.0) is None
+    assert view.answer(0b011, 3.0) is None
     # whole counts: 2 free on n0 and, once the job ending at 100 is freed, 2 on n1 (0 + 2): 3 CPUs wait for it
     whole = (np.array([100.0]), [100.0], np.array([0]), np.array([1]), np.array([[2.0, 0.0]]), [0, 1])
-    last, nodes = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), whole, 30.0).answer(
-        np.array([True, True, False]), 3.0)
-    assert last == 0 and nodes.tolist() == [0, 1]
+    last, nodes = CompiledSpreadWillRun(library, np.array([2.0, 0.0, 4.0]), whole, 30.0).answer(0b011, 3.0)
+    assert last == 0 and nodes == 0b011
 
 
 def test_the_compiled_will_run_test_frees_running_jobs_in_cons_tres_groups():
@@ -779,16 +818,14 @@ def test_the_compiled_will_run_test_frees_running_jobs_in_cons_tres_groups():
     ends = np.array([10.0, 20.0, 70.0, 100.0, 500.0])
     running = (ends, ends.tolist(), np.arange(5), np.arange(5), np.array([[1.0, 0.0]] * 5), [0, 1, 2, 3, 4, 5])
     view = CompiledSpreadWillRun(library, np.zeros(5), running, 30.0)
-    everywhere = np.ones(5, dtype=bool)
+    everywhere = 0b11111
     answers = {cpus: view.answer(everywhere, cpus) for cpus in (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)}
-    assert [(last, nodes.tolist()) for last, nodes in (answers[c] for c in (1.0, 2.0, 3.0, 4.0, 5.0))] == [
-        (1, [0]), (1, [0, 1]), (2, [0, 1, 2]), (3, [0, 1, 2, 3]), (4, [0, 1, 2, 3, 4])]
+    assert [answers[c] for c in (1.0, 2.0, 3.0, 4.0, 5.0)] == [
+        (1, 0b1), (1, 0b11), (2, 0b111), (3, 0b1111), (4, 0b11111)]
     assert answers[6.0] is NEVER
     # on nodes 2-4 only: r0 and r1 hold none of them and are skipped; the first group is r2 (E = 90:
     # 70 + 30 - 70 mod 30), r3 (100 <= 120) joins it; then 500 alone
-    assert [(last, nodes.tolist()) for last, nodes in (view.answer(np.array([0, 0, 1, 1, 1], bool), c)
-                                                        for c in (1.0, 2.0, 3.0))] == [(3, [2]), (3, [2, 3]),
-                                                                                      (4, [2, 3, 4])]
+    assert [view.answer(0b11100, c) for c in (1.0, 2.0, 3.0)] == [(3, 0b00100), (3, 0b01100), (4, 0b11100)]
 
 
 def test_the_compiled_will_run_test_is_built():
@@ -908,3 +945,27 @@ def test_a_job_that_asked_no_memory_waits_beside_a_free_cpu_and_shares_where_mem
     starts, _, _ = run(jobs, cluster, memory_consumable=False, scheduler="builtin")
     assert [(starts[j].start_s, tuple(starts[j].node_indices)) for j in "mwx"] == [(0.0, (0,)), (1.0, (0,)),
                                                                                   (2.0, (1,))]
+
+
+def test_will_run_answers_are_kept_per_cpu_total_not_only_per_shape():
+    # 4 nodes of 4 CPUs: r1, r2 (partition b, 4 CPUs) fill n2, n3; r3 (1 CPU) and r4 (2 CPUs, ends at
+    # 50 s) share n0, so 1 + 4 = 5 CPUs are free at 10 s.  p6 (6 CPUs) and p5 (5 CPUs) of partition
+    # "all" both spread over 2 nodes at 3 CPUs per node (the same shape, demand rounded up): p6 waits
+    # for r4's end (1 + 2 + 4 = 7 CPUs at 50 s), p5 fits now.  Asked in that order, p5 once got p6's
+    # kept answer (50 s)
+    jobs = [job("r1", 0, 100, cpus=4, partition="b"), job("r2", 0, 100, cpus=4, partition="b"),
+            job("r3", 0, 100, cpus=1, partition="a", nodes=1), job("r4", 0, 50, cpus=2, partition="a", nodes=1),
+            job("p6", 10, 100, cpus=6, partition="all"), job("p5", 10, 100, cpus=5, partition="all")]
+    replay = Replay(jobs, two_partitions(overlap=True), "slurm", keep_jobs=True, strategy_options={
+        "scheduling": SlurmScheduling(batch_sched_delay_s=0.0, background_tick_s=0.0, bf_interval_s=1000.0)})
+    replay.begin()
+    queue = replay.strategy
+    waiting = {}
+    while len(replay.events) and not {"p6", "p5"} <= set(waiting):
+        replay.step()
+        waiting = {w.job.job.job_id: w.job for w in queue.waiting_jobs.values()}
+    assert queue.machine.free[:, 0].tolist() == [1.0, 4.0, 0.0, 0.0]
+    assert waiting["p6"].shape_key == waiting["p5"].shape_key
+    every_node = 0b1111
+    assert queue.will_run(waiting["p6"], every_node, 10.0)[0] == 50.0
+    assert queue.will_run(waiting["p5"], every_node, 10.0)[0] == 10.0

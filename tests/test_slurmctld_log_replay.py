@@ -7,6 +7,7 @@ bench/data/slurm-workloads), never from the replay."""
 from __future__ import annotations
 
 import logging
+import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -110,6 +111,59 @@ def test_a_log_of_another_period_is_refused(tmp_path):
         read_slurmctld_log(str(log), epoch("2026-11-28T21:00:00"))
 
 
+S98 = WORKLOADS / "s98" / "second"         # its log: slurmctld's start line 3, take-over line 28
+
+
+def s98_log_with_line_28(tmp_path, line: str) -> Path:
+    """s98/second's slurmctld log (real Slurm 22.05) with its line 28, the take-over, replaced."""
+    lines = (S98 / "slurmctld.log").read_text().splitlines()
+    assert lines[27] == "[2026-11-29T01:15:44.475] Running as primary controller"
+    lines[27] = line
+    log = tmp_path / "ctld.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_a_garbled_stamp_is_refused_naming_its_line(tmp_path):
+    # a NUL inside the take-over's stamp: the line has a stamp's start but no stamp; skipped, the
+    # replay silently counted backfill's loop from the start line instead (other starts, no message)
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T01:15:4\x004.475] Running as primary controller")
+    with pytest.raises(InputError, match=r"line 28: time stamp '2026-11-29T01:15:4\\x004.475\] Runn' is no time"):
+        read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
+
+
+def test_rfc5424_stamps_are_read_as_their_wall_clock(tmp_path):
+    # LogTimeFormat=rfc5424_ms (slurm.conf) stamps "[2026-11-29T01:15:44.475+01:00]" (log.c,
+    # log_timestamp: %Y-%m-%dT%T%z with the colon put in); sacct's times carry no zone and read as
+    # UTC, so the log's wall clock is read the same way and the two line up: the same timing as the
+    # iso8601_ms log (which was refused for having no start line: every stamp was skipped)
+    lines = (S98 / "slurmctld.log").read_text().splitlines()
+    rfc = [line[:24] + "+01:00" + line[24:] if line.startswith("[2026-") else line for line in lines]
+    log = tmp_path / "rfc5424.log"
+    log.write_text("\n".join(rfc) + "\n")
+    assert thread_timing(log.read_text()) == thread_timing("\n".join(lines))
+    assert thread_timing(log.read_text()).controller_s == epoch("2026-11-29T01:15:44.475")
+
+
+def test_a_take_over_after_the_threads_it_starts_is_refused(tmp_path):
+    # slurmctld starts its background loop and backfill only once it runs as primary controller
+    # (controller.c), so a take-over stamped after their first logged work (s98: the main scheduler
+    # allocated JobId=1 at 01:15:50.749) is a log out of order; it anchored backfill's loop 2 hours late, silently
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T03:00:00.000] Running as primary controller")
+    with pytest.raises(InputError, match=r"line 28: slurmctld's take-over as primary controller at "
+                                         r"2026-11-29T03:00:00.000 comes after its threads' first logged work"):
+        read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
+
+
+def test_a_garbled_log_is_one_line_and_exit_2(tmp_path):
+    log = s98_log_with_line_28(tmp_path, "[2026-11-29T01:15:4\x004.475] Running as primary controller")
+    run = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(S98 / "trace.txt"), "--format", "sacct",
+                          "--slurm-conf", str(S98 / "slurm.conf"), "--queue", "slurm", "--slurmctld-log", str(log)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and f"{log}: line 28: time stamp" in run.stderr, run.stderr
+
+
 def with_log(recording: str) -> dict:
     """The bench's comparison (bench/bench_slurm_workloads.py) of a development recording replayed with
     its slurmctld log against what real Slurm recorded."""
@@ -129,6 +183,18 @@ def test_s84_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
     assert row["jobs"] == 60
     assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
 
+
+
+def test_s81_with_its_log_waits_as_long_as_slurm_in_slurms_whole_seconds():
+    # development recording s81: sacct's Submit and Start are slurmctld's time(NULL), truncated to the
+    # second: 71 s of waiting over 60 jobs (1.18 s).  The replay with the log starts each job to the
+    # millisecond, 0.2-0.9 s into a second (Slurm's allocations in the log fall there too), and in
+    # those fractional stamps its mean wait was 1.65 s (+39.5%); stamped as Slurm stamps them it is
+    # 71 s over 60 jobs as well (58 of 60 started in Slurm's very second), every job on Slurm's nodes
+    row = with_log("s81")
+    assert row["jobs"] == 60 and round(row["mean_wait_slurm_s"] * 60) == 71
+    assert round(row["mean_wait_other_s"] * 60) == 71, row
+    assert row["within_5s"] == 1.0 and row["same_nodes"] == 1.0, row
 
 
 def test_s54_with_its_log_starts_every_job_within_5_s_on_slurms_nodes():
@@ -238,3 +304,43 @@ EMPTY_CYCLE_TABLE = {"j02": (7, ("n02",)), "j05": (52, ("n02",)), "j17": (52, ("
 
 def test_backfills_first_cycle_before_any_job_is_empty_as_real_slurm_did():
     assert off_table(WORKLOADS / "s2" / "run1", EMPTY_CYCLE_TABLE) == {}
+
+
+def test_a_backfill_start_makes_the_look_bf_interval_later_cycle_again():
+    # s93 (bf_interval=2, log at the default level): backfill started j00 at 21:44:05.460; its start set
+    # last_job_update to second 05 (backfill.c _start_job: time(NULL)) and the cycle's end set
+    # last_backfill_time to 05, so _more_work (>=) held at the look 2 s later: cycles at 07.46 and,
+    # after j01's submission and allocation in second 08, at 09.46, each followed by a bf_interval
+    # sleep.  j02 (partition high), submitted at 10.188, waited for the cycle at 11.461 ("Started
+    # JobId=3 in high on n01"); likewise j05 (21.173 -> 22.464) and j07 (27.175 -> 28.466).  Table:
+    # sacct's whole seconds after the first submission (21:44:05) and nodes.  Without the rule the
+    # replay's chain had no cycle at 09.46 and started j02 at the look at 10.46 (second 10, +5 s)
+    from bench_slurm_workloads import recorded_schedule, replayed_schedule
+    from greenslurm.sim.studies.slurm_fidelity import as_slurm_stamps
+    folder = WORKLOADS / "s93" / "run1"
+    table = {"j02": (6, ("n01",)), "j05": (17, ("n03", "n04", "n05")), "j07": (23, ("n06",))}
+    recorded = recorded_schedule(folder / "trace.txt")
+    origin = min(submit for submit, _, _ in recorded.values())
+    assert {job: (recorded[job][1] - origin, recorded[job][2]) for job in table} == table
+    replayed = as_slurm_stamps(replayed_schedule(folder / "trace.txt", folder / "slurm.conf",
+                                                 slurmctld_log=str(folder / "slurmctld.log")))
+    assert {job: (replayed[job][1] - origin, replayed[job][2]) for job in table} == table
+
+
+def test_a_log_larger_than_the_memory_is_one_line_and_exit_2(tmp_path):
+    # a gzip bomb: 0.3 MB that decompress to 300 MiB of NUL bytes, read by a process allowed 700 MiB of
+    # address space (RLIMIT_AS): the log is read a line at a time, and this one line of 300 MiB ran out of
+    # memory; the MemoryError came out as a traceback (exit 1)
+    import gzip
+    import resource
+    bomb = tmp_path / "slurmctld.log.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as handle:
+        for _ in range(300):
+            handle.write(bytes(2 ** 20))
+    limit = 700 * 2 ** 20
+    run = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(S98 / "trace.txt"), "--format", "sacct",
+                          "--slurm-conf", str(S98 / "slurm.conf"), "--queue", "slurm", "--slurmctld-log", str(bomb)],
+                         capture_output=True, text=True, cwd=tmp_path,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit)))
+    assert run.returncode == 2 and run.stdout == "", run.stderr[-2000:]
+    assert run.stderr.count("\n") == 1 and f"{bomb}: the slurmctld log does not fit in memory" in run.stderr, run.stderr

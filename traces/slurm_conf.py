@@ -613,8 +613,26 @@ _SCHED_NUMBERS = {
 }
 
 
+def c_atoi(text: str) -> int:
+    """The number C's ``atoi`` reads from ``text``, as glibc does (``(int) strtol(text, NULL, 10)``):
+    after leading white space, an optional sign and the digits that follow, 0 without any; a value
+    beyond a long is the long's limit, and the long's low 32 bits are the int.
+
+    >>> c_atoi("1e3"), c_atoi(" 10s"), c_atoi("+7"), c_atoi("abc"), c_atoi("-1"), c_atoi("99999999999999999999999")
+    (1, 10, 7, 0, -1, -1)
+    >>> c_atoi("4294967297")            # 2**32 + 1: the low 32 bits
+    1
+    """
+    found = re.match(r"[ \t\n\v\f\r]*([+-]?[0-9]+)", text)
+    if found is None:
+        return 0
+    wide = min(max(int(found.group(1)), -2 ** 63), 2 ** 63 - 1)      # strtol's long, at its limits
+    return (wide + 2 ** 31) % 2 ** 32 - 2 ** 31                      # the int: low 32 bits, two's complement
+
+
 def _scheduler(settings: dict[str, tuple[str, ConfLine]]) -> tuple[SchedulerConf, list[str]]:
     found: dict[str, object] = {}
+    firsts: dict[str, str] = {}
     other: list[tuple[str, str | None]] = []
     warnings: list[str] = []
     params = settings.get("schedulerparameters")
@@ -627,11 +645,19 @@ def _scheduler(settings: dict[str, tuple[str, ConfLine]]) -> tuple[SchedulerConf
             found["bf_continue"] = True
         elif key in _SCHED_NUMBERS:
             name, default, low, high = _SCHED_NUMBERS[key]
-            number = int(value) if re.fullmatch(r"-?\d+", value.strip()) else None
-            if number is None or not low <= number <= high or (number == 0 and key in ("bf_interval", "sched_interval")):
-                warnings.append(f"{params[1].path}:{params[1].line}: SchedulerParameters {key}={value!r} is not a "
-                                f"whole number in [{low}, {high}]; Slurm logs it and uses {default}")
+            where = f"{params[1].path}:{params[1].line}: SchedulerParameters"
+            if name in found:               # xstrcasestr finds the first: Slurm never reads this one
+                warnings.append(f"{where} {key} is given again ({value!r}); Slurm reads the first "
+                                f"({firsts[key]!r})")
+                continue
+            firsts[key] = value
+            number = c_atoi(value)
+            if not low <= number <= high or (number == 0 and key in ("bf_interval", "sched_interval")):
+                warnings.append(f"{where} {key}={value!r} is not a whole number in [{low}, {high}]; Slurm "
+                                f"logs it and uses {default}")
                 number = default
+            elif not re.fullmatch(r"-?\d+", value.strip()):
+                warnings.append(f"{where} {key}={value!r} is read as {number}, its leading digits (Slurm's atoi)")
             found[name] = number
         else:
             other.append((key, value if sep else None))

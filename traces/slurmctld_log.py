@@ -33,12 +33,16 @@ import re
 import statistics
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from greenslurm.clustermodel import InputError
 from greenslurm.traces.source import byte_pieces
 
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\] (.*)$")
+# slurmctld's stamp (LogTimeFormat iso8601_ms, the default, or iso8601), or with the zone's offset
+# (rfc5424_ms, rfc5424: log.c's log_timestamp): the offset is left aside, the wall clock read
+_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)(?:[+-]\d\d:\d\d)?\] (.*)$")
+# a line that starts as a stamp does: one that is no stamp is a damaged line, never skipped silently
+_STAMP_START = re.compile(r"^\[\d{4}-")
 
 
 class BadStamp(ValueError):
@@ -57,13 +61,28 @@ def _lines(log):
 
 def _stamped(log):
     """(epoch seconds, message) of each line of the log (its text, or its lines) that carries a time
-    stamp; the stamps, which carry no zone, read as UTC like sacct's (:mod:`greenslurm.traces.sacct`),
-    so the two line up.
+    stamp (:func:`_numbered`)."""
+    return ((at, message) for _, at, message in _numbered(log))
 
+
+def _numbered(log):
+    """(line number, epoch seconds, message) of each line of the log (its text, or its lines) that
+    carries a time stamp; the stamps' wall clock, which carries no zone (or one left aside), reads as
+    UTC like sacct's (:mod:`greenslurm.traces.sacct`), so the two line up.  A line that starts as a
+    stamp does but holds none (a NUL byte, a stamp cut short) is a BadStamp naming it.
+
+    >>> list(_stamped("[2026-11-01T00:00:05.100+01:00] sched: Allocate JobId=1"))     # rfc5424_ms
+    [(1793491205.1, 'sched: Allocate JobId=1')]
+    >>> list(_stamped("[2026-11-01T00:00:05.100] sched: Allocate JobId=1"))           # iso8601_ms
+    [(1793491205.1, 'sched: Allocate JobId=1')]
     >>> list(_stamped("[2026-13-01T00:00:05.100] sched: Allocate JobId=1"))
     Traceback (most recent call last):
     ...
     greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-13-01T00:00:05.100' is no time (month must be in 1..12)
+    >>> list(_stamped("[2026-11-01T00:00:0\\x005.100] sched: Allocate JobId=1"))
+    Traceback (most recent call last):
+    ...
+    greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-11-01T00:00:0\\x005.100] sche' is no time (not [YYYY-MM-DDThh:mm:ss.sss] and a message)
     """
     day, day_us = None, 0               # the last stamp's date and its midnight in epoch microseconds
     for number, line in enumerate(_lines(log), start=1):
@@ -75,7 +94,8 @@ def _stamped(log):
                 if hour < 24 and minute < 60 and second < 60:
                     # what datetime.timestamp() gives: the microseconds since the epoch over 10**6
                     fraction_us = int(stamp[20:].ljust(6, "0")) if len(stamp) > 19 else 0
-                    yield (day_us + ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction_us) / 1_000_000, message
+                    at_us = day_us + ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction_us
+                    yield number, at_us / 1_000_000, message
                     continue
             try:
                 moment = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc)
@@ -83,7 +103,10 @@ def _stamped(log):
                 raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
             midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
             day, day_us = stamp[:10], int(midnight.timestamp()) * 1_000_000
-            yield moment.timestamp(), message
+            yield number, moment.timestamp(), message
+        elif _STAMP_START.match(line):
+            raise BadStamp(f"line {number}: time stamp {line[1:31]!r} is no time "
+                           f"(not [YYYY-MM-DDThh:mm:ss.sss] and a message)")
 
 
 def _is_loop_check(message: str) -> bool:
@@ -125,6 +148,7 @@ class LogScan:
     checks: list[float] = field(default_factory=list)
     looks: list[float] = field(default_factory=list)
     controllers: list[float] = field(default_factory=list)
+    controller_lines: list[int] = field(default_factory=list)
     main_passes: list[float] = field(default_factory=list)
     moments: dict[str, dict[str, float]] = field(default_factory=dict)
     handovers_s: list[float] = field(default_factory=list)
@@ -137,7 +161,7 @@ def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
     :func:`handover_latencies_s` read.  A :class:`BadStamp` names a line whose stamp is no time."""
     scan = LogScan()
     ends: list[float] = []          # job ends since the last scheduler pass
-    for at, message in _stamped(log):
+    for number, at, message in _numbered(log):
         if _JOB_END in message and message.endswith(" done"):
             ends.append(at)
         elif _SCHEDULER_PASS in message and ends:
@@ -151,6 +175,7 @@ def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
             scan.starts.append(at)
         if message.startswith(_CONTROLLER):
             scan.controllers.append(at)
+            scan.controller_lines.append(number)
         if message.startswith(_MAIN_PASS):
             scan.main_passes.append(at)
         if message.startswith(_JOB_MOMENT_STARTS):
@@ -177,6 +202,10 @@ def read_log(path: str, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan
         return scan_log(log_pieces(path), handover_within_s)
     except BadStamp as error:
         raise InputError(str(error), path=path) from None
+    except MemoryError:
+        # read a line at a time, so only a line larger than the memory (a gzip bomb of one line) gets here
+        raise InputError("the slurmctld log does not fit in memory (a line larger than the memory): give the "
+                         "part of it around the trace's period", path=path) from None
 
 
 def handover_latencies_s(log, within_s: float = HANDOVER_WITHIN_S) -> list[float]:
@@ -257,9 +286,29 @@ def thread_timing(log, before_s: float | None = None) -> ThreadTiming:
     def within(moments):
         return (at for at in moments if start <= at < until)
 
-    return ThreadTiming(start, tuple(within(scan.checks)), tuple(within(scan.looks)), restarts_after=len(later),
-                        controller_s=next(within(scan.controllers), None),
-                        first_main_pass_s=next(within(scan.main_passes), None))
+    checks, looks = tuple(within(scan.checks)), tuple(within(scan.looks))
+    controller, controller_line = next(((at, line) for at, line in zip(scan.controllers, scan.controller_lines)
+                                        if start <= at < until), (None, None))
+    first_pass = next(within(scan.main_passes), None)
+    # the background loop and backfill start once slurmctld runs as primary controller (controller.c):
+    # their work logged before the take-over is a log out of order, no timing of the threads
+    first_work = min(checks[:1] + looks[:1] + ((first_pass,) if first_pass is not None else ()), default=None)
+    if controller is not None and first_work is not None and controller > first_work:
+        raise BadStamp(f"line {controller_line}: slurmctld's take-over as primary controller at {_shown(controller)} "
+                       f"comes after its threads' first logged work at {_shown(first_work)}: the log's lines are "
+                       f"out of order")
+    return ThreadTiming(start, checks, looks, restarts_after=len(later), controller_s=controller,
+                        first_main_pass_s=first_pass)
+
+
+def _shown(at_s: float) -> str:
+    """An epoch moment as the log's stamp shows it.
+
+    >>> _shown(1795914944.475), _shown(253402300799.999)      # whole milliseconds, never cut to the one before
+    ('2026-11-29T01:15:44.475', '9999-12-31T23:59:59.999')
+    """
+    moment = datetime(1970, 1, 1) + timedelta(milliseconds=round(at_s * 1000))
+    return moment.isoformat(timespec="milliseconds")
 
 
 def job_moments_s(log) -> dict[str, dict[str, float]]:

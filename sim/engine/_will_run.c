@@ -9,28 +9,55 @@
  *
  * Loaded with ctypes (clustermodel/native.py): no Python headers. */
 #include "../../allocation/_consecutive.c"
+#include <string.h>
 
 static int whole(double value)
 {
     return value == floor(value) && fabs(value) < WHOLE_LIMIT;
 }
 
-/* free_cpus (n): the CPUs free now per node, -inf where none may be allocated; usable (n): the nodes the
- * job may take (not reserved in the plan); cpus: what the job asks.  The running (and completing) jobs by
+/* free_cpus (n): the CPUs free now per node, -inf where none may be allocated; usable_bits ((n + 7) / 8
+ * bytes): the nodes the job may take (not reserved in the plan), node i bit i % 8 of byte i / 8 (a node set
+ * of slurm_node_space as little-endian bytes); cpus: what the job asks.  The running (and completing) jobs by
  * expected end: ends (m), and job r's entries [offsets[r], offsets[r + 1]) of entry_nodes / entry_cpus (the
  * node and the CPUs it holds there).  window_s: the will-run window (group_ends in slurm_will_run.py).
  * try_now: 0 when the caller tried the job on the nodes free now itself (power saving's node tiers).
- * work (n), nodes_out / cpus_out (n): room.  *group_last: -1 when the job fits now, else the running job
+ * usable (n), work (n), nodes_out / cpus_out (n): room; nodes_bits ((n + 7) / 8 bytes): the nodes taken, as
+ * usable_bits (set when the answer has nodes).  *group_last: -1 when the job fits now, else the running job
  * whose end it waits for (the last one its group frees).
  * Returns how many nodes (> 0), 0 when it never fits there (the reference's NEVER), -1 when a count is not
  * whole (the caller runs the reference), -2 when memory runs out. */
-int64_t will_run_spread(const double *free_cpus, const uint8_t *usable, int64_t n, double cpus,
+static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int64_t n, double cpus,
+                             const double *ends, int64_t m, const int64_t *offsets, const int64_t *entry_nodes,
+                             const double *entry_cpus, double window_s, int try_now, double *work, uint8_t *in_map,
+                             int64_t *nodes_out, double *cpus_out, int64_t *group_last);
+
+int64_t will_run_spread(const double *free_cpus, const uint8_t *usable_bits, int64_t n, double cpus,
                         const double *ends, int64_t m, const int64_t *offsets, const int64_t *entry_nodes,
-                        const double *entry_cpus, double window_s, int try_now, double *work, uint8_t *in_map,
-                        int64_t *nodes_out, double *cpus_out, int64_t *group_last)
+                        const double *entry_cpus, double window_s, int try_now, uint8_t *usable, double *work,
+                        uint8_t *in_map, int64_t *nodes_out, double *cpus_out, uint8_t *nodes_bits,
+                        int64_t *group_last)
 {
     if (!whole(cpus) || !(cpus > 0))
         return -1;
+    for (int64_t i = 0; i < n; i++)
+        usable[i] = (usable_bits[i >> 3] >> (i & 7)) & 1;
+    int64_t count = spread_answer(free_cpus, usable, n, cpus, ends, m, offsets, entry_nodes, entry_cpus, window_s,
+                                  try_now, work, in_map, nodes_out, cpus_out, group_last);
+    if (count > 0) {
+        memset(nodes_bits, 0, (size_t)((n + 7) / 8));
+        for (int64_t k = 0; k < count; k++)
+            nodes_bits[nodes_out[k] >> 3] |= (uint8_t)(1u << (nodes_out[k] & 7));
+    }
+    return count;
+}
+
+/* will_run_spread on the unpacked usable nodes (usable: 1 where the job may take the node) */
+static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int64_t n, double cpus,
+                             const double *ends, int64_t m, const int64_t *offsets, const int64_t *entry_nodes,
+                             const double *entry_cpus, double window_s, int try_now, double *work, uint8_t *in_map,
+                             int64_t *nodes_out, double *cpus_out, int64_t *group_last)
+{
     /* the view: free CPUs on the usable nodes, -inf elsewhere */
     double spread_now = 0.0, free_sum = 0.0;
     for (int64_t i = 0; i < n; i++) {

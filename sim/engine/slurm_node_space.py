@@ -120,17 +120,19 @@ class NodeSpace:
         if first < 0:
             first = 0
         stop = bisect_right(starts, end_s)
-        out = nodes
-        for j in range(first, stop):
-            out &= rows[j]
         # Slurm checks slot j (from the first that ends after start_s up to the one that ends
-        # the walk) before taking it in: does slot j + 1 bring nodes the slots so far lack?
+        # the walk) before taking it in: does slot j + 1 bring nodes the slots so far lack?  One
+        # pass: the nodes so far are the answer's up to slot j, the slots after it to ``stop`` are
+        # taken in at once when the check finds a slot
         last = min(stop, len(rows) - 2)
         so_far = nodes
-        for j in range(first, last + 1):
+        for j in range(first, min(last, stop - 1) + 1):
             so_far &= rows[j]
             if rows[j + 1] & nodes & ~so_far:
-                return out, starts[j + 1]
+                return reduce(and_, rows[j + 1:stop], so_far), starts[j + 1]
+        out = reduce(and_, rows[max(first, last + 1):stop], so_far)
+        if last == stop and last >= first and rows[stop + 1] & nodes & ~(out & rows[stop]):
+            return out, starts[stop + 1]          # the slot ending the walk, checked without taking it in
         return out, 0.0
 
     def available_bits(self, start_s: float, end_s: float, nodes: int) -> int:
@@ -152,7 +154,8 @@ class NodeSpace:
         starts, rows = self._starts, self._rows
         first = max(bisect_right(starts, start_s) - 1, 0)
         stop = bisect_left(starts, end_s)
-        return any(nodes & ~rows[j] for j in range(first, stop))
+        # some slot lacks one of the nodes: the nodes every slot has are not all of them
+        return reduce(and_, rows[first:stop], nodes) != nodes
 
     def _split(self, t_s: float) -> int:
         """Index of the slot starting at ``t_s`` (made by splitting the one holding it)."""

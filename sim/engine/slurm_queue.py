@@ -337,11 +337,15 @@ class SlurmQueue:
                 self.clock.backfill_change_s = now_s
             if now_s >= self.clock.backfill_due():
                 planned_before, self._planned_idle = self._planned_idle, False
+                version_before = self._version
                 if self.waiting_jobs:
                     self._backfill_cycle(now_s)
                 self.clock.last_backfill = now_s
                 self._backfill_seen = self._version
-                self.clock.backfill_change_s = None
+                # a job the cycle started set last_job_update to this second (backfill.c _start_job:
+                # time(NULL)), and _more_work compares it with last_backfill_time, this second too, by
+                # >=: the look bf_interval later cycles again
+                self.clock.backfill_change_s = now_s if self._version != version_before else None
                 if self._power is not None and (planned_before or self._planned_idle):
                     # _handle_planned cleared the last cycle's PLANNED nodes at its start or set
                     # this one's at its end: a node change
@@ -522,36 +526,40 @@ class SlurmQueue:
         smallest = self._smallest_from(ordered)
         starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
                                 lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
+        free_now = self._free_cpus_now()          # changes only when a job starts (below)
+        max_test, max_user, max_part, full = s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part, self.full_cycles
+        waiting_jobs, blocked_by_limits, min_nodes_of = self.waiting_jobs, self.limits.blocked, self.placement.min_nodes
+        walk, will_run = space.walk_bits, self.will_run
         for position, waiting in enumerate(ordered):
-            if tried >= s.bf_max_job_test:
+            if tried >= max_test:
                 break
             # with power saving the plans matter until one holds an idle node (PLANNED, below)
             planning = idle_bits != 0 and not self._planned_idle
-            if not planning and self._free_cpus_now() < smallest[position] - 1e-9:
+            if not planning and free_now < smallest[position] - 1e-9:
                 break            # no job from here can start now
-            if not self.full_cycles and not planning and not starters.any_from(position):
+            if not full and not planning and not starters.any_from(position):
                 # what the cycle would still do (plan reservations) holds back no job that could start
                 self.cycles_stopped_early += 1
                 break
             job = waiting.job
-            if job.index not in self.waiting_jobs:
+            if job.index not in waiting_jobs:
                 continue
             user = job.job.user
-            if s.bf_max_job_user and per_user[user] >= s.bf_max_job_user:
+            if max_user and per_user[user] >= max_user:
                 continue
-            if s.bf_max_job_part and per_part[waiting.partition] >= s.bf_max_job_part:
+            if max_part and per_part[waiting.partition] >= max_part:
                 continue
-            if self.limits.blocked(waiting, now_s) is not None or waiting.eligible_s > now_s:
+            if blocked_by_limits(waiting, now_s) is not None or waiting.eligible_s > now_s:
                 continue
             per_user[user] += 1
             per_part[waiting.partition] += 1
             partition_nodes = self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere
-            min_nodes = self.placement.min_nodes(job)
+            min_nodes = min_nodes_of(job)
             counted = False
             start_from = now_s
             for _ in range(TRY_LATER_LIMIT):
                 end_s = max(start_from, now_s) + job.requested_s
-                usable, later = space.walk_bits(start_from, end_s, partition_nodes)
+                usable, later = walk(start_from, end_s, partition_nodes)
                 if usable.bit_count() < min_nodes:
                     if later:
                         start_from = later
@@ -560,7 +568,7 @@ class SlurmQueue:
                 if not counted:
                     tried += 1
                     counted = True
-                found = self.will_run(job, usable, now_s)
+                found = will_run(job, usable, now_s)
                 if found is None:
                     break
                 start_s, nodes = found
@@ -569,6 +577,7 @@ class SlurmQueue:
                     placed = self._place_now(job, mask_of(usable, size))
                     if placed is not None:
                         self._start(waiting, placed, now_s, BACKFILL)
+                        free_now = self._free_cpus_now()
                         starters.free_changed(self._free()[:, CPU])
                         started += 1
                     break
@@ -585,7 +594,7 @@ class SlurmQueue:
                     start_from = start_s
                     continue
                 space.reserve_bits(reserve_from, reserve_to, nodes)
-                starters.plan_changed()
+                starters.plan_changed(nodes)
                 if nodes & idle_bits and not self._planned_idle:
                     # PLANNED sticks on reserved nodes that run no job (IS_NODE_ALLOCATED false)
                     idle = self.machine.free[:, CPU] >= self._node_cpus
@@ -610,11 +619,12 @@ class SlurmQueue:
         their expected ends (start + limit): now if it fits now, else after freeing running jobs
         in the groups of :func:`~greenslurm.sim.engine.slurm_will_run.group_ends`; None if it never fits there.  Answers are kept until
         the next start or end (jobs of one shape on the same nodes get the same answer)."""
-        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ);
-        # what a waiting job adds to the key is settled at its submission
+        # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
+        # and its CPUs in all (its per-node demand is rounded up: 5 CPUs on 2 nodes and 6 share a
+        # shape); what a waiting job adds to the key is settled at its submission
         of_job = self._job_keys.get(job.index)
         if of_job is None:
-            of_job = (job.shape_key, self.placement.spreads(job), self.placement.memory_per_node(job),
+            of_job = ((job.shape_key, job.cpus_total), self.placement.spreads(job), self.placement.memory_per_node(job),
                       self.placement.node_caps.get(job.index))
             if job.index in self.waiting_jobs:
                 self._job_keys[job.index] = of_job
@@ -699,7 +709,8 @@ class SlurmQueue:
                 shape, spreads, memory, usable, cap = key
                 # a job of that shape still waits (the one asked about starting is a change of resources)
                 job = next(w.job for w in self.waiting_jobs.values()
-                           if (w.job.shape_key, self.placement.spreads(w.job), self.placement.memory_per_node(w.job),
+                           if ((w.job.shape_key, w.job.cpus_total), self.placement.spreads(w.job),
+                               self.placement.memory_per_node(w.job),
                                self.placement.node_caps.get(w.job.index)) == (shape, spreads, memory, cap))
                 assert self._will_run(job, usable) == answer, (key, answer)
             for usable, view in kept_views.items():
@@ -722,18 +733,19 @@ class SlurmQueue:
             self.nevers_without_view += 1
             return NEVER           # (a margin far wider than the sums' rounding: only ever "never" for sure)
         if self.compiled_will_run and self._compiles(job):
-            usable = mask_of(usable_bits, self.machine.cluster.size)
             if self._power is not None:
                 # now, with power saving: powered-up nodes first (the node tiers), as the reference
+                usable = mask_of(usable_bits, self.machine.cluster.size)
                 placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
                 if placed is not None:
                     return None, self._node_set(placed[0])
-            found = self._compiled().answer(usable, job.cpus_total, try_now=self._power is None)
+            compiled = self._compiled()
+            found = compiled.answer(usable_bits, job.cpus_total, try_now=self._power is None)
             if found is NEVER:
                 return NEVER
             if found is not None:
                 last, nodes = found
-                return (None if last is None else self._running_index()[1][last]), self._node_set(nodes)
+                return (None if last is None else compiled.end_list[last]), nodes
         view = self._view(usable_bits)
         if self._power is not None or not self.placement.spreads(job) or view.spread_cpus_now >= job.cpus_total:
             # (a job Slurm spreads does not fit now when the CPUs of the nodes with one free are too few)

@@ -118,11 +118,11 @@ class StartersLeft:
     change."""
 
     __slots__ = ("_ordered", "_space", "_now_s", "_nodes_of", "_cpus", "_cpu_array", "_cpus_total", "_free_bits",
-                 "_witness", "_tested_at", "_changes")
+                 "_witness", "_tested_at", "_changes", "_counted")
 
     def __init__(self, ordered: list[Waiting], space: NodeSpace, now_s: float, free_cpus: np.ndarray, nodes_of) -> None:
         self._ordered, self._space, self._now_s, self._nodes_of = ordered, space, now_s, nodes_of
-        self._witness, self._tested_at, self._changes = 0, -1, 0
+        self._witness, self._tested_at, self._changes, self._counted = 0, -1, 0, 0
         self.free_changed(free_cpus)
 
     def free_changed(self, free_cpus: np.ndarray) -> None:
@@ -134,8 +134,11 @@ class StartersLeft:
         self._free_bits = bits_of(has)
         self._changes += 1
 
-    def plan_changed(self) -> None:
-        self._changes += 1
+    def plan_changed(self, nodes: int) -> None:
+        """``nodes`` (a node set) were reserved: the witness is tested again only if it counted one
+        of them (a reservation elsewhere leaves the nodes it counted, and so its CPUs, as they were)."""
+        if nodes & self._counted:
+            self._changes += 1
 
     def any_from(self, position: int) -> bool:
         if self._witness < position:
@@ -149,10 +152,12 @@ class StartersLeft:
         return False
 
     def _could_start(self, job: PendingJob) -> bool:
+        """Whether ``job`` passes the test; when it does, the nodes whose CPUs it counted are kept."""
         # (a margin far wider than the placements' rounding: the test may only ever say "could")
         if self._cpus_total < job.cpus_total - 1e-6:
             return False                  # not even every free CPU would do
         nodes = self._space.available_bits(self._now_s, self._now_s + job.requested_s, self._nodes_of(job)) & self._free_bits
+        self._counted = nodes
         cpus, have = self._cpus, 0.0
         if nodes.bit_count() > 64:
             have = float(self._cpu_array[mask_of(nodes, len(cpus))].sum())
@@ -270,22 +275,25 @@ class CompiledSpreadWillRun:
     views): the same answers as :class:`WillRunView` and Slurm's spread node choice, which stay the
     reference and answer what the compiled path leaves to them (counts that are not whole)."""
 
-    __slots__ = ("_library", "_free", "_ends", "_offsets", "_entry_nodes", "_entry_cpus", "_size", "_count",
-                 "_window_s", "_usable", "_work", "_in_map", "_nodes", "_cpus", "_last", "_addresses")
+    __slots__ = ("_library", "_free", "_ends", "_offsets", "_entry_nodes", "_entry_cpus", "_size", "_bytes", "_count",
+                 "_window_s", "_usable", "_work", "_in_map", "_nodes", "_cpus", "_node_bits", "_last", "_addresses",
+                 "end_list")
 
     def __init__(self, library, free_cpus: np.ndarray, running: tuple, window_s: float,
                  before: CompiledSpreadWillRun | None = None, clock_at_zero_s: float = 0.0,
                  clock_second_s: float = 1.0) -> None:
-        ends, _, _, nodes, held, offsets = running
+        ends, end_list, _, nodes, held, offsets = running
         self._library = library
         self._free = np.ascontiguousarray(free_cpus, dtype=np.float64)
         # the groups close on slurmctld's clock (slurm_clock_s), as the reference's; the answer's
         # time is the caller's (the job's end in trace seconds)
         self._ends = np.ascontiguousarray(slurm_clock_s(ends, clock_at_zero_s, clock_second_s), dtype=np.float64)
+        self.end_list = end_list
         self._offsets = np.asarray(offsets, dtype=np.int64)
         self._entry_nodes = np.ascontiguousarray(nodes, dtype=np.int64)
         self._entry_cpus = np.ascontiguousarray(held[:, CPU], dtype=np.float64)
         size = self._size = len(self._free)
+        self._bytes = (size + 7) // 8
         self._count = len(self._ends)
         self._window_s = float(window_s)
         inputs = tuple(array.ctypes.data for array in (self._free, self._ends, self._offsets, self._entry_nodes,
@@ -293,7 +301,7 @@ class CompiledSpreadWillRun:
         if before is not None and before._size == size:
             # the room of the test before (same node count): nothing in it outlives a call
             self._usable, self._work, self._in_map = before._usable, before._work, before._in_map
-            self._nodes, self._cpus, self._last = before._nodes, before._cpus, before._last
+            self._nodes, self._cpus, self._node_bits, self._last = before._nodes, before._cpus, before._node_bits, before._last
             self._addresses = inputs + before._addresses[5:]
             return
         self._usable = np.empty(size, dtype=np.uint8)
@@ -301,26 +309,28 @@ class CompiledSpreadWillRun:
         self._in_map = np.empty(size, dtype=np.uint8)
         self._nodes = np.empty(size, dtype=np.int64)
         self._cpus = np.empty(size, dtype=np.float64)
+        self._node_bits = ctypes.create_string_buffer(self._bytes)
         self._last = ctypes.c_int64(0)
         self._addresses = inputs + tuple(array.ctypes.data for array in (
-            self._usable, self._work, self._in_map, self._nodes, self._cpus))
+            self._usable, self._work, self._in_map, self._nodes, self._cpus)) + (
+            ctypes.addressof(self._node_bits), ctypes.addressof(self._last))
 
-    def answer(self, usable: np.ndarray, cpus: float, try_now: bool = True):
-        """For a job asking ``cpus`` on the ``usable`` nodes (a boolean mask): (None, nodes) when it fits
-        now, (running job whose end it waits for, nodes) when it fits once that job's group is freed,
-        NEVER, or None when the compiled path leaves the answer to the reference.  ``try_now``: False
-        when the caller found that the job does not fit now."""
-        free, ends, offsets, entry_nodes, entry_cpus, usable_at, work, in_map, nodes, spread = self._addresses
-        np.copyto(self._usable, usable, casting="unsafe")
-        count = self._library.will_run_spread(free, usable_at, self._size, float(cpus), ends, self._count, offsets,
-                                              entry_nodes, entry_cpus, self._window_s, int(try_now), work, in_map,
-                                              nodes, spread,
-                                              ctypes.byref(self._last))
+    def answer(self, usable: int, cpus: float, try_now: bool = True):
+        """For a job asking ``cpus`` on the ``usable`` nodes (a node set, see
+        :mod:`~greenslurm.sim.engine.slurm_node_space`): (None, nodes) when it fits now, (running job
+        whose end it waits for, nodes) when it fits once that job's group is freed (its expected end:
+        ``end_list[job]``), NEVER, or None when the compiled path leaves the answer to the reference.
+        The nodes are a node set.  ``try_now``: False when the caller found that the job does not fit now."""
+        free, ends, offsets, entry_nodes, entry_cpus, usable_at, work, in_map, nodes, spread, node_bits, last = \
+            self._addresses
+        count = self._library.will_run_spread(free, usable.to_bytes(self._bytes, "little"), self._size, float(cpus),
+                                              ends, self._count, offsets, entry_nodes, entry_cpus, self._window_s,
+                                              int(try_now), usable_at, work, in_map, nodes, spread, node_bits, last)
         if count == 0:
             return NEVER
         if count > 0:
             last = self._last.value
-            return (None if last < 0 else last), self._nodes[:count].copy()
+            return (None if last < 0 else last), int.from_bytes(self._node_bits.raw, "little")
         if count == -2:
             raise MemoryError("the slurm queue's will-run test: out of memory")
         return None
@@ -336,9 +346,9 @@ def compiled_will_run_library():
         else:
             library.will_run_spread.restype = ctypes.c_int64
             library.will_run_spread.argtypes = (
-                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64,
+                ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int64,
                 ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_double, ctypes.c_int, ctypes.c_void_p,
-                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
         _LIBRARY.append(library)
     return _LIBRARY[0]
 

@@ -179,8 +179,13 @@ def texts(values: Sequence[str], joined: str | None = None) -> Cells:
     >>> data, sizes = texts(["ab", "", "é"])
     >>> bytes(data), sizes.tolist()
     (b'ab\\xc3\\xa9', [2, 0, 2])
+    >>> data, sizes = texts(["", ""])
+    >>> bytes(data), sizes.tolist(), sizes.dtype
+    (b'', [0, 0], dtype('int64'))
     """
     data = ("".join(values) if joined is None else joined).encode("utf-8")
+    if not data:                                        # all empty (an SWF log's partitions): no string looked at
+        return np.frombuffer(data, dtype=np.uint8), np.zeros(len(values), dtype=np.int64)
     sizes = np.fromiter(map(len, values), np.int64, len(values))
     if len(data) != int(sizes.sum()):                  # not ASCII: a character may be several bytes
         sizes = np.fromiter((len(v.encode("utf-8")) for v in values), np.int64, len(values))

@@ -20,8 +20,8 @@ wrote (no one is left to rename it).
 
 ``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
 process may use more than one processor and runs no other thread, e.g. a progress display, and the
-system's load leaves a processor free for each of the two: with none free they take turns, and the
-child costs more than it saves), ``child`` (the same without the load's say) or ``off`` (written
+processes runnable now besides it leave a processor free for each of the two: with none free they
+take turns, and the child costs more than it saves), ``child`` (the same without the load's say) or ``off`` (written
 here, when :meth:`wait` is called).
 """
 
@@ -250,27 +250,55 @@ def child_possible() -> bool:
     ``os.fork`` exists, this process may run on more than one processor (on one, the child would only
     take turns with it), and it runs no other thread (a fork copies only the calling thread, and
     another one, a progress display, could hold a lock the child then waits on forever); with
-    ``auto``, also the system's load over the last minute leaves two processors free
-    (:func:`free_processors`): one for this process and one for the child."""
+    ``auto``, also the processes runnable now besides this one leave two processors free
+    (:func:`free_processors`, :func:`others_runnable`): one for this process and one for the child."""
     mode = chosen_mode()
     if mode == "off" or not hasattr(os, "fork") or threading.active_count() != 1:
         return False
     usable = usable_processors()
     if usable < 2:
         return False
-    if mode == "child" or not hasattr(os, "getloadavg"):
+    if mode == "child":
         return True
-    return free_processors(os.getloadavg()[0], usable) >= 2
+    others = others_runnable()
+    return others is None or free_processors(others, usable) >= 2
 
 
-def free_processors(load_1min: float, usable: int) -> int:
-    """The processors no other runnable process holds: the ``usable`` ones less the system's load over
-    the last minute (runnable processes on average, rounded to the nearest whole one), at least 0.
+def free_processors(others: float, usable: int) -> int:
+    """The processors no other runnable process holds: the ``usable`` ones less ``others``, the
+    processes runnable besides this one (a count, or an average rounded to the nearest whole one), at
+    least 0.
 
     >>> free_processors(0.3, 2), free_processors(0.6, 2), free_processors(3.7, 2), free_processors(1.2, 8)
     (2, 1, 0, 7)
     """
-    return max(usable - round(load_1min), 0)
+    return max(usable - round(others), 0)
+
+
+LOADAVG = "/proc/loadavg"
+
+
+def others_runnable(loadavg: str | None = None) -> float | None:
+    """The processes runnable besides this one: from the system's count of runnable tasks now (the
+    fourth field of ``/proc/loadavg``, ``running/total``, this process among the running), else its
+    load over the last minute, else None (no way to tell).  The count of now, not the load: the
+    load averages the last minute, so it counts this command's own earlier runs (a benchmark's, a
+    script's loop) as another process's, and says 0.8 on a machine whose other processor is free.
+    ``loadavg``: that file's text (read when None).
+
+    >>> others_runnable("0.80 0.61 0.40 1/384 1234"), others_runnable("13.66 12.71 9.57 17/384 19609")
+    (0, 16)
+    """
+    if loadavg is None:
+        try:
+            with open(LOADAVG, encoding="ascii") as handle:
+                loadavg = handle.read()
+        except OSError:                            # no /proc (macOS, the BSDs)
+            loadavg = ""
+    try:
+        return max(int(loadavg.split()[3].split("/")[0]) - 1, 0)
+    except (IndexError, ValueError):
+        return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def usable_processors() -> int:

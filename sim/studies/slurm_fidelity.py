@@ -23,6 +23,7 @@ Slurm are whole seconds, so two starts within ``tolerance_s`` of each other coun
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,6 +48,22 @@ class Fidelity:
         out = dict(self.__dict__)
         out["disagreeing"] = list(self.disagreeing)
         return out
+
+
+def as_slurm_stamps(schedule: dict[str, tuple]) -> dict[str, tuple]:
+    """Each job's submit and start truncated to the whole second as slurmctld stamps them and sacct
+    exports them (job_mgr.c: ``submit_time = time(NULL)``; node_scheduler.c ``select_nodes``:
+    ``start_time = now``, ``now = time(NULL)``); what follows them in each tuple (nodes) is kept.
+
+    A replay timed to the millisecond compared with sacct's seconds is on another footing: a job
+    submitted at .296 of a second and allocated at .867 of it (s92's j00 in slurmctld's log) waited
+    0 s for sacct and 0.57 s for the replay.
+
+    >>> as_slurm_stamps({"j00": (1_795_902_029.296, 1_795_902_029.867, ("n01", "n02"))})
+    {'j00': (1795902029.0, 1795902029.0, ('n01', 'n02'))}
+    """
+    return {job: (float(math.floor(submit_s)), float(math.floor(start_s)), *rest)
+            for job, (submit_s, start_s, *rest) in schedule.items()}
 
 
 def order_relation(starts: np.ndarray, tolerance_s: float) -> np.ndarray:
