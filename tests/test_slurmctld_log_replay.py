@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -69,16 +69,18 @@ def test_a_log_read_in_pieces_gives_what_its_whole_text_gives(cuts):
     assert scan_log(pieces) == scan_log(text)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(moment=st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1)),
-       digits=st.integers(min_value=0, max_value=7), later_us=st.integers(min_value=0, max_value=999_999))
-def test_a_stamp_reads_as_datetime_reads_it_whatever_its_fraction(moment, digits, later_us):
-    # a line in the same second as the line before reads its fraction alone: the same float as
-    # datetime.fromisoformat(...).timestamp() (to the bit), for 0 to 7 digits
-    def stamp(us):
-        whole = moment.replace(microsecond=us).strftime("%Y-%m-%dT%H:%M:%S")
-        return whole + ("." + f"{us:06d}{us % 10}"[:digits] if digits else "")
-    lines = [f"[{stamp(moment.microsecond)}] a", f"[{stamp(later_us)}] b"]
+       digits=st.integers(min_value=0, max_value=7), later_s=st.integers(min_value=0, max_value=90_000),
+       later_us=st.integers(min_value=0, max_value=999_999))
+def test_a_stamp_reads_as_datetime_reads_it_whatever_its_fraction(moment, digits, later_s, later_us):
+    # a line on the same day as the line before reads its time of day alone: the same float as
+    # datetime.fromisoformat(...).timestamp() (to the bit), for 0 to 7 digits of fraction
+    def stamp(at):
+        return at.strftime("%Y-%m-%dT%H:%M:%S") + ("." + f"{at.microsecond:06d}{at.microsecond % 10}"[:digits]
+                                                    if digits else "")
+    later = moment.replace(microsecond=later_us) + timedelta(seconds=later_s)
+    lines = [f"[{stamp(moment)}] a", f"[{stamp(later)}] b", f"[{stamp(moment)}] c"]
     expected = [datetime.fromisoformat(line[1:line.index("]")]).replace(tzinfo=timezone.utc).timestamp()
                 for line in lines]
     assert [at for at, _ in _stamped("\n".join(lines))] == expected

@@ -84,21 +84,25 @@ def _numbered(log):
     ...
     greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-11-01T00:00:0\\x005.100] sche' is no time (not [YYYY-MM-DDThh:mm:ss.sss] and a message)
     """
-    second, second_us = None, 0         # the last stamp's whole second and its epoch microseconds
+    day, day_us = None, 0               # the last stamp's date and its midnight in epoch microseconds
     for number, line in enumerate(_lines(log), start=1):
         found = _STAMP.match(line)
         if found:
             stamp, message = found.groups()
-            whole, fraction = stamp[:19], stamp[20:]
-            if whole == second and 0 < len(fraction) <= 6 and fraction.isascii():
-                # what datetime.timestamp() gives: the microseconds since the epoch over 10**6
-                yield number, (second_us + int(fraction.ljust(6, "0"))) / 1_000_000, message
-                continue
+            if stamp[:10] == day and stamp.isascii() and len(stamp) <= 26:
+                hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
+                if hour < 24 and minute < 60 and second < 60:
+                    # what datetime.timestamp() gives: the microseconds since the epoch over 10**6
+                    fraction_us = int(stamp[20:].ljust(6, "0")) if len(stamp) > 19 else 0
+                    at_us = day_us + ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction_us
+                    yield number, at_us / 1_000_000, message
+                    continue
             try:
                 moment = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc)
             except ValueError as error:
                 raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
-            second, second_us = whole, int(moment.replace(microsecond=0).timestamp()) * 1_000_000
+            midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+            day, day_us = stamp[:10], int(midnight.timestamp()) * 1_000_000
             yield number, moment.timestamp(), message
         elif _STAMP_START.match(line):
             raise BadStamp(f"line {number}: time stamp {line[1:31]!r} is no time "
@@ -129,6 +133,7 @@ _JOB_MOMENT = (
     ("start", re.compile(r"^sched/backfill: _start_job: Started JobId=(\d+) ")),
     ("end", re.compile(r"^_job_complete: JobId=(\d+) done$")),
 )
+_JOB_MOMENT_STARTS = tuple(pattern.pattern[1:pattern.pattern.index("(")] for _, pattern in _JOB_MOMENT)
 
 
 @dataclass
@@ -166,14 +171,14 @@ def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
             count_once(scan.checks, at)
         if _is_backfill_look(message):
             count_once(scan.looks, at)
-        if _STARTED.match(message):
+        if message.startswith("slurmctld version ") and _STARTED.match(message):
             scan.starts.append(at)
         if message.startswith(_CONTROLLER):
             scan.controllers.append(at)
             scan.controller_lines.append(number)
         if message.startswith(_MAIN_PASS):
             scan.main_passes.append(at)
-        if "JobId=" in message:                 # every line _JOB_MOMENT reads names a job
+        if message.startswith(_JOB_MOMENT_STARTS):
             for kind, pattern in _JOB_MOMENT:
                 found = pattern.match(message)
                 if found:
