@@ -140,15 +140,14 @@ _JOB_MOMENT_STARTS = tuple(pattern.pattern[1:pattern.pattern.index("(")] for _, 
 class LogScan:
     """What one pass over a slurmctld log gathers (epoch seconds, in the log's order): slurmctld's
     starts, the background loop's checks and the backfill thread's looks (one per check,
-    :func:`one_per_check`), its take-overs as primary controller, the main scheduler's allocations,
+    :func:`one_per_check`), its take-overs as primary controller (with their lines), the main scheduler's allocations,
     per job id its logged moments (:func:`job_moments_s`), and the hand-over latencies of the job
     ends (:func:`handover_latencies_s`)."""
 
     starts: list[float] = field(default_factory=list)
     checks: list[float] = field(default_factory=list)
     looks: list[float] = field(default_factory=list)
-    controllers: list[float] = field(default_factory=list)
-    controller_lines: list[int] = field(default_factory=list)
+    controllers: list[tuple[float, int]] = field(default_factory=list)      # (moment, line number)
     main_passes: list[float] = field(default_factory=list)
     moments: dict[str, dict[str, float]] = field(default_factory=dict)
     handovers_s: list[float] = field(default_factory=list)
@@ -174,8 +173,7 @@ def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
         if message.startswith("slurmctld version ") and _STARTED.match(message):
             scan.starts.append(at)
         if message.startswith(_CONTROLLER):
-            scan.controllers.append(at)
-            scan.controller_lines.append(number)
+            scan.controllers.append((at, number))
         if message.startswith(_MAIN_PASS):
             scan.main_passes.append(at)
         if message.startswith(_JOB_MOMENT_STARTS):
@@ -287,8 +285,8 @@ def thread_timing(log, before_s: float | None = None) -> ThreadTiming:
         return (at for at in moments if start <= at < until)
 
     checks, looks = tuple(within(scan.checks)), tuple(within(scan.looks))
-    controller, controller_line = next(((at, line) for at, line in zip(scan.controllers, scan.controller_lines)
-                                        if start <= at < until), (None, None))
+    controller, controller_line = next(((at, line) for at, line in scan.controllers if start <= at < until),
+                                       (None, None))
     first_pass = next(within(scan.main_passes), None)
     # the background loop and backfill start once slurmctld runs as primary controller (controller.c):
     # their work logged before the take-over is a log out of order, no timing of the threads
