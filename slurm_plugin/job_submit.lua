@@ -36,6 +36,8 @@ local FAIL_OPEN = @FAIL_OPEN@
 local FAIL_DEADLINE_OPEN = @FAIL_DEADLINE_OPEN@
 local RETRY_AFTER_S = @RETRY_AFTER_S@
 local MAX_FIELD = 4096
+local MAX_ANSWER_BYTES = 1048576     -- the service's answers are a few hundred bytes; a plan's node list more
+local ANSWER_CHUNK_BYTES = 8192
 local FAILURES_BEFORE_PAUSE = 3
 
 local have_socket, socket = pcall(require, "socket")
@@ -382,11 +384,30 @@ local function ask(request)
     if not remaining() then client:close(); return nil, "timeout" end
     ok, err = client:send(json_object(request) .. "\n")
     if not ok then client:close(); return nil, "send: " .. tostring(err) end
-    if not remaining() then client:close(); return nil, "timeout" end
-    local line
-    line, err = client:receive("*l")
+    -- the service answers the line, then closes when it reads the end of the requests; the answer is
+    -- read in chunks up to MAX_ANSWER_BYTES (a longer one is refused, never held: receive("*l") would
+    -- hold however many bytes arrive within the timeout inside slurmctld)
+    client:shutdown("send")
+    local parts, size, line = {}, 0, nil
+    while line == nil do
+        if not remaining() then client:close(); return nil, "timeout" end
+        local chunk, rerr, partial = client:receive(ANSWER_CHUNK_BYTES)
+        chunk = chunk or partial or ""
+        local newline = string.find(chunk, "\n", 1, true)
+        if newline then
+            parts[#parts + 1] = string.sub(chunk, 1, newline - 1)
+            line = table.concat(parts)
+        else
+            parts[#parts + 1] = chunk
+            size = size + #chunk
+            if size > MAX_ANSWER_BYTES then
+                client:close()
+                return nil, string.format("answer longer than %d bytes", MAX_ANSWER_BYTES)
+            end
+            if rerr then client:close(); return nil, "receive: " .. tostring(rerr) end
+        end
+    end
     client:close()
-    if not line then return nil, "receive: " .. tostring(err) end
     local answer = json_decode_flat(line)
     if answer == nil then return nil, "unreadable answer" end
     return answer, nil

@@ -395,3 +395,62 @@ def test_the_tag_never_pushes_a_comment_past_slurms_1024_bytes(tmp_path, service
     assert re.fullmatch(r"c{1000} \| greenslurm#2\.[0-9a-f]{8}", comments[1])
     assert comments[2] == "c" * 1010 and comments[3] == "c" * 1024
     assert log.count("leaves no room for the tag") == 2
+
+
+class HugeAnswerFakeService:
+    """A FAKE decision service (to inject a fault the real one never makes): to every request it
+    answers a reject whose line never ends, 1 MiB of blanks after another, and counts the bytes the
+    hook took before it closed the connection (at most ``limit_bytes``)."""
+
+    def __init__(self, path: str, limit_bytes: int = 512 * 2 ** 20) -> None:
+        import socket
+        import threading
+        self.sent: list[int] = []
+        self.limit_bytes = limit_bytes
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(path)
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        blanks = b" " * 2 ** 20
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rb") as requests:
+                requests.readline()
+                sent = 0
+                try:
+                    sent += conn.send(b'{"action":"reject","message":"greenslurm: FAKE huge answer applied"')
+                    while sent < self.limit_bytes:
+                        sent += conn.send(blanks)
+                except OSError:
+                    pass
+                self.sent.append(sent)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_an_answer_that_never_ends_is_refused_at_a_mebibyte_not_held(tmp_path):
+    # The service's answer is one line of a few hundred bytes.  One that never ends (a fault, a
+    # wrong program on the socket) used to be read whole for as long as it came within timeout_ms:
+    # about 140 MB held inside slurmctld and 2 s of one submission on this machine.  Now the hook
+    # stops at 1 MiB: the job without a deadline fails open, the deadline job fails closed, and the
+    # fake never gets more than the cap plus the socket's buffers into the hook.
+    sock = str(tmp_path / "fake.sock")
+    fake = HugeAnswerFakeService(sock)
+    try:
+        config = HookConfig(socket=sock, database=str(tmp_path / "db.sqlite"))
+        cases = [{"job_desc": job(), "uid": 1001},
+                 {"job_desc": job(environment={"GREENSLURM_DEADLINE": "now+1day"}), "uid": 1002}]
+        lines, log = run_hook(tmp_path, config, cases)
+    finally:
+        fake.close()
+    assert [int(line[0]) for line in lines] == [0, -1], (lines, log)
+    assert log.count("decision service unavailable (answer longer than 1048576 bytes)") == 2, (log, fake.sent)
+    assert "FAKE huge answer applied" not in log
+    assert len(fake.sent) == 2 and max(fake.sent) < 8 * 2 ** 20, fake.sent
