@@ -413,6 +413,19 @@ local function ask(request)
     return answer, nil
 end
 
+-- The Slurm error a refusal returns: the ESLURM_ code the answer names when this Slurm has it, else
+-- slurm.ERROR.  Any other name must not pass: slurm.SUCCESS would turn the refusal into an
+-- acceptance, and so would a function (slurm.log_info), Slurm reading a value that is not a number
+-- as success (job_submit_lua.c, "non-numeric return code").
+local function refusal_code(answer)
+    local name = answer.error_code
+    if type(name) == "string" and string.sub(name, 1, 7) == "ESLURM_" then
+        local code = slurm[name]
+        if type(code) == "number" and code ~= slurm.SUCCESS then return code end
+    end
+    return slurm.ERROR
+end
+
 local function failed_ranges()
     local parts = {}
     for i, r in ipairs(failed_ids) do
@@ -583,8 +596,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         elseif action == "reject" then
             log_info("rejected a job of uid %s: %s", tostring(submit_uid), tostring(answer.message))
             slurm.log_user("%s", answer.message or "greenslurm: job rejected")
-            local code = answer.error_code and slurm[answer.error_code]
-            return code or slurm.ERROR
+            return refusal_code(answer)
         end
         return fail("service error: " .. tostring(answer.message), has_deadline, request_id, submit_uid, true)
     end)
@@ -642,7 +654,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
             log_info("refused a change to job %s by uid %s: %s", tostring(job_rec.job_id), tostring(modify_uid),
                      tostring(answer.message))
             slurm.log_user("%s", answer.message or "greenslurm: change refused")
-            return (answer.error_code and slurm[answer.error_code]) or slurm.ERROR
+            return refusal_code(answer)
         end
         return slurm.SUCCESS
     end)

@@ -397,16 +397,16 @@ def test_the_tag_never_pushes_a_comment_past_slurms_1024_bytes(tmp_path, service
     assert log.count("leaves no room for the tag") == 2
 
 
-class HugeAnswerFakeService:
-    """A FAKE decision service (to inject a fault the real one never makes): to every request it
-    answers a reject whose line never ends, 1 MiB of blanks after another, and counts the bytes the
-    hook took before it closed the connection (at most ``limit_bytes``)."""
+class FakeService:
+    """A FAKE decision service (to inject faults the real one never makes): to every request it sends
+    the byte strings ``answer()`` yields, and records how many bytes the hook took before it closed
+    the connection."""
 
-    def __init__(self, path: str, limit_bytes: int = 512 * 2 ** 20) -> None:
+    def __init__(self, path: str, answer) -> None:
         import socket
         import threading
+        self.answer = answer
         self.sent: list[int] = []
-        self.limit_bytes = limit_bytes
         self.listener = socket.socket(socket.AF_UNIX)
         self.listener.bind(path)
         self.listener.listen(8)
@@ -414,7 +414,6 @@ class HugeAnswerFakeService:
         self.thread.start()
 
     def _serve(self) -> None:
-        blanks = b" " * 2 ** 20
         while True:
             try:
                 conn, _ = self.listener.accept()
@@ -424,15 +423,22 @@ class HugeAnswerFakeService:
                 requests.readline()
                 sent = 0
                 try:
-                    sent += conn.send(b'{"action":"reject","message":"greenslurm: FAKE huge answer applied"')
-                    while sent < self.limit_bytes:
-                        sent += conn.send(blanks)
+                    for data in self.answer():
+                        sent += conn.send(data)
                 except OSError:
                     pass
                 self.sent.append(sent)
 
     def close(self) -> None:
         self.listener.close()
+
+
+def never_ending_answer(limit_bytes: int = 512 * 2 ** 20):
+    """A reject whose line never ends: 1 MiB of blanks after another (up to ``limit_bytes``)."""
+    yield b'{"action":"reject","message":"greenslurm: FAKE huge answer applied"'
+    blanks = b" " * 2 ** 20
+    for _ in range(limit_bytes // len(blanks)):
+        yield blanks
 
 
 def test_an_answer_that_never_ends_is_refused_at_a_mebibyte_not_held(tmp_path):
@@ -442,7 +448,7 @@ def test_an_answer_that_never_ends_is_refused_at_a_mebibyte_not_held(tmp_path):
     # stops at 1 MiB: the job without a deadline fails open, the deadline job fails closed, and the
     # fake never gets more than the cap plus the socket's buffers into the hook.
     sock = str(tmp_path / "fake.sock")
-    fake = HugeAnswerFakeService(sock)
+    fake = FakeService(sock, never_ending_answer)
     try:
         config = HookConfig(socket=sock, database=str(tmp_path / "db.sqlite"))
         cases = [{"job_desc": job(), "uid": 1001},
@@ -454,3 +460,22 @@ def test_an_answer_that_never_ends_is_refused_at_a_mebibyte_not_held(tmp_path):
     assert log.count("decision service unavailable (answer longer than 1048576 bytes)") == 2, (log, fake.sent)
     assert "FAKE huge answer applied" not in log
     assert len(fake.sent) == 2 and max(fake.sent) < 8 * 2 ** 20, fake.sent
+
+
+# error codes a garbled refusal may name: Slurm's success, a function of the slurm table (Slurm reads a
+# return value that is not a number as success), a name this Slurm does not have, not a string
+GARBLED_CODES = ('"SUCCESS"', '"log_info"', '"ESLURM_NO_SUCH_ERROR"', "1", "true")
+
+
+@pytest.mark.parametrize("code", GARBLED_CODES)
+def test_a_refusal_naming_no_slurm_error_is_still_a_refusal(tmp_path, code):
+    sock = str(tmp_path / "fake.sock")
+    line = b'{"action":"reject","message":"greenslurm: FAKE refusal","error_code":' + code.encode() + b"}\n"
+    fake = FakeService(sock, lambda: iter([line]))
+    try:
+        lines, log = run_hook(tmp_path, HookConfig(socket=sock, database=str(tmp_path / "db.sqlite")),
+                              [{"job_desc": job()}])
+    finally:
+        fake.close()
+    assert [line[0] for line in lines] == ["-1"], (lines, log)        # slurm.ERROR, never SUCCESS
+    assert "USER greenslurm: FAKE refusal" in log
