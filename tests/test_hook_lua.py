@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.install import render_job_submit
 from greenslurm.slurm_plugin.protocol import deadline_from_script
-from hook_service import ServiceProcess, recorded_decisions, write_config
+from hook_service import FakeService, ServiceProcess, never_ending_answer, recorded_decisions, write_config
 
 LUA = shutil.which("lua5.1")
 HERE = Path(__file__).parent
@@ -395,50 +395,6 @@ def test_the_tag_never_pushes_a_comment_past_slurms_1024_bytes(tmp_path, service
     assert re.fullmatch(r"c{1000} \| greenslurm#2\.[0-9a-f]{8}", comments[1])
     assert comments[2] == "c" * 1010 and comments[3] == "c" * 1024
     assert log.count("leaves no room for the tag") == 2
-
-
-class FakeService:
-    """A FAKE decision service (to inject faults the real one never makes): to every request it sends
-    the byte strings ``answer()`` yields, and records how many bytes the hook took before it closed
-    the connection."""
-
-    def __init__(self, path: str, answer) -> None:
-        import socket
-        import threading
-        self.answer = answer
-        self.sent: list[int] = []
-        self.listener = socket.socket(socket.AF_UNIX)
-        self.listener.bind(path)
-        self.listener.listen(8)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            with conn, conn.makefile("rb") as requests:
-                requests.readline()
-                sent = 0
-                try:
-                    for data in self.answer():
-                        sent += conn.send(data)
-                except OSError:
-                    pass
-                self.sent.append(sent)
-
-    def close(self) -> None:
-        self.listener.close()
-
-
-def never_ending_answer(limit_bytes: int = 512 * 2 ** 20):
-    """A reject whose line never ends: 1 MiB of blanks after another (up to ``limit_bytes``)."""
-    yield b'{"action":"reject","message":"greenslurm: FAKE huge answer applied"'
-    blanks = b" " * 2 ** 20
-    for _ in range(limit_bytes // len(blanks)):
-        yield blanks
 
 
 def test_an_answer_that_never_ends_is_refused_at_a_mebibyte_not_held(tmp_path):
