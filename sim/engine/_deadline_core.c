@@ -825,7 +825,7 @@ static void forget_freed(core *c, const int64_t *waiting, int64_t n_waiting) {
 static void choose_at(core *c, int64_t j, int64_t fits, double now) {
     int64_t m = c->procs[j];
     int32_t *nodes = &c->held[c->offset[j]];
-    if (c->rule == FIRSTFIT) {
+    if (c->rule == FIRSTFIT || fits == m) {     /* the first m ascending, or all of them: no tails read */
         for (int64_t k = 0; k < m; k++) nodes[k] = c->fitting[k];
         return;
     }
