@@ -59,6 +59,28 @@ static int by_node(const void *a, const void *b) {
     return (*x > *y) - (*x < *y);
 }
 
+/* nodes (distinct, each below n_nodes) ascending: insertion sort while short, where qsort's calls
+ * through a pointer cost more than the moves; else each marked in `marks` (n_nodes bytes, all 0,
+ * left so) and read back in order when that is at most 16 per node sorted; else qsort */
+static void sort_nodes(int32_t *nodes, int64_t n, unsigned char *marks, int64_t n_nodes) {
+    if (n <= 16) {
+        for (int64_t i = 1; i < n; i++) {
+            int32_t x = nodes[i];
+            int64_t k = i;
+            while (k > 0 && nodes[k - 1] > x) { nodes[k] = nodes[k - 1]; k--; }
+            nodes[k] = x;
+        }
+    } else if (n_nodes <= 16 * n) {
+        for (int64_t i = 0; i < n; i++) marks[nodes[i]] = 1;
+        int64_t k = 0;
+        for (int64_t node = 0; node < n_nodes; node++) {
+            if (marks[node]) { marks[node] = 0; nodes[k++] = (int32_t)node; }
+        }
+    } else {
+        qsort(nodes, (size_t)n, sizeof(int32_t), by_node);
+    }
+}
+
 /* (tail, node) before (tail, node) by_tail_low (high: equal tails by node descending) */
 static int ranked_before(const ranked *x, const ranked *y, int high) {
     if (x->tail != y->tail) return x->tail < y->tail;
@@ -141,6 +163,7 @@ typedef struct {
     gap *gaps, *gaps_tmp, *by_g1;
     int64_t gaps_cap;
     int32_t *fitting;
+    unsigned char *marks;             /* per node, 0 between calls of sort_nodes */
     pool_ledger ledger;
     double *started;
     end_event *heap;
@@ -165,6 +188,13 @@ static int64_t count_breakpoint(core *c, double t) {
     return lo;
 }
 
+/* step i (i > 0) removed: step i - 1 goes on until the next */
+static void count_drop(core *c, int64_t i) {
+    memmove(&c->times[i], &c->times[i + 1], sizeof(double) * (size_t)(c->steps - i - 1));
+    memmove(&c->free[i], &c->free[i + 1], sizeof(double) * (size_t)(c->steps - i - 1));
+    c->steps--;
+}
+
 /* add `nodes` free nodes over [start, end) (the part from now on) */
 static int count_change(core *c, double start, double end, double nodes) {
     if (start < c->times[0]) start = c->times[0];
@@ -173,7 +203,11 @@ static int count_change(core *c, double start, double end, double nodes) {
     if (i < 0) return -1;
     int64_t k = count_breakpoint(c, end);
     if (k < 0) return -1;
-    for (; i < k; i++) c->free[i] += nodes;
+    for (int64_t at = i; at < k; at++) c->free[at] += nodes;
+    /* a breakpoint at either end that now frees as many as the step before is dropped (the same step
+     * function, fewer steps to move and read); only steps from `start` on are renumbered */
+    if (c->free[k] == c->free[k - 1]) count_drop(c, k);
+    if (i > 0 && c->free[i] == c->free[i - 1]) count_drop(c, i);
     if (c->n_changes == c->changes_cap) {
         int64_t cap = c->changes_cap ? 2 * c->changes_cap : 64;
         double *grown = grown_array(c->changes, cap, sizeof(double));
@@ -220,7 +254,7 @@ static int runs_read(core *c, count_runs *runs, double m, int64_t upto) {
         int64_t lo = 0, hi = runs->n;       /* the first run whose end step is at or after the change */
         while (lo < hi) {
             int64_t mid = (lo + hi) / 2;
-            if (runs->end[mid] != RUNS_TO_END && times[runs->end[mid]] < changed) lo = mid + 1; else hi = mid;
+            if (runs->end[mid] < c->steps && times[runs->end[mid]] < changed) lo = mid + 1; else hi = mid;
         }
         runs->n = lo;                       /* and the steps read after it, which may have changed */
         runs->next = lo > 0 ? runs->end[lo - 1] + 1 : 0;
@@ -337,20 +371,46 @@ static int spans_room(span_list *list) {
  * the absolute error of results too small for a normal double.
  * A hole from 100 s to 160 s: 60 s and 1.6e-13 s (160 x 1e-15) more. */
 static inline double hole_room(double g0, double g1) {
-    return g1 - g0 + fmax(fabs(g0), fabs(g1)) * 1e-15 + 1e-300;
+    double a = fabs(g0), b = fabs(g1);         /* fmax without its call: neither is NaN */
+    return g1 - g0 + (a > b ? a : b) * 1e-15 + 1e-300;
+}
+
+/* the greatest hole_room of block b's holes (-INFINITY: none) */
+static double block_room(const span_list *list, int64_t b) {
+    int64_t h = b * HOLE_BLOCK, stop = h + HOLE_BLOCK < list->n ? h + HOLE_BLOCK : list->n;
+    double most = -INFINITY;
+    if (h == 0) h = 1;
+    for (; h < stop; h++) {
+        double room = hole_room(list->at[h - 1].end, list->at[h].start);
+        if (room > most) most = room;
+    }
+    return most;
 }
 
 /* the holes' blocks of `list` known up to block `block` (see span_list) */
 static void holes_ready(span_list *list, int64_t block) {
-    for (; list->ready <= block; list->ready++) {
-        int64_t h = list->ready * HOLE_BLOCK, stop = h + HOLE_BLOCK < list->n ? h + HOLE_BLOCK : list->n;
-        double most = -INFINITY;
-        if (h == 0) h = 1;
-        for (; h < stop; h++) {
-            double room = hole_room(list->at[h - 1].end, list->at[h].start);
-            if (room > most) most = room;
-        }
-        list->room[list->ready] = most;
+    for (; list->ready <= block; list->ready++) list->room[list->ready] = block_room(list, list->ready);
+}
+
+/* hole h's hole_room (-INFINITY: no hole h) */
+static inline double hole_of(const span_list *list, int64_t h) {
+    return h >= 1 && h < list->n ? hole_room(list->at[h - 1].end, list->at[h].start) : -INFINITY;
+}
+
+/* hole h alone changed, its room was `old_room`, no span renumbered: its block and the greatest of
+ * all kept exact (a greatest from a hole that grew is the new room; one that shrank from below the
+ * greatest leaves it; one that was the greatest has it worked out again) */
+static void hole_changed(span_list *list, int64_t h, double old_room) {
+    if (h < 1 || h >= list->n) return;
+    double room = hole_of(list, h);
+    int64_t block = h / HOLE_BLOCK;
+    if (block < list->ready) {
+        if (room >= list->room[block]) list->room[block] = room;
+        else if (old_room >= list->room[block]) list->room[block] = block_room(list, block);
+    }
+    if (list->most_known) {
+        if (room >= list->most) list->most = room;
+        else if (old_room >= list->most) list->most_known = 0;
     }
 }
 
@@ -391,16 +451,17 @@ static int busy_add(core *c, int64_t n, double s, double e) {
         return 0;
     }
     int left = k > 0 && list->at[k - 1].end == s, right = k < list->n && list->at[k].start == e;
-    holes_changed(list, left ? k - 1 : k);
-    if (left && right) {
+    if (left != right) {              /* span k - 1's end or span k's start moves: hole k alone changes */
+        double old_room = hole_of(list, k);
+        if (left) list->at[k - 1].end = e; else list->at[k].start = s;
+        hole_changed(list, k, old_room);
+    } else if (left) {
+        holes_changed(list, k - 1);
         list->at[k - 1].end = list->at[k].end;
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
         list->n--;
-    } else if (left) {
-        list->at[k - 1].end = e;
-    } else if (right) {
-        list->at[k].start = s;
     } else {
+        holes_changed(list, k);
         if (spans_room(list) < 0) return -1;
         memmove(&list->at[k + 1], &list->at[k], sizeof(span) * (size_t)(list->n - k));
         list->at[k].start = s; list->at[k].end = e;
@@ -415,19 +476,24 @@ static int busy_remove(core *c, int64_t n, double s, double e) {
     span_list *list = &c->busy[n];
     int64_t k = span_after(list, s) - 1;
     if (k < 0 || list->at[k].end < e) { c->busy_ok = 0; return 0; }
-    holes_changed(list, k);
     double before = list->at[k].start, after = list->at[k].end;
     if (before < s && e < after) {
+        holes_changed(list, k);
         if (spans_room(list) < 0) return -1;
         memmove(&list->at[k + 2], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
         list->at[k].end = s;
         list->at[k + 1].start = e; list->at[k + 1].end = after;
         list->n++;
-    } else if (before < s) {
+    } else if (before < s) {          /* span k's end or start moves: hole k + 1 or k alone changes */
+        double old_room = hole_of(list, k + 1);
         list->at[k].end = s;
+        hole_changed(list, k + 1, old_room);
     } else if (e < after) {
+        double old_room = hole_of(list, k);
         list->at[k].start = e;
+        hole_changed(list, k, old_room);
     } else {
+        holes_changed(list, k);
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
         list->n--;
     }
@@ -559,7 +625,7 @@ static double choose_append(core *c, int64_t j, double now) {
         while (k < n_nodes && rank[k].tail <= start) k++;
         for (int64_t i = 0; i < m; i++) nodes[i] = (int32_t)rank[k - m + i].node;
     }
-    qsort(nodes, (size_t)m, sizeof(int32_t), by_node);
+    sort_nodes(nodes, m, c->marks, c->n_nodes);
     return start;
 }
 
@@ -711,7 +777,7 @@ static double earliest_move(core *c, int64_t j, double now, double bound, double
         while (n_active > 0 && !(tp <= active[0].g1 && t < active[0].g1)) g1_pop(active, &n_active);
         if (n_active >= m) {
             for (int64_t a = 0; a < n_active; a++) c->fitting[a] = (int32_t)active[a].node;
-            qsort(c->fitting, (size_t)n_active, sizeof(int32_t), by_node);
+            sort_nodes(c->fitting, n_active, c->marks, c->n_nodes);
             *fits = n_active;
             return t;
         }
@@ -759,22 +825,53 @@ static void forget_freed(core *c, const int64_t *waiting, int64_t n_waiting) {
 static void choose_at(core *c, int64_t j, int64_t fits, double now) {
     int64_t m = c->procs[j];
     int32_t *nodes = &c->held[c->offset[j]];
-    if (c->rule == FIRSTFIT) {
+    if (c->rule == FIRSTFIT || fits == m) {     /* the first m ascending, or all of them: no tails read */
         for (int64_t k = 0; k < m; k++) nodes[k] = c->fitting[k];
         return;
     }
     ranked *rank = c->rank;
+    int high = c->rule != BALANCED;
+    if (m <= 8 && m < fits) {
+        /* few nodes: the m kept as they come, last in the order first (balanced: the m first of
+         * ranked_before's order; the others: its m last, worst first), in place of a whole sort
+         * (ranked_before is a total order: the same m nodes) */
+        int64_t kept = 0;
+        for (int64_t k = 0; k < fits; k++) {
+            ranked x = { tail_of(c, c->fitting[k], now, j), c->fitting[k] };
+            int64_t at;
+            if (high) {                       /* rank[0] the least of the kept: out when x is above it */
+                if (kept == m) {
+                    if (!ranked_before(&rank[0], &x, 1)) continue;
+                    for (at = 0; at + 1 < m && ranked_before(&rank[at + 1], &x, 1); at++) rank[at] = rank[at + 1];
+                } else {
+                    for (at = kept++; at > 0 && ranked_before(&x, &rank[at - 1], 1); at--) rank[at] = rank[at - 1];
+                }
+            } else {                          /* rank[m - 1] the greatest of the kept: out when x is below it */
+                if (kept == m) {
+                    if (!ranked_before(&x, &rank[m - 1], 0)) continue;
+                    at = m - 1;
+                } else {
+                    at = kept++;
+                }
+                for (; at > 0 && ranked_before(&x, &rank[at - 1], 0); at--) rank[at] = rank[at - 1];
+            }
+            rank[at] = x;
+        }
+        for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[k].node;
+        sort_nodes(nodes, m, c->marks, c->n_nodes);
+        return;
+    }
     for (int64_t k = 0; k < fits; k++) {
         rank[k].node = c->fitting[k];
         rank[k].tail = tail_of(c, c->fitting[k], now, j);
     }
-    sort_ranked(rank, c->rank_tmp, fits, c->rule != BALANCED);
+    sort_ranked(rank, c->rank_tmp, fits, high);
     if (c->rule == BALANCED) {
         for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[k].node;
     } else {
         for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[fits - m + k].node;
     }
-    qsort(nodes, (size_t)m, sizeof(int32_t), by_node);
+    sort_nodes(nodes, m, c->marks, c->n_nodes);
 }
 
 static int start(core *c, int64_t j, double now) {
@@ -851,6 +948,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.cum = malloc(sizeof(double) * (nn + 1));
     c.starts = malloc(sizeof(double) * nn);
     c.fitting = malloc(sizeof(int32_t) * nn);
+    c.marks = calloc(nn, 1);
     c.heap = malloc(sizeof(end_event) * (nn + 1));
     c.runs = calloc(nn + 1, sizeof(count_runs));
     int64_t *waiting = malloc(sizeof(int64_t) * nj);
@@ -859,7 +957,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     int status = 0;
     if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.on_node || !c.busy || !c.checked || !c.running_on
         || !c.rank || !c.rank_tmp
-        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.heap || !c.runs || !waiting || !by_reservation || !moved_jobs
+        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.marks || !c.heap || !c.runs || !waiting || !by_reservation || !moved_jobs
         || !reservations_scratch) {
         status = -1;
         goto done;
@@ -960,7 +1058,7 @@ done:
     free(c.runs); free(c.changes);
     free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
     free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
-    free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.heap); free(c.held);
+    free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.marks); free(c.heap); free(c.held);
     free(c.gaps); free(c.times); free(c.free); free(waiting); free(by_reservation); free(moved_jobs); free(reservations_scratch);
     return status;
 }
