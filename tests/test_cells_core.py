@@ -90,6 +90,20 @@ def test_digits_are_str(values, suffix):
         assert got == [str(v) + suffix.decode() for v in values], core
 
 
+def test_digits_at_every_width_edge(core):
+    # the compiled digits count widths below 10**8 by comparisons and write below 2**32 in 32-bit
+    # arithmetic: each power of ten from 10**0 to 10**18 and its neighbours (9, 10, 11; 99,999,999,
+    # 100,000,000, 100,000,001; ...), 2**32 - 1 = 4,294,967,295, 2**32 and 2**32 + 1, 2**63 - 1 and
+    # -2**63, each against str and as a float cell (whole floats below 2**53 take the same digits)
+    edges = [0, 2**32 - 1, 2**32, 2**32 + 1, 2**63 - 1, -2**63]
+    for k in range(19):
+        edges += [10**k - 1, 10**k, 10**k + 1]
+    values = np.array(edges + [-v for v in edges if 0 < v < 2**63], dtype=np.int64)
+    assert cells.strings(cells.digits(values, b"")) == [str(v) for v in values.tolist()]
+    whole = [float(v) for v in values.tolist() if abs(v) < 2**53]
+    assert cells.strings(cells.float_cells(np.array(whole))) == [repr(x) for x in whole]
+
+
 def csv_module_rows(rows) -> bytes:
     """The csv module's rows, a NaN as an empty cell, each row written with the line end "\\r\\n" (so
     that a carriage return in a cell is quoted, as cells.quoted does) and ended by "\\n"."""
