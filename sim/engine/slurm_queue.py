@@ -38,7 +38,8 @@ skipped: it would decide the same.
 
 >>> from greenslurm.clustermodel import Cluster, JobSpec
 >>> from greenslurm.sim.engine.replay import Replay
->>> from greenslurm.sim.engine.slurm_model import SlurmScheduling
+>>> from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill, compiled_backfill_library
+from greenslurm.sim.engine.slurm_model import SlurmScheduling
 >>> jobs = [JobSpec("a", 0.0, 100.0, runtime_s=100.0, cpus=2), JobSpec("wide", 1.0, 100.0, runtime_s=50.0, cpus=4),
 ...         JobSpec("short", 2.0, 20.0, runtime_s=20.0, cpus=1)]
 >>> def starts(scheduler):
@@ -63,6 +64,7 @@ from sortedcontainers import SortedList
 
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
+from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill, compiled_backfill_library
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_pass_clock import PassClock
@@ -119,6 +121,10 @@ class SlurmQueue:
         # a backfill cycle stops once no job left could start now (StartersLeft); True: every cycle
         # tests its jobs up to bf_max_job_test, the reference the early stop must equal
         self.full_cycles = False
+        # a backfill cycle runs compiled where built and every waiting job's will-run test does
+        # (slurm_backfill_core; False: every cycle in the reference, _backfill_cycle)
+        self.compiled_cycle = True
+        self._compiled_backfill: CompiledBackfill | None = None
         self.cycles_stopped_early = 0
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
@@ -505,6 +511,8 @@ class SlurmQueue:
 
     # -- backfill ----------------------------------------------------------------------------------
     def _backfill_cycle(self, now_s: float) -> None:
+        if self.compiled_cycle and self._compiled_cycle_ran(now_s):
+            return
         s = self.settings
         machine = self.machine
         size = machine.cluster.size
@@ -603,6 +611,16 @@ class SlurmQueue:
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
 
+    def _compiled_cycle_ran(self, now_s: float) -> bool:
+        """Whether the compiled cycle (:mod:`~greenslurm.sim.engine.slurm_backfill_core`) ran this one."""
+        if self._compiled_backfill is None:
+            library = compiled_backfill_library()
+            if library is None:
+                self.compiled_cycle = False
+                return False
+            self._compiled_backfill = CompiledBackfill(self, library)
+        return self._compiled_backfill.run(now_s, BACKFILL)
+
     def _bits_of_allowed(self, allowed: np.ndarray) -> int:
         """A job's allowed nodes as a node set (kept per mask: jobs share their partition's)."""
         cache = self._allowed_bits
@@ -629,13 +647,7 @@ class SlurmQueue:
             if job.index in self.waiting_jobs:
                 self._job_keys[job.index] = of_job
         key = (*of_job[:3], usable, of_job[3])
-        cache = self._will_run_cache
-        stamp = self._will_run_stamp()
-        if cache.get(None) != stamp:
-            cache.clear()
-            cache[None] = stamp
-            self._views.clear()
-            self._compiled_view = None
+        cache = self._fresh_answers()
         answer = cache.get(key)
         if answer is None:
             answer = cache[key] = self._will_run(job, usable)
@@ -644,6 +656,17 @@ class SlurmQueue:
         start_s, nodes = answer
         # a job that fits now starts now; else when its group's last job ends (or now, if later)
         return (now_s if start_s is None else max(start_s, now_s)), nodes
+
+    def _fresh_answers(self) -> dict:
+        """The kept will-run answers, emptied (with the views) when what they depend on changed."""
+        cache = self._will_run_cache
+        stamp = self._will_run_stamp()
+        if cache.get(None) != stamp:
+            cache.clear()
+            cache[None] = stamp
+            self._views.clear()
+            self._compiled_view = None
+        return cache
 
     def _will_run_stamp(self):
         """What the will-run answers depend on beyond the job and its usable nodes."""

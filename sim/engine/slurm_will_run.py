@@ -277,7 +277,7 @@ class CompiledSpreadWillRun:
 
     __slots__ = ("_library", "_free", "_ends", "_offsets", "_entry_nodes", "_entry_cpus", "_size", "_bytes", "_count",
                  "_window_s", "_usable", "_work", "_in_map", "_nodes", "_cpus", "_node_bits", "_last", "_addresses",
-                 "end_list")
+                 "end_list", "_trace_ends")
 
     def __init__(self, library, free_cpus: np.ndarray, running: tuple, window_s: float,
                  before: CompiledSpreadWillRun | None = None, clock_at_zero_s: float = 0.0,
@@ -289,6 +289,7 @@ class CompiledSpreadWillRun:
         # time is the caller's (the job's end in trace seconds)
         self._ends = np.ascontiguousarray(slurm_clock_s(ends, clock_at_zero_s, clock_second_s), dtype=np.float64)
         self.end_list = end_list
+        self._trace_ends = np.ascontiguousarray(ends, dtype=np.float64)
         self._offsets = np.asarray(offsets, dtype=np.int64)
         self._entry_nodes = np.ascontiguousarray(nodes, dtype=np.int64)
         self._entry_cpus = np.ascontiguousarray(held[:, CPU], dtype=np.float64)
@@ -314,6 +315,13 @@ class CompiledSpreadWillRun:
         self._addresses = inputs + tuple(array.ctypes.data for array in (
             self._usable, self._work, self._in_map, self._nodes, self._cpus)) + (
             ctypes.addressof(self._node_bits), ctypes.addressof(self._last))
+
+    def inputs(self) -> tuple:
+        """Its state as the compiled backfill cycle reads it, as addresses of arrays this object keeps
+        alive: the free CPUs, the running jobs' ends on slurmctld's clock, their ends in trace seconds,
+        how many run, where each job's entries begin, the entries' nodes and CPUs."""
+        free, ends, offsets, entry_nodes, entry_cpus = self._addresses[:5]
+        return free, ends, self._trace_ends.ctypes.data, self._count, offsets, entry_nodes, entry_cpus
 
     def answer(self, usable: int, cpus: float, try_now: bool = True):
         """For a job asking ``cpus`` on the ``usable`` nodes (a node set, see
