@@ -24,7 +24,7 @@
 /* the columns of a job's row in the jobs table (slurm_backfill_core.py's COLUMNS, the same order) */
 enum { COL_CPUS, COL_REQUESTED, COL_PART_ROW, COL_USER, COL_PARTITION, COL_ELIGIBLE, COL_COMPILES, COL_SEEN };
 
-enum { DONE = 0, START = 1, NOT_WHOLE = -1, NO_MEMORY = -2 };
+enum { DONE = 0, START = 1, UNSEEN = 2, LEFT = 3, NOT_WHOLE = -1, NO_MEMORY = -2 };
 
 typedef struct {
     int64_t n, words;
@@ -37,11 +37,12 @@ typedef struct {
     double *work, *cpus_out;
     int64_t *nodes_out;
     uint64_t *found, *walked, *scratch, *counted, *free_bits;
-    /* the state of the machine (the caller's arrays, kept alive by it until the next state) */
-    const double *free, *clock_ends, *trace_ends, *entry_cpus, *node_cpus;
-    const int64_t *offsets, *entry_nodes;
-    int64_t m;
-    double free_now;
+    /* the state of the machine, copied at each new state and updated here by the cycle's starts: free CPUs per
+     * node; the running jobs by (expected end, job index) as will_run_spread reads them, with their keys */
+    double *free, *clock_ends, *trace_ends, *entry_cpus, free_now;
+    int64_t *offsets, *entry_nodes, *keys;
+    int64_t m, jobs_room, entries_room;
+    const double *node_cpus;
     /* the early stop (StartersLeft): free CPUs per node (0 where none), their sum, the witness */
     double *cpu_array, cpus_free;
     int64_t witness, tested_at, changes;
@@ -71,6 +72,8 @@ void cycle_free(Cycle *c)
     if (!c)
         return;
     free(c->starts); free(c->rows); free(c->usable); free(c->in_map); free(c->work); free(c->cpus_out);
+    free(c->free); free(c->clock_ends); free(c->trace_ends); free(c->entry_cpus); free(c->offsets);
+    free(c->entry_nodes); free(c->keys);
     free(c->nodes_out); free(c->found); free(c->walked); free(c->scratch); free(c->counted); free(c->free_bits);
     free(c->cpu_array); free(c->smallest); free(c->per_user); free(c->per_part);
     free(c->memo_cpus); free(c->memo_start); free(c->memo_usable); free(c->memo_found); free(c->memo_generation);
@@ -97,6 +100,8 @@ Cycle *cycle_new(int64_t n, const double *node_cpus)
     c->cpus_out = malloc(sizeof(double) * rows);
     c->nodes_out = malloc(sizeof(int64_t) * rows);
     c->cpu_array = malloc(sizeof(double) * rows);
+    c->free = malloc(sizeof(double) * rows);
+    c->offsets = calloc(1, sizeof(int64_t));
     c->found = calloc((size_t)c->words, sizeof(uint64_t));
     c->walked = calloc((size_t)c->words, sizeof(uint64_t));
     c->scratch = calloc((size_t)c->words, sizeof(uint64_t));
@@ -111,7 +116,7 @@ Cycle *cycle_new(int64_t n, const double *node_cpus)
     c->generation = 1;
     if (!c->memo_cpus || !c->memo_start || !c->memo_usable || !c->memo_found || !c->memo_generation || !c->memo_answer
         || !c->starts || !c->rows || !c->usable || !c->in_map || !c->work || !c->cpus_out || !c->nodes_out
-        || !c->cpu_array || !c->found || !c->walked || !c->scratch || !c->counted || !c->free_bits) {
+        || !c->cpu_array || !c->free || !c->offsets || !c->found || !c->walked || !c->scratch || !c->counted || !c->free_bits) {
         cycle_free(c);
         return NULL;
     }
@@ -333,46 +338,136 @@ static int any_from(Cycle *c, int64_t position)
     return 0;
 }
 
-/* -- the cycle ----------------------------------------------------------------------------------------- */
-/* the machine now: free CPUs per node, the running jobs by expected end (their ends on slurmctld's clock and
- * in trace seconds, their entries as in will_run_spread) and the CPUs free in all (at the cycle's start and
- * after each start); same: the state the will-run answers kept were made on.  Returns 0, or NOT_WHOLE when a
- * count is not whole (the caller runs the reference). */
-int cycle_state(Cycle *c, const double *free_cpus, const double *clock_ends, const double *trace_ends, int64_t m,
-                const int64_t *offsets, const int64_t *entry_nodes, const double *entry_cpus, double free_now, int same)
+/* -- the machine's state ------------------------------------------------------------------------------ */
+/* room for `jobs` running jobs and `entries` entries (0, or NO_MEMORY) */
+static int room_for(Cycle *c, int64_t jobs, int64_t entries)
 {
+    if (jobs > c->jobs_room) {
+        int64_t room = jobs * 2;
+        double *clock = realloc(c->clock_ends, sizeof(double) * (size_t)room);
+        if (clock)
+            c->clock_ends = clock;
+        double *trace = realloc(c->trace_ends, sizeof(double) * (size_t)room);
+        if (trace)
+            c->trace_ends = trace;
+        int64_t *keys = realloc(c->keys, sizeof(int64_t) * (size_t)room);
+        if (keys)
+            c->keys = keys;
+        int64_t *offsets = realloc(c->offsets, sizeof(int64_t) * (size_t)(room + 1));
+        if (offsets)
+            c->offsets = offsets;
+        if (!clock || !trace || !keys || !offsets)
+            return NO_MEMORY;
+        c->jobs_room = room;
+    }
+    if (entries > c->entries_room) {
+        int64_t room = entries * 2;
+        int64_t *nodes = realloc(c->entry_nodes, sizeof(int64_t) * (size_t)room);
+        if (nodes)
+            c->entry_nodes = nodes;
+        double *cpus = realloc(c->entry_cpus, sizeof(double) * (size_t)room);
+        if (cpus)
+            c->entry_cpus = cpus;
+        if (!nodes || !cpus)
+            return NO_MEMORY;
+        c->entries_room = room;
+    }
+    return 0;
+}
+
+/* the machine now: free CPUs per node, the running jobs by expected end (their ends on slurmctld's clock and
+ * in trace seconds, their job indices, their entries as in will_run_spread) and the CPUs free in all; same:
+ * the state the will-run answers kept were made on.  Returns 0, NOT_WHOLE when a count is not whole (the
+ * caller runs the reference), or NO_MEMORY. */
+int cycle_state(Cycle *c, const double *free_cpus, const double *clock_ends, const double *trace_ends,
+                const int64_t *keys, int64_t m, const int64_t *offsets, const int64_t *entry_nodes,
+                const double *entry_cpus, double free_now, int same)
+{
+    int64_t entries = m > 0 ? offsets[m] : 0;
     for (int64_t i = 0; i < c->n; i++)
         if (!(whole(free_cpus[i]) && free_cpus[i] >= 0))
             return NOT_WHOLE;
-    for (int64_t e = 0; m > 0 && e < offsets[m]; e++)
+    for (int64_t e = 0; e < entries; e++)
         if (!(whole(entry_cpus[e]) && entry_cpus[e] >= 0))
             return NOT_WHOLE;
+    if (room_for(c, m, entries) < 0)
+        return NO_MEMORY;
     if (!same) {
         c->generation++;          /* the answers kept were on another state */
         c->memo_used = 0;
     }
-    c->free = free_cpus;
-    c->clock_ends = clock_ends;
-    c->trace_ends = trace_ends;
+    memcpy(c->free, free_cpus, sizeof(double) * (size_t)c->n);
+    memcpy(c->clock_ends, clock_ends, sizeof(double) * (size_t)m);
+    memcpy(c->trace_ends, trace_ends, sizeof(double) * (size_t)m);
+    memcpy(c->keys, keys, sizeof(int64_t) * (size_t)m);
+    memcpy(c->offsets, offsets, sizeof(int64_t) * (size_t)(m + 1));
+    memcpy(c->entry_nodes, entry_nodes, sizeof(int64_t) * (size_t)entries);
+    memcpy(c->entry_cpus, entry_cpus, sizeof(double) * (size_t)entries);
     c->m = m;
-    c->offsets = offsets;
-    c->entry_nodes = entry_nodes;
-    c->entry_cpus = entry_cpus;
     c->free_now = free_now;
     free_changed(c);
     return 0;
 }
 
+/* after START, the job the caller started (before cycle_resume): its expected end in trace seconds and on
+ * slurmctld's clock, its index, its k nodes and the CPUs it holds on each, and the CPUs free in all now.  It
+ * joins the running jobs where SlurmQueue._running_index puts it (by expected end, then index).  Returns 0,
+ * NOT_WHOLE or NO_MEMORY. */
+int cycle_started(Cycle *c, double trace_end, double clock_end, int64_t key, const int64_t *nodes,
+                  const double *cpus, int64_t k, double free_now)
+{
+    for (int64_t j = 0; j < k; j++)
+        if (!(whole(cpus[j]) && cpus[j] >= 0))
+            return NOT_WHOLE;
+    int64_t m = c->m, entries = c->offsets[m];
+    if (room_for(c, m + 1, entries + k) < 0)
+        return NO_MEMORY;
+    int64_t at = m;
+    while (at > 0 && (c->trace_ends[at - 1] > trace_end || (c->trace_ends[at - 1] == trace_end && c->keys[at - 1] > key)))
+        at--;
+    int64_t first = c->offsets[at];
+    memmove(c->clock_ends + at + 1, c->clock_ends + at, sizeof(double) * (size_t)(m - at));
+    memmove(c->trace_ends + at + 1, c->trace_ends + at, sizeof(double) * (size_t)(m - at));
+    memmove(c->keys + at + 1, c->keys + at, sizeof(int64_t) * (size_t)(m - at));
+    for (int64_t r = m; r >= at; r--)
+        c->offsets[r + 1] = c->offsets[r] + k;
+    memmove(c->entry_nodes + first + k, c->entry_nodes + first, sizeof(int64_t) * (size_t)(entries - first));
+    memmove(c->entry_cpus + first + k, c->entry_cpus + first, sizeof(double) * (size_t)(entries - first));
+    c->clock_ends[at] = clock_end;
+    c->trace_ends[at] = trace_end;
+    c->keys[at] = key;
+    for (int64_t j = 0; j < k; j++) {
+        c->entry_nodes[first + j] = nodes[j];
+        c->entry_cpus[first + j] = cpus[j];
+        c->free[nodes[j]] -= cpus[j];
+    }
+    c->m = m + 1;
+    c->free_now = free_now;
+    free_changed(c);
+    c->generation++;
+    c->memo_used = 0;
+    return 0;
+}
+
+/* -- the cycle ----------------------------------------------------------------------------------------- */
 /* a new cycle at now_s over the plan [begin_s, plan_end_s) of nodes `available` (words); the jobs: order
  * (count rows of table, columns wide), parts (node sets by part row); will_run_window_s: the will-run test's
  * window (group_ends); per_user / per_part counters for
- * users and partitions numbered below users / partitions.  Returns 0, or NO_MEMORY. */
+ * users and partitions numbered below users / partitions.  Returns 0; UNSEEN when a job's row is not filled in
+ * (the table has table_rows), LEFT when a job's will-run test does not run compiled (the cycle is the
+ * reference's); or NO_MEMORY. */
 int cycle_begin(Cycle *c, double now_s, double begin_s, double plan_end_s, double resolution_s, double bf_window_s,
-                double will_run_window_s,
-                const uint64_t *available_nodes, const int64_t *order, int64_t count, const double *table,
-                int64_t columns, const uint64_t *parts, int64_t users, int64_t partitions, int64_t max_test,
-                int64_t max_user, int64_t max_part, int64_t max_start, int full, int capacity_bound)
+                double will_run_window_s, const int64_t *order, int64_t count, int64_t max_test, int64_t max_user,
+                int64_t max_part, int64_t max_start, int full, int capacity_bound, const uint64_t *available_nodes,
+                const double *table, int64_t table_rows, int64_t columns, const uint64_t *parts, int64_t users,
+                int64_t partitions)
 {
+    for (int64_t p = 0; p < count; p++) {
+        if (order[p] >= table_rows || !table[order[p] * columns + COL_SEEN])
+            return UNSEEN;
+        if (!table[order[p] * columns + COL_COMPILES])
+            return LEFT;
+    }
     c->now = now_s;
     c->plan_end = plan_end_s;
     c->resolution = resolution_s;

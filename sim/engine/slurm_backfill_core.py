@@ -24,15 +24,17 @@ import numpy as np
 from greenslurm.clustermodel.native import load_beside, warn_missing_once
 from greenslurm.sim.engine.slurm_node_space import bits_of, mask_of
 from greenslurm.sim.engine.slurm_waiting import NoLimits
+from greenslurm.sim.engine.slurm_will_run import slurm_clock_s
 
 if TYPE_CHECKING:
     from greenslurm.sim.engine.slurm_queue import SlurmQueue
 
+CPU = 0
 # a job's row in the table (the C enum's order)
 CPUS, REQUESTED, PART_ROW, USER, PARTITION, ELIGIBLE, COMPILES, SEEN = range(8)
 COLUMNS = 8
 WHOLE_LIMIT = 2.0 ** 40           # the compiled will-run test's whole counts are below it
-DONE, START, NOT_WHOLE, NO_MEMORY = 0, 1, -1, -2
+DONE, START, UNSEEN, LEFT, NOT_WHOLE, NO_MEMORY = 0, 1, 2, 3, -1, -2
 
 
 def whole_counts(values: np.ndarray) -> bool:
@@ -68,6 +70,7 @@ class CompiledBackfill:
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
         if not self.handle:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        self._table_addresses: tuple | None = None
         self._state = None           # the compiled will-run test whose arrays the core reads
 
     def __del__(self) -> None:
@@ -96,11 +99,20 @@ class CompiledBackfill:
         if row is None:
             row = self.part_rows[bits] = len(self.parts)
             self.parts = np.vstack([self.parts, self._words(bits)[None, :]])
+        self._table_addresses = None
         cpus = float(job.cpus_total)
         compiles = queue._compiles(job) and 0 < cpus < WHOLE_LIMIT and cpus == math.floor(cpus)
         self.table[job.index] = (cpus, job.requested_s, row, self.users.setdefault(job.job.user, len(self.users)),
                                  self.partitions.setdefault(waiting.partition, len(self.partitions)),
                                  waiting.eligible_s, compiles, 1.0)
+
+    def _tables(self) -> tuple:
+        """The jobs' table and the partitions' node sets as the core reads them (addresses kept until
+        either grows)."""
+        if self._table_addresses is None:
+            self._table_addresses = (self.parts[0].ctypes.data, self.table.ctypes.data, len(self.table), COLUMNS,
+                                     self.parts.ctypes.data, len(self.users), len(self.partitions))
+        return self._table_addresses
 
     def _push_state(self) -> bool:
         """The machine's state to the core (False: a count is not whole, the reference's case)."""
@@ -109,7 +121,30 @@ class CompiledBackfill:
         compiled = queue._compiled()
         same = self._state is compiled          # the will-run answers the core keeps hold
         self._state = compiled
-        return self.library.cycle_state(self.handle, *compiled.inputs(), queue._free_cpus_now(), int(same)) == 0
+        free, clock_ends, trace_ends, count, offsets, entry_nodes, entry_cpus = compiled.inputs()
+        queue._running_index()
+        keys = queue._running_cache[7]          # the running jobs' indices, in the compiled test's order
+        code = self.library.cycle_state(self.handle, free, clock_ends, trace_ends, keys.ctypes.data, count, offsets,
+                                        entry_nodes, entry_cpus, queue._free_cpus_now(), int(same))
+        if code == NO_MEMORY:
+            raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        return code == 0
+
+    def _started(self, job, now_s: float) -> None:
+        """A job the cycle started joins the core's running jobs (the queue's own index is rebuilt when
+        next asked for)."""
+        s = self.queue.settings
+        nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
+        held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
+        cpus = np.ascontiguousarray(held, dtype=np.float64)
+        clock_end = float(slurm_clock_s(np.array([job.planned_end_s]), s.clock_at_zero_s, s.time_scale)[0])
+        code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes.ctypes.data,
+                                          cpus.ctypes.data, len(nodes), self.queue._free_cpus_now())
+        if code == NO_MEMORY:
+            raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        if code != 0:
+            raise RuntimeError("the slurm queue's compiled backfill cycle: a start left a count not whole")
+        self._state = None                      # the core's state is past the queue's compiled will-run test
 
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
@@ -119,28 +154,25 @@ class CompiledBackfill:
         queue = self.queue
         ordered = queue._ordered()
         order = np.fromiter((waiting.job.index for waiting in ordered), dtype=np.int64, count=len(ordered))
-        table = self.table
-        if len(order) and order.max() >= len(table):
-            table = None
-        if table is None or not table[order, SEEN].all():
-            for waiting in ordered:
-                index = waiting.job.index
-                if index >= len(self.table) or not self.table[index, SEEN]:
-                    self._see(waiting)
-            table = self.table
-        if not table[order, COMPILES].all() or not self._push_state():
+        if not self._push_state():
             return False
         s = queue.settings
         resolution = s.bf_resolution_s
         begin = math.floor(now_s / resolution) * resolution
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
         library, handle = self.library, self.handle
-        code = library.cycle_begin(
-            handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s, self.parts[0].ctypes.data,
-            order.ctypes.data, len(order), table.ctypes.data, COLUMNS, self.parts.ctypes.data, len(self.users),
-            len(self.partitions), int(s.bf_max_job_test), int(s.bf_max_job_user or 0), int(s.bf_max_job_part or 0),
-            int(s.bf_max_job_start or 0),
-            int(queue.full_cycles), int(queue._capacity_bound))
+        arguments = (handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s, order.ctypes.data,
+                     len(order), int(s.bf_max_job_test), int(s.bf_max_job_user or 0), int(s.bf_max_job_part or 0),
+                     int(s.bf_max_job_start or 0), int(queue.full_cycles), int(queue._capacity_bound))
+        code = library.cycle_begin(*arguments, *self._tables())
+        if code == UNSEEN:
+            for waiting in ordered:
+                index = waiting.job.index
+                if index >= len(self.table) or not self.table[index, SEEN]:
+                    self._see(waiting)
+            code = library.cycle_begin(*arguments, *self._tables())
+        if code == LEFT:
+            return False
         while code == DONE or code == START:
             code = library.cycle_run(handle, *self._out)
             if code == DONE:
@@ -152,8 +184,7 @@ class CompiledBackfill:
             placed = queue._place_now(waiting.job, mask_of(usable, self.size))
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
-                if not self._push_state():
-                    raise RuntimeError("the slurm queue's compiled backfill cycle: a start left a count not whole")
+                self._started(waiting.job, now_s)
             library.cycle_resume(handle, int(placed is not None))
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
@@ -178,11 +209,13 @@ def compiled_backfill_library():
             library.cycle_free.restype = None
             library.cycle_free.argtypes = (pointer,)
             library.cycle_state.restype = ctypes.c_int
-            library.cycle_state.argtypes = (pointer, pointer, pointer, pointer, i64, pointer, pointer, pointer, f64,
-                                            ctypes.c_int)
+            library.cycle_state.argtypes = (pointer, pointer, pointer, pointer, pointer, i64, pointer, pointer, pointer,
+                                            f64, ctypes.c_int)
+            library.cycle_started.restype = ctypes.c_int
+            library.cycle_started.argtypes = (pointer, f64, f64, i64, pointer, pointer, i64, f64)
             library.cycle_begin.restype = ctypes.c_int
-            library.cycle_begin.argtypes = (pointer, f64, f64, f64, f64, f64, f64, pointer, pointer, i64, pointer, i64,
-                                            pointer, i64, i64, i64, i64, i64, i64, ctypes.c_int, ctypes.c_int)
+            library.cycle_begin.argtypes = (pointer, f64, f64, f64, f64, f64, f64, pointer, i64, i64, i64, i64, i64,
+                                            ctypes.c_int, ctypes.c_int, pointer, pointer, i64, i64, pointer, i64, i64)
             library.cycle_run.restype = ctypes.c_int
             library.cycle_run.argtypes = (pointer, pointer, pointer)
             library.cycle_resume.restype = None

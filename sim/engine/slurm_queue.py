@@ -698,8 +698,9 @@ class SlurmQueue:
                 owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
             # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
             offsets = list(accumulate(counts, initial=0))
-            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets)
-        return self._running_cache[1:]
+            indices = np.array([index for _, index, _ in pairs], dtype=np.int64)     # (the order's second key)
+            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets, indices)
+        return self._running_cache[1:7]
 
     def _node_set(self, nodes: np.ndarray) -> int:
         """Node indices as a node set (see :mod:`~greenslurm.sim.engine.slurm_node_space`)."""
@@ -720,7 +721,7 @@ class SlurmQueue:
             self._running_cache = None
             fresh = self._running_index()
             self._running_cache = kept
-            assert kept[2] == fresh[1] and all(np.array_equal(a, b) for a, b in zip(kept[3:], fresh[2:]))
+            assert kept[2] == fresh[1] and all(np.array_equal(a, b) for a, b in zip(kept[3:7], fresh[2:]))
         cache = self._will_run_cache
         if cache.get(None) != self._will_run_stamp():
             return
