@@ -116,7 +116,8 @@ Cycle *cycle_new(int64_t n, const double *node_cpus)
     c->generation = 1;
     if (!c->memo_cpus || !c->memo_start || !c->memo_usable || !c->memo_found || !c->memo_generation || !c->memo_answer
         || !c->starts || !c->rows || !c->usable || !c->in_map || !c->work || !c->cpus_out || !c->nodes_out
-        || !c->cpu_array || !c->free || !c->offsets || !c->found || !c->walked || !c->scratch || !c->counted || !c->free_bits) {
+        || !c->cpu_array || !c->free || !c->offsets || !c->found || !c->walked || !c->scratch || !c->counted
+        || !c->free_bits) {
         cycle_free(c);
         return NULL;
     }
@@ -384,6 +385,10 @@ int cycle_state(Cycle *c, const double *free_cpus, const double *clock_ends, con
                 const double *entry_cpus, double free_now, int same)
 {
     int64_t entries = m > 0 ? offsets[m] : 0;
+    if (!same) {
+        c->generation++;          /* the answers kept were on another state */
+        c->memo_used = 0;
+    }
     for (int64_t i = 0; i < c->n; i++)
         if (!(whole(free_cpus[i]) && free_cpus[i] >= 0))
             return NOT_WHOLE;
@@ -392,10 +397,6 @@ int cycle_state(Cycle *c, const double *free_cpus, const double *clock_ends, con
             return NOT_WHOLE;
     if (room_for(c, m, entries) < 0)
         return NO_MEMORY;
-    if (!same) {
-        c->generation++;          /* the answers kept were on another state */
-        c->memo_used = 0;
-    }
     memcpy(c->free, free_cpus, sizeof(double) * (size_t)c->n);
     memcpy(c->clock_ends, clock_ends, sizeof(double) * (size_t)m);
     memcpy(c->trace_ends, trace_ends, sizeof(double) * (size_t)m);
@@ -423,7 +424,8 @@ int cycle_started(Cycle *c, double trace_end, double clock_end, int64_t key, con
     if (room_for(c, m + 1, entries + k) < 0)
         return NO_MEMORY;
     int64_t at = m;
-    while (at > 0 && (c->trace_ends[at - 1] > trace_end || (c->trace_ends[at - 1] == trace_end && c->keys[at - 1] > key)))
+    while (at > 0 && (c->trace_ends[at - 1] > trace_end
+                      || (c->trace_ends[at - 1] == trace_end && c->keys[at - 1] > key)))
         at--;
     int64_t first = c->offsets[at];
     memmove(c->clock_ends + at + 1, c->clock_ends + at, sizeof(double) * (size_t)(m - at));

@@ -71,7 +71,14 @@ class CompiledBackfill:
         if not self.handle:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         self._table_addresses: tuple | None = None
+        self.cycles = 0                 # cycles run here (the others were the reference's)
         self._state = None           # the compiled will-run test whose arrays the core reads
+
+    @classmethod
+    def of(cls, queue: SlurmQueue) -> CompiledBackfill | None:
+        """The compiled cycle of ``queue`` (None where the library is not built: said once on stderr)."""
+        library = compiled_backfill_library()
+        return None if library is None else cls(queue, library)
 
     def __del__(self) -> None:
         if getattr(self, "handle", None):
@@ -161,9 +168,9 @@ class CompiledBackfill:
         begin = math.floor(now_s / resolution) * resolution
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
         library, handle = self.library, self.handle
-        arguments = (handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s, order.ctypes.data,
-                     len(order), int(s.bf_max_job_test), int(s.bf_max_job_user or 0), int(s.bf_max_job_part or 0),
-                     int(s.bf_max_job_start or 0), int(queue.full_cycles), int(queue._capacity_bound))
+        arguments = (handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s,
+                     order.ctypes.data, len(order), s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part,
+                     s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
         code = library.cycle_begin(*arguments, *self._tables())
         if code == UNSEEN:
             for waiting in ordered:
@@ -173,12 +180,9 @@ class CompiledBackfill:
             code = library.cycle_begin(*arguments, *self._tables())
         if code == LEFT:
             return False
-        while code == DONE or code == START:
+        if code == DONE:
             code = library.cycle_run(handle, *self._out)
-            if code == DONE:
-                break
-            if code != START:
-                break
+        while code == START:
             waiting = ordered[self.position.value]
             usable = int.from_bytes(self.usable_out.tobytes(), "little")
             placed = queue._place_now(waiting.job, mask_of(usable, self.size))
@@ -186,12 +190,14 @@ class CompiledBackfill:
                 queue._start(waiting, placed, now_s, by)
                 self._started(waiting.job, now_s)
             library.cycle_resume(handle, int(placed is not None))
+            code = library.cycle_run(handle, *self._out)
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         if code == NOT_WHOLE:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a count not whole after its checks")
         library.cycle_counts(handle, self.counts.ctypes.data)
         queue.cycles_stopped_early += int(self.counts[2])
+        self.cycles += 1
         return True
 
 

@@ -38,8 +38,7 @@ skipped: it would decide the same.
 
 >>> from greenslurm.clustermodel import Cluster, JobSpec
 >>> from greenslurm.sim.engine.replay import Replay
->>> from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill, compiled_backfill_library
-from greenslurm.sim.engine.slurm_model import SlurmScheduling
+>>> from greenslurm.sim.engine.slurm_model import SlurmScheduling
 >>> jobs = [JobSpec("a", 0.0, 100.0, runtime_s=100.0, cpus=2), JobSpec("wide", 1.0, 100.0, runtime_s=50.0, cpus=4),
 ...         JobSpec("short", 2.0, 20.0, runtime_s=20.0, cpus=1)]
 >>> def starts(scheduler):
@@ -56,7 +55,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from itertools import accumulate
 from operator import attrgetter
 
 import numpy as np
@@ -64,15 +62,15 @@ from sortedcontainers import SortedList
 
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
-from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill, compiled_backfill_library
+from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_pass_clock import PassClock
 from greenslurm.sim.engine.slurm_placement import CPU, MEMORY, JobPlacement, NodePower, Placement, asked_nodes
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
-from greenslurm.sim.engine.slurm_waiting import JobLimits, NoLimits, Waiting
+from greenslurm.sim.engine.slurm_waiting import JobLimits, NoLimits, Waiting, smallest_from
 from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, StartersLeft, WillRunView,
-                                                   compiled_will_run_library)
+                                                   compiled_will_run_library, running_index)
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.power_states import PowerManagedMachine
 
@@ -124,7 +122,6 @@ class SlurmQueue:
         # a backfill cycle runs compiled where built and every waiting job's will-run test does
         # (slurm_backfill_core; False: every cycle in the reference, _backfill_cycle)
         self.compiled_cycle = True
-        self._compiled_backfill: CompiledBackfill | None = None
         self.cycles_stopped_early = 0
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
@@ -147,6 +144,7 @@ class SlurmQueue:
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
         self._running_cache: tuple | None = None
+        self._compiled_backfill = CompiledBackfill.of(self)      # None: not built
 
     # -- the strategy protocol ------------------------------------------------------------------
     def submit(self, job: PendingJob, now_s: float) -> None:
@@ -403,15 +401,6 @@ class SlurmQueue:
     def _ordered(self) -> list[Waiting]:
         return sorted(self.waiting_jobs.values(), key=_ORDER_KEY)
 
-    @staticmethod
-    def _smallest_from(ordered: list[Waiting]) -> list[float]:
-        """Per position: the fewest CPUs any job from there on asks.  Once fewer CPUs than that
-        are free, no later job can start now, and a pass can stop: what it would still do
-        (fail partitions, plan reservations) only holds back jobs that cannot start anyway."""
-        out = list(accumulate([waiting.job.cpus_total for waiting in reversed(ordered)], min, initial=math.inf))
-        out.reverse()
-        return out[:-1]
-
     def _free_cpus_now(self) -> float:
         held = float(self._held[:, CPU].sum()) if self._completing else 0.0
         return self.machine.free_cpus_total - held
@@ -459,7 +448,7 @@ class SlurmQueue:
         tested = 0
         self._main_limited = False
         ordered = self._ordered()
-        smallest = self._smallest_from(ordered)
+        smallest = smallest_from(ordered)
         for position, waiting in enumerate(ordered):
             if self._free_cpus_now() < smallest[position] - 1e-9:
                 break
@@ -511,7 +500,7 @@ class SlurmQueue:
 
     # -- backfill ----------------------------------------------------------------------------------
     def _backfill_cycle(self, now_s: float) -> None:
-        if self.compiled_cycle and self._compiled_cycle_ran(now_s):
+        if self.compiled_cycle and self._compiled_backfill is not None and self._compiled_backfill.run(now_s, BACKFILL):
             return
         s = self.settings
         machine = self.machine
@@ -531,7 +520,7 @@ class SlurmQueue:
         per_user: Counter = Counter()
         per_part: Counter = Counter()
         ordered = self._ordered()
-        smallest = self._smallest_from(ordered)
+        smallest = smallest_from(ordered)
         starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
                                 lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
         free_now = self._free_cpus_now()          # changes only when a job starts (below)
@@ -611,16 +600,6 @@ class SlurmQueue:
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
 
-    def _compiled_cycle_ran(self, now_s: float) -> bool:
-        """Whether the compiled cycle (:mod:`~greenslurm.sim.engine.slurm_backfill_core`) ran this one."""
-        if self._compiled_backfill is None:
-            library = compiled_backfill_library()
-            if library is None:
-                self.compiled_cycle = False
-                return False
-            self._compiled_backfill = CompiledBackfill(self, library)
-        return self._compiled_backfill.run(now_s, BACKFILL)
-
     def _bits_of_allowed(self, allowed: np.ndarray) -> int:
         """A job's allowed nodes as a node set (kept per mask: jobs share their partition's)."""
         cache = self._allowed_bits
@@ -675,31 +654,15 @@ class SlurmQueue:
         return (self._resources, self._version)
 
     def _running_index(self) -> tuple:
-        """The running (and completing) jobs in order of expected end, flattened for array tests:
-        their ends, and per (job, node) entry the job's row, the node and what it holds there, and
-        where each job's entries begin (rebuilt after every start or end)."""
+        """The running (and completing) jobs in order of expected end, flattened for array tests
+        (:func:`~greenslurm.sim.engine.slurm_will_run.running_index`; rebuilt after every start or end)."""
         if self._running_cache is None or self._running_cache[0] != self._resources:
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
             pairs = sorted([(release, job.index, job) for release, job in self._completing]
                            + [(end, index, running[index]) for end, index in self.running_by_end],
                            key=lambda pair: pair[:2])
-            ends = np.array([end for end, _, _ in pairs], dtype=float)
-            width = self.machine.free.shape[1]
-            counts = [len(job.node_indices) for _, _, job in pairs]
-            if pairs:
-                owner = np.repeat(np.arange(len(pairs)), counts)
-                nodes = np.concatenate([job.node_indices for _, _, job in pairs])
-                # (a job laid out unevenly holds one row per node already)
-                held = np.concatenate([job.demand if job.demand.ndim == 2 else
-                                       np.broadcast_to(job.demand, (count, width))
-                                       for count, (_, _, job) in zip(counts, pairs)])
-            else:
-                owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
-            # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
-            offsets = list(accumulate(counts, initial=0))
-            indices = np.array([index for _, index, _ in pairs], dtype=np.int64)     # (the order's second key)
-            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets, indices)
+            self._running_cache = (self._resources, *running_index(pairs, self.machine.free.shape[1]))
         return self._running_cache[1:7]
 
     def _node_set(self, nodes: np.ndarray) -> int:

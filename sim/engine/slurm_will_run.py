@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import math
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -105,6 +106,33 @@ def iter_group_ends(ends: list[float], window_s: float, overlaps: list[bool] | N
         while i < count and ends[i] > barrier + window:
             window *= 2
         yield i, last
+
+
+def running_index(pairs: list[tuple[float, int, PendingJob]], width: int) -> tuple:
+    """The running jobs, as (expected end, index, job) sorted, flattened for array tests: their ends (an
+    array and a list), per (job, node) entry the job's row, the node and what it holds there (``width``
+    resources), where each job's entries begin (job r's are [offsets[r], offsets[r + 1])), and the jobs'
+    indices.
+
+    >>> from types import SimpleNamespace as Job
+    >>> a = Job(node_indices=np.array([0, 2]), demand=np.array([[2.0], [1.0]]))    # laid out unevenly
+    >>> b = Job(node_indices=np.array([1]), demand=np.array([4.0]))
+    >>> ends, end_list, owner, nodes, held, offsets, indices = running_index([(10.0, 5, a), (20.0, 3, b)], 1)
+    >>> end_list, owner.tolist(), nodes.tolist(), held[:, CPU].tolist(), offsets, indices.tolist()
+    ([10.0, 20.0], [0, 0, 1], [0, 2, 1], [2.0, 1.0, 4.0], [0, 2, 3], [5, 3])
+    """
+    ends = np.array([end for end, _, _ in pairs], dtype=float)
+    counts = [len(job.node_indices) for _, _, job in pairs]
+    if pairs:
+        owner = np.repeat(np.arange(len(pairs)), counts)
+        nodes = np.concatenate([job.node_indices for _, _, job in pairs])
+        # (a job laid out unevenly holds one row per node already)
+        held = np.concatenate([job.demand if job.demand.ndim == 2 else np.broadcast_to(job.demand, (count, width))
+                               for count, (_, _, job) in zip(counts, pairs)])
+    else:
+        owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
+    indices = np.array([index for _, index, _ in pairs], dtype=np.int64)
+    return ends, ends.tolist(), owner, nodes, held, list(accumulate(counts, initial=0)), indices
 
 
 class StartersLeft:
