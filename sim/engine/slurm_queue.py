@@ -58,7 +58,7 @@ from collections import Counter
 from operator import attrgetter
 
 import numpy as np
-from sortedcontainers import SortedList
+from sortedcontainers import SortedKeyList, SortedList
 
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
@@ -95,6 +95,7 @@ class SlurmQueue:
         self.priority = JobPriority(settings.priority, cluster.size, float(cluster.total_cpus),
                                     self.limits.fairshare)
         self.waiting_jobs: dict[int, Waiting] = {}
+        self._order = SortedKeyList(key=_ORDER_KEY)          # the waiting jobs in the queue's order
         self.running_by_end: SortedList = SortedList()       # (expected end, index)
         self.rejected: list[Rejection] = []
         self.started_by: dict[str, str] = {}                 # job id -> "main" or "backfill"
@@ -178,6 +179,7 @@ class SlurmQueue:
             self._arriving.append((now_s + self.settings.submit_delay_s, waiting))
             return
         self.waiting_jobs[job.index] = waiting
+        self._order.add(waiting)
         self._version += 1
         self._request_pass(now_s)
 
@@ -212,6 +214,7 @@ class SlurmQueue:
         while self._arriving and self._arriving[0][0] <= now_s:
             waiting = self._arriving.pop(0)[1]
             self.waiting_jobs[waiting.job.index] = waiting
+            self._order.add(waiting)
             self._version += 1
             self._request_pass(now_s)
 
@@ -397,9 +400,10 @@ class SlurmQueue:
                 changed = True
         if changed:
             self._version += 1
+            self._order = SortedKeyList(self.waiting_jobs.values(), key=_ORDER_KEY)
 
     def _ordered(self) -> list[Waiting]:
-        return sorted(self.waiting_jobs.values(), key=_ORDER_KEY)
+        return list(self._order)
 
     def _free_cpus_now(self) -> float:
         held = float(self._held[:, CPU].sum()) if self._completing else 0.0
@@ -430,6 +434,7 @@ class SlurmQueue:
         self.placement.forget(job)
         self._job_keys.pop(job.index, None)
         del self.waiting_jobs[job.index]
+        self._order.remove(waiting)
         self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
         self.started_by[job.job.job_id] = by
@@ -679,6 +684,7 @@ class SlurmQueue:
         starts, ends or moves; one that went stale would change starts)."""
         for waiting in self.waiting_jobs.values():      # each order key follows its job's priority
             assert waiting.key == (-waiting.tier, -waiting.priority, waiting.job.job.submit_s, waiting.job.index)
+        assert list(self._order) == sorted(self.waiting_jobs.values(), key=_ORDER_KEY)     # the kept order
         kept = self._running_cache
         if kept is not None and kept[0] == self._resources:
             self._running_cache = None
