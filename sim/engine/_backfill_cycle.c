@@ -124,6 +124,16 @@ Cycle *cycle_new(int64_t n, const double *node_cpus)
     return c;
 }
 
+/* *array grown to count items of `item` bytes (0, or NO_MEMORY: the array as it was) */
+static int grow(void **array, size_t item, int64_t count)
+{
+    void *grown = realloc(*array, item * (size_t)count);
+    if (!grown)
+        return NO_MEMORY;
+    *array = grown;
+    return 0;
+}
+
 /* -- node sets ------------------------------------------------------------------------------------- */
 static uint64_t *row_of(const Cycle *c, int64_t j) { return c->rows + j * c->words; }
 
@@ -252,14 +262,9 @@ static int64_t split(Cycle *c, double t_s)
         return i;
     if (c->slots == c->room) {
         int64_t room = c->room * 2;
-        double *starts = realloc(c->starts, sizeof(double) * (size_t)room);
-        if (!starts)
+        if (grow((void **)&c->starts, sizeof(double), room)
+            || grow((void **)&c->rows, sizeof(uint64_t), room * c->words))
             return -1;
-        c->starts = starts;
-        uint64_t *rows = realloc(c->rows, sizeof(uint64_t) * (size_t)(room * c->words));
-        if (!rows)
-            return -1;
-        c->rows = rows;
         c->room = room;
     }
     memmove(c->starts + i + 2, c->starts + i + 1, sizeof(double) * (size_t)(c->slots - i - 1));
@@ -345,31 +350,15 @@ static int room_for(Cycle *c, int64_t jobs, int64_t entries)
 {
     if (jobs > c->jobs_room) {
         int64_t room = jobs * 2;
-        double *clock = realloc(c->clock_ends, sizeof(double) * (size_t)room);
-        if (clock)
-            c->clock_ends = clock;
-        double *trace = realloc(c->trace_ends, sizeof(double) * (size_t)room);
-        if (trace)
-            c->trace_ends = trace;
-        int64_t *keys = realloc(c->keys, sizeof(int64_t) * (size_t)room);
-        if (keys)
-            c->keys = keys;
-        int64_t *offsets = realloc(c->offsets, sizeof(int64_t) * (size_t)(room + 1));
-        if (offsets)
-            c->offsets = offsets;
-        if (!clock || !trace || !keys || !offsets)
+        if (grow((void **)&c->clock_ends, sizeof(double), room) || grow((void **)&c->trace_ends, sizeof(double), room)
+            || grow((void **)&c->keys, sizeof(int64_t), room) || grow((void **)&c->offsets, sizeof(int64_t), room + 1))
             return NO_MEMORY;
         c->jobs_room = room;
     }
     if (entries > c->entries_room) {
         int64_t room = entries * 2;
-        int64_t *nodes = realloc(c->entry_nodes, sizeof(int64_t) * (size_t)room);
-        if (nodes)
-            c->entry_nodes = nodes;
-        double *cpus = realloc(c->entry_cpus, sizeof(double) * (size_t)room);
-        if (cpus)
-            c->entry_cpus = cpus;
-        if (!nodes || !cpus)
+        if (grow((void **)&c->entry_nodes, sizeof(int64_t), room)
+            || grow((void **)&c->entry_cpus, sizeof(double), room))
             return NO_MEMORY;
         c->entries_room = room;
     }
@@ -470,41 +459,27 @@ int cycle_begin(Cycle *c, double now_s, double begin_s, double plan_end_s, doubl
         if (!table[order[p] * columns + COL_COMPILES])
             return LEFT;
     }
-    c->now = now_s;
-    c->plan_end = plan_end_s;
-    c->resolution = resolution_s;
-    c->bf_window = bf_window_s;
-    c->window_s = will_run_window_s;
-    c->slots = 1;
-    c->starts[0] = begin_s;
+    /* the settings, the plan (one slot: every node available), the jobs */
+    c->now = now_s, c->plan_end = plan_end_s, c->resolution = resolution_s, c->bf_window = bf_window_s;
+    c->window_s = will_run_window_s, c->max_test = max_test, c->max_user = max_user, c->max_part = max_part;
+    c->max_start = max_start, c->full = full, c->capacity_bound = capacity_bound;
+    c->slots = 1, c->starts[0] = begin_s;
     memcpy(row_of(c, 0), available_nodes, sizeof(uint64_t) * (size_t)c->words);
-    c->order = order;
-    c->count = count;
-    c->table = table;
-    c->columns = columns;
-    c->parts = parts;
+    c->order = order, c->count = count, c->table = table, c->columns = columns, c->parts = parts;
     free(c->smallest); free(c->per_user); free(c->per_part);
     c->smallest = malloc(sizeof(double) * (size_t)(count ? count : 1));
     c->per_user = calloc((size_t)(users ? users : 1), sizeof(int64_t));
     c->per_part = calloc((size_t)(partitions ? partitions : 1), sizeof(int64_t));
     if (!c->smallest || !c->per_user || !c->per_part)
         return NO_MEMORY;
-    /* _smallest_from: the fewest CPUs any job from p on asks */
+    /* smallest_from (slurm_waiting.py): the fewest CPUs any job from p on asks */
     double least = INFINITY;
     for (int64_t p = count - 1; p >= 0; p--) {
         double cpus = table[order[p] * columns + COL_CPUS];
         least = cpus < least ? cpus : least;
         c->smallest[p] = least;
     }
-    c->max_test = max_test;
-    c->max_user = max_user;
-    c->max_part = max_part;
-    c->max_start = max_start;
-    c->full = full;
-    c->capacity_bound = capacity_bound;
-    c->position = 0;
-    c->tried = c->started = c->stopped_early = 0;
-    c->witness = 0;
+    c->position = c->tried = c->started = c->stopped_early = c->witness = 0;
     c->tested_at = -1;
     c->changes = 0;
     memset(c->counted, 0, sizeof(uint64_t) * (size_t)c->words);

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from greenslurm.clustermodel.native import load_beside, warn_missing_once
-from greenslurm.sim.engine.slurm_node_space import bits_of, mask_of
+from greenslurm.sim.engine.slurm_node_space import mask_of
 from greenslurm.sim.engine.slurm_waiting import NoLimits
 from greenslurm.sim.engine.slurm_will_run import slurm_clock_s
 
