@@ -3,8 +3,8 @@
 is the reference (tests hold the two to the same starts, nodes and counters).
 
 It takes a cycle when every waiting job's will-run test runs compiled (a job Slurm spreads, asking CPUs
-only, under no node cap: ``SlurmQueue._compiles``), on a machine without power saving and under no
-accounting limits, with whole CPU counts everywhere; any other cycle is left to the reference whole.
+only, under no node cap: ``SlurmQueue._compiles``), on a plain machine (no power saving, no
+co-location) and under no accounting limits, with whole CPU counts everywhere; any other cycle is left to the reference whole.
 Per job, what the cycle reads is settled once in Python when the job is first seen (its CPUs, limit,
 partition's nodes, user, partition, eligibility time) and kept in a table by job index; per cycle the
 core gets the queue's order as job indices.  The plan, the early stops, ``bf_max_job_*`` and the
@@ -25,6 +25,7 @@ from greenslurm.clustermodel.native import load_beside, warn_missing_once
 from greenslurm.sim.engine.slurm_node_space import mask_of
 from greenslurm.sim.engine.slurm_waiting import NoLimits
 from greenslurm.sim.engine.slurm_will_run import slurm_clock_s
+from greenslurm.sim.machines.machine import Machine
 
 if TYPE_CHECKING:
     from greenslurm.sim.engine.slurm_queue import SlurmQueue
@@ -91,8 +92,9 @@ class CompiledBackfill:
     def takes(self) -> bool:
         """Whether the queue's settings leave its cycles to this path (the jobs are checked per cycle)."""
         queue = self.queue
+        # (a plain machine: a start takes exactly its CPUs from its nodes' free ones, as the core does)
         return (queue.compiled_cycle and queue.compiled_will_run and queue._power is None and self.nodes_whole
-                and type(queue.limits) is NoLimits)
+                and type(queue.limits) is NoLimits and type(queue.machine) is Machine)
 
     def _see(self, waiting) -> None:
         """The row of a job first seen in a cycle: what the cycle reads of it, fixed while it waits."""
