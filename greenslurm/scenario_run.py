@@ -267,7 +267,8 @@ def build(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, supply=
         timing = None
         if scenario.cluster.slurmctld_log is not None:
             timing, moments = read_slurmctld_log(scenario.cluster.slurmctld_log,
-                                                 min((job.submit_s for job in jobs), default=None))
+                                                 min((job.submit_s for job in jobs), default=None),
+                                                 strict=scenario.trace.strict)
             jobs = with_logged_moments(jobs, moments, scenario.cluster.slurmctld_log)
         options = strategy_options(slurm_scheduling(scenario, timing), accounts)
         if accounts is not None:         # Slurm's default account and QOS for jobs that name none
@@ -335,18 +336,23 @@ def slurm_scheduling(scenario: Scenario, timing=None):
                                           controller_s=timing.controller_s, first_main_pass_s=timing.first_main_pass_s)
 
 
-def read_slurmctld_log(path: str, first_submit_s: float | None):
+def read_slurmctld_log(path: str, first_submit_s: float | None, strict: bool = False):
     """(threads' timing, jobs' moments) of the site's slurmctld log: the timing of the slurmctld run
     up at the trace's first submission (:func:`greenslurm.traces.slurmctld_log.thread_timing`;
     restarts during the trace are reported: their threads run on other phases, which the replay does
     not follow) and each job's logged submission, start and end to the millisecond
     (:func:`~greenslurm.traces.slurmctld_log.job_moments_s`).  The log must have started before the
-    trace: a log of another period is refused."""
+    trace: a log of another period is refused.  Damaged lines (bytes that are not UTF-8, a NUL) are
+    reported, or refused under ``strict``."""
     from greenslurm.traces.slurmctld_log import read_log, thread_timing
 
     if os.path.exists(path) and not os.path.isfile(path):          # a folder, /dev/zero: never read
         raise InputError("the slurmctld log is not a regular file", path=path)
     scan = read_log(path)                       # one pass: the threads' timing and the jobs' moments
+    if scan.damaged_lines and strict:
+        raise InputError(f"{scan.damage()} (strict mode)", path=path, line=scan.first_damaged_line)
+    if scan.damaged_lines:
+        log.warning("%s: %s", path, scan.damage())
     try:
         timing = thread_timing(scan, first_submit_s)
     except ValueError as error:                 # no start line

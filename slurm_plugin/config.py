@@ -5,6 +5,7 @@ Lua-side ones (socket, timeout, failure modes) into job_submit.lua."""
 from __future__ import annotations
 
 import math
+import re
 import shlex
 import tomllib
 from dataclasses import dataclass, field, fields
@@ -176,6 +177,8 @@ class HookConfig:
                              ("supply_stale", SUPPLY_STALE), ("no_deadline", NO_DEADLINE_POLICIES),
                              ("measured_energy", ("none", "sacct"))):
             one_of(key, allowed)
+        if re.fullmatch(r"ESLURM_[A-Z0-9_]+", self.reject_error) is None:      # "SUCCESS" would accept
+            raise bad(f"must name a Slurm error (ESLURM_...), got {self.reject_error!r}", "reject_error")
         for key in ("timeout_ms", "sync_interval_s", "default_time_limit_s", "max_view_age_s", "retry_after_s",
                     "supply_scale", "supply_refresh_s", "supply_timeout_s", "supply_max_age_s", "supply_horizon_s"):
             if not 0 < getattr(self, key) < math.inf:          # also refuses nan

@@ -480,6 +480,14 @@ def check(config: HookConfig, slurm_conf: Path, unit: Path | None = None) -> lis
     else:
         has_filter = False
 
+    # hook.toml and its folder: whoever can write them can switch the checks off at the next start
+    # (shadow = true, fail_deadline = "open") or move the socket away from job_submit.lua
+    if Path(config.path).is_file():                      # (not for the built-in defaults)
+        loose = [f"{p}: mode {stat.S_IMODE(p.stat().st_mode):04o}" for p in (Path(config.path), Path(config.path).parent)
+                 if p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o022]
+        add("hook.toml", FAIL if loose else OK,
+            "; ".join(loose) + ": writable by others, who could switch the checks off" if loose else str(config.path))
+
     # job_submit.lua: greenslurm's, not writable by others, rendered from this config
     lua = conf_dir / "job_submit.lua"
     if not lua.is_file():

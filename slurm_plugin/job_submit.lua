@@ -36,6 +36,8 @@ local FAIL_OPEN = @FAIL_OPEN@
 local FAIL_DEADLINE_OPEN = @FAIL_DEADLINE_OPEN@
 local RETRY_AFTER_S = @RETRY_AFTER_S@
 local MAX_FIELD = 4096
+local MAX_ANSWER_BYTES = 1048576     -- the service's answers are a few hundred bytes; a plan's node list more
+local ANSWER_CHUNK_BYTES = 8192
 local FAILURES_BEFORE_PAUSE = 3
 
 local have_socket, socket = pcall(require, "socket")
@@ -382,14 +384,46 @@ local function ask(request)
     if not remaining() then client:close(); return nil, "timeout" end
     ok, err = client:send(json_object(request) .. "\n")
     if not ok then client:close(); return nil, "send: " .. tostring(err) end
-    if not remaining() then client:close(); return nil, "timeout" end
-    local line
-    line, err = client:receive("*l")
+    -- the service answers the line, then closes when it reads the end of the requests; the answer is
+    -- read in chunks up to MAX_ANSWER_BYTES (a longer one is refused, never held: receive("*l") would
+    -- hold however many bytes arrive within the timeout inside slurmctld)
+    client:shutdown("send")
+    local parts, size, line = {}, 0, nil
+    while line == nil do
+        if not remaining() then client:close(); return nil, "timeout" end
+        local chunk, rerr, partial = client:receive(ANSWER_CHUNK_BYTES)
+        chunk = chunk or partial or ""
+        local newline = string.find(chunk, "\n", 1, true)
+        if newline then
+            parts[#parts + 1] = string.sub(chunk, 1, newline - 1)
+            line = table.concat(parts)
+        else
+            parts[#parts + 1] = chunk
+            size = size + #chunk
+            if size > MAX_ANSWER_BYTES then
+                client:close()
+                return nil, string.format("answer longer than %d bytes", MAX_ANSWER_BYTES)
+            end
+            if rerr then client:close(); return nil, "receive: " .. tostring(rerr) end
+        end
+    end
     client:close()
-    if not line then return nil, "receive: " .. tostring(err) end
     local answer = json_decode_flat(line)
     if answer == nil then return nil, "unreadable answer" end
     return answer, nil
+end
+
+-- The Slurm error a refusal returns: the ESLURM_ code the answer names when this Slurm has it, else
+-- slurm.ERROR.  Any other name must not pass: slurm.SUCCESS would turn the refusal into an
+-- acceptance, and so would a function (slurm.log_info), Slurm reading a value that is not a number
+-- as success (job_submit_lua.c, "non-numeric return code").
+local function refusal_code(answer)
+    local name = answer.error_code
+    if type(name) == "string" and string.sub(name, 1, 7) == "ESLURM_" then
+        local code = slurm[name]
+        if type(code) == "number" and code ~= slurm.SUCCESS then return code end
+    end
+    return slurm.ERROR
 end
 
 local function failed_ranges()
@@ -562,8 +596,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         elseif action == "reject" then
             log_info("rejected a job of uid %s: %s", tostring(submit_uid), tostring(answer.message))
             slurm.log_user("%s", answer.message or "greenslurm: job rejected")
-            local code = answer.error_code and slurm[answer.error_code]
-            return code or slurm.ERROR
+            return refusal_code(answer)
         end
         return fail("service error: " .. tostring(answer.message), has_deadline, request_id, submit_uid, true)
     end)
@@ -621,7 +654,7 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
             log_info("refused a change to job %s by uid %s: %s", tostring(job_rec.job_id), tostring(modify_uid),
                      tostring(answer.message))
             slurm.log_user("%s", answer.message or "greenslurm: change refused")
-            return (answer.error_code and slurm[answer.error_code]) or slurm.ERROR
+            return refusal_code(answer)
         end
         return slurm.SUCCESS
     end)

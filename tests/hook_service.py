@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -144,3 +146,45 @@ class ServiceProcess:
         if self.proc is not None:
             end_group(self.proc.pid)
         self.proc = None
+
+
+class FakeService:
+    """A FAKE decision service (to inject faults the real one never makes): to every request it sends
+    the byte strings ``answer()`` yields, and records how many bytes the hook took before it closed
+    the connection."""
+
+    def __init__(self, path: str, answer) -> None:
+        self.answer = answer
+        self.sent: list[int] = []
+        self.listener = socket.socket(socket.AF_UNIX)
+        self.listener.bind(path)
+        self.listener.listen(8)
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn, conn.makefile("rb") as requests:
+                requests.readline()
+                sent = 0
+                try:
+                    for data in self.answer():
+                        sent += conn.send(data)
+                except OSError:
+                    pass
+                self.sent.append(sent)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def never_ending_answer(limit_bytes: int = 512 * 2 ** 20):
+    """A reject whose line never ends: 1 MiB of blanks after another (up to ``limit_bytes``)."""
+    yield b'{"action":"reject","message":"greenslurm: FAKE huge answer applied"'
+    blanks = b" " * 2 ** 20
+    for _ in range(limit_bytes // len(blanks)):
+        yield blanks

@@ -446,6 +446,7 @@ for i, (body, names) in enumerate([
     ('[hook]\nsocket = "relative.sock"\n', "socket"), ("[hook]\nmax_connections = 1e9\n", "max_connections"),
     ("hook = 5\n", "hook"), ('[hook]\nbackend = "files"\n', "state_dir"),
     ("[hook]\nmax_array_tasks = 1000000000000\n", "max_array_tasks"),
+    ('[hook]\nreject_error = "SUCCESS"\n', "reject_error"), ('[hook]\nreject_error = "log_info"\n', "reject_error"),
 ]):
     for action in ("install", "check", "serve"):
         case(f"hook {action}", names, "hook", action, "--config", toml_file(f"hook-{i}.toml", body))

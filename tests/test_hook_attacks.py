@@ -44,7 +44,8 @@ from pathlib import Path
 import pytest
 
 from greenslurm.slurm_plugin.install import ping
-from hook_service import ServiceProcess, open_record, recorded_decisions, write_config
+from hook_service import (FakeService, ServiceProcess, never_ending_answer, open_record, recorded_decisions,
+                          write_config)
 from slurm_cluster import NodeDef, SlurmCluster, running_cluster, shared_root, skip_reason
 
 REASON = skip_reason()
@@ -724,3 +725,40 @@ def test_more_tasks_than_cpus_gets_the_answer_slurm_gives_without_the_hook(empty
     hooked = empty.sbatch("-O", "-n", "17", "-t", "1")
     plain_cluster.run("scancel", "--user=root", check=False)
     assert reference.returncode == 0 and hooked.returncode == 0, reference.stderr + hooked.stderr
+
+# -- a faulty program on the socket (FAKE services: faults the real one never makes) ---------------
+@ONCE
+def test_a_faulty_answer_is_never_held_nor_read_as_an_acceptance_by_slurmctld(attack):
+    """The real slurmctld, the ordinary user's sbatch, and in place of the service a FAKE one: first
+    an answer line that never ends, then a refusal naming Slurm's SUCCESS as its error.  The first
+    is cut at 1 MiB (the job without a deadline fails open, the deadline job fails closed, each with
+    its reason in slurmctld's log and the user's message); the second stays a refusal, its message
+    printed by sbatch (slurmctld reads a 0 or a value that is not a number as success)."""
+    attack.cancel_jobs()
+    log_before = len(attack.cluster.log_text())
+    attack.stop_service()
+    refusal = b'{"action":"reject","message":"greenslurm: FAKE refusal","error_code":"SUCCESS"}\n'
+    try:
+        huge = FakeService(attack.socket, never_ending_answer)
+        try:
+            plain = attack.sbatch("--hold", "-t", "1", timeout=120)
+            due = attack.sbatch("--hold", "-t", "1", "--deadline=now+1hour", filtered=True, timeout=120)
+        finally:
+            huge.close()
+            os.unlink(attack.socket)
+        fake = FakeService(attack.socket, lambda: iter([refusal]))
+        try:
+            refused = attack.sbatch("--hold", "-t", "1", timeout=120)
+        finally:
+            fake.close()
+            os.unlink(attack.socket)
+    finally:
+        attack.serve()
+    log = attack.cluster.log_text()[log_before:]
+    assert refused.returncode != 0, f"a refusal naming SUCCESS was accepted: job {refused.stdout.strip()}"
+    assert "FAKE refusal" in refused.stderr, refused.stderr
+    assert plain.returncode == 0, plain.stderr
+    assert due.returncode != 0 and "admission service is unavailable" in due.stderr, due.stderr
+    assert log.count("decision service unavailable (answer longer than 1048576 bytes)") == 2, log[-3000:]
+    assert len(huge.sent) == 2 and max(huge.sent) < 8 * 2 ** 20, huge.sent     # the cap + socket buffers
+    attack.cancel_jobs()

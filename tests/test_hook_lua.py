@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.install import render_job_submit
 from greenslurm.slurm_plugin.protocol import deadline_from_script
-from hook_service import ServiceProcess, recorded_decisions, write_config
+from hook_service import FakeService, ServiceProcess, never_ending_answer, recorded_decisions, write_config
 
 LUA = shutil.which("lua5.1")
 HERE = Path(__file__).parent
@@ -395,3 +395,43 @@ def test_the_tag_never_pushes_a_comment_past_slurms_1024_bytes(tmp_path, service
     assert re.fullmatch(r"c{1000} \| greenslurm#2\.[0-9a-f]{8}", comments[1])
     assert comments[2] == "c" * 1010 and comments[3] == "c" * 1024
     assert log.count("leaves no room for the tag") == 2
+
+
+def test_an_answer_that_never_ends_is_refused_at_a_mebibyte_not_held(tmp_path):
+    # The service's answer is one line of a few hundred bytes.  One that never ends (a fault, a
+    # wrong program on the socket) used to be read whole for as long as it came within timeout_ms:
+    # about 140 MB held inside slurmctld and 2 s of one submission on this machine.  Now the hook
+    # stops at 1 MiB: the job without a deadline fails open, the deadline job fails closed, and the
+    # fake never gets more than the cap plus the socket's buffers into the hook.
+    sock = str(tmp_path / "fake.sock")
+    fake = FakeService(sock, never_ending_answer)
+    try:
+        config = HookConfig(socket=sock, database=str(tmp_path / "db.sqlite"))
+        cases = [{"job_desc": job(), "uid": 1001},
+                 {"job_desc": job(environment={"GREENSLURM_DEADLINE": "now+1day"}), "uid": 1002}]
+        lines, log = run_hook(tmp_path, config, cases)
+    finally:
+        fake.close()
+    assert [int(line[0]) for line in lines] == [0, -1], (lines, log)
+    assert log.count("decision service unavailable (answer longer than 1048576 bytes)") == 2, (log, fake.sent)
+    assert "FAKE huge answer applied" not in log
+    assert len(fake.sent) == 2 and max(fake.sent) < 8 * 2 ** 20, fake.sent
+
+
+# error codes a garbled refusal may name: Slurm's success, a function of the slurm table (Slurm reads a
+# return value that is not a number as success), a name this Slurm does not have, not a string
+GARBLED_CODES = ('"SUCCESS"', '"log_info"', '"ESLURM_NO_SUCH_ERROR"', "1", "true")
+
+
+@pytest.mark.parametrize("code", GARBLED_CODES)
+def test_a_refusal_naming_no_slurm_error_is_still_a_refusal(tmp_path, code):
+    sock = str(tmp_path / "fake.sock")
+    line = b'{"action":"reject","message":"greenslurm: FAKE refusal","error_code":' + code.encode() + b"}\n"
+    fake = FakeService(sock, lambda: iter([line]))
+    try:
+        lines, log = run_hook(tmp_path, HookConfig(socket=sock, database=str(tmp_path / "db.sqlite")),
+                              [{"job_desc": job()}])
+    finally:
+        fake.close()
+    assert [line[0] for line in lines] == ["-1"], (lines, log)        # slurm.ERROR, never SUCCESS
+    assert "USER greenslurm: FAKE refusal" in log

@@ -544,7 +544,8 @@ def test_check_of_a_wired_site_is_ok_with_one_warning(site, capsys):
 @pytest.mark.parametrize("path, mode, failing", [("state/hook.sqlite", 0o644, "record"),
                                                   ("run/hook.sock", 0o666, "socket"),
                                                   ("run", 0o770, "runtime folder"),
-                                                  ("etc/job_submit.lua", 0o666, "job_submit.lua")])
+                                                  ("etc/job_submit.lua", 0o666, "job_submit.lua"),
+                                                  ("hook.toml", 0o666, "hook.toml"), (".", 0o777, "hook.toml")])
 def test_a_loose_mode_fails(site, path, mode, failing):
     root, config, conf, _ = site
     target = root / path

@@ -79,8 +79,10 @@ def test_a_stamp_reads_as_datetime_reads_it_whatever_its_fraction(moment, digits
     def stamp(at):
         return at.strftime("%Y-%m-%dT%H:%M:%S") + ("." + f"{at.microsecond:06d}{at.microsecond % 10}"[:digits]
                                                     if digits else "")
-    later = moment.replace(microsecond=later_us) + timedelta(seconds=later_s)
-    lines = [f"[{stamp(moment)}] a", f"[{stamp(later)}] b", f"[{stamp(moment)}] c"]
+    # in time order (a stamp before the one above is refused), across a midnight where later_s takes them
+    later = moment + timedelta(seconds=later_s, microseconds=later_us)
+    last = later + timedelta(seconds=later_s)
+    lines = [f"[{stamp(moment)}] a", f"[{stamp(later)}] b", f"[{stamp(last)}] c"]
     expected = [datetime.fromisoformat(line[1:line.index("]")]).replace(tzinfo=timezone.utc).timestamp()
                 for line in lines]
     assert [at for at, _ in _stamped("\n".join(lines))] == expected
@@ -149,9 +151,20 @@ def test_a_take_over_after_the_threads_it_starts_is_refused(tmp_path):
     # slurmctld starts its background loop and backfill only once it runs as primary controller
     # (controller.c), so a take-over stamped after their first logged work (s98: the main scheduler
     # allocated JobId=1 at 01:15:50.749) is a log out of order; it anchored backfill's loop 2 hours late, silently
+    # stamped 03:00 where it stands (line 28), the next line's stamp goes back: refused at line 29
     log = s98_log_with_line_28(tmp_path, "[2026-11-29T03:00:00.000] Running as primary controller")
-    with pytest.raises(InputError, match=r"line 28: slurmctld's take-over as primary controller at "
-                                         r"2026-11-29T03:00:00.000 comes after its threads' first logged work"):
+    with pytest.raises(InputError, match=r"line 29: time stamp 2026-11-29T01:15:44.651 comes 6255.349 s before "
+                                         r"line 28's 2026-11-29T03:00:00.000"):      # 03:00:00 - 01:15:44.651
+        read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
+    # moved after JobId=1's allocation (line 37 then 36) with its stamps in order: the take-over check
+    lines = (S98 / "slurmctld.log").read_text().splitlines()
+    take_over = lines.pop(27)
+    assert lines[35].startswith("[2026-11-29T01:15:50.749] sched: Allocate JobId=1 ")
+    lines.insert(36, "[2026-11-29T01:15:50.750]" + take_over[len("[2026-11-29T01:15:44.475]"):])
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=r"line 37: slurmctld's take-over as primary controller at "
+                                         r"2026-11-29T01:15:50.750 comes after its threads' first logged work "
+                                         r"at 2026-11-29T01:15:50.749"):
         read_slurmctld_log(str(log), epoch("2026-11-29T01:15:50"))
 
 

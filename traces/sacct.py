@@ -380,12 +380,12 @@ class _Record:
         return state, cancelled_by
 
     def _runtime(self, start: float | None, end: float | None) -> float:
+        if start is not None and end is not None and end < start:      # a job ending before it starts: not
+            raise self.skip("bad field End", "end", "End is before Start")     # its Elapsed, nor its Start
         elapsed = self.parsed("elapsed", sf.parse_duration)
         if elapsed is not None:
             return elapsed
         if start is not None and end is not None:
-            if end < start:
-                raise self.skip("bad field End", "end", "End is before Start")
             self.adjust("runtime from End - Start (no Elapsed)", "elapsed",
                         f"Elapsed is {self.text('elapsed')!r}; End - Start = {end - start:g} s used")
             return end - start

@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 UNKNOWN_TIMES = frozenset({"", "Unknown", "None", "N/A", "NONE", "UNKNOWN", "none", "unknown"})
 UNLIMITED_DURATIONS = frozenset({"UNLIMITED", "Partition_Limit", "INVALID", "infinite", "INFINITE"})
 
-_SIZE = re.compile(r"(?P<num>\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?P<unit>[KMGTPE]?)(?:i?B)?", re.IGNORECASE)
-_REQMEM = re.compile(r"(?P<num>\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?P<unit>[KMGTPE]?)(?P<scope>[nc]?)", re.IGNORECASE)
+_SIZE = re.compile(r"(?P<num>\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?P<unit>[KMGTPE]?)(?:i?B)?", re.IGNORECASE | re.ASCII)
+_REQMEM = re.compile(r"(?P<num>\d{1,30}(?:\.\d{0,30})?|\.\d{1,30})(?P<unit>[KMGTPE]?)(?P<scope>[nc]?)", re.IGNORECASE | re.ASCII)
 _UNIT_MIB = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3, "E": 1024.0 ** 4}
 # Slurm's per-CPU flag in a memory request: bit 31 in 32-bit builds, bit 63 in 64-bit ones.
 MEM_PER_CPU_FLAGS = (1 << 63, 1 << 31)
@@ -29,7 +29,9 @@ SLURM_TIME_FORMS = "minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIM
 # Slurm 22.05's _is_valid_timespec (src/common/parse_time.c): digit groups, at most one '-' and before
 # any ':', at most two ':', each separator between digits (a trailing "D-" alone allowed); seconds may
 # carry a fraction here (sacct prints CPU times as MM:SS.mmm)
-_SLURM_TIME = re.compile(r"(\d+)-(?:(\d+)(?::(\d+)(?::(\d+(?:\.\d+)?))?)?)?|(\d+)(?::(\d+(?:\.\d+)?)(?::(\d+(?:\.\d+)?))?)?")
+# \d of ASCII only: Slurm reads digits with C's isdigit, and Python's int() would take "١٢" (Arabic-Indic) as 12
+_SLURM_TIME = re.compile(r"(\d+)-(?:(\d+)(?::(\d+)(?::(\d+(?:\.\d+)?))?)?)?|(\d+)(?::(\d+(?:\.\d+)?)(?::(\d+(?:\.\d+)?))?)?",
+                         re.ASCII)
 
 
 def slurm_time_s(text: str) -> float:
@@ -40,6 +42,10 @@ def slurm_time_s(text: str) -> float:
 
     >>> [slurm_time_s(t) for t in ("30", "1:30", "1:00:00", "2-12", "1-2:30", "3-", "01:07.402", "unlimited")]
     [1800.0, 90.0, 3600.0, 216000.0, 95400.0, 259200.0, 67.402, inf]
+    >>> slurm_time_s("\u0661:00")                  # an Arabic-Indic one: digits are ASCII, as Slurm's
+    Traceback (most recent call last):
+    ...
+    ValueError: '١:00' is not a Slurm time (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED)
     >>> slurm_time_s("1:2:3:4")
     Traceback (most recent call last):
     ...
@@ -197,9 +203,9 @@ def parse_tres(text: str) -> dict[str, float]:
 
 
 # -- job ids ------------------------------------------------------------------------------------
-_ARRAY_TASK = re.compile(r"(\d+)_(\d+)")
+_ARRAY_TASK = re.compile(r"(\d+)_(\d+)", re.ASCII)
 _ARRAY_RANGE = re.compile(r"(\d+)_\[([0-9,\-:%]+)\]")
-_PLAIN_ID = re.compile(r"\d+(?:\+\d+)?")        # 123, or 123+1 (a heterogeneous job component)
+_PLAIN_ID = re.compile(r"\d+(?:\+\d+)?", re.ASCII)        # 123, or 123+1 (a heterogeneous job component)
 MAX_ARRAY_TASKS = 1_000_000
 
 

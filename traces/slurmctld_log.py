@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from greenslurm.clustermodel import InputError
-from greenslurm.traces.source import byte_pieces
+from greenslurm.traces.source import byte_pieces, split_lines
 
 # slurmctld's stamp (LogTimeFormat iso8601_ms, the default, or iso8601), or with the zone's offset
 # (rfc5424_ms, rfc5424: log.c's log_timestamp): the offset is left aside, the wall clock read
@@ -46,17 +46,24 @@ _STAMP_START = re.compile(r"^\[\d{4}-")
 
 
 class BadStamp(ValueError):
-    """A line's time stamp has the shape of one but is no time (month 13, hour 25)."""
+    """A line's time stamp has the shape of one but is no time (month 13, hour 25), or comes before
+    the stamp of a line above it."""
 
 
 def _lines(log):
-    """The lines of a log given as its text or as an iterable of lines (an open file, read as it
-    goes: a year's log need not fit in memory), split as ``str.splitlines`` splits the text."""
+    """The lines of a log given as its text or as an iterable of pieces of it that end at line ends
+    (an open file, read as it goes: a year's log need not fit in memory), split on ``\\n`` only (a
+    ``\\r`` before it dropped) as an editor numbers them: a form feed or U+2028 inside a message
+    ends no line (:func:`greenslurm.traces.source.split_lines`).
+
+    >>> list(_lines("a\\x0bb\\x0cc\\u2028d\\r\\ne\\n")), list(_lines(["a\\x1cb\\n", "c\\r\\n", "\\n"]))
+    (['a\\x0bb\\x0cc\\u2028d', 'e'], ['a\\x1cb', 'c', ''])
+    """
     if isinstance(log, str):
-        yield from log.splitlines()
+        yield from split_lines(log)
         return
-    for line in log:
-        yield from line.splitlines() or ("",)
+    for piece in log:
+        yield from split_lines(piece)
 
 
 def _stamped(log):
@@ -85,28 +92,47 @@ def _numbered(log):
     greenslurm.traces.slurmctld_log.BadStamp: line 1: time stamp '2026-11-01T00:00:0\\x005.100] sche' is no time (not [YYYY-MM-DDThh:mm:ss.sss] and a message)
     """
     day, day_us = None, 0               # the last stamp's date and its midnight in epoch microseconds
+    last_at, last_number = float("-inf"), 0
     for number, line in enumerate(_lines(log), start=1):
         found = _STAMP.match(line)
         if found:
             stamp, message = found.groups()
+            at = None
             if stamp[:10] == day and stamp.isascii() and len(stamp) <= 26:
                 hour, minute, second = int(stamp[11:13]), int(stamp[14:16]), int(stamp[17:19])
                 if hour < 24 and minute < 60 and second < 60:
                     # what datetime.timestamp() gives: the microseconds since the epoch over 10**6
                     fraction_us = int(stamp[20:].ljust(6, "0")) if len(stamp) > 19 else 0
-                    at_us = day_us + ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction_us
-                    yield number, at_us / 1_000_000, message
-                    continue
-            try:
-                moment = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc)
-            except ValueError as error:
-                raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
-            midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
-            day, day_us = stamp[:10], int(midnight.timestamp()) * 1_000_000
-            yield number, moment.timestamp(), message
+                    at = (day_us + ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction_us) / 1_000_000
+            if at is None:
+                try:
+                    moment = datetime.fromisoformat(stamp).replace(tzinfo=timezone.utc)
+                except ValueError as error:
+                    raise BadStamp(f"line {number}: time stamp {stamp!r} is no time ({error})") from None
+                midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+                day, day_us = stamp[:10], int(midnight.timestamp()) * 1_000_000
+                at = moment.timestamp()
+            if at < last_at:
+                raise BadStamp(_backwards(number, at, last_number, last_at))
+            last_at, last_number = at, number
+            yield number, at, message
         elif _STAMP_START.match(line):
             raise BadStamp(f"line {number}: time stamp {line[1:31]!r} is no time "
                            f"(not [YYYY-MM-DDThh:mm:ss.sss] and a message)")
+
+
+def _backwards(number: int, at_s: float, last_number: int, last_at_s: float) -> str:
+    """Why a line whose stamp comes before the one of a line above it is refused: slurmctld stamps
+    its lines under the lock it writes them with (log.c's ``_log_msg``), so its own stamps never go
+    back; a step back is its clock set back, or a change from summer time in stamps of local time
+    (none of the bundled real logs has one), and would put the threads' timing out.
+
+    >>> _backwards(7, 1793491200.0, 6, 1793494800.0)
+    "line 7: time stamp 2026-11-01T00:00:00.000 comes 3600.000 s before line 6's 2026-11-01T01:00:00.000 (the clock was set back, or summer time ended in stamps of local time): give the log from line 7 on, or up to line 6"
+    """
+    return (f"line {number}: time stamp {_shown(at_s)} comes {last_at_s - at_s:.3f} s before line {last_number}'s "
+            f"{_shown(last_at_s)} (the clock was set back, or summer time ended in stamps of local time): give "
+            f"the log from line {number} on, or up to line {last_number}")
 
 
 def _is_loop_check(message: str) -> bool:
@@ -121,19 +147,25 @@ def _is_backfill_look(message: str) -> bool:
     return message.startswith("sched/backfill: _start_job: Started")
 
 
+# what a byte that is not UTF-8 reads as (:func:`log_pieces`): slurmctld writes text it formats, so a
+# line holding one (or a NUL) was damaged on its way (a disk error, a crash mid-write); its stamp is
+# still read and its message as far as it goes, and the damaged lines are counted and reported
+_DAMAGED = "\ufffd"
 _STARTED = re.compile(r"^slurmctld version \S+ started")
 _JOB_END = "_job_complete: JobId="
 _SCHEDULER_PASS = "sched: Running job scheduler"
 HANDOVER_WITHIN_S = 5.0     # a pass later than this after a job's end: nothing was waiting for its nodes
 _CONTROLLER = "Running as primary controller"
 _MAIN_PASS = "sched: Allocate JobId="
+# (kind, the message's start, the rest after it with the job id): the start is a plain prefix tested
+# first (most lines are none of these), the rest matched from right after it
 _JOB_MOMENT = (
-    ("submit", re.compile(r"^_slurm_rpc_submit_batch_job: JobId=(\d+) ")),
-    ("start", re.compile(r"^sched: Allocate JobId=(\d+) ")),
-    ("start", re.compile(r"^sched/backfill: _start_job: Started JobId=(\d+) ")),
-    ("end", re.compile(r"^_job_complete: JobId=(\d+) done$")),
+    ("submit", "_slurm_rpc_submit_batch_job: JobId=", re.compile(r"(\d+) ")),
+    ("start", "sched: Allocate JobId=", re.compile(r"(\d+) ")),
+    ("start", "sched/backfill: _start_job: Started JobId=", re.compile(r"(\d+) ")),
+    ("end", "_job_complete: JobId=", re.compile(r"(\d+) done$")),
 )
-_JOB_MOMENT_STARTS = tuple(pattern.pattern[1:pattern.pattern.index("(")] for _, pattern in _JOB_MOMENT)
+_JOB_MOMENT_STARTS = tuple(start for _, start, _ in _JOB_MOMENT)
 
 
 @dataclass
@@ -151,13 +183,28 @@ class LogScan:
     main_passes: list[float] = field(default_factory=list)
     moments: dict[str, dict[str, float]] = field(default_factory=dict)
     handovers_s: list[float] = field(default_factory=list)
+    damaged_lines: int = 0              # lines holding bytes that are not UTF-8 (read as U+FFFD) or a NUL
+    first_damaged_line: int = 0         # the first of them (0: none)
+
+    def damage(self) -> str:
+        """The damaged lines said in a sentence ('' when there are none).
+
+        >>> LogScan(damaged_lines=2, first_damaged_line=40).damage()
+        '2 lines hold bytes that are not UTF-8 text or a NUL (the first: line 40); read with those bytes as U+FFFD'
+        """
+        if not self.damaged_lines:
+            return ""
+        lines = "1 line holds" if self.damaged_lines == 1 else f"{self.damaged_lines:,} lines hold"
+        return (f"{lines} bytes that are not UTF-8 text or a NUL (the first: line {self.first_damaged_line}); "
+                f"read with those bytes as U+FFFD")
 
 
 def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
     """One pass over a slurmctld log (its text, or an iterable of pieces of it that end at line
     ends, such as :func:`log_pieces` or an open file): everything :func:`thread_timing`,
     :func:`job_moments_s`, :func:`loop_checks_s`, :func:`backfill_looks_s` and
-    :func:`handover_latencies_s` read.  A :class:`BadStamp` names a line whose stamp is no time."""
+    :func:`handover_latencies_s` read, and how many lines were damaged (:attr:`LogScan.damaged_lines`).
+    A :class:`BadStamp` names a line whose stamp is no time or goes back."""
     scan = LogScan()
     ends: list[float] = []          # job ends since the last scheduler pass
     for number, at, message in _numbered(log):
@@ -177,11 +224,14 @@ def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
         if message.startswith(_MAIN_PASS):
             scan.main_passes.append(at)
         if message.startswith(_JOB_MOMENT_STARTS):
-            for kind, pattern in _JOB_MOMENT:
-                found = pattern.match(message)
+            for kind, start, rest in _JOB_MOMENT:
+                found = message.startswith(start) and rest.match(message, len(start))
                 if found:
                     scan.moments.setdefault(found.group(1), {})[kind] = at
                     break
+        if _DAMAGED in message or "\x00" in message:
+            scan.damaged_lines += 1
+            scan.first_damaged_line = scan.first_damaged_line or number
     return scan
 
 
@@ -353,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as error:
         print(error, file=sys.stderr)
         return 2
+    if scan.damaged_lines:
+        print(f"{args[0]}: {scan.damage()}", file=sys.stderr)
     latencies, checks = scan.handovers_s, scan.checks
     if not latencies and len(checks) < 2:
         print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug) and fewer "

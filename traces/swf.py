@@ -384,7 +384,7 @@ def _numbers(parts: list[str]) -> list[float] | None:
         values = [float(p) for p in parts]
     except ValueError:
         return None
-    if not math.isfinite(sum(values)) or min(values) < -1:
+    if not math.isfinite(sum(values)) or min(values) < -1 or not "".join(parts).isascii():
         return None
     return values
 
@@ -408,7 +408,7 @@ def _checked_numbers(parts: list[str], lineno: int, log: RecordLog) -> list[floa
 
 
 def _number_problem(token: str) -> str | None:
-    if "_" in token:           # float() would read "1_0" as 10
+    if "_" in token or not token.isascii():     # float() would read "1_0" as 10, "١٣" (Arabic-Indic) as 13
         return "is not a number"
     try:
         value = float(token)

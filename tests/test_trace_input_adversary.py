@@ -1,0 +1,86 @@
+"""Crafted sacct exports and SWF files given to ``greenslurm replay`` and ``greenslurm whatif`` as a user
+runs them: a record that cannot be right is skipped and counted in the report (never read as something
+else), and ``--strict`` makes it one line naming the file, line and field, exit code 2.
+
+The sacct export is s98/second's (bench/data/slurm-workloads: real Slurm 22.05), one record changed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+S98 = REPO / "bench" / "data" / "slurm-workloads" / "s98" / "second"
+HEADER, *RECORDS = (S98 / "trace.txt").read_text().splitlines()
+COLUMN = {name: k for k, name in enumerate(HEADER.split("|"))}
+
+
+def s98_trace(tmp_path, column: str, value: str) -> Path:
+    """s98/second's sacct export with job 3's (line 4's) ``column`` set to ``value``."""
+    fields = RECORDS[2].split("|")
+    assert fields[0] == "3"
+    fields[COLUMN[column]] = value
+    trace = tmp_path / "trace.txt"
+    trace.write_text("\n".join([HEADER, *RECORDS[:2], "|".join(fields), *RECORDS[3:]]) + "\n")
+    return trace
+
+
+def run(command: str, trace: Path, *more: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "greenslurm", command, str(trace), "--format", "sacct",
+                           "--slurm-conf", str(S98 / "slurm.conf"), *more], capture_output=True, text=True,
+                          cwd=trace.parent)
+
+
+def unboxed(report: str) -> str:
+    """whatif's boxed report as one line of words (its box and the terminal's wrapping taken out)."""
+    return " ".join(report.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+
+
+def skipped_row(report: str, reason: str) -> str:
+    rows = [line.split() for line in report.splitlines() if reason in line]
+    assert rows, report
+    return rows[0][-1]
+
+
+@pytest.mark.parametrize("column, value, reason, strict", [
+    # job 3 ends at 01:15:00, before its Start 01:15:58 (its Elapsed 00:00:51 still says 51 s): it was
+    # replayed for 51 s as if nothing were wrong
+    ("End", "2026-11-29T01:15:00", "bad field End",
+     "line 4: field End: End is before Start"),
+    # an Arabic-Indic 5 in Elapsed: Python's int() read "00:00:\u0665\u0661" as 51 s; Slurm's digits are ASCII
+    ("Elapsed", "00:00:\u0665\u0661", "bad field Elapsed",
+     "line 4: field Elapsed: '00:00:\u0665\u0661' is not a Slurm time"),
+    ("Timelimit", "00:0\uff12:00", "bad field Timelimit",                  # a fullwidth 2
+     "line 4: field Timelimit: '00:0\uff12:00' is not a Slurm time")])
+def test_a_record_that_cannot_be_right_is_skipped_and_counted(column, value, reason, strict, tmp_path):
+    trace = s98_trace(tmp_path, column, value)
+    replayed, compared = run("replay", trace), run("whatif", trace)
+    assert replayed.returncode == 0 and compared.returncode == 0, replayed.stderr + compared.stderr
+    assert skipped_row(replayed.stdout, reason) == "1"
+    assert f"1 of the export's records ({reason}: 1)" in unboxed(compared.stdout), compared.stdout
+    refused = run("replay", trace, "--strict")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1 and f"{trace}:4: {strict.removeprefix('line 4: ')}" in refused.stderr
+    assert refused.stderr.startswith(f"greenslurm: error: {trace}:4: field {column}: "), refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+SWF = ("; crafted\n"
+       "1 0 5 100 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n"
+       "2 10 5 {run} 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n")
+
+
+@pytest.mark.parametrize("run_time", ["1\u0663", "\uff11\uff13"])     # "13" in Arabic-Indic, in fullwidth digits
+def test_an_swf_number_of_other_digits_is_skipped_not_read(run_time, tmp_path):
+    trace = tmp_path / "t.swf"
+    trace.write_text(SWF.format(run=run_time))
+    done = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(trace), "--slurm-conf",
+                           str(S98 / "slurm.conf")], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0 and skipped_row(done.stdout, "bad field run_time") == "1", done.stdout
+    strict = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(trace), "--slurm-conf",
+                             str(S98 / "slurm.conf"), "--strict"], capture_output=True, text=True, cwd=tmp_path)
+    assert strict.returncode == 2 and strict.stderr.count("\n") == 1
+    assert strict.stderr.startswith(f"greenslurm: error: {trace}:3: field run_time: {run_time!r} is not a number")
