@@ -42,7 +42,8 @@ COMPILED = {"greenslurm.sim.engine._pool_core": "pool core (FCFS, EASY and conse
             "greenslurm.traces._swf_scan": "SWF scanner",
             "greenslurm.sim.reporting._cells": "output cells (--out files)",
             "greenslurm.allocation._consecutive": "spread node choice (the slurm queue)",
-            "greenslurm.sim.engine._will_run": "will-run test (the slurm queue)"}
+            "greenslurm.sim.engine._will_run": "will-run test (the slurm queue)",
+            "greenslurm.sim.engine._backfill_cycle": "backfill cycle (the slurm queue)"}
 # Without them, measured on this project's logs (whole replays, wall time; docs/user-guide.md): KTH-SP2
 # under EASY 3.8x slower, its deadline queue 68x, LANL-CM5 under conservative 115x.
 MISSING_TEXT = ("the compiled cores are not built ({names}): greenslurm was installed without a C compiler, so "

@@ -58,7 +58,8 @@ def test_version_names_the_missing_cores(tmp_path):
     assert done.returncode == 0
     assert done.stdout.splitlines()[1] == ("compiled cores MISSING (the general loop runs the replays, slower): pool core (FCFS, EASY and "
                                            "conservative replays), deadline core (the deadline queue), SWF scanner, "
-                                           "output cells (--out files), spread node choice (the slurm queue), will-run test (the slurm queue)")
+                                           "output cells (--out files), spread node choice (the slurm queue), will-run test (the slurm queue), "
+                                           "backfill cycle (the slurm queue)")
 
 
 def test_choosing_the_general_loop_is_not_warned_about(shared_data, tmp_path):

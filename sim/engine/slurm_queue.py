@@ -55,22 +55,22 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from itertools import accumulate
 from operator import attrgetter
 
 import numpy as np
-from sortedcontainers import SortedList
+from sortedcontainers import SortedKeyList, SortedList
 
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
+from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_pass_clock import PassClock
 from greenslurm.sim.engine.slurm_placement import CPU, MEMORY, JobPlacement, NodePower, Placement, asked_nodes
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
-from greenslurm.sim.engine.slurm_waiting import JobLimits, NoLimits, Waiting
+from greenslurm.sim.engine.slurm_waiting import JobLimits, NoLimits, Waiting, smallest_from
 from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, StartersLeft, WillRunView,
-                                                   compiled_will_run_library)
+                                                   compiled_will_run_library, running_index)
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.power_states import PowerManagedMachine
 
@@ -95,6 +95,7 @@ class SlurmQueue:
         self.priority = JobPriority(settings.priority, cluster.size, float(cluster.total_cpus),
                                     self.limits.fairshare)
         self.waiting_jobs: dict[int, Waiting] = {}
+        self._order = SortedKeyList(key=_ORDER_KEY)          # the waiting jobs in the queue's order
         self.running_by_end: SortedList = SortedList()       # (expected end, index)
         self.rejected: list[Rejection] = []
         self.started_by: dict[str, str] = {}                 # job id -> "main" or "backfill"
@@ -119,6 +120,9 @@ class SlurmQueue:
         # a backfill cycle stops once no job left could start now (StartersLeft); True: every cycle
         # tests its jobs up to bf_max_job_test, the reference the early stop must equal
         self.full_cycles = False
+        # a backfill cycle runs compiled where built and every waiting job's will-run test does
+        # (slurm_backfill_core; False: every cycle in the reference, _backfill_cycle)
+        self.compiled_cycle = True
         self.cycles_stopped_early = 0
         self._answers_outlive_passes = type(machine) is Machine
         self._allowed_bits: dict[int, tuple[np.ndarray, int]] = {}
@@ -141,6 +145,7 @@ class SlurmQueue:
         self._arriving: list[tuple[float, Waiting]] = []          # (time first tried, job), in that order
         self._held: np.ndarray | None = None
         self._running_cache: tuple | None = None
+        self._compiled_backfill = CompiledBackfill.of(self)      # None: not built
 
     # -- the strategy protocol ------------------------------------------------------------------
     def submit(self, job: PendingJob, now_s: float) -> None:
@@ -174,6 +179,7 @@ class SlurmQueue:
             self._arriving.append((now_s + self.settings.submit_delay_s, waiting))
             return
         self.waiting_jobs[job.index] = waiting
+        self._order.add(waiting)
         self._version += 1
         self._request_pass(now_s)
 
@@ -208,6 +214,7 @@ class SlurmQueue:
         while self._arriving and self._arriving[0][0] <= now_s:
             waiting = self._arriving.pop(0)[1]
             self.waiting_jobs[waiting.job.index] = waiting
+            self._order.add(waiting)
             self._version += 1
             self._request_pass(now_s)
 
@@ -393,18 +400,10 @@ class SlurmQueue:
                 changed = True
         if changed:
             self._version += 1
+            self._order = SortedKeyList(self.waiting_jobs.values(), key=_ORDER_KEY)
 
     def _ordered(self) -> list[Waiting]:
-        return sorted(self.waiting_jobs.values(), key=_ORDER_KEY)
-
-    @staticmethod
-    def _smallest_from(ordered: list[Waiting]) -> list[float]:
-        """Per position: the fewest CPUs any job from there on asks.  Once fewer CPUs than that
-        are free, no later job can start now, and a pass can stop: what it would still do
-        (fail partitions, plan reservations) only holds back jobs that cannot start anyway."""
-        out = list(accumulate([waiting.job.cpus_total for waiting in reversed(ordered)], min, initial=math.inf))
-        out.reverse()
-        return out[:-1]
+        return list(self._order)
 
     def _free_cpus_now(self) -> float:
         held = float(self._held[:, CPU].sum()) if self._completing else 0.0
@@ -435,6 +434,7 @@ class SlurmQueue:
         self.placement.forget(job)
         self._job_keys.pop(job.index, None)
         del self.waiting_jobs[job.index]
+        self._order.remove(waiting)
         self.machine.start(job, placement[0], now_s, placement[1])
         self.running_by_end.add((job.planned_end_s, job.index))
         self.started_by[job.job.job_id] = by
@@ -453,7 +453,7 @@ class SlurmQueue:
         tested = 0
         self._main_limited = False
         ordered = self._ordered()
-        smallest = self._smallest_from(ordered)
+        smallest = smallest_from(ordered)
         for position, waiting in enumerate(ordered):
             if self._free_cpus_now() < smallest[position] - 1e-9:
                 break
@@ -505,6 +505,8 @@ class SlurmQueue:
 
     # -- backfill ----------------------------------------------------------------------------------
     def _backfill_cycle(self, now_s: float) -> None:
+        if self.compiled_cycle and self._compiled_backfill is not None and self._compiled_backfill.run(now_s, BACKFILL):
+            return
         s = self.settings
         machine = self.machine
         size = machine.cluster.size
@@ -523,7 +525,7 @@ class SlurmQueue:
         per_user: Counter = Counter()
         per_part: Counter = Counter()
         ordered = self._ordered()
-        smallest = self._smallest_from(ordered)
+        smallest = smallest_from(ordered)
         starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
                                 lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
         free_now = self._free_cpus_now()          # changes only when a job starts (below)
@@ -629,13 +631,7 @@ class SlurmQueue:
             if job.index in self.waiting_jobs:
                 self._job_keys[job.index] = of_job
         key = (*of_job[:3], usable, of_job[3])
-        cache = self._will_run_cache
-        stamp = self._will_run_stamp()
-        if cache.get(None) != stamp:
-            cache.clear()
-            cache[None] = stamp
-            self._views.clear()
-            self._compiled_view = None
+        cache = self._fresh_answers()
         answer = cache.get(key)
         if answer is None:
             answer = cache[key] = self._will_run(job, usable)
@@ -645,6 +641,17 @@ class SlurmQueue:
         # a job that fits now starts now; else when its group's last job ends (or now, if later)
         return (now_s if start_s is None else max(start_s, now_s)), nodes
 
+    def _fresh_answers(self) -> dict:
+        """The kept will-run answers, emptied (with the views) when what they depend on changed."""
+        cache = self._will_run_cache
+        stamp = self._will_run_stamp()
+        if cache.get(None) != stamp:
+            cache.clear()
+            cache[None] = stamp
+            self._views.clear()
+            self._compiled_view = None
+        return cache
+
     def _will_run_stamp(self):
         """What the will-run answers depend on beyond the job and its usable nodes."""
         if self._answers_outlive_passes and self._power is None:
@@ -652,31 +659,16 @@ class SlurmQueue:
         return (self._resources, self._version)
 
     def _running_index(self) -> tuple:
-        """The running (and completing) jobs in order of expected end, flattened for array tests:
-        their ends, and per (job, node) entry the job's row, the node and what it holds there, and
-        where each job's entries begin (rebuilt after every start or end)."""
+        """The running (and completing) jobs in order of expected end, flattened for array tests
+        (:func:`~greenslurm.sim.engine.slurm_will_run.running_index`; rebuilt after every start or end)."""
         if self._running_cache is None or self._running_cache[0] != self._resources:
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
             pairs = sorted([(release, job.index, job) for release, job in self._completing]
                            + [(end, index, running[index]) for end, index in self.running_by_end],
                            key=lambda pair: pair[:2])
-            ends = np.array([end for end, _, _ in pairs], dtype=float)
-            width = self.machine.free.shape[1]
-            counts = [len(job.node_indices) for _, _, job in pairs]
-            if pairs:
-                owner = np.repeat(np.arange(len(pairs)), counts)
-                nodes = np.concatenate([job.node_indices for _, _, job in pairs])
-                # (a job laid out unevenly holds one row per node already)
-                held = np.concatenate([job.demand if job.demand.ndim == 2 else
-                                       np.broadcast_to(job.demand, (count, width))
-                                       for count, (_, _, job) in zip(counts, pairs)])
-            else:
-                owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
-            # a job's entries are consecutive, in the jobs' order: job r's are [offsets[r], offsets[r + 1])
-            offsets = list(accumulate(counts, initial=0))
-            self._running_cache = (self._resources, ends, ends.tolist(), owner, nodes, held, offsets)
-        return self._running_cache[1:]
+            self._running_cache = (self._resources, *running_index(pairs, self.machine.free.shape[1]))
+        return self._running_cache[1:7]
 
     def _node_set(self, nodes: np.ndarray) -> int:
         """Node indices as a node set (see :mod:`~greenslurm.sim.engine.slurm_node_space`)."""
@@ -692,12 +684,13 @@ class SlurmQueue:
         starts, ends or moves; one that went stale would change starts)."""
         for waiting in self.waiting_jobs.values():      # each order key follows its job's priority
             assert waiting.key == (-waiting.tier, -waiting.priority, waiting.job.job.submit_s, waiting.job.index)
+        assert list(self._order) == sorted(self.waiting_jobs.values(), key=_ORDER_KEY)     # the kept order
         kept = self._running_cache
         if kept is not None and kept[0] == self._resources:
             self._running_cache = None
             fresh = self._running_index()
             self._running_cache = kept
-            assert kept[2] == fresh[1] and all(np.array_equal(a, b) for a, b in zip(kept[3:], fresh[2:]))
+            assert kept[2] == fresh[1] and all(np.array_equal(a, b) for a, b in zip(kept[3:7], fresh[2:]))
         cache = self._will_run_cache
         if cache.get(None) != self._will_run_stamp():
             return

@@ -4,12 +4,14 @@ slurmdbd keeps none)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Protocol
 
 from greenslurm.sim.machines.machine import PendingJob
 
-__all__ = ["JobLimits", "NoLimits", "Waiting"]
+__all__ = ["JobLimits", "NoLimits", "Waiting", "smallest_from"]
 
 
 @dataclass(slots=True, eq=False)
@@ -30,6 +32,21 @@ class Waiting:
         then earlier submission, then the trace's order."""
         self.priority = priority
         self.key = (-self.tier, -priority, self.job.job.submit_s, self.job.index)
+
+
+def smallest_from(ordered: list[Waiting]) -> list[float]:
+    """Per position: the fewest CPUs any job from there on asks.  Once fewer CPUs than that are free,
+    no later job can start now, and a pass can stop: what it would still do (fail partitions, plan
+    reservations) only holds back jobs that cannot start anyway.
+
+    >>> from types import SimpleNamespace as Job
+    >>> smallest_from([Waiting(Job(cpus_total=c, job=Job(submit_s=0.0), index=i), "p", 0, 0, 0.0)
+    ...                for i, c in enumerate([4.0, 1.0, 8.0, 2.0])])
+    [1.0, 1.0, 2.0, 2.0]
+    """
+    out = list(accumulate([waiting.job.cpus_total for waiting in reversed(ordered)], min, initial=math.inf))
+    out.reverse()
+    return out[:-1]
 
 
 class JobLimits(Protocol):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 import math
 from bisect import bisect_left, bisect_right
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -105,6 +106,33 @@ def iter_group_ends(ends: list[float], window_s: float, overlaps: list[bool] | N
         while i < count and ends[i] > barrier + window:
             window *= 2
         yield i, last
+
+
+def running_index(pairs: list[tuple[float, int, PendingJob]], width: int) -> tuple:
+    """The running jobs, as (expected end, index, job) sorted, flattened for array tests: their ends (an
+    array and a list), per (job, node) entry the job's row, the node and what it holds there (``width``
+    resources), where each job's entries begin (job r's are [offsets[r], offsets[r + 1])), and the jobs'
+    indices.
+
+    >>> from types import SimpleNamespace as Job
+    >>> a = Job(node_indices=np.array([0, 2]), demand=np.array([[2.0], [1.0]]))    # laid out unevenly
+    >>> b = Job(node_indices=np.array([1]), demand=np.array([4.0]))
+    >>> ends, end_list, owner, nodes, held, offsets, indices = running_index([(10.0, 5, a), (20.0, 3, b)], 1)
+    >>> end_list, owner.tolist(), nodes.tolist(), held[:, CPU].tolist(), offsets, indices.tolist()
+    ([10.0, 20.0], [0, 0, 1], [0, 2, 1], [2.0, 1.0, 4.0], [0, 2, 3], [5, 3])
+    """
+    ends = np.array([end for end, _, _ in pairs], dtype=float)
+    counts = [len(job.node_indices) for _, _, job in pairs]
+    if pairs:
+        owner = np.repeat(np.arange(len(pairs)), counts)
+        nodes = np.concatenate([job.node_indices for _, _, job in pairs])
+        # (a job laid out unevenly holds one row per node already)
+        held = np.concatenate([job.demand if job.demand.ndim == 2 else np.broadcast_to(job.demand, (count, width))
+                               for count, (_, _, job) in zip(counts, pairs)])
+    else:
+        owner, nodes, held = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width))
+    indices = np.array([index for _, index, _ in pairs], dtype=np.int64)
+    return ends, ends.tolist(), owner, nodes, held, list(accumulate(counts, initial=0)), indices
 
 
 class StartersLeft:
@@ -277,7 +305,7 @@ class CompiledSpreadWillRun:
 
     __slots__ = ("_library", "_free", "_ends", "_offsets", "_entry_nodes", "_entry_cpus", "_size", "_bytes", "_count",
                  "_window_s", "_usable", "_work", "_in_map", "_nodes", "_cpus", "_node_bits", "_last", "_addresses",
-                 "end_list")
+                 "end_list", "_trace_ends")
 
     def __init__(self, library, free_cpus: np.ndarray, running: tuple, window_s: float,
                  before: CompiledSpreadWillRun | None = None, clock_at_zero_s: float = 0.0,
@@ -289,6 +317,7 @@ class CompiledSpreadWillRun:
         # time is the caller's (the job's end in trace seconds)
         self._ends = np.ascontiguousarray(slurm_clock_s(ends, clock_at_zero_s, clock_second_s), dtype=np.float64)
         self.end_list = end_list
+        self._trace_ends = np.ascontiguousarray(ends, dtype=np.float64)
         self._offsets = np.asarray(offsets, dtype=np.int64)
         self._entry_nodes = np.ascontiguousarray(nodes, dtype=np.int64)
         self._entry_cpus = np.ascontiguousarray(held[:, CPU], dtype=np.float64)
@@ -314,6 +343,13 @@ class CompiledSpreadWillRun:
         self._addresses = inputs + tuple(array.ctypes.data for array in (
             self._usable, self._work, self._in_map, self._nodes, self._cpus)) + (
             ctypes.addressof(self._node_bits), ctypes.addressof(self._last))
+
+    def inputs(self) -> tuple:
+        """Its state as the compiled backfill cycle reads it, as addresses of arrays this object keeps
+        alive: the free CPUs, the running jobs' ends on slurmctld's clock, their ends in trace seconds,
+        how many run, where each job's entries begin, the entries' nodes and CPUs."""
+        free, ends, offsets, entry_nodes, entry_cpus = self._addresses[:5]
+        return free, ends, self._trace_ends.ctypes.data, self._count, offsets, entry_nodes, entry_cpus
 
     def answer(self, usable: int, cpus: float, try_now: bool = True):
         """For a job asking ``cpus`` on the ``usable`` nodes (a node set, see

@@ -1,0 +1,655 @@
+/* The slurm queue's backfill cycle (backfill.c _attempt_backfill) for a queue whose every job Slurm spreads
+ * over nodes, asks CPUs only and has no node cap, without power saving or accounting limits: the fast path of
+ * SlurmQueue._backfill_cycle (sim/engine/slurm_queue.py), which is the reference: the same starts, the same
+ * reservations, the same early stops.  The cycle's plan (NodeSpace of slurm_node_space.py), the early-stop
+ * witness (StartersLeft of slurm_will_run.py), bf_max_job_test/user/part/start and the try-later loop run
+ * here; the will-run test is will_run_spread of _will_run.c, included (one copy).  A job that can start now
+ * is handed back to Python, which starts it as the reference does and gives the new free CPUs and running
+ * jobs; the cycle then resumes where it stopped (its state lives in the Cycle between calls).
+ *
+ * Only whole CPU counts are taken (the caller checks the free, held and asked counts and the nodes' CPUs):
+ * every sum is then an exact double in any order, as in _will_run.c.
+ *
+ * Node sets are little-endian arrays of 64-bit words, node i bit i % 64 of word i / 64 (a Python int's
+ * to_bytes(..., "little")).  Loaded with ctypes (clustermodel/native.py): no Python headers. */
+#include "_will_run.c"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "node sets are read as little-endian words"
+#endif
+
+#define MEMO 4096          /* will-run answers kept (a power of two; emptied when three quarters full) */
+#define TRY_LATER_LIMIT 10000 /* a job's retries within one cycle (TRY_LATER_LIMIT in slurm_queue.py) */
+
+/* the columns of a job's row in the jobs table (slurm_backfill_core.py's COLUMNS, the same order) */
+enum { COL_CPUS, COL_REQUESTED, COL_PART_ROW, COL_USER, COL_PARTITION, COL_ELIGIBLE, COL_COMPILES, COL_SEEN };
+
+enum { DONE = 0, START = 1, UNSEEN = 2, LEFT = 3, NOT_WHOLE = -1, NO_MEMORY = -2 };
+
+typedef struct {
+    int64_t n, words;
+    /* the plan: slot j is [starts[j], starts[j + 1]) (the last ends at plan_end), its available nodes rows[j] */
+    double *starts, plan_end, resolution;
+    uint64_t *rows;
+    int64_t slots, room;
+    /* the will-run test's room (will_run_spread) and node sets for the walk */
+    uint8_t *usable, *in_map;
+    double *work, *cpus_out;
+    int64_t *nodes_out;
+    uint64_t *found, *walked, *scratch, *counted, *free_bits;
+    /* the state of the machine, copied at each new state and updated here by the cycle's starts: free CPUs per
+     * node; the running jobs by (expected end, job index) as will_run_spread reads them, with their keys */
+    double *free, *clock_ends, *trace_ends, *entry_cpus, free_now;
+    int64_t *offsets, *entry_nodes, *keys;
+    int64_t m, jobs_room, entries_room;
+    const double *node_cpus;
+    /* the early stop (StartersLeft): free CPUs per node (0 where none), their sum, the witness */
+    double *cpu_array, cpus_free;
+    int64_t witness, tested_at, changes;
+    /* the jobs in the queue's order: order[p] is the row of the jobs table; parts: node sets by part row */
+    const int64_t *order;
+    const double *table;
+    const uint64_t *parts;
+    int64_t count, columns;
+    double *smallest;
+    int64_t *per_user, *per_part;
+    /* settings */
+    double now, bf_window, window_s;
+    int64_t max_test, max_user, max_part, max_start;
+    int full, capacity_bound;
+    /* the will-run answers on this state (SlurmQueue.will_run keeps them as long): per entry the job's CPUs,
+     * its usable nodes, the answer (1: start_s and its nodes, 0: never) and the generation it was made in */
+    double *memo_cpus, *memo_start;
+    uint64_t *memo_usable, *memo_found;
+    int64_t *memo_generation, generation, memo_used;
+    int8_t *memo_answer;
+    /* where the cycle is */
+    int64_t position, tried, started, stopped_early;
+} Cycle;
+
+void cycle_free(Cycle *c)
+{
+    if (!c)
+        return;
+    free(c->starts); free(c->rows); free(c->usable); free(c->in_map); free(c->work); free(c->cpus_out);
+    free(c->free); free(c->clock_ends); free(c->trace_ends); free(c->entry_cpus); free(c->offsets);
+    free(c->entry_nodes); free(c->keys);
+    free(c->nodes_out); free(c->found); free(c->walked); free(c->scratch); free(c->counted); free(c->free_bits);
+    free(c->cpu_array); free(c->smallest); free(c->per_user); free(c->per_part);
+    free(c->memo_cpus); free(c->memo_start); free(c->memo_usable); free(c->memo_found); free(c->memo_generation);
+    free(c->memo_answer);
+    free(c);
+}
+
+/* a cycle's room on n nodes (NULL: out of memory) */
+Cycle *cycle_new(int64_t n, const double *node_cpus)
+{
+    Cycle *c = calloc(1, sizeof(Cycle));
+    if (!c)
+        return NULL;
+    size_t rows = (size_t)(n ? n : 1);
+    c->n = n;
+    c->words = (n + 63) / 64 ? (n + 63) / 64 : 1;
+    c->node_cpus = node_cpus;
+    c->room = 16;
+    c->starts = malloc(sizeof(double) * (size_t)c->room);
+    c->rows = calloc((size_t)(c->room * c->words), sizeof(uint64_t));
+    c->usable = malloc(rows);
+    c->in_map = malloc(rows);
+    c->work = malloc(sizeof(double) * rows);
+    c->cpus_out = malloc(sizeof(double) * rows);
+    c->nodes_out = malloc(sizeof(int64_t) * rows);
+    c->cpu_array = malloc(sizeof(double) * rows);
+    c->free = malloc(sizeof(double) * rows);
+    c->offsets = calloc(1, sizeof(int64_t));
+    c->found = calloc((size_t)c->words, sizeof(uint64_t));
+    c->walked = calloc((size_t)c->words, sizeof(uint64_t));
+    c->scratch = calloc((size_t)c->words, sizeof(uint64_t));
+    c->counted = calloc((size_t)c->words, sizeof(uint64_t));
+    c->free_bits = calloc((size_t)c->words, sizeof(uint64_t));
+    c->memo_cpus = malloc(sizeof(double) * MEMO);
+    c->memo_start = malloc(sizeof(double) * MEMO);
+    c->memo_usable = malloc(sizeof(uint64_t) * MEMO * (size_t)c->words);
+    c->memo_found = malloc(sizeof(uint64_t) * MEMO * (size_t)c->words);
+    c->memo_generation = calloc(MEMO, sizeof(int64_t));
+    c->memo_answer = malloc(MEMO);
+    c->generation = 1;
+    if (!c->memo_cpus || !c->memo_start || !c->memo_usable || !c->memo_found || !c->memo_generation || !c->memo_answer
+        || !c->starts || !c->rows || !c->usable || !c->in_map || !c->work || !c->cpus_out || !c->nodes_out
+        || !c->cpu_array || !c->free || !c->offsets || !c->found || !c->walked || !c->scratch || !c->counted
+        || !c->free_bits) {
+        cycle_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* *array grown to count items of `item` bytes (0, or NO_MEMORY: the array as it was) */
+static int grow(void **array, size_t item, int64_t count)
+{
+    void *grown = realloc(*array, item * (size_t)count);
+    if (!grown)
+        return NO_MEMORY;
+    *array = grown;
+    return 0;
+}
+
+/* -- node sets ------------------------------------------------------------------------------------- */
+static uint64_t *row_of(const Cycle *c, int64_t j) { return c->rows + j * c->words; }
+
+static const uint64_t *part_of(const Cycle *c, int64_t p)
+{
+    return c->parts + (int64_t)c->table[c->order[p] * c->columns + COL_PART_ROW] * c->words;
+}
+
+static void and_into(uint64_t *out, const uint64_t *a, int64_t words)
+{
+    for (int64_t k = 0; k < words; k++)
+        out[k] &= a[k];
+}
+
+static int64_t count_of(const uint64_t *set, int64_t words)
+{
+    int64_t count = 0;
+    for (int64_t k = 0; k < words; k++)
+        count += __builtin_popcountll(set[k]);
+    return count;
+}
+
+static int meets(const uint64_t *a, const uint64_t *b, int64_t words)
+{
+    for (int64_t k = 0; k < words; k++)
+        if (a[k] & b[k])
+            return 1;
+    return 0;
+}
+
+/* -- the plan (NodeSpace) ---------------------------------------------------------------------------- */
+/* bisect_right(starts, t) */
+static int64_t after(const Cycle *c, double t)
+{
+    int64_t lo = 0, hi = c->slots;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (t < c->starts[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* bisect_left(starts, t) */
+static int64_t at_or_after(const Cycle *c, double t)
+{
+    int64_t lo = 0, hi = c->slots;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (c->starts[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* out &= rows[from:stop] */
+static void and_rows(const Cycle *c, uint64_t *out, int64_t from, int64_t stop)
+{
+    for (int64_t j = from; j < stop; j++)
+        and_into(out, row_of(c, j), c->words);
+}
+
+/* NodeSpace.walk_bits: out = nodes less those reserved in any slot meeting [start_s, end_s]; returns where a
+ * job that cannot start at start_s tries next (0: nowhere) */
+static double walk(const Cycle *c, double start_s, double end_s, const uint64_t *nodes, uint64_t *out)
+{
+    int64_t w = c->words;
+    memcpy(out, nodes, sizeof(uint64_t) * (size_t)w);
+    if (start_s >= c->plan_end)
+        return 0.0;
+    int64_t first = after(c, start_s) - 1;
+    if (first < 0)
+        first = 0;
+    int64_t stop = after(c, end_s);
+    int64_t last = stop < c->slots - 2 ? stop : c->slots - 2;
+    int64_t to = (last < stop - 1 ? last : stop - 1);
+    for (int64_t j = first; j <= to; j++) {
+        and_into(out, row_of(c, j), w);
+        const uint64_t *next = row_of(c, j + 1);
+        for (int64_t k = 0; k < w; k++)
+            if (next[k] & nodes[k] & ~out[k]) {
+                and_rows(c, out, j + 1, stop);
+                return c->starts[j + 1];
+            }
+    }
+    and_rows(c, out, first > last + 1 ? first : last + 1, stop);
+    if (last == stop && last >= first) {
+        const uint64_t *end_row = row_of(c, stop), *next = row_of(c, stop + 1);
+        for (int64_t k = 0; k < w; k++)
+            if (next[k] & nodes[k] & ~(out[k] & end_row[k]))
+                return c->starts[stop + 1];
+    }
+    return 0.0;
+}
+
+/* NodeSpace.available_bits */
+static void available(const Cycle *c, double start_s, double end_s, const uint64_t *nodes, uint64_t *out)
+{
+    memcpy(out, nodes, sizeof(uint64_t) * (size_t)c->words);
+    if (start_s >= c->plan_end)
+        return;
+    int64_t first = after(c, start_s) - 1;
+    and_rows(c, out, first > 0 ? first : 0, after(c, end_s));
+}
+
+/* NodeSpace.overlaps_bits */
+static int overlaps(Cycle *c, const uint64_t *nodes, double start_s, double end_s)
+{
+    if (start_s >= c->plan_end)
+        return 0;
+    int64_t first = after(c, start_s) - 1;
+    memcpy(c->scratch, nodes, sizeof(uint64_t) * (size_t)c->words);
+    and_rows(c, c->scratch, first > 0 ? first : 0, at_or_after(c, end_s));
+    return memcmp(c->scratch, nodes, sizeof(uint64_t) * (size_t)c->words) != 0;
+}
+
+/* NodeSpace._split: the slot starting at t_s (-1: out of memory) */
+static int64_t split(Cycle *c, double t_s)
+{
+    int64_t i = after(c, t_s) - 1;
+    if (c->starts[i] == t_s)
+        return i;
+    if (c->slots == c->room) {
+        int64_t room = c->room * 2;
+        if (grow((void **)&c->starts, sizeof(double), room)
+            || grow((void **)&c->rows, sizeof(uint64_t), room * c->words))
+            return -1;
+        c->room = room;
+    }
+    memmove(c->starts + i + 2, c->starts + i + 1, sizeof(double) * (size_t)(c->slots - i - 1));
+    memmove(row_of(c, i + 2), row_of(c, i + 1), sizeof(uint64_t) * (size_t)((c->slots - i - 1) * c->words));
+    c->starts[i + 1] = t_s;
+    memcpy(row_of(c, i + 1), row_of(c, i), sizeof(uint64_t) * (size_t)c->words);
+    c->slots++;
+    return i + 1;
+}
+
+/* NodeSpace.reserve_bits (0, or NO_MEMORY) */
+static int reserve(Cycle *c, double start_s, double end_s, const uint64_t *nodes)
+{
+    if (start_s < c->starts[0])
+        start_s = c->starts[0];
+    if (end_s < start_s + c->resolution)
+        end_s = start_s + c->resolution;
+    if (start_s >= c->plan_end)
+        return 0;
+    int64_t first = split(c, start_s);
+    int64_t last = end_s < c->plan_end ? split(c, end_s) : c->slots;
+    if (first < 0 || last < 0)
+        return NO_MEMORY;
+    for (int64_t j = first; j < last; j++) {
+        uint64_t *row = row_of(c, j);
+        for (int64_t k = 0; k < c->words; k++)
+            row[k] &= ~nodes[k];
+    }
+    return 0;
+}
+
+/* -- the early stop (StartersLeft) ------------------------------------------------------------------- */
+static void free_changed(Cycle *c)
+{
+    double total = 0.0;
+    memset(c->free_bits, 0, sizeof(uint64_t) * (size_t)c->words);
+    for (int64_t i = 0; i < c->n; i++) {
+        int has = c->free[i] > 0;
+        c->cpu_array[i] = has ? c->free[i] : 0.0;
+        total += c->cpu_array[i];
+        if (has)
+            c->free_bits[i >> 6] |= (uint64_t)1 << (i & 63);
+    }
+    c->cpus_free = total;
+    c->changes++;
+}
+
+static int could_start(Cycle *c, int64_t p)
+{
+    const double *row = c->table + c->order[p] * c->columns;
+    double cpus = row[COL_CPUS];
+    if (c->cpus_free < cpus - 1e-6)
+        return 0;
+    available(c, c->now, c->now + row[COL_REQUESTED], part_of(c, p), c->counted);
+    and_into(c->counted, c->free_bits, c->words);
+    double have = 0.0;
+    for (int64_t k = 0; k < c->words; k++)
+        for (uint64_t bits = c->counted[k]; bits; bits &= bits - 1)
+            have += c->cpu_array[k * 64 + __builtin_ctzll(bits)];
+    return have >= cpus - 1e-6;
+}
+
+static int any_from(Cycle *c, int64_t position)
+{
+    if (c->witness < position) {
+        c->witness = position;
+        c->tested_at = -1;
+    }
+    while (c->witness < c->count) {
+        if (c->tested_at == c->changes || could_start(c, c->witness)) {
+            c->tested_at = c->changes;
+            return 1;
+        }
+        c->witness++;
+        c->tested_at = -1;
+    }
+    return 0;
+}
+
+/* -- the machine's state ------------------------------------------------------------------------------ */
+/* room for `jobs` running jobs and `entries` entries (0, or NO_MEMORY) */
+static int room_for(Cycle *c, int64_t jobs, int64_t entries)
+{
+    if (jobs > c->jobs_room) {
+        int64_t room = jobs * 2;
+        if (grow((void **)&c->clock_ends, sizeof(double), room) || grow((void **)&c->trace_ends, sizeof(double), room)
+            || grow((void **)&c->keys, sizeof(int64_t), room) || grow((void **)&c->offsets, sizeof(int64_t), room + 1))
+            return NO_MEMORY;
+        c->jobs_room = room;
+    }
+    if (entries > c->entries_room) {
+        int64_t room = entries * 2;
+        if (grow((void **)&c->entry_nodes, sizeof(int64_t), room)
+            || grow((void **)&c->entry_cpus, sizeof(double), room))
+            return NO_MEMORY;
+        c->entries_room = room;
+    }
+    return 0;
+}
+
+/* the machine now: free CPUs per node, the running jobs by expected end (their ends on slurmctld's clock and
+ * in trace seconds, their job indices, their entries as in will_run_spread) and the CPUs free in all; same:
+ * the state the will-run answers kept were made on.  Returns 0, NOT_WHOLE when a count is not whole (the
+ * caller runs the reference), or NO_MEMORY. */
+int cycle_state(Cycle *c, const double *free_cpus, const double *clock_ends, const double *trace_ends,
+                const int64_t *keys, int64_t m, const int64_t *offsets, const int64_t *entry_nodes,
+                const double *entry_cpus, double free_now, int same)
+{
+    int64_t entries = m > 0 ? offsets[m] : 0;
+    if (!same) {
+        c->generation++;          /* the answers kept were on another state */
+        c->memo_used = 0;
+    }
+    for (int64_t i = 0; i < c->n; i++)
+        if (!(whole(free_cpus[i]) && free_cpus[i] >= 0))
+            return NOT_WHOLE;
+    for (int64_t e = 0; e < entries; e++)
+        if (!(whole(entry_cpus[e]) && entry_cpus[e] >= 0))
+            return NOT_WHOLE;
+    if (room_for(c, m, entries) < 0)
+        return NO_MEMORY;
+    memcpy(c->free, free_cpus, sizeof(double) * (size_t)c->n);
+    memcpy(c->clock_ends, clock_ends, sizeof(double) * (size_t)m);
+    memcpy(c->trace_ends, trace_ends, sizeof(double) * (size_t)m);
+    memcpy(c->keys, keys, sizeof(int64_t) * (size_t)m);
+    memcpy(c->offsets, offsets, sizeof(int64_t) * (size_t)(m + 1));
+    memcpy(c->entry_nodes, entry_nodes, sizeof(int64_t) * (size_t)entries);
+    memcpy(c->entry_cpus, entry_cpus, sizeof(double) * (size_t)entries);
+    c->m = m;
+    c->free_now = free_now;
+    free_changed(c);
+    return 0;
+}
+
+/* after START, the job the caller started (before cycle_resume): its expected end in trace seconds and on
+ * slurmctld's clock, its index, its k nodes and the CPUs it holds on each, and the CPUs free in all now.  It
+ * joins the running jobs where SlurmQueue._running_index puts it (by expected end, then index).  Returns 0,
+ * NOT_WHOLE or NO_MEMORY. */
+int cycle_started(Cycle *c, double trace_end, double clock_end, int64_t key, const int64_t *nodes,
+                  const double *cpus, int64_t k, double free_now)
+{
+    for (int64_t j = 0; j < k; j++)
+        if (!(whole(cpus[j]) && cpus[j] >= 0))
+            return NOT_WHOLE;
+    int64_t m = c->m, entries = c->offsets[m];
+    if (room_for(c, m + 1, entries + k) < 0)
+        return NO_MEMORY;
+    int64_t at = m;
+    while (at > 0 && (c->trace_ends[at - 1] > trace_end
+                      || (c->trace_ends[at - 1] == trace_end && c->keys[at - 1] > key)))
+        at--;
+    int64_t first = c->offsets[at];
+    memmove(c->clock_ends + at + 1, c->clock_ends + at, sizeof(double) * (size_t)(m - at));
+    memmove(c->trace_ends + at + 1, c->trace_ends + at, sizeof(double) * (size_t)(m - at));
+    memmove(c->keys + at + 1, c->keys + at, sizeof(int64_t) * (size_t)(m - at));
+    for (int64_t r = m; r >= at; r--)
+        c->offsets[r + 1] = c->offsets[r] + k;
+    memmove(c->entry_nodes + first + k, c->entry_nodes + first, sizeof(int64_t) * (size_t)(entries - first));
+    memmove(c->entry_cpus + first + k, c->entry_cpus + first, sizeof(double) * (size_t)(entries - first));
+    c->clock_ends[at] = clock_end;
+    c->trace_ends[at] = trace_end;
+    c->keys[at] = key;
+    for (int64_t j = 0; j < k; j++) {
+        c->entry_nodes[first + j] = nodes[j];
+        c->entry_cpus[first + j] = cpus[j];
+        c->free[nodes[j]] -= cpus[j];
+    }
+    c->m = m + 1;
+    c->free_now = free_now;
+    free_changed(c);
+    c->generation++;
+    c->memo_used = 0;
+    return 0;
+}
+
+/* -- the cycle ----------------------------------------------------------------------------------------- */
+/* a new cycle at now_s over the plan [begin_s, plan_end_s) of nodes `available` (words); the jobs: order
+ * (count rows of table, columns wide), parts (node sets by part row); will_run_window_s: the will-run test's
+ * window (group_ends); per_user / per_part counters for
+ * users and partitions numbered below users / partitions.  Returns 0; UNSEEN when a job's row is not filled in
+ * (the table has table_rows), LEFT when a job's will-run test does not run compiled (the cycle is the
+ * reference's); or NO_MEMORY. */
+int cycle_begin(Cycle *c, double now_s, double begin_s, double plan_end_s, double resolution_s, double bf_window_s,
+                double will_run_window_s, const int64_t *order, int64_t count, int64_t max_test, int64_t max_user,
+                int64_t max_part, int64_t max_start, int full, int capacity_bound, const uint64_t *available_nodes,
+                const double *table, int64_t table_rows, int64_t columns, const uint64_t *parts, int64_t users,
+                int64_t partitions)
+{
+    for (int64_t p = 0; p < count; p++) {
+        if (order[p] >= table_rows || !table[order[p] * columns + COL_SEEN])
+            return UNSEEN;
+        if (!table[order[p] * columns + COL_COMPILES])
+            return LEFT;
+    }
+    /* the settings, the plan (one slot: every node available), the jobs */
+    c->now = now_s, c->plan_end = plan_end_s, c->resolution = resolution_s, c->bf_window = bf_window_s;
+    c->window_s = will_run_window_s, c->max_test = max_test, c->max_user = max_user, c->max_part = max_part;
+    c->max_start = max_start, c->full = full, c->capacity_bound = capacity_bound;
+    c->slots = 1, c->starts[0] = begin_s;
+    memcpy(row_of(c, 0), available_nodes, sizeof(uint64_t) * (size_t)c->words);
+    c->order = order, c->count = count, c->table = table, c->columns = columns, c->parts = parts;
+    free(c->smallest); free(c->per_user); free(c->per_part);
+    c->smallest = malloc(sizeof(double) * (size_t)(count ? count : 1));
+    c->per_user = calloc((size_t)(users ? users : 1), sizeof(int64_t));
+    c->per_part = calloc((size_t)(partitions ? partitions : 1), sizeof(int64_t));
+    if (!c->smallest || !c->per_user || !c->per_part)
+        return NO_MEMORY;
+    /* smallest_from (slurm_waiting.py): the fewest CPUs any job from p on asks */
+    double least = INFINITY;
+    for (int64_t p = count - 1; p >= 0; p--) {
+        double cpus = table[order[p] * columns + COL_CPUS];
+        least = cpus < least ? cpus : least;
+        c->smallest[p] = least;
+    }
+    c->position = c->tried = c->started = c->stopped_early = c->witness = 0;
+    c->tested_at = -1;
+    c->changes = 0;
+    memset(c->counted, 0, sizeof(uint64_t) * (size_t)c->words);
+    return 0;
+}
+
+/* SlurmQueue.will_run for a job asking cpus on the `usable` nodes: 1 with *start_s (-inf: it fits now; else the
+ * expected end it waits for) and c->found (its nodes), 0 when it never fits there, or NOT_WHOLE / NO_MEMORY */
+static int will_run_fresh(Cycle *c, double cpus, const uint64_t *usable, double *start_s);
+
+static int will_run(Cycle *c, double cpus, const uint64_t *usable, double *start_s)
+{
+    int64_t w = c->words;
+    uint64_t hash = 1469598103934665603ull;
+    uint64_t cpu_bits;
+    memcpy(&cpu_bits, &cpus, sizeof cpu_bits);
+    hash = (hash ^ cpu_bits) * 1099511628211ull;
+    for (int64_t k = 0; k < w; k++)
+        hash = (hash ^ usable[k]) * 1099511628211ull;
+    int64_t slot = (int64_t)(hash ^ (hash >> 29)) & (MEMO - 1);
+    for (;; slot = (slot + 1) & (MEMO - 1)) {
+        if (c->memo_generation[slot] != c->generation)
+            break;
+        if (c->memo_cpus[slot] == cpus && !memcmp(c->memo_usable + slot * w, usable, sizeof(uint64_t) * (size_t)w)) {
+            if (!c->memo_answer[slot])
+                return 0;
+            memcpy(c->found, c->memo_found + slot * w, sizeof(uint64_t) * (size_t)w);
+            *start_s = c->memo_start[slot];
+            return 1;
+        }
+    }
+    int answer = will_run_fresh(c, cpus, usable, start_s);
+    if (answer < 0)
+        return answer;
+    if (c->memo_used >= MEMO / 4 * 3) {
+        c->generation++;
+        c->memo_used = 0;
+        slot = (int64_t)(hash ^ (hash >> 29)) & (MEMO - 1);
+    }
+    c->memo_generation[slot] = c->generation;
+    c->memo_used++;
+    c->memo_cpus[slot] = cpus;
+    c->memo_answer[slot] = (int8_t)answer;
+    memcpy(c->memo_usable + slot * w, usable, sizeof(uint64_t) * (size_t)w);
+    if (answer) {
+        c->memo_start[slot] = *start_s;
+        memcpy(c->memo_found + slot * w, c->found, sizeof(uint64_t) * (size_t)w);
+    }
+    return answer;
+}
+
+/* the answer on the current state, computed */
+static int will_run_fresh(Cycle *c, double cpus, const uint64_t *usable, double *start_s)
+{
+    if (c->capacity_bound) {
+        double all = 0.0;
+        for (int64_t k = 0; k < c->words; k++)
+            for (uint64_t bits = usable[k]; bits; bits &= bits - 1)
+                all += c->node_cpus[k * 64 + __builtin_ctzll(bits)];
+        if (all < cpus - 1e-6)
+            return 0;
+    }
+    int64_t last = -1;
+    int64_t count = will_run_spread(c->free, (const uint8_t *)usable, c->n, cpus, c->clock_ends, c->m, c->offsets,
+                                    c->entry_nodes, c->entry_cpus, c->window_s, 1, c->usable, c->work,
+                                    c->in_map, c->nodes_out, c->cpus_out, (uint8_t *)c->found, &last);
+    if (count == 0)
+        return 0;
+    if (count < 0)
+        return (int)count;
+    *start_s = last < 0 ? -INFINITY : c->trace_ends[last];     /* -inf: now (the answer outlives the cycle) */
+    return 1;
+}
+
+/* the cycle from where it stopped: DONE, START (the job at *position can start now on the nodes in
+ * usable_out: the caller starts it, gives the new state and calls cycle_resume), or NOT_WHOLE / NO_MEMORY */
+int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
+{
+    for (; c->position < c->count; c->position++) {
+        int64_t p = c->position;
+        if (c->tried >= c->max_test)
+            break;
+        if (c->free_now < c->smallest[p] - 1e-9)
+            break;                  /* no job from here can start now */
+        if (!c->full && !any_from(c, p)) {
+            c->stopped_early = 1;   /* what the cycle would still do holds back no job that could start */
+            break;
+        }
+        const double *row = c->table + c->order[p] * c->columns;
+        int64_t user = (int64_t)row[COL_USER], partition = (int64_t)row[COL_PARTITION];
+        if (c->max_user && c->per_user[user] >= c->max_user)
+            continue;
+        if (c->max_part && c->per_part[partition] >= c->max_part)
+            continue;
+        if (row[COL_ELIGIBLE] > c->now)
+            continue;
+        c->per_user[user]++;
+        c->per_part[partition]++;
+        const uint64_t *partition_nodes = part_of(c, p);
+        double cpus = row[COL_CPUS], requested = row[COL_REQUESTED];
+        int counted = 0;
+        double start_from = c->now;
+        for (int tries = 0; tries < TRY_LATER_LIMIT; tries++) {
+            double end_s = (start_from > c->now ? start_from : c->now) + requested;
+            double later = walk(c, start_from, end_s, partition_nodes, c->walked);
+            if (count_of(c->walked, c->words) < 1) {      /* (a job Slurm spreads needs one node) */
+                if (later) {
+                    start_from = later;
+                    continue;
+                }
+                break;
+            }
+            if (!counted) {
+                c->tried++;
+                counted = 1;
+            }
+            double start_s = 0.0;
+            int found = will_run(c, cpus, c->walked, &start_s);
+            if (found < 0)
+                return found;
+            if (!found)
+                break;
+            start_s = start_s > c->now ? start_s : c->now;      /* now, or its group's end if later */
+            start_s = start_s >= start_from ? start_s : start_from;
+            if (start_s <= c->now) {
+                *position = p;
+                memcpy(usable_out, c->walked, sizeof(uint64_t) * (size_t)c->words);
+                return START;
+            }
+            if (later && start_s > later) {
+                start_from = later;
+                continue;
+            }
+            if (start_s > c->now + c->bf_window)
+                break;
+            double reserve_from = floor(start_s / c->resolution) * c->resolution;
+            double reserve_to = floor((start_s + requested) / c->resolution) * c->resolution;
+            if (overlaps(c, c->found, reserve_from, reserve_to)) {
+                if (start_s <= start_from)
+                    break;
+                start_from = start_s;
+                continue;
+            }
+            if (reserve(c, reserve_from, reserve_to, c->found) < 0)
+                return NO_MEMORY;
+            if (meets(c->found, c->counted, c->words))
+                c->changes++;       /* StartersLeft.plan_changed: the witness counted one of these nodes */
+            break;
+        }
+        if (c->max_start && c->started >= c->max_start)
+            break;
+    }
+    c->position = c->count;
+    return DONE;
+}
+
+/* after START: whether the caller started the job (its new state given with cycle_state first) */
+void cycle_resume(Cycle *c, int started)
+{
+    c->started += started ? 1 : 0;
+    if (c->max_start && c->started >= c->max_start)
+        c->position = c->count;
+    else
+        c->position++;
+}
+
+/* what the cycle counted: the jobs tried, the jobs started, 1 when it stopped early (StartersLeft) */
+void cycle_counts(const Cycle *c, int64_t *out)
+{
+    out[0] = c->tried;
+    out[1] = c->started;
+    out[2] = c->stopped_early;
+}

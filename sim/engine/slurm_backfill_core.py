@@ -1,0 +1,237 @@
+"""The slurm queue's backfill cycle run compiled (``_backfill_cycle.c``): the fast path of
+:meth:`SlurmQueue._backfill_cycle <greenslurm.sim.engine.slurm_queue.SlurmQueue._backfill_cycle>`, which
+is the reference (tests hold the two to the same starts, nodes and counters).
+
+It takes a cycle when every waiting job's will-run test runs compiled (a job Slurm spreads, asking CPUs
+only, under no node cap: ``SlurmQueue._compiles``), on a plain machine (no power saving, no
+co-location) and under no accounting limits, with whole CPU counts everywhere; any other cycle is left to the reference whole.
+Per job, what the cycle reads is settled once in Python when the job is first seen (its CPUs, limit,
+partition's nodes, user, partition, eligibility time) and kept in a table by job index; per cycle the
+core gets the queue's order as job indices.  The plan, the early stops, ``bf_max_job_*`` and the
+try-later loop run in C; a job that can start now comes back here, is started as the reference starts
+it, and the cycle resumes in C with the new free CPUs and running jobs.  ``SlurmQueue.compiled_cycle``
+(or ``compiled_will_run``) False runs every cycle in the reference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from greenslurm.clustermodel.native import load_beside, warn_missing_once
+from greenslurm.sim.engine.slurm_node_space import mask_of
+from greenslurm.sim.engine.slurm_waiting import NoLimits
+from greenslurm.sim.engine.slurm_will_run import slurm_clock_s
+from greenslurm.sim.machines.machine import Machine
+
+if TYPE_CHECKING:
+    from greenslurm.sim.engine.slurm_queue import SlurmQueue
+
+CPU = 0
+# a job's row in the table (the C enum's order)
+CPUS, REQUESTED, PART_ROW, USER, PARTITION, ELIGIBLE, COMPILES, SEEN = range(8)
+COLUMNS = 8
+WHOLE_LIMIT = 2.0 ** 40           # the compiled will-run test's whole counts are below it
+DONE, START, UNSEEN, LEFT, NOT_WHOLE, NO_MEMORY = 0, 1, 2, 3, -1, -2
+
+
+def whole_counts(values: np.ndarray) -> bool:
+    """Whether every count is a whole number in [0, 2^40) (the compiled path's sums are then exact).
+
+    >>> whole_counts(np.array([0.0, 4.0, 32.0])), whole_counts(np.array([1.5])), whole_counts(np.array([-1.0]))
+    (True, False, False)
+    """
+    return bool(np.all((values == np.floor(values)) & (values >= 0) & (values < WHOLE_LIMIT)))
+
+
+class CompiledBackfill:
+    """One queue's compiled cycle: its C state (plan, witness, counters) and the jobs' table."""
+
+    def __init__(self, queue: SlurmQueue, library) -> None:
+        self.queue = queue
+        self.library = library
+        size = queue.machine.cluster.size
+        self.size = size
+        self.words = max((size + 63) // 64, 1)
+        self.node_cpus = np.ascontiguousarray(queue._node_cpus, dtype=np.float64)
+        self.nodes_whole = whole_counts(self.node_cpus)
+        self.table = np.zeros((64, COLUMNS))
+        self.parts = np.zeros((1, self.words), dtype=np.uint64)
+        self.parts[0] = self._words((1 << size) - 1)            # row 0: every node
+        self.part_rows: dict[int, int] = {(1 << size) - 1: 0}
+        self.users: dict[str, int] = {}
+        self.partitions: dict[str, int] = {}
+        self.usable_out = np.zeros(self.words, dtype=np.uint64)
+        self.position = ctypes.c_int64(0)
+        self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
+        self.counts = np.zeros(3, dtype=np.int64)
+        self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
+        if not self.handle:
+            raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        self._table_addresses: tuple | None = None
+        self.cycles = 0                 # cycles run here (the others were the reference's)
+        self._state = None           # the compiled will-run test whose arrays the core reads
+
+    @classmethod
+    def of(cls, queue: SlurmQueue) -> CompiledBackfill | None:
+        """The compiled cycle of ``queue`` (None where the library is not built: said once on stderr)."""
+        library = compiled_backfill_library()
+        return None if library is None else cls(queue, library)
+
+    def __del__(self) -> None:
+        if getattr(self, "handle", None):
+            self.library.cycle_free(self.handle)
+            self.handle = None
+
+    def _words(self, bits: int) -> np.ndarray:
+        return np.frombuffer(bits.to_bytes(self.words * 8, "little"), dtype=np.uint64)
+
+    def takes(self) -> bool:
+        """Whether the queue's settings leave its cycles to this path (the jobs are checked per cycle)."""
+        queue = self.queue
+        # (a plain machine: a start takes exactly its CPUs from its nodes' free ones, as the core does)
+        return (queue.compiled_cycle and queue.compiled_will_run and queue._power is None and self.nodes_whole
+                and type(queue.limits) is NoLimits and type(queue.machine) is Machine)
+
+    def _see(self, waiting) -> None:
+        """The row of a job first seen in a cycle: what the cycle reads of it, fixed while it waits."""
+        queue, job = self.queue, waiting.job
+        if job.index >= len(self.table):
+            grown = np.zeros((max(2 * len(self.table), job.index + 1), COLUMNS))
+            grown[:len(self.table)] = self.table
+            self.table = grown
+        bits = queue._bits_of_allowed(job.allowed) if job.allowed is not None else (1 << self.size) - 1
+        row = self.part_rows.get(bits)
+        if row is None:
+            row = self.part_rows[bits] = len(self.parts)
+            self.parts = np.vstack([self.parts, self._words(bits)[None, :]])
+        self._table_addresses = None
+        cpus = float(job.cpus_total)
+        compiles = queue._compiles(job) and 0 < cpus < WHOLE_LIMIT and cpus == math.floor(cpus)
+        self.table[job.index] = (cpus, job.requested_s, row, self.users.setdefault(job.job.user, len(self.users)),
+                                 self.partitions.setdefault(waiting.partition, len(self.partitions)),
+                                 waiting.eligible_s, compiles, 1.0)
+
+    def _tables(self) -> tuple:
+        """The jobs' table and the partitions' node sets as the core reads them (addresses kept until
+        either grows)."""
+        if self._table_addresses is None:
+            self._table_addresses = (self.parts[0].ctypes.data, self.table.ctypes.data, len(self.table), COLUMNS,
+                                     self.parts.ctypes.data, len(self.users), len(self.partitions))
+        return self._table_addresses
+
+    def _push_state(self) -> bool:
+        """The machine's state to the core (False: a count is not whole, the reference's case)."""
+        queue = self.queue
+        queue._fresh_answers()
+        compiled = queue._compiled()
+        same = self._state is compiled          # the will-run answers the core keeps hold
+        self._state = compiled
+        free, clock_ends, trace_ends, count, offsets, entry_nodes, entry_cpus = compiled.inputs()
+        queue._running_index()
+        keys = queue._running_cache[7]          # the running jobs' indices, in the compiled test's order
+        code = self.library.cycle_state(self.handle, free, clock_ends, trace_ends, keys.ctypes.data, count, offsets,
+                                        entry_nodes, entry_cpus, queue._free_cpus_now(), int(same))
+        if code == NO_MEMORY:
+            raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        return code == 0
+
+    def _started(self, job, now_s: float) -> None:
+        """A job the cycle started joins the core's running jobs (the queue's own index is rebuilt when
+        next asked for)."""
+        s = self.queue.settings
+        nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
+        held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
+        cpus = np.ascontiguousarray(held, dtype=np.float64)
+        clock_end = float(slurm_clock_s(np.array([job.planned_end_s]), s.clock_at_zero_s, s.time_scale)[0])
+        code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes.ctypes.data,
+                                          cpus.ctypes.data, len(nodes), self.queue._free_cpus_now())
+        if code == NO_MEMORY:
+            raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        if code != 0:
+            raise RuntimeError("the slurm queue's compiled backfill cycle: a start left a count not whole")
+        self._state = None                      # the core's state is past the queue's compiled will-run test
+
+    def run(self, now_s: float, by: str) -> bool:
+        """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
+        reference (nothing done)."""
+        if not self.takes():
+            return False
+        queue = self.queue
+        ordered = queue._ordered()
+        order = np.fromiter((waiting.job.index for waiting in ordered), dtype=np.int64, count=len(ordered))
+        if not self._push_state():
+            return False
+        s = queue.settings
+        resolution = s.bf_resolution_s
+        begin = math.floor(now_s / resolution) * resolution
+        window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
+        library, handle = self.library, self.handle
+        arguments = (handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s,
+                     order.ctypes.data, len(order), s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part,
+                     s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
+        code = library.cycle_begin(*arguments, *self._tables())
+        if code == UNSEEN:
+            for waiting in ordered:
+                index = waiting.job.index
+                if index >= len(self.table) or not self.table[index, SEEN]:
+                    self._see(waiting)
+            code = library.cycle_begin(*arguments, *self._tables())
+        if code == LEFT:
+            return False
+        if code == DONE:
+            code = library.cycle_run(handle, *self._out)
+        while code == START:
+            waiting = ordered[self.position.value]
+            usable = int.from_bytes(self.usable_out.tobytes(), "little")
+            placed = queue._place_now(waiting.job, mask_of(usable, self.size))
+            if placed is not None:
+                queue._start(waiting, placed, now_s, by)
+                self._started(waiting.job, now_s)
+            library.cycle_resume(handle, int(placed is not None))
+            code = library.cycle_run(handle, *self._out)
+        if code == NO_MEMORY:
+            raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        if code == NOT_WHOLE:
+            raise RuntimeError("the slurm queue's compiled backfill cycle: a count not whole after its checks")
+        library.cycle_counts(handle, self.counts.ctypes.data)
+        queue.cycles_stopped_early += int(self.counts[2])
+        self.cycles += 1
+        return True
+
+
+def compiled_backfill_library():
+    """The compiled backfill cycle (built at install), or None (looked up once; said once on stderr:
+    every cycle then runs the reference, slower)."""
+    if not _LIBRARY:
+        library = load_beside(__file__, "_backfill_cycle")
+        if library is None:
+            warn_missing_once()
+        else:
+            pointer, i64, f64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+            library.cycle_new.restype = pointer
+            library.cycle_new.argtypes = (i64, pointer)
+            library.cycle_free.restype = None
+            library.cycle_free.argtypes = (pointer,)
+            library.cycle_state.restype = ctypes.c_int
+            library.cycle_state.argtypes = (pointer, pointer, pointer, pointer, pointer, i64, pointer, pointer, pointer,
+                                            f64, ctypes.c_int)
+            library.cycle_started.restype = ctypes.c_int
+            library.cycle_started.argtypes = (pointer, f64, f64, i64, pointer, pointer, i64, f64)
+            library.cycle_begin.restype = ctypes.c_int
+            library.cycle_begin.argtypes = (pointer, f64, f64, f64, f64, f64, f64, pointer, i64, i64, i64, i64, i64,
+                                            ctypes.c_int, ctypes.c_int, pointer, pointer, i64, i64, pointer, i64, i64)
+            library.cycle_run.restype = ctypes.c_int
+            library.cycle_run.argtypes = (pointer, pointer, pointer)
+            library.cycle_resume.restype = None
+            library.cycle_resume.argtypes = (pointer, ctypes.c_int)
+            library.cycle_counts.restype = None
+            library.cycle_counts.argtypes = (pointer, pointer)
+        _LIBRARY.append(library)
+    return _LIBRARY[0]
+
+
+_LIBRARY: list = []

@@ -1,0 +1,152 @@
+"""The slurm queue's compiled backfill cycle (sim/engine/_backfill_cycle.c) against its reference, the
+cycle in Python (``SlurmQueue._backfill_cycle`` with ``compiled_cycle`` False): the same starts on the same
+nodes, the same rejections, the same early stops, on random small workloads (hypothesis) and on the whole
+first thousands of jobs of two real logs (jobs.csv byte for byte)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings, strategies as st, target
+
+from greenslurm.cli import main
+from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.sim.engine.replay import Replay
+from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill, compiled_backfill_library
+from greenslurm.sim.engine.slurm_model import SlurmScheduling
+from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
+
+PRIORITY = PriorityWeights(type=MULTIFACTOR, job_size=1000, partition=1000,
+                           partition_job_factor={"a": 1, "b": 1, "all": 1})
+
+# submit, limit, run time, CPUs, partition, user, nodes named (mostly none: jobs Slurm spreads, the
+# compiled cycle's case; a job naming nodes leaves its queue's cycles to the reference)
+JOB = st.tuples(st.integers(0, 600), st.integers(1, 300), st.integers(1, 300), st.integers(1, 12),
+                st.sampled_from(["a", "b", "all"]), st.integers(0, 2), st.sampled_from([0] * 9 + [1, 2]))
+
+
+def cluster(uneven: bool) -> Cluster:
+    """n0 n1 in partition a, n2 n3 in b, all four in "all"; 4 CPUs each, or 4, 6, 3 and 5."""
+    cpus = (4, 6, 3, 5) if uneven else (4, 4, 4, 4)
+    return Cluster([NodeSpec(f"n{i}", cpus=c, partitions=("a" if i < 2 else "b", "all")) for i, c in enumerate(cpus)],
+                   default_partition="a")
+
+
+def jobs_of(rows, machine: Cluster) -> list[JobSpec]:
+    jobs = []
+    for i, (submit, limit, runtime, cpus, partition, user, nodes) in enumerate(rows):
+        room = machine.total_cpus if partition == "all" else 10
+        jobs.append(JobSpec(f"j{i}", float(submit), float(limit), runtime_s=float(min(runtime, limit)),
+                            cpus=min(max(cpus, nodes), room), nodes=nodes, partition=partition, user=f"u{user}"))
+    return jobs
+
+
+def replay_both_ways(rows, uneven=False, full=False, **options) -> int:
+    """Replay ``rows`` with the compiled cycle and with the reference's: the same starts, nodes, the
+    scheduler that started each job, rejections and early stops.  How many cycles ran compiled."""
+    machine = cluster(uneven)
+    outcomes, compiled = [], 0
+    for on in (False, True):
+        replay = Replay(jobs_of(rows, machine), machine, "slurm", strategy_options={
+            "scheduling": SlurmScheduling(priority=PRIORITY, **{"bf_interval_s": 30.0, "bf_resolution_s": 60.0,
+                                                                **options})})
+        queue = replay.strategy
+        queue.compiled_cycle, queue.full_cycles = on, full
+        result = replay.run()
+        outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
+                         sorted(r.job_id for r in result.rejected), dict(queue.started_by), queue.cycles_stopped_early))
+        if on:
+            compiled = queue._compiled_backfill.cycles if queue._compiled_backfill is not None else 0
+    assert outcomes[1] == outcomes[0]
+    return compiled
+
+
+def long_queue(count=150, seed=7, widest=12) -> list[tuple]:
+    """``count`` seeded rows over 3,000 s: a queue that stays long on 4 nodes, every job spread."""
+    rng = random.Random(seed)
+    return [(rng.randint(0, 3000), rng.randint(1, 300), rng.randint(1, 300), rng.randint(1, widest),
+             rng.choice(["a", "b", "all"]), rng.randint(0, 2), 0) for _ in range(count)]
+
+
+def test_the_library_is_built():
+    # (the package's tests run where it was installed with a C compiler)
+    assert compiled_backfill_library() is not None
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(JOB, min_size=1, max_size=40), st.booleans(), st.booleans(), st.sampled_from([1.0, 30.0]),
+       st.sampled_from([1.0, 60.0]), st.sampled_from([0.0, 5.0]), st.sampled_from([0, 1, 2]), st.sampled_from([0, 1]),
+       st.sampled_from([0, 1, 3]), st.sampled_from([500, 3]), st.sampled_from([600.0, 86400.0]),
+       st.sampled_from([0.0, 1795874198.357]))
+def test_the_compiled_cycle_decides_as_its_reference(rows, uneven, full, interval, resolution, release, per_user,
+                                                      per_part, max_start, max_test, window, clock):
+    # Random workloads on overlapping partitions (nodes of one size and of four), completing jobs,
+    # both resolutions, bf_max_job_user / _part / _start / _test, a short and a long bf_window,
+    # cycles stopped early and full ones, slurmctld's clock at 0 or a Unix time at trace second 0:
+    # the compiled cycle starts what the reference starts, where, and stops where it stops
+    compiled = replay_both_ways(rows, uneven, full, bf_interval_s=interval, bf_resolution_s=resolution,
+                                release_delay_s=release, bf_max_job_user=per_user, bf_max_job_part=per_part,
+                                bf_max_job_start=max_start, bf_max_job_test=max_test, bf_window_s=window,
+                                clock_at_zero_s=clock)
+    target(float(compiled))           # (towards workloads whose cycles run compiled)
+
+
+@pytest.mark.parametrize("seed", [7, 8, 9])
+@pytest.mark.parametrize("uneven", [False, True])
+def test_a_long_queue_runs_its_cycles_compiled_with_the_same_starts(seed, uneven):
+    # 150 jobs Slurm spreads on 4 nodes: the cycles run compiled (dozens of them), starts unchanged
+    assert replay_both_ways(long_queue(seed=seed), uneven) > 20
+
+
+def test_a_job_naming_its_nodes_leaves_the_cycle_to_the_reference():
+    # the same queue with one job asking 2 nodes by count (not spread, so not compiled): while it
+    # waits, cycles run in Python; the starts are the same either way
+    rows = long_queue()
+    spread_only = replay_both_ways(rows)
+    rows[3] = (*rows[3][:6], 2)
+    assert replay_both_ways(rows) < spread_only
+
+
+def test_a_fractional_cpu_count_leaves_the_cycle_to_the_reference():
+    # a job asking 1.5 CPUs: its will-run test is not compiled, no cycle is (the others' counts whole)
+    machine = cluster(False)
+    jobs = [JobSpec("a", 0.0, 100.0, runtime_s=100.0, cpus=16), JobSpec("half", 1.0, 10.0, runtime_s=10.0, cpus=1.5)]
+    replay = Replay(jobs, machine, "slurm", strategy_options={"scheduling": SlurmScheduling(bf_interval_s=30.0)})
+    replay.run()
+    backfill = replay.strategy._compiled_backfill
+    assert backfill is None or backfill.cycles == 0
+
+
+SWF = Path("swf")
+
+
+def jobs_csv(shared_data: Path, tmp_path: Path, log: str, limit: int, compiled: bool, monkeypatch) -> bytes:
+    """jobs.csv of ``greenslurm replay LOG --limit LIMIT --queue slurm`` with the compiled cycle or without
+    (``CompiledBackfill.takes`` answering False: every cycle the reference's)."""
+    out = tmp_path / f"{log}-{compiled}"
+    runs = []
+    with monkeypatch.context() as patch:
+        if not compiled:
+            patch.setattr(CompiledBackfill, "takes", lambda self: False)
+        original = CompiledBackfill.run
+
+        def counted(self, now_s, by):
+            ran = original(self, now_s, by)
+            runs.append(ran)
+            return ran
+        patch.setattr(CompiledBackfill, "run", counted)
+        assert main(["replay", str(shared_data / SWF / log), "--limit", str(limit), "--queue", "slurm", "--no-progress",
+                     "--out", str(out)]) == 0
+    assert any(runs) == compiled
+    return (out / "jobs.csv").read_bytes()
+
+
+@pytest.mark.parametrize("log, limit", [("KTH-SP2-1996-2.1-cln.swf", 4000), ("lublin_256_est.swf", 2000)])
+def test_real_logs_replay_to_the_same_jobs_csv_with_the_compiled_cycle(shared_data, tmp_path, monkeypatch, log, limit):
+    # the first thousands of jobs of two real logs (every job spread: every cycle compiled but those
+    # with nothing to test): the same jobs.csv, byte for byte
+    assert jobs_csv(shared_data, tmp_path, log, limit, True, monkeypatch) == \
+        jobs_csv(shared_data, tmp_path, log, limit, False, monkeypatch)
+
