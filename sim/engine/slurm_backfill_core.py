@@ -74,6 +74,9 @@ class CompiledBackfill:
         self._table_addresses: tuple | None = None
         self.cycles = 0                 # cycles run here (the others were the reference's)
         self._state = None           # the compiled will-run test whose arrays the core reads
+        # the queue's will-run stamp when the core's state (free CPUs, running jobs, kept answers) was last
+        # made or updated by a start: while it holds, the next cycle's state is the core's own
+        self._synced = None
 
     @classmethod
     def of(cls, queue: SlurmQueue) -> CompiledBackfill | None:
@@ -126,6 +129,9 @@ class CompiledBackfill:
     def _push_state(self) -> bool:
         """The machine's state to the core (False: a count is not whole, the reference's case)."""
         queue = self.queue
+        stamp = queue._will_run_stamp()
+        if stamp == self._synced:
+            return True             # no start, end or move since the core's state was last made or updated
         queue._fresh_answers()
         compiled = queue._compiled()
         same = self._state is compiled          # the will-run answers the core keeps hold
@@ -137,6 +143,7 @@ class CompiledBackfill:
                                         entry_nodes, entry_cpus, queue._free_cpus_now(), int(same))
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
+        self._synced = stamp if code == 0 else None
         return code == 0
 
     def _started(self, job, now_s: float) -> None:
@@ -154,6 +161,7 @@ class CompiledBackfill:
         if code != 0:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a start left a count not whole")
         self._state = None                      # the core's state is past the queue's compiled will-run test
+        self._synced = self.queue._will_run_stamp()     # and is the machine's now
 
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
@@ -162,7 +170,7 @@ class CompiledBackfill:
             return False
         queue = self.queue
         ordered = queue._ordered()
-        order = np.fromiter((waiting.job.index for waiting in ordered), dtype=np.int64, count=len(ordered))
+        order = queue._order.indices()          # kept alive here: a start below replaces the queue's
         if not self._push_state():
             return False
         s = queue.settings

@@ -55,10 +55,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from operator import attrgetter
 
 import numpy as np
-from sortedcontainers import SortedKeyList, SortedList
+from sortedcontainers import SortedList
 
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
@@ -68,7 +67,7 @@ from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_i
 from greenslurm.sim.engine.slurm_pass_clock import PassClock
 from greenslurm.sim.engine.slurm_placement import CPU, MEMORY, JobPlacement, NodePower, Placement, asked_nodes
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, JobPriority
-from greenslurm.sim.engine.slurm_waiting import JobLimits, NoLimits, Waiting, smallest_from
+from greenslurm.sim.engine.slurm_waiting import JobLimits, NoLimits, Waiting, WaitingOrder
 from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, StartersLeft, WillRunView,
                                                    compiled_will_run_library, running_index)
 from greenslurm.sim.machines.machine import Machine, PendingJob
@@ -78,7 +77,6 @@ __all__ = ["CPU", "MEMORY", "JobLimits", "NoLimits", "NodePower", "SlurmQueue", 
 
 MAIN = "main"
 BACKFILL = "backfill"
-_ORDER_KEY = attrgetter("key")       # Waiting.key: the queue's order
 TRY_LATER_LIMIT = 10_000          # a job's retries within one cycle (Slurm bounds them by time)
 
 
@@ -95,7 +93,7 @@ class SlurmQueue:
         self.priority = JobPriority(settings.priority, cluster.size, float(cluster.total_cpus),
                                     self.limits.fairshare)
         self.waiting_jobs: dict[int, Waiting] = {}
-        self._order = SortedKeyList(key=_ORDER_KEY)          # the waiting jobs in the queue's order
+        self._order = WaitingOrder()          # the waiting jobs in the queue's order
         self.running_by_end: SortedList = SortedList()       # (expected end, index)
         self.rejected: list[Rejection] = []
         self.started_by: dict[str, str] = {}                 # job id -> "main" or "backfill"
@@ -400,10 +398,10 @@ class SlurmQueue:
                 changed = True
         if changed:
             self._version += 1
-            self._order = SortedKeyList(self.waiting_jobs.values(), key=_ORDER_KEY)
+            self._order.reorder(self.waiting_jobs.values())
 
     def _ordered(self) -> list[Waiting]:
-        return list(self._order)
+        return self._order.jobs()
 
     def _free_cpus_now(self) -> float:
         held = float(self._held[:, CPU].sum()) if self._completing else 0.0
@@ -453,7 +451,7 @@ class SlurmQueue:
         tested = 0
         self._main_limited = False
         ordered = self._ordered()
-        smallest = smallest_from(ordered)
+        smallest = self._order.smallest()
         for position, waiting in enumerate(ordered):
             if self._free_cpus_now() < smallest[position] - 1e-9:
                 break
@@ -525,7 +523,7 @@ class SlurmQueue:
         per_user: Counter = Counter()
         per_part: Counter = Counter()
         ordered = self._ordered()
-        smallest = smallest_from(ordered)
+        smallest = self._order.smallest()
         starters = StartersLeft(ordered, space, now_s, self._free()[:, CPU],
                                 lambda job: self._bits_of_allowed(job.allowed) if job.allowed is not None else everywhere)
         free_now = self._free_cpus_now()          # changes only when a job starts (below)
@@ -684,7 +682,7 @@ class SlurmQueue:
         starts, ends or moves; one that went stale would change starts)."""
         for waiting in self.waiting_jobs.values():      # each order key follows its job's priority
             assert waiting.key == (-waiting.tier, -waiting.priority, waiting.job.job.submit_s, waiting.job.index)
-        assert list(self._order) == sorted(self.waiting_jobs.values(), key=_ORDER_KEY)     # the kept order
+        self._order.check(self.waiting_jobs.values())     # the kept order
         kept = self._running_cache
         if kept is not None and kept[0] == self._resources:
             self._running_cache = None

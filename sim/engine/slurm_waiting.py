@@ -4,14 +4,16 @@ slurmdbd keeps none)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from itertools import accumulate
-from typing import Protocol
+from operator import attrgetter
+from typing import Iterable, Protocol
+
+import numpy as np
+from sortedcontainers import SortedKeyList
 
 from greenslurm.sim.machines.machine import PendingJob
 
-__all__ = ["JobLimits", "NoLimits", "Waiting", "smallest_from"]
+__all__ = ["JobLimits", "NoLimits", "Waiting", "WaitingOrder", "smallest_from"]
 
 
 @dataclass(slots=True, eq=False)
@@ -34,19 +36,85 @@ class Waiting:
         self.key = (-self.tier, -priority, self.job.job.submit_s, self.job.index)
 
 
-def smallest_from(ordered: list[Waiting]) -> list[float]:
-    """Per position: the fewest CPUs any job from there on asks.  Once fewer CPUs than that are free,
-    no later job can start now, and a pass can stop: what it would still do (fail partitions, plan
-    reservations) only holds back jobs that cannot start anyway.
+def smallest_from(cpus: np.ndarray) -> list[float]:
+    """Per position of the queue's order (``cpus``: each job's CPUs in that order): the fewest CPUs
+    any job from there on asks.  Once fewer CPUs than that are free, no later job can start now, and
+    a pass can stop: what it would still do (fail partitions, plan reservations) only holds back jobs
+    that cannot start anyway.
+
+    >>> smallest_from(np.array([4.0, 1.0, 8.0, 2.0])), smallest_from(np.array([]))
+    ([1.0, 1.0, 2.0, 2.0], [])
+    """
+    return np.minimum.accumulate(cpus[::-1])[::-1].tolist()
+
+
+_ORDER_KEY = attrgetter("key")       # Waiting.key: the queue's order
+
+
+class WaitingOrder:
+    """The waiting jobs in the queue's order, with their job indices and CPUs as arrays in that order
+    and the smallest-CPU bound (:func:`smallest_from`), kept at each submission, start and
+    reprioritisation instead of rebuilt at every pass and cycle.
 
     >>> from types import SimpleNamespace as Job
-    >>> smallest_from([Waiting(Job(cpus_total=c, job=Job(submit_s=0.0), index=i), "p", 0, 0, 0.0)
-    ...                for i, c in enumerate([4.0, 1.0, 8.0, 2.0])])
-    [1.0, 1.0, 2.0, 2.0]
+    >>> jobs = [Waiting(Job(cpus_total=c, job=Job(submit_s=0.0), index=i), "p", 0, 0, 0.0)
+    ...         for i, c in enumerate([4.0, 1.0, 8.0, 2.0])]
+    >>> order = WaitingOrder(jobs[:3])
+    >>> order.add(jobs[3]); order.remove(jobs[1]); order.indices().tolist(), order.smallest()
+    ([0, 2, 3], [2.0, 2.0, 2.0])
     """
-    out = list(accumulate([waiting.job.cpus_total for waiting in reversed(ordered)], min, initial=math.inf))
-    out.reverse()
-    return out[:-1]
+
+    def __init__(self, waiting: Iterable[Waiting] = ()) -> None:
+        self.reorder(waiting)
+
+    def reorder(self, waiting: Iterable[Waiting]) -> None:
+        """Every job's order afresh (after priorities changed)."""
+        self._sorted = SortedKeyList(waiting, key=_ORDER_KEY)
+        self._indices = np.fromiter((w.job.index for w in self._sorted), dtype=np.int64, count=len(self._sorted))
+        self._cpus = np.fromiter((w.job.cpus_total for w in self._sorted), dtype=np.float64, count=len(self._sorted))
+        self._changed()
+
+    def _changed(self) -> None:
+        self._list: list[Waiting] | None = None
+        self._smallest: list[float] | None = None
+
+    def add(self, waiting: Waiting) -> None:
+        self._sorted.add(waiting)
+        position = self._sorted.index(waiting)
+        self._indices = np.insert(self._indices, position, waiting.job.index)
+        self._cpus = np.insert(self._cpus, position, waiting.job.cpus_total)
+        self._changed()
+
+    def remove(self, waiting: Waiting) -> None:
+        position = self._sorted.index(waiting)
+        del self._sorted[position]
+        self._indices = np.delete(self._indices, position)
+        self._cpus = np.delete(self._cpus, position)
+        self._changed()
+
+    def jobs(self) -> list[Waiting]:
+        """The waiting jobs in order (a list kept until the order changes: not to be modified)."""
+        if self._list is None:
+            self._list = list(self._sorted)
+        return self._list
+
+    def indices(self) -> np.ndarray:
+        """The jobs' indices in order (int64, contiguous; not to be modified)."""
+        return self._indices
+
+    def smallest(self) -> list[float]:
+        """:func:`smallest_from` of the order (kept until the order changes)."""
+        if self._smallest is None:
+            self._smallest = smallest_from(self._cpus)
+        return self._smallest
+
+    def check(self, waiting: Iterable[Waiting]) -> None:
+        """The kept order and arrays equal a fresh sort of ``waiting``."""
+        fresh = sorted(waiting, key=_ORDER_KEY)
+        assert list(self._sorted) == fresh and (self._list is None or self._list == fresh)
+        assert self._indices.tolist() == [w.job.index for w in fresh]
+        assert self._cpus.tolist() == [w.job.cpus_total for w in fresh]
+        assert self._smallest is None or self._smallest == smallest_from(self._cpus)
 
 
 class JobLimits(Protocol):
