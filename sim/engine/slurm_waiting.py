@@ -70,26 +70,28 @@ class WaitingOrder:
     def reorder(self, waiting: Iterable[Waiting]) -> None:
         """Every job's order afresh (after priorities changed)."""
         self._sorted = SortedKeyList(waiting, key=_ORDER_KEY)
-        self._indices = np.fromiter((w.job.index for w in self._sorted), dtype=np.int64, count=len(self._sorted))
-        self._cpus = np.fromiter((w.job.cpus_total for w in self._sorted), dtype=np.float64, count=len(self._sorted))
+        # (lists: an insertion or deletion is a short memmove; the arrays are made from them when asked)
+        self._index_list = [w.job.index for w in self._sorted]
+        self._cpu_list = [w.job.cpus_total for w in self._sorted]
         self._changed()
 
     def _changed(self) -> None:
         self._list: list[Waiting] | None = None
+        self._indices: np.ndarray | None = None
         self._smallest: list[float] | None = None
 
     def add(self, waiting: Waiting) -> None:
         self._sorted.add(waiting)
         position = self._sorted.index(waiting)
-        self._indices = np.insert(self._indices, position, waiting.job.index)
-        self._cpus = np.insert(self._cpus, position, waiting.job.cpus_total)
+        self._index_list.insert(position, waiting.job.index)
+        self._cpu_list.insert(position, waiting.job.cpus_total)
         self._changed()
 
     def remove(self, waiting: Waiting) -> None:
         position = self._sorted.index(waiting)
         del self._sorted[position]
-        self._indices = np.delete(self._indices, position)
-        self._cpus = np.delete(self._cpus, position)
+        del self._index_list[position]
+        del self._cpu_list[position]
         self._changed()
 
     def jobs(self) -> list[Waiting]:
@@ -99,22 +101,25 @@ class WaitingOrder:
         return self._list
 
     def indices(self) -> np.ndarray:
-        """The jobs' indices in order (int64, contiguous; not to be modified)."""
+        """The jobs' indices in order (int64, contiguous; kept until the order changes: not to be modified)."""
+        if self._indices is None:
+            self._indices = np.array(self._index_list, dtype=np.int64)
         return self._indices
 
     def smallest(self) -> list[float]:
         """:func:`smallest_from` of the order (kept until the order changes)."""
         if self._smallest is None:
-            self._smallest = smallest_from(self._cpus)
+            self._smallest = smallest_from(np.array(self._cpu_list, dtype=np.float64))
         return self._smallest
 
     def check(self, waiting: Iterable[Waiting]) -> None:
         """The kept order and arrays equal a fresh sort of ``waiting``."""
         fresh = sorted(waiting, key=_ORDER_KEY)
         assert list(self._sorted) == fresh and (self._list is None or self._list == fresh)
-        assert self._indices.tolist() == [w.job.index for w in fresh]
-        assert self._cpus.tolist() == [w.job.cpus_total for w in fresh]
-        assert self._smallest is None or self._smallest == smallest_from(self._cpus)
+        assert self._index_list == [w.job.index for w in fresh]
+        assert self._indices is None or self._indices.tolist() == self._index_list
+        assert self._cpu_list == [w.job.cpus_total for w in fresh]
+        assert self._smallest is None or self._smallest == smallest_from(np.array(self._cpu_list, dtype=np.float64))
 
 
 class JobLimits(Protocol):
