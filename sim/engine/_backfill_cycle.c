@@ -440,6 +440,33 @@ int cycle_started(Cycle *c, double trace_end, double clock_end, int64_t key, con
     return 0;
 }
 
+/* a running job ended (between cycles): the job of index `key` leaves the running jobs and its CPUs are free
+ * again; free_now: the CPUs free in all now.  Returns 0, or LEFT when no running job has that index. */
+int cycle_ended(Cycle *c, int64_t key, double free_now)
+{
+    int64_t m = c->m, at = 0;
+    while (at < m && c->keys[at] != key)
+        at++;
+    if (at == m)
+        return LEFT;
+    int64_t first = c->offsets[at], stop = c->offsets[at + 1], k = stop - first, entries = c->offsets[m];
+    for (int64_t e = first; e < stop; e++)
+        c->free[c->entry_nodes[e]] += c->entry_cpus[e];
+    memmove(c->clock_ends + at, c->clock_ends + at + 1, sizeof(double) * (size_t)(m - at - 1));
+    memmove(c->trace_ends + at, c->trace_ends + at + 1, sizeof(double) * (size_t)(m - at - 1));
+    memmove(c->keys + at, c->keys + at + 1, sizeof(int64_t) * (size_t)(m - at - 1));
+    for (int64_t r = at; r < m; r++)
+        c->offsets[r] = c->offsets[r + 1] - k;
+    memmove(c->entry_nodes + first, c->entry_nodes + stop, sizeof(int64_t) * (size_t)(entries - stop));
+    memmove(c->entry_cpus + first, c->entry_cpus + stop, sizeof(double) * (size_t)(entries - stop));
+    c->m = m - 1;
+    c->free_now = free_now;
+    free_changed(c);
+    c->generation++;
+    c->memo_used = 0;
+    return 0;
+}
+
 /* -- the cycle ----------------------------------------------------------------------------------------- */
 /* a new cycle at now_s over the plan [begin_s, plan_end_s) of nodes `available` (words); the jobs: order
  * (count rows of table, columns wide), parts (node sets by part row); will_run_window_s: the will-run test's

@@ -77,6 +77,7 @@ class CompiledBackfill:
         # the queue's will-run stamp when the core's state (free CPUs, running jobs, kept answers) was last
         # made or updated by a start: while it holds, the next cycle's state is the core's own
         self._synced = None
+        self._running: set[int] = set()     # the core's running jobs' indices while it is in step
 
     @classmethod
     def of(cls, queue: SlurmQueue) -> CompiledBackfill | None:
@@ -130,8 +131,8 @@ class CompiledBackfill:
         """The machine's state to the core (False: a count is not whole, the reference's case)."""
         queue = self.queue
         stamp = queue._will_run_stamp()
-        if stamp == self._synced:
-            return True             # no start, end or move since the core's state was last made or updated
+        if stamp == self._synced or self._caught_up(stamp):
+            return True             # the core's state is the machine's (kept, or updated by starts and ends)
         queue._fresh_answers()
         compiled = queue._compiled()
         same = self._state is compiled          # the will-run answers the core keeps hold
@@ -144,11 +145,36 @@ class CompiledBackfill:
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         self._synced = stamp if code == 0 else None
+        self._running = set(keys.tolist())
         return code == 0
 
-    def _started(self, job, now_s: float) -> None:
-        """A job the cycle started joins the core's running jobs (the queue's own index is rebuilt when
-        next asked for)."""
+    def _caught_up(self, stamp) -> bool:
+        """The core's running jobs brought up to the machine's by the starts and ends since it was last
+        in step, when those are all that changed (each bumps the queue's stamp by one; a release, move or
+        node change does too and is not followed: the state is then made afresh)."""
+        queue = self.queue
+        if self._synced is None or queue._completing or type(stamp) is not int:
+            return False
+        now = {index for _, index in queue.running_by_end}
+        ended, started = self._running - now, now - self._running
+        if stamp - self._synced != len(ended) + len(started):
+            return False
+        self._state = None                      # (a state made afresh next drops the core's kept answers)
+        self._synced = None
+        free_now = queue._free_cpus_now()
+        for index in ended:
+            if self.library.cycle_ended(self.handle, index, free_now) != 0:
+                return False
+        running = queue.machine.running
+        for index in started:
+            if self._join(running[index]) != 0:
+                return False
+        self._running = now
+        self._synced = stamp
+        return True
+
+    def _join(self, job) -> int:
+        """``job`` (started) joins the core's running jobs where SlurmQueue._running_index puts it."""
         s = self.queue.settings
         nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
         held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
@@ -158,10 +184,16 @@ class CompiledBackfill:
                                           cpus.ctypes.data, len(nodes), self.queue._free_cpus_now())
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
-        if code != 0:
+        return code
+
+    def _started(self, job, now_s: float) -> None:
+        """A job the cycle started joins the core's running jobs (the queue's own index is rebuilt when
+        next asked for)."""
+        if self._join(job) != 0:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a start left a count not whole")
         self._state = None                      # the core's state is past the queue's compiled will-run test
         self._synced = self.queue._will_run_stamp()     # and is the machine's now
+        self._running.add(job.index)
 
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
@@ -229,6 +261,8 @@ def compiled_backfill_library():
                                             f64, ctypes.c_int)
             library.cycle_started.restype = ctypes.c_int
             library.cycle_started.argtypes = (pointer, f64, f64, i64, pointer, pointer, i64, f64)
+            library.cycle_ended.restype = ctypes.c_int
+            library.cycle_ended.argtypes = (pointer, i64, f64)
             library.cycle_begin.restype = ctypes.c_int
             library.cycle_begin.argtypes = (pointer, f64, f64, f64, f64, f64, f64, pointer, i64, i64, i64, i64, i64,
                                             ctypes.c_int, ctypes.c_int, pointer, pointer, i64, i64, pointer, i64, i64)
