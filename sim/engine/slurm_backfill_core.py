@@ -7,7 +7,9 @@ only, under no node cap: ``SlurmQueue._compiles``), on a plain machine (no power
 co-location) and under no accounting limits, with whole CPU counts everywhere; any other cycle is left to the reference whole.
 Per job, what the cycle reads is settled once in Python when the job is first seen (its CPUs, limit,
 partition's nodes, user, partition, eligibility time) and kept in a table by job index; per cycle the
-core gets the queue's order as job indices.  The plan, the early stops, ``bf_max_job_*`` and the
+core gets the queue's order as job indices (kept by the queue's ``WaitingOrder``).  The core keeps the
+running jobs and free CPUs between cycles: the starts and ends since it was last in step are given
+to it, and the state is made afresh only after anything else changed (a release, a move).  The plan, the early stops, ``bf_max_job_*`` and the
 try-later loop run in C; a job that can start now comes back here, is started as the reference starts
 it, and the cycle resumes in C with the new free CPUs and running jobs.  ``SlurmQueue.compiled_cycle``
 (or ``compiled_will_run``) False runs every cycle in the reference.
