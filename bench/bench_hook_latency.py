@@ -202,7 +202,7 @@ def bench_view(decisions: int, nodes: int, pending: int) -> None:
     from greenslurm.clustermodel import JobSpec
     from greenslurm.slurm_plugin.record import DecisionRecord
     from greenslurm.slurm_plugin.service import DecisionService, HookConfig
-    from greenslurm.slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot
+    from greenslurm.slurm_plugin.snapshot import LiveNode, PendingJob, RunningJob, Snapshot
 
     now = time.time()
     rng = np.random.default_rng(1)

@@ -41,8 +41,8 @@ from greenslurm.clustermodel.phases import phase_of_nodes
 
 log = logging.getLogger("greenslurm.hook.power")
 
-from greenslurm.slurm_plugin.view import PARKED_REASON as DRAIN_REASON  # noqa: E402
-from greenslurm.slurm_plugin.view import eligible_nodes, live_cluster  # noqa: E402
+from greenslurm.slurm_plugin.snapshot import PARKED_REASON as DRAIN_REASON  # noqa: E402
+from greenslurm.slurm_plugin.live_nodes import eligible_nodes, live_cluster  # noqa: E402
 OFF_FLAGS = ("powered_down", "powering_down", "power_down")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: E402,F401
@@ -406,7 +406,7 @@ class PowerManager:
 
     def _groups(self, snapshot, waiting, shape_of, under_budget: bool) -> list["WakeGroup"]:
         """The waiting jobs that can run on some node, grouped by the nodes they may use (their
-        partitions, features and GPUs, :func:`~greenslurm.slurm_plugin.view.eligible_nodes`), the most
+        partitions, features and GPUs, :func:`~greenslurm.slurm_plugin.live_nodes.eligible_nodes`), the most
         restricted group first; under a budget only the first such job's.  A job no node can ever
         hold is left out, counted (``unusable``) and logged once: it wakes nothing."""
         groups: dict[bytes, WakeGroup] = {}
