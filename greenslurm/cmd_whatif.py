@@ -44,7 +44,7 @@ from greenslurm.sim.reporting.report import fmt_duration, most_skipped
 from greenslurm.sweep import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
-from greenslurm.workers import worker_pool
+from greenslurm.sim.workers import worker_pool
 
 log = logging.getLogger(__name__)
 

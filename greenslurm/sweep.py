@@ -84,7 +84,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from greenslurm.workers import worker_pool
+from greenslurm.sim.workers import worker_pool
 # the spec and one cell have modules of their own; their names stay importable from here
 from greenslurm.sweep_cell import (LP_MAX_JOBS, PARAMETER_ALIASES, PARAMETERS, _read, _safe_run,  # noqa: F401
                                    build_cluster, cell_id, cell_scenario, figures, gpu_select, outcome_row,
