@@ -7,7 +7,7 @@ a pass more than ``within_s`` later is not counted (nothing was waiting).  The m
 is the value to give (a rotated log compressed with gzip is read too; every reading here is one
 pass over the log, a piece at a time: :func:`scan_log`)::
 
-    python -m greenslurm.traces.slurmctld_log /var/log/slurmctld.log
+    python -m greenslurm.slurmctld_log /var/log/slurmctld.log
     greenslurm replay trace.txt --format sacct --slurm-conf slurm.conf --queue slurm --slurm-handover 0.03
 
 >>> log = '''[2024-01-01T00:00:10.100] _job_complete: JobId=4 done
@@ -22,16 +22,14 @@ slurmctld's background loop runs its 30-second checks (``job_time_limit``) at it
 little over a second (ten 100 ms sleeps and its work: :mod:`greenslurm.sim.engine.slurmctld_loop`).
 Its checks show in the log as ``Testing job time limits and checkpoints`` (``SlurmctldDebug=debug2``)
 or, at ``verbose``, as ``Resetting JobId=N start time for node power up`` where a check started a
-job whose powered-down nodes had booted; :func:`loop_checks_s` finds them and the command prints the
-loop's drift (seconds per second over a second), the replay's ``SlurmScheduling.background_drift``
-and ``SlurmPowerSaving.background_drift``.
+job whose powered-down nodes had booted; :func:`loop_checks_s` finds them and the command
+(:mod:`greenslurm.slurmctld_log`) prints the loop's drift (seconds per second over a second), the
+replay's ``SlurmScheduling.background_drift`` and ``SlurmPowerSaving.background_drift``.
 """
 
 from __future__ import annotations
 
 import re
-import statistics
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -341,33 +339,3 @@ def one_per_check(moments) -> list[float]:
     for at in moments:
         count_once(checks, at)
     return checks
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m greenslurm.traces.slurmctld_log SLURMCTLD_LOG", file=sys.stderr)
-        return 2
-    try:
-        scan = read_log(args[0])
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    latencies, checks = scan.handovers_s, scan.checks
-    if not latencies and len(checks) < 2:
-        print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug) and fewer "
-              f"than two checks of the background loop (debug2, or power-saving resets)", file=sys.stderr)
-        return 2
-    if latencies:
-        print(f"{statistics.median(latencies):.3f}  (median of {len(latencies)} job ends; "
-              f"greenslurm replay --slurm-handover)")
-    if len(checks) >= 2:
-        from greenslurm.sim.engine.slurmctld_loop import loop_from_checks
-        loop = loop_from_checks(checks, checks[0])
-        print(f"{loop.drift:.5f}  (background loop: {len(checks)} checks, passes of {loop.step_s:.5f} s; "
-              f"SlurmScheduling.background_drift)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
