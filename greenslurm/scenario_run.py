@@ -340,7 +340,7 @@ def read_slurmctld_log(path: str, first_submit_s: float | None):
     up at the trace's first submission (:func:`greenslurm.traces.slurmctld_log.thread_timing`;
     restarts during the trace are reported: their threads run on other phases, which the replay does
     not follow) and each job's logged submission, start and end to the millisecond
-    (:func:`~greenslurm.traces.slurmctld_log.job_moments_s`).  The log must have started before the
+    (:attr:`~greenslurm.traces.slurmctld_log.LogScan.moments`).  The log must have started before the
     trace: a log of another period is refused."""
     from greenslurm.traces.slurmctld_log import read_log, thread_timing
 

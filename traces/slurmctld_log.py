@@ -139,8 +139,20 @@ class LogScan:
     """What one pass over a slurmctld log gathers (epoch seconds, in the log's order): slurmctld's
     starts, the background loop's checks and the backfill thread's looks (one per check,
     :func:`one_per_check`), its take-overs as primary controller (with their lines), the main scheduler's allocations,
-    per job id its logged moments (:func:`job_moments_s`), and the hand-over latencies of the job
-    ends (:func:`handover_latencies_s`)."""
+    per job id its logged moments, and the hand-over latencies of the job ends
+    (:func:`handover_latencies_s`).
+
+    A job's moments (epoch seconds, to the millisecond) are those slurmctld logs at its default
+    level: its submission (``_slurm_rpc_submit_batch_job``), its start (``sched: Allocate`` by the main
+    scheduler, ``_start_job`` by backfill) and its end (``_job_complete: JobId=N done``); the last of
+    each where a job id repeats (a requeued job runs again).
+
+    >>> moments = scan_log('''[2026-11-28T21:29:13.109] _slurm_rpc_submit_batch_job: JobId=9 InitPrio=1 usec=1406
+    ... [2026-11-28T21:29:16.523] sched/backfill: _start_job: Started JobId=9 in p0 on n04
+    ... [2026-11-28T21:29:57.545] _job_complete: JobId=9 done''').moments
+    >>> {kind: round(at % 60, 3) for kind, at in moments["9"].items()}
+    {'submit': 13.109, 'start': 16.523, 'end': 57.545}
+    """
 
     starts: list[float] = field(default_factory=list)
     checks: list[float] = field(default_factory=list)
@@ -154,7 +166,7 @@ class LogScan:
 def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
     """One pass over a slurmctld log (its text, or an iterable of pieces of it that end at line
     ends, such as :func:`log_pieces` or an open file): everything :func:`thread_timing`,
-    :func:`job_moments_s`, :func:`loop_checks_s`, :func:`backfill_looks_s` and
+    :func:`loop_checks_s`, :func:`backfill_looks_s` and
     :func:`handover_latencies_s` read.  A :class:`BadStamp` names a line whose stamp is no time."""
     scan = LogScan()
     ends: list[float] = []          # job ends since the last scheduler pass
@@ -305,21 +317,6 @@ def _shown(at_s: float) -> str:
     """
     moment = datetime(1970, 1, 1) + timedelta(milliseconds=round(at_s * 1000))
     return moment.isoformat(timespec="milliseconds")
-
-
-def job_moments_s(log) -> dict[str, dict[str, float]]:
-    """Per job id, the moments (epoch seconds, to the millisecond) slurmctld logged at its default
-    level: its submission (``_slurm_rpc_submit_batch_job``), its start (``sched: Allocate`` by the main
-    scheduler, ``_start_job`` by backfill) and its end (``_job_complete: JobId=N done``); the last of
-    each where a job id repeats (a requeued job runs again).
-
-    >>> moments = job_moments_s('''[2026-11-28T21:29:13.109] _slurm_rpc_submit_batch_job: JobId=9 InitPrio=1 usec=1406
-    ... [2026-11-28T21:29:16.523] sched/backfill: _start_job: Started JobId=9 in p0 on n04
-    ... [2026-11-28T21:29:57.545] _job_complete: JobId=9 done''')
-    >>> {kind: round(at % 60, 3) for kind, at in moments["9"].items()}
-    {'submit': 13.109, 'start': 16.523, 'end': 57.545}
-    """
-    return scan_log(log).moments
 
 
 def count_once(checks: list[float], at: float) -> None:
