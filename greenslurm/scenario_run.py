@@ -649,7 +649,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:
         t = totals()
-        from greenslurm.sim.machines.power_states import boots_per_node_day, cycling_warning
+        from greenslurm.sim.machines.power_settings import boots_per_node_day, cycling_warning
         ledger = outcome.replay.machine.ledger
         span_s = ledger.last_s - ledger.start_s
         per_day = boots_per_node_day(t.boots, outcome.cluster.size, span_s)

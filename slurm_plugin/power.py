@@ -45,7 +45,7 @@ from greenslurm.slurm_plugin.snapshot import PARKED_REASON as DRAIN_REASON  # no
 from greenslurm.slurm_plugin.live_nodes import eligible_nodes, live_cluster  # noqa: E402
 OFF_FLAGS = ("powered_down", "powering_down", "power_down")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: E402,F401
+from greenslurm.sim.machines.node_states import BOOTING, OFF, ON  # noqa: E402
 
 
 def power_state(state: str) -> int:
