@@ -63,9 +63,6 @@ from greenslurm.clustermodel import Cluster, InputError
 from greenslurm.sim.events import EventKind
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.training_jobs import GPU_SET_SIZES, check_training_job
-# the training jobs have a module of their own; their names stay importable from here
-from greenslurm.sim.machines.training_jobs import (colocation_cluster, dlt_jobs_from_specs,  # noqa: F401,E402
-                                                   synthetic_dlt_jobs, training_job)
 
 
 # -- the machine ------------------------------------------------------------------------------------
