@@ -72,14 +72,14 @@ for 15 s (up at 116 s) and slurmctld's next check of configuring jobs (every 30 
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.allocation.selection import NodeSelection
-from greenslurm.allocation.power_policy import RateCount
+from greenslurm.allocation.power_policy import RateCount, scan_while_decaying
 from greenslurm.sim.engine.slurmctld_loop import wake_after
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
@@ -110,6 +110,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         super().__init__(cluster, selection, config)
         n = cluster.size
         self.powering_down = np.zeros(n, dtype=bool)         # suspended, not yet allocatable
+        self._changes = 0                                     # bumped by every change the queue reads (node_version)
         self._suspend_req_s = np.zeros(n)
         self.configuring: dict[int, PendingJob] = {}          # job index -> job waiting for its nodes
         self._resume_list: list[int] = []                     # Slurm's resume_job_list (job indices)
@@ -211,6 +212,13 @@ class SlurmPowerMachine(PowerManagedMachine):
     def _set_state(self, node: int, state: int, now_s: float) -> None:
         super()._set_state(node, state, now_s)
         self._due = None
+        self._changes += 1
+
+    def node_version(self) -> int | None:
+        """A number that changes whenever :meth:`unavailable` or :meth:`powered_up` may answer
+        otherwise (a node's power state changed, or a powered-down node became allocatable); None
+        for a subclass, which may change them in ways this class does not count."""
+        return self._changes if type(self) is SlurmPowerMachine else None
 
     def _due_times(self) -> tuple[float, float]:
         """(the earliest ``whole(idle since) + SuspendTime`` of the nodes on, idle, not excluded and
@@ -362,6 +370,7 @@ class SlurmPowerMachine(PowerManagedMachine):
         if done.any():
             self.powering_down[done] = False      # POWERED_DOWN: allocatable again
             self._due = None
+            self._changes += 1
             self._tell_queue()
         if may_resume is not None and len(going) and self._resume_list:
             # power freed by these suspends may let a job's nodes resume: look again at the next tick
@@ -372,15 +381,31 @@ class SlurmPowerMachine(PowerManagedMachine):
     def _decay_skipped_scans(self, tick_s: float) -> None:
         """The scans at every wake-up since the last one up to ``tick_s`` that the replay folded
         (:meth:`_next_periodic_scan`: nothing but the rate counts could change in them): each
-        decays the counts as a scan does."""
-        rates = (self._resume_rate, self._suspend_rate)
-        at = self._tick_later(self._last_scan_s, self._tick_s)
-        while at < tick_s - 1e-9 and (rates[0].decaying or rates[1].decaying):
-            clock = self._whole(at)
-            for rate in rates:
-                rate.scan(clock)
-                rate.settle()
-            at = self._tick_later(at, self._tick_s)
+        decays the counts as a scan does (:func:`~greenslurm.allocation.power_policy.scan_while_decaying`)."""
+        scan_while_decaying((self._resume_rate, self._suspend_rate), self._skipped_clocks(tick_s))
+
+    def _skipped_clocks(self, tick_s: float, chunk: int = 2048) -> Iterator[np.ndarray | list[float]]:
+        """The thread's clock at each wake-up after the last scan and before ``tick_s``, in chunks
+        (at a steady phase each wake-up a tick after the one before: the same sums in an array)."""
+        step, end = self._tick_s, tick_s - 1e-9
+        at = self._tick_later(self._last_scan_s, step)
+        if self.saving.thread_wake_s is None and not self.saving.thread_wakes_s:
+            while at < end:
+                # at, at + step, (at + step) + step, ...: added one after the other as the wake-ups are
+                wakes = np.add.accumulate(np.concatenate(([at], np.full(chunk - 1, step))))
+                wakes = wakes[wakes < end]
+                yield np.floor(wakes / step + 1e-9) * step          # _whole of each
+                at = float(wakes[-1]) + step
+            return
+        clocks = []
+        while at < end:
+            clocks.append(self._whole(at))
+            at = self._tick_later(at, step)
+            if len(clocks) == chunk:
+                yield clocks
+                clocks = []
+        if clocks:
+            yield clocks
 
     def _next_periodic_scan(self, now_s: float) -> float:
         """The next periodic scan that can change anything: every ``interval_s`` while the rate
