@@ -428,7 +428,7 @@ def slurm_power_saving(scenario: Scenario, cluster: Cluster):
     """Slurm's power saving for the slurm queue: the slurm.conf's SuspendTime, ... with the
     scenario's ``power_states`` (``suspend_after_s`` sets SuspendTime; ``boot_s``, ``boot_w``,
     ``off_w``, ``start_off``), or None when no node is ever powered down."""
-    from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, boot_time_s
+    from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving, boot_time_s
     from greenslurm.traces.slurm_conf import parse_slurm_conf
 
     path = scenario.cluster.slurm_conf
