@@ -36,7 +36,8 @@ import numpy as np
 
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.clustermodel import Cluster
-from greenslurm.sim.engine.slurm_power import SlurmPowerMachine, SlurmPowerSaving
+from greenslurm.sim.engine.slurm_power import SlurmPowerMachine
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.power import DRAIN_REASON, PowerManager, slurm_conf_lines, worst_case_w

@@ -18,7 +18,8 @@ from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace
-from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power import slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
 from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, compiled_will_run_library, group_ends,
                                                    slurm_clock_s)

@@ -18,7 +18,7 @@ point in each second (``tick_phase_s``, where a recording's first power-save log
 decides with the whole second it reads, and logs its suspends and resumes at the moment it woke; a
 change within the second of a scan brings one more scan at the next wake.  slurmctld's 30-second
 checks of configuring jobs run in its background loop, whose passes take a little over a second
-(``background_drift``): :func:`next_periodic_check`.
+(``background_drift``): :func:`~greenslurm.sim.engine.slurmctld_loop.next_periodic_check`.
 
 **Allocation.**  Powered-down nodes stay allocatable; a job's nodes are chosen among powered-up
 nodes first (Slurm puts powered-down nodes in a node set of higher weight), then among all.  A job
@@ -84,9 +84,8 @@ from greenslurm.sim.engine.slurmctld_loop import wake_after
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig, PowerStateLedger
-from greenslurm.sim.engine.slurmctld_loop import next_check_on_logged_chain, next_periodic_check
-from greenslurm.sim.engine.slurm_power_settings import (  # noqa: F401  (the settings, with the machine)
-    INFINITE, THREAD_TICK_S, PartitionPower, SlurmPowerSaving, boot_time_s)
+from greenslurm.sim.engine.slurmctld_loop import next_check_on_logged_chain
+from greenslurm.sim.engine.slurm_power_settings import THREAD_TICK_S, SlurmPowerSaving, boot_time_s
 
 
 class SlurmPowerMachine(PowerManagedMachine):
