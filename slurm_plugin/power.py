@@ -51,6 +51,7 @@ from greenslurm.sim.machines.node_states import BOOTING, OFF, ON  # noqa: E402
 def power_state(state: str) -> int:
     """ON, BOOTING or OFF from a node's Slurm state and flags (``idle+powered_down``).
 
+    >>> from greenslurm.sim.machines.node_states import STATE_NAMES
     >>> [STATE_NAMES[power_state(s)] for s in ("idle", "mixed+powering_up", "idle+drain+powered_down")]
     ['on', 'booting', 'off']
     """
@@ -64,6 +65,7 @@ def drawn_state(state: str) -> int:
     """The power state a node draws in, for energy accounting: OFF only once Slurm says it is powered
     down (while powering down it still draws), BOOTING while powering up, else ON.
 
+    >>> from greenslurm.sim.machines.node_states import STATE_NAMES
     >>> [STATE_NAMES[drawn_state(s)] for s in ("idle+powering_down", "idle+drain+powered_down", "mixed+powering_up")]
     ['on', 'off', 'booting']
     """
