@@ -50,6 +50,8 @@ Spec file (TOML; paths are relative to the spec file)::
     load = [0.5, 0.9]
     slack = [0.5, 1.0]
 
+>>> from greenslurm.sweep_cell import run_cell
+>>> from greenslurm.sweep_spec import parse_spec
 >>> spec = parse_spec('''
 ... [sweep]
 ... seeds = 2

@@ -583,6 +583,7 @@ def build_colocation(policy: str, *, settings: ColocationSettings | None = None,
     """The machine factory and the selection (the policy) for ``Replay(..., "fcfs", selection=...,
     machine_factory=...)``.  A fresh pair per run: EaCO's history learns during the run.
 
+    >>> from greenslurm.sim.machines.training_jobs import colocation_cluster
     >>> factory, selection = build_colocation("gandiva")
     >>> selection.name, factory(colocation_cluster(2), selection).nodes
     ('gandiva', 2)
