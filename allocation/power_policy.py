@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -81,6 +81,57 @@ class RateCount:
         """Whether a limit applies and the count has yet to decay (later scans can change what it allows)."""
         return bool(self.per_minute and self.value)
 
+
+def scan_while_decaying(counts: Sequence[RateCount], clock_chunks: Iterable[Sequence[float]]) -> None:
+    """Every count scanned at each clock of ``clock_chunks`` (increasing clocks, in chunks) as
+    :meth:`RateCount.scan` then :meth:`RateCount.settle` would, while any of them is
+    :attr:`~RateCount.decaying` (tested before each clock; the chunks after that are not read).
+    A minute's count decays over about 1,200 one-second scans before it is none: a chunk's scans
+    are array operations with the same arithmetic in the same order (a count's value is its
+    running product with each scan's (60 - dt) / 60, ``multiply.accumulate`` multiplying
+    left to right as the scans do), so the counts come out bit for bit the same.
+
+    >>> a, b = RateCount(2), RateCount(0)        # b: no limit (never decaying), its count decays too
+    >>> a.scan(0.0); a.add(); b.scan(0.0); b.add(3)
+    >>> c, d = RateCount(2), RateCount(0)
+    >>> c.scan(0.0); c.add(); d.scan(0.0); d.add(3)
+    >>> for clock in (1.0, 2.0, 3.0, 5.0, 70.0):
+    ...     for rate in (a, b):
+    ...         rate.scan(clock); rate.settle()
+    >>> scan_while_decaying((c, d), [[1.0, 2.0, 3.0], [5.0, 70.0]])
+    >>> [(r.value, r.count, r.last_s) for r in (a, b)] == [(r.value, r.count, r.last_s) for r in (c, d)]
+    True
+    >>> c.add(); d.add(3); scan_while_decaying((c, d), [range(71, 100_000)])   # until c's count is none
+    >>> c.value, c.decaying, c.last_s, 0 < d.value < 1e-8      # scans stop where c's count is none
+    (0.0, False, 1304.0, True)
+    """
+    if not any(count.decaying for count in counts):
+        return
+    for chunk in clock_chunks:
+        clocks = np.asarray(chunk, dtype=float)
+        if not len(clocks):
+            continue
+        values, decaying = [], np.zeros(len(clocks), dtype=bool)
+        for count in counts:
+            before = np.empty(len(clocks))
+            before[0] = -math.inf if count.last_s is None else count.last_s
+            before[1:] = clocks[:-1]
+            delta = clocks - before
+            minute = count.minute_s
+            # a scan a minute or more after the last: nothing (x 0.0); else x (60 - dt) / 60
+            factor = np.where(delta >= minute, 0.0, (minute - np.minimum(delta, minute)) / minute)
+            value = np.multiply.accumulate(np.concatenate(([count.value], factor)))[1:]
+            values.append(value)
+            if count.per_minute:
+                # settle: below a billionth it is none; the products only fall from there
+                decaying |= value >= 1e-9
+        stop = int(np.argmin(decaying)) if not decaying.all() else len(clocks) - 1
+        for count, value in zip(counts, values):
+            count.count = int(float(value[stop]) + 0.5)
+            count.value = float(value[stop]) if value[stop] >= 1e-9 else 0.0
+            count.last_s = float(clocks[stop])
+        if not decaying[stop]:
+            return
 
 def wanted_cpus(waiting_cpus: Sequence[float], under_budget: bool) -> float:
     """The CPUs the waiting jobs want on.

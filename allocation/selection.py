@@ -26,7 +26,7 @@ The load rules (``balanced``, ``bestfit``, ``minidle``, ``firstfit``) may carry 
 only matters to the deadline queue, whose planner may then use enclosed idle gaps (Nileshwar & Schwiegelshohn's
 backfilling); the EASY and conservative queues backfill by themselves.
 
-GPU scorers run in the :class:`~greenslurm.allocation.framework.ScoringFramework`
+GPU scorers run in the :class:`~greenslurm.allocation.scorers.framework.ScoringFramework`
 (Filter -> Score -> Normalize -> weighted Combine); the scorers give raw scores only.  A job on
 several nodes takes the best ``count`` nodes by combined score (ties: the framework's tie-break);
 for one node that is exactly the framework's choice.
@@ -49,7 +49,7 @@ from greenslurm.clustermodel.errors import InputError
 # The GPU state, the scoring framework, Slurm's consecutive runs and phase balance load with the
 # selections that use them: a replay on CPU nodes under a load rule reads none of them.
 if TYPE_CHECKING:
-    from greenslurm.allocation.framework import ScoringFramework
+    from greenslurm.allocation.scorers.framework import ScoringFramework
     from greenslurm.clustermodel.fragmentation import TargetWorkload
     from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 

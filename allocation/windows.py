@@ -12,7 +12,7 @@ Two questions, both vectorised over nodes:
 These are the plain definitions on whole arrays.  The plan profile
 (:class:`greenslurm.sim.engine.profile.PlanProfile`) answers the same questions without looking at
 every step: it reads only the steps a window spans (:func:`window_span`, :func:`fits_in_windows`) and
-keeps per node the suffix minima that tails are read from (:func:`suffix_levels`).
+keeps per node the suffix minima that tails are read from.
 
 >>> times = np.array([0.0, 10.0, 20.0])
 >>> free = np.array([[[0.0]], [[1.0]], [[1.0]]]).repeat(2, axis=1)   # 2 nodes, busy until 10
@@ -57,24 +57,6 @@ def tails_after(times: np.ndarray, bad: np.ndarray) -> np.ndarray:
     last_bad = k - 1 - np.argmax(bad[::-1], axis=0)          # index of the last bad step
     out = np.where(bad.any(axis=0), times[np.minimum(last_bad + 1, k - 1)], times[0])
     return np.where(bad[-1], np.inf, out)
-
-
-def suffix_levels(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The suffix minima of one node's free amounts over the steps, ``m[k] = min(column[k:])``, as
-    the steps where ``m`` changes and its value from there on.  ``m`` never decreases, so the node
-    holds ``d`` from step k on for ever iff ``m[k] >= d``: its tail for ``d`` is the first level
-    holding ``d`` (none holds it when the last step does not).  A NaN counts as too little
-    everywhere it reaches, as in a comparison.
-
-    >>> steps, values = suffix_levels(np.array([3.0, 1.0, 4.0, 2.0, 5.0]))
-    >>> steps.tolist(), values.tolist()       # m = [1, 1, 2, 2, 5]
-    ([0, 2, 4], [1.0, 2.0, 5.0])
-    """
-    minima = np.minimum.accumulate(column[::-1])[::-1]
-    starts = np.ones(len(minima), dtype=bool)
-    starts[1:] = minima[1:] != minima[:-1]
-    steps = np.flatnonzero(starts)
-    return steps, minima[steps]
 
 
 def window_span(times: np.ndarray, duration_s: float, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:

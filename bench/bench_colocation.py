@@ -2,7 +2,7 @@
 
 Workloads:
 
-* ``--trace synthetic`` (default; ``greenslurm.sim.machines.colocation.synthetic_dlt_jobs``, seeded):
+* ``--trace synthetic`` (default; ``greenslurm.sim.machines.training_jobs.synthetic_dlt_jobs``, seeded):
   Poisson arrivals (6 per hour), the paper's four models uniformly (Table 1 power and epoch time,
   Table 2 memory and GPU utilisation), 1, 2, 4 or 8 GPUs (55/15/15/15 %), 10-90 epochs, a deadline of
   submit + U(1.2, 3.0) x the exclusive JCT for 80 % of jobs (none for the rest).
@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from greenslurm.allocation.colocation import (ACCOUNTINGS, COLOCATION_POLICIES, ColocationSettings,  # noqa: E402
                                               History, Interference, possible_mixes, prediction_error)
 from greenslurm.clustermodel import InputError  # noqa: E402
-from greenslurm.sim.machines.colocation import dlt_jobs_from_specs, synthetic_dlt_jobs  # noqa: E402
+from greenslurm.sim.machines.training_jobs import dlt_jobs_from_specs, synthetic_dlt_jobs  # noqa: E402
 from greenslurm.sim.studies.colocation_runs import colocation_replay, colocation_result  # noqa: E402
 
 POLICIES = ("fifo", "fifo-packed", "gandiva", "gandiva-gavel", "eaco")

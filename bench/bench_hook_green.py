@@ -9,7 +9,7 @@ from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.service import DecisionService
 from greenslurm.slurm_plugin.forecast import Forecast
-from greenslurm.slurm_plugin.view import Snapshot, LiveNode
+from greenslurm.slurm_plugin.snapshot import Snapshot, LiveNode
 from greenslurm.clustermodel.renewable import SupplySeries
 import greenslurm.slurm_plugin.service as S
 T=1_800_000_000.0

@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from greenslurm.traces.slurm_conf import HostNames, expand_hostlist  # noqa: E402
+from greenslurm.traces.slurm_conf import expand_hostlist  # noqa: E402
+from greenslurm.traces.slurm_hostlist import HostNames
 
 
 def lists() -> dict[str, str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import sys
@@ -56,15 +55,6 @@ def percentiles_ms(samples: list[float]) -> dict[str, float]:
 
 def over_default(stats: dict) -> str:
     return f"{stats['over_default']} of {stats['count']} over the default timeout_ms ({DEFAULT_TIMEOUT_MS:g} ms)"
-
-
-def suggest_timeout_ms(p999_ms: float) -> int:
-    """3 x the loaded p99.9 answer time, rounded up to 10 ms (at least 10 ms).
-
-    >>> suggest_timeout_ms(4.2), suggest_timeout_ms(0.5), suggest_timeout_ms(31.0)
-    (20, 10, 100)
-    """
-    return max(10, int(math.ceil(3 * p999_ms / 10.0)) * 10)
 
 
 def paired_round_trips(clusters: dict, users: dict, rounds: int, cancel_every: int = 25) -> dict[str, list[float]]:
@@ -202,7 +192,7 @@ def bench_view(decisions: int, nodes: int, pending: int) -> None:
     from greenslurm.clustermodel import JobSpec
     from greenslurm.slurm_plugin.record import DecisionRecord
     from greenslurm.slurm_plugin.service import DecisionService, HookConfig
-    from greenslurm.slurm_plugin.view import LiveNode, PendingJob, RunningJob, Snapshot
+    from greenslurm.slurm_plugin.snapshot import LiveNode, PendingJob, RunningJob, Snapshot
 
     now = time.time()
     rng = np.random.default_rng(1)

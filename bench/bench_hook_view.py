@@ -26,7 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 from greenslurm.acceptance.registry import build  # noqa: E402
 from greenslurm.clustermodel import JobSpec  # noqa: E402
-from greenslurm.slurm_plugin.view import LiveNode, LiveView, NodeUse, PendingJob, RunningJob, Snapshot  # noqa: E402
+from greenslurm.slurm_plugin.snapshot import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot  # noqa: E402
+from greenslurm.slurm_plugin.view import LiveView  # noqa: E402
 
 NOW = 1_700_000_000.0
 

@@ -38,7 +38,8 @@ from bench_slurm_fidelity import jobs_of  # noqa: E402
 from greenslurm.clustermodel import JobSpec  # noqa: E402
 from greenslurm.sim.engine.replay import Replay  # noqa: E402
 from greenslurm.sim.engine.slurm_model import SlurmScheduling  # noqa: E402
-from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory  # noqa: E402
+from greenslurm.sim.engine.slurm_power import slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving  # noqa: E402
 from greenslurm.sim.engine.slurmctld_loop import BACKGROUND_DRIFT, BackgroundLoop, loop_from_checks  # noqa: E402
 from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text  # noqa: E402
 from greenslurm.traces.slurmctld_log import one_per_check, read_log  # noqa: E402

@@ -100,8 +100,19 @@ def layout(request: Request, free_cpus: np.ndarray, in_map: np.ndarray) -> tuple
     return None if nodes is None else (nodes, np.ones(len(nodes)))
 
 
-def compare(folder: Path) -> Comparison:
-    """The log's allocations of the recording in ``folder`` against the rule, given Slurm's state."""
+@dataclass(frozen=True)
+class _Cluster:
+    """slurm.conf's nodes, in Slurm's node order (slurm.conf's), and its partitions."""
+
+    names: list[str]
+    capacity: np.ndarray                      # CPUs per node
+    memory: np.ndarray                        # RealMemory per node, MB
+    members: dict[str, np.ndarray]            # partition -> its nodes, as a mask
+    tiers: dict[str, int]                     # partition -> PriorityTier
+    memory_consumable: bool                   # CR_*_Memory: memory is allocated as CPUs are
+
+
+def _cluster(folder: Path) -> _Cluster:
     conf_path = folder / "slurm.conf"
     try:
         conf = parse_slurm_conf(conf_path)
@@ -109,114 +120,144 @@ def compare(folder: Path) -> Comparison:
         raise BadRecording(f"{conf_path}: cannot read: {error.strerror or error}") from None
     except InputError as error:             # names its file, line and field
         raise BadRecording(str(error)) from None
-    names = [node.name for node in conf.nodes]            # Slurm's node order: slurm.conf's
-    capacity = np.array([node.cpus for node in conf.nodes], dtype=float)
-    memory = np.array([node.real_memory_mb for node in conf.nodes], dtype=float)
-    members = {p.name: np.isin(names, p.nodes) for p in conf.partitions}
-    tiers = {p.name: p.priority_tier for p in conf.partitions}
-    memory_consumable = conf.select.memory_consumable
-    requests = _requests(folder)
-    try:
-        jobs = read_sacct(str(folder / "trace.txt")).jobs
-    except (OSError, ValueError) as error:
-        raise BadRecording(f"{folder / 'trace.txt'}: {error}") from None
-    name_of = {int(j.job_id): j.extra.get("job_name", j.job_id) for j in jobs}
-    partition_of = {int(j.job_id): j.partition for j in jobs}
-    text = _read_log(folder)
+    names = [node.name for node in conf.nodes]
+    return _Cluster(names, np.array([node.cpus for node in conf.nodes], dtype=float),
+                    np.array([node.real_memory_mb for node in conf.nodes], dtype=float),
+                    {p.name: np.isin(names, p.nodes) for p in conf.partitions},
+                    {p.name: p.priority_tier for p in conf.partitions}, conf.select.memory_consumable)
 
-    used = np.zeros(len(names))
-    memory_used = np.zeros(len(names))
-    held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    waiting: dict[int, tuple] = {}               # job id -> its order key (tier, priority, id)
-    counts = {"main": [0, 0], "backfill": [0, 0]}
-    mismatches: list[Mismatch] = []
-    pass_at = -math.inf
-    blocked = np.zeros(len(names), dtype=bool)   # nodes of the partitions that failed in this pass
-    tried_up_to: tuple | None = None
-    try:
-        stamped = list(_stamped(text))
-    except BadStamp as error:
-        raise BadRecording(f"{_log_path(folder)}: {error}") from None
-    for now, message in stamped:
+
+class _LogWalk:
+    """The allocations and ends of slurmctld's log in its order, each allocation compared with the
+    rule's choice on the CPUs (and memory) free at that instant (see the module text)."""
+
+    def __init__(self, folder: Path, cluster: _Cluster, requests: dict[str, Request], jobs) -> None:
+        self.folder, self.cluster, self.requests = folder, cluster, requests
+        self.name_of = {int(j.job_id): j.extra.get("job_name", j.job_id) for j in jobs}
+        self.partition_of = {int(j.job_id): j.partition for j in jobs}
+        size = len(cluster.names)
+        self.used = np.zeros(size)
+        self.memory_used = np.zeros(size)
+        self.held: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.waiting: dict[int, tuple] = {}               # job id -> its order key (tier, priority, id)
+        self.counts = {"main": [0, 0], "backfill": [0, 0]}
+        self.mismatches: list[Mismatch] = []
+        self.pass_at = -math.inf
+        self.blocked = np.zeros(size, dtype=bool)         # nodes of the partitions that failed in this pass
+        self.tried_up_to: tuple | None = None
+
+    def line(self, now: float, message: str) -> None:
         submitted = SUBMITTED.match(message)
         if submitted:
             job_id = int(submitted.group(1))
-            partition = partition_of.get(job_id)
-            if partition in tiers:
-                waiting[job_id] = (-tiers[partition], -int(submitted.group(2)), job_id)
-            pass_at = -math.inf                      # a pass holds the job lock: the next is another
-            continue
+            partition = self.partition_of.get(job_id)
+            if partition in self.cluster.tiers:
+                self.waiting[job_id] = (-self.cluster.tiers[partition], -int(submitted.group(2)), job_id)
+            self.pass_at = -math.inf                      # a pass holds the job lock: the next is another
+            return
         done = DONE.match(message)
         if done:
-            cpus, memory_held = held.pop(int(done.group(1)), (0.0, 0.0))
-            used -= cpus
-            memory_used -= memory_held
-            pass_at = -math.inf
-            continue
+            cpus, memory_held = self.held.pop(int(done.group(1)), (0.0, 0.0))
+            self.used -= cpus
+            self.memory_used -= memory_held
+            self.pass_at = -math.inf
+            return
         allocated = ALLOCATE.match(message)
         started = allocated or BACKFILLED.match(message)
-        if not started:
-            continue
-        job_id = int(started.group(1))
-        if job_id not in name_of or name_of[job_id] not in requests:
-            continue
-        if allocated:
-            hostlist, partition, scheduler = allocated.group(2), allocated.group(3), "main"
-        else:
-            partition, hostlist, scheduler = started.group(2), started.group(3), "backfill"
-        if partition not in members:
-            raise BadRecording(f"{_log_path(folder)}: JobId={job_id}: partition {partition!r} is not in slurm.conf")
+        if started:
+            job_id = int(started.group(1))
+            if job_id in self.name_of and self.name_of[job_id] in self.requests:
+                if allocated:
+                    self.start(now, job_id, allocated.group(3), allocated.group(2), "main")
+                else:
+                    self.start(now, job_id, started.group(2), started.group(3), "backfill")
+
+    def start(self, now: float, job_id: int, partition: str, hostlist: str, scheduler: str) -> None:
+        cluster, names = self.cluster, self.cluster.names
+        if partition not in cluster.members:
+            raise BadRecording(f"{_log_path(self.folder)}: JobId={job_id}: partition {partition!r} is not in slurm.conf")
         try:
             slurm_nodes = np.flatnonzero(np.isin(names, expand_hostlist(hostlist)))
         except ValueError as error:
-            raise BadRecording(f"{_log_path(folder)}: JobId={job_id}: node list {hostlist!r}: {error}") from None
-        request = requests[name_of[job_id]]
-        key = waiting.pop(job_id, (-tiers[partition], 0, job_id))
-        if scheduler == "main":
-            if now - pass_at > SAME_PASS_S:          # a new pass
-                blocked[:] = False
-                tried_up_to = None
-            pass_at = now
-            # the jobs ahead of this one that waited through the pass failed: their partitions' nodes
-            # are taken from it (and from every later job of the pass)
-            for other, other_key in waiting.items():
-                if other_key < key and (tried_up_to is None or other_key > tried_up_to):
-                    blocked |= members[partition_of[other]]
-            tried_up_to = key
-        in_map = members[partition] & ~blocked if scheduler == "main" else members[partition].copy()
-        free = capacity - used
-        if memory_consumable:
-            in_map = in_map & ((memory - memory_used >= request.memory_mb) if request.memory_mb
-                               else memory_used == 0)
-        elif request.memory_mb:
-            in_map = in_map & (memory >= request.memory_mb)
-        found = layout(request, free, in_map)
+            raise BadRecording(f"{_log_path(self.folder)}: JobId={job_id}: node list {hostlist!r}: {error}") from None
+        request = self.requests[self.name_of[job_id]]
+        found = layout(request, cluster.capacity - self.used, self._in_map(now, job_id, partition, scheduler, request))
         same = found is not None and np.array_equal(np.sort(found[0]), slurm_nodes)
-        counts[scheduler][0] += same
-        counts[scheduler][1] += 1
+        self.counts[scheduler][0] += same
+        self.counts[scheduler][1] += 1
         if not same:
-            mismatches.append(Mismatch(name_of[job_id], _clock(now), scheduler, tuple(names[i] for i in slurm_nodes),
-                                       None if found is None else tuple(names[i] for i in np.sort(found[0]))))
+            self.mismatches.append(Mismatch(self.name_of[job_id], _clock(now), scheduler,
+                                            tuple(names[i] for i in slurm_nodes),
+                                            None if found is None else tuple(names[i] for i in np.sort(found[0]))))
             only = np.zeros(len(names), dtype=bool)
             only[slurm_nodes] = True
-            found = layout(request, free, only)
+            found = layout(request, cluster.capacity - self.used, only)
+        self._hold(job_id, request, slurm_nodes, found)
+
+    def _in_map(self, now: float, job_id: int, partition: str, scheduler: str, request: Request) -> np.ndarray:
+        """The nodes the job may have: its partition's, less (in a main-scheduler pass) those of the
+        partitions that failed earlier in the pass, less those short of its memory."""
+        cluster = self.cluster
+        key = self.waiting.pop(job_id, (-cluster.tiers[partition], 0, job_id))
+        if scheduler == "main":
+            if now - self.pass_at > SAME_PASS_S:          # a new pass
+                self.blocked[:] = False
+                self.tried_up_to = None
+            self.pass_at = now
+            # the jobs ahead of this one that waited through the pass failed: their partitions' nodes
+            # are taken from it (and from every later job of the pass)
+            for other, other_key in self.waiting.items():
+                if other_key < key and (self.tried_up_to is None or other_key > self.tried_up_to):
+                    self.blocked |= cluster.members[self.partition_of[other]]
+            self.tried_up_to = key
+        in_map = cluster.members[partition] & ~self.blocked if scheduler == "main" else cluster.members[partition].copy()
+        if cluster.memory_consumable:
+            in_map = in_map & ((cluster.memory - self.memory_used >= request.memory_mb) if request.memory_mb
+                               else self.memory_used == 0)
+        elif request.memory_mb:
+            in_map = in_map & (cluster.memory >= request.memory_mb)
+        return in_map
+
+    def _hold(self, job_id: int, request: Request, slurm_nodes: np.ndarray, found) -> None:
+        """What the job holds until its end: the rule's CPUs where it chose Slurm's nodes, else its
+        CPUs spread evenly over them; with CR_*_Memory its memory (all of a node's when it asks none)."""
+        names, memory = self.cluster.names, self.cluster.memory
         cpus = np.zeros(len(names))
         if found is not None and np.array_equal(np.sort(found[0]), slurm_nodes):
             cpus[found[0]] = found[1]
         else:
             cpus[slurm_nodes] = request.cpus / max(len(slurm_nodes), 1)
         memory_held = np.zeros(len(names))
-        if memory_consumable:
+        if self.cluster.memory_consumable:
             memory_held[slurm_nodes] = request.memory_mb or memory[slurm_nodes]
-        held[job_id] = (cpus, memory_held)
-        used += cpus
-        memory_used += memory_held
+        self.held[job_id] = (cpus, memory_held)
+        self.used += cpus
+        self.memory_used += memory_held
+
+
+def compare(folder: Path) -> Comparison:
+    """The log's allocations of the recording in ``folder`` against the rule, given Slurm's state."""
+    cluster = _cluster(folder)
+    requests = _requests(folder)
+    try:
+        jobs = read_sacct(str(folder / "trace.txt")).jobs
+    except (OSError, ValueError) as error:
+        raise BadRecording(f"{folder / 'trace.txt'}: {error}") from None
+    text = _read_log(folder)
+    walk = _LogWalk(folder, cluster, requests, jobs)
+    try:
+        stamped = list(_stamped(text))
+    except BadStamp as error:
+        raise BadRecording(f"{_log_path(folder)}: {error}") from None
+    for now, message in stamped:
+        walk.line(now, message)
+    counts = walk.counts
     if counts["main"][1] + counts["backfill"][1] == 0:
         # nothing compared is no result ("0 of 0"): an empty or foreign log, or another recording's
         raise BadRecording(f"{_log_path(folder)}: no allocation of a job of {folder / 'trace.txt'} and its workload.csv "
                            f"(none of {len(stamped)} time-stamped lines is a 'sched: Allocate' or backfill start "
                            "of such a job): not this recording's slurmctld log")
-    return Comparison(tuple(counts["main"]), tuple(counts["backfill"]), mismatches)
+    return Comparison(tuple(counts["main"]), tuple(counts["backfill"]), walk.mismatches)
 
 
 def _requests(folder: Path) -> dict[str, Request]:

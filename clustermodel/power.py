@@ -8,8 +8,6 @@ sum of power times the length of each interval.
 
 from __future__ import annotations
 
-import numpy as np
-
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
 

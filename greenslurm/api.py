@@ -13,7 +13,7 @@ command line prints, naming the keyword (``greenslurm.replay(): field slack_mean
 The replays are the CLI's: :func:`greenslurm.scenario_run.load_inputs` and
 :func:`~greenslurm.scenario_run.replay_jobs`, the frames of :mod:`greenslurm.sim.reporting.outputs`
 (the columns of jobs.csv and power.csv), and what-if's policies
-(:func:`greenslurm.cmd_whatif.parse_policy`, :func:`greenslurm.sweep.policy_scenario`).  No progress
+(:func:`greenslurm.cmd_whatif.parse_policy`, :func:`greenslurm.sweep_cell.policy_scenario`).  No progress
 bar unless ``progress=True``.
 """
 
@@ -31,7 +31,7 @@ import tomllib
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 from greenslurm.clustermodel import InputError
 from greenslurm.scenario import RUN_WHERE, Scenario, from_mapping
@@ -309,7 +309,7 @@ def _rows_table(rows: list[dict]):
 
 def _compare(where: str, trace=None, progress=False, **settings) -> Result:
     from greenslurm.scenario_run import load_inputs
-    from greenslurm.sweep import outcome_row
+    from greenslurm.sweep_cell import outcome_row
     varying = {k: list(v) for k, v in settings.items() if isinstance(v, (list, tuple)) and k != "columns"}
     if not varying:
         raise InputError("give a list of values for at least one keyword (queue=['easy', 'conservative'])",
@@ -382,7 +382,7 @@ def _whatif_cluster(where: str, cluster, slurm_conf, cluster_from_slurm, exclude
         return (cluster_from_slurm_conf(conf, exclude_unavailable=exclude_unavailable, **power), slurm_conf,
                 "; ".join(conf.warnings))
     if cluster is not None:
-        from greenslurm.sweep import build_cluster
+        from greenslurm.sweep_cell import build_cluster
         check_input_file(cluster, "cluster")
         return build_cluster(os.path.abspath(cluster)), cluster, ""
     from greenslurm.traces.slurm_nodes import cluster_from_slurm_nodes, parse_slurm_nodes
@@ -406,7 +406,7 @@ def _whatif(where: str, trace=None, cluster=None, slurm_conf=None, cluster_from_
     from greenslurm.scenario_run import Inputs, build_supply, prepared_jobs
     from greenslurm.sim.engine.recorded_schedule import submit_and_start
     from greenslurm.sim.reporting.outputs import WHATIF_SCHEMA, versioned
-    from greenslurm.sweep import policy_scenario
+    from greenslurm.sweep_cell import policy_scenario
     from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED, distance, recorded_column, recorded_json
 
     if trace is None:

@@ -194,7 +194,7 @@ def compare_row(task: tuple) -> dict:
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from greenslurm.sim.studies.deadline_compare import make_scenario
-    from greenslurm.workers import worker_pool
+    from greenslurm.sim.workers import worker_pool
     if args.csv is not None and Path(args.csv).is_dir():
         raise InputError("is a directory (--csv wants a file name)", path=args.csv)
     if args.cores is not None and args.cores < 1:

@@ -139,7 +139,7 @@ def run_report(args: argparse.Namespace, console: Console) -> int:
     import time
 
     from greenslurm.slurm_plugin.energy import group_runs, load_report
-    from greenslurm.slurm_plugin.view import NodePower
+    from greenslurm.slurm_plugin.live_nodes import NodePower
 
     config = load_config(args.config)
     if not Path(config.database).is_file():

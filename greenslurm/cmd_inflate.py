@@ -20,7 +20,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm import cmd_options
-from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
+from greenslurm.allocation.scorers.framework import NORMALIZATIONS, TIE_BREAKS
 from greenslurm.allocation.selection import parse_selection, selection_names
 from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.errors import missing_path

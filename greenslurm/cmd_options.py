@@ -312,9 +312,9 @@ def gpu_scorer_options(parser: argparse.ArgumentParser) -> None:
     """The GPU scorers' options of ``greenslurm replay`` (the scenario's [selection] table)."""
     group = parser.add_argument_group("GPU scorers (--select pwr, fgd, gpubestfit, ... or a mix)")
     group.add_argument("--normalization", default=None,
-                       choices=LazyChoices("greenslurm.allocation.framework", "NORMALIZATIONS"),
+                       choices=LazyChoices("greenslurm.allocation.scorers.framework", "NORMALIZATIONS"),
                        help="score normalisation of the GPU scorers (default: paper; see greenslurm inflate --help)")
-    group.add_argument("--ties", default=None, choices=LazyChoices("greenslurm.allocation.framework", "TIE_BREAKS"),
+    group.add_argument("--ties", default=None, choices=LazyChoices("greenslurm.allocation.scorers.framework", "TIE_BREAKS"),
                        help="equal best scores: the first node (default) or a seeded random one (--seed)")
     group.add_argument("--fgd-coverage", type=float, default=None, metavar="FRACTION",
                        help=f"FGD target workload: the most frequent task shapes up to this share (default: "

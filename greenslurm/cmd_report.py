@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,8 +23,8 @@ from greenslurm.inputs import make_output_folder, require_module
 from greenslurm.sim.reporting.quantities import display_scale, quantity
 from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
 from greenslurm.stats import aggregate
-from greenslurm import sweep as sweep_module
-from greenslurm.sweep import PARAMETERS, RESULTS_PARQUET
+from greenslurm.sweep import RESULTS_PARQUET
+from greenslurm.sweep_cell import PARAMETER_ALIASES, PARAMETERS
 
 if TYPE_CHECKING:      # pandas loads when results are read, not with the command line
     import pandas as pd
@@ -186,7 +185,7 @@ def load_results(paths: list[str]) -> Results:
 def param_columns(frame: pd.DataFrame) -> list[str]:
     """The grid parameters among the columns (today's names, the older names of earlier results, and
     ``option.NAME``)."""
-    known = set(PARAMETERS) | set(getattr(sweep_module, "PARAMETER_ALIASES", {}))
+    known = set(PARAMETERS) | set(PARAMETER_ALIASES)
     return [c for c in frame.columns if (c in known or c.startswith("option.")) and c not in CELL_COLUMNS]
 
 

@@ -15,7 +15,9 @@ from greenslurm.cli_parser import non_negative_int
 from greenslurm.cmd_options import alias, no_progress, workers
 from greenslurm.console import progress_bar, showing_progress, warning_line
 from greenslurm.inputs import require_module
-from greenslurm.sweep import PARAMETER_ALIASES, PARAMETERS, load_spec, run_sweep
+from greenslurm.sweep import run_sweep
+from greenslurm.sweep_cell import PARAMETER_ALIASES, PARAMETERS
+from greenslurm.sweep_spec import load_spec
 
 EPILOG = """\
 examples:

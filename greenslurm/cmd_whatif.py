@@ -3,7 +3,7 @@
 The cluster comes from Slurm (``--cluster-from-slurm FILE`` holding ``sinfo --json`` or ``scontrol show
 nodes --json`` output, or ``live`` to run ``sinfo --json`` here), from the site's slurm.conf
 (``--slurm-conf``) or from a cluster TOML (``--cluster``).
-Every policy is a :class:`~greenslurm.scenario.Scenario` (:func:`greenslurm.sweep.policy_scenario`) over the
+Every policy is a :class:`~greenslurm.scenario.Scenario` (:func:`greenslurm.sweep_cell.policy_scenario`) over the
 same jobs, with the same drawn deadlines and the same renewable supply, replayed by
 :func:`greenslurm.scenario_run.replay_jobs`.  The report is one page: a row per figure, a column per policy, the
 difference against the current policy in green (better) or red (worse).  Before the policies, the
@@ -41,10 +41,10 @@ from greenslurm.clustermodel.errors import missing_path
 from greenslurm.console import progress_bar, showing_progress
 from greenslurm.inputs import check_input_file, check_output_paths, parse_columns
 from greenslurm.sim.reporting.report import fmt_duration, most_skipped
-from greenslurm.sweep import outcome_row, policy_scenario
+from greenslurm.sweep_cell import outcome_row, policy_scenario
 from greenslurm.whatif_baseline import DEFAULT_TOLERANCE_S, LABEL as RECORDED
 from greenslurm.traces import FORMATS
-from greenslurm.workers import worker_pool
+from greenslurm.sim.workers import worker_pool
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def load_cluster(args: argparse.Namespace):
                                           idle_w=args.node_idle_w, busy_w=args.node_busy_w)
         return cluster, args.slurm_conf, "; ".join(conf.warnings)
     if args.cluster:
-        from greenslurm.sweep import build_cluster
+        from greenslurm.sweep_cell import build_cluster
         check_input_file(args.cluster, "cluster")
         return build_cluster(str(Path(args.cluster).resolve())), args.cluster, ""
     if args.nodes:
@@ -236,7 +236,7 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
         row["jobs_total"] = row.get("jobs_total", 0) + left_out
         row["skipped_by_reason"][BUDGET_REASON] = left_out
     if row.get("boots") is not None:
-        from greenslurm.sim.machines.power_states import boots_per_node_day
+        from greenslurm.sim.machines.power_settings import boots_per_node_day
         row["boots_per_node_day"] = boots_per_node_day(row["boots"], nodes, row["makespan_s"]) \
             if row.get("makespan_s") else None
     return row
@@ -244,7 +244,7 @@ def whatif_row(outcome, nodes: int, reader_skipped: dict) -> dict:
 
 def implausible_boots(results: dict, nodes: int) -> list[str]:
     """One warning per policy whose ``nodes`` boot implausibly often (the power states' threshold)."""
-    from greenslurm.sim.machines.power_states import cycling_warning
+    from greenslurm.sim.machines.power_settings import cycling_warning
     warnings = []
     for label, (row, _) in results.items():
         if row.get("boots") is not None and row.get("makespan_s"):
@@ -613,7 +613,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
     from greenslurm.scenario import ClusterSource, TraceSource
     from greenslurm.scenario_run import build_supply, prepared_jobs
-    from greenslurm.sweep import _read
+    from greenslurm.sweep_cell import _read
     from greenslurm.traces import read_trace
     from greenslurm.sim.engine.recorded_schedule import IMPLAUSIBLE_TIME
     from greenslurm.sim.reporting.outputs import SCHEMA_KEY, WHATIF_SCHEMA

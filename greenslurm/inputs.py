@@ -131,6 +131,7 @@ def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=Non
     factory taking a message (a terminal spinner), or None.  ``limit``: the file's first jobs only
     (:func:`greenslurm.traces.base.read_trace`)."""
     from greenslurm.traces import read_trace
+    from greenslurm.traces.records import repeated_job_ids
 
     check_input_file(path)
     started = time.perf_counter()
@@ -147,6 +148,10 @@ def read(path: str, fmt: str | None = None, *, strict: bool = False, columns=Non
              sum(trace.adjusted.values()), time.perf_counter() - started)
     for reason, count in sorted(trace.skipped.items()):
         log.info("reader skipped %d: %s", count, reason)
+    repeated, first = repeated_job_ids(trace.jobs)
+    if repeated:
+        log.warning("%s: %d job id(s) appear more than once (first: %s); each record is replayed as a job "
+                    "of its own", trace.path, repeated, first)
     return trace
 
 

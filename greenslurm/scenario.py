@@ -509,7 +509,7 @@ def _check_selection(s: Scenario, fail, name) -> None:
     if spec.label == "phase" and s.queue not in ("fcfs", "easy"):
         fail(f"the phase selection works with the power states' queues (fcfs, easy), not {s.queue}", "selection.name")
     if spec.scores_gpus:
-        from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS
+        from greenslurm.allocation.scorers.framework import NORMALIZATIONS, TIE_BREAKS
         if sel.normalization is not None and sel.normalization not in NORMALIZATIONS:
             fail(f"choose from {', '.join(NORMALIZATIONS)}", "selection.normalization")
         if sel.ties is not None and sel.ties not in TIE_BREAKS:

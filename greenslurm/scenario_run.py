@@ -341,7 +341,7 @@ def read_slurmctld_log(path: str, first_submit_s: float | None, strict: bool = F
     up at the trace's first submission (:func:`greenslurm.traces.slurmctld_log.thread_timing`;
     restarts during the trace are reported: their threads run on other phases, which the replay does
     not follow) and each job's logged submission, start and end to the millisecond
-    (:func:`~greenslurm.traces.slurmctld_log.job_moments_s`).  The log must have started before the
+    (:attr:`~greenslurm.traces.slurmctld_log.LogScan.moments`).  The log must have started before the
     trace: a log of another period is refused.  Damaged lines (bytes that are not UTF-8, a NUL) are
     reported, or refused under ``strict``."""
     from greenslurm.traces.slurmctld_log import read_log, thread_timing
@@ -428,7 +428,7 @@ def slurm_power_saving(scenario: Scenario, cluster: Cluster):
     """Slurm's power saving for the slurm queue: the slurm.conf's SuspendTime, ... with the
     scenario's ``power_states`` (``suspend_after_s`` sets SuspendTime; ``boot_s``, ``boot_w``,
     ``off_w``, ``start_off``), or None when no node is ever powered down."""
-    from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, boot_time_s
+    from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving, boot_time_s
     from greenslurm.traces.slurm_conf import parse_slurm_conf
 
     path = scenario.cluster.slurm_conf
@@ -655,7 +655,7 @@ def summary_of(outcome: Outcome, meter=None) -> dict:
     totals = getattr(outcome.replay.machine, "power_totals", None)
     if totals is not None:
         t = totals()
-        from greenslurm.sim.machines.power_states import boots_per_node_day, cycling_warning
+        from greenslurm.sim.machines.power_settings import boots_per_node_day, cycling_warning
         ledger = outcome.replay.machine.ledger
         span_s = ledger.last_s - ledger.start_s
         per_day = boots_per_node_day(t.boots, outcome.cluster.size, span_s)

@@ -50,6 +50,8 @@ Spec file (TOML; paths are relative to the spec file)::
     load = [0.5, 0.9]
     slack = [0.5, 1.0]
 
+>>> from greenslurm.sweep_cell import run_cell
+>>> from greenslurm.sweep_spec import parse_spec
 >>> spec = parse_spec('''
 ... [sweep]
 ... seeds = 2
@@ -84,12 +86,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from greenslurm.workers import worker_pool
-# the spec and one cell have modules of their own; their names stay importable from here
-from greenslurm.sweep_cell import (LP_MAX_JOBS, PARAMETER_ALIASES, PARAMETERS, _read, _safe_run,  # noqa: F401
-                                   build_cluster, cell_id, cell_scenario, figures, gpu_select, outcome_row,
-                                   policy_scenario, replay_policy, run_cell)
-from greenslurm.sweep_spec import SweepSpec, check_cells, load_spec, parse_spec  # noqa: F401
+from greenslurm.sim.workers import worker_pool
+from greenslurm.sweep_cell import _safe_run, cell_id
+from greenslurm.sweep_spec import SweepSpec
 
 CELLS_DIR = "cells"
 LEDGER = "ledger.jsonl"

@@ -2,7 +2,7 @@
 recorded, measured with the replay's metric code) and how far the current policy's replay is from it.
 
 The recorded column is :func:`greenslurm.sim.engine.recorded_schedule.recorded_schedule` put through
-the same row as every policy (:func:`greenslurm.sweep.figures`); figures it cannot know are ``None``
+the same row as every policy (:func:`greenslurm.sweep_cell.figures`); figures it cannot know are ``None``
 (energy without the jobs' nodes, rejections and power states it has no record of).  The distance is
 :func:`greenslurm.sim.studies.slurm_fidelity.compare_schedules` over the jobs in both schedules,
 compared by job id (jobs sharing their id with another job are left out of it, counted).
@@ -42,7 +42,7 @@ def recorded_column(jobs: Sequence[JobSpec], cluster: Cluster, supply=None,
                     reader_skipped: Mapping[str, int] | None = None) -> Recorded:
     """The recorded column of ``jobs`` (the jobs every policy replays) on ``cluster``."""
     from greenslurm.sim.engine.recorded_schedule import ENERGY_KEYS, recorded_schedule
-    from greenslurm.sweep import figures
+    from greenslurm.sweep_cell import figures
 
     schedule = recorded_schedule(jobs, cluster)
     if not schedule.available:

@@ -5,7 +5,7 @@ of the cluster (the plan built from Slurm's last snapshot) and answers accept, r
 node list the job is pinned to, a begin time in greener hours); then Slurm schedules the job.  Here
 the replay plays Slurm's part: at each submission the cluster as the replay holds it (its nodes,
 the running jobs with the ends Slurm knows, their time limits, and the jobs still waiting) becomes a
-:class:`~greenslurm.slurm_plugin.view.Snapshot`, the service's own
+:class:`~greenslurm.slurm_plugin.snapshot.Snapshot`, the service's own
 :meth:`~greenslurm.slurm_plugin.decisions.DecisionService.decide` answers a request built as
 ``job_submit.lua`` builds it, and the queue receives the job as Slurm would: rejected (counted with
 the hook's reason, as Slurm's job_submit chain returns it to the user), or with its required nodes
@@ -42,7 +42,8 @@ from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.forecast import Forecast, parse_forecast, read_file
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.decisions import DecisionService
-from greenslurm.slurm_plugin.view import LiveNode, NodeUse, PendingJob as LivePending, RunningJob, Snapshot, features_of
+from greenslurm.slurm_plugin.live_nodes import features_of
+from greenslurm.slurm_plugin.snapshot import LiveNode, NodeUse, PendingJob as LivePending, RunningJob, Snapshot
 
 
 def limit_s(requested_s: float) -> float:

@@ -3,7 +3,7 @@ Slurm 22.05 and later: ``sinfo --json``, ``squeue --json``), or pyslurm where th
 matches a pyslurm release (pyslurm builds only against the Slurm release of its number: pyslurm
 22.5.x for Slurm 22.05; docs/hook-install.md).
 
-A backend returns a :class:`greenslurm.slurm_plugin.view.Snapshot` plus the pending jobs' deadlines (for the
+A backend returns a :class:`greenslurm.slurm_plugin.snapshot.Snapshot` plus the pending jobs' deadlines (for the
 reconciliation of jobs whose deadline the hook could not see), and carries out the few actions
 reconciliation takes (hold, release, cancel, update a comment).
 
@@ -24,7 +24,7 @@ from greenslurm.slurm_plugin.backend_pyslurm import PyslurmBackend, job_record, 
 from greenslurm.slurm_plugin.slurm_json import (BackendError, PendingDeadline, carried_tags, cannot_start, decode_json,
                                                 gpus_held, job_spec_from_squeue, nodes_from_sinfo, snapshot_from_json,
                                                 waits_for)
-from greenslurm.slurm_plugin.view import Snapshot
+from greenslurm.slurm_plugin.snapshot import Snapshot
 
 __all__ = ["BACKENDS", "BackendError", "CliBackend", "FilesBackend", "PendingDeadline", "PyslurmBackend",
            "cannot_start", "carried_tags", "decode_json", "gpus_held", "job_record", "job_spec_from_squeue",

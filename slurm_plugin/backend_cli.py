@@ -9,7 +9,7 @@ import time
 
 from greenslurm.slurm_plugin.slurm_json import (BackendError, PendingDeadline, decode_json, default_partition,
                                                 snapshot_from_json)
-from greenslurm.slurm_plugin.view import Snapshot
+from greenslurm.slurm_plugin.snapshot import Snapshot
 
 
 class CliBackend:

@@ -12,7 +12,7 @@ import time
 from greenslurm.slurm_plugin.backend_cli import CliBackend
 from greenslurm.slurm_plugin.slurm_json import (BackendError, PendingDeadline, default_of_partitions, index_list,
                                                 snapshot_from_json)
-from greenslurm.slurm_plugin.view import Snapshot
+from greenslurm.slurm_plugin.snapshot import Snapshot
 
 
 class PyslurmBackend:

@@ -24,7 +24,9 @@ from greenslurm.slurm_plugin.protocol import ProtocolError, failed_ids, parse_re
 from greenslurm.slurm_plugin.reconcile import covered_jobs, gpus_asked, tag_decision
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.slurm_json import TAG, PendingDeadline, waits_for
-from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView, NodePower, PendingJob, Snapshot, features_of
+from greenslurm.slurm_plugin.live_nodes import NodePower, features_of
+from greenslurm.slurm_plugin.snapshot import PendingJob, Snapshot
+from greenslurm.slurm_plugin.view import OWN_NODES, GreenNote, LiveView
 from greenslurm.traces.slurm_hostlist import HostNames
 
 log = logging.getLogger("greenslurm.hook")

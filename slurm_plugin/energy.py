@@ -87,7 +87,7 @@ def energy_report(runs: list[dict], nodes: dict[str, dict], power, supply: Suppl
                   now_s: float, power_states: list[tuple[float, str, int]] = (), off_w: float = 10.0) -> EnergyReport:
     """The report of the recorded ``runs`` (rows of the record's ``runs`` table) on the recorded
     ``nodes`` (name -> cpus, gpus), with the service's power model ``power``
-    (:class:`~greenslurm.slurm_plugin.view.NodePower`) and the recorded forecast.  ``power_states``:
+    (:class:`~greenslurm.slurm_plugin.live_nodes.NodePower`) and the recorded forecast.  ``power_states``:
     (time, node, state) when a node's power state changed (power saving): the replay's
     :class:`~greenslurm.sim.machines.power_states.PowerStateLedger` then draws ``off_w`` for a node
     that is off, its idle power while it boots."""

@@ -41,16 +41,17 @@ from greenslurm.clustermodel.phases import phase_of_nodes
 
 log = logging.getLogger("greenslurm.hook.power")
 
-from greenslurm.slurm_plugin.view import PARKED_REASON as DRAIN_REASON  # noqa: E402
-from greenslurm.slurm_plugin.view import eligible_nodes, live_cluster  # noqa: E402
+from greenslurm.slurm_plugin.snapshot import PARKED_REASON as DRAIN_REASON  # noqa: E402
+from greenslurm.slurm_plugin.live_nodes import eligible_nodes, live_cluster  # noqa: E402
 OFF_FLAGS = ("powered_down", "powering_down", "power_down")
 NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: E402,F401
+from greenslurm.sim.machines.node_states import BOOTING, OFF, ON  # noqa: E402
 
 
 def power_state(state: str) -> int:
     """ON, BOOTING or OFF from a node's Slurm state and flags (``idle+powered_down``).
 
+    >>> from greenslurm.sim.machines.node_states import STATE_NAMES
     >>> [STATE_NAMES[power_state(s)] for s in ("idle", "mixed+powering_up", "idle+drain+powered_down")]
     ['on', 'booting', 'off']
     """
@@ -64,6 +65,7 @@ def drawn_state(state: str) -> int:
     """The power state a node draws in, for energy accounting: OFF only once Slurm says it is powered
     down (while powering down it still draws), BOOTING while powering up, else ON.
 
+    >>> from greenslurm.sim.machines.node_states import STATE_NAMES
     >>> [STATE_NAMES[drawn_state(s)] for s in ("idle+powering_down", "idle+drain+powered_down", "mixed+powering_up")]
     ['on', 'off', 'booting']
     """
@@ -283,6 +285,30 @@ def claim_free(groups: list[WakeGroup], free: np.ndarray, gfree: np.ndarray, pow
         taken_gpus += take_in_order(group.gavail, group.gpus)
 
 
+@dataclass
+class _NodeArrays:
+    """One decision's per-node arrays, in the snapshot's order; the steps of a decision change
+    ``states``, ``parked``, ``free`` and ``gfree`` in place as nodes go down or wake."""
+
+    names: list[str]
+    cpus: np.ndarray
+    gpus: np.ndarray
+    max_w: np.ndarray
+    states: np.ndarray
+    parked: np.ndarray
+    index: dict[str, int]
+    free: np.ndarray
+    gfree: np.ndarray
+    phase: np.ndarray
+
+
+def _drains(names, states, flags, parked, other_down) -> list[PowerAction]:
+    """A node Slurm says is powered down but that is not drained yet: drain it (only the service
+    wakes nodes); one an admin or Slurm holds down is not touched."""
+    return [PowerAction(names[i], "drain", "powered down") for i in np.flatnonzero((states == OFF) & ~parked)
+            if "powered_down" in flags[i] and not other_down[i]]
+
+
 class PowerManager:
     """The service's power decisions (see the module text).  :meth:`decide` is pure given its
     inputs and the idle times it keeps; the service carries the actions out."""
@@ -297,17 +323,15 @@ class PowerManager:
         self.unusable_new: list[tuple[str, str]] = []    # ... first seen at the last decision
 
     def decide(self, snapshot, now_s: float) -> list[PowerAction]:
+        """The actions of one sync, in order: drain nodes Slurm powered down, power down nodes idle long
+        enough that no waiting job needs, wake parked nodes that pinned or waiting jobs need."""
         config = self.config
         nodes = snapshot.nodes
         self.unusable_new = []
         if not nodes:
             return []
         names, cpus, max_w, states, flags, parked, other_down, index, used, free = self._node_table(snapshot)
-        actions: list[PowerAction] = []
-        # a node Slurm says is powered down but not drained yet: drain it (only the service wakes nodes)
-        for i in np.flatnonzero((states == OFF) & ~parked):
-            if "powered_down" in flags[i] and not other_down[i]:
-                actions.append(PowerAction(names[i], "drain", "powered down"))
+        actions = _drains(names, states, flags, parked, other_down)
         # the jobs eligible now, in submission order; a job held, waiting on a dependency, that cannot
         # start as it stands or that a limit over several jobs holds back now (Slurm's reason) is passed
         # over by Slurm's scheduler: it wakes nothing and keeps no node on (a user's job waiting for a
@@ -315,10 +339,6 @@ class PowerManager:
         startable = [p for p in sorted(snapshot.pending, key=lambda p: p.job.submit_s)
                      if not (p.held or p.waiting or p.after or p.limited)]
         waiting = [p for p in startable if p.begin_s is None or p.begin_s <= now_s]
-        # a node a job is pinned to (-w, or by the hook) stays on for it only from its begin time less a
-        # boot: a job that begins later gets its node woken then (``soon`` below), not kept on until then
-        pinned = {name for p in startable for name in p.required_nodes
-                  if p.begin_s is None or p.begin_s <= now_s + config.boot_s}
         under_budget = config.power_budget_w > 0
         if snapshot.pending:      # (without, nothing below asks what jobs need: the common case, kept cheap)
             gpus, gfree = self._gpu_table(snapshot, states, other_down, index)
@@ -327,17 +347,38 @@ class PowerManager:
             gpus = gfree = np.zeros(len(nodes))
             needs = None
         groups = self._groups(snapshot, waiting, needs.of if needs is not None else None, under_budget)
-        # idle times: an ON node without a job since when
+        self._note_idle(names, states, used, other_down, now_s)
+        _, phase = phase_of_nodes(len(nodes), config.phases, config.nodes_per_cabinet, config.phase_layout)
+        table = _NodeArrays(names, cpus, gpus, max_w, states, parked, index, free, gfree, phase)
+        claim_free(groups, free, gfree, states != OFF)
+        actions += self._power_down_idle(table, startable, groups, now_s)
+        # jobs pinned to a node that is off and due to begin within a boot: wake the node now, so that
+        # it is up when they may start (a job moved into greener hours keeps its planned start)
+        soon = [p for p in startable if p.begin_s is None or p.begin_s <= now_s + config.boot_s]
+        if soon:
+            actions += self._wake(table, soon, waiting, groups, needs, under_budget)
+        return actions
+
+    def _note_idle(self, names, states, used, other_down, now_s: float) -> None:
+        """Idle times: since when each ON node has had no job (a node busy, off or held down has none)."""
         for i, name in enumerate(names):
             if states[i] == ON and used[i] == 0 and not other_down[i]:
                 self.idle_since.setdefault(name, now_s)
             else:
                 self.idle_since.pop(name, None)
-        _, phase = phase_of_nodes(len(nodes), config.phases, config.nodes_per_cabinet, config.phase_layout)
+
+    def _power_down_idle(self, table: "_NodeArrays", startable, groups, now_s: float) -> list[PowerAction]:
+        """Power down the nodes idle for ``suspend_after_s`` that no group of waiting jobs needs, the
+        fullest phase first, down to ``min_nodes_on``.  A node a job is pinned to (-w, or by the hook)
+        stays on for it only from its begin time less a boot: a job that begins later gets its node
+        woken then, not kept on until then."""
+        config, names, states, phase = self.config, table.names, table.states, table.phase
+        pinned = {name for p in startable for name in p.required_nodes
+                  if p.begin_s is None or p.begin_s <= now_s + config.boot_s}
         counts = np.bincount(phase[states != OFF], minlength=config.phases)
         candidates = [i for i, name in enumerate(names) if name not in pinned and self.idle_since.get(name) is not None
                       and now_s - self.idle_since[name] >= config.suspend_after_s]
-        claim_free(groups, free, gfree, states != OFF)
+        actions: list[PowerAction] = []
         while candidates and int(counts.sum()) > config.min_nodes_on:
             i = suspend_next(np.array(candidates), phase, counts)
             candidates.remove(i)
@@ -349,22 +390,27 @@ class PowerManager:
             counts[phase[i]] -= 1
             self.idle_since.pop(names[i], None)
             states[i] = OFF                 # counted at its most until drained: no budget gained yet
-        # jobs pinned to a node that is off and due to begin within a boot: wake the node now, so that
-        # it is up when they may start (a job moved into greener hours keeps its planned start)
-        soon = [p for p in startable if p.begin_s is None or p.begin_s <= now_s + config.boot_s]
-        if not soon:
-            return actions
-        # wake: the replay's round, on the nodes the service parked
+        return actions
+
+    def _wake(self, table: "_NodeArrays", soon, waiting, groups, needs, under_budget: bool) -> list[PowerAction]:
+        """Wake: the replay's round, on the nodes the service parked: first those a job due within a
+        boot is pinned to, then, for each group of waiting jobs (the nodes they may use) in turn, the
+        most restricted first, what it needs beyond the CPUs and GPUs free or coming (the groups
+        before it take theirs), under the power budget."""
+        config = self.config
+        names, cpus, gpus, states, parked, free, gfree, phase = (table.names, table.cpus, table.gpus, table.states,
+                                                                 table.parked, table.free, table.gfree, table.phase)
+        actions: list[PowerAction] = []
         off = np.flatnonzero((states == OFF) & parked)
         if off.size == 0:
             return actions
         counts = np.bincount(phase[states != OFF], minlength=config.phases)
-        budget_now = [worst_case_w(states, parked, max_w, config.off_w)]
+        budget_now = [worst_case_w(states, parked, table.max_w, config.off_w)]
         refused = [False]
         why_now = [""]
 
         def try_wake(i: int, why: str | None = None) -> bool:
-            added = max_w[i] - config.off_w
+            added = table.max_w[i] - config.off_w
             if under_budget and budget_now[0] + added > config.power_budget_w + 1e-6:
                 refused[0] = True
                 return False
@@ -374,16 +420,14 @@ class PowerManager:
             free[i], gfree[i] = cpus[i], gpus[i]          # it comes with all its CPUs and GPUs free
             actions.append(PowerAction(names[i], "power_up", why or why_now[0]))
             return True
-        for i in self._pinned_off(soon, index, states, parked, needs.of):
+        for i in self._pinned_off(soon, table.index, states, parked, needs.of):
             if not try_wake(i, "a job pinned to it may start within a boot"):
                 break
             counts[phase[i]] += 1
         if refused[0] or not waiting:
             return actions
-        # each group of waiting jobs (the nodes they may use) in turn, the most restricted first: the
-        # CPUs and GPUs the groups before it take are not free for it
-        taken = np.zeros(len(nodes))
-        taken_gpus = np.zeros(len(nodes))
+        taken = np.zeros(len(names))
+        taken_gpus = np.zeros(len(names))
         for group in groups:
             off = np.flatnonzero((states == OFF) & parked & group.mask)
             powered = states != OFF
@@ -406,7 +450,7 @@ class PowerManager:
 
     def _groups(self, snapshot, waiting, shape_of, under_budget: bool) -> list["WakeGroup"]:
         """The waiting jobs that can run on some node, grouped by the nodes they may use (their
-        partitions, features and GPUs, :func:`~greenslurm.slurm_plugin.view.eligible_nodes`), the most
+        partitions, features and GPUs, :func:`~greenslurm.slurm_plugin.live_nodes.eligible_nodes`), the most
         restricted group first; under a budget only the first such job's.  A job no node can ever
         hold is left out, counted (``unusable``) and logged once: it wakes nothing."""
         groups: dict[bytes, WakeGroup] = {}

@@ -36,11 +36,12 @@ import numpy as np
 
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.clustermodel import Cluster
-from greenslurm.sim.engine.slurm_power import SlurmPowerMachine, SlurmPowerSaving
+from greenslurm.sim.engine.slurm_power import SlurmPowerMachine
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.power import DRAIN_REASON, PowerManager, slurm_conf_lines, worst_case_w
-from greenslurm.slurm_plugin.view import NodePower
+from greenslurm.slurm_plugin.live_nodes import NodePower
 
 
 def hook_power_saving(config: HookConfig, slurmctld_start_s: float | None = None) -> SlurmPowerSaving:

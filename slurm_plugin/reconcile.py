@@ -15,7 +15,7 @@ import secrets
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.slurm_json import TAG_PATTERN, PendingDeadline
-from greenslurm.slurm_plugin.view import job_order
+from greenslurm.slurm_plugin.snapshot import job_order
 
 TAGS_PER_COMMENT = 4         # only the last few tags of a comment are looked up
 TAG_CLOCK_SLACK_S = 5.0      # a decision and its job's Slurm submit time are this close (same host's clock)

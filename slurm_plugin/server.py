@@ -27,7 +27,8 @@ from greenslurm.slurm_plugin.protocol import MAX_REQUEST_BYTES, encode
 from greenslurm.slurm_plugin.reconcile import reconcile_comment
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
 from greenslurm.slurm_plugin.slurm_json import BackendError, PendingDeadline
-from greenslurm.slurm_plugin.view import NodePower, Snapshot
+from greenslurm.slurm_plugin.live_nodes import NodePower
+from greenslurm.slurm_plugin.snapshot import Snapshot
 
 log = logging.getLogger("greenslurm.hook")
 

@@ -1,6 +1,6 @@
 """Slurm's state as the service reads it: the records of ``sinfo --json`` and ``squeue --json``
 (Slurm 22.05 and later; the pyslurm backend turns pyslurm's records into the same) as a
-:class:`greenslurm.slurm_plugin.view.Snapshot`, plus the pending jobs' deadlines (for the
+:class:`greenslurm.slurm_plugin.snapshot.Snapshot`, plus the pending jobs' deadlines (for the
 reconciliation of jobs whose deadline the hook could not see) and the hook's tags in job comments.
 Every backend builds its view with this code (:mod:`greenslurm.slurm_plugin.backend`).
 """
@@ -16,7 +16,8 @@ from greenslurm.clustermodel import JobSpec
 from greenslurm.clustermodel.gpu_state import MILLI
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, gpu_count, gpu_request, shard_count
 from greenslurm.slurm_plugin.protocol import UNLIMITED_S, unset
-from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot, job_order, features_of
+from greenslurm.slurm_plugin.live_nodes import features_of
+from greenslurm.slurm_plugin.snapshot import JobRun, LiveNode, NodeUse, PendingJob, RunningJob, Snapshot, job_order
 from greenslurm.traces.slurm_fields import array_tasks
 from greenslurm.traces.slurm_hostlist import expand_hostlist
 from greenslurm.traces.slurm_nodes import slurm_json_number

@@ -45,30 +45,26 @@ from greenslurm.acceptance.policies import NEVER_FITS
 from greenslurm.allocation.placement import Placement, Request
 from greenslurm.allocation.planner import Planner
 from greenslurm.allocation.selection import make_selection, parse_selection
-from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
+from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.cluster import CPU, GPU, MEM
-from greenslurm.clustermodel.eligibility import Eligibility, or_features, planned_features
+from greenslurm.clustermodel.eligibility import Eligibility
 from greenslurm.clustermodel.fragmentation import target_workload
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY
 from greenslurm.clustermodel.gpu_state import MILLI, GpuNodes, fits
 from greenslurm.allocation.budget import PowerBudget
 from greenslurm.allocation.green import green_request, renewable_share
-from greenslurm.clustermodel.node import DEFAULT_GPU_POWER_W, DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
 from greenslurm.clustermodel.renewable import SupplySeries, idle_power_w, job_power_bound_w
 from greenslurm.sim.engine.deadline_queue import ProfilePlan, planner_rule
 from greenslurm.sim.engine.profile import PlanProfile, nodes_allowed
 from greenslurm.sim.engine.replay import per_node_task
 from greenslurm.sim.machines.machine import Machine
 from greenslurm.sim.machines.machine import PendingJob as EngineJob
+from greenslurm.slurm_plugin.live_nodes import NodePower, eligible_nodes, live_cluster
+from greenslurm.slurm_plugin.snapshot import NodeUse, RunningJob, Snapshot, job_order
 from greenslurm.traces.slurm_hostlist import HostNames
 
 log = logging.getLogger("greenslurm.hook.view")
 
-# Node states (sinfo --json "state") in which the view plans nothing on a node.
-UNUSABLE_STATES = ("down", "drain", "drained", "draining", "fail", "failing", "future", "unknown",
-                   "power_down", "powered_down", "not_responding")
-# The drain reason of nodes the service's power saving turned off (see greenslurm.slurm_plugin.power).
-PARKED_REASON = "greenslurm: power saving"
 POWER_HOLD = "power:"            # the plan's hold on a powered-down node until it could have booted
 # A running job past its end_time is being killed or completing: it holds its resources this long.
 OVERDUE_HOLD_S = 60.0
@@ -106,141 +102,6 @@ def array_slots(tasks: int, max_tasks: int) -> tuple[int, int]:
         return max(tasks, 1), 1
     per_slot = math.ceil(tasks / max_tasks)
     return math.ceil(tasks / per_slot), per_slot
-
-
-@dataclass(frozen=True)
-class LiveNode:
-    name: str
-    cpus: int
-    memory_mb: float = 0.0
-    gpus: int = 0
-    features: tuple[str, ...] = ()
-    partitions: tuple[str, ...] = ()
-    state: str = "idle"
-    shards: int = 0                  # gres/shard count of the node, spread evenly over its GPUs
-    reason: str = ""                 # why it is drained or down (Slurm's reason)
-
-    @property
-    def usable(self) -> bool:
-        return not any(part in UNUSABLE_STATES for part in self.state.replace("+", " ").split())
-
-    @property
-    def parked(self) -> bool:
-        """Powered down (or powering down) by power saving, and not drained or held down for another
-        reason: it comes back when woken (with power saving on, the view plans it as busy for
-        ``boot_s``).
-
-        >>> LiveNode("n1", 4, state="idle+drain+powered_down", reason=PARKED_REASON).parked
-        True
-        >>> LiveNode("n1", 4, state="idle+powering_down").parked, LiveNode("n1", 4, state="idle+drain+powered_down",
-        ...                                                               reason="bad fan").parked
-        (True, False)
-        """
-        parts = set(self.state.replace("+", " ").split())
-        drained = bool(parts & {"drain", "drained", "draining"})
-        return (bool(parts & {"powered_down", "powering_down", "power_down"})
-                and (not drained or self.reason == PARKED_REASON)
-                and not parts & {"down", "fail", "failing", "not_responding", "future"})
-
-    @property
-    def booting(self) -> bool:
-        """Slurm is powering it up: ``POWERING_UP`` (power_save.c sets ``NOT_RESPONDING`` with it
-        until the node's slurmd registers), or a power-up asked and not begun yet (``POWER_UP`` on a
-        powered-down node).  Slurm 22.05 allocates such a node to a job at once (it is in
-        ``avail_node_bitmap``; power_save.c only takes it out of ``power_node_bitmap``) and the job
-        waits CONFIGURING until the boot ends: the view plans it busy until then.  A node also down,
-        failed or drained (by another than the service) is not coming.
-
-        >>> LiveNode("n1", 4, state="idle+not_responding+powering_up").booting
-        True
-        >>> LiveNode("n1", 4, state="idle+power_up+powered_down+not_responding").booting
-        True
-        >>> [LiveNode("n1", 4, state=s).booting for s in ("idle+not_responding", "down+powering_up",
-        ...                                              "idle+drain+powering_up", "idle+powered_down")]
-        [False, False, False, False]
-        """
-        parts = set(self.state.replace("+", " ").split())
-        drained = bool(parts & {"drain", "drained", "draining"})
-        return (("powering_up" in parts or {"power_up", "powered_down"} <= parts)
-                and not parts & {"down", "fail", "failing", "future", "powering_down", "power_down"}
-                and (not drained or self.reason == PARKED_REASON))
-
-    @property
-    def shards_per_gpu(self) -> int:
-        """``S``: a job's K shards on this node are K/S of one GPU.
-
-        >>> LiveNode("n1", 4, gpus=2, shards=8).shards_per_gpu
-        4
-        """
-        return self.shards // self.gpus if self.gpus else 0
-
-
-@dataclass(frozen=True)
-class NodeUse:
-    """What a running job holds on one node."""
-
-    node: str
-    cpus: float
-    memory_mb: float = 0.0
-    gpus: tuple[tuple[int, int], ...] = ()     # (GPU index, milli-GPU held): whole GPUs 1000, shards K*1000/S
-    whole_gpus: int = 0                        # GPUs held whose indices Slurm did not say
-
-
-@dataclass(frozen=True)
-class RunningJob:
-    job_id: str
-    nodes: tuple[str, ...]
-    end_s: float
-    uses: tuple[NodeUse, ...] = ()             # empty: the job holds its nodes whole
-
-
-@dataclass(frozen=True)
-class PendingJob:
-    job_id: str
-    job: JobSpec
-    begin_s: float | None = None
-    features: tuple[str, ...] = ()
-    held: bool = False
-    required_nodes: tuple[str, ...] = ()       # Slurm's ReqNodeList (the hook pins accepted jobs)
-    tasks: int = 1                             # a pending job array: its tasks not yet started
-    throttle: int = 0                          # ... at most this many at once (0: no limit)
-    waiting: str = ""                          # Slurm's reason when it cannot start as it stands (not planned)
-    after: tuple[str, ...] = ()                # jobs whose end it waits for (an unfulfilled dependency)
-    excluded_nodes: tuple[str, ...] = ()       # Slurm's ExcNodeList (the user's -x): never run there
-    limited: bool = False                      # held back now by a limit over several jobs (planned)
-
-
-@dataclass(frozen=True)
-class JobRun:
-    """A job that started, for energy accounting: who, where (per node: CPUs and GPUs held), when
-    (``end_s`` None while it runs), and its state."""
-
-    job_id: str
-    user: str
-    account: str
-    partition: str
-    nodes: tuple[str, ...]
-    cpus: tuple[float, ...]                    # per node of ``nodes``
-    gpus: tuple[float, ...]                    # per node of ``nodes``: GPUs with an allocation
-    start_s: float
-    end_s: float | None
-    state: str
-
-
-@dataclass
-class Snapshot:
-    """The cluster as Slurm described it at ``now_s``; ``skipped``: records that could not be used;
-    ``runs``: the jobs that started (running, or ended and still shown by Slurm)."""
-
-    now_s: float
-    nodes: list[LiveNode]
-    running: list[RunningJob] = field(default_factory=list)
-    pending: list[PendingJob] = field(default_factory=list)
-    skipped: int = 0
-    runs: list[JobRun] = field(default_factory=list)
-    # decision id -> (job id, token, uid, user) of the jobs whose comment ends in a hook's tag
-    carried: dict[int, tuple[str, str, int | None, str]] = field(default_factory=dict)
-    default_partition: str = ""          # where Slurm puts a job naming no partition ("": all nodes)
 
 
 @dataclass(frozen=True)
@@ -743,79 +604,6 @@ def green_note(request: Request, placement: Placement, earliest_end_s: float | N
                      renewable_share(budget, placement.start_s, request.duration_s, request.power_w))
 
 
-@dataclass(frozen=True)
-class NodePower:
-    """Every node's power (Slurm records none): the replay's linear node model, in watts."""
-
-    idle_w: float = DEFAULT_NODE_IDLE_W
-    busy_w: float = DEFAULT_NODE_BUSY_W
-    gpu_idle_w: float = DEFAULT_GPU_POWER_W[0]
-    gpu_max_w: float = DEFAULT_GPU_POWER_W[1]
-
-    def node(self, name: str, cpus: int, memory_mb: float = 0.0, gpus: int = 0, **more) -> NodeSpec:
-        """A node of this power model.
-
-        >>> NodePower(50.0, 150.0).node("n1", 4, gpus=1).idle_power_w     # 50 W + one idle GPU at 30 W
-        80.0
-        """
-        return NodeSpec(name, cpus, memory_mb, gpus, idle_w=self.idle_w, busy_w=self.busy_w,
-                        gpu_idle_w=self.gpu_idle_w, gpu_max_w=self.gpu_max_w, **more)
-
-
-def features_of(constraint: str) -> tuple[str, ...]:
-    """The features of a pending job's constraint as the view plans them (:func:`planned_features`);
-    a form no planner models is kept whole as one item, which :func:`eligible_nodes` gives no node
-    (the job is not planned, as before Slurm places it).
-
-    >>> features_of("k80&ib"), features_of("a|b"), features_of(""), features_of("a*3")
-    (('ib', 'k80'), ('a|b',), (), ('a*3',))
-    """
-    planned = planned_features(constraint)
-    return (constraint,) if planned is None else planned
-
-
-def eligible_nodes(eligibility: Eligibility, nodes: list[LiveNode], shards_per_gpu: np.ndarray, partition: str,
-                   features: tuple[str, ...], shards: int) -> np.ndarray:
-    """The nodes a job of ``partition`` asking ``features`` (and ``shards`` GPU shards on a node) may
-    ever use, as a mask over ``nodes`` (those of ``eligibility``'s cluster): the replay's partition
-    and constraint rule, plus a constraint asking any one of several features (``a|b``, a pending
-    job's or a submission's), plus nodes with that many shards per GPU.  The view's planning and the
-    power saving's waking ask this one question.
-
-    >>> ns = [LiveNode("a", 4, partitions=("cpu",)), LiveNode("g", 4, gpus=1, shards=4, partitions=("gpu",),
-    ...                                                       features=("k80",))]
-    >>> e = Eligibility(live_cluster(ns))
-    >>> per_gpu = np.array([n.shards_per_gpu for n in ns])
-    >>> [eligible_nodes(e, ns, per_gpu, p, f, s).tolist() for p, f, s in
-    ...  [("cpu,gpu", (), 0), ("gpu", ("k80|v100",), 0), ("cpu", ("k80",), 0), ("", (), 2), ("nope", (), 0)]]
-    [[True, True], [False, True], [False, False], [False, True], [False, False]]
-    """
-    anyof = set(or_features(features[0])) if len(features) == 1 else set()
-    eligible = eligibility.mask(partition, "" if anyof else "&".join(features))
-    if anyof and not isinstance(eligible, str):
-        has = np.array([not anyof.isdisjoint(node.features) for node in nodes])
-        eligible = has if eligible is None else (eligible & has)
-    if isinstance(eligible, str):           # no node ever: the job fits nowhere
-        ok = np.zeros(len(nodes), dtype=bool)
-    else:
-        ok = np.ones(len(nodes), dtype=bool) if eligible is None else eligible.copy()
-    if shards:
-        ok &= shards_per_gpu >= shards
-    return ok
-
-
-def live_cluster(nodes: list[LiveNode], power: NodePower | None = None, default_partition: str = "") -> Cluster:
-    """The cluster of ``nodes`` (those the view plans on) with the site's power model; a job naming
-    no partition may use the nodes of ``default_partition`` only.
-
-    >>> live_cluster([LiveNode("n1", 4), LiveNode("n2", 8, state="down")]).size
-    2
-    """
-    power = power or NodePower()
-    return Cluster((power.node(n.name, max(n.cpus, 1), n.memory_mb, n.gpus, partitions=tuple(n.partitions),
-                               features=tuple(n.features)) for n in nodes), default_partition=default_partition)
-
-
 def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int, throttle: int) -> float | None:
     """Task i of an array with at most ``throttle`` running at once starts no earlier than the task
     before it and than the end of task i - throttle (``spans``: the (start, end) of the tasks planned
@@ -829,14 +617,3 @@ def _task_begin(begin_s: float | None, spans: list[tuple[float, float]], i: int,
         return begin_s
     bounds = [spans[i - 1][0]] + ([spans[i - throttle][1]] if i >= throttle else [])
     return max([b for b in (begin_s, *bounds) if b is not None])
-
-
-def job_order(job_id: str) -> tuple:
-    """Slurm's job ids in the order they were given (numerically), any id that is not a number after
-    them by its text: the one order in which the hook lets the lowest job id win (a tag several jobs
-    carry, pending jobs submitted in the same second).
-
-    >>> sorted(["10", "9", "x", "12_3"], key=job_order)
-    ['9', '10', '12_3', 'x']
-    """
-    return (int(job_id),) if job_id.isdigit() else (math.inf, job_id)

@@ -143,7 +143,7 @@ def test_piped_warnings_have_no_trailing_spaces(capsys, monkeypatch):
     assert main(["compare", DEMO_TRACE, "--limit", "300", "--power-down-after", "600", "--power-budget", "15000",
                  "--no-progress", "-j", "1"]) == 0
     err = capsys.readouterr().err
-    assert "times a day on average" in err          # the cycling warning (power_states.cycling_warning)
+    assert "times a day on average" in err          # the cycling warning (power_settings.cycling_warning)
     assert [line for line in err.splitlines() if line != line.rstrip()] == []
 
 

@@ -236,7 +236,7 @@ def test_the_file_writers_load_no_pandas_until_a_table_is_written(tmp_path):
 # report's percentiles are numpy's np.percentile, whose np.unique loads it.)
 OTHER_PARTS = {"greenslurm.sim.engine.deadline_queue", "greenslurm.sim.engine.slurm_queue",
                "greenslurm.allocation.colocation", "greenslurm.sim.accounting.deadline_metrics",
-               "greenslurm.acceptance.registry", "greenslurm.clustermodel.gpu_state", "greenslurm.allocation.framework",
+               "greenslurm.acceptance.registry", "greenslurm.clustermodel.gpu_state", "greenslurm.allocation.scorers.framework",
                "greenslurm.allocation.scorers", "greenslurm.sim.accounting.gpu_accounting", "tomllib"}
 
 
@@ -262,7 +262,7 @@ def test_the_gpu_parts_load_with_a_gpu_cluster(shared_data, tmp_path):
          "--nodes", str(shared_data / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv"),
          "--queue", "none", "--select", "fgd", "--limit", "200", "--no-progress"], tmp_path)
     assert code == 0
-    assert {"greenslurm.clustermodel.gpu_state", "greenslurm.allocation.framework", "greenslurm.allocation.scorers",
+    assert {"greenslurm.clustermodel.gpu_state", "greenslurm.allocation.scorers.framework", "greenslurm.allocation.scorers",
             "greenslurm.sim.accounting.gpu_accounting"} <= loaded
 
 

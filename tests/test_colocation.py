@@ -11,8 +11,8 @@ from greenslurm.allocation.colocation import (COLOCATION_POLICIES, MODELS, NODE_
                                               ColocationSettings, EaCO, History, Interference, JobView)
 from greenslurm.clustermodel import InputError
 from greenslurm.sim.engine.replay import Replay
-from greenslurm.sim.machines.colocation import (build_colocation, colocation_cluster, dlt_jobs_from_specs,
-                                                synthetic_dlt_jobs, training_job)
+from greenslurm.sim.machines.colocation import build_colocation
+from greenslurm.sim.machines.training_jobs import colocation_cluster, dlt_jobs_from_specs, synthetic_dlt_jobs, training_job
 from greenslurm.sim.studies.colocation_runs import colocation_replay, colocation_result, simulate
 
 H = 3600.0

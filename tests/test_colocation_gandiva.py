@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from greenslurm.allocation.colocation import MODELS, ColocationSettings, Interference
-from greenslurm.sim.machines.colocation import training_job
+from greenslurm.sim.machines.training_jobs import training_job
 from greenslurm.sim.studies.colocation_runs import colocation_replay, colocation_result, simulate
 
 CALM = Interference(jitter=0.0, mix_noise=0.0)

@@ -11,7 +11,7 @@ from gpu_fixtures import alibaba
 from greenslurm.allocation.colocation import (FITTED_BETA, MEASURED_MIXES, MODELS, NODE_STATIC_W, History,
                                               Interference, PowerAccounting, fit_slowdown_model, model_slowdown,
                                               possible_mixes, prediction_error)
-from greenslurm.sim.machines.colocation import dlt_jobs_from_specs, synthetic_dlt_jobs
+from greenslurm.sim.machines.training_jobs import dlt_jobs_from_specs, synthetic_dlt_jobs
 from greenslurm.sim.studies.colocation_runs import colocation_replay
 
 CALM = Interference(jitter=0.0, mix_noise=0.0)

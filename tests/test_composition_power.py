@@ -22,7 +22,8 @@ from greenslurm.allocation.selection import make_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.renewable import solar_supply, split_energy
 from greenslurm.sim.engine.replay import Replay
-from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power import slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving
 from greenslurm.sim.machines.power_states import OFF, ON, PowerStateConfig, fits_budget, power_machine_factory
 
 QUEUES = ["fcfs", "easy", "conservative", "deadline", "slurm", "none"]

@@ -16,7 +16,8 @@ from greenslurm.clustermodel.eligibility import Eligibility, planned_features
 from greenslurm.slurm_plugin.decisions import changed_job
 from greenslurm.slurm_plugin.protocol import parse_request, submission_from_request
 from greenslurm.slurm_plugin.slurm_json import snapshot_from_json
-from greenslurm.slurm_plugin.view import LiveNode, PendingJob, eligible_nodes, features_of, live_cluster
+from greenslurm.slurm_plugin.live_nodes import eligible_nodes, features_of, live_cluster
+from greenslurm.slurm_plugin.snapshot import LiveNode, PendingJob
 from greenslurm.traces.slurm_hostlist import HostNames
 
 LONG = "x" * 10_000

@@ -18,7 +18,9 @@ import greenslurm
 from greenslurm import plots
 from greenslurm.cli import main
 from greenslurm.cmd_report import load_results
-from greenslurm.sweep import PARAMETERS, parse_spec, run_sweep
+from greenslurm.sweep import run_sweep
+from greenslurm.sweep_cell import PARAMETERS
+from greenslurm.sweep_spec import parse_spec
 
 pytest.importorskip("matplotlib")
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from greenslurm.allocation.framework import ScoringFramework
+from greenslurm.allocation.scorers.framework import ScoringFramework
 from greenslurm.allocation.scorers import make_policy, parse_policy, policy_label
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.gpu_state import GpuState, GpuTask

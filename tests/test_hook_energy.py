@@ -21,7 +21,8 @@ from greenslurm.slurm_plugin.backend import snapshot_from_json
 from greenslurm.slurm_plugin.energy import energy_report, group_runs, run_energy_j
 from greenslurm.slurm_plugin.forecast import Forecast
 from greenslurm.slurm_plugin.record import DecisionRecord
-from greenslurm.slurm_plugin.view import JobRun, LiveNode, NodePower
+from greenslurm.slurm_plugin.live_nodes import NodePower
+from greenslurm.slurm_plugin.snapshot import JobRun, LiveNode
 from hook_service import write_config
 
 

@@ -29,7 +29,7 @@ from greenslurm.slurm_plugin.decision_replay import replay_decisions
 from greenslurm.slurm_plugin.forecast import Forecast, ForecastSource, usable_supply
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.service import DecisionService
-from greenslurm.slurm_plugin.view import LiveNode, Snapshot
+from greenslurm.slurm_plugin.snapshot import LiveNode, Snapshot
 from hook_service import ServiceProcess, write_config
 
 STATE = Path(__file__).parent / "data" / "slurm-hook"

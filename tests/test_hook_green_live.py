@@ -19,7 +19,7 @@ import pytest
 from greenslurm.slurm_plugin.backend import decode_json, nodes_from_sinfo
 from greenslurm.slurm_plugin.decision_replay import replay_decisions
 from greenslurm.slurm_plugin.record import DecisionRecord
-from greenslurm.slurm_plugin.view import NodePower, live_cluster
+from greenslurm.slurm_plugin.live_nodes import NodePower, live_cluster
 from hook_service import ServiceProcess, recorded_decisions, write_config
 from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
 

@@ -16,7 +16,8 @@ from greenslurm.clustermodel import JobSpec
 from greenslurm.slurm_plugin import power as power_module
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.power import DRAIN_REASON, PowerManager
-from greenslurm.slurm_plugin.view import LiveNode, NodePower, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.slurm_plugin.live_nodes import NodePower
+from greenslurm.slurm_plugin.snapshot import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 from hook_service import write_config
 
 PARKED = "idle+drain+powered_down"

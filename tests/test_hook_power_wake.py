@@ -18,7 +18,8 @@ from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY, SHARDS_KEY
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.power import DRAIN_REASON, PowerManager, worst_case_w, power_state
 from greenslurm.slurm_plugin.slurm_json import snapshot_from_json
-from greenslurm.slurm_plugin.view import LiveNode, NodePower, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.slurm_plugin.live_nodes import NodePower
+from greenslurm.slurm_plugin.snapshot import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
 
 PARKED = "idle+drain+powered_down"
 

@@ -14,7 +14,8 @@ from greenslurm.allocation.selection import make_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.slurm_plugin.backend import FilesBackend, decode_json, snapshot_from_json
-from greenslurm.slurm_plugin.view import LiveNode, LiveView, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.slurm_plugin.snapshot import LiveNode, NodeUse, PendingJob, RunningJob, Snapshot
+from greenslurm.slurm_plugin.view import LiveView
 
 DATA = Path(__file__).parent / "data" / "hook"
 NOW = 1000.0

@@ -232,8 +232,8 @@ def test_power_down_on_pozidriv_does_not_cycle_nodes(shared_data):
     waking rule used to wake every off node for them (none could hold them), and each went down
     600 s later and was woken again: 26,530 boots (20.8 per node per day).  Now: 336 boots, 440
     suspends (105 nodes, 12.2 days: 0.26 per node per day, below the warning's 4)."""
-    from greenslurm.sim.machines.power_states import (CYCLING_BOOTS_PER_NODE_DAY, PowerStateConfig,
-                                                      boots_per_node_day, power_machine_factory)
+    from greenslurm.sim.machines.power_states import PowerStateConfig, power_machine_factory
+    from greenslurm.sim.machines.power_settings import CYCLING_BOOTS_PER_NODE_DAY, boots_per_node_day
     from greenslurm.traces import read_trace
 
     jobs = sorted(read_trace(str(shared_data / "sacct" / "xdmod-pozidriv.log")).jobs, key=lambda j: j.submit_s)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
-from greenslurm.sim.machines.power_states import (BOOTING, OFF, ON, PowerStateConfig, phase_imbalance, plan_power_actions,
-                              power_machine_factory)
+from greenslurm.sim.machines.power_states import BOOTING, OFF, ON, PowerStateConfig, phase_imbalance, power_machine_factory
+from greenslurm.allocation.power_actions import plan_power_actions
 from greenslurm.sim.engine.replay import Replay
 
 
@@ -229,7 +229,7 @@ def test_woken_nodes_go_to_the_phases_with_the_fewest_powered_nodes():
     # Six nodes on phases 0, 1, 2, 0, 1, 2; n0 and n3 (both phase 0) are powered.  Three wakes: phase
     # 1 has 0 powered -> n1; phases 1, 2 now have 1, 0 -> n2; then 1 and 1 (phase 0: 2) -> the
     # lowest-numbered of phases 1 and 2, n4.
-    from greenslurm.sim.machines.power_states import wake_next
+    from greenslurm.allocation.power_policy import wake_next
 
     phase = np.array([0, 1, 2, 0, 1, 2])
     powered = np.array([2, 0, 0])

@@ -10,7 +10,8 @@ from greenslurm.clustermodel import InputError
 from greenslurm import plots, stats
 from greenslurm.cli import main
 from greenslurm.cmd_report import classify, load_results, make_plots, sweep_tables
-from greenslurm.sweep import parse_spec, run_sweep
+from greenslurm.sweep import run_sweep
+from greenslurm.sweep_spec import parse_spec
 
 pytest.importorskip("matplotlib")
 

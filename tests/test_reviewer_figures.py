@@ -21,7 +21,8 @@ import greenslurm
 from greenslurm import plots
 from greenslurm.cli import main
 from greenslurm.cmd_report import PlotLog, _replay_plots, _sweep_plots, all_tables, load_results, sweep_tables
-from greenslurm.sweep import parse_spec, run_sweep
+from greenslurm.sweep import run_sweep
+from greenslurm.sweep_spec import parse_spec
 
 pytest.importorskip("matplotlib")
 

@@ -17,7 +17,7 @@ from greenslurm.scenario import (Acceptance, ClusterSource, Colocation, Deadline
                                  Selection, Supply, Synthetic, TraceSource)
 from greenslurm.scenario_run import run
 from greenslurm.sim.studies.gpu_replay import gpu_replay
-from greenslurm.sweep import cell_scenario, gpu_select
+from greenslurm.sweep_cell import cell_scenario, gpu_select
 
 FULL = Scenario(
     trace=TraceSource(path="/data/jobs.txt", format="sacct", strict=True, columns=("JobID", "Submit"), limit=50,

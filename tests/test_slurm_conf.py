@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from greenslurm.clustermodel import InputError
-from greenslurm.traces.slurm_conf import (HostNames, OverSubscribe, cluster_from_slurm_conf, expand_hostlist,
-                                          parse_slurm_conf, parse_slurm_conf_text, parse_time_limit_s)
+from greenslurm.traces.slurm_conf import OverSubscribe, cluster_from_slurm_conf, expand_hostlist, parse_slurm_conf, parse_slurm_conf_text, parse_time_limit_s
+from greenslurm.traces.slurm_hostlist import HostNames
 from greenslurm.traces.slurm_fields import parse_duration
 
 from slurm_cluster import NodeDef, SlurmCluster, scontrol_fields, shared_root, skip_reason

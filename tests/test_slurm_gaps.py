@@ -321,7 +321,7 @@ def test_an_unreadable_log_is_one_error_line(tmp_path, capsys):
                                           ("2026-02-30T00:00:05.100", "day is out of range for month"),
                                           ("2026-01-01T25:00:05.100", "hour must be in 0..23")])
 def test_a_stamp_that_is_no_time_is_one_error_line_naming_its_line(stamp, field, tmp_path, capsys):
-    # the site's log reader (python -m greenslurm.traces.slurmctld_log) and bench/stamp_sides.py
+    # the site's log reader (python -m greenslurm.slurmctld_log) and bench/stamp_sides.py
     import stamp_sides
     from greenslurm.traces import slurmctld_log
     log = tmp_path / "slurmctld.log"

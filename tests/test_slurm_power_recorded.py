@@ -172,7 +172,7 @@ def test_the_power_save_thread_wakes_where_slurm_s_did(recorded_201):
     # ((268.98 - 28.59 - 240) / 240): a check at the first pass whose clock reads the due second
     (28.0, 28.59), (88.0, 88.69), (148.0, 148.78), (208.0, 208.89), (268.0, 268.98)])
 def test_configuring_jobs_are_noticed_when_slurm_s_background_loop_checked(due_clock, logged_s):
-    from greenslurm.sim.engine.slurm_power import next_periodic_check
+    from greenslurm.sim.engine.slurmctld_loop import next_periodic_check
     clock, at = next_periodic_check(-31.536, due_clock - 30.0, 30.0, drift=0.0016)
     assert clock == due_clock
     assert abs(at - logged_s) <= 0.1, (at, logged_s)
@@ -182,7 +182,7 @@ def test_the_check_runs_at_the_first_pass_whose_clock_reads_the_due_second():
     # started at 0.9 s, passes of exactly a second: the 30th, at 30.9 s, is the first to read 30.
     # With 3 ms per second of drift the 29th lands at 0.9 + 29 x 1.003 = 29.987 s and reads 29 < 30:
     # the check waits for the 30th, at 0.9 + 30 x 1.003 = 30.99 s
-    from greenslurm.sim.engine.slurm_power import next_periodic_check
+    from greenslurm.sim.engine.slurmctld_loop import next_periodic_check
     assert next_periodic_check(0.9, 0.0, 30.0) == (30.0, pytest.approx(30.9))
     clock, at = next_periodic_check(0.9, 0.0, 30.0, drift=0.003)
     assert clock == 30.0 and at == pytest.approx(30.99)

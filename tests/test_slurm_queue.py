@@ -18,7 +18,8 @@ from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import PartitionRules, SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace
-from greenslurm.sim.engine.slurm_power import SlurmPowerSaving, slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power import slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
 from greenslurm.sim.engine.slurm_will_run import (NEVER, CompiledSpreadWillRun, compiled_will_run_library, group_ends,
                                                    slurm_clock_s)
@@ -594,12 +595,14 @@ def long_queue_rows(widest: int = 8) -> list[tuple]:
              rng.choice(["a", "b", "all"]), rng.randint(0, 2), rng.choice([0, 0, 1, 2])) for _ in range(150)]
 
 
-def check_kept_answers(rows, interval, resolution, release) -> int:
-    """Replay ``rows`` checking the kept state after every event; how many events had answers kept."""
+def check_kept_answers(rows, interval, resolution, release, saving: SlurmPowerSaving | None = None) -> int:
+    """Replay ``rows`` (with ``saving``: Slurm's power saving) checking the kept state after every
+    event; how many events had answers kept from an earlier pass."""
     jobs = shaped_jobs(rows)
     replay = Replay(jobs, two_partitions(overlap=True), "slurm", keep_jobs=True, strategy_options={
         "scheduling": SlurmScheduling(bf_interval_s=interval, bf_resolution_s=resolution, release_delay_s=release,
-                                      priority=SIZE_AND_PARTITION)})
+                                      priority=SIZE_AND_PARTITION)},
+                    machine_factory=None if saving is None else slurm_power_machine_factory(saving))
     replay.begin()
     kept = 0
     while len(replay.events):
@@ -620,6 +623,24 @@ def test_will_run_answers_kept_across_cycles_equal_fresh_ones(rows, interval, re
     # and must be the same (SlurmQueue._check), with jobs of a named node count and without,
     # overlapping partitions, completing jobs (release delay) and both resolutions.
     check_kept_answers(rows, interval, resolution, release)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(SHAPED_JOB, min_size=1, max_size=30), st.sampled_from([1.0, 30.0]), st.sampled_from([0.0, 5.0]),
+       st.sampled_from([20.0, 60.0]), st.booleans())
+def test_will_run_answers_kept_with_power_saving_equal_fresh_ones(rows, interval, release, suspend, powered_down):
+    # With Slurm's power saving the kept answers also read which nodes are allocatable and powered
+    # up: kept while no job starts or ends and no node's power state changes (suspends after 20 or
+    # 60 s idle, boots of 15 s, nodes powered down at the start or not); after every event each kept
+    # answer is recomputed and must be the same
+    saving = SlurmPowerSaving(suspend_time_s=suspend, boot_s=15.0, start_powered_down=powered_down)
+    check_kept_answers(rows, interval, 1.0, release, saving)
+
+
+def test_a_long_queue_keeps_will_run_answers_across_cycles_with_power_saving():
+    # the 150-job queue with nodes powered down after 60 s idle: answers still outlive passes
+    rows = long_queue_rows()
+    assert check_kept_answers(rows, 30.0, 60.0, 0.0, SlurmPowerSaving(suspend_time_s=60.0, boot_s=20.0)) > 0
 
 
 def test_a_long_queue_keeps_will_run_answers_across_cycles():

@@ -1,5 +1,5 @@
 """A site's slurmctld log given to greenslurm as a user gives it (``greenslurm replay --slurmctld-log`` and
-``python -m greenslurm.traces.slurmctld_log``), damaged in the ways real files get damaged: nothing is
+``python -m greenslurm.slurmctld_log``), damaged in the ways real files get damaged: nothing is
 dropped silently, a log that cannot be read is one line naming the file and line, and exit code 2.
 
 The logs are s98/second's (bench/data/slurm-workloads: real Slurm 22.05), with one line changed."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from greenslurm.traces.slurmctld_log import _JOB_MOMENT, job_moments_s, read_log
+from greenslurm.traces.slurmctld_log import _JOB_MOMENT, read_log, scan_log
 
 REPO = Path(__file__).resolve().parents[1]
 S98 = REPO / "bench" / "data" / "slurm-workloads" / "s98" / "second"
@@ -37,7 +37,7 @@ def replay(log: Path, *more: str) -> subprocess.CompletedProcess:
 
 
 def read_alone(log: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "greenslurm.traces.slurmctld_log", str(log)],
+    return subprocess.run([sys.executable, "-m", "greenslurm.slurmctld_log", str(log)],
                           capture_output=True, text=True, cwd=log.parent)
 
 
@@ -128,12 +128,12 @@ def test_each_logged_moment_is_read_by_its_one_table_row():
              "end": "_job_complete: JobId=7 done"}
     assert [kind for kind, _, _ in _JOB_MOMENT] == ["submit", "start", "start", "end"]
     log = "\n".join(f"[2026-11-29T01:00:0{k}.000] {line}" for k, line in enumerate(lines.values()))
-    assert job_moments_s(log) == {"7": {"submit": 1795914000.0, "start": 1795914001.0, "end": 1795914002.0}}
+    assert scan_log(log).moments == {"7": {"submit": 1795914000.0, "start": 1795914001.0, "end": 1795914002.0}}
     backfill = "[2026-11-29T01:00:00.000] sched/backfill: _start_job: Started JobId=8 in p on n1"
-    assert job_moments_s(backfill) == {"8": {"start": 1795914000.0}}
+    assert scan_log(backfill).moments == {"8": {"start": 1795914000.0}}
     # the start without a job id after it, or an end that is not "done": no moment
-    assert job_moments_s("[2026-11-29T01:00:00.000] sched: Allocate JobId=x NodeList=n1\n"
-                         "[2026-11-29T01:00:01.000] _job_complete: JobId=7 WEXITSTATUS 0") == {}
+    assert scan_log("[2026-11-29T01:00:00.000] sched: Allocate JobId=x NodeList=n1\n"
+                    "[2026-11-29T01:00:01.000] _job_complete: JobId=7 WEXITSTATUS 0").moments == {}
 
 
 def test_a_gzip_log_is_read_by_its_content_whatever_its_name(tmp_path):

@@ -101,7 +101,7 @@ def test_scheduling_settings_refuse_a_loop_that_cannot_run(bad):
 
 
 def test_the_log_reader_prints_the_loop_s_drift_a_site_gives_the_replay(tmp_path, capsys):
-    from greenslurm.traces.slurmctld_log import main
+    from greenslurm.slurmctld_log import main
     # seed 311's two checks (verbose: power-saving resets, three jobs in the first) among lines
     # that look alike but are not checks; 119 passes of 1.00292 s
     log = tmp_path / "slurmctld.log"
@@ -155,7 +155,8 @@ def test_the_loop_read_from_slurmctld_s_own_log_is_the_one_the_bench_replays(see
     import sys
     from pathlib import Path
 
-    from greenslurm.traces.slurmctld_log import loop_checks_s, main
+    from greenslurm.slurmctld_log import main
+    from greenslurm.traces.slurmctld_log import loop_checks_s
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root / "bench"))
     import bench_slurm_power as power_bench

@@ -16,7 +16,9 @@ import pytest
 
 from greenslurm.clustermodel import InputError
 from greenslurm.cli import main
-from greenslurm.sweep import LEDGER, RESULTS_PARQUET, cell_id, load_spec, parse_spec, run_cell, run_sweep
+from greenslurm.sweep import LEDGER, RESULTS_PARQUET, cell_id, run_sweep
+from greenslurm.sweep_spec import load_spec, parse_spec
+from greenslurm.sweep_cell import run_cell
 
 # 2 traces x 4 policies x 5 loads x 5 seeds = 200 small cells (a few ms each)
 SPEC_200 = """

@@ -84,3 +84,29 @@ def test_an_swf_number_of_other_digits_is_skipped_not_read(run_time, tmp_path):
                              str(S98 / "slurm.conf"), "--strict"], capture_output=True, text=True, cwd=tmp_path)
     assert strict.returncode == 2 and strict.stderr.count("\n") == 1
     assert strict.stderr.startswith(f"greenslurm: error: {trace}:3: field run_time: {run_time!r} is not a number")
+
+
+def test_a_repeated_job_id_is_reported_and_each_record_replayed(tmp_path):
+    # s98/second's 60 records with job 3's line written twice: 61 records, job id 3 twice; both are
+    # replayed (a real export may repeat an id: sacct --duplicates, ids wrapping around) and the
+    # replay says so once
+    trace = tmp_path / "trace.txt"
+    trace.write_text("\n".join([HEADER, *RECORDS[:3], RECORDS[2], *RECORDS[3:]]) + "\n")
+    replayed = run("replay", trace, "--no-progress", "--out", str(tmp_path / "out"))
+    assert replayed.returncode == 0, replayed.stderr
+    assert "1 job id(s) appear more than once (first: 3)" in replayed.stderr + replayed.stdout
+    ids = [line.split(",")[0] for line in (tmp_path / "out" / "jobs.csv").read_text().splitlines()[1:]]
+    assert len(ids) == len(RECORDS) + 1 and ids.count("3") == 2
+
+
+def test_an_swf_with_repeated_ids_is_reported_and_every_record_replayed(tmp_path):
+    # two records numbered 1: 2 jobs replayed, the repeat reported (first: 1)
+    trace = tmp_path / "t.swf"
+    trace.write_text("; MaxNodes: 4\n; MaxProcs: 4\n"
+                     "1 0 0 100 1 -1 -1 1 200 -1 1 1 1 -1 -1 -1 -1 -1\n"
+                     "1 10 0 50 1 -1 -1 1 100 -1 1 2 2 -1 -1 -1 -1 -1\n")
+    replayed = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(trace), "--no-progress",
+                               "--out", str(tmp_path / "out")], capture_output=True, text=True, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stderr
+    assert "1 job id(s) appear more than once (first: 1)" in replayed.stderr + replayed.stdout
+    assert len((tmp_path / "out" / "jobs.csv").read_text().splitlines()) == 1 + 2

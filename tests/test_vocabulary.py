@@ -16,7 +16,8 @@ import pytest
 from rich.console import Console
 
 from greenslurm.cli import build_parser, main, scenario_from_args
-from greenslurm.sweep import PARAMETER_ALIASES, PARAMETERS, cell_scenario, parse_spec
+from greenslurm.sweep_cell import PARAMETER_ALIASES, PARAMETERS, cell_scenario
+from greenslurm.sweep_spec import parse_spec
 
 HERE = Path(__file__).parent
 DOCS = HERE.parent / "docs" / "cli.md"

@@ -1,5 +1,5 @@
 """Worker processes end with their parent: ``sweep``, ``whatif`` and ``inflate`` start their pools
-through :func:`greenslurm.workers.worker_pool`; a SIGKILLed command leaves no worker behind.  Without
+through :func:`greenslurm.sim.workers.worker_pool`; a SIGKILLed command leaves no worker behind.  Without
 the watch, a killed parent's pool workers stay (a sweep's two workers 80 s and more at 176 MB each, a
 whatif's replaying its policy to the end, an inflate's waiting for work that never comes)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from greenslurm.traces.synthetic import synthetic_jobs
-from greenslurm.workers import worker_pool
+from greenslurm.sim.workers import worker_pool
 from test_sweep import SPEC_200, write_spec
 
 

@@ -82,6 +82,31 @@ def suspect_rows(runtime_s, requested_time_s, submit_s, cpus):
     return suspect
 
 
+def repeated_job_ids(jobs: Sequence[JobSpec]) -> tuple[int, str | None]:
+    """How many job ids the kept jobs hold more than once, and the first such id in the jobs' order.
+    Each record stays a job of its own (a real export may repeat an id: ``sacct --duplicates``,
+    ids wrapping around); the count is for the reader's report, so that comparisons keyed by job
+    id are read with care.
+
+    >>> repeated_job_ids([JobSpec("7", 0.0, 10.0), JobSpec("8", 1.0, 10.0), JobSpec("7", 2.0, 10.0)])
+    (1, '7')
+    >>> repeated_job_ids([JobSpec("7", 0.0, 10.0)])
+    (0, None)
+    """
+    table = getattr(jobs, "table", None)
+    if table is not None and table.job_id.dtype.kind == "i":
+        import numpy as np       # the command line's help and errors load no numpy
+        ids = table.job_id
+        values, first_rows, counts = np.unique(ids, return_index=True, return_counts=True)
+        repeated = counts > 1
+        if not repeated.any():
+            return 0, None
+        return int(repeated.sum()), str(ids[int(first_rows[repeated].min())])
+    counts = collections.Counter(job.job_id for job in jobs)
+    repeated_ids = [job_id for job_id, count in counts.items() if count > 1]
+    return len(repeated_ids), (repeated_ids[0] if repeated_ids else None)
+
+
 @dataclass
 class TraceResult:
     """Jobs of one trace file, sorted by submit time (ties keep file order), plus the read's account.

@@ -44,9 +44,7 @@ from greenslurm.traces.slurm_fields import SLURM_TIME_FORMS, slurm_time_s
 
 from greenslurm.traces.slurm_conf_files import INCLUDE, KEY_VALUE, ConfLine, SlurmConfFiles, logical_lines
 from greenslurm.traces.slurm_hostlist import expand_hostlist
-# the reading and the hostlist syntax have modules of their own; these names stay importable from here
-from greenslurm.traces.slurm_conf_files import FAIL, read_slurm_conf  # noqa: F401,E402
-from greenslurm.traces.slurm_hostlist import HostNames  # noqa: F401,E402
+from greenslurm.traces.slurm_conf_files import read_slurm_conf  # noqa: E402
 
 
 # -- values as Slurm reads them -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ a pass more than ``within_s`` later is not counted (nothing was waiting).  The m
 is the value to give (a rotated log compressed with gzip is read too; every reading here is one
 pass over the log, a piece at a time: :func:`scan_log`)::
 
-    python -m greenslurm.traces.slurmctld_log /var/log/slurmctld.log
+    python -m greenslurm.slurmctld_log /var/log/slurmctld.log
     greenslurm replay trace.txt --format sacct --slurm-conf slurm.conf --queue slurm --slurm-handover 0.03
 
 >>> log = '''[2024-01-01T00:00:10.100] _job_complete: JobId=4 done
@@ -22,16 +22,14 @@ slurmctld's background loop runs its 30-second checks (``job_time_limit``) at it
 little over a second (ten 100 ms sleeps and its work: :mod:`greenslurm.sim.engine.slurmctld_loop`).
 Its checks show in the log as ``Testing job time limits and checkpoints`` (``SlurmctldDebug=debug2``)
 or, at ``verbose``, as ``Resetting JobId=N start time for node power up`` where a check started a
-job whose powered-down nodes had booted; :func:`loop_checks_s` finds them and the command prints the
-loop's drift (seconds per second over a second), the replay's ``SlurmScheduling.background_drift``
-and ``SlurmPowerSaving.background_drift``.
+job whose powered-down nodes had booted; :func:`loop_checks_s` finds them and the command
+(:mod:`greenslurm.slurmctld_log`) prints the loop's drift (seconds per second over a second), the
+replay's ``SlurmScheduling.background_drift`` and ``SlurmPowerSaving.background_drift``.
 """
 
 from __future__ import annotations
 
 import re
-import statistics
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -173,8 +171,20 @@ class LogScan:
     """What one pass over a slurmctld log gathers (epoch seconds, in the log's order): slurmctld's
     starts, the background loop's checks and the backfill thread's looks (one per check,
     :func:`one_per_check`), its take-overs as primary controller (with their lines), the main scheduler's allocations,
-    per job id its logged moments (:func:`job_moments_s`), and the hand-over latencies of the job
-    ends (:func:`handover_latencies_s`)."""
+    per job id its logged moments, and the hand-over latencies of the job ends
+    (:func:`handover_latencies_s`).
+
+    A job's moments (epoch seconds, to the millisecond) are those slurmctld logs at its default
+    level: its submission (``_slurm_rpc_submit_batch_job``), its start (``sched: Allocate`` by the main
+    scheduler, ``_start_job`` by backfill) and its end (``_job_complete: JobId=N done``); the last of
+    each where a job id repeats (a requeued job runs again).
+
+    >>> moments = scan_log('''[2026-11-28T21:29:13.109] _slurm_rpc_submit_batch_job: JobId=9 InitPrio=1 usec=1406
+    ... [2026-11-28T21:29:16.523] sched/backfill: _start_job: Started JobId=9 in p0 on n04
+    ... [2026-11-28T21:29:57.545] _job_complete: JobId=9 done''').moments
+    >>> {kind: round(at % 60, 3) for kind, at in moments["9"].items()}
+    {'submit': 13.109, 'start': 16.523, 'end': 57.545}
+    """
 
     starts: list[float] = field(default_factory=list)
     checks: list[float] = field(default_factory=list)
@@ -202,7 +212,7 @@ class LogScan:
 def scan_log(log, handover_within_s: float = HANDOVER_WITHIN_S) -> LogScan:
     """One pass over a slurmctld log (its text, or an iterable of pieces of it that end at line
     ends, such as :func:`log_pieces` or an open file): everything :func:`thread_timing`,
-    :func:`job_moments_s`, :func:`loop_checks_s`, :func:`backfill_looks_s` and
+    :func:`loop_checks_s`, :func:`backfill_looks_s` and
     :func:`handover_latencies_s` read, and how many lines were damaged (:attr:`LogScan.damaged_lines`).
     A :class:`BadStamp` names a line whose stamp is no time or goes back."""
     scan = LogScan()
@@ -359,21 +369,6 @@ def _shown(at_s: float) -> str:
     return moment.isoformat(timespec="milliseconds")
 
 
-def job_moments_s(log) -> dict[str, dict[str, float]]:
-    """Per job id, the moments (epoch seconds, to the millisecond) slurmctld logged at its default
-    level: its submission (``_slurm_rpc_submit_batch_job``), its start (``sched: Allocate`` by the main
-    scheduler, ``_start_job`` by backfill) and its end (``_job_complete: JobId=N done``); the last of
-    each where a job id repeats (a requeued job runs again).
-
-    >>> moments = job_moments_s('''[2026-11-28T21:29:13.109] _slurm_rpc_submit_batch_job: JobId=9 InitPrio=1 usec=1406
-    ... [2026-11-28T21:29:16.523] sched/backfill: _start_job: Started JobId=9 in p0 on n04
-    ... [2026-11-28T21:29:57.545] _job_complete: JobId=9 done''')
-    >>> {kind: round(at % 60, 3) for kind, at in moments["9"].items()}
-    {'submit': 13.109, 'start': 16.523, 'end': 57.545}
-    """
-    return scan_log(log).moments
-
-
 def count_once(checks: list[float], at: float) -> None:
     """Adds a logged moment to the checks (in time order) unless it is a line of the last one: the
     lines of one check (a reset per job) come within half a second of its first."""
@@ -391,35 +386,3 @@ def one_per_check(moments) -> list[float]:
     for at in moments:
         count_once(checks, at)
     return checks
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m greenslurm.traces.slurmctld_log SLURMCTLD_LOG", file=sys.stderr)
-        return 2
-    try:
-        scan = read_log(args[0])
-    except InputError as error:
-        print(error, file=sys.stderr)
-        return 2
-    if scan.damaged_lines:
-        print(f"{args[0]}: {scan.damage()}", file=sys.stderr)
-    latencies, checks = scan.handovers_s, scan.checks
-    if not latencies and len(checks) < 2:
-        print(f"{args[0]}: no job end followed by a scheduler pass (needs SlurmctldDebug=debug) and fewer "
-              f"than two checks of the background loop (debug2, or power-saving resets)", file=sys.stderr)
-        return 2
-    if latencies:
-        print(f"{statistics.median(latencies):.3f}  (median of {len(latencies)} job ends; "
-              f"greenslurm replay --slurm-handover)")
-    if len(checks) >= 2:
-        from greenslurm.sim.engine.slurmctld_loop import loop_from_checks
-        loop = loop_from_checks(checks, checks[0])
-        print(f"{loop.drift:.5f}  (background loop: {len(checks)} checks, passes of {loop.step_s:.5f} s; "
-              f"SlurmScheduling.background_drift)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

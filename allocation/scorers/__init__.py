@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from greenslurm.allocation.framework import NORMALIZATIONS, TIE_BREAKS, ScoringFramework, Scorer
+from greenslurm.allocation.scorers.framework import NORMALIZATIONS, TIE_BREAKS, ScoringFramework, Scorer
 from greenslurm.allocation.scorers.bestfit import BestFitScorer
 from greenslurm.allocation.scorers.dotprod import DotProdScorer
 from greenslurm.allocation.scorers.fgd import FgdScorer

@@ -18,7 +18,7 @@ milliseconds (the live hook replans on every submission):
   instead of moving every row after it.  One array per resource, so a CPU-only fit reads one
   contiguous column per row.
 - tails (from when on a node holds a demand for ever) are read from each node's suffix minima
-  (:func:`greenslurm.allocation.windows.suffix_levels`), rebuilt only for the nodes a change touched.
+  (:class:`_Levels`), rebuilt only for the nodes a change touched.
 - :meth:`compact` compares only the rows a change may have made equal to the row before.
 
 >>> import numpy as np

@@ -62,7 +62,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 
-from greenslurm.traces.slurm_accounts import ROOT, Association
+from greenslurm.traces.slurm_accounts import ROOT
 
 LN2_SLURM = 0.693                  # Slurm's rounding of ln 2 in its decay factor
 NO_VAL = 4294967294.0              # the level fair-share of a FairShare=parent account

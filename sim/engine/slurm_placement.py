@@ -69,6 +69,11 @@ class NodePower(Protocol):
         """Nodes on or booting, chosen before powered-down ones; None when every node is."""
         ...
 
+    def node_version(self) -> int | None:
+        """A number that changes whenever :meth:`unavailable` or :meth:`powered_up` may answer
+        otherwise, or None where the machine does not count those changes."""
+        ...
+
     def backfill_planned(self, at_s: float, planned: bool) -> None:
         """A backfill cycle at ``at_s`` (now or its next look) cleared the last cycle's PLANNED
         idle nodes or set its own (``planned``): ``_handle_planned``'s ``last_node_update``."""

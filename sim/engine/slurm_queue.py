@@ -106,8 +106,9 @@ class SlurmQueue:
         self._backfill_seen = -1
         self._main_limited = False                           # the last event pass stopped at its depth
         self._version_left = 0                               # _version when the last schedule() returned
-        # will-run answers, kept while no job starts, ends or moves (on a plain machine without
-        # power saving nothing else changes what they depend on; elsewhere, kept within a pass)
+        # will-run answers, kept while no job starts, ends or moves (on a plain machine nothing else
+        # changes what they depend on; with Slurm's power saving, also while no node's power state
+        # changes; elsewhere, kept within a pass)
         self._will_run_cache: dict = {}
         self._views: dict = {}                               # node set -> WillRunView, same lifetime
         self._compiled_view: CompiledSpreadWillRun | None = None     # same lifetime
@@ -272,8 +273,10 @@ class SlurmQueue:
     # -- Slurm's power saving (greenslurm.sim.engine.slurm_power) --------------------------------
     def use_node_power(self, power: NodePower) -> None:
         """Plan with the machine's power states: nodes being powered down are not allocatable,
-        powered-down nodes are chosen last."""
+        powered-down nodes are chosen last.  Where the machine counts its power changes
+        (``node_version``), will-run answers are kept across passes as on a plain machine."""
         self._power = self.placement.power = power
+        self._answers_outlive_passes = power is self.machine and power.node_version() is not None
 
     def node_up(self, now_s: float) -> None:
         """A node registered after a power-up (``_slurm_rpc_node_registration``: ``newly_up`` queues a
@@ -652,8 +655,13 @@ class SlurmQueue:
 
     def _will_run_stamp(self):
         """What the will-run answers depend on beyond the job and its usable nodes."""
-        if self._answers_outlive_passes and self._power is None:
-            return self._resources
+        if self._answers_outlive_passes:
+            if self._power is None:
+                return self._resources
+            # with Slurm's power saving they also read which nodes are allocatable and powered up
+            version = self._power.node_version()
+            if version is not None:
+                return (self._resources, version)
         return (self._resources, self._version)
 
     def _running_index(self) -> tuple:

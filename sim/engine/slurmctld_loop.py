@@ -12,7 +12,7 @@ recordings of docs/slurm-reference.md.  A site reads it from its own slurmctld l
 ``n`` passes apart (``SlurmctldDebug=debug2`` logs "Testing job time limits and checkpoints" at each;
 at ``verbose``, "Resetting JobId=... start time for node power up" marks the checks that started a
 job) give ``drift = (t2 - t1) / n - 1`` with ``n`` the whole seconds between them
-(:func:`drift_between_checks`; ``python -m greenslurm.traces.slurmctld_log`` prints it).  Slurm's
+(:func:`drift_between_checks`; ``python -m greenslurm.slurmctld_log`` prints it).  Slurm's
 source alone implies 0 (ten sleeps of 100 ms).
 """
 

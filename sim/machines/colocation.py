@@ -63,9 +63,6 @@ from greenslurm.clustermodel import Cluster, InputError
 from greenslurm.sim.events import EventKind
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.training_jobs import GPU_SET_SIZES, check_training_job
-# the training jobs have a module of their own; their names stay importable from here
-from greenslurm.sim.machines.training_jobs import (colocation_cluster, dlt_jobs_from_specs,  # noqa: F401,E402
-                                                   synthetic_dlt_jobs, training_job)
 
 
 # -- the machine ------------------------------------------------------------------------------------
@@ -586,6 +583,7 @@ def build_colocation(policy: str, *, settings: ColocationSettings | None = None,
     """The machine factory and the selection (the policy) for ``Replay(..., "fcfs", selection=...,
     machine_factory=...)``.  A fresh pair per run: EaCO's history learns during the run.
 
+    >>> from greenslurm.sim.machines.training_jobs import colocation_cluster
     >>> factory, selection = build_colocation("gandiva")
     >>> selection.name, factory(colocation_cluster(2), selection).nodes
     ('gandiva', 2)

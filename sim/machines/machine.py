@@ -26,7 +26,7 @@ from greenslurm.clustermodel.eligibility import Eligibility
 
 # The per-GPU state and the GPU papers' fit rule load with a cluster that has GPUs.
 if TYPE_CHECKING:
-    from greenslurm.allocation.framework import FitFilter
+    from greenslurm.allocation.scorers.framework import FitFilter
     from greenslurm.clustermodel.gpu_state import GpuState, GpuTask
 
 # Amounts added and taken back in floating point (shares of GPUs, fractional CPUs) may miss a
@@ -174,7 +174,7 @@ class Machine:
     def _gpu_fit(self) -> FitFilter:
         """The GPU papers' fit rule, with its per-model masks cached (loaded with the first GPU job)."""
         if self._fit is None:
-            from greenslurm.allocation.framework import FitFilter
+            from greenslurm.allocation.scorers.framework import FitFilter
             self._fit = FitFilter()
         return self._fit
     def tails_s(self, now_s: float) -> np.ndarray:

@@ -45,18 +45,16 @@ from typing import Callable
 
 import numpy as np
 
-from greenslurm.allocation.power_actions import MAX_PHASES, PowerPlan, plan_power_actions  # noqa: F401  (re-exported)
-from greenslurm.allocation.power_policy import RateCount, needed_by_head, needed_by_queue, wake_next, wake_nodes, wanted_cpus  # noqa: F401
+from greenslurm.allocation.power_policy import RateCount, needed_by_head, needed_by_queue, wake_nodes, wanted_cpus
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.clustermodel.phases import phase_imbalance, phase_loads_w, phase_of_nodes
 from greenslurm.allocation.selection import NodeSelection
 from greenslurm.sim.machines.consolidation import Consolidation
 from greenslurm.sim.machines.machine import Machine, PendingJob
-from greenslurm.sim.machines.node_states import BOOTING, OFF, ON, STATE_NAMES  # noqa: F401  (re-exported)
+from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.sim.machines.power_ledger import PowerStateLedger, PowerStateTotals  # noqa: F401  (re-exported)
-from greenslurm.sim.machines.power_settings import (CYCLING_BOOTS_PER_NODE_DAY, RATE_RETRY_S,  # noqa: F401
-                                                    PowerStateConfig, boots_per_node_day, cycling_warning)
+from greenslurm.sim.machines.power_settings import RATE_RETRY_S, PowerStateConfig
 
 # marks a shape known not to fit the nodes that are on (see PowerManagedMachine.place)
 _USABLE_NOW = object()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from greenslurm.clustermodel import Cluster, JobSpec
-from greenslurm.workers import worker_pool
+from greenslurm.sim.workers import worker_pool
 from greenslurm.clustermodel.renewable import SupplySeries
 from greenslurm.sim.accounting.deadline_metrics import admission_summary, upper_bound, work_of
 from greenslurm.sim.accounting.metrics import mean, wait_s

@@ -47,7 +47,7 @@ from greenslurm.sim.engine.queues import PlaceOrFail
 from greenslurm.sim.engine.replay import Shaper
 from greenslurm.sim.machines.machine import PendingJob
 from greenslurm.sim.studies.gpu_replay import engine_cluster, gpu_machine
-from greenslurm.workers import worker_pool
+from greenslurm.sim.workers import worker_pool
 
 SAMPLINGS = ("replacement", "simulator")
 SUMMARY_LEVELS_PCT = (50, 80, 90, 100, 110, 120, 130)
