@@ -88,7 +88,8 @@ def test_version(capsys):
     assert capsys.readouterr().out.splitlines() == [
         f"greenslurm {__version__}",
         "compiled cores: pool core (FCFS, EASY and conservative replays), deadline core (the deadline queue), "
-        "SWF scanner, output cells (--out files), spread node choice (the slurm queue), will-run test (the slurm queue)"]
+        "SWF scanner, output cells (--out files), spread node choice (the slurm queue), will-run test (the slurm queue), "
+        "backfill cycle (the slurm queue)"]
 
 
 def test_version_matches_pyproject():
