@@ -323,7 +323,7 @@ def test_an_unreadable_log_is_one_error_line(tmp_path, capsys):
 def test_a_stamp_that_is_no_time_is_one_error_line_naming_its_line(stamp, field, tmp_path, capsys):
     # the site's log reader (python -m greenslurm.slurmctld_log) and bench/stamp_sides.py
     import stamp_sides
-    from greenslurm.traces import slurmctld_log
+    from greenslurm import slurmctld_log
     log = tmp_path / "slurmctld.log"
     log.write_text(f"[2026-01-01T00:00:01.000] _job_complete: JobId=1 done\n[{stamp}] sched: Allocate JobId=2\n")
     for main in (slurmctld_log.main, stamp_sides.main):
