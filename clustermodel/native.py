@@ -46,10 +46,10 @@ COMPILED = {"greenslurm.sim.engine._pool_core": "pool core (FCFS, EASY and conse
             "greenslurm.sim.engine._backfill_cycle": "backfill cycle (the slurm queue)"}
 # Without them, measured on this project's logs (whole replays, wall time; docs/user-guide.md): KTH-SP2
 # under EASY 3.8x slower, its deadline queue 68x, LANL-CM5 under conservative 115x; the slurm queue on
-# KTH-SP2's first 8,000 jobs 1.9x (CPU time: 14.7 s against 7.6 s).
+# KTH-SP2's first 8,000 jobs 3.4x-3.9x (CPU time: 16.1 s against 4.2 and 4.7 s, with its compiled backfill cycle).
 MISSING_TEXT = ("the compiled cores are not built ({names}): greenslurm was installed without a C compiler, so "
                 "replays run on the general loop (the reference, the same results), 2x to 115x slower "
-                "(KTH-SP2 EASY 3.8x, its deadline queue 68x, its slurm queue 1.9x, LANL-CM5 conservative 115x); install a C compiler "
+                "(KTH-SP2 EASY 3.8x, its deadline queue 68x, its slurm queue 3.4x-3.9x, LANL-CM5 conservative 115x); install a C compiler "
                 "and reinstall greenslurm ('greenslurm --version' lists the cores)")
 _WARNED: list[bool] = []
 
