@@ -16,7 +16,7 @@ from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
 from greenslurm.sim.machines.power_settings import boots_per_node_day
 from greenslurm.sim.engine.slurm_power import slurm_power_machine_factory
-from greenslurm.sim.engine.slurm_power_settings import PartitionPower, SlurmPowerSaving
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving
 from greenslurm.sim.machines.node_states import OFF
 from greenslurm.traces.slurm_conf import parse_slurm_conf_text
 

@@ -50,7 +50,7 @@ from sortedcontainers import SortedList
 from greenslurm.sim.accounting.result import Rejection
 from greenslurm.sim.engine.queues import refuse_options
 from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill
-from greenslurm.sim.engine.slurm_main_scheduler import MAIN, MainScheduler
+from greenslurm.sim.engine.slurm_main_scheduler import MainScheduler
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
 from greenslurm.sim.engine.slurm_node_space import NodeSpace, bits_of, bits_of_indices, mask_of
 from greenslurm.sim.engine.slurm_pass_clock import PassClock
