@@ -97,7 +97,7 @@ def repeated_job_ids(jobs: Sequence[JobSpec]) -> tuple[int, str | None]:
     if table is not None and table.job_id.dtype.kind == "i":
         import numpy as np       # the command line's help and errors load no numpy
         ids = table.job_id
-        values, first_rows, counts = np.unique(ids, return_index=True, return_counts=True)
+        _, first_rows, counts = np.unique(ids, return_index=True, return_counts=True)
         repeated = counts > 1
         if not repeated.any():
             return 0, None
