@@ -121,6 +121,7 @@ class SlurmQueue(MainScheduler):
         self.nevers_without_view = 0
         node_cpus = machine.cluster.capacity[:, CPU]
         self._node_cpus = node_cpus
+        self._cpus_of_sets: dict[int, float] = {}
         self._same_cpus = float(node_cpus[0]) if len(node_cpus) and bool((node_cpus == node_cpus[0]).all()) else None
         self._power: NodePower | None = None                 # Slurm's power saving (use_node_power)
         # backfill's last cycle left idle nodes PLANNED (reserved for a pending job; backfill.c
@@ -660,18 +661,18 @@ class SlurmQueue(MainScheduler):
             self.nevers_without_view += 1
             return NEVER           # (a margin far wider than the sums' rounding: only ever "never" for sure)
         if self.compiled_will_run and self._compiles(job):
-            if self._power is not None:
-                # now, with power saving: powered-up nodes first (the node tiers), as the reference
-                usable = mask_of(usable_bits, self.machine.cluster.size)
-                placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
-                if placed is not None:
-                    return None, self._node_set(placed[0])
             compiled = self._compiled()
-            found = compiled.answer(usable_bits, job.cpus_total, try_now=self._power is None)
+            found = compiled.answer(usable_bits, job.cpus_total)
             if found is NEVER:
                 return NEVER
             if found is not None:
                 last, nodes = found
+                if last is None and self._power is not None:
+                    # it fits now (the CPUs free on the usable nodes suffice, whatever the tiers); with
+                    # power saving the nodes are chosen among powered-up nodes first (the node tiers)
+                    usable = mask_of(usable_bits, self.machine.cluster.size)
+                    placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
+                    return None, self._node_set(placed[0])
                 return (None if last is None else compiled.end_list[last]), nodes
         view = self._view(usable_bits)
         if self._power is not None or not self.placement.spreads(job) or view.spread_cpus_now >= job.cpus_total:
@@ -718,7 +719,13 @@ class SlurmQueue(MainScheduler):
         """The CPUs of a node set, all of them (free or not)."""
         if self._same_cpus is not None:
             return nodes.bit_count() * self._same_cpus
-        return float(self._node_cpus[mask_of(nodes, len(self._node_cpus))].sum())
+        kept = self._cpus_of_sets        # (the same sum each time: kept per node set, a few thousand at most)
+        cpus = kept.get(nodes)
+        if cpus is None:
+            if len(kept) >= 4096:
+                kept.clear()
+            cpus = kept[nodes] = float(self._node_cpus[mask_of(nodes, len(self._node_cpus))].sum())
+        return cpus
 
     def _view(self, usable_bits: int) -> WillRunView:
         """The will-run test's view of the ``usable_bits`` nodes, kept as long as the answers."""
