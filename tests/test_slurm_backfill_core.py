@@ -16,7 +16,10 @@ from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.sim.engine.replay import Replay
 from greenslurm.sim.engine.slurm_backfill_core import CompiledBackfill, compiled_backfill_library
 from greenslurm.sim.engine.slurm_model import SlurmScheduling
+from greenslurm.sim.engine.slurm_power import slurm_power_machine_factory
+from greenslurm.sim.engine.slurm_power_settings import SlurmPowerSaving
 from greenslurm.sim.engine.slurm_priority import MULTIFACTOR, PriorityWeights
+from greenslurm.sim.engine.slurm_queue import SlurmQueue
 
 PRIORITY = PriorityWeights(type=MULTIFACTOR, job_size=1000, partition=1000,
                            partition_job_factor={"a": 1, "b": 1, "all": 1})
@@ -150,3 +153,68 @@ def test_real_logs_replay_to_the_same_jobs_csv_with_the_compiled_cycle(shared_da
     assert jobs_csv(shared_data, tmp_path, log, limit, True, monkeypatch) == \
         jobs_csv(shared_data, tmp_path, log, limit, False, monkeypatch)
 
+
+
+# -- Slurm's power saving: the will-run test compiled (a job that fits now placed by the node tiers in
+# Python) against the reference (``compiled_will_run`` False: every test in Python) ---------------------
+def replay_power_both_ways(rows, uneven, suspend_time_s, boot_s, start_powered_down) -> list:
+    """Replay ``rows`` with Slurm's power saving, the will-run test compiled and in the reference: the same
+    starts, nodes, scheduler per job, suspends and resumes (time, node).  The outcome of the compiled run."""
+    machine = cluster(uneven)
+    saving = SlurmPowerSaving(suspend_time_s=suspend_time_s, boot_s=boot_s, start_powered_down=start_powered_down)
+    outcomes = []
+    for compiled in (False, True):
+        replay = Replay(jobs_of(rows, machine), machine, "slurm", machine_factory=slurm_power_machine_factory(saving),
+                        strategy_options={"scheduling": SlurmScheduling(priority=PRIORITY, bf_interval_s=30.0,
+                                                                        bf_resolution_s=60.0)})
+        replay.strategy.compiled_will_run = compiled
+        result = replay.run()
+        outcomes.append(([(r.job_id, r.start_s, r.end_s, tuple(r.node_indices)) for r in result.records],
+                         sorted(r.job_id for r in result.rejected), dict(replay.strategy.started_by),
+                         list(replay.machine.events)))
+    assert outcomes[1] == outcomes[0]
+    return outcomes[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(JOB, min_size=1, max_size=30), st.booleans(), st.sampled_from([20.0, 60.0, 300.0]),
+       st.sampled_from([5.0, 20.0, 45.0]), st.booleans())
+def test_with_power_saving_the_compiled_will_run_test_decides_as_its_reference(rows, uneven, suspend_time, boot,
+                                                                              start_down):
+    # random workloads on 4 nodes (of one size or four) whose idle nodes power down after SuspendTime
+    # (some powered down from the start) and boot in 5 to 45 s: the same starts, nodes, schedulers,
+    # rejections, suspends and resumes with the will-run test compiled as in the reference
+    outcome = replay_power_both_ways(rows, uneven, suspend_time, boot, start_down)
+    target(float(len(outcome[3])), label="power events")
+
+
+def test_with_power_saving_a_long_queue_powers_nodes_as_its_reference():
+    # a queue that stays long on 4 nodes powered down from the start, SuspendTime 60 s: nodes are
+    # resumed and suspended again (the case is not empty), the same on both paths
+    events = replay_power_both_ways(long_queue(), False, 60.0, 20.0, True)[3]
+    assert {kind for _, kind, _ in events} == {"suspend", "resume"}
+
+
+def power_outputs(shared_data: Path, tmp_path: Path, compiled: bool, monkeypatch) -> tuple[bytes, bytes]:
+    """jobs.csv and power.csv of xdmod-pozidriv's first 2,500 jobs with its slurm.conf and power saving
+    (``--power-down-after 600``), the will-run test compiled or every test the reference's."""
+    out = tmp_path / f"pozidriv-{compiled}"
+    with monkeypatch.context() as patch:
+        original = SlurmQueue.__init__
+
+        def init(self, *args, **options):
+            original(self, *args, **options)
+            self.compiled_will_run = compiled
+        patch.setattr(SlurmQueue, "__init__", init)
+        conf = Path(__file__).resolve().parents[1] / "bench" / "data" / "xdmod-pozidriv-slurm.conf"
+        assert main(["replay", str(shared_data / "sacct" / "xdmod-pozidriv.log"), "--slurm-conf", str(conf),
+                     "--power-down-after", "600", "--limit", "2500", "--queue", "slurm", "--no-progress",
+                     "--out", str(out)]) == 0
+    return (out / "jobs.csv").read_bytes(), (out / "power.csv").read_bytes()
+
+
+def test_xdmod_pozidriv_with_power_saving_replays_to_the_same_bytes_with_the_compiled_will_run_test(
+        shared_data, tmp_path, monkeypatch):
+    # a real sacct export with its slurm.conf and power saving: jobs.csv and power.csv byte for byte
+    compiled = power_outputs(shared_data, tmp_path, True, monkeypatch)
+    assert b"\n" in compiled[0] and compiled == power_outputs(shared_data, tmp_path, False, monkeypatch)
