@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from itertools import islice
+from operator import attrgetter
 from typing import Callable
 
 import numpy as np
@@ -60,6 +61,9 @@ from greenslurm.sim.machines.power_settings import RATE_RETRY_S, PowerStateConfi
 _USABLE_NOW = object()
 
 # -- the machine --------------------------------------------------------------------------------
+CPUS_TOTAL = attrgetter("cpus_total")
+
+
 class PowerManagedMachine(Machine):
     """A machine whose nodes can be off or booting, under a peak power budget.
 
@@ -463,9 +467,9 @@ class PowerManagedMachine(Machine):
         known = self._waiting_sum
         count = len(waiting)
         if known is not None and known[0] is waiting and count >= known[1] and waiting[known[1] - 1].index == known[2]:
-            total = sum((job.cpus_total for job in islice(waiting, known[1], None)), known[3])
+            total = sum(map(CPUS_TOTAL, islice(waiting, known[1], None)), known[3])
         else:
-            total = sum(job.cpus_total for job in waiting)
+            total = sum(map(CPUS_TOTAL, waiting))      # (map: the same additions, no generator frame)
         self._waiting_sum = (waiting, count, waiting[-1].index, total) if count else None
         return total
 
