@@ -433,11 +433,14 @@ class SlurmQueue(MainScheduler):
         self._resources += 1
 
     # -- backfill ----------------------------------------------------------------------------------
+    def _no_job_can_start(self) -> bool:
+        """Whether the backfill cycle's loop (and the compiled cycle's) would stop before its first job: fewer
+        CPUs free than any waiting job asks (with power saving the plans matter: never)."""
+        return self._power is None and self._free_cpus_now() < self._order.smallest()[0] - 1e-9
+
     def _backfill_cycle(self, now_s: float) -> None:
-        if self._power is None and self._free_cpus_now() < self._order.smallest()[0] - 1e-9:
-            return      # the loop's first test below (and the compiled cycle's) stops before any job: nothing to do
-        if self.compiled_cycle and self._compiled_backfill is not None and self._compiled_backfill.run(now_s, BACKFILL):
-            return
+        if self._no_job_can_start() or (self._compiled_backfill and self._compiled_backfill.run(now_s, BACKFILL)):
+            return          # (the compiled cycle takes it only where compiled_cycle is True)
         s = self.settings
         machine = self.machine
         size = machine.cluster.size
