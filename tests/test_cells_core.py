@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import sys
 
 import numpy as np
 import pytest

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import math
 from sys import intern
 
 import numpy as np

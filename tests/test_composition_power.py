@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings, strategies as st
 
 from gpu_fixtures import small_workload
-from test_composition import GPU4, assert_accounted, run_checked, seeded_jobs
+from test_composition import GPU4, assert_accounted, seeded_jobs
 from greenslurm.allocation.selection import make_selection
 from greenslurm.clustermodel import Cluster, JobSpec, NodeSpec
 from greenslurm.clustermodel.renewable import solar_supply, split_energy

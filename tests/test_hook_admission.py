@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from greenslurm.clustermodel import Cluster, JobSpec

@@ -9,13 +9,12 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from greenslurm.clustermodel import renewable as renewable_module
-from greenslurm.clustermodel.renewable import SupplySeries, split_energy
+from greenslurm.clustermodel.renewable import SupplySeries
 from greenslurm.slurm_plugin import energy as energy_module
 from greenslurm.slurm_plugin.backend import snapshot_from_json
 from greenslurm.slurm_plugin.energy import energy_report, group_runs, run_energy_j

@@ -14,13 +14,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from greenslurm.allocation import green as green_module
-from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.renewable import SupplySeries
 from greenslurm.slurm_plugin import decision_replay, forecast as forecast_module
 from greenslurm.slurm_plugin import service as service_module

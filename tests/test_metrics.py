@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, strategies as st
 
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.sim.accounting.metrics import (bounded_slowdown, cpu_seconds, makespan_s, mean, percentile, slowdown,

@@ -17,7 +17,7 @@ from greenslurm.clustermodel import JobSpec, native
 from greenslurm.sim.engine import pool_core
 from greenslurm.sim.engine.replay import Replay, pool_refusal
 from greenslurm.sim.machines.machine import Machine
-from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf, parse_slurm_conf_text
+from greenslurm.traces.slurm_conf import cluster_from_slurm_conf, parse_slurm_conf_text
 
 from test_pool_core import assert_same
 
