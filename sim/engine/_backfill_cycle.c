@@ -21,8 +21,9 @@
 #define MEMO 4096          /* will-run answers' first room (a power of two; doubled when three quarters full) */
 #define TRY_LATER_LIMIT 10000 /* a job's retries within one cycle (TRY_LATER_LIMIT in slurm_queue.py) */
 
-/* the columns of a job's row in the jobs table (slurm_backfill_core.py's COLUMNS, the same order) */
-enum { COL_CPUS, COL_REQUESTED, COL_PART_ROW, COL_USER, COL_PARTITION, COL_ELIGIBLE, COL_COMPILES, COL_SEEN, COL_KEY };
+/* the columns of a job's row in the jobs table (slurm_backfill_core.py's COLUMNS, the same order); COL_SEEN: the
+ * job's will-run key numbered from 1 (SlurmQueue._job_key), 0 while the row is not filled in */
+enum { COL_CPUS, COL_REQUESTED, COL_PART_ROW, COL_USER, COL_PARTITION, COL_ELIGIBLE, COL_COMPILES, COL_SEEN };
 
 enum { DONE = 0, START = 1, UNSEEN = 2, LEFT = 3, NOT_WHOLE = -1, NO_MEMORY = -2 };
 
@@ -672,7 +673,7 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
                 counted = 1;
             }
             double start_s = 0.0;
-            int found = will_run(c, row[COL_KEY], cpus, c->walked, &start_s);
+            int found = will_run(c, row[COL_SEEN], cpus, c->walked, &start_s);
             if (found < 0)
                 return found;
             if (!found)

@@ -34,8 +34,9 @@ if TYPE_CHECKING:
 
 CPU = 0
 # a job's row in the table (the C enum's order)
-CPUS, REQUESTED, PART_ROW, USER, PARTITION, ELIGIBLE, COMPILES, SEEN, KEY = range(9)
-COLUMNS = 9
+# (SEEN: the job's will-run key numbered from 1, SlurmQueue._job_key; 0 while the job is not seen)
+CPUS, REQUESTED, PART_ROW, USER, PARTITION, ELIGIBLE, COMPILES, SEEN = range(8)
+COLUMNS = 8
 WHOLE_LIMIT = 2.0 ** 40           # the compiled will-run test's whole counts are below it
 DONE, START, UNSEEN, LEFT, NOT_WHOLE, NO_MEMORY = 0, 1, 2, 3, -1, -2
 
@@ -121,8 +122,8 @@ class CompiledBackfill:
         compiles = queue._compiles(job) and 0 < cpus < WHOLE_LIMIT and cpus == math.floor(cpus)
         self.table[job.index] = (cpus, job.requested_s, row, self.users.setdefault(job.job.user, len(self.users)),
                                  self.partitions.setdefault(waiting.partition, len(self.partitions)),
-                                 waiting.eligible_s, compiles, 1.0,
-                                 self.keys.setdefault(queue._job_key(job), len(self.keys)))
+                                 waiting.eligible_s, compiles,
+                                 self.keys.setdefault(queue._job_key(job), len(self.keys) + 1))
 
     def _unseen(self, order: np.ndarray) -> np.ndarray:
         """The positions in ``order`` (job indices) of the jobs whose row is not filled in yet."""
