@@ -7,6 +7,9 @@
 #define GREENSLURM_CONSERVATIVE_PLAN_H
 
 #include "_pool_ledger.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct {
     double *times, *free; int64_t n, cap; int error;     /* error: the status to return */
@@ -397,25 +400,70 @@ static int run_stairs_cap(run_stairs *r, double from, double before, double dura
     return 0;
 }
 
+/* Bit i set when step `from` + i (i < len <= 64) frees at least `processors`, built without a branch
+ * per step: a count's runs are a few steps long, so a scan that branches on each step is mispredicted
+ * at nearly every run's two ends. */
+static uint64_t steps_freeing_at_least(const count_profile *p, int64_t from, int64_t len, double processors) {
+    uint64_t bits = 0;
+    int64_t i = 0;
+    const double *f = p->free + from;
+#ifdef __SSE2__
+    __m128d at = _mm_set1_pd(processors);          /* two steps a compare: the same >= as below */
+    for (; i + 2 <= len; i += 2) bits |= (uint64_t)_mm_movemask_pd(_mm_cmpge_pd(_mm_loadu_pd(f + i), at)) << i;
+#endif
+    for (; i < len; i++) bits |= (uint64_t)(f[i] >= processors) << i;
+    return bits;
+}
+
+/* the first set bit of `bits` at or after `at` (64: none) */
+static int first_bit_from(uint64_t bits, int at) {
+    if (at >= 64) return 64;
+    bits >>= at;
+    return bits ? at + __builtin_ctzll(bits) : 64;
+}
+
+/* The run of steps first .. end - 1 (end: the next step freeing fewer, or n) read into the stairs at
+ * their end (every stair starts at or before `upto` <= the run's start); 1: the question is answered
+ * (the run lasts `duration`, or ends at or after `before`), -1: no memory */
+static inline int run_stairs_read(run_stairs *r, const count_profile *p, int64_t first, int64_t end, double now,
+                           double duration, double before) {
+    double from = p->times[first] > now ? p->times[first] : now;
+    double to = end < p->n ? p->times[end] : INFINITY, lasts = run_lasts(from, to);
+    if (r->n == 0 || r->lasts[r->n - 1] < lasts) {
+        if (run_stairs_room(r, r->n + 1) < 0) return -1;
+        r->start[r->n] = from; r->lasts[r->n] = lasts; r->n++;
+    }
+    r->upto = to;
+    return lasts >= duration || !(to < before);
+}
+
 /* the stairs of count `processors` from the plan (it starts at now) for the runs starting before
- * `upto` on, until one lasting `duration` or one starting at or after `before` is in; -1: no memory */
+ * `upto` on, until one lasting `duration` or one starting at or after `before` is in; the steps are
+ * read 64 at a time as bits (freeing that many or not), the runs' ends found from the bits; -1: no
+ * memory */
 static int run_stairs_extend(run_stairs *r, const count_profile *p, double processors, double now, double duration,
                              double before) {
-    int64_t k = lower_bound(p->times, p->n, r->upto);
+    int64_t k = lower_bound(p->times, p->n, r->upto), run = -1;     /* run: the open run's first step */
     while (k < p->n) {
-        while (k < p->n && p->free[k] < processors) k++;
-        if (k == p->n) break;
-        double from = p->times[k] > now ? p->times[k] : now;
-        while (k < p->n && p->free[k] >= processors) k++;
-        double to = k < p->n ? p->times[k] : INFINITY, lasts = run_lasts(from, to);
-        /* run_stairs_put at the end: every stair starts at or before `upto` <= from */
-        if (r->n == 0 || r->lasts[r->n - 1] < lasts) {
-            if (run_stairs_room(r, r->n + 1) < 0) return -1;
-            r->start[r->n] = from; r->lasts[r->n] = lasts; r->n++;
+        int64_t len = p->n - k < 64 ? p->n - k : 64;
+        uint64_t at_least = steps_freeing_at_least(p, k, len, processors);
+        uint64_t below = ~at_least & (len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1);
+        int at = 0;
+        for (;;) {
+            if (run < 0) {
+                at = first_bit_from(at_least, at);
+                if (at >= len) break;
+                run = k + at;
+            }
+            at = first_bit_from(below, at);
+            if (at >= len) break;
+            int answered = run_stairs_read(r, p, run, k + at, now, duration, before);
+            if (answered) return answered < 0 ? -1 : 0;
+            run = -1;
         }
-        r->upto = to;
-        if (lasts >= duration || !(to < before)) return 0;
+        k += len;
     }
+    if (run >= 0) return run_stairs_read(r, p, run, p->n, now, duration, before) < 0 ? -1 : 0;
     r->upto = INFINITY;
     return 0;
 }
