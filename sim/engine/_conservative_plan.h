@@ -39,11 +39,25 @@ static int profile_blocks_room(count_profile *p, int64_t blocks) {
     return 0;
 }
 
-/* block b's least and most free read from its steps */
+/* block b's least and most free read from its steps (two at a time with SSE2: free counts are whole
+ * numbers, never NaN, so its least and most are the plain loop's) */
 static void profile_block_read(count_profile *p, int64_t b) {
     int64_t k = p->block_first[b], end = p->block_first[b + 1];
     double lo = p->free[k], hi = p->free[k];
-    for (k++; k < end; k++) { if (p->free[k] < lo) lo = p->free[k]; if (p->free[k] > hi) hi = p->free[k]; }
+    k++;
+#ifdef __SSE2__
+    if (end - k >= 2) {
+        __m128d least = _mm_loadu_pd(&p->free[k]), most = least;
+        for (k += 2; k + 2 <= end; k += 2) {
+            __m128d two = _mm_loadu_pd(&p->free[k]);
+            least = _mm_min_pd(least, two); most = _mm_max_pd(most, two);
+        }
+        double l[2], h[2];
+        _mm_storeu_pd(l, least); _mm_storeu_pd(h, most);
+        for (int i = 0; i < 2; i++) { if (l[i] < lo) lo = l[i]; if (h[i] > hi) hi = h[i]; }
+    }
+#endif
+    for (; k < end; k++) { if (p->free[k] < lo) lo = p->free[k]; if (p->free[k] > hi) hi = p->free[k]; }
     p->block_min[b] = lo; p->block_max[b] = hi;
 }
 
