@@ -9,7 +9,7 @@ loading pyarrow and writing the jobs files then cost little wall time beyond the
 
 The files are written under temporary names in the same folder and renamed once the child says they
 are whole (it says so after closing them and before its exit, whose taking down of its memory this
-process does not wait for: the child is reaped later, or by the system once this process ends),
+process does not wait for: the child is reaped later, at the latest by this process's exit handlers),
 so a child that fails or is killed (``kill -9``) leaves no file that reads as whole: the temporary
 files and any earlier files of the names are removed, and :meth:`ChildWriting.wait` raises the child's
 error (an ``OSError`` with its errno, or an error of the kinds named) or :class:`ChildFailed` with
@@ -29,6 +29,7 @@ here, when :meth:`wait` is called).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -156,7 +157,7 @@ class ChildWriting:
     def wait(self) -> None:
         """Return once the child said its files are whole (:data:`WRITTEN`, sent after it closed
         them and before its exit, so that this process does not wait while the system takes down the
-        child's memory: it is reaped later, :func:`reap_finished`), renamed into place; else wait for
+        child's memory: it is reaped later, :func:`_reap_later`), renamed into place; else wait for
         its exit and raise its error (no file left)."""
         if self._done:
             return
@@ -172,8 +173,7 @@ class ChildWriting:
         self._close_report()
         if written:
             _finish(self.parts, self.paths, whole=True)
-            _UNREAPED.add(self.pid)
-            reap_finished()
+            _reap_later(self.pid)
             return
         whole = (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and report in (b"", WRITTEN)
                  and all(part.exists() for part in self.parts))
@@ -230,10 +230,17 @@ WRITTEN = b"written\n"      # what a child sends once its files are whole (a fai
 _UNREAPED: set[int] = set()  # children that said WRITTEN and may not have exited yet
 
 
+def _reap_later(pid: int) -> None:
+    """Reap child ``pid`` (its files whole) once it has exited: now if it has, else at the next
+    :func:`start_child` or when this process ends (its exit handlers: so that a parent's count of
+    the CPU time of its children, as ``time`` shows, still holds the child's)."""
+    _UNREAPED.add(pid)
+    reap_finished()
+
+
 def reap_finished() -> None:
     """Reap the children that said their files are whole and have exited since, without waiting for
-    the others (a child's exit, in which the system takes down its memory, is not worth a wait: one
-    still running when this process ends is reaped by the system)."""
+    the others (still exiting: the system takes down their memory)."""
     for pid in list(_UNREAPED):
         try:
             if os.waitpid(pid, os.WNOHANG)[0] == 0:
@@ -241,6 +248,20 @@ def reap_finished() -> None:
         except ChildProcessError:                   # reaped already (by another waiter)
             pass
         _UNREAPED.discard(pid)
+
+
+def _reap_at_exit() -> None:
+    """Wait for the children left (see :func:`_reap_later`); an interrupt leaves them to the system."""
+    try:
+        for pid in list(_UNREAPED):
+            with suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            _UNREAPED.discard(pid)
+    except KeyboardInterrupt:
+        pass
+
+
+atexit.register(_reap_at_exit)                      # (a no-op when no child is left)
 
 
 def _read_all(fd: int) -> bytes:
