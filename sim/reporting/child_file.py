@@ -172,8 +172,8 @@ class ChildWriting:
         self._done = True
         self._close_report()
         if written:
+            _reap_later(self.pid)                   # (first: a rename that fails raises)
             _finish(self.parts, self.paths, whole=True)
-            _reap_later(self.pid)
             return
         whole = (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and report in (b"", WRITTEN)
                  and all(part.exists() for part in self.parts))
