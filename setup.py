@@ -9,7 +9,8 @@ FLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 LEDGER = ["sim/engine/_pool_ledger.h"]          # shared by the two cores (and shipped with them: depends)
 
 setup(ext_modules=[
-    Extension("greenslurm.sim.engine._pool_core", ["sim/engine/_pool_core.c"], depends=LEDGER, extra_compile_args=FLAGS,
+    Extension("greenslurm.sim.engine._pool_core", ["sim/engine/_pool_core.c"],
+              depends=[*LEDGER, "sim/engine/_conservative_plan.h"], extra_compile_args=FLAGS,
               optional=True),
     Extension("greenslurm.sim.engine._deadline_core", ["sim/engine/_deadline_core.c"], depends=LEDGER,
               extra_compile_args=FLAGS, optional=True),

@@ -140,7 +140,8 @@ def timeline(trace: str) -> str:
     return (f"child ready {ms(child['ready'][0], here['send']):.0f} ms before the hand-over; the hand-over reached "
             f"it in {ms(here['send'], child['handed'][0]):.0f} ms; it wrote for {ms(child['handed'][0], child['written'][0]):.0f} ms "
             f"({ms(child['handed'][1], child['written'][1]):.0f} ms CPU); the command's own work "
-            f"{ms(here['send'], here['wait']):.0f} ms, then it waited {ms(here['wait'], here['done']):.0f} ms")
+            f"{ms(here['send'], here['wait']):.0f} ms, then it waited {ms(here['wait'], here['done']):.0f} ms, "
+            f"{ms(max(child['written'][0], here['wait']), here['done']):.0f} ms of it after the child's writing ended")
 
 
 def main() -> None:

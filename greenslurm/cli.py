@@ -439,15 +439,12 @@ def run_scenario(scenario: Scenario, console: Console, out: str | None, json_fil
         show = shown and len(inputs.jobs) >= PROGRESS_MIN_JOBS
         with progress_bar(console, len(inputs.jobs), show) as progress:
             outcome = scenario_run.replay_jobs(scenario, inputs.jobs, inputs.cluster, trace=inputs.trace,
-                                               progress=progress)
+                                               progress=progress, on_result=_handing_over(jobs_files, out))
         for reason, count in sorted(outcome.result.skipped.items()):
             log.info("replay skipped %d jobs: %s", count, reason)
         if outcome.left_out_by_budget:
             console.print(f"{outcome.left_out_by_budget:,} jobs need more power than the budget "
                           f"({scenario.power_states.budget_w:,.0f} W) even alone: left out")
-        if jobs_files is not None:
-            with _writing_results(out):
-                jobs_files.send(outcome.result.columns)
         _report_and_write(scenario, outcome, console, out, json_file, save_scenario, scenario_text, jobs_files)
     except BaseException:
         if jobs_files is not None:
@@ -469,6 +466,18 @@ def _writing_results(out: str):
         raise InputError(f"cannot write jobs.parquet: {exc}", path=out) from None
     except ChildFailed as exc:
         raise InputError(f"cannot write results: {exc}", path=out) from None
+
+
+def _handing_over(jobs_files, out: str | None):
+    """What hands the jobs to the process writing the jobs files (``jobs_files``, started) as soon as
+    the replay has them, before their summary is made (None: nothing to hand over)."""
+    if jobs_files is None:
+        return None
+
+    def hand_over(result) -> None:
+        with _writing_results(out):
+            jobs_files.send(result.columns)
+    return hand_over
 
 
 def _start_jobs_files(out: str | None):

@@ -18,12 +18,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
 from greenslurm.clustermodel import Cluster, InputError, JobSpec
 from greenslurm.scenario import RUN_WHERE, Scenario, power_config
+
+if TYPE_CHECKING:
+    from greenslurm.sim.accounting.result import ReplayResult
 
 log = logging.getLogger("greenslurm")
 
@@ -524,9 +527,12 @@ def gpu_accounting(replay, workload):
 
 
 def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *, trace=None, supply=None,
-                progress: Progress | None = None, prepared: bool = False) -> Outcome:
+                progress: Progress | None = None, prepared: bool = False,
+                on_result: Callable[[ReplayResult], None] | None = None) -> Outcome:
     """Replay ``jobs`` (as read) under ``scenario``; ``supply`` given: used instead of building one
-    (what-if shares one supply among its policies); ``prepared``: the jobs already are."""
+    (what-if shares one supply among its policies); ``prepared``: the jobs already are;
+    ``on_result``: called with the replay's result as soon as there is one, before the summary is
+    made (replay --out hands the jobs to the process writing the jobs files then)."""
     started = time.perf_counter()
     if not prepared:
         jobs = prepared_jobs(scenario, jobs)
@@ -570,6 +576,8 @@ def replay_jobs(scenario: Scenario, jobs: Sequence[JobSpec], cluster: Cluster, *
         from greenslurm.clustermodel.native import warn_slurm_conf_once
         warn_slurm_conf_once(replay.pool_refusal)
     result = replay.run()
+    if on_result is not None:
+        on_result(result)
     if replay.core_refusal is not None:
         from greenslurm.clustermodel.native import warn_deadline_jobs_once
         warn_deadline_jobs_once(replay.core_refusal)

@@ -100,6 +100,25 @@ def test_a_move_needs_the_whole_window_free():
     assert [run.nodes_of(j) for j in range(4)] == [[0, 1], [0], [1], [0, 1]]
 
 
+def test_a_moved_job_ranks_its_nodes_without_its_own_slot(monkeypatch):
+    # 2 nodes, bestfit.  a: 2 procs at 0 asking 100, runs 10.  b: 1 proc at 1 asking 20 -> tails
+    # [100, 100]: [100, 120) on node 0 (equal tails: the highest index last, node 0).  c: 1 proc at 2
+    # asking 15 -> tails [120, 100]: [100, 115) on node 1.  At 10 a ends early.  b (its slot given
+    # back) fits at 10 on both nodes: node 0 is free for ever, node 1 over [10, 100).  bestfit takes
+    # the node with the latest tail without b's own slot: node 0's is 10 (now), node 1's 115 -> node 1
+    # (with b's slot node 0's tail would be 120, and b would stay on node 0).  c (given back): node 0
+    # free from 10 -> 10 on node 0.
+    jobs = jobs_of([0.0, 1.0, 2.0], [100.0, 20.0, 15.0], [10.0, 20.0, 15.0], [2, 1, 1])
+    run = run_deadline("bestfit", 2, jobs, POWER, 0.0)
+    assert run.by_job(run.start_s).tolist() == [0.0, 10.0, 10.0]
+    assert [run.nodes_of(j) for j in range(3)] == [[0, 1], [1], [0]]
+    cluster = Cluster.homogeneous(2, cpus=1)
+    specs = [JobSpec(name, s, p, runtime_s=r, cpus=c)
+             for name, s, p, r, c in (("a", 0.0, 100.0, 10.0, 2), ("b", 1.0, 20.0, 20.0, 1), ("c", 2.0, 15.0, 15.0, 1))]
+    general = replay_with("off", monkeypatch, specs, cluster)
+    assert_same(replay_with("compiled", monkeypatch, specs, cluster), general)
+
+
 def test_rejected_jobs_hold_nothing():
     # 1 node.  a: at 0, 100 s.  b: at 1, 10 s, limit 50: its earliest end is 100 + 10 = 110 > 50 ->
     # rejected, never runs.  c: at 2, 10 s, no limit: [100, 110).  A job whose limit is -inf (a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -418,3 +419,67 @@ def test_a_full_standard_output_is_one_line_and_leaves_no_part_file(kth, tmp_pat
     assert done.stderr.strip().splitlines() == ["greenslurm: error: standard output: cannot write: "
                                                 "No space left on device"]
     assert not any(path.name.endswith(".part") for path in out.iterdir())
+
+
+def test_the_files_are_renamed_without_waiting_for_the_child_s_exit(tmp_path):
+    # The child says its files are whole before its exit (in which the system takes down its memory,
+    # pyarrow's included): wait() renames them then, and the child is reaped once it has exited.  A
+    # FakeHeldExitWriter holds the child's exit until the test lets it go (or for a minute: a wait()
+    # that waits for the exit, as before, then fails the test rather than hangs).
+    held_out, held_in = os.pipe()
+
+    def FakeHeldExitWriter(parts, payload):
+        exit_now = os._exit                            # (the child's own os module: the fork's copy)
+        os._exit = lambda status: (select.select([held_out], [], [], 60), exit_now(status))
+        parts[0].write_text(payload)
+
+    writing = start_child([tmp_path / "f.txt"], FakeHeldExitWriter)
+    writing.send("whole")
+    writing.wait()
+    assert os.listdir(tmp_path) == ["f.txt"] and (tmp_path / "f.txt").read_text() == "whole"
+    assert not _ended(writing.pid)                     # still in its exit, not waited for
+    child_file.reap_finished()                         # returns at once: nothing to reap yet
+    assert writing.pid in child_file._UNREAPED
+    os.write(held_in, b"x")
+    os.waitid(os.P_PID, writing.pid, os.WEXITED | os.WNOWAIT)      # exited (not yet reaped)
+    child_file.reap_finished()
+    assert writing.pid not in child_file._UNREAPED
+    with pytest.raises(ProcessLookupError):
+        os.kill(writing.pid, 0)                        # reaped
+    os.close(held_out)
+    os.close(held_in)
+
+
+# A process that makes itself the reaper of its orphaned descendants (prctl PR_SET_CHILD_SUBREAPER),
+# runs sys.argv[1] (Python code) in a new interpreter and then says whether the grandchild whose id
+# that code wrote to sys.argv[2] was left to it unreaped ("left") or reaped by its parent ("reaped").
+AS_SUBREAPER = """
+import ctypes, os, subprocess, sys
+assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0     # PR_SET_CHILD_SUBREAPER
+subprocess.run([sys.executable, "-c", sys.argv[1], sys.argv[2]], check=True)
+pid = int(open(sys.argv[2]).read())
+try:
+    os.waitpid(pid, 0)
+    print("left")
+except ChildProcessError:
+    print("reaped")
+"""
+
+
+def test_the_child_is_reaped_by_the_process_that_forked_it_before_it_ends(tmp_path):
+    # the files renamed without waiting for the child's exit, the child is still reaped by the
+    # command before it ends (so that the command's CPU time, counted by whoever runs it, holds the
+    # child's): a FakeSlowExitWriter's exit waits a little after it said the files are whole
+    code = ("import os, select, sys; from pathlib import Path; from greenslurm.sim.reporting.child_file import start_child\n"
+            "def FakeSlowExitWriter(parts, payload):\n"
+            "    exit_now = os._exit\n"
+            "    os._exit = lambda status: (select.select([], [], [], 0.5), exit_now(status))\n"
+            "    parts[0].write_text(payload)\n"
+            "    Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+            f"w = start_child([Path({str(tmp_path / 'f.txt')!r})], FakeSlowExitWriter)\n"
+            "w.send('whole')\n"
+            "w.wait()\n")
+    done = subprocess.run([sys.executable, "-c", AS_SUBREAPER, code, str(tmp_path / "child.pid")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["reaped"] and (tmp_path / "f.txt").read_text() == "whole"

@@ -18,10 +18,11 @@
 #error "node sets are read as little-endian words"
 #endif
 
-#define MEMO 4096          /* will-run answers kept (a power of two; emptied when three quarters full) */
+#define MEMO 4096          /* will-run answers' first room (a power of two; doubled when three quarters full) */
 #define TRY_LATER_LIMIT 10000 /* a job's retries within one cycle (TRY_LATER_LIMIT in slurm_queue.py) */
 
-/* the columns of a job's row in the jobs table (slurm_backfill_core.py's COLUMNS, the same order) */
+/* the columns of a job's row in the jobs table (slurm_backfill_core.py's COLUMNS, the same order); COL_SEEN: the
+ * job's will-run key numbered from 1 (SlurmQueue._job_key), 0 while the row is not filled in */
 enum { COL_CPUS, COL_REQUESTED, COL_PART_ROW, COL_USER, COL_PARTITION, COL_ELIGIBLE, COL_COMPILES, COL_SEEN };
 
 enum { DONE = 0, START = 1, UNSEEN = 2, LEFT = 3, NOT_WHOLE = -1, NO_MEMORY = -2 };
@@ -57,14 +58,15 @@ typedef struct {
     double now, bf_window, window_s;
     int64_t max_test, max_user, max_part, max_start;
     int full, capacity_bound;
-    /* the will-run answers on this state (SlurmQueue.will_run keeps them as long): per entry the job's CPUs,
-     * its usable nodes, the answer (1: start_s and its nodes, 0: never) and the generation it was made in */
-    double *memo_cpus, *memo_start;
+    /* the will-run answers on this state (SlurmQueue.will_run keeps them as long): per entry the job's will-run
+     * key (SlurmQueue._job_key, numbered), its usable nodes, the answer (1: start_s and its nodes, 0: never) and
+     * the generation it was made in */
+    double *memo_key, *memo_start;
     uint64_t *memo_usable, *memo_found;
-    int64_t *memo_generation, generation, memo_used;
+    int64_t *memo_generation, generation, memo_used, memo_size;
     int8_t *memo_answer;
-    /* where the cycle is */
-    int64_t position, tried, started, stopped_early;
+    /* where the cycle is; nevers: will-run answers "never" from the usable nodes' CPUs alone (the capacity bound) */
+    int64_t position, tried, started, stopped_early, nevers;
 } Cycle;
 
 void cycle_free(Cycle *c)
@@ -76,7 +78,7 @@ void cycle_free(Cycle *c)
     free(c->entry_nodes); free(c->keys);
     free(c->nodes_out); free(c->found); free(c->walked); free(c->scratch); free(c->counted); free(c->free_bits);
     free(c->cpu_array); free(c->smallest); free(c->per_user); free(c->per_part);
-    free(c->memo_cpus); free(c->memo_start); free(c->memo_usable); free(c->memo_found); free(c->memo_generation);
+    free(c->memo_key); free(c->memo_start); free(c->memo_usable); free(c->memo_found); free(c->memo_generation);
     free(c->memo_answer);
     free(c);
 }
@@ -107,14 +109,15 @@ Cycle *cycle_new(int64_t n, const double *node_cpus)
     c->scratch = calloc((size_t)c->words, sizeof(uint64_t));
     c->counted = calloc((size_t)c->words, sizeof(uint64_t));
     c->free_bits = calloc((size_t)c->words, sizeof(uint64_t));
-    c->memo_cpus = malloc(sizeof(double) * MEMO);
+    c->memo_key = malloc(sizeof(double) * MEMO);
     c->memo_start = malloc(sizeof(double) * MEMO);
     c->memo_usable = malloc(sizeof(uint64_t) * MEMO * (size_t)c->words);
     c->memo_found = malloc(sizeof(uint64_t) * MEMO * (size_t)c->words);
     c->memo_generation = calloc(MEMO, sizeof(int64_t));
     c->memo_answer = malloc(MEMO);
     c->generation = 1;
-    if (!c->memo_cpus || !c->memo_start || !c->memo_usable || !c->memo_found || !c->memo_generation || !c->memo_answer
+    c->memo_size = MEMO;
+    if (!c->memo_key || !c->memo_start || !c->memo_usable || !c->memo_found || !c->memo_generation || !c->memo_answer
         || !c->starts || !c->rows || !c->usable || !c->in_map || !c->work || !c->cpus_out || !c->nodes_out
         || !c->cpu_array || !c->free || !c->offsets || !c->found || !c->walked || !c->scratch || !c->counted
         || !c->free_bits) {
@@ -506,49 +509,93 @@ int cycle_begin(Cycle *c, double now_s, double begin_s, double plan_end_s, doubl
         least = cpus < least ? cpus : least;
         c->smallest[p] = least;
     }
-    c->position = c->tried = c->started = c->stopped_early = c->witness = 0;
+    c->position = c->tried = c->started = c->stopped_early = c->nevers = c->witness = 0;
     c->tested_at = -1;
     c->changes = 0;
     memset(c->counted, 0, sizeof(uint64_t) * (size_t)c->words);
     return 0;
 }
 
-/* SlurmQueue.will_run for a job asking cpus on the `usable` nodes: 1 with *start_s (-inf: it fits now; else the
- * expected end it waits for) and c->found (its nodes), 0 when it never fits there, or NOT_WHOLE / NO_MEMORY */
+/* SlurmQueue.will_run for a job asking cpus on the `usable` nodes (key: its will-run key, the answers kept by
+ * it as the reference keeps them): 1 with *start_s (-inf: it fits now; else the expected end it waits for)
+ * and c->found (its nodes), 0 when it never fits there, or NOT_WHOLE / NO_MEMORY */
 static int will_run_fresh(Cycle *c, double cpus, const uint64_t *usable, double *start_s);
 
-static int will_run(Cycle *c, double cpus, const uint64_t *usable, double *start_s)
+/* the memo's slot of (key, usable): the entry made on this state, or the free slot where it goes */
+static int64_t memo_slot(const Cycle *c, double key, const uint64_t *usable)
 {
-    int64_t w = c->words;
-    uint64_t hash = 1469598103934665603ull;
-    uint64_t cpu_bits;
-    memcpy(&cpu_bits, &cpus, sizeof cpu_bits);
-    hash = (hash ^ cpu_bits) * 1099511628211ull;
+    int64_t w = c->words, mask = c->memo_size - 1;
+    uint64_t hash = 1469598103934665603ull;      /* FNV-1a over the key's bits and the node set's words */
+    uint64_t key_bits;
+    memcpy(&key_bits, &key, sizeof key_bits);
+    hash = (hash ^ key_bits) * 1099511628211ull;
     for (int64_t k = 0; k < w; k++)
         hash = (hash ^ usable[k]) * 1099511628211ull;
-    int64_t slot = (int64_t)(hash ^ (hash >> 29)) & (MEMO - 1);
-    for (;; slot = (slot + 1) & (MEMO - 1)) {
-        if (c->memo_generation[slot] != c->generation)
-            break;
-        if (c->memo_cpus[slot] == cpus && !memcmp(c->memo_usable + slot * w, usable, sizeof(uint64_t) * (size_t)w)) {
-            if (!c->memo_answer[slot])
-                return 0;
-            memcpy(c->found, c->memo_found + slot * w, sizeof(uint64_t) * (size_t)w);
-            *start_s = c->memo_start[slot];
-            return 1;
-        }
+    int64_t slot = (int64_t)(hash ^ (hash >> 29)) & mask;
+    for (;; slot = (slot + 1) & mask)
+        if (c->memo_generation[slot] != c->generation
+            || (c->memo_key[slot] == key && !memcmp(c->memo_usable + slot * w, usable, sizeof(uint64_t) * (size_t)w)))
+            return slot;
+}
+
+/* the memo's room doubled, its entries on this state kept (the reference keeps every answer until the state
+ * changes: so are they kept here, and counted alike); 0, or NO_MEMORY (the memo as it was) */
+static int memo_grow(Cycle *c)
+{
+    Cycle old = *c;
+    int64_t w = c->words, size = c->memo_size * 2;
+    c->memo_key = malloc(sizeof(double) * (size_t)size);
+    c->memo_start = malloc(sizeof(double) * (size_t)size);
+    c->memo_usable = malloc(sizeof(uint64_t) * (size_t)(size * w));
+    c->memo_found = malloc(sizeof(uint64_t) * (size_t)(size * w));
+    c->memo_generation = calloc((size_t)size, sizeof(int64_t));
+    c->memo_answer = malloc((size_t)size);
+    if (!c->memo_key || !c->memo_start || !c->memo_usable || !c->memo_found || !c->memo_generation
+        || !c->memo_answer) {
+        free(c->memo_key); free(c->memo_start); free(c->memo_usable); free(c->memo_found);
+        free(c->memo_generation); free(c->memo_answer);
+        *c = old;
+        return NO_MEMORY;
+    }
+    c->memo_size = size;
+    for (int64_t from = 0; from < old.memo_size; from++) {
+        if (old.memo_generation[from] != old.generation)
+            continue;
+        int64_t to = memo_slot(c, old.memo_key[from], old.memo_usable + from * w);
+        c->memo_generation[to] = c->generation;
+        c->memo_key[to] = old.memo_key[from];
+        c->memo_answer[to] = old.memo_answer[from];
+        c->memo_start[to] = old.memo_start[from];
+        memcpy(c->memo_usable + to * w, old.memo_usable + from * w, sizeof(uint64_t) * (size_t)w);
+        memcpy(c->memo_found + to * w, old.memo_found + from * w, sizeof(uint64_t) * (size_t)w);
+    }
+    free(old.memo_key); free(old.memo_start); free(old.memo_usable); free(old.memo_found);
+    free(old.memo_generation); free(old.memo_answer);
+    return 0;
+}
+
+static int will_run(Cycle *c, double key, double cpus, const uint64_t *usable, double *start_s)
+{
+    int64_t w = c->words;
+    int64_t slot = memo_slot(c, key, usable);
+    if (c->memo_generation[slot] == c->generation) {
+        if (!c->memo_answer[slot])
+            return 0;
+        memcpy(c->found, c->memo_found + slot * w, sizeof(uint64_t) * (size_t)w);
+        *start_s = c->memo_start[slot];
+        return 1;
     }
     int answer = will_run_fresh(c, cpus, usable, start_s);
     if (answer < 0)
         return answer;
-    if (c->memo_used >= MEMO / 4 * 3) {
-        c->generation++;
-        c->memo_used = 0;
-        slot = (int64_t)(hash ^ (hash >> 29)) & (MEMO - 1);
+    if (c->memo_used >= c->memo_size / 4 * 3) {
+        if (memo_grow(c) < 0)
+            return NO_MEMORY;
+        slot = memo_slot(c, key, usable);
     }
     c->memo_generation[slot] = c->generation;
     c->memo_used++;
-    c->memo_cpus[slot] = cpus;
+    c->memo_key[slot] = key;
     c->memo_answer[slot] = (int8_t)answer;
     memcpy(c->memo_usable + slot * w, usable, sizeof(uint64_t) * (size_t)w);
     if (answer) {
@@ -566,8 +613,10 @@ static int will_run_fresh(Cycle *c, double cpus, const uint64_t *usable, double 
         for (int64_t k = 0; k < c->words; k++)
             for (uint64_t bits = usable[k]; bits; bits &= bits - 1)
                 all += c->node_cpus[k * 64 + __builtin_ctzll(bits)];
-        if (all < cpus - 1e-6)
+        if (all < cpus - 1e-6) {
+            c->nevers++;            /* SlurmQueue.nevers_without_view */
             return 0;
+        }
     }
     int64_t last = -1;
     int64_t count = will_run_spread(c->free, (const uint8_t *)usable, c->n, cpus, c->clock_ends, c->m, c->offsets,
@@ -624,7 +673,7 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
                 counted = 1;
             }
             double start_s = 0.0;
-            int found = will_run(c, cpus, c->walked, &start_s);
+            int found = will_run(c, row[COL_SEEN], cpus, c->walked, &start_s);
             if (found < 0)
                 return found;
             if (!found)
@@ -673,10 +722,12 @@ void cycle_resume(Cycle *c, int started)
         c->position++;
 }
 
-/* what the cycle counted: the jobs tried, the jobs started, 1 when it stopped early (StartersLeft) */
+/* what the cycle counted: the jobs tried, the jobs started, 1 when it stopped early (StartersLeft), the
+ * will-run answers "never" from the capacity bound */
 void cycle_counts(const Cycle *c, int64_t *out)
 {
     out[0] = c->tried;
     out[1] = c->started;
     out[2] = c->stopped_early;
+    out[3] = c->nevers;
 }

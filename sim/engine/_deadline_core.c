@@ -28,8 +28,6 @@
 
 typedef struct { double tail; int64_t node; } ranked;        /* a node and its tail */
 typedef struct { double g0, g1; int64_t node; } gap;         /* a node free over [g0, g1) */
-typedef struct { double start, end; int64_t job; } interval;   /* a reservation on a node */
-typedef struct { interval *at; int64_t n, cap; } job_list;   /* a node's reservations by start */
 typedef struct { double start, end; } span;                  /* a node busy over [start, end) */
 /* a node's busy spans by start; its holes (hole h: from span h - 1's end to span h's start, h >= 1) in
  * blocks of HOLE_BLOCK by number, block b holding holes [b HOLE_BLOCK, (b + 1) HOLE_BLOCK), with each
@@ -135,12 +133,10 @@ typedef struct {
     double *res_start, *res_end;
     int32_t *held;                    /* job j's nodes: held[offset[j] .. offset[j] + procs[j]) */
     int64_t *offset;
-    job_list *on_node;
     int64_t planned;                  /* reservations held over all nodes */
-    /* per node the union of its reservations as disjoint spans, touching ones merged (reservations
-     * on a node never overlap: 0 if they ever did, then the reservations themselves are read) */
+    /* per node the union of its reservations as disjoint spans, touching ones merged: the node's
+     * plan (reservations on a node never overlap: the core stops with -4 if two ever did) */
     span_list *busy;
-    int busy_ok;
     /* every reservation taken out of the plan, in order (a job ended, or moved), and per job how
      * many had been when it last found no earlier start (-1: not since it was planned there) */
     freed *outs_at;
@@ -442,14 +438,12 @@ static inline void spans_ends(span_list *list) {
     list->last_end = list->n > 0 ? list->at[list->n - 1].end : -INFINITY;
 }
 
-/* node n busy over [s, e) too (e > s): merged with the spans it touches; -1: no memory */
+/* node n busy over [s, e) too (e > s): merged with the spans it touches; -1: no memory, -4: it
+ * overlaps a span (two reservations at once on a node: never in a plan) */
 static int busy_add(core *c, int64_t n, double s, double e) {
     span_list *list = &c->busy[n];
     int64_t k = span_after(list, s);
-    if ((k > 0 && list->at[k - 1].end > s) || (k < list->n && list->at[k].start < e)) {
-        c->busy_ok = 0;               /* an overlap: never seen in a plan, but then read the reservations */
-        return 0;
-    }
+    if ((k > 0 && list->at[k - 1].end > s) || (k < list->n && list->at[k].start < e)) return -4;
     int left = k > 0 && list->at[k - 1].end == s, right = k < list->n && list->at[k].start == e;
     if (left != right) {              /* span k - 1's end or span k's start moves: hole k alone changes */
         double old_room = hole_of(list, k);
@@ -471,11 +465,12 @@ static int busy_add(core *c, int64_t n, double s, double e) {
     return 0;
 }
 
-/* node n no longer busy over [s, e), a reservation it held: the span holding it splits; -1: no memory */
+/* node n no longer busy over [s, e), a reservation it held: the span holding it splits; -1: no
+ * memory, -4: no span holds it (never in a plan) */
 static int busy_remove(core *c, int64_t n, double s, double e) {
     span_list *list = &c->busy[n];
     int64_t k = span_after(list, s) - 1;
-    if (k < 0 || list->at[k].end < e) { c->busy_ok = 0; return 0; }
+    if (k < 0 || list->at[k].end < e) return -4;
     double before = list->at[k].start, after = list->at[k].end;
     if (before < s && e < after) {
         holes_changed(list, k);
@@ -507,19 +502,8 @@ static int plan_add(core *c, int64_t j, double start) {
     if (!(c->res_end[j] > start)) return 0;     /* start + p rounded to start (1e300 + 1): it holds nothing */
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        job_list *list = &c->on_node[nodes[k]];
-        if (list->n == list->cap) {
-            int64_t cap = list->cap ? 2 * list->cap : 4;
-            interval *grown = grown_array(list->at, cap, sizeof(interval));
-            if (!grown) return -1;
-            list->at = grown; list->cap = cap;
-        }
-        int64_t at = 0, hi = list->n;     /* after every reservation starting no later (bisect_right) */
-        while (at < hi) { int64_t mid = (at + hi) / 2; if (list->at[mid].start <= start) at = mid + 1; else hi = mid; }
-        memmove(&list->at[at + 1], &list->at[at], sizeof(interval) * (size_t)(list->n - at));
-        list->at[at].start = start; list->at[at].end = c->res_end[j]; list->at[at].job = j;
-        list->n++;
-        if (c->busy_ok && busy_add(c, nodes[k], start, c->res_end[j]) < 0) return -1;
+        int status = busy_add(c, nodes[k], start, c->res_end[j]);
+        if (status < 0) return status;
     }
     c->planned += c->procs[j];
     return count_change(c, start, c->res_end[j], -(double)c->procs[j]);
@@ -538,36 +522,26 @@ static int plan_remove(core *c, int64_t j, double now) {
     out->gap_from = INFINITY; out->gap_to = -INFINITY; out->room = -INFINITY;
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        job_list *list = &c->on_node[nodes[k]];
-        int64_t at = 0, hi = list->n;           /* the first reservation starting no earlier (bisect_left) */
-        while (at < hi) { int64_t mid = (at + hi) / 2; if (list->at[mid].start < c->res_start[j]) at = mid + 1; else hi = mid; }
-        while (list->at[at].job != j) at++;
-        memmove(&list->at[at], &list->at[at + 1], sizeof(interval) * (size_t)(list->n - at - 1));
-        list->n--;
-        if (c->busy_ok && busy_remove(c, nodes[k], c->res_start[j], c->res_end[j]) < 0) return -1;
-        if (c->busy_ok) {
-            const span_list *spans = &c->busy[nodes[k]];
-            int64_t next = span_after(spans, c->res_start[j]);
-            double g0 = next > 0 && spans->at[next - 1].end > now ? spans->at[next - 1].end : now;
-            double g1 = next < spans->n ? spans->at[next].start : INFINITY;
-            double room = hole_room(g0, g1);
-            if (g0 < out->gap_from) out->gap_from = g0;
-            if (g1 > out->gap_to) out->gap_to = g1;
-            if (room > out->room) out->room = room;
-        }
+        int status = busy_remove(c, nodes[k], c->res_start[j], c->res_end[j]);
+        if (status < 0) return status;
+        const span_list *spans = &c->busy[nodes[k]];
+        int64_t next = span_after(spans, c->res_start[j]);
+        double g0 = next > 0 && spans->at[next - 1].end > now ? spans->at[next - 1].end : now;
+        double g1 = next < spans->n ? spans->at[next].start : INFINITY;
+        double room = hole_room(g0, g1);
+        if (g0 < out->gap_from) out->gap_from = g0;
+        if (g1 > out->gap_to) out->gap_to = g1;
+        if (room > out->room) out->room = room;
     }
-    if (!c->busy_ok) { out->gap_from = -INFINITY; out->gap_to = INFINITY; out->room = INFINITY; }
     c->planned -= c->procs[j];
     return count_change(c, c->res_start[j], c->res_end[j], (double)c->procs[j]);
 }
 
-/* from when on node n is free for ever, the job `skip` given back */
-static double tail_of(const core *c, int64_t n, double now, int64_t skip) {
-    const job_list *list = &c->on_node[n];
-    int64_t k = list->n - 1;
-    if (k >= 0 && list->at[k].job == skip) k--;
-    if (k >= 0 && list->at[k].end > now) return list->at[k].end;
-    return now;
+/* from when on node n is free for ever: the end of its last reservation (of its last busy span, -INFINITY
+ * when none), now when that is past */
+static double tail_of(const core *c, int64_t n, double now) {
+    double last_end = c->busy[n].last_end;
+    return last_end > now ? last_end : now;
 }
 
 /* the start and nodes of a placement in the append view (_choose_append) */
@@ -708,50 +682,42 @@ static double earliest_move(core *c, int64_t j, double now, double bound, double
         double g0 = now;
         int mine = own < own_stop && *own == n;
         if (mine) own++;
-        if (!c->busy_ok) {
-            const job_list *list = &c->on_node[n];
-            for (int64_t i = 0; i < list->n; i++) {
-                const interval *r = &list->at[i];
-                if (r->job != j && busy_piece(r->start, r->end, &g0, p, bound, gaps, &count, n)) break;
-            }
-        } else {
-            span_list *list = &c->busy[n];
-            /* a node other than j's offers a gap only by a hole before its first span (from now, when
-             * that span starts after `first`), a hole of at least p between spans (hole_room) or its
-             * tail (when its last span ends before `bound`): read first without its spans */
-            if (!mine && !(list->last_end < bound) && !(list->first_start > first && now + p <= list->first_start)
-                && holes_most(list) < p)
-                continue;
-            int64_t i = 0;
-            /* from the gap ending after `first` (on j's node, a span skipped that holds j's slot
-             * ends after old: no gap before `bound` follows, as after the rest before old) */
-            if (list->n > 0 && list->at[0].start <= first) {
-                i = list->at[list->n - 1].start <= first ? list->n : span_after(list, first);
-                if (i > 0 && list->at[i - 1].end > g0) g0 = list->at[i - 1].end;
-            }
-            while (g0 < bound && i < list->n) {
-                /* a block of holes from hole i all shorter than p holds no gap, stops the scan where
-                 * its spans would (a span from `bound` on ends after it) and leaves g0 at its last
-                 * span's end; not when g0 lies before span i - 1's end (the rest of j's slot) or a
-                 * span of the block may hold j's slot (it ends after old) */
-                if (i % HOLE_BLOCK == 0 && i > 0 && !(g0 < list->at[i - 1].end)) {
-                    int64_t block = i / HOLE_BLOCK, last = (i + HOLE_BLOCK < list->n ? i + HOLE_BLOCK : list->n) - 1;
-                    holes_ready(list, block);
-                    if (list->room[block] < p && !(mine && list->at[last].end > old)) {
-                        if (list->at[last].end > g0) g0 = list->at[last].end;
-                        i = last + 1;
-                        continue;
-                    }
+        span_list *list = &c->busy[n];
+        /* a node other than j's offers a gap only by a hole before its first span (from now, when
+         * that span starts after `first`), a hole of at least p between spans (hole_room) or its
+         * tail (when its last span ends before `bound`): read first without its spans */
+        if (!mine && !(list->last_end < bound) && !(list->first_start > first && now + p <= list->first_start)
+            && holes_most(list) < p)
+            continue;
+        int64_t i = 0;
+        /* from the gap ending after `first` (on j's node, a span skipped that holds j's slot
+         * ends after old: no gap before `bound` follows, as after the rest before old) */
+        if (list->n > 0 && list->at[0].start <= first) {
+            i = list->at[list->n - 1].start <= first ? list->n : span_after(list, first);
+            if (i > 0 && list->at[i - 1].end > g0) g0 = list->at[i - 1].end;
+        }
+        while (g0 < bound && i < list->n) {
+            /* a block of holes from hole i all shorter than p holds no gap, stops the scan where
+             * its spans would (a span from `bound` on ends after it) and leaves g0 at its last
+             * span's end; not when g0 lies before span i - 1's end (the rest of j's slot) or a
+             * span of the block may hold j's slot (it ends after old) */
+            if (i % HOLE_BLOCK == 0 && i > 0 && !(g0 < list->at[i - 1].end)) {
+                int64_t block = i / HOLE_BLOCK, last = (i + HOLE_BLOCK < list->n ? i + HOLE_BLOCK : list->n) - 1;
+                holes_ready(list, block);
+                if (list->room[block] < p && !(mine && list->at[last].end > old)) {
+                    if (list->at[last].end > g0) g0 = list->at[last].end;
+                    i = last + 1;
+                    continue;
                 }
-                double s = list->at[i].start, e = list->at[i].end;
-                i++;
-                if (mine && s <= old && own_end <= e) {      /* the span holding j's slot: the rest of it */
-                    mine = 0;
-                    if (s < old && busy_piece(s, old, &g0, p, bound, gaps, &count, n)) break;
-                    if (own_end < e && busy_piece(own_end, e, &g0, p, bound, gaps, &count, n)) break;
-                } else if (busy_piece(s, e, &g0, p, bound, gaps, &count, n)) {
-                    break;
-                }
+            }
+            double s = list->at[i].start, e = list->at[i].end;
+            i++;
+            if (mine && s <= old && own_end <= e) {      /* the span holding j's slot: the rest of it */
+                mine = 0;
+                if (s < old && busy_piece(s, old, &g0, p, bound, gaps, &count, n)) break;
+                if (own_end < e && busy_piece(own_end, e, &g0, p, bound, gaps, &count, n)) break;
+            } else if (busy_piece(s, e, &g0, p, bound, gaps, &count, n)) {
+                break;
             }
         }
         if (g0 < bound) { gaps[count].g0 = g0; gaps[count].g1 = INFINITY; gaps[count].node = n; count++; }
@@ -837,7 +803,7 @@ static void choose_at(core *c, int64_t j, int64_t fits, double now) {
          * (ranked_before is a total order: the same m nodes) */
         int64_t kept = 0;
         for (int64_t k = 0; k < fits; k++) {
-            ranked x = { tail_of(c, c->fitting[k], now, j), c->fitting[k] };
+            ranked x = { tail_of(c, c->fitting[k], now), c->fitting[k] };
             int64_t at;
             if (high) {                       /* rank[0] the least of the kept: out when x is above it */
                 if (kept == m) {
@@ -863,7 +829,7 @@ static void choose_at(core *c, int64_t j, int64_t fits, double now) {
     }
     for (int64_t k = 0; k < fits; k++) {
         rank[k].node = c->fitting[k];
-        rank[k].tail = tail_of(c, c->fitting[k], now, j);
+        rank[k].tail = tail_of(c, c->fitting[k], now);
     }
     sort_ranked(rank, c->rank_tmp, fits, high);
     if (c->rule == BALANCED) {
@@ -917,7 +883,8 @@ static int ensure_gaps(core *c) {
 }
 
 /* Returns 0, or -1 when memory ran out, -2 when a reserved node is busy at the reserved start, -3
- * when jobs wait after the last event.  counts[0]: points of the power series, counts[1]: jobs ended. */
+ * when jobs wait after the last event, -4 when two reservations overlap on a node (never in a plan).
+ * counts[0]: points of the power series, counts[1]: jobs ended. */
 int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
                  const double *submit, const double *requested, const double *run_for, const double *deadline,
                  const double *limit, const int64_t *procs,
@@ -936,9 +903,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.res_end = malloc(sizeof(double) * nj);
     c.offset = malloc(sizeof(int64_t) * (nj + 1));
     c.started = malloc(sizeof(double) * nj);
-    c.on_node = calloc(nn, sizeof(job_list));
     c.busy = calloc(nn, sizeof(span_list));
-    c.busy_ok = 1;
     if (c.busy) for (int64_t n = 0; n < n_nodes; n++) spans_ends(&c.busy[n]);
     c.checked = malloc(sizeof(int64_t) * nj);
     c.running_on = malloc(sizeof(int64_t) * nn);
@@ -955,7 +920,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     reservation *by_reservation = malloc(sizeof(reservation) * nj);
     reservation *moved_jobs = malloc(sizeof(reservation) * nj), *reservations_scratch = malloc(sizeof(reservation) * nj);
     int status = 0;
-    if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.on_node || !c.busy || !c.checked || !c.running_on
+    if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.busy || !c.checked || !c.running_on
         || !c.rank || !c.rank_tmp
         || !c.tails || !c.cum || !c.starts || !c.fitting || !c.marks || !c.heap || !c.runs || !waiting || !by_reservation || !moved_jobs
         || !reservations_scratch) {
@@ -989,19 +954,20 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
         while (c.heap_n > 0 && c.heap[0].time == now) {
             int64_t j = heap_pop(c.heap, &c.heap_n).job;
             finish(&c, j, now);
-            if (plan_remove(&c, j, now) < 0) { status = -1; goto done; }
+            if ((status = plan_remove(&c, j, now)) < 0) goto done;
             if (now < c.res_end[j]) pending_compress = compress;
         }
         while (arrived < jobs && submit[arrived] == now) {
             int64_t j = arrived++;
             planning = 1;
             int64_t m = procs[j];
-            for (int64_t n = 0; n < n_nodes; n++) c.tails[n] = tail_of(&c, n, now, -1);
+            for (int64_t n = 0; n < n_nodes; n++) c.tails[n] = tail_of(&c, n, now);
             double start_at = choose_append(&c, j, now);     /* sorts the tails into c.rank */
             finish_s[j] = c.rank[m - 1].tail + requested[j];
             if (finish_s[j] > limit[j]) continue;
             accepted[j] = 1;
-            if (ensure_gaps(&c) < 0 || plan_add(&c, j, start_at) < 0) { status = -1; goto done; }
+            if (ensure_gaps(&c) < 0) { status = -1; goto done; }
+            if ((status = plan_add(&c, j, start_at)) < 0) goto done;
             waiting[n_waiting++] = j;
             reservation_insert(by_reservation, &n_reserved, start_at, j);
         }
@@ -1026,9 +992,9 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
                 double t = earliest_move(&c, j, now, bound, first, &fits);
                 if (t != t) continue;
                 c.checked[j] = -1;
-                if (plan_remove(&c, j, now) < 0) { status = -1; goto done; }
+                if ((status = plan_remove(&c, j, now)) < 0) goto done;
                 choose_at(&c, j, fits, now);
-                if (plan_add(&c, j, t) < 0) { status = -1; goto done; }
+                if ((status = plan_add(&c, j, t)) < 0) goto done;
                 moved_jobs[moved_n].start = t; moved_jobs[moved_n].job = j; moved_n++;
             }
             if (moved_n > 0) {
@@ -1052,12 +1018,11 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     ledger_scalars(&c.ledger, scalars);
     counts[0] = c.ledger.series_len; counts[1] = c.ledger.finished;
 done:
-    if (c.on_node) for (int64_t n = 0; n < n_nodes; n++) free(c.on_node[n].at);
     if (c.busy) for (int64_t n = 0; n < n_nodes; n++) { free(c.busy[n].at); free(c.busy[n].room); }
     if (c.runs) for (int64_t m = 0; m <= n_nodes; m++) { free(c.runs[m].start); free(c.runs[m].end); free(c.runs[m].longest); }
     free(c.runs); free(c.changes);
     free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
-    free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.on_node); free(c.running_on);
+    free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.running_on);
     free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.marks); free(c.heap); free(c.held);
     free(c.gaps); free(c.times); free(c.free); free(waiting); free(by_reservation); free(moved_jobs); free(reservations_scratch);
     return status;

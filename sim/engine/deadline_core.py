@@ -87,7 +87,8 @@ def chosen_core() -> str:
 
 STATUS = {-1: (MemoryError, "the compiled deadline core ran out of memory"),
           -2: (RuntimeError, "a reserved node is busy at the reserved start"),
-          -3: (RuntimeError, "jobs still waiting after the last event")}
+          -3: (RuntimeError, "jobs still waiting after the last event"),
+          -4: (RuntimeError, "two reservations overlap on a node")}
 
 
 def run_compiled(rule: int, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, start_s: float,

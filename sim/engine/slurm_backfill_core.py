@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 CPU = 0
 # a job's row in the table (the C enum's order)
+# (SEEN: the job's will-run key numbered from 1, SlurmQueue._job_key; 0 while the job is not seen)
 CPUS, REQUESTED, PART_ROW, USER, PARTITION, ELIGIBLE, COMPILES, SEEN = range(8)
 COLUMNS = 8
 WHOLE_LIMIT = 2.0 ** 40           # the compiled will-run test's whole counts are below it
@@ -66,15 +67,17 @@ class CompiledBackfill:
         self.part_rows: dict[int, int] = {(1 << size) - 1: 0}
         self.users: dict[str, int] = {}
         self.partitions: dict[str, int] = {}
+        self.keys: dict[tuple, int] = {}        # the jobs' will-run keys (SlurmQueue._job_key), numbered
         self.usable_out = np.zeros(self.words, dtype=np.uint64)
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
-        self.counts = np.zeros(3, dtype=np.int64)
+        self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
         if not self.handle:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         self._table_addresses: tuple | None = None
         self.cycles = 0                 # cycles run here (the others were the reference's)
+        self.catch_ups = 0              # states brought up to date by the starts and ends alone (_caught_up)
         self._state = None           # the compiled will-run test whose arrays the core reads
         # the queue's will-run stamp when the core's state (free CPUs, running jobs, kept answers) was last
         # made or updated by a start: while it holds, the next cycle's state is the core's own
@@ -119,7 +122,14 @@ class CompiledBackfill:
         compiles = queue._compiles(job) and 0 < cpus < WHOLE_LIMIT and cpus == math.floor(cpus)
         self.table[job.index] = (cpus, job.requested_s, row, self.users.setdefault(job.job.user, len(self.users)),
                                  self.partitions.setdefault(waiting.partition, len(self.partitions)),
-                                 waiting.eligible_s, compiles, 1.0)
+                                 waiting.eligible_s, compiles,
+                                 self.keys.setdefault(queue._job_key(job), len(self.keys) + 1))
+
+    def _unseen(self, order: np.ndarray) -> np.ndarray:
+        """The positions in ``order`` (job indices) of the jobs whose row is not filled in yet."""
+        rows = len(self.table)
+        beyond = order >= rows
+        return np.flatnonzero(beyond | (self.table[np.where(beyond, 0, order), SEEN] == 0))
 
     def _tables(self) -> tuple:
         """The jobs' table and the partitions' node sets as the core reads them (addresses kept until
@@ -173,6 +183,7 @@ class CompiledBackfill:
                 return False
         self._running = now
         self._synced = stamp
+        self.catch_ups += 1
         return True
 
     def _join(self, job) -> int:
@@ -217,10 +228,8 @@ class CompiledBackfill:
                      s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
         code = library.cycle_begin(*arguments, *self._tables())
         if code == UNSEEN:
-            for waiting in ordered:
-                index = waiting.job.index
-                if index >= len(self.table) or not self.table[index, SEEN]:
-                    self._see(waiting)
+            for position in self._unseen(order).tolist():
+                self._see(ordered[position])
             code = library.cycle_begin(*arguments, *self._tables())
         if code == LEFT:
             return False
@@ -241,6 +250,7 @@ class CompiledBackfill:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a count not whole after its checks")
         library.cycle_counts(handle, self.counts.ctypes.data)
         queue.cycles_stopped_early += int(self.counts[2])
+        queue.nevers_without_view += int(self.counts[3])
         self.cycles += 1
         return True
 

@@ -34,8 +34,7 @@ class MainScheduler:
     """``_schedule`` (``src/slurmctld/job_scheduler.c``) for the slurm queue, which it is mixed into."""
 
     def _main_pass(self, now_s: float, full: bool) -> None:
-        size = self.machine.cluster.size
-        available = np.ones(size, dtype=bool)
+        available = None                # the nodes not taken out for failed partitions (None: all of them)
         all_available = True
         failed: set[str] = set()
         depth = self.settings.default_queue_depth
@@ -76,7 +75,7 @@ class MainScheduler:
             part = self.placement.partition_mask(waiting.partition)
             if part is None:
                 break                      # the partition is every node: nothing else may start
-            available &= ~part
+            available = ~part if all_available else available & ~part
             all_available = False
         self._main_seen = self._version
 

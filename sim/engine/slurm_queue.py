@@ -434,9 +434,14 @@ class SlurmQueue(MainScheduler):
         self._resources += 1
 
     # -- backfill ----------------------------------------------------------------------------------
+    def _no_job_can_start(self) -> bool:
+        """Whether the backfill cycle's loop (and the compiled cycle's) would stop before its first job: fewer
+        CPUs free than any waiting job asks (with power saving the plans matter: never)."""
+        return self._power is None and self._free_cpus_now() < self._order.smallest()[0] - 1e-9
+
     def _backfill_cycle(self, now_s: float) -> None:
-        if self.compiled_cycle and self._compiled_backfill is not None and self._compiled_backfill.run(now_s, BACKFILL):
-            return
+        if self._no_job_can_start() or (self._compiled_backfill and self._compiled_backfill.run(now_s, BACKFILL)):
+            return          # (the compiled cycle takes it only where compiled_cycle is True)
         s = self.settings
         machine = self.machine
         size = machine.cluster.size
@@ -554,12 +559,7 @@ class SlurmQueue(MainScheduler):
         # the shape key leaves out whether Slurm may spread the job (two jobs of one shape can differ)
         # and its CPUs in all (its per-node demand is rounded up: 5 CPUs on 2 nodes and 6 share a
         # shape); what a waiting job adds to the key is settled at its submission
-        of_job = self._job_keys.get(job.index)
-        if of_job is None:
-            of_job = ((job.shape_key, job.cpus_total), self.placement.spreads(job), self.placement.memory_per_node(job),
-                      self.placement.node_caps.get(job.index))
-            if job.index in self.waiting_jobs:
-                self._job_keys[job.index] = of_job
+        of_job = self._job_key(job)
         key = (*of_job[:3], usable, of_job[3])
         cache = self._fresh_answers()
         answer = cache.get(key)
@@ -570,6 +570,17 @@ class SlurmQueue(MainScheduler):
         start_s, nodes = answer
         # a job that fits now starts now; else when its group's last job ends (or now, if later)
         return (now_s if start_s is None else max(start_s, now_s)), nodes
+
+    def _job_key(self, job: PendingJob) -> tuple:
+        """What ``job`` adds to a will-run key (:meth:`will_run`): jobs of one key on the same nodes get
+        the same answer."""
+        of_job = self._job_keys.get(job.index)
+        if of_job is None:
+            of_job = ((job.shape_key, job.cpus_total), self.placement.spreads(job), self.placement.memory_per_node(job),
+                      self.placement.node_caps.get(job.index))
+            if job.index in self.waiting_jobs:
+                self._job_keys[job.index] = of_job
+        return of_job
 
     def _fresh_answers(self) -> dict:
         """The kept will-run answers, emptied (with the views) when what they depend on changed."""

@@ -30,14 +30,30 @@ static const char PAIRS[201] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-/* how many decimal digits m has (1 to 20) */
+static const uint64_t POWERS_OF_TEN[20] = {
+    UINT64_C(1), UINT64_C(10), UINT64_C(100), UINT64_C(1000), UINT64_C(10000), UINT64_C(100000),
+    UINT64_C(1000000), UINT64_C(10000000), UINT64_C(100000000), UINT64_C(1000000000), UINT64_C(10000000000),
+    UINT64_C(100000000000), UINT64_C(1000000000000), UINT64_C(10000000000000), UINT64_C(100000000000000),
+    UINT64_C(1000000000000000), UINT64_C(10000000000000000), UINT64_C(100000000000000000),
+    UINT64_C(1000000000000000000), UINT64_C(10000000000000000000)};
+
+/* how many decimal digits m has (1 to 20).  With b the bits of v = m | 1 (the same count: 10**t is
+ * even for t >= 1), t = floor(b log10(2)) (1233 / 4096 is log10(2) to 4 digits, exact for b <= 64)
+ * is v's digits or one fewer: 2**(b-1) <= v < 2**b gives 10**t <= 2**b and 10**(t-1) < 2**(b-1), so
+ * 10**(t-1) <= v < 10**(t+1); one comparison decides. */
 static int digit_count(uint64_t m) {
+#if defined(__GNUC__) || defined(__clang__)
+    uint64_t v = m | 1;
+    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
+    return t + (v >= POWERS_OF_TEN[t]);
+#else
     int count = 1;
     while (m >= 10000) {
         m /= 10000;
         count += 4;
     }
     return count + (m >= 10) + (m >= 100) + (m >= 1000);
+#endif
 }
 
 /* m in decimal at out, written from its last digit back, two at a time; returns the number of digits */

@@ -7,7 +7,9 @@ few milliseconds) and goes on with the report, power.csv and the summary while t
 both jobs files from the same cells; then it waits for the child.  On a machine with a free core,
 loading pyarrow and writing the jobs files then cost little wall time beyond the report.
 
-The files are written under temporary names in the same folder and renamed when the child exits 0,
+The files are written under temporary names in the same folder and renamed once the child says they
+are whole (it says so after closing them and before its exit, whose taking down of its memory this
+process does not wait for: the child is reaped later, at the latest by this process's exit handlers),
 so a child that fails or is killed (``kill -9``) leaves no file that reads as whole: the temporary
 files and any earlier files of the names are removed, and :meth:`ChildWriting.wait` raises the child's
 error (an ``OSError`` with its errno, or an error of the kinds named) or :class:`ChildFailed` with
@@ -27,6 +29,7 @@ here, when :meth:`wait` is called).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -152,22 +155,31 @@ class ChildWriting:
         self._close_inputs()
 
     def wait(self) -> None:
+        """Return once the child said its files are whole (:data:`WRITTEN`, sent after it closed
+        them and before its exit, so that this process does not wait while the system takes down the
+        child's memory: it is reaped later, :func:`_reap_later`), renamed into place; else wait for
+        its exit and raise its error (no file left)."""
         if self._done:
             return
         self._close_inputs()                        # never sent: the child exits without writing
         try:
             report = _read_all(self._report)
-            _, status = os.waitpid(self.pid, 0)
+            written = report == WRITTEN and all(part.exists() for part in self.parts)
+            status = None if written else os.waitpid(self.pid, 0)[1]
         except BaseException:                       # interrupted (Ctrl-C) while waiting: the child is
             self.cancel()                           # killed, reaped and its part file removed
             raise
         self._done = True
         self._close_report()
-        whole = (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and not report
+        if written:
+            _reap_later(self.pid)                   # (first: a rename that fails raises)
+            _finish(self.parts, self.paths, whole=True)
+            return
+        whole = (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and report in (b"", WRITTEN)
                  and all(part.exists() for part in self.parts))
         _finish(self.parts, self.paths, whole)
         if not whole:
-            raise self._error(status, report)
+            raise self._error(status, report if report != WRITTEN else b"")
 
     def cancel(self) -> None:
         if self._done:
@@ -212,6 +224,44 @@ class ChildWriting:
         if kind in self._errors:
             return self._errors[kind](message)
         return ChildFailed(f"writing {_named(self.paths)} failed: {kind}: {message}")
+
+
+WRITTEN = b"written\n"      # what a child sends once its files are whole (a failure sends JSON)
+_UNREAPED: set[int] = set()  # children that said WRITTEN and may not have exited yet
+
+
+def _reap_later(pid: int) -> None:
+    """Reap child ``pid`` (its files whole) once it has exited: now if it has, else at the next
+    :func:`start_child` or when this process ends (its exit handlers: so that a parent's count of
+    the CPU time of its children, as ``time`` shows, still holds the child's)."""
+    _UNREAPED.add(pid)
+    reap_finished()
+
+
+def reap_finished() -> None:
+    """Reap the children that said their files are whole and have exited since, without waiting for
+    the others (still exiting: the system takes down their memory)."""
+    for pid in list(_UNREAPED):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue                            # still exiting
+        except ChildProcessError:                   # reaped already (by another waiter)
+            pass
+        _UNREAPED.discard(pid)
+
+
+def _reap_at_exit() -> None:
+    """Wait for the children left (see :func:`_reap_later`); an interrupt leaves them to the system."""
+    try:
+        for pid in list(_UNREAPED):
+            with suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            _UNREAPED.discard(pid)
+    except KeyboardInterrupt:
+        pass
+
+
+atexit.register(_reap_at_exit)                      # (a no-op when no child is left)
 
 
 def _read_all(fd: int) -> bytes:
@@ -319,6 +369,7 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
     (see the module; :func:`child_possible` says when to fork).  ``errors``: the kinds of error a
     failing child's error is raised as (by class name); an ``OSError`` always is."""
     paths = tuple(paths)
+    reap_finished()
     for stream in (sys.stdout, sys.stderr):         # nothing buffered for the child to inherit
         with suppress(Exception):
             stream.flush()
@@ -348,6 +399,8 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
                     if os.getppid() != parent:     # this process died (kill -9) while the child wrote:
                         _finish(parts, paths, whole=False)  # no one renames the files; none is left
                         os._exit(1)
+                    os.write(report_in, WRITTEN)   # whole: said now, not when the exit closes the pipe
+                    os.close(report_in)            # (the system takes down the child's memory first)
                 status = 0
             except BaseException as exc:       # noqa: BLE001 (every failure goes to the parent)
                 report = memoryview(_failure_report(exc))
