@@ -156,9 +156,32 @@ def quick_leaves_out(item) -> bool:
             or item.path.stem.endswith("_live") or "shared_data" in getattr(item, "fixturenames", ()))
 
 
+# Under --quick a property runs at most QUICK_MAX_EXAMPLES examples (the "quick" profile), the same
+# first ones of its derandomized sequence; the full run keeps each property's own max_examples.  A
+# property's @settings(max_examples=N) outranks any profile, so the cap is also put on each collected
+# property's settings.
+QUICK_MAX_EXAMPLES = 25
+
+
+def pytest_configure(config):
+    if config.getoption("--quick"):
+        settings.register_profile("quick", parent=settings.default, max_examples=QUICK_MAX_EXAMPLES)
+        settings.load_profile("quick")
+
+
+def cap_examples_for_quick(item) -> None:
+    """Cap the hypothesis property ``item`` at QUICK_MAX_EXAMPLES examples (nothing for other tests)."""
+    test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))   # a method's function
+    own = getattr(test, "_hypothesis_internal_use_settings", None)
+    if getattr(test, "is_hypothesis_test", False) and own is not None and own.max_examples > QUICK_MAX_EXAMPLES:
+        test._hypothesis_internal_use_settings = settings(parent=own, max_examples=QUICK_MAX_EXAMPLES)
+
+
 def pytest_collection_modifyitems(config, items):
     if not config.getoption("--quick"):
         return
+    for item in items:
+        cap_examples_for_quick(item)
     left_out = [item for item in items if quick_leaves_out(item)]
     if left_out:
         kept = [item for item in items if not quick_leaves_out(item)]

@@ -36,9 +36,8 @@ from hypothesis import given, settings, strategies as st
 from greenslurm.clustermodel.fragmentation import TargetWorkload, fragmentation_by_class_milli, node_fragmentation_milli
 from greenslurm.clustermodel.sums import row_sums_of_products, sum_of_products
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-ALIBABA = DATA / "alibaba-gpu-2023"
-KTH = DATA / "swf" / "KTH-SP2-1996-2.1-cln.swf"
+ALIBABA = "alibaba-gpu-2023"                       # folders of the real trace logs (the shared_data fixture)
+KTH = "swf/KTH-SP2-1996-2.1-cln.swf"
 
 SCRIPT = r'''
 import hashlib, sys
@@ -116,22 +115,24 @@ elif part == "gpu_series":
 CONFIGS = [(1, None), (2, None), (4, None), (2, "Prescott")]
 
 
-def run_with(part: str, threads: int, core: str | None) -> str:
+def run_with(part: str, data: Path, threads: int, core: str | None) -> str:
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
     env.pop("OPENBLAS_CORETYPE", None)
     if core is not None:
         env["OPENBLAS_CORETYPE"] = core
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(ALIBABA), str(KTH), part], env=env,
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(data / ALIBABA), str(data / KTH), part], env=env,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
 
 
 @pytest.mark.parametrize("part", ["fgd", "renewable", "gpu_series"])
-def test_same_bytes_with_any_blas_threads_and_kernel(part):
-    assert (ALIBABA / "openb_node_list_gpu_node.csv").is_file() and KTH.is_file(), "the real traces are missing"
-    lines = {config: dict(line.split("\t", 1) for line in run_with(part, *config).splitlines()) for config in CONFIGS}
+def test_same_bytes_with_any_blas_threads_and_kernel(part, shared_data):
+    # the whole openb node and pod lists and KTH-SP2's whole log, four processes each: a whole-trace test
+    assert (shared_data / ALIBABA / "openb_node_list_gpu_node.csv").is_file() and (shared_data / KTH).is_file()
+    lines = {config: dict(line.split("\t", 1) for line in run_with(part, shared_data, *config).splitlines())
+             for config in CONFIGS}
     first = lines[CONFIGS[0]]
     assert len(first) >= 3 and all(line.keys() == first.keys() for line in lines.values())
     differing = sorted(k for k in first if len({line[k] for line in lines.values()}) > 1)
