@@ -112,27 +112,3 @@ def test_the_waiting_cpus_are_summed_as_sum_adds_them(line_kind):
             del line[int(rng.integers(0, len(line)))]
         if line:
             assert machine._waiting_cpus(line) == sum(job.cpus_total for job in line)
-
-
-@settings(max_examples=200, deadline=None)
-@given(cpus=st.lists(st.one_of(st.integers(0, 64).map(float),
-                               st.floats(0.0, 64.0, allow_nan=False, allow_infinity=False)),
-                     min_size=1, max_size=120),
-       coming=st.one_of(st.integers(0, 2000).map(float), st.floats(0.0, 4000.0, allow_nan=False)))
-def test_a_long_line_is_asked_for_as_its_whole_sum_answers(cpus, coming):
-    """Whether the line wants more CPUs than come is answered from its first jobs' sum when that
-    already exceeds: the same answer as comparing the whole line's ``sum``, bit for bit (fractional
-    CPUs included; lines shorter and longer than the prefix)."""
-    from greenslurm.allocation.power_policy import needed_by_queue
-
-    machine = PowerManagedMachine(Cluster.homogeneous(1, cpus=1), None, PowerStateConfig())
-
-    class Job:
-        def __init__(self, index: int, cpus_total: float) -> None:
-            self.index, self.cpus_total = index, cpus_total
-
-    line = [Job(i, c) for i, c in enumerate(cpus)]
-    assert machine._needed_by_queue(line, coming) == needed_by_queue(sum(job.cpus_total for job in line), coming)
-    # a tie of the prefix's sum with what comes: the prefix says no, the whole line answers
-    tie = sum(job.cpus_total for job in line[:32])
-    assert machine._needed_by_queue(line, tie) == needed_by_queue(sum(job.cpus_total for job in line), tie)

@@ -62,9 +62,6 @@ _USABLE_NOW = object()
 
 # -- the machine --------------------------------------------------------------------------------
 CPUS_TOTAL = attrgetter("cpus_total")
-# Jobs of a long line summed first when asking whether the line wants more CPUs than come (the rest
-# only when these do not).
-PREFIX_JOBS = 32
 
 
 class PowerManagedMachine(Machine):
@@ -155,7 +152,7 @@ class PowerManagedMachine(Machine):
                                            if node in job.node_indices):
                 return                   # allocated to a job about to begin: not idle
             waiting = getattr(self.replay.strategy, "queue", ())
-            if waiting and (self._needed_by_queue(waiting, self._cpus_coming(exclude=node))
+            if waiting and (needed_by_queue(self._wanted_cpus(waiting), self._cpus_coming(exclude=node))
                             or needed_by_head(node, *self._head_holders(waiting[0]), waiting[0].nodes)):
                 # waiting jobs need this node: keep it on, look again later if anything can change
                 if self.running or (self.state == BOOTING).any() or len(self.replay.events) > self._timers:
@@ -462,17 +459,6 @@ class PowerManagedMachine(Machine):
         if self.config.budget_w is None:
             return self._waiting_cpus(waiting)
         return wanted_cpus([waiting[0].cpus_total], under_budget=True)
-
-    def _needed_by_queue(self, waiting, coming: float) -> bool:
-        """``needed_by_queue(self._wanted_cpus(waiting), coming)``, without adding up a long line when
-        its first jobs already want more than ``coming``.  ``sum`` adds the jobs' CPUs one after the
-        other, and adding a number >= 0 never makes a float smaller (rounding is monotone), so once a
-        prefix's sum exceeds ``coming`` the whole line's does too: the answer is the same."""
-        if self.config.budget_w is not None or len(waiting) <= PREFIX_JOBS:
-            return needed_by_queue(self._wanted_cpus(waiting), coming)
-        if needed_by_queue(sum(map(CPUS_TOTAL, islice(waiting, PREFIX_JOBS))), coming):
-            return True
-        return needed_by_queue(self._waiting_cpus(waiting), coming)
 
     def _waiting_cpus(self, waiting) -> float:
         """``sum(job.cpus_total for job in waiting)``, the same additions in the same order: the sum of
