@@ -186,7 +186,7 @@ GPU_JOB = st.tuples(st.integers(0, 50), st.integers(1, 60), st.integers(0, 16),
        selection=st.sampled_from(["firstfit", "fgd", "pwr", "pwr=0.1,fgd=0.9", "gpubestfit", "balanced"]))
 def test_accounting_matches_a_fresh_count(gpus, specs, queue, selection):
     """After every event time, the accounting's incremental totals equal a meter built from scratch on
-    the machine's GPU state, the allocated GPU equals the running jobs' shares (on one or two nodes),
+    the machine's GPU state (each node's watts and fragment bit for bit), the allocated GPU equals the running jobs' shares (on one or two nodes),
     and under a queue (not place-or-fail) every job that fits the empty cluster runs."""
     cluster = Cluster([NodeSpec(f"n{i}", cpus=16, memory_mb=100, gpus=g, gpu_model="T4") for i, g in enumerate(gpus)])
     jobs = [JobSpec(f"j{k}", float(submit), float(run), runtime_s=float(run), cpus=max(cpu, 1) * n, nodes=n,
@@ -202,6 +202,9 @@ def test_accounting_matches_a_fresh_count(gpus, specs, queue, selection):
         checks.append((gpu.meter.cpu_total_w - fresh.cpu_total_w, gpu.meter.gpu_total_w - fresh.gpu_total_w,
                        gpu.meter.frag_total_milli - fresh.frag_total_milli, gpu.allocated_milli - running))
         run.machine._check()
+        # each node's figures (remembered per node and state, or computed) have a fresh count's bits
+        assert np.array_equal(gpu.meter.cpu_w, fresh.cpu_w) and np.array_equal(gpu.meter.gpu_w, fresh.gpu_w)
+        assert np.array_equal(gpu.meter.frag, fresh.frag)
 
     run.after_schedule.append(check)
     result = run.run()
