@@ -38,6 +38,7 @@ def shared_data() -> Path:
 # instead of passing silently.  GREENSLURM_ALLOW_SKIPS=1 lets a machine without them run the rest.
 def pytest_sessionfinish(session, exitstatus):
     _fail_on_leftover_processes(session)
+    _fail_on_worker_leftovers(session)
     if os.environ.get("GREENSLURM_FAIL_ON_SKIP") != "1" or os.environ.get("GREENSLURM_ALLOW_SKIPS") == "1":
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -128,15 +129,42 @@ def _fail_on_leftover_processes(session) -> None:
         if not left:
             return
         time.sleep(0.1)
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     text = (f"{len(left)} processes outlive the test run (a test started them and did not end them): "
             + "; ".join(f"pid {pid}: {cmd[:160]}" for pid, cmd in sorted(left.items())))
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:                      # a pytest-xdist worker: its controller fails the run
+        worker_output[LEFTOVER_OUTPUT] = text
+        return
+    _fail_session(session, text)
+
+
+def _fail_session(session, text: str) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.ensure_newline()
         reporter.write_line(text, red=True)
     else:
         print(text, file=sys.stderr)
     session.exitstatus = 1
+
+
+# Under pytest-xdist (``--quick`` runs on two workers, see scripts/test) each worker is a test run of
+# its own for the check above (its own mark, its own descendants), and a worker's exit status does not
+# reach the controller: the worker hands its leftovers over, and the controller fails the run with them.
+LEFTOVER_OUTPUT = "greenslurm_leftover_processes"
+_WORKER_LEFTOVERS: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    text = getattr(node, "workeroutput", {}).get(LEFTOVER_OUTPUT)
+    if text:
+        _WORKER_LEFTOVERS.append(f"{node.gateway.id}: {text}")
+
+
+def _fail_on_worker_leftovers(session) -> None:
+    for text in _WORKER_LEFTOVERS:
+        _fail_session(session, text)
 
 
 # A developer's inner loop: ``pytest --quick`` (or ``scripts/test --quick``) runs every test but the

@@ -144,7 +144,10 @@ def test_auto_without_pyslurm_is_cli_in_one_line(no_pyslurm):
     assert resolve_backend(HookConfig(backend="cli"))[0] == "cli"
 
 
-def test_pyslurm_requested_but_absent_is_one_line_exit_2(tmp_path, capsys, no_pyslurm):
+def test_pyslurm_requested_but_absent_is_one_line_exit_2(tmp_path, capsys, no_pyslurm, monkeypatch):
+    # the check's table wraps its cells at the terminal's width (80 without a terminal) and its title holds
+    # tmp_path, whose length varies (pytest-xdist adds popen-gwN/): a width of our own keeps a cell whole
+    monkeypatch.setenv("COLUMNS", "250")
     path = write_config(tmp_path / "hook.toml", backend="pyslurm", socket=str(tmp_path / "s.sock"),
                         database=str(tmp_path / "r.sqlite"))
     with pytest.raises(InputError, match=r'backend = "pyslurm": pyslurm is not installed') as info:

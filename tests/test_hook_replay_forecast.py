@@ -116,7 +116,10 @@ def test_a_missing_forecast_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "supply.csv" in err and "cannot read" in err, err
 
 
-def test_whatif_names_the_hooks_forecast_and_how_to_see_its_share(tmp_path, capsys):
+def test_whatif_names_the_hooks_forecast_and_how_to_see_its_share(tmp_path, capsys, monkeypatch):
+    # rich wraps at the terminal's width (80 without a terminal); the footer holds tmp_path, whose length
+    # varies (pytest-xdist adds popen-gwN/): a width of our own keeps each sentence on one line
+    monkeypatch.setenv("COLUMNS", "250")
     inputs(tmp_path)
     out = tmp_path / "w.json"
     assert main(["whatif", str(tmp_path / "jobs.txt"), "--slurm-conf", str(tmp_path / "slurm.conf"), "--no-progress",

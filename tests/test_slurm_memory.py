@@ -135,7 +135,11 @@ def test_crafted_memory_fields_are_counted_skips_or_one_line_errors(tmp_path, re
     ("slurm", "DefMemPerCPU=1000\n", 0),  # a default memory: every ReqMem is what the job holds
     ("easy", "", None),                   # not the Slurm queue: memory read as given, no count
 ])
-def test_the_replay_counts_the_jobs_read_as_asking_no_memory(queue, site_default, expected, tmp_path, capsys):
+def test_the_replay_counts_the_jobs_read_as_asking_no_memory(queue, site_default, expected, tmp_path, capsys,
+                                                             monkeypatch):
+    # the report's table wraps at the terminal's width (80 without a terminal) and shares it with tmp_path,
+    # whose length varies (pytest-xdist adds popen-gwN/): a width of our own keeps the row on one line
+    monkeypatch.setenv("COLUMNS", "250")
     # summary.json's memory_asked_none and a row of the report's table of adjusted jobs
     import json
     from pathlib import Path

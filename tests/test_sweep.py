@@ -175,7 +175,10 @@ def test_bad_specs(text, message):
         parse_spec(text)
 
 
-def test_a_failing_cell_is_reported_and_retried(tmp_path, capsys):
+def test_a_failing_cell_is_reported_and_retried(tmp_path, capsys, monkeypatch):
+    # rich wraps at the terminal's width (80 without a terminal); the failing cell's line holds tmp_path,
+    # whose length varies (pytest-xdist adds popen-gwN/): a width of our own keeps that line whole
+    monkeypatch.setenv("COLUMNS", "250")
     # a supply the sweep does not know is caught when the spec is read (every cell is a valid scenario) ...
     with pytest.raises(InputError, match="field trace trace0, policy easy: supply: unknown supply 'tidal'"):
         parse_spec('[[trace]]\nsynthetic = { jobs = 5 }\ncluster = { nodes = 1, cpus = 2 }\n'

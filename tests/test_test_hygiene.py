@@ -1,5 +1,6 @@
 """The test run's own hygiene (tests/conftest.py): a run that leaves a process of this Python running
-greenslurm or multiprocessing's helpers behind fails, naming it; the one leftover is still ended here."""
+greenslurm or multiprocessing's helpers behind fails, naming it, whether it runs serially or on two
+pytest-xdist workers (as ``scripts/test --quick`` does); the one leftover is still ended here."""
 
 from __future__ import annotations
 
@@ -24,14 +25,15 @@ def test_leaks(tmp_path):
 '''
 
 
-def test_a_run_that_leaves_a_process_behind_fails_naming_it(tmp_path):
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "two_xdist_workers"])
+def test_a_run_that_leaves_a_process_behind_fails_naming_it(tmp_path, workers):
     folder = tmp_path / "suite"
     folder.mkdir()
     pid_file = tmp_path / "orphan.pid"
     (folder / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
     (folder / "test_leak.py").write_text(LEAKING_TEST % str(pid_file))
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(folder),
-                           "-c", os.devnull, str(folder)], capture_output=True, text=True, timeout=300, cwd=folder)
+                           "-c", os.devnull, *workers, str(folder)], capture_output=True, text=True, timeout=300, cwd=folder)
     orphan = int(pid_file.read_text())
     try:
         assert done.returncode == 1, done.stdout[-2000:]
