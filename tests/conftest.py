@@ -184,8 +184,8 @@ def quick_leaves_out(item) -> bool:
             or item.path.stem.endswith("_live") or "shared_data" in getattr(item, "fixturenames", ()))
 
 
-# Under --quick a property runs at most QUICK_MAX_EXAMPLES examples (the "quick" profile), the same
-# first ones of its derandomized sequence; the full run keeps each property's own max_examples.  A
+# Under --quick a property runs at most QUICK_MAX_EXAMPLES examples (the "quick" profile); the full
+# run keeps each property's own max_examples.  A
 # property's @settings(max_examples=N) outranks any profile, so the cap is also put on each collected
 # property's settings.
 QUICK_MAX_EXAMPLES = 25
