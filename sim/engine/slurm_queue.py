@@ -683,6 +683,9 @@ class SlurmQueue(MainScheduler):
                     # power saving the nodes are chosen among powered-up nodes first (the node tiers)
                     usable = mask_of(usable_bits, self.machine.cluster.size)
                     placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
+                    if placed is None:
+                        raise RuntimeError("the slurm queue's will-run test: the compiled test fits a job now "
+                                           "that the node tiers cannot place")
                     return None, self._node_set(placed[0])
                 return (None if last is None else compiled.end_list[last]), nodes
         view = self._view(usable_bits)
