@@ -594,6 +594,18 @@ def check_unit(unit: Path, config: HookConfig) -> list[Check]:
     return checks
 
 
+def _failures_file_check(sock: Path, folder_uid: int, slurm_uid: int | None, slurm_user: str) -> tuple[str, str]:
+    """job_submit.lua keeps its unreported failures in ``<socket>.failures`` and reads it back each time
+    slurmctld loads the script: the runtime folder's owner can put anything under that name (it is
+    never written through: it is replaced by a rename), so slurmctld should run as that same user."""
+    kept = Path(f"{sock}.failures")
+    if slurm_uid is None or folder_uid == slurm_uid:
+        return OK, f"{kept}: in a folder of slurmctld's own user"
+    return WARN, (f"{kept}: slurmctld (SlurmUser={slurm_user}) reads it when job_submit.lua loads, in a folder "
+                  f"{_user(folder_uid)} owns, who could put a FIFO or a device there (a FIFO stalls the load); "
+                  f"run slurmctld and the service as one user (SlurmUser=slurm and the unit's User=slurm)")
+
+
 def _runtime_checks(config: HookConfig, conf: SlurmConfFiles) -> list[Check]:
     """The runtime folder, the lock, the socket, the record and the service itself."""
     checks: list[Check] = []
@@ -621,6 +633,7 @@ def _runtime_checks(config: HookConfig, conf: SlurmConfFiles) -> list[Check]:
                                         f"{_user(service_uid)} ({whose})")
         else:
             add("runtime folder", OK, f"{runtime}: mode {mode:04o}, owner {_user(st.st_uid)}")
+        add("failures file", *_failures_file_check(sock, st.st_uid, slurm_uid, slurm_user))
     except FileNotFoundError:
         add("runtime folder", FAIL, f"{runtime}: missing (the unit's RuntimeDirectory= makes it when the service starts)")
 

@@ -434,11 +434,28 @@ local function failed_ranges()
     return table.concat(parts, ",")
 end
 
+-- The file is written under a name nobody can guess (16 bytes of /dev/urandom) and renamed over
+-- FAILURES_FILE: rename replaces the name itself, so a link or a FIFO planted at FAILURES_FILE by
+-- whoever owns the runtime folder (the service's user) is replaced, never written through (slurmctld
+-- may run as root: writing through a link would let that user overwrite any file).
+local function private_name()
+    local random = io.open("/dev/urandom", "rb")
+    if random == nil then return nil end
+    local bytes = random:read(16)
+    random:close()
+    if bytes == nil or #bytes ~= 16 then return nil end
+    return FAILURES_FILE .. "." .. (string.gsub(bytes, ".", function(c) return string.format("%02x", string.byte(c)) end))
+end
+
 local function keep_failures()
-    local f = io.open(FAILURES_FILE, "w")
+    local name = private_name()
+    if name == nil then return end
+    local f = io.open(name, "w")
     if f then
-        f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
+        local written = f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
         f:close()
+        if written and os.rename(name, FAILURES_FILE) then return end
+        os.remove(name)
     end
 end
 

@@ -179,7 +179,14 @@ class FakeService:
                 self.sent.append(sent)
 
     def close(self) -> None:
+        """Stop listening and wait until the connection being answered is counted in ``sent`` (the
+        hook may have given up on it before this thread saw the end)."""
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)       # wakes the accept() under way
+        except OSError:
+            pass
         self.listener.close()
+        self.thread.join(timeout=120)
 
 
 def never_ending_answer(limit_bytes: int = 512 * 2 ** 20):

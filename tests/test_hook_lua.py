@@ -138,6 +138,24 @@ def test_failures_of_three_users_in_a_row_pause_everybody(tmp_path):
     assert log.count("paused after repeated failures") == 1, log
 
 
+def test_a_link_planted_as_the_failures_file_is_replaced_never_written_through(tmp_path):
+    # whoever owns the runtime folder (the service's user) can plant a link where the hook keeps its
+    # failures; slurmctld may run as root, so writing through it would overwrite any file
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious\n")
+    planted = tmp_path / "absent.sock.failures"
+    planted.symlink_to(victim)
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job()}] * 2)
+    assert [int(line[0]) for line in lines] == [0, 0], log       # no service: both fail open
+    assert victim.read_bytes() == b"precious\n"
+    assert not planted.is_symlink() and planted.is_file()
+    # the two failures (request numbers 1 and 2) kept for the next load, under its instance name
+    assert re.fullmatch(r"2 [0-9a-f]+:1-2\n", planted.read_text()), planted.read_text()
+    # nothing left under the private names
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("absent.sock")) == ["absent.sock.failures"]
+
+
 def back_off(tmp_path: Path, events: list[str]) -> list[str]:
     """job_submit.lua's own back-off (its ">>> back-off" part, run by lua5.1) on ``events``."""
     hook = tmp_path / "job_submit.lua"

@@ -569,8 +569,12 @@ def test_a_runtime_folder_of_another_user_fails(site):
         pytest.skip("no slurm user (Slurm's packages are not installed)")
     os.chown(root / "run", slurm.pw_uid, -1)
     try:
-        found = next(c for c in check(HookConfig.from_toml(config), conf) if c.name == "runtime folder")
+        checks = check(HookConfig.from_toml(config), conf)
+        found = next(c for c in checks if c.name == "runtime folder")
         assert found.level == FAIL and "owned by slurm" in found.detail and "the running service" in found.detail
+        # slurmctld (SlurmUser=root here) reads the hook's failures file from a folder slurm owns
+        failures = next(c for c in checks if c.name == "failures file")
+        assert failures.level == WARN and "hook.sock.failures" in failures.detail and "in a folder slurm (uid" in failures.detail
     finally:
         os.chown(root / "run", 0, -1)
 
