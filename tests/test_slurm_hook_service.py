@@ -491,17 +491,23 @@ def _descendants(pid: int) -> dict[int, int]:
     return below
 
 
-def wait_fresh_view(sock: str, after_s: float, max_age_s: float, limit_s: float = 60.0) -> dict:
-    """The first ping, ``after_s`` from now, whose view is at most ``max_age_s`` old (or the last one)."""
-    time.sleep(after_s)
+def wait_new_views(sock: str, count: int = 2, limit_s: float = 180.0) -> list[float]:
+    """The times (now - ping's ``view_age_s``) of the first ``count`` views the service installs after
+    the first one seen from now on; fewer when ``limit_s`` passes first (a guard against a sync loop
+    that never moves again, not a speed bound: a loaded machine only makes the syncs slower)."""
+    seen: list[float] = []
+    first = None
     deadline = time.monotonic() + limit_s
-    ping = {}
-    while time.monotonic() < deadline:
-        ping = exchange(sock, b'{"op":"ping"}\n')
-        if ping.get("view_age_s") is not None and ping["view_age_s"] <= max_age_s:
-            return ping
+    while len(seen) < count and time.monotonic() < deadline:
+        age = exchange(sock, b'{"op":"ping"}\n').get("view_age_s")
+        if age is not None:
+            made = time.time() - age
+            if first is None:
+                first = made
+            elif made > (seen[-1] if seen else first) + 0.5:     # views are sync_interval_s = 1 s apart
+                seen.append(made)
         time.sleep(0.2)
-    return ping
+    return seen
 
 
 @pytest.mark.parametrize("sig", ["SIGSTOP", "SIGKILL"])
@@ -516,10 +522,9 @@ def test_a_stopped_or_killed_state_reader_does_not_end_the_syncs(tmp_path, sig):
         assert workers, below
         for pid in workers:
             os.kill(pid, getattr(signal, sig))
-        # at sync_interval_s = 1 the view stays at most ~1 s old while syncs go on; a sync loop stuck on the
-        # stopped worker lets it age without end
-        ping = wait_fresh_view(proc.socket_path, after_s=5.0, max_age_s=1.5)
-        assert ping.get("view_age_s") is not None and ping["view_age_s"] <= 1.5, ping
+        # syncs go on (a worker abandoned and replaced): new views keep coming; a sync loop stuck on the
+        # stopped worker never installs another
+        assert len(wait_new_views(proc.socket_path)) == 2
         answer = exchange(proc.socket_path, request(1, deadline_env="now+1day"))
         assert answer["action"] in ("accept", "modify"), answer
     finally:
@@ -545,8 +550,7 @@ def test_pending_jobs_stuffed_with_tags_do_not_stop_the_syncs(tmp_path):
     (state / "squeue.json").write_text(json.dumps(squeue))
     proc = start_service(tmp_path, state_dir=str(state))
     try:
-        ping = wait_fresh_view(proc.socket_path, after_s=3.0, max_age_s=1.5)
-        assert ping.get("view_age_s") is not None and ping["view_age_s"] <= 1.5, ping
+        assert len(wait_new_views(proc.socket_path)) == 2
     finally:
         proc.stop()
 
