@@ -10,7 +10,7 @@ LEDGER = ["sim/engine/_pool_ledger.h"]          # shared by the two cores (and s
 
 setup(ext_modules=[
     Extension("greenslurm.sim.engine._pool_core", ["sim/engine/_pool_core.c"],
-              depends=[*LEDGER, "sim/engine/_conservative_plan.h", "sim/engine/_block_runs.h"], extra_compile_args=FLAGS,
+              depends=[*LEDGER, "sim/engine/_conservative_plan.h"], extra_compile_args=FLAGS,
               optional=True),
     Extension("greenslurm.sim.engine._deadline_core", ["sim/engine/_deadline_core.c"], depends=LEDGER,
               extra_compile_args=FLAGS, optional=True),

@@ -7,7 +7,9 @@
 #define GREENSLURM_CONSERVATIVE_PLAN_H
 
 #include "_pool_ledger.h"
-#include "_block_runs.h"
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 typedef struct {
     double *times, *free; int64_t n, cap; int error;     /* error: the status to return */
@@ -21,8 +23,6 @@ typedef struct {
      * blocks of fixed numbers of steps were recomputed from the first change on before every
      * search, the whole plan at nearly every move. */
     int64_t *block_first; double *block_min, *block_max; int64_t blocks, block_cap;
-    /* block b's runs per processor count (_block_runs.h): in slot block_slot[b] of `runs` */
-    int64_t *block_slot; block_runs runs;
     double last_most;                 /* the most free over the span the last change touched, after it */
 } count_profile;
 #define PROFILE_BLOCK 32            /* steps a block gets when the blocks are cut anew; split above twice as many */
@@ -34,9 +34,6 @@ static int profile_blocks_room(count_profile *p, int64_t blocks) {
     int64_t *first = grown_array(p->block_first, cap, sizeof(int64_t));
     if (!first) return -1;
     p->block_first = first;
-    int64_t *slot = grown_array(p->block_slot, cap, sizeof(int64_t));
-    if (!slot) return -1;
-    p->block_slot = slot;
     if (grow_doubles_pair(&p->block_min, &p->block_max, cap) < 0) return -1;
     p->block_cap = cap;
     return 0;
@@ -62,7 +59,6 @@ static void profile_block_read(count_profile *p, int64_t b) {
 #endif
     for (; k < end; k++) { if (p->free[k] < lo) lo = p->free[k]; if (p->free[k] > hi) hi = p->free[k]; }
     p->block_min[b] = lo; p->block_max[b] = hi;
-    p->runs.fresh[p->block_slot[b]] = 0;
 }
 
 /* the blocks cut anew, PROFILE_BLOCK steps each (the last may have fewer); -1: no memory */
@@ -70,11 +66,7 @@ static int profile_blocks_build(count_profile *p) {
     int64_t blocks = (p->n + PROFILE_BLOCK - 1) / PROFILE_BLOCK;
     if (profile_blocks_room(p, blocks) < 0) { p->error = -1; return -1; }
     p->blocks = blocks;
-    p->runs.used = 0;
-    for (int64_t b = 0; b < blocks; b++) {
-        p->block_first[b] = b * PROFILE_BLOCK;
-        if ((p->block_slot[b] = block_runs_slot(&p->runs)) < 0) { p->error = -1; return -1; }
-    }
+    for (int64_t b = 0; b < blocks; b++) p->block_first[b] = b * PROFILE_BLOCK;
     p->block_first[blocks] = p->n;
     for (int64_t b = 0; b < blocks; b++) profile_block_read(p, b);
     return 0;
@@ -97,14 +89,9 @@ static int64_t profile_block_of(const count_profile *p, int64_t k) {
 static int profile_block_inserted(count_profile *p, int64_t i) {
     int64_t b = profile_block_of(p, i - 1);      /* the block_first of blocks after b are still the old ones */
     for (int64_t a = b + 1; a <= p->blocks; a++) p->block_first[a]++;
-    p->runs.fresh[p->block_slot[b]] = 0;         /* its steps moved: the summary's step numbers too */
     if (p->block_first[b + 1] - p->block_first[b] <= 2 * PROFILE_BLOCK) return 0;
     if (profile_blocks_room(p, p->blocks + 1) < 0) { p->error = -1; return -1; }
-    int64_t slot = block_runs_slot(&p->runs);
-    if (slot < 0) { p->error = -1; return -1; }
     memmove(&p->block_first[b + 2], &p->block_first[b + 1], sizeof(int64_t) * (size_t)(p->blocks - b));
-    memmove(&p->block_slot[b + 2], &p->block_slot[b + 1], sizeof(int64_t) * (size_t)(p->blocks - b - 1));
-    p->block_slot[b + 1] = slot;
     memmove(&p->block_min[b + 2], &p->block_min[b + 1], sizeof(double) * (size_t)(p->blocks - b - 1));
     memmove(&p->block_max[b + 2], &p->block_max[b + 1], sizeof(double) * (size_t)(p->blocks - b - 1));
     p->blocks++;
@@ -123,20 +110,13 @@ static void profile_blocks_added(count_profile *p, int64_t i, int64_t j, double 
     }
 }
 
-/* the plan of a pool of `processors` (no step frees more), `free_now` free at `now`; -1: no memory */
-static int profile_init(count_profile *p, double free_now, double now, int64_t processors) {
-    p->runs.stride = processors + 1;
+static int profile_init(count_profile *p, double free_now, double now) {
     p->cap = 64;
     p->times = malloc(sizeof(double) * (size_t)p->cap);
     p->free = malloc(sizeof(double) * (size_t)p->cap);
     if (!p->times || !p->free) return -1;
     p->times[0] = now; p->free[0] = free_now; p->n = 1;
     return profile_blocks_build(p);
-}
-
-static void profile_free(count_profile *p) {
-    free(p->times); free(p->free); free(p->block_first); free(p->block_min); free(p->block_max); free(p->block_slot);
-    free(p->runs.fresh); free(p->runs.known); free(p->runs.first_below); free(p->runs.last_below); free(p->runs.longest);
 }
 
 /* The binary searches halve [lo, lo + len], which holds the answer, with a conditional move, not a
@@ -379,6 +359,10 @@ static int run_stairs_room(run_stairs *r, int64_t need) {
     return 0;
 }
 
+/* how long a run from `from` to `to` may last, rounding allowed for */
+static double run_lasts(double from, double to) {
+    return to - from + 1e-9 * (fabs(to) + fabs(from));
+}
 
 /* a run from `from` lasting at most `lasts` merged in; -1: no memory */
 static int run_stairs_put(run_stairs *r, double from, double lasts) {
@@ -430,6 +414,28 @@ static int run_stairs_cap(run_stairs *r, double from, double before, double dura
     return 0;
 }
 
+/* Bit i set when step `from` + i (i < len <= 64) frees at least `processors`, built without a branch
+ * per step: a count's runs are a few steps long, so a scan that branches on each step is mispredicted
+ * at nearly every run's two ends. */
+static uint64_t steps_freeing_at_least(const count_profile *p, int64_t from, int64_t len, double processors) {
+    uint64_t bits = 0;
+    int64_t i = 0;
+    const double *f = p->free + from;
+#ifdef __SSE2__
+    __m128d at = _mm_set1_pd(processors);          /* two steps a compare: the same >= as below */
+    for (; i + 2 <= len; i += 2) bits |= (uint64_t)_mm_movemask_pd(_mm_cmpge_pd(_mm_loadu_pd(f + i), at)) << i;
+#endif
+    for (; i < len; i++) bits |= (uint64_t)(f[i] >= processors) << i;
+    return bits;
+}
+
+/* the first set bit of `bits` at or after `at` (64: none) */
+static int first_bit_from(uint64_t bits, int at) {
+    if (at >= 64) return 64;
+    bits >>= at;
+    return bits ? at + __builtin_ctzll(bits) : 64;
+}
+
 /* The run of steps first .. end - 1 (end: the next step freeing fewer, or n) read into the stairs at
  * their end (every stair starts at or before `upto` <= the run's start); 1: the question is answered
  * (the run lasts `duration`, or ends at or after `before`), -1: no memory */
@@ -445,100 +451,31 @@ static inline int run_stairs_read(run_stairs *r, const count_profile *p, int64_t
     return lasts >= duration || !(to < before);
 }
 
-/* The steps k .. end - 1 read 64 at a time as bits (freeing `processors` or not), the runs' ends found
- * from the bits; *run: the first step of the run open at k (-1: none), then at end.  1: the question is
- * answered, -1: no memory, 0: read on. */
-static int run_stairs_scan(run_stairs *r, const count_profile *p, int64_t *run, int64_t k, int64_t end,
-                           double processors, double now, double duration, double before) {
-    while (k < end) {
-        int64_t len = end - k < 64 ? end - k : 64;
-        uint64_t at_least = steps_freeing_at_least(p->free + k, len, processors);
+/* the stairs of count `processors` from the plan (it starts at now) for the runs starting before
+ * `upto` on, until one lasting `duration` or one starting at or after `before` is in; the steps are
+ * read 64 at a time as bits (freeing that many or not), the runs' ends found from the bits; -1: no
+ * memory */
+static int run_stairs_extend(run_stairs *r, const count_profile *p, double processors, double now, double duration,
+                             double before) {
+    int64_t k = lower_bound(p->times, p->n, r->upto), run = -1;     /* run: the open run's first step */
+    while (k < p->n) {
+        int64_t len = p->n - k < 64 ? p->n - k : 64;
+        uint64_t at_least = steps_freeing_at_least(p, k, len, processors);
         uint64_t below = ~at_least & (len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1);
         int at = 0;
         for (;;) {
-            if (*run < 0) {
+            if (run < 0) {
                 at = first_bit_from(at_least, at);
                 if (at >= len) break;
-                *run = k + at;
+                run = k + at;
             }
             at = first_bit_from(below, at);
             if (at >= len) break;
-            int answered = run_stairs_read(r, p, *run, k + at, now, duration, before);
-            if (answered) return answered;
-            *run = -1;
+            int answered = run_stairs_read(r, p, run, k + at, now, duration, before);
+            if (answered) return answered < 0 ? -1 : 0;
+            run = -1;
         }
         k += len;
-    }
-    return 0;
-}
-
-/* Block b, from its first step, read for count `processors` with its summary (_block_runs.h): the run
- * open before it (*run) ends at its first step freeing fewer; its inner runs, when none lasts `duration`
- * and all end before `before` (none answers the question), are passed over as one stair from that step
- * lasting the longest of them (every inner run starts after it and lasts no longer: the stairs stay at
- * least what the runs allow), else read step by step; the run from its last step freeing fewer on is
- * left open.  A block freeing the count everywhere or nowhere needs no summary.  1: the question is
- * answered, -1: no memory, 0: read on. */
-static int run_stairs_block(run_stairs *r, count_profile *p, int64_t b, int64_t *run, double processors, double now,
-                            double duration, double before) {
-    int64_t first = p->block_first[b], end = p->block_first[b + 1];
-    double least = p->block_min[b], most = p->block_max[b];
-    if (least >= processors) {                  /* the whole block frees the count */
-        if (*run < 0) *run = first;
-        return 0;
-    }
-    if (most < processors) {                    /* none of it does */
-        int answered = *run >= 0 ? run_stairs_read(r, p, *run, first, now, duration, before) : 0;
-        *run = -1;
-        return answered;
-    }
-    block_runs *summaries = &p->runs;
-    if (end - first > BLOCK_RUNS_MOST_STEPS || most - least >= (double)summaries->stride)
-        return run_stairs_scan(r, p, run, first, end, processors, now, duration, before);      /* not summarised */
-    int64_t at = block_runs_of(summaries, p->block_slot[b], p->times + first, p->free + first, end - first, least,
-                               processors);
-    int64_t below = first + summaries->first_below[at], last_below = first + summaries->last_below[at];
-    if (*run < 0 && below > first) *run = first;
-    if (*run >= 0) {
-        int answered = run_stairs_read(r, p, *run, below, now, duration, before);
-        *run = -1;
-        if (answered) return answered;
-    }
-    double longest = summaries->longest[at];
-    if (longest < duration && p->times[last_below] < before) {
-        if (longest > -INFINITY && (r->n == 0 || r->lasts[r->n - 1] < longest)) {
-            if (run_stairs_room(r, r->n + 1) < 0) return -1;
-            r->start[r->n] = p->times[below] > now ? p->times[below] : now;
-            r->lasts[r->n] = longest;
-            r->n++;
-        }
-        r->upto = p->times[last_below];
-    } else {
-        int answered = run_stairs_scan(r, p, run, below + 1, last_below + 1, processors, now, duration, before);
-        if (answered) return answered;
-    }
-    if (last_below + 1 < end) *run = last_below + 1;
-    return 0;
-}
-
-/* the stairs of count `processors` from the plan (it starts at now) for the runs starting before
- * `upto` on, until one lasting `duration` or one starting at or after `before` is in: the rest of the
- * block holding the step at `upto` read step by step, the blocks after it with their summaries; -1: no
- * memory */
-static int run_stairs_extend(run_stairs *r, count_profile *p, double processors, double now, double duration,
-                             double before) {
-    int64_t k = lower_bound(p->times, p->n, r->upto), run = -1;     /* run: the open run's first step */
-    if (k < p->n) {
-        int64_t b = profile_block_of(p, k);
-        if (k > p->block_first[b]) {
-            int answered = run_stairs_scan(r, p, &run, k, p->block_first[b + 1], processors, now, duration, before);
-            if (answered) return answered < 0 ? -1 : 0;
-            b++;
-        }
-        for (; b < p->blocks; b++) {
-            int answered = run_stairs_block(r, p, b, &run, processors, now, duration, before);
-            if (answered) return answered < 0 ? -1 : 0;
-        }
     }
     if (run >= 0) return run_stairs_read(r, p, run, p->n, now, duration, before) < 0 ? -1 : 0;
     r->upto = INFINITY;

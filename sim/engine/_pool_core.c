@@ -170,7 +170,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
         while (arrived < jobs && submit[arrived] == now) {
             if (queue == CONSERVATIVE) {
                 if (!have_plan) {
-                    if (profile_init(&plan, c.free_count, now, n_nodes) < 0) { status = -1; goto done; }
+                    if (profile_init(&plan, c.free_count, now) < 0) { status = -1; goto done; }
                     have_plan = 1;
                 }
                 if (profile_advance(&plan, now) < 0) { status = plan.error; goto done; }
@@ -332,7 +332,7 @@ done:
     *series_len = c.ledger.series_len;
     ledger_scalars(&c.ledger, scalars);
     free(c.free_node); free(c.heap); free(waiting); free(by_end); free(c.started); free(c.next_node);
-    profile_free(&plan); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due); free(moved_jobs);
+    free(plan.times); free(plan.free); free(plan.block_first); free(plan.block_min); free(plan.block_max); free(stairs.free); free(stairs.time); free(reserved_s); free(by_reservation); free(due); free(moved_jobs);
     if (runs) for (int64_t q = 0; q <= n_nodes; q++) { free(runs[q].start); free(runs[q].lasts); free(runs[q].scratch); }
     free(runs); free(built); free(moved.at);
     return status;
