@@ -117,14 +117,15 @@ def timeline(trace: str) -> str:
 
     def write_csv_marked(*args, **kwargs) -> None:
         write_csv(*args, **kwargs)
-        here["csv"] = time.monotonic()
+        here["csv"], here["csv cpu"] = time.monotonic(), time.process_time()
 
     def send_marked(self, payload) -> None:
-        here.setdefault("send", time.monotonic())    # the first send (the command's; the later one does nothing)
+        if "send" not in here:                       # the first send (the command's; the later one does nothing)
+            here["send"], here["send cpu"] = time.monotonic(), time.process_time()
         send(self, payload)
 
     def wait_marked(self) -> None:
-        here["wait"] = time.monotonic()
+        here["wait"], here["wait cpu"] = time.monotonic(), time.process_time()
         wait(self)
         here["done"] = time.monotonic()
 
@@ -146,7 +147,8 @@ def timeline(trace: str) -> str:
     return (f"child ready {ms(child['ready'][0], here['send']):.0f} ms before the hand-over; the hand-over reached "
             f"it in {ms(here['send'], child['handed'][0]):.0f} ms; it wrote for {ms(child['handed'][0], child['written'][0]):.0f} ms "
             f"({ms(child['handed'][1], child['written'][1]):.0f} ms CPU); the command's own work "
-            f"{ms(here['send'], here['wait']):.0f} ms, jobs.csv {ms(here['wait'], here['csv']):.0f} ms, then it waited "
+            f"{ms(here['send'], here['wait']):.0f} ms ({ms(here['send cpu'], here['wait cpu']):.0f} ms CPU), jobs.csv "
+            f"{ms(here['wait'], here['csv']):.0f} ms ({ms(here['wait cpu'], here['csv cpu']):.0f} ms CPU), then it waited "
             f"{ms(here['csv'], here['done']):.0f} ms, {ms(max(child['written'][0], here['csv']), here['done']):.0f} ms "
             "of it after the child's writing ended")
 
