@@ -11,8 +11,8 @@ bytes and a jobs.parquet that reads back equal.
 With ``--timeline N``: N replays with the child (``GREENSLURM_OUT_PROCESS=child``) instead, each
 printing the child's and the command's moments on ``CLOCK_MONOTONIC`` (the one clock of both
 processes): how long before the hand-over the child had pyarrow's writer ready, how long the
-hand-over took to reach it, how long it wrote jobs.parquet (wall and CPU), the command's own work
-meanwhile, its jobs.csv and its wait.
+hand-over took to reach it, how long it wrote (wall and CPU), the command's own work meanwhile and
+its wait.
 
     python bench/out_handover.py [--runs 30] [--trace PATH] [--timeline N]
 """
@@ -97,8 +97,7 @@ def timeline(trace: str) -> str:
     from greenslurm.cli import main as command
     from greenslurm.sim.reporting import child_file, outputs
     marks_path = tempfile.mktemp()
-    ready, write = outputs.ready_parquet_writer, outputs.write_jobs_parquet     # the child's writer
-    write_csv = outputs.write_jobs_csv                                          # the command's, beside it
+    ready, write = outputs.ready_parquet_writer, outputs.write_jobs_files
     send, wait = child_file.ChildWriting.send, child_file.ChildWriting.wait
     here: dict[str, float] = {}
 
@@ -115,10 +114,6 @@ def timeline(trace: str) -> str:
         write(*args, **kwargs)
         mark("written")
 
-    def write_csv_marked(*args, **kwargs) -> None:
-        write_csv(*args, **kwargs)
-        here["csv"], here["csv cpu"] = time.monotonic(), time.process_time()
-
     def send_marked(self, payload) -> None:
         if "send" not in here:                       # the first send (the command's; the later one does nothing)
             here["send"], here["send cpu"] = time.monotonic(), time.process_time()
@@ -129,14 +124,13 @@ def timeline(trace: str) -> str:
         wait(self)
         here["done"] = time.monotonic()
 
-    outputs.ready_parquet_writer, outputs.write_jobs_parquet, outputs.write_jobs_csv = ready_marked, write_marked, \
-        write_csv_marked
+    outputs.ready_parquet_writer, outputs.write_jobs_files = ready_marked, write_marked
     child_file.ChildWriting.send, child_file.ChildWriting.wait = send_marked, wait_marked
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             command(["replay", trace, "--queue", "easy", "--no-progress", "--out", tempfile.mkdtemp()])
     finally:
-        outputs.ready_parquet_writer, outputs.write_jobs_parquet, outputs.write_jobs_csv = ready, write, write_csv
+        outputs.ready_parquet_writer, outputs.write_jobs_files = ready, write
         child_file.ChildWriting.send, child_file.ChildWriting.wait = send, wait
     with open(marks_path, encoding="ascii") as handle:
         child = {name: (float(at), float(cpu)) for name, at, cpu in map(str.split, handle)}
@@ -147,10 +141,8 @@ def timeline(trace: str) -> str:
     return (f"child ready {ms(child['ready'][0], here['send']):.0f} ms before the hand-over; the hand-over reached "
             f"it in {ms(here['send'], child['handed'][0]):.0f} ms; it wrote for {ms(child['handed'][0], child['written'][0]):.0f} ms "
             f"({ms(child['handed'][1], child['written'][1]):.0f} ms CPU); the command's own work "
-            f"{ms(here['send'], here['wait']):.0f} ms ({ms(here['send cpu'], here['wait cpu']):.0f} ms CPU), jobs.csv "
-            f"{ms(here['wait'], here['csv']):.0f} ms ({ms(here['wait cpu'], here['csv cpu']):.0f} ms CPU), then it waited "
-            f"{ms(here['csv'], here['done']):.0f} ms, {ms(max(child['written'][0], here['csv']), here['done']):.0f} ms "
-            "of it after the child's writing ended")
+            f"{ms(here['send'], here['wait']):.0f} ms ({ms(here['send cpu'], here['wait cpu']):.0f} ms CPU), then it waited {ms(here['wait'], here['done']):.0f} ms, "
+            f"{ms(max(child['written'][0], here['wait']), here['done']):.0f} ms of it after the child's writing ended")
 
 
 def main() -> None:

@@ -1,10 +1,9 @@
-"""replay --out writes jobs.parquet in a child process (sim/reporting/child_file.py) and jobs.csv in the
-command's own process beside it: the same files as both written in the command's own process, and
-when the child or the command's own writing fails or is killed, one line, exit 2, and neither jobs
-file (nor a temporary file) left that could read as whole.  The faults the real writers cannot be
-made to produce on demand (a full disk for one jobs file alone, a child killed mid-write) come from a
-FakeFailingWriter / FakeStuckWriter / FakeHalfCsvWriter put in a writer's place before the command
-runs."""
+"""replay --out writes jobs.csv and jobs.parquet in a child process (sim/reporting/child_file.py): the
+same files as written in the command's own process, and when the child fails or is killed, one line,
+exit 2, and neither jobs file (nor a temporary file) left that could read as whole.  The faults the
+real writer cannot be made to produce on demand (a full disk for the jobs files alone, a child killed
+mid-write) come from a FakeFailingWriter / FakeStuckWriter put in the writer's place before the
+command runs."""
 
 from __future__ import annotations
 
@@ -23,10 +22,8 @@ import pytest
 from greenslurm.sim.reporting import child_file
 from greenslurm.sim.reporting.child_file import ChildFailed, start_child
 
-# greenslurm's command line in a new interpreter, with a jobs file's writer replaced by a fake:
-# sys.argv[1] is "writer=fake" (the writer's name in outputs: write_jobs_parquet, the child's, or
-# write_jobs_csv, the command's own) or "none", sys.argv[2] a folder for what the fake says, the rest
-# the command
+# greenslurm's command line in a new interpreter, with the jobs files' writer replaced by a fake:
+# sys.argv[1] is the fake's name, sys.argv[2] a folder for what the fake says, the rest the command
 RUN_WITH_FAKE = """
 import errno, os, sys, time
 from greenslurm.sim.reporting import outputs
@@ -42,14 +39,8 @@ def FakeStuckWriter(jobs, path, *rest):
     while True:
         time.sleep(1)
 
-def FakeHalfCsvWriter(jobs, path, *rest):
-    with open(path, "wb") as handle:                 # half of jobs.csv, then the disk is full
-        handle.write(b"job_id,user\\n1,")
-    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
 if sys.argv[1] != "none":
-    writer, fake = sys.argv[1].split("=")
-    setattr(outputs, writer, globals()[fake])
+    outputs.write_jobs_files = globals()[sys.argv[1]]
 from greenslurm.cli import main
 sys.exit(main(sys.argv[3:]))
 """
@@ -88,16 +79,13 @@ def test_the_child_writes_the_files_the_command_writes_itself(kth, tmp_path):
     assert table.num_rows == 28475 and table.equals(pq.read_table(tmp_path / "off" / "jobs.parquet"))
 
 
-@pytest.mark.parametrize("fake", ["write_jobs_parquet=FakeFailingWriter", "write_jobs_csv=FakeHalfCsvWriter"])
-def test_a_jobs_file_that_fails_gives_one_line_and_no_jobs_files(fake, kth, tmp_path):
-    # the child's jobs.parquet, or the command's own jobs.csv (half of it written), meets a full disk:
-    # one line, exit 2; neither jobs file nor a part file is left, nor an earlier run's jobs files
-    # (when the command's own file fails, the child is killed and reaped)
+def test_a_child_that_fails_gives_one_line_and_no_jobs_files(kth, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "jobs.parquet").write_bytes(b"an earlier run's file")      # not to be taken for this run's
     (out / "jobs.csv").write_bytes(b"an earlier run's file")
-    running = command(fake, tmp_path, ["replay", kth, "--queue", "easy", "--no-progress", "--out", str(out)])
+    running = command("FakeFailingWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
+                                                      "--out", str(out)])
     _, stderr = running.communicate()
     assert running.returncode == 2, stderr
     assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: No space left on device"]
@@ -107,8 +95,8 @@ def test_a_jobs_file_that_fails_gives_one_line_and_no_jobs_files(fake, kth, tmp_
 
 def test_a_child_killed_mid_write_gives_one_line_and_no_jobs_files(kth, tmp_path):
     out = tmp_path / "out"
-    running = command("write_jobs_parquet=FakeStuckWriter", tmp_path, ["replay", kth, "--queue", "easy",
-                                                                       "--no-progress", "--out", str(out)])
+    running = command("FakeStuckWriter", tmp_path, ["replay", kth, "--queue", "easy", "--no-progress",
+                                                    "--out", str(out)])
     said = tmp_path / "child.pid"
     while not said.exists() or not said.read_text():      # the child has written part of the file
         assert running.poll() is None, running.communicate()
@@ -120,7 +108,7 @@ def test_a_child_killed_mid_write_gives_one_line_and_no_jobs_files(kth, tmp_path
     _, stderr = running.communicate()
     assert running.returncode == 2, stderr
     assert stderr.strip().splitlines() == [f"greenslurm: error: {out}: cannot write results: the process writing "
-                                           "jobs.parquet was killed by signal 9 (SIGKILL)"]
+                                           "jobs.csv and jobs.parquet was killed by signal 9 (SIGKILL)"]
     assert sorted(path.name for path in out.iterdir()) == ["power.csv", "summary.json"]
 
 
@@ -224,53 +212,6 @@ def test_two_files_are_renamed_together_or_neither_is_left(here, fails, tmp_path
     else:
         writing.wait()
         assert [path.read_text() for path in paths] == ["rows", "ROWS"] and len(os.listdir(tmp_path)) == 2
-
-
-@pytest.mark.parametrize("fails", ["none", "child", "here"])
-def test_a_file_written_here_beside_the_child_is_renamed_with_its_files_or_neither_is_left(fails, tmp_path):
-    # jobs.csv written by this process while the child writes jobs.parquet: both renamed into place,
-    # or (either writer failing after its part is on disk) neither, nor a part file, nor an earlier
-    # file of either name; a failure here kills and reaps the child
-    paths = [tmp_path / "a.csv", tmp_path / "b.parquet"]
-    for path in paths:
-        path.write_text("an earlier file")
-
-    def FakeHalfWriter(which):
-        def write(parts, payload):
-            parts[0].write_text("half")
-            if fails == which:
-                raise OSError(28, "No space left on device")
-            parts[0].write_text(f"{payload} {which}")
-        return write
-    writing = start_child(paths[1:], FakeHalfWriter("child"), here=paths[:1], write_here=FakeHalfWriter("here"))
-    writing.send("rows")
-    if fails == "none":
-        writing.wait()
-        assert [path.read_text() for path in paths] == ["rows here", "rows child"] and len(os.listdir(tmp_path)) == 2
-        return
-    with pytest.raises(OSError, match="No space left on device"):
-        writing.wait()
-    assert os.listdir(tmp_path) == []
-    with pytest.raises(ChildProcessError):
-        os.waitpid(writing.pid, os.WNOHANG)           # reaped (killed, when the failure was here)
-
-
-def test_an_interrupt_while_writing_here_ends_the_child_and_leaves_nothing(tmp_path):
-    # Ctrl-C while this process writes its own file (its part half written) beside the child: no
-    # file, no part file, the child killed and reaped
-    paths = [tmp_path / "out" / "a.csv", tmp_path / "out" / "b.parquet"]
-
-    def FakeInterruptedWriter(parts, payload):
-        parts[0].write_text("half")
-        raise KeyboardInterrupt
-    writing = start_child(paths[1:], write_text, here=paths[:1], write_here=FakeInterruptedWriter)
-    writing.send("rows")
-    with pytest.raises(KeyboardInterrupt):
-        writing.wait()
-    writing.cancel()                                  # (the command's cleanup: a no-op now)
-    with pytest.raises(ChildProcessError):
-        os.waitpid(writing.pid, os.WNOHANG)
-    assert os.listdir(tmp_path / "out") == []
 
 
 def fake_stuck_writer(started):
@@ -437,35 +378,6 @@ while True:
 """
 
 
-# the same, with a file the command writes itself beside the child (a.txt, as jobs.csv): it writes
-# its part whole and then waits to be killed, before the child has written
-PARENT_KILLED_WRITING_HERE = """
-import os, sys, time
-from pathlib import Path
-from greenslurm.sim.reporting.child_file import start_child
-
-folder = Path(sys.argv[1])
-
-def FakeWaitingWriter(parts, payload):
-    while not (folder / "release").exists():
-        time.sleep(0.02)
-    parts[0].write_text(payload)
-    (folder / "child.wrote").write_text("")
-
-def FakeStoppedHereWriter(parts, payload):
-    parts[0].write_text(payload)
-    (folder / "here.wrote").write_text(str(os.getpid()))
-    while True:
-        time.sleep(1)
-
-writing = start_child([folder / "out" / "f.txt"], FakeWaitingWriter, here=[folder / "out" / "a.txt"],
-                      write_here=FakeStoppedHereWriter)
-(folder / "child.pid").write_text(str(writing.pid))
-writing.send("a whole file")
-writing.wait()
-"""
-
-
 def _ended(pid: int) -> bool:
     """Whether process ``pid`` ended (gone, or a zombie its new parent has not reaped)."""
     try:
@@ -492,23 +404,6 @@ def test_a_command_killed_while_its_child_writes_leaves_no_part_file(tmp_path):
     while not _ended(child):
         time.sleep(0.02)
     assert os.listdir(tmp_path / "out") == []
-
-
-def test_a_command_killed_writing_its_own_file_beside_the_child_leaves_no_part_file(tmp_path):
-    # kill -9 of the command once its own part file is on disk, the child still writing: the child
-    # finds its parent gone and removes both part files (no one is left to rename them)
-    parent = subprocess.Popen([sys.executable, "-c", PARENT_KILLED_WRITING_HERE, str(tmp_path)])
-    while not (tmp_path / "here.wrote").exists() or not (tmp_path / "child.pid").exists():
-        assert parent.poll() is None
-        time.sleep(0.02)
-    child = int((tmp_path / "child.pid").read_text())
-    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [f".a.txt.{parent.pid}.part"]
-    parent.kill()
-    parent.wait()
-    (tmp_path / "release").write_text("")
-    while not _ended(child):
-        time.sleep(0.02)
-    assert (tmp_path / "child.wrote").exists() and os.listdir(tmp_path / "out") == []
 
 
 def test_a_full_standard_output_is_one_line_and_leaves_no_part_file(kth, tmp_path):

@@ -41,8 +41,7 @@ def unhindered(shared_data, tmp_path_factory):
 @pytest.mark.parametrize("where", ["last byte", "row end", "page"])
 @pytest.mark.parametrize("process", ["child", "off"])
 def test_a_file_cut_short_is_not_left_behind(where, process, unhindered, tmp_path):
-    # child: jobs.csv is written by the command while its child writes jobs.parquet; off: both by
-    # the command in one pass
+    # the jobs files written in one pass by the command's child process (child) or by the command (off)
     trace, whole = unhindered
     # jobs.csv, the largest file, is cut: before its last byte, just after the line end of its 1000th
     # row (a cut file that reads as a whole one), or at 64 KiB

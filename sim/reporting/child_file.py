@@ -1,17 +1,16 @@
 """Files written beside the rest of the work: by a child process forked for them, or here.
 
-replay --out writes jobs.parquet in a child process forked before the trace is read: the child loads
-pyarrow (and readies its Parquet writer) while this process reads and replays, then waits for the
-jobs table; this process hands it over (pickled into an anonymous in-memory file, a few
-milliseconds) and goes on with the report, power.csv and the summary while the child writes
-jobs.parquet; then this process writes jobs.csv itself (a file written ``here``, beside the child's)
-and waits for the child.  On a machine with a free core, loading pyarrow and writing the jobs files
-then cost little wall time beyond the report and jobs.csv.
+replay --out writes jobs.csv and jobs.parquet in a child process forked before the trace is read: the
+child loads pyarrow (and readies its Parquet writer) while this process reads and replays, then
+waits for the jobs table; this process hands it over (pickled into an anonymous in-memory file, a
+few milliseconds) and goes on with the report, power.csv and the summary while the child writes
+both jobs files from the same cells; then it waits for the child.  On a machine with a free core,
+loading pyarrow and writing the jobs files then cost little wall time beyond the report.
 
-The files are written under temporary names in the same folder (this process's own too) and renamed
-together once the child says its files are whole (it says so after closing them and before its
-exit, whose taking down of its memory this process does not wait for: the child is reaped later, at
-the latest by this process's exit handlers), so a child that fails or is killed (``kill -9``) leaves no file that reads as whole: the temporary
+The files are written under temporary names in the same folder and renamed once the child says they
+are whole (it says so after closing them and before its exit, whose taking down of its memory this
+process does not wait for: the child is reaped later, at the latest by this process's exit handlers),
+so a child that fails or is killed (``kill -9``) leaves no file that reads as whole: the temporary
 files and any earlier files of the names are removed, and :meth:`ChildWriting.wait` raises the child's
 error (an ``OSError`` with its errno, or an error of the kinds named) or :class:`ChildFailed` with
 one line.  The child never returns into this program: it ends with ``os._exit`` (no atexit
@@ -19,8 +18,7 @@ handlers, no buffers flushed twice), and its standard output and error go to the
 command's output, e.g. ``--json -``, is the command's alone, and a warning is said once, by the
 command).  When this process gives up (an error, an interrupt) or dies, the child finds its input
 closed and exits without writing; when it dies while the child writes, the child removes what it
-wrote and the part this process wrote itself (no one is left to rename them).  When this process's
-own writing fails, the child is killed and no file is left either.
+wrote (no one is left to rename it).
 
 ``GREENSLURM_OUT_PROCESS`` chooses: ``auto`` (the default: a child where ``os.fork`` exists, this
 process may use more than one processor and runs no other thread, e.g. a progress display, and the
@@ -138,24 +136,17 @@ class ChildWriting:
     a failure on ``report`` (a pipe)."""
 
     def __init__(self, paths: tuple[Path, ...], parts: list[Path], pid: int, go: int, payload: int, report: int,
-                 errors: Iterable[type[BaseException]], here: tuple[tuple[Path, ...], Writer | None] = ((), None)
-                 ) -> None:
+                 errors: Iterable[type[BaseException]]) -> None:
         self.paths, self.parts, self.pid = paths, parts, pid
         self._go, self._payload, self._report = go, payload, report
         self._errors = {error.__name__: error for error in errors}
         self._done = False
-        # the files this process writes itself in wait(), renamed with the child's or removed with them
-        self.here_paths, self._write_here = here
-        self.here_parts = [part_path(path) for path in self.here_paths]
-        self._handed: Any = None
-        self._sent = False
 
     def send(self, payload: Any) -> None:
         """Hand the child its input (pickled) and let it write, into the folder made now if need be
         (once: a later call does nothing)."""
         if self._go is None:
             return
-        self._handed, self._sent = payload, True     # (for the files written here, in wait())
         self.paths[0].parent.mkdir(parents=True, exist_ok=True)
         with open(self._payload, "wb", closefd=False) as handle:
             pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
@@ -164,19 +155,14 @@ class ChildWriting:
         self._close_inputs()
 
     def wait(self) -> None:
-        """Write the files of this process (``here``, under temporary names), then return once the
-        child said its files are whole (:data:`WRITTEN`, sent after it closed them and before its
-        exit, so that this process does not wait while the system takes down the child's memory: it
-        is reaped later, :func:`_reap_later`), all of them renamed into place; else wait for its exit
-        and raise its error (no file left, this process's neither).  When this process's writing
-        fails (a full disk, an interrupt), the child is killed and no file is left either."""
+        """Return once the child said its files are whole (:data:`WRITTEN`, sent after it closed
+        them and before its exit, so that this process does not wait while the system takes down the
+        child's memory: it is reaped later, :func:`_reap_later`), renamed into place; else wait for
+        its exit and raise its error (no file left)."""
         if self._done:
             return
         self._close_inputs()                        # never sent: the child exits without writing
         try:
-            if self._write_here is not None and self._sent:
-                handed, self._handed = self._handed, None
-                self._write_here(self.here_parts, handed)
             report = _read_all(self._report)
             written = report == WRITTEN and all(part.exists() for part in self.parts)
             status = None if written else os.waitpid(self.pid, 0)[1]
@@ -185,14 +171,13 @@ class ChildWriting:
             raise
         self._done = True
         self._close_report()
-        parts, paths = [*self.parts, *self.here_parts], (*self.paths, *self.here_paths)
         if written:
             _reap_later(self.pid)                   # (first: a rename that fails raises)
-            _finish(parts, paths, whole=True)
+            _finish(self.parts, self.paths, whole=True)
             return
         whole = (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 and report in (b"", WRITTEN)
-                 and all(part.exists() for part in parts))
-        _finish(parts, paths, whole)
+                 and all(part.exists() for part in self.parts))
+        _finish(self.parts, self.paths, whole)
         if not whole:
             raise self._error(status, report if report != WRITTEN else b"")
 
@@ -206,8 +191,7 @@ class ChildWriting:
         self._close_report()
         with suppress(ChildProcessError):           # (reaped already by an interrupted wait)
             os.waitpid(self.pid, 0)
-        self._handed = None
-        _finish([*self.parts, *self.here_parts], (*self.paths, *self.here_paths), whole=False)
+        _finish(self.parts, self.paths, whole=False)
 
     def _close_report(self) -> None:
         if self._report is not None:
@@ -379,21 +363,17 @@ def usable_processors() -> int:
 
 
 def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None] = lambda: None,
-                errors: Iterable[type[BaseException]] = (), here: Iterable[Path] = (),
-                write_here: Writer | None = None) -> ChildWriting:
+                errors: Iterable[type[BaseException]] = ()) -> ChildWriting:
     """Fork a child that runs ``prepare()`` (loads what the writer needs), waits for its input
     (:meth:`ChildWriting.send`) and writes ``paths`` by ``write(parts, input)`` under temporary names
     (see the module; :func:`child_possible` says when to fork).  ``errors``: the kinds of error a
-    failing child's error is raised as (by class name); an ``OSError`` always is.  ``here``: files
-    this process writes from the same input by ``write_here(parts, input)`` while the child writes
-    (in :meth:`ChildWriting.wait`), renamed into place with the child's files or removed with them."""
-    paths, here = tuple(paths), tuple(here)
+    failing child's error is raised as (by class name); an ``OSError`` always is."""
+    paths = tuple(paths)
     reap_finished()
     for stream in (sys.stdout, sys.stderr):         # nothing buffered for the child to inherit
         with suppress(Exception):
             stream.flush()
     parts = [part_path(path) for path in paths]     # named by this process, the one that renames them
-    here_parts = [part_path(path) for path in here]
     payload = os.memfd_create("greenslurm-out", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else \
         os.dup(tempfile.TemporaryFile().fileno())
     go_out, go_in = os.pipe()
@@ -417,8 +397,7 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
                     os.close(payload)              # its memory goes back before the writing takes more
                     write(parts, handed)
                     if os.getppid() != parent:     # this process died (kill -9) while the child wrote:
-                        # no one renames the files; none is left (this process's own among them)
-                        _finish([*parts, *here_parts], (*paths, *here), whole=False)
+                        _finish(parts, paths, whole=False)  # no one renames the files; none is left
                         os._exit(1)
                     os.write(report_in, WRITTEN)   # whole: said now, not when the exit closes the pipe
                     os.close(report_in)            # (the system takes down the child's memory first)
@@ -431,4 +410,4 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
             os._exit(status)
     os.close(go_out)
     os.close(report_in)
-    return ChildWriting(paths, parts, pid, go_in, payload, report_out, errors, (here, write_here))
+    return ChildWriting(paths, parts, pid, go_in, payload, report_out, errors)

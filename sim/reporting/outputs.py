@@ -672,21 +672,18 @@ def output_frames(result: ReplayResult, machine=None, bsld_floor_s: float = BSLD
 
 
 def start_jobs_files(out_dir: str | Path, bsld_floor_s: float = BSLD_FLOOR_S) -> FileInWriting | None:
-    """jobs.parquet in a child process (:mod:`~greenslurm.sim.reporting.child_file`) forked now, and
-    jobs.csv in this process beside it: the child readies pyarrow's writer meanwhile
-    (:func:`ready_parquet_writer`), and writes jobs.parquet from the jobs :func:`write_outputs` sends
-    it (:func:`write_jobs_parquet`) while this process goes on (the report, power.csv, the summary)
-    and then writes jobs.csv (:func:`write_jobs_csv`, when :func:`write_outputs` waits), so that the
-    two files take about the same time on two processors; both are renamed into place together, or
-    neither is left.  ``out_dir`` is created when the jobs are sent.  None where the child cannot be
-    (``GREENSLURM_OUT_PROCESS=off``, no ``os.fork``, another thread running): :func:`write_outputs`
-    then writes both here in one pass (:func:`write_jobs_files`)."""
+    """jobs.csv and jobs.parquet in a child process (:mod:`~greenslurm.sim.reporting.child_file`)
+    forked now: it readies pyarrow's writer meanwhile (:func:`ready_parquet_writer`), and writes the
+    jobs :func:`write_outputs` sends it (:func:`write_jobs_files`) while this process goes on (the
+    report, power.csv, the summary); ``out_dir`` is created when they are sent.  None where the child
+    cannot be (``GREENSLURM_OUT_PROCESS=off``, no ``os.fork``, another thread running):
+    :func:`write_outputs` then writes them here."""
     if not child_possible():
         return None
     out = Path(out_dir)
-    return start_child((out / JOBS_PARQUET,), lambda parts, jobs: write_jobs_parquet(jobs, *parts, None, bsld_floor_s),
-                       prepare=ready_parquet_writer, errors=(ValueTooLarge,), here=(out / JOBS_CSV,),
-                       write_here=lambda parts, jobs: write_jobs_csv(jobs, *parts, None, bsld_floor_s))
+    return start_child((out / JOBS_CSV, out / JOBS_PARQUET),
+                       lambda parts, jobs: write_jobs_files(jobs, *parts, None, bsld_floor_s),
+                       prepare=ready_parquet_writer, errors=(ValueTooLarge,))
 
 
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
