@@ -115,11 +115,12 @@ def timeline(trace: str) -> str:
         mark("written")
 
     def send_marked(self, payload) -> None:
-        here.setdefault("send", time.monotonic())    # the first send (the command's; the later one does nothing)
+        if "send" not in here:                       # the first send (the command's; the later one does nothing)
+            here["send"], here["send cpu"] = time.monotonic(), time.process_time()
         send(self, payload)
 
     def wait_marked(self) -> None:
-        here["wait"] = time.monotonic()
+        here["wait"], here["wait cpu"] = time.monotonic(), time.process_time()
         wait(self)
         here["done"] = time.monotonic()
 
@@ -140,7 +141,7 @@ def timeline(trace: str) -> str:
     return (f"child ready {ms(child['ready'][0], here['send']):.0f} ms before the hand-over; the hand-over reached "
             f"it in {ms(here['send'], child['handed'][0]):.0f} ms; it wrote for {ms(child['handed'][0], child['written'][0]):.0f} ms "
             f"({ms(child['handed'][1], child['written'][1]):.0f} ms CPU); the command's own work "
-            f"{ms(here['send'], here['wait']):.0f} ms, then it waited {ms(here['wait'], here['done']):.0f} ms, "
+            f"{ms(here['send'], here['wait']):.0f} ms ({ms(here['send cpu'], here['wait cpu']):.0f} ms CPU), then it waited {ms(here['wait'], here['done']):.0f} ms, "
             f"{ms(max(child['written'][0], here['wait']), here['done']):.0f} ms of it after the child's writing ended")
 
 

@@ -134,6 +134,21 @@ def test_csv_chunks_are_the_csv_modules_rows(data, n):
             assert cells.csv_rows([outputs.csv_cells(column) for column in arrays]) == expected, core
 
 
+def test_a_float_equal_to_the_last_one_made_is_its_text(core):
+    # the compiled rows copy the text of a float equal bit for bit to the last one made that was not
+    # whole (a job's bounded slowdown is its slowdown when it ran 10 s or more): within a row and
+    # across rows, past whole numbers and NaN between them, and not for a value of other bits
+    # (-0.1 is not 0.1; 0.30000000000000004 is not 0.3)
+    columns = [np.array([0.1, 1 / 3, -0.1, 0.3]), np.array([0.1, 1 / 3, 0.1, 0.1 + 0.2]),
+               np.array([7.0, math.nan, 2.5, 0.3]), np.array([0.1, 0.1, 2.5, 0.3])]
+    assert bytes(outputs.csv_chunk(columns)) == (b"0.1,0.1,7.0,0.1\n"
+                                                 b"0.3333333333333333,0.3333333333333333,,0.1\n"
+                                                 b"-0.1,0.1,2.5,2.5\n"
+                                                 b"0.3,0.30000000000000004,0.3,0.3\n")
+    assert cells.strings(cells.float_cells(np.array([0.1, 0.1, -0.1, 5.0, -0.1]))) == ["0.1", "0.1", "-0.1", "5.0",
+                                                                                     "-0.1"]
+
+
 def test_cells_that_disagree_with_their_sizes_are_refused(core):
     # 3 bytes said, 2 given: the compiled library would read past the bytes
     bad = (np.frombuffer(b"ab", np.uint8), np.array([1, 2]))

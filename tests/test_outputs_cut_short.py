@@ -5,6 +5,7 @@ together) are gone; the files left are whole (the same bytes as without the limi
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 ARGS = ["replay", "--limit", "3000", "--no-progress", "--out"]
 
 
-def run_limited(argv: list[str], max_file_bytes: int | None, cwd) -> subprocess.CompletedProcess:
+def run_limited(argv: list[str], max_file_bytes: int | None, cwd, process: str = "auto") -> subprocess.CompletedProcess:
     """``greenslurm argv`` (or ``python -c code``: ``["-c", code]``) in a child process whose files cannot grow past ``max_file_bytes`` (a write
     past it fails with EFBIG, "File too large"; the signal that would kill the process is ignored)."""
     def limit() -> None:
@@ -24,7 +25,7 @@ def run_limited(argv: list[str], max_file_bytes: int | None, cwd) -> subprocess.
             resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
     command = argv if argv[0] == "-c" else ["-m", "greenslurm", *argv]
     return subprocess.run([sys.executable, *command], cwd=cwd, preexec_fn=limit,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env={**os.environ, "GREENSLURM_OUT_PROCESS": process})
 
 
 @pytest.fixture(scope="module")
@@ -38,19 +39,21 @@ def unhindered(shared_data, tmp_path_factory):
 
 
 @pytest.mark.parametrize("where", ["last byte", "row end", "page"])
-def test_a_file_cut_short_is_not_left_behind(where, unhindered, tmp_path):
+@pytest.mark.parametrize("process", ["child", "off"])
+def test_a_file_cut_short_is_not_left_behind(where, process, unhindered, tmp_path):
+    # the jobs files written in one pass by the command's child process (child) or by the command (off)
     trace, whole = unhindered
     # jobs.csv, the largest file, is cut: before its last byte, just after the line end of its 1000th
     # row (a cut file that reads as a whole one), or at 64 KiB
     rows = whole["jobs.csv"]
     limit = {"last byte": len(rows) - 1, "row end": [i for i, c in enumerate(rows) if c == 10][1000] + 1,
              "page": 65536}[where]
-    done = run_limited([ARGS[0], trace, *ARGS[1:], str(tmp_path / "out")], limit, tmp_path)
+    done = run_limited([ARGS[0], trace, *ARGS[1:], str(tmp_path / "out")], limit, tmp_path, process)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"greenslurm: error: {tmp_path / 'out'}: cannot write results: File too large"
     left = {path.name: path.read_bytes() for path in (tmp_path / "out").iterdir()}
     assert "jobs.csv" not in left and "jobs.parquet" not in left and "schema.json" not in left
-    assert left == {name: whole[name] for name in left}                 # whole files only
+    assert left == {name: whole[name] for name in left}                 # whole files only (no part file)
 
 
 def test_a_parquet_file_cut_short_is_not_left_behind(tmp_path):

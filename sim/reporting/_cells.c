@@ -216,8 +216,9 @@ static int64_t put_exact_fixed(double x, char *out) {
 }
 
 /* repr(x) at out (see cells_floats), returns its length, or -1 / -2 as cells_floats.  ``last`` keeps
- * the last text made by CPython and the double's bits: a value equal to it bit for bit (a row's
- * slowdown and bounded slowdown often are) is copied, not made again. */
+ * the last text made for a number that is not whole (by put_exact_fixed or by CPython) and the
+ * double's bits: a value equal to it bit for bit (a row's slowdown and bounded slowdown, for every
+ * job that ran 10 s or more) is copied, not made again. */
 typedef struct { uint64_t bits; int64_t size; char text[FLOAT_CELL_BYTES]; } last_float;
 
 static int64_t put_float(double x, char *out, last_float *last) {
@@ -237,8 +238,12 @@ static int64_t put_float(double x, char *out, last_float *last) {
         return last->size;
     }
     int64_t exact = put_exact_fixed(x, out);
-    if (exact > 0)
+    if (exact > 0) {
+        memcpy(last->text, out, (size_t)exact);     /* a repr: at most 24 bytes, within FLOAT_CELL_BYTES */
+        last->bits = bits;
+        last->size = exact;
         return exact;
+    }
     char *text = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (text == NULL)
         return -1;

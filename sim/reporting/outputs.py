@@ -161,7 +161,7 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
     out: dict[str, Any] = {}
     node_names = node_names or NodeNames(jobs)
     if _TIMED.intersection(names):                  # (jobs.parquet asks for one column at a time)
-        submit, start, end = jobs.submit_s[rows], jobs.start_s[rows], jobs.end_s[rows]
+        submit, start, end = jobs.submit_s.take(rows), jobs.start_s.take(rows), jobs.end_s.take(rows)
         wait, run = start - submit, end - start
     for name in names:
         if name == "wait_s":
@@ -174,17 +174,17 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
         elif name == "bounded_slowdown":
             column = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
         elif name == "deadline_missed":
-            column = jobs.end_s[rows] > jobs.deadline_s[rows] + 1e-9        # False without a deadline (NaN compares False)
+            column = jobs.end_s.take(rows) > jobs.deadline_s.take(rows) + 1e-9  # False without a deadline (NaN compares False)
         elif name == "node_indices":
             column = node_names.cells(rows)
         elif name in ("job_id", "user", "partition"):
             column = node_names.texts(name, rows)
         elif name == "nodes":
-            column = np.asarray(jobs.nodes[rows], dtype=np.int64)
+            column = np.asarray(jobs.nodes.take(rows), dtype=np.int64)
         elif name == "killed_at_limit":
-            column = np.asarray(jobs.killed_at_limit[rows], dtype=bool)
+            column = np.asarray(jobs.killed_at_limit.take(rows), dtype=bool)
         else:
-            column = np.asarray(getattr(jobs, name)[rows], dtype=np.float64)
+            column = np.asarray(getattr(jobs, name).take(rows), dtype=np.float64)
         out[name] = column
     return out
 
@@ -231,7 +231,7 @@ class NodeNames:
 
     def _cells(self, rows: np.ndarray):
         offsets = self.jobs.node_offsets
-        counts = offsets[1:][rows] - offsets[:-1][rows]
+        counts = offsets[1:].take(rows) - offsets[:-1].take(rows)
         library = compiled()
         if library is not None:
             return self._compiled_cells(library, rows, int(counts.sum()))
@@ -278,13 +278,14 @@ class NodeNames:
         """
         values = getattr(self.jobs, name)
         if values.dtype == np.int64:
-            return digits(values[rows])
+            return digits(values.take(rows))
         if name not in self.whole:
             self.whole[name] = _plain_cells(values.tolist())
         if self.whole[name] is None:
             return values[rows].tolist()
         data, sizes, starts = self.whole[name]
-        return data[spans(starts[rows], sizes[rows])], sizes[rows]
+        chosen = sizes.take(rows)
+        return data.take(spans(starts.take(rows), chosen)), chosen
 
 
 def _plain_cells(values: list) -> tuple | None:
