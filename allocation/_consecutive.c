@@ -12,20 +12,28 @@
 
 #define WHOLE_LIMIT 1099511627776.0 /* 2^40 */
 
+/* whether value is a whole number below 2^40 in magnitude (not nan, not infinite): below the limit the
+ * conversion to int64_t is defined and exact, and gives value back only when value is whole (as
+ * value == floor(value), which without SSE4.1 is a longer sequence on every node of every call) */
+static int whole_below_limit(double value)
+{
+    return fabs(value) < WHOLE_LIMIT && value == (double)(int64_t)value;
+}
+
 /* nodes_out / cpus_out (room for n): the chosen nodes in node order and the CPUs each gives.
  * Returns how many nodes (> 0), 0 when the nodes in the map hold too few CPUs (the reference's None),
  * -1 when a count is not whole (the caller runs the reference), -2 when memory runs out. */
 int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, double cpus,
                      int64_t *nodes_out, double *cpus_out)
 {
-    if (!(cpus == floor(cpus)) || !(cpus > 0) || !(cpus < WHOLE_LIMIT))
+    if (!(cpus > 0) || !whole_below_limit(cpus))
         return -1;      /* (no CPUs asked: the reference's answer, an empty layout) */
     double total = 0.0;
     int64_t runs = 0;
     for (int64_t i = 0; i < n; i++) {
         if (in_map[i] && free_cpus[i] >= 1) {
             double f = free_cpus[i];
-            if (!(f == floor(f)) || !(f < WHOLE_LIMIT))
+            if (!whole_below_limit(f))         /* (f >= 1 here) */
                 return -1;
             total += f;
             if (i == 0 || !(in_map[i - 1] && free_cpus[i - 1] >= 1))

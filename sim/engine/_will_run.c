@@ -13,7 +13,7 @@
 
 static int whole(double value)
 {
-    return value == floor(value) && fabs(value) < WHOLE_LIMIT;
+    return whole_below_limit(value);
 }
 
 /* free_cpus (n): the CPUs free now per node, -inf where none may be allocated; usable_bits ((n + 7) / 8
@@ -40,7 +40,14 @@ int64_t will_run_spread(const double *free_cpus, const uint8_t *usable_bits, int
 {
     if (!whole(cpus) || !(cpus > 0))
         return -1;
-    for (int64_t i = 0; i < n; i++)
+    /* node i is bit i % 8 of byte i / 8: whole bytes eight nodes at a time, then the last ones */
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint8_t byte = usable_bits[i >> 3];
+        for (int bit = 0; bit < 8; bit++)
+            usable[i + bit] = (byte >> bit) & 1;
+    }
+    for (; i < n; i++)
         usable[i] = (usable_bits[i >> 3] >> (i & 7)) & 1;
     int64_t count = spread_answer(free_cpus, usable, n, cpus, ends, m, offsets, entry_nodes, entry_cpus, window_s,
                                   try_now, work, in_map, nodes_out, cpus_out, group_last);

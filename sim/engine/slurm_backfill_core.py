@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from greenslurm.clustermodel.native import load_beside, warn_missing_once
-from greenslurm.sim.engine.slurm_node_space import mask_of
 from greenslurm.sim.engine.slurm_waiting import NoLimits
 from greenslurm.sim.engine.slurm_will_run import slurm_clock_s
 from greenslurm.sim.machines.machine import Machine
@@ -69,6 +68,7 @@ class CompiledBackfill:
         self.partitions: dict[str, int] = {}
         self.keys: dict[tuple, int] = {}        # the jobs' will-run keys (SlurmQueue._job_key), numbered
         self.usable_out = np.zeros(self.words, dtype=np.uint64)
+        self._usable_bytes = self.usable_out.view(np.uint8)      # the same words, as mask_of reads an int's
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
         self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
@@ -192,7 +192,7 @@ class CompiledBackfill:
         nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
         held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
         cpus = np.ascontiguousarray(held, dtype=np.float64)
-        clock_end = float(slurm_clock_s(np.array([job.planned_end_s]), s.clock_at_zero_s, s.time_scale)[0])
+        clock_end = float(slurm_clock_s(job.planned_end_s, s.clock_at_zero_s, s.time_scale))
         code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes.ctypes.data,
                                           cpus.ctypes.data, len(nodes), self.queue._free_cpus_now())
         if code == NO_MEMORY:
@@ -237,8 +237,9 @@ class CompiledBackfill:
             code = library.cycle_run(handle, *self._out)
         while code == START:
             waiting = ordered[self.position.value]
-            usable = int.from_bytes(self.usable_out.tobytes(), "little")
-            placed = queue._place_now(waiting.job, mask_of(usable, self.size))
+            # (mask_of of the words as an int: node i is bit i % 8 of little-endian byte i // 8)
+            usable = np.unpackbits(self._usable_bytes, count=self.size, bitorder="little").view(bool)
+            placed = queue._place_now(waiting.job, usable)
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
                 self._started(waiting.job, now_s)

@@ -4,6 +4,7 @@ slurmdbd keeps none)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable, Protocol
@@ -60,8 +61,8 @@ class WaitingOrder:
     >>> jobs = [Waiting(Job(cpus_total=c, job=Job(submit_s=0.0), index=i), "p", 0, 0, 0.0)
     ...         for i, c in enumerate([4.0, 1.0, 8.0, 2.0])]
     >>> order = WaitingOrder(jobs[:3])
-    >>> order.add(jobs[3]); order.remove(jobs[1]); order.indices().tolist(), order.smallest()
-    ([0, 2, 3], [2.0, 2.0, 2.0])
+    >>> order.add(jobs[3]); order.remove(jobs[1]); order.indices().tolist(), order.smallest(), order.least()
+    ([0, 2, 3], [2.0, 2.0, 2.0], 2.0)
     """
 
     def __init__(self, waiting: Iterable[Waiting] = ()) -> None:
@@ -79,6 +80,7 @@ class WaitingOrder:
         self._list: list[Waiting] | None = None
         self._indices: np.ndarray | None = None
         self._smallest: list[float] | None = None
+        self._least: float | None = None
 
     def add(self, waiting: Waiting) -> None:
         self._sorted.add(waiting)
@@ -112,6 +114,13 @@ class WaitingOrder:
             self._smallest = smallest_from(np.array(self._cpu_list, dtype=np.float64))
         return self._smallest
 
+    def least(self) -> float:
+        """``smallest()[0]`` (inf with no job) without the rest of the list: the fewest CPUs any waiting job
+        asks (kept until the order changes)."""
+        if self._least is None:
+            self._least = self._smallest[0] if self._smallest else float(min(self._cpu_list, default=math.inf))
+        return self._least
+
     def check(self, waiting: Iterable[Waiting]) -> None:
         """The kept order and arrays equal a fresh sort of ``waiting``."""
         fresh = sorted(waiting, key=_ORDER_KEY)
@@ -120,6 +129,7 @@ class WaitingOrder:
         assert self._indices is None or self._indices.tolist() == self._index_list
         assert self._cpu_list == [w.job.cpus_total for w in fresh]
         assert self._smallest is None or self._smallest == smallest_from(np.array(self._cpu_list, dtype=np.float64))
+        assert self._least is None or self._least == min(self._cpu_list, default=math.inf)
 
 
 class JobLimits(Protocol):
