@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define WHOLE_LIMIT 1099511627776.0 /* 2^40 */
 
@@ -42,15 +43,16 @@ int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, 
     }
     if (total < cpus)
         return 0;
-    int64_t *first = malloc(sizeof(int64_t) * (size_t)(runs ? runs : 1));
-    int64_t *last = malloc(sizeof(int64_t) * (size_t)(runs ? runs : 1));
-    double *sum = malloc(sizeof(double) * (size_t)(runs ? runs : 1));
-    uint8_t *taken = calloc((size_t)(runs ? runs : 1), 1);
-    double *given = calloc((size_t)(n ? n : 1), sizeof(double));   /* CPUs given per node, 0: none */
-    if (!first || !last || !sum || !taken || !given) {
-        free(first); free(last); free(sum); free(taken); free(given);
+    /* one block: first, last and sum per set, given per node (CPUs given, 0: none; zeroed on a set's
+     * nodes when the set is taken: it is read nowhere else), taken per set */
+    size_t sets = (size_t)(runs ? runs : 1), nodes = (size_t)(n ? n : 1);
+    char *block = malloc(sets * (2 * sizeof(int64_t) + sizeof(double) + 1) + nodes * sizeof(double));
+    if (!block)
         return -2;
-    }
+    int64_t *first = (int64_t *)block, *last = first + sets;
+    double *sum = (double *)(last + sets), *given = sum + sets;
+    uint8_t *taken = (uint8_t *)(given + nodes);
+    memset(taken, 0, sets);
     /* the sets: runs of consecutive nodes in the map with a free CPU */
     int64_t k = -1;
     for (int64_t i = 0; i < n; i++) {
@@ -79,6 +81,8 @@ int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, 
                     best = s;
         taken[best] = 1;
         untaken--;
+        for (int64_t i = first[best]; i <= last[best]; i++)
+            given[i] = 0.0;
         /* best fit single node: the fewest free CPUs that hold what is left, the first on ties */
         int64_t node = -1;
         for (int64_t i = first[best]; i <= last[best]; i++)
@@ -106,13 +110,14 @@ int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, 
         left -= gave;
     }
     int64_t count = 0;
-    if (!(left > 1e-9))
-        for (int64_t i = 0; i < n; i++)
-            if (given[i] > 0) {
-                nodes_out[count] = i;
-                cpus_out[count] = given[i];
-                count++;
-            }
-    free(first); free(last); free(sum); free(taken); free(given);
+    if (!(left > 1e-9))         /* the nodes given CPUs, in node order: the taken sets in order */
+        for (int64_t set = 0; set < runs; set++)
+            for (int64_t i = first[set]; taken[set] && i <= last[set]; i++)
+                if (given[i] > 0) {
+                    nodes_out[count] = i;
+                    cpus_out[count] = given[i];
+                    count++;
+                }
+    free(block);
     return count;
 }
