@@ -79,9 +79,10 @@ static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int
             spread_now += f;
     }
     *group_last = -1;
+    /* spread_whole takes the nodes of its map with a free CPU: every node in the map, the nodes with a CPU
+     * free in work (in this view and in each state after a group) */
+    memset(in_map, 1, (size_t)n);
     if (try_now && spread_now >= cpus) {
-        for (int64_t i = 0; i < n; i++)
-            in_map[i] = work[i] >= 1;
         int64_t count = spread_whole(work, in_map, n, cpus, nodes_out, cpus_out);
         if (count != 0)
             return count;
@@ -147,8 +148,6 @@ static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int
             for (int64_t e = offsets[added]; e < offsets[added + 1]; e++)
                 if (usable[entry_nodes[e]])
                     work[entry_nodes[e]] += entry_cpus[e];
-        for (int64_t k = 0; k < n; k++)
-            in_map[k] = work[k] >= 1;
         int64_t count = spread_whole(work, in_map, n, cpus, nodes_out, cpus_out);
         if (count != 0) {
             if (count > 0)
