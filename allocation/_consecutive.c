@@ -29,44 +29,44 @@ int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, 
 {
     if (!(cpus > 0) || !whole_below_limit(cpus))
         return -1;      /* (no CPUs asked: the reference's answer, an empty layout) */
-    double total = 0.0;
-    int64_t runs = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (in_map[i] && free_cpus[i] >= 1) {
-            double f = free_cpus[i];
-            if (!whole_below_limit(f))         /* (f >= 1 here) */
-                return -1;
-            total += f;
-            if (i == 0 || !(in_map[i - 1] && free_cpus[i - 1] >= 1))
-                runs++;
-        }
-    }
-    if (total < cpus)
-        return 0;
-    /* one block: first, last and sum per set, given per node (CPUs given, 0: none; zeroed on a set's
-     * nodes when the set is taken: it is read nowhere else), taken per set */
-    size_t sets = (size_t)(runs ? runs : 1), nodes = (size_t)(n ? n : 1);
+    /* one block: first, last and sum per set (at most n / 2 + 1 sets: a set ends before a node out of the
+     * map), given per node (CPUs given, 0: none; zeroed on a set's nodes when the set is taken: it is read
+     * nowhere else), taken per set */
+    size_t sets = (size_t)(n / 2 + 1), nodes = (size_t)(n ? n : 1);
     char *block = malloc(sets * (2 * sizeof(int64_t) + sizeof(double) + 1) + nodes * sizeof(double));
     if (!block)
         return -2;
     int64_t *first = (int64_t *)block, *last = first + sets;
     double *sum = (double *)(last + sets), *given = sum + sets;
     uint8_t *taken = (uint8_t *)(given + nodes);
-    memset(taken, 0, sets);
-    /* the sets: runs of consecutive nodes in the map with a free CPU */
-    int64_t k = -1;
+    /* the sets: runs of consecutive nodes in the map with a free CPU (one pass: their CPUs, and all) */
+    double total = 0.0;
+    int64_t runs = 0;
+    int before = 0;             /* whether the node before is in a set */
     for (int64_t i = 0; i < n; i++) {
         int in = in_map[i] && free_cpus[i] >= 1;
-        if (!in)
-            continue;
-        if (i == 0 || !(in_map[i - 1] && free_cpus[i - 1] >= 1)) {
-            k++;
-            first[k] = i;
-            sum[k] = 0.0;
+        if (in) {
+            double f = free_cpus[i];
+            if (!whole_below_limit(f)) {         /* (f >= 1 here) */
+                free(block);
+                return -1;
+            }
+            total += f;
+            if (!before) {
+                first[runs] = i;
+                sum[runs] = 0.0;
+                runs++;
+            }
+            last[runs - 1] = i;
+            sum[runs - 1] += f;
         }
-        last[k] = i;
-        sum[k] += free_cpus[i];
+        before = in;
     }
+    if (total < cpus) {
+        free(block);
+        return 0;
+    }
+    memset(taken, 0, (size_t)runs);
     double left = cpus;
     int64_t untaken = runs;
     while (untaken && left > 0) {
