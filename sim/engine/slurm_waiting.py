@@ -74,19 +74,21 @@ class WaitingOrder:
         # (lists: an insertion or deletion is a short memmove; the arrays are made from them when asked)
         self._index_list = [w.job.index for w in self._sorted]
         self._cpu_list = [w.job.cpus_total for w in self._sorted]
+        self._least: float | None = None
         self._changed()
 
     def _changed(self) -> None:
         self._list: list[Waiting] | None = None
         self._indices: np.ndarray | None = None
         self._smallest: list[float] | None = None
-        self._least: float | None = None
 
     def add(self, waiting: Waiting) -> None:
         self._sorted.add(waiting)
         position = self._sorted.index(waiting)
         self._index_list.insert(position, waiting.job.index)
         self._cpu_list.insert(position, waiting.job.cpus_total)
+        if self._least is not None:             # (the least kept across additions; a removal of it forgets it)
+            self._least = min(self._least, float(waiting.job.cpus_total))
         self._changed()
 
     def remove(self, waiting: Waiting) -> None:
@@ -94,6 +96,8 @@ class WaitingOrder:
         del self._sorted[position]
         del self._index_list[position]
         del self._cpu_list[position]
+        if self._least is not None and float(waiting.job.cpus_total) <= self._least:
+            self._least = None
         self._changed()
 
     def jobs(self) -> list[Waiting]:
@@ -116,9 +120,9 @@ class WaitingOrder:
 
     def least(self) -> float:
         """``smallest()[0]`` (inf with no job) without the rest of the list: the fewest CPUs any waiting job
-        asks (kept until the order changes)."""
+        asks (kept while jobs are added, and removed other than one asking that least)."""
         if self._least is None:
-            self._least = self._smallest[0] if self._smallest else float(min(self._cpu_list, default=math.inf))
+            self._least = float(min(self._cpu_list, default=math.inf))
         return self._least
 
     def check(self, waiting: Iterable[Waiting]) -> None:
