@@ -72,6 +72,8 @@ class CompiledBackfill:
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
         self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
+        self._counts_address = self.counts.ctypes.data
+        self._order_address: tuple = (None, 0)         # the queue's order array last given, and its address
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
         if not self.handle:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
@@ -208,6 +210,13 @@ class CompiledBackfill:
         self._synced = self.queue._will_run_stamp()     # and is the machine's now
         self._running.add(job.index)
 
+    def _address_of(self, order: np.ndarray) -> int:
+        """The address of the queue's order array (kept while the queue keeps the same array: a
+        ``.ctypes`` object is made per look)."""
+        if self._order_address[0] is not order:
+            self._order_address = (order, order.ctypes.data)
+        return self._order_address[1]
+
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
         reference (nothing done)."""
@@ -224,7 +233,7 @@ class CompiledBackfill:
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
         library, handle = self.library, self.handle
         arguments = (handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s,
-                     order.ctypes.data, len(order), s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part,
+                     self._address_of(order), len(order), s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part,
                      s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
         code = library.cycle_begin(*arguments, *self._tables())
         if code == UNSEEN:
@@ -249,7 +258,7 @@ class CompiledBackfill:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         if code == NOT_WHOLE:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a count not whole after its checks")
-        library.cycle_counts(handle, self.counts.ctypes.data)
+        library.cycle_counts(handle, self._counts_address)
         queue.cycles_stopped_early += int(self.counts[2])
         queue.nevers_without_view += int(self.counts[3])
         self.cycles += 1
