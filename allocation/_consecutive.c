@@ -9,8 +9,17 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define WHOLE_LIMIT 1099511627776.0 /* 2^40 */
+
+/* whether value is a whole number below 2^40 in magnitude (not nan, not infinite): below the limit the
+ * conversion to int64_t is defined and exact, and gives value back only when value is whole (as
+ * value == floor(value), which without SSE4.1 is a longer sequence on every node of every call) */
+static int whole_below_limit(double value)
+{
+    return fabs(value) < WHOLE_LIMIT && value == (double)(int64_t)value;
+}
 
 /* nodes_out / cpus_out (room for n): the chosen nodes in node order and the CPUs each gives.
  * Returns how many nodes (> 0), 0 when the nodes in the map hold too few CPUs (the reference's None),
@@ -18,45 +27,46 @@
 int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, double cpus,
                      int64_t *nodes_out, double *cpus_out)
 {
-    if (!(cpus == floor(cpus)) || !(cpus > 0) || !(cpus < WHOLE_LIMIT))
+    if (!(cpus > 0) || !whole_below_limit(cpus))
         return -1;      /* (no CPUs asked: the reference's answer, an empty layout) */
+    /* one block: first, last and sum per set (at most n / 2 + 1 sets: a set ends before a node out of the
+     * map), given per node (CPUs given, 0: none; zeroed on a set's nodes when the set is taken: it is read
+     * nowhere else), taken per set */
+    size_t sets = (size_t)(n / 2 + 1), nodes = (size_t)(n ? n : 1);
+    char *block = malloc(sets * (2 * sizeof(int64_t) + sizeof(double) + 1) + nodes * sizeof(double));
+    if (!block)
+        return -2;
+    int64_t *first = (int64_t *)block, *last = first + sets;
+    double *sum = (double *)(last + sets), *given = sum + sets;
+    uint8_t *taken = (uint8_t *)(given + nodes);
+    /* the sets: runs of consecutive nodes in the map with a free CPU (one pass: their CPUs, and all) */
     double total = 0.0;
     int64_t runs = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (in_map[i] && free_cpus[i] >= 1) {
-            double f = free_cpus[i];
-            if (!(f == floor(f)) || !(f < WHOLE_LIMIT))
-                return -1;
-            total += f;
-            if (i == 0 || !(in_map[i - 1] && free_cpus[i - 1] >= 1))
-                runs++;
-        }
-    }
-    if (total < cpus)
-        return 0;
-    int64_t *first = malloc(sizeof(int64_t) * (size_t)(runs ? runs : 1));
-    int64_t *last = malloc(sizeof(int64_t) * (size_t)(runs ? runs : 1));
-    double *sum = malloc(sizeof(double) * (size_t)(runs ? runs : 1));
-    uint8_t *taken = calloc((size_t)(runs ? runs : 1), 1);
-    double *given = calloc((size_t)(n ? n : 1), sizeof(double));   /* CPUs given per node, 0: none */
-    if (!first || !last || !sum || !taken || !given) {
-        free(first); free(last); free(sum); free(taken); free(given);
-        return -2;
-    }
-    /* the sets: runs of consecutive nodes in the map with a free CPU */
-    int64_t k = -1;
+    int before = 0;             /* whether the node before is in a set */
     for (int64_t i = 0; i < n; i++) {
         int in = in_map[i] && free_cpus[i] >= 1;
-        if (!in)
-            continue;
-        if (i == 0 || !(in_map[i - 1] && free_cpus[i - 1] >= 1)) {
-            k++;
-            first[k] = i;
-            sum[k] = 0.0;
+        if (in) {
+            double f = free_cpus[i];
+            if (!whole_below_limit(f)) {         /* (f >= 1 here) */
+                free(block);
+                return -1;
+            }
+            total += f;
+            if (!before) {
+                first[runs] = i;
+                sum[runs] = 0.0;
+                runs++;
+            }
+            last[runs - 1] = i;
+            sum[runs - 1] += f;
         }
-        last[k] = i;
-        sum[k] += free_cpus[i];
+        before = in;
     }
+    if (total < cpus) {
+        free(block);
+        return 0;
+    }
+    memset(taken, 0, (size_t)runs);
     double left = cpus;
     int64_t untaken = runs;
     while (untaken && left > 0) {
@@ -71,6 +81,8 @@ int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, 
                     best = s;
         taken[best] = 1;
         untaken--;
+        for (int64_t i = first[best]; i <= last[best]; i++)
+            given[i] = 0.0;
         /* best fit single node: the fewest free CPUs that hold what is left, the first on ties */
         int64_t node = -1;
         for (int64_t i = first[best]; i <= last[best]; i++)
@@ -98,13 +110,14 @@ int64_t spread_whole(const double *free_cpus, const uint8_t *in_map, int64_t n, 
         left -= gave;
     }
     int64_t count = 0;
-    if (!(left > 1e-9))
-        for (int64_t i = 0; i < n; i++)
-            if (given[i] > 0) {
-                nodes_out[count] = i;
-                cpus_out[count] = given[i];
-                count++;
-            }
-    free(first); free(last); free(sum); free(taken); free(given);
+    if (!(left > 1e-9))         /* the nodes given CPUs, in node order: the taken sets in order */
+        for (int64_t set = 0; set < runs; set++)
+            for (int64_t i = first[set]; taken[set] && i <= last[set]; i++)
+                if (given[i] > 0) {
+                    nodes_out[count] = i;
+                    cpus_out[count] = given[i];
+                    count++;
+                }
+    free(block);
     return count;
 }

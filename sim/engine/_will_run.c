@@ -13,7 +13,7 @@
 
 static int whole(double value)
 {
-    return value == floor(value) && fabs(value) < WHOLE_LIMIT;
+    return whole_below_limit(value);
 }
 
 /* free_cpus (n): the CPUs free now per node, -inf where none may be allocated; usable_bits ((n + 7) / 8
@@ -40,7 +40,14 @@ int64_t will_run_spread(const double *free_cpus, const uint8_t *usable_bits, int
 {
     if (!whole(cpus) || !(cpus > 0))
         return -1;
-    for (int64_t i = 0; i < n; i++)
+    /* node i is bit i % 8 of byte i / 8: whole bytes eight nodes at a time, then the last ones */
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint8_t byte = usable_bits[i >> 3];
+        for (int bit = 0; bit < 8; bit++)
+            usable[i + bit] = (byte >> bit) & 1;
+    }
+    for (; i < n; i++)
         usable[i] = (usable_bits[i >> 3] >> (i & 7)) & 1;
     int64_t count = spread_answer(free_cpus, usable, n, cpus, ends, m, offsets, entry_nodes, entry_cpus, window_s,
                                   try_now, work, in_map, nodes_out, cpus_out, group_last);
@@ -72,9 +79,10 @@ static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int
             spread_now += f;
     }
     *group_last = -1;
+    /* spread_whole takes the nodes of its map with a free CPU: every node in the map, the nodes with a CPU
+     * free in work (in this view and in each state after a group) */
+    memset(in_map, 1, (size_t)n);
     if (try_now && spread_now >= cpus) {
-        for (int64_t i = 0; i < n; i++)
-            in_map[i] = work[i] >= 1;
         int64_t count = spread_whole(work, in_map, n, cpus, nodes_out, cpus_out);
         if (count != 0)
             return count;
@@ -140,8 +148,6 @@ static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int
             for (int64_t e = offsets[added]; e < offsets[added + 1]; e++)
                 if (usable[entry_nodes[e]])
                     work[entry_nodes[e]] += entry_cpus[e];
-        for (int64_t k = 0; k < n; k++)
-            in_map[k] = work[k] >= 1;
         int64_t count = spread_whole(work, in_map, n, cpus, nodes_out, cpus_out);
         if (count != 0) {
             if (count > 0)

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from greenslurm.clustermodel.native import load_beside, warn_missing_once
-from greenslurm.sim.engine.slurm_node_space import mask_of
 from greenslurm.sim.engine.slurm_waiting import NoLimits
 from greenslurm.sim.engine.slurm_will_run import slurm_clock_s
 from greenslurm.sim.machines.machine import Machine
@@ -69,9 +68,12 @@ class CompiledBackfill:
         self.partitions: dict[str, int] = {}
         self.keys: dict[tuple, int] = {}        # the jobs' will-run keys (SlurmQueue._job_key), numbered
         self.usable_out = np.zeros(self.words, dtype=np.uint64)
+        self._usable_bytes = self.usable_out.view(np.uint8)      # the same words, as mask_of reads an int's
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
         self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
+        self._counts_address = self.counts.ctypes.data
+        self._order_address: tuple = (None, 0)         # the queue's order array last given, and its address
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
         if not self.handle:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
@@ -192,7 +194,7 @@ class CompiledBackfill:
         nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
         held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
         cpus = np.ascontiguousarray(held, dtype=np.float64)
-        clock_end = float(slurm_clock_s(np.array([job.planned_end_s]), s.clock_at_zero_s, s.time_scale)[0])
+        clock_end = float(slurm_clock_s(job.planned_end_s, s.clock_at_zero_s, s.time_scale))
         code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes.ctypes.data,
                                           cpus.ctypes.data, len(nodes), self.queue._free_cpus_now())
         if code == NO_MEMORY:
@@ -207,6 +209,13 @@ class CompiledBackfill:
         self._state = None                      # the core's state is past the queue's compiled will-run test
         self._synced = self.queue._will_run_stamp()     # and is the machine's now
         self._running.add(job.index)
+
+    def _address_of(self, order: np.ndarray) -> int:
+        """The address of the queue's order array (kept while the queue keeps the same array: a
+        ``.ctypes`` object is made per look)."""
+        if self._order_address[0] is not order:
+            self._order_address = (order, order.ctypes.data)
+        return self._order_address[1]
 
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
@@ -224,7 +233,7 @@ class CompiledBackfill:
         window_end = math.floor((now_s + s.bf_window_s) / resolution) * resolution
         library, handle = self.library, self.handle
         arguments = (handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s,
-                     order.ctypes.data, len(order), s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part,
+                     self._address_of(order), len(order), s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part,
                      s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
         code = library.cycle_begin(*arguments, *self._tables())
         if code == UNSEEN:
@@ -237,8 +246,9 @@ class CompiledBackfill:
             code = library.cycle_run(handle, *self._out)
         while code == START:
             waiting = ordered[self.position.value]
-            usable = int.from_bytes(self.usable_out.tobytes(), "little")
-            placed = queue._place_now(waiting.job, mask_of(usable, self.size))
+            # (mask_of of the words as an int: node i is bit i % 8 of little-endian byte i // 8)
+            usable = np.unpackbits(self._usable_bytes, count=self.size, bitorder="little").view(bool)
+            placed = queue._place_now(waiting.job, usable)
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
                 self._started(waiting.job, now_s)
@@ -248,7 +258,7 @@ class CompiledBackfill:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         if code == NOT_WHOLE:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a count not whole after its checks")
-        library.cycle_counts(handle, self.counts.ctypes.data)
+        library.cycle_counts(handle, self._counts_address)
         queue.cycles_stopped_early += int(self.counts[2])
         queue.nevers_without_view += int(self.counts[3])
         self.cycles += 1

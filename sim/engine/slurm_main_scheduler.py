@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from greenslurm.sim.engine.slurm_waiting import smallest_from
 from greenslurm.sim.machines.machine import PendingJob
 
 MAIN = "main"
@@ -41,9 +42,13 @@ class MainScheduler:
         tested = 0
         self._main_limited = False
         ordered = self._ordered()
-        smallest = self._order.smallest()
+        # the fewest CPUs any job from a position on asks (smallest_from of this pass's order): most
+        # passes stop at the first job, which needs only the least of all
+        least, smallest = self._order.least(), None
         for position, waiting in enumerate(ordered):
-            if self._free_cpus_now() < smallest[position] - 1e-9:
+            if position == 1 and smallest is None:
+                smallest = smallest_from(np.array([w.job.cpus_total for w in ordered], dtype=np.float64))
+            if self._free_cpus_now() < (smallest[position] if position else least) - 1e-9:
                 break
             if not full and tested > depth:
                 self._main_limited = True

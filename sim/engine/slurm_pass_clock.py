@@ -67,6 +67,10 @@ class PassClock:
         # came and went from 29.2 on)
         self.last_backfill = -math.inf if self.backfill_loop is None else self.backfill_loop.start_s
         self.backfill_change_s: float | None = None          # first change since it (None: none)
+        self._request_key: tuple | None = None                # request_due's and backfill_due's last answers,
+        self._request_due = math.inf                          # with the clocks they read
+        self._backfill_key: tuple | None = None
+        self._backfill_due = math.inf
 
     def request(self, now_s: float) -> None:
         """A submission or an end queues a request for the main scheduler (``queue_job_scheduler``);
@@ -104,7 +108,13 @@ class PassClock:
         requested = self.requested_s
         if requested is None:
             return math.inf
-        return self.background_at_or_after(max(requested, self.last_background + self.settings.batch_sched_delay_s))
+        # (asked several times per event with the same clocks: the last answer is kept with what it read)
+        key = (requested, self.last_background, self.origin)
+        if key != self._request_key:
+            self._request_key = key
+            self._request_due = self.background_at_or_after(
+                max(requested, self.last_background + self.settings.batch_sched_delay_s))
+        return self._request_due
 
     def background_at_or_after(self, when_s: float) -> float:
         """The background thread's first pass at or after ``when_s``: on its own loop where slurmctld's
@@ -170,6 +180,15 @@ class PassClock:
         partition changed since (``_more_work``); inf while nothing changed."""
         if self.backfill_change_s is None:
             return math.inf
+        key = (self.backfill_change_s, self.last_backfill, self.origin)     # (kept as request_due's)
+        if key != self._backfill_key:
+            self._backfill_key = key
+            self._backfill_due = self._backfill_due_from()
+        return self._backfill_due
+
+    def _backfill_due_from(self) -> float:
+        """:meth:`backfill_due` computed: the first look at or after ``bf_interval`` past the last cycle
+        and the first change since it."""
         earliest = max(self.last_backfill + self.settings.bf_interval_s, self.backfill_change_s)
         if self.backfill_loop is not None:
             looks = self.settings.backfill_looks_s

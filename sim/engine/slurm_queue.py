@@ -437,7 +437,7 @@ class SlurmQueue(MainScheduler):
     def _no_job_can_start(self) -> bool:
         """Whether the backfill cycle's loop (and the compiled cycle's) would stop before its first job: fewer
         CPUs free than any waiting job asks (with power saving the plans matter: never)."""
-        return self._power is None and self._free_cpus_now() < self._order.smallest()[0] - 1e-9
+        return self._power is None and self._free_cpus_now() < self._order.least() - 1e-9
 
     def _backfill_cycle(self, now_s: float) -> None:
         if self._no_job_can_start() or (self._compiled_backfill and self._compiled_backfill.run(now_s, BACKFILL)):

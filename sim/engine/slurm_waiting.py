@@ -4,6 +4,7 @@ slurmdbd keeps none)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable, Protocol
@@ -60,8 +61,8 @@ class WaitingOrder:
     >>> jobs = [Waiting(Job(cpus_total=c, job=Job(submit_s=0.0), index=i), "p", 0, 0, 0.0)
     ...         for i, c in enumerate([4.0, 1.0, 8.0, 2.0])]
     >>> order = WaitingOrder(jobs[:3])
-    >>> order.add(jobs[3]); order.remove(jobs[1]); order.indices().tolist(), order.smallest()
-    ([0, 2, 3], [2.0, 2.0, 2.0])
+    >>> order.add(jobs[3]); order.remove(jobs[1]); order.indices().tolist(), order.smallest(), order.least()
+    ([0, 2, 3], [2.0, 2.0, 2.0], 2.0)
     """
 
     def __init__(self, waiting: Iterable[Waiting] = ()) -> None:
@@ -73,6 +74,7 @@ class WaitingOrder:
         # (lists: an insertion or deletion is a short memmove; the arrays are made from them when asked)
         self._index_list = [w.job.index for w in self._sorted]
         self._cpu_list = [w.job.cpus_total for w in self._sorted]
+        self._least: float | None = None
         self._changed()
 
     def _changed(self) -> None:
@@ -85,6 +87,8 @@ class WaitingOrder:
         position = self._sorted.index(waiting)
         self._index_list.insert(position, waiting.job.index)
         self._cpu_list.insert(position, waiting.job.cpus_total)
+        if self._least is not None:             # (the least kept across additions; a removal of it forgets it)
+            self._least = min(self._least, float(waiting.job.cpus_total))
         self._changed()
 
     def remove(self, waiting: Waiting) -> None:
@@ -92,6 +96,8 @@ class WaitingOrder:
         del self._sorted[position]
         del self._index_list[position]
         del self._cpu_list[position]
+        if self._least is not None and float(waiting.job.cpus_total) <= self._least:
+            self._least = None
         self._changed()
 
     def jobs(self) -> list[Waiting]:
@@ -112,6 +118,13 @@ class WaitingOrder:
             self._smallest = smallest_from(np.array(self._cpu_list, dtype=np.float64))
         return self._smallest
 
+    def least(self) -> float:
+        """``smallest()[0]`` (inf with no job) without the rest of the list: the fewest CPUs any waiting job
+        asks (kept while jobs are added, and removed other than one asking that least)."""
+        if self._least is None:
+            self._least = float(min(self._cpu_list, default=math.inf))
+        return self._least
+
     def check(self, waiting: Iterable[Waiting]) -> None:
         """The kept order and arrays equal a fresh sort of ``waiting``."""
         fresh = sorted(waiting, key=_ORDER_KEY)
@@ -120,6 +133,7 @@ class WaitingOrder:
         assert self._indices is None or self._indices.tolist() == self._index_list
         assert self._cpu_list == [w.job.cpus_total for w in fresh]
         assert self._smallest is None or self._smallest == smallest_from(np.array(self._cpu_list, dtype=np.float64))
+        assert self._least is None or self._least == min(self._cpu_list, default=math.inf)
 
 
 class JobLimits(Protocol):
