@@ -169,3 +169,14 @@ static void gap_block_read(gap_index *index, int64_t first) {
     }
     index->block_room[first / GAP_BLOCK] = room; index->block_end[first / GAP_BLOCK] = end;
 }
+
+/* `low` moved past the empty buckets before `last`, their memory given back (holes begin after now,
+ * so a bucket the present has passed stays empty; one that gets a hole again grows anew) */
+static void gap_index_pass_empty(gap_index *index, int64_t last) {
+    while (index->low < last && index->bucket[index->low].n == 0) {
+        hole_bucket *bucket = &index->bucket[index->low];
+        free(bucket->at);
+        bucket->at = NULL; bucket->cap = 0;
+        index->low++;
+    }
+}
