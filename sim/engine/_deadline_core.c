@@ -596,7 +596,7 @@ static double earliest_move(core *c, int64_t j, double now, double bound, double
     gap_index *index = &c->gaps_by_time;
     int64_t last = bucket_of(index, bound);
     if (last >= index->n_buckets) last = index->n_buckets - 1;
-    gap_index_pass_empty(index, last);
+    while (index->low < last && index->bucket[index->low].n == 0) index->low++;
     int64_t read_from = -1;
     for (int64_t b = index->low; b <= last; b++) {
         if (b % GAP_BLOCK == 0) {

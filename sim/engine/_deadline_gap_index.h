@@ -141,6 +141,7 @@ static int gap_remove(gap_index *index, int64_t node, double g0) {
     if (gap_find(index, node, g0, &b, &i) < 0) return -4;
     hole_bucket *bucket = &index->bucket[b];
     bucket->at[i] = bucket->at[--bucket->n];         /* the maxima stay above: bounds */
+    if (bucket->n == 0) { free(bucket->at); bucket->at = NULL; bucket->cap = 0; }   /* grows anew if need be */
     index->holes--;
     return 0;
 }
@@ -170,13 +171,3 @@ static void gap_block_read(gap_index *index, int64_t first) {
     index->block_room[first / GAP_BLOCK] = room; index->block_end[first / GAP_BLOCK] = end;
 }
 
-/* `low` moved past the empty buckets before `last`, their memory given back (holes begin after now,
- * so a bucket the present has passed stays empty; one that gets a hole again grows anew) */
-static void gap_index_pass_empty(gap_index *index, int64_t last) {
-    while (index->low < last && index->bucket[index->low].n == 0) {
-        hole_bucket *bucket = &index->bucket[index->low];
-        free(bucket->at);
-        bucket->at = NULL; bucket->cap = 0;
-        index->low++;
-    }
-}
