@@ -1,7 +1,7 @@
 /* The deadline core's index of free gaps across nodes: every node's holes between two busy spans
  * (not the time before its first span nor after its last: those are one per node, read from the
- * node's plan), filed by where they begin in buckets of a fixed width of time, with each bucket's
- * greatest hole_room and greatest end.  A waiting job's search for an earlier start reads the
+ * node's plan), filed by where they begin in buckets of a fixed width of time, with a bound on each
+ * bucket's greatest hole_room and greatest end.  A waiting job's search for an earlier start reads the
  * buckets up to its bound and passes over every bucket none of whose holes can hold it (too short,
  * or ending by the first possible start), where the scan of every node read each node's spans
  * around the job's window (a binary search and blocks of holes per node, 100 nodes a look).
