@@ -12,7 +12,8 @@ setup(ext_modules=[
     Extension("greenslurm.sim.engine._pool_core", ["sim/engine/_pool_core.c"],
               depends=[*LEDGER, "sim/engine/_conservative_plan.h"], extra_compile_args=FLAGS,
               optional=True),
-    Extension("greenslurm.sim.engine._deadline_core", ["sim/engine/_deadline_core.c"], depends=LEDGER,
+    Extension("greenslurm.sim.engine._deadline_core", ["sim/engine/_deadline_core.c"],
+              depends=[*LEDGER, "sim/engine/_deadline_node_plans.h", "sim/engine/_deadline_gap_index.h"],
               extra_compile_args=FLAGS, optional=True),
     # Slurm's spread node choice (allocation/consecutive.py), the slurm queue's will-run test's inner step
     Extension("greenslurm.allocation._consecutive", ["allocation/_consecutive.c"], extra_compile_args=FLAGS,

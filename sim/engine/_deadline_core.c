@@ -8,8 +8,9 @@
  * the last bit (tests/test_deadline_core.py).  Where the definition looks at
  * every node for a waiting job's earlier start, this file first skips what cannot change the
  * answer (the free counts, the reservations taken out since the job last looked, the gaps ending
- * before the first possible start, the nodes and blocks of holes too short for the job: see
- * freed_before and earliest_move), each argued above its code.
+ * before the first possible start, the buckets of holes and blocks of holes too short for the job:
+ * see freed_before and earliest_move), each argued above its code.  The node plans are in
+ * _deadline_node_plans.h, the index of their holes by time in _deadline_gap_index.h.
  * It is loaded with ctypes (no Python API is used): deadline_run() takes the jobs as arrays and
  * fills arrays the caller allocated.
  */
@@ -19,6 +20,7 @@
 #include <math.h>
 
 #include "_pool_ledger.h"
+#include "_deadline_node_plans.h"
 
 #define BALANCED 0
 #define BESTFIT 1
@@ -28,24 +30,15 @@
 
 typedef struct { double tail; int64_t node; } ranked;        /* a node and its tail */
 typedef struct { double g0, g1; int64_t node; } gap;         /* a node free over [g0, g1) */
-typedef struct { double start, end; } span;                  /* a node busy over [start, end) */
-/* a node's busy spans by start; its holes (hole h: from span h - 1's end to span h's start, h >= 1) in
- * blocks of HOLE_BLOCK by number, block b holding holes [b HOLE_BLOCK, (b + 1) HOLE_BLOCK), with each
- * block's greatest hole_room in room[b] for the blocks before `ready` (changes lower it: see busy_add);
- * kept beside them, read without the spans: the first span's start (INFINITY: none), the last one's end
- * (-INFINITY: none) and, when `most_known`, the greatest hole_room of all holes (-INFINITY: none) */
-typedef struct {
-    span *at;
-    double *room;
-    int64_t n, cap, ready;
-    double first_start, last_end, most;
-    int most_known;
-} span_list;
-#define HOLE_BLOCK 8
 /* a reservation [from, to) taken out of the plan at `now`, and over its nodes the free gaps [g0, g1)
  * holding it then: gap_from the least max(now, g0), gap_to the greatest g1, room the greatest
  * g1 - max(now, g0) (rounded up: any p with max(now, g0) + p <= g1 is at most room) */
 typedef struct { double from, to, gap_from, gap_to, room; } freed;
+/* the log of reservations taken out in blocks of FREED_BLOCK entries by number, block b holding
+ * entries [b FREED_BLOCK, (b + 1) FREED_BLOCK), each summarised as one freed: the least `from` and
+ * `gap_from`, the greatest `to`, `gap_to` and `room` of its entries (freed_before passes over a block
+ * that no entry of could let a job through) */
+#define FREED_BLOCK 16
 
 /* np.round(score, 6): times 10**6, rounded half to even, divided */
 static double rounded(double score) {
@@ -137,9 +130,11 @@ typedef struct {
     /* per node the union of its reservations as disjoint spans, touching ones merged: the node's
      * plan (reservations on a node never overlap: the core stops with -4 if two ever did) */
     span_list *busy;
+    gap_index gaps_by_time;           /* every node's holes between two spans (_deadline_gap_index.h) */
+    unsigned char *own_marks;         /* per node: 1 while a search gives back the job's slot on it */
     /* every reservation taken out of the plan, in order (a job ended, or moved), and per job how
      * many had been when it last found no earlier start (-1: not since it was planned there) */
-    freed *outs_at;
+    freed *outs_at, *outs_blocks;     /* the log, and its blocks' summaries (see FREED_BLOCK) */
     int64_t outs, outs_cap;
     int64_t *checked;
     /* free nodes over the whole pool as a step function from now on: free[k] from times[k] until the
@@ -341,172 +336,29 @@ static int count_may_move(core *c, int64_t j, double bound, double *first) {
     return 0;                   /* a window from a later step starts in or after j's slot: past bound */
 }
 
-/* first index whose span starts after s (bisect_right on the starts) */
-static int64_t span_after(const span_list *list, double s) {
-    int64_t lo = 0, hi = list->n;
-    while (lo < hi) { int64_t mid = (lo + hi) / 2; if (list->at[mid].start <= s) lo = mid + 1; else hi = mid; }
-    return lo;
-}
-
-/* room for one more span in the list; -1: no memory */
-static int spans_room(span_list *list) {
-    if (list->n < list->cap) return 0;
-    int64_t cap = list->cap ? 2 * list->cap : 4;
-    span *grown = grown_array(list->at, cap, sizeof(span));
-    if (!grown) return -1;
-    list->at = grown;
-    double *room = grown_array(list->room, cap / HOLE_BLOCK + 1, sizeof(double));
-    if (!room) return -1;
-    list->room = room; list->cap = cap;
-    return 0;
-}
-
-/* an upper bound on the p with g0 + p <= g1 as rounded (g0 <= g1; g0 may be raised by the caller: the
- * bound only falls).  max(now, g0) + p <= g1 rounded: p <= g1 - g0 + half a step at g1; their
- * difference is rounded by half a step at the larger magnitude: 1e-15 of it covers both, and 1e-300
- * the absolute error of results too small for a normal double.
- * A hole from 100 s to 160 s: 60 s and 1.6e-13 s (160 x 1e-15) more. */
-static inline double hole_room(double g0, double g1) {
-    double a = fabs(g0), b = fabs(g1);         /* fmax without its call: neither is NaN */
-    return g1 - g0 + (a > b ? a : b) * 1e-15 + 1e-300;
-}
-
-/* the greatest hole_room of block b's holes (-INFINITY: none) */
-static double block_room(const span_list *list, int64_t b) {
-    int64_t h = b * HOLE_BLOCK, stop = h + HOLE_BLOCK < list->n ? h + HOLE_BLOCK : list->n;
-    double most = -INFINITY;
-    if (h == 0) h = 1;
-    for (; h < stop; h++) {
-        double room = hole_room(list->at[h - 1].end, list->at[h].start);
-        if (room > most) most = room;
-    }
-    return most;
-}
-
-/* the holes' blocks of `list` known up to block `block` (see span_list) */
-static void holes_ready(span_list *list, int64_t block) {
-    for (; list->ready <= block; list->ready++) list->room[list->ready] = block_room(list, list->ready);
-}
-
-/* hole h's hole_room (-INFINITY: no hole h) */
-static inline double hole_of(const span_list *list, int64_t h) {
-    return h >= 1 && h < list->n ? hole_room(list->at[h - 1].end, list->at[h].start) : -INFINITY;
-}
-
-/* hole h alone changed, its room was `old_room`, no span renumbered: its block and the greatest of
- * all kept exact (a greatest from a hole that grew is the new room; one that shrank from below the
- * greatest leaves it; one that was the greatest has it worked out again) */
-static void hole_changed(span_list *list, int64_t h, double old_room) {
-    if (h < 1 || h >= list->n) return;
-    double room = hole_of(list, h);
-    int64_t block = h / HOLE_BLOCK;
-    if (block < list->ready) {
-        if (room >= list->room[block]) list->room[block] = room;
-        else if (old_room >= list->room[block]) list->room[block] = block_room(list, block);
-    }
-    if (list->most_known) {
-        if (room >= list->most) list->most = room;
-        else if (old_room >= list->most) list->most_known = 0;
-    }
-}
-
-/* the greatest hole_room of all the list's holes (see span_list) */
-static double holes_most(span_list *list) {
-    if (!list->most_known) {
-        double most = -INFINITY;
-        if (list->n > 1) {
-            int64_t blocks = (list->n - 1) / HOLE_BLOCK + 1;
-            holes_ready(list, blocks - 1);
-            for (int64_t b = 0; b < blocks; b++) if (list->room[b] > most) most = list->room[b];
-        }
-        list->most = most;
-        list->most_known = 1;
-    }
-    return list->most;
-}
-
-/* the spans from number `changed` on moved or changed: the blocks of holes from there on are not known */
-static inline void holes_changed(span_list *list, int64_t changed) {
-    int64_t block = changed > 0 ? changed / HOLE_BLOCK : 0;
-    if (block < list->ready) list->ready = block;
-    list->most_known = 0;
-}
-
-/* the list's first start and last end again after a change */
-static inline void spans_ends(span_list *list) {
-    list->first_start = list->n > 0 ? list->at[0].start : INFINITY;
-    list->last_end = list->n > 0 ? list->at[list->n - 1].end : -INFINITY;
-}
-
-/* node n busy over [s, e) too (e > s): merged with the spans it touches; -1: no memory, -4: it
- * overlaps a span (two reservations at once on a node: never in a plan) */
-static int busy_add(core *c, int64_t n, double s, double e) {
-    span_list *list = &c->busy[n];
-    int64_t k = span_after(list, s);
-    if ((k > 0 && list->at[k - 1].end > s) || (k < list->n && list->at[k].start < e)) return -4;
-    int left = k > 0 && list->at[k - 1].end == s, right = k < list->n && list->at[k].start == e;
-    if (left != right) {              /* span k - 1's end or span k's start moves: hole k alone changes */
-        double old_room = hole_of(list, k);
-        if (left) list->at[k - 1].end = e; else list->at[k].start = s;
-        hole_changed(list, k, old_room);
-    } else if (left) {
-        holes_changed(list, k - 1);
-        list->at[k - 1].end = list->at[k].end;
-        memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
-        list->n--;
-    } else {
-        holes_changed(list, k);
-        if (spans_room(list) < 0) return -1;
-        memmove(&list->at[k + 1], &list->at[k], sizeof(span) * (size_t)(list->n - k));
-        list->at[k].start = s; list->at[k].end = e;
-        list->n++;
-    }
-    spans_ends(list);
-    return 0;
-}
-
-/* node n no longer busy over [s, e), a reservation it held: the span holding it splits; -1: no
- * memory, -4: no span holds it (never in a plan) */
-static int busy_remove(core *c, int64_t n, double s, double e) {
-    span_list *list = &c->busy[n];
-    int64_t k = span_after(list, s) - 1;
-    if (k < 0 || list->at[k].end < e) return -4;
-    double before = list->at[k].start, after = list->at[k].end;
-    if (before < s && e < after) {
-        holes_changed(list, k);
-        if (spans_room(list) < 0) return -1;
-        memmove(&list->at[k + 2], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
-        list->at[k].end = s;
-        list->at[k + 1].start = e; list->at[k + 1].end = after;
-        list->n++;
-    } else if (before < s) {          /* span k's end or start moves: hole k + 1 or k alone changes */
-        double old_room = hole_of(list, k + 1);
-        list->at[k].end = s;
-        hole_changed(list, k + 1, old_room);
-    } else if (e < after) {
-        double old_room = hole_of(list, k);
-        list->at[k].start = e;
-        hole_changed(list, k, old_room);
-    } else {
-        holes_changed(list, k);
-        memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
-        list->n--;
-    }
-    spans_ends(list);
-    return 0;
-}
-
 static int plan_add(core *c, int64_t j, double start) {
     c->res_start[j] = start;
     c->res_end[j] = start + c->requested[j];
     if (!(c->res_end[j] > start)) return 0;     /* start + p rounded to start (1e300 + 1): it holds nothing */
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        int status = busy_add(c, nodes[k], start, c->res_end[j]);
+        int status = busy_add(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], start, c->res_end[j]);
         if (status < 0) return status;
     }
     c->planned += c->procs[j];
     return count_change(c, start, c->res_end[j], -(double)c->procs[j]);
+}
+
+/* log entry k (complete) taken into its block's summary; the first of a block begins it */
+static void freed_summarised(core *c, int64_t k) {
+    const freed *out = &c->outs_at[k];
+    freed *block = &c->outs_blocks[k / FREED_BLOCK];
+    if (k % FREED_BLOCK == 0) { *block = *out; return; }
+    if (out->from < block->from) block->from = out->from;
+    if (out->to > block->to) block->to = out->to;
+    if (out->gap_from < block->gap_from) block->gap_from = out->gap_from;
+    if (out->gap_to > block->gap_to) block->gap_to = out->gap_to;
+    if (out->room > block->room) block->room = out->room;
 }
 
 static int plan_remove(core *c, int64_t j, double now) {
@@ -515,14 +367,17 @@ static int plan_remove(core *c, int64_t j, double now) {
         int64_t cap = c->outs_cap ? 2 * c->outs_cap : 64;
         freed *grown = grown_array(c->outs_at, cap, sizeof(freed));
         if (!grown) return -1;
-        c->outs_at = grown; c->outs_cap = cap;
+        c->outs_at = grown;
+        grown = grown_array(c->outs_blocks, cap / FREED_BLOCK, sizeof(freed));
+        if (!grown) return -1;
+        c->outs_blocks = grown; c->outs_cap = cap;
     }
     freed *out = &c->outs_at[c->outs++];
     out->from = c->res_start[j]; out->to = c->res_end[j];
     out->gap_from = INFINITY; out->gap_to = -INFINITY; out->room = -INFINITY;
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        int status = busy_remove(c, nodes[k], c->res_start[j], c->res_end[j]);
+        int status = busy_remove(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], c->res_start[j], c->res_end[j]);
         if (status < 0) return status;
         const span_list *spans = &c->busy[nodes[k]];
         int64_t next = span_after(spans, c->res_start[j]);
@@ -533,6 +388,7 @@ static int plan_remove(core *c, int64_t j, double now) {
         if (g1 > out->gap_to) out->gap_to = g1;
         if (room > out->room) out->room = room;
     }
+    freed_summarised(c, c->outs - 1);
     c->planned -= c->procs[j];
     return count_change(c, c->res_start[j], c->res_end[j], (double)c->procs[j]);
 }
@@ -666,70 +522,115 @@ static void g1_pop(gap *heap, int64_t *n) {
     if (size > 0) heap[i] = last;
 }
 
+/* the free gaps [g0, g1) of node n, one of job j's, with its slot [old, own_end) given back: from
+ * now, with g0 < bound and g1 > `first`, each holding p (g0 + p <= g1), added to gaps[*count..], read
+ * from the node's busy spans (see earliest_move) */
+static void own_node_gaps(span_list *list, int32_t n, double now, double p, double old, double own_end,
+                          double bound, double first, gap *gaps, int64_t *count) {
+    double g0 = now;
+    int mine = 1;
+    int64_t i = 0;
+    /* from the gap ending after `first` (a span skipped that holds j's slot ends after old: no gap
+     * before `bound` follows, as after the rest before old) */
+    if (list->n > 0 && list->at[0].start <= first) {
+        i = list->at[list->n - 1].start <= first ? list->n : span_after(list, first);
+        if (i > 0 && list->at[i - 1].end > g0) g0 = list->at[i - 1].end;
+    }
+    while (g0 < bound && i < list->n) {
+        /* a block of holes from hole i all shorter than p holds no gap, stops the scan where
+         * its spans would (a span from `bound` on ends after it) and leaves g0 at its last
+         * span's end; not when g0 lies before span i - 1's end (the rest of j's slot) or a
+         * span of the block may hold j's slot (it ends after old) */
+        if (i % HOLE_BLOCK == 0 && i > 0 && !(g0 < list->at[i - 1].end)) {
+            int64_t block = i / HOLE_BLOCK, last = (i + HOLE_BLOCK < list->n ? i + HOLE_BLOCK : list->n) - 1;
+            holes_ready(list, block);
+            if (list->room[block] < p && !(mine && list->at[last].end > old)) {
+                if (list->at[last].end > g0) g0 = list->at[last].end;
+                i = last + 1;
+                continue;
+            }
+        }
+        double s = list->at[i].start, e = list->at[i].end;
+        i++;
+        if (mine && s <= old && own_end <= e) {      /* the span holding j's slot: the rest of it */
+            mine = 0;
+            if (s < old && busy_piece(s, old, &g0, p, bound, gaps, count, n)) break;
+            if (own_end < e && busy_piece(own_end, e, &g0, p, bound, gaps, count, n)) break;
+        } else if (busy_piece(s, e, &g0, p, bound, gaps, count, n)) {
+            break;
+        }
+    }
+    if (g0 < bound) { gaps[*count].g0 = g0; gaps[*count].g1 = INFINITY; gaps[*count].node = n; (*count)++; }
+}
+
 /* the earliest start before `bound` (at most job j's own start) at which m nodes hold it (its slot
  * given back), known to be no earlier than `first`: the start, or NAN when there is none; the fitting
- * nodes in c->fitting (ascending), their count in *fits.  Each node's free gaps [g0, g1) from now
- * with g0 < bound, from its busy spans (j's own cut out), except gaps ending by `first` (none holds a
- * start from `first` on, and starts before `first` fit on fewer than m nodes anyway); then the gaps
- * by g0, the ones begun by t kept while t + p <= g1 and t < g1 (both only grow with t, so a gap
- * dropped once stays dropped: a heap by g1 drops them) */
+ * nodes in c->fitting (ascending), their count in *fits.  The free gaps [g0, g1) from now with g0 <
+ * bound that hold p (g0 + p <= g1), except gaps ending by `first` (none holds a start from `first`
+ * on, and starts before `first` fit on fewer than m nodes anyway): on j's nodes from their spans,
+ * j's own cut out; on the others the time before the first span (from now) and after the last one
+ * from the node plans, and the holes between spans from the gap index, every bucket up to bound's
+ * whose holes are all too short or end by `first` passed over.  Then the gaps by g0, the ones begun
+ * by t kept while t + p <= g1 and t < g1 (both only grow with t, so a gap dropped once stays
+ * dropped: a heap by g1 drops them) */
 static double earliest_move(core *c, int64_t j, double now, double bound, double first, int64_t *fits) {
     int64_t m = c->procs[j], n_nodes = c->n_nodes, count = 0;
     double p = c->requested[j], old = c->res_start[j], own_end = c->res_end[j];
     gap *gaps = c->gaps;
-    const int32_t *own = &c->held[c->offset[j]], *own_stop = own + (own_end > old ? m : 0);
+    const int32_t *own = &c->held[c->offset[j]];
+    int64_t owned = own_end > old ? m : 0;          /* a slot that rounds to nothing holds no node */
+    unsigned char *own_marks = c->own_marks;
+    for (int64_t k = 0; k < owned; k++) {
+        own_marks[own[k]] = 1;
+        own_node_gaps(&c->busy[own[k]], own[k], now, p, old, own_end, bound, first, gaps, &count);
+    }
     for (int64_t n = 0; n < n_nodes; n++) {
-        double g0 = now;
-        int mine = own < own_stop && *own == n;
-        if (mine) own++;
-        span_list *list = &c->busy[n];
-        /* a node other than j's offers a gap only by a hole before its first span (from now, when
-         * that span starts after `first`), a hole of at least p between spans (hole_room) or its
-         * tail (when its last span ends before `bound`): read first without its spans */
-        if (!mine && !(list->last_end < bound) && !(list->first_start > first && now + p <= list->first_start)
-            && holes_most(list) < p)
-            continue;
-        int64_t i = 0;
-        /* from the gap ending after `first` (on j's node, a span skipped that holds j's slot
-         * ends after old: no gap before `bound` follows, as after the rest before old) */
-        if (list->n > 0 && list->at[0].start <= first) {
-            i = list->at[list->n - 1].start <= first ? list->n : span_after(list, first);
-            if (i > 0 && list->at[i - 1].end > g0) g0 = list->at[i - 1].end;
+        if (own_marks[n]) continue;
+        const span_list *list = &c->busy[n];
+        if (list->n > 0 && list->first_start > first && now + p <= list->first_start) {
+            gaps[count].g0 = now; gaps[count].g1 = list->first_start; gaps[count].node = (int32_t)n; count++;
         }
-        while (g0 < bound && i < list->n) {
-            /* a block of holes from hole i all shorter than p holds no gap, stops the scan where
-             * its spans would (a span from `bound` on ends after it) and leaves g0 at its last
-             * span's end; not when g0 lies before span i - 1's end (the rest of j's slot) or a
-             * span of the block may hold j's slot (it ends after old) */
-            if (i % HOLE_BLOCK == 0 && i > 0 && !(g0 < list->at[i - 1].end)) {
-                int64_t block = i / HOLE_BLOCK, last = (i + HOLE_BLOCK < list->n ? i + HOLE_BLOCK : list->n) - 1;
-                holes_ready(list, block);
-                if (list->room[block] < p && !(mine && list->at[last].end > old)) {
-                    if (list->at[last].end > g0) g0 = list->at[last].end;
-                    i = last + 1;
-                    continue;
+        double tail = list->last_end > now ? list->last_end : now;
+        if (tail < bound) { gaps[count].g0 = tail; gaps[count].g1 = INFINITY; gaps[count].node = (int32_t)n; count++; }
+    }
+    gap_index *index = &c->gaps_by_time;
+    int64_t last = bucket_of(index, bound);
+    if (last >= index->n_buckets) last = index->n_buckets - 1;
+    while (index->low < last && index->bucket[index->low].n == 0) index->low++;
+    int64_t read_from = -1;
+    for (int64_t b = index->low; b <= last; b++) {
+        if (b % GAP_BLOCK == 0) {
+            if (index->block_room[b / GAP_BLOCK] < p || !(index->block_end[b / GAP_BLOCK] > first)) {
+                b += GAP_BLOCK - 1;           /* no hole of the block's buckets holds the job */
+                continue;
+            }
+            if (b + GAP_BLOCK - 1 <= last) read_from = b;   /* the whole block read: its bounds set */
+        }
+        if (!(index->most_room[b] < p || !(index->most_end[b] > first))) {
+            const hole_entry *hole = index->bucket[b].at, *stop = hole + index->bucket[b].n;
+            double most_room = -INFINITY, most_end = -INFINITY;
+            for (; hole < stop; hole++) {
+                double g0 = hole->g0 > now ? hole->g0 : now, g1 = hole->g1;
+                if (hole->room > most_room) most_room = hole->room;
+                if (g1 > most_end) most_end = g1;
+                if (g0 < bound && g1 > first && g0 + p <= g1 && !own_marks[hole->node]) {
+                    gaps[count].g0 = g0; gaps[count].g1 = g1; gaps[count].node = (int32_t)hole->node; count++;
                 }
             }
-            double s = list->at[i].start, e = list->at[i].end;
-            i++;
-            if (mine && s <= old && own_end <= e) {      /* the span holding j's slot: the rest of it */
-                mine = 0;
-                if (s < old && busy_piece(s, old, &g0, p, bound, gaps, &count, n)) break;
-                if (own_end < e && busy_piece(own_end, e, &g0, p, bound, gaps, &count, n)) break;
-            } else if (busy_piece(s, e, &g0, p, bound, gaps, &count, n)) {
-                break;
-            }
+            gap_bucket_read(index, b, most_room, most_end);
         }
-        if (g0 < bound) { gaps[count].g0 = g0; gaps[count].g1 = INFINITY; gaps[count].node = n; count++; }
+        if (read_from >= 0 && b == read_from + GAP_BLOCK - 1) { gap_block_read(index, read_from); read_from = -1; }
     }
+    for (int64_t k = 0; k < owned; k++) own_marks[own[k]] = 0;
     if (count < m) return NAN;
-    /* now first: nodes free from now for p (their gaps come first for each node, in node order) */
+    /* now first: nodes free from now for p */
     int64_t at_now = 0;
     for (int64_t g = 0; g < count; g++) if (gaps[g].g0 == now && now + p <= gaps[g].g1 && now < gaps[g].g1) at_now++;
     if (at_now >= m) {
         int64_t f = 0;
         for (int64_t g = 0; g < count; g++)
             if (gaps[g].g0 == now && now + p <= gaps[g].g1 && now < gaps[g].g1) c->fitting[f++] = (int32_t)gaps[g].node;
+        sort_nodes(c->fitting, f, c->marks, c->n_nodes);
         *fits = f;
         return now;
     }
@@ -764,6 +665,15 @@ static double earliest_move(core *c, int64_t j, double now, double bound, double
 static double freed_before(const core *c, int64_t j, double now) {
     double old = c->res_start[j], p = c->requested[j], reach = old + p, bound = -INFINITY;
     for (int64_t k = c->checked[j]; k < c->outs; k++) {
+        if (k % FREED_BLOCK == 0 && k + FREED_BLOCK <= c->outs) {
+            /* the test below on the block's least and greatest: an entry passing it passes this */
+            const freed *block = &c->outs_blocks[k / FREED_BLOCK];
+            if (!(block->to > now && block->to > bound && (block->from < reach || block->from < old)
+                  && (block->gap_to >= old || (block->gap_from < old && p <= block->room)))) {
+                k += FREED_BLOCK - 1;
+                continue;
+            }
+        }
         const freed *out = &c->outs_at[k];
         if (out->to > now && out->to > bound && (out->from < reach || out->from < old)
             && (out->gap_to >= old || (out->gap_from < old && p <= out->room))) {
@@ -784,6 +694,7 @@ static void forget_freed(core *c, const int64_t *waiting, int64_t n_waiting) {
     if (lowest == 0 || lowest < c->outs / 2) return;
     memmove(c->outs_at, &c->outs_at[lowest], sizeof(freed) * (size_t)(c->outs - lowest));
     c->outs -= lowest;
+    for (int64_t k = 0; k < c->outs; k++) freed_summarised(c, k);      /* renumbered: blocks anew */
     for (int64_t w = 0; w < n_waiting; w++) if (c->checked[waiting[w]] >= 0) c->checked[waiting[w]] -= lowest;
 }
 
@@ -883,9 +794,10 @@ static int ensure_gaps(core *c) {
 }
 
 /* Returns 0, or -1 when memory ran out, -2 when a reserved node is busy at the reserved start, -3
- * when jobs wait after the last event, -4 when two reservations overlap on a node (never in a plan).
- * counts[0]: points of the power series, counts[1]: jobs ended. */
-int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
+ * when jobs wait after the last event, -4 when two reservations overlap on a node (never in a plan),
+ * -5 (with `checks`, which compares the gap index with the node plans after every change of the
+ * plan: a test's) when they differ.  counts[0]: points of the power series, counts[1]: jobs ended. */
+int deadline_run(int rule, int compress, int checks, int64_t n_nodes, int64_t jobs,
                  const double *submit, const double *requested, const double *run_for, const double *deadline,
                  const double *limit, const int64_t *procs,
                  double idle_power_w, double delta_unit, double share_unit, double start_s,
@@ -914,6 +826,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     c.starts = malloc(sizeof(double) * nn);
     c.fitting = malloc(sizeof(int32_t) * nn);
     c.marks = calloc(nn, 1);
+    c.own_marks = calloc(nn, 1);
     c.heap = malloc(sizeof(end_event) * (nn + 1));
     c.runs = calloc(nn + 1, sizeof(count_runs));
     int64_t *waiting = malloc(sizeof(int64_t) * nj);
@@ -922,7 +835,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     int status = 0;
     if (!c.res_start || !c.res_end || !c.offset || !c.started || !c.busy || !c.checked || !c.running_on
         || !c.rank || !c.rank_tmp
-        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.marks || !c.heap || !c.runs || !waiting || !by_reservation || !moved_jobs
+        || !c.tails || !c.cum || !c.starts || !c.fitting || !c.marks || !c.own_marks || !c.heap || !c.runs || !waiting || !by_reservation || !moved_jobs
         || !reservations_scratch) {
         status = -1;
         goto done;
@@ -944,6 +857,14 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
     /* from the first arrival, or the run's start if earlier: the counts must begin by every event */
     c.times[0] = start_s; c.free[0] = (double)n_nodes; c.steps = 1;
     for (int64_t j = 0; j < jobs; j++) if (submit[j] < c.times[0]) c.times[0] = submit[j];
+    /* the gap index's buckets a quarter of the mean requested time wide: a bucket is read when one
+     * of its holes may hold the job, so narrower buckets read fewer holes and wider ones fewer buckets */
+    double requested_sum = 0.0;
+    for (int64_t j = 0; j < jobs; j++) requested_sum += requested[j];
+    if (gap_index_init(&c.gaps_by_time, c.times[0], jobs > 0 ? requested_sum / (double)jobs / 4.0 : 1.0) < 0) {
+        status = -1;
+        goto done;
+    }
     int64_t arrived = 0, n_waiting = 0, n_reserved = 0, moved_n = 0;
     int planning = 0, pending_compress = 0;
     double now = -INFINITY;
@@ -955,6 +876,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
             int64_t j = heap_pop(c.heap, &c.heap_n).job;
             finish(&c, j, now);
             if ((status = plan_remove(&c, j, now)) < 0) goto done;
+            if (checks && gap_index_check(&c.gaps_by_time, c.busy, n_nodes) < 0) { status = -5; goto done; }
             if (now < c.res_end[j]) pending_compress = compress;
         }
         while (arrived < jobs && submit[arrived] == now) {
@@ -968,6 +890,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
             accepted[j] = 1;
             if (ensure_gaps(&c) < 0) { status = -1; goto done; }
             if ((status = plan_add(&c, j, start_at)) < 0) goto done;
+            if (checks && gap_index_check(&c.gaps_by_time, c.busy, n_nodes) < 0) { status = -5; goto done; }
             waiting[n_waiting++] = j;
             reservation_insert(by_reservation, &n_reserved, start_at, j);
         }
@@ -995,6 +918,7 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
                 if ((status = plan_remove(&c, j, now)) < 0) goto done;
                 choose_at(&c, j, fits, now);
                 if ((status = plan_add(&c, j, t)) < 0) goto done;
+                if (checks && gap_index_check(&c.gaps_by_time, c.busy, n_nodes) < 0) { status = -5; goto done; }
                 moved_jobs[moved_n].start = t; moved_jobs[moved_n].job = j; moved_n++;
             }
             if (moved_n > 0) {
@@ -1020,8 +944,9 @@ int deadline_run(int rule, int compress, int64_t n_nodes, int64_t jobs,
 done:
     if (c.busy) for (int64_t n = 0; n < n_nodes; n++) { free(c.busy[n].at); free(c.busy[n].room); }
     if (c.runs) for (int64_t m = 0; m <= n_nodes; m++) { free(c.runs[m].start); free(c.runs[m].end); free(c.runs[m].longest); }
-    free(c.runs); free(c.changes);
-    free(c.busy); free(c.checked); free(c.outs_at); free(c.gaps_tmp); free(c.by_g1);
+    free(c.runs); free(c.changes); free(c.own_marks);
+    gap_index_free(&c.gaps_by_time);
+    free(c.busy); free(c.checked); free(c.outs_at); free(c.outs_blocks); free(c.gaps_tmp); free(c.by_g1);
     free(c.res_start); free(c.res_end); free(c.offset); free(c.started); free(c.running_on);
     free(c.rank); free(c.rank_tmp); free(c.tails); free(c.cum); free(c.starts); free(c.fitting); free(c.marks); free(c.heap); free(c.held);
     free(c.gaps); free(c.times); free(c.free); free(waiting); free(by_reservation); free(moved_jobs); free(reservations_scratch);

@@ -88,12 +88,15 @@ def chosen_core() -> str:
 STATUS = {-1: (MemoryError, "the compiled deadline core ran out of memory"),
           -2: (RuntimeError, "a reserved node is busy at the reserved start"),
           -3: (RuntimeError, "jobs still waiting after the last event"),
-          -4: (RuntimeError, "two reservations overlap on a node")}
+          -4: (RuntimeError, "two reservations overlap on a node"),
+          -5: (RuntimeError, "the gap index differs from the node plans")}
 
 
 def run_compiled(rule: int, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, start_s: float,
-                 compress: bool = True) -> DeadlineRun:
-    """The core in C (see ``_deadline_core.c``): the general loop's results, bit for bit."""
+                 compress: bool = True, checks: bool = False) -> DeadlineRun:
+    """The core in C (see ``_deadline_core.c``): the general loop's results, bit for bit.  With
+    ``checks`` the core compares its gap index with its node plans after every change of the plan
+    (slow: for tests), and stops with a RuntimeError when they differ."""
     library = compiled_library()
     if library is None:
         raise RuntimeError("the compiled deadline core is not built")
@@ -121,7 +124,7 @@ def run_compiled(rule: int, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, 
     def ptr(a: np.ndarray):
         return a.ctypes.data_as(ctypes.c_void_p)
     status = library.deadline_run(
-        ctypes.c_int(rule), ctypes.c_int(1 if compress else 0), ctypes.c_int64(n_nodes), ctypes.c_int64(count),
+        ctypes.c_int(rule), ctypes.c_int(1 if compress else 0), ctypes.c_int(1 if checks else 0), ctypes.c_int64(n_nodes), ctypes.c_int64(count),
         *(ptr(column) for column in columns), ptr(size),
         ctypes.c_double(power.idle_power_w), ctypes.c_double(power.delta_per_node_w),
         ctypes.c_double(power.share_per_node_w), ctypes.c_double(start_s),
