@@ -231,7 +231,10 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
         raise InputError(str(exc), path="<command line>", field="--greenslurm/--service-user/--config") from None
     what = args.print_what or (None if args.dest or args.unit_dir or args.write_config else "job_submit")
     if what is not None:
-        text = {"job_submit": lambda: hook_install.render_job_submit(config), "unit": lambda: unit,
+        text = {"job_submit": lambda: hook_install.render_job_submit(config, hook_install.failures_folder(
+                    Path(args.dest).resolve() if args.dest else Path(config.slurm_conf).parent if config.slurm_conf
+                    else Path(hook_install.SLURM_CONF_DIR))),
+                "unit": lambda: unit,
                 "config": lambda: hook_install.template("hook.toml"),
                 "snippet": lambda: hook_install.slurm_conf_snippet(not args.no_cli_filter)}[what]()
         console.print(text, markup=False, highlight=False, end="", soft_wrap=True)
