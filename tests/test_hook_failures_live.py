@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import pytest
 from greenslurm.slurm_plugin.install import ping
 from hook_service import ServiceProcess, write_config
 from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
+from test_hook_attacks import Attack
 
 REASON = skip_reason()
 pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
@@ -39,8 +39,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=R
 NODES = (NodeDef("n1", 4, 4000),)
 
 
-class Site:
-    """The cluster, the hook installed beside its slurm.conf, the service run as its own user."""
+class Site(Attack):
+    """The cluster, the hook installed beside its slurm.conf, the runtime and state folders of the
+    service's own user (serving, stopping and closing as :class:`test_hook_attacks.Attack`)."""
 
     def __init__(self) -> None:
         self.root = shared_root("greenslurm-failures-")
@@ -48,8 +49,9 @@ class Site:
         self.run.mkdir(mode=0o755)                   # RuntimeDirectory=
         self.lib.mkdir(mode=0o700)                   # StateDirectory=
         self.socket = str(self.run / "hook.sock")
+        self.database = self.lib / "hook.sqlite"
         self.cluster = SlurmCluster(self.root / "slurm", NODES)
-        self.config = write_config(self.root / "hook.toml", socket=self.socket, database=str(self.lib / "hook.sqlite"),
+        self.config = write_config(self.root / "hook.toml", socket=self.socket, database=str(self.database),
                                    slurm_conf=str(self.cluster.conf), sync_interval_s=1.0, backend="cli")
         subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(self.config),
                         "--dest", str(self.cluster.etc), "--no-cli-filter"], check=True, capture_output=True,
@@ -66,25 +68,8 @@ class Site:
             os.chown(folder, self.user.uid, self.user.gid)
         self.serve()
 
-    def serve(self) -> None:
-        self.stop_service()
-        self.service = ServiceProcess(self.config, self.socket, self.root / "service.log",
-                                      env=self.cluster.env).start(timeout_s=120)
-
-    def stop_service(self) -> None:
-        if self.service is not None:
-            self.service.stop()
-            self.service = None
-
     def as_service_user(self, *argv: str) -> subprocess.CompletedProcess:
         return self.cluster.run(*argv, user=self.user, check=False)
-
-    def close(self) -> None:
-        try:
-            self.stop_service()
-        finally:
-            self.cluster.stop()
-            shutil.rmtree(self.root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
