@@ -265,7 +265,8 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
                       + hook_install.slurm_conf_snippet(not args.no_cli_filter)
                       + hook_install.power_snippet(config, Path(args.dest).resolve()), markup=False, highlight=False)
     if args.dest:
-        for warning in hook_install.power_program_warnings(config, options["executable"]):
+        for warning in (hook_install.power_program_warnings(config, options["executable"])
+                        + hook_install.failures_folder_warnings(Path(args.dest), config)):
             print(f"greenslurm hook install: warning: {warning}", file=sys.stderr)
     if args.unit_dir:
         for warning in hook_install.unit_warnings(unit, options["config_path"]):

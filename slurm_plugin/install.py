@@ -244,6 +244,15 @@ def slurmctld_uid(dest: Path, config: HookConfig) -> int:
     return 0
 
 
+def failures_folder_warnings(dest: Path, config: HookConfig) -> list[str]:
+    """What an admin must hear about the folder ``install`` made for job_submit.lua's unreported
+    failures: a folder above it that someone other than root and slurmctld's user can write (they
+    could swap the folder and then stall slurmctld's load of the script with a FIFO)."""
+    problems = folder_problems(failures_folder(dest.resolve()), slurmctld_uid(dest, config))
+    return [f"{problem}: only slurmctld's user and root may write where slurmctld reads job_submit.lua's failures"
+            for problem in problems]
+
+
 def absolute(executable: str | tuple[str, ...]) -> tuple[str, ...]:
     """The greenslurm the power programs run, by an absolute path: slurmctld runs SuspendProgram and
     ResumeProgram with an almost empty environment (no PATH), so ``/usr/bin/env greenslurm`` becomes

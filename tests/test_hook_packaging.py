@@ -604,6 +604,12 @@ def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier
     assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
     assert (run / "hook.sock.failures").is_fifo() and (folder / "unreported").read_text() == "3 abc123:4-6\n"
     assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o755          # made slurmctld's user's alone again
+    # a folder above it that others can write: said, on stderr
+    os.chmod(etc, 0o777)
+    capsys.readouterr()
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert f"warning: {etc}: mode 0777, others can replace {folder}" in capsys.readouterr().err
+    os.chmod(etc, 0o755)
     # a link where the folder goes is refused, in one line
     shutil.rmtree(folder)
     folder.symlink_to(tmp_path)
