@@ -53,7 +53,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         if name == "install":
             p.add_argument("--dest", metavar="DIR", default=None,
                            help="write job_submit.lua, cli_filter.lua and greenslurm-slurm.conf.snippet into DIR "
-                                "(the folder of slurm.conf)")
+                                "(the folder of slurm.conf), and make DIR/greenslurm-failures, where job_submit.lua "
+                                "keeps its unreported failures, for SlurmUser alone")
             p.add_argument("--no-cli-filter", action="store_true", help="do not install cli_filter.lua")
             p.add_argument("--unit-dir", metavar="DIR", default=None,
                            help="write greenslurm-hook.service into DIR (e.g. /etc/systemd/system)")
