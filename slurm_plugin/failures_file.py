@@ -123,7 +123,7 @@ def folder_problems(folder: Path, owner_uid: int) -> list[str]:
         problems.append(f"{folder}: owned by uid {st.st_uid}, not slurmctld's user (uid {owner_uid})")
     if stat.S_IMODE(st.st_mode) & 0o022:
         problems.append(f"{folder}: mode {stat.S_IMODE(st.st_mode):04o}, writable by others")
-    for above in Path(os.path.abspath(folder)).parents:
+    for above in Path(os.path.realpath(folder)).parents:        # through any link on the way
         up = os.stat(above)
         if up.st_uid not in (0, owner_uid):
             problems.append(f"{above}: owned by uid {up.st_uid}, who can replace {folder}")
