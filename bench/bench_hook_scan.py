@@ -99,7 +99,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         hook = folder / "job_submit.lua"
-        hook.write_text(render_job_submit(HookConfig(socket=str(folder / "s"), database=str(folder / "d"))))
+        hook.write_text(render_job_submit(HookConfig(socket=str(folder / "s"), database=str(folder / "d")),
+                                       folder / "failures"))
         for name, (script, _, _) in crafted_scripts().items():
             path = folder / "script.sh"
             path.write_bytes(script)

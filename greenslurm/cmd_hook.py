@@ -53,7 +53,8 @@ def add_parser(commands) -> argparse.ArgumentParser:
         if name == "install":
             p.add_argument("--dest", metavar="DIR", default=None,
                            help="write job_submit.lua, cli_filter.lua and greenslurm-slurm.conf.snippet into DIR "
-                                "(the folder of slurm.conf)")
+                                "(the folder of slurm.conf), and make DIR/greenslurm-failures, where job_submit.lua "
+                                "keeps its unreported failures, for SlurmUser alone")
             p.add_argument("--no-cli-filter", action="store_true", help="do not install cli_filter.lua")
             p.add_argument("--unit-dir", metavar="DIR", default=None,
                            help="write greenslurm-hook.service into DIR (e.g. /etc/systemd/system)")
@@ -231,7 +232,10 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
         raise InputError(str(exc), path="<command line>", field="--greenslurm/--service-user/--config") from None
     what = args.print_what or (None if args.dest or args.unit_dir or args.write_config else "job_submit")
     if what is not None:
-        text = {"job_submit": lambda: hook_install.render_job_submit(config), "unit": lambda: unit,
+        text = {"job_submit": lambda: hook_install.render_job_submit(config, hook_install.failures_folder(
+                    Path(args.dest).resolve() if args.dest else Path(config.slurm_conf).parent if config.slurm_conf
+                    else Path(hook_install.SLURM_CONF_DIR))),
+                "unit": lambda: unit,
                 "config": lambda: hook_install.template("hook.toml"),
                 "snippet": lambda: hook_install.slurm_conf_snippet(not args.no_cli_filter)}[what]()
         console.print(text, markup=False, highlight=False, end="", soft_wrap=True)
@@ -262,7 +266,8 @@ def run_install(args: argparse.Namespace, console: Console) -> int:
                       + hook_install.slurm_conf_snippet(not args.no_cli_filter)
                       + hook_install.power_snippet(config, Path(args.dest).resolve()), markup=False, highlight=False)
     if args.dest:
-        for warning in hook_install.power_program_warnings(config, options["executable"]):
+        for warning in (hook_install.power_program_warnings(config, options["executable"])
+                        + hook_install.failures_folder_warnings(Path(args.dest), config)):
             print(f"greenslurm hook install: warning: {warning}", file=sys.stderr)
     if args.unit_dir:
         for warning in hook_install.unit_warnings(unit, options["config_path"]):

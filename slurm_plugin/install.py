@@ -27,6 +27,8 @@ from pathlib import Path
 
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.failures_file import (NotRegular, earlier_file, failures_folder, folder_problems,
+                                                     make_folder, move_earlier, read_kept)
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
                                             hidden_paths, unit_settings)
 from greenslurm.traces.slurm_conf_files import FAIL, SlurmConfFiles, read_slurm_conf
@@ -39,6 +41,7 @@ UNIT_NAME = "greenslurm-hook.service"
 UNIT_CONFIG = "/etc/greenslurm/hook.toml"         # the --config the shipped unit passes
 UNIT_EXECUTABLE = ("/usr/bin/env", "greenslurm")  # the greenslurm the shipped unit runs (found on PATH)
 UNIT_USER = "slurm"                               # Debian's SlurmUser
+SLURM_CONF_DIR = "/etc/slurm"                     # Debian's folder of slurm.conf (job_submit.lua goes beside it)
 JOB_SUBMIT_MARK = "greenslurm job_submit.lua"
 CLI_FILTER_MARK = "greenslurm cli_filter.lua"
 
@@ -48,11 +51,22 @@ def template(name: str) -> str:
 
 
 # -- rendering ----------------------------------------------------------------------------------------
-def render_job_submit(config: HookConfig) -> str:
-    """job_submit.lua with the config's socket, timeout and failure modes filled in."""
+def lua_quoted(text: str) -> str:
+    r"""``text`` inside a Lua string literal's double quotes.
+
+    >>> print(lua_quoted('/run/a "b" \\ c'))
+    /run/a \"b\" \\ c
+    """
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def render_job_submit(config: HookConfig, failures_dir: Path) -> str:
+    """job_submit.lua with the config's socket, timeout and failure modes filled in, and the folder
+    where it keeps the failures it has not reported yet (:mod:`greenslurm.slurm_plugin.failures_file`)."""
     text = template("job_submit.lua")
-    socket_path = config.socket.replace("\\", "\\\\").replace('"', '\\"')
-    return (text.replace("@SOCKET@", socket_path).replace("@TIMEOUT_MS@", f"{config.timeout_ms:g}")
+    return (text.replace("@SOCKET@", lua_quoted(config.socket))
+            .replace("@FAILURES_DIR@", lua_quoted(os.path.abspath(failures_dir)))
+            .replace("@TIMEOUT_MS@", f"{config.timeout_ms:g}")
             .replace("@FAIL_OPEN@", "true" if config.fail == "open" else "false")
             .replace("@FAIL_DEADLINE_OPEN@", "true" if config.fail_deadline == "open" else "false")
             .replace("@RETRY_AFTER_S@", f"{config.retry_after_s:g}"))
@@ -189,18 +203,54 @@ def install(config: HookConfig, dest: Path, with_cli_filter: bool = True, config
     """Write job_submit.lua (and cli_filter.lua) into ``dest`` (the folder of slurm.conf) and the
     slurm.conf lines into ``dest/greenslurm-slurm.conf.snippet`` (ready for an ``Include`` line); with
     ``power_save``, also the SuspendProgram and ResumeProgram (mode 0755) and their lines; return
-    what was written."""
+    what was written.
+
+    The folder where job_submit.lua keeps its unreported failures is made beside it, owned by
+    slurmctld's user (``SlurmUser`` of ``dest/slurm.conf``, else of the config's ``slurm_conf``, else
+    root, Slurm's default), mode 0755; failures an earlier job_submit.lua kept beside the socket are
+    moved into it."""
     dest.mkdir(parents=True, exist_ok=True)
-    files = {"job_submit.lua": render_job_submit(config),
+    folder = failures_folder(dest.resolve())
+    slurm_uid = slurmctld_uid(dest, config)
+    written_folder = make_folder(folder, slurm_uid)
+    try:
+        move_earlier(earlier_file(config.socket), folder, slurm_uid)
+    except NotRegular:
+        pass                     # not a file job_submit.lua wrote: nothing reads that name any more
+    files = {"job_submit.lua": render_job_submit(config, folder),
              "greenslurm-slurm.conf.snippet": slurm_conf_snippet(with_cli_filter) + power_snippet(config, dest.resolve())}
     if with_cli_filter:
         files["cli_filter.lua"] = template("cli_filter.lua")
-    written = [write_atomic(dest / name, text) for name, text in files.items()]
+    written = [written_folder] + [write_atomic(dest / name, text) for name, text in files.items()]
     if config.power_save:
         path = config_path or (config.path if config.path.startswith("/") else str(Path(config.path).resolve()))
         for direction, name in POWER_PROGRAMS.items():
             written.append(write_atomic(dest / name, render_power_program(direction, path, absolute(executable)), 0o755))
     return written
+
+
+def slurmctld_uid(dest: Path, config: HookConfig) -> int:
+    """The uid slurmctld runs as: ``SlurmUser`` of the slurm.conf in ``dest`` (the folder
+    job_submit.lua goes to), else of the config's ``slurm_conf``, else root (Slurm's default).  A
+    SlurmUser that is no user here is an InputError naming the file."""
+    for conf in (dest / "slurm.conf", Path(config.slurm_conf) if config.slurm_conf else None):
+        if conf is not None and conf.is_file():
+            user = read_slurm_conf(conf).get("slurmuser") or "root"
+            uid = _uid_of(user)
+            if uid is None:
+                raise InputError(f"SlurmUser={user} is not a user here: the folder of job_submit.lua's failures "
+                                 "must belong to it", path=str(conf), field="SlurmUser")
+            return uid
+    return 0
+
+
+def failures_folder_warnings(dest: Path, config: HookConfig) -> list[str]:
+    """What an admin must hear about the folder ``install`` made for job_submit.lua's unreported
+    failures: a folder above it that someone other than root and slurmctld's user can write (they
+    could swap the folder and then stall slurmctld's load of the script with a FIFO)."""
+    problems = folder_problems(failures_folder(dest.resolve()), slurmctld_uid(dest, config))
+    return [f"{problem}: only slurmctld's user and root may write where slurmctld reads job_submit.lua's failures"
+            for problem in problems]
 
 
 def absolute(executable: str | tuple[str, ...]) -> tuple[str, ...]:
@@ -490,6 +540,7 @@ def check(config: HookConfig, slurm_conf: Path, unit: Path | None = None) -> lis
 
     # job_submit.lua: greenslurm's, not writable by others, rendered from this config
     lua = conf_dir / "job_submit.lua"
+    failures_dir = None
     if not lua.is_file():
         add("job_submit.lua", FAIL, f"{lua}: missing (greenslurm hook install --dest {conf_dir})")
     else:
@@ -500,11 +551,16 @@ def check(config: HookConfig, slurm_conf: Path, unit: Path | None = None) -> lis
         elif mode & 0o022:
             add("job_submit.lua", FAIL, f"{lua}: mode {mode:04o}: writable by others, who could then run code in slurmctld")
         else:
-            rendered = render_job_submit(config)
+            failures_dir = lua_unquoted(lua_settings(text).get("FAILURES_DIR"))
+            rendered = render_job_submit(config, Path(failures_dir or failures_folder(conf_dir)))
             want, have = lua_settings(rendered), lua_settings(text)
             wrong = [f"{name} = {have.get(name, '(missing)')} there, {want[name]} from {config.path}"
-                     for name in rendered_settings() if have.get(name) != want.get(name)]
-            if wrong:
+                     for name in rendered_settings() if have.get(name) != want.get(name) and name != "FAILURES_DIR"]
+            if failures_dir is None:
+                add("job_submit.lua", FAIL, f"{lua}: keeps its unreported failures in {earlier_file(config.socket)}, "
+                                            "in the service's runtime folder, whose owner can stall slurmctld's load "
+                                            f"of the script with a FIFO there (run {install_command(config, conf_dir)})")
+            elif wrong:
                 add("job_submit.lua", FAIL, f"{lua}: " + "; ".join(wrong) + " (run greenslurm hook install again)")
             elif text != rendered:
                 add("job_submit.lua", WARN, f"{lua}: settings match, but it comes from another greenslurm version "
@@ -519,6 +575,9 @@ def check(config: HookConfig, slurm_conf: Path, unit: Path | None = None) -> lis
             add("cli_filter.lua", WARN, f"{filt}: not greenslurm's; it must put --deadline into GREENSLURM_DEADLINE")
         else:
             add("cli_filter.lua", OK, str(filt))
+
+    if lua.is_file() and failures_dir is not None:
+        checks += _failures_checks(Path(failures_dir), conf.get("slurmuser") or "root", config, conf_dir)
 
     so = next((p for p in JOB_SUBMIT_LUA_SO if Path(p).exists()), None)
     add("Slurm's job_submit/lua plugin", OK if so else FAIL, so or "job_submit_lua.so not found")
@@ -594,16 +653,61 @@ def check_unit(unit: Path, config: HookConfig) -> list[Check]:
     return checks
 
 
-def _failures_file_check(sock: Path, folder_uid: int, slurm_uid: int | None, slurm_user: str) -> tuple[str, str]:
-    """job_submit.lua keeps its unreported failures in ``<socket>.failures`` and reads it back each time
-    slurmctld loads the script: the runtime folder's owner can put anything under that name (it is
-    never written through: it is replaced by a rename), so slurmctld should run as that same user."""
-    kept = Path(f"{sock}.failures")
-    if slurm_uid is None or folder_uid == slurm_uid:
-        return OK, f"{kept}: in a folder of slurmctld's own user"
-    return WARN, (f"{kept}: slurmctld (SlurmUser={slurm_user}) reads it when job_submit.lua loads, in a folder "
-                  f"{_user(folder_uid)} owns, who could put a FIFO or a device there (a FIFO stalls the load); "
-                  f"run slurmctld and the service as one user (SlurmUser=slurm and the unit's User=slurm)")
+def install_command(config: HookConfig, conf_dir: Path) -> str:
+    """The ``greenslurm hook install`` that renders job_submit.lua for ``config`` into ``conf_dir``.
+
+    >>> install_command(HookConfig(path="/etc/greenslurm/hook.toml"), Path("/etc/my slurm"))
+    "greenslurm hook install --config /etc/greenslurm/hook.toml --dest '/etc/my slurm'"
+    """
+    config_part = f"--config {shlex.quote(config.path)} " if config.path != HookConfig().path else ""
+    return f"greenslurm hook install {config_part}--dest {shlex.quote(str(conf_dir))}"
+
+
+def lua_unquoted(literal: str | None) -> str | None:
+    r"""The text of a double-quoted Lua string literal as :func:`lua_quoted` writes it; None for no
+    literal.
+
+    >>> lua_unquoted('"/etc/a \\"b\\" \\\\ c"'), lua_unquoted(None)
+    ('/etc/a "b" \\ c', None)
+    """
+    if literal is None or len(literal) < 2 or literal[0] != '"' or literal[-1] != '"':
+        return None
+    return re.sub(r"\\(.)", r"\1", literal[1:-1])
+
+
+def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir: Path) -> list[Check]:
+    """The folder where job_submit.lua keeps its unreported failures (read by slurmctld, as SlurmUser,
+    each time it loads the script): slurmctld's user's alone, and the file in it a regular file; the
+    count waiting there; a file an earlier job_submit.lua left beside the socket."""
+    checks: list[Check] = []
+    slurm_uid = _uid_of(slurm_user)
+    if slurm_uid is None:
+        return [Check("failures folder", FAIL, f"SlurmUser={slurm_user} is not a user here")]
+    problems = folder_problems(folder, slurm_uid)
+    if problems:
+        checks.append(Check("failures folder", FAIL, "; ".join(problems) + f": only slurmctld's user (SlurmUser="
+                            f"{slurm_user}) may write where it reads (run {install_command(config, conf_dir)})"))
+    else:
+        try:
+            kept = read_kept(folder / "unreported")
+            waiting = (f"{kept.count} failure(s) of job_submit.lua {kept.earlier.split(':')[0]} not reported yet "
+                       "(the next submission the service answers reports them)") if kept else "no failure waiting"
+            checks.append(Check("failures folder", OK, f"{folder}: owner {_user(slurm_uid)}, mode 0755; {waiting}"))
+        except NotRegular as exc:
+            checks.append(Check("failures folder", FAIL, str(exc)))
+        except OSError as exc:
+            checks.append(Check("failures folder", FAIL, f"{folder}: cannot read: {exc.strerror or exc}"))
+    old = earlier_file(config.socket)
+    if os.path.lexists(old):
+        try:
+            kept = read_kept(old)
+            holding = f" holding {kept.count} unreported failure(s)" if kept else ""
+        except OSError:
+            holding = " (not a regular file)"
+        checks.append(Check("earlier failures file", WARN, f"{old}: left by an earlier job_submit.lua{holding}; "
+                            f"nothing reads it now: {install_command(config, conf_dir)} moves its failures into "
+                            f"{folder}"))
+    return checks
 
 
 def _runtime_checks(config: HookConfig, conf: SlurmConfFiles) -> list[Check]:
@@ -633,7 +737,6 @@ def _runtime_checks(config: HookConfig, conf: SlurmConfFiles) -> list[Check]:
                                         f"{_user(service_uid)} ({whose})")
         else:
             add("runtime folder", OK, f"{runtime}: mode {mode:04o}, owner {_user(st.st_uid)}")
-        add("failures file", *_failures_file_check(sock, st.st_uid, slurm_uid, slurm_user))
     except FileNotFoundError:
         add("runtime folder", FAIL, f"{runtime}: missing (the unit's RuntimeDirectory= makes it when the service starts)")
 

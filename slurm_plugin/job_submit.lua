@@ -27,10 +27,12 @@ job's environment (set by the shipped cli_filter.lua from --deadline) and the la
 --deadline" of the batch script; the service checks the earlier one, and later compares what it
 checked with the deadline Slurm really holds (reconciliation from squeue --json).
 
-Rendered by `greenslurm hook install`; the settings below come from hook.toml.
+Rendered by `greenslurm hook install`; the settings below come from hook.toml, but FAILURES_DIR:
+the folder install made beside this script for slurmctld's user.
 --]]
 
 local SOCKET_PATH = "@SOCKET@"
+local FAILURES_DIR = "@FAILURES_DIR@"
 local TIMEOUT_MS = @TIMEOUT_MS@
 local FAIL_OPEN = @FAIL_OPEN@
 local FAIL_DEADLINE_OPEN = @FAIL_DEADLINE_OPEN@
@@ -133,10 +135,13 @@ end
 -- <<< back-off
 local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 
--- Failures not yet reported are also kept in a small file beside the socket (the service's runtime
--- directory, writable by SlurmUser), so that a slurmctld restart (or a reload of this file) does not
--- lose them: the next load reports them as its own, with the earlier load's request numbers.
-local FAILURES_FILE = SOCKET_PATH .. ".failures"
+-- Failures not yet reported are also kept in a small file, so that a slurmctld restart (or a reload
+-- of this file) does not lose them: the next load reports them as its own, with the earlier load's
+-- request numbers.  The file lives in FAILURES_DIR, a folder `greenslurm hook install` made beside
+-- this script for slurmctld's user alone (mode 0755): the load below reads it with a plain io.open,
+-- which waits for ever on a FIFO and follows a link, so nobody else may put anything there (it was
+-- beside the socket, in the folder of the service's user).
+local FAILURES_FILE = FAILURES_DIR .. "/unreported"
 local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier load, not yet reported
 do
     local f = io.open(FAILURES_FILE, "r")
@@ -435,9 +440,8 @@ local function failed_ranges()
 end
 
 -- The file is written under a name nobody can guess (16 bytes of /dev/urandom) and renamed over
--- FAILURES_FILE: rename replaces the name itself, so a link or a FIFO planted at FAILURES_FILE by
--- whoever owns the runtime folder (the service's user) is replaced, never written through (slurmctld
--- may run as root: writing through a link would let that user overwrite any file).
+-- FAILURES_FILE: a reader sees the old line or the new one, never half of one, and rename replaces
+-- the name itself, so even a link left at FAILURES_FILE is replaced, never written through.
 local function private_name()
     local random = io.open("/dev/urandom", "rb")
     if random == nil then return nil end

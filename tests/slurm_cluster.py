@@ -356,6 +356,17 @@ class SlurmCluster:
             raise
         return self
 
+    def restart_slurmctld(self, timeout_s: float = 120.0) -> None:
+        """Stop slurmctld (SIGTERM: it saves its state) and start it again on the same state; it loads
+        its plugins (job_submit.lua) anew.  Raises when the nodes are not idle again within
+        ``timeout_s`` (a slurmctld whose start stalls never answers)."""
+        name, proc = next((n, p) for n, p in self.procs if n == "slurmctld")
+        proc.terminate()
+        proc.wait(timeout=60)
+        self.procs.remove((name, proc))
+        self._spawn("slurmctld", "slurmctld", ["-D", "-i", "-f", str(self.conf)])
+        self.wait_idle(timeout_s)
+
     def _start_munged(self) -> None:
         munge_dir = self.root / "munge"
         # 0755 like Debian's /run/munge: any local user may reach the socket (munged authenticates

@@ -8,6 +8,7 @@ tests/test_slurm_hook_live.py and tests/test_hook_attacks.py.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -52,9 +53,16 @@ def job(**fields) -> dict:
     return desc
 
 
+def failures_folder(tmp_path: Path) -> Path:
+    """The folder ``hook install`` would make for the failures the hook has not reported yet."""
+    folder = tmp_path / "failures"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    return folder
+
+
 def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict]) -> tuple[list[list[str]], str]:
     script = tmp_path / "job_submit.lua"
-    script.write_text(render_job_submit(config))
+    script.write_text(render_job_submit(config, failures_folder(tmp_path)))
     body = ",\n".join("{job_desc = " + lua_value(c["job_desc"]) + (f", sleep = {c['sleep']}" if "sleep" in c else "")
                       + (f", uid = {int(c['uid'])}" if "uid" in c else "") + "}" for c in cases)
     (tmp_path / "cases.lua").write_text("return {\n" + body + "\n}\n")
@@ -139,12 +147,12 @@ def test_failures_of_three_users_in_a_row_pause_everybody(tmp_path):
 
 
 def test_a_link_planted_as_the_failures_file_is_replaced_never_written_through(tmp_path):
-    # whoever owns the runtime folder (the service's user) can plant a link where the hook keeps its
-    # failures; slurmctld may run as root, so writing through it would overwrite any file
+    # the hook's own folder belongs to slurmctld's user (hook install makes it so), but should a link
+    # be there anyway, the hook replaces the name (rename) and never writes through it
     config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious\n")
-    planted = tmp_path / "absent.sock.failures"
+    planted = failures_folder(tmp_path) / "unreported"
     planted.symlink_to(victim)
     lines, log = run_hook(tmp_path, config, [{"job_desc": job()}] * 2)
     assert [int(line[0]) for line in lines] == [0, 0], log       # no service: both fail open
@@ -153,13 +161,37 @@ def test_a_link_planted_as_the_failures_file_is_replaced_never_written_through(t
     # the two failures (request numbers 1 and 2) kept for the next load, under its instance name
     assert re.fullmatch(r"2 [0-9a-f]+:1-2\n", planted.read_text()), planted.read_text()
     # nothing left under the private names
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("absent.sock")) == ["absent.sock.failures"]
+    assert [p.name for p in planted.parent.iterdir()] == ["unreported"]
+
+
+@pytest.mark.parametrize("planted_as", ["fifo", "link"])
+def test_nothing_planted_in_the_runtime_folder_is_read_by_the_hooks_load(tmp_path, planted_as):
+    # the service's user owns the socket's folder; the hook kept its failures there as
+    # <socket>.failures and read that name at every load: a FIFO stalled the load (this run never
+    # ended: the subprocess timeout), a link made slurmctld read a file of its choosing (7 failures of
+    # a load that never was were reported).  Now the hook neither reads nor writes that name.
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    planted = tmp_path / "absent.sock.failures"
+    secret = tmp_path / "secret"
+    secret.write_text("7 deadbeef:1-7\n")
+    if planted_as == "fifo":
+        os.mkfifo(planted)
+    else:
+        planted.symlink_to(secret)
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job()}])
+    assert [int(line[0]) for line in lines] == [0], log          # no service: fails open
+    assert "(failure 1)" in log, log                              # counted from 0: nothing was read
+    kept = (failures_folder(tmp_path) / "unreported").read_text()
+    assert re.fullmatch(r"1 [0-9a-f]+:1\n", kept), kept           # 1 failure, request 1; no "deadbeef"
+    assert planted.is_fifo() if planted_as == "fifo" else planted.is_symlink()   # left as it was
+    assert secret.read_text() == "7 deadbeef:1-7\n"
 
 
 def back_off(tmp_path: Path, events: list[str]) -> list[str]:
     """job_submit.lua's own back-off (its ">>> back-off" part, run by lua5.1) on ``events``."""
     hook = tmp_path / "job_submit.lua"
-    hook.write_text(render_job_submit(HookConfig(socket=str(tmp_path / "s.sock"), database=str(tmp_path / "d"))))
+    hook.write_text(render_job_submit(HookConfig(socket=str(tmp_path / "s.sock"), database=str(tmp_path / "d")),
+                                   tmp_path / "failures"))
     (tmp_path / "events").write_text("\n".join(events) + "\n")
     result = subprocess.run([LUA, str(HERE / "lua" / "back_off.lua"), str(hook), str(tmp_path / "events")],
                             capture_output=True, timeout=120)
@@ -191,7 +223,8 @@ MB4 = 4 * 1024 * 1024          # slurmctld's default max_script_size (job_mgr.c 
 def lua_scan(tmp_path: Path, scripts: list[bytes]) -> list[tuple[list[str], bool]]:
     """job_submit.lua's own scan (its ">>> script scan" part, run by lua5.1) on each script."""
     hook = tmp_path / "job_submit.lua"
-    hook.write_text(render_job_submit(HookConfig(socket=str(tmp_path / "s.sock"), database=str(tmp_path / "d"))))
+    hook.write_text(render_job_submit(HookConfig(socket=str(tmp_path / "s.sock"), database=str(tmp_path / "d")),
+                                   tmp_path / "failures"))
     files = []
     for i, script in enumerate(scripts):
         files.append(tmp_path / f"script{i}.sh")

@@ -31,7 +31,7 @@ from greenslurm.slurm_plugin.unit import Sandbox, exec_line, exec_words, hidden_
 from greenslurm.traces.slurm_conf import logical_lines, read_slurm_conf
 
 from hook_service import ServiceProcess, write_config
-from slurm_cluster import shared_root
+from slurm_cluster import ensure_user, shared_root
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "slurm_plugin"
@@ -548,7 +548,9 @@ def test_check_of_a_wired_site_is_ok_with_one_warning(site, capsys):
                                                   ("run/hook.sock", 0o666, "socket"),
                                                   ("run", 0o770, "runtime folder"),
                                                   ("etc/job_submit.lua", 0o666, "job_submit.lua"),
-                                                  ("hook.toml", 0o666, "hook.toml"), (".", 0o777, "hook.toml")])
+                                                  ("hook.toml", 0o666, "hook.toml"), (".", 0o777, "hook.toml"),
+                                                  ("etc/greenslurm-failures", 0o775, "failures folder"),
+                                                  ("etc", 0o777, "failures folder")])
 def test_a_loose_mode_fails(site, path, mode, failing):
     root, config, conf, _ = site
     target = root / path
@@ -572,11 +574,91 @@ def test_a_runtime_folder_of_another_user_fails(site):
         checks = check(HookConfig.from_toml(config), conf)
         found = next(c for c in checks if c.name == "runtime folder")
         assert found.level == FAIL and "owned by slurm" in found.detail and "the running service" in found.detail
-        # slurmctld (SlurmUser=root here) reads the hook's failures file from a folder slurm owns
-        failures = next(c for c in checks if c.name == "failures file")
-        assert failures.level == WARN and "hook.sock.failures" in failures.detail and "in a folder slurm (uid" in failures.detail
+        # slurmctld (SlurmUser=root here) reads the hook's failures from a folder of its own, whoever
+        # owns the runtime folder
+        failures = next(c for c in checks if c.name == "failures folder")
+        assert failures.level == OK and "greenslurm-failures: owner root (uid 0), mode 0755" in failures.detail
     finally:
         os.chown(root / "run", 0, -1)
+
+
+# -- where job_submit.lua keeps the failures it has not reported yet ------------------------------------------------
+def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier_failures_in(tmp_path, capsys):
+    slurm = ensure_user("greenslurm-user")          # SlurmUser of this slurm.conf
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
+    run.mkdir()
+    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    write(run / "hook.sock.failures", "3 abc123:4-6\n")     # kept by an earlier job_submit.lua
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    folder = etc / "greenslurm-failures"
+    st = os.lstat(folder)
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == slurm.pw_uid and stat.S_IMODE(st.st_mode) == 0o755
+    assert (folder / "unreported").read_text() == "3 abc123:4-6\n" and (folder / "unreported").stat().st_uid == slurm.pw_uid
+    assert not (run / "hook.sock.failures").exists()
+    assert f'local FAILURES_DIR = "{folder.resolve()}"' in (etc / "job_submit.lua").read_text()
+    # again, with a FIFO at the old name (the service's user may put one there): never opened for
+    # reading (install would wait for ever), left as it is; the folder's own file stays
+    os.mkfifo(run / "hook.sock.failures")
+    os.chmod(folder, 0o777)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert (run / "hook.sock.failures").is_fifo() and (folder / "unreported").read_text() == "3 abc123:4-6\n"
+    assert stat.S_IMODE(os.lstat(folder).st_mode) == 0o755          # made slurmctld's user's alone again
+    # a folder above it that others can write: said, on stderr
+    os.chmod(etc, 0o777)
+    capsys.readouterr()
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert f"warning: {etc}: mode 0777, others can replace {folder}" in capsys.readouterr().err
+    os.chmod(etc, 0o755)
+    # a link where the folder goes is refused, in one line
+    shutil.rmtree(folder)
+    folder.symlink_to(tmp_path)
+    capsys.readouterr()
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 2
+    err = capsys.readouterr().err
+    assert "greenslurm-failures" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_check_of_the_failures_folder(site):
+    root, config, conf, _ = site
+    folder, lua = conf.parent / "greenslurm-failures", conf.parent / "job_submit.lua"
+
+    def found(name="failures folder"):
+        return next(c for c in check(HookConfig.from_toml(config), conf) if c.name == name)
+    assert found().level == OK and found().detail.endswith("no failure waiting")
+    write(folder / "unreported", "3 abc123:4-6\n")
+    try:
+        assert found().level == OK and "3 failure(s) of job_submit.lua abc123 not reported yet" in found().detail
+    finally:
+        (folder / "unreported").unlink()
+    os.mkfifo(folder / "unreported")                     # check never waits on it
+    try:
+        assert found().level == FAIL and "not a regular file (a FIFO)" in found().detail
+    finally:
+        (folder / "unreported").unlink()
+    other = ensure_user("greenslurm-user")
+    os.chown(folder, other.pw_uid, -1)
+    try:
+        assert found().level == FAIL and f"owned by uid {other.pw_uid}, not slurmctld's user (uid 0)" in found().detail
+        assert f"greenslurm hook install --config {config} --dest {conf.parent}" in found().detail
+    finally:
+        os.chown(folder, 0, -1)
+    earlier = root / "run" / "hook.sock.failures"
+    write(earlier, "2 abc:1-2\n")
+    try:
+        assert found("earlier failures file").level == WARN
+        assert "holding 2 unreported failure(s); nothing reads it now: greenslurm hook install" in found("earlier failures file").detail
+    finally:
+        earlier.unlink()
+    # a job_submit.lua of the earlier layout: check says what to run
+    text = lua.read_text()
+    write(lua, re.sub(r'local FAILURES_DIR = ".*"\n', "", text))
+    try:
+        job_submit = found("job_submit.lua")
+        assert job_submit.level == FAIL and f"{root / 'run' / 'hook.sock.failures'}" in job_submit.detail
+        assert f"(run greenslurm hook install --config {config} --dest {conf.parent})" in job_submit.detail
+    finally:
+        write(lua, text)
 
 
 def test_slurmctld_as_slurm_user_cannot_reach_a_root_socket(site, tmp_path):

@@ -259,16 +259,6 @@ def test_fail_opens_while_the_service_is_stopped_are_counted_once(idle):
     assert [r["applied"] for r in rows] == [0, 0, 0, 1], rows
 
 
-def restart_slurmctld(cluster) -> None:
-    """Stop slurmctld (SIGTERM: it saves its state) and start it again on the same state."""
-    name, proc = next((n, p) for n, p in cluster.procs if n == "slurmctld")
-    proc.terminate()
-    proc.wait(timeout=60)
-    cluster.procs.remove((name, proc))
-    cluster._spawn("slurmctld", "slurmctld", ["-D", "-i", "-f", str(cluster.conf)])
-    cluster.wait_idle(120)
-
-
 def test_fail_opens_before_a_slurmctld_restart_are_counted_and_the_restart_leaves_no_traceback(idle):
     counted = ping(idle.socket, 2.0)["fail_opens"]
     idle.stop_service()
@@ -277,7 +267,7 @@ def test_fail_opens_before_a_slurmctld_restart_are_counted_and_the_restart_leave
         assert r.returncode == 0, r.stderr
     idle.serve()
     log_from = len((idle.root / "service.log").read_bytes())
-    restart_slurmctld(idle.cluster)      # the hook's load that counted the 3 ends here
+    idle.cluster.restart_slurmctld()     # the hook's load that counted the 3 ends here
     idle.wait_sync()
     r = idle.sbatch("-t", "1")           # the new load's first answered request
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,132 @@
+"""Where job_submit.lua keeps its unreported failures, on real daemons: munged, slurmctld (as root,
+Slurm's default SlurmUser) and one slurmd on loopback, the shipped job_submit.lua rendered by
+``greenslurm hook install`` beside slurm.conf, and ``greenslurm hook serve``.  The runtime folder
+(socket) and the state folder (record) belong to a NON-ROOT service user (``greenslurm-service``), as
+the systemd unit's RuntimeDirectory= and StateDirectory= make them for its User=, and every planting
+below runs as that user (through setpriv).  The service process itself runs as root here: the
+Python that has the project's dependencies on this machine lives in root's home (mode 0700), out of
+any other user's reach; what a service user can do to slurmctld is what its folders allow, and those
+are the non-root user's.
+
+The service's user plants a FIFO, or a link to a file only root can read, where job_submit.lua kept
+its failures before (``<socket>.failures``), and tries the hook's own folder; slurmctld is restarted,
+so that it loads the script and reads the kept failures back.  The old job_submit.lua stalled that
+load on the FIFO (slurmctld never answered again) and read the linked file (it reported the 7
+failures the file claimed); the failures the hook really kept must still reach the service's count.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from greenslurm.slurm_plugin.install import ping
+from hook_service import ServiceProcess, write_config
+from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
+from test_hook_attacks import Attack
+
+REASON = skip_reason()
+pytestmark = [pytest.mark.slurm, pytest.mark.skipif(REASON is not None, reason=REASON or ""),
+              pytest.mark.timeout(600)]
+
+NODES = (NodeDef("n1", 4, 4000),)
+
+
+class Site(Attack):
+    """The cluster, the hook installed beside its slurm.conf, the runtime and state folders of the
+    service's own user (serving, stopping and closing as :class:`test_hook_attacks.Attack`)."""
+
+    def __init__(self) -> None:
+        self.root = shared_root("greenslurm-failures-")
+        self.run, self.lib = self.root / "run", self.root / "lib"
+        self.run.mkdir(mode=0o755)                   # RuntimeDirectory=
+        self.lib.mkdir(mode=0o700)                   # StateDirectory=
+        self.socket = str(self.run / "hook.sock")
+        self.database = self.lib / "hook.sqlite"
+        self.cluster = SlurmCluster(self.root / "slurm", NODES)
+        self.config = write_config(self.root / "hook.toml", socket=self.socket, database=str(self.database),
+                                   slurm_conf=str(self.cluster.conf), sync_interval_s=1.0, backend="cli")
+        subprocess.run([sys.executable, "-m", "greenslurm", "hook", "install", "--config", str(self.config),
+                        "--dest", str(self.cluster.etc), "--no-cli-filter"], check=True, capture_output=True,
+                       timeout=120)
+        self.folder = self.cluster.etc / "greenslurm-failures"
+        self.cluster.job_submit_lua = (self.cluster.etc / "job_submit.lua").read_text()
+        self.service: ServiceProcess | None = None
+        self.user = None
+
+    def start(self) -> None:
+        self.cluster.start(timeout_s=120)
+        self.user = self.cluster.add_user("greenslurm-service")
+        for folder in (self.run, self.lib):
+            os.chown(folder, self.user.uid, self.user.gid)
+        self.serve()
+
+    def as_service_user(self, *argv: str) -> subprocess.CompletedProcess:
+        return self.cluster.run(*argv, user=self.user, check=False)
+
+
+@pytest.fixture(scope="module")
+def site():
+    env = Site()
+    try:
+        env.start()
+        yield env
+    finally:
+        env.close()
+
+
+def test_install_made_the_folder_slurmctlds_users_alone(site):
+    st = os.lstat(site.folder)
+    assert stat.S_ISDIR(st.st_mode) and st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o755   # SlurmUser=root
+    assert f'local FAILURES_DIR = "{site.folder}"' in site.cluster.job_submit_lua
+    assert os.stat(site.run).st_uid == site.user.uid != 0          # the service's runtime folder is not root's
+
+
+@pytest.mark.parametrize("planted_as", ["fifo", "link"])
+def test_a_fifo_or_link_planted_by_the_services_user_neither_stalls_nor_redirects_slurmctld(site, planted_as):
+    counted = ping(site.socket, 5.0)["fail_opens"]
+    old_name = Path(f"{site.socket}.failures")
+    secret = site.root / "secret"                  # a file only root can read
+    secret.write_text("7 deadbeef:1-7\n")
+    os.chmod(secret, 0o600)
+    site.stop_service()
+    try:
+        for _ in range(2):                         # no service: each fails open at once, and is kept
+            result = site.cluster.sbatch("-t", "1")
+            assert result.returncode == 0, result.stderr
+        kept = (site.folder / "unreported").read_text() if (site.folder / "unreported").is_file() else None
+        # the service's user plants at the old name, in its own folder ...
+        plant = ["mkfifo", str(old_name)] if planted_as == "fifo" else ["ln", "-s", str(secret), str(old_name)]
+        assert site.as_service_user("rm", "-f", str(old_name)).returncode == 0
+        assert site.as_service_user(*plant).returncode == 0
+        # ... and cannot plant in the hook's folder
+        for attempt in (["mkfifo", str(site.folder / "unreported.x")],
+                        ["ln", "-s", str(secret), str(site.folder / "x")],
+                        ["mv", str(site.folder), str(site.folder) + ".moved"]):
+            denied = site.as_service_user(*attempt)
+            assert denied.returncode != 0 and "denied" in denied.stderr, (attempt, denied.stdout, denied.stderr)
+        # slurmctld loads job_submit.lua and reads the kept failures back: it answers again (the old
+        # script's load waited on the FIFO for ever)
+        site.cluster.restart_slurmctld(timeout_s=180)
+    finally:
+        site.serve()
+    result = site.cluster.sbatch("-t", "1")        # the new load's first answered request reports them
+    assert result.returncode == 0, result.stderr
+    deadline = time.monotonic() + 60
+    while ping(site.socket, 5.0)["fail_opens"] < counted + 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)                                # a wrong count (the link's 7) would show by now
+    assert ping(site.socket, 5.0)["fail_opens"] == counted + 2      # the 2 kept; not the 7 of the secret file
+    assert kept is not None and re.fullmatch(r"2 [0-9a-f]+:\d+-\d+\n", kept), kept   # as they were kept
+    assert not os.path.lexists(site.folder / "unreported")           # reported: the hook removed its file
+    assert "deadbeef" not in (site.root / "service.log").read_text()
+    assert old_name.is_fifo() if planted_as == "fifo" else old_name.is_symlink()   # never touched
+    assert secret.read_text() == "7 deadbeef:1-7\n"
+    old_name.unlink()
