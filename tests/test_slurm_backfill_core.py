@@ -46,13 +46,14 @@ def jobs_of(rows, machine: Cluster) -> list[JobSpec]:
     return jobs
 
 
-def replay_both_ways(rows, uneven=False, full=False, **options) -> tuple[int, int]:
+def replay_both_ways(rows, uneven=False, full=False, **options) -> tuple[int, int, int]:
     """Replay ``rows`` with the compiled cycle and with the reference's: the same starts, nodes, the
     scheduler that started each job, rejections, early stops and will-run answers "never" from the
-    usable nodes' CPUs alone.  How many cycles ran compiled, and how many of them found the core's
-    state brought up to date by the starts and ends alone (its catch-up path)."""
+    usable nodes' CPUs alone.  How many cycles ran compiled, how many of them found the core's
+    state brought up to date by the starts and ends alone (its catch-up path), and how many of their
+    starts the core placed itself (jobs fitting on the CPUs free now)."""
     machine = cluster(uneven)
-    outcomes, compiled, catch_ups = [], 0, 0
+    outcomes, compiled, catch_ups, placed = [], 0, 0, 0
     for on in (False, True):
         replay = Replay(jobs_of(rows, machine), machine, "slurm", strategy_options={
             "scheduling": SlurmScheduling(priority=PRIORITY, **{"bf_interval_s": 30.0, "bf_resolution_s": 60.0,
@@ -69,8 +70,9 @@ def replay_both_ways(rows, uneven=False, full=False, **options) -> tuple[int, in
                          None if full else queue.nevers_without_view))
         if on and queue._compiled_backfill is not None:
             compiled, catch_ups = queue._compiled_backfill.cycles, queue._compiled_backfill.catch_ups
+            placed = queue._compiled_backfill.placed_by_core
     assert outcomes[1] == outcomes[0]
-    return compiled, catch_ups
+    return compiled, catch_ups, placed
 
 
 def long_queue(count=150, seed=7, widest=12) -> list[tuple]:
@@ -96,7 +98,7 @@ def test_the_compiled_cycle_decides_as_its_reference(rows, uneven, full, interva
     # both resolutions, bf_max_job_user / _part / _start / _test, a short and a long bf_window,
     # cycles stopped early and full ones, slurmctld's clock at 0 or a Unix time at trace second 0:
     # the compiled cycle starts what the reference starts, where, and stops where it stops
-    compiled, _ = replay_both_ways(rows, uneven, full, bf_interval_s=interval, bf_resolution_s=resolution,
+    compiled, _, _ = replay_both_ways(rows, uneven, full, bf_interval_s=interval, bf_resolution_s=resolution,
                                 release_delay_s=release, bf_max_job_user=per_user, bf_max_job_part=per_part,
                                 bf_max_job_start=max_start, bf_max_job_test=max_test, bf_window_s=window,
                                 clock_at_zero_s=clock)
@@ -107,16 +109,18 @@ def test_the_compiled_cycle_decides_as_its_reference(rows, uneven, full, interva
 @pytest.mark.parametrize("uneven", [False, True])
 def test_a_long_queue_runs_its_cycles_compiled_with_the_same_starts(seed, uneven):
     # 150 jobs Slurm spreads on 4 nodes: the cycles run compiled (dozens of them), starts unchanged; in
-    # most the core's state was caught up by the starts and ends since its last cycle (not made afresh)
-    compiled, catch_ups = replay_both_ways(long_queue(seed=seed), uneven)
-    assert compiled > 20 and catch_ups > compiled // 3
+    # most the core's state was caught up by the starts and ends since its last cycle (not made afresh);
+    # the jobs they start fit on the CPUs free now, placed by the core's node choice (8 to 42 of them on
+    # these seeds), on the same nodes as the reference's
+    compiled, catch_ups, placed = replay_both_ways(long_queue(seed=seed), uneven)
+    assert compiled > 20 and catch_ups > compiled // 3 and placed > 5
 
 
 def test_a_job_naming_its_nodes_leaves_the_cycle_to_the_reference():
     # the same queue with one job asking 2 nodes by count (not spread, so not compiled): while it
     # waits, cycles run in Python; the starts are the same either way
     rows = long_queue()
-    spread_only, _ = replay_both_ways(rows)
+    spread_only = replay_both_ways(rows)[0]
     rows[3] = (*rows[3][:6], 2)
     assert replay_both_ways(rows)[0] < spread_only
 

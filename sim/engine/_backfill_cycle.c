@@ -67,6 +67,9 @@ typedef struct {
     int8_t *memo_answer;
     /* where the cycle is; nevers: will-run answers "never" from the usable nodes' CPUs alone (the capacity bound) */
     int64_t position, tried, started, stopped_early, nevers;
+    /* at START: 1 when the job fits on the CPUs free now (its will-run answer "now"), 0 when its start is an
+     * expected end already past (the nodes free now are then not the answer's) */
+    int fits_now;
 } Cycle;
 
 void cycle_free(Cycle *c)
@@ -678,9 +681,11 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
                 return found;
             if (!found)
                 break;
+            int fits_now = start_s == -INFINITY;
             start_s = start_s > c->now ? start_s : c->now;      /* now, or its group's end if later */
             start_s = start_s >= start_from ? start_s : start_from;
             if (start_s <= c->now) {
+                c->fits_now = fits_now;
                 *position = p;
                 memcpy(usable_out, c->walked, sizeof(uint64_t) * (size_t)c->words);
                 return START;
@@ -710,6 +715,28 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
     }
     c->position = c->count;
     return DONE;
+}
+
+/* after START, before the caller places the job: its nodes and the CPUs it takes on each (room for n of
+ * each) when it fits on the CPUs free now: Slurm's spread node choice (spread_whole) on the usable nodes
+ * the cycle found, as SlurmQueue._place_now chooses them on the same free CPUs.  Returns how many nodes; 0
+ * when the job's start is an expected end already past (the caller places it on the nodes free now), or
+ * NOT_WHOLE / NO_MEMORY. */
+int64_t cycle_start_nodes(Cycle *c, int64_t *nodes, double *cpus)
+{
+    if (!c->fits_now)
+        return 0;
+    const double *row = c->table + c->order[c->position] * c->columns;
+    int64_t last = -1;
+    /* (no running jobs given: the answer on the CPUs free now only) */
+    int64_t count = will_run_spread(c->free, (const uint8_t *)c->walked, c->n, row[COL_CPUS], c->clock_ends, 0,
+                                    c->offsets, c->entry_nodes, c->entry_cpus, c->window_s, 1, c->usable, c->work,
+                                    c->in_map, c->nodes_out, c->cpus_out, (uint8_t *)c->scratch, &last);
+    if (count <= 0)
+        return count < 0 ? count : NOT_WHOLE;     /* (it fit now on this state: 0 cannot be) */
+    memcpy(nodes, c->nodes_out, sizeof(int64_t) * (size_t)count);
+    memcpy(cpus, c->cpus_out, sizeof(double) * (size_t)count);
+    return count;
 }
 
 /* after START: whether the caller started the job (its new state given with cycle_state first) */

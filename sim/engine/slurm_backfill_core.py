@@ -72,6 +72,11 @@ class CompiledBackfill:
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
         self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
+        # cycle_start_nodes: the nodes and CPUs of a job that fits now, and their addresses
+        self.start_nodes = np.zeros(max(size, 1), dtype=np.int64)
+        self.start_cpus = np.zeros(max(size, 1))
+        self._start_addresses = (self.start_nodes.ctypes.data, self.start_cpus.ctypes.data)
+        self._width = queue.machine.free.shape[1]
         self._counts_address = self.counts.ctypes.data
         self._order_address: tuple = (None, 0)         # the queue's order array last given, and its address
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
@@ -80,6 +85,9 @@ class CompiledBackfill:
         self._table_addresses: tuple | None = None
         self.cycles = 0                 # cycles run here (the others were the reference's)
         self.catch_ups = 0              # states brought up to date by the starts and ends alone (_caught_up)
+        # the jobs the cycle would start placed by the core (they fit now) and by the reference (their start
+        # an expected end already past)
+        self.placed_by_core = self.placed_by_reference = 0
         self._state = None           # the compiled will-run test whose arrays the core reads
         # the queue's will-run stamp when the core's state (free CPUs, running jobs, kept answers) was last
         # made or updated by a start: while it holds, the next cycle's state is the core's own
@@ -217,6 +225,22 @@ class CompiledBackfill:
             self._order_address = (order, order.ctypes.data)
         return self._order_address[1]
 
+    def _fitting_now(self) -> tuple | None:
+        """The placement of the job the cycle would start (after START) when it fits on the CPUs free now:
+        the core's spread node choice on its usable nodes, which is ``SlurmQueue._place_now``'s there (the job
+        spreads, holds no memory, has no node cap: ``_compiles``); None when its start is an expected end
+        already past (the nodes free now are not the answer's: placed by the reference)."""
+        count = self.library.cycle_start_nodes(self.handle, *self._start_addresses)
+        if count == 0:
+            return None
+        if count < 0:
+            if count == NO_MEMORY:
+                raise MemoryError("the slurm queue's backfill cycle: out of memory")
+            raise RuntimeError("the slurm queue's compiled backfill cycle: a job fitting now found no nodes")
+        amounts = np.zeros((count, self._width))
+        amounts[:, CPU] = self.start_cpus[:count]
+        return self.start_nodes[:count].copy(), amounts
+
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
         reference (nothing done)."""
@@ -246,9 +270,15 @@ class CompiledBackfill:
             code = library.cycle_run(handle, *self._out)
         while code == START:
             waiting = ordered[self.position.value]
-            # (mask_of of the words as an int: node i is bit i % 8 of little-endian byte i // 8)
-            usable = np.unpackbits(self._usable_bytes, count=self.size, bitorder="little").view(bool)
-            placed = queue._place_now(waiting.job, usable)
+            placed = self._fitting_now()
+            if placed is not None:
+                self.placed_by_core += 1
+            else:
+                self.placed_by_reference += 1
+                # its start is an expected end already past: placed on the nodes free now, as the reference
+                # (mask_of of the words as an int: node i is bit i % 8 of little-endian byte i // 8)
+                usable = np.unpackbits(self._usable_bytes, count=self.size, bitorder="little").view(bool)
+                placed = queue._place_now(waiting.job, usable)
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
                 self._started(waiting.job, now_s)
@@ -290,6 +320,8 @@ def compiled_backfill_library():
                                             ctypes.c_int, ctypes.c_int, pointer, pointer, i64, i64, pointer, i64, i64)
             library.cycle_run.restype = ctypes.c_int
             library.cycle_run.argtypes = (pointer, pointer, pointer)
+            library.cycle_start_nodes.restype = i64
+            library.cycle_start_nodes.argtypes = (pointer, pointer, pointer)
             library.cycle_resume.restype = None
             library.cycle_resume.argtypes = (pointer, ctypes.c_int)
             library.cycle_counts.restype = None
