@@ -196,23 +196,29 @@ class CompiledBackfill:
         self.catch_ups += 1
         return True
 
-    def _join(self, job) -> int:
-        """``job`` (started) joins the core's running jobs where SlurmQueue._running_index puts it."""
+    def _join(self, job, placed_here: int = 0) -> int:
+        """``job`` (started) joins the core's running jobs where SlurmQueue._running_index puts it.
+        ``placed_here``: how many nodes the core chose for it (:meth:`_fitting_now`; its nodes and CPUs are
+        still in the start buffers), 0: they are read from the job."""
         s = self.queue.settings
-        nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
-        held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
-        cpus = np.ascontiguousarray(held, dtype=np.float64)
+        if placed_here:
+            (nodes_address, cpus_address), count = self._start_addresses, placed_here
+        else:
+            nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
+            held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
+            cpus = np.ascontiguousarray(held, dtype=np.float64)
+            nodes_address, cpus_address, count = nodes.ctypes.data, cpus.ctypes.data, len(nodes)
         clock_end = float(slurm_clock_s(job.planned_end_s, s.clock_at_zero_s, s.time_scale))
-        code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes.ctypes.data,
-                                          cpus.ctypes.data, len(nodes), self.queue._free_cpus_now())
+        code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes_address,
+                                          cpus_address, count, self.queue._free_cpus_now())
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         return code
 
-    def _started(self, job, now_s: float) -> None:
+    def _started(self, job, placed_here: int) -> None:
         """A job the cycle started joins the core's running jobs (the queue's own index is rebuilt when
-        next asked for)."""
-        if self._join(job) != 0:
+        next asked for); ``placed_here``: as :meth:`_join`'s."""
+        if self._join(job, placed_here) != 0:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a start left a count not whole")
         self._state = None                      # the core's state is past the queue's compiled will-run test
         self._synced = self.queue._will_run_stamp()     # and is the machine's now
@@ -271,7 +277,8 @@ class CompiledBackfill:
         while code == START:
             waiting = ordered[self.position.value]
             placed = self._fitting_now()
-            if placed is not None:
+            placed_here = 0 if placed is None else len(placed[0])
+            if placed_here:
                 self.placed_by_core += 1
             else:
                 self.placed_by_reference += 1
@@ -281,7 +288,7 @@ class CompiledBackfill:
                 placed = queue._place_now(waiting.job, usable)
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
-                self._started(waiting.job, now_s)
+                self._started(waiting.job, placed_here)
             library.cycle_resume(handle, int(placed is not None))
             code = library.cycle_run(handle, *self._out)
         if code == NO_MEMORY:
