@@ -129,11 +129,12 @@ class CompiledBackfill:
             self.parts = np.vstack([self.parts, self._words(bits)[None, :]])
         self._table_addresses = None
         cpus = float(job.cpus_total)
+        # (its will-run key first: kept for the waiting job, it is what _compiles reads)
+        key = self.keys.setdefault(queue._job_key(job), len(self.keys) + 1)
         compiles = queue._compiles(job) and 0 < cpus < WHOLE_LIMIT and cpus == math.floor(cpus)
         self.table[job.index] = (cpus, job.requested_s, row, self.users.setdefault(job.job.user, len(self.users)),
                                  self.partitions.setdefault(waiting.partition, len(self.partitions)),
-                                 waiting.eligible_s, compiles,
-                                 self.keys.setdefault(queue._job_key(job), len(self.keys) + 1))
+                                 waiting.eligible_s, compiles, key)
 
     def _unseen(self, order: np.ndarray) -> np.ndarray:
         """The positions in ``order`` (job indices) of the jobs whose row is not filled in yet."""
