@@ -474,6 +474,24 @@ int cycle_ended(Cycle *c, int64_t key, double free_now)
 }
 
 /* -- the cycle ----------------------------------------------------------------------------------------- */
+/* whether the job at row order[p] of the jobs table (table_rows rows, columns wide) is not filled in yet */
+static int unseen(const int64_t *order, int64_t p, const double *table, int64_t table_rows, int64_t columns)
+{
+    return order[p] >= table_rows || !table[order[p] * columns + COL_SEEN];
+}
+
+/* the positions p in order (count rows of the jobs table) whose job is not filled in yet, in order, into
+ * positions (room for count); returns how many */
+int64_t cycle_unseen(const int64_t *order, int64_t count, const double *table, int64_t table_rows, int64_t columns,
+                     int64_t *positions)
+{
+    int64_t found = 0;
+    for (int64_t p = 0; p < count; p++)
+        if (unseen(order, p, table, table_rows, columns))
+            positions[found++] = p;
+    return found;
+}
+
 /* a new cycle at now_s over the plan [begin_s, plan_end_s) of nodes `available` (words); the jobs: order
  * (count rows of table, columns wide), parts (node sets by part row); will_run_window_s: the will-run test's
  * window (group_ends); per_user / per_part counters for
@@ -487,7 +505,7 @@ int cycle_begin(Cycle *c, double now_s, double begin_s, double plan_end_s, doubl
                 int64_t partitions)
 {
     for (int64_t p = 0; p < count; p++) {
-        if (order[p] >= table_rows || !table[order[p] * columns + COL_SEEN])
+        if (unseen(order, p, table, table_rows, columns))
             return UNSEEN;
         if (!table[order[p] * columns + COL_COMPILES])
             return LEFT;

@@ -77,6 +77,7 @@ class CompiledBackfill:
         self.start_cpus = np.zeros(max(size, 1))
         self._start_addresses = (self.start_nodes.ctypes.data, self.start_cpus.ctypes.data)
         self._width = queue.machine.free.shape[1]
+        self._positions = np.zeros(64, dtype=np.int64)          # cycle_unseen's answer
         self._counts_address = self.counts.ctypes.data
         self._order_address: tuple = (None, 0)         # the queue's order array last given, and its address
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
@@ -136,11 +137,14 @@ class CompiledBackfill:
                                  self.partitions.setdefault(waiting.partition, len(self.partitions)),
                                  waiting.eligible_s, compiles, key)
 
-    def _unseen(self, order: np.ndarray) -> np.ndarray:
-        """The positions in ``order`` (job indices) of the jobs whose row is not filled in yet."""
-        rows = len(self.table)
-        beyond = order >= rows
-        return np.flatnonzero(beyond | (self.table[np.where(beyond, 0, order), SEEN] == 0))
+    def _unseen(self, order: np.ndarray) -> list[int]:
+        """The positions in ``order`` (job indices) of the jobs whose row is not filled in yet (the core's
+        test of cycle_begin, in one pass)."""
+        if len(self._positions) < len(order):
+            self._positions = np.zeros(2 * len(order), dtype=np.int64)
+        count = self.library.cycle_unseen(self._address_of(order), len(order), self.table.ctypes.data,
+                                          len(self.table), COLUMNS, self._positions.ctypes.data)
+        return self._positions[:count].tolist()
 
     def _tables(self) -> tuple:
         """The jobs' table and the partitions' node sets as the core reads them (addresses kept until
@@ -268,7 +272,7 @@ class CompiledBackfill:
                      s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
         code = library.cycle_begin(*arguments, *self._tables())
         if code == UNSEEN:
-            for position in self._unseen(order).tolist():
+            for position in self._unseen(order):
                 self._see(ordered[position])
             code = library.cycle_begin(*arguments, *self._tables())
         if code == LEFT:
@@ -328,6 +332,8 @@ def compiled_backfill_library():
                                             ctypes.c_int, ctypes.c_int, pointer, pointer, i64, i64, pointer, i64, i64)
             library.cycle_run.restype = ctypes.c_int
             library.cycle_run.argtypes = (pointer, pointer, pointer)
+            library.cycle_unseen.restype = i64
+            library.cycle_unseen.argtypes = (pointer, i64, pointer, i64, i64, pointer)
             library.cycle_start_nodes.restype = i64
             library.cycle_start_nodes.argtypes = (pointer, pointer, pointer)
             library.cycle_resume.restype = None
