@@ -4,8 +4,9 @@
  * reservations, the same early stops.  The cycle's plan (NodeSpace of slurm_node_space.py), the early-stop
  * witness (StartersLeft of slurm_will_run.py), bf_max_job_test/user/part/start and the try-later loop run
  * here; the will-run test is will_run_spread of _will_run.c, included (one copy).  A job that can start now
- * is handed back to Python, which starts it as the reference does and gives the new free CPUs and running
- * jobs; the cycle then resumes where it stopped (its state lives in the Cycle between calls).
+ * is handed back to Python (with its nodes where it fits on the CPUs free now: cycle_start_nodes), which
+ * starts it as the reference does and gives the new free CPUs and running jobs; the cycle then resumes
+ * where it stopped (its state lives in the Cycle between calls).
  *
  * Only whole CPU counts are taken (the caller checks the free, held and asked counts and the nodes' CPUs):
  * every sum is then an exact double in any order, as in _will_run.c.

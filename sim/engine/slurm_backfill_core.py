@@ -11,7 +11,9 @@ core gets the queue's order as job indices (kept by the queue's ``WaitingOrder``
 running jobs and free CPUs between cycles: the starts and ends since it was last in step are given
 to it, and the state is made afresh only after anything else changed (a release, a move).  The plan, the early stops, ``bf_max_job_*`` and the
 try-later loop run in C; a job that can start now comes back here, is started as the reference starts
-it, and the cycle resumes in C with the new free CPUs and running jobs.  ``SlurmQueue.compiled_cycle``
+it (on the nodes the core's spread node choice gives where it fits on the CPUs free now, the reference's
+choice there; by ``SlurmQueue._place_now`` where its start is an expected end already past), and the
+cycle resumes in C with the new free CPUs and running jobs.  ``SlurmQueue.compiled_cycle``
 (or ``compiled_will_run``) False runs every cycle in the reference.
 """
 
