@@ -386,10 +386,10 @@ int cycle_state(Cycle *c, const double *free_cpus, const double *clock_ends, con
         c->memo_used = 0;
     }
     for (int64_t i = 0; i < c->n; i++)
-        if (!(whole(free_cpus[i]) && free_cpus[i] >= 0))
+        if (!(whole_below_limit(free_cpus[i]) && free_cpus[i] >= 0))
             return NOT_WHOLE;
     for (int64_t e = 0; e < entries; e++)
-        if (!(whole(entry_cpus[e]) && entry_cpus[e] >= 0))
+        if (!(whole_below_limit(entry_cpus[e]) && entry_cpus[e] >= 0))
             return NOT_WHOLE;
     if (room_for(c, m, entries) < 0)
         return NO_MEMORY;
@@ -414,7 +414,7 @@ int cycle_started(Cycle *c, double trace_end, double clock_end, int64_t key, con
                   const double *cpus, int64_t k, double free_now)
 {
     for (int64_t j = 0; j < k; j++)
-        if (!(whole(cpus[j]) && cpus[j] >= 0))
+        if (!(whole_below_limit(cpus[j]) && cpus[j] >= 0))
             return NOT_WHOLE;
     int64_t m = c->m, entries = c->offsets[m];
     if (room_for(c, m + 1, entries + k) < 0)

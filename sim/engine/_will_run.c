@@ -11,11 +11,6 @@
 #include "../../allocation/_consecutive.c"
 #include <string.h>
 
-static int whole(double value)
-{
-    return whole_below_limit(value);
-}
-
 /* free_cpus (n): the CPUs free now per node, -inf where none may be allocated; usable_bits ((n + 7) / 8
  * bytes): the nodes the job may take (not reserved in the plan), node i bit i % 8 of byte i / 8 (a node set
  * of slurm_node_space as little-endian bytes); cpus: what the job asks.  The running (and completing) jobs by
@@ -38,7 +33,7 @@ int64_t will_run_spread(const double *free_cpus, const uint8_t *usable_bits, int
                         uint8_t *in_map, int64_t *nodes_out, double *cpus_out, uint8_t *nodes_bits,
                         int64_t *group_last)
 {
-    if (!whole(cpus) || !(cpus > 0))
+    if (!whole_below_limit(cpus) || !(cpus > 0))
         return -1;
     /* node i is bit i % 8 of byte i / 8: whole bytes eight nodes at a time, then the last ones */
     int64_t i = 0;
@@ -72,7 +67,7 @@ static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int
         work[i] = f;
         if (!usable[i])
             continue;
-        if (f != -INFINITY && !whole(f))
+        if (f != -INFINITY && !whole_below_limit(f))
             return -1;
         free_sum += f;
         if (f >= 1)
@@ -96,7 +91,7 @@ static int64_t spread_answer(const double *free_cpus, const uint8_t *usable, int
     for (int64_t r = 0; r < m; r++) {
         for (int64_t e = offsets[r]; e < offsets[r + 1]; e++)
             if (usable[entry_nodes[e]]) {
-                if (!whole(entry_cpus[e]))
+                if (!whole_below_limit(entry_cpus[e]))
                     return -1;
                 enough += entry_cpus[e];
             }

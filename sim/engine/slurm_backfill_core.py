@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from greenslurm.clustermodel.native import load_beside, warn_missing_once
+from greenslurm.sim.engine.slurm_node_space import mask_of_bytes
 from greenslurm.sim.engine.slurm_waiting import NoLimits
 from greenslurm.sim.engine.slurm_will_run import slurm_clock_s
 from greenslurm.sim.machines.machine import Machine
@@ -70,7 +71,7 @@ class CompiledBackfill:
         self.partitions: dict[str, int] = {}
         self.keys: dict[tuple, int] = {}        # the jobs' will-run keys (SlurmQueue._job_key), numbered
         self.usable_out = np.zeros(self.words, dtype=np.uint64)
-        self._usable_bytes = self.usable_out.view(np.uint8)      # the same words, as mask_of reads an int's
+        self._usable_bytes = self.usable_out.view(np.uint8)      # the same words, as bytes
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
         self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
@@ -290,9 +291,7 @@ class CompiledBackfill:
             else:
                 self.placed_by_reference += 1
                 # its start is an expected end already past: placed on the nodes free now, as the reference
-                # (mask_of of the words as an int: node i is bit i % 8 of little-endian byte i // 8)
-                usable = np.unpackbits(self._usable_bytes, count=self.size, bitorder="little").view(bool)
-                placed = queue._place_now(waiting.job, usable)
+                placed = queue._place_now(waiting.job, mask_of_bytes(self._usable_bytes, self.size))
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
                 self._started(waiting.job, placed_here)

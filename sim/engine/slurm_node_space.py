@@ -60,8 +60,17 @@ def mask_of(bits: int, size: int) -> np.ndarray:
     >>> mask_of(0b1101, 5).tolist()
     [True, False, True, True, False]
     """
-    raw = np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8)
-    return np.unpackbits(raw, count=size, bitorder="little").astype(bool)
+    return mask_of_bytes(np.frombuffer(bits.to_bytes((size + 7) // 8, "little"), dtype=np.uint8), size)
+
+
+def mask_of_bytes(raw: np.ndarray, size: int) -> np.ndarray:
+    """The boolean mask of ``size`` nodes held in bytes (uint8), node i bit i % 8 of byte i // 8, as
+    :func:`mask_of` reads an int's little-endian bytes.
+
+    >>> mask_of_bytes(np.array([0b1101, 0b1], dtype=np.uint8), 9).tolist()
+    [True, False, True, True, False, False, False, False, True]
+    """
+    return np.unpackbits(raw, count=size, bitorder="little").view(bool)
 
 
 class NodeSpace:
