@@ -68,8 +68,9 @@ typedef struct {
     int8_t *memo_answer;
     /* where the cycle is; nevers: will-run answers "never" from the usable nodes' CPUs alone (the capacity bound) */
     int64_t position, tried, started, stopped_early, nevers;
-    /* at START: 1 when the job fits on the CPUs free now (its will-run answer "now"), 0 when its start is an
-     * expected end already past (the nodes free now are then not the answer's) */
+    /* at START: 1 when the job fits on the CPUs free now (its will-run answer "now"), 0 when its start is a
+     * running job's expected end that is now (a job of time limit 0 started this second: the nodes free now
+     * are then not the answer's) */
     int fits_now;
 } Cycle;
 
@@ -739,7 +740,8 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
 /* after START, before the caller places the job: its nodes and the CPUs it takes on each (room for n of
  * each) when it fits on the CPUs free now: Slurm's spread node choice (spread_whole) on the usable nodes
  * the cycle found, as SlurmQueue._place_now chooses them on the same free CPUs.  Returns how many nodes; 0
- * when the job's start is an expected end already past (the caller places it on the nodes free now), or
+ * when the job's start is a running job's expected end that is now (the caller places it on the nodes free
+ * now), or
  * NOT_WHOLE / NO_MEMORY. */
 int64_t cycle_start_nodes(Cycle *c, int64_t *nodes, double *cpus)
 {

@@ -12,7 +12,8 @@ running jobs and free CPUs between cycles: the starts and ends since it was last
 to it, and the state is made afresh only after anything else changed (a release, a move).  The plan, the early stops, ``bf_max_job_*`` and the
 try-later loop run in C; a job that can start now comes back here, is started as the reference starts
 it (on the nodes the core's spread node choice gives where it fits on the CPUs free now, the reference's
-choice there; by ``SlurmQueue._place_now`` where its start is an expected end already past), and the
+choice there; by ``SlurmQueue._place_now`` where its start is a running job's expected end that is now:
+a job of time limit 0 started this second, whose end event comes after the pass), and the
 cycle resumes in C with the new free CPUs and running jobs.  ``SlurmQueue.compiled_cycle``
 (or ``compiled_will_run``) False runs every cycle in the reference.
 """
@@ -90,7 +91,7 @@ class CompiledBackfill:
         self.cycles = 0                 # cycles run here (the others were the reference's)
         self.catch_ups = 0              # states brought up to date by the starts and ends alone (_caught_up)
         # the jobs the cycle would start placed by the core (they fit now) and by the reference (their start
-        # an expected end already past)
+        # a running job's expected end that is now: a job of time limit 0 started this second)
         self.placed_by_core = self.placed_by_reference = 0
         self._state = None           # the compiled will-run test whose arrays the core reads
         # the queue's will-run stamp when the core's state (free CPUs, running jobs, kept answers) was last
@@ -242,8 +243,8 @@ class CompiledBackfill:
     def _fitting_now(self) -> tuple | None:
         """The placement of the job the cycle would start (after START) when it fits on the CPUs free now:
         the core's spread node choice on its usable nodes, which is ``SlurmQueue._place_now``'s there (the job
-        spreads, holds no memory, has no node cap: ``_compiles``); None when its start is an expected end
-        already past (the nodes free now are not the answer's: placed by the reference)."""
+        spreads, holds no memory, has no node cap: ``_compiles``); None when its start is a running job's
+        expected end that is now (the nodes free now are not the answer's: placed by the reference)."""
         count = self.library.cycle_start_nodes(self.handle, *self._start_addresses)
         if count == 0:
             return None
@@ -290,7 +291,9 @@ class CompiledBackfill:
                 self.placed_by_core += 1
             else:
                 self.placed_by_reference += 1
-                # its start is an expected end already past: placed on the nodes free now, as the reference
+                # its start is an expected end that is now (a job of time limit 0 started this second; a job
+                # ends by its expected end, and ends up to now came before the pass): placed on the nodes
+                # free now, as the reference
                 placed = queue._place_now(waiting.job, mask_of_bytes(self._usable_bytes, self.size))
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
