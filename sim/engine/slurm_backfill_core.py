@@ -186,7 +186,7 @@ class CompiledBackfill:
         queue = self.queue
         if self._synced is None or queue._completing or type(stamp) is not int:
             return False
-        now = {index for _, index in queue.running_by_end}
+        now = queue.expected_ends.keys()
         ended, started = self._running - now, now - self._running
         if stamp - self._synced != len(ended) + len(started):
             return False
@@ -200,7 +200,7 @@ class CompiledBackfill:
         for index in started:
             if self._join(running[index]) != 0:
                 return False
-        self._running = now
+        self._running = set(now)
         self._synced = stamp
         self.catch_ups += 1
         return True
