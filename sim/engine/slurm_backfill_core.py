@@ -81,9 +81,16 @@ class CompiledBackfill:
         self.start_cpus = np.zeros(max(size, 1))
         self._start_addresses = (self.start_nodes.ctypes.data, self.start_cpus.ctypes.data)
         self._width = queue.machine.free.shape[1]
-        self._positions = np.zeros(64, dtype=np.int64)          # cycle_unseen's answer
+        # (an array's address is looked up once: numpy's .ctypes makes a Python object per look, some ten
+        # thousand instructions, more than a cycle's glue)
+        self._positions = np.zeros(64, dtype=np.int64)          # cycle_unseen's answer, and its address
+        self._positions_address = self._positions.ctypes.data
         self._counts_address = self.counts.ctypes.data
-        self._order_address: tuple = (None, 0)         # the queue's order array last given, and its address
+        # the queue's order as the core reads it: copied into this room (its address kept while it has
+        # room) when the queue's order array is another than the one last copied
+        self._order_room = np.zeros(64, dtype=np.int64)
+        self._order_room_address = self._order_room.ctypes.data
+        self._order_copied: np.ndarray | None = None
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
         if not self.handle:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
@@ -127,12 +134,13 @@ class CompiledBackfill:
             grown = np.zeros((max(2 * len(self.table), job.index + 1), COLUMNS))
             grown[:len(self.table)] = self.table
             self.table = grown
+            self._table_addresses = None
         bits = queue._bits_of_allowed(job.allowed) if job.allowed is not None else (1 << self.size) - 1
         row = self.part_rows.get(bits)
         if row is None:
             row = self.part_rows[bits] = len(self.parts)
             self.parts = np.vstack([self.parts, self._words(bits)[None, :]])
-        self._table_addresses = None
+            self._table_addresses = None
         cpus = float(job.cpus_total)
         # (its will-run key first: kept for the waiting job, it is what _compiles reads)
         key = self.keys.setdefault(queue._job_key(job), len(self.keys) + 1)
@@ -146,17 +154,18 @@ class CompiledBackfill:
         test of cycle_begin, in one pass)."""
         if len(self._positions) < len(order):
             self._positions = np.zeros(2 * len(order), dtype=np.int64)
-        count = self.library.cycle_unseen(self._address_of(order), len(order), self.table.ctypes.data,
-                                          len(self.table), COLUMNS, self._positions.ctypes.data)
+            self._positions_address = self._positions.ctypes.data
+        count = self.library.cycle_unseen(self._address_of(order), len(order), self._tables()[1],
+                                          len(self.table), COLUMNS, self._positions_address)
         return self._positions[:count].tolist()
 
     def _tables(self) -> tuple:
         """The jobs' table and the partitions' node sets as the core reads them (addresses kept until
-        either grows)."""
+        either grows), with how many users and partitions the table numbers."""
         if self._table_addresses is None:
             self._table_addresses = (self.parts[0].ctypes.data, self.table.ctypes.data, len(self.table), COLUMNS,
-                                     self.parts.ctypes.data, len(self.users), len(self.partitions))
-        return self._table_addresses
+                                     self.parts.ctypes.data)
+        return (*self._table_addresses, len(self.users), len(self.partitions))
 
     def _push_state(self) -> bool:
         """The machine's state to the core (False: a count is not whole, the reference's case)."""
@@ -210,13 +219,15 @@ class CompiledBackfill:
         ``placed_here``: how many nodes the core chose for it (:meth:`_fitting_now`; its nodes and CPUs are
         still in the start buffers), 0: they are read from the job."""
         s = self.queue.settings
-        if placed_here:
-            (nodes_address, cpus_address), count = self._start_addresses, placed_here
-        else:
-            nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
-            held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
-            cpus = np.ascontiguousarray(held, dtype=np.float64)
-            nodes_address, cpus_address, count = nodes.ctypes.data, cpus.ctypes.data, len(nodes)
+        count = placed_here
+        if not placed_here:
+            # its nodes and the CPUs it holds on each into the start buffers (room for every node; not in
+            # use outside a start the core placed)
+            nodes = job.node_indices
+            count = len(nodes)
+            self.start_nodes[:count] = nodes
+            self.start_cpus[:count] = job.demand[:, CPU] if job.demand.ndim == 2 else job.demand[CPU]
+        nodes_address, cpus_address = self._start_addresses
         clock_end = float(slurm_clock_s(job.planned_end_s, s.clock_at_zero_s, s.time_scale))
         code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes_address,
                                           cpus_address, count, self.queue._free_cpus_now())
@@ -234,11 +245,17 @@ class CompiledBackfill:
         self._running.add(job.index)
 
     def _address_of(self, order: np.ndarray) -> int:
-        """The address of the queue's order array (kept while the queue keeps the same array: a
-        ``.ctypes`` object is made per look)."""
-        if self._order_address[0] is not order:
-            self._order_address = (order, order.ctypes.data)
-        return self._order_address[1]
+        """The address of the queue's order array as the core reads it: a copy in this object's room,
+        made when the queue's array is another than the one last copied (a start or a submission makes
+        a new one)."""
+        if self._order_copied is not order:
+            count = len(order)
+            if len(self._order_room) < count:
+                self._order_room = np.zeros(2 * count, dtype=np.int64)
+                self._order_room_address = self._order_room.ctypes.data
+            self._order_room[:count] = order
+            self._order_copied = order
+        return self._order_room_address
 
     def _fitting_now(self) -> tuple | None:
         """The placement of the job the cycle would start (after START) when it fits on the CPUs free now:
