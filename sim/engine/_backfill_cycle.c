@@ -741,8 +741,7 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
  * each) when it fits on the CPUs free now: Slurm's spread node choice (spread_whole) on the usable nodes
  * the cycle found, as SlurmQueue._place_now chooses them on the same free CPUs.  Returns how many nodes; 0
  * when the job's start is a running job's expected end that is now (the caller places it on the nodes free
- * now), or
- * NOT_WHOLE / NO_MEMORY. */
+ * now), or NOT_WHOLE / NO_MEMORY. */
 int64_t cycle_start_nodes(Cycle *c, int64_t *nodes, double *cpus)
 {
     if (!c->fits_now)
