@@ -25,8 +25,9 @@ PRIORITY = PriorityWeights(type=MULTIFACTOR, job_size=1000, partition=1000,
                            partition_job_factor={"a": 1, "b": 1, "all": 1})
 
 # submit, limit, run time, CPUs, partition, user, nodes named (mostly none: jobs Slurm spreads, the
-# compiled cycle's case; a job naming nodes leaves its queue's cycles to the reference)
-JOB = st.tuples(st.integers(0, 600), st.integers(1, 300), st.integers(1, 300), st.integers(1, 12),
+# compiled cycle's case; a job naming nodes leaves its queue's cycles to the reference); a limit of 0 is
+# the SWF reader's for a job of unknown limit that ran 0 s (2,881 of LLNL-Atlas's, 173 of NASA-iPSC's)
+JOB = st.tuples(st.integers(0, 600), st.integers(0, 300), st.integers(1, 300), st.integers(1, 12),
                 st.sampled_from(["a", "b", "all"]), st.integers(0, 2), st.sampled_from([0] * 9 + [1, 2]))
 
 
@@ -46,13 +47,15 @@ def jobs_of(rows, machine: Cluster) -> list[JobSpec]:
     return jobs
 
 
-def replay_both_ways(rows, uneven=False, full=False, **options) -> tuple[int, int]:
+def replay_both_ways(rows, uneven=False, full=False, **options) -> tuple[int, int, int, int]:
     """Replay ``rows`` with the compiled cycle and with the reference's: the same starts, nodes, the
     scheduler that started each job, rejections, early stops and will-run answers "never" from the
-    usable nodes' CPUs alone.  How many cycles ran compiled, and how many of them found the core's
-    state brought up to date by the starts and ends alone (its catch-up path)."""
+    usable nodes' CPUs alone.  How many cycles ran compiled, how many of them found the core's
+    state brought up to date by the starts and ends alone (its catch-up path), how many of their
+    starts the core placed itself (jobs fitting on the CPUs free now) and how many it left to the
+    reference's placement (a start at a running job's expected end that is now)."""
     machine = cluster(uneven)
-    outcomes, compiled, catch_ups = [], 0, 0
+    outcomes, compiled, catch_ups, placed, past = [], 0, 0, 0, 0
     for on in (False, True):
         replay = Replay(jobs_of(rows, machine), machine, "slurm", strategy_options={
             "scheduling": SlurmScheduling(priority=PRIORITY, **{"bf_interval_s": 30.0, "bf_resolution_s": 60.0,
@@ -69,8 +72,9 @@ def replay_both_ways(rows, uneven=False, full=False, **options) -> tuple[int, in
                          None if full else queue.nevers_without_view))
         if on and queue._compiled_backfill is not None:
             compiled, catch_ups = queue._compiled_backfill.cycles, queue._compiled_backfill.catch_ups
+            placed, past = queue._compiled_backfill.placed_by_core, queue._compiled_backfill.placed_by_reference
     assert outcomes[1] == outcomes[0]
-    return compiled, catch_ups
+    return compiled, catch_ups, placed, past
 
 
 def long_queue(count=150, seed=7, widest=12) -> list[tuple]:
@@ -96,7 +100,7 @@ def test_the_compiled_cycle_decides_as_its_reference(rows, uneven, full, interva
     # both resolutions, bf_max_job_user / _part / _start / _test, a short and a long bf_window,
     # cycles stopped early and full ones, slurmctld's clock at 0 or a Unix time at trace second 0:
     # the compiled cycle starts what the reference starts, where, and stops where it stops
-    compiled, _ = replay_both_ways(rows, uneven, full, bf_interval_s=interval, bf_resolution_s=resolution,
+    compiled, *_ = replay_both_ways(rows, uneven, full, bf_interval_s=interval, bf_resolution_s=resolution,
                                 release_delay_s=release, bf_max_job_user=per_user, bf_max_job_part=per_part,
                                 bf_max_job_start=max_start, bf_max_job_test=max_test, bf_window_s=window,
                                 clock_at_zero_s=clock)
@@ -107,16 +111,42 @@ def test_the_compiled_cycle_decides_as_its_reference(rows, uneven, full, interva
 @pytest.mark.parametrize("uneven", [False, True])
 def test_a_long_queue_runs_its_cycles_compiled_with_the_same_starts(seed, uneven):
     # 150 jobs Slurm spreads on 4 nodes: the cycles run compiled (dozens of them), starts unchanged; in
-    # most the core's state was caught up by the starts and ends since its last cycle (not made afresh)
-    compiled, catch_ups = replay_both_ways(long_queue(seed=seed), uneven)
-    assert compiled > 20 and catch_ups > compiled // 3
+    # most the core's state was caught up by the starts and ends since its last cycle (not made afresh);
+    # the jobs they start fit on the CPUs free now, placed by the core's node choice (8 to 42 of them on
+    # these seeds), on the same nodes as the reference's
+    compiled, catch_ups, placed, _ = replay_both_ways(long_queue(seed=seed), uneven)
+    assert compiled > 20 and catch_ups > compiled // 3 and placed > 5
+
+
+def test_a_start_at_an_expected_end_that_is_now_is_left_to_the_reference_as_its_cycle_does():
+    # A job of time limit 0 started this second is still running (its end event comes after the pass)
+    # and its expected end, start + 0 s, is now: a job waiting for its CPUs gets a will-run answer
+    # "now" that is not the CPUs free now.  Nodes n0 n1 (partition a), n2 n3 (b), 4 CPUs each:
+    #   R, R2 (4 CPUs, 1000 s) start at 0 on one node of a and one of b;
+    #   T, U (8 CPUs: all of a, all of b) wait for them: reservations from 1000 s;
+    #   at the cycle of 30 s, A (4 CPUs, limit 0) starts on a's free node (it ends by 1000 s);
+    #   B (4 CPUs, a) fits once A's group is freed, at A's expected end 30 + 0 = 30 s, now: not on
+    #   the CPUs free now (A holds them), so not started and nothing reserved, as in the reference;
+    #   D (4 CPUs, b) starts on b's free node (so the cycle did not stop early at B);
+    #   B starts at the next cycle, 60 s, on A's node.
+    rows = [(0, 1000, 1000, 4, "a", 0, 0), (0, 1000, 1000, 4, "b", 1, 0), (5, 100, 100, 8, "a", 0, 0),
+            (5, 100, 100, 8, "b", 1, 0), (10, 0, 0, 4, "a", 2, 0), (10, 100, 50, 4, "a", 2, 0),
+            (10, 100, 50, 4, "b", 2, 0)]
+    compiled, _, placed, past = replay_both_ways(rows)
+    # A and D placed by the core at 30 s, B at 60 s; B's try at 30 s left to the reference's placement
+    assert (placed, past) == (3, 1) and compiled >= 2
+    replay = Replay(jobs_of(rows, cluster(False)), cluster(False), "slurm", strategy_options={
+        "scheduling": SlurmScheduling(priority=PRIORITY, bf_interval_s=30.0, bf_resolution_s=60.0)})
+    starts = {r.job_id: (r.start_s, tuple(r.node_indices)) for r in replay.run().records}
+    a_node = starts["j4"][1]
+    assert starts["j4"][0] == 30.0 and starts["j6"][0] == 30.0 and starts["j5"] == (60.0, a_node)
 
 
 def test_a_job_naming_its_nodes_leaves_the_cycle_to_the_reference():
     # the same queue with one job asking 2 nodes by count (not spread, so not compiled): while it
     # waits, cycles run in Python; the starts are the same either way
     rows = long_queue()
-    spread_only, _ = replay_both_ways(rows)
+    spread_only = replay_both_ways(rows)[0]
     rows[3] = (*rows[3][:6], 2)
     assert replay_both_ways(rows)[0] < spread_only
 

@@ -289,6 +289,16 @@ def test_will_run_groups_depend_on_the_clock_only_through_its_place_in_the_windo
             slurm_clock_s(np.array(ends), float(whole)).tolist()
 
 
+@given(st.floats(0.0, 1e10, allow_nan=False) | st.integers(0, 10**9).map(float), st.sampled_from([0.0, 1795874198.357, 7.5]),
+       st.sampled_from([1.0, 60.0, 0.5, 3.0]))
+@settings(max_examples=300, deadline=None)
+def test_one_time_on_slurm_s_clock_is_the_array_s_bit_for_bit(trace_s, clock_at_zero_s, second_s):
+    # a start's expected end (one float) is put on Slurm's clock with plain floats: the same double as
+    # the same time in an array, whole seconds included (the margin keeps them)
+    one = slurm_clock_s(trace_s, clock_at_zero_s, second_s)
+    assert type(one) is float and one == float(slurm_clock_s(np.array([trace_s]), clock_at_zero_s, second_s)[0])
+
+
 @pytest.mark.parametrize("clock_at_zero_s, y_start", [(0.0, 3.0), (20.0, 114.0)])
 def test_where_slurm_s_clock_stands_decides_which_nodes_a_wide_job_is_planned_on(clock_at_zero_s, y_start):
     # Seed 331's case, small.  Four nodes of 4 CPUs: B holds n0-n1 (limit 114 s, from 0), A holds n2

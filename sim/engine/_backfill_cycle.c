@@ -4,8 +4,9 @@
  * reservations, the same early stops.  The cycle's plan (NodeSpace of slurm_node_space.py), the early-stop
  * witness (StartersLeft of slurm_will_run.py), bf_max_job_test/user/part/start and the try-later loop run
  * here; the will-run test is will_run_spread of _will_run.c, included (one copy).  A job that can start now
- * is handed back to Python, which starts it as the reference does and gives the new free CPUs and running
- * jobs; the cycle then resumes where it stopped (its state lives in the Cycle between calls).
+ * is handed back to Python (with its nodes where it fits on the CPUs free now: cycle_start_nodes), which
+ * starts it as the reference does and gives the new free CPUs and running jobs; the cycle then resumes
+ * where it stopped (its state lives in the Cycle between calls).
  *
  * Only whole CPU counts are taken (the caller checks the free, held and asked counts and the nodes' CPUs):
  * every sum is then an exact double in any order, as in _will_run.c.
@@ -67,6 +68,10 @@ typedef struct {
     int8_t *memo_answer;
     /* where the cycle is; nevers: will-run answers "never" from the usable nodes' CPUs alone (the capacity bound) */
     int64_t position, tried, started, stopped_early, nevers;
+    /* at START: 1 when the job fits on the CPUs free now (its will-run answer "now"), 0 when its start is a
+     * running job's expected end that is now (a job of time limit 0 started this second: the nodes free now
+     * are then not the answer's) */
+    int fits_now;
 } Cycle;
 
 void cycle_free(Cycle *c)
@@ -471,6 +476,24 @@ int cycle_ended(Cycle *c, int64_t key, double free_now)
 }
 
 /* -- the cycle ----------------------------------------------------------------------------------------- */
+/* whether the job at row order[p] of the jobs table (table_rows rows, columns wide) is not filled in yet */
+static int unseen(const int64_t *order, int64_t p, const double *table, int64_t table_rows, int64_t columns)
+{
+    return order[p] >= table_rows || !table[order[p] * columns + COL_SEEN];
+}
+
+/* the positions p in order (count rows of the jobs table) whose job is not filled in yet, in order, into
+ * positions (room for count); returns how many */
+int64_t cycle_unseen(const int64_t *order, int64_t count, const double *table, int64_t table_rows, int64_t columns,
+                     int64_t *positions)
+{
+    int64_t found = 0;
+    for (int64_t p = 0; p < count; p++)
+        if (unseen(order, p, table, table_rows, columns))
+            positions[found++] = p;
+    return found;
+}
+
 /* a new cycle at now_s over the plan [begin_s, plan_end_s) of nodes `available` (words); the jobs: order
  * (count rows of table, columns wide), parts (node sets by part row); will_run_window_s: the will-run test's
  * window (group_ends); per_user / per_part counters for
@@ -484,7 +507,7 @@ int cycle_begin(Cycle *c, double now_s, double begin_s, double plan_end_s, doubl
                 int64_t partitions)
 {
     for (int64_t p = 0; p < count; p++) {
-        if (order[p] >= table_rows || !table[order[p] * columns + COL_SEEN])
+        if (unseen(order, p, table, table_rows, columns))
             return UNSEEN;
         if (!table[order[p] * columns + COL_COMPILES])
             return LEFT;
@@ -678,9 +701,11 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
                 return found;
             if (!found)
                 break;
+            int fits_now = start_s == -INFINITY;
             start_s = start_s > c->now ? start_s : c->now;      /* now, or its group's end if later */
             start_s = start_s >= start_from ? start_s : start_from;
             if (start_s <= c->now) {
+                c->fits_now = fits_now;
                 *position = p;
                 memcpy(usable_out, c->walked, sizeof(uint64_t) * (size_t)c->words);
                 return START;
@@ -710,6 +735,28 @@ int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
     }
     c->position = c->count;
     return DONE;
+}
+
+/* after START, before the caller places the job: its nodes and the CPUs it takes on each (room for n of
+ * each) when it fits on the CPUs free now: Slurm's spread node choice (spread_whole) on the usable nodes
+ * the cycle found, as SlurmQueue._place_now chooses them on the same free CPUs.  Returns how many nodes; 0
+ * when the job's start is a running job's expected end that is now (the caller places it on the nodes free
+ * now), or NOT_WHOLE / NO_MEMORY. */
+int64_t cycle_start_nodes(Cycle *c, int64_t *nodes, double *cpus)
+{
+    if (!c->fits_now)
+        return 0;
+    const double *row = c->table + c->order[c->position] * c->columns;
+    int64_t last = -1;
+    /* (no running jobs given: the answer on the CPUs free now only) */
+    int64_t count = will_run_spread(c->free, (const uint8_t *)c->walked, c->n, row[COL_CPUS], c->clock_ends, 0,
+                                    c->offsets, c->entry_nodes, c->entry_cpus, c->window_s, 1, c->usable, c->work,
+                                    c->in_map, c->nodes_out, c->cpus_out, (uint8_t *)c->scratch, &last);
+    if (count <= 0)
+        return count < 0 ? count : NOT_WHOLE;     /* (it fit now on this state: 0 cannot be) */
+    memcpy(nodes, c->nodes_out, sizeof(int64_t) * (size_t)count);
+    memcpy(cpus, c->cpus_out, sizeof(double) * (size_t)count);
+    return count;
 }
 
 /* after START: whether the caller started the job (its new state given with cycle_state first) */

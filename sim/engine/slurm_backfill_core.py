@@ -11,7 +11,10 @@ core gets the queue's order as job indices (kept by the queue's ``WaitingOrder``
 running jobs and free CPUs between cycles: the starts and ends since it was last in step are given
 to it, and the state is made afresh only after anything else changed (a release, a move).  The plan, the early stops, ``bf_max_job_*`` and the
 try-later loop run in C; a job that can start now comes back here, is started as the reference starts
-it, and the cycle resumes in C with the new free CPUs and running jobs.  ``SlurmQueue.compiled_cycle``
+it (on the nodes the core's spread node choice gives where it fits on the CPUs free now, the reference's
+choice there; by ``SlurmQueue._place_now`` where its start is a running job's expected end that is now:
+a job of time limit 0 started this second, whose end event comes after the pass), and the
+cycle resumes in C with the new free CPUs and running jobs.  ``SlurmQueue.compiled_cycle``
 (or ``compiled_will_run``) False runs every cycle in the reference.
 """
 
@@ -73,14 +76,30 @@ class CompiledBackfill:
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
         self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
+        # cycle_start_nodes: the nodes and CPUs of a job that fits now, and their addresses
+        self.start_nodes = np.zeros(max(size, 1), dtype=np.int64)
+        self.start_cpus = np.zeros(max(size, 1))
+        self._start_addresses = (self.start_nodes.ctypes.data, self.start_cpus.ctypes.data)
+        self._width = queue.machine.free.shape[1]
+        # (an array's address is looked up once: numpy's .ctypes makes a Python object per look, some ten
+        # thousand instructions, more than a cycle's glue)
+        self._positions = np.zeros(64, dtype=np.int64)          # cycle_unseen's answer, and its address
+        self._positions_address = self._positions.ctypes.data
         self._counts_address = self.counts.ctypes.data
-        self._order_address: tuple = (None, 0)         # the queue's order array last given, and its address
+        # the queue's order as the core reads it: copied into this room (its address kept while it has
+        # room) when the queue's order array is another than the one last copied
+        self._order_room = np.zeros(64, dtype=np.int64)
+        self._order_room_address = self._order_room.ctypes.data
+        self._order_copied: np.ndarray | None = None
         self.handle = library.cycle_new(size, self.node_cpus.ctypes.data)
         if not self.handle:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         self._table_addresses: tuple | None = None
         self.cycles = 0                 # cycles run here (the others were the reference's)
         self.catch_ups = 0              # states brought up to date by the starts and ends alone (_caught_up)
+        # the jobs the cycle would start placed by the core (they fit now) and by the reference (their start
+        # a running job's expected end that is now: a job of time limit 0 started this second)
+        self.placed_by_core = self.placed_by_reference = 0
         self._state = None           # the compiled will-run test whose arrays the core reads
         # the queue's will-run stamp when the core's state (free CPUs, running jobs, kept answers) was last
         # made or updated by a start: while it holds, the next cycle's state is the core's own
@@ -115,32 +134,38 @@ class CompiledBackfill:
             grown = np.zeros((max(2 * len(self.table), job.index + 1), COLUMNS))
             grown[:len(self.table)] = self.table
             self.table = grown
+            self._table_addresses = None
         bits = queue._bits_of_allowed(job.allowed) if job.allowed is not None else (1 << self.size) - 1
         row = self.part_rows.get(bits)
         if row is None:
             row = self.part_rows[bits] = len(self.parts)
             self.parts = np.vstack([self.parts, self._words(bits)[None, :]])
-        self._table_addresses = None
+            self._table_addresses = None
         cpus = float(job.cpus_total)
+        # (its will-run key first: kept for the waiting job, it is what _compiles reads)
+        key = self.keys.setdefault(queue._job_key(job), len(self.keys) + 1)
         compiles = queue._compiles(job) and 0 < cpus < WHOLE_LIMIT and cpus == math.floor(cpus)
         self.table[job.index] = (cpus, job.requested_s, row, self.users.setdefault(job.job.user, len(self.users)),
                                  self.partitions.setdefault(waiting.partition, len(self.partitions)),
-                                 waiting.eligible_s, compiles,
-                                 self.keys.setdefault(queue._job_key(job), len(self.keys) + 1))
+                                 waiting.eligible_s, compiles, key)
 
-    def _unseen(self, order: np.ndarray) -> np.ndarray:
-        """The positions in ``order`` (job indices) of the jobs whose row is not filled in yet."""
-        rows = len(self.table)
-        beyond = order >= rows
-        return np.flatnonzero(beyond | (self.table[np.where(beyond, 0, order), SEEN] == 0))
+    def _unseen(self, order: np.ndarray) -> list[int]:
+        """The positions in ``order`` (job indices) of the jobs whose row is not filled in yet (the core's
+        test of cycle_begin, in one pass)."""
+        if len(self._positions) < len(order):
+            self._positions = np.zeros(2 * len(order), dtype=np.int64)
+            self._positions_address = self._positions.ctypes.data
+        count = self.library.cycle_unseen(self._address_of(order), len(order), self._tables()[1],
+                                          len(self.table), COLUMNS, self._positions_address)
+        return self._positions[:count].tolist()
 
     def _tables(self) -> tuple:
         """The jobs' table and the partitions' node sets as the core reads them (addresses kept until
-        either grows)."""
+        either grows), with how many users and partitions the table numbers."""
         if self._table_addresses is None:
             self._table_addresses = (self.parts[0].ctypes.data, self.table.ctypes.data, len(self.table), COLUMNS,
-                                     self.parts.ctypes.data, len(self.users), len(self.partitions))
-        return self._table_addresses
+                                     self.parts.ctypes.data)
+        return (*self._table_addresses, len(self.users), len(self.partitions))
 
     def _push_state(self) -> bool:
         """The machine's state to the core (False: a count is not whole, the reference's case)."""
@@ -170,7 +195,7 @@ class CompiledBackfill:
         queue = self.queue
         if self._synced is None or queue._completing or type(stamp) is not int:
             return False
-        now = {index for _, index in queue.running_by_end}
+        now = queue.expected_ends.keys()
         ended, started = self._running - now, now - self._running
         if stamp - self._synced != len(ended) + len(started):
             return False
@@ -184,39 +209,69 @@ class CompiledBackfill:
         for index in started:
             if self._join(running[index]) != 0:
                 return False
-        self._running = now
+        self._running = set(now)
         self._synced = stamp
         self.catch_ups += 1
         return True
 
-    def _join(self, job) -> int:
-        """``job`` (started) joins the core's running jobs where SlurmQueue._running_index puts it."""
+    def _join(self, job, placed_here: int = 0) -> int:
+        """``job`` (started) joins the core's running jobs where SlurmQueue._running_index puts it.
+        ``placed_here``: how many nodes the core chose for it (:meth:`_fitting_now`; its nodes and CPUs are
+        still in the start buffers), 0: they are read from the job."""
         s = self.queue.settings
-        nodes = np.ascontiguousarray(job.node_indices, dtype=np.int64)
-        held = job.demand[:, CPU] if job.demand.ndim == 2 else np.full(len(nodes), job.demand[CPU])
-        cpus = np.ascontiguousarray(held, dtype=np.float64)
+        count = placed_here
+        if not placed_here:
+            # its nodes and the CPUs it holds on each into the start buffers (room for every node; not in
+            # use outside a start the core placed)
+            nodes = job.node_indices
+            count = len(nodes)
+            self.start_nodes[:count] = nodes
+            self.start_cpus[:count] = job.demand[:, CPU] if job.demand.ndim == 2 else job.demand[CPU]
+        nodes_address, cpus_address = self._start_addresses
         clock_end = float(slurm_clock_s(job.planned_end_s, s.clock_at_zero_s, s.time_scale))
-        code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes.ctypes.data,
-                                          cpus.ctypes.data, len(nodes), self.queue._free_cpus_now())
+        code = self.library.cycle_started(self.handle, job.planned_end_s, clock_end, job.index, nodes_address,
+                                          cpus_address, count, self.queue._free_cpus_now())
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
         return code
 
-    def _started(self, job, now_s: float) -> None:
+    def _started(self, job, placed_here: int) -> None:
         """A job the cycle started joins the core's running jobs (the queue's own index is rebuilt when
-        next asked for)."""
-        if self._join(job) != 0:
+        next asked for); ``placed_here``: as :meth:`_join`'s."""
+        if self._join(job, placed_here) != 0:
             raise RuntimeError("the slurm queue's compiled backfill cycle: a start left a count not whole")
         self._state = None                      # the core's state is past the queue's compiled will-run test
         self._synced = self.queue._will_run_stamp()     # and is the machine's now
         self._running.add(job.index)
 
     def _address_of(self, order: np.ndarray) -> int:
-        """The address of the queue's order array (kept while the queue keeps the same array: a
-        ``.ctypes`` object is made per look)."""
-        if self._order_address[0] is not order:
-            self._order_address = (order, order.ctypes.data)
-        return self._order_address[1]
+        """The address of the queue's order array as the core reads it: a copy in this object's room,
+        made when the queue's array is another than the one last copied (a start or a submission makes
+        a new one)."""
+        if self._order_copied is not order:
+            count = len(order)
+            if len(self._order_room) < count:
+                self._order_room = np.zeros(2 * count, dtype=np.int64)
+                self._order_room_address = self._order_room.ctypes.data
+            self._order_room[:count] = order
+            self._order_copied = order
+        return self._order_room_address
+
+    def _fitting_now(self) -> tuple | None:
+        """The placement of the job the cycle would start (after START) when it fits on the CPUs free now:
+        the core's spread node choice on its usable nodes, which is ``SlurmQueue._place_now``'s there (the job
+        spreads, holds no memory, has no node cap: ``_compiles``); None when its start is a running job's
+        expected end that is now (the nodes free now are not the answer's: placed by the reference)."""
+        count = self.library.cycle_start_nodes(self.handle, *self._start_addresses)
+        if count == 0:
+            return None
+        if count < 0:
+            if count == NO_MEMORY:
+                raise MemoryError("the slurm queue's backfill cycle: out of memory")
+            raise RuntimeError("the slurm queue's compiled backfill cycle: a job fitting now found no nodes")
+        amounts = np.zeros((count, self._width))
+        amounts[:, CPU] = self.start_cpus[:count]
+        return self.start_nodes[:count].copy(), amounts
 
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
@@ -238,7 +293,7 @@ class CompiledBackfill:
                      s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
         code = library.cycle_begin(*arguments, *self._tables())
         if code == UNSEEN:
-            for position in self._unseen(order).tolist():
+            for position in self._unseen(order):
                 self._see(ordered[position])
             code = library.cycle_begin(*arguments, *self._tables())
         if code == LEFT:
@@ -247,10 +302,19 @@ class CompiledBackfill:
             code = library.cycle_run(handle, *self._out)
         while code == START:
             waiting = ordered[self.position.value]
-            placed = queue._place_now(waiting.job, mask_of_bytes(self._usable_bytes, self.size))
+            placed = self._fitting_now()
+            placed_here = 0 if placed is None else len(placed[0])
+            if placed_here:
+                self.placed_by_core += 1
+            else:
+                self.placed_by_reference += 1
+                # its start is an expected end that is now (a job of time limit 0 started this second; a job
+                # ends by its expected end, and ends up to now came before the pass): placed on the nodes
+                # free now, as the reference
+                placed = queue._place_now(waiting.job, mask_of_bytes(self._usable_bytes, self.size))
             if placed is not None:
                 queue._start(waiting, placed, now_s, by)
-                self._started(waiting.job, now_s)
+                self._started(waiting.job, placed_here)
             library.cycle_resume(handle, int(placed is not None))
             code = library.cycle_run(handle, *self._out)
         if code == NO_MEMORY:
@@ -289,6 +353,10 @@ def compiled_backfill_library():
                                             ctypes.c_int, ctypes.c_int, pointer, pointer, i64, i64, pointer, i64, i64)
             library.cycle_run.restype = ctypes.c_int
             library.cycle_run.argtypes = (pointer, pointer, pointer)
+            library.cycle_unseen.restype = i64
+            library.cycle_unseen.argtypes = (pointer, i64, pointer, i64, i64, pointer)
+            library.cycle_start_nodes.restype = i64
+            library.cycle_start_nodes.argtypes = (pointer, pointer, pointer)
             library.cycle_resume.restype = None
             library.cycle_resume.argtypes = (pointer, ctypes.c_int)
             library.cycle_counts.restype = None

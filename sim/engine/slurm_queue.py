@@ -82,7 +82,9 @@ class SlurmQueue(MainScheduler):
                                     self.limits.fairshare)
         self.waiting_jobs: dict[int, Waiting] = {}
         self._order = WaitingOrder()          # the waiting jobs in the queue's order
-        self.running_by_end: SortedList = SortedList()       # (expected end, index)
+        # running job index -> its expected end (start + limit); ordered by (end, index) where read
+        # (_running_index), so kept unsorted: a start and an end are one dict operation each
+        self.expected_ends: dict[int, float] = {}
         self.rejected: list[Rejection] = []
         self.started_by: dict[str, str] = {}                 # job id -> "main" or "backfill"
         self.priority_at_start: dict[str, int] = {}
@@ -219,7 +221,7 @@ class SlurmQueue(MainScheduler):
             self._backfill_seen = self._version_left
 
     def job_ended(self, job: PendingJob, now_s: float) -> None:
-        self.running_by_end.discard((job.planned_end_s, job.index))
+        self.expected_ends.pop(job.index, None)
         self.limits.ended(job, now_s)
         delay = self.settings.release_delay_s
         if delay > 0:
@@ -281,9 +283,9 @@ class SlurmQueue(MainScheduler):
         self._await_periodic = True
 
     def start_moved(self, job: PendingJob, old_end_s: float) -> None:
-        """``job``'s start was reset (its nodes finished booting): its expected end moves."""
-        self.running_by_end.discard((old_end_s, job.index))
-        self.running_by_end.add((job.planned_end_s, job.index))
+        """``job``'s start was reset (its nodes finished booting): its expected end moves (from
+        ``old_end_s``; the index is kept by job)."""
+        self.expected_ends[job.index] = job.planned_end_s
         self._version += 1
         self._resources += 1
 
@@ -426,7 +428,7 @@ class SlurmQueue(MainScheduler):
         del self.waiting_jobs[job.index]
         self._order.remove(waiting)
         self.machine.start(job, placement[0], now_s, placement[1])
-        self.running_by_end.add((job.planned_end_s, job.index))
+        self.expected_ends[job.index] = job.planned_end_s
         self.started_by[job.job.job_id] = by
         self.priority_at_start[job.job.job_id] = waiting.priority
         self.limits.started(waiting, now_s)
@@ -611,7 +613,7 @@ class SlurmQueue(MainScheduler):
             running = self.machine.running
             # completing jobs free their resources when released; then the running ones as they end
             pairs = sorted([(release, job.index, job) for release, job in self._completing]
-                           + [(end, index, running[index]) for end, index in self.running_by_end],
+                           + [(end, index, running[index]) for index, end in self.expected_ends.items()],
                            key=lambda pair: pair[:2])
             self._running_cache = (self._resources, *running_index(pairs, self.machine.free.shape[1]))
         return self._running_cache[1:7]

@@ -5,12 +5,12 @@ slurmdbd keeps none)."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable, Protocol
 
 import numpy as np
-from sortedcontainers import SortedKeyList
 
 from greenslurm.sim.machines.machine import PendingJob
 
@@ -70,10 +70,13 @@ class WaitingOrder:
 
     def reorder(self, waiting: Iterable[Waiting]) -> None:
         """Every job's order afresh (after priorities changed)."""
-        self._sorted = SortedKeyList(waiting, key=_ORDER_KEY)
-        # (lists: an insertion or deletion is a short memmove; the arrays are made from them when asked)
-        self._index_list = [w.job.index for w in self._sorted]
-        self._cpu_list = [w.job.cpus_total for w in self._sorted]
+        # plain lists in the order, side by side (the keys are unique: they end with the job's index): a
+        # job's place is a bisection of the keys, an insertion or deletion a short memmove in each; the
+        # arrays are made from them when asked
+        self._jobs: list[Waiting] = sorted(waiting, key=_ORDER_KEY)
+        self._keys = [w.key for w in self._jobs]
+        self._index_list = [w.job.index for w in self._jobs]
+        self._cpu_list = [w.job.cpus_total for w in self._jobs]
         self._least: float | None = None
         self._changed()
 
@@ -83,8 +86,9 @@ class WaitingOrder:
         self._smallest: list[float] | None = None
 
     def add(self, waiting: Waiting) -> None:
-        self._sorted.add(waiting)
-        position = self._sorted.index(waiting)
+        position = bisect_left(self._keys, waiting.key)
+        self._keys.insert(position, waiting.key)
+        self._jobs.insert(position, waiting)
         self._index_list.insert(position, waiting.job.index)
         self._cpu_list.insert(position, waiting.job.cpus_total)
         if self._least is not None:             # (the least kept across additions; a removal of it forgets it)
@@ -92,8 +96,11 @@ class WaitingOrder:
         self._changed()
 
     def remove(self, waiting: Waiting) -> None:
-        position = self._sorted.index(waiting)
-        del self._sorted[position]
+        position = bisect_left(self._keys, waiting.key)
+        if position == len(self._keys) or self._jobs[position] is not waiting:
+            raise ValueError(f"job {waiting.job.index} is not in the waiting order")
+        del self._keys[position]
+        del self._jobs[position]
         del self._index_list[position]
         del self._cpu_list[position]
         if self._least is not None and float(waiting.job.cpus_total) <= self._least:
@@ -101,9 +108,10 @@ class WaitingOrder:
         self._changed()
 
     def jobs(self) -> list[Waiting]:
-        """The waiting jobs in order (a list kept until the order changes: not to be modified)."""
+        """The waiting jobs in order (a copy kept until the order changes: a pass iterates it while it
+        starts jobs; not to be modified)."""
         if self._list is None:
-            self._list = list(self._sorted)
+            self._list = self._jobs.copy()
         return self._list
 
     def indices(self) -> np.ndarray:
@@ -128,7 +136,8 @@ class WaitingOrder:
     def check(self, waiting: Iterable[Waiting]) -> None:
         """The kept order and arrays equal a fresh sort of ``waiting``."""
         fresh = sorted(waiting, key=_ORDER_KEY)
-        assert list(self._sorted) == fresh and (self._list is None or self._list == fresh)
+        assert self._jobs == fresh and (self._list is None or self._list == fresh)
+        assert self._keys == [w.key for w in fresh]
         assert self._index_list == [w.job.index for w in fresh]
         assert self._indices is None or self._indices.tolist() == self._index_list
         assert self._cpu_list == [w.job.cpus_total for w in fresh]

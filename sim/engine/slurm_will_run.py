@@ -24,7 +24,8 @@ CPU = 0
 NEVER = object()                  # a will-run answer: the job never fits on the nodes tested
 
 
-def slurm_clock_s(trace_s: np.ndarray, clock_at_zero_s: float = 0.0, second_s: float = 1.0) -> np.ndarray:
+def slurm_clock_s(trace_s: np.ndarray | float, clock_at_zero_s: float = 0.0,
+                  second_s: float = 1.0) -> np.ndarray | float:
     """Trace times as slurmctld's clock shows them: a ``time_t``, whole seconds since the Unix epoch
     (a job's expected end is its start's ``time(NULL)`` plus its limit), in trace seconds.
     ``clock_at_zero_s``: the clock at trace second 0 (0: trace seconds are the clock); ``second_s``:
@@ -39,8 +40,15 @@ def slurm_clock_s(trace_s: np.ndarray, clock_at_zero_s: float = 0.0, second_s: f
     [0.0, 59.0, 60.0, 61.0]
     >>> slurm_clock_s(np.array([90.0, 119.0]), 0.0, 60.0).tolist()          # 60x compressed: minutes
     [60.0, 60.0]
+    >>> slurm_clock_s(178.9, 1795874198.357)       # one time (a float): a float, the same arithmetic
+    1795874377.0
     """
     # (a nanosecond's margin: an end that is a whole second in exact arithmetic stays on it)
+    if isinstance(trace_s, float):
+        # the same operations on one double (math.floor's int is that double's floor, exactly)
+        seconds = (trace_s + clock_at_zero_s) / second_s + 1e-9
+        if math.isfinite(seconds):
+            return math.floor(seconds) * second_s
     return np.floor((np.asarray(trace_s, dtype=float) + clock_at_zero_s) / second_s + 1e-9) * second_s
 
 
