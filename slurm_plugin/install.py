@@ -22,13 +22,14 @@ import stat
 import subprocess
 import sys
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.failures_file import (NotRegular, earlier_file, failures_folder, folder_problems,
                                                      make_folder, move_earlier, read_kept)
+from greenslurm.slurm_plugin.lua_script import (lua_settings, lua_unquoted, render_job_submit, rendered_settings,
+                                                 template)
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
                                             hidden_paths, unit_settings)
 from greenslurm.traces.slurm_conf_files import FAIL, SlurmConfFiles, read_slurm_conf
@@ -46,50 +47,7 @@ JOB_SUBMIT_MARK = "greenslurm job_submit.lua"
 CLI_FILTER_MARK = "greenslurm cli_filter.lua"
 
 
-def template(name: str) -> str:
-    return resources.files("greenslurm.slurm_plugin").joinpath(name).read_text()
-
-
 # -- rendering ----------------------------------------------------------------------------------------
-def lua_quoted(text: str) -> str:
-    r"""``text`` inside a Lua string literal's double quotes.
-
-    >>> print(lua_quoted('/run/a "b" \\ c'))
-    /run/a \"b\" \\ c
-    """
-    return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def render_job_submit(config: HookConfig, failures_dir: Path) -> str:
-    """job_submit.lua with the config's socket, timeout and failure modes filled in, and the folder
-    where it keeps the failures it has not reported yet (:mod:`greenslurm.slurm_plugin.failures_file`)."""
-    text = template("job_submit.lua")
-    return (text.replace("@SOCKET@", lua_quoted(config.socket))
-            .replace("@FAILURES_DIR@", lua_quoted(os.path.abspath(failures_dir)))
-            .replace("@TIMEOUT_MS@", f"{config.timeout_ms:g}")
-            .replace("@FAIL_OPEN@", "true" if config.fail == "open" else "false")
-            .replace("@FAIL_DEADLINE_OPEN@", "true" if config.fail_deadline == "open" else "false")
-            .replace("@RETRY_AFTER_S@", f"{config.retry_after_s:g}"))
-
-
-_LUA_SETTING = re.compile(r"^local ([A-Z_]+) = (.*?)\s*$", re.MULTILINE)
-
-
-def lua_settings(text: str) -> dict[str, str]:
-    """The ``local NAME = value`` lines of a Lua file whose NAME is upper case: the settings
-    ``render_job_submit`` fills in (and the template's other constants).
-
-    >>> lua_settings('local SOCKET_PATH = "/run/x.sock"\\nlocal TIMEOUT_MS = 20\\nlocal json = nil\\n')
-    {'SOCKET_PATH': '"/run/x.sock"', 'TIMEOUT_MS': '20'}
-    """
-    return dict(_LUA_SETTING.findall(text))
-
-
-def rendered_settings() -> tuple[str, ...]:
-    """The names of job_submit.lua's settings that come from hook.toml (their template value is @...@)."""
-    return tuple(name for name, value in lua_settings(template("job_submit.lua")).items() if "@" in value)
-
-
 def slurm_conf_snippet(with_cli_filter: bool) -> str:
     lines = ["# greenslurm: ask the decision service about every submission (job_submit.lua beside slurm.conf).",
              "# Slurm keeps the last value of a key: if slurm.conf sets JobSubmitPlugins (or CliFilterPlugins)",
@@ -661,18 +619,6 @@ def install_command(config: HookConfig, conf_dir: Path) -> str:
     """
     config_part = f"--config {shlex.quote(config.path)} " if config.path != HookConfig().path else ""
     return f"greenslurm hook install {config_part}--dest {shlex.quote(str(conf_dir))}"
-
-
-def lua_unquoted(literal: str | None) -> str | None:
-    r"""The text of a double-quoted Lua string literal as :func:`lua_quoted` writes it; None for no
-    literal.
-
-    >>> lua_unquoted('"/etc/a \\"b\\" \\\\ c"'), lua_unquoted(None)
-    ('/etc/a "b" \\ c', None)
-    """
-    if literal is None or len(literal) < 2 or literal[0] != '"' or literal[-1] != '"':
-        return None
-    return re.sub(r"\\(.)", r"\1", literal[1:-1])
 
 
 def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir: Path) -> list[Check]:
