@@ -21,7 +21,6 @@
 
 #include "_pool_ledger.h"
 #include "_deadline_node_plans.h"
-#include "_deadline_failed_looks.h"
 
 #define BALANCED 0
 #define BESTFIT 1
@@ -31,6 +30,10 @@
 
 typedef struct { double tail; int64_t node; } ranked;        /* a node and its tail */
 typedef struct { double g0, g1; int64_t node; } gap;         /* a node free over [g0, g1) */
+/* a reservation [from, to) taken out of the plan at `now`, and over its nodes the free gaps [g0, g1)
+ * holding it then: gap_from the least max(now, g0), gap_to the greatest g1, room the greatest
+ * g1 - max(now, g0) (rounded up: any p with max(now, g0) + p <= g1 is at most room) */
+typedef struct { double from, to, gap_from, gap_to, room; } freed;
 /* the log of reservations taken out in blocks of FREED_BLOCK entries by number, block b holding
  * entries [b FREED_BLOCK, (b + 1) FREED_BLOCK), each summarised as one freed: the least `from` and
  * `gap_from`, the greatest `to`, `gap_to` and `room` of its entries (freed_before passes over a block
@@ -134,7 +137,6 @@ typedef struct {
     freed *outs_at, *outs_blocks;     /* the log, and its blocks' summaries (see FREED_BLOCK) */
     int64_t outs, outs_cap;
     int64_t *checked;
-    failed_looks failed;              /* the failed looks of the pass under way (_deadline_failed_looks.h) */
     /* free nodes over the whole pool as a step function from now on: free[k] from times[k] until the
      * next (a necessary test before looking at every node: a start needs m free nodes throughout) */
     double *times, *free;
@@ -661,17 +663,20 @@ static double earliest_move(core *c, int64_t j, double now, double bound, double
  * (also when j's slot ends the span before: g0 >= old).  The bound is the latest `to` of those that
  * may be such a reservation, at most old. */
 static double freed_before(const core *c, int64_t j, double now) {
-    double old = c->res_start[j], p = c->requested[j], bound = -INFINITY;
+    double old = c->res_start[j], p = c->requested[j], reach = old + p, bound = -INFINITY;
     for (int64_t k = c->checked[j]; k < c->outs; k++) {
         if (k % FREED_BLOCK == 0 && k + FREED_BLOCK <= c->outs) {
             /* the test below on the block's least and greatest: an entry passing it passes this */
-            if (!freed_may_hold(&c->outs_blocks[k / FREED_BLOCK], now, bound, old, p)) {
+            const freed *block = &c->outs_blocks[k / FREED_BLOCK];
+            if (!(block->to > now && block->to > bound && (block->from < reach || block->from < old)
+                  && (block->gap_to >= old || (block->gap_from < old && p <= block->room)))) {
                 k += FREED_BLOCK - 1;
                 continue;
             }
         }
         const freed *out = &c->outs_at[k];
-        if (freed_may_hold(out, now, bound, old, p)) {
+        if (out->to > now && out->to > bound && (out->from < reach || out->from < old)
+            && (out->gap_to >= old || (out->gap_from < old && p <= out->room))) {
             if (out->to >= old) return old;         /* the bound is at most old: none later matters */
             bound = out->to;
         }
@@ -788,21 +793,10 @@ static int ensure_gaps(core *c) {
     return 0;
 }
 
-/* for `checks`: job j's whole search (no bound but its own start, no first start but now) finds no
- * start, as a failed look kept or one passed over by them says; -6 when it finds one, -1: no memory */
-static int look_fails(core *c, int64_t j, double now) {
-    int64_t fits = 0;
-    if (ensure_gaps(c) < 0) return -1;
-    double t = earliest_move(c, j, now, c->res_start[j], now, &fits);
-    return t == t ? -6 : 0;
-}
-
 /* Returns 0, or -1 when memory ran out, -2 when a reserved node is busy at the reserved start, -3
  * when jobs wait after the last event, -4 when two reservations overlap on a node (never in a plan),
  * -5 (with `checks`, which compares the gap index with the node plans after every change of the
- * plan: a test's) when they differ, -6 (with `checks`, which also runs the whole search of every job
- * a failed look passed over or keeps as a proof, _deadline_failed_looks.h) when such a job could
- * start earlier.  counts[0]: points of the power series, counts[1]: jobs ended. */
+ * plan: a test's) when they differ.  counts[0]: points of the power series, counts[1]: jobs ended. */
 int deadline_run(int rule, int compress, int checks, int64_t n_nodes, int64_t jobs,
                  const double *submit, const double *requested, const double *run_for, const double *deadline,
                  const double *limit, const int64_t *procs,
@@ -904,7 +898,6 @@ int deadline_run(int rule, int compress, int checks, int64_t n_nodes, int64_t jo
         if (pending_compress) {
             pending_compress = 0;
             forget_freed(&c, waiting, n_waiting);
-            c.failed.n = 0;                   /* the looks of the last pass proved things at its instant */
             for (int64_t w = 0; w < n_waiting; w++) {
                 int64_t j = waiting[w], fits = 0;
                 double old = c.res_start[j], bound = old, first = now;
@@ -912,28 +905,17 @@ int deadline_run(int rule, int compress, int checks, int64_t n_nodes, int64_t jo
                 if (c.checked[j] >= 0) {
                     bound = freed_before(&c, j, now);
                     c.checked[j] = c.outs;
-                    if (!(bound > now)) continue;      /* kept as failed looks, these served few others */
+                    if (!(bound > now)) continue;
                 }
                 c.checked[j] = c.outs;
-                int may = 0;
-                if (failed_looks_cover(&c.failed, procs[j], requested[j], old, bound)) {
-                    if (checks && (status = look_fails(&c, j, now)) < 0) goto done;
-                } else {
-                    may = count_may_move(&c, j, bound, &first);
-                    if (may < 0) { status = -1; goto done; }
-                }
-                double t = NAN;
-                if (may) {
-                    if (ensure_gaps(&c) < 0) { status = -1; goto done; }
-                    t = earliest_move(&c, j, now, bound, first, &fits);
-                }
-                if (t != t) { failed_looks_add(&c.failed, j, procs[j], requested[j], old); continue; }
+                int may = count_may_move(&c, j, bound, &first);
+                if (may < 0) { status = -1; goto done; }
+                if (!may) continue;
+                if (ensure_gaps(&c) < 0) { status = -1; goto done; }
+                double t = earliest_move(&c, j, now, bound, first, &fits);
+                if (t != t) continue;
                 c.checked[j] = -1;
                 if ((status = plan_remove(&c, j, now)) < 0) goto done;
-                failed_looks_taken_out(&c.failed, &c.outs_at[c.outs - 1], now);
-                if (checks) for (int64_t k = 0; k < c.failed.n; k++) {
-                    if ((status = look_fails(&c, c.failed.at[k].job, now)) < 0) goto done;
-                }
                 choose_at(&c, j, fits, now);
                 if ((status = plan_add(&c, j, t)) < 0) goto done;
                 if (checks && gap_index_check(&c.gaps_by_time, c.busy, n_nodes) < 0) { status = -5; goto done; }

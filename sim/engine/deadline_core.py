@@ -89,16 +89,14 @@ STATUS = {-1: (MemoryError, "the compiled deadline core ran out of memory"),
           -2: (RuntimeError, "a reserved node is busy at the reserved start"),
           -3: (RuntimeError, "jobs still waiting after the last event"),
           -4: (RuntimeError, "two reservations overlap on a node"),
-          -5: (RuntimeError, "the gap index differs from the node plans"),
-          -6: (RuntimeError, "a job passed over by the failed looks could start earlier")}
+          -5: (RuntimeError, "the gap index differs from the node plans")}
 
 
 def run_compiled(rule: int, n_nodes: int, jobs: DeadlineJobs, power: PoolPower, start_s: float,
                  compress: bool = True, checks: bool = False) -> DeadlineRun:
     """The core in C (see ``_deadline_core.c``): the general loop's results, bit for bit.  With
     ``checks`` the core compares its gap index with its node plans after every change of the plan
-    and runs the whole search of every job the failed looks of a pass pass over or keep as a proof
-    (slow: for tests), and stops with a RuntimeError when either is wrong."""
+    (slow: for tests), and stops with a RuntimeError when they differ."""
     library = compiled_library()
     if library is None:
         raise RuntimeError("the compiled deadline core is not built")
