@@ -130,8 +130,12 @@ static int gap_add(gap_index *index, int64_t node, double g0, double g1) {
 static int gap_find(gap_index *index, int64_t node, double g0, int64_t *b, int64_t *i) {
     *b = bucket_of(index, g0);
     if (*b >= index->n_buckets) return -4;
-    const hole_bucket *bucket = &index->bucket[*b];
-    for (*i = 0; *i < bucket->n; (*i)++) if (bucket->at[*i].g0 == g0 && bucket->at[*i].node == node) return 0;
+    /* the scan in locals: through *i the compiler would store and load the count at every hole, the
+     * holes' node fields being int64_t too */
+    const hole_entry *hole = index->bucket[*b].at, *stop = hole + index->bucket[*b].n;
+    for (const hole_entry *at = hole; at < stop; at++) {
+        if (at->g0 == g0 && at->node == node) { *i = at - hole; return 0; }
+    }
     return -4;
 }
 
