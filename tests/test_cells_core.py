@@ -179,6 +179,31 @@ def test_node_lists_are_joined_positions(lists, data, wide):
         assert got == [" ".join(map(str, lists[r])) for r in rows], core
 
 
+# a jobs table's strings: users and partitions, shared objects, some CSV quotes, some not ASCII
+table_strings = st.sampled_from(["", "13", "alice", "a,b", 'say "hi"', "x\ny", "x\ry", "é", "数据", "🙂"]) | st.text(max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(table_strings | st.none() | st.integers(0, 9), max_size=30))
+def test_plain_strings_are_their_utf8_bytes_or_none(values):
+    """A string column's cells: the strings' UTF-8 bytes one after another, or None when an item is
+    not a str (None, a number) or a string holds what CSV quotes; an object array (the compiled
+    library reads its strings) and a list give the same."""
+    plain = all(isinstance(v, str) for v in values) and not any(m in v for v in values for m in ",\"\n\r")
+    expected = (b"".join(v.encode() for v in values), [len(v.encode()) for v in values]) if plain else None
+    for core in CORES:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cells.ENV, core)
+            for given_as in (np.array(values + [None], dtype=object)[:-1], values):   # (1-D, even for [])
+                got = cells.plain_texts(given_as)
+                assert (got if got is None else (bytes(got[0]), got[1].tolist())) == expected, (core, type(given_as))
+
+
+def test_a_lone_surrogate_has_no_utf8_cell_in_either_core(core):
+    with pytest.raises(UnicodeEncodeError):
+        cells.plain_texts(np.array(["ok", "\ud800"], dtype=object))
+
+
 @pytest.mark.parametrize("trace", ["KTH-SP2-1996-2.1-cln.swf", "LANL-CM5-1994-4.1-cln.swf"])
 def test_whole_log_outputs_are_the_same_bytes_from_either_core(trace, shared_data, tmp_path, monkeypatch):
     """Every file replay --out writes, from the compiled cells and from the numpy definitions."""

@@ -20,6 +20,12 @@
  * CPython's pystrtod.h and pymem.h, part of its stable ABI, so no Python headers are needed) */
 extern char *PyOS_double_to_string(double val, char format_code, int precision, int flags, int *type);
 extern void PyMem_Free(void *ptr);
+/* a str's UTF-8 bytes (kept by the str: compact ASCII text is its own) and its type's flags; an object
+ * begins with its reference count and its type (PyObject's head, part of the stable ABI) */
+extern const char *PyUnicode_AsUTF8AndSize(void *unicode, intptr_t *size);
+extern unsigned long PyType_GetFlags(void *type);
+typedef struct { intptr_t refcnt; void *type; } object_head;
+#define Py_TPFLAGS_UNICODE_SUBCLASS (1UL << 28)
 #define Py_DTSF_ADD_DOT_0 0x02                  /* "1.0", not "1": float.__repr__'s flag */
 
 #define EXACT_INTEGERS 9007199254740992.0       /* 2**53: below it every whole double's repr is its digits and ".0" */
@@ -246,16 +252,11 @@ static int64_t put_exact_fixed(double x, char *out) {
  * job that ran 10 s or more) is copied, not made again. */
 typedef struct { uint64_t bits; int64_t size; char text[FLOAT_CELL_BYTES]; } last_float;
 
-static int64_t put_float(double x, char *out, last_float *last) {
+/* put_float() for x not a whole number below 2**53, nor -0.0 (kept out of line: put_float's whole
+ * numbers, most of a log's floats, are written inline in the loops) */
+static int64_t put_float_other(double x, char *out, last_float *last) {
     if (isnan(x))
         return 0;
-    /* a whole number: the same after a round trip through int64 (exact below 2**53) */
-    if (fabs(x) < EXACT_INTEGERS && (double)(int64_t)x == x && !(x == 0.0 && signbit(x))) {
-        int64_t size = put_int((int64_t)x, out);
-        out[size] = '.';
-        out[size + 1] = '0';
-        return size + 2;
-    }
     uint64_t bits;
     memcpy(&bits, &x, sizeof bits);
     if (last->size > 0 && last->bits == bits) {
@@ -283,6 +284,21 @@ static int64_t put_float(double x, char *out, last_float *last) {
     last->bits = bits;
     last->size = (int64_t)size;
     return (int64_t)size;
+}
+
+static inline int64_t put_float(double x, char *out, last_float *last) {
+    /* a whole number: the same after a round trip through int64 (exact below 2**53; NaN fails the
+     * first test), but -0.0, whose repr has its sign */
+    if (fabs(x) < EXACT_INTEGERS) {
+        int64_t whole = (int64_t)x;
+        if ((double)whole == x && (whole != 0 || !signbit(x))) {
+            int64_t size = put_int(whole, out);
+            out[size] = '.';
+            out[size + 1] = '0';
+            return size + 2;
+        }
+    }
+    return put_float_other(x, out, last);
 }
 
 /* float_cells(): repr(x), NaN an empty cell.  out: at least n * FLOAT_CELL_BYTES bytes.  Returns -1
@@ -346,4 +362,50 @@ int64_t cells_csv_table(int64_t n, int64_t k, const int32_t *kinds, const char *
         }
     }
     return p - out;
+}
+
+#define STRINGS_NOT_ALL_STR (-3)    /* an item is not a str (None among them) */
+#define STRINGS_QUOTED (-4)         /* a string holds a comma, a quote or a line end: CSV quotes it */
+
+/* _plain_cells() (outputs.py) of an object array's items ``values`` (borrowed references: the
+ * caller holds the array and the interpreter's lock), in two calls: with out NULL, each string's
+ * UTF-8 size into ``sizes`` and its bytes' address into ``where``, returning the bytes in all; then,
+ * with out (that many bytes), the bytes one after another, returning the same count.  The first
+ * call returns STRINGS_NOT_ALL_STR or STRINGS_QUOTED (the caller makes the cells another way), or -1
+ * when a str has no UTF-8 form (a lone surrogate: CPython's UnicodeEncodeError is set). */
+int64_t cells_strings(void *const *values, int64_t n, const char **where, int64_t *sizes, char *out) {
+    int64_t total = 0;
+    if (out != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(out + total, where[i], (size_t)sizes[i]);
+            total += sizes[i];
+        }
+        return total;
+    }
+    const void *last = NULL;                   /* a string is often the one before it (a user's jobs) */
+    for (int64_t i = 0; i < n; i++) {
+        void *value = values[i];
+        if (value == last) {
+            where[i] = where[i - 1];
+            sizes[i] = sizes[i - 1];
+            total += sizes[i];
+            continue;
+        }
+        if (!(PyType_GetFlags(((object_head *)value)->type) & Py_TPFLAGS_UNICODE_SUBCLASS))
+            return STRINGS_NOT_ALL_STR;
+        intptr_t size;
+        const char *text = PyUnicode_AsUTF8AndSize(value, &size);
+        if (text == NULL)
+            return -1;
+        for (intptr_t j = 0; j < size; j++) {
+            char c = text[j];
+            if (c == ',' || c == '"' || c == '\n' || c == '\r')
+                return STRINGS_QUOTED;
+        }
+        where[i] = text;
+        sizes[i] = size;
+        total += size;
+        last = value;
+    }
+    return total;
 }

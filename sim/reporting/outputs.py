@@ -20,8 +20,8 @@ import numpy as np
 from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
 from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA  # noqa: F401 (named here too)
 from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, ragged_positions
-from greenslurm.sim.reporting.cells import (_QUOTED, choices, compiled, csv_rows, csv_texts, digits, float_cells,
-                                            offsets_of, spans, strings, table_rows, texts)
+from greenslurm.sim.reporting.cells import (choices, compiled, csv_rows, csv_texts, digits, float_cells,
+                                            offsets_of, plain_texts, spans, strings, table_rows, texts)
 from greenslurm.sim.reporting.child_file import FileInWriting, WrittenHere, child_possible, start_child
 from greenslurm.sim.reporting.whole_files import whole_file
 
@@ -160,8 +160,15 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
     """
     out: dict[str, Any] = {}
     node_names = node_names or NodeNames(jobs)
+    taken: dict[str, np.ndarray] = {}               # a column gathered once, however many columns use it
+
+    def gathered(name: str) -> np.ndarray:
+        if name not in taken:
+            taken[name] = getattr(jobs, name).take(rows)
+        return taken[name]
+
     if _TIMED.intersection(names):                  # (jobs.parquet asks for one column at a time)
-        submit, start, end = jobs.submit_s.take(rows), jobs.start_s.take(rows), jobs.end_s.take(rows)
+        submit, start, end = gathered("submit_s"), gathered("start_s"), gathered("end_s")
         wait, run = start - submit, end - start
     for name in names:
         if name == "wait_s":
@@ -174,7 +181,7 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
         elif name == "bounded_slowdown":
             column = np.maximum(1.0, (wait + run) / np.maximum(run, bsld_floor_s))
         elif name == "deadline_missed":
-            column = jobs.end_s.take(rows) > jobs.deadline_s.take(rows) + 1e-9  # False without a deadline (NaN compares False)
+            column = gathered("end_s") > gathered("deadline_s") + 1e-9  # False without a deadline (NaN compares False)
         elif name == "node_indices":
             column = node_names.cells(rows)
         elif name in ("job_id", "user", "partition"):
@@ -184,7 +191,7 @@ def job_columns(jobs: JobColumns, rows: np.ndarray, names=JOB_COLUMNS, bsld_floo
         elif name == "killed_at_limit":
             column = np.asarray(jobs.killed_at_limit.take(rows), dtype=bool)
         else:
-            column = np.asarray(getattr(jobs, name).take(rows), dtype=np.float64)
+            column = np.asarray(gathered(name), dtype=np.float64)
         out[name] = column
     return out
 
@@ -280,7 +287,7 @@ class NodeNames:
         if values.dtype == np.int64:
             return digits(values.take(rows))
         if name not in self.whole:
-            self.whole[name] = _plain_cells(values.tolist())
+            self.whole[name] = _plain_cells(values)
         if self.whole[name] is None:
             return values[rows].tolist()
         data, sizes, starts = self.whole[name]
@@ -288,21 +295,19 @@ class NodeNames:
         return data.take(spans(starts.take(rows), chosen)), chosen
 
 
-def _plain_cells(values: list) -> tuple | None:
-    """Cells of strings and where each begins, or None when one is None or would be quoted in CSV.
+def _plain_cells(values) -> tuple | None:
+    """Cells of strings and where each begins, or None when one is None or would be quoted in CSV
+    (:func:`~greenslurm.sim.reporting.cells.plain_texts`).
 
     >>> [bytes(part).decode() if part.dtype == np.uint8 else part.tolist() for part in _plain_cells(["ab", "", "c"])]
     ['abc', [2, 0, 1], [0, 2, 2]]
     >>> _plain_cells(["a", None]), _plain_cells(['say "hi"'])
     (None, None)
     """
-    try:
-        joined = "".join(values)
-    except TypeError:                                   # a None among them
+    made = plain_texts(values)
+    if made is None:
         return None
-    if any(mark in joined for mark in _QUOTED):
-        return None
-    data, sizes = texts(values, joined)
+    data, sizes = made
     return data, sizes, offsets_of(sizes)[:-1]
 
 
