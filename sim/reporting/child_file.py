@@ -30,15 +30,11 @@ here, when :meth:`wait` is called).
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import pickle
-import signal
 import sys
-import tempfile
 import threading
-import traceback
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
@@ -46,6 +42,9 @@ from typing import Any, Callable, Iterable, Protocol
 from greenslurm.clustermodel.errors import InputError
 
 log = logging.getLogger(__name__)
+# json, signal, tempfile and traceback are loaded where a failure, a cancel or a system without
+# memfd_create needs them, not with the module: the module is loaded before the trace is read, on the
+# path the child's writing waits for (about 3 M instructions; replay without --out loads none of them)
 
 ENV = "GREENSLURM_OUT_PROCESS"
 CHOICES = ("auto", "child", "off")
@@ -185,6 +184,7 @@ class ChildWriting:
         if self._done:
             return
         self._done = True
+        import signal                               # (loaded when needed: see the imports)
         with suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self._close_inputs()
@@ -207,6 +207,8 @@ class ChildWriting:
 
     def _error(self, status: int, report: bytes) -> BaseException:
         """The child's error as this process raises it."""
+        import json
+        import signal
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
@@ -277,9 +279,12 @@ def _failure_report(exc: BaseException) -> bytes:
     """What the child sends when its writer raises: the error's kind, text, errno and strerror (an
     ``OSError``) and the traceback (for ``-vv``).
 
+    >>> import json
     >>> json.loads(_failure_report(OSError(28, "No space left on device")))["strerror"]
     'No space left on device'
     """
+    import json
+    import traceback
     return json.dumps({"kind": type(exc).__name__, "message": str(exc),
                        "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None,
                        "strerror": getattr(exc, "strerror", None) if isinstance(exc, OSError) else None,
@@ -374,8 +379,11 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
         with suppress(Exception):
             stream.flush()
     parts = [part_path(path) for path in paths]     # named by this process, the one that renames them
-    payload = os.memfd_create("greenslurm-out", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else \
-        os.dup(tempfile.TemporaryFile().fileno())
+    if hasattr(os, "memfd_create"):
+        payload = os.memfd_create("greenslurm-out", os.MFD_CLOEXEC)
+    else:
+        import tempfile
+        payload = os.dup(tempfile.TemporaryFile().fileno())
     go_out, go_in = os.pipe()
     report_out, report_in = os.pipe()
     parent = os.getpid()

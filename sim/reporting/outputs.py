@@ -10,7 +10,6 @@ name).  A folder without ``schema.json`` was written before the versions: its fi
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -399,6 +398,7 @@ def summary_json_text(summary: Mapping[str, Any]) -> str:
       "b": 1.0
     }
     """
+    import json                  # loaded after the trace is read: see child_file's imports
     return json.dumps(_plain(summary), sort_keys=True, indent=2, allow_nan=False) + "\n"
 
 
@@ -498,6 +498,7 @@ def _pandas_metadata(kinds) -> bytes:
     """The ``pandas`` metadata pyarrow writes for the jobs DataFrame (no index), so that
     ``pandas.read_parquet`` gives back its dtypes."""
     from greenslurm import __version__
+    import json
     numpy_types = {"large_string": ("object", "str"), "double": ("float64", "float64"), "int64": ("int64", "int64"),
                    "bool": ("bool", "bool")}
     described = [{"name": name, "field_name": name, "pandas_type": numpy_types[str(kind)][0],
