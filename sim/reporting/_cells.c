@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#include <stdlib.h>
 
 /* CPython's float formatting, from the interpreter the library is loaded in (declared here as in
  * CPython's pystrtod.h and pymem.h, part of its stable ABI, so no Python headers are needed) */
@@ -408,4 +409,50 @@ int64_t cells_strings(void *const *values, int64_t n, const char **where, int64_
         last = value;
     }
     return total;
+}
+
+/* The distinct objects of an object array's items ``values`` by identity, in the order they first
+ * appear: each item's code into them at ``codes``, the first item of each at ``firsts``; returns
+ * their number, or -1 when there are more than ``most`` (or no memory for the table).  A table of
+ * addresses, open addressing over twice ``most`` slots (a power of two), Fibonacci hashing. */
+int64_t cells_object_codes(void *const *values, int64_t n, int64_t most, int32_t *codes, int64_t *firsts) {
+    int bits = 1;
+    while (((int64_t)1 << bits) < 2 * most)
+        bits++;
+    size_t slots = (size_t)1 << bits;
+    void **keys = calloc(slots, sizeof *keys);
+    int32_t *found = malloc(slots * sizeof *found);
+    if (keys == NULL || found == NULL) {
+        free(keys);
+        free(found);
+        return -1;
+    }
+    int64_t distinct = 0;
+    const void *last = NULL;
+    int32_t last_code = 0;
+    for (int64_t i = 0; i < n; i++) {
+        void *value = values[i];
+        if (value == last && i > 0) {          /* a user's jobs often follow one another */
+            codes[i] = last_code;
+            continue;
+        }
+        size_t slot = (size_t)(((uint64_t)(uintptr_t)value * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits));
+        while (keys[slot] != NULL && keys[slot] != value)
+            slot = (slot + 1) & (slots - 1);
+        if (keys[slot] == NULL) {
+            if (distinct == most) {
+                free(keys);
+                free(found);
+                return -1;
+            }
+            keys[slot] = value;
+            found[slot] = (int32_t)distinct;
+            firsts[distinct++] = i;
+        }
+        codes[i] = last_code = found[slot];
+        last = value;
+    }
+    free(keys);
+    free(found);
+    return distinct;
 }

@@ -51,7 +51,8 @@ _SIGNATURES = {"cells_digits": [_POINTER, _SIZE, ctypes.c_char_p, _SIZE, _POINTE
                "cells_floats": [_POINTER, _SIZE, _POINTER, _POINTER],
                "cells_node_lists": [_POINTER, _POINTER, _SIZE, _POINTER, ctypes.c_int, _POINTER, _POINTER],
                "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER],
-               "cells_strings": [_POINTER, _SIZE, _POINTER, _POINTER, _POINTER]}
+               "cells_strings": [_POINTER, _SIZE, _POINTER, _POINTER, _POINTER],
+               "cells_object_codes": [_POINTER, _SIZE, _SIZE, _POINTER, _POINTER]}
 _LIBRARY: list = []                  # [the library or None] once looked for
 
 
@@ -226,6 +227,29 @@ def plain_texts(values: Sequence) -> Cells | None:
     data = np.empty(total, dtype=np.uint8)
     library.cells_strings(values.ctypes.data, len(values), where.ctypes.data, sizes.ctypes.data, data.ctypes.data)
     return data, sizes
+
+
+def object_codes(values: np.ndarray, most: int = 4096) -> tuple[np.ndarray, np.ndarray] | None:
+    """An object array as its distinct objects (by identity, in the order they first appear) and each
+    item's int32 code into them, so that ``labels.take(codes)`` holds the same objects; None when
+    there are more than ``most`` distinct ones or the compiled library does not make cells (then
+    the array is best kept as it is).
+
+    >>> a, b = "x" * 3, "y" * 3
+    >>> labels, codes = object_codes(np.array([a, b, a, None, a], dtype=object)) or (None, None)
+    >>> labels.tolist() if compiled() else ["xxx", "yyy", None], codes.tolist() if compiled() else [0, 1, 0, 2, 0]
+    (['xxx', 'yyy', None], [0, 1, 0, 2, 0])
+    """
+    library = compiled()
+    if library is None or values.dtype != object:
+        return None
+    values = np.ascontiguousarray(values)
+    codes = np.empty(len(values), dtype=np.int32)
+    firsts = np.empty(min(len(values), most), dtype=np.int64)
+    distinct = library.cells_object_codes(values.ctypes.data, len(values), most, codes.ctypes.data, firsts.ctypes.data)
+    if distinct < 0:
+        return None
+    return values.take(firsts[:distinct]), codes
 
 
 def choices(codes: np.ndarray, options: Sequence[bytes]) -> Cells:

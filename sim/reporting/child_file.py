@@ -135,8 +135,9 @@ class ChildWriting:
     a failure on ``report`` (a pipe)."""
 
     def __init__(self, paths: tuple[Path, ...], parts: list[Path], pid: int, go: int, payload: int, report: int,
-                 errors: Iterable[type[BaseException]]) -> None:
-        self.paths, self.parts, self.pid = paths, parts, pid
+                 errors: Iterable[type[BaseException]], packed: Callable[[Any], Any] = lambda payload: payload
+                 ) -> None:
+        self.paths, self.parts, self.pid, self._packed = paths, parts, pid, packed
         self._go, self._payload, self._report = go, payload, report
         self._errors = {error.__name__: error for error in errors}
         self._done = False
@@ -148,7 +149,7 @@ class ChildWriting:
             return
         self.paths[0].parent.mkdir(parents=True, exist_ok=True)
         with open(self._payload, "wb", closefd=False) as handle:
-            pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(self._packed(payload), handle, protocol=pickle.HIGHEST_PROTOCOL)
         with suppress(BrokenPipeError):             # the child is gone (killed): wait() says how
             os.write(self._go, b"g")
         self._close_inputs()
@@ -368,9 +369,11 @@ def usable_processors() -> int:
 
 
 def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None] = lambda: None,
-                errors: Iterable[type[BaseException]] = ()) -> ChildWriting:
+                errors: Iterable[type[BaseException]] = (), packed: Callable[[Any], Any] = lambda payload: payload
+                ) -> ChildWriting:
     """Fork a child that runs ``prepare()`` (loads what the writer needs), waits for its input
-    (:meth:`ChildWriting.send`) and writes ``paths`` by ``write(parts, input)`` under temporary names
+    (:meth:`ChildWriting.send`: ``packed(input)`` is what is pickled, for a form cheaper to pickle;
+    ``write`` gets it as it was packed) and writes ``paths`` by ``write(parts, packed input)`` under temporary names
     (see the module; :func:`child_possible` says when to fork).  ``errors``: the kinds of error a
     failing child's error is raised as (by class name); an ``OSError`` always is."""
     paths = tuple(paths)
@@ -418,4 +421,4 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
             os._exit(status)
     os.close(go_out)
     os.close(report_in)
-    return ChildWriting(paths, parts, pid, go_in, payload, report_out, errors)
+    return ChildWriting(paths, parts, pid, go_in, payload, report_out, errors, packed)

@@ -10,6 +10,7 @@ name).  A folder without ``schema.json`` was written before the versions: its fi
 
 from __future__ import annotations
 
+import copy
 import math
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Sequence
@@ -20,7 +21,8 @@ from greenslurm.sim.accounting.metrics import BSLD_FLOOR_S
 from greenslurm.sim.reporting.schema_versions import SCHEMA_KEY, SUMMARY_SCHEMA  # noqa: F401 (named here too)
 from greenslurm.sim.accounting.result import JobColumns, JobRecord, ReplayResult, ragged_positions
 from greenslurm.sim.reporting.cells import (choices, compiled, csv_rows, csv_texts, digits, float_cells,
-                                            offsets_of, plain_texts, spans, strings, table_rows, texts)
+                                            object_codes, offsets_of, plain_texts, spans, strings,
+                                            table_rows, texts)
 from greenslurm.sim.reporting.child_file import FileInWriting, WrittenHere, child_possible, start_child
 from greenslurm.sim.reporting.whole_files import whole_file
 
@@ -690,8 +692,47 @@ def start_jobs_files(out_dir: str | Path, bsld_floor_s: float = BSLD_FLOOR_S) ->
         return None
     out = Path(out_dir)
     return start_child((out / JOBS_CSV, out / JOBS_PARQUET),
-                       lambda parts, jobs: write_jobs_files(jobs, *parts, None, bsld_floor_s),
-                       prepare=ready_parquet_writer, errors=(ValueTooLarge,))
+                       lambda parts, jobs: write_jobs_files(unpacked_jobs(jobs), *parts, None, bsld_floor_s),
+                       prepare=ready_parquet_writer, errors=(ValueTooLarge,), packed=packed_jobs)
+
+
+class CodedColumn(NamedTuple):
+    """An object column as its distinct objects and each row's code into them (see :func:`packed_jobs`)."""
+    labels: np.ndarray
+    codes: np.ndarray
+
+
+_CODED = ("job_id", "user", "partition")      # the jobs' object columns (job_id only when not numbers)
+
+
+def packed_jobs(jobs: JobColumns) -> JobColumns:
+    """``jobs`` as handed to the child process: each object column of few distinct strings (users,
+    partitions: shared by many jobs) as a :class:`CodedColumn`, which pickles as a few strings and
+    an int32 array instead of a string reference per row (about half of pickling KTH-SP2's jobs);
+    :func:`unpacked_jobs` gives back the same objects.
+
+    >>> jobs = JobColumns.from_records([JobRecord("1", 0.0, 0.0, 1.0, 1.0, 1, 1.0, 0.0, False, 1.0, (0,))] * 3)
+    >>> [getattr(unpacked_jobs(packed_jobs(jobs)), name).tolist() == getattr(jobs, name).tolist() for name in _CODED]
+    [True, True, True]
+    """
+    coded = {name: object_codes(getattr(jobs, name)) for name in _CODED}
+    if not any(coded.values()):
+        return jobs
+    packed = copy.copy(jobs)
+    for name, made in coded.items():
+        if made is not None:
+            setattr(packed, name, CodedColumn(*made))
+    return packed
+
+
+def unpacked_jobs(jobs: JobColumns) -> JobColumns:
+    """The jobs :func:`packed_jobs` made, with their object columns again (the same objects: a
+    column's rows share each of its strings)."""
+    for name in _CODED:
+        column = getattr(jobs, name)
+        if isinstance(column, CodedColumn):
+            setattr(jobs, name, column.labels.take(column.codes))
+    return jobs
 
 
 def write_outputs(result: ReplayResult, summary: Mapping[str, Any], out_dir: str | Path,
