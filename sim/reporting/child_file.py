@@ -44,7 +44,8 @@ from greenslurm.clustermodel.errors import InputError
 log = logging.getLogger(__name__)
 # json, signal, tempfile and traceback are loaded where a failure, a cancel or a system without
 # memfd_create needs them, not with the module: the module is loaded before the trace is read, on the
-# path the child's writing waits for (about 3 M instructions; replay without --out loads none of them)
+# path the child's writing waits for (json and signal, which replay without --out never loads, were
+# about 8 M instructions of it with outputs.py's json)
 
 ENV = "GREENSLURM_OUT_PROCESS"
 CHOICES = ("auto", "child", "off")
