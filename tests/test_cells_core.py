@@ -179,6 +179,62 @@ def test_node_lists_are_joined_positions(lists, data, wide):
         assert got == [" ".join(map(str, lists[r])) for r in rows], core
 
 
+# a jobs table's strings: users and partitions, shared objects, some CSV quotes, some not ASCII
+table_strings = st.sampled_from(["", "13", "alice", "a,b", 'say "hi"', "x\ny", "x\ry", "é", "数据", "🙂"]) | st.text(max_size=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(table_strings | st.none() | st.integers(0, 9), max_size=30))
+def test_plain_strings_are_their_utf8_bytes_or_none(values):
+    """A string column's cells: the strings' UTF-8 bytes one after another, or None when an item is
+    not a str (None, a number) or a string holds what CSV quotes; an object array (the compiled
+    library reads its strings) and a list give the same."""
+    plain = all(isinstance(v, str) for v in values) and not any(m in v for v in values for m in ",\"\n\r")
+    expected = (b"".join(v.encode() for v in values), [len(v.encode()) for v in values]) if plain else None
+    for core in CORES:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cells.ENV, core)
+            for given_as in (np.array(values + [None], dtype=object)[:-1], values):   # (1-D, even for [])
+                got = cells.plain_texts(given_as)
+                assert (got if got is None else (bytes(got[0]), got[1].tolist())) == expected, (core, type(given_as))
+
+
+def test_a_lone_surrogate_has_no_utf8_cell_in_either_core(core):
+    with pytest.raises(UnicodeEncodeError):
+        cells.plain_texts(np.array(["ok", "\ud800"], dtype=object))
+
+
+@settings(max_examples=300, deadline=None)
+@given(picks=st.lists(st.integers(0, 9), max_size=40), most=st.integers(0, 12))
+def test_object_codes_give_back_the_same_objects(picks, most):
+    """An object column handed to the child as its distinct objects and codes (outputs.packed_jobs):
+    taking the labels by the codes gives the very objects back, in order of first appearance; more
+    distinct objects than ``most`` (or the numpy core) leaves the column as it is."""
+    pool = ["u" + str(i) * 3 for i in range(8)] + [None, ""]      # distinct objects, two of them not plain
+    values = np.array([pool[i] for i in picks] + [0], dtype=object)[:-1]
+    distinct = list(dict.fromkeys(id(pool[i]) for i in picks))
+    for core in CORES:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv(cells.ENV, core)
+            made = cells.object_codes(values, most)
+        if core == "python" or len(distinct) > most:
+            assert made is None, core
+            continue
+        labels, codes = made
+        assert [id(v) for v in labels] == distinct
+        assert codes.dtype == np.int32 and all(a is b for a, b in zip(labels.take(codes), values))
+
+
+def test_jobs_handed_to_the_child_come_back_the_same():
+    jobs = JobColumns.from_records([JobRecord(f"j{i % 3}", 1.0, 3.0, 3.0, 9.0, 1, 1.0, 0.0, False, 2.0, (4,))
+                                    for i in range(7)])
+    jobs.user = np.array(["ann", "bob", "ann", None, "bob", "ann", "cy"], dtype=object)
+    import pickle
+    back = outputs.unpacked_jobs(pickle.loads(pickle.dumps(outputs.packed_jobs(jobs))))
+    for name in ("job_id", "user", "partition", "submit_s", "node_flat"):
+        assert getattr(back, name).tolist() == getattr(jobs, name).tolist(), name
+
+
 @pytest.mark.parametrize("trace", ["KTH-SP2-1996-2.1-cln.swf", "LANL-CM5-1994-4.1-cln.swf"])
 def test_whole_log_outputs_are_the_same_bytes_from_either_core(trace, shared_data, tmp_path, monkeypatch):
     """Every file replay --out writes, from the compiled cells and from the numpy definitions."""

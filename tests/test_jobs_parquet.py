@@ -90,7 +90,7 @@ def test_the_writer_made_directly_writes_pyarrow_parquets_own_bytes(table):
     for batch in batches:
         writer.write_table(pa.Table.from_batches([batch], schema))
     writer.close()
-    with pq.ParquetWriter(theirs, schema, use_dictionary=False) as wrapper:
+    with pq.ParquetWriter(theirs, schema, use_dictionary=False, write_batch_size=outputs.CHUNK_ROWS) as wrapper:
         for batch in batches:
             wrapper.write_table(pa.Table.from_batches([batch], schema))
     assert ours.getvalue() == theirs.getvalue()

@@ -15,11 +15,18 @@
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#include <stdlib.h>
 
 /* CPython's float formatting, from the interpreter the library is loaded in (declared here as in
  * CPython's pystrtod.h and pymem.h, part of its stable ABI, so no Python headers are needed) */
 extern char *PyOS_double_to_string(double val, char format_code, int precision, int flags, int *type);
 extern void PyMem_Free(void *ptr);
+/* a str's UTF-8 bytes (kept by the str: compact ASCII text is its own) and its type's flags; an object
+ * begins with its reference count and its type (PyObject's head, part of the stable ABI) */
+extern const char *PyUnicode_AsUTF8AndSize(void *unicode, intptr_t *size);
+extern unsigned long PyType_GetFlags(void *type);
+typedef struct { intptr_t refcnt; void *type; } object_head;
+#define Py_TPFLAGS_UNICODE_SUBCLASS (1UL << 28)
 #define Py_DTSF_ADD_DOT_0 0x02                  /* "1.0", not "1": float.__repr__'s flag */
 
 #define EXACT_INTEGERS 9007199254740992.0       /* 2**53: below it every whole double's repr is its digits and ".0" */
@@ -56,20 +63,45 @@ static int digit_count(uint64_t m) {
 #endif
 }
 
-/* m in decimal at out, written from its last digit back, two at a time; returns the number of digits */
+/* m in decimal at out, written from its last digit back; returns the number of digits.  One or two
+ * digits are written at once; a longer m loses two digits a division by 100 while above 2**32, then
+ * four a division by 10000 (each four as two pairs) in 32-bit arithmetic, whose divisions by a
+ * constant are cheaper: about half the divisions of two digits at a time for the times of a log. */
 static int64_t put_digits(uint64_t m, char *out) {
+    if (m < 100) {
+        if (m < 10) {
+            out[0] = (char)('0' + m);
+            return 1;
+        }
+        memcpy(out, PAIRS + 2 * m, 2);
+        return 2;
+    }
     int count = digit_count(m);
     char *p = out + count;
-    while (m >= 100) {
-        unsigned r = (unsigned)(m % 100);
-        m /= 100;
+    while (m > UINT32_MAX) {
+        uint64_t q = m / 100;
         p -= 2;
-        memcpy(p, PAIRS + 2 * r, 2);
+        memcpy(p, PAIRS + 2 * (m - q * 100), 2);
+        m = q;
     }
-    if (m >= 10) {
-        memcpy(p - 2, PAIRS + 2 * m, 2);
+    uint32_t v = (uint32_t)m;
+    while (v >= 10000) {
+        uint32_t q = v / 10000, low = v - q * 10000, high = low / 100;
+        p -= 4;
+        memcpy(p, PAIRS + 2 * high, 2);
+        memcpy(p + 2, PAIRS + 2 * (low - high * 100), 2);
+        v = q;
+    }
+    if (v >= 100) {
+        uint32_t q = v / 100;
+        p -= 2;
+        memcpy(p, PAIRS + 2 * (v - q * 100), 2);
+        v = q;
+    }
+    if (v >= 10) {
+        memcpy(p - 2, PAIRS + 2 * v, 2);
     } else {
-        p[-1] = (char)('0' + m);
+        p[-1] = (char)('0' + v);
     }
     return count;
 }
@@ -221,16 +253,11 @@ static int64_t put_exact_fixed(double x, char *out) {
  * job that ran 10 s or more) is copied, not made again. */
 typedef struct { uint64_t bits; int64_t size; char text[FLOAT_CELL_BYTES]; } last_float;
 
-static int64_t put_float(double x, char *out, last_float *last) {
+/* put_float() for x not a whole number below 2**53, nor -0.0 (kept out of line: put_float's whole
+ * numbers, most of a log's floats, are written inline in the loops) */
+static int64_t put_float_other(double x, char *out, last_float *last) {
     if (isnan(x))
         return 0;
-    /* a whole number: the same after a round trip through int64 (exact below 2**53) */
-    if (fabs(x) < EXACT_INTEGERS && (double)(int64_t)x == x && !(x == 0.0 && signbit(x))) {
-        int64_t size = put_int((int64_t)x, out);
-        out[size] = '.';
-        out[size + 1] = '0';
-        return size + 2;
-    }
     uint64_t bits;
     memcpy(&bits, &x, sizeof bits);
     if (last->size > 0 && last->bits == bits) {
@@ -258,6 +285,21 @@ static int64_t put_float(double x, char *out, last_float *last) {
     last->bits = bits;
     last->size = (int64_t)size;
     return (int64_t)size;
+}
+
+static inline int64_t put_float(double x, char *out, last_float *last) {
+    /* a whole number: the same after a round trip through int64 (exact below 2**53; NaN fails the
+     * first test), but -0.0, whose repr has its sign */
+    if (fabs(x) < EXACT_INTEGERS) {
+        int64_t whole = (int64_t)x;
+        if ((double)whole == x && (whole != 0 || !signbit(x))) {
+            int64_t size = put_int(whole, out);
+            out[size] = '.';
+            out[size + 1] = '0';
+            return size + 2;
+        }
+    }
+    return put_float_other(x, out, last);
 }
 
 /* float_cells(): repr(x), NaN an empty cell.  out: at least n * FLOAT_CELL_BYTES bytes.  Returns -1
@@ -321,4 +363,96 @@ int64_t cells_csv_table(int64_t n, int64_t k, const int32_t *kinds, const char *
         }
     }
     return p - out;
+}
+
+#define STRINGS_NOT_ALL_STR (-3)    /* an item is not a str (None among them) */
+#define STRINGS_QUOTED (-4)         /* a string holds a comma, a quote or a line end: CSV quotes it */
+
+/* _plain_cells() (outputs.py) of an object array's items ``values`` (borrowed references: the
+ * caller holds the array and the interpreter's lock), in two calls: with out NULL, each string's
+ * UTF-8 size into ``sizes`` and its bytes' address into ``where``, returning the bytes in all; then,
+ * with out (that many bytes), the bytes one after another, returning the same count.  The first
+ * call returns STRINGS_NOT_ALL_STR or STRINGS_QUOTED (the caller makes the cells another way), or -1
+ * when a str has no UTF-8 form (a lone surrogate: CPython's UnicodeEncodeError is set). */
+int64_t cells_strings(void *const *values, int64_t n, const char **where, int64_t *sizes, char *out) {
+    int64_t total = 0;
+    if (out != NULL) {
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(out + total, where[i], (size_t)sizes[i]);
+            total += sizes[i];
+        }
+        return total;
+    }
+    const void *last = NULL;                   /* a string is often the one before it (a user's jobs) */
+    for (int64_t i = 0; i < n; i++) {
+        void *value = values[i];
+        if (value == last) {
+            where[i] = where[i - 1];
+            sizes[i] = sizes[i - 1];
+            total += sizes[i];
+            continue;
+        }
+        if (!(PyType_GetFlags(((object_head *)value)->type) & Py_TPFLAGS_UNICODE_SUBCLASS))
+            return STRINGS_NOT_ALL_STR;
+        intptr_t size;
+        const char *text = PyUnicode_AsUTF8AndSize(value, &size);
+        if (text == NULL)
+            return -1;
+        for (intptr_t j = 0; j < size; j++) {
+            char c = text[j];
+            if (c == ',' || c == '"' || c == '\n' || c == '\r')
+                return STRINGS_QUOTED;
+        }
+        where[i] = text;
+        sizes[i] = size;
+        total += size;
+        last = value;
+    }
+    return total;
+}
+
+/* The distinct objects of an object array's items ``values`` by identity, in the order they first
+ * appear: each item's code into them at ``codes``, the first item of each at ``firsts``; returns
+ * their number, or -1 when there are more than ``most`` (or no memory for the table).  A table of
+ * addresses, open addressing over twice ``most`` slots (a power of two), Fibonacci hashing. */
+int64_t cells_object_codes(void *const *values, int64_t n, int64_t most, int32_t *codes, int64_t *firsts) {
+    int bits = 1;
+    while (((int64_t)1 << bits) < 2 * most)
+        bits++;
+    size_t slots = (size_t)1 << bits;
+    void **keys = calloc(slots, sizeof *keys);
+    int32_t *found = malloc(slots * sizeof *found);
+    if (keys == NULL || found == NULL) {
+        free(keys);
+        free(found);
+        return -1;
+    }
+    int64_t distinct = 0;
+    const void *last = NULL;
+    int32_t last_code = 0;
+    for (int64_t i = 0; i < n; i++) {
+        void *value = values[i];
+        if (value == last && i > 0) {          /* a user's jobs often follow one another */
+            codes[i] = last_code;
+            continue;
+        }
+        size_t slot = (size_t)(((uint64_t)(uintptr_t)value * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits));
+        while (keys[slot] != NULL && keys[slot] != value)
+            slot = (slot + 1) & (slots - 1);
+        if (keys[slot] == NULL) {
+            if (distinct == most) {
+                free(keys);
+                free(found);
+                return -1;
+            }
+            keys[slot] = value;
+            found[slot] = (int32_t)distinct;
+            firsts[distinct++] = i;
+        }
+        codes[i] = last_code = found[slot];
+        last = value;
+    }
+    free(keys);
+    free(found);
+    return distinct;
 }

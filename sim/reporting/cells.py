@@ -50,7 +50,9 @@ _POINTER, _SIZE = ctypes.c_void_p, ctypes.c_int64
 _SIGNATURES = {"cells_digits": [_POINTER, _SIZE, ctypes.c_char_p, _SIZE, _POINTER, _POINTER],
                "cells_floats": [_POINTER, _SIZE, _POINTER, _POINTER],
                "cells_node_lists": [_POINTER, _POINTER, _SIZE, _POINTER, ctypes.c_int, _POINTER, _POINTER],
-               "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER]}
+               "cells_csv_table": [_SIZE, _SIZE, _POINTER, _POINTER, _POINTER, _POINTER],
+               "cells_strings": [_POINTER, _SIZE, _POINTER, _POINTER, _POINTER],
+               "cells_object_codes": [_POINTER, _SIZE, _SIZE, _POINTER, _POINTER]}
 _LIBRARY: list = []                  # [the library or None] once looked for
 
 
@@ -190,6 +192,64 @@ def texts(values: Sequence[str], joined: str | None = None) -> Cells:
     if len(data) != int(sizes.sum()):                  # not ASCII: a character may be several bytes
         sizes = np.fromiter((len(v.encode("utf-8")) for v in values), np.int64, len(values))
     return np.frombuffer(data, dtype=np.uint8), sizes
+
+
+_NOT_ALL_STR, _QUOTED_STRING = -3, -4   # cells_strings: an item not a str, a string CSV quotes
+
+
+def plain_texts(values: Sequence) -> Cells | None:
+    """:func:`texts` of strings none of which CSV quotes, or None when an item is not a str (None) or a
+    string holds a comma, a quote or a line end (:data:`_QUOTED`).  An object array's strings are read
+    by the compiled library, without a Python string made or a length asked for each.
+
+    >>> data, sizes = plain_texts(np.array(["ab", "", "é", "ab"], dtype=object))
+    >>> bytes(data), sizes.tolist()
+    (b'ab\xc3\xa9ab', [2, 0, 2, 2])
+    >>> plain_texts(np.array(["a", None], dtype=object)), plain_texts(['say "hi"'])
+    (None, None)
+    """
+    library = compiled()
+    if library is None or not isinstance(values, np.ndarray) or values.dtype != object:
+        values = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        try:
+            joined = "".join(values)
+        except TypeError:                               # an item not a str (None among them)
+            return None
+        if any(mark in joined for mark in _QUOTED):
+            return None
+        return texts(values, joined)
+    values = np.ascontiguousarray(values)
+    where = np.empty(len(values), dtype=np.intp)
+    sizes = np.empty(len(values), dtype=np.int64)
+    total = library.cells_strings(values.ctypes.data, len(values), where.ctypes.data, sizes.ctypes.data, None)
+    if total in (_NOT_ALL_STR, _QUOTED_STRING):
+        return None
+    data = np.empty(total, dtype=np.uint8)
+    library.cells_strings(values.ctypes.data, len(values), where.ctypes.data, sizes.ctypes.data, data.ctypes.data)
+    return data, sizes
+
+
+def object_codes(values: np.ndarray, most: int = 4096) -> tuple[np.ndarray, np.ndarray] | None:
+    """An object array as its distinct objects (by identity, in the order they first appear) and each
+    item's int32 code into them, so that ``labels.take(codes)`` holds the same objects; None when
+    there are more than ``most`` distinct ones or the compiled library does not make cells (then
+    the array is best kept as it is).
+
+    >>> a, b = "x" * 3, "y" * 3
+    >>> labels, codes = object_codes(np.array([a, b, a, None, a], dtype=object)) or (None, None)
+    >>> labels.tolist() if compiled() else ["xxx", "yyy", None], codes.tolist() if compiled() else [0, 1, 0, 2, 0]
+    (['xxx', 'yyy', None], [0, 1, 0, 2, 0])
+    """
+    library = compiled()
+    if library is None or values.dtype != object:
+        return None
+    values = np.ascontiguousarray(values)
+    codes = np.empty(len(values), dtype=np.int32)
+    firsts = np.empty(min(len(values), most), dtype=np.int64)
+    distinct = library.cells_object_codes(values.ctypes.data, len(values), most, codes.ctypes.data, firsts.ctypes.data)
+    if distinct < 0:
+        return None
+    return values.take(firsts[:distinct]), codes
 
 
 def choices(codes: np.ndarray, options: Sequence[bytes]) -> Cells:

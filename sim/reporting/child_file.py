@@ -30,15 +30,11 @@ here, when :meth:`wait` is called).
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import pickle
-import signal
 import sys
-import tempfile
 import threading
-import traceback
 from contextlib import suppress
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
@@ -46,6 +42,10 @@ from typing import Any, Callable, Iterable, Protocol
 from greenslurm.clustermodel.errors import InputError
 
 log = logging.getLogger(__name__)
+# json, signal, tempfile and traceback are loaded where a failure, a cancel or a system without
+# memfd_create needs them, not with the module: the module is loaded before the trace is read, on the
+# path the child's writing waits for (json and signal, which replay without --out never loads, were
+# about 8 M instructions of it with outputs.py's json)
 
 ENV = "GREENSLURM_OUT_PROCESS"
 CHOICES = ("auto", "child", "off")
@@ -136,8 +136,9 @@ class ChildWriting:
     a failure on ``report`` (a pipe)."""
 
     def __init__(self, paths: tuple[Path, ...], parts: list[Path], pid: int, go: int, payload: int, report: int,
-                 errors: Iterable[type[BaseException]]) -> None:
-        self.paths, self.parts, self.pid = paths, parts, pid
+                 errors: Iterable[type[BaseException]], packed: Callable[[Any], Any] = lambda payload: payload
+                 ) -> None:
+        self.paths, self.parts, self.pid, self._packed = paths, parts, pid, packed
         self._go, self._payload, self._report = go, payload, report
         self._errors = {error.__name__: error for error in errors}
         self._done = False
@@ -149,7 +150,7 @@ class ChildWriting:
             return
         self.paths[0].parent.mkdir(parents=True, exist_ok=True)
         with open(self._payload, "wb", closefd=False) as handle:
-            pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(self._packed(payload), handle, protocol=pickle.HIGHEST_PROTOCOL)
         with suppress(BrokenPipeError):             # the child is gone (killed): wait() says how
             os.write(self._go, b"g")
         self._close_inputs()
@@ -185,6 +186,7 @@ class ChildWriting:
         if self._done:
             return
         self._done = True
+        import signal                               # (loaded when needed: see the imports)
         with suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self._close_inputs()
@@ -207,6 +209,8 @@ class ChildWriting:
 
     def _error(self, status: int, report: bytes) -> BaseException:
         """The child's error as this process raises it."""
+        import json
+        import signal
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             name = signal.Signals(number).name if number in signal.valid_signals() else str(number)
@@ -277,9 +281,12 @@ def _failure_report(exc: BaseException) -> bytes:
     """What the child sends when its writer raises: the error's kind, text, errno and strerror (an
     ``OSError``) and the traceback (for ``-vv``).
 
+    >>> import json
     >>> json.loads(_failure_report(OSError(28, "No space left on device")))["strerror"]
     'No space left on device'
     """
+    import json
+    import traceback
     return json.dumps({"kind": type(exc).__name__, "message": str(exc),
                        "errno": getattr(exc, "errno", None) if isinstance(exc, OSError) else None,
                        "strerror": getattr(exc, "strerror", None) if isinstance(exc, OSError) else None,
@@ -363,9 +370,11 @@ def usable_processors() -> int:
 
 
 def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None] = lambda: None,
-                errors: Iterable[type[BaseException]] = ()) -> ChildWriting:
+                errors: Iterable[type[BaseException]] = (), packed: Callable[[Any], Any] = lambda payload: payload
+                ) -> ChildWriting:
     """Fork a child that runs ``prepare()`` (loads what the writer needs), waits for its input
-    (:meth:`ChildWriting.send`) and writes ``paths`` by ``write(parts, input)`` under temporary names
+    (:meth:`ChildWriting.send`: ``packed(input)`` is what is pickled, for a form cheaper to pickle;
+    ``write`` gets it as it was packed) and writes ``paths`` by ``write(parts, packed input)`` under temporary names
     (see the module; :func:`child_possible` says when to fork).  ``errors``: the kinds of error a
     failing child's error is raised as (by class name); an ``OSError`` always is."""
     paths = tuple(paths)
@@ -374,8 +383,11 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
         with suppress(Exception):
             stream.flush()
     parts = [part_path(path) for path in paths]     # named by this process, the one that renames them
-    payload = os.memfd_create("greenslurm-out", os.MFD_CLOEXEC) if hasattr(os, "memfd_create") else \
-        os.dup(tempfile.TemporaryFile().fileno())
+    if hasattr(os, "memfd_create"):
+        payload = os.memfd_create("greenslurm-out", os.MFD_CLOEXEC)
+    else:
+        import tempfile
+        payload = os.dup(tempfile.TemporaryFile().fileno())
     go_out, go_in = os.pipe()
     report_out, report_in = os.pipe()
     parent = os.getpid()
@@ -410,4 +422,4 @@ def start_child(paths: Iterable[Path], write: Writer, prepare: Callable[[], None
             os._exit(status)
     os.close(go_out)
     os.close(report_in)
-    return ChildWriting(paths, parts, pid, go_in, payload, report_out, errors)
+    return ChildWriting(paths, parts, pid, go_in, payload, report_out, errors, packed)
