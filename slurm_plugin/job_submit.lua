@@ -457,8 +457,10 @@ local function keep_failures()
     local f = io.open(name, "w")
     if f then
         local written = f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
-        f:close()
-        if written and os.rename(name, FAILURES_FILE) then return end
+        -- the write is buffered: a full disk or a read-only remount shows only in the flush at close,
+        -- and renaming that empty file over FAILURES_FILE would lose the line kept there
+        local closed = f:close()
+        if written and closed and os.rename(name, FAILURES_FILE) then return end
         os.remove(name)
     end
 end

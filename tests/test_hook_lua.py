@@ -164,6 +164,36 @@ def test_a_link_planted_as_the_failures_file_is_replaced_never_written_through(t
     assert [p.name for p in planted.parent.iterdir()] == ["unreported"]
 
 
+@pytest.fixture
+def full_failures_folder(tmp_path):
+    """The failures folder on a real 16 KiB tmpfs (mounted for the test: root only), filled to the last
+    block after an earlier load's line "5 abc:1-5" was kept there."""
+    folder = failures_folder(tmp_path)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k,mode=0755", "tmpfs", str(folder)], check=True)
+    try:
+        (folder / "unreported").write_text("5 abc:1-5\n")
+        with pytest.raises(OSError, match="No space left"), open(folder / "filler", "wb") as filler:
+            while True:
+                filler.write(b"x" * 1024)
+                filler.flush()
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting the full tmpfs needs root")
+def test_a_full_disk_never_replaces_the_kept_failures_by_an_empty_file(tmp_path, full_failures_folder):
+    # the hook's write is buffered: it "succeeds", the flush at close fails (ENOSPC), and the empty
+    # private file was renamed over the kept line: the next load counted 0 where 6 waited
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job()}])
+    assert [int(line[0]) for line in lines] == [0], log           # no service: fails open
+    assert "(failure 6)" in log, log                              # 5 read back + this one
+    # the earlier line stays (the new one could not be written); no private file is left behind
+    assert (full_failures_folder / "unreported").read_text() == "5 abc:1-5\n"
+    assert sorted(p.name for p in full_failures_folder.iterdir()) == ["filler", "unreported"]
+
+
 @pytest.mark.parametrize("planted_as", ["fifo", "link"])
 def test_nothing_planted_in_the_runtime_folder_is_read_by_the_hooks_load(tmp_path, planted_as):
     # the service's user owns the socket's folder; the hook kept its failures there as
