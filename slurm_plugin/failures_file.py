@@ -17,9 +17,11 @@ it is a regular file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,18 +157,29 @@ def move_earlier(old: Path, folder: Path, owner_uid: int) -> Kept | None:
     owned by ``owner_uid``; what was moved.  Only a regular file holding a kept line is taken (its
     line is written anew, never the file itself); the new folder's own file, when there is one, is
     newer and stays (the old one is then left for the admin).  The old name is removed after the move:
-    an unlink removes the name, never what a link points to."""
+    an unlink removes the name, never what a link points to.
+
+    The folder belongs to ``owner_uid``, who may leave anything in it (a FIFO, a hard link to a file
+    of root's): the line is written to a file made anew under a random name (``mkstemp``: O_EXCL,
+    never an existing name) and hard-linked to ``unreported``, which fails when job_submit.lua wrote
+    one meanwhile (a rename would replace that newer line)."""
     kept = read_kept(old)
     target = folder / FILE_NAME
     if kept is None or os.path.lexists(target):
         return None
-    temporary = folder / f".{FILE_NAME}.moving"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd, temporary = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=folder)
     try:
-        os.write(fd, kept.line.encode("ascii"))
-        os.fchown(fd, owner_uid, -1)
+        try:
+            os.write(fd, kept.line.encode("ascii"))
+            os.fchmod(fd, 0o644)
+            os.fchown(fd, owner_uid, -1)
+        finally:
+            os.close(fd)
+        os.link(temporary, target, follow_symlinks=False)     # a link swapped in is linked, not followed
+    except FileExistsError:
+        return None                     # job_submit.lua kept a newer line meanwhile: it stays
     finally:
-        os.close(fd)
-    os.replace(temporary, target)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
     os.unlink(old)
     return kept

@@ -619,6 +619,36 @@ def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier
     assert "greenslurm-failures" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
+def test_install_moves_earlier_failures_in_under_a_fresh_name_whatever_slurmctlds_user_left(tmp_path, capsys):
+    # SlurmUser owns the failures folder, and the service often runs as SlurmUser too (the unit's
+    # default): it owns the earlier file's folder as well.  It leaves a FIFO at the name install (root)
+    # wrote the moved line under: install opened it for writing, wrote into it and renamed the FIFO
+    # over "unreported" (with nobody reading it, install waited for ever; had it been a hard link to a
+    # file of root's where fs.protected_hardlinks is 0, install truncated that file and gave it away)
+    slurm = ensure_user("greenslurm-service")
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
+    run.mkdir()
+    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    folder = etc / "greenslurm-failures"
+    planted = folder / ".unreported.moving"
+    os.mkfifo(planted)
+    os.chown(planted, slurm.pw_uid, -1)
+    write(run / "hook.sock.failures", "3 abc123:4-6\n")
+    reader = os.open(planted, os.O_RDONLY | os.O_NONBLOCK)     # so the old code's open did not wait
+    try:
+        assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+        assert os.read(reader, 100) == b""                       # nothing was written into the FIFO
+    finally:
+        os.close(reader)
+    kept = folder / "unreported"
+    assert stat.S_ISREG(os.lstat(kept).st_mode) and kept.read_text() == "3 abc123:4-6\n"
+    assert os.lstat(kept).st_uid == slurm.pw_uid and stat.S_IMODE(os.lstat(kept).st_mode) == 0o644
+    assert planted.is_fifo()                                     # left as it was
+    assert sorted(p.name for p in folder.iterdir()) == [".unreported.moving", "unreported"]
+
+
 def test_check_of_the_failures_folder(site):
     root, config, conf, _ = site
     folder, lua = conf.parent / "greenslurm-failures", conf.parent / "job_submit.lua"
