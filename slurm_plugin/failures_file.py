@@ -116,6 +116,8 @@ def folder_problems(folder: Path, owner_uid: int) -> list[str]:
         st = os.lstat(folder)
     except FileNotFoundError:
         return [f"{folder}: missing"]
+    except OSError as exc:              # under a file, or a folder this user cannot search
+        return [f"{folder}: cannot look at it: {exc.strerror or exc}"]
     if stat.S_ISLNK(st.st_mode):
         return [f"{folder}: a symbolic link, not a folder"]
     if not stat.S_ISDIR(st.st_mode):

@@ -691,6 +691,20 @@ def test_check_of_the_failures_folder(site):
         write(lua, text)
 
 
+def test_check_of_a_failures_folder_it_cannot_look_at_is_a_failure_not_a_traceback(site, capsys):
+    # a FAILURES_DIR edited into job_submit.lua under a file (or under a folder the user running the
+    # check cannot search): lstat raised NotADirectoryError out of check, a traceback at the admin
+    root, config, conf, _ = site
+    lua = conf.parent / "job_submit.lua"
+    text = lua.read_text()
+    write(lua, re.sub(r'local FAILURES_DIR = ".*"\n', f'local FAILURES_DIR = "{conf}/greenslurm-failures"\n', text))
+    try:
+        found = next(c for c in check(HookConfig.from_toml(config), conf) if c.name == "failures folder")
+        assert found.level == FAIL and f"{conf}/greenslurm-failures: cannot look at it: Not a directory" in found.detail
+    finally:
+        write(lua, text)
+
+
 def test_slurmctld_as_slurm_user_cannot_reach_a_root_socket(site, tmp_path):
     root, config, conf, _ = site
     if "slurm" not in {p.pw_name for p in pwd.getpwall()}:
