@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -108,7 +109,7 @@ def _kind(mode: int) -> str:
 
 def folder_problems(folder: Path, owner_uid: int) -> list[str]:
     """Why someone other than ``owner_uid`` (slurmctld's user) and root could put a file in ``folder``
-    or swap the folder itself; empty when nobody can.  The folder must be a real folder of that owner
+    or swap the folder itself (a folder above it says the command that mends it); empty when nobody can.  The folder must be a real folder of that owner
     with no write bit for group or others; every folder above it owned by root or that owner and not
     writable by others (a world-writable folder with the sticky bit, such as /tmp, is fine: nobody
     else may rename what it holds)."""
@@ -130,9 +131,11 @@ def folder_problems(folder: Path, owner_uid: int) -> list[str]:
     for above in Path(os.path.realpath(folder)).parents:        # through any link on the way
         up = os.stat(above)
         if up.st_uid not in (0, owner_uid):
-            problems.append(f"{above}: owned by uid {up.st_uid}, who can replace {folder}")
+            problems.append(f"{above}: owned by uid {up.st_uid}, who can replace {folder} "
+                            f"(run chown root {shlex.quote(str(above))})")
         elif stat.S_IMODE(up.st_mode) & 0o022 and not up.st_mode & stat.S_ISVTX:
-            problems.append(f"{above}: mode {stat.S_IMODE(up.st_mode):04o}, others can replace {folder}")
+            problems.append(f"{above}: mode {stat.S_IMODE(up.st_mode):04o}, others can replace {folder} "
+                            f"(run chmod go-w {shlex.quote(str(above))})")
     return problems
 
 

@@ -631,8 +631,15 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
         return [Check("failures folder", FAIL, f"SlurmUser={slurm_user} is not a user here")]
     problems = folder_problems(folder, slurm_uid)
     if problems:
+        # install mends the folder's owner and mode, refuses a link or file in its place; a folder
+        # above it is the admin's (its problem names its own command)
+        mend = ""
+        if any(problem.startswith(f"{folder}: ") for problem in problems):
+            install = install_command(config, conf_dir)
+            in_place = os.path.lexists(folder) and not stat.S_ISDIR(os.lstat(folder).st_mode)
+            mend = f" (run {'rm ' + shlex.quote(str(folder)) + ' && ' if in_place else ''}{install})"
         checks.append(Check("failures folder", FAIL, "; ".join(problems) + f": only slurmctld's user (SlurmUser="
-                            f"{slurm_user}) may write where it reads (run {install_command(config, conf_dir)})"))
+                            f"{slurm_user}) may write where it reads{mend}"))
     else:
         try:
             kept = read_kept(folder / "unreported")

@@ -705,6 +705,41 @@ def test_check_of_a_failures_folder_it_cannot_look_at_is_a_failure_not_a_traceba
         write(lua, text)
 
 
+def test_check_says_the_command_that_mends_each_failures_folder_problem(site):
+    # hook install mends the folder itself (owner, mode) but never a folder above it, nor a link
+    # where the folder goes (it refuses it): check told the admin to run hook install for all three
+    root, config, conf, _ = site
+    folder, etc = conf.parent / "greenslurm-failures", conf.parent
+    install = f"greenslurm hook install --config {config} --dest {etc}"
+
+    def found():
+        return next(c for c in check(HookConfig.from_toml(config), conf) if c.name == "failures folder")
+    os.chmod(etc, 0o777)
+    try:
+        assert found().level == FAIL and f"(run chmod go-w {etc})" in found().detail, found().detail
+        assert install not in found().detail
+    finally:
+        os.chmod(etc, 0o755)
+    other = ensure_user("greenslurm-user")
+    os.chown(etc, other.pw_uid, -1)
+    try:
+        assert found().level == FAIL and f"(run chown root {etc})" in found().detail, found().detail
+    finally:
+        os.chown(etc, 0, -1)
+    folder.rename(etc / "moved")
+    folder.symlink_to(etc / "moved")
+    try:
+        assert found().level == FAIL and f"(run rm {folder} && {install})" in found().detail, found().detail
+    finally:
+        folder.unlink()
+        (etc / "moved").rename(folder)
+    os.chmod(folder, 0o775)
+    try:
+        assert found().level == FAIL and f"(run {install})" in found().detail, found().detail
+    finally:
+        os.chmod(folder, 0o755)
+
+
 def test_slurmctld_as_slurm_user_cannot_reach_a_root_socket(site, tmp_path):
     root, config, conf, _ = site
     if "slurm" not in {p.pw_name for p in pwd.getpwall()}:
