@@ -60,9 +60,10 @@ def failures_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict]) -> tuple[list[list[str]], str]:
+def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict],
+             folder: Path | None = None) -> tuple[list[list[str]], str]:
     script = tmp_path / "job_submit.lua"
-    script.write_text(render_job_submit(config, failures_folder(tmp_path)))
+    script.write_text(render_job_submit(config, folder or failures_folder(tmp_path)))
     body = ",\n".join("{job_desc = " + lua_value(c["job_desc"]) + (f", sleep = {c['sleep']}" if "sleep" in c else "")
                       + (f", uid = {int(c['uid'])}" if "uid" in c else "") + "}" for c in cases)
     (tmp_path / "cases.lua").write_text("return {\n" + body + "\n}\n")
@@ -191,7 +192,19 @@ def test_a_full_disk_never_replaces_the_kept_failures_by_an_empty_file(tmp_path,
     assert "(failure 6)" in log, log                              # 5 read back + this one
     # the earlier line stays (the new one could not be written); no private file is left behind
     assert (full_failures_folder / "unreported").read_text() == "5 abc:1-5\n"
+    assert f"cannot keep the unreported failures in {full_failures_folder} (" in log, log
     assert sorted(p.name for p in full_failures_folder.iterdir()) == ["filler", "unreported"]
+
+
+def test_a_failures_folder_deleted_after_install_is_said_once(tmp_path):
+    # the folder gone: every keep fails (ENOENT); it went unsaid, and a restart then lost the count
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    gone = tmp_path / "gone"
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job()}] * 2, folder=gone)
+    assert [int(line[0]) for line in lines] == [0, 0], log          # no service: both fail open
+    assert "(failure 2)" in log, log                                 # still counted in memory
+    assert log.count(f"cannot keep the unreported failures in {gone} (") == 1, log     # said once
+    assert "No such file or directory" in log and not gone.exists()
 
 
 @pytest.mark.parametrize("planted_as", ["fifo", "link"])
