@@ -646,8 +646,9 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
             waiting = (f"{kept.count} failure(s) of job_submit.lua {kept.earlier.split(':')[0]} not reported yet "
                        "(the next submission the service answers reports them)") if kept else "no failure waiting"
             checks.append(Check("failures folder", OK, f"{folder}: owner {_user(slurm_uid)}, mode 0755; {waiting}"))
-        except NotRegular as exc:
-            checks.append(Check("failures folder", FAIL, str(exc)))
+        except NotRegular as exc:           # slurmctld's load would wait on a FIFO, or read through a link
+            checks.append(Check("failures folder", FAIL, f"{exc}; it holds no line job_submit.lua wrote "
+                                f"(run rm {shlex.quote(str(folder / 'unreported'))})"))
         except OSError as exc:
             checks.append(Check("failures folder", FAIL, f"{folder}: cannot read: {exc.strerror or exc}"))
     old = earlier_file(config.socket)

@@ -738,6 +738,11 @@ def test_check_says_the_command_that_mends_each_failures_folder_problem(site):
         assert found().level == FAIL and f"(run {install})" in found().detail, found().detail
     finally:
         os.chmod(folder, 0o755)
+    os.mkfifo(folder / "unreported")
+    try:
+        assert found().level == FAIL and f"(run rm {folder / 'unreported'})" in found().detail, found().detail
+    finally:
+        (folder / "unreported").unlink()
 
 
 def test_slurmctld_as_slurm_user_cannot_reach_a_root_socket(site, tmp_path):
