@@ -17,9 +17,12 @@ it is a regular file.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,7 +109,7 @@ def _kind(mode: int) -> str:
 
 def folder_problems(folder: Path, owner_uid: int) -> list[str]:
     """Why someone other than ``owner_uid`` (slurmctld's user) and root could put a file in ``folder``
-    or swap the folder itself; empty when nobody can.  The folder must be a real folder of that owner
+    or swap the folder itself (a folder above it says the command that mends it); empty when nobody can.  The folder must be a real folder of that owner
     with no write bit for group or others; every folder above it owned by root or that owner and not
     writable by others (a world-writable folder with the sticky bit, such as /tmp, is fine: nobody
     else may rename what it holds)."""
@@ -114,6 +117,8 @@ def folder_problems(folder: Path, owner_uid: int) -> list[str]:
         st = os.lstat(folder)
     except FileNotFoundError:
         return [f"{folder}: missing"]
+    except OSError as exc:              # under a file, or a folder this user cannot search
+        return [f"{folder}: cannot look at it: {exc.strerror or exc}"]
     if stat.S_ISLNK(st.st_mode):
         return [f"{folder}: a symbolic link, not a folder"]
     if not stat.S_ISDIR(st.st_mode):
@@ -126,9 +131,11 @@ def folder_problems(folder: Path, owner_uid: int) -> list[str]:
     for above in Path(os.path.realpath(folder)).parents:        # through any link on the way
         up = os.stat(above)
         if up.st_uid not in (0, owner_uid):
-            problems.append(f"{above}: owned by uid {up.st_uid}, who can replace {folder}")
+            problems.append(f"{above}: owned by uid {up.st_uid}, who can replace {folder} "
+                            f"(run chown root {shlex.quote(str(above))})")
         elif stat.S_IMODE(up.st_mode) & 0o022 and not up.st_mode & stat.S_ISVTX:
-            problems.append(f"{above}: mode {stat.S_IMODE(up.st_mode):04o}, others can replace {folder}")
+            problems.append(f"{above}: mode {stat.S_IMODE(up.st_mode):04o}, others can replace {folder} "
+                            f"(run chmod go-w {shlex.quote(str(above))})")
     return problems
 
 
@@ -155,18 +162,29 @@ def move_earlier(old: Path, folder: Path, owner_uid: int) -> Kept | None:
     owned by ``owner_uid``; what was moved.  Only a regular file holding a kept line is taken (its
     line is written anew, never the file itself); the new folder's own file, when there is one, is
     newer and stays (the old one is then left for the admin).  The old name is removed after the move:
-    an unlink removes the name, never what a link points to."""
+    an unlink removes the name, never what a link points to.
+
+    The folder belongs to ``owner_uid``, who may leave anything in it (a FIFO, a hard link to a file
+    of root's): the line is written to a file made anew under a random name (``mkstemp``: O_EXCL,
+    never an existing name) and hard-linked to ``unreported``, which fails when job_submit.lua wrote
+    one meanwhile (a rename would replace that newer line)."""
     kept = read_kept(old)
     target = folder / FILE_NAME
     if kept is None or os.path.lexists(target):
         return None
-    temporary = folder / f".{FILE_NAME}.moving"
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fd, temporary = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=folder)
     try:
-        os.write(fd, kept.line.encode("ascii"))
-        os.fchown(fd, owner_uid, -1)
+        try:
+            os.write(fd, kept.line.encode("ascii"))
+            os.fchmod(fd, 0o644)
+            os.fchown(fd, owner_uid, -1)
+        finally:
+            os.close(fd)
+        os.link(temporary, target, follow_symlinks=False)     # a link swapped in is linked, not followed
+    except FileExistsError:
+        return None                     # job_submit.lua kept a newer line meanwhile: it stays
     finally:
-        os.close(fd)
-    os.replace(temporary, target)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
     os.unlink(old)
     return kept

@@ -631,16 +631,24 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
         return [Check("failures folder", FAIL, f"SlurmUser={slurm_user} is not a user here")]
     problems = folder_problems(folder, slurm_uid)
     if problems:
+        # install mends the folder's owner and mode, refuses a link or file in its place; a folder
+        # above it is the admin's (its problem names its own command)
+        mend = ""
+        if any(problem.startswith(f"{folder}: ") for problem in problems):
+            install = install_command(config, conf_dir)
+            in_place = os.path.lexists(folder) and not stat.S_ISDIR(os.lstat(folder).st_mode)
+            mend = f" (run {'rm ' + shlex.quote(str(folder)) + ' && ' if in_place else ''}{install})"
         checks.append(Check("failures folder", FAIL, "; ".join(problems) + f": only slurmctld's user (SlurmUser="
-                            f"{slurm_user}) may write where it reads (run {install_command(config, conf_dir)})"))
+                            f"{slurm_user}) may write where it reads{mend}"))
     else:
         try:
             kept = read_kept(folder / "unreported")
             waiting = (f"{kept.count} failure(s) of job_submit.lua {kept.earlier.split(':')[0]} not reported yet "
                        "(the next submission the service answers reports them)") if kept else "no failure waiting"
             checks.append(Check("failures folder", OK, f"{folder}: owner {_user(slurm_uid)}, mode 0755; {waiting}"))
-        except NotRegular as exc:
-            checks.append(Check("failures folder", FAIL, str(exc)))
+        except NotRegular as exc:           # slurmctld's load would wait on a FIFO, or read through a link
+            checks.append(Check("failures folder", FAIL, f"{exc}; it holds no line job_submit.lua wrote "
+                                f"(run rm {shlex.quote(str(folder / 'unreported'))})"))
         except OSError as exc:
             checks.append(Check("failures folder", FAIL, f"{folder}: cannot read: {exc.strerror or exc}"))
     old = earlier_file(config.socket)

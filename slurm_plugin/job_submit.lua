@@ -451,17 +451,28 @@ local function private_name()
     return FAILURES_FILE .. "." .. (string.gsub(bytes, ".", function(c) return string.format("%02x", string.byte(c)) end))
 end
 
+-- nil when kept, else why not (the count stays in memory and is still reported; only a restart of
+-- slurmctld before the service answers would lose it)
 local function keep_failures()
     local name = private_name()
-    if name == nil then return end
-    local f = io.open(name, "w")
-    if f then
-        local written = f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
-        f:close()
-        if written and os.rename(name, FAILURES_FILE) then return end
-        os.remove(name)
+    if name == nil then return "no /dev/urandom" end
+    local f, err = io.open(name, "w")
+    if f == nil then return err end
+    local written, write_err = f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
+    -- the write is buffered: a full disk or a read-only remount shows only in the flush at close,
+    -- and renaming that empty file over FAILURES_FILE would lose the line kept there
+    local closed, close_err = f:close()
+    if written and closed then
+        local renamed, rename_err = os.rename(name, FAILURES_FILE)
+        if renamed then return nil end
+        err = rename_err
+    else
+        err = write_err or close_err
     end
+    os.remove(name)
+    return err
 end
+local keeping_failed = false                -- said once until keeping works again
 
 local function fail(reason, has_deadline, request_id, uid, asked)
     total_failures = total_failures + 1
@@ -484,7 +495,14 @@ local function fail(reason, has_deadline, request_id, uid, asked)
             failed_ids[#failed_ids + 1] = { request_id, request_id }
         end
     end
-    pcall(keep_failures)
+    local ran, problem = pcall(keep_failures)
+    if ran and problem == nil then
+        keeping_failed = false
+    elseif not keeping_failed then
+        keeping_failed = true
+        log_error("cannot keep the unreported failures in %s (%s): a restart of slurmctld before the service "
+                  .. "answers would lose their count (greenslurm hook check)", FAILURES_DIR, tostring(problem))
+    end
     local open = FAIL_OPEN
     if has_deadline then open = FAIL_DEADLINE_OPEN end
     if open then

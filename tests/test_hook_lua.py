@@ -60,9 +60,10 @@ def failures_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict]) -> tuple[list[list[str]], str]:
+def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict],
+             folder: Path | None = None) -> tuple[list[list[str]], str]:
     script = tmp_path / "job_submit.lua"
-    script.write_text(render_job_submit(config, failures_folder(tmp_path)))
+    script.write_text(render_job_submit(config, folder or failures_folder(tmp_path)))
     body = ",\n".join("{job_desc = " + lua_value(c["job_desc"]) + (f", sleep = {c['sleep']}" if "sleep" in c else "")
                       + (f", uid = {int(c['uid'])}" if "uid" in c else "") + "}" for c in cases)
     (tmp_path / "cases.lua").write_text("return {\n" + body + "\n}\n")
@@ -162,6 +163,48 @@ def test_a_link_planted_as_the_failures_file_is_replaced_never_written_through(t
     assert re.fullmatch(r"2 [0-9a-f]+:1-2\n", planted.read_text()), planted.read_text()
     # nothing left under the private names
     assert [p.name for p in planted.parent.iterdir()] == ["unreported"]
+
+
+@pytest.fixture
+def full_failures_folder(tmp_path):
+    """The failures folder on a real 16 KiB tmpfs (mounted for the test: root only), filled to the last
+    block after an earlier load's line "5 abc:1-5" was kept there."""
+    folder = failures_folder(tmp_path)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k,mode=0755", "tmpfs", str(folder)], check=True)
+    try:
+        (folder / "unreported").write_text("5 abc:1-5\n")
+        with pytest.raises(OSError, match="No space left"), open(folder / "filler", "wb") as filler:
+            while True:
+                filler.write(b"x" * 1024)
+                filler.flush()
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting the full tmpfs needs root")
+def test_a_full_disk_never_replaces_the_kept_failures_by_an_empty_file(tmp_path, full_failures_folder):
+    # the hook's write is buffered: it "succeeds", the flush at close fails (ENOSPC), and the empty
+    # private file was renamed over the kept line: the next load counted 0 where 6 waited
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job()}])
+    assert [int(line[0]) for line in lines] == [0], log           # no service: fails open
+    assert "(failure 6)" in log, log                              # 5 read back + this one
+    # the earlier line stays (the new one could not be written); no private file is left behind
+    assert (full_failures_folder / "unreported").read_text() == "5 abc:1-5\n"
+    assert f"cannot keep the unreported failures in {full_failures_folder} (" in log, log
+    assert sorted(p.name for p in full_failures_folder.iterdir()) == ["filler", "unreported"]
+
+
+def test_a_failures_folder_deleted_after_install_is_said_once(tmp_path):
+    # the folder gone: every keep fails (ENOENT); it went unsaid, and a restart then lost the count
+    config = HookConfig(socket=str(tmp_path / "absent.sock"), database=str(tmp_path / "db.sqlite"))
+    gone = tmp_path / "gone"
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job()}] * 2, folder=gone)
+    assert [int(line[0]) for line in lines] == [0, 0], log          # no service: both fail open
+    assert "(failure 2)" in log, log                                 # still counted in memory
+    assert log.count(f"cannot keep the unreported failures in {gone} (") == 1, log     # said once
+    assert "No such file or directory" in log and not gone.exists()
 
 
 @pytest.mark.parametrize("planted_as", ["fifo", "link"])

@@ -619,6 +619,36 @@ def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier
     assert "greenslurm-failures" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
 
 
+def test_install_moves_earlier_failures_in_under_a_fresh_name_whatever_slurmctlds_user_left(tmp_path, capsys):
+    # SlurmUser owns the failures folder, and the service often runs as SlurmUser too (the unit's
+    # default): it owns the earlier file's folder as well.  It leaves a FIFO at the name install (root)
+    # wrote the moved line under: install opened it for writing, wrote into it and renamed the FIFO
+    # over "unreported" (with nobody reading it, install waited for ever; had it been a hard link to a
+    # file of root's where fs.protected_hardlinks is 0, install truncated that file and gave it away)
+    slurm = ensure_user("greenslurm-service")
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
+    run.mkdir()
+    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    folder = etc / "greenslurm-failures"
+    planted = folder / ".unreported.moving"
+    os.mkfifo(planted)
+    os.chown(planted, slurm.pw_uid, -1)
+    write(run / "hook.sock.failures", "3 abc123:4-6\n")
+    reader = os.open(planted, os.O_RDONLY | os.O_NONBLOCK)     # so the old code's open did not wait
+    try:
+        assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+        assert os.read(reader, 100) == b""                       # nothing was written into the FIFO
+    finally:
+        os.close(reader)
+    kept = folder / "unreported"
+    assert stat.S_ISREG(os.lstat(kept).st_mode) and kept.read_text() == "3 abc123:4-6\n"
+    assert os.lstat(kept).st_uid == slurm.pw_uid and stat.S_IMODE(os.lstat(kept).st_mode) == 0o644
+    assert planted.is_fifo()                                     # left as it was
+    assert sorted(p.name for p in folder.iterdir()) == [".unreported.moving", "unreported"]
+
+
 def test_check_of_the_failures_folder(site):
     root, config, conf, _ = site
     folder, lua = conf.parent / "greenslurm-failures", conf.parent / "job_submit.lua"
@@ -659,6 +689,60 @@ def test_check_of_the_failures_folder(site):
         assert f"(run greenslurm hook install --config {config} --dest {conf.parent})" in job_submit.detail
     finally:
         write(lua, text)
+
+
+def test_check_of_a_failures_folder_it_cannot_look_at_is_a_failure_not_a_traceback(site, capsys):
+    # a FAILURES_DIR edited into job_submit.lua under a file (or under a folder the user running the
+    # check cannot search): lstat raised NotADirectoryError out of check, a traceback at the admin
+    root, config, conf, _ = site
+    lua = conf.parent / "job_submit.lua"
+    text = lua.read_text()
+    write(lua, re.sub(r'local FAILURES_DIR = ".*"\n', f'local FAILURES_DIR = "{conf}/greenslurm-failures"\n', text))
+    try:
+        found = next(c for c in check(HookConfig.from_toml(config), conf) if c.name == "failures folder")
+        assert found.level == FAIL and f"{conf}/greenslurm-failures: cannot look at it: Not a directory" in found.detail
+    finally:
+        write(lua, text)
+
+
+def test_check_says_the_command_that_mends_each_failures_folder_problem(site):
+    # hook install mends the folder itself (owner, mode) but never a folder above it, nor a link
+    # where the folder goes (it refuses it): check told the admin to run hook install for all three
+    root, config, conf, _ = site
+    folder, etc = conf.parent / "greenslurm-failures", conf.parent
+    install = f"greenslurm hook install --config {config} --dest {etc}"
+
+    def found():
+        return next(c for c in check(HookConfig.from_toml(config), conf) if c.name == "failures folder")
+    os.chmod(etc, 0o777)
+    try:
+        assert found().level == FAIL and f"(run chmod go-w {etc})" in found().detail, found().detail
+        assert install not in found().detail
+    finally:
+        os.chmod(etc, 0o755)
+    other = ensure_user("greenslurm-user")
+    os.chown(etc, other.pw_uid, -1)
+    try:
+        assert found().level == FAIL and f"(run chown root {etc})" in found().detail, found().detail
+    finally:
+        os.chown(etc, 0, -1)
+    folder.rename(etc / "moved")
+    folder.symlink_to(etc / "moved")
+    try:
+        assert found().level == FAIL and f"(run rm {folder} && {install})" in found().detail, found().detail
+    finally:
+        folder.unlink()
+        (etc / "moved").rename(folder)
+    os.chmod(folder, 0o775)
+    try:
+        assert found().level == FAIL and f"(run {install})" in found().detail, found().detail
+    finally:
+        os.chmod(folder, 0o755)
+    os.mkfifo(folder / "unreported")
+    try:
+        assert found().level == FAIL and f"(run rm {folder / 'unreported'})" in found().detail, found().detail
+    finally:
+        (folder / "unreported").unlink()
 
 
 def test_slurmctld_as_slurm_user_cannot_reach_a_root_socket(site, tmp_path):
