@@ -109,10 +109,11 @@ def _kind(mode: int) -> str:
 
 def folder_problems(folder: Path, owner_uid: int) -> list[str]:
     """Why someone other than ``owner_uid`` (slurmctld's user) and root could put a file in ``folder``
-    or swap the folder itself (a folder above it says the command that mends it); empty when nobody can.  The folder must be a real folder of that owner
-    with no write bit for group or others; every folder above it owned by root or that owner and not
-    writable by others (a world-writable folder with the sticky bit, such as /tmp, is fine: nobody
-    else may rename what it holds)."""
+    or swap the folder itself (a problem of a folder above it says the command that mends it); empty
+    when nobody can.  The folder must be a real folder of that owner with no write bit for group or
+    others; every folder above it owned by root or that owner and not writable by others (a
+    world-writable folder with the sticky bit, such as /tmp, is fine: nobody else may rename what it
+    holds)."""
     try:
         st = os.lstat(folder)
     except FileNotFoundError:
@@ -140,8 +141,8 @@ def folder_problems(folder: Path, owner_uid: int) -> list[str]:
 
 
 def make_folder(folder: Path, owner_uid: int) -> Path:
-    """Make ``folder`` (if missing) a folder of ``owner_uid`` and its primary group, mode 0755; a link
-    or file already under that name is refused (FileExistsError)."""
+    """Make ``folder`` (if missing) a folder of ``owner_uid``, mode 0755; a link or file already under
+    that name is refused (NotADirectoryError: it is opened with O_DIRECTORY | O_NOFOLLOW)."""
     try:
         os.mkdir(folder, FOLDER_MODE)
     except FileExistsError:
