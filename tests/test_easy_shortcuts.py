@@ -20,8 +20,8 @@ from hypothesis import given, settings, strategies as st
 from greenslurm.clustermodel import Cluster, JobSpec
 from greenslurm.clustermodel.node import NodeSpec
 from greenslurm.sim.engine.replay import Replay
-from greenslurm.sim.machines.machine import Machine
-from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig
+from greenslurm.sim.machines.machine import Machine, PendingJob
+from greenslurm.sim.machines.power_states import PowerManagedMachine, PowerStateConfig, fits_budget
 
 
 class AskingMachine(Machine):
@@ -112,3 +112,134 @@ def test_the_waiting_cpus_are_summed_as_sum_adds_them(line_kind):
             del line[int(rng.integers(0, len(line)))]
         if line:
             assert machine._waiting_cpus(line) == sum(job.cpus_total for job in line)
+
+
+class ForgetfulPowerMachine(PowerManagedMachine):
+    """The power-state machine with its memos emptied before every question: each answer is worked out
+    afresh, as before the machine remembered them (what fits what is on, the power a start adds, the
+    power to come from booting nodes, the CPUs coming, the first job's holders)."""
+
+    def _forget(self) -> None:
+        self._forget_fits()
+        self._reserved_w = None
+
+    def place(self, job, free=None, prefer=None, now=None):
+        self._forget()
+        return super().place(job, free, prefer, now)
+
+    def _cpus_coming(self, exclude: int = -1) -> float:
+        self._forget()
+        return super()._cpus_coming(exclude)
+
+    def _head_holders(self, head):
+        self._forget()
+        return super()._head_holders(head)
+
+
+@st.composite
+def budget_workloads(draw):
+    jobs, cluster, config = draw(workloads())
+    idle_w = 100.0 * cluster.size
+    start_off = draw(st.booleans())
+    # from below every node's idle power (only with the nodes off at the start) to a few CPUs busy above
+    # it, where most asks are refused (each 1 W apart: refusals by a hair too)
+    low_w = 50.0 if start_off else idle_w
+    budget_w = float(draw(st.integers(int(low_w), int(idle_w + 900.0))))
+    config = PowerStateConfig(suspend_after_s=draw(st.sampled_from([None, 0.0, 10.0, 40.0])),
+                              boot_s=draw(st.sampled_from([0.0, 15.0])), off_w=10.0,
+                              # booting below idle power: the budget keeps the rest for when they are up
+                              boot_w=draw(st.sampled_from([None, 50.0])),
+                              phases=draw(st.integers(1, 3)), start_off=start_off, budget_w=budget_w)
+    return jobs, cluster, config
+
+
+def run_with(kind, jobs, cluster, config, queue="easy"):
+    replay = Replay(jobs, cluster, queue, machine_factory=lambda c, s: kind(c, s, config))
+    result = replay.run()
+    records = sorted(result.records, key=lambda r: int(r.job_id))
+    totals = replay.machine.power_totals()
+    return ([(r.job_id, r.start_s, r.end_s, r.energy_j, r.node_indices) for r in records],
+            result.power_times_s.tolist(), result.power_w.tolist(), result.energy.total_j, dict(result.skipped),
+            totals.boots, totals.suspends, totals.refused_starts, totals.off_j, totals.imbalance.tolist())
+
+
+@settings(max_examples=150, deadline=None)
+@given(budget_workloads(), st.sampled_from(["easy", "fcfs"]))
+def test_the_memos_under_a_budget_give_the_same_replay(workload, queue):
+    """Under a budget every ask counts, so the pass asks for every job: the machine answers a shape it
+    knows fits what is on, and that the budget refuses, from what it remembered; every start, end,
+    node, joule, refused start, boot and suspend equals the machine that works each answer out afresh."""
+    jobs, cluster, config = workload
+    jobs, _ = fits_budget(jobs, cluster, config)       # as the command leaves out jobs that could never run
+    assert (run_with(PowerManagedMachine, jobs, cluster, config, queue)
+            == run_with(ForgetfulPowerMachine, jobs, cluster, config, queue))
+
+
+def test_a_refused_shape_is_answered_from_memory_and_asked_again_once_power_changes():
+    """Two 1-CPU nodes (100 W idle, 300 W busy: 200 W a busy CPU), a budget of 500 W: one job runs
+    (300 + 100 = 400 W); a second 1-CPU job would make 600 W > 500 W, refused.  Asked again with
+    nothing changed, the answer comes from the memo (no node is chosen) and is counted again; once the
+    first job ends the memo is gone and the job fits (100 + 100 + 200 = 400 W <= 500 W)."""
+    cluster = Cluster.homogeneous(2, cpus=1, idle_w=100.0, busy_w=300.0)
+    config = PowerStateConfig(budget_w=500.0)
+    jobs = [JobSpec("0", submit_s=0.0, requested_time_s=10.0, runtime_s=10.0, cpus=1),
+            JobSpec("1", submit_s=0.0, requested_time_s=10.0, runtime_s=10.0, cpus=1)]
+    replay = Replay(jobs, cluster, "easy", machine_factory=lambda c, s: PowerManagedMachine(c, s, config))
+    machine = replay.machine
+    result = replay.run()
+    starts = {r.job_id: r.start_s for r in result.records}
+    assert starts == {"0": 0.0, "1": 10.0}
+    assert machine._fits_bound_w == {}            # emptied by the last end
+    # by hand: one job running on node 0, the second asked twice
+    replay = Replay(jobs, cluster, "easy", machine_factory=lambda c, s: PowerManagedMachine(c, s, config))
+    machine = replay.machine
+    first, second = (PendingJob(index=i, job=jobs[i], nodes=1, demand=np.array([1.0, 0.0, 0.0]), cpus_total=1.0,
+                                requested_s=10.0) for i in (0, 1))
+    nodes = machine.place(first)
+    machine.start(first, nodes, 0.0)
+    assert machine.place(second) is None and machine.refused_starts == 1
+    key = next(iter(machine._fits_bound_w))
+    assert machine._fits_bound_w[key] == 200.0    # 1 node x 1 CPU x (300 - 100) W
+    chosen = []
+    machine.choose = lambda *args, **kwargs: chosen.append(args)     # named: a spy, nothing is chosen
+    assert machine.place(second) is None and machine.refused_starts == 2 and chosen == []
+
+
+def test_a_shape_refused_before_a_start_is_asked_afresh_after_it():
+    """Two 4-CPU nodes (100 W idle, 300 W busy: 50 W a busy CPU; 200 W idle in all), a budget of 550 W.
+    A job of both nodes' 4 CPUs adds 2 x 4 x 50 = 400 W: 600 W > 550 W, refused (counted).  A 1-CPU job
+    adds 50 W (250 W): it starts.  Now the wide job does not fit at all (3 CPUs free on node 0): not
+    fitting is no refusal by the budget, so the count stays at 1 (a memo kept past the start would
+    have refused it again from memory and counted 2)."""
+    cluster = Cluster.homogeneous(2, cpus=4, idle_w=100.0, busy_w=300.0)
+    jobs = [JobSpec("wide", submit_s=0.0, requested_time_s=10.0, runtime_s=10.0, cpus=8, nodes=2),
+            JobSpec("one", submit_s=0.0, requested_time_s=10.0, runtime_s=10.0, cpus=1)]
+    replay = Replay(jobs, cluster, "easy",
+                    machine_factory=lambda c, s: PowerManagedMachine(c, s, PowerStateConfig(budget_w=550.0)))
+    machine = replay.machine
+    wide = PendingJob(index=0, job=jobs[0], nodes=2, demand=np.array([4.0, 0.0, 0.0]), cpus_total=8.0,
+                      requested_s=10.0)
+    one = PendingJob(index=1, job=jobs[1], nodes=1, demand=np.array([1.0, 0.0, 0.0]), cpus_total=1.0,
+                     requested_s=10.0)
+    assert machine.place(wide) is None and machine.refused_starts == 1
+    nodes = machine.place(one)
+    assert nodes.tolist() == [0]
+    machine.start(one, nodes, 0.0)
+    assert machine.ledger.power_w == 250.0
+    assert machine.place(wide) is None and machine.refused_starts == 1
+
+
+def test_the_power_to_come_from_booting_nodes_follows_every_power_state():
+    """Two nodes of 100 W idle booting at 40 W: each booting node holds back 100 - 40 = 60 W of the
+    budget for when it is up; the remembered figure follows each change of state."""
+    from greenslurm.sim.machines.power_states import BOOTING, OFF, ON
+    cluster = Cluster.homogeneous(2, cpus=1, idle_w=100.0, busy_w=300.0)
+    replay = Replay([JobSpec("0", submit_s=0.0, requested_time_s=1.0, runtime_s=1.0, cpus=1)], cluster, "easy",
+                    machine_factory=lambda c, s: PowerManagedMachine(c, s, PowerStateConfig(boot_w=40.0)))
+    machine = replay.machine
+    assert machine.reserved_w() == 0.0
+    seen = []
+    for node, state in ((0, OFF), (0, BOOTING), (1, OFF), (1, BOOTING), (0, ON), (1, ON)):
+        machine._set_state(node, state, 0.0)
+        seen.append(machine.reserved_w())
+    assert seen == [0.0, 60.0, 60.0, 120.0, 60.0, 0.0]

@@ -270,6 +270,10 @@ class Machine:
             return np.sort(np.concatenate((preferred, rest)))
         return self.choose(job, candidates, job.nodes)
 
+    def _forget_fits(self) -> None:
+        """A start, an end or a move changed what is free: what was known to fit or not is forgotten."""
+        self._no_fit_now.clear()
+
     @property
     def place_is_pure(self) -> bool:
         """Whether :meth:`place` has no effect but its answer (and its caches): the node selection
@@ -331,7 +335,7 @@ class Machine:
         if job.task is not None and self.gpus is not None:
             self._take_gpus(job, nodes)
         self.free_cpus_total -= job.cpus_total
-        self._no_fit_now.clear()
+        self._forget_fits()
         job.start_s = now_s
         job.node_indices = nodes
         self.running[job.index] = job
@@ -371,7 +375,7 @@ class Machine:
             for node, gpus in zip(job.node_indices.tolist(), job.gpu_indices):
                 self.gpus.release(node, job.task, gpus)
         self.free_cpus_total += job.cpus_total
-        self._no_fit_now.clear()
+        self._forget_fits()
         for listener in self.end_listeners:
             listener(job, now_s)
 
@@ -407,7 +411,7 @@ class Machine:
         job.node_indices = target
         if self._tail_end is not None:
             self._add_tail(job)
-        self._no_fit_now.clear()
+        self._forget_fits()
         if not fits:
             raise RuntimeError(f"job {job.job.job_id} does not fit on nodes {nodes.tolist()}")
         for listener in self.move_listeners:

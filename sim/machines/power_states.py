@@ -110,6 +110,15 @@ class PowerManagedMachine(Machine):
         self._suspend_rate = RateCount(config.suspend_rate)     # SuspendRate's count
         self._resume_rate = RateCount(config.resume_rate)       # ResumeRate's
         self._rate_retry_s = math.inf                   # when the machine looks again for wakes a rate held back
+        # Under a budget with first fit: per shape that fits what is usable now, the power its start adds
+        # (job_bound_w), kept until a start, an end, a move or a power state changes either; and the power
+        # still to come from booting nodes, kept until a power state changes (see place).
+        self._fits_bound_w: dict[tuple, float] = {}
+        self._reserved_w: float | None = None
+        # Kept until a start, an end, a move or a power state changes what is free or on (see _forget_fits):
+        # the CPUs coming (_cpus_coming without exclusion) and the first job's holders (by its shape).
+        self._coming_cpus: float | None = None
+        self._head_holders_of: tuple[tuple, tuple[np.ndarray, np.ndarray]] | None = None
 
     # -- wiring ------------------------------------------------------------------------------
     def attach(self, replay) -> None:
@@ -191,7 +200,8 @@ class PowerManagedMachine(Machine):
         self.state[node] = state
         self.ledger.on_state(node, state, now_s)
         self.node_power_w[node] = self.ledger.state_power_w(node, state)
-        self._no_fit_now.clear()
+        self._reserved_w = None
+        self._forget_fits()
         self._record_imbalance(now_s)
 
     def _record_imbalance(self, now_s: float) -> None:
@@ -205,8 +215,10 @@ class PowerManagedMachine(Machine):
     # -- budget ------------------------------------------------------------------------------
     def reserved_w(self) -> float:
         """Power still to come from booting nodes when they are up (idle above boot power)."""
-        booting = self.state == BOOTING
-        return float(np.maximum(self.idle_full_w[booting] - self.boot_w[booting], 0.0).sum())
+        if self._reserved_w is None:
+            booting = self.state == BOOTING
+            self._reserved_w = float(np.maximum(self.idle_full_w[booting] - self.boot_w[booting], 0.0).sum())
+        return self._reserved_w
 
     def node_delta_w(self, job: PendingJob, nodes: np.ndarray) -> np.ndarray:
         """Per node of ``nodes``: the power ``job`` adds there while it runs (its rows when spread unevenly)."""
@@ -240,6 +252,13 @@ class PowerManagedMachine(Machine):
         usable_key = (_USABLE_NOW, job.shape_key) if free is None else None
         if usable_key is not None and usable_key in self._no_fit_now:
             return None
+        if usable_key is not None and self.running:
+            # The same answer as below without choosing nodes: the shape fit what is usable now when last
+            # asked (nothing changed since, or the memo would be empty) and the budget still refuses it.
+            bound_w = self._fits_bound_w.get(usable_key)
+            if bound_w is not None and not self.within_budget(bound_w):
+                self.refused_starts += 1
+                return None
         base = self.free if free is None else free
         usable = np.where((self.state == ON)[:, None], base, 0.0)
         if not self.running and self.replay is not None:
@@ -254,10 +273,19 @@ class PowerManagedMachine(Machine):
             if usable_key is not None:
                 self._no_fit_now.add(usable_key)
             return None
-        if not self.within_budget(self.job_bound_w(job)):
+        bound_w = self.job_bound_w(job)
+        if usable_key is not None and self._first_fit and self.config.budget_w is not None:
+            self._fits_bound_w[usable_key] = bound_w      # first fit: choosing nodes has no effect to skip
+        if not self.within_budget(bound_w):
             self.refused_starts += 1
             return None
         return nodes
+
+    def _forget_fits(self) -> None:
+        super()._forget_fits()
+        self._fits_bound_w.clear()
+        self._coming_cpus = None
+        self._head_holders_of = None
 
     @property
     def place_is_pure(self) -> bool:
@@ -475,16 +503,21 @@ class PowerManagedMachine(Machine):
 
     def _cpus_coming(self, exclude: int = -1) -> float:
         """Free CPUs on ON nodes plus the CPUs of booting nodes (without node ``exclude``)."""
-        on = self.state == ON
-        have = float(self.free[on, CPU].sum()) + float(self.cluster.capacity[self.state == BOOTING, CPU].sum())
-        if exclude >= 0 and on[exclude]:
+        if self._coming_cpus is None:
+            self._coming_cpus = (float(self.free[self.state == ON, CPU].sum())
+                                 + float(self.cluster.capacity[self.state == BOOTING, CPU].sum()))
+        have = self._coming_cpus
+        if exclude >= 0 and self.state[exclude] == ON:
             have -= float(self.free[exclude, CPU])
         return have
 
     def _head_holders(self, head: PendingJob) -> tuple[np.ndarray, np.ndarray]:
         """Which nodes can hold one of the first waiting job's per-node shares now (ON with enough
         free, or booting) and which could when empty; only nodes of the head's partition and
-        constraint count (``allowed``)."""
+        constraint count (``allowed``); the same arrays (read only) until what is free or on changes."""
+        known = self._head_holders_of
+        if known is not None and known[0] == head.shape_key:
+            return known[1]
         coming = np.where((self.state == BOOTING)[:, None], self.cluster.capacity,
                           np.where((self.state == ON)[:, None], self.free, 0.0))
         head_fits = (self.cluster.capacity >= head.demand).all(axis=1)
@@ -492,6 +525,7 @@ class PowerManagedMachine(Machine):
         if head.allowed is not None:
             head_fits &= head.allowed
             head_can &= head.allowed
+        self._head_holders_of = (head.shape_key, (head_can, head_fits))
         return head_can, head_fits
 
     def _power_actions(self, now_s: float) -> None:
