@@ -119,6 +119,8 @@ class ForgetfulPowerMachine(PowerManagedMachine):
     afresh, as before the machine remembered them (what fits what is on, the power a start adds, the
     power to come from booting nodes, the CPUs coming, the first job's holders)."""
 
+    place_counts_refusals = False        # the pass asks for every job, one by one
+
     def _forget(self) -> None:
         self._forget_fits()
         self._reserved_w = None

@@ -227,6 +227,25 @@ class Easy:
                 return False
         return True
 
+    def _refusals_behind_head(self, head: PendingJob) -> int | None:
+        """The refused starts a pass behind ``head`` would count when none of those jobs can start now
+        (one answer per shape waiting: while jobs run, every job of a shape gets its answer), else None."""
+        machine = self.machine
+        if machine.free_cpus_total <= 0:
+            return 0                     # the pass asks nobody
+        refusals = 0
+        head_key = head.shape_key
+        for key, count in self._shape_count.items():
+            behind = count - (key == head_key)
+            job = self._shape_job[key]
+            if not behind or job.cpus_total > machine.free_cpus_total:
+                continue                 # not asked
+            refused = machine.refused_now(job)
+            if refused is None:
+                return None              # it can start: the pass goes job by job
+            refusals += behind if refused else 0
+        return refusals
+
     def shadow(self, head: PendingJob) -> tuple[float, np.ndarray, np.ndarray]:
         """Shadow time of ``head``, the nodes it will take then, and what is free then.
 
@@ -289,6 +308,13 @@ class Easy:
         # now, or a job of a shape that does not fit beyond the shadow time does not end by it.
         pure = machine.place_is_pure
         i = 1 if not pure or not self._none_behind_head_fits(head) else len(queue)
+        if i == 1 and not pure and machine.place_counts_refusals and machine.running:
+            # Under a power budget every ask of a job that fits and is refused counts: when no job behind
+            # the head can start now, the pass would only count, one per job of each refused shape.
+            refusals = self._refusals_behind_head(head)
+            if refusals is not None:
+                machine.refused_starts += refusals
+                i = len(queue)
         while i < len(queue) and machine.free_cpus_total > 0:
             job = queue[i]
             if (pure and reservation is not None and job.shape_key in no_fit_later

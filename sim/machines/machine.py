@@ -280,6 +280,12 @@ class Machine:
         keeps no state (first fit; a random one draws at every call)."""
         return self._first_fit
 
+    @property
+    def place_counts_refusals(self) -> bool:
+        """Whether :meth:`place` (``free`` not given) has no effect but its answer and a count of
+        refused starts, so that a pass may ask once per shape (:meth:`refused_now`): no budget here."""
+        return False
+
     def shape_fits_now(self, job: PendingJob) -> bool:
         """Whether one node's share of ``job`` fits now on enough nodes, as :meth:`place` (``free``
         not given) finds it, without choosing nodes: the answer for every job of its shape."""

@@ -57,9 +57,6 @@ from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
 from greenslurm.sim.machines.power_ledger import PowerStateLedger, PowerStateTotals  # noqa: F401  (re-exported)
 from greenslurm.sim.machines.power_settings import RATE_RETRY_S, PowerStateConfig
 
-# marks a shape known not to fit the nodes that are on (see PowerManagedMachine.place)
-_USABLE_NOW = object()
-
 # -- the machine --------------------------------------------------------------------------------
 CPUS_TOTAL = attrgetter("cpus_total")
 
@@ -114,6 +111,9 @@ class PowerManagedMachine(Machine):
         # (job_bound_w), kept until a start, an end, a move or a power state changes either; and the power
         # still to come from booting nodes, kept until a power state changes (see place).
         self._fits_bound_w: dict[tuple, float] = {}
+        # Shapes known not to fit what is usable now (on nodes only; the base machine's _no_fit_now is
+        # about what is free, which is more)
+        self._no_fit_on: set[tuple] = set()
         self._reserved_w: float | None = None
         # Kept until a start, an end, a move or a power state changes what is free or on (see _forget_fits):
         # the CPUs coming (_cpus_coming without exclusion) and the first job's holders (by its shape).
@@ -247,17 +247,13 @@ class PowerManagedMachine(Machine):
         if not self.wakes_ahead:         # off nodes stay allocatable: the start wakes them
             return super().place(job, free, prefer, now)
         # A shape that does not fit what is usable now goes on not fitting until a start, an end, a move
-        # or a power state changes it, each of which empties ``_no_fit_now`` (kept there under its own key:
-        # what is usable is less than what is free, the base machine's question).
-        usable_key = (_USABLE_NOW, job.shape_key) if free is None else None
-        if usable_key is not None and usable_key in self._no_fit_now:
-            return None
-        if usable_key is not None and self.running:
-            # The same answer as below without choosing nodes: the shape fit what is usable now when last
-            # asked (nothing changed since, or the memo would be empty) and the budget still refuses it.
-            bound_w = self._fits_bound_w.get(usable_key)
-            if bound_w is not None and not self.within_budget(bound_w):
-                self.refused_starts += 1
+        # or a power state changes it, each of which empties ``_no_fit_on`` (_forget_fits).
+        usable_key = job.shape_key if free is None else None
+        if usable_key is not None:
+            known = self._known_refusal(usable_key)
+            if known is not None:
+                if known:
+                    self.refused_starts += 1
                 return None
         base = self.free if free is None else free
         usable = np.where((self.state == ON)[:, None], base, 0.0)
@@ -271,7 +267,7 @@ class PowerManagedMachine(Machine):
         nodes = super().place(job, usable, prefer, now=True)
         if nodes is None:
             if usable_key is not None:
-                self._no_fit_now.add(usable_key)
+                self._no_fit_on.add(usable_key)
             return None
         bound_w = self.job_bound_w(job)
         if usable_key is not None and self._first_fit and self.config.budget_w is not None:
@@ -281,8 +277,40 @@ class PowerManagedMachine(Machine):
             return None
         return nodes
 
+    @property
+    def place_counts_refusals(self) -> bool:
+        # first fit chooses nodes without effect; Slurm's way (not waking ahead) counts elsewhere
+        return self._first_fit and self.wakes_ahead and self.config.budget_w is not None
+
+    def _known_refusal(self, shape_key: tuple) -> bool | None:
+        """The answer :meth:`place` gives a job of this shape now, as far as known without choosing
+        nodes: False when the shape does not fit what is usable; True when it fit when last asked
+        (nothing changed since, or the memo would be empty), jobs run and the budget still refuses it;
+        None when not known (place works it out)."""
+        if shape_key in self._no_fit_on:
+            return False
+        if self.running:
+            bound_w = self._fits_bound_w.get(shape_key)
+            if bound_w is not None and not self.within_budget(bound_w):
+                return True
+        return None
+
+    def refused_now(self, job: PendingJob) -> bool | None:
+        """What asking :meth:`place` for ``job`` now answers, without counting the refusal: None when it
+        gives nodes, True when the budget refuses a job that fits what is usable, False when it does
+        not fit.  While jobs run, the answer is the same for every job of its shape."""
+        known = self._known_refusal(job.shape_key)
+        if known is not None:
+            return known
+        before = self.refused_starts
+        nodes = self.place(job)
+        refused = self.refused_starts != before
+        self.refused_starts = before
+        return None if nodes is not None else refused
+
     def _forget_fits(self) -> None:
         super()._forget_fits()
+        self._no_fit_on.clear()
         self._fits_bound_w.clear()
         self._coming_cpus = None
         self._head_holders_of = None
@@ -297,12 +325,11 @@ class PowerManagedMachine(Machine):
         and the first job's turn, which :meth:`place` adds, not asked)."""
         if not self.wakes_ahead:
             return super().shape_fits_now(job)
-        usable_key = (_USABLE_NOW, job.shape_key)
-        if usable_key in self._no_fit_now:
+        if job.shape_key in self._no_fit_on:
             return False
         usable = np.where((self.state == ON)[:, None], self.free, 0.0)
         if self.fitting_nodes(job, usable, now=True).size < job.nodes:
-            self._no_fit_now.add(usable_key)
+            self._no_fit_on.add(job.shape_key)
             return False
         return True
 
