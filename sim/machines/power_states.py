@@ -269,8 +269,10 @@ class PowerManagedMachine(Machine):
             if usable_key is not None:
                 self._no_fit_on.add(usable_key)
             return None
+        if self.config.budget_w is None:
+            return nodes
         bound_w = self.job_bound_w(job)
-        if usable_key is not None and self._first_fit and self.config.budget_w is not None:
+        if usable_key is not None and self._first_fit:
             self._fits_bound_w[usable_key] = bound_w      # first fit: choosing nodes has no effect to skip
         if not self.within_budget(bound_w):
             self.refused_starts += 1
@@ -345,7 +347,7 @@ class PowerManagedMachine(Machine):
             return
         if (self.state[nodes] != ON).any():
             raise RuntimeError(f"job {job.job.job_id} started on a node that is not on")
-        if not self.within_budget(self.job_bound_w(job)):
+        if self.config.budget_w is not None and not self.within_budget(self.job_bound_w(job)):
             raise RuntimeError(f"job {job.job.job_id} would exceed the power budget")
         super().start(job, nodes, now_s, amounts)
         self._count_run(job, nodes, now_s)
