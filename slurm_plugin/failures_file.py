@@ -36,6 +36,8 @@ from pathlib import Path
 
 FOLDER_NAME = "greenslurm-failures"      # beside job_submit.lua
 FILE_NAME = "unreported"
+MOVED = "moved-earlier"                  # the last line hook install moved in from an earlier layout
+HANDED = "ffff"                          # after a load's name (14 hex digits): a line hook install handed over
 FOLDER_MODE = 0o755                      # slurmctld's user writes; the service and admins read
 MAX_BYTES = 4096                         # job_submit.lua reads this much of the file
 _LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)\n)?")  # job_submit.lua's "^(%d+) ([%x]+:[%d,-]*)"
@@ -141,6 +143,11 @@ class Leftover:
     kept: Kept | None               # None: no line (cut short, empty) or not a regular file
     age_s: float
     problem: str = ""               # not a regular file: why it was not read
+
+    @property
+    def handed_over(self) -> bool:
+        """Written by ``hook install`` (:func:`handed_over`), not by job_submit.lua."""
+        return self.kept is not None and self.kept.instance[14:].startswith(HANDED)
 
     @property
     def own(self) -> int | None:
@@ -273,22 +280,30 @@ def make_folder(folder: Path, owner_uid: int) -> Path:
 def move_earlier(old: Path, folder: Path, owner_uid: int) -> Kept | None:
     """Move the failures an earlier job_submit.lua kept at ``old`` (beside the socket) into ``folder``,
     owned by ``owner_uid``; what was moved.  Only a regular file holding a kept line is taken (its
-    line is written anew, never the file itself); the new folder's own file, when there is one, is
-    newer and stays (the old one is then left for the admin; ``hook check`` names it).
+    line is written anew, never the file itself), as ``unreported``, which the next load of this
+    job_submit.lua reads; the new folder's own file, when there is one, is newer and stays (the old
+    one is then left for the admin; ``hook check`` names it).  The line moved is noted in
+    ``folder/moved-earlier``.
 
     The old name is first renamed away, to ``<old>.moving.<32 hex digits>`` (a name nobody can have
-    planted), and only that file is read and removed: a line an earlier job_submit.lua writes at the
+    planted), and only that file is read and removed: a line the earlier job_submit.lua writes at the
     old name meanwhile makes a new file there, which stays for ``hook check`` to find, never one
     removed unread.  A file that is not taken is put back under the old name (linked, never over a
     newer one; when one is there, it stays under the moving name, which ``hook check`` names too).
 
+    The earlier script's line is its load's whole unreported count: one written again after a move
+    (same load, :data:`MOVED` names the line moved) counts the moved failures again.  Such a line,
+    or one that finds ``unreported`` there, is not written into ``unreported`` (the new script,
+    running by then, reads that file only when it loads, and replaces it at its next failure): it
+    becomes a line the service counts once, as a leftover (:func:`leftovers`, :func:`handed_over`),
+    holding only the failures beyond those moved before.
+
     The folder belongs to ``owner_uid``, who may leave anything in it (a FIFO, a hard link to a file
-    of root's): the line is written to a file made anew under a random name (``mkstemp``: O_EXCL,
-    never an existing name), fsynced, and hard-linked to ``unreported``, which fails when
-    job_submit.lua wrote one meanwhile (a rename would replace that newer line)."""
-    target = folder / FILE_NAME
+    of root's): lines are written to files made anew under a random name (``mkstemp``: O_EXCL, never
+    an existing name), fsynced, and hard-linked to their name, which fails when job_submit.lua wrote
+    ``unreported`` meanwhile (a rename would replace that newer line)."""
     try:
-        if os.path.lexists(target) or not stat.S_ISREG(os.lstat(old).st_mode):
+        if not stat.S_ISREG(os.lstat(old).st_mode):
             return None
         claimed = moving_name(old)
         os.rename(old, claimed)
@@ -298,12 +313,65 @@ def move_earlier(old: Path, folder: Path, owner_uid: int) -> Kept | None:
         kept = read_kept(claimed)
     except NotRegular:                  # swapped in between the look and the rename
         kept = None
-    if kept is not None and _link_new(folder, target, kept.line, owner_uid):
+    try:
+        before = read_kept(folder / MOVED)
+    except OSError:
+        before = None
+    again = kept is not None and before is not None and before.instance == kept.instance
+    if kept is None:
+        moved = None
+    elif not again and _link_new(folder, folder / FILE_NAME, kept.line, owner_uid):
+        moved = kept
+    else:                               # "unreported" is there (a newer line), or the same load wrote again
+        handed = handed_over(kept, before)
+        moved = kept if handed.own_totals[1] <= handed.own_totals[0] or _link_new(
+            folder, folder / f"{FILE_NAME}.{secrets.token_hex(16)}", handed.line, owner_uid) else None
+    if moved is not None:
+        _note_moved(folder, moved, owner_uid)
         os.unlink(claimed)
-        return kept
-    if _put_back(claimed, old):
+    elif _put_back(claimed, old):
         os.unlink(claimed)
-    return None
+    return moved
+
+
+def handed_over(kept: Kept, before: Kept | None) -> Kept:
+    """An earlier script's line as a leftover's line the service counts (see :func:`move_earlier`):
+    its load name, :data:`HANDED` and its first request number (hex) name the series of counts the
+    load wrote since its last report (its request numbers grow at the end while it adds failures,
+    and start anew after a report); its own totals are the counts beyond ``before``, the line moved
+    last, when that was of the same series.
+
+    >>> handed_over(Kept(5, "abc123:4-8"), Kept(3, "abc123:4-6")).line    # 2 beyond the 3 moved
+    '5 abc123ffff4:4-8 5 3\\n'
+    >>> handed_over(Kept(1, "abc123:9"), Kept(3, "abc123:4-6")).own_totals   # reported in between
+    (0, 1)
+    """
+    def first(line: Kept) -> tuple[str, int]:
+        start = re.split(r"[-,]", line.earlier.partition(":")[2])[0]
+        return line.instance, int(start) if start.isdigit() else 0
+
+    series = f"{kept.instance}{HANDED}{first(kept)[1]:x}"
+    same = before is not None and first(before) == first(kept)
+    return Kept(kept.count, f"{series}:{kept.earlier.partition(':')[2]}", total=kept.count,
+                kept=min(before.count, kept.count) if same else 0)
+
+
+def _note_moved(folder: Path, kept: Kept, owner_uid: int) -> None:
+    """``kept`` as the last line moved, in ``folder/moved-earlier`` (replaced: a rename replaces
+    whatever is at that name, never writes through it)."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{MOVED}.", dir=folder)
+    try:
+        try:
+            os.write(fd, kept.line.encode("ascii"))
+            os.fchmod(fd, 0o644)
+            os.fchown(fd, owner_uid, -1)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temporary, folder / MOVED)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
 
 
 def moving_name(old: Path) -> Path:

@@ -29,8 +29,9 @@ from pathlib import Path
 
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
-from greenslurm.slurm_plugin.failures_file import (LEFTOVER_AFTER_S, NotRegular, earlier_file, failures_folder,
-                                                     folder_problems, leftovers, make_folder, move_earlier, read_kept)
+from greenslurm.slurm_plugin.failures_file import (LEFTOVER_AFTER_S, MOVED, NotRegular, earlier_file, failures_folder,
+                                                     folder_problems, handed_over, leftovers, make_folder, move_earlier,
+                                                     read_kept)
 from greenslurm.slurm_plugin.lua_script import (lua_settings, lua_unquoted, render_job_submit, rendered_settings,
                                                  template)
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
@@ -667,14 +668,20 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
                             f"these too when it names the same load (then run rm {shlex.quote(str(moving))}), else "
                             f"run mv -n {shlex.quote(str(moving))} {shlex.quote(str(old))} and install again"))
     if os.path.lexists(old):
+        moves = f"moves its failures into {folder}"
         try:
             kept = read_kept(old)
             holding = f" holding {kept.count} unreported failure(s)" if kept else ""
+            before = read_kept(folder / MOVED) if kept else None
+            if before is not None and before.instance == kept.instance:
+                after, upto = handed_over(kept, before).own_totals
+                holding += (f" of job_submit.lua {kept.instance}, {kept.count - (upto - after)} of them moved in before "
+                            f"({folder / MOVED})")
+                moves = f"hands the {upto - after} beyond them to the service, which counts them once"
         except OSError:
             holding = " (not a regular file)"
         checks.append(Check("earlier failures file", WARN, f"{old}: left by an earlier job_submit.lua{holding}; "
-                            f"nothing reads it now: {install_command(config, conf_dir)} moves its failures into "
-                            f"{folder}"))
+                            f"nothing reads it now: {install_command(config, conf_dir)} {moves}"))
     return checks
 
 
@@ -700,11 +707,14 @@ def _leftover_checks(folder: Path, config: HookConfig) -> list[Check]:
             checks.append(Check("leftover line", OK, f"{left.path}: its {left.own} failure(s) counted by the service "
                                                      f"already (run rm {path})"))
         else:
+            what = (f"handed over by greenslurm hook install (failures an earlier job_submit.lua "
+                    f"{left.kept.instance[:14]} wrote again after their move)" if left.handed_over else
+                    f"written {left.age_s:.0f} s ago by job_submit.lua {left.kept.instance} and never renamed "
+                    "(slurmctld stopped in between)")
             when = (f"once it is {LEFTOVER_AFTER_S:.0f} s old, at a sync" if left.age_s < LEFTOVER_AFTER_S else
                     f"at its next sync (run systemctl restart {UNIT_NAME} to count them now)")
-            checks.append(Check("leftover line", WARN, f"{left.path}: written {left.age_s:.0f} s ago by job_submit.lua "
-                                f"{left.kept.instance} and never renamed (slurmctld stopped in between): holds "
-                                f"{left.own} failure(s) no load reads back; the service counts them {when}, once"))
+            checks.append(Check("leftover line", WARN, f"{left.path}: {what}: holds {left.own} failure(s) no load "
+                                                       f"reads back; the service counts them {when}, once"))
     return checks
 
 

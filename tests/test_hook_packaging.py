@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -646,7 +647,58 @@ def test_install_moves_earlier_failures_in_under_a_fresh_name_whatever_slurmctld
     assert stat.S_ISREG(os.lstat(kept).st_mode) and kept.read_text() == "3 abc123:4-6\n"
     assert os.lstat(kept).st_uid == slurm.pw_uid and stat.S_IMODE(os.lstat(kept).st_mode) == 0o644
     assert planted.is_fifo()                                     # left as it was
-    assert sorted(p.name for p in folder.iterdir()) == [".unreported.moving", "unreported"]
+    assert sorted(p.name for p in folder.iterdir()) == [".unreported.moving", "moved-earlier", "unreported"]
+
+
+def test_a_line_the_earlier_script_writes_while_install_moves_its_file_is_never_lost(tmp_path, monkeypatch):
+    # the earlier job_submit.lua (slurmctld still runs it while install renders the new one) writes
+    # its whole unreported count again, "5 abc123:4-8", after install read "3 abc123:4-6" and before
+    # install unlinked the old name: install removed the new line unread, and with it 2 failures
+    from greenslurm.slurm_plugin import failures_file
+    from greenslurm.slurm_plugin.record import DecisionRecord
+
+    slurm = ensure_user("greenslurm-user")
+    etc, run = tmp_path / "etc", tmp_path / "run"
+    write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
+    run.mkdir()
+    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    old = run / "hook.sock.failures"
+    write(old, "3 abc123:4-6\n")
+    read = failures_file.read_kept
+
+    written = []
+
+    def read_then_the_earlier_script_writes(path):      # a fault injected between install's read and unlink
+        kept = read(path)
+        if path.parent == run and not written:
+            written.append(path)
+            write(run / "hook.sock.failures.tmp", "5 abc123:4-8\n")
+            os.rename(run / "hook.sock.failures.tmp", old)   # as the earlier script wrote it: renamed over
+        return kept
+
+    monkeypatch.setattr(failures_file, "read_kept", read_then_the_earlier_script_writes)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    monkeypatch.setattr(failures_file, "read_kept", read)
+    folder = etc / "greenslurm-failures"
+    assert (folder / "unreported").read_text() == "3 abc123:4-6\n"          # the 3 moved, for the next load
+    assert old.read_text() == "5 abc123:4-8\n"                               # the new line still there
+    # hook check names it and what to run
+    found = [c for c in check(HookConfig.from_toml(config), etc / "slurm.conf") if c.name == "earlier failures file"]
+    assert len(found) == 1 and "holding 5 unreported failure(s) of job_submit.lua abc123, 3 of them moved " \
+        "in before" in found[0].detail and "greenslurm hook install" in found[0].detail, found
+    # install again: the line counts the 3 moved again; only the 2 beyond them are handed to the
+    # service, as a line it counts once (the new script reads "unreported" only when it loads)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert not old.exists() and (folder / "unreported").read_text() == "3 abc123:4-6\n"
+    left = failures_file.leftovers(folder, time.time() + failures_file.LEFTOVER_AFTER_S)
+    assert [(x.kept.line, x.own) for x in left] == [("5 abc123ffff4:4-8 5 3\n", 2)]   # totals 4 and 5
+    record = DecisionRecord(tmp_path / "r.sqlite")
+    assert record.fold(left[0].path.name, left[0].kept) == 2
+    assert record.fold(left[0].path.name, left[0].kept) is None               # once
+    # and again with nothing new: nothing more
+    write(old, "5 abc123:4-8\n")
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert not old.exists() and len(failures_file.leftovers(folder, time.time())) == 1
 
 
 def test_check_of_the_failures_folder(site):
