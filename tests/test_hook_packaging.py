@@ -584,12 +584,18 @@ def test_a_runtime_folder_of_another_user_fails(site):
 
 
 # -- where job_submit.lua keeps the failures it has not reported yet ------------------------------------------------
-def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier_failures_in(tmp_path, capsys):
-    slurm = ensure_user("greenslurm-user")          # SlurmUser of this slurm.conf
+def earlier_layout(tmp_path: Path, slurm: pwd.struct_passwd) -> tuple[Path, Path, Path]:
+    """slurm.conf's folder (SlurmUser ``slurm``), the service's runtime folder (where an earlier
+    job_submit.lua kept its failures, beside the socket) and hook.toml."""
     etc, run = tmp_path / "etc", tmp_path / "run"
     write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
     run.mkdir()
-    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    return etc, run, write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+
+
+def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier_failures_in(tmp_path, capsys):
+    slurm = ensure_user("greenslurm-user")          # SlurmUser of this slurm.conf
+    etc, run, config = earlier_layout(tmp_path, slurm)
     write(run / "hook.sock.failures", "3 abc123:4-6\n")     # kept by an earlier job_submit.lua
     assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
     folder = etc / "greenslurm-failures"
@@ -627,10 +633,7 @@ def test_install_moves_earlier_failures_in_under_a_fresh_name_whatever_slurmctld
     # over "unreported" (with nobody reading it, install waited for ever; had it been a hard link to a
     # file of root's where fs.protected_hardlinks is 0, install truncated that file and gave it away)
     slurm = ensure_user("greenslurm-service")
-    etc, run = tmp_path / "etc", tmp_path / "run"
-    write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
-    run.mkdir()
-    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    etc, run, config = earlier_layout(tmp_path, slurm)
     assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
     folder = etc / "greenslurm-failures"
     planted = folder / ".unreported.moving"
@@ -658,10 +661,7 @@ def test_a_line_the_earlier_script_writes_while_install_moves_its_file_is_never_
     from greenslurm.slurm_plugin.record import DecisionRecord
 
     slurm = ensure_user("greenslurm-user")
-    etc, run = tmp_path / "etc", tmp_path / "run"
-    write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
-    run.mkdir()
-    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    etc, run, config = earlier_layout(tmp_path, slurm)
     old = run / "hook.sock.failures"
     write(old, "3 abc123:4-6\n")
     read = failures_file.read_kept
