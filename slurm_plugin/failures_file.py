@@ -328,6 +328,7 @@ def move_earlier(old: Path, folder: Path, owner_uid: int) -> Kept | None:
             folder, folder / f"{FILE_NAME}.{secrets.token_hex(16)}", handed.line, owner_uid) else None
     if moved is not None:
         _note_moved(folder, moved, owner_uid)
+        sync_kept(folder)
         os.unlink(claimed)
     elif _put_back(claimed, old):
         os.unlink(claimed)

@@ -22,6 +22,7 @@ import re
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -151,6 +152,22 @@ def kill_slurmctld_at_its_next_rename(site: Site) -> subprocess.Popen:
     return tracer
 
 
+def fsyncs_of(pid: int, wanted: list[str]) -> str:
+    """The fsync calls of process ``pid`` (every thread), each with its file's path (strace -y),
+    until all of ``wanted`` were seen or 60 s passed."""
+    with tempfile.NamedTemporaryFile("r") as out:
+        tracer = subprocess.Popen(["strace", "-f", "-y", "-p", str(pid), "-e", "trace=fsync,fdatasync", "-o", out.name],
+                                  stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while not all(w in Path(out.name).read_text() for w in wanted) and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            tracer.terminate()                # strace detaches: the service goes on
+            tracer.wait(timeout=30)
+        return Path(out.name).read_text()
+
+
 def test_a_line_left_by_a_slurmctld_killed_before_its_rename_is_counted_once(site):
     # job_submit.lua writes its line under a fresh name and renames it over "unreported"; slurmctld
     # killed -9 in between leaves the line under that name, and the next load reads "unreported",
@@ -185,6 +202,9 @@ def test_a_line_left_by_a_slurmctld_killed_before_its_rename_is_counted_once(sit
         site.cluster.restart_slurmctld(timeout_s=180)         # the new load reads "unreported": 1 failure
     finally:
         site.serve()                                          # its first sync counts the leftover's 1
+    # job_submit.lua's io has no fsync: the service fsyncs the kept line and its folder at each sync
+    synced = fsyncs_of(site.service.proc.pid, [f"{kept_name}>", f"{site.folder}>"])
+    assert f"{kept_name}>" in synced and f"{site.folder}>" in synced, synced
     result = site.cluster.sbatch("-t", "1")                   # answered: the new load reports its 1
     assert result.returncode == 0, result.stderr
     deadline = time.monotonic() + 60
