@@ -182,10 +182,7 @@ class DecisionService:
             return None
         self.record.mark_not_applied(kept.instance, failed_ids({"failed_ids": kept.earlier.partition(":")[2]}))
         after, upto = kept.own_totals
-        if count > 0:
-            self.record.event("fail_open", count, f"hook {kept.instance}: {name}, never renamed (failures "
-                                                  f"{after + 1}-{upto} of that load)")
-            self.fail_opens += count
+        self.fail_opens += count
         log.warning("job_submit.lua %s left %s (slurmctld stopped between writing and renaming it): %d "
                     "failure(s) no load reads back, %d of them not counted before", kept.instance, name,
                     upto - after, count)

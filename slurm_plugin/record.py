@@ -195,15 +195,23 @@ class DecisionRecord:
         """Count once the failures of a line job_submit.lua wrote as ``name`` and never renamed over
         its file (:class:`~greenslurm.slurm_plugin.failures_file.Leftover`): its own running totals
         (:attr:`Kept.own_totals`) that neither the load's reports nor another leftover counted; the
-        load's later reports skip them.  None when ``name`` was folded before, or the line does not
-        say its totals (an earlier script's)."""
+        load's later reports skip them.  The line's row and its ``fail_open`` event are one
+        transaction.  None when ``name`` was folded before, or the line does not say its totals (an
+        earlier script's)."""
         totals = kept.own_totals
-        if totals is None or self.db.execute("SELECT 1 FROM hook_leftovers WHERE name = ?", (name,)).fetchone():
+        if totals is None:
             return None
         after, upto = totals
-        count = uncovered(max(after, self._reported_total(kept.instance)), upto, self._folded(kept.instance))
-        self.db.execute("INSERT INTO hook_leftovers VALUES (?, ?, ?, ?, ?, ?)",
-                        (name, kept.instance, after, upto, count, time.time()))
+        with self.db:
+            self.db.execute("BEGIN")
+            if self.db.execute("SELECT 1 FROM hook_leftovers WHERE name = ?", (name,)).fetchone():
+                return None
+            count = uncovered(max(after, self._reported_total(kept.instance)), upto, self._folded(kept.instance))
+            self.db.execute("INSERT INTO hook_leftovers VALUES (?, ?, ?, ?, ?, ?)",
+                            (name, kept.instance, after, upto, count, time.time()))
+            if count > 0:
+                self.event("fail_open", count, f"hook {kept.instance}: {name}, never renamed (failures "
+                                               f"{after + 1}-{upto} of that load)")
         return count
 
     def folded(self) -> set[str]:

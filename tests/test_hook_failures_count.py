@@ -42,6 +42,7 @@ def test_a_leftover_counts_only_what_the_next_load_does_not_read_back(tmp_path):
     assert record.note_failures("b", 2) == 2
     assert record.fold("unreported." + "0" * 32, leftover) == 1        # 3 - 2
     assert record.fold("unreported." + "0" * 32, leftover) is None     # never twice
+    assert record.events("fail_open") == 1                              # the leftover's, in its transaction
     assert record.note_failures("b", 2) == 0
 
 
