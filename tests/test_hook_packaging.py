@@ -701,6 +701,35 @@ def test_a_line_the_earlier_script_writes_while_install_moves_its_file_is_never_
     assert not old.exists() and len(failures_file.leftovers(folder, time.time())) == 1
 
 
+def test_a_file_install_does_not_take_goes_back_under_the_old_name_or_is_named_by_check(tmp_path, monkeypatch):
+    # a regular file without a kept line is renamed away, read, and put back as it was; when the
+    # earlier script wrote the old name again meanwhile, the file stays under the moving name, which
+    # hook check names with what to run
+    from greenslurm.slurm_plugin import failures_file
+
+    slurm = ensure_user("greenslurm-user")
+    etc, run, config = earlier_layout(tmp_path, slurm)
+    old = run / "hook.sock.failures"
+    write(old, "not a kept line\n")
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert old.read_text() == "not a kept line\n" and sorted(p.name for p in run.iterdir()) == ["hook.sock.failures"]
+    read = failures_file.read_kept
+
+    def read_then_the_earlier_script_writes(path):      # a fault injected between install's rename and read
+        if path.parent == run and not old.exists():
+            write(old, "2 abc123:9-10\n")
+        return read(path)
+
+    monkeypatch.setattr(failures_file, "read_kept", read_then_the_earlier_script_writes)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    monkeypatch.setattr(failures_file, "read_kept", read)
+    moving = [p for p in run.iterdir() if p.name.startswith("hook.sock.failures.moving.")]
+    assert len(moving) == 1 and moving[0].read_text() == "not a kept line\n" and old.read_text() == "2 abc123:9-10\n"
+    found = [c.detail for c in check(HookConfig.from_toml(config), etc / "slurm.conf") if c.name == "earlier failures file"]
+    assert any(f"{moving[0]}: holds no line, moved away by greenslurm hook install while an earlier job_submit.lua "
+               f"wrote {old} again" in detail and f"rm {moving[0]}" in detail for detail in found), found
+
+
 def test_check_of_the_failures_folder(site):
     root, config, conf, _ = site
     folder, lua = conf.parent / "greenslurm-failures", conf.parent / "job_submit.lua"
