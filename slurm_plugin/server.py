@@ -379,24 +379,28 @@ class HookServer:
             return False
         finally:
             try:
-                self.fold_leftovers()
+                await self.fold_leftovers()
             except Exception:                  # the count of the hook's failures must not cost the sync
                 log.exception("cannot look for job_submit.lua's leftover lines")
             await self.checkpoint_record()
 
-    def fold_leftovers(self, now_s: float | None = None) -> int:
+    async def fold_leftovers(self, now_s: float | None = None) -> int:
         """Count the failures of the lines job_submit.lua wrote and never renamed over its file
         (:class:`~greenslurm.slurm_plugin.failures_file.Leftover`) once they are LEFTOVER_AFTER_S old
         (job_submit.lua renames a line microseconds after writing it: one older than that was left
         by a slurmctld killed in between, never renamed later), each once
         (:meth:`DecisionService.note_leftover`), then remove them where this user may; and fsync
-        job_submit.lua's file and folder (:func:`~greenslurm.slurm_plugin.failures_file.sync_kept`).
-        Returns how many were counted now."""
+        job_submit.lua's file and folder (:func:`~greenslurm.slurm_plugin.failures_file.sync_kept`,
+        in a worker thread: an fsync never delays an answer).  Returns how many were counted now."""
         slurm_conf = Path(self.config.slurm_conf or os.environ.get("SLURM_CONF") or DEFAULT_SLURM_CONF)
         folder = installed_failures_dir(slurm_conf.parent)
-        sync_kept(folder)
+        now = time.time() if now_s is None else now_s
+
+        def look() -> list:
+            sync_kept(folder)
+            return leftovers(folder, now)
         counted = 0
-        for left in leftovers(folder, time.time() if now_s is None else now_s):
+        for left in await asyncio.get_running_loop().run_in_executor(None, look):
             if left.kept is None or left.own is None or left.age_s < LEFTOVER_AFTER_S:
                 continue                      # no line, an earlier script's line (hook check names both), or young
             counted += self.service.note_leftover(left.path.name, left.kept) is not None
