@@ -3,19 +3,23 @@
 job_submit.lua counts the submissions it let through unchecked (or rejected) without the service's
 answer and reports them with the next request the service answers.  Until then it keeps the count in
 ``<folder>/unreported`` (one line: ``COUNT INSTANCE:RANGES TOTAL KEPT``), so that a slurmctld restart or
-a reload of the script loses none: the next load reads the line back.  It writes the line under a
-fresh name ``unreported.<32 hex digits>`` and renames it over ``unreported``; a slurmctld killed
-between the two (or a rename that failed) leaves that name behind, a *leftover*, holding failures
-that no load reads back: COUNT - KEPT of them (KEPT: the count ``unreported`` held when the line was
-written, which the next load carries on).  TOTAL is the load's running total as its requests report
-it (``failed_total``): the leftover's own failures are those the load counted as its totals
-TOTAL-COUNT+KEPT+1 to TOTAL (:attr:`Kept.own_totals`), which the service counts once, whether the
-load itself reports them later or not (:meth:`~greenslurm.slurm_plugin.record.DecisionRecord.fold`).  slurmctld runs as ``SlurmUser`` (root by
-Slurm's default) and reads that file when it loads the script, with Lua's plain ``io.open`` (no lstat,
-no O_NONBLOCK): whoever can put something under that name can stall the load with a FIFO or make it
-read another file through a link.  So the folder belongs to slurmctld's user alone: ``greenslurm hook
-install`` makes it beside job_submit.lua, owned by SlurmUser, mode 0755, and renders its path into the
-script; ``greenslurm hook check`` checks it and every folder above it.
+a reload of the script loses none: the next load reads the line back.
+
+It writes the line under a fresh name ``unreported.<32 hex digits>`` and renames it over
+``unreported``.  A slurmctld killed between the two (or a rename whose clean-up failed too) leaves
+that name behind, a *leftover* (:class:`Leftover`): COUNT - KEPT of its failures are in no other
+file (KEPT: the count ``unreported`` held when the line was written, which the next load carries
+on).  TOTAL is the load's running total as its requests report it (``failed_total``): the leftover's
+own failures are the load's totals TOTAL-COUNT+KEPT+1 to TOTAL (:attr:`Kept.own_totals`), which the
+service counts once, whether the load reports them later itself or not
+(:meth:`~greenslurm.slurm_plugin.record.DecisionRecord.fold`).
+
+slurmctld runs as ``SlurmUser`` (root by Slurm's default) and reads that file when it loads the
+script, with Lua's plain ``io.open`` (no lstat, no O_NONBLOCK): whoever can put something under that
+name can stall the load with a FIFO or make it read another file through a link.  So the folder
+belongs to slurmctld's user alone: ``greenslurm hook install`` makes it beside job_submit.lua, owned
+by SlurmUser, mode 0755, and renders its path into the script; ``greenslurm hook check`` checks it
+and every folder above it.
 
 greenslurm's own readers (``hook install``, moving the file of an earlier layout; ``hook check``,
 saying how many failures wait) open it read-only with O_NOFOLLOW and O_NONBLOCK and read it only when
