@@ -152,15 +152,16 @@ def kill_slurmctld_at_its_next_rename(site: Site) -> subprocess.Popen:
     return tracer
 
 
-def fsyncs_of(pid: int, wanted: list[str]) -> str:
+def fsyncs_of(pid: int, wanted: list[str], times: int = 1) -> str:
     """The fsync calls of process ``pid`` (every thread), each with its file's path (strace -y),
-    until all of ``wanted`` were seen or 60 s passed."""
+    until each of ``wanted`` was seen ``times`` times or 60 s passed."""
     with tempfile.NamedTemporaryFile("r") as out:
         tracer = subprocess.Popen(["strace", "-f", "-y", "-p", str(pid), "-e", "trace=fsync,fdatasync", "-o", out.name],
                                   stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 60
-            while not all(w in Path(out.name).read_text() for w in wanted) and time.monotonic() < deadline:
+            while (not all(Path(out.name).read_text().count(w) >= times for w in wanted)
+                   and time.monotonic() < deadline):
                 time.sleep(0.2)
         finally:
             tracer.terminate()                # strace detaches: the service goes on
@@ -197,14 +198,21 @@ def test_a_line_left_by_a_slurmctld_killed_before_its_rename_is_counted_once(sit
         found = [c for c in check(HookConfig.from_toml(site.config), site.cluster.conf) if c.name == "leftover line"]
         assert len(found) == 1 and f"{left[0]}: written " in found[0].detail, found
         assert "holds 1 failure(s) no load reads back; the service counts them once it is 60 s old" in found[0].detail
-        old = time.time() - 120                               # 60 s pass (rather than waiting them)
-        os.utime(left[0], (old, old))
         site.cluster.restart_slurmctld(timeout_s=180)         # the new load reads "unreported": 1 failure
     finally:
-        site.serve()                                          # its first sync counts the leftover's 1
-    # job_submit.lua's io has no fsync: the service fsyncs the kept line and its folder at each sync
-    synced = fsyncs_of(site.service.proc.pid, [f"{kept_name}>", f"{site.folder}>"])
-    assert f"{kept_name}>" in synced and f"{site.folder}>" in synced, synced
+        site.serve()
+    # job_submit.lua's io has no fsync: the service fsyncs the kept line and its folder at each sync;
+    # two passes seen, so at least one whole sync ran since the service started: the line, younger
+    # than 60 s (it may be a line slurmctld is about to rename), is not counted yet
+    synced = fsyncs_of(site.service.proc.pid, [f"{kept_name}>", f"{site.folder}>"], times=2)
+    assert synced.count(f"{kept_name}>") >= 2 and synced.count(f"{site.folder}>") >= 2, synced
+    assert left[0].exists() and ping(site.socket, 5.0)["fail_opens"] == counted
+    old = time.time() - 120                                   # 60 s pass (rather than waiting them)
+    os.utime(left[0], (old, old))
+    deadline = time.monotonic() + 60
+    while ping(site.socket, 5.0)["fail_opens"] < counted + 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ping(site.socket, 5.0)["fail_opens"] == counted + 1     # the leftover's 1, at a sync
     result = site.cluster.sbatch("-t", "1")                   # answered: the new load reports its 1
     assert result.returncode == 0, result.stderr
     deadline = time.monotonic() + 60
