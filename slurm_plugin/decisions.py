@@ -19,6 +19,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.energy import run_energy_j
+from greenslurm.slurm_plugin.failures_file import Kept
 from greenslurm.slurm_plugin.forecast import Forecast, usable_supply, within_horizon
 from greenslurm.slurm_plugin.protocol import ProtocolError, failed_ids, parse_request, submission_from_request
 from greenslurm.slurm_plugin.reconcile import covered_jobs, gpus_asked, tag_decision
@@ -171,6 +172,21 @@ class DecisionService:
         log.warning("job_submit.lua %s reports %d submission(s) it let through unchecked or rejected without an "
                     "answer since its last answer (%d of them had decisions here, now marked not applied)",
                     instance or "?", count, marked)
+
+    def note_leftover(self, name: str, kept: Kept) -> int | None:
+        """Count the failures of a line job_submit.lua never renamed over its file (a slurmctld
+        killed between the write and the rename), once (:meth:`DecisionRecord.fold`); how many were
+        new, None when this name was counted before or its line does not say its totals."""
+        count = self.record.fold(name, kept)
+        if count is None:
+            return None
+        self.record.mark_not_applied(kept.instance, failed_ids({"failed_ids": kept.earlier.partition(":")[2]}))
+        after, upto = kept.own_totals
+        self.fail_opens += count
+        log.warning("job_submit.lua %s left %s (slurmctld stopped between writing and renaming it): %d "
+                    "failure(s) no load reads back, %d of them not counted before", kept.instance, name,
+                    upto - after, count)
+        return count
 
     # -- one decision -------------------------------------------------------------------------------
     def decide(self, request: dict, now_s: float | None = None) -> dict:

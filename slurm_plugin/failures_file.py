@@ -2,13 +2,24 @@
 
 job_submit.lua counts the submissions it let through unchecked (or rejected) without the service's
 answer and reports them with the next request the service answers.  Until then it keeps the count in
-``<folder>/unreported`` (one line: ``COUNT INSTANCE:RANGES``), so that a slurmctld restart or a reload
-of the script loses none: the next load reads the line back.  slurmctld runs as ``SlurmUser`` (root by
-Slurm's default) and reads that file when it loads the script, with Lua's plain ``io.open`` (no lstat,
-no O_NONBLOCK): whoever can put something under that name can stall the load with a FIFO or make it
-read another file through a link.  So the folder belongs to slurmctld's user alone: ``greenslurm hook
-install`` makes it beside job_submit.lua, owned by SlurmUser, mode 0755, and renders its path into the
-script; ``greenslurm hook check`` checks it and every folder above it.
+``<folder>/unreported`` (one line: ``COUNT INSTANCE:RANGES TOTAL KEPT``), so that a slurmctld restart or
+a reload of the script loses none: the next load reads the line back.
+
+It writes the line under a fresh name ``unreported.<32 hex digits>`` and renames it over
+``unreported``.  A slurmctld killed between the two (or a rename whose clean-up failed too) leaves
+that name behind, a *leftover* (:class:`Leftover`): COUNT - KEPT of its failures are in no other
+file (KEPT: the count ``unreported`` held when the line was written, which the next load carries
+on).  TOTAL is the load's running total as its requests report it (``failed_total``): the leftover's
+own failures are the load's totals TOTAL-COUNT+KEPT+1 to TOTAL (:attr:`Kept.own_totals`), which the
+service counts once, whether the load reports them later itself or not
+(:meth:`~greenslurm.slurm_plugin.record.DecisionRecord.fold`).
+
+slurmctld runs as ``SlurmUser`` (root by Slurm's default) and reads that file when it loads the
+script, with Lua's plain ``io.open`` (no lstat, no O_NONBLOCK): whoever can put something under that
+name can stall the load with a FIFO or make it read another file through a link.  So the folder
+belongs to slurmctld's user alone: ``greenslurm hook install`` makes it beside job_submit.lua, owned
+by SlurmUser, mode 0755, and renders its path into the script; ``greenslurm hook check`` checks it
+and every folder above it.
 
 greenslurm's own readers (``hook install``, moving the file of an earlier layout; ``hook check``,
 saying how many failures wait) open it read-only with O_NOFOLLOW and O_NONBLOCK and read it only when
@@ -20,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shlex
 import stat
 import tempfile
@@ -28,9 +40,13 @@ from pathlib import Path
 
 FOLDER_NAME = "greenslurm-failures"      # beside job_submit.lua
 FILE_NAME = "unreported"
+MOVED = "moved-earlier"                  # the last line hook install moved in from an earlier layout
+HANDED = "ffff"                          # after a load's name (14 hex digits): a line hook install handed over
 FOLDER_MODE = 0o755                      # slurmctld's user writes; the service and admins read
 MAX_BYTES = 4096                         # job_submit.lua reads this much of the file
-_LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)")   # job_submit.lua's "^(%d+) ([%x]+:[%d,-]*)"
+_LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)\n)?")  # job_submit.lua's "^(%d+) ([%x]+:[%d,-]*)"
+LEFTOVER = re.compile(re.escape(FILE_NAME) + r"\.[0-9a-f]{32}")     # job_submit.lua's private_name()
+LEFTOVER_AFTER_S = 60.0     # job_submit.lua renames its line within one call, microseconds after writing it
 
 
 def failures_folder(conf_dir: Path) -> Path:
@@ -50,28 +66,135 @@ def earlier_file(socket_path: str) -> Path:
 
 @dataclass(frozen=True)
 class Kept:
-    """The line job_submit.lua keeps: how many failures, and ``INSTANCE:RANGES`` (the load that
-    counted them and its request numbers)."""
+    """The line job_submit.lua keeps: how many failures, ``INSTANCE:RANGES`` (the load that counted
+    them and its request numbers) and, from this version on, the load's running total and the count
+    ``unreported`` held when the line was written (None in an earlier script's line)."""
 
     count: int
     earlier: str
+    total: int | None = None
+    kept: int | None = None
+
+    @property
+    def instance(self) -> str:
+        return self.earlier.split(":")[0]
 
     @property
     def line(self) -> str:
-        return f"{self.count} {self.earlier}\n"
+        extra = f" {self.total} {self.kept}" if self.total is not None and self.kept is not None else ""
+        return f"{self.count} {self.earlier}{extra}\n"
+
+    @property
+    def own_totals(self) -> tuple[int, int] | None:
+        """The running totals ``(after, upto]`` of the failures this line holds beyond what
+        ``unreported`` held when it was written: what a leftover holds that no load reads back; None
+        for an earlier script's line (it does not say).
+
+        >>> Kept(3, "ab:5-7", total=7, kept=1).own_totals   # 1 of the 3 was in unreported: 2 its own
+        (5, 7)
+        """
+        if self.total is None or self.kept is None:
+            return None
+        return self.total - self.count + min(self.kept, self.count), self.total
+
+
+def uncovered(after: int, upto: int, covered: list[tuple[int, int]]) -> int:
+    """How many of the running totals ``after+1 .. upto`` no interval ``(a, b]`` of ``covered`` holds.
+
+    >>> uncovered(0, 10, [(2, 4), (3, 6)])      # 1, 2 and 7..10: (2, 4] and (3, 6] hold 3..6
+    6
+    >>> uncovered(5, 7, [(5, 7)]), uncovered(7, 5, [])
+    (0, 0)
+    """
+    count, at = 0, after
+    for a, b in sorted(covered):
+        if b <= at:
+            continue
+        if a >= upto:
+            break
+        count += max(0, min(a, upto) - at)
+        at = b
+        if at >= upto:
+            break
+    return count + max(0, upto - at)
 
 
 def parse(text: str) -> Kept | None:
     """The kept line as job_submit.lua reads it back (its start must match; the rest is ignored); None
-    when it does not.
+    when it does not.  TOTAL and KEPT count only with the line's end after them (a line cut by a full
+    disk has no end).
 
     >>> parse("3 65f1a2b30c4d5e:1-2,7\\n")
-    Kept(count=3, earlier='65f1a2b30c4d5e:1-2,7')
+    Kept(count=3, earlier='65f1a2b30c4d5e:1-2,7', total=None, kept=None)
+    >>> parse("3 65f1a2b30c4d5e:1-2,7 9 1\\n").own_totals
+    (7, 9)
     >>> parse("x 1:1"), parse("")
     (None, None)
     """
     match = _LINE.match(text)
-    return Kept(int(match.group(1)), match.group(2)) if match else None
+    if not match:
+        return None
+    total, kept = match.group(3), match.group(4)
+    return Kept(int(match.group(1)), match.group(2), None if total is None else int(total),
+                None if kept is None else int(kept))
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A line job_submit.lua wrote under a fresh name and never renamed over ``unreported``."""
+
+    path: Path
+    kept: Kept | None               # None: no line (cut short, empty) or not a regular file
+    age_s: float
+    problem: str = ""               # not a regular file: why it was not read
+
+    @property
+    def handed_over(self) -> bool:
+        """Written by ``hook install`` (:func:`handed_over`), not by job_submit.lua."""
+        return self.kept is not None and self.kept.instance[14:].startswith(HANDED)
+
+    @property
+    def own(self) -> int | None:
+        """How many failures it holds that no load reads back (None: an earlier script's line)."""
+        totals = self.kept.own_totals if self.kept is not None else (0, 0)
+        return None if totals is None else totals[1] - totals[0]
+
+
+def leftovers(folder: Path, now_s: float) -> list[Leftover]:
+    """The names ``unreported.<32 hex digits>`` in ``folder`` (by name), each read as :func:`read_kept`
+    reads (no link followed, no FIFO waited on), with its age at ``now_s`` (from its mtime)."""
+    found = []
+    try:
+        names = sorted(name for name in os.listdir(folder) if LEFTOVER.fullmatch(name))
+    except OSError:                     # missing, or not searchable: folder_problems says why
+        return []
+    for name in names:
+        path = folder / name
+        try:
+            age_s = now_s - os.lstat(path).st_mtime
+            found.append(Leftover(path, read_kept(path), age_s))
+        except FileNotFoundError:       # renamed or removed meanwhile
+            continue
+        except OSError as exc:          # NotRegular, or unreadable
+            found.append(Leftover(path, None, 0.0, str(exc)))
+    return found
+
+
+def sync_kept(folder: Path) -> None:
+    """fsync ``unreported`` and ``folder``: job_submit.lua's io has no fsync, so its line and its
+    rename stay in the page cache until the kernel writes them back (up to ~30 s on Linux's
+    defaults); a power loss before that can leave the old line or, on some file systems, an empty
+    file.  fsync works on a descriptor opened read-only, so whoever may read the folder can do it."""
+    for path, flags in ((folder / FILE_NAME, os.O_NOFOLLOW | os.O_NONBLOCK), (folder, os.O_DIRECTORY)):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOCTTY | flags)
+        except OSError:                 # missing (nothing kept), or a link: nothing of the hook's to sync
+            continue
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode) or path == folder:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class NotRegular(OSError):
@@ -161,31 +284,132 @@ def make_folder(folder: Path, owner_uid: int) -> Path:
 def move_earlier(old: Path, folder: Path, owner_uid: int) -> Kept | None:
     """Move the failures an earlier job_submit.lua kept at ``old`` (beside the socket) into ``folder``,
     owned by ``owner_uid``; what was moved.  Only a regular file holding a kept line is taken (its
-    line is written anew, never the file itself); the new folder's own file, when there is one, is
-    newer and stays (the old one is then left for the admin).  The old name is removed after the move:
-    an unlink removes the name, never what a link points to.
+    line is written anew, never the file itself), as ``unreported``, which the next load of this
+    job_submit.lua reads; the new folder's own file, when there is one, is newer and stays (the old
+    one is then left for the admin; ``hook check`` names it).  The line moved is noted in
+    ``folder/moved-earlier``.
+
+    The old name is first renamed away, to ``<old>.moving.<32 hex digits>`` (a name nobody can have
+    planted), and only that file is read and removed: a line the earlier job_submit.lua writes at the
+    old name meanwhile makes a new file there, which stays for ``hook check`` to find, never one
+    removed unread.  A file that is not taken is put back under the old name (linked, never over a
+    newer one; when one is there, it stays under the moving name, which ``hook check`` names too).
+
+    The earlier script's line is its load's whole unreported count: one written again after a move
+    (same load, :data:`MOVED` names the line moved) counts the moved failures again.  Such a line,
+    or one that finds ``unreported`` there, is not written into ``unreported`` (the new script,
+    running by then, reads that file only when it loads, and replaces it at its next failure): it
+    becomes a line the service counts once, as a leftover (:func:`leftovers`, :func:`handed_over`),
+    holding only the failures beyond those moved before.
 
     The folder belongs to ``owner_uid``, who may leave anything in it (a FIFO, a hard link to a file
-    of root's): the line is written to a file made anew under a random name (``mkstemp``: O_EXCL,
-    never an existing name) and hard-linked to ``unreported``, which fails when job_submit.lua wrote
-    one meanwhile (a rename would replace that newer line)."""
-    kept = read_kept(old)
-    target = folder / FILE_NAME
-    if kept is None or os.path.lexists(target):
+    of root's): lines are written to files made anew under a random name (``mkstemp``: O_EXCL, never
+    an existing name), fsynced, and hard-linked to their name, which fails when job_submit.lua wrote
+    ``unreported`` meanwhile (a rename would replace that newer line)."""
+    try:
+        if not stat.S_ISREG(os.lstat(old).st_mode):
+            return None
+        claimed = moving_name(old)
+        os.rename(old, claimed)
+    except FileNotFoundError:
         return None
-    fd, temporary = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=folder)
+    try:
+        kept = read_kept(claimed)
+    except NotRegular:                  # swapped in between the look and the rename
+        kept = None
+    try:
+        before = read_kept(folder / MOVED)
+    except OSError:
+        before = None
+    again = kept is not None and before is not None and before.instance == kept.instance
+    if kept is None:
+        moved = None
+    elif not again and _link_new(folder, folder / FILE_NAME, kept.line, owner_uid):
+        moved = kept
+    else:                               # "unreported" is there (a newer line), or the same load wrote again
+        handed = handed_over(kept, before)
+        moved = kept if handed.own_totals[1] <= handed.own_totals[0] or _link_new(
+            folder, folder / f"{FILE_NAME}.{secrets.token_hex(16)}", handed.line, owner_uid) else None
+    if moved is not None:
+        _note_moved(folder, moved, owner_uid)
+        sync_kept(folder)
+        os.unlink(claimed)
+    elif _put_back(claimed, old):
+        os.unlink(claimed)
+    return moved
+
+
+def handed_over(kept: Kept, before: Kept | None) -> Kept:
+    """An earlier script's line as a leftover's line the service counts (see :func:`move_earlier`):
+    its load name, :data:`HANDED` and its first request number (hex) name the series of counts the
+    load wrote since its last report (its request numbers grow at the end while it adds failures,
+    and start anew after a report); its own totals are the counts beyond ``before``, the line moved
+    last, when that was of the same series.
+
+    >>> handed_over(Kept(5, "abc123:4-8"), Kept(3, "abc123:4-6")).line    # 2 beyond the 3 moved
+    '5 abc123ffff4:4-8 5 3\\n'
+    >>> handed_over(Kept(1, "abc123:9"), Kept(3, "abc123:4-6")).own_totals   # reported in between
+    (0, 1)
+    """
+    def first(line: Kept) -> tuple[str, int]:
+        start = re.split(r"[-,]", line.earlier.partition(":")[2])[0]
+        return line.instance, int(start) if start.isdigit() else 0
+
+    series = f"{kept.instance}{HANDED}{first(kept)[1]:x}"
+    same = before is not None and first(before) == first(kept)
+    return Kept(kept.count, f"{series}:{kept.earlier.partition(':')[2]}", total=kept.count,
+                kept=min(before.count, kept.count) if same else 0)
+
+
+def _note_moved(folder: Path, kept: Kept, owner_uid: int) -> None:
+    """``kept`` as the last line moved, in ``folder/moved-earlier`` (replaced: a rename replaces
+    whatever is at that name, never writes through it)."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{MOVED}.", dir=folder)
     try:
         try:
             os.write(fd, kept.line.encode("ascii"))
             os.fchmod(fd, 0o644)
             os.fchown(fd, owner_uid, -1)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temporary, folder / MOVED)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+
+
+def moving_name(old: Path) -> Path:
+    """A fresh name beside ``old`` for :func:`move_earlier` to rename it to."""
+    return old.with_name(f"{old.name}.moving.{secrets.token_hex(16)}")
+
+
+def _link_new(folder: Path, target: Path, line: str, owner_uid: int) -> bool:
+    """``line`` in a new file of ``owner_uid`` linked as ``target`` (never replacing one); False
+    when ``target`` exists."""
+    fd, temporary = tempfile.mkstemp(prefix=f".{FILE_NAME}.", dir=folder)
+    try:
+        try:
+            os.write(fd, line.encode("ascii"))
+            os.fchmod(fd, 0o644)
+            os.fchown(fd, owner_uid, -1)
+            os.fsync(fd)                # the line on disk before its name (see sync_kept)
         finally:
             os.close(fd)
         os.link(temporary, target, follow_symlinks=False)     # a link swapped in is linked, not followed
     except FileExistsError:
-        return None                     # job_submit.lua kept a newer line meanwhile: it stays
+        return False                    # job_submit.lua kept a newer line meanwhile: it stays
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
-    os.unlink(old)
-    return kept
+    sync_kept(folder)
+    return True
+
+
+def _put_back(claimed: Path, old: Path) -> bool:
+    """``claimed`` linked back as ``old``; False when a newer file is there (``claimed`` then stays)."""
+    try:
+        os.link(claimed, old, follow_symlinks=False)
+    except FileExistsError:
+        return False
+    return True

@@ -8,6 +8,7 @@ The shipped files (package data of :mod:`greenslurm.slurm_plugin`): ``job_submit
 
 from __future__ import annotations
 
+import glob
 import grp
 import importlib
 import importlib.util
@@ -18,16 +19,19 @@ import re
 import shlex
 import shutil
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.config import HookConfig
-from greenslurm.slurm_plugin.failures_file import (NotRegular, earlier_file, failures_folder, folder_problems,
-                                                     make_folder, move_earlier, read_kept)
+from greenslurm.slurm_plugin.failures_file import (LEFTOVER_AFTER_S, MOVED, NotRegular, earlier_file, failures_folder,
+                                                     folder_problems, handed_over, leftovers, make_folder, move_earlier,
+                                                     read_kept)
 from greenslurm.slurm_plugin.lua_script import (lua_settings, lua_unquoted, render_job_submit, rendered_settings,
                                                  template)
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
@@ -651,17 +655,79 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
                                 f"(run rm {shlex.quote(str(folder / 'unreported'))})"))
         except OSError as exc:
             checks.append(Check("failures folder", FAIL, f"{folder}: cannot read: {exc.strerror or exc}"))
+    checks += _leftover_checks(folder, config)
     old = earlier_file(config.socket)
+    for moving in sorted(old.parent.glob(f"{glob.escape(old.name)}.moving.*")) if old.parent.is_dir() else ():
+        try:
+            kept = read_kept(moving)
+        except OSError:
+            kept = None
+        holding = f"{kept.count} unreported failure(s) of job_submit.lua {kept.instance}" if kept else "no line"
+        checks.append(Check("earlier failures file", WARN, f"{moving}: holds {holding}, moved away by greenslurm hook "
+                            f"install while an earlier job_submit.lua wrote {old} again; that newer line counts "
+                            f"these too when it names the same load (then run rm {shlex.quote(str(moving))}), else "
+                            f"run mv -n {shlex.quote(str(moving))} {shlex.quote(str(old))} and install again"))
     if os.path.lexists(old):
+        moves = f"moves its failures into {folder}"
         try:
             kept = read_kept(old)
             holding = f" holding {kept.count} unreported failure(s)" if kept else ""
+            before = read_kept(folder / MOVED) if kept else None
+            if before is not None and before.instance == kept.instance:
+                after, upto = handed_over(kept, before).own_totals
+                holding += (f" of job_submit.lua {kept.instance}, {kept.count - (upto - after)} of them moved in before "
+                            f"({folder / MOVED})")
+                moves = f"hands the {upto - after} beyond them to the service, which counts them once"
         except OSError:
             holding = " (not a regular file)"
         checks.append(Check("earlier failures file", WARN, f"{old}: left by an earlier job_submit.lua{holding}; "
-                            f"nothing reads it now: {install_command(config, conf_dir)} moves its failures into "
-                            f"{folder}"))
+                            f"nothing reads it now: {install_command(config, conf_dir)} {moves}"))
     return checks
+
+
+def _leftover_checks(folder: Path, config: HookConfig) -> list[Check]:
+    """The lines job_submit.lua wrote under a fresh name and never renamed over ``unreported``
+    (:class:`~greenslurm.slurm_plugin.failures_file.Leftover`): how many failures each holds that no
+    load reads back, and what counts them."""
+    checks = []
+    counted = _counted_leftovers(config)
+    for left in leftovers(folder, time.time()):
+        path = shlex.quote(str(left.path))
+        if left.problem:
+            checks.append(Check("leftover line", FAIL, f"{left.problem}; job_submit.lua never writes one (run rm {path})"))
+        elif left.kept is None:
+            checks.append(Check("leftover line", WARN, f"{left.path}: holds no whole line (cut by a full disk or a kill "
+                                                       f"while it was written): no failure to count (run rm {path})"))
+        elif left.own is None:
+            checks.append(Check("leftover line", WARN, f"{left.path}: an earlier job_submit.lua's line ({left.kept.count} "
+                                f"failure(s) of {left.kept.instance}), which does not say how many of them its file "
+                                "held already: not counted; compare it with the count the next load reported (the "
+                                f"service's log), then run rm {path}"))
+        elif counted is not None and left.path.name in counted:
+            checks.append(Check("leftover line", OK, f"{left.path}: its {left.own} failure(s) counted by the service "
+                                                     f"already (run rm {path})"))
+        else:
+            what = (f"handed over by greenslurm hook install (failures an earlier job_submit.lua "
+                    f"{left.kept.instance[:14]} wrote again after their move)" if left.handed_over else
+                    f"written {left.age_s:.0f} s ago by job_submit.lua {left.kept.instance} and never renamed "
+                    "(slurmctld stopped in between)")
+            when = (f"once it is {LEFTOVER_AFTER_S:.0f} s old, at a sync" if left.age_s < LEFTOVER_AFTER_S else
+                    f"at its next sync (run systemctl restart {UNIT_NAME} to count them now)")
+            checks.append(Check("leftover line", WARN, f"{left.path}: {what}: holds {left.own} failure(s) no load "
+                                                       f"reads back; the service counts them {when}, once"))
+    return checks
+
+
+def _counted_leftovers(config: HookConfig) -> set[str] | None:
+    """The leftover lines the record says were counted; None when the record cannot be read here."""
+    try:
+        db = sqlite3.connect(f"file:{Path(config.database).absolute()}?mode=ro", uri=True)
+        try:
+            return {row[0] for row in db.execute("SELECT name FROM hook_leftovers")}
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
 
 
 def _runtime_checks(config: HookConfig, conf: SlurmConfFiles) -> list[Check]:

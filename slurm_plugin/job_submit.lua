@@ -143,6 +143,7 @@ local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 -- beside the socket, in the folder of the service's user).
 local FAILURES_FILE = FAILURES_DIR .. "/unreported"
 local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier load, not yet reported
+local kept_on_disk = 0                      -- the count FAILURES_FILE holds, as far as this load knows
 do
     local f = io.open(FAILURES_FILE, "r")
     if f then
@@ -152,6 +153,7 @@ do
         if count then
             failed_open = tonumber(count)
             total_failures = failed_open
+            kept_on_disk = failed_open
             failed_earlier = earlier
         end
     end
@@ -452,19 +454,27 @@ local function private_name()
 end
 
 -- nil when kept, else why not (the count stays in memory and is still reported; only a restart of
--- slurmctld before the service answers would lose it)
+-- slurmctld before the service answers would lose it).  The line: COUNT INSTANCE:RANGES TOTAL KEPT,
+-- TOTAL this load's running total, KEPT the count FAILURES_FILE holds now.  A line never renamed (a
+-- slurmctld killed between the write and the rename) holds COUNT - KEPT failures no load reads back,
+-- the running totals TOTAL-COUNT+KEPT+1 to TOTAL: the service counts them once from the name it left
+-- (greenslurm hook check lists such names).
 local function keep_failures()
     local name = private_name()
     if name == nil then return "no /dev/urandom" end
     local f, err = io.open(name, "w")
     if f == nil then return err end
-    local written, write_err = f:write(string.format("%d %s:%s\n", failed_open, INSTANCE, failed_ranges()))
+    local written, write_err = f:write(string.format("%d %s:%s %d %d\n", failed_open, INSTANCE, failed_ranges(),
+                                                     total_failures, kept_on_disk))
     -- the write is buffered: a full disk or a read-only remount shows only in the flush at close,
     -- and renaming that empty file over FAILURES_FILE would lose the line kept there
     local closed, close_err = f:close()
     if written and closed then
         local renamed, rename_err = os.rename(name, FAILURES_FILE)
-        if renamed then return nil end
+        if renamed then
+            kept_on_disk = failed_open
+            return nil
+        end
         err = rename_err
     else
         err = write_err or close_err
@@ -620,7 +630,10 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
             note_answer(submit_uid)
             if request.failed_open ~= nil then
                 failed_open, failed_ids, failed_earlier = 0, {}, nil
-                os.remove(FAILURES_FILE)
+                local removed, remove_err = os.remove(FAILURES_FILE)
+                if removed or string.find(tostring(remove_err), "No such file", 1, true) then
+                    kept_on_disk = 0
+                end
             end
         end
         if action == "accept" then

@@ -9,6 +9,7 @@ from importlib import resources
 from pathlib import Path
 
 from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.failures_file import failures_folder
 
 
 def template(name: str) -> str:
@@ -52,6 +53,17 @@ def lua_settings(text: str) -> dict[str, str]:
 def rendered_settings() -> tuple[str, ...]:
     """The names of job_submit.lua's settings that come from hook.toml (their template value is @...@)."""
     return tuple(name for name, value in lua_settings(template("job_submit.lua")).items() if "@" in value)
+
+
+def installed_failures_dir(conf_dir: Path) -> Path:
+    """The folder the job_submit.lua in ``conf_dir`` keeps its unreported failures in (its
+    FAILURES_DIR); where ``greenslurm hook install`` makes it when there is no such script."""
+    try:
+        text = (conf_dir / "job_submit.lua").read_text(errors="replace")
+    except OSError:
+        text = ""
+    named = lua_unquoted(lua_settings(text).get("FAILURES_DIR"))
+    return Path(named) if named else failures_folder(conf_dir)
 
 
 def lua_unquoted(literal: str | None) -> str | None:

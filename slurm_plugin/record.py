@@ -20,6 +20,8 @@ import stat
 import time
 from pathlib import Path
 
+from greenslurm.slurm_plugin.failures_file import Kept, uncovered
+
 log = logging.getLogger("greenslurm.hook.record")
 
 SCHEMA = """
@@ -67,6 +69,10 @@ CREATE TABLE IF NOT EXISTS node_power (       -- a node's power state (the repla
 );
 CREATE TABLE IF NOT EXISTS hook_failures (  -- each job_submit.lua load's running failure count, as last reported
     hook_instance TEXT PRIMARY KEY, total INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS hook_leftovers (  -- each line job_submit.lua never renamed, counted once (failures_file)
+    name TEXT PRIMARY KEY, hook_instance TEXT NOT NULL, after INTEGER NOT NULL, upto INTEGER NOT NULL,
+    count INTEGER NOT NULL, time_s REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS events (
     time_s REAL NOT NULL, kind TEXT NOT NULL, count INTEGER NOT NULL, detail TEXT
@@ -177,13 +183,48 @@ class DecisionRecord:
 
     def note_failures(self, hook_instance: str, total: int) -> int:
         """A hook load's running failure count; returns how many of them are new (a request queued
-        while the service was stopped repeats a total already counted: 0 then)."""
-        row = self.db.execute("SELECT total FROM hook_failures WHERE hook_instance = ?", (hook_instance,)).fetchone()
-        known = int(row[0]) if row else 0
+        while the service was stopped repeats a total already counted: 0 then; a leftover line
+        already counted some: :meth:`fold`)."""
+        known = self._reported_total(hook_instance)
         if total <= known:
             return 0
         self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
-        return total - known
+        return uncovered(known, int(total), self._folded(hook_instance))
+
+    def fold(self, name: str, kept: Kept) -> int | None:
+        """Count once the failures of a line job_submit.lua wrote as ``name`` and never renamed over
+        its file (:class:`~greenslurm.slurm_plugin.failures_file.Leftover`): its own running totals
+        (:attr:`Kept.own_totals`) that neither the load's reports nor another leftover counted; the
+        load's later reports skip them.  The line's row and its ``fail_open`` event are one
+        transaction.  None when ``name`` was folded before, or the line does not say its totals (an
+        earlier script's)."""
+        totals = kept.own_totals
+        if totals is None:
+            return None
+        after, upto = totals
+        with self.db:
+            self.db.execute("BEGIN")
+            if self.db.execute("SELECT 1 FROM hook_leftovers WHERE name = ?", (name,)).fetchone():
+                return None
+            count = uncovered(max(after, self._reported_total(kept.instance)), upto, self._folded(kept.instance))
+            self.db.execute("INSERT INTO hook_leftovers VALUES (?, ?, ?, ?, ?, ?)",
+                            (name, kept.instance, after, upto, count, time.time()))
+            if count > 0:
+                self.event("fail_open", count, f"hook {kept.instance}: {name}, never renamed (failures "
+                                               f"{after + 1}-{upto} of that load)")
+        return count
+
+    def folded(self) -> set[str]:
+        """The names of the leftover lines counted so far."""
+        return {row[0] for row in self.db.execute("SELECT name FROM hook_leftovers")}
+
+    def _reported_total(self, hook_instance: str) -> int:
+        row = self.db.execute("SELECT total FROM hook_failures WHERE hook_instance = ?", (hook_instance,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _folded(self, hook_instance: str) -> list[tuple[int, int]]:
+        return [(int(a), int(b)) for a, b in self.db.execute(
+            "SELECT after, upto FROM hook_leftovers WHERE hook_instance = ?", (hook_instance,))]
 
     def settle_applied(self, carried: dict[int, tuple[str, str, int | None, str]], since_s: float,
                        before_s: float) -> int:

@@ -22,7 +22,9 @@ from greenslurm.clustermodel import InputError
 from greenslurm.slurm_plugin.backend import BACKENDS
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.decisions import DecisionService, when_text
+from greenslurm.slurm_plugin.failures_file import LEFTOVER_AFTER_S, leftovers, sync_kept
 from greenslurm.slurm_plugin.forecast import ForecastSource
+from greenslurm.slurm_plugin.lua_script import installed_failures_dir
 from greenslurm.slurm_plugin.protocol import MAX_REQUEST_BYTES, encode
 from greenslurm.slurm_plugin.reconcile import reconcile_comment
 from greenslurm.slurm_plugin.record import FAILED, IN_PROGRESS, DecisionRecord
@@ -33,6 +35,7 @@ from greenslurm.slurm_plugin.snapshot import Snapshot
 log = logging.getLogger("greenslurm.hook")
 
 SETTLE_MARGIN_S = 1.0        # past the hook's timeout, a job Slurm created after an answer is in its state
+DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"   # without slurm_conf in hook.toml nor SLURM_CONF (Debian's; hook check's default)
 
 
 class ServiceLock:
@@ -375,7 +378,37 @@ class HookServer:
             log.exception("sync failed")
             return False
         finally:
+            try:
+                await self.fold_leftovers()
+            except Exception:                  # the count of the hook's failures must not cost the sync
+                log.exception("cannot look for job_submit.lua's leftover lines")
             await self.checkpoint_record()
+
+    async def fold_leftovers(self, now_s: float | None = None) -> int:
+        """Count the failures of the lines job_submit.lua wrote and never renamed over its file
+        (:class:`~greenslurm.slurm_plugin.failures_file.Leftover`) once they are LEFTOVER_AFTER_S old
+        (job_submit.lua renames a line microseconds after writing it: one older than that was left
+        by a slurmctld killed in between, never renamed later), each once
+        (:meth:`DecisionService.note_leftover`), then remove them where this user may; and fsync
+        job_submit.lua's file and folder (:func:`~greenslurm.slurm_plugin.failures_file.sync_kept`,
+        in a worker thread: an fsync never delays an answer).  Returns how many were counted now."""
+        slurm_conf = Path(self.config.slurm_conf or os.environ.get("SLURM_CONF") or DEFAULT_SLURM_CONF)
+        folder = installed_failures_dir(slurm_conf.parent)
+        now = time.time() if now_s is None else now_s
+
+        def look() -> list:
+            sync_kept(folder)
+            return leftovers(folder, now)
+        counted = 0
+        for left in await asyncio.get_running_loop().run_in_executor(None, look):
+            if left.kept is None or left.own is None or left.age_s < LEFTOVER_AFTER_S:
+                continue                      # no line, an earlier script's line (hook check names both), or young
+            counted += self.service.note_leftover(left.path.name, left.kept) is not None
+            try:
+                os.unlink(left.path)          # counted (now or before): the record keeps its name
+            except OSError:
+                pass                          # slurmctld's folder, not this user's: the record's name keeps it counted once
+        return counted
 
     async def checkpoint_record(self) -> None:
         """The record's checkpoint (:meth:`DecisionRecord.checkpoint`) in a worker thread: its fsyncs never

@@ -22,6 +22,7 @@ import re
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -124,9 +125,105 @@ def test_a_fifo_or_link_planted_by_the_services_user_neither_stalls_nor_redirect
         time.sleep(0.2)
     time.sleep(1.0)                                # a wrong count (the link's 7) would show by now
     assert ping(site.socket, 5.0)["fail_opens"] == counted + 2      # the 2 kept; not the 7 of the secret file
-    assert kept is not None and re.fullmatch(r"2 [0-9a-f]+:\d+-\d+\n", kept), kept   # as they were kept
+    assert kept is not None and re.fullmatch(r"2 [0-9a-f]+:\d+-\d+ \d+ 1\n", kept), kept   # as kept: 1 was in the file
     assert not os.path.lexists(site.folder / "unreported")           # reported: the hook removed its file
     assert "deadbeef" not in (site.root / "service.log").read_text()
     assert old_name.is_fifo() if planted_as == "fifo" else old_name.is_symlink()   # never touched
     assert secret.read_text() == "7 deadbeef:1-7\n"
     old_name.unlink()
+
+
+def kill_slurmctld_at_its_next_rename(site: Site) -> subprocess.Popen:
+    """strace attached to every thread of slurmctld, delivering SIGKILL when one enters a rename: a
+    slurmctld killed -9 between job_submit.lua's write and its rename (a fault injected at the one
+    instant where it loses something, which no timing of kill(1) hits).  slurmctld itself renames
+    nothing (its state saves link and unlink: job_mgr.c); job_submit.lua's os.rename is the only
+    one (strace's -P does not match a rename's new name, so it cannot narrow this further)."""
+    pid = next(proc.pid for name, proc in site.cluster.procs if name == "slurmctld")
+    calls = "rename,renameat,renameat2"
+    tracer = subprocess.Popen(["strace", "-f", "-p", str(pid), "-e", f"trace={calls}",
+                               "-e", f"inject={calls}:signal=SIGKILL", "-o", "/dev/null"],
+                              stderr=subprocess.PIPE, text=True)
+    attached = ""
+    while "attached" not in attached:             # "strace: Process N attached" once it traces
+        line = tracer.stderr.readline()
+        assert line, f"strace ended: {attached}"
+        attached += line
+    return tracer
+
+
+def fsyncs_of(pid: int, wanted: list[str], times: int = 1) -> str:
+    """The fsync calls of process ``pid`` (every thread), each with its file's path (strace -y),
+    until each of ``wanted`` was seen ``times`` times or 60 s passed."""
+    with tempfile.NamedTemporaryFile("r") as out:
+        tracer = subprocess.Popen(["strace", "-f", "-y", "-p", str(pid), "-e", "trace=fsync,fdatasync", "-o", out.name],
+                                  stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while (not all(Path(out.name).read_text().count(w) >= times for w in wanted)
+                   and time.monotonic() < deadline):
+                time.sleep(0.2)
+        finally:
+            tracer.terminate()                # strace detaches: the service goes on
+            tracer.wait(timeout=30)
+        return Path(out.name).read_text()
+
+
+def test_a_line_left_by_a_slurmctld_killed_before_its_rename_is_counted_once(site):
+    # job_submit.lua writes its line under a fresh name and renames it over "unreported"; slurmctld
+    # killed -9 in between leaves the line under that name, and the next load reads "unreported",
+    # one failure short.  Before, nothing read the leftover: the service counted 1 of the 2 failures
+    # and hook check said nothing of it.
+    from greenslurm.slurm_plugin.config import HookConfig
+    from greenslurm.slurm_plugin.install import check
+
+    counted = ping(site.socket, 5.0)["fail_opens"]
+    kept_name = site.folder / "unreported"
+    site.stop_service()
+    try:
+        result = site.cluster.sbatch("-t", "1")    # no service: fails open, kept as usual
+        assert result.returncode == 0, result.stderr
+        kept = kept_name.read_text()
+        count, instance, total = re.fullmatch(r"(1) ([0-9a-f]+):\S+ (\d+) 0\n", kept).groups()   # 1, none before
+        tracer = kill_slurmctld_at_its_next_rename(site)
+        site.cluster.run("sbatch", "-t", "1", "--wrap", "true", check=False, timeout=60)   # slurmctld dies in it
+        assert tracer.wait(timeout=60) == 0
+        left = [p for p in site.folder.iterdir() if p.name != "unreported"]
+        assert len(left) == 1 and re.fullmatch(r"unreported\.[0-9a-f]{32}", left[0].name), left
+        # the leftover: one failure more than the file (running total one more), written when the
+        # file held the first
+        assert left[0].read_text().startswith(f"{int(count) + 1} {instance}:")
+        assert left[0].read_text().endswith(f" {int(total) + 1} {count}\n")
+        assert kept_name.read_text() == kept                  # the rename never happened
+        found = [c for c in check(HookConfig.from_toml(site.config), site.cluster.conf) if c.name == "leftover line"]
+        assert len(found) == 1 and f"{left[0]}: written " in found[0].detail, found
+        assert "holds 1 failure(s) no load reads back; the service counts them once it is 60 s old" in found[0].detail
+        site.cluster.restart_slurmctld(timeout_s=180)         # the new load reads "unreported": 1 failure
+        os.utime(left[0])              # as young as a line slurmctld is about to rename (the restart can take 60 s)
+    finally:
+        site.serve()
+    # job_submit.lua's io has no fsync: the service fsyncs the kept line and its folder at each sync;
+    # two passes seen, so at least one whole sync ran since the service started: the line, younger
+    # than 60 s (it may be a line slurmctld is about to rename), is not counted yet
+    synced = fsyncs_of(site.service.proc.pid, [f"{kept_name}>", f"{site.folder}>"], times=2)
+    assert synced.count(f"{kept_name}>") >= 2 and synced.count(f"{site.folder}>") >= 2, synced
+    assert left[0].exists() and ping(site.socket, 5.0)["fail_opens"] == counted
+    old = time.time() - 120                                   # 60 s pass (rather than waiting them)
+    os.utime(left[0], (old, old))
+    deadline = time.monotonic() + 60
+    while ping(site.socket, 5.0)["fail_opens"] < counted + 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ping(site.socket, 5.0)["fail_opens"] == counted + 1     # the leftover's 1, at a sync
+    result = site.cluster.sbatch("-t", "1")                   # answered: the new load reports its 1
+    assert result.returncode == 0, result.stderr
+    deadline = time.monotonic() + 60
+    while ping(site.socket, 5.0)["fail_opens"] < counted + 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ping(site.socket, 5.0)["fail_opens"] == counted + 2     # both failures, each once
+    assert not left[0].exists()                               # counted, then removed (the service runs as root)
+    assert not kept_name.exists()                             # reported: the hook removed its file
+    log = (site.root / "service.log").read_text()
+    assert f"left {left[0].name} (slurmctld stopped between writing and renaming it): 1 failure(s)" in log, log
+    site.serve()                                              # a restart counts nothing again
+    time.sleep(2.0)                                           # (a sync: sync_interval_s = 1)
+    assert ping(site.socket, 5.0)["fail_opens"] == counted + 2

@@ -160,7 +160,8 @@ def test_a_link_planted_as_the_failures_file_is_replaced_never_written_through(t
     assert victim.read_bytes() == b"precious\n"
     assert not planted.is_symlink() and planted.is_file()
     # the two failures (request numbers 1 and 2) kept for the next load, under its instance name
-    assert re.fullmatch(r"2 [0-9a-f]+:1-2\n", planted.read_text()), planted.read_text()
+    # (running total 2; the first line was renamed, so the second replaced a file holding 1)
+    assert re.fullmatch(r"2 [0-9a-f]+:1-2 2 1\n", planted.read_text()), planted.read_text()
     # nothing left under the private names
     assert [p.name for p in planted.parent.iterdir()] == ["unreported"]
 
@@ -225,7 +226,7 @@ def test_nothing_planted_in_the_runtime_folder_is_read_by_the_hooks_load(tmp_pat
     assert [int(line[0]) for line in lines] == [0], log          # no service: fails open
     assert "(failure 1)" in log, log                              # counted from 0: nothing was read
     kept = (failures_folder(tmp_path) / "unreported").read_text()
-    assert re.fullmatch(r"1 [0-9a-f]+:1\n", kept), kept           # 1 failure, request 1; no "deadbeef"
+    assert re.fullmatch(r"1 [0-9a-f]+:1 1 0\n", kept), kept   # 1 failure, request 1, total 1, none kept before; no "deadbeef"
     assert planted.is_fifo() if planted_as == "fifo" else planted.is_symlink()   # left as it was
     assert secret.read_text() == "7 deadbeef:1-7\n"
 

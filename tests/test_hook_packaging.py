@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from dataclasses import fields
 from pathlib import Path
@@ -583,12 +584,18 @@ def test_a_runtime_folder_of_another_user_fails(site):
 
 
 # -- where job_submit.lua keeps the failures it has not reported yet ------------------------------------------------
-def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier_failures_in(tmp_path, capsys):
-    slurm = ensure_user("greenslurm-user")          # SlurmUser of this slurm.conf
+def earlier_layout(tmp_path: Path, slurm: pwd.struct_passwd) -> tuple[Path, Path, Path]:
+    """slurm.conf's folder (SlurmUser ``slurm``), the service's runtime folder (where an earlier
+    job_submit.lua kept its failures, beside the socket) and hook.toml."""
     etc, run = tmp_path / "etc", tmp_path / "run"
     write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
     run.mkdir()
-    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    return etc, run, write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+
+
+def test_install_makes_the_failures_folder_for_slurmctlds_user_and_moves_earlier_failures_in(tmp_path, capsys):
+    slurm = ensure_user("greenslurm-user")          # SlurmUser of this slurm.conf
+    etc, run, config = earlier_layout(tmp_path, slurm)
     write(run / "hook.sock.failures", "3 abc123:4-6\n")     # kept by an earlier job_submit.lua
     assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
     folder = etc / "greenslurm-failures"
@@ -626,10 +633,7 @@ def test_install_moves_earlier_failures_in_under_a_fresh_name_whatever_slurmctld
     # over "unreported" (with nobody reading it, install waited for ever; had it been a hard link to a
     # file of root's where fs.protected_hardlinks is 0, install truncated that file and gave it away)
     slurm = ensure_user("greenslurm-service")
-    etc, run = tmp_path / "etc", tmp_path / "run"
-    write(etc / "slurm.conf", f"ClusterName=t\nSlurmUser={slurm.pw_name}\n")
-    run.mkdir()
-    config = write_config(tmp_path / "hook.toml", socket=str(run / "hook.sock"))
+    etc, run, config = earlier_layout(tmp_path, slurm)
     assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
     folder = etc / "greenslurm-failures"
     planted = folder / ".unreported.moving"
@@ -646,7 +650,84 @@ def test_install_moves_earlier_failures_in_under_a_fresh_name_whatever_slurmctld
     assert stat.S_ISREG(os.lstat(kept).st_mode) and kept.read_text() == "3 abc123:4-6\n"
     assert os.lstat(kept).st_uid == slurm.pw_uid and stat.S_IMODE(os.lstat(kept).st_mode) == 0o644
     assert planted.is_fifo()                                     # left as it was
-    assert sorted(p.name for p in folder.iterdir()) == [".unreported.moving", "unreported"]
+    assert sorted(p.name for p in folder.iterdir()) == [".unreported.moving", "moved-earlier", "unreported"]
+
+
+def test_a_line_the_earlier_script_writes_while_install_moves_its_file_is_never_lost(tmp_path, monkeypatch):
+    # the earlier job_submit.lua (slurmctld still runs it while install renders the new one) writes
+    # its whole unreported count again, "5 abc123:4-8", after install read "3 abc123:4-6" and before
+    # install unlinked the old name: install removed the new line unread, and with it 2 failures
+    from greenslurm.slurm_plugin import failures_file
+    from greenslurm.slurm_plugin.record import DecisionRecord
+
+    slurm = ensure_user("greenslurm-user")
+    etc, run, config = earlier_layout(tmp_path, slurm)
+    old = run / "hook.sock.failures"
+    write(old, "3 abc123:4-6\n")
+    read = failures_file.read_kept
+
+    written = []
+
+    def read_then_the_earlier_script_writes(path):      # a fault injected between install's read and unlink
+        kept = read(path)
+        if path.parent == run and not written:
+            written.append(path)
+            write(run / "hook.sock.failures.tmp", "5 abc123:4-8\n")
+            os.rename(run / "hook.sock.failures.tmp", old)   # as the earlier script wrote it: renamed over
+        return kept
+
+    monkeypatch.setattr(failures_file, "read_kept", read_then_the_earlier_script_writes)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    monkeypatch.setattr(failures_file, "read_kept", read)
+    folder = etc / "greenslurm-failures"
+    assert (folder / "unreported").read_text() == "3 abc123:4-6\n"          # the 3 moved, for the next load
+    assert old.read_text() == "5 abc123:4-8\n"                               # the new line still there
+    # hook check names it and what to run
+    found = [c for c in check(HookConfig.from_toml(config), etc / "slurm.conf") if c.name == "earlier failures file"]
+    assert len(found) == 1 and "holding 5 unreported failure(s) of job_submit.lua abc123, 3 of them moved " \
+        "in before" in found[0].detail and "greenslurm hook install" in found[0].detail, found
+    # install again: the line counts the 3 moved again; only the 2 beyond them are handed to the
+    # service, as a line it counts once (the new script reads "unreported" only when it loads)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert not old.exists() and (folder / "unreported").read_text() == "3 abc123:4-6\n"
+    left = failures_file.leftovers(folder, time.time() + failures_file.LEFTOVER_AFTER_S)
+    assert [(x.kept.line, x.own) for x in left] == [("5 abc123ffff4:4-8 5 3\n", 2)]   # totals 4 and 5
+    record = DecisionRecord(tmp_path / "r.sqlite")
+    assert record.fold(left[0].path.name, left[0].kept) == 2
+    assert record.fold(left[0].path.name, left[0].kept) is None               # once
+    # and again with nothing new: nothing more
+    write(old, "5 abc123:4-8\n")
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert not old.exists() and len(failures_file.leftovers(folder, time.time())) == 1
+
+
+def test_a_file_install_does_not_take_goes_back_under_the_old_name_or_is_named_by_check(tmp_path, monkeypatch):
+    # a regular file without a kept line is renamed away, read, and put back as it was; when the
+    # earlier script wrote the old name again meanwhile, the file stays under the moving name, which
+    # hook check names with what to run
+    from greenslurm.slurm_plugin import failures_file
+
+    slurm = ensure_user("greenslurm-user")
+    etc, run, config = earlier_layout(tmp_path, slurm)
+    old = run / "hook.sock.failures"
+    write(old, "not a kept line\n")
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    assert old.read_text() == "not a kept line\n" and sorted(p.name for p in run.iterdir()) == ["hook.sock.failures"]
+    read = failures_file.read_kept
+
+    def read_then_the_earlier_script_writes(path):      # a fault injected between install's rename and read
+        if path.parent == run and not old.exists():
+            write(old, "2 abc123:9-10\n")
+        return read(path)
+
+    monkeypatch.setattr(failures_file, "read_kept", read_then_the_earlier_script_writes)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    monkeypatch.setattr(failures_file, "read_kept", read)
+    moving = [p for p in run.iterdir() if p.name.startswith("hook.sock.failures.moving.")]
+    assert len(moving) == 1 and moving[0].read_text() == "not a kept line\n" and old.read_text() == "2 abc123:9-10\n"
+    found = [c.detail for c in check(HookConfig.from_toml(config), etc / "slurm.conf") if c.name == "earlier failures file"]
+    assert any(f"{moving[0]}: holds no line, moved away by greenslurm hook install while an earlier job_submit.lua "
+               f"wrote {old} again" in detail and f"rm {moving[0]}" in detail for detail in found), found
 
 
 def test_check_of_the_failures_folder(site):
