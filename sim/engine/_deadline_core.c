@@ -377,10 +377,10 @@ static int plan_remove(core *c, int64_t j, double now) {
     out->gap_from = INFINITY; out->gap_to = -INFINITY; out->room = -INFINITY;
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        int status = busy_remove(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], c->res_start[j], c->res_end[j]);
+        int64_t next;                 /* the first span after the slot's start, once it is taken out */
+        int status = busy_remove(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], c->res_start[j], c->res_end[j], &next);
         if (status < 0) return status;
         const span_list *spans = &c->busy[nodes[k]];
-        int64_t next = span_after(spans, c->res_start[j]);
         double g0 = next > 0 && spans->at[next - 1].end > now ? spans->at[next - 1].end : now;
         double g1 = next < spans->n ? spans->at[next].start : INFINITY;
         double room = hole_room(g0, g1);
@@ -942,7 +942,7 @@ int deadline_run(int rule, int compress, int checks, int64_t n_nodes, int64_t jo
     ledger_scalars(&c.ledger, scalars);
     counts[0] = c.ledger.series_len; counts[1] = c.ledger.finished;
 done:
-    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) { free(c.busy[n].at); free(c.busy[n].room); }
+    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) { free(c.busy[n].at); free(c.busy[n].hole_at); free(c.busy[n].room); }
     if (c.runs) for (int64_t m = 0; m <= n_nodes; m++) { free(c.runs[m].start); free(c.runs[m].end); free(c.runs[m].longest); }
     free(c.runs); free(c.changes); free(c.own_marks);
     gap_index_free(&c.gaps_by_time);
