@@ -102,6 +102,25 @@ static void sort_ranked(ranked *a, ranked *tmp, int64_t n, int high) {
     }
 }
 
+/* a[0 .. n) reordered so that a[0 .. k) hold its k first by ranked_before (0 <= k <= n), in no
+ * order: partitions about a middle entry, keeping every entry before `lo` ahead of every one from `lo`
+ * on and every one from `hi` on behind every one before `hi`, lo <= k <= hi, until they meet.  A total
+ * order (nodes differ), so the k entries are those a whole sort puts first. */
+static void select_ranked(ranked *a, int64_t n, int64_t k, int high) {
+    int64_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2, at = lo;
+        ranked pivot = a[mid];
+        a[mid] = a[hi - 1];
+        for (int64_t i = lo; i < hi - 1; i++) {
+            if (ranked_before(&a[i], &pivot, high)) { ranked x = a[i]; a[i] = a[at]; a[at++] = x; }
+        }
+        a[hi - 1] = a[at]; a[at] = pivot;       /* before `at`: ahead of the pivot; after it: behind */
+        if (at == k) return;
+        if (at < k) lo = at + 1; else hi = at;
+    }
+}
+
 /* The runs of the free counts' steps freeing at least m nodes (m one count), as far as read: run r
  * is steps [start[r], end[r]) each freeing >= m, end[r] the next freeing fewer (RUNS_TO_END: none);
  * longest[r] the most of `length` over runs 0..r, where a run's length is its time (the end step's
@@ -742,7 +761,8 @@ static void choose_at(core *c, int64_t j, int64_t fits, double now) {
         rank[k].node = c->fitting[k];
         rank[k].tail = tail_of(c, c->fitting[k], now);
     }
-    sort_ranked(rank, c->rank_tmp, fits, high);
+    /* the m first (balanced) or m last in the order, as a whole sort would put them, then by node */
+    select_ranked(rank, fits, c->rule == BALANCED ? m : fits - m, high);
     if (c->rule == BALANCED) {
         for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[k].node;
     } else {
