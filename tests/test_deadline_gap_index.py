@@ -1,8 +1,8 @@
 """The deadline core's gap index (``_deadline_gap_index.h``) and its log of reservations taken out in
 blocks: with ``checks`` the core compares the index with its node plans after every change of the
 plan (every hole between two spans held once, at the slot its node plan keeps for it, with its room;
-each bucket's count of holes and list of free entries exact; each bucket's and block's maxima at
-least their holes'), and stops with an error when they differ.  The results with the checks are
+no entry moved by a hole taken out left unfiled; each bucket's and block's maxima at least their
+holes'), and stops with an error when they differ.  The results with the checks are
 the results without them, and the general loop's (the reference) on the same jobs."""
 
 from __future__ import annotations
@@ -61,10 +61,10 @@ def test_each_hole_keeps_its_slot_through_moves_in_and_across_buckets(seed, with
     ten times as fast as they run.  A bucket of the index is a quarter of the mean request wide.
     Within buckets: jobs asking 2 s to 4 s and one in fifty 4,000 times more (a mean near 240 s,
     buckets near 60 s), so a hole whose start moves by a short job's length mostly stays in its
-    bucket's entry, and freed entries are taken again.  Across buckets: jobs asking 2 s to 600 s and
-    no long ones (buckets near 38 s), so a start moved by a job's length mostly lands in another
-    bucket.  The checks compare every hole with the entry at its slot, every bucket's count of holes
-    and its list of free entries after each change."""
+    bucket's entry.  Across buckets: jobs asking 2 s to 600 s and no long ones (buckets near 38 s),
+    so a start moved by a job's length mostly lands in another bucket, and the entry it leaves is
+    taken by its bucket's last, whose node plan files the new slot.  The checks compare every hole
+    with the entry at its slot after each change."""
     rng = np.random.default_rng(100 + seed)
     if within_buckets:
         jobs = random_jobs(rng, 600, 12, spread_s=60.0, scale_s=3.0)

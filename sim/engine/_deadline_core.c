@@ -361,7 +361,7 @@ static int plan_add(core *c, int64_t j, double start) {
     if (!(c->res_end[j] > start)) return 0;     /* start + p rounded to start (1e300 + 1): it holds nothing */
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        int status = busy_add(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], start, c->res_end[j]);
+        int status = busy_add(c->busy, &c->gaps_by_time, nodes[k], start, c->res_end[j]);
         if (status < 0) return status;
     }
     c->planned += c->procs[j];
@@ -397,7 +397,7 @@ static int plan_remove(core *c, int64_t j, double now) {
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
         int64_t next;                 /* the first span after the slot's start, once it is taken out */
-        int status = busy_remove(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], c->res_start[j], c->res_end[j], &next);
+        int status = busy_remove(c->busy, &c->gaps_by_time, nodes[k], c->res_start[j], c->res_end[j], &next);
         if (status < 0) return status;
         const span_list *spans = &c->busy[nodes[k]];
         double g0 = next > 0 && spans->at[next - 1].end > now ? spans->at[next - 1].end : now;

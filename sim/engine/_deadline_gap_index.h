@@ -15,11 +15,10 @@
  * bucket's holes sets its maxima to theirs (gap_bucket_read), so a bucket is read again only while
  * a hole in it may hold a job.
  *
- * A hole keeps its place (its slot) in its bucket while it lives: the node plans keep each hole's
- * slot beside its spans, so a change finds its entry at once instead of scanning the bucket.  A hole
- * taken out leaves a free entry (no hole: g0 = INFINITY, g1 = room = -INFINITY, which no search takes
- * and which raises no maximum) on its bucket's list of free entries, which the next hole filed there
- * takes; a bucket whose holes are all gone gives its memory back and starts anew.
+ * The node plans keep each hole's place (its slot) in its bucket beside their spans, so a change
+ * finds its entry at once instead of scanning the bucket.  A hole taken out leaves its place to the
+ * bucket's last entry (a search reads no empty places); the index notes that entry (`moved_*`) and
+ * the node plans file its new slot before the next change (slot_moved in _deadline_node_plans.h).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,11 +27,8 @@
 #define GAP_BUCKETS_MOST 65536
 #define GAP_BLOCK 32
 
-/* node free over [g0, g1), hole_room; a free entry (see the file's text) has node -2 - the next free
- * entry's slot (-1: the last) */
-typedef struct { double g0, g1, room; int64_t node; } hole_entry;
-/* entries [0, n), `live` of them holes; free_head: the first free entry's slot (-1: none) */
-typedef struct { hole_entry *at; int64_t n, cap, live, free_head; } hole_bucket;
+typedef struct { double g0, g1, room; int64_t node; } hole_entry;   /* node free over [g0, g1), hole_room */
+typedef struct { hole_entry *at; int64_t n, cap; } hole_bucket;
 typedef struct {
     double origin, width;
     hole_bucket *bucket;
@@ -40,6 +36,9 @@ typedef struct {
     double *block_room, *block_end;    /* per block of GAP_BLOCK buckets: at least their greatest */
     int64_t n_buckets, low;            /* buckets allocated; below `low` every bucket is empty */
     int64_t holes;
+    /* the entry the last hole taken out moved to its place: its node (-1: none moved), start, new slot */
+    int64_t moved_node, moved_slot;
+    double moved_g0;
 } gap_index;
 
 /* an upper bound on the p with g0 + p <= g1 as rounded (g0 <= g1; g0 may be raised by the caller: the
@@ -68,7 +67,7 @@ static int gap_index_init(gap_index *index, double origin, double width) {
     index->low = 0;
     index->holes = 0;
     index->bucket = calloc((size_t)index->n_buckets, sizeof(hole_bucket));
-    if (index->bucket) for (int64_t b = 0; b < index->n_buckets; b++) index->bucket[b].free_head = -1;
+    index->moved_node = -1;
     index->most_room = malloc(sizeof(double) * (size_t)index->n_buckets);
     index->most_end = malloc(sizeof(double) * (size_t)index->n_buckets);
     index->block_room = malloc(sizeof(double) * (size_t)(index->n_buckets / GAP_BLOCK));
@@ -114,7 +113,7 @@ static int buckets_to(gap_index *index, int64_t b) {
         if (!block_end) return -1;
         index->block_end = block_end;
         for (int64_t k = index->n_buckets; k < grown_n; k++) {
-            buckets[k].at = NULL; buckets[k].n = buckets[k].cap = buckets[k].live = 0; buckets[k].free_head = -1;
+            buckets[k].at = NULL; buckets[k].n = buckets[k].cap = 0;
             room[k] = end[k] = -INFINITY;
         }
         for (int64_t k = index->n_buckets / GAP_BLOCK; k < grown_n / GAP_BLOCK; k++) block_room[k] = block_end[k] = -INFINITY;
@@ -127,21 +126,15 @@ static int buckets_to(gap_index *index, int64_t b) {
  * its slot there, or -1: no memory */
 static int64_t hole_filed(gap_index *index, int64_t b, int64_t node, double g0, double g1) {
     hole_bucket *bucket = &index->bucket[b];
-    int64_t slot = bucket->free_head;
-    if (slot >= 0) {
-        bucket->free_head = -2 - bucket->at[slot].node;
-    } else {
-        if (bucket->n == bucket->cap) {
-            int64_t cap = bucket->cap ? 2 * bucket->cap : 8;
-            hole_entry *grown = realloc(bucket->at, sizeof(hole_entry) * (size_t)cap);
-            if (!grown) return -1;
-            bucket->at = grown; bucket->cap = cap;
-        }
-        slot = bucket->n++;
+    if (bucket->n == bucket->cap) {
+        int64_t cap = bucket->cap ? 2 * bucket->cap : 8;
+        hole_entry *grown = realloc(bucket->at, sizeof(hole_entry) * (size_t)cap);
+        if (!grown) return -1;
+        bucket->at = grown; bucket->cap = cap;
     }
+    int64_t slot = bucket->n++;
     hole_entry *entry = &bucket->at[slot];
     entry->g0 = g0; entry->g1 = g1; entry->room = hole_room(g0, g1); entry->node = node;
-    bucket->live++;
     maxima_raised(index, b, entry->room, g1);
     if (b < index->low) index->low = b;
     index->holes++;
@@ -163,16 +156,15 @@ static inline hole_entry *gap_entry(gap_index *index, int64_t node, double g0, i
     return entry->g0 == g0 && entry->node == node ? entry : NULL;
 }
 
-/* the hole at `slot` of bucket b gone: a free entry (see the file's text) */
+/* the hole at `slot` of bucket b gone: the bucket's last entry takes its place (noted in moved_*) */
 static void hole_freed(gap_index *index, int64_t b, int64_t slot) {
     hole_bucket *bucket = &index->bucket[b];
-    hole_entry *entry = &bucket->at[slot];
-    entry->g0 = INFINITY; entry->g1 = entry->room = -INFINITY;     /* the maxima stay above: bounds */
-    entry->node = -2 - bucket->free_head;
-    bucket->free_head = slot;
-    if (--bucket->live == 0) {                       /* grows anew if need be */
-        free(bucket->at); bucket->at = NULL; bucket->n = bucket->cap = 0; bucket->free_head = -1;
+    index->moved_node = -1;
+    if (slot != --bucket->n) {                       /* the maxima stay above: bounds */
+        bucket->at[slot] = bucket->at[bucket->n];
+        index->moved_node = bucket->at[slot].node; index->moved_g0 = bucket->at[slot].g0; index->moved_slot = slot;
     }
+    if (bucket->n == 0) { free(bucket->at); bucket->at = NULL; bucket->cap = 0; }   /* grows anew if need be */
     index->holes--;
 }
 

@@ -95,6 +95,16 @@ static inline void spans_ends(span_list *list) {
     list->last_end = list->n > 0 ? list->at[list->n - 1].end : -INFINITY;
 }
 
+/* the entry the index moved when it took a hole out (gap_remove, gap_set_start) filed at its new slot in
+ * its node's plan: that node's hole beginning at its start (spans and slots as they were numbered
+ * when the hole was taken out) */
+static void slot_moved(span_list *busy, gap_index *index) {
+    if (index->moved_node < 0) return;
+    span_list *list = &busy[index->moved_node];
+    list->hole_at[span_after(list, index->moved_g0)] = (int32_t)index->moved_slot;
+    index->moved_node = -1;
+}
+
 /* a hole's slot from gap_add or gap_set_start kept for hole h, or its status (< 0) passed on */
 static inline int slot_kept(span_list *list, int64_t h, int64_t slot) {
     if (slot < 0) return (int)slot;
@@ -105,7 +115,8 @@ static inline int slot_kept(span_list *list, int64_t h, int64_t slot) {
 /* node n busy over [s, e) too (e > s): merged with the spans it touches, the gap index told of the
  * holes between spans it changes; -1: no memory, -4: it overlaps a span (two reservations at once on
  * a node: never in a plan) or the index lacks a hole (never when kept) */
-static int busy_add(span_list *list, gap_index *index, int32_t n, double s, double e) {
+static int busy_add(span_list *busy, gap_index *index, int32_t n, double s, double e) {
+    span_list *list = &busy[n];
     int64_t k = span_after(list, s);
     if ((k > 0 && list->at[k - 1].end > s) || (k < list->n && list->at[k].start < e)) return -4;
     int left = k > 0 && list->at[k - 1].end == s, right = k < list->n && list->at[k].start == e;
@@ -116,11 +127,13 @@ static int busy_add(span_list *list, gap_index *index, int32_t n, double s, doub
             int status = left ? slot_kept(list, k, gap_set_start(index, n, s, list->hole_at[k], e))  /* begins at e */
                               : gap_set_end(index, n, list->at[k - 1].end, list->hole_at[k], s);
             if (status < 0) return status;
+            slot_moved(busy, index);
         }
         if (left) list->at[k - 1].end = e; else list->at[k].start = s;
         hole_changed(list, k, old_room);
     } else if (left) {                /* hole k filled: spans k - 1 and k merge, hole k + 1 becomes hole k */
         if (gap_remove(index, n, s, list->hole_at[k]) < 0) return -4;
+        slot_moved(busy, index);
         holes_changed(list, k - 1);
         list->at[k - 1].end = list->at[k].end;
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
@@ -154,7 +167,8 @@ static int busy_add(span_list *list, gap_index *index, int32_t n, double s, doub
 /* node n no longer busy over [s, e), a reservation it held: the span holding it splits, the gap
  * index told of the holes between spans it changes; *next: the first span starting after s then.
  * -1: no memory, -4: no span holds it (never in a plan) or the index lacks a hole (never when kept) */
-static int busy_remove(span_list *list, gap_index *index, int32_t n, double s, double e, int64_t *next) {
+static int busy_remove(span_list *busy, gap_index *index, int32_t n, double s, double e, int64_t *next) {
+    span_list *list = &busy[n];
     int64_t k = span_after(list, s) - 1;
     if (k < 0 || list->at[k].end < e) return -4;
     double before = list->at[k].start, after = list->at[k].end;
@@ -174,6 +188,7 @@ static int busy_remove(span_list *list, gap_index *index, int32_t n, double s, d
         if (k + 1 < list->n) {
             int status = slot_kept(list, k + 1, gap_set_start(index, n, e, list->hole_at[k + 1], s));
             if (status < 0) return status;
+            slot_moved(busy, index);
         }
         double old_room = hole_of(list, k + 1);
         list->at[k].end = s;
@@ -184,12 +199,16 @@ static int busy_remove(span_list *list, gap_index *index, int32_t n, double s, d
         list->at[k].start = e;
         hole_changed(list, k, old_room);
     } else {                          /* span k goes: holes k and k + 1 merge into hole k, its slot kept */
-        if (k + 1 < list->n && gap_remove(index, n, e, list->hole_at[k + 1]) < 0) return -4;
+        if (k + 1 < list->n) {
+            if (gap_remove(index, n, e, list->hole_at[k + 1]) < 0) return -4;
+            slot_moved(busy, index);
+        }
         if (k > 0) {
             int status = k + 1 < list->n
                 ? gap_set_end(index, n, list->at[k - 1].end, list->hole_at[k], list->at[k + 1].start)
                 : gap_remove(index, n, list->at[k - 1].end, list->hole_at[k]);
             if (status < 0) return -4;
+            slot_moved(busy, index);
         }
         holes_changed(list, k);
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
@@ -203,10 +222,10 @@ static int busy_remove(span_list *list, gap_index *index, int32_t n, double s, d
 
 /* whether the index holds exactly every node's holes between two spans, each at the slot its node plan
  * keeps for it, with their hole_room, none below `low`, the maxima of each bucket and block at least
- * their holes', every other entry of a bucket on its list of free entries: 0, or -4 (a test's check
- * after every change; see deadline_run's checks) */
+ * their holes': 0, or -4 (a test's check after every change; see deadline_run's checks) */
 static int gap_index_check(const gap_index *index, const span_list *busy, int64_t n_nodes) {
     int64_t holes = 0;
+    if (index->moved_node >= 0) return -4;             /* a moved entry left unfiled */
     for (int64_t n = 0; n < n_nodes; n++) {
         const span_list *list = &busy[n];
         for (int64_t h = 1; h < list->n; h++) {
@@ -221,30 +240,17 @@ static int gap_index_check(const gap_index *index, const span_list *busy, int64_
         }
     }
     if (holes != index->holes) return -4;
-    int64_t held = 0;
+    int64_t held = 0;                   /* with every hole at its own slot: every entry is one hole's */
     for (int64_t b = 0; b < index->n_buckets; b++) {
         const hole_bucket *bucket = &index->bucket[b];
         double room = -INFINITY, end = -INFINITY;
-        int64_t live = 0, free_entries = 0;
         for (int64_t i = 0; i < bucket->n; i++) {
-            const hole_entry *entry = &bucket->at[i];
-            if (entry->node < 0) {            /* a free entry: no hole a search could take */
-                if (entry->g0 != INFINITY || entry->g1 != -INFINITY || entry->room != -INFINITY) return -4;
-                free_entries++;
-                continue;
-            }
-            if (entry->room != hole_room(entry->g0, entry->g1)) return -4;
-            if (entry->room > room) room = entry->room;
-            if (entry->g1 > end) end = entry->g1;
-            live++;
+            if (bucket->at[i].room != hole_room(bucket->at[i].g0, bucket->at[i].g1)) return -4;
+            if (bucket->at[i].room > room) room = bucket->at[i].room;
+            if (bucket->at[i].g1 > end) end = bucket->at[i].g1;
         }
-        int64_t listed = 0;                   /* the free list: every free entry once, and nothing else */
-        for (int64_t i = bucket->free_head; i != -1; i = -2 - bucket->at[i].node) {
-            if (i < 0 || i >= bucket->n || bucket->at[i].node >= 0 || ++listed > free_entries) return -4;
-        }
-        if (listed != free_entries || live != bucket->live || (bucket->n > 0 && live == 0)) return -4;
         if (room > index->most_room[b] || end > index->most_end[b]) return -4;
-        held += live;
+        held += bucket->n;
     }
     for (int64_t k = 0; k < index->n_buckets / GAP_BLOCK; k++) {
         double room = -INFINITY, end = -INFINITY;       /* the buckets' bounds: at most the block's */
