@@ -1,7 +1,8 @@
 """The deadline core's gap index (``_deadline_gap_index.h``) and its log of reservations taken out in
 blocks: with ``checks`` the core compares the index with its node plans after every change of the
-plan (every hole between two spans held once, with its room, and each bucket's and block's maxima
-at least their holes'), and stops with an error when they differ.  The results with the checks are
+plan (every hole between two spans held once, at the slot its node plan keeps for it, with its room;
+no entry moved by a hole taken out left unfiled; each bucket's and block's maxima at least their
+holes'), and stops with an error when they differ.  The results with the checks are
 the results without them, and the general loop's (the reference) on the same jobs."""
 
 from __future__ import annotations
@@ -51,6 +52,30 @@ def test_the_gap_index_holds_the_node_plans_holes_after_every_change(seed, rule)
     jobs = random_jobs(rng, 500, 6, spread_s=2_000.0, scale_s=120.0)
     run = checked_and_plain(rule, 6, jobs)
     assert len(run.rows) == 500
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("within_buckets", [True, False])
+def test_each_hole_keeps_its_slot_through_moves_in_and_across_buckets(seed, within_buckets):
+    """Seeded stress of the slots the node plans keep for their holes: 600 jobs on 12 nodes arriving
+    ten times as fast as they run.  A bucket of the index is a quarter of the mean request wide.
+    Within buckets: jobs asking 2 s to 4 s and one in fifty 4,000 times more (a mean near 240 s,
+    buckets near 60 s), so a hole whose start moves by a short job's length mostly stays in its
+    bucket's entry.  Across buckets: jobs asking 2 s to 600 s and no long ones (buckets near 38 s),
+    so a start moved by a job's length mostly lands in another bucket, and the entry it leaves is
+    taken by its bucket's last, whose node plan files the new slot.  The checks compare every hole
+    with the entry at its slot after each change."""
+    rng = np.random.default_rng(100 + seed)
+    if within_buckets:
+        jobs = random_jobs(rng, 600, 12, spread_s=60.0, scale_s=3.0)
+    else:
+        submit = np.sort(rng.uniform(0.0, 3_000.0, 600)).round()
+        requested = rng.uniform(1.0, 600.0, 600).round() + 1.0
+        run_for = np.where(rng.random(600) < 1 / 3, np.floor(requested / 3), requested)
+        jobs = DeadlineJobs(submit, requested, run_for, rng.integers(1, 13, 600), np.full(600, np.nan),
+                            np.full(600, INF))
+    run = checked_and_plain("bestfit" if seed % 2 == 0 else "balanced", 12, jobs)
+    assert len(run.rows) == 600
 
 
 @st.composite

@@ -102,6 +102,25 @@ static void sort_ranked(ranked *a, ranked *tmp, int64_t n, int high) {
     }
 }
 
+/* a[0 .. n) reordered so that a[0 .. k) hold its k first by ranked_before (0 <= k <= n), in no
+ * order: partitions about a middle entry, keeping every entry before `lo` ahead of every one from `lo`
+ * on and every one from `hi` on behind every one before `hi`, lo <= k <= hi, until they meet.  A total
+ * order (nodes differ), so the k entries are those a whole sort puts first. */
+static void select_ranked(ranked *a, int64_t n, int64_t k, int high) {
+    int64_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2, at = lo;
+        ranked pivot = a[mid];
+        a[mid] = a[hi - 1];
+        for (int64_t i = lo; i < hi - 1; i++) {
+            if (ranked_before(&a[i], &pivot, high)) { ranked x = a[i]; a[i] = a[at]; a[at++] = x; }
+        }
+        a[hi - 1] = a[at]; a[at] = pivot;       /* before `at`: ahead of the pivot; after it: behind */
+        if (at == k) return;
+        if (at < k) lo = at + 1; else hi = at;
+    }
+}
+
 /* The runs of the free counts' steps freeing at least m nodes (m one count), as far as read: run r
  * is steps [start[r], end[r]) each freeing >= m, end[r] the next freeing fewer (RUNS_TO_END: none);
  * longest[r] the most of `length` over runs 0..r, where a run's length is its time (the end step's
@@ -342,7 +361,7 @@ static int plan_add(core *c, int64_t j, double start) {
     if (!(c->res_end[j] > start)) return 0;     /* start + p rounded to start (1e300 + 1): it holds nothing */
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        int status = busy_add(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], start, c->res_end[j]);
+        int status = busy_add(c->busy, &c->gaps_by_time, nodes[k], start, c->res_end[j]);
         if (status < 0) return status;
     }
     c->planned += c->procs[j];
@@ -377,10 +396,10 @@ static int plan_remove(core *c, int64_t j, double now) {
     out->gap_from = INFINITY; out->gap_to = -INFINITY; out->room = -INFINITY;
     int32_t *nodes = &c->held[c->offset[j]];
     for (int64_t k = 0; k < c->procs[j]; k++) {
-        int status = busy_remove(&c->busy[nodes[k]], &c->gaps_by_time, nodes[k], c->res_start[j], c->res_end[j]);
+        int64_t next;                 /* the first span after the slot's start, once it is taken out */
+        int status = busy_remove(c->busy, &c->gaps_by_time, nodes[k], c->res_start[j], c->res_end[j], &next);
         if (status < 0) return status;
         const span_list *spans = &c->busy[nodes[k]];
-        int64_t next = span_after(spans, c->res_start[j]);
         double g0 = next > 0 && spans->at[next - 1].end > now ? spans->at[next - 1].end : now;
         double g1 = next < spans->n ? spans->at[next].start : INFINITY;
         double room = hole_room(g0, g1);
@@ -742,7 +761,8 @@ static void choose_at(core *c, int64_t j, int64_t fits, double now) {
         rank[k].node = c->fitting[k];
         rank[k].tail = tail_of(c, c->fitting[k], now);
     }
-    sort_ranked(rank, c->rank_tmp, fits, high);
+    /* the m first (balanced) or m last in the order, as a whole sort would put them, then by node */
+    select_ranked(rank, fits, c->rule == BALANCED ? m : fits - m, high);
     if (c->rule == BALANCED) {
         for (int64_t k = 0; k < m; k++) nodes[k] = (int32_t)rank[k].node;
     } else {
@@ -942,7 +962,7 @@ int deadline_run(int rule, int compress, int checks, int64_t n_nodes, int64_t jo
     ledger_scalars(&c.ledger, scalars);
     counts[0] = c.ledger.series_len; counts[1] = c.ledger.finished;
 done:
-    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) { free(c.busy[n].at); free(c.busy[n].room); }
+    if (c.busy) for (int64_t n = 0; n < n_nodes; n++) { free(c.busy[n].at); free(c.busy[n].hole_at); free(c.busy[n].room); }
     if (c.runs) for (int64_t m = 0; m <= n_nodes; m++) { free(c.runs[m].start); free(c.runs[m].end); free(c.runs[m].longest); }
     free(c.runs); free(c.changes); free(c.own_marks);
     gap_index_free(&c.gaps_by_time);

@@ -14,6 +14,11 @@
  * added or grown raises them, one taken out or shrunk leaves them, and the search that reads a
  * bucket's holes sets its maxima to theirs (gap_bucket_read), so a bucket is read again only while
  * a hole in it may hold a job.
+ *
+ * The node plans keep each hole's place (its slot) in its bucket beside their spans, so a change
+ * finds its entry at once instead of scanning the bucket.  A hole taken out leaves its place to the
+ * bucket's last entry (a search reads no empty places); the index notes that entry (`moved_*`) and
+ * the node plans file its new slot before the next change (slot_moved in _deadline_node_plans.h).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -31,6 +36,9 @@ typedef struct {
     double *block_room, *block_end;    /* per block of GAP_BLOCK buckets: at least their greatest */
     int64_t n_buckets, low;            /* buckets allocated; below `low` every bucket is empty */
     int64_t holes;
+    /* the entry the last hole taken out moved to its place: its node (-1: none moved), start, new slot */
+    int64_t moved_node, moved_slot;
+    double moved_g0;
 } gap_index;
 
 /* an upper bound on the p with g0 + p <= g1 as rounded (g0 <= g1; g0 may be raised by the caller: the
@@ -59,6 +67,7 @@ static int gap_index_init(gap_index *index, double origin, double width) {
     index->low = 0;
     index->holes = 0;
     index->bucket = calloc((size_t)index->n_buckets, sizeof(hole_bucket));
+    index->moved_node = -1;
     index->most_room = malloc(sizeof(double) * (size_t)index->n_buckets);
     index->most_end = malloc(sizeof(double) * (size_t)index->n_buckets);
     index->block_room = malloc(sizeof(double) * (size_t)(index->n_buckets / GAP_BLOCK));
@@ -82,9 +91,8 @@ static inline void maxima_raised(gap_index *index, int64_t b, double room, doubl
     if (end > index->block_end[b / GAP_BLOCK]) index->block_end[b / GAP_BLOCK] = end;
 }
 
-/* node `node` free over [g0, g1) between two of its spans; -1: no memory */
-static int gap_add(gap_index *index, int64_t node, double g0, double g1) {
-    int64_t b = bucket_of(index, g0);
+/* the buckets up to b allocated; -1: no memory */
+static int buckets_to(gap_index *index, int64_t b) {
     if (b >= index->n_buckets) {
         int64_t grown_n = index->n_buckets;
         while (grown_n <= b) grown_n *= 2;
@@ -111,6 +119,12 @@ static int gap_add(gap_index *index, int64_t node, double g0, double g1) {
         for (int64_t k = index->n_buckets / GAP_BLOCK; k < grown_n / GAP_BLOCK; k++) block_room[k] = block_end[k] = -INFINITY;
         index->n_buckets = grown_n;
     }
+    return 0;
+}
+
+/* node `node` free over [g0, g1) between two of its spans, filed in bucket b (bucket_of(g0), allocated):
+ * its slot there, or -1: no memory */
+static int64_t hole_filed(gap_index *index, int64_t b, int64_t node, double g0, double g1) {
     hole_bucket *bucket = &index->bucket[b];
     if (bucket->n == bucket->cap) {
         int64_t cap = bucket->cap ? 2 * bucket->cap : 8;
@@ -118,46 +132,76 @@ static int gap_add(gap_index *index, int64_t node, double g0, double g1) {
         if (!grown) return -1;
         bucket->at = grown; bucket->cap = cap;
     }
-    hole_entry *entry = &bucket->at[bucket->n++];
+    int64_t slot = bucket->n++;
+    hole_entry *entry = &bucket->at[slot];
     entry->g0 = g0; entry->g1 = g1; entry->room = hole_room(g0, g1); entry->node = node;
     maxima_raised(index, b, entry->room, g1);
     if (b < index->low) index->low = b;
     index->holes++;
-    return 0;
+    return slot;
 }
 
-/* the entry of node's hole beginning at g0 (-4: none, never when the index is kept) */
-static int gap_find(gap_index *index, int64_t node, double g0, int64_t *b, int64_t *i) {
+/* node `node` free over [g0, g1) between two of its spans: its slot in bucket_of(g0), or -1: no memory */
+static int64_t gap_add(gap_index *index, int64_t node, double g0, double g1) {
+    int64_t b = bucket_of(index, g0);
+    if (buckets_to(index, b) < 0) return -1;
+    return hole_filed(index, b, node, g0, g1);
+}
+
+/* node's hole beginning at g0, at `slot` of its bucket, *b (NULL: not there, never when the index is kept) */
+static inline hole_entry *gap_entry(gap_index *index, int64_t node, double g0, int64_t slot, int64_t *b) {
     *b = bucket_of(index, g0);
-    if (*b >= index->n_buckets) return -4;
-    /* the scan in locals: through *i the compiler would store and load the count at every hole, the
-     * holes' node fields being int64_t too */
-    const hole_entry *hole = index->bucket[*b].at, *stop = hole + index->bucket[*b].n;
-    for (const hole_entry *at = hole; at < stop; at++) {
-        if (at->g0 == g0 && at->node == node) { *i = at - hole; return 0; }
-    }
-    return -4;
+    if (*b >= index->n_buckets || slot < 0 || slot >= index->bucket[*b].n) return NULL;
+    hole_entry *entry = &index->bucket[*b].at[slot];
+    return entry->g0 == g0 && entry->node == node ? entry : NULL;
 }
 
-/* node's hole beginning at g0 is gone (filled, or begins elsewhere now); -4: not held */
-static int gap_remove(gap_index *index, int64_t node, double g0) {
-    int64_t b, i;
-    if (gap_find(index, node, g0, &b, &i) < 0) return -4;
+/* the hole at `slot` of bucket b gone: the bucket's last entry takes its place (noted in moved_*) */
+static void hole_freed(gap_index *index, int64_t b, int64_t slot) {
     hole_bucket *bucket = &index->bucket[b];
-    bucket->at[i] = bucket->at[--bucket->n];         /* the maxima stay above: bounds */
+    index->moved_node = -1;
+    if (slot != --bucket->n) {                       /* the maxima stay above: bounds */
+        bucket->at[slot] = bucket->at[bucket->n];
+        index->moved_node = bucket->at[slot].node; index->moved_g0 = bucket->at[slot].g0; index->moved_slot = slot;
+    }
     if (bucket->n == 0) { free(bucket->at); bucket->at = NULL; bucket->cap = 0; }   /* grows anew if need be */
     index->holes--;
+}
+
+/* node's hole beginning at g0, at `slot`, is gone (filled, or begins elsewhere now); -4: not held */
+static int gap_remove(gap_index *index, int64_t node, double g0, int64_t slot) {
+    int64_t b;
+    if (!gap_entry(index, node, g0, slot, &b)) return -4;
+    hole_freed(index, b, slot);
     return 0;
 }
 
-/* node's hole beginning at g0 now ends at g1; -4: not held */
-static int gap_set_end(gap_index *index, int64_t node, double g0, double g1) {
-    int64_t b, i;
-    if (gap_find(index, node, g0, &b, &i) < 0) return -4;
-    hole_entry *entry = &index->bucket[b].at[i];
+/* node's hole beginning at g0, at `slot`, now ends at g1; -4: not held */
+static int gap_set_end(gap_index *index, int64_t node, double g0, int64_t slot, double g1) {
+    int64_t b;
+    hole_entry *entry = gap_entry(index, node, g0, slot, &b);
+    if (!entry) return -4;
     entry->g1 = g1; entry->room = hole_room(g0, g1);
     maxima_raised(index, b, entry->room, g1);
     return 0;
+}
+
+/* node's hole beginning at g0, at `slot`, begins at new_g0 now (its end as it was): its slot (the same
+ * while new_g0 falls in the same bucket), or -4: not held, -1: no memory */
+static int64_t gap_set_start(gap_index *index, int64_t node, double g0, int64_t slot, double new_g0) {
+    int64_t b;
+    hole_entry *entry = gap_entry(index, node, g0, slot, &b);
+    if (!entry) return -4;
+    int64_t new_b = bucket_of(index, new_g0);
+    double g1 = entry->g1;
+    if (new_b != b) {
+        hole_freed(index, b, slot);
+        if (buckets_to(index, new_b) < 0) return -1;
+        return hole_filed(index, new_b, node, new_g0, g1);
+    }
+    entry->g0 = new_g0; entry->room = hole_room(new_g0, g1);
+    maxima_raised(index, b, entry->room, g1);
+    return slot;
 }
 
 /* bucket b's maxima set to its holes' (read by a search: see the file's text) */

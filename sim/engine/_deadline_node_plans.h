@@ -14,9 +14,11 @@ typedef struct { double start, end; } span;                  /* a node busy over
  * blocks of HOLE_BLOCK by number, block b holding holes [b HOLE_BLOCK, (b + 1) HOLE_BLOCK), with each
  * block's greatest hole_room in room[b] for the blocks before `ready` (changes lower it: see busy_add);
  * kept beside them, read without the spans: the first span's start (INFINITY: none) and the last one's
- * end (-INFINITY: none) */
+ * end (-INFINITY: none); beside each span h (h >= 1) the slot of hole h in the gap index, moved with
+ * the spans, so a change of a hole finds its entry without a search */
 typedef struct {
     span *at;
+    int32_t *hole_at;                 /* hole h's slot in its bucket of the gap index (h >= 1) */
     double *room;
     int64_t n, cap, ready;
     double first_start, last_end;
@@ -37,6 +39,9 @@ static int spans_room(span_list *list) {
     span *grown = grown_array(list->at, cap, sizeof(span));
     if (!grown) return -1;
     list->at = grown;
+    int32_t *hole_at = grown_array(list->hole_at, cap, sizeof(int32_t));
+    if (!hole_at) return -1;
+    list->hole_at = hole_at;
     double *room = grown_array(list->room, cap / HOLE_BLOCK + 1, sizeof(double));
     if (!room) return -1;
     list->room = room; list->cap = cap;
@@ -90,10 +95,28 @@ static inline void spans_ends(span_list *list) {
     list->last_end = list->n > 0 ? list->at[list->n - 1].end : -INFINITY;
 }
 
+/* the entry the index moved when it took a hole out (gap_remove, gap_set_start) filed at its new slot in
+ * its node's plan: that node's hole beginning at its start (spans and slots as they were numbered
+ * when the hole was taken out) */
+static void slot_moved(span_list *busy, gap_index *index) {
+    if (index->moved_node < 0) return;
+    span_list *list = &busy[index->moved_node];
+    list->hole_at[span_after(list, index->moved_g0)] = (int32_t)index->moved_slot;
+    index->moved_node = -1;
+}
+
+/* a hole's slot from gap_add or gap_set_start kept for hole h, or its status (< 0) passed on */
+static inline int slot_kept(span_list *list, int64_t h, int64_t slot) {
+    if (slot < 0) return (int)slot;
+    list->hole_at[h] = (int32_t)slot;                /* at most a bucket's entries: far below 2^31 */
+    return 0;
+}
+
 /* node n busy over [s, e) too (e > s): merged with the spans it touches, the gap index told of the
  * holes between spans it changes; -1: no memory, -4: it overlaps a span (two reservations at once on
  * a node: never in a plan) or the index lacks a hole (never when kept) */
-static int busy_add(span_list *list, gap_index *index, int32_t n, double s, double e) {
+static int busy_add(span_list *busy, gap_index *index, int32_t n, double s, double e) {
+    span_list *list = &busy[n];
     int64_t k = span_after(list, s);
     if ((k > 0 && list->at[k - 1].end > s) || (k < list->n && list->at[k].start < e)) return -4;
     int left = k > 0 && list->at[k - 1].end == s, right = k < list->n && list->at[k].start == e;
@@ -101,102 +124,123 @@ static int busy_add(span_list *list, gap_index *index, int32_t n, double s, doub
     if (left != right) {              /* span k - 1's end or span k's start moves: hole k alone changes */
         double old_room = hole_of(list, k);
         if (inner) {
-            if (left) {               /* hole k begins at e now */
-                if (gap_remove(index, n, s) < 0) return -4;
-                if (gap_add(index, n, e, list->at[k].start) < 0) return -1;
-            } else if (gap_set_end(index, n, list->at[k - 1].end, s) < 0) {
-                return -4;
-            }
+            int status = left ? slot_kept(list, k, gap_set_start(index, n, s, list->hole_at[k], e))  /* begins at e */
+                              : gap_set_end(index, n, list->at[k - 1].end, list->hole_at[k], s);
+            if (status < 0) return status;
+            slot_moved(busy, index);
         }
         if (left) list->at[k - 1].end = e; else list->at[k].start = s;
         hole_changed(list, k, old_room);
-    } else if (left) {                /* hole k filled: spans k - 1 and k merge */
-        if (gap_remove(index, n, s) < 0) return -4;
+    } else if (left) {                /* hole k filled: spans k - 1 and k merge, hole k + 1 becomes hole k */
+        if (gap_remove(index, n, s, list->hole_at[k]) < 0) return -4;
+        slot_moved(busy, index);
         holes_changed(list, k - 1);
         list->at[k - 1].end = list->at[k].end;
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
+        memmove(&list->hole_at[k], &list->hole_at[k + 1], sizeof(int32_t) * (size_t)(list->n - k - 1));
         list->n--;
     } else {                          /* a span of its own in hole k (or before the first, after the last) */
+        int64_t slot = 0;             /* the new hole's: after the new span (inner, first) or before it (last) */
         if (inner) {
-            if (gap_set_end(index, n, list->at[k - 1].end, s) < 0) return -4;
-            if (gap_add(index, n, e, list->at[k].start) < 0) return -1;
+            if (gap_set_end(index, n, list->at[k - 1].end, list->hole_at[k], s) < 0) return -4;
+            slot = gap_add(index, n, e, list->at[k].start);
         } else if (k == 0 && list->n > 0) {
-            if (gap_add(index, n, e, list->at[0].start) < 0) return -1;
+            slot = gap_add(index, n, e, list->at[0].start);
         } else if (k > 0) {
-            if (gap_add(index, n, list->at[k - 1].end, s) < 0) return -1;
+            slot = gap_add(index, n, list->at[k - 1].end, s);
         }
+        if (slot < 0) return -1;
         holes_changed(list, k);
         if (spans_room(list) < 0) return -1;
         memmove(&list->at[k + 1], &list->at[k], sizeof(span) * (size_t)(list->n - k));
+        memmove(&list->hole_at[k + 1], &list->hole_at[k], sizeof(int32_t) * (size_t)(list->n - k));
         list->at[k].start = s; list->at[k].end = e;
         list->n++;
+        /* hole k (inner: the old one, shortened, its slot where it was) and hole k + 1 the new one; at the
+         * list's end the new hole is hole k */
+        if (k + 1 < list->n) list->hole_at[k + 1] = (int32_t)slot; else if (k > 0) list->hole_at[k] = (int32_t)slot;
     }
     spans_ends(list);
     return 0;
 }
 
 /* node n no longer busy over [s, e), a reservation it held: the span holding it splits, the gap
- * index told of the holes between spans it changes; -1: no memory, -4: no span holds it (never in a
- * plan) or the index lacks a hole (never when kept) */
-static int busy_remove(span_list *list, gap_index *index, int32_t n, double s, double e) {
+ * index told of the holes between spans it changes; *next: the first span starting after s then.
+ * -1: no memory, -4: no span holds it (never in a plan) or the index lacks a hole (never when kept) */
+static int busy_remove(span_list *busy, gap_index *index, int32_t n, double s, double e, int64_t *next) {
+    span_list *list = &busy[n];
     int64_t k = span_after(list, s) - 1;
     if (k < 0 || list->at[k].end < e) return -4;
     double before = list->at[k].start, after = list->at[k].end;
-    if (before < s && e < after) {
-        if (gap_add(index, n, s, e) < 0) return -1;
+    *next = before < s ? k + 1 : k;
+    if (before < s && e < after) {    /* a new hole k + 1 from s to e, between span k and a new span k + 1 */
+        int64_t slot = gap_add(index, n, s, e);
+        if (slot < 0) return -1;
         holes_changed(list, k);
         if (spans_room(list) < 0) return -1;
         memmove(&list->at[k + 2], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
+        memmove(&list->hole_at[k + 2], &list->hole_at[k + 1], sizeof(int32_t) * (size_t)(list->n - k - 1));
         list->at[k].end = s;
         list->at[k + 1].start = e; list->at[k + 1].end = after;
+        list->hole_at[k + 1] = (int32_t)slot;
         list->n++;
     } else if (before < s) {          /* span k's end moves: hole k + 1 (after it) begins at s */
         if (k + 1 < list->n) {
-            if (gap_remove(index, n, e) < 0) return -4;
-            if (gap_add(index, n, s, list->at[k + 1].start) < 0) return -1;
+            int status = slot_kept(list, k + 1, gap_set_start(index, n, e, list->hole_at[k + 1], s));
+            if (status < 0) return status;
+            slot_moved(busy, index);
         }
         double old_room = hole_of(list, k + 1);
         list->at[k].end = s;
         hole_changed(list, k + 1, old_room);
     } else if (e < after) {           /* span k's start moves: hole k (before it) ends at e */
-        if (k > 0 && gap_set_end(index, n, list->at[k - 1].end, e) < 0) return -4;
+        if (k > 0 && gap_set_end(index, n, list->at[k - 1].end, list->hole_at[k], e) < 0) return -4;
         double old_room = hole_of(list, k);
         list->at[k].start = e;
         hole_changed(list, k, old_room);
-    } else {                          /* span k goes: the holes beside it merge */
-        if (k + 1 < list->n && gap_remove(index, n, e) < 0) return -4;
+    } else {                          /* span k goes: holes k and k + 1 merge into hole k, its slot kept */
+        if (k + 1 < list->n) {
+            if (gap_remove(index, n, e, list->hole_at[k + 1]) < 0) return -4;
+            slot_moved(busy, index);
+        }
         if (k > 0) {
-            int status = k + 1 < list->n ? gap_set_end(index, n, list->at[k - 1].end, list->at[k + 1].start)
-                                         : gap_remove(index, n, list->at[k - 1].end);
+            int status = k + 1 < list->n
+                ? gap_set_end(index, n, list->at[k - 1].end, list->hole_at[k], list->at[k + 1].start)
+                : gap_remove(index, n, list->at[k - 1].end, list->hole_at[k]);
             if (status < 0) return -4;
+            slot_moved(busy, index);
         }
         holes_changed(list, k);
         memmove(&list->at[k], &list->at[k + 1], sizeof(span) * (size_t)(list->n - k - 1));
+        if (k + 2 < list->n)
+            memmove(&list->hole_at[k + 1], &list->hole_at[k + 2], sizeof(int32_t) * (size_t)(list->n - k - 2));
         list->n--;
     }
     spans_ends(list);
     return 0;
 }
 
-/* whether the index holds exactly every node's holes between two spans, with their hole_room, none
- * below `low`, the maxima of each bucket and block at least their holes': 0, or -4 (a test's check after every change; see deadline_run's checks) */
+/* whether the index holds exactly every node's holes between two spans, each at the slot its node plan
+ * keeps for it, with their hole_room, none below `low`, the maxima of each bucket and block at least
+ * their holes': 0, or -4 (a test's check after every change; see deadline_run's checks) */
 static int gap_index_check(const gap_index *index, const span_list *busy, int64_t n_nodes) {
     int64_t holes = 0;
+    if (index->moved_node >= 0) return -4;             /* a moved entry left unfiled */
     for (int64_t n = 0; n < n_nodes; n++) {
         const span_list *list = &busy[n];
         for (int64_t h = 1; h < list->n; h++) {
             double g0 = list->at[h - 1].end, g1 = list->at[h].start;
-            int64_t b = bucket_of(index, g0), i, found = 0;
+            int64_t b = bucket_of(index, g0), slot = list->hole_at[h];
             if (b >= index->n_buckets || b < index->low) return -4;
             const hole_bucket *bucket = &index->bucket[b];
-            for (i = 0; i < bucket->n; i++)
-                if (bucket->at[i].node == n && bucket->at[i].g0 == g0) { found = bucket->at[i].g1 == g1; break; }
-            if (!found) return -4;
+            if (slot < 0 || slot >= bucket->n) return -4;
+            const hole_entry *entry = &bucket->at[slot];
+            if (entry->node != n || entry->g0 != g0 || entry->g1 != g1) return -4;
             holes++;
         }
     }
     if (holes != index->holes) return -4;
-    int64_t held = 0;
+    int64_t held = 0;                   /* with every hole at its own slot: every entry is one hole's */
     for (int64_t b = 0; b < index->n_buckets; b++) {
         const hole_bucket *bucket = &index->bucket[b];
         double room = -INFINITY, end = -INFINITY;
