@@ -24,7 +24,7 @@ class PyslurmBackend:
 
     ``import pyslurm`` reads the Slurm configuration (``slurm_conf``, else ``SLURM_CONF``, else
     Slurm's default) and ends the whole process when it finds none: the service probes it in a
-    subprocess first (:func:`greenslurm.slurm_plugin.install.resolve_backend`)."""
+    subprocess first (:func:`greenslurm.slurm_plugin.backend_choice.resolve_backend`)."""
 
     name = "pyslurm"
 

@@ -456,7 +456,7 @@ def fetch_snapshot(backend) -> tuple[Snapshot, list[PendingDeadline]]:
 def make_backend(config: HookConfig):
     """The backend the config names; ``auto`` is pyslurm when it imports and matches this Slurm, else
     Slurm's JSON commands."""
-    from greenslurm.slurm_plugin.install import resolve_backend
+    from greenslurm.slurm_plugin.backend_choice import resolve_backend
     name, detail = resolve_backend(config)
     log.info("backend: %s", detail)
     try:
