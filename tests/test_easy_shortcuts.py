@@ -36,11 +36,15 @@ class AskingPowerMachine(PowerManagedMachine):
 
 def run(jobs, cluster, config, asking: bool):
     if config is None:
-        factory = AskingMachine if asking else None
-    else:
-        kind = AskingPowerMachine if asking else PowerManagedMachine
-        factory = lambda c, s: kind(c, s, config)  # noqa: E731
-    replay = Replay(jobs, cluster, "easy", machine_factory=factory)
+        return replay_seen(jobs, cluster, AskingMachine if asking else None)
+    return replay_seen(jobs, cluster, AskingPowerMachine if asking else PowerManagedMachine, config)
+
+
+def replay_seen(jobs, cluster, kind, config=None, queue: str = "easy"):
+    """What a replay on machines of ``kind`` (None: the default; with power states when ``config``)
+    gives: every job's start, end, energy and nodes, the power series, and the power states' totals."""
+    factory = kind if config is None else (lambda c, s: kind(c, s, config))
+    replay = Replay(jobs, cluster, queue, machine_factory=factory)
     result = replay.run()
     records = sorted(result.records, key=lambda r: int(r.job_id))
     seen = ([(r.job_id, r.start_s, r.end_s, r.energy_j, r.node_indices) for r in records],
@@ -155,16 +159,6 @@ def budget_workloads(draw):
     return jobs, cluster, config
 
 
-def run_with(kind, jobs, cluster, config, queue="easy"):
-    replay = Replay(jobs, cluster, queue, machine_factory=lambda c, s: kind(c, s, config))
-    result = replay.run()
-    records = sorted(result.records, key=lambda r: int(r.job_id))
-    totals = replay.machine.power_totals()
-    return ([(r.job_id, r.start_s, r.end_s, r.energy_j, r.node_indices) for r in records],
-            result.power_times_s.tolist(), result.power_w.tolist(), result.energy.total_j, dict(result.skipped),
-            totals.boots, totals.suspends, totals.refused_starts, totals.off_j, totals.imbalance.tolist())
-
-
 @settings(max_examples=150, deadline=None)
 @given(budget_workloads(), st.sampled_from(["easy", "fcfs"]))
 def test_the_memos_under_a_budget_give_the_same_replay(workload, queue):
@@ -173,8 +167,8 @@ def test_the_memos_under_a_budget_give_the_same_replay(workload, queue):
     node, joule, refused start, boot and suspend equals the machine that works each answer out afresh."""
     jobs, cluster, config = workload
     jobs, _ = fits_budget(jobs, cluster, config)       # as the command leaves out jobs that could never run
-    assert (run_with(PowerManagedMachine, jobs, cluster, config, queue)
-            == run_with(ForgetfulPowerMachine, jobs, cluster, config, queue))
+    assert (replay_seen(jobs, cluster, PowerManagedMachine, config, queue)
+            == replay_seen(jobs, cluster, ForgetfulPowerMachine, config, queue))
 
 
 def test_a_refused_shape_is_answered_from_memory_and_asked_again_once_power_changes():
