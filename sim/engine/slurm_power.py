@@ -195,9 +195,28 @@ class SlurmPowerMachine(PowerManagedMachine):
         them again, so the thread scans at every wake-up (:meth:`_next_periodic_scan`)."""
         def changed(now_s: float) -> None:
             self._timers -= 1
+            if planned and self._planned_every_look and self._look_scan_folded(now_s):
+                self._last_node_update = max(self._last_node_update, self._whole(now_s))
+                return
             self._planned_every_look = planned
             self._node_changed(now_s)
         self._push(at_s, changed)
+
+    def _look_scan_folded(self, now_s: float) -> bool:
+        """Whether the scan that backfill's look at ``now_s`` brings (the idle nodes stay planned:
+        nothing else changed) is one the replay folds anyway (:meth:`_next_periodic_scan`: while
+        backfill keeps idle nodes planned, the thread scans at every wake-up): it can only decay the
+        rate counts (they are decayed at the next scan made, as each wake-up's), brings no second scan
+        (the look's second is before the scan's) and leaves the same scan planned after it."""
+        if not self.saving.enabled or self.saving.min_interval_s > 0 or self._resume_list \
+                or self.config.budget_w is not None:
+            return False
+        at_s = self._tick_after(now_s)
+        if at_s >= self._next_scan_s:
+            return True                   # a scan comes at that wake-up or sooner: nothing to plan
+        clock_s = self._whole(at_s)
+        return (clock_s > max(self._last_node_update, self._whole(now_s)) and not self.power_up_asked.any()
+                and not self._scan_can_act(clock_s) and self._next_periodic_scan(at_s) == self._next_scan_s)
 
     def place(self, job: PendingJob, free: np.ndarray | None = None,
               prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
