@@ -82,6 +82,9 @@ class RateCount:
         return bool(self.per_minute and self.value)
 
 
+FEW_SCANS = 8          # scan_while_decaying: chunks up to this long are scanned one clock at a time
+
+
 def scan_while_decaying(counts: Sequence[RateCount], clock_chunks: Iterable[Sequence[float]]) -> None:
     """Every count scanned at each clock of ``clock_chunks`` (increasing clocks, in chunks) as
     :meth:`RateCount.scan` then :meth:`RateCount.settle` would, while any of them is
@@ -109,7 +112,14 @@ def scan_while_decaying(counts: Sequence[RateCount], clock_chunks: Iterable[Sequ
         return
     for chunk in clock_chunks:
         clocks = np.asarray(chunk, dtype=float)
-        if not len(clocks):
+        if len(clocks) <= FEW_SCANS:
+            # a few scans: one at a time (the arrays' set-up costs more than these)
+            for clock in clocks.tolist():
+                if not any(count.decaying for count in counts):
+                    return
+                for count in counts:
+                    count.scan(clock)
+                    count.settle()
             continue
         values, decaying = _decayed(counts, clocks)
         stop = int(np.argmin(decaying)) if not decaying.all() else len(clocks) - 1

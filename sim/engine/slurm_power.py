@@ -455,7 +455,9 @@ class SlurmPowerMachine(PowerManagedMachine):
         if self.saving.thread_wake_s is None and not self.saving.thread_wakes_s:
             while at < end:
                 # at, at + step, (at + step) + step, ...: added one after the other as the wake-ups are
-                wakes = np.add.accumulate(np.concatenate(([at], np.full(chunk - 1, step_s))))
+                # (no more than the wake-ups before ``end`` need, give or take one: the rest come next)
+                size = min(chunk, max(int((end - at) / step_s) + 2, 1)) if end < math.inf else chunk
+                wakes = np.add.accumulate(np.concatenate(([at], np.full(size - 1, step_s))))
                 wakes = wakes[wakes < end]
                 yield wakes
                 at = float(wakes[-1]) + step_s
