@@ -1,0 +1,100 @@
+"""The edges of the count of job_submit.lua's failures: lines whose numbers job_submit.lua could not
+have written and the interval arithmetic
+(:func:`~greenslurm.slurm_plugin.failures_file.uncovered`, :attr:`Kept.own_totals`) against a plain
+set of running totals.
+
+The service's sync (:meth:`HookServer.fold_leftovers`) runs here on a real record (SQLite in a
+temporary folder) and a real folder of leftover lines; no Slurm daemon is needed for it (the lines are
+the ones tests/test_hook_failures_live.py sees slurmctld leave).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.decisions import DecisionService
+from greenslurm.slurm_plugin.failures_file import (FILE_NAME, Kept, earlier_file, failures_folder,
+                                                   move_earlier, parse, uncovered)
+from greenslurm.slurm_plugin.record import DecisionRecord
+from greenslurm.slurm_plugin.server import HookServer
+
+
+def _server(tmp_path: Path) -> tuple[HookServer, Path]:
+    """A service whose slurm.conf is in ``tmp_path`` (no job_submit.lua there: its folder is the one
+    ``hook install`` makes) and whose record is real; the folder of leftover lines, made."""
+    config = HookConfig(slurm_conf=str(tmp_path / "slurm.conf"), database=str(tmp_path / "hook.sqlite"),
+                        socket=str(tmp_path / "hook.sock"))
+    server = HookServer(config, backend=object())
+    server.record = DecisionRecord(config.database)
+    server.service = DecisionService(config, server.record)
+    folder = failures_folder(tmp_path)
+    folder.mkdir()
+    return server, folder
+
+
+def _leftover(folder: Path, hex_digit: str, line: str, mtime_s: float) -> Path:
+    path = folder / f"{FILE_NAME}.{hex_digit * 32}"
+    path.write_text(line)
+    os.utime(path, (mtime_s, mtime_s))
+    return path
+
+
+def test_a_number_lua_cannot_hold_exactly_makes_no_line():
+    # Slurm 22.05's job_submit/lua links Lua 5.1 (liblua5.1): its numbers are doubles, exact up to
+    # 2^53 = 9007199254740992; 2^53 + 1 reads back as 2^53, and "%d" of 1e20 prints -2^63 (the
+    # double's cast to a 64-bit integer), a line no load matches again: such a line was never written
+    # by job_submit.lua and must count nothing
+    assert parse(f"{2 ** 53} ab:1 {2 ** 53} 0\n").count == 2 ** 53
+    assert parse(f"{2 ** 53 + 1} ab:1\n") is None
+    assert parse(f"1 ab:1 {2 ** 53 + 1} 0\n") is None
+    assert parse(f"1 ab:1 1 {2 ** 53 + 1}\n") is None
+    assert parse("1" * 25 + " ab:1 " + "1" * 25 + " 0\n") is None
+
+
+def test_a_line_with_a_huge_count_stops_neither_the_sync_nor_the_count_of_the_other_leftovers(tmp_path):
+    # a line with a 25-digit count (SQLite's INTEGER holds 64 bits: the record's insert raised
+    # OverflowError, which ended the sync's pass over the leftovers at that name, at every sync)
+    server, folder = _server(tmp_path)
+    old = time.time() - 600
+    huge = _leftover(folder, "0", "1" * 25 + " ab:1 " + "1" * 25 + " 0\n", old)
+    _leftover(folder, "f", "2 cd:1-2 2 0\n", old)          # totals (2 - 2 + 0, 2] = 1..2: 2 failures
+    assert asyncio.run(server.fold_leftovers()) == 1         # lines counted
+    assert server.service.fail_opens == 2
+    assert huge.exists()                                    # no line: hook check names it, nothing counts it
+
+
+def test_install_moves_no_count_lua_cannot_hold(tmp_path):
+    # the earlier layout's file is in the service's user's runtime folder: that user could put a count
+    # there that the new job_submit.lua (Lua 5.1) cannot even hold; install takes no such line
+    old = earlier_file(str(tmp_path / "hook.sock"))
+    old.write_text("99999999999999999999 ab:1-3\n")
+    folder = failures_folder(tmp_path)
+    folder.mkdir()
+    assert move_earlier(old, folder, os.getuid()) is None
+    assert not (folder / FILE_NAME).exists()
+    assert old.read_text() == "99999999999999999999 ab:1-3\n"        # put back, for hook check to name
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(-5, 30), st.integers(-5, 30),
+       st.lists(st.tuples(st.integers(-5, 30), st.integers(0, 12)).map(lambda t: (t[0], t[0] + t[1])), max_size=6))
+def test_uncovered_is_the_totals_no_interval_holds(after, upto, covered):
+    held = {total for a, b in covered for total in range(a + 1, b + 1)}
+    assert uncovered(after, upto, covered) == len(set(range(after + 1, upto + 1)) - held)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(0, 50), st.integers(0, 50), st.integers(0, 60))
+def test_own_totals_are_the_count_beyond_what_the_file_held(count, kept, extra):
+    # a load's line: COUNT unreported failures, the last COUNT of its running TOTAL (TOTAL >= COUNT);
+    # KEPT of them were in the file already (KEPT > COUNT: none of its own, never a negative count)
+    total = count + extra
+    after, upto = Kept(count, "ab:1", total, kept).own_totals
+    assert upto == total and upto - after == count - min(kept, count) >= 0
