@@ -152,6 +152,17 @@ class Leftover:
     problem: str = ""               # not a regular file: why it was not read
 
     @property
+    def settled(self) -> bool:
+        """Old enough to be a line slurmctld will never rename: written :data:`LEFTOVER_AFTER_S` or
+        more ago, or that much ahead of the clock (written before the clock was stepped back: a line
+        slurmctld writes now has its mtime within microseconds of now).
+
+        >>> [Leftover(Path("u"), None, age_s).settled for age_s in (59.9, 60.0, -59.9, -3600.0)]
+        [False, True, False, True]
+        """
+        return abs(self.age_s) >= LEFTOVER_AFTER_S
+
+    @property
     def handed_over(self) -> bool:
         """Written by ``hook install`` (:func:`handed_over`), not by job_submit.lua."""
         return self.kept is not None and self.kept.instance[14:].startswith(HANDED)

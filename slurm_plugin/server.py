@@ -401,7 +401,7 @@ class HookServer:
             return leftovers(folder, now)
         counted = 0
         for left in await asyncio.get_running_loop().run_in_executor(None, look):
-            if left.kept is None or left.own is None or left.age_s < LEFTOVER_AFTER_S:
+            if left.kept is None or left.own is None or not left.settled:
                 continue                      # no line, an earlier script's line (hook check names both), or young
             counted += self.service.note_leftover(left.path.name, left.kept) is not None
             try:

@@ -1,5 +1,5 @@
 """The edges of the count of job_submit.lua's failures: lines whose numbers job_submit.lua could not
-have written and the interval arithmetic
+have written, a leftover line written before the clock was stepped back, and the interval arithmetic
 (:func:`~greenslurm.slurm_plugin.failures_file.uncovered`, :attr:`Kept.own_totals`) against a plain
 set of running totals.
 
@@ -22,6 +22,7 @@ from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.decisions import DecisionService
 from greenslurm.slurm_plugin.failures_file import (FILE_NAME, Kept, earlier_file, failures_folder,
                                                    move_earlier, parse, uncovered)
+from greenslurm.slurm_plugin.install import _leftover_checks
 from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.server import HookServer
 
@@ -80,6 +81,24 @@ def test_install_moves_no_count_lua_cannot_hold(tmp_path):
     assert move_earlier(old, folder, os.getuid()) is None
     assert not (folder / FILE_NAME).exists()
     assert old.read_text() == "99999999999999999999 ab:1-3\n"        # put back, for hook check to name
+
+
+def test_a_leftover_written_before_the_clock_went_back_is_counted_at_the_next_sync(tmp_path):
+    # slurmctld was killed between write and rename while the clock ran an hour ahead; the clock was
+    # then stepped back (NTP): the line's mtime is an hour in the future.  A line slurmctld writes now
+    # has its mtime within microseconds of now, so one more than 60 s ahead is no such line: it counts
+    # now, not an hour later
+    server, folder = _server(tmp_path)
+    now = time.time()
+    _leftover(folder, "a", "1 ab:1 1 0\n", now + 3600)      # totals (1 - 1 + 0, 1]: 1 failure
+    young = _leftover(folder, "b", "1 cd:1 1 0\n", now)     # maybe about to be renamed: waits
+    said = [check.detail for check in _leftover_checks(folder, server.config)]   # hook check, before the sync
+    assert "written 3600 s ahead of the clock (before it was set back)" in said[0] and "at its next sync" in said[0]
+    assert "written 0 s ago" in said[1] and "once it is 60 s old, at a sync" in said[1]
+    assert asyncio.run(server.fold_leftovers(now_s=now)) == 1       # lines counted
+    assert server.service.fail_opens == 1
+    assert server.record.folded() == {f"{FILE_NAME}.{'a' * 32}"}
+    assert young.exists()
 
 
 @settings(max_examples=500, deadline=None)
