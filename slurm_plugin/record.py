@@ -119,6 +119,7 @@ def _clean(text) -> str:
 
 
 WAL_BACKSTOP_PAGES = 20000
+IDS_PER_STATEMENT = 900      # under SQLite's smallest limit of parameters in one statement (999), with the instance
 
 
 class DecisionRecord:
@@ -167,13 +168,17 @@ class DecisionRecord:
             db.close()
 
     def mark_not_applied(self, hook_instance: str, request_ids: list[int]) -> int:
-        """The hook gave up waiting for these answers: their decisions were not applied."""
-        if not request_ids:
-            return 0
-        marks = ",".join("?" * len(request_ids))
-        cursor = self.db.execute(f"UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id IN ({marks})",
-                                 (hook_instance, *request_ids))
-        return cursor.rowcount
+        """The hook gave up waiting for these answers: their decisions were not applied.  The ids go
+        in groups of :data:`IDS_PER_STATEMENT` (a long outage is one range of tens of thousands of
+        request numbers; SQLite before 3.32 takes at most 999 parameters in a statement, later ones
+        32,766 unless built otherwise)."""
+        marked = 0
+        for start in range(0, len(request_ids), IDS_PER_STATEMENT):
+            group = request_ids[start:start + IDS_PER_STATEMENT]
+            cursor = self.db.execute("UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id IN "
+                                     f"({','.join('?' * len(group))})", (hook_instance, *group))
+            marked += cursor.rowcount
+        return marked
 
     def not_applied(self, hook_instance: str, request_id) -> None:
         """The hook gave up waiting for this request before its decision was recorded (a queued request

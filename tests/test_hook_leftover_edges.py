@@ -1,5 +1,6 @@
 """The edges of the count of job_submit.lua's failures: lines whose numbers job_submit.lua could not
-have written, a leftover line written before the clock was stepped back, and the interval arithmetic
+have written, a leftover line written before the clock was stepped back, an outage longer than
+SQLite's limit of parameters in one statement, and the interval arithmetic
 (:func:`~greenslurm.slurm_plugin.failures_file.uncovered`, :attr:`Kept.own_totals`) against a plain
 set of running totals.
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 import time
 from pathlib import Path
 
@@ -117,3 +119,20 @@ def test_own_totals_are_the_count_beyond_what_the_file_held(count, kept, extra):
     total = count + extra
     after, upto = Kept(count, "ab:1", total, kept).own_totals
     assert upto == total and upto - after == count - min(kept, count) >= 0
+
+
+def test_an_outage_longer_than_sqlites_parameter_limit_is_still_marked_and_counted(tmp_path):
+    # SQLite before 3.32 (RHEL 8's 3.26) takes at most 999 parameters in a statement: the request
+    # that reports an outage of 2,000 requests ("1-2000", one range) made mark_not_applied raise
+    # "too many SQL variables" before the count was noted; the answer then made the hook forget them
+    record = DecisionRecord(tmp_path / "r.sqlite")
+    record.db.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), record)
+    for request_id in (1, 1500, 2000):                       # decisions recorded, answers never applied
+        record.add({"id": request_id, "hook_instance": "ab", "request_id": request_id, "time_s": 0.0,
+                    "action": "accept", "would_action": "accept"})
+    service.handle_request({"op": "ping", "hook_instance": "ab", "failed_open": 2000, "failed_total": 2000,
+                            "failed_ids": "1-2000"})           # any request carries the report
+    assert service.fail_opens == 2000 and record.events("fail_open") == 2000
+    assert [row[0] for row in record.db.execute("SELECT id FROM decisions WHERE applied = 0 ORDER BY id")] == [
+        1, 1500, 2000]
