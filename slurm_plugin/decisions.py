@@ -177,10 +177,9 @@ class DecisionService:
         """Count the failures of a line job_submit.lua never renamed over its file (a slurmctld
         killed between the write and the rename), once (:meth:`DecisionRecord.fold`); how many were
         new, None when this name was counted before or its line does not say its totals."""
-        count = self.record.fold(name, kept)
+        count = self.record.fold(name, kept, failed_ids({"failed_ids": kept.earlier.partition(":")[2]}))
         if count is None:
             return None
-        self.record.mark_not_applied(kept.instance, failed_ids({"failed_ids": kept.earlier.partition(":")[2]}))
         after, upto = kept.own_totals
         self.fail_opens += count
         log.warning("job_submit.lua %s left %s (slurmctld stopped between writing and renaming it): %d "

@@ -196,13 +196,14 @@ class DecisionRecord:
         self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
         return uncovered(known, int(total), self._folded(hook_instance))
 
-    def fold(self, name: str, kept: Kept) -> int | None:
+    def fold(self, name: str, kept: Kept, request_ids: list[int] = ()) -> int | None:
         """Count once the failures of a line job_submit.lua wrote as ``name`` and never renamed over
         its file (:class:`~greenslurm.slurm_plugin.failures_file.Leftover`): its own running totals
         (:attr:`Kept.own_totals`) that neither the load's reports nor another leftover counted; the
-        load's later reports skip them.  The line's row and its ``fail_open`` event are one
-        transaction.  None when ``name`` was folded before, or the line does not say its totals (an
-        earlier script's)."""
+        load's later reports skip them; the decisions of ``request_ids`` (its requests never answered
+        in time) are marked not applied.  The line's row, its ``fail_open`` event and the marks are
+        one transaction (a failure in between leaves the line to the next try, whole).  None when
+        ``name`` was folded before, or the line does not say its totals (an earlier script's)."""
         totals = kept.own_totals
         if totals is None:
             return None
@@ -214,6 +215,7 @@ class DecisionRecord:
             count = uncovered(max(after, self._reported_total(kept.instance)), upto, self._folded(kept.instance))
             self.db.execute("INSERT INTO hook_leftovers VALUES (?, ?, ?, ?, ?, ?)",
                             (name, kept.instance, after, upto, count, time.time()))
+            self.mark_not_applied(kept.instance, list(request_ids))
             if count > 0:
                 self.event("fail_open", count, f"hook {kept.instance}: {name}, never renamed (failures "
                                                f"{after + 1}-{upto} of that load)")

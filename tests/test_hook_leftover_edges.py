@@ -136,3 +136,34 @@ def test_an_outage_longer_than_sqlites_parameter_limit_is_still_marked_and_count
     assert service.fail_opens == 2000 and record.events("fail_open") == 2000
     assert [row[0] for row in record.db.execute("SELECT id FROM decisions WHERE applied = 0 ORDER BY id")] == [
         1, 1500, 2000]
+
+
+class RecordFailingOnceToMark(DecisionRecord):
+    """FAULT INJECTION: the record's first marking of decisions fails (a disk I/O error, a full disk)."""
+
+    failed = False
+
+    def mark_not_applied(self, hook_instance: str, request_ids: list[int]) -> int:
+        if not self.failed:
+            self.failed = True
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        return super().mark_not_applied(hook_instance, request_ids)
+
+
+def test_a_leftover_whose_decisions_cannot_be_marked_is_counted_whole_at_the_next_try(tmp_path):
+    # the leftover "2 ab:7-8 2 0" (requests 7 and 8 never answered in time): its row, its count and
+    # the marks of its requests' decisions are one transaction.  Before, the row was committed first:
+    # when the marking failed, the next sync found the name folded and never marked the decisions
+    record = RecordFailingOnceToMark(tmp_path / "r.sqlite")
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), record)
+    record.add({"id": 1, "hook_instance": "ab", "request_id": 8, "time_s": 0.0, "action": "accept",
+                "would_action": "accept"})
+    name, kept = f"{FILE_NAME}.{'c' * 32}", parse("2 ab:7-8 2 0\n")
+    try:
+        service.note_leftover(name, kept)
+    except sqlite3.OperationalError:
+        pass
+    assert record.folded() == set() and record.events("fail_open") == 0       # nothing half done
+    assert service.note_leftover(name, kept) == 2                              # the next sync: totals 1..2
+    assert record.db.execute("SELECT applied FROM decisions WHERE id = 1").fetchone() == (0,)
+    assert service.note_leftover(name, kept) is None and service.fail_opens == 2
