@@ -186,15 +186,22 @@ class DecisionRecord:
         self.db.execute("UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id = ?",
                         (hook_instance, request_id))
 
-    def note_failures(self, hook_instance: str, total: int) -> int:
+    def note_failures(self, hook_instance: str, total: int, detail: str | None = None) -> int:
         """A hook load's running failure count; returns how many of them are new (a request queued
         while the service was stopped repeats a total already counted: 0 then; a leftover line
-        already counted some: :meth:`fold`)."""
-        known = self._reported_total(hook_instance)
-        if total <= known:
-            return 0
-        self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
-        return uncovered(known, int(total), self._folded(hook_instance))
+        already counted some: :meth:`fold`).  With ``detail``, the new ones are a ``fail_open``
+        event in the same transaction as the total (a service killed in between leaves neither: the
+        hook, never answered, reports the total again)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            known = self._reported_total(hook_instance)
+            if total <= known:
+                return 0
+            self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
+            count = uncovered(known, int(total), self._folded(hook_instance))
+            if detail is not None and count > 0:
+                self.event("fail_open", count, detail)
+        return count
 
     def fold(self, name: str, kept: Kept, request_ids: list[int] = ()) -> int | None:
         """Count once the failures of a line job_submit.lua wrote as ``name`` and never renamed over

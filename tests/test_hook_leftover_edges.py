@@ -167,3 +167,29 @@ def test_a_leftover_whose_decisions_cannot_be_marked_is_counted_whole_at_the_nex
     assert service.note_leftover(name, kept) == 2                              # the next sync: totals 1..2
     assert record.db.execute("SELECT applied FROM decisions WHERE id = 1").fetchone() == (0,)
     assert service.note_leftover(name, kept) is None and service.fail_opens == 2
+
+
+class RecordFailingOnceToNoteAnEvent(DecisionRecord):
+    """FAULT INJECTION: the record's first event cannot be written (the service killed right there)."""
+
+    failed = False
+
+    def event(self, kind: str, count: int, detail: str = "") -> None:
+        if not self.failed:
+            self.failed = True
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        super().event(kind, count, detail)
+
+
+def test_a_report_whose_count_was_not_written_is_counted_when_the_hook_repeats_it(tmp_path):
+    # the report's total and its fail_open event are one transaction: before, the total was
+    # committed alone first, and the hook's repeat of the report (it got no answer) found it known: 0
+    record = RecordFailingOnceToNoteAnEvent(tmp_path / "r.sqlite")
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), record)
+    report = {"op": "ping", "hook_instance": "ab", "failed_open": 3, "failed_total": 3, "failed_ids": "1-3"}
+    service.handle_request(dict(report))                    # the event fails: logged, nothing kept
+    assert record.events("fail_open") == 0
+    service.handle_request(dict(report))                    # the hook, never answered, reports again
+    assert record.events("fail_open") == 3 and service.fail_opens == 3
+    service.handle_request(dict(report))                    # a queued repeat: nothing new
+    assert record.events("fail_open") == 3
