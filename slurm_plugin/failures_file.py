@@ -43,7 +43,8 @@ FILE_NAME = "unreported"
 MOVED = "moved-earlier"                  # the last line hook install moved in from an earlier layout
 HANDED = "ffff"                          # after a load's name (14 hex digits): a line hook install handed over
 FOLDER_MODE = 0o755                      # slurmctld's user writes; the service and admins read
-MAX_BYTES = 4096                         # job_submit.lua reads this much of the file
+MAX_BYTES = 65536                        # job_submit.lua reads this much of the file: its lines name ranges up
+                                         # to 4,000 bytes (MAX_RANGES_BYTES), an earlier script's up to 1,000
 _LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)\n)?")  # job_submit.lua's "^(%d+) ([%x]+:[%d,-]*)"
 LEFTOVER = re.compile(re.escape(FILE_NAME) + r"\.[0-9a-f]{32}")     # job_submit.lua's private_name()
 LEFTOVER_AFTER_S = 60.0     # job_submit.lua renames its line within one call, microseconds after writing it

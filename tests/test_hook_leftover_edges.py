@@ -193,3 +193,18 @@ def test_a_report_whose_count_was_not_written_is_counted_when_the_hook_repeats_i
     assert record.events("fail_open") == 3 and service.fail_opens == 3
     service.handle_request(dict(report))                    # a queued repeat: nothing new
     assert record.events("fail_open") == 3
+
+
+def test_a_leftover_longer_than_4096_bytes_is_counted(tmp_path):
+    # a flaky service (every other request of a load unanswered in time) makes one range a failure:
+    # job_submit.lua keeps up to 1,000 of them, so its line passes 4,096 bytes; 800 failures of
+    # requests 10001, 10003, ... 11599: 800 ranges of 5 digits and a comma, 4,800 bytes.  Read only
+    # to 4,096 bytes, the line lost its TOTAL and KEPT and was taken for an earlier script's line:
+    # not counted
+    server, folder = _server(tmp_path)
+    ranges = ",".join(str(10001 + 2 * i) for i in range(800))
+    line = f"800 65f1a2b30c4d5e:{ranges} 800 0\n"             # totals (800 - 800 + 0, 800]: 800 own
+    assert len(line) > 4800
+    _leftover(folder, "d", line, time.time() - 600)
+    assert asyncio.run(server.fold_leftovers()) == 1
+    assert server.service.fail_opens == 800
