@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -208,3 +209,36 @@ def test_a_leftover_longer_than_4096_bytes_is_counted(tmp_path):
     _leftover(folder, "d", line, time.time() - 600)
     assert asyncio.run(server.fold_leftovers()) == 1
     assert server.service.fail_opens == 800
+
+
+def test_a_look_at_a_folder_that_never_answers_holds_up_neither_the_sync_nor_the_next_ones(tmp_path, monkeypatch):
+    # FAULT INJECTION: the fsync of job_submit.lua's file hangs (an NFS server gone) until released.
+    # Before, the sync awaited it: that sync, and every later one (the view, reconciliation), waited
+    # with it, and the exit waited for the executor's thread
+    from greenslurm.slurm_plugin import server as server_module
+    server, folder = _server(tmp_path)
+    _leftover(folder, "e", "1 ab:1 1 0\n", time.time() - 600)
+    release, hanging, calls = threading.Event(), threading.Event(), []
+    real_sync_kept = server_module.sync_kept
+
+    def hung_sync_kept(path: Path) -> None:
+        calls.append(path)
+        hanging.set()
+        release.wait(120)                   # the fault's own end, should the service wait for it
+        real_sync_kept(path)
+    monkeypatch.setattr(server_module, "sync_kept", hung_sync_kept)
+    server.leftover_look_timeout_s = 0.2
+
+    async def syncs() -> list:
+        first = await server.fold_leftovers()                   # gives up on the hung look
+        given_up_while_hanging = not release.is_set()
+        second = await server.fold_leftovers()                  # starts no second look
+        looks_while_hanging = len(calls)
+        release.set()
+        while getattr(server, "_leftover_look", None) is not None and not server._leftover_look.done():
+            await asyncio.sleep(0.01)
+        third = await server.fold_leftovers()                   # a look that answers: counted
+        return [first, given_up_while_hanging, second, looks_while_hanging, third]
+
+    assert asyncio.run(syncs()) == [0, True, 0, 1, 1]
+    assert server.service.fail_opens == 1
