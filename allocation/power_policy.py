@@ -82,6 +82,9 @@ class RateCount:
         return bool(self.per_minute and self.value)
 
 
+FEW_SCANS = 8          # scan_while_decaying: chunks up to this long are scanned one clock at a time
+
+
 def scan_while_decaying(counts: Sequence[RateCount], clock_chunks: Iterable[Sequence[float]]) -> None:
     """Every count scanned at each clock of ``clock_chunks`` (increasing clocks, in chunks) as
     :meth:`RateCount.scan` then :meth:`RateCount.settle` would, while any of them is
@@ -109,22 +112,16 @@ def scan_while_decaying(counts: Sequence[RateCount], clock_chunks: Iterable[Sequ
         return
     for chunk in clock_chunks:
         clocks = np.asarray(chunk, dtype=float)
-        if not len(clocks):
+        if len(clocks) <= FEW_SCANS:
+            # a few scans: one at a time (the arrays' set-up costs more than these)
+            for clock in clocks.tolist():
+                if not any(count.decaying for count in counts):
+                    return
+                for count in counts:
+                    count.scan(clock)
+                    count.settle()
             continue
-        values, decaying = [], np.zeros(len(clocks), dtype=bool)
-        for count in counts:
-            before = np.empty(len(clocks))
-            before[0] = -math.inf if count.last_s is None else count.last_s
-            before[1:] = clocks[:-1]
-            delta = clocks - before
-            minute = count.minute_s
-            # a scan a minute or more after the last: nothing (x 0.0); else x (60 - dt) / 60
-            factor = np.where(delta >= minute, 0.0, (minute - np.minimum(delta, minute)) / minute)
-            value = np.multiply.accumulate(np.concatenate(([count.value], factor)))[1:]
-            values.append(value)
-            if count.per_minute:
-                # settle: below a billionth it is none; the products only fall from there
-                decaying |= value >= 1e-9
+        values, decaying = _decayed(counts, clocks)
         stop = int(np.argmin(decaying)) if not decaying.all() else len(clocks) - 1
         for count, value in zip(counts, values):
             count.count = int(float(value[stop]) + 0.5)
@@ -132,6 +129,45 @@ def scan_while_decaying(counts: Sequence[RateCount], clock_chunks: Iterable[Sequ
             count.last_s = float(clocks[stop])
         if not decaying[stop]:
             return
+
+
+def first_settled_scan(counts: Sequence[RateCount], clocks: Sequence[float]) -> int | None:
+    """The index of the first of the scans at ``clocks`` (increasing) after which no count is
+    :attr:`~RateCount.decaying` (as :func:`scan_while_decaying` would leave them), or None when
+    they all still decay after the last; the counts are not changed.
+
+    >>> a = RateCount(2); a.scan(0.0); a.add()
+    >>> first_settled_scan([a], [10.0, 20.0]), first_settled_scan([a], [10.0, 70.0]), a.value
+    (None, 1, 1.0)
+    >>> first_settled_scan([a], range(10, 2000, 10))    # x 50/60 a scan: under a billionth at the 114th
+    113
+    """
+    clocks = np.asarray(clocks, dtype=float)
+    if not len(clocks):
+        return None
+    decaying = _decayed(counts, clocks)[1]
+    return None if decaying.all() else int(np.argmin(decaying))
+
+
+def _decayed(counts: Sequence[RateCount], clocks: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each count's value after each scan at ``clocks`` (before :meth:`RateCount.settle`), and
+    whether any count with a limit still decays after each."""
+    values, decaying = [], np.zeros(len(clocks), dtype=bool)
+    for count in counts:
+        before = np.empty(len(clocks))
+        before[0] = -math.inf if count.last_s is None else count.last_s
+        before[1:] = clocks[:-1]
+        delta = clocks - before
+        minute = count.minute_s
+        # a scan a minute or more after the last: nothing (x 0.0); else x (60 - dt) / 60
+        factor = np.where(delta >= minute, 0.0, (minute - np.minimum(delta, minute)) / minute)
+        value = np.multiply.accumulate(np.concatenate(([count.value], factor)))[1:]
+        values.append(value)
+        if count.per_minute:
+            # settle: below a billionth it is none; the products only fall from there
+            decaying |= value >= 1e-9
+    return values, decaying
+
 
 def wanted_cpus(waiting_cpus: Sequence[float], under_budget: bool) -> float:
     """The CPUs the waiting jobs want on.

@@ -163,11 +163,13 @@ class DecisionService:
         # requests queued while the service was stopped each carry the count so far: only what is new
         # since the last report counts (the hook's running total; a hook without one reports each anew)
         total = request.get("failed_total")
+        detail = f"hook {instance}: requests {_ranges(ids)}"
         if total is not None:
-            count = self.record.note_failures(instance, int(total))
+            count = self.record.note_failures(instance, int(total), detail)
             if count <= 0:
                 return
-        self.record.event("fail_open", count, f"hook {instance}: requests {_ranges(ids)}")
+        else:
+            self.record.event("fail_open", count, detail)
         self.fail_opens += count
         log.warning("job_submit.lua %s reports %d submission(s) it let through unchecked or rejected without an "
                     "answer since its last answer (%d of them had decisions here, now marked not applied)",
@@ -177,10 +179,9 @@ class DecisionService:
         """Count the failures of a line job_submit.lua never renamed over its file (a slurmctld
         killed between the write and the rename), once (:meth:`DecisionRecord.fold`); how many were
         new, None when this name was counted before or its line does not say its totals."""
-        count = self.record.fold(name, kept)
+        count = self.record.fold(name, kept, failed_ids({"failed_ids": kept.earlier.partition(":")[2]}))
         if count is None:
             return None
-        self.record.mark_not_applied(kept.instance, failed_ids({"failed_ids": kept.earlier.partition(":")[2]}))
         after, upto = kept.own_totals
         self.fail_opens += count
         log.warning("job_submit.lua %s left %s (slurmctld stopped between writing and renaming it): %d "

@@ -43,10 +43,12 @@ FILE_NAME = "unreported"
 MOVED = "moved-earlier"                  # the last line hook install moved in from an earlier layout
 HANDED = "ffff"                          # after a load's name (14 hex digits): a line hook install handed over
 FOLDER_MODE = 0o755                      # slurmctld's user writes; the service and admins read
-MAX_BYTES = 4096                         # job_submit.lua reads this much of the file
+MAX_BYTES = 65536                        # job_submit.lua reads this much of the file: its lines name ranges up
+                                         # to 4,000 bytes (MAX_RANGES_BYTES), an earlier script's up to 1,000
 _LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)\n)?")  # job_submit.lua's "^(%d+) ([%x]+:[%d,-]*)"
 LEFTOVER = re.compile(re.escape(FILE_NAME) + r"\.[0-9a-f]{32}")     # job_submit.lua's private_name()
 LEFTOVER_AFTER_S = 60.0     # job_submit.lua renames its line within one call, microseconds after writing it
+LUA_EXACT_MAX = 2 ** 53     # Slurm 22.05's job_submit/lua runs Lua 5.1: numbers are doubles, exact up to here
 
 
 def failures_folder(conf_dir: Path) -> Path:
@@ -122,17 +124,19 @@ def uncovered(after: int, upto: int, covered: list[tuple[int, int]]) -> int:
 def parse(text: str) -> Kept | None:
     """The kept line as job_submit.lua reads it back (its start must match; the rest is ignored); None
     when it does not.  TOTAL and KEPT count only with the line's end after them (a line cut by a full
-    disk has no end).
+    disk has no end).  A number above :data:`LUA_EXACT_MAX` makes no line: job_submit.lua never
+    writes one (its Lua 5.1 reads 2^53 + 1 back as 2^53, and prints 1e20 with ``%d`` as -2^63, a
+    line its next load ignores), and the record's INTEGER could not hold it either.
 
     >>> parse("3 65f1a2b30c4d5e:1-2,7\\n")
     Kept(count=3, earlier='65f1a2b30c4d5e:1-2,7', total=None, kept=None)
     >>> parse("3 65f1a2b30c4d5e:1-2,7 9 1\\n").own_totals
     (7, 9)
-    >>> parse("x 1:1"), parse("")
-    (None, None)
+    >>> parse("x 1:1"), parse(""), parse("9007199254740993 ab:1\\n")    # the last: 2^53 + 1
+    (None, None, None)
     """
     match = _LINE.match(text)
-    if not match:
+    if not match or any(int(number) > LUA_EXACT_MAX for number in match.group(1, 3, 4) if number is not None):
         return None
     total, kept = match.group(3), match.group(4)
     return Kept(int(match.group(1)), match.group(2), None if total is None else int(total),
@@ -147,6 +151,17 @@ class Leftover:
     kept: Kept | None               # None: no line (cut short, empty) or not a regular file
     age_s: float
     problem: str = ""               # not a regular file: why it was not read
+
+    @property
+    def settled(self) -> bool:
+        """Old enough to be a line slurmctld will never rename: written :data:`LEFTOVER_AFTER_S` or
+        more ago, or that much ahead of the clock (written before the clock was stepped back: a line
+        slurmctld writes now has its mtime within microseconds of now).
+
+        >>> [Leftover(Path("u"), None, age_s).settled for age_s in (59.9, 60.0, -59.9, -3600.0)]
+        [False, True, False, True]
+        """
+        return abs(self.age_s) >= LEFTOVER_AFTER_S
 
     @property
     def handed_over(self) -> bool:

@@ -608,13 +608,22 @@ def _leftover_checks(folder: Path, config: HookConfig) -> list[Check]:
         else:
             what = (f"handed over by greenslurm hook install (failures an earlier job_submit.lua "
                     f"{left.kept.instance[:14]} wrote again after their move)" if left.handed_over else
-                    f"written {left.age_s:.0f} s ago by job_submit.lua {left.kept.instance} and never renamed "
+                    f"written {_age(left.age_s)} by job_submit.lua {left.kept.instance} and never renamed "
                     "(slurmctld stopped in between)")
-            when = (f"once it is {LEFTOVER_AFTER_S:.0f} s old, at a sync" if left.age_s < LEFTOVER_AFTER_S else
+            when = (f"once it is {LEFTOVER_AFTER_S:.0f} s old, at a sync" if not left.settled else
                     f"at its next sync (run systemctl restart {UNIT_NAME} to count them now)")
             checks.append(Check("leftover line", WARN, f"{left.path}: {what}: holds {left.own} failure(s) no load "
                                                        f"reads back; the service counts them {when}, once"))
     return checks
+
+
+def _age(age_s: float) -> str:
+    """A leftover line's age as hook check says it (a negative one: written before the clock went back).
+
+    >>> _age(75.2), _age(-3600.0)
+    ('75 s ago', '3600 s ahead of the clock (before it was set back)')
+    """
+    return f"{age_s:.0f} s ago" if age_s >= 0 else f"{-age_s:.0f} s ahead of the clock (before it was set back)"
 
 
 def _counted_leftovers(config: HookConfig) -> set[str] | None:

@@ -143,13 +143,20 @@ local INSTANCE = string.format("%x%06x", os.time(), math.random(0, 0xffffff))
 -- beside the socket, in the folder of the service's user).
 local FAILURES_FILE = FAILURES_DIR .. "/unreported"
 local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier load, not yet reported
+-- the failed requests' numbers, as ranges, go to the service as failed_ids (then failed_earlier, after
+-- INSTANCE:), whose strings hold 4096 bytes: a new range is kept only while they stay under this
+-- (the last range may still grow by one number); a failure past it is still counted, not named
+local MAX_RANGES_BYTES = 4000
 local kept_on_disk = 0                      -- the count FAILURES_FILE holds, as far as this load knows
 do
     local f = io.open(FAILURES_FILE, "r")
     if f then
-        local text = f:read(4096) or ""
+        local text = f:read(65536) or ""     -- the whole line: up to 1,000 ranges (failures_file.MAX_BYTES)
         f:close()
         local count, earlier = string.match(text, "^(%d+) ([%x]+:[%d,-]*)")
+        if earlier and #earlier > MAX_FIELD then    -- an earlier script kept more ranges: whole ones that fit
+            earlier = string.match(string.sub(earlier, 1, MAX_FIELD), "^(.*),") or string.match(earlier, "^[%x]+:")
+        end
         if count then
             failed_open = tonumber(count)
             total_failures = failed_open
@@ -501,7 +508,7 @@ local function fail(reason, has_deadline, request_id, uid, asked)
         local last = failed_ids[#failed_ids]
         if last ~= nil and last[2] == request_id - 1 then
             last[2] = request_id
-        elseif #failed_ids < 1000 then
+        elseif #failed_ids < 1000 and #failed_ranges() + #tostring(request_id) + 1 <= MAX_RANGES_BYTES then
             failed_ids[#failed_ids + 1] = { request_id, request_id }
         end
     end

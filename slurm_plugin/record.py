@@ -119,6 +119,7 @@ def _clean(text) -> str:
 
 
 WAL_BACKSTOP_PAGES = 20000
+IDS_PER_STATEMENT = 900      # under SQLite's smallest limit of parameters in one statement (999), with the instance
 
 
 class DecisionRecord:
@@ -167,13 +168,17 @@ class DecisionRecord:
             db.close()
 
     def mark_not_applied(self, hook_instance: str, request_ids: list[int]) -> int:
-        """The hook gave up waiting for these answers: their decisions were not applied."""
-        if not request_ids:
-            return 0
-        marks = ",".join("?" * len(request_ids))
-        cursor = self.db.execute(f"UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id IN ({marks})",
-                                 (hook_instance, *request_ids))
-        return cursor.rowcount
+        """The hook gave up waiting for these answers: their decisions were not applied.  The ids go
+        in groups of :data:`IDS_PER_STATEMENT` (a long outage is one range of tens of thousands of
+        request numbers; SQLite before 3.32 takes at most 999 parameters in a statement, later ones
+        32,766 unless built otherwise)."""
+        marked = 0
+        for start in range(0, len(request_ids), IDS_PER_STATEMENT):
+            group = request_ids[start:start + IDS_PER_STATEMENT]
+            cursor = self.db.execute("UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id IN "
+                                     f"({','.join('?' * len(group))})", (hook_instance, *group))
+            marked += cursor.rowcount
+        return marked
 
     def not_applied(self, hook_instance: str, request_id) -> None:
         """The hook gave up waiting for this request before its decision was recorded (a queued request
@@ -181,23 +186,31 @@ class DecisionRecord:
         self.db.execute("UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id = ?",
                         (hook_instance, request_id))
 
-    def note_failures(self, hook_instance: str, total: int) -> int:
+    def note_failures(self, hook_instance: str, total: int, detail: str | None = None) -> int:
         """A hook load's running failure count; returns how many of them are new (a request queued
         while the service was stopped repeats a total already counted: 0 then; a leftover line
-        already counted some: :meth:`fold`)."""
-        known = self._reported_total(hook_instance)
-        if total <= known:
-            return 0
-        self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
-        return uncovered(known, int(total), self._folded(hook_instance))
+        already counted some: :meth:`fold`).  With ``detail``, the new ones are a ``fail_open``
+        event in the same transaction as the total (a service killed in between leaves neither: the
+        hook, never answered, reports the total again)."""
+        with self.db:
+            self.db.execute("BEGIN")
+            known = self._reported_total(hook_instance)
+            if total <= known:
+                return 0
+            self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
+            count = uncovered(known, int(total), self._folded(hook_instance))
+            if detail is not None and count > 0:
+                self.event("fail_open", count, detail)
+        return count
 
-    def fold(self, name: str, kept: Kept) -> int | None:
+    def fold(self, name: str, kept: Kept, request_ids: list[int] = ()) -> int | None:
         """Count once the failures of a line job_submit.lua wrote as ``name`` and never renamed over
         its file (:class:`~greenslurm.slurm_plugin.failures_file.Leftover`): its own running totals
         (:attr:`Kept.own_totals`) that neither the load's reports nor another leftover counted; the
-        load's later reports skip them.  The line's row and its ``fail_open`` event are one
-        transaction.  None when ``name`` was folded before, or the line does not say its totals (an
-        earlier script's)."""
+        load's later reports skip them; the decisions of ``request_ids`` (its requests never answered
+        in time) are marked not applied.  The line's row, its ``fail_open`` event and the marks are
+        one transaction (a failure in between leaves the line to the next try, whole).  None when
+        ``name`` was folded before, or the line does not say its totals (an earlier script's)."""
         totals = kept.own_totals
         if totals is None:
             return None
@@ -209,6 +222,7 @@ class DecisionRecord:
             count = uncovered(max(after, self._reported_total(kept.instance)), upto, self._folded(kept.instance))
             self.db.execute("INSERT INTO hook_leftovers VALUES (?, ?, ?, ?, ?, ?)",
                             (name, kept.instance, after, upto, count, time.time()))
+            self.mark_not_applied(kept.instance, list(request_ids))
             if count > 0:
                 self.event("fail_open", count, f"hook {kept.instance}: {name}, never renamed (failures "
                                                f"{after + 1}-{upto} of that load)")

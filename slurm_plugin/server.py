@@ -13,6 +13,7 @@ import fcntl
 import os
 import pwd
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -63,6 +64,33 @@ class ServiceLock:
             self.fd = None
 
 
+LEFTOVER_LOOK_TIMEOUT_S = 30.0   # a look at job_submit.lua's folder (an fsync, a listing) waits no longer
+
+
+def in_daemon_thread(work) -> asyncio.Future:
+    """``work()`` in a thread of its own, as a future of the running loop.  A daemon thread: one that
+    never returns (an fsync or a listing on a file system that no longer answers) holds neither the
+    loop nor the service's exit, which would wait for a worker of the loop's default executor."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result, error) -> None:
+        if not future.done():
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def run() -> None:
+        try:
+            outcome = (work(), None)
+        except Exception as exc:
+            outcome = (None, exc)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:          # the loop closed meanwhile: nobody waits
+            pass
+    threading.Thread(target=run, name="greenslurm-look", daemon=True).start()
+    return future
+
+
 class HookServer:
     """The socket, the lock, the record and the sync loop around a :class:`DecisionService`."""
 
@@ -83,6 +111,8 @@ class HookServer:
                                               timeout_s=config.supply_timeout_s, refresh_s=config.supply_refresh_s,
                                               scale=config.supply_scale)
         self._forecast_task: asyncio.Future | None = None
+        self._leftover_look: asyncio.Future | None = None     # the look at job_submit.lua's folder under way
+        self.leftover_look_timeout_s = LEFTOVER_LOOK_TIMEOUT_S
         self.power_manager = None
         if config.power_save:
             from greenslurm.slurm_plugin.power import PowerManager
@@ -391,7 +421,9 @@ class HookServer:
         by a slurmctld killed in between, never renamed later), each once
         (:meth:`DecisionService.note_leftover`), then remove them where this user may; and fsync
         job_submit.lua's file and folder (:func:`~greenslurm.slurm_plugin.failures_file.sync_kept`,
-        in a worker thread: an fsync never delays an answer).  Returns how many were counted now."""
+        in a thread of its own: an fsync never delays an answer; one that hangs past
+        ``leftover_look_timeout_s`` holds up neither this sync, nor the next ones, which start no
+        second look meanwhile, nor the service's exit).  Returns how many were counted now."""
         slurm_conf = Path(self.config.slurm_conf or os.environ.get("SLURM_CONF") or DEFAULT_SLURM_CONF)
         folder = installed_failures_dir(slurm_conf.parent)
         now = time.time() if now_s is None else now_s
@@ -399,9 +431,18 @@ class HookServer:
         def look() -> list:
             sync_kept(folder)
             return leftovers(folder, now)
+        if self._leftover_look is not None and not self._leftover_look.done():
+            return 0                          # the last look still waits on its file system: no second one
+        self._leftover_look = in_daemon_thread(look)
+        try:
+            found = await asyncio.wait_for(asyncio.shield(self._leftover_look), self.leftover_look_timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("no answer from %s within %g s (a file system not answering?): its leftover lines wait, "
+                        "the sync goes on", folder, self.leftover_look_timeout_s)
+            return 0
         counted = 0
-        for left in await asyncio.get_running_loop().run_in_executor(None, look):
-            if left.kept is None or left.own is None or left.age_s < LEFTOVER_AFTER_S:
+        for left in found:
+            if left.kept is None or left.own is None or not left.settled:
                 continue                      # no line, an earlier script's line (hook check names both), or young
             counted += self.service.note_leftover(left.path.name, left.kept) is not None
             try:

@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,7 @@ def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict],
     script = tmp_path / "job_submit.lua"
     script.write_text(render_job_submit(config, folder or failures_folder(tmp_path)))
     body = ",\n".join("{job_desc = " + lua_value(c["job_desc"]) + (f", sleep = {c['sleep']}" if "sleep" in c else "")
+                      + (", job_rec = " + lua_value(c["job_rec"]) if "job_rec" in c else "")
                       + (f", uid = {int(c['uid'])}" if "uid" in c else "") + "}" for c in cases)
     (tmp_path / "cases.lua").write_text("return {\n" + body + "\n}\n")
     result = subprocess.run([LUA, str(HERE / "lua" / "fake_slurmctld.lua"), str(script), str(tmp_path / "cases.lua")],
@@ -530,3 +533,75 @@ def test_a_refusal_naming_no_slurm_error_is_still_a_refusal(tmp_path, code):
         fake.close()
     assert [line[0] for line in lines] == ["-1"], (lines, log)        # slurm.ERROR, never SUCCESS
     assert "USER greenslurm: FAKE refusal" in log
+
+
+def test_a_kept_line_longer_than_4096_bytes_is_read_to_its_last_whole_range(tmp_path):
+    # an earlier script kept up to 1,000 ranges: here 800 failures of requests 10001, 10003, ...,
+    # 11599 (4,800 bytes of ranges).  The load read 4,096 bytes of it and cut the ranges in the
+    # middle of a number: "... 11361,11" (the first 4,088 bytes after "800 abc:": 681 ranges of 6
+    # bytes, then "11" of 11363), so the decision of request 11 was marked not applied.  The service
+    # takes strings of 4,096 bytes: the ranges that fit are sent whole, the count is all 800
+    from greenslurm.slurm_plugin.record import DecisionRecord
+    sock, database = str(tmp_path / "hook.sock"), tmp_path / "db.sqlite"
+    record = DecisionRecord(database)
+    for decision_id, request_id in ((1, 10001), (2, 11)):
+        record.add({"id": decision_id, "hook_instance": "abc", "request_id": request_id, "time_s": 0.0,
+                    "action": "accept", "would_action": "accept"})
+    record.db.close()
+    ranges = ",".join(str(10001 + 2 * i) for i in range(800))
+    (failures_folder(tmp_path) / "unreported").write_text(f"800 abc:{ranges} 800 0\n")
+    config_path = write_config(tmp_path / "hook.toml", socket=sock, database=str(database), backend="files",
+                               state_dir=str(STATE), sync_interval_s=1.0)
+    proc = ServiceProcess(config_path, sock, tmp_path / "service.log").start()
+    try:
+        lines, log = run_hook(tmp_path, HookConfig.from_toml(config_path), [{"job_desc": job()}])
+    finally:
+        proc.stop()
+    assert [int(line[0]) for line in lines] == [0], log
+    assert {row["request_id"]: row["applied"] for row in recorded_decisions(database) if row["id"] <= 2} == {
+        10001: 0, 11: 1}
+    assert "reports 800 submission(s)" in (tmp_path / "service.log").read_text()
+
+
+def test_a_thousand_failures_with_gaps_between_them_are_still_reported(tmp_path):
+    # the service is gone while a user submits and changes pending jobs in turn: each submission
+    # fails (fail open), each change is applied unchecked (not a failure), so the failed request
+    # numbers are 1, 3, 5, ..., 1999: 1,000 ranges, 4,445 bytes of "failed_ids".  The request that
+    # reported them once the service was back was refused whole ("bad request": the service takes
+    # hook strings of at most 4,096 bytes), which job_submit.lua counted as one more failure, with
+    # one more range: no request of that load was ever answered again until slurmctld restarted
+    sock, database = str(tmp_path / "hook.sock"), tmp_path / "db.sqlite"
+    config_path = write_config(tmp_path / "hook.toml", socket=sock, database=str(database), backend="files",
+                               state_dir=str(STATE), sync_interval_s=1.0)
+    pending = {"job_state": 0, "job_id": 7, "submit_time": 0, "time_limit": 10, "min_cpus": 1, "min_nodes": 1,
+               "pn_min_memory": 1, "user_name": "ana", "partition": "debug"}
+    cases = [case for _ in range(1000) for case in ({"job_desc": job()},
+                                                     {"job_desc": {"time_limit": 20}, "job_rec": pending})]
+    cases[-1]["sleep"] = 60                                  # the service comes back meanwhile
+    cases.append({"job_desc": job()})
+    kept = failures_folder(tmp_path) / "unreported"
+    started: list[ServiceProcess] = []
+
+    def start_when_all_failed() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if kept.exists() and kept.read_text().startswith("1000 "):
+                started.append(ServiceProcess(config_path, sock, tmp_path / "service.log").start())
+                return
+            time.sleep(0.2)
+
+    starter = threading.Thread(target=start_when_all_failed)
+    starter.start()
+    try:
+        lines, log = run_hook(tmp_path, HookConfig.from_toml(config_path), cases)
+    finally:
+        starter.join()
+        for proc in started:
+            proc.stop()
+    assert started, "the hook never kept 1000 failures"
+    assert [int(line[0]) for line in lines] == [0] * 2001, log
+    service_log = (tmp_path / "service.log").read_text()
+    assert "bad request" not in service_log, service_log
+    assert "reports 1000 submission(s)" in service_log, service_log
+    assert [row["action"] for row in recorded_decisions(database)] == ["modify"]     # the last submission, answered
+    assert not kept.exists()                                 # reported: the hook removed its file

@@ -174,8 +174,10 @@ def test_invariants_over_random_workloads(jobs, suspend_s, boot_s, rate, start_o
 def test_scans_that_skip_their_node_tests_decide_as_full_scans(jobs, suspend_s, timeout_s, boot_s, rate, interval_s,
                                                                start_off, budget):
     # a scan skips its node tests while the kept due times say no node can be suspended or end its
-    # SuspendTimeout; the same replay with every scan testing every node (full_scans) is the reference:
-    # same starts, nodes, suspends and resumes at the same instants, same power series
+    # SuspendTimeout, and the scans that could only decay the rate counts are folded; the same replay
+    # with every scan made and testing every node (full_scans) is the reference: same starts, nodes,
+    # suspends and resumes at the same instants, same power series, same last event (the thread's
+    # timer left after the last job: where a replay's GPU series ends)
     cluster = Cluster.homogeneous(3, cpus=4, idle_w=100.0, busy_w=300.0)
     saving = SlurmPowerSaving(suspend_time_s=suspend_s, suspend_timeout_s=timeout_s, boot_s=boot_s,
                               suspend_rate=rate, resume_rate=rate, interval_s=interval_s, start_powered_down=start_off,
@@ -192,7 +194,7 @@ def test_scans_that_skip_their_node_tests_decide_as_full_scans(jobs, suspend_s, 
             replay.machine._check()              # the kept due times equal fresh ones after every step
         result = replay.close()
         outcomes.append(([(r.job_id, r.start_s, r.end_s, tuple(r.node_indices)) for r in result.records],
-                         replay.machine.events, replay.machine.off_timeline, result.power_w.tolist()))
+                         replay.machine.events, replay.machine.off_timeline, result.power_w.tolist(), replay.now_s))
     assert outcomes[0] == outcomes[1]
 
 
@@ -446,19 +448,28 @@ def test_folded_rate_decays_decide_as_a_scan_at_every_wake_up(shared_data):
     # SuspendRate's and ResumeRate's counts by (60 - dt) / 60; the replay folds the scans that could
     # only decay them into the next one that can act.  On KTH-SP2's first 300 jobs (100 nodes,
     # SuspendTime 600 s, rates of 5 a minute, so the counts' rounding decides) the replay with every
-    # scan made (full_scans) is the reference: same starts, nodes, suspends and resumes.  (Without
-    # the folded decays, the counts stay high and the runs part.)
+    # scan made (full_scans) is the reference: same starts, nodes, suspends and resumes, same last
+    # event.  (Without the folded decays, the counts stay high and the runs part.)  Between backfill's
+    # plans the thread scans every power_save_interval while the counts decay: those scans are folded
+    # too, so the replay has fewer events.
     from greenslurm.traces import read_trace
     trace = read_trace(str(shared_data / "swf" / "KTH-SP2-1996-2.1-cln.swf"), limit=300)
     saving = SlurmPowerSaving(suspend_time_s=600.0, suspend_rate=5, resume_rate=5, boot_s=45.0)
-    outcomes = []
+    outcomes, event_times = [], []
     for full in (False, True):
         replay = Replay(trace.jobs, trace.cluster_hint(), "slurm",
                         strategy_options={"scheduling": SlurmScheduling(scheduler="backfill")},
                         machine_factory=slurm_power_machine_factory(saving))
         replay.machine.full_scans = full
-        result = replay.run()
+        replay.begin()
+        steps = 0
+        while len(replay.events):
+            replay.step()
+            steps += 1
+        result = replay.close()
         outcomes.append(([(r.job_id, r.start_s, tuple(r.node_indices)) for r in result.records],
-                         replay.machine.events))
+                         replay.machine.events, replay.now_s))
+        event_times.append(steps)
     assert len(outcomes[0][1]) > 100
     assert outcomes[0] == outcomes[1]
+    assert event_times[0] < event_times[1] / 2

@@ -79,7 +79,7 @@ import numpy as np
 from greenslurm.clustermodel import Cluster
 from greenslurm.clustermodel.cluster import CPU, GPU
 from greenslurm.allocation.selection import NodeSelection
-from greenslurm.allocation.power_policy import RateCount, scan_while_decaying
+from greenslurm.allocation.power_policy import RateCount, first_settled_scan, scan_while_decaying
 from greenslurm.sim.engine.slurmctld_loop import wake_after
 from greenslurm.sim.machines.machine import Machine, PendingJob
 from greenslurm.sim.machines.node_states import BOOTING, OFF, ON
@@ -120,8 +120,12 @@ class SlurmPowerMachine(PowerManagedMachine):
         self._last_power_scan = -math.inf                     # its clock then (power_save.c's last_power_scan)
         self._last_node_update = -math.inf                    # slurmctld's last_node_update (whole seconds)
         self._planned_every_look = False                      # backfill keeps idle nodes PLANNED (backfill_planned)
-        self._every_look_at_last_scan = False                 # ... as it did at the last scan
+        # the spacing of the scans folded since the last one (:meth:`_next_periodic_scan`), decayed at
+        # the next (:meth:`_decay_skipped_scans`): a wake-up while backfill kept idle nodes planned at
+        # the last scan, else power_save_interval where the counts' decay was folded; None: none
+        self._skipped_step_s: float | None = None
         self._next_scan_s = math.inf
+        self._landing: tuple[float, int, int] | None = None   # the timer of a scan that ends a fold (_fold_decay)
         self._tick_s = THREAD_TICK_S * saving.time_scale
         self._phase_s = saving.tick_phase_s * self._tick_s
         self.off_timeline: list[tuple[float, int]] = []
@@ -191,9 +195,28 @@ class SlurmPowerMachine(PowerManagedMachine):
         them again, so the thread scans at every wake-up (:meth:`_next_periodic_scan`)."""
         def changed(now_s: float) -> None:
             self._timers -= 1
+            if planned and self._planned_every_look and self._look_scan_folded(now_s):
+                self._last_node_update = max(self._last_node_update, self._whole(now_s))
+                return
             self._planned_every_look = planned
             self._node_changed(now_s)
         self._push(at_s, changed)
+
+    def _look_scan_folded(self, now_s: float) -> bool:
+        """Whether the scan that backfill's look at ``now_s`` brings (the idle nodes stay planned:
+        nothing else changed) is one the replay folds anyway (:meth:`_next_periodic_scan`: while
+        backfill keeps idle nodes planned, the thread scans at every wake-up): it can only decay the
+        rate counts (they are decayed at the next scan made, as each wake-up's), brings no second scan
+        (the look's second is before the scan's) and leaves the same scan planned after it."""
+        if not self.saving.enabled or self.saving.min_interval_s > 0 or self._resume_list \
+                or self.config.budget_w is not None:
+            return False
+        at_s = self._tick_after(now_s)
+        if at_s >= self._next_scan_s:
+            return True                   # a scan comes at that wake-up or sooner: nothing to plan
+        clock_s = self._whole(at_s)
+        return (clock_s > max(self._last_node_update, self._whole(now_s)) and not self.power_up_asked.any()
+                and not self._scan_can_act(clock_s) and self._next_periodic_scan(at_s) == self._next_scan_s)
 
     def place(self, job: PendingJob, free: np.ndarray | None = None,
               prefer: np.ndarray | None = None, now: bool | None = None) -> np.ndarray | None:
@@ -244,13 +267,18 @@ class SlurmPowerMachine(PowerManagedMachine):
 
     def _scan_can_act(self, now_s: float) -> bool:
         """Whether a scan at slurmctld's clock ``now_s`` (nothing to resume) could suspend a node or
-        end a SuspendTimeout.  The idle test compares ``whole(idle since) < now - SuspendTime``; it is
-        ruled out only while ``now`` stays a billionth (relative) below the earliest
-        ``whole(idle since) + SuspendTime``, far more than the two expressions' rounding can part."""
+        end a SuspendTimeout."""
         if self.full_scans or self.power_down_asked.any():
             return True
+        return bool(self._due_passed(now_s))
+
+    def _due_passed(self, now_s):
+        """Whether slurmctld's clock ``now_s`` (a number, or an array of them: one answer each) is past
+        a due time of :meth:`_due_times`.  The idle test compares ``whole(idle since) < now -
+        SuspendTime``; it is ruled out only while ``now`` stays a billionth (relative) below the
+        earliest ``whole(idle since) + SuspendTime``, far more than the two expressions' rounding can part."""
         idle_due_s, timeout_due_s = self._due_times()
-        return now_s > timeout_due_s or now_s > idle_due_s - 1e-9 * max(1.0, abs(idle_due_s))
+        return (now_s > timeout_due_s) | (now_s > idle_due_s - 1e-9 * max(1.0, abs(idle_due_s)))
 
     def _tick_after(self, now_s: float) -> float:
         """The power-save thread's next check strictly after ``now_s``: it wakes every second at
@@ -282,34 +310,67 @@ class SlurmPowerMachine(PowerManagedMachine):
             at = max(self._tick_after(now_s), self._last_scan_s + self.saving.min_interval_s)
             self._plan_scan(at)
 
-    def _plan_scan(self, at_s: float) -> None:
+    def _plan_scan(self, at_s: float, landing: bool = False) -> None:
+        """The thread scans at ``at_s``, unless it scans sooner (a scan planned later stays as a
+        timer that does nothing).  ``landing``: the scan ends a fold of the counts' decay
+        (:meth:`_fold_decay`)."""
         if at_s >= self._next_scan_s or math.isinf(at_s):
             return
+        if self._landing is not None:
+            at_s = self._unfold_pending(at_s)
         self._next_scan_s = at_s
+        key = self._push(at_s, self._fire)
+        if landing:
+            self._landing = key
 
-        def fire(now_s: float) -> None:
-            self._timers -= 1
-            if now_s != self._next_scan_s:
-                return                       # a sooner scan replaced this one
-            self._next_scan_s = math.inf
-            if not self._other_work():
-                return                       # the replay is over: its ledger closed at the last end
-            self._scan(now_s)
-            if self._last_node_update >= self._last_power_scan:
-                # a change within the second of this scan (before or after it): the comparison of
-                # whole seconds holds at the next tick too, so the thread scans again
-                self._plan_scan(max(self._tick_later(now_s, self._tick_s), now_s + self.saving.min_interval_s))
-            if self.saving.enabled:
-                self._plan_scan(self._next_periodic_scan(now_s))
-        self._push(at_s, fire)
+    def _unfold_pending(self, at_s: float) -> float:
+        """A scan at ``at_s``, sooner than the last of a fold (:meth:`_fold_decay`).  Scanning one by
+        one, the thread would have planned its next periodic scan at the first of the folded scans
+        after now; the scan at ``at_s`` would leave that timer to do nothing, or, if it is not later,
+        be that scan.  That timer replaces the fold's last, so that the replay's events keep their
+        times; returns when the thread scans."""
+        landing, self._landing = self._landing, None
+        now_s = self.replay.now_s
+        pending = landing[0]
+        for wakes in self._wakes_between(self._last_scan_s, landing[0], self._skipped_step_s):
+            after = wakes[wakes > now_s]
+            if len(after):
+                pending = float(after[0])
+                break
+        if pending == landing[0]:
+            return at_s
+        self.replay.events.cancel(landing)
+        self._timers -= 1
+        if pending <= at_s:
+            return pending
+        self._push(pending, self._fire)
+        return at_s
+
+    def _fire(self, now_s: float) -> None:
+        """The thread's wake-up at ``now_s`` planned to scan (:meth:`_plan_scan`)."""
+        self._timers -= 1
+        if now_s != self._next_scan_s:
+            return                       # a sooner scan replaced this one
+        self._next_scan_s = math.inf
+        self._landing = None
+        if not self._other_work():
+            return                       # the replay is over: its ledger closed at the last end
+        self._scan(now_s)
+        if self._last_node_update >= self._last_power_scan:
+            # a change within the second of this scan (before or after it): the comparison of
+            # whole seconds holds at the next tick too, so the thread scans again
+            self._plan_scan(max(self._tick_later(now_s, self._tick_s), now_s + self.saving.min_interval_s))
+        if self.saving.enabled:
+            at_s = self._next_periodic_scan(now_s)
+            self._plan_scan(at_s, landing=self._skipped_step_s is not None and not self._planned_every_look)
 
     def _scan(self, tick_s: float) -> None:
         """``_do_power_work`` at the thread's tick ``tick_s``: rate counts, resumes for CONFIGURING
         jobs, suspends, SuspendTimeout; every comparison with the thread's clock, ``time(NULL)``
         (whole seconds), the events at the tick itself."""
-        if self._every_look_at_last_scan:
-            self._decay_skipped_scans(tick_s)
-        self._every_look_at_last_scan = self._planned_every_look
+        if self._skipped_step_s is not None:
+            self._decay_skipped_scans(tick_s, self._skipped_step_s)
+        self._skipped_step_s = self._tick_s if self._planned_every_look else None
         self._last_scan_s = tick_s
         now_s = self._whole(tick_s)
         self._last_power_scan = now_s
@@ -377,34 +438,39 @@ class SlurmPowerMachine(PowerManagedMachine):
         suspends.settle()
         resumes.settle()
 
-    def _decay_skipped_scans(self, tick_s: float) -> None:
-        """The scans at every wake-up since the last one up to ``tick_s`` that the replay folded
+    def _decay_skipped_scans(self, tick_s: float, step_s: float) -> None:
+        """The scans since the last one up to ``tick_s`` that the replay folded, ``step_s`` apart
         (:meth:`_next_periodic_scan`: nothing but the rate counts could change in them): each
         decays the counts as a scan does (:func:`~greenslurm.allocation.power_policy.scan_while_decaying`)."""
-        scan_while_decaying((self._resume_rate, self._suspend_rate), self._skipped_clocks(tick_s))
+        scan_while_decaying((self._resume_rate, self._suspend_rate),
+                            (self._whole(wakes) for wakes in self._wakes_between(self._last_scan_s, tick_s, step_s)))
 
-    def _skipped_clocks(self, tick_s: float, chunk: int = 2048) -> Iterator[np.ndarray | list[float]]:
-        """The thread's clock at each wake-up after the last scan and before ``tick_s``, in chunks
-        (at a steady phase each wake-up a tick after the one before: the same sums in an array)."""
-        step, end = self._tick_s, tick_s - 1e-9
-        at = self._tick_later(self._last_scan_s, step)
+    def _wakes_between(self, tick_s: float, end_s: float, step_s: float,
+                       chunk: int = 2048) -> Iterator[np.ndarray]:
+        """The thread's wake-ups after its wake-up ``tick_s``, each the first whose clock reads
+        ``step_s`` more than the one before (:meth:`_tick_later`), up to before ``end_s``, in chunks
+        (at a steady phase each wake-up ``step_s`` after the one before: the same sums in an array)."""
+        end = end_s - 1e-9
+        at = self._tick_later(tick_s, step_s)
         if self.saving.thread_wake_s is None and not self.saving.thread_wakes_s:
             while at < end:
                 # at, at + step, (at + step) + step, ...: added one after the other as the wake-ups are
-                wakes = np.add.accumulate(np.concatenate(([at], np.full(chunk - 1, step))))
+                # (no more than the wake-ups before ``end`` need, give or take one: the rest come next)
+                size = min(chunk, max(int((end - at) / step_s) + 2, 1)) if end < math.inf else chunk
+                wakes = np.add.accumulate(np.concatenate(([at], np.full(size - 1, step_s))))
                 wakes = wakes[wakes < end]
-                yield np.floor(wakes / step + 1e-9) * step          # _whole of each
-                at = float(wakes[-1]) + step
+                yield wakes
+                at = float(wakes[-1]) + step_s
             return
-        clocks = []
+        wakes = []
         while at < end:
-            clocks.append(self._whole(at))
-            at = self._tick_later(at, step)
-            if len(clocks) == chunk:
-                yield clocks
-                clocks = []
-        if clocks:
-            yield clocks
+            wakes.append(at)
+            at = self._tick_later(at, step_s)
+            if len(wakes) == chunk:
+                yield np.array(wakes)
+                wakes = []
+        if wakes:
+            yield np.array(wakes)
 
     def _next_periodic_scan(self, now_s: float) -> float:
         """The next periodic scan that can change anything: every ``interval_s`` while the rate
@@ -414,10 +480,12 @@ class SlurmPowerMachine(PowerManagedMachine):
         # only decay the rate counts are then folded into the next one that can act,
         # _decay_skipped_scans, unless a resume or a budget waits on the counts)
         interval = self._tick_s if self._planned_every_look else self.saving.interval_s
-        folding = (self._planned_every_look and not self.full_scans and not self._resume_list and self.config.budget_w is None
+        folding = (not self.full_scans and not self._resume_list and self.config.budget_w is None
                    and not self.power_up_asked.any() and not self.power_down_asked.any())
-        if (self._suspend_rate.decaying or self._resume_rate.decaying) and not folding \
-                or interval <= 0:
+        decaying = self._suspend_rate.decaying or self._resume_rate.decaying
+        if decaying and folding and not self._planned_every_look and interval > 0 and self.saving.min_interval_s <= 0:
+            return self._fold_decay(now_s, interval)
+        if decaying and not (folding and self._planned_every_look) or interval <= 0:
             return self._tick_later(now_s, max(interval, self._tick_s))
         earliest = min(self._due_times())
         if math.isinf(earliest):
@@ -425,6 +493,22 @@ class SlurmPowerMachine(PowerManagedMachine):
         # the first scan now + k x interval whose clock reads strictly after ``earliest`` (k >= 1)
         steps = max(math.floor((earliest - self._whole(now_s)) / interval + 1e-9) + 1, 1)
         return self._tick_later(now_s, steps * interval)
+
+    def _fold_decay(self, tick_s: float, interval_s: float, chunk: int = 256) -> float:
+        """The periodic scan after the scan at ``tick_s`` that the replay makes, while the rate counts
+        decay and no node changes: every ``interval_s`` a scan would only decay them until one could
+        suspend a node or end a SuspendTimeout (:meth:`_due_passed`), or the counts no longer decay
+        (the next periodic scan is then planned from there).  The scans before it are folded
+        (decayed at the next scan, :meth:`_decay_skipped_scans`; a node change brings that scan
+        sooner, as it would); the first of those two, on the same wake-ups as the scans one after
+        the other, is made (or the ``chunk``-th, where neither comes before it)."""
+        wakes = next(self._wakes_between(tick_s, math.inf, interval_s, chunk))[:chunk]
+        clocks = self._whole(wakes)
+        acting = self._due_passed(clocks)
+        first = int(np.argmax(acting)) if acting.any() else len(wakes) - 1
+        settled = first_settled_scan((self._resume_rate, self._suspend_rate), clocks[:first])
+        self._skipped_step_s = interval_s
+        return float(wakes[first if settled is None else settled])
 
     def _suspend(self, node: int, now_s: float) -> None:
         self.power_down_asked[node] = False

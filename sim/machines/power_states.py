@@ -143,10 +143,11 @@ class PowerManagedMachine(Machine):
             for node in range(self.cluster.size):
                 self._arm(node, start_s)
 
-    def _push(self, time_s: float, handler: Callable[[float], None]) -> None:
+    def _push(self, time_s: float, handler: Callable[[float], None]) -> tuple[float, int, int]:
+        """A timer of ours at ``time_s``; returns its key (for ``replay.events.cancel``)."""
         from greenslurm.sim.events import EventKind
         self._timers += 1
-        self.replay.events.push(time_s, EventKind.WAKE, handler)
+        return self.replay.events.push(time_s, EventKind.WAKE, handler)
 
     def _other_work(self) -> bool:
         """Anything left besides our own timers: jobs running or waiting, events to come."""
