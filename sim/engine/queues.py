@@ -313,7 +313,7 @@ class Easy:
             # the head can start now, the pass would only count, one per job of each refused shape.
             refusals = self._refusals_behind_head(head)
             if refusals is not None:
-                machine.refused_starts += refusals
+                machine.count_refused_starts(refusals)
                 i = len(queue)
         while i < len(queue) and machine.free_cpus_total > 0:
             job = queue[i]

@@ -247,15 +247,21 @@ class PowerManagedMachine(Machine):
             return super().place(job, free, prefer)
         if not self.wakes_ahead:         # off nodes stay allocatable: the start wakes them
             return super().place(job, free, prefer, now)
+        nodes, refused = self._usable_now(job, free, prefer)
+        self.refused_starts += refused
+        return nodes
+
+    def _usable_now(self, job: PendingJob, free: np.ndarray | None,
+                    prefer: np.ndarray | None) -> tuple[np.ndarray | None, bool]:
+        """The nodes :meth:`place` gives ``job`` on what is usable now (nodes that are on), and whether
+        the budget refused it there (a job that fits: a refused start, counted by the caller)."""
         # A shape that does not fit what is usable now goes on not fitting until a start, an end, a move
         # or a power state changes it, each of which empties ``_no_fit_on`` (_forget_fits).
         usable_key = job.shape_key if free is None else None
         if usable_key is not None:
             known = self._known_refusal(usable_key)
             if known is not None:
-                if known:
-                    self.refused_starts += 1
-                return None
+                return None, known
         base = self.free if free is None else free
         usable = np.where((self.state == ON)[:, None], base, 0.0)
         if not self.running and self.replay is not None:
@@ -264,21 +270,20 @@ class PowerManagedMachine(Machine):
             queue = getattr(self.replay.strategy, "queue", ())
             if queue and queue[0] is not job and (super().place(queue[0], usable, now=True) is None
                                                   or not self.within_budget(self.job_bound_w(queue[0]))):
-                return None
+                return None, False
         nodes = super().place(job, usable, prefer, now=True)
         if nodes is None:
             if usable_key is not None:
                 self._no_fit_on.add(usable_key)
-            return None
+            return None, False
         if self.config.budget_w is None:
-            return nodes
+            return nodes, False
         bound_w = self.job_bound_w(job)
         if usable_key is not None and self._first_fit:
             self._fits_bound_w[usable_key] = bound_w      # first fit: choosing nodes has no effect to skip
         if not self.within_budget(bound_w):
-            self.refused_starts += 1
-            return None
-        return nodes
+            return None, True
+        return nodes, False
 
     @property
     def place_counts_refusals(self) -> bool:
@@ -305,11 +310,14 @@ class PowerManagedMachine(Machine):
         known = self._known_refusal(job.shape_key)
         if known is not None:
             return known
-        before = self.refused_starts
-        nodes = self.place(job)
-        refused = self.refused_starts != before
-        self.refused_starts = before
+        if not self.wakes_ahead:
+            return None if super().place(job) is not None else False
+        nodes, refused = self._usable_now(job, None, None)
         return None if nodes is not None else refused
+
+    def count_refused_starts(self, count: int) -> None:
+        """Count ``count`` refused starts a pass settled at once (one :meth:`refused_now` per shape)."""
+        self.refused_starts += count
 
     def _forget_fits(self) -> None:
         super()._forget_fits()
