@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sqlite3
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -242,3 +244,45 @@ def test_a_look_at_a_folder_that_never_answers_holds_up_neither_the_sync_nor_the
 
     assert asyncio.run(syncs()) == [0, True, 0, 1, 1]
     assert server.service.fail_opens == 1
+
+
+def _named_command(detail: str) -> str:
+    """The command a hook check line names, "(run COMMAND)" at its end."""
+    return re.search(r"\(run ([^()]+)\)$", detail).group(1)
+
+
+def test_hook_check_says_what_a_name_that_is_no_line_is_and_the_command_that_removes_just_it(tmp_path):
+    # a folder, an empty folder, a FIFO and a link to a folder under the names job_submit.lua writes
+    # (a leftover's, and "unreported"): hook check said "run rm PATH" for each, which fails on a
+    # folder ("Is a directory").  It says what each is and a command that removes that name alone:
+    # never what a link points to, never across a mount point
+    from greenslurm.slurm_plugin.install import _failures_checks
+
+    server, folder = _server(tmp_path)
+    full = folder / f"{FILE_NAME}.{'a' * 32}"
+    (full / "sub").mkdir(parents=True)
+    (full / "sub" / "line").write_text("1 ab:1 1 0\n")
+    empty = folder / f"{FILE_NAME}.{'b' * 32}"
+    empty.mkdir()
+    fifo = folder / f"{FILE_NAME}.{'c' * 32}"
+    os.mkfifo(fifo)
+    kept = tmp_path / "kept"                     # what a link points to: stays
+    kept.mkdir()
+    (kept / "precious").write_text("x")
+    link = folder / f"{FILE_NAME}.{'d' * 32}"
+    link.symlink_to(kept)
+    (folder / FILE_NAME).mkdir()                # "unreported" itself a folder
+    said = {check.detail.split(":")[0]: check.detail for check in _failures_checks(folder, "root", server.config, tmp_path)
+            if check.name in ("leftover line", "failures folder")}
+    assert "a folder holding 1 entry" in said[str(full)], said[str(full)]
+    assert _named_command(said[str(full)]) == f"rm -r --one-file-system -- {full}"
+    assert "an empty folder" in said[str(empty)] and _named_command(said[str(empty)]) == f"rmdir -- {empty}"
+    assert "a FIFO" in said[str(fifo)] and _named_command(said[str(fifo)]) == f"rm -- {fifo}"
+    assert "a symbolic link" in said[str(link)] and _named_command(said[str(link)]) == f"rm -- {link}"
+    unreported = said[str(folder / FILE_NAME)]
+    assert "an empty folder" in unreported and _named_command(unreported) == f"rmdir -- {folder / FILE_NAME}"
+    for detail in said.values():                 # each command, run as hook check says it, removes its name
+        result = subprocess.run(_named_command(detail), shell=True, capture_output=True, text=True)
+        assert result.returncode == 0, (detail, result.stderr)
+    assert os.listdir(folder) == []
+    assert (kept / "precious").read_text() == "x"
