@@ -314,10 +314,39 @@ def read_kept(path: Path) -> Kept | None:
 
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISLNK, "a symbolic link")):
         if test(mode):
             return name
     return "not a regular file"
+
+
+def removal(path: Path) -> tuple[str, str]:
+    """What is at ``path`` (never followed: a link is a link) and the command that removes that name
+    alone: ``rm --`` for a file, a link (never what it points to), a FIFO, a socket or a device;
+    ``rmdir --`` for an empty folder; ``rm -r --one-file-system --`` for a folder holding something
+    (what it holds is removed, links in it are not followed, another file system mounted in it is
+    left).  ("", "") when nothing is there.
+
+    >>> removal(Path("/nonexistent/unreported"))
+    ('', '')
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "", ""
+    quoted = shlex.quote(str(path))
+    if stat.S_ISREG(mode):
+        return "a regular file", f"rm -- {quoted}"
+    if not stat.S_ISDIR(mode):
+        return _kind(mode), f"rm -- {quoted}"
+    try:
+        entries = len(os.listdir(path))
+    except OSError as exc:
+        return f"a folder that cannot be listed ({exc.strerror or exc})", f"rm -r --one-file-system -- {quoted}"
+    if entries == 0:
+        return "an empty folder", f"rmdir -- {quoted}"
+    return f"a folder holding {entries} {'entry' if entries == 1 else 'entries'}", f"rm -r --one-file-system -- {quoted}"
 
 
 def folder_problems(folder: Path, owner_uid: int) -> list[str]:
