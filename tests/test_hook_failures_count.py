@@ -92,8 +92,8 @@ def test_a_leftover_of_an_earlier_script_is_not_folded(tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["fail", "fail", "fail killed", "report", "report late", "restart", "fold"]),
-                max_size=40),
+@given(st.lists(st.sampled_from(["fail", "fail", "fail killed", "report", "report late", "report killed", "restart",
+                                 "fold"]), max_size=40),
        st.randoms(use_true_random=False))
 def test_every_failure_is_counted_once_however_loads_die_report_and_leftovers_are_folded(tmp_path_factory, steps,
                                                                                          rng):
@@ -139,6 +139,10 @@ def test_every_failure_is_counted_once_however_loads_die_report_and_leftovers_ar
             load.failed_open += 1
             disk = load.line()
             load.kept_on_disk = load.failed_open
+        elif step == "report killed":          # answered, slurmctld killed before it removed the file
+            if load.failed_open:
+                counted += record.note_failures(load.instance, load.total, inherited=load.inherited)
+            load_again()
         elif step == "restart":
             load_again()
         elif left:                              # fold a leftover, any of them, again or not

@@ -12,6 +12,7 @@ the ones tests/test_hook_failures_live.py sees slurmctld leave).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import sqlite3
@@ -20,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -196,6 +198,45 @@ def test_a_report_whose_count_was_not_written_is_counted_when_the_hook_repeats_i
     assert record.events("fail_open") == 3 and service.fail_opens == 3
     service.handle_request(dict(report))                    # a queued repeat: nothing new
     assert record.events("fail_open") == 3
+
+
+def test_a_report_of_inherited_failures_is_one_transaction_with_its_own(tmp_path):
+    # "4 a:1-4 4 3" read back by load b, whose report says so: a's total, b's total and the event
+    # commit together.  The event failing (a disk fault between the statements) leaves a's total
+    # unwritten too: b's repeat counts a's 4th failure then, once (a's 1..3 were reported before)
+    record = RecordFailingOnceToNoteAnEvent(tmp_path / "r.sqlite")
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), record)
+    assert record.note_failures("a", 3) == 3
+    report = {"op": "ping", "hook_instance": "b", "failed_open": 4, "failed_total": 4, "failed_ids": "",
+              "failed_segments": "a:4:4"}
+    service.handle_request(dict(report))                    # the event fails: nothing kept
+    assert record.events("fail_open") == 0
+    service.handle_request(dict(report))                    # repeated: a's 4th, once (had a's total 4 been
+                                                            # written alone, it would count 0)
+    assert record.events("fail_open") == 1 and service.fail_opens == 1
+    service.handle_request(dict(report))
+    assert record.events("fail_open") == 1
+
+
+@pytest.mark.parametrize("segments", ["a:4:4,zz", "a:4:5", "a:4:4," * 600, "a:4:4,b:9:1", "é:1:1"])
+def test_segments_a_hook_never_sends_count_as_the_loads_own(tmp_path, segments, caplog):
+    # a request of someone in socket_group (the hook never sends these: an item that is no segment, a
+    # count past its total, 600 items in 4 kB, counts adding up to more than the report's 4): its
+    # failures count as its own, as before a load said whose they were, with one line in the log
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), DecisionRecord(tmp_path / "r.sqlite"))
+    service.handle(json.dumps({"op": "ping", "hook_instance": "b", "failed_open": 4, "failed_total": 4,
+                               "failed_ids": "1-4", "failed_segments": segments[:4096]}).encode())
+    assert service.fail_opens == 4
+    assert "unreadable failed_segments" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_a_leftover_line_that_says_whose_failures_it_carries_is_counted(tmp_path):
+    # load b read "4 a:1-4 4 3" back and failed once more: "5 b:1 5 4 a:4:4", never renamed.  Its own
+    # is b's total 5 (5 - 5 + 4, 5]: the a:4:4 after KEPT must not make it an earlier script's line
+    server, folder = _server(tmp_path)
+    _leftover(folder, "e", "5 b:1 5 4 a:4:4\n", time.time() - 600)
+    assert asyncio.run(server.fold_leftovers()) == 1
+    assert server.service.fail_opens == 1
 
 
 def test_a_leftover_longer_than_4096_bytes_is_counted(tmp_path):
