@@ -181,7 +181,7 @@ local function inherited_from(count, instance, total, rest)
                 found, sum = {}, 0
                 break
             end
-            found[#found + 1] = item
+            found[#found + 1] = string.format("%s:%d:%d", x, tonumber(t), tonumber(c))    -- (no leading zeros)
             sum = sum + tonumber(c)
         end
     end

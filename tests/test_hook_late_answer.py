@@ -80,6 +80,17 @@ def test_crafted_lines_are_carried_as_the_service_reads_them(tmp_path, line, car
     assert kept.segments == carried
 
 
+def test_segments_padded_with_zeros_are_carried_without_them(tmp_path):
+    # 10 segments, each number padded with 3,000 zeros (a 60 kB line, within the 64 KiB the load reads): kept
+    # as read, they made a failed_segments of 60 kB, which the service refuses ("bad request", strings
+    # of at most 4,096 bytes): the hook counted that as one more failure, at every request, and kept
+    # the line for the next load
+    padded = ",".join(f"c{i}:{'0' * 3000}9:{'0' * 3000}1" for i in range(10))
+    kept = kept_after_one_failure(tmp_path, f"10 ab:1 10 0 {padded}\n".encode())
+    carried = ",".join(f"c{i}:9:1" for i in range(10))
+    assert re.fullmatch(rf"11 [0-9a-f]{{14}}:1 11 10 {carried}\n", kept), kept[:300]
+
+
 def test_a_line_with_a_number_lua_cannot_hold_is_not_read_back(tmp_path):
     # 2^53 + 1 failures: Lua 5.1 reads 9007199254740992, and wrote "%d" of a larger count as a
     # negative number (a line the service refused, every request then "bad request": failing
