@@ -92,8 +92,8 @@ def test_a_leftover_of_an_earlier_script_is_not_folded(tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["fail", "fail", "fail killed", "report", "report late", "report killed", "restart",
-                                 "fold"]), max_size=40),
+@given(st.lists(st.sampled_from(["fail", "fail", "fail killed", "fail unrenamed", "fail stopped", "report",
+                                 "report late", "report killed", "restart", "fold"]), max_size=40),
        st.randoms(use_true_random=False))
 def test_every_failure_is_counted_once_however_loads_die_report_and_leftovers_are_folded(tmp_path_factory, steps,
                                                                                          rng):
@@ -126,6 +126,13 @@ def test_every_failure_is_counted_once_however_loads_die_report_and_leftovers_ar
             if step == "fail killed":          # written, never renamed: slurmctld dies
                 left.append((f"unreported.{len(left):032x}", load.line()))
                 load_again()
+            elif step == "fail unrenamed":     # the rename and its clean-up failed (read-only remount): the
+                left.append((f"unreported.{len(left):032x}", load.line()))   # load goes on, the file unchanged
+            elif step == "fail stopped":       # slurmctld stopped between write and rename, the line folded
+                left.append((f"unreported.{len(left):032x}", load.line()))   # meanwhile, then renamed
+                counted += record.fold(*left[-1]) or 0
+                disk = load.line()
+                load.kept_on_disk = load.failed_open
             else:
                 disk = load.line()
                 load.kept_on_disk = load.failed_open
