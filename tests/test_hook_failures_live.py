@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from greenslurm.slurm_plugin.failures_file import parse
 from greenslurm.slurm_plugin.install import ping
 from hook_service import ServiceProcess, write_config
 from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
@@ -254,8 +255,9 @@ def test_a_report_answered_too_late_then_a_slurmctld_restart_is_counted_once(sit
     finally:
         tracer.terminate()                            # strace detaches: the service goes on
         tracer.wait(timeout=30)
-    kept = kept_name.read_text()
-    instance = re.fullmatch(r"3 ([0-9a-f]+):\d+-\d+ 3 2\n", kept).group(1)   # 3 kept, 2 of them reported
+    kept = parse(kept_name.read_text())               # 3 kept, 2 of them in the file (reported)
+    assert (kept.count, kept.kept, kept.segments) == (3, 2, ()), kept
+    instance = kept.instance
     assert ping(site.socket, 5.0)["fail_opens"] == counted + 2
     site.cluster.restart_slurmctld(timeout_s=180)     # the new load reads "3 L1:... 3 2" back
     result = site.cluster.sbatch("-t", "1")           # answered in time: reports the 3, as L1's
