@@ -19,7 +19,7 @@ from greenslurm.clustermodel import InputError
 from greenslurm.clustermodel.eligibility import job_partitions
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.energy import run_energy_j
-from greenslurm.slurm_plugin.failures_file import Kept
+from greenslurm.slurm_plugin.failures_file import Kept, parse_segments
 from greenslurm.slurm_plugin.forecast import Forecast, usable_supply, within_horizon
 from greenslurm.slurm_plugin.protocol import ProtocolError, failed_ids, parse_request, submission_from_request
 from greenslurm.slurm_plugin.reconcile import covered_jobs, gpus_asked, tag_decision
@@ -165,7 +165,13 @@ class DecisionService:
         total = request.get("failed_total")
         detail = f"hook {instance}: requests {_ranges(ids)}"
         if total is not None:
-            count = self.record.note_failures(instance, int(total), detail)
+            # its first totals may be failures of earlier loads it read back, which the service may
+            # hold already (a report recorded whose answer came too late): counted as theirs
+            inherited = parse_segments(request.get("failed_segments") or "", min(count, int(total)))
+            if inherited is None:
+                log.warning("job_submit.lua %s: unreadable failed_segments %.200r; its failures count as its own",
+                            instance or "?", request.get("failed_segments"))
+            count = self.record.note_failures(instance, int(total), detail, inherited or ())
             if count <= 0:
                 return
         else:

@@ -5,6 +5,13 @@ answer and reports them with the next request the service answers.  Until then i
 ``<folder>/unreported`` (one line: ``COUNT INSTANCE:RANGES TOTAL KEPT``), so that a slurmctld restart or
 a reload of the script loses none: the next load reads the line back.
 
+A load that reads a line back carries its failures as its own first running totals; the line's
+INSTANCE, TOTAL and what it carried itself say whose failures those are (:meth:`Kept.inherited`):
+the load reports them with that (``failed_segments``), and writes it after KEPT in its own lines
+(``COUNT INSTANCE:RANGES TOTAL KEPT SEGMENTS``), so that the service counts only what it did not
+hold already for those loads (a report it recorded but whose answer came after ``timeout_ms``: the
+hook counts that request as one more failure and keeps the failures it reported).
+
 It writes the line under a fresh name ``unreported.<32 hex digits>`` and renames it over
 ``unreported``.  A slurmctld killed between the two (or a rename whose clean-up failed too) leaves
 that name behind, a *leftover* (:class:`Leftover`): COUNT - KEPT of its failures are in no other
@@ -45,7 +52,9 @@ HANDED = "ffff"                          # after a load's name (14 hex digits): 
 FOLDER_MODE = 0o755                      # slurmctld's user writes; the service and admins read
 MAX_BYTES = 65536                        # job_submit.lua reads this much of the file: its lines name ranges up
                                          # to 4,000 bytes (MAX_RANGES_BYTES), an earlier script's up to 1,000
-_LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)\n)?")  # job_submit.lua's "^(%d+) ([%x]+:[%d,-]*)"
+_LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)(?: ([^\n]*))?\n)?")  # job_submit.lua's pattern
+_SEGMENT = re.compile(r"([0-9a-fA-F]{1,32}):(\d+):(\d+)")    # INSTANCE:TOTAL:COUNT
+MAX_SEGMENTS = 32           # earlier loads a line names (the newest): 32 * 67 bytes fit a request's 4,096
 LEFTOVER = re.compile(re.escape(FILE_NAME) + r"\.[0-9a-f]{32}")     # job_submit.lua's private_name()
 LEFTOVER_AFTER_S = 60.0     # job_submit.lua renames its line within one call, microseconds after writing it
 LUA_EXACT_MAX = 2 ** 53     # Slurm 22.05's job_submit/lua runs Lua 5.1: numbers are doubles, exact up to here
@@ -76,6 +85,7 @@ class Kept:
     earlier: str
     total: int | None = None
     kept: int | None = None
+    segments: tuple[tuple[str, int, int], ...] = ()     # what the load's first totals are (parse_segments)
 
     @property
     def instance(self) -> str:
@@ -84,7 +94,34 @@ class Kept:
     @property
     def line(self) -> str:
         extra = f" {self.total} {self.kept}" if self.total is not None and self.kept is not None else ""
+        if extra and self.segments:
+            extra += " " + segments_text(self.segments)
         return f"{self.count} {self.earlier}{extra}\n"
+
+    def inherited(self) -> tuple[tuple[str, int, int], ...]:
+        """What the first ``count`` running totals of a load that reads this line back are, as
+        ``(instance, total, count)`` segments (the failures of load ``instance`` with running totals
+        ``(total - count, total]``, oldest load first): what this line carried, then its own load's
+        ``count`` minus that, its last ones.  Only the newest :data:`MAX_SEGMENTS` are kept (the
+        failures of older ones then count as the new load's own, as before a line said them); none
+        for an earlier script's line, or one whose numbers do not add up (job_submit.lua never writes
+        one, or one of a load whose name is longer than any load's).  job_submit.lua's load does the same
+        (``inherited_from``).
+
+        >>> parse("4 a:1-4 4 3\\n").inherited()           # a's totals 1..4
+        (('a', 4, 4),)
+        >>> parse("5 b:1 5 4 a:4:4\\n").inherited()       # a's 1..4, then b's 5
+        (('a', 4, 4), ('b', 5, 1))
+        >>> parse("2 b:1 5 0\\n").inherited(), parse("3 a:1-3\\n").inherited(), parse("3 a:1 2 0\\n").inherited()
+        ((('b', 5, 2),), (), ())
+        """
+        if self.total is None or len(self.instance) > 32:      # (no load's name is longer: parse_segments)
+            return ()
+        own = self.count - sum(count for _, _, count in self.segments)
+        if own < 0 or own > self.total:
+            return ()
+        found = self.segments + (((self.instance, self.total, own),) if own else ())
+        return found[-MAX_SEGMENTS:]
 
     @property
     def own_totals(self) -> tuple[int, int] | None:
@@ -129,7 +166,7 @@ def parse(text: str) -> Kept | None:
     line its next load ignores), and the record's INTEGER could not hold it either.
 
     >>> parse("3 65f1a2b30c4d5e:1-2,7\\n")
-    Kept(count=3, earlier='65f1a2b30c4d5e:1-2,7', total=None, kept=None)
+    Kept(count=3, earlier='65f1a2b30c4d5e:1-2,7', total=None, kept=None, segments=())
     >>> parse("3 65f1a2b30c4d5e:1-2,7 9 1\\n").own_totals
     (7, 9)
     >>> parse("x 1:1"), parse(""), parse("9007199254740993 ab:1\\n")    # the last: 2^53 + 1
@@ -139,8 +176,46 @@ def parse(text: str) -> Kept | None:
     if not match or any(int(number) > LUA_EXACT_MAX for number in match.group(1, 3, 4) if number is not None):
         return None
     total, kept = match.group(3), match.group(4)
-    return Kept(int(match.group(1)), match.group(2), None if total is None else int(total),
-                None if kept is None else int(kept))
+    count = int(match.group(1))
+    return Kept(count, match.group(2), None if total is None else int(total), None if kept is None else int(kept),
+                parse_segments(match.group(5) or "", count) or ())
+
+
+def parse_segments(text: str, most: int) -> tuple[tuple[str, int, int], ...] | None:
+    """``INSTANCE:TOTAL:COUNT,...`` (:meth:`Kept.inherited`) as segments; None when it is not that
+    exactly: more than :data:`MAX_SEGMENTS`, a count of 0 or above its total, a number Lua cannot hold
+    (:data:`LUA_EXACT_MAX`), or counts adding up to more than ``most`` (the failures the line or the
+    request holds).  Empty text: no segment.
+
+    >>> parse_segments("a:4:4,b:5:1", 5), parse_segments("", 0)
+    ((('a', 4, 4), ('b', 5, 1)), ())
+    >>> parse_segments("a:4:4,b:5:1", 4), parse_segments("a:4:5", 9), parse_segments("a:4:4,", 9)
+    (None, None, None)
+    """
+    if not text:
+        return ()
+    items = text.split(",")
+    if len(items) > MAX_SEGMENTS:
+        return None
+    found = []
+    for item in items:
+        match = _SEGMENT.fullmatch(item)
+        if not match:
+            return None
+        total, count = int(match.group(2)), int(match.group(3))
+        if not 0 < count <= total <= LUA_EXACT_MAX:
+            return None
+        found.append((match.group(1), total, count))
+    return tuple(found) if sum(count for _, _, count in found) <= most else None
+
+
+def segments_text(segments: tuple[tuple[str, int, int], ...]) -> str:
+    """Segments as a line and a request say them.
+
+    >>> segments_text((("a", 4, 4), ("b", 5, 1)))
+    'a:4:4,b:5:1'
+    """
+    return ",".join(f"{instance}:{total}:{count}" for instance, total, count in segments)
 
 
 @dataclass(frozen=True)
@@ -239,10 +314,39 @@ def read_kept(path: Path) -> Kept | None:
 
 def _kind(mode: int) -> str:
     for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISLNK, "a symbolic link")):
         if test(mode):
             return name
     return "not a regular file"
+
+
+def removal(path: Path) -> tuple[str, str]:
+    """What is at ``path`` (never followed: a link is a link) and the command that removes that name
+    alone: ``rm --`` for a file, a link (never what it points to), a FIFO, a socket or a device;
+    ``rmdir --`` for an empty folder; ``rm -r --one-file-system --`` for a folder holding something
+    (what it holds is removed, links in it are not followed, another file system mounted in it is
+    left).  ("", "") when nothing is there.
+
+    >>> removal(Path("/nonexistent/unreported"))
+    ('', '')
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return "", ""
+    quoted = shlex.quote(str(path))
+    if stat.S_ISREG(mode):
+        return "a regular file", f"rm -- {quoted}"
+    if not stat.S_ISDIR(mode):
+        return _kind(mode), f"rm -- {quoted}"
+    try:
+        entries = len(os.listdir(path))
+    except OSError as exc:
+        return f"a folder that cannot be listed ({exc.strerror or exc})", f"rm -r --one-file-system -- {quoted}"
+    if entries == 0:
+        return "an empty folder", f"rmdir -- {quoted}"
+    return f"a folder holding {entries} {'entry' if entries == 1 else 'entries'}", f"rm -r --one-file-system -- {quoted}"
 
 
 def folder_problems(folder: Path, owner_uid: int) -> list[str]:

@@ -30,7 +30,7 @@ from greenslurm.slurm_plugin.backend_choice import release, resolve_backend, slu
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.failures_file import (LEFTOVER_AFTER_S, MOVED, NotRegular, earlier_file, failures_folder,
                                                      folder_problems, handed_over, leftovers, make_folder, move_earlier,
-                                                     read_kept)
+                                                     read_kept, removal)
 from greenslurm.slurm_plugin.lua_script import (lua_settings, lua_unquoted, render_job_submit, rendered_settings,
                                                  template)
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
@@ -550,8 +550,9 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
                        "(the next submission the service answers reports them)") if kept else "no failure waiting"
             checks.append(Check("failures folder", OK, f"{folder}: owner {_user(slurm_uid)}, mode 0755; {waiting}"))
         except NotRegular as exc:           # slurmctld's load would wait on a FIFO, or read through a link
-            checks.append(Check("failures folder", FAIL, f"{exc}; it holds no line job_submit.lua wrote "
-                                f"(run rm {shlex.quote(str(folder / 'unreported'))})"))
+            what, command = removal(folder / "unreported")
+            checks.append(Check("failures folder", FAIL, f"{folder / 'unreported'}: {what}, not read; it holds no "
+                                f"line job_submit.lua wrote (run {command})"))
         except OSError as exc:
             checks.append(Check("failures folder", FAIL, f"{folder}: cannot read: {exc.strerror or exc}"))
     checks += _leftover_checks(folder, config)
@@ -593,10 +594,12 @@ def _leftover_checks(folder: Path, config: HookConfig) -> list[Check]:
     for left in leftovers(folder, time.time()):
         path = shlex.quote(str(left.path))
         if left.problem:
-            checks.append(Check("leftover line", FAIL, f"{left.problem}; job_submit.lua never writes one (run rm {path})"))
+            what, command = removal(left.path)
+            checks.append(Check("leftover line", FAIL, f"{left.path}: {what}, not read; job_submit.lua never writes "
+                                                       f"one (run {command})"))
         elif left.kept is None:
             checks.append(Check("leftover line", WARN, f"{left.path}: holds no whole line (cut by a full disk or a kill "
-                                                       f"while it was written): no failure to count (run rm {path})"))
+                                                       f"while it was written): no failure to count (run rm -- {path})"))
         elif left.own is None:
             checks.append(Check("leftover line", WARN, f"{left.path}: an earlier job_submit.lua's line ({left.kept.count} "
                                 f"failure(s) of {left.kept.instance}), which does not say how many of them its file "

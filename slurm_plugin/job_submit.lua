@@ -148,12 +148,69 @@ local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier l
 -- (the last range may still grow by one number); a failure past it is still counted, not named
 local MAX_RANGES_BYTES = 4000
 local kept_on_disk = 0                      -- the count FAILURES_FILE holds, as far as this load knows
+-- Whose failures this load's first running totals are, read back with the line: "INSTANCE:TOTAL:COUNT,..."
+-- (the failures of load INSTANCE with running totals TOTAL-COUNT+1..TOTAL, oldest load first).  Reported
+-- with the count and kept in the line after KEPT, so that the service counts only what it did not hold
+-- already for those loads: a request whose report it recorded but whose answer came after TIMEOUT_MS is
+-- a failure here, and the line keeps the failures that request reported (failures_file.Kept.inherited).
+local inherited = ""
+local MAX_SEGMENTS = 32
+local LUA_EXACT = "9007199254740992"        -- 2^53: Lua 5.1's doubles hold every integer up to it
+
+-- whether a run of digits is an integer this Lua holds exactly (failures_file.LUA_EXACT_MAX)
+local function exact(digits)
+    local first = string.find(digits, "[1-9]")          -- past the leading zeros
+    digits = first and string.sub(digits, first) or ""
+    return #digits < #LUA_EXACT or (#digits == #LUA_EXACT and digits <= LUA_EXACT)
+end
+
+-- the segments a load reading back the line (COUNT, INSTANCE, TOTAL, what follows KEPT) carries: the
+-- line's own, then its load's COUNT minus those; the newest MAX_SEGMENTS; none when they do not add up
+local function inherited_from(count, instance, total, rest)
+    if total == nil or #instance > 32 then return "" end
+    local found, sum, text = {}, 0, string.sub(rest, 2)
+    local pos = 1
+    while text ~= "" and pos <= #text + 1 do
+        local comma = string.find(text, ",", pos, true) or (#text + 1)
+        local item = string.sub(text, pos, comma - 1)
+        pos = comma + 1
+        do
+            local x, t, c = string.match(item, "^(%x+):(%d+):(%d+)$")
+            if #found >= MAX_SEGMENTS or x == nil or #x > 32 or not exact(t) or not exact(c)
+                    or tonumber(c) < 1 or tonumber(c) > tonumber(t) then
+                found, sum = {}, 0
+                break
+            end
+            found[#found + 1] = string.format("%s:%d:%d", x, tonumber(t), tonumber(c))    -- (no leading zeros)
+            sum = sum + tonumber(c)
+        end
+    end
+    if sum > count then found, sum = {}, 0 end
+    local own = count - sum
+    if own > total then return "" end
+    if own > 0 then found[#found + 1] = string.format("%s:%d:%d", instance, total, own) end
+    while #found > MAX_SEGMENTS do table.remove(found, 1) end
+    return table.concat(found, ",")
+end
+
 do
     local f = io.open(FAILURES_FILE, "r")
     if f then
         local text = f:read(65536) or ""     -- the whole line: up to 1,000 ranges (failures_file.MAX_BYTES)
         f:close()
         local count, earlier = string.match(text, "^(%d+) ([%x]+:[%d,-]*)")
+        local _, last, total, kept = string.find(text, "^%d+ [%x]+:[%d,-]* (%d+) (%d+)")
+        local newline = last and string.find(text, "\n", last + 1, true)
+        local rest = newline and string.sub(text, last + 1, newline - 1)
+        if newline == nil or (rest ~= "" and string.sub(rest, 1, 1) ~= " ") then
+            total, kept = nil, nil          -- TOTAL and KEPT count only with a blank or the line's end after them
+        end
+        if count and not (exact(count) and (total == nil or (exact(total) and exact(kept)))) then
+            count = nil                     -- a number job_submit.lua never writes (failures_file.parse)
+        end
+        if count then
+            inherited = inherited_from(tonumber(count), string.match(earlier, "^%x+"), tonumber(total), rest)
+        end
         if earlier and #earlier > MAX_FIELD then    -- an earlier script kept more ranges: whole ones that fit
             earlier = string.match(string.sub(earlier, 1, MAX_FIELD), "^(.*),") or string.match(earlier, "^[%x]+:")
         end
@@ -461,8 +518,9 @@ local function private_name()
 end
 
 -- nil when kept, else why not (the count stays in memory and is still reported; only a restart of
--- slurmctld before the service answers would lose it).  The line: COUNT INSTANCE:RANGES TOTAL KEPT,
--- TOTAL this load's running total, KEPT the count FAILURES_FILE holds now.  A line never renamed (a
+-- slurmctld before the service answers would lose it).  The line: COUNT INSTANCE:RANGES TOTAL KEPT
+-- [SEGMENTS], TOTAL this load's running total, KEPT the count FAILURES_FILE holds now, SEGMENTS whose
+-- failures its first totals are (inherited).  A line never renamed (a
 -- slurmctld killed between the write and the rename) holds COUNT - KEPT failures no load reads back,
 -- the running totals TOTAL-COUNT+KEPT+1 to TOTAL: the service counts them once from the name it left
 -- (greenslurm hook check lists such names).
@@ -471,8 +529,9 @@ local function keep_failures()
     if name == nil then return "no /dev/urandom" end
     local f, err = io.open(name, "w")
     if f == nil then return err end
-    local written, write_err = f:write(string.format("%d %s:%s %d %d\n", failed_open, INSTANCE, failed_ranges(),
-                                                     total_failures, kept_on_disk))
+    local written, write_err = f:write(string.format("%d %s:%s %d %d%s\n", failed_open, INSTANCE, failed_ranges(),
+                                                     total_failures, kept_on_disk,
+                                                     inherited ~= "" and (" " .. inherited) or ""))
     -- the write is buffered: a full disk or a read-only remount shows only in the flush at close,
     -- and renaming that empty file over FAILURES_FILE would lose the line kept there
     local closed, close_err = f:close()
@@ -594,6 +653,7 @@ local function describe(job_desc, submit_uid)
         request.failed_total = total_failures
         request.failed_ids = failed_ranges()
         request.failed_earlier = failed_earlier
+        if inherited ~= "" then request.failed_segments = inherited end
     end
     return request
 end
@@ -636,7 +696,7 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
         if action == "accept" or action == "modify" or action == "reject" then
             note_answer(submit_uid)
             if request.failed_open ~= nil then
-                failed_open, failed_ids, failed_earlier = 0, {}, nil
+                failed_open, failed_ids, failed_earlier, inherited = 0, {}, nil, ""
                 local removed, remove_err = os.remove(FAILURES_FILE)
                 if removed or string.find(tostring(remove_err), "No such file", 1, true) then
                     kept_on_disk = 0

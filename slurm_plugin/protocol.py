@@ -20,7 +20,9 @@ mem-per-CPU flag in the top bit), ``tres_per_node`` / ``gres`` (``gres:gpu:2``),
 ``array_inx`` (``0-99%10``), ``deadline_env`` (GREENSLURM_DEADLINE of the job's environment, set by
 the shipped cli_filter from ``--deadline``), ``deadline_script`` (the script's last ``#SBATCH
 --deadline``), ``truncated`` (fields the hook cut to :data:`MAX_STRING` bytes), ``failed_open``
-and ``failed_ids`` (requests whose answer the hook stopped waiting for since its last answer).
+and ``failed_ids`` (requests whose answer the hook stopped waiting for since its last answer),
+``failed_total`` (the load's running count) and ``failed_segments`` (whose failures the load's
+first totals are, ``INSTANCE:TOTAL:COUNT,...``: failures of earlier loads it read back).
 The job's comment, name, script and environment are not sent: the service never needs them.
 ``op`` = ``ping`` answers ``{"ok": true, ...}``.
 
@@ -69,7 +71,7 @@ _NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", 
 _USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket",
                  "req_nodes", "exc_nodes", "features", "deadline", "deadline_env", "deadline_script", "array_inx",
                  "tz", "dependency", "tag", *(f"new_{n}" for n in MODIFY_STRINGS))
-_HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids", "slurm_refuses", "failed_earlier")
+_HOOK_STRINGS = ("op", "hook_instance", "truncated", "failed_ids", "slurm_refuses", "failed_earlier", "failed_segments")
 
 
 class ProtocolError(ValueError):

@@ -186,22 +186,34 @@ class DecisionRecord:
         self.db.execute("UPDATE decisions SET applied = 0 WHERE hook_instance = ? AND request_id = ?",
                         (hook_instance, request_id))
 
-    def note_failures(self, hook_instance: str, total: int, detail: str | None = None) -> int:
+    def note_failures(self, hook_instance: str, total: int, detail: str | None = None,
+                      inherited: tuple[tuple[str, int, int], ...] = ()) -> int:
         """A hook load's running failure count; returns how many of them are new (a request queued
         while the service was stopped repeats a total already counted: 0 then; a leftover line
-        already counted some: :meth:`fold`).  With ``detail``, the new ones are a ``fail_open``
-        event in the same transaction as the total (a service killed in between leaves neither: the
-        hook, never answered, reports the total again)."""
+        already counted some: :meth:`fold`).  ``inherited``: what the load's first totals are, the
+        failures of earlier loads it read back (:meth:`Kept.inherited`): each counts as those loads'
+        totals, beyond what they reported (a report recorded whose answer came too late) or a
+        leftover held, and the load's own totals begin after them.  With ``detail``, the new ones
+        are a ``fail_open`` event in the same transaction as the totals (a service killed in between
+        leaves neither: the hook, never answered, reports the total again)."""
         with self.db:
             self.db.execute("BEGIN")
-            known = self._reported_total(hook_instance)
-            if total <= known:
-                return 0
-            self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(total)))
-            count = uncovered(known, int(total), self._folded(hook_instance))
+            count = 0
+            for earlier, earlier_total, earlier_count in inherited:
+                count += self._count_totals(earlier, earlier_total - earlier_count, earlier_total)
+            count += self._count_totals(hook_instance, sum(n for _, _, n in inherited), int(total))
             if detail is not None and count > 0:
                 self.event("fail_open", count, detail)
         return count
+
+    def _count_totals(self, hook_instance: str, after: int, upto: int) -> int:
+        """Note the load's running totals ``(after, upto]`` as reported; how many of them neither an
+        earlier report nor a leftover counted (within the caller's transaction)."""
+        known = self._reported_total(hook_instance)
+        if upto <= known:
+            return 0
+        self.db.execute("INSERT OR REPLACE INTO hook_failures VALUES (?, ?)", (hook_instance, int(upto)))
+        return uncovered(max(after, known), int(upto), self._folded(hook_instance))
 
     def fold(self, name: str, kept: Kept, request_ids: list[int] = ()) -> int | None:
         """Count once the failures of a line job_submit.lua wrote as ``name`` and never renamed over

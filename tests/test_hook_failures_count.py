@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import json
+
+from greenslurm.slurm_plugin.config import HookConfig
+from greenslurm.slurm_plugin.decisions import DecisionService
 from greenslurm.slurm_plugin.failures_file import Kept, parse
 from greenslurm.slurm_plugin.record import DecisionRecord
 
@@ -26,9 +30,10 @@ class Load:
     total: int = 0
     failed_open: int = 0
     kept_on_disk: int = 0
+    inherited: tuple = ()          # what its first totals are: failures of earlier loads (Kept.inherited)
 
     def line(self) -> Kept:
-        return Kept(self.failed_open, f"{self.instance}:1", self.total, self.kept_on_disk)
+        return Kept(self.failed_open, f"{self.instance}:1", self.total, self.kept_on_disk, self.inherited)
 
 
 def test_a_leftover_counts_only_what_the_next_load_does_not_read_back(tmp_path):
@@ -55,6 +60,31 @@ def test_a_leftover_of_a_load_that_lives_on_is_not_counted_again_by_its_report(t
     assert record.note_failures("a", 5) == 0
 
 
+def _report(service: DecisionService, instance: str, count: int, total: int, ids: str, **earlier) -> None:
+    """The request line job_submit.lua sends with its unreported failures (describe())."""
+    service.handle(json.dumps({"op": "ping", "id": 9, "hook_instance": instance, "failed_open": count,
+                               "failed_total": total, "failed_ids": ids, **earlier}).encode())
+
+
+def test_a_report_recorded_but_answered_late_is_not_counted_again_by_the_next_load(tmp_path):
+    # load a keeps "3 a:1-3 3 2" (its failures 1..3); its request 4 reports total 3, the service
+    # records and counts the 3, but the answer comes after timeout_ms: the hook counts request 4 as
+    # failure 4 and keeps "4 a:1-4 4 3".  Load b (slurmctld restarted) reads it back: its totals
+    # 1..4 are a's 1..4, of which the service holds 3.  Before, b reported them as its own totals
+    # 1..4: 3 + 4 = 7 counted for 4 failures
+    config = HookConfig(database=str(tmp_path / "r.sqlite"), socket=str(tmp_path / "s.sock"))
+    service = DecisionService(config, DecisionRecord(config.database))
+    _report(service, "a", 3, 3, "1-3")
+    assert service.fail_opens == 3
+    line = parse("4 a:1-4 4 3\n")
+    assert line.inherited() == (("a", 4, 4),)                  # b's totals 1..4: a's totals (4 - 4, 4]
+    _report(service, "b", 4, 4, "", failed_earlier="a:1-4", failed_segments="a:4:4")
+    assert service.fail_opens == 4                             # 3 + (4 - 3)
+    _report(service, "b", 4, 4, "", failed_earlier="a:1-4", failed_segments="a:4:4")     # a repeat: nothing
+    assert service.fail_opens == 4
+    assert service.record.events("fail_open") == 4
+
+
 def test_a_leftover_of_an_earlier_script_is_not_folded(tmp_path):
     record = DecisionRecord(tmp_path / "r.sqlite")
     assert record.fold("unreported." + "2" * 32, parse("3 a:1-3\n")) is None
@@ -62,7 +92,8 @@ def test_a_leftover_of_an_earlier_script_is_not_folded(tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["fail", "fail", "fail killed", "report", "restart", "fold"]), max_size=40),
+@given(st.lists(st.sampled_from(["fail", "fail", "fail killed", "fail unrenamed", "fail stopped", "report",
+                                 "report late", "report killed", "restart", "fold"]), max_size=40),
        st.randoms(use_true_random=False))
 def test_every_failure_is_counted_once_however_loads_die_report_and_leftovers_are_folded(tmp_path_factory, steps,
                                                                                          rng):
@@ -76,13 +107,14 @@ def test_every_failure_is_counted_once_however_loads_die_report_and_leftovers_ar
         new = Load(f"l{len(loads)}")
         if disk is not None:
             new.total = new.failed_open = new.kept_on_disk = disk.count
+            new.inherited = disk.inherited()
         loads.append(new)
 
     def report() -> int:
         nonlocal disk
         load = loads[-1]
-        found = record.note_failures(load.instance, load.total) if load.failed_open else 0
-        load.failed_open, load.kept_on_disk, disk = 0, 0, None
+        found = record.note_failures(load.instance, load.total, inherited=load.inherited) if load.failed_open else 0
+        load.failed_open, load.kept_on_disk, load.inherited, disk = 0, 0, (), None
         return found
 
     for step in steps:
@@ -94,11 +126,30 @@ def test_every_failure_is_counted_once_however_loads_die_report_and_leftovers_ar
             if step == "fail killed":          # written, never renamed: slurmctld dies
                 left.append((f"unreported.{len(left):032x}", load.line()))
                 load_again()
+            elif step == "fail unrenamed":     # the rename and its clean-up failed (read-only remount): the
+                left.append((f"unreported.{len(left):032x}", load.line()))   # load goes on, the file unchanged
+            elif step == "fail stopped":       # slurmctld stopped between write and rename, the line folded
+                left.append((f"unreported.{len(left):032x}", load.line()))   # meanwhile, then renamed
+                counted += record.fold(*left[-1]) or 0
+                disk = load.line()
+                load.kept_on_disk = load.failed_open
             else:
                 disk = load.line()
                 load.kept_on_disk = load.failed_open
         elif step == "report":
             counted += report()
+        elif step == "report late":            # recorded and counted, answered after timeout_ms: a failure
+            if load.failed_open:
+                counted += record.note_failures(load.instance, load.total, inherited=load.inherited)
+            failures += 1
+            load.total += 1
+            load.failed_open += 1
+            disk = load.line()
+            load.kept_on_disk = load.failed_open
+        elif step == "report killed":          # answered, slurmctld killed before it removed the file
+            if load.failed_open:
+                counted += record.note_failures(load.instance, load.total, inherited=load.inherited)
+            load_again()
         elif step == "restart":
             load_again()
         elif left:                              # fold a leftover, any of them, again or not

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from greenslurm.slurm_plugin.failures_file import parse
 from greenslurm.slurm_plugin.install import ping
 from hook_service import ServiceProcess, write_config
 from slurm_cluster import NodeDef, SlurmCluster, shared_root, skip_reason
@@ -227,3 +228,45 @@ def test_a_line_left_by_a_slurmctld_killed_before_its_rename_is_counted_once(sit
     site.serve()                                              # a restart counts nothing again
     time.sleep(2.0)                                           # (a sync: sync_interval_s = 1)
     assert ping(site.socket, 5.0)["fail_opens"] == counted + 2
+
+
+def test_a_report_answered_too_late_then_a_slurmctld_restart_is_counted_once(site):
+    # 2 submissions fail (no service): "2 L1:1-2 2 1".  The service is back but its answers are held
+    # 1 s (strace, the fault injected; timeout_ms is 300 ms): the next submission's request reports
+    # total 2, which the service records and counts, and the hook, answered too late, counts it as
+    # failure 3 and keeps "3 L1:1-3 3 2".  slurmctld restarts: its new load reads the 3 back and
+    # reports them, with whose they are.  Before, it reported them as its own totals 1..3: 2 + 3 = 5
+    # counted for 3 failures
+    from test_hook_late_answer import delay_answers
+
+    counted = ping(site.socket, 5.0)["fail_opens"]
+    kept_name = site.folder / "unreported"
+    site.stop_service()
+    try:
+        for _ in range(2):
+            result = site.cluster.sbatch("-t", "1")
+            assert result.returncode == 0, result.stderr
+    finally:
+        site.serve()
+    tracer = delay_answers(site.service.proc.pid, 1.0)
+    try:
+        result = site.cluster.sbatch("-t", "1")       # recorded, answered too late: fails open
+        assert result.returncode == 0, result.stderr
+    finally:
+        tracer.terminate()                            # strace detaches: the service goes on
+        tracer.wait(timeout=30)
+    kept = parse(kept_name.read_text())               # 3 kept, 2 of them in the file (reported)
+    assert (kept.count, kept.kept, kept.segments) == (3, 2, ()), kept
+    instance = kept.instance
+    assert ping(site.socket, 5.0)["fail_opens"] == counted + 2
+    site.cluster.restart_slurmctld(timeout_s=180)     # the new load reads "3 L1:... 3 2" back
+    result = site.cluster.sbatch("-t", "1")           # answered in time: reports the 3, as L1's
+    assert result.returncode == 0, result.stderr
+    deadline = time.monotonic() + 60
+    while kept_name.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not kept_name.exists()                     # reported: the hook removed its file
+    time.sleep(1.0)                                   # a wrong count (2 + 3) would show by now
+    assert ping(site.socket, 5.0)["fail_opens"] == counted + 3
+    log = (site.root / "service.log").read_text()
+    assert f"job_submit.lua {instance} reports 2 submission(s)" in log, log[-3000:]

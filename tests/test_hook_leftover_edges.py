@@ -12,12 +12,16 @@ the ones tests/test_hook_failures_live.py sees slurmctld leave).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import sqlite3
+import subprocess
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -196,6 +200,45 @@ def test_a_report_whose_count_was_not_written_is_counted_when_the_hook_repeats_i
     assert record.events("fail_open") == 3
 
 
+def test_a_report_of_inherited_failures_is_one_transaction_with_its_own(tmp_path):
+    # "4 a:1-4 4 3" read back by load b, whose report says so: a's total, b's total and the event
+    # commit together.  The event failing (a disk fault between the statements) leaves a's total
+    # unwritten too: b's repeat counts a's 4th failure then, once (a's 1..3 were reported before)
+    record = RecordFailingOnceToNoteAnEvent(tmp_path / "r.sqlite")
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), record)
+    assert record.note_failures("a", 3) == 3
+    report = {"op": "ping", "hook_instance": "b", "failed_open": 4, "failed_total": 4, "failed_ids": "",
+              "failed_segments": "a:4:4"}
+    service.handle_request(dict(report))                    # the event fails: nothing kept
+    assert record.events("fail_open") == 0
+    service.handle_request(dict(report))                    # repeated: a's 4th, once (had a's total 4 been
+                                                            # written alone, it would count 0)
+    assert record.events("fail_open") == 1 and service.fail_opens == 1
+    service.handle_request(dict(report))
+    assert record.events("fail_open") == 1
+
+
+@pytest.mark.parametrize("segments", ["a:4:4,zz", "a:4:5", "a:4:4," * 600, "a:4:4,b:9:1", "é:1:1"])
+def test_segments_a_hook_never_sends_count_as_the_loads_own(tmp_path, segments, caplog):
+    # a request of someone in socket_group (the hook never sends these: an item that is no segment, a
+    # count past its total, 600 items in 4 kB, counts adding up to more than the report's 4): its
+    # failures count as its own, as before a load said whose they were, with one line in the log
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), DecisionRecord(tmp_path / "r.sqlite"))
+    service.handle(json.dumps({"op": "ping", "hook_instance": "b", "failed_open": 4, "failed_total": 4,
+                               "failed_ids": "1-4", "failed_segments": segments[:4096]}).encode())
+    assert service.fail_opens == 4
+    assert "unreadable failed_segments" in caplog.text and "Traceback" not in caplog.text
+
+
+def test_a_leftover_line_that_says_whose_failures_it_carries_is_counted(tmp_path):
+    # load b read "4 a:1-4 4 3" back and failed once more: "5 b:1 5 4 a:4:4", never renamed.  Its own
+    # is b's total 5 (5 - 5 + 4, 5]: the a:4:4 after KEPT must not make it an earlier script's line
+    server, folder = _server(tmp_path)
+    _leftover(folder, "e", "5 b:1 5 4 a:4:4\n", time.time() - 600)
+    assert asyncio.run(server.fold_leftovers()) == 1
+    assert server.service.fail_opens == 1
+
+
 def test_a_leftover_longer_than_4096_bytes_is_counted(tmp_path):
     # a flaky service (every other request of a load unanswered in time) makes one range a failure:
     # job_submit.lua keeps up to 1,000 of them, so its line passes 4,096 bytes; 800 failures of
@@ -242,3 +285,45 @@ def test_a_look_at_a_folder_that_never_answers_holds_up_neither_the_sync_nor_the
 
     assert asyncio.run(syncs()) == [0, True, 0, 1, 1]
     assert server.service.fail_opens == 1
+
+
+def _named_command(detail: str) -> str:
+    """The command a hook check line names, "(run COMMAND)" at its end."""
+    return re.search(r"\(run ([^()]+)\)$", detail).group(1)
+
+
+def test_hook_check_says_what_a_name_that_is_no_line_is_and_the_command_that_removes_just_it(tmp_path):
+    # a folder, an empty folder, a FIFO and a link to a folder under the names job_submit.lua writes
+    # (a leftover's, and "unreported"): hook check said "run rm PATH" for each, which fails on a
+    # folder ("Is a directory").  It says what each is and a command that removes that name alone:
+    # never what a link points to, never across a mount point
+    from greenslurm.slurm_plugin.install import _failures_checks
+
+    server, folder = _server(tmp_path)
+    full = folder / f"{FILE_NAME}.{'a' * 32}"
+    (full / "sub").mkdir(parents=True)
+    (full / "sub" / "line").write_text("1 ab:1 1 0\n")
+    empty = folder / f"{FILE_NAME}.{'b' * 32}"
+    empty.mkdir()
+    fifo = folder / f"{FILE_NAME}.{'c' * 32}"
+    os.mkfifo(fifo)
+    kept = tmp_path / "kept"                     # what a link points to: stays
+    kept.mkdir()
+    (kept / "precious").write_text("x")
+    link = folder / f"{FILE_NAME}.{'d' * 32}"
+    link.symlink_to(kept)
+    (folder / FILE_NAME).mkdir()                # "unreported" itself a folder
+    said = {check.detail.split(":")[0]: check.detail for check in _failures_checks(folder, "root", server.config, tmp_path)
+            if check.name in ("leftover line", "failures folder")}
+    assert "a folder holding 1 entry" in said[str(full)], said[str(full)]
+    assert _named_command(said[str(full)]) == f"rm -r --one-file-system -- {full}"
+    assert "an empty folder" in said[str(empty)] and _named_command(said[str(empty)]) == f"rmdir -- {empty}"
+    assert "a FIFO" in said[str(fifo)] and _named_command(said[str(fifo)]) == f"rm -- {fifo}"
+    assert "a symbolic link" in said[str(link)] and _named_command(said[str(link)]) == f"rm -- {link}"
+    unreported = said[str(folder / FILE_NAME)]
+    assert "an empty folder" in unreported and _named_command(unreported) == f"rmdir -- {folder / FILE_NAME}"
+    for detail in said.values():                 # each command, run as hook check says it, removes its name
+        result = subprocess.run(_named_command(detail), shell=True, capture_output=True, text=True)
+        assert result.returncode == 0, (detail, result.stderr)
+    assert os.listdir(folder) == []
+    assert (kept / "precious").read_text() == "x"

@@ -744,7 +744,7 @@ def test_check_of_the_failures_folder(site):
         (folder / "unreported").unlink()
     os.mkfifo(folder / "unreported")                     # check never waits on it
     try:
-        assert found().level == FAIL and "not a regular file (a FIFO)" in found().detail
+        assert found().level == FAIL and f"{folder / 'unreported'}: a FIFO, not read" in found().detail
     finally:
         (folder / "unreported").unlink()
     other = ensure_user("greenslurm-user")
@@ -821,7 +821,7 @@ def test_check_says_the_command_that_mends_each_failures_folder_problem(site):
         os.chmod(folder, 0o755)
     os.mkfifo(folder / "unreported")
     try:
-        assert found().level == FAIL and f"(run rm {folder / 'unreported'})" in found().detail, found().detail
+        assert found().level == FAIL and f"(run rm -- {folder / 'unreported'})" in found().detail, found().detail
     finally:
         (folder / "unreported").unlink()
 
