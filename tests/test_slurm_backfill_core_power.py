@@ -36,15 +36,16 @@ def jobs_of(rows, machine: Cluster) -> list[JobSpec]:
 
 
 def replay_both_ways(rows, uneven=False, full=False, suspend_time_s=60.0, boot_s=20.0, start_down=False,
-                     **options) -> tuple[int, int]:
+                     **options) -> tuple[int, int, int]:
     """Replay ``rows`` with power saving, the cycle compiled and in the reference: the same starts, ends,
     nodes, scheduler per job, rejections, early stops, will-run answers "never" from the capacity bound,
     PLANNED flags handed to the power-save thread (time, flag) and suspends and resumes (time, node).
-    How many cycles ran compiled, and how many will-run answers there had their nodes chosen by the node
-    tiers (a job fitting now while some node is powered down)."""
+    How many cycles ran compiled, how many will-run answers there had their nodes chosen by the node
+    tiers (a job fitting now while some node is powered down), and how many of the cycles found the
+    core's state brought up to date by the starts and ends alone (no node's power state changed)."""
     machine = cluster(uneven)
     saving = SlurmPowerSaving(suspend_time_s=suspend_time_s, boot_s=boot_s, start_powered_down=start_down)
-    outcomes, compiled, tiers = [], 0, 0
+    outcomes, compiled, tiers, catch_ups = [], 0, 0, 0
     for on in (False, True):
         replay = Replay(jobs_of(rows, machine), machine, "slurm", machine_factory=slurm_power_machine_factory(saving),
                         strategy_options={"scheduling": SlurmScheduling(
@@ -61,9 +62,10 @@ def replay_both_ways(rows, uneven=False, full=False, suspend_time_s=60.0, boot_s
                          # reference keeps: the same decisions, another count; see test_slurm_backfill_core)
                          None if full else queue.nevers_without_view, planned, list(power.events)))
         if on:
-            compiled, tiers = queue._compiled_backfill.cycles, queue._compiled_backfill.tier_choices
+            core = queue._compiled_backfill
+            compiled, tiers, catch_ups = core.cycles, core.tier_choices, core.catch_ups
     assert outcomes[1] == outcomes[0]
-    return compiled, tiers
+    return compiled, tiers, catch_ups
 
 
 @settings(max_examples=120, deadline=None)
@@ -78,7 +80,7 @@ def test_with_power_saving_the_compiled_cycle_decides_as_its_reference(rows, une
     # (some powered down from the start) and boot in 5 to 45 s, on overlapping partitions, with completing
     # jobs, both resolutions, bf_max_job_user / _start / _test, a short and a long bf_window, cycles
     # stopped early and full ones: the compiled cycle starts, reserves (PLANNED) and stops as the reference
-    compiled, tiers = replay_both_ways(rows, uneven, full, suspend_time, boot, start_down, bf_resolution_s=resolution,
+    compiled, tiers, _ = replay_both_ways(rows, uneven, full, suspend_time, boot, start_down, bf_resolution_s=resolution,
                                        release_delay_s=release, bf_max_job_user=per_user, bf_max_job_start=max_start,
                                        bf_max_job_test=max_test, bf_window_s=window)
     target(float(compiled))                       # (towards workloads whose cycles run compiled)
@@ -94,10 +96,10 @@ def long_queue(count=150, seed=7, widest=12) -> list[tuple]:
 
 def test_with_power_saving_a_long_queue_runs_its_cycles_compiled_with_the_same_starts_and_plans():
     # 150 jobs on 4 nodes powered down from the start, SuspendTime 60 s: dozens of cycles run compiled,
-    # everything as the reference
+    # in many the core's state caught up by the starts and ends alone, everything as the reference
     for seed in (7, 8, 9):
-        compiled, _ = replay_both_ways(long_queue(seed=seed), seed % 2 == 0, start_down=True)
-        assert compiled > 20
+        compiled, _, catch_ups = replay_both_ways(long_queue(seed=seed), seed % 2 == 0, start_down=True)
+        assert compiled > 20 and catch_ups > compiled // 4
 
 
 def test_with_power_saving_answers_now_take_the_node_tiers_choice_as_in_the_reference():
@@ -109,7 +111,7 @@ def test_with_power_saving_answers_now_take_the_node_tiers_choice_as_in_the_refe
         rng = random.Random(seed)
         rows = [(rng.randint(0, 900), rng.randint(0, 300), rng.randint(1, 300), rng.randint(1, 12),
                  rng.choice(["a", "b", "all"]), rng.randint(0, 2)) for _ in range(rng.randint(3, 35))]
-        compiled, tiers = replay_both_ways(rows, seed % 2 == 0, False, 20.0, 45.0, True)
+        compiled, tiers, _ = replay_both_ways(rows, seed % 2 == 0, False, 20.0, 45.0, True)
         assert compiled > 0
         choices += tiers
     assert choices > 5
@@ -120,7 +122,7 @@ def test_a_reservation_on_an_idle_node_is_handed_on_as_planned():
     # 1000 s) runs on n0 n1; W (16 CPUs, "all", limit 100 s) waits for A: its reservation from A's end
     # takes n2 n3 too, which run no job: PLANNED (backfill.c _handle_planned), handed on by both cycles
     rows = [(0, 1000, 1000, 8, "a", 0), (10, 100, 100, 16, "all", 1)]
-    compiled, _ = replay_both_ways(rows, suspend_time_s=600.0)
+    compiled, *_ = replay_both_ways(rows, suspend_time_s=600.0)
     assert compiled >= 1
     machine = cluster(False)
     replay = Replay(jobs_of(rows, machine), machine, "slurm",

@@ -1,5 +1,7 @@
 /* The slurm queue's backfill cycle (backfill.c _attempt_backfill) for a queue whose every job Slurm spreads
- * over nodes, asks CPUs only and has no node cap, without power saving or accounting limits: the fast path of
+ * over nodes, asks CPUs only and has no node cap, without accounting limits, with or without Slurm's power
+ * saving (cycle_power: the PLANNED flag, no early stop while planning; answers "now" whose nodes the node
+ * tiers choose asked of the caller: NODES): the fast path of
  * SlurmQueue._backfill_cycle (sim/engine/slurm_queue.py), which is the reference: the same starts, the same
  * reservations, the same early stops.  The cycle's plan (NodeSpace of slurm_node_space.py), the early-stop
  * witness (StartersLeft of slurm_will_run.py), bf_max_job_test/user/part/start and the try-later loop run

@@ -3,8 +3,16 @@
 is the reference (tests hold the two to the same starts, nodes and counters).
 
 It takes a cycle when every waiting job's will-run test runs compiled (a job Slurm spreads, asking CPUs
-only, under no node cap: ``SlurmQueue._compiles``), on a plain machine (no power saving, no
-co-location) and under no accounting limits, with whole CPU counts everywhere; any other cycle is left to the reference whole.
+only, under no node cap: ``SlurmQueue._compiles``), on a plain machine or one with Slurm's power saving
+(``SlurmPowerMachine`` itself, whose node changes the queue counts: ``node_version``; no co-location)
+and under no accounting limits, with whole CPU counts everywhere (-inf on nodes being powered down);
+any other cycle is left to the reference whole: a subclass of the power-saving machine, accounting
+limits, a job naming its nodes, holding memory or under a node cap, a count not whole.
+With power saving the core does what the reference does: the plan leaves out nodes being powered down,
+the early stops wait while a reservation could still leave an idle node PLANNED, and the PLANNED flag
+comes back to the queue (``SlurmQueue._planned_idle``); a will-run answer "now" while some node is
+powered down comes back here for its nodes (the node tiers, ``SlurmQueue._nodes_by_tiers``), kept by
+the core as the reference keeps it, and every start is placed by ``SlurmQueue._place_now``.
 Per job, what the cycle reads is settled once in Python when the job is first seen (its CPUs, limit,
 partition's nodes, user, partition, eligibility time) and kept in a table by job index; per cycle the
 core gets the queue's order as job indices (kept by the queue's ``WaitingOrder``).  The core keeps the
@@ -202,13 +210,20 @@ class CompiledBackfill:
     def _caught_up(self, stamp) -> bool:
         """The core's running jobs brought up to the machine's by the starts and ends since it was last
         in step, when those are all that changed (each bumps the queue's stamp by one; a release, move or
-        node change does too and is not followed: the state is then made afresh)."""
+        node change does too and is not followed: the state is then made afresh).  With power saving the
+        stamp is (that count, the machine's node version): no node's power state may have changed."""
         queue = self.queue
-        if self._synced is None or queue._completing or type(stamp) is not int:
+        if self._synced is None or queue._completing:
+            return False
+        if type(stamp) is int:
+            changes = stamp - self._synced
+        elif stamp[1] == self._synced[1]:
+            changes = stamp[0] - self._synced[0]
+        else:
             return False
         now = queue.expected_ends.keys()
         ended, started = self._running - now, now - self._running
-        if stamp - self._synced != len(ended) + len(started):
+        if changes != len(ended) + len(started):
             return False
         self._state = None                      # (a state made afresh next drops the core's kept answers)
         self._synced = None
