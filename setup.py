@@ -23,7 +23,8 @@ setup(ext_modules=[
               extra_compile_args=FLAGS, optional=True),
     # the slurm queue's backfill cycle for a queue of jobs Slurm spreads (its reference: slurm_queue.py's cycle)
     Extension("greenslurm.sim.engine._backfill_cycle", ["sim/engine/_backfill_cycle.c"],
-              depends=["sim/engine/_will_run.c", "allocation/_consecutive.c"], extra_compile_args=FLAGS, optional=True),
+              depends=["sim/engine/_will_run.c", "sim/engine/_backfill_plan.h", "allocation/_consecutive.c"],
+              extra_compile_args=FLAGS, optional=True),
     Extension("greenslurm.traces._swf_scan", ["traces/_swf_scan.c"], extra_compile_args=FLAGS, optional=True),
     # the output files' cells (calls CPython's repr of a float: loaded with ctypes.PyDLL)
     Extension("greenslurm.sim.reporting._cells", ["sim/reporting/_cells.c"], extra_compile_args=FLAGS, optional=True),

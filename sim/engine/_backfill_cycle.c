@@ -1,5 +1,7 @@
 /* The slurm queue's backfill cycle (backfill.c _attempt_backfill) for a queue whose every job Slurm spreads
- * over nodes, asks CPUs only and has no node cap, without power saving or accounting limits: the fast path of
+ * over nodes, asks CPUs only and has no node cap, without accounting limits, with or without Slurm's power
+ * saving (cycle_power: the PLANNED flag, no early stop while planning; answers "now" whose nodes the node
+ * tiers choose asked of the caller: NODES): the fast path of
  * SlurmQueue._backfill_cycle (sim/engine/slurm_queue.py), which is the reference: the same starts, the same
  * reservations, the same early stops.  The cycle's plan (NodeSpace of slurm_node_space.py), the early-stop
  * witness (StartersLeft of slurm_will_run.py), bf_max_job_test/user/part/start and the try-later loop run
@@ -26,7 +28,9 @@
  * job's will-run key numbered from 1 (SlurmQueue._job_key), 0 while the row is not filled in */
 enum { COL_CPUS, COL_REQUESTED, COL_PART_ROW, COL_USER, COL_PARTITION, COL_ELIGIBLE, COL_COMPILES, COL_SEEN };
 
-enum { DONE = 0, START = 1, UNSEEN = 2, LEFT = 3, NOT_WHOLE = -1, NO_MEMORY = -2 };
+/* NODES: with power saving, a job's will-run answer is "now" and its nodes are the node tiers' choice, made by
+ * the caller (cycle_nodes) before the cycle resumes */
+enum { DONE = 0, START = 1, UNSEEN = 2, LEFT = 3, NODES = 4, NOT_WHOLE = -1, NO_MEMORY = -2 };
 
 typedef struct {
     int64_t n, words;
@@ -72,6 +76,15 @@ typedef struct {
      * running job's expected end that is now (a job of time limit 0 started this second: the nodes free now
      * are then not the answer's) */
     int fits_now;
+    /* Slurm's power saving (cycle_power; all 0 without it): idle_bits, the nodes a reservation could leave
+     * PLANNED (allocatable, running no job, at the cycle's start); idle_now, those running no job now (after the
+     * cycle's starts); planned: a reservation left one PLANNED (SlurmQueue._planned_idle); tiers: a job fitting
+     * now takes its nodes by the node tiers (powered-down nodes last), chosen by the caller (NODES) */
+    uint64_t *idle_bits, *idle_now;
+    int idle_any, planned, tiers;
+    /* a job whose try-later loop stopped for NODES: its state there, taken up again by cycle_run */
+    int in_job, job_counted, job_tries;
+    double job_start_from, job_key;
 } Cycle;
 
 void cycle_free(Cycle *c)
@@ -84,7 +97,7 @@ void cycle_free(Cycle *c)
     free(c->nodes_out); free(c->found); free(c->walked); free(c->scratch); free(c->counted); free(c->free_bits);
     free(c->cpu_array); free(c->smallest); free(c->per_user); free(c->per_part);
     free(c->memo_key); free(c->memo_start); free(c->memo_usable); free(c->memo_found); free(c->memo_generation);
-    free(c->memo_answer);
+    free(c->memo_answer); free(c->idle_bits); free(c->idle_now);
     free(c);
 }
 
@@ -114,6 +127,8 @@ Cycle *cycle_new(int64_t n, const double *node_cpus)
     c->scratch = calloc((size_t)c->words, sizeof(uint64_t));
     c->counted = calloc((size_t)c->words, sizeof(uint64_t));
     c->free_bits = calloc((size_t)c->words, sizeof(uint64_t));
+    c->idle_bits = calloc((size_t)c->words, sizeof(uint64_t));
+    c->idle_now = calloc((size_t)c->words, sizeof(uint64_t));
     c->memo_key = malloc(sizeof(double) * MEMO);
     c->memo_start = malloc(sizeof(double) * MEMO);
     c->memo_usable = malloc(sizeof(uint64_t) * MEMO * (size_t)c->words);
@@ -125,7 +140,7 @@ Cycle *cycle_new(int64_t n, const double *node_cpus)
     if (!c->memo_key || !c->memo_start || !c->memo_usable || !c->memo_found || !c->memo_generation || !c->memo_answer
         || !c->starts || !c->rows || !c->usable || !c->in_map || !c->work || !c->cpus_out || !c->nodes_out
         || !c->cpu_array || !c->free || !c->offsets || !c->found || !c->walked || !c->scratch || !c->counted
-        || !c->free_bits) {
+        || !c->free_bits || !c->idle_bits || !c->idle_now) {
         cycle_free(c);
         return NULL;
     }
@@ -142,167 +157,7 @@ static int grow(void **array, size_t item, int64_t count)
     return 0;
 }
 
-/* -- node sets ------------------------------------------------------------------------------------- */
-static uint64_t *row_of(const Cycle *c, int64_t j) { return c->rows + j * c->words; }
-
-static const uint64_t *part_of(const Cycle *c, int64_t p)
-{
-    return c->parts + (int64_t)c->table[c->order[p] * c->columns + COL_PART_ROW] * c->words;
-}
-
-static void and_into(uint64_t *out, const uint64_t *a, int64_t words)
-{
-    for (int64_t k = 0; k < words; k++)
-        out[k] &= a[k];
-}
-
-static int64_t count_of(const uint64_t *set, int64_t words)
-{
-    int64_t count = 0;
-    for (int64_t k = 0; k < words; k++)
-        count += __builtin_popcountll(set[k]);
-    return count;
-}
-
-static int meets(const uint64_t *a, const uint64_t *b, int64_t words)
-{
-    for (int64_t k = 0; k < words; k++)
-        if (a[k] & b[k])
-            return 1;
-    return 0;
-}
-
-/* -- the plan (NodeSpace) ---------------------------------------------------------------------------- */
-/* bisect_right(starts, t) */
-static int64_t after(const Cycle *c, double t)
-{
-    int64_t lo = 0, hi = c->slots;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (t < c->starts[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
-/* bisect_left(starts, t) */
-static int64_t at_or_after(const Cycle *c, double t)
-{
-    int64_t lo = 0, hi = c->slots;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (c->starts[mid] < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* out &= rows[from:stop] */
-static void and_rows(const Cycle *c, uint64_t *out, int64_t from, int64_t stop)
-{
-    for (int64_t j = from; j < stop; j++)
-        and_into(out, row_of(c, j), c->words);
-}
-
-/* NodeSpace.walk_bits: out = nodes less those reserved in any slot meeting [start_s, end_s]; returns where a
- * job that cannot start at start_s tries next (0: nowhere) */
-static double walk(const Cycle *c, double start_s, double end_s, const uint64_t *nodes, uint64_t *out)
-{
-    int64_t w = c->words;
-    memcpy(out, nodes, sizeof(uint64_t) * (size_t)w);
-    if (start_s >= c->plan_end)
-        return 0.0;
-    int64_t first = after(c, start_s) - 1;
-    if (first < 0)
-        first = 0;
-    int64_t stop = after(c, end_s);
-    int64_t last = stop < c->slots - 2 ? stop : c->slots - 2;
-    int64_t to = (last < stop - 1 ? last : stop - 1);
-    for (int64_t j = first; j <= to; j++) {
-        and_into(out, row_of(c, j), w);
-        const uint64_t *next = row_of(c, j + 1);
-        for (int64_t k = 0; k < w; k++)
-            if (next[k] & nodes[k] & ~out[k]) {
-                and_rows(c, out, j + 1, stop);
-                return c->starts[j + 1];
-            }
-    }
-    and_rows(c, out, first > last + 1 ? first : last + 1, stop);
-    if (last == stop && last >= first) {
-        const uint64_t *end_row = row_of(c, stop), *next = row_of(c, stop + 1);
-        for (int64_t k = 0; k < w; k++)
-            if (next[k] & nodes[k] & ~(out[k] & end_row[k]))
-                return c->starts[stop + 1];
-    }
-    return 0.0;
-}
-
-/* NodeSpace.available_bits */
-static void available(const Cycle *c, double start_s, double end_s, const uint64_t *nodes, uint64_t *out)
-{
-    memcpy(out, nodes, sizeof(uint64_t) * (size_t)c->words);
-    if (start_s >= c->plan_end)
-        return;
-    int64_t first = after(c, start_s) - 1;
-    and_rows(c, out, first > 0 ? first : 0, after(c, end_s));
-}
-
-/* NodeSpace.overlaps_bits */
-static int overlaps(Cycle *c, const uint64_t *nodes, double start_s, double end_s)
-{
-    if (start_s >= c->plan_end)
-        return 0;
-    int64_t first = after(c, start_s) - 1;
-    memcpy(c->scratch, nodes, sizeof(uint64_t) * (size_t)c->words);
-    and_rows(c, c->scratch, first > 0 ? first : 0, at_or_after(c, end_s));
-    return memcmp(c->scratch, nodes, sizeof(uint64_t) * (size_t)c->words) != 0;
-}
-
-/* NodeSpace._split: the slot starting at t_s (-1: out of memory) */
-static int64_t split(Cycle *c, double t_s)
-{
-    int64_t i = after(c, t_s) - 1;
-    if (c->starts[i] == t_s)
-        return i;
-    if (c->slots == c->room) {
-        int64_t room = c->room * 2;
-        if (grow((void **)&c->starts, sizeof(double), room)
-            || grow((void **)&c->rows, sizeof(uint64_t), room * c->words))
-            return -1;
-        c->room = room;
-    }
-    memmove(c->starts + i + 2, c->starts + i + 1, sizeof(double) * (size_t)(c->slots - i - 1));
-    memmove(row_of(c, i + 2), row_of(c, i + 1), sizeof(uint64_t) * (size_t)((c->slots - i - 1) * c->words));
-    c->starts[i + 1] = t_s;
-    memcpy(row_of(c, i + 1), row_of(c, i), sizeof(uint64_t) * (size_t)c->words);
-    c->slots++;
-    return i + 1;
-}
-
-/* NodeSpace.reserve_bits (0, or NO_MEMORY) */
-static int reserve(Cycle *c, double start_s, double end_s, const uint64_t *nodes)
-{
-    if (start_s < c->starts[0])
-        start_s = c->starts[0];
-    if (end_s < start_s + c->resolution)
-        end_s = start_s + c->resolution;
-    if (start_s >= c->plan_end)
-        return 0;
-    int64_t first = split(c, start_s);
-    int64_t last = end_s < c->plan_end ? split(c, end_s) : c->slots;
-    if (first < 0 || last < 0)
-        return NO_MEMORY;
-    for (int64_t j = first; j < last; j++) {
-        uint64_t *row = row_of(c, j);
-        for (int64_t k = 0; k < c->words; k++)
-            row[k] &= ~nodes[k];
-    }
-    return 0;
-}
+#include "_backfill_plan.h"      /* node sets and the plan (NodeSpace) */
 
 /* -- the early stop (StartersLeft) ------------------------------------------------------------------- */
 static void free_changed(Cycle *c)
@@ -373,7 +228,8 @@ static int room_for(Cycle *c, int64_t jobs, int64_t entries)
     return 0;
 }
 
-/* the machine now: free CPUs per node, the running jobs by expected end (their ends on slurmctld's clock and
+/* the machine now: free CPUs per node (-inf where none may be allocated: power saving's nodes being powered
+ * down), the running jobs by expected end (their ends on slurmctld's clock and
  * in trace seconds, their job indices, their entries as in will_run_spread) and the CPUs free in all; same:
  * the state the will-run answers kept were made on.  Returns 0, NOT_WHOLE when a count is not whole (the
  * caller runs the reference), or NO_MEMORY. */
@@ -387,7 +243,7 @@ int cycle_state(Cycle *c, const double *free_cpus, const double *clock_ends, con
         c->memo_used = 0;
     }
     for (int64_t i = 0; i < c->n; i++)
-        if (!(whole_below_limit(free_cpus[i]) && free_cpus[i] >= 0))
+        if (!(whole_below_limit(free_cpus[i]) && free_cpus[i] >= 0) && free_cpus[i] != -INFINITY)
             return NOT_WHOLE;
     for (int64_t e = 0; e < entries; e++)
         if (!(whole_below_limit(entry_cpus[e]) && entry_cpus[e] >= 0))
@@ -536,7 +392,25 @@ int cycle_begin(Cycle *c, double now_s, double begin_s, double plan_end_s, doubl
     c->tested_at = -1;
     c->changes = 0;
     memset(c->counted, 0, sizeof(uint64_t) * (size_t)c->words);
+    c->idle_any = c->planned = c->tiers = c->in_job = 0;
+    memset(c->idle_bits, 0, sizeof(uint64_t) * (size_t)c->words);
     return 0;
+}
+
+/* after cycle_begin, with Slurm's power saving: idle_bits and idle_now (node sets, as in the Cycle); tiers: 1
+ * when some node is powered down (a job fitting now then takes its nodes by the node tiers: NODES) */
+void cycle_power(Cycle *c, const uint64_t *idle_bits, const uint64_t *idle_now, int tiers)
+{
+    memcpy(c->idle_bits, idle_bits, sizeof(uint64_t) * (size_t)c->words);
+    memcpy(c->idle_now, idle_now, sizeof(uint64_t) * (size_t)c->words);
+    c->idle_any = count_of(idle_bits, c->words) > 0;
+    c->tiers = tiers;
+}
+
+/* after a start in a cycle with power saving (before cycle_resume): the nodes running no job now */
+void cycle_idle(Cycle *c, const uint64_t *idle_now)
+{
+    memcpy(c->idle_now, idle_now, sizeof(uint64_t) * (size_t)c->words);
 }
 
 /* SlurmQueue.will_run for a job asking cpus on the `usable` nodes (key: its will-run key, the answers kept by
@@ -597,6 +471,8 @@ static int memo_grow(Cycle *c)
     return 0;
 }
 
+static int memo_keep(Cycle *c, int64_t slot, double key, const uint64_t *usable, int answer, double start_s);
+
 static int will_run(Cycle *c, double key, double cpus, const uint64_t *usable, double *start_s)
 {
     int64_t w = c->words;
@@ -611,6 +487,18 @@ static int will_run(Cycle *c, double key, double cpus, const uint64_t *usable, d
     int answer = will_run_fresh(c, cpus, usable, start_s);
     if (answer < 0)
         return answer;
+    if (answer && *start_s == -INFINITY && c->tiers) {
+        c->job_key = key;           /* it fits now: its nodes are the node tiers' (cycle_nodes keeps them) */
+        return NODES;
+    }
+    return memo_keep(c, slot, key, usable, answer, *start_s) < 0 ? NO_MEMORY : answer;
+}
+
+/* the answer (1: start_s and the nodes in c->found; 0: never) kept for (key, usable) at its slot (0, or
+ * NO_MEMORY) */
+static int memo_keep(Cycle *c, int64_t slot, double key, const uint64_t *usable, int answer, double start_s)
+{
+    int64_t w = c->words;
     if (c->memo_used >= c->memo_size / 4 * 3) {
         if (memo_grow(c) < 0)
             return NO_MEMORY;
@@ -622,10 +510,18 @@ static int will_run(Cycle *c, double key, double cpus, const uint64_t *usable, d
     c->memo_answer[slot] = (int8_t)answer;
     memcpy(c->memo_usable + slot * w, usable, sizeof(uint64_t) * (size_t)w);
     if (answer) {
-        c->memo_start[slot] = *start_s;
+        c->memo_start[slot] = start_s;
         memcpy(c->memo_found + slot * w, c->found, sizeof(uint64_t) * (size_t)w);
     }
-    return answer;
+    return 0;
+}
+
+/* after NODES: the nodes the node tiers chose for the job fitting now on the usable nodes (SlurmQueue._will_run),
+ * kept as its answer; the cycle then runs on (cycle_run).  0, or NO_MEMORY */
+int cycle_nodes(Cycle *c, const uint64_t *nodes)
+{
+    memcpy(c->found, nodes, sizeof(uint64_t) * (size_t)c->words);
+    return memo_keep(c, memo_slot(c, c->job_key, c->walked), c->job_key, c->walked, 1, -INFINITY);
 }
 
 /* the answer on the current state, computed */
@@ -653,83 +549,123 @@ static int will_run_fresh(Cycle *c, double cpus, const uint64_t *usable, double 
     return 1;
 }
 
+/* whether the job at position p is tested: 1 (counted for its user and partition), 0 when it is passed over
+ * (bf_max_job_user / _part, not eligible yet), -1 when the cycle stops there */
+static int job_opens(Cycle *c, int64_t p)
+{
+    if (c->tried >= c->max_test)
+        return -1;
+    /* with power saving the plans matter until one holds an idle node (PLANNED): no early stop before */
+    int planning = c->idle_any && !c->planned;
+    if (!planning && c->free_now < c->smallest[p] - 1e-9)
+        return -1;                  /* no job from here can start now */
+    if (!c->full && !planning && !any_from(c, p)) {
+        c->stopped_early = 1;       /* what the cycle would still do holds back no job that could start */
+        return -1;
+    }
+    const double *row = c->table + c->order[p] * c->columns;
+    int64_t user = (int64_t)row[COL_USER], partition = (int64_t)row[COL_PARTITION];
+    if (c->max_user && c->per_user[user] >= c->max_user)
+        return 0;
+    if (c->max_part && c->per_part[partition] >= c->max_part)
+        return 0;
+    if (row[COL_ELIGIBLE] > c->now)
+        return 0;
+    c->per_user[user]++;
+    c->per_part[partition]++;
+    return 1;
+}
+
+/* the try-later loop of the job at position p, from its state in the Cycle (job_start_from, job_tries,
+ * job_counted): DONE when the job is done with (reserved, or not), START or NODES (the job at *position, its
+ * usable nodes in usable_out), or NOT_WHOLE / NO_MEMORY */
+static int try_job(Cycle *c, int64_t p, int64_t *position, uint64_t *usable_out)
+{
+    const double *row = c->table + c->order[p] * c->columns;
+    const uint64_t *partition_nodes = part_of(c, p);
+    double cpus = row[COL_CPUS], requested = row[COL_REQUESTED];
+    for (; c->job_tries < TRY_LATER_LIMIT; c->job_tries++) {
+        double start_from = c->job_start_from;
+        double end_s = (start_from > c->now ? start_from : c->now) + requested;
+        double later = walk(c, start_from, end_s, partition_nodes, c->walked);
+        if (count_of(c->walked, c->words) < 1) {      /* (a job Slurm spreads needs one node) */
+            if (later) {
+                c->job_start_from = later;
+                continue;
+            }
+            break;
+        }
+        if (!c->job_counted) {
+            c->tried++;
+            c->job_counted = 1;
+        }
+        double start_s = 0.0;
+        int found = will_run(c, row[COL_SEEN], cpus, c->walked, &start_s);
+        if (found == NODES) {
+            c->in_job = 1;          /* taken up here once the caller gave the nodes (cycle_nodes) */
+            *position = p;
+            memcpy(usable_out, c->walked, sizeof(uint64_t) * (size_t)c->words);
+            return NODES;
+        }
+        if (found < 0)
+            return found;
+        if (!found)
+            break;
+        int fits_now = start_s == -INFINITY;
+        start_s = start_s > c->now ? start_s : c->now;      /* now, or its group's end if later */
+        start_s = start_s >= start_from ? start_s : start_from;
+        if (start_s <= c->now) {
+            c->fits_now = fits_now;
+            *position = p;
+            memcpy(usable_out, c->walked, sizeof(uint64_t) * (size_t)c->words);
+            return START;
+        }
+        if (later && start_s > later) {
+            c->job_start_from = later;
+            continue;
+        }
+        if (start_s > c->now + c->bf_window)
+            break;
+        double reserve_from = floor(start_s / c->resolution) * c->resolution;
+        double reserve_to = floor((start_s + requested) / c->resolution) * c->resolution;
+        if (overlaps(c, c->found, reserve_from, reserve_to)) {
+            if (start_s <= start_from)
+                break;
+            c->job_start_from = start_s;
+            continue;
+        }
+        if (reserve(c, reserve_from, reserve_to, c->found) < 0)
+            return NO_MEMORY;
+        if (meets(c->found, c->counted, c->words))
+            c->changes++;           /* StartersLeft.plan_changed: the witness counted one of these nodes */
+        if (!c->planned && meets(c->found, c->idle_bits, c->words) && meets(c->found, c->idle_now, c->words))
+            c->planned = 1;         /* PLANNED sticks on reserved nodes that run no job */
+        break;
+    }
+    return DONE;
+}
+
 /* the cycle from where it stopped: DONE, START (the job at *position can start now on the nodes in
- * usable_out: the caller starts it, gives the new state and calls cycle_resume), or NOT_WHOLE / NO_MEMORY */
+ * usable_out: the caller starts it, gives the new state and calls cycle_resume), NODES (the job at *position
+ * fits now on the nodes in usable_out: the caller gives the node tiers' choice there with cycle_nodes and calls
+ * cycle_run again), or NOT_WHOLE / NO_MEMORY */
 int cycle_run(Cycle *c, int64_t *position, uint64_t *usable_out)
 {
     for (; c->position < c->count; c->position++) {
         int64_t p = c->position;
-        if (c->tried >= c->max_test)
-            break;
-        if (c->free_now < c->smallest[p] - 1e-9)
-            break;                  /* no job from here can start now */
-        if (!c->full && !any_from(c, p)) {
-            c->stopped_early = 1;   /* what the cycle would still do holds back no job that could start */
-            break;
-        }
-        const double *row = c->table + c->order[p] * c->columns;
-        int64_t user = (int64_t)row[COL_USER], partition = (int64_t)row[COL_PARTITION];
-        if (c->max_user && c->per_user[user] >= c->max_user)
-            continue;
-        if (c->max_part && c->per_part[partition] >= c->max_part)
-            continue;
-        if (row[COL_ELIGIBLE] > c->now)
-            continue;
-        c->per_user[user]++;
-        c->per_part[partition]++;
-        const uint64_t *partition_nodes = part_of(c, p);
-        double cpus = row[COL_CPUS], requested = row[COL_REQUESTED];
-        int counted = 0;
-        double start_from = c->now;
-        for (int tries = 0; tries < TRY_LATER_LIMIT; tries++) {
-            double end_s = (start_from > c->now ? start_from : c->now) + requested;
-            double later = walk(c, start_from, end_s, partition_nodes, c->walked);
-            if (count_of(c->walked, c->words) < 1) {      /* (a job Slurm spreads needs one node) */
-                if (later) {
-                    start_from = later;
-                    continue;
-                }
+        if (c->in_job)
+            c->in_job = 0;          /* the job NODES stopped, taken up where it was */
+        else {
+            int opens = job_opens(c, p);
+            if (opens < 0)
                 break;
-            }
-            if (!counted) {
-                c->tried++;
-                counted = 1;
-            }
-            double start_s = 0.0;
-            int found = will_run(c, row[COL_SEEN], cpus, c->walked, &start_s);
-            if (found < 0)
-                return found;
-            if (!found)
-                break;
-            int fits_now = start_s == -INFINITY;
-            start_s = start_s > c->now ? start_s : c->now;      /* now, or its group's end if later */
-            start_s = start_s >= start_from ? start_s : start_from;
-            if (start_s <= c->now) {
-                c->fits_now = fits_now;
-                *position = p;
-                memcpy(usable_out, c->walked, sizeof(uint64_t) * (size_t)c->words);
-                return START;
-            }
-            if (later && start_s > later) {
-                start_from = later;
+            if (!opens)
                 continue;
-            }
-            if (start_s > c->now + c->bf_window)
-                break;
-            double reserve_from = floor(start_s / c->resolution) * c->resolution;
-            double reserve_to = floor((start_s + requested) / c->resolution) * c->resolution;
-            if (overlaps(c, c->found, reserve_from, reserve_to)) {
-                if (start_s <= start_from)
-                    break;
-                start_from = start_s;
-                continue;
-            }
-            if (reserve(c, reserve_from, reserve_to, c->found) < 0)
-                return NO_MEMORY;
-            if (meets(c->found, c->counted, c->words))
-                c->changes++;       /* StartersLeft.plan_changed: the witness counted one of these nodes */
-            break;
+            c->job_start_from = c->now, c->job_tries = 0, c->job_counted = 0;
         }
+        int code = try_job(c, p, position, usable_out);
+        if (code != DONE)
+            return code;
         if (c->max_start && c->started >= c->max_start)
             break;
     }
@@ -770,11 +706,12 @@ void cycle_resume(Cycle *c, int started)
 }
 
 /* what the cycle counted: the jobs tried, the jobs started, 1 when it stopped early (StartersLeft), the
- * will-run answers "never" from the capacity bound */
+ * will-run answers "never" from the capacity bound, 1 when a reservation left an idle node PLANNED */
 void cycle_counts(const Cycle *c, int64_t *out)
 {
     out[0] = c->tried;
     out[1] = c->started;
     out[2] = c->stopped_early;
     out[3] = c->nevers;
+    out[4] = c->planned;
 }

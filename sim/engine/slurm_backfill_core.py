@@ -3,8 +3,16 @@
 is the reference (tests hold the two to the same starts, nodes and counters).
 
 It takes a cycle when every waiting job's will-run test runs compiled (a job Slurm spreads, asking CPUs
-only, under no node cap: ``SlurmQueue._compiles``), on a plain machine (no power saving, no
-co-location) and under no accounting limits, with whole CPU counts everywhere; any other cycle is left to the reference whole.
+only, under no node cap: ``SlurmQueue._compiles``), on a plain machine or one with Slurm's power saving
+(``SlurmPowerMachine`` itself, whose node changes the queue counts: ``node_version``; no co-location)
+and under no accounting limits, with whole CPU counts everywhere (-inf on nodes being powered down);
+any other cycle is left to the reference whole: a subclass of the power-saving machine, accounting
+limits, a job naming its nodes, holding memory or under a node cap, a count not whole.
+With power saving the core does what the reference does: the plan leaves out nodes being powered down,
+the early stops wait while a reservation could still leave an idle node PLANNED, and the PLANNED flag
+comes back to the queue (``SlurmQueue._planned_idle``); a will-run answer "now" while some node is
+powered down comes back here for its nodes (the node tiers, ``SlurmQueue._nodes_by_tiers``), kept by
+the core as the reference keeps it, and every start is placed by ``SlurmQueue._place_now``.
 Per job, what the cycle reads is settled once in Python when the job is first seen (its CPUs, limit,
 partition's nodes, user, partition, eligibility time) and kept in a table by job index; per cycle the
 core gets the queue's order as job indices (kept by the queue's ``WaitingOrder``).  The core keeps the
@@ -41,7 +49,7 @@ CPU = 0
 CPUS, REQUESTED, PART_ROW, USER, PARTITION, ELIGIBLE, COMPILES, SEEN = range(8)
 COLUMNS = 8
 WHOLE_LIMIT = 2.0 ** 40           # the compiled will-run test's whole counts are below it
-DONE, START, UNSEEN, LEFT, NOT_WHOLE, NO_MEMORY = 0, 1, 2, 3, -1, -2
+DONE, START, UNSEEN, LEFT, NODES, NOT_WHOLE, NO_MEMORY = 0, 1, 2, 3, 4, -1, -2
 
 
 def whole_counts(values: np.ndarray) -> bool:
@@ -75,7 +83,8 @@ class CompiledBackfill:
         self._usable_bytes = self.usable_out.view(np.uint8)      # the same words, as bytes
         self.position = ctypes.c_int64(0)
         self._out = (ctypes.byref(self.position), self.usable_out.ctypes.data)
-        self.counts = np.zeros(4, dtype=np.int64)     # cycle_counts: tried, started, stopped early, nevers
+        # cycle_counts: tried, started, stopped early, nevers, a reservation left an idle node PLANNED
+        self.counts = np.zeros(5, dtype=np.int64)
         # cycle_start_nodes: the nodes and CPUs of a job that fits now, and their addresses
         self.start_nodes = np.zeros(max(size, 1), dtype=np.int64)
         self.start_cpus = np.zeros(max(size, 1))
@@ -100,6 +109,12 @@ class CompiledBackfill:
         # the jobs the cycle would start placed by the core (they fit now) and by the reference (their start
         # a running job's expected end that is now: a job of time limit 0 started this second)
         self.placed_by_core = self.placed_by_reference = 0
+        self.tier_choices = 0           # will-run answers "now" whose nodes the node tiers chose (power saving)
+        # with power saving: the plan's nodes, the nodes a reservation could leave PLANNED and those running no
+        # job now, as the core reads them (cycle_power, cycle_idle)
+        self._available = np.zeros(self.words, dtype=np.uint64)
+        self._idle_bits = np.zeros(self.words, dtype=np.uint64)
+        self._idle_now = np.zeros(self.words, dtype=np.uint64)
         self._state = None           # the compiled will-run test whose arrays the core reads
         # the queue's will-run stamp when the core's state (free CPUs, running jobs, kept answers) was last
         # made or updated by a start: while it holds, the next cycle's state is the core's own
@@ -123,9 +138,13 @@ class CompiledBackfill:
     def takes(self) -> bool:
         """Whether the queue's settings leave its cycles to this path (the jobs are checked per cycle)."""
         queue = self.queue
-        # (a plain machine: a start takes exactly its CPUs from its nodes' free ones, as the core does)
-        return (queue.compiled_cycle and queue.compiled_will_run and queue._power is None and self.nodes_whole
-                and type(queue.limits) is NoLimits and type(queue.machine) is Machine)
+        # (a plain machine, or Slurm's power saving's whose changes the queue counts (node_version): a start
+        # takes exactly its CPUs from its nodes' free ones, as the core does)
+        power = queue._power
+        machine_taken = (type(queue.machine) is Machine and power is None) or (
+            power is queue.machine and power.node_version() is not None)
+        return (queue.compiled_cycle and queue.compiled_will_run and machine_taken and self.nodes_whole
+                and type(queue.limits) is NoLimits)
 
     def _see(self, waiting) -> None:
         """The row of a job first seen in a cycle: what the cycle reads of it, fixed while it waits."""
@@ -191,13 +210,20 @@ class CompiledBackfill:
     def _caught_up(self, stamp) -> bool:
         """The core's running jobs brought up to the machine's by the starts and ends since it was last
         in step, when those are all that changed (each bumps the queue's stamp by one; a release, move or
-        node change does too and is not followed: the state is then made afresh)."""
+        node change does too and is not followed: the state is then made afresh).  With power saving the
+        stamp is (that count, the machine's node version): no node's power state may have changed."""
         queue = self.queue
-        if self._synced is None or queue._completing or type(stamp) is not int:
+        if self._synced is None or queue._completing:
+            return False
+        if type(stamp) is int:
+            changes = stamp - self._synced
+        elif stamp[1] == self._synced[1]:
+            changes = stamp[0] - self._synced[0]
+        else:
             return False
         now = queue.expected_ends.keys()
         ended, started = self._running - now, now - self._running
-        if stamp - self._synced != len(ended) + len(started):
+        if changes != len(ended) + len(started):
             return False
         self._state = None                      # (a state made afresh next drops the core's kept answers)
         self._synced = None
@@ -273,6 +299,67 @@ class CompiledBackfill:
         amounts[:, CPU] = self.start_cpus[:count]
         return self.start_nodes[:count].copy(), amounts
 
+    def _start_now(self, waiting, now_s: float, by: str) -> None:
+        """After START: the job at the cycle's position started as the reference starts it (or not, where it
+        cannot be placed), and the core told."""
+        queue = self.queue
+        placed = self._fitting_now() if queue._power is None else None
+        placed_here = 0 if placed is None else len(placed[0])
+        if placed_here:
+            self.placed_by_core += 1
+        else:
+            self.placed_by_reference += 1
+            # its start is an expected end that is now (a job of time limit 0 started this second; a job
+            # ends by its expected end, and ends up to now came before the pass), or power saving's node
+            # tiers choose its nodes: placed on the nodes free now, as the reference
+            placed = queue._place_now(waiting.job, mask_of_bytes(self._usable_bytes, self.size))
+        if placed is not None:
+            queue._start(waiting, placed, now_s, by)
+            self._started(waiting.job, placed_here)
+            if queue._power is not None:
+                self._set_words(self._idle_now, self._idle_mask())
+                self.library.cycle_idle(self.handle, self._idle_now.ctypes.data)
+        self.library.cycle_resume(self.handle, int(placed is not None))
+
+    def _choose_by_tiers(self, job) -> None:
+        """After NODES: the nodes the node tiers choose for ``job``, which fits now on the usable nodes the core
+        gives (``SlurmQueue._nodes_by_tiers``, the reference's choice), to the core as the will-run answer."""
+        nodes = self.queue._nodes_by_tiers(job, mask_of_bytes(self._usable_bytes, self.size))
+        mask = np.zeros(self.size, dtype=bool)
+        mask[nodes] = True
+        chosen = np.zeros(self.words, dtype=np.uint64)
+        self._set_words(chosen, mask)
+        self.tier_choices += 1
+        if self.library.cycle_nodes(self.handle, chosen.ctypes.data) == NO_MEMORY:
+            raise MemoryError("the slurm queue's backfill cycle: out of memory")
+
+    def _idle_mask(self) -> np.ndarray:
+        """The nodes running no job now (every CPU free on the machine)."""
+        return self.queue.machine.free[:, CPU] >= self.node_cpus
+
+    @staticmethod
+    def _set_words(words: np.ndarray, mask: np.ndarray) -> None:
+        """``words`` (uint64) set to the node set of the boolean ``mask`` (node i bit i % 64 of word i // 64)."""
+        packed = np.packbits(mask, bitorder="little")
+        room = words.view(np.uint8)
+        room[:] = 0
+        room[:len(packed)] = packed
+
+    def _power_tables(self) -> tuple:
+        """:meth:`_tables` with Slurm's power saving: the plan's nodes less those being powered down; the
+        nodes a reservation could leave PLANNED (allocatable, running no job) and those running no job now
+        made ready for cycle_power (SlurmQueue._backfill_cycle's ``available`` and ``idle_bits``)."""
+        tables = self._tables()
+        blocked = self.queue._power.unavailable()
+        idle = self._idle_mask()
+        self._set_words(self._idle_now, idle)
+        if blocked is None:
+            self._idle_bits[:] = self._idle_now
+            return tables
+        self._set_words(self._available, ~blocked)
+        self._set_words(self._idle_bits, idle & ~blocked)
+        return (self._available.ctypes.data, *tables[1:])
+
     def run(self, now_s: float, by: str) -> bool:
         """The backfill cycle at ``now_s`` (its starts marked ``by``); False when it is left to the
         reference (nothing done)."""
@@ -291,31 +378,26 @@ class CompiledBackfill:
         arguments = (handle, now_s, begin, window_end, resolution, s.bf_window_s, s.will_run_window_s,
                      self._address_of(order), len(order), s.bf_max_job_test, s.bf_max_job_user, s.bf_max_job_part,
                      s.bf_max_job_start, int(queue.full_cycles), int(queue._capacity_bound))
-        code = library.cycle_begin(*arguments, *self._tables())
+        power = queue._power
+        tables = self._tables if power is None else self._power_tables
+        code = library.cycle_begin(*arguments, *tables())
         if code == UNSEEN:
             for position in self._unseen(order):
                 self._see(ordered[position])
-            code = library.cycle_begin(*arguments, *self._tables())
+            code = library.cycle_begin(*arguments, *tables())
         if code == LEFT:
             return False
         if code == DONE:
+            if power is not None:
+                library.cycle_power(handle, self._idle_bits.ctypes.data, self._idle_now.ctypes.data,
+                                    int(power.powered_up() is not None))
             code = library.cycle_run(handle, *self._out)
-        while code == START:
+        while code == START or code == NODES:
             waiting = ordered[self.position.value]
-            placed = self._fitting_now()
-            placed_here = 0 if placed is None else len(placed[0])
-            if placed_here:
-                self.placed_by_core += 1
+            if code == NODES:
+                self._choose_by_tiers(waiting.job)
             else:
-                self.placed_by_reference += 1
-                # its start is an expected end that is now (a job of time limit 0 started this second; a job
-                # ends by its expected end, and ends up to now came before the pass): placed on the nodes
-                # free now, as the reference
-                placed = queue._place_now(waiting.job, mask_of_bytes(self._usable_bytes, self.size))
-            if placed is not None:
-                queue._start(waiting, placed, now_s, by)
-                self._started(waiting.job, placed_here)
-            library.cycle_resume(handle, int(placed is not None))
+                self._start_now(waiting, now_s, by)
             code = library.cycle_run(handle, *self._out)
         if code == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
@@ -324,6 +406,8 @@ class CompiledBackfill:
         library.cycle_counts(handle, self._counts_address)
         queue.cycles_stopped_early += int(self.counts[2])
         queue.nevers_without_view += int(self.counts[3])
+        if power is not None:
+            queue._planned_idle = bool(self.counts[4])
         self.cycles += 1
         return True
 
@@ -357,6 +441,12 @@ def compiled_backfill_library():
             library.cycle_unseen.argtypes = (pointer, i64, pointer, i64, i64, pointer)
             library.cycle_start_nodes.restype = i64
             library.cycle_start_nodes.argtypes = (pointer, pointer, pointer)
+            library.cycle_power.restype = None
+            library.cycle_power.argtypes = (pointer, pointer, pointer, ctypes.c_int)
+            library.cycle_idle.restype = None
+            library.cycle_idle.argtypes = (pointer, pointer)
+            library.cycle_nodes.restype = ctypes.c_int
+            library.cycle_nodes.argtypes = (pointer, pointer)
             library.cycle_resume.restype = None
             library.cycle_resume.argtypes = (pointer, ctypes.c_int)
             library.cycle_counts.restype = None

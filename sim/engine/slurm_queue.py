@@ -683,12 +683,7 @@ class SlurmQueue(MainScheduler):
                 if last is None and self._power is not None:
                     # it fits now (the CPUs free on the usable nodes suffice, whatever the tiers); with
                     # power saving the nodes are chosen among powered-up nodes first (the node tiers)
-                    usable = mask_of(usable_bits, self.machine.cluster.size)
-                    placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
-                    if placed is None:
-                        raise RuntimeError("the slurm queue's will-run test: the compiled test fits a job now "
-                                           "that the node tiers cannot place")
-                    return None, self._node_set(placed[0])
+                    return None, self._node_set(self._nodes_by_tiers(job, mask_of(usable_bits, self.machine.cluster.size)))
                 return (None if last is None else compiled.end_list[last]), nodes
         view = self._view(usable_bits)
         if self._power is not None or not self.placement.spreads(job) or view.spread_cpus_now >= job.cpus_total:
@@ -709,6 +704,15 @@ class SlurmQueue(MainScheduler):
                 return view.end_list[view.groups[group][1]], self._node_set(placed[0])
             group = group + 1 if view.group(group + 1) else None
         return NEVER
+
+    def _nodes_by_tiers(self, job: PendingJob, usable: np.ndarray) -> np.ndarray:
+        """With power saving, the nodes of a job the compiled will-run test fits now on the ``usable`` nodes
+        (a mask): chosen among powered-up nodes first (the node tiers), on the CPUs free now."""
+        placed = self.placement.place(job, np.where(usable[:, None], self._free(), -np.inf), now=True)
+        if placed is None:
+            raise RuntimeError("the slurm queue's will-run test: the compiled test fits a job now "
+                               "that the node tiers cannot place")
+        return placed[0]
 
     def _compiles(self, job: PendingJob) -> bool:
         """Whether ``job``'s will-run test runs compiled (:class:`CompiledSpreadWillRun`): a job Slurm
