@@ -8,6 +8,7 @@ random workloads (hypothesis), then whole real logs through the command line.
 
 from __future__ import annotations
 
+import ctypes
 import filecmp
 import subprocess
 import sys
@@ -300,6 +301,61 @@ def mixed_overloaded_pool(nodes, count, rng):
 @given(overloaded_mixed_pools())
 def test_conservative_on_mixed_overloaded_pools_equals_the_general_loop(monkeypatch_session, workload):
     assert_conservative_cores_equal(monkeypatch_session, workload)
+
+
+RESERVATION = np.dtype([("start", np.float64), ("job", np.int64)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.5, 7.0, 1e9, 1e9 + 0.1, float("inf")]),
+                          st.integers(0, 40)), max_size=120, unique_by=lambda r: r[1]), st.booleans())
+def test_the_cores_put_moved_reservations_in_start_then_job_order(reservations, in_runs):
+    """The jobs a compression moved are put in order by merging the runs already in order: any list of
+    (start, job), jobs distinct, starts repeated, in runs or not, comes out as sorted() puts it."""
+    if in_runs:           # a few ascending runs, as the moved jobs mostly come
+        reservations = sorted(reservations[: len(reservations) // 2]) + sorted(reservations[len(reservations) // 2:])
+    library = pool_core.compiled_library()
+    a = np.array(reservations, dtype=RESERVATION)
+    scratch = np.empty(len(a) + 1, dtype=RESERVATION)
+    library.pool_reservations_sort(a.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(len(a)),
+                                   scratch.ctypes.data_as(ctypes.c_void_p))
+    assert a.tolist() == sorted(reservations)
+
+
+def long_overloaded_pool(seed):
+    """1,000 to 2,000 jobs on 20 to 100 processors arriving within 20 s: plans of hundreds of steps,
+    whose runs of free processors cross the 64-step words the plan's steps are read in."""
+    rng = np.random.default_rng(seed)
+    nodes, count = int(rng.integers(20, 101)), int(rng.integers(1000, 2001))
+    submit = np.sort(rng.integers(0, 20, count)).astype(float)
+    requested = np.round(10 ** rng.uniform(0, 4, count))
+    run_for = np.where(rng.random(count) < 0.7, np.floor(requested * rng.random(count)), requested)
+    procs = np.minimum(rng.geometric(0.1, count), nodes)
+    return nodes, submit, requested, run_for, procs
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_conservative_reads_the_plans_steps_alike_with_avx2_and_sse2(seed):
+    """The plan's steps freeing a count are read four at a time with AVX2 where the processor has it,
+    two at a time with SSE2 otherwise: the same run, every output, both ways."""
+    library = pool_core.compiled_library()
+    if library.pool_steps_avx2(-1) == 0 and library.pool_steps_avx2(1) == 0:
+        pytest.skip("this processor has no AVX2: only the SSE2 path can run")
+    workload = long_overloaded_pool(seed)
+    nodes = workload[0]
+    try:
+        library.pool_steps_avx2(0)
+        sse2 = run_pool("conservative", nodes, *workload[1:], POWER, 0.0)
+        assert library.pool_steps_avx2(1) == 1
+        avx2 = run_pool("conservative", nodes, *workload[1:], POWER, 0.0)
+    finally:
+        library.pool_steps_avx2(1)
+    for field in ("rows", "start_s", "end_s", "energy_j", "node_offsets", "node_flat", "times_s", "power_w",
+                  "busy_cpus", "node_jobs_j", "node_cpu_seconds", "jobs_on_node", "idle_since_s", "idle_node_seconds"):
+        assert np.array_equal(getattr(avx2, field), getattr(sse2, field)), field
+    assert (avx2.total_j, avx2.jobs_j, avx2.last_s) == (sse2.total_j, sse2.jobs_j, sse2.last_s)
+    assert np.max(avx2.by_job(avx2.start_s) - workload[1]) > 3600      # jobs did wait: compressions moved them
 
 
 def test_conservative_cuts_a_counts_stairs_where_the_last_run_read_may_grow(monkeypatch_session):

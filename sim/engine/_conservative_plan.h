@@ -417,10 +417,32 @@ static int run_stairs_cap(run_stairs *r, double from, double before, double dura
 /* Bit i set when step `from` + i (i < len <= 64) frees at least `processors`, built without a branch
  * per step: a count's runs are a few steps long, so a scan that branches on each step is mispredicted
  * at nearly every run's two ends. */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__AVX2__)
+#define STEPS_AVX2 1
+#include <immintrin.h>
+/* The same bits four steps a compare, where the processor has AVX2 (chosen once at run time): the
+ * ordered >= of free counts, which are never NaN, is the plain loop's >=. */
+__attribute__((target("avx2"))) static uint64_t steps_freeing_at_least_avx2(const double *f, int64_t len,
+                                                                            double processors) {
+    uint64_t bits = 0;
+    int64_t i = 0;
+    __m256d at = _mm256_set1_pd(processors);
+    for (; i + 4 <= len; i += 4)
+        bits |= (uint64_t)_mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(f + i), at, _CMP_GE_OQ)) << i;
+    for (; i < len; i++) bits |= (uint64_t)(f[i] >= processors) << i;
+    return bits;
+}
+static int has_avx2 = -1;         /* -1: not asked yet */
+#endif
+
 static uint64_t steps_freeing_at_least(const count_profile *p, int64_t from, int64_t len, double processors) {
     uint64_t bits = 0;
     int64_t i = 0;
     const double *f = p->free + from;
+#ifdef STEPS_AVX2
+    if (has_avx2 < 0) has_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (has_avx2) return steps_freeing_at_least_avx2(f, len, processors);
+#endif
 #ifdef __SSE2__
     __m128d at = _mm_set1_pd(processors);          /* two steps a compare: the same >= as below */
     for (; i + 2 <= len; i += 2) bits |= (uint64_t)_mm_movemask_pd(_mm_cmpge_pd(_mm_loadu_pd(f + i), at)) << i;

@@ -337,3 +337,23 @@ done:
     free(runs); free(built); free(moved.at);
     return status;
 }
+
+/* For the tests.  The path the conservative plan reads a count's steps by: `choice` -1 asks, 0 sets
+ * the SSE2 path, 1 the AVX2 path where the processor has it; returns the path then in use (1: AVX2). */
+int pool_steps_avx2(int choice) {
+#ifdef STEPS_AVX2
+    if (has_avx2 < 0) has_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (choice == 0) has_avx2 = 0;
+    if (choice == 1) has_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    return has_avx2;
+#else
+    (void)choice;
+    return 0;
+#endif
+}
+
+/* For the tests: reservations (start, job) put in order as the cores put the jobs a compression
+ * moved, through `scratch` (room for n). */
+void pool_reservations_sort(reservation *a, int64_t n, reservation *scratch) {
+    reservations_sort(a, n, scratch);
+}

@@ -101,10 +101,34 @@ static void reservation_insert(reservation *a, int64_t *n, double start, int64_t
     a[at].start = start; a[at].job = job; (*n)++;
 }
 
-static int reservation_order(const void *a, const void *b) {
-    const reservation *x = a, *y = b;
-    if (x->start != y->start) return x->start < y->start ? -1 : 1;
-    return (x->job > y->job) - (x->job < y->job);
+/* (start, job) of x before y's: the reservations' order (a job is in the list once) */
+static int reservation_before(const reservation *x, const reservation *y) {
+    return x->start < y->start || (x->start == y->start && x->job < y->job);
+}
+
+/* a[0 .. n) put in reservation order through `scratch` (room for n): the runs already in order merged
+ * two by two until one is left.  The jobs a compression moved come in arrival order, whose new starts
+ * mostly follow one another, so there are few runs (qsort took each job through a comparison called by
+ * pointer, log n times) */
+static void reservations_sort(reservation *a, int64_t n, reservation *scratch) {
+    reservation *from = a, *to = scratch;
+    for (;;) {
+        int64_t runs = 0;
+        for (int64_t i = 0; i < n; runs++) {
+            int64_t mid = i + 1, end;
+            while (mid < n && !reservation_before(&from[mid], &from[mid - 1])) mid++;
+            end = mid;
+            if (end < n) for (end++; end < n && !reservation_before(&from[end], &from[end - 1]); end++) {}
+            int64_t l = i, r = mid, o = i;
+            while (l < mid && r < end) to[o++] = reservation_before(&from[r], &from[l]) ? from[r++] : from[l++];
+            while (l < mid) to[o++] = from[l++];
+            while (r < end) to[o++] = from[r++];
+            i = end;
+        }
+        reservation *swap = from; from = to; to = swap;
+        if (runs <= 1) break;
+    }
+    if (from != a) memcpy(a, from, sizeof(reservation) * (size_t)n);
 }
 
 /* The reservations by start after a compression moved the jobs in `moved` (each once, to a start
@@ -116,10 +140,10 @@ static void reservations_moved(reservation *by_start, int64_t n, const double *r
     int64_t kept = 0;
     for (int64_t i = 0; i < n; i++)
         if (by_start[i].start == reserved_s[by_start[i].job]) by_start[kept++] = by_start[i];
-    qsort(moved, (size_t)moved_n, sizeof(reservation), reservation_order);
+    reservations_sort(moved, moved_n, scratch);
     int64_t i = 0, k = 0, o = 0;
     while (i < kept && k < moved_n)
-        scratch[o++] = reservation_order(&moved[k], &by_start[i]) < 0 ? moved[k++] : by_start[i++];
+        scratch[o++] = reservation_before(&moved[k], &by_start[i]) ? moved[k++] : by_start[i++];
     while (i < kept) scratch[o++] = by_start[i++];
     while (k < moved_n) scratch[o++] = moved[k++];
     memcpy(by_start, scratch, sizeof(reservation) * (size_t)o);
