@@ -167,7 +167,7 @@ class DecisionService:
         if total is not None:
             # its first totals may be failures of earlier loads it read back, which the service may
             # hold already (a report recorded whose answer came too late): counted as theirs
-            inherited = parse_segments(request.get("failed_segments") or "", min(count, int(total)))
+            inherited = parse_segments(request.get("failed_segments") or "", min(count, int(total)), instance)
             if inherited is None:
                 log.warning("job_submit.lua %s: unreadable failed_segments %.200r; its failures count as its own",
                             instance or "?", request.get("failed_segments"))

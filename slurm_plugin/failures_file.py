@@ -52,8 +52,9 @@ HANDED = "ffff"                          # after a load's name (14 hex digits): 
 FOLDER_MODE = 0o755                      # slurmctld's user writes; the service and admins read
 MAX_BYTES = 65536                        # job_submit.lua reads this much of the file: its lines name ranges up
                                          # to 4,000 bytes (MAX_RANGES_BYTES), an earlier script's up to 1,000
-_LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)(?: ([^\n]*))?\n)?")  # job_submit.lua's pattern
-_SEGMENT = re.compile(r"([0-9a-fA-F]{1,32}):(\d+):(\d+)")    # INSTANCE:TOTAL:COUNT
+# job_submit.lua's patterns: Lua's %d is an ASCII digit (Python's \d alone is any Unicode digit)
+_LINE = re.compile(r"(\d+) ([0-9a-fA-F]+:[\d,-]*)(?: (\d+) (\d+)(?: ([^\n]*))?\n)?", re.ASCII)
+_SEGMENT = re.compile(r"([0-9a-fA-F]{1,32}):(\d+):(\d+)", re.ASCII)    # INSTANCE:TOTAL:COUNT
 MAX_SEGMENTS = 32           # earlier loads a line names (the newest): 32 * 67 bytes fit a request's 4,096
 LEFTOVER = re.compile(re.escape(FILE_NAME) + r"\.[0-9a-f]{32}")     # job_submit.lua's private_name()
 LEFTOVER_AFTER_S = 60.0     # job_submit.lua renames its line within one call, microseconds after writing it
@@ -178,19 +179,24 @@ def parse(text: str) -> Kept | None:
     total, kept = match.group(3), match.group(4)
     count = int(match.group(1))
     return Kept(count, match.group(2), None if total is None else int(total), None if kept is None else int(kept),
-                parse_segments(match.group(5) or "", count) or ())
+                parse_segments(match.group(5) or "", count, match.group(2).partition(":")[0]) or ())
 
 
-def parse_segments(text: str, most: int) -> tuple[tuple[str, int, int], ...] | None:
+def parse_segments(text: str, most: int, own: str = "") -> tuple[tuple[str, int, int], ...] | None:
     """``INSTANCE:TOTAL:COUNT,...`` (:meth:`Kept.inherited`) as segments; None when it is not that
     exactly: more than :data:`MAX_SEGMENTS`, a count of 0 or above its total, a number Lua cannot hold
-    (:data:`LUA_EXACT_MAX`), or counts adding up to more than ``most`` (the failures the line or the
-    request holds).  Empty text: no segment.
+    (:data:`LUA_EXACT_MAX`), counts adding up to more than ``most`` (the failures the line or the
+    request holds), or a load named twice or named ``own`` (the load whose line or request it is):
+    each load writes its own name once, after the names it read back, so no chain of loads names one
+    twice, and totals of one load said twice would be counted once (failures lost).  Empty text: no
+    segment.
 
     >>> parse_segments("a:4:4,b:5:1", 5), parse_segments("", 0)
     ((('a', 4, 4), ('b', 5, 1)), ())
     >>> parse_segments("a:4:4,b:5:1", 4), parse_segments("a:4:5", 9), parse_segments("a:4:4,", 9)
     (None, None, None)
+    >>> parse_segments("a:2:2,a:2:2", 4), parse_segments("b:4:2", 4, own="b")
+    (None, None)
     """
     if not text:
         return ()
@@ -206,7 +212,10 @@ def parse_segments(text: str, most: int) -> tuple[tuple[str, int, int], ...] | N
         if not 0 < count <= total <= LUA_EXACT_MAX:
             return None
         found.append((match.group(1), total, count))
-    return tuple(found) if sum(count for _, _, count in found) <= most else None
+    names = [instance for instance, _, _ in found] + [own]
+    if len(set(names)) < len(names) or sum(count for _, _, count in found) > most:
+        return None
+    return tuple(found)
 
 
 def segments_text(segments: tuple[tuple[str, int, int], ...]) -> str:

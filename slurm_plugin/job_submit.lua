@@ -169,23 +169,23 @@ end
 local function inherited_from(count, instance, total, rest)
     if total == nil or #instance > 32 then return "" end
     local found, sum, text = {}, 0, string.sub(rest, 2)
-    local pos = 1
+    local pos, named = 1, {[instance] = true}   -- a load named twice is no chain of loads: none
     while text ~= "" and pos <= #text + 1 do
         local comma = string.find(text, ",", pos, true) or (#text + 1)
         local item = string.sub(text, pos, comma - 1)
         pos = comma + 1
         do
             local x, t, c = string.match(item, "^(%x+):(%d+):(%d+)$")
-            if #found >= MAX_SEGMENTS or x == nil or #x > 32 or not exact(t) or not exact(c)
-                    or tonumber(c) < 1 or tonumber(c) > tonumber(t) then
+            -- (count - sum: exact, where their sum in doubles rounds 2^53 + 1 down to 2^53)
+            if #found >= MAX_SEGMENTS or x == nil or #x > 32 or named[x] or not exact(t) or not exact(c)
+                    or tonumber(c) < 1 or tonumber(c) > tonumber(t) or tonumber(c) > count - sum then
                 found, sum = {}, 0
                 break
             end
             found[#found + 1] = string.format("%s:%d:%d", x, tonumber(t), tonumber(c))    -- (no leading zeros)
-            sum = sum + tonumber(c)
+            sum, named[x] = sum + tonumber(c), true
         end
     end
-    if sum > count then found, sum = {}, 0 end
     local own = count - sum
     if own > total then return "" end
     if own > 0 then found[#found + 1] = string.format("%s:%d:%d", instance, total, own) end

@@ -218,10 +218,12 @@ def test_a_report_of_inherited_failures_is_one_transaction_with_its_own(tmp_path
     assert record.events("fail_open") == 1
 
 
-@pytest.mark.parametrize("segments", ["a:4:4,zz", "a:4:5", "a:4:4," * 600, "a:4:4,b:9:1", "é:1:1"])
+@pytest.mark.parametrize("segments", ["a:4:4,zz", "a:4:5", "a:4:4," * 600, "a:4:4,b:9:1", "é:1:1",
+                                      "a:2:2,a:2:2", "b:4:2", "a:\u0664:4"])
 def test_segments_a_hook_never_sends_count_as_the_loads_own(tmp_path, segments, caplog):
     # a request of someone in socket_group (the hook never sends these: an item that is no segment, a
-    # count past its total, 600 items in 4 kB, counts adding up to more than the report's 4): its
+    # count past its total, 600 items in 4 kB, counts adding up to more than the report's 4, a load named
+    # twice or the reporting load itself named, an Arabic-Indic 4; the two before counted 2 of the 4): its
     # failures count as its own, as before a load said whose they were, with one line in the log
     service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), DecisionRecord(tmp_path / "r.sqlite"))
     service.handle(json.dumps({"op": "ping", "hook_instance": "b", "failed_open": 4, "failed_total": 4,
