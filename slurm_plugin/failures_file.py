@@ -512,6 +512,21 @@ def moving_name(old: Path) -> Path:
     return old.with_name(f"{old.name}.moving.{secrets.token_hex(16)}")
 
 
+def moving_names(old: Path) -> list[Path]:
+    """The names :func:`moving_name` makes beside ``old`` that are there (by name); no other name: one
+    planted beside it (a name with a terminal's escape sequences, a newline, bytes that are not UTF-8)
+    is not install's, and ``hook check`` must not print it as such.
+
+    >>> moving_names(Path("/nonexistent/hook.sock.failures"))
+    []
+    """
+    pattern = re.compile(re.escape(old.name) + r"\.moving\.[0-9a-f]{32}")
+    try:
+        return sorted(old.parent / name for name in os.listdir(old.parent) if pattern.fullmatch(name))
+    except OSError:                     # missing, or not a folder this user may list
+        return []
+
+
 def _link_new(folder: Path, target: Path, line: str, owner_uid: int) -> bool:
     """``line`` in a new file of ``owner_uid`` linked as ``target`` (never replacing one); False
     when ``target`` exists."""

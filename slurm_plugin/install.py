@@ -8,7 +8,6 @@ The shipped files (package data of :mod:`greenslurm.slurm_plugin`): ``job_submit
 
 from __future__ import annotations
 
-import glob
 import grp
 import json
 import os
@@ -30,7 +29,7 @@ from greenslurm.slurm_plugin.backend_choice import release, resolve_backend, slu
 from greenslurm.slurm_plugin.config import HookConfig
 from greenslurm.slurm_plugin.failures_file import (LEFTOVER_AFTER_S, MOVED, NotRegular, earlier_file, failures_folder,
                                                      folder_problems, handed_over, leftovers, make_folder, move_earlier,
-                                                     read_kept, removal)
+                                                     moving_names, read_kept, removal)
 from greenslurm.slurm_plugin.lua_script import (lua_settings, lua_unquoted, render_job_submit, rendered_settings,
                                                  template)
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
@@ -557,7 +556,7 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
             checks.append(Check("failures folder", FAIL, f"{folder}: cannot read: {exc.strerror or exc}"))
     checks += _leftover_checks(folder, config)
     old = earlier_file(config.socket)
-    for moving in sorted(old.parent.glob(f"{glob.escape(old.name)}.moving.*")) if old.parent.is_dir() else ():
+    for moving in moving_names(old):
         try:
             kept = read_kept(moving)
         except OSError:
@@ -565,8 +564,8 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
         holding = f"{kept.count} unreported failure(s) of job_submit.lua {kept.instance}" if kept else "no line"
         checks.append(Check("earlier failures file", WARN, f"{moving}: holds {holding}, moved away by greenslurm hook "
                             f"install while an earlier job_submit.lua wrote {old} again; that newer line counts "
-                            f"these too when it names the same load (then run rm {shlex.quote(str(moving))}), else "
-                            f"run mv -n {shlex.quote(str(moving))} {shlex.quote(str(old))} and install again"))
+                            f"these too when it names the same load (then run rm -- {shlex.quote(str(moving))}), else "
+                            f"run mv -n -- {shlex.quote(str(moving))} {shlex.quote(str(old))} and install again"))
     if os.path.lexists(old):
         moves = f"moves its failures into {folder}"
         try:

@@ -727,7 +727,7 @@ def test_a_file_install_does_not_take_goes_back_under_the_old_name_or_is_named_b
     assert len(moving) == 1 and moving[0].read_text() == "not a kept line\n" and old.read_text() == "2 abc123:9-10\n"
     found = [c.detail for c in check(HookConfig.from_toml(config), etc / "slurm.conf") if c.name == "earlier failures file"]
     assert any(f"{moving[0]}: holds no line, moved away by greenslurm hook install while an earlier job_submit.lua "
-               f"wrote {old} again" in detail and f"rm {moving[0]}" in detail for detail in found), found
+               f"wrote {old} again" in detail and f"rm -- {moving[0]}" in detail for detail in found), found
 
 
 def test_check_of_the_failures_folder(site):
@@ -865,3 +865,29 @@ def test_install_warns_when_the_power_programs_cannot_run(tmp_path, capsys, word
     # the program as slurmctld runs it: the missing command is sh's 127, the executable file runs
     done = subprocess.run([str(tmp_path / "rendered" / "greenslurm-resume"), "n1"], capture_output=True)
     assert done.returncode == (127 if words else 0), done
+
+
+def test_check_names_only_the_moving_names_install_makes(tmp_path, capsys):
+    # install renames the earlier file to <old>.moving.<32 hex digits> (failures_file.moving_name); check
+    # listed every name <old>.moving.*, saying install moved it away, and printed it raw: a name planted
+    # in the service's runtime folder (its user, or an earlier job_submit.lua as SlurmUser, writes there)
+    # with a terminal's escape sequence rewrote check's output (ESC [2K CR: the line erased, another
+    # printed in its place), a newline made a line of its own, and a byte that is not UTF-8 ended check
+    # with a traceback (UnicodeEncodeError).  Such names are not install's: check leaves them alone
+    slurm = ensure_user("greenslurm-user")
+    etc, run, config = earlier_layout(tmp_path, slurm)
+    assert main(["hook", "install", "--config", str(config), "--dest", str(etc), "--no-cli-filter"]) == 0
+    genuine = run / f"hook.sock.failures.moving.{'ab' * 16}"
+    write(genuine, "2 abc123:9-10\n")
+    planted = [b"\x1b[2K\rOK   all fine", b"x\nFAIL forged line", b"\xff", b"$(touch pwned)", b"-rf *"]
+    for suffix in planted:
+        with open(os.fsencode(run / "hook.sock.failures.moving.") + suffix, "w") as f:
+            f.write("1 abc:1\n")
+    capsys.readouterr()
+    main(["hook", "check", "--config", str(config), "--slurm-conf", str(etc / "slurm.conf"),
+          "--unit", str(tmp_path / "absent.service")])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "forged" not in out and "pwned" not in out, out
+    found = [c.detail for c in check(HookConfig.from_toml(config), etc / "slurm.conf") if c.name == "earlier failures file"]
+    assert len(found) == 1 and found[0].startswith(f"{genuine}: holds 2 unreported failure(s)") and \
+        f"rm -- {genuine}" in found[0], found
