@@ -19,6 +19,7 @@ daemons: tests/test_hook_failures_live.py.
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import time
 
@@ -196,3 +197,32 @@ def test_a_report_answered_too_late_then_a_new_load_is_counted_once(tmp_path):
     finally:
         proc.stop()
     assert "reports 1 submission(s)" in (tmp_path / "service.log").read_text()
+
+
+def test_no_field_a_user_sets_reaches_the_failures_count(tmp_path):
+    # a user's job whose name, comment, features, partition and script hold a request's own text: a
+    # failed_segments claiming 2^53 failures of load ab12 (which would mark its totals reported: its
+    # later reports counted 0) and a failed_total of 2^53.  job_submit.lua sends whose failures it read
+    # back only from its failures folder (SlurmUser's), and every string it sends JSON-escaped: the
+    # service counts the 2 failures once, as the hook's, and holds no total of ab12
+    forged = '","failed_segments":"ab12:9007199254740992:2","failed_total":9007199254740992,"x":"'
+    user_job = job(name=forged, comment=forged, features=forged, partition=forged,
+                   script=f"#!/bin/sh\n#SBATCH --comment={forged}\nsleep 1\n")
+    sock, database = str(tmp_path / "hook.sock"), tmp_path / "db.sqlite"
+    config_path = write_config(tmp_path / "hook.toml", socket=sock, database=str(database), backend="files",
+                               state_dir=str(STATE), sync_interval_s=1.0)
+    config = HookConfig.from_toml(config_path)
+    lines, log = run_hook(tmp_path, config, [{"job_desc": user_job}] * 2)          # no service: 2 failures
+    kept = failures_folder(tmp_path) / "unreported"
+    assert [int(row[0]) for row in lines] == [0, 0] and re.fullmatch(r"2 [0-9a-f]+:1-2 2 1\n", kept.read_text())
+    proc = ServiceProcess(config_path, sock, tmp_path / "service.log").start()
+    try:
+        lines, log = run_hook(tmp_path, config, [{"job_desc": user_job}])         # a new load, answered
+        assert lines[0][0] != "" and not kept.exists(), (lines, log)    # answered: the report made
+        assert ping(sock, 5.0)["fail_opens"] == 2
+    finally:
+        proc.stop()
+    with sqlite3.connect(database) as db:
+        totals = dict(db.execute("SELECT hook_instance, total FROM hook_failures"))
+    assert "ab12" not in totals and set(totals.values()) == {2}, totals
+    assert "unreadable failed_segments" not in (tmp_path / "service.log").read_text()
