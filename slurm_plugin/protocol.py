@@ -47,6 +47,7 @@ from greenslurm.clustermodel import InputError, JobSpec
 from greenslurm.clustermodel.gres import GPUS_TOTAL_KEY as GPUS_TOTAL, SHARDS_KEY as SHARDS, GpuRequest, gpu_request
 from greenslurm.traces.slurm_hostlist import HostNames
 from greenslurm.traces.slurm_fields import array_tasks
+from greenslurm.slurm_plugin.failures_file import LUA_EXACT_MAX
 
 MAX_REQUEST_BYTES = 64 * 1024
 PROTOCOL_VERSION = 1
@@ -67,6 +68,7 @@ MODIFY_STRINGS = ("req_nodes", "exc_nodes", "tres_per_job", "tres_per_node", "tr
 _NUMBER_FIELDS = ("uid", "min_cpus", "num_tasks", "cpus_per_task", "min_nodes", "max_nodes",
                   "pn_min_memory", "time_limit", "begin_time", "submit_time", "id", "failed_open", "failed_total",
                   "sockets_per_node", "ntasks_per_node", "hold", "job_id", *(f"new_{n}" for n in MODIFY_NUMBERS))
+_COUNT_FIELDS = ("failed_open", "failed_total")
 # Strings a user controls (directly or through the job's environment and script).
 _USER_STRINGS = ("user", "partition", "tres_per_node", "gres", "tres_per_job", "tres_per_task", "tres_per_socket",
                  "req_nodes", "exc_nodes", "features", "deadline", "deadline_env", "deadline_script", "array_inx",
@@ -124,6 +126,10 @@ def parse_request(line: bytes) -> dict:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not math.isfinite(value) or value < 0):
             raise ProtocolError(f"field {name} must be a number >= 0, got {value!r}")
+    for name in _COUNT_FIELDS:            # the hook's running counts: Lua 5.1 numbers, whole up to 2^53
+        value = request.get(name)
+        if value is not None and (value > LUA_EXACT_MAX or value != int(value)):
+            raise ProtocolError(f"field {name} must be a whole number of at most 2^53, got {value!r}")
     for name in _HOOK_STRINGS:
         value = request.get(name)
         if value is not None and (not isinstance(value, str) or not _is_text(value) or len(value) > MAX_STRING):

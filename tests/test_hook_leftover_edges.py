@@ -218,6 +218,20 @@ def test_a_report_of_inherited_failures_is_one_transaction_with_its_own(tmp_path
     assert record.events("fail_open") == 1
 
 
+@pytest.mark.parametrize("field, value", [("failed_total", 2 ** 70), ("failed_total", 1e300), ("failed_total", 4.5),
+                                          ("failed_open", 2 ** 53 + 2), ("failed_total", 2 ** 53 + 2)])
+def test_a_failure_count_no_hook_can_send_is_a_bad_request(tmp_path, field, value, caplog):
+    # job_submit.lua's counts are Lua 5.1 numbers: whole, at most 2^53.  A request of someone in
+    # socket_group with a total of 2^70 or 1e300 made the record's insert raise (OverflowError): a
+    # traceback in the service's log, and the report's 4 failures counted nowhere; 4.5 was read as 4
+    service = DecisionService(HookConfig(database=str(tmp_path / "r.sqlite")), DecisionRecord(tmp_path / "r.sqlite"))
+    report = {"op": "ping", "hook_instance": "b", "failed_open": 4, "failed_total": 4, "failed_ids": "1-4"}
+    answer = service.handle(json.dumps({**report, field: value}).encode())
+    assert answer["action"] == "error" and f"field {field} must be a whole number" in answer["message"], answer
+    assert "Traceback" not in caplog.text and service.fail_opens == 0
+    assert service.handle(json.dumps(report).encode())["ok"] and service.fail_opens == 4     # the hook's repeat
+
+
 @pytest.mark.parametrize("segments", ["a:4:4,zz", "a:4:5", "a:4:4," * 600, "a:4:4,b:9:1", "é:1:1",
                                       "a:2:2,a:2:2", "b:4:2", "a:\u0664:4"])
 def test_segments_a_hook_never_sends_count_as_the_loads_own(tmp_path, segments, caplog):
