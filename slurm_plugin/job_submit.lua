@@ -148,6 +148,7 @@ local failed_earlier = nil                  -- "INSTANCE:ranges" of an earlier l
 -- (the last range may still grow by one number); a failure past it is still counted, not named
 local MAX_RANGES_BYTES = 4000
 local kept_on_disk = 0                      -- the count FAILURES_FILE holds, as far as this load knows
+local kept_whose = false                    -- whether its line says whose failures it holds (TOTAL KEPT)
 -- Whose failures this load's first running totals are, read back with the line: "INSTANCE:TOTAL:COUNT,..."
 -- (the failures of load INSTANCE with running totals TOTAL-COUNT+1..TOTAL, oldest load first).  Reported
 -- with the count and kept in the line after KEPT, so that the service counts only what it did not hold
@@ -217,7 +218,7 @@ do
         if count then
             failed_open = tonumber(count)
             total_failures = failed_open
-            kept_on_disk = failed_open
+            kept_on_disk, kept_whose = failed_open, total ~= nil
             failed_earlier = earlier
         end
     end
@@ -538,7 +539,7 @@ local function keep_failures()
     if written and closed then
         local renamed, rename_err = os.rename(name, FAILURES_FILE)
         if renamed then
-            kept_on_disk = failed_open
+            kept_on_disk, kept_whose = failed_open, true
             return nil
         end
         err = rename_err
@@ -698,7 +699,9 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
             if request.failed_open ~= nil then
                 failed_open, failed_ids, failed_earlier, inherited = 0, {}, nil, ""
                 local removed, remove_err = os.remove(FAILURES_FILE)
-                if removed or string.find(tostring(remove_err), "No such file", 1, true) then
+                -- a line left there that says whose failures it holds (all reported now) counts 0 when
+                -- read back: none of them is kept then (an earlier script's line would count again)
+                if removed or kept_whose or string.find(tostring(remove_err), "No such file", 1, true) then
                     kept_on_disk = 0
                 end
             end

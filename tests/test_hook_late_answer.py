@@ -28,7 +28,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from greenslurm.slurm_plugin.config import HookConfig
-from greenslurm.slurm_plugin.failures_file import LUA_EXACT_MAX, MAX_SEGMENTS, parse
+from greenslurm.slurm_plugin.decisions import DecisionService
+from greenslurm.slurm_plugin.failures_file import LUA_EXACT_MAX, MAX_SEGMENTS, leftovers, parse
+from greenslurm.slurm_plugin.record import DecisionRecord
 from greenslurm.slurm_plugin.install import ping
 from hook_service import ServiceProcess, write_config
 from test_hook_lua import LUA, STATE, failures_folder, job, run_hook
@@ -148,12 +150,13 @@ def test_the_load_carries_what_failures_file_reads_on_any_line(tmp_path, parts):
 
 
 # -- against the real service, its answers delayed past timeout_ms ------------------------------------
-def delay_answers(pid: int, delay_s: float) -> subprocess.Popen:
+def delay_answers(pid: int, delay_s: float, first: int = 1) -> subprocess.Popen:
     """strace attached to the service, holding each of its sendto calls (its answers: asyncio sends
-    on the UNIX socket with send(2), which is sendto) ``delay_s`` before it runs: every answer is
-    written after the decision and its count were committed, and arrives after timeout_ms."""
+    on the UNIX socket with send(2), which is sendto) from the ``first`` on ``delay_s`` before it
+    runs: every such answer is written after the decision and its count were committed, and arrives
+    after timeout_ms."""
     tracer = subprocess.Popen(["strace", "-f", "-p", str(pid), "-e", "trace=sendto", "-e",
-                               f"inject=sendto:delay_enter={int(delay_s * 1e6)}", "-o", "/dev/null"],
+                               f"inject=sendto:delay_enter={int(delay_s * 1e6)}:when={first}+", "-o", "/dev/null"],
                               stderr=subprocess.PIPE, text=True)
     attached = ""
     while "attached" not in attached:
@@ -226,3 +229,42 @@ def test_no_field_a_user_sets_reaches_the_failures_count(tmp_path):
         totals = dict(db.execute("SELECT hook_instance, total FROM hook_failures"))
     assert "ab12" not in totals and set(totals.values()) == {2}, totals
     assert "unreadable failed_segments" not in (tmp_path / "service.log").read_text()
+
+
+def test_a_report_whose_file_stays_then_a_line_never_renamed_is_counted_once(tmp_path):
+    # load A, no service: 2 failures, kept "2 A:1-2 2 1".  Load B reads them back (A:2:2); its first
+    # request, answered, reports them (2 counted), and its removal of the file fails (EPERM, injected by
+    # strace): the file still holds A's 2, reported.  B's second request times out (its answer held
+    # 1 s): failure 3, written "1 B:2 3 KEPT" under a fresh name, slurmctld killed -9 as it renames
+    # (strace).  Load C reads A's line back: reported, 0 new.  The leftover holds failure 3.  B wrote
+    # KEPT 2 (the count the file held, though reported): its own totals were (3 - 1 + 1, 3], none, and
+    # failure 3 was counted nowhere: 2 of 3
+    sock, database = str(tmp_path / "hook.sock"), tmp_path / "db.sqlite"
+    config_path = write_config(tmp_path / "hook.toml", socket=sock, database=str(database), backend="files",
+                               state_dir=str(STATE), sync_interval_s=1.0)
+    config = HookConfig.from_toml(config_path)
+    folder = failures_folder(tmp_path)
+    lines, log = run_hook(tmp_path, config, [{"job_desc": job()}] * 2)
+    assert re.fullmatch(r"2 [0-9a-f]+:1-2 2 1\n", (folder / "unreported").read_text())
+    a_line = (folder / "unreported").read_text()
+    proc = ServiceProcess(config_path, sock, tmp_path / "service.log").start()
+    try:
+        tracer = delay_answers(proc.proc.pid, 1.0, first=2)      # B's first answer in time, the second late
+        try:
+            faults = ("strace", "-f", "-o", "/dev/null", "-e", "trace=unlink,unlinkat,rename,renameat,renameat2",
+                      "-e", "inject=unlink,unlinkat:error=EPERM:when=1",
+                      "-e", "inject=rename,renameat,renameat2:signal=SIGKILL:when=1")
+            lines, log = run_hook(tmp_path, config, [{"job_desc": job()}] * 2, under=faults, exit_code=-9)
+        finally:
+            tracer.terminate()
+            tracer.wait(timeout=30)
+        assert (folder / "unreported").read_text() == a_line               # not removed: A's 2, reported
+        left = leftovers(folder, time.time() + 3600)
+        assert len(left) == 1 and left[0].kept.count == 1, left
+        lines, log = run_hook(tmp_path, config, [{"job_desc": job()}])     # load C, answered
+        assert not (folder / "unreported").exists(), log
+    finally:
+        proc.stop()
+    service = DecisionService(config, DecisionRecord(database))          # the service's next sync, folding
+    service.note_leftover(left[0].path.name, left[0].kept)
+    assert service.record.events("fail_open") == 3

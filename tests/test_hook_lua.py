@@ -62,17 +62,19 @@ def failures_folder(tmp_path: Path) -> Path:
     return folder
 
 
-def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict],
-             folder: Path | None = None) -> tuple[list[list[str]], str]:
+def run_hook(tmp_path: Path, config: HookConfig, cases: list[dict], folder: Path | None = None,
+             under: tuple[str, ...] = (), exit_code: int = 0) -> tuple[list[list[str]], str]:
+    """The fake slurmctld's lines for ``cases`` and its log; ``under``: a command the Lua process runs
+    under (strace injecting a fault), which may end it with ``exit_code``."""
     script = tmp_path / "job_submit.lua"
     script.write_text(render_job_submit(config, folder or failures_folder(tmp_path)))
     body = ",\n".join("{job_desc = " + lua_value(c["job_desc"]) + (f", sleep = {c['sleep']}" if "sleep" in c else "")
                       + (", job_rec = " + lua_value(c["job_rec"]) if "job_rec" in c else "")
                       + (f", uid = {int(c['uid'])}" if "uid" in c else "") + "}" for c in cases)
     (tmp_path / "cases.lua").write_text("return {\n" + body + "\n}\n")
-    result = subprocess.run([LUA, str(HERE / "lua" / "fake_slurmctld.lua"), str(script), str(tmp_path / "cases.lua")],
-                            capture_output=True, timeout=120)
-    assert result.returncode == 0, result.stderr.decode(errors="replace")
+    result = subprocess.run([*under, LUA, str(HERE / "lua" / "fake_slurmctld.lua"), str(script),
+                             str(tmp_path / "cases.lua")], capture_output=True, timeout=120)
+    assert result.returncode == exit_code, result.stderr.decode(errors="replace")
     lines = [line.split("\t") for line in result.stdout.decode().splitlines()]
     return lines, result.stderr.decode(errors="replace")
 
