@@ -603,10 +603,10 @@ def _leftover_checks(folder: Path, config: HookConfig) -> list[Check]:
             checks.append(Check("leftover line", WARN, f"{left.path}: an earlier job_submit.lua's line ({left.kept.count} "
                                 f"failure(s) of {left.kept.instance}), which does not say how many of them its file "
                                 "held already: not counted; compare it with the count the next load reported (the "
-                                f"service's log), then run rm {path}"))
+                                f"service's log), then run rm -- {path}"))
         elif counted is not None and left.path.name in counted:
             checks.append(Check("leftover line", OK, f"{left.path}: its {left.own} failure(s) counted by the service "
-                                                     f"already (run rm {path})"))
+                                                     f"already (run rm -- {path})"))
         else:
             what = (f"handed over by greenslurm hook install (failures an earlier job_submit.lua "
                     f"{left.kept.instance[:14]} wrote again after their move)" if left.handed_over else
