@@ -317,7 +317,7 @@ class CompiledBackfill:
             queue._start(waiting, placed, now_s, by)
             self._started(waiting.job, placed_here)
             if queue._power is not None:
-                self._set_words(self._idle_now, self._idle_mask())
+                self._set_words(self._idle_now, queue._idle_nodes())
                 self.library.cycle_idle(self.handle, self._idle_now.ctypes.data)
         self.library.cycle_resume(self.handle, int(placed is not None))
 
@@ -333,10 +333,6 @@ class CompiledBackfill:
         if self.library.cycle_nodes(self.handle, chosen.ctypes.data) == NO_MEMORY:
             raise MemoryError("the slurm queue's backfill cycle: out of memory")
 
-    def _idle_mask(self) -> np.ndarray:
-        """The nodes running no job now (every CPU free on the machine)."""
-        return self.queue.machine.free[:, CPU] >= self.node_cpus
-
     @staticmethod
     def _set_words(words: np.ndarray, mask: np.ndarray) -> None:
         """``words`` (uint64) set to the node set of the boolean ``mask`` (node i bit i % 64 of word i // 64)."""
@@ -351,7 +347,7 @@ class CompiledBackfill:
         made ready for cycle_power (SlurmQueue._backfill_cycle's ``available`` and ``idle_bits``)."""
         tables = self._tables()
         blocked = self.queue._power.unavailable()
-        idle = self._idle_mask()
+        idle = self.queue._idle_nodes()
         self._set_words(self._idle_now, idle)
         if blocked is None:
             self._idle_bits[:] = self._idle_now

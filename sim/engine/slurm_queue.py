@@ -457,7 +457,7 @@ class SlurmQueue(MainScheduler):
         space = NodeSpace(begin, window_end, available, resolution, size)
         # the nodes a reservation could leave PLANNED: allocatable and running no job (none: the
         # plans cannot matter to power saving and the cycle may stop early as without it)
-        idle_bits = available & bits_of(self.machine.free[:, CPU] >= self._node_cpus) if self._power is not None else 0
+        idle_bits = available & bits_of(self._idle_nodes()) if self._power is not None else 0
         tried = started = 0
         per_user: Counter = Counter()
         per_part: Counter = Counter()
@@ -536,11 +536,14 @@ class SlurmQueue(MainScheduler):
                 starters.plan_changed(nodes)
                 if nodes & idle_bits and not self._planned_idle:
                     # PLANNED sticks on reserved nodes that run no job (IS_NODE_ALLOCATED false)
-                    idle = self.machine.free[:, CPU] >= self._node_cpus
-                    self._planned_idle = bool((mask_of(nodes, size) & idle).any())
+                    self._planned_idle = bool((mask_of(nodes, size) & self._idle_nodes()).any())
                 break
             if s.bf_max_job_start and started >= s.bf_max_job_start:
                 break
+
+    def _idle_nodes(self) -> np.ndarray:
+        """The nodes running no job now (every CPU free; IS_NODE_ALLOCATED false), as a mask."""
+        return self.machine.free[:, CPU] >= self._node_cpus
 
     def _bits_of_allowed(self, allowed: np.ndarray) -> int:
         """A job's allowed nodes as a node set (kept per mask: jobs share their partition's)."""
