@@ -322,6 +322,97 @@ def test_the_cores_put_moved_reservations_in_start_then_job_order(reservations, 
     assert a.tolist() == sorted(reservations)
 
 
+
+def plan_steps_merged(free_now, now, ops, until):
+    """The conservative plan as the general loop's definition has it: a step function of free
+    processors from `now`, every change adding over [start, end), advanced to a later instant by
+    dropping what lies before it; then its steps with no two neighbours freeing the same."""
+    times, free = [now], [free_now]
+
+    def breakpoint(t):
+        if t == float("inf"):
+            return len(times)
+        at = next((k for k, s in enumerate(times) if s >= t), len(times))
+        if at == len(times) or times[at] != t:
+            times.insert(at, t)
+            free.insert(at, free[at - 1])
+        return at
+
+    def advance(t):
+        last = max(k for k, s in enumerate(times) if s <= t) if times[0] <= t else 0
+        del times[:last], free[:last]
+        times[0] = max(times[0], t)
+
+    for kind, a, b, c in ops:
+        if kind == 0:
+            advance(a)
+        else:
+            i = breakpoint(a)
+            j = breakpoint(b)
+            for k in range(i, j):
+                free[k] += c
+    advance(until)
+    steps = [(times[0], free[0])]
+    for t, f in zip(times[1:], free[1:]):
+        if f != steps[-1][1]:
+            steps.append((t, f))
+    return steps
+
+
+@st.composite
+def plan_ops(draw):
+    """Changes and advances in time order, as a replay makes them: a change starts at or after the
+    instant the plan was last advanced to and may run to infinity; amounts are whole processors."""
+    now, ops = 0.0, []
+    for _ in range(draw(st.integers(0, 40))):
+        if draw(st.integers(0, 4)) == 0:
+            now += draw(st.sampled_from([0.0, 1.0, 2.0, 5.0]))
+            ops.append((0, now, 0.0, 0.0))
+        else:
+            start = now + draw(st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, 8.0]))
+            end = start + draw(st.sampled_from([1.0, 2.0, 3.0, 4.0, float("inf")]))
+            ops.append((1, start, end, float(draw(st.integers(-3, 3)))))
+    return ops, now + draw(st.sampled_from([0.0, 1.0, 4.0]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(plan_ops())
+def test_the_conservative_plan_keeps_its_steps_merged(case):
+    """The plan merges neighbouring steps that free the same when it advances, starting from the
+    first step a change or an inserted breakpoint touched since the last merge, not from the plan's
+    start: the steps must still be those of a full merge (no two neighbours freeing the same, the
+    same step function).  A change that made two neighbours equal left unmerged fails here.
+    E.g. 8 free at 0, -2 over [1, 3), +2 over [1, 3): back to one step (0, 8)."""
+    ops, until = case
+    library = pool_core.compiled_library()
+    library.pool_plan_steps.restype = ctypes.c_int64
+    count = len(ops)
+    kind = np.array([o[0] for o in ops], dtype=np.int32)
+    a, b, c = (np.array([o[k] for o in ops], dtype=np.float64) for k in (1, 2, 3))
+    room = 2 * count + 2
+    out_times, out_free = np.zeros(room), np.zeros(room)
+    ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    n = library.pool_plan_steps(ctypes.c_int64(count), ptr(kind), ptr(a), ptr(b), ptr(c), ctypes.c_double(8.0),
+                                ctypes.c_double(0.0), ctypes.c_double(until), ptr(out_times), ptr(out_free),
+                                ctypes.c_int64(room))
+    assert n > 0
+    assert list(zip(out_times[:n].tolist(), out_free[:n].tolist())) == plan_steps_merged(8.0, 0.0, ops, until)
+
+
+def test_the_conservative_plan_merges_a_change_undone():
+    # 8 free at 0; -2 over [1, 3) gives steps (0, 8), (1, 6), (3, 8); +2 over [1, 3) makes them 8, 8, 8,
+    # merged at the next advance into the single step (0, 8).
+    library = pool_core.compiled_library()
+    library.pool_plan_steps.restype = ctypes.c_int64
+    kind = np.array([1, 1], dtype=np.int32)
+    a, b, c = np.array([1.0, 1.0]), np.array([3.0, 3.0]), np.array([-2.0, 2.0])
+    out_times, out_free = np.zeros(8), np.zeros(8)
+    ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    n = library.pool_plan_steps(ctypes.c_int64(2), ptr(kind), ptr(a), ptr(b), ptr(c), ctypes.c_double(8.0),
+                                ctypes.c_double(0.0), ctypes.c_double(0.0), ptr(out_times), ptr(out_free),
+                                ctypes.c_int64(8))
+    assert (n, out_times[0], out_free[0]) == (1, 0.0, 8.0)
+
 def long_overloaded_pool(seed):
     """1,000 to 2,000 jobs on 20 to 100 processors arriving within 20 s: plans of hundreds of steps,
     whose runs of free processors cross the 64-step words the plan's steps are read in."""

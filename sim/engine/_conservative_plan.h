@@ -24,6 +24,9 @@ typedef struct {
      * search, the whole plan at nearly every move. */
     int64_t *block_first; double *block_min, *block_max; int64_t blocks, block_cap;
     double last_most;                 /* the most free over the span the last change touched, after it */
+    /* no two neighbouring steps before this one free the same (the merge in profile_advance starts
+     * here: the steps before it are as a full merge would leave them); n when nothing changed */
+    int64_t merged_upto;
 } count_profile;
 #define PROFILE_BLOCK 32            /* steps a block gets when the blocks are cut anew; split above twice as many */
 
@@ -116,6 +119,7 @@ static int profile_init(count_profile *p, double free_now, double now) {
     p->free = malloc(sizeof(double) * (size_t)p->cap);
     if (!p->times || !p->free) return -1;
     p->times[0] = now; p->free[0] = free_now; p->n = 1;
+    p->merged_upto = 1;
     return profile_blocks_build(p);
 }
 
@@ -170,6 +174,9 @@ static int profile_change(count_profile *p, double start, double end, double pro
     int64_t j = p->n;
     if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
     double most = -INFINITY;
+    /* steps i - 1 and i may now free the same, and j - 1 and j, as may a breakpoint inserted and the
+     * step it copies (both at or after i - 1) */
+    if (i < p->merged_upto) p->merged_upto = i;
     for (int64_t k = i; k < j; k++) {
         p->free[k] += processors;
         if (p->free[k] > most) most = p->free[k];
@@ -186,13 +193,17 @@ static int profile_advance(count_profile *p, double now) {
         memmove(p->times, &p->times[i], sizeof(double) * (size_t)(p->n - i));
         memmove(p->free, &p->free[i], sizeof(double) * (size_t)(p->n - i));
         p->n -= i;
+        p->merged_upto -= i;
     }
     if (p->times[0] < now) p->times[0] = now;
-    int64_t kept = 1;
-    for (int64_t k = 1; k < p->n; k++) {
+    /* the steps before merged_upto have no equal neighbours: the merge from there leaves the plan as
+     * a merge from step 1 would */
+    int64_t kept = p->merged_upto > 1 ? p->merged_upto : 1;
+    for (int64_t k = kept; k < p->n; k++) {
         if (p->free[k] != p->free[kept - 1]) { p->times[kept] = p->times[k]; p->free[kept] = p->free[k]; kept++; }
     }
     p->n = kept;
+    p->merged_upto = kept;
     return kept == n ? 0 : profile_blocks_build(p);
 }
 

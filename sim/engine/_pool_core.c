@@ -357,3 +357,27 @@ int pool_steps_avx2(int choice) {
 void pool_reservations_sort(reservation *a, int64_t n, reservation *scratch) {
     reservations_sort(a, n, scratch);
 }
+
+/* For the tests: the conservative plan from `free_now` at `now`, after each op in turn (kind 0: the
+ * plan advanced to a[k]; kind 1: c[k] processors added over [a[k], b[k])), then advanced to `until`;
+ * its steps written to out_times/out_free (room for `room`).  Returns the number of steps, -1 with no
+ * memory or room, or the plan's error. */
+int64_t pool_plan_steps(int64_t ops, const int32_t *kind, const double *a, const double *b, const double *c,
+                        double free_now, double now, double until, double *out_times, double *out_free, int64_t room) {
+    count_profile p;
+    memset(&p, 0, sizeof p);
+    int64_t n = -1;
+    if (profile_init(&p, free_now, now) < 0) goto done;
+    for (int64_t k = 0; k < ops; k++) {
+        int failed = kind[k] == 0 ? profile_advance(&p, a[k]) : profile_change(&p, a[k], b[k], c[k]);
+        if (failed < 0) { n = p.error ? p.error : -1; goto done; }
+    }
+    if (profile_advance(&p, until) < 0) { n = p.error ? p.error : -1; goto done; }
+    if (p.n > room) goto done;
+    memcpy(out_times, p.times, sizeof(double) * (size_t)p.n);
+    memcpy(out_free, p.free, sizeof(double) * (size_t)p.n);
+    n = p.n;
+done:
+    free(p.times); free(p.free); free(p.block_first); free(p.block_min); free(p.block_max);
+    return n;
+}
