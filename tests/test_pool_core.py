@@ -413,6 +413,66 @@ def test_the_conservative_plan_merges_a_change_undone():
                                 ctypes.c_int64(8))
     assert (n, out_times[0], out_free[0]) == (1, 0.0, 8.0)
 
+
+def count_stairs_read(times, free, processors, now, duration, before):
+    """A count's stairs as their definition reads them from a plan's start: the runs of steps freeing
+    at least `processors` in order, each from its first step (or now) to the next step freeing fewer
+    (infinity: none), lasting to - from widened by 1e-9 of |to| + |from|; a run is a stair when it
+    lasts longer than every one before; the reading stops after a run lasting `duration` or ending at
+    or after `before`, and says where it stopped (infinity: the plan's end)."""
+    stairs, k, n = [], 0, len(times)
+    while k < n:
+        if free[k] < processors:
+            k += 1
+            continue
+        first = k
+        while k < n and free[k] >= processors:
+            k += 1
+        start = max(times[first], now)
+        to = times[k] if k < n else float("inf")
+        lasts = to - start + 1e-9 * (abs(to) + abs(start))
+        if not stairs or stairs[-1][1] < lasts:
+            stairs.append((start, lasts))
+        if lasts >= duration or not to < before:
+            return stairs, to
+    return stairs, float("inf")
+
+
+@st.composite
+def plans_and_questions(draw):
+    """Plans of up to 300 steps (runs crossing the 64-step words they are read in), 0 to 4 free, times
+    from 0 in steps of 1 to 5 s; a count, a duration and a limit (either may be infinite)."""
+    n = draw(st.integers(1, 300))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    times = np.cumsum(np.concatenate([[0.0], rng.integers(1, 6, n - 1).astype(float)]))
+    free = rng.choice(np.arange(5.0), n, p=draw(st.sampled_from([(0.2,) * 5, (0.05, 0.05, 0.1, 0.3, 0.5)])))
+    processors = float(draw(st.integers(1, 4)))
+    duration = draw(st.sampled_from([float("inf"), 3.0, 10.0, 40.0]))
+    before = draw(st.sampled_from([float("inf"), float(times[-1]) / 2, float(times[-1])]))
+    return times, free, processors, duration, before
+
+
+@settings(max_examples=500, deadline=None)
+@given(plans_and_questions())
+def test_a_counts_stairs_are_read_from_the_bits_where_runs_start_and_stop(case):
+    """A compression reads a count's runs 64 steps at a time as bits, each run's first and end step
+    taken as the bits where freeing the count starts and stops (a run open at a word's end carried
+    into the next): the stairs and where the reading stopped must be those of the runs read one step at
+    a time.  A run's end at a word's first step missed, or a run split at a word's edge, fails here.
+    E.g. free 3, 3, 0, 3 at 0, 1, 2, 5 for 2 processors: runs [0, 2) lasting 2 and [5, inf): two stairs."""
+    times, free, processors, duration, before = case
+    library = pool_core.compiled_library()
+    library.pool_count_stairs.restype = ctypes.c_int64
+    n = len(times)
+    out_start, out_lasts, upto = np.zeros(n), np.zeros(n), np.zeros(1)
+    ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    count = library.pool_count_stairs(ctypes.c_int64(n), ptr(times), ptr(free), ctypes.c_double(processors),
+                                      ctypes.c_double(0.0), ctypes.c_double(duration), ctypes.c_double(before),
+                                      ptr(out_start), ptr(out_lasts), ptr(upto), ctypes.c_int64(n))
+    stairs, stopped = count_stairs_read(times.tolist(), free.tolist(), processors, 0.0, duration, before)
+    assert list(zip(out_start[:count].tolist(), out_lasts[:count].tolist())) == stairs
+    assert upto[0] == stopped
+
 def long_overloaded_pool(seed):
     """1,000 to 2,000 jobs on 20 to 100 processors arriving within 20 s: plans of hundreds of steps,
     whose runs of free processors cross the 64-step words the plan's steps are read in."""
