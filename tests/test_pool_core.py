@@ -322,6 +322,157 @@ def test_the_cores_put_moved_reservations_in_start_then_job_order(reservations, 
     assert a.tolist() == sorted(reservations)
 
 
+
+def plan_steps_merged(free_now, now, ops, until):
+    """The conservative plan as the general loop's definition has it: a step function of free
+    processors from `now`, every change adding over [start, end), advanced to a later instant by
+    dropping what lies before it; then its steps with no two neighbours freeing the same."""
+    times, free = [now], [free_now]
+
+    def breakpoint(t):
+        if t == float("inf"):
+            return len(times)
+        at = next((k for k, s in enumerate(times) if s >= t), len(times))
+        if at == len(times) or times[at] != t:
+            times.insert(at, t)
+            free.insert(at, free[at - 1])
+        return at
+
+    def advance(t):
+        last = max(k for k, s in enumerate(times) if s <= t) if times[0] <= t else 0
+        del times[:last], free[:last]
+        times[0] = max(times[0], t)
+
+    for kind, a, b, c in ops:
+        if kind == 0:
+            advance(a)
+        else:
+            i = breakpoint(a)
+            j = breakpoint(b)
+            for k in range(i, j):
+                free[k] += c
+    advance(until)
+    steps = [(times[0], free[0])]
+    for t, f in zip(times[1:], free[1:]):
+        if f != steps[-1][1]:
+            steps.append((t, f))
+    return steps
+
+
+@st.composite
+def plan_ops(draw):
+    """Changes and advances in time order, as a replay makes them: a change starts at or after the
+    instant the plan was last advanced to and may run to infinity; amounts are whole processors."""
+    now, ops = 0.0, []
+    for _ in range(draw(st.integers(0, 40))):
+        if draw(st.integers(0, 4)) == 0:
+            now += draw(st.sampled_from([0.0, 1.0, 2.0, 5.0]))
+            ops.append((0, now, 0.0, 0.0))
+        else:
+            start = now + draw(st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, 8.0]))
+            end = start + draw(st.sampled_from([1.0, 2.0, 3.0, 4.0, float("inf")]))
+            ops.append((1, start, end, float(draw(st.integers(-3, 3)))))
+    return ops, now + draw(st.sampled_from([0.0, 1.0, 4.0]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(plan_ops())
+def test_the_conservative_plan_keeps_its_steps_merged(case):
+    """The plan merges neighbouring steps that free the same when it advances, starting from the
+    first step a change or an inserted breakpoint touched since the last merge, not from the plan's
+    start: the steps must still be those of a full merge (no two neighbours freeing the same, the
+    same step function).  A change that made two neighbours equal left unmerged fails here.
+    E.g. 8 free at 0, -2 over [1, 3), +2 over [1, 3): back to one step (0, 8)."""
+    ops, until = case
+    library = pool_core.compiled_library()
+    library.pool_plan_steps.restype = ctypes.c_int64
+    count = len(ops)
+    kind = np.array([o[0] for o in ops], dtype=np.int32)
+    a, b, c = (np.array([o[k] for o in ops], dtype=np.float64) for k in (1, 2, 3))
+    room = 2 * count + 2
+    out_times, out_free = np.zeros(room), np.zeros(room)
+    ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    n = library.pool_plan_steps(ctypes.c_int64(count), ptr(kind), ptr(a), ptr(b), ptr(c), ctypes.c_double(8.0),
+                                ctypes.c_double(0.0), ctypes.c_double(until), ptr(out_times), ptr(out_free),
+                                ctypes.c_int64(room))
+    assert n > 0
+    assert list(zip(out_times[:n].tolist(), out_free[:n].tolist())) == plan_steps_merged(8.0, 0.0, ops, until)
+
+
+def test_the_conservative_plan_merges_a_change_undone():
+    # 8 free at 0; -2 over [1, 3) gives steps (0, 8), (1, 6), (3, 8); +2 over [1, 3) makes them 8, 8, 8,
+    # merged at the next advance into the single step (0, 8).
+    library = pool_core.compiled_library()
+    library.pool_plan_steps.restype = ctypes.c_int64
+    kind = np.array([1, 1], dtype=np.int32)
+    a, b, c = np.array([1.0, 1.0]), np.array([3.0, 3.0]), np.array([-2.0, 2.0])
+    out_times, out_free = np.zeros(8), np.zeros(8)
+    ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    n = library.pool_plan_steps(ctypes.c_int64(2), ptr(kind), ptr(a), ptr(b), ptr(c), ctypes.c_double(8.0),
+                                ctypes.c_double(0.0), ctypes.c_double(0.0), ptr(out_times), ptr(out_free),
+                                ctypes.c_int64(8))
+    assert (n, out_times[0], out_free[0]) == (1, 0.0, 8.0)
+
+
+def count_stairs_read(times, free, processors, now, duration, before):
+    """A count's stairs as their definition reads them from a plan's start: the runs of steps freeing
+    at least `processors` in order, each from its first step (or now) to the next step freeing fewer
+    (infinity: none), lasting to - from widened by 1e-9 of |to| + |from|; a run is a stair when it
+    lasts longer than every one before; the reading stops after a run lasting `duration` or ending at
+    or after `before`, and says where it stopped (infinity: the plan's end)."""
+    stairs, k, n = [], 0, len(times)
+    while k < n:
+        if free[k] < processors:
+            k += 1
+            continue
+        first = k
+        while k < n and free[k] >= processors:
+            k += 1
+        start = max(times[first], now)
+        to = times[k] if k < n else float("inf")
+        lasts = to - start + 1e-9 * (abs(to) + abs(start))
+        if not stairs or stairs[-1][1] < lasts:
+            stairs.append((start, lasts))
+        if lasts >= duration or not to < before:
+            return stairs, to
+    return stairs, float("inf")
+
+
+@st.composite
+def plans_and_questions(draw):
+    """Plans of up to 300 steps (runs crossing the 64-step words they are read in), 0 to 4 free, times
+    from 0 in steps of 1 to 5 s; a count, a duration and a limit (either may be infinite)."""
+    n = draw(st.integers(1, 300))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    times = np.cumsum(np.concatenate([[0.0], rng.integers(1, 6, n - 1).astype(float)]))
+    free = rng.choice(np.arange(5.0), n, p=draw(st.sampled_from([(0.2,) * 5, (0.05, 0.05, 0.1, 0.3, 0.5)])))
+    processors = float(draw(st.integers(1, 4)))
+    duration = draw(st.sampled_from([float("inf"), 3.0, 10.0, 40.0]))
+    before = draw(st.sampled_from([float("inf"), float(times[-1]) / 2, float(times[-1])]))
+    return times, free, processors, duration, before
+
+
+@settings(max_examples=500, deadline=None)
+@given(plans_and_questions())
+def test_a_counts_stairs_are_read_from_the_bits_where_runs_start_and_stop(case):
+    """A compression reads a count's runs 64 steps at a time as bits, each run's first and end step
+    taken as the bits where freeing the count starts and stops (a run open at a word's end carried
+    into the next): the stairs and where the reading stopped must be those of the runs read one step at
+    a time.  A run's end at a word's first step missed, or a run split at a word's edge, fails here.
+    E.g. free 3, 3, 0, 3 at 0, 1, 2, 5 for 2 processors: runs [0, 2) lasting 2 and [5, inf): two stairs."""
+    times, free, processors, duration, before = case
+    library = pool_core.compiled_library()
+    library.pool_count_stairs.restype = ctypes.c_int64
+    n = len(times)
+    out_start, out_lasts, upto = np.zeros(n), np.zeros(n), np.zeros(1)
+    ptr = lambda x: x.ctypes.data_as(ctypes.c_void_p)   # noqa: E731
+    count = library.pool_count_stairs(ctypes.c_int64(n), ptr(times), ptr(free), ctypes.c_double(processors),
+                                      ctypes.c_double(0.0), ctypes.c_double(duration), ctypes.c_double(before),
+                                      ptr(out_start), ptr(out_lasts), ptr(upto), ctypes.c_int64(n))
+    stairs, stopped = count_stairs_read(times.tolist(), free.tolist(), processors, 0.0, duration, before)
+    assert list(zip(out_start[:count].tolist(), out_lasts[:count].tolist())) == stairs
+    assert upto[0] == stopped
+
 def long_overloaded_pool(seed):
     """1,000 to 2,000 jobs on 20 to 100 processors arriving within 20 s: plans of hundreds of steps,
     whose runs of free processors cross the 64-step words the plan's steps are read in."""

@@ -24,6 +24,9 @@ typedef struct {
      * search, the whole plan at nearly every move. */
     int64_t *block_first; double *block_min, *block_max; int64_t blocks, block_cap;
     double last_most;                 /* the most free over the span the last change touched, after it */
+    /* no two neighbouring steps before this one free the same (the merge in profile_advance starts
+     * here: the steps before it are as a full merge would leave them); n when nothing changed */
+    int64_t merged_upto;
 } count_profile;
 #define PROFILE_BLOCK 32            /* steps a block gets when the blocks are cut anew; split above twice as many */
 
@@ -116,6 +119,7 @@ static int profile_init(count_profile *p, double free_now, double now) {
     p->free = malloc(sizeof(double) * (size_t)p->cap);
     if (!p->times || !p->free) return -1;
     p->times[0] = now; p->free[0] = free_now; p->n = 1;
+    p->merged_upto = 1;
     return profile_blocks_build(p);
 }
 
@@ -170,6 +174,9 @@ static int profile_change(count_profile *p, double start, double end, double pro
     int64_t j = p->n;
     if (end != INFINITY) { j = profile_breakpoint(p, end); if (j < 0) return -1; }
     double most = -INFINITY;
+    /* steps i - 1 and i may now free the same, and j - 1 and j, as may a breakpoint inserted and the
+     * step it copies (both at or after i - 1) */
+    if (i < p->merged_upto) p->merged_upto = i;
     for (int64_t k = i; k < j; k++) {
         p->free[k] += processors;
         if (p->free[k] > most) most = p->free[k];
@@ -186,13 +193,17 @@ static int profile_advance(count_profile *p, double now) {
         memmove(p->times, &p->times[i], sizeof(double) * (size_t)(p->n - i));
         memmove(p->free, &p->free[i], sizeof(double) * (size_t)(p->n - i));
         p->n -= i;
+        p->merged_upto -= i;
     }
     if (p->times[0] < now) p->times[0] = now;
-    int64_t kept = 1;
-    for (int64_t k = 1; k < p->n; k++) {
+    /* the steps before merged_upto have no equal neighbours: the merge from there leaves the plan as
+     * a merge from step 1 would */
+    int64_t kept = p->merged_upto > 1 ? p->merged_upto : 1;
+    for (int64_t k = kept; k < p->n; k++) {
         if (p->free[k] != p->free[kept - 1]) { p->times[kept] = p->times[k]; p->free[kept] = p->free[k]; kept++; }
     }
     p->n = kept;
+    p->merged_upto = kept;
     return kept == n ? 0 : profile_blocks_build(p);
 }
 
@@ -222,16 +233,19 @@ static int64_t next_below(const count_profile *p, int64_t from, double amount) {
     }
 }
 
-/* Where a waiting job reserved at `old` (after `now`) could start earlier, as profile_earliest would
+/* Where a waiting job reserved at `old` (after `now`) could start earlier (`at_old`: the first step at
+ * or after old, or -1), as profile_earliest would
  * answer once the job gave its slot [old, old + duration) back, without giving it back: a window
  * starting before old ends before old + duration, so from old on the job's own processors are free
  * again and a step there holds it when it frees at least 0 (the give-back adds exactly `processors`
  * there); before old a step must free `processors`.  Whole blocks of steps that cannot start or stop
  * a window are skipped.  NAN: no earlier start; -1 with p->error set: no memory. */
-static double profile_earliest_move(count_profile *p, double processors, double duration, double now, double old) {
+static double profile_earliest_move(count_profile *p, double processors, double duration, double now, double old,
+                                    int64_t at_old) {
     int64_t first = upper_bound(p->times, p->n, now) - 1;
     if (first < 0) first = 0;
-    int64_t at_old = lower_bound(p->times, p->n, old);       /* steps from here start at old or later */
+    /* steps from at_old start at old or later (-1: not known yet, found here) */
+    if (at_old < 0) at_old = lower_bound(p->times, p->n, old);
     int64_t i = first;
     while (i < p->n) {
         int64_t k = next_at_least(p, i, processors);
@@ -427,6 +441,12 @@ __attribute__((target("avx2"))) static uint64_t steps_freeing_at_least_avx2(cons
     uint64_t bits = 0;
     int64_t i = 0;
     __m256d at = _mm256_set1_pd(processors);
+    if (len == 64) {              /* a whole word, as nearly every one is: 16 compares unrolled */
+#pragma GCC unroll 16
+        for (int q = 0; q < 16; q++)
+            bits |= (uint64_t)_mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(f + 4 * q), at, _CMP_GE_OQ)) << (4 * q);
+        return bits;
+    }
     for (; i + 4 <= len; i += 4)
         bits |= (uint64_t)_mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(f + i), at, _CMP_GE_OQ)) << i;
     for (; i < len; i++) bits |= (uint64_t)(f[i] >= processors) << i;
@@ -445,61 +465,67 @@ static uint64_t steps_freeing_at_least(const count_profile *p, int64_t from, int
 #endif
 #ifdef __SSE2__
     __m128d at = _mm_set1_pd(processors);          /* two steps a compare: the same >= as below */
+    if (len == 64) {              /* a whole word: 32 compares unrolled */
+#pragma GCC unroll 32
+        for (int q = 0; q < 32; q++)
+            bits |= (uint64_t)_mm_movemask_pd(_mm_cmpge_pd(_mm_loadu_pd(f + 2 * q), at)) << (2 * q);
+        return bits;
+    }
     for (; i + 2 <= len; i += 2) bits |= (uint64_t)_mm_movemask_pd(_mm_cmpge_pd(_mm_loadu_pd(f + i), at)) << i;
 #endif
     for (; i < len; i++) bits |= (uint64_t)(f[i] >= processors) << i;
     return bits;
 }
 
-/* the first set bit of `bits` at or after `at` (64: none) */
-static int first_bit_from(uint64_t bits, int at) {
-    if (at >= 64) return 64;
-    bits >>= at;
-    return bits ? at + __builtin_ctzll(bits) : 64;
-}
-
 /* The run of steps first .. end - 1 (end: the next step freeing fewer, or n) read into the stairs at
- * their end (every stair starts at or before `upto` <= the run's start); 1: the question is answered
- * (the run lasts `duration`, or ends at or after `before`), -1: no memory */
+ * their end (every stair starts at or before the run's start); `longest`: what the last stair lasts
+ * (kept by the caller).  1: the question is answered (the run lasts `duration`, or ends at or after
+ * `before`), 0: not, -1: no memory.  *to_out: where the run ends. */
 static inline int run_stairs_read(run_stairs *r, const count_profile *p, int64_t first, int64_t end, double now,
-                           double duration, double before) {
+                                  double duration, double before, double *longest, double *to_out) {
     double from = p->times[first] > now ? p->times[first] : now;
     double to = end < p->n ? p->times[end] : INFINITY, lasts = run_lasts(from, to);
-    if (r->n == 0 || r->lasts[r->n - 1] < lasts) {
+    if (r->n == 0 || *longest < lasts) {
         if (run_stairs_room(r, r->n + 1) < 0) return -1;
         r->start[r->n] = from; r->lasts[r->n] = lasts; r->n++;
+        *longest = lasts;
     }
-    r->upto = to;
+    *to_out = to;
     return lasts >= duration || !(to < before);
 }
 
 /* the stairs of count `processors` from the plan (it starts at now) for the runs starting before
  * `upto` on, until one lasting `duration` or one starting at or after `before` is in; the steps are
- * read 64 at a time as bits (freeing that many or not), the runs' ends found from the bits; -1: no
- * memory */
+ * read 64 at a time as bits (freeing that many or not), and the runs' first and end steps found as
+ * the bits where freeing that many starts and stops (each taken with a count of trailing zeros and
+ * cleared); -1: no memory */
 static int run_stairs_extend(run_stairs *r, const count_profile *p, double processors, double now, double duration,
                              double before) {
     int64_t k = lower_bound(p->times, p->n, r->upto), run = -1;     /* run: the open run's first step */
+    double longest = r->n > 0 ? r->lasts[r->n - 1] : -INFINITY, to = INFINITY;
     while (k < p->n) {
         int64_t len = p->n - k < 64 ? p->n - k : 64;
         uint64_t at_least = steps_freeing_at_least(p, k, len, processors);
-        uint64_t below = ~at_least & (len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1);
-        int at = 0;
+        uint64_t in_word = len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1;
+        /* bit i of `before_at_least`: step k + i - 1 frees at least processors (bit 0: a run is open) */
+        uint64_t before_at_least = (at_least << 1) | (run >= 0);
+        uint64_t starts = at_least & ~before_at_least, ends = ~at_least & in_word & before_at_least;
         for (;;) {
             if (run < 0) {
-                at = first_bit_from(at_least, at);
-                if (at >= len) break;
-                run = k + at;
+                if (!starts) break;
+                run = k + __builtin_ctzll(starts);
+                starts &= starts - 1;
             }
-            at = first_bit_from(below, at);
-            if (at >= len) break;
-            int answered = run_stairs_read(r, p, run, k + at, now, duration, before);
-            if (answered) return answered < 0 ? -1 : 0;
+            if (!ends) break;
+            int64_t end = k + __builtin_ctzll(ends);
+            ends &= ends - 1;
+            int answered = run_stairs_read(r, p, run, end, now, duration, before, &longest, &to);
+            if (answered) { r->upto = to; return answered < 0 ? -1 : 0; }
             run = -1;
         }
         k += len;
     }
-    if (run >= 0) return run_stairs_read(r, p, run, p->n, now, duration, before) < 0 ? -1 : 0;
+    if (run >= 0 && run_stairs_read(r, p, run, p->n, now, duration, before, &longest, &to) < 0) return -1;
     r->upto = INFINITY;
     return 0;
 }

@@ -205,6 +205,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                         if (!stairs_may_start_before(&stairs, size, old)) continue;
                     } else if (!profile_may_start_before(&plan, size, now, old)) continue;
                     double after = now;   /* no earlier start comes before it */
+                    int64_t at_old = -1;  /* the first step at or after old, once found */
                     run_stairs *learnt = NULL;
                     if (from_start && stairs_worth) {
                         /* a window wholly in a run of steps freeing size starts no earlier than the
@@ -217,7 +218,8 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                             built[n_built++] = procs[j];
                         } else if (run_stairs_update(r, &moved, &plan, size, now) < 0) { status = -1; goto done; }
                         double limit = old;       /* a start from here on is no earlier */
-                        int64_t k = lower_bound(plan.times, plan.n, old) - 1;
+                        at_old = lower_bound(plan.times, plan.n, old);
+                        int64_t k = at_old - 1;
                         int into_own = k >= 0 && plan.free[k] >= size;
                         if (into_own) {
                             while (k > 0 && plan.free[k - 1] >= size) k--;
@@ -234,7 +236,7 @@ int pool_run(int queue, int64_t n_nodes, int64_t jobs,
                         if (!(first < old)) continue;
                         if (first > after) after = first;
                     }
-                    double found = profile_earliest_move(&plan, size, requested[j], after, old);
+                    double found = profile_earliest_move(&plan, size, requested[j], after, old, at_old);
                     if (plan.error) { status = plan.error; goto done; }
                     if (learnt && run_stairs_cap(learnt, after, isnan(found) ? old : found, requested[j]) < 0) {
                         status = -1; goto done;
@@ -356,4 +358,52 @@ int pool_steps_avx2(int choice) {
  * moved, through `scratch` (room for n). */
 void pool_reservations_sort(reservation *a, int64_t n, reservation *scratch) {
     reservations_sort(a, n, scratch);
+}
+
+/* For the tests: the conservative plan from `free_now` at `now`, after each op in turn (kind 0: the
+ * plan advanced to a[k]; kind 1: c[k] processors added over [a[k], b[k])), then advanced to `until`;
+ * its steps written to out_times/out_free (room for `room`).  Returns the number of steps, -1 with no
+ * memory or room, or the plan's error. */
+int64_t pool_plan_steps(int64_t ops, const int32_t *kind, const double *a, const double *b, const double *c,
+                        double free_now, double now, double until, double *out_times, double *out_free, int64_t room) {
+    count_profile p;
+    memset(&p, 0, sizeof p);
+    int64_t n = -1;
+    if (profile_init(&p, free_now, now) < 0) goto done;
+    for (int64_t k = 0; k < ops; k++) {
+        int failed = kind[k] == 0 ? profile_advance(&p, a[k]) : profile_change(&p, a[k], b[k], c[k]);
+        if (failed < 0) { n = p.error ? p.error : -1; goto done; }
+    }
+    if (profile_advance(&p, until) < 0) { n = p.error ? p.error : -1; goto done; }
+    if (p.n > room) goto done;
+    memcpy(out_times, p.times, sizeof(double) * (size_t)p.n);
+    memcpy(out_free, p.free, sizeof(double) * (size_t)p.n);
+    n = p.n;
+done:
+    free(p.times); free(p.free); free(p.block_first); free(p.block_min); free(p.block_max);
+    return n;
+}
+
+/* For the tests: the stairs of count `processors` read from a plan of n steps (times ascending from
+ * `now`, free counts) until a run lasting `duration` or one ending at or after `before` is in, as a
+ * compression reads them from the plan's start; written to out_start/out_lasts (room for `room`,
+ * at least n), *out_upto where the reading stopped.  Returns the number of stairs, -1 with no memory. */
+int64_t pool_count_stairs(int64_t n, double *times, double *free_counts, double processors, double now,
+                          double duration, double before, double *out_start, double *out_lasts, double *out_upto,
+                          int64_t room) {
+    count_profile p;
+    memset(&p, 0, sizeof p);
+    p.times = times; p.free = free_counts; p.n = n;
+    run_stairs r;
+    memset(&r, 0, sizeof r);
+    run_stairs_start(&r, now);
+    int64_t stairs = -1;
+    if (run_stairs_extend(&r, &p, processors, now, duration, before) == 0 && r.n <= room) {
+        memcpy(out_start, r.start, sizeof(double) * (size_t)r.n);
+        memcpy(out_lasts, r.lasts, sizeof(double) * (size_t)r.n);
+        *out_upto = r.upto;
+        stairs = r.n;
+    }
+    free(r.start); free(r.lasts);
+    return stairs;
 }
