@@ -538,8 +538,11 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
         mend = ""
         if any(problem.startswith(f"{folder}: ") for problem in problems):
             install = install_command(config, conf_dir)
-            in_place = os.path.lexists(folder) and not stat.S_ISDIR(os.lstat(folder).st_mode)
-            mend = f" (run {'rm ' + shlex.quote(str(folder)) + ' && ' if in_place else ''}{install})"
+            try:                        # a link or file where the folder goes (gone meanwhile: nothing to remove)
+                in_place = not stat.S_ISDIR(os.lstat(folder).st_mode)
+            except OSError:
+                in_place = False
+            mend = f" (run {'rm -- ' + shlex.quote(str(folder)) + ' && ' if in_place else ''}{install})"
         checks.append(Check("failures folder", FAIL, "; ".join(problems) + f": only slurmctld's user (SlurmUser="
                             f"{slurm_user}) may write where it reads{mend}"))
     else:
@@ -551,7 +554,9 @@ def _failures_checks(folder: Path, slurm_user: str, config: HookConfig, conf_dir
         except NotRegular as exc:           # slurmctld's load would wait on a FIFO, or read through a link
             what, command = removal(folder / "unreported")
             checks.append(Check("failures folder", FAIL, f"{folder / 'unreported'}: {what}, not read; it holds no "
-                                f"line job_submit.lua wrote (run {command})"))
+                                f"line job_submit.lua wrote (run {command})") if command else
+                          Check("failures folder", OK, f"{folder / 'unreported'}: not a regular file when read, and "
+                                "removed since: nothing to remove"))
         except OSError as exc:
             checks.append(Check("failures folder", FAIL, f"{folder}: cannot read: {exc.strerror or exc}"))
     checks += _leftover_checks(folder, config)
@@ -595,7 +600,9 @@ def _leftover_checks(folder: Path, config: HookConfig) -> list[Check]:
         if left.problem:
             what, command = removal(left.path)
             checks.append(Check("leftover line", FAIL, f"{left.path}: {what}, not read; job_submit.lua never writes "
-                                                       f"one (run {command})"))
+                                                       f"one (run {command})") if command else
+                          Check("leftover line", OK, f"{left.path}: not a regular file when listed, and removed "
+                                                     "since: nothing to remove"))
         elif left.kept is None:
             checks.append(Check("leftover line", WARN, f"{left.path}: holds no whole line (cut by a full disk or a kill "
                                                        f"while it was written): no failure to count (run rm -- {path})"))

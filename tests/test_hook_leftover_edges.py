@@ -343,3 +343,42 @@ def test_hook_check_says_what_a_name_that_is_no_line_is_and_the_command_that_rem
         assert result.returncode == 0, (detail, result.stderr)
     assert os.listdir(folder) == []
     assert (kept / "precious").read_text() == "x"
+
+
+def test_hook_check_says_nothing_to_remove_for_a_name_removed_while_it_checks(tmp_path, monkeypatch):
+    # hook check lists the folder, finds a FIFO under a leftover's name and under "unreported", and
+    # works out what each is and the command that removes it; an admin (or slurmctld) removing the
+    # names in between left "(run )": a command of nothing.  The race is injected by wrappers of the
+    # real reads (named so: the fault cannot be produced on demand) that remove the name right after
+    # reading it; hook check then says the name is gone and nothing is to be removed
+    from greenslurm.slurm_plugin import install
+    from greenslurm.slurm_plugin.install import _failures_checks
+
+    server, folder = _server(tmp_path)
+    leftover_fifo, unreported_fifo = folder / f"{FILE_NAME}.{'c' * 32}", folder / FILE_NAME
+    os.mkfifo(leftover_fifo)
+    os.mkfifo(unreported_fifo)
+    real_leftovers, real_read_kept = install.leftovers, install.read_kept
+
+    def leftovers_then_removed_meanwhile(listed_folder, now_s):
+        found = real_leftovers(listed_folder, now_s)
+        for left in found:
+            os.unlink(left.path)
+        return found
+
+    def read_kept_then_removed_meanwhile(path):
+        try:
+            return real_read_kept(path)
+        finally:
+            if Path(path).name == FILE_NAME and os.path.lexists(path):
+                os.unlink(path)
+
+    monkeypatch.setattr(install, "leftovers", leftovers_then_removed_meanwhile)
+    monkeypatch.setattr(install, "read_kept", read_kept_then_removed_meanwhile)
+    said = {check.detail.split(":")[0]: check for check in _failures_checks(folder, "root", server.config, tmp_path)
+            if check.name in ("leftover line", "failures folder")}
+    for path in (leftover_fifo, unreported_fifo):
+        check = said[str(path)]
+        assert "(run" not in check.detail and "removed since: nothing to remove" in check.detail, check.detail
+        assert check.level == install.OK
+    assert os.listdir(folder) == []

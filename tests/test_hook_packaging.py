@@ -810,7 +810,7 @@ def test_check_says_the_command_that_mends_each_failures_folder_problem(site):
     folder.rename(etc / "moved")
     folder.symlink_to(etc / "moved")
     try:
-        assert found().level == FAIL and f"(run rm {folder} && {install})" in found().detail, found().detail
+        assert found().level == FAIL and f"(run rm -- {folder} && {install})" in found().detail, found().detail
     finally:
         folder.unlink()
         (etc / "moved").rename(folder)
