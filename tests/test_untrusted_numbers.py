@@ -1,0 +1,72 @@
+"""Numbers in files greenslurm did not write: each reader takes a number only as the program that
+wrote the file (Slurm, the Alibaba trace's tools) would read it, and refuses the rest in one line
+naming the file, line and field, exit code 2.  Python's ``int()`` and ``float()`` read far more than
+C's ``strtoul``/``strtod``: full-width ("４") and Arabic-Indic ("٤") digits, underscores ("1_0"),
+surrounding white space; left to them, such a value would be replayed as a number nobody wrote.
+
+Every case goes through the real command line (:func:`greenslurm.cli.main`) on files written to
+``tmp_path``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from greenslurm.cli import main
+from test_cli import assert_one_line_error
+
+SACCT = ("JobID|Submit|Start|End|NCPUS|Timelimit|State\n"
+         "1|2024-01-01T00:00:00|2024-01-01T00:00:10|2024-01-01T00:10:00|8|00:20:00|COMPLETED\n"
+         "2|2024-01-01T00:01:00|2024-01-01T00:02:00|2024-01-01T00:05:00|9|00:10:00|COMPLETED\n")
+PARTITION = "PartitionName=p Nodes=ALL Default=YES\n"
+
+
+def replay(tmp_path, conf: str, capsys) -> tuple[int, str, dict | None]:
+    trace, slurm_conf, out = tmp_path / "jobs.txt", tmp_path / "slurm.conf", tmp_path / "out.json"
+    trace.write_text(SACCT)
+    slurm_conf.write_text(conf)
+    code = main(["replay", str(trace), "--slurm-conf", str(slurm_conf), "--no-progress", "--json", str(out)])
+    return code, capsys.readouterr().err, json.loads(out.read_text()) if code == 0 else None
+
+
+# -- slurm.conf: Slurm reads its numbers with strtoul(value, &end, 0) and refuses a value it does
+#    not read to the end (src/common/parse_value.c, s_p_handle_uint16/32/64) --------------------------
+@pytest.mark.parametrize("line, field", [
+    ("NodeName=c1 CPUs=\uff18", "cpus"),                          # full-width 8: was read as 8 CPUs
+    ("NodeName=c1 CPUs=\u0668", "cpus"),                          # Arabic-Indic 8: was read as 8
+    ("NodeName=c1 CPUs=8 RealMemory=\uff18000", "realmemory"),
+    ("NodeName=c1 Sockets=\uff12 CoresPerSocket=4", "sockets"),
+    ("NodeName=c1 CPUs=8 Weight=\uff11", "weight"),
+    ("NodeName=c1 CPUs=08", "cpus"),                              # strtoul base 0 stops at the 8 of octal 08
+    ("NodeName=c1 CPUs=1_0", "cpus"),
+    ("PriorityWeightAge=\uff11000\nNodeName=c1 CPUs=8", "priorityweightage"),
+])
+def test_a_slurm_conf_number_slurm_cannot_read_is_refused(tmp_path, capsys, line, field):
+    code, err, _ = replay(tmp_path, line + "\n" + PARTITION, capsys)
+    assert_one_line_error(code, err, "slurm.conf:", f"field {field}", "is not a whole number")
+
+
+def test_a_full_width_gres_count_is_refused(tmp_path, capsys):
+    # Gres=gpu:２ was read as 2 GPUs; Slurm's gres count is C digits
+    code, err, _ = replay(tmp_path, "GresTypes=gpu\nNodeName=c1 CPUs=8 Gres=gpu:\uff12\n" + PARTITION, capsys)
+    assert_one_line_error(code, err, "slurm.conf:2", "field Gres", "'\uff12' is not a GRES name or type")
+
+
+@pytest.mark.parametrize("cpus", ["010", "0x8", "0X08", "+8"])
+def test_slurm_conf_numbers_are_read_as_strtoul_base_0_reads_them(tmp_path, capsys, cpus):
+    # CPUs=010 is octal 8 for Slurm (strtoul base 0), not 10; 0x8 is 8.  The trace: job 1 asks for
+    # 8 CPUs, job 2 for 9: on one node of 8 CPUs job 1 runs and job 2 is skipped as larger than the
+    # cluster (with 10 CPUs, as CPUs=010 was read before, both ran).
+    code, err, summary = replay(tmp_path, f"NodeName=c1 CPUs={cpus}\n" + PARTITION, capsys)
+    assert code == 0, err
+    assert summary["jobs_completed"] == 1
+    assert summary["skipped_by_reason"]["replay"] == {"asks for more than the cluster has": 1}
+
+
+def test_oversubscribe_counts_are_decimal_as_slurm_reads_them(tmp_path, capsys):
+    # OverSubscribe=YES:010 is strtol(..., 10) in Slurm's read_config.c: 10 jobs a resource, not 8;
+    # what matters here is that it is read and not refused
+    code, err, _ = replay(tmp_path, "NodeName=c1 CPUs=8\nPartitionName=p Nodes=ALL Default=YES "
+                                    "OverSubscribe=YES:010\n", capsys)
+    assert code == 0, err
