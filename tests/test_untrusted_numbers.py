@@ -70,3 +70,47 @@ def test_oversubscribe_counts_are_decimal_as_slurm_reads_them(tmp_path, capsys):
     code, err, _ = replay(tmp_path, "NodeName=c1 CPUs=8\nPartitionName=p Nodes=ALL Default=YES "
                                     "OverSubscribe=YES:010\n", capsys)
     assert code == 0, err
+
+
+# -- the Alibaba GPU trace (CSV): its numbers are ASCII decimal; Python's float() also reads "1_000"
+#    and "１０００", which the SWF and sacct readers already refuse ---------------------------------------
+POD_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time," \
+             "scheduled_time\n"
+NODE_LIST = "sn,cpu_milli,memory_mib,gpu,model\nn0,8000,65536,1,T4\nn1,8000,65536,1,T4\n"
+
+
+def gpu_replay(tmp_path, pods: str, nodes: str, capsys, *extra: str) -> tuple[int, str, dict | None]:
+    (tmp_path / "pods.csv").write_text(POD_HEADER + pods)
+    (tmp_path / "nodes.csv").write_text(nodes)
+    out = tmp_path / "out.json"
+    code = main(["replay", str(tmp_path / "pods.csv"), "--nodes", str(tmp_path / "nodes.csv"), "--no-progress",
+                 "--json", str(out), *extra])
+    return code, capsys.readouterr().err, json.loads(out.read_text()) if code == 0 else None
+
+
+GOOD_POD = "b,1000,1024,1,500,,LS,Running,10,1000,10\n"
+
+
+@pytest.mark.parametrize("field, pod", [
+    ("cpu_milli", "a,1_000,1024,1,500,,LS,Running,0,1000,0\n"),                  # was read as 1000
+    ("cpu_milli", "a,\uff11000,1024,1,500,,LS,Running,0,1000,0\n"),              # full-width 1: was 1000
+    ("gpu_milli", "a,1000,1024,1,\u0665\u0660\u0660,,LS,Running,0,1000,0\n"),    # Arabic-Indic 500
+    ("deletion_time", "a,1000,1024,1,500,,LS,Running,0,1_000,0\n"),
+    ("creation_time", "a,1000,1024,1,500,,LS,Running,\uff10,1000,0\n"),
+])
+def test_a_pod_number_that_is_not_ascii_decimal_is_skipped_and_counted(tmp_path, capsys, field, pod):
+    code, err, summary = gpu_replay(tmp_path, pod + GOOD_POD, NODE_LIST, capsys)
+    assert code == 0, err
+    assert summary["jobs_total"] == 2 and summary["jobs_completed"] == 1
+    assert summary["skipped_by_reason"]["reader"] == {f"bad field {field}": 1}
+    code, err, _ = gpu_replay(tmp_path, pod + GOOD_POD, NODE_LIST, capsys, "--strict")
+    assert_one_line_error(code, err, "pods.csv:2", f"field {field}")
+
+
+@pytest.mark.parametrize("field, node", [
+    ("cpu_milli", "n0,8_000,65536,1,T4\n"), ("memory_mib", "n0,8000,\uff16\uff15536,1,T4\n"),
+    ("gpu", "n0,8000,65536,\u0661,T4\n"),
+])
+def test_a_node_list_number_that_is_not_ascii_decimal_is_refused(tmp_path, capsys, field, node):
+    code, err, _ = gpu_replay(tmp_path, GOOD_POD, "sn,cpu_milli,memory_mib,gpu,model\n" + node, capsys)
+    assert_one_line_error(code, err, "nodes.csv:2", f"field {field}", "is not a whole number")
