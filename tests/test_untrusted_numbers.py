@@ -114,3 +114,43 @@ def test_a_pod_number_that_is_not_ascii_decimal_is_skipped_and_counted(tmp_path,
 def test_a_node_list_number_that_is_not_ascii_decimal_is_refused(tmp_path, capsys, field, node):
     code, err, _ = gpu_replay(tmp_path, GOOD_POD, "sn,cpu_milli,memory_mib,gpu,model\n" + node, capsys)
     assert_one_line_error(code, err, "nodes.csv:2", f"field {field}", "is not a whole number")
+
+
+# -- JSON and TOML: Python refuses to convert an integer of more than 4,300 digits (the conversion is
+#    quadratic in the digits) with a bare ValueError, which escaped every reader as a traceback -------
+LONG = "1" + "0" * 10_000
+CLUSTER = 'name = "tiny"\n[[node_group]]\nname = "n"\ncount = 2\ncpus = 8\nidle_w = 100.0\nbusy_w = 200.0\n'
+SACCT_JSON = ('{"jobs": [{"job_id": 1, "state": {"current": ["COMPLETED"]},\n'
+              ' "time": {"submission": 0, "start": 10, "end": 100, "elapsed": 90, "limit": 60},\n'
+              ' "required": {"CPUs": 1}}]}\n')
+SWF = "1 0 -1 100 2 -1 -1 2 100 -1 1 1 1 -1 -1 -1 -1 -1\n"
+
+
+def _files(tmp_path) -> dict[str, str]:
+    (tmp_path / "t.swf").write_text(SWF)
+    (tmp_path / "sacct.txt").write_text(SACCT)
+    (tmp_path / "cluster.toml").write_text(CLUSTER)
+    return {"d": str(tmp_path)}
+
+
+@pytest.mark.parametrize("name, text, line, argv", [
+    ("jobs.json", SACCT_JSON.replace('"elapsed": 90', f'"elapsed": {LONG}'), 2,
+     ["replay", "{d}/jobs.json", "--cluster", "{d}/cluster.toml"]),
+    ("jobs.json", SACCT_JSON.replace('"job_id": 1', f'"job_id": {LONG}'), 1, ["traces", "info", "{d}/jobs.json"]),
+    ("sinfo.json", '{"nodes": [{"name": "n1",\n "cpus": ' + LONG + ', "real_memory": 1000, "state": "idle"}]}', 2,
+     ["whatif", "{d}/sacct.txt", "--cluster-from-slurm", "{d}/sinfo.json", "-j", "1"]),
+    ("c.toml", CLUSTER.replace("count = 2", f"count = {LONG}"), 4, ["replay", "{d}/t.swf", "--cluster", "{d}/c.toml"]),
+    ("s.toml", f'seed = {LONG}\n[trace]\npath = "t.swf"\n', 1, ["run", "{d}/s.toml"]),
+    ("p.toml", f"[power_states]\nphases = {LONG}\n", 2, ["replay", "{d}/t.swf", "--power-config", "{d}/p.toml"]),
+    ("study.toml", f'[sweep]\nname = "s"\nseeds = {LONG}\n', 3, ["sweep", "{d}/study.toml", "--out", "{d}/o"]),
+    ("hook.toml", f"[hook]\nmax_array_tasks = {LONG}\n", 2, ["hook", "check", "--config", "{d}/hook.toml"]),
+], ids=["sacct-json-elapsed", "sacct-json-job-id", "sinfo-json", "cluster-toml", "scenario-toml",
+        "power-config-toml", "sweep-toml", "hook-toml"])
+def test_a_number_of_10000_digits_is_one_line_naming_its_line(tmp_path, capsys, name, text, line, argv):
+    where = _files(tmp_path)
+    (tmp_path / name).write_text(text)
+    try:
+        code = main([part.format(**where) for part in argv])
+    except SystemExit as stop:
+        code = stop.code
+    assert_one_line_error(code, capsys.readouterr().err, f"{name}:{line}: a number of 10,001 digits")
