@@ -150,7 +150,7 @@ class Cluster:
         import tomllib          # loads with a cluster file
         try:
             data = tomllib.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise toml_error(exc, text, path) from None
         groups = data.get("node_group")
         if not isinstance(groups, list) or not groups:

@@ -84,9 +84,10 @@ INT_MAX_STR_DIGITS = 4300
 _LONG_NUMBER = re.compile(r"0[xX][0-9a-fA-F_]{%d,}|[0-9][0-9_]{%d,}" % (INT_MAX_STR_DIGITS, INT_MAX_STR_DIGITS))
 
 
-def toml_error(exc: ValueError, text: str, path: str) -> InputError:
-    """The error for TOML ``text`` that tomllib refused with ``exc``: its own TOMLDecodeError, or a
-    bare ValueError for an integer too long to convert (:func:`number_too_long`).
+def toml_error(exc: ValueError | RecursionError, text: str, path: str) -> InputError:
+    """The error for TOML ``text`` that tomllib refused with ``exc``: its own TOMLDecodeError, a
+    bare ValueError for an integer too long to convert (:func:`number_too_long`), or RecursionError
+    for arrays or tables nested deeper than Python's stack (tomllib recurses).
 
     >>> import tomllib
     >>> try:
@@ -96,6 +97,8 @@ def toml_error(exc: ValueError, text: str, path: str) -> InputError:
     x.toml: not valid TOML: Invalid value (at line 1, column 5)
     """
     import tomllib
+    if isinstance(exc, RecursionError):
+        return InputError("not usable TOML: nested too deeply", path=path)
     if isinstance(exc, tomllib.TOMLDecodeError):
         return InputError(f"not valid TOML: {exc}", path=path)
     return number_too_long(text, path)

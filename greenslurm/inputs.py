@@ -51,7 +51,7 @@ def read_toml(path: str, what: str) -> dict:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text (byte {exc.start}), not a {what}", path=path) from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise toml_error(exc, text, path) from None
 
 

@@ -272,7 +272,7 @@ class Scenario:
         import tomllib
         try:
             data = tomllib.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise toml_error(exc, text, path) from None
         scenario = from_mapping(data, path)
         base = Path(path).resolve().parent if not path.startswith("<") else Path.cwd()

@@ -77,7 +77,7 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".", input
     from greenslurm.sim.engine.strategies import QUEUES
     try:
         data = tomllib.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise toml_error(exc, text, path) from None
     _check_keys(data, SPEC_TABLES, path, "")
     head = data.get("sweep", {})

@@ -132,7 +132,7 @@ class HookConfig:
             raise InputError("cannot read: permission denied", path=path) from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"not valid TOML: {exc}", path=path) from None
-        except ValueError as exc:               # an integer too long to convert
+        except (ValueError, RecursionError) as exc:     # an integer too long, or nested too deeply
             raise toml_error(exc, text, path) from None
         section = data.get("hook", data)
         if not isinstance(section, dict):

@@ -126,11 +126,17 @@ SACCT_JSON = ('{"jobs": [{"job_id": 1, "state": {"current": ["COMPLETED"]},\n'
 SWF = "1 0 -1 100 2 -1 -1 2 100 -1 1 1 1 -1 -1 -1 -1 -1\n"
 
 
-def _files(tmp_path) -> dict[str, str]:
+def run_with_file(tmp_path, name: str, text: str, argv: list[str]) -> int:
+    """The exit code of ``greenslurm ARGV`` ({d} in it: tmp_path) with ``text`` written to ``name``
+    beside a small SWF trace, sacct export and cluster file."""
     (tmp_path / "t.swf").write_text(SWF)
     (tmp_path / "sacct.txt").write_text(SACCT)
     (tmp_path / "cluster.toml").write_text(CLUSTER)
-    return {"d": str(tmp_path)}
+    (tmp_path / name).write_text(text)
+    try:
+        return main([part.format(d=tmp_path) for part in argv])
+    except SystemExit as stop:
+        return stop.code
 
 
 @pytest.mark.parametrize("name, text, line, argv", [
@@ -147,10 +153,24 @@ def _files(tmp_path) -> dict[str, str]:
 ], ids=["sacct-json-elapsed", "sacct-json-job-id", "sinfo-json", "cluster-toml", "scenario-toml",
         "power-config-toml", "sweep-toml", "hook-toml"])
 def test_a_number_of_10000_digits_is_one_line_naming_its_line(tmp_path, capsys, name, text, line, argv):
-    where = _files(tmp_path)
-    (tmp_path / name).write_text(text)
-    try:
-        code = main([part.format(**where) for part in argv])
-    except SystemExit as stop:
-        code = stop.code
+    code = run_with_file(tmp_path, name, text, argv)
     assert_one_line_error(code, capsys.readouterr().err, f"{name}:{line}: a number of 10,001 digits")
+
+
+# -- JSON and TOML nested 100,000 deep: the readers recurse and raised RecursionError (a traceback) -----
+DEEP_ARRAY, DEEP_TABLE = "[" * 100_000 + "]" * 100_000, "{b = " * 10_000 + "1" + "}" * 10_000
+
+
+@pytest.mark.parametrize("name, text, argv", [
+    ("sinfo.json", '{"nodes": ' + DEEP_ARRAY + "}", ["whatif", "{d}/sacct.txt", "--cluster-from-slurm", "{d}/sinfo.json"]),
+    ("c.toml", f"a = {DEEP_ARRAY}\n", ["replay", "{d}/t.swf", "--cluster", "{d}/c.toml"]),
+    ("c.toml", f"a = {DEEP_TABLE}\n", ["replay", "{d}/t.swf", "--cluster", "{d}/c.toml"]),
+    ("s.toml", f"a = {DEEP_ARRAY}\n", ["run", "{d}/s.toml"]),
+    ("p.toml", f"a = {DEEP_TABLE}\n", ["replay", "{d}/t.swf", "--power-config", "{d}/p.toml"]),
+    ("study.toml", f"a = {DEEP_TABLE}\n", ["sweep", "{d}/study.toml", "--out", "{d}/o"]),
+    ("hook.toml", f"a = {DEEP_ARRAY}\n", ["hook", "check", "--config", "{d}/hook.toml"]),
+], ids=["sinfo-json", "cluster-toml-array", "cluster-toml-table", "scenario-toml", "power-config-toml", "sweep-toml",
+        "hook-toml"])
+def test_a_file_nested_100000_deep_is_one_line(tmp_path, capsys, name, text, argv):
+    code = run_with_file(tmp_path, name, text, argv)
+    assert_one_line_error(code, capsys.readouterr().err, f"{name}: ", "nested too deeply")

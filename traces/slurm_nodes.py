@@ -128,6 +128,8 @@ def parse_slurm_nodes(text: str, path: str = "<sinfo --json>") -> list[SlurmNode
         raise InputError(f"not JSON: {exc.msg} at line {exc.lineno}", path=path) from None
     except ValueError:                          # an integer too long to convert
         raise number_too_long(text, path) from None
+    except RecursionError:
+        raise InputError("not usable JSON: nested too deeply", path=path) from None
     if not isinstance(data, dict) or not ("nodes" in data or "sinfo" in data):
         raise InputError("neither 'nodes' (sinfo --json of 22.05, scontrol show nodes --json) nor 'sinfo' "
                          "(sinfo --json of 23.02+) at the top level", path=path)
