@@ -330,6 +330,8 @@ class _JsonJob:
         start, end = self.number("time.start"), self.number("time.end")
         if not start:
             raise self.skip("never started (Start Unknown/None)", "time.start", "time.start is 0 or not set")
+        if start < submit:                                # Slurm starts no job before its submission
+            raise self.skip("bad field time.start", "time.start", "time.start is before time.submission")
         nodes = self.number("allocation_nodes")
         if nodes is None:
             nodes = self._tres("allocated", "node")
