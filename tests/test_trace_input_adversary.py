@@ -74,6 +74,16 @@ def test_a_record_that_cannot_be_right_is_skipped_and_counted(column, value, rea
     assert "Traceback" not in refused.stderr
 
 
+def test_a_job_submitted_in_the_year_1_is_skipped_as_before_1970(tmp_path):
+    # 0001-01-01T00:00:00 is -62,135,596,800 s of the Unix clock: it was skipped and counted as
+    # "submit time beyond the year 9999"
+    trace = s98_trace(tmp_path, "Submit", "0001-01-01T00:00:00")
+    assert skipped_row(run("replay", trace).stdout, "submit time before 1970") == "1"
+    refused = run("replay", trace, "--strict")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"{trace}:4: field submit: job 3 submitted at -6.21356e+10 s, before 1970-01-01 (0 s)" in refused.stderr
+
+
 SWF = ("; crafted\n"
        "1 0 5 100 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n"
        "2 10 5 {run} 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n")
