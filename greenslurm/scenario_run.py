@@ -180,10 +180,12 @@ def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
             jobs = with_deadlines(jobs, d.slack_mean, d.slack_sigma, seed=d.seed)
         if not all(math.isfinite(job.deadline_s) for job in jobs if job.deadline_s is not None):
             # d = r + (1 + eps) p with eps drawn around slack_mean: beyond a float's range
-            # blame the mean when it overflows alone, else the spread of the drawn slacks
+            # blame the mean when it overflows alone or when the spread is the mean's default
+            # (slack_mean / 2.5), else the spread of the drawn slacks
             mean_alone = math.isfinite((1.0 + d.slack_mean) * max(job.requested_time_s for job in jobs) * 2.0)
+            spread = mean_alone and d.slack_sigma is not None
             raise InputError("drawn deadlines are not finite numbers; choose a smaller slack", path=RUN_WHERE,
-                             field="deadlines.slack_sigma" if mean_alone else "deadlines.slack_mean")
+                             field="deadlines.slack_sigma" if spread else "deadlines.slack_mean")
     if scenario.arrival_scale != 1.0 and jobs:
         # arrivals t0 + (t - t0) x scale; runtimes unchanged (the GPU papers' busier what-ifs)
         first = min(job.submit_s for job in jobs)

@@ -156,6 +156,16 @@ def test_drawn_deadlines_that_overflow_are_refused(folder, capsys):
     assert_one_line_error(code, err, "s.toml", "deadlines.slack_mean", "finite")
 
 
+def test_drawn_deadlines_that_overflow_blame_the_mean_when_no_spread_was_given(folder, capsys):
+    # slack mean 1e6 and no sigma: sigma is the mean / 2.5 = 4e5, exp(4e5 Z) overflows.  The error named
+    # --slack-sigma, an option the user never gave
+    code = main(["replay", str(folder / "tiny.swf"), "--queue", "deadline", "--slack-mean", "1e6"])
+    assert_one_line_error(code, capsys.readouterr().err, "field --slack-mean", "finite")
+    code = main(["replay", str(folder / "tiny.swf"), "--queue", "deadline", "--slack-mean", "1",
+                 "--slack-sigma", "1e6"])
+    assert_one_line_error(code, capsys.readouterr().err, "field --slack-sigma", "finite")
+
+
 # -- errors found while replaying name the scenario file, not '<scenario>' --------------------------------
 def test_a_gpu_scorer_on_a_cpu_cluster_names_the_scenario_file(folder, capsys):
     code, err = run_file(folder, TINY + '[selection]\nname = "pwr"\n', capsys)
