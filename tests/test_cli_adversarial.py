@@ -156,6 +156,22 @@ def test_drawn_deadlines_that_overflow_are_refused(folder, capsys):
     assert_one_line_error(code, err, "s.toml", "deadlines.slack_mean", "finite")
 
 
+def test_a_deadline_queue_on_pods_that_run_forever_skips_them_as_every_queue_does(folder, capsys):
+    # an Alibaba trace without time columns: every pod runs forever, its drawn deadline r + (1 + eps) x inf
+    # is inf.  The deadline queue refused it ("choose a smaller slack", naming --slack-mean: no slack
+    # would do); FCFS and every other queue skip such pods, counted as running forever
+    (folder / "timeless.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+                                         "a,1000,1024,1,500,\nb,1000,1024,1,500,\n")
+    for queue, extra in (("fcfs", []), ("deadline", ["--slack-mean", "1"])):
+        out = folder / f"{queue}.json"
+        code = main(["replay", str(folder / "timeless.csv"), "--nodes", str(folder / "nodes.csv"), "--queue", queue,
+                     *extra, "--json", str(out), "--no-progress"])
+        assert code == 0, capsys.readouterr().err
+        summary = json.loads(out.read_text())
+        assert summary["jobs_completed"] == 0
+        assert summary["skipped_by_reason"]["replay"] == {"no finite runtime (would run forever)": 2}
+
+
 def test_drawn_deadlines_that_overflow_blame_the_mean_when_no_spread_was_given(folder, capsys):
     # slack mean 1e6 and no sigma: sigma is the mean / 2.5 = 4e5, exp(4e5 Z) overflows.  The error named
     # --slack-sigma, an option the user never gave
