@@ -354,3 +354,19 @@ def test_names_with_emoji_codes_are_printed_as_written(tmp_path, capsys):
     assert main(["replay", str(path), "--strict", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "log:thumbs_up:.swf" in err and "\N{THUMBS UP SIGN}" not in err
+
+
+# -- numbers on the command line: argparse's int() and float() read "５" (full width) as 5, "٣" (Arabic-
+#    Indic) as 3 and "1_0" as 10; the trace and config readers refuse such numbers, and so do options ---
+@pytest.mark.parametrize("option, value", [
+    ("--arrival-scale", "\uff15"), ("--arrival-scale", "1_0"), ("--limit", "\uff12"), ("--seed", "\u0663"),
+    ("--power-budget", "1_000"), ("--renewable-seed", "\uff11"),
+])
+def test_a_command_line_number_of_other_digits_is_refused(folder, capsys, option, value):
+    code = None
+    try:
+        code = main(["replay", str(folder / "tiny.swf"), option, value, "--json", str(folder / "o.json")])
+    except SystemExit as stop:
+        code = stop.code
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", option, "not a number in ASCII digits")
+    assert not (folder / "o.json").exists()
