@@ -174,3 +174,15 @@ DEEP_ARRAY, DEEP_TABLE = "[" * 100_000 + "]" * 100_000, "{b = " * 10_000 + "1" +
 def test_a_file_nested_100000_deep_is_one_line(tmp_path, capsys, name, text, argv):
     code = run_with_file(tmp_path, name, text, argv)
     assert_one_line_error(code, capsys.readouterr().err, f"{name}: ", "nested too deeply")
+
+
+# -- a renewable supply CSV (time_s,watts): ASCII numbers, and one header line at most -----------------
+@pytest.mark.parametrize("csv_text, line", [
+    ("time_s,watts\n0,1_000\n3600,100\n", 2),                 # float() read 1_000 as 1000 W
+    ("time_s,watts\n0,\uff11000\n3600,100\n", 2),             # a full-width 1: was 1000 W
+    ("time_s,watts\n0 s,100 W\n3600,100\n", 2),               # was skipped as a second header line
+])
+def test_a_supply_sample_that_is_not_ascii_numbers_is_refused(tmp_path, capsys, csv_text, line):
+    code = run_with_file(tmp_path, "supply.csv", csv_text, ["replay", "{d}/t.swf", "--cluster", "{d}/cluster.toml",
+                                                                "--renewable", "{d}/supply.csv"])
+    assert_one_line_error(code, capsys.readouterr().err, f"supply.csv:{line}: not numbers")
