@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.errors import InputError, toml_error
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.clustermodel.node import DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W, NodeSpec, unknown_gpu_model
 from greenslurm.clustermodel.power import node_power_problem
@@ -150,8 +150,8 @@ class Cluster:
         import tomllib          # loads with a cluster file
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"not valid TOML: {exc}", path=path) from None
+        except (ValueError, RecursionError) as exc:
+            raise toml_error(exc, text, path) from None
         groups = data.get("node_group")
         if not isinstance(groups, list) or not groups:
             raise InputError("no [[node_group]] table", path=path, field="node_group")

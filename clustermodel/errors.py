@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class InputError(ValueError):
     r"""Bad user input: a trace record, a cluster file, a command-line value.
@@ -74,3 +76,45 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+# Python refuses to convert an integer of more digits than this from text (sys.get_int_max_str_digits:
+# the conversion takes time quadratic in the digits); the JSON and TOML readers raise a bare ValueError
+INT_MAX_STR_DIGITS = 4300
+_LONG_NUMBER = re.compile(r"0[xX][0-9a-fA-F_]{%d,}|[0-9][0-9_]{%d,}" % (INT_MAX_STR_DIGITS, INT_MAX_STR_DIGITS))
+
+
+def toml_error(exc: ValueError | RecursionError, text: str, path: str) -> InputError:
+    """The error for TOML ``text`` that tomllib refused with ``exc``: its own TOMLDecodeError, a
+    bare ValueError for an integer too long to convert (:func:`number_too_long`), or RecursionError
+    for arrays or tables nested deeper than Python's stack (tomllib recurses).
+
+    >>> import tomllib
+    >>> try:
+    ...     tomllib.loads("a = = 1")
+    ... except ValueError as exc:
+    ...     print(toml_error(exc, "a = = 1", "x.toml"))
+    x.toml: not valid TOML: Invalid value (at line 1, column 5)
+    """
+    import tomllib
+    if isinstance(exc, RecursionError):
+        return InputError("not usable TOML: nested too deeply", path=path)
+    if isinstance(exc, tomllib.TOMLDecodeError):
+        return InputError(f"not valid TOML: {exc}", path=path)
+    return number_too_long(text, path)
+
+
+def number_too_long(text: str, path: str) -> InputError:
+    """The error for a JSON or TOML ``text`` whose reader raised ValueError on an integer too long to
+    convert: names the line of the first run of more than 4,300 digits (underscores, which TOML
+    allows between digits, not counted).
+
+    >>> str(number_too_long('{"a": 1,\\n "b": ' + "9" * 5000 + "}", "x.json"))
+    'x.json:2: a number of 5,000 digits: more than the 4,300 a number can have here'
+    """
+    found = _LONG_NUMBER.search(text)
+    if found is None:
+        return InputError(f"a number of more than {INT_MAX_STR_DIGITS:,} digits", path=path)
+    digits = len(found.group().replace("_", ""))
+    return InputError(f"a number of {digits:,} digits: more than the {INT_MAX_STR_DIGITS:,} a number can have here",
+                      path=path, line=text.count("\n", 0, found.start()) + 1)

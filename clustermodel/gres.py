@@ -45,8 +45,8 @@ SUFFIX = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4, "p":
 # Slurm stores GRES counts as uint64 and reserves the top values (NO_VAL64, INFINITE64) as markers
 MAX_COUNT = 2 ** 63 - 1
 
-_COUNT = re.compile(r"(\d+)([kmgtp]?)", re.IGNORECASE)
-_NUMBER_LIKE = re.compile(r"[-+]?\d")              # a field that means to be a count
+_COUNT = re.compile(r"(\d+)([kmgtp]?)", re.IGNORECASE | re.ASCII)    # C digits: not "４" (full width)
+_NUMBER_LIKE = re.compile(r"[-+]?\d", re.ASCII)            # a field that means to be a count
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 

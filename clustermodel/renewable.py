@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from greenslurm.clustermodel.ascii_numbers import ascii_float
 from greenslurm.clustermodel.cluster import CPU, GPU, Cluster
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.sums import sum_of_products
@@ -222,6 +223,7 @@ def parse_supply_csv(text: str, path: str = "<supply.csv>") -> SupplySeries:
     """
     times: list[float] = []
     watts: list[float] = []
+    header_seen = False
     for number, line in enumerate(text.split("\n"), start=1):
         line = line.strip()
         if not line or line.startswith("#"):
@@ -231,9 +233,10 @@ def parse_supply_csv(text: str, path: str = "<supply.csv>") -> SupplySeries:
             raise InputError(f"expected 2 comma-separated fields (time, watts), got {len(fields)}",
                              path=path, line=number)
         try:
-            t, w = float(fields[0]), float(fields[1])
+            t, w = ascii_float(fields[0]), ascii_float(fields[1])
         except ValueError:
-            if not times:        # a header line
+            if not header_seen and not times:  # a header line (one at most)
+                header_seen = True
                 continue
             raise InputError(f"not numbers: {line!r}", path=path, line=number) from None
         if not (math.isfinite(t) and math.isfinite(w)) or w < 0:

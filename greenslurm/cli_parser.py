@@ -139,6 +139,24 @@ class OneLineParser(argparse.ArgumentParser):
         error_line(terminal(stderr=True), _message(self.prog, message))
         sys.exit(EXIT_INPUT)
 
+    def _get_value(self, action: argparse.Action, arg_string: str):
+        """An option's value converted by its type; a number written with other than ASCII digits
+        refused first: int() and float() read "５" (full width) as 5, "٣" (Arabic-Indic) as 3 and
+        "1_0" as 10, which the trace and config readers refuse."""
+        if reads_numbers(action.type) and ("_" in arg_string or not arg_string.isascii()):
+            raise argparse.ArgumentError(action, f"not a number in ASCII digits: {arg_string!r}")
+        return super()._get_value(action, arg_string)
+
+
+def reads_numbers(parse) -> bool:
+    """Whether an option's ``type`` turns its text into a number (int, float, or one marked
+    ``number``, as the command options' parsers are).
+
+    >>> reads_numbers(int), reads_numbers(str), reads_numbers(non_negative_int)
+    (True, False, True)
+    """
+    return parse in (int, float) or getattr(parse, "number", False)
+
 
 def non_negative_int(text: str) -> int:
     """An option's whole number >= 0 (a seed, a count where 0 means none).
@@ -157,3 +175,6 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be a whole number >= 0, not {text}")
     return value
+
+
+non_negative_int.number = True          # its text is checked for ASCII digits (OneLineParser)

@@ -72,6 +72,9 @@ def positive_float(text: str) -> float:
     return value
 
 
+positive_float.number = True             # its text is checked for ASCII digits (OneLineParser)
+
+
 def add_parser(commands) -> argparse.ArgumentParser:
     parser = commands.add_parser(
         "inflate", help=COMMAND_HELP["inflate"],

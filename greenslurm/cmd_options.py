@@ -217,6 +217,7 @@ def _number(low: float, strict: bool):
         if not (value > low if strict else value >= low) or value == float("inf"):
             raise argparse.ArgumentTypeError(f"must be a number {'>' if strict else '>='} {low:g}, not {text}")
         return value + 0.0               # -0 is 0
+    parse.number = True                  # its text is checked for ASCII digits (OneLineParser)
     return parse
 
 
@@ -238,6 +239,7 @@ def whole_number(low: int):
         if value < low:
             raise argparse.ArgumentTypeError(f"must be a whole number >= {low}, not {text}")
         return value
+    parse.number = True                  # its text is checked for ASCII digits (OneLineParser)
     return parse
 
 
@@ -268,6 +270,9 @@ def share(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"must be in [0, 1], not {text}")
     return value
+
+
+share.number = True                      # its text is checked for ASCII digits (OneLineParser)
 
 
 def threshold_and_supply_options(group) -> None:
@@ -328,6 +333,9 @@ def number(text: str) -> float:
     (0.0, 1.5)
     """
     return float(text) + 0.0             # -0.0 + 0.0 == +0.0
+
+
+number.number = True                     # its text is checked for ASCII digits (OneLineParser)
 
 
 def power_options(parser: argparse.ArgumentParser, many: bool) -> None:

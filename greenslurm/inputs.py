@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from greenslurm.clustermodel import InputError
-from greenslurm.clustermodel.errors import missing_path
+from greenslurm.clustermodel.errors import missing_path, toml_error
 
 if TYPE_CHECKING:                 # the cluster model (numpy) loads with the first cluster read
     from greenslurm.clustermodel import Cluster
@@ -42,15 +42,17 @@ def read_toml(path: str, what: str) -> dict:
     unreadable, binary or malformed file is an InputError naming it."""
     import tomllib
     check_input_file(path, what)
+    text = ""
     try:
         with open(path, "rb") as handle:
-            return tomllib.loads(handle.read().decode("utf-8"))
+            text = handle.read().decode("utf-8")
+        return tomllib.loads(text)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 text (byte {exc.start}), not a {what}", path=path) from None
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"not valid TOML: {exc}", path=path) from None
+    except (ValueError, RecursionError) as exc:
+        raise toml_error(exc, text, path) from None
 
 
 def check_output_paths(out_dir: str | None, json_file: str | None, option: str = "--json") -> None:

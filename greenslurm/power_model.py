@@ -73,7 +73,7 @@ def _toml_gives_power(path: str) -> bool:
     try:
         with open(path, "rb") as handle:
             data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, ValueError, RecursionError):   # TOMLDecodeError, an integer too long, nested too deep
         return False
     groups = data.get("node_group", [])
     return bool(groups) and all(isinstance(g, dict) and "idle_w" in g and "busy_w" in g for g in groups)

@@ -81,6 +81,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.errors import toml_error
 
 QUEUE_DEFAULT = "easy"
 DEADLINE_DEFAULT_SELECTION = "bestfit"       # Nileshwar & Schwiegelshohn's choice for the deadline queue
@@ -271,8 +272,8 @@ class Scenario:
         import tomllib
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"not valid TOML: {exc}", path=path) from None
+        except (ValueError, RecursionError) as exc:
+            raise toml_error(exc, text, path) from None
         scenario = from_mapping(data, path)
         base = Path(path).resolve().parent if not path.startswith("<") else Path.cwd()
         scenario = scenario.resolved(base)

@@ -178,12 +178,18 @@ def prepared_jobs(scenario: Scenario, jobs: Sequence[JobSpec]) -> list[JobSpec]:
         d = scenario.deadlines
         with np.errstate(over="ignore"):
             jobs = with_deadlines(jobs, d.slack_mean, d.slack_sigma, seed=d.seed)
-        if not all(math.isfinite(job.deadline_s) for job in jobs if job.deadline_s is not None):
+        # a job that runs forever (a pod without an end) has deadline inf: the replay skips it, as
+        # every queue does, under its own reason
+        if not all(math.isfinite(job.deadline_s) for job in jobs
+                   if job.deadline_s is not None and math.isfinite(job.run_for_s)):
             # d = r + (1 + eps) p with eps drawn around slack_mean: beyond a float's range
-            # blame the mean when it overflows alone, else the spread of the drawn slacks
-            mean_alone = math.isfinite((1.0 + d.slack_mean) * max(job.requested_time_s for job in jobs) * 2.0)
+            # blame the mean when it overflows alone or when the spread is the mean's default
+            # (slack_mean / 2.5), else the spread of the drawn slacks
+            longest_s = max(job.requested_time_s for job in jobs if math.isfinite(job.run_for_s))
+            mean_alone = math.isfinite((1.0 + d.slack_mean) * longest_s * 2.0)
+            spread = mean_alone and d.slack_sigma is not None
             raise InputError("drawn deadlines are not finite numbers; choose a smaller slack", path=RUN_WHERE,
-                             field="deadlines.slack_sigma" if mean_alone else "deadlines.slack_mean")
+                             field="deadlines.slack_sigma" if spread else "deadlines.slack_mean")
     if scenario.arrival_scale != 1.0 and jobs:
         # arrivals t0 + (t - t0) x scale; runtimes unchanged (the GPU papers' busier what-ifs)
         first = min(job.submit_s for job in jobs)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from greenslurm.clustermodel import InputError
-from greenslurm.clustermodel.errors import missing_path
+from greenslurm.clustermodel.errors import missing_path, toml_error
 from greenslurm.scenario import RUN_WHERE
 from greenslurm.sweep_cell import (CLUSTER_TABLE_KEYS, LEGACY_SUPPLY_PEAK, OPTION_PREFIX, PARAMETER_ALIASES,
                                    PARAMETERS, SYNTHETIC_PARAMETERS, TRACE_KEYS, _is_cluster_table, cell_scenario)
@@ -77,8 +77,8 @@ def parse_spec(text: str, path: str = "<sweep.toml>", base_dir: str = ".", input
     from greenslurm.sim.engine.strategies import QUEUES
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        _fail(f"not valid TOML: {exc}", path)
+    except (ValueError, RecursionError) as exc:
+        raise toml_error(exc, text, path) from None
     _check_keys(data, SPEC_TABLES, path, "")
     head = data.get("sweep", {})
     _check_keys(head, SWEEP_KEYS, path, "sweep.")

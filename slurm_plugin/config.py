@@ -15,6 +15,7 @@ from greenslurm.acceptance.registry import build as build_acceptance
 from greenslurm.allocation.green import RENEWABLE_MODES
 from greenslurm.allocation.selection import parse_selection
 from greenslurm.clustermodel import InputError
+from greenslurm.clustermodel.errors import toml_error
 from greenslurm.clustermodel.node import DEFAULT_GPU_POWER_W, DEFAULT_NODE_BUSY_W, DEFAULT_NODE_IDLE_W
 from greenslurm.clustermodel.power import node_power_problem
 from greenslurm.traces.records import MAX_LIMIT_S
@@ -121,7 +122,8 @@ class HookConfig:
             # /dev/zero never ends (it was read until memory ran out), a FIFO blocks until someone writes
             raise InputError("not a regular file (a device, pipe or socket), not a config file", path=path)
         try:
-            data = tomllib.loads(Path(path).read_text())
+            text = Path(path).read_text()
+            data = tomllib.loads(text)
         except FileNotFoundError:
             raise InputError("no such file", path=path) from None
         except IsADirectoryError:
@@ -130,6 +132,8 @@ class HookConfig:
             raise InputError("cannot read: permission denied", path=path) from None
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise InputError(f"not valid TOML: {exc}", path=path) from None
+        except (ValueError, RecursionError) as exc:     # an integer too long, or nested too deeply
+            raise toml_error(exc, text, path) from None
         section = data.get("hook", data)
         if not isinstance(section, dict):
             raise InputError("[hook] must be a table", path=path)

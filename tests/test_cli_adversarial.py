@@ -156,6 +156,32 @@ def test_drawn_deadlines_that_overflow_are_refused(folder, capsys):
     assert_one_line_error(code, err, "s.toml", "deadlines.slack_mean", "finite")
 
 
+def test_a_deadline_queue_on_pods_that_run_forever_skips_them_as_every_queue_does(folder, capsys):
+    # an Alibaba trace without time columns: every pod runs forever, its drawn deadline r + (1 + eps) x inf
+    # is inf.  The deadline queue refused it ("choose a smaller slack", naming --slack-mean: no slack
+    # would do); FCFS and every other queue skip such pods, counted as running forever
+    (folder / "timeless.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"
+                                         "a,1000,1024,1,500,\nb,1000,1024,1,500,\n")
+    for queue, extra in (("fcfs", []), ("deadline", ["--slack-mean", "1"])):
+        out = folder / f"{queue}.json"
+        code = main(["replay", str(folder / "timeless.csv"), "--nodes", str(folder / "nodes.csv"), "--queue", queue,
+                     *extra, "--json", str(out), "--no-progress"])
+        assert code == 0, capsys.readouterr().err
+        summary = json.loads(out.read_text())
+        assert summary["jobs_completed"] == 0
+        assert summary["skipped_by_reason"]["replay"] == {"no finite runtime (would run forever)": 2}
+
+
+def test_drawn_deadlines_that_overflow_blame_the_mean_when_no_spread_was_given(folder, capsys):
+    # slack mean 1e6 and no sigma: sigma is the mean / 2.5 = 4e5, exp(4e5 Z) overflows.  The error named
+    # --slack-sigma, an option the user never gave
+    code = main(["replay", str(folder / "tiny.swf"), "--queue", "deadline", "--slack-mean", "1e6"])
+    assert_one_line_error(code, capsys.readouterr().err, "field --slack-mean", "finite")
+    code = main(["replay", str(folder / "tiny.swf"), "--queue", "deadline", "--slack-mean", "1",
+                 "--slack-sigma", "1e6"])
+    assert_one_line_error(code, capsys.readouterr().err, "field --slack-sigma", "finite")
+
+
 # -- errors found while replaying name the scenario file, not '<scenario>' --------------------------------
 def test_a_gpu_scorer_on_a_cpu_cluster_names_the_scenario_file(folder, capsys):
     code, err = run_file(folder, TINY + '[selection]\nname = "pwr"\n', capsys)
@@ -328,3 +354,19 @@ def test_names_with_emoji_codes_are_printed_as_written(tmp_path, capsys):
     assert main(["replay", str(path), "--strict", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "log:thumbs_up:.swf" in err and "\N{THUMBS UP SIGN}" not in err
+
+
+# -- numbers on the command line: argparse's int() and float() read "５" (full width) as 5, "٣" (Arabic-
+#    Indic) as 3 and "1_0" as 10; the trace and config readers refuse such numbers, and so do options ---
+@pytest.mark.parametrize("option, value", [
+    ("--arrival-scale", "\uff15"), ("--arrival-scale", "1_0"), ("--limit", "\uff12"), ("--seed", "\u0663"),
+    ("--power-budget", "1_000"), ("--renewable-seed", "\uff11"),
+])
+def test_a_command_line_number_of_other_digits_is_refused(folder, capsys, option, value):
+    code = None
+    try:
+        code = main(["replay", str(folder / "tiny.swf"), option, value, "--json", str(folder / "o.json")])
+    except SystemExit as stop:
+        code = stop.code
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", option, "not a number in ASCII digits")
+    assert not (folder / "o.json").exists()

@@ -95,6 +95,9 @@ ASSOC, QOS = parse_associations_text, parse_qos_text
     (QOS, "Name|UsageFactor\nhi|-1\n", "t:2: field UsageFactor: not a number from 0 to 1e+06"),
     # 1e308 x any CPU-seconds is inf, and inf / inf usage made every fair-share ratio NaN
     (QOS, "Name|UsageFactor\nhi|1e308\n", "t:2: field UsageFactor: not a number from 0 to 1e+06"),
+    # float() read a full-width 2 as 2 and 1_0 as 10; sacctmgr prints ASCII
+    (QOS, "Name|UsageFactor\nhi|\uff12\n", "t:2: field UsageFactor: not a number from 0 to 1e+06"),
+    (QOS, "Name|UsageFactor\nhi|1_0\n", "t:2: field UsageFactor: not a number from 0 to 1e+06"),
     (QOS, "Name|GrpTRES\nhi|cpu\n", "t:2: field GrpTRES: not a TRES list"),
     (QOS, "Name|GrpTRES\nhi|cpu=x\n", "t:2: field GrpTRES: not a count"),
     (QOS, "Name|MaxJobsPU\nhi|1.5\n", "t:2: field MaxJobsPU: not a count"),

@@ -6,6 +6,7 @@ The sacct export is s98/second's (bench/data/slurm-workloads: real Slurm 22.05),
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,11 @@ def skipped_row(report: str, reason: str) -> str:
     # replayed for 51 s as if nothing were wrong
     ("End", "2026-11-29T01:15:00", "bad field End",
      "line 4: field End: End is before Start"),
+    # job 3 starts at 01:15:00, before its Submit 01:15:58: it was replayed as if nothing were wrong,
+    # with a recorded wait of -58 s (Slurm starts no job before its submission; 16,000 real records
+    # in the shared sacct exports have none)
+    ("Start", "2026-11-29T01:15:00", "bad field Start",
+     "line 4: field Start: Start is before Submit"),
     # an Arabic-Indic 5 in Elapsed: Python's int() read "00:00:\u0665\u0661" as 51 s; Slurm's digits are ASCII
     ("Elapsed", "00:00:\u0665\u0661", "bad field Elapsed",
      "line 4: field Elapsed: '00:00:\u0665\u0661' is not a Slurm time"),
@@ -66,6 +72,16 @@ def test_a_record_that_cannot_be_right_is_skipped_and_counted(column, value, rea
     assert refused.stderr.count("\n") == 1 and f"{trace}:4: {strict.removeprefix('line 4: ')}" in refused.stderr
     assert refused.stderr.startswith(f"greenslurm: error: {trace}:4: field {column}: "), refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_a_job_submitted_in_the_year_1_is_skipped_as_before_1970(tmp_path):
+    # 0001-01-01T00:00:00 is -62,135,596,800 s of the Unix clock: it was skipped and counted as
+    # "submit time beyond the year 9999"
+    trace = s98_trace(tmp_path, "Submit", "0001-01-01T00:00:00")
+    assert skipped_row(run("replay", trace).stdout, "submit time before 1970") == "1"
+    refused = run("replay", trace, "--strict")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"{trace}:4: field submit: job 3 submitted at -6.21356e+10 s, before 1970-01-01 (0 s)" in refused.stderr
 
 
 SWF = ("; crafted\n"
@@ -110,3 +126,23 @@ def test_an_swf_with_repeated_ids_is_reported_and_every_record_replayed(tmp_path
     assert replayed.returncode == 0, replayed.stderr
     assert "1 job id(s) appear more than once (first: 1)" in replayed.stderr + replayed.stdout
     assert len((tmp_path / "out" / "jobs.csv").read_text().splitlines()) == 1 + 2
+
+
+JOBS_JSON = ('{"jobs": [\n'
+             '{"job_id": 1, "state": {"current": ["COMPLETED"]}, "required": {"CPUs": 1}, "allocation_nodes": 1,\n'
+             ' "time": {"submission": 100, "start": 110, "end": 170, "elapsed": 60, "limit": 2}},\n'
+             '{"job_id": 2, "state": {"current": ["COMPLETED"]}, "required": {"CPUs": 1}, "allocation_nodes": 1,\n'
+             ' "time": {"submission": 100, "start": 40, "end": 100, "elapsed": 60, "limit": 2}}]}\n')
+
+
+def test_a_sacct_json_job_started_before_its_submission_is_skipped_and_counted(tmp_path):
+    # job 2 starts at 40, before its submission at 100: it was replayed with a recorded wait of -60 s
+    trace = tmp_path / "jobs.json"
+    trace.write_text(JOBS_JSON)
+    done = run("replay", trace, "--format", "sacct-json", "--json", str(tmp_path / "s.json"))
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["skipped_by_reason"]["reader"] == {"bad field time.start": 1}
+    refused = run("replay", trace, "--format", "sacct-json", "--strict")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"{trace}:4: field time.start: jobs[1]: time.start is before time.submission" in refused.stderr

@@ -36,6 +36,7 @@ from greenslurm.clustermodel.cluster import Cluster
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.clustermodel.node import NodeSpec
+from greenslurm.clustermodel.ascii_numbers import ascii_float
 from greenslurm.traces.records import RecordLog, TraceResult
 from greenslurm.traces.source import feed_lines, read_text, split_lines
 
@@ -152,7 +153,7 @@ class _Pod:
         if raw == "":
             return None
         try:
-            value = float(raw)
+            value = ascii_float(raw)
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value < 0 or value != int(value) or (maximum is not None and value > maximum):
@@ -276,7 +277,7 @@ def _node(values: dict[str, str], path: str, line: int) -> NodeSpec:
     def whole(name: str) -> int:
         raw = values[name]
         try:
-            value = float(raw)
+            value = ascii_float(raw)
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or value < 0 or value != int(value):

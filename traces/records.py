@@ -57,7 +57,10 @@ def unphysical(job: JobSpec) -> tuple[str, str, str] | None:
     if not (job.requested_time_s <= MAX_LIMIT_S or forever):
         return ("time limit beyond 100 years", "time limit",
                 f"job {job.job_id} asks for {job.requested_time_s:g} s, more than 100 years ({MAX_LIMIT_S:g} s)")
-    if not 0 <= job.submit_s <= MAX_SUBMIT_S:
+    if job.submit_s < 0:                 # a date before 1970 (time 0 of Slurm's clock), e.g. year 1
+        return ("submit time before 1970", "submit",
+                f"job {job.job_id} submitted at {job.submit_s:g} s, before 1970-01-01 (0 s)")
+    if not job.submit_s <= MAX_SUBMIT_S:
         return ("submit time beyond the year 9999", "submit",
                 f"job {job.job_id} submitted at {job.submit_s:g} s, after 9999-12-31 ({MAX_SUBMIT_S:g} s)")
     if job.cpus > MAX_JOB_CPUS:

@@ -41,7 +41,7 @@ like for states that never ran or had not finished (RUNNING, SUSPENDED...); ``"u
 name Slurm does not print, e.g. FOO or INVALID); ``"never started (Start Unknown/None)"``;
 ``"never ran (0 nodes allocated)"`` (cancelled or failed before getting nodes); ``"submit time
 unknown"``; ``"runtime unknown"``; ``"no CPU count"``; ``"wrong field count"``; ``"bad field <Column>"``
-(a date, number, size or TRES that does not parse, or End before Start).
+(a date, number, size or TRES that does not parse, Start before Submit, or End before Start).
 
 Job arrays: ``123_4`` is one job.  ``123_[9-11]`` is a record standing for several tasks (in real
 Slurm it is the not-yet-started rest of an array, so it is normally skipped by its PENDING state);
@@ -341,6 +341,8 @@ class _Record:
         start = self.parsed("start", sf.parse_timestamp)
         if start is None and self.text("start") is not None:
             raise self.skip("never started (Start Unknown/None)", "start", f"Start is {self.text('start')!r}")
+        if start is not None and start < submit:          # Slurm starts no job before its submission
+            raise self.skip("bad field Start", "start", "Start is before Submit")
         end = self.parsed("end", sf.parse_timestamp)
         nodes, nodes_key = self.count("allocnodes", "nnodes")
         if nodes == 0:

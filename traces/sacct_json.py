@@ -28,7 +28,7 @@ import re
 
 from greenslurm.clustermodel import gres
 from greenslurm.clustermodel.eligibility import slurm_constraint
-from greenslurm.clustermodel.errors import InputError
+from greenslurm.clustermodel.errors import InputError, number_too_long
 from greenslurm.clustermodel.job import JobSpec
 from greenslurm.traces import slurm_fields as sf
 from greenslurm.traces.records import RecordLog, TraceResult
@@ -196,6 +196,8 @@ def parse_sacct_json(text: str, path: str = "<sacct-json>", *, strict: bool = Fa
         raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from None
     except RecursionError:
         raise InputError("not usable JSON: nested too deeply", path=path) from None
+    except ValueError:                          # an integer too long to convert
+        raise number_too_long(text, path) from None
     jobs_data = document.get("jobs") if isinstance(document, dict) else None
     if not isinstance(jobs_data, list):
         raise InputError('not sacct --json output: expected an object with a "jobs" list', path=path, field="jobs")
@@ -328,6 +330,8 @@ class _JsonJob:
         start, end = self.number("time.start"), self.number("time.end")
         if not start:
             raise self.skip("never started (Start Unknown/None)", "time.start", "time.start is 0 or not set")
+        if start < submit:                                # Slurm starts no job before its submission
+            raise self.skip("bad field time.start", "time.start", "time.start is before time.submission")
         nodes = self.number("allocation_nodes")
         if nodes is None:
             nodes = self._tres("allocated", "node")

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from greenslurm.clustermodel import InputError, JobSpec
+from greenslurm.clustermodel.ascii_numbers import ascii_float
 
 ROOT = "root"
 USE_PARENT = None             # Share "parent": the association takes its parent's fair-share place
@@ -298,7 +299,7 @@ def parse_qos_text(text: str, path: str = "<sacctmgr show qos>") -> dict[str, Qo
         priority = _count(cell(fields, "Priority") or "0", path, number, "Priority")
         factor_text = cell(fields, "UsageFactor") or "1"
         try:
-            usage_factor = float(factor_text)
+            usage_factor = ascii_float(factor_text)
         except ValueError:
             usage_factor = math.nan
         if not 0 <= usage_factor <= MAX_USAGE_FACTOR:        # NaN fails both

@@ -78,10 +78,37 @@ def _yes_no(value: str, path: str, line: int, key: str) -> bool:
     raise InputError(f"{value!r} is neither YES nor NO", path=path, line=line, field=key)
 
 
-def _integer(value: str, path: str, line: int, key: str, low: int = 0, high: int = 2 ** 32 - 2) -> int:
-    if not re.fullmatch(r"[-+]?\d+", value.strip()):
+# the numbers C's strtoul reads to the end of a value: base 0 (s_p_handle_uint16/32/64 in Slurm's
+# src/common/parse_value.c) takes 0x hexadecimal and a leading 0 as octal; base 10 (OverSubscribe's
+# count, SuspendTime) only decimal.  ASCII digits only: C's isdigit; Python's int() would read "４"
+# (full width) or "٤" (Arabic-Indic) as 4.
+_STRTOUL = {0: re.compile(r"([-+]?)(?:0[xX]([0-9a-fA-F]+)|0([0-7]*)|([1-9][0-9]*))", re.ASCII),
+            10: re.compile(r"([-+]?)()()([0-9]+)", re.ASCII)}
+
+
+def c_strtoul(text: str, base: int = 0) -> int | None:
+    """The number Slurm's ``strtoul(text, &end, base)`` reads when it reads all of ``text`` (None
+    when it stops before the end, where Slurm says the value "is not a valid number"); a minus
+    sign is kept for the caller to refuse (Slurm: "is less than zero").
+
+    >>> c_strtoul("12"), c_strtoul("010"), c_strtoul("0x1F"), c_strtoul("+7"), c_strtoul("0")
+    (12, 8, 31, 7, 0)
+    >>> c_strtoul("08"), c_strtoul("\uff14"), c_strtoul("1_0"), c_strtoul("010", 10)
+    (None, None, None, 10)
+    """
+    found = _STRTOUL[base].fullmatch(text)
+    if found is None:
+        return None
+    sign, hexadecimal, octal, decimal = found.groups()
+    number = int(hexadecimal, 16) if hexadecimal else int(octal, 8) if octal else int(decimal or "0")
+    return -number if sign == "-" else number
+
+
+def _integer(value: str, path: str, line: int, key: str, low: int = 0, high: int = 2 ** 32 - 2,
+             base: int = 0) -> int:
+    number = c_strtoul(value.strip(), base)
+    if number is None:
         raise InputError(f"{value!r} is not a whole number", path=path, line=line, field=key)
-    number = int(value)
     if number < low:
         raise InputError(f"{number} is less than {low}", path=path, line=line, field=key)
     if number > high:
@@ -552,7 +579,9 @@ def _power_seconds(found: tuple[str, ConfLine] | None, key: str, infinite: bool 
     value, line = found
     if infinite and value.strip().upper() in ("INFINITE", "-1"):
         return INFINITE
-    return float(_integer(value, str(line.path), line.line, key, 0, 2 ** 32 - 2 if infinite else 65533))
+    # SuspendTime: slurm_atoul (base 10); SuspendTimeout, ResumeTimeout: s_p_handle_uint16 (base 0)
+    return float(_integer(value, str(line.path), line.line, key, 0, 2 ** 32 - 2 if infinite else 65533,
+                          base=10 if infinite else 0))
 
 
 def _oversubscribe(value: str, line: ConfLine) -> OverSubscribe:
@@ -563,7 +592,8 @@ def _oversubscribe(value: str, line: ConfLine) -> OverSubscribe:
     if mode in ("YES", "FORCE"):
         if not count:
             return OverSubscribe(mode, 4)
-        return OverSubscribe(mode, _integer(count, str(line.path), line.line, "OverSubscribe", 1, 65535))
+        return OverSubscribe(mode, _integer(count, str(line.path), line.line, "OverSubscribe", 1, 65535,
+                                                  base=10))
     raise InputError(f"{value!r} is not NO, EXCLUSIVE, YES[:n] or FORCE[:n]", path=str(line.path), line=line.line,
                      field="OverSubscribe")
 

@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass
 
 from greenslurm.clustermodel import Cluster, InputError, NodeSpec, gres
+from greenslurm.clustermodel.errors import number_too_long
 from greenslurm.clustermodel.node import GPU_POWER_W
 from greenslurm.clustermodel.power import check_given_power
 
@@ -125,6 +126,10 @@ def parse_slurm_nodes(text: str, path: str = "<sinfo --json>") -> list[SlurmNode
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg} at line {exc.lineno}", path=path) from None
+    except ValueError:                          # an integer too long to convert
+        raise number_too_long(text, path) from None
+    except RecursionError:
+        raise InputError("not usable JSON: nested too deeply", path=path) from None
     if not isinstance(data, dict) or not ("nodes" in data or "sinfo" in data):
         raise InputError("neither 'nodes' (sinfo --json of 22.05, scontrol show nodes --json) nor 'sinfo' "
                          "(sinfo --json of 23.02+) at the top level", path=path)

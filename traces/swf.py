@@ -42,6 +42,7 @@ import numpy as np
 from greenslurm.clustermodel.errors import InputError
 from greenslurm.clustermodel.job_table import ExtraRow, JobTable, compact_floats, is_plain_number
 from greenslurm.traces import swf_scan
+from greenslurm.clustermodel.ascii_numbers import ascii_float
 from greenslurm.traces.records import RecordLog, TraceResult, suspect_rows
 from greenslurm.traces.source import FIRST_PIECE_BYTES, LineStream, split_lines
 
@@ -408,10 +409,8 @@ def _checked_numbers(parts: list[str], lineno: int, log: RecordLog) -> list[floa
 
 
 def _number_problem(token: str) -> str | None:
-    if "_" in token or not token.isascii():     # float() would read "1_0" as 10, "١٣" (Arabic-Indic) as 13
-        return "is not a number"
     try:
-        value = float(token)
+        value = ascii_float(token)         # not float(): it reads "1_0" as 10, "١٣" (Arabic-Indic) as 13
     except ValueError:
         return "is not a number"
     if not math.isfinite(value):
