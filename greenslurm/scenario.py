@@ -424,7 +424,7 @@ def check(s: Scenario, where: str, names: Mapping[str, str]) -> None:
 
 
 def _check_numbers(s: Scenario, fail, name) -> None:
-    """Every number finite, every seed >= 0."""
+    """Every number finite, every seed in [0, 2^63)."""
     # every number finite: the TOML reader refuses nan and inf, but the command line's floats come here as
     # argparse made them (a nan boot time compared false everywhere and the replay never ended)
     for key, value in _numbers(s, ""):
@@ -435,6 +435,10 @@ def _check_numbers(s: Scenario, fail, name) -> None:
                        ("supply.seed", s.supply.seed), ("colocation.seed", s.colocation and s.colocation.seed)):
         if isinstance(value, int) and value < 0:
             fail("must be >= 0 (a random seed)", key)
+        # and below 2^63: a scenario is saved as TOML, whose integers are 64-bit signed (a larger seed
+        # was written into a file other TOML readers refuse)
+        if isinstance(value, int) and value >= 2 ** 63:
+            fail("must be below 2^63 = 9223372036854775808 (a random seed, saved as a TOML integer)", key)
 
 
 def _check_trace(s: Scenario, fail, name) -> None:

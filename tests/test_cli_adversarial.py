@@ -54,6 +54,19 @@ def test_a_negative_seed_on_the_command_line_is_refused(folder, capsys):
     assert_one_line_error(code, capsys.readouterr().err, "<command line>", "--seed", ">= 0")
 
 
+def test_a_seed_past_a_toml_integer_is_refused(folder, capsys):
+    # a scenario is saved as TOML, whose integers are 64-bit signed: 2^63 - 1 is the largest seed a
+    # saved scenario can hold; 2^64 + 1 was accepted and written into a file TOML readers refuse
+    code = main(["replay", str(folder / "pods.csv"), "--nodes", str(folder / "nodes.csv"), "--queue", "none",
+                 "--select", "random", "--seed", str(2 ** 64 + 1)])
+    assert_one_line_error(code, capsys.readouterr().err, "<command line>", "--seed", "below 2^63")
+    code, err = run_file(folder, 'queue = "deadline"\n' + TINY + '[deadlines]\nslack_mean = 1.0\nseed = 9223372036854775808\n',
+                         capsys)
+    assert_one_line_error(code, err, "s.toml", "field deadlines.seed", "below 2^63")
+    code, err = run_file(folder, 'queue = "fcfs"\nseed = 9223372036854775807\n' + TINY, capsys)
+    assert code == 0, err
+
+
 # -- non-finite numbers from the command line (the TOML reader refuses them; argparse's float takes them)
 @pytest.mark.parametrize("extra, option", [
     (["--power-down-after", "nan"], "--power-down-after"),        # was a hang: every comparison with nan is false
