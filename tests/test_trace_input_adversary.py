@@ -146,3 +146,30 @@ def test_a_sacct_json_job_started_before_its_submission_is_skipped_and_counted(t
     refused = run("replay", trace, "--format", "sacct-json", "--strict")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert f"{trace}:4: field time.start: jobs[1]: time.start is before time.submission" in refused.stderr
+
+
+@pytest.mark.parametrize("command", ["replay", "whatif"])
+def test_a_trace_whose_lines_end_in_cr_alone_is_refused_in_one_line(command, tmp_path):
+    # s98/second's export (5 jobs) with its line ends turned into CR alone (classic Mac OS): the reader
+    # saw one line, and the error said "no job records found (only comments, headers or blank lines)";
+    # now one line naming the file, line 1, what its line ends are and how to convert them; exit 2
+    trace = tmp_path / "trace.txt"
+    trace.write_bytes(("\r".join([HEADER, *RECORDS]) + "\r").encode())
+    result = run(command, trace)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"{trace}:1: its lines end in a carriage return alone" in result.stderr, result.stderr
+    converted = tmp_path / "converted"       # the conversion it names, run: the same five jobs read
+    subprocess.run(f"tr '\\r' '\\n' < {trace} > {converted}", shell=True, check=True)
+    assert converted.read_text() == "\n".join([HEADER, *RECORDS]) + "\n"
+
+
+def test_an_swf_whose_lines_end_in_cr_alone_is_refused_in_one_line(tmp_path):
+    # two SWF records and a header line, ended by CR alone: read as one comment line before
+    swf = tmp_path / "mac.swf"
+    swf.write_bytes(b"; Version: 2\r1 0 10 100 4 -1 -1 4 200 -1 1 1 1 1 1 1 -1 -1\r"
+                    b"2 5 10 100 4 -1 -1 4 200 -1 1 1 1 1 1 1 -1 -1\r")
+    result = subprocess.run([sys.executable, "-m", "greenslurm", "replay", str(swf), "--no-progress"],
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{swf}:1: its lines end in a carriage return alone" in result.stderr, result.stderr

@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import os
+import shlex
 import zlib
 from typing import Callable, Iterator
 
@@ -167,7 +168,7 @@ class LineStream:
     >>> stream.check_end()
     """
 
-    NUL, NOT_UTF8 = 1, 2            # the checks' precedence (lower first)
+    NUL, NOT_UTF8, CR_ONLY = 1, 2, 3        # the checks' precedence (lower first)
 
     def __init__(self, path: str, piece_bytes: int | None = None, raw: bool = False,
                  first_piece_bytes: int | None = None) -> None:
@@ -196,6 +197,13 @@ class LineStream:
                 if nul >= 0:
                     pending = (self.NUL, InputError("binary data (NUL byte), not a text trace", path=self.path,
                                                     line=lineno + piece.count(b"\n", 0, nul)))
+            if first and pending is None and b"\n" not in piece and piece.count(b"\r") >= 2:
+                # lines ended by CR alone (classic Mac OS): read as one line, every reader said
+                # "no job records found", or took the first record and dropped the rest unsaid
+                pending = (self.CR_ONLY, InputError(
+                    "its lines end in a carriage return alone (CR, classic Mac OS line ends), not LF or CR LF: "
+                    f"convert them first, e.g. tr '\\r' '\\n' < {shlex.quote(self.path)} > converted", path=self.path,
+                    line=1))
             if pending is None and self.raw and piece.isascii():
                 if self._want_lines:         # ASCII is UTF-8 already (and holds no byte-order mark)
                     yield lineno, piece
