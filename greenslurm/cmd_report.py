@@ -9,7 +9,7 @@ skipped is said, with the reason.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +20,7 @@ from rich.markup import escape
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import make_output_folder, require_module
+from greenslurm.results_read import read_summary
 from greenslurm.sim.reporting.quantities import display_scale, quantity
 from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
 from greenslurm.stats import aggregate
@@ -103,22 +104,19 @@ def _tables_in(folder: Path) -> list[Path]:
     return [p for p in files if not (p.name == "jobs.parquet" and (folder / "jobs.csv").exists())]
 
 
-def _replay_of(folder: Path, summary_path: Path) -> Replay | None:
+def _replay_of(folder: Path, summary_path: Path) -> Replay:
     """The policy and trace of a replay folder from its summary.json (the folder's name when the
-    summary does not name the policy); None when the summary cannot be read."""
-    try:
-        summary = json.loads(summary_path.read_text())
-        cluster = summary.get("cluster") or {}
-        trace = summary.get("trace")
-        limit = None
-        if isinstance(trace, dict):                  # {"path": ..., "format": ..., "records_read": ..., "limit"?}
-            trace, limit = trace.get("path"), trace.get("limit")
-        trace = Path(str(trace)).name if trace else (f"cluster {cluster['name']}" if cluster.get("name") else None)
-        if trace and isinstance(limit, int) and not isinstance(limit, bool):
-            trace = f"{trace} (first {limit:,} jobs)"  # a cut run, named in every title as a sweep's
-        return Replay(str(summary.get("policy") or folder.name), trace, cluster.get("nodes"), summary)
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
-        return None
+    summary does not name the policy); a summary greenslurm did not write is an InputError."""
+    summary = read_summary(summary_path, REPLAY_METRICS)
+    cluster = summary.get("cluster") or {}
+    trace = summary.get("trace")
+    limit = None
+    if isinstance(trace, dict):                  # {"path": ..., "format": ..., "records_read": ..., "limit"?}
+        trace, limit = trace.get("path"), trace.get("limit")
+    trace = Path(str(trace)).name if trace else (f"cluster {cluster['name']}" if cluster.get("name") else None)
+    if trace and limit is not None:
+        trace = f"{trace} (first {limit:,} jobs)"  # a cut run, named in every title as a sweep's
+    return Replay(str(summary.get("policy") or folder.name), trace, cluster.get("nodes"), summary)
 
 
 def ratio_where_deadlines_met(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -160,8 +158,8 @@ def load_results(paths: list[str]) -> Results:
                 files = [f for folder in folders for f in _tables_in(folder)]
             for folder in folders:
                 summary = folder / "summary.json"
-                replay = _replay_of(folder, summary) if summary.exists() else None
-                if replay is not None:
+                if os.path.lexists(summary):          # a dangling link too: said, not passed over
+                    replay = _replay_of(folder, summary)
                     results.replays[str(folder)] = replay
                     results.cluster_nodes = replay.nodes or results.cluster_nodes
         else:

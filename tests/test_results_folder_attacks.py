@@ -75,3 +75,83 @@ def test_out_replaces_a_pipe_named_like_an_output(tiny, name):
     if name.endswith(".json"):
         json.loads((out / name).read_text())
 
+
+# -- report: a summary.json greenslurm did not write ----------------------------------------------------
+@pytest.fixture(scope="module")
+def replay_out(tmp_path_factory):
+    """A real ``replay --out`` folder of the tiny trace, copied afresh for each attack."""
+    root = tmp_path_factory.mktemp("replay-out")
+    (root / "tiny.swf").write_text(TINY_SWF)
+    done = greenslurm("replay", "tiny.swf", "--no-progress", "--out", "out", cwd=root)
+    assert done.returncode == 0, done.stderr
+    return {path.name: path.read_bytes() for path in (root / "out").iterdir()}
+
+
+def planted(tmp_path, files: dict[str, bytes], **changes: bytes | None):
+    """The replay folder in ``tmp_path/out`` with some files changed (None: removed)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, data in {**files, **changes}.items():
+        if data is not None:
+            (out / name).write_bytes(data)
+    return out
+
+
+def edit_summary(files, old: str, new: str) -> bytes:
+    text = files["summary.json"].decode()
+    assert old in text, old
+    return text.replace(old, new, 1).encode()
+
+
+def _summary_line(files, key: str) -> str:
+    """The 1-based line of ``key`` in the written summary.json (written sorted, two-space indent)."""
+    lines = files["summary.json"].decode().splitlines()
+    return str(next(i for i, line in enumerate(lines, 1) if line.startswith(f'  "{key}"')))
+
+
+@pytest.mark.parametrize("attack, names", [
+    # the written summary says "jobs_completed": 3; each edit is one thing greenslurm never writes
+    (("\"jobs_completed\": 3", "\"jobs_completed\": NaN"), ("summary.json:{jobs_completed}:", "NaN")),
+    (("\"jobs_completed\": 3", "\"jobs_completed\": Infinity"), ("summary.json:{jobs_completed}:", "Infinity")),
+    (("\"jobs_completed\": 3", "\"jobs_completed\": 1e999"), ("summary.json:{jobs_completed}:", "1e999")),
+    (("\"jobs_completed\": 3", "\"jobs_completed\": 1" + "0" * 5000), ("summary.json:{jobs_completed}:", "5001 digits")),
+    (("\"jobs_completed\": 3", "\"jobs_completed\": \"3\""), ("summary.json:{jobs_completed}:", "field jobs_completed")),
+    (("\"nodes\": 2", "\"nodes\": \"two\""), ("summary.json", "field cluster.nodes")),
+    (("\"queue\": \"easy\"", "\"queue\": [1]"), ("summary.json:{queue}:", "field queue")),
+    (("greenslurm.summary/1", "greenslurm.summary/2"), ("summary.json:{schema_version}:", "field schema_version")),
+    (("{", "{\n  \"deep\": " + "[" * 100_000 + "]" * 100_000 + ","), ("summary.json", "nested too deeply")),
+    (("{", "[{"), ("summary.json", "not valid JSON")),
+])
+def test_report_refuses_a_summary_greenslurm_did_not_write(tmp_path, replay_out, attack, names):
+    """Each was read without a word (the summary dropped, its table gone: NaN and 1e999 emptied the
+    energy column, a 5,001-digit integer or a wrong type lost the whole replay table) or ended in a
+    RecursionError traceback (deep nesting); now one line naming the file, the line and the field."""
+    planted(tmp_path, replay_out, **{"summary.json": edit_summary(replay_out, *attack)})
+    done = greenslurm("report", "out", cwd=tmp_path)
+    lines = {key: _summary_line(replay_out, key) for key in ("jobs_completed", "queue", "schema_version")}
+    assert_one_line_error(done, *(name.format(**lines) for name in names))
+
+
+@pytest.mark.parametrize("content", [b"{", b"[1, 2]\n", b"", b"\xff\xfe{}", None])
+def test_report_refuses_a_summary_cut_short_or_not_an_object(tmp_path, replay_out, content):
+    """A summary.json cut short by a kill or a full disk, a list, empty, not UTF-8, a dangling link:
+    the replay's table was left out unsaid (exit 0)."""
+    out = planted(tmp_path, replay_out, **{"summary.json": content})
+    if content is None:
+        (out / "summary.json").symlink_to(tmp_path / "gone.json")
+    assert_one_line_error(greenslurm("report", "out", cwd=tmp_path), "summary.json")
+
+
+def test_report_refuses_a_pipe_named_summary_json(tmp_path, replay_out):
+    """A FIFO under summary.json: report blocked reading it until someone wrote (a hang)."""
+    out = planted(tmp_path, replay_out, **{"summary.json": None})
+    os.mkfifo(out / "summary.json")
+    assert_one_line_error(greenslurm("report", "out", cwd=tmp_path), "summary.json", "pipe")
+
+
+def test_report_reads_the_summary_it_wrote(tmp_path, replay_out):
+    """The folder as written reports its replay (the checks refuse nothing greenslurm writes)."""
+    planted(tmp_path, replay_out)
+    done = greenslurm("report", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Replays compared (tiny.swf)" in done.stdout and "Completed" in done.stdout, done.stdout
