@@ -19,8 +19,8 @@ from rich.markup import escape
 
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
-from greenslurm.inputs import make_output_folder, require_module
-from greenslurm.results_read import read_summary
+from greenslurm.inputs import check_input_file, make_output_folder, require_module
+from greenslurm.results_read import check_table, missing_columns, read_summary
 from greenslurm.sim.reporting.quantities import display_scale, quantity
 from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
 from greenslurm.stats import aggregate
@@ -89,6 +89,7 @@ def classify(frame: pd.DataFrame) -> str | None:
 
 def _read_table(path: Path) -> pd.DataFrame:
     import pandas as pd
+    check_input_file(str(path), "results table")   # a pipe blocked, /dev/zero was read until memory ran out
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
@@ -100,7 +101,8 @@ def _read_table(path: Path) -> pd.DataFrame:
 def _tables_in(folder: Path) -> list[Path]:
     if (folder / RESULTS_PARQUET).exists():
         return [folder / RESULTS_PARQUET]
-    files = sorted(p for p in folder.iterdir() if p.suffix in (".csv", ".parquet") and p.is_file())
+    # not only regular files: a pipe or a device under a table's name is refused (_read_table), not passed over
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".csv", ".parquet") and not p.is_dir())
     return [p for p in files if not (p.name == "jobs.parquet" and (folder / "jobs.csv").exists())]
 
 
@@ -168,6 +170,12 @@ def load_results(paths: list[str]) -> Results:
         for file in files:
             frame = _read_table(file)
             kind = classify(frame)
+            lacking = missing_columns(file.name, frame.columns) if kind is None else []
+            if lacking:       # a replay's own file that is not one: said, not passed over
+                raise InputError(f"lacks the column{'s' * (len(lacking) > 1)} {', '.join(lacking)} of a "
+                                 f"greenslurm {file.name}", path=str(file))
+            if kind in ("jobs", "power"):
+                check_table(frame, kind, str(file))
             if kind in ("sweep", "compare"):
                 frame = ratio_where_deadlines_met(frame, kind)
             if kind is not None:

@@ -137,3 +137,72 @@ def read_summary(path: Path, metrics: tuple[str, ...]) -> dict:
         raise InputError(f"not UTF-8 text (byte {exc.start})", path=name,
                          line=data.count(b"\n", 0, exc.start) + 1) from None
     return check_summary(parse_summary_text(text, name), text, name, metrics)
+
+
+# -- the replay's tables: jobs.csv (or jobs.parquet) and power.csv --------------------------------------
+# columns that tell a table's kind (cmd_report.classify), by the file names replay --out writes
+COLUMNS_OF_NAME = {"jobs.csv": ("job_id", "start_s", "end_s", "node_indices"),
+                   "jobs.parquet": ("job_id", "start_s", "end_s", "node_indices"),
+                   "power.csv": ("start_s", "end_s", "power_w", "energy_j"),
+                   "results.parquet": ("cell_id", "policy", "seed")}
+# per kind: columns every row has a number in, and further columns whose cells, when present, are numbers
+FILLED_NUMBERS = {"jobs": ("submit_s", "start_s", "end_s", "wait_s", "run_s"),
+                  "power": ("start_s", "end_s", "power_w", "energy_j")}
+NOT_NEGATIVE = {"jobs": ("wait_s", "run_s"), "power": ("power_w", "energy_j")}
+
+
+def missing_columns(name: str, columns) -> list[str]:
+    """The columns a file of this name (one replay --out writes) must have and lacks.
+
+    >>> missing_columns("power.csv", ["start_s", "end_s", "power_w"])
+    ['energy_j']
+    >>> missing_columns("other.csv", [])
+    []
+    """
+    return [c for c in COLUMNS_OF_NAME.get(name, ()) if c not in set(columns)]
+
+
+def _row_text(path: str, row: int) -> tuple[int | None, str]:
+    """(line, words) naming a table's 0-based data ``row``: a CSV's line (the header is line 1), a
+    Parquet file's row."""
+    return (row + 2, "") if path.endswith(".csv") else (None, f"row {row + 1:,}: ")
+
+
+def check_table(frame, kind: str, path: str) -> None:
+    """A replay's jobs or power table as greenslurm writes it: every row's times and figures are
+    numbers, waits, run times and powers not negative, no end before its start; else an
+    InputError naming the line (row) and the column.  A row cut short (a kill or a full disk cut
+    the file mid-line) has empty cells and is refused so.
+
+    >>> import pandas as pd
+    >>> check_table(pd.DataFrame({"start_s": [0.0, 5.0], "end_s": [5.0, "x"], "power_w": [1, 1],
+    ...                           "energy_j": [5, 5]}), "power", "power.csv")
+    Traceback (most recent call last):
+    ...
+    greenslurm.clustermodel.errors.InputError: power.csv:3: field end_s: not a number: 'x'
+    """
+    import pandas as pd
+    numbers = {}
+    for column in FILLED_NUMBERS.get(kind, ()):
+        if column not in frame:
+            continue
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna().to_numpy() | ~values.abs().lt(float("inf")).to_numpy()
+        if bad.any():
+            row = int(bad.argmax())
+            cell = frame[column].iloc[row]
+            line, words = _row_text(path, row)
+            reason = "empty (a row cut short?)" if pd.isna(cell) else f"not a number: {str(cell)[:40]!r}"
+            raise InputError(words + reason, path=path, line=line, field=column)
+        numbers[column] = values.to_numpy()
+    for column in NOT_NEGATIVE.get(kind, ()):
+        if column in numbers and (numbers[column] < 0).any():
+            row = int((numbers[column] < 0).argmax())
+            line, words = _row_text(path, row)
+            raise InputError(f"{words}negative: {float(numbers[column][row])!r}", path=path, line=line, field=column)
+    if "start_s" in numbers and "end_s" in numbers and (numbers["end_s"] < numbers["start_s"]).any():
+        row = int((numbers["end_s"] < numbers["start_s"]).argmax())
+        line, words = _row_text(path, row)
+        raise InputError(f"{words}ends ({float(numbers['end_s'][row])!r}) before it starts "
+                         f"({float(numbers['start_s'][row])!r})",
+                         path=path, line=line, field="end_s")

@@ -155,3 +155,82 @@ def test_report_reads_the_summary_it_wrote(tmp_path, replay_out):
     done = greenslurm("report", "out", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "Replays compared (tiny.swf)" in done.stdout and "Completed" in done.stdout, done.stdout
+
+
+# -- report: the replay's tables edited, cut short or planted ----------------------------------------------
+def edit_row(files, name: str, row: int, column: str, value: str) -> bytes:
+    """The CSV file ``name`` with the cell of data row ``row`` (0-based) in ``column`` set to ``value``."""
+    lines = files[name].decode().split("\n")
+    header = lines[0].split(",")
+    cells = lines[row + 1].split(",")
+    cells[header.index(column)] = value
+    lines[row + 1] = ",".join(cells)
+    return "\n".join(lines).encode()
+
+
+@pytest.mark.parametrize("name, row, column, value, names", [
+    # line = data row + 2 (the header is line 1)
+    ("jobs.csv", 1, "wait_s", "xyz", ("jobs.csv:3:", "field wait_s", "'xyz'")),
+    ("jobs.csv", 0, "wait_s", "-50.0", ("jobs.csv:2:", "field wait_s", "negative")),
+    ("jobs.csv", 2, "start_s", "", ("jobs.csv:4:", "field start_s", "empty")),
+    ("jobs.csv", 2, "end_s", "1e999", ("jobs.csv:4:", "field end_s")),
+    ("power.csv", 0, "power_w", "-1.0", ("power.csv:2:", "field power_w", "negative")),
+    ("power.csv", 1, "end_s", "0.0", ("power.csv:3:", "field end_s", "before it starts")),
+])
+def test_report_refuses_a_table_cell_greenslurm_did_not_write(tmp_path, replay_out, name, row, column, value, names):
+    """A cell edited into a word, a negative wait or power, an end before its start, an empty cell:
+    read without a word (a word became NaN, the figures drawn from the rest)."""
+    planted(tmp_path, replay_out, **{name: edit_row(replay_out, name, row, column, value)})
+    assert_one_line_error(greenslurm("report", "out", "--plots", "figures", cwd=tmp_path), *names)
+
+
+def test_report_refuses_a_jobs_csv_cut_mid_row(tmp_path, replay_out):
+    """jobs.csv cut short in its last row (a kill or a full disk): the row's missing cells were NaN;
+    now the line and the first empty column are named.  (A file cut exactly at a line end reads as
+    a whole one: greenslurm writes whole files only, under a part name renamed once whole.)"""
+    text = replay_out["jobs.csv"].decode()
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    cut = text[:text.index(last) + last.index(",", last.index(",") + 1) + 1]   # the last row's first two cells
+    planted(tmp_path, replay_out, **{"jobs.csv": cut.encode()})
+    rows = text.count("\n")          # header + 3 rows: the last row is line 4
+    assert_one_line_error(greenslurm("report", "out", cwd=tmp_path), f"jobs.csv:{rows}:", "empty")
+
+
+@pytest.mark.parametrize("name, column", [("jobs.csv", "end_s"), ("power.csv", "energy_j")])
+def test_report_refuses_a_replay_table_lacking_a_column(tmp_path, replay_out, name, column):
+    """jobs.csv or power.csv without a column that tells its kind was passed over unsaid (the report
+    went on with the other files, its figures skipped "no jobs.csv given")."""
+    lines = replay_out[name].decode().splitlines()
+    at = lines[0].split(",").index(column)
+    kept = "\n".join(",".join(c for i, c in enumerate(line.split(",")) if i != at) for line in lines) + "\n"
+    planted(tmp_path, replay_out, **{name: kept.encode()})
+    assert_one_line_error(greenslurm("report", "out", cwd=tmp_path), name, column)
+
+
+@pytest.mark.parametrize("where", ["argument", "folder"])
+def test_report_refuses_a_pipe_given_as_a_table(tmp_path, replay_out, where):
+    """A FIFO given as RESULTS blocked report (and /dev/zero was read until memory ran out); a FIFO
+    named jobs.csv in a folder was passed over unsaid."""
+    out = planted(tmp_path, replay_out, **{"jobs.csv": None})
+    os.mkfifo(out / "jobs.csv")
+    target = "out/jobs.csv" if where == "argument" else "out"
+    assert_one_line_error(greenslurm("report", target, cwd=tmp_path), "jobs.csv", "pipe")
+
+
+def test_report_refuses_dev_zero(tmp_path):
+    assert_one_line_error(greenslurm("report", "/dev/zero", cwd=tmp_path), "/dev/zero", "device")
+
+
+@pytest.mark.parametrize("change", ["crlf", "bom", "extra column", "repeated job id"])
+def test_report_reads_what_an_editor_or_a_real_export_leaves(tmp_path, replay_out, change):
+    """What held: CRLF line ends, a UTF-8 byte order mark, an extra column, a job id twice (a real
+    export repeats ids: sacct --duplicates) read as the file written, the same tables."""
+    text = replay_out["jobs.csv"].decode()
+    edited = {"crlf": text.replace("\n", "\r\n"), "bom": "\ufeff" + text,
+              "extra column": "\n".join(line + (",note" if line else "") for line in text.split("\n")),
+              "repeated job id": text + text.split("\n")[1] + "\n"}[change]
+    planted(tmp_path, replay_out, **{"jobs.csv": edited.encode()})
+    done = greenslurm("report", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = 4 if change == "repeated job id" else 3
+    assert f"out/jobs.csv: jobs results, {rows} rows" in done.stdout, done.stdout
