@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from pathlib import Path
 
 from test_cli import TINY_SWF
 
@@ -234,3 +235,62 @@ def test_report_reads_what_an_editor_or_a_real_export_leaves(tmp_path, replay_ou
     assert done.returncode == 0, done.stderr
     rows = 4 if change == "repeated job id" else 3
     assert f"out/jobs.csv: jobs results, {rows} rows" in done.stdout, done.stdout
+
+
+# -- sweep resumed on a results folder edited or planted --------------------------------------------------
+SWEEP_SPEC = ('sweep = { name = "resume", seeds = 2 }\n'
+              'trace = [{ name = "small", synthetic = { jobs = 20 }, cluster = { nodes = 4, cpus = 4 } }]\n'
+              'policy = [{ name = "fcfs", queue = "fcfs" }, { name = "easy", queue = "easy" }]\n')
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """A finished sweep's folder (4 cells: 2 policies x 2 seeds), read as bytes, name -> bytes."""
+    root = tmp_path_factory.mktemp("swept")
+    (root / "study.toml").write_text(SWEEP_SPEC)
+    done = greenslurm("sweep", "study.toml", "--out", "results", "--workers", "1", "--no-progress", cwd=root)
+    assert done.returncode == 0, done.stderr
+    return {str(p.relative_to(root / "results")): p.read_bytes() for p in (root / "results").rglob("*") if p.is_file()}
+
+
+def resumed(tmp_path, files: dict[str, bytes], attack) -> subprocess.CompletedProcess:
+    results = tmp_path / "results"
+    for name, data in files.items():
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        (results / name).write_bytes(data)
+    (tmp_path / "study.toml").write_text(SWEEP_SPEC)
+    attack(results)
+    return greenslurm("sweep", "study.toml", "--out", "results", "--workers", "1", "--no-progress", cwd=tmp_path)
+
+
+def _a_cell(results: Path) -> Path:
+    return sorted((results / "cells").glob("*.json"))[0]
+
+
+def _fifo_instead(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("attack, names", [
+    (lambda r: (r / "ledger.jsonl").write_text("{garbage\n" + (r / "ledger.jsonl").read_text()),
+     ("ledger.jsonl:1:", "field cell_id")),
+    (lambda r: _fifo_instead(r / "ledger.jsonl"), ("ledger.jsonl", "pipe")),
+    (lambda r: _a_cell(r).write_text("{"), ("cells/", "not valid JSON", "remove it")),
+    (lambda r: _a_cell(r).write_text(""), ("cells/", "not valid JSON", "remove it")),
+    (lambda r: _a_cell(r).write_text("[1]"), ("cells/", "no results row", "remove it")),
+    (lambda r: _fifo_instead(_a_cell(r)), ("cells/", "pipe", "remove it")),
+], ids=["ledger-line", "ledger-fifo", "cell-cut", "cell-empty", "cell-list", "cell-fifo"])
+def test_a_resumed_sweep_refuses_a_folder_it_did_not_write(tmp_path, swept, attack, names):
+    """A ledger line or a finished cell's file edited, emptied or replaced by a pipe: a JSONDecodeError
+    traceback, or a hang on the pipe; now one line naming the file (and the ledger's line)."""
+    assert_one_line_error(resumed(tmp_path, swept, attack), *names)
+
+
+def test_a_resumed_sweep_keeps_every_finished_cell(tmp_path, swept):
+    """What held: a rerun on the whole folder runs nothing again and keeps the four cells."""
+    done = resumed(tmp_path, swept, lambda results: None)
+    assert done.returncode == 0, done.stderr
+    assert "4 already done, 0 to run" in done.stdout, done.stdout
+    assert {p.read_bytes() for p in (tmp_path / "results" / "cells").glob("*.json")} == \
+        {data for name, data in swept.items() if name.startswith("cells/")}
