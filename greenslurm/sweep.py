@@ -88,6 +88,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import check_input_file
+from greenslurm.sim.reporting.whole_files import whole_file
 from greenslurm.sim.workers import worker_pool
 from greenslurm.sweep_cell import _safe_run, cell_id
 from greenslurm.sweep_spec import SweepSpec
@@ -168,7 +169,8 @@ class ResultStore:
         import pandas as pd          # results.parquet only: a sweep's start does not pay for pandas
         frame = pd.DataFrame(rows)
         path = self.dir / RESULTS_PARQUET
-        frame.to_parquet(path, index=False)
+        with whole_file(path) as handle:        # never through a link planted under the name, never cut short
+            frame.to_parquet(handle, index=False)
         return path
 
 

@@ -294,3 +294,20 @@ def test_a_resumed_sweep_keeps_every_finished_cell(tmp_path, swept):
     assert "4 already done, 0 to run" in done.stdout, done.stdout
     assert {p.read_bytes() for p in (tmp_path / "results" / "cells").glob("*.json")} == \
         {data for name, data in swept.items() if name.startswith("cells/")}
+
+
+def test_a_sweep_replaces_a_link_planted_as_results_parquet(tmp_path, swept):
+    """results.parquet was written by pandas through a link planted under its name (the file it
+    pointed at overwritten); now written under a part name and renamed over the link."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+
+    def plant(results: Path) -> None:
+        (results / "results.parquet").unlink()
+        (results / "results.parquet").symlink_to(outside)
+    done = resumed(tmp_path, swept, plant)
+    assert done.returncode == 0, done.stderr
+    assert outside.read_text() == "not yours\n"
+    results = tmp_path / "results" / "results.parquet"
+    assert not results.is_symlink()
+    assert results.read_bytes() == swept["results.parquet"]      # the same four cells, the same bytes
