@@ -98,8 +98,16 @@ def _read_table(path: Path) -> pd.DataFrame:
         raise InputError(f"cannot read as a table: {exc}", path=str(path)) from None
 
 
+REPLAY_FILES = ("jobs.csv", "jobs.parquet", "power.csv", "summary.json")
+
+
 def _tables_in(folder: Path) -> list[Path]:
-    if (folder / RESULTS_PARQUET).exists():
+    if os.path.lexists(folder / RESULTS_PARQUET):
+        # a replay's files beside a sweep's results were passed over unsaid (the sweep reported alone)
+        mixed = [name for name in REPLAY_FILES if os.path.lexists(folder / name)]
+        if mixed:
+            raise InputError(f"holds a sweep's {RESULTS_PARQUET} and a replay's {', '.join(mixed)}: results of two "
+                             "commands in one folder; give each its own folder", path=str(folder))
         return [folder / RESULTS_PARQUET]
     # not only regular files: a pipe or a device under a table's name is refused (_read_table), not passed over
     files = sorted(p for p in folder.iterdir() if p.suffix in (".csv", ".parquet") and not p.is_dir())

@@ -311,3 +311,16 @@ def test_a_sweep_replaces_a_link_planted_as_results_parquet(tmp_path, swept):
     results = tmp_path / "results" / "results.parquet"
     assert not results.is_symlink()
     assert results.read_bytes() == swept["results.parquet"]      # the same four cells, the same bytes
+
+
+@pytest.mark.parametrize("into", ["replay folder", "sweep folder"])
+def test_report_refuses_a_folder_mixing_a_sweep_and_a_replay(tmp_path, swept, replay_out, into):
+    """A sweep's results.parquet beside a replay's files (one copied into the other's folder): the
+    sweep was reported alone and the replay passed over unsaid."""
+    if into == "replay folder":
+        out = planted(tmp_path, replay_out)
+        (out / "results.parquet").write_bytes(swept["results.parquet"])
+    else:
+        out = planted(tmp_path, {"results.parquet": swept["results.parquet"]},
+                      **{"summary.json": replay_out["summary.json"]})
+    assert_one_line_error(greenslurm("report", "out", cwd=tmp_path), "results.parquet", "summary.json")
