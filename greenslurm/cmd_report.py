@@ -20,6 +20,7 @@ from rich.markup import escape
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
 from greenslurm.inputs import check_input_file, make_output_folder, require_module
+from greenslurm.sim.reporting.whole_files import whole_file
 from greenslurm.results_read import check_table, missing_columns, read_summary
 from greenslurm.sim.reporting.quantities import display_scale, quantity
 from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
@@ -329,7 +330,8 @@ def write_tables(tables: list[tuple[str, ResultTable]], folder: Path) -> list[Pa
     for stem, table in tables:
         for suffix, text in ((".csv", to_csv(table)), (".md", to_markdown(table) + "\n")):
             path = folder / f"{_slug(stem)}{suffix}"
-            path.write_text(text, encoding="utf-8")
+            with whole_file(path) as handle:      # a link planted under the name is replaced, not written through
+                handle.write(text.encode("utf-8"))
             written.append(path)
     return written
 

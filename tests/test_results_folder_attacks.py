@@ -324,3 +324,20 @@ def test_report_refuses_a_folder_mixing_a_sweep_and_a_replay(tmp_path, swept, re
         out = planted(tmp_path, {"results.parquet": swept["results.parquet"]},
                       **{"summary.json": replay_out["summary.json"]})
     assert_one_line_error(greenslurm("report", "out", cwd=tmp_path), "results.parquet", "summary.json")
+
+
+@pytest.mark.parametrize("option, name", [("--tables", "replays-compared.csv"), ("--tables", "replays-compared.md"),
+                                          ("--plots", "gantt.png"), ("--plots", "gantt.svg")])
+def test_report_replaces_a_link_planted_in_its_output_folder(tmp_path, replay_out, option, name):
+    """A link named like a table or a figure in the --tables or --plots folder: the file it pointed
+    at was overwritten (Path.write_text, savefig); now the output replaces the link."""
+    planted(tmp_path, replay_out)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+    folder = tmp_path / "written"
+    folder.mkdir()
+    (folder / name).symlink_to(outside)
+    done = greenslurm("report", "out", option, "written", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert outside.read_text() == "not yours\n"
+    assert not (folder / name).is_symlink() and (folder / name).stat().st_size > 0
