@@ -9,7 +9,7 @@ skipped is said, with the reason.
 from __future__ import annotations
 
 import argparse
-import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +19,9 @@ from rich.markup import escape
 
 from greenslurm.cli_commands import COMMAND_HELP
 from greenslurm.clustermodel import InputError
-from greenslurm.inputs import make_output_folder, require_module
+from greenslurm.inputs import check_input_file, make_output_folder, require_module
+from greenslurm.sim.reporting.whole_files import whole_file
+from greenslurm.results_read import check_table, missing_columns, read_summary
 from greenslurm.sim.reporting.quantities import display_scale, quantity
 from greenslurm.sim.reporting.result_tables import ResultTable, to_csv, to_markdown, to_rich
 from greenslurm.stats import aggregate
@@ -88,6 +90,7 @@ def classify(frame: pd.DataFrame) -> str | None:
 
 def _read_table(path: Path) -> pd.DataFrame:
     import pandas as pd
+    check_input_file(str(path), "results table")   # a pipe blocked, /dev/zero was read until memory ran out
     try:
         if path.suffix == ".parquet":
             return pd.read_parquet(path)
@@ -96,29 +99,35 @@ def _read_table(path: Path) -> pd.DataFrame:
         raise InputError(f"cannot read as a table: {exc}", path=str(path)) from None
 
 
+REPLAY_FILES = ("jobs.csv", "jobs.parquet", "power.csv", "summary.json")
+
+
 def _tables_in(folder: Path) -> list[Path]:
-    if (folder / RESULTS_PARQUET).exists():
+    if os.path.lexists(folder / RESULTS_PARQUET):
+        # a replay's files beside a sweep's results were passed over unsaid (the sweep reported alone)
+        mixed = [name for name in REPLAY_FILES if os.path.lexists(folder / name)]
+        if mixed:
+            raise InputError(f"holds a sweep's {RESULTS_PARQUET} and a replay's {', '.join(mixed)}: results of two "
+                             "commands in one folder; give each its own folder", path=str(folder))
         return [folder / RESULTS_PARQUET]
-    files = sorted(p for p in folder.iterdir() if p.suffix in (".csv", ".parquet") and p.is_file())
+    # not only regular files: a pipe or a device under a table's name is refused (_read_table), not passed over
+    files = sorted(p for p in folder.iterdir() if p.suffix in (".csv", ".parquet") and not p.is_dir())
     return [p for p in files if not (p.name == "jobs.parquet" and (folder / "jobs.csv").exists())]
 
 
-def _replay_of(folder: Path, summary_path: Path) -> Replay | None:
+def _replay_of(folder: Path, summary_path: Path) -> Replay:
     """The policy and trace of a replay folder from its summary.json (the folder's name when the
-    summary does not name the policy); None when the summary cannot be read."""
-    try:
-        summary = json.loads(summary_path.read_text())
-        cluster = summary.get("cluster") or {}
-        trace = summary.get("trace")
-        limit = None
-        if isinstance(trace, dict):                  # {"path": ..., "format": ..., "records_read": ..., "limit"?}
-            trace, limit = trace.get("path"), trace.get("limit")
-        trace = Path(str(trace)).name if trace else (f"cluster {cluster['name']}" if cluster.get("name") else None)
-        if trace and isinstance(limit, int) and not isinstance(limit, bool):
-            trace = f"{trace} (first {limit:,} jobs)"  # a cut run, named in every title as a sweep's
-        return Replay(str(summary.get("policy") or folder.name), trace, cluster.get("nodes"), summary)
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
-        return None
+    summary does not name the policy); a summary greenslurm did not write is an InputError."""
+    summary = read_summary(summary_path, REPLAY_METRICS)
+    cluster = summary.get("cluster") or {}
+    trace = summary.get("trace")
+    limit = None
+    if isinstance(trace, dict):                  # {"path": ..., "format": ..., "records_read": ..., "limit"?}
+        trace, limit = trace.get("path"), trace.get("limit")
+    trace = Path(str(trace)).name if trace else (f"cluster {cluster['name']}" if cluster.get("name") else None)
+    if trace and limit is not None:
+        trace = f"{trace} (first {limit:,} jobs)"  # a cut run, named in every title as a sweep's
+    return Replay(str(summary.get("policy") or folder.name), trace, cluster.get("nodes"), summary)
 
 
 def ratio_where_deadlines_met(frame: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -160,8 +169,8 @@ def load_results(paths: list[str]) -> Results:
                 files = [f for folder in folders for f in _tables_in(folder)]
             for folder in folders:
                 summary = folder / "summary.json"
-                replay = _replay_of(folder, summary) if summary.exists() else None
-                if replay is not None:
+                if os.path.lexists(summary):          # a dangling link too: said, not passed over
+                    replay = _replay_of(folder, summary)
                     results.replays[str(folder)] = replay
                     results.cluster_nodes = replay.nodes or results.cluster_nodes
         else:
@@ -170,6 +179,12 @@ def load_results(paths: list[str]) -> Results:
         for file in files:
             frame = _read_table(file)
             kind = classify(frame)
+            lacking = missing_columns(file.name, frame.columns) if kind is None else []
+            if lacking:       # a replay's own file that is not one: said, not passed over
+                raise InputError(f"lacks the column{'s' * (len(lacking) > 1)} {', '.join(lacking)} of a "
+                                 f"greenslurm {file.name}", path=str(file))
+            if kind in ("jobs", "power"):
+                check_table(frame, kind, str(file))
             if kind in ("sweep", "compare"):
                 frame = ratio_where_deadlines_met(frame, kind)
             if kind is not None:
@@ -315,7 +330,8 @@ def write_tables(tables: list[tuple[str, ResultTable]], folder: Path) -> list[Pa
     for stem, table in tables:
         for suffix, text in ((".csv", to_csv(table)), (".md", to_markdown(table) + "\n")):
             path = folder / f"{_slug(stem)}{suffix}"
-            path.write_text(text, encoding="utf-8")
+            with whole_file(path) as handle:      # a link planted under the name is replaced, not written through
+                handle.write(text.encode("utf-8"))
             written.append(path)
     return written
 

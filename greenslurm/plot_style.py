@@ -18,6 +18,7 @@ import pandas as pd
 
 from greenslurm.sim.reporting.quantities import Scale
 from greenslurm.sim.reporting.series_style import series_style
+from greenslurm.sim.reporting.whole_files import whole_file
 
 FORMATS = ("png", "svg")
 MARKERS_PER_LINE = 12          # markers on long lines: enough to tell series apart, few enough to read
@@ -48,7 +49,8 @@ def save(figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     readable_ticks(figure)
-    figure.savefig(path)
+    with whole_file(path) as handle:          # a link planted under the name is replaced, not written through
+        figure.savefig(handle, format=path.suffix.lstrip("."))
     return path
 
 

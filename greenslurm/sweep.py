@@ -86,6 +86,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
+from greenslurm.clustermodel import InputError
+from greenslurm.inputs import check_input_file
+from greenslurm.sim.reporting.whole_files import whole_file
 from greenslurm.sim.workers import worker_pool
 from greenslurm.sweep_cell import _safe_run, cell_id
 from greenslurm.sweep_spec import SweepSpec
@@ -113,11 +116,13 @@ class ResultStore:
         ``recovered``.  The cell is not run again, and no cell appears twice.
         """
         path = self.dir / LEDGER
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        if os.path.lexists(path):      # a pipe here blocked the resume; a link would be written through
+            check_input_file(str(path), "sweep ledger")
+        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
         if text and not text.endswith("\n"):
             text = text[: text.rfind("\n") + 1]
             path.write_text(text, encoding="utf-8")
-        listed = {json.loads(line)["cell_id"] for line in text.splitlines() if line}
+        listed = {_ledger_cell(line, str(path), number) for number, line in enumerate(text.splitlines(), 1) if line}
         missing = sorted(self.done() - listed)
         if missing:
             with open(path, "a", encoding="utf-8") as ledger:
@@ -126,7 +131,12 @@ class ResultStore:
                                              "recovered": True}) + "\n")
 
     def done(self) -> set[str]:
-        return {p.stem for p in self.cells_dir.glob("*.json")}
+        paths = list(self.cells_dir.glob("*.json"))
+        for path in paths:             # a pipe under a cell's name blocked the combining
+            if not path.is_file():
+                raise InputError(f"not a regular file (a device, pipe or socket), not a finished cell: {REMOVE_CELL}",
+                                 path=str(path))
+        return {p.stem for p in paths}
 
     def save(self, cid: str, cell: Mapping, row: Mapping) -> None:
         path = self.cells_dir / f"{cid}.json"
@@ -150,7 +160,7 @@ class ResultStore:
         for path in sorted(self.cells_dir.glob("*.json")):
             if wanted is not None and path.stem not in wanted:
                 continue
-            rows.append(json.loads(path.read_text())["row"])
+            rows.append(_cell_row(path))
         return rows
 
     def combine(self, cells: Sequence[Mapping]) -> Path:
@@ -159,8 +169,36 @@ class ResultStore:
         import pandas as pd          # results.parquet only: a sweep's start does not pay for pandas
         frame = pd.DataFrame(rows)
         path = self.dir / RESULTS_PARQUET
-        frame.to_parquet(path, index=False)
+        with whole_file(path) as handle:        # never through a link planted under the name, never cut short
+            frame.to_parquet(handle, index=False)
         return path
+
+
+REMOVE_CELL = "remove it and rerun the sweep to run that cell again"
+
+
+def _ledger_cell(line: str, path: str, number: int) -> str:
+    """The cell id of a ledger line (a line greenslurm did not write is an InputError naming it)."""
+    try:
+        entry = json.loads(line)
+        if isinstance(entry, dict) and isinstance(entry.get("cell_id"), str):
+            return entry["cell_id"]
+    except ValueError:
+        pass
+    raise InputError("not a ledger line greenslurm writes (a JSON object with a cell_id): remove the line",
+                     path=path, line=number, field="cell_id")
+
+
+def _cell_row(path: Path) -> dict:
+    """The results row of a finished cell's file; a file edited, emptied or planted is an InputError."""
+    try:
+        cell = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(cell, dict) and isinstance(cell.get("row"), dict):
+            return cell["row"]
+        reason = "has no results row"
+    except (ValueError, RecursionError) as exc:       # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        reason = f"not valid JSON ({str(exc)[:80]})"
+    raise InputError(f"{reason}, not a finished cell: {REMOVE_CELL}", path=str(path))
 
 
 def _json_default(value):
