@@ -156,12 +156,15 @@ def test_a_record_larger_than_the_cluster_has_no_utilisation(tmp_path):
 
 
 def test_jobs_the_record_cannot_place(tmp_path):
-    # job 3's start before its submit; job 2 and a second job 2: they share an id
+    # job 3's start before its submit: Slurm starts no job before its submission, so the reader skips
+    # it (bad field Start), counted among the records in no column, as every replay counts it; job 2
+    # and a second job 2: they share an id
     export = EXPORT.replace(f"{DAY}02:00|{DAY}03:00", f"{DAY}02:00|{DAY}01:30") + \
         f"2|bob|batch|{DAY}06:00|{DAY}15:00|{DAY}15:10|00:00:10|COMPLETED|1|1|00:10:00|n2\n"
     code, data = whatif(tmp_path, export, "--current", "fcfs", "--candidate", "easy")
     assert code == 0
-    assert data["recorded"]["unusable_by_reason"] == {"cancelled before it started": 1, "start before submit": 1}
+    assert data["recorded"]["unusable_by_reason"] == {"cancelled before it started": 1}
+    assert data["recorded"]["reader_skipped_by_reason"]["bad field Start"] == 1, data["recorded"]
     assert data["recorded"]["jobs"] == 3                  # jobs 1, 2 and the second 2
     far = data["fidelity"]
     assert (far["jobs"], far["id_not_unique"]) == (1, 2)  # only job 1 can be matched between the schedules
