@@ -215,9 +215,10 @@ def load_report(database: str, power, now_s: float, off_w: float = 10.0) -> Ener
     import sqlite3
 
     from greenslurm.clustermodel import InputError
+    from greenslurm.slurm_plugin.record import read_only_uri
 
     try:
-        db = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=10)
+        db = sqlite3.connect(read_only_uri(database), uri=True, timeout=10)
     except sqlite3.Error as exc:
         raise InputError(f"cannot open the record: {exc}", path=database) from None
     try:

@@ -32,6 +32,7 @@ from greenslurm.slurm_plugin.failures_file import (LEFTOVER_AFTER_S, MOVED, NotR
                                                      moving_names, read_kept, removal)
 from greenslurm.slurm_plugin.lua_script import (lua_settings, lua_unquoted, render_job_submit, rendered_settings,
                                                  template)
+from greenslurm.slurm_plugin.record import read_only_uri
 from greenslurm.slurm_plugin.unit import (Sandbox, command_path, exec_line as unit_exec_line, exec_words,
                                             hidden_paths, unit_settings)
 from greenslurm.traces.slurm_conf_files import FAIL, SlurmConfFiles, read_slurm_conf
@@ -638,7 +639,7 @@ def _age(age_s: float) -> str:
 def _counted_leftovers(config: HookConfig) -> set[str] | None:
     """The leftover lines the record says were counted; None when the record cannot be read here."""
     try:
-        db = sqlite3.connect(f"file:{Path(config.database).absolute()}?mode=ro", uri=True)
+        db = sqlite3.connect(read_only_uri(config.database), uri=True)
         try:
             return {row[0] for row in db.execute("SELECT name FROM hook_leftovers")}
         finally:

@@ -94,6 +94,17 @@ IN_PROGRESS = " (in progress)"
 FAILED = "failed"
 
 
+def read_only_uri(database: str) -> str:
+    """The SQLite URI that opens ``database`` read-only: its absolute path percent-encoded, so that a
+    ``?`` or ``#`` in a folder's or the file's name stays part of the name (``file:{path}?mode=ro``
+    read ``a?b.sqlite`` as the file ``a`` with a query, and opened -- or created -- ``a`` read-write).
+
+    >>> read_only_uri("/srv/hook?x#1 %.sqlite")
+    'file:///srv/hook%3Fx%231%20%25.sqlite?mode=ro'
+    """
+    return f"{Path(database).absolute().as_uri()}?mode=ro"
+
+
 def create_private(path: str) -> None:
     """Create ``path`` 0600 if it does not exist; tighten it (and SQLite's -wal/-shm) if it does."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)

@@ -154,6 +154,27 @@ def test_hook_report_prints_and_writes_json(tmp_path):
     assert "energy per user" in table.stdout and "renewable" in table.stdout and table.returncode == 0
 
 
+def test_hook_report_reads_a_record_whose_path_holds_a_question_mark_and_a_hash(tmp_path):
+    # the record at "rec?x#1 %.sqlite" (a folder or file name may hold any byte but / and NUL): the
+    # report opened the URI "file:.../rec?x#1 %.sqlite?mode=ro", that is the file "rec" with a query,
+    # read-write: it made an empty "rec" beside it and said "not a decision record".  The path is now
+    # percent-encoded in the URI: the record itself is read, read-only, and nothing is created
+    database = tmp_path / "rec?x#1 %.sqlite"
+    record = DecisionRecord(database)
+    record.note_runs([JobRun("1", "ana", "phys", "", ("n1",), (4.0,), (0.0,), 0.0, 3600.0, "COMPLETED")],
+                     [LiveNode("n1", 4)], 3600.0, lambda r: 0.0)
+    record.close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    config = write_config(tmp_path / "hook.toml", database=str(database))
+    result = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "report", "--config", str(config),
+                             "--by", "account", "--json", "-"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    # phys: 4 of 4 CPUs at 350 W for an hour = 0.35 kWh
+    assert [(g["account"], g["energy_kwh"]) for g in json.loads(result.stdout)["by_account"]] == [("phys", 0.35)]
+    made = {p.name for p in tmp_path.iterdir()} - set(before) - {"hook.toml"}
+    assert not (tmp_path / "rec").exists() and made <= {f"{database.name}-wal", f"{database.name}-shm"}, made
+
+
 def test_hook_report_without_a_record_is_one_line(tmp_path):
     config = write_config(tmp_path / "hook.toml", database=str(tmp_path / "none.sqlite"))
     result = subprocess.run([sys.executable, "-m", "greenslurm", "hook", "report", "--config", str(config)],
