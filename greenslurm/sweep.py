@@ -140,9 +140,8 @@ class ResultStore:
 
     def save(self, cid: str, cell: Mapping, row: Mapping) -> None:
         path = self.cells_dir / f"{cid}.json"
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"cell": cell, "row": row}, sort_keys=True, default=_json_default))
-        os.replace(tmp, path)
+        with whole_file(path) as handle:        # a hidden part renamed once whole: never through a planted link
+            handle.write(json.dumps({"cell": cell, "row": row}, sort_keys=True, default=_json_default).encode())
         with open(self.dir / LEDGER, "a", encoding="utf-8") as ledger:
             ledger.write(json.dumps({"cell_id": cid, "pid": os.getpid(), "time": time.time()}) + "\n")
         failed = self.dir / FAILED_DIR / f"{cid}.json"
@@ -152,7 +151,8 @@ class ResultStore:
     def save_failure(self, cid: str, cell: Mapping, error: str) -> None:
         folder = self.dir / FAILED_DIR
         folder.mkdir(exist_ok=True)
-        (folder / f"{cid}.json").write_text(json.dumps({"cell": cell, "error": error}, sort_keys=True))
+        with whole_file(folder / f"{cid}.json") as handle:
+            handle.write(json.dumps({"cell": cell, "error": error}, sort_keys=True).encode())
 
     def rows(self, ids: Iterable[str] | None = None) -> list[dict]:
         wanted = None if ids is None else set(ids)

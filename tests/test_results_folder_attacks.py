@@ -253,12 +253,18 @@ def swept(tmp_path_factory):
     return {str(p.relative_to(root / "results")): p.read_bytes() for p in (root / "results").rglob("*") if p.is_file()}
 
 
-def resumed(tmp_path, files: dict[str, bytes], attack) -> subprocess.CompletedProcess:
+def restored(tmp_path, files: dict[str, bytes]) -> Path:
+    """The finished sweep's folder written back into ``tmp_path`` with its spec: the results folder."""
     results = tmp_path / "results"
     for name, data in files.items():
         (results / name).parent.mkdir(parents=True, exist_ok=True)
         (results / name).write_bytes(data)
     (tmp_path / "study.toml").write_text(SWEEP_SPEC)
+    return results
+
+
+def resumed(tmp_path, files: dict[str, bytes], attack) -> subprocess.CompletedProcess:
+    results = restored(tmp_path, files)
     attack(results)
     return greenslurm("sweep", "study.toml", "--out", "results", "--workers", "1", "--no-progress", cwd=tmp_path)
 
@@ -341,3 +347,34 @@ def test_report_replaces_a_link_planted_in_its_output_folder(tmp_path, replay_ou
     assert done.returncode == 0, done.stderr
     assert outside.read_text() == "not yours\n"
     assert not (folder / name).is_symlink() and (folder / name).stat().st_size > 0
+
+
+def test_a_sweep_writes_no_cell_through_a_link_planted_at_its_part_name(tmp_path, swept, monkeypatch):
+    """A finished cell is written under a part name, then renamed over cells/ID.json.  The part name was
+    cells/ID.tmp<process id>, written with write_text: a link planted there (a process id is easy to
+    guess) had the cell written into the file it pointed at.  Run in this process, so that its id is
+    known; links are planted at the old part name and at the new one: the file outside keeps its
+    bytes and the cell is written whole, the same bytes as the first sweep's."""
+    from greenslurm.cli import main
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours\n")
+    rerun: list[Path] = []
+
+    def plant(results: Path) -> None:
+        cell = _a_cell(results)
+        cell.unlink()                                  # run again: its file is written anew
+        rerun.append(cell)
+        for part in (cell.with_suffix(f".tmp{os.getpid()}"), cell.with_name(f".{cell.name}.{os.getpid()}.part")):
+            part.symlink_to(outside)
+
+    plant(restored(tmp_path, swept))
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "study.toml", "--out", "results", "--workers", "1", "--no-progress"]) == 0
+    assert outside.read_text() == "not yours\n"
+    cell = rerun[0]
+    assert not cell.is_symlink()
+    written, first = json.loads(cell.read_bytes()), json.loads(swept[f"cells/{cell.name}"])
+    for saved in (written, first):
+        del saved["row"]["elapsed_s"]                # the cell's own run time: the one field that differs
+    assert written == first
